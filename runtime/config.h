@@ -1,0 +1,247 @@
+/* runtime/config.h: the experiment configuration: YAML file -> validated, typed C structs.
+ * The schema (every key, its type, default, range or choices) is declared once, in
+ * runtime/config_schema.c; loading, --set overrides, printing and comparison are all driven by
+ * that table. Errors name file, line, column and key path:
+ *   configs/x.yaml:12:5: trainer.replay.capacity: expected a positive integer, got "-3"
+ * defines: gb_config and its sections, gb_config_load, gb_config_load_string, gb_config_apply_set,
+ *          gb_config_finish, gb_config_write, gb_config_equal, gb_config_arg */
+#ifndef GB_RUNTIME_CONFIG_H
+#define GB_RUNTIME_CONFIG_H
+
+#include "runtime/error.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define GB_CONFIG_NAME_MAX 64
+#define GB_CONFIG_PATH_MAX 1024
+#define GB_CONFIG_LIST_MAX 8
+#define GB_CONFIG_ARGS_MAX 32
+#define GB_CONFIG_ARG_VALUE_MAX 256
+
+/* A list of integers (e.g. MLP hidden sizes). */
+typedef struct gb_config_int_list {
+    int n;
+    int64_t v[GB_CONFIG_LIST_MAX];
+} gb_config_int_list;
+
+/* A free-form mapping of scalar keys to scalar values (env.args): kept as text, interpreted by
+ * whoever owns it (an environment reads its own arguments). */
+typedef struct gb_config_args {
+    int n;
+    struct {
+        char key[GB_CONFIG_NAME_MAX];
+        char value[GB_CONFIG_ARG_VALUE_MAX];
+    } kv[GB_CONFIG_ARGS_MAX];
+} gb_config_args;
+
+/* Enumerations: stored as these values, written as the names in config_schema.c. */
+typedef enum { GB_DEVICE_CPU = 0, GB_DEVICE_CUDA = 1 } gb_device;
+typedef enum { GB_MODEL_MLP = 0, GB_MODEL_CNN = 1, GB_MODEL_TORCHSCRIPT = 2 } gb_model_type;
+typedef enum { GB_ACT_TANH = 0, GB_ACT_RELU = 1, GB_ACT_ELU = 2, GB_ACT_GELU = 3 } gb_activation;
+typedef enum { GB_ALGO_PPO = 0, GB_ALGO_DQN = 1, GB_ALGO_SAC = 2 } gb_algorithm;
+typedef enum { GB_TARGET_HARD = 0, GB_TARGET_POLYAK = 1 } gb_target_update;
+typedef enum {
+    GB_REMOVER_FIFO = 0,
+    GB_REMOVER_LIFO = 1,
+    GB_REMOVER_LOWEST_PRIORITY = 2,
+    GB_REMOVER_MAX_TIMES_SAMPLED = 3,
+} gb_remover_kind;
+typedef enum {
+    GB_SELECTOR_UNIFORM = 0,
+    GB_SELECTOR_WEIGHTED = 1,
+    GB_SELECTOR_FIFO = 2,
+    GB_SELECTOR_LIFO = 3,
+    GB_SELECTOR_TOPK = 4,
+} gb_selector_kind;
+typedef enum { GB_TRANSPORT_IPC = 0, GB_TRANSPORT_TCP = 1 } gb_transport;
+typedef enum { GB_LAUNCH_LOCAL = 0, GB_LAUNCH_SLURM = 1, GB_LAUNCH_INLINE = 2 } gb_launch_mode;
+typedef enum {
+    GB_PROGRESS_AUTO = 0,
+    GB_PROGRESS_LINE = 1,
+    GB_PROGRESS_PLAIN = 2,
+    GB_PROGRESS_OFF = 3,
+} gb_progress_mode;
+
+typedef struct gb_config_experiment {
+    char name[GB_CONFIG_NAME_MAX];     /* required */
+    int64_t seed;                      /* experiment seed; every RNG derives from it */
+    double target_return;              /* solved when the mean of the last 100 returns reaches
+                                          it; NAN (null) = no target */
+    int64_t max_env_steps;             /* budget; 0 = unlimited */
+    double max_seconds;                /* wall-time budget; 0 = unlimited */
+    char run_root[GB_CONFIG_PATH_MAX]; /* runs go to <run_root>/<name>/<timestamp>/ */
+    int log_level;                     /* gb_log_level */
+    double metrics_interval_s;         /* how often workers report metrics */
+} gb_config_experiment;
+
+typedef struct gb_config_env {
+    char name[GB_CONFIG_NAME_MAX];   /* built-in name (CartPole-v1, ...) or "plugin" */
+    char plugin[GB_CONFIG_PATH_MAX]; /* shared library path when name is "plugin" */
+    int64_t max_episode_steps;       /* 0 = the environment's own limit */
+    gb_config_args args;             /* passed to the environment's create() */
+} gb_config_env;
+
+typedef struct gb_config_actors {
+    int64_t count;          /* actor worker processes */
+    int64_t envs_per_actor; /* K environment copies in each actor's ring */
+    int64_t splits;         /* S groups stepped in turn; divides K */
+    int64_t chunk_len;      /* T steps per trajectory chunk (the replay's item length) */
+} gb_config_actors;
+
+typedef struct gb_config_model {
+    int type;                             /* gb_model_type */
+    gb_config_int_list hidden;            /* MLP hidden sizes (also the CNN's head) */
+    int activation;                       /* gb_activation */
+    int layer_norm;                       /* bool */
+    int shared;                           /* bool: actor and critic share the torso */
+    char torchscript[GB_CONFIG_PATH_MAX]; /* file when type is torchscript */
+} gb_config_model;
+
+typedef struct gb_config_policy {
+    int64_t count;          /* policy worker processes */
+    int device;             /* gb_device */
+    int64_t threads;        /* libtorch intra-op threads */
+    int64_t max_batch_rows; /* inference batch: row limit */
+    double max_wait_ms;     /* inference batch: wait limit */
+    int deterministic;      /* bool: greedy/mean actions */
+    gb_config_model model;
+} gb_config_policy;
+
+typedef struct gb_config_ppo {
+    double gae_lambda;
+    double clip;
+    int clip_value;     /* bool */
+    double value_coef;
+    double entropy_coef;
+    int64_t epochs;
+    int64_t minibatches;
+    int normalize_advantages; /* bool */
+} gb_config_ppo;
+
+typedef struct gb_config_dqn {
+    int64_t n_step;
+    int target_update;          /* gb_target_update */
+    int64_t target_update_every; /* train steps between hard updates */
+    double tau;                 /* Polyak coefficient */
+    int double_q;               /* bool */
+    double epsilon_start;
+    double epsilon_end;
+    int64_t epsilon_decay_steps;
+    double huber_delta;
+} gb_config_dqn;
+
+typedef struct gb_config_sac {
+    double tau;
+    double init_alpha;
+    int learn_alpha;       /* bool */
+    double target_entropy; /* NAN (null) = -action_dim */
+    double alpha_lr;
+} gb_config_sac;
+
+typedef struct gb_config_algorithm {
+    int name; /* gb_algorithm; required */
+    double lr;
+    double gamma;
+    double max_grad_norm; /* 0 = no clipping */
+    int lr_anneal;        /* bool: linear to 0 over the env-step budget */
+    gb_config_ppo ppo;
+    gb_config_dqn dqn;
+    gb_config_sac sac;
+} gb_config_algorithm;
+
+typedef struct gb_config_replay {
+    int64_t capacity;          /* items (trajectory chunks) */
+    int64_t max_size;          /* evict above this many items; 0 = capacity */
+    int remover;               /* gb_remover_kind */
+    int64_t max_times_sampled; /* for the max_times_sampled remover; 0 = off */
+    int selector;              /* gb_selector_kind */
+    double alpha;              /* weighted: priority exponent */
+    double beta;               /* weighted: importance-weight exponent */
+    double default_priority;   /* new items; NAN (null) = current maximum */
+    int64_t min_size;          /* rate limiter: items before sampling starts */
+    double samples_per_insert; /* rate limiter: 0 = no ratio limit */
+    double error_buffer;       /* rate limiter: allowed deviation, in samples */
+    double timeout_s;          /* every blocking replay call */
+    int huge_pages;            /* bool: try huge pages for the column tables */
+} gb_config_replay;
+
+typedef struct gb_config_trainer {
+    int64_t count;
+    int device;  /* gb_device */
+    int64_t threads;
+    int64_t batch_size;        /* trajectory items per training step */
+    int64_t max_staleness;     /* policy versions; -1 = unbounded */
+    int64_t push_params_every; /* train steps between parameter pushes */
+    double checkpoint_every_s; /* 0 = only at the end */
+    gb_config_algorithm algorithm;
+    gb_config_replay replay;
+} gb_config_trainer;
+
+typedef struct gb_config_streams {
+    int transport;                      /* gb_transport */
+    char interface[GB_CONFIG_NAME_MAX]; /* tcp: address to bind; "*" only if asked */
+    int64_t sample_hwm;                 /* sample stream high-water mark (messages) */
+    int64_t inference_timeout_ms;
+    int64_t registry_timeout_ms;
+    int64_t heartbeat_ms;
+    int64_t ttl_ms;
+} gb_config_streams;
+
+typedef struct gb_config_parameters {
+    int64_t chunk_bytes; /* parameter blobs travel in chunks of this size */
+} gb_config_parameters;
+
+typedef struct gb_config_launch {
+    int mode;                         /* gb_launch_mode */
+    char run_dir[GB_CONFIG_PATH_MAX]; /* "" = <run_root>/<name>/<timestamp> */
+    double stop_timeout_s;            /* children get this long after SIGTERM */
+    int progress;                     /* gb_progress_mode */
+} gb_config_launch;
+
+typedef struct gb_config {
+    char source[GB_CONFIG_PATH_MAX]; /* file it was loaded from (not part of the schema) */
+    gb_config_experiment experiment;
+    gb_config_env env;
+    gb_config_actors actors;
+    gb_config_policy policy;
+    gb_config_trainer trainer;
+    gb_config_streams streams;
+    gb_config_parameters parameters;
+    gb_config_launch launch;
+} gb_config;
+
+/* Loading happens in three steps so that overrides are checked like file values:
+ *   gb_config_load (defaults + file) -> gb_config_apply_set (each --set) -> gb_config_finish
+ * (required keys, cross-key checks). gb_config_read does all three. All return 0 or GB_ECONFIG
+ * with a "file:line:column: key.path: ..." message in err. Nothing is allocated in cfg. */
+typedef struct gb_config_marks gb_config_marks; /* where each key was set, for messages */
+
+int gb_config_load(gb_config *cfg, gb_config_marks **marks, const char *path, gb_error *err);
+int gb_config_load_string(gb_config *cfg, gb_config_marks **marks, const char *name,
+                          const char *text, size_t len, gb_error *err);
+/* Applies one "key.path=value" override (value is YAML: 3, true, "x", [64, 64]). `which` numbers
+ * the override in messages ("--set[1]:1:25: ..."). */
+int gb_config_apply_set(gb_config *cfg, gb_config_marks *marks, const char *assignment,
+                        int which, gb_error *err);
+int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err);
+void gb_config_marks_free(gb_config_marks *marks);
+
+/* load + every override + finish. */
+int gb_config_read(gb_config *cfg, const char *path, const char *const *sets, int nsets,
+                   gb_error *err);
+
+/* Writes the resolved config as YAML that loads back to an equal struct. */
+int gb_config_write(const gb_config *cfg, FILE *out);
+
+/* 1 when every schema field is equal (floats bit-for-bit, NaN equal to NaN), else 0; on
+ * difference, names the first differing key in *diff_key when given. */
+int gb_config_equal(const gb_config *a, const gb_config *b, const char **diff_key);
+
+/* The value of env.args[key], or NULL. */
+const char *gb_config_arg(const gb_config_args *args, const char *key);
+
+/* Names of enum values (for logs): e.g. gb_config_enum_name("trainer.replay.selector", 1). */
+const char *gb_config_enum_name(const char *key_path, int value);
+
+#endif

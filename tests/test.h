@@ -1,0 +1,66 @@
+/* tests/test.h: the minimal test harness every C test uses.
+ * defines: CHECK, CHECK_EQ_INT, CHECK_NEAR, CHECK_OK, TEST_RUN, test_main_result */
+#ifndef GB_TESTS_TEST_H
+#define GB_TESTS_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int test_failures_;
+static int test_checks_;
+
+#define CHECK(cond)                                                                              \
+    do {                                                                                         \
+        test_checks_++;                                                                          \
+        if (!(cond)) {                                                                           \
+            test_failures_++;                                                                    \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);             \
+        }                                                                                        \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                                     \
+    do {                                                                                         \
+        test_checks_++;                                                                          \
+        if (!(cond)) {                                                                           \
+            test_failures_++;                                                                    \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);             \
+            fprintf(stderr, __VA_ARGS__);                                                        \
+            fputc('\n', stderr);                                                                 \
+        }                                                                                        \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                                       \
+    do {                                                                                         \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                      \
+        CHECK_MSG(a_ == b_, "%lld != %lld", a_, b_);                                             \
+    } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                                    \
+    do {                                                                                         \
+        double a_ = (double)(a), b_ = (double)(b);                                               \
+        CHECK_MSG(fabs(a_ - b_) <= (tol), "%.9g vs %.9g (tol %g)", a_, b_, (double)(tol));        \
+    } while (0)
+
+/* For gearbox calls that return 0 or a GB_E* code and fill a gb_error named err. */
+#define CHECK_OK(call)                                                                           \
+    do {                                                                                         \
+        int rc_ = (call);                                                                        \
+        CHECK_MSG(rc_ == 0, "%s returned %d: %s", #call, rc_, err.msg);                          \
+    } while (0)
+
+#define TEST_RUN(fn)                                                                             \
+    do {                                                                                         \
+        int before_ = test_failures_;                                                            \
+        fn();                                                                                    \
+        fprintf(stderr, "%s %s\n", test_failures_ == before_ ? "ok  " : "FAIL", #fn);            \
+    } while (0)
+
+/* Returns main's exit status and prints a summary line. */
+static inline int test_main_result(void)
+{
+    fprintf(stderr, "%d checks, %d failed\n", test_checks_, test_failures_);
+    return test_failures_ ? 1 : 0;
+}
+
+#endif
