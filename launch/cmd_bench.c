@@ -1,0 +1,41 @@
+/* launch/cmd_bench.c: `gearbox bench NAME [--json]`: dispatch to the benchmarks in bench.h. */
+#include "launch/bench.h"
+#include "launch/commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Each area adds its entry here when its benchmark lands. */
+const gb_bench_entry gb_bench_table[] = {
+    {NULL, NULL, NULL},
+};
+
+static void bench_usage(FILE *out)
+{
+    fprintf(out, "usage: gearbox bench NAME [--json] [OPTIONS]\n\n"
+                 "Runs a benchmark and prints its figures; with --json, one JSON object per line.\n"
+                 "Every benchmark also measures a reference (memcpy, raw ZeroMQ, ...) in the same\n"
+                 "run and reports the ratio.\n\nbenchmarks:\n");
+    for (const gb_bench_entry *b = gb_bench_table; b->name; b++)
+        fprintf(out, "  %-8s %s\n", b->name, b->summary);
+}
+
+int gb_cmd_bench(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        bench_usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? GB_EXIT_USAGE : GB_EXIT_OK;
+    }
+    for (const gb_bench_entry *b = gb_bench_table; b->name; b++) {
+        if (strcmp(argv[1], b->name) != 0)
+            continue;
+        int json = 0;
+        for (int i = 2; i < argc; i++)
+            if (strcmp(argv[i], "--json") == 0)
+                json = 1;
+        return b->run(argc - 1, argv + 1, json);
+    }
+    fprintf(stderr, "gearbox bench: unknown or not yet built benchmark '%s'\n", argv[1]);
+    bench_usage(stderr);
+    return GB_EXIT_USAGE;
+}
