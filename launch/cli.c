@@ -1,0 +1,68 @@
+/* launch/cli.c: parsing CONFIG [--set key=value ...] and run's flags (see cli.h). */
+#include "launch/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Matches "--name value" and "--name=value"; advances *i past what it used. */
+static int take(int argc, char **argv, int *i, const char *name, const char **out, int *bad)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0)
+        return 0;
+    if (argv[*i][n] == '=') {
+        *out = argv[*i] + n + 1;
+        return 1;
+    }
+    if (argv[*i][n] != '\0')
+        return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "gearbox %s: %s needs a value\n", argv[0], name);
+        *bad = 1;
+        return 1;
+    }
+    *out = argv[++*i];
+    return 1;
+}
+
+int gb_cli_parse(int argc, char **argv, int flags, gb_cli *out)
+{
+    memset(out, 0, sizeof *out);
+    int bad = 0;
+    for (int i = 1; i < argc && !bad; i++) {
+        const char *v = NULL;
+        if (take(argc, argv, &i, "--set", &v, &bad)) {
+            if (bad)
+                break;
+            if (out->nsets == GB_CLI_MAX_SETS) {
+                fprintf(stderr, "gearbox %s: more than %d --set options\n", argv[0],
+                        GB_CLI_MAX_SETS);
+                return -1;
+            }
+            out->sets[out->nsets++] = v;
+        } else if ((flags & GB_CLI_RUN_FLAGS) &&
+                   (take(argc, argv, &i, "--backend", &out->backend, &bad) ||
+                    take(argc, argv, &i, "--run-dir", &out->run_dir, &bad) ||
+                    take(argc, argv, &i, "--record", &out->record, &bad))) {
+            continue;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            fprintf(stderr, "gearbox %s: unknown option %s (see gearbox %s --help)\n", argv[0],
+                    argv[i], argv[0]);
+            return -1;
+        } else if (out->config) {
+            fprintf(stderr, "gearbox %s: one CONFIG only, got %s and %s\n", argv[0], out->config,
+                    argv[i]);
+            return -1;
+        } else {
+            out->config = argv[i];
+        }
+    }
+    if (bad)
+        return -1;
+    if (!out->config) {
+        fprintf(stderr, "gearbox %s: missing CONFIG.yaml (see gearbox %s --help)\n", argv[0],
+                argv[0]);
+        return -1;
+    }
+    return 0;
+}

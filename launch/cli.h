@@ -1,0 +1,25 @@
+/* launch/cli.h: the options shared by run, serve and check: CONFIG [--set key=value ...],
+ * and run's --backend/--run-dir/--record.
+ * defines: gb_cli, gb_cli_parse, GB_CLI_MAX_SETS */
+#ifndef GB_LAUNCH_CLI_H
+#define GB_LAUNCH_CLI_H
+
+#define GB_CLI_MAX_SETS 256
+
+typedef struct gb_cli {
+    const char *config;                 /* the positional CONFIG.yaml */
+    const char *sets[GB_CLI_MAX_SETS];  /* --set key.path=value, in order */
+    int nsets;
+    const char *backend;                /* --backend local|slurm (run) */
+    const char *run_dir;                /* --run-dir DIR (run) */
+    const char *record;                 /* --record DIR (run) */
+} gb_cli;
+
+/* Flags a subcommand accepts besides --set (bit set). */
+enum { GB_CLI_RUN_FLAGS = 1 };
+
+/* Parses argv (argv[0] is the subcommand name). On a usage error prints it to stderr prefixed
+ * with "gearbox <cmd>: " and returns -1; else 0. Nothing is copied: strings point into argv. */
+int gb_cli_parse(int argc, char **argv, int flags, gb_cli *out);
+
+#endif

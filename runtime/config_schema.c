@@ -1,0 +1,217 @@
+/* runtime/config_schema.c: every experiment config key, declared once: type, default, range or
+ * choices. The loader, --set, `gearbox check` and the comparison all read this table. Later
+ * issues extend the schema here (and the structs in config.h). */
+#include "runtime/config_schema.h"
+
+#include "runtime/config.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#define OFF(member) offsetof(gb_config, member)
+#define BIG 9.007199254740992e15 /* 2^53: integers stay exact as doubles */
+#define INF __builtin_inf()
+
+#define INT(p, m, d, lo, hi, doc) {p, GB_CK_INT, OFF(m), 0, d, lo, hi, NULL, 0, doc}
+#define FLOAT(p, m, d, lo, hi, doc) {p, GB_CK_FLOAT, OFF(m), 0, d, lo, hi, NULL, 0, doc}
+#define FLOAT_OR_NULL(p, m, d, lo, hi, doc) {p, GB_CK_FLOAT, OFF(m), 0, d, lo, hi, NULL, 1, doc}
+#define BOOL(p, m, d, doc) {p, GB_CK_BOOL, OFF(m), 0, d, 0, 1, NULL, 0, doc}
+#define STR(p, m, d, doc) {p, GB_CK_STRING, OFF(m), sizeof(((gb_config *)0)->m), d, 0, 0, NULL, 0, doc}
+#define ENUM(p, m, d, ch, doc) {p, GB_CK_ENUM, OFF(m), 0, d, 0, 0, ch, 0, doc}
+#define LIST(p, m, d, lo, hi, doc) {p, GB_CK_INT_LIST, OFF(m), 0, d, lo, hi, NULL, 0, doc}
+#define ARGS(p, m, doc) {p, GB_CK_ARGS, OFF(m), 0, "{}", 0, 0, NULL, 0, doc}
+
+/* Enum choices, in the order of the C enums in config.h. */
+static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
+static const char *const devices[] = {"cpu", "cuda", NULL};
+static const char *const model_types[] = {"mlp", "cnn", "torchscript", NULL};
+static const char *const activations[] = {"tanh", "relu", "elu", "gelu", NULL};
+static const char *const algorithms[] = {"ppo", "dqn", "sac", NULL};
+static const char *const target_updates[] = {"hard", "polyak", NULL};
+static const char *const removers[] = {"fifo", "lifo", "lowest_priority", "max_times_sampled",
+                                       NULL};
+static const char *const selectors[] = {"uniform", "weighted", "fifo", "lifo", "topk", NULL};
+static const char *const transports[] = {"ipc", "tcp", NULL};
+static const char *const launch_modes[] = {"local", "slurm", "inline", NULL};
+static const char *const progress_modes[] = {"auto", "line", "plain", "off", NULL};
+
+const gb_config_field gb_config_fields[] = {
+    STR("experiment.name", experiment.name, NULL, "experiment name (runs/<name>/...)"),
+    INT("experiment.seed", experiment.seed, "1", 0, BIG, "seed of every RNG in the run"),
+    FLOAT_OR_NULL("experiment.target_return", experiment.target_return, "null", -INF, INF,
+                  "solved when the mean of the last 100 episode returns reaches this"),
+    INT("experiment.max_env_steps", experiment.max_env_steps, "10000000", 0, BIG,
+        "environment-step budget (0 = unlimited)"),
+    FLOAT("experiment.max_seconds", experiment.max_seconds, "600", 0, INF,
+          "wall-time budget in seconds (0 = unlimited)"),
+    STR("experiment.run_root", experiment.run_root, "runs", "root folder of run directories"),
+    ENUM("experiment.log_level", experiment.log_level, "info", log_levels, "logging level"),
+    FLOAT("experiment.metrics_interval_s", experiment.metrics_interval_s, "1", 0.01, 3600,
+          "seconds between metric reports"),
+
+    STR("env.name", env.name, NULL, "built-in environment name, or \"plugin\""),
+    STR("env.plugin", env.plugin, "", "shared library of a plugin environment"),
+    INT("env.max_episode_steps", env.max_episode_steps, "0", 0, BIG,
+        "truncation limit (0 = the environment's own)"),
+    ARGS("env.args", env.args, "arguments for the environment's create()"),
+
+    INT("actors.count", actors.count, "1", 1, 4096, "actor worker processes"),
+    INT("actors.envs_per_actor", actors.envs_per_actor, "16", 1, 1 << 20,
+        "environment copies in each actor's ring (K)"),
+    INT("actors.splits", actors.splits, "2", 1, 1024, "groups of the ring stepped in turn (S)"),
+    INT("actors.chunk_len", actors.chunk_len, "32", 1, 1 << 16,
+        "steps per trajectory chunk (T, the replay item length)"),
+
+    INT("policy.count", policy.count, "1", 1, 1024, "policy worker processes"),
+    ENUM("policy.device", policy.device, "cpu", devices, "where inference runs"),
+    INT("policy.threads", policy.threads, "1", 1, 1024, "libtorch intra-op threads"),
+    INT("policy.max_batch_rows", policy.max_batch_rows, "4096", 1, 1 << 24,
+        "inference batch row limit"),
+    FLOAT("policy.max_wait_ms", policy.max_wait_ms, "1", 0, 60000,
+          "inference batch wait limit in milliseconds"),
+    BOOL("policy.deterministic", policy.deterministic, "false", "greedy or mean actions"),
+    ENUM("policy.model.type", policy.model.type, "mlp", model_types, "model architecture"),
+    LIST("policy.model.hidden", policy.model.hidden, "[64, 64]", 1, 1 << 20,
+         "hidden layer sizes"),
+    ENUM("policy.model.activation", policy.model.activation, "tanh", activations,
+         "hidden activation"),
+    BOOL("policy.model.layer_norm", policy.model.layer_norm, "false",
+         "layer norm after each hidden layer"),
+    BOOL("policy.model.shared", policy.model.shared, "false",
+         "actor and critic share the torso"),
+    STR("policy.model.torchscript", policy.model.torchscript, "",
+        "TorchScript file when type is torchscript"),
+
+    INT("trainer.count", trainer.count, "1", 1, 1024, "trainer worker processes"),
+    ENUM("trainer.device", trainer.device, "cpu", devices, "where training runs"),
+    INT("trainer.threads", trainer.threads, "1", 1, 1024, "libtorch intra-op threads"),
+    INT("trainer.batch_size", trainer.batch_size, "64", 1, 1 << 24,
+        "trajectory items per training step"),
+    INT("trainer.max_staleness", trainer.max_staleness, "-1", -1, BIG,
+        "max policy-version lag of trained samples (-1 = unbounded)"),
+    INT("trainer.push_params_every", trainer.push_params_every, "1", 1, BIG,
+        "training steps between parameter pushes"),
+    FLOAT("trainer.checkpoint_every_s", trainer.checkpoint_every_s, "0", 0, INF,
+          "seconds between checkpoints (0 = only at the end)"),
+    ENUM("trainer.algorithm.name", trainer.algorithm.name, NULL, algorithms, "algorithm"),
+    FLOAT("trainer.algorithm.lr", trainer.algorithm.lr, "0.0003", 0, 10, "learning rate"),
+    FLOAT("trainer.algorithm.gamma", trainer.algorithm.gamma, "0.99", 0, 1, "discount"),
+    FLOAT("trainer.algorithm.max_grad_norm", trainer.algorithm.max_grad_norm, "0.5", 0, INF,
+          "gradient-norm clipping (0 = off)"),
+    BOOL("trainer.algorithm.lr_anneal", trainer.algorithm.lr_anneal, "false",
+         "anneal the learning rate linearly to 0 over the env-step budget"),
+    FLOAT("trainer.algorithm.ppo.gae_lambda", trainer.algorithm.ppo.gae_lambda, "0.95", 0, 1,
+          "GAE lambda"),
+    FLOAT("trainer.algorithm.ppo.clip", trainer.algorithm.ppo.clip, "0.2", 0, 10,
+          "ratio clipping"),
+    BOOL("trainer.algorithm.ppo.clip_value", trainer.algorithm.ppo.clip_value, "false",
+         "clip the value loss too"),
+    FLOAT("trainer.algorithm.ppo.value_coef", trainer.algorithm.ppo.value_coef, "0.5", 0, INF,
+          "value loss coefficient"),
+    FLOAT("trainer.algorithm.ppo.entropy_coef", trainer.algorithm.ppo.entropy_coef, "0", 0, INF,
+          "entropy bonus coefficient"),
+    INT("trainer.algorithm.ppo.epochs", trainer.algorithm.ppo.epochs, "4", 1, 1000,
+        "passes over each batch"),
+    INT("trainer.algorithm.ppo.minibatches", trainer.algorithm.ppo.minibatches, "4", 1, 1 << 20,
+        "minibatches per epoch"),
+    BOOL("trainer.algorithm.ppo.normalize_advantages",
+         trainer.algorithm.ppo.normalize_advantages, "true", "normalise advantages per minibatch"),
+    INT("trainer.algorithm.dqn.n_step", trainer.algorithm.dqn.n_step, "1", 1, 1000,
+        "n-step returns"),
+    ENUM("trainer.algorithm.dqn.target_update", trainer.algorithm.dqn.target_update, "hard",
+         target_updates, "target network update"),
+    INT("trainer.algorithm.dqn.target_update_every", trainer.algorithm.dqn.target_update_every,
+        "500", 1, BIG, "training steps between hard target updates"),
+    FLOAT("trainer.algorithm.dqn.tau", trainer.algorithm.dqn.tau, "0.005", 0, 1,
+          "Polyak coefficient"),
+    BOOL("trainer.algorithm.dqn.double_q", trainer.algorithm.dqn.double_q, "true", "double Q"),
+    FLOAT("trainer.algorithm.dqn.epsilon_start", trainer.algorithm.dqn.epsilon_start, "1", 0, 1,
+          "initial exploration rate"),
+    FLOAT("trainer.algorithm.dqn.epsilon_end", trainer.algorithm.dqn.epsilon_end, "0.05", 0, 1,
+          "final exploration rate"),
+    INT("trainer.algorithm.dqn.epsilon_decay_steps", trainer.algorithm.dqn.epsilon_decay_steps,
+        "10000", 0, BIG, "env steps over which epsilon decays linearly"),
+    FLOAT("trainer.algorithm.dqn.huber_delta", trainer.algorithm.dqn.huber_delta, "1", 0, INF,
+          "Huber loss threshold"),
+    FLOAT("trainer.algorithm.sac.tau", trainer.algorithm.sac.tau, "0.005", 0, 1,
+          "Polyak coefficient"),
+    FLOAT("trainer.algorithm.sac.init_alpha", trainer.algorithm.sac.init_alpha, "0.2", 0, INF,
+          "initial temperature"),
+    BOOL("trainer.algorithm.sac.learn_alpha", trainer.algorithm.sac.learn_alpha, "true",
+         "learn the temperature"),
+    FLOAT_OR_NULL("trainer.algorithm.sac.target_entropy", trainer.algorithm.sac.target_entropy,
+                  "null", -INF, INF, "target entropy (null = -action dimension)"),
+    FLOAT("trainer.algorithm.sac.alpha_lr", trainer.algorithm.sac.alpha_lr, "0.0003", 0, 10,
+          "temperature learning rate"),
+    INT("trainer.replay.capacity", trainer.replay.capacity, "100000", 1, BIG,
+        "items (trajectory chunks) the replay holds"),
+    INT("trainer.replay.max_size", trainer.replay.max_size, "0", 0, BIG,
+        "evict above this many items (0 = capacity)"),
+    ENUM("trainer.replay.remover", trainer.replay.remover, "fifo", removers, "eviction order"),
+    INT("trainer.replay.max_times_sampled", trainer.replay.max_times_sampled, "0", 0, BIG,
+        "remove an item after this many samples (0 = never)"),
+    ENUM("trainer.replay.selector", trainer.replay.selector, "uniform", selectors,
+         "sampling order"),
+    FLOAT("trainer.replay.alpha", trainer.replay.alpha, "0.6", 0, 100, "priority exponent"),
+    FLOAT("trainer.replay.beta", trainer.replay.beta, "0.4", 0, 1, "importance-weight exponent"),
+    FLOAT_OR_NULL("trainer.replay.default_priority", trainer.replay.default_priority, "null", 0,
+                  INF, "priority of new items (null = current maximum)"),
+    INT("trainer.replay.min_size", trainer.replay.min_size, "1", 1, BIG,
+        "items before sampling starts"),
+    FLOAT("trainer.replay.samples_per_insert", trainer.replay.samples_per_insert, "0", 0, INF,
+          "samples per inserted item (0 = no ratio limit)"),
+    FLOAT("trainer.replay.error_buffer", trainer.replay.error_buffer, "0", 0, INF,
+          "allowed deviation from samples_per_insert, in samples"),
+    FLOAT("trainer.replay.timeout_s", trainer.replay.timeout_s, "30", 0, INF,
+          "timeout of every blocking replay call"),
+    BOOL("trainer.replay.huge_pages", trainer.replay.huge_pages, "true",
+         "use huge pages for the tables where available"),
+
+    ENUM("streams.transport", streams.transport, "ipc", transports,
+         "ipc (one machine) or tcp (across machines)"),
+    STR("streams.interface", streams.interface, "127.0.0.1",
+        "tcp: address to bind (\"*\" binds every interface)"),
+    INT("streams.sample_hwm", streams.sample_hwm, "64", 1, 1 << 24,
+        "sample stream high-water mark, in messages"),
+    INT("streams.inference_timeout_ms", streams.inference_timeout_ms, "10000", 1, BIG,
+        "inference request timeout"),
+    INT("streams.registry_timeout_ms", streams.registry_timeout_ms, "10000", 1, BIG,
+        "endpoint lookup timeout"),
+    INT("streams.heartbeat_ms", streams.heartbeat_ms, "500", 1, BIG, "registry heartbeat period"),
+    INT("streams.ttl_ms", streams.ttl_ms, "3000", 1, BIG,
+        "a worker silent this long is dropped from the registry"),
+
+    INT("parameters.chunk_bytes", parameters.chunk_bytes, "4194304", 4096, 1LL << 31,
+        "parameter blobs travel in chunks of this many bytes"),
+
+    ENUM("launch.mode", launch.mode, "local", launch_modes,
+         "local processes, Slurm, or inline (one process, no sockets)"),
+    STR("launch.run_dir", launch.run_dir, "",
+        "run directory (\"\" = <run_root>/<name>/<timestamp>)"),
+    FLOAT("launch.stop_timeout_s", launch.stop_timeout_s, "5", 0, 3600,
+          "seconds children get after SIGTERM"),
+    ENUM("launch.progress", launch.progress, "auto", progress_modes,
+         "progress display: auto (a live line on a terminal), line, plain, off"),
+};
+
+const size_t gb_config_nfields = sizeof gb_config_fields / sizeof gb_config_fields[0];
+
+const gb_config_field *gb_config_find_field(const char *path, size_t len)
+{
+    for (size_t i = 0; i < gb_config_nfields; i++) {
+        const char *p = gb_config_fields[i].path;
+        if (strlen(p) == len && memcmp(p, path, len) == 0)
+            return &gb_config_fields[i];
+    }
+    return NULL;
+}
+
+int gb_config_is_section(const char *path, size_t len)
+{
+    for (size_t i = 0; i < gb_config_nfields; i++) {
+        const char *p = gb_config_fields[i].path;
+        if (strlen(p) > len && memcmp(p, path, len) == 0 && p[len] == '.')
+            return 1;
+    }
+    return 0;
+}
