@@ -1,0 +1,185 @@
+/* runtime/wire.h: the gearbox wire format: frame 0 a msgpack header, then one raw frame per tensor.
+ * defines: gb_msg_type, gb_role, gb_tensor_desc, gb_wire_header, gb_wire_payload, gb_wire_msg,
+ *          gb_wire_encode_header, gb_wire_decode_header, gb_wire_check_frames, gb_wire_send,
+ *          gb_wire_recv, gb_wire_msg_init, gb_wire_msg_release, gb_wire_msg_tensor,
+ *          gb_tensor_desc_bytes, gb_wire_set_tensor, gb_role_name, gb_msg_type_name
+ *
+ * A message is a ZeroMQ multipart message:
+ *   [routing frames (ROUTER only)] [header] [tensor 0 bytes] ... [tensor n-1 bytes]
+ * The header is a msgpack map with short string keys (unknown keys are rejected):
+ *   "v" protocol (uint), "t" type (uint), "r" role (uint), "i" index (uint), "s" sequence (uint64),
+ *   "p" policy version (int64), "st" status (int, optional, 0 = ok or a GB_E* code),
+ *   "x" text (str, optional), "m" meta (array of int64, optional; meaning fixed per type),
+ *   "T" tensors (array of [name str, dtype uint, shape array of uint]).
+ * Tensor frames are raw little-endian C-order bytes whose length must equal the product of the
+ * declared shape times the dtype size. Receivers check all of it before anything is used, and
+ * read tensors in place from the ZeroMQ frames (no copy).
+ *
+ * Headers are written with msgpack-c's packer. They are read with the bounds-checked msgpack
+ * reader in wire.c rather than msgpack-c's unpacker, because the unpacker allocates from a
+ * container's declared element count before checking it against the input (5 hostile bytes can
+ * ask for 96 GB) and allocates a zone per message; the reader allocates nothing and checks
+ * every count against the bytes left. tests/streams/test_wire.c checks both against each other. */
+#ifndef GB_RUNTIME_WIRE_H
+#define GB_RUNTIME_WIRE_H
+
+#include "runtime/dtype.h"
+#include "runtime/error.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#define GB_WIRE_PROTOCOL 1        /* bumped on any incompatible change of the header */
+#define GB_WIRE_MAX_TENSORS 32    /* tensors per message */
+#define GB_WIRE_MAX_RANK 8        /* dimensions per tensor */
+#define GB_WIRE_NAME_MAX 32       /* tensor name bytes including the NUL */
+#define GB_WIRE_META_MAX 8        /* meta integers per message */
+#define GB_WIRE_TEXT_MAX 256      /* text bytes including the NUL */
+#define GB_WIRE_HEADER_MAX 8192   /* encoded header bytes */
+#define GB_WIRE_ROUTE_MAX 256     /* routing identity bytes (ZeroMQ allows up to 255) */
+
+typedef enum gb_msg_type {
+    GB_MSG_INFER_REQUEST = 1, /* tensors: inputs, first dim = rows */
+    GB_MSG_INFER_REPLY = 2,   /* tensors: outputs for the request's rows; status != 0: error */
+    GB_MSG_SAMPLE = 3,        /* tensors: one trajectory chunk */
+    GB_MSG_PARAM_BEGIN = 4,   /* meta: version, total bytes, chunk bytes; tensor "layout" */
+    GB_MSG_PARAM_CHUNK = 5,   /* meta: version, offset; tensor "data" */
+    GB_MSG_PARAM_END = 6,     /* meta: version, total bytes, crc32c */
+    GB_MSG_PARAM_INFO_REQ = 7, /* ask the service for its latest version's description */
+    GB_MSG_PARAM_INFO = 8,    /* meta: version, total, chunk, crc; tensor "layout"; status */
+    GB_MSG_PARAM_FETCH = 9,   /* meta: version, offset, length */
+    GB_MSG_PARAM_DATA = 10,   /* meta: version, offset; tensor "data"; status GB_ENOTFOUND: gone */
+    GB_MSG_REG_REGISTER = 11, /* tensors "name", "endpoint" (uint8 strings); meta: ttl_ms */
+    GB_MSG_REG_UNREGISTER = 12, /* tensor "name" */
+    GB_MSG_REG_LOOKUP = 13,   /* tensor "name" (a prefix when meta[0] = 1) */
+    GB_MSG_REG_REPLY = 14,    /* tensors "names", "endpoints": NUL-separated lists; status */
+    GB_MSG_TYPE_END = 15,     /* not a type: one past the last */
+} gb_msg_type;
+
+/* Sender roles; part of the wire format (numbers never change). */
+typedef enum gb_role {
+    GB_ROLE_NONE = 0,
+    GB_ROLE_LAUNCHER = 1,
+    GB_ROLE_ACTOR = 2,
+    GB_ROLE_POLICY = 3,
+    GB_ROLE_TRAINER = 4,
+    GB_ROLE_PARAMS = 5, /* parameter service */
+    GB_ROLE_CLIENT = 6, /* offline-RL data client, tools, tests */
+    GB_ROLE_SERVER = 7, /* offline-RL data server */
+    GB_ROLE_END = 8,
+} gb_role;
+
+typedef struct gb_tensor_desc {
+    char name[GB_WIRE_NAME_MAX];
+    gb_dtype dtype;
+    int rank;
+    int64_t shape[GB_WIRE_MAX_RANK]; /* each >= 0 */
+} gb_tensor_desc;
+
+typedef struct gb_wire_header {
+    int type;               /* gb_msg_type */
+    int protocol;           /* GB_WIRE_PROTOCOL on send; checked on receive */
+    int role;               /* gb_role of the sender */
+    int index;              /* sender's index within its role, >= 0 */
+    uint64_t seq;           /* sender's sequence number / request id */
+    int64_t policy_version; /* policy version that produced the data, -1 when none */
+    int status;             /* 0, or a GB_E* code the sender reports (replies) */
+    char text[GB_WIRE_TEXT_MAX]; /* "" or a message (errors, registry) */
+    int nmeta;
+    int64_t meta[GB_WIRE_META_MAX];
+    int ntensors;
+    gb_tensor_desc tensors[GB_WIRE_MAX_TENSORS];
+} gb_wire_header;
+
+/* A tensor frame to send. With free_fn NULL the bytes are copied into the message before
+ * gb_wire_send returns. With free_fn set, the bytes are sent without a copy and must stay valid
+ * and unchanged until ZeroMQ calls free_fn(data, hint) (from its I/O thread). With msg set, that
+ * ZeroMQ message is sent as the frame (moved: it is empty afterwards) and data is ignored. */
+typedef struct gb_wire_payload {
+    const void *data;
+    zmq_free_fn *free_fn;
+    void *hint;
+    zmq_msg_t *msg;
+} gb_wire_payload;
+
+/* A received message: the decoded header and the frames holding the tensors. Tensor views
+ * (gb_wire_msg_tensor) point into the frames and stay valid until gb_wire_msg_release. */
+typedef struct gb_wire_msg {
+    gb_wire_header hdr;
+    unsigned char route[GB_WIRE_ROUTE_MAX]; /* routing identity (ROUTER receive), else empty */
+    size_t route_len;
+    int nframes; /* tensor frames held (== hdr.ntensors after a successful receive) */
+    zmq_msg_t frames[GB_WIRE_MAX_TENSORS];
+} gb_wire_msg;
+
+typedef struct gb_tensor_view {
+    const gb_tensor_desc *desc;
+    const void *data; /* in the ZeroMQ frame; aligned as ZeroMQ allocated it */
+    size_t bytes;
+} gb_tensor_view;
+
+const char *gb_role_name(int role);     /* "actor", ...; "invalid" when out of range */
+const char *gb_msg_type_name(int type); /* "infer_request", ...; "invalid" when out of range */
+
+/* Fills d (name truncated at GB_WIRE_NAME_MAX-1 is an error: returns GB_EINVAL). */
+int gb_wire_set_tensor(gb_tensor_desc *d, const char *name, gb_dtype dtype, int rank,
+                       const int64_t *shape, gb_error *err);
+
+/* Byte size of a described tensor in *bytes, checking dtype, rank, negative dimensions and
+ * overflow. Returns 0 or GB_EPROTO naming the tensor and field. */
+int gb_tensor_desc_bytes(const gb_tensor_desc *d, uint64_t *bytes, gb_error *err);
+
+/* Initialises h for sending: protocol GB_WIRE_PROTOCOL, the given type, role, index, policy
+ * version -1, everything else zero. */
+void gb_wire_header_init(gb_wire_header *h, int type, int role, int index);
+
+/* Encodes h into buf (cap bytes) and sets *len. Returns 0, or GB_EINVAL if h is not valid or the
+ * encoding does not fit. Does not allocate. */
+int gb_wire_encode_header(const gb_wire_header *h, void *buf, size_t cap, size_t *len,
+                          gb_error *err);
+
+/* Decodes and checks a header from len bytes at buf: every field's type and range, the protocol
+ * version, names, dtypes, ranks, counts. Never reads outside [buf, buf+len); never allocates.
+ * Returns 0, or GB_EPROTO with a message naming the field. */
+int gb_wire_decode_header(const void *buf, size_t len, gb_wire_header *h, gb_error *err);
+
+/* Checks that n frames of the given byte lengths match h's tensor table (count and each
+ * frame's length == shape product × dtype size). Returns 0 or GB_EPROTO naming the tensor. */
+int gb_wire_check_frames(const gb_wire_header *h, const size_t *lens, int n, gb_error *err);
+
+/* Sends one message on sock: route (route_len bytes, NULL for none) as the first frame when
+ * sending on a ROUTER, the encoded header, then one frame per tensor of h. flags: 0 (block, up
+ * to the socket's ZMQ_SNDTIMEO) or ZMQ_DONTWAIT. ZeroMQ queues multipart messages atomically:
+ * GB_EAGAIN (would block, nothing was queued) or GB_ETIMEOUT leave nothing half-sent. A
+ * payload's free_fn is called exactly once: by ZeroMQ when it is done with the bytes, or before
+ * this returns an error. A payload msg is moved on success; on an error the caller still owns
+ * (and must close) the ones not sent. Returns 0, GB_EAGAIN, GB_ETIMEOUT, GB_ECLOSED (context
+ * terminated), GB_EZMQ or GB_EINVAL. */
+int gb_wire_send(void *sock, const void *route, size_t route_len, const gb_wire_header *h,
+                 const gb_wire_payload *payloads, int flags, gb_error *err);
+
+void gb_wire_msg_init(gb_wire_msg *m);
+
+/* Receives one whole multipart message from sock into m (released first) and checks it. routed:
+ * 1 on a ROUTER socket (the first frame is the peer's identity, copied to m->route). flags: 0
+ * (block, up to ZMQ_RCVTIMEO) or ZMQ_DONTWAIT. A malformed message is received completely (all
+ * its parts drained, nothing left on the socket), released, and reported as GB_EPROTO with a
+ * message naming the field; m->route is still set when the identity frame was read, and m->hdr
+ * holds what was decoded (hdr.type 0 when the header itself was bad), so a server can answer
+ * the peer. Returns 0, GB_EPROTO, GB_EAGAIN (nothing waiting), GB_ETIMEOUT, GB_ECLOSED, GB_EZMQ. */
+int gb_wire_recv(void *sock, gb_wire_msg *m, int routed, int flags, gb_error *err);
+
+/* Tensor i of a received message as a view into its frame (i < m->hdr.ntensors). */
+gb_tensor_view gb_wire_msg_tensor(const gb_wire_msg *m, int i);
+
+/* Index of the tensor called name in m, or -1. */
+int gb_wire_msg_find(const gb_wire_msg *m, const char *name);
+
+/* Closes m's frames (views become invalid). m can be reused. */
+void gb_wire_msg_release(gb_wire_msg *m);
+
+/* Maps a failed ZeroMQ call to a GB_E* code with "what: zmq_strerror" in err. */
+int gb_wire_zmq_error(gb_error *err, const char *what);
+
+#endif
