@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# launch/install-deps.sh: installs every Debian 12 package that gearbox's build and tests need.
+# Idempotent and non-interactive: it installs only what is missing and says what that is.
+# CUDA (nvcc, CUB, NCCL) is not a Debian package: the build uses it when nvcc is on PATH.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake pkg-config git
+  libzmq3-dev libmsgpack-dev libyaml-dev libtorch-dev
+  # tests: fuzzing (clang + libFuzzer runtime), python reference scripts and clients
+  clang libclang-rt-14-dev python3 python3-numpy
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: must run as root to install packages (try: sudo $0)" >&2
+  exit 1
+fi
+if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "install-deps: apt-get/dpkg not found: this script is for Debian 12 (bookworm)." >&2
+  echo "install-deps: needed packages: ${packages[*]}" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [ "$status" = "install ok installed" ] || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+echo "install-deps: installed ${#missing[@]} packages"
