@@ -69,6 +69,8 @@ __attribute__((format(printf, 5, 6))) static int fail_at(loader *ld, yaml_mark_t
     return gb_error_set(ld->err, GB_ECONFIG, "%s:%d:%d: %s", name, line, col, msg);
 }
 
+static int is_plain(const yaml_node_t *n);
+
 /* Shows a scalar in a message: quoted, cut at 40 characters, non-printables escaped. */
 static const char *shown(const yaml_node_t *node, char *buf, size_t n)
 {
@@ -78,6 +80,8 @@ static const char *shown(const yaml_node_t *node, char *buf, size_t n)
         return "a list";
     const unsigned char *s = node->data.scalar.value;
     size_t len = node->data.scalar.length, o = 0;
+    if (!is_plain(node))
+        o += (size_t)snprintf(buf, n, "the string ");
     buf[o++] = '"';
     for (size_t i = 0; i < len && o + 6 < n; i++) {
         if (i == 40) {
@@ -503,8 +507,13 @@ static int parse_document(loader *ld, int *empty)
             line = (int)parser.problem_mark.line + 1;
             col = (int)parser.problem_mark.column + 1;
         }
-        if (ld->source)
+        if (ld->source) {
+            /* An override is one line; libyaml may place the end of input on a second. */
+            if (line > 1)
+                col = (int)ld->len + 1;
+            line = 1;
             col += ld->col_offset;
+        }
         rc = gb_error_set(ld->err, GB_ECONFIG, "%s:%d:%d: YAML syntax error: %s%s%s", name, line,
                           col, parser.problem ? parser.problem : "unknown problem",
                           parser.context ? " " : "", parser.context ? parser.context : "");
