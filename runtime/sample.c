@@ -1,0 +1,213 @@
+/* runtime/sample.c: sample stream sender (PUSH) and receiver (PULL). */
+#include "runtime/sample.h"
+
+#include "runtime/clock.h"
+#include "runtime/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct gb_sample_sender {
+    void *sock;
+    gb_sample_sender_opts o;
+    uint64_t seq;
+    gb_wire_header hdr;
+    gb_sample_sender_stats st;
+};
+
+struct gb_sample_receiver {
+    void *sock;
+    char endpoint[256];
+    gb_sample_receiver_stats st;
+};
+
+static int opt(void *sock, int name, int v, gb_error *err, const char *what)
+{
+    if (zmq_setsockopt(sock, name, &v, sizeof v) != 0)
+        return gb_wire_zmq_error(err, what);
+    return 0;
+}
+
+int gb_sample_sender_open(gb_sample_sender **out, void *zctx, const gb_sample_sender_opts *o,
+                          gb_error *err)
+{
+    *out = NULL;
+    if (!o->endpoints || o->n_endpoints <= 0 || o->hwm <= 0 || o->send_timeout_ms < -1)
+        return gb_error_set(err, GB_EINVAL, "sample sender: need >= 1 endpoint, hwm > 0 and "
+                            "send_timeout_ms >= -1");
+    gb_sample_sender *s = calloc(1, sizeof *s);
+    if (!s)
+        return gb_error_set(err, GB_ENOMEM, "sample sender: out of memory");
+    int rc;
+    s->o = *o;
+    s->sock = zmq_socket(zctx, ZMQ_PUSH);
+    if (!s->sock) {
+        rc = gb_wire_zmq_error(err, "sample sender: zmq_socket(PUSH)");
+        goto fail;
+    }
+    /* Linger: chunks queued when the actor stops still reach a live trainer, within 2 s. */
+    if ((rc = opt(s->sock, ZMQ_LINGER, 2000, err, "sample sender: ZMQ_LINGER")) ||
+        (rc = opt(s->sock, ZMQ_SNDHWM, o->hwm, err, "sample sender: ZMQ_SNDHWM")) ||
+        (rc = opt(s->sock, ZMQ_IMMEDIATE, 1, err, "sample sender: ZMQ_IMMEDIATE")) ||
+        (rc = opt(s->sock, ZMQ_SNDTIMEO, o->send_timeout_ms, err, "sample sender: ZMQ_SNDTIMEO")))
+        goto fail;
+    for (int i = 0; i < o->n_endpoints; i++)
+        if (zmq_connect(s->sock, o->endpoints[i]) != 0) {
+            rc = gb_wire_zmq_error(err, "sample sender: connect");
+            gb_error_prefix(err, "%s", o->endpoints[i]);
+            goto fail;
+        }
+    s->o.endpoints = NULL; /* not kept */
+    *out = s;
+    return 0;
+fail:
+    gb_sample_sender_close(s);
+    return rc;
+}
+
+void gb_sample_sender_close(gb_sample_sender *s)
+{
+    if (!s)
+        return;
+    if (s->st.dropped)
+        GB_WARN("sample sender: %llu of %llu chunks were dropped (trainers not keeping up)",
+                (unsigned long long)s->st.dropped,
+                (unsigned long long)(s->st.dropped + s->st.sent));
+    if (s->sock)
+        zmq_close(s->sock);
+    free(s);
+}
+
+int gb_sample_send(gb_sample_sender *s, int64_t policy_version, const gb_tensor_desc *descs,
+                   const gb_wire_payload *payloads, int n, gb_error *err)
+{
+    if (n < 1 || n > GB_WIRE_MAX_TENSORS)
+        return gb_error_set(err, GB_EINVAL, "sample: %d tensors, need 1..%d", n,
+                            GB_WIRE_MAX_TENSORS);
+    gb_wire_header *h = &s->hdr;
+    gb_wire_header_init(h, GB_MSG_SAMPLE, s->o.role, s->o.index);
+    h->seq = s->seq + 1;
+    h->policy_version = policy_version;
+    h->ntensors = n;
+    memcpy(h->tensors, descs, (size_t)n * sizeof *descs);
+    uint64_t bytes = 0;
+    for (int t = 0; t < n; t++) {
+        uint64_t b;
+        int rc = gb_tensor_desc_bytes(&descs[t], &b, err);
+        if (rc)
+            return gb_error_set(err, GB_EINVAL, "sample: %s", err->msg);
+        bytes += b;
+    }
+    int rc = gb_wire_send(s->sock, NULL, 0, h, payloads, 0, err);
+    if (rc == GB_ETIMEOUT) {
+        s->st.dropped++;
+        s->seq++; /* the receiver can see the gap */
+        uint64_t d = s->st.dropped;
+        if ((d & (d - 1)) == 0) /* 1st, 2nd, 4th, 8th, ... drop */
+            GB_WARN("sample sender %d: dropped chunk %llu (%llu drops so far): no trainer "
+                    "accepted it within %d ms", s->o.index, (unsigned long long)h->seq,
+                    (unsigned long long)d, s->o.send_timeout_ms);
+        return gb_error_set(err, GB_ETIMEOUT, "sample chunk %llu dropped: no trainer accepted "
+                            "it within %d ms", (unsigned long long)h->seq, s->o.send_timeout_ms);
+    }
+    if (rc)
+        return rc;
+    s->seq++;
+    s->st.sent++;
+    s->st.bytes += bytes;
+    return 0;
+}
+
+gb_sample_sender_stats gb_sample_sender_get_stats(const gb_sample_sender *s) { return s->st; }
+
+int gb_sample_receiver_open(gb_sample_receiver **out, void *zctx,
+                            const gb_sample_receiver_opts *o, gb_error *err)
+{
+    *out = NULL;
+    if (!o->endpoint || o->hwm <= 0)
+        return gb_error_set(err, GB_EINVAL, "sample receiver: need an endpoint and hwm > 0");
+    gb_sample_receiver *r = calloc(1, sizeof *r);
+    if (!r)
+        return gb_error_set(err, GB_ENOMEM, "sample receiver: out of memory");
+    int rc;
+    r->sock = zmq_socket(zctx, ZMQ_PULL);
+    if (!r->sock) {
+        rc = gb_wire_zmq_error(err, "sample receiver: zmq_socket(PULL)");
+        goto fail;
+    }
+    if ((rc = opt(r->sock, ZMQ_LINGER, 0, err, "sample receiver: ZMQ_LINGER")) ||
+        (rc = opt(r->sock, ZMQ_RCVHWM, o->hwm, err, "sample receiver: ZMQ_RCVHWM")))
+        goto fail;
+    if (zmq_bind(r->sock, o->endpoint) != 0) {
+        rc = gb_wire_zmq_error(err, "sample receiver: bind");
+        gb_error_prefix(err, "%s", o->endpoint);
+        goto fail;
+    }
+    size_t len = sizeof r->endpoint;
+    if (zmq_getsockopt(r->sock, ZMQ_LAST_ENDPOINT, r->endpoint, &len) != 0) {
+        rc = gb_wire_zmq_error(err, "sample receiver: ZMQ_LAST_ENDPOINT");
+        goto fail;
+    }
+    *out = r;
+    return 0;
+fail:
+    gb_sample_receiver_close(r);
+    return rc;
+}
+
+void gb_sample_receiver_close(gb_sample_receiver *r)
+{
+    if (!r)
+        return;
+    if (r->sock)
+        zmq_close(r->sock);
+    free(r);
+}
+
+const char *gb_sample_receiver_endpoint(const gb_sample_receiver *r) { return r->endpoint; }
+
+int gb_sample_recv(gb_sample_receiver *r, gb_wire_msg *m, int timeout_ms, gb_error *err)
+{
+    gb_error local;
+    if (!err)
+        err = &local;
+    uint64_t end = gb_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ULL;
+    for (;;) {
+        int rc = gb_wire_recv(r->sock, m, 0, ZMQ_DONTWAIT, err);
+        if (rc == 0 && m->hdr.type != GB_MSG_SAMPLE) {
+            rc = gb_error_set(err, GB_EPROTO, "sample receiver: got a %s message",
+                              gb_msg_type_name(m->hdr.type));
+            gb_wire_msg_release(m);
+        }
+        if (rc == 0) {
+            r->st.received++;
+            for (int t = 0; t < m->nframes; t++)
+                r->st.bytes += zmq_msg_size(&m->frames[t]);
+            return 0;
+        }
+        if (rc == GB_EPROTO) {
+            uint64_t k = ++r->st.rejected;
+            if ((k & (k - 1)) == 0)
+                GB_WARN("sample receiver: rejected %llu malformed messages; last: %s",
+                        (unsigned long long)k, err->msg);
+            continue;
+        }
+        if (rc != GB_EAGAIN)
+            return rc;
+        long wait_ms = -1;
+        if (timeout_ms >= 0) {
+            uint64_t now = gb_now_ns();
+            if (now >= end)
+                return gb_error_set(err, GB_EAGAIN, "no sample within %d ms", timeout_ms);
+            wait_ms = (long)((end - now + 999999) / 1000000);
+        }
+        zmq_pollitem_t it = {r->sock, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, wait_ms) < 0)
+            return gb_wire_zmq_error(err, "sample receiver: zmq_poll");
+    }
+}
+
+gb_sample_receiver_stats gb_sample_receiver_get_stats(const gb_sample_receiver *r)
+{
+    return r->st;
+}

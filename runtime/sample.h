@@ -1,0 +1,72 @@
+/* runtime/sample.h: the sample stream: actors push trajectory chunks to trainers.
+ * defines: gb_sample_sender (PUSH connected to every trainer), gb_sample_receiver (PULL bound by
+ *          each trainer), their options and statistics
+ *
+ * PUSH spreads chunks round-robin over the trainers whose connection is up. High-water marks on
+ * both sides bound the memory in flight; when they are reached the sender blocks (backpressure).
+ * With send_timeout_ms >= 0 a chunk that cannot be queued within that time is dropped: the drop
+ * is counted in the sender's statistics and logged, never silent. */
+#ifndef GB_RUNTIME_SAMPLE_H
+#define GB_RUNTIME_SAMPLE_H
+
+#include "runtime/wire.h"
+
+#include <stdint.h>
+
+typedef struct gb_sample_sender_opts {
+    const char *const *endpoints; /* every trainer's sample endpoint */
+    int n_endpoints;
+    int hwm;             /* messages queued per trainer before backpressure (> 0) */
+    int send_timeout_ms; /* -1: block until queued (no drops); >= 0: drop after this long */
+    int role, index;
+} gb_sample_sender_opts;
+
+typedef struct gb_sample_sender_stats {
+    uint64_t sent, dropped;
+    uint64_t bytes; /* tensor bytes sent */
+} gb_sample_sender_stats;
+
+typedef struct gb_sample_sender gb_sample_sender;
+
+/* Creates the PUSH socket and connects it. Returns 0 or GB_EINVAL/GB_ENOMEM/GB_EZMQ. */
+int gb_sample_sender_open(gb_sample_sender **out, void *zctx, const gb_sample_sender_opts *o,
+                          gb_error *err);
+void gb_sample_sender_close(gb_sample_sender *s);
+
+/* Sends one chunk of n tensors (payloads as in gb_wire_send: copied, or zero-copy with
+ * free_fn), stamped with policy_version and the sender's next sequence number. Blocks while
+ * every trainer's queue is full, up to send_timeout_ms. Returns 0; GB_ETIMEOUT when the chunk
+ * was dropped (counted, logged); GB_EINVAL; GB_ECLOSED. */
+int gb_sample_send(gb_sample_sender *s, int64_t policy_version, const gb_tensor_desc *descs,
+                   const gb_wire_payload *payloads, int n, gb_error *err);
+
+gb_sample_sender_stats gb_sample_sender_get_stats(const gb_sample_sender *s);
+
+typedef struct gb_sample_receiver_opts {
+    const char *endpoint; /* bind address */
+    int hwm;              /* messages queued before the senders are pushed back (> 0) */
+} gb_sample_receiver_opts;
+
+typedef struct gb_sample_receiver_stats {
+    uint64_t received, rejected; /* rejected: malformed or not a sample, dropped and counted */
+    uint64_t bytes;
+} gb_sample_receiver_stats;
+
+typedef struct gb_sample_receiver gb_sample_receiver;
+
+/* Creates the PULL socket and binds it. Returns 0 or GB_EINVAL/GB_ENOMEM/GB_EZMQ. */
+int gb_sample_receiver_open(gb_sample_receiver **out, void *zctx,
+                            const gb_sample_receiver_opts *o, gb_error *err);
+void gb_sample_receiver_close(gb_sample_receiver *r);
+
+/* The bound endpoint (port filled in for "tcp://host:*"). */
+const char *gb_sample_receiver_endpoint(const gb_sample_receiver *r);
+
+/* Receives the next well-formed sample into m (tensor views into the frames, valid until
+ * gb_wire_msg_release(m)), waiting up to timeout_ms (-1: forever, 0: not at all). Malformed
+ * messages are skipped and counted. Returns 0, GB_EAGAIN (none in time), GB_ECLOSED, GB_EZMQ. */
+int gb_sample_recv(gb_sample_receiver *r, gb_wire_msg *m, int timeout_ms, gb_error *err);
+
+gb_sample_receiver_stats gb_sample_receiver_get_stats(const gb_sample_receiver *r);
+
+#endif
