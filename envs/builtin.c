@@ -1,0 +1,92 @@
+/* envs/builtin.c: the table of built-in environments, their state hooks, and the small helpers
+ * every built-in's create() shares. */
+#include "envs/builtin.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Defined next to each environment (tests only, through gb_env_builtin_set_state). */
+void gb_env_cartpole_set_state(void *env, const double *s, void *obs);
+void gb_env_acrobot_set_state(void *env, const double *s, void *obs);
+void gb_env_mountain_car_set_state(void *env, const double *s, void *obs);
+void gb_env_mountain_car_continuous_set_state(void *env, const double *s, void *obs);
+void gb_env_pendulum_set_state(void *env, const double *s, void *obs);
+
+static const gb_env_interface *const builtins[] = {
+    &gb_env_cartpole, &gb_env_acrobot, &gb_env_mountain_car, &gb_env_mountain_car_continuous,
+    &gb_env_pendulum, &gb_env_spread,  &gb_env_breakout,
+};
+
+const gb_env_interface *const *gb_env_builtins(int *count)
+{
+    *count = (int)(sizeof builtins / sizeof builtins[0]);
+    return builtins;
+}
+
+const gb_env_interface *gb_env_builtin_find(const char *name)
+{
+    if (!name)
+        return NULL;
+    for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
+        if (strcmp(builtins[i]->name, name) == 0)
+            return builtins[i];
+    return NULL;
+}
+
+int gb_env_builtin_set_state(const gb_env_interface *iface, void *env, const double *state,
+                             int n, void *obs)
+{
+    static const struct {
+        const gb_env_interface *iface;
+        int n;
+        void (*set)(void *, const double *, void *);
+    } hooks[] = {
+        {&gb_env_cartpole, 4, gb_env_cartpole_set_state},
+        {&gb_env_acrobot, 4, gb_env_acrobot_set_state},
+        {&gb_env_mountain_car, 2, gb_env_mountain_car_set_state},
+        {&gb_env_mountain_car_continuous, 2, gb_env_mountain_car_continuous_set_state},
+        {&gb_env_pendulum, 2, gb_env_pendulum_set_state},
+    };
+    for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++) {
+        if (hooks[i].iface != iface)
+            continue;
+        if (n != hooks[i].n)
+            return -1;
+        hooks[i].set(env, state, obs);
+        return 0;
+    }
+    return -1;
+}
+
+int gb_env_check_args(const gb_env_args *args, const char *const *allowed, const char *env_name,
+                      char *err, size_t err_len)
+{
+    for (int32_t i = 0; args && i < args->count; i++) {
+        int ok = 0;
+        for (const char *const *k = allowed; *k; k++)
+            if (strcmp(*k, args->keys[i]) == 0)
+                ok = 1;
+        if (ok)
+            continue;
+        char list[256] = "";
+        size_t used = 0;
+        for (const char *const *k = allowed; *k && used < sizeof list; k++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s",
+                                     k == allowed ? "" : ", ", *k);
+        snprintf(err, err_len, "%s: unknown argument '%s' (accepted: %s)", env_name,
+                 args->keys[i], allowed[0] ? list : "none");
+        return -1;
+    }
+    return 0;
+}
+
+void *gb_env_fail(char *err, size_t err_len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && err_len)
+        vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+    return NULL;
+}

@@ -1,0 +1,43 @@
+/* envs/builtin.h: the environments built into gearbox, and hooks the dynamics tests use to put a
+ * copy in a recorded state (the Gymnasium reference data sets start states explicitly, since
+ * the two PRNGs differ).
+ * defines: gb_env_builtins, gb_env_builtin_find, gb_env_builtin_set_state, gb_env_check_args,
+ *          gb_env_fail, the gb_env_* built-in interfaces */
+#ifndef GB_ENVS_BUILTIN_H
+#define GB_ENVS_BUILTIN_H
+
+#include "envs/env.h"
+
+#include <stddef.h>
+
+extern const gb_env_interface gb_env_cartpole;                /* CartPole-v1 */
+extern const gb_env_interface gb_env_acrobot;                 /* Acrobot-v1 */
+extern const gb_env_interface gb_env_mountain_car;            /* MountainCar-v0 */
+extern const gb_env_interface gb_env_mountain_car_continuous; /* MountainCarContinuous-v0 */
+extern const gb_env_interface gb_env_pendulum;                /* Pendulum-v1 */
+extern const gb_env_interface gb_env_spread;                  /* Spread-v0 (multi-agent) */
+extern const gb_env_interface gb_env_breakout;                /* Breakout84-v0 (84x84 frames) */
+
+/* The built-in interfaces, in listing order; *count receives their number. Static storage. */
+const gb_env_interface *const *gb_env_builtins(int *count);
+
+/* The built-in named name (exact, case-sensitive), or NULL. */
+const gb_env_interface *gb_env_builtin_find(const char *name);
+
+/* Sets the physical state of a copy created by built-in iface, as Gymnasium's env.unwrapped.state
+ * holds it (CartPole: x, x_dot, theta, theta_dot; Acrobot: theta1, theta2, dtheta1, dtheta2;
+ * MountainCar*: position, velocity; Pendulum: theta, theta_dot), and writes the matching
+ * observation to obs (may be NULL). Returns 0, or -1 when iface has no settable state or n is
+ * not its state size. For tests and tools, not the hot path. */
+int gb_env_builtin_set_state(const gb_env_interface *iface, void *env, const double *state,
+                             int n, void *obs);
+
+/* Rejects keys not in allowed (NULL-terminated): returns 0, or -1 with a message in err. */
+int gb_env_check_args(const gb_env_args *args, const char *const *allowed, const char *env_name,
+                      char *err, size_t err_len);
+
+/* Writes a printf-style message to err (err_len bytes) and returns NULL, for create(). */
+void *gb_env_fail(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

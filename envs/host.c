@@ -1,0 +1,259 @@
+/* envs/host.c: resolving, loading and validating environments (see host.h). */
+#include "envs/host.h"
+#include "envs/builtin.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+_Static_assert((int)GB_ENV_FLOAT32 == (int)GB_DTYPE_FLOAT32 &&
+                   (int)GB_ENV_FLOAT64 == (int)GB_DTYPE_FLOAT64 &&
+                   (int)GB_ENV_INT8 == (int)GB_DTYPE_INT8 && (int)GB_ENV_INT16 == (int)GB_DTYPE_INT16 &&
+                   (int)GB_ENV_INT32 == (int)GB_DTYPE_INT32 && (int)GB_ENV_INT64 == (int)GB_DTYPE_INT64 &&
+                   (int)GB_ENV_UINT8 == (int)GB_DTYPE_UINT8 &&
+                   (int)GB_ENV_UINT16 == (int)GB_DTYPE_UINT16,
+               "env.h dtype codes must equal runtime/dtype.h's");
+
+gb_dtype gb_env_dtype_to_gb(int32_t env_dtype)
+{
+    return (gb_dtype)env_dtype;
+}
+
+int gb_env_source_open(gb_env_source *src, const char *name, const char *plugin_path,
+                       gb_error *err)
+{
+    memset(src, 0, sizeof *src);
+    if (name && strcmp(name, "plugin") == 0) {
+        if (!plugin_path || !plugin_path[0])
+            return gb_error_set(err, GB_EINVAL, "env.name is \"plugin\" but env.plugin is empty");
+        return gb_env_plugin_open(src, plugin_path, err);
+    }
+    const gb_env_interface *iface = gb_env_builtin_find(name);
+    if (!iface) {
+        char names[512] = "";
+        size_t used = 0;
+        int n;
+        const gb_env_interface *const *all = gb_env_builtins(&n);
+        for (int i = 0; i < n && used < sizeof names; i++)
+            used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
+                                     all[i]->name);
+        return gb_error_set(err, GB_ENOTFOUND,
+                            "unknown environment '%s' (built-ins: %s; or \"plugin\" with "
+                            "env.plugin set to a shared library)",
+                            name ? name : "(null)", names);
+    }
+    src->iface = iface;
+    return 0;
+}
+
+int gb_env_plugin_open(gb_env_source *src, const char *path, gb_error *err)
+{
+    memset(src, 0, sizeof *src);
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return gb_error_set(err, GB_ENOTFOUND, "environment plugin %s: %s", path,
+                            strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return gb_error_set(err, GB_EINVAL, "environment plugin %s: not a regular file", path);
+    /* dlopen searches the library path for a bare name; a path with a slash is taken as is. */
+    char resolved[GB_CONFIG_PATH_MAX];
+    if (strchr(path, '/'))
+        snprintf(resolved, sizeof resolved, "%s", path);
+    else
+        snprintf(resolved, sizeof resolved, "./%s", path);
+    dlerror();
+    void *dl = dlopen(resolved, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        const char *msg = dlerror();
+        return gb_error_set(err, GB_EINVAL, "environment plugin %s: cannot load: %s", path,
+                            msg ? msg : "unknown dlopen error");
+    }
+    dlerror();
+    void *sym = dlsym(dl, GB_ENV_ENTRY_SYMBOL);
+    const char *dlmsg = dlerror();
+    if (!sym || dlmsg) {
+        gb_error_set(err, GB_ENOTFOUND,
+                     "environment plugin %s: no symbol %s (export `const gb_env_interface *"
+                     "%s(void)` with GB_ENV_EXPORT)",
+                     path, GB_ENV_ENTRY_SYMBOL, GB_ENV_ENTRY_SYMBOL);
+        dlclose(dl);
+        return GB_ENOTFOUND;
+    }
+    gb_env_entry_fn entry;
+    memcpy(&entry, &sym, sizeof entry); /* object pointer to function pointer, as POSIX allows */
+    const gb_env_interface *iface = entry();
+    int rc = gb_env_interface_validate(iface, path, err);
+    if (rc) {
+        dlclose(dl);
+        return rc;
+    }
+    src->iface = iface;
+    src->dl = dl;
+    snprintf(src->path, sizeof src->path, "%s", path);
+    return 0;
+}
+
+void gb_env_source_close(gb_env_source *src)
+{
+    if (src->dl)
+        dlclose(src->dl);
+    memset(src, 0, sizeof *src);
+}
+
+int gb_env_interface_validate(const gb_env_interface *iface, const char *what, gb_error *err)
+{
+    if (!iface)
+        return gb_error_set(err, GB_EINVAL, "environment %s: %s() returned NULL", what,
+                            GB_ENV_ENTRY_SYMBOL);
+    if (iface->abi_version != GB_ENV_ABI_VERSION)
+        return gb_error_set(err, GB_EINVAL,
+                            "environment %s: built for environment ABI version %u, this gearbox "
+                            "speaks version %u: rebuild it against this gearbox's envs/env.h",
+                            what, iface->abi_version, GB_ENV_ABI_VERSION);
+    if (iface->struct_size != sizeof(gb_env_interface))
+        return gb_error_set(err, GB_EINVAL,
+                            "environment %s: interface struct is %u bytes, expected %zu (built "
+                            "against a different env.h?)",
+                            what, iface->struct_size, sizeof(gb_env_interface));
+    if (!iface->name || !iface->name[0])
+        return gb_error_set(err, GB_EINVAL, "environment %s: interface has no name", what);
+    const char *missing = !iface->create    ? "create"
+                          : !iface->reset   ? "reset"
+                          : !iface->step    ? "step"
+                          : !iface->destroy ? "destroy"
+                                            : NULL;
+    if (missing)
+        return gb_error_set(err, GB_EINVAL, "environment %s (%s): interface has no %s function",
+                            what, iface->name, missing);
+    return 0;
+}
+
+size_t gb_env_obs_numel(const gb_env_spec *spec)
+{
+    size_t n = 1;
+    for (int i = 0; i < spec->obs.ndim; i++)
+        n *= (size_t)spec->obs.shape[i];
+    return n;
+}
+
+size_t gb_env_obs_bytes(const gb_env_spec *spec)
+{
+    return gb_env_obs_numel(spec) * gb_env_dtype_size(spec->obs.dtype);
+}
+
+size_t gb_env_action_bytes(const gb_env_spec *spec)
+{
+    return spec->action.kind == GB_ENV_SPACE_DISCRETE ? sizeof(int32_t)
+                                                      : (size_t)spec->action.n * sizeof(float);
+}
+
+int gb_env_spec_validate(const gb_env_spec *s, const gb_env_interface *iface, gb_error *err)
+{
+    const char *name = iface->name;
+    if (s->agents < 1 || s->agents > (1 << 20))
+        return gb_error_set(err, GB_EINVAL, "%s: spec.agents is %d, expected 1..%d", name,
+                            s->agents, 1 << 20);
+    if (s->flags & ~(uint32_t)GB_ENV_TURN_BASED)
+        return gb_error_set(err, GB_EINVAL, "%s: spec.flags has unknown bits 0x%x", name,
+                            s->flags & ~(uint32_t)GB_ENV_TURN_BASED);
+    if (gb_env_dtype_size(s->obs.dtype) == 0)
+        return gb_error_set(err, GB_EINVAL, "%s: spec.obs.dtype %d is not a GB_ENV_* type",
+                            name, s->obs.dtype);
+    if (s->obs.ndim < 1 || s->obs.ndim > GB_ENV_MAX_DIMS)
+        return gb_error_set(err, GB_EINVAL, "%s: spec.obs.ndim is %d, expected 1..%d", name,
+                            s->obs.ndim, GB_ENV_MAX_DIMS);
+    double numel = 1;
+    for (int i = 0; i < s->obs.ndim; i++) {
+        if (s->obs.shape[i] < 1)
+            return gb_error_set(err, GB_EINVAL, "%s: spec.obs.shape[%d] is %lld, expected >= 1",
+                                name, i, (long long)s->obs.shape[i]);
+        numel *= (double)s->obs.shape[i];
+    }
+    if (numel * (double)gb_env_dtype_size(s->obs.dtype) > (double)(1LL << 32))
+        return gb_error_set(err, GB_EINVAL, "%s: one observation is over 4 GiB", name);
+    if (s->obs.low && s->obs.high)
+        for (size_t i = 0; i < (size_t)numel; i++)
+            if (isnan(s->obs.low[i]) || isnan(s->obs.high[i]) || s->obs.low[i] > s->obs.high[i])
+                return gb_error_set(err, GB_EINVAL, "%s: spec.obs bounds [%zu] are [%g, %g]",
+                                    name, i, s->obs.low[i], s->obs.high[i]);
+    if (s->action.kind == GB_ENV_SPACE_DISCRETE) {
+        if (s->action.n < 1)
+            return gb_error_set(err, GB_EINVAL, "%s: discrete action space with n = %d", name,
+                                s->action.n);
+    } else if (s->action.kind == GB_ENV_SPACE_BOX) {
+        if (s->action.n < 1 || s->action.n > (1 << 16))
+            return gb_error_set(err, GB_EINVAL, "%s: box action space with dim %d", name,
+                                s->action.n);
+        if (!s->action.low || !s->action.high)
+            return gb_error_set(err, GB_EINVAL, "%s: box action space without low/high bounds",
+                                name);
+        for (int i = 0; i < s->action.n; i++)
+            if (isnan(s->action.low[i]) || isnan(s->action.high[i]) ||
+                s->action.low[i] > s->action.high[i])
+                return gb_error_set(err, GB_EINVAL, "%s: action bounds [%d] are [%g, %g]", name,
+                                    i, (double)s->action.low[i], (double)s->action.high[i]);
+    } else {
+        return gb_error_set(err, GB_EINVAL, "%s: spec.action.kind %d is neither box nor discrete",
+                            name, s->action.kind);
+    }
+    if (s->max_episode_steps < 0)
+        return gb_error_set(err, GB_EINVAL, "%s: spec.max_episode_steps is negative", name);
+    if (iface->render) {
+        if (s->render_height < 1 || s->render_width < 1 || s->render_height > 8192 ||
+            s->render_width > 8192)
+            return gb_error_set(err, GB_EINVAL, "%s: render() given but render size is %dx%d",
+                                name, s->render_height, s->render_width);
+    }
+    return 0;
+}
+
+void gb_env_args_from_config(gb_env_args_store *st, const gb_config_args *cfg)
+{
+    memset(st, 0, sizeof *st);
+    int n = cfg ? cfg->n : 0;
+    for (int i = 0; i < n && i < GB_CONFIG_ARGS_MAX; i++) {
+        st->keys[i] = cfg->kv[i].key;
+        st->values[i] = cfg->kv[i].value;
+    }
+    st->args = (gb_env_args){.count = n, .keys = st->keys, .values = st->values};
+}
+
+int gb_env_args_add(gb_env_args_store *st, const char *key, const char *value, gb_error *err)
+{
+    st->args.keys = st->keys;
+    st->args.values = st->values;
+    for (int i = 0; i < st->args.count; i++)
+        if (strcmp(st->keys[i], key) == 0) {
+            st->values[i] = value;
+            return 0;
+        }
+    if (st->args.count >= GB_CONFIG_ARGS_MAX)
+        return gb_error_set(err, GB_EFULL, "more than %d environment arguments",
+                            GB_CONFIG_ARGS_MAX);
+    st->keys[st->args.count] = key;
+    st->values[st->args.count] = value;
+    st->args.count++;
+    return 0;
+}
+
+int gb_env_create(const gb_env_interface *iface, const gb_env_args *args, uint64_t seed,
+                  void **env, gb_env_spec *spec, gb_error *err)
+{
+    char msg[512] = "";
+    memset(spec, 0, sizeof *spec);
+    static const gb_env_args none = {0, NULL, NULL};
+    void *e = iface->create(args ? args : &none, seed, spec, msg, sizeof msg);
+    if (!e)
+        return gb_error_set(err, GB_EINVAL, "%s: create failed: %s", iface->name,
+                            msg[0] ? msg : "(no message)");
+    int rc = gb_env_spec_validate(spec, iface, err);
+    if (rc) {
+        iface->destroy(e);
+        return rc;
+    }
+    *env = e;
+    return 0;
+}

@@ -1,0 +1,78 @@
+/* envs/host.h: the host side of the environment ABI: finding an environment by name (built-in)
+ * or path (plugin, through dlopen), checking what it declares, converting config arguments,
+ * and creating validated copies. The environment ring (envs/ring.h) builds on this.
+ * defines: gb_env_source, gb_env_source_open, gb_env_plugin_open, gb_env_source_close,
+ *          gb_env_interface_validate, gb_env_spec_validate, gb_env_obs_bytes,
+ *          gb_env_action_bytes, gb_env_args_store, gb_env_args_from_config, gb_env_args_add,
+ *          gb_env_create, gb_env_dtype_to_gb */
+#ifndef GB_ENVS_HOST_H
+#define GB_ENVS_HOST_H
+
+#include "envs/env.h"
+#include "runtime/config.h"
+#include "runtime/dtype.h"
+#include "runtime/error.h"
+
+#include <stddef.h>
+
+/* Where an environment's interface came from. */
+typedef struct gb_env_source {
+    const gb_env_interface *iface;
+    void *dl;                       /* dlopen handle for a plugin, NULL for a built-in */
+    char path[GB_CONFIG_PATH_MAX]; /* plugin path, "" for a built-in */
+} gb_env_source;
+
+/* Resolves an environment as the config names it: `name` is a built-in's name, or "plugin"
+ * with `plugin_path` the shared library. Fills *src. Returns 0, GB_ENOTFOUND (unknown name,
+ * missing file or symbol) or GB_EINVAL (wrong ABI version, malformed interface), with a message.
+ * Blocks on dlopen only. */
+int gb_env_source_open(gb_env_source *src, const char *name, const char *plugin_path,
+                       gb_error *err);
+
+/* Loads the plugin at path (dlopen with RTLD_NOW | RTLD_LOCAL), finds GB_ENV_ENTRY_SYMBOL,
+ * calls it and checks the interface (gb_env_interface_validate). Errors as above; on error
+ * nothing stays loaded. */
+int gb_env_plugin_open(gb_env_source *src, const char *path, gb_error *err);
+
+/* Unloads a plugin (after every copy made from it is destroyed); a no-op for built-ins and a
+ * zeroed source. */
+void gb_env_source_close(gb_env_source *src);
+
+/* Checks an interface: ABI version, struct size, name and the required functions.
+ * Returns 0 or GB_EINVAL. `what` names it in messages (a path or a name). */
+int gb_env_interface_validate(const gb_env_interface *iface, const char *what, gb_error *err);
+
+/* Checks a spec as create() filled it (agents, dtype, shape, action kind and bounds, render
+ * size against iface->render). Returns 0 or GB_EINVAL naming the field. */
+int gb_env_spec_validate(const gb_env_spec *spec, const gb_env_interface *iface, gb_error *err);
+
+/* Per-agent sizes in bytes of one observation and one action (spec must be valid). */
+size_t gb_env_obs_bytes(const gb_env_spec *spec);
+size_t gb_env_action_bytes(const gb_env_spec *spec);
+/* Elements in one agent's observation. */
+size_t gb_env_obs_numel(const gb_env_spec *spec);
+
+/* The runtime dtype of an env dtype code (the two share numbering; checked at compile time). */
+gb_dtype gb_env_dtype_to_gb(int32_t env_dtype);
+
+/* gb_env_args backed by caller storage: keys and values point into the config (or into the
+ * argv strings added with gb_env_args_add); valid as long as those are. */
+typedef struct gb_env_args_store {
+    const char *keys[GB_CONFIG_ARGS_MAX];
+    const char *values[GB_CONFIG_ARGS_MAX];
+    gb_env_args args; /* pass &store.args to create() */
+} gb_env_args_store;
+
+/* Fills st from the config's env.args mapping (pointers into cfg). */
+void gb_env_args_from_config(gb_env_args_store *st, const gb_config_args *cfg);
+
+/* Adds one key and value (pointers kept, not copied); a key already present is replaced.
+ * Returns 0 or GB_EFULL past GB_CONFIG_ARGS_MAX. */
+int gb_env_args_add(gb_env_args_store *st, const char *key, const char *value, gb_error *err);
+
+/* Creates one copy with create(), then validates its spec; on an invalid spec the copy is
+ * destroyed. Returns 0 with *env and *spec set, or GB_EINVAL with the environment's message. */
+int gb_env_create(const gb_env_interface *iface, const gb_env_args *args, uint64_t seed,
+                  void **env, gb_env_spec *spec, gb_error *err);
+
+#endif
