@@ -15,6 +15,7 @@ static const char *const type_names[GB_MSG_TYPE_END] = {
     "invalid",     "infer_request", "infer_reply", "sample",     "param_begin",
     "param_chunk", "param_end",     "param_info_req", "param_info", "param_fetch",
     "param_data",  "reg_register",  "reg_unregister", "reg_lookup", "reg_reply",
+    "metrics",
 };
 
 const char *gb_role_name(int role)
@@ -224,7 +225,7 @@ static int rd_integer(rd *r, const char *field, uint64_t *v, bool *neg)
         *neg = true;
         return 0;
     }
-    uint64_t x;
+    uint64_t x = 0;
     int rc;
     switch (c) {
     case 0xcc: return rd_be(r, field, 1, v);
@@ -296,7 +297,7 @@ static int rd_len(rd *r, const char *field, unsigned fix_lo, unsigned fix_hi, un
     if (r->p >= r->end)
         return rd_fail(r, field, "truncated");
     unsigned char c = *r->p++;
-    uint64_t x;
+    uint64_t x = 0;
     int rc = 0;
     if (c >= fix_lo && c <= fix_hi)
         x = c - fix_lo;

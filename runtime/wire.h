@@ -54,7 +54,9 @@ typedef enum gb_msg_type {
     GB_MSG_REG_UNREGISTER = 12, /* tensor "name" */
     GB_MSG_REG_LOOKUP = 13,   /* tensor "name" (a prefix when meta[0] = 1) */
     GB_MSG_REG_REPLY = 14,    /* tensors "names", "endpoints": NUL-separated lists; status */
-    GB_MSG_TYPE_END = 15,     /* not a type: one past the last */
+    GB_MSG_METRICS = 15,      /* tensors "names" (NUL-separated uint8), "values" float64,
+                                 optional "returns" float32 and "lengths" int64 (episodes) */
+    GB_MSG_TYPE_END = 16,     /* not a type: one past the last */
 } gb_msg_type;
 
 /* Sender roles; part of the wire format (numbers never change). */

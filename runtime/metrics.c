@@ -1,0 +1,370 @@
+/* runtime/metrics.c: the metrics stream (see metrics.h). */
+#include "runtime/metrics.h"
+
+#include "runtime/wire.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+struct gb_metrics_sender {
+    void *sock;
+    int role, index;
+    int nvalues;
+    char names[GB_METRICS_MAX_VALUES][GB_METRICS_NAME_MAX];
+    double values[GB_METRICS_MAX_VALUES];
+    int nepisodes;
+    float returns[GB_METRICS_MAX_EPISODES];
+    int64_t lengths[GB_METRICS_MAX_EPISODES];
+    uint64_t seq, dropped;
+    char packed_names[GB_METRICS_MAX_VALUES * GB_METRICS_NAME_MAX];
+};
+
+int gb_metrics_sender_open(gb_metrics_sender **out, void *zctx, const char *endpoint, int role,
+                           int index, gb_error *err)
+{
+    gb_metrics_sender *s = calloc(1, sizeof *s);
+    if (!s)
+        return gb_error_set(err, GB_ENOMEM, "metrics: out of memory");
+    s->role = role;
+    s->index = index;
+    s->sock = zmq_socket(zctx, ZMQ_PUSH);
+    int hwm = 64, linger = 0;
+    if (!s->sock || zmq_setsockopt(s->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) ||
+        zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger) ||
+        zmq_connect(s->sock, endpoint)) {
+        int rc = gb_wire_zmq_error(err, "metrics: connect");
+        gb_error_prefix(err, "%s", endpoint);
+        gb_metrics_sender_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void gb_metrics_sender_close(gb_metrics_sender *s)
+{
+    if (!s)
+        return;
+    if (s->sock)
+        zmq_close(s->sock);
+    free(s);
+}
+
+int gb_metrics_set(gb_metrics_sender *s, const char *name, double value)
+{
+    for (int i = 0; i < s->nvalues; i++) {
+        if (strncmp(s->names[i], name, GB_METRICS_NAME_MAX - 1) == 0) {
+            s->values[i] = value;
+            return 0;
+        }
+    }
+    if (s->nvalues == GB_METRICS_MAX_VALUES)
+        return GB_EFULL;
+    snprintf(s->names[s->nvalues], GB_METRICS_NAME_MAX, "%s", name);
+    s->values[s->nvalues++] = value;
+    return 0;
+}
+
+void gb_metrics_episode(gb_metrics_sender *s, float episode_return, int64_t length)
+{
+    if (s->nepisodes == GB_METRICS_MAX_EPISODES) {
+        /* Keep the newest: shift out the oldest half at once (rare). */
+        int keep = GB_METRICS_MAX_EPISODES / 2;
+        memmove(s->returns, s->returns + keep, (size_t)keep * sizeof s->returns[0]);
+        memmove(s->lengths, s->lengths + keep, (size_t)keep * sizeof s->lengths[0]);
+        s->nepisodes = keep;
+    }
+    s->returns[s->nepisodes] = episode_return;
+    s->lengths[s->nepisodes++] = length;
+}
+
+int gb_metrics_send(gb_metrics_sender *s, gb_error *err)
+{
+    gb_wire_header h;
+    gb_wire_header_init(&h, GB_MSG_METRICS, s->role, s->index);
+    h.seq = ++s->seq;
+    size_t off = 0;
+    for (int i = 0; i < s->nvalues; i++) {
+        size_t l = strlen(s->names[i]) + 1;
+        memcpy(s->packed_names + off, s->names[i], l);
+        off += l;
+    }
+    int64_t shape;
+    int rc;
+    shape = (int64_t)off;
+    if ((rc = gb_wire_set_tensor(&h.tensors[0], "names", GB_DTYPE_UINT8, 1, &shape, err)))
+        return rc;
+    shape = s->nvalues;
+    if ((rc = gb_wire_set_tensor(&h.tensors[1], "values", GB_DTYPE_FLOAT64, 1, &shape, err)))
+        return rc;
+    shape = s->nepisodes;
+    if ((rc = gb_wire_set_tensor(&h.tensors[2], "returns", GB_DTYPE_FLOAT32, 1, &shape, err)) ||
+        (rc = gb_wire_set_tensor(&h.tensors[3], "lengths", GB_DTYPE_INT64, 1, &shape, err)))
+        return rc;
+    h.ntensors = 4;
+    gb_wire_payload p[4] = {{.data = s->packed_names},
+                            {.data = s->values},
+                            {.data = s->returns},
+                            {.data = s->lengths}};
+    rc = gb_wire_send(s->sock, NULL, 0, &h, p, ZMQ_DONTWAIT, err);
+    if (rc == 0) {
+        s->nepisodes = 0;
+    } else if (rc == GB_EAGAIN) {
+        s->dropped++;
+    }
+    return rc;
+}
+
+uint64_t gb_metrics_sender_dropped(const gb_metrics_sender *s) { return s->dropped; }
+
+/* ---- collector ---------------------------------------------------------------------------- */
+
+typedef struct worker_values {
+    int role, index;
+    int n;
+    char names[GB_METRICS_MAX_VALUES][GB_METRICS_NAME_MAX];
+    double values[GB_METRICS_MAX_VALUES];
+} worker_values;
+
+struct gb_metrics_collector {
+    void *sock;
+    worker_values *workers;
+    int nworkers, cap;
+    int64_t episodes;
+    float window_returns[GB_METRICS_WINDOW];
+    int64_t window_lengths[GB_METRICS_WINDOW];
+    int window_next, window_n;
+    uint64_t rejected;
+    gb_wire_msg msg;
+};
+
+int gb_metrics_collector_open(gb_metrics_collector **out, void *zctx, const char *endpoint,
+                              gb_error *err)
+{
+    gb_metrics_collector *c = calloc(1, sizeof *c);
+    if (!c)
+        return gb_error_set(err, GB_ENOMEM, "metrics: out of memory");
+    gb_wire_msg_init(&c->msg);
+    c->sock = zmq_socket(zctx, ZMQ_PULL);
+    int hwm = 10000, linger = 0;
+    if (!c->sock || zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
+        zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger) ||
+        zmq_bind(c->sock, endpoint)) {
+        int rc = gb_wire_zmq_error(err, "metrics: bind");
+        gb_error_prefix(err, "%s", endpoint);
+        gb_metrics_collector_close(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void gb_metrics_collector_close(gb_metrics_collector *c)
+{
+    if (!c)
+        return;
+    gb_wire_msg_release(&c->msg);
+    if (c->sock)
+        zmq_close(c->sock);
+    free(c->workers);
+    free(c);
+}
+
+static worker_values *worker_for(gb_metrics_collector *c, int role, int index)
+{
+    for (int i = 0; i < c->nworkers; i++)
+        if (c->workers[i].role == role && c->workers[i].index == index)
+            return &c->workers[i];
+    if (c->nworkers == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 16;
+        worker_values *w = realloc(c->workers, (size_t)cap * sizeof *w);
+        if (!w)
+            return NULL;
+        c->workers = w;
+        c->cap = cap;
+    }
+    worker_values *w = &c->workers[c->nworkers++];
+    memset(w, 0, sizeof *w);
+    w->role = role;
+    w->index = index;
+    return w;
+}
+
+/* Applies one received report; returns 0 or GB_EPROTO when its tensors are not as specified. */
+static int ingest(gb_metrics_collector *c, const gb_wire_msg *m)
+{
+    int in = gb_wire_msg_find(m, "names"), iv = gb_wire_msg_find(m, "values");
+    int ir = gb_wire_msg_find(m, "returns"), il = gb_wire_msg_find(m, "lengths");
+    if (m->hdr.type != GB_MSG_METRICS || in < 0 || iv < 0 || ir < 0 || il < 0)
+        return GB_EPROTO;
+    gb_tensor_view names = gb_wire_msg_tensor(m, in), values = gb_wire_msg_tensor(m, iv);
+    gb_tensor_view rets = gb_wire_msg_tensor(m, ir), lens = gb_wire_msg_tensor(m, il);
+    if (names.desc->dtype != GB_DTYPE_UINT8 || values.desc->dtype != GB_DTYPE_FLOAT64 ||
+        rets.desc->dtype != GB_DTYPE_FLOAT32 || lens.desc->dtype != GB_DTYPE_INT64 ||
+        rets.bytes / 4 != lens.bytes / 8)
+        return GB_EPROTO;
+    size_t nvalues = values.bytes / sizeof(double);
+    if (nvalues > GB_METRICS_MAX_VALUES)
+        return GB_EPROTO;
+    /* names: exactly nvalues NUL-terminated strings filling the tensor. */
+    const char *p = names.data, *end = p + names.bytes;
+    const char *starts[GB_METRICS_MAX_VALUES];
+    for (size_t i = 0; i < nvalues; i++) {
+        const char *nul = memchr(p, '\0', (size_t)(end - p));
+        if (!nul || nul == p || nul - p >= GB_METRICS_NAME_MAX)
+            return GB_EPROTO;
+        starts[i] = p;
+        p = nul + 1;
+    }
+    if (p != end)
+        return GB_EPROTO;
+    worker_values *w = worker_for(c, m->hdr.role, m->hdr.index);
+    if (!w)
+        return GB_ENOMEM;
+    for (size_t i = 0; i < nvalues; i++) {
+        double v;
+        memcpy(&v, (const char *)values.data + i * sizeof v, sizeof v);
+        int slot = -1;
+        for (int j = 0; j < w->n; j++)
+            if (strcmp(w->names[j], starts[i]) == 0)
+                slot = j;
+        if (slot < 0) {
+            if (w->n == GB_METRICS_MAX_VALUES)
+                continue;
+            slot = w->n++;
+            snprintf(w->names[slot], GB_METRICS_NAME_MAX, "%s", starts[i]);
+        }
+        w->values[slot] = v;
+    }
+    size_t neps = rets.bytes / sizeof(float);
+    for (size_t i = 0; i < neps; i++) {
+        memcpy(&c->window_returns[c->window_next], (const char *)rets.data + i * 4, 4);
+        memcpy(&c->window_lengths[c->window_next], (const char *)lens.data + i * 8, 8);
+        c->window_next = (c->window_next + 1) % GB_METRICS_WINDOW;
+        if (c->window_n < GB_METRICS_WINDOW)
+            c->window_n++;
+    }
+    c->episodes += (int64_t)neps;
+    return 0;
+}
+
+int gb_metrics_collector_poll(gb_metrics_collector *c, int timeout_ms, gb_error *err)
+{
+    int taken = 0;
+    for (;;) {
+        zmq_pollitem_t item = {c->sock, 0, ZMQ_POLLIN, 0};
+        int n = zmq_poll(&item, 1, taken ? 0 : timeout_ms);
+        if (n < 0) {
+            if (zmq_errno() == EINTR)
+                return taken;
+            return gb_wire_zmq_error(err, "metrics: poll");
+        }
+        if (n == 0)
+            return taken;
+        gb_error rerr = {0};
+        int rc = gb_wire_recv(c->sock, &c->msg, 0, ZMQ_DONTWAIT, &rerr);
+        if (rc == GB_EAGAIN)
+            return taken;
+        if (rc == GB_ECLOSED || rc == GB_EZMQ) {
+            if (err)
+                *err = rerr;
+            return rc;
+        }
+        if (rc != 0 || ingest(c, &c->msg) != 0)
+            c->rejected++;
+        else
+            taken++;
+        gb_wire_msg_release(&c->msg);
+    }
+}
+
+static const double *find_value(const worker_values *w, const char *name)
+{
+    for (int j = 0; j < w->n; j++)
+        if (strcmp(w->names[j], name) == 0)
+            return &w->values[j];
+    return NULL;
+}
+
+double gb_metrics_get(const gb_metrics_collector *c, int role, int index, const char *name)
+{
+    for (int i = 0; i < c->nworkers; i++) {
+        const worker_values *w = &c->workers[i];
+        if (w->role == role && w->index == index) {
+            const double *v = find_value(w, name);
+            return v ? *v : NAN;
+        }
+    }
+    return NAN;
+}
+
+/* op: 0 sum, 1 max, 2 min over the workers of role that reported name. */
+static double reduce(const gb_metrics_collector *c, int role, const char *name, int op)
+{
+    double acc = NAN;
+    for (int i = 0; i < c->nworkers; i++) {
+        if (c->workers[i].role != role)
+            continue;
+        const double *v = find_value(&c->workers[i], name);
+        if (!v)
+            continue;
+        if (isnan(acc))
+            acc = *v;
+        else if (op == 0)
+            acc += *v;
+        else if (op == 1)
+            acc = *v > acc ? *v : acc;
+        else
+            acc = *v < acc ? *v : acc;
+    }
+    return acc;
+}
+
+double gb_metrics_sum(const gb_metrics_collector *c, int role, const char *name)
+{
+    return reduce(c, role, name, 0);
+}
+
+double gb_metrics_max(const gb_metrics_collector *c, int role, const char *name)
+{
+    return reduce(c, role, name, 1);
+}
+
+double gb_metrics_min(const gb_metrics_collector *c, int role, const char *name)
+{
+    return reduce(c, role, name, 2);
+}
+
+int gb_metrics_workers(const gb_metrics_collector *c, int role)
+{
+    int n = 0;
+    for (int i = 0; i < c->nworkers; i++)
+        n += c->workers[i].role == role;
+    return n;
+}
+
+int64_t gb_metrics_episodes(const gb_metrics_collector *c) { return c->episodes; }
+
+double gb_metrics_return_mean(const gb_metrics_collector *c)
+{
+    if (c->window_n == 0)
+        return NAN;
+    double s = 0;
+    for (int i = 0; i < c->window_n; i++)
+        s += c->window_returns[i];
+    return s / c->window_n;
+}
+
+double gb_metrics_length_mean(const gb_metrics_collector *c)
+{
+    if (c->window_n == 0)
+        return NAN;
+    double s = 0;
+    for (int i = 0; i < c->window_n; i++)
+        s += (double)c->window_lengths[i];
+    return s / c->window_n;
+}
+
+uint64_t gb_metrics_collector_rejected(const gb_metrics_collector *c) { return c->rejected; }

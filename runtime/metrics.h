@@ -1,0 +1,75 @@
+/* runtime/metrics.h: the metrics stream: every worker reports named values and finished
+ * episodes to the launcher, which aggregates them (progress line, metrics.csv, summary.json).
+ * Transport: PUSH (worker) -> PULL (launcher), GB_MSG_METRICS messages (wire.h). A report is
+ * never allowed to stall a worker: when the launcher is slow it is dropped and counted, and the
+ * episodes it carried go with the next one.
+ * defines: gb_metrics_sender, gb_metrics_collector and their functions */
+#ifndef GB_RUNTIME_METRICS_H
+#define GB_RUNTIME_METRICS_H
+
+#include "runtime/error.h"
+
+#include <stdint.h>
+
+#define GB_METRICS_MAX_VALUES 64
+#define GB_METRICS_NAME_MAX 32
+#define GB_METRICS_MAX_EPISODES 4096 /* episodes buffered between two reports */
+#define GB_METRICS_WINDOW 100        /* episodes in the mean return */
+
+typedef struct gb_metrics_sender gb_metrics_sender;
+
+/* Connects a PUSH socket on zctx to the launcher's endpoint. Returns 0, GB_ENOMEM or GB_EZMQ. */
+int gb_metrics_sender_open(gb_metrics_sender **out, void *zctx, const char *endpoint, int role,
+                           int index, gb_error *err);
+/* Closes the socket without waiting for unsent reports (NULL is a no-op). */
+void gb_metrics_sender_close(gb_metrics_sender *s);
+
+/* Sets a value sent with every report from now on: a cumulative counter (env_steps) or a gauge
+ * (replay_size). Names longer than GB_METRICS_NAME_MAX-1 are cut; beyond GB_METRICS_MAX_VALUES
+ * names, new names are ignored (returns GB_EFULL). Never blocks. */
+int gb_metrics_set(gb_metrics_sender *s, const char *name, double value);
+
+/* Records a finished episode (its return and length). Never blocks; beyond
+ * GB_METRICS_MAX_EPISODES unsent episodes the oldest are dropped from the report (the
+ * cumulative "episodes" count the sender keeps is still exact). */
+void gb_metrics_episode(gb_metrics_sender *s, float episode_return, int64_t length);
+
+/* Sends one report now (without blocking). Returns 0, or GB_EAGAIN when the launcher's queue is
+ * full (the report is dropped and counted; the episodes stay for the next), GB_EZMQ. */
+int gb_metrics_send(gb_metrics_sender *s, gb_error *err);
+
+/* Reports dropped so far. */
+uint64_t gb_metrics_sender_dropped(const gb_metrics_sender *s);
+
+typedef struct gb_metrics_collector gb_metrics_collector;
+
+/* Binds a PULL socket on zctx at endpoint. Returns 0, GB_ENOMEM or GB_EZMQ (naming it). */
+int gb_metrics_collector_open(gb_metrics_collector **out, void *zctx, const char *endpoint,
+                              gb_error *err);
+void gb_metrics_collector_close(gb_metrics_collector *c);
+
+/* Receives every report waiting, then waits up to timeout_ms for more (0: do not wait).
+ * Malformed reports are counted and dropped. Returns the number of reports taken, or
+ * GB_ECLOSED/GB_EZMQ. */
+int gb_metrics_collector_poll(gb_metrics_collector *c, int timeout_ms, gb_error *err);
+
+/* The latest value of name from worker (role, index); NAN when never reported. */
+double gb_metrics_get(const gb_metrics_collector *c, int role, int index, const char *name);
+/* The sum over every worker of role of its latest value of name; NAN when none reported it. */
+double gb_metrics_sum(const gb_metrics_collector *c, int role, const char *name);
+/* The largest / smallest latest value of name among the workers of role; NAN when none. */
+double gb_metrics_max(const gb_metrics_collector *c, int role, const char *name);
+double gb_metrics_min(const gb_metrics_collector *c, int role, const char *name);
+/* Workers of role that have reported at least once. */
+int gb_metrics_workers(const gb_metrics_collector *c, int role);
+
+/* Episodes reported so far, and the mean return and length of the last min(n, window) ones
+ * (NAN when none). */
+int64_t gb_metrics_episodes(const gb_metrics_collector *c);
+double gb_metrics_return_mean(const gb_metrics_collector *c);
+double gb_metrics_length_mean(const gb_metrics_collector *c);
+
+/* Malformed reports dropped so far. */
+uint64_t gb_metrics_collector_rejected(const gb_metrics_collector *c);
+
+#endif

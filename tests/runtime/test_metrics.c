@@ -1,0 +1,142 @@
+/* tests/runtime/test_metrics.c: the metrics stream between real processes over ipc://:
+ * several workers report values and episodes; the collector sums, windows and rejects garbage. */
+#include "runtime/metrics.h"
+#include "runtime/wire.h"
+#include "test.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+static char endpoint[256];
+
+/* A worker process: reports env_steps = 1000*(index+1) and `index + 1` episodes of return
+ * 10*(index+1), then a final report, and exits 0 on success. */
+static int worker_main(int role, int index)
+{
+    void *ctx = zmq_ctx_new();
+    gb_metrics_sender *s = NULL;
+    gb_error err = {0};
+    if (gb_metrics_sender_open(&s, ctx, endpoint, role, index, &err))
+        return 1;
+    for (int e = 0; e <= index; e++)
+        gb_metrics_episode(s, 10.0f * (float)(index + 1), 5 + index);
+    gb_metrics_set(s, "env_steps", 1000.0 * (index + 1));
+    gb_metrics_set(s, "policy_version", index);
+    int rc;
+    while ((rc = gb_metrics_send(s, &err)) == GB_EAGAIN)
+        usleep(1000);
+    gb_metrics_set(s, "env_steps", 2000.0 * (index + 1)); /* a later report replaces values */
+    while ((rc = gb_metrics_send(s, &err)) == GB_EAGAIN)
+        usleep(1000);
+    usleep(200000); /* let ZeroMQ deliver before the socket closes (linger 0) */
+    gb_metrics_sender_close(s);
+    zmq_ctx_term(ctx);
+    return rc == 0 ? 0 : 1;
+}
+
+static void test_processes(void)
+{
+    char dir[] = "/tmp/gb_metrics_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(endpoint, sizeof endpoint, "ipc://%s/metrics", dir);
+    void *ctx = zmq_ctx_new();
+    gb_metrics_collector *c = NULL;
+    gb_error err = {0};
+    CHECK_OK(gb_metrics_collector_open(&c, ctx, endpoint, &err));
+    if (!c)
+        return;
+    pid_t pids[3];
+    for (int i = 0; i < 3; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0)
+            _exit(worker_main(GB_ROLE_ACTOR, i));
+    }
+    /* Garbage from a live peer: a raw PUSH sending a non-gearbox message. */
+    void *bad = zmq_socket(ctx, ZMQ_PUSH);
+    zmq_connect(bad, endpoint);
+    zmq_send(bad, "\xc1garbage", 8, 0);
+    gb_wire_header h;
+    gb_wire_header_init(&h, GB_MSG_METRICS, GB_ROLE_ACTOR, 9); /* no tensors: rejected */
+    gb_wire_send(bad, NULL, 0, &h, NULL, 0, &err);
+
+    int reports = 0;
+    for (int tries = 0; tries < 500 && reports < 6; tries++) {
+        int n = gb_metrics_collector_poll(c, 10, &err);
+        CHECK(n >= 0);
+        reports += n > 0 ? n : 0;
+    }
+    CHECK_EQ_INT(reports, 6);
+    for (int i = 0; i < 3; i++) {
+        int status = 0;
+        waitpid(pids[i], &status, 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    for (int tries = 0; tries < 50 && gb_metrics_collector_rejected(c) < 2; tries++)
+        gb_metrics_collector_poll(c, 10, &err);
+    CHECK_EQ_INT(gb_metrics_collector_rejected(c), 2);
+    CHECK_EQ_INT(gb_metrics_workers(c, GB_ROLE_ACTOR), 3);
+    CHECK_NEAR(gb_metrics_sum(c, GB_ROLE_ACTOR, "env_steps"), 2000.0 * 6, 0);
+    CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 2, "env_steps"), 6000, 0);
+    CHECK_NEAR(gb_metrics_max(c, GB_ROLE_ACTOR, "policy_version"), 2, 0);
+    CHECK_NEAR(gb_metrics_min(c, GB_ROLE_ACTOR, "policy_version"), 0, 0);
+    CHECK(isnan(gb_metrics_sum(c, GB_ROLE_TRAINER, "env_steps")));
+    CHECK(isnan(gb_metrics_get(c, GB_ROLE_ACTOR, 0, "nope")));
+    CHECK_EQ_INT(gb_metrics_episodes(c), 6);
+    /* returns: 10 once, 20 twice, 30 three times */
+    CHECK_NEAR(gb_metrics_return_mean(c), (10 + 40 + 90) / 6.0, 1e-9);
+    CHECK_NEAR(gb_metrics_length_mean(c), (5 + 12 + 21) / 6.0, 1e-9);
+    zmq_close(bad);
+    gb_metrics_collector_close(c);
+    zmq_ctx_term(ctx);
+    char sock[300];
+    snprintf(sock, sizeof sock, "%s/metrics", dir);
+    unlink(sock);
+    rmdir(dir);
+}
+
+static void test_window_keeps_last_100(void)
+{
+    /* In one process: 250 episodes, the window holds the last 100 (returns 150..249). */
+    char dir[] = "/tmp/gb_metrics_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(endpoint, sizeof endpoint, "ipc://%s/m", dir);
+    void *ctx = zmq_ctx_new();
+    gb_metrics_collector *c = NULL;
+    gb_metrics_sender *s = NULL;
+    gb_error err = {0};
+    CHECK_OK(gb_metrics_collector_open(&c, ctx, endpoint, &err));
+    CHECK_OK(gb_metrics_sender_open(&s, ctx, endpoint, GB_ROLE_TRAINER, 0, &err));
+    if (!c || !s)
+        return;
+    for (int i = 0; i < 250; i++) {
+        gb_metrics_episode(s, (float)i, 1);
+        if (i % 50 == 49)
+            CHECK_OK(gb_metrics_send(s, &err));
+    }
+    int got = 0;
+    for (int tries = 0; tries < 200 && got < 5; tries++)
+        got += gb_metrics_collector_poll(c, 10, &err);
+    CHECK_EQ_INT(got, 5);
+    CHECK_EQ_INT(gb_metrics_episodes(c), 250);
+    CHECK_NEAR(gb_metrics_return_mean(c), (150 + 249) / 2.0, 1e-9);
+    gb_metrics_sender_close(s);
+    gb_metrics_collector_close(c);
+    zmq_ctx_term(ctx);
+    char sock[300];
+    snprintf(sock, sizeof sock, "%s/m", dir);
+    unlink(sock);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    TEST_RUN(test_processes);
+    TEST_RUN(test_window_keeps_last_100);
+    return test_main_result();
+}
