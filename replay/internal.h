@@ -1,0 +1,142 @@
+/* replay/internal.h: the replay's private state, shared by the files that implement replay.h
+ * (schema.c, index.c, removers.c, ratelimit.c, sample.c, collect.c, checkpoint.c).
+ * defines: struct gb_replay, gb_rheap, gb_ratelimit, gb_collect_pool, the index-manager calls */
+#ifndef GB_REPLAY_INTERNAL_H
+#define GB_REPLAY_INTERNAL_H
+
+#include "replay/replay.h"
+#include "runtime/shm.h"
+
+#include <pthread.h>
+
+/* ---- Indexed binary heap over item indices (heap.c) ---------------------------------------- */
+
+/* Returns 1 when item a must come out before item b. */
+typedef int (*gb_rheap_before)(const gb_replay_status *st, int64_t a, int64_t b);
+
+typedef struct gb_rheap {
+    int64_t *heap; /* (capacity) item indices in heap order */
+    int64_t *pos;  /* (capacity) position of each item in heap, -1 when absent */
+    int64_t n;
+    const gb_replay_status *st;
+    gb_rheap_before before;
+} gb_rheap;
+
+int gb_rheap_init(gb_rheap *h, int64_t capacity, const gb_replay_status *st,
+                  gb_rheap_before before, gb_error *err);
+void gb_rheap_free(gb_rheap *h);
+void gb_rheap_push(gb_rheap *h, int64_t item);
+void gb_rheap_remove(gb_rheap *h, int64_t item);
+void gb_rheap_fix(gb_rheap *h, int64_t item); /* after item's key changed */
+static inline int64_t gb_rheap_top(const gb_rheap *h) { return h->n ? h->heap[0] : -1; }
+
+/* Orders used by removers, the staleness floor and top-k. Ties go to the oldest (lowest seq). */
+int gb_rheap_lower_priority(const gb_replay_status *st, int64_t a, int64_t b);
+int gb_rheap_higher_priority(const gb_replay_status *st, int64_t a, int64_t b);
+int gb_rheap_lower_version(const gb_replay_status *st, int64_t a, int64_t b);
+
+/* ---- Rate limiter (ratelimit.c): Reverb's SampleToInsertRatio semantics --------------------- */
+
+typedef struct gb_ratelimit {
+    int64_t min_size;
+    double samples_per_insert; /* 0 = no ratio */
+    double error_buffer;
+    double min_diff, max_diff; /* spi * min_size -/+ error_buffer */
+} gb_ratelimit;
+
+int gb_ratelimit_set(gb_ratelimit *rl, int64_t min_size, double spi, double error_buffer,
+                     int64_t max_size, int64_t max_times_sampled, gb_error *err);
+/* inserts: committed ever (+ pending writes); deletes: removed ever; samples: draws ever. */
+int gb_ratelimit_can_insert(const gb_ratelimit *rl, uint64_t inserts, uint64_t deletes,
+                            uint64_t samples, int64_t n);
+int gb_ratelimit_can_sample(const gb_ratelimit *rl, int64_t size, uint64_t inserts,
+                            uint64_t samples, int64_t n);
+/* Whether a batch of n samples can ever be served with these settings. */
+int gb_ratelimit_batch_ok(const gb_ratelimit *rl, int64_t n, gb_error *err);
+
+/* ---- Collection thread pool (collect.c) ----------------------------------------------------- */
+
+typedef struct gb_collect_pool gb_collect_pool;
+int gb_collect_pool_create(gb_collect_pool **out, int threads, gb_error *err);
+void gb_collect_pool_free(gb_collect_pool *p);
+
+/* ---- Shared segment header (schema.c) ------------------------------------------------------- */
+
+#define GB_REPLAY_SHM_MAGIC 0x4742525053484d31ULL /* "GBRPSHM1" */
+#define GB_REPLAY_SHM_HEADER 4096
+
+typedef struct gb_replay_shm_header {
+    uint64_t magic;
+    uint64_t capacity, steps, ncolumns;
+    uint64_t off_priority, off_seq, off_version, off_times, off_length, off_pins, off_state;
+    uint64_t table_off[GB_REPLAY_MAX_COLUMNS];
+    uint64_t table_stride[GB_REPLAY_MAX_COLUMNS];
+    uint64_t total_bytes;
+    gb_replay_column columns[GB_REPLAY_MAX_COLUMNS];
+} gb_replay_shm_header;
+
+/* Allocates the shared segment and points r->tab and r->st's arrays into it (schema.c). */
+struct gb_replay;
+int gb_replay_map_segment(struct gb_replay *r, gb_error *err);
+
+/* ---- The replay ---------------------------------------------------------------------------- */
+
+struct gb_replay {
+    gb_replay_options opt;
+    int64_t capacity, max_size, steps;
+    int ncol;
+    gb_replay_table tab[GB_REPLAY_MAX_COLUMNS];
+    gb_shm shm;
+
+    /* Status table (arrays in shm) and index orders (process memory): the selectors' view. */
+    gb_replay_status st;
+    int64_t *live, *live_pos, *next, *prev; /* mutable aliases of st.live/next/prev */
+
+    /* Block allocator: ring queue of free indices. */
+    int64_t *freeq;
+    int64_t free_head, free_count;
+    int64_t writing, retired_pinned;
+
+    gb_rheap low_priority; /* lowest-priority remover (only when that remover is chosen) */
+    gb_rheap by_version;   /* staleness floor */
+    const gb_replay_selector_ops *sel;
+    void *sel_self;
+    gb_rng rng;
+
+    gb_ratelimit rl;
+    double timeout_s;
+    double beta;
+
+    /* Counters (rate limiter and stats). */
+    uint64_t next_seq, inserts, deletes, samples;
+    uint64_t evicted, sampled_out, expired, aborted, updates, stale_updates;
+    uint64_t insert_waits, sample_waits;
+    double max_priority;
+    int has_priority;
+    int64_t min_version;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv_insert; /* blocks freed, samples taken, settings changed */
+    pthread_cond_t cv_sample; /* items committed, settings changed */
+    int closed;
+
+    gb_collect_pool *pool;
+};
+
+/* Index manager (index.c). All of these run with r->mu held. */
+enum { GB_REMOVE_EVICT, GB_REMOVE_SAMPLED_OUT, GB_REMOVE_EXPIRED };
+void gb_index_reset(gb_replay *r);                  /* everything free, queue 0..capacity-1 */
+void gb_index_push_free(gb_replay *r, int64_t idx); /* FREE, to the queue's tail */
+void gb_index_link(gb_replay *r, int64_t idx);      /* COMMITTED item joins every structure */
+void gb_index_remove(gb_replay *r, int64_t idx, int reason);
+int64_t gb_index_victim(gb_replay *r);              /* the remover's next victim, -1 if none */
+void gb_index_unpin(gb_replay *r, int64_t idx);
+/* Absolute deadline for a relative timeout (< 0: the replay's), and a wait on cv until it. */
+struct timespec gb_replay_deadline(const gb_replay *r, double timeout_s, double *used_s);
+int gb_replay_wait(gb_replay *r, pthread_cond_t *cv, const struct timespec *deadline);
+
+/* Selector builtins (selectors.c). */
+extern const gb_replay_selector_ops gb_selector_uniform, gb_selector_weighted, gb_selector_fifo,
+    gb_selector_lifo, gb_selector_topk;
+
+#endif

@@ -1,0 +1,187 @@
+/* replay/replay.c: creating and freeing a replay, run-time settings, statistics. */
+#include "replay/internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int gb_replay_create(const gb_replay_options *o, gb_replay **out, gb_error *err)
+{
+    *out = NULL;
+    int rc = gb_replay_validate(o, err);
+    if (rc)
+        return rc;
+    gb_replay *r = calloc(1, sizeof *r);
+    if (!r)
+        return gb_error_set(err, GB_ENOMEM, "replay: out of memory");
+    r->opt = *o;
+    r->opt.shm_name = NULL; /* not kept: the caller owns the string */
+    r->capacity = o->capacity;
+    r->max_size = o->max_size ? o->max_size : o->capacity;
+    r->steps = o->steps;
+    r->ncol = o->ncolumns;
+    r->timeout_s = o->timeout_s;
+    r->beta = o->beta;
+    r->min_version = GB_REPLAY_NO_MIN_VERSION;
+    r->shm.fd = -1;
+    gb_rng_seed_for(&r->rng, o->seed, "replay-selector", 0);
+    gb_ratelimit_set(&r->rl, o->min_size, o->samples_per_insert, o->error_buffer, r->max_size,
+                     o->max_times_sampled, NULL);
+
+    pthread_condattr_t ca;
+    int mu_ok = pthread_mutex_init(&r->mu, NULL) == 0;
+    int ca_ok = pthread_condattr_init(&ca) == 0 && pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0;
+    int cv1 = ca_ok && pthread_cond_init(&r->cv_insert, &ca) == 0;
+    int cv2 = ca_ok && pthread_cond_init(&r->cv_sample, &ca) == 0;
+    if (ca_ok)
+        pthread_condattr_destroy(&ca);
+    if (!mu_ok || !cv1 || !cv2) {
+        if (mu_ok)
+            pthread_mutex_destroy(&r->mu);
+        if (cv1)
+            pthread_cond_destroy(&r->cv_insert);
+        if (cv2)
+            pthread_cond_destroy(&r->cv_sample);
+        free(r);
+        return gb_error_set(err, GB_ESYS, "replay: pthread mutex/condition init failed");
+    }
+    /* From here on gb_replay_free can undo a partial create. */
+    rc = gb_replay_map_segment(r, err);
+    if (rc)
+        goto fail;
+    size_t cap = (size_t)r->capacity;
+    r->freeq = malloc(cap * sizeof *r->freeq);
+    r->live = malloc(cap * sizeof *r->live);
+    r->live_pos = malloc(cap * sizeof *r->live_pos);
+    r->next = malloc(cap * sizeof *r->next);
+    r->prev = malloc(cap * sizeof *r->prev);
+    if (!r->freeq || !r->live || !r->live_pos || !r->next || !r->prev) {
+        rc = gb_error_set(err, GB_ENOMEM, "replay: index arrays for %zu items", cap);
+        goto fail;
+    }
+    r->st.live = r->live;
+    r->st.next = r->next;
+    r->st.prev = r->prev;
+    rc = gb_rheap_init(&r->by_version, r->capacity, &r->st, gb_rheap_lower_version, err);
+    if (rc)
+        goto fail;
+    if (o->remover == GB_REMOVER_LOWEST_PRIORITY) {
+        rc = gb_rheap_init(&r->low_priority, r->capacity, &r->st, gb_rheap_lower_priority, err);
+        if (rc)
+            goto fail;
+    }
+    r->sel = o->selector_ops ? o->selector_ops : gb_replay_selector_builtin(o->selector);
+    rc = r->sel->create(&r->sel_self, &r->opt, &r->st, err);
+    if (rc) {
+        r->sel = NULL;
+        goto fail;
+    }
+    if (o->collect_threads > 1) {
+        rc = gb_collect_pool_create(&r->pool, o->collect_threads, err);
+        if (rc)
+            goto fail;
+    }
+    gb_index_reset(r);
+    *out = r;
+    return 0;
+fail:
+    gb_replay_free(r);
+    return rc;
+}
+
+void gb_replay_close(gb_replay *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->closed = 1;
+    pthread_cond_broadcast(&r->cv_insert);
+    pthread_cond_broadcast(&r->cv_sample);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void gb_replay_free(gb_replay *r)
+{
+    if (!r)
+        return;
+    if (r->pool)
+        gb_collect_pool_free(r->pool);
+    if (r->sel)
+        r->sel->destroy(r->sel_self);
+    gb_rheap_free(&r->by_version);
+    gb_rheap_free(&r->low_priority);
+    free(r->freeq);
+    free(r->live);
+    free(r->live_pos);
+    free(r->next);
+    free(r->prev);
+    gb_shm_free(&r->shm);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv_insert);
+    pthread_cond_destroy(&r->cv_sample);
+    free(r);
+}
+
+int gb_replay_set_rate_limit(gb_replay *r, int64_t min_size, double samples_per_insert,
+                             double error_buffer, gb_error *err)
+{
+    gb_ratelimit rl;
+    int rc = gb_ratelimit_set(&rl, min_size, samples_per_insert, error_buffer, r->max_size,
+                              r->opt.max_times_sampled, err);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&r->mu);
+    r->rl = rl;
+    pthread_cond_broadcast(&r->cv_insert);
+    pthread_cond_broadcast(&r->cv_sample);
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
+void gb_replay_set_timeout(gb_replay *r, double timeout_s)
+{
+    pthread_mutex_lock(&r->mu);
+    r->timeout_s = timeout_s >= 0 ? timeout_s : 0;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void gb_replay_set_beta(gb_replay *r, double beta)
+{
+    pthread_mutex_lock(&r->mu);
+    r->beta = beta >= 0 ? beta : 0;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void gb_replay_stats_get(gb_replay *r, gb_replay_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    pthread_mutex_lock(&r->mu);
+    s->capacity = r->capacity;
+    s->max_size = r->max_size;
+    s->size = r->st.size;
+    s->writing = r->writing;
+    s->retired_pinned = r->retired_pinned;
+    s->free_blocks = r->free_count;
+    s->inserts = r->inserts;
+    s->samples = r->samples;
+    s->evicted = r->evicted;
+    s->sampled_out = r->sampled_out;
+    s->expired = r->expired;
+    s->aborted = r->aborted;
+    s->updates = r->updates;
+    s->stale_updates = r->stale_updates;
+    s->insert_waits = r->insert_waits;
+    s->sample_waits = r->sample_waits;
+    s->max_priority = r->has_priority ? r->max_priority : NAN;
+    s->min_version = r->min_version;
+    s->huge_pages = r->shm.huge;
+    s->shm_bytes = r->shm.size;
+    pthread_mutex_unlock(&r->mu);
+}
+
+const gb_replay_options *gb_replay_options_of(const gb_replay *r) { return &r->opt; }
+
+void gb_replay_status_view(gb_replay *r, gb_replay_status *st)
+{
+    pthread_mutex_lock(&r->mu);
+    *st = r->st;
+    pthread_mutex_unlock(&r->mu);
+}

@@ -1,0 +1,238 @@
+/* replay/sample.c: the training side: rate-limited selection with reader pins, release,
+ * priority updates, the staleness floor, importance weights. */
+#include "replay/internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int gb_replay_selection_init(gb_replay_selection *s, int64_t capacity, gb_error *err)
+{
+    memset(s, 0, sizeof *s);
+    if (capacity < 1)
+        return gb_error_set(err, GB_EINVAL, "replay sample: capacity must be >= 1");
+    s->index = malloc((size_t)capacity * sizeof *s->index);
+    s->key = malloc((size_t)capacity * sizeof *s->key);
+    s->prob = malloc((size_t)capacity * sizeof *s->prob);
+    s->weight = malloc((size_t)capacity * sizeof *s->weight);
+    if (!s->index || !s->key || !s->prob || !s->weight) {
+        gb_replay_selection_free(s);
+        return gb_error_set(err, GB_ENOMEM, "replay sample: arrays for %lld items",
+                            (long long)capacity);
+    }
+    s->capacity = capacity;
+    return 0;
+}
+
+void gb_replay_selection_free(gb_replay_selection *s)
+{
+    free(s->index);
+    free(s->key);
+    free(s->prob);
+    free(s->weight);
+    memset(s, 0, sizeof *s);
+}
+
+gb_replay_request gb_replay_request_default(int64_t batch)
+{
+    gb_replay_request q = {batch, GB_REPLAY_NO_MIN_VERSION, 0, 0, -1.0};
+    return q;
+}
+
+void gb_replay_importance_weights(const double *prob, int64_t n, int64_t size, double beta,
+                                  float *weight)
+{
+    double max = 0;
+    for (int64_t k = 0; k < n; k++) {
+        double w = prob[k] > 0 ? pow((double)size * prob[k], -beta) : 0;
+        weight[k] = (float)w;
+        if (w > max)
+            max = w;
+    }
+    for (int64_t k = 0; k < n; k++)
+        weight[k] = max > 0 ? (float)(weight[k] / max) : 1.0f;
+}
+
+/* Raises the floor and removes everything below it; r->mu held. */
+static int64_t expire_locked(gb_replay *r, int64_t min_version)
+{
+    if (min_version <= r->min_version)
+        return 0;
+    r->min_version = min_version;
+    int64_t removed = 0;
+    for (int64_t i; (i = gb_rheap_top(&r->by_version)) >= 0 &&
+                    r->st.policy_version[i] < min_version;
+         removed++)
+        gb_index_remove(r, i, GB_REMOVE_EXPIRED);
+    return removed;
+}
+
+int64_t gb_replay_expire(gb_replay *r, int64_t min_version)
+{
+    pthread_mutex_lock(&r->mu);
+    int64_t n = expire_locked(r, min_version);
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+/* Counts a draw of item i: pin, times sampled, and max_times_sampled removal (after the pin, so
+ * the block stays with the reader). */
+static void take(gb_replay *r, gb_replay_selection *s, int64_t k, int64_t i)
+{
+    gb_replay_status *st = &r->st;
+    st->pins[i]++;
+    st->times_sampled[i]++;
+    s->key[k] = st->seq[i];
+    if (r->opt.max_times_sampled > 0 && st->state[i] == GB_ITEM_COMMITTED &&
+        st->times_sampled[i] >= (uint64_t)r->opt.max_times_sampled)
+        gb_index_remove(r, i, GB_REMOVE_SAMPLED_OUT);
+}
+
+static int sample_blocked(gb_replay *r, int64_t n, double waited, gb_error *err)
+{
+    if (r->st.size < r->rl.min_size || r->st.size == 0)
+        return gb_error_set(err, GB_ETIMEOUT,
+                            "replay: sample of %lld timed out after %.3f s: %lld items, sampling "
+                            "starts at min_size %lld", (long long)n, waited,
+                            (long long)r->st.size, (long long)r->rl.min_size);
+    return gb_error_set(err, GB_ETIMEOUT,
+                        "replay: sample of %lld timed out after %.3f s: the rate limiter holds "
+                        "samples back until inserts catch up (inserts %llu x samples_per_insert "
+                        "%g - samples %llu - %lld < min_diff %g)", (long long)n, waited,
+                        (unsigned long long)r->inserts, r->rl.samples_per_insert,
+                        (unsigned long long)r->samples, (long long)n, r->rl.min_diff);
+}
+
+int gb_replay_sample(gb_replay *r, const gb_replay_request *req, gb_replay_selection *s,
+                     gb_error *err)
+{
+    int64_t batch = req->batch;
+    int32_t t0 = req->t0, t1 = req->t1 ? req->t1 : (int32_t)r->steps;
+    if (s->pinned)
+        return gb_error_set(err, GB_EINVAL, "replay: sample still pinned: release it first");
+    if (batch < 1 || batch > s->capacity)
+        return gb_error_set(err, GB_EINVAL, "replay: batch %lld not in [1, %lld]",
+                            (long long)batch, (long long)s->capacity);
+    if (t0 < 0 || t1 > r->steps || t0 >= t1)
+        return gb_error_set(err, GB_EINVAL, "replay: step range [%d, %d) not inside [0, %lld)",
+                            t0, t1, (long long)r->steps);
+    s->n = 0;
+    pthread_mutex_lock(&r->mu);
+    int rc = r->rl.samples_per_insert > 0 ? gb_ratelimit_batch_ok(&r->rl, batch, err) : 0;
+    if (rc) {
+        pthread_mutex_unlock(&r->mu);
+        return rc;
+    }
+    if (req->min_policy_version != GB_REPLAY_NO_MIN_VERSION)
+        expire_locked(r, req->min_policy_version);
+    double waited;
+    struct timespec deadline = gb_replay_deadline(r, req->timeout_s, &waited);
+    int timed_out = 0, counted = 0;
+    const gb_replay_selector_ops *sel = r->sel;
+    gb_replay_status *st = &r->st;
+    for (;;) {
+        if (r->closed) {
+            rc = gb_error_set(err, GB_ECLOSED, "replay: closed");
+            break;
+        }
+        int64_t draws = sel->with_replacement ? batch : (batch < st->size ? batch : st->size);
+        if (st->size > 0 && gb_ratelimit_can_sample(&r->rl, st->size, r->inserts, r->samples,
+                                                    draws))
+            break;
+        if (timed_out) {
+            rc = sample_blocked(r, batch, waited, err);
+            break;
+        }
+        if (!counted++)
+            r->sample_waits++;
+        int w = gb_replay_wait(r, &r->cv_sample, &deadline);
+        if (w == GB_ETIMEOUT)
+            timed_out = 1;
+        else if (w) {
+            rc = gb_error_set(err, GB_ECLOSED, "replay: closed while waiting to sample");
+            break;
+        }
+    }
+    if (rc) {
+        pthread_mutex_unlock(&r->mu);
+        return rc;
+    }
+    s->size = st->size;
+    if (sel->with_replacement && r->opt.max_times_sampled > 0) {
+        /* Reverb's semantics: an item that reaches the limit leaves before the next draw. */
+        int64_t k = 0;
+        for (; k < batch && st->size > 0; k++) {
+            if (sel->select(r->sel_self, st, 1, &r->rng, &s->index[k], &s->prob[k]) != 1)
+                break;
+            take(r, s, k, s->index[k]);
+        }
+        s->n = k;
+    } else {
+        int64_t want = sel->with_replacement ? batch : (batch < st->size ? batch : st->size);
+        s->n = sel->select(r->sel_self, st, want, &r->rng, s->index, s->prob);
+        for (int64_t k = 0; k < s->n; k++)
+            take(r, s, k, s->index[k]);
+    }
+    r->samples += (uint64_t)s->n;
+    if (sel->with_replacement)
+        gb_replay_importance_weights(s->prob, s->n, s->size, r->beta, s->weight);
+    else
+        for (int64_t k = 0; k < s->n; k++)
+            s->weight[k] = 1.0f;
+    s->t0 = t0;
+    s->t1 = t1;
+    s->pinned = 1;
+    pthread_cond_broadcast(&r->cv_insert); /* samples moved: the ratio may admit inserts */
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
+void gb_replay_release(gb_replay *r, gb_replay_selection *s)
+{
+    if (!s->pinned)
+        return;
+    pthread_mutex_lock(&r->mu);
+    for (int64_t k = 0; k < s->n; k++)
+        gb_index_unpin(r, s->index[k]);
+    pthread_mutex_unlock(&r->mu);
+    s->pinned = 0;
+}
+
+int gb_replay_update_priorities(gb_replay *r, int64_t n, const int64_t *idx, const uint64_t *key,
+                                const double *priority, int64_t *skipped, gb_error *err)
+{
+    if (skipped)
+        *skipped = 0;
+    for (int64_t k = 0; k < n; k++) {
+        if (!isfinite(priority[k]) || priority[k] < 0)
+            return gb_error_set(err, GB_EINVAL, "replay: update: priority %g (entry %lld) must "
+                                "be finite and >= 0", priority[k], (long long)k);
+        if (idx[k] < 0 || idx[k] >= r->capacity)
+            return gb_error_set(err, GB_EINVAL, "replay: update: index %lld (entry %lld) out "
+                                "of range", (long long)idx[k], (long long)k);
+    }
+    int64_t stale = 0;
+    gb_replay_status *st = &r->st;
+    pthread_mutex_lock(&r->mu);
+    for (int64_t k = 0; k < n; k++) {
+        int64_t i = idx[k];
+        if (st->state[i] != GB_ITEM_COMMITTED || (key && st->seq[i] != key[k])) {
+            stale++;
+            continue;
+        }
+        st->priority[i] = priority[k];
+        r->sel->update(r->sel_self, i, priority[k]);
+        if (r->opt.remover == GB_REMOVER_LOWEST_PRIORITY)
+            gb_rheap_fix(&r->low_priority, i);
+        if (priority[k] > r->max_priority || !r->has_priority) {
+            r->max_priority = priority[k];
+            r->has_priority = 1;
+        }
+    }
+    r->updates += (uint64_t)(n - stale);
+    r->stale_updates += (uint64_t)stale;
+    pthread_mutex_unlock(&r->mu);
+    if (skipped)
+        *skipped = stale;
+    return 0;
+}

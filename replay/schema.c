@@ -1,0 +1,265 @@
+/* replay/schema.c: replay options, column schema, the shared segment's layout and read-only
+ * views of it from another process. */
+#include "replay/internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void gb_replay_options_default(gb_replay_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->capacity = 1024;
+    o->max_size = 0;
+    o->steps = 1;
+    o->remover = GB_REMOVER_FIFO;
+    o->selector = GB_SELECTOR_UNIFORM;
+    o->alpha = 0.6;
+    o->beta = 0.4;
+    o->default_priority = NAN;
+    o->min_size = 1;
+    o->samples_per_insert = 0;
+    o->error_buffer = 0;
+    o->timeout_s = 10.0;
+    o->collect_threads = 1;
+}
+
+void gb_replay_options_from_config(gb_replay_options *o, const gb_config_replay *c)
+{
+    o->capacity = c->capacity;
+    o->max_size = c->max_size;
+    o->remover = (gb_remover_kind)c->remover;
+    o->max_times_sampled = c->max_times_sampled;
+    o->selector = (gb_selector_kind)c->selector;
+    o->alpha = c->alpha;
+    o->beta = c->beta;
+    o->default_priority = c->default_priority;
+    o->min_size = c->min_size;
+    o->samples_per_insert = c->samples_per_insert;
+    o->error_buffer = c->error_buffer;
+    o->timeout_s = c->timeout_s;
+    o->huge_pages = c->huge_pages;
+}
+
+int gb_replay_add_column(gb_replay_options *o, const char *name, gb_dtype dtype, int ndim,
+                         const int64_t *shape, int per_item, gb_error *err)
+{
+    if (o->ncolumns >= GB_REPLAY_MAX_COLUMNS)
+        return gb_error_set(err, GB_EINVAL, "replay: more than %d columns", GB_REPLAY_MAX_COLUMNS);
+    if (!name || !name[0] || strlen(name) >= GB_REPLAY_NAME_MAX)
+        return gb_error_set(err, GB_EINVAL, "replay: column name must have 1 to %d bytes",
+                            GB_REPLAY_NAME_MAX - 1);
+    for (int c = 0; c < o->ncolumns; c++)
+        if (strcmp(o->columns[c].name, name) == 0)
+            return gb_error_set(err, GB_EINVAL, "replay: duplicate column '%s'", name);
+    if (!gb_dtype_valid((int)dtype))
+        return gb_error_set(err, GB_EINVAL, "replay: column '%s': invalid dtype %d", name,
+                            (int)dtype);
+    if (ndim < 0 || ndim > GB_REPLAY_MAX_DIMS || (ndim > 0 && !shape))
+        return gb_error_set(err, GB_EINVAL, "replay: column '%s': ndim must be 0..%d", name,
+                            GB_REPLAY_MAX_DIMS);
+    gb_replay_column *col = &o->columns[o->ncolumns];
+    memset(col, 0, sizeof *col);
+    snprintf(col->name, sizeof col->name, "%s", name);
+    col->dtype = dtype;
+    col->ndim = ndim;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] <= 0)
+            return gb_error_set(err, GB_EINVAL, "replay: column '%s': dimension %d is %lld", name,
+                                d, (long long)shape[d]);
+        col->shape[d] = shape[d];
+    }
+    col->per_item = per_item ? 1 : 0;
+    o->ncolumns++;
+    return 0;
+}
+
+/* Bytes of one step (or one per-item value) of a column. */
+static size_t column_elem_bytes(const gb_replay_column *c)
+{
+    size_t n = gb_dtype_size(c->dtype);
+    for (int d = 0; d < c->ndim; d++)
+        n *= (size_t)c->shape[d];
+    return n;
+}
+
+int gb_replay_validate(const gb_replay_options *o, gb_error *err)
+{
+    if (o->capacity < 1 || o->capacity > (INT64_C(1) << 40))
+        return gb_error_set(err, GB_EINVAL, "replay: capacity must be in [1, 2^40], got %lld",
+                            (long long)o->capacity);
+    if (o->max_size < 0 || o->max_size > o->capacity)
+        return gb_error_set(err, GB_EINVAL, "replay: max_size %lld must be in [0, capacity %lld]",
+                            (long long)o->max_size, (long long)o->capacity);
+    if (o->steps < 1 || o->steps > INT32_MAX)
+        return gb_error_set(err, GB_EINVAL, "replay: steps per item must be >= 1, got %lld",
+                            (long long)o->steps);
+    if (o->ncolumns < 1 || o->ncolumns > GB_REPLAY_MAX_COLUMNS)
+        return gb_error_set(err, GB_EINVAL, "replay: needs 1 to %d columns, got %d",
+                            GB_REPLAY_MAX_COLUMNS, o->ncolumns);
+    for (int c = 0; c < o->ncolumns; c++)
+        if (!gb_dtype_valid((int)o->columns[c].dtype) || column_elem_bytes(&o->columns[c]) == 0)
+            return gb_error_set(err, GB_EINVAL, "replay: column %d ('%s') has no bytes", c,
+                                o->columns[c].name);
+    if ((int)o->remover < GB_REMOVER_FIFO || (int)o->remover > GB_REMOVER_MAX_TIMES_SAMPLED)
+        return gb_error_set(err, GB_EINVAL, "replay: unknown remover %d", (int)o->remover);
+    if (o->max_times_sampled < 0)
+        return gb_error_set(err, GB_EINVAL, "replay: max_times_sampled must be >= 0");
+    if (o->remover == GB_REMOVER_MAX_TIMES_SAMPLED && o->max_times_sampled < 1)
+        return gb_error_set(err, GB_EINVAL,
+                            "replay: the max_times_sampled remover needs max_times_sampled >= 1");
+    if (!o->selector_ops &&
+        ((int)o->selector < GB_SELECTOR_UNIFORM || (int)o->selector > GB_SELECTOR_TOPK))
+        return gb_error_set(err, GB_EINVAL, "replay: unknown selector %d", (int)o->selector);
+    if (!isfinite(o->alpha) || o->alpha < 0)
+        return gb_error_set(err, GB_EINVAL, "replay: alpha must be >= 0, got %g", o->alpha);
+    if (!isfinite(o->beta) || o->beta < 0)
+        return gb_error_set(err, GB_EINVAL, "replay: beta must be >= 0, got %g", o->beta);
+    if (!isnan(o->default_priority) && (!isfinite(o->default_priority) || o->default_priority < 0))
+        return gb_error_set(err, GB_EINVAL, "replay: default_priority must be >= 0 or null, got %g",
+                            o->default_priority);
+    if (isnan(o->timeout_s) || o->timeout_s < 0)
+        return gb_error_set(err, GB_EINVAL, "replay: timeout_s must be >= 0");
+    if (o->collect_threads < 1 || o->collect_threads > 64)
+        return gb_error_set(err, GB_EINVAL, "replay: collect_threads must be 1..64");
+    gb_ratelimit rl;
+    int64_t max_size = o->max_size ? o->max_size : o->capacity;
+    return gb_ratelimit_set(&rl, o->min_size, o->samples_per_insert, o->error_buffer, max_size,
+                            o->max_times_sampled, err);
+}
+
+static uint64_t align_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+/* Lays out the segment: header, status arrays, then one table per column (each table starts on
+ * a 2 MiB boundary so huge pages never straddle two tables; rows are 64-byte aligned). */
+static void layout(const gb_replay_options *o, gb_replay_shm_header *h)
+{
+    memset(h, 0, sizeof *h);
+    h->magic = GB_REPLAY_SHM_MAGIC;
+    h->capacity = (uint64_t)o->capacity;
+    h->steps = (uint64_t)o->steps;
+    h->ncolumns = (uint64_t)o->ncolumns;
+    uint64_t cap = (uint64_t)o->capacity, at = GB_REPLAY_SHM_HEADER;
+#define GB_PLACE(field, elem)                                                                    \
+    do {                                                                                         \
+        h->field = at;                                                                           \
+        at = align_up(at + cap * (elem), 4096);                                                  \
+    } while (0)
+    GB_PLACE(off_priority, 8);
+    GB_PLACE(off_seq, 8);
+    GB_PLACE(off_version, 8);
+    GB_PLACE(off_times, 4);
+    GB_PLACE(off_length, 4);
+    GB_PLACE(off_pins, 4);
+    GB_PLACE(off_state, 1);
+#undef GB_PLACE
+    for (int c = 0; c < o->ncolumns; c++) {
+        const gb_replay_column *col = &o->columns[c];
+        uint64_t block = column_elem_bytes(col) * (col->per_item ? 1 : (uint64_t)o->steps);
+        at = align_up(at, 2u << 20);
+        h->table_off[c] = at;
+        h->table_stride[c] = align_up(block, GB_REPLAY_ROW_ALIGN);
+        h->columns[c] = *col;
+        at += cap * h->table_stride[c];
+    }
+    h->total_bytes = at;
+}
+
+static void tables_from_header(const gb_replay_shm_header *h, uint8_t *base, int64_t steps,
+                               gb_replay_table *tab)
+{
+    for (uint64_t c = 0; c < h->ncolumns; c++) {
+        const gb_replay_column *col = &h->columns[c];
+        size_t elem = column_elem_bytes(col);
+        tab[c].base = base + h->table_off[c];
+        tab[c].stride = h->table_stride[c];
+        tab[c].per_item = col->per_item;
+        tab[c].step_bytes = elem;
+        tab[c].block_bytes = col->per_item ? elem : elem * (size_t)steps;
+    }
+}
+
+/* Allocates the segment and points r's tables and status arrays into it. */
+int gb_replay_map_segment(gb_replay *r, gb_error *err)
+{
+    gb_replay_shm_header h;
+    layout(&r->opt, &h);
+    int rc = gb_shm_create(&r->shm, h.total_bytes, r->opt.shm_name, r->opt.huge_pages, err);
+    if (rc)
+        return gb_error_prefix(err, "replay: shared segment of %llu bytes",
+                               (unsigned long long)h.total_bytes);
+    uint8_t *base = r->shm.base;
+    memcpy(base, &h, sizeof h);
+    tables_from_header(&h, base, r->steps, r->tab);
+    r->st.capacity = r->capacity;
+    r->st.priority = (double *)(base + h.off_priority);
+    r->st.seq = (uint64_t *)(base + h.off_seq);
+    r->st.policy_version = (int64_t *)(base + h.off_version);
+    r->st.times_sampled = (uint32_t *)(base + h.off_times);
+    r->st.length = (int32_t *)(base + h.off_length);
+    r->st.pins = (int32_t *)(base + h.off_pins);
+    r->st.state = base + h.off_state;
+    return 0;
+}
+
+void *gb_replay_block(const gb_replay *r, int col, int64_t idx)
+{
+    return r->tab[col].base + (size_t)idx * r->tab[col].stride;
+}
+
+void gb_replay_tables(const gb_replay *r, gb_replay_table *tables)
+{
+    for (int c = 0; c < r->ncol; c++)
+        tables[c] = r->tab[c];
+}
+
+int gb_replay_shm_fd(const gb_replay *r, size_t *bytes)
+{
+    if (bytes)
+        *bytes = r->shm.size;
+    return r->shm.fd;
+}
+
+int gb_replay_view_open(gb_replay_view *v, int fd, gb_error *err)
+{
+    memset(v, 0, sizeof *v);
+    gb_shm *shm = calloc(1, sizeof *shm);
+    if (!shm)
+        return gb_error_set(err, GB_ENOMEM, "replay view: out of memory");
+    int rc = gb_shm_map_fd(shm, fd, 0, 1, err);
+    if (rc) {
+        free(shm);
+        return gb_error_prefix(err, "replay view");
+    }
+    const gb_replay_shm_header *h = shm->base;
+    if (shm->size < sizeof *h || h->magic != GB_REPLAY_SHM_MAGIC || h->total_bytes > shm->size ||
+        h->ncolumns < 1 || h->ncolumns > GB_REPLAY_MAX_COLUMNS) {
+        gb_shm_free(shm);
+        free(shm);
+        return gb_error_set(err, GB_ECORRUPT, "replay view: descriptor %d is not a replay segment",
+                            fd);
+    }
+    uint8_t *base = shm->base;
+    v->shm = shm;
+    v->capacity = (int64_t)h->capacity;
+    v->steps = (int64_t)h->steps;
+    v->ncolumns = (int)h->ncolumns;
+    memcpy(v->columns, h->columns, sizeof v->columns);
+    tables_from_header(h, base, v->steps, v->tables);
+    v->priority = (const double *)(base + h->off_priority);
+    v->seq = (const uint64_t *)(base + h->off_seq);
+    v->length = (const int32_t *)(base + h->off_length);
+    v->policy_version = (const int64_t *)(base + h->off_version);
+    v->state = base + h->off_state;
+    return 0;
+}
+
+void gb_replay_view_close(gb_replay_view *v)
+{
+    if (v->shm) {
+        gb_shm_free(v->shm);
+        free(v->shm);
+    }
+    memset(v, 0, sizeof *v);
+}
