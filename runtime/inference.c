@@ -10,7 +10,7 @@
 #define CLIENT_MAX_OUTSTANDING 64
 #define SERVER_MAX_CLIENTS 512
 #define SERVER_ACTIVE_WINDOW_NS 1000000000ULL /* a client seen this recently is expected */
-#define SERVER_MAX_REQUESTS 4096              /* requests per batch */
+#define SERVER_MAX_REQUESTS 1024              /* requests per batch (each may hold many rows) */
 
 static int set_int_opt(void *sock, int opt, int v, gb_error *err, const char *name)
 {

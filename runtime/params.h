@@ -1,0 +1,178 @@
+/* runtime/params.h: the parameter stream: versioned parameter blobs from trainer 0 through the
+ * parameter service to every policy worker.
+ * defines: gb_param_entry, gb_param_blob, gb_param_publisher, gb_param_service,
+ *          gb_param_subscriber and their options and statistics
+ *
+ * A blob is one flat buffer plus a layout table (name, dtype, shape, byte offset per tensor),
+ * a version (strictly increasing) and a CRC-32C of the buffer. There is no size limit: blobs
+ * travel in chunks (parameters.chunk_bytes), and a 2^31-byte-plus blob is tested.
+ *
+ *   publisher (PUSH) --BEGIN, CHUNK..., END--> service (PULL)
+ *   service (PUB)    --BEGIN, CHUNK..., END--> subscribers (SUB), forwarded as chunks arrive
+ *   service (ROUTER) <--INFO_REQ / FETCH-----> subscribers (DEALER): late joiners and repair
+ *
+ * The service checks each blob (offsets in order, sizes, CRC) before it becomes the service's
+ * latest; a torn or corrupt blob is dropped and counted. Subscribers assemble blobs from the PUB
+ * chunks; when any chunk is missing (PUB drops at its high-water mark, a late join, a crash of
+ * the publisher) they fetch the rest from the service with a bounded window of chunk requests.
+ * A subscriber applies a version only when every byte is present and its CRC matches, so it
+ * never exposes a torn blob, and it asks the service for its latest version at start and once
+ * every recheck interval while idle, so it always ends on the newest version. */
+#ifndef GB_RUNTIME_PARAMS_H
+#define GB_RUNTIME_PARAMS_H
+
+#include "runtime/dtype.h"
+#include "runtime/error.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GB_PARAM_NAME_MAX 128 /* layout entry name bytes including the NUL */
+#define GB_PARAM_MAX_RANK 8
+#define GB_PARAM_MAX_ENTRIES 65536
+
+typedef struct gb_param_entry {
+    char name[GB_PARAM_NAME_MAX];
+    gb_dtype dtype;
+    int rank;
+    int64_t shape[GB_PARAM_MAX_RANK];
+    uint64_t offset; /* byte offset in the blob */
+} gb_param_entry;
+
+/* An immutable, reference-counted parameter blob. */
+typedef struct gb_param_blob {
+    int64_t version;
+    uint64_t bytes;
+    uint32_t crc; /* CRC-32C of data */
+    int nlayout;
+    const gb_param_entry *layout;
+    const unsigned char *data;
+} gb_param_blob;
+
+/* Takes another reference / drops one (the last frees the blob). Thread-safe. */
+const gb_param_blob *gb_param_blob_retain(const gb_param_blob *b);
+void gb_param_blob_release(const gb_param_blob *b);
+
+/* Index of the layout entry called name, or -1. */
+int gb_param_blob_find(const gb_param_blob *b, const char *name);
+
+/* Checks a layout against a blob size: names non-empty and NUL-terminated, dtypes, ranks,
+ * non-negative dimensions, each entry inside [0, bytes) without overflow. Returns 0 or
+ * GB_EINVAL naming the entry. */
+int gb_param_layout_check(const gb_param_entry *layout, int n, uint64_t bytes, gb_error *err);
+
+/* ---- publisher (trainer) --------------------------------------------------------------------- */
+
+typedef struct gb_param_publisher_opts {
+    const char *service_endpoint; /* the service's input endpoint */
+    uint64_t chunk_bytes;         /* > 0 (parameters.chunk_bytes) */
+    int timeout_ms;               /* a chunk not accepted within this long fails the publish */
+    int role, index;
+} gb_param_publisher_opts;
+
+typedef struct gb_param_publisher gb_param_publisher;
+
+int gb_param_publisher_open(gb_param_publisher **out, void *zctx,
+                            const gb_param_publisher_opts *o, gb_error *err);
+void gb_param_publisher_close(gb_param_publisher *p);
+
+/* Streams one version: begin (layout copied), any number of writes totalling exactly
+ * total_bytes (the data need not exist in one piece; the CRC is computed on the way), end.
+ * Each call blocks while the service's queue is full, up to the timeout (GB_ETIMEOUT; the
+ * partial version is then abandoned by the service when a newer one begins). Versions must
+ * increase (GB_EINVAL). Return 0 or GB_EINVAL/GB_ETIMEOUT/GB_ENOMEM/GB_EZMQ/GB_ECLOSED. */
+int gb_param_publish_begin(gb_param_publisher *p, int64_t version, const gb_param_entry *layout,
+                           int nlayout, uint64_t total_bytes, gb_error *err);
+int gb_param_publish_write(gb_param_publisher *p, const void *data, size_t len, gb_error *err);
+int gb_param_publish_end(gb_param_publisher *p, gb_error *err);
+
+/* begin + write(data, bytes) + end. */
+int gb_param_publish(gb_param_publisher *p, int64_t version, const gb_param_entry *layout,
+                     int nlayout, const void *data, uint64_t bytes, gb_error *err);
+
+/* ---- service --------------------------------------------------------------------------------- */
+
+typedef struct gb_param_service_opts {
+    const char *in_endpoint;    /* PULL bind: publishers connect here */
+    const char *pub_endpoint;   /* PUB bind: subscribers connect here */
+    const char *fetch_endpoint; /* ROUTER bind: subscribers' INFO_REQ and FETCH */
+    int pub_hwm;                /* PUB queue per subscriber, in messages (0: 64) */
+    int role, index;
+} gb_param_service_opts;
+
+typedef struct gb_param_service_stats {
+    uint64_t versions;  /* completed and verified */
+    uint64_t abandoned; /* torn, out of order, or failed the CRC */
+    uint64_t rejected;  /* malformed messages */
+    uint64_t fetches;   /* chunk fetches served */
+    uint64_t infos;     /* INFO_REQ served */
+} gb_param_service_stats;
+
+typedef struct gb_param_service gb_param_service;
+
+/* Binds the three sockets. Returns 0 or GB_EINVAL/GB_ENOMEM/GB_EZMQ naming the endpoint. */
+int gb_param_service_open(gb_param_service **out, void *zctx, const gb_param_service_opts *o,
+                          gb_error *err);
+void gb_param_service_close(gb_param_service *s);
+
+/* Bound endpoints, with ports filled in ("in", "pub" or "fetch"); NULL for another name. */
+const char *gb_param_service_endpoint(const gb_param_service *s, const char *which);
+
+/* Handles every message that arrives within timeout_ms (-1: waits for the first one forever;
+ * returns after the first batch of work). Malformed input is counted, never fatal. Returns 0,
+ * GB_ENOMEM (a blob could not be allocated; that version is abandoned, the service goes on),
+ * GB_ECLOSED or GB_EZMQ. */
+int gb_param_service_poll(gb_param_service *s, int timeout_ms, gb_error *err);
+
+/* Version of the latest verified blob, -1 when none. */
+int64_t gb_param_service_version(const gb_param_service *s);
+
+gb_param_service_stats gb_param_service_get_stats(const gb_param_service *s);
+
+/* ---- subscriber (policy worker) -------------------------------------------------------------- */
+
+typedef struct gb_param_subscriber_opts {
+    const char *pub_endpoint;
+    const char *fetch_endpoint;
+    int timeout_ms; /* a fetch without progress for this long is retried (> 0) */
+    int recheck_ms; /* while idle, ask the service for its latest this often (0: 1000) */
+    int window;     /* chunk fetches in flight (0: 4) */
+    int rcv_hwm;    /* SUB queue in messages (0: 64) */
+    int role, index;
+} gb_param_subscriber_opts;
+
+typedef struct gb_param_subscriber_stats {
+    uint64_t applied;   /* versions completed and verified */
+    uint64_t repaired;  /* versions that needed fetches (missing chunks or late join) */
+    uint64_t abandoned; /* versions given up for a newer one */
+    uint64_t corrupt;   /* assembled versions that failed the CRC */
+    uint64_t rejected;  /* malformed messages */
+    uint64_t fetched_bytes;
+} gb_param_subscriber_stats;
+
+typedef struct gb_param_subscriber gb_param_subscriber;
+
+/* Connects SUB and DEALER and asks the service for its latest version. Returns 0 or
+ * GB_EINVAL/GB_ENOMEM/GB_EZMQ. One thread drives a subscriber. */
+int gb_param_subscriber_open(gb_param_subscriber **out, void *zctx,
+                             const gb_param_subscriber_opts *o, gb_error *err);
+void gb_param_subscriber_close(gb_param_subscriber *s);
+
+/* Handles whatever arrives within timeout_ms (0: only what is queued). Returns 1 when a newer
+ * version became current, 0 when not, GB_ENOMEM (a blob could not be allocated; retried later),
+ * GB_ECLOSED or GB_EZMQ. */
+int gb_param_subscriber_poll(gb_param_subscriber *s, int timeout_ms, gb_error *err);
+
+/* Polls until the current version is >= min_version. Returns 0, GB_ETIMEOUT, or poll's error. */
+int gb_param_subscriber_wait(gb_param_subscriber *s, int64_t min_version, int timeout_ms,
+                             gb_error *err);
+
+/* The current version (-1 when none). */
+int64_t gb_param_subscriber_version(const gb_param_subscriber *s);
+
+/* A new reference to the current blob (NULL when none); release it when applied. */
+const gb_param_blob *gb_param_subscriber_acquire(gb_param_subscriber *s);
+
+gb_param_subscriber_stats gb_param_subscriber_get_stats(const gb_param_subscriber *s);
+
+#endif

@@ -1,0 +1,56 @@
+/* runtime/params_impl.h: parameter stream internals shared by params.c, params_service.c and
+ * params_subscriber.c (not a public header).
+ * defines: param_blob, param_blob_new, param_blob_free_zmq, param_layout_encode, PARAM_* */
+#ifndef GB_RUNTIME_PARAMS_IMPL_H
+#define GB_RUNTIME_PARAMS_IMPL_H
+
+#include "runtime/params.h"
+#include "runtime/wire.h"
+
+#include <stdatomic.h>
+
+/* A layout entry on the wire: name[128] (NUL-padded), dtype u32, rank u32, shape i64[8],
+ * offset u64, all little-endian: 208 bytes. The layout tensor holds nlayout of them. */
+#define PARAM_RECORD_BYTES 208
+#define PARAM_FETCH_MAX (1ull << 31) /* largest chunk (parameters.chunk_bytes allows 2^31) */
+
+/* Meta slots of each message type (see wire.h). */
+enum { PM_VERSION = 0, PM_TOTAL = 1, PM_CHUNK = 2, PM_CRC = 3 }; /* BEGIN, INFO, END (crc at 2) */
+enum { PM_OFFSET = 1, PM_LENGTH = 2 };                            /* CHUNK, FETCH, DATA */
+
+typedef struct param_blob {
+    gb_param_blob pub; /* first: a gb_param_blob * is a param_blob * */
+    atomic_int refs;
+    uint64_t chunk_bytes;
+    unsigned char *data;
+    gb_param_entry *layout;
+    unsigned char *layout_raw; /* the wire form, kept to answer INFO_REQ */
+    size_t layout_raw_len;
+} param_blob;
+
+/* A blob with one reference, bytes of uninitialised data and the layout decoded (and checked
+ * against bytes) from its wire form. Returns NULL with err set (GB_ENOMEM or GB_EPROTO). */
+param_blob *param_blob_new(int64_t version, uint64_t bytes, uint64_t chunk_bytes,
+                           const void *layout_raw, size_t layout_raw_len, gb_error *err);
+
+/* zmq_free_fn for zero-copy frames that point into a blob: hint is the blob; drops a ref. */
+void param_blob_free_zmq(void *data, void *hint);
+
+/* Encodes a layout into a malloc'd wire form. Returns 0 or GB_ENOMEM. */
+int param_layout_encode(const gb_param_entry *layout, int n, unsigned char **raw, size_t *len,
+                        gb_error *err);
+
+/* Drops a reference to b, which may be NULL. */
+static inline void blob_put(param_blob *b)
+{
+    if (b)
+        gb_param_blob_release(&b->pub);
+}
+
+/* Reads meta slot i of a received header (0 when absent). */
+static inline int64_t param_meta(const gb_wire_header *h, int i)
+{
+    return i < h->nmeta ? h->meta[i] : 0;
+}
+
+#endif

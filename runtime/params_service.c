@@ -1,0 +1,312 @@
+/* runtime/params_service.c: the parameter service: checks incoming blobs, forwards them on PUB
+ * as they arrive, keeps the latest verified one and serves INFO_REQ/FETCH (see params.h). */
+#include "runtime/params_impl.h"
+
+#include "runtime/crc32c.h"
+#include "runtime/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct gb_param_service {
+    gb_param_service_opts o;
+    void *in, *pub, *fetch;
+    char ep_in[256], ep_pub[256], ep_fetch[256];
+    param_blob *latest;   /* verified */
+    param_blob *incoming; /* being assembled */
+    uint64_t in_expected; /* next offset of incoming */
+    uint32_t in_crc;
+    uint64_t seq;
+    gb_wire_msg msg;
+    gb_wire_header hdr;
+    gb_param_service_stats st;
+};
+
+static int bind_one(void *zctx, int type, const char *ep, char *out, size_t cap, void **sock,
+                    int hwm_opt, int hwm, gb_error *err)
+{
+    *sock = zmq_socket(zctx, type);
+    if (!*sock)
+        return gb_wire_zmq_error(err, "parameter service: zmq_socket");
+    int linger = 0;
+    if (zmq_setsockopt(*sock, ZMQ_LINGER, &linger, sizeof linger) ||
+        (hwm_opt && zmq_setsockopt(*sock, hwm_opt, &hwm, sizeof hwm)))
+        return gb_wire_zmq_error(err, "parameter service: setsockopt");
+    if (zmq_bind(*sock, ep) != 0) {
+        int rc = gb_wire_zmq_error(err, "parameter service: bind");
+        gb_error_prefix(err, "%s", ep);
+        return rc;
+    }
+    size_t len = cap;
+    if (zmq_getsockopt(*sock, ZMQ_LAST_ENDPOINT, out, &len) != 0)
+        return gb_wire_zmq_error(err, "parameter service: ZMQ_LAST_ENDPOINT");
+    return 0;
+}
+
+int gb_param_service_open(gb_param_service **out, void *zctx, const gb_param_service_opts *o,
+                          gb_error *err)
+{
+    *out = NULL;
+    if (!o->in_endpoint || !o->pub_endpoint || !o->fetch_endpoint || o->pub_hwm < 0)
+        return gb_error_set(err, GB_EINVAL, "parameter service: need in, pub and fetch "
+                            "endpoints");
+    gb_param_service *s = calloc(1, sizeof *s);
+    if (!s)
+        return gb_error_set(err, GB_ENOMEM, "parameter service: out of memory");
+    s->o = *o;
+    s->o.in_endpoint = s->o.pub_endpoint = s->o.fetch_endpoint = NULL;
+    gb_wire_msg_init(&s->msg);
+    int rc;
+    if ((rc = bind_one(zctx, ZMQ_PULL, o->in_endpoint, s->ep_in, sizeof s->ep_in, &s->in,
+                       ZMQ_RCVHWM, 16, err)) ||
+        (rc = bind_one(zctx, ZMQ_PUB, o->pub_endpoint, s->ep_pub, sizeof s->ep_pub, &s->pub,
+                       ZMQ_SNDHWM, o->pub_hwm ? o->pub_hwm : 64, err)) ||
+        (rc = bind_one(zctx, ZMQ_ROUTER, o->fetch_endpoint, s->ep_fetch, sizeof s->ep_fetch,
+                       &s->fetch, 0, 0, err)))
+        goto fail;
+    *out = s;
+    return 0;
+fail:
+    gb_param_service_close(s);
+    return rc;
+}
+
+void gb_param_service_close(gb_param_service *s)
+{
+    if (!s)
+        return;
+    gb_wire_msg_release(&s->msg);
+    if (s->in)
+        zmq_close(s->in);
+    if (s->pub)
+        zmq_close(s->pub);
+    if (s->fetch)
+        zmq_close(s->fetch);
+    blob_put(s->latest);
+    blob_put(s->incoming);
+    free(s);
+}
+
+const char *gb_param_service_endpoint(const gb_param_service *s, const char *which)
+{
+    if (strcmp(which, "in") == 0)
+        return s->ep_in;
+    if (strcmp(which, "pub") == 0)
+        return s->ep_pub;
+    if (strcmp(which, "fetch") == 0)
+        return s->ep_fetch;
+    return NULL;
+}
+
+int64_t gb_param_service_version(const gb_param_service *s)
+{
+    return s->latest ? s->latest->pub.version : -1;
+}
+
+gb_param_service_stats gb_param_service_get_stats(const gb_param_service *s) { return s->st; }
+
+static void abandon(gb_param_service *s, const char *why)
+{
+    if (!s->incoming)
+        return;
+    GB_WARN("parameter service: version %lld abandoned: %s",
+            (long long)s->incoming->pub.version, why);
+    blob_put(s->incoming);
+    s->incoming = NULL;
+    s->st.abandoned++;
+}
+
+/* Forwards the current message on PUB with the service as sender (the data frame moved). */
+static void forward(gb_param_service *s, gb_wire_msg *m)
+{
+    gb_wire_header *h = &s->hdr;
+    *h = m->hdr;
+    h->role = s->o.role;
+    h->index = s->o.index;
+    h->seq = ++s->seq;
+    gb_wire_payload pl[1] = {{NULL, NULL, NULL, m->nframes ? &m->frames[0] : NULL}};
+    gb_error e;
+    if (gb_wire_send(s->pub, NULL, 0, h, h->ntensors ? pl : NULL, ZMQ_DONTWAIT, &e))
+        GB_DEBUG("parameter service: publish failed: %s", e.msg);
+}
+
+static int one_uint8_tensor(const gb_wire_msg *m, const char *name)
+{
+    return m->hdr.ntensors == 1 && strcmp(m->hdr.tensors[0].name, name) == 0 &&
+           m->hdr.tensors[0].dtype == GB_DTYPE_UINT8 && m->hdr.tensors[0].rank == 1;
+}
+
+static int on_input(gb_param_service *s, gb_wire_msg *m, gb_error *err)
+{
+    const gb_wire_header *h = &m->hdr;
+    int64_t v = param_meta(h, PM_VERSION);
+    if (h->type == GB_MSG_PARAM_BEGIN) {
+        int64_t total = param_meta(h, PM_TOTAL), chunk = param_meta(h, PM_CHUNK);
+        if (h->nmeta < 3 || total < 0 || chunk <= 0 || (uint64_t)chunk > PARAM_FETCH_MAX ||
+            !one_uint8_tensor(m, "layout")) {
+            s->st.rejected++;
+            GB_WARN("parameter service: malformed begin of version %lld", (long long)v);
+            return 0;
+        }
+        if (v <= gb_param_service_version(s)) {
+            s->st.rejected++;
+            GB_WARN("parameter service: version %lld is not newer than %lld; ignored",
+                    (long long)v, (long long)gb_param_service_version(s));
+            return 0;
+        }
+        abandon(s, "a newer version began");
+        gb_tensor_view lv = gb_wire_msg_tensor(m, 0);
+        s->incoming = param_blob_new(v, (uint64_t)total, (uint64_t)chunk, lv.data, lv.bytes, err);
+        if (!s->incoming) {
+            s->st.abandoned++;
+            GB_ERROR("parameter service: version %lld dropped: %s", (long long)v, err->msg);
+            return err->code == GB_ENOMEM ? GB_ENOMEM : 0;
+        }
+        s->in_expected = 0;
+        s->in_crc = 0;
+        forward(s, m);
+        return 0;
+    }
+    if (h->type == GB_MSG_PARAM_CHUNK) {
+        if (!s->incoming || v != s->incoming->pub.version)
+            return 0; /* the rest of an abandoned version */
+        if (h->nmeta < 2 || !one_uint8_tensor(m, "data")) {
+            s->st.rejected++;
+            abandon(s, "malformed chunk");
+            return 0;
+        }
+        gb_tensor_view d = gb_wire_msg_tensor(m, 0);
+        uint64_t off = (uint64_t)param_meta(h, PM_OFFSET);
+        if (off != s->in_expected || d.bytes > s->incoming->pub.bytes - off) {
+            abandon(s, "chunk out of order or past the end");
+            return 0;
+        }
+        memcpy(s->incoming->data + off, d.data, d.bytes);
+        s->in_crc = gb_crc32c(s->in_crc, d.data, d.bytes);
+        s->in_expected += d.bytes;
+        forward(s, m);
+        return 0;
+    }
+    if (h->type == GB_MSG_PARAM_END) {
+        if (!s->incoming || v != s->incoming->pub.version)
+            return 0;
+        uint64_t total = (uint64_t)param_meta(h, PM_TOTAL);
+        uint32_t crc = (uint32_t)param_meta(h, 2);
+        if (h->nmeta < 3 || total != s->incoming->pub.bytes || s->in_expected != total) {
+            abandon(s, "ended before all bytes arrived");
+            return 0;
+        }
+        if (crc != s->in_crc) {
+            abandon(s, "CRC-32C mismatch");
+            return 0;
+        }
+        s->incoming->pub.crc = crc;
+        blob_put(s->latest);
+        s->latest = s->incoming;
+        s->incoming = NULL;
+        s->st.versions++;
+        forward(s, m);
+        return 0;
+    }
+    s->st.rejected++;
+    return 0;
+}
+
+static void on_fetch(gb_param_service *s, gb_wire_msg *m)
+{
+    const gb_wire_header *q = &m->hdr;
+    gb_wire_header *h = &s->hdr;
+    param_blob *b = s->latest;
+    gb_wire_payload pl = {NULL, NULL, NULL, NULL};
+    gb_error e;
+    if (q->type == GB_MSG_PARAM_INFO_REQ) {
+        gb_wire_header_init(h, GB_MSG_PARAM_INFO, s->o.role, s->o.index);
+        h->seq = q->seq;
+        h->nmeta = 4;
+        if (!b) {
+            h->status = GB_ENOTFOUND;
+            h->meta[PM_VERSION] = -1;
+        } else {
+            h->policy_version = b->pub.version;
+            h->meta[PM_VERSION] = b->pub.version;
+            h->meta[PM_TOTAL] = (int64_t)b->pub.bytes;
+            h->meta[PM_CHUNK] = (int64_t)b->chunk_bytes;
+            h->meta[PM_CRC] = (int64_t)b->pub.crc;
+            h->ntensors = 1;
+            int64_t n = (int64_t)b->layout_raw_len;
+            gb_wire_set_tensor(&h->tensors[0], "layout", GB_DTYPE_UINT8, 1, &n, NULL);
+            pl.data = b->layout_raw;
+        }
+        s->st.infos++;
+    } else if (q->type == GB_MSG_PARAM_FETCH && q->nmeta >= 3) {
+        int64_t v = q->meta[PM_VERSION], off = q->meta[PM_OFFSET], len = q->meta[PM_LENGTH];
+        gb_wire_header_init(h, GB_MSG_PARAM_DATA, s->o.role, s->o.index);
+        h->seq = q->seq;
+        h->nmeta = 2;
+        if (!b || v != b->pub.version || off < 0 || (uint64_t)off > b->pub.bytes || len <= 0 ||
+            (uint64_t)len > PARAM_FETCH_MAX) {
+            h->status = GB_ENOTFOUND;
+            h->meta[PM_VERSION] = b ? b->pub.version : -1;
+            h->meta[PM_OFFSET] = off;
+        } else {
+            uint64_t n = b->pub.bytes - (uint64_t)off;
+            if (n > (uint64_t)len)
+                n = (uint64_t)len;
+            h->policy_version = v;
+            h->meta[PM_VERSION] = v;
+            h->meta[PM_OFFSET] = off;
+            h->ntensors = 1;
+            int64_t shape = (int64_t)n;
+            gb_wire_set_tensor(&h->tensors[0], "data", GB_DTYPE_UINT8, 1, &shape, NULL);
+            gb_param_blob_retain(&b->pub); /* released by ZeroMQ when the frame is sent */
+            pl = (gb_wire_payload){b->data + off, param_blob_free_zmq, b, NULL};
+            s->st.fetches++;
+        }
+    } else {
+        s->st.rejected++;
+        return;
+    }
+    if (gb_wire_send(s->fetch, m->route, m->route_len, h, h->ntensors ? &pl : NULL,
+                     ZMQ_DONTWAIT, &e))
+        GB_DEBUG("parameter service: reply not sent: %s", e.msg);
+}
+
+int gb_param_service_poll(gb_param_service *s, int timeout_ms, gb_error *err)
+{
+    gb_error local;
+    if (!err)
+        err = &local;
+    zmq_pollitem_t it[2] = {{s->in, 0, ZMQ_POLLIN, 0}, {s->fetch, 0, ZMQ_POLLIN, 0}};
+    if (zmq_poll(it, 2, timeout_ms) < 0)
+        return gb_wire_zmq_error(err, "parameter service: zmq_poll");
+    int result = 0;
+    for (int busy = 1; busy;) {
+        busy = 0;
+        int rc = gb_wire_recv(s->in, &s->msg, 0, ZMQ_DONTWAIT, err);
+        if (rc == 0) {
+            busy = 1;
+            int r = on_input(s, &s->msg, err);
+            if (r && !result)
+                result = r;
+        } else if (rc == GB_EPROTO) {
+            busy = 1;
+            s->st.rejected++;
+            GB_WARN("parameter service: rejected input: %s", err->msg);
+        } else if (rc != GB_EAGAIN) {
+            return rc;
+        }
+        gb_wire_msg_release(&s->msg);
+        rc = gb_wire_recv(s->fetch, &s->msg, 1, ZMQ_DONTWAIT, err);
+        if (rc == 0) {
+            busy = 1;
+            on_fetch(s, &s->msg);
+        } else if (rc == GB_EPROTO) {
+            busy = 1;
+            s->st.rejected++;
+        } else if (rc != GB_EAGAIN) {
+            return rc;
+        }
+        gb_wire_msg_release(&s->msg);
+    }
+    return result;
+}
