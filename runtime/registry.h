@@ -1,0 +1,117 @@
+/* runtime/registry.h: the endpoint registry: how workers find each other, served by the launcher.
+ * defines: gb_registry_server, gb_registry_client, gb_registry_entry, gb_endpoint_make,
+ *          gb_endpoint_connectable
+ *
+ * Workers register "name -> endpoint" (names like "policy/0/inference"), look names up with a
+ * timeout (waiting for workers that have not started yet), and list every name under a prefix
+ * ("trainer/" for all trainers' sample endpoints). A registration lives for its TTL; the client
+ * re-registers everything every heartbeat from a background thread, so a worker that dies
+ * disappears within one TTL, and a restarted registry is refilled within one heartbeat.
+ *
+ * On one machine endpoints are ipc:// sockets in the run directory; across machines tcp:// on
+ * the address or interface the config names (streams.interface). Nothing binds to all
+ * interfaces unless that option is "*". */
+#ifndef GB_RUNTIME_REGISTRY_H
+#define GB_RUNTIME_REGISTRY_H
+
+#include "runtime/error.h"
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GB_REGISTRY_NAME_MAX 128
+#define GB_REGISTRY_ENDPOINT_MAX 256
+#define GB_REGISTRY_MAX_ENTRIES 4096
+
+typedef struct gb_registry_entry {
+    char name[GB_REGISTRY_NAME_MAX];
+    char endpoint[GB_REGISTRY_ENDPOINT_MAX];
+} gb_registry_entry;
+
+/* ---- server (the launcher) ------------------------------------------------------------------- */
+
+typedef struct gb_registry_server_opts {
+    const char *endpoint; /* bind address */
+    int max_ttl_ms;       /* registrations asking for longer get this (> 0) */
+} gb_registry_server_opts;
+
+typedef struct gb_registry_server gb_registry_server;
+
+/* Binds a ROUTER. Returns 0 or GB_EINVAL/GB_ENOMEM/GB_EZMQ naming the endpoint. */
+int gb_registry_server_open(gb_registry_server **out, void *zctx,
+                            const gb_registry_server_opts *o, gb_error *err);
+void gb_registry_server_close(gb_registry_server *s);
+const char *gb_registry_server_endpoint(const gb_registry_server *s);
+
+/* Serves requests arriving within timeout_ms and expires registrations past their TTL.
+ * Malformed requests are answered with GB_EPROTO and counted. Returns 0, GB_ECLOSED, GB_EZMQ. */
+int gb_registry_server_poll(gb_registry_server *s, int timeout_ms, gb_error *err);
+
+/* Serves until *stop becomes non-zero (checked every 50 ms); for a launcher thread. Returns 0
+ * when stopped, or poll's error. */
+int gb_registry_server_run(gb_registry_server *s, const atomic_int *stop, gb_error *err);
+
+/* Live registrations now. */
+int gb_registry_server_count(const gb_registry_server *s);
+
+/* Malformed requests seen. */
+uint64_t gb_registry_server_rejected(const gb_registry_server *s);
+
+/* ---- client (a worker) ----------------------------------------------------------------------- */
+
+typedef struct gb_registry_client_opts {
+    const char *endpoint; /* the registry's */
+    int timeout_ms;       /* per request (streams.registry_timeout_ms), > 0 */
+    int heartbeat_ms;     /* re-register period (streams.heartbeat_ms); 0: no heartbeat thread */
+    int ttl_ms;           /* lifetime of a registration (streams.ttl_ms), > heartbeat_ms */
+    int role, index;
+} gb_registry_client_opts;
+
+typedef struct gb_registry_client gb_registry_client;
+
+/* Connects to the registry and, with heartbeat_ms > 0, starts the heartbeat thread (its own
+ * socket on zctx). Returns 0 or GB_EINVAL/GB_ENOMEM/GB_EZMQ/GB_ESYS. The calls below are for
+ * one thread; the heartbeat thread is internal. */
+int gb_registry_client_open(gb_registry_client **out, void *zctx,
+                            const gb_registry_client_opts *o, gb_error *err);
+
+/* Unregisters this client's names (best effort, bounded by the timeout), stops the thread. */
+void gb_registry_client_close(gb_registry_client *c);
+
+/* Registers name -> endpoint (replacing any holder of the name) and keeps it alive. Blocks until
+ * the registry answers. Returns 0, GB_EINVAL (name or endpoint too long or empty), GB_ETIMEOUT,
+ * GB_EFULL (registry full), GB_ECLOSED. */
+int gb_registry_register(gb_registry_client *c, const char *name, const char *endpoint,
+                         gb_error *err);
+
+/* Removes a name this client registered. Returns 0, GB_ENOTFOUND, GB_ETIMEOUT. */
+int gb_registry_unregister(gb_registry_client *c, const char *name, gb_error *err);
+
+/* Waits up to timeout_ms for name to be registered and copies its endpoint into endpoint (cap
+ * bytes). Returns 0, GB_ETIMEOUT ("no worker registered NAME within N ms"), GB_EINVAL. */
+int gb_registry_lookup(gb_registry_client *c, const char *name, char *endpoint, size_t cap,
+                       int timeout_ms, gb_error *err);
+
+/* Waits up to timeout_ms until at least min_count names start with prefix, then returns all of
+ * them sorted by name in a malloc'd array (*out, *n; free(*out)). Returns 0, GB_ETIMEOUT
+ * (naming how many were found), GB_ENOMEM. */
+int gb_registry_list(gb_registry_client *c, const char *prefix, int min_count, int timeout_ms,
+                     gb_registry_entry **out, int *n, gb_error *err);
+
+/* ---- endpoints ------------------------------------------------------------------------------- */
+
+/* Writes the address to bind for a named socket of this worker:
+ *   transport 0 (ipc): "ipc://<run_dir>/sockets/<name with '/' as '-'>" (creates the folder;
+ *                       GB_EINVAL when the path exceeds the 107-byte socket path limit);
+ *   transport 1 (tcp): "tcp://<address>:*" where interface is an IPv4 address, an interface name
+ *                       (its first IPv4 address), or "*" (all interfaces, only when asked).
+ * Returns 0, GB_EINVAL, GB_ENOTFOUND (no such interface), GB_ESYS. */
+int gb_endpoint_make(char *out, size_t cap, int transport, const char *run_dir,
+                     const char *interface, const char *name, gb_error *err);
+
+/* Turns a bound endpoint (ZMQ_LAST_ENDPOINT) into one peers can connect to: a wildcard address
+ * "tcp://0.0.0.0:P" becomes "tcp://<hostname>:P"; others are copied. Returns 0 or GB_EINVAL. */
+int gb_endpoint_connectable(const char *bound, char *out, size_t cap, gb_error *err);
+
+#endif
