@@ -7,6 +7,8 @@
 
 /* Each area adds its entry here when its benchmark lands. */
 const gb_bench_entry gb_bench_table[] = {
+    {"envs", "built-in environments: steps/s on one core, single and in a ring", gb_bench_envs},
+    {"kernels", "GPU selection and zero-copy gather vs memcpy and the CPU path", gb_bench_kernels},
     {NULL, NULL, NULL},
 };
 

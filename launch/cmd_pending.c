@@ -24,11 +24,6 @@ int gb_cmd_serve(int argc, char **argv)
     return pending("serve", "serve a replay as an offline-RL data server", argc, argv);
 }
 
-int gb_cmd_env(int argc, char **argv)
-{
-    return pending("env", "list built-in environments or check a plugin", argc, argv);
-}
-
 int gb_cmd_worker(int argc, char **argv)
 {
     return pending("worker", "run one worker process", argc, argv);

@@ -1,0 +1,172 @@
+/* launch/cmd_env.c: `gearbox env list` and `gearbox env check TARGET [--args k=v ...]`. */
+#include "envs/builtin.h"
+#include "envs/check.h"
+#include "envs/host.h"
+#include "launch/commands.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void env_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: gearbox env list\n"
+            "       gearbox env check PLUGIN.so|NAME [--args KEY=VALUE ...] [--seed N]\n"
+            "                         [--steps N] [--max-episode-steps N] [--seconds S]\n"
+            "                         [--timeout S] [--no-fork]\n\n"
+            "list   the built-in environments with their spaces and time limits\n"
+            "check  load an environment (a plugin path, or a built-in name) and check it: its\n"
+            "       interface and spaces; N random-action steps on two copies with the same seed\n"
+            "       in lockstep (they must agree bit for bit; NaN or infinite values, flags other\n"
+            "       than 0/1, and writes past or short of the declared sizes fail); render; and\n"
+            "       steps per second. Runs in a child process: a crash or a hang is reported.\n\n"
+            "options:\n"
+            "  --args KEY=VALUE ...    the environment's arguments (env.args in a config)\n"
+            "  --seed N                seed of the copies (default 1)\n"
+            "  --steps N               lockstep steps (default 10000)\n"
+            "  --max-episode-steps N   override the environment's time limit\n"
+            "  --seconds S             length of the speed measurement (default 1)\n"
+            "  --timeout S             fail when the check takes longer (default 120)\n"
+            "  --no-fork               run in this process (for a debugger)\n\n"
+            "exit status: 0 passed, 1 the environment misbehaved, 2 usage error or not found\n");
+}
+
+static int env_list(void)
+{
+    int n;
+    const gb_env_interface *const *all = gb_env_builtins(&n);
+    printf("%-26s %-7s %-16s %-18s %-6s %s\n", "NAME", "AGENTS", "OBSERVATION", "ACTION",
+           "LIMIT", "DESCRIPTION");
+    for (int i = 0; i < n; i++) {
+        const gb_env_interface *e = all[i];
+        gb_error err = {0};
+        void *env = NULL;
+        gb_env_spec s;
+        if (gb_env_create(e, NULL, 0, &env, &s, &err)) {
+            printf("%-26s (cannot create: %s)\n", e->name, err.msg);
+            continue;
+        }
+        char obs[64], act[64];
+        int used = snprintf(obs, sizeof obs, "%s[", gb_dtype_name(gb_env_dtype_to_gb(s.obs.dtype)));
+        for (int d = 0; d < s.obs.ndim && used < (int)sizeof obs; d++)
+            used += snprintf(obs + used, sizeof obs - (size_t)used, "%s%lld", d ? "," : "",
+                             (long long)s.obs.shape[d]);
+        if (used < (int)sizeof obs - 1)
+            strcat(obs, "]");
+        if (s.action.kind == GB_ENV_SPACE_DISCRETE)
+            snprintf(act, sizeof act, "Discrete(%d)", s.action.n);
+        else
+            snprintf(act, sizeof act, "Box(%d)[%g,%g]", s.action.n, (double)s.action.low[0],
+                     (double)s.action.high[0]);
+        printf("%-26s %-7d %-16s %-18s %-6lld %s\n", e->name, s.agents, obs, act,
+               (long long)s.max_episode_steps, e->description ? e->description : "");
+        e->destroy(env);
+    }
+    printf("\nA plugin is any shared library exporting %s (see envs/README.md);\n"
+           "configs name it with env.name: plugin and env.plugin: PATH.\n",
+           GB_ENV_ENTRY_SYMBOL);
+    return GB_EXIT_OK;
+}
+
+static int parse_i64(const char *s, long long *out)
+{
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int env_check(int argc, char **argv)
+{
+    const char *target = NULL;
+    gb_env_args_store args = {0};
+    gb_env_check_options o = {.seed = 1, .steps = 10000, .speed_seconds = 1.0,
+                              .timeout_s = 120.0, .out = stdout};
+    gb_error err = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        long long v;
+        if (strcmp(a, "--args") == 0) {
+            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
+                char *kv = argv[++i];
+                char *eq = strchr(kv, '=');
+                if (!eq || eq == kv) {
+                    fprintf(stderr, "gearbox env check: --args expects KEY=VALUE, got '%s'\n", kv);
+                    return GB_EXIT_USAGE;
+                }
+                *eq = '\0';
+                if (gb_env_args_add(&args, kv, eq + 1, &err)) {
+                    fprintf(stderr, "gearbox env check: %s\n", err.msg);
+                    return GB_EXIT_USAGE;
+                }
+            }
+        } else if (i + 1 < argc && (strcmp(a, "--seed") == 0 || strcmp(a, "--steps") == 0 ||
+                                    strcmp(a, "--max-episode-steps") == 0)) {
+            if (parse_i64(argv[++i], &v) || v < 0) {
+                fprintf(stderr, "gearbox env check: %s expects a non-negative integer, got '%s'\n",
+                        a, argv[i]);
+                return GB_EXIT_USAGE;
+            }
+            if (strcmp(a, "--seed") == 0)
+                o.seed = (uint64_t)v;
+            else if (strcmp(a, "--steps") == 0)
+                o.steps = v;
+            else
+                o.max_episode_steps = v;
+        } else if (i + 1 < argc && (strcmp(a, "--seconds") == 0 || strcmp(a, "--timeout") == 0)) {
+            char *end;
+            double d = strtod(argv[++i], &end);
+            if (end == argv[i] || *end || !(d > 0)) {
+                fprintf(stderr, "gearbox env check: %s expects a positive number, got '%s'\n", a,
+                        argv[i]);
+                return GB_EXIT_USAGE;
+            }
+            if (strcmp(a, "--seconds") == 0)
+                o.speed_seconds = d;
+            else
+                o.timeout_s = d;
+        } else if (strcmp(a, "--no-fork") == 0) {
+            o.no_fork = 1;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "gearbox env check: unknown or incomplete option '%s'\n\n", a);
+            env_usage(stderr);
+            return GB_EXIT_USAGE;
+        } else if (!target) {
+            target = a;
+        } else {
+            fprintf(stderr, "gearbox env check: more than one target ('%s', '%s')\n", target, a);
+            return GB_EXIT_USAGE;
+        }
+    }
+    if (!target) {
+        env_usage(stderr);
+        return GB_EXIT_USAGE;
+    }
+    o.args = &args.args;
+    int rc = gb_env_check(target, &o, &err);
+    if (rc) {
+        printf("FAIL: %s\n", err.msg);
+        fflush(stdout);
+        return rc == GB_ENOTFOUND ? GB_EXIT_USAGE : GB_EXIT_FAILURE;
+    }
+    printf("PASS\n");
+    return GB_EXIT_OK;
+}
+
+int gb_cmd_env(int argc, char **argv)
+{
+    if (argc < 2 || gb_wants_help(argc, argv)) {
+        env_usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? GB_EXIT_USAGE : GB_EXIT_OK;
+    }
+    if (strcmp(argv[1], "list") == 0)
+        return env_list();
+    if (strcmp(argv[1], "check") == 0)
+        return env_check(argc - 1, argv + 1);
+    fprintf(stderr, "gearbox env: unknown subcommand '%s'\n\n", argv[1]);
+    env_usage(stderr);
+    return GB_EXIT_USAGE;
+}
