@@ -202,7 +202,7 @@ static int validate_outputs(checker *k, const char *call, int64_t t)
         for (size_t i = 0; i < numel; i++) {
             double v = obs_value(k, o, i);
             if (is_float && !isfinite(v))
-                return fail(k, "observation [agent %d][%zu] is %s after %s at step %lld", a, i,
+                return fail(k, "observation [agent %d][%zu] is %s after %s %lld", a, i,
                             isnan(v) ? "NaN" : "infinite", call, (long long)t);
             if (k->spec.obs.low && (v < k->spec.obs.low[i] || v > k->spec.obs.high[i]) &&
                 k->bounds_warnings++ < 3)
@@ -278,7 +278,7 @@ static int lockstep(checker *k)
     for (int64_t t = 0; t < steps; t++) {
         random_actions(k, k->c[0].actions);
         memcpy(k->c[1].actions, k->c[0].actions, k->act_bytes);
-        if (call_both(k, 0, t))
+        if (call_both(k, 0, t + 1)) /* steps count from 1; the first reset is step 0 */
             return GB_EINVAL;
         copy_bufs *A = &k->c[0];
         int all_done = 1;
@@ -297,7 +297,7 @@ static int lockstep(checker *k)
             len_sum += ep_len;
             ret = 0;
             ep_len = 0;
-            if (call_both(k, 1, t))
+            if (call_both(k, 1, t + 1))
                 return GB_EINVAL;
         }
     }
