@@ -81,6 +81,22 @@ int gb_env_ring_create(const gb_env_interface *iface, const gb_env_args *args, u
     return 0;
 }
 
+int gb_env_ring_from_config(const gb_config_env *env, uint64_t seed, int copies, int splits,
+                            gb_env_source *src, gb_env_ring **out, gb_error *err)
+{
+    *out = NULL;
+    int rc = gb_env_source_open(src, env->name, env->plugin, err);
+    if (rc)
+        return rc;
+    gb_env_args_store args;
+    gb_env_args_from_config(&args, &env->args);
+    rc = gb_env_ring_create(src->iface, &args.args, seed, copies, splits, env->max_episode_steps,
+                            out, err);
+    if (rc)
+        gb_env_source_close(src);
+    return rc;
+}
+
 const gb_env_spec *gb_env_ring_spec(const gb_env_ring *ring)
 {
     return &ring->spec;

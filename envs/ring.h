@@ -5,7 +5,8 @@
  * episode that ended.
  * defines: gb_env_ring, gb_env_ring_buffers, gb_env_copy_stats, gb_env_ring_create,
  *          gb_env_ring_spec, gb_env_ring_attach, gb_env_ring_buffers_alloc,
- *          gb_env_ring_buffers_free, gb_env_ring_reset, gb_env_ring_step, gb_env_ring_group,
+ *          gb_env_ring_buffers_free, gb_env_ring_from_config, gb_env_ring_reset,
+ *          gb_env_ring_step, gb_env_ring_group,
  *          gb_env_ring_stats, gb_env_ring_take_episodes, gb_env_ring_copy, gb_env_ring_destroy
  *
  * Layout (K copies, A agents, O = bytes of one observation, B = bytes of one action), copy i's
@@ -58,6 +59,16 @@ typedef struct gb_env_copy_stats {
 int gb_env_ring_create(const gb_env_interface *iface, const gb_env_args *args, uint64_t seed,
                        int copies, int splits, int64_t max_episode_steps, gb_env_ring **out,
                        gb_error *err);
+
+/* For workers: resolves env.name / env.plugin from the config into *src (see host.h), converts
+ * env.args, and creates the ring with env.max_episode_steps. The caller destroys the ring, then
+ * closes src (a plugin must stay loaded while copies exist). Errors as gb_env_source_open and
+ * gb_env_ring_create; on error nothing is left open. */
+struct gb_config_env;
+struct gb_env_source;
+int gb_env_ring_from_config(const struct gb_config_env *env, uint64_t seed, int copies,
+                            int splits, struct gb_env_source *src, gb_env_ring **out,
+                            gb_error *err);
 
 /* The environment's spec (the same for every copy), the number of copies and of groups, and
  * the time limit in force (0 = none). */

@@ -5,6 +5,7 @@
 #include "envs/builtin.h"
 #include "envs/host.h"
 #include "envs/ring.h"
+#include "runtime/config.h"
 #include "runtime/rng.h"
 #include "test.h"
 
@@ -272,8 +273,40 @@ static void test_errors(void)
     gb_env_ring_destroy(r);
 }
 
+static void test_from_config(void)
+{
+    gb_config_env cfg;
+    memset(&cfg, 0, sizeof cfg);
+    snprintf(cfg.name, sizeof cfg.name, "CartPole-v1");
+    cfg.max_episode_steps = 7;
+    cfg.args.n = 1;
+    snprintf(cfg.args.kv[0].key, sizeof cfg.args.kv[0].key, "sutton_barto_reward");
+    snprintf(cfg.args.kv[0].value, sizeof cfg.args.kv[0].value, "1");
+    gb_env_source src;
+    gb_env_ring *ring = NULL;
+    gb_error err = {0};
+    CHECK_OK(gb_env_ring_from_config(&cfg, 1, 4, 2, &src, &ring, &err));
+    if (!ring)
+        return;
+    CHECK_EQ_INT(gb_env_ring_time_limit(ring), 7);
+    gb_env_ring_buffers b;
+    CHECK_OK(gb_env_ring_buffers_alloc(ring, &b, &err));
+    CHECK_OK(gb_env_ring_attach(ring, &b, &err));
+    CHECK_OK(gb_env_ring_reset(ring, &err));
+    CHECK_OK(gb_env_ring_step(ring, 0, &err));
+    CHECK(b.rewards[0] == 0.0f); /* Sutton and Barto's reward: 0 per surviving step */
+    gb_env_ring_buffers_free(&b);
+    gb_env_ring_destroy(ring);
+    gb_env_source_close(&src);
+    snprintf(cfg.name, sizeof cfg.name, "plugin");
+    snprintf(cfg.plugin, sizeof cfg.plugin, "/nonexistent/plugin.so");
+    CHECK_EQ_INT(gb_env_ring_from_config(&cfg, 1, 4, 2, &src, &ring, &err), GB_ENOTFOUND);
+    CHECK(ring == NULL);
+}
+
 int main(void)
 {
+    TEST_RUN(test_from_config);
     TEST_RUN(test_autoreset_keeps_final_obs);
     TEST_RUN(test_time_limit_and_determinism);
     TEST_RUN(test_multi_agent);
