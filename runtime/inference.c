@@ -445,13 +445,15 @@ static int gather(gb_infer_server *s, int timeout_ms, int64_t *rows_out, gb_erro
     }
     for (;;) {
         uint64_t now = gb_now_ns();
-        if (n > 0 && (rows >= s->o.max_batch_rows || n == s->cap || all_clients_present(s, now)))
+        if (n > 0 && (rows >= s->o.max_batch_rows || n == s->cap))
             break;
+        /* whatever is already queued joins the batch; waiting for more happens only while
+         * some recently seen client has no request in it yet, and until the wait limit */
         int rc = gb_wire_recv(s->sock, s->slot[n], 1, ZMQ_DONTWAIT, err);
         if (rc == GB_EAGAIN) {
             long wait_ms;
             if (n > 0) {
-                if (now >= deadline)
+                if (now >= deadline || all_clients_present(s, now))
                     break;
                 wait_ms = (long)((deadline - now + 999999) / 1000000);
             } else if (timeout_ms < 0) {
