@@ -153,8 +153,16 @@ extern "C" int gb_kernels_host_register(void *ptr, size_t bytes, int read_only, 
     if (!ptr || !bytes || !dev_ptr)
         return gb_error_set(err, GB_EINVAL, "host register: bad arguments");
     unsigned flags = cudaHostRegisterMapped | cudaHostRegisterPortable;
-    if (read_only)
-        flags |= cudaHostRegisterReadOnly;
+    if (read_only) {
+        /* Devices without the attribute refuse the flag; writable memory registers without it
+         * (memory mapped read-only then fails, with CUDA's message). */
+        int device = 0, supported = 0;
+        GB_CUDA_CHECK(cudaGetDevice(&device));
+        GB_CUDA_CHECK(cudaDeviceGetAttribute(&supported, cudaDevAttrHostRegisterReadOnlySupported,
+                                             device));
+        if (supported)
+            flags |= cudaHostRegisterReadOnly;
+    }
     GB_CUDA_CHECK(cudaHostRegister(ptr, bytes, flags));
     cudaError_t e = cudaHostGetDevicePointer(dev_ptr, ptr, 0);
     if (e != cudaSuccess) {

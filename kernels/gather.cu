@@ -22,7 +22,6 @@ typedef struct gather_col {
     char *dst;
     uint64_t row_stride;
     uint64_t step_bytes;
-    uint64_t first_offset; /* first * step_bytes, when there are no per-item starts */
     uint64_t len;          /* bytes per item in the batch: count * step_bytes */
     uint64_t chunks;       /* units per item */
     uint64_t units_before; /* units of the columns before this one in the launch */
@@ -34,6 +33,8 @@ typedef struct gather_args {
     int ncols;
     const int64_t *indices;  /* (k,) */
     const uint32_t *starts;  /* (k,) or NULL */
+    const int32_t *lengths;  /* (k,) or NULL */
+    uint64_t first;          /* first step when starts is NULL */
     uint64_t units;
     const unsigned long long *call_bad;
 } gather_args;
@@ -55,6 +56,26 @@ __device__ __forceinline__ void warp_copy(const char *__restrict__ s, char *__re
     }
     for (; i < n; i += 32)
         dst[i] = src[i];
+}
+
+/* Zero-fills nbytes (a multiple of sizeof(T)) with one warp. */
+template <typename T>
+__device__ __forceinline__ void warp_zero(char *d, uint64_t nbytes, unsigned lane)
+{
+    T *dst = (T *)d, z;
+    memset(&z, 0, sizeof(z));
+    for (uint64_t i = lane; i < nbytes / sizeof(T); i += 32)
+        dst[i] = z;
+}
+
+/* Copies [0, valid) and zero-fills [valid, nbytes): the part of a unit past the item's length. */
+template <typename T>
+__device__ __forceinline__ void warp_copy_fill(const char *s, char *d, uint64_t valid,
+                                               uint64_t nbytes, unsigned lane)
+{
+    warp_copy<T>(s, d, valid, lane);
+    if (valid < nbytes)
+        warp_zero<T>(d + valid, nbytes - valid, lane);
 }
 
 __global__ void gather_check_kernel(const int64_t *indices, const uint32_t *starts, int64_t k,
@@ -88,15 +109,23 @@ __global__ void __launch_bounds__(GATHER_THREADS) gather_kernel(const gather_arg
         uint64_t local = u - col.units_before;
         uint64_t item = local / col.chunks, begin = (local % col.chunks) * GATHER_CHUNK;
         uint64_t end = begin + GATHER_CHUNK < col.len ? begin + GATHER_CHUNK : col.len;
-        uint64_t first = a.starts ? (uint64_t)a.starts[item] * col.step_bytes : col.first_offset;
-        const char *s = col.src + (uint64_t)a.indices[item] * col.row_stride + first + begin;
+        uint64_t first_step = a.starts ? (uint64_t)a.starts[item] : a.first;
+        const char *s = col.src + (uint64_t)a.indices[item] * col.row_stride +
+                        first_step * col.step_bytes + begin;
         char *d = col.dst + item * col.len + begin;
+        /* Bytes of this unit inside the item's valid steps (the rest is zero-filled). */
+        uint64_t valid = end - begin;
+        if (a.lengths) {
+            int64_t v = (int64_t)a.lengths[item] - (int64_t)first_step;
+            uint64_t vb = v <= 0 ? 0 : (uint64_t)v * col.step_bytes;
+            valid = vb <= begin ? 0 : vb >= end ? end - begin : vb - begin;
+        }
         switch (col.width) {
-        case 16: warp_copy<uint4>(s, d, end - begin, lane); break;
-        case 8: warp_copy<uint2>(s, d, end - begin, lane); break;
-        case 4: warp_copy<unsigned>(s, d, end - begin, lane); break;
-        case 2: warp_copy<unsigned short>(s, d, end - begin, lane); break;
-        default: warp_copy<unsigned char>(s, d, end - begin, lane); break;
+        case 16: warp_copy_fill<uint4>(s, d, valid, end - begin, lane); break;
+        case 8: warp_copy_fill<uint2>(s, d, valid, end - begin, lane); break;
+        case 4: warp_copy_fill<unsigned>(s, d, valid, end - begin, lane); break;
+        case 2: warp_copy_fill<unsigned short>(s, d, valid, end - begin, lane); break;
+        default: warp_copy_fill<unsigned char>(s, d, valid, end - begin, lane); break;
         }
     }
 }
@@ -104,7 +133,9 @@ __global__ void __launch_bounds__(GATHER_THREADS) gather_kernel(const gather_arg
 /* The widest load every address and size of this column allows. */
 static uint32_t column_width(const gb_kernels_column *col, const gb_kernels_steps *steps)
 {
-    uint64_t first = steps->starts ? col->step_bytes : (uint64_t)steps->first * col->step_bytes;
+    /* With per-item starts or lengths, offsets are any multiple of step_bytes. */
+    uint64_t first = steps->starts || steps->lengths ? col->step_bytes
+                                                     : (uint64_t)steps->first * col->step_bytes;
     uint64_t bits = (uint64_t)(uintptr_t)col->src | (uint64_t)(uintptr_t)col->dst |
                     col->row_stride | first | (uint64_t)steps->count * col->step_bytes;
     uint32_t w = 16;
@@ -138,6 +169,8 @@ extern "C" int gb_kernels_gather(gb_kernels_ctx *ctx, const gb_kernels_column *c
         a.ncols = ncols - c0 < GB_KERNELS_MAX_COLUMNS ? ncols - c0 : GB_KERNELS_MAX_COLUMNS;
         a.indices = indices;
         a.starts = steps->starts;
+        a.lengths = steps->lengths;
+        a.first = steps->first;
         a.call_bad = ctx->call_bad;
         for (int c = 0; c < a.ncols; c++) {
             const gb_kernels_column *in = &cols[c0 + c];
@@ -146,7 +179,6 @@ extern "C" int gb_kernels_gather(gb_kernels_ctx *ctx, const gb_kernels_column *c
             g->dst = (char *)in->dst;
             g->row_stride = in->row_stride;
             g->step_bytes = in->step_bytes;
-            g->first_offset = (uint64_t)steps->first * in->step_bytes;
             g->len = (uint64_t)steps->count * in->step_bytes;
             g->chunks = (g->len + GATHER_CHUNK - 1) / GATHER_CHUNK;
             g->units_before = a.units;

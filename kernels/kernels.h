@@ -101,11 +101,14 @@ typedef struct gb_kernels_column {
 } gb_kernels_column;
 
 /* The steps read from each item: [first, first + count), or [starts[i], starts[i] + count) for
- * item i when starts is not NULL (k values; device memory for the GPU). Whole items: {0, T, NULL}. */
+ * batch row i when starts is not NULL. When lengths is not NULL, row i's item has lengths[i] valid
+ * steps and the steps at or beyond it are zero-filled in the batch (the replay's partial items).
+ * starts and lengths hold k values each (device memory for the GPU). Whole items: {0, T}. */
 typedef struct gb_kernels_steps {
     uint32_t first;
     uint32_t count;
     const uint32_t *starts;
+    const int32_t *lengths;
 } gb_kernels_steps;
 
 /* CPU reference of the gather (plain memcpy per row). All columns must hold every index and

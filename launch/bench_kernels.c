@@ -157,7 +157,7 @@ static int bench_gather_cpu(const bench_opts *o, uint64_t row_bytes, gb_error *e
     for (uint64_t i = 0; i < rows; i++)
         idx[i] = (int64_t)gb_rng_below(&rng, capacity);
     gb_kernels_column col = {table, dst, capacity, row_bytes, row_bytes, 1};
-    gb_kernels_steps steps = {0, 1, NULL};
+    gb_kernels_steps steps = {0, 1, NULL, NULL};
     for (int r = -1; r < o->reps; r++) {
         uint64_t t0 = gb_now_ns();
         memcpy(dst, table + row_bytes, rows * row_bytes);

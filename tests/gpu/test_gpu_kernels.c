@@ -50,6 +50,7 @@ static void *dev(size_t bytes)
     void *p = NULL;
     CK(cudaMalloc(&p, bytes ? bytes : 1));
     CK(cudaMemset(p, POISON, bytes ? bytes : 1));
+    CK(cudaDeviceSynchronize()); /* the context's stream does not wait for the legacy stream */
     return p;
 }
 
@@ -64,7 +65,13 @@ static void *host(size_t bytes)
     return p;
 }
 
-static void to_dev(void *d, const void *h, size_t bytes) { CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice)); }
+/* cudaMemcpy from pageable memory may return before its DMA ends; the context's stream is
+ * non-blocking, so wait for the device before any kernel reads d. */
+static void to_dev(void *d, const void *h, size_t bytes)
+{
+    CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize());
+}
 static void to_host(void *h, const void *d, size_t bytes) { CK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost)); }
 
 /* Priorities: a tenth zero, a tenth negative, NaN and inf here and there, the rest spread over
@@ -332,18 +339,22 @@ static void gather_case(const spec *specs, int ncols, uint64_t capacity, uint32_
     OK(gb_kernels_host_register(base, total, 1, &dbase, &err));
     int64_t *idx = host((size_t)k * 8);
     uint32_t *starts = host((size_t)k * 4);
+    int32_t *lengths = host((size_t)k * 4); /* with per-item starts, also partial items */
     uint32_t count = per_item ? T / 2 : T - 2;
     for (int64_t i = 0; i < k; i++) {
         idx[i] = (int64_t)gb_rng_below(&rng, capacity);
         starts[i] = (uint32_t)gb_rng_below(&rng, T - count + 1);
+        lengths[i] = (int32_t)gb_rng_below(&rng, T + 1);
     }
     idx[0] = (int64_t)capacity - 1;
-    gb_kernels_steps s_host = {1, count, per_item ? starts : NULL};
+    gb_kernels_steps s_host = {1, count, per_item ? starts : NULL, per_item ? lengths : NULL};
     int64_t *di = dev((size_t)k * 8);
     uint32_t *ds = dev((size_t)k * 4);
+    int32_t *dl = dev((size_t)k * 4);
     to_dev(di, idx, (size_t)k * 8);
     to_dev(ds, starts, (size_t)k * 4);
-    gb_kernels_steps s_dev = {1, count, per_item ? ds : NULL};
+    to_dev(dl, lengths, (size_t)k * 4);
+    gb_kernels_steps s_dev = {1, count, per_item ? ds : NULL, per_item ? dl : NULL};
     gb_kernels_column cpu[64], gpu[64];
     unsigned char *want[64], *got[64];
     size_t batch_total = 0;
@@ -385,7 +396,7 @@ static void gather_case(const spec *specs, int ncols, uint64_t capacity, uint32_
         for (int c = 0; c < ncols; c++)
             CK(cudaMemset(gpu[c].dst, POISON, (size_t)k * count * specs[c].step_bytes));
         int64_t bad = (int64_t)capacity;
-        CK(cudaMemcpy(di + k / 2, &bad, 8, cudaMemcpyHostToDevice));
+        to_dev(di + k / 2, &bad, 8);
         OK(gb_kernels_gather(ctx, gpu, ncols, di, k, &s_dev, &err));
         CHECK_EQ_INT(gb_kernels_sync(ctx, &err), GB_EINVAL);
         for (int c = 0; c < ncols; c++) {
@@ -406,8 +417,10 @@ static void gather_case(const spec *specs, int ncols, uint64_t capacity, uint32_
     munmap(base, total);
     free(idx);
     free(starts);
+    free(lengths);
     CK(cudaFree(di));
     CK(cudaFree(ds));
+    CK(cudaFree(dl));
 }
 
 static void test_gather(void)
@@ -453,7 +466,7 @@ static void test_gather_64bit_offsets(void)
     }
     unsigned char *dst = dev(4 * 2 * 1000), got[4 * 2 * 1000];
     gb_kernels_column col = {table, dst, capacity, stride, 1000, 3};
-    gb_kernels_steps s = {1, 2, NULL};
+    gb_kernels_steps s = {1, 2, NULL, NULL};
     int64_t *di = dev(sizeof(idx));
     to_dev(di, idx, sizeof(idx));
     OK(gb_kernels_gather(ctx, &col, 1, di, 4, &s, &err));

@@ -46,7 +46,9 @@ static int batch_matches(const table *t, const unsigned char *dst, const int64_t
         for (uint32_t st = 0; st < s->count; st++) {
             uint32_t step = (s->starts ? s->starts[i] : s->first) + st;
             for (uint64_t b = 0; b < t->step_bytes; b++) {
-                unsigned char want = t->base[(uint64_t)idx[i] * t->stride + step * t->step_bytes + b];
+                unsigned char want = s->lengths && (int64_t)step >= s->lengths[i]
+                                         ? 0
+                                         : t->base[(uint64_t)idx[i] * t->stride + step * t->step_bytes + b];
                 unsigned char got = dst[((uint64_t)i * s->count + st) * t->step_bytes + b];
                 if (want != got) {
                     fprintf(stderr, "  item %lld step %u byte %llu: %u != %u\n", (long long)i,
@@ -71,6 +73,7 @@ static void test_gather_columns(void)
     gb_kernels_column cols[NC];
     int64_t idx[K];
     uint32_t starts[K];
+    int32_t lengths[K];
     gb_error err = {0};
     for (int c = 0; c < NC; c++) {
         CHECK(table_make(&t[c], 300, T, step_bytes[c], pad[c], &rng) == 0);
@@ -80,10 +83,17 @@ static void test_gather_columns(void)
     for (int i = 0; i < K; i++) {
         idx[i] = (int64_t)gb_rng_below(&rng, 300);
         starts[i] = (uint32_t)gb_rng_below(&rng, T - 5 + 1);
+        lengths[i] = (int32_t)gb_rng_below(&rng, T + 1); /* 0 (nothing valid) to T (all) */
     }
     idx[3] = idx[4]; /* a repeated index */
     idx[5] = 299;    /* the last row */
-    const gb_kernels_steps ranges[] = {{0, T, NULL}, {3, 7, NULL}, {T - 1, 1, NULL}, {0, 5, starts}};
+    const gb_kernels_steps ranges[] = {{0, T, NULL, NULL},
+                                       {3, 7, NULL, NULL},
+                                       {T - 1, 1, NULL, NULL},
+                                       {0, 5, starts, NULL},
+                                       {0, T, NULL, lengths},
+                                       {2, 9, NULL, lengths},
+                                       {0, 5, starts, lengths}};
     for (size_t r = 0; r < sizeof(ranges) / sizeof(ranges[0]); r++) {
         for (int c = 0; c < NC; c++)
             memset(dst[c], POISON, K * T * step_bytes[c]);
@@ -115,18 +125,18 @@ static void test_gather_rejects(void)
     gb_kernels_column col = column_of(&t, dst);
     int64_t idx[4] = {0, 1, 10, 2};
     uint32_t starts[4] = {0, 1, 2, 3};
-    gb_kernels_steps all = {0, 4, NULL};
+    gb_kernels_steps all = {0, 4, NULL, NULL};
     gb_error err = {0};
     memset(dst, POISON, sizeof(dst));
     CHECK_EQ_INT(gb_kernels_gather_cpu(&col, 1, idx, 4, &all, &err), GB_EINVAL);
     idx[2] = -1;
     CHECK_EQ_INT(gb_kernels_gather_cpu(&col, 1, idx, 4, &all, &err), GB_EINVAL);
     idx[2] = 3;
-    gb_kernels_steps past = {2, 3, NULL};
+    gb_kernels_steps past = {2, 3, NULL, NULL};
     CHECK_EQ_INT(gb_kernels_gather_cpu(&col, 1, idx, 4, &past, &err), GB_EINVAL);
-    gb_kernels_steps empty = {0, 0, NULL};
+    gb_kernels_steps empty = {0, 0, NULL, NULL};
     CHECK_EQ_INT(gb_kernels_gather_cpu(&col, 1, idx, 4, &empty, &err), GB_EINVAL);
-    gb_kernels_steps per_item = {0, 2, starts}; /* starts[3] = 3: 3 + 2 > 4 */
+    gb_kernels_steps per_item = {0, 2, starts, NULL}; /* starts[3] = 3: 3 + 2 > 4 */
     CHECK_EQ_INT(gb_kernels_gather_cpu(&col, 1, idx, 4, &per_item, &err), GB_EINVAL);
     gb_kernels_column narrow = col;
     narrow.row_stride = 31; /* below 4 x 8 */
@@ -157,7 +167,7 @@ static void test_gather_64bit_offsets(void)
     unsigned char dst[3 * 2 * 1000];
     memset(dst, POISON, sizeof(dst));
     gb_kernels_column col = column_of(&t, dst);
-    gb_kernels_steps s = {1, 2, NULL};
+    gb_kernels_steps s = {1, 2, NULL, NULL};
     gb_error err = {0};
     CHECK_OK(gb_kernels_gather_cpu(&col, 1, idx, 3, &s, &err));
     CHECK(batch_matches(&t, dst, idx, 3, &s));
