@@ -239,3 +239,24 @@ extern "C" int gb_kernels_timer_stop(gb_kernels_ctx *ctx, double *us, gb_error *
     *us = (double)ms * 1000.0;
     return 0;
 }
+
+extern "C" int gb_kernels_current_device(void)
+{
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return device;
+}
+
+extern "C" int gb_kernels_zero(gb_kernels_ctx *ctx, void *dst, size_t bytes, gb_error *err)
+{
+    int rc = gb_kernels_begin_call(ctx, err);
+    if (rc)
+        return rc;
+    if (bytes == 0)
+        return 0;
+    GB_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, ctx->stream));
+    return 0;
+}

@@ -96,6 +96,13 @@ int gb_kernels_device_alloc(size_t bytes, void **out, gb_error *err)
 
 void gb_kernels_device_free(void *ptr) {}
 
+int gb_kernels_current_device(void) { return 0; }
+
+int gb_kernels_zero(gb_kernels_ctx *ctx, void *dst, size_t bytes, gb_error *err)
+{
+    return no_cuda(err, "device zero-fill");
+}
+
 int gb_kernels_copy(gb_kernels_ctx *ctx, void *dst, const void *src, size_t bytes, gb_error *err)
 {
     return no_cuda(err, "device copy");

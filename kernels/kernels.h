@@ -202,6 +202,12 @@ void gb_kernels_host_free(void *ptr);
 int gb_kernels_device_alloc(size_t bytes, void **out, gb_error *err);
 void gb_kernels_device_free(void *ptr);
 
+/* The calling thread's current CUDA device (0 when none is set or without CUDA). */
+int gb_kernels_current_device(void);
+
+/* Asynchronous zero-fill of device memory on the context's stream. */
+int gb_kernels_zero(gb_kernels_ctx *ctx, void *dst, size_t bytes, gb_error *err);
+
 /* Asynchronous copy on the context's stream, any direction (cudaMemcpyDefault). */
 int gb_kernels_copy(gb_kernels_ctx *ctx, void *dst, const void *src, size_t bytes, gb_error *err);
 
