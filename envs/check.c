@@ -489,6 +489,11 @@ int gb_env_check(const char *target, const gb_env_check_options *opts, gb_error 
         return gb_error_errno(err, "env check: fork");
     }
     if (pid == 0) {
+        /* A fault in the environment must reach the parent as the signal it is, not as a
+         * handler's exit status (sanitizer runtimes install handlers for these). */
+        static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+        for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++)
+            signal(faults[i], SIG_DFL);
         int rc = run_checks(target, opts, sh);
         sh->finished = 1;
         fflush(NULL);
