@@ -105,6 +105,8 @@ static int ac_step(void *env, const gb_env_buffers *b)
     acrobot *e = env;
     static const double torques[3] = {-1.0, 0.0, 1.0};
     int32_t action = *(const int32_t *)b->actions;
+    if (action < 0 || action > 2)
+        return -1; /* outside Discrete(3) */
     double torque = torques[action];
     /* rk4(derivs, y0, [0, dt]): one step; the torque component's derivative is 0, so it stays. */
     const double dt = AC_DT - 0.0, dt2 = dt / 2.0;

@@ -80,6 +80,8 @@ static int cp_step(void *env, const gb_env_buffers *b)
 {
     cartpole *e = env;
     int32_t action = *(const int32_t *)b->actions;
+    if (action != 0 && action != 1)
+        return -1; /* outside Discrete(2) (Gymnasium asserts) */
     double force = action == 1 ? CP_FORCE_MAG : -CP_FORCE_MAG;
     double costheta = cos(e->theta);
     double sintheta = sin(e->theta);

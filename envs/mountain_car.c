@@ -97,6 +97,8 @@ static int mc_step(void *env, const gb_env_buffers *b)
 {
     mountain_car *e = env;
     int32_t action = *(const int32_t *)b->actions;
+    if (action < 0 || action > 2)
+        return -1; /* outside Discrete(3) */
     double velocity = e->velocity, position = e->position;
     velocity += (action - 1) * 0.001 + cos(3 * position) * (-0.0025);
     velocity = clip(velocity, -MC_MAX_SPEED, MC_MAX_SPEED);

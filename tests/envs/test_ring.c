@@ -267,6 +267,9 @@ static void test_errors(void)
     CHECK_OK(gb_env_ring_attach(r, &nofinal, &err));
     for (int t = 0; t < 100; t++)
         CHECK_OK(gb_env_ring_step(r, t % 2, &err));
+    ((int32_t *)b.actions)[0] = 2; /* outside Discrete(2): the step fails, named */
+    CHECK_EQ_INT(gb_env_ring_step(r, 0, &err), GB_EINVAL);
+    CHECK(strstr(err.msg, "CartPole-v1: copy 0: step failed") != NULL);
     nofinal.acting = NULL;
     CHECK_EQ_INT(gb_env_ring_attach(r, &nofinal, &err), GB_EINVAL);
     gb_env_ring_buffers_free(&b);
