@@ -211,6 +211,68 @@ static void test_multi_agent(void)
     close_ring(&f);
 }
 
+/* Two agents whose episodes end at different steps (agent 0 after 3, agent 1 after 5). */
+typedef struct staggered {
+    int t;
+} staggered;
+
+static void *stag_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spec, char *err,
+                         size_t err_len)
+{
+    *spec = (gb_env_spec){.agents = 2,
+                          .obs = {.dtype = GB_ENV_FLOAT32, .ndim = 1, .shape = {1}},
+                          .action = {.kind = GB_ENV_SPACE_DISCRETE, .n = 2}};
+    return calloc(1, sizeof(staggered));
+}
+
+static int stag_reset(void *env, const gb_env_buffers *b)
+{
+    ((staggered *)env)->t = 0;
+    ((float *)b->obs)[0] = ((float *)b->obs)[1] = 0;
+    return 0;
+}
+
+static int stag_step(void *env, const gb_env_buffers *b)
+{
+    int t = ++((staggered *)env)->t;
+    for (int a = 0; a < 2; a++) {
+        int end = a == 0 ? 3 : 5;
+        ((float *)b->obs)[a] = (float)t;
+        b->rewards[a] = t <= end ? 1.0f : 0.0f; /* an agent that is done gets 0 */
+        b->terminated[a] = t >= end;
+        b->truncated[a] = 0;
+    }
+    return 0;
+}
+
+static const gb_env_interface staggered_iface = {
+    GB_ENV_ABI_VERSION, sizeof(gb_env_interface), "Staggered-v0", "test", stag_create,
+    stag_reset, stag_step, free, NULL};
+
+static void test_agents_finishing_apart(void)
+{
+    gb_error err = {0};
+    gb_env_ring *r = NULL;
+    CHECK_OK(gb_env_ring_create(&staggered_iface, NULL, 1, 2, 1, 0, &r, &err));
+    if (!r)
+        return;
+    gb_env_ring_buffers b;
+    CHECK_OK(gb_env_ring_buffers_alloc(r, &b, &err));
+    CHECK_OK(gb_env_ring_attach(r, &b, &err));
+    CHECK_OK(gb_env_ring_reset(r, &err));
+    for (int t = 1; t <= 5; t++) {
+        CHECK_OK(gb_env_ring_step(r, 0, &err));
+        CHECK_EQ_INT(b.acting[0], t < 3 || t == 5); /* waits from step 3; all act after reset */
+        CHECK_EQ_INT(b.acting[1], 1);
+        CHECK_EQ_INT(gb_env_ring_stats(r)[0].episodes, t == 5);
+    }
+    CHECK_EQ_INT(gb_env_ring_stats(r)[0].last_length, 5);
+    CHECK_NEAR(gb_env_ring_stats(r)[0].last_return, (3 + 5) / 2.0, 1e-9); /* mean over agents */
+    CHECK(((float *)b.final_obs)[1] == 5.0f && ((float *)b.obs)[1] == 0.0f);
+    gb_env_ring_buffers_free(&b);
+    gb_env_ring_destroy(r);
+}
+
 static void test_image_env(void)
 {
     fixture f;
@@ -313,6 +375,7 @@ int main(void)
     TEST_RUN(test_autoreset_keeps_final_obs);
     TEST_RUN(test_time_limit_and_determinism);
     TEST_RUN(test_multi_agent);
+    TEST_RUN(test_agents_finishing_apart);
     TEST_RUN(test_image_env);
     TEST_RUN(test_errors);
     return test_main_result();
