@@ -119,7 +119,8 @@ int gb_kernels_gather_cpu(const gb_kernels_column *cols, int ncols, const int64_
 /* ---- GPU context ------------------------------------------------------------------------------
  * A context is one device, one stream, and a scratch arena reused by every call (grown, never per
  * call, when a call needs more than any before; gb_kernels_ctx_reserve sizes it up front). Not
- * thread-safe: one context per thread. */
+ * for concurrent use: callers serialise (each call selects the context's device first, so any
+ * thread may make the next call). */
 typedef struct gb_kernels_ctx gb_kernels_ctx;
 
 /* Creates a context on `device`. stream: a cudaStream_t to work on (e.g. libtorch's current
@@ -142,7 +143,8 @@ void *gb_kernels_ctx_stream(gb_kernels_ctx *ctx);
  * nothing selectable), GB_ECUDA. Clears them. */
 int gb_kernels_sync(gb_kernels_ctx *ctx, gb_error *err);
 
-/* Total weight seen by the last weighted selection, valid after gb_kernels_sync. */
+/* Total weight seen by the last weighted selection before the last gb_kernels_sync (0 when there
+ * was none since the sync before). */
 double gb_kernels_last_total(const gb_kernels_ctx *ctx);
 
 /* ---- GPU entry points (device pointers unless said otherwise; asynchronous) ------------------ */
