@@ -1,0 +1,159 @@
+/* launch/supervisor.c: worker processes (see supervisor.h). */
+#include "launch/supervisor.h"
+
+#include "runtime/clock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int gb_supervisor_spawn(gb_supervisor *s, const char *role, int index, char *const argv[],
+                        const char *log_path, gb_error *err)
+{
+    if (s->n == GB_SUPERVISOR_MAX_CHILDREN)
+        return gb_error_set(err, GB_EFULL, "more than %d worker processes",
+                            GB_SUPERVISOR_MAX_CHILDREN);
+    int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return gb_error_errno(err, "open %s", log_path);
+    pid_t parent = getpid();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd);
+        return gb_error_errno(err, "fork for %s-%d", role, index);
+    }
+    if (pid == 0) {
+        /* Child: own process group, logs to its file, dies with the launcher. */
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(1); /* the launcher died before prctl took effect */
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0)
+            dup2(devnull, STDIN_FILENO);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
+        execv(argv[0], argv);
+        dprintf(STDERR_FILENO, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(fd);
+    setpgid(pid, pid); /* also from the parent: no race with the first signal */
+    gb_child *c = &s->children[s->n++];
+    memset(c, 0, sizeof *c);
+    snprintf(c->role, sizeof c->role, "%s", role);
+    c->index = index;
+    c->pid = pid;
+    c->running = 1;
+    snprintf(c->log_path, sizeof c->log_path, "%s", log_path);
+    return 0;
+}
+
+gb_child *gb_supervisor_reap(gb_supervisor *s)
+{
+    gb_child *first = NULL;
+    for (int i = 0; i < s->n; i++) {
+        gb_child *c = &s->children[i];
+        if (!c->running)
+            continue;
+        int status;
+        pid_t r = waitpid(c->pid, &status, WNOHANG);
+        if (r == c->pid || (r < 0 && errno == ECHILD)) {
+            c->running = 0;
+            c->status = r == c->pid ? status : 0;
+            if (!first)
+                first = c;
+        }
+    }
+    return first;
+}
+
+int gb_supervisor_running(const gb_supervisor *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->n; i++)
+        n += s->children[i].running;
+    return n;
+}
+
+int gb_supervisor_stop_all(gb_supervisor *s, double grace_s)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->children[i].running)
+            kill(-s->children[i].pid, SIGTERM); /* the whole group: helpers a worker forked */
+    double deadline = gb_now_s() + grace_s;
+    while (gb_supervisor_running(s) && gb_now_s() < deadline) {
+        gb_supervisor_reap(s);
+        if (gb_supervisor_running(s))
+            gb_sleep_ms(10);
+    }
+    int killed = 0;
+    for (int i = 0; i < s->n; i++) {
+        gb_child *c = &s->children[i];
+        if (!c->running)
+            continue;
+        kill(-c->pid, SIGKILL);
+        kill(c->pid, SIGKILL);
+        int status = 0;
+        while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        c->running = 0;
+        c->status = status;
+        killed++;
+    }
+    return killed;
+}
+
+void gb_child_describe(const gb_child *c, char *buf, size_t n)
+{
+    if (WIFEXITED(c->status))
+        snprintf(buf, n, "exited with status %d", WEXITSTATUS(c->status));
+    else if (WIFSIGNALED(c->status))
+        snprintf(buf, n, "killed by signal %d (%s)", WTERMSIG(c->status),
+                 strsignal(WTERMSIG(c->status)));
+    else
+        snprintf(buf, n, "ended (status 0x%x)", c->status);
+}
+
+void gb_log_tail(const char *path, int lines, const char *prefix, FILE *out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(out, "%s(no log at %s)\n", prefix, path);
+        return;
+    }
+    /* Read at most the last 64 KB and print its last `lines` lines. */
+    char buf[65536];
+    long size = 0;
+    if (fseek(f, 0, SEEK_END) == 0)
+        size = ftell(f);
+    long start = size > (long)sizeof buf - 1 ? size - (long)sizeof buf + 1 : 0;
+    fseek(f, start, SEEK_SET);
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    char *p = buf + got;
+    int seen = 0;
+    while (p > buf) {
+        if (p[-1] == '\n' && p != buf + got && ++seen > lines)
+            break;
+        p--;
+    }
+    while (*p) {
+        char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        fprintf(out, "%s%.*s\n", prefix, (int)len, p);
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+}

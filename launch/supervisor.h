@@ -1,0 +1,52 @@
+/* launch/supervisor.h: starting worker processes and watching them: each child gets its own
+ * log file, its own process group (a Ctrl-C reaches only the launcher, which then stops them in
+ * order) and dies with the launcher (PR_SET_PDEATHSIG). Stopping is SIGTERM, then SIGKILL after
+ * a grace period.
+ * defines: gb_supervisor, gb_child, gb_supervisor_* , gb_log_tail */
+#ifndef GB_LAUNCH_SUPERVISOR_H
+#define GB_LAUNCH_SUPERVISOR_H
+
+#include "runtime/error.h"
+
+#include <stdio.h>
+#include <sys/types.h>
+
+#define GB_SUPERVISOR_MAX_CHILDREN 1024
+
+typedef struct gb_child {
+    char role[16];
+    int index;
+    pid_t pid;
+    char log_path[1024];
+    int running;
+    int status; /* waitpid status once it ended */
+} gb_child;
+
+typedef struct gb_supervisor {
+    gb_child children[GB_SUPERVISOR_MAX_CHILDREN];
+    int n;
+} gb_supervisor;
+
+/* Starts argv (argv[0] a path) as a child whose stdout and stderr append to log_path.
+ * Returns 0, or GB_ESYS/GB_EFULL; the child that fails to exec exits 127 (its log says why). */
+int gb_supervisor_spawn(gb_supervisor *s, const char *role, int index, char *const argv[],
+                        const char *log_path, gb_error *err);
+
+/* Reaps children that have ended, without blocking. Returns the first one found that ended
+ * (its status filled), or NULL. */
+gb_child *gb_supervisor_reap(gb_supervisor *s);
+
+/* Number of children still running. */
+int gb_supervisor_running(const gb_supervisor *s);
+
+/* Sends SIGTERM to every running child, waits up to grace_s seconds for them all, then SIGKILLs
+ * the rest and reaps them. Returns the number that had to be killed. */
+int gb_supervisor_stop_all(gb_supervisor *s, double grace_s);
+
+/* Describes how a child ended ("exited with status 3", "killed by signal 9 (Killed)"). */
+void gb_child_describe(const gb_child *c, char *buf, size_t n);
+
+/* Writes the last `lines` lines of path to out, each prefixed with prefix. */
+void gb_log_tail(const char *path, int lines, const char *prefix, FILE *out);
+
+#endif
