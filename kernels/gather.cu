@@ -3,8 +3,8 @@
  * CPU-orchestrated path (memcpy into pinned staging, then one copy per column) for comparison.
  * CPU reference: kernels/gather_cpu.c.
  *
- * Work is split into units of at most GATHER_CHUNK bytes of one row of one column, one warp per
- * unit: big rows (images) spread over many warps, and each lane keeps four loads in flight, which
+ * Work is split into units of at most GB_KERNELS_GATHER_CHUNK bytes of one batch row of one
+ * column (kernels/gather_plan.h), one warp per unit: big rows (images) spread over many warps, and each lane keeps four loads in flight, which
  * is what hides the latency of reads crossing PCIe/NVLink-C2C. A column uses 16-byte loads when
  * its table base, stride, step offset, row length and batch address are multiples of 16, else
  * the widest of 8/4/2/1 that divides them all (bool and 3 x float32 rows stay correct). */
@@ -13,31 +13,9 @@
 
 #include "kernels/ctx.cuh"
 #include "kernels/gather_check.h"
+#include "kernels/gather_plan.h"
 
-#define GATHER_CHUNK 8192 /* bytes per unit; a multiple of every load width */
 #define GATHER_THREADS 256
-
-typedef struct gather_col {
-    const char *src;
-    char *dst;
-    uint64_t row_stride;
-    uint64_t step_bytes;
-    uint64_t len;          /* bytes per item in the batch: count * step_bytes */
-    uint64_t chunks;       /* units per item */
-    uint64_t units_before; /* units of the columns before this one in the launch */
-    uint32_t width;        /* load width in bytes */
-} gather_col;
-
-typedef struct gather_args {
-    gather_col col[GB_KERNELS_MAX_COLUMNS];
-    int ncols;
-    const int64_t *indices;  /* (k,) */
-    const uint32_t *starts;  /* (k,) or NULL */
-    const int32_t *lengths;  /* (k,) or NULL */
-    uint64_t first;          /* first step when starts is NULL */
-    uint64_t units;
-    const unsigned long long *call_bad;
-} gather_args;
 
 /* Copies nbytes (a multiple of sizeof(T)) with one warp, four loads in flight per lane. */
 template <typename T>
@@ -92,56 +70,26 @@ __global__ void gather_check_kernel(const int64_t *indices, const uint32_t *star
     }
 }
 
-__global__ void __launch_bounds__(GATHER_THREADS) gather_kernel(const gather_args a)
+/* One warp per unit (kernels/gather_plan.h). __grid_constant__: the plan is read in place from
+ * parameter space, never copied per thread. */
+__global__ void __launch_bounds__(GATHER_THREADS)
+    gather_kernel(const __grid_constant__ gb_kernels_gather_plan plan)
 {
-    if (*a.call_bad)
+    if (*plan.call_bad)
         return;
     unsigned lane = threadIdx.x & 31;
     uint64_t warp = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     uint64_t nwarps = ((uint64_t)gridDim.x * blockDim.x) >> 5;
-    for (uint64_t u = warp; u < a.units; u += nwarps) {
-        int c = 0;
-        while (c + 1 < a.ncols && u >= a.col[c + 1].units_before)
-            c++;
-        /* A copy by value: indexing the parameter array keeps it in parameter space (taking its
-         * address could make every thread copy the whole argument block to local memory). */
-        const gather_col col = a.col[c];
-        uint64_t local = u - col.units_before;
-        uint64_t item = local / col.chunks, begin = (local % col.chunks) * GATHER_CHUNK;
-        uint64_t end = begin + GATHER_CHUNK < col.len ? begin + GATHER_CHUNK : col.len;
-        uint64_t first_step = a.starts ? (uint64_t)a.starts[item] : a.first;
-        const char *s = col.src + (uint64_t)a.indices[item] * col.row_stride +
-                        first_step * col.step_bytes + begin;
-        char *d = col.dst + item * col.len + begin;
-        /* Bytes of this unit inside the item's valid steps (the rest is zero-filled). */
-        uint64_t valid = end - begin;
-        if (a.lengths) {
-            int64_t v = (int64_t)a.lengths[item] - (int64_t)first_step;
-            uint64_t vb = v <= 0 ? 0 : (uint64_t)v * col.step_bytes;
-            valid = vb <= begin ? 0 : vb >= end ? end - begin : vb - begin;
-        }
-        switch (col.width) {
-        case 16: warp_copy_fill<uint4>(s, d, valid, end - begin, lane); break;
-        case 8: warp_copy_fill<uint2>(s, d, valid, end - begin, lane); break;
-        case 4: warp_copy_fill<unsigned>(s, d, valid, end - begin, lane); break;
-        case 2: warp_copy_fill<unsigned short>(s, d, valid, end - begin, lane); break;
-        default: warp_copy_fill<unsigned char>(s, d, valid, end - begin, lane); break;
+    for (uint64_t u = warp; u < plan.units; u += nwarps) {
+        gb_kernels_gather_unit w = gb_kernels_gather_unit_at(&plan, u);
+        switch (w.width) {
+        case 16: warp_copy_fill<uint4>(w.src, w.dst, w.valid, w.bytes, lane); break;
+        case 8: warp_copy_fill<uint2>(w.src, w.dst, w.valid, w.bytes, lane); break;
+        case 4: warp_copy_fill<unsigned>(w.src, w.dst, w.valid, w.bytes, lane); break;
+        case 2: warp_copy_fill<unsigned short>(w.src, w.dst, w.valid, w.bytes, lane); break;
+        default: warp_copy_fill<unsigned char>(w.src, w.dst, w.valid, w.bytes, lane); break;
         }
     }
-}
-
-/* The widest load every address and size of this column allows. */
-static uint32_t column_width(const gb_kernels_column *col, const gb_kernels_steps *steps)
-{
-    /* With per-item starts or lengths, offsets are any multiple of step_bytes. */
-    uint64_t first = steps->starts || steps->lengths ? col->step_bytes
-                                                     : (uint64_t)steps->first * col->step_bytes;
-    uint64_t bits = (uint64_t)(uintptr_t)col->src | (uint64_t)(uintptr_t)col->dst |
-                    col->row_stride | first | (uint64_t)steps->count * col->step_bytes;
-    uint32_t w = 16;
-    while (w > 1 && (bits & (w - 1)))
-        w >>= 1;
-    return w;
 }
 
 extern "C" int gb_kernels_gather(gb_kernels_ctx *ctx, const gb_kernels_column *cols, int ncols,
@@ -163,28 +111,10 @@ extern "C" int gb_kernels_gather(gb_kernels_ctx *ctx, const gb_kernels_column *c
     gather_check_kernel<<<(unsigned)((k + 255) / 256), 256, 0, ctx->stream>>>(
         indices, steps->starts, k, lim.capacity, lim.max_start, ctx->call_bad, ctx->status);
     GB_CUDA_CHECK(cudaGetLastError());
-    for (int c0 = 0; c0 < ncols; c0 += GB_KERNELS_MAX_COLUMNS) {
-        gather_args a;
-        memset(&a, 0, sizeof(a));
-        a.ncols = ncols - c0 < GB_KERNELS_MAX_COLUMNS ? ncols - c0 : GB_KERNELS_MAX_COLUMNS;
-        a.indices = indices;
-        a.starts = steps->starts;
-        a.lengths = steps->lengths;
-        a.first = steps->first;
+    for (int c0 = 0; c0 < ncols;) {
+        gb_kernels_gather_plan a;
+        c0 += gb_kernels_gather_plan_build(&a, cols + c0, ncols - c0, indices, k, steps);
         a.call_bad = ctx->call_bad;
-        for (int c = 0; c < a.ncols; c++) {
-            const gb_kernels_column *in = &cols[c0 + c];
-            gather_col *g = &a.col[c];
-            g->src = (const char *)in->src;
-            g->dst = (char *)in->dst;
-            g->row_stride = in->row_stride;
-            g->step_bytes = in->step_bytes;
-            g->len = (uint64_t)steps->count * in->step_bytes;
-            g->chunks = (g->len + GATHER_CHUNK - 1) / GATHER_CHUNK;
-            g->units_before = a.units;
-            g->width = column_width(in, steps);
-            a.units += g->chunks * (uint64_t)k;
-        }
         /* Enough warps to fill every SM (8 blocks of 8 warps each), never more than the units. */
         uint64_t blocks = (a.units + GATHER_THREADS / 32 - 1) / (GATHER_THREADS / 32);
         uint64_t most = (uint64_t)ctx->sm_count * 8;

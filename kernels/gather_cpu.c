@@ -1,6 +1,7 @@
-/* kernels/gather_cpu.c: CPU reference of the gather (one memcpy per row and column) and the
- * argument checks it shares with the GPU gather (kernels/gather.cu). */
+/* kernels/gather_cpu.c: CPU reference of the gather (one memcpy per row and column), and the
+ * argument checks and launch plan it shares with the GPU gather (kernels/gather.cu). */
 #include "kernels/gather_check.h"
+#include "kernels/gather_plan.h"
 
 #include <string.h>
 
@@ -90,4 +91,43 @@ int gb_kernels_gather_cpu(const gb_kernels_column *cols, int ncols, const int64_
         }
     }
     return 0;
+}
+
+/* The widest load every address and size of this column allows. */
+static uint32_t column_width(const gb_kernels_column *col, const gb_kernels_steps *steps)
+{
+    /* With per-item starts or lengths, offsets are any multiple of step_bytes. */
+    uint64_t first = steps->starts || steps->lengths ? col->step_bytes
+                                                     : (uint64_t)steps->first * col->step_bytes;
+    uint64_t bits = (uint64_t)(uintptr_t)col->src | (uint64_t)(uintptr_t)col->dst |
+                    col->row_stride | first | (uint64_t)steps->count * col->step_bytes;
+    uint32_t w = 16;
+    while (w > 1 && (bits & (w - 1)))
+        w >>= 1;
+    return w;
+}
+
+int gb_kernels_gather_plan_build(gb_kernels_gather_plan *plan, const gb_kernels_column *cols,
+                                 int ncols, const int64_t *indices, int64_t k,
+                                 const gb_kernels_steps *steps)
+{
+    memset(plan, 0, sizeof(*plan));
+    plan->ncols = ncols < GB_KERNELS_MAX_COLUMNS ? ncols : GB_KERNELS_MAX_COLUMNS;
+    plan->indices = indices;
+    plan->starts = steps->starts;
+    plan->lengths = steps->lengths;
+    plan->first = steps->first;
+    for (int c = 0; c < plan->ncols; c++) {
+        gb_kernels_gather_col *g = &plan->col[c];
+        g->src = (const char *)cols[c].src;
+        g->dst = (char *)cols[c].dst;
+        g->row_stride = cols[c].row_stride;
+        g->step_bytes = cols[c].step_bytes;
+        g->len = (uint64_t)steps->count * cols[c].step_bytes;
+        g->chunks = (g->len + GB_KERNELS_GATHER_CHUNK - 1) / GB_KERNELS_GATHER_CHUNK;
+        g->units_before = plan->units;
+        g->width = column_width(&cols[c], steps);
+        plan->units += g->chunks * (uint64_t)k;
+    }
+    return plan->ncols;
 }
