@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include <stdio.h>
+
 extern "C" int gb_kernels_cuda_built(void) { return 1; }
 
 extern "C" int gb_kernels_device_count(void)
@@ -14,4 +16,21 @@ extern "C" int gb_kernels_device_count(void)
         return 0;
     }
     return n;
+}
+
+extern "C" int gb_kernels_device_describe(int device, char *buf, size_t size, gb_error *err)
+{
+    int n = gb_kernels_device_count();
+    if (device < 0 || device >= n)
+        return gb_error_set(err, GB_EUNSUPPORTED, "no CUDA device %d (%d present)", device, n);
+    cudaDeviceProp p;
+    cudaError_t e = cudaGetDeviceProperties(&p, device);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return gb_error_set(err, GB_EUNSUPPORTED, "cudaGetDeviceProperties: %s",
+                            cudaGetErrorString(e));
+    }
+    snprintf(buf, size, "%s, sm_%d%d, %d SMs, %.0f GiB", p.name, p.major, p.minor,
+             p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+    return 0;
 }

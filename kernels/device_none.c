@@ -98,6 +98,11 @@ void gb_kernels_device_free(void *ptr) {}
 
 int gb_kernels_current_device(void) { return 0; }
 
+int gb_kernels_device_describe(int device, char *buf, size_t size, gb_error *err)
+{
+    return no_cuda(err, "device description");
+}
+
 int gb_kernels_zero(gb_kernels_ctx *ctx, void *dst, size_t bytes, gb_error *err)
 {
     return no_cuda(err, "device zero-fill");

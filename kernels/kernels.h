@@ -204,6 +204,10 @@ void gb_kernels_host_free(void *ptr);
 int gb_kernels_device_alloc(size_t bytes, void **out, gb_error *err);
 void gb_kernels_device_free(void *ptr);
 
+/* Writes "NAME, sm_XY, N SMs, G GiB" for device into buf (bench reports). Returns 0,
+ * GB_EUNSUPPORTED (no CUDA or no such device). */
+int gb_kernels_device_describe(int device, char *buf, size_t size, gb_error *err);
+
 /* The calling thread's current CUDA device (0 when none is set or without CUDA). */
 int gb_kernels_current_device(void);
 

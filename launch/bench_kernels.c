@@ -417,6 +417,9 @@ int gb_bench_kernels(int argc, char **argv, int json)
                 goto fail;
         return GB_EXIT_OK;
     }
+    char device[256];
+    if (gb_kernels_device_describe(0, device, sizeof device, &err) == 0)
+        fprintf(stderr, "gearbox bench kernels: device 0: %s\n", device);
     if ((rc = gb_kernels_ctx_create(0, NULL, &ctx, &err)) ||
         (rc = bench_select_gpu(ctx, &o, cpu_weighted, cpu_topk, &err)))
         goto fail;
