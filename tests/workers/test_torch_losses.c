@@ -1,0 +1,159 @@
+/* tests/workers/test_torch_losses.c: the loss functions the algorithms use (squashed-Gaussian
+ * log-probability, PPO, DQN, SAC) against independent double-precision C implementations and
+ * values worked out by hand. */
+#include "test.h"
+#include "workers/torch/bridge.h"
+
+#include <math.h>
+#include <string.h>
+
+static double ref_squashed_logp(const float *mu, const float *ls, const float *u, int A,
+                                const float *scale)
+{
+    double lp = 0;
+    for (int i = 0; i < A; i++) {
+        double sd = exp(ls[i]), z = (u[i] - mu[i]) / sd;
+        lp += -0.5 * z * z - ls[i] - 0.5 * log(2 * M_PI);
+        double t = tanh(u[i]);
+        lp -= log(1.0 - t * t);
+        if (scale)
+            lp -= log(scale[i]);
+    }
+    return lp;
+}
+
+static void test_squashed_gaussian(void)
+{
+    gb_error err = {0};
+    const float mu[6] = {0.1f, -0.3f, 1.2f, 0.0f, -2.0f, 0.5f};
+    const float ls[6] = {-0.5f, 0.2f, -1.0f, 0.0f, 0.3f, -2.0f};
+    const float u[6] = {0.4f, -1.1f, 2.0f, 0.0f, -3.0f, 0.45f};
+    const float scale[2] = {2.0f, 0.5f};
+    float out[3];
+    CHECK_OK(gb_torch_squashed_gaussian_logp(mu, ls, u, 3, 2, NULL, out, &err));
+    for (int i = 0; i < 3; i++)
+        CHECK_NEAR(out[i], ref_squashed_logp(mu + 2 * i, ls + 2 * i, u + 2 * i, 2, NULL), 1e-4);
+    CHECK_OK(gb_torch_squashed_gaussian_logp(mu, ls, u, 3, 2, scale, out, &err));
+    for (int i = 0; i < 3; i++)
+        CHECK_NEAR(out[i], ref_squashed_logp(mu + 2 * i, ls + 2 * i, u + 2 * i, 2, scale), 1e-4);
+    /* by hand: mu = 0, log_std = 0, u = 0: -0.5 log(2 pi), no correction */
+    float z = 0.0f, o1;
+    CHECK_OK(gb_torch_squashed_gaussian_logp(&z, &z, &z, 1, 1, NULL, &o1, &err));
+    CHECK_NEAR(o1, -0.5 * log(2 * M_PI), 1e-6);
+    /* large |u|: naive float log(1 - tanh^2) is -inf; the stable form gives
+     * log 4 - 2|u| - 2 log(1 + e^-2|u|) */
+    float big = 20.0f, m0 = 20.0f;
+    CHECK_OK(gb_torch_squashed_gaussian_logp(&m0, &z, &big, 1, 1, NULL, &o1, &err));
+    double corr = log(4.0) - 40.0 - 2 * log1p(exp(-40.0));
+    CHECK(isfinite(o1));
+    CHECK_NEAR(o1, -0.5 * log(2 * M_PI) - corr, 1e-3);
+}
+
+static void test_ppo_loss(void)
+{
+    gb_error err = {0};
+    enum { N = 5 };
+    const float nl[N] = {-0.5f, -1.0f, -0.2f, -2.0f, -0.7f};
+    const float ol[N] = {-0.6f, -0.8f, -0.9f, -1.0f, -0.7f};
+    const float adv[N] = {1.0f, -2.0f, 0.5f, 3.0f, -1.0f};
+    const float v[N] = {0.5f, 2.0f, -1.0f, 0.0f, 3.0f};
+    const float ov[N] = {0.4f, 1.0f, -0.9f, 0.5f, 2.0f};
+    const float ret[N] = {1.0f, 0.0f, 0.0f, 1.0f, 2.5f};
+    const float ent[N] = {0.6f, 0.5f, 0.4f, 0.3f, 0.2f};
+    const double c = 0.2, vc = 0.5, ec = 0.01;
+    for (int clipv = 0; clipv <= 1; clipv++) {
+        double pol = 0, val = 0, em = 0;
+        for (int i = 0; i < N; i++) {
+            double r = exp((double)nl[i] - ol[i]);
+            double rc = r < 1 - c ? 1 - c : r > 1 + c ? 1 + c : r;
+            double a = -adv[i] * r, b = -adv[i] * rc;
+            pol += (a > b ? a : b) / N;
+            double se = (v[i] - ret[i]) * (v[i] - ret[i]);
+            if (clipv) {
+                double d = v[i] - ov[i];
+                d = d < -c ? -c : d > c ? c : d;
+                double sc = (ov[i] + d - ret[i]) * (ov[i] + d - ret[i]);
+                se = se > sc ? se : sc;
+            }
+            val += 0.5 * se / N;
+            em += ent[i] / N;
+        }
+        double out[3];
+        CHECK_OK(gb_torch_ppo_loss(nl, ol, adv, v, ov, ret, ent, N, c, clipv, vc, ec, out, &err));
+        CHECK_NEAR(out[0], pol, 1e-5);
+        CHECK_NEAR(out[1], val, 1e-5);
+        CHECK_NEAR(out[2], pol + vc * val - ec * em, 1e-5);
+    }
+    /* by hand, one sample: ratio e^0.5 = 1.6487 > 1.2 with A = 2: clipped, -2.4 */
+    float a1 = -0.5f, b1 = -1.0f, A1 = 2.0f, zero = 0.0f;
+    double out[3];
+    CHECK_OK(gb_torch_ppo_loss(&a1, &b1, &A1, &zero, &zero, &zero, &zero, 1, 0.2, 0, 0.5, 0.0,
+                               out, &err));
+    CHECK_NEAR(out[0], -2.4, 1e-6);
+}
+
+static void test_dqn_loss(void)
+{
+    gb_error err = {0};
+    const float q[4] = {1.0f, 2.0f, -1.0f, 0.0f};
+    const float y[4] = {1.5f, 0.0f, 2.0f, 0.1f};
+    const float w[4] = {1.0f, 0.5f, 0.25f, 2.0f};
+    float td[4];
+    double loss;
+    /* huber 1: |d| = 0.5, 2, 3, 0.1 -> 0.125, 1.5, 2.5, 0.005; weighted mean */
+    CHECK_OK(gb_torch_dqn_loss(q, y, w, 4, 1.0, &loss, td, &err));
+    CHECK_NEAR(loss, (0.125 * 1 + 1.5 * 0.5 + 2.5 * 0.25 + 0.005 * 2) / 4, 1e-6);
+    CHECK_NEAR(td[1], -2.0, 1e-6);
+    CHECK_NEAR(td[2], 3.0, 1e-6);
+    /* delta 0: squared error / 2, no weights */
+    CHECK_OK(gb_torch_dqn_loss(q, y, NULL, 4, 0.0, &loss, NULL, &err));
+    CHECK_NEAR(loss, (0.125 + 2.0 + 4.5 + 0.005) / 4, 1e-6);
+}
+
+static void test_sac_loss(void)
+{
+    gb_error err = {0};
+    enum { N = 3 };
+    const float q1[N] = {1.0f, 2.0f, 0.5f}, q2[N] = {1.2f, 1.5f, 0.0f};
+    const float q1t[N] = {3.0f, 1.0f, 2.0f}, q2t[N] = {2.5f, 1.5f, 2.2f};
+    const float r[N] = {0.1f, -1.0f, 0.0f}, disc[N] = {0.99f, 0.0f, 0.99f};
+    const float lpn[N] = {-1.0f, 0.5f, 2.0f};
+    const float q1p[N] = {1.0f, 0.0f, 3.0f}, q2p[N] = {0.5f, 0.2f, 4.0f};
+    const float lpp[N] = {-0.5f, 1.0f, 0.0f};
+    const float w[N] = {1.0f, 2.0f, 0.5f};
+    const double log_alpha = log(0.2), te = -1.0, alpha = 0.2;
+    double crit = 0, act = 0, tmp = 0, ym = 0;
+    for (int i = 0; i < N; i++) {
+        double mt = q1t[i] < q2t[i] ? q1t[i] : q2t[i];
+        double y = r[i] + disc[i] * (mt - alpha * lpn[i]);
+        ym += y / N;
+        crit += w[i] * ((q1[i] - y) * (q1[i] - y) + (q2[i] - y) * (q2[i] - y)) / N;
+        double mp = q1p[i] < q2p[i] ? q1p[i] : q2p[i];
+        act += (alpha * lpp[i] - mp) / N;
+        tmp += -log_alpha * (lpp[i] + te) / N;
+    }
+    double out[4];
+    CHECK_OK(gb_torch_sac_loss(q1, q2, q1t, q2t, r, disc, lpn, q1p, q2p, lpp, w, N, log_alpha, te,
+                               out, &err));
+    CHECK_NEAR(out[0], crit, 1e-5);
+    CHECK_NEAR(out[1], act, 1e-5);
+    CHECK_NEAR(out[2], tmp, 1e-5);
+    CHECK_NEAR(out[3], ym, 1e-5);
+    /* by hand, one sample, alpha 1: y = 1 + 0.5 (min(3, 4) - 0) = 2.5;
+     * critic (1 - 2.5)^2 + (2 - 2.5)^2 = 2.5; actor 1 * 1 - min(0, 1) = 1 */
+    const float one = 1, two = 2, three = 3, four = 4, half = 0.5f, zero = 0;
+    CHECK_OK(gb_torch_sac_loss(&one, &two, &three, &four, &one, &half, &zero, &zero, &one, &one,
+                               NULL, 1, 0.0, -1.0, out, &err));
+    CHECK_NEAR(out[0], 2.5, 1e-6);
+    CHECK_NEAR(out[1], 1.0, 1e-6);
+    CHECK_NEAR(out[3], 2.5, 1e-6);
+}
+
+int main(void)
+{
+    TEST_RUN(test_squashed_gaussian);
+    TEST_RUN(test_ppo_loss);
+    TEST_RUN(test_dqn_loss);
+    TEST_RUN(test_sac_loss);
+    return test_main_result();
+}

@@ -1,0 +1,417 @@
+/* tests/workers/test_torch_model.c: models and learners through the C API: inference shapes and
+ * ranges, epsilon-greedy, parameter export -> import round trip (identical outputs), layout
+ * mismatch refusal, checkpoints, one DQN step checked against a hand-computed linear Q-network,
+ * and a training step of each algorithm. argv[1]: a scratch folder. */
+#include "test.h"
+#include "workers/torch/bridge.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *scratch = ".";
+
+static int make_cfg(gb_config *cfg, const char *algo, const char *model_extra)
+{
+    char text[2048];
+    snprintf(text, sizeof text,
+             "experiment: {name: t, seed: 3}\n"
+             "env: {name: CartPole-v1}\n"
+             "policy: {model: {type: mlp, hidden: [16, 16]%s}}\n"
+             "trainer:\n  algorithm: {name: %s, lr: 0.01, gamma: 0.9}\n",
+             model_extra, algo);
+    gb_error err = {0};
+    gb_config_marks *marks = NULL;
+    int rc = gb_config_load_string(cfg, &marks, "<test>", text, strlen(text), &err);
+    if (rc == 0)
+        rc = gb_config_finish(cfg, marks, &err);
+    gb_config_marks_free(marks);
+    if (rc)
+        fprintf(stderr, "config: %s\n", err.msg);
+    return rc;
+}
+
+static gb_torch_space discrete_space(void)
+{
+    gb_torch_space sp;
+    memset(&sp, 0, sizeof sp);
+    sp.obs_dtype = GB_DTYPE_FLOAT32;
+    sp.obs_ndim = 1;
+    sp.obs_shape[0] = 4;
+    sp.discrete = 1;
+    sp.n_actions = 3;
+    return sp;
+}
+
+static gb_torch_space box_space(void)
+{
+    gb_torch_space sp;
+    memset(&sp, 0, sizeof sp);
+    sp.obs_dtype = GB_DTYPE_FLOAT32;
+    sp.obs_ndim = 1;
+    sp.obs_shape[0] = 3;
+    sp.action_dim = 2;
+    sp.action_low[0] = -2.0f;
+    sp.action_high[0] = 2.0f;
+    sp.action_low[1] = 0.0f;
+    sp.action_high[1] = 1.0f;
+    return sp;
+}
+
+static void fill(float *x, int n, unsigned seed)
+{
+    for (int i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        x[i] = (float)((seed >> 8) % 2000) / 1000.0f - 1.0f;
+    }
+}
+
+static void test_act_ppo_discrete(void)
+{
+    gb_error err = {0};
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "ppo", "") == 0);
+    gb_torch_space sp = discrete_space();
+    gb_torch_model *m = NULL;
+    CHECK_OK(gb_torch_model_create(&cfg, &sp, 7, &m, &err));
+    if (!m)
+        return;
+    float obs[64 * 4];
+    fill(obs, 64 * 4, 1);
+    int64_t a[64], a2[64];
+    float logp[64], value[64], value2[64];
+    gb_torch_act_out out = {a, logp, value, NULL};
+    CHECK_OK(gb_torch_model_act(m, obs, 64, 0, 0.0, &out, &err));
+    int in_range = 1, logp_ok = 1;
+    for (int i = 0; i < 64; i++) {
+        in_range &= a[i] >= 0 && a[i] < 3;
+        /* policy head initialised with gain 0.01: close to uniform */
+        logp_ok &= logp[i] <= 0 && fabs(logp[i] - log(1.0 / 3)) < 0.05;
+    }
+    CHECK(in_range);
+    CHECK(logp_ok);
+    gb_torch_act_out det = {a, NULL, value, NULL}, det2 = {a2, NULL, value2, NULL};
+    CHECK_OK(gb_torch_model_act(m, obs, 64, 1, 0.0, &det, &err));
+    CHECK_OK(gb_torch_model_act(m, obs, 64, 1, 0.0, &det2, &err));
+    CHECK(memcmp(a, a2, sizeof a) == 0);
+    CHECK(memcmp(value, value2, sizeof value) == 0);
+    gb_torch_model_destroy(m);
+}
+
+/* Two models with different seeds differ; after export -> import they agree bit for bit. */
+static void roundtrip(const char *algo, gb_torch_space sp)
+{
+    gb_error err = {0};
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, algo, ", layer_norm: true") == 0);
+    gb_torch_model *a = NULL, *b = NULL;
+    CHECK_OK(gb_torch_model_create(&cfg, &sp, 1, &a, &err));
+    CHECK_OK(gb_torch_model_create(&cfg, &sp, 2, &b, &err));
+    if (!a || !b)
+        goto done;
+    enum { N = 16 };
+    int64_t od = sp.obs_shape[0], ad = sp.discrete ? 1 : sp.action_dim;
+    float obs[N * 8], logp_a[N], logp_b[N], v_a[N], v_b[N];
+    float act_a[N * 8], act_b[N * 8];
+    fill(obs, (int)(N * od), 9);
+    gb_torch_act_out oa = {act_a, logp_a, v_a, NULL}, ob = {act_b, logp_b, v_b, NULL};
+    CHECK_OK(gb_torch_model_act(a, obs, N, 1, 0.0, &oa, &err));
+    CHECK_OK(gb_torch_model_act(b, obs, N, 1, 0.0, &ob, &err));
+    CHECK(memcmp(logp_a, logp_b, sizeof logp_a) != 0 || memcmp(v_a, v_b, sizeof v_a) != 0 ||
+          memcmp(act_a, act_b, (size_t)(N * ad) * 8) != 0);
+
+    const gb_torch_param *table;
+    int count;
+    uint64_t total, version = 0;
+    gb_torch_model_layout(a, &table, &count, &total);
+    CHECK(count > 0);
+    for (int i = 0; i < count; i++)
+        CHECK(table[i].offset % GB_TORCH_PARAM_ALIGN == 0);
+    void *buf = malloc(total);
+    CHECK_OK(gb_torch_model_export(a, buf, total, &version, &err));
+    CHECK(gb_torch_model_export(a, buf, total - 1, NULL, &err) == GB_EINVAL);
+    CHECK_OK(gb_torch_model_import(b, buf, total, table, count, 42, &err));
+    CHECK_EQ_INT(gb_torch_model_version(b), 42);
+    CHECK_OK(gb_torch_model_act(b, obs, N, 1, 0.0, &ob, &err));
+    CHECK(memcmp(logp_a, logp_b, sizeof logp_a) == 0);
+    CHECK(memcmp(v_a, v_b, sizeof v_a) == 0);
+    CHECK(memcmp(act_a, act_b, (size_t)(N * ad) * (sp.discrete ? 8 : 4)) == 0);
+
+    /* a differently shaped model refuses the buffer and stays unchanged */
+    gb_config cfg2;
+    CHECK(make_cfg(&cfg2, algo, "") == 0);
+    cfg2.policy.model.hidden.n = 1;
+    cfg2.policy.model.hidden.v[0] = 8;
+    gb_torch_model *c = NULL;
+    CHECK_OK(gb_torch_model_create(&cfg2, &sp, 1, &c, &err));
+    if (c) {
+        CHECK(gb_torch_model_import(c, buf, total, table, count, 1, &err) == GB_EINVAL);
+        CHECK_EQ_INT(gb_torch_model_version(c), 0);
+        gb_torch_model_destroy(c);
+    }
+    free(buf);
+done:
+    gb_torch_model_destroy(a);
+    gb_torch_model_destroy(b);
+}
+
+static void test_roundtrip_ppo(void) { roundtrip("ppo", discrete_space()); }
+static void test_roundtrip_ppo_box(void) { roundtrip("ppo", box_space()); }
+static void test_roundtrip_dqn(void) { roundtrip("dqn", discrete_space()); }
+static void test_roundtrip_sac(void) { roundtrip("sac", box_space()); }
+
+static void test_epsilon_greedy_and_sac_bounds(void)
+{
+    gb_error err = {0};
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "dqn", "") == 0);
+    gb_torch_space sp = discrete_space();
+    gb_torch_model *m = NULL;
+    CHECK_OK(gb_torch_model_create(&cfg, &sp, 5, &m, &err));
+    if (!m)
+        return;
+    enum { N = 3000 };
+    static float obs[N * 4], q[N * 3];
+    static int64_t a[N];
+    for (int i = 0; i < N; i++)
+        memcpy(obs + 4 * i, (float[]){0.1f, 0.2f, -0.3f, 0.4f}, 16);
+    gb_torch_act_out out = {a, NULL, NULL, q};
+    CHECK_OK(gb_torch_model_act(m, obs, N, 0, 0.0, &out, &err));
+    int greedy = 0;
+    for (int j = 1; j < 3; j++)
+        if (q[j] > q[greedy])
+            greedy = j;
+    int all_greedy = 1;
+    for (int i = 0; i < N; i++)
+        all_greedy &= a[i] == greedy;
+    CHECK(all_greedy);
+    CHECK_OK(gb_torch_model_act(m, obs, N, 0, 1.0, &out, &err));
+    int counts[3] = {0};
+    for (int i = 0; i < N; i++)
+        counts[a[i]]++;
+    for (int j = 0; j < 3; j++)
+        CHECK_MSG(counts[j] > 850 && counts[j] < 1150, "action %d drawn %d times of %d", j,
+                  counts[j], N);
+    gb_torch_model_destroy(m);
+
+    CHECK(make_cfg(&cfg, "sac", "") == 0);
+    sp = box_space();
+    CHECK_OK(gb_torch_model_create(&cfg, &sp, 5, &m, &err));
+    if (!m)
+        return;
+    static float act[N * 2], logp[N];
+    fill(obs, N * 3, 4);
+    gb_torch_act_out so = {act, logp, NULL, NULL};
+    CHECK_OK(gb_torch_model_act(m, obs, N, 0, 0.0, &so, &err));
+    int inside = 1;
+    for (int i = 0; i < N; i++)
+        inside &= act[2 * i] >= -2 && act[2 * i] <= 2 && act[2 * i + 1] >= 0 &&
+                  act[2 * i + 1] <= 1 && isfinite(logp[i]);
+    CHECK(inside);
+    gb_torch_model_destroy(m);
+}
+
+/* DQN with no hidden layer is Q(s) = W s + b. Set W, b by import, run one step on a chunk, and
+ * compare the loss with the hand-computed one; Adam's first step moves every weight by
+ * -lr * sign(gradient), which checks the gradient's sign too. */
+static void test_dqn_step_by_hand(void)
+{
+    gb_error err = {0};
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "dqn", "") == 0);
+    cfg.policy.model.hidden.n = 0;
+    cfg.trainer.algorithm.dqn.n_step = 2;
+    cfg.trainer.algorithm.dqn.double_q = 0;
+    cfg.trainer.algorithm.dqn.huber_delta = 0; /* squared error / 2 */
+    cfg.trainer.algorithm.max_grad_norm = 0;
+    gb_torch_space sp = discrete_space();
+    sp.obs_shape[0] = 2;
+    sp.n_actions = 2;
+    gb_torch_learner *l = NULL;
+    CHECK_OK(gb_torch_learner_create(&cfg, &sp, 1, &l, &err));
+    if (!l)
+        return;
+    gb_torch_model *m = gb_torch_learner_model(l);
+    const gb_torch_param *table;
+    int count;
+    uint64_t total;
+    gb_torch_model_layout(m, &table, &count, &total);
+    CHECK_EQ_INT(count, 2); /* q.weight [2, 2], q.bias [2] */
+    const float W[4] = {1.0f, 0.5f, -1.0f, 2.0f}, bias[2] = {0.1f, -0.2f};
+    char *buf = calloc(1, total);
+    for (int i = 0; i < count; i++)
+        memcpy(buf + table[i].offset, table[i].ndim == 2 ? (const void *)W : (const void *)bias,
+               table[i].nbytes);
+    /* the target network keeps its creation-time weights: both steps below end their n-step
+     * window at the terminal step, so it is not used */
+    CHECK_OK(gb_torch_model_import(m, buf, total, table, count, 0, &err));
+
+    /* chunk T = 3: obs rows s0, s1, s2 and next s3; step 1 terminates, step 2 is a reset step */
+    const float obs[6] = {1, 0, 0, 1, 1, 1}, next[2] = {2, -1};
+    const int64_t act[3] = {0, 1, 0};
+    const float rew[3] = {1.0f, 2.0f, 0.0f};
+    const uint8_t term[3] = {0, 1, 0}, trunc[3] = {0, 0, 0}, valid[3] = {1, 1, 0};
+    gb_torch_batch b = {1, 3, obs, next, act, rew, term, trunc, valid, NULL, NULL};
+    /* n = 2, gamma 0.9: step 0: G = 1 + 0.9*2, terminal within the window: y0 = 2.8;
+     * step 1: y1 = 2. q0 = Q(s0)[0] = 1*1 + 0.5*0 + 0.1 = 1.1; q1 = Q(s1)[1] = 2 - 0.2 = 1.8.
+     * loss = mean(0.5 (y - q)^2) = (0.5*1.7^2 + 0.5*0.2^2) / 2 = 0.7325 */
+    gb_torch_stats st;
+    float prio[1];
+    CHECK_OK(gb_torch_learner_train(l, &b, &st, prio, &err));
+    CHECK_NEAR(st.loss, 0.7325, 1e-5);
+    CHECK_EQ_INT(st.samples, 2);
+    CHECK_NEAR(prio[0], 0.9 * 1.7 + 0.1 * (1.7 + 0.2) / 2 + 1e-6, 1e-5);
+    CHECK_EQ_INT(gb_torch_model_version(m), 1);
+    /* dL/dW[0] = (q0 - y0) s0 / 2 = (-0.85, 0); dL/dW[1] = (q1 - y1) s1 / 2 = (0, -0.1):
+     * Adam's first step: W[0][0] += lr, W[1][1] += lr, zero-gradient entries stay */
+    float *after = (float *)calloc(1, total);
+    CHECK_OK(gb_torch_model_export(m, after, total, NULL, &err));
+    const float *w2 = NULL, *b2 = NULL;
+    for (int i = 0; i < count; i++) {
+        if (table[i].ndim == 2)
+            w2 = (const float *)((const char *)after + table[i].offset);
+        else
+            b2 = (const float *)((const char *)after + table[i].offset);
+    }
+    CHECK_NEAR(w2[0], 1.0 + 0.01, 1e-5);
+    CHECK_NEAR(w2[1], 0.5, 1e-7);
+    CHECK_NEAR(w2[2], -1.0, 1e-7);
+    CHECK_NEAR(w2[3], 2.0 + 0.01, 1e-5);
+    CHECK_NEAR(b2[0], 0.1 + 0.01, 1e-5);
+    CHECK_NEAR(b2[1], -0.2 + 0.01, 1e-5);
+
+    free(after);
+    free(buf);
+    gb_torch_learner_destroy(l);
+}
+
+/* Every algorithm trains on a random batch, changes its parameters, bumps the version, returns
+ * finite statistics and positive priorities; a checkpoint restores parameters and counters. */
+static void train_and_checkpoint(const char *algo, gb_torch_space sp)
+{
+    gb_error err = {0};
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, algo, "") == 0);
+    gb_torch_learner *l = NULL, *l2 = NULL;
+    CHECK_OK(gb_torch_learner_create(&cfg, &sp, 11, &l, &err));
+    CHECK_OK(gb_torch_learner_create(&cfg, &sp, 12, &l2, &err));
+    if (!l || !l2)
+        goto done;
+    enum { B = 4, T = 8 };
+    int64_t od = sp.obs_shape[0];
+    float *obs = malloc(sizeof(float) * B * T * od), *next = malloc(sizeof(float) * B * od);
+    fill(obs, (int)(B * T * od), 3);
+    fill(next, (int)(B * od), 4);
+    float rew[B * T], logp[B * T], w[B], prio[B];
+    int64_t dact[B * T];
+    float cact[B * T * 2];
+    uint8_t term[B * T] = {0}, trunc[B * T] = {0}, valid[B * T];
+    fill(rew, B * T, 5);
+    for (int i = 0; i < B * T; i++) {
+        dact[i] = sp.discrete ? i % sp.n_actions : 0;
+        valid[i] = 1;
+        logp[i] = -1.0f;
+    }
+    fill(cact, B * T * 2, 6);
+    for (int i = 0; i < B * T; i++)
+        cact[2 * i + 1] = 0.5f + 0.4f * cact[2 * i + 1];
+    term[5] = 1;
+    valid[6] = 0;
+    trunc[T + 3] = 1;
+    valid[T + 4] = 0;
+    for (int i = 0; i < B; i++)
+        w[i] = 0.5f + 0.25f * i;
+    gb_torch_batch b = {B, T, obs, next, sp.discrete ? (void *)dact : (void *)cact, rew,
+                        term, trunc, valid, logp, w};
+    gb_torch_model *m = gb_torch_learner_model(l);
+    const gb_torch_param *table;
+    int count;
+    uint64_t total;
+    gb_torch_model_layout(m, &table, &count, &total);
+    char *before = malloc(total), *after = malloc(total), *restored = malloc(total);
+    CHECK_OK(gb_torch_model_export(m, before, total, NULL, &err));
+    gb_torch_stats st;
+    for (int k = 0; k < 3; k++)
+        CHECK_OK(gb_torch_learner_train(l, &b, &st, prio, &err));
+    CHECK_OK(gb_torch_model_export(m, after, total, NULL, &err));
+    CHECK(memcmp(before, after, total) != 0);
+    CHECK_EQ_INT(gb_torch_model_version(m), 3);
+    CHECK_EQ_INT(gb_torch_learner_train_steps(l), 3);
+    CHECK(isfinite(st.loss));
+    CHECK_EQ_INT(st.samples, B * T - 2);
+    for (int i = 0; i < B; i++)
+        CHECK(prio[i] > 0 && isfinite(prio[i]));
+
+    char path[1024];
+    snprintf(path, sizeof path, "%s/learner_%s.ckpt", scratch, algo);
+    CHECK_OK(gb_torch_learner_save(l, path, &err));
+    CHECK_OK(gb_torch_learner_load(l2, path, &err));
+    gb_torch_model *m2 = gb_torch_learner_model(l2);
+    CHECK_OK(gb_torch_model_export(m2, restored, total, NULL, &err));
+    CHECK(memcmp(after, restored, total) == 0);
+    CHECK_EQ_INT(gb_torch_model_version(m2), 3);
+    CHECK_EQ_INT(gb_torch_learner_train_steps(l2), 3);
+    /* both continue identically where no sampling is involved (DQN): same next step */
+    if (strcmp(algo, "dqn") == 0) {
+        CHECK_OK(gb_torch_learner_train(l, &b, &st, prio, &err));
+        CHECK_OK(gb_torch_learner_train(l2, &b, &st, prio, &err));
+        CHECK_OK(gb_torch_model_export(m, after, total, NULL, &err));
+        CHECK_OK(gb_torch_model_export(m2, restored, total, NULL, &err));
+        CHECK(memcmp(after, restored, total) == 0);
+    }
+    CHECK(gb_torch_learner_load(l2, "/nonexistent/x.ckpt", &err) == GB_ENOTFOUND);
+    free(before);
+    free(after);
+    free(restored);
+    free(obs);
+    free(next);
+done:
+    gb_torch_learner_destroy(l);
+    gb_torch_learner_destroy(l2);
+}
+
+static void test_train_ppo(void) { train_and_checkpoint("ppo", discrete_space()); }
+static void test_train_ppo_box(void) { train_and_checkpoint("ppo", box_space()); }
+static void test_train_dqn(void) { train_and_checkpoint("dqn", discrete_space()); }
+static void test_train_sac(void) { train_and_checkpoint("sac", box_space()); }
+
+static void test_bad_inputs(void)
+{
+    gb_error err = {0};
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "dqn", "") == 0);
+    gb_torch_space sp = box_space();
+    gb_torch_model *m = NULL;
+    CHECK(gb_torch_model_create(&cfg, &sp, 1, &m, &err) == GB_EINVAL);
+    CHECK(m == NULL);
+    CHECK(make_cfg(&cfg, "ppo", ", torchscript: /nonexistent.pt") == 0);
+    cfg.policy.model.type = GB_MODEL_TORCHSCRIPT;
+    sp = discrete_space();
+    CHECK(gb_torch_model_create(&cfg, &sp, 1, &m, &err) == GB_ENOTFOUND);
+    CHECK(gb_torch_set_threads(0, &err) == GB_EINVAL);
+    CHECK_OK(gb_torch_set_threads(1, &err));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        scratch = argv[1];
+    gb_error err = {0};
+    if (gb_torch_set_threads(1, &err) != 0)
+        fprintf(stderr, "set_threads: %s\n", err.msg);
+    TEST_RUN(test_act_ppo_discrete);
+    TEST_RUN(test_roundtrip_ppo);
+    TEST_RUN(test_roundtrip_ppo_box);
+    TEST_RUN(test_roundtrip_dqn);
+    TEST_RUN(test_roundtrip_sac);
+    TEST_RUN(test_epsilon_greedy_and_sac_bounds);
+    TEST_RUN(test_dqn_step_by_hand);
+    TEST_RUN(test_train_ppo);
+    TEST_RUN(test_train_ppo_box);
+    TEST_RUN(test_train_dqn);
+    TEST_RUN(test_train_sac);
+    TEST_RUN(test_bad_inputs);
+    return test_main_result();
+}

@@ -1,0 +1,131 @@
+// workers/torch/dqn.cpp: DQN over trajectory chunks: n-step targets inside chunks, double Q,
+// target network (hard or Polyak), Huber loss, prioritized-replay weights and new priorities.
+#include "workers/torch/internal.hpp"
+
+#include <vector>
+
+namespace gbt {
+
+torch::Tensor huber(const torch::Tensor &x, double delta)
+{
+    if (delta <= 0.0)
+        return 0.5 * x * x;
+    torch::Tensor ax = x.abs();
+    return torch::where(ax <= delta, 0.5 * x * x, delta * (ax - 0.5 * delta));
+}
+
+static torch::Tensor dqn_loss(const torch::Tensor &q, const torch::Tensor &y,
+                              const torch::Tensor &w, double delta)
+{
+    torch::Tensor l = huber(y - q, delta);
+    return (w.defined() ? l * w : l).mean();
+}
+
+void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
+{
+    const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
+    const gb_config_dqn &dc = ac.dqn;
+    gb_torch_model *m = l->model;
+    const int64_t B = b->B, T = b->T;
+    torch::Device dev = l->device;
+
+    torch::Tensor G = torch::empty({B, T}), disc = torch::empty({B, T});
+    torch::Tensor boot = torch::empty({B, T}, torch::kInt64);
+    gb_torch_nstep(B, T, dc.n_step, ac.gamma, b->reward, b->terminated, b->truncated, b->valid,
+                   G.data_ptr<float>(), disc.data_ptr<float>(), boot.data_ptr<int64_t>());
+
+    std::vector<int64_t> steps, rows, brows;
+    for (int64_t bi = 0; bi < B; bi++)
+        for (int64_t t = 0; t < T; t++)
+            if (!b->valid || b->valid[bi * T + t]) {
+                steps.push_back(bi * T + t);
+                rows.push_back(obs_row(bi, t, T));
+                brows.push_back(obs_row(bi, boot.data_ptr<int64_t>()[bi * T + t], T));
+            }
+    const int64_t N = (int64_t)steps.size();
+    st->samples = N;
+    st->lr = learner_lr(l, ac.lr);
+    torch::Tensor valid_mask = b->valid ? cpu_view(b->valid, {B, T}, torch::kUInt8)
+                                              .to(torch::kFloat32)
+                                        : torch::ones({B, T});
+    if (N == 0) {
+        chunk_priorities(torch::zeros({B, T}), valid_mask, prio);
+        return;
+    }
+    auto lopt = torch::TensorOptions().dtype(torch::kInt64);
+    torch::Tensor step_idx = torch::from_blob(steps.data(), {N}, lopt).clone();
+    torch::Tensor row_idx = torch::from_blob(rows.data(), {N}, lopt).clone().to(dev);
+    torch::Tensor brow_idx = torch::from_blob(brows.data(), {N}, lopt).clone().to(dev);
+    torch::Tensor act =
+        cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, step_idx).to(dev);
+    torch::Tensor g = G.view({B * T}).index_select(0, step_idx).to(dev);
+    torch::Tensor d = disc.view({B * T}).index_select(0, step_idx).to(dev);
+    torch::Tensor w;
+    if (b->weights) {
+        torch::Tensor wc = cpu_view(b->weights, {B, 1}, torch::kFloat32).expand({B, T});
+        w = wc.reshape({B * T}).index_select(0, step_idx).to(dev);
+    }
+
+    torch::Tensor obs = batch_obs(l, b);
+    torch::Tensor q_all = m->net->forward(obs).q; // [B*(T+1), n], with grad
+    torch::Tensor q = q_all.index_select(0, row_idx).gather(1, act.view({-1, 1})).squeeze(1);
+    torch::Tensor y;
+    {
+        torch::NoGradGuard no_grad;
+        torch::Tensor qt = l->target->forward(obs.index_select(0, brow_idx)).q;
+        torch::Tensor next;
+        if (dc.double_q) {
+            torch::Tensor a_star = q_all.detach().index_select(0, brow_idx).argmax(1, true);
+            next = qt.gather(1, a_star).squeeze(1);
+        } else {
+            next = std::get<0>(qt.max(1));
+        }
+        y = g + d * next;
+    }
+    torch::Tensor loss = dqn_loss(q, y, w, dc.huber_delta);
+    learner_set_lr(*l->opt, st->lr);
+    l->opt->zero_grad();
+    loss.backward();
+    st->grad_norm = clip_grads(m->net->parameters(), ac.max_grad_norm);
+    l->opt->step();
+
+    torch::NoGradGuard no_grad;
+    torch::Tensor td = (y - q.detach()).abs().to(torch::kCPU);
+    st->loss = st->value_loss = loss.item<double>();
+    st->q_mean = q.detach().mean().item<double>();
+    st->td_abs_mean = td.mean().item<double>();
+    st->gradient_steps = 1;
+    if (prio) {
+        torch::Tensor full = torch::zeros({B * T});
+        full.index_copy_(0, step_idx, td.to(torch::kFloat32));
+        chunk_priorities(full.view({B, T}), valid_mask, prio);
+    }
+
+    // target network
+    auto on = m->net->named_tensors(), tg = l->target->named_tensors();
+    if (dc.target_update == GB_TARGET_POLYAK) {
+        for (size_t i = 0; i < on.size(); i++)
+            if (on[i].second.is_floating_point())
+                tg[i].second.mul_(1.0 - dc.tau).add_(on[i].second, dc.tau);
+            else
+                tg[i].second.copy_(on[i].second);
+    } else if (dc.target_update_every <= 1 || (l->train_steps + 1) % dc.target_update_every == 0) {
+        for (size_t i = 0; i < on.size(); i++)
+            tg[i].second.copy_(on[i].second);
+    }
+}
+
+} // namespace gbt
+
+extern "C" int gb_torch_dqn_loss(const float *q, const float *y, const float *w, int64_t n,
+                                 double delta, double *out, float *td, gb_error *err)
+{
+    return gb_torch_guard(err, "dqn_loss", [&] {
+        auto t = [&](const float *p) { return gbt::cpu_view(p, {n}, torch::kFloat32); };
+        torch::Tensor wt = w ? t(w) : torch::Tensor();
+        *out = gbt::dqn_loss(t(q), t(y), wt, delta).item<double>();
+        if (td)
+            torch::from_blob(td, {n}, torch::kFloat32).copy_(t(y) - t(q));
+        return 0;
+    });
+}

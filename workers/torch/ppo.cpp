@@ -1,0 +1,170 @@
+// workers/torch/ppo.cpp: PPO: GAE over trajectory chunks, clipped objective, optional clipped
+// value loss, entropy bonus, advantage normalisation, minibatch epochs, gradient clipping.
+#include "workers/torch/internal.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace gbt {
+
+PpoLoss ppo_loss(const torch::Tensor &new_logp, const torch::Tensor &old_logp,
+                 const torch::Tensor &adv, const torch::Tensor &v, const torch::Tensor &old_v,
+                 const torch::Tensor &ret, const torch::Tensor &entropy, double clip,
+                 bool clip_value, double value_coef, double entropy_coef)
+{
+    PpoLoss L;
+    torch::Tensor logratio = new_logp - old_logp;
+    torch::Tensor ratio = torch::exp(logratio);
+    torch::Tensor pg1 = -adv * ratio;
+    torch::Tensor pg2 = -adv * torch::clamp(ratio, 1.0 - clip, 1.0 + clip);
+    L.policy = torch::max(pg1, pg2).mean();
+    torch::Tensor se = (v - ret).pow(2);
+    if (clip_value) {
+        torch::Tensor vc = old_v + torch::clamp(v - old_v, -clip, clip);
+        se = torch::max(se, (vc - ret).pow(2));
+    }
+    L.value = 0.5 * se.mean();
+    L.total = L.policy + value_coef * L.value - entropy_coef * entropy.mean();
+    {
+        torch::NoGradGuard no_grad;
+        L.approx_kl = ((ratio - 1.0) - logratio).mean();
+        L.clip_fraction = ((ratio - 1.0).abs() > clip).to(torch::kFloat32).mean();
+    }
+    return L;
+}
+
+void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
+{
+    const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
+    const gb_config_ppo &pc = ac.ppo;
+    gb_torch_model *m = l->model;
+    const gb_torch_space &sp = m->space;
+    const int64_t B = b->B, T = b->T;
+    torch::Device dev = l->device;
+
+    torch::Tensor obs = batch_obs(l, b); // [B*(T+1), *obs]
+    torch::Tensor values;                // [B, T+1] pre-update V, CPU
+    {
+        torch::NoGradGuard no_grad;
+        values = m->net->forward(obs).value.to(torch::kCPU).to(torch::kFloat32).contiguous();
+    }
+    torch::Tensor adv = torch::empty({B, T}), ret = torch::empty({B, T});
+    gb_torch_gae(B, T, b->reward, values.data_ptr<float>(), b->terminated, b->truncated,
+                 b->valid, ac.gamma, pc.gae_lambda, adv.data_ptr<float>(), ret.data_ptr<float>());
+
+    // the valid steps: rows into [B*T] step arrays and into [B*(T+1)] obs rows
+    std::vector<int64_t> steps, rows;
+    steps.reserve(B * T);
+    rows.reserve(B * T);
+    for (int64_t bi = 0; bi < B; bi++)
+        for (int64_t t = 0; t < T; t++)
+            if (!b->valid || b->valid[bi * T + t]) {
+                steps.push_back(bi * T + t);
+                rows.push_back(obs_row(bi, t, T));
+            }
+    const int64_t N = (int64_t)steps.size();
+    torch::Tensor valid_mask = b->valid ? cpu_view(b->valid, {B, T}, torch::kUInt8)
+                                              .to(torch::kFloat32)
+                                        : torch::ones({B, T});
+    if (prio) {
+        torch::Tensor a = adv.abs() * valid_mask;
+        torch::Tensor pr = a.sum(1) / valid_mask.sum(1).clamp_min(1.0) + 1e-6;
+        torch::from_blob(prio, {B}, torch::kFloat32).copy_(pr);
+    }
+    st->samples = N;
+    st->lr = learner_lr(l, ac.lr);
+    if (N == 0)
+        return;
+
+    auto lopt = torch::TensorOptions().dtype(torch::kInt64);
+    torch::Tensor step_idx = torch::from_blob(steps.data(), {N}, lopt).clone();
+    torch::Tensor row_idx = torch::from_blob(rows.data(), {N}, lopt).clone().to(dev);
+    torch::Tensor o = obs.index_select(0, row_idx);
+    torch::Tensor act;
+    if (sp.discrete)
+        act = cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, step_idx).to(dev);
+    else
+        act = cpu_view(b->action, {B * T, sp.action_dim}, torch::kFloat32)
+                  .index_select(0, step_idx)
+                  .to(dev);
+    torch::Tensor old_logp =
+        cpu_view(b->logp, {B * T}, torch::kFloat32).index_select(0, step_idx).to(dev);
+    torch::Tensor A = adv.view({B * T}).index_select(0, step_idx).to(dev);
+    torch::Tensor R = ret.view({B * T}).index_select(0, step_idx).to(dev);
+    torch::Tensor V0 = values.view({B, T + 1}).narrow(1, 0, T).reshape({B * T})
+                           .index_select(0, step_idx).to(dev);
+    {
+        torch::Tensor Rc = R.to(torch::kCPU), Vc = V0.to(torch::kCPU);
+        double var = Rc.var(false).item<double>();
+        st->explained_var = var > 0 ? 1.0 - (Rc - Vc).var(false).item<double>() / var : 0.0;
+    }
+
+    learner_set_lr(*l->opt, st->lr);
+    std::vector<torch::Tensor> params = m->net->parameters();
+    const int64_t nmb = std::max<int64_t>(1, std::min<int64_t>(pc.minibatches, N));
+    const int64_t mb = (N + nmb - 1) / nmb;
+    double s_pol = 0, s_val = 0, s_ent = 0, s_kl = 0, s_cf = 0;
+    int64_t count = 0;
+    for (int64_t e = 0; e < pc.epochs; e++) {
+        torch::Tensor perm = torch::randperm(N, l->gen, lopt).to(dev);
+        for (int64_t start = 0; start < N; start += mb) {
+            int64_t len = std::min(mb, N - start);
+            torch::Tensor idx = perm.narrow(0, start, len);
+            Heads h = m->net->forward(o.index_select(0, idx));
+            torch::Tensor a_mb = act.index_select(0, idx);
+            torch::Tensor new_logp, ent;
+            if (sp.discrete) {
+                new_logp = categorical_logp(h.logits, a_mb);
+                ent = categorical_entropy(h.logits);
+            } else {
+                new_logp = gaussian_logp(h.mean, h.log_std, a_mb);
+                ent = gaussian_entropy(h.log_std);
+            }
+            torch::Tensor adv_mb = A.index_select(0, idx);
+            if (pc.normalize_advantages && len > 1)
+                adv_mb = (adv_mb - adv_mb.mean()) / (adv_mb.std() + 1e-8);
+            PpoLoss L = ppo_loss(new_logp, old_logp.index_select(0, idx), adv_mb, h.value,
+                                 V0.index_select(0, idx), R.index_select(0, idx), ent, pc.clip,
+                                 pc.clip_value != 0, pc.value_coef, pc.entropy_coef);
+            l->opt->zero_grad();
+            L.total.backward();
+            st->grad_norm = clip_grads(params, ac.max_grad_norm);
+            l->opt->step();
+            s_pol += L.policy.item<double>();
+            s_val += L.value.item<double>();
+            s_ent += ent.mean().item<double>();
+            s_kl += L.approx_kl.item<double>();
+            s_cf += L.clip_fraction.item<double>();
+            st->loss = L.total.item<double>();
+            count++;
+        }
+    }
+    st->gradient_steps = count;
+    if (count) {
+        st->policy_loss = s_pol / count;
+        st->value_loss = s_val / count;
+        st->entropy = s_ent / count;
+        st->approx_kl = s_kl / count;
+        st->clip_fraction = s_cf / count;
+    }
+}
+
+} // namespace gbt
+
+extern "C" int gb_torch_ppo_loss(const float *new_logp, const float *old_logp, const float *adv,
+                                 const float *v, const float *old_v, const float *ret,
+                                 const float *entropy, int64_t n, double clip, int clip_value,
+                                 double value_coef, double entropy_coef, double out[3],
+                                 gb_error *err)
+{
+    return gb_torch_guard(err, "ppo_loss", [&] {
+        auto t = [&](const float *p) { return gbt::cpu_view(p, {n}, torch::kFloat32); };
+        gbt::PpoLoss L = gbt::ppo_loss(t(new_logp), t(old_logp), t(adv), t(v), t(old_v), t(ret),
+                                       t(entropy), clip, clip_value != 0, value_coef,
+                                       entropy_coef);
+        out[0] = L.policy.item<double>();
+        out[1] = L.value.item<double>();
+        out[2] = L.total.item<double>();
+        return 0;
+    });
+}

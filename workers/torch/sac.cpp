@@ -1,0 +1,184 @@
+// workers/torch/sac.cpp: SAC over trajectory chunks: twin Q critics with Polyak targets, a
+// tanh-squashed Gaussian actor, learned temperature against a target entropy.
+#include "workers/torch/internal.hpp"
+
+#include <vector>
+
+namespace gbt {
+
+namespace {
+
+torch::Tensor sac_target(const torch::Tensor &r, const torch::Tensor &disc,
+                         const torch::Tensor &q1t, const torch::Tensor &q2t,
+                         const torch::Tensor &logp_next, double alpha)
+{
+    return r + disc * (torch::min(q1t, q2t) - alpha * logp_next);
+}
+
+torch::Tensor wmean(const torch::Tensor &x, const torch::Tensor &w)
+{
+    return (w.defined() ? x * w : x).mean();
+}
+
+torch::Tensor sac_critic_loss(const torch::Tensor &q1, const torch::Tensor &q2,
+                              const torch::Tensor &y, const torch::Tensor &w)
+{
+    return wmean((q1 - y).pow(2), w) + wmean((q2 - y).pow(2), w);
+}
+
+torch::Tensor sac_actor_loss(double alpha, const torch::Tensor &logp_pi, const torch::Tensor &q1,
+                             const torch::Tensor &q2)
+{
+    return (alpha * logp_pi - torch::min(q1, q2)).mean();
+}
+
+torch::Tensor sac_alpha_loss(const torch::Tensor &log_alpha, const torch::Tensor &logp_pi,
+                             double target_entropy)
+{
+    return -(log_alpha * (logp_pi + target_entropy)).mean();
+}
+
+// Reparameterised sample from the actor: returns (action in [-1, 1], its log-prob).
+std::pair<torch::Tensor, torch::Tensor> sample(gb_torch_learner *l, const Heads &h)
+{
+    torch::Tensor eps = torch::randn(h.mean.sizes(), l->gen).to(h.mean.device());
+    torch::Tensor u = h.mean + torch::exp(h.log_std) * eps;
+    return {torch::tanh(u), squashed_logp(h.mean, h.log_std, u, l->model->act_scale)};
+}
+
+} // namespace
+
+void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
+{
+    const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
+    const gb_config_sac &sc = ac.sac;
+    gb_torch_model *m = l->model;
+    const gb_torch_space &sp = m->space;
+    const int64_t B = b->B, T = b->T, A = sp.action_dim;
+    torch::Device dev = l->device;
+
+    torch::Tensor G = torch::empty({B, T}), disc = torch::empty({B, T});
+    torch::Tensor boot = torch::empty({B, T}, torch::kInt64);
+    gb_torch_nstep(B, T, 1, ac.gamma, b->reward, b->terminated, b->truncated, b->valid,
+                   G.data_ptr<float>(), disc.data_ptr<float>(), boot.data_ptr<int64_t>());
+    std::vector<int64_t> steps, rows, brows;
+    for (int64_t bi = 0; bi < B; bi++)
+        for (int64_t t = 0; t < T; t++)
+            if (!b->valid || b->valid[bi * T + t]) {
+                steps.push_back(bi * T + t);
+                rows.push_back(obs_row(bi, t, T));
+                brows.push_back(obs_row(bi, boot.data_ptr<int64_t>()[bi * T + t], T));
+            }
+    const int64_t N = (int64_t)steps.size();
+    st->samples = N;
+    st->lr = learner_lr(l, ac.lr);
+    torch::Tensor valid_mask = b->valid ? cpu_view(b->valid, {B, T}, torch::kUInt8)
+                                              .to(torch::kFloat32)
+                                        : torch::ones({B, T});
+    if (N == 0) {
+        chunk_priorities(torch::zeros({B, T}), valid_mask, prio);
+        return;
+    }
+    auto lopt = torch::TensorOptions().dtype(torch::kInt64);
+    torch::Tensor step_idx = torch::from_blob(steps.data(), {N}, lopt).clone();
+    torch::Tensor row_idx = torch::from_blob(rows.data(), {N}, lopt).clone().to(dev);
+    torch::Tensor brow_idx = torch::from_blob(brows.data(), {N}, lopt).clone().to(dev);
+    torch::Tensor a_env = cpu_view(b->action, {B * T, A}, torch::kFloat32)
+                              .index_select(0, step_idx)
+                              .to(dev);
+    torch::Tensor a = ((a_env - m->act_bias) / m->act_scale).clamp(-1.0, 1.0);
+    torch::Tensor r = G.view({B * T}).index_select(0, step_idx).to(dev);
+    torch::Tensor d = disc.view({B * T}).index_select(0, step_idx).to(dev);
+    torch::Tensor w;
+    if (b->weights)
+        w = cpu_view(b->weights, {B, 1}, torch::kFloat32).expand({B, T}).reshape({B * T})
+                .index_select(0, step_idx).to(dev);
+
+    torch::Tensor obs = batch_obs(l, b);
+    torch::Tensor o = obs.index_select(0, row_idx), o2 = obs.index_select(0, brow_idx);
+    torch::Tensor of = flat(o), of2 = flat(o2);
+    double alpha = std::exp(l->log_alpha.item<double>());
+
+    // critics
+    torch::Tensor y;
+    {
+        torch::NoGradGuard no_grad;
+        auto [a2, logp2] = sample(l, m->net->forward(o2));
+        y = sac_target(r, d, l->q1t->forward(of2, a2), l->q2t->forward(of2, a2), logp2, alpha);
+    }
+    torch::Tensor q1 = l->q1->forward(of, a), q2 = l->q2->forward(of, a);
+    torch::Tensor qloss = sac_critic_loss(q1, q2, y, w);
+    learner_set_lr(*l->opt_q, st->lr);
+    l->opt_q->zero_grad();
+    qloss.backward();
+    std::vector<torch::Tensor> qp = l->q1->parameters();
+    for (auto &p : l->q2->parameters())
+        qp.push_back(p);
+    clip_grads(qp, ac.max_grad_norm);
+    l->opt_q->step();
+
+    // actor (critic gradients from this pass are discarded by the next zero_grad)
+    auto [api, logp] = sample(l, m->net->forward(o));
+    torch::Tensor aloss = sac_actor_loss(alpha, logp, l->q1->forward(of, api),
+                                         l->q2->forward(of, api));
+    learner_set_lr(*l->opt, st->lr);
+    l->opt->zero_grad();
+    aloss.backward();
+    st->grad_norm = clip_grads(m->net->parameters(), ac.max_grad_norm);
+    l->opt->step();
+
+    // temperature
+    if (sc.learn_alpha) {
+        torch::Tensor tl = sac_alpha_loss(l->log_alpha, logp.detach(), l->target_entropy);
+        l->opt_alpha->zero_grad();
+        tl.backward();
+        l->opt_alpha->step();
+    }
+
+    torch::NoGradGuard no_grad;
+    auto polyak = [&](torch::nn::Module &src, torch::nn::Module &dst) {
+        auto s = src.parameters(), t = dst.parameters();
+        for (size_t i = 0; i < s.size(); i++)
+            t[i].mul_(1.0 - sc.tau).add_(s[i], sc.tau);
+    };
+    polyak(*l->q1, *l->q1t);
+    polyak(*l->q2, *l->q2t);
+
+    torch::Tensor td = (y - q1.detach()).abs().to(torch::kCPU).to(torch::kFloat32);
+    st->value_loss = qloss.item<double>();
+    st->policy_loss = aloss.item<double>();
+    st->loss = st->value_loss + st->policy_loss;
+    st->entropy = -logp.detach().mean().item<double>();
+    st->q_mean = q1.detach().mean().item<double>();
+    st->td_abs_mean = td.mean().item<double>();
+    st->alpha = std::exp(l->log_alpha.item<double>());
+    st->gradient_steps = 1;
+    if (prio) {
+        torch::Tensor full = torch::zeros({B * T});
+        full.index_copy_(0, step_idx, td);
+        chunk_priorities(full.view({B, T}), valid_mask, prio);
+    }
+}
+
+} // namespace gbt
+
+extern "C" int gb_torch_sac_loss(const float *q1, const float *q2, const float *q1t,
+                                 const float *q2t, const float *r, const float *disc,
+                                 const float *logp_next, const float *q1_pi, const float *q2_pi,
+                                 const float *logp_pi, const float *w, int64_t n,
+                                 double log_alpha, double target_entropy, double out[4],
+                                 gb_error *err)
+{
+    return gb_torch_guard(err, "sac_loss", [&] {
+        auto t = [&](const float *p) { return gbt::cpu_view(p, {n}, torch::kFloat32); };
+        double alpha = std::exp(log_alpha);
+        torch::Tensor y = gbt::sac_target(t(r), t(disc), t(q1t), t(q2t), t(logp_next), alpha);
+        torch::Tensor wt = w ? t(w) : torch::Tensor();
+        out[0] = gbt::sac_critic_loss(t(q1), t(q2), y, wt).item<double>();
+        out[1] = gbt::sac_actor_loss(alpha, t(logp_pi), t(q1_pi), t(q2_pi)).item<double>();
+        out[2] = gbt::sac_alpha_loss(torch::full({1}, log_alpha), t(logp_pi), target_entropy)
+                     .item<double>();
+        out[3] = y.mean().item<double>();
+        return 0;
+    });
+}

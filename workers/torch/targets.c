@@ -1,0 +1,84 @@
+/* workers/torch/targets.c: return targets computed on the CPU in plain C: GAE(lambda), n-step
+ * returns inside trajectory chunks, DQN's epsilon schedule. The algorithms call these. */
+#include "workers/torch/bridge.h"
+
+#include <math.h>
+
+void gb_torch_gae(int64_t B, int64_t T, const float *reward, const float *value,
+                  const uint8_t *terminated, const uint8_t *truncated, const uint8_t *valid,
+                  double gamma, double lambda, float *adv, float *ret)
+{
+    for (int64_t b = 0; b < B; b++) {
+        const float *r = reward + b * T;
+        const float *v = value + b * (T + 1); /* v[t] = V(obs[t]), v[T] = V(obs after the chunk) */
+        const uint8_t *term = terminated + b * T, *trunc = truncated + b * T;
+        const uint8_t *ok = valid ? valid + b * T : NULL;
+        float *a = adv + b * T, *g = ret + b * T;
+        double next_adv = 0.0; /* advantage of step t+1, 0 beyond an episode end */
+        for (int64_t t = T - 1; t >= 0; t--) {
+            if (ok && !ok[t]) {
+                /* reset step: no transition; the step before it ended its episode */
+                a[t] = 0.0f;
+                g[t] = v[t];
+                next_adv = 0.0;
+                continue;
+            }
+            double boot = term[t] ? 0.0 : gamma * v[t + 1]; /* truncated still bootstraps */
+            double delta = r[t] + boot - v[t];
+            double cont = (term[t] || trunc[t]) ? 0.0 : gamma * lambda;
+            next_adv = delta + cont * next_adv;
+            a[t] = (float)next_adv;
+            g[t] = (float)(next_adv + v[t]);
+        }
+    }
+}
+
+void gb_torch_nstep(int64_t B, int64_t T, int64_t n, double gamma, const float *reward,
+                    const uint8_t *terminated, const uint8_t *truncated, const uint8_t *valid,
+                    float *ret, float *disc, int64_t *boot)
+{
+    if (n < 1)
+        n = 1;
+    for (int64_t b = 0; b < B; b++) {
+        const float *r = reward + b * T;
+        const uint8_t *term = terminated + b * T, *trunc = truncated + b * T;
+        const uint8_t *ok = valid ? valid + b * T : NULL;
+        for (int64_t t = 0; t < T; t++) {
+            int64_t i = b * T + t;
+            if (ok && !ok[t]) {
+                ret[i] = 0.0f;
+                disc[i] = 0.0f;
+                boot[i] = t;
+                continue;
+            }
+            double g = 0.0, pw = 1.0;
+            int64_t m = 0;
+            int ended_terminal = 0;
+            while (m < n && t + m < T) {
+                int64_t k = t + m;
+                if (m > 0 && ok && !ok[k])
+                    break; /* cannot happen after a non-final step; defensive */
+                g += pw * r[k];
+                pw *= gamma;
+                m++;
+                if (term[k]) {
+                    ended_terminal = 1;
+                    break;
+                }
+                if (trunc[k])
+                    break;
+            }
+            ret[i] = (float)g;
+            disc[i] = ended_terminal ? 0.0f : (float)pw;
+            boot[i] = t + m;
+        }
+    }
+}
+
+double gb_torch_dqn_epsilon(const gb_config_dqn *dqn, int64_t env_steps)
+{
+    if (dqn->epsilon_decay_steps <= 0 || env_steps >= dqn->epsilon_decay_steps)
+        return dqn->epsilon_end;
+    double f = (double)env_steps / (double)dqn->epsilon_decay_steps;
+    return dqn->epsilon_start + f * (dqn->epsilon_end - dqn->epsilon_start);
+}
