@@ -79,8 +79,9 @@ static void fail(gpu_weighted *w, const gb_error *err)
     w->failed = 1;
 }
 
-/* Applies the queued changes with one scatter, then waits (the pinned queue is reused). */
-static int flush(gpu_weighted *w, gb_error *err)
+/* Enqueues the queued changes: two uploads and one scatter. The pinned queue may be refilled only
+ * after the next successful gb_kernels_sync (then npend goes back to 0). */
+static int flush_enqueue(gpu_weighted *w, gb_error *err)
 {
     if (w->npend == 0)
         return 0;
@@ -88,10 +89,8 @@ static int flush(gpu_weighted *w, gb_error *err)
     if ((rc = gb_kernels_copy(w->ctx, w->d_pend_idx, w->pend_idx, (size_t)w->npend * 8, err)) ||
         (rc = gb_kernels_copy(w->ctx, w->d_pend_val, w->pend_val, (size_t)w->npend * 4, err)) ||
         (rc = gb_kernels_scatter(w->ctx, w->mirror, w->capacity, w->d_pend_idx, w->d_pend_val,
-                                 w->npend, err)) ||
-        (rc = gb_kernels_sync(w->ctx, err)))
+                                 w->npend, err)))
         return rc;
-    w->npend = 0;
     return 0;
 }
 
@@ -100,9 +99,12 @@ static void queue(gpu_weighted *w, int64_t idx, float value)
     if (w->failed)
         return;
     gb_error err = {0};
-    if (w->npend == w->capacity && flush(w, &err)) {
-        fail(w, &err);
-        return;
+    if (w->npend == w->capacity) {
+        if (flush_enqueue(w, &err) || gb_kernels_sync(w->ctx, &err)) {
+            fail(w, &err);
+            return;
+        }
+        w->npend = 0;
     }
     w->pend_idx[w->npend] = idx;
     w->pend_val[w->npend] = value;
@@ -151,13 +153,16 @@ static int64_t gpu_weighted_select(void *self, const gb_replay_status *st, int64
         return 0;
     uint64_t seed = gb_rng_next(rng);
     int rc;
-    if ((rc = flush(w, &err)) || (rc = grow_outputs(w, n, &err)) ||
+    /* One sync per selection: the queued changes, the selection and the copies back. */
+    if ((rc = grow_outputs(w, n, &err)) || (rc = flush_enqueue(w, &err)) ||
         (rc = gb_kernels_select_weighted(w->ctx, w->mirror, w->capacity, w->alpha, n, seed, 0,
                                          w->d_idx, w->d_prob, &err)) ||
         (rc = gb_kernels_copy(w->ctx, w->h_idx, w->d_idx, (size_t)n * 8, &err)) ||
         (rc = gb_kernels_copy(w->ctx, w->h_prob, w->d_prob, (size_t)n * 4, &err)))
         goto failed;
     rc = gb_kernels_sync(w->ctx, &err);
+    if (rc == 0 || rc == GB_EAGAIN)
+        w->npend = 0; /* applied: a bad index would have made the sync say GB_EINVAL */
     if (rc == GB_EAGAIN && st->size > 0) {
         /* Every committed priority is 0: no item is preferred, draw uniformly (as the CPU one). */
         if (gb_kernels_select_uniform_cpu(st->size, st->live, n, seed, idx, NULL, &err))
