@@ -9,7 +9,6 @@
 const gb_bench_entry gb_bench_table[] = {
     {"envs", "built-in environments: steps/s on one core, single and in a ring", gb_bench_envs},
     {"kernels", "GPU selection and zero-copy gather vs memcpy and the CPU path", gb_bench_kernels},
-    {"kernels", "GPU selection and zero-copy gather vs memcpy and the CPU path", gb_bench_kernels},
     {NULL, NULL, NULL},
 };
 
