@@ -126,9 +126,9 @@ int gb_replay_checkpoint(gb_replay *r, const char *path, gb_error *err)
     int64_t n = st->size, nf = 0;
     for (int64_t k = 0; k < n; k++) {
         int64_t i = r->live[k];
-        rec[k] = (ck_record){i, st->seq[i], st->priority[i], st->policy_version[i],
-                             st->times_sampled[i], st->length[i]};
-        st->pins[i]++;
+        rec[k] = (ck_record){i, st->item[i].seq, st->priority[i], st->policy_version[i],
+                             st->item[i].times_sampled, st->length[i]};
+        st->item[i].pins++;
     }
     for (int64_t k = 0; k < r->free_count; k++)
         freeq[nf++] = r->freeq[(r->free_head + k) % r->capacity];
@@ -301,8 +301,8 @@ static int compare_schema(const gb_replay *r, const ck_header *f, const char *pa
 
 static int cmp_seq(const void *a, const void *b, void *arg)
 {
-    const uint64_t *seq = arg;
-    uint64_t x = seq[*(const int64_t *)a], y = seq[*(const int64_t *)b];
+    const gb_replay_item *item = arg;
+    uint64_t x = item[*(const int64_t *)a].seq, y = item[*(const int64_t *)b].seq;
     return x < y ? -1 : x > y;
 }
 
@@ -413,14 +413,14 @@ int gb_replay_restore(gb_replay *r, const char *path, gb_error *err)
     for (int64_t k = 0; k < n; k++) {
         int64_t i = rec[k].index;
         st->priority[i] = rec[k].priority;
-        st->seq[i] = rec[k].seq;
+        st->item[i].seq = rec[k].seq;
         st->policy_version[i] = rec[k].policy_version;
-        st->times_sampled[i] = rec[k].times_sampled;
+        st->item[i].times_sampled = rec[k].times_sampled;
         st->length[i] = rec[k].length;
         order[k] = i;
     }
     /* The commit-ordered list is rebuilt by sequence; the live set keeps the file's order. */
-    qsort_r(order, (size_t)n, sizeof *order, cmp_seq, st->seq);
+    qsort_r(order, (size_t)n, sizeof *order, cmp_seq, st->item);
     r->free_head = 0;
     r->free_count = 0;
     for (int64_t k = 0; k < nf; k++)

@@ -96,17 +96,17 @@ void gb_rheap_fix(gb_rheap *h, int64_t item)
 int gb_rheap_lower_priority(const gb_replay_status *st, int64_t a, int64_t b)
 {
     double pa = st->priority[a], pb = st->priority[b];
-    return pa < pb || (pa == pb && st->seq[a] < st->seq[b]);
+    return pa < pb || (pa == pb && st->item[a].seq < st->item[b].seq);
 }
 
 int gb_rheap_higher_priority(const gb_replay_status *st, int64_t a, int64_t b)
 {
     double pa = st->priority[a], pb = st->priority[b];
-    return pa > pb || (pa == pb && st->seq[a] < st->seq[b]);
+    return pa > pb || (pa == pb && st->item[a].seq < st->item[b].seq);
 }
 
 int gb_rheap_lower_version(const gb_replay_status *st, int64_t a, int64_t b)
 {
     int64_t va = st->policy_version[a], vb = st->policy_version[b];
-    return va < vb || (va == vb && st->seq[a] < st->seq[b]);
+    return va < vb || (va == vb && st->item[a].seq < st->item[b].seq);
 }

@@ -11,11 +11,9 @@ void gb_index_reset(gb_replay *r)
     int64_t cap = r->capacity;
     gb_replay_status *st = &r->st;
     memset(st->priority, 0, (size_t)cap * sizeof *st->priority);
-    memset(st->seq, 0, (size_t)cap * sizeof *st->seq);
+    memset(st->item, 0, (size_t)cap * sizeof *st->item);
     memset(st->policy_version, 0, (size_t)cap * sizeof *st->policy_version);
-    memset(st->times_sampled, 0, (size_t)cap * sizeof *st->times_sampled);
     memset(st->length, 0, (size_t)cap * sizeof *st->length);
-    memset(st->pins, 0, (size_t)cap * sizeof *st->pins);
     memset(st->state, GB_ITEM_FREE, (size_t)cap);
     for (int64_t i = 0; i < cap; i++) {
         r->freeq[i] = i;
@@ -87,7 +85,7 @@ void gb_index_remove(gb_replay *r, int64_t idx, int reason)
         r->sampled_out++;
     else
         r->expired++;
-    if (st->pins[idx] > 0) {
+    if (st->item[idx].pins > 0) {
         st->state[idx] = GB_ITEM_RETIRED;
         r->retired_pinned++;
     } else {
@@ -99,7 +97,8 @@ void gb_index_remove(gb_replay *r, int64_t idx, int reason)
 void gb_index_unpin(gb_replay *r, int64_t idx)
 {
     gb_replay_status *st = &r->st;
-    if (--st->pins[idx] == 0 && st->state[idx] == GB_ITEM_RETIRED) {
+    /* The state is read only while some removed item waits for its readers. */
+    if (--st->item[idx].pins == 0 && r->retired_pinned > 0 && st->state[idx] == GB_ITEM_RETIRED) {
         r->retired_pinned--;
         gb_index_push_free(r, idx);
         pthread_cond_broadcast(&r->cv_insert);

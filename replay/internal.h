@@ -68,7 +68,7 @@ void gb_collect_pool_free(gb_collect_pool *p);
 typedef struct gb_replay_shm_header {
     uint64_t magic;
     uint64_t capacity, steps, ncolumns;
-    uint64_t off_priority, off_seq, off_version, off_times, off_length, off_pins, off_state;
+    uint64_t off_priority, off_item, off_version, off_length, off_state;
     uint64_t table_off[GB_REPLAY_MAX_COLUMNS];
     uint64_t table_stride[GB_REPLAY_MAX_COLUMNS];
     uint64_t total_bytes;

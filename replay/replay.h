@@ -272,18 +272,24 @@ typedef struct gb_replay_table {
 /* Fills tables[0..ncolumns). Pointers are valid for the replay's lifetime. */
 void gb_replay_tables(const gb_replay *r, gb_replay_table *tables);
 
+/* The counters a draw touches, kept together so that pinning and counting an item costs one
+ * cache line. */
+typedef struct gb_replay_item {
+    uint64_t seq;           /* insertion sequence (commit order), 0 = never committed */
+    uint32_t times_sampled;
+    int32_t pins;           /* readers holding the item */
+} gb_replay_item;
+
 /* The status table (structure of arrays, capacity entries each, in the shared segment) plus the
  * index manager's orders, for selectors. Read under the replay's lock (selector callbacks are) or
  * by another process that accepts racy snapshots. */
 typedef struct gb_replay_status {
     int64_t capacity;
     double *priority;        /* raw priority (weights are priority^alpha) */
-    uint64_t *seq;           /* insertion sequence (commit order), 0 = never committed */
-    uint32_t *times_sampled;
+    gb_replay_item *item;    /* seq, times sampled, pins */
     int32_t *length;         /* valid steps */
     int64_t *policy_version;
     uint8_t *state;          /* GB_ITEM_* */
-    int32_t *pins;           /* readers holding the item */
     /* The committed items, densely packed (any order): live[0..size). */
     const int64_t *live;
     int64_t size;
@@ -307,7 +313,7 @@ typedef struct gb_replay_view {
     gb_replay_column columns[GB_REPLAY_MAX_COLUMNS];
     gb_replay_table tables[GB_REPLAY_MAX_COLUMNS];
     const double *priority;
-    const uint64_t *seq;
+    const gb_replay_item *item;
     const int32_t *length;
     const int64_t *policy_version;
     const uint8_t *state;

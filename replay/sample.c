@@ -42,15 +42,24 @@ gb_replay_request gb_replay_request_default(int64_t batch)
 void gb_replay_importance_weights(const double *prob, int64_t n, int64_t size, double beta,
                                   float *weight)
 {
-    double max = 0;
-    for (int64_t k = 0; k < n; k++) {
-        double w = prob[k] > 0 ? pow((double)size * prob[k], -beta) : 0;
-        weight[k] = (float)w;
-        if (w > max)
-            max = w;
-    }
+    /* (size * p_k)^-beta / max_j (size * p_j)^-beta = (p_min / p_k)^beta: size cancels, and the
+     * ratio lies in (0, 1], where single precision is plenty for a loss weight. */
+    (void)size;
+    double pmin = INFINITY;
     for (int64_t k = 0; k < n; k++)
-        weight[k] = max > 0 ? (float)(weight[k] / max) : 1.0f;
+        if (prob[k] > 0 && prob[k] < pmin)
+            pmin = prob[k];
+    float b = (float)beta;
+    for (int64_t k = 0; k < n; k++) {
+        if (!(prob[k] > 0))
+            weight[k] = 0.0f;
+        else if (prob[k] == pmin || beta == 0)
+            weight[k] = 1.0f;
+        else if (beta == 1)
+            weight[k] = (float)(pmin / prob[k]);
+        else
+            weight[k] = powf((float)(pmin / prob[k]), b);
+    }
 }
 
 /* Raises the floor and removes everything below it; r->mu held. */
@@ -80,11 +89,11 @@ int64_t gb_replay_expire(gb_replay *r, int64_t min_version)
 static void take(gb_replay *r, gb_replay_selection *s, int64_t k, int64_t i)
 {
     gb_replay_status *st = &r->st;
-    st->pins[i]++;
-    st->times_sampled[i]++;
-    s->key[k] = st->seq[i];
+    st->item[i].pins++;
+    st->item[i].times_sampled++;
+    s->key[k] = st->item[i].seq;
     if (r->opt.max_times_sampled > 0 && st->state[i] == GB_ITEM_COMMITTED &&
-        st->times_sampled[i] >= (uint64_t)r->opt.max_times_sampled)
+        st->item[i].times_sampled >= (uint64_t)r->opt.max_times_sampled)
         gb_index_remove(r, i, GB_REMOVE_SAMPLED_OUT);
 }
 
@@ -170,8 +179,14 @@ int gb_replay_sample(gb_replay *r, const gb_replay_request *req, gb_replay_selec
     } else {
         int64_t want = sel->with_replacement ? batch : (batch < st->size ? batch : st->size);
         s->n = sel->select(r->sel_self, st, want, &r->rng, s->index, s->prob);
-        for (int64_t k = 0; k < s->n; k++)
+        enum { AHEAD = 16 }; /* the items' counters are random reads: keep several in flight */
+        for (int64_t k = 0; k < s->n && k < AHEAD; k++)
+            __builtin_prefetch(&st->item[s->index[k]], 1);
+        for (int64_t k = 0; k < s->n; k++) {
+            if (k + AHEAD < s->n)
+                __builtin_prefetch(&st->item[s->index[k + AHEAD]], 1);
             take(r, s, k, s->index[k]);
+        }
     }
     r->samples += (uint64_t)s->n;
     if (sel->with_replacement)
@@ -216,7 +231,7 @@ int gb_replay_update_priorities(gb_replay *r, int64_t n, const int64_t *idx, con
     pthread_mutex_lock(&r->mu);
     for (int64_t k = 0; k < n; k++) {
         int64_t i = idx[k];
-        if (st->state[i] != GB_ITEM_COMMITTED || (key && st->seq[i] != key[k])) {
+        if (st->state[i] != GB_ITEM_COMMITTED || (key && st->item[i].seq != key[k])) {
             stale++;
             continue;
         }

@@ -147,11 +147,9 @@ static void layout(const gb_replay_options *o, gb_replay_shm_header *h)
         at = align_up(at + cap * (elem), 4096);                                                  \
     } while (0)
     GB_PLACE(off_priority, 8);
-    GB_PLACE(off_seq, 8);
+    GB_PLACE(off_item, sizeof(gb_replay_item));
     GB_PLACE(off_version, 8);
-    GB_PLACE(off_times, 4);
     GB_PLACE(off_length, 4);
-    GB_PLACE(off_pins, 4);
     GB_PLACE(off_state, 1);
 #undef GB_PLACE
     for (int c = 0; c < o->ncolumns; c++) {
@@ -194,11 +192,9 @@ int gb_replay_map_segment(gb_replay *r, gb_error *err)
     tables_from_header(&h, base, r->steps, r->tab);
     r->st.capacity = r->capacity;
     r->st.priority = (double *)(base + h.off_priority);
-    r->st.seq = (uint64_t *)(base + h.off_seq);
+    r->st.item = (gb_replay_item *)(base + h.off_item);
     r->st.policy_version = (int64_t *)(base + h.off_version);
-    r->st.times_sampled = (uint32_t *)(base + h.off_times);
     r->st.length = (int32_t *)(base + h.off_length);
-    r->st.pins = (int32_t *)(base + h.off_pins);
     r->st.state = base + h.off_state;
     return 0;
 }
@@ -248,7 +244,7 @@ int gb_replay_view_open(gb_replay_view *v, int fd, gb_error *err)
     memcpy(v->columns, h->columns, sizeof v->columns);
     tables_from_header(h, base, v->steps, v->tables);
     v->priority = (const double *)(base + h->off_priority);
-    v->seq = (const uint64_t *)(base + h->off_seq);
+    v->item = (const gb_replay_item *)(base + h->off_item);
     v->length = (const int32_t *)(base + h->off_length);
     v->policy_version = (const int64_t *)(base + h->off_version);
     v->state = base + h->off_state;

@@ -55,24 +55,29 @@ void gb_sumtree_set(gb_sumtree *t, int64_t i, double w)
 
 double gb_sumtree_total(const gb_sumtree *t) { return sum8(t->lvl[t->levels - 1]); }
 
-/* Finds the child of an 8-entry group that holds *u and subtracts what lies before it. Rounding
- * can leave *u at or past the group's sum: then the last non-empty child is taken. */
+/* Finds the child of an 8-entry group that holds *u and subtracts what lies before it:
+ * the count of running sums <= u is the child (branch-free: the draws' paths are random, so a
+ * branchy scan mispredicts at every level). Zero-weight children are never chosen: their running
+ * sum equals the previous one. Rounding can leave *u at or past the group's sum: then the last
+ * non-empty child is taken. */
 static inline int pick8(const double *c, double *u)
 {
-    double x = *u;
-    int last = -1;
-    for (int j = 0; j < GB_SUMTREE_FANOUT; j++) {
-        if (c[j] > 0) {
-            if (x < c[j]) {
-                *u = x;
-                return j;
-            }
-            last = j;
-            x -= c[j];
-        }
+    double x = *u, run[GB_SUMTREE_FANOUT], acc = 0;
+    int j = 0;
+    for (int i = 0; i < GB_SUMTREE_FANOUT; i++) {
+        acc += c[i];
+        run[i] = acc;
+        j += run[i] <= x;
     }
-    *u = last >= 0 ? c[last] * 0.5 : 0; /* rounding fell off the end: stay inside `last` */
-    return last >= 0 ? last : 0;
+    if (__builtin_expect(j == GB_SUMTREE_FANOUT, 0)) {
+        j = GB_SUMTREE_FANOUT - 1;
+        while (j > 0 && !(c[j] > 0))
+            j--;
+        *u = c[j] * 0.5;
+        return j;
+    }
+    *u = j ? x - run[j - 1] : x;
+    return j;
 }
 
 void gb_sumtree_draw(const gb_sumtree *t, int64_t n, gb_rng *rng, int64_t *idx, int64_t *scratch)

@@ -129,8 +129,8 @@ int gb_replay_commit(gb_replay *r, int64_t n, const int64_t *idx, const double *
         while (st->size >= r->max_size)
             gb_index_remove(r, gb_index_victim(r), GB_REMOVE_EVICT);
         st->priority[i] = p;
-        st->seq[i] = ++r->next_seq;
-        st->times_sampled[i] = 0;
+        st->item[i].seq = ++r->next_seq;
+        st->item[i].times_sampled = 0;
         st->length[i] = length ? length[k] : (int32_t)r->steps;
         st->policy_version[i] = policy_version ? policy_version[k] : 0;
         if (!r->has_priority || p > r->max_priority) {

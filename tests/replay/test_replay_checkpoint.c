@@ -77,8 +77,8 @@ static int same(gb_replay *a, gb_replay *b)
     for (int64_t i = 0; i < x.capacity && ok; i++) {
         ok = x.state[i] == y.state[i];
         if (ok && x.state[i] == GB_ITEM_COMMITTED) {
-            ok = x.seq[i] == y.seq[i] && x.priority[i] == y.priority[i] &&
-                 x.times_sampled[i] == y.times_sampled[i] && x.length[i] == y.length[i] &&
+            ok = x.item[i].seq == y.item[i].seq && x.priority[i] == y.priority[i] &&
+                 x.item[i].times_sampled == y.item[i].times_sampled && x.length[i] == y.length[i] &&
                  x.policy_version[i] == y.policy_version[i] && x.next[i] == y.next[i];
             gb_replay_table ta[4], tb[4];
             gb_replay_tables(a, ta);

@@ -162,14 +162,14 @@ static int compare(gb_replay *r, const ref *m, const char *where)
     int k = 0;
     for (int64_t i = st.oldest; i >= 0; i = st.next[i], k++) {
         const ref_item *it = &m->it[k];
-        if (st.seq[i] != it->seq || st.priority[i] != it->priority ||
-            st.policy_version[i] != it->version || st.times_sampled[i] != it->times ||
+        if (st.item[i].seq != it->seq || st.priority[i] != it->priority ||
+            st.policy_version[i] != it->version || st.item[i].times_sampled != it->times ||
             st.length[i] != it->length || st.state[i] != GB_ITEM_COMMITTED) {
             CHECK_MSG(0, "%s: item %d: seq %llu/%llu priority %g/%g version %lld/%lld times "
-                      "%u/%u", where, k, (unsigned long long)st.seq[i],
+                      "%u/%u", where, k, (unsigned long long)st.item[i].seq,
                       (unsigned long long)it->seq, st.priority[i], it->priority,
                       (long long)st.policy_version[i], (long long)it->version,
-                      st.times_sampled[i], it->times);
+                      st.item[i].times_sampled, it->times);
             return 0;
         }
         uint64_t id = *(uint64_t *)gb_replay_block(r, 2, i);
@@ -336,7 +336,7 @@ static void run_sequence(int remover, int selector, int64_t max_times, int64_t c
             /* Read the seqs first: update changes nothing else. */
             uint64_t seqs[4];
             for (int k = 0; k < n; k++)
-                seqs[k] = st.seq[idx[k]];
+                seqs[k] = st.item[idx[k]].seq;
             CHECK_OK(gb_replay_update_priorities(r, n, idx, NULL, p, NULL, &err));
             for (int k = 0; k < n; k++) {
                 int j = ref_find(&m, seqs[k]);
@@ -398,7 +398,7 @@ static void test_eviction_order(void)
         uint64_t seqs[4];
         int n = 0;
         for (int64_t i = st.oldest; i >= 0; i = st.next[i])
-            seqs[n++] = st.seq[i];
+            seqs[n++] = st.item[i].seq;
         CHECK_EQ_INT(n, 4);
         if (remover == GB_REMOVER_FIFO) /* items 1, 2 left */
             CHECK(seqs[0] == 3 && seqs[1] == 4 && seqs[2] == 5 && seqs[3] == 6);
