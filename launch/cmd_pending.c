@@ -14,11 +14,6 @@ static int pending(const char *name, const char *what, int argc, char **argv)
     return GB_EXIT_FAILURE;
 }
 
-int gb_cmd_run(int argc, char **argv)
-{
-    return pending("run", "run an experiment from a YAML config", argc, argv);
-}
-
 int gb_cmd_serve(int argc, char **argv)
 {
     return pending("serve", "serve a replay as an offline-RL data server", argc, argv);

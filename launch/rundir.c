@@ -1,0 +1,220 @@
+/* launch/rundir.c: run directories: folders, config.yaml, metrics.csv, summary.json. */
+#include "launch/rundir.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* mkdir -p; returns 0 or GB_ESYS. */
+static int make_dirs(const char *path, gb_error *err)
+{
+    char buf[GB_RUNDIR_PATH_MAX];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf)
+        return gb_error_set(err, GB_EINVAL, "run directory path is empty or too long");
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        char c = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return gb_error_errno(err, "mkdir %s", buf);
+        buf[i] = c;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return gb_error_errno(err, "stat %s", path);
+    if (!S_ISDIR(st.st_mode))
+        return gb_error_set(err, GB_EINVAL, "%s exists and is not a folder", path);
+    return 0;
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int gb_rundir_file(const gb_rundir *rd, const char *rel, char *out, size_t n, gb_error *err)
+{
+    int w = snprintf(out, n, "%s/%s", rd->path, rel);
+    if (w < 0 || (size_t)w >= n)
+        return gb_error_set(err, GB_EINVAL, "path %s/%s is too long", rd->path, rel);
+    return 0;
+}
+
+static int choose_path(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_error *err)
+{
+    if (!dir && cfg->launch.run_dir[0])
+        dir = cfg->launch.run_dir;
+    if (dir) {
+        size_t n = strlen(dir);
+        while (n > 1 && dir[n - 1] == '/')
+            n--;
+        if (n == 0 || n >= sizeof rd->path)
+            return gb_error_set(err, GB_EINVAL, "run directory \"%s\" is empty or too long", dir);
+        memcpy(rd->path, dir, n);
+        rd->path[n] = '\0';
+        char summary[GB_RUNDIR_PATH_MAX + 32];
+        snprintf(summary, sizeof summary, "%s/summary.json", rd->path);
+        if (exists(summary))
+            return gb_error_set(err, GB_EINVAL, "%s holds a finished run (summary.json); choose "
+                                "another run directory", rd->path);
+        return 0;
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    if (!gmtime_r(&now, &tm))
+        return gb_error_errno(err, "gmtime");
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    for (int k = 0; k < 1000; k++) {
+        int w = k == 0 ? snprintf(rd->path, sizeof rd->path, "%s/%s/%s", cfg->experiment.run_root,
+                                  cfg->experiment.name, stamp)
+                       : snprintf(rd->path, sizeof rd->path, "%s/%s/%s-%d",
+                                  cfg->experiment.run_root, cfg->experiment.name, stamp, k);
+        if (w < 0 || (size_t)w >= sizeof rd->path)
+            return gb_error_set(err, GB_EINVAL, "run directory path too long");
+        if (!exists(rd->path))
+            return 0;
+    }
+    return gb_error_set(err, GB_EINVAL, "too many runs named %s in this second",
+                        cfg->experiment.name);
+}
+
+int gb_rundir_create(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_error *err)
+{
+    memset(rd, 0, sizeof *rd);
+    int rc = choose_path(rd, cfg, dir, err);
+    if (rc)
+        return rc;
+    char p[GB_RUNDIR_PATH_MAX];
+    if ((rc = make_dirs(rd->path, err)) != 0)
+        return rc;
+    if ((rc = gb_rundir_file(rd, "logs", p, sizeof p, err)) != 0 || (rc = make_dirs(p, err)) != 0)
+        return rc;
+    if ((rc = gb_rundir_file(rd, "checkpoints", p, sizeof p, err)) != 0 ||
+        (rc = make_dirs(p, err)) != 0)
+        return rc;
+    if ((rc = gb_rundir_file(rd, "config.yaml", p, sizeof p, err)) != 0)
+        return rc;
+    FILE *f = fopen(p, "w");
+    if (!f)
+        return gb_error_errno(err, "open %s", p);
+    fprintf(f, "# resolved config of this run (from %s)\n", cfg->source[0] ? cfg->source : "?");
+    int wrc = gb_config_write(cfg, f);
+    if (fclose(f) != 0 || wrc != 0)
+        return gb_error_errno(err, "write %s", p);
+    return 0;
+}
+
+int gb_rundir_metrics_open(gb_rundir *rd, const char *const *names, int ncol, gb_error *err)
+{
+    char p[GB_RUNDIR_PATH_MAX];
+    int rc = gb_rundir_file(rd, "metrics.csv", p, sizeof p, err);
+    if (rc)
+        return rc;
+    rd->metrics = fopen(p, "w");
+    if (!rd->metrics)
+        return gb_error_errno(err, "open %s", p);
+    for (int i = 0; i < ncol; i++)
+        fprintf(rd->metrics, "%s%s", i ? "," : "", names[i]);
+    fputc('\n', rd->metrics);
+    rd->metrics_columns = ncol;
+    if (fflush(rd->metrics) != 0)
+        return gb_error_errno(err, "write %s", p);
+    return 0;
+}
+
+int gb_rundir_metrics_row(gb_rundir *rd, const double *values, int ncol, gb_error *err)
+{
+    if (!rd->metrics || ncol != rd->metrics_columns)
+        return gb_error_set(err, GB_EINVAL, "metrics row of %d values, header has %d", ncol,
+                            rd->metrics_columns);
+    for (int i = 0; i < ncol; i++) {
+        if (i)
+            fputc(',', rd->metrics);
+        if (isfinite(values[i]))
+            fprintf(rd->metrics, "%.10g", values[i]);
+    }
+    fputc('\n', rd->metrics);
+    if (fflush(rd->metrics) != 0)
+        return gb_error_errno(err, "write metrics.csv in %s", rd->path);
+    return 0;
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void json_number(FILE *f, double x)
+{
+    if (isfinite(x))
+        fprintf(f, "%.10g", x);
+    else
+        fputs("null", f);
+}
+
+int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_error *err)
+{
+    char p[GB_RUNDIR_PATH_MAX], tmp[GB_RUNDIR_PATH_MAX];
+    int rc = gb_rundir_file(rd, "summary.json", p, sizeof p, err);
+    if (rc == 0)
+        rc = gb_rundir_file(rd, "summary.json.tmp", tmp, sizeof tmp, err);
+    if (rc)
+        return rc;
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return gb_error_errno(err, "open %s", tmp);
+    fputs("{\n  \"mode\": ", f);
+    json_string(f, s->mode);
+    fprintf(f, ",\n  \"env_steps\": %lld,\n  \"train_steps\": %lld,\n  \"wall_seconds\": ",
+            (long long)s->env_steps, (long long)s->train_steps);
+    json_number(f, s->wall_seconds);
+    fputs(",\n  \"episode_return_mean\": ", f);
+    json_number(f, s->episode_return_mean);
+    fprintf(f, ",\n  \"episodes\": %lld,\n  \"target_return\": ", (long long)s->episodes);
+    json_number(f, s->target_return);
+    fprintf(f, ",\n  \"solved\": %s,\n  \"exit_reason\": ", s->solved ? "true" : "false");
+    json_string(f, s->exit_reason);
+    if (s->error) {
+        fputs(",\n  \"error\": ", f);
+        json_string(f, s->error);
+    }
+    fprintf(f, ",\n  \"workers\": {\"actors\": %lld, \"policies\": %lld, \"trainers\": %lld},\n"
+               "  \"envs\": %lld\n}\n",
+            (long long)s->actors, (long long)s->policies, (long long)s->trainers,
+            (long long)s->envs);
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        fclose(f);
+        return gb_error_errno(err, "write %s", tmp);
+    }
+    if (fclose(f) != 0)
+        return gb_error_errno(err, "close %s", tmp);
+    if (rename(tmp, p) != 0)
+        return gb_error_errno(err, "rename %s -> %s", tmp, p);
+    return 0;
+}
+
+void gb_rundir_close(gb_rundir *rd)
+{
+    if (rd->metrics)
+        fclose(rd->metrics);
+    rd->metrics = NULL;
+}

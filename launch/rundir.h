@@ -1,0 +1,67 @@
+/* launch/rundir.h: a run's directory, as DESIGN.md fixes it, for every launch mode:
+ *   <run_root>/<name>/<UTC timestamp>/ (or launch.run_dir, or --run-dir):
+ *     config.yaml    the resolved config (loads back to the same structs)
+ *     metrics.csv    one header line, then one row per report (columns chosen by the writer)
+ *     logs/          <role>-<index>.log per worker
+ *     checkpoints/   model/optimiser (and replay) checkpoints
+ *     summary.json   written when the run ends (atomically: temporary file, then rename)
+ * defines: gb_rundir, gb_run_summary, gb_rundir_create, gb_rundir_file, gb_rundir_metrics_open,
+ *          gb_rundir_metrics_row, gb_rundir_write_summary, gb_rundir_close */
+#ifndef GB_LAUNCH_RUNDIR_H
+#define GB_LAUNCH_RUNDIR_H
+
+#include "runtime/config.h"
+#include "runtime/error.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define GB_RUNDIR_PATH_MAX 1024
+
+typedef struct gb_rundir {
+    char path[GB_RUNDIR_PATH_MAX]; /* the run's folder, no trailing slash */
+    FILE *metrics;                 /* metrics.csv once opened */
+    int metrics_columns;
+} gb_rundir;
+
+/* What summary.json records (DESIGN.md's minimum, plus where the run stopped). */
+typedef struct gb_run_summary {
+    const char *mode;           /* "inline", "local", "slurm" */
+    int64_t env_steps;
+    int64_t train_steps;
+    double wall_seconds;
+    double episode_return_mean; /* of the last (up to) 100 episodes; NAN when none ended */
+    int64_t episodes;           /* episodes finished */
+    double target_return;       /* NAN when the config has none */
+    int solved;                 /* the mean of the last 100 reached the target */
+    const char *exit_reason;    /* "solved", "max_env_steps", "max_seconds", "interrupted",
+                                   "error" */
+    const char *error;          /* message when exit_reason is "error", else NULL */
+    int64_t actors, policies, trainers; /* worker counts (inline: 0 processes of each, see mode) */
+    int64_t envs;               /* environment copies in all rings */
+} gb_run_summary;
+
+/* Creates the run folder and its logs/ and checkpoints/ subfolders, and writes config.yaml.
+ * dir: an explicit folder (--run-dir) or NULL; then launch.run_dir, else
+ * <experiment.run_root>/<experiment.name>/<YYYYmmddTHHMMSSZ> (a "-N" suffix when that exists).
+ * Parents are created as needed; an explicit folder may exist but must not hold a summary.json
+ * (a finished run is never overwritten). Returns 0, GB_ESYS or GB_EINVAL. */
+int gb_rundir_create(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_error *err);
+
+/* Writes "<run>/<rel>" into out (size n). Returns 0 or GB_EINVAL when it does not fit. */
+int gb_rundir_file(const gb_rundir *rd, const char *rel, char *out, size_t n, gb_error *err);
+
+/* Opens metrics.csv and writes its header (ncol names). Returns 0 or GB_ESYS. */
+int gb_rundir_metrics_open(gb_rundir *rd, const char *const *names, int ncol, gb_error *err);
+
+/* Appends one row of ncol values (as the header; NaN written empty) and flushes, so a crashed
+ * run keeps its rows. Returns 0, GB_EINVAL (column count) or GB_ESYS. */
+int gb_rundir_metrics_row(gb_rundir *rd, const double *values, int ncol, gb_error *err);
+
+/* Writes summary.json (temporary file + rename). Returns 0 or GB_ESYS. */
+int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_error *err);
+
+/* Closes metrics.csv. */
+void gb_rundir_close(gb_rundir *rd);
+
+#endif
