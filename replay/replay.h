@@ -77,8 +77,9 @@ typedef struct gb_replay_options {
                                                    a replacement (e.g. the GPU selector) */
     double alpha;            /* weighted: weight = priority^alpha */
     double beta;             /* weighted: importance weight = (size * prob)^-beta / max */
-    double default_priority; /* priority of items committed without one; NAN = current max
-                                (1.0 while the store has never held a priority) */
+    double default_priority; /* priority of items committed without one; NAN = the largest
+                                priority given to any item so far, by commit or update (the
+                                usual prioritized-replay rule; 1.0 before the first) */
 
     int64_t min_size;          /* rate limiter: committed items before sampling starts (>= 1) */
     double samples_per_insert; /* rate limiter: 0 = no ratio limit */
@@ -125,9 +126,13 @@ void gb_replay_free(gb_replay *r);
 /* ---- Writing (ingest) ---------------------------------------------------------------------- */
 
 /* Allocates n blocks (one per new item) into idx[0..n) and marks them WRITING. Blocks while the
- * rate limiter refuses n more inserts or no block is free (evicting by the remover where needed),
- * up to timeout_s (< 0: the replay's timeout; 0: don't block). All or nothing: on error no block
- * is taken. Returns 0, GB_ETIMEOUT, GB_ECLOSED or GB_EINVAL. */
+ * rate limiter refuses n more inserts (items being written count as inserted) or no block is
+ * free, up to timeout_s (< 0: the replay's timeout; 0: don't block). When fewer than n blocks are
+ * free, the remover evicts committed items now (items being written are never candidates, so a
+ * batch of n reserves n blocks at once: with a LIFO or lowest-priority remover this differs from n
+ * separate inserts); when the only candidates are pinned, it waits for their readers. All or
+ * nothing: on error no block is taken (items already evicted stay evicted). Returns 0,
+ * GB_ETIMEOUT, GB_ECLOSED or GB_EINVAL. */
 int gb_replay_allocate(gb_replay *r, int64_t n, int64_t *idx, double timeout_s, gb_error *err);
 
 /* Start of item idx's block in column col (T * step bytes, or the item bytes for a per-item
@@ -137,9 +142,10 @@ void *gb_replay_block(const gb_replay *r, int col, int64_t idx);
 
 /* Commits n WRITING items, making them selectable in the given order (insertion order). priority:
  * NULL or NAN entries = the default priority; length: valid steps (NULL = T; 0..T);
- * policy_version: NULL = 0. Never blocks for room: the remover makes room when committed items
- * would exceed max_size. Returns 0 or GB_EINVAL (an index not WRITING, a length out of range, a
- * negative or non-finite priority; nothing is committed then). */
+ * policy_version: NULL = 0 (an item below the staleness floor is removed at once, counted as
+ * expired). Never blocks for room: the remover makes room, one item at a time, when committed
+ * items would exceed max_size. Returns 0 or GB_EINVAL (an index not WRITING or listed twice, a
+ * length out of range, a negative or non-finite priority; nothing is committed then). */
 int gb_replay_commit(gb_replay *r, int64_t n, const int64_t *idx, const double *priority,
                      const int32_t *length, const int64_t *policy_version, gb_error *err);
 
@@ -187,8 +193,10 @@ gb_replay_request gb_replay_request_default(int64_t batch);
 /* Waits for the rate limiter (min_size, samples per insert) up to the timeout, then selects with
  * the replay's selector and pins the items until gb_replay_release. Uniform and weighted draw with
  * replacement (each draw counts as one sample; with max_times_sampled, an item that reaches the
- * limit leaves before the next draw). FIFO, LIFO and top-k return min(batch, size) distinct items
- * (oldest first, newest first, highest priority first; ties broken by insertion order).
+ * limit leaves before the next draw, so the batch can come back short when the store runs out).
+ * Weighted draws P(i) = priority_i^alpha / sum (uniform when every weight is zero). FIFO, LIFO and
+ * top-k return min(batch, size) distinct items (oldest first, newest first, highest priority
+ * first; ties broken by insertion order).
  * Returns 0, GB_ETIMEOUT (message says whether min_size or the ratio held it back), GB_ECLOSED,
  * GB_EINVAL (bad request, or s still pinned). */
 int gb_replay_sample(gb_replay *r, const gb_replay_request *req, gb_replay_selection *s,
