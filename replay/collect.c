@@ -52,16 +52,31 @@ void gb_replay_gather(const gb_replay_table *table, const int64_t *idx, const in
                       int64_t n, int32_t t0, int32_t t1, void *dst)
 {
     uint8_t *out = dst;
+    size_t sb = table->per_item ? table->block_bytes : table->step_bytes;
+    size_t first = table->per_item ? 0 : (size_t)t0 * sb;
+    size_t row = table->per_item ? sb : (size_t)(t1 - t0) * sb;
+    int stream = row >= GB_STREAM_MIN_ROW;
+    /* Small rows: the items are random blocks, so each copy starts with cache misses; prefetch
+     * the rows a few items ahead so that those misses overlap. */
+    enum { AHEAD = 8, PREFETCH_MAX = 2048 };
+    size_t pf = row < PREFETCH_MAX ? row : PREFETCH_MAX;
+    for (int64_t k = 0; k < n && k < AHEAD && !stream; k++)
+        for (size_t b = 0; b < pf; b += 64)
+            __builtin_prefetch(table->base + (size_t)idx[k] * table->stride + first + b);
     if (table->per_item) {
-        for (int64_t k = 0; k < n; k++)
-            memcpy(out + (size_t)k * table->block_bytes, table->base + (size_t)idx[k] * table->stride,
-                   table->block_bytes);
+        for (int64_t k = 0; k < n; k++) {
+            if (k + AHEAD < n)
+                for (size_t b = 0; b < pf; b += 64)
+                    __builtin_prefetch(table->base + (size_t)idx[k + AHEAD] * table->stride + b);
+            memcpy(out + (size_t)k * sb, table->base + (size_t)idx[k] * table->stride, sb);
+        }
         return;
     }
-    size_t sb = table->step_bytes, row = (size_t)(t1 - t0) * sb;
-    int stream = row >= GB_STREAM_MIN_ROW;
     for (int64_t k = 0; k < n; k++) {
-        const uint8_t *src = table->base + (size_t)idx[k] * table->stride + (size_t)t0 * sb;
+        if (!stream && k + AHEAD < n)
+            for (size_t b = 0; b < pf; b += 64)
+                __builtin_prefetch(table->base + (size_t)idx[k + AHEAD] * table->stride + first + b);
+        const uint8_t *src = table->base + (size_t)idx[k] * table->stride + first;
         int32_t valid = length ? length[idx[k]] - t0 : t1 - t0;
         if (valid > t1 - t0)
             valid = t1 - t0;

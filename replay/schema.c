@@ -236,6 +236,30 @@ int gb_replay_view_open(gb_replay_view *v, int fd, gb_error *err)
         return gb_error_set(err, GB_ECORRUPT, "replay view: descriptor %d is not a replay segment",
                             fd);
     }
+    /* The header comes from another process: every region it names must lie inside the
+     * segment before any pointer is formed from it. */
+    uint64_t cap = h->capacity, ends[5] = {h->off_priority + cap * 8,
+                                           h->off_item + cap * sizeof(gb_replay_item),
+                                           h->off_version + cap * 8, h->off_length + cap * 4,
+                                           h->off_state + cap};
+    int inside = cap > 0 && cap < (UINT64_C(1) << 40) && h->steps > 0 && h->steps <= INT32_MAX;
+    for (int k = 0; k < 5 && inside; k++)
+        inside = ends[k] <= h->total_bytes;
+    for (uint64_t c = 0; c < h->ncolumns && inside; c++) {
+        gb_replay_column col = h->columns[c];
+        inside = gb_dtype_valid((int)col.dtype) && col.ndim >= 0 && col.ndim <= GB_REPLAY_MAX_DIMS;
+        for (int d = 0; d < col.ndim && inside; d++)
+            inside = col.shape[d] > 0 && col.shape[d] < (INT64_C(1) << 32);
+        uint64_t block = inside ? column_elem_bytes(&col) * (col.per_item ? 1 : h->steps) : 0;
+        inside = inside && h->table_stride[c] >= block &&
+                 h->table_off[c] + cap * h->table_stride[c] <= h->total_bytes;
+    }
+    if (!inside) {
+        gb_shm_free(shm);
+        free(shm);
+        return gb_error_set(err, GB_ECORRUPT, "replay view: descriptor %d holds an inconsistent "
+                            "replay header", fd);
+    }
     uint8_t *base = shm->base;
     v->shm = shm;
     v->capacity = (int64_t)h->capacity;
