@@ -45,8 +45,9 @@ int gb_sample_sender_open(gb_sample_sender **out, void *zctx, const gb_sample_se
         rc = gb_wire_zmq_error(err, "sample sender: zmq_socket(PUSH)");
         goto fail;
     }
-    /* Linger: chunks queued when the actor stops still reach a live trainer, within 2 s. */
-    if ((rc = opt(s->sock, ZMQ_LINGER, 2000, err, "sample sender: ZMQ_LINGER")) ||
+    /* Linger as long as a send may block: chunks still queued at close are delivered (forever
+     * with -1, the no-drop setting), not thrown away while counted as sent. */
+    if ((rc = opt(s->sock, ZMQ_LINGER, o->send_timeout_ms, err, "sample sender: ZMQ_LINGER")) ||
         (rc = opt(s->sock, ZMQ_SNDHWM, o->hwm, err, "sample sender: ZMQ_SNDHWM")) ||
         (rc = opt(s->sock, ZMQ_IMMEDIATE, 1, err, "sample sender: ZMQ_IMMEDIATE")) ||
         (rc = opt(s->sock, ZMQ_SNDTIMEO, o->send_timeout_ms, err, "sample sender: ZMQ_SNDTIMEO")))

@@ -28,7 +28,14 @@ typedef struct gb_sample_sender_stats {
 
 typedef struct gb_sample_sender gb_sample_sender;
 
-/* Creates the PUSH socket and connects it. Returns 0 or GB_EINVAL/GB_ENOMEM/GB_EZMQ. */
+/* Creates the PUSH socket and connects it. Returns 0 or GB_EINVAL/GB_ENOMEM/GB_EZMQ.
+ * gb_sample_sender_close lingers up to send_timeout_ms (forever with -1) so that chunks counted
+ * as sent are delivered; a chunk still queued after that (trainer gone) is lost at shutdown,
+ * which is the one loss ZeroMQ cannot count. Over ipc://, libzmq 4.3 also discards what is
+ * still in the kernel socket buffer when the sender closes while the trainer's receive queue is
+ * at its high-water mark (the reader sees EPOLLHUP while its input is throttled and drops the
+ * connection unread). tcp:// is not affected. So stop actors only after their trainers have
+ * caught up (or accept losing at most one socket buffer per actor at shutdown, uncounted). */
 int gb_sample_sender_open(gb_sample_sender **out, void *zctx, const gb_sample_sender_opts *o,
                           gb_error *err);
 void gb_sample_sender_close(gb_sample_sender *s);

@@ -92,7 +92,7 @@ static int send_garbage(void *ctx, const char *endpoint)
     zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
     zmq_connect(d, endpoint);
     gb_rng rng;
-    gb_rng_seed_for(&rng, 1234, 0, 0);
+    gb_rng_seed_for(&rng, 1234, "peer", 0);
     int count = 0;
     static unsigned char junk[1 << 16];
     /* random bytes, single and multi-frame */
