@@ -13,6 +13,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define GB_CONFIG_NAME_MAX 64
 #define GB_CONFIG_PATH_MAX 1024
 #define GB_CONFIG_LIST_MAX 8
@@ -243,5 +247,9 @@ const char *gb_config_arg(const gb_config_args *args, const char *key);
 
 /* Names of enum values (for logs): e.g. gb_config_enum_name("trainer.replay.selector", 1). */
 const char *gb_config_enum_name(const char *key_path, int value);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

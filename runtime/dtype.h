@@ -5,6 +5,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The numeric values are part of the wire format (a header's tensor table carries them) and of
  * replay checkpoints: never renumber, only append. All types are little-endian in memory and on
  * the wire; bool is one byte holding 0 or 1. */
@@ -39,5 +43,9 @@ const char *gb_dtype_name(gb_dtype d);
  * (float64), "half" (float16), "f32", "f64", "i32", "i64", "u8". Returns 0 and sets *out, or
  * GB_EINVAL (out untouched) for an unknown name or NULL. */
 int gb_dtype_parse(const char *name, gb_dtype *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -5,6 +5,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Library functions return 0 on success or one of these (negative) codes, and fill a gb_error
  * with a message the caller can print. Only main() decides to exit. */
 enum {
@@ -52,5 +56,9 @@ void gb_error_clear(gb_error *err);
 
 /* The short name of a code ("timeout", "config", ...); never NULL. */
 const char *gb_strerror(int code);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
