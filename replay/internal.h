@@ -63,7 +63,10 @@ void gb_collect_pool_free(gb_collect_pool *p);
 /* ---- Shared segment header (schema.c) ------------------------------------------------------- */
 
 #define GB_REPLAY_SHM_MAGIC 0x4742525053484d31ULL /* "GBRPSHM1" */
-#define GB_REPLAY_SHM_HEADER 4096
+/* Segment start: the header (4 KiB), then the writer port (remote.c), then the status arrays. */
+#define GB_REPLAY_SHM_HEADER (64u << 10)
+#define GB_REPLAY_PORT_OFFSET 4096u
+#define GB_REPLAY_PORT_MAX 256 /* items per remote request */
 
 typedef struct gb_replay_shm_header {
     uint64_t magic;
@@ -74,6 +77,28 @@ typedef struct gb_replay_shm_header {
     uint64_t total_bytes;
     gb_replay_column columns[GB_REPLAY_MAX_COLUMNS];
 } gb_replay_shm_header;
+
+/* The writer port: another process's allocate/commit/abort requests, one at a time, served by
+ * the owner's port thread (remote.c). Process-shared robust mutexes, monotonic condvars. */
+typedef struct gb_replay_port {
+    pthread_mutex_t client; /* held by one writer for a whole exchange */
+    pthread_mutex_t mu;     /* guards the fields below */
+    pthread_cond_t cv_req, cv_rep;
+    uint64_t req_seq, rep_seq;
+    int served; /* 1 while the owner's port thread runs */
+    int op;     /* GB_PORT_* */
+    int64_t n;
+    double timeout_s;
+    int rc;
+    char msg[256];
+    int64_t idx[GB_REPLAY_PORT_MAX];
+    double priority[GB_REPLAY_PORT_MAX];
+    int32_t length[GB_REPLAY_PORT_MAX];
+    int64_t version[GB_REPLAY_PORT_MAX];
+} gb_replay_port;
+enum { GB_PORT_ALLOCATE = 1, GB_PORT_COMMIT = 2, GB_PORT_ABORT = 3 };
+int gb_replay_port_init(gb_replay_port *p, gb_error *err);
+void gb_replay_port_destroy(gb_replay_port *p);
 
 /* Allocates the shared segment and points r->tab and r->st's arrays into it (schema.c). */
 struct gb_replay;
@@ -121,6 +146,11 @@ struct gb_replay {
     int closed;
 
     gb_collect_pool *pool;
+
+    gb_replay_port *port; /* in the segment */
+    int port_ok;          /* its mutexes were initialised */
+    pthread_t port_thread;
+    int port_running;
 };
 
 /* Index manager (index.c). All of these run with r->mu held. */

@@ -102,6 +102,9 @@ void gb_replay_free(gb_replay *r)
 {
     if (!r)
         return;
+    gb_replay_stop_writers(r);
+    if (r->port_ok)
+        gb_replay_port_destroy(r->port);
     if (r->pool)
         gb_collect_pool_free(r->pool);
     if (r->sel)

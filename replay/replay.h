@@ -7,7 +7,7 @@
  *          gb_replay_update_priorities, gb_replay_expire, gb_replay_set_rate_limit,
  *          gb_replay_checkpoint, gb_replay_restore, gb_replay_stats, gb_replay_tables,
  *          gb_replay_status_view, gb_replay_selector_ops, gb_replay_gather,
- *          gb_replay_importance_weights
+ *          gb_replay_importance_weights, gb_replay_serve_writers, gb_replay_writer_*
  *
  * Model (see DESIGN.md, "The replay"):
  * - An item is a trajectory chunk of T steps. Each column is declared once (name, dtype, per-step
@@ -331,6 +331,35 @@ typedef struct gb_replay_view {
  * checks its header. Returns 0 or GB_ECORRUPT / GB_ESYS. */
 int gb_replay_view_open(gb_replay_view *v, int fd, gb_error *err);
 void gb_replay_view_close(gb_replay_view *v);
+
+/* ---- Writers in another local process -------------------------------------------------------- */
+
+/* Starts the owner's port thread, which runs allocate/commit/abort requests from writer processes
+ * (gb_replay_writer_*) with this replay's own calls. Returns 0 or GB_ESYS. */
+int gb_replay_serve_writers(gb_replay *r, gb_error *err);
+
+/* Stops the port thread (pending and later writer requests fail with GB_ECLOSED). gb_replay_free
+ * calls it. */
+void gb_replay_stop_writers(gb_replay *r);
+
+/* A writer in another process (or this one): maps the segment read-write from a descriptor
+ * (inherited, received over a Unix socket, or /proc/<pid>/fd/<n>), writes items in place, and sends
+ * allocate/commit/abort to the owner through the segment's port. The calls mean what
+ * gb_replay_allocate/commit/abort mean, with at most GB_REPLAY_PORT_MAX (256) items per call and
+ * the owner's timeouts; a writer also gives up with GB_ETIMEOUT when the owner has not answered
+ * 5 s after the request's timeout. A writer process that dies between allocate and commit leaves
+ * its blocks WRITING (lost to the store until it is restarted). */
+typedef struct gb_replay_writer gb_replay_writer;
+int gb_replay_writer_open(gb_replay_writer **w, int fd, double timeout_s, gb_error *err);
+void gb_replay_writer_close(gb_replay_writer *w);
+void *gb_replay_writer_block(const gb_replay_writer *w, int col, int64_t idx);
+const gb_replay_view *gb_replay_writer_view(const gb_replay_writer *w);
+int gb_replay_writer_allocate(gb_replay_writer *w, int64_t n, int64_t *idx, double timeout_s,
+                              gb_error *err);
+int gb_replay_writer_commit(gb_replay_writer *w, int64_t n, const int64_t *idx,
+                            const double *priority, const int32_t *length,
+                            const int64_t *policy_version, gb_error *err);
+int gb_replay_writer_abort(gb_replay_writer *w, int64_t n, const int64_t *idx, gb_error *err);
 
 /* ---- Selection and collection as functions of (indices, priorities, tables) ------------------ */
 

@@ -190,6 +190,11 @@ int gb_replay_map_segment(gb_replay *r, gb_error *err)
     uint8_t *base = r->shm.base;
     memcpy(base, &h, sizeof h);
     tables_from_header(&h, base, r->steps, r->tab);
+    r->port = (gb_replay_port *)(base + GB_REPLAY_PORT_OFFSET);
+    rc = gb_replay_port_init(r->port, err);
+    if (rc)
+        return rc;
+    r->port_ok = 1;
     r->st.capacity = r->capacity;
     r->st.priority = (double *)(base + h.off_priority);
     r->st.item = (gb_replay_item *)(base + h.off_item);
