@@ -19,7 +19,3 @@ int gb_cmd_serve(int argc, char **argv)
     return pending("serve", "serve a replay as an offline-RL data server", argc, argv);
 }
 
-int gb_cmd_worker(int argc, char **argv)
-{
-    return pending("worker", "run one worker process", argc, argv);
-}

@@ -1,0 +1,132 @@
+/* launch/cmd_worker.c: `gearbox worker --role R --index I --run-dir DIR --registry EP --metrics EP`:
+ * one worker process, started by `gearbox run` (not by hand). It reads DIR/config.yaml, logs to
+ * stderr (the launcher points that at DIR/logs/<role>-<index>.log), finds its peers through the
+ * registry, reports to the launcher's metrics endpoint, and stops cleanly on SIGTERM/SIGINT. */
+#include "launch/commands.h"
+#include "runtime/config.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
+#include "runtime/registry.h"
+#include "runtime/wire.h"
+#include "workers/worker.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+static atomic_int stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    atomic_store(&stop_flag, 1);
+}
+
+static void worker_usage(FILE *out)
+{
+    fprintf(out, "usage: gearbox worker --role actor|policy|trainer|params --index I --run-dir DIR\n"
+                 "                      --registry ENDPOINT --metrics ENDPOINT\n\n"
+                 "Runs one worker process of a run. `gearbox run` starts these; you do not need\n"
+                 "to. The worker reads DIR/config.yaml, finds its peers through the registry and\n"
+                 "reports to the launcher's metrics endpoint; SIGTERM stops it cleanly.\n");
+}
+
+static const struct {
+    const char *name;
+    int role;
+    int (*main)(gb_worker *, gb_error *);
+} roles[] = {
+    {"actor", GB_ROLE_ACTOR, gb_actor_main},
+    {"policy", GB_ROLE_POLICY, gb_policy_main},
+    {"trainer", GB_ROLE_TRAINER, gb_trainer_main},
+    {"params", GB_ROLE_PARAMS, gb_params_main},
+};
+
+int gb_cmd_worker(int argc, char **argv)
+{
+    if (gb_wants_help(argc, argv)) {
+        worker_usage(stdout);
+        return GB_EXIT_OK;
+    }
+    const char *role = NULL, *run_dir = NULL, *registry = NULL, *metrics = NULL;
+    int index = -1;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--role") == 0)
+            role = argv[i + 1];
+        else if (strcmp(argv[i], "--index") == 0)
+            index = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--run-dir") == 0)
+            run_dir = argv[i + 1];
+        else if (strcmp(argv[i], "--registry") == 0)
+            registry = argv[i + 1];
+        else if (strcmp(argv[i], "--metrics") == 0)
+            metrics = argv[i + 1];
+        else {
+            fprintf(stderr, "gearbox worker: unknown option %s\n", argv[i]);
+            return GB_EXIT_USAGE;
+        }
+    }
+    int r = -1;
+    for (size_t i = 0; role && i < sizeof roles / sizeof roles[0]; i++)
+        if (strcmp(role, roles[i].name) == 0)
+            r = (int)i;
+    if (r < 0 || index < 0 || !run_dir || !registry || !metrics || (argc - 1) % 2) {
+        worker_usage(stderr);
+        return GB_EXIT_USAGE;
+    }
+
+    static gb_config cfg;
+    gb_error err = {0};
+    char path[2048];
+    snprintf(path, sizeof path, "%s/config.yaml", run_dir);
+    if (gb_config_read(&cfg, path, NULL, 0, &err) != 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        return GB_EXIT_USAGE;
+    }
+    gb_log_init(role, index, (gb_log_level)cfg.experiment.log_level);
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    void *zctx = zmq_ctx_new();
+    gb_registry_client *reg = NULL;
+    gb_metrics_sender *ms = NULL;
+    gb_registry_client_opts ro = {.endpoint = registry,
+                                  .timeout_ms = (int)cfg.streams.registry_timeout_ms,
+                                  .heartbeat_ms = (int)cfg.streams.heartbeat_ms,
+                                  .ttl_ms = (int)cfg.streams.ttl_ms,
+                                  .role = roles[r].role,
+                                  .index = index};
+    int rc = zctx ? 0 : gb_error_set(&err, GB_EZMQ, "zmq_ctx_new failed");
+    if (rc == 0)
+        rc = gb_registry_client_open(&reg, zctx, &ro, &err);
+    if (rc == 0)
+        rc = gb_metrics_sender_open(&ms, zctx, metrics, roles[r].role, index, &err);
+    if (rc == 0) {
+        gb_worker w = {.cfg = &cfg, .role = roles[r].role, .index = index, .run_dir = run_dir,
+                       .zctx = zctx, .registry = reg, .metrics = ms, .stop = &stop_flag};
+        GB_INFO("worker started (pid %d)", (int)getpid());
+        rc = roles[r].main(&w, &err);
+    }
+    /* A stop request interrupts blocking calls (EINTR in zmq_poll, a peer already gone): what
+     * fails after it is part of stopping, not an error. */
+    if (rc && atomic_load(&stop_flag) &&
+        (rc == GB_EZMQ || rc == GB_EINTR || rc == GB_ECLOSED || rc == GB_ETIMEOUT)) {
+        GB_INFO("stopping interrupted a wait: %s", err.msg);
+        rc = 0;
+    }
+    if (rc)
+        GB_ERROR("%s", err.msg);
+    else
+        GB_INFO("worker stopped");
+    gb_metrics_sender_close(ms);
+    gb_registry_client_close(reg);
+    if (zctx)
+        zmq_ctx_term(zctx);
+    return rc ? GB_EXIT_FAILURE : GB_EXIT_OK;
+}

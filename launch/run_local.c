@@ -1,0 +1,336 @@
+/* launch/run_local.c: the local backend of `gearbox run` (see run_local.h): run directory,
+ * registry thread, metrics collection, worker processes, stop conditions, progress display,
+ * metrics.csv and summary.json. */
+#include "launch/run_local.h"
+
+#include "launch/rundir.h"
+#include "launch/supervisor.h"
+#include "runtime/clock.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
+#include "runtime/registry.h"
+#include "runtime/wire.h"
+
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+static atomic_int interrupted; /* the signal that asked us to stop, 0 = none */
+
+static void on_signal(int sig) { atomic_store(&interrupted, sig); }
+
+typedef struct registry_thread {
+    gb_registry_server *server;
+    atomic_int stop;
+    int rc;
+    gb_error err;
+} registry_thread;
+
+static void *registry_main(void *arg)
+{
+    registry_thread *t = arg;
+    t->rc = gb_registry_server_run(t->server, &t->stop, &t->err);
+    return NULL;
+}
+
+/* One row of metrics.csv and what the progress line shows. */
+enum {
+    M_TIME, M_ENV_STEPS, M_ENV_RATE, M_TRAIN_STEPS, M_TRAIN_RATE, M_SAMPLES, M_EPISODES,
+    M_RETURN, M_LENGTH, M_REPLAY_SIZE, M_REPLAY_FILL, M_VERSION, M_SERVED, M_LAG, M_LOSS,
+    M_ENTROPY, M_DROPS, M_REJECTED, M_NCOLS
+};
+static const char *const columns[M_NCOLS] = {
+    "time_s", "env_steps", "env_steps_per_s", "train_steps", "train_steps_per_s",
+    "samples_trained", "episodes", "return_mean_100", "length_mean_100", "replay_size",
+    "replay_fill", "policy_version", "served_version_min", "version_lag", "loss", "entropy",
+    "sample_drops", "chunks_rejected"};
+
+static double or0(double v) { return isnan(v) ? 0 : v; }
+
+static void sample_metrics(const gb_metrics_collector *m, double t, const double *prev,
+                           double *row)
+{
+    row[M_TIME] = t;
+    row[M_ENV_STEPS] = or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "env_steps"));
+    row[M_TRAIN_STEPS] = or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "train_steps"));
+    double dt = prev ? t - prev[M_TIME] : t;
+    row[M_ENV_RATE] = dt > 0 ? (row[M_ENV_STEPS] - (prev ? prev[M_ENV_STEPS] : 0)) / dt : 0;
+    row[M_TRAIN_RATE] = dt > 0 ? (row[M_TRAIN_STEPS] - (prev ? prev[M_TRAIN_STEPS] : 0)) / dt : 0;
+    row[M_SAMPLES] = or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "samples_trained"));
+    row[M_EPISODES] = (double)gb_metrics_episodes(m);
+    row[M_RETURN] = gb_metrics_return_mean(m);
+    row[M_LENGTH] = gb_metrics_length_mean(m);
+    row[M_REPLAY_SIZE] = gb_metrics_sum(m, GB_ROLE_TRAINER, "replay_size");
+    double cap = gb_metrics_sum(m, GB_ROLE_TRAINER, "replay_capacity");
+    row[M_REPLAY_FILL] = cap > 0 ? row[M_REPLAY_SIZE] / cap : NAN;
+    row[M_VERSION] = gb_metrics_max(m, GB_ROLE_TRAINER, "policy_version");
+    row[M_SERVED] = gb_metrics_min(m, GB_ROLE_POLICY, "policy_version");
+    row[M_LAG] = row[M_VERSION] - row[M_SERVED];
+    row[M_LOSS] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "loss");
+    row[M_ENTROPY] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "entropy");
+    row[M_DROPS] = or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "sample_drops"));
+    row[M_REJECTED] = or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_rejected"));
+}
+
+static void human(double v, char *buf, size_t n)
+{
+    if (isnan(v))
+        snprintf(buf, n, "-");
+    else if (fabs(v) >= 1e6)
+        snprintf(buf, n, "%.2fM", v / 1e6);
+    else if (fabs(v) >= 1e4)
+        snprintf(buf, n, "%.1fk", v / 1e3);
+    else
+        snprintf(buf, n, "%.0f", v);
+}
+
+static void progress(const double *row, int live)
+{
+    char steps[32], rate[32], train[32], trate[32];
+    human(row[M_ENV_STEPS], steps, sizeof steps);
+    human(row[M_ENV_RATE], rate, sizeof rate);
+    human(row[M_TRAIN_STEPS], train, sizeof train);
+    human(row[M_TRAIN_RATE], trate, sizeof trate);
+    char line[256];
+    char fill[16] = "-", ret[16] = "-", lag[16] = "-";
+    if (!isnan(row[M_REPLAY_FILL]))
+        snprintf(fill, sizeof fill, "%.0f%%", 100 * row[M_REPLAY_FILL]);
+    if (!isnan(row[M_RETURN]))
+        snprintf(ret, sizeof ret, "%.1f", row[M_RETURN]);
+    if (!isnan(row[M_LAG]))
+        snprintf(lag, sizeof lag, "%.0f", row[M_LAG]);
+    snprintf(line, sizeof line,
+             "%6.1fs  env %s (%s/s)  train %s (%s/s)  replay %s  return %s  lag %s",
+             row[M_TIME], steps, rate, train, trate, fill, ret, lag);
+    if (live)
+        fprintf(stderr, "\r\033[K%s", line);
+    else
+        fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+}
+
+/* The path of this executable, for starting workers. */
+static int self_path(char *out, size_t n, gb_error *err)
+{
+    ssize_t len = readlink("/proc/self/exe", out, n - 1);
+    if (len <= 0)
+        return gb_error_errno(err, "readlink /proc/self/exe");
+    out[len] = '\0';
+    return 0;
+}
+
+static int spawn_role(gb_supervisor *sup, const gb_rundir *rd, const char *exe, const char *role,
+                      int count, const char *reg_ep, const char *met_ep, gb_error *err)
+{
+    for (int i = 0; i < count; i++) {
+        char index[16], log_rel[64], log_path[2048];
+        snprintf(index, sizeof index, "%d", i);
+        snprintf(log_rel, sizeof log_rel, "logs/%s-%d.log", role, i);
+        int rc = gb_rundir_file(rd, log_rel, log_path, sizeof log_path, err);
+        if (rc)
+            return rc;
+        char *argv[] = {(char *)exe,         "worker",          "--role",   (char *)role,
+                        "--index",           index,             "--run-dir", (char *)rd->path,
+                        "--registry",        (char *)reg_ep,    "--metrics", (char *)met_ep,
+                        NULL};
+        if ((rc = gb_supervisor_spawn(sup, role, i, argv, log_path, err)))
+            return rc;
+    }
+    return 0;
+}
+
+int gb_run_local(const gb_config *cfg, const gb_cli *cli)
+{
+    static gb_rundir rd;
+    static gb_supervisor sup;
+    gb_error err = {0};
+    gb_log_init("launcher", -1, (gb_log_level)cfg->experiment.log_level);
+    if (cfg->trainer.count != 1) {
+        fprintf(stderr, "%s: trainer.count: %lld trainers need gradient all-reduce between "
+                "trainers, which is not implemented yet; use 1\n", cfg->source,
+                (long long)cfg->trainer.count);
+        return 2;
+    }
+    if (gb_rundir_create(&rd, cfg, cli->run_dir, &err)) {
+        fprintf(stderr, "gearbox run: %s\n", err.msg);
+        return 1;
+    }
+    char log_path[2048];
+    if (gb_rundir_file(&rd, "logs/launcher.log", log_path, sizeof log_path, &err) == 0)
+        gb_log_open_file(log_path);
+    GB_INFO("run directory %s", rd.path);
+
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    const char *exit_reason = "error";
+    char error_text[GB_ERROR_MSG_MAX + 256] = "";
+    int status = 1;
+    void *zctx = zmq_ctx_new();
+    registry_thread reg = {0};
+    pthread_t reg_thread;
+    int reg_started = 0;
+    gb_metrics_collector *mc = NULL;
+    char reg_ep[GB_REGISTRY_ENDPOINT_MAX], met_ep[GB_REGISTRY_ENDPOINT_MAX], exe[PATH_MAX];
+    double t0 = gb_now_s();
+    int live = 0, show = 0;
+    double row[M_NCOLS] = {0}, prev[M_NCOLS] = {0};
+    int have_prev = 0;
+
+    int rc = zctx ? 0 : gb_error_set(&err, GB_EZMQ, "zmq_ctx_new failed");
+    if (rc == 0)
+        rc = gb_endpoint_make(reg_ep, sizeof reg_ep, GB_TRANSPORT_IPC, rd.path, "", "registry",
+                              &err);
+    if (rc == 0)
+        rc = gb_endpoint_make(met_ep, sizeof met_ep, GB_TRANSPORT_IPC, rd.path, "", "metrics",
+                              &err);
+    gb_registry_server_opts ro = {.endpoint = reg_ep, .max_ttl_ms = 60000};
+    if (rc == 0)
+        rc = gb_registry_server_open(&reg.server, zctx, &ro, &err);
+    if (rc == 0)
+        rc = gb_metrics_collector_open(&mc, zctx, met_ep, &err);
+    if (rc == 0 && pthread_create(&reg_thread, NULL, registry_main, &reg) != 0)
+        rc = gb_error_errno(&err, "pthread_create");
+    reg_started = rc == 0;
+    if (rc == 0)
+        rc = gb_rundir_metrics_open(&rd, columns, M_NCOLS, &err);
+    if (rc == 0)
+        rc = self_path(exe, sizeof exe, &err);
+    if (rc == 0)
+        rc = spawn_role(&sup, &rd, exe, "params", 1, reg_ep, met_ep, &err);
+    if (rc == 0)
+        rc = spawn_role(&sup, &rd, exe, "trainer", (int)cfg->trainer.count, reg_ep, met_ep, &err);
+    if (rc == 0)
+        rc = spawn_role(&sup, &rd, exe, "policy", (int)cfg->policy.count, reg_ep, met_ep, &err);
+    if (rc == 0)
+        rc = spawn_role(&sup, &rd, exe, "actor", (int)cfg->actors.count, reg_ep, met_ep, &err);
+    if (rc) {
+        snprintf(error_text, sizeof error_text, "%s", err.msg);
+        GB_ERROR("%s", err.msg);
+        goto stop;
+    }
+    GB_INFO("started %lld actors x %lld envs, %lld policy, %lld trainer workers and the "
+            "parameter service", (long long)cfg->actors.count,
+            (long long)cfg->actors.envs_per_actor, (long long)cfg->policy.count,
+            (long long)cfg->trainer.count);
+
+    live = cfg->launch.progress == GB_PROGRESS_LINE ||
+               (cfg->launch.progress == GB_PROGRESS_AUTO && isatty(STDERR_FILENO));
+    show = cfg->launch.progress != GB_PROGRESS_OFF;
+    double next_row = t0 + cfg->experiment.metrics_interval_s;
+    double next_plain = t0 + 5.0;
+    for (;;) {
+        if (gb_metrics_collector_poll(mc, 50, &err) < 0) {
+            snprintf(error_text, sizeof error_text, "metrics: %s", err.msg);
+            break;
+        }
+        double now = gb_now_s(), t = now - t0;
+        gb_child *dead = gb_supervisor_reap(&sup);
+        if (dead) {
+            char how[128];
+            gb_child_describe(dead, how, sizeof how);
+            snprintf(error_text, sizeof error_text, "worker %s-%d %s", dead->role, dead->index,
+                     how);
+            if (live)
+                fputc('\n', stderr);
+            GB_ERROR("%s; the end of its log (%s):", error_text, dead->log_path);
+            gb_log_tail(dead->log_path, 20, "    | ", stderr);
+            exit_reason = "worker_died";
+            break;
+        }
+        int sig = atomic_load(&interrupted);
+        if (sig) {
+            exit_reason = "interrupted";
+            snprintf(error_text, sizeof error_text, "stopped by signal %d (%s)", sig,
+                     strsignal(sig));
+            break;
+        }
+        sample_metrics(mc, t, have_prev ? prev : NULL, row);
+        if (now >= next_row) {
+            if (gb_rundir_metrics_row(&rd, row, M_NCOLS, &err))
+                GB_WARN("metrics.csv: %s", err.msg);
+            memcpy(prev, row, sizeof row);
+            have_prev = 1;
+            next_row = now + cfg->experiment.metrics_interval_s;
+            if (show && (live || now >= next_plain)) {
+                progress(row, live);
+                next_plain = now + 5.0;
+            }
+        }
+        double target = cfg->experiment.target_return;
+        if (!isnan(target) && gb_metrics_episodes(mc) >= GB_METRICS_WINDOW &&
+            gb_metrics_return_mean(mc) >= target) {
+            exit_reason = "solved";
+            status = 0;
+            break;
+        }
+        if (cfg->experiment.max_env_steps > 0 &&
+            row[M_ENV_STEPS] >= (double)cfg->experiment.max_env_steps) {
+            exit_reason = "max_env_steps";
+            status = 0;
+            break;
+        }
+        if (cfg->experiment.max_seconds > 0 && t >= cfg->experiment.max_seconds) {
+            exit_reason = "max_seconds";
+            status = 0;
+            break;
+        }
+    }
+stop:;
+    double wall = gb_now_s() - t0;
+    if (show && live)
+        fputc('\n', stderr);
+    double grace = cfg->launch.stop_timeout_s < 4.5 ? cfg->launch.stop_timeout_s : 4.5;
+    int killed = gb_supervisor_stop_all(&sup, grace);
+    if (killed)
+        GB_WARN("%d workers did not stop within %.1f s and were killed", killed, grace);
+    /* Workers send a last report as they stop: take it. */
+    if (mc) {
+        gb_metrics_collector_poll(mc, 100, &err);
+        sample_metrics(mc, wall, have_prev ? prev : NULL, row);
+        gb_rundir_metrics_row(&rd, row, M_NCOLS, &err);
+    }
+    gb_run_summary s = {
+        .mode = "local",
+        .env_steps = (int64_t)row[M_ENV_STEPS],
+        .train_steps = (int64_t)row[M_TRAIN_STEPS],
+        .wall_seconds = wall,
+        .episode_return_mean = mc ? gb_metrics_return_mean(mc) : NAN,
+        .episodes = mc ? gb_metrics_episodes(mc) : 0,
+        .target_return = cfg->experiment.target_return,
+        .solved = strcmp(exit_reason, "solved") == 0,
+        .exit_reason = exit_reason,
+        .error = error_text[0] ? error_text : NULL,
+        .actors = cfg->actors.count,
+        .policies = cfg->policy.count,
+        .trainers = cfg->trainer.count,
+        .envs = cfg->actors.count * cfg->actors.envs_per_actor,
+    };
+    if (gb_rundir_write_summary(&rd, &s, &err))
+        GB_ERROR("summary.json: %s", err.msg);
+    GB_INFO("%s after %.1f s: %lld env steps (%.0f/s), %lld train steps, mean return %.1f; "
+            "%s/summary.json", exit_reason, wall, (long long)s.env_steps,
+            wall > 0 ? (double)s.env_steps / wall : 0.0, (long long)s.train_steps,
+            s.episode_return_mean, rd.path);
+    if (reg_started) {
+        atomic_store(&reg.stop, 1);
+        pthread_join(reg_thread, NULL);
+    }
+    gb_metrics_collector_close(mc);
+    gb_registry_server_close(reg.server);
+    gb_rundir_close(&rd);
+    if (zctx)
+        zmq_ctx_term(zctx);
+    gb_log_close();
+    return status;
+}

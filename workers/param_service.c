@@ -1,0 +1,50 @@
+/* workers/param_service.c: the parameter service worker: holds the latest parameters from
+ * trainer 0 and broadcasts them to the policy workers (runtime/params.h). */
+#include "workers/worker.h"
+
+#include "runtime/clock.h"
+#include "runtime/log.h"
+#include "runtime/params.h"
+
+#include <stdio.h>
+
+int gb_params_main(gb_worker *w, gb_error *err)
+{
+    char in[GB_REGISTRY_ENDPOINT_MAX], pub[GB_REGISTRY_ENDPOINT_MAX],
+        fetch[GB_REGISTRY_ENDPOINT_MAX];
+    gb_param_service *s = NULL;
+    int rc;
+    if ((rc = gb_worker_endpoint(w, "in", in, sizeof in, err)) ||
+        (rc = gb_worker_endpoint(w, "pub", pub, sizeof pub, err)) ||
+        (rc = gb_worker_endpoint(w, "fetch", fetch, sizeof fetch, err)))
+        return rc;
+    gb_param_service_opts o = {.in_endpoint = in, .pub_endpoint = pub, .fetch_endpoint = fetch,
+                               .role = w->role, .index = w->index};
+    if ((rc = gb_param_service_open(&s, w->zctx, &o, err)))
+        return rc;
+    static const char *const which[] = {"in", "pub", "fetch"};
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "params/%d/%s", w->index, which[i]);
+        rc = gb_registry_register(w->registry, name, gb_param_service_endpoint(s, which[i]), err);
+    }
+    double next_report = gb_now_s();
+    while (rc == 0 && !gb_worker_stopping(w)) {
+        rc = gb_param_service_poll(s, 50, err);
+        if (rc == GB_ENOMEM) {
+            GB_WARN("params: %s", err->msg);
+            rc = 0;
+        }
+        if (gb_now_s() >= next_report) {
+            gb_param_service_stats st = gb_param_service_get_stats(s);
+            gb_metrics_set(w->metrics, "param_version", (double)gb_param_service_version(s));
+            gb_metrics_set(w->metrics, "param_versions", (double)st.versions);
+            gb_metrics_set(w->metrics, "param_abandoned", (double)st.abandoned);
+            gb_metrics_set(w->metrics, "param_rejected", (double)st.rejected);
+            gb_metrics_send(w->metrics, NULL);
+            next_report = gb_now_s() + w->cfg->experiment.metrics_interval_s;
+        }
+    }
+    gb_param_service_close(s);
+    return rc == GB_ECLOSED ? 0 : rc;
+}

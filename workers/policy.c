@@ -1,0 +1,252 @@
+/* workers/policy.c: the policy worker: serves batched inference to the actors and swaps in new
+ * parameters between batches. Two threads: the inference thread runs the inference server
+ * (receiving and merging requests, one batched libtorch forward per batch, replies); the
+ * parameter thread follows the parameter stream and stages each complete, verified blob, which
+ * the inference thread imports before its next batch. */
+#include "workers/worker.h"
+
+#include "envs/env.h"
+#include "runtime/clock.h"
+#include "runtime/inference.h"
+#include "runtime/log.h"
+#include "runtime/params.h"
+#include "runtime/wire.h"
+#include "workers/torch/bridge.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct policy {
+    gb_worker *w;
+    gb_torch_space space;
+    gb_torch_model *model;
+    int64_t rows_cap;
+    void *action;  /* [rows_cap] int64 or [rows_cap, A] float32 */
+    float *logp;   /* [rows_cap] */
+    int64_t served_rows;
+    /* parameter hand-off: the parameter thread stages, the inference thread applies */
+    pthread_mutex_t lock;
+    const gb_param_blob *staged;
+    int64_t applied_version;
+    uint64_t import_failures;
+    gb_param_subscriber *sub;
+    char pub_ep[GB_REGISTRY_ENDPOINT_MAX], fetch_ep[GB_REGISTRY_ENDPOINT_MAX];
+    gb_error param_err;
+    int param_rc;
+} policy;
+
+/* Imports a staged blob into the model (between batches). */
+static void apply_staged(policy *p)
+{
+    pthread_mutex_lock(&p->lock);
+    const gb_param_blob *b = p->staged;
+    p->staged = NULL;
+    pthread_mutex_unlock(&p->lock);
+    if (!b)
+        return;
+    gb_torch_param *table = calloc((size_t)b->nlayout, sizeof *table);
+    gb_error err = {0};
+    int rc = table ? 0 : GB_ENOMEM;
+    for (int i = 0; rc == 0 && i < b->nlayout; i++) {
+        const gb_param_entry *e = &b->layout[i];
+        snprintf(table[i].name, sizeof table[i].name, "%s", e->name);
+        table[i].dtype = e->dtype;
+        table[i].ndim = e->rank;
+        uint64_t n = gb_dtype_size(e->dtype);
+        for (int d = 0; d < e->rank; d++) {
+            table[i].shape[d] = e->shape[d];
+            n *= (uint64_t)e->shape[d];
+        }
+        table[i].offset = e->offset;
+        table[i].nbytes = n;
+    }
+    if (rc == 0)
+        rc = gb_torch_model_import(p->model, b->data, b->bytes, table, b->nlayout,
+                                   (uint64_t)b->version, &err);
+    if (rc == 0) {
+        p->applied_version = b->version;
+    } else {
+        p->import_failures++;
+        GB_ERROR("policy: cannot apply parameters version %lld: %s", (long long)b->version,
+                 err.msg);
+    }
+    free(table);
+    gb_param_blob_release(b);
+}
+
+static int infer(void *user, const gb_infer_batch *in, gb_infer_outputs *out, gb_error *err)
+{
+    policy *p = user;
+    if (in->ntensors != 1 || strcmp(in->descs[0].name, "obs") != 0 ||
+        in->descs[0].dtype != p->space.obs_dtype || in->descs[0].rank != 1 + p->space.obs_ndim)
+        return gb_error_set(err, GB_EPROTO, "inference request: expected one tensor obs of "
+                            "rank %d and dtype %s", 1 + p->space.obs_ndim,
+                            gb_dtype_name(p->space.obs_dtype));
+    for (int d = 0; d < p->space.obs_ndim; d++)
+        if (in->descs[0].shape[1 + d] != p->space.obs_shape[d])
+            return gb_error_set(err, GB_EPROTO, "inference request: observation dimension %d is "
+                                "%lld, expected %lld", d, (long long)in->descs[0].shape[1 + d],
+                                (long long)p->space.obs_shape[d]);
+    if (in->rows > p->rows_cap)
+        return gb_error_set(err, GB_EINVAL, "batch of %d rows exceeds %lld", in->rows,
+                            (long long)p->rows_cap);
+    const gb_config *cfg = p->w->cfg;
+    double epsilon = 0;
+    if (cfg->trainer.algorithm.name == GB_ALGO_DQN)
+        epsilon = gb_torch_dqn_epsilon(&cfg->trainer.algorithm.dqn,
+                                       p->served_rows * cfg->policy.count);
+    gb_torch_act_out o = {.action = p->action, .logp = p->logp};
+    int rc = gb_torch_model_act(p->model, in->inputs[0].data, in->rows,
+                                cfg->policy.deterministic, epsilon, &o, err);
+    if (rc)
+        return rc;
+    p->served_rows += in->rows;
+    int64_t shape[2] = {in->rows, p->space.action_dim};
+    if ((rc = gb_wire_set_tensor(&out->descs[0], "action",
+                                 p->space.discrete ? GB_DTYPE_INT64 : GB_DTYPE_FLOAT32,
+                                 p->space.discrete ? 1 : 2, shape, err)) ||
+        (rc = gb_wire_set_tensor(&out->descs[1], "logp", GB_DTYPE_FLOAT32, 1, shape, err)))
+        return rc;
+    out->ntensors = 2;
+    out->data[0] = p->action;
+    out->data[1] = p->logp;
+    out->policy_version = p->applied_version;
+    return 0;
+}
+
+static void *param_thread(void *arg)
+{
+    policy *p = arg;
+    gb_worker *w = p->w;
+    int64_t staged_version = -1;
+    while (!gb_worker_stopping(w)) {
+        int rc = gb_param_subscriber_poll(p->sub, 50, &p->param_err);
+        if (rc < 0 && rc != GB_ENOMEM) {
+            p->param_rc = rc;
+            atomic_store(w->stop, 1);
+            break;
+        }
+        int64_t v = gb_param_subscriber_version(p->sub);
+        if (v > staged_version) {
+            const gb_param_blob *b = gb_param_subscriber_acquire(p->sub);
+            if (!b)
+                continue;
+            pthread_mutex_lock(&p->lock);
+            if (p->staged)
+                gb_param_blob_release(p->staged); /* never applied: a newer one replaces it */
+            p->staged = b;
+            pthread_mutex_unlock(&p->lock);
+            staged_version = b->version;
+        }
+    }
+    return NULL;
+}
+
+int gb_policy_main(gb_worker *w, gb_error *err)
+{
+    const gb_config *cfg = w->cfg;
+    policy p = {.w = w, .applied_version = -1};
+    pthread_mutex_init(&p.lock, NULL);
+    gb_infer_server *server = NULL;
+    pthread_t thread;
+    int thread_started = 0;
+    gb_env_spec spec;
+    int rc = gb_worker_env_space(cfg, &spec, &p.space, err);
+    if (rc || (rc = gb_torch_set_threads((int)cfg->policy.threads, err)) ||
+        (rc = gb_torch_model_create(cfg, &p.space, (uint64_t)cfg->experiment.seed, &p.model,
+                                    err)))
+        goto done;
+    p.rows_cap = cfg->policy.max_batch_rows + cfg->actors.envs_per_actor * spec.agents;
+    size_t arow = p.space.discrete ? sizeof(int64_t) : (size_t)p.space.action_dim * sizeof(float);
+    p.action = malloc((size_t)p.rows_cap * arow);
+    p.logp = malloc((size_t)p.rows_cap * sizeof(float));
+    if (!p.action || !p.logp) {
+        rc = gb_error_set(err, GB_ENOMEM, "out of memory");
+        goto done;
+    }
+    char ep[GB_REGISTRY_ENDPOINT_MAX], name[64];
+    if ((rc = gb_worker_endpoint(w, "inference", ep, sizeof ep, err)))
+        goto done;
+    gb_infer_server_opts so = {.endpoint = ep,
+                               .max_batch_rows = (int)cfg->policy.max_batch_rows,
+                               .max_wait_ms = cfg->policy.max_wait_ms,
+                               .role = w->role,
+                               .index = w->index,
+                               .fn = infer,
+                               .user = &p};
+    if ((rc = gb_infer_server_open(&server, w->zctx, &so, err)))
+        goto done;
+    /* Parameters first: actors should act with the trainer's initial weights, not ours. */
+    int tmo = (int)cfg->streams.registry_timeout_ms;
+    if ((rc = gb_registry_lookup(w->registry, "params/0/pub", p.pub_ep, sizeof p.pub_ep, tmo,
+                                 err)) ||
+        (rc = gb_registry_lookup(w->registry, "params/0/fetch", p.fetch_ep, sizeof p.fetch_ep,
+                                 tmo, err)))
+        goto done;
+    gb_param_subscriber_opts po = {.pub_endpoint = p.pub_ep,
+                                   .fetch_endpoint = p.fetch_ep,
+                                   .timeout_ms = 2000,
+                                   .recheck_ms = 500,
+                                   .role = w->role,
+                                   .index = w->index};
+    if ((rc = gb_param_subscriber_open(&p.sub, w->zctx, &po, err)))
+        goto done;
+    rc = gb_param_subscriber_wait(p.sub, 0, tmo, err);
+    if (rc)
+        goto done;
+    const gb_param_blob *first = gb_param_subscriber_acquire(p.sub);
+    p.staged = first;
+    apply_staged(&p);
+    if (p.applied_version < 0) {
+        rc = gb_error_set(err, GB_EINVAL, "the first parameters did not fit this model");
+        goto done;
+    }
+    if (pthread_create(&thread, NULL, param_thread, &p) != 0) {
+        rc = gb_error_errno(err, "pthread_create");
+        goto done;
+    }
+    thread_started = 1;
+    snprintf(name, sizeof name, "policy/%d/inference", w->index);
+    if ((rc = gb_registry_register(w->registry, name, gb_infer_server_endpoint(server), err)))
+        goto done;
+    GB_INFO("policy: serving %s at %s, parameters version %lld", cfg->env.name,
+            gb_infer_server_endpoint(server), (long long)p.applied_version);
+
+    double next_report = gb_now_s();
+    while (!gb_worker_stopping(w)) {
+        apply_staged(&p);
+        rc = gb_infer_server_poll(server, 20, err);
+        if (rc < 0 && rc != GB_EPROTO && rc != GB_EINVAL && rc != GB_ETORCH) {
+            goto done;
+        } else if (rc < 0) {
+            GB_WARN("policy: batch failed (answered with the error): %s", err->msg);
+        }
+        if (gb_now_s() >= next_report) {
+            gb_infer_server_stats st = gb_infer_server_get_stats(server);
+            gb_metrics_set(w->metrics, "served_rows", (double)st.rows);
+            gb_metrics_set(w->metrics, "batches", (double)st.batches);
+            gb_metrics_set(w->metrics, "rejected", (double)st.rejected);
+            gb_metrics_set(w->metrics, "policy_version", (double)p.applied_version);
+            gb_metrics_set(w->metrics, "import_failures", (double)p.import_failures);
+            gb_metrics_send(w->metrics, NULL);
+            next_report = gb_now_s() + cfg->experiment.metrics_interval_s;
+        }
+    }
+    rc = p.param_rc;
+    if (rc && err)
+        *err = p.param_err;
+done:
+    atomic_store(w->stop, 1);
+    if (thread_started)
+        pthread_join(thread, NULL);
+    if (p.staged)
+        gb_param_blob_release(p.staged);
+    gb_param_subscriber_close(p.sub);
+    gb_infer_server_close(server);
+    gb_torch_model_destroy(p.model);
+    free(p.action);
+    free(p.logp);
+    pthread_mutex_destroy(&p.lock);
+    return rc;
+}

@@ -1,0 +1,50 @@
+/* workers/worker.h: what every worker process shares: its config, identity, run directory,
+ * ZeroMQ context, registry client, metrics sender and stop flag; and the role entry points that
+ * `gearbox worker --role R --index I --run-dir DIR` dispatches to.
+ * defines: gb_worker, gb_actor_main, gb_policy_main, gb_trainer_main, gb_params_main,
+ *          gb_worker_endpoint, gb_worker_stopping */
+#ifndef GB_WORKERS_WORKER_H
+#define GB_WORKERS_WORKER_H
+
+#include "runtime/config.h"
+#include "runtime/error.h"
+#include "runtime/metrics.h"
+#include "runtime/registry.h"
+
+#include <stdatomic.h>
+
+typedef struct gb_worker {
+    const gb_config *cfg;
+    int role;  /* gb_role */
+    int index;
+    const char *run_dir;
+    void *zctx;
+    gb_registry_client *registry;
+    gb_metrics_sender *metrics;
+    atomic_int *stop; /* set by SIGTERM/SIGINT: finish the current step and return */
+} gb_worker;
+
+/* 1 once the worker has been asked to stop. */
+static inline int gb_worker_stopping(const gb_worker *w) { return atomic_load(w->stop) != 0; }
+
+/* The address this worker binds for socket `name` (e.g. "inference"): an ipc:// path in the
+ * run directory or tcp:// on streams.interface; registered as "<role>/<index>/<name>" by the
+ * caller once bound. Returns 0 or the codes of gb_endpoint_make. */
+int gb_worker_endpoint(const gb_worker *w, const char *name, char *out, size_t cap,
+                       gb_error *err);
+
+/* The environment's spec as the config names it (one copy is created and destroyed to read
+ * it), and the matching space for the networks. Returns 0 or the environment's error. */
+struct gb_env_spec;
+struct gb_torch_space;
+int gb_worker_env_space(const gb_config *cfg, struct gb_env_spec *spec,
+                        struct gb_torch_space *space, gb_error *err);
+
+/* Role entry points: run until stopped or failed. Return 0 on a clean stop, or a GB_E* code with
+ * err filled (the worker process then exits 1 and the launcher reports its log). */
+int gb_actor_main(gb_worker *w, gb_error *err);
+int gb_policy_main(gb_worker *w, gb_error *err);
+int gb_trainer_main(gb_worker *w, gb_error *err);
+int gb_params_main(gb_worker *w, gb_error *err);
+
+#endif
