@@ -372,8 +372,6 @@ static void *heartbeat_main(void *arg)
         conn_close(&conn);
         return NULL;
     }
-    gb_registry_entry *copy = NULL;
-    int cap = 0;
     uint64_t next = gb_now_ns() + (uint64_t)c->o.heartbeat_ms * 1000000ULL;
     while (!atomic_load(&c->stop)) {
         if (gb_now_ns() < next) {
@@ -381,26 +379,15 @@ static void *heartbeat_main(void *arg)
             continue;
         }
         next += (uint64_t)c->o.heartbeat_ms * 1000000ULL;
+        /* the lock is held for the whole round, so an unregister cannot be undone by a
+         * heartbeat that read the name just before it */
         pthread_mutex_lock(&c->lock);
-        int n = c->nmine;
-        if (n > cap) {
-            gb_registry_entry *p = realloc(copy, (size_t)n * sizeof *p);
-            if (p) {
-                copy = p;
-                cap = n;
-            }
-        }
-        if (n > cap)
-            n = cap;
-        if (n)
-            memcpy(copy, c->mine, (size_t)n * sizeof *copy);
+        for (int i = 0; i < c->nmine && !atomic_load(&c->stop); i++)
+            if (call(c, &conn, GB_MSG_REG_REGISTER, c->mine[i].name, c->mine[i].endpoint,
+                     c->o.ttl_ms, c->o.heartbeat_ms, &err))
+                GB_WARN("registry heartbeat for '%s': %s", c->mine[i].name, err.msg);
         pthread_mutex_unlock(&c->lock);
-        for (int i = 0; i < n && !atomic_load(&c->stop); i++)
-            if (call(c, &conn, GB_MSG_REG_REGISTER, copy[i].name, copy[i].endpoint, c->o.ttl_ms,
-                     c->o.heartbeat_ms, &err))
-                GB_WARN("registry heartbeat for '%s': %s", copy[i].name, err.msg);
     }
-    free(copy);
     conn_close(&conn);
     return NULL;
 }
@@ -501,8 +488,9 @@ int gb_registry_unregister(gb_registry_client *c, const char *name, gb_error *er
             c->mine[i] = c->mine[--c->nmine];
             break;
         }
+    int rc = call(c, &c->main, GB_MSG_REG_UNREGISTER, name, NULL, 0, c->o.timeout_ms, err);
     pthread_mutex_unlock(&c->lock);
-    return call(c, &c->main, GB_MSG_REG_UNREGISTER, name, NULL, 0, c->o.timeout_ms, err);
+    return rc;
 }
 
 /* Parses the reply's NUL-separated lists into a malloc'd array. */

@@ -1,0 +1,217 @@
+/* tests/streams/test_registry.c: the endpoint registry served from a launcher thread, workers in
+ * their own processes registering, looking up with a timeout, listing by prefix; a killed worker
+ * disappears after its TTL; a clean close unregisters; endpoint helpers. */
+#include "runtime/registry.h"
+#include "runtime/wire.h"
+#include "streams_test.h"
+#include "test.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+typedef struct reg_thread {
+    gb_registry_server *s;
+    atomic_int stop;
+    int rc;
+} reg_thread;
+
+static void *reg_run(void *arg)
+{
+    reg_thread *t = arg;
+    gb_error err;
+    t->rc = gb_registry_server_run(t->s, &t->stop, &err);
+    return NULL;
+}
+
+typedef struct worker_arg {
+    char registry[256];
+    int index;
+    int delay_ms;  /* before registering */
+    int linger_ms; /* alive after registering, then a clean close */
+} worker_arg;
+
+static int worker_main(void *arg)
+{
+    worker_arg *a = arg;
+    gb_error err;
+    gb_sleep_ms(a->delay_ms);
+    void *ctx = zmq_ctx_new();
+    gb_registry_client_opts o = {a->registry, 2000, 100, 600, GB_ROLE_POLICY, a->index};
+    gb_registry_client *c;
+    if (gb_registry_client_open(&c, ctx, &o, &err)) {
+        fprintf(stderr, "worker: %s\n", err.msg);
+        return 3;
+    }
+    char name[64], ep[128];
+    snprintf(name, sizeof name, "policy/%d/inference", a->index);
+    snprintf(ep, sizeof ep, "ipc:///run/x/policy-%d", a->index);
+    if (gb_registry_register(c, name, ep, &err)) {
+        fprintf(stderr, "worker register: %s\n", err.msg);
+        return 4;
+    }
+    /* the worker can find the trainer the test registered */
+    char found[256];
+    if (gb_registry_lookup(c, "trainer/0/sample", found, sizeof found, 5000, &err) ||
+        strcmp(found, "tcp://10.1.2.3:5555") != 0) {
+        fprintf(stderr, "worker lookup: %s\n", err.msg);
+        return 5;
+    }
+    gb_sleep_ms(a->linger_ms);
+    gb_registry_client_close(c);
+    zmq_ctx_term(ctx);
+    return 0;
+}
+
+static int count_prefix(gb_registry_client *c, const char *prefix)
+{
+    gb_registry_entry *e;
+    int n;
+    gb_error err;
+    if (gb_registry_list(c, prefix, 0, 2000, &e, &n, &err))
+        return -1;
+    free(e);
+    return n;
+}
+
+static void test_registry_processes(void)
+{
+    gb_error err;
+    char dir[64], ep[256];
+    st_tmpdir(dir, sizeof dir);
+    snprintf(ep, sizeof ep, "ipc://%s/registry", dir);
+    /* workers are forked before the launcher creates its ZeroMQ context */
+    static worker_arg wa[3];
+    pid_t pids[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(wa[i].registry, sizeof wa[i].registry, "%s", ep);
+        wa[i].index = i;
+        wa[i].delay_ms = 300 + 100 * i; /* start after the launcher looks them up */
+        wa[i].linger_ms = i == 1 ? 60000 : 1500;
+        pids[i] = st_fork(worker_main, &wa[i]);
+    }
+    void *ctx = zmq_ctx_new();
+    gb_registry_server_opts so = {ep, 10000};
+    reg_thread t = {0};
+    atomic_init(&t.stop, 0);
+    CHECK_OK(gb_registry_server_open(&t.s, ctx, &so, &err));
+    pthread_t th;
+    pthread_create(&th, NULL, reg_run, &t);
+    gb_registry_client_opts co = {ep, 2000, 100, 600, GB_ROLE_LAUNCHER, 0};
+    gb_registry_client *c;
+    CHECK_OK(gb_registry_client_open(&c, ctx, &co, &err));
+    CHECK_OK(gb_registry_register(c, "trainer/0/sample", "tcp://10.1.2.3:5555", &err));
+    /* lookup waits for a worker that registers later */
+    char found[256];
+    CHECK_OK(gb_registry_lookup(c, "policy/2/inference", found, sizeof found, 10000, &err));
+    CHECK(strcmp(found, "ipc:///run/x/policy-2") == 0);
+    gb_registry_entry *e;
+    int n;
+    CHECK_OK(gb_registry_list(c, "policy/", 3, 10000, &e, &n, &err));
+    CHECK_EQ_INT(n, 3);
+    for (int i = 0; i < n && n == 3; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "ipc:///run/x/policy-%d", i);
+        CHECK(strcmp(e[i].endpoint, want) == 0); /* sorted by name */
+    }
+    free(e);
+    /* timeouts name what is missing */
+    int rc = gb_registry_lookup(c, "policy/9/inference", found, sizeof found, 300, &err);
+    CHECK_EQ_INT(rc, GB_ETIMEOUT);
+    CHECK(strstr(err.msg, "policy/9/inference") != NULL);
+    rc = gb_registry_list(c, "policy/", 5, 300, &e, &n, &err);
+    CHECK_EQ_INT(rc, GB_ETIMEOUT);
+    CHECK(strstr(err.msg, "3 of 5") != NULL);
+    /* kill worker 1 without a goodbye: it is gone within its TTL (600 ms) plus slack; workers 0
+     * and 2 close cleanly and unregister */
+    gb_sleep_ms(500);
+    kill(pids[1], SIGKILL);
+    CHECK_EQ_INT(st_wait(pids[1]), 128 + SIGKILL);
+    CHECK_EQ_INT(st_wait(pids[0]), 0);
+    CHECK_EQ_INT(st_wait(pids[2]), 0);
+    double end = gb_now_s() + 10;
+    int left = -1;
+    while (gb_now_s() < end && (left = count_prefix(c, "policy/")) != 0)
+        gb_sleep_ms(50);
+    CHECK_EQ_INT(left, 0);
+    /* the launcher's own name stays alive through its heartbeats, well past the TTL */
+    gb_sleep_ms(1500);
+    CHECK_OK(gb_registry_lookup(c, "trainer/0/sample", found, sizeof found, 100, &err));
+    CHECK_OK(gb_registry_unregister(c, "trainer/0/sample", &err));
+    CHECK_EQ_INT(count_prefix(c, ""), 0);
+    CHECK(gb_registry_unregister(c, "trainer/0/sample", &err) == GB_ENOTFOUND);
+    /* bad input to the registry: rejected, the server goes on */
+    CHECK(gb_registry_register(c, "", "x", &err) == GB_EINVAL);
+    void *raw = zmq_socket(ctx, ZMQ_DEALER);
+    zmq_connect(raw, ep);
+    zmq_send(raw, "garbage", 7, 0);
+    gb_wire_header h;
+    gb_wire_header_init(&h, GB_MSG_REG_REGISTER, GB_ROLE_ACTOR, 0);
+    h.seq = 5;
+    CHECK_OK(gb_wire_send(raw, NULL, 0, &h, NULL, 0, &err)); /* no name, no endpoint */
+    gb_wire_msg m;
+    gb_wire_msg_init(&m);
+    CHECK_OK(gb_wire_recv(raw, &m, 0, 0, &err));
+    CHECK_EQ_INT(m.hdr.status, GB_EPROTO);
+    zmq_close(raw);
+    CHECK(gb_registry_server_rejected(t.s) >= 2);
+    CHECK_OK(gb_registry_register(c, "still/serving", "ipc:///x", &err));
+    gb_registry_client_close(c);
+    atomic_store(&t.stop, 1);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(t.rc, 0);
+    CHECK_EQ_INT(gb_registry_server_count(t.s), 0); /* the close unregistered it */
+    gb_registry_server_close(t.s);
+    zmq_ctx_term(ctx);
+    st_rmdir(dir);
+}
+
+static void test_endpoints(void)
+{
+    gb_error err;
+    char out[256], dir[64];
+    st_tmpdir(dir, sizeof dir);
+    CHECK_OK(gb_endpoint_make(out, sizeof out, 0, dir, NULL, "policy/0/inference", &err));
+    char want[256];
+    snprintf(want, sizeof want, "ipc://%s/sockets/policy-0-inference", dir);
+    CHECK(strcmp(out, want) == 0);
+    char longdir[300];
+    memset(longdir, 'a', 120);
+    snprintf(longdir, sizeof longdir, "/tmp/%.*s", 110, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+    mkdir(longdir, 0700);
+    CHECK(gb_endpoint_make(out, sizeof out, 0, longdir, NULL, "policy/0/inference", &err) ==
+          GB_EINVAL);
+    CHECK(strstr(err.msg, "107") != NULL);
+    char sockets[400];
+    snprintf(sockets, sizeof sockets, "%s/sockets", longdir);
+    rmdir(sockets);
+    rmdir(longdir);
+    CHECK_OK(gb_endpoint_make(out, sizeof out, 1, dir, "127.0.0.1", "x", &err));
+    CHECK(strcmp(out, "tcp://127.0.0.1:*") == 0);
+    CHECK_OK(gb_endpoint_make(out, sizeof out, 1, dir, "lo", "x", &err));
+    CHECK(strcmp(out, "tcp://127.0.0.1:*") == 0);
+    CHECK(gb_endpoint_make(out, sizeof out, 1, dir, "nosuchif0", "x", &err) == GB_ENOTFOUND);
+    CHECK_OK(gb_endpoint_make(out, sizeof out, 1, dir, "*", "x", &err));
+    CHECK(strcmp(out, "tcp://*:*") == 0);
+    /* binding and connecting with what the helpers produce */
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_PULL);
+    CHECK_OK(gb_endpoint_make(out, sizeof out, 1, dir, "*", "x", &err));
+    CHECK(zmq_bind(s, out) == 0);
+    char bound[256], conn[256];
+    size_t len = sizeof bound;
+    zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, bound, &len);
+    CHECK_OK(gb_endpoint_connectable(bound, conn, sizeof conn, &err));
+    CHECK(strncmp(conn, "tcp://0.0.0.0", 13) != 0 && strncmp(conn, "tcp://", 6) == 0);
+    CHECK_OK(gb_endpoint_connectable("ipc:///a/b", conn, sizeof conn, &err));
+    CHECK(strcmp(conn, "ipc:///a/b") == 0);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    st_rmdir(dir);
+}
+
+int main(void)
+{
+    TEST_RUN(test_registry_processes);
+    TEST_RUN(test_endpoints);
+    return test_main_result();
+}
