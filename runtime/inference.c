@@ -30,9 +30,23 @@ struct gb_infer_client {
     uint64_t out_id[CLIENT_MAX_OUTSTANDING];
     uint64_t out_deadline[CLIENT_MAX_OUTSTANDING];
     char where[512]; /* endpoints, for messages */
+    int rcvtimeo;    /* ZMQ_RCVTIMEO now set on sock */
     gb_wire_header hdr;
     gb_infer_client_stats st;
 };
+
+/* Sets ZMQ_RCVTIMEO when it changes (blocking receives wait in ZeroMQ itself: one wake-up, no
+ * separate zmq_poll). */
+static int set_rcvtimeo(void *sock, int *cur, long ms, gb_error *err)
+{
+    int v = ms < 0 ? -1 : ms > INT32_MAX ? INT32_MAX : (int)ms;
+    if (v == *cur)
+        return 0;
+    if (zmq_setsockopt(sock, ZMQ_RCVTIMEO, &v, sizeof v) != 0)
+        return gb_wire_zmq_error(err, "ZMQ_RCVTIMEO");
+    *cur = v;
+    return 0;
+}
 
 int gb_infer_client_open(gb_infer_client **out, void *zctx, const gb_infer_client_opts *o,
                          gb_error *err)
@@ -47,6 +61,7 @@ int gb_infer_client_open(gb_infer_client **out, void *zctx, const gb_infer_clien
         return gb_error_set(err, GB_ENOMEM, "inference client: out of memory");
     int rc;
     c->timeout_ms = o->timeout_ms;
+    c->rcvtimeo = -1;
     c->role = o->role;
     c->index = o->index;
     c->sock = zmq_socket(zctx, ZMQ_DEALER);
@@ -155,17 +170,18 @@ int gb_infer_client_recv(gb_infer_client *c, gb_wire_msg *reply, int timeout_ms,
                                 "from policy workers (%s)", (unsigned long long)id,
                                 c->timeout_ms, c->where);
         }
-        int rc = gb_wire_recv(c->sock, reply, 0, ZMQ_DONTWAIT, err);
-        if (rc == GB_EAGAIN) {
-            uint64_t wake = until;
-            if (oldest >= 0 && c->out_deadline[oldest] < wake)
-                wake = c->out_deadline[oldest];
+        uint64_t wake = until;
+        if (oldest >= 0 && c->out_deadline[oldest] < wake)
+            wake = c->out_deadline[oldest];
+        long wait_ms = wake > now ? (long)((wake - now + 999999) / 1000000) : 0;
+        int rc = set_rcvtimeo(c->sock, &c->rcvtimeo, wait_ms, err);
+        if (rc)
+            return rc;
+        rc = gb_wire_recv(c->sock, reply, 0, wait_ms > 0 ? 0 : ZMQ_DONTWAIT, err);
+        if (rc == GB_EAGAIN || rc == GB_ETIMEOUT) {
+            now = gb_now_ns();
             if (now >= until && (oldest < 0 || c->out_deadline[oldest] > now))
                 return gb_error_set(err, GB_EAGAIN, "no inference reply yet");
-            long wait_ms = wake > now ? (long)((wake - now + 999999) / 1000000) : 0;
-            zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
-            if (zmq_poll(&it, 1, wait_ms) < 0)
-                return gb_wire_zmq_error(err, "inference client: zmq_poll");
             continue;
         }
         if (rc == GB_EPROTO) {
@@ -246,6 +262,7 @@ struct gb_infer_server {
     gb_wire_header reply;
     client_ent clients[SERVER_MAX_CLIENTS];
     int nclients;
+    int rcvtimeo;
     uint64_t gen;
     gb_infer_server_stats st;
 };
@@ -262,6 +279,7 @@ int gb_infer_server_open(gb_infer_server **out, void *zctx, const gb_infer_serve
         return gb_error_set(err, GB_ENOMEM, "inference server: out of memory");
     int rc;
     s->o = *o;
+    s->rcvtimeo = -1;
     s->cap = o->max_batch_rows < SERVER_MAX_REQUESTS ? o->max_batch_rows : SERVER_MAX_REQUESTS;
     s->slot = calloc((size_t)s->cap + 1, sizeof *s->slot);
     if (!s->slot) {
@@ -449,7 +467,21 @@ static int gather(gb_infer_server *s, int timeout_ms, int64_t *rows_out, gb_erro
             break;
         /* whatever is already queued joins the batch; waiting for more happens only while
          * some recently seen client has no request in it yet, and until the wait limit */
-        int rc = gb_wire_recv(s->sock, s->slot[n], 1, ZMQ_DONTWAIT, err);
+        int rc;
+        if (n == 0) { /* wait for the first request inside ZeroMQ: one wake-up */
+            long first_ms = -1;
+            if (timeout_ms >= 0) {
+                uint64_t end = start + (uint64_t)timeout_ms * 1000000ULL;
+                first_ms = end > now ? (long)((end - now + 999999) / 1000000) : 0;
+            }
+            if ((rc = set_rcvtimeo(s->sock, &s->rcvtimeo, first_ms, err)))
+                return rc;
+            rc = gb_wire_recv(s->sock, s->slot[0], 1, first_ms == 0 ? ZMQ_DONTWAIT : 0, err);
+            if (rc == GB_EAGAIN || rc == GB_ETIMEOUT)
+                break;
+        } else {
+            rc = gb_wire_recv(s->sock, s->slot[n], 1, ZMQ_DONTWAIT, err);
+        }
         if (rc == GB_EAGAIN) {
             long wait_ms;
             if (n > 0) {

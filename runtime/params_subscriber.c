@@ -322,6 +322,11 @@ static void on_reply(gb_param_subscriber *s, gb_wire_msg *m, uint64_t now)
             s->next_info_ns = now + RETRY_SOON_NS;
             return;
         }
+        if (v == asm_v && s->mode == MODE_PUB) { /* a routine recheck while PUB delivers */
+            s->crc_want = (uint32_t)param_meta(h, PM_CRC);
+            s->have_crc = 1;
+            return;
+        }
         if (v > asm_v) {
             gb_tensor_view l = gb_wire_msg_tensor(m, 0);
             start_asm(s, v, (uint64_t)total, (uint64_t)chunk, &l, MODE_FETCH, now);

@@ -17,6 +17,7 @@ struct gb_sample_sender {
 
 struct gb_sample_receiver {
     void *sock;
+    int rcvtimeo; /* ZMQ_RCVTIMEO now set */
     char endpoint[256];
     gb_sample_receiver_stats st;
 };
@@ -131,6 +132,7 @@ int gb_sample_receiver_open(gb_sample_receiver **out, void *zctx,
     if (!r)
         return gb_error_set(err, GB_ENOMEM, "sample receiver: out of memory");
     int rc;
+    r->rcvtimeo = -1;
     r->sock = zmq_socket(zctx, ZMQ_PULL);
     if (!r->sock) {
         rc = gb_wire_zmq_error(err, "sample receiver: zmq_socket(PULL)");
@@ -173,8 +175,21 @@ int gb_sample_recv(gb_sample_receiver *r, gb_wire_msg *m, int timeout_ms, gb_err
     if (!err)
         err = &local;
     uint64_t end = gb_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ULL;
-    for (;;) {
-        int rc = gb_wire_recv(r->sock, m, 0, ZMQ_DONTWAIT, err);
+    for (int first = 1;; first = 0) {
+        /* block inside ZeroMQ (one wake-up per message, no separate zmq_poll); the first try
+         * waits the whole timeout, so the option is not reset on every call */
+        long wait_ms = timeout_ms < 0 ? -1 : timeout_ms;
+        if (!first && timeout_ms >= 0) {
+            uint64_t now = gb_now_ns();
+            wait_ms = end > now ? (long)((end - now + 999999) / 1000000) : 0;
+        }
+        int v = (int)wait_ms;
+        if (v != r->rcvtimeo) {
+            if (zmq_setsockopt(r->sock, ZMQ_RCVTIMEO, &v, sizeof v) != 0)
+                return gb_wire_zmq_error(err, "sample receiver: ZMQ_RCVTIMEO");
+            r->rcvtimeo = v;
+        }
+        int rc = gb_wire_recv(r->sock, m, 0, wait_ms == 0 ? ZMQ_DONTWAIT : 0, err);
         if (rc == 0 && m->hdr.type != GB_MSG_SAMPLE) {
             rc = gb_error_set(err, GB_EPROTO, "sample receiver: got a %s message",
                               gb_msg_type_name(m->hdr.type));
@@ -193,18 +208,9 @@ int gb_sample_recv(gb_sample_receiver *r, gb_wire_msg *m, int timeout_ms, gb_err
                         (unsigned long long)k, err->msg);
             continue;
         }
-        if (rc != GB_EAGAIN)
-            return rc;
-        long wait_ms = -1;
-        if (timeout_ms >= 0) {
-            uint64_t now = gb_now_ns();
-            if (now >= end)
-                return gb_error_set(err, GB_EAGAIN, "no sample within %d ms", timeout_ms);
-            wait_ms = (long)((end - now + 999999) / 1000000);
-        }
-        zmq_pollitem_t it = {r->sock, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&it, 1, wait_ms) < 0)
-            return gb_wire_zmq_error(err, "sample receiver: zmq_poll");
+        if (rc == GB_EAGAIN || rc == GB_ETIMEOUT)
+            return gb_error_set(err, GB_EAGAIN, "no sample within %d ms", timeout_ms);
+        return rc;
     }
 }
 
