@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <msgpack.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const role_names[GB_ROLE_END] = {
@@ -15,7 +16,7 @@ static const char *const type_names[GB_MSG_TYPE_END] = {
     "invalid",     "infer_request", "infer_reply", "sample",     "param_begin",
     "param_chunk", "param_end",     "param_info_req", "param_info", "param_fetch",
     "param_data",  "reg_register",  "reg_unregister", "reg_lookup", "reg_reply",
-    "metrics",
+    "metrics",     "serve_request", "serve_reply",
 };
 
 const char *gb_role_name(int role)
@@ -653,6 +654,49 @@ static int recv_error(gb_error *err, int flags, const char *what)
     return rc;
 }
 
+static void free_block(void *data, void *hint)
+{
+    (void)hint;
+    free(data);
+}
+
+/* Points m->data at each frame, copying the ones not aligned to their dtype (see wire.h). */
+static int realign(gb_wire_msg *m, gb_error *err)
+{
+    size_t used = 0;
+    m->realigned = 0;
+    for (int t = 0; t < m->nframes; t++) {
+        void *p = zmq_msg_data(&m->frames[t]);
+        size_t n = zmq_msg_size(&m->frames[t]);
+        size_t align = gb_dtype_size(m->hdr.tensors[t].dtype);
+        m->data[t] = p;
+        if (n == 0 || align <= 1 || (uintptr_t)p % align == 0)
+            continue;
+        m->realigned++;
+        size_t at = (used + 15) & ~(size_t)15;
+        if (at <= GB_WIRE_ARENA && n <= GB_WIRE_ARENA - at) {
+            memcpy(m->arena + at, p, n);
+            m->data[t] = m->arena + at;
+            used = at + n;
+            continue;
+        }
+        void *copy = malloc(n); /* malloc aligns for every scalar type */
+        if (!copy)
+            return gb_error_set(err, GB_ENOMEM, "wire receive: realigning %zu bytes", n);
+        memcpy(copy, p, n);
+        zmq_msg_t owned;
+        if (zmq_msg_init_data(&owned, copy, n, free_block, NULL) != 0) {
+            free(copy);
+            return gb_wire_zmq_error(err, "wire receive: zmq_msg_init_data");
+        }
+        zmq_msg_close(&m->frames[t]);
+        zmq_msg_move(&m->frames[t], &owned);
+        zmq_msg_close(&owned);
+        m->data[t] = copy;
+    }
+    return 0;
+}
+
 int gb_wire_recv(void *sock, gb_wire_msg *m, int routed, int flags, gb_error *err)
 {
     zmq_msg_t head;
@@ -713,6 +757,8 @@ int gb_wire_recv(void *sock, gb_wire_msg *m, int routed, int flags, gb_error *er
     }
     if ((rc = gb_wire_check_frames(&m->hdr, lens, m->nframes, err)))
         goto fail;
+    if ((rc = realign(m, err)))
+        goto fail;
     return 0;
 fail:
     gb_wire_msg_release(m);
@@ -721,7 +767,7 @@ fail:
 
 gb_tensor_view gb_wire_msg_tensor(const gb_wire_msg *m, int i)
 {
-    gb_tensor_view v = {&m->hdr.tensors[i], zmq_msg_data((zmq_msg_t *)&m->frames[i]),
+    gb_tensor_view v = {&m->hdr.tensors[i], m->data[i],
                         zmq_msg_size((zmq_msg_t *)&m->frames[i])};
     return v;
 }

@@ -56,7 +56,9 @@ typedef enum gb_msg_type {
     GB_MSG_REG_REPLY = 14,    /* tensors "names", "endpoints": NUL-separated lists; status */
     GB_MSG_METRICS = 15,      /* tensors "names" (NUL-separated uint8), "values" float64,
                                  optional "returns" float32 and "lengths" int64 (episodes) */
-    GB_MSG_TYPE_END = 16,     /* not a type: one past the last */
+    GB_MSG_SERVE_REQUEST = 16, /* offline-RL data server request; meta[0] = op (workers/server.h) */
+    GB_MSG_SERVE_REPLY = 17,  /* its reply; meta[0] = op; status != 0: error, text says why */
+    GB_MSG_TYPE_END = 18,     /* not a type: one past the last */
 } gb_msg_type;
 
 /* Sender roles; part of the wire format (numbers never change). */
@@ -105,19 +107,31 @@ typedef struct gb_wire_payload {
     zmq_msg_t *msg;
 } gb_wire_payload;
 
+#define GB_WIRE_ARENA 8192 /* bytes of a gb_wire_msg for realigning small frames */
+
 /* A received message: the decoded header and the frames holding the tensors. Tensor views
- * (gb_wire_msg_tensor) point into the frames and stay valid until gb_wire_msg_release. */
+ * (gb_wire_msg_tensor) point into the frames and stay valid until gb_wire_msg_release.
+ *
+ * ZeroMQ does not align frames: small ones live inside the zmq_msg_t, and with its zero-copy
+ * receive a frame can be a slice of the connection's read buffer at any offset. A view is
+ * always aligned to its dtype's size (so reading it as that type is defined C): a frame that
+ * is not is copied once, into this message's arena when it fits (no allocation), else into a
+ * malloc'd block. Large frames, the ones that matter for speed, arrive in their own
+ * allocation and are read in place. */
 typedef struct gb_wire_msg {
     gb_wire_header hdr;
     unsigned char route[GB_WIRE_ROUTE_MAX]; /* routing identity (ROUTER receive), else empty */
     size_t route_len;
     int nframes; /* tensor frames held (== hdr.ntensors after a successful receive) */
     zmq_msg_t frames[GB_WIRE_MAX_TENSORS];
+    const void *data[GB_WIRE_MAX_TENSORS]; /* each view's bytes (frame or realigned copy) */
+    uint64_t realigned;                    /* frames copied for alignment, in this message */
+    _Alignas(64) unsigned char arena[GB_WIRE_ARENA];
 } gb_wire_msg;
 
 typedef struct gb_tensor_view {
     const gb_tensor_desc *desc;
-    const void *data; /* in the ZeroMQ frame; aligned as ZeroMQ allocated it */
+    const void *data; /* in the ZeroMQ frame (or its realigned copy); aligned to the dtype */
     size_t bytes;
 } gb_tensor_view;
 

@@ -347,9 +347,9 @@ static void test_pub_drops_repaired(void)
 static void test_layout_checks(void)
 {
     gb_error err;
-    gb_param_entry e[2];
+    gb_param_entry e[3];
     pt_layout(e, 100000);
-    CHECK_OK(gb_param_layout_check(e, 3 - 1, 100000, &err));
+    CHECK_OK(gb_param_layout_check(e, 3, 100000, &err));
     e[1].offset = 100000 - 4;
     CHECK(gb_param_layout_check(e, 2, 100000, &err) == GB_EINVAL && strstr(err.msg, "bias"));
     e[1].offset = 0;
