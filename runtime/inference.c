@@ -267,6 +267,17 @@ struct gb_infer_server {
     gb_infer_server_stats st;
 };
 
+static int ensure_slot(gb_infer_server *s, int i, gb_error *err)
+{
+    if (s->slot[i])
+        return 0;
+    s->slot[i] = malloc(sizeof *s->slot[i]);
+    if (!s->slot[i])
+        return gb_error_set(err, GB_ENOMEM, "inference server: out of memory");
+    gb_wire_msg_init(s->slot[i]);
+    return 0;
+}
+
 int gb_infer_server_open(gb_infer_server **out, void *zctx, const gb_infer_server_opts *o,
                          gb_error *err)
 {
@@ -286,14 +297,10 @@ int gb_infer_server_open(gb_infer_server **out, void *zctx, const gb_infer_serve
         rc = gb_error_set(err, GB_ENOMEM, "inference server: out of memory");
         goto fail;
     }
-    for (int i = 0; i <= s->cap; i++) {
-        s->slot[i] = malloc(sizeof *s->slot[i]);
-        if (!s->slot[i]) {
-            rc = gb_error_set(err, GB_ENOMEM, "inference server: out of memory");
-            goto fail;
-        }
-        gb_wire_msg_init(s->slot[i]);
-    }
+    /* slots (about 14 KiB each) are allocated when a batch first needs them: the carry slot
+     * and the first one now, the rest as batches grow; none per request */
+    if ((rc = ensure_slot(s, 0, err)) || (rc = ensure_slot(s, s->cap, err)))
+        goto fail;
     s->sock = zmq_socket(zctx, ZMQ_ROUTER);
     if (!s->sock) {
         rc = gb_wire_zmq_error(err, "inference server: zmq_socket(ROUTER)");
@@ -480,6 +487,8 @@ static int gather(gb_infer_server *s, int timeout_ms, int64_t *rows_out, gb_erro
             if (rc == GB_EAGAIN || rc == GB_ETIMEOUT)
                 break;
         } else {
+            if ((rc = ensure_slot(s, n, err)))
+                return rc;
             rc = gb_wire_recv(s->sock, s->slot[n], 1, ZMQ_DONTWAIT, err);
         }
         if (rc == GB_EAGAIN) {
