@@ -689,8 +689,12 @@ static int realign(gb_wire_msg *m, gb_error *err)
             free(copy);
             return gb_wire_zmq_error(err, "wire receive: zmq_msg_init_data");
         }
-        zmq_msg_close(&m->frames[t]);
-        zmq_msg_move(&m->frames[t], &owned);
+        /* zmq_msg_move closes its destination itself; closing it first would leave a closed
+         * message there (move then fails with EFAULT and the frame is unusable). */
+        if (zmq_msg_move(&m->frames[t], &owned) != 0) {
+            zmq_msg_close(&owned);
+            return gb_wire_zmq_error(err, "wire receive: zmq_msg_move");
+        }
         zmq_msg_close(&owned);
         m->data[t] = copy;
     }
