@@ -203,6 +203,28 @@ typedef struct gb_config_launch {
     int progress;                     /* gb_progress_mode */
 } gb_config_launch;
 
+typedef enum { GB_DATASET_GEARBOX = 0, GB_DATASET_D4RL = 1 } gb_dataset_format;
+
+/* `gearbox serve`: the offline-RL data server (workers/server.h). */
+typedef struct gb_config_server {
+    char endpoint[GB_CONFIG_PATH_MAX]; /* bind address: tcp://127.0.0.1:PORT, ipc://PATH; port 0
+                                          or * = any free port (printed at start) */
+    int64_t threads;            /* request worker threads */
+    int64_t max_batch_rows;     /* per request: items sampled, inserted or updated */
+    int64_t max_batch_bytes;    /* per request: reply data bytes */
+    int64_t max_request_bytes;  /* per message received (larger: the peer is disconnected) */
+    double max_wait_s;          /* longest a request may wait (rate limiter, room) */
+    char dataset[GB_CONFIG_PATH_MAX]; /* file, or directory of *.gbds files; "" = none */
+    int dataset_format;         /* gb_dataset_format */
+    int64_t steps;              /* d4rl: T, steps per item */
+    int64_t dataset_last_items; /* gearbox: load only the newest N items (0 = all) */
+    char checkpoint[GB_CONFIG_PATH_MAX]; /* checkpoint file; "" = no checkpoints */
+    int restore;                /* bool: start from the checkpoint when it exists */
+    double checkpoint_every_s;  /* 0 = only on request and at exit */
+    int64_t seed;               /* selector RNG */
+    gb_config_replay replay;    /* the served replay; capacity 0 = the dataset's items */
+} gb_config_server;
+
 typedef struct gb_config {
     char source[GB_CONFIG_PATH_MAX]; /* file it was loaded from (not part of the schema) */
     gb_config_experiment experiment;
@@ -213,6 +235,7 @@ typedef struct gb_config {
     gb_config_streams streams;
     gb_config_parameters parameters;
     gb_config_launch launch;
+    gb_config_server server;
 } gb_config;
 
 /* Loading happens in three steps so that overrides are checked like file values:

@@ -33,6 +33,7 @@ static const char *const removers[] = {"fifo", "lifo", "lowest_priority", "max_t
 static const char *const selectors[] = {"uniform", "weighted", "fifo", "lifo", "topk", NULL};
 static const char *const transports[] = {"ipc", "tcp", NULL};
 static const char *const launch_modes[] = {"local", "slurm", "inline", NULL};
+static const char *const dataset_formats[] = {"gearbox", "d4rl", NULL};
 static const char *const progress_modes[] = {"auto", "line", "plain", "off", NULL};
 
 const gb_config_field gb_config_fields[] = {
@@ -192,6 +193,54 @@ const gb_config_field gb_config_fields[] = {
           "seconds children get after SIGTERM"),
     ENUM("launch.progress", launch.progress, "auto", progress_modes,
          "progress display: auto (a live line on a terminal), line, plain, off"),
+
+    STR("server.endpoint", server.endpoint, "tcp://127.0.0.1:5555",
+        "data server bind address (tcp://HOST:PORT, port * = any free; ipc://PATH)"),
+    INT("server.threads", server.threads, "2", 1, 256, "data server request threads"),
+    INT("server.max_batch_rows", server.max_batch_rows, "4096", 1, 1 << 24,
+        "items per sample, insert or priority-update request"),
+    INT("server.max_batch_bytes", server.max_batch_bytes, "268435456", 1, BIG,
+        "data bytes per sample reply"),
+    INT("server.max_request_bytes", server.max_request_bytes, "268435456", 1024, BIG,
+        "largest message accepted (a larger one disconnects its sender)"),
+    FLOAT("server.max_wait_s", server.max_wait_s, "10", 0, 3600,
+          "longest a request waits for the rate limiter or for room"),
+    STR("server.dataset", server.dataset, "",
+        "dataset file, or directory of *.gbds files (\"\" = start empty from a checkpoint)"),
+    ENUM("server.dataset_format", server.dataset_format, "gearbox", dataset_formats,
+         "gearbox (written by gearbox run --record) or d4rl (HDF5)"),
+    INT("server.steps", server.steps, "32", 1, 1 << 16, "d4rl: steps per item (T)"),
+    INT("server.dataset_last_items", server.dataset_last_items, "0", 0, BIG,
+        "gearbox datasets: load only the newest N items (0 = all)"),
+    STR("server.checkpoint", server.checkpoint, "", "checkpoint file (\"\" = none)"),
+    BOOL("server.restore", server.restore, "false",
+         "start from the checkpoint when it exists instead of loading the dataset"),
+    FLOAT("server.checkpoint_every_s", server.checkpoint_every_s, "0", 0, INF,
+          "seconds between checkpoints (0 = on request and at exit)"),
+    INT("server.seed", server.seed, "1", 0, BIG, "selector RNG seed"),
+    INT("server.replay.capacity", server.replay.capacity, "0", 0, BIG,
+        "items the served replay holds (0 = the dataset's items)"),
+    INT("server.replay.max_size", server.replay.max_size, "0", 0, BIG,
+        "evict above this many items (0 = capacity)"),
+    ENUM("server.replay.remover", server.replay.remover, "fifo", removers, "eviction order"),
+    INT("server.replay.max_times_sampled", server.replay.max_times_sampled, "0", 0, BIG,
+        "remove an item after this many samples (0 = never)"),
+    ENUM("server.replay.selector", server.replay.selector, "uniform", selectors,
+         "sampling order"),
+    FLOAT("server.replay.alpha", server.replay.alpha, "0.6", 0, 100, "priority exponent"),
+    FLOAT("server.replay.beta", server.replay.beta, "0.4", 0, 1, "importance-weight exponent"),
+    FLOAT_OR_NULL("server.replay.default_priority", server.replay.default_priority, "1", 0, INF,
+                  "priority of loaded and inserted items (null = current maximum)"),
+    INT("server.replay.min_size", server.replay.min_size, "1", 1, BIG,
+        "items before sampling starts"),
+    FLOAT("server.replay.samples_per_insert", server.replay.samples_per_insert, "0", 0, INF,
+          "samples per inserted item (0 = no ratio limit)"),
+    FLOAT("server.replay.error_buffer", server.replay.error_buffer, "0", 0, INF,
+          "allowed deviation from samples_per_insert, in samples"),
+    FLOAT("server.replay.timeout_s", server.replay.timeout_s, "10", 0, INF,
+          "timeout of every blocking replay call"),
+    BOOL("server.replay.huge_pages", server.replay.huge_pages, "true",
+         "use huge pages for the tables where available"),
 };
 
 const size_t gb_config_nfields = sizeof gb_config_fields / sizeof gb_config_fields[0];

@@ -1,0 +1,110 @@
+/* workers/client.h: the C client of the offline-RL data server (`gearbox serve`; protocol in
+ * workers/server.h). Library gearbox_client; needs only the runtime (wire format, ZeroMQ).
+ * defines: gb_client, gb_client_info, gb_client_column, gb_client_batch, gb_client_open,
+ *          gb_client_close, gb_client_get_info, gb_client_sample, gb_client_insert,
+ *          gb_client_update_priorities, gb_client_checkpoint
+ *
+ *   gb_client *c;  gb_client_open(&c, "tcp://127.0.0.1:5555", 10000, &err);
+ *   gb_client_info info;  gb_client_get_info(c, &info, &err);
+ *   ... allocate one buffer per column: batch x column_bytes(info, c, t1 - t0) ...
+ *   gb_client_sample(c, &req, &batch, &err);   // fills the caller's buffers
+ *
+ * A client is one DEALER socket with one request in flight; use one client per thread. Every
+ * call blocks up to the timeout given at open; a reply that arrives after its request timed out
+ * is recognised by its sequence number and dropped. */
+#ifndef GB_WORKERS_CLIENT_H
+#define GB_WORKERS_CLIENT_H
+
+#include "runtime/dtype.h"
+#include "runtime/error.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GB_CLIENT_MAX_COLUMNS 32
+#define GB_CLIENT_MAX_DIMS 4
+
+typedef struct gb_client gb_client;
+
+typedef struct gb_client_column {
+    char name[32];
+    gb_dtype dtype;
+    int ndim;
+    int64_t shape[GB_CLIENT_MAX_DIMS]; /* per step (or per item) */
+    int per_item;
+    size_t step_bytes; /* bytes of one step (per-item: of the item's value) */
+} gb_client_column;
+
+typedef struct gb_client_info {
+    int64_t size, capacity, steps; /* committed items, capacity, T */
+    uint64_t inserts, samples;
+    int64_t max_batch_rows, max_batch_bytes;
+    char selector[16], remover[24];
+    int ncolumns;
+    gb_client_column columns[GB_CLIENT_MAX_COLUMNS];
+} gb_client_info;
+
+/* Connects a DEALER to endpoint (own ZeroMQ context). Returns 0 or GB_EINVAL / GB_EZMQ. */
+int gb_client_open(gb_client **out, const char *endpoint, int timeout_ms, gb_error *err);
+void gb_client_close(gb_client *c);
+
+/* Fetches the schema, counters and limits. Returns 0, GB_ETIMEOUT, GB_EPROTO, or the server's
+ * error code with its message. */
+int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err);
+
+/* Index of a column by name in info, or -1. */
+int gb_client_column_index(const gb_client_info *info, const char *name);
+
+typedef struct gb_client_sample_req {
+    int64_t batch;
+    int32_t t0, t1;     /* step range; t1 = 0 means T */
+    int timeout_ms;     /* how long the server may wait for the rate limiter; < 0: its own */
+    int ncolumns;       /* 0 = every column, in schema order */
+    const char *const *columns;
+} gb_client_sample_req;
+
+/* Caller-owned destinations. data[k] receives asked column k (or schema column k when
+ * ncolumns is 0): n x (t1 - t0) x step bytes, or n x item bytes for a per-item column; cap[k]
+ * its room. The metadata arrays (batch entries each) are optional (NULL). */
+typedef struct gb_client_batch {
+    void **data;
+    const size_t *cap;
+    int64_t *index;
+    uint64_t *key;
+    double *prob;
+    float *weight;
+    int32_t *length;
+    int64_t n;    /* out: items returned (<= batch) */
+    int64_t size; /* out: selectable items when sampled */
+} gb_client_batch;
+
+/* Samples and copies the reply into the caller's buffers. Returns 0, GB_EINVAL (a buffer too
+ * small; the server's limit errors), GB_ETIMEOUT, GB_EPROTO, or the server's error. */
+int gb_client_sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
+                     gb_error *err);
+
+/* Inserts n items: cols[c] is schema column c for all n items ([n, T, *shape] / [n, *shape]
+ * contiguous). priority and length optional (NULL). Returns 0, *size (optional) = the server's
+ * size after the insert, or an error. */
+int gb_client_insert(gb_client *c, const gb_client_info *info, int64_t n,
+                     const void *const *cols, const double *priority, const int32_t *length,
+                     int64_t policy_version, int64_t *size, gb_error *err);
+
+/* Sets the priorities of n sampled items (key optional: entries whose item changed since are
+ * skipped and counted in *skipped). */
+int gb_client_update_priorities(gb_client *c, int64_t n, const int64_t *index,
+                                const uint64_t *key, const double *priority, int64_t *skipped,
+                                gb_error *err);
+
+/* Asks the server to write its checkpoint; path (cap bytes, optional) receives where. */
+int gb_client_checkpoint(gb_client *c, char *path, size_t cap, gb_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,112 @@
+/* workers/server.h: the offline-RL data server: a GEAR replay served on a ZeroMQ ROUTER.
+ * defines: gb_server, gb_server_opts, gb_server_stats, gb_server_open, gb_server_run,
+ *          gb_server_close, gb_server_endpoint, gb_server_get_stats, gb_server_load_dataset,
+ *          GB_SERVE_* request ops
+ *
+ * Threads: one broker thread (the caller of gb_server_run) owns the ROUTER clients connect to
+ * and hands each request, whole and unparsed, to an idle request thread over inproc (the
+ * load-balancing broker pattern). So a request that waits (for the rate limiter or for room)
+ * holds one request thread, never the others, and a client that sends garbage or vanishes
+ * costs only the request it sent. Messages larger than max_request_bytes make ZeroMQ drop the
+ * sender's connection before anything is read (ZMQ_MAXMSGSIZE).
+ *
+ * Protocol (wire format: runtime/wire.h). A request is GB_MSG_SERVE_REQUEST with meta[0] = op
+ * and seq = the client's request id; the reply is GB_MSG_SERVE_REPLY with the same seq and
+ * meta[0] = op, or status = a GB_E* code and text = why (nothing else then).
+ *   INFO        -> meta [op, size, capacity, T, inserts, samples, max_batch_rows,
+ *                  max_batch_bytes]; text "selector=S remover=R per_item=MASK"; one tensor per
+ *                  column with 0 rows: shape [0, T, *shape] (per step) or [0, *shape] (per item;
+ *                  bit c of MASK set).
+ *   SAMPLE      meta [op, batch, t0, t1 (0 = T), timeout_ms (< 0: the server's), selector
+ *                  (-1: any; else must be the server's)]; optional tensor "columns" (uint8,
+ *                  NUL-separated names; absent = every column).
+ *               -> meta [op, n, size]; tensors "index" int64[n], "key" uint64[n] (identifies
+ *                  the item for priority updates), "prob" float64[n], "weight" float32[n]
+ *                  (importance weights), "length" int32[n] (valid steps in the range), then
+ *                  each asked column [n, t1-t0, *shape] or [n, *shape]. Steps past an item's
+ *                  length are zero.
+ *   INSERT      tensors named as the columns, all of them, [n, T, *shape] / [n, *shape];
+ *                  optional "priority" float64[n] (NaN = default), "length" int32[n]; the
+ *                  header's policy version (-1 = 0) is the items'. -> meta [op, n, size]
+ *   UPDATE      tensors "index" int64[n], "priority" float64[n], optional "key" uint64[n]
+ *                  -> meta [op, n, skipped] (items gone or replaced since they were sampled)
+ *   CHECKPOINT  -> text: the checkpoint path (server.checkpoint; GB_EUNSUPPORTED when unset)
+ * Per request: at most max_batch_rows items, a sample reply of at most max_batch_bytes data
+ * bytes (GB_EINVAL, saying which limit and by how much). */
+#ifndef GB_WORKERS_SERVER_H
+#define GB_WORKERS_SERVER_H
+
+#include "replay/replay.h"
+#include "runtime/config.h"
+#include "runtime/error.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+enum {
+    GB_SERVE_INFO = 1,
+    GB_SERVE_SAMPLE = 2,
+    GB_SERVE_INSERT = 3,
+    GB_SERVE_UPDATE = 4,
+    GB_SERVE_CHECKPOINT = 5,
+    GB_SERVE_OP_END = 6,
+};
+
+typedef struct gb_server_opts {
+    const char *endpoint;      /* bind address; "tcp://HOST:*" or port 0 picks a free port */
+    int threads;               /* request threads, >= 1 */
+    int64_t max_batch_rows;    /* > 0 */
+    int64_t max_batch_bytes;   /* > 0 */
+    int64_t max_request_bytes; /* > 0 */
+    double max_wait_s;         /* >= 0 */
+    const char *checkpoint;    /* NULL or "": no checkpoints */
+} gb_server_opts;
+
+/* Fills o from the config's server section. */
+void gb_server_opts_from_config(gb_server_opts *o, const gb_config_server *c);
+
+typedef struct gb_server_stats {
+    uint64_t requests[GB_SERVE_OP_END]; /* answered successfully, by op */
+    uint64_t errors;                    /* answered with an error status (limits, bad values) */
+    uint64_t rejected;                  /* malformed messages */
+    uint64_t items_sent, bytes_sent;    /* sample replies */
+} gb_server_stats;
+
+typedef struct gb_server gb_server;
+
+/* Binds the ROUTER on zctx and starts the request threads serving replay r (not owned; it must
+ * outlive the server). Returns 0 or GB_EINVAL (bad options), GB_EZMQ (bind failed, naming the
+ * endpoint), GB_ESYS, GB_ENOMEM. */
+int gb_server_open(gb_server **out, void *zctx, gb_replay *r, const gb_server_opts *o,
+                   gb_error *err);
+
+/* The endpoint clients connect to (the port filled in). */
+const char *gb_server_endpoint(const gb_server *s);
+
+/* The broker loop: serves until *stop becomes non-zero (checked every 100 ms). Returns 0 when
+ * stopped, GB_ECLOSED (context terminated) or GB_EZMQ. */
+int gb_server_run(gb_server *s, const atomic_int *stop, gb_error *err);
+
+/* Writes a checkpoint now (serialised with checkpoint requests). Returns 0,
+ * GB_EUNSUPPORTED (no checkpoint path) or gb_replay_checkpoint's error. */
+int gb_server_checkpoint(gb_server *s, gb_error *err);
+
+/* Stops the request threads (a request in progress finishes first) and frees s. NULL is fine. */
+void gb_server_close(gb_server *s);
+
+gb_server_stats gb_server_get_stats(const gb_server *s);
+
+/* ---- loading datasets ------------------------------------------------------------------------ */
+
+/* Creates the replay the config's server section describes, with the schema of its dataset:
+ * gearbox datasets (server.dataset_format gearbox: a file or a directory of *.gbds files, all
+ * with one schema) or a D4RL HDF5 file (d4rl, cut into server.steps-step items). With
+ * server.restore and an existing checkpoint, the items come from the checkpoint instead (the
+ * dataset supplies only the schema). Otherwise every item (or the newest
+ * server.dataset_last_items of a gearbox dataset) is inserted. Capacity 0 = the items loaded.
+ * Returns 0 with *out set (gb_replay_free), or the reader's / replay's error. *loaded: items
+ * inserted or restored. */
+int gb_server_load_dataset(const gb_config *cfg, gb_replay **out, int64_t *loaded,
+                           gb_error *err);
+
+#endif

@@ -1,0 +1,227 @@
+/* workers/server_load.c: the data server's replay from its config: schema from the dataset
+ * (gearbox *.gbds files or a D4RL HDF5 file), items from the dataset or from a checkpoint. */
+#include "workers/server.h"
+
+#include "replay/d4rl.h"
+#include "replay/dataset.h"
+#include "runtime/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define LOAD_BATCH 256
+
+static int schema_equal(const gb_dataset_schema *a, const gb_dataset_schema *b)
+{
+    if (a->steps != b->steps || a->ncolumns != b->ncolumns)
+        return 0;
+    for (int c = 0; c < a->ncolumns; c++) {
+        const gb_replay_column *x = &a->columns[c], *y = &b->columns[c];
+        if (strcmp(x->name, y->name) != 0 || x->dtype != y->dtype || x->ndim != y->ndim ||
+            x->per_item != y->per_item ||
+            memcmp(x->shape, y->shape, (size_t)x->ndim * sizeof x->shape[0]) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+static int make_replay(const gb_config *cfg, const gb_dataset_schema *schema, int64_t items,
+                       gb_replay **out, gb_error *err)
+{
+    const gb_config_server *sc = &cfg->server;
+    gb_replay_options o;
+    gb_replay_options_default(&o);
+    gb_replay_options_from_config(&o, &sc->replay);
+    o.capacity = sc->replay.capacity > 0 ? sc->replay.capacity : (items > 0 ? items : 1);
+    o.seed = (uint64_t)sc->seed;
+    o.collect_threads = 1;
+    int rc = gb_dataset_schema_apply(schema, &o, err);
+    if (rc == 0)
+        rc = gb_replay_create(&o, out, err);
+    if (rc)
+        gb_error_prefix(err, "server replay");
+    return rc;
+}
+
+/* Inserts items [first, first+n) of a source through fill(), LOAD_BATCH at a time. */
+typedef int (*fill_fn)(void *src, int64_t i, void *const *dst, int64_t *version,
+                       int32_t *length, gb_error *err);
+
+static int load_items(gb_replay *r, void *src, fill_fn fill, int64_t first, int64_t n,
+                      gb_error *err)
+{
+    const gb_replay_options *o = gb_replay_options_of(r);
+    int64_t idx[LOAD_BATCH], versions[LOAD_BATCH];
+    int32_t lengths[LOAD_BATCH];
+    for (int64_t done = 0; done < n;) {
+        int64_t k = n - done < LOAD_BATCH ? n - done : LOAD_BATCH;
+        int rc = gb_replay_allocate(r, k, idx, 0, err);
+        if (rc)
+            return gb_error_prefix(err, "loading item %lld of %lld (is server.replay.capacity "
+                                   "too small?)", (long long)done, (long long)n);
+        for (int64_t j = 0; j < k; j++) {
+            void *dst[GB_REPLAY_MAX_COLUMNS];
+            for (int c = 0; c < o->ncolumns; c++)
+                dst[c] = gb_replay_block(r, c, idx[j]);
+            if ((rc = fill(src, first + done + j, dst, &versions[j], &lengths[j], err))) {
+                gb_replay_abort(r, k, idx, NULL);
+                return rc;
+            }
+        }
+        if ((rc = gb_replay_commit(r, k, idx, NULL, lengths, versions, err)))
+            return rc;
+        done += k;
+    }
+    return 0;
+}
+
+static int fill_d4rl(void *src, int64_t i, void *const *dst, int64_t *version, int32_t *length,
+                     gb_error *err)
+{
+    (void)err;
+    int64_t row;
+    gb_d4rl_fill(src, i, dst);
+    gb_d4rl_item_span(src, i, &row, length);
+    *version = 0;
+    return 0;
+}
+
+typedef struct gbds_src {
+    gb_dataset_reader **readers;
+    int64_t *first; /* global index of each reader's first record */
+    int n;
+} gbds_src;
+
+static int fill_gbds(void *src, int64_t i, void *const *dst, int64_t *version, int32_t *length,
+                     gb_error *err)
+{
+    gbds_src *s = src;
+    int f = s->n - 1;
+    while (f > 0 && s->first[f] > i)
+        f--;
+    return gb_dataset_reader_read(s->readers[f], i - s->first[f], dst, version, length, err);
+}
+
+static int restoring(const gb_config_server *sc)
+{
+    return sc->restore && sc->checkpoint[0] && access(sc->checkpoint, F_OK) == 0;
+}
+
+static int finish(const gb_config_server *sc, gb_replay *r, int64_t *loaded, gb_error *err)
+{
+    if (restoring(sc)) {
+        int rc = gb_replay_restore(r, sc->checkpoint, err);
+        if (rc)
+            return gb_error_prefix(err, "restoring %s", sc->checkpoint);
+        gb_replay_stats st;
+        gb_replay_stats_get(r, &st);
+        *loaded = st.size;
+        GB_INFO("restored %lld items from %s", (long long)st.size, sc->checkpoint);
+    }
+    return 0;
+}
+
+static int load_d4rl(const gb_config *cfg, gb_replay **out, int64_t *loaded, gb_error *err)
+{
+    const gb_config_server *sc = &cfg->server;
+    gb_d4rl *d = NULL;
+    int rc = gb_d4rl_open(&d, sc->dataset, sc->steps, err);
+    if (rc)
+        return rc;
+    int64_t n = gb_d4rl_items(d);
+    GB_INFO("%s: %lld transitions, %lld episodes -> %lld items of %lld steps", sc->dataset,
+            (long long)gb_d4rl_transitions(d), (long long)gb_d4rl_episodes(d), (long long)n,
+            (long long)sc->steps);
+    if ((rc = make_replay(cfg, gb_d4rl_schema(d), n, out, err)))
+        goto out;
+    if (restoring(sc))
+        rc = finish(sc, *out, loaded, err);
+    else if ((rc = load_items(*out, d, fill_d4rl, 0, n, err)) == 0)
+        *loaded = n;
+out:
+    gb_d4rl_close(d);
+    return rc;
+}
+
+static int load_gbds(const gb_config *cfg, gb_replay **out, int64_t *loaded, gb_error *err)
+{
+    const gb_config_server *sc = &cfg->server;
+    char **paths = NULL;
+    int npaths = 0;
+    int rc = gb_dataset_list(sc->dataset, &paths, &npaths, err);
+    if (rc)
+        return rc;
+    gbds_src src = {calloc((size_t)npaths, sizeof(gb_dataset_reader *)),
+                    calloc((size_t)npaths, sizeof(int64_t)), 0};
+    int64_t total = 0;
+    if (!src.readers || !src.first) {
+        rc = gb_error_set(err, GB_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < npaths; i++) {
+        if ((rc = gb_dataset_reader_open(&src.readers[i], paths[i], err)))
+            goto out;
+        src.n++;
+        if (!schema_equal(gb_dataset_reader_schema(src.readers[0]),
+                          gb_dataset_reader_schema(src.readers[i]))) {
+            rc = gb_error_set(err, GB_EINVAL, "dataset %s: its schema differs from %s's",
+                              paths[i], paths[0]);
+            goto out;
+        }
+        src.first[i] = total;
+        total += gb_dataset_reader_count(src.readers[i]);
+    }
+    /* Items are loaded file by file; with several files (several trainers recorded in
+     * parallel), "newest" is per file: the last items of each file in proportion. */
+    int64_t keep = sc->dataset_last_items > 0 && sc->dataset_last_items < total
+                       ? sc->dataset_last_items : total;
+    GB_INFO("%s: %d file(s), %lld items; loading %lld", sc->dataset, npaths, (long long)total,
+            (long long)keep);
+    if ((rc = make_replay(cfg, gb_dataset_reader_schema(src.readers[0]), keep, out, err)))
+        goto out;
+    if (restoring(sc)) {
+        rc = finish(sc, *out, loaded, err);
+        goto out;
+    }
+    *loaded = 0;
+    for (int i = 0; i < npaths; i++) {
+        int64_t cnt = gb_dataset_reader_count(src.readers[i]);
+        int64_t take = keep == total ? cnt : (int64_t)((double)keep * (double)cnt / (double)total);
+        if (i == npaths - 1)
+            take = keep - *loaded;
+        if (take > cnt)
+            take = cnt;
+        if ((rc = load_items(*out, &src, fill_gbds, src.first[i] + cnt - take, take, err)))
+            goto out;
+        *loaded += take;
+    }
+out:
+    for (int i = 0; i < src.n; i++)
+        gb_dataset_reader_close(src.readers[i]);
+    free(src.readers);
+    free(src.first);
+    free(paths);
+    if (rc && *out) {
+        gb_replay_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+int gb_server_load_dataset(const gb_config *cfg, gb_replay **out, int64_t *loaded,
+                           gb_error *err)
+{
+    *out = NULL;
+    *loaded = 0;
+    if (!cfg->server.dataset[0])
+        return gb_error_set(err, GB_EINVAL, "server.dataset: not set; the server takes its "
+                            "schema (and, unless restoring, its items) from a dataset");
+    int rc = cfg->server.dataset_format == GB_DATASET_D4RL ? load_d4rl(cfg, out, loaded, err)
+                                                         : load_gbds(cfg, out, loaded, err);
+    if (rc && *out) {
+        gb_replay_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
