@@ -52,7 +52,8 @@ int gb_registry_server_poll(gb_registry_server *s, int timeout_ms, gb_error *err
  * when stopped, or poll's error. */
 int gb_registry_server_run(gb_registry_server *s, const atomic_int *stop, gb_error *err);
 
-/* Live registrations now. */
+/* Live registrations now. This and gb_registry_server_rejected read state the serving thread
+ * writes: call them from that thread or after gb_registry_server_run returned. */
 int gb_registry_server_count(const gb_registry_server *s);
 
 /* Malformed requests seen. */
