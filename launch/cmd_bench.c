@@ -11,6 +11,7 @@ const gb_bench_entry gb_bench_table[] = {
     {"kernels", "GPU selection and zero-copy gather vs memcpy and the CPU path", gb_bench_kernels},
     {"replay", "GEAR replay on the CPU: insert, select, collect vs memcpy, sample+update", gb_bench_replay},
     {"streams", "inference round trips, sample throughput, parameter broadcast vs raw ZeroMQ", gb_bench_streams},
+    {"serve", "offline-RL data server: C (and Python) clients vs plain ZeroMQ over tcp", gb_bench_serve},
     {NULL, NULL, NULL},
 };
 

@@ -67,8 +67,8 @@ int gb_cmd_run(int argc, char **argv)
             return GB_EXIT_USAGE;
         }
     }
-    if (cfg.launch.mode == GB_LAUNCH_LOCAL && !cli.record)
-        return gb_run_local(&cfg, &cli);
+    if (cfg.launch.mode == GB_LAUNCH_LOCAL)
+        return gb_run_local(&cfg, &cli); /* --record: the trainers write the dataset */
     if (cfg.launch.mode != GB_LAUNCH_INLINE) {
         fprintf(stderr, "gearbox run: launch.mode %s: not implemented yet in this build "
                         "(use --set launch.mode=inline)\n",
@@ -76,8 +76,9 @@ int gb_cmd_run(int argc, char **argv)
         return GB_EXIT_FAILURE;
     }
     if (cli.record) {
-        fprintf(stderr, "gearbox run: --record: not implemented yet in this build\n");
-        return GB_EXIT_FAILURE;
+        fprintf(stderr, "gearbox run: --record records the trainers' sample streams, which "
+                        "launch.mode inline does not have; use launch.mode local\n");
+        return GB_EXIT_USAGE;
     }
     gb_log_init("inline", 0, (gb_log_level)cfg.experiment.log_level);
     gb_rundir rd;

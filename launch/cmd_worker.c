@@ -52,6 +52,7 @@ int gb_cmd_worker(int argc, char **argv)
         return GB_EXIT_OK;
     }
     const char *role = NULL, *run_dir = NULL, *registry = NULL, *metrics = NULL;
+    const char *record = NULL; /* --record DIR (gearbox run --record) */
     int index = -1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--role") == 0)
@@ -64,6 +65,8 @@ int gb_cmd_worker(int argc, char **argv)
             registry = argv[i + 1];
         else if (strcmp(argv[i], "--metrics") == 0)
             metrics = argv[i + 1];
+        else if (strcmp(argv[i], "--record") == 0)
+            record = argv[i + 1];
         else {
             fprintf(stderr, "gearbox worker: unknown option %s\n", argv[i]);
             return GB_EXIT_USAGE;
@@ -109,7 +112,8 @@ int gb_cmd_worker(int argc, char **argv)
         rc = gb_metrics_sender_open(&ms, zctx, metrics, roles[r].role, index, &err);
     if (rc == 0) {
         gb_worker w = {.cfg = &cfg, .role = roles[r].role, .index = index, .run_dir = run_dir,
-                       .zctx = zctx, .registry = reg, .metrics = ms, .stop = &stop_flag};
+                       .zctx = zctx, .registry = reg, .metrics = ms, .stop = &stop_flag,
+                       .record_dir = record};
         GB_INFO("worker started (pid %d)", (int)getpid());
         rc = roles[r].main(&w, &err);
     }

@@ -127,7 +127,8 @@ static int self_path(char *out, size_t n, gb_error *err)
 }
 
 static int spawn_role(gb_supervisor *sup, const gb_rundir *rd, const char *exe, const char *role,
-                      int count, const char *reg_ep, const char *met_ep, gb_error *err)
+                      int count, const char *reg_ep, const char *met_ep, const char *record,
+                      gb_error *err)
 {
     for (int i = 0; i < count; i++) {
         char index[16], log_rel[64], log_path[2048];
@@ -139,7 +140,11 @@ static int spawn_role(gb_supervisor *sup, const gb_rundir *rd, const char *exe, 
         char *argv[] = {(char *)exe,         "worker",          "--role",   (char *)role,
                         "--index",           index,             "--run-dir", (char *)rd->path,
                         "--registry",        (char *)reg_ep,    "--metrics", (char *)met_ep,
-                        NULL};
+                        NULL,                NULL,              NULL};
+        if (record) { /* gearbox run --record DIR */
+            argv[12] = "--record";
+            argv[13] = (char *)record;
+        }
         if ((rc = gb_supervisor_spawn(sup, role, i, argv, log_path, err)))
             return rc;
     }
@@ -207,13 +212,16 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     if (rc == 0)
         rc = self_path(exe, sizeof exe, &err);
     if (rc == 0)
-        rc = spawn_role(&sup, &rd, exe, "params", 1, reg_ep, met_ep, &err);
+        rc = spawn_role(&sup, &rd, exe, "params", 1, reg_ep, met_ep, NULL, &err);
     if (rc == 0)
-        rc = spawn_role(&sup, &rd, exe, "trainer", (int)cfg->trainer.count, reg_ep, met_ep, &err);
+        rc = spawn_role(&sup, &rd, exe, "trainer", (int)cfg->trainer.count, reg_ep, met_ep,
+                        cli->record, &err);
     if (rc == 0)
-        rc = spawn_role(&sup, &rd, exe, "policy", (int)cfg->policy.count, reg_ep, met_ep, &err);
+        rc = spawn_role(&sup, &rd, exe, "policy", (int)cfg->policy.count, reg_ep, met_ep,
+                        NULL, &err);
     if (rc == 0)
-        rc = spawn_role(&sup, &rd, exe, "actor", (int)cfg->actors.count, reg_ep, met_ep, &err);
+        rc = spawn_role(&sup, &rd, exe, "actor", (int)cfg->actors.count, reg_ep, met_ep, NULL,
+                        &err);
     if (rc) {
         snprintf(error_text, sizeof error_text, "%s", err.msg);
         GB_ERROR("%s", err.msg);

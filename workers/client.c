@@ -157,8 +157,8 @@ int gb_client_column_index(const gb_client_info *info, const char *name)
     return -1;
 }
 
-int gb_client_sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
-                     gb_error *err)
+static int sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
+                  const void **views, size_t *bytes, gb_error *err)
 {
     gb_wire_header h;
     request_init(&h, GB_SERVE_SAMPLE);
@@ -213,6 +213,10 @@ int gb_client_sample(gb_client *c, const gb_client_sample_req *req, gb_client_ba
                             ncols, req->ncolumns);
     for (int k = 0; k < ncols; k++) {
         gb_tensor_view v = gb_wire_msg_tensor(m, 5 + k);
+        if (views)
+            views[k] = v.data;
+        if (bytes)
+            bytes[k] = v.bytes;
         if (!out->data || !out->data[k])
             continue;
         if (v.bytes > out->cap[k])
@@ -221,6 +225,23 @@ int gb_client_sample(gb_client *c, const gb_client_sample_req *req, gb_client_ba
         memcpy(out->data[k], v.data, v.bytes);
     }
     return 0;
+}
+
+int gb_client_sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
+                     gb_error *err)
+{
+    return sample(c, req, out, NULL, NULL, err);
+}
+
+int gb_client_sample_views(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
+                           const void **views, size_t *bytes, gb_error *err)
+{
+    gb_client_batch o = *out;
+    o.data = NULL; /* no copies */
+    int rc = sample(c, req, &o, views, bytes, err);
+    out->n = o.n;
+    out->size = o.size;
+    return rc;
 }
 
 int gb_client_insert(gb_client *c, const gb_client_info *info, int64_t n,

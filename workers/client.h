@@ -87,6 +87,12 @@ typedef struct gb_client_batch {
 int gb_client_sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
                      gb_error *err);
 
+/* Like gb_client_sample without the copy of the column data: views[k] (and bytes[k]) point at
+ * column k in the received frames (aligned for its dtype), valid until the next call on c.
+ * out->data is ignored; the metadata arrays are still filled when given. */
+int gb_client_sample_views(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
+                           const void **views, size_t *bytes, gb_error *err);
+
 /* Inserts n items: cols[c] is schema column c for all n items ([n, T, *shape] / [n, *shape]
  * contiguous). priority and length optional (NULL). Returns 0, *size (optional) = the server's
  * size after the insert, or an error. */

@@ -8,6 +8,7 @@
 #include "workers/worker.h"
 
 #include "envs/env.h"
+#include "replay/dataset.h"
 #include "replay/replay.h"
 #include "runtime/clock.h"
 #include "runtime/log.h"
@@ -50,6 +51,7 @@ typedef struct trainer {
     int param_count;
     int64_t train_steps, samples_trained, published_version;
     gb_torch_stats last;
+    gb_dataset_writer *record; /* gearbox run --record DIR: every chunk received, appended */
 } trainer;
 
 /* Checks that a received chunk has exactly the layout's tensors. */
@@ -92,6 +94,18 @@ static void *ingest_main(void *arg)
                 gb_wire_msg_release(&msgs[n]);
                 continue;
             }
+            /* --- gearbox run --record: append the chunk to the dataset as received --- */
+            if (t->record) {
+                const void *cols[GB_CHUNK_NCOLS];
+                for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+                    cols[c] = gb_wire_msg_tensor(&msgs[n], c).data;
+                if ((rc = gb_dataset_writer_append(t->record, cols, msgs[n].hdr.policy_version,
+                                                   (int32_t)t->layout.T, err))) {
+                    t->ingest_rc = rc;
+                    goto out;
+                }
+            }
+            /* --- end --record --- */
             n++;
         }
         if (n == 0)
@@ -130,6 +144,35 @@ out:
     if (t->ingest_rc)
         atomic_store(w->stop, 1);
     return NULL;
+}
+
+/* gearbox run --record DIR: opens DIR/trainer-<index>.gbds with the chunk layout as schema
+ * (the replay's columns: next_obs per item). */
+static int record_open(trainer *t, gb_error *err)
+{
+    gb_dataset_schema s = {.steps = t->layout.T, .ncolumns = GB_CHUNK_NCOLS};
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
+        const gb_tensor_desc *d = &t->layout.desc[c];
+        gb_replay_column *col = &s.columns[c];
+        int per_item = c == GB_CHUNK_NEXT_OBS;
+        snprintf(col->name, sizeof col->name, "%s", d->name);
+        col->dtype = d->dtype;
+        col->per_item = per_item;
+        col->ndim = per_item ? d->rank : d->rank - 1;
+        if (col->ndim > GB_REPLAY_MAX_DIMS)
+            return gb_error_set(err, GB_EINVAL, "--record: column %s has too many dimensions",
+                                d->name);
+        memcpy(col->shape, per_item ? d->shape : d->shape + 1,
+               (size_t)col->ndim * sizeof col->shape[0]);
+    }
+    char path[2048];
+    mkdir(t->w->record_dir, 0755);
+    snprintf(path, sizeof path, "%s/trainer-%d%s", t->w->record_dir, t->w->index,
+             GB_DATASET_EXT);
+    int rc = gb_dataset_writer_open(&t->record, path, &s, err);
+    if (rc == 0)
+        GB_INFO("trainer: recording every chunk to %s", path);
+    return rc;
 }
 
 /* The replay's columns: one per chunk column; next_obs is per item. */
@@ -319,7 +362,8 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
                                       (uint64_t)cfg->experiment.seed + (uint64_t)w->index,
                                       &t.learner, err)) ||
         (rc = make_replay(&t, err)) || (rc = make_param_layout(&t, err)) ||
-        (rc = alloc_staging(&t, cfg->trainer.batch_size, err)))
+        (rc = alloc_staging(&t, cfg->trainer.batch_size, err)) ||
+        (w->record_dir && (rc = record_open(&t, err))))
         goto done;
 
     if ((rc = gb_worker_endpoint(w, "samples", ep, sizeof ep, err)))
@@ -402,6 +446,20 @@ done:
         gb_error cerr = {0};
         if (checkpoint(&t, &cerr) != 0)
             GB_ERROR("trainer: final checkpoint failed: %s", cerr.msg);
+    }
+    if (t.record) { /* --record: flush and close the dataset */
+        gb_error rerr = {0};
+        int64_t items = gb_dataset_writer_count(t.record);
+        if (gb_dataset_writer_close(t.record, &rerr) != 0) {
+            GB_ERROR("trainer: closing the recorded dataset failed: %s", rerr.msg);
+            if (rc == 0) {
+                rc = rerr.code;
+                if (err)
+                    *err = rerr;
+            }
+        } else {
+            GB_INFO("trainer: recorded %lld chunks", (long long)items);
+        }
     }
     gb_param_publisher_close(t.publisher);
     gb_sample_receiver_close(t.samples);

@@ -22,6 +22,8 @@ typedef struct gb_worker {
     gb_registry_client *registry;
     gb_metrics_sender *metrics;
     atomic_int *stop; /* set by SIGTERM/SIGINT: finish the current step and return */
+    const char *record_dir; /* --record DIR: trainers also append every chunk to a dataset
+                               (replay/dataset.h) in DIR; NULL = off */
 } gb_worker;
 
 /* 1 once the worker has been asked to stop. */

@@ -1,0 +1,385 @@
+/* launch/bench_serve.c: `gearbox bench serve`: the offline-RL data server against plain ZeroMQ.
+ * Server and clients are separate processes over tcp loopback. For each client count (1, 4,
+ * 16) it measures, interleaved in the same run:
+ *   serve: gearbox's server (2 request threads) holding items of --item-bytes (default 64 KiB),
+ *          clients sampling --batch items with the C client into their own buffers;
+ *   raw:   a plain ZeroMQ ROUTER answering each request with the same bytes from one buffer
+ *          (zero-copy send) and clients that receive the frames without touching them.
+ * Throughput counts the item bytes delivered to clients per second (GB/s, 10^9 bytes). The
+ * ratio gbps / raw_gbps is the figure of merit (target >= 0.6 at 4 clients, >= 64 KB items).
+ * With python3 and pyzmq/msgpack/numpy, one Python client (workers/python/gearbox_client.py)
+ * is measured too. Options: --json, --seconds S (per case, default 2), --item-bytes N,
+ * --batch N, --clients a,b,c, --no-python. */
+#include "launch/bench.h"
+#include "launch/commands.h"
+#include "replay/replay.h"
+#include "runtime/clock.h"
+#include "runtime/wire.h"
+#include "workers/client.h"
+#include "workers/server.h"
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#ifndef GEARBOX_PYTHON_DIR
+#define GEARBOX_PYTHON_DIR ""
+#endif
+
+typedef struct bopts {
+    int json, python;
+    double seconds;
+    int64_t item_bytes, batch;
+    int clients[8], nclients;
+} bopts;
+
+static atomic_int child_stop;
+static void on_term(int sig)
+{
+    (void)sig;
+    atomic_store(&child_stop, 1);
+}
+
+/* ---- server processes ------------------------------------------------------------------------ */
+
+static void serve_child(const bopts *o, int fd)
+{
+    gb_error err = {0};
+    gb_replay_options ro;
+    gb_replay_options_default(&ro);
+    ro.steps = 16;
+    ro.capacity = 512;
+    ro.timeout_s = 5;
+    int64_t shape[1] = {o->item_bytes / 16};
+    gb_replay *r = NULL;
+    gb_server *s = NULL;
+    void *zctx = zmq_ctx_new();
+    zmq_ctx_set(zctx, ZMQ_IO_THREADS, 2);
+    if (gb_replay_add_column(&ro, "obs", GB_DTYPE_UINT8, 1, shape, 0, &err) ||
+        gb_replay_create(&ro, &r, &err))
+        goto fail;
+    for (int i = 0; i < ro.capacity; i++) {
+        int64_t idx;
+        if (gb_replay_allocate(r, 1, &idx, 0, &err))
+            goto fail;
+        memset(gb_replay_block(r, 0, idx), i & 0xff, (size_t)o->item_bytes);
+        if (gb_replay_commit(r, 1, &idx, NULL, NULL, NULL, &err))
+            goto fail;
+    }
+    gb_server_opts so = {.endpoint = "tcp://127.0.0.1:*", .threads = 2,
+                         .max_batch_rows = o->batch, .max_batch_bytes = 1LL << 34,
+                         .max_request_bytes = 1 << 20, .max_wait_s = 5};
+    if (gb_server_open(&s, zctx, r, &so, &err))
+        goto fail;
+    char ep[256];
+    snprintf(ep, sizeof ep, "%s", gb_server_endpoint(s));
+    if (write(fd, ep, sizeof ep) != (ssize_t)sizeof ep)
+        goto fail;
+    gb_server_run(s, &child_stop, &err);
+    gb_server_close(s);
+    zmq_ctx_term(zctx);
+    gb_replay_free(r);
+    _exit(0);
+fail:
+    fprintf(stderr, "bench serve: server: %s\n", err.msg);
+    _exit(1);
+}
+
+static void raw_child(const bopts *o, int fd)
+{
+    size_t bytes = (size_t)(o->batch * o->item_bytes);
+    void *buf = malloc(bytes);
+    memset(buf, 7, bytes);
+    void *zctx = zmq_ctx_new();
+    zmq_ctx_set(zctx, ZMQ_IO_THREADS, 2);
+    void *s = zmq_socket(zctx, ZMQ_ROUTER);
+    int t = 100, zero = 0;
+    zmq_setsockopt(s, ZMQ_RCVTIMEO, &t, sizeof t);
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    char ep[256] = {0};
+    size_t cap = sizeof ep;
+    if (zmq_bind(s, "tcp://127.0.0.1:*") != 0 ||
+        zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, ep, &cap) != 0 ||
+        write(fd, ep, sizeof ep) != (ssize_t)sizeof ep)
+        _exit(1);
+    while (!atomic_load(&child_stop)) {
+        char id[256], req[256];
+        int n = zmq_recv(s, id, sizeof id, 0);
+        if (n < 0)
+            continue;
+        int more = 1;
+        size_t ml = sizeof more;
+        while (zmq_getsockopt(s, ZMQ_RCVMORE, &more, &ml) == 0 && more)
+            zmq_recv(s, req, sizeof req, 0);
+        zmq_msg_t m;
+        zmq_msg_init_data(&m, buf, bytes, NULL, NULL); /* zero-copy, never freed */
+        zmq_send(s, id, (size_t)n, ZMQ_SNDMORE);
+        zmq_send(s, "hdr", 3, ZMQ_SNDMORE);
+        zmq_msg_send(&m, s, 0);
+    }
+    zmq_close(s);
+    zmq_ctx_term(zctx);
+    _exit(0);
+}
+
+static pid_t start_server(const bopts *o, int raw, char *ep)
+{
+    int p[2];
+    if (pipe(p) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        signal(SIGTERM, on_term);
+        raw ? raw_child(o, p[1]) : serve_child(o, p[1]);
+    }
+    close(p[1]);
+    ssize_t n = read(p[0], ep, 256);
+    close(p[0]);
+    if (n != 256) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return pid;
+}
+
+/* ---- client processes ------------------------------------------------------------------------ */
+
+typedef struct result {
+    double bytes, items, seconds;
+} result;
+
+/* raw: 1 plain ZeroMQ, 0 gearbox client copying into caller buffers, 2 gearbox client views */
+static void client_child(const bopts *o, int raw, const char *ep, int go_fd, int out_fd)
+{
+    result res = {0};
+    char go;
+    if (raw == 1) {
+        void *zctx = zmq_ctx_new();
+        void *s = zmq_socket(zctx, ZMQ_DEALER);
+        int zero = 0;
+        zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_connect(s, ep);
+        if (read(go_fd, &go, 1) != 1)
+            _exit(1);
+        double t0 = gb_now_s(), end = t0 + o->seconds;
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        while (gb_now_s() < end) {
+            zmq_send(s, "req", 3, 0);
+            int more = 1;
+            while (more) {
+                if (zmq_msg_recv(&m, s, 0) < 0)
+                    _exit(1);
+                more = zmq_msg_more(&m);
+                if (!more)
+                    res.bytes += (double)zmq_msg_size(&m);
+            }
+            res.items += (double)o->batch;
+        }
+        res.seconds = gb_now_s() - t0;
+        zmq_msg_close(&m);
+        zmq_close(s);
+        zmq_ctx_term(zctx);
+    } else {
+        gb_error err = {0};
+        gb_client *c = NULL;
+        gb_client_info info;
+        if (gb_client_open(&c, ep, 10000, &err) || gb_client_get_info(c, &info, &err)) {
+            fprintf(stderr, "bench serve: client: %s\n", err.msg);
+            _exit(1);
+        }
+        size_t cap = (size_t)(o->batch * o->item_bytes);
+        void *data[1] = {malloc(cap)};
+        memset(data[0], 0, cap);
+        if (read(go_fd, &go, 1) != 1)
+            _exit(1);
+        double t0 = gb_now_s(), end = t0 + o->seconds;
+        while (gb_now_s() < end) {
+            gb_client_sample_req req = {.batch = o->batch, .timeout_ms = -1};
+            gb_client_batch out = {.data = data, .cap = &cap};
+            const void *view[1];
+            if ((raw == 2 ? gb_client_sample_views(c, &req, &out, view, NULL, &err)
+                          : gb_client_sample(c, &req, &out, &err))) {
+                fprintf(stderr, "bench serve: client: %s\n", err.msg);
+                _exit(1);
+            }
+            res.bytes += (double)out.n * (double)o->item_bytes;
+            res.items += (double)out.n;
+        }
+        res.seconds = gb_now_s() - t0;
+        gb_client_close(c);
+        free(data[0]);
+    }
+    if (write(out_fd, &res, sizeof res) != (ssize_t)sizeof res)
+        _exit(1);
+    _exit(0);
+}
+
+/* Runs k clients at once; returns the total bytes/s and items/s (sum of each client's rate). */
+static int run_clients(const bopts *o, int raw, const char *ep, int k, double *bps, double *ips)
+{
+    if (k < 1 || k > 64)
+        return -1;
+    int go[2], res[2];
+    if (pipe(go) != 0 || pipe(res) != 0)
+        return -1;
+    pid_t pids[64];
+    for (int i = 0; i < k; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            close(go[1]);
+            close(res[0]);
+            client_child(o, raw, ep, go[0], res[1]);
+        }
+    }
+    close(go[0]);
+    close(res[1]);
+    gb_sleep_ms(300); /* connections up */
+    char ones[64];
+    memset(ones, 1, sizeof ones);
+    if (write(go[1], ones, (size_t)k) != (ssize_t)k)
+        return -1;
+    close(go[1]);
+    *bps = *ips = 0;
+    int ok = 0;
+    for (int i = 0; i < k; i++) {
+        result r;
+        if (read(res[0], &r, sizeof r) == (ssize_t)sizeof r && r.seconds > 0) {
+            *bps += r.bytes / r.seconds;
+            *ips += r.items / r.seconds;
+            ok++;
+        }
+    }
+    close(res[0]);
+    for (int i = 0; i < k; i++)
+        waitpid(pids[i], NULL, 0);
+    return ok == k ? 0 : -1;
+}
+
+/* One Python client (workers/python/gearbox_client.py bench): items/s and bytes/s. */
+static int run_python(const bopts *o, const char *ep, double *bps, double *ips)
+{
+    const char *dir = getenv("GEARBOX_PYTHON_DIR");
+    if (!dir || !dir[0])
+        dir = GEARBOX_PYTHON_DIR;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "python3 %s/gearbox_client.py bench %s %lld %.1f 2>/dev/null", dir,
+             ep, (long long)o->batch, o->seconds);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    double b = 0, i = 0;
+    int n = fscanf(p, "%lf %lf", &b, &i);
+    int st = pclose(p);
+    if (n != 2 || st != 0)
+        return -1;
+    *bps = b;
+    *ips = i;
+    return 0;
+}
+
+int gb_bench_serve(int argc, char **argv, int json)
+{
+    bopts o = {.json = json, .python = 1, .seconds = 2, .item_bytes = 65536, .batch = 32,
+               .clients = {1, 4, 16}, .nclients = 3};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            continue;
+        if (strcmp(argv[i], "--no-python") == 0)
+            o.python = 0;
+        else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
+            o.seconds = atof(argv[++i]);
+        else if (strcmp(argv[i], "--item-bytes") == 0 && i + 1 < argc)
+            o.item_bytes = atoll(argv[++i]);
+        else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc)
+            o.batch = atoll(argv[++i]);
+        else if (strcmp(argv[i], "--clients") == 0 && i + 1 < argc) {
+            o.nclients = 0;
+            for (char *t = strtok(argv[++i], ","); t && o.nclients < 8; t = strtok(NULL, ","))
+                o.clients[o.nclients++] = atoi(t);
+        } else {
+            fprintf(stderr, "usage: gearbox bench serve [--json] [--seconds S] [--item-bytes N] "
+                            "[--batch N] [--clients 1,4,16] [--no-python]\n");
+            return GB_EXIT_USAGE;
+        }
+    }
+    if (o.seconds <= 0 || o.item_bytes < 16 || o.item_bytes % 16 || o.batch < 1) {
+        fprintf(stderr, "gearbox bench serve: --item-bytes must be a multiple of 16 (T = 16), "
+                        "--batch and --seconds positive\n");
+        return GB_EXIT_USAGE;
+    }
+    for (int i = 0; i < o.nclients; i++)
+        if (o.clients[i] < 1 || o.clients[i] > 64) {
+            fprintf(stderr, "gearbox bench serve: client counts 1..64\n");
+            return GB_EXIT_USAGE;
+        }
+    signal(SIGPIPE, SIG_IGN);
+    char sep[256], rep[256];
+    pid_t sp = start_server(&o, 0, sep), rp = start_server(&o, 1, rep);
+    if (sp < 0 || rp < 0) {
+        fprintf(stderr, "gearbox bench serve: could not start the servers\n");
+        if (sp > 0)
+            kill(sp, SIGKILL);
+        if (rp > 0)
+            kill(rp, SIGKILL);
+        return GB_EXIT_FAILURE;
+    }
+    if (!json)
+        printf("data server vs plain ZeroMQ, tcp loopback, items of %lld B, batch %lld, %.1f s "
+               "per case\n", (long long)o.item_bytes, (long long)o.batch, o.seconds);
+    int rc = GB_EXIT_OK;
+    for (int i = 0; i < o.nclients && rc == 0; i++) {
+        int k = o.clients[i];
+        double sb, si, rb, ri, vb, vi;
+        if (run_clients(&o, 1, rep, k, &rb, &ri) || run_clients(&o, 0, sep, k, &sb, &si) ||
+            run_clients(&o, 2, sep, k, &vb, &vi)) {
+            fprintf(stderr, "gearbox bench serve: a client failed (%d clients)\n", k);
+            rc = GB_EXIT_FAILURE;
+            break;
+        }
+        if (json)
+            printf("{\"bench\":\"serve\",\"client\":\"c\",\"clients\":%d,\"batch\":%lld,"
+                   "\"item_bytes\":%lld,\"samples_per_s\":%.1f,\"gbps\":%.3f,\"raw_gbps\":%.3f,"
+                   "\"ratio\":%.3f}\n", k, (long long)o.batch, (long long)o.item_bytes, si,
+                   sb / 1e9, rb / 1e9, sb / rb);
+        else
+            printf("  %2d C clients: %9.0f items/s  %6.2f GB/s   raw ZeroMQ %6.2f GB/s   "
+                   "ratio %.2f   (views, no copy: %6.2f GB/s, ratio %.2f)\n", k, si, sb / 1e9,
+                   rb / 1e9, sb / rb, vb / 1e9, vb / rb);
+        if (json)
+            printf("{\"bench\":\"serve\",\"client\":\"c_views\",\"clients\":%d,\"batch\":%lld,"
+                   "\"item_bytes\":%lld,\"samples_per_s\":%.1f,\"gbps\":%.3f,\"raw_gbps\":%.3f,"
+                   "\"ratio\":%.3f}\n", k, (long long)o.batch, (long long)o.item_bytes, vi,
+                   vb / 1e9, rb / 1e9, vb / rb);
+        fflush(stdout);
+    }
+    if (rc == 0 && o.python) {
+        double pb, pi, rb, ri;
+        if (run_python(&o, sep, &pb, &pi) != 0) {
+            if (!json)
+                printf("  python client: not measured (python3 with pyzmq, msgpack and numpy "
+                       "not found, or GEARBOX_PYTHON_DIR wrong)\n");
+        } else if (run_clients(&o, 1, rep, 1, &rb, &ri) == 0) {
+            if (json)
+                printf("{\"bench\":\"serve\",\"client\":\"python\",\"clients\":1,\"batch\":%lld,"
+                       "\"item_bytes\":%lld,\"samples_per_s\":%.1f,\"gbps\":%.3f,"
+                       "\"raw_gbps\":%.3f,\"ratio\":%.3f}\n", (long long)o.batch,
+                       (long long)o.item_bytes, pi, pb / 1e9, rb / 1e9, pb / rb);
+            else
+                printf("   1 Python client: %7.0f items/s  %6.2f GB/s   raw ZeroMQ %6.2f GB/s   "
+                       "ratio %.2f\n", pi, pb / 1e9, rb / 1e9, pb / rb);
+        }
+    }
+    kill(sp, SIGTERM);
+    kill(rp, SIGTERM);
+    waitpid(sp, NULL, 0);
+    waitpid(rp, NULL, 0);
+    return rc;
+}

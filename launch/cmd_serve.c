@@ -1,0 +1,142 @@
+/* launch/cmd_serve.c: `gearbox serve CONFIG [--set key=value ...]`: the offline-RL data server.
+ * Loads the dataset (or restores the checkpoint) into a replay, binds server.endpoint, prints
+ * one line "gearbox serve: serving N items on ENDPOINT" to stdout (tools and tests read it),
+ * serves until SIGINT/SIGTERM, and writes a final checkpoint when server.checkpoint is set. */
+#include "launch/cli.h"
+#include "launch/commands.h"
+#include "replay/replay.h"
+#include "runtime/clock.h"
+#include "runtime/config.h"
+#include "runtime/log.h"
+#include "workers/server.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+static atomic_int stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    atomic_store(&stop_flag, 1);
+}
+
+typedef struct ckpt_arg {
+    gb_server *s;
+    double every;
+} ckpt_arg;
+
+/* Periodic checkpoints (server.checkpoint_every_s), beside the broker. */
+static void *ckpt_main(void *arg)
+{
+    ckpt_arg *a = arg;
+    double next = gb_now_s() + a->every;
+    while (!atomic_load(&stop_flag)) {
+        gb_sleep_ms(100);
+        if (gb_now_s() < next)
+            continue;
+        gb_error err = {0};
+        if (gb_server_checkpoint(a->s, &err) != 0)
+            GB_ERROR("periodic checkpoint failed: %s", err.msg);
+        next = gb_now_s() + a->every;
+    }
+    return NULL;
+}
+
+static void serve_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: gearbox serve CONFIG.yaml [--set key.path=value ...]\n\n"
+            "Serves a dataset from a replay over ZeroMQ to training processes (C client:\n"
+            "workers/client.h; Python: workers/python/gearbox_client.py). The config's server\n"
+            "section names the dataset (gearbox *.gbds from `gearbox run --record`, or a D4RL\n"
+            "HDF5 file), the endpoint (loopback or ipc unless it names another address), the\n"
+            "replay (selector, remover, rate limiter), per-request limits and the checkpoint.\n"
+            "Prints \"gearbox serve: serving N items on ENDPOINT\" once ready; SIGINT/SIGTERM\n"
+            "stop it (writing the checkpoint when one is configured).\n\n"
+            "exit status: 0 stopped cleanly, 1 runtime failure, 2 usage or config error\n");
+}
+
+int gb_cmd_serve(int argc, char **argv)
+{
+    if (gb_wants_help(argc, argv)) {
+        serve_usage(stdout);
+        return GB_EXIT_OK;
+    }
+    gb_cli cli;
+    if (gb_cli_parse(argc, argv, 0, &cli) != 0)
+        return GB_EXIT_USAGE;
+    static gb_config cfg;
+    gb_error err = {0};
+    if (gb_config_read(&cfg, cli.config, cli.sets, cli.nsets, &err) != 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        return GB_EXIT_USAGE;
+    }
+    gb_log_init("server", 0, (gb_log_level)cfg.experiment.log_level);
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    gb_replay *r = NULL;
+    gb_server *s = NULL;
+    void *zctx = NULL;
+    int64_t loaded = 0;
+    double t0 = gb_now_s();
+    int rc = gb_server_load_dataset(&cfg, &r, &loaded, &err);
+    if (rc) {
+        fprintf(stderr, "gearbox serve: %s\n", err.msg);
+        return rc == GB_EINVAL ? GB_EXIT_USAGE : GB_EXIT_FAILURE;
+    }
+    GB_INFO("loaded %lld items in %.1f s", (long long)loaded, gb_now_s() - t0);
+    gb_server_opts so;
+    gb_server_opts_from_config(&so, &cfg.server);
+    zctx = zmq_ctx_new();
+    int io_threads = 2;
+    if (!zctx || zmq_ctx_set(zctx, ZMQ_IO_THREADS, io_threads) != 0)
+        rc = gb_error_set(&err, GB_EZMQ, "zmq_ctx_new failed");
+    if (rc == 0)
+        rc = gb_server_open(&s, zctx, r, &so, &err);
+    if (rc == 0) {
+        printf("gearbox serve: serving %lld items on %s\n", (long long)loaded,
+               gb_server_endpoint(s));
+        fflush(stdout);
+        GB_INFO("serving on %s with %d request threads", gb_server_endpoint(s), so.threads);
+        pthread_t ck;
+        ckpt_arg ca = {s, cfg.server.checkpoint_every_s};
+        int ck_started = ca.every > 0 && cfg.server.checkpoint[0] &&
+                         pthread_create(&ck, NULL, ckpt_main, &ca) == 0;
+        rc = gb_server_run(s, &stop_flag, &err);
+        atomic_store(&stop_flag, 1);
+        if (ck_started)
+            pthread_join(ck, NULL);
+    }
+    if (s) {
+        gb_server_stats st = gb_server_get_stats(s);
+        GB_INFO("stopping: %llu info, %llu sample, %llu insert, %llu update, %llu checkpoint "
+                "requests; %llu errors, %llu malformed; %llu items, %.3f GB sent",
+                (unsigned long long)st.requests[GB_SERVE_INFO],
+                (unsigned long long)st.requests[GB_SERVE_SAMPLE],
+                (unsigned long long)st.requests[GB_SERVE_INSERT],
+                (unsigned long long)st.requests[GB_SERVE_UPDATE],
+                (unsigned long long)st.requests[GB_SERVE_CHECKPOINT],
+                (unsigned long long)st.errors, (unsigned long long)st.rejected,
+                (unsigned long long)st.items_sent, (double)st.bytes_sent / 1e9);
+        if (rc == 0 && cfg.server.checkpoint[0])
+            rc = gb_server_checkpoint(s, &err);
+    }
+    gb_server_close(s);
+    if (zctx)
+        zmq_ctx_term(zctx);
+    gb_replay_free(r);
+    if (rc) {
+        fprintf(stderr, "gearbox serve: %s\n", err.msg);
+        return GB_EXIT_FAILURE;
+    }
+    return GB_EXIT_OK;
+}
