@@ -120,6 +120,19 @@ int gb_sample_send(gb_sample_sender *s, int64_t policy_version, const gb_tensor_
     return 0;
 }
 
+void gb_sample_sender_close_within(gb_sample_sender *s, int linger_ms)
+{
+    if (!s)
+        return;
+    if (s->sock && linger_ms >= 0 &&
+        zmq_setsockopt(s->sock, ZMQ_LINGER, &linger_ms, sizeof linger_ms) != 0)
+        GB_WARN("sample sender: ZMQ_LINGER: %s", zmq_strerror(zmq_errno()));
+    if (linger_ms >= 0)
+        GB_DEBUG("sample sender: closing; chunks not delivered within %d ms are dropped",
+                 linger_ms);
+    gb_sample_sender_close(s);
+}
+
 gb_sample_sender_stats gb_sample_sender_get_stats(const gb_sample_sender *s) { return s->st; }
 
 int gb_sample_receiver_open(gb_sample_receiver **out, void *zctx,

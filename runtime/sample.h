@@ -40,6 +40,12 @@ int gb_sample_sender_open(gb_sample_sender **out, void *zctx, const gb_sample_se
                           gb_error *err);
 void gb_sample_sender_close(gb_sample_sender *s);
 
+/* Like gb_sample_sender_close, but waits at most linger_ms (>= 0) for queued chunks to leave,
+ * whatever send_timeout_ms says: for shutdown when the trainers may already be gone (with
+ * send_timeout_ms -1 a plain close would wait for them forever). Chunks still queued after
+ * that are lost and logged as such, with their number unknown (ZeroMQ does not report it). */
+void gb_sample_sender_close_within(gb_sample_sender *s, int linger_ms);
+
 /* Sends one chunk of n tensors (payloads as in gb_wire_send: copied, or zero-copy with
  * free_fn), stamped with policy_version and the sender's next sequence number. Blocks while
  * every trainer's queue is full, up to send_timeout_ms. Returns 0; GB_ETIMEOUT when the chunk
