@@ -269,8 +269,13 @@ static int run_python(const bopts *o, const char *ep, double *bps, double *ips)
     const char *dir = getenv("GEARBOX_PYTHON_DIR");
     if (!dir || !dir[0])
         dir = GEARBOX_PYTHON_DIR;
+    /* GEARBOX_PYTHON, else the system's python3 (Debian's python3-zmq/-msgpack/-numpy live
+     * there even when another python3 comes first on PATH), else python3 from PATH. */
+    const char *py = getenv("GEARBOX_PYTHON");
+    if (!py || !py[0])
+        py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "python3 %s/gearbox_client.py bench %s %lld %.1f 2>/dev/null", dir,
+    snprintf(cmd, sizeof cmd, "%s %s/gearbox_client.py bench %s %lld %.1f 2>/dev/null", py, dir,
              ep, (long long)o->batch, o->seconds);
     FILE *p = popen(cmd, "r");
     if (!p)

@@ -23,7 +23,7 @@
 static inline int d4rl_terminal(int64_t r) { return r % 97 == 96; }
 static inline int d4rl_timeout(int64_t r) { return r % 151 == 150; }
 
-static int write_dset(hid_t f, const char *name, hid_t type, int rank, const hsize_t *dims,
+static inline int write_dset(hid_t f, const char *name, hid_t type, int rank, const hsize_t *dims,
                       const void *data)
 {
     hid_t sp = H5Screate_simple(rank, dims, NULL);
@@ -35,7 +35,7 @@ static int write_dset(hid_t f, const char *name, hid_t type, int rank, const hsi
     return e < 0 ? -1 : 0;
 }
 
-static int make_d4rl(const char *path, int64_t N)
+static inline int make_d4rl(const char *path, int64_t N)
 {
     float *obs = malloc((size_t)N * 3 * 4), *next = malloc((size_t)N * 3 * 4);
     double *act = malloc((size_t)N * 2 * 8), *rew = malloc((size_t)N * 8);
@@ -82,7 +82,7 @@ static int make_d4rl(const char *path, int64_t N)
 }
 
 /* Loads a config from text (defaults + text + required-key checks). */
-static int gb_config_read_string_for_test(gb_config *cfg, const char *text, gb_error *err)
+static inline int gb_config_read_string_for_test(gb_config *cfg, const char *text, gb_error *err)
 {
     gb_config_marks *marks = NULL;
     int rc = gb_config_load_string(cfg, &marks, "test.yaml", text, strlen(text), err);
@@ -105,7 +105,7 @@ typedef struct test_server {
     gb_error err;
 } test_server;
 
-static void *test_server_main(void *arg)
+static inline void *test_server_main(void *arg)
 {
     test_server *t = arg;
     t->rc = gb_server_run(t->server, &t->stop, &t->err);
@@ -113,7 +113,7 @@ static void *test_server_main(void *arg)
 }
 
 /* Loads cfg_text (YAML) and starts serving. Returns 0 or the error (message in err). */
-static int test_server_start(test_server *t, const char *cfg_text, gb_error *err)
+static inline int test_server_start(test_server *t, const char *cfg_text, gb_error *err)
 {
     memset(t, 0, sizeof *t);
     int rc = gb_config_read_string_for_test(&t->cfg, cfg_text, err);
@@ -130,7 +130,7 @@ static int test_server_start(test_server *t, const char *cfg_text, gb_error *err
     return 0;
 }
 
-static void test_server_stop(test_server *t)
+static inline void test_server_stop(test_server *t)
 {
     if (t->server) {
         atomic_store(&t->stop, 1);

@@ -1,0 +1,151 @@
+"""tests/serve/test_python_client.py: the Python client against a real `gearbox serve` process
+over tcp: schema, every sampled value checked against the D4RL source (make_d4rl encodes each
+row in its values), step ranges and column subsets, torch tensors without a copy, several
+client processes at once, insert, priority updates, checkpoint, and clear errors.
+Usage: test_python_client.py GEARBOX MAKE_D4RL PYTHON_DIR TMPDIR"""
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+GEARBOX, MAKE_D4RL, PYDIR, TMP = sys.argv[1:5]
+sys.path.insert(0, PYDIR)
+from gearbox_client import Client, ServerError  # noqa: E402
+
+N, T = 1000, 8
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def plan():
+    items, start = {}, 0
+    for r in range(N):
+        if r % 97 == 96 or r % 151 == 150 or r == N - 1:
+            for k in range(start, r + 1, T):
+                items[k] = min(T, r + 1 - k)
+            start = r + 1
+    return items
+
+
+PLAN = plan()
+
+
+def verify(b, t0=0, t1=T):
+    """Number of wrong values in a sample of every column."""
+    bad = 0
+    S = t1 - t0
+    for i in range(len(b.index)):
+        first = int(b["obs"][i, 0, 0] // 10) - t0
+        if first not in PLAN:
+            bad += 1
+            continue
+        ln = PLAN[first]
+        bad += int(b.length[i] != max(0, min(ln, t1) - t0))
+        steps = np.arange(t0, t1)
+        rows = first + steps
+        v = (steps < ln)
+        k3 = np.arange(3)
+        exp_obs = np.where(v[:, None], 10 * rows[:, None] + k3, 0).astype(np.float32)
+        exp_next = np.where(v[:, None], 10 * (rows[:, None] + 1) + k3, 0).astype(np.float32)
+        exp_act = np.where(v[:, None], rows[:, None] / 2 + np.arange(2), 0.0)
+        bad += int(np.sum(b["obs"][i] != exp_obs)) + int(np.sum(b["next_obs"][i] != exp_next))
+        bad += int(np.sum(b["action"][i] != exp_act))
+        bad += int(np.sum(b["reward"][i] != np.where(v, rows / 4, 0).astype(np.float32)))
+        bad += int(np.sum(b["terminal"][i] != np.where(v, rows % 97 == 96, 0)))
+        bad += int(np.sum(b["timeout"][i] != np.where(v, rows % 151 == 150, 0)))
+        bad += int(np.sum(b["valid"][i] != v))
+        bad += int(np.sum(b["info_qpos"][i] != np.where(v, 3 * rows, 0)))
+        assert S == b["obs"].shape[1]
+    return bad
+
+
+def worker(endpoint, q):
+    c = Client(endpoint)
+    bad = sum(verify(c.sample(32)) for _ in range(100))
+    q.put(bad)
+
+
+def main():
+    h5 = os.path.join(TMP, "py_d4rl.h5")
+    ckpt = os.path.join(TMP, "py_server.ckpt")
+    subprocess.check_call([MAKE_D4RL, h5, str(N)])
+    cfg = os.path.join(TMP, "py_server.yaml")
+    with open(cfg, "w") as f:
+        f.write("experiment: {name: py}\nenv: {name: CartPole-v1}\n"
+                "trainer: {algorithm: {name: ppo}}\n"
+                "server: {endpoint: 'tcp://127.0.0.1:0', dataset: %s, dataset_format: d4rl, "
+                "steps: %d, max_batch_rows: 512, checkpoint: %s, "
+                "replay: {capacity: 400, selector: uniform}}\n" % (h5, T, ckpt))
+    srv = subprocess.Popen([GEARBOX, "serve", cfg], stdout=subprocess.PIPE, text=True)
+    try:
+        line = srv.stdout.readline()
+        check(line.startswith("gearbox serve: serving"), "server start line: %r" % line)
+        endpoint = line.split()[-1]
+        c = Client(endpoint)
+        info = c.info()
+        check(info["size"] == len(PLAN), "size %d != %d" % (info["size"], len(PLAN)))
+        check(info["steps"] == T and info["selector"] == "uniform", "info %r" % info)
+        check(list(info["columns"]) == ["obs", "action", "reward", "terminal", "timeout",
+                                        "valid", "next_obs", "info_qpos"], "columns")
+        check(info["columns"]["action"][0] == np.float64, "action dtype kept")
+        seen, bad = set(), 0
+        for _ in range(40):
+            b = c.sample(64)
+            bad += verify(b)
+            seen.update(int(x) // 10 for x in b["obs"][:, 0, 0])
+            check(np.allclose(b.prob, 1.0 / len(PLAN)), "uniform probabilities")
+        check(bad == 0, "%d wrong values" % bad)
+        check(seen == set(PLAN), "every item sampled (%d of %d)" % (len(seen), len(PLAN)))
+        check(verify(c.sample(32, t0=2, t1=6), 2, 6) == 0, "step range values")
+        b = c.sample(16, columns=["reward", "obs"])
+        check(list(b) == ["reward", "obs"] and b["reward"].shape == (16, T), "column subset")
+        try:
+            import torch
+            b = c.sample(8, torch=True)
+            check(isinstance(b["obs"], torch.Tensor) and b["obs"].shape == (8, T, 3), "torch")
+        except ImportError:
+            print("torch not importable: torch=True not tested", file=sys.stderr)
+        # several client processes at once
+        q = mp.Queue()
+        ps = [mp.Process(target=worker, args=(endpoint, q)) for _ in range(3)]
+        for p in ps:
+            p.start()
+        bads = [q.get(timeout=120) for _ in ps]
+        for p in ps:
+            p.join()
+        check(bads == [0, 0, 0], "concurrent clients wrong values %r" % bads)
+        # insert, update, checkpoint
+        cols = {name: np.full((2,) + ((T,) if not per_item else ()) + shape, 3, dtype=dt)
+                for name, (dt, shape, per_item) in info["columns"].items()}
+        size = c.insert(cols, length=[8, 3], policy_version=5)
+        check(size == len(PLAN) + 2, "size after insert %d" % size)
+        b = c.sample(4)
+        check(c.update_priorities(b.index, [1.0, 2.0, 3.0, 4.0], key=b.key) == 0, "update")
+        check(c.checkpoint() == ckpt and os.path.exists(ckpt), "checkpoint")
+        for bad_call, what in [(lambda: c.sample(10000), "max_batch_rows"),
+                               (lambda: c.sample(4, columns=["nope"]), "nope"),
+                               (lambda: c.sample(4, t0=6, t1=2), "step range")]:
+            try:
+                bad_call()
+                check(False, "no error for " + what)
+            except ServerError as e:
+                check(what in str(e), "error text %r" % str(e))
+        check(len(c.sample(16).index) == 16, "still serving after errors")
+        c.close()
+    finally:
+        srv.terminate()
+        srv.wait(timeout=30)
+    check(srv.returncode == 0, "server exit status %s" % srv.returncode)
+    print("python client: %d failures" % len(failures))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+"""gearbox_client: Python client of the gearbox offline-RL data server (`gearbox serve`).
+
+Needs only pyzmq, msgpack and numpy. Sampled columns come back as numpy arrays that are views
+of the received ZeroMQ frames (no copy); with torch importable, ``sample(..., torch=True)``
+returns torch tensors over the same memory (still no copy).
+
+    from gearbox_client import Client
+    c = Client("tcp://127.0.0.1:5555")
+    print(c.info()["columns"])
+    b = c.sample(256, columns=["obs", "action", "valid"])
+    b["obs"].shape        # (256, T, *obs_shape)
+    b.index, b.key, b.prob, b.weight, b.length
+    c.update_priorities(b.index, new_priorities, key=b.key)
+
+Wire format (runtime/wire.h): each message is [msgpack header][one raw frame per tensor];
+protocol in workers/server.h. Run ``python3 gearbox_client.py bench ENDPOINT BATCH SECONDS`` to
+measure sampling throughput (prints bytes/s and items/s).
+"""
+
+import sys
+import time
+
+import msgpack
+import numpy as np
+import zmq
+
+PROTOCOL = 1
+MSG_SERVE_REQUEST = 16
+MSG_SERVE_REPLY = 17
+ROLE_CLIENT = 6
+OP_INFO, OP_SAMPLE, OP_INSERT, OP_UPDATE, OP_CHECKPOINT = 1, 2, 3, 4, 5
+
+# gb_dtype numbers (runtime/dtype.h) -> numpy; bfloat16 is carried as raw uint16.
+DTYPES = {0: np.float32, 1: np.float64, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64,
+          6: np.uint8, 7: np.uint16, 8: np.bool_, 9: np.float16, 10: np.uint16, 11: np.uint32,
+          12: np.uint64}
+DTYPE_CODES = {np.dtype(v): k for k, v in DTYPES.items() if k != 10}
+
+ERRORS = {-1: "invalid", -2: "nomem", -3: "io", -5: "timeout", -6: "proto", -10: "closed",
+          -11: "full", -12: "again", -13: "notfound", -14: "unsupported", -15: "corrupt"}
+
+
+class ServerError(RuntimeError):
+    """The server answered with an error: code is the GB_E* number, message says why."""
+
+    def __init__(self, code, message):
+        super().__init__("%s (%s)" % (message, ERRORS.get(code, code)))
+        self.code = code
+
+
+class Batch(dict):
+    """Sampled columns by name, plus index, key, prob, weight, length (one entry per item) and
+    size (items the server could select from)."""
+
+
+class Client:
+    """One DEALER connection; one request at a time (use one client per thread)."""
+
+    def __init__(self, endpoint, timeout_ms=10000, context=None):
+        self.endpoint = endpoint
+        self.timeout_ms = timeout_ms
+        self._ctx = context or zmq.Context.instance()
+        self._sock = self._ctx.socket(zmq.DEALER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.setsockopt(zmq.RCVHWM, 0)
+        self._sock.connect(endpoint)
+        self._seq = 0
+        self._info = None
+
+    def close(self):
+        self._sock.close(0)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- transport -------------------------------------------------------------------------
+
+    def _request(self, op, meta=(), tensors=(), policy_version=-1):
+        self._seq += 1
+        hdr = {"v": PROTOCOL, "t": MSG_SERVE_REQUEST, "r": ROLE_CLIENT, "i": 0, "s": self._seq,
+               "p": int(policy_version), "m": [op] + [int(x) for x in meta],
+               "T": [[name, code, list(shape)] for name, code, shape, _ in tensors]}
+        frames = [msgpack.packb(hdr, use_bin_type=True)] + [buf for _, _, _, buf in tensors]
+        self._sock.send_multipart(frames, copy=False)
+        deadline = time.monotonic() + self.timeout_ms / 1000.0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._sock.poll(int(left * 1000) + 1):
+                if time.monotonic() >= deadline:
+                    raise TimeoutError("no reply from %s within %d ms"
+                                       % (self.endpoint, self.timeout_ms))
+                continue
+            parts = self._sock.recv_multipart(copy=False)
+            rh = msgpack.unpackb(parts[0].bytes, raw=False)
+            if rh.get("s") != self._seq:  # a late reply to a request that timed out
+                continue
+            if rh.get("st", 0) != 0:
+                raise ServerError(rh["st"], rh.get("x", ""))
+            if rh.get("t") != MSG_SERVE_REPLY or rh.get("m", [0])[0] != op:
+                raise ServerError(-6, "unexpected reply")
+            descs = rh.get("T", [])
+            if len(descs) != len(parts) - 1:
+                raise ServerError(-6, "reply frames do not match its header")
+            arrays = []
+            for (name, code, shape), frame in zip(descs, parts[1:]):
+                dt = np.dtype(DTYPES[code])
+                n = int(np.prod(shape)) if shape else 1
+                if len(frame.buffer) != n * dt.itemsize:
+                    raise ServerError(-6, "tensor %s: frame size does not match" % name)
+                arrays.append((name, np.frombuffer(frame.buffer, dtype=dt).reshape(shape)))
+            return rh, arrays
+
+    # ---- requests --------------------------------------------------------------------------
+
+    def info(self):
+        """Schema, counters and limits: dict with size, capacity, steps, inserts, samples,
+        max_batch_rows, max_batch_bytes, selector, remover, and columns: {name: (numpy dtype,
+        per-step (or per-item) shape, per_item)} in schema order."""
+        rh, arrays = self._request(OP_INFO)
+        m = rh["m"]
+        text = dict(kv.split("=", 1) for kv in rh.get("x", "").split())
+        mask = int(text.get("per_item", "0"))
+        cols = {}
+        for k, (name, a) in enumerate(arrays):
+            per_item = bool((mask >> k) & 1)
+            cols[name] = (a.dtype, tuple(a.shape[1 if per_item else 2:]), per_item)
+        self._info = {"size": m[1], "capacity": m[2], "steps": m[3], "inserts": m[4],
+                      "samples": m[5], "max_batch_rows": m[6], "max_batch_bytes": m[7],
+                      "selector": text.get("selector"), "remover": text.get("remover"),
+                      "columns": cols}
+        return self._info
+
+    def sample(self, batch, columns=None, t0=0, t1=0, timeout_ms=-1, torch=False):
+        """Samples batch items with the server's selector. columns: names (None = all); steps
+        [t0, t1) (t1 = 0: T). Returns a Batch of read-only arrays viewing the received frames
+        (or torch tensors over them with torch=True)."""
+        tensors = []
+        if columns:
+            names = b"".join(c.encode() + b"\0" for c in columns)
+            tensors.append(("columns", 6, [len(names)], names))
+        rh, arrays = self._request(OP_SAMPLE, [batch, t0, t1, timeout_ms, -1], tensors)
+        out = Batch()
+        for name, a in arrays:
+            out[name] = a
+        meta = {k: out.pop(k) for k in ("index", "key", "prob", "weight", "length")}
+        if torch:
+            import warnings
+
+            import torch as th
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # read-only frames: torch warns, still no copy
+                for k in list(out):
+                    out[k] = th.from_numpy(out[k])
+        out.index, out.key, out.prob = meta["index"], meta["key"], meta["prob"]
+        out.weight, out.length, out.size = meta["weight"], meta["length"], rh["m"][2]
+        return out
+
+    def insert(self, columns, priority=None, length=None, policy_version=-1):
+        """Inserts n items: columns maps every schema column to an array [n, T, *shape] (per
+        step) or [n, *shape] (per item). Returns the server's size afterwards."""
+        info = self._info or self.info()
+        tensors = []
+        for name, (dt, shape, per_item) in info["columns"].items():
+            a = np.ascontiguousarray(columns[name], dtype=dt)
+            tensors.append((name, DTYPE_CODES[np.dtype(dt)], a.shape, a))
+        n = tensors[0][2][0]
+        if priority is not None:
+            p = np.ascontiguousarray(priority, dtype=np.float64)
+            tensors.append(("priority", 1, [n], p))
+        if length is not None:
+            ln = np.ascontiguousarray(length, dtype=np.int32)
+            tensors.append(("length", 4, [n], ln))
+        rh, _ = self._request(OP_INSERT, [n], tensors, policy_version=policy_version)
+        return rh["m"][2]
+
+    def update_priorities(self, index, priority, key=None):
+        """Sets priorities of sampled items; with key, items replaced since are skipped.
+        Returns how many were skipped."""
+        idx = np.ascontiguousarray(index, dtype=np.int64)
+        pr = np.ascontiguousarray(priority, dtype=np.float64)
+        tensors = [("index", 5, [len(idx)], idx), ("priority", 1, [len(pr)], pr)]
+        if key is not None:
+            k = np.ascontiguousarray(key, dtype=np.uint64)
+            tensors.append(("key", 12, [len(k)], k))
+        rh, _ = self._request(OP_UPDATE, [], tensors)
+        return rh["m"][2]
+
+    def checkpoint(self):
+        """Asks the server to write its checkpoint; returns its path."""
+        rh, _ = self._request(OP_CHECKPOINT)
+        return rh.get("x", "")
+
+
+def _bench(endpoint, batch, seconds):
+    c = Client(endpoint)
+    c.info()
+    c.sample(batch)
+    n = nbytes = 0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        b = c.sample(batch)
+        n += len(b.index)
+        nbytes += sum(a.nbytes for a in b.values())
+    dt = time.monotonic() - t0
+    print("%.1f %.1f" % (nbytes / dt, n / dt))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "bench":
+        _bench(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+    else:
+        print("usage: python3 gearbox_client.py bench ENDPOINT BATCH SECONDS", file=sys.stderr)
+        sys.exit(2)
