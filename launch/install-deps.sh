@@ -8,8 +8,11 @@ packages=(
   # build
   build-essential cmake pkg-config git
   libzmq3-dev libmsgpack-dev libyaml-dev libtorch-dev
+  libhdf5-dev  # D4RL ingest of the data server
   # tests: fuzzing (clang + libFuzzer runtime), python reference scripts and clients
   clang libclang-rt-14-dev python3 python3-numpy
+  # the data server's Python client (pyzmq, msgpack) and its PyTorch example
+  python3-zmq python3-msgpack python3-torch
 )
 
 if [ "$(id -u)" -ne 0 ]; then
