@@ -10,8 +10,9 @@ const gb_bench_entry gb_bench_table[] = {
     {"envs", "built-in environments: steps/s on one core, single and in a ring", gb_bench_envs},
     {"kernels", "GPU selection and zero-copy gather vs memcpy and the CPU path", gb_bench_kernels},
     {"replay", "GEAR replay on the CPU: insert, select, collect vs memcpy, sample+update", gb_bench_replay},
-    {"streams", "inference round trips, sample throughput, parameter broadcast vs raw ZeroMQ", gb_bench_streams},
     {"serve", "offline-RL data server: C (and Python) clients vs plain ZeroMQ over tcp", gb_bench_serve},
+    {"e2e", "a whole run of configs/cartpole_ppo.yaml: env steps/s, time to solve", gb_bench_e2e},
+    {"streams", "inference round trips, sample throughput, parameter broadcast vs raw ZeroMQ", gb_bench_streams},
     {NULL, NULL, NULL},
 };
 

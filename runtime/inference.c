@@ -154,13 +154,17 @@ int gb_infer_client_recv(gb_infer_client *c, gb_wire_msg *reply, int timeout_ms,
         err = &local;
     uint64_t start = gb_now_ns();
     uint64_t until = start + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ULL;
+    /* Replies already queued are taken before any request is expired: a caller that was busy
+     * elsewhere (an actor held back by the sample stream's backpressure) must not lose answers
+     * that arrived in time. */
+    int drained = 0;
     for (;;) {
         uint64_t now = gb_now_ns();
         int oldest = -1;
         for (int k = 0; k < c->nout; k++)
             if (oldest < 0 || c->out_deadline[k] < c->out_deadline[oldest])
                 oldest = k;
-        if (oldest >= 0 && c->out_deadline[oldest] <= now) {
+        if (oldest >= 0 && c->out_deadline[oldest] <= now && drained) {
             uint64_t id = c->out_id[oldest];
             client_forget(c, oldest);
             c->st.timeouts++;
@@ -179,6 +183,7 @@ int gb_infer_client_recv(gb_infer_client *c, gb_wire_msg *reply, int timeout_ms,
             return rc;
         rc = gb_wire_recv(c->sock, reply, 0, wait_ms > 0 ? 0 : ZMQ_DONTWAIT, err);
         if (rc == GB_EAGAIN || rc == GB_ETIMEOUT) {
+            drained = wait_ms == 0; /* nothing was queued: expiring is now fair */
             now = gb_now_ns();
             if (now >= until && (oldest < 0 || c->out_deadline[oldest] > now))
                 return gb_error_set(err, GB_EAGAIN, "no inference reply yet");

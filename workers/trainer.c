@@ -110,29 +110,40 @@ static void *ingest_main(void *arg)
         }
         if (n == 0)
             continue;
-        int rc;
-        do {
-            rc = gb_replay_allocate(t->replay, n, idx, 0.2, err);
-        } while (rc == GB_ETIMEOUT && !gb_worker_stopping(w));
+        /* All n in one allocate/commit when the rate limiter admits them now; else one item
+         * at a time, each committed before the next is allocated: the limiter counts blocks
+         * being written as inserts, so holding some while waiting for room for the others
+         * could block sampling, and with it every insert, forever. */
+        int rc = gb_replay_allocate(t->replay, n, idx, 0, err);
+        int batched = rc == 0;
+        int step = batched ? n : 1;
+        if (rc == GB_ETIMEOUT)
+            rc = 0;
+        for (int first = 0; rc == 0 && first < n; first += step) {
+            if (!batched) {
+                do {
+                    rc = gb_replay_allocate(t->replay, 1, &idx[first], 0.2, err);
+                } while (rc == GB_ETIMEOUT && !gb_worker_stopping(w));
+                if (rc)
+                    break;
+            }
+            for (int i = first; i < first + step; i++) {
+                for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
+                    gb_tensor_view v = gb_wire_msg_tensor(&msgs[i], c);
+                    memcpy(gb_replay_block(t->replay, c, idx[i]), v.data, v.bytes);
+                }
+                versions[i] = msgs[i].hdr.policy_version;
+                lengths[i] = (int32_t)t->layout.T;
+                gb_wire_msg_release(&msgs[i]);
+            }
+            rc = gb_replay_commit(t->replay, step, &idx[first], NULL, &lengths[first],
+                                  &versions[first], err);
+        }
         if (rc) {
             for (int i = 0; i < n; i++)
-                gb_wire_msg_release(&msgs[i]);
+                gb_wire_msg_release(&msgs[i]); /* no-op for those already written */
             if (rc == GB_ETIMEOUT || rc == GB_ECLOSED)
                 break;
-            t->ingest_rc = rc;
-            goto out;
-        }
-        for (int i = 0; i < n; i++) {
-            for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
-                gb_tensor_view v = gb_wire_msg_tensor(&msgs[i], c);
-                memcpy(gb_replay_block(t->replay, c, idx[i]), v.data, v.bytes);
-            }
-            versions[i] = msgs[i].hdr.policy_version;
-            lengths[i] = (int32_t)t->layout.T;
-            gb_wire_msg_release(&msgs[i]);
-        }
-        rc = gb_replay_commit(t->replay, n, idx, NULL, lengths, versions, err);
-        if (rc) {
             t->ingest_rc = rc;
             goto out;
         }

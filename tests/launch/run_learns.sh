@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# tests/launch/run_learns.sh: a real distributed run (processes, sockets, files) learns well above
+# random within an env-step budget, and writes its run directory.
+# usage: run_learns.sh GEARBOX CONFIG WORK_DIR MIN_RETURN MAX_ENV_STEPS
+set -u
+gearbox=$1 config=$2 work=$3 min_return=$4 budget=$5
+. "$(dirname "$0")/run_lib.sh"
+rm -rf "$work"; mkdir -p "$work"
+"$gearbox" run "$config" --run-dir "$work/run" --set experiment.max_env_steps="$budget" \
+  --set experiment.max_seconds=240 --set launch.progress=plain > "$work/out.log" 2>&1
+status=$?
+cat "$work/out.log" | tail -5
+s="$work/run/summary.json"
+[ -s "$s" ] || fail "no summary.json"
+for f in config.yaml metrics.csv logs/launcher.log logs/actor-0.log logs/policy-0.log \
+         logs/trainer-0.log logs/params-0.log checkpoints/trainer-0.model; do
+  [ -s "$work/run/$f" ] || fail "run directory lacks $f"
+done
+reason=$(json_get "$s" exit_reason)
+ret=$(json_get "$s" episode_return_mean)
+steps=$(json_get "$s" env_steps)
+echo "exit $status, $reason, mean return $ret after $steps env steps"
+[ "$status" -eq 0 ] || fail "exit status $status"
+case "$reason" in solved|max_env_steps) ;; *) fail "exit_reason $reason" ;; esac
+python3 -c "import sys; sys.exit(0 if float('$ret') >= float('$min_return') else 1)" ||
+  fail "mean return $ret < $min_return"
+[ "$(wc -l < "$work/run/metrics.csv")" -ge 3 ] || fail "metrics.csv has too few rows"
+[ -z "$(run_processes "$work/run")" ] || fail "workers still running after the run ended"
+echo "1 passed, 0 failed"

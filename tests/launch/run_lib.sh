@@ -1,0 +1,29 @@
+# tests/launch/run_lib.sh: helpers for the tests that start real runs (sourced).
+# json_get FILE KEY: prints the value of "KEY" in FILE (a JSON object, nested keys allowed).
+json_get() {
+  python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))
+def find(o,k):
+    if isinstance(o,dict):
+        if k in o: return o[k]
+        for v in o.values():
+            r=find(v,k)
+            if r is not None: return r
+    return None
+v=find(d,sys.argv[2]); print("null" if v is None else v)' "$1" "$2"
+}
+
+# run_processes DIR: the pids of processes whose command line mentions DIR (a run's workers).
+run_processes() { pgrep -f -- "--run-dir $1" || true; }
+
+# wait_for_log FILE PATTERN SECONDS: waits until FILE holds PATTERN; fails after SECONDS.
+wait_for_log() {
+  local end=$((SECONDS + $3))
+  while [ $SECONDS -lt $end ]; do
+    grep -q -- "$2" "$1" 2>/dev/null && return 0
+    sleep 0.2
+  done
+  echo "timed out waiting for '$2' in $1"; return 1
+}
+
+fail() { echo "FAIL: $*"; exit 1; }

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# tests/launch/run_sigterm.sh: SIGTERM (and SIGINT) mid-run stops every worker within 5 s and
+# still writes summary.json (exit_reason interrupted).
+# usage: run_sigterm.sh GEARBOX CONFIG WORK_DIR SIGNAL
+set -u
+gearbox=$1 config=$2 work=$3 sig=${4:-TERM}
+. "$(dirname "$0")/run_lib.sh"
+rm -rf "$work"; mkdir -p "$work"
+"$gearbox" run "$config" --run-dir "$work/run" --set experiment.max_seconds=120 \
+  --set launch.progress=off > "$work/out.log" 2>&1 &
+launcher=$!
+wait_for_log "$work/run/logs/actor-0.log" "actor: " 60 || fail "the run did not start"
+sleep 2
+[ -n "$(run_processes "$work/run")" ] || fail "no workers found"
+start=$(date +%s.%N)
+kill -"$sig" "$launcher"
+wait "$launcher"; status=$?
+elapsed=$(python3 -c "import time; print(round(time.time() - $start, 2))")
+echo "launcher exited with $status after SIG$sig in $elapsed s"
+sleep 0.2
+left=$(run_processes "$work/run")
+[ -z "$left" ] || { ps -o pid,args -p $left; fail "workers still running"; }
+python3 -c "import sys; sys.exit(0 if $elapsed <= 5.5 else 1)" || fail "took $elapsed s"
+s="$work/run/summary.json"
+[ -s "$s" ] || fail "no summary.json"
+[ "$(json_get "$s" exit_reason)" = interrupted ] || fail "exit_reason $(json_get "$s" exit_reason)"
+[ "$status" -ne 0 ] || fail "an interrupted run exited 0"
+echo "1 passed, 0 failed"
