@@ -232,6 +232,37 @@ static int parse_columns(const gb_replay_options *o, const gb_wire_msg *m, int *
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* Copies the selection's items into the reply (what gb_replay_collect does, with ordinary
+ * stores: collect streams rows >= 16 KB past the cache, right for a batch a GPU or the
+ * learner reads later, wrong here, where the kernel's socket copy reads it at once). Steps at or
+ * past an item's length are zero; lengths[i] = valid steps inside [t0, t1). The selection is
+ * pinned, so the blocks cannot be reused while this copies. */
+static void gather(gb_replay *r, const gb_replay_selection *sel, const gb_replay_table *tables,
+                   const gb_replay_dst *dst, int ndst, int32_t t0, int32_t t1, int32_t *lengths)
+{
+    gb_replay_status st;
+    gb_replay_status_view(r, &st);
+    for (int64_t i = 0; i < sel->n; i++) {
+        int32_t v = st.length[sel->index[i]] - t0;
+        lengths[i] = v < 0 ? 0 : (v > t1 - t0 ? t1 - t0 : v);
+    }
+    for (int k = 0; k < ndst; k++) {
+        const gb_replay_table *t = &tables[dst[k].column];
+        unsigned char *out = dst[k].data;
+        for (int64_t i = 0; i < sel->n; i++) {
+            const unsigned char *src = t->base + (size_t)sel->index[i] * t->stride;
+            if (t->per_item) {
+                memcpy(out + (size_t)i * t->block_bytes, src, t->block_bytes);
+                continue;
+            }
+            size_t row = (size_t)(t1 - t0) * t->step_bytes;
+            size_t valid = (size_t)lengths[i] * t->step_bytes;
+            memcpy(out + (size_t)i * row, src + (size_t)t0 * t->step_bytes, valid);
+            memset(out + (size_t)i * row + valid, 0, row - valid);
+        }
+    }
+}
+
 static int op_sample(worker *w, const gb_wire_msg *m, gb_error *err)
 {
     gb_server *s = w->s;
@@ -316,17 +347,13 @@ static int op_sample(worker *w, const gb_wire_msg *m, gb_error *err)
                                  .bytes = (size_t)batch * col_row[k]};
         off += align64((size_t)batch * col_row[k]);
     }
-    rc = gb_replay_collect(s->r, &w->sel, dst, ncols, length, &e);
+    gather(s->r, &w->sel, tables, dst, ncols, (int32_t)t0, (int32_t)t1, length);
     memcpy(index, w->sel.index, (size_t)n * 8);
     memcpy(key, w->sel.key, (size_t)n * 8);
     memcpy(prob, w->sel.prob, (size_t)n * 8);
     memcpy(weight, w->sel.weight, (size_t)n * 4);
     int64_t size = w->sel.size;
     gb_replay_release(s->r, &w->sel);
-    if (rc) {
-        pool_put(s, b);
-        return send_error(w, m, rc, e.msg);
-    }
     gb_wire_header h;
     reply_init(&h, w, m, GB_SERVE_SAMPLE);
     h.nmeta = 3;
