@@ -104,6 +104,7 @@ def main():
         check(bad == 0, "%d wrong values" % bad)
         check(seen == set(PLAN), "every item sampled (%d of %d)" % (len(seen), len(PLAN)))
         check(verify(c.sample(32, t0=2, t1=6), 2, 6) == 0, "step range values")
+        check(len(c.sample(4, selector="uniform").index) == 4, "selector named")
         b = c.sample(16, columns=["reward", "obs"])
         check(list(b) == ["reward", "obs"] and b["reward"].shape == (16, T), "column subset")
         try:
@@ -113,8 +114,9 @@ def main():
         except ImportError:
             print("torch not importable: torch=True not tested", file=sys.stderr)
         # several client processes at once
-        q = mp.Queue()
-        ps = [mp.Process(target=worker, args=(endpoint, q)) for _ in range(3)]
+        ctx = mp.get_context("spawn")  # fresh interpreters: no ZeroMQ state across fork
+        q = ctx.Queue()
+        ps = [ctx.Process(target=worker, args=(endpoint, q)) for _ in range(3)]
         for p in ps:
             p.start()
         bads = [q.get(timeout=120) for _ in ps]
@@ -131,7 +133,8 @@ def main():
         check(c.checkpoint() == ckpt and os.path.exists(ckpt), "checkpoint")
         for bad_call, what in [(lambda: c.sample(10000), "max_batch_rows"),
                                (lambda: c.sample(4, columns=["nope"]), "nope"),
-                               (lambda: c.sample(4, t0=6, t1=2), "step range")]:
+                               (lambda: c.sample(4, t0=6, t1=2), "step range"),
+                               (lambda: c.sample(4, selector="weighted"), "uniform")]:
             try:
                 bad_call()
                 check(False, "no error for " + what)

@@ -36,6 +36,8 @@ DTYPES = {0: np.float32, 1: np.float64, 2: np.int8, 3: np.int16, 4: np.int32, 5:
           12: np.uint64}
 DTYPE_CODES = {np.dtype(v): k for k, v in DTYPES.items() if k != 10}
 
+SELECTORS = {"uniform": 0, "weighted": 1, "fifo": 2, "lifo": 3, "topk": 4}
+
 ERRORS = {-1: "invalid", -2: "nomem", -3: "io", -5: "timeout", -6: "proto", -10: "closed",
           -11: "full", -12: "again", -13: "notfound", -14: "unsupported", -15: "corrupt"}
 
@@ -133,15 +135,19 @@ class Client:
                       "columns": cols}
         return self._info
 
-    def sample(self, batch, columns=None, t0=0, t1=0, timeout_ms=-1, torch=False):
+    def sample(self, batch, columns=None, t0=0, t1=0, timeout_ms=-1, torch=False,
+               selector=None):
         """Samples batch items with the server's selector. columns: names (None = all); steps
-        [t0, t1) (t1 = 0: T). Returns a Batch of read-only arrays viewing the received frames
-        (or torch tensors over them with torch=True)."""
+        [t0, t1) (t1 = 0: T); selector: None, or the name the server must be using (an error
+        otherwise: a replay has one selector, server.replay.selector). Returns a Batch of
+        read-only arrays viewing the received frames (or torch tensors over them with
+        torch=True)."""
         tensors = []
         if columns:
             names = b"".join(c.encode() + b"\0" for c in columns)
             tensors.append(("columns", 6, [len(names)], names))
-        rh, arrays = self._request(OP_SAMPLE, [batch, t0, t1, timeout_ms, -1], tensors)
+        sel = -1 if selector is None else SELECTORS[selector]
+        rh, arrays = self._request(OP_SAMPLE, [batch, t0, t1, timeout_ms, sel], tensors)
         out = Batch()
         for name, a in arrays:
             out[name] = a
