@@ -307,10 +307,10 @@ static void test_hostile_clients(void)
     if (!ts.server)
         return;
     const char *ep = gb_server_endpoint(ts.server);
-    good_client g = {.endpoint = ep};
+    good_client gs[2] = {{.endpoint = ep}, {.endpoint = ep}}; /* one each: no shared counters */
     pthread_t th[2];
     for (int i = 0; i < 2; i++)
-        pthread_create(&th[i], NULL, good_main, &g);
+        pthread_create(&th[i], NULL, good_main, &gs[i]);
     void *zctx = zmq_ctx_new();
 
     /* garbage: a random frame, a header without its frames, 100 frames */
@@ -360,9 +360,13 @@ static void test_hostile_clients(void)
         zmq_close(v);
     }
     gb_sleep_ms(1500);
-    atomic_store(&g.stop, 1);
+    for (int i = 0; i < 2; i++)
+        atomic_store(&gs[i].stop, 1);
     for (int i = 0; i < 2; i++)
         pthread_join(th[i], NULL);
+    good_client g = {.samples = gs[0].samples + gs[1].samples, .bad = gs[0].bad + gs[1].bad,
+                     .errors = gs[0].errors + gs[1].errors};
+    CHECK(gs[0].samples > 5 && gs[1].samples > 5);
     zmq_close(d);
     zmq_close(big);
     zmq_ctx_term(zctx);
