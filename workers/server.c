@@ -14,7 +14,8 @@
 #include <zmq.h>
 
 #define POOL_KEEP 8 /* idle reply buffers kept per server */
-#define ID_BYTES 4  /* request thread routing ids: "w" + 3 digits */
+#define ID_BYTES 4
+#define FRONT_HWM 1024 /* frames queued per client, each way */  /* request thread routing ids: "w" + 3 digits */
 
 typedef struct rbuf rbuf;
 struct rbuf {
@@ -738,7 +739,10 @@ int gb_server_open(gb_server **out, void *zctx, gb_replay *r, const gb_server_op
     int64_t maxmsg = o->max_request_bytes;
     if (zmq_setsockopt(s->front, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) != 0 ||
         set_int(s->front, ZMQ_LINGER, 0) || set_int(s->back, ZMQ_LINGER, 0) ||
-        set_int(s->front, ZMQ_SNDHWM, 0) || set_int(s->front, ZMQ_RCVHWM, 0) ||
+        /* Bounded queues per client: a client that sends requests without reading the replies
+         * loses replies beyond ~FRONT_HWM frames (the ROUTER drops them); one that floods
+         * requests is held back by TCP. Clients with one request in flight never come near. */
+        set_int(s->front, ZMQ_SNDHWM, FRONT_HWM) || set_int(s->front, ZMQ_RCVHWM, FRONT_HWM) ||
         set_int(s->back, ZMQ_SNDHWM, 0) || set_int(s->back, ZMQ_RCVHWM, 0)) {
         rc = gb_wire_zmq_error(err, "server: zmq_setsockopt");
         goto fail;

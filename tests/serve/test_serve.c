@@ -359,6 +359,15 @@ static void test_hostile_clients(void)
         zmq_send(v, hb, hl, 0);
         zmq_close(v);
     }
+    /* greedy: 300 requests, never reads a reply (its queue is bounded; replies are dropped) */
+    void *greedy = raw_dealer(zctx, ep);
+    gb_wire_header_init(&h, GB_MSG_SERVE_REQUEST, GB_ROLE_CLIENT, 0);
+    h.nmeta = 2;
+    h.meta[0] = GB_SERVE_SAMPLE;
+    h.meta[1] = 64;
+    gb_wire_encode_header(&h, hb, sizeof hb, &hl, &err);
+    for (int i = 0; i < 300; i++)
+        zmq_send(greedy, hb, hl, 0);
     gb_sleep_ms(1500);
     for (int i = 0; i < 2; i++)
         atomic_store(&gs[i].stop, 1);
@@ -369,6 +378,7 @@ static void test_hostile_clients(void)
     CHECK(gs[0].samples > 5 && gs[1].samples > 5);
     zmq_close(d);
     zmq_close(big);
+    zmq_close(greedy);
     zmq_ctx_term(zctx);
     gb_server_stats st = gb_server_get_stats(ts.server);
     CHECK(g.samples > 10);
