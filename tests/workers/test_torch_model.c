@@ -377,6 +377,63 @@ static void test_train_ppo_box(void) { train_and_checkpoint("ppo", box_space());
 static void test_train_dqn(void) { train_and_checkpoint("dqn", discrete_space()); }
 static void test_train_sac(void) { train_and_checkpoint("sac", box_space()); }
 
+/* The Nature-DQN torso on uint8 frames: PPO inference, a training step, and the round trip. */
+static void test_cnn(void)
+{
+    gb_error err = {0};
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "ppo", "") == 0);
+    cfg.policy.model.type = GB_MODEL_CNN;
+    cfg.policy.model.hidden.n = 1;
+    cfg.policy.model.hidden.v[0] = 32;
+    gb_torch_space sp;
+    memset(&sp, 0, sizeof sp);
+    sp.obs_dtype = GB_DTYPE_UINT8;
+    sp.obs_ndim = 3;
+    sp.obs_shape[0] = 2;
+    sp.obs_shape[1] = 84;
+    sp.obs_shape[2] = 84;
+    sp.discrete = 1;
+    sp.n_actions = 4;
+    gb_torch_learner *l = NULL;
+    gb_torch_model *m2 = NULL;
+    CHECK_OK(gb_torch_learner_create(&cfg, &sp, 1, &l, &err));
+    CHECK_OK(gb_torch_model_create(&cfg, &sp, 2, &m2, &err));
+    if (!l || !m2)
+        goto done;
+    enum { B = 2, T = 3, O = 2 * 84 * 84 };
+    static uint8_t obs[B * T * O], next[B * O];
+    for (int i = 0; i < B * T * O; i++)
+        obs[i] = (uint8_t)(i * 7);
+    for (int i = 0; i < B * O; i++)
+        next[i] = (uint8_t)(i * 3);
+    gb_torch_model *m = gb_torch_learner_model(l);
+    int64_t a[B * T], a2[B * T];
+    float lp[B * T], v[B * T], lp2[B * T], v2[B * T];
+    gb_torch_act_out out = {a, lp, v, NULL}, out2 = {a2, lp2, v2, NULL};
+    CHECK_OK(gb_torch_model_act(m, obs, B * T, 0, 0.0, &out, &err));
+    float rew[B * T] = {1, 0, 1, 0, 1, 0};
+    uint8_t z[B * T] = {0};
+    gb_torch_batch b = {B, T, obs, next, a, rew, z, z, NULL, lp, NULL};
+    gb_torch_stats st;
+    CHECK_OK(gb_torch_learner_train(l, &b, &st, NULL, &err));
+    CHECK(isfinite(st.loss));
+    const gb_torch_param *table;
+    int count;
+    uint64_t total;
+    gb_torch_model_layout(m, &table, &count, &total);
+    void *buf = malloc(total);
+    CHECK_OK(gb_torch_model_export(m, buf, total, NULL, &err));
+    CHECK_OK(gb_torch_model_import(m2, buf, total, table, count, 1, &err));
+    CHECK_OK(gb_torch_model_act(m, obs, B * T, 1, 0.0, &out, &err));
+    CHECK_OK(gb_torch_model_act(m2, obs, B * T, 1, 0.0, &out2, &err));
+    CHECK(memcmp(v, v2, sizeof v) == 0 && memcmp(lp, lp2, sizeof lp) == 0);
+    free(buf);
+done:
+    gb_torch_learner_destroy(l);
+    gb_torch_model_destroy(m2);
+}
+
 static void test_bad_inputs(void)
 {
     gb_error err = {0};
@@ -412,6 +469,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_train_ppo_box);
     TEST_RUN(test_train_dqn);
     TEST_RUN(test_train_sac);
+    TEST_RUN(test_cnn);
     TEST_RUN(test_bad_inputs);
     return test_main_result();
 }
