@@ -5,10 +5,11 @@
  *          clients sampling --batch items with the C client into their own buffers;
  *   raw:   a plain ZeroMQ ROUTER answering each request with the same bytes from one buffer
  *          (zero-copy send) and clients that receive the frames without touching them.
+ * Each client count runs 3 interleaved rounds of --seconds per mode (default 1 s).
  * Throughput counts the item bytes delivered to clients per second (GB/s, 10^9 bytes). The
  * ratio gbps / raw_gbps is the figure of merit (target >= 0.6 at 4 clients, >= 64 KB items).
  * With python3 and pyzmq/msgpack/numpy, one Python client (workers/python/gearbox_client.py)
- * is measured too. Options: --json, --seconds S (per case, default 2), --item-bytes N,
+ * is measured too. Options: --json, --seconds S (per round and mode, default 1), --item-bytes N,
  * --batch N, --clients a,b,c, --no-python. */
 #include "launch/bench.h"
 #include "launch/commands.h"
@@ -26,6 +27,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
+
+#define ROUNDS 3 /* interleaved measurement rounds per client count */
 
 #ifndef GEARBOX_PYTHON_DIR
 #define GEARBOX_PYTHON_DIR ""
@@ -292,7 +295,7 @@ static int run_python(const bopts *o, const char *ep, double *bps, double *ips)
 
 int gb_bench_serve(int argc, char **argv, int json)
 {
-    bopts o = {.json = json, .python = 1, .seconds = 2, .item_bytes = 65536, .batch = 32,
+    bopts o = {.json = json, .python = 1, .seconds = 1, .item_bytes = 65536, .batch = 32,
                .clients = {1, 4, 16}, .nclients = 3};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
@@ -338,17 +341,27 @@ int gb_bench_serve(int argc, char **argv, int json)
     }
     if (!json)
         printf("data server vs plain ZeroMQ, tcp loopback, items of %lld B, batch %lld, %.1f s "
-               "per case\n", (long long)o.item_bytes, (long long)o.batch, o.seconds);
+               "per round, 3 rounds\n", (long long)o.item_bytes, (long long)o.batch, o.seconds);
     int rc = GB_EXIT_OK;
     for (int i = 0; i < o.nclients && rc == 0; i++) {
         int k = o.clients[i];
-        double sb, si, rb, ri, vb, vi;
-        if (run_clients(&o, 1, rep, k, &rb, &ri) || run_clients(&o, 0, sep, k, &sb, &si) ||
-            run_clients(&o, 2, sep, k, &vb, &vi)) {
-            fprintf(stderr, "gearbox bench serve: a client failed (%d clients)\n", k);
-            rc = GB_EXIT_FAILURE;
-            break;
+        /* Interleaved rounds (raw, copy, views) so that load from other processes on the
+         * machine falls on all three alike; rates are averaged over the rounds. */
+        double sb = 0, si = 0, rb = 0, ri = 0, vb = 0, vi = 0;
+        for (int round = 0; round < ROUNDS && rc == 0; round++) {
+            double b[3], it[3];
+            if (run_clients(&o, 1, rep, k, &b[0], &it[0]) ||
+                run_clients(&o, 0, sep, k, &b[1], &it[1]) ||
+                run_clients(&o, 2, sep, k, &b[2], &it[2])) {
+                fprintf(stderr, "gearbox bench serve: a client failed (%d clients)\n", k);
+                rc = GB_EXIT_FAILURE;
+            }
+            rb += b[0] / ROUNDS, ri += it[0] / ROUNDS;
+            sb += b[1] / ROUNDS, si += it[1] / ROUNDS;
+            vb += b[2] / ROUNDS, vi += it[2] / ROUNDS;
         }
+        if (rc)
+            break;
         if (json)
             printf("{\"bench\":\"serve\",\"client\":\"c\",\"clients\":%d,\"batch\":%lld,"
                    "\"item_bytes\":%lld,\"samples_per_s\":%.1f,\"gbps\":%.3f,\"raw_gbps\":%.3f,"
@@ -366,12 +379,12 @@ int gb_bench_serve(int argc, char **argv, int json)
         fflush(stdout);
     }
     if (rc == 0 && o.python) {
-        double pb, pi, rb, ri;
-        if (run_python(&o, sep, &pb, &pi) != 0) {
+        double pb, pi, rb = 0, ri = 0;
+        if (run_clients(&o, 1, rep, 1, &rb, &ri) != 0 || run_python(&o, sep, &pb, &pi) != 0) {
             if (!json)
                 printf("  python client: not measured (python3 with pyzmq, msgpack and numpy "
                        "not found, or GEARBOX_PYTHON_DIR wrong)\n");
-        } else if (run_clients(&o, 1, rep, 1, &rb, &ri) == 0) {
+        } else {
             if (json)
                 printf("{\"bench\":\"serve\",\"client\":\"python\",\"clients\":1,\"batch\":%lld,"
                        "\"item_bytes\":%lld,\"samples_per_s\":%.1f,\"gbps\":%.3f,"
