@@ -110,7 +110,8 @@ static void test_remote_writer(void)
     /* Sample nothing until the writer is held back: with samples_per_insert 1 and error buffer
      * 40 it can insert about 44 items ahead, then its allocate waits in the owner. */
     gb_replay_stats st;
-    for (int i = 0; i < 10000; i++) {
+    /* A deadline, not a count: on a loaded machine the child may take a while to start. */
+    for (double end = gb_now_s() + 60; gb_now_s() < end;) {
         gb_replay_stats_get(r, &st);
         if (st.insert_waits > 0)
             break;
