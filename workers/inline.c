@@ -169,7 +169,10 @@ static void set_progress(inline_run *r)
                                                       (double)r->cfg->experiment.max_env_steps);
 }
 
-/* PPO: copy the chunk into the batch; train when it is full. */
+/* PPO: copy the chunk into the batch; train when it is full. Chunks fill at their own pace (a
+ * reset row shifts a stream by one), so a chunk may hold rows of the previous policy version;
+ * PPO's ratio against the stored behaviour log-probabilities accounts for that, as it must for
+ * the distributed mode's actors anyway. */
 static int ppo_take(inline_run *r, const gb_chunk *c, gb_error *err)
 {
     for (int col = 0; col < GB_CHUNK_NCOLS; col++)
@@ -289,7 +292,6 @@ static int step_group(inline_run *r, int g, gb_error *err)
             }
         }
     }
-    (void)algo;
     if ((rc = gb_env_ring_step(r->ring, g, err)) != 0)
         return rc;
     r->env_steps += count;

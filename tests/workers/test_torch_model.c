@@ -434,6 +434,61 @@ done:
     gb_torch_model_destroy(m2);
 }
 
+/* A TorchScript model (the user-export path): acts, trains, travels through export/import and
+ * checkpoints like a built-in one. */
+static void test_torchscript(void)
+{
+    gb_error err = {0};
+    char path[1024];
+    snprintf(path, sizeof path, "%s/actor_critic.pt", scratch);
+    CHECK_OK(gb_torch_write_test_script(path, 4, 3, 1, &err));
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "ppo", "") == 0);
+    cfg.policy.model.type = GB_MODEL_TORCHSCRIPT;
+    snprintf(cfg.policy.model.torchscript, sizeof cfg.policy.model.torchscript, "%s", path);
+    gb_torch_space sp = discrete_space();
+    gb_torch_learner *l = NULL;
+    gb_torch_model *m2 = NULL;
+    CHECK_OK(gb_torch_learner_create(&cfg, &sp, 1, &l, &err));
+    CHECK_OK(gb_torch_model_create(&cfg, &sp, 1, &m2, &err));
+    if (!l || !m2)
+        goto done;
+    gb_torch_model *m = gb_torch_learner_model(l);
+    const gb_torch_param *table;
+    int count;
+    uint64_t total;
+    gb_torch_model_layout(m, &table, &count, &total);
+    CHECK_EQ_INT(count, 3); /* w_pi, w_v, obs_scale (a buffer) */
+    enum { B = 2, T = 4 };
+    float obs[B * T * 4], next[B * 4], rew[B * T], lp[B * T], v[B * T], lp2[B * T], v2[B * T];
+    int64_t a[B * T], a2[B * T];
+    fill(obs, B * T * 4, 21);
+    fill(next, B * 4, 22);
+    fill(rew, B * T, 23);
+    gb_torch_act_out out = {a, lp, v, NULL}, out2 = {a2, lp2, v2, NULL};
+    CHECK_OK(gb_torch_model_act(m, obs, B * T, 0, 0.0, &out, &err));
+    uint8_t z[B * T] = {0};
+    gb_torch_batch b = {B, T, obs, next, a, rew, z, z, NULL, lp, NULL};
+    char *before = malloc(total), *after = malloc(total);
+    CHECK_OK(gb_torch_model_export(m, before, total, NULL, &err));
+    gb_torch_stats st;
+    CHECK_OK(gb_torch_learner_train(l, &b, &st, NULL, &err));
+    CHECK_OK(gb_torch_model_export(m, after, total, NULL, &err));
+    CHECK(memcmp(before, after, total) != 0);
+    CHECK_OK(gb_torch_model_import(m2, after, total, table, count, 5, &err));
+    CHECK_OK(gb_torch_model_act(m, obs, B * T, 1, 0.0, &out, &err));
+    CHECK_OK(gb_torch_model_act(m2, obs, B * T, 1, 0.0, &out2, &err));
+    CHECK(memcmp(v, v2, sizeof v) == 0 && memcmp(lp, lp2, sizeof lp) == 0);
+    snprintf(path, sizeof path, "%s/torchscript.ckpt", scratch);
+    CHECK_OK(gb_torch_learner_save(l, path, &err));
+    CHECK_OK(gb_torch_learner_load(l, path, &err));
+    free(before);
+    free(after);
+done:
+    gb_torch_learner_destroy(l);
+    gb_torch_model_destroy(m2);
+}
+
 static void test_bad_inputs(void)
 {
     gb_error err = {0};
@@ -470,6 +525,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_train_dqn);
     TEST_RUN(test_train_sac);
     TEST_RUN(test_cnn);
+    TEST_RUN(test_torchscript);
     TEST_RUN(test_bad_inputs);
     return test_main_result();
 }

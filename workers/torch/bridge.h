@@ -289,6 +289,12 @@ int gb_torch_sac_loss(const float *q1, const float *q2, const float *q1t, const 
                       const float *w, int64_t n, double log_alpha, double target_entropy,
                       double out[4], gb_error *err);
 
+/* For tests (no PyTorch needed): writes a TorchScript module with the PPO discrete contract
+ * (forward(obs) -> (obs W_pi^T, obs w_v^T), plus a buffer), as a user's export would be.
+ * Returns 0 or GB_ETORCH. */
+int gb_torch_write_test_script(const char *path, int64_t obs_dim, int64_t n_actions,
+                               uint64_t seed, gb_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -213,7 +213,15 @@ struct ScriptNet : Net {
     torch::jit::Module mod;
     int algo;
     bool discrete;
-    ScriptNet(torch::jit::Module m, int a, bool d) : mod(std::move(m)), algo(a), discrete(d) {}
+    ScriptNet(torch::jit::Module m, int a, bool d) : mod(std::move(m)), algo(a), discrete(d)
+    {
+        // parameters train, whatever requires_grad flag the export left on them
+        for (const auto &p : mod.parameters(true)) {
+            torch::Tensor t = p; // the same tensor, not a copy
+            if (t.is_floating_point())
+                t.requires_grad_(true);
+        }
+    }
 
     static torch::Tensor vec(const torch::Tensor &t) { return t.reshape({t.size(0)}); }
     Heads forward(const torch::Tensor &obs) override
@@ -675,7 +683,27 @@ extern "C" int gb_torch_squashed_gaussian_logp(const float *mean, const float *l
         torch::Tensor s;
         if (scale)
             s = torch::from_blob(const_cast<float *>(scale), {A}, torch::kFloat32);
-        torch::from_blob(out, {n}, torch::kFloat32).copy_(squashed_logp(v(mean), v(log_std), v(u), s));
+        torch::Tensor lp = squashed_logp(v(mean), v(log_std), v(u), s);
+        torch::from_blob(out, {n}, torch::kFloat32).copy_(lp);
+        return 0;
+    });
+}
+
+extern "C" int gb_torch_write_test_script(const char *path, int64_t obs_dim, int64_t n_actions,
+                                          uint64_t seed, gb_error *err)
+{
+    return gb_torch_guard(err, "write_test_script", [&] {
+        torch::jit::Module m("GearboxTestActorCritic");
+        at::Generator gen = at::detail::createCPUGenerator(seed);
+        m.register_parameter("w_pi", torch::randn({n_actions, obs_dim}, gen) * 0.1, false);
+        m.register_parameter("w_v", torch::randn({1, obs_dim}, gen) * 0.1, false);
+        m.register_buffer("obs_scale", torch::ones({obs_dim}));
+        m.define(R"JIT(
+def forward(self, obs):
+    x = obs * self.obs_scale
+    return torch.matmul(x, self.w_pi.t()), torch.matmul(x, self.w_v.t())
+)JIT");
+        m.save(path);
         return 0;
     });
 }
