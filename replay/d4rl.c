@@ -313,7 +313,8 @@ int gb_d4rl_open(gb_d4rl **out, const char *path, int64_t T, gb_error *err)
             }
             char ds[80], col[GB_REPLAY_NAME_MAX];
             snprintf(ds, sizeof ds, "infos/%s", it.names[i]);
-            snprintf(col, sizeof col, "info_%s", it.names[i]);
+            /* Column names are cut at GB_REPLAY_NAME_MAX - 1 bytes on purpose. */
+            snprintf(col, sizeof col, "info_%.*s", (int)(sizeof col - 6), it.names[i]);
             gb_error e2 = {0};
             if (read_dataset(file, ds, col, -1, &d->schema.columns[nc], &d->data[nc], &rows,
                              path, &e2) != 0 || rows != d->N) {
