@@ -242,6 +242,43 @@ static int set_args(loader *ld, const gb_config_field *f, const yaml_node_t *v,
     return 0;
 }
 
+/* A list of names from f->choices (e.g. [weighted, topk]), each at most once, stored as their
+ * indices in a gb_config_int_list. */
+static int set_enum_list(loader *ld, const gb_config_field *f, const yaml_node_t *v,
+                         const char *path, size_t plen)
+{
+    char names[256], got[128];
+    size_t o = 0;
+    for (int i = 0; f->choices[i]; i++)
+        o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", i ? ", " : "", f->choices[i]);
+    if (v->type != YAML_SEQUENCE_NODE)
+        return fail_at(ld, v->start_mark, path, plen, "expected a list of names from %s, got %s",
+                       names, shown(v, got, sizeof got));
+    yaml_node_item_t *it = v->data.sequence.items.start;
+    int n = (int)(v->data.sequence.items.top - it);
+    if (n > GB_CONFIG_LIST_MAX)
+        return fail_at(ld, v->start_mark, path, plen, "expected at most %d names, got %d",
+                       GB_CONFIG_LIST_MAX, n);
+    gb_config_int_list tmp = {.n = n};
+    for (int i = 0; i < n; i++) {
+        yaml_node_t *e = yaml_document_get_node(&ld->doc, it[i]);
+        int found = -1;
+        for (int c = 0; e->type == YAML_SCALAR_NODE && f->choices[c] && found < 0; c++)
+            if (scalar_is(e, f->choices[c]))
+                found = c;
+        if (found < 0)
+            return fail_at(ld, e->start_mark, path, plen, "expected one of %s, got %s", names,
+                           shown(e, got, sizeof got));
+        for (int k = 0; k < i; k++)
+            if (tmp.v[k] == found)
+                return fail_at(ld, e->start_mark, path, plen, "%s is listed twice",
+                               f->choices[found]);
+        tmp.v[i] = found;
+    }
+    *(gb_config_int_list *)((char *)ld->cfg + f->offset) = tmp;
+    return 0;
+}
+
 static int set_value(loader *ld, const gb_config_field *f, const yaml_node_t *v,
                      const char *path, size_t plen)
 {
@@ -334,6 +371,8 @@ static int set_value(loader *ld, const gb_config_field *f, const yaml_node_t *v,
     }
     case GB_CK_ARGS:
         return set_args(ld, f, v, path, plen);
+    case GB_CK_ENUM_LIST:
+        return set_enum_list(ld, f, v, path, plen);
     }
     return fail_at(ld, v->start_mark, path, plen, "internal error: unknown kind");
 }

@@ -160,6 +160,9 @@ typedef struct gb_config_replay {
     int remover;               /* gb_remover_kind */
     int64_t max_times_sampled; /* for the max_times_sampled remover; 0 = off */
     int selector;              /* gb_selector_kind */
+    gb_config_int_list extra_selectors; /* gb_selector_kind values kept beside `selector` for
+                                           requests that name them (server.replay only; the
+                                           trainer's stays empty) */
     double alpha;              /* weighted: priority exponent */
     double beta;               /* weighted: importance-weight exponent */
     double default_priority;   /* new items; NAN (null) = current maximum */

@@ -20,6 +20,7 @@
 #define ENUM(p, m, d, ch, doc) {p, GB_CK_ENUM, OFF(m), 0, d, 0, 0, ch, 0, doc}
 #define LIST(p, m, d, lo, hi, doc) {p, GB_CK_INT_LIST, OFF(m), 0, d, lo, hi, NULL, 0, doc}
 #define ARGS(p, m, doc) {p, GB_CK_ARGS, OFF(m), 0, "{}", 0, 0, NULL, 0, doc}
+#define ENUM_LIST(p, m, d, ch, doc) {p, GB_CK_ENUM_LIST, OFF(m), 0, d, 0, 0, ch, 0, doc}
 
 /* Enum choices, in the order of the C enums in config.h. */
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
@@ -226,7 +227,10 @@ const gb_config_field gb_config_fields[] = {
     INT("server.replay.max_times_sampled", server.replay.max_times_sampled, "0", 0, BIG,
         "remove an item after this many samples (0 = never)"),
     ENUM("server.replay.selector", server.replay.selector, "uniform", selectors,
-         "sampling order"),
+         "sampling order of requests that name no selector"),
+    ENUM_LIST("server.replay.extra_selectors", server.replay.extra_selectors, "[]", selectors,
+              "selectors kept beside server.replay.selector for requests that name them "
+              "(uniform, fifo, lifo are always there; weighted, topk cost an update each)"),
     FLOAT("server.replay.alpha", server.replay.alpha, "0.6", 0, 100, "priority exponent"),
     FLOAT("server.replay.beta", server.replay.beta, "0.4", 0, 1, "importance-weight exponent"),
     FLOAT_OR_NULL("server.replay.default_priority", server.replay.default_priority, "1", 0, INF,

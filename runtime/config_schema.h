@@ -14,6 +14,7 @@ typedef enum gb_config_kind {
     GB_CK_ENUM,     /* int index into choices */
     GB_CK_INT_LIST, /* gb_config_int_list, elements in [min, max] */
     GB_CK_ARGS,     /* gb_config_args: free mapping of scalars */
+    GB_CK_ENUM_LIST, /* gb_config_int_list of indices into choices, each name at most once */
 } gb_config_kind;
 
 typedef struct gb_config_field {
@@ -23,7 +24,7 @@ typedef struct gb_config_field {
     size_t size;                 /* GB_CK_STRING: buffer size */
     const char *def;             /* default, as YAML text; NULL = required key */
     double min, max;             /* inclusive range for numbers and list elements */
-    const char *const *choices;  /* GB_CK_ENUM: NULL-terminated names */
+    const char *const *choices;  /* GB_CK_ENUM, GB_CK_ENUM_LIST: NULL-terminated names */
     int nullable;                /* GB_CK_FLOAT: null allowed (stored as NAN) */
     const char *doc;             /* one line, shown by `gearbox check --explain` */
 } gb_config_field;

@@ -77,6 +77,14 @@ static void write_value(FILE *out, const gb_config *cfg, const gb_config_field *
         fputc(']', out);
         break;
     }
+    case GB_CK_ENUM_LIST: {
+        const gb_config_int_list *l = src;
+        fputc('[', out);
+        for (int i = 0; i < l->n; i++)
+            fprintf(out, "%s%s", i ? ", " : "", f->choices[l->v[i]]);
+        fputc(']', out);
+        break;
+    }
     case GB_CK_ARGS: {
         const gb_config_args *a = src;
         if (a->n == 0) {
@@ -133,7 +141,8 @@ static int field_equal(const gb_config *a, const gb_config *b, const gb_config_f
         return *(const int *)x == *(const int *)y;
     case GB_CK_STRING:
         return strcmp(x, y) == 0;
-    case GB_CK_INT_LIST: {
+    case GB_CK_INT_LIST:
+    case GB_CK_ENUM_LIST: {
         const gb_config_int_list *l = x, *m = y;
         return l->n == m->n && memcmp(l->v, m->v, (size_t)l->n * sizeof l->v[0]) == 0;
     }
