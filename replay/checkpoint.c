@@ -440,7 +440,7 @@ int gb_replay_restore(gb_replay *r, const char *path, gb_error *err)
         gb_rheap_push(&r->by_version, i);
         if (r->opt.remover == GB_REMOVER_LOWEST_PRIORITY)
             gb_rheap_push(&r->low_priority, i);
-        r->sel->insert(r->sel_self, i, st->priority[i]);
+        gb_replay_sel_insert(r, i, st->priority[i]); /* every kept selector */
     }
     st->size = n;
     r->next_seq = h->next_seq;

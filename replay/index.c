@@ -53,7 +53,7 @@ void gb_index_link(gb_replay *r, int64_t idx)
     gb_rheap_push(&r->by_version, idx);
     if (r->opt.remover == GB_REMOVER_LOWEST_PRIORITY)
         gb_rheap_push(&r->low_priority, idx);
-    r->sel->insert(r->sel_self, idx, st->priority[idx]);
+    gb_replay_sel_insert(r, idx, st->priority[idx]);
 }
 
 /* Takes a committed item out of selection. Its block returns to the free queue now when no reader
@@ -61,7 +61,7 @@ void gb_index_link(gb_replay *r, int64_t idx)
 void gb_index_remove(gb_replay *r, int64_t idx, int reason)
 {
     gb_replay_status *st = &r->st;
-    r->sel->remove(r->sel_self, idx);
+    gb_replay_sel_remove(r, idx);
     gb_rheap_remove(&r->by_version, idx);
     if (r->opt.remover == GB_REMOVER_LOWEST_PRIORITY)
         gb_rheap_remove(&r->low_priority, idx);

@@ -1,6 +1,7 @@
 /* replay/internal.h: the replay's private state, shared by the files that implement replay.h
  * (schema.c, index.c, removers.c, ratelimit.c, sample.c, collect.c, checkpoint.c).
- * defines: struct gb_replay, gb_rheap, gb_ratelimit, gb_collect_pool, the index-manager calls */
+ * defines: struct gb_replay, gb_replay_sel, gb_rheap, gb_ratelimit, gb_collect_pool, the
+ *          index-manager calls, gb_replay_sel_insert/remove/update */
 #ifndef GB_REPLAY_INTERNAL_H
 #define GB_REPLAY_INTERNAL_H
 
@@ -106,6 +107,12 @@ int gb_replay_map_segment(struct gb_replay *r, gb_error *err);
 
 /* ---- The replay ---------------------------------------------------------------------------- */
 
+/* A selector instance: its ops and its state (NULL for the stateless ones). */
+typedef struct gb_replay_sel {
+    const gb_replay_selector_ops *ops;
+    void *self;
+} gb_replay_sel;
+
 struct gb_replay {
     gb_replay_options opt;
     int64_t capacity, max_size, steps;
@@ -124,9 +131,14 @@ struct gb_replay {
 
     gb_rheap low_priority; /* lowest-priority remover (only when that remover is chosen) */
     gb_rheap by_version;   /* staleness floor */
-    const gb_replay_selector_ops *sel;
-    void *sel_self;
-    gb_rng rng;
+    /* Selectors. sel[kind]: the ones a request may name (ops NULL = not kept here; see
+     * gb_replay_selectors). kept[0..nkept): the ones with callbacks to run on every insert,
+     * removal and priority update: the primary first (kept[0] = sel[opt.selector]), then the
+     * extra weighted / top-k ones. The stateless built-ins beside the primary are in sel[] only. */
+    gb_replay_sel sel[GB_REPLAY_SELECTORS];
+    gb_replay_sel kept[GB_REPLAY_SELECTORS];
+    int nkept;
+    gb_rng rng; /* one stream for every selector (checkpointed) */
 
     gb_ratelimit rl;
     double timeout_s;
@@ -168,5 +180,25 @@ int gb_replay_wait(gb_replay *r, pthread_cond_t *cv, const struct timespec *dead
 /* Selector builtins (selectors.c). */
 extern const gb_replay_selector_ops gb_selector_uniform, gb_selector_weighted, gb_selector_fifo,
     gb_selector_lifo, gb_selector_topk;
+/* 1 for the built-ins that keep no state (uniform, FIFO, LIFO): they read the status view only,
+ * so one shared instance with self = NULL serves any replay and needs no callbacks. */
+int gb_selector_stateless(const gb_replay_selector_ops *ops);
+
+/* Selector callbacks for every kept selector (r->mu held). */
+static inline void gb_replay_sel_insert(gb_replay *r, int64_t idx, double priority)
+{
+    for (int k = 0; k < r->nkept; k++)
+        r->kept[k].ops->insert(r->kept[k].self, idx, priority);
+}
+static inline void gb_replay_sel_remove(gb_replay *r, int64_t idx)
+{
+    for (int k = 0; k < r->nkept; k++)
+        r->kept[k].ops->remove(r->kept[k].self, idx);
+}
+static inline void gb_replay_sel_update(gb_replay *r, int64_t idx, double priority)
+{
+    for (int k = 0; k < r->nkept; k++)
+        r->kept[k].ops->update(r->kept[k].self, idx, priority);
+}
 
 #endif

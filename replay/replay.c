@@ -5,6 +5,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The primary selector (kept[0]), the extra weighted / top-k ones asked for (kept[1..]), and the
+ * stateless built-ins, which every replay offers (sel[] only: no callbacks to run). */
+static int create_selectors(gb_replay *r, const gb_replay_options *o, gb_error *err)
+{
+    const gb_replay_selector_ops *primary =
+        o->selector_ops ? o->selector_ops : gb_replay_selector_builtin(o->selector);
+    for (int kind = -1; kind < GB_REPLAY_SELECTORS; kind++) { /* -1: the primary, first */
+        if (kind == (int)o->selector)
+            continue;
+        const gb_replay_selector_ops *ops = kind < 0 ? primary : gb_replay_selector_builtin(kind);
+        int at = kind < 0 ? (int)o->selector : kind;
+        if (kind >= 0 && gb_selector_stateless(ops)) {
+            r->sel[at] = (gb_replay_sel){ops, NULL};
+            continue;
+        }
+        if (kind >= 0 && !(o->extra_selectors & (1u << kind)))
+            continue;
+        void *self = NULL;
+        int rc = ops->create(&self, &r->opt, &r->st, err);
+        if (rc)
+            return rc;
+        r->kept[r->nkept++] = (gb_replay_sel){ops, self};
+        r->sel[at] = (gb_replay_sel){ops, self};
+    }
+    return 0;
+}
+
 int gb_replay_create(const gb_replay_options *o, gb_replay **out, gb_error *err)
 {
     *out = NULL;
@@ -70,12 +97,9 @@ int gb_replay_create(const gb_replay_options *o, gb_replay **out, gb_error *err)
         if (rc)
             goto fail;
     }
-    r->sel = o->selector_ops ? o->selector_ops : gb_replay_selector_builtin(o->selector);
-    rc = r->sel->create(&r->sel_self, &r->opt, &r->st, err);
-    if (rc) {
-        r->sel = NULL;
+    rc = create_selectors(r, o, err);
+    if (rc)
         goto fail;
-    }
     if (o->collect_threads > 1) {
         rc = gb_collect_pool_create(&r->pool, o->collect_threads, err);
         if (rc)
@@ -107,8 +131,8 @@ void gb_replay_free(gb_replay *r)
         gb_replay_port_destroy(r->port);
     if (r->pool)
         gb_collect_pool_free(r->pool);
-    if (r->sel)
-        r->sel->destroy(r->sel_self);
+    for (int k = 0; k < r->nkept; k++)
+        r->kept[k].ops->destroy(r->kept[k].self);
     gb_rheap_free(&r->by_version);
     gb_rheap_free(&r->low_priority);
     free(r->freeq);
@@ -181,6 +205,15 @@ void gb_replay_stats_get(gb_replay *r, gb_replay_stats *s)
 }
 
 const gb_replay_options *gb_replay_options_of(const gb_replay *r) { return &r->opt; }
+
+unsigned gb_replay_selectors(const gb_replay *r)
+{
+    unsigned mask = 0;
+    for (int k = 0; k < GB_REPLAY_SELECTORS; k++)
+        if (r->sel[k].ops)
+            mask |= 1u << k;
+    return mask;
+}
 
 void gb_replay_status_view(gb_replay *r, gb_replay_status *st)
 {

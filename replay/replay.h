@@ -7,7 +7,9 @@
  *          gb_replay_update_priorities, gb_replay_expire, gb_replay_set_rate_limit,
  *          gb_replay_checkpoint, gb_replay_restore, gb_replay_stats, gb_replay_tables,
  *          gb_replay_status_view, gb_replay_selector_ops, gb_replay_gather,
- *          gb_replay_importance_weights, gb_replay_serve_writers, gb_replay_writer_*
+ *          gb_replay_importance_weights, gb_replay_serve_writers, gb_replay_writer_*,
+ *          gb_replay_selectors, gb_replay_selector_name, gb_replay_selector_parse,
+ *          gb_replay_selector_names
  *
  * Model (see DESIGN.md, "The replay"):
  * - An item is a trajectory chunk of T steps. Each column is declared once (name, dtype, per-step
@@ -48,6 +50,10 @@
 #define GB_REPLAY_ROW_ALIGN 64
 /* "No staleness filter" for gb_replay_request.min_policy_version. */
 #define GB_REPLAY_NO_MIN_VERSION INT64_MIN
+/* Selector kinds (gb_selector_kind, 0..GB_REPLAY_SELECTORS-1), and "the replay's primary
+ * selector" for gb_replay_request.selector. */
+#define GB_REPLAY_SELECTORS 5
+#define GB_REPLAY_SELECTOR_PRIMARY (-1)
 
 typedef struct gb_replay gb_replay;
 typedef struct gb_replay_selector_ops gb_replay_selector_ops;
@@ -72,9 +78,15 @@ typedef struct gb_replay_options {
 
     gb_remover_kind remover;   /* who leaves when full; MAX_TIMES_SAMPLED evicts FIFO when full */
     int64_t max_times_sampled; /* > 0: an item leaves after this many samples (any remover) */
-    gb_selector_kind selector;
+    gb_selector_kind selector; /* the primary selector: what a request gets by default */
     const gb_replay_selector_ops *selector_ops; /* NULL = the built-in one for `selector`; else
                                                    a replacement (e.g. the GPU selector) */
+    unsigned extra_selectors; /* bit mask (1u << gb_selector_kind) of built-in selectors kept
+                                 beside the primary so that a request can name them (see
+                                 gb_replay_selectors); 0 = none. Only weighted and top-k cost
+                                 anything (their own structure, kept in step on every insert,
+                                 removal and priority update); uniform, FIFO and LIFO are always
+                                 available, so their bits change nothing. */
     double alpha;            /* weighted: weight = priority^alpha */
     double beta;             /* weighted: importance weight = (size * prob)^-beta / max */
     double default_priority; /* priority of items committed without one; NAN = the largest
@@ -93,9 +105,9 @@ typedef struct gb_replay_options {
     const char *shm_name; /* NULL: anonymous memfd; else a POSIX shm name ("/gearbox-...") */
 } gb_replay_options;
 
-/* Fills o with defaults: capacity 1024, T 1, no columns, FIFO remover, uniform selector, alpha
- * 0.6, beta 0.4, default priority NAN, min_size 1, no ratio limit, timeout 10 s, 1 collect thread,
- * seed 0. */
+/* Fills o with defaults: capacity 1024, T 1, no columns, FIFO remover, uniform selector, no
+ * extra selectors, alpha 0.6, beta 0.4, default priority NAN, min_size 1, no ratio limit, timeout
+ * 10 s, 1 collect thread, seed 0. */
 void gb_replay_options_default(gb_replay_options *o);
 
 /* Copies the trainer.replay config section into o (capacity, max_size, remover, ...). Columns and
@@ -172,6 +184,7 @@ typedef struct gb_replay_selection {
                          non-weighted selectors */
     int64_t size;     /* selectable items when the selection was made */
     int32_t t0, t1;   /* the step range the request asked for (collection uses it) */
+    int selector;     /* the gb_selector_kind that drew it */
     int pinned;       /* 1 until gb_replay_release */
 } gb_replay_selection;
 
@@ -185,20 +198,27 @@ typedef struct gb_replay_request {
                                    only rises; see gb_replay_expire); GB_REPLAY_NO_MIN_VERSION */
     int32_t t0, t1;             /* step range [t0, t1) to collect; t1 = 0 means T */
     double timeout_s;           /* < 0: the replay's timeout; 0: don't block */
+    int selector;               /* GB_REPLAY_SELECTOR_PRIMARY: the replay's selector; else a
+                                   gb_selector_kind that gb_replay_selectors lists */
 } gb_replay_request;
 
-/* A request for batch items, whole items, no staleness filter, the replay's timeout. */
+/* A request for batch items, whole items, no staleness filter, the replay's timeout, the primary
+ * selector. Start every request from it (a zeroed struct would name the uniform selector). */
 gb_replay_request gb_replay_request_default(int64_t batch);
 
 /* Waits for the rate limiter (min_size, samples per insert) up to the timeout, then selects with
- * the replay's selector and pins the items until gb_replay_release. Uniform and weighted draw with
- * replacement (each draw counts as one sample; with max_times_sampled, an item that reaches the
- * limit leaves before the next draw, so the batch can come back short when the store runs out).
- * Weighted draws P(i) = priority_i^alpha / sum (uniform when every weight is zero). FIFO, LIFO and
- * top-k return min(batch, size) distinct items (oldest first, newest first, highest priority
- * first; ties broken by insertion order).
+ * the request's selector (the primary unless it names another available one) and pins the items
+ * until gb_replay_release. Uniform and weighted draw with replacement (each draw counts as one
+ * sample; with max_times_sampled, an item that reaches the limit leaves before the next draw, so
+ * the batch can come back short when the store runs out). Uniform draws P(i) = 1/size; weighted
+ * P(i) = priority_i^alpha / sum (uniform when every weight is zero), with importance weights
+ * (size * P(i))^-beta normalised by the batch's largest. FIFO, LIFO and top-k return
+ * min(batch, size) distinct items (oldest first, newest first, highest priority first; ties broken
+ * by insertion order), prob and weight 1. The rate limiter, max_times_sampled, pins and the
+ * staleness floor apply alike whichever selector draws.
  * Returns 0, GB_ETIMEOUT (message says whether min_size or the ratio held it back), GB_ECLOSED,
- * GB_EINVAL (bad request, or s still pinned). */
+ * GB_EINVAL (bad request, a selector this replay does not keep (the message lists the available
+ * ones), or s still pinned). */
 int gb_replay_sample(gb_replay *r, const gb_replay_request *req, gb_replay_selection *s,
                      gb_error *err);
 
@@ -267,6 +287,23 @@ typedef struct gb_replay_stats {
 
 void gb_replay_stats_get(gb_replay *r, gb_replay_stats *st);
 const gb_replay_options *gb_replay_options_of(const gb_replay *r);
+
+/* The selectors a request may name, as a bit mask (1u << gb_selector_kind): the primary, the
+ * extra ones the options asked for, and always uniform, FIFO and LIFO (they keep no structure of
+ * their own: they read the live set and the commit-ordered list the index manager keeps anyway,
+ * so offering them costs nothing). Fixed at create. */
+unsigned gb_replay_selectors(const gb_replay *r);
+
+/* "uniform", "weighted", "fifo", "lifo", "topk" (the config's names), or "?" for another value. */
+const char *gb_replay_selector_name(int kind);
+
+/* Parses a selector name into *kind: one of the names above, or "default" (and "" or NULL) for
+ * GB_REPLAY_SELECTOR_PRIMARY. Returns 0 or GB_EINVAL with a message listing the names. */
+int gb_replay_selector_parse(const char *name, int *kind, gb_error *err);
+
+/* Writes the names of the selectors in mask, in kind order, separated by sep, into buf (always
+ * NUL-terminated when cap > 0). Returns the length it needed (like snprintf). */
+size_t gb_replay_selector_names(unsigned mask, const char *sep, char *buf, size_t cap);
 
 /* Where a column table lives: block i starts at base + i * stride. For the GPU gather kernel. */
 typedef struct gb_replay_table {
@@ -403,9 +440,10 @@ void gb_replay_gather(const gb_replay_table *table, const int64_t *idx, const in
 int gb_replay_checkpoint(gb_replay *r, const char *path, gb_error *err);
 
 /* Loads a checkpoint into r, which must be empty (nothing committed or being written) and have the
- * same schema, T, capacity, selector, remover and alpha as the file. Afterwards r holds exactly the
- * same items at the same indices, with the same priorities, counters, free queue and selector
- * state. Every section's CRC is checked; on any error (GB_ECORRUPT for a damaged or truncated file,
+ * same schema, T, capacity, primary selector, remover and alpha as the file. Afterwards r holds
+ * exactly the same items at the same indices, with the same priorities, counters, free queue and
+ * selector state. The extra selectors need not match the file's: every selector r keeps is
+ * rebuilt from the restored priorities (a server can add one and restart from its checkpoint). Every section's CRC is checked; on any error (GB_ECORRUPT for a damaged or truncated file,
  * GB_EINVAL for a different schema, GB_EIO) r is left empty and the message says what differs or
  * which section failed. Blocks on disk I/O. */
 int gb_replay_restore(gb_replay *r, const char *path, gb_error *err);

@@ -35,7 +35,8 @@ void gb_replay_selection_free(gb_replay_selection *s)
 
 gb_replay_request gb_replay_request_default(int64_t batch)
 {
-    gb_replay_request q = {batch, GB_REPLAY_NO_MIN_VERSION, 0, 0, -1.0};
+    gb_replay_request q = {batch, GB_REPLAY_NO_MIN_VERSION, 0, 0, -1.0,
+                           GB_REPLAY_SELECTOR_PRIMARY};
     return q;
 }
 
@@ -112,10 +113,30 @@ static int sample_blocked(gb_replay *r, int64_t n, double waited, gb_error *err)
                         (unsigned long long)r->samples, (long long)n, r->rl.min_diff);
 }
 
+/* A request for a selector this replay does not keep: name what it does keep. */
+static int no_selector(const gb_replay *r, int kind, gb_error *err)
+{
+    char have[96];
+    gb_replay_selector_names(gb_replay_selectors(r), ", ", have, sizeof have);
+    if (kind < 0 || kind >= GB_REPLAY_SELECTORS)
+        return gb_error_set(err, GB_EINVAL, "replay: unknown selector %d (this replay has: %s; "
+                            "primary: %s)", kind, have, gb_replay_selector_name(r->opt.selector));
+    return gb_error_set(err, GB_EINVAL, "replay: no '%s' selector here (this replay has: %s; "
+                        "primary: %s); weighted and topk need to be the primary or an extra "
+                        "selector", gb_replay_selector_name(kind), have,
+                        gb_replay_selector_name(r->opt.selector));
+}
+
 int gb_replay_sample(gb_replay *r, const gb_replay_request *req, gb_replay_selection *s,
                      gb_error *err)
 {
     int64_t batch = req->batch;
+    int kind = req->selector == GB_REPLAY_SELECTOR_PRIMARY ? (int)r->opt.selector : req->selector;
+    if (kind < 0 || kind >= GB_REPLAY_SELECTORS || !r->sel[kind].ops)
+        return no_selector(r, req->selector, err);
+    /* sel[] is fixed at create: read without the lock. */
+    const gb_replay_selector_ops *sel = r->sel[kind].ops;
+    void *sel_self = r->sel[kind].self;
     int32_t t0 = req->t0, t1 = req->t1 ? req->t1 : (int32_t)r->steps;
     if (s->pinned)
         return gb_error_set(err, GB_EINVAL, "replay: sample still pinned: release it first");
@@ -137,7 +158,6 @@ int gb_replay_sample(gb_replay *r, const gb_replay_request *req, gb_replay_selec
     double waited;
     struct timespec deadline = gb_replay_deadline(r, req->timeout_s, &waited);
     int timed_out = 0, counted = 0;
-    const gb_replay_selector_ops *sel = r->sel;
     gb_replay_status *st = &r->st;
     for (;;) {
         if (r->closed) {
@@ -171,14 +191,14 @@ int gb_replay_sample(gb_replay *r, const gb_replay_request *req, gb_replay_selec
         /* Reverb's semantics: an item that reaches the limit leaves before the next draw. */
         int64_t k = 0;
         for (; k < batch && st->size > 0; k++) {
-            if (sel->select(r->sel_self, st, 1, &r->rng, &s->index[k], &s->prob[k]) != 1)
+            if (sel->select(sel_self, st, 1, &r->rng, &s->index[k], &s->prob[k]) != 1)
                 break;
             take(r, s, k, s->index[k]);
         }
         s->n = k;
     } else {
         int64_t want = sel->with_replacement ? batch : (batch < st->size ? batch : st->size);
-        s->n = sel->select(r->sel_self, st, want, &r->rng, s->index, s->prob);
+        s->n = sel->select(sel_self, st, want, &r->rng, s->index, s->prob);
         enum { AHEAD = 16 }; /* the items' counters are random reads: keep several in flight */
         for (int64_t k = 0; k < s->n && k < AHEAD; k++)
             __builtin_prefetch(&st->item[s->index[k]], 1);
@@ -196,6 +216,7 @@ int gb_replay_sample(gb_replay *r, const gb_replay_request *req, gb_replay_selec
             s->weight[k] = 1.0f;
     s->t0 = t0;
     s->t1 = t1;
+    s->selector = kind;
     s->pinned = 1;
     pthread_cond_broadcast(&r->cv_insert); /* samples moved: the ratio may admit inserts */
     pthread_mutex_unlock(&r->mu);
@@ -236,7 +257,7 @@ int gb_replay_update_priorities(gb_replay *r, int64_t n, const int64_t *idx, con
             continue;
         }
         st->priority[i] = priority[k];
-        r->sel->update(r->sel_self, i, priority[k]);
+        gb_replay_sel_update(r, i, priority[k]);
         if (r->opt.remover == GB_REMOVER_LOWEST_PRIORITY)
             gb_rheap_fix(&r->low_priority, i);
         if (priority[k] > r->max_priority || !r->has_priority) {

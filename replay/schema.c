@@ -32,6 +32,10 @@ void gb_replay_options_from_config(gb_replay_options *o, const gb_config_replay 
     o->remover = (gb_remover_kind)c->remover;
     o->max_times_sampled = c->max_times_sampled;
     o->selector = (gb_selector_kind)c->selector;
+    o->extra_selectors = 0;
+    for (int k = 0; k < c->extra_selectors.n; k++)
+        if (c->extra_selectors.v[k] >= 0 && c->extra_selectors.v[k] < GB_REPLAY_SELECTORS)
+            o->extra_selectors |= 1u << c->extra_selectors.v[k];
     o->alpha = c->alpha;
     o->beta = c->beta;
     o->default_priority = c->default_priority;
@@ -109,9 +113,12 @@ int gb_replay_validate(const gb_replay_options *o, gb_error *err)
     if (o->remover == GB_REMOVER_MAX_TIMES_SAMPLED && o->max_times_sampled < 1)
         return gb_error_set(err, GB_EINVAL,
                             "replay: the max_times_sampled remover needs max_times_sampled >= 1");
-    if (!o->selector_ops &&
-        ((int)o->selector < GB_SELECTOR_UNIFORM || (int)o->selector > GB_SELECTOR_TOPK))
+    /* With selector_ops too: the kind says which requests the replacement answers. */
+    if ((int)o->selector < 0 || (int)o->selector >= GB_REPLAY_SELECTORS)
         return gb_error_set(err, GB_EINVAL, "replay: unknown selector %d", (int)o->selector);
+    if (o->extra_selectors >> GB_REPLAY_SELECTORS)
+        return gb_error_set(err, GB_EINVAL, "replay: extra_selectors 0x%x names selector kinds "
+                            "beyond %d", o->extra_selectors, GB_REPLAY_SELECTORS - 1);
     if (!isfinite(o->alpha) || o->alpha < 0)
         return gb_error_set(err, GB_EINVAL, "replay: alpha must be >= 0, got %g", o->alpha);
     if (!isfinite(o->beta) || o->beta < 0)

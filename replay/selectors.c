@@ -5,7 +5,9 @@
 #include "replay/sumtree.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Grows a scratch array to hold n entries; allocation happens only when a larger batch than any
  * before arrives, never per step. Returns 0 or -1. */
@@ -275,4 +277,48 @@ const gb_replay_selector_ops *gb_replay_selector_builtin(gb_selector_kind kind)
     default:
         return &gb_selector_uniform;
     }
+}
+
+int gb_selector_stateless(const gb_replay_selector_ops *ops)
+{
+    return ops == &gb_selector_uniform || ops == &gb_selector_fifo || ops == &gb_selector_lifo;
+}
+
+/* Indexed by gb_selector_kind; the config's names (runtime/config_schema.c). */
+static const char *const selector_names[GB_REPLAY_SELECTORS] = {"uniform", "weighted", "fifo",
+                                                                "lifo", "topk"};
+
+const char *gb_replay_selector_name(int kind)
+{
+    return kind >= 0 && kind < GB_REPLAY_SELECTORS ? selector_names[kind] : "?";
+}
+
+int gb_replay_selector_parse(const char *name, int *kind, gb_error *err)
+{
+    if (!name || !name[0] || strcmp(name, "default") == 0) {
+        *kind = GB_REPLAY_SELECTOR_PRIMARY;
+        return 0;
+    }
+    for (int k = 0; k < GB_REPLAY_SELECTORS; k++)
+        if (strcmp(name, selector_names[k]) == 0) {
+            *kind = k;
+            return 0;
+        }
+    return gb_error_set(err, GB_EINVAL, "unknown selector '%.64s' (expected default, uniform, "
+                        "weighted, fifo, lifo or topk)", name);
+}
+
+size_t gb_replay_selector_names(unsigned mask, const char *sep, char *buf, size_t cap)
+{
+    size_t n = 0;
+    if (cap)
+        buf[0] = '\0';
+    for (int k = 0; k < GB_REPLAY_SELECTORS; k++) {
+        if (!(mask & (1u << k)))
+            continue;
+        int w = snprintf(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, "%s%s",
+                         n ? sep : "", selector_names[k]);
+        n += w > 0 ? (size_t)w : 0;
+    }
+    return n;
 }
