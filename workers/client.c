@@ -129,6 +129,9 @@ int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err)
     if (p)
         mask = strtoull(p + 9, NULL, 10);
     sscanf(r->text, "selector=%15s remover=%23s", info->selector, info->remover);
+    const char *sl = strstr(r->text, "selectors=");
+    if (sl)
+        sscanf(sl + 10, "%63s", info->selectors);
     info->ncolumns = r->ntensors;
     for (int k = 0; k < r->ntensors; k++) {
         const gb_tensor_desc *d = &r->tensors[k];
@@ -157,6 +160,45 @@ int gb_client_column_index(const gb_client_info *info, const char *name)
     return -1;
 }
 
+/* Selector names as the config spells them (server.replay.selector), indexed by
+ * gb_selector_kind (runtime/config.h); kept here so that the client needs no config code. */
+#define SELECTOR_KINDS 5
+static const char *const selector_names[SELECTOR_KINDS] = {"uniform", "weighted", "fifo", "lifo",
+                                                           "topk"};
+
+const char *gb_client_selector_name(int kind)
+{
+    return kind >= 0 && kind < SELECTOR_KINDS ? selector_names[kind] : NULL;
+}
+
+int gb_client_has_selector(const gb_client_info *info, const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    for (const char *p = info->selectors; n && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && memcmp(p, name, n) == 0)
+            return 1;
+        p += len + (end ? 1 : 0);
+    }
+    return 0;
+}
+
+/* A selector name -> the kind on the wire (-1: the server's default). Returns 0 or GB_EINVAL. */
+static int selector_kind(const char *name, int64_t *kind, gb_error *err)
+{
+    *kind = -1;
+    if (!name || !name[0] || strcmp(name, "default") == 0)
+        return 0;
+    for (int k = 0; k < SELECTOR_KINDS; k++)
+        if (strcmp(name, selector_names[k]) == 0) {
+            *kind = k;
+            return 0;
+        }
+    return gb_error_set(err, GB_EINVAL, "client: unknown selector '%.32s' (expected default, "
+                        "uniform, weighted, fifo, lifo or topk)", name);
+}
+
 static int sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
                   const void **views, size_t *bytes, gb_error *err)
 {
@@ -167,7 +209,9 @@ static int sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch
     h.meta[2] = req->t0;
     h.meta[3] = req->t1;
     h.meta[4] = req->timeout_ms;
-    h.meta[5] = -1;
+    int rc = selector_kind(req->selector, &h.meta[5], err);
+    if (rc)
+        return rc;
     char names[GB_CLIENT_MAX_COLUMNS * 32];
     size_t nl = 0;
     gb_wire_payload pl[1];
@@ -186,7 +230,7 @@ static int sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch
         h.ntensors = 1;
         pl[0] = (gb_wire_payload){.data = names};
     }
-    int rc = roundtrip(c, &h, pl, GB_SERVE_SAMPLE, err);
+    rc = roundtrip(c, &h, pl, GB_SERVE_SAMPLE, err);
     if (rc)
         return rc;
     const gb_wire_msg *m = &c->reply;
@@ -196,6 +240,7 @@ static int sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch
     int64_t n = m->hdr.meta[1];
     out->n = n;
     out->size = m->hdr.meta[2];
+    out->selector = m->hdr.nmeta > 3 ? (int)m->hdr.meta[3] : -1;
     static const char *const meta_names[] = {"index", "key", "prob", "weight", "length"};
     static const size_t meta_size[] = {8, 8, 8, 4, 4};
     void *meta_dst[] = {out->index, out->key, out->prob, out->weight, out->length};
@@ -241,6 +286,7 @@ int gb_client_sample_views(gb_client *c, const gb_client_sample_req *req, gb_cli
     int rc = sample(c, req, &o, views, bytes, err);
     out->n = o.n;
     out->size = o.size;
+    out->selector = o.selector;
     return rc;
 }
 

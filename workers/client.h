@@ -2,12 +2,14 @@
  * workers/server.h). Library gearbox_client; needs only the runtime (wire format, ZeroMQ).
  * defines: gb_client, gb_client_info, gb_client_column, gb_client_batch, gb_client_open,
  *          gb_client_close, gb_client_get_info, gb_client_sample, gb_client_insert,
- *          gb_client_update_priorities, gb_client_checkpoint
+ *          gb_client_update_priorities, gb_client_checkpoint, gb_client_selector_name,
+ *          gb_client_has_selector
  *
  *   gb_client *c;  gb_client_open(&c, "tcp://127.0.0.1:5555", 10000, &err);
  *   gb_client_info info;  gb_client_get_info(c, &info, &err);
  *   ... allocate one buffer per column: batch x column_bytes(info, c, t1 - t0) ...
  *   gb_client_sample(c, &req, &batch, &err);   // fills the caller's buffers
+ *   req.selector = "weighted";                 // per request: any of info.selectors
  *
  * A client is one DEALER socket with one request in flight; use one client per thread. Every
  * call blocks up to the timeout given at open; a reply that arrives after its request timed out
@@ -43,7 +45,9 @@ typedef struct gb_client_info {
     int64_t size, capacity, steps; /* committed items, capacity, T */
     uint64_t inserts, samples;
     int64_t max_batch_rows, max_batch_bytes;
-    char selector[16], remover[24];
+    char selector[16], remover[24]; /* selector: the default (server.replay.selector) */
+    char selectors[64];             /* every selector a request may name, comma-separated
+                                       ("uniform,weighted,fifo,lifo"); "" from an older server */
     int ncolumns;
     gb_client_column columns[GB_CLIENT_MAX_COLUMNS];
 } gb_client_info;
@@ -65,7 +69,18 @@ typedef struct gb_client_sample_req {
     int timeout_ms;     /* how long the server may wait for the rate limiter; < 0: its own */
     int ncolumns;       /* 0 = every column, in schema order */
     const char *const *columns;
+    const char *selector; /* NULL, "" or "default": the server's default selector; else one of
+                             info.selectors: "uniform", "weighted", "fifo", "lifo", "topk" (a
+                             name the server does not offer is refused with the list). By kind:
+                             gb_client_selector_name(kind). */
 } gb_client_sample_req;
+
+/* The name of a selector kind (gb_selector_kind: 0 uniform, 1 weighted, 2 fifo, 3 lifo, 4 topk),
+ * for gb_client_sample_req.selector; NULL (the server's default) for -1 or another value. */
+const char *gb_client_selector_name(int kind);
+
+/* 1 when the server offers the named selector (info.selectors), else 0. */
+int gb_client_has_selector(const gb_client_info *info, const char *name);
 
 /* Caller-owned destinations. data[k] receives asked column k (or schema column k when
  * ncolumns is 0): n x (t1 - t0) x step bytes, or n x item bytes for a per-item column; cap[k]
@@ -75,15 +90,18 @@ typedef struct gb_client_batch {
     const size_t *cap;
     int64_t *index;
     uint64_t *key;
-    double *prob;
-    float *weight;
+    double *prob;   /* the drawing selector's probabilities (1/size uniform, priority^alpha/sum
+                       weighted, 1 for FIFO/LIFO/top-k) */
+    float *weight;  /* importance weights (1 but for weighted) */
     int32_t *length;
     int64_t n;    /* out: items returned (<= batch) */
     int64_t size; /* out: selectable items when sampled */
+    int selector; /* out: kind of the selector that drew (-1 from an older server) */
 } gb_client_batch;
 
-/* Samples and copies the reply into the caller's buffers. Returns 0, GB_EINVAL (a buffer too
- * small; the server's limit errors), GB_ETIMEOUT, GB_EPROTO, or the server's error. */
+/* Samples (with req->selector) and copies the reply into the caller's buffers. Returns 0,
+ * GB_EINVAL (a buffer too small, an unknown selector name; the server's limit errors and its
+ * refusal of a selector it does not offer), GB_ETIMEOUT, GB_EPROTO, or the server's error. */
 int gb_client_sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
                      gb_error *err);
 

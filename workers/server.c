@@ -169,10 +169,12 @@ static int op_info(worker *w, const gb_wire_msg *m, gb_error *err)
         for (int k = 0; k < col->ndim; k++)
             d->shape[d->rank++] = col->shape[k];
     }
-    snprintf(h.text, sizeof h.text, "selector=%s remover=%s per_item=%llu",
-             gb_config_enum_name("trainer.replay.selector", o->selector),
+    char selectors[96];
+    gb_replay_selector_names(gb_replay_selectors(w->s->r), ",", selectors, sizeof selectors);
+    snprintf(h.text, sizeof h.text, "selector=%s remover=%s per_item=%llu selectors=%s",
+             gb_replay_selector_name(o->selector),
              gb_config_enum_name("trainer.replay.remover", o->remover),
-             (unsigned long long)mask);
+             (unsigned long long)mask, selectors);
     gb_wire_payload pl[GB_WIRE_MAX_TENSORS];
     for (int c = 0; c < h.ntensors; c++)
         pl[c] = (gb_wire_payload){.data = ""};
@@ -288,12 +290,20 @@ static int op_sample(worker *w, const gb_wire_msg *m, gb_error *err)
                  (long long)t0, (long long)t1, (long long)o->steps);
         return send_error(w, m, GB_EINVAL, text);
     }
-    if (selector >= 0 && selector != o->selector) {
-        snprintf(text, sizeof text, "sample: this server samples with the '%s' selector "
-                 "(server.replay.selector), not '%s'",
-                 gb_config_enum_name("trainer.replay.selector", o->selector),
-                 selector <= GB_SELECTOR_TOPK
-                     ? gb_config_enum_name("trainer.replay.selector", (int)selector) : "?");
+    unsigned offered = gb_replay_selectors(s->r);
+    if (selector != GB_REPLAY_SELECTOR_PRIMARY &&
+        (selector < 0 || selector >= GB_REPLAY_SELECTORS || !(offered & (1u << selector)))) {
+        char have[96];
+        gb_replay_selector_names(offered, ", ", have, sizeof have);
+        if (selector < 0 || selector >= GB_REPLAY_SELECTORS)
+            snprintf(text, sizeof text, "sample: unknown selector %lld; this server offers %s "
+                     "(default %s)", (long long)selector, have,
+                     gb_replay_selector_name(o->selector));
+        else
+            snprintf(text, sizeof text, "sample: this server has no '%s' selector; it offers "
+                     "%s (default %s; server.replay.extra_selectors adds weighted or topk)",
+                     gb_replay_selector_name((int)selector), have,
+                     gb_replay_selector_name(o->selector));
         return send_error(w, m, GB_EINVAL, text);
     }
     int cols[GB_REPLAY_MAX_COLUMNS];
@@ -322,6 +332,7 @@ static int op_sample(worker *w, const gb_wire_msg *m, gb_error *err)
     req.t1 = (int32_t)t1;
     double max_wait = s->o.max_wait_s;
     req.timeout_s = timeout_ms < 0 ? max_wait : fmin(max_wait, (double)timeout_ms / 1000.0);
+    req.selector = (int)selector;
     gb_error e = {0};
     int rc = gb_replay_sample(s->r, &req, &w->sel, &e);
     if (rc)
@@ -353,13 +364,14 @@ static int op_sample(worker *w, const gb_wire_msg *m, gb_error *err)
     memcpy(key, w->sel.key, (size_t)n * 8);
     memcpy(prob, w->sel.prob, (size_t)n * 8);
     memcpy(weight, w->sel.weight, (size_t)n * 4);
-    int64_t size = w->sel.size;
+    int64_t size = w->sel.size, drawn_by = w->sel.selector;
     gb_replay_release(s->r, &w->sel);
     gb_wire_header h;
     reply_init(&h, w, m, GB_SERVE_SAMPLE);
-    h.nmeta = 3;
+    h.nmeta = 4;
     h.meta[1] = n;
     h.meta[2] = size;
+    h.meta[3] = drawn_by;
     gb_wire_payload pl[GB_WIRE_MAX_TENSORS];
     static const struct { const char *name; gb_dtype dt; } fixed[] = {
         {"index", GB_DTYPE_INT64}, {"key", GB_DTYPE_UINT64}, {"prob", GB_DTYPE_FLOAT64},

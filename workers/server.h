@@ -14,15 +14,20 @@
  * and seq = the client's request id; the reply is GB_MSG_SERVE_REPLY with the same seq and
  * meta[0] = op, or status = a GB_E* code and text = why (nothing else then).
  *   INFO        -> meta [op, size, capacity, T, inserts, samples, max_batch_rows,
- *                  max_batch_bytes]; text "selector=S remover=R per_item=MASK"; one tensor per
- *                  column with 0 rows: shape [0, T, *shape] (per step) or [0, *shape] (per item;
- *                  bit c of MASK set).
+ *                  max_batch_bytes]; text "selector=S remover=R per_item=MASK selectors=A,B,..."
+ *                  (S: the default selector, server.replay.selector; A,B,...: every selector a
+ *                  request may name, in kind order); one tensor per column with 0 rows: shape
+ *                  [0, T, *shape] (per step) or [0, *shape] (per item; bit c of MASK set).
  *   SAMPLE      meta [op, batch, t0, t1 (0 = T), timeout_ms (< 0: the server's), selector
- *                  (-1: any; else must be the server's)]; optional tensor "columns" (uint8,
- *                  NUL-separated names; absent = every column).
- *               -> meta [op, n, size]; tensors "index" int64[n], "key" uint64[n] (identifies
- *                  the item for priority updates), "prob" float64[n], "weight" float32[n]
- *                  (importance weights), "length" int32[n] (valid steps in the range), then
+ *                  (-1 or absent: the default; else a gb_selector_kind the server offers:
+ *                  uniform, fifo and lifo always, the default, and server.replay.extra_selectors;
+ *                  another is refused with GB_EINVAL naming the ones offered)]; optional tensor
+ *                  "columns" (uint8, NUL-separated names; absent = every column).
+ *               -> meta [op, n, size, selector that drew]; tensors "index" int64[n], "key"
+ *                  uint64[n] (identifies the item for priority updates), "prob" float64[n]
+ *                  (the drawing selector's: 1/size uniform, priority^alpha / sum weighted, 1
+ *                  FIFO, LIFO, top-k), "weight" float32[n] (importance weights; 1 but for
+ *                  weighted), "length" int32[n] (valid steps in the range), then
  *                  each asked column [n, t1-t0, *shape] or [n, *shape]. Steps past an item's
  *                  length are zero.
  *   INSERT      tensors named as the columns, all of them, [n, T, *shape] / [n, *shape];

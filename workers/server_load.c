@@ -32,16 +32,22 @@ static int make_replay(const gb_config *cfg, const gb_dataset_schema *schema, in
     const gb_config_server *sc = &cfg->server;
     gb_replay_options o;
     gb_replay_options_default(&o);
-    gb_replay_options_from_config(&o, &sc->replay);
+    gb_replay_options_from_config(&o, &sc->replay); /* selector, extra_selectors, ... */
     o.capacity = sc->replay.capacity > 0 ? sc->replay.capacity : (items > 0 ? items : 1);
     o.seed = (uint64_t)sc->seed;
     o.collect_threads = 1;
     int rc = gb_dataset_schema_apply(schema, &o, err);
     if (rc == 0)
         rc = gb_replay_create(&o, out, err);
-    if (rc)
+    if (rc) {
         gb_error_prefix(err, "server replay");
-    return rc;
+        return rc;
+    }
+    char names[96];
+    gb_replay_selector_names(gb_replay_selectors(*out), ", ", names, sizeof names);
+    GB_INFO("selectors a request may name: %s (default %s)", names,
+            gb_replay_selector_name(o.selector));
+    return 0;
 }
 
 /* Inserts items [first, first+n) of a source through fill(), LOAD_BATCH at a time. */

@@ -1,7 +1,9 @@
 """tests/serve/test_python_client.py: the Python client against a real `gearbox serve` process
 over tcp: schema, every sampled value checked against the D4RL source (make_d4rl encodes each
 row in its values), step ranges and column subsets, torch tensors without a copy, several
-client processes at once, insert, priority updates, checkpoint, and clear errors.
+client processes at once, per-request selectors (uniform and weighted from one server, each
+checked for its exact probabilities and by chi-square; fifo by name; refusals listing what the
+server offers), insert, priority updates, checkpoint, and clear errors.
 Usage: test_python_client.py GEARBOX MAKE_D4RL PYTHON_DIR TMPDIR"""
 import multiprocessing as mp
 import os
@@ -72,6 +74,62 @@ def worker(endpoint, q):
     q.put(bad)
 
 
+def chi2_ok(counts, p, draws, what):
+    """Chi-square of counts against probabilities p (zero-probability entries never drawn)."""
+    nz = p > 0
+    check(np.all(counts[~nz] == 0), what + ": zero-priority items drawn")
+    e = draws * p[nz]
+    chi2 = float(np.sum((counts[nz] - e) ** 2 / e))
+    dof = int(nz.sum()) - 1
+    limit = dof + 5.0 * np.sqrt(2.0 * dof) + 10.0
+    print("  %s: chi2 %.1f, %d dof (limit %.1f)" % (what, chi2, dof, limit), file=sys.stderr)
+    check(chi2 < limit, "%s: chi2 %.1f >= %.1f" % (what, chi2, limit))
+
+
+def check_selectors(c, info):
+    """uniform (the default) and weighted (an extra selector) from the same server, interleaved
+    on one connection; fifo by name; unknown names refused."""
+    check(info["selectors"] == ["uniform", "weighted", "fifo", "lifo"],
+          "selectors %r" % info["selectors"])
+    f = c.sample(info["size"], columns=["reward"], selector="fifo")
+    n = len(f.index)
+    check(n == len(PLAN) and f.selector == "fifo" and np.all(f.prob == 1), "fifo sample")
+    firsts = sorted(PLAN)
+    check(np.array_equal(f["reward"][:, 0], np.array(firsts, dtype=np.float32) / 4),
+          "fifo: commit order")
+    pr = np.where(np.arange(n) % 10 == 3, 0.0, 0.5 + np.arange(n) % 7)
+    check(c.update_priorities(f.index, pr, key=f.key) == 0, "priorities set")
+    w = pr ** 0.6  # server.replay.alpha default
+    pos = {int(ix): k for k, ix in enumerate(f.index)}
+    want = w / w.sum()
+    counts = {"uniform": np.zeros(n), "weighted": np.zeros(n)}
+    bad = bad_prob = 0
+    rounds = 300
+    for r in range(rounds):
+        for name in ("uniform", "weighted"):
+            b = c.sample(64, selector=name)
+            bad += verify(b)
+            k = np.array([pos[int(ix)] for ix in b.index])
+            np.add.at(counts[name], k, 1)
+            p = np.full(64, 1.0 / n) if name == "uniform" else want[k]
+            bad_prob += int(np.sum(np.abs(b.prob - p) > 1e-12 * (1 + p)))
+            if name == "weighted":
+                iw = (b.prob.min() / b.prob) ** 0.4  # server.replay.beta default
+                bad_prob += int(np.sum(np.abs(b.weight - iw) > 1e-5))
+            bad_prob += int(b.selector != name)
+    check(bad == 0, "selectors: %d wrong values" % bad)
+    check(bad_prob == 0, "selectors: %d wrong probabilities, weights or names" % bad_prob)
+    chi2_ok(counts["uniform"], np.full(n, 1.0 / n), rounds * 64, "uniform")
+    chi2_ok(counts["weighted"], want, rounds * 64, "weighted")
+    check(c.sample(4, selector=1).selector == "weighted", "selector by kind number")
+    check(c.sample(4, selector="default").selector == "uniform", "default selector")
+    try:
+        c.sample(4, selector="best")
+        check(False, "no error for an unknown selector name")
+    except ValueError as e:
+        check("best" in str(e), "unknown selector text %r" % str(e))
+
+
 def main():
     h5 = os.path.join(TMP, "py_d4rl.h5")
     ckpt = os.path.join(TMP, "py_server.ckpt")
@@ -82,7 +140,8 @@ def main():
                 "trainer: {algorithm: {name: ppo}}\n"
                 "server: {endpoint: 'tcp://127.0.0.1:0', dataset: %s, dataset_format: d4rl, "
                 "steps: %d, max_batch_rows: 512, checkpoint: %s, "
-                "replay: {capacity: 400, selector: uniform}}\n" % (h5, T, ckpt))
+                "replay: {capacity: 400, selector: uniform, extra_selectors: [weighted]}}\n"
+                % (h5, T, ckpt))
     srv = subprocess.Popen([GEARBOX, "serve", cfg], stdout=subprocess.PIPE, text=True)
     try:
         line = srv.stdout.readline()
@@ -123,6 +182,7 @@ def main():
         for p in ps:
             p.join()
         check(bads == [0, 0, 0], "concurrent clients wrong values %r" % bads)
+        check_selectors(c, info)
         # insert, update, checkpoint
         cols = {name: np.full((2,) + ((T,) if not per_item else ()) + shape, 3, dtype=dt)
                 for name, (dt, shape, per_item) in info["columns"].items()}
@@ -134,7 +194,8 @@ def main():
         for bad_call, what in [(lambda: c.sample(10000), "max_batch_rows"),
                                (lambda: c.sample(4, columns=["nope"]), "nope"),
                                (lambda: c.sample(4, t0=6, t1=2), "step range"),
-                               (lambda: c.sample(4, selector="weighted"), "uniform")]:
+                               (lambda: c.sample(4, selector="topk"),
+                                "uniform, weighted, fifo, lifo")]:
             try:
                 bad_call()
                 check(False, "no error for " + what)

@@ -12,6 +12,12 @@ returns torch tensors over the same memory (still no copy).
     b.index, b.key, b.prob, b.weight, b.length
     c.update_priorities(b.index, new_priorities, key=b.key)
 
+Each request may name its selector: ``c.sample(256, selector="weighted")`` for prioritized
+sampling (with importance weights in ``b.weight``) beside ``selector="uniform"`` for behaviour
+cloning, from the same server. ``c.info()["selectors"]`` lists the ones the server offers:
+uniform, fifo and lifo always, its default (server.replay.selector) and
+server.replay.extra_selectors; another is refused with a ServerError naming them.
+
 Wire format (runtime/wire.h): each message is [msgpack header][one raw frame per tensor];
 protocol in workers/server.h. Run ``python3 gearbox_client.py bench ENDPOINT BATCH SECONDS`` to
 measure sampling throughput (prints bytes/s and items/s).
@@ -36,7 +42,9 @@ DTYPES = {0: np.float32, 1: np.float64, 2: np.int8, 3: np.int16, 4: np.int32, 5:
           12: np.uint64}
 DTYPE_CODES = {np.dtype(v): k for k, v in DTYPES.items() if k != 10}
 
+# Selector names -> gb_selector_kind (runtime/config.h); -1 asks for the server's default.
 SELECTORS = {"uniform": 0, "weighted": 1, "fifo": 2, "lifo": 3, "topk": 4}
+SELECTOR_NAMES = {k: name for name, k in SELECTORS.items()}
 
 ERRORS = {-1: "invalid", -2: "nomem", -3: "io", -5: "timeout", -6: "proto", -10: "closed",
           -11: "full", -12: "again", -13: "notfound", -14: "unsupported", -15: "corrupt"}
@@ -51,8 +59,11 @@ class ServerError(RuntimeError):
 
 
 class Batch(dict):
-    """Sampled columns by name, plus index, key, prob, weight, length (one entry per item) and
-    size (items the server could select from)."""
+    """Sampled columns by name, plus index, key, prob, weight, length (one entry per item), size
+    (items the server could select from) and selector (the name of the selector that drew them;
+    None from an older server). prob is the drawing selector's probability of each draw (1/size
+    uniform, priority^alpha / sum weighted, 1 for fifo, lifo, topk); weight the importance
+    weights (1 but for weighted)."""
 
 
 class Client:
@@ -119,8 +130,10 @@ class Client:
 
     def info(self):
         """Schema, counters and limits: dict with size, capacity, steps, inserts, samples,
-        max_batch_rows, max_batch_bytes, selector, remover, and columns: {name: (numpy dtype,
-        per-step (or per-item) shape, per_item)} in schema order."""
+        max_batch_rows, max_batch_bytes, selector (the default one), selectors (every name a
+        sample request may give, e.g. ["uniform", "weighted", "fifo", "lifo"]), remover, and
+        columns: {name: (numpy dtype, per-step (or per-item) shape, per_item)} in schema
+        order."""
         rh, arrays = self._request(OP_INFO)
         m = rh["m"]
         text = dict(kv.split("=", 1) for kv in rh.get("x", "").split())
@@ -132,21 +145,31 @@ class Client:
         self._info = {"size": m[1], "capacity": m[2], "steps": m[3], "inserts": m[4],
                       "samples": m[5], "max_batch_rows": m[6], "max_batch_bytes": m[7],
                       "selector": text.get("selector"), "remover": text.get("remover"),
+                      "selectors": [x for x in text.get("selectors", "").split(",") if x],
                       "columns": cols}
         return self._info
 
     def sample(self, batch, columns=None, t0=0, t1=0, timeout_ms=-1, torch=False,
                selector=None):
-        """Samples batch items with the server's selector. columns: names (None = all); steps
-        [t0, t1) (t1 = 0: T); selector: None, or the name the server must be using (an error
-        otherwise: a replay has one selector, server.replay.selector). Returns a Batch of
-        read-only arrays viewing the received frames (or torch tensors over them with
-        torch=True)."""
+        """Samples batch items. columns: names (None = all); steps [t0, t1) (t1 = 0: T);
+        selector: None or "default" (the server's default selector), or one of
+        info()["selectors"]: "uniform", "weighted", "fifo", "lifo", "topk" (or its kind number,
+        0..4); a selector the server does not offer raises ServerError naming the ones it does,
+        an unknown name ValueError. Returns a Batch of read-only arrays viewing the received
+        frames (or torch tensors over them with torch=True)."""
         tensors = []
         if columns:
             names = b"".join(c.encode() + b"\0" for c in columns)
             tensors.append(("columns", 6, [len(names)], names))
-        sel = -1 if selector is None else SELECTORS[selector]
+        if selector is None or selector == "default":
+            sel = -1
+        elif isinstance(selector, str):
+            if selector not in SELECTORS:
+                raise ValueError("unknown selector %r (expected None, 'default' or one of %s)"
+                                 % (selector, ", ".join(SELECTORS)))
+            sel = SELECTORS[selector]
+        else:
+            sel = int(selector)
         rh, arrays = self._request(OP_SAMPLE, [batch, t0, t1, timeout_ms, sel], tensors)
         out = Batch()
         for name, a in arrays:
@@ -162,6 +185,7 @@ class Client:
                     out[k] = th.from_numpy(out[k])
         out.index, out.key, out.prob = meta["index"], meta["key"], meta["prob"]
         out.weight, out.length, out.size = meta["weight"], meta["length"], rh["m"][2]
+        out.selector = SELECTOR_NAMES.get(rh["m"][3]) if len(rh["m"]) > 3 else None
         return out
 
     def insert(self, columns, priority=None, length=None, policy_version=-1):
