@@ -22,7 +22,7 @@ static atomic_int stop_flag;
 static void on_signal(int sig)
 {
     (void)sig;
-    atomic_store(&stop_flag, 1);
+    atomic_fetch_add(&stop_flag, 1); /* a second SIGTERM releases a stopped actor (worker.h) */
 }
 
 static void worker_usage(FILE *out)

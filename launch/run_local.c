@@ -10,6 +10,7 @@
 #include "runtime/metrics.h"
 #include "runtime/registry.h"
 #include "runtime/wire.h"
+#include "workers/worker.h"
 
 #include <limits.h>
 #include <math.h>
@@ -53,6 +54,148 @@ static const char *const columns[M_NCOLS] = {
     "sample_drops", "chunks_rejected"};
 
 static double or0(double v) { return isnan(v) ? 0 : v; }
+
+/* Tells the trainers the run is ending (workers/worker.h, GB_RUN_ENDING_FILE). */
+static int mark_ending(const gb_rundir *rd)
+{
+    char p[GB_RUNDIR_PATH_MAX] = "";
+    gb_error e = {0};
+    FILE *f = gb_rundir_file(rd, GB_RUN_ENDING_FILE, p, sizeof p, &e) == 0 ? fopen(p, "w")
+                                                                            : NULL;
+    if (!f) {
+        GB_WARN("cannot create %s/%s: trainers may hold back the actors' last chunks",
+                rd->path, GB_RUN_ENDING_FILE);
+        return -1;
+    }
+    fclose(f);
+    return 0;
+}
+
+static void mark_ending_done(const gb_rundir *rd)
+{
+    char p[GB_RUNDIR_PATH_MAX];
+    gb_error e = {0};
+    if (gb_rundir_file(rd, GB_RUN_ENDING_FILE, p, sizeof p, &e) == 0)
+        unlink(p);
+}
+
+/* Sums of a per-worker value over a role, counting how many workers reported it. */
+static int64_t role_sum(const gb_metrics_collector *m, int role, int64_t count,
+                        const char *name, int64_t *reported)
+{
+    int64_t sum = 0;
+    *reported = 0;
+    for (int64_t i = 0; i < count; i++) {
+        double v = gb_metrics_get(m, role, (int)i, name);
+        if (!isnan(v)) {
+            sum += (int64_t)v;
+            (*reported)++;
+        }
+    }
+    return sum;
+}
+
+/* Polls the metrics until done(m, cfg) or max_s passes; returns done's last answer. */
+static int poll_until(gb_metrics_collector *m, const gb_config *cfg, double max_s,
+                      int (*done)(const gb_metrics_collector *, const gb_config *))
+{
+    gb_error e = {0};
+    for (double end = gb_now_s() + max_s;; ) {
+        if (done(m, cfg))
+            return 1;
+        if (gb_now_s() >= end)
+            return 0;
+        gb_metrics_collector_poll(m, 10, &e);
+    }
+}
+
+static int trainers_ending(const gb_metrics_collector *m, const gb_config *cfg)
+{
+    int64_t n;
+    role_sum(m, GB_ROLE_TRAINER, cfg->trainer.count, "ending_seen", &n);
+    return n == cfg->trainer.count;
+}
+
+static int chunks_all_received(const gb_metrics_collector *m, const gb_config *cfg)
+{
+    int64_t finals, n;
+    role_sum(m, GB_ROLE_ACTOR, cfg->actors.count, "final", &finals);
+    int64_t sent = role_sum(m, GB_ROLE_ACTOR, cfg->actors.count, "chunks_sent", &n);
+    int64_t got = role_sum(m, GB_ROLE_TRAINER, cfg->trainer.count, "chunks_received", &n);
+    return finals == cfg->actors.count && got >= sent;
+}
+
+/* Stops every worker without losing a chunk on the sample stream, within the stop grace:
+ *  1. the "ending" file: trainers stop waiting for their rate limiter and read everything
+ *     (they confirm with ending_seen; up to 1 s);
+ *  2. SIGTERM to the actors: they stop stepping, send what they hold and a final report, and
+ *     keep their connections open (workers/worker.h, gb_worker_wait_release);
+ *  3. once the trainers have received every chunk the actors counted as sent (up to 1.5 s), a
+ *     second SIGTERM releases the actors, which close and exit;
+ *  4. SIGTERM to the rest, SIGKILL to whatever is left when the grace runs out.
+ * Whatever still goes missing shows in summary.json's sample ledger. */
+static void stop_workers(gb_supervisor *sup, const gb_rundir *rd, gb_metrics_collector *mc,
+                         const gb_config *cfg)
+{
+    double grace = cfg->launch.stop_timeout_s < 4.5 ? cfg->launch.stop_timeout_s : 4.5;
+    double t0 = gb_now_s();
+    if (mc && mark_ending(rd) == 0 && !poll_until(mc, cfg, 0.25 * grace, trainers_ending))
+        GB_WARN("not every trainer confirmed the end of the run within %.1f s", 0.25 * grace);
+    gb_supervisor_signal_role(sup, "actor", SIGTERM);
+    if (mc && !poll_until(mc, cfg, 0.35 * grace, chunks_all_received))
+        GB_WARN("the trainers had not received every chunk %.1f s after the actors stopped",
+                0.35 * grace);
+    int slow = gb_supervisor_stop_role(sup, "actor", 0.15 * grace);
+    if (slow)
+        GB_WARN("%d actors still running after their release; stopping the rest now", slow);
+    int killed = gb_supervisor_stop_all(sup, grace - (gb_now_s() - t0));
+    if (killed)
+        GB_WARN("%d workers did not stop within %.1f s and were killed", killed, grace);
+    mark_ending_done(rd);
+    GB_DEBUG("workers stopped in %.2f s", gb_now_s() - t0);
+}
+
+/* The sample stream's books at the end of a run, from every actor's and trainer's last report:
+ * whatever left an actor and never reached a trainer is lost, and is said so, never silent. */
+typedef struct sample_ledger {
+    int complete;
+    int64_t sent, dropped, received, discarded;
+} sample_ledger;
+
+static void ledger_take(const gb_metrics_collector *m, const gb_config *cfg, sample_ledger *l)
+{
+    static const struct { int role; const char *name; } roles[] = {
+        {GB_ROLE_ACTOR, "actor"}, {GB_ROLE_TRAINER, "trainer"}};
+    char missing[256] = "";
+    size_t used = 0;
+    int nmissing = 0;
+    for (int r = 0; r < 2; r++) {
+        int64_t count = roles[r].role == GB_ROLE_ACTOR ? cfg->actors.count : cfg->trainer.count;
+        for (int64_t i = 0; i < count; i++) {
+            if (gb_metrics_get(m, roles[r].role, (int)i, "final") == 1)
+                continue;
+            if (nmissing++ < 8 && used < sizeof missing)
+                used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%s-%lld",
+                                         used ? ", " : "", roles[r].name, (long long)i);
+        }
+    }
+    l->complete = nmissing == 0;
+    l->sent = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "chunks_sent"));
+    l->dropped = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "sample_drops"));
+    l->received = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_received"));
+    l->discarded = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_discarded_at_stop"));
+    if (!l->complete)
+        GB_WARN("sample ledger incomplete: no final report from %s%s (killed or died); chunks "
+                "lost in transport are unknown (summary.json: samples.lost = null)", missing,
+                nmissing > 8 ? ", ..." : "");
+    else if (l->sent != l->received)
+        GB_WARN("sample ledger: actors sent %lld chunks, trainers received %lld: %lld lost in "
+                "transport", (long long)l->sent, (long long)l->received,
+                (long long)(l->sent - l->received));
+    if (l->dropped)
+        GB_WARN("sample stream: actors dropped %lld chunks no trainer accepted in time",
+                (long long)l->dropped);
+}
 
 static void sample_metrics(const gb_metrics_collector *m, double t, const double *prev,
                            double *row)
@@ -298,16 +441,16 @@ stop:;
     double wall = gb_now_s() - t0;
     if (show && live)
         fputc('\n', stderr);
-    double grace = cfg->launch.stop_timeout_s < 4.5 ? cfg->launch.stop_timeout_s : 4.5;
-    int killed = gb_supervisor_stop_all(&sup, grace);
-    if (killed)
-        GB_WARN("%d workers did not stop within %.1f s and were killed", killed, grace);
+    stop_workers(&sup, &rd, mc, cfg);
     /* Workers send a last report as they stop: take it. */
     if (mc) {
         gb_metrics_collector_poll(mc, 100, &err);
         sample_metrics(mc, wall, have_prev ? prev : NULL, row);
         gb_rundir_metrics_row(&rd, row, M_NCOLS, &err);
     }
+    sample_ledger ledger = {0};
+    if (mc)
+        ledger_take(mc, cfg, &ledger);
     gb_run_summary s = {
         .mode = "local",
         .env_steps = (int64_t)row[M_ENV_STEPS],
@@ -323,6 +466,12 @@ stop:;
         .policies = cfg->policy.count,
         .trainers = cfg->trainer.count,
         .envs = cfg->actors.count * cfg->actors.envs_per_actor,
+        .has_samples = mc != NULL,
+        .ledger_complete = ledger.complete,
+        .chunks_sent = ledger.sent,
+        .chunks_dropped = ledger.dropped,
+        .chunks_received = ledger.received,
+        .chunks_discarded = ledger.discarded,
     };
     if (gb_rundir_write_summary(&rd, &s, &err))
         GB_ERROR("summary.json: %s", err.msg);

@@ -198,9 +198,20 @@ int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_err
         json_string(f, s->error);
     }
     fprintf(f, ",\n  \"workers\": {\"actors\": %lld, \"policies\": %lld, \"trainers\": %lld},\n"
-               "  \"envs\": %lld\n}\n",
+               "  \"envs\": %lld",
             (long long)s->actors, (long long)s->policies, (long long)s->trainers,
             (long long)s->envs);
+    if (s->has_samples) {
+        fprintf(f, ",\n  \"samples\": {\"chunks_sent\": %lld, \"dropped\": %lld, "
+                   "\"chunks_received\": %lld, \"discarded_at_stop\": %lld, \"lost\": ",
+                (long long)s->chunks_sent, (long long)s->chunks_dropped,
+                (long long)s->chunks_received, (long long)s->chunks_discarded);
+        if (s->ledger_complete)
+            fprintf(f, "%lld}", (long long)(s->chunks_sent - s->chunks_received));
+        else
+            fputs("null}", f);
+    }
+    fputs("\n}\n", f);
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
         fclose(f);
         return gb_error_errno(err, "write %s", tmp);

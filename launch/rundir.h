@@ -39,6 +39,13 @@ typedef struct gb_run_summary {
     const char *error;          /* message when exit_reason is "error", else NULL */
     int64_t actors, policies, trainers; /* worker counts (inline: 0 processes of each, see mode) */
     int64_t envs;               /* environment copies in all rings */
+    /* The sample-stream ledger (local runs; omitted when has_samples is 0): chunks the actors
+     * queued, dropped after streams.sample_send_timeout, and the trainers received (of which
+     * discarded_at_stop arrived after training stopped). lost = sent - received: chunks that
+     * left an actor and never reached a trainer; known only when ledger_complete (every actor
+     * and trainer sent its final report), else written as null. */
+    int has_samples, ledger_complete;
+    int64_t chunks_sent, chunks_dropped, chunks_received, chunks_discarded;
 } gb_run_summary;
 
 /* Creates the run folder and its logs/ and checkpoints/ subfolders, and writes config.yaml.

@@ -85,6 +85,33 @@ int gb_supervisor_running(const gb_supervisor *s)
     return n;
 }
 
+static int running_of(const gb_supervisor *s, const char *role)
+{
+    int n = 0;
+    for (int i = 0; i < s->n; i++)
+        n += s->children[i].running && strcmp(s->children[i].role, role) == 0;
+    return n;
+}
+
+void gb_supervisor_signal_role(gb_supervisor *s, const char *role, int sig)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->children[i].running && strcmp(s->children[i].role, role) == 0)
+            kill(-s->children[i].pid, sig);
+}
+
+int gb_supervisor_stop_role(gb_supervisor *s, const char *role, double grace_s)
+{
+    gb_supervisor_signal_role(s, role, SIGTERM);
+    double deadline = gb_now_s() + grace_s;
+    while (running_of(s, role) && gb_now_s() < deadline) {
+        gb_supervisor_reap(s);
+        if (running_of(s, role))
+            gb_sleep_ms(10);
+    }
+    return running_of(s, role);
+}
+
 int gb_supervisor_stop_all(gb_supervisor *s, double grace_s)
 {
     for (int i = 0; i < s->n; i++)

@@ -47,8 +47,11 @@ void gb_metrics_sender_close(gb_metrics_sender *s)
 {
     if (!s)
         return;
-    if (s->sock)
+    if (s->sock) {
+        int linger = GB_METRICS_CLOSE_LINGER_MS; /* the last report still leaves */
+        zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
         zmq_close(s->sock);
+    }
     free(s);
 }
 

@@ -15,13 +15,17 @@
 #define GB_METRICS_NAME_MAX 32
 #define GB_METRICS_MAX_EPISODES 4096 /* episodes buffered between two reports */
 #define GB_METRICS_WINDOW 100        /* episodes in the mean return */
+#define GB_METRICS_CLOSE_LINGER_MS 1000
 
 typedef struct gb_metrics_sender gb_metrics_sender;
 
 /* Connects a PUSH socket on zctx to the launcher's endpoint. Returns 0, GB_ENOMEM or GB_EZMQ. */
 int gb_metrics_sender_open(gb_metrics_sender **out, void *zctx, const char *endpoint, int role,
                            int index, gb_error *err);
-/* Closes the socket without waiting for unsent reports (NULL is a no-op). */
+/* Closes the socket; reports still queued get up to GB_METRICS_CLOSE_LINGER_MS to leave (in
+ * zmq_ctx_term), so a worker's last report reaches a live launcher. NULL is a no-op.
+ * Convention: a worker sets the value "final" to 1 in its last report; the launcher's sample
+ * ledger (summary.json) is exact only when every actor and trainer sent one. */
 void gb_metrics_sender_close(gb_metrics_sender *s);
 
 /* Sets a value sent with every report from now on: a cumulative counter (env_steps) or a gauge

@@ -34,8 +34,10 @@ typedef struct gb_sample_sender gb_sample_sender;
  * which is the one loss ZeroMQ cannot count. Over ipc://, libzmq 4.3 also discards what is
  * still in the kernel socket buffer when the sender closes while the trainer's receive queue is
  * at its high-water mark (the reader sees EPOLLHUP while its input is throttled and drops the
- * connection unread). tcp:// is not affected. So stop actors only after their trainers have
- * caught up (or accept losing at most one socket buffer per actor at shutdown, uncounted). */
+ * connection unread). tcp:// is not affected. So a sender must close only after its receivers
+ * have taken everything: `gearbox run` does that (launch/run_local.c, stop_workers: trainers
+ * read without waiting, actors flush and wait, the launcher compares the counts and then
+ * releases them) and reports any difference in summary.json, so no loss is silent. */
 int gb_sample_sender_open(gb_sample_sender **out, void *zctx, const gb_sample_sender_opts *o,
                           gb_error *err);
 void gb_sample_sender_close(gb_sample_sender *s);

@@ -282,8 +282,13 @@ int gb_actor_main(gb_worker *w, gb_error *err)
     }
     rc = 0;
 done:
-    if (a.infer && a.samples)
+    if (a.infer && a.samples) {
+        gb_metrics_set(w->metrics, "final", 1); /* chunks_sent is final: the launcher's ledger */
         report(&a);
+        if (gb_worker_stopping(w) && !gb_worker_wait_release(w, 3.0))
+            GB_WARN("actor: not released within 3 s of stopping; closing the sample stream "
+                    "(chunks still queued may be lost; the run's summary counts them)");
+    }
     gb_wire_msg_release(&a.reply);
     gb_sample_sender_close(a.samples);
     gb_infer_client_close(a.infer);

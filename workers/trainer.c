@@ -40,6 +40,9 @@ typedef struct trainer {
     int ingest_rc;
     gb_error ingest_err;
     atomic_llong ingested, rejected_chunks;
+    atomic_int ending_seen;    /* 1: the ingest thread saw GB_RUN_ENDING_FILE; 2: reported */
+    int64_t discarded_at_stop; /* chunks taken unused as the run ended: by the ingest thread,
+                                  then by drain_at_stop once it has ended */
     /* train thread staging, allocated once */
     gb_replay_selection sel;
     void *staging[GB_CHUNK_NCOLS];
@@ -78,7 +81,14 @@ static void *ingest_main(void *arg)
     for (int i = 0; i < INGEST_BATCH; i++)
         gb_wire_msg_init(&msgs[i]);
     gb_error *err = &t->ingest_err;
+    int ending = 0; /* the launcher said the run is ending (gb_worker_run_ending) */
+    double next_look = 0;
     while (!gb_worker_stopping(w)) {
+        if (!ending && gb_now_s() >= next_look) {
+            next_look = gb_now_s() + 0.05;
+            if ((ending = gb_worker_run_ending(w)))
+                atomic_store(&t->ending_seen, 1);
+        }
         /* Take what is waiting (at least one, waiting up to 100 ms for it). */
         int n = 0;
         while (n < INGEST_BATCH) {
@@ -121,9 +131,22 @@ static void *ingest_main(void *arg)
             rc = 0;
         for (int first = 0; rc == 0 && first < n; first += step) {
             if (!batched) {
+                /* Once the run is ending, nothing waits for the rate limiter: the socket keeps
+                 * being read so the actors' last chunks arrive (counted as discarded). */
                 do {
-                    rc = gb_replay_allocate(t->replay, 1, &idx[first], 0.2, err);
-                } while (rc == GB_ETIMEOUT && !gb_worker_stopping(w));
+                    rc = gb_replay_allocate(t->replay, 1, &idx[first], ending ? 0 : 0.2, err);
+                    if (rc == GB_ETIMEOUT && !ending && (ending = gb_worker_run_ending(w)))
+                        atomic_store(&t->ending_seen, 1);
+                } while (rc == GB_ETIMEOUT && !gb_worker_stopping(w) && !ending);
+                if (rc == GB_ETIMEOUT && ending) {
+                    for (int i = first; i < n; i++)
+                        gb_wire_msg_release(&msgs[i]);
+                    t->discarded_at_stop += n - first;
+                    atomic_fetch_add(&t->ingested, first);
+                    n = 0;
+                    rc = 0;
+                    break;
+                }
                 if (rc)
                     break;
             }
@@ -147,7 +170,8 @@ static void *ingest_main(void *arg)
             t->ingest_rc = rc;
             goto out;
         }
-        atomic_fetch_add(&t->ingested, n);
+        if (n)
+            atomic_fetch_add(&t->ingested, n);
     }
 out:
     for (int i = 0; i < INGEST_BATCH; i++)
@@ -312,6 +336,42 @@ static int train_step(trainer *t, gb_error *err)
     return 1;
 }
 
+/* At stop, after the ingest thread ended: takes the chunks still queued on the sample stream
+ * (the actors stop first and flush them here) and counts them as received but discarded, so the
+ * launcher's ledger (actors' chunks_sent = trainers' chunks_received) shows any chunk lost in
+ * transport. With --record they still go into the dataset. Bounded: at most 2 s. */
+static void drain_at_stop(trainer *t)
+{
+    gb_wire_msg m;
+    gb_wire_msg_init(&m);
+    gb_error err = {0};
+    int64_t n = 0;
+    for (double end = gb_now_s() + 2.0; gb_now_s() < end;) {
+        int rc = gb_sample_recv(t->samples, &m, 50, &err);
+        if (rc)
+            break;
+        if (!check_chunk(t, &m)) {
+            atomic_fetch_add(&t->rejected_chunks, 1);
+        } else {
+            n++;
+            if (t->record) {
+                const void *cols[GB_CHUNK_NCOLS];
+                for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+                    cols[c] = gb_wire_msg_tensor(&m, c).data;
+                if (gb_dataset_writer_append(t->record, cols, m.hdr.policy_version,
+                                             (int32_t)t->layout.T, &err) != 0)
+                    GB_WARN("trainer: recording a chunk at stop: %s", err.msg);
+            }
+        }
+        gb_wire_msg_release(&m);
+    }
+    gb_wire_msg_release(&m);
+    t->discarded_at_stop += n;
+    if (n)
+        GB_INFO("trainer: %lld chunks arrived after training stopped (discarded%s)",
+                (long long)n, t->record ? ", recorded" : "");
+}
+
 static void report(trainer *t, double env_progress)
 {
     gb_metrics_sender *m = t->w->metrics;
@@ -326,6 +386,7 @@ static void report(trainer *t, double env_progress)
     gb_metrics_set(m, "replay_inserts", (double)rs.inserts);
     gb_metrics_set(m, "replay_expired", (double)rs.expired);
     gb_metrics_set(m, "chunks_received", (double)ss.received);
+    gb_metrics_set(m, "chunks_discarded_at_stop", (double)t->discarded_at_stop);
     gb_metrics_set(m, "chunks_rejected",
                    (double)(ss.rejected + (uint64_t)atomic_load(&t->rejected_chunks)));
     gb_metrics_set(m, "loss", t->last.loss);
@@ -429,9 +490,16 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
         env_steps_seen = (int64_t)atomic_load(&t.ingested) * t.layout.T;
         double progress = budget > 0 ? fmin(1.0, (double)env_steps_seen / budget) : 0.0;
         gb_torch_learner_set_progress(t.learner, progress);
-        if (gb_now_s() >= next_report) {
+        int ack = atomic_load(&t.ending_seen) == 1;
+        if (ack) { /* tell the launcher once: it stops the actors when every trainer reads */
+            atomic_store(&t.ending_seen, 2);
+            gb_metrics_set(w->metrics, "ending_seen", 1);
+        }
+        if (ack || gb_now_s() >= next_report) {
             report(&t, progress);
-            next_report = gb_now_s() + cfg->experiment.metrics_interval_s;
+            /* while the run ends the launcher waits on chunks_received: report often */
+            next_report = gb_now_s() + (atomic_load(&t.ending_seen) ? 0.02
+                                                                    : cfg->experiment.metrics_interval_s);
         }
         if (gb_now_s() >= next_checkpoint) {
             if ((rc = checkpoint(&t, err)))
@@ -452,7 +520,10 @@ done:
                 *err = t.ingest_err;
         }
     }
+    if (t.samples && t.replay)
+        drain_at_stop(&t);
     if (t.replay && t.learner && t.samples) {
+        gb_metrics_set(w->metrics, "final", 1); /* the launcher's sample ledger needs this one */
         report(&t, 0);
         gb_error cerr = {0};
         if (checkpoint(&t, &cerr) != 0)

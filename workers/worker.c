@@ -2,11 +2,30 @@
 #include "workers/worker.h"
 
 #include "envs/host.h"
+#include "runtime/clock.h"
 #include "runtime/wire.h"
 #include "workers/torch/bridge.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+int gb_worker_run_ending(const gb_worker *w)
+{
+    char path[4096];
+    if (!w->run_dir ||
+        snprintf(path, sizeof path, "%s/%s", w->run_dir, GB_RUN_ENDING_FILE) >= (int)sizeof path)
+        return 0;
+    return access(path, F_OK) == 0;
+}
+
+int gb_worker_wait_release(const gb_worker *w, double max_s)
+{
+    for (double end = gb_now_s() + max_s; gb_now_s() < end; gb_sleep_ms(5))
+        if (atomic_load(w->stop) >= 2)
+            return 1;
+    return atomic_load(w->stop) >= 2;
+}
 
 int gb_worker_endpoint(const gb_worker *w, const char *name, char *out, size_t cap,
                        gb_error *err)

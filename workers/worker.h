@@ -2,7 +2,7 @@
  * ZeroMQ context, registry client, metrics sender and stop flag; and the role entry points that
  * `gearbox worker --role R --index I --run-dir DIR` dispatches to.
  * defines: gb_worker, gb_actor_main, gb_policy_main, gb_trainer_main, gb_params_main,
- *          gb_worker_endpoint, gb_worker_stopping */
+ *          gb_worker_endpoint, gb_worker_stopping, gb_worker_run_ending */
 #ifndef GB_WORKERS_WORKER_H
 #define GB_WORKERS_WORKER_H
 
@@ -26,8 +26,24 @@ typedef struct gb_worker {
                                (replay/dataset.h) in DIR; NULL = off */
 } gb_worker;
 
+/* The file the launcher creates in the run directory when the run is about to end, before it
+ * stops the actors: a trainer then stops waiting for its rate limiter and reads (and discards,
+ * counted) whatever the actors still send, so the chunks they flush at exit are not lost. */
+#define GB_RUN_ENDING_FILE "ending"
+
+/* 1 once GB_RUN_ENDING_FILE exists (one stat; call it when about to wait, not per step). */
+int gb_worker_run_ending(const gb_worker *w);
+
 /* 1 once the worker has been asked to stop. */
 static inline int gb_worker_stopping(const gb_worker *w) { return atomic_load(w->stop) != 0; }
+
+/* For a stopped actor that has sent its last chunk and its final report: keeps the process
+ * (and with it the sample connections) open until the launcher's second SIGTERM, which it
+ * sends once the trainers have received every chunk the actors counted as sent, or until
+ * max_s passes. Closing earlier could lose queued chunks: over ipc://, libzmq discards what a
+ * closed peer left in the kernel buffer while the reader's queue is full. Returns 1 when
+ * released, 0 on timeout. */
+int gb_worker_wait_release(const gb_worker *w, double max_s);
 
 /* The address this worker binds for socket `name` (e.g. "inference"): an ipc:// path in the
  * run directory or tcp:// on streams.interface; registered as "<role>/<index>/<name>" by the

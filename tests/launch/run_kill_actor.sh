@@ -24,6 +24,10 @@ grep -q "    | .*actor-0" "$work/out.log" || fail "no log tail in the report"
 s="$work/run/summary.json"
 [ -s "$s" ] || fail "no summary.json"
 [ "$(json_get "$s" exit_reason)" = worker_died ] || fail "exit_reason $(json_get "$s" exit_reason)"
+# The killed actor sent no final report: the ledger cannot know what it lost, and says so.
+[ "$(json_get "$s" lost)" = null ] || fail "samples.lost is $(json_get "$s" lost), expected null"
+grep -q "sample ledger incomplete: no final report from actor-0" "$work/out.log" ||
+  fail "the launcher did not say the sample ledger is incomplete"
 sleep 0.2
 [ -z "$(run_processes "$work/run")" ] || fail "workers still running"
 echo "1 passed, 0 failed"

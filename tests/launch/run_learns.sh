@@ -25,5 +25,6 @@ case "$reason" in solved|max_env_steps) ;; *) fail "exit_reason $reason" ;; esac
 python3 -c "import sys; sys.exit(0 if float('$ret') >= float('$min_return') else 1)" ||
   fail "mean return $ret < $min_return"
 [ "$(wc -l < "$work/run/metrics.csv")" -ge 3 ] || fail "metrics.csv has too few rows"
+check_ledger "$s"
 [ -z "$(run_processes "$work/run")" ] || fail "workers still running after the run ended"
 echo "1 passed, 0 failed"

@@ -27,3 +27,15 @@ wait_for_log() {
 }
 
 fail() { echo "FAIL: $*"; exit 1; }
+
+# check_ledger SUMMARY: the sample stream lost nothing: every chunk an actor sent reached a
+# trainer (samples.lost = 0, sent = received) and none was dropped.
+check_ledger() {
+  local sent got lost dropped
+  sent=$(json_get "$1" chunks_sent) got=$(json_get "$1" chunks_received)
+  lost=$(json_get "$1" lost) dropped=$(json_get "$1" dropped)
+  echo "sample ledger: sent $sent, received $got, lost $lost, dropped $dropped"
+  [ "$sent" != null ] && [ "$sent" -gt 0 ] || fail "no chunks_sent in $1"
+  [ "$lost" = 0 ] && [ "$sent" = "$got" ] || fail "sample chunks lost: sent $sent, received $got, lost $lost"
+  [ "$dropped" = 0 ] || fail "$dropped chunks dropped"
+}

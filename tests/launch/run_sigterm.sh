@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/launch/run_sigterm.sh: SIGTERM (and SIGINT) mid-run stops every worker within 5 s and
-# still writes summary.json (exit_reason interrupted).
+# still writes summary.json (exit_reason interrupted), and loses no sample chunk on the way.
 # usage: run_sigterm.sh GEARBOX CONFIG WORK_DIR SIGNAL
 set -u
 gearbox=$1 config=$2 work=$3 sig=${4:-TERM}
@@ -25,4 +25,7 @@ s="$work/run/summary.json"
 [ -s "$s" ] || fail "no summary.json"
 [ "$(json_get "$s" exit_reason)" = interrupted ] || fail "exit_reason $(json_get "$s" exit_reason)"
 [ "$status" -ne 0 ] || fail "an interrupted run exited 0"
+# Stopping loses no chunk, even with the trainer holding the actors back (DQN's rate limiter).
+check_ledger "$s"
+[ ! -e "$work/run/ending" ] || fail "the run directory still holds the 'ending' marker"
 echo "1 passed, 0 failed"
