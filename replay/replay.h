@@ -443,7 +443,8 @@ int gb_replay_checkpoint(gb_replay *r, const char *path, gb_error *err);
  * same schema, T, capacity, primary selector, remover and alpha as the file. Afterwards r holds
  * exactly the same items at the same indices, with the same priorities, counters, free queue and
  * selector state. The extra selectors need not match the file's: every selector r keeps is
- * rebuilt from the restored priorities (a server can add one and restart from its checkpoint). Every section's CRC is checked; on any error (GB_ECORRUPT for a damaged or truncated file,
+ * rebuilt from the restored priorities (a server can add one and restart from its checkpoint).
+ * Every section's CRC is checked; on any error (GB_ECORRUPT for a damaged or truncated file,
  * GB_EINVAL for a different schema, GB_EIO) r is left empty and the message says what differs or
  * which section failed. Blocks on disk I/O. */
 int gb_replay_restore(gb_replay *r, const char *path, gb_error *err);
