@@ -295,14 +295,15 @@ static int bench_sample(bench_env *b, size_t chunk)
     char ep[256];
     int hwm = 64; /* streams.sample_hwm default */
     endpoint(b, ep, sizeof ep, "bench-trainer");
-    gb_sample_receiver_opts ro = {ep, hwm};
+    gb_sample_receiver_opts ro = {.endpoint = ep, .hwm = hwm};
     gb_sample_receiver *r;
     if (gb_sample_receiver_open(&r, b->ctx, &ro, &err)) {
         fprintf(stderr, "bench streams: %s\n", err.msg);
         return 1;
     }
     const char *eps[1] = {gb_sample_receiver_endpoint(r)};
-    gb_sample_sender_opts so = {eps, 1, hwm, -1, GB_ROLE_ACTOR, 0};
+    gb_sample_sender_opts so = {.endpoints = eps, .n_endpoints = 1, .hwm = hwm,
+                                .send_timeout_ms = -1, .role = GB_ROLE_ACTOR, .index = 0};
     gb_sample_sender *s;
     if (gb_sample_sender_open(&s, b->ctx, &so, &err)) {
         fprintf(stderr, "bench streams: %s\n", err.msg);

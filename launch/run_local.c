@@ -215,7 +215,9 @@ static void sample_metrics(const gb_metrics_collector *m, double t, const double
     row[M_REPLAY_FILL] = cap > 0 ? row[M_REPLAY_SIZE] / cap : NAN;
     row[M_VERSION] = gb_metrics_max(m, GB_ROLE_TRAINER, "policy_version");
     row[M_SERVED] = gb_metrics_min(m, GB_ROLE_POLICY, "policy_version");
-    row[M_LAG] = row[M_VERSION] - row[M_SERVED];
+    /* the trainer reports every metrics interval, the policy workers too: the served version
+     * can be newer than the last reported trained one; that is no lag */
+    row[M_LAG] = fmax(0.0, row[M_VERSION] - row[M_SERVED]);
     row[M_LOSS] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "loss");
     row[M_ENTROPY] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "entropy");
     row[M_DROPS] = or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "sample_drops"));

@@ -4,6 +4,7 @@
 #include "runtime/clock.h"
 #include "runtime/log.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,14 @@ static int opt(void *sock, int name, int v, gb_error *err, const char *what)
     return 0;
 }
 
+int gb_sample_kernel_buffer(int hwm, uint64_t chunk_bytes)
+{
+    uint64_t b = (uint64_t)(hwm > 0 ? hwm : 1) * chunk_bytes;
+    if (b < 65536)
+        b = 65536;
+    return b > (uint64_t)INT32_MAX ? INT32_MAX : (int)b;
+}
+
 int gb_sample_sender_open(gb_sample_sender **out, void *zctx, const gb_sample_sender_opts *o,
                           gb_error *err)
 {
@@ -51,7 +60,9 @@ int gb_sample_sender_open(gb_sample_sender **out, void *zctx, const gb_sample_se
     if ((rc = opt(s->sock, ZMQ_LINGER, o->send_timeout_ms, err, "sample sender: ZMQ_LINGER")) ||
         (rc = opt(s->sock, ZMQ_SNDHWM, o->hwm, err, "sample sender: ZMQ_SNDHWM")) ||
         (rc = opt(s->sock, ZMQ_IMMEDIATE, 1, err, "sample sender: ZMQ_IMMEDIATE")) ||
-        (rc = opt(s->sock, ZMQ_SNDTIMEO, o->send_timeout_ms, err, "sample sender: ZMQ_SNDTIMEO")))
+        (rc = opt(s->sock, ZMQ_SNDTIMEO, o->send_timeout_ms, err, "sample sender: ZMQ_SNDTIMEO")) ||
+        (o->kernel_buffer > 0 &&
+         (rc = opt(s->sock, ZMQ_SNDBUF, o->kernel_buffer, err, "sample sender: ZMQ_SNDBUF"))))
         goto fail;
     for (int i = 0; i < o->n_endpoints; i++)
         if (zmq_connect(s->sock, o->endpoints[i]) != 0) {
@@ -152,7 +163,9 @@ int gb_sample_receiver_open(gb_sample_receiver **out, void *zctx,
         goto fail;
     }
     if ((rc = opt(r->sock, ZMQ_LINGER, 0, err, "sample receiver: ZMQ_LINGER")) ||
-        (rc = opt(r->sock, ZMQ_RCVHWM, o->hwm, err, "sample receiver: ZMQ_RCVHWM")))
+        (rc = opt(r->sock, ZMQ_RCVHWM, o->hwm, err, "sample receiver: ZMQ_RCVHWM")) ||
+        (o->kernel_buffer > 0 &&
+         (rc = opt(r->sock, ZMQ_RCVBUF, o->kernel_buffer, err, "sample receiver: ZMQ_RCVBUF"))))
         goto fail;
     if (zmq_bind(r->sock, o->endpoint) != 0) {
         rc = gb_wire_zmq_error(err, "sample receiver: bind");

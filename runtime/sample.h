@@ -19,6 +19,9 @@ typedef struct gb_sample_sender_opts {
     int hwm;             /* messages queued per trainer before backpressure (> 0) */
     int send_timeout_ms; /* -1: block until queued (no drops); >= 0: drop after this long */
     int role, index;
+    int kernel_buffer; /* tcp:// send buffer bytes (ZMQ_SNDBUF); 0 = the OS's autotuned one,
+                          which holds megabytes: thousands of small chunks in flight that the
+                          high-water marks do not see, and so stale experience (see below) */
 } gb_sample_sender_opts;
 
 typedef struct gb_sample_sender_stats {
@@ -60,7 +63,13 @@ gb_sample_sender_stats gb_sample_sender_get_stats(const gb_sample_sender *s);
 typedef struct gb_sample_receiver_opts {
     const char *endpoint; /* bind address */
     int hwm;              /* messages queued before the senders are pushed back (> 0) */
+    int kernel_buffer;    /* tcp:// receive buffer bytes (ZMQ_RCVBUF); 0 = the OS default */
 } gb_sample_receiver_opts;
+
+/* The kernel buffer a sample socket should have: room for about hwm chunks of chunk_bytes, at
+ * least 64 KiB. Over tcp:// this keeps the chunks in flight near what the high-water marks
+ * allow, so backpressure (the trainer's rate limiter) reaches the actors promptly. */
+int gb_sample_kernel_buffer(int hwm, uint64_t chunk_bytes);
 
 typedef struct gb_sample_receiver_stats {
     uint64_t received, rejected; /* rejected: malformed or not a sample, dropped and counted */

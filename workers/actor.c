@@ -239,7 +239,9 @@ int gb_actor_main(gb_worker *w, gb_error *err)
                                 .hwm = (int)cfg->streams.sample_hwm,
                                 .send_timeout_ms = -1, /* backpressure, never drop */
                                 .role = w->role,
-                                .index = w->index};
+                                .index = w->index,
+                                .kernel_buffer = gb_sample_kernel_buffer(
+                                    (int)cfg->streams.sample_hwm, a.layout.block_bytes)};
     if ((rc = gb_infer_client_open(&a.infer, w->zctx, &io, err)) ||
         (rc = gb_sample_sender_open(&a.samples, w->zctx, &so, err)))
         goto done;

@@ -440,7 +440,11 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
 
     if ((rc = gb_worker_endpoint(w, "samples", ep, sizeof ep, err)))
         goto done;
-    gb_sample_receiver_opts ro = {.endpoint = ep, .hwm = (int)cfg->streams.sample_hwm};
+    gb_sample_receiver_opts ro = {
+        .endpoint = ep,
+        .hwm = (int)cfg->streams.sample_hwm,
+        .kernel_buffer = gb_sample_kernel_buffer((int)cfg->streams.sample_hwm,
+                                                 t.layout.block_bytes)};
     if ((rc = gb_sample_receiver_open(&t.samples, w->zctx, &ro, err)))
         goto done;
     if (w->index == 0) {

@@ -49,7 +49,7 @@ static int trainer_main(void *arg)
         snprintf(ep, sizeof ep, "tcp://127.0.0.1:*");
     else
         snprintf(ep, sizeof ep, "ipc://%s/trainer-%d", a->dir, a->index);
-    gb_sample_receiver_opts o = {ep, 16};
+    gb_sample_receiver_opts o = {.endpoint = ep, .hwm = 16};
     gb_sample_receiver *r;
     if (gb_sample_receiver_open(&r, ctx, &o, &err)) {
         fprintf(stderr, "trainer: %s\n", err.msg);
@@ -131,7 +131,8 @@ static int actor_main(void *arg)
     const char *eps[NTRAINERS];
     for (int i = 0; i < NTRAINERS; i++)
         eps[i] = a->eps[i];
-    gb_sample_sender_opts o = {eps, NTRAINERS, 8, -1, GB_ROLE_ACTOR, a->index};
+    gb_sample_sender_opts o = {.endpoints = eps, .n_endpoints = NTRAINERS, .hwm = 8,
+                              .send_timeout_ms = -1, .role = GB_ROLE_ACTOR, .index = a->index};
     gb_sample_sender *s;
     if (gb_sample_sender_open(&s, ctx, &o, &err)) {
         fprintf(stderr, "actor: %s\n", err.msg);
@@ -249,11 +250,12 @@ static void test_drops_counted(void)
     char dir[64], ep[128];
     st_tmpdir(dir, sizeof dir);
     snprintf(ep, sizeof ep, "ipc://%s/slow-trainer", dir);
-    gb_sample_receiver_opts ro = {ep, 1};
+    gb_sample_receiver_opts ro = {.endpoint = ep, .hwm = 1};
     gb_sample_receiver *r;
     CHECK_OK(gb_sample_receiver_open(&r, ctx, &ro, &err));
     const char *eps[1] = {ep};
-    gb_sample_sender_opts so = {eps, 1, 1, 20, GB_ROLE_ACTOR, 0};
+    gb_sample_sender_opts so = {.endpoints = eps, .n_endpoints = 1, .hwm = 1,
+                               .send_timeout_ms = 20, .role = GB_ROLE_ACTOR, .index = 0};
     gb_sample_sender *s;
     CHECK_OK(gb_sample_sender_open(&s, ctx, &so, &err));
     static unsigned char chunk[1 << 20];
