@@ -80,8 +80,17 @@ static double last_samples_trained(const char *csv_path)
     return v;
 }
 
+static void bench_usage(FILE *out)
+{
+    fprintf(out, "usage: gearbox bench e2e [--json] [--config FILE] [--set k=v ...]\n");
+}
+
 int gb_bench_e2e(int argc, char **argv, int json)
 {
+    if (gb_wants_help(argc, argv)) {
+        bench_usage(stdout);
+        return GB_EXIT_OK;
+    }
     const char *config = "configs/cartpole_ppo.yaml";
     char *sets[64];
     int nsets = 0;
@@ -91,7 +100,7 @@ int gb_bench_e2e(int argc, char **argv, int json)
         else if (strcmp(argv[i], "--set") == 0 && i + 1 < argc && nsets < 64)
             sets[nsets++] = argv[++i];
         else if (strcmp(argv[i], "--json") != 0) {
-            fprintf(stderr, "usage: gearbox bench e2e [--json] [--config FILE] [--set k=v ...]\n");
+            bench_usage(stderr);
             return GB_EXIT_USAGE;
         }
     }

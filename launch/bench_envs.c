@@ -134,8 +134,18 @@ out:
     return rc;
 }
 
+static void bench_usage(FILE *out)
+{
+    fprintf(out, "usage: gearbox bench envs [--json] [--env NAME] [--ring K] "
+                 "[--seconds S per measurement, default 0.3]\n");
+}
+
 int gb_bench_envs(int argc, char **argv, int json)
 {
+    if (gb_wants_help(argc, argv)) {
+        bench_usage(stdout);
+        return GB_EXIT_OK;
+    }
     const char *only = NULL;
     int copies = 256;
     double seconds = 0.3;
@@ -149,8 +159,7 @@ int gb_bench_envs(int argc, char **argv, int json)
         else if (i + 1 < argc && strcmp(argv[i], "--seconds") == 0)
             seconds = atof(argv[++i]);
         else {
-            fprintf(stderr, "usage: gearbox bench envs [--json] [--env NAME] [--ring K] "
-                            "[--seconds S per measurement, default 0.3]\n");
+            bench_usage(stderr);
             return GB_EXIT_USAGE;
         }
     }

@@ -389,8 +389,17 @@ static int bench_sample_update(const bopts *b, int64_t capacity, gb_error *err)
     return rc;
 }
 
+static void bench_usage(FILE *out)
+{
+    fprintf(out, "usage: gearbox bench replay [--json] [--max-capacity N] [--reps N]\n");
+}
+
 int gb_bench_replay(int argc, char **argv, int json)
 {
+    if (gb_wants_help(argc, argv)) {
+        bench_usage(stdout);
+        return GB_EXIT_OK;
+    }
     bopts b = {json, 1000, 10000000, 2};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
@@ -400,7 +409,7 @@ int gb_bench_replay(int argc, char **argv, int json)
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
             b.reps = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: gearbox bench replay [--json] [--max-capacity N] [--reps N]\n");
+            bench_usage(stderr);
             return GB_EXIT_USAGE;
         }
     }

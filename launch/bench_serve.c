@@ -293,8 +293,18 @@ static int run_python(const bopts *o, const char *ep, double *bps, double *ips)
     return 0;
 }
 
+static void bench_usage(FILE *out)
+{
+    fprintf(out, "usage: gearbox bench serve [--json] [--seconds S] [--item-bytes N] "
+                 "[--batch N] [--clients 1,4,16] [--no-python]\n");
+}
+
 int gb_bench_serve(int argc, char **argv, int json)
 {
+    if (gb_wants_help(argc, argv)) {
+        bench_usage(stdout);
+        return GB_EXIT_OK;
+    }
     bopts o = {.json = json, .python = 1, .seconds = 1, .item_bytes = 65536, .batch = 32,
                .clients = {1, 4, 16}, .nclients = 3};
     for (int i = 1; i < argc; i++) {
@@ -313,8 +323,7 @@ int gb_bench_serve(int argc, char **argv, int json)
             for (char *t = strtok(argv[++i], ","); t && o.nclients < 8; t = strtok(NULL, ","))
                 o.clients[o.nclients++] = atoi(t);
         } else {
-            fprintf(stderr, "usage: gearbox bench serve [--json] [--seconds S] [--item-bytes N] "
-                            "[--batch N] [--clients 1,4,16] [--no-python]\n");
+            bench_usage(stderr);
             return GB_EXIT_USAGE;
         }
     }

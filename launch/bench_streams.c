@@ -570,8 +570,18 @@ static int bench_params(bench_env *b, size_t bytes)
     return failed;
 }
 
+static void bench_usage(FILE *out)
+{
+    fprintf(out, "usage: gearbox bench streams [--json] [--transport ipc|tcp] [--quick]\n"
+                 "                             [--case inference_rtt|sample_throughput|param_broadcast]\n");
+}
+
 int gb_bench_streams(int argc, char **argv, int json)
 {
+    if (gb_wants_help(argc, argv)) {
+        bench_usage(stdout);
+        return GB_EXIT_OK;
+    }
     bench_env b = {0};
     b.json = json;
     for (int i = 1; i < argc; i++) {
@@ -584,9 +594,7 @@ int gb_bench_streams(int argc, char **argv, int json)
         else if (strcmp(argv[i], "--case") == 0 && i + 1 < argc)
             b.only = argv[++i];
         else {
-            fprintf(stderr, "usage: gearbox bench streams [--json] [--transport ipc|tcp] "
-                            "[--quick] [--case inference_rtt|sample_throughput|"
-                            "param_broadcast]\n");
+            bench_usage(stderr);
             return GB_EXIT_USAGE;
         }
     }

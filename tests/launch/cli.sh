@@ -26,6 +26,12 @@ expect 2 "check unknown option" "$gearbox" check "$src/configs/cartpole_ppo.yaml
 expect 2 "check two configs" "$gearbox" check a.yaml b.yaml
 expect 2 "check missing file" "$gearbox" check /nonexistent/x.yaml
 expect 2 "bench without name" "$gearbox" bench
+for b in $("$gearbox" bench --help | awk '/^benchmarks:/ {on = 1; next} on && NF {print $1}'); do
+  expect 0 "bench $b --help" "$gearbox" bench "$b" --help
+  grep -q "usage: gearbox bench $b" /tmp/gb_cli_out.$$ ||
+    { failed=$((failed + 1)); echo "FAIL bench $b --help has no usage"; }
+  expect 2 "bench $b unknown option" "$gearbox" bench "$b" --frob
+done
 for f in "$src"/configs/*.yaml; do
   expect 0 "check $f" "$gearbox" check "$f"
   cp /tmp/gb_cli_out.$$ /tmp/gb_cli_resolved.$$.yaml
