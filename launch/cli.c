@@ -1,5 +1,7 @@
 /* launch/cli.c: parsing CONFIG [--set key=value ...] and run's flags (see cli.h). */
 #include "launch/cli.h"
+#include "launch/commands.h"
+#include "runtime/config.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -65,4 +67,16 @@ int gb_cli_parse(int argc, char **argv, int flags, gb_cli *out)
         return -1;
     }
     return 0;
+}
+
+int gb_cli_load(int argc, char **argv, int flags, gb_cli *cli, gb_config *cfg)
+{
+    if (gb_cli_parse(argc, argv, flags, cli) != 0)
+        return GB_EXIT_USAGE;
+    gb_error err = {0};
+    if (gb_config_read(cfg, cli->config, cli->sets, cli->nsets, &err) != 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        return GB_EXIT_USAGE;
+    }
+    return GB_EXIT_OK;
 }

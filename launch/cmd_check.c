@@ -25,14 +25,10 @@ int gb_cmd_check(int argc, char **argv)
         return GB_EXIT_OK;
     }
     gb_cli cli;
-    if (gb_cli_parse(argc, argv, 0, &cli) != 0)
-        return GB_EXIT_USAGE;
     static gb_config cfg; /* large: keep it off the stack */
-    gb_error err = {0};
-    if (gb_config_read(&cfg, cli.config, cli.sets, cli.nsets, &err) != 0) {
-        fprintf(stderr, "%s\n", err.msg);
-        return GB_EXIT_USAGE;
-    }
+    int urc = gb_cli_load(argc, argv, 0, &cli, &cfg);
+    if (urc != GB_EXIT_OK)
+        return urc;
     fprintf(stdout, "# resolved from %s by gearbox check\n", cli.config);
     if (gb_config_write(&cfg, stdout) != 0 || fflush(stdout) != 0) {
         perror("gearbox check: writing the config");

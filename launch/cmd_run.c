@@ -1,6 +1,7 @@
 /* launch/cmd_run.c: `gearbox run CONFIG [--set ...] [--run-dir DIR] [--backend local|slurm]`.
- * This build runs `launch.mode: inline` (one process: ring -> model -> algorithm); the
- * distributed modes (local processes, Slurm) say plainly that they are not implemented yet. */
+ * launch.mode local (the default: one process per worker, launch/run_local.c) and inline (one
+ * process: ring -> model -> algorithm); the Slurm backend says plainly that it is not
+ * implemented yet. */
 #include "launch/cli.h"
 #include "launch/run_local.h"
 #include "launch/commands.h"
@@ -35,8 +36,10 @@ static void run_usage(FILE *out)
             "  --run-dir DIR          write the run directory here instead\n"
             "  --backend local|slurm  distributed launch (sets launch.mode)\n"
             "  --record DIR           also write the run's trajectories as a dataset\n\n"
-            "Modes: launch.mode inline (one process, no sockets: `--set launch.mode=inline`) is\n"
-            "implemented; local and slurm are not implemented yet in this build.\n\n"
+            "Modes (launch.mode): local (default) starts the parameter service, trainer,\n"
+            "policy and actor workers as processes on this machine; inline runs everything in\n"
+            "one process without sockets (`--set launch.mode=inline`); slurm is not\n"
+            "implemented yet in this build.\n\n"
             "exit status: 0 the run ended (solved or budget spent; see summary.json),\n"
             "             2 usage or config error, 1 runtime failure\n");
 }
@@ -48,14 +51,11 @@ int gb_cmd_run(int argc, char **argv)
         return GB_EXIT_OK;
     }
     gb_cli cli;
-    if (gb_cli_parse(argc, argv, GB_CLI_RUN_FLAGS, &cli) != 0)
-        return GB_EXIT_USAGE;
     static gb_config cfg; /* large: keep it off the stack */
     gb_error err = {0};
-    if (gb_config_read(&cfg, cli.config, cli.sets, cli.nsets, &err) != 0) {
-        fprintf(stderr, "%s\n", err.msg);
-        return GB_EXIT_USAGE;
-    }
+    int urc = gb_cli_load(argc, argv, GB_CLI_RUN_FLAGS, &cli, &cfg);
+    if (urc != GB_EXIT_OK)
+        return urc;
     if (cli.backend) {
         if (strcmp(cli.backend, "local") == 0)
             cfg.launch.mode = GB_LAUNCH_LOCAL;

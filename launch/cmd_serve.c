@@ -68,14 +68,11 @@ int gb_cmd_serve(int argc, char **argv)
         return GB_EXIT_OK;
     }
     gb_cli cli;
-    if (gb_cli_parse(argc, argv, 0, &cli) != 0)
-        return GB_EXIT_USAGE;
     static gb_config cfg;
     gb_error err = {0};
-    if (gb_config_read(&cfg, cli.config, cli.sets, cli.nsets, &err) != 0) {
-        fprintf(stderr, "%s\n", err.msg);
-        return GB_EXIT_USAGE;
-    }
+    int urc = gb_cli_load(argc, argv, 0, &cli, &cfg);
+    if (urc != GB_EXIT_OK)
+        return urc;
     gb_log_init("server", 0, (gb_log_level)cfg.experiment.log_level);
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
