@@ -102,17 +102,10 @@ void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st,
     }
 
     // target network
-    auto on = m->net->named_tensors(), tg = l->target->named_tensors();
-    if (dc.target_update == GB_TARGET_POLYAK) {
-        for (size_t i = 0; i < on.size(); i++)
-            if (on[i].second.is_floating_point())
-                tg[i].second.mul_(1.0 - dc.tau).add_(on[i].second, dc.tau);
-            else
-                tg[i].second.copy_(on[i].second);
-    } else if (dc.target_update_every <= 1 || (l->train_steps + 1) % dc.target_update_every == 0) {
-        for (size_t i = 0; i < on.size(); i++)
-            tg[i].second.copy_(on[i].second);
-    }
+    if (dc.target_update == GB_TARGET_POLYAK)
+        polyak_update(l->target->named_tensors(), m->net->named_tensors(), dc.tau);
+    else if (dc.target_update_every <= 1 || (l->train_steps + 1) % dc.target_update_every == 0)
+        copy_tensors(l->target->named_tensors(), m->net->named_tensors());
 }
 
 } // namespace gbt

@@ -117,6 +117,11 @@ void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st,
 void learner_set_lr(torch::optim::Optimizer &opt, double lr);
 double learner_lr(const gb_torch_learner *l, double base);
 double clip_grads(const std::vector<torch::Tensor> &params, double max_norm);
+// Target networks (learner.cpp): dst = src (hard), or dst = (1 - tau) dst + tau src for
+// floating-point tensors and dst = src for the others (Polyak). Same architecture required.
+void copy_tensors(const NamedTensors &dst, const NamedTensors &src);
+void polyak_update(const NamedTensors &dst, const NamedTensors &src, double tau);
+NamedTensors module_tensors(torch::nn::Module &m); // parameters, then buffers
 
 // Batch helpers (learner.cpp).
 // obs and next_obs as one float tensor [B*(T+1), *shape] on the learner's device (one copy).

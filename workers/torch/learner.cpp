@@ -61,8 +61,7 @@ double clip_grads(const std::vector<torch::Tensor> &params, double max_norm)
     return torch::nn::utils::clip_grad_norm_(params, max_norm > 0 ? max_norm : 1e30);
 }
 
-// Copies src's tensors into dst (same architecture).
-static void copy_tensors(const NamedTensors &dst, const NamedTensors &src)
+void copy_tensors(const NamedTensors &dst, const NamedTensors &src)
 {
     torch::NoGradGuard no_grad;
     TORCH_CHECK(dst.size() == src.size(), "target network differs from the online network");
@@ -70,7 +69,18 @@ static void copy_tensors(const NamedTensors &dst, const NamedTensors &src)
         dst[i].second.copy_(src[i].second);
 }
 
-static NamedTensors module_tensors(torch::nn::Module &m)
+void polyak_update(const NamedTensors &dst, const NamedTensors &src, double tau)
+{
+    torch::NoGradGuard no_grad;
+    TORCH_CHECK(dst.size() == src.size(), "target network differs from the online network");
+    for (size_t i = 0; i < dst.size(); i++)
+        if (dst[i].second.is_floating_point())
+            dst[i].second.mul_(1.0 - tau).add_(src[i].second, tau);
+        else
+            dst[i].second.copy_(src[i].second);
+}
+
+NamedTensors module_tensors(torch::nn::Module &m)
 {
     NamedTensors v;
     for (const auto &kv : m.named_parameters(true))

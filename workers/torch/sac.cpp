@@ -136,13 +136,8 @@ void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st,
     }
 
     torch::NoGradGuard no_grad;
-    auto polyak = [&](torch::nn::Module &src, torch::nn::Module &dst) {
-        auto s = src.parameters(), t = dst.parameters();
-        for (size_t i = 0; i < s.size(); i++)
-            t[i].mul_(1.0 - sc.tau).add_(s[i], sc.tau);
-    };
-    polyak(*l->q1, *l->q1t);
-    polyak(*l->q2, *l->q2t);
+    polyak_update(module_tensors(*l->q1t), module_tensors(*l->q1), sc.tau);
+    polyak_update(module_tensors(*l->q2t), module_tensors(*l->q2), sc.tau);
 
     torch::Tensor td = (y - q1.detach()).abs().to(torch::kCPU).to(torch::kFloat32);
     st->value_loss = qloss.item<double>();
