@@ -3,7 +3,8 @@
  * third party expires stale items and takes checkpoints. The store is small, so the remover is
  * always evicting items that readers still hold: every collected item must be exactly the item
  * its key names (contents derive from the id, which derives from the key), i.e. no block is
- * reused while a reader holds it. Run under ThreadSanitizer too (see the replay report). */
+ * reused while a reader holds it. With extra selectors, samplers ask for a random one of every
+ * selector the replay offers. Run under ThreadSanitizer too (see the replay report). */
 #include "replay/replay.h"
 #include "runtime/clock.h"
 #include "test.h"
@@ -23,6 +24,7 @@ typedef struct shared {
     atomic_long inserted, sampled, bad, errors;
     atomic_long version;
     int64_t per_writer;
+    unsigned selectors; /* gb_replay_selectors: samplers ask for any of them, or the primary */
 } shared;
 
 typedef struct warg {
@@ -92,6 +94,9 @@ static void *sampler(void *arg)
         q.t1 = STEPS;
         if (gb_rng_below(&rng, 8) == 0)
             q.min_policy_version = atomic_load(&sh->version) - 2;
+        int kind = (int)gb_rng_below(&rng, GB_REPLAY_SELECTORS + 1); /* the last: the primary */
+        if (kind < GB_REPLAY_SELECTORS && (sh->selectors & (1u << kind)))
+            q.selector = kind;
         int rc = gb_replay_sample(sh->r, &q, &s, &err);
         if (rc == GB_ETIMEOUT)
             continue;
@@ -135,13 +140,14 @@ static void *sampler(void *arg)
     return NULL;
 }
 
-static void run(int selector, int remover, int64_t max_times, int collect_threads,
-                const char *ckpt)
+static void run(int selector, unsigned extra, int remover, int64_t max_times,
+                int collect_threads, const char *ckpt)
 {
     gb_error err = {0};
     gb_replay_options o;
     util_options(&o, 48, STEPS);
     o.selector = selector;
+    o.extra_selectors = extra;
     o.remover = remover;
     o.max_times_sampled = max_times;
     o.collect_threads = collect_threads;
@@ -152,6 +158,7 @@ static void run(int selector, int remover, int64_t max_times, int collect_thread
     shared sh = {0};
     sh.per_writer = 1500;
     CHECK_OK(gb_replay_create(&o, &sh.r, &err));
+    sh.selectors = gb_replay_selectors(sh.r);
     pthread_t w[WRITERS], s[SAMPLERS];
     warg wa[WRITERS], sa[SAMPLERS];
     for (int i = 0; i < SAMPLERS; i++) {
@@ -176,9 +183,9 @@ static void run(int selector, int remover, int64_t max_times, int collect_thread
         pthread_join(s[i], NULL);
     gb_replay_stats st;
     gb_replay_stats_get(sh.r, &st);
-    fprintf(stderr, "  selector %d remover %d: %ld inserted, %ld sampled, %llu evicted, %llu "
-            "sampled out, %llu expired, %llu insert waits\n", selector, remover,
-            (long)sh.inserted, (long)sh.sampled, (unsigned long long)st.evicted,
+    fprintf(stderr, "  selector %d extra 0x%x remover %d: %ld inserted, %ld sampled, %llu "
+            "evicted, %llu sampled out, %llu expired, %llu insert waits\n", selector, extra,
+            remover, (long)sh.inserted, (long)sh.sampled, (unsigned long long)st.evicted,
             (unsigned long long)st.sampled_out, (unsigned long long)st.expired,
             (unsigned long long)st.insert_waits);
     CHECK_EQ_INT(atomic_load(&sh.bad), 0);
@@ -195,10 +202,14 @@ int main(void)
 {
     char ckpt[64];
     snprintf(ckpt, sizeof ckpt, "/tmp/gearbox-test-concurrency-%d.ckpt", (int)getpid());
-    run(GB_SELECTOR_WEIGHTED, GB_REMOVER_FIFO, 0, 1, ckpt);
-    run(GB_SELECTOR_UNIFORM, GB_REMOVER_LOWEST_PRIORITY, 0, 2, NULL);
-    run(GB_SELECTOR_FIFO, GB_REMOVER_MAX_TIMES_SAMPLED, 2, 1, NULL);
-    run(GB_SELECTOR_TOPK, GB_REMOVER_LIFO, 3, 2, NULL);
+    const unsigned weighted = 1u << GB_SELECTOR_WEIGHTED, topk = 1u << GB_SELECTOR_TOPK;
+    run(GB_SELECTOR_WEIGHTED, 0, GB_REMOVER_FIFO, 0, 1, ckpt);
+    run(GB_SELECTOR_UNIFORM, 0, GB_REMOVER_LOWEST_PRIORITY, 0, 2, NULL);
+    run(GB_SELECTOR_FIFO, 0, GB_REMOVER_MAX_TIMES_SAMPLED, 2, 1, NULL);
+    run(GB_SELECTOR_TOPK, 0, GB_REMOVER_LIFO, 3, 2, NULL);
+    /* Extra selectors: samplers ask for a random one of everything the replay offers. */
+    run(GB_SELECTOR_UNIFORM, weighted | topk, GB_REMOVER_LOWEST_PRIORITY, 0, 1, ckpt);
+    run(GB_SELECTOR_WEIGHTED, topk, GB_REMOVER_MAX_TIMES_SAMPLED, 2, 2, NULL);
     unlink(ckpt);
     return test_main_result();
 }
