@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 jobs=$(nproc)
-tsan_tests="test_replay_concurrency test_replay_basic test_replay_ratelimit test_replay_checkpoint test_replay_remote"
+tsan_tests="test_replay_concurrency test_replay_basic test_replay_ratelimit test_replay_checkpoint test_replay_remote
+  test_replay_selectors"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGEARBOX_SANITIZE=thread \
   -DGEARBOX_CUDA=OFF -DGEARBOX_TORCH=OFF
 # shellcheck disable=SC2086
