@@ -443,6 +443,9 @@ stop:;
     double wall = gb_now_s() - t0;
     if (show && live)
         fputc('\n', stderr);
+    /* The mean the stop was decided on (and `solved` judged by): episodes that finish while
+     * the workers stop still count in `episodes`, but do not move this figure. */
+    double decided_return = mc ? gb_metrics_return_mean(mc) : NAN;
     stop_workers(&sup, &rd, mc, cfg);
     /* Workers send a last report as they stop: take it. */
     if (mc) {
@@ -458,7 +461,7 @@ stop:;
         .env_steps = (int64_t)row[M_ENV_STEPS],
         .train_steps = (int64_t)row[M_TRAIN_STEPS],
         .wall_seconds = wall,
-        .episode_return_mean = mc ? gb_metrics_return_mean(mc) : NAN,
+        .episode_return_mean = decided_return,
         .episodes = mc ? gb_metrics_episodes(mc) : 0,
         .target_return = cfg->experiment.target_return,
         .solved = strcmp(exit_reason, "solved") == 0,

@@ -30,7 +30,8 @@ typedef struct gb_run_summary {
     int64_t env_steps;
     int64_t train_steps;
     double wall_seconds;
-    double episode_return_mean; /* of the last (up to) 100 episodes; NAN when none ended */
+    double episode_return_mean; /* of the last (up to) 100 episodes when the run was stopped
+                                   (what `solved` was judged on); NAN when none ended */
     int64_t episodes;           /* episodes finished */
     double target_return;       /* NAN when the config has none */
     int solved;                 /* the mean of the last 100 reached the target */
