@@ -138,7 +138,7 @@ static int bench_inference(bench_env *b, int rows, int row_bytes, gb_dtype dtype
     static infer_policy pol;
     char ep[256];
     endpoint(b, ep, sizeof ep, "bench-policy");
-    gb_infer_server_opts so = {ep, 4096, 1.0, GB_ROLE_POLICY, 0, bench_policy, &pol};
+    gb_infer_server_opts so = {ep, 4096, 1.0, GB_ROLE_POLICY, 0, bench_policy, &pol, 0, NULL};
     gb_infer_server *s;
     if (gb_infer_server_open(&s, b->ctx, &so, &err)) {
         fprintf(stderr, "bench streams: %s\n", err.msg);
@@ -570,10 +570,135 @@ static int bench_params(bench_env *b, size_t bytes)
     return failed;
 }
 
+/* ---- inference: pipelined against serial server ------------------------------------------------ */
+
+#define PIPE_CLIENTS 8
+
+/* A policy whose forward takes about 1 ms of CPU (a spin, so it behaves like a model, not like
+ * a sleep the scheduler can hide). */
+static int bench_policy_1ms(void *user, const gb_infer_batch *in, gb_infer_outputs *out,
+                            gb_error *err)
+{
+    uint64_t end = gb_now_ns() + 1000000ULL;
+    while (gb_now_ns() < end)
+        ;
+    return bench_policy(user, in, out, err);
+}
+
+typedef struct pipe_client {
+    bench_env *b;
+    const char *ep;
+    int index;
+    double budget_s;
+    uint64_t replies;
+    int rc;
+    atomic_int *go;
+} pipe_client;
+
+static void *pipe_client_thread(void *arg)
+{
+    pipe_client *a = arg;
+    gb_error err;
+    const char *eps[1] = {a->ep};
+    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, a->index};
+    gb_infer_client *c;
+    if ((a->rc = gb_infer_client_open(&c, a->b->ctx, &co, &err)))
+        return NULL;
+    float obs[32 * 4];
+    memset(obs, 0, sizeof obs);
+    gb_tensor_desc d;
+    int64_t shape[2] = {32, 4};
+    gb_wire_set_tensor(&d, "obs", GB_DTYPE_FLOAT32, 2, shape, NULL);
+    const void *data[1] = {obs};
+    gb_wire_msg reply;
+    gb_wire_msg_init(&reply);
+    while (!atomic_load(a->go))
+        gb_sleep_ms(1);
+    double end = gb_now_s() + a->budget_s;
+    while (gb_now_s() < end) {
+        if ((a->rc = gb_infer_client_request(c, &d, data, 1, &reply, &err)))
+            break;
+        gb_wire_msg_release(&reply);
+        a->replies++;
+    }
+    gb_infer_client_close(c);
+    return NULL;
+}
+
+/* Requests per second that PIPE_CLIENTS clients (32 rows each, one outstanding) get from a server
+ * whose forward takes 1 ms; also its batches. Returns 0 or 1. */
+static int pipe_throughput(bench_env *b, int pipelined, double *req_per_s, uint64_t *batches)
+{
+    gb_error err;
+    static infer_policy pol;
+    char ep[256];
+    endpoint(b, ep, sizeof ep, pipelined ? "bench-pipe-1" : "bench-pipe-0");
+    gb_infer_server_opts so = {ep, 4096, 1.0, GB_ROLE_POLICY, 0, bench_policy_1ms, &pol,
+                               pipelined, NULL};
+    gb_infer_server *s;
+    if (gb_infer_server_open(&s, b->ctx, &so, &err)) {
+        fprintf(stderr, "bench streams: %s\n", err.msg);
+        return 1;
+    }
+    thread_ctl t = {0};
+    t.obj = s;
+    pthread_t th, ct[PIPE_CLIENTS];
+    pthread_create(&th, NULL, infer_server_thread, &t);
+    atomic_int go = 0;
+    pipe_client pc[PIPE_CLIENTS];
+    double budget = b->quick ? 1.0 : 3.0;
+    for (int i = 0; i < PIPE_CLIENTS; i++) {
+        pc[i] = (pipe_client){b, gb_infer_server_endpoint(s), i, budget, 0, 0, &go};
+        pthread_create(&ct[i], NULL, pipe_client_thread, &pc[i]);
+    }
+    gb_sleep_ms(100);
+    double t0 = gb_now_s();
+    atomic_store(&go, 1);
+    uint64_t total = 0;
+    int rc = 0;
+    for (int i = 0; i < PIPE_CLIENTS; i++) {
+        pthread_join(ct[i], NULL);
+        total += pc[i].replies;
+        rc |= pc[i].rc != 0;
+    }
+    double secs = gb_now_s() - t0;
+    atomic_store(&t.stop, 1);
+    pthread_join(th, NULL); /* stats are read on the thread that drove it, after it stopped */
+    *batches = gb_infer_server_get_stats(s).batches;
+    gb_infer_server_close(s);
+    *req_per_s = (double)total / secs;
+    return rc;
+}
+
+static int bench_inference_pipelined(bench_env *b)
+{
+    double serial, piped;
+    uint64_t bs, bp;
+    if (pipe_throughput(b, 0, &serial, &bs) || pipe_throughput(b, 1, &piped, &bp)) {
+        fprintf(stderr, "bench streams: inference_pipelined: a client failed\n");
+        return 1;
+    }
+    if (b->json)
+        printf("{\"bench\": \"streams\", \"case\": \"inference_pipelined\", \"transport\": \"%s\", "
+               "\"clients\": %d, \"rows\": 32, \"forward_ms\": 1.0, \"pipelined_req_per_s\": %.1f, "
+               "\"serial_req_per_s\": %.1f, \"pipelined_batches\": %llu, \"serial_batches\": "
+               "%llu, \"ratio\": %.3f}\n",
+               b->tcp ? "tcp" : "ipc", PIPE_CLIENTS, piped, serial, (unsigned long long)bp,
+               (unsigned long long)bs, piped / serial);
+    else
+        printf("inference_pipelined  %d clients x 32 rows, 1 ms forward  pipelined %8.0f req/s "
+               "(%llu batches)  serial %8.0f req/s (%llu batches)  ratio %.2f\n",
+               PIPE_CLIENTS, piped, (unsigned long long)bp, serial, (unsigned long long)bs,
+               piped / serial);
+    fflush(stdout);
+    return 0;
+}
+
 static void bench_usage(FILE *out)
 {
     fprintf(out, "usage: gearbox bench streams [--json] [--transport ipc|tcp] [--quick]\n"
-                 "                             [--case inference_rtt|sample_throughput|param_broadcast]\n");
+                 "                             [--case inference_rtt|inference_pipelined|sample_throughput|\n"
+                 "                                     param_broadcast]\n");
 }
 
 int gb_bench_streams(int argc, char **argv, int json)
@@ -617,6 +742,8 @@ int gb_bench_streams(int argc, char **argv, int json)
         rc |= bench_inference(&b, 1024, 16, GB_DTYPE_FLOAT32, four, 1, "4 float32");
         rc |= bench_inference(&b, 64, 84 * 84, GB_DTYPE_UINT8, pix, 2, "84x84 uint8");
     }
+    if (want(&b, "inference_pipelined"))
+        rc |= bench_inference_pipelined(&b);
     if (want(&b, "sample_throughput")) {
         rc |= bench_sample(&b, 16 << 10);
         rc |= bench_sample(&b, 1 << 20);

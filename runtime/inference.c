@@ -4,13 +4,19 @@
 #include "runtime/clock.h"
 #include "runtime/log.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
 
 #define CLIENT_MAX_OUTSTANDING 64
 #define SERVER_MAX_CLIENTS 512
 #define SERVER_ACTIVE_WINDOW_NS 1000000000ULL /* a client seen this recently is expected */
 #define SERVER_MAX_REQUESTS 1024              /* requests per batch (each may hold many rows) */
+#define SERVER_IDLE_BETWEEN_MS 50             /* pipelined: opts.between while no batch comes */
 
 static int set_int_opt(void *sock, int opt, int v, gb_error *err, const char *name)
 {
@@ -252,6 +258,23 @@ typedef struct client_ent {
     uint64_t gen; /* batch generation in which it last had a request */
 } client_ent;
 
+/* Pipelined mode: one of the two batch buffers (gathering, or in the model). */
+typedef struct stage {
+    gb_wire_msg **slot; /* cap requests */
+    int n;
+    int64_t rows;
+    uint64_t gen;      /* batch generation (client bookkeeping) */
+    uint64_t deadline; /* ns: first request + max_wait */
+    int full;          /* no more requests fit (row/request limit, or one was carried) */
+    int overlapped;    /* requests came while the other stage was in the model */
+    void *merge[GB_WIRE_MAX_TENSORS];
+    size_t merge_cap[GB_WIRE_MAX_TENSORS];
+    gb_infer_batch batch;
+    gb_infer_outputs out;
+    int rc; /* the callback's result (inference thread writes, request thread reads after done) */
+    gb_error err;
+} stage;
+
 struct gb_infer_server {
     gb_infer_server_opts o;
     void *sock;
@@ -270,18 +293,50 @@ struct gb_infer_server {
     int rcvtimeo;
     uint64_t gen;
     gb_infer_server_stats st;
+    /* pipelined mode (slot[cap] stays the carry slot; slot[0..cap) are unused) */
+    stage stages[2];
+    int gi;   /* the stage gathering */
+    int busy; /* the stage handed to the inference thread, -1 when none */
+    int efd;  /* eventfd: the inference thread's "done" wake-up, polled beside the ROUTER */
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu; /* guards job, done, quit */
+    pthread_cond_t cv;
+    int mu_init, cv_init;
+    int job; /* stage index for the inference thread, -1: none */
+    int done, quit;
 };
+
+static int ensure_msg(gb_wire_msg **m, gb_error *err)
+{
+    if (*m)
+        return 0;
+    *m = malloc(sizeof **m);
+    if (!*m)
+        return gb_error_set(err, GB_ENOMEM, "inference server: out of memory");
+    gb_wire_msg_init(*m);
+    return 0;
+}
 
 static int ensure_slot(gb_infer_server *s, int i, gb_error *err)
 {
-    if (s->slot[i])
-        return 0;
-    s->slot[i] = malloc(sizeof *s->slot[i]);
-    if (!s->slot[i])
-        return gb_error_set(err, GB_ENOMEM, "inference server: out of memory");
-    gb_wire_msg_init(s->slot[i]);
-    return 0;
+    return ensure_msg(&s->slot[i], err);
 }
+
+static void free_msgs(gb_wire_msg **slot, int n)
+{
+    if (!slot)
+        return;
+    for (int i = 0; i < n; i++)
+        if (slot[i]) {
+            gb_wire_msg_release(slot[i]);
+            free(slot[i]);
+        }
+    free(slot);
+}
+
+static int pipe_start(gb_infer_server *s, gb_error *err);
+static void pipe_stop(gb_infer_server *s);
 
 int gb_infer_server_open(gb_infer_server **out, void *zctx, const gb_infer_server_opts *o,
                          gb_error *err)
@@ -296,6 +351,9 @@ int gb_infer_server_open(gb_infer_server **out, void *zctx, const gb_infer_serve
     int rc;
     s->o = *o;
     s->rcvtimeo = -1;
+    s->efd = -1;
+    s->busy = -1;
+    s->job = -1;
     s->cap = o->max_batch_rows < SERVER_MAX_REQUESTS ? o->max_batch_rows : SERVER_MAX_REQUESTS;
     s->slot = calloc((size_t)s->cap + 1, sizeof *s->slot);
     if (!s->slot) {
@@ -304,7 +362,7 @@ int gb_infer_server_open(gb_infer_server **out, void *zctx, const gb_infer_serve
     }
     /* slots (about 14 KiB each) are allocated when a batch first needs them: the carry slot
      * and the first one now, the rest as batches grow; none per request */
-    if ((rc = ensure_slot(s, 0, err)) || (rc = ensure_slot(s, s->cap, err)))
+    if ((rc = ensure_slot(s, s->cap, err)) || (!o->pipelined && (rc = ensure_slot(s, 0, err))))
         goto fail;
     s->sock = zmq_socket(zctx, ZMQ_ROUTER);
     if (!s->sock) {
@@ -323,6 +381,8 @@ int gb_infer_server_open(gb_infer_server **out, void *zctx, const gb_infer_serve
         rc = gb_wire_zmq_error(err, "inference server: ZMQ_LAST_ENDPOINT");
         goto fail;
     }
+    if (o->pipelined && (rc = pipe_start(s, err)))
+        goto fail;
     *out = s;
     return 0;
 fail:
@@ -334,18 +394,18 @@ void gb_infer_server_close(gb_infer_server *s)
 {
     if (!s)
         return;
+    if (s->o.pipelined)
+        pipe_stop(s); /* answers what it still holds, before the socket goes */
     if (s->sock)
         zmq_close(s->sock);
-    if (s->slot) {
-        for (int i = 0; i <= s->cap; i++)
-            if (s->slot[i]) {
-                gb_wire_msg_release(s->slot[i]);
-                free(s->slot[i]);
-            }
-        free(s->slot);
-    }
+    free_msgs(s->slot, s->cap + 1);
     for (int t = 0; t < GB_WIRE_MAX_TENSORS; t++)
         free(s->merge[t]);
+    for (int k = 0; k < 2; k++) {
+        free_msgs(s->stages[k].slot, s->cap);
+        for (int t = 0; t < GB_WIRE_MAX_TENSORS; t++)
+            free(s->stages[k].merge[t]);
+    }
     free(s);
 }
 
@@ -562,26 +622,19 @@ static int check_outputs(const gb_infer_outputs *out, int64_t rows, gb_error *er
     return 0;
 }
 
-int gb_infer_server_poll(gb_infer_server *s, int timeout_ms, gb_error *err)
+/* Builds the batch of slot[0..n) (rows in all): a lone request is read in place, more are
+ * copied into the merge buffers (grown when needed, never shrunk). Returns 0 or GB_ENOMEM. */
+static int build_batch(gb_wire_msg **slot, int n, int64_t rows, void **merge, size_t *merge_cap,
+                       gb_infer_batch *b, gb_error *err)
 {
-    gb_error local;
-    if (!err)
-        err = &local;
-    int64_t rows = 0;
-    s->gen++;
-    int n = gather(s, timeout_ms, &rows, err);
-    if (n <= 0)
-        return n;
-    gb_infer_batch *b = &s->batch;
-    const gb_wire_header *h0 = &s->slot[0]->hdr;
+    const gb_wire_header *h0 = &slot[0]->hdr;
     b->rows = (int)rows;
     b->n_requests = n;
     b->ntensors = h0->ntensors;
-    int rc = 0;
     for (int t = 0; t < h0->ntensors; t++) {
         b->descs[t] = h0->tensors[t];
         b->descs[t].shape[0] = rows;
-        gb_tensor_view v0 = gb_wire_msg_tensor(s->slot[0], t);
+        gb_tensor_view v0 = gb_wire_msg_tensor(slot[0], t);
         size_t row_bytes = v0.bytes / (size_t)h0->tensors[t].shape[0];
         size_t need = row_bytes * (size_t)rows;
         b->inputs[t].desc = &b->descs[t];
@@ -590,34 +643,44 @@ int gb_infer_server_poll(gb_infer_server *s, int timeout_ms, gb_error *err)
             b->inputs[t].data = v0.data;
             continue;
         }
-        if (need > s->merge_cap[t]) {
-            void *p = realloc(s->merge[t], need);
-            if (!p) {
-                rc = gb_error_set(err, GB_ENOMEM, "inference server: merge buffer of %zu bytes",
-                                  need);
-                goto reply_all_error;
-            }
-            s->merge[t] = p;
-            s->merge_cap[t] = need;
+        if (need > merge_cap[t]) {
+            void *p = realloc(merge[t], need);
+            if (!p)
+                return gb_error_set(err, GB_ENOMEM, "inference server: merge buffer of %zu bytes",
+                                    need);
+            merge[t] = p;
+            merge_cap[t] = need;
         }
         size_t off = 0;
         for (int i = 0; i < n; i++) {
-            gb_tensor_view v = gb_wire_msg_tensor(s->slot[i], t);
-            memcpy((char *)s->merge[t] + off, v.data, v.bytes);
+            gb_tensor_view v = gb_wire_msg_tensor(slot[i], t);
+            memcpy((char *)merge[t] + off, v.data, v.bytes);
             off += v.bytes;
         }
-        b->inputs[t].data = s->merge[t];
+        b->inputs[t].data = merge[t];
     }
-    gb_infer_outputs *out = &s->out;
+    return 0;
+}
+
+/* Runs the callback on b and checks what it produced. */
+static int run_fn(gb_infer_server *s, const gb_infer_batch *b, gb_infer_outputs *out,
+                  gb_error *err)
+{
     out->ntensors = 0;
     out->policy_version = -1;
-    if ((rc = s->o.fn(s->o.user, b, out, err)))
-        goto reply_all_error;
-    if ((rc = check_outputs(out, rows, err)))
-        goto reply_all_error;
+    int rc = s->o.fn(s->o.user, b, out, err);
+    if (rc == 0)
+        rc = check_outputs(out, b->rows, err);
+    return rc;
+}
+
+/* Answers each request of slot[0..n) with its rows of out, releases them, counts the batch. */
+static void send_replies(gb_infer_server *s, gb_wire_msg **slot, int n, int64_t rows,
+                         const gb_infer_outputs *out)
+{
     int64_t r0 = 0;
     for (int i = 0; i < n; i++) {
-        gb_wire_msg *m = s->slot[i];
+        gb_wire_msg *m = slot[i];
         int64_t ri = m->hdr.tensors[0].shape[0];
         gb_wire_header *h = &s->reply;
         gb_wire_header_init(h, GB_MSG_INFER_REPLY, s->o.role, s->o.index);
@@ -644,12 +707,350 @@ int gb_infer_server_poll(gb_infer_server *s, int timeout_ms, gb_error *err)
     s->st.requests += (uint64_t)n;
     s->st.rows += (uint64_t)rows;
     s->st.batches++;
-    return 1;
-reply_all_error:
+}
+
+/* Answers every request of slot[0..n) with code and text, releases them. */
+static void reply_all_error(gb_infer_server *s, gb_wire_msg **slot, int n, int code,
+                            const char *text)
+{
     for (int i = 0; i < n; i++) {
-        reply_error(s, s->slot[i], rc, err->msg);
-        gb_wire_msg_release(s->slot[i]);
+        reply_error(s, slot[i], code, text);
+        gb_wire_msg_release(slot[i]);
     }
-    s->st.failed += (uint64_t)n;
-    return rc;
+}
+
+static int pipe_poll(gb_infer_server *s, int timeout_ms, gb_error *err);
+
+int gb_infer_server_poll(gb_infer_server *s, int timeout_ms, gb_error *err)
+{
+    gb_error local;
+    if (!err)
+        err = &local;
+    if (s->o.pipelined)
+        return pipe_poll(s, timeout_ms, err);
+    if (s->o.between)
+        s->o.between(s->o.user);
+    int64_t rows = 0;
+    s->gen++;
+    int n = gather(s, timeout_ms, &rows, err);
+    if (n <= 0)
+        return n;
+    int rc = build_batch(s->slot, n, rows, s->merge, s->merge_cap, &s->batch, err);
+    if (rc == 0)
+        rc = run_fn(s, &s->batch, &s->out, err);
+    if (rc) {
+        reply_all_error(s, s->slot, n, rc, err->msg);
+        s->st.failed += (uint64_t)n;
+        return rc;
+    }
+    send_replies(s, s->slot, n, rows, &s->out);
+    return 1;
+}
+
+/* ---- pipelined mode ---------------------------------------------------------------------------- */
+
+/* Empties a stage and opens it as the next batch generation. */
+static void stage_reset(gb_infer_server *s, stage *g)
+{
+    g->n = 0;
+    g->rows = 0;
+    g->full = 0;
+    g->overlapped = 0;
+    g->deadline = 0;
+    g->gen = ++s->gen;
+}
+
+/* Adds the validated request in g->slot[g->n] to the gathering stage. */
+static void stage_add(gb_infer_server *s, stage *g, int64_t rows, uint64_t now)
+{
+    note_client(s, g->slot[g->n], now);
+    if (g->n == 0)
+        g->deadline = now + (uint64_t)(s->o.max_wait_ms * 1e6);
+    if (s->busy >= 0)
+        g->overlapped = 1;
+    g->rows += rows;
+    g->n++;
+}
+
+/* Request thread: receives what is queued on the ROUTER into the gathering stage without
+ * waiting, until nothing is left or the stage is full (a request that does not fit is carried
+ * to the next batch, as in the serial mode). Returns 0 or GB_ECLOSED/GB_EZMQ/GB_ENOMEM. */
+static int pipe_receive(gb_infer_server *s, stage *g, gb_error *err)
+{
+    int rc;
+    if (g->n == 0 && s->carry) {
+        if ((rc = ensure_msg(&g->slot[0], err)))
+            return rc;
+        gb_wire_msg *t = g->slot[0];
+        g->slot[0] = s->slot[s->cap];
+        s->slot[s->cap] = t;
+        s->carry = 0;
+        stage_add(s, g, g->slot[0]->hdr.tensors[0].shape[0], gb_now_ns());
+    }
+    while (!g->full) {
+        if (g->n > 0 && (g->rows >= s->o.max_batch_rows || g->n == s->cap)) {
+            g->full = 1;
+            break;
+        }
+        if ((rc = ensure_msg(&g->slot[g->n], err)))
+            return rc;
+        gb_wire_msg *m = g->slot[g->n];
+        rc = gb_wire_recv(s->sock, m, 1, ZMQ_DONTWAIT, err);
+        if (rc == GB_EAGAIN)
+            return 0;
+        if (rc == GB_EPROTO) {
+            s->st.rejected++;
+            GB_DEBUG("inference server: rejected a request: %s", err->msg);
+            if (m->hdr.type != 0 && m->route_len > 0)
+                reply_error(s, m, GB_EPROTO, err->msg);
+            continue;
+        }
+        if (rc)
+            return rc;
+        int64_t r = request_rows(s, m);
+        if (r == 0)
+            continue;
+        if (g->n > 0 && (!compatible(&g->slot[0]->hdr, &m->hdr) ||
+                         g->rows + r > s->o.max_batch_rows)) {
+            g->slot[g->n] = s->slot[s->cap];
+            s->slot[s->cap] = m;
+            s->carry = 1;
+            g->full = 1;
+            break;
+        }
+        stage_add(s, g, r, gb_now_ns());
+    }
+    return 0;
+}
+
+/* 1 when the gathering stage should go to the model (once the model is free). */
+static int stage_ready(const gb_infer_server *s, const stage *g, uint64_t now)
+{
+    return g->n > 0 && (g->full || now >= g->deadline || all_clients_present(s, now));
+}
+
+/* Request thread: merges the gathering stage and hands it to the idle inference thread; the
+ * other stage starts gathering. Returns 0, or GB_ENOMEM after answering the batch with it. */
+static int pipe_hand(gb_infer_server *s, gb_error *err)
+{
+    stage *g = &s->stages[s->gi];
+    int rc = build_batch(g->slot, g->n, g->rows, g->merge, g->merge_cap, &g->batch, err);
+    if (rc) {
+        reply_all_error(s, g->slot, g->n, rc, err->msg);
+        s->st.failed += (uint64_t)g->n;
+        stage_reset(s, g);
+        return rc;
+    }
+    if (g->overlapped)
+        s->st.overlapped++;
+    pthread_mutex_lock(&s->mu);
+    s->job = s->gi;
+    s->done = 0;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    s->busy = s->gi;
+    s->gi ^= 1;
+    stage_reset(s, &s->stages[s->gi]);
+    return 0;
+}
+
+/* 1 (and cleared) when the inference thread has finished the batch it was handed. */
+static int pipe_take_done(gb_infer_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int d = s->done;
+    s->done = 0;
+    pthread_mutex_unlock(&s->mu);
+    return d;
+}
+
+static void drain_wakeups(gb_infer_server *s)
+{
+    uint64_t v;
+    if (read(s->efd, &v, sizeof v) < 0 && errno != EAGAIN)
+        GB_DEBUG("inference server: eventfd read: %s", strerror(errno));
+}
+
+/* Request thread: answers the finished batch (outputs or the callback's error). Returns 1 or
+ * the callback's error (err filled). */
+static int pipe_finish(gb_infer_server *s, gb_error *err)
+{
+    stage *f = &s->stages[s->busy];
+    s->busy = -1;
+    int rc = f->rc;
+    if (rc == 0) {
+        send_replies(s, f->slot, f->n, f->rows, &f->out);
+    } else {
+        reply_all_error(s, f->slot, f->n, rc, f->err.msg);
+        s->st.failed += (uint64_t)f->n;
+        *err = f->err;
+    }
+    f->n = 0;
+    return rc ? rc : 1;
+}
+
+static int pipe_poll(gb_infer_server *s, int timeout_ms, gb_error *err)
+{
+    uint64_t start = gb_now_ns();
+    uint64_t end = timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000ULL;
+    int rc;
+    for (;;) {
+        stage *g = &s->stages[s->gi];
+        if (s->busy >= 0 && pipe_take_done(s)) {
+            drain_wakeups(s);
+            int served = pipe_finish(s, err);
+            /* keep the model busy: the next batch goes now when it is ready */
+            gb_error e;
+            if ((rc = pipe_receive(s, g, &e)) ||
+                (stage_ready(s, g, gb_now_ns()) && (rc = pipe_hand(s, &e))))
+                GB_WARN("inference server: after a batch: %s", e.msg);
+            return served;
+        }
+        if ((rc = pipe_receive(s, g, err)))
+            return rc;
+        uint64_t now = gb_now_ns();
+        if (s->busy < 0 && stage_ready(s, g, now)) {
+            if ((rc = pipe_hand(s, err)))
+                return rc;
+            continue;
+        }
+        if (now >= end)
+            return 0;
+        uint64_t until = end;
+        if (s->busy < 0 && g->n > 0 && g->deadline < until)
+            until = g->deadline;
+        long ms = until == UINT64_MAX ? -1 : (long)((until - now + 999999) / 1000000);
+        zmq_pollitem_t it[2];
+        int k = 0;
+        if (!g->full)
+            it[k++] = (zmq_pollitem_t){s->sock, 0, ZMQ_POLLIN, 0};
+        if (s->busy >= 0)
+            it[k++] = (zmq_pollitem_t){NULL, s->efd, ZMQ_POLLIN, 0};
+        if (k == 0) /* cannot happen: a full stage with an idle model was handed above */
+            return gb_error_set(err, GB_EINVAL, "inference server: nothing to wait for");
+        if (zmq_poll(it, k, ms) < 0)
+            return gb_wire_zmq_error(err, "inference server: zmq_poll");
+    }
+}
+
+static void *infer_thread(void *arg)
+{
+    gb_infer_server *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        if (s->job < 0) {
+            if (s->quit)
+                break;
+            if (!s->o.between) {
+                pthread_cond_wait(&s->cv, &s->mu);
+                continue;
+            }
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += SERVER_IDLE_BETWEEN_MS * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) == ETIMEDOUT && s->job < 0 &&
+                !s->quit) {
+                pthread_mutex_unlock(&s->mu);
+                s->o.between(s->o.user);
+                pthread_mutex_lock(&s->mu);
+            }
+            continue;
+        }
+        stage *g = &s->stages[s->job];
+        pthread_mutex_unlock(&s->mu);
+        if (s->o.between)
+            s->o.between(s->o.user);
+        g->rc = run_fn(s, &g->batch, &g->out, &g->err);
+        pthread_mutex_lock(&s->mu);
+        s->job = -1;
+        s->done = 1;
+        pthread_mutex_unlock(&s->mu);
+        uint64_t one = 1;
+        if (write(s->efd, &one, sizeof one) < 0) /* only EAGAIN at 2^64-1: already readable */
+            GB_DEBUG("inference server: eventfd write: %s", strerror(errno));
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static int pipe_start(gb_infer_server *s, gb_error *err)
+{
+    int rc;
+    for (int k = 0; k < 2; k++) {
+        s->stages[k].slot = calloc((size_t)s->cap, sizeof *s->stages[k].slot);
+        if (!s->stages[k].slot)
+            return gb_error_set(err, GB_ENOMEM, "inference server: out of memory");
+        if ((rc = ensure_msg(&s->stages[k].slot[0], err)))
+            return rc;
+    }
+    s->gi = 0;
+    stage_reset(s, &s->stages[0]);
+    s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s->efd < 0)
+        return gb_error_errno(err, "inference server: eventfd");
+    if ((rc = pthread_mutex_init(&s->mu, NULL)) != 0) {
+        errno = rc;
+        return gb_error_errno(err, "inference server: pthread_mutex_init");
+    }
+    s->mu_init = 1;
+    pthread_condattr_t ca;
+    if ((rc = pthread_condattr_init(&ca)) != 0) {
+        errno = rc;
+        return gb_error_errno(err, "inference server: pthread_condattr_init");
+    }
+    rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (rc == 0)
+        rc = pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc != 0) {
+        errno = rc;
+        return gb_error_errno(err, "inference server: pthread_cond_init");
+    }
+    s->cv_init = 1;
+    if ((rc = pthread_create(&s->thread, NULL, infer_thread, s)) != 0) {
+        errno = rc;
+        return gb_error_errno(err, "inference server: pthread_create");
+    }
+    s->thread_started = 1;
+    return 0;
+}
+
+static void pipe_stop(gb_infer_server *s)
+{
+    if (s->thread_started) {
+        pthread_mutex_lock(&s->mu);
+        s->quit = 1;
+        pthread_cond_signal(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->thread, NULL); /* a batch in the model finishes first */
+        s->thread_started = 0;
+    }
+    if (s->busy >= 0) { /* its callback has returned: answer it with what it produced */
+        gb_error e;
+        pipe_finish(s, &e);
+    }
+    for (int k = 0; k < 2; k++) {
+        stage *g = &s->stages[k];
+        if (g->slot && g->n > 0)
+            reply_all_error(s, g->slot, g->n, GB_ECLOSED, "inference server closing");
+        g->n = 0;
+    }
+    if (s->carry) {
+        reply_error(s, s->slot[s->cap], GB_ECLOSED, "inference server closing");
+        gb_wire_msg_release(s->slot[s->cap]);
+        s->carry = 0;
+    }
+    if (s->efd >= 0)
+        close(s->efd);
+    s->efd = -1;
+    if (s->cv_init)
+        pthread_cond_destroy(&s->cv);
+    if (s->mu_init)
+        pthread_mutex_destroy(&s->mu);
+    s->cv_init = s->mu_init = 0;
 }

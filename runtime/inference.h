@@ -9,7 +9,26 @@
  * callback once on the batch, and answers each client with its own rows of every output.
  *
  * The wait ends early once every client seen recently has a request in the batch: a lone actor
- * never waits for company that is not coming, and a full house is served at once. */
+ * never waits for company that is not coming, and a full house is served at once.
+ *
+ * Threading. By default (opts.pipelined == 0) one thread drives the server: each
+ * gb_infer_server_poll receives and merges a batch, runs the callback and replies, in sequence.
+ * With opts.pipelined the server owns an inference thread, started by gb_infer_server_open, and
+ * the thread calling gb_infer_server_poll becomes the request thread (SRL's split):
+ *   - the request thread alone uses the ROUTER socket: it receives and validates requests,
+ *     gathers batch k+1, merges its rows, hands it to the inference thread, and sends the replies
+ *     of every batch (ZeroMQ sockets are not thread-safe);
+ *   - the inference thread runs the callback (and opts.between) and nothing else; it is told of
+ *     a batch through a mutex and condition variable and wakes the request thread through an
+ *     eventfd that the request thread polls together with the ROUTER.
+ * So while batch k is in the model, batch k+1 is received and merged (malformed requests are
+ * answered at once). At most one batch is in the model and one is gathering: two batch buffers,
+ * reused, nothing allocated per batch once they have grown. Batch k+1 is handed to the model
+ * only after the replies of batch k are sent, so the callback's outputs (valid until its next
+ * call) are never overwritten while still being sent. Batch k+1 closes by the same rules as in
+ * the serial mode (row/request limits, max_wait_ms after its first request, every recent client
+ * present), judged when the model becomes free: requests that came while batch k ran are served
+ * as soon as k is done when their wait limit has passed. */
 #ifndef GB_RUNTIME_INFERENCE_H
 #define GB_RUNTIME_INFERENCE_H
 
@@ -85,9 +104,15 @@ typedef struct gb_infer_outputs {
 } gb_infer_outputs;
 
 /* Runs the policy on a batch. Returns 0, or a GB_E* code with err filled: every request of the
- * batch is then answered with that error, and gb_infer_server_poll returns it. */
+ * batch is then answered with that error, and gb_infer_server_poll returns it. Called on the
+ * thread driving the server, or on the inference thread when pipelined. */
 typedef int (*gb_infer_fn)(void *user, const gb_infer_batch *in, gb_infer_outputs *out,
                            gb_error *err);
+
+/* Optional: called between batches on the thread that runs the callback, never during one:
+ * before every batch, and when pipelined also about every 50 ms while no batch comes (e.g. to
+ * swap in new parameters). In the serial mode it is called at the start of every poll. */
+typedef void (*gb_infer_between_fn)(void *user);
 
 typedef struct gb_infer_server_opts {
     const char *endpoint; /* bind address, e.g. "ipc:///run/x/policy-0" or "tcp://10.0.0.2:*" */
@@ -96,31 +121,43 @@ typedef struct gb_infer_server_opts {
     int role, index;
     gb_infer_fn fn;
     void *user;
+    int pipelined;               /* 1: an inference thread runs fn (see Threading above) */
+    gb_infer_between_fn between; /* optional, NULL: none */
 } gb_infer_server_opts;
 
 typedef struct gb_infer_server_stats {
     uint64_t requests, rows, batches; /* served */
     uint64_t rejected;                /* malformed requests (counted, answered when possible) */
     uint64_t failed;                  /* requests answered with a callback error */
+    uint64_t overlapped; /* pipelined: batches that had requests received while the previous
+                            batch was in the model */
 } gb_infer_server_stats;
 
 typedef struct gb_infer_server gb_infer_server;
 
-/* Creates the ROUTER and binds it. Returns 0 or GB_EINVAL/GB_ENOMEM/GB_EZMQ (bind failed,
- * naming the endpoint). One thread drives a server. */
+/* Creates the ROUTER and binds it; when pipelined, also starts the inference thread. Returns 0
+ * or GB_EINVAL/GB_ENOMEM/GB_EZMQ (bind failed, naming the endpoint)/GB_ESYS. One thread drives a
+ * server (polls it, reads its stats, closes it). */
 int gb_infer_server_open(gb_infer_server **out, void *zctx, const gb_infer_server_opts *o,
                          gb_error *err);
+/* Pipelined: waits for a batch in the model to finish (the callback is not interrupted), joins
+ * the inference thread, and answers the requests it still holds (served ones with their outputs,
+ * others with GB_ECLOSED) as far as the socket takes them without waiting. Frees everything. */
 void gb_infer_server_close(gb_infer_server *s);
 
 /* The endpoint clients connect to (the bound one, with the port filled in for "tcp://...:*"). */
 const char *gb_infer_server_endpoint(const gb_infer_server *s);
 
-/* Waits up to timeout_ms (-1: forever) for a request, gathers a batch, runs the callback and
- * replies. Malformed requests never make this fail: they are counted and, when the sender and
- * request id are known, answered with GB_EPROTO. Returns 1 when a batch was served, 0 when none
- * came, the callback's error, GB_ECLOSED (context terminated) or GB_EZMQ. */
+/* Serial: waits up to timeout_ms (-1: forever) for a request, gathers a batch, runs the callback
+ * and replies. Pipelined: receives, gathers and hands batches to the inference thread until one
+ * batch's replies are sent or timeout_ms passes; a batch gathering or in the model when it
+ * returns carries on at the next call. Malformed requests never make this fail: they are counted
+ * and, when the sender and request id are known, answered with GB_EPROTO. Returns 1 when a batch
+ * was served, 0 when none was within timeout_ms, the callback's error (its batch answered with
+ * it), GB_ECLOSED (context terminated), GB_EZMQ, GB_ESYS. */
 int gb_infer_server_poll(gb_infer_server *s, int timeout_ms, gb_error *err);
 
+/* Counters as of the last poll; read them on the thread driving the server. */
 gb_infer_server_stats gb_infer_server_get_stats(const gb_infer_server *s);
 
 #endif

@@ -1,8 +1,10 @@
 /* workers/policy.c: the policy worker: serves batched inference to the actors and swaps in new
- * parameters between batches. Two threads: the inference thread runs the inference server
- * (receiving and merging requests, one batched libtorch forward per batch, replies); the
- * parameter thread follows the parameter stream and stages each complete, verified blob, which
- * the inference thread imports before its next batch. */
+ * parameters between batches. Three threads, as in SRL: the request thread (the worker's main
+ * loop) drives a pipelined inference server, receiving, validating and merging requests into the
+ * next batch and sending replies; the server's inference thread runs one batched libtorch
+ * forward per batch, meanwhile; the parameter thread follows the parameter stream and stages
+ * each complete, verified blob, which the inference thread imports between batches (never
+ * during one). */
 #include "workers/worker.h"
 
 #include "envs/env.h"
@@ -14,6 +16,7 @@
 #include "workers/torch/bridge.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,21 +27,23 @@ typedef struct policy {
     int64_t rows_cap;
     void *action;  /* [rows_cap] int64 or [rows_cap, A] float32 */
     float *logp;   /* [rows_cap] */
-    int64_t served_rows;
+    int64_t served_rows; /* inference thread only */
     /* parameter hand-off: the parameter thread stages, the inference thread applies */
     pthread_mutex_t lock;
     const gb_param_blob *staged;
-    int64_t applied_version;
-    uint64_t import_failures;
+    _Atomic int64_t applied_version;   /* written by the inference thread, read for metrics */
+    _Atomic uint64_t import_failures;
     gb_param_subscriber *sub;
     char pub_ep[GB_REGISTRY_ENDPOINT_MAX], fetch_ep[GB_REGISTRY_ENDPOINT_MAX];
     gb_error param_err;
     int param_rc;
 } policy;
 
-/* Imports a staged blob into the model (between batches). */
-static void apply_staged(policy *p)
+/* Imports a staged blob into the model (between batches, on the thread that runs the model;
+ * the server's between hook). */
+static void apply_staged(void *user)
 {
+    policy *p = user;
     pthread_mutex_lock(&p->lock);
     const gb_param_blob *b = p->staged;
     p->staged = NULL;
@@ -65,9 +70,9 @@ static void apply_staged(policy *p)
         rc = gb_torch_model_import(p->model, b->data, b->bytes, table, b->nlayout,
                                    (uint64_t)b->version, &err);
     if (rc == 0) {
-        p->applied_version = b->version;
+        atomic_store(&p->applied_version, b->version);
     } else {
-        p->import_failures++;
+        atomic_fetch_add(&p->import_failures, 1);
         GB_ERROR("policy: cannot apply parameters version %lld: %s", (long long)b->version,
                  err.msg);
     }
@@ -111,7 +116,7 @@ static int infer(void *user, const gb_infer_batch *in, gb_infer_outputs *out, gb
     out->ntensors = 2;
     out->data[0] = p->action;
     out->data[1] = p->logp;
-    out->policy_version = p->applied_version;
+    out->policy_version = atomic_load(&p->applied_version);
     return 0;
 }
 
@@ -165,18 +170,6 @@ int gb_policy_main(gb_worker *w, gb_error *err)
         rc = gb_error_set(err, GB_ENOMEM, "out of memory");
         goto done;
     }
-    char ep[GB_REGISTRY_ENDPOINT_MAX], name[64];
-    if ((rc = gb_worker_endpoint(w, "inference", ep, sizeof ep, err)))
-        goto done;
-    gb_infer_server_opts so = {.endpoint = ep,
-                               .max_batch_rows = (int)cfg->policy.max_batch_rows,
-                               .max_wait_ms = cfg->policy.max_wait_ms,
-                               .role = w->role,
-                               .index = w->index,
-                               .fn = infer,
-                               .user = &p};
-    if ((rc = gb_infer_server_open(&server, w->zctx, &so, err)))
-        goto done;
     /* Parameters first: actors should act with the trainer's initial weights, not ours. */
     int tmo = (int)cfg->streams.registry_timeout_ms;
     if ((rc = gb_registry_lookup(w->registry, "params/0/pub", p.pub_ep, sizeof p.pub_ep, tmo,
@@ -197,11 +190,25 @@ int gb_policy_main(gb_worker *w, gb_error *err)
         goto done;
     const gb_param_blob *first = gb_param_subscriber_acquire(p.sub);
     p.staged = first;
-    apply_staged(&p);
-    if (p.applied_version < 0) {
+    apply_staged(&p); /* before the inference thread exists: it owns the model from now on */
+    if (atomic_load(&p.applied_version) < 0) {
         rc = gb_error_set(err, GB_EINVAL, "the first parameters did not fit this model");
         goto done;
     }
+    char ep[GB_REGISTRY_ENDPOINT_MAX], name[64];
+    if ((rc = gb_worker_endpoint(w, "inference", ep, sizeof ep, err)))
+        goto done;
+    gb_infer_server_opts so = {.endpoint = ep,
+                               .max_batch_rows = (int)cfg->policy.max_batch_rows,
+                               .max_wait_ms = cfg->policy.max_wait_ms,
+                               .role = w->role,
+                               .index = w->index,
+                               .fn = infer,
+                               .user = &p,
+                               .pipelined = 1,
+                               .between = apply_staged};
+    if ((rc = gb_infer_server_open(&server, w->zctx, &so, err)))
+        goto done;
     if (pthread_create(&thread, NULL, param_thread, &p) != 0) {
         rc = gb_error_errno(err, "pthread_create");
         goto done;
@@ -211,11 +218,10 @@ int gb_policy_main(gb_worker *w, gb_error *err)
     if ((rc = gb_registry_register(w->registry, name, gb_infer_server_endpoint(server), err)))
         goto done;
     GB_INFO("policy: serving %s at %s, parameters version %lld", cfg->env.name,
-            gb_infer_server_endpoint(server), (long long)p.applied_version);
+            gb_infer_server_endpoint(server), (long long)atomic_load(&p.applied_version));
 
     double next_report = gb_now_s();
-    while (!gb_worker_stopping(w)) {
-        apply_staged(&p);
+    while (!gb_worker_stopping(w)) { /* the request thread */
         rc = gb_infer_server_poll(server, 20, err);
         if (rc < 0 && rc != GB_EPROTO && rc != GB_EINVAL && rc != GB_ETORCH) {
             goto done;
@@ -227,8 +233,10 @@ int gb_policy_main(gb_worker *w, gb_error *err)
             gb_metrics_set(w->metrics, "served_rows", (double)st.rows);
             gb_metrics_set(w->metrics, "batches", (double)st.batches);
             gb_metrics_set(w->metrics, "rejected", (double)st.rejected);
-            gb_metrics_set(w->metrics, "policy_version", (double)p.applied_version);
-            gb_metrics_set(w->metrics, "import_failures", (double)p.import_failures);
+            gb_metrics_set(w->metrics, "policy_version",
+                           (double)atomic_load(&p.applied_version));
+            gb_metrics_set(w->metrics, "import_failures",
+                           (double)atomic_load(&p.import_failures));
             gb_metrics_send(w->metrics, NULL);
             next_report = gb_now_s() + cfg->experiment.metrics_interval_s;
         }
@@ -238,12 +246,12 @@ int gb_policy_main(gb_worker *w, gb_error *err)
         *err = p.param_err;
 done:
     atomic_store(w->stop, 1);
+    gb_infer_server_close(server); /* joins the inference thread: no more apply_staged */
     if (thread_started)
         pthread_join(thread, NULL);
     if (p.staged)
         gb_param_blob_release(p.staged);
     gb_param_subscriber_close(p.sub);
-    gb_infer_server_close(server);
     gb_torch_model_destroy(p.model);
     free(p.action);
     free(p.logp);

@@ -75,7 +75,7 @@ static int server_main(void *arg)
         snprintf(ep, sizeof ep, "ipc://%s/policy-%d", a->dir, a->index);
     static policy pol;
     pol.index = a->index;
-    gb_infer_server_opts o = {ep, 64, 2.0, GB_ROLE_POLICY, a->index, policy_fn, &pol};
+    gb_infer_server_opts o = {ep, 64, 2.0, GB_ROLE_POLICY, a->index, policy_fn, &pol, 0, NULL};
     gb_infer_server *s;
     if (gb_infer_server_open(&s, ctx, &o, &err)) {
         fprintf(stderr, "server %d: %s\n", a->index, err.msg);
@@ -245,7 +245,7 @@ static void test_batching(void)
     static policy pol;
     pol.index = 0;
     gb_infer_server_opts so = {"inproc://batching", 10, 60000.0, GB_ROLE_POLICY, 0, policy_fn,
-                               &pol};
+                               &pol, 0,         NULL};
     gb_infer_server *s;
     CHECK_OK(gb_infer_server_open(&s, ctx, &so, &err));
     const char *ep[1] = {"inproc://batching"};
@@ -353,7 +353,7 @@ static void test_timeout(void)
     /* a server that accepts but never answers: the reply timeout, then a late reply is stale */
     static policy pol;
     snprintf(ep, sizeof ep, "ipc://%s/slow", dir);
-    gb_infer_server_opts so = {ep, 8, 0, GB_ROLE_POLICY, 0, policy_fn, &pol};
+    gb_infer_server_opts so = {ep, 8, 0, GB_ROLE_POLICY, 0, policy_fn, &pol, 0, NULL};
     gb_infer_server *s;
     CHECK_OK(gb_infer_server_open(&s, ctx, &so, &err));
     gb_infer_client *c2;

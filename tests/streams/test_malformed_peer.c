@@ -48,7 +48,8 @@ static int server_main(void *arg)
     signal(SIGTERM, on_term);
     gb_error err;
     void *ctx = zmq_ctx_new();
-    gb_infer_server_opts o = {a->endpoint, 256, 1.0, GB_ROLE_POLICY, a->index, double_fn, NULL};
+    gb_infer_server_opts o = {a->endpoint, 256, 1.0, GB_ROLE_POLICY, a->index, double_fn, NULL,
+                              0, NULL};
     gb_infer_server *s;
     if (gb_infer_server_open(&s, ctx, &o, &err)) {
         fprintf(stderr, "server: %s\n", err.msg);
