@@ -1,6 +1,6 @@
 /* tests/streams/test_inference.c: the inference stream across processes: many clients and
- * several servers over ipc and tcp, replies matched to their requests and rows, batching by row
- * limit and wait, schema changes, callback errors and timeouts. */
+ * several servers over ipc and tcp (serial and pipelined), replies matched to their requests and
+ * rows, batching by row limit and wait, schema changes, callback errors and timeouts. */
 #include "runtime/inference.h"
 #include "streams_test.h"
 #include "test.h"
@@ -60,6 +60,7 @@ typedef struct server_arg {
     const char *dir;
     int index;
     int tcp;
+    int pipelined;
 } server_arg;
 
 static int server_main(void *arg)
@@ -75,7 +76,8 @@ static int server_main(void *arg)
         snprintf(ep, sizeof ep, "ipc://%s/policy-%d", a->dir, a->index);
     static policy pol;
     pol.index = a->index;
-    gb_infer_server_opts o = {ep, 64, 2.0, GB_ROLE_POLICY, a->index, policy_fn, &pol, 0, NULL};
+    gb_infer_server_opts o = {ep, 64, 2.0, GB_ROLE_POLICY, a->index, policy_fn, &pol, a->pipelined,
+                              NULL};
     gb_infer_server *s;
     if (gb_infer_server_open(&s, ctx, &o, &err)) {
         fprintf(stderr, "server %d: %s\n", a->index, err.msg);
@@ -177,7 +179,7 @@ static int client_main(void *arg)
     return bad;
 }
 
-static void many_clients(int tcp)
+static void many_clients(int tcp, int pipelined)
 {
     char dir[64], path[512], buf[256];
     st_tmpdir(dir, sizeof dir);
@@ -185,7 +187,7 @@ static void many_clients(int tcp)
     server_arg sa[NSERVERS];
     static client_arg ca[NCLIENTS];
     for (int i = 0; i < NSERVERS; i++) {
-        sa[i] = (server_arg){dir, i, tcp};
+        sa[i] = (server_arg){dir, i, tcp, pipelined};
         servers[i] = st_fork(server_main, &sa[i]);
     }
     for (int i = 0; i < NSERVERS; i++) {
@@ -221,13 +223,16 @@ static void many_clients(int tcp)
     CHECK_EQ_INT(total_req, NCLIENTS * NREQ);
     CHECK_EQ_INT(total_rows, want_rows);
     CHECK(total_batches >= 1 && total_batches <= total_req);
-    fprintf(stderr, "  %s: %llu requests in %llu batches over %d servers\n", tcp ? "tcp" : "ipc",
-            total_req, total_batches, NSERVERS);
+    fprintf(stderr, "  %s%s: %llu requests in %llu batches over %d servers\n",
+            tcp ? "tcp" : "ipc", pipelined ? " pipelined" : "", total_req, total_batches, NSERVERS);
     st_rmdir(dir);
 }
 
-static void test_many_clients_ipc(void) { many_clients(0); }
-static void test_many_clients_tcp(void) { many_clients(1); }
+static void test_many_clients_ipc(void) { many_clients(0, 0); }
+static void test_many_clients_tcp(void) { many_clients(1, 0); }
+/* the same against pipelined servers (request thread + inference thread) */
+static void test_many_clients_ipc_pipelined(void) { many_clients(0, 1); }
+static void test_many_clients_tcp_pipelined(void) { many_clients(1, 1); }
 
 static gb_tensor_desc obs_desc(int rows, int width)
 {
@@ -381,6 +386,8 @@ int main(void)
 {
     TEST_RUN(test_many_clients_ipc);
     TEST_RUN(test_many_clients_tcp);
+    TEST_RUN(test_many_clients_ipc_pipelined);
+    TEST_RUN(test_many_clients_tcp_pipelined);
     TEST_RUN(test_batching);
     TEST_RUN(test_timeout);
     return test_main_result();

@@ -386,7 +386,7 @@ static void test_gather_during_batch(void)
         CHECK_OK(gb_infer_client_send(c[i], &d, data, 1, &ids[i], &err));
         total_rows += i;
     }
-    gb_sleep_ms(50); /* received and gathered meanwhile (not needed for correctness) */
+    gb_sleep_ms(200); /* received and gathered meanwhile */
     CHECK_EQ_INT(atomic_load(&pol.calls), 1);
     atomic_store(&pol.hold, 0);
 
@@ -449,7 +449,7 @@ static void test_callback_error(void)
         data[0] = obs[i];
         CHECK_OK(gb_infer_client_send(c[i], &d, data, 1, &ids[i], &err));
     }
-    gb_sleep_ms(50);
+    gb_sleep_ms(200); /* received and gathered meanwhile */
     atomic_store(&pol.hold, 0);
     gb_wire_msg m;
     gb_wire_msg_init(&m);
