@@ -921,15 +921,21 @@ static int pipe_poll(gb_infer_server *s, int timeout_ms, gb_error *err)
             until = g->deadline;
         long ms = until == UINT64_MAX ? -1 : (long)((until - now + 999999) / 1000000);
         zmq_pollitem_t it[2];
-        int k = 0;
+        int k = 0, ie = -1;
         if (!g->full)
             it[k++] = (zmq_pollitem_t){s->sock, 0, ZMQ_POLLIN, 0};
-        if (s->busy >= 0)
+        if (s->busy >= 0) {
+            ie = k;
             it[k++] = (zmq_pollitem_t){NULL, s->efd, ZMQ_POLLIN, 0};
+        }
         if (k == 0) /* cannot happen: a full stage with an idle model was handed above */
             return gb_error_set(err, GB_EINVAL, "inference server: nothing to wait for");
         if (zmq_poll(it, k, ms) < 0)
             return gb_wire_zmq_error(err, "inference server: zmq_poll");
+        /* the done flag is the truth; a wake-up left over from a batch already taken (its done
+         * seen before its write) must not keep the eventfd readable, or this loop would spin */
+        if (ie >= 0 && (it[ie].revents & ZMQ_POLLIN))
+            drain_wakeups(s);
     }
 }
 
