@@ -109,6 +109,7 @@ typedef struct gb_config_policy {
     int64_t max_batch_rows; /* inference batch: row limit */
     double max_wait_ms;     /* inference batch: wait limit */
     int deterministic;      /* bool: greedy/mean actions */
+    int pipelined;          /* bool: request and inference threads overlap (SRL) */
     gb_config_model model;
 } gb_config_policy;
 

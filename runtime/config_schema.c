@@ -72,6 +72,9 @@ const gb_config_field gb_config_fields[] = {
     FLOAT("policy.max_wait_ms", policy.max_wait_ms, "1", 0, 60000,
           "inference batch wait limit in milliseconds"),
     BOOL("policy.deterministic", policy.deterministic, "false", "greedy or mean actions"),
+    BOOL("policy.pipelined", policy.pipelined, "true",
+         "a request thread gathers the next batch while the inference thread runs the model "
+         "(false: one thread does both in turn)"),
     ENUM("policy.model.type", policy.model.type, "mlp", model_types, "model architecture"),
     LIST("policy.model.hidden", policy.model.hidden, "[64, 64]", 1, 1 << 20,
          "hidden layer sizes"),

@@ -4,7 +4,8 @@
  * next batch and sending replies; the server's inference thread runs one batched libtorch
  * forward per batch, meanwhile; the parameter thread follows the parameter stream and stages
  * each complete, verified blob, which the inference thread imports between batches (never
- * during one). */
+ * during one). With policy.pipelined false, the main loop runs the model itself between
+ * receiving batches (the same import points). */
 #include "workers/worker.h"
 
 #include "envs/env.h"
@@ -205,7 +206,7 @@ int gb_policy_main(gb_worker *w, gb_error *err)
                                .index = w->index,
                                .fn = infer,
                                .user = &p,
-                               .pipelined = 1,
+                               .pipelined = (int)cfg->policy.pipelined,
                                .between = apply_staged};
     if ((rc = gb_infer_server_open(&server, w->zctx, &so, err)))
         goto done;
