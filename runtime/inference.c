@@ -460,7 +460,7 @@ static void reply_error(gb_infer_server *s, const gb_wire_msg *m, int code, cons
     gb_wire_header_init(h, GB_MSG_INFER_REPLY, s->o.role, s->o.index);
     h->seq = m->hdr.seq;
     h->status = code;
-    snprintf(h->text, sizeof h->text, "%s", text);
+    snprintf(h->text, sizeof h->text, "%.*s", (int)sizeof h->text - 1, text); /* cut to fit */
     gb_error e;
     if (gb_wire_send(s->sock, m->route, m->route_len, h, NULL, ZMQ_DONTWAIT, &e))
         GB_DEBUG("inference server: could not answer a bad request: %s", e.msg);

@@ -313,7 +313,7 @@ static int rd_array(rd *r, const char *field, uint32_t max, uint32_t *n)
 /* A string of at most cap-1 bytes without NULs, copied NUL-terminated into out. */
 static int rd_str(rd *r, const char *field, char *out, size_t cap)
 {
-    uint32_t n;
+    uint32_t n = 0;
     int rc = rd_len(r, field, 0xa0, 0xbf, 0xd9, 0xda, 0xdb, "expected a string", &n);
     if (rc)
         return rc;
