@@ -154,6 +154,13 @@ static int on_input(gb_param_service *s, gb_wire_msg *m, gb_error *err)
                     (long long)v, (long long)gb_param_service_version(s));
             return 0;
         }
+        if (s->incoming && v <= s->incoming->pub.version) {
+            /* two trainers' streams interleaving, or a stale resend: the newer one goes on */
+            s->st.rejected++;
+            GB_WARN("parameter service: version %lld began while %lld is arriving; ignored",
+                    (long long)v, (long long)s->incoming->pub.version);
+            return 0;
+        }
         abandon(s, "a newer version began");
         gb_tensor_view lv = gb_wire_msg_tensor(m, 0);
         s->incoming = param_blob_new(v, (uint64_t)total, (uint64_t)chunk, lv.data, lv.bytes, err);

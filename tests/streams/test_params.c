@@ -261,11 +261,14 @@ static void test_broadcast_late_join_torn(void)
     unsigned long long versions = 0, abandoned = 0, rejected = 0, fetches = 0;
     CHECK(st_read_file(path, buf, sizeof buf) == 0 &&
           sscanf(buf, "%llu %llu %llu %llu", &versions, &abandoned, &rejected, &fetches) == 4);
-    CHECK_EQ_INT(versions, 6);  /* 1..5 and 8 */
-    CHECK_EQ_INT(abandoned, 2); /* 6 (CRC) and 7 (torn) */
+    CHECK_EQ_INT(versions, 6); /* 1..5 and 8 */
+    /* 6 (CRC) and 7 (torn) each fail one way or the other: abandoned, or, when their messages
+     * interleave with version 8's (two connections, fair-queued; the second one may even come
+     * up after 8 began), begun while 8 is arriving and ignored; 8 completes either way */
+    CHECK_EQ_INT(abandoned + rejected, 2);
     CHECK(fetches >= 1);
-    fprintf(stderr, "  service: %llu versions, %llu abandoned, %llu fetches served\n", versions,
-            abandoned, fetches);
+    fprintf(stderr, "  service: %llu versions, %llu abandoned, %llu ignored, %llu fetches served\n",
+            versions, abandoned, rejected, fetches);
     st_rmdir(dir);
 }
 
