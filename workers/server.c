@@ -642,6 +642,20 @@ static int forward(void *from, void *to, zmq_msg_t *msg, int more)
     }
 }
 
+/* The request thread index in a routing id "wNNN" (ID_BYTES bytes), or -1. */
+static int worker_of(const char *id)
+{
+    if (id[0] != 'w')
+        return -1;
+    int v = 0;
+    for (int i = 1; i < ID_BYTES; i++) {
+        if (id[i] < '0' || id[i] > '9')
+            return -1;
+        v = v * 10 + (id[i] - '0');
+    }
+    return v;
+}
+
 int gb_server_run(gb_server *s, const atomic_int *stop, gb_error *err)
 {
     int *idle = malloc((size_t)s->nthreads * sizeof *idle), nidle = 0;
@@ -676,8 +690,12 @@ int gb_server_run(gb_server *s, const atomic_int *stop, gb_error *err)
                 zmq_msg_close(&msg); /* ready / done */
             else
                 forward(s->back, s->front, &msg, more);
-            if (l == ID_BYTES && nidle < s->nthreads)
-                idle[nidle++] = atoi(id + 1);
+            /* "wNNN": exactly ID_BYTES bytes, not NUL-terminated (atoi on the raw buffer read
+             * whatever followed on the stack: "w001" then a stale '3' dispatched to a "w013"
+             * that does not exist, and the request was dropped) */
+            int wid = l == ID_BYTES ? worker_of(id) : -1;
+            if (wid >= 0 && wid < s->nthreads && nidle < s->nthreads)
+                idle[nidle++] = wid;
         }
         if (nidle > 0 && (items[1].revents & ZMQ_POLLIN)) {
             int wid = idle[--nidle];

@@ -105,9 +105,20 @@ typedef struct test_server {
     gb_error err;
 } test_server;
 
+/* Fills this thread's stack below the caller with digits, as a used stack holds garbage in a
+ * real process: the broker once read its request threads' routing ids past their end with atoi,
+ * which a fresh (zeroed) thread stack hid (test_serve.c, test_fresh_servers_answer). */
+static __attribute__((noinline)) void test_scribble_stack(void)
+{
+    volatile char junk[32768];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = '7';
+}
+
 static inline void *test_server_main(void *arg)
 {
     test_server *t = arg;
+    test_scribble_stack();
     t->rc = gb_server_run(t->server, &t->stop, &t->err);
     return NULL;
 }
