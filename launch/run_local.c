@@ -55,44 +55,32 @@ static const char *const columns[M_NCOLS] = {
 
 static double or0(double v) { return isnan(v) ? 0 : v; }
 
-/* Tells the trainers the run is ending (workers/worker.h, GB_RUN_ENDING_FILE). */
-static int mark_ending(const gb_rundir *rd)
+/* Creates (on) or removes the run's "ending" marker (workers/worker.h, GB_RUN_ENDING_FILE),
+ * which tells the trainers the run is about to end. Returns 0 or -1 (warned). */
+static int mark_ending(const gb_rundir *rd, int on)
 {
-    char p[GB_RUNDIR_PATH_MAX] = "";
+    char p[GB_RUNDIR_PATH_MAX];
     gb_error e = {0};
-    FILE *f = gb_rundir_file(rd, GB_RUN_ENDING_FILE, p, sizeof p, &e) == 0 ? fopen(p, "w")
-                                                                            : NULL;
+    if (gb_rundir_file(rd, GB_RUN_ENDING_FILE, p, sizeof p, &e) != 0)
+        return -1;
+    if (!on)
+        return unlink(p);
+    FILE *f = fopen(p, "w");
     if (!f) {
-        GB_WARN("cannot create %s/%s: trainers may hold back the actors' last chunks",
-                rd->path, GB_RUN_ENDING_FILE);
+        GB_WARN("cannot create %s: trainers may hold back the actors' last chunks", p);
         return -1;
     }
     fclose(f);
     return 0;
 }
 
-static void mark_ending_done(const gb_rundir *rd)
+/* How many of the count workers of role have reported name = 1 (a flag: final, ending_seen). */
+static int64_t flagged(const gb_metrics_collector *m, int role, int64_t count, const char *name)
 {
-    char p[GB_RUNDIR_PATH_MAX];
-    gb_error e = {0};
-    if (gb_rundir_file(rd, GB_RUN_ENDING_FILE, p, sizeof p, &e) == 0)
-        unlink(p);
-}
-
-/* Sums of a per-worker value over a role, counting how many workers reported it. */
-static int64_t role_sum(const gb_metrics_collector *m, int role, int64_t count,
-                        const char *name, int64_t *reported)
-{
-    int64_t sum = 0;
-    *reported = 0;
-    for (int64_t i = 0; i < count; i++) {
-        double v = gb_metrics_get(m, role, (int)i, name);
-        if (!isnan(v)) {
-            sum += (int64_t)v;
-            (*reported)++;
-        }
-    }
-    return sum;
+    int64_t n = 0;
+    for (int64_t i = 0; i < count; i++)
+        n += gb_metrics_get(m, role, (int)i, name) == 1;
+    return n;
 }
 
 /* Polls the metrics until done(m, cfg) or max_s passes; returns done's last answer. */
@@ -111,18 +99,14 @@ static int poll_until(gb_metrics_collector *m, const gb_config *cfg, double max_
 
 static int trainers_ending(const gb_metrics_collector *m, const gb_config *cfg)
 {
-    int64_t n;
-    role_sum(m, GB_ROLE_TRAINER, cfg->trainer.count, "ending_seen", &n);
-    return n == cfg->trainer.count;
+    return flagged(m, GB_ROLE_TRAINER, cfg->trainer.count, "ending_seen") == cfg->trainer.count;
 }
 
 static int chunks_all_received(const gb_metrics_collector *m, const gb_config *cfg)
 {
-    int64_t finals, n;
-    role_sum(m, GB_ROLE_ACTOR, cfg->actors.count, "final", &finals);
-    int64_t sent = role_sum(m, GB_ROLE_ACTOR, cfg->actors.count, "chunks_sent", &n);
-    int64_t got = role_sum(m, GB_ROLE_TRAINER, cfg->trainer.count, "chunks_received", &n);
-    return finals == cfg->actors.count && got >= sent;
+    return flagged(m, GB_ROLE_ACTOR, cfg->actors.count, "final") == cfg->actors.count &&
+           or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_received")) >=
+               or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "chunks_sent"));
 }
 
 /* Stops every worker without losing a chunk on the sample stream, within the stop grace:
@@ -139,7 +123,7 @@ static void stop_workers(gb_supervisor *sup, const gb_rundir *rd, gb_metrics_col
 {
     double grace = cfg->launch.stop_timeout_s < 4.5 ? cfg->launch.stop_timeout_s : 4.5;
     double t0 = gb_now_s();
-    if (mc && mark_ending(rd) == 0 && !poll_until(mc, cfg, 0.25 * grace, trainers_ending))
+    if (mc && mark_ending(rd, 1) == 0 && !poll_until(mc, cfg, 0.25 * grace, trainers_ending))
         GB_WARN("not every trainer confirmed the end of the run within %.1f s", 0.25 * grace);
     gb_supervisor_signal_role(sup, "actor", SIGTERM);
     if (mc && !poll_until(mc, cfg, 0.35 * grace, chunks_all_received))
@@ -151,7 +135,7 @@ static void stop_workers(gb_supervisor *sup, const gb_rundir *rd, gb_metrics_col
     int killed = gb_supervisor_stop_all(sup, grace - (gb_now_s() - t0));
     if (killed)
         GB_WARN("%d workers did not stop within %.1f s and were killed", killed, grace);
-    mark_ending_done(rd);
+    mark_ending(rd, 0);
     GB_DEBUG("workers stopped in %.2f s", gb_now_s() - t0);
 }
 

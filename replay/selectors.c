@@ -284,13 +284,12 @@ int gb_selector_stateless(const gb_replay_selector_ops *ops)
     return ops == &gb_selector_uniform || ops == &gb_selector_fifo || ops == &gb_selector_lifo;
 }
 
-/* Indexed by gb_selector_kind; the config's names (runtime/config_schema.c). */
-static const char *const selector_names[GB_REPLAY_SELECTORS] = {"uniform", "weighted", "fifo",
-                                                                "lifo", "topk"};
-
+/* The built-in selector's name (the config's, runtime/config_schema.c), or "?". */
 const char *gb_replay_selector_name(int kind)
 {
-    return kind >= 0 && kind < GB_REPLAY_SELECTORS ? selector_names[kind] : "?";
+    return kind >= 0 && kind < GB_REPLAY_SELECTORS
+               ? gb_replay_selector_builtin((gb_selector_kind)kind)->name
+               : "?";
 }
 
 int gb_replay_selector_parse(const char *name, int *kind, gb_error *err)
@@ -300,7 +299,7 @@ int gb_replay_selector_parse(const char *name, int *kind, gb_error *err)
         return 0;
     }
     for (int k = 0; k < GB_REPLAY_SELECTORS; k++)
-        if (strcmp(name, selector_names[k]) == 0) {
+        if (strcmp(name, gb_replay_selector_name(k)) == 0) {
             *kind = k;
             return 0;
         }
@@ -317,7 +316,7 @@ size_t gb_replay_selector_names(unsigned mask, const char *sep, char *buf, size_
         if (!(mask & (1u << k)))
             continue;
         int w = snprintf(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, "%s%s",
-                         n ? sep : "", selector_names[k]);
+                         n ? sep : "", gb_replay_selector_name(k));
         n += w > 0 ? (size_t)w : 0;
     }
     return n;

@@ -242,15 +242,32 @@ static int set_args(loader *ld, const gb_config_field *f, const yaml_node_t *v,
     return 0;
 }
 
+/* "a, b, c": f's choices, for error messages. */
+static const char *choices_text(const gb_config_field *f, char *buf, size_t cap)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; f->choices[i] && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", f->choices[i]);
+    return buf;
+}
+
+/* The index of scalar v among f's choices, or -1. */
+static int choice_index(const gb_config_field *f, const yaml_node_t *v)
+{
+    for (int i = 0; v->type == YAML_SCALAR_NODE && f->choices[i]; i++)
+        if (scalar_is(v, f->choices[i]))
+            return i;
+    return -1;
+}
+
 /* A list of names from f->choices (e.g. [weighted, topk]), each at most once, stored as their
  * indices in a gb_config_int_list. */
 static int set_enum_list(loader *ld, const gb_config_field *f, const yaml_node_t *v,
                          const char *path, size_t plen)
 {
     char names[256], got[128];
-    size_t o = 0;
-    for (int i = 0; f->choices[i]; i++)
-        o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", i ? ", " : "", f->choices[i]);
+    choices_text(f, names, sizeof names);
     if (v->type != YAML_SEQUENCE_NODE)
         return fail_at(ld, v->start_mark, path, plen, "expected a list of names from %s, got %s",
                        names, shown(v, got, sizeof got));
@@ -262,10 +279,7 @@ static int set_enum_list(loader *ld, const gb_config_field *f, const yaml_node_t
     gb_config_int_list tmp = {.n = n};
     for (int i = 0; i < n; i++) {
         yaml_node_t *e = yaml_document_get_node(&ld->doc, it[i]);
-        int found = -1;
-        for (int c = 0; e->type == YAML_SCALAR_NODE && f->choices[c] && found < 0; c++)
-            if (scalar_is(e, f->choices[c]))
-                found = c;
+        int found = choice_index(f, e);
         if (found < 0)
             return fail_at(ld, e->start_mark, path, plen, "expected one of %s, got %s", names,
                            shown(e, got, sizeof got));
@@ -335,19 +349,14 @@ static int set_value(loader *ld, const gb_config_field *f, const yaml_node_t *v,
                            f->size - 1, v->data.scalar.length);
         return 0;
     case GB_CK_ENUM: {
-        if (v->type == YAML_SCALAR_NODE)
-            for (int i = 0; f->choices[i]; i++)
-                if (scalar_is(v, f->choices[i])) {
-                    *(int *)dst = i;
-                    return 0;
-                }
+        int i = choice_index(f, v);
+        if (i >= 0) {
+            *(int *)dst = i;
+            return 0;
+        }
         char list[256];
-        size_t o = 0;
-        for (int i = 0; f->choices[i]; i++)
-            o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "",
-                                  f->choices[i]);
-        return fail_at(ld, v->start_mark, path, plen, "expected one of %s, got %s", list,
-                       shown(v, got, sizeof got));
+        return fail_at(ld, v->start_mark, path, plen, "expected one of %s, got %s",
+                       choices_text(f, list, sizeof list), shown(v, got, sizeof got));
     }
     case GB_CK_INT_LIST: {
         gb_config_int_list *list = dst;

@@ -41,8 +41,8 @@ typedef struct trainer {
     gb_error ingest_err;
     atomic_llong ingested, rejected_chunks;
     atomic_int ending_seen;    /* 1: the ingest thread saw GB_RUN_ENDING_FILE; 2: reported */
-    int64_t discarded_at_stop; /* chunks taken unused as the run ended: by the ingest thread,
-                                  then by drain_at_stop once it has ended */
+    atomic_llong discarded_at_stop; /* chunks taken unused as the run ended: by the ingest
+                                       thread, then by drain_at_stop once it has ended */
     /* train thread staging, allocated once */
     gb_replay_selection sel;
     void *staging[GB_CHUNK_NCOLS];
@@ -71,6 +71,27 @@ static int check_chunk(const trainer *t, const gb_wire_msg *m)
     return 1;
 }
 
+/* gearbox run --record: appends a received chunk to the dataset (no-op without --record).
+ * Returns 0 or the dataset writer's error. */
+static int record_chunk(trainer *t, const gb_wire_msg *m, gb_error *err)
+{
+    if (!t->record)
+        return 0;
+    const void *cols[GB_CHUNK_NCOLS];
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+        cols[c] = gb_wire_msg_tensor(m, c).data;
+    return gb_dataset_writer_append(t->record, cols, m->hdr.policy_version,
+                                    (int32_t)t->layout.T, err);
+}
+
+/* Once the launcher has said the run is ending (GB_RUN_ENDING_FILE): sets *ending and tells
+ * the train thread, which confirms to the launcher. */
+static void look_for_end(trainer *t, int *ending)
+{
+    if (!*ending && (*ending = gb_worker_run_ending(t->w)))
+        atomic_store(&t->ending_seen, 1);
+}
+
 static void *ingest_main(void *arg)
 {
     trainer *t = arg;
@@ -86,8 +107,7 @@ static void *ingest_main(void *arg)
     while (!gb_worker_stopping(w)) {
         if (!ending && gb_now_s() >= next_look) {
             next_look = gb_now_s() + 0.05;
-            if ((ending = gb_worker_run_ending(w)))
-                atomic_store(&t->ending_seen, 1);
+            look_for_end(t, &ending);
         }
         /* Take what is waiting (at least one, waiting up to 100 ms for it). */
         int n = 0;
@@ -104,18 +124,10 @@ static void *ingest_main(void *arg)
                 gb_wire_msg_release(&msgs[n]);
                 continue;
             }
-            /* --- gearbox run --record: append the chunk to the dataset as received --- */
-            if (t->record) {
-                const void *cols[GB_CHUNK_NCOLS];
-                for (int c = 0; c < GB_CHUNK_NCOLS; c++)
-                    cols[c] = gb_wire_msg_tensor(&msgs[n], c).data;
-                if ((rc = gb_dataset_writer_append(t->record, cols, msgs[n].hdr.policy_version,
-                                                   (int32_t)t->layout.T, err))) {
-                    t->ingest_rc = rc;
-                    goto out;
-                }
+            if ((rc = record_chunk(t, &msgs[n], err))) {
+                t->ingest_rc = rc;
+                goto out;
             }
-            /* --- end --record --- */
             n++;
         }
         if (n == 0)
@@ -135,13 +147,13 @@ static void *ingest_main(void *arg)
                  * being read so the actors' last chunks arrive (counted as discarded). */
                 do {
                     rc = gb_replay_allocate(t->replay, 1, &idx[first], ending ? 0 : 0.2, err);
-                    if (rc == GB_ETIMEOUT && !ending && (ending = gb_worker_run_ending(w)))
-                        atomic_store(&t->ending_seen, 1);
+                    if (rc == GB_ETIMEOUT)
+                        look_for_end(t, &ending);
                 } while (rc == GB_ETIMEOUT && !gb_worker_stopping(w) && !ending);
                 if (rc == GB_ETIMEOUT && ending) {
                     for (int i = first; i < n; i++)
                         gb_wire_msg_release(&msgs[i]);
-                    t->discarded_at_stop += n - first;
+                    atomic_fetch_add(&t->discarded_at_stop, n - first);
                     atomic_fetch_add(&t->ingested, first);
                     n = 0;
                     rc = 0;
@@ -354,19 +366,13 @@ static void drain_at_stop(trainer *t)
             atomic_fetch_add(&t->rejected_chunks, 1);
         } else {
             n++;
-            if (t->record) {
-                const void *cols[GB_CHUNK_NCOLS];
-                for (int c = 0; c < GB_CHUNK_NCOLS; c++)
-                    cols[c] = gb_wire_msg_tensor(&m, c).data;
-                if (gb_dataset_writer_append(t->record, cols, m.hdr.policy_version,
-                                             (int32_t)t->layout.T, &err) != 0)
-                    GB_WARN("trainer: recording a chunk at stop: %s", err.msg);
-            }
+            if (record_chunk(t, &m, &err) != 0)
+                GB_WARN("trainer: recording a chunk at stop: %s", err.msg);
         }
         gb_wire_msg_release(&m);
     }
     gb_wire_msg_release(&m);
-    t->discarded_at_stop += n;
+    atomic_fetch_add(&t->discarded_at_stop, n);
     if (n)
         GB_INFO("trainer: %lld chunks arrived after training stopped (discarded%s)",
                 (long long)n, t->record ? ", recorded" : "");
@@ -386,7 +392,7 @@ static void report(trainer *t, double env_progress)
     gb_metrics_set(m, "replay_inserts", (double)rs.inserts);
     gb_metrics_set(m, "replay_expired", (double)rs.expired);
     gb_metrics_set(m, "chunks_received", (double)ss.received);
-    gb_metrics_set(m, "chunks_discarded_at_stop", (double)t->discarded_at_stop);
+    gb_metrics_set(m, "chunks_discarded_at_stop", (double)atomic_load(&t->discarded_at_stop));
     gb_metrics_set(m, "chunks_rejected",
                    (double)(ss.rejected + (uint64_t)atomic_load(&t->rejected_chunks)));
     gb_metrics_set(m, "loss", t->last.loss);
