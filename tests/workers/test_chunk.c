@@ -1,7 +1,7 @@
 /* tests/workers/test_chunk.c: the chunk builder against a hand-worked trajectory: rows, reset
  * rows after episode ends (also across chunk boundaries), next_obs, versions, and the zero-copy
  * hand-off's reference counting. */
-#include "workers/chunk.h"
+#include "runtime/chunk.h"
 #include "test.h"
 
 #include <string.h>
@@ -128,9 +128,49 @@ static void test_end_on_last_row(void)
     gb_chunk_builder_destroy(b);
 }
 
+/* Out of memory for a new block: the finished chunk is dropped (GB_ENOMEM), the stream keeps a
+ * block and restarts at the observation it was given, and the next chunk is complete and right.
+ * (Before the fix the stream held a NULL block and the next write crashed.) */
+static void test_out_of_memory_restarts(void)
+{
+    gb_error err = {0};
+    int64_t shape[1] = {2};
+    CHECK_OK(gb_chunk_layout_init(&layout, 2, GB_DTYPE_FLOAT32, 1, shape, 1, 1, &err));
+    gb_chunk_builder *b = NULL;
+    CHECK_OK(gb_chunk_builder_create(&layout, 1, &b, &err));
+    if (!b)
+        return;
+    float o[2];
+    obs_of(0, 0, o);
+    gb_chunk_start(b, 0, o);
+    int64_t a = 5;
+    gb_chunk_act(b, 0, &a, 0.0f, 1);
+    obs_of(1, 0, o);
+    CHECK_OK(gb_chunk_step(b, 0, 1.0f, 0, 0, 0, o, o, &err));
+    gb_chunk_act(b, 0, &a, 0.0f, 1);
+    obs_of(2, 0, o);
+    gb_chunk_fail_next_allocs(1);
+    CHECK_EQ_INT(gb_chunk_step(b, 0, 1.0f, 0, 0, 0, o, o, &err), GB_ENOMEM);
+    gb_chunk c;
+    CHECK(!gb_chunk_take(b, &c)); /* dropped */
+    for (int t = 3; t <= 4; t++) {
+        gb_chunk_act(b, 0, &a, 0.0f, 2);
+        obs_of((float)t, 0, o);
+        CHECK_OK(gb_chunk_step(b, 0, 1.0f, 0, 0, 0, o, o, &err));
+    }
+    CHECK(gb_chunk_take(b, &c));
+    const float *obs = gb_chunk_column(&layout, c.block, GB_CHUNK_OBS);
+    const float *next = gb_chunk_column(&layout, c.block, GB_CHUNK_NEXT_OBS);
+    CHECK(obs[0] == 2 && obs[2] == 3 && next[0] == 4);
+    CHECK_EQ_INT(c.policy_version, 2);
+    gb_chunk_release(c.block);
+    gb_chunk_builder_destroy(b);
+}
+
 int main(void)
 {
     TEST_RUN(test_rows_and_resets);
     TEST_RUN(test_end_on_last_row);
+    TEST_RUN(test_out_of_memory_restarts);
     return test_main_result();
 }

@@ -1,15 +1,27 @@
-/* workers/chunk.h: turns environment-ring steps into fixed-length trajectory chunks, the items
- * that actors send on the sample stream and the replay stores (layout: workers/torch/bridge.h).
- * One stream per (copy, agent). After a step that ends an episode the builder appends the
- * episode's final observation as a reset row (valid 0, reward 0) and continues from the ring's
- * reset observation, so truncated steps can bootstrap from obs[t+1] without a second column.
+/* runtime/chunk.h: the trajectory-chunk format: the items that actors send on the sample stream
+ * (runtime/sample.h), that the replay stores and that the algorithms train on; its column
+ * layout, the builder that turns environment-ring steps into chunks, and the conversions to
+ * the replay's columns (gb_chunk_column_item). This is the one place the format is defined.
+ *
+ * A chunk holds T consecutive steps of one stream (one agent of one environment copy).
+ * Environments use *next-step reset* (Gymnasium 1.x's default autoreset mode): when step t ends
+ * an episode (terminated or truncated), obs[t+1] is the episode's real final observation, and
+ * step t+1 is a reset step whose action is ignored, whose reward is 0, and which is marked
+ * valid[t+1] = 0; obs[t+2] is the first observation of the new episode. So obs[t+1] is always
+ * the true next observation of a valid step t, and truncated steps can bootstrap from it
+ * (terminated ones do not), without a second observation column. A chunk carries T
+ * observations per step plus one per-item observation, next_obs, that follows its last step.
+ * With an environment ring that resets in the same step (envs/ring.h hands back final_obs), the
+ * builder appends, after a step that ended the episode, the final observation as the next row
+ * and one reset step (valid 0), then continues from the ring's reset observation: no extra
+ * environment step, so each stream's chunks simply fill at their own pace.
  *
  * Each finished chunk is one malloc'd block holding all its columns, handed to the caller
  * (gb_chunk_take): send it without a copy (gb_chunk_payloads: ZeroMQ frees it when sent) or copy
  * it into the replay and release it. Nothing is allocated per step; one block per chunk.
  * defines: gb_chunk_builder, gb_chunk, gb_chunk_layout, gb_chunk_* */
-#ifndef GB_WORKERS_CHUNK_H
-#define GB_WORKERS_CHUNK_H
+#ifndef GB_RUNTIME_CHUNK_H
+#define GB_RUNTIME_CHUNK_H
 
 #include "runtime/dtype.h"
 #include "runtime/error.h"
@@ -78,12 +90,22 @@ void gb_chunk_act(gb_chunk_builder *b, int s, const void *action, float logp, in
 /* Records the outcome of the step for stream s. ended: the copy's episode ended on this step
  * (then final_obs is the episode's last observation and obs the reset observation); else obs is
  * the next observation. A chunk finished by this step is queued (gb_chunk_take). Returns 0, or
- * GB_ENOMEM when a new block cannot be allocated (the stream then restarts at obs). */
+ * GB_ENOMEM when a new block cannot be allocated: the chunk being finished is then dropped, the
+ * stream restarts at obs in the block it had, and the builder stays usable. */
 int gb_chunk_step(gb_chunk_builder *b, int s, float reward, int terminated, int truncated,
                   int ended, const void *final_obs, const void *obs, gb_error *err);
 
 /* Takes the next finished chunk, if any (1: *out filled; 0: none). */
 int gb_chunk_take(gb_chunk_builder *b, gb_chunk *out);
+
+/* Column c as the replay stores it: per step ([T, *shape], *ndim dims after T) or per item
+ * (next_obs: [*shape]). *shape points into the layout. */
+void gb_chunk_column_item(const gb_chunk_layout *l, int c, int *ndim, const int64_t **shape,
+                          int *per_item);
+
+/* Checks that a received message's tensors are exactly this layout's columns (names, dtypes,
+ * shapes, in order). Returns 1 when they are, else 0. */
+int gb_chunk_matches(const gb_chunk_layout *l, const gb_tensor_desc *descs, int n);
 
 /* Pointer to column c of a chunk block. */
 static inline void *gb_chunk_column(const gb_chunk_layout *l, void *block, int c)
@@ -99,5 +121,8 @@ void gb_chunk_release(void *block);
  * gb_wire_send calls the free functions itself, so the block is never leaked. */
 void gb_chunk_payloads(const gb_chunk_layout *l, const gb_chunk *c,
                        gb_wire_payload payloads[GB_CHUNK_NCOLS]);
+
+/* For tests: the next n block allocations of every builder fail (0 turns it off). */
+void gb_chunk_fail_next_allocs(int n);
 
 #endif

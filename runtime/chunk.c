@@ -1,5 +1,5 @@
-/* workers/chunk.c: trajectory chunks from ring steps (see chunk.h). */
-#include "workers/chunk.h"
+/* runtime/chunk.c: trajectory chunks from ring steps (see chunk.h). */
+#include "runtime/chunk.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -96,9 +96,18 @@ int gb_chunk_layout_init(gb_chunk_layout *l, int64_t T, gb_dtype obs_dtype, int 
     return 0;
 }
 
+static atomic_int fail_allocs; /* gb_chunk_fail_next_allocs */
+
+void gb_chunk_fail_next_allocs(int n) { atomic_store(&fail_allocs, n); }
+
 static void *block_new(const gb_chunk_layout *l)
 {
     void *raw = NULL;
+    int f = atomic_load(&fail_allocs);
+    while (f > 0 && !atomic_compare_exchange_weak(&fail_allocs, &f, f - 1))
+        ;
+    if (f > 0)
+        return NULL;
     if (posix_memalign(&raw, 64, HEADER_BYTES + l->block_bytes) != 0)
         return NULL;
     atomic_init(&((block_header *)raw)->refs, 1);
@@ -211,28 +220,33 @@ void gb_chunk_act(gb_chunk_builder *b, int s, const void *action, float logp, in
 }
 
 /* Row r is complete; advance. When the chunk is full, next_obs completes it: queue it and start
- * a new block. Returns 0 or GB_ENOMEM. */
+ * a new block. Returns 0 or GB_ENOMEM (then the finished chunk is dropped and the stream starts
+ * again at row 0 of the block it had: it never holds a NULL block). */
 static int advance(gb_chunk_builder *b, int s, const void *next_obs, gb_error *err)
 {
     stream_state *st = &b->st[s];
     if (++st->row < b->layout.T)
         return 0;
+    void *fresh = block_new(&b->layout);
+    int64_t valid = st->valid_rows, version = st->newest_version;
+    st->row = 0;
+    st->valid_rows = 0;
+    st->newest_version = -1;
+    if (!fresh)
+        return gb_error_set(err, GB_ENOMEM, "chunk builder: out of memory for a new chunk "
+                            "(stream %d: its last %lld steps are dropped)", s,
+                            (long long)b->layout.T);
     memcpy(gb_chunk_column(&b->layout, st->block, GB_CHUNK_NEXT_OBS), next_obs, b->obs_bytes);
     if (b->qlen < b->qcap) {
         gb_chunk *q = &b->queue[(b->qhead + b->qlen++) % b->qcap];
         q->block = st->block;
         q->stream = s;
-        q->policy_version = st->newest_version;
-        q->steps = st->valid_rows;
+        q->policy_version = version;
+        q->steps = valid;
     } else {
         gb_chunk_release(st->block); /* the caller never takes: cannot happen when used right */
     }
-    st->row = 0;
-    st->valid_rows = 0;
-    st->newest_version = -1;
-    st->block = block_new(&b->layout);
-    if (!st->block)
-        return gb_error_set(err, GB_ENOMEM, "chunk builder: out of memory for a new chunk");
+    st->block = fresh;
     return 0;
 }
 
@@ -254,8 +268,10 @@ int gb_chunk_step(gb_chunk_builder *b, int s, float reward, int terminated, int 
     stream_state *st = &b->st[s];
     set_row(b, st, reward, terminated, truncated, 1);
     int rc = advance(b, s, ended ? final_obs : obs, err);
-    if (rc)
+    if (rc) {
+        write_obs_row(b, st, obs); /* the stream restarts at obs */
         return rc;
+    }
     if (!ended) {
         write_obs_row(b, st, obs);
         return 0;
@@ -270,10 +286,8 @@ int gb_chunk_step(gb_chunk_builder *b, int s, float reward, int terminated, int 
         st->newest_version;
     set_row(b, st, 0.0f, 0, 0, 0);
     rc = advance(b, s, obs, err);
-    if (rc)
-        return rc;
     write_obs_row(b, st, obs);
-    return 0;
+    return rc;
 }
 
 int gb_chunk_take(gb_chunk_builder *b, gb_chunk *out)
@@ -283,5 +297,27 @@ int gb_chunk_take(gb_chunk_builder *b, gb_chunk *out)
     *out = b->queue[b->qhead];
     b->qhead = (b->qhead + 1) % b->qcap;
     b->qlen--;
+    return 1;
+}
+
+void gb_chunk_column_item(const gb_chunk_layout *l, int c, int *ndim, const int64_t **shape,
+                          int *per_item)
+{
+    const gb_tensor_desc *d = &l->desc[c];
+    *per_item = c == GB_CHUNK_NEXT_OBS;
+    *ndim = *per_item ? d->rank : d->rank - 1;
+    *shape = *per_item ? d->shape : d->shape + 1;
+}
+
+int gb_chunk_matches(const gb_chunk_layout *l, const gb_tensor_desc *descs, int n)
+{
+    if (n != GB_CHUNK_NCOLS)
+        return 0;
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
+        const gb_tensor_desc *a = &descs[c], *b = &l->desc[c];
+        if (strcmp(a->name, b->name) != 0 || a->dtype != b->dtype || a->rank != b->rank ||
+            memcmp(a->shape, b->shape, (size_t)a->rank * sizeof a->shape[0]) != 0)
+            return 0;
+    }
     return 1;
 }
