@@ -20,21 +20,36 @@ void gb_rng_seed(gb_rng *rng, uint64_t seed)
     rng->spare_normal = 0.0;
 }
 
-void gb_rng_seed_for(gb_rng *rng, uint64_t seed, const char *role, uint64_t index)
+/* FNV-1a of a name ("" for NULL). */
+static uint64_t name_hash(const char *name)
 {
-    /* FNV-1a over the role name, then mixed with the seed and the index through SplitMix64, so
-     * that neighbouring indices and similar names land far apart. */
     uint64_t h = 0xcbf29ce484222325ULL;
-    for (const char *p = role ? role : ""; *p; p++) {
+    for (const char *p = name ? name : ""; *p; p++) {
         h ^= (unsigned char)*p;
         h *= 0x100000001b3ULL;
     }
+    return h;
+}
+
+void gb_rng_seed_for(gb_rng *rng, uint64_t seed, const char *role, uint64_t index)
+{
+    /* The role's hash, mixed with the seed and the index through SplitMix64, so that
+     * neighbouring indices and similar names land far apart. */
     uint64_t st = seed ^ 0x6a09e667f3bcc909ULL;
     uint64_t a = gb_splitmix64(&st);
-    st = h ^ a;
+    st = name_hash(role) ^ a;
     uint64_t b = gb_splitmix64(&st);
     st = index ^ b;
     gb_rng_seed(rng, gb_splitmix64(&st));
+}
+
+uint64_t gb_rng_seed_of(uint64_t experiment_seed, const char *role, uint64_t index,
+                        const char *purpose)
+{
+    gb_rng r;
+    gb_rng_seed_for(&r, experiment_seed, role, index);
+    uint64_t st = name_hash(purpose) ^ gb_rng_next(&r);
+    return gb_splitmix64(&st);
 }
 
 uint64_t gb_rng_below(gb_rng *rng, uint64_t n)

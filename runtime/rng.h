@@ -1,7 +1,7 @@
 /* runtime/rng.h: per-object pseudo-random numbers (xoshiro256**, seeded through SplitMix64).
  * Every object that draws (environment, actor, selector) owns a gb_rng seeded from
  * (experiment seed, role, index), so the same seed gives the same run on one worker.
- * defines: gb_rng, gb_rng_seed, gb_rng_seed_for, gb_rng_next, gb_rng_below, gb_rng_uniform,
+ * defines: gb_rng, gb_rng_seed, gb_rng_seed_for, gb_rng_seed_of, gb_rng_next, gb_rng_below, gb_rng_uniform,
  *          gb_rng_uniform_f, gb_rng_normal, gb_rng_jump */
 #ifndef GB_RUNTIME_RNG_H
 #define GB_RUNTIME_RNG_H
@@ -20,6 +20,14 @@ void gb_rng_seed(gb_rng *rng, uint64_t seed);
 /* Seeds from the experiment seed, a role name and a worker/object index: distinct (role, index)
  * pairs give unrelated streams. */
 void gb_rng_seed_for(gb_rng *rng, uint64_t seed, const char *role, uint64_t index);
+
+/* The one seeding rule: the seed of the generator that (role, index) uses for `purpose`
+ * ("envs", "model", "learner", "replay", ...), derived from the experiment seed. Every random
+ * stream of a run takes its seed from here, so two workers, or two purposes of one worker, never
+ * share a stream, and the same experiment seed gives the same streams. role: "actor",
+ * "policy", "trainer", "server", ... (inline mode uses the role whose work it does). */
+uint64_t gb_rng_seed_of(uint64_t experiment_seed, const char *role, uint64_t index,
+                        const char *purpose);
 
 /* Next 64 random bits. */
 static inline uint64_t gb_rng_next(gb_rng *rng)

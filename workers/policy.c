@@ -13,6 +13,7 @@
 #include "runtime/inference.h"
 #include "runtime/log.h"
 #include "runtime/params.h"
+#include "runtime/rng.h"
 #include "runtime/wire.h"
 #include "workers/torch/bridge.h"
 
@@ -160,8 +161,10 @@ int gb_policy_main(gb_worker *w, gb_error *err)
     gb_env_spec spec;
     int rc = gb_worker_env_space(cfg, &spec, &p.space, err);
     if (rc || (rc = gb_torch_set_threads((int)cfg->policy.threads, err)) ||
-        (rc = gb_torch_model_create(cfg, &p.space, (uint64_t)cfg->experiment.seed, &p.model,
-                                    err)))
+        (rc = gb_torch_model_create(cfg, &p.space,
+                                    gb_rng_seed_of((uint64_t)cfg->experiment.seed, "policy",
+                                                   (uint64_t)w->index, "model"),
+                                    &p.model, err)))
         goto done;
     p.rows_cap = cfg->policy.max_batch_rows + cfg->actors.envs_per_actor * spec.agents;
     size_t arow = p.space.discrete ? sizeof(int64_t) : (size_t)p.space.action_dim * sizeof(float);

@@ -115,8 +115,29 @@ static void test_floats_and_normals(void)
     CHECK_NEAR(sum4 / n, 3.0, 0.06); /* kurtosis of a normal */
 }
 
+/* The seeding rule: same inputs, same seed; any differing input (experiment seed, role, index,
+ * purpose) gives another seed. */
+static void test_seed_of(void)
+{
+    const char *roles[] = {"actor", "policy", "trainer"};
+    const char *purposes[] = {"envs", "model", "learner", "replay"};
+    uint64_t seen[3 * 4 * 4 * 2];
+    int n = 0;
+    for (int r = 0; r < 3; r++)
+        for (int p = 0; p < 4; p++)
+            for (uint64_t i = 0; i < 4; i++)
+                for (uint64_t s = 1; s <= 2; s++) {
+                    uint64_t v = gb_rng_seed_of(s, roles[r], i, purposes[p]);
+                    CHECK(v == gb_rng_seed_of(s, roles[r], i, purposes[p]));
+                    for (int k = 0; k < n; k++)
+                        CHECK(seen[k] != v);
+                    seen[n++] = v;
+                }
+}
+
 int main(void)
 {
+    TEST_RUN(test_seed_of);
     TEST_RUN(test_same_seed_same_stream);
     TEST_RUN(test_streams_differ);
     TEST_RUN(test_below_chi_square);
