@@ -101,8 +101,18 @@ int gb_cmd_run(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     gb_inline_result res;
     int rc = gb_inline_run(&cfg, &rd, &stop_requested, &res, &err);
+    gb_run_summary sum;
+    gb_inline_summary(&cfg, &res, rc ? err.msg : NULL, &sum);
+    gb_error serr = {0};
+    int src = gb_rundir_write_summary(&rd, &sum, &serr);
+    gb_rundir_close(&rd);
     if (rc) {
         GB_ERROR("inline run failed: %s", err.msg);
+        gb_log_close();
+        return GB_EXIT_FAILURE;
+    }
+    if (src) {
+        GB_ERROR("inline run: %s", serr.msg);
         gb_log_close();
         return GB_EXIT_FAILURE;
     }

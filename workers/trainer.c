@@ -1,22 +1,21 @@
-/* workers/trainer.c: the trainer worker. The replay (GEAR store) lives in this process's
- * shared host memory. The ingest thread pulls trajectory chunks from the sample stream and
- * writes each straight into its replay block (allocate -> copy the frames in -> commit); the
- * train thread (this one) waits on the rate limiter, selects, collects into staging buffers
- * allocated once, runs the algorithm, updates priorities, and pushes parameters to the
- * parameter service every trainer.push_params_every steps. Staleness is bounded by policy
- * version: items more than trainer.max_staleness versions behind the learner are expired. */
+/* workers/trainer.c: the trainer worker = ingest + learning (workers/learning.h). The replay
+ * (GEAR store) lives in this process's shared host memory. The ingest thread pulls trajectory
+ * chunks from the sample stream and writes each straight into its replay block (allocate ->
+ * copy the frames in -> commit); the train thread (this one) runs the learning step (rate
+ * limiter, staleness bound, select, collect, train, priorities) and pushes parameters to the
+ * parameter service every trainer.push_params_every steps. */
 #include "workers/worker.h"
 
-#include "envs/env.h"
 #include "replay/dataset.h"
-#include "replay/replay.h"
+#include "runtime/chunk.h"
 #include "runtime/clock.h"
 #include "runtime/log.h"
 #include "runtime/params.h"
+#include "runtime/rng.h"
 #include "runtime/sample.h"
 #include "runtime/wire.h"
-#include "workers/chunk.h"
-#include "workers/torch/bridge.h"
+#include "workers/acting.h"
+#include "workers/learning.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -30,8 +29,8 @@ typedef struct trainer {
     gb_worker *w;
     gb_torch_space space;
     gb_chunk_layout layout;
-    gb_torch_learner *learner;
-    gb_replay *replay;
+    gb_learning *learning; /* learner, replay, staging: workers/learning.h */
+    gb_replay *replay;     /* the learning's, for ingest */
     gb_sample_receiver *samples;
     gb_param_publisher *publisher;
     /* ingest thread */
@@ -40,35 +39,21 @@ typedef struct trainer {
     int ingest_rc;
     gb_error ingest_err;
     atomic_llong ingested, rejected_chunks;
-    atomic_int ending_seen;    /* 1: the ingest thread saw GB_RUN_ENDING_FILE; 2: reported */
+    atomic_int ending_seen;    /* 1: the ingest thread saw the run is ending; 2: reported */
     atomic_llong discarded_at_stop; /* chunks taken unused as the run ended: by the ingest
                                        thread, then by drain_at_stop once it has ended */
-    /* train thread staging, allocated once */
-    gb_replay_selection sel;
-    void *staging[GB_CHUNK_NCOLS];
-    float *priorities_f;
-    double *priorities;
     void *param_buf;
     uint64_t param_bytes;
     gb_param_entry *param_layout;
     int param_count;
-    int64_t train_steps, samples_trained, published_version;
-    gb_torch_stats last;
+    int64_t published_version;
     gb_dataset_writer *record; /* gearbox run --record DIR: every chunk received, appended */
 } trainer;
 
 /* Checks that a received chunk has exactly the layout's tensors. */
 static int check_chunk(const trainer *t, const gb_wire_msg *m)
 {
-    if (m->hdr.ntensors != GB_CHUNK_NCOLS)
-        return 0;
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
-        const gb_tensor_desc *a = &m->hdr.tensors[c], *b = &t->layout.desc[c];
-        if (strcmp(a->name, b->name) != 0 || a->dtype != b->dtype || a->rank != b->rank ||
-            memcmp(a->shape, b->shape, (size_t)a->rank * sizeof a->shape[0]) != 0)
-            return 0;
-    }
-    return 1;
+    return gb_chunk_matches(&t->layout, m->hdr.tensors, m->hdr.ntensors);
 }
 
 /* gearbox run --record: appends a received chunk to the dataset (no-op without --record).
@@ -98,7 +83,6 @@ static void *ingest_main(void *arg)
     gb_worker *w = t->w;
     gb_wire_msg msgs[INGEST_BATCH];
     int64_t idx[INGEST_BATCH], versions[INGEST_BATCH];
-    int32_t lengths[INGEST_BATCH];
     for (int i = 0; i < INGEST_BATCH; i++)
         gb_wire_msg_init(&msgs[i]);
     gb_error *err = &t->ingest_err;
@@ -163,16 +147,14 @@ static void *ingest_main(void *arg)
                     break;
             }
             for (int i = first; i < first + step; i++) {
-                for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
-                    gb_tensor_view v = gb_wire_msg_tensor(&msgs[i], c);
-                    memcpy(gb_replay_block(t->replay, c, idx[i]), v.data, v.bytes);
-                }
+                const void *cols[GB_CHUNK_NCOLS];
+                for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+                    cols[c] = gb_wire_msg_tensor(&msgs[i], c).data;
+                gb_learning_write(t->learning, idx[i], cols);
                 versions[i] = msgs[i].hdr.policy_version;
-                lengths[i] = (int32_t)t->layout.T;
                 gb_wire_msg_release(&msgs[i]);
             }
-            rc = gb_replay_commit(t->replay, step, &idx[first], NULL, &lengths[first],
-                                  &versions[first], err);
+            rc = gb_learning_commit(t->learning, step, &idx[first], &versions[first], err);
         }
         if (rc) {
             for (int i = 0; i < n; i++)
@@ -193,25 +175,13 @@ out:
     return NULL;
 }
 
-/* gearbox run --record DIR: opens DIR/trainer-<index>.gbds with the chunk layout as schema
- * (the replay's columns: next_obs per item). */
+/* gearbox run --record DIR: opens DIR/trainer-<index>.gbds with the replay's columns as schema
+ * (the chunk's columns, next_obs per item). */
 static int record_open(trainer *t, gb_error *err)
 {
-    gb_dataset_schema s = {.steps = t->layout.T, .ncolumns = GB_CHUNK_NCOLS};
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
-        const gb_tensor_desc *d = &t->layout.desc[c];
-        gb_replay_column *col = &s.columns[c];
-        int per_item = c == GB_CHUNK_NEXT_OBS;
-        snprintf(col->name, sizeof col->name, "%s", d->name);
-        col->dtype = d->dtype;
-        col->per_item = per_item;
-        col->ndim = per_item ? d->rank : d->rank - 1;
-        if (col->ndim > GB_REPLAY_MAX_DIMS)
-            return gb_error_set(err, GB_EINVAL, "--record: column %s has too many dimensions",
-                                d->name);
-        memcpy(col->shape, per_item ? d->shape : d->shape + 1,
-               (size_t)col->ndim * sizeof col->shape[0]);
-    }
+    const gb_replay_options *ro = gb_replay_options_of(t->replay);
+    gb_dataset_schema s = {.steps = ro->steps, .ncolumns = ro->ncolumns};
+    memcpy(s.columns, ro->columns, (size_t)ro->ncolumns * sizeof s.columns[0]);
     char path[2048];
     mkdir(t->w->record_dir, 0755);
     snprintf(path, sizeof path, "%s/trainer-%d%s", t->w->record_dir, t->w->index,
@@ -222,33 +192,13 @@ static int record_open(trainer *t, gb_error *err)
     return rc;
 }
 
-/* The replay's columns: one per chunk column; next_obs is per item. */
-static int make_replay(trainer *t, gb_error *err)
-{
-    const gb_config *cfg = t->w->cfg;
-    gb_replay_options o;
-    gb_replay_options_default(&o);
-    gb_replay_options_from_config(&o, &cfg->trainer.replay);
-    o.steps = t->layout.T;
-    o.seed = (uint64_t)cfg->experiment.seed * 31u + (uint64_t)t->w->index;
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
-        const gb_tensor_desc *d = &t->layout.desc[c];
-        int per_item = c == GB_CHUNK_NEXT_OBS;
-        int rc = gb_replay_add_column(&o, d->name, d->dtype, per_item ? d->rank : d->rank - 1,
-                                      per_item ? d->shape : d->shape + 1, per_item, err);
-        if (rc)
-            return rc;
-    }
-    return gb_replay_create(&o, &t->replay, err);
-}
-
 /* Converts the learner model's layout into the parameter stream's, once. */
 static int make_param_layout(trainer *t, gb_error *err)
 {
     const gb_torch_param *table;
     int count;
     uint64_t total;
-    gb_torch_model_layout(gb_torch_learner_model(t->learner), &table, &count, &total);
+    gb_torch_model_layout(gb_learning_model(t->learning), &table, &count, &total);
     t->param_layout = calloc((size_t)count, sizeof *t->param_layout);
     t->param_buf = malloc(total ? total : 1);
     if (!t->param_layout || !t->param_buf)
@@ -270,7 +220,7 @@ static int make_param_layout(trainer *t, gb_error *err)
 static int push_params(trainer *t, gb_error *err)
 {
     uint64_t version = 0;
-    int rc = gb_torch_model_export(gb_torch_learner_model(t->learner), t->param_buf,
+    int rc = gb_torch_model_export(gb_learning_model(t->learning), t->param_buf,
                                    t->param_bytes, &version, err);
     if (rc == 0)
         rc = gb_param_publish(t->publisher, (int64_t)version, t->param_layout, t->param_count,
@@ -278,74 +228,6 @@ static int push_params(trainer *t, gb_error *err)
     if (rc == 0)
         t->published_version = (int64_t)version;
     return rc;
-}
-
-static int alloc_staging(trainer *t, int64_t batch, gb_error *err)
-{
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
-        /* posix_memalign: 64-byte rows for the copy; from_blob reads it in place. */
-        if (posix_memalign(&t->staging[c], 64, (size_t)batch * t->layout.bytes[c]) != 0)
-            return gb_error_set(err, GB_ENOMEM, "out of memory for the training batch");
-    }
-    t->priorities_f = malloc((size_t)batch * sizeof(float));
-    t->priorities = malloc((size_t)batch * sizeof(double));
-    if (!t->priorities_f || !t->priorities)
-        return gb_error_set(err, GB_ENOMEM, "out of memory");
-    return gb_replay_selection_init(&t->sel, batch, err);
-}
-
-/* One training step: select, collect, train, update priorities. Returns 1 when trained, 0 when
- * the rate limiter had nothing yet, or an error. */
-static int train_step(trainer *t, gb_error *err)
-{
-    const gb_config *cfg = t->w->cfg;
-    int64_t B = cfg->trainer.batch_size;
-    gb_replay_request req = gb_replay_request_default(B);
-    req.timeout_s = 0.1;
-    int64_t version = (int64_t)gb_torch_model_version(gb_torch_learner_model(t->learner));
-    if (cfg->trainer.max_staleness >= 0)
-        req.min_policy_version = version - cfg->trainer.max_staleness;
-    int rc = gb_replay_sample(t->replay, &req, &t->sel, err);
-    if (rc == GB_ETIMEOUT)
-        return 0;
-    if (rc)
-        return rc;
-    gb_replay_dst dst[GB_CHUNK_NCOLS];
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
-        dst[c] = (gb_replay_dst){.column = c, .data = t->staging[c],
-                                 .bytes = (size_t)B * t->layout.bytes[c]};
-    rc = gb_replay_collect(t->replay, &t->sel, dst, GB_CHUNK_NCOLS, NULL, err);
-    int64_t n = t->sel.n;
-    if (rc == 0) {
-        int weighted = cfg->trainer.replay.selector == GB_SELECTOR_WEIGHTED;
-        gb_torch_batch batch = {
-            .B = n,
-            .T = t->layout.T,
-            .obs = t->staging[GB_CHUNK_OBS],
-            .next_obs = t->staging[GB_CHUNK_NEXT_OBS],
-            .action = t->staging[GB_CHUNK_ACTION],
-            .reward = t->staging[GB_CHUNK_REWARD],
-            .terminated = t->staging[GB_CHUNK_TERMINATED],
-            .truncated = t->staging[GB_CHUNK_TRUNCATED],
-            .valid = t->staging[GB_CHUNK_VALID],
-            .logp = t->staging[GB_CHUNK_LOGP],
-            .weights = weighted ? t->sel.weight : NULL,
-        };
-        rc = gb_torch_learner_train(t->learner, &batch, &t->last,
-                                    weighted ? t->priorities_f : NULL, err);
-        if (rc == 0 && weighted) {
-            for (int64_t i = 0; i < n; i++)
-                t->priorities[i] = t->priorities_f[i];
-            rc = gb_replay_update_priorities(t->replay, n, t->sel.index, t->sel.key,
-                                             t->priorities, NULL, err);
-        }
-    }
-    gb_replay_release(t->replay, &t->sel);
-    if (rc)
-        return rc;
-    t->train_steps++;
-    t->samples_trained += t->last.samples;
-    return 1;
 }
 
 /* At stop, after the ingest thread ended: takes the chunks still queued on the sample stream
@@ -384,8 +266,9 @@ static void report(trainer *t, double env_progress)
     gb_replay_stats rs;
     gb_replay_stats_get(t->replay, &rs);
     gb_sample_receiver_stats ss = gb_sample_receiver_get_stats(t->samples);
-    gb_metrics_set(m, "train_steps", (double)t->train_steps);
-    gb_metrics_set(m, "samples_trained", (double)t->samples_trained);
+    const gb_torch_stats *last = gb_learning_last(t->learning);
+    gb_metrics_set(m, "train_steps", (double)gb_learning_train_steps(t->learning));
+    gb_metrics_set(m, "samples_trained", (double)gb_learning_samples_trained(t->learning));
     gb_metrics_set(m, "policy_version", (double)t->published_version);
     gb_metrics_set(m, "replay_size", (double)rs.size);
     gb_metrics_set(m, "replay_capacity", (double)rs.capacity);
@@ -395,28 +278,26 @@ static void report(trainer *t, double env_progress)
     gb_metrics_set(m, "chunks_discarded_at_stop", (double)atomic_load(&t->discarded_at_stop));
     gb_metrics_set(m, "chunks_rejected",
                    (double)(ss.rejected + (uint64_t)atomic_load(&t->rejected_chunks)));
-    gb_metrics_set(m, "loss", t->last.loss);
-    gb_metrics_set(m, "policy_loss", t->last.policy_loss);
-    gb_metrics_set(m, "value_loss", t->last.value_loss);
-    gb_metrics_set(m, "entropy", t->last.entropy);
-    gb_metrics_set(m, "lr", t->last.lr);
+    gb_metrics_set(m, "loss", last->loss);
+    gb_metrics_set(m, "policy_loss", last->policy_loss);
+    gb_metrics_set(m, "value_loss", last->value_loss);
+    gb_metrics_set(m, "entropy", last->entropy);
+    gb_metrics_set(m, "lr", last->lr);
     gb_metrics_set(m, "progress", env_progress);
     gb_metrics_send(m, NULL);
 }
 
 static int checkpoint(trainer *t, gb_error *err)
 {
-    char dir[2048], path[2200];
+    char dir[2048], model[2200], replay[2200];
     snprintf(dir, sizeof dir, "%s/checkpoints", t->w->run_dir);
     mkdir(dir, 0755);
-    snprintf(path, sizeof path, "%s/trainer-%d.model", dir, t->w->index);
-    int rc = gb_torch_learner_save(t->learner, path, err);
-    if (rc)
-        return rc;
-    snprintf(path, sizeof path, "%s/trainer-%d.replay", dir, t->w->index);
-    rc = gb_replay_checkpoint(t->replay, path, err);
+    snprintf(model, sizeof model, "%s/trainer-%d.model", dir, t->w->index);
+    snprintf(replay, sizeof replay, "%s/trainer-%d.replay", dir, t->w->index);
+    int rc = gb_learning_checkpoint(t->learning, model, replay, err);
     if (rc == 0)
-        GB_INFO("trainer: checkpoint written (%lld training steps)", (long long)t->train_steps);
+        GB_INFO("trainer: checkpoint written (%lld training steps)",
+                (long long)gb_learning_train_steps(t->learning));
     return rc;
 }
 
@@ -427,21 +308,21 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
     gb_env_spec spec;
     char ep[GB_REGISTRY_ENDPOINT_MAX], name[64];
     int rc = gb_worker_env_space(cfg, &spec, &t.space, err);
-    if (rc)
+    if (rc || (rc = gb_acting_layout_for(&spec, cfg->actors.chunk_len, &t.layout, err)) ||
+        (rc = gb_torch_set_threads((int)cfg->trainer.threads, err)))
         goto done;
-    if (spec.agents != 1 && cfg->trainer.algorithm.name != GB_ALGO_PPO) {
-        /* chunks are per agent, so any algorithm works; nothing to check here */
-    }
-    rc = gb_chunk_layout_init(&t.layout, cfg->actors.chunk_len, t.space.obs_dtype,
-                              t.space.obs_ndim, t.space.obs_shape, t.space.discrete,
-                              t.space.discrete ? 1 : t.space.action_dim, err);
-    if (rc || (rc = gb_torch_set_threads((int)cfg->trainer.threads, err)) ||
-        (rc = gb_torch_learner_create(cfg, &t.space,
-                                      (uint64_t)cfg->experiment.seed + (uint64_t)w->index,
-                                      &t.learner, err)) ||
-        (rc = make_replay(&t, err)) || (rc = make_param_layout(&t, err)) ||
-        (rc = alloc_staging(&t, cfg->trainer.batch_size, err)) ||
-        (w->record_dir && (rc = record_open(&t, err))))
+    uint64_t seed = (uint64_t)cfg->experiment.seed;
+    gb_learning_opts lo = {
+        .cfg = cfg,
+        .space = &t.space,
+        .layout = &t.layout,
+        .learner_seed = gb_rng_seed_of(seed, "trainer", (uint64_t)w->index, "learner"),
+        .replay_seed = gb_rng_seed_of(seed, "trainer", (uint64_t)w->index, "replay"),
+    };
+    if ((rc = gb_learning_create(&lo, &t.learning, err)))
+        goto done;
+    t.replay = gb_learning_replay(t.learning);
+    if ((rc = make_param_layout(&t, err)) || (w->record_dir && (rc = record_open(&t, err))))
         goto done;
 
     if ((rc = gb_worker_endpoint(w, "samples", ep, sizeof ep, err)))
@@ -487,10 +368,11 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
     double budget = (double)cfg->experiment.max_env_steps;
     int64_t env_steps_seen = 0;
     while (!gb_worker_stopping(w)) {
-        rc = train_step(&t, err);
+        rc = gb_learning_step(t.learning, 0.1, err);
         if (rc < 0)
             goto done;
-        if (rc == 1 && t.publisher && t.train_steps % cfg->trainer.push_params_every == 0 &&
+        if (rc == 1 && t.publisher &&
+            gb_learning_train_steps(t.learning) % cfg->trainer.push_params_every == 0 &&
             (rc = push_params(&t, err))) {
             if (gb_worker_stopping(w))
                 rc = 0; /* the service stopped first: nothing left to publish to */
@@ -499,7 +381,7 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
         /* Learning-rate annealing follows the env-step budget: estimated from ingested chunks. */
         env_steps_seen = (int64_t)atomic_load(&t.ingested) * t.layout.T;
         double progress = budget > 0 ? fmin(1.0, (double)env_steps_seen / budget) : 0.0;
-        gb_torch_learner_set_progress(t.learner, progress);
+        gb_torch_learner_set_progress(gb_learning_learner(t.learning), progress);
         int ack = atomic_load(&t.ending_seen) == 1;
         if (ack) { /* tell the launcher once: it stops the actors when every trainer reads */
             atomic_store(&t.ending_seen, 2);
@@ -532,7 +414,7 @@ done:
     }
     if (t.samples && t.replay)
         drain_at_stop(&t);
-    if (t.replay && t.learner && t.samples) {
+    if (t.learning && t.samples) {
         gb_metrics_set(w->metrics, "final", 1); /* the launcher's sample ledger needs this one */
         report(&t, 0);
         gb_error cerr = {0};
@@ -555,14 +437,8 @@ done:
     }
     gb_param_publisher_close(t.publisher);
     gb_sample_receiver_close(t.samples);
-    gb_replay_selection_free(&t.sel);
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
-        free(t.staging[c]);
-    free(t.priorities_f);
-    free(t.priorities);
     free(t.param_buf);
     free(t.param_layout);
-    gb_replay_free(t.replay);
-    gb_torch_learner_destroy(t.learner);
+    gb_learning_destroy(t.learning);
     return rc;
 }

@@ -4,7 +4,7 @@
 #include "envs/host.h"
 #include "runtime/clock.h"
 #include "runtime/wire.h"
-#include "workers/torch/bridge.h"
+#include "workers/learning.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -48,26 +48,11 @@ int gb_worker_env_space(const gb_config *cfg, gb_env_spec *spec, gb_torch_space 
     void *env = NULL;
     rc = gb_env_create(src.iface, &args.args, (uint64_t)cfg->experiment.seed, &env, spec, err);
     if (rc == 0) {
+        /* The spec's pointers (the bounds) belong to the copy: read them before destroying it. */
+        rc = gb_learning_space(spec, space, err);
+        if (rc)
+            gb_error_prefix(err, "%s", cfg->env.name);
         src.iface->destroy(env);
-        memset(space, 0, sizeof *space);
-        space->obs_dtype = gb_env_dtype_to_gb(spec->obs.dtype);
-        space->obs_ndim = spec->obs.ndim;
-        for (int i = 0; i < spec->obs.ndim; i++)
-            space->obs_shape[i] = spec->obs.shape[i];
-        space->discrete = spec->action.kind == GB_ENV_SPACE_DISCRETE;
-        if (space->discrete) {
-            space->n_actions = spec->action.n;
-        } else if (spec->action.n > GB_TORCH_MAX_ACTION_DIM) {
-            rc = gb_error_set(err, GB_EINVAL, "%s: %d action dimensions (at most %d)",
-                              cfg->env.name, spec->action.n, GB_TORCH_MAX_ACTION_DIM);
-        } else {
-            space->action_dim = spec->action.n;
-            for (int i = 0; i < spec->action.n; i++) {
-                space->action_low[i] = spec->action.low[i];
-                space->action_high[i] = spec->action.high[i];
-            }
-        }
-        /* The spec's pointers (bounds) belonged to the destroyed copy: drop them. */
         spec->obs.low = spec->obs.high = NULL;
         spec->action.low = spec->action.high = NULL;
     }

@@ -51,7 +51,12 @@ int main(int argc, char **argv)
     gb_rundir rd;
     CHECK_OK(gb_rundir_create(&rd, &cfg, dir, &err));
     gb_inline_result res;
-    CHECK_OK(gb_inline_run(&cfg, &rd, NULL, &res, &err));
+    int rc = gb_inline_run(&cfg, &rd, NULL, &res, &err);
+    CHECK_MSG(rc == 0, "%s", err.msg);
+    gb_run_summary sum; /* as `gearbox run` writes it */
+    gb_inline_summary(&cfg, &res, rc ? err.msg : NULL, &sum);
+    CHECK_OK(gb_rundir_write_summary(&rd, &sum, &err));
+    gb_rundir_close(&rd);
     printf("%s: %s after %lld env steps, %lld train steps, %.1f s wall-clock; mean return of the "
            "last 100 episodes %.2f (target %.1f)\n",
            cfg.experiment.name, res.exit_reason, (long long)res.env_steps,

@@ -1,0 +1,262 @@
+/* workers/learning.c: the learning step shared by the trainer worker and inline mode (see
+ * learning.h). */
+#include "workers/learning.h"
+
+#include "envs/host.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* How the chosen items reach the learner. Host: copied into staging buffers allocated once
+ * (64-byte rows), which the learner reads in place. The device back-end (GPU selection,
+ * zero-copy gather into device buffers) will be a second table behind the same calls. */
+typedef struct collect_backend {
+    const char *name;
+    int (*collect)(gb_learning *L, gb_error *err);
+} collect_backend;
+
+struct gb_learning {
+    const gb_config *cfg;
+    gb_chunk_layout layout;
+    gb_torch_learner *learner;
+    gb_replay *replay;
+    const collect_backend *backend;
+    int weighted;
+    int64_t B;
+    gb_replay_selection sel;
+    int sel_init;
+    void *staging[GB_CHUNK_NCOLS]; /* [B, column bytes] */
+    float *priorities_f;           /* [B]: the learner's new priorities */
+    double *priorities;            /* [B]: as the replay takes them */
+    int64_t train_steps, samples_trained;
+    gb_torch_stats last;
+};
+
+int gb_learning_space(const gb_env_spec *spec, gb_torch_space *space, gb_error *err)
+{
+    memset(space, 0, sizeof *space);
+    space->obs_dtype = gb_env_dtype_to_gb(spec->obs.dtype);
+    if (space->obs_dtype != GB_DTYPE_FLOAT32 && space->obs_dtype != GB_DTYPE_UINT8)
+        return gb_error_set(err, GB_EUNSUPPORTED, "observations of type %s (the models take "
+                            "float32 or uint8)", gb_dtype_name(space->obs_dtype));
+    if (spec->flags & GB_ENV_TURN_BASED)
+        return gb_error_set(err, GB_EUNSUPPORTED, "turn-based environments are not supported by "
+                            "the built-in algorithms");
+    if (spec->obs.ndim > GB_TORCH_MAX_DIMS)
+        return gb_error_set(err, GB_EUNSUPPORTED, "observations of %d dimensions (at most %d)",
+                            spec->obs.ndim, GB_TORCH_MAX_DIMS);
+    space->obs_ndim = spec->obs.ndim;
+    for (int i = 0; i < spec->obs.ndim; i++)
+        space->obs_shape[i] = spec->obs.shape[i];
+    space->discrete = spec->action.kind == GB_ENV_SPACE_DISCRETE;
+    if (space->discrete) {
+        space->n_actions = spec->action.n;
+        return 0;
+    }
+    if (spec->action.n > GB_TORCH_MAX_ACTION_DIM)
+        return gb_error_set(err, GB_EUNSUPPORTED, "%d action dimensions (at most %d)",
+                            spec->action.n, GB_TORCH_MAX_ACTION_DIM);
+    space->action_dim = spec->action.n;
+    for (int i = 0; i < spec->action.n; i++) {
+        space->action_low[i] = spec->action.low[i];
+        space->action_high[i] = spec->action.high[i];
+    }
+    return 0;
+}
+
+static int host_collect(gb_learning *L, gb_error *err)
+{
+    gb_replay_dst dst[GB_CHUNK_NCOLS];
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+        dst[c] = (gb_replay_dst){.column = c, .data = L->staging[c],
+                                 .bytes = (size_t)L->B * L->layout.bytes[c]};
+    return gb_replay_collect(L->replay, &L->sel, dst, GB_CHUNK_NCOLS, NULL, err);
+}
+
+static const collect_backend host_backend = {"host", host_collect};
+
+/* The replay's columns are the chunk's; next_obs is per item. */
+static int make_replay(gb_learning *L, const gb_learning_opts *o, gb_error *err)
+{
+    const gb_config_replay *rc_cfg = &o->cfg->trainer.replay;
+    if (o->inline_mode && rc_cfg->samples_per_insert <= 0 && rc_cfg->max_times_sampled == 0)
+        return gb_error_set(err, GB_EINVAL,
+                            "trainer.replay.samples_per_insert: inline mode needs a ratio > 0 "
+                            "when items can be sampled more than once (max_times_sampled 0): "
+                            "in one thread nothing else would ever hold the learner back");
+    gb_replay_options ro;
+    gb_replay_options_default(&ro);
+    gb_replay_options_from_config(&ro, rc_cfg);
+    ro.steps = L->layout.T;
+    ro.seed = o->replay_seed;
+    if (o->inline_mode)
+        ro.timeout_s = 0; /* one thread inserts and samples: waiting would wait for itself */
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
+        int ndim, per_item;
+        const int64_t *shape;
+        gb_chunk_column_item(&L->layout, c, &ndim, &shape, &per_item);
+        int rc = gb_replay_add_column(&ro, L->layout.desc[c].name, L->layout.desc[c].dtype, ndim,
+                                      shape, per_item, err);
+        if (rc)
+            return rc;
+    }
+    return gb_replay_create(&ro, &L->replay, err);
+}
+
+static int alloc_staging(gb_learning *L, gb_error *err)
+{
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+        if (posix_memalign(&L->staging[c], 64, (size_t)L->B * L->layout.bytes[c]) != 0)
+            return gb_error_set(err, GB_ENOMEM, "out of memory for a training batch of %lld "
+                                "chunks", (long long)L->B);
+    L->priorities_f = malloc((size_t)L->B * sizeof *L->priorities_f);
+    L->priorities = malloc((size_t)L->B * sizeof *L->priorities);
+    if (!L->priorities_f || !L->priorities)
+        return gb_error_set(err, GB_ENOMEM, "out of memory");
+    int rc = gb_replay_selection_init(&L->sel, L->B, err);
+    L->sel_init = rc == 0;
+    return rc;
+}
+
+int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *err)
+{
+    *out = NULL;
+    const gb_config *cfg = o->cfg;
+    if (cfg->trainer.device == GB_DEVICE_CUDA)
+        return gb_error_set(err, GB_EUNSUPPORTED, "trainer.device: cuda: the GPU trainer "
+                            "(device selection and zero-copy collection) is not implemented "
+                            "yet; use cpu");
+    gb_learning *L = calloc(1, sizeof *L);
+    if (!L)
+        return gb_error_set(err, GB_ENOMEM, "learning: out of memory");
+    L->cfg = cfg;
+    L->layout = *o->layout;
+    L->B = cfg->trainer.batch_size;
+    L->weighted = cfg->trainer.replay.selector == GB_SELECTOR_WEIGHTED;
+    L->backend = &host_backend;
+    int rc = gb_torch_learner_create(cfg, o->space, o->learner_seed, &L->learner, err);
+    if (rc == 0)
+        rc = make_replay(L, o, err);
+    if (rc == 0)
+        rc = alloc_staging(L, err);
+    if (rc) {
+        gb_learning_destroy(L);
+        return rc;
+    }
+    *out = L;
+    return 0;
+}
+
+void gb_learning_destroy(gb_learning *L)
+{
+    if (!L)
+        return;
+    if (L->sel_init)
+        gb_replay_selection_free(&L->sel);
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+        free(L->staging[c]);
+    free(L->priorities_f);
+    free(L->priorities);
+    gb_replay_free(L->replay);
+    gb_torch_learner_destroy(L->learner);
+    free(L);
+}
+
+gb_replay *gb_learning_replay(gb_learning *L) { return L->replay; }
+gb_torch_learner *gb_learning_learner(gb_learning *L) { return L->learner; }
+gb_torch_model *gb_learning_model(gb_learning *L) { return gb_torch_learner_model(L->learner); }
+const gb_torch_stats *gb_learning_last(const gb_learning *L) { return &L->last; }
+int64_t gb_learning_train_steps(const gb_learning *L) { return L->train_steps; }
+int64_t gb_learning_samples_trained(const gb_learning *L) { return L->samples_trained; }
+
+void gb_learning_write(gb_learning *L, int64_t idx, const void *const cols[GB_CHUNK_NCOLS])
+{
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+        memcpy(gb_replay_block(L->replay, c, idx), cols[c], L->layout.bytes[c]);
+}
+
+int gb_learning_commit(gb_learning *L, int64_t n, const int64_t *idx, const int64_t *versions,
+                       gb_error *err)
+{
+    enum { MAX_BATCH = 64 };
+    int32_t lengths[MAX_BATCH];
+    for (int i = 0; i < MAX_BATCH; i++)
+        lengths[i] = (int32_t)L->layout.T;
+    for (int64_t first = 0; first < n; first += MAX_BATCH) {
+        int64_t k = n - first < MAX_BATCH ? n - first : MAX_BATCH;
+        int rc = gb_replay_commit(L->replay, k, idx + first, NULL, lengths, versions + first, err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int gb_learning_insert(gb_learning *L, const void *const cols[GB_CHUNK_NCOLS], int64_t version,
+                       double timeout_s, gb_error *err)
+{
+    int64_t idx;
+    int rc = gb_replay_allocate(L->replay, 1, &idx, timeout_s, err);
+    if (rc)
+        return rc;
+    gb_learning_write(L, idx, cols);
+    return gb_learning_commit(L, 1, &idx, &version, err);
+}
+
+static gb_torch_batch batch_view(const gb_learning *L, int64_t n)
+{
+    return (gb_torch_batch){
+        .B = n,
+        .T = L->layout.T,
+        .obs = L->staging[GB_CHUNK_OBS],
+        .next_obs = L->staging[GB_CHUNK_NEXT_OBS],
+        .action = L->staging[GB_CHUNK_ACTION],
+        .reward = L->staging[GB_CHUNK_REWARD],
+        .terminated = L->staging[GB_CHUNK_TERMINATED],
+        .truncated = L->staging[GB_CHUNK_TRUNCATED],
+        .valid = L->staging[GB_CHUNK_VALID],
+        .logp = L->staging[GB_CHUNK_LOGP],
+        .weights = L->weighted ? L->sel.weight : NULL,
+    };
+}
+
+int gb_learning_step(gb_learning *L, double timeout_s, gb_error *err)
+{
+    gb_replay_request req = gb_replay_request_default(L->B);
+    req.timeout_s = timeout_s;
+    int64_t version = (int64_t)gb_torch_model_version(gb_torch_learner_model(L->learner));
+    if (L->cfg->trainer.max_staleness >= 0)
+        req.min_policy_version = version - L->cfg->trainer.max_staleness;
+    int rc = gb_replay_sample(L->replay, &req, &L->sel, err);
+    if (rc == GB_ETIMEOUT)
+        return 0;
+    if (rc)
+        return rc;
+    int64_t n = L->sel.n;
+    rc = L->backend->collect(L, err);
+    if (rc == 0) {
+        gb_torch_batch b = batch_view(L, n);
+        rc = gb_torch_learner_train(L->learner, &b, &L->last,
+                                    L->weighted ? L->priorities_f : NULL, err);
+    }
+    if (rc == 0 && L->weighted) {
+        for (int64_t i = 0; i < n; i++)
+            L->priorities[i] = L->priorities_f[i];
+        rc = gb_replay_update_priorities(L->replay, n, L->sel.index, L->sel.key, L->priorities,
+                                         NULL, err);
+    }
+    gb_replay_release(L->replay, &L->sel);
+    if (rc)
+        return rc;
+    L->train_steps++;
+    L->samples_trained += L->last.samples;
+    return 1;
+}
+
+int gb_learning_checkpoint(gb_learning *L, const char *model_path, const char *replay_path,
+                           gb_error *err)
+{
+    int rc = gb_torch_learner_save(L->learner, model_path, err);
+    if (rc == 0 && replay_path)
+        rc = gb_replay_checkpoint(L->replay, replay_path, err);
+    return rc;
+}

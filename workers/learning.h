@@ -1,0 +1,88 @@
+/* workers/learning.h: the learning step every trainer shares (the trainer worker, inline mode):
+ * a replay built from the chunk layout (runtime/chunk.h), the rate limiter and the staleness
+ * bound, selection, collection into the training batch, the algorithm's step, priority
+ * updates and release. The trainer worker is ingest + learning; inline mode is acting
+ * (workers/acting.h) + learning in one loop, through the same replay and rate limiter.
+ *
+ * Collection goes through a back-end: the host back-end copies the chosen rows into staging
+ * buffers allocated once, which libtorch then reads in place. A device back-end (GPU selection,
+ * zero-copy gather into device memory, trainer.device: cuda) is not implemented yet: creating
+ * learning with trainer.device: cuda is refused (GB_EUNSUPPORTED), never silently run on the
+ * host.
+ * defines: gb_learning, gb_learning_opts, gb_learning_*, gb_learning_space */
+#ifndef GB_WORKERS_LEARNING_H
+#define GB_WORKERS_LEARNING_H
+
+#include "envs/env.h"
+#include "replay/replay.h"
+#include "runtime/chunk.h"
+#include "runtime/config.h"
+#include "runtime/error.h"
+#include "workers/torch/bridge.h"
+
+#include <stdint.h>
+
+/* What the networks see and emit for an environment with this spec: the one conversion from an
+ * environment to the learner's space. Refuses what the built-in algorithms cannot take
+ * (observations other than float32 or uint8, turn-based environments, more than
+ * GB_TORCH_MAX_ACTION_DIM action dimensions) with GB_EUNSUPPORTED; otherwise returns 0. */
+int gb_learning_space(const gb_env_spec *spec, gb_torch_space *space, gb_error *err);
+
+typedef struct gb_learning gb_learning;
+
+typedef struct gb_learning_opts {
+    const gb_config *cfg;          /* trainer.* (algorithm, replay, batch_size, staleness) */
+    const gb_torch_space *space;
+    const gb_chunk_layout *layout; /* the replay's columns are the chunk's */
+    uint64_t learner_seed, replay_seed;
+    int inline_mode; /* 1: one thread both inserts and samples: nothing may wait (below) */
+} gb_learning_opts;
+
+/* Creates the learner, the replay (trainer.replay, one column per chunk column, next_obs per
+ * item) and the staging. In inline mode no call waits, so the rate limiter's ratio must be
+ * able to hold back the learner: a replay whose items are sampled more than once
+ * (max_times_sampled 0) needs samples_per_insert > 0 (GB_EINVAL otherwise, naming the key).
+ * Returns 0, GB_EUNSUPPORTED (trainer.device: cuda), GB_EINVAL, GB_ENOMEM or the learner's and
+ * the replay's errors. */
+int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *err);
+
+/* Frees everything (NULL: no-op). A thread still using the replay must be woken first
+ * (gb_replay_close on gb_learning_replay) and joined. */
+void gb_learning_destroy(gb_learning *L);
+
+gb_replay *gb_learning_replay(gb_learning *L);
+gb_torch_learner *gb_learning_learner(gb_learning *L);
+gb_torch_model *gb_learning_model(gb_learning *L);
+
+/* Copies one chunk's columns (cols[c] laid out as the chunk layout says, e.g. a chunk block's
+ * columns or a received message's tensors) into replay item idx, allocated and not yet
+ * committed (gb_replay_allocate). */
+void gb_learning_write(gb_learning *L, int64_t idx, const void *const cols[GB_CHUNK_NCOLS]);
+
+/* Commits n written items with their policy versions (every item is T steps long). */
+int gb_learning_commit(gb_learning *L, int64_t n, const int64_t *idx, const int64_t *versions,
+                       gb_error *err);
+
+/* Allocates, writes and commits one chunk, waiting at most timeout_s for the rate limiter.
+ * Returns 0, GB_ETIMEOUT (held back; nothing inserted), GB_ECLOSED or the replay's errors. */
+int gb_learning_insert(gb_learning *L, const void *const cols[GB_CHUNK_NCOLS], int64_t version,
+                       double timeout_s, gb_error *err);
+
+/* One training step: waits at most timeout_s for the rate limiter, selects batch_size items
+ * (items more than trainer.max_staleness versions behind the learner are expired first), collects
+ * them, trains, updates priorities (weighted selector) and releases them. Returns 1 when it
+ * trained, 0 when the rate limiter had nothing yet, or an error (GB_ECLOSED after destroy began,
+ * the replay's or the learner's errors). */
+int gb_learning_step(gb_learning *L, double timeout_s, gb_error *err);
+
+/* The last training step's statistics, and the counts so far. */
+const gb_torch_stats *gb_learning_last(const gb_learning *L);
+int64_t gb_learning_train_steps(const gb_learning *L);
+int64_t gb_learning_samples_trained(const gb_learning *L);
+
+/* Writes the learner to model_path and, when replay_path is not NULL, the replay to replay_path
+ * (each to a temporary file, then renamed). Returns 0 or the first error. */
+int gb_learning_checkpoint(gb_learning *L, const char *model_path, const char *replay_path,
+                           gb_error *err);
+
+#endif
