@@ -1,6 +1,7 @@
 /* tests/streams/test_registry.c: the endpoint registry served from a launcher thread, workers in
  * their own processes registering, looking up with a timeout, listing by prefix; a killed worker
  * disappears after its TTL; a clean close unregisters; endpoint helpers. */
+#include "runtime/endpoint.h"
 #include "runtime/registry.h"
 #include "runtime/wire.h"
 #include "streams_test.h"
@@ -90,7 +91,7 @@ static void test_registry_processes(void)
         pids[i] = st_fork(worker_main, &wa[i]);
     }
     void *ctx = zmq_ctx_new();
-    gb_registry_server_opts so = {ep, 10000};
+    gb_registry_server_opts so = {.endpoint = ep, .max_ttl_ms = 10000};
     reg_thread t = {0};
     atomic_init(&t.stop, 0);
     CHECK_OK(gb_registry_server_open(&t.s, ctx, &so, &err));
