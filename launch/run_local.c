@@ -292,6 +292,11 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
                 (long long)cfg->trainer.count);
         return 2;
     }
+    if (cfg->trainer.device == GB_DEVICE_CUDA) {
+        fprintf(stderr, "%s: trainer.device: cuda: the GPU trainer is not implemented yet (it "
+                "would train on the CPU path); use cpu\n", cfg->source);
+        return 2;
+    }
     if (gb_rundir_create(&rd, cfg, cli->run_dir, &err)) {
         fprintf(stderr, "gearbox run: %s\n", err.msg);
         return 1;
