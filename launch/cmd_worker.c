@@ -1,12 +1,14 @@
 /* launch/cmd_worker.c: `gearbox worker --role R --index I --run-dir DIR --registry EP --metrics EP`:
  * one worker process, started by `gearbox run` (not by hand). It reads DIR/config.yaml, logs to
  * stderr (the launcher points that at DIR/logs/<role>-<index>.log), finds its peers through the
- * registry, reports to the launcher's metrics endpoint, and stops cleanly on SIGTERM/SIGINT. */
+ * registry, reports to the launcher's metrics endpoint, follows the run's state through run
+ * control (runtime/runctl.h, on the registry's socket) and stops cleanly on SIGTERM/SIGINT. */
 #include "launch/commands.h"
 #include "runtime/config.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/registry.h"
+#include "runtime/runctl.h"
 #include "runtime/wire.h"
 #include "workers/worker.h"
 
@@ -22,7 +24,7 @@ static atomic_int stop_flag;
 static void on_signal(int sig)
 {
     (void)sig;
-    atomic_fetch_add(&stop_flag, 1); /* a second SIGTERM releases a stopped actor (worker.h) */
+    atomic_store(&stop_flag, 1);
 }
 
 static void worker_usage(FILE *out)
@@ -99,6 +101,7 @@ int gb_cmd_worker(int argc, char **argv)
     void *zctx = zmq_ctx_new();
     gb_registry_client *reg = NULL;
     gb_metrics_sender *ms = NULL;
+    gb_runctl_client *runctl = NULL;
     gb_registry_client_opts ro = {.endpoint = registry,
                                   .timeout_ms = (int)cfg.streams.registry_timeout_ms,
                                   .heartbeat_ms = (int)cfg.streams.heartbeat_ms,
@@ -110,10 +113,17 @@ int gb_cmd_worker(int argc, char **argv)
         rc = gb_registry_client_open(&reg, zctx, &ro, &err);
     if (rc == 0)
         rc = gb_metrics_sender_open(&ms, zctx, metrics, roles[r].role, index, &err);
+    /* Actors stop when the run starts flushing; the others when the launcher's SIGTERM says. */
+    gb_runctl_client_opts co = {.endpoint = registry, .role = roles[r].role, .index = index,
+                                .stop = &stop_flag,
+                                .stop_at = roles[r].role == GB_ROLE_ACTOR ? GB_RUN_FLUSHING
+                                                                          : GB_RUN_RUNNING};
+    if (rc == 0)
+        rc = gb_runctl_client_open(&runctl, zctx, &co, &err);
     if (rc == 0) {
         gb_worker w = {.cfg = &cfg, .role = roles[r].role, .index = index, .run_dir = run_dir,
-                       .zctx = zctx, .registry = reg, .metrics = ms, .stop = &stop_flag,
-                       .record_dir = record};
+                       .zctx = zctx, .registry = reg, .metrics = ms, .runctl = runctl,
+                       .stop = &stop_flag, .record_dir = record};
         GB_INFO("worker started (pid %d)", (int)getpid());
         rc = roles[r].main(&w, &err);
     }
@@ -128,6 +138,7 @@ int gb_cmd_worker(int argc, char **argv)
         GB_ERROR("%s", err.msg);
     else
         GB_INFO("worker stopped");
+    gb_runctl_client_close(runctl);
     gb_metrics_sender_close(ms);
     gb_registry_client_close(reg);
     if (zctx)

@@ -6,9 +6,11 @@
 #include "launch/rundir.h"
 #include "launch/supervisor.h"
 #include "runtime/clock.h"
+#include "runtime/endpoint.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/registry.h"
+#include "runtime/runctl.h"
 #include "runtime/wire.h"
 #include "workers/worker.h"
 
@@ -55,24 +57,12 @@ static const char *const columns[M_NCOLS] = {
 
 static double or0(double v) { return isnan(v) ? 0 : v; }
 
-/* Creates (on) or removes the run's "ending" marker (workers/worker.h, GB_RUN_ENDING_FILE),
- * which tells the trainers the run is about to end. Returns 0 or -1 (warned). */
-static int mark_ending(const gb_rundir *rd, int on)
-{
-    char p[GB_RUNDIR_PATH_MAX];
-    gb_error e = {0};
-    if (gb_rundir_file(rd, GB_RUN_ENDING_FILE, p, sizeof p, &e) != 0)
-        return -1;
-    if (!on)
-        return unlink(p);
-    FILE *f = fopen(p, "w");
-    if (!f) {
-        GB_WARN("cannot create %s: trainers may hold back the actors' last chunks", p);
-        return -1;
-    }
-    fclose(f);
-    return 0;
-}
+/* What the stop decisions look at: the metrics and the run-control confirmations. */
+typedef struct stop_view {
+    gb_metrics_collector *m;
+    const gb_runctl_server *rc;
+    const gb_config *cfg;
+} stop_view;
 
 /* How many of the count workers of role have reported name = 1 (a flag: final, ending_seen). */
 static int64_t flagged(const gb_metrics_collector *m, int role, int64_t count, const char *name)
@@ -83,59 +73,69 @@ static int64_t flagged(const gb_metrics_collector *m, int role, int64_t count, c
     return n;
 }
 
-/* Polls the metrics until done(m, cfg) or max_s passes; returns done's last answer. */
-static int poll_until(gb_metrics_collector *m, const gb_config *cfg, double max_s,
-                      int (*done)(const gb_metrics_collector *, const gb_config *))
+/* Polls the metrics until done(v) or max_s passes; returns done's last answer. */
+static int poll_until(const stop_view *v, double max_s, int (*done)(const stop_view *))
 {
     gb_error e = {0};
     for (double end = gb_now_s() + max_s;; ) {
-        if (done(m, cfg))
+        if (done(v))
             return 1;
         if (gb_now_s() >= end)
             return 0;
-        gb_metrics_collector_poll(m, 10, &e);
+        gb_metrics_collector_poll(v->m, 10, &e);
     }
 }
 
-static int trainers_ending(const gb_metrics_collector *m, const gb_config *cfg)
+/* Every trainer confirmed the end (gb_worker_confirm_ending). Until every trainer calls it, a
+ * trainer that reports the "ending_seen" metric instead counts as confirmed too. */
+static int trainers_ending(const stop_view *v)
 {
-    return flagged(m, GB_ROLE_TRAINER, cfg->trainer.count, "ending_seen") == cfg->trainer.count;
+    int64_t n = gb_runctl_server_confirmed(v->rc, GB_ROLE_TRAINER, GB_RUN_ENDING);
+    int64_t legacy = flagged(v->m, GB_ROLE_TRAINER, v->cfg->trainer.count, "ending_seen");
+    return (n > legacy ? n : legacy) >= v->cfg->trainer.count;
 }
 
-static int chunks_all_received(const gb_metrics_collector *m, const gb_config *cfg)
+static int chunks_all_received(const stop_view *v)
 {
-    return flagged(m, GB_ROLE_ACTOR, cfg->actors.count, "final") == cfg->actors.count &&
-           or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_received")) >=
-               or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "chunks_sent"));
+    return flagged(v->m, GB_ROLE_ACTOR, v->cfg->actors.count, "final") == v->cfg->actors.count &&
+           or0(gb_metrics_sum(v->m, GB_ROLE_TRAINER, "chunks_received")) >=
+               or0(gb_metrics_sum(v->m, GB_ROLE_ACTOR, "chunks_sent"));
 }
 
-/* Stops every worker without losing a chunk on the sample stream, within the stop grace:
- *  1. the "ending" file: trainers stop waiting for their rate limiter and read everything
- *     (they confirm with ending_seen; up to 1 s);
- *  2. SIGTERM to the actors: they stop stepping, send what they hold and a final report, and
- *     keep their connections open (workers/worker.h, gb_worker_wait_release);
- *  3. once the trainers have received every chunk the actors counted as sent (up to 1.5 s), a
- *     second SIGTERM releases the actors, which close and exit;
+/* Stops every worker without losing a chunk on the sample stream, within the stop grace, by
+ * moving the run's state (runtime/runctl.h):
+ *  1. ending: trainers stop waiting for their rate limiter and read everything; they confirm
+ *     (up to 1/4 of the grace);
+ *  2. flushing: the actors stop stepping, send what they hold and a final report, and keep
+ *     their connections open (workers/worker.h, gb_worker_wait_release);
+ *  3. drained, once the trainers have received every chunk the actors counted as sent (up to
+ *     0.35 of the grace), then released: the actors close and exit (0.15 of the grace);
  *  4. SIGTERM to the rest, SIGKILL to whatever is left when the grace runs out.
  * Whatever still goes missing shows in summary.json's sample ledger. */
-static void stop_workers(gb_supervisor *sup, const gb_rundir *rd, gb_metrics_collector *mc,
+static void stop_workers(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_collector *mc,
                          const gb_config *cfg)
 {
     double grace = cfg->launch.stop_timeout_s < 4.5 ? cfg->launch.stop_timeout_s : 4.5;
     double t0 = gb_now_s();
-    if (mc && mark_ending(rd, 1) == 0 && !poll_until(mc, cfg, 0.25 * grace, trainers_ending))
-        GB_WARN("not every trainer confirmed the end of the run within %.1f s", 0.25 * grace);
-    gb_supervisor_signal_role(sup, "actor", SIGTERM);
-    if (mc && !poll_until(mc, cfg, 0.35 * grace, chunks_all_received))
-        GB_WARN("the trainers had not received every chunk %.1f s after the actors stopped",
-                0.35 * grace);
-    int slow = gb_supervisor_stop_role(sup, "actor", 0.15 * grace);
-    if (slow)
-        GB_WARN("%d actors still running after their release; stopping the rest now", slow);
+    stop_view v = {mc, rc, cfg};
+    if (mc && rc) {
+        gb_runctl_server_set(rc, GB_RUN_ENDING);
+        if (!poll_until(&v, 0.25 * grace, trainers_ending))
+            GB_WARN("not every trainer confirmed the end of the run within %.1f s", 0.25 * grace);
+        gb_runctl_server_set(rc, GB_RUN_FLUSHING);
+        if (poll_until(&v, 0.35 * grace, chunks_all_received))
+            gb_runctl_server_set(rc, GB_RUN_DRAINED);
+        else
+            GB_WARN("the trainers had not received every chunk %.1f s after the actors stopped",
+                    0.35 * grace);
+        gb_runctl_server_set(rc, GB_RUN_RELEASED);
+        int slow = gb_supervisor_wait_role(sup, "actor", 0.15 * grace);
+        if (slow)
+            GB_WARN("%d actors still running after their release; stopping the rest now", slow);
+    }
     int killed = gb_supervisor_stop_all(sup, grace - (gb_now_s() - t0));
     if (killed)
         GB_WARN("%d workers did not stop within %.1f s and were killed", killed, grace);
-    mark_ending(rd, 0);
     GB_DEBUG("workers stopped in %.2f s", gb_now_s() - t0);
 }
 
@@ -292,6 +292,11 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
                 (long long)cfg->trainer.count);
         return 2;
     }
+    if (cfg->trainer.device == GB_DEVICE_CUDA) {
+        fprintf(stderr, "%s: trainer.device: cuda: the GPU trainer is not implemented yet (it "
+                "would train on the CPU path); use cpu\n", cfg->source);
+        return 2;
+    }
     if (gb_rundir_create(&rd, cfg, cli->run_dir, &err)) {
         fprintf(stderr, "gearbox run: %s\n", err.msg);
         return 1;
@@ -315,6 +320,7 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     pthread_t reg_thread;
     int reg_started = 0;
     gb_metrics_collector *mc = NULL;
+    gb_runctl_server *runctl = NULL;
     char reg_ep[GB_REGISTRY_ENDPOINT_MAX], met_ep[GB_REGISTRY_ENDPOINT_MAX], exe[PATH_MAX];
     double t0 = gb_now_s();
     int live = 0, show = 0;
@@ -328,7 +334,9 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     if (rc == 0)
         rc = gb_endpoint_make(met_ep, sizeof met_ep, GB_TRANSPORT_IPC, rd.path, "", "metrics",
                               &err);
-    gb_registry_server_opts ro = {.endpoint = reg_ep, .max_ttl_ms = 60000};
+    if (rc == 0)
+        rc = gb_runctl_server_open(&runctl, &err);
+    gb_registry_server_opts ro = {.endpoint = reg_ep, .max_ttl_ms = 60000, .runctl = runctl};
     if (rc == 0)
         rc = gb_registry_server_open(&reg.server, zctx, &ro, &err);
     if (rc == 0)
@@ -430,7 +438,7 @@ stop:;
     /* The mean the stop was decided on (and `solved` judged by): episodes that finish while
      * the workers stop still count in `episodes`, but do not move this figure. */
     double decided_return = mc ? gb_metrics_return_mean(mc) : NAN;
-    stop_workers(&sup, &rd, mc, cfg);
+    stop_workers(&sup, runctl, mc, cfg);
     /* Workers send a last report as they stop: take it. */
     if (mc) {
         gb_metrics_collector_poll(mc, 100, &err);
@@ -474,6 +482,7 @@ stop:;
     }
     gb_metrics_collector_close(mc);
     gb_registry_server_close(reg.server);
+    gb_runctl_server_close(runctl);
     gb_rundir_close(&rd);
     if (zctx)
         zmq_ctx_term(zctx);

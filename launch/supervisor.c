@@ -93,16 +93,8 @@ static int running_of(const gb_supervisor *s, const char *role)
     return n;
 }
 
-void gb_supervisor_signal_role(gb_supervisor *s, const char *role, int sig)
+int gb_supervisor_wait_role(gb_supervisor *s, const char *role, double grace_s)
 {
-    for (int i = 0; i < s->n; i++)
-        if (s->children[i].running && strcmp(s->children[i].role, role) == 0)
-            kill(-s->children[i].pid, sig);
-}
-
-int gb_supervisor_stop_role(gb_supervisor *s, const char *role, double grace_s)
-{
-    gb_supervisor_signal_role(s, role, SIGTERM);
     double deadline = gb_now_s() + grace_s;
     while (running_of(s, role) && gb_now_s() < deadline) {
         gb_supervisor_reap(s);

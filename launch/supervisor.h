@@ -39,14 +39,11 @@ gb_child *gb_supervisor_reap(gb_supervisor *s);
 /* Number of children still running. */
 int gb_supervisor_running(const gb_supervisor *s);
 
-/* Sends sig to the running children of one role (their process groups); does not wait. */
-void gb_supervisor_signal_role(gb_supervisor *s, const char *role, int sig);
-
-/* Sends SIGTERM to the running children of one role and waits up to grace_s seconds for them
- * to end, without killing any (gb_supervisor_stop_all does that). The launcher stops the
- * actors first this way, so the chunks they flush at exit reach trainers that still read.
- * Returns the number of that role still running. */
-int gb_supervisor_stop_role(gb_supervisor *s, const char *role, double grace_s);
+/* Waits up to grace_s seconds for the running children of one role to end, without signalling
+ * or killing any (gb_supervisor_stop_all does that). The launcher lets the actors end this way
+ * once it released them (runtime/runctl.h), before it stops the rest. Returns the number of
+ * that role still running. */
+int gb_supervisor_wait_role(gb_supervisor *s, const char *role, double grace_s);
 
 /* Sends SIGTERM to every running child, waits up to grace_s seconds for them all, then SIGKILLs
  * the rest and reaps them. Returns the number that had to be killed. */

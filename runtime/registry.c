@@ -1,19 +1,16 @@
-/* runtime/registry.c: endpoint registry server (ROUTER), client with heartbeat thread, and
- * endpoint address helpers (see registry.h). */
+/* runtime/registry.c: endpoint registry server (ROUTER) and client with heartbeat thread (see
+ * registry.h). */
 #include "runtime/registry.h"
 
 #include "runtime/clock.h"
 #include "runtime/log.h"
+#include "runtime/runctl.h"
 #include "runtime/wire.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- server ---------------------------------------------------------------------------------- */
@@ -29,6 +26,7 @@ struct gb_registry_server {
     void *sock;
     char endpoint[256];
     int max_ttl_ms;
+    gb_runctl_server *runctl; /* the launcher's, or NULL */
     reg_ent *ents;
     int n;
     uint64_t rejected;
@@ -48,6 +46,7 @@ int gb_registry_server_open(gb_registry_server **out, void *zctx,
     if (!s)
         return gb_error_set(err, GB_ENOMEM, "registry: out of memory");
     s->max_ttl_ms = o->max_ttl_ms;
+    s->runctl = o->runctl;
     gb_wire_msg_init(&s->msg);
     s->ents = calloc(GB_REGISTRY_MAX_ENTRIES, sizeof *s->ents);
     s->list_names = malloc((size_t)GB_REGISTRY_MAX_ENTRIES * GB_REGISTRY_NAME_MAX);
@@ -246,7 +245,7 @@ int gb_registry_server_poll(gb_registry_server *s, int timeout_ms, gb_error *err
         expire(s, gb_now_ns());
         int rc = gb_wire_recv(s->sock, &s->msg, 1, ZMQ_DONTWAIT, err);
         if (rc == GB_EAGAIN)
-            return 0;
+            break;
         if (rc == GB_EPROTO) {
             s->rejected++;
             GB_DEBUG("registry: rejected: %s", err->msg);
@@ -254,15 +253,21 @@ int gb_registry_server_poll(gb_registry_server *s, int timeout_ms, gb_error *err
         }
         if (rc)
             return rc;
-        serve(s, &s->msg, gb_now_ns());
+        if (s->msg.hdr.type == GB_MSG_RUN_WATCH && s->runctl)
+            s->rejected += gb_runctl_server_handle(s->runctl, s->sock, &s->msg) != 0;
+        else
+            serve(s, &s->msg, gb_now_ns());
         gb_wire_msg_release(&s->msg);
     }
+    if (s->runctl)
+        gb_runctl_server_tick(s->runctl, s->sock);
+    return 0;
 }
 
 int gb_registry_server_run(gb_registry_server *s, const atomic_int *stop, gb_error *err)
 {
     while (!atomic_load(stop)) {
-        int rc = gb_registry_server_poll(s, 50, err);
+        int rc = gb_registry_server_poll(s, s->runctl ? GB_RUNCTL_POLL_MS : 50, err);
         if (rc)
             return rc;
     }
@@ -595,84 +600,4 @@ int gb_registry_lookup(gb_registry_client *c, const char *name, char *endpoint, 
         gb_sleep_ms(backoff);
         backoff = backoff < 200 ? backoff * 2 : 200;
     }
-}
-
-/* ---- endpoints ------------------------------------------------------------------------------- */
-
-static int ipv4_of_interface(const char *ifname, char *out, size_t cap, gb_error *err)
-{
-    struct ifaddrs *ifs;
-    if (getifaddrs(&ifs) != 0)
-        return gb_error_errno(err, "getifaddrs");
-    int rc = gb_error_set(err, GB_ENOTFOUND, "streams.interface '%s': no such interface with an "
-                          "IPv4 address", ifname);
-    for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
-        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && strcmp(i->ifa_name, ifname) == 0) {
-            const struct sockaddr_in *sa = (const struct sockaddr_in *)i->ifa_addr;
-            if (inet_ntop(AF_INET, &sa->sin_addr, out, (socklen_t)cap))
-                rc = 0;
-            break;
-        }
-    freeifaddrs(ifs);
-    return rc;
-}
-
-int gb_endpoint_make(char *out, size_t cap, int transport, const char *run_dir,
-                     const char *interface, const char *name, gb_error *err)
-{
-    int n;
-    if (transport == 0) {
-        char dir[512];
-        n = snprintf(dir, sizeof dir, "%s/sockets", run_dir);
-        if (n < 0 || (size_t)n >= sizeof dir)
-            return gb_error_set(err, GB_EINVAL, "run directory path too long");
-        if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-            return gb_error_errno(err, "mkdir %s", dir);
-        n = snprintf(out, cap, "ipc://%s/", dir);
-        if (n < 0 || (size_t)n >= cap)
-            return gb_error_set(err, GB_EINVAL, "endpoint buffer too small");
-        size_t k = (size_t)n;
-        for (const char *p = name; *p && k + 1 < cap; p++)
-            out[k++] = *p == '/' ? '-' : *p;
-        out[k] = '\0';
-        if (k - 6 > 107) /* sun_path holds 108 bytes with the NUL */
-            return gb_error_set(err, GB_EINVAL, "ipc socket path '%s' exceeds the 107-byte limit "
-                                "of Unix sockets; use a shorter run directory", out + 6);
-        return 0;
-    }
-    if (transport != 1)
-        return gb_error_set(err, GB_EINVAL, "unknown transport %d", transport);
-    char addr[INET_ADDRSTRLEN];
-    struct in_addr tmp;
-    if (!interface || !*interface)
-        return gb_error_set(err, GB_EINVAL, "streams.interface: empty");
-    if (strcmp(interface, "*") == 0 || inet_pton(AF_INET, interface, &tmp) == 1) {
-        snprintf(addr, sizeof addr, "%s", interface);
-    } else {
-        int rc = ipv4_of_interface(interface, addr, sizeof addr, err);
-        if (rc)
-            return rc;
-    }
-    n = snprintf(out, cap, "tcp://%s:*", addr);
-    if (n < 0 || (size_t)n >= cap)
-        return gb_error_set(err, GB_EINVAL, "endpoint buffer too small");
-    return 0;
-}
-
-int gb_endpoint_connectable(const char *bound, char *out, size_t cap, gb_error *err)
-{
-    const char *wild = "tcp://0.0.0.0:";
-    int n;
-    if (strncmp(bound, wild, strlen(wild)) == 0) {
-        char host[256];
-        if (gethostname(host, sizeof host) != 0)
-            return gb_error_errno(err, "gethostname");
-        host[sizeof host - 1] = '\0';
-        n = snprintf(out, cap, "tcp://%s:%s", host, bound + strlen(wild));
-    } else {
-        n = snprintf(out, cap, "%s", bound);
-    }
-    if (n < 0 || (size_t)n >= cap)
-        return gb_error_set(err, GB_EINVAL, "endpoint '%s' too long", bound);
-    return 0;
 }

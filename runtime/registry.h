@@ -1,16 +1,13 @@
 /* runtime/registry.h: the endpoint registry: how workers find each other, served by the launcher.
- * defines: gb_registry_server, gb_registry_client, gb_registry_entry, gb_endpoint_make,
- *          gb_endpoint_connectable
+ * defines: gb_registry_server, gb_registry_client, gb_registry_entry and their functions
  *
  * Workers register "name -> endpoint" (names like "policy/0/inference"), look names up with a
  * timeout (waiting for workers that have not started yet), and list every name under a prefix
  * ("trainer/" for all trainers' sample endpoints). A registration lives for its TTL; the client
  * re-registers everything every heartbeat from a background thread, so a worker that dies
- * disappears within one TTL, and a restarted registry is refilled within one heartbeat.
- *
- * On one machine endpoints are ipc:// sockets in the run directory; across machines tcp:// on
- * the address or interface the config names (streams.interface). Nothing binds to all
- * interfaces unless that option is "*". */
+ * disappears within one TTL, and a restarted registry is refilled within one heartbeat. The
+ * endpoints themselves are made by runtime/endpoint.h. The same socket carries run control
+ * (runtime/runctl.h). */
 #ifndef GB_RUNTIME_REGISTRY_H
 #define GB_RUNTIME_REGISTRY_H
 
@@ -34,6 +31,8 @@ typedef struct gb_registry_entry {
 typedef struct gb_registry_server_opts {
     const char *endpoint; /* bind address */
     int max_ttl_ms;       /* registrations asking for longer get this (> 0) */
+    struct gb_runctl_server *runctl; /* optional: run control (runtime/runctl.h) served on the
+                                        same socket; the caller keeps it open longer */
 } gb_registry_server_opts;
 
 typedef struct gb_registry_server gb_registry_server;
@@ -44,12 +43,13 @@ int gb_registry_server_open(gb_registry_server **out, void *zctx,
 void gb_registry_server_close(gb_registry_server *s);
 const char *gb_registry_server_endpoint(const gb_registry_server *s);
 
-/* Serves requests arriving within timeout_ms and expires registrations past their TTL.
+/* Serves requests arriving within timeout_ms and expires registrations past their TTL; with
+ * run control, also its watches (and answers the held ones once the run's state moved).
  * Malformed requests are answered with GB_EPROTO and counted. Returns 0, GB_ECLOSED, GB_EZMQ. */
 int gb_registry_server_poll(gb_registry_server *s, int timeout_ms, gb_error *err);
 
-/* Serves until *stop becomes non-zero (checked every 50 ms); for a launcher thread. Returns 0
- * when stopped, or poll's error. */
+/* Serves until *stop becomes non-zero (checked every 50 ms, every GB_RUNCTL_POLL_MS with run
+ * control); for a launcher thread. Returns 0 when stopped, or poll's error. */
 int gb_registry_server_run(gb_registry_server *s, const atomic_int *stop, gb_error *err);
 
 /* Live registrations now. This and gb_registry_server_rejected read state the serving thread
@@ -99,20 +99,5 @@ int gb_registry_lookup(gb_registry_client *c, const char *name, char *endpoint, 
  * (naming how many were found), GB_ENOMEM. */
 int gb_registry_list(gb_registry_client *c, const char *prefix, int min_count, int timeout_ms,
                      gb_registry_entry **out, int *n, gb_error *err);
-
-/* ---- endpoints ------------------------------------------------------------------------------- */
-
-/* Writes the address to bind for a named socket of this worker:
- *   transport 0 (ipc): "ipc://<run_dir>/sockets/<name with '/' as '-'>" (creates the folder;
- *                       GB_EINVAL when the path exceeds the 107-byte socket path limit);
- *   transport 1 (tcp): "tcp://<address>:*" where interface is an IPv4 address, an interface name
- *                       (its first IPv4 address), or "*" (all interfaces, only when asked).
- * Returns 0, GB_EINVAL, GB_ENOTFOUND (no such interface), GB_ESYS. */
-int gb_endpoint_make(char *out, size_t cap, int transport, const char *run_dir,
-                     const char *interface, const char *name, gb_error *err);
-
-/* Turns a bound endpoint (ZMQ_LAST_ENDPOINT) into one peers can connect to: a wildcard address
- * "tcp://0.0.0.0:P" becomes "tcp://<hostname>:P"; others are copied. Returns 0 or GB_EINVAL. */
-int gb_endpoint_connectable(const char *bound, char *out, size_t cap, gb_error *err);
 
 #endif

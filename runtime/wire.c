@@ -14,7 +14,7 @@ static const char *const type_names[GB_MSG_TYPE_END] = {
     "invalid",     "infer_request", "infer_reply", "sample",     "param_begin",
     "param_chunk", "param_end",     "param_info_req", "param_info", "param_fetch",
     "param_data",  "reg_register",  "reg_unregister", "reg_lookup", "reg_reply",
-    "metrics",     "serve_request", "serve_reply",
+    "metrics",     "serve_request", "serve_reply", "run_watch",  "run_state",
 };
 
 const char *gb_role_name(int role)

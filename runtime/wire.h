@@ -58,7 +58,10 @@ typedef enum gb_msg_type {
                                  optional "returns" float32 and "lengths" int64 (episodes) */
     GB_MSG_SERVE_REQUEST = 16, /* offline-RL data server request; meta[0] = op (workers/server.h) */
     GB_MSG_SERVE_REPLY = 17,  /* its reply; meta[0] = op; status != 0: error, text says why */
-    GB_MSG_TYPE_END = 18,     /* not a type: one past the last */
+    GB_MSG_RUN_WATCH = 18,    /* run control (runtime/runctl.h), to the registry; meta: the
+                                 state the worker knows, the state it confirms */
+    GB_MSG_RUN_STATE = 19,    /* its answer; meta[0]: the run's state; status != 0: error */
+    GB_MSG_TYPE_END = 20,     /* not a type: one past the last */
 } gb_msg_type;
 
 /* Sender roles; part of the wire format (numbers never change). */

@@ -2,29 +2,32 @@
 #include "workers/worker.h"
 
 #include "envs/host.h"
-#include "runtime/clock.h"
+#include "runtime/endpoint.h"
 #include "runtime/wire.h"
 #include "workers/learning.h"
 
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
-int gb_worker_run_ending(const gb_worker *w)
+gb_run_state gb_worker_run_state(const gb_worker *w)
 {
-    char path[4096];
-    if (!w->run_dir ||
-        snprintf(path, sizeof path, "%s/%s", w->run_dir, GB_RUN_ENDING_FILE) >= (int)sizeof path)
-        return 0;
-    return access(path, F_OK) == 0;
+    return w->runctl ? gb_runctl_client_state(w->runctl) : GB_RUN_RUNNING;
+}
+
+int gb_worker_run_ending(const gb_worker *w) { return gb_worker_run_state(w) >= GB_RUN_ENDING; }
+
+void gb_worker_confirm_ending(gb_worker *w)
+{
+    if (w->runctl)
+        gb_runctl_client_confirm(w->runctl, GB_RUN_ENDING);
 }
 
 int gb_worker_wait_release(const gb_worker *w, double max_s)
 {
-    for (double end = gb_now_s() + max_s; gb_now_s() < end; gb_sleep_ms(5))
-        if (atomic_load(w->stop) >= 2)
-            return 1;
-    return atomic_load(w->stop) >= 2;
+    if (!w->runctl)
+        return 1;
+    gb_runctl_client_confirm(w->runctl, GB_RUN_FLUSHING);
+    return gb_runctl_client_wait(w->runctl, GB_RUN_RELEASED, max_s);
 }
 
 int gb_worker_endpoint(const gb_worker *w, const char *name, char *out, size_t cap,

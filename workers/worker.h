@@ -1,8 +1,9 @@
 /* workers/worker.h: what every worker process shares: its config, identity, run directory,
- * ZeroMQ context, registry client, metrics sender and stop flag; and the role entry points that
- * `gearbox worker --role R --index I --run-dir DIR` dispatches to.
+ * ZeroMQ context, registry client, metrics sender, run-control client and stop flag; and the
+ * role entry points that `gearbox worker --role R --index I --run-dir DIR` dispatches to.
  * defines: gb_worker, gb_actor_main, gb_policy_main, gb_trainer_main, gb_params_main,
- *          gb_worker_endpoint, gb_worker_stopping, gb_worker_run_ending */
+ *          gb_worker_endpoint, gb_worker_stopping, gb_worker_run_state, gb_worker_run_ending,
+ *          gb_worker_confirm_ending, gb_worker_wait_release */
 #ifndef GB_WORKERS_WORKER_H
 #define GB_WORKERS_WORKER_H
 
@@ -10,6 +11,7 @@
 #include "runtime/error.h"
 #include "runtime/metrics.h"
 #include "runtime/registry.h"
+#include "runtime/runctl.h"
 
 #include <stdatomic.h>
 
@@ -21,28 +23,36 @@ typedef struct gb_worker {
     void *zctx;
     gb_registry_client *registry;
     gb_metrics_sender *metrics;
-    atomic_int *stop; /* set by SIGTERM/SIGINT: finish the current step and return */
+    gb_runctl_client *runctl; /* the run's state (runtime/runctl.h); NULL outside a run */
+    atomic_int *stop; /* set by SIGTERM/SIGINT, and for actors by run control once the run is
+                         flushing: finish the current step and return */
     const char *record_dir; /* --record DIR: trainers also append every chunk to a dataset
                                (replay/dataset.h) in DIR; NULL = off */
 } gb_worker;
 
-/* The file the launcher creates in the run directory when the run is about to end, before it
- * stops the actors: a trainer then stops waiting for its rate limiter and reads (and discards,
- * counted) whatever the actors still send, so the chunks they flush at exit are not lost. */
-#define GB_RUN_ENDING_FILE "ending"
+/* The run's state as this worker last heard it (runtime/runctl.h; GB_RUN_RUNNING without run
+ * control). One atomic load. */
+gb_run_state gb_worker_run_state(const gb_worker *w);
 
-/* 1 once GB_RUN_ENDING_FILE exists (one stat; call it when about to wait, not per step). */
+/* 1 once the launcher said the run is ending: a trainer then stops waiting for its rate limiter
+ * and reads (and discards, counted) whatever the actors still send, so the chunks they flush as
+ * they stop are not lost. One atomic load: cheap enough for every loop iteration. */
 int gb_worker_run_ending(const gb_worker *w);
+
+/* For a trainer that has seen the end (gb_worker_run_ending) and now reads everything without
+ * waiting on its rate limiter: tells the launcher, which stops the actors once every trainer
+ * has. Never blocks. */
+void gb_worker_confirm_ending(gb_worker *w);
 
 /* 1 once the worker has been asked to stop. */
 static inline int gb_worker_stopping(const gb_worker *w) { return atomic_load(w->stop) != 0; }
 
-/* For a stopped actor that has sent its last chunk and its final report: keeps the process
- * (and with it the sample connections) open until the launcher's second SIGTERM, which it
- * sends once the trainers have received every chunk the actors counted as sent, or until
- * max_s passes. Closing earlier could lose queued chunks: over ipc://, libzmq discards what a
- * closed peer left in the kernel buffer while the reader's queue is full. Returns 1 when
- * released, 0 on timeout. */
+/* For a stopped actor that has sent its last chunk and its final report: confirms that it has
+ * flushed, then keeps the process (and with it the sample connections) open until the run is
+ * released (runtime/runctl.h), which the launcher does once the trainers have received every
+ * chunk the actors counted as sent, or until max_s passes. Closing earlier could lose queued
+ * chunks: over ipc://, libzmq discards what a closed peer left in the kernel buffer while the
+ * reader's queue is full. Returns 1 when released (at once without run control), 0 on timeout. */
 int gb_worker_wait_release(const gb_worker *w, double max_s);
 
 /* The address this worker binds for socket `name` (e.g. "inference"): an ipc:// path in the
