@@ -64,7 +64,7 @@ typedef struct stop_view {
     const gb_config *cfg;
 } stop_view;
 
-/* How many of the count workers of role have reported name = 1 (a flag: final, ending_seen). */
+/* How many of the count workers of role have reported name = 1 (a flag: final). */
 static int64_t flagged(const gb_metrics_collector *m, int role, int64_t count, const char *name)
 {
     int64_t n = 0;
@@ -86,13 +86,11 @@ static int poll_until(const stop_view *v, double max_s, int (*done)(const stop_v
     }
 }
 
-/* Every trainer confirmed the end (gb_worker_confirm_ending). Until every trainer calls it, a
- * trainer that reports the "ending_seen" metric instead counts as confirmed too. */
+/* Every trainer confirmed the end (gb_worker_confirm_ending). */
 static int trainers_ending(const stop_view *v)
 {
-    int64_t n = gb_runctl_server_confirmed(v->rc, GB_ROLE_TRAINER, GB_RUN_ENDING);
-    int64_t legacy = flagged(v->m, GB_ROLE_TRAINER, v->cfg->trainer.count, "ending_seen");
-    return (n > legacy ? n : legacy) >= v->cfg->trainer.count;
+    return gb_runctl_server_confirmed(v->rc, GB_ROLE_TRAINER, GB_RUN_ENDING) >=
+           v->cfg->trainer.count;
 }
 
 static int chunks_all_received(const stop_view *v)

@@ -39,7 +39,7 @@ typedef struct trainer {
     int ingest_rc;
     gb_error ingest_err;
     atomic_llong ingested, rejected_chunks;
-    atomic_int ending_seen;    /* 1: the ingest thread saw the run is ending; 2: reported */
+    atomic_int ending_seen;    /* 1: the ingest thread saw the run is ending and confirmed it */
     atomic_llong discarded_at_stop; /* chunks taken unused as the run ended: by the ingest
                                        thread, then by drain_at_stop once it has ended */
     void *param_buf;
@@ -69,12 +69,14 @@ static int record_chunk(trainer *t, const gb_wire_msg *m, gb_error *err)
                                     (int32_t)t->layout.T, err);
 }
 
-/* Once the launcher has said the run is ending (GB_RUN_ENDING_FILE): sets *ending and tells
- * the train thread, which confirms to the launcher. */
+/* Once the launcher has said the run is ending (runtime/runctl.h): sets *ending and confirms
+ * it (the launcher stops the actors once every trainer has). One atomic load per call. */
 static void look_for_end(trainer *t, int *ending)
 {
-    if (!*ending && (*ending = gb_worker_run_ending(t->w)))
+    if (!*ending && (*ending = gb_worker_run_ending(t->w))) {
         atomic_store(&t->ending_seen, 1);
+        gb_worker_confirm_ending(t->w);
+    }
 }
 
 static void *ingest_main(void *arg)
@@ -87,12 +89,8 @@ static void *ingest_main(void *arg)
         gb_wire_msg_init(&msgs[i]);
     gb_error *err = &t->ingest_err;
     int ending = 0; /* the launcher said the run is ending (gb_worker_run_ending) */
-    double next_look = 0;
     while (!gb_worker_stopping(w)) {
-        if (!ending && gb_now_s() >= next_look) {
-            next_look = gb_now_s() + 0.05;
-            look_for_end(t, &ending);
-        }
+        look_for_end(t, &ending);
         /* Take what is waiting (at least one, waiting up to 100 ms for it). */
         int n = 0;
         while (n < INGEST_BATCH) {
@@ -367,6 +365,7 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
         next_checkpoint = gb_now_s() + cfg->trainer.checkpoint_every_s;
     double budget = (double)cfg->experiment.max_env_steps;
     int64_t env_steps_seen = 0;
+    int reporting_fast = 0;
     while (!gb_worker_stopping(w)) {
         rc = gb_learning_step(t.learning, 0.1, err);
         if (rc < 0)
@@ -382,16 +381,14 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
         env_steps_seen = (int64_t)atomic_load(&t.ingested) * t.layout.T;
         double progress = budget > 0 ? fmin(1.0, (double)env_steps_seen / budget) : 0.0;
         gb_torch_learner_set_progress(gb_learning_learner(t.learning), progress);
-        int ack = atomic_load(&t.ending_seen) == 1;
-        if (ack) { /* tell the launcher once: it stops the actors when every trainer reads */
-            atomic_store(&t.ending_seen, 2);
-            gb_metrics_set(w->metrics, "ending_seen", 1);
+        if (!reporting_fast && atomic_load(&t.ending_seen)) {
+            reporting_fast = 1; /* the launcher now waits on chunks_received: report at once */
+            next_report = 0;
         }
-        if (ack || gb_now_s() >= next_report) {
+        if (gb_now_s() >= next_report) {
             report(&t, progress);
             /* while the run ends the launcher waits on chunks_received: report often */
-            next_report = gb_now_s() + (atomic_load(&t.ending_seen) ? 0.02
-                                                                    : cfg->experiment.metrics_interval_s);
+            next_report = gb_now_s() + (reporting_fast ? 0.02 : cfg->experiment.metrics_interval_s);
         }
         if (gb_now_s() >= next_checkpoint) {
             if ((rc = checkpoint(&t, err)))
