@@ -21,23 +21,6 @@ typedef struct bopts {
     int collect_threads;
 } bopts;
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *t, int n)
-{
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return t[n / 2];
-}
-
-static double percentile(double *t, int n, double q) /* t sorted */
-{
-    return t[(int)(q * (n - 1) + 0.5)];
-}
-
 /* The small item of the issue: T = 32 steps of obs float32[4], action int32, reward float32,
  * done uint8. */
 static int small_options(gb_replay_options *o, int64_t capacity, gb_error *err)
@@ -210,7 +193,7 @@ static int bench_select(const bopts *b, gb_selector_kind kind, const char *name,
             t[i] = (double)(gb_now_ns() - a) * 1e-3;
     }
     if (!rc) {
-        double p50 = median(t, reps), p90 = percentile(t, reps, 0.9);
+        double p50 = gb_bench_quantile(t, reps, 0.5), p90 = gb_bench_quantile(t, reps, 0.9);
         *p50_out = p50;
         if (b->json)
             printf("{\"bench\":\"replay\",\"case\":\"select\",\"selector\":\"%s\",\"capacity\":%lld,"
@@ -290,8 +273,8 @@ static int bench_collect(const bopts *b, int64_t capacity, int64_t steps, int64_
         }
     }
     if (!rc) {
-        double gbps = (double)total / median(tc, reps) / 1e9,
-               mgbps = (double)total / median(tm, reps) / 1e9;
+        double gbps = (double)total / gb_bench_quantile(tc, reps, 0.5) / 1e9,
+               mgbps = (double)total / gb_bench_quantile(tm, reps, 0.5) / 1e9;
         if (b->json)
             printf("{\"bench\":\"replay\",\"case\":\"collect\",\"item_bytes\":%zu,\"batch\":%lld,"
                    "\"threads\":%d,\"bytes\":%zu,\"gbps\":%.3f,\"memcpy_gbps\":%.3f,"
@@ -371,14 +354,14 @@ static int bench_sample_update(const bopts *b, int64_t capacity, gb_error *err)
             tt[i] = (double)(gb_now_ns() - a) * 1e-3;
     }
     if (!rc) {
-        double p50 = median(tt, reps);
+        double p50 = gb_bench_quantile(tt, reps, 0.5);
         if (b->json)
             printf("{\"bench\":\"replay\",\"case\":\"sample_update\",\"capacity\":%lld,"
                    "\"batch\":%d,\"item_bytes\":%zu,\"p50_us\":%.2f,\"p90_us\":%.2f}\n",
-                   (long long)capacity, B, item_bytes(r), p50, percentile(tt, reps, 0.9));
+                   (long long)capacity, B, item_bytes(r), p50, gb_bench_quantile(tt, reps, 0.9));
         else
             printf("sample_update capacity %lld batch %d  p50 %8.2f us  p90 %8.2f us\n",
-                   (long long)capacity, B, p50, percentile(tt, reps, 0.9));
+                   (long long)capacity, B, p50, gb_bench_quantile(tt, reps, 0.9));
         fflush(stdout);
     }
     free(tt);
