@@ -374,7 +374,9 @@ static int bench_sample_update(const bopts *b, int64_t capacity, gb_error *err)
 
 static void bench_usage(FILE *out)
 {
-    fprintf(out, "usage: gearbox bench replay [--json] [--max-capacity N] [--reps N]\n");
+    fprintf(out, "usage: gearbox bench replay [--json] [--max-capacity N] [--reps N] [--quick]\n"
+                 "--quick: capacities up to 1e4, 0.1 s per insert case (a smoke run, as ctest's\n"
+                 "         bench label runs it).\n");
 }
 
 int gb_bench_replay(int argc, char **argv, int json)
@@ -384,10 +386,14 @@ int gb_bench_replay(int argc, char **argv, int json)
         return GB_EXIT_OK;
     }
     bopts b = {json, 1000, 10000000, 2};
+    double insert_s = 0.5; /* per insert case */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
             continue;
-        if (strcmp(argv[i], "--max-capacity") == 0 && i + 1 < argc)
+        if (strcmp(argv[i], "--quick") == 0) {
+            b.max_capacity = 10000;
+            insert_s = 0.1;
+        } else if (strcmp(argv[i], "--max-capacity") == 0 && i + 1 < argc)
             b.max_capacity = (int64_t)strtod(argv[++i], NULL);
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
             b.reps = atoi(argv[++i]);
@@ -405,13 +411,13 @@ int gb_bench_replay(int argc, char **argv, int json)
     if (!rc)
         rc = small_options(&o, 100000, &err);
     if (!rc)
-        rc = bench_insert(&b, "small", &o, 1, 0.5, &err);
+        rc = bench_insert(&b, "small", &o, 1, insert_s, &err);
     if (!rc)
-        rc = bench_insert(&b, "small", &o, 64, 0.5, &err);
+        rc = bench_insert(&b, "small", &o, 64, insert_s, &err);
     if (!rc)
         rc = large_options(&o, 512, &err);
     if (!rc)
-        rc = bench_insert(&b, "large", &o, 1, 0.5, &err);
+        rc = bench_insert(&b, "large", &o, 1, insert_s, &err);
     /* select: three selectors at 1e4..1e7; weighted growth ratio 1e7 / 1e5. */
     const struct {
         gb_selector_kind kind;
