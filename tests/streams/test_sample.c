@@ -245,23 +245,47 @@ static void run(int tcp)
 static void test_actors_to_trainers_ipc(void) { run(0); }
 static void test_actors_to_trainers_tcp(void) { run(1); }
 
+/* One sender connected to one receiver over ipc:// in a fresh folder (dir, for st_rmdir). */
+typedef struct pair {
+    void *ctx;
+    char dir[64];
+    gb_sample_receiver *r;
+    gb_sample_sender *s;
+} pair;
+
+static void pair_open(pair *p, int hwm, int send_timeout_ms)
+{
+    gb_error err;
+    char ep[128];
+    p->ctx = zmq_ctx_new();
+    st_tmpdir(p->dir, sizeof p->dir);
+    snprintf(ep, sizeof ep, "ipc://%s/trainer", p->dir);
+    gb_sample_receiver_opts ro = {.endpoint = ep, .hwm = hwm};
+    CHECK_OK(gb_sample_receiver_open(&p->r, p->ctx, &ro, &err));
+    const char *eps[1] = {ep};
+    gb_sample_sender_opts so = {.endpoints = eps, .n_endpoints = 1, .hwm = hwm,
+                               .send_timeout_ms = send_timeout_ms, .role = GB_ROLE_ACTOR,
+                               .index = 0};
+    CHECK_OK(gb_sample_sender_open(&p->s, p->ctx, &so, &err));
+}
+
+static void pair_close(pair *p)
+{
+    gb_sample_sender_close(p->s);
+    gb_sample_receiver_close(p->r);
+    zmq_ctx_term(p->ctx);
+    st_rmdir(p->dir);
+}
+
 /* A trainer that does not read: with a send timeout the sender drops and counts; everything it
  * counted as sent is then received, nothing else. */
 static void test_drops_counted(void)
 {
     gb_error err;
-    void *ctx = zmq_ctx_new();
-    char dir[64], ep[128];
-    st_tmpdir(dir, sizeof dir);
-    snprintf(ep, sizeof ep, "ipc://%s/slow-trainer", dir);
-    gb_sample_receiver_opts ro = {.endpoint = ep, .hwm = 1};
-    gb_sample_receiver *r;
-    CHECK_OK(gb_sample_receiver_open(&r, ctx, &ro, &err));
-    const char *eps[1] = {ep};
-    gb_sample_sender_opts so = {.endpoints = eps, .n_endpoints = 1, .hwm = 1,
-                               .send_timeout_ms = 20, .role = GB_ROLE_ACTOR, .index = 0};
-    gb_sample_sender *s;
-    CHECK_OK(gb_sample_sender_open(&s, ctx, &so, &err));
+    pair pr;
+    pair_open(&pr, 1, 20);
+    gb_sample_receiver *r = pr.r;
+    gb_sample_sender *s = pr.s;
     static unsigned char chunk[1 << 20];
     gb_tensor_desc d;
     int64_t shape[1] = {sizeof chunk};
@@ -303,10 +327,7 @@ static void test_drops_counted(void)
     st = gb_sample_sender_get_stats(s);
     fprintf(stderr, "  31 chunks of 1 MB: %llu sent, %llu dropped and counted, %u received\n",
             (unsigned long long)st.sent, (unsigned long long)st.dropped, received);
-    gb_sample_sender_close(s);
-    gb_sample_receiver_close(r);
-    zmq_ctx_term(ctx);
-    st_rmdir(dir);
+    pair_close(&pr);
 }
 
 /* A trainer's report reads the receiver's counters while its ingest thread receives: a reader
@@ -340,18 +361,10 @@ static void *read_stats(void *arg)
 static void test_stats_read_while_receiving(void)
 {
     gb_error err;
-    void *ctx = zmq_ctx_new();
-    char dir[64], ep[128];
-    st_tmpdir(dir, sizeof dir);
-    snprintf(ep, sizeof ep, "ipc://%s/stats-trainer", dir);
-    gb_sample_receiver_opts ro = {.endpoint = ep, .hwm = 64};
-    gb_sample_receiver *r;
-    CHECK_OK(gb_sample_receiver_open(&r, ctx, &ro, &err));
-    const char *eps[1] = {ep};
-    gb_sample_sender_opts so = {.endpoints = eps, .n_endpoints = 1, .hwm = 64,
-                               .send_timeout_ms = -1, .role = GB_ROLE_ACTOR, .index = 0};
-    gb_sample_sender *s;
-    CHECK_OK(gb_sample_sender_open(&s, ctx, &so, &err));
+    pair pr;
+    pair_open(&pr, 64, -1);
+    gb_sample_receiver *r = pr.r;
+    gb_sample_sender *s = pr.s;
     stats_reader sr = {.s = s, .r = r};
     atomic_init(&sr.done, 0);
     pthread_t th;
@@ -384,10 +397,7 @@ static void test_stats_read_while_receiving(void)
     CHECK_EQ_INT(sr.too_many, 0);
     fprintf(stderr, "  %d chunks, %llu concurrent statistics reads\n", STATS_CHUNKS,
             (unsigned long long)sr.reads);
-    gb_sample_sender_close(s);
-    gb_sample_receiver_close(r);
-    zmq_ctx_term(ctx);
-    st_rmdir(dir);
+    pair_close(&pr);
 }
 
 int main(void)
