@@ -2,9 +2,13 @@
  * Each prints human-readable figures, or one JSON object per line with --json, and returns an
  * exit status like a subcommand (launch/commands.h). Benchmarks report ratios against a
  * reference measured in the same run (memcpy, raw ZeroMQ, ...), never pass/fail on time.
- * defines: gb_bench_entry, gb_bench_table, gb_bench_* */
+ * defines: gb_bench_entry, gb_bench_table, gb_bench_*, gb_bench_quantile, gb_bench_net,
+ *          gb_bench_thread */
 #ifndef GB_LAUNCH_BENCH_H
 #define GB_LAUNCH_BENCH_H
+
+#include <stdatomic.h>
+#include <stddef.h>
 
 typedef struct gb_bench_entry {
     const char *name;
@@ -21,5 +25,46 @@ int gb_bench_envs(int argc, char **argv, int json);
 int gb_bench_kernels(int argc, char **argv, int json);
 int gb_bench_serve(int argc, char **argv, int json);
 int gb_bench_e2e(int argc, char **argv, int json);
+
+/* ---- shared by the benchmarks (launch/bench_util.c) ------------------------------------------ */
+
+/* Sorts t[0..n) in place and returns its q-quantile (nearest rank; q = 0.5: the median). */
+double gb_bench_quantile(double *t, int n, double q);
+
+/* ---- the cases of `gearbox bench streams` (bench_streams.c runs them) ------------------------ */
+
+/* What every streams case shares: the ZeroMQ context, the transport, the output mode. */
+typedef struct gb_bench_net {
+    void *ctx;
+    int tcp;   /* tcp://127.0.0.1, else ipc:// in dir */
+    int quick; /* --quick: fewer iterations and bytes */
+    int json;
+    char dir[64];
+    int seq;          /* endpoint names */
+    const char *only; /* --case NAME: run only that case */
+} gb_bench_net;
+
+/* Whether the case called name runs (no --case, or --case name). */
+int gb_bench_net_want(const gb_bench_net *b, const char *name);
+/* A fresh endpoint to bind: "tcp://127.0.0.1:*" or "ipc://<dir>/<what>-<seq>". */
+void gb_bench_net_endpoint(gb_bench_net *b, char *out, size_t cap, const char *what);
+/* The address sock actually bound (the port of a "tcp://...:*" filled in). */
+void gb_bench_net_bound(void *sock, char *out, size_t cap);
+
+/* A thread that polls a server object (obj) until stop. */
+typedef struct gb_bench_thread {
+    atomic_int stop;
+    atomic_int ready;
+    void *obj;
+    char ep[256];
+    size_t reply_bytes;
+    gb_bench_net *b;
+} gb_bench_thread;
+
+/* The cases; each prints its lines and returns 0, or nonzero when a measurement failed. */
+int gb_bench_inference_rtt(gb_bench_net *b);       /* bench_inference.c */
+int gb_bench_inference_pipelined(gb_bench_net *b); /* bench_inference.c */
+int gb_bench_sample_throughput(gb_bench_net *b);   /* bench_sample.c */
+int gb_bench_param_broadcast(gb_bench_net *b);     /* bench_params.c */
 
 #endif

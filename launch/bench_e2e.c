@@ -3,7 +3,7 @@
  * reports its throughput and time to solve from the run directory it wrote. */
 #include "launch/bench.h"
 #include "launch/commands.h"
-#include "launch/rundir.h"
+#include "runtime/rundir.h"
 
 #include <errno.h>
 #include <limits.h>

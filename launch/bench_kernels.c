@@ -23,20 +23,6 @@ typedef struct bench_opts {
 
 #define MAX_REPS 1000
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Sorts t in place and returns its q-quantile (nearest rank). */
-static double quantile(double *t, int n, double q)
-{
-    qsort(t, (size_t)n, sizeof(double), cmp_double);
-    int i = (int)(q * (n - 1) + 0.5);
-    return t[i];
-}
-
 static void emit_rate(const bench_opts *o, const char *name, uint64_t row_bytes, uint64_t rows,
                       double p50_us, const char *ref_name, double ref_gbps, const char *ref2_name,
                       double ref2_gbps)
@@ -120,17 +106,18 @@ static int bench_select_cpu(const bench_opts *o, double *weighted_p50, double *t
         if (r >= 0)
             t[r] = (double)(gb_now_ns() - t0) * 1e-3;
     }
-    *weighted_p50 = quantile(t, reps, 0.5);
-    emit_select(o, "weighted_select_cpu", o->n, o->k, *weighted_p50, quantile(t, reps, 0.9), reps,
-                NULL, 0);
+    *weighted_p50 = gb_bench_quantile(t, reps, 0.5);
+    emit_select(o, "weighted_select_cpu", o->n, o->k, *weighted_p50,
+                gb_bench_quantile(t, reps, 0.9), reps, NULL, 0);
     for (int r = 0; r < reps; r++) {
         uint64_t t0 = gb_now_ns();
         if ((rc = gb_kernels_select_topk_cpu(p, o->n, o->k, idx, probs, NULL, err)))
             goto fail;
         t[r] = (double)(gb_now_ns() - t0) * 1e-3;
     }
-    *topk_p50 = quantile(t, reps, 0.5);
-    emit_select(o, "topk_cpu", o->n, o->k, *topk_p50, quantile(t, reps, 0.9), reps, NULL, 0);
+    *topk_p50 = gb_bench_quantile(t, reps, 0.5);
+    emit_select(o, "topk_cpu", o->n, o->k, *topk_p50, gb_bench_quantile(t, reps, 0.9), reps,
+                NULL, 0);
     rc = 0;
 fail:
     free(p);
@@ -170,10 +157,10 @@ static int bench_gather_cpu(const bench_opts *o, uint64_t row_bytes, gb_error *e
             t[r] = (double)(t2 - t1) * 1e-3;
         }
     }
-    double memcpy_gbps = (double)(rows * row_bytes) / (quantile(m, o->reps, 0.5) * 1e3);
-    emit_rate(o, "memcpy", row_bytes, rows, quantile(m, o->reps, 0.5), NULL, 0, NULL, 0);
-    emit_rate(o, "gather_cpu", row_bytes, rows, quantile(t, o->reps, 0.5), "memcpy", memcpy_gbps,
-              NULL, 0);
+    double memcpy_gbps = (double)(rows * row_bytes) / (gb_bench_quantile(m, o->reps, 0.5) * 1e3);
+    emit_rate(o, "memcpy", row_bytes, rows, gb_bench_quantile(m, o->reps, 0.5), NULL, 0, NULL, 0);
+    emit_rate(o, "gather_cpu", row_bytes, rows, gb_bench_quantile(t, o->reps, 0.5), "memcpy",
+              memcpy_gbps, NULL, 0);
     rc = 0;
 fail:
     free(table);
@@ -201,9 +188,9 @@ static int time_op(gb_kernels_ctx *ctx, int reps, timed_op op, void *arg, double
         if (r >= 0)
             t[r] = us;
     }
-    *p50 = quantile(t, reps, 0.5);
+    *p50 = gb_bench_quantile(t, reps, 0.5);
     if (p90)
-        *p90 = quantile(t, reps, 0.9);
+        *p90 = gb_bench_quantile(t, reps, 0.9);
     return 0;
 }
 

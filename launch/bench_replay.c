@@ -21,23 +21,6 @@ typedef struct bopts {
     int collect_threads;
 } bopts;
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *t, int n)
-{
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return t[n / 2];
-}
-
-static double percentile(double *t, int n, double q) /* t sorted */
-{
-    return t[(int)(q * (n - 1) + 0.5)];
-}
-
 /* The small item of the issue: T = 32 steps of obs float32[4], action int32, reward float32,
  * done uint8. */
 static int small_options(gb_replay_options *o, int64_t capacity, gb_error *err)
@@ -210,7 +193,7 @@ static int bench_select(const bopts *b, gb_selector_kind kind, const char *name,
             t[i] = (double)(gb_now_ns() - a) * 1e-3;
     }
     if (!rc) {
-        double p50 = median(t, reps), p90 = percentile(t, reps, 0.9);
+        double p50 = gb_bench_quantile(t, reps, 0.5), p90 = gb_bench_quantile(t, reps, 0.9);
         *p50_out = p50;
         if (b->json)
             printf("{\"bench\":\"replay\",\"case\":\"select\",\"selector\":\"%s\",\"capacity\":%lld,"
@@ -290,8 +273,8 @@ static int bench_collect(const bopts *b, int64_t capacity, int64_t steps, int64_
         }
     }
     if (!rc) {
-        double gbps = (double)total / median(tc, reps) / 1e9,
-               mgbps = (double)total / median(tm, reps) / 1e9;
+        double gbps = (double)total / gb_bench_quantile(tc, reps, 0.5) / 1e9,
+               mgbps = (double)total / gb_bench_quantile(tm, reps, 0.5) / 1e9;
         if (b->json)
             printf("{\"bench\":\"replay\",\"case\":\"collect\",\"item_bytes\":%zu,\"batch\":%lld,"
                    "\"threads\":%d,\"bytes\":%zu,\"gbps\":%.3f,\"memcpy_gbps\":%.3f,"
@@ -371,14 +354,14 @@ static int bench_sample_update(const bopts *b, int64_t capacity, gb_error *err)
             tt[i] = (double)(gb_now_ns() - a) * 1e-3;
     }
     if (!rc) {
-        double p50 = median(tt, reps);
+        double p50 = gb_bench_quantile(tt, reps, 0.5);
         if (b->json)
             printf("{\"bench\":\"replay\",\"case\":\"sample_update\",\"capacity\":%lld,"
                    "\"batch\":%d,\"item_bytes\":%zu,\"p50_us\":%.2f,\"p90_us\":%.2f}\n",
-                   (long long)capacity, B, item_bytes(r), p50, percentile(tt, reps, 0.9));
+                   (long long)capacity, B, item_bytes(r), p50, gb_bench_quantile(tt, reps, 0.9));
         else
             printf("sample_update capacity %lld batch %d  p50 %8.2f us  p90 %8.2f us\n",
-                   (long long)capacity, B, p50, percentile(tt, reps, 0.9));
+                   (long long)capacity, B, p50, gb_bench_quantile(tt, reps, 0.9));
         fflush(stdout);
     }
     free(tt);
@@ -391,7 +374,9 @@ static int bench_sample_update(const bopts *b, int64_t capacity, gb_error *err)
 
 static void bench_usage(FILE *out)
 {
-    fprintf(out, "usage: gearbox bench replay [--json] [--max-capacity N] [--reps N]\n");
+    fprintf(out, "usage: gearbox bench replay [--json] [--max-capacity N] [--reps N] [--quick]\n"
+                 "--quick: capacities up to 1e4, 0.1 s per insert case (a smoke run, as ctest's\n"
+                 "         bench label runs it).\n");
 }
 
 int gb_bench_replay(int argc, char **argv, int json)
@@ -401,10 +386,14 @@ int gb_bench_replay(int argc, char **argv, int json)
         return GB_EXIT_OK;
     }
     bopts b = {json, 1000, 10000000, 2};
+    double insert_s = 0.5; /* per insert case */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
             continue;
-        if (strcmp(argv[i], "--max-capacity") == 0 && i + 1 < argc)
+        if (strcmp(argv[i], "--quick") == 0) {
+            b.max_capacity = 10000;
+            insert_s = 0.1;
+        } else if (strcmp(argv[i], "--max-capacity") == 0 && i + 1 < argc)
             b.max_capacity = (int64_t)strtod(argv[++i], NULL);
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
             b.reps = atoi(argv[++i]);
@@ -422,13 +411,13 @@ int gb_bench_replay(int argc, char **argv, int json)
     if (!rc)
         rc = small_options(&o, 100000, &err);
     if (!rc)
-        rc = bench_insert(&b, "small", &o, 1, 0.5, &err);
+        rc = bench_insert(&b, "small", &o, 1, insert_s, &err);
     if (!rc)
-        rc = bench_insert(&b, "small", &o, 64, 0.5, &err);
+        rc = bench_insert(&b, "small", &o, 64, insert_s, &err);
     if (!rc)
         rc = large_options(&o, 512, &err);
     if (!rc)
-        rc = bench_insert(&b, "large", &o, 1, 0.5, &err);
+        rc = bench_insert(&b, "large", &o, 1, insert_s, &err);
     /* select: three selectors at 1e4..1e7; weighted growth ratio 1e7 / 1e5. */
     const struct {
         gb_selector_kind kind;

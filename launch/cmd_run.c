@@ -5,7 +5,7 @@
 #include "launch/cli.h"
 #include "launch/run_local.h"
 #include "launch/commands.h"
-#include "launch/rundir.h"
+#include "runtime/rundir.h"
 #include "runtime/config.h"
 #include "runtime/log.h"
 #include "workers/inline.h"

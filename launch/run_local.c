@@ -3,7 +3,7 @@
  * metrics.csv and summary.json. */
 #include "launch/run_local.h"
 
-#include "launch/rundir.h"
+#include "runtime/rundir.h"
 #include "launch/supervisor.h"
 #include "runtime/clock.h"
 #include "runtime/endpoint.h"

@@ -1,5 +1,10 @@
-/* replay/internal.h: the replay's private state, shared by the files that implement replay.h
- * (schema.c, index.c, removers.c, ratelimit.c, sample.c, collect.c, checkpoint.c).
+/* replay/internal.h: the replay's private state, shared by the files that implement replay.h.
+ * Their calls run one way, from the top down (no file calls one above it):
+ *   replay.c (create, free)
+ *     -> remote.c (writer port)  -> write.c (allocate, commit, abort)
+ *     -> sample.c, collect.c, checkpoint.c
+ *     -> index.c, selectors.c, heap.c, ratelimit.c
+ *     -> schema.c (options, segment layout, views)
  * defines: struct gb_replay, gb_replay_sel, gb_rheap, gb_ratelimit, gb_collect_pool, the
  *          index-manager calls, gb_replay_sel_insert/remove/update */
 #ifndef GB_REPLAY_INTERNAL_H
@@ -101,7 +106,8 @@ enum { GB_PORT_ALLOCATE = 1, GB_PORT_COMMIT = 2, GB_PORT_ABORT = 3 };
 int gb_replay_port_init(gb_replay_port *p, gb_error *err);
 void gb_replay_port_destroy(gb_replay_port *p);
 
-/* Allocates the shared segment and points r->tab and r->st's arrays into it (schema.c). */
+/* Allocates the shared segment and points r->tab, r->st's arrays and r->port into it (schema.c);
+ * the caller then initialises the port (gb_replay_port_init). */
 struct gb_replay;
 int gb_replay_map_segment(struct gb_replay *r, gb_error *err);
 

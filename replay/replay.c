@@ -76,6 +76,10 @@ int gb_replay_create(const gb_replay_options *o, gb_replay **out, gb_error *err)
     rc = gb_replay_map_segment(r, err);
     if (rc)
         goto fail;
+    rc = gb_replay_port_init(r->port, err);
+    if (rc)
+        goto fail;
+    r->port_ok = 1;
     size_t cap = (size_t)r->capacity;
     r->freeq = malloc(cap * sizeof *r->freeq);
     r->live = malloc(cap * sizeof *r->live);

@@ -185,7 +185,9 @@ static void tables_from_header(const gb_replay_shm_header *h, uint8_t *base, int
     }
 }
 
-/* Allocates the segment and points r's tables and status arrays into it. */
+/* Allocates the segment and points r's tables, status arrays and writer port into it. The port
+ * is only placed here; its owner (replay.c) initialises it with remote.c's gb_replay_port_init,
+ * so the schema depends on nothing above it. */
 int gb_replay_map_segment(gb_replay *r, gb_error *err)
 {
     gb_replay_shm_header h;
@@ -198,10 +200,6 @@ int gb_replay_map_segment(gb_replay *r, gb_error *err)
     memcpy(base, &h, sizeof h);
     tables_from_header(&h, base, r->steps, r->tab);
     r->port = (gb_replay_port *)(base + GB_REPLAY_PORT_OFFSET);
-    rc = gb_replay_port_init(r->port, err);
-    if (rc)
-        return rc;
-    r->port_ok = 1;
     r->st.capacity = r->capacity;
     r->st.priority = (double *)(base + h.off_priority);
     r->st.item = (gb_replay_item *)(base + h.off_item);

@@ -4,23 +4,41 @@
 #include "runtime/clock.h"
 #include "runtime/log.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A statistics counter: written by the one thread that uses the handle, read by any thread
+ * (gb_sample_*_get_stats). Relaxed atomics: no lock and no read-modify-write on the hot path
+ * (a relaxed load and store are plain moves on x86-64 and arm64); a reader sees each counter's
+ * latest value, not a snapshot consistent across counters. */
+typedef _Atomic uint64_t counter;
+
+static inline void counter_add(counter *c, uint64_t by) /* the one writer only */
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + by,
+                          memory_order_relaxed);
+}
+
+static inline uint64_t counter_get(const counter *c)
+{
+    return atomic_load_explicit(c, memory_order_relaxed);
+}
 
 struct gb_sample_sender {
     void *sock;
     gb_sample_sender_opts o;
     uint64_t seq;
     gb_wire_header hdr;
-    gb_sample_sender_stats st;
+    counter sent, dropped, bytes;
 };
 
 struct gb_sample_receiver {
     void *sock;
     int rcvtimeo; /* ZMQ_RCVTIMEO now set */
     char endpoint[256];
-    gb_sample_receiver_stats st;
+    counter received, rejected, bytes;
 };
 
 static int opt(void *sock, int name, int v, gb_error *err, const char *what)
@@ -82,10 +100,10 @@ void gb_sample_sender_close(gb_sample_sender *s)
 {
     if (!s)
         return;
-    if (s->st.dropped)
+    uint64_t dropped = counter_get(&s->dropped), sent = counter_get(&s->sent);
+    if (dropped)
         GB_WARN("sample sender: %llu of %llu chunks were dropped (trainers not keeping up)",
-                (unsigned long long)s->st.dropped,
-                (unsigned long long)(s->st.dropped + s->st.sent));
+                (unsigned long long)dropped, (unsigned long long)(dropped + sent));
     if (s->sock)
         zmq_close(s->sock);
     free(s);
@@ -113,9 +131,9 @@ int gb_sample_send(gb_sample_sender *s, int64_t policy_version, const gb_tensor_
     }
     int rc = gb_wire_send(s->sock, NULL, 0, h, payloads, 0, err);
     if (rc == GB_ETIMEOUT) {
-        s->st.dropped++;
+        counter_add(&s->dropped, 1);
         s->seq++; /* the receiver can see the gap */
-        uint64_t d = s->st.dropped;
+        uint64_t d = counter_get(&s->dropped);
         if ((d & (d - 1)) == 0) /* 1st, 2nd, 4th, 8th, ... drop */
             GB_WARN("sample sender %d: dropped chunk %llu (%llu drops so far): no trainer "
                     "accepted it within %d ms", s->o.index, (unsigned long long)h->seq,
@@ -126,8 +144,8 @@ int gb_sample_send(gb_sample_sender *s, int64_t policy_version, const gb_tensor_
     if (rc)
         return rc;
     s->seq++;
-    s->st.sent++;
-    s->st.bytes += bytes;
+    counter_add(&s->sent, 1);
+    counter_add(&s->bytes, bytes);
     return 0;
 }
 
@@ -144,7 +162,13 @@ void gb_sample_sender_close_within(gb_sample_sender *s, int linger_ms)
     gb_sample_sender_close(s);
 }
 
-gb_sample_sender_stats gb_sample_sender_get_stats(const gb_sample_sender *s) { return s->st; }
+gb_sample_sender_stats gb_sample_sender_get_stats(const gb_sample_sender *s)
+{
+    gb_sample_sender_stats st = {.sent = counter_get(&s->sent),
+                                 .dropped = counter_get(&s->dropped),
+                                 .bytes = counter_get(&s->bytes)};
+    return st;
+}
 
 int gb_sample_receiver_open(gb_sample_receiver **out, void *zctx,
                             const gb_sample_receiver_opts *o, gb_error *err)
@@ -222,13 +246,16 @@ int gb_sample_recv(gb_sample_receiver *r, gb_wire_msg *m, int timeout_ms, gb_err
             gb_wire_msg_release(m);
         }
         if (rc == 0) {
-            r->st.received++;
+            uint64_t bytes = 0;
             for (int t = 0; t < m->nframes; t++)
-                r->st.bytes += zmq_msg_size(&m->frames[t]);
+                bytes += zmq_msg_size(&m->frames[t]);
+            counter_add(&r->received, 1);
+            counter_add(&r->bytes, bytes);
             return 0;
         }
         if (rc == GB_EPROTO) {
-            uint64_t k = ++r->st.rejected;
+            counter_add(&r->rejected, 1);
+            uint64_t k = counter_get(&r->rejected);
             if ((k & (k - 1)) == 0)
                 GB_WARN("sample receiver: rejected %llu malformed messages; last: %s",
                         (unsigned long long)k, err->msg);
@@ -242,5 +269,8 @@ int gb_sample_recv(gb_sample_receiver *r, gb_wire_msg *m, int timeout_ms, gb_err
 
 gb_sample_receiver_stats gb_sample_receiver_get_stats(const gb_sample_receiver *r)
 {
-    return r->st;
+    gb_sample_receiver_stats st = {.received = counter_get(&r->received),
+                                   .rejected = counter_get(&r->rejected),
+                                   .bytes = counter_get(&r->bytes)};
+    return st;
 }

@@ -58,6 +58,8 @@ void gb_sample_sender_close_within(gb_sample_sender *s, int linger_ms);
 int gb_sample_send(gb_sample_sender *s, int64_t policy_version, const gb_tensor_desc *descs,
                    const gb_wire_payload *payloads, int n, gb_error *err);
 
+/* The sender's counters so far. Safe to call from any thread while another sends (the counters
+ * are relaxed atomics); each value is current, the three are not one consistent snapshot. */
 gb_sample_sender_stats gb_sample_sender_get_stats(const gb_sample_sender *s);
 
 typedef struct gb_sample_receiver_opts {
@@ -91,6 +93,10 @@ const char *gb_sample_receiver_endpoint(const gb_sample_receiver *r);
  * messages are skipped and counted. Returns 0, GB_EAGAIN (none in time), GB_ECLOSED, GB_EZMQ. */
 int gb_sample_recv(gb_sample_receiver *r, gb_wire_msg *m, int timeout_ms, gb_error *err);
 
+/* The receiver's counters so far. Safe to call from any thread while another receives (a
+ * trainer's report reads them while its ingest thread receives): the counters are relaxed
+ * atomics, so the hot path takes no lock; each value is current, the three are not one
+ * consistent snapshot. Everything else on a receiver is for one thread at a time. */
 gb_sample_receiver_stats gb_sample_receiver_get_stats(const gb_sample_receiver *r);
 
 #endif

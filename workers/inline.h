@@ -5,7 +5,7 @@
 #ifndef GB_WORKERS_INLINE_H
 #define GB_WORKERS_INLINE_H
 
-#include "launch/rundir.h"
+#include "runtime/rundir.h"
 #include "runtime/config.h"
 #include "runtime/error.h"
 

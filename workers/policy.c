@@ -52,24 +52,10 @@ static void apply_staged(void *user)
     pthread_mutex_unlock(&p->lock);
     if (!b)
         return;
-    gb_torch_param *table = calloc((size_t)b->nlayout, sizeof *table);
+    /* the blob's layout is the parameter stream's gb_param_entry table, which the model imports
+     * as it is (checked entry by entry against its own) */
     gb_error err = {0};
-    int rc = table ? 0 : GB_ENOMEM;
-    for (int i = 0; rc == 0 && i < b->nlayout; i++) {
-        const gb_param_entry *e = &b->layout[i];
-        snprintf(table[i].name, sizeof table[i].name, "%s", e->name);
-        table[i].dtype = e->dtype;
-        table[i].ndim = e->rank;
-        uint64_t n = gb_dtype_size(e->dtype);
-        for (int d = 0; d < e->rank; d++) {
-            table[i].shape[d] = e->shape[d];
-            n *= (uint64_t)e->shape[d];
-        }
-        table[i].offset = e->offset;
-        table[i].nbytes = n;
-    }
-    if (rc == 0)
-        rc = gb_torch_model_import(p->model, b->data, b->bytes, table, b->nlayout,
+    int rc = gb_torch_model_import(p->model, b->data, b->bytes, b->layout, b->nlayout,
                                    (uint64_t)b->version, &err);
     if (rc == 0) {
         atomic_store(&p->applied_version, b->version);
@@ -78,7 +64,6 @@ static void apply_staged(void *user)
         GB_ERROR("policy: cannot apply parameters version %lld: %s", (long long)b->version,
                  err.msg);
     }
-    free(table);
     gb_param_blob_release(b);
 }
 

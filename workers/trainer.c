@@ -193,7 +193,7 @@ static int record_open(trainer *t, gb_error *err)
 /* Converts the learner model's layout into the parameter stream's, once. */
 static int make_param_layout(trainer *t, gb_error *err)
 {
-    const gb_torch_param *table;
+    const gb_param_entry *table;
     int count;
     uint64_t total;
     gb_torch_model_layout(gb_learning_model(t->learning), &table, &count, &total);
@@ -202,14 +202,7 @@ static int make_param_layout(trainer *t, gb_error *err)
     if (!t->param_layout || !t->param_buf)
         return gb_error_set(err, GB_ENOMEM, "out of memory for %llu parameter bytes",
                             (unsigned long long)total);
-    for (int i = 0; i < count; i++) {
-        gb_param_entry *e = &t->param_layout[i];
-        snprintf(e->name, sizeof e->name, "%s", table[i].name);
-        e->dtype = table[i].dtype;
-        e->rank = table[i].ndim;
-        memcpy(e->shape, table[i].shape, (size_t)table[i].ndim * sizeof e->shape[0]);
-        e->offset = table[i].offset;
-    }
+    memcpy(t->param_layout, table, (size_t)count * sizeof *table);
     t->param_count = count;
     t->param_bytes = total;
     return 0;

@@ -1,24 +1,45 @@
 #!/usr/bin/env bash
 # tests/ci/extra.sh: the checks .ci/run adds after the main and sanitizer test runs:
-#  - ThreadSanitizer on the replay's concurrency tests (the replay does not use ZeroMQ), and on
-#    the inference stream tests (the pipelined server's request and inference threads) with
-#    tests/streams/tsan.supp: Debian's libzmq is not instrumented, so reports with a libzmq
-#    frame in a racing stack are its internals, not ours;
+#  - ThreadSanitizer, one build (build-tsan) with libtorch on, so the workers are instrumented too:
+#    - the replay's concurrency tests (the replay does not use ZeroMQ): no suppressions;
+#    - the stream tests (the pipelined inference server's threads; the sample stream's counters
+#      read while another thread receives) with tests/streams/tsan.supp: Debian's libzmq is not
+#      instrumented, so reports with a libzmq frame in a racing stack are its internals, not ours;
+#    - the workers: the torch bridge and inline learning tests, and a real multi-process run
+#      (gearbox run configs/cartpole_ppo.yaml: actor, policy, trainer and parameter service
+#      processes, each with its threads) with tests/ci/tsan_workers.supp (libzmq, libtorch,
+#      libgomp, BLAS: not instrumented). Every process inherits TSAN_OPTIONS: a race in our code
+#      makes the worker exit with status 66 and the run fail;
 #  - a bounded libFuzzer run (60 s) of the wire header decoder.
+# On 2 cores: about 10 minutes with a cold ccache (mostly the instrumented libtorch bridge).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 jobs=$(nproc)
-tsan_tests="test_replay_concurrency test_replay_basic test_replay_ratelimit test_replay_checkpoint test_replay_remote
-  test_replay_selectors"
+tsan() { # tsan SUPPRESSIONS_FILE|- COMMAND...: runs COMMAND with fatal TSan reports
+  local supp=$1
+  shift
+  local opts="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
+  [ "$supp" = - ] || opts="$opts suppressions=$PWD/$supp"
+  TSAN_OPTIONS="$opts" "$@"
+}
+replay_tests="test_replay_concurrency test_replay_basic test_replay_ratelimit test_replay_checkpoint
+  test_replay_remote test_replay_selectors"
+stream_tests="test_inference test_inference_pipelined test_sample"
+worker_tests="test_torch_model test_torch_losses test_inline_learn"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGEARBOX_SANITIZE=thread \
-  -DGEARBOX_CUDA=OFF -DGEARBOX_TORCH=OFF
+  -DGEARBOX_CUDA=OFF -DGEARBOX_TORCH=ON
 # shellcheck disable=SC2086
-cmake --build build-tsan -j"$jobs" --target $tsan_tests
-TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure \
-  -R "^($(echo $tsan_tests | tr ' ' '|'))$"
-stream_tsan_tests="test_inference test_inference_pipelined"
+cmake --build build-tsan -j"$jobs" --target gearbox $replay_tests $stream_tests $worker_tests
+re() { echo "^($(echo "$@" | tr ' ' '|'))$"; }
 # shellcheck disable=SC2086
-cmake --build build-tsan -j"$jobs" --target $stream_tsan_tests
-TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/streams/tsan.supp" \
-  ctest --test-dir build-tsan --output-on-failure -R "^($(echo $stream_tsan_tests | tr ' ' '|'))$"
+tsan - ctest --test-dir build-tsan --output-on-failure -R "$(re $replay_tests)"
+# shellcheck disable=SC2086
+tsan tests/streams/tsan.supp ctest --test-dir build-tsan --output-on-failure -R "$(re $stream_tests)"
+# shellcheck disable=SC2086
+tsan tests/ci/tsan_workers.supp ctest --test-dir build-tsan --output-on-failure \
+  -R "$(re $worker_tests)"
+# A real distributed run under TSan: small budget (TSan slows libtorch's callers 5-15x); any
+# return counts, the point is that every process runs and stops without a report.
+tsan tests/ci/tsan_workers.supp tests/launch/run_learns.sh build-tsan/gearbox \
+  configs/cartpole_ppo.yaml build-tsan/tsan-run 0 100000
 tests/fuzz/run_fuzz.sh 60 build-fuzz

@@ -1,11 +1,15 @@
 /* tests/streams/test_sample.c: the sample stream across processes: several actors push to
  * several trainers over ipc and tcp, every chunk arrives exactly once with its content intact;
- * with a send timeout, drops are counted and the receiver gets exactly what was counted as sent. */
+ * with a send timeout, drops are counted and the receiver gets exactly what was counted as sent;
+ * the counters can be read from another thread while chunks flow (run under ThreadSanitizer by
+ * tests/ci/extra.sh). */
 #include "runtime/sample.h"
 #include "streams_test.h"
 #include "test.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #define NTRAINERS 2
@@ -241,23 +245,47 @@ static void run(int tcp)
 static void test_actors_to_trainers_ipc(void) { run(0); }
 static void test_actors_to_trainers_tcp(void) { run(1); }
 
+/* One sender connected to one receiver over ipc:// in a fresh folder (dir, for st_rmdir). */
+typedef struct pair {
+    void *ctx;
+    char dir[64];
+    gb_sample_receiver *r;
+    gb_sample_sender *s;
+} pair;
+
+static void pair_open(pair *p, int hwm, int send_timeout_ms)
+{
+    gb_error err;
+    char ep[128];
+    p->ctx = zmq_ctx_new();
+    st_tmpdir(p->dir, sizeof p->dir);
+    snprintf(ep, sizeof ep, "ipc://%s/trainer", p->dir);
+    gb_sample_receiver_opts ro = {.endpoint = ep, .hwm = hwm};
+    CHECK_OK(gb_sample_receiver_open(&p->r, p->ctx, &ro, &err));
+    const char *eps[1] = {ep};
+    gb_sample_sender_opts so = {.endpoints = eps, .n_endpoints = 1, .hwm = hwm,
+                               .send_timeout_ms = send_timeout_ms, .role = GB_ROLE_ACTOR,
+                               .index = 0};
+    CHECK_OK(gb_sample_sender_open(&p->s, p->ctx, &so, &err));
+}
+
+static void pair_close(pair *p)
+{
+    gb_sample_sender_close(p->s);
+    gb_sample_receiver_close(p->r);
+    zmq_ctx_term(p->ctx);
+    st_rmdir(p->dir);
+}
+
 /* A trainer that does not read: with a send timeout the sender drops and counts; everything it
  * counted as sent is then received, nothing else. */
 static void test_drops_counted(void)
 {
     gb_error err;
-    void *ctx = zmq_ctx_new();
-    char dir[64], ep[128];
-    st_tmpdir(dir, sizeof dir);
-    snprintf(ep, sizeof ep, "ipc://%s/slow-trainer", dir);
-    gb_sample_receiver_opts ro = {.endpoint = ep, .hwm = 1};
-    gb_sample_receiver *r;
-    CHECK_OK(gb_sample_receiver_open(&r, ctx, &ro, &err));
-    const char *eps[1] = {ep};
-    gb_sample_sender_opts so = {.endpoints = eps, .n_endpoints = 1, .hwm = 1,
-                               .send_timeout_ms = 20, .role = GB_ROLE_ACTOR, .index = 0};
-    gb_sample_sender *s;
-    CHECK_OK(gb_sample_sender_open(&s, ctx, &so, &err));
+    pair pr;
+    pair_open(&pr, 1, 20);
+    gb_sample_receiver *r = pr.r;
+    gb_sample_sender *s = pr.s;
     static unsigned char chunk[1 << 20];
     gb_tensor_desc d;
     int64_t shape[1] = {sizeof chunk};
@@ -299,10 +327,77 @@ static void test_drops_counted(void)
     st = gb_sample_sender_get_stats(s);
     fprintf(stderr, "  31 chunks of 1 MB: %llu sent, %llu dropped and counted, %u received\n",
             (unsigned long long)st.sent, (unsigned long long)st.dropped, received);
-    gb_sample_sender_close(s);
-    gb_sample_receiver_close(r);
-    zmq_ctx_term(ctx);
-    st_rmdir(dir);
+    pair_close(&pr);
+}
+
+/* A trainer's report reads the receiver's counters while its ingest thread receives: a reader
+ * thread polls both ends' statistics while this thread sends and receives. Without atomic
+ * counters this is a data race that ThreadSanitizer reports; here the counts also must only
+ * grow and end exact. */
+#define STATS_CHUNKS 2000
+typedef struct stats_reader {
+    const gb_sample_sender *s;
+    const gb_sample_receiver *r;
+    atomic_int done;
+    uint64_t reads, went_back, too_many;
+} stats_reader;
+
+static void *read_stats(void *arg)
+{
+    stats_reader *sr = arg;
+    uint64_t last_recv = 0, last_sent = 0;
+    while (!atomic_load(&sr->done)) {
+        gb_sample_receiver_stats rs = gb_sample_receiver_get_stats(sr->r);
+        gb_sample_sender_stats ss = gb_sample_sender_get_stats(sr->s);
+        sr->went_back += rs.received < last_recv || ss.sent < last_sent;
+        sr->too_many += rs.received > STATS_CHUNKS || ss.sent > STATS_CHUNKS;
+        last_recv = rs.received;
+        last_sent = ss.sent;
+        sr->reads++;
+    }
+    return NULL;
+}
+
+static void test_stats_read_while_receiving(void)
+{
+    gb_error err;
+    pair pr;
+    pair_open(&pr, 64, -1);
+    gb_sample_receiver *r = pr.r;
+    gb_sample_sender *s = pr.s;
+    stats_reader sr = {.s = s, .r = r};
+    atomic_init(&sr.done, 0);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, read_stats, &sr) == 0);
+    float obs[T * OBS];
+    memset(obs, 0, sizeof obs);
+    gb_tensor_desc d;
+    int64_t shape[2] = {T, OBS};
+    CHECK_OK(gb_wire_set_tensor(&d, "obs", GB_DTYPE_FLOAT32, 2, shape, &err));
+    gb_wire_msg m;
+    gb_wire_msg_init(&m);
+    for (int k = 0; k < STATS_CHUNKS; k++) {
+        obs[0] = (float)k;
+        gb_wire_payload p = {obs, 0, 0, 0};
+        CHECK_OK(gb_sample_send(s, k, &d, &p, 1, &err));
+        CHECK_OK(gb_sample_recv(r, &m, 5000, &err));
+        CHECK(((const float *)gb_wire_msg_tensor(&m, 0).data)[0] == (float)k);
+        gb_wire_msg_release(&m);
+    }
+    atomic_store(&sr.done, 1);
+    CHECK(pthread_join(th, NULL) == 0);
+    gb_sample_receiver_stats rs = gb_sample_receiver_get_stats(r);
+    gb_sample_sender_stats ss = gb_sample_sender_get_stats(s);
+    CHECK_EQ_INT(rs.received, STATS_CHUNKS);
+    CHECK_EQ_INT(ss.sent, STATS_CHUNKS);
+    CHECK_EQ_INT(rs.rejected, 0);
+    CHECK(rs.bytes >= ss.bytes); /* the receiver counts the header frame too */
+    CHECK(sr.reads > 0);
+    CHECK_EQ_INT(sr.went_back, 0);
+    CHECK_EQ_INT(sr.too_many, 0);
+    fprintf(stderr, "  %d chunks, %llu concurrent statistics reads\n", STATS_CHUNKS,
+            (unsigned long long)sr.reads);
+    pair_close(&pr);
 }
 
 int main(void)
@@ -310,5 +405,6 @@ int main(void)
     TEST_RUN(test_actors_to_trainers_ipc);
     TEST_RUN(test_actors_to_trainers_tcp);
     TEST_RUN(test_drops_counted);
+    TEST_RUN(test_stats_read_while_receiving);
     return test_main_result();
 }

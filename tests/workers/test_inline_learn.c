@@ -5,7 +5,7 @@
  * summary.json that says solved. Prints the wall-clock time.
  * usage: test_inline_learn CONFIG SCRATCH [key.path=value ...] */
 #include "test.h"
-#include "launch/rundir.h"
+#include "runtime/rundir.h"
 #include "runtime/config.h"
 #include "runtime/log.h"
 #include "workers/inline.h"

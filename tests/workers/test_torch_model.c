@@ -122,7 +122,7 @@ static void roundtrip(const char *algo, gb_torch_space sp)
     CHECK(memcmp(logp_a, logp_b, sizeof logp_a) != 0 || memcmp(v_a, v_b, sizeof v_a) != 0 ||
           memcmp(act_a, act_b, (size_t)(N * ad) * 8) != 0);
 
-    const gb_torch_param *table;
+    const gb_param_entry *table;
     int count;
     uint64_t total, version = 0;
     gb_torch_model_layout(a, &table, &count, &total);
@@ -234,7 +234,7 @@ static void test_dqn_step_by_hand(void)
     if (!l)
         return;
     gb_torch_model *m = gb_torch_learner_model(l);
-    const gb_torch_param *table;
+    const gb_param_entry *table;
     int count;
     uint64_t total;
     gb_torch_model_layout(m, &table, &count, &total);
@@ -242,8 +242,10 @@ static void test_dqn_step_by_hand(void)
     const float W[4] = {1.0f, 0.5f, -1.0f, 2.0f}, bias[2] = {0.1f, -0.2f};
     char *buf = calloc(1, total);
     for (int i = 0; i < count; i++)
-        memcpy(buf + table[i].offset, table[i].ndim == 2 ? (const void *)W : (const void *)bias,
-               table[i].nbytes);
+        if (table[i].rank == 2)
+            memcpy(buf + table[i].offset, W, sizeof W);
+        else
+            memcpy(buf + table[i].offset, bias, sizeof bias);
     /* the target network keeps its creation-time weights: both steps below end their n-step
      * window at the terminal step, so it is not used */
     CHECK_OK(gb_torch_model_import(m, buf, total, table, count, 0, &err));
@@ -270,7 +272,7 @@ static void test_dqn_step_by_hand(void)
     CHECK_OK(gb_torch_model_export(m, after, total, NULL, &err));
     const float *w2 = NULL, *b2 = NULL;
     for (int i = 0; i < count; i++) {
-        if (table[i].ndim == 2)
+        if (table[i].rank == 2)
             w2 = (const float *)((const char *)after + table[i].offset);
         else
             b2 = (const float *)((const char *)after + table[i].offset);
@@ -326,7 +328,7 @@ static void train_and_checkpoint(const char *algo, gb_torch_space sp)
     gb_torch_batch b = {B, T, obs, next, sp.discrete ? (void *)dact : (void *)cact, rew,
                         term, trunc, valid, logp, w};
     gb_torch_model *m = gb_torch_learner_model(l);
-    const gb_torch_param *table;
+    const gb_param_entry *table;
     int count;
     uint64_t total;
     gb_torch_model_layout(m, &table, &count, &total);
@@ -418,7 +420,7 @@ static void test_cnn(void)
     gb_torch_stats st;
     CHECK_OK(gb_torch_learner_train(l, &b, &st, NULL, &err));
     CHECK(isfinite(st.loss));
-    const gb_torch_param *table;
+    const gb_param_entry *table;
     int count;
     uint64_t total;
     gb_torch_model_layout(m, &table, &count, &total);
@@ -454,7 +456,7 @@ static void test_torchscript(void)
     if (!l || !m2)
         goto done;
     gb_torch_model *m = gb_torch_learner_model(l);
-    const gb_torch_param *table;
+    const gb_param_entry *table;
     int count;
     uint64_t total;
     gb_torch_model_layout(m, &table, &count, &total);

@@ -2,7 +2,7 @@
  * export/import and checkpoints behind plain C functions and opaque handles. This is the only
  * header the C side includes; the C++ lives in the .cpp files beside it.
  * defines: gb_torch_space, gb_torch_model, gb_torch_learner, gb_torch_batch, gb_torch_stats,
- *          gb_torch_param, gb_torch_model_* , gb_torch_learner_*, gb_torch_gae, gb_torch_nstep,
+ *          gb_torch_model_* , gb_torch_learner_*, gb_torch_gae, gb_torch_nstep,
  *          gb_torch_set_threads, loss entry points used by the tests
  *
  * Conventions
@@ -41,10 +41,10 @@ extern "C" {
 #include "runtime/config.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
+#include "runtime/params.h" /* gb_param_entry: the parameter layout, from trainer to policy */
 
 #define GB_TORCH_MAX_DIMS 8
 #define GB_TORCH_MAX_ACTION_DIM 64
-#define GB_TORCH_PARAM_NAME_MAX 128
 #define GB_TORCH_PARAM_ALIGN 64 /* every tensor's offset in a flat parameter buffer */
 
 /* What the networks see and emit. */
@@ -121,20 +121,13 @@ typedef struct gb_torch_act_out {
 int gb_torch_model_act(gb_torch_model *m, const void *obs, int64_t n, int deterministic,
                        double epsilon, gb_torch_act_out *out, gb_error *err);
 
-/* One entry of a flat parameter buffer's layout table. */
-typedef struct gb_torch_param {
-    char name[GB_TORCH_PARAM_NAME_MAX]; /* "torso.0.weight", "log_std", buffers too */
-    gb_dtype dtype;
-    int ndim;
-    int64_t shape[GB_TORCH_MAX_DIMS];
-    uint64_t offset; /* bytes from the buffer's start, a multiple of GB_TORCH_PARAM_ALIGN */
-    uint64_t nbytes;
-} gb_torch_param;
-
 /* The layout of this model's flat parameter buffer: every parameter and buffer of the acting
- * network in a fixed order. *table points into the model (valid until destroy); *total is the
- * buffer size in bytes. Never fails. */
-void gb_torch_model_layout(const gb_torch_model *m, const gb_torch_param **table, int *count,
+ * network in a fixed order ("torso.0.weight", "log_std", ...), each entry's offset a multiple of
+ * GB_TORCH_PARAM_ALIGN. The table is the parameter stream's own type (runtime/params.h), so the
+ * trainer publishes it and the policy worker imports a received blob's table as they are.
+ * *table points into the model (valid until destroy); *total is the buffer size in bytes.
+ * Never fails. */
+void gb_torch_model_layout(const gb_torch_model *m, const gb_param_entry **table, int *count,
                            uint64_t *total);
 
 /* Copies every parameter and buffer into buf (cap >= total from gb_torch_model_layout), laid out
@@ -148,7 +141,7 @@ int gb_torch_model_export(const gb_torch_model *m, void *buf, size_t cap, uint64
  * offsets) and len against the total: any mismatch is GB_EINVAL naming the entry, and nothing is
  * changed. On success the model's version becomes `version`. */
 int gb_torch_model_import(gb_torch_model *m, const void *buf, size_t len,
-                          const gb_torch_param *table, int count, uint64_t version,
+                          const gb_param_entry *table, int count, uint64_t version,
                           gb_error *err);
 
 /* Policy version: incremented by every training step of the learner that owns the model, set

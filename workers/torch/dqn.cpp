@@ -1,6 +1,6 @@
 // workers/torch/dqn.cpp: DQN over trajectory chunks: n-step targets inside chunks, double Q,
 // target network (hard or Polyak), Huber loss, prioritized-replay weights and new priorities.
-#include "workers/torch/internal.hpp"
+#include "workers/torch/algorithm.hpp"
 
 #include <vector>
 
@@ -21,7 +21,7 @@ static torch::Tensor dqn_loss(const torch::Tensor &q, const torch::Tensor &y,
     return (w.defined() ? l * w : l).mean();
 }
 
-void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
+static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
 {
     const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
     const gb_config_dqn &dc = ac.dqn;
@@ -107,6 +107,24 @@ void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st,
     else if (dc.target_update_every <= 1 || (l->train_steps + 1) % dc.target_update_every == 0)
         copy_tensors(l->target->named_tensors(), m->net->named_tensors());
 }
+
+// DQN: a frozen target copy of the acting network.
+static void dqn_init(gb_torch_learner *l, const gb_torch_space *sp, uint64_t)
+{
+    gb_torch_model *m = l->model;
+    {
+        std::lock_guard<std::mutex> lock(init_mutex());
+        l->target = make_net(&l->cfg, sp, l->device);
+    }
+    copy_tensors(l->target->named_tensors(), m->net->named_tensors());
+    for (auto &p : l->target->parameters())
+        p.set_requires_grad(false);
+    l->target->set_training(false);
+    l->opt = std::make_unique<torch::optim::Adam>(
+        m->net->parameters(), torch::optim::AdamOptions(l->cfg.trainer.algorithm.lr));
+}
+
+const Algorithm dqn_algorithm = {"dqn", dqn_init, dqn_train};
 
 } // namespace gbt
 

@@ -1,6 +1,6 @@
-// workers/torch/learner.cpp: learners: creation of an algorithm's networks and optimisers,
-// the training entry point, lr annealing, gradient clipping, checkpoints.
-#include "workers/torch/internal.hpp"
+// workers/torch/learner.cpp: the learners' C API: creation (the acting model, then the
+// algorithm's own networks and optimisers through its ops table), training steps, checkpoints.
+#include "workers/torch/algorithm.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -11,84 +11,6 @@
 #include <string>
 
 namespace gbt {
-
-torch::Tensor cpu_view(const void *p, std::vector<int64_t> shape, torch::ScalarType t)
-{
-    return torch::from_blob(const_cast<void *>(p), shape, t);
-}
-
-torch::Tensor batch_obs(const gb_torch_learner *l, const gb_torch_batch *b)
-{
-    const int64_t B = b->B, T = b->T;
-    torch::Tensor steps = obs_tensor(l->model, b->obs, B * T);
-    torch::Tensor last = obs_tensor(l->model, b->next_obs, B);
-    std::vector<int64_t> shape = steps.sizes().vec();
-    std::vector<int64_t> chunk{B, T};
-    chunk.insert(chunk.end(), shape.begin() + 1, shape.end());
-    std::vector<int64_t> one{B, 1};
-    one.insert(one.end(), shape.begin() + 1, shape.end());
-    std::vector<int64_t> rows{B * (T + 1)};
-    rows.insert(rows.end(), shape.begin() + 1, shape.end());
-    return torch::cat({steps.view(chunk), last.view(one)}, 1).view(rows);
-}
-
-void chunk_priorities(const torch::Tensor &abs_td, const torch::Tensor &valid, float *prio)
-{
-    if (!prio)
-        return;
-    torch::Tensor td = abs_td.to(torch::kCPU).to(torch::kFloat32) * valid;
-    torch::Tensor cnt = valid.sum(1).clamp_min(1.0);
-    torch::Tensor pr = 0.9 * std::get<0>(td.max(1)) + 0.1 * td.sum(1) / cnt + 1e-6;
-    torch::from_blob(prio, {abs_td.size(0)}, torch::kFloat32).copy_(pr);
-}
-
-void learner_set_lr(torch::optim::Optimizer &opt, double lr)
-{
-    for (auto &g : opt.param_groups())
-        static_cast<torch::optim::AdamOptions &>(g.options()).lr(lr);
-}
-
-double learner_lr(const gb_torch_learner *l, double base)
-{
-    if (!l->cfg.trainer.algorithm.lr_anneal)
-        return base;
-    double f = 1.0 - l->progress;
-    return base * (f < 0.0 ? 0.0 : f);
-}
-
-double clip_grads(const std::vector<torch::Tensor> &params, double max_norm)
-{
-    return torch::nn::utils::clip_grad_norm_(params, max_norm > 0 ? max_norm : 1e30);
-}
-
-void copy_tensors(const NamedTensors &dst, const NamedTensors &src)
-{
-    torch::NoGradGuard no_grad;
-    TORCH_CHECK(dst.size() == src.size(), "target network differs from the online network");
-    for (size_t i = 0; i < dst.size(); i++)
-        dst[i].second.copy_(src[i].second);
-}
-
-void polyak_update(const NamedTensors &dst, const NamedTensors &src, double tau)
-{
-    torch::NoGradGuard no_grad;
-    TORCH_CHECK(dst.size() == src.size(), "target network differs from the online network");
-    for (size_t i = 0; i < dst.size(); i++)
-        if (dst[i].second.is_floating_point())
-            dst[i].second.mul_(1.0 - tau).add_(src[i].second, tau);
-        else
-            dst[i].second.copy_(src[i].second);
-}
-
-NamedTensors module_tensors(torch::nn::Module &m)
-{
-    NamedTensors v;
-    for (const auto &kv : m.named_parameters(true))
-        v.emplace_back(kv.key(), kv.value());
-    for (const auto &kv : m.named_buffers(true))
-        v.emplace_back(kv.key(), kv.value());
-    return v;
-}
 
 // Archive attribute names must be identifiers: "q1.body.0.weight" -> "q1__body__0__weight".
 static std::string archive_key(std::string k)
@@ -123,60 +45,10 @@ static NamedTensors checkpoint_tensors(gb_torch_learner *l)
 static void learner_init(gb_torch_learner *l, const gb_config *cfg, const gb_torch_space *sp,
                          uint64_t seed)
 {
-    const gb_config_algorithm &ac = cfg->trainer.algorithm;
     l->cfg = *cfg;
     l->device = device_for(cfg->trainer.device);
     l->gen = at::detail::createCPUGenerator(seed ^ 0x9e3779b97f4a7c15ULL);
-    gb_torch_model *m = l->model;
-    auto params = m->net->parameters();
-    if (ac.name == GB_ALGO_PPO) {
-        l->opt = std::make_unique<torch::optim::Adam>(
-            params, torch::optim::AdamOptions(ac.lr).eps(1e-5));
-    } else if (ac.name == GB_ALGO_DQN) {
-        {
-            std::lock_guard<std::mutex> lock(init_mutex());
-            l->target = make_net(cfg, sp, l->device);
-        }
-        copy_tensors(l->target->named_tensors(), m->net->named_tensors());
-        for (auto &p : l->target->parameters())
-            p.set_requires_grad(false);
-        l->target->set_training(false);
-        l->opt = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(ac.lr));
-    } else {
-        int64_t obs_dim = 1;
-        for (int i = 0; i < sp->obs_ndim; i++)
-            obs_dim *= sp->obs_shape[i];
-        // Critics always come from policy.model's MLP settings (also when the actor is
-        // TorchScript).
-        gb_config_model mc = cfg->policy.model;
-        {
-            std::lock_guard<std::mutex> lock(init_mutex());
-            torch::manual_seed(seed + 1);
-            l->q1 = Critic(mc, obs_dim + sp->action_dim);
-            l->q2 = Critic(mc, obs_dim + sp->action_dim);
-            l->q1t = Critic(mc, obs_dim + sp->action_dim);
-            l->q2t = Critic(mc, obs_dim + sp->action_dim);
-        }
-        for (auto *q : {&l->q1, &l->q2, &l->q1t, &l->q2t})
-            (*q)->to(l->device);
-        copy_tensors(module_tensors(*l->q1t), module_tensors(*l->q1));
-        copy_tensors(module_tensors(*l->q2t), module_tensors(*l->q2));
-        for (auto *q : {&l->q1t, &l->q2t})
-            for (auto &p : (*q)->parameters())
-                p.set_requires_grad(false);
-        std::vector<torch::Tensor> qp = l->q1->parameters();
-        for (auto &p : l->q2->parameters())
-            qp.push_back(p);
-        l->opt = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(ac.lr));
-        l->opt_q = std::make_unique<torch::optim::Adam>(qp, torch::optim::AdamOptions(ac.lr));
-        l->log_alpha = torch::full({1}, std::log(ac.sac.init_alpha),
-                                   torch::TensorOptions().device(l->device))
-                           .set_requires_grad(true);
-        l->opt_alpha = std::make_unique<torch::optim::Adam>(
-            std::vector<torch::Tensor>{l->log_alpha}, torch::optim::AdamOptions(ac.sac.alpha_lr));
-        l->target_entropy = std::isnan(ac.sac.target_entropy) ? -(double)sp->action_dim
-                                                              : ac.sac.target_entropy;
-    }
+    algorithm_for(cfg->trainer.algorithm.name).init(l, sp, seed);
 }
 
 } // namespace gbt
@@ -246,12 +118,7 @@ extern "C" int gb_torch_learner_train(gb_torch_learner *l, const gb_torch_batch 
     std::memset(st, 0, sizeof *st);
     return gb_torch_guard(err, "train", [&] {
         l->model->net->set_training(true);
-        if (algo == GB_ALGO_PPO)
-            ppo_train(l, b, st, priorities);
-        else if (algo == GB_ALGO_DQN)
-            dqn_train(l, b, st, priorities);
-        else
-            sac_train(l, b, st, priorities);
+        algorithm_for(algo).train(l, b, st, priorities);
         l->model->net->set_training(false);
         l->train_steps++;
         l->model->version++;

@@ -1,6 +1,6 @@
 // workers/torch/ppo.cpp: PPO: GAE over trajectory chunks, clipped objective, optional clipped
 // value loss, entropy bonus, advantage normalisation, minibatch epochs, gradient clipping.
-#include "workers/torch/internal.hpp"
+#include "workers/torch/algorithm.hpp"
 
 #include <algorithm>
 #include <vector>
@@ -33,7 +33,7 @@ PpoLoss ppo_loss(const torch::Tensor &new_logp, const torch::Tensor &old_logp,
     return L;
 }
 
-void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
+static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
 {
     const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
     const gb_config_ppo &pc = ac.ppo;
@@ -148,6 +148,16 @@ void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st,
         st->clip_fraction = s_cf / count;
     }
 }
+
+// PPO trains the acting model alone (actor and critic heads).
+static void ppo_init(gb_torch_learner *l, const gb_torch_space *, uint64_t)
+{
+    double lr = l->cfg.trainer.algorithm.lr;
+    l->opt = std::make_unique<torch::optim::Adam>(l->model->net->parameters(),
+                                                  torch::optim::AdamOptions(lr).eps(1e-5));
+}
+
+const Algorithm ppo_algorithm = {"ppo", ppo_init, ppo_train};
 
 } // namespace gbt
 

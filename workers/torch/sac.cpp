@@ -1,7 +1,8 @@
 // workers/torch/sac.cpp: SAC over trajectory chunks: twin Q critics with Polyak targets, a
 // tanh-squashed Gaussian actor, learned temperature against a target entropy.
-#include "workers/torch/internal.hpp"
+#include "workers/torch/algorithm.hpp"
 
+#include <cmath>
 #include <vector>
 
 namespace gbt {
@@ -48,7 +49,7 @@ std::pair<torch::Tensor, torch::Tensor> sample(gb_torch_learner *l, const Heads 
 
 } // namespace
 
-void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
+static void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
 {
     const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
     const gb_config_sac &sc = ac.sac;
@@ -154,6 +155,48 @@ void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st,
         chunk_priorities(full.view({B, T}), valid_mask, prio);
     }
 }
+
+// SAC: twin critics and their Polyak targets, and the learned temperature.
+static void sac_init(gb_torch_learner *l, const gb_torch_space *sp, uint64_t seed)
+{
+    const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
+    int64_t obs_dim = 1;
+    for (int i = 0; i < sp->obs_ndim; i++)
+        obs_dim *= sp->obs_shape[i];
+    // Critics always come from policy.model's MLP settings (also when the actor is
+    // TorchScript).
+    gb_config_model mc = l->cfg.policy.model;
+    {
+        std::lock_guard<std::mutex> lock(init_mutex());
+        torch::manual_seed(seed + 1);
+        l->q1 = Critic(mc, obs_dim + sp->action_dim);
+        l->q2 = Critic(mc, obs_dim + sp->action_dim);
+        l->q1t = Critic(mc, obs_dim + sp->action_dim);
+        l->q2t = Critic(mc, obs_dim + sp->action_dim);
+    }
+    for (auto *q : {&l->q1, &l->q2, &l->q1t, &l->q2t})
+        (*q)->to(l->device);
+    copy_tensors(module_tensors(*l->q1t), module_tensors(*l->q1));
+    copy_tensors(module_tensors(*l->q2t), module_tensors(*l->q2));
+    for (auto *q : {&l->q1t, &l->q2t})
+        for (auto &p : (*q)->parameters())
+            p.set_requires_grad(false);
+    std::vector<torch::Tensor> qp = l->q1->parameters();
+    for (auto &p : l->q2->parameters())
+        qp.push_back(p);
+    l->opt = std::make_unique<torch::optim::Adam>(l->model->net->parameters(),
+                                                  torch::optim::AdamOptions(ac.lr));
+    l->opt_q = std::make_unique<torch::optim::Adam>(qp, torch::optim::AdamOptions(ac.lr));
+    l->log_alpha = torch::full({1}, std::log(ac.sac.init_alpha),
+                               torch::TensorOptions().device(l->device))
+                       .set_requires_grad(true);
+    l->opt_alpha = std::make_unique<torch::optim::Adam>(
+        std::vector<torch::Tensor>{l->log_alpha}, torch::optim::AdamOptions(ac.sac.alpha_lr));
+    l->target_entropy = std::isnan(ac.sac.target_entropy) ? -(double)sp->action_dim
+                                                          : ac.sac.target_entropy;
+}
+
+const Algorithm sac_algorithm = {"sac", sac_init, sac_train};
 
 } // namespace gbt
 

@@ -1,4 +1,4 @@
-/* launch/rundir.h: a run's directory, as DESIGN.md fixes it, for every launch mode:
+/* runtime/rundir.h: a run's directory, as DESIGN.md fixes it, for every launch mode:
  *   <run_root>/<name>/<UTC timestamp>/ (or launch.run_dir, or --run-dir):
  *     config.yaml    the resolved config (loads back to the same structs)
  *     metrics.csv    one header line, then one row per report (columns chosen by the writer)
@@ -7,8 +7,8 @@
  *     summary.json   written when the run ends (atomically: temporary file, then rename)
  * defines: gb_rundir, gb_run_summary, gb_rundir_create, gb_rundir_file, gb_rundir_metrics_open,
  *          gb_rundir_metrics_row, gb_rundir_write_summary, gb_rundir_close */
-#ifndef GB_LAUNCH_RUNDIR_H
-#define GB_LAUNCH_RUNDIR_H
+#ifndef GB_RUNTIME_RUNDIR_H
+#define GB_RUNTIME_RUNDIR_H
 
 #include "runtime/config.h"
 #include "runtime/error.h"

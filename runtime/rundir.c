@@ -1,5 +1,5 @@
-/* launch/rundir.c: run directories: folders, config.yaml, metrics.csv, summary.json. */
-#include "launch/rundir.h"
+/* runtime/rundir.c: run directories: folders, config.yaml, metrics.csv, summary.json. */
+#include "runtime/rundir.h"
 
 #include <errno.h>
 #include <math.h>

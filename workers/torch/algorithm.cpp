@@ -1,0 +1,93 @@
+// workers/torch/algorithm.cpp: helpers the algorithms share: batch views, chunk priorities, lr
+// annealing, gradient clipping, target-network updates, and the table of algorithms.
+#include "workers/torch/algorithm.hpp"
+
+namespace gbt {
+
+const Algorithm &algorithm_for(int gb_algorithm)
+{
+    switch (gb_algorithm) {
+    case GB_ALGO_PPO: return ppo_algorithm;
+    case GB_ALGO_DQN: return dqn_algorithm;
+    default: return sac_algorithm;
+    }
+}
+
+torch::Tensor cpu_view(const void *p, std::vector<int64_t> shape, torch::ScalarType t)
+{
+    return torch::from_blob(const_cast<void *>(p), shape, t);
+}
+
+torch::Tensor batch_obs(const gb_torch_learner *l, const gb_torch_batch *b)
+{
+    const int64_t B = b->B, T = b->T;
+    torch::Tensor steps = obs_tensor(l->model, b->obs, B * T);
+    torch::Tensor last = obs_tensor(l->model, b->next_obs, B);
+    std::vector<int64_t> shape = steps.sizes().vec();
+    std::vector<int64_t> chunk{B, T};
+    chunk.insert(chunk.end(), shape.begin() + 1, shape.end());
+    std::vector<int64_t> one{B, 1};
+    one.insert(one.end(), shape.begin() + 1, shape.end());
+    std::vector<int64_t> rows{B * (T + 1)};
+    rows.insert(rows.end(), shape.begin() + 1, shape.end());
+    return torch::cat({steps.view(chunk), last.view(one)}, 1).view(rows);
+}
+
+void chunk_priorities(const torch::Tensor &abs_td, const torch::Tensor &valid, float *prio)
+{
+    if (!prio)
+        return;
+    torch::Tensor td = abs_td.to(torch::kCPU).to(torch::kFloat32) * valid;
+    torch::Tensor cnt = valid.sum(1).clamp_min(1.0);
+    torch::Tensor pr = 0.9 * std::get<0>(td.max(1)) + 0.1 * td.sum(1) / cnt + 1e-6;
+    torch::from_blob(prio, {abs_td.size(0)}, torch::kFloat32).copy_(pr);
+}
+
+void learner_set_lr(torch::optim::Optimizer &opt, double lr)
+{
+    for (auto &g : opt.param_groups())
+        static_cast<torch::optim::AdamOptions &>(g.options()).lr(lr);
+}
+
+double learner_lr(const gb_torch_learner *l, double base)
+{
+    if (!l->cfg.trainer.algorithm.lr_anneal)
+        return base;
+    double f = 1.0 - l->progress;
+    return base * (f < 0.0 ? 0.0 : f);
+}
+
+double clip_grads(const std::vector<torch::Tensor> &params, double max_norm)
+{
+    return torch::nn::utils::clip_grad_norm_(params, max_norm > 0 ? max_norm : 1e30);
+}
+
+void copy_tensors(const NamedTensors &dst, const NamedTensors &src)
+{
+    torch::NoGradGuard no_grad;
+    TORCH_CHECK(dst.size() == src.size(), "target network differs from the online network");
+    for (size_t i = 0; i < dst.size(); i++)
+        dst[i].second.copy_(src[i].second);
+}
+
+void polyak_update(const NamedTensors &dst, const NamedTensors &src, double tau)
+{
+    torch::NoGradGuard no_grad;
+    TORCH_CHECK(dst.size() == src.size(), "target network differs from the online network");
+    for (size_t i = 0; i < dst.size(); i++)
+        if (dst[i].second.is_floating_point())
+            dst[i].second.mul_(1.0 - tau).add_(src[i].second, tau);
+        else
+            dst[i].second.copy_(src[i].second);
+}
+
+NamedTensors module_tensors(torch::nn::Module &m)
+{
+    NamedTensors v;
+    for (const auto &kv : m.named_parameters(true))
+        v.emplace_back(kv.key(), kv.value());
+    for (const auto &kv : m.named_buffers(true))
+        v.emplace_back(kv.key(), kv.value());
+    return v;
+}
+} // namespace gbt

@@ -1,0 +1,73 @@
+// workers/torch/algorithm.hpp: what the learner (learner.cpp) and the algorithms (ppo.cpp,
+// dqn.cpp, sac.cpp) share: the learner's state, one ops table per algorithm, and the training
+// helpers (algorithm.cpp). learner.cpp picks an algorithm's ops; the algorithms include only this
+// header, never the learner's code, so dependencies run one way.
+// defines: struct gb_torch_learner, gbt::Algorithm, gbt::algorithm_for, the training helpers
+#pragma once
+
+#include "workers/torch/distributions.hpp"
+#include "workers/torch/model.hpp"
+
+#include <memory>
+#include <vector>
+
+struct gb_torch_learner {
+    gb_config cfg;
+    gb_torch_model *model = nullptr; // owned
+    torch::Device device{torch::kCPU};
+    at::Generator gen;               // minibatch shuffles and training noise
+    // DQN
+    std::shared_ptr<gbt::Net> target;
+    // SAC
+    gbt::Critic q1{nullptr}, q2{nullptr}, q1t{nullptr}, q2t{nullptr};
+    torch::Tensor log_alpha;
+    double target_entropy = 0.0;
+    std::unique_ptr<torch::optim::Adam> opt, opt_q, opt_alpha;
+    double progress = 0.0;
+    int64_t train_steps = 0;
+};
+
+namespace gbt {
+
+// One algorithm. init builds its networks beyond the acting model (targets, critics) and its
+// optimisers into l (l->cfg, l->device, l->gen and l->model are set); train runs one training
+// step on a batch, fills st and, when prio is not NULL, one new priority per chunk [B]. Both
+// throw on failure (the learner calls them inside gb_torch_guard).
+struct Algorithm {
+    const char *name;
+    void (*init)(gb_torch_learner *l, const gb_torch_space *sp, uint64_t seed);
+    void (*train)(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio);
+};
+extern const Algorithm ppo_algorithm, dqn_algorithm, sac_algorithm;
+const Algorithm &algorithm_for(int gb_algorithm); // GB_ALGO_*
+
+// Losses; each returns scalars as 0-dim tensors.
+struct PpoLoss {
+    torch::Tensor policy, value, total, approx_kl, clip_fraction;
+};
+PpoLoss ppo_loss(const torch::Tensor &new_logp, const torch::Tensor &old_logp,
+                 const torch::Tensor &adv, const torch::Tensor &v, const torch::Tensor &old_v,
+                 const torch::Tensor &ret, const torch::Tensor &entropy, double clip,
+                 bool clip_value, double value_coef, double entropy_coef);
+torch::Tensor huber(const torch::Tensor &x, double delta);
+
+// Optimisation (algorithm.cpp).
+void learner_set_lr(torch::optim::Optimizer &opt, double lr);
+double learner_lr(const gb_torch_learner *l, double base); // base, annealed by l->progress
+double clip_grads(const std::vector<torch::Tensor> &params, double max_norm);
+// Target networks: dst = src (hard), or dst = (1 - tau) dst + tau src for floating-point tensors
+// and dst = src for the others (Polyak). Same architecture required.
+void copy_tensors(const NamedTensors &dst, const NamedTensors &src);
+void polyak_update(const NamedTensors &dst, const NamedTensors &src, double tau);
+NamedTensors module_tensors(torch::nn::Module &m); // parameters, then buffers
+
+// Batches (algorithm.cpp).
+// obs and next_obs as one float tensor [B*(T+1), *shape] on the learner's device (one copy).
+torch::Tensor batch_obs(const gb_torch_learner *l, const gb_torch_batch *b);
+torch::Tensor cpu_view(const void *p, std::vector<int64_t> shape, torch::ScalarType t);
+// Index of step (b, t) in the [B*(T+1)] obs rows.
+inline int64_t obs_row(int64_t b, int64_t t, int64_t T) { return b * (T + 1) + t; }
+// Chunk priorities from |td| [B, T] and valid [B, T] (0.9 max + 0.1 mean, + 1e-6).
+void chunk_priorities(const torch::Tensor &abs_td, const torch::Tensor &valid, float *prio);
+
+} // namespace gbt

@@ -1,0 +1,35 @@
+// workers/torch/model.hpp: the model behind gb_torch_model (model.cpp): its acting network, its
+// parameter layout and what the learners need from it.
+// defines: struct gb_torch_model, gbt::model_init, gbt::device_for, gbt::obs_tensor, gbt::flat
+#pragma once
+
+#include "workers/torch/network.hpp"
+
+#include <memory>
+#include <vector>
+
+struct gb_torch_model {
+    gb_torch_space space;
+    int algo = 0; // gb_algorithm
+    torch::Device device{torch::kCPU};
+    std::shared_ptr<gbt::Net> net;
+    at::Generator gen;                   // sampling (CPU)
+    std::vector<gb_param_entry> layout;  // the flat buffer's table
+    std::vector<torch::Tensor> tensors;  // live tensors, in layout order
+    uint64_t total = 0;
+    uint64_t version = 0;
+    torch::Tensor act_scale, act_bias;   // SAC: [A] on device: env = tanh(u) * scale + bias
+};
+
+namespace gbt {
+
+// Checks the space against cfg, builds the network on dev from seed and its layout table.
+// Returns 0 or a GB_E* code in err; may throw (call inside gb_torch_guard).
+int model_init(gb_torch_model *m, const gb_config *cfg, const gb_torch_space *sp, uint64_t seed,
+               torch::Device dev, gb_error *err);
+torch::Device device_for(int gb_device); // throws when CUDA is asked for and absent
+// obs [N, *shape] from a caller pointer (no copy), on the model's device as float [N, *shape].
+torch::Tensor obs_tensor(const gb_torch_model *m, const void *obs, int64_t n);
+torch::Tensor flat(const torch::Tensor &obs); // [N, *shape] -> [N, prod]
+
+} // namespace gbt

@@ -1,0 +1,308 @@
+// workers/torch/network.cpp: the networks: MLP and Nature-CNN torsos with orthogonal init, the
+// per-algorithm heads (actor-critic, Q, squashed-Gaussian actor), TorchScript models, SAC critics.
+#include "workers/torch/network.hpp"
+
+#include <cmath>
+#include <mutex>
+#include <stdexcept>
+
+namespace gbt {
+
+std::mutex &init_mutex()
+{
+    static std::mutex mu; // initialisation draws from libtorch's process-wide generator
+    return mu;
+}
+
+namespace {
+
+void push_activation(torch::nn::Sequential &s, int act)
+{
+    switch (act) {
+    case GB_ACT_RELU: s->push_back(torch::nn::ReLU()); break;
+    case GB_ACT_ELU: s->push_back(torch::nn::ELU()); break;
+    case GB_ACT_GELU: s->push_back(torch::nn::GELU()); break;
+    default: s->push_back(torch::nn::Tanh()); break;
+    }
+}
+
+torch::nn::Linear linear(int64_t in, int64_t out, double gain)
+{
+    torch::nn::Linear l(in, out);
+    torch::nn::init::orthogonal_(l->weight, gain);
+    torch::nn::init::zeros_(l->bias);
+    return l;
+}
+
+torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t k, int64_t s)
+{
+    torch::nn::Conv2d c(torch::nn::Conv2dOptions(in, out, k).stride(s));
+    torch::nn::init::orthogonal_(c->weight, std::sqrt(2.0));
+    torch::nn::init::zeros_(c->bias);
+    return c;
+}
+
+int64_t prod(const gb_torch_space &sp)
+{
+    int64_t p = 1;
+    for (int i = 0; i < sp.obs_ndim; i++)
+        p *= sp.obs_shape[i];
+    return p;
+}
+
+// The torso: Nature-DQN convolutions (cnn) or nothing, then the hidden list with the activation
+// and optional layer norm. *out_dim receives the feature width. extra_in widens an MLP's input
+// (SAC critics take the action too).
+torch::nn::Sequential make_torso(const gb_config_model &mc, const gb_torch_space &sp,
+                                 int64_t extra_in, bool cnn, int64_t *out_dim)
+{
+    torch::nn::Sequential s;
+    int64_t width;
+    if (cnn) {
+        if (sp.obs_ndim != 3)
+            throw std::invalid_argument("cnn model needs (C, H, W) observations");
+        int64_t c = sp.obs_shape[0], h = sp.obs_shape[1], w = sp.obs_shape[2];
+        const int64_t ks[3] = {8, 4, 3}, ss[3] = {4, 2, 1}, chans[3] = {32, 64, 64};
+        int64_t in = c;
+        for (int i = 0; i < 3; i++) {
+            s->push_back(conv(in, chans[i], ks[i], ss[i]));
+            s->push_back(torch::nn::ReLU());
+            h = (h - ks[i]) / ss[i] + 1;
+            w = (w - ks[i]) / ss[i] + 1;
+            if (h < 1 || w < 1)
+                throw std::invalid_argument("cnn model: frames too small for the Nature torso");
+            in = chans[i];
+        }
+        s->push_back(torch::nn::Flatten());
+        width = in * h * w;
+    } else {
+        width = prod(sp) + extra_in;
+    }
+    for (int i = 0; i < mc.hidden.n; i++) {
+        int64_t h = mc.hidden.v[i];
+        s->push_back(linear(width, h, std::sqrt(2.0)));
+        if (mc.layer_norm)
+            s->push_back(torch::nn::LayerNorm(torch::nn::LayerNormOptions({h})));
+        push_activation(s, mc.activation);
+        width = h;
+    }
+    if (s->size() == 0)
+        s->push_back(torch::nn::Identity());
+    *out_dim = width;
+    return s;
+}
+
+struct HeadsModule : torch::nn::Module {
+    bool cnn = false, scale_u8 = false;
+    torch::Tensor prep(const torch::Tensor &obs) const
+    {
+        if (cnn)
+            return scale_u8 ? obs * (1.0 / 255.0) : obs;
+        return obs.flatten(1);
+    }
+    virtual Heads heads(const torch::Tensor &obs) = 0;
+};
+
+// PPO: actor and critic, shared torso or separate ones.
+struct ActorCritic : HeadsModule {
+    torch::nn::Sequential torso{nullptr}, critic_torso{nullptr};
+    torch::nn::Linear pi{nullptr}, v{nullptr};
+    torch::Tensor log_std;
+    bool discrete;
+
+    ActorCritic(const gb_config_model &mc, const gb_torch_space &sp, bool is_cnn, bool u8)
+    {
+        cnn = is_cnn;
+        scale_u8 = u8;
+        discrete = sp.discrete;
+        int64_t w = 0, wc = 0;
+        torso = register_module("torso", make_torso(mc, sp, 0, cnn, &w));
+        if (!mc.shared)
+            critic_torso = register_module("critic_torso", make_torso(mc, sp, 0, cnn, &wc));
+        else
+            wc = w;
+        int64_t outs = discrete ? sp.n_actions : sp.action_dim;
+        pi = register_module("pi", linear(w, outs, 0.01));
+        v = register_module("v", linear(wc, 1, 1.0));
+        if (!discrete)
+            log_std = register_parameter("log_std", torch::zeros({sp.action_dim}));
+    }
+    Heads heads(const torch::Tensor &obs) override
+    {
+        torch::Tensor x = prep(obs);
+        torch::Tensor h = torso->forward(x);
+        torch::Tensor hc = critic_torso ? critic_torso->forward(x) : h;
+        Heads out;
+        if (discrete) {
+            out.logits = pi->forward(h);
+        } else {
+            out.mean = pi->forward(h);
+            out.log_std = log_std.expand_as(out.mean);
+        }
+        out.value = v->forward(hc).squeeze(-1);
+        return out;
+    }
+};
+
+// DQN: Q-values.
+struct QNet : HeadsModule {
+    torch::nn::Sequential torso{nullptr};
+    torch::nn::Linear head{nullptr};
+    QNet(const gb_config_model &mc, const gb_torch_space &sp, bool is_cnn, bool u8)
+    {
+        cnn = is_cnn;
+        scale_u8 = u8;
+        int64_t w = 0;
+        torso = register_module("torso", make_torso(mc, sp, 0, cnn, &w));
+        head = register_module("q", linear(w, sp.n_actions, 1.0));
+    }
+    Heads heads(const torch::Tensor &obs) override
+    {
+        Heads out;
+        out.q = head->forward(torso->forward(prep(obs)));
+        return out;
+    }
+};
+
+// SAC: squashed Gaussian actor; log_std squashed into [-5, 2] (as CleanRL/SpinningUp).
+struct SacActor : HeadsModule {
+    torch::nn::Sequential torso{nullptr};
+    torch::nn::Linear mu{nullptr}, ls{nullptr};
+    SacActor(const gb_config_model &mc, const gb_torch_space &sp, bool is_cnn, bool u8)
+    {
+        cnn = is_cnn;
+        scale_u8 = u8;
+        int64_t w = 0;
+        torso = register_module("torso", make_torso(mc, sp, 0, cnn, &w));
+        mu = register_module("mean", linear(w, sp.action_dim, 0.01));
+        ls = register_module("log_std", linear(w, sp.action_dim, 0.01));
+    }
+    Heads heads(const torch::Tensor &obs) override
+    {
+        torch::Tensor h = torso->forward(prep(obs));
+        Heads out;
+        out.mean = mu->forward(h);
+        const double lo = -5.0, hi = 2.0;
+        out.log_std = lo + 0.5 * (hi - lo) * (torch::tanh(ls->forward(h)) + 1.0);
+        return out;
+    }
+};
+
+struct BuiltinNet : Net {
+    std::shared_ptr<HeadsModule> mod;
+    explicit BuiltinNet(std::shared_ptr<HeadsModule> m) : mod(std::move(m)) {}
+    Heads forward(const torch::Tensor &obs) override { return mod->heads(obs); }
+    NamedTensors named_tensors() override
+    {
+        NamedTensors v;
+        for (const auto &kv : mod->named_parameters(true))
+            v.emplace_back(kv.key(), kv.value());
+        for (const auto &kv : mod->named_buffers(true))
+            v.emplace_back(kv.key(), kv.value());
+        return v;
+    }
+    std::vector<torch::Tensor> parameters() override { return mod->parameters(true); }
+    void set_training(bool on) override { mod->train(on); }
+};
+
+struct ScriptNet : Net {
+    torch::jit::Module mod;
+    int algo;
+    bool discrete;
+    ScriptNet(torch::jit::Module m, int a, bool d) : mod(std::move(m)), algo(a), discrete(d)
+    {
+        // parameters train, whatever requires_grad flag the export left on them
+        for (const auto &p : mod.parameters(true)) {
+            torch::Tensor t = p; // the same tensor, not a copy
+            if (t.is_floating_point())
+                t.requires_grad_(true);
+        }
+    }
+
+    static torch::Tensor vec(const torch::Tensor &t) { return t.reshape({t.size(0)}); }
+    Heads forward(const torch::Tensor &obs) override
+    {
+        torch::IValue out = mod.forward({obs});
+        Heads h;
+        if (algo == GB_ALGO_DQN) {
+            h.q = out.toTensor();
+            return h;
+        }
+        auto el = out.toTuple()->elements();
+        if (algo == GB_ALGO_PPO && discrete) {
+            if (el.size() != 2)
+                throw std::runtime_error("torchscript PPO (discrete) must return (logits, value)");
+            h.logits = el[0].toTensor();
+            h.value = vec(el[1].toTensor());
+        } else if (algo == GB_ALGO_PPO) {
+            if (el.size() != 3)
+                throw std::runtime_error(
+                    "torchscript PPO (continuous) must return (mean, log_std, value)");
+            h.mean = el[0].toTensor();
+            h.log_std = el[1].toTensor().expand_as(h.mean);
+            h.value = vec(el[2].toTensor());
+        } else {
+            if (el.size() != 2)
+                throw std::runtime_error("torchscript SAC actor must return (mean, log_std)");
+            h.mean = el[0].toTensor();
+            h.log_std = el[1].toTensor().expand_as(h.mean);
+        }
+        return h;
+    }
+    NamedTensors named_tensors() override
+    {
+        NamedTensors v;
+        for (const auto &p : mod.named_parameters(true))
+            v.emplace_back(p.name, p.value);
+        for (const auto &b : mod.named_buffers(true))
+            v.emplace_back(b.name, b.value);
+        return v;
+    }
+    std::vector<torch::Tensor> parameters() override
+    {
+        std::vector<torch::Tensor> v;
+        for (const auto &p : mod.parameters(true))
+            v.push_back(p);
+        return v;
+    }
+    void set_training(bool on) override { mod.train(on); }
+};
+
+} // namespace
+
+CriticImpl::CriticImpl(const gb_config_model &mc, int64_t in_dim)
+{
+    gb_torch_space sp{};
+    sp.obs_ndim = 1;
+    sp.obs_shape[0] = in_dim;
+    int64_t w = 0;
+    body = register_module("body", make_torso(mc, sp, 0, false, &w));
+    body->push_back(linear(w, 1, 1.0));
+}
+
+torch::Tensor CriticImpl::forward(const torch::Tensor &obs_flat, const torch::Tensor &act)
+{
+    return body->forward(torch::cat({obs_flat, act}, 1)).squeeze(-1);
+}
+
+std::shared_ptr<Net> make_net(const gb_config *cfg, const gb_torch_space *sp, torch::Device dev)
+{
+    const gb_config_model &mc = cfg->policy.model;
+    int algo = cfg->trainer.algorithm.name;
+    if (mc.type == GB_MODEL_TORCHSCRIPT) {
+        torch::jit::Module mod = torch::jit::load(mc.torchscript, dev);
+        return std::make_shared<ScriptNet>(std::move(mod), algo, sp->discrete != 0);
+    }
+    bool cnn = mc.type == GB_MODEL_CNN;
+    bool u8 = sp->obs_dtype == GB_DTYPE_UINT8;
+    std::shared_ptr<HeadsModule> mod;
+    if (algo == GB_ALGO_PPO)
+        mod = std::make_shared<ActorCritic>(mc, *sp, cnn, u8);
+    else if (algo == GB_ALGO_DQN)
+        mod = std::make_shared<QNet>(mc, *sp, cnn, u8);
+    else
+        mod = std::make_shared<SacActor>(mc, *sp, cnn, u8);
+    mod->to(dev);
+    return std::make_shared<BuiltinNet>(mod);
+}
+} // namespace gbt

@@ -1,0 +1,46 @@
+// workers/torch/network.hpp: the bridge's networks (network.cpp): built-in MLP/CNN policies,
+// TorchScript policies, SAC critics.
+// defines: gbt::Heads, gbt::Net, gbt::make_net, gbt::Critic, gbt::init_mutex
+#pragma once
+
+#include "workers/torch/internal.hpp"
+
+#include <memory>
+#include <mutex>
+
+namespace gbt {
+
+// What a policy network produces; fields that do not apply stay undefined.
+struct Heads {
+    torch::Tensor logits;  // [N, n]   PPO discrete
+    torch::Tensor mean;    // [N, A]   PPO continuous, SAC
+    torch::Tensor log_std; // [N, A]
+    torch::Tensor value;   // [N]      PPO
+    torch::Tensor q;       // [N, n]   DQN
+};
+
+// A policy network, built-in or TorchScript.
+struct Net {
+    virtual ~Net() = default;
+    virtual Heads forward(const torch::Tensor &obs) = 0; // obs: float [N, *obs_shape] on device
+    virtual NamedTensors named_tensors() = 0;           // parameters, then buffers; fixed order
+    virtual std::vector<torch::Tensor> parameters() = 0;
+    virtual void set_training(bool on) = 0;
+};
+
+// Held while seeding libtorch's process-wide generator and initialising a network from it.
+std::mutex &init_mutex();
+
+// Builds the acting network of cfg's algorithm on dev. Throws on bad config. Draws its initial
+// weights from libtorch's global generator: hold init_mutex() and seed it first.
+std::shared_ptr<Net> make_net(const gb_config *cfg, const gb_torch_space *sp, torch::Device dev);
+
+// SAC's Q(s, a): MLP over [flattened obs, action scaled to [-1, 1]].
+struct CriticImpl : torch::nn::Module {
+    CriticImpl(const gb_config_model &mc, int64_t in_dim);
+    torch::Tensor forward(const torch::Tensor &obs_flat, const torch::Tensor &act); // -> [N]
+    torch::nn::Sequential body{nullptr};
+};
+TORCH_MODULE(Critic);
+
+} // namespace gbt
