@@ -44,7 +44,7 @@ typedef struct trainer {
                                        thread, then by drain_at_stop once it has ended */
     void *param_buf;
     uint64_t param_bytes;
-    gb_param_entry *param_layout;
+    const gb_param_entry *param_layout; /* the learner model's, [param_count] */
     int param_count;
     int64_t published_version;
     gb_dataset_writer *record; /* gearbox run --record DIR: every chunk received, appended */
@@ -191,20 +191,16 @@ static int record_open(trainer *t, gb_error *err)
 }
 
 /* Converts the learner model's layout into the parameter stream's, once. */
-static int make_param_layout(trainer *t, gb_error *err)
+/* The parameter stream carries the model's own layout table (runtime/params.h); only the flat
+ * buffer it is exported into is the trainer's. */
+static int make_param_buffer(trainer *t, gb_error *err)
 {
-    const gb_param_entry *table;
-    int count;
-    uint64_t total;
-    gb_torch_model_layout(gb_learning_model(t->learning), &table, &count, &total);
-    t->param_layout = calloc((size_t)count, sizeof *t->param_layout);
-    t->param_buf = malloc(total ? total : 1);
-    if (!t->param_layout || !t->param_buf)
+    gb_torch_model_layout(gb_learning_model(t->learning), &t->param_layout, &t->param_count,
+                          &t->param_bytes);
+    t->param_buf = malloc(t->param_bytes ? t->param_bytes : 1);
+    if (!t->param_buf)
         return gb_error_set(err, GB_ENOMEM, "out of memory for %llu parameter bytes",
-                            (unsigned long long)total);
-    memcpy(t->param_layout, table, (size_t)count * sizeof *table);
-    t->param_count = count;
-    t->param_bytes = total;
+                            (unsigned long long)t->param_bytes);
     return 0;
 }
 
@@ -313,7 +309,7 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
     if ((rc = gb_learning_create(&lo, &t.learning, err)))
         goto done;
     t.replay = gb_learning_replay(t.learning);
-    if ((rc = make_param_layout(&t, err)) || (w->record_dir && (rc = record_open(&t, err))))
+    if ((rc = make_param_buffer(&t, err)) || (w->record_dir && (rc = record_open(&t, err))))
         goto done;
 
     if ((rc = gb_worker_endpoint(w, "samples", ep, sizeof ep, err)))
@@ -428,7 +424,6 @@ done:
     gb_param_publisher_close(t.publisher);
     gb_sample_receiver_close(t.samples);
     free(t.param_buf);
-    free(t.param_layout);
     gb_learning_destroy(t.learning);
     return rc;
 }

@@ -13,19 +13,9 @@
  * - Observations are float32 (MLP) or uint8 frames in CHW order (CNN: scaled by 1/255 inside the
  *   network). Discrete actions are int64, continuous actions float32 [A] in environment units.
  *
- * Trajectory chunks (what the algorithms train on; what actors send and the replay stores)
- * A chunk holds T consecutive steps of one environment copy. Environments use *next-step reset*
- * (Gymnasium 1.x's default autoreset mode): when step t ends an episode (terminated or
- * truncated), obs[t+1] is the episode's real final observation, and step t+1 is a reset step
- * whose action is ignored, whose reward is 0, and which is marked valid[t+1] = 0; obs[t+2] is the
- * first observation of the new episode. So obs[t+1] is always the true next observation of a
- * valid step t, and truncated steps can bootstrap from it (terminated ones do not), without a
- * second observation column. A chunk carries T observations per step plus one per-item
- * observation, next_obs, that follows its last step (obs[T] below).
- * With an environment ring that resets in the same step (envs/ring.h hands back final_obs), a
- * writer appends, after a step that ended the episode, the final observation as the next row
- * and one reset step (valid 0), then continues from the ring's reset observation: no extra
- * environment step, so each copy's chunks simply fill at their own pace.
+ * Trajectory chunks (what the algorithms train on; what actors send and the replay stores) are
+ * defined in runtime/chunk.h: T steps of one stream with next-step reset rows (valid 0) and one
+ * per-item next_obs; gb_torch_batch below is a batch of them, column by column.
  */
 #ifndef GB_WORKERS_TORCH_BRIDGE_H
 #define GB_WORKERS_TORCH_BRIDGE_H
@@ -164,7 +154,7 @@ void gb_torch_learner_destroy(gb_torch_learner *l);
  * with it directly; distributed trainers export it for the parameter stream. */
 gb_torch_model *gb_torch_learner_model(gb_torch_learner *l);
 
-/* A batch of B trajectory chunks of T steps (see the top of this file). Arrays are C order. */
+/* A batch of B trajectory chunks of T steps (runtime/chunk.h). Arrays are C order. */
 typedef struct gb_torch_batch {
     int64_t B, T;
     const void *obs;           /* [B, T, *obs_shape], the space's dtype */
