@@ -8,7 +8,7 @@
 #include "workers/worker.h"
 
 #include "envs/env.h"
-#include "replay/dataset.h"
+#include "replay/formats/dataset.h"
 #include "replay/replay.h"
 #include "runtime/clock.h"
 #include "runtime/log.h"

@@ -5,10 +5,10 @@
 #include "serve_util.h"
 #include "test.h"
 
-#include "replay/d4rl.h"
+#include "replay/formats/d4rl.h"
 #include "runtime/clock.h"
 #include "runtime/wire.h"
-#include "workers/client.h"
+#include "workers/client/client.h"
 
 #include <unistd.h>
 
@@ -41,7 +41,7 @@ static char *server_config_bytes(const char *extra, long max_bytes)
 
 static char *server_config(const char *extra) { return server_config_bytes(extra, 50000); }
 
-/* The planned items: first row and length, computed independently of replay/d4rl.c. */
+/* The planned items: first row and length, computed independently of replay/formats/d4rl.c. */
 static int64_t plan_first[N_ROWS], nplan;
 static int32_t plan_len[N_ROWS];
 

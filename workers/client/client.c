@@ -1,5 +1,5 @@
-/* workers/client.c: the C client of the offline-RL data server (API in workers/client.h). */
-#include "workers/client.h"
+/* workers/client/client.c: the C client of the offline-RL data server (API in workers/client/client.h). */
+#include "workers/client/client.h"
 
 #include "runtime/clock.h"
 #include "runtime/wire.h"
