@@ -126,6 +126,8 @@ typedef struct gb_infer_server_opts {
 } gb_infer_server_opts;
 
 typedef struct gb_infer_server_stats {
+    uint64_t received;                /* valid requests taken in (then served, failed, or
+                                         held in a batch gathering or in the model) */
     uint64_t requests, rows, batches; /* served */
     uint64_t rejected;                /* malformed requests (counted, answered when possible) */
     uint64_t failed;                  /* requests answered with a callback error */

@@ -192,6 +192,7 @@ int64_t gb_infer_request_rows(gb_infer_server *s, gb_wire_msg *m)
                      "for every tensor", h->tensors[t].name);
             goto bad;
         }
+    s->st.received++;
     return h->tensors[0].shape[0];
 bad:
     s->st.rejected++;
