@@ -72,12 +72,21 @@ static int op_info(worker *w, const gb_wire_msg *m, gb_error *err)
         for (int k = 0; k < col->ndim; k++)
             d->shape[d->rank++] = col->shape[k];
     }
-    char selectors[96];
-    gb_replay_selector_names(gb_replay_selectors(w->s->r), ",", selectors, sizeof selectors);
-    snprintf(h.text, sizeof h.text, "selector=%s remover=%s per_item=%llu selectors=%s",
-             gb_replay_selector_name(o->selector),
-             gb_config_enum_name("trainer.replay.remover", o->remover),
-             (unsigned long long)mask, selectors);
+    /* the selectors a request may name, in kind order */
+    const char *names[GB_WIRE_WORDS_MAX];
+    int nsel = 0;
+    unsigned offered = gb_replay_selectors(w->s->r);
+    for (int k = 0; k < 32 && nsel < GB_WIRE_WORDS_MAX - 2; k++)
+        if (offered & (1u << k))
+            names[nsel++] = gb_replay_selector_name(k);
+    int rc;
+    if ((rc = gb_wire_attr_set_str(&h, "selector", gb_replay_selector_name(o->selector), err)) ||
+        (rc = gb_wire_attr_set_str(&h, "remover",
+                                   gb_config_enum_name("trainer.replay.remover", o->remover),
+                                   err)) ||
+        (rc = gb_wire_attr_set_int(&h, "per_item", (int64_t)mask, err)) ||
+        (rc = gb_wire_attr_set_strs(&h, "selectors", names, nsel, err)))
+        return rc;
     gb_wire_payload pl[GB_WIRE_MAX_TENSORS];
     for (int c = 0; c < h.ntensors; c++)
         pl[c] = (gb_wire_payload){.data = ""};

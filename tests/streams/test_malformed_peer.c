@@ -166,6 +166,24 @@ static int send_garbage(void *ctx, const char *endpoint)
     }
     zmq_send(d, sb.data, sb.size, 0);
     count++;
+    /* a typed attribute over its limit (a 40-byte string; at most GB_WIRE_WORD_MAX-1) */
+    msgpack_sbuffer_clear(&sb);
+    msgpack_pack_map(&pk, 8);
+    for (int k = 0; k < 7; k++) {
+        msgpack_pack_str_with_body(&pk, keys[k], 1);
+        if (k == 0)
+            msgpack_pack_uint8(&pk, GB_WIRE_PROTOCOL);
+        else if (k == 6)
+            msgpack_pack_array(&pk, 0);
+        else
+            msgpack_pack_uint8(&pk, 1);
+    }
+    msgpack_pack_str_with_body(&pk, "a", 1);
+    msgpack_pack_map(&pk, 1);
+    msgpack_pack_str_with_body(&pk, "s", 1);
+    msgpack_pack_str_with_body(&pk, "0123456789012345678901234567890123456789", 40);
+    zmq_send(d, sb.data, sb.size, 0);
+    count++;
     msgpack_sbuffer_destroy(&sb);
     /* well-formed messages the server must refuse: wrong type, rank 0, zero rows */
     gb_wire_header_init(&h, GB_MSG_SAMPLE, GB_ROLE_ACTOR, 9);
