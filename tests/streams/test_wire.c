@@ -412,6 +412,12 @@ static void pk_str(msgpack_packer *pk, const char *s)
 {
     msgpack_pack_str_with_body(pk, s, strlen(s));
 }
+/* Opens a map of one attribute called key; the caller packs its value. */
+static void one_attr(msgpack_packer *pk, const char *key)
+{
+    msgpack_pack_map(pk, 1);
+    pk_str(pk, key);
+}
 static void a_ok(msgpack_packer *pk)
 {
     msgpack_pack_map(pk, 2);
@@ -425,20 +431,17 @@ static void a_ok(msgpack_packer *pk)
 static void a_array(msgpack_packer *pk) { msgpack_pack_array(pk, 0); }
 static void a_float(msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 1);
-    pk_str(pk, "f");
+    one_attr(pk, "f");
     msgpack_pack_double(pk, 1.5);
 }
 static void a_nil(msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 1);
-    pk_str(pk, "z");
+    one_attr(pk, "z");
     msgpack_pack_nil(pk);
 }
 static void a_int_in_list(msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 1);
-    pk_str(pk, "l");
+    one_attr(pk, "l");
     msgpack_pack_array(pk, 2);
     pk_str(pk, "x");
     msgpack_pack_uint8(pk, 1);
@@ -468,20 +471,17 @@ static void a_long_word(msgpack_packer *pk)
     char w[GB_WIRE_WORD_MAX + 1];
     memset(w, 'w', sizeof w - 1);
     w[sizeof w - 1] = '\0';
-    msgpack_pack_map(pk, 1);
-    pk_str(pk, "s");
+    one_attr(pk, "s");
     pk_str(pk, w);
 }
 static void a_long_key(msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 1);
-    pk_str(pk, "a_key_of_16_byte");
+    one_attr(pk, "a_key_of_16_byte");
     msgpack_pack_uint8(pk, 1);
 }
 static void a_empty_key(msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 1);
-    pk_str(pk, "");
+    one_attr(pk, "");
     msgpack_pack_uint8(pk, 1);
 }
 static void a_dup(msgpack_packer *pk)
@@ -494,14 +494,12 @@ static void a_dup(msgpack_packer *pk)
 }
 static void a_nul(msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 1);
-    pk_str(pk, "s");
+    one_attr(pk, "s");
     msgpack_pack_str_with_body(pk, "a\0b", 3);
 }
 static void a_huge_list(msgpack_packer *pk)
 {
-    msgpack_pack_map(pk, 1);
-    pk_str(pk, "l");
+    one_attr(pk, "l");
     msgpack_pack_array(pk, 0xffffffffu); /* declared, not followed */
 }
 
