@@ -5,7 +5,11 @@ include(CMakePackageConfigHelpers)
 
 foreach(dir runtime envs replay kernels workers)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gearbox/${dir}
-          FILES_MATCHING PATTERN "*.h" PATTERN "examples" EXCLUDE PATTERN "torch" EXCLUDE)
+          FILES_MATCHING PATTERN "*.h" PATTERN "examples" EXCLUDE PATTERN "torch" EXCLUDE
+          PATTERN "python" EXCLUDE
+          # private to their folder (shared by the .c files of one module), never included by a
+          # public header
+          PATTERN "*internal.h" EXCLUDE)
 endforeach()
 
 # gearbox_env: the header-only environment ABI (envs/env.h), the one thing a plugin needs.

@@ -8,7 +8,7 @@
  * Each client count runs 3 interleaved rounds of --seconds per mode (default 1 s).
  * Throughput counts the item bytes delivered to clients per second (GB/s, 10^9 bytes). The
  * ratio gbps / raw_gbps is the figure of merit (target >= 0.6 at 4 clients, >= 64 KB items).
- * With python3 and pyzmq/msgpack/numpy, one Python client (workers/python/gearbox_client.py)
+ * With python3 and pyzmq/msgpack/numpy, one Python client (workers/client/python/gearbox_client.py)
  * is measured too. Options: --json, --seconds S (per round and mode, default 1), --item-bytes N,
  * --batch N, --clients a,b,c, --no-python. */
 #include "launch/bench.h"
@@ -16,7 +16,7 @@
 #include "replay/replay.h"
 #include "runtime/clock.h"
 #include "runtime/wire.h"
-#include "workers/client.h"
+#include "workers/client/client.h"
 #include "workers/server.h"
 
 #include <signal.h>
@@ -266,7 +266,7 @@ static int run_clients(const bopts *o, int raw, const char *ep, int k, double *b
     return ok == k ? 0 : -1;
 }
 
-/* One Python client (workers/python/gearbox_client.py bench): items/s and bytes/s. */
+/* One Python client (workers/client/python/gearbox_client.py bench): items/s and bytes/s. */
 static int run_python(const bopts *o, const char *ep, double *bps, double *ips)
 {
     const char *dir = getenv("GEARBOX_PYTHON_DIR");

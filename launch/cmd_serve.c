@@ -52,7 +52,7 @@ static void serve_usage(FILE *out)
     fprintf(out,
             "usage: gearbox serve CONFIG.yaml [--set key.path=value ...]\n\n"
             "Serves a dataset from a replay over ZeroMQ to training processes (C client:\n"
-            "workers/client.h; Python: workers/python/gearbox_client.py). The config's server\n"
+            "workers/client/client.h; Python: workers/client/python/gearbox_client.py). The config's server\n"
             "section names the dataset (gearbox *.gbds from `gearbox run --record`, or a D4RL\n"
             "HDF5 file), the endpoint (loopback or ipc unless it names another address), the\n"
             "replay (selector, remover, rate limiter), per-request limits and the checkpoint.\n"

@@ -126,11 +126,16 @@ typedef struct gb_infer_server_opts {
 } gb_infer_server_opts;
 
 typedef struct gb_infer_server_stats {
+    uint64_t received;                /* valid requests taken in (then served, failed, or
+                                         held in a batch gathering or in the model) */
     uint64_t requests, rows, batches; /* served */
     uint64_t rejected;                /* malformed requests (counted, answered when possible) */
     uint64_t failed;                  /* requests answered with a callback error */
     uint64_t overlapped; /* pipelined: batches that had requests received while the previous
                             batch was in the model */
+    uint64_t unsent;     /* replies (outputs or errors) the ROUTER would not take: the client
+                            is gone (the ROUTER is ZMQ_ROUTER_MANDATORY, so this is seen) or
+                            its queue is full; dropped, the client times the request out */
 } gb_infer_server_stats;
 
 typedef struct gb_infer_server gb_infer_server;

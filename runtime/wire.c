@@ -86,6 +86,8 @@ void gb_wire_header_init(gb_wire_header *h, int type, int role, int index)
     h->status = 0;
     h->text[0] = '\0';
     h->nmeta = 0;
+    h->nattrs = 0;
+    h->nwords = 0;
     h->ntensors = 0;
 }
 
@@ -111,6 +113,33 @@ static int pack_key(msgpack_packer *pk, const char *k)
     return msgpack_pack_str_with_body(pk, k, strlen(k));
 }
 
+/* Packs one attribute (key, value) after checking it against the limits. */
+static int pack_attr(msgpack_packer *pk, const gb_wire_header *h, const gb_wire_attr *a,
+                     gb_error *err)
+{
+    size_t kl = strnlen(a->key, GB_WIRE_ATTR_KEY_MAX);
+    int words = a->kind == GB_WIRE_ATTR_STR ? 1 : a->kind == GB_WIRE_ATTR_STRS ? a->n : 0;
+    if (kl == 0 || kl == GB_WIRE_ATTR_KEY_MAX || a->kind < GB_WIRE_ATTR_INT ||
+        a->kind > GB_WIRE_ATTR_STRS || words < 0 || a->first < 0 ||
+        a->first > h->nwords - words)
+        return gb_error_set(err, GB_EINVAL, "wire header: attribute %d: bad key, kind or strings",
+                            (int)(a - h->attrs));
+    int rc = msgpack_pack_str_with_body(pk, a->key, kl);
+    if (a->kind == GB_WIRE_ATTR_INT)
+        return rc | msgpack_pack_int64(pk, a->i);
+    if (a->kind == GB_WIRE_ATTR_STRS)
+        rc |= msgpack_pack_array(pk, (size_t)a->n);
+    for (int i = 0; i < words; i++) {
+        const char *w = h->words[a->first + i];
+        size_t wl = strnlen(w, GB_WIRE_WORD_MAX);
+        if (wl == GB_WIRE_WORD_MAX)
+            return gb_error_set(err, GB_EINVAL, "wire header: attribute '%s': string not "
+                                "NUL-terminated", a->key);
+        rc |= msgpack_pack_str_with_body(pk, w, wl);
+    }
+    return rc;
+}
+
 int gb_wire_encode_header(const gb_wire_header *h, void *buf, size_t cap, size_t *len,
                           gb_error *err)
 {
@@ -127,7 +156,11 @@ int gb_wire_encode_header(const gb_wire_header *h, void *buf, size_t cap, size_t
     size_t text_len = strnlen(h->text, GB_WIRE_TEXT_MAX);
     if (text_len == GB_WIRE_TEXT_MAX)
         return gb_error_set(err, GB_EINVAL, "wire header: text not NUL-terminated");
-    int nkeys = 7 + (h->status != 0) + (text_len > 0) + (h->nmeta > 0);
+    if (h->nattrs < 0 || h->nattrs > GB_WIRE_ATTRS_MAX || h->nwords < 0 ||
+        h->nwords > GB_WIRE_WORDS_MAX)
+        return gb_error_set(err, GB_EINVAL, "wire header: %d attributes, %d strings", h->nattrs,
+                            h->nwords);
+    int nkeys = 7 + (h->status != 0) + (text_len > 0) + (h->nmeta > 0) + (h->nattrs > 0);
     int rc = msgpack_pack_map(&pk, (size_t)nkeys);
     rc |= pack_key(&pk, "v") | msgpack_pack_uint32(&pk, (uint32_t)h->protocol);
     rc |= pack_key(&pk, "t") | msgpack_pack_uint32(&pk, (uint32_t)h->type);
@@ -143,6 +176,12 @@ int gb_wire_encode_header(const gb_wire_header *h, void *buf, size_t cap, size_t
         rc |= pack_key(&pk, "m") | msgpack_pack_array(&pk, (size_t)h->nmeta);
         for (int i = 0; i < h->nmeta; i++)
             rc |= msgpack_pack_int64(&pk, h->meta[i]);
+    }
+    if (h->nattrs > 0) {
+        rc |= pack_key(&pk, "a") | msgpack_pack_map(&pk, (size_t)h->nattrs);
+        for (int k = 0; k < h->nattrs && rc == 0; k++)
+            if ((rc = pack_attr(&pk, h, &h->attrs[k], err)))
+                return rc;
     }
     rc |= pack_key(&pk, "T") | msgpack_pack_array(&pk, (size_t)h->ntensors);
     for (int t = 0; t < h->ntensors && rc == 0; t++) {
@@ -363,9 +402,70 @@ static int rd_tensor(rd *r, gb_tensor_desc *d, int t)
     return 0;
 }
 
+/* One attribute string, stored in h's words table. */
+static int rd_word(rd *r, gb_wire_header *h, const char *field)
+{
+    if (h->nwords >= GB_WIRE_WORDS_MAX)
+        return gb_error_set(r->err, GB_EPROTO, "wire header field '%s': more than %d strings in "
+                            "the attributes", field, GB_WIRE_WORDS_MAX);
+    int rc = rd_str(r, field, h->words[h->nwords], GB_WIRE_WORD_MAX);
+    if (rc == 0)
+        h->nwords++;
+    return rc;
+}
+
+/* "a": a map of key -> int64 | str | array of str. */
+static int rd_attrs(rd *r, gb_wire_header *h)
+{
+    uint32_t n;
+    int rc = rd_len(r, "a", 0x80, 0x8f, 0, 0xde, 0xdf, "expected a map", &n);
+    if (rc)
+        return rc;
+    if (n > GB_WIRE_ATTRS_MAX)
+        return gb_error_set(r->err, GB_EPROTO, "wire header field 'a': %u attributes, at most %d",
+                            n, GB_WIRE_ATTRS_MAX);
+    for (uint32_t k = 0; k < n; k++) {
+        gb_wire_attr *a = &h->attrs[k];
+        memset(a, 0, sizeof *a);
+        if ((rc = rd_str(r, "a (key)", a->key, sizeof a->key)))
+            return rc;
+        char field[8 + GB_WIRE_ATTR_KEY_MAX];
+        snprintf(field, sizeof field, "a.%s", a->key);
+        if (a->key[0] == '\0')
+            return rd_fail(r, field, "empty key");
+        for (uint32_t j = 0; j < k; j++)
+            if (strcmp(h->attrs[j].key, a->key) == 0)
+                return rd_fail(r, field, "given twice");
+        if (r->p >= r->end)
+            return rd_fail(r, field, "truncated");
+        unsigned char c = *r->p;
+        a->first = h->nwords;
+        if ((c >= 0xa0 && c <= 0xbf) || (c >= 0xd9 && c <= 0xdb)) {
+            a->kind = GB_WIRE_ATTR_STR;
+            a->n = 1;
+            rc = rd_word(r, h, field);
+        } else if ((c >= 0x90 && c <= 0x9f) || c == 0xdc || c == 0xdd) {
+            uint32_t m;
+            a->kind = GB_WIRE_ATTR_STRS;
+            if ((rc = rd_array(r, field, GB_WIRE_WORDS_MAX, &m)))
+                return rc;
+            a->n = (int)m;
+            for (uint32_t i = 0; i < m && !rc; i++)
+                rc = rd_word(r, h, field);
+        } else {
+            a->kind = GB_WIRE_ATTR_INT;
+            rc = rd_int(r, field, INT64_MIN, INT64_MAX, &a->i);
+        }
+        if (rc)
+            return rc;
+        h->nattrs = (int)k + 1;
+    }
+    return 0;
+}
+
 enum {
     K_V = 1 << 0, K_T = 1 << 1, K_R = 1 << 2, K_I = 1 << 3, K_S = 1 << 4, K_P = 1 << 5,
-    K_ST = 1 << 6, K_X = 1 << 7, K_M = 1 << 8, K_TT = 1 << 9,
+    K_ST = 1 << 6, K_X = 1 << 7, K_M = 1 << 8, K_TT = 1 << 9, K_A = 1 << 10,
     K_REQUIRED = K_V | K_T | K_R | K_I | K_S | K_P | K_TT,
 };
 
@@ -375,7 +475,8 @@ static int rd_field(rd *r, gb_wire_header *h, const char *key, unsigned *seen)
         const char *key;
         unsigned bit;
     } keys[] = {{"v", K_V}, {"t", K_T},   {"r", K_R}, {"i", K_I}, {"s", K_S},
-                {"p", K_P}, {"st", K_ST}, {"x", K_X}, {"m", K_M}, {"T", K_TT}};
+                {"p", K_P}, {"st", K_ST}, {"x", K_X}, {"m", K_M}, {"T", K_TT},
+                {"a", K_A}};
     unsigned bit = 0;
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
         if (strcmp(key, keys[k].key) == 0)
@@ -433,6 +534,7 @@ static int rd_field(rd *r, gb_wire_header *h, const char *key, unsigned *seen)
         for (uint32_t i = 0; i < n && !rc; i++)
             rc = rd_int(r, "m", INT64_MIN, INT64_MAX, &h->meta[i]);
         break;
+    case K_A: rc = rd_attrs(r, h); break;
     case K_TT:
         if ((rc = rd_array(r, "T", GB_WIRE_MAX_TENSORS, &n)))
             break;
@@ -474,8 +576,9 @@ int gb_wire_decode_header(const void *buf, size_t len, gb_wire_header *h, gb_err
         goto fail;
     }
     if ((seen & K_REQUIRED) != K_REQUIRED) {
-        static const char *const names[] = {"v", "t", "r", "i", "s", "p", "st", "x", "m", "T"};
-        for (int b = 0; b < 10; b++)
+        static const char *const names[] = {"v", "t", "r", "i", "s", "p", "st",
+                                            "x", "m", "T", "a"};
+        for (int b = 0; b < 11; b++)
             if ((K_REQUIRED & (1u << b)) && !(seen & (1u << b))) {
                 rc = gb_error_set(err, GB_EPROTO, "wire header field '%s': missing", names[b]);
                 goto fail;
@@ -485,6 +588,8 @@ int gb_wire_decode_header(const void *buf, size_t len, gb_wire_header *h, gb_err
 fail:
     h->type = 0; /* nothing in a rejected header may be trusted */
     h->ntensors = 0;
+    h->nattrs = 0;
+    h->nwords = 0;
     return rc;
 }
 

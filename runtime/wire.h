@@ -2,14 +2,22 @@
  * defines: gb_msg_type, gb_role, gb_tensor_desc, gb_wire_header, gb_wire_payload, gb_wire_msg,
  *          gb_wire_encode_header, gb_wire_decode_header, gb_wire_check_frames, gb_wire_send,
  *          gb_wire_recv, gb_wire_msg_init, gb_wire_msg_release, gb_wire_msg_tensor,
- *          gb_tensor_desc_bytes, gb_wire_set_tensor, gb_role_name, gb_msg_type_name
+ *          gb_tensor_desc_bytes, gb_wire_set_tensor, gb_role_name, gb_msg_type_name,
+ *          gb_wire_attr, gb_wire_attr_set_int, gb_wire_attr_set_str, gb_wire_attr_set_strs,
+ *          gb_wire_attr_find, gb_wire_attr_int, gb_wire_attr_str, gb_wire_attr_strs
  *
  * A message is a ZeroMQ multipart message:
  *   [routing frames (ROUTER only)] [header] [tensor 0 bytes] ... [tensor n-1 bytes]
  * The header is a msgpack map with short string keys (unknown keys are rejected):
  *   "v" protocol (uint), "t" type (uint), "r" role (uint), "i" index (uint), "s" sequence (uint64),
  *   "p" policy version (int64), "st" status (int, optional, 0 = ok or a GB_E* code),
- *   "x" text (str, optional), "m" meta (array of int64, optional; meaning fixed per type),
+ *   "x" text (str, optional; a human-readable message only: errors, a path, never data to
+ *   parse), "m" meta (array of int64, optional; meaning fixed per type),
+ *   "a" attributes (map, optional): named typed values, each an int64, a str, or an array of
+ *   str; keys and meanings fixed per message type (e.g. the data server's info reply,
+ *   workers/server.h). Limits, all checked on receive: at most GB_WIRE_ATTRS_MAX entries, keys
+ *   of 1..GB_WIRE_ATTR_KEY_MAX-1 bytes, each key once, at most GB_WIRE_WORDS_MAX strings over
+ *   all entries, each of at most GB_WIRE_WORD_MAX-1 bytes and without NUL bytes;
  *   "T" tensors (array of [name str, dtype uint, shape array of uint]).
  * Tensor frames are raw little-endian C-order bytes whose length must equal the product of the
  * declared shape times the dtype size. Receivers check all of it before anything is used, and
@@ -38,6 +46,10 @@
 #define GB_WIRE_TEXT_MAX 256      /* text bytes including the NUL */
 #define GB_WIRE_HEADER_MAX 8192   /* encoded header bytes */
 #define GB_WIRE_ROUTE_MAX 256     /* routing identity bytes (ZeroMQ allows up to 255) */
+#define GB_WIRE_ATTRS_MAX 8       /* attributes ("a") per message */
+#define GB_WIRE_ATTR_KEY_MAX 16   /* attribute key bytes including the NUL */
+#define GB_WIRE_WORDS_MAX 16      /* strings in all attributes of a message */
+#define GB_WIRE_WORD_MAX 32       /* bytes of one attribute string including the NUL */
 
 typedef enum gb_msg_type {
     GB_MSG_INFER_REQUEST = 1, /* tensors: inputs, first dim = rows */
@@ -84,6 +96,20 @@ typedef struct gb_tensor_desc {
     int64_t shape[GB_WIRE_MAX_RANK]; /* each >= 0 */
 } gb_tensor_desc;
 
+/* A typed attribute of a header ("a"). Its strings live in the header's words table. */
+typedef enum gb_wire_attr_kind {
+    GB_WIRE_ATTR_INT = 1,  /* i */
+    GB_WIRE_ATTR_STR = 2,  /* words[first] */
+    GB_WIRE_ATTR_STRS = 3, /* words[first .. first + n), n >= 0 */
+} gb_wire_attr_kind;
+
+typedef struct gb_wire_attr {
+    char key[GB_WIRE_ATTR_KEY_MAX];
+    int kind; /* gb_wire_attr_kind */
+    int64_t i;
+    int first, n;
+} gb_wire_attr;
+
 typedef struct gb_wire_header {
     int type;               /* gb_msg_type */
     int protocol;           /* GB_WIRE_PROTOCOL on send; checked on receive */
@@ -95,6 +121,10 @@ typedef struct gb_wire_header {
     char text[GB_WIRE_TEXT_MAX]; /* "" or a message (errors, registry) */
     int nmeta;
     int64_t meta[GB_WIRE_META_MAX];
+    int nattrs; /* attributes (gb_wire_attr_set_*, gb_wire_attr_find) */
+    gb_wire_attr attrs[GB_WIRE_ATTRS_MAX];
+    int nwords;
+    char words[GB_WIRE_WORDS_MAX][GB_WIRE_WORD_MAX];
     int ntensors;
     gb_tensor_desc tensors[GB_WIRE_MAX_TENSORS];
 } gb_wire_header;
@@ -148,6 +178,25 @@ int gb_wire_set_tensor(gb_tensor_desc *d, const char *name, gb_dtype dtype, int 
 /* Byte size of a described tensor in *bytes, checking dtype, rank, negative dimensions and
  * overflow. Returns 0 or GB_EPROTO naming the tensor and field. */
 int gb_tensor_desc_bytes(const gb_tensor_desc *d, uint64_t *bytes, gb_error *err);
+
+/* Adds attribute key to h (an int, a string, or n strings). Returns 0, or GB_EINVAL when the
+ * key is empty, too long or already set, a string is too long, or the limits on attributes or
+ * strings would be exceeded (h unchanged then). */
+int gb_wire_attr_set_int(gb_wire_header *h, const char *key, int64_t v, gb_error *err);
+int gb_wire_attr_set_str(gb_wire_header *h, const char *key, const char *v, gb_error *err);
+int gb_wire_attr_set_strs(gb_wire_header *h, const char *key, const char *const *v, int n,
+                          gb_error *err);
+
+/* The attribute called key, or NULL. */
+const gb_wire_attr *gb_wire_attr_find(const gb_wire_header *h, const char *key);
+/* Typed reads: 0 with *v set; GB_ENOTFOUND (absent) or GB_EPROTO (another kind), err naming
+ * the key. */
+int gb_wire_attr_int(const gb_wire_header *h, const char *key, int64_t *v, gb_error *err);
+/* The string attribute key, or NULL (absent or another kind). */
+const char *gb_wire_attr_str(const gb_wire_header *h, const char *key);
+/* The strings of attribute key (a string list, or one string): up to cap pointers into h in
+ * out; returns how many it has (may exceed cap), or -1 when absent or an int. */
+int gb_wire_attr_strs(const gb_wire_header *h, const char *key, const char **out, int cap);
 
 /* Initialises h for sending: protocol GB_WIRE_PROTOCOL, the given type, role, index, policy
  * version -1, everything else zero. */

@@ -1,11 +1,13 @@
 /* tests/test.h: the minimal test harness every C test uses.
- * defines: CHECK, CHECK_EQ_INT, CHECK_NEAR, CHECK_OK, TEST_RUN, test_main_result */
+ * defines: CHECK, CHECK_EQ_INT, CHECK_NEAR, CHECK_OK, TEST_RUN, TEST_WAIT_UNTIL,
+ *          test_main_result */
 #ifndef GB_TESTS_TEST_H
 #define GB_TESTS_TEST_H
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 static int test_failures_;
 static int test_checks_;
@@ -54,6 +56,22 @@ static int test_checks_;
         int before_ = test_failures_;                                                            \
         fn();                                                                                    \
         fprintf(stderr, "%s %s\n", test_failures_ == before_ ? "ok  " : "FAIL", #fn);            \
+    } while (0)
+
+/* Waits until cond holds, checking it every 2 ms for at most timeout_ms: synchronisation with
+ * another thread or process by its observable state (stats, counters), never by a fixed sleep,
+ * so a loaded machine only makes the test slower. The caller then asserts as usual. */
+#define TEST_WAIT_UNTIL(cond, timeout_ms)                                                        \
+    do {                                                                                         \
+        struct timespec t0_, now_, nap_ = {0, 2000000};                                          \
+        clock_gettime(CLOCK_MONOTONIC, &t0_);                                                    \
+        while (!(cond)) {                                                                        \
+            clock_gettime(CLOCK_MONOTONIC, &now_);                                               \
+            if ((now_.tv_sec - t0_.tv_sec) * 1000.0 + (now_.tv_nsec - t0_.tv_nsec) / 1e6 >=      \
+                (double)(timeout_ms))                                                            \
+                break;                                                                           \
+            nanosleep(&nap_, NULL);                                                              \
+        }                                                                                        \
     } while (0)
 
 /* Returns main's exit status and prints a summary line. */

@@ -14,9 +14,10 @@
  * and seq = the client's request id; the reply is GB_MSG_SERVE_REPLY with the same seq and
  * meta[0] = op, or status = a GB_E* code and text = why (nothing else then).
  *   INFO        -> meta [op, size, capacity, T, inserts, samples, max_batch_rows,
- *                  max_batch_bytes]; text "selector=S remover=R per_item=MASK selectors=A,B,..."
- *                  (S: the default selector, server.replay.selector; A,B,...: every selector a
- *                  request may name, in kind order); one tensor per column with 0 rows: shape
+ *                  max_batch_bytes]; typed attributes (wire.h "a"): "selector" str (the
+ *                  default selector, server.replay.selector), "remover" str, "per_item" int
+ *                  (MASK: bit c set for a per-item column c), "selectors" [str] (every selector
+ *                  a request may name, in kind order); one tensor per column with 0 rows: shape
  *                  [0, T, *shape] (per step) or [0, *shape] (per item; bit c of MASK set).
  *   SAMPLE      meta [op, batch, t0, t1 (0 = T), timeout_ms (< 0: the server's), selector
  *                  (-1 or absent: the default; else a gb_selector_kind the server offers:

@@ -2,8 +2,8 @@
  * (gearbox *.gbds files or a D4RL HDF5 file), items from the dataset or from a checkpoint. */
 #include "workers/server.h"
 
-#include "replay/d4rl.h"
-#include "replay/dataset.h"
+#include "replay/formats/d4rl.h"
+#include "replay/formats/dataset.h"
 #include "runtime/log.h"
 
 #include <stdlib.h>

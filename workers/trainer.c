@@ -6,7 +6,7 @@
  * parameter service every trainer.push_params_every steps. */
 #include "workers/worker.h"
 
-#include "replay/dataset.h"
+#include "replay/formats/dataset.h"
 #include "runtime/chunk.h"
 #include "runtime/clock.h"
 #include "runtime/log.h"

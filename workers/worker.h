@@ -27,7 +27,7 @@ typedef struct gb_worker {
     atomic_int *stop; /* set by SIGTERM/SIGINT, and for actors by run control once the run is
                          flushing: finish the current step and return */
     const char *record_dir; /* --record DIR: trainers also append every chunk to a dataset
-                               (replay/dataset.h) in DIR; NULL = off */
+                               (replay/formats/dataset.h) in DIR; NULL = off */
 } gb_worker;
 
 /* The run's state as this worker last heard it (runtime/runctl.h; GB_RUN_RUNNING without run

@@ -1,7 +1,7 @@
 /* tests/fuzz/fuzz_wire.c: libFuzzer target for the wire header decoder and frame checks.
  * Input: [n: 1 byte][n frame lengths: u32 little-endian each][header bytes]. Properties: the
  * decoder never crashes or reads out of bounds (ASan), rejects with GB_EPROTO and a message, and
- * a header it accepts re-encodes to bytes that decode to the same header. */
+ * a header it accepts re-encodes to bytes that decode to the same header (attributes included). */
 #include "runtime/wire.h"
 
 #include <stdint.h>
@@ -14,9 +14,16 @@ static void same_header(const gb_wire_header *a, const gb_wire_header *b)
                a->index == b->index && a->seq == b->seq &&
                a->policy_version == b->policy_version && a->status == b->status &&
                strcmp(a->text, b->text) == 0 && a->nmeta == b->nmeta &&
-               a->ntensors == b->ntensors;
+               a->ntensors == b->ntensors && a->nattrs == b->nattrs && a->nwords == b->nwords;
     for (int i = 0; same && i < a->nmeta; i++)
         same = a->meta[i] == b->meta[i];
+    for (int k = 0; same && k < a->nattrs; k++) {
+        const gb_wire_attr *x = &a->attrs[k], *y = &b->attrs[k];
+        same = strcmp(x->key, y->key) == 0 && x->kind == y->kind && x->first == y->first &&
+               x->n == y->n && (x->kind != GB_WIRE_ATTR_INT || x->i == y->i);
+    }
+    for (int i = 0; same && i < a->nwords; i++)
+        same = strcmp(a->words[i], b->words[i]) == 0;
     for (int t = 0; same && t < a->ntensors; t++) {
         const gb_tensor_desc *x = &a->tensors[t], *y = &b->tensors[t];
         same = strcmp(x->name, y->name) == 0 && x->dtype == y->dtype && x->rank == y->rank;

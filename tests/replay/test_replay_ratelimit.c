@@ -147,6 +147,15 @@ static void *wait_thread(void *arg)
     return NULL;
 }
 
+/* Blocking calls of one kind that have had to wait so far (a waiter counts itself before it
+ * sleeps, under the replay's lock: once this grows, a wake-up cannot be missed). */
+static uint64_t waits(gb_replay *r, int sample)
+{
+    gb_replay_stats st;
+    gb_replay_stats_get(r, &st);
+    return sample ? st.sample_waits : st.insert_waits;
+}
+
 static void test_blocking(void)
 {
     gb_error err = {0};
@@ -154,8 +163,9 @@ static void test_blocking(void)
     gb_replay *r = make(10, 1, 1, 2);
     waiter w = {r, 99, 1, 30.0, {0}};
     pthread_t t;
+    uint64_t w0_w = waits(r, 1);
     CHECK(pthread_create(&t, NULL, wait_thread, &w) == 0);
-    gb_sleep_ms(50);
+    TEST_WAIT_UNTIL(waits(r, 1) > w0_w, 10000); /* it is blocked */
     CHECK_OK(insert1(r, 0, &err));
     pthread_join(t, NULL);
     CHECK_MSG(w.rc == 0, "%s", w.err.msg);
@@ -166,8 +176,9 @@ static void test_blocking(void)
     CHECK_OK(insert1(r, 0, &err)); /* diff 3 */
     CHECK(insert1(r, 0, &err) == GB_ETIMEOUT);
     waiter wi = {r, 99, 0, 30.0, {0}};
+    uint64_t w0_wi = waits(r, 0);
     CHECK(pthread_create(&t, NULL, wait_thread, &wi) == 0);
-    gb_sleep_ms(50);
+    TEST_WAIT_UNTIL(waits(r, 0) > w0_wi, 10000); /* it is blocked */
     gb_replay_selection s;
     CHECK_OK(gb_replay_selection_init(&s, 1, &err));
     gb_replay_request q = gb_replay_request_default(1);
@@ -181,16 +192,18 @@ static void test_blocking(void)
     CHECK(wt.rc == GB_ETIMEOUT && strstr(wt.err.msg, "timed out after 0.050 s") != NULL);
     /* Changing the limiter at run time wakes the blocked inserter. */
     waiter wc = {r, 99, 0, 30.0, {0}};
+    uint64_t w0_wc = waits(r, 0);
     CHECK(pthread_create(&t, NULL, wait_thread, &wc) == 0);
-    gb_sleep_ms(50);
+    TEST_WAIT_UNTIL(waits(r, 0) > w0_wc, 10000); /* it is blocked */
     CHECK_OK(gb_replay_set_rate_limit(r, 1, 0, 0, &err));
     pthread_join(t, NULL);
     CHECK_MSG(wc.rc == 0, "%s", wc.err.msg);
     /* close() wakes a blocked sampler with GB_ECLOSED. */
     CHECK_OK(gb_replay_set_rate_limit(r, 10, 0, 0, &err));
     waiter wz = {r, 99, 1, 30.0, {0}};
+    uint64_t w0_wz = waits(r, 1);
     CHECK(pthread_create(&t, NULL, wait_thread, &wz) == 0);
-    gb_sleep_ms(50);
+    TEST_WAIT_UNTIL(waits(r, 1) > w0_wz, 10000); /* it is blocked */
     gb_replay_close(r);
     pthread_join(t, NULL);
     CHECK(wz.rc == GB_ECLOSED);

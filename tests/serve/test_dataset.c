@@ -3,7 +3,7 @@
  * by gb_server_load_dataset (dataset_last_items). Usage: test_dataset TMPDIR */
 #include "test.h"
 
-#include "replay/dataset.h"
+#include "replay/formats/dataset.h"
 #include "workers/server.h"
 
 #include <stdio.h>

@@ -5,10 +5,10 @@
 #include "serve_util.h"
 #include "test.h"
 
-#include "replay/d4rl.h"
+#include "replay/formats/d4rl.h"
 #include "runtime/clock.h"
 #include "runtime/wire.h"
-#include "workers/client.h"
+#include "workers/client/client.h"
 
 #include <unistd.h>
 
@@ -41,7 +41,7 @@ static char *server_config_bytes(const char *extra, long max_bytes)
 
 static char *server_config(const char *extra) { return server_config_bytes(extra, 50000); }
 
-/* The planned items: first row and length, computed independently of replay/d4rl.c. */
+/* The planned items: first row and length, computed independently of replay/formats/d4rl.c. */
 static int64_t plan_first[N_ROWS], nplan;
 static int32_t plan_len[N_ROWS];
 
@@ -260,7 +260,8 @@ static void test_sample_every_value(void)
 typedef struct good_client {
     const char *endpoint;
     atomic_int stop;
-    int samples, bad, errors;
+    atomic_int samples; /* read by the test while the client runs */
+    int bad, errors;
 } good_client;
 
 static void *good_main(void *arg)
@@ -374,7 +375,12 @@ static void test_hostile_clients(void)
     gb_wire_encode_header(&h, hb, sizeof hb, &hl, &err);
     for (int i = 0; i < 300; i++)
         zmq_send(greedy, hb, hl, 0);
-    gb_sleep_ms(1500);
+    /* the good clients keep being served meanwhile: wait for it (and for the hostile traffic
+     * to be counted) rather than for a fixed time */
+    TEST_WAIT_UNTIL(atomic_load(&gs[0].samples) > 5 && atomic_load(&gs[1].samples) > 5 &&
+                        gb_server_get_stats(ts.server).rejected >= 2 &&
+                        gb_server_get_stats(ts.server).errors >= 1,
+                    30000);
     for (int i = 0; i < 2; i++)
         atomic_store(&gs[i].stop, 1);
     for (int i = 0; i < 2; i++)

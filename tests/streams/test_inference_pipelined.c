@@ -95,6 +95,8 @@ typedef struct server_thread {
     int bad;        /* polls that returned anything else negative */
     int close_here; /* close the server on this thread when stopping */
     gb_infer_server_stats st;
+    pthread_mutex_t live_mu; /* guards live: the stats after the latest poll, for the test */
+    gb_infer_server_stats live;
     char msg[GB_ERROR_MSG_MAX];
     pthread_t th;
 } server_thread;
@@ -113,6 +115,10 @@ static void *server_main(void *arg)
             t->bad++;
             snprintf(t->msg, sizeof t->msg, "%s", err.msg);
         }
+        gb_infer_server_stats st = gb_infer_server_get_stats(t->s);
+        pthread_mutex_lock(&t->live_mu);
+        t->live = st;
+        pthread_mutex_unlock(&t->live_mu);
     }
     t->st = gb_infer_server_get_stats(t->s);
     if (t->close_here) {
@@ -124,9 +130,19 @@ static void *server_main(void *arg)
 
 static void server_start(server_thread *t)
 {
+    pthread_mutex_init(&t->live_mu, NULL);
     pthread_create(&t->th, NULL, server_main, t);
     while (!atomic_load(&t->started))
         gb_sleep_ms(1);
+}
+
+/* Valid requests the server has taken in, as of its latest poll (polls end every 20 ms). */
+static uint64_t live_received(server_thread *t)
+{
+    pthread_mutex_lock(&t->live_mu);
+    uint64_t n = t->live.received;
+    pthread_mutex_unlock(&t->live_mu);
+    return n;
 }
 
 static gb_infer_server *open_server(void *ctx, const char *ep, int max_rows, double wait_ms,
@@ -386,7 +402,7 @@ static void test_gather_during_batch(void)
         CHECK_OK(gb_infer_client_send(c[i], &d, data, 1, &ids[i], &err));
         total_rows += i;
     }
-    gb_sleep_ms(200); /* received and gathered meanwhile */
+    TEST_WAIT_UNTIL(live_received(&t) >= 8, 10000); /* received and gathered meanwhile */
     CHECK_EQ_INT(atomic_load(&pol.calls), 1);
     atomic_store(&pol.hold, 0);
 
@@ -449,7 +465,7 @@ static void test_callback_error(void)
         data[0] = obs[i];
         CHECK_OK(gb_infer_client_send(c[i], &d, data, 1, &ids[i], &err));
     }
-    gb_sleep_ms(200); /* received and gathered meanwhile */
+    TEST_WAIT_UNTIL(live_received(&t) >= 4, 10000); /* received and gathered meanwhile */
     atomic_store(&pol.hold, 0);
     gb_wire_msg m;
     gb_wire_msg_init(&m);
@@ -509,7 +525,7 @@ static void test_close_in_flight(void)
         gb_sleep_ms(1);
     data[0] = obs[1];
     CHECK_OK(gb_infer_client_send(c[1], &d, data, 1, &ids[1], &err));
-    gb_sleep_ms(20); /* gathered, waiting for the model */
+    TEST_WAIT_UNTIL(live_received(&t) >= 2, 10000); /* gathered, waiting for the model */
     atomic_store(&t.stop, 1);
     pthread_join(t.th, NULL); /* polls stop and the request thread closes the server */
     CHECK_EQ_INT(atomic_load(&pol.calls), 1);

@@ -1,4 +1,4 @@
-/* replay/d4rl.h: D4RL-layout HDF5 datasets cut into fixed-length trajectory items.
+/* replay/formats/d4rl.h: D4RL-layout HDF5 datasets cut into fixed-length trajectory items.
  * defines: gb_d4rl, gb_d4rl_open, gb_d4rl_schema, gb_d4rl_items, gb_d4rl_fill, gb_d4rl_close
  *
  * Input (the D4RL layout; N transitions, row i = one step):
@@ -15,7 +15,7 @@
 #ifndef GB_REPLAY_D4RL_H
 #define GB_REPLAY_D4RL_H
 
-#include "replay/dataset.h"
+#include "replay/formats/dataset.h"
 
 typedef struct gb_d4rl gb_d4rl;
 

@@ -1,5 +1,5 @@
-/* replay/dataset.c: gearbox dataset files (format in replay/dataset.h): writer and reader. */
-#include "replay/dataset.h"
+/* replay/formats/dataset.c: gearbox dataset files (format in replay/formats/dataset.h): writer and reader. */
+#include "replay/formats/dataset.h"
 
 #include "runtime/crc32c.h"
 #include "runtime/log.h"

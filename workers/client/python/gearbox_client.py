@@ -136,16 +136,16 @@ class Client:
         order."""
         rh, arrays = self._request(OP_INFO)
         m = rh["m"]
-        text = dict(kv.split("=", 1) for kv in rh.get("x", "").split())
-        mask = int(text.get("per_item", "0"))
+        attrs = rh.get("a", {})  # typed attributes (workers/server.h INFO)
+        mask = int(attrs.get("per_item", 0))
         cols = {}
         for k, (name, a) in enumerate(arrays):
             per_item = bool((mask >> k) & 1)
             cols[name] = (a.dtype, tuple(a.shape[1 if per_item else 2:]), per_item)
         self._info = {"size": m[1], "capacity": m[2], "steps": m[3], "inserts": m[4],
                       "samples": m[5], "max_batch_rows": m[6], "max_batch_bytes": m[7],
-                      "selector": text.get("selector"), "remover": text.get("remover"),
-                      "selectors": [x for x in text.get("selectors", "").split(",") if x],
+                      "selector": attrs.get("selector"), "remover": attrs.get("remover"),
+                      "selectors": list(attrs.get("selectors", [])),
                       "columns": cols}
         return self._info
 

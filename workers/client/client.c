@@ -1,5 +1,5 @@
-/* workers/client.c: the C client of the offline-RL data server (API in workers/client.h). */
-#include "workers/client.h"
+/* workers/client/client.c: the C client of the offline-RL data server (API in workers/client/client.h). */
+#include "workers/client/client.h"
 
 #include "runtime/clock.h"
 #include "runtime/wire.h"
@@ -124,21 +124,29 @@ int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err)
     info->samples = (uint64_t)r->meta[5];
     info->max_batch_rows = r->meta[6];
     info->max_batch_bytes = r->meta[7];
-    unsigned long long mask = 0;
-    const char *p = strstr(r->text, "per_item=");
-    if (p)
-        mask = strtoull(p + 9, NULL, 10);
-    sscanf(r->text, "selector=%15s remover=%23s", info->selector, info->remover);
-    const char *sl = strstr(r->text, "selectors=");
-    if (sl)
-        sscanf(sl + 10, "%63s", info->selectors);
+    /* typed attributes (workers/server.h INFO); absent ones leave the fields empty */
+    int64_t mask = 0;
+    rc = gb_wire_attr_int(r, "per_item", &mask, err);
+    if (rc && rc != GB_ENOTFOUND)
+        return gb_error_prefix(err, "client: info reply");
+    const char *sel = gb_wire_attr_str(r, "selector"), *rem = gb_wire_attr_str(r, "remover");
+    snprintf(info->selector, sizeof info->selector, "%s", sel ? sel : "");
+    snprintf(info->remover, sizeof info->remover, "%s", rem ? rem : "");
+    const char *names[GB_WIRE_WORDS_MAX];
+    int nsel = gb_wire_attr_strs(r, "selectors", names, GB_WIRE_WORDS_MAX);
+    size_t o = 0;
+    for (int k = 0; k < nsel && k < GB_WIRE_WORDS_MAX && o < sizeof info->selectors; k++)
+        o += (size_t)snprintf(info->selectors + o, sizeof info->selectors - o, "%s%s",
+                              k ? "," : "", names[k]);
+    if (o >= sizeof info->selectors)
+        return gb_error_set(err, GB_EPROTO, "client: info reply: selector list too long");
     info->ncolumns = r->ntensors;
     for (int k = 0; k < r->ntensors; k++) {
         const gb_tensor_desc *d = &r->tensors[k];
         gb_client_column *col = &info->columns[k];
         snprintf(col->name, sizeof col->name, "%s", d->name);
         col->dtype = d->dtype;
-        col->per_item = (int)((mask >> k) & 1);
+        col->per_item = (int)(((uint64_t)mask >> k) & 1);
         int skip = col->per_item ? 1 : 2;
         col->ndim = d->rank - skip;
         if (col->ndim < 0 || col->ndim > GB_CLIENT_MAX_DIMS)

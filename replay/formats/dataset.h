@@ -1,4 +1,4 @@
-/* replay/dataset.h: gearbox's own offline dataset format: what `gearbox run --record DIR` writes
+/* replay/formats/dataset.h: gearbox's own offline dataset format: what `gearbox run --record DIR` writes
  * and `gearbox serve` loads. One file per writer (DIR/trainer-<i>.gbds), append-only.
  * defines: gb_dataset_schema, gb_dataset_writer, gb_dataset_reader, gb_dataset_*
  *

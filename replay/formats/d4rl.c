@@ -1,5 +1,5 @@
-/* replay/d4rl.c: D4RL HDF5 ingest through the HDF5 C library (layout in replay/d4rl.h). */
-#include "replay/d4rl.h"
+/* replay/formats/d4rl.c: D4RL HDF5 ingest through the HDF5 C library (layout in replay/formats/d4rl.h). */
+#include "replay/formats/d4rl.h"
 
 #include "runtime/log.h"
 

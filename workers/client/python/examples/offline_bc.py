@@ -6,7 +6,7 @@ configs/offline_server.yaml), then evaluates it greedily on CartPole-v1 (a numpy
 Gymnasium dynamics, so nothing beyond numpy and torch is needed).
 
     gearbox serve configs/offline_server.yaml --set server.dataset=DIR &
-    python3 workers/python/examples/offline_bc.py --endpoint tcp://127.0.0.1:5555
+    python3 workers/client/python/examples/offline_bc.py --endpoint tcp://127.0.0.1:5555
 
 Rows with valid = 0 (the reset rows between episodes inside a chunk) are masked out of the
 loss. Prints one JSON line with the evaluation's mean return; exits 1 when --min-return is

@@ -1,0 +1,522 @@
+/* runtime/config_set.c: typed setting of config values: a YAML node parsed into its field
+ * (integers, numbers, booleans, strings, enums, lists, arguments) against the schema in
+ * config_schema.c, --set key.path=value overrides, and the checks across keys. See config.h. */
+#include "runtime/config.h"
+#include "runtime/config_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+static int is_plain(const yaml_node_t *n);
+
+/* Shows a scalar in a message: quoted, cut at 40 characters, non-printables escaped. */
+const char *gb_config_shown(const yaml_node_t *node, char *buf, size_t n)
+{
+    if (node->type == YAML_MAPPING_NODE)
+        return "a mapping";
+    if (node->type == YAML_SEQUENCE_NODE)
+        return "a list";
+    const unsigned char *s = node->data.scalar.value;
+    size_t len = node->data.scalar.length, o = 0;
+    if (!is_plain(node))
+        o += (size_t)snprintf(buf, n, "the string ");
+    buf[o++] = '"';
+    for (size_t i = 0; i < len && o + 6 < n; i++) {
+        if (i == 40) {
+            o += (size_t)snprintf(buf + o, n - o, "...");
+            break;
+        }
+        if (s[i] >= 32 && s[i] < 127 && s[i] != '"' && s[i] != '\\')
+            buf[o++] = (char)s[i];
+        else
+            o += (size_t)snprintf(buf + o, n - o, "\\x%02x", s[i]);
+    }
+    buf[o++] = '"';
+    buf[o] = '\0';
+    return buf;
+}
+
+static int is_plain(const yaml_node_t *n)
+{
+    return n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+}
+
+static int scalar_is(const yaml_node_t *n, const char *word)
+{
+    return n->type == YAML_SCALAR_NODE && n->data.scalar.length == strlen(word) &&
+           memcmp(n->data.scalar.value, word, n->data.scalar.length) == 0;
+}
+
+int gb_config_is_null(const yaml_node_t *n)
+{
+    return is_plain(n) && (n->data.scalar.length == 0 || scalar_is(n, "null") ||
+                           scalar_is(n, "~") || scalar_is(n, "Null") || scalar_is(n, "NULL"));
+}
+
+/* Copies a scalar into a NUL-terminated buffer; 0 when it does not fit or holds a NUL byte. */
+int gb_config_scalar_text(const yaml_node_t *n, char *buf, size_t size)
+{
+    size_t len = n->data.scalar.length;
+    if (len >= size || memchr(n->data.scalar.value, '\0', len))
+        return 0;
+    memcpy(buf, n->data.scalar.value, len);
+    buf[len] = '\0';
+    return 1;
+}
+
+/* Parses a plain scalar as a number: decimal integers exactly, otherwise a float literal
+ * (1e6, 0.5, .inf, -.inf). Returns 1 on success with *is_int telling which. */
+static int parse_number(const yaml_node_t *n, int64_t *iv, double *dv, int *is_int)
+{
+    char buf[64];
+    if (!is_plain(n) || !gb_config_scalar_text(n, buf, sizeof buf) || buf[0] == '\0')
+        return 0;
+    if (strcmp(buf, ".inf") == 0 || strcmp(buf, "+.inf") == 0 || strcmp(buf, ".Inf") == 0) {
+        *dv = INFINITY;
+        *is_int = 0;
+        return 1;
+    }
+    if (strcmp(buf, "-.inf") == 0 || strcmp(buf, "-.Inf") == 0) {
+        *dv = -INFINITY;
+        *is_int = 0;
+        return 1;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(buf, &end, 10);
+    if (*end == '\0' && errno == 0) {
+        *iv = v;
+        *dv = (double)v;
+        *is_int = 1;
+        return 1;
+    }
+    /* strtod would also take "inf", "nan" and hex floats; YAML spells those differently. */
+    for (const char *p = buf; *p; p++)
+        if (!strchr("0123456789+-.eE", *p))
+            return 0;
+    errno = 0;
+    double d = strtod(buf, &end);
+    if (*end != '\0' || errno == ERANGE || end == buf)
+        return 0;
+    *dv = d;
+    *is_int = 0;
+    return 1;
+}
+
+static void range_text(const gb_config_field *f, char *buf, size_t n)
+{
+    if (f->min == 1 && f->max >= 9e15)
+        snprintf(buf, n, "a positive integer");
+    else if (f->min == 0 && f->max >= 9e15)
+        snprintf(buf, n, "a non-negative integer");
+    else
+        snprintf(buf, n, "an integer in [%.17g, %.17g]", f->min, f->max);
+}
+
+static int set_int(loader *ld, const gb_config_field *f, const yaml_node_t *v, int64_t *out,
+                   const char *path, size_t plen)
+{
+    char want[96], got[128];
+    range_text(f, want, sizeof want);
+    int64_t iv = 0;
+    double dv = 0;
+    int is_int = 0;
+    if (!parse_number(v, &iv, &dv, &is_int))
+        return gb_config_fail_at(ld, v->start_mark, path, plen, "expected %s, got %s", want,
+                                 gb_config_shown(v, got, sizeof got));
+    if (!is_int) {
+        /* 1e6 is a fine way to write a million, 2.5 is not an integer. */
+        if (!(dv == floor(dv)) || fabs(dv) > 9.007199254740992e15)
+            return gb_config_fail_at(ld, v->start_mark, path, plen, "expected %s, got %s", want,
+                                     gb_config_shown(v, got, sizeof got));
+        iv = (int64_t)dv;
+    }
+    if ((double)iv < f->min || (double)iv > f->max)
+        return gb_config_fail_at(ld, v->start_mark, path, plen, "expected %s, got %s", want,
+                                 gb_config_shown(v, got, sizeof got));
+    *out = iv;
+    return 0;
+}
+
+
+static int set_args(loader *ld, const gb_config_field *f, const yaml_node_t *v,
+                    const char *path, size_t plen)
+{
+    gb_config_args *args = (gb_config_args *)((char *)ld->cfg + f->offset);
+    char got[128];
+    if (gb_config_is_null(v)) {
+        args->n = 0;
+        return 0;
+    }
+    if (v->type != YAML_MAPPING_NODE)
+        return gb_config_fail_at(ld, v->start_mark, path, plen,
+                                 "expected a mapping of arguments, got %s",
+                                 gb_config_shown(v, got, sizeof got));
+    args->n = 0;
+    for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(&ld->doc, p->key);
+        yaml_node_t *val = yaml_document_get_node(&ld->doc, p->value);
+        char key[GB_CONFIG_NAME_MAX];
+        if (k->type != YAML_SCALAR_NODE || !gb_config_scalar_text(k, key, sizeof key) ||
+            key[0] == '\0')
+            return gb_config_fail_at(
+                ld, k->start_mark, path, plen,
+                "argument names are non-empty scalars of at most %d characters",
+                GB_CONFIG_NAME_MAX - 1);
+        if (val->type != YAML_SCALAR_NODE)
+            return gb_config_fail_at(ld, val->start_mark, path, plen,
+                                     "argument %s: expected a scalar, got %s", key,
+                                     gb_config_shown(val, got, sizeof got));
+        if (gb_config_arg(args, key))
+            return gb_config_fail_at(ld, k->start_mark, path, plen, "argument %s: duplicate key",
+                                     key);
+        if (args->n == GB_CONFIG_ARGS_MAX)
+            return gb_config_fail_at(ld, k->start_mark, path, plen, "more than %d arguments",
+                                     GB_CONFIG_ARGS_MAX);
+        memcpy(args->kv[args->n].key, key, sizeof key);
+        if (!gb_config_scalar_text(val, args->kv[args->n].value, GB_CONFIG_ARG_VALUE_MAX))
+            return gb_config_fail_at(ld, val->start_mark, path, plen,
+                                     "argument %s: value longer than %d characters", key,
+                                     GB_CONFIG_ARG_VALUE_MAX - 1);
+        args->n++;
+    }
+    return 0;
+}
+
+/* "a, b, c": f's choices, for error messages. */
+static const char *choices_text(const gb_config_field *f, char *buf, size_t cap)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; f->choices[i] && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", f->choices[i]);
+    return buf;
+}
+
+/* The index of scalar v among f's choices, or -1. */
+static int choice_index(const gb_config_field *f, const yaml_node_t *v)
+{
+    for (int i = 0; v->type == YAML_SCALAR_NODE && f->choices[i]; i++)
+        if (scalar_is(v, f->choices[i]))
+            return i;
+    return -1;
+}
+
+/* A list of names from f->choices (e.g. [weighted, topk]), each at most once, stored as their
+ * indices in a gb_config_int_list. */
+static int set_enum_list(loader *ld, const gb_config_field *f, const yaml_node_t *v,
+                         const char *path, size_t plen)
+{
+    char names[256], got[128];
+    choices_text(f, names, sizeof names);
+    if (v->type != YAML_SEQUENCE_NODE)
+        return gb_config_fail_at(ld, v->start_mark, path, plen,
+                                 "expected a list of names from %s, got %s", names,
+                                 gb_config_shown(v, got, sizeof got));
+    yaml_node_item_t *it = v->data.sequence.items.start;
+    int n = (int)(v->data.sequence.items.top - it);
+    if (n > GB_CONFIG_LIST_MAX)
+        return gb_config_fail_at(ld, v->start_mark, path, plen, "expected at most %d names, got %d",
+                                 GB_CONFIG_LIST_MAX, n);
+    gb_config_int_list tmp = {.n = n};
+    for (int i = 0; i < n; i++) {
+        yaml_node_t *e = yaml_document_get_node(&ld->doc, it[i]);
+        int found = choice_index(f, e);
+        if (found < 0)
+            return gb_config_fail_at(ld, e->start_mark, path, plen, "expected one of %s, got %s",
+                                     names, gb_config_shown(e, got, sizeof got));
+        for (int k = 0; k < i; k++)
+            if (tmp.v[k] == found)
+                return gb_config_fail_at(ld, e->start_mark, path, plen, "%s is listed twice",
+                                         f->choices[found]);
+        tmp.v[i] = found;
+    }
+    *(gb_config_int_list *)((char *)ld->cfg + f->offset) = tmp;
+    return 0;
+}
+
+int gb_config_set_value(loader *ld, const gb_config_field *f, const yaml_node_t *v,
+                        const char *path, size_t plen)
+{
+    void *dst = (char *)ld->cfg + f->offset;
+    char got[128];
+    switch (f->kind) {
+    case GB_CK_INT:
+        return set_int(ld, f, v, (int64_t *)dst, path, plen);
+    case GB_CK_FLOAT: {
+        if (f->nullable && gb_config_is_null(v)) {
+            *(double *)dst = NAN;
+            return 0;
+        }
+        int64_t iv;
+        double dv;
+        int is_int;
+        if (!parse_number(v, &iv, &dv, &is_int) || dv < f->min || dv > f->max) {
+            if (isinf(f->min) && isinf(f->max))
+                return gb_config_fail_at(
+                    ld, v->start_mark, path, plen, "expected a number%s, got %s",
+                    f->nullable ? " or null" : "", gb_config_shown(v, got, sizeof got));
+            return gb_config_fail_at(
+                ld, v->start_mark, path, plen, "expected a number in [%g, %g]%s, got %s", f->min,
+                f->max, f->nullable ? " or null" : "", gb_config_shown(v, got, sizeof got));
+        }
+        *(double *)dst = dv;
+        return 0;
+    }
+    case GB_CK_BOOL:
+        if (scalar_is(v, "true") || scalar_is(v, "True") || scalar_is(v, "TRUE")) {
+            *(int *)dst = 1;
+            return is_plain(v) ? 0
+                               : gb_config_fail_at(ld, v->start_mark, path, plen,
+                                                   "expected true or false, got the string %s",
+                                                   gb_config_shown(v, got, sizeof got));
+        }
+        if (scalar_is(v, "false") || scalar_is(v, "False") || scalar_is(v, "FALSE")) {
+            *(int *)dst = 0;
+            return is_plain(v) ? 0
+                               : gb_config_fail_at(ld, v->start_mark, path, plen,
+                                                   "expected true or false, got the string %s",
+                                                   gb_config_shown(v, got, sizeof got));
+        }
+        return gb_config_fail_at(ld, v->start_mark, path, plen, "expected true or false, got %s",
+                                 gb_config_shown(v, got, sizeof got));
+    case GB_CK_STRING:
+        if (v->type != YAML_SCALAR_NODE)
+            return gb_config_fail_at(ld, v->start_mark, path, plen, "expected a string, got %s",
+                                     gb_config_shown(v, got, sizeof got));
+        if (gb_config_is_null(v)) {
+            ((char *)dst)[0] = '\0';
+            return 0;
+        }
+        if (!gb_config_scalar_text(v, dst, f->size))
+            return gb_config_fail_at(
+                ld, v->start_mark, path, plen,
+                "expected a string of at most %zu characters, got %zu characters", f->size - 1,
+                v->data.scalar.length);
+        return 0;
+    case GB_CK_ENUM: {
+        int i = choice_index(f, v);
+        if (i >= 0) {
+            *(int *)dst = i;
+            return 0;
+        }
+        char list[256];
+        return gb_config_fail_at(ld, v->start_mark, path, plen, "expected one of %s, got %s",
+                                 choices_text(f, list, sizeof list),
+                                 gb_config_shown(v, got, sizeof got));
+    }
+    case GB_CK_INT_LIST: {
+        gb_config_int_list *list = dst;
+        if (v->type != YAML_SEQUENCE_NODE)
+            return gb_config_fail_at(ld, v->start_mark, path, plen,
+                                     "expected a list of integers, got %s",
+                                     gb_config_shown(v, got, sizeof got));
+        yaml_node_item_t *it = v->data.sequence.items.start;
+        int n = (int)(v->data.sequence.items.top - it);
+        if (n > GB_CONFIG_LIST_MAX)
+            return gb_config_fail_at(ld, v->start_mark, path, plen,
+                                     "expected at most %d integers, got %d", GB_CONFIG_LIST_MAX, n);
+        gb_config_int_list tmp = {.n = n};
+        for (int i = 0; i < n; i++) {
+            yaml_node_t *e = yaml_document_get_node(&ld->doc, it[i]);
+            int rc = set_int(ld, f, e, &tmp.v[i], path, plen);
+            if (rc)
+                return rc;
+        }
+        *list = tmp;
+        return 0;
+    }
+    case GB_CK_ARGS:
+        return set_args(ld, f, v, path, plen);
+    case GB_CK_ENUM_LIST:
+        return set_enum_list(ld, f, v, path, plen);
+    }
+    return gb_config_fail_at(ld, v->start_mark, path, plen, "internal error: unknown kind");
+}
+
+
+int gb_config_apply_set(gb_config *cfg, gb_config_marks *marks, const char *assignment,
+                        int which, gb_error *err)
+{
+    char src[32];
+    snprintf(src, sizeof src, "--set[%d]", which);
+    const char *eq = strchr(assignment, '=');
+    if (!eq || eq == assignment)
+        return gb_error_set(err, GB_ECONFIG, "%s:1:1: expected key.path=value, got \"%s\"", src,
+                            assignment);
+    size_t klen = (size_t)(eq - assignment);
+    char path[PATH_BUF];
+    if (klen >= sizeof path)
+        return gb_error_set(err, GB_ECONFIG, "%s:1:1: key too long", src);
+    memcpy(path, assignment, klen);
+    path[klen] = '\0';
+
+    loader ld = {.cfg = cfg, .marks = marks, .source = which, .col_offset = (int)klen + 1,
+                 .text = eq + 1, .len = strlen(eq + 1), .err = err};
+    /* env.args.<name>=value sets one environment argument. */
+    const gb_config_field *f = gb_config_find_field(path, klen);
+    const char *argname = NULL;
+    if (!f && klen > 9 && strncmp(path, "env.args.", 9) == 0) {
+        f = gb_config_find_field("env.args", 8);
+        argname = path + 9;
+    }
+    if (!f) {
+        char hint_buf[64];
+        const char *dot = strrchr(path, '.');
+        size_t plen = dot ? (size_t)(dot - path) : 0;
+        const char *leaf = dot ? dot + 1 : path;
+        const char *hint =
+            (plen == 0 || gb_config_is_section(path, plen))
+                ? gb_config_closest_key(path, plen, leaf, strlen(leaf), hint_buf, sizeof hint_buf)
+                : NULL;
+        if (gb_config_is_section(path, klen))
+            return gb_error_set(err, GB_ECONFIG, "%s:1:1: %s: is a section; set one of its keys",
+                                src, path);
+        if (hint)
+            return gb_error_set(err, GB_ECONFIG, "%s:1:1: %s: unknown key (did you mean '%s'?)",
+                                src, path, hint);
+        return gb_error_set(err, GB_ECONFIG, "%s:1:1: %s: unknown key", src, path);
+    }
+    int empty = 0;
+    int rc = gb_config_parse_document(&ld, &empty);
+    if (rc)
+        return rc;
+    yaml_node_t *root = NULL;
+    yaml_node_t null_node = {.type = YAML_SCALAR_NODE};
+    null_node.data.scalar.value = (yaml_char_t *)"";
+    null_node.data.scalar.style = YAML_PLAIN_SCALAR_STYLE;
+    null_node.start_mark.column = 0;
+    root = empty ? &null_node : yaml_document_get_root_node(&ld.doc);
+    if (argname) {
+        gb_config_args *args = &cfg->env.args;
+        yaml_mark_t at = root->start_mark;
+        size_t nl = strlen(argname);
+        if (root->type != YAML_SCALAR_NODE)
+            rc = gb_config_fail_at(&ld, at, path, klen, "expected a scalar argument value");
+        else if (nl == 0 || nl >= GB_CONFIG_NAME_MAX || strchr(argname, '.'))
+            rc = gb_config_fail_at(&ld, at, path, klen, "bad argument name");
+        else {
+            int slot = args->n;
+            for (int i = 0; i < args->n; i++)
+                if (strcmp(args->kv[i].key, argname) == 0)
+                    slot = i;
+            if (slot == GB_CONFIG_ARGS_MAX)
+                rc = gb_config_fail_at(&ld, at, path, klen, "more than %d arguments",
+                                       GB_CONFIG_ARGS_MAX);
+            else if (!gb_config_scalar_text(root, args->kv[slot].value, GB_CONFIG_ARG_VALUE_MAX))
+                rc = gb_config_fail_at(&ld, at, path, klen, "value longer than %d characters",
+                                       GB_CONFIG_ARG_VALUE_MAX - 1);
+            else {
+                snprintf(args->kv[slot].key, GB_CONFIG_NAME_MAX, "%s", argname);
+                if (slot == args->n)
+                    args->n++;
+                gb_config_record(&ld, f, at);
+            }
+        }
+    } else {
+        rc = gb_config_set_value(&ld, f, root, path, klen);
+        if (rc == 0)
+            gb_config_record(&ld, f, root->start_mark);
+    }
+    if (!empty)
+        yaml_document_delete(&ld.doc);
+    return rc;
+}
+
+/* Error at the place key was set (or its closest set section, or line 1). */
+__attribute__((format(printf, 4, 5))) static int fail_key(const gb_config_marks *marks,
+                                                           const char *key, gb_error *err,
+                                                           const char *fmt, ...)
+{
+    char msg[768], src[32];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const gb_config_field *f = gb_config_find_field(key, strlen(key));
+    mark at = {1, 1, 0};
+    if (f && marks->field[f - gb_config_fields].line) {
+        at = marks->field[f - gb_config_fields];
+    } else {
+        /* The deepest section of key that appears in the file. */
+        size_t best = 0;
+        for (int i = 0; i < marks->nsections; i++) {
+            size_t l = strlen(marks->section[i].path);
+            if (l > best && strncmp(key, marks->section[i].path, l) == 0 && key[l] == '.') {
+                best = l;
+                at = marks->section[i].at;
+            }
+        }
+    }
+    return gb_error_set(err, GB_ECONFIG, "%s:%d:%d: %s: %s",
+                        gb_config_source_name(marks, at.source, src, sizeof src), at.line, at.col,
+                        key, msg);
+}
+
+int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err)
+{
+    for (size_t i = 0; i < gb_config_nfields; i++)
+        if (!gb_config_fields[i].def && !marks->field[i].line)
+            return fail_key(marks, gb_config_fields[i].path, err, "required key is missing");
+    if (strcmp(cfg->env.name, "plugin") == 0 && cfg->env.plugin[0] == '\0')
+        return fail_key(marks, "env.plugin", err,
+                        "env.name is \"plugin\", so env.plugin must name the shared library");
+    if (strcmp(cfg->env.name, "plugin") != 0 && cfg->env.plugin[0] != '\0')
+        return fail_key(marks, "env.plugin", err,
+                        "set only when env.name is \"plugin\" (env.name is \"%s\")",
+                        cfg->env.name);
+    if (cfg->actors.envs_per_actor % cfg->actors.splits != 0)
+        return fail_key(marks, "actors.splits", err,
+                        "must divide actors.envs_per_actor (%lld), got %lld",
+                        (long long)cfg->actors.envs_per_actor, (long long)cfg->actors.splits);
+    const gb_config_replay *r = &cfg->trainer.replay;
+    if (r->max_size > r->capacity)
+        return fail_key(marks, "trainer.replay.max_size", err,
+                        "must not exceed trainer.replay.capacity (%lld), got %lld",
+                        (long long)r->capacity, (long long)r->max_size);
+    int64_t size_limit = r->max_size ? r->max_size : r->capacity;
+    if (r->min_size > size_limit)
+        return fail_key(marks, "trainer.replay.min_size", err,
+                        "the replay never holds %lld items (its limit is %lld), so sampling "
+                        "would never start", (long long)r->min_size, (long long)size_limit);
+    if (r->remover == GB_REMOVER_MAX_TIMES_SAMPLED && r->max_times_sampled == 0)
+        return fail_key(marks, "trainer.replay.max_times_sampled", err,
+                        "must be positive when trainer.replay.remover is max_times_sampled");
+    if (cfg->policy.model.type == GB_MODEL_TORCHSCRIPT && cfg->policy.model.torchscript[0] == 0)
+        return fail_key(marks, "policy.model.torchscript", err,
+                        "policy.model.type is torchscript, so this must name the file");
+    if (cfg->policy.model.hidden.n == 0 && cfg->policy.model.type == GB_MODEL_MLP)
+        return fail_key(marks, "policy.model.hidden", err, "an MLP needs at least one layer");
+    if (cfg->streams.transport == GB_TRANSPORT_TCP && cfg->streams.interface[0] == '\0')
+        return fail_key(marks, "streams.interface", err,
+                        "tcp needs an address to bind (\"*\" for every interface)");
+    if (cfg->streams.ttl_ms <= cfg->streams.heartbeat_ms)
+        return fail_key(marks, "streams.ttl_ms", err,
+                        "must exceed streams.heartbeat_ms (%lld), got %lld",
+                        (long long)cfg->streams.heartbeat_ms, (long long)cfg->streams.ttl_ms);
+    return 0;
+}
+
+const char *gb_config_arg(const gb_config_args *args, const char *key)
+{
+    for (int i = 0; i < args->n; i++)
+        if (strcmp(args->kv[i].key, key) == 0)
+            return args->kv[i].value;
+    return NULL;
+}
+
+const char *gb_config_enum_name(const char *key_path, int value)
+{
+    const gb_config_field *f = gb_config_find_field(key_path, strlen(key_path));
+    if (!f || f->kind != GB_CK_ENUM || value < 0)
+        return "?";
+    for (int i = 0; f->choices[i]; i++)
+        if (i == value)
+            return f->choices[i];
+    return "?";
+}

@@ -1,0 +1,506 @@
+/* workers/server_ops.c: the offline-RL data server's request handlers: info, sample, insert,
+ * update priorities, checkpoint (protocol in workers/server.h; transport in server.c). */
+#include "workers/server.h"
+#include "workers/server_internal.h"
+
+#include "runtime/log.h"
+#include "runtime/wire.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+/* ---- replies -------------------------------------------------------------------------------- */
+
+static int send_error(worker *w, const gb_wire_msg *m, int code, const char *text)
+{
+    gb_wire_header h;
+    gb_wire_header_init(&h, GB_MSG_SERVE_REPLY, GB_ROLE_SERVER, w->id);
+    h.seq = m->hdr.seq;
+    h.status = code;
+    h.nmeta = 1;
+    h.meta[0] = m->hdr.nmeta > 0 ? m->hdr.meta[0] : 0;
+    snprintf(h.text, sizeof h.text, "%s", text);
+    atomic_fetch_add(&w->s->errors, 1);
+    gb_error e = {0};
+    return gb_wire_send(w->sock, m->route, m->route_len, &h, NULL, 0, &e);
+}
+
+static void reply_init(gb_wire_header *h, const worker *w, const gb_wire_msg *m, int op)
+{
+    gb_wire_header_init(h, GB_MSG_SERVE_REPLY, GB_ROLE_SERVER, w->id);
+    h->seq = m->hdr.seq;
+    h->nmeta = 1;
+    h->meta[0] = op;
+}
+
+static int column_index(const gb_replay_options *o, const char *name)
+{
+    for (int c = 0; c < o->ncolumns; c++)
+        if (strcmp(o->columns[c].name, name) == 0)
+            return c;
+    return -1;
+}
+
+static int op_info(worker *w, const gb_wire_msg *m, gb_error *err)
+{
+    const gb_replay_options *o = gb_replay_options_of(w->s->r);
+    gb_replay_stats st;
+    gb_replay_stats_get(w->s->r, &st);
+    gb_wire_header h;
+    reply_init(&h, w, m, GB_SERVE_INFO);
+    int64_t meta[] = {GB_SERVE_INFO, st.size, st.capacity, o->steps, (int64_t)st.inserts,
+                      (int64_t)st.samples, w->s->o.max_batch_rows, w->s->o.max_batch_bytes};
+    h.nmeta = 8;
+    memcpy(h.meta, meta, sizeof meta);
+    uint64_t mask = 0;
+    h.ntensors = o->ncolumns;
+    for (int c = 0; c < o->ncolumns; c++) {
+        const gb_replay_column *col = &o->columns[c];
+        gb_tensor_desc *d = &h.tensors[c];
+        snprintf(d->name, sizeof d->name, "%s", col->name);
+        d->dtype = col->dtype;
+        d->rank = 0;
+        d->shape[d->rank++] = 0;
+        if (!col->per_item)
+            d->shape[d->rank++] = o->steps;
+        else
+            mask |= 1ull << c;
+        for (int k = 0; k < col->ndim; k++)
+            d->shape[d->rank++] = col->shape[k];
+    }
+    /* the selectors a request may name, in kind order */
+    const char *names[GB_WIRE_WORDS_MAX];
+    int nsel = 0;
+    unsigned offered = gb_replay_selectors(w->s->r);
+    for (int k = 0; k < 32 && nsel < GB_WIRE_WORDS_MAX - 2; k++)
+        if (offered & (1u << k))
+            names[nsel++] = gb_replay_selector_name(k);
+    int rc;
+    if ((rc = gb_wire_attr_set_str(&h, "selector", gb_replay_selector_name(o->selector), err)) ||
+        (rc = gb_wire_attr_set_str(&h, "remover",
+                                   gb_config_enum_name("trainer.replay.remover", o->remover),
+                                   err)) ||
+        (rc = gb_wire_attr_set_int(&h, "per_item", (int64_t)mask, err)) ||
+        (rc = gb_wire_attr_set_strs(&h, "selectors", names, nsel, err)))
+        return rc;
+    gb_wire_payload pl[GB_WIRE_MAX_TENSORS];
+    for (int c = 0; c < h.ntensors; c++)
+        pl[c] = (gb_wire_payload){.data = ""};
+    return gb_wire_send(w->sock, m->route, m->route_len, &h, pl, 0, err);
+}
+
+/* Parses the "columns" tensor into column indices. Returns the count or -1 (text set). */
+static int parse_columns(const gb_replay_options *o, const gb_wire_msg *m, int *cols,
+                         char *text, size_t cap)
+{
+    int t = gb_wire_msg_find(m, "columns");
+    if (t < 0) {
+        for (int c = 0; c < o->ncolumns; c++)
+            cols[c] = c;
+        return o->ncolumns;
+    }
+    gb_tensor_view v = gb_wire_msg_tensor(m, t);
+    if (v.desc->dtype != GB_DTYPE_UINT8 || v.desc->rank != 1) {
+        snprintf(text, cap, "sample: 'columns' must be a uint8 vector of NUL-separated names");
+        return -1;
+    }
+    int n = 0;
+    const char *p = v.data, *end = p + v.bytes;
+    while (p < end) {
+        const char *z = memchr(p, 0, (size_t)(end - p));
+        size_t len = z ? (size_t)(z - p) : (size_t)(end - p);
+        if (len) {
+            char name[GB_REPLAY_NAME_MAX];
+            if (len >= sizeof name) {
+                snprintf(text, cap, "sample: column name of %zu bytes is too long", len);
+                return -1;
+            }
+            memcpy(name, p, len);
+            name[len] = 0;
+            int c = column_index(o, name);
+            if (c < 0) {
+                snprintf(text, cap, "sample: no column '%s' (INFO lists the columns)", name);
+                return -1;
+            }
+            for (int k = 0; k < n; k++)
+                if (cols[k] == c) {
+                    snprintf(text, cap, "sample: column '%s' asked twice", name);
+                    return -1;
+                }
+            if (n >= GB_WIRE_MAX_TENSORS - 5) {
+                snprintf(text, cap, "sample: at most %d columns per request",
+                         GB_WIRE_MAX_TENSORS - 5);
+                return -1;
+            }
+            cols[n++] = c;
+        }
+        p += len + 1;
+    }
+    if (n == 0)
+        snprintf(text, cap, "sample: 'columns' names no column");
+    return n ? n : -1;
+}
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Copies the selection's items into the reply (what gb_replay_collect does, with ordinary
+ * stores: collect streams rows >= 16 KB past the cache, right for a batch a GPU or the
+ * learner reads later, wrong here, where the kernel's socket copy reads it at once). Steps at or
+ * past an item's length are zero; lengths[i] = valid steps inside [t0, t1). The selection is
+ * pinned, so the blocks cannot be reused while this copies. */
+static void gather(gb_replay *r, const gb_replay_selection *sel, const gb_replay_table *tables,
+                   const gb_replay_dst *dst, int ndst, int32_t t0, int32_t t1, int32_t *lengths)
+{
+    gb_replay_status st;
+    gb_replay_status_view(r, &st);
+    for (int64_t i = 0; i < sel->n; i++) {
+        int32_t v = st.length[sel->index[i]] - t0;
+        lengths[i] = v < 0 ? 0 : (v > t1 - t0 ? t1 - t0 : v);
+    }
+    for (int k = 0; k < ndst; k++) {
+        const gb_replay_table *t = &tables[dst[k].column];
+        unsigned char *out = dst[k].data;
+        for (int64_t i = 0; i < sel->n; i++) {
+            const unsigned char *src = t->base + (size_t)sel->index[i] * t->stride;
+            if (t->per_item) {
+                memcpy(out + (size_t)i * t->block_bytes, src, t->block_bytes);
+                continue;
+            }
+            size_t row = (size_t)(t1 - t0) * t->step_bytes;
+            size_t valid = (size_t)lengths[i] * t->step_bytes;
+            memcpy(out + (size_t)i * row, src + (size_t)t0 * t->step_bytes, valid);
+            memset(out + (size_t)i * row + valid, 0, row - valid);
+        }
+    }
+}
+
+static int op_sample(worker *w, const gb_wire_msg *m, gb_error *err)
+{
+    gb_server *s = w->s;
+    const gb_replay_options *o = gb_replay_options_of(s->r);
+    char text[GB_WIRE_TEXT_MAX];
+    const gb_wire_header *q = &m->hdr;
+    if (q->nmeta < 2)
+        return send_error(w, m, GB_EPROTO, "sample: meta must hold [op, batch, ...]");
+    int64_t batch = q->meta[1];
+    int64_t t0 = q->nmeta > 2 ? q->meta[2] : 0, t1 = q->nmeta > 3 ? q->meta[3] : 0;
+    int64_t timeout_ms = q->nmeta > 4 ? q->meta[4] : -1;
+    int64_t selector = q->nmeta > 5 ? q->meta[5] : -1;
+    if (t1 == 0)
+        t1 = o->steps;
+    if (batch < 1 || batch > s->o.max_batch_rows) {
+        snprintf(text, sizeof text, "sample: batch %lld outside 1..%lld (server.max_batch_rows)",
+                 (long long)batch, (long long)s->o.max_batch_rows);
+        return send_error(w, m, GB_EINVAL, text);
+    }
+    if (t0 < 0 || t1 <= t0 || t1 > o->steps) {
+        snprintf(text, sizeof text, "sample: step range [%lld, %lld) is not inside [0, %lld)",
+                 (long long)t0, (long long)t1, (long long)o->steps);
+        return send_error(w, m, GB_EINVAL, text);
+    }
+    unsigned offered = gb_replay_selectors(s->r);
+    if (selector != GB_REPLAY_SELECTOR_PRIMARY &&
+        (selector < 0 || selector >= GB_REPLAY_SELECTORS || !(offered & (1u << selector)))) {
+        char have[96];
+        gb_replay_selector_names(offered, ", ", have, sizeof have);
+        if (selector < 0 || selector >= GB_REPLAY_SELECTORS)
+            snprintf(text, sizeof text, "sample: unknown selector %lld; this server offers %s "
+                     "(default %s)", (long long)selector, have,
+                     gb_replay_selector_name(o->selector));
+        else
+            snprintf(text, sizeof text, "sample: this server has no '%s' selector; it offers "
+                     "%s (default %s; server.replay.extra_selectors adds weighted or topk)",
+                     gb_replay_selector_name((int)selector), have,
+                     gb_replay_selector_name(o->selector));
+        return send_error(w, m, GB_EINVAL, text);
+    }
+    int cols[GB_REPLAY_MAX_COLUMNS];
+    int ncols = parse_columns(o, m, cols, text, sizeof text);
+    if (ncols < 0)
+        return send_error(w, m, GB_EINVAL, text);
+    gb_replay_table tables[GB_REPLAY_MAX_COLUMNS];
+    gb_replay_tables(s->r, tables);
+    /* Reply layout for the full batch: metadata arrays, then each column, 64-byte aligned. */
+    size_t meta_bytes = align64((size_t)batch * 8) * 3 + align64((size_t)batch * 4) * 2;
+    uint64_t data_bytes = 0;
+    size_t col_row[GB_REPLAY_MAX_COLUMNS];
+    for (int k = 0; k < ncols; k++) {
+        const gb_replay_table *t = &tables[cols[k]];
+        col_row[k] = t->per_item ? t->block_bytes : (size_t)(t1 - t0) * t->step_bytes;
+        data_bytes += (uint64_t)batch * col_row[k];
+    }
+    if (data_bytes > (uint64_t)s->o.max_batch_bytes) {
+        snprintf(text, sizeof text, "sample: a reply of %llu data bytes exceeds "
+                 "server.max_batch_bytes = %lld; ask for fewer items, columns or steps",
+                 (unsigned long long)data_bytes, (long long)s->o.max_batch_bytes);
+        return send_error(w, m, GB_EINVAL, text);
+    }
+    gb_replay_request req = gb_replay_request_default(batch);
+    req.t0 = (int32_t)t0;
+    req.t1 = (int32_t)t1;
+    double max_wait = s->o.max_wait_s;
+    req.timeout_s = timeout_ms < 0 ? max_wait : fmin(max_wait, (double)timeout_ms / 1000.0);
+    req.selector = (int)selector;
+    gb_error e = {0};
+    int rc = gb_replay_sample(s->r, &req, &w->sel, &e);
+    if (rc)
+        return send_error(w, m, rc, e.msg);
+    int64_t n = w->sel.n;
+    size_t total = meta_bytes;
+    for (int k = 0; k < ncols; k++)
+        total += align64((size_t)batch * col_row[k]);
+    rbuf *b = gb_server_rbuf_get(s, total);
+    if (!b) {
+        gb_replay_release(s->r, &w->sel);
+        return send_error(w, m, GB_ENOMEM, "sample: out of memory for the reply");
+    }
+    unsigned char *p = b->data;
+    int64_t *index = (int64_t *)p;
+    uint64_t *key = (uint64_t *)(p + align64((size_t)batch * 8));
+    double *prob = (double *)(p + 2 * align64((size_t)batch * 8));
+    float *weight = (float *)(p + 3 * align64((size_t)batch * 8));
+    int32_t *length = (int32_t *)(p + 3 * align64((size_t)batch * 8) + align64((size_t)batch * 4));
+    gb_replay_dst dst[GB_REPLAY_MAX_COLUMNS];
+    size_t off = meta_bytes;
+    for (int k = 0; k < ncols; k++) {
+        dst[k] = (gb_replay_dst){.column = cols[k], .data = p + off,
+                                 .bytes = (size_t)batch * col_row[k]};
+        off += align64((size_t)batch * col_row[k]);
+    }
+    gather(s->r, &w->sel, tables, dst, ncols, (int32_t)t0, (int32_t)t1, length);
+    memcpy(index, w->sel.index, (size_t)n * 8);
+    memcpy(key, w->sel.key, (size_t)n * 8);
+    memcpy(prob, w->sel.prob, (size_t)n * 8);
+    memcpy(weight, w->sel.weight, (size_t)n * 4);
+    int64_t size = w->sel.size, drawn_by = w->sel.selector;
+    gb_replay_release(s->r, &w->sel);
+    gb_wire_header h;
+    reply_init(&h, w, m, GB_SERVE_SAMPLE);
+    h.nmeta = 4;
+    h.meta[1] = n;
+    h.meta[2] = size;
+    h.meta[3] = drawn_by;
+    gb_wire_payload pl[GB_WIRE_MAX_TENSORS];
+    static const struct { const char *name; gb_dtype dt; } fixed[] = {
+        {"index", GB_DTYPE_INT64}, {"key", GB_DTYPE_UINT64}, {"prob", GB_DTYPE_FLOAT64},
+        {"weight", GB_DTYPE_FLOAT32}, {"length", GB_DTYPE_INT32}};
+    const void *fixed_data[] = {index, key, prob, weight, length};
+    for (int k = 0; k < 5; k++) {
+        gb_wire_set_tensor(&h.tensors[k], fixed[k].name, fixed[k].dt, 1, &n, NULL);
+        pl[k] = (gb_wire_payload){.data = fixed_data[k], .free_fn = gb_server_rbuf_free, .hint = b};
+    }
+    for (int k = 0; k < ncols; k++) {
+        const gb_replay_column *col = &o->columns[cols[k]];
+        gb_tensor_desc *d = &h.tensors[5 + k];
+        snprintf(d->name, sizeof d->name, "%s", col->name);
+        d->dtype = col->dtype;
+        d->rank = 0;
+        d->shape[d->rank++] = n;
+        if (!col->per_item)
+            d->shape[d->rank++] = t1 - t0;
+        for (int j = 0; j < col->ndim; j++)
+            d->shape[d->rank++] = col->shape[j];
+        pl[5 + k] =
+            (gb_wire_payload){.data = dst[k].data, .free_fn = gb_server_rbuf_free, .hint = b};
+    }
+    h.ntensors = 5 + ncols;
+    atomic_store(&b->refs, h.ntensors);
+    atomic_fetch_add(&s->buffers_out, 1);
+    atomic_fetch_add(&s->items_sent, (unsigned long long)n);
+    uint64_t sent = 0;
+    for (int k = 0; k < ncols; k++)
+        sent += (uint64_t)n * col_row[k];
+    atomic_fetch_add(&s->bytes_sent, sent);
+    return gb_wire_send(w->sock, m->route, m->route_len, &h, pl, 0, err);
+}
+
+static int op_insert(worker *w, const gb_wire_msg *m, gb_error *err)
+{
+    gb_server *s = w->s;
+    const gb_replay_options *o = gb_replay_options_of(s->r);
+    char text[GB_WIRE_TEXT_MAX];
+    int src[GB_REPLAY_MAX_COLUMNS];
+    int64_t n = -1;
+    gb_replay_table tables[GB_REPLAY_MAX_COLUMNS];
+    gb_replay_tables(s->r, tables);
+    for (int c = 0; c < o->ncolumns; c++) {
+        const gb_replay_column *col = &o->columns[c];
+        int t = gb_wire_msg_find(m, col->name);
+        if (t < 0) {
+            snprintf(text, sizeof text, "insert: column '%s' missing (every column is needed)",
+                     col->name);
+            return send_error(w, m, GB_EINVAL, text);
+        }
+        const gb_tensor_desc *d = &m->hdr.tensors[t];
+        int ok = d->dtype == col->dtype && d->rank == 1 + !col->per_item + col->ndim;
+        for (int k = 0; ok && k < col->ndim; k++)
+            ok = d->shape[1 + !col->per_item + k] == col->shape[k];
+        if (ok && !col->per_item)
+            ok = d->shape[1] == o->steps;
+        if (ok && n >= 0)
+            ok = d->shape[0] == n;
+        if (!ok) {
+            snprintf(text, sizeof text, "insert: column '%s': dtype or shape does not match the "
+                     "schema (%s, [n%s, ...] with every column's n equal)", col->name,
+                     gb_dtype_name(col->dtype), col->per_item ? "" : ", T");
+            return send_error(w, m, GB_EINVAL, text);
+        }
+        n = d->shape[0];
+        src[c] = t;
+    }
+    if (n < 1 || n > s->o.max_batch_rows) {
+        snprintf(text, sizeof text, "insert: %lld items outside 1..%lld (server.max_batch_rows)",
+                 (long long)n, (long long)s->o.max_batch_rows);
+        return send_error(w, m, GB_EINVAL, text);
+    }
+    const double *prio = NULL;
+    const int32_t *len = NULL;
+    int tp = gb_wire_msg_find(m, "priority"), tl = gb_wire_msg_find(m, "length");
+    if (tp >= 0) {
+        const gb_tensor_desc *d = &m->hdr.tensors[tp];
+        if (d->dtype != GB_DTYPE_FLOAT64 || d->rank != 1 || d->shape[0] != n)
+            return send_error(w, m, GB_EINVAL, "insert: 'priority' must be float64[n]");
+        prio = gb_wire_msg_tensor(m, tp).data;
+    }
+    if (tl >= 0) {
+        const gb_tensor_desc *d = &m->hdr.tensors[tl];
+        if (d->dtype != GB_DTYPE_INT32 || d->rank != 1 || d->shape[0] != n)
+            return send_error(w, m, GB_EINVAL, "insert: 'length' must be int32[n]");
+        len = gb_wire_msg_tensor(m, tl).data;
+    }
+    int64_t *idx = malloc((size_t)n * (sizeof(int64_t) * 2 + sizeof(int32_t)));
+    if (!idx)
+        return send_error(w, m, GB_ENOMEM, "insert: out of memory");
+    int64_t *versions = idx + n;
+    int32_t *lengths = (int32_t *)(versions + n);
+    for (int64_t i = 0; i < n; i++) {
+        versions[i] = m->hdr.policy_version < 0 ? 0 : m->hdr.policy_version;
+        lengths[i] = len ? len[i] : (int32_t)o->steps;
+    }
+    gb_error e = {0};
+    int rc = gb_replay_allocate(s->r, n, idx, s->o.max_wait_s, &e);
+    if (rc == 0) {
+        for (int c = 0; c < o->ncolumns; c++) {
+            gb_tensor_view v = gb_wire_msg_tensor(m, src[c]);
+            size_t row = tables[c].block_bytes;
+            for (int64_t i = 0; i < n; i++)
+                memcpy(gb_replay_block(s->r, c, idx[i]), (const char *)v.data + (size_t)i * row,
+                       row);
+        }
+        rc = gb_replay_commit(s->r, n, idx, prio, lengths, versions, &e);
+        if (rc)
+            gb_replay_abort(s->r, n, idx, NULL);
+    }
+    free(idx);
+    if (rc)
+        return send_error(w, m, rc, e.msg);
+    gb_replay_stats st;
+    gb_replay_stats_get(s->r, &st);
+    gb_wire_header h;
+    reply_init(&h, w, m, GB_SERVE_INSERT);
+    h.nmeta = 3;
+    h.meta[1] = n;
+    h.meta[2] = st.size;
+    return gb_wire_send(w->sock, m->route, m->route_len, &h, NULL, 0, err);
+}
+
+static int op_update(worker *w, const gb_wire_msg *m, gb_error *err)
+{
+    gb_server *s = w->s;
+    int ti = gb_wire_msg_find(m, "index"), tp = gb_wire_msg_find(m, "priority"),
+        tk = gb_wire_msg_find(m, "key");
+    if (ti < 0 || tp < 0)
+        return send_error(w, m, GB_EINVAL, "update: tensors 'index' and 'priority' needed");
+    const gb_tensor_desc *di = &m->hdr.tensors[ti], *dp = &m->hdr.tensors[tp];
+    int64_t n = di->rank == 1 ? di->shape[0] : -1;
+    if (di->dtype != GB_DTYPE_INT64 || di->rank != 1 || dp->dtype != GB_DTYPE_FLOAT64 ||
+        dp->rank != 1 || dp->shape[0] != n)
+        return send_error(w, m, GB_EINVAL, "update: 'index' int64[n] and 'priority' "
+                          "float64[n] needed");
+    if (tk >= 0 && (m->hdr.tensors[tk].dtype != GB_DTYPE_UINT64 ||
+                    m->hdr.tensors[tk].rank != 1 || m->hdr.tensors[tk].shape[0] != n))
+        return send_error(w, m, GB_EINVAL, "update: 'key' must be uint64[n]");
+    if (n < 1 || n > s->o.max_batch_rows) {
+        char text[GB_WIRE_TEXT_MAX];
+        snprintf(text, sizeof text, "update: %lld items outside 1..%lld (server.max_batch_rows)",
+                 (long long)n, (long long)s->o.max_batch_rows);
+        return send_error(w, m, GB_EINVAL, text);
+    }
+    int64_t skipped = 0;
+    gb_error e = {0};
+    int rc = gb_replay_update_priorities(s->r, n, gb_wire_msg_tensor(m, ti).data,
+                                         tk >= 0 ? gb_wire_msg_tensor(m, tk).data : NULL,
+                                         gb_wire_msg_tensor(m, tp).data, &skipped, &e);
+    if (rc)
+        return send_error(w, m, rc, e.msg);
+    gb_wire_header h;
+    reply_init(&h, w, m, GB_SERVE_UPDATE);
+    h.nmeta = 3;
+    h.meta[1] = n;
+    h.meta[2] = skipped;
+    return gb_wire_send(w->sock, m->route, m->route_len, &h, NULL, 0, err);
+}
+
+int gb_server_checkpoint(gb_server *s, gb_error *err)
+{
+    if (!s->checkpoint[0])
+        return gb_error_set(err, GB_EUNSUPPORTED, "checkpoint: the server has no checkpoint "
+                            "path (server.checkpoint)");
+    pthread_mutex_lock(&s->ckpt_mu);
+    int rc = gb_replay_checkpoint(s->r, s->checkpoint, err);
+    pthread_mutex_unlock(&s->ckpt_mu);
+    if (rc == 0)
+        GB_INFO("checkpoint written to %s", s->checkpoint);
+    return rc;
+}
+
+static int op_checkpoint(worker *w, const gb_wire_msg *m, gb_error *err)
+{
+    gb_error e = {0};
+    int rc = gb_server_checkpoint(w->s, &e);
+    if (rc)
+        return send_error(w, m, rc, e.msg);
+    gb_wire_header h;
+    reply_init(&h, w, m, GB_SERVE_CHECKPOINT);
+    snprintf(h.text, sizeof h.text, "%.*s", (int)sizeof h.text - 1, w->s->checkpoint);
+    return gb_wire_send(w->sock, m->route, m->route_len, &h, NULL, 0, err);
+}
+
+void gb_server_handle(worker *w, gb_wire_msg *m, int recv_rc, const gb_error *recv_err)
+{
+    gb_server *s = w->s;
+    gb_error err = {0};
+    int rc = 0;
+    if (recv_rc) {
+        atomic_fetch_add(&s->rejected, 1);
+        if (m->route_len)
+            rc = send_error(w, m, GB_EPROTO, recv_err->msg);
+        else
+            rc = -1;
+    } else if (m->hdr.type != GB_MSG_SERVE_REQUEST || m->hdr.nmeta < 1 ||
+               m->hdr.meta[0] < GB_SERVE_INFO || m->hdr.meta[0] >= GB_SERVE_OP_END) {
+        atomic_fetch_add(&s->rejected, 1);
+        rc = send_error(w, m, GB_EPROTO, "expected a serve_request with meta[0] = op (1..5)");
+    } else {
+        int op = (int)m->hdr.meta[0];
+        unsigned long long errors0 = atomic_load(&s->errors);
+        switch (op) {
+        case GB_SERVE_INFO: rc = op_info(w, m, &err); break;
+        case GB_SERVE_SAMPLE: rc = op_sample(w, m, &err); break;
+        case GB_SERVE_INSERT: rc = op_insert(w, m, &err); break;
+        case GB_SERVE_UPDATE: rc = op_update(w, m, &err); break;
+        default: rc = op_checkpoint(w, m, &err); break;
+        }
+        if (rc == 0 && atomic_load(&s->errors) == errors0)
+            atomic_fetch_add(&s->requests[op], 1);
+    }
+    if (rc) { /* nothing reached the broker: tell it this thread is free */
+        if (rc != -1)
+            GB_WARN("server: reply failed: %s", err.msg);
+        zmq_send(w->sock, "", 0, 0);
+    }
+}
