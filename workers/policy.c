@@ -222,6 +222,7 @@ int gb_policy_main(gb_worker *w, gb_error *err)
             gb_metrics_set(w->metrics, "served_rows", (double)st.rows);
             gb_metrics_set(w->metrics, "batches", (double)st.batches);
             gb_metrics_set(w->metrics, "rejected", (double)st.rejected);
+            gb_metrics_set(w->metrics, "unsent", (double)st.unsent); /* replies lost: peer gone */
             gb_metrics_set(w->metrics, "policy_version",
                            (double)atomic_load(&p.applied_version));
             gb_metrics_set(w->metrics, "import_failures",

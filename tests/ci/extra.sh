@@ -24,7 +24,7 @@ tsan() { # tsan SUPPRESSIONS_FILE|- COMMAND...: runs COMMAND with fatal TSan rep
 }
 replay_tests="test_replay_concurrency test_replay_basic test_replay_ratelimit test_replay_checkpoint
   test_replay_remote test_replay_selectors"
-stream_tests="test_inference test_inference_pipelined test_sample"
+stream_tests="test_inference test_inference_pipelined test_sample test_malformed_peer test_registry"
 worker_tests="test_torch_model test_torch_losses test_inline_learn"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGEARBOX_SANITIZE=thread \
   -DGEARBOX_CUDA=OFF -DGEARBOX_TORCH=ON
