@@ -148,6 +148,14 @@ int gb_replay_wait(gb_replay *r, pthread_cond_t *cv, const struct timespec *dead
 {
     if (r->closed)
         return GB_ECLOSED;
+    /* A deadline already passed (timeout 0: "do not wait") returns at once: a futex wait on it
+     * still sleeps for the timer slack (~50-100 us measured per call), which made every
+     * non-blocking insert or sample of a single-threaded caller cost a sleep. */
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec > deadline->tv_sec ||
+        (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec))
+        return GB_ETIMEOUT;
     int rc = pthread_cond_timedwait(cv, &r->mu, deadline);
     if (r->closed)
         return GB_ECLOSED;
