@@ -62,7 +62,9 @@ int gb_worker_endpoint(const gb_worker *w, const char *name, char *out, size_t c
                        gb_error *err);
 
 /* The environment's spec as the config names it (one copy is created and destroyed to read
- * it), and the matching space for the networks. Returns 0 or the environment's error. */
+ * it), and the matching space for the networks (gb_learning_space, read before the copy is
+ * destroyed; the spec's bound pointers are then cleared). Returns 0, the environment's error or
+ * GB_EUNSUPPORTED for what the algorithms cannot take. */
 struct gb_env_spec;
 struct gb_torch_space;
 int gb_worker_env_space(const gb_config *cfg, struct gb_env_spec *spec,
