@@ -1,7 +1,9 @@
 /* tests/workers/test_torch_model.c: models and learners through the C API: inference shapes and
  * ranges, epsilon-greedy, parameter export -> import round trip (identical outputs), layout
  * mismatch refusal, checkpoints, one DQN step checked against a hand-computed linear Q-network,
- * and a training step of each algorithm. argv[1]: a scratch folder. */
+ * a training step of each algorithm, and one random stream per policy worker. argv[1]: a
+ * scratch folder. */
+#include "runtime/rng.h"
 #include "test.h"
 #include "workers/torch/bridge.h"
 
@@ -508,6 +510,41 @@ static void test_bad_inputs(void)
     CHECK_OK(gb_torch_set_threads(1, &err));
 }
 
+/* Policy workers seed their models with gb_rng_seed_of(seed, "policy", index, "model"); before,
+ * every one used the experiment seed alone, so with policy.count > 1 their epsilon-greedy masks
+ * and sampled actions repeated across workers. Models seeded as policy 0 and 1 act
+ * epsilon-greedily (epsilon 1) on the same observations: the actions differ, while a model
+ * seeded as the same worker repeats them. */
+static void policy_actions(uint64_t seed, int64_t *out, int rows)
+{
+    static gb_config cfg;
+    gb_error err = {0};
+    CHECK_OK(make_cfg(&cfg, "dqn", ""));
+    gb_torch_space sp = discrete_space();
+    gb_torch_model *m = NULL;
+    CHECK_OK(gb_torch_model_create(&cfg, &sp, seed, &m, &err));
+    if (!m)
+        return;
+    static float obs[256 * 4];
+    gb_torch_act_out o = {out, NULL, NULL, NULL};
+    CHECK_OK(gb_torch_model_act(m, obs, rows, 0, 1.0, &o, &err));
+    gb_torch_model_destroy(m);
+}
+
+static void test_policy_streams_differ(void)
+{
+    enum { ROWS = 256 };
+    int64_t a0[ROWS], a1[ROWS], again[ROWS];
+    policy_actions(gb_rng_seed_of(1, "policy", 0, "model"), a0, ROWS);
+    policy_actions(gb_rng_seed_of(1, "policy", 1, "model"), a1, ROWS);
+    policy_actions(gb_rng_seed_of(1, "policy", 0, "model"), again, ROWS);
+    int same = 0;
+    for (int i = 0; i < ROWS; i++)
+        same += a0[i] == a1[i];
+    CHECK_MSG(same < ROWS * 3 / 4, "%d of %d random actions equal across workers", same, ROWS);
+    CHECK(memcmp(a0, again, sizeof a0) == 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -529,5 +566,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_cnn);
     TEST_RUN(test_torchscript);
     TEST_RUN(test_bad_inputs);
+    TEST_RUN(test_policy_streams_differ);
     return test_main_result();
 }
