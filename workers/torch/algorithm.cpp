@@ -2,6 +2,8 @@
 // annealing, gradient clipping, target-network updates, and the table of algorithms.
 #include "workers/torch/algorithm.hpp"
 
+#include <vector>
+
 namespace gbt {
 
 const Algorithm &algorithm_for(int gb_algorithm)
@@ -41,6 +43,47 @@ void chunk_priorities(const torch::Tensor &abs_td, const torch::Tensor &valid, f
     torch::Tensor cnt = valid.sum(1).clamp_min(1.0);
     torch::Tensor pr = 0.9 * std::get<0>(td.max(1)) + 0.1 * td.sum(1) / cnt + 1e-6;
     torch::from_blob(prio, {abs_td.size(0)}, torch::kFloat32).copy_(pr);
+}
+
+Transitions valid_transitions(const gb_torch_batch *b, int64_t n_step, double gamma,
+                              torch::Device dev)
+{
+    const int64_t B = b->B, T = b->T;
+    torch::Tensor G = torch::empty({B, T}), disc = torch::empty({B, T});
+    torch::Tensor boot = torch::empty({B, T}, torch::kInt64);
+    gb_torch_nstep(B, T, n_step, gamma, b->reward, b->terminated, b->truncated, b->valid,
+                   G.data_ptr<float>(), disc.data_ptr<float>(), boot.data_ptr<int64_t>());
+    std::vector<int64_t> steps, rows, brows;
+    steps.reserve((size_t)(B * T));
+    rows.reserve((size_t)(B * T));
+    brows.reserve((size_t)(B * T));
+    const int64_t *bp = boot.data_ptr<int64_t>();
+    for (int64_t bi = 0; bi < B; bi++)
+        for (int64_t t = 0; t < T; t++)
+            if (!b->valid || b->valid[bi * T + t]) {
+                steps.push_back(bi * T + t);
+                rows.push_back(obs_row(bi, t, T));
+                brows.push_back(obs_row(bi, bp[bi * T + t], T));
+            }
+    Transitions tr;
+    tr.N = (int64_t)steps.size();
+    tr.valid_mask = b->valid ? cpu_view(b->valid, {B, T}, torch::kUInt8).to(torch::kFloat32)
+                             : torch::ones({B, T});
+    if (tr.N == 0)
+        return tr;
+    auto lopt = torch::TensorOptions().dtype(torch::kInt64);
+    tr.step_idx = torch::from_blob(steps.data(), {tr.N}, lopt).clone();
+    tr.row_idx = torch::from_blob(rows.data(), {tr.N}, lopt).clone().to(dev);
+    tr.brow_idx = torch::from_blob(brows.data(), {tr.N}, lopt).clone().to(dev);
+    tr.ret = G.view({B * T}).index_select(0, tr.step_idx).to(dev);
+    tr.disc = disc.view({B * T}).index_select(0, tr.step_idx).to(dev);
+    if (b->weights)
+        tr.weight = cpu_view(b->weights, {B, 1}, torch::kFloat32)
+                        .expand({B, T})
+                        .reshape({B * T})
+                        .index_select(0, tr.step_idx)
+                        .to(dev);
+    return tr;
 }
 
 void learner_set_lr(torch::optim::Optimizer &opt, double lr)

@@ -70,4 +70,17 @@ inline int64_t obs_row(int64_t b, int64_t t, int64_t T) { return b * (T + 1) + t
 // Chunk priorities from |td| [B, T] and valid [B, T] (0.9 max + 0.1 mean, + 1e-6).
 void chunk_priorities(const torch::Tensor &abs_td, const torch::Tensor &valid, float *prio);
 
+// The valid steps of a batch of chunks as N transitions with n-step returns (gb_torch_nstep):
+// what DQN (n = dqn.n_step) and SAC (n = 1) train on.
+struct Transitions {
+    int64_t N;
+    torch::Tensor valid_mask;          // [B, T] float32 (CPU): 1 on valid steps
+    torch::Tensor step_idx;            // [N] int64 (CPU): flat step index b*T + t
+    torch::Tensor row_idx, brow_idx;   // [N] int64 on dev: obs rows of the step and its bootstrap
+    torch::Tensor ret, disc;           // [N] float32 on dev: n-step return, gamma^m or 0
+    torch::Tensor weight;              // [N] on dev: importance weights; undefined without
+};
+Transitions valid_transitions(const gb_torch_batch *b, int64_t n_step, double gamma,
+                              torch::Device dev);
+
 } // namespace gbt

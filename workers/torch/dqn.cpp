@@ -29,42 +29,18 @@ static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     const int64_t B = b->B, T = b->T;
     torch::Device dev = l->device;
 
-    torch::Tensor G = torch::empty({B, T}), disc = torch::empty({B, T});
-    torch::Tensor boot = torch::empty({B, T}, torch::kInt64);
-    gb_torch_nstep(B, T, dc.n_step, ac.gamma, b->reward, b->terminated, b->truncated, b->valid,
-                   G.data_ptr<float>(), disc.data_ptr<float>(), boot.data_ptr<int64_t>());
-
-    std::vector<int64_t> steps, rows, brows;
-    for (int64_t bi = 0; bi < B; bi++)
-        for (int64_t t = 0; t < T; t++)
-            if (!b->valid || b->valid[bi * T + t]) {
-                steps.push_back(bi * T + t);
-                rows.push_back(obs_row(bi, t, T));
-                brows.push_back(obs_row(bi, boot.data_ptr<int64_t>()[bi * T + t], T));
-            }
-    const int64_t N = (int64_t)steps.size();
+    Transitions tr = valid_transitions(b, dc.n_step, ac.gamma, dev);
+    const int64_t N = tr.N;
     st->samples = N;
     st->lr = learner_lr(l, ac.lr);
-    torch::Tensor valid_mask = b->valid ? cpu_view(b->valid, {B, T}, torch::kUInt8)
-                                              .to(torch::kFloat32)
-                                        : torch::ones({B, T});
     if (N == 0) {
-        chunk_priorities(torch::zeros({B, T}), valid_mask, prio);
+        chunk_priorities(torch::zeros({B, T}), tr.valid_mask, prio);
         return;
     }
-    auto lopt = torch::TensorOptions().dtype(torch::kInt64);
-    torch::Tensor step_idx = torch::from_blob(steps.data(), {N}, lopt).clone();
-    torch::Tensor row_idx = torch::from_blob(rows.data(), {N}, lopt).clone().to(dev);
-    torch::Tensor brow_idx = torch::from_blob(brows.data(), {N}, lopt).clone().to(dev);
+    const torch::Tensor &step_idx = tr.step_idx, &row_idx = tr.row_idx, &brow_idx = tr.brow_idx;
+    const torch::Tensor &g = tr.ret, &d = tr.disc, &w = tr.weight, &valid_mask = tr.valid_mask;
     torch::Tensor act =
         cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, step_idx).to(dev);
-    torch::Tensor g = G.view({B * T}).index_select(0, step_idx).to(dev);
-    torch::Tensor d = disc.view({B * T}).index_select(0, step_idx).to(dev);
-    torch::Tensor w;
-    if (b->weights) {
-        torch::Tensor wc = cpu_view(b->weights, {B, 1}, torch::kFloat32).expand({B, T});
-        w = wc.reshape({B * T}).index_select(0, step_idx).to(dev);
-    }
 
     torch::Tensor obs = batch_obs(l, b);
     torch::Tensor q_all = m->net->forward(obs).q; // [B*(T+1), n], with grad
