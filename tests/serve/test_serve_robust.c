@@ -1,0 +1,300 @@
+/* tests/serve/test_serve_robust.c: the offline-RL data server with the C client, over tcp
+ * loopback, under stress: garbage, oversized and abandoned requests while good clients keep
+ * checking their data; a server restarted from its checkpoint serving the same items; fresh
+ * servers answering their first requests. Usage: test_serve_robust TMPDIR */
+#include "serve_util.h"
+#include "test.h"
+
+#include "runtime/wire.h"
+#include "workers/client/client.h"
+
+#include <unistd.h>
+
+/* ---- robustness ------------------------------------------------------------------------------ */
+
+typedef struct good_client {
+    const char *endpoint;
+    atomic_int stop;
+    atomic_int samples; /* read by the test while the client runs */
+    int bad, errors;
+} good_client;
+
+static void *good_main(void *arg)
+{
+    good_client *g = arg;
+    gb_error err = {0};
+    gb_client *c = NULL;
+    if (gb_client_open(&c, g->endpoint, 5000, &err) != 0) {
+        g->errors++;
+        return NULL;
+    }
+    sbuf b = {0};
+    if (gb_client_get_info(c, &b.info, &err) != 0) {
+        g->errors++;
+        gb_client_close(c);
+        return NULL;
+    }
+    sbuf_alloc(&b, 32);
+    while (!atomic_load(&g->stop)) {
+        gb_client_sample_req req = {.batch = 32, .timeout_ms = -1};
+        gb_client_batch out = {.data = b.data, .cap = b.cap, .length = b.length};
+        if (gb_client_sample(c, &req, &out, &err) != 0) {
+            fprintf(stderr, "good client: %s\n", err.msg);
+            g->errors++;
+            continue;
+        }
+        g->bad += verify(&b, out.n, 0, T_STEPS, NULL);
+        g->samples++;
+    }
+    sbuf_free(&b);
+    gb_client_close(c);
+    return NULL;
+}
+
+static void *raw_dealer(void *zctx, const char *ep)
+{
+    void *s = zmq_socket(zctx, ZMQ_DEALER);
+    int zero = 0, rcv = 2000;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_RCVTIMEO, &rcv, sizeof rcv);
+    zmq_connect(s, ep);
+    return s;
+}
+
+static void test_hostile_clients(void)
+{
+    gb_error err = {0};
+    test_server ts;
+    CHECK_OK(test_server_start(&ts, server_config(""), &err));
+    if (!ts.server)
+        return;
+    const char *ep = gb_server_endpoint(ts.server);
+    good_client gs[2] = {{.endpoint = ep}, {.endpoint = ep}}; /* one each: no shared counters */
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, good_main, &gs[i]);
+    void *zctx = zmq_ctx_new();
+
+    /* garbage: a random frame, a header without its frames, 100 frames */
+    void *d = raw_dealer(zctx, ep);
+    zmq_send(d, "\x93\x01\xff garbage", 11, 0);
+    char reply[4096];
+    int n = zmq_recv(d, reply, sizeof reply, 0); /* answered with an error, header first */
+    CHECK(n > 0);
+    gb_wire_header h;
+    CHECK(gb_wire_decode_header(reply, (size_t)n, &h, &err) == 0 && h.status == GB_EPROTO);
+    int more;
+    size_t ml = sizeof more;
+    while (zmq_getsockopt(d, ZMQ_RCVMORE, &more, &ml) == 0 && more)
+        zmq_recv(d, reply, sizeof reply, 0);
+    gb_wire_header_init(&h, GB_MSG_SERVE_REQUEST, GB_ROLE_CLIENT, 0);
+    h.nmeta = 2;
+    h.meta[0] = GB_SERVE_INSERT;
+    int64_t shape[1] = {1000};
+    gb_wire_set_tensor(&h.tensors[0], "obs", GB_DTYPE_FLOAT32, 1, shape, &err);
+    h.ntensors = 1;
+    unsigned char hb[GB_WIRE_HEADER_MAX];
+    size_t hl;
+    gb_wire_encode_header(&h, hb, sizeof hb, &hl, &err);
+    zmq_send(d, hb, hl, 0); /* declares a tensor, sends none */
+    for (int i = 0; i < 100; i++)
+        zmq_send(d, "x", 1, i < 99 ? ZMQ_SNDMORE : 0);
+    /* a well-formed insert with the wrong schema */
+    zmq_send(d, hb, hl, ZMQ_SNDMORE);
+    static float junk[1000];
+    zmq_send(d, junk, sizeof junk, 0);
+
+    /* oversized: 2 MB against max_request_bytes 1 MB (ZeroMQ drops this peer's connection) */
+    void *big = raw_dealer(zctx, ep);
+    char *huge = calloc(1, 2 << 20);
+    zmq_send(big, huge, 2 << 20, 0);
+    free(huge);
+
+    /* vanishing: ask for data and close at once, 20 times */
+    for (int i = 0; i < 20; i++) {
+        void *v = raw_dealer(zctx, ep);
+        gb_wire_header_init(&h, GB_MSG_SERVE_REQUEST, GB_ROLE_CLIENT, 0);
+        h.nmeta = 2;
+        h.meta[0] = GB_SERVE_SAMPLE;
+        h.meta[1] = 64;
+        gb_wire_encode_header(&h, hb, sizeof hb, &hl, &err);
+        zmq_send(v, hb, hl, 0);
+        zmq_close(v);
+    }
+    /* greedy: 300 requests, never reads a reply (its queue is bounded; replies are dropped) */
+    void *greedy = raw_dealer(zctx, ep);
+    gb_wire_header_init(&h, GB_MSG_SERVE_REQUEST, GB_ROLE_CLIENT, 0);
+    h.nmeta = 2;
+    h.meta[0] = GB_SERVE_SAMPLE;
+    h.meta[1] = 64;
+    gb_wire_encode_header(&h, hb, sizeof hb, &hl, &err);
+    for (int i = 0; i < 300; i++)
+        zmq_send(greedy, hb, hl, 0);
+    /* the good clients keep being served meanwhile: wait for it (and for the hostile traffic
+     * to be counted) rather than for a fixed time */
+    TEST_WAIT_UNTIL(atomic_load(&gs[0].samples) > 5 && atomic_load(&gs[1].samples) > 5 &&
+                        gb_server_get_stats(ts.server).rejected >= 2 &&
+                        gb_server_get_stats(ts.server).errors >= 1,
+                    30000);
+    for (int i = 0; i < 2; i++)
+        atomic_store(&gs[i].stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    good_client g = {.samples = gs[0].samples + gs[1].samples, .bad = gs[0].bad + gs[1].bad,
+                     .errors = gs[0].errors + gs[1].errors};
+    CHECK(gs[0].samples > 5 && gs[1].samples > 5);
+    zmq_close(d);
+    zmq_close(big);
+    zmq_close(greedy);
+    zmq_ctx_term(zctx);
+    gb_server_stats st = gb_server_get_stats(ts.server);
+    CHECK(g.samples > 10);
+    CHECK_EQ_INT(g.bad, 0);
+    CHECK_EQ_INT(g.errors, 0);
+    CHECK(st.rejected >= 2);
+    CHECK(st.errors >= 1);
+    fprintf(stderr, "hostile: good clients sampled %d times; server rejected %llu, errors %llu\n",
+            g.samples, (unsigned long long)st.rejected, (unsigned long long)st.errors);
+    /* the server still answers a fresh client */
+    gb_client *c = NULL;
+    gb_client_info info;
+    CHECK_OK(gb_client_open(&c, ep, 5000, &err));
+    CHECK_OK(gb_client_get_info(c, &info, &err));
+    gb_client_close(c);
+    test_server_stop(&ts);
+}
+
+/* ---- checkpoint and restart -------------------------------------------------------------------- */
+
+static int64_t sample_all_fifo(const char *ep, unsigned char **blob, size_t *bytes,
+                               gb_client_info *info)
+{
+    gb_error err = {0};
+    gb_client *c = NULL;
+    if (gb_client_open(&c, ep, 5000, &err) || gb_client_get_info(c, info, &err))
+        return -1;
+    sbuf b = {.info = *info};
+    sbuf_alloc(&b, info->size);
+    gb_client_sample_req req = {.batch = info->size, .timeout_ms = -1};
+    gb_client_batch out = {.data = b.data, .cap = b.cap, .index = b.index, .key = b.key,
+                           .prob = b.prob, .length = b.length};
+    int rc = gb_client_sample(c, &req, &out, &err);
+    if (rc)
+        fprintf(stderr, "sample_all: %s\n", err.msg);
+    size_t total = sizeof b.index + sizeof b.key + sizeof b.length;
+    for (int k = 0; k < info->ncolumns; k++)
+        total += b.cap[k];
+    *blob = malloc(total);
+    unsigned char *p = *blob;
+    memcpy(p, b.index, sizeof b.index), p += sizeof b.index;
+    memcpy(p, b.key, sizeof b.key), p += sizeof b.key;
+    memcpy(p, b.length, sizeof b.length), p += sizeof b.length;
+    for (int k = 0; k < info->ncolumns; k++)
+        memcpy(p, b.data[k], b.cap[k]), p += b.cap[k];
+    *bytes = total;
+    sbuf_free(&b);
+    gb_client_close(c);
+    return rc ? -1 : out.n;
+}
+
+static void test_checkpoint_restart(void)
+{
+    gb_error err = {0};
+    char extra[1200], ckpt[700];
+    snprintf(ckpt, sizeof ckpt, "%s/server.ckpt", tmpdir);
+    unlink(ckpt);
+    snprintf(extra, sizeof extra,
+             "  checkpoint: %s\n"
+             "  restore: true\n"
+             "  replay: {capacity: 200, selector: fifo}\n", ckpt);
+    test_server ts;
+    CHECK_OK(test_server_start(&ts, server_config_bytes(extra, 100000000), &err));
+    if (!ts.server)
+        return;
+    const char *ep = gb_server_endpoint(ts.server);
+    /* change the store so that it differs from the dataset: insert 3 items, update priorities */
+    gb_client *c = NULL;
+    gb_client_info info;
+    CHECK_OK(gb_client_open(&c, ep, 5000, &err));
+    CHECK_OK(gb_client_get_info(c, &info, &err));
+    sbuf b = {.info = info};
+    sbuf_alloc(&b, 3);
+    for (int k = 0; k < info.ncolumns; k++)
+        memset(b.data[k], 0x11 * (k + 1), b.cap[k]);
+    int32_t len[3] = {8, 5, 1};
+    int64_t size = 0;
+    CHECK_OK(gb_client_insert(c, &info, 3, (const void *const *)b.data, NULL, len, 7, &size,
+                              &err));
+    CHECK_EQ_INT(size, nplan + 3);
+    int64_t idx[2] = {0, 1};
+    double pr[2] = {5.0, 0.5};
+    int64_t skipped = -1;
+    CHECK_OK(gb_client_update_priorities(c, 2, idx, NULL, pr, &skipped, &err));
+    CHECK_EQ_INT(skipped, 0);
+    char path[1024];
+    CHECK_OK(gb_client_checkpoint(c, path, sizeof path, &err));
+    CHECK(strcmp(path, ckpt) == 0);
+    sbuf_free(&b);
+    gb_client_close(c);
+    unsigned char *before = NULL, *after = NULL;
+    size_t nb = 0, na = 0;
+    gb_client_info i1, i2;
+    int64_t n1 = sample_all_fifo(ep, &before, &nb, &i1);
+    test_server_stop(&ts);
+
+    CHECK_OK(test_server_start(&ts, server_config_bytes(extra, 100000000), &err));
+    if (!ts.server) {
+        fprintf(stderr, "%s\n", err.msg);
+        free(before);
+        return;
+    }
+    CHECK_EQ_INT(ts.loaded, nplan + 3);
+    int64_t n2 = sample_all_fifo(gb_server_endpoint(ts.server), &after, &na, &i2);
+    CHECK_EQ_INT(n1, nplan + 3);
+    CHECK_EQ_INT(n2, n1);
+    CHECK(nb == na && memcmp(before, after, nb) == 0);
+    CHECK_EQ_INT(i2.size, i1.size);
+    CHECK_EQ_INT(i2.inserts, i1.inserts);
+    free(before);
+    free(after);
+    test_server_stop(&ts);
+}
+
+/* Fresh servers answer their first requests at once, every time: the broker once parsed its
+ * request threads' routing ids with atoi on an unterminated buffer, and about one `gearbox
+ * serve` start in twenty handed a request to a thread that did not exist (dropped: the client
+ * timed out). test_server_main leaves digits on the broker's stack, which makes that old bug
+ * hit every time here; the repetition covers other start-up races. */
+static void test_fresh_servers_answer(void)
+{
+    gb_error err = {0};
+    int answered = 0, tries = 40;
+    for (int i = 0; i < tries; i++) {
+        test_server ts;
+        CHECK_OK(test_server_start(&ts, server_config(""), &err));
+        if (!ts.server)
+            return;
+        gb_client *c = NULL;
+        CHECK_OK(gb_client_open(&c, gb_server_endpoint(ts.server), 3000, &err));
+        sbuf b = {0};
+        int ok = 1;
+        for (int k = 0; k < 4 && ok; k++) /* more requests than threads: all must come back */
+            ok = gb_client_get_info(c, &b.info, &err) == 0 && b.info.size == nplan;
+        if (!ok)
+            fprintf(stderr, "  fresh server %d: %s\n", i, err.msg);
+        answered += ok;
+        gb_client_close(c);
+        test_server_stop(&ts);
+    }
+    CHECK_EQ_INT(answered, tries);
+}
+
+int main(int argc, char **argv)
+{
+    if (serve_test_setup(argc, argv, "d4rl_robust.h5") != 0)
+        return 1;
+    TEST_RUN(test_hostile_clients);
+    TEST_RUN(test_checkpoint_restart);
+    TEST_RUN(test_fresh_servers_answer);
+    return test_main_result();
+}
