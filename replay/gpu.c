@@ -3,6 +3,7 @@
 #include "replay/gpu.h"
 
 #include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,9 +184,22 @@ failed:
     return 0;
 }
 
+/* The weights' sum, for the two-level draw over shards: the device holds the sums, so this
+ * reads the host status instead, O(size) (once per global selection, not per draw). */
+static double gpu_weighted_total(void *self, const gb_replay_status *st)
+{
+    const gpu_weighted *w = self;
+    double total = 0;
+    for (int64_t k = 0; k < st->size; k++) {
+        double p = st->priority[st->live[k]];
+        total += w->alpha == 1.0 ? p : w->alpha == 0.0 ? 1.0 : pow(p, w->alpha);
+    }
+    return total;
+}
+
 static const gb_replay_selector_ops gpu_weighted_ops = {
     "weighted-gpu",      1, gpu_weighted_create, gpu_weighted_destroy, gpu_weighted_set,
-    gpu_weighted_remove, gpu_weighted_set,       gpu_weighted_select,
+    gpu_weighted_remove, gpu_weighted_set,       gpu_weighted_select, gpu_weighted_total,
 };
 
 const gb_replay_selector_ops *gb_replay_gpu_selector(gb_selector_kind kind)

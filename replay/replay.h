@@ -200,6 +200,10 @@ typedef struct gb_replay_request {
     double timeout_s;           /* < 0: the replay's timeout; 0: don't block */
     int selector;               /* GB_REPLAY_SELECTOR_PRIMARY: the replay's selector; else a
                                    gb_selector_kind that gb_replay_selectors lists */
+    int admitted;               /* 1: the caller already had the rate limiter's yes (a group of
+                                   shards that agreed on a step, each asking gb_replay_ready for
+                                   its share): draw without waiting for the ratio; the draws
+                                   still count, and an empty store still waits */
 } gb_replay_request;
 
 /* A request for batch items, whole items, no staleness filter, the replay's timeout, the primary
@@ -221,6 +225,27 @@ gb_replay_request gb_replay_request_default(int64_t batch);
  * ones), or s still pinned). */
 int gb_replay_sample(gb_replay *r, const gb_replay_request *req, gb_replay_selection *s,
                      gb_error *err);
+
+/* Waits as gb_replay_sample would for the same request (raising the staleness floor first), but
+ * draws nothing: once it returns 0, a gb_replay_sample of that request made before anything else
+ * samples finds the limiter's yes at once (inserts only widen it; items leave only by sampling,
+ * the staleness floor the caller raises, or eviction when full, which keeps min_size). Returns
+ * 0, GB_ETIMEOUT, GB_ECLOSED or GB_EINVAL. */
+int gb_replay_ready(gb_replay *r, const gb_replay_request *req, gb_error *err);
+
+/* The first n items a distinct selector (fifo, lifo, topk; GB_REPLAY_SELECTOR_PRIMARY for the
+ * primary) would pick now, best first, into idx[0..*count) with their priorities, without
+ * pinning or counting them. For merging candidates across replay shards. Returns 0 or GB_EINVAL
+ * (a selector that draws at random, or one this replay does not keep). */
+int gb_replay_peek(gb_replay *r, int selector, int64_t n, int64_t *idx, double *priority,
+                   int64_t *count, gb_error *err);
+
+/* For a selector that draws at random (uniform, weighted): the sum of the committed items'
+ * weights that its draw normalises by (uniform: size; weighted: sum of priority^alpha, which is
+ * 0 when every priority is 0), and the committed items. For the two-level draw over shards.
+ * Returns 0 or GB_EINVAL. */
+int gb_replay_weight_total(gb_replay *r, int selector, double *total, int64_t *size,
+                           gb_error *err);
 
 /* Unpins a sample's items (blocks of removed items become free). Idempotent. Never blocks beyond
  * the index lock. */
@@ -417,6 +442,9 @@ struct gb_replay_selector_ops {
      * prob); returns the count picked. n is <= st->size for distinct selectors. */
     int64_t (*select)(void *self, const gb_replay_status *st, int64_t n, gb_rng *rng,
                       int64_t *idx, double *prob);
+    /* Draws by weight: the sum of the live items' weights (select's normaliser); NULL = every
+     * item weighs 1 (size). */
+    double (*total)(void *self, const gb_replay_status *st);
 };
 
 /* The built-in selector for a kind. */

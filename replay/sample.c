@@ -36,7 +36,7 @@ void gb_replay_selection_free(gb_replay_selection *s)
 gb_replay_request gb_replay_request_default(int64_t batch)
 {
     gb_replay_request q = {batch, GB_REPLAY_NO_MIN_VERSION, 0, 0, -1.0,
-                           GB_REPLAY_SELECTOR_PRIMARY};
+                           GB_REPLAY_SELECTOR_PRIMARY, 0};
     return q;
 }
 
@@ -127,16 +127,132 @@ static int no_selector(const gb_replay *r, int kind, gb_error *err)
                         gb_replay_selector_name(r->opt.selector));
 }
 
+/* The rate limiter's and min_size's say for a request: raises the staleness floor, then waits
+ * (up to the request's timeout) until its draws may go ahead, unless req->admitted. r->mu held.
+ * Returns 0, GB_ETIMEOUT, GB_ECLOSED or GB_EINVAL (a batch the limiter can never admit). */
+static int admit_locked(gb_replay *r, const gb_replay_request *req,
+                        const gb_replay_selector_ops *sel, gb_error *err)
+{
+    int64_t batch = req->batch;
+    int rc = r->rl.samples_per_insert > 0 && !req->admitted
+                 ? gb_ratelimit_batch_ok(&r->rl, batch, err)
+                 : 0;
+    if (rc)
+        return rc;
+    if (req->min_policy_version != GB_REPLAY_NO_MIN_VERSION)
+        expire_locked(r, req->min_policy_version);
+    double waited;
+    struct timespec deadline = gb_replay_deadline(r, req->timeout_s, &waited);
+    int timed_out = 0, counted = 0;
+    gb_replay_status *st = &r->st;
+    for (;;) {
+        if (r->closed)
+            return gb_error_set(err, GB_ECLOSED, "replay: closed");
+        int64_t draws = sel->with_replacement ? batch : (batch < st->size ? batch : st->size);
+        if (st->size > 0 && (req->admitted || gb_ratelimit_can_sample(&r->rl, st->size,
+                                                                      r->inserts, r->samples,
+                                                                      draws)))
+            return 0;
+        if (timed_out)
+            return sample_blocked(r, batch, waited, err);
+        if (!counted++)
+            r->sample_waits++;
+        int w = gb_replay_wait(r, &r->cv_sample, &deadline);
+        if (w == GB_ETIMEOUT)
+            timed_out = 1;
+        else if (w)
+            return gb_error_set(err, GB_ECLOSED, "replay: closed while waiting to sample");
+    }
+}
+
+/* The selector a request names, or the error that it is not kept here. */
+static int request_selector(const gb_replay *r, const gb_replay_request *req,
+                            const gb_replay_selector_ops **sel, void **self, int *kind,
+                            gb_error *err)
+{
+    int k = req->selector == GB_REPLAY_SELECTOR_PRIMARY ? (int)r->opt.selector : req->selector;
+    if (k < 0 || k >= GB_REPLAY_SELECTORS || !r->sel[k].ops)
+        return no_selector(r, req->selector, err);
+    /* sel[] is fixed at create: read without the lock. */
+    *sel = r->sel[k].ops;
+    if (self)
+        *self = r->sel[k].self;
+    *kind = k;
+    return 0;
+}
+
+int gb_replay_ready(gb_replay *r, const gb_replay_request *req, gb_error *err)
+{
+    const gb_replay_selector_ops *sel;
+    int kind;
+    int rc = request_selector(r, req, &sel, NULL, &kind, err);
+    if (rc)
+        return rc;
+    if (req->batch < 1)
+        return gb_error_set(err, GB_EINVAL, "replay: batch %lld < 1", (long long)req->batch);
+    pthread_mutex_lock(&r->mu);
+    rc = admit_locked(r, req, sel, err);
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+int gb_replay_peek(gb_replay *r, int selector, int64_t n, int64_t *idx, double *priority,
+                   int64_t *count, gb_error *err)
+{
+    gb_replay_request req = gb_replay_request_default(n);
+    req.selector = selector;
+    const gb_replay_selector_ops *sel;
+    void *self;
+    int kind;
+    *count = 0;
+    int rc = request_selector(r, &req, &sel, &self, &kind, err);
+    if (rc)
+        return rc;
+    if (sel->with_replacement)
+        return gb_error_set(err, GB_EINVAL, "replay: peek: '%s' draws at random; only fifo, "
+                            "lifo and topk have a definite order", gb_replay_selector_name(kind));
+    pthread_mutex_lock(&r->mu);
+    int64_t want = n < r->st.size ? n : r->st.size;
+    double *scratch_prob = priority; /* distinct selectors write 1.0 there: overwritten below */
+    int64_t k = want > 0 ? sel->select(self, &r->st, want, &r->rng, idx, scratch_prob) : 0;
+    for (int64_t i = 0; i < k; i++)
+        priority[i] = r->st.priority[idx[i]];
+    pthread_mutex_unlock(&r->mu);
+    *count = k;
+    return 0;
+}
+
+int gb_replay_weight_total(gb_replay *r, int selector, double *total, int64_t *size,
+                           gb_error *err)
+{
+    gb_replay_request req = gb_replay_request_default(1);
+    req.selector = selector;
+    const gb_replay_selector_ops *sel;
+    void *self;
+    int kind;
+    int rc = request_selector(r, &req, &sel, &self, &kind, err);
+    if (rc)
+        return rc;
+    if (!sel->with_replacement)
+        return gb_error_set(err, GB_EINVAL, "replay: '%s' does not draw by weight",
+                            gb_replay_selector_name(kind));
+    pthread_mutex_lock(&r->mu);
+    *size = r->st.size;
+    *total = sel->total ? sel->total(self, &r->st) : (double)r->st.size;
+    pthread_mutex_unlock(&r->mu);
+    return 0;
+}
+
 int gb_replay_sample(gb_replay *r, const gb_replay_request *req, gb_replay_selection *s,
                      gb_error *err)
 {
     int64_t batch = req->batch;
-    int kind = req->selector == GB_REPLAY_SELECTOR_PRIMARY ? (int)r->opt.selector : req->selector;
-    if (kind < 0 || kind >= GB_REPLAY_SELECTORS || !r->sel[kind].ops)
-        return no_selector(r, req->selector, err);
-    /* sel[] is fixed at create: read without the lock. */
-    const gb_replay_selector_ops *sel = r->sel[kind].ops;
-    void *sel_self = r->sel[kind].self;
+    const gb_replay_selector_ops *sel;
+    void *sel_self;
+    int kind;
+    int rc = request_selector(r, req, &sel, &sel_self, &kind, err);
+    if (rc)
+        return rc;
     int32_t t0 = req->t0, t1 = req->t1 ? req->t1 : (int32_t)r->steps;
     if (s->pinned)
         return gb_error_set(err, GB_EINVAL, "replay: sample still pinned: release it first");
@@ -148,44 +264,12 @@ int gb_replay_sample(gb_replay *r, const gb_replay_request *req, gb_replay_selec
                             t0, t1, (long long)r->steps);
     s->n = 0;
     pthread_mutex_lock(&r->mu);
-    int rc = r->rl.samples_per_insert > 0 ? gb_ratelimit_batch_ok(&r->rl, batch, err) : 0;
+    rc = admit_locked(r, req, sel, err);
     if (rc) {
         pthread_mutex_unlock(&r->mu);
         return rc;
     }
-    if (req->min_policy_version != GB_REPLAY_NO_MIN_VERSION)
-        expire_locked(r, req->min_policy_version);
-    double waited;
-    struct timespec deadline = gb_replay_deadline(r, req->timeout_s, &waited);
-    int timed_out = 0, counted = 0;
     gb_replay_status *st = &r->st;
-    for (;;) {
-        if (r->closed) {
-            rc = gb_error_set(err, GB_ECLOSED, "replay: closed");
-            break;
-        }
-        int64_t draws = sel->with_replacement ? batch : (batch < st->size ? batch : st->size);
-        if (st->size > 0 && gb_ratelimit_can_sample(&r->rl, st->size, r->inserts, r->samples,
-                                                    draws))
-            break;
-        if (timed_out) {
-            rc = sample_blocked(r, batch, waited, err);
-            break;
-        }
-        if (!counted++)
-            r->sample_waits++;
-        int w = gb_replay_wait(r, &r->cv_sample, &deadline);
-        if (w == GB_ETIMEOUT)
-            timed_out = 1;
-        else if (w) {
-            rc = gb_error_set(err, GB_ECLOSED, "replay: closed while waiting to sample");
-            break;
-        }
-    }
-    if (rc) {
-        pthread_mutex_unlock(&r->mu);
-        return rc;
-    }
     s->size = st->size;
     if (sel->with_replacement && r->opt.max_times_sampled > 0) {
         /* Reverb's semantics: an item that reaches the limit leaves before the next draw. */

@@ -53,6 +53,7 @@ static int64_t uniform_select(void *self, const gb_replay_status *st, int64_t n,
 
 const gb_replay_selector_ops gb_selector_uniform = {
     "uniform", 1, none_create, none_destroy, none_insert, none_remove, none_insert, uniform_select,
+    NULL,
 };
 
 /* ---- weighted: P(i) = priority_i^alpha / sum_j priority_j^alpha ------------------------------ */
@@ -124,9 +125,15 @@ static int64_t weighted_select(void *self, const gb_replay_status *st, int64_t n
     return n;
 }
 
+static double weighted_total(void *self, const gb_replay_status *st)
+{
+    (void)st;
+    return gb_sumtree_total(&((weighted *)self)->tree);
+}
+
 const gb_replay_selector_ops gb_selector_weighted = {
     "weighted",      1, weighted_create, weighted_destroy, weighted_set, weighted_remove,
-    weighted_set,    weighted_select,
+    weighted_set,    weighted_select, weighted_total,
 };
 
 /* ---- FIFO / LIFO: walk the commit-ordered list ---------------------------------------------- */
@@ -154,10 +161,10 @@ static int64_t lifo_select(void *self, const gb_replay_status *st, int64_t n, gb
 }
 
 const gb_replay_selector_ops gb_selector_fifo = {
-    "fifo", 0, none_create, none_destroy, none_insert, none_remove, none_insert, fifo_select,
+    "fifo", 0, none_create, none_destroy, none_insert, none_remove, none_insert, fifo_select, NULL,
 };
 const gb_replay_selector_ops gb_selector_lifo = {
-    "lifo", 0, none_create, none_destroy, none_insert, none_remove, none_insert, lifo_select,
+    "lifo", 0, none_create, none_destroy, none_insert, none_remove, none_insert, lifo_select, NULL,
 };
 
 /* ---- top-k: indexed max-heap; the k best come out of a best-first walk in O(k log k) ---------- */
@@ -260,6 +267,7 @@ static int64_t topk_select(void *self, const gb_replay_status *st, int64_t n, gb
 
 const gb_replay_selector_ops gb_selector_topk = {
     "topk", 0, topk_create, topk_destroy, topk_insert, topk_remove, topk_update, topk_select,
+    NULL,
 };
 
 const gb_replay_selector_ops *gb_replay_selector_builtin(gb_selector_kind kind)
