@@ -59,6 +59,9 @@ typedef enum {
     GB_SELECTOR_TOPK = 4,
 } gb_selector_kind;
 typedef enum { GB_TRANSPORT_IPC = 0, GB_TRANSPORT_TCP = 1 } gb_transport;
+/* Several trainers: where each trains from (workers/shards.h), and how they meet. */
+typedef enum { GB_SELECTION_LOCAL = 0, GB_SELECTION_GLOBAL = 1 } gb_selection;
+typedef enum { GB_STORE_FILE = 0, GB_STORE_TCP = 1 } gb_store_kind;
 typedef enum { GB_LAUNCH_LOCAL = 0, GB_LAUNCH_SLURM = 1, GB_LAUNCH_INLINE = 2 } gb_launch_mode;
 typedef enum {
     GB_PROGRESS_AUTO = 0,
@@ -172,7 +175,15 @@ typedef struct gb_config_replay {
     double error_buffer;       /* rate limiter: allowed deviation, in samples */
     double timeout_s;          /* every blocking replay call */
     int huge_pages;            /* bool: try huge pages for the column tables */
+    int selection;             /* gb_selection: with several trainers, local or global */
 } gb_config_replay;
+
+typedef struct gb_config_rendezvous {
+    int store;                     /* gb_store_kind: file (in the run directory) or tcp */
+    char host[GB_CONFIG_NAME_MAX]; /* tcp: trainer 0's address; also every trainer's Gloo address */
+    int64_t port;                  /* tcp: trainer 0's store port */
+    double timeout_s;              /* the rendezvous and every collective */
+} gb_config_rendezvous;
 
 typedef struct gb_config_trainer {
     int64_t count;
@@ -182,6 +193,9 @@ typedef struct gb_config_trainer {
     int64_t max_staleness;     /* policy versions; -1 = unbounded */
     int64_t push_params_every; /* train steps between parameter pushes */
     double checkpoint_every_s; /* 0 = only at the end */
+    int64_t checksum_every;    /* several trainers: train steps between parameter checks */
+    int64_t bucket_bytes;      /* several trainers: gradient all-reduce bucket size */
+    gb_config_rendezvous rendezvous;
     gb_config_algorithm algorithm;
     gb_config_replay replay;
 } gb_config_trainer;

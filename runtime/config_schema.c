@@ -33,6 +33,8 @@ static const char *const removers[] = {"fifo", "lifo", "lowest_priority", "max_t
                                        NULL};
 static const char *const selectors[] = {"uniform", "weighted", "fifo", "lifo", "topk", NULL};
 static const char *const transports[] = {"ipc", "tcp", NULL};
+static const char *const selections[] = {"local", "global", NULL};
+static const char *const stores[] = {"file", "tcp", NULL};
 static const char *const launch_modes[] = {"local", "slurm", "inline", NULL};
 static const char *const dataset_formats[] = {"gearbox", "d4rl", NULL};
 static const char *const progress_modes[] = {"auto", "line", "plain", "off", NULL};
@@ -98,6 +100,19 @@ const gb_config_field gb_config_fields[] = {
         "training steps between parameter pushes"),
     FLOAT("trainer.checkpoint_every_s", trainer.checkpoint_every_s, "0", 0, INF,
           "seconds between checkpoints (0 = only at the end)"),
+    INT("trainer.checksum_every", trainer.checksum_every, "100", 0, BIG,
+        "several trainers: train steps between checks that every replica holds the same "
+        "parameters (0 = never)"),
+    INT("trainer.bucket_bytes", trainer.bucket_bytes, "26214400", 1024, BIG,
+        "several trainers: gradients are all-reduced in buckets of at most this many bytes"),
+    ENUM("trainer.rendezvous.store", trainer.rendezvous.store, "file", stores,
+         "several trainers meet through a file in the run directory or trainer 0's TCP store"),
+    STR("trainer.rendezvous.host", trainer.rendezvous.host, "127.0.0.1",
+        "tcp store: trainer 0's address; the address the trainers' collectives use"),
+    INT("trainer.rendezvous.port", trainer.rendezvous.port, "0", 0, 65535,
+        "tcp store: trainer 0's port (required with store: tcp)"),
+    FLOAT("trainer.rendezvous.timeout_s", trainer.rendezvous.timeout_s, "30", 0.1, 86400,
+          "several trainers: the rendezvous and every collective wait at most this long"),
     ENUM("trainer.algorithm.name", trainer.algorithm.name, NULL, algorithms, "algorithm"),
     FLOAT("trainer.algorithm.lr", trainer.algorithm.lr, "0.0003", 0, 10, "learning rate"),
     FLOAT("trainer.algorithm.gamma", trainer.algorithm.gamma, "0.99", 0, 1, "discount"),
@@ -171,6 +186,9 @@ const gb_config_field gb_config_fields[] = {
           "timeout of every blocking replay call"),
     BOOL("trainer.replay.huge_pages", trainer.replay.huge_pages, "true",
          "use huge pages for the tables where available"),
+    ENUM("trainer.replay.selection", trainer.replay.selection, "local", selections,
+         "several trainers: each samples batch/count from its own shard (local), or one "
+         "selection over every shard's items (global)"),
 
     ENUM("streams.transport", streams.transport, "ipc", transports,
          "ipc (one machine) or tcp (across machines)"),

@@ -487,6 +487,19 @@ int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err
     if (r->remover == GB_REMOVER_MAX_TIMES_SAMPLED && r->max_times_sampled == 0)
         return fail_key(marks, "trainer.replay.max_times_sampled", err,
                         "must be positive when trainer.replay.remover is max_times_sampled");
+    const gb_config_trainer *tr = &cfg->trainer;
+    if (tr->count > 1 && tr->batch_size % tr->count != 0)
+        return fail_key(marks, "trainer.batch_size", err,
+                        "%lld does not split evenly over trainer.count = %lld trainers (each "
+                        "trains on batch_size / count items)", (long long)tr->batch_size,
+                        (long long)tr->count);
+    if (tr->count > 1 && cfg->launch.mode == GB_LAUNCH_INLINE)
+        return fail_key(marks, "trainer.count", err,
+                        "launch.mode inline runs one learner in one process; several trainers "
+                        "need launch.mode local");
+    if (tr->count > 1 && tr->rendezvous.store == GB_STORE_TCP && tr->rendezvous.port == 0)
+        return fail_key(marks, "trainer.rendezvous.port", err,
+                        "trainer.rendezvous.store is tcp, so trainer 0 needs a port to listen on");
     if (cfg->policy.model.type == GB_MODEL_TORCHSCRIPT && cfg->policy.model.torchscript[0] == 0)
         return fail_key(marks, "policy.model.torchscript", err,
                         "policy.model.type is torchscript, so this must name the file");

@@ -1,0 +1,88 @@
+/* workers/shards.h: the replay sharded over the trainers of a data-parallel group (GEAR: the
+ * replay lives in the training servers' memory). Rank r of the group (workers/torch/group.h) owns
+ * shard r, its own gb_replay; an item's global index is shard * shard_capacity + local index.
+ * Global selection makes one selection over the union of the shards and brings every chosen row
+ * to the trainer that trains on it:
+ *
+ *  - weighted and uniform (centralised, two-level draw): every shard's weight sum (uniform: its
+ *    size) is gathered; a draw shared by every rank (same seed, same sequence) assigns each of the
+ *    B positions of the global batch to a shard with probability sum_s / sum; shard s then draws
+ *    its positions' items from its own selector (P(i | s) = w_i / sum_s). So P(i) = w_i / sum,
+ *    exactly as one replay holding the union, and the importance weights use these global
+ *    probabilities and the union's size, normalised by the global batch's largest;
+ *  - fifo, lifo and topk (decentralised): every shard peeks its best B candidates (without
+ *    drawing), the candidates are gathered and merged (fifo/lifo by commit time, topk by priority,
+ *    ties to the older), and each shard draws the count it won: the global result is the first B
+ *    of the union.
+ *
+ * The global batch's positions [r * B/N, (r+1) * B/N) are trained by rank r. Each owner gathers
+ * the rows it sends to each trainer straight from its column tables into one send buffer per
+ * column, and one all-to-all per column delivers them into the trainer's staging (no per-row
+ * messages, no re-serialisation). A trainer's rows arrive grouped by owner (shard 0's first),
+ * which is the order of gb_shards_select's weights and of gb_shards_update_priorities'
+ * priorities. Priorities go back to the owning shard.
+ *
+ * Commit times order fifo and lifo across shards: call gb_shards_stamp before committing. They
+ * come from the wall clock (CLOCK_REALTIME), so across machines the merge is as good as the
+ * clocks' agreement.
+ * defines: gb_shards, gb_shards_opts, gb_shards_batch, gb_shards_* */
+#ifndef GB_WORKERS_SHARDS_H
+#define GB_WORKERS_SHARDS_H
+
+#include "replay/replay.h"
+#include "runtime/error.h"
+#include "workers/torch/group.h"
+
+#include <stdint.h>
+
+typedef struct gb_shards gb_shards;
+
+typedef struct gb_shards_opts {
+    gb_group *group;   /* rank = this shard; not owned */
+    gb_replay *replay; /* this rank's shard; not owned; the same capacity and schema on every
+                          rank */
+    int64_t batch;     /* B, the global batch: a multiple of the group's size */
+    uint64_t seed;     /* the shared draw's seed: the same on every rank */
+} gb_shards_opts;
+
+/* Returns 0, GB_EINVAL (batch not a multiple of the group size) or GB_ENOMEM. */
+int gb_shards_create(const gb_shards_opts *o, gb_shards **out, gb_error *err);
+void gb_shards_destroy(gb_shards *S); /* NULL: no-op */
+
+/* Records the commit time of n items about to be committed (still WRITING), for the fifo/lifo
+ * merge. stamp: NULL = now (ns, CLOCK_REALTIME); else one per item (tests use insertion order).
+ * Callable from the ingest thread while another selects. */
+void gb_shards_stamp(gb_shards *S, int64_t n, const int64_t *idx, const int64_t *stamp);
+
+/* One global selection and collection; every rank calls it together, after agreeing to take a
+ * step (every shard said gb_replay_ready for batch/N). req: the selector (the primary or another
+ * this replay keeps), step range and staleness floor; its batch is ignored (the global batch is
+ * opts.batch). Draws this shard's part into sel (pinned until gb_replay_release), exchanges, and
+ * collects the rows this rank trains on into dst (one per column, as gb_replay_collect, room for
+ * batch/N rows), their importance weights into weight[batch/N] and their count into *n (batch/N,
+ * fewer when the union held fewer items than a distinct selector asked for, or max_times_sampled
+ * emptied a shard during a weighted draw). Returns 0, GB_EINVAL, GB_ECLOSED or the group's
+ * errors (after which the group is unusable). */
+int gb_shards_select(gb_shards *S, const gb_replay_request *req, gb_replay_selection *sel,
+                     const gb_replay_dst *dst, int ndst, float *weight, int64_t *n,
+                     gb_error *err);
+
+/* After gb_shards_select: sends the new priorities of this rank's n rows (in gb_shards_select's
+ * order) to the shards that own them, and applies those of this shard's items (entries whose item
+ * has left since are skipped). Collective. Returns 0 or the group's or the replay's errors. */
+int gb_shards_update_priorities(gb_shards *S, const double *priority, gb_error *err);
+
+/* The last global batch as one replay holding the union would report it, for checks and tests:
+ * positions 0..n of the global batch (unfilled positions are absent), in position order. */
+typedef struct gb_shards_batch {
+    int64_t n;                   /* filled positions */
+    const int64_t *global_index; /* [n] shard * capacity + local index */
+    const int64_t *position;     /* [n] the position each entry holds (its trainer: pos/(B/N)) */
+    const double *prob;          /* [n] the probability of the draw, over the union */
+    const float *weight;         /* [n] importance weights over the union's size */
+    int64_t union_size;          /* items in the union when the selection was made */
+} gb_shards_batch;
+
+void gb_shards_last(const gb_shards *S, gb_shards_batch *b);
+
+#endif
