@@ -4,19 +4,18 @@
  * barrier, on a FileStore and on a TCPStore; and failures: a rendezvous that misses a rank, a
  * peer that exits and a peer that hangs make the calls fail with an error instead of hanging.
  * The parent never calls libtorch: every rank is a child forked from a clean process. */
+#include "ranks_util.h"
 #include "test.h"
 #include "workers/torch/group.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 enum { MAX_RANKS = 4 };
@@ -24,58 +23,26 @@ enum { MAX_RANKS = 4 };
 static char dir[] = "/tmp/gb_group_XXXXXX";
 static int store_seq; /* a fresh FileStore path per group */
 
+/* Each rank runs a rank_fn on a copy of the options with its own rank. */
 typedef int (*rank_fn)(gb_group_opts *o);
+typedef struct {
+    gb_group_opts o;
+    rank_fn fn;
+} rank_job;
 
-/* Reaps the ranks that have ended (without blocking); returns how many have, in all. */
-static int reap(const pid_t *pids, int *status, int *done, int n)
+static int run_job(int rank, int size, void *arg)
 {
-    int count = 0;
-    for (int r = 0; r < n; r++) {
-        if (!done[r] && waitpid(pids[r], &status[r], WNOHANG) == pids[r])
-            done[r] = 1;
-        count += done[r];
-    }
-    return count;
+    rank_job *job = arg;
+    gb_group_opts o = job->o;
+    o.rank = rank;
+    return job->fn(&o);
 }
 
-/* Forks o->size ranks (rank r runs fn with o->rank = r; its exit status is its failure count,
- * capped) and waits for them at most limit_s seconds; returns how many failed or had to be
- * killed. */
+/* Forks o.size ranks of fn; returns how many failed (ranks_util.h). */
 static int run_ranks(gb_group_opts o, rank_fn fn, int limit_s)
 {
-    pid_t pids[MAX_RANKS];
-    int status[MAX_RANKS], done[MAX_RANKS] = {0};
-    fflush(stdout);
-    fflush(stderr);
-    for (int r = 0; r < o.size; r++) {
-        pids[r] = fork();
-        if (pids[r] == 0) {
-            o.rank = r;
-            int failures = fn(&o);
-            fflush(stderr);
-            _exit(failures > 100 ? 100 : failures);
-        }
-        if (pids[r] < 0) {
-            perror("fork");
-            exit(2);
-        }
-    }
-    /* bounded: a rank stuck in a collective fails the test instead of hanging it */
-    TEST_WAIT_UNTIL(reap(pids, status, done, o.size) == o.size, limit_s * 1000.0);
-    int failed = 0;
-    for (int r = 0; r < o.size; r++) {
-        if (!done[r]) {
-            fprintf(stderr, "rank %d still running after %d s: killed\n", r, limit_s);
-            kill(pids[r], SIGKILL);
-            waitpid(pids[r], &status[r], 0);
-            failed++;
-        } else if (!WIFEXITED(status[r]) || WEXITSTATUS(status[r]) != 0) {
-            fprintf(stderr, "rank %d: %s %d\n", r, WIFEXITED(status[r]) ? "exit" : "signal",
-                    WIFEXITED(status[r]) ? WEXITSTATUS(status[r]) : WTERMSIG(status[r]));
-            failed++;
-        }
-    }
-    return failed;
+    rank_job job = {o, fn};
+    return ranks_run(o.size, run_job, &job, limit_s);
 }
 
 static gb_group_opts file_opts(int size, double timeout_s)
