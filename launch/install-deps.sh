@@ -8,6 +8,9 @@ packages=(
   # build
   build-essential cmake pkg-config git
   libzmq3-dev libmsgpack-dev libyaml-dev libtorch-dev
+  # the trainers' process group (workers/torch/group.cpp): c10d's ProcessGroupGloo header
+  # includes Gloo's headers, which Debian ships apart from libtorch-dev
+  libgloo-dev
   # libtorch's BLAS: without OpenBLAS, Debian's libblas.so.3 is the slow reference BLAS
   # (measured: the default run went from ~22k to ~165k env steps/s). The serial build, because
   # gearbox runs one BLAS user per worker process and several workers share the cores.

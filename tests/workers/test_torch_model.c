@@ -5,6 +5,7 @@
  * scratch folder. */
 #include "runtime/rng.h"
 #include "test.h"
+#include "torch_test_util.h"
 #include "workers/torch/bridge.h"
 
 #include <math.h>
@@ -14,61 +15,6 @@
 #include <string.h>
 
 static const char *scratch = ".";
-
-static int make_cfg(gb_config *cfg, const char *algo, const char *model_extra)
-{
-    char text[2048];
-    snprintf(text, sizeof text,
-             "experiment: {name: t, seed: 3}\n"
-             "env: {name: CartPole-v1}\n"
-             "policy: {model: {type: mlp, hidden: [16, 16]%s}}\n"
-             "trainer:\n  algorithm: {name: %s, lr: 0.01, gamma: 0.9}\n",
-             model_extra, algo);
-    gb_error err = {0};
-    gb_config_marks *marks = NULL;
-    int rc = gb_config_load_string(cfg, &marks, "<test>", text, strlen(text), &err);
-    if (rc == 0)
-        rc = gb_config_finish(cfg, marks, &err);
-    gb_config_marks_free(marks);
-    if (rc)
-        fprintf(stderr, "config: %s\n", err.msg);
-    return rc;
-}
-
-static gb_torch_space discrete_space(void)
-{
-    gb_torch_space sp;
-    memset(&sp, 0, sizeof sp);
-    sp.obs_dtype = GB_DTYPE_FLOAT32;
-    sp.obs_ndim = 1;
-    sp.obs_shape[0] = 4;
-    sp.discrete = 1;
-    sp.n_actions = 3;
-    return sp;
-}
-
-static gb_torch_space box_space(void)
-{
-    gb_torch_space sp;
-    memset(&sp, 0, sizeof sp);
-    sp.obs_dtype = GB_DTYPE_FLOAT32;
-    sp.obs_ndim = 1;
-    sp.obs_shape[0] = 3;
-    sp.action_dim = 2;
-    sp.action_low[0] = -2.0f;
-    sp.action_high[0] = 2.0f;
-    sp.action_low[1] = 0.0f;
-    sp.action_high[1] = 1.0f;
-    return sp;
-}
-
-static void fill(float *x, int n, unsigned seed)
-{
-    for (int i = 0; i < n; i++) {
-        seed = seed * 1103515245u + 12345u;
-        x[i] = (float)((seed >> 8) % 2000) / 1000.0f - 1.0f;
-    }
-}
 
 static void test_act_ppo_discrete(void)
 {

@@ -1,6 +1,9 @@
 // workers/torch/algorithm.cpp: helpers the algorithms share: batch views, chunk priorities, lr
-// annealing, gradient clipping, target-network updates, and the table of algorithms.
+// annealing, gradient clipping and all-reduce (data-parallel training), target-network updates,
+// and the table of algorithms.
 #include "workers/torch/algorithm.hpp"
+
+#include "workers/torch/group.h"
 
 #include <vector>
 
@@ -103,6 +106,100 @@ double learner_lr(const gb_torch_learner *l, double base)
 double clip_grads(const std::vector<torch::Tensor> &params, double max_norm)
 {
     return torch::nn::utils::clip_grad_norm_(params, max_norm > 0 ? max_norm : 1e30);
+}
+
+static const size_t default_bucket_bytes = (size_t)25 << 20; // DDP's default
+
+void drop_grads(const std::vector<torch::Tensor> &params)
+{
+    for (const auto &p : params)
+        if (p.grad().defined())
+            const_cast<torch::Tensor &>(p).mutable_grad() = torch::Tensor();
+}
+
+int64_t group_max(gb_torch_learner *l, int64_t v)
+{
+    if (!l->group)
+        return v;
+    gb_error err = {};
+    if (gb_group_allreduce(l->group, GB_DTYPE_INT64, &v, 1, GB_GROUP_MAX, &err))
+        throw Failure(err.code, err.msg);
+    return v;
+}
+
+// One bucket: params[first, last) share a dtype. Laid out as [flags (one per parameter: 1 where
+// this rank has a gradient) | gradients, flattened], all-reduced (sum) in one call.
+static bool sync_bucket(gb_torch_learner *l, const std::vector<torch::Tensor> &params,
+                        size_t first, size_t last)
+{
+    const torch::ScalarType t = params[first].scalar_type();
+    const int64_t nflags = (int64_t)(last - first);
+    int64_t numel = 0;
+    for (size_t i = first; i < last; i++)
+        numel += params[i].numel();
+    torch::Tensor flat = torch::zeros({nflags + numel}, torch::TensorOptions().dtype(t));
+    std::vector<double> flags((size_t)nflags, 0.0);
+    int64_t at = nflags;
+    for (size_t i = first; i < last; i++) {
+        const torch::Tensor &g = params[i].grad();
+        if (g.defined()) {
+            flags[i - first] = 1.0;
+            flat.narrow(0, at, g.numel()).copy_(g.reshape({-1}));
+        }
+        at += params[i].numel();
+    }
+    flat.narrow(0, 0, nflags).copy_(torch::from_blob(flags.data(), {nflags}, torch::kFloat64));
+    gb_error err = {};
+    gb_dtype dt = t == torch::kFloat64 ? GB_DTYPE_FLOAT64 : GB_DTYPE_FLOAT32;
+    if (gb_group_allreduce(l->group, dt, flat.data_ptr(), flat.numel(), GB_GROUP_SUM, &err))
+        throw Failure(err.code, err.msg);
+    // how many ranks had each gradient (small integers: exact in either dtype)
+    torch::from_blob(flags.data(), {nflags}, torch::kFloat64).copy_(flat.narrow(0, 0, nflags));
+    bool any = false;
+    at = nflags;
+    for (size_t i = first; i < last; i++) {
+        torch::Tensor &p = const_cast<torch::Tensor &>(params[i]);
+        const int64_t n = p.numel();
+        const double have = flags[i - first];
+        if (have == 0) {
+            p.mutable_grad() = torch::Tensor();
+        } else {
+            torch::Tensor mean = flat.narrow(0, at, n).view(p.sizes()) / have;
+            if (p.grad().defined())
+                p.mutable_grad().copy_(mean);
+            else
+                p.mutable_grad() = mean.to(p.device());
+            any = true;
+        }
+        at += n;
+    }
+    return any;
+}
+
+bool sync_grads(gb_torch_learner *l, const std::vector<torch::Tensor> &params)
+{
+    if (!l->group) {
+        for (const auto &p : params)
+            if (p.grad().defined())
+                return true;
+        return false;
+    }
+    torch::NoGradGuard no_grad;
+    const size_t cap = l->bucket_bytes ? l->bucket_bytes : default_bucket_bytes;
+    bool any = false;
+    for (size_t first = 0; first < params.size();) {
+        const torch::ScalarType t = params[first].scalar_type();
+        if (t != torch::kFloat32 && t != torch::kFloat64)
+            throw Failure(GB_EUNSUPPORTED, std::string("data-parallel training: parameter of "
+                                                       "dtype ") + c10::toString(t));
+        size_t last = first + 1, bytes = params[first].nbytes();
+        while (last < params.size() && params[last].scalar_type() == t &&
+               bytes + params[last].nbytes() <= cap)
+            bytes += params[last++].nbytes();
+        any |= sync_bucket(l, params, first, last);
+        first = last;
+    }
+    return any;
 }
 
 void copy_tensors(const NamedTensors &dst, const NamedTensors &src)

@@ -3,6 +3,7 @@
 // helpers (algorithm.cpp). learner.cpp picks an algorithm's ops; the algorithms include only this
 // header, never the learner's code, so dependencies run one way.
 // defines: struct gb_torch_learner, gbt::Algorithm, gbt::algorithm_for, the training helpers
+//          (data-parallel: gbt::sync_grads)
 #pragma once
 
 #include "workers/torch/distributions.hpp"
@@ -25,6 +26,9 @@ struct gb_torch_learner {
     std::unique_ptr<torch::optim::Adam> opt, opt_q, opt_alpha;
     double progress = 0.0;
     int64_t train_steps = 0;
+    // data-parallel training (gb_torch_learner_set_group): the group (not owned), bucket size
+    gb_group *group = nullptr;
+    size_t bucket_bytes = 0;
 };
 
 namespace gbt {
@@ -55,6 +59,17 @@ torch::Tensor huber(const torch::Tensor &x, double delta);
 void learner_set_lr(torch::optim::Optimizer &opt, double lr);
 double learner_lr(const gb_torch_learner *l, double base); // base, annealed by l->progress
 double clip_grads(const std::vector<torch::Tensor> &params, double max_norm);
+// Data-parallel training (algorithm.cpp), for every optimiser step: sync_grads before
+// clip_grads. Without l->group, sync_grads only says whether any of params has a gradient; with
+// it, it replaces the gradients of params by their mean over the ranks that have one (the sum,
+// all-reduced in buckets of at most l->bucket_bytes, divided by the number of such ranks; a rank
+// without one sends zeros, so every rank makes the same collectives), leaves undefined those no
+// rank has, and returns whether any rank had any. A rank with no data for a step calls
+// drop_grads(params) first, so it counts as having none. group_max: the largest v over the
+// group (v without one). Group failures throw gbt::Failure.
+bool sync_grads(gb_torch_learner *l, const std::vector<torch::Tensor> &params);
+void drop_grads(const std::vector<torch::Tensor> &params);
+int64_t group_max(gb_torch_learner *l, int64_t v);
 // Target networks: dst = src (hard), or dst = (1 - tau) dst + tau src for floating-point tensors
 // and dst = src for the others (Polyak). Same architecture required.
 void copy_tensors(const NamedTensors &dst, const NamedTensors &src);

@@ -2,8 +2,8 @@
  * export/import and checkpoints behind plain C functions and opaque handles. This is the only
  * header the C side includes; the C++ lives in the .cpp files beside it.
  * defines: gb_torch_space, gb_torch_model, gb_torch_learner, gb_torch_batch, gb_torch_stats,
- *          gb_torch_model_* , gb_torch_learner_*, gb_torch_gae, gb_torch_nstep,
- *          gb_torch_set_threads, loss entry points used by the tests
+ *          gb_torch_model_* , gb_torch_learner_* (data-parallel: gb_torch_learner_set_group),
+ *          gb_torch_gae, gb_torch_nstep, gb_torch_set_threads, loss entry points used by the tests
  *
  * Conventions
  * - Every fallible call returns 0 or a negative GB_E* code and fills err; libtorch exceptions are
@@ -209,6 +209,35 @@ int gb_torch_learner_save(const gb_torch_learner *l, const char *path, gb_error 
 /* Loads a checkpoint written by gb_torch_learner_save of an identically configured learner.
  * Returns 0, GB_ENOTFOUND, GB_ECORRUPT (shapes or names differ) or GB_ETORCH. */
 int gb_torch_learner_load(gb_torch_learner *l, const char *path, gb_error *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Data-parallel training: N trainers, one learner replica each, joined by a process group
+ * (workers/torch/group.h).
+ * ------------------------------------------------------------------------------------------- */
+typedef struct gb_group gb_group; /* workers/torch/group.h */
+
+/* Data-parallel training over g (workers/torch/group.h; NULL: back to local training): the
+ * learner's tensors (networks, targets, critics, temperature), optimiser states and counters
+ * (train steps, model version) become rank 0's now (broadcast), and from then on every optimiser
+ * step all-reduces the gradients (summed in buckets of at most bucket_bytes, 0 = 25 MiB, then
+ * divided by the number of ranks that had a gradient for the parameter: the group size, unless a
+ * rank had no valid step in its batch) before clipping and stepping, so every replica stays
+ * bit-identical. Every rank must then call gb_torch_learner_train the same number of times, in
+ * step, and pass gb_torch_learner_set_progress the same values (a rank whose batch has no valid
+ * step still takes part). PPO's minibatch count per epoch is agreed across the group (the
+ * largest); a rank with fewer minibatches takes part without a gradient in the extra steps.
+ * Advantage normalisation stays per rank and per minibatch. The learner keeps g (owned by the
+ * caller; close it only after set_group(NULL) or destroy). After a group error in train the
+ * replicas may differ: call set_group again (with a new group) to resynchronise. Collective:
+ * every rank calls it. Returns 0 or the group's errors (GB_ETIMEOUT, GB_ECLOSED, GB_ETORCH), or
+ * GB_ECORRUPT when rank 0's state does not fit this learner (another configuration) on some
+ * rank (every rank then fails, and the learner is back to local training). */
+int gb_torch_learner_set_group(gb_torch_learner *l, gb_group *g, size_t bucket_bytes,
+                               gb_error *err);
+
+/* A 64-bit checksum of the bits of every tensor the learner trains or keeps (networks, targets,
+ * critics, temperature), in a fixed order: equal on every rank of a data-parallel group. */
+uint64_t gb_torch_learner_checksum(const gb_torch_learner *l);
 
 /* ---------------------------------------------------------------------------------------------
  * Targets (plain C, in targets.c; the algorithms use these same functions)

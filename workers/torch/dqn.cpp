@@ -33,48 +33,52 @@ static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     const int64_t N = tr.N;
     st->samples = N;
     st->lr = learner_lr(l, ac.lr);
-    if (N == 0) {
-        chunk_priorities(torch::zeros({B, T}), tr.valid_mask, prio);
-        return;
-    }
-    const torch::Tensor &step_idx = tr.step_idx, &row_idx = tr.row_idx, &brow_idx = tr.brow_idx;
-    const torch::Tensor &g = tr.ret, &d = tr.disc, &w = tr.weight, &valid_mask = tr.valid_mask;
-    torch::Tensor act =
-        cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, step_idx).to(dev);
-
-    torch::Tensor obs = batch_obs(l, b);
-    torch::Tensor q_all = m->net->forward(obs).q; // [B*(T+1), n], with grad
-    torch::Tensor q = q_all.index_select(0, row_idx).gather(1, act.view({-1, 1})).squeeze(1);
-    torch::Tensor y;
-    {
-        torch::NoGradGuard no_grad;
-        torch::Tensor qt = l->target->forward(obs.index_select(0, brow_idx)).q;
-        torch::Tensor next;
-        if (dc.double_q) {
-            torch::Tensor a_star = q_all.detach().index_select(0, brow_idx).argmax(1, true);
-            next = qt.gather(1, a_star).squeeze(1);
-        } else {
-            next = std::get<0>(qt.max(1));
+    std::vector<torch::Tensor> params = m->net->parameters();
+    torch::Tensor q, y, loss;
+    if (N > 0) {
+        torch::Tensor act =
+            cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, tr.step_idx).to(dev);
+        torch::Tensor obs = batch_obs(l, b);
+        torch::Tensor q_all = m->net->forward(obs).q; // [B*(T+1), n], with grad
+        q = q_all.index_select(0, tr.row_idx).gather(1, act.view({-1, 1})).squeeze(1);
+        {
+            torch::NoGradGuard no_grad;
+            torch::Tensor qt = l->target->forward(obs.index_select(0, tr.brow_idx)).q;
+            torch::Tensor next;
+            if (dc.double_q) {
+                torch::Tensor a_star =
+                    q_all.detach().index_select(0, tr.brow_idx).argmax(1, true);
+                next = qt.gather(1, a_star).squeeze(1);
+            } else {
+                next = std::get<0>(qt.max(1));
+            }
+            y = tr.ret + tr.disc * next;
         }
-        y = g + d * next;
+        loss = dqn_loss(q, y, tr.weight, dc.huber_delta);
+        l->opt->zero_grad();
+        loss.backward();
+    } else {
+        chunk_priorities(torch::zeros({B, T}), tr.valid_mask, prio);
+        drop_grads(params); // data-parallel: in the group's step without a gradient of our own
     }
-    torch::Tensor loss = dqn_loss(q, y, w, dc.huber_delta);
+    if (!sync_grads(l, params))
+        return; // no valid step here (nor on any rank of the group): nothing changes
     learner_set_lr(*l->opt, st->lr);
-    l->opt->zero_grad();
-    loss.backward();
-    st->grad_norm = clip_grads(m->net->parameters(), ac.max_grad_norm);
+    st->grad_norm = clip_grads(params, ac.max_grad_norm);
     l->opt->step();
+    st->gradient_steps = 1;
 
     torch::NoGradGuard no_grad;
-    torch::Tensor td = (y - q.detach()).abs().to(torch::kCPU);
-    st->loss = st->value_loss = loss.item<double>();
-    st->q_mean = q.detach().mean().item<double>();
-    st->td_abs_mean = td.mean().item<double>();
-    st->gradient_steps = 1;
-    if (prio) {
-        torch::Tensor full = torch::zeros({B * T});
-        full.index_copy_(0, step_idx, td.to(torch::kFloat32));
-        chunk_priorities(full.view({B, T}), valid_mask, prio);
+    if (N > 0) {
+        torch::Tensor td = (y - q.detach()).abs().to(torch::kCPU);
+        st->loss = st->value_loss = loss.item<double>();
+        st->q_mean = q.detach().mean().item<double>();
+        st->td_abs_mean = td.mean().item<double>();
+        if (prio) {
+            torch::Tensor full = torch::zeros({B * T});
+            full.index_copy_(0, tr.step_idx, td.to(torch::kFloat32));
+            chunk_priorities(full.view({B, T}), tr.valid_mask, prio);
+        }
     }
 
     // target network

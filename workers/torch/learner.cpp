@@ -1,6 +1,9 @@
 // workers/torch/learner.cpp: the learners' C API: creation (the acting model, then the
-// algorithm's own networks and optimisers through its ops table), training steps, checkpoints.
+// algorithm's own networks and optimisers through its ops table), training steps, checkpoints,
+// and data-parallel training's start (rank 0's state to every rank) and checksum.
 #include "workers/torch/algorithm.hpp"
+
+#include "workers/torch/group.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -40,6 +43,85 @@ static NamedTensors checkpoint_tensors(gb_torch_learner *l)
         v.emplace_back("log_alpha", l->log_alpha);
     }
     return v;
+}
+
+// Everything a checkpoint (and data-parallel training's start) carries: the tensors, the
+// counters and the optimiser states.
+static void write_state(gb_torch_learner *l, torch::serialize::OutputArchive &ar)
+{
+    torch::NoGradGuard no_grad;
+    for (const auto &kv : checkpoint_tensors(l))
+        ar.write(kv.first, kv.second.detach().clone());
+    ar.write("train_steps", torch::tensor({l->train_steps}, torch::kInt64));
+    ar.write("version", torch::tensor({(int64_t)l->model->version}, torch::kInt64));
+    torch::serialize::OutputArchive opt;
+    l->opt->save(opt);
+    ar.write("opt", opt);
+    if (l->opt_q) {
+        torch::serialize::OutputArchive oq, oa;
+        l->opt_q->save(oq);
+        l->opt_alpha->save(oa);
+        ar.write("opt_q", oq);
+        ar.write("opt_alpha", oa);
+    }
+}
+
+// Reads what write_state wrote (source names it in messages). Checks every tensor's presence,
+// shape and dtype before changing anything: GB_ECORRUPT when one differs.
+static int read_state(gb_torch_learner *l, torch::serialize::InputArchive &ar, const char *source,
+                      gb_error *err)
+{
+    torch::NoGradGuard no_grad;
+    NamedTensors live = checkpoint_tensors(l);
+    std::vector<torch::Tensor> read(live.size());
+    for (size_t i = 0; i < live.size(); i++) {
+        if (!ar.try_read(live[i].first, read[i]))
+            return gb_error_set(err, GB_ECORRUPT, "%s: no tensor %s", source,
+                                live[i].first.c_str());
+        if (!read[i].sizes().equals(live[i].second.sizes()) ||
+            read[i].scalar_type() != live[i].second.scalar_type())
+            return gb_error_set(err, GB_ECORRUPT, "%s: %s has another shape or dtype", source,
+                                live[i].first.c_str());
+    }
+    for (size_t i = 0; i < live.size(); i++)
+        live[i].second.copy_(read[i]);
+    torch::Tensor steps, version;
+    ar.read("train_steps", steps);
+    ar.read("version", version);
+    l->train_steps = steps.item<int64_t>();
+    l->model->version = (uint64_t)version.item<int64_t>();
+    torch::serialize::InputArchive opt;
+    ar.read("opt", opt);
+    l->opt->load(opt);
+    if (l->opt_q) {
+        torch::serialize::InputArchive oq, oa;
+        ar.read("opt_q", oq);
+        ar.read("opt_alpha", oa);
+        l->opt_q->load(oq);
+        l->opt_alpha->load(oa);
+    }
+    return 0;
+}
+
+// 64-bit hash of n bytes, continuing from h: 8-byte words through a multiply-xorshift mix (not
+// cryptographic: it tells replicas apart).
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    auto mix = [&](uint64_t w) {
+        h ^= w * 0xbf58476d1ce4e5b9ULL;
+        h = (h << 27 | h >> 37) * 0x94d049bb133111ebULL;
+    };
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        std::memcpy(&w, b + i, 8);
+        mix(w);
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, b + i, n - i);
+    mix(tail ^ ((uint64_t)n << 56)); // the length too: zeros of different lengths differ
+    return h;
 }
 
 static void learner_init(gb_torch_learner *l, const gb_config *cfg, const gb_torch_space *sp,
@@ -131,22 +213,8 @@ extern "C" int gb_torch_learner_save(const gb_torch_learner *cl, const char *pat
     gb_torch_learner *l = const_cast<gb_torch_learner *>(cl);
     std::string tmp = std::string(path) + ".tmp";
     int rc = gb_torch_guard(err, "checkpoint save", [&] {
-        torch::NoGradGuard no_grad;
         torch::serialize::OutputArchive ar;
-        for (const auto &kv : checkpoint_tensors(l))
-            ar.write(kv.first, kv.second.detach().clone());
-        ar.write("train_steps", torch::tensor({l->train_steps}, torch::kInt64));
-        ar.write("version", torch::tensor({(int64_t)l->model->version}, torch::kInt64));
-        torch::serialize::OutputArchive opt;
-        l->opt->save(opt);
-        ar.write("opt", opt);
-        if (l->opt_q) {
-            torch::serialize::OutputArchive oq, oa;
-            l->opt_q->save(oq);
-            l->opt_alpha->save(oa);
-            ar.write("opt_q", oq);
-            ar.write("opt_alpha", oa);
-        }
+        write_state(l, ar);
         ar.save_to(tmp);
         return 0;
     });
@@ -167,35 +235,75 @@ extern "C" int gb_torch_learner_load(gb_torch_learner *l, const char *path, gb_e
     return gb_torch_guard(err, "checkpoint load", [&] {
         torch::serialize::InputArchive ar;
         ar.load_from(path, l->device);
-        torch::NoGradGuard no_grad;
-        NamedTensors live = checkpoint_tensors(l);
-        std::vector<torch::Tensor> read(live.size());
-        for (size_t i = 0; i < live.size(); i++) {
-            if (!ar.try_read(live[i].first, read[i]))
-                return gb_error_set(err, GB_ECORRUPT, "checkpoint %s: no tensor %s", path,
-                                    live[i].first.c_str());
-            if (!read[i].sizes().equals(live[i].second.sizes()) ||
-                read[i].scalar_type() != live[i].second.scalar_type())
-                return gb_error_set(err, GB_ECORRUPT, "checkpoint %s: %s has another shape or "
-                                    "dtype", path, live[i].first.c_str());
+        return read_state(l, ar, (std::string("checkpoint ") + path).c_str(), err);
+    });
+}
+
+extern "C" int gb_torch_learner_set_group(gb_torch_learner *l, gb_group *g, size_t bucket_bytes,
+                                          gb_error *err)
+{
+    l->group = nullptr;
+    l->bucket_bytes = bucket_bytes;
+    if (!g)
+        return 0;
+    int rc = gb_torch_guard(err, "set_group", [&] {
+        // rank 0's state, serialised as a checkpoint is, to every rank: its size, then its bytes
+        std::string blob;
+        if (gb_group_rank(g) == 0) {
+            torch::serialize::OutputArchive ar;
+            write_state(l, ar);
+            ar.save_to([&](const void *p, size_t n) {
+                blob.append((const char *)p, n);
+                return n;
+            });
         }
-        for (size_t i = 0; i < live.size(); i++)
-            live[i].second.copy_(read[i]);
-        torch::Tensor steps, version;
-        ar.read("train_steps", steps);
-        ar.read("version", version);
-        l->train_steps = steps.item<int64_t>();
-        l->model->version = (uint64_t)version.item<int64_t>();
-        torch::serialize::InputArchive opt;
-        ar.read("opt", opt);
-        l->opt->load(opt);
-        if (l->opt_q) {
-            torch::serialize::InputArchive oq, oa;
-            ar.read("opt_q", oq);
-            ar.read("opt_alpha", oa);
-            l->opt_q->load(oq);
-            l->opt_alpha->load(oa);
+        int64_t n = (int64_t)blob.size();
+        int r = gb_group_broadcast(g, &n, sizeof n, 0, err);
+        if (r)
+            return r;
+        blob.resize((size_t)n);
+        if ((r = gb_group_broadcast(g, &blob[0], blob.size(), 0, err)))
+            return r;
+        int64_t bad = 0;
+        if (gb_group_rank(g) != 0) {
+            torch::serialize::InputArchive ar;
+            ar.load_from(blob.data(), blob.size(), l->device);
+            bad = read_state(l, ar, "rank 0's state", err) != 0;
         }
+        // every rank succeeds, or every rank fails
+        gb_error gerr = {};
+        int64_t any_bad = bad;
+        if ((r = gb_group_allreduce(g, GB_DTYPE_INT64, &any_bad, 1, GB_GROUP_MAX, &gerr)))
+            return bad ? err->code : gb_error_set(err, gerr.code, "%s", gerr.msg);
+        if (bad)
+            return err->code;
+        if (any_bad)
+            return gb_error_set(err, GB_ECORRUPT, "another rank could not take rank 0's state "
+                                "(another configuration?)");
+        // the same (no) gradients everywhere, so that the first step's all-reduce agrees
+        for (auto *opt : {l->opt.get(), l->opt_q.get(), l->opt_alpha.get()})
+            if (opt)
+                for (auto &grp : opt->param_groups())
+                    drop_grads(grp.params());
         return 0;
     });
+    if (rc == 0)
+        l->group = g;
+    return rc;
+}
+
+extern "C" uint64_t gb_torch_learner_checksum(const gb_torch_learner *cl)
+{
+    gb_torch_learner *l = const_cast<gb_torch_learner *>(cl);
+    uint64_t h = 0x9e3779b97f4a7c15ULL;
+    try {
+        torch::NoGradGuard no_grad;
+        for (const auto &kv : checkpoint_tensors(l)) {
+            torch::Tensor t = kv.second.detach().to(torch::kCPU).contiguous();
+            h = hash_bytes(h, t.data_ptr(), t.nbytes());
+        }
+    } catch (const std::exception &) {
+        return 0; // a copy to the CPU failed: no checksum
+    }
+    return h;
 }

@@ -53,16 +53,16 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
                  b->valid, ac.gamma, pc.gae_lambda, adv.data_ptr<float>(), ret.data_ptr<float>());
 
     // the valid steps: rows into [B*T] step arrays and into [B*(T+1)] obs rows
-    std::vector<int64_t> steps, rows;
-    steps.reserve(B * T);
+    std::vector<int64_t> valid_steps, rows;
+    valid_steps.reserve(B * T);
     rows.reserve(B * T);
     for (int64_t bi = 0; bi < B; bi++)
         for (int64_t t = 0; t < T; t++)
             if (!b->valid || b->valid[bi * T + t]) {
-                steps.push_back(bi * T + t);
+                valid_steps.push_back(bi * T + t);
                 rows.push_back(obs_row(bi, t, T));
             }
-    const int64_t N = (int64_t)steps.size();
+    const int64_t N = (int64_t)valid_steps.size();
     torch::Tensor valid_mask = b->valid ? cpu_view(b->valid, {B, T}, torch::kUInt8)
                                               .to(torch::kFloat32)
                                         : torch::ones({B, T});
@@ -73,27 +73,32 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     }
     st->samples = N;
     st->lr = learner_lr(l, ac.lr);
-    if (N == 0)
+    // Minibatches per epoch: up to pc.minibatches of mb steps each. Data-parallel ranks hold
+    // different numbers of valid steps, so the number of optimiser steps is agreed (the largest);
+    // a rank with fewer minibatches (or none) takes part in the extra steps without a gradient.
+    const int64_t nmb = std::max<int64_t>(1, std::min<int64_t>(pc.minibatches, N));
+    const int64_t mb = N > 0 ? (N + nmb - 1) / nmb : 0;
+    const int64_t steps = group_max(l, N > 0 ? (N + mb - 1) / mb : 0);
+    if (steps == 0)
         return;
 
     auto lopt = torch::TensorOptions().dtype(torch::kInt64);
-    torch::Tensor step_idx = torch::from_blob(steps.data(), {N}, lopt).clone();
-    torch::Tensor row_idx = torch::from_blob(rows.data(), {N}, lopt).clone().to(dev);
-    torch::Tensor o = obs.index_select(0, row_idx);
-    torch::Tensor act;
-    if (sp.discrete)
-        act = cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, step_idx).to(dev);
-    else
-        act = cpu_view(b->action, {B * T, sp.action_dim}, torch::kFloat32)
-                  .index_select(0, step_idx)
-                  .to(dev);
-    torch::Tensor old_logp =
-        cpu_view(b->logp, {B * T}, torch::kFloat32).index_select(0, step_idx).to(dev);
-    torch::Tensor A = adv.view({B * T}).index_select(0, step_idx).to(dev);
-    torch::Tensor R = ret.view({B * T}).index_select(0, step_idx).to(dev);
-    torch::Tensor V0 = values.view({B, T + 1}).narrow(1, 0, T).reshape({B * T})
-                           .index_select(0, step_idx).to(dev);
-    {
+    torch::Tensor o, act, old_logp, A, R, V0;
+    if (N > 0) {
+        torch::Tensor step_idx = torch::from_blob(valid_steps.data(), {N}, lopt).clone();
+        torch::Tensor row_idx = torch::from_blob(rows.data(), {N}, lopt).clone().to(dev);
+        o = obs.index_select(0, row_idx);
+        if (sp.discrete)
+            act = cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, step_idx).to(dev);
+        else
+            act = cpu_view(b->action, {B * T, sp.action_dim}, torch::kFloat32)
+                      .index_select(0, step_idx)
+                      .to(dev);
+        old_logp = cpu_view(b->logp, {B * T}, torch::kFloat32).index_select(0, step_idx).to(dev);
+        A = adv.view({B * T}).index_select(0, step_idx).to(dev);
+        R = ret.view({B * T}).index_select(0, step_idx).to(dev);
+        V0 = values.view({B, T + 1}).narrow(1, 0, T).reshape({B * T})
+                 .index_select(0, step_idx).to(dev);
         torch::Tensor Rc = R.to(torch::kCPU), Vc = V0.to(torch::kCPU);
         double var = Rc.var(false).item<double>();
         st->explained_var = var > 0 ? 1.0 - (Rc - Vc).var(false).item<double>() / var : 0.0;
@@ -101,45 +106,51 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
 
     learner_set_lr(*l->opt, st->lr);
     std::vector<torch::Tensor> params = m->net->parameters();
-    const int64_t nmb = std::max<int64_t>(1, std::min<int64_t>(pc.minibatches, N));
-    const int64_t mb = (N + nmb - 1) / nmb;
     double s_pol = 0, s_val = 0, s_ent = 0, s_kl = 0, s_cf = 0;
-    int64_t count = 0;
+    int64_t count = 0, done = 0;
     for (int64_t e = 0; e < pc.epochs; e++) {
-        torch::Tensor perm = torch::randperm(N, l->gen, lopt).to(dev);
-        for (int64_t start = 0; start < N; start += mb) {
-            int64_t len = std::min(mb, N - start);
-            torch::Tensor idx = perm.narrow(0, start, len);
-            Heads h = m->net->forward(o.index_select(0, idx));
-            torch::Tensor a_mb = act.index_select(0, idx);
-            torch::Tensor new_logp, ent;
-            if (sp.discrete) {
-                new_logp = categorical_logp(h.logits, a_mb);
-                ent = categorical_entropy(h.logits);
-            } else {
-                new_logp = gaussian_logp(h.mean, h.log_std, a_mb);
-                ent = gaussian_entropy(h.log_std);
+        torch::Tensor perm = N > 0 ? torch::randperm(N, l->gen, lopt).to(dev) : torch::Tensor();
+        for (int64_t k = 0; k < steps; k++) {
+            const int64_t start = k * mb, len = std::min(mb, N - start);
+            if (len > 0) {
+                torch::Tensor idx = perm.narrow(0, start, len);
+                Heads h = m->net->forward(o.index_select(0, idx));
+                torch::Tensor a_mb = act.index_select(0, idx);
+                torch::Tensor new_logp, ent;
+                if (sp.discrete) {
+                    new_logp = categorical_logp(h.logits, a_mb);
+                    ent = categorical_entropy(h.logits);
+                } else {
+                    new_logp = gaussian_logp(h.mean, h.log_std, a_mb);
+                    ent = gaussian_entropy(h.log_std);
+                }
+                torch::Tensor adv_mb = A.index_select(0, idx);
+                if (pc.normalize_advantages && len > 1)
+                    adv_mb = (adv_mb - adv_mb.mean()) / (adv_mb.std() + 1e-8);
+                PpoLoss L = ppo_loss(new_logp, old_logp.index_select(0, idx), adv_mb, h.value,
+                                     V0.index_select(0, idx), R.index_select(0, idx), ent,
+                                     pc.clip, pc.clip_value != 0, pc.value_coef,
+                                     pc.entropy_coef);
+                l->opt->zero_grad();
+                L.total.backward();
+                s_pol += L.policy.item<double>();
+                s_val += L.value.item<double>();
+                s_ent += ent.mean().item<double>();
+                s_kl += L.approx_kl.item<double>();
+                s_cf += L.clip_fraction.item<double>();
+                st->loss = L.total.item<double>();
+                count++;
+            } else { // data-parallel: no minibatch here for this step; other ranks have one
+                drop_grads(params);
             }
-            torch::Tensor adv_mb = A.index_select(0, idx);
-            if (pc.normalize_advantages && len > 1)
-                adv_mb = (adv_mb - adv_mb.mean()) / (adv_mb.std() + 1e-8);
-            PpoLoss L = ppo_loss(new_logp, old_logp.index_select(0, idx), adv_mb, h.value,
-                                 V0.index_select(0, idx), R.index_select(0, idx), ent, pc.clip,
-                                 pc.clip_value != 0, pc.value_coef, pc.entropy_coef);
-            l->opt->zero_grad();
-            L.total.backward();
+            if (!sync_grads(l, params))
+                continue;
             st->grad_norm = clip_grads(params, ac.max_grad_norm);
             l->opt->step();
-            s_pol += L.policy.item<double>();
-            s_val += L.value.item<double>();
-            s_ent += ent.mean().item<double>();
-            s_kl += L.approx_kl.item<double>();
-            s_cf += L.clip_fraction.item<double>();
-            st->loss = L.total.item<double>();
-            count++;
+            done++;
         }
     }
-    st->gradient_steps = count;
+    st->gradient_steps = done;
     if (count) {
         st->policy_loss = s_pol / count;
         st->value_loss = s_val / count;

@@ -3,6 +3,7 @@
 #include "workers/torch/algorithm.hpp"
 
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 namespace gbt {
@@ -62,61 +63,82 @@ static void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     const int64_t N = tr.N;
     st->samples = N;
     st->lr = learner_lr(l, ac.lr);
-    if (N == 0) {
-        chunk_priorities(torch::zeros({B, T}), tr.valid_mask, prio);
-        return;
-    }
-    const torch::Tensor &step_idx = tr.step_idx, &row_idx = tr.row_idx, &brow_idx = tr.brow_idx;
-    const torch::Tensor &r = tr.ret, &d = tr.disc, &w = tr.weight, &valid_mask = tr.valid_mask;
-    torch::Tensor a_env = cpu_view(b->action, {B * T, A}, torch::kFloat32)
-                              .index_select(0, step_idx)
-                              .to(dev);
-    torch::Tensor a = ((a_env - m->act_bias) / m->act_scale).clamp(-1.0, 1.0);
-
-    torch::Tensor obs = batch_obs(l, b);
-    torch::Tensor o = obs.index_select(0, row_idx), o2 = obs.index_select(0, brow_idx);
-    torch::Tensor of = flat(o), of2 = flat(o2);
-    double alpha = std::exp(l->log_alpha.item<double>());
-
-    // critics
-    torch::Tensor y;
-    {
-        torch::NoGradGuard no_grad;
-        auto [a2, logp2] = sample(l, m->net->forward(o2));
-        y = sac_target(r, d, l->q1t->forward(of2, a2), l->q2t->forward(of2, a2), logp2, alpha);
-    }
-    torch::Tensor q1 = l->q1->forward(of, a), q2 = l->q2->forward(of, a);
-    torch::Tensor qloss = sac_critic_loss(q1, q2, y, w);
-    learner_set_lr(*l->opt_q, st->lr);
-    l->opt_q->zero_grad();
-    qloss.backward();
-    std::vector<torch::Tensor> qp = l->q1->parameters();
+    std::vector<torch::Tensor> qp = l->q1->parameters(), pp = m->net->parameters();
     for (auto &p : l->q2->parameters())
         qp.push_back(p);
+    const std::vector<torch::Tensor> ap{l->log_alpha};
+    double alpha = std::exp(l->log_alpha.item<double>());
+    // Each of the three steps below: with valid steps, a loss and its gradients; without, no
+    // gradient, and only a group's other ranks (data-parallel) can make the step happen.
+    torch::Tensor o, of, a, y, q1, q2, qloss;
+    if (N > 0) {
+        torch::Tensor a_env = cpu_view(b->action, {B * T, A}, torch::kFloat32)
+                                  .index_select(0, tr.step_idx)
+                                  .to(dev);
+        a = ((a_env - m->act_bias) / m->act_scale).clamp(-1.0, 1.0);
+        torch::Tensor obs = batch_obs(l, b);
+        torch::Tensor o2 = obs.index_select(0, tr.brow_idx);
+        o = obs.index_select(0, tr.row_idx);
+        of = flat(o);
+        torch::Tensor of2 = flat(o2);
+        {
+            torch::NoGradGuard no_grad;
+            auto [a2, logp2] = sample(l, m->net->forward(o2));
+            y = sac_target(tr.ret, tr.disc, l->q1t->forward(of2, a2), l->q2t->forward(of2, a2),
+                           logp2, alpha);
+        }
+        // critics
+        q1 = l->q1->forward(of, a);
+        q2 = l->q2->forward(of, a);
+        qloss = sac_critic_loss(q1, q2, y, tr.weight);
+        l->opt_q->zero_grad();
+        qloss.backward();
+    } else {
+        chunk_priorities(torch::zeros({B, T}), tr.valid_mask, prio);
+        drop_grads(qp);
+    }
+    if (!sync_grads(l, qp))
+        return; // no valid step here (nor on any rank of the group): nothing changes
+    learner_set_lr(*l->opt_q, st->lr);
     clip_grads(qp, ac.max_grad_norm);
     l->opt_q->step();
 
     // actor (critic gradients from this pass are discarded by the next zero_grad)
-    auto [api, logp] = sample(l, m->net->forward(o));
-    torch::Tensor aloss = sac_actor_loss(alpha, logp, l->q1->forward(of, api),
-                                         l->q2->forward(of, api));
+    torch::Tensor aloss, logp;
+    if (N > 0) {
+        torch::Tensor api;
+        std::tie(api, logp) = sample(l, m->net->forward(o));
+        aloss = sac_actor_loss(alpha, logp, l->q1->forward(of, api), l->q2->forward(of, api));
+        l->opt->zero_grad();
+        aloss.backward();
+    } else {
+        drop_grads(pp);
+    }
+    sync_grads(l, pp);
     learner_set_lr(*l->opt, st->lr);
-    l->opt->zero_grad();
-    aloss.backward();
-    st->grad_norm = clip_grads(m->net->parameters(), ac.max_grad_norm);
+    st->grad_norm = clip_grads(pp, ac.max_grad_norm);
     l->opt->step();
 
     // temperature
     if (sc.learn_alpha) {
-        torch::Tensor tl = sac_alpha_loss(l->log_alpha, logp.detach(), l->target_entropy);
-        l->opt_alpha->zero_grad();
-        tl.backward();
+        if (N > 0) {
+            torch::Tensor tl = sac_alpha_loss(l->log_alpha, logp.detach(), l->target_entropy);
+            l->opt_alpha->zero_grad();
+            tl.backward();
+        } else {
+            drop_grads(ap);
+        }
+        sync_grads(l, ap);
         l->opt_alpha->step();
     }
 
     torch::NoGradGuard no_grad;
     polyak_update(module_tensors(*l->q1t), module_tensors(*l->q1), sc.tau);
     polyak_update(module_tensors(*l->q2t), module_tensors(*l->q2), sc.tau);
+    st->alpha = std::exp(l->log_alpha.item<double>());
+    st->gradient_steps = 1;
+    if (N == 0)
+        return;
 
     torch::Tensor td = (y - q1.detach()).abs().to(torch::kCPU).to(torch::kFloat32);
     st->value_loss = qloss.item<double>();
@@ -125,12 +147,10 @@ static void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     st->entropy = -logp.detach().mean().item<double>();
     st->q_mean = q1.detach().mean().item<double>();
     st->td_abs_mean = td.mean().item<double>();
-    st->alpha = std::exp(l->log_alpha.item<double>());
-    st->gradient_steps = 1;
     if (prio) {
         torch::Tensor full = torch::zeros({B * T});
-        full.index_copy_(0, step_idx, td);
-        chunk_priorities(full.view({B, T}), valid_mask, prio);
+        full.index_copy_(0, tr.step_idx, td);
+        chunk_priorities(full.view({B, T}), tr.valid_mask, prio);
     }
 }
 

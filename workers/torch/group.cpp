@@ -1,0 +1,264 @@
+// workers/torch/group.cpp: the trainers' process group (workers/torch/group.h) over libtorch's
+// c10d: a FileStore or TCPStore rendezvous (under a PrefixStore) and ProcessGroupGloo; every call
+// wraps the caller's buffers in tensors (torch::from_blob) and waits for c10d's work object.
+// defines: struct gb_group, gb_group_* (group.h)
+//
+// What c10d 1.13's Gloo backend offers and what this file does about it:
+// - allgather: ProcessGroupGloo has no _allgather_base ("no support for _allgather_base in Gloo
+//   process group"), so gb_group_allgather calls allgather with one view of out per rank (Gloo
+//   gathers into a flat buffer of its own and copies into the views).
+// - alltoall: alltoall_base with split sizes is supported on CPU tensors of any dtype; uint8
+//   tensors make the sizes bytes.
+// - A peer that exits makes the next call fail at once with Gloo's "Connection reset by peer" or
+//   "Connection closed by peer"; a peer that hangs makes it fail after the timeout (Gloo's own
+//   "Timed out waiting ..." or the work's "Operation timed out!").
+#include "workers/torch/group.h"
+
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <new>
+#include <string>
+#include <vector>
+
+struct gb_group {
+    c10::intrusive_ptr<c10d::Store> store;
+    c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+    int rank = 0, size = 0;
+    std::chrono::milliseconds timeout{0};
+    bool failed = false; // a call failed: the group refuses every later call
+};
+
+namespace {
+
+bool contains(const std::string &haystack, const char *needle)
+{
+    return haystack.find(needle) != std::string::npos;
+}
+
+// The error code for a c10d or Gloo failure, from its message (c10d has a TimeoutError class,
+// but Gloo's transport and the work's own timeout raise plain errors).
+int code_of(const std::string &msg)
+{
+    std::string m = msg;
+    std::transform(m.begin(), m.end(), m.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (contains(m, "timed out") || contains(m, "timeout"))
+        return GB_ETIMEOUT;
+    if (contains(m, "closed by peer") || contains(m, "reset by peer") ||
+        contains(m, "connection closed") || contains(m, "broken pipe") ||
+        contains(m, "connection refused") || contains(m, "socket closed"))
+        return GB_ECLOSED;
+    return GB_ETORCH;
+}
+
+// Runs body (which waits for its work), turning an exception into GB_ETIMEOUT, GB_ECLOSED or
+// GB_ETORCH with "what (rank r of n): message"; a failure marks the group failed.
+template <class F> int group_call(gb_group *g, const char *what, gb_error *err, F &&body)
+{
+    if (g->failed)
+        return gb_error_set(err, GB_ECLOSED, "%s (rank %d of %d): the group failed in an earlier "
+                            "call; close it", what, g->rank, g->size);
+    std::string msg;
+    try {
+        body();
+        return 0;
+    } catch (const c10::Error &e) {
+        msg = e.what_without_backtrace();
+    } catch (const std::bad_alloc &) {
+        g->failed = true;
+        return gb_error_set(err, GB_ENOMEM, "%s (rank %d of %d): out of memory", what, g->rank,
+                            g->size);
+    } catch (const std::exception &e) {
+        msg = e.what();
+    }
+    g->failed = true;
+    return gb_error_set(err, code_of(msg), "%s (rank %d of %d): %s", what, g->rank, g->size,
+                        msg.c_str());
+}
+
+void wait_for(gb_group *g, const c10::intrusive_ptr<c10d::Work> &work)
+{
+    work->wait(g->timeout);
+}
+
+torch::Tensor bytes_view(const void *p, size_t bytes)
+{
+    static uint8_t none; // from_blob wants a pointer even for zero bytes
+    return torch::from_blob(p ? const_cast<void *>(p) : &none, {(int64_t)bytes}, torch::kUInt8);
+}
+
+bool dtype_of(gb_dtype d, torch::ScalarType *t)
+{
+    switch (d) {
+    case GB_DTYPE_FLOAT32: *t = torch::kFloat32; return true;
+    case GB_DTYPE_FLOAT64: *t = torch::kFloat64; return true;
+    case GB_DTYPE_INT32: *t = torch::kInt32; return true;
+    case GB_DTYPE_INT64: *t = torch::kInt64; return true;
+    case GB_DTYPE_UINT8: *t = torch::kUInt8; return true;
+    default: return false;
+    }
+}
+
+} // namespace
+
+extern "C" int gb_group_open(const gb_group_opts *o, gb_group **out, gb_error *err)
+{
+    *out = nullptr;
+    if (o->size < 1 || o->rank < 0 || o->rank >= o->size)
+        return gb_error_set(err, GB_EINVAL, "group: rank %d of size %d", o->rank, o->size);
+    if (!(o->timeout_s > 0) || !std::isfinite(o->timeout_s))
+        return gb_error_set(err, GB_EINVAL, "group: timeout_s must be > 0 (got %g)", o->timeout_s);
+    if (!(o->store_path && o->store_path[0]) &&
+        !(o->tcp_host && o->tcp_host[0] && o->tcp_port > 0 && o->tcp_port < 65536))
+        return gb_error_set(err, GB_EINVAL, "group: needs a store_path, or a tcp_host and a "
+                            "tcp_port in 1..65535 (got %d)", o->tcp_port);
+    gb_group *g = new (std::nothrow) gb_group();
+    if (!g)
+        return gb_error_set(err, GB_ENOMEM, "group: out of memory");
+    g->rank = o->rank;
+    g->size = o->size;
+    g->timeout = std::chrono::milliseconds((int64_t)std::ceil(o->timeout_s * 1000.0));
+    int rc = group_call(g, "group open", err, [&] {
+        c10::intrusive_ptr<c10d::Store> base;
+        if (o->store_path && o->store_path[0]) {
+            base = c10::make_intrusive<c10d::FileStore>(o->store_path, o->size);
+            base->setTimeout(g->timeout);
+        } else {
+            c10d::TCPStoreOptions so;
+            so.port = (uint16_t)o->tcp_port;
+            so.isServer = o->rank == 0;
+            so.numWorkers = (size_t)o->size;
+            so.waitWorkers = true;
+            so.timeout = g->timeout;
+            base = c10::make_intrusive<c10d::TCPStore>(std::string(o->tcp_host), so);
+        }
+        g->store = c10::make_intrusive<c10d::PrefixStore>(o->prefix ? o->prefix : "", base);
+        auto opts = c10d::ProcessGroupGloo::Options::create(g->timeout);
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(
+            o->device_host && o->device_host[0] ? o->device_host : "127.0.0.1"));
+        g->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(g->store, o->rank, o->size, opts);
+    });
+    if (rc) {
+        gb_group_close(g);
+        return rc;
+    }
+    *out = g;
+    return 0;
+}
+
+// Destroying the process group joins its worker threads: a collective still in flight after a
+// failed call ends (Gloo's own timeout) before close returns, so the call's buffers are free.
+extern "C" void gb_group_close(gb_group *g)
+{
+    if (!g)
+        return;
+    try {
+        g->pg.reset();
+        g->store.reset();
+    } catch (...) {
+        // a destructor that throws while tearing down: nothing left to do
+    }
+    delete g;
+}
+
+extern "C" int gb_group_rank(const gb_group *g) { return g->rank; }
+extern "C" int gb_group_size(const gb_group *g) { return g->size; }
+
+extern "C" int gb_group_allreduce(gb_group *g, gb_dtype dtype, void *buf, int64_t count,
+                                  gb_group_op op, gb_error *err)
+{
+    torch::ScalarType t;
+    if (!dtype_of(dtype, &t))
+        return gb_error_set(err, GB_EINVAL, "allreduce: dtype %s not supported",
+                            gb_dtype_name(dtype));
+    if (count < 0 || (count > 0 && !buf))
+        return gb_error_set(err, GB_EINVAL, "allreduce: %lld values at %p", (long long)count,
+                            buf);
+    if (op != GB_GROUP_SUM && op != GB_GROUP_MIN && op != GB_GROUP_MAX)
+        return gb_error_set(err, GB_EINVAL, "allreduce: unknown op %d", (int)op);
+    return group_call(g, "allreduce", err, [&] {
+        if (count == 0) // every rank passes the same count: nothing to exchange anywhere
+            return;
+        std::vector<at::Tensor> ts{torch::from_blob(buf, {count}, t)};
+        c10d::AllreduceOptions ao;
+        ao.reduceOp = op == GB_GROUP_SUM   ? c10d::ReduceOp::SUM
+                      : op == GB_GROUP_MIN ? c10d::ReduceOp::MIN
+                                           : c10d::ReduceOp::MAX;
+        ao.timeout = g->timeout;
+        wait_for(g, g->pg->allreduce(ts, ao));
+    });
+}
+
+extern "C" int gb_group_allgather(gb_group *g, const void *in, size_t bytes, void *out,
+                                  gb_error *err)
+{
+    if (bytes > 0 && (!in || !out))
+        return gb_error_set(err, GB_EINVAL, "allgather: NULL buffer for %zu bytes", bytes);
+    return group_call(g, "allgather", err, [&] {
+        if (bytes == 0)
+            return;
+        std::vector<at::Tensor> input{bytes_view(in, bytes)};
+        std::vector<std::vector<at::Tensor>> output(1);
+        for (int r = 0; r < g->size; r++)
+            output[0].push_back(bytes_view((char *)out + (size_t)r * bytes, bytes));
+        c10d::AllgatherOptions ao;
+        ao.timeout = g->timeout;
+        wait_for(g, g->pg->allgather(output, input, ao));
+    });
+}
+
+extern "C" int gb_group_broadcast(gb_group *g, void *buf, size_t bytes, int root, gb_error *err)
+{
+    if (root < 0 || root >= g->size)
+        return gb_error_set(err, GB_EINVAL, "broadcast: root %d of %d ranks", root, g->size);
+    if (bytes > 0 && !buf)
+        return gb_error_set(err, GB_EINVAL, "broadcast: NULL buffer for %zu bytes", bytes);
+    return group_call(g, "broadcast", err, [&] {
+        if (bytes == 0)
+            return;
+        std::vector<at::Tensor> ts{bytes_view(buf, bytes)};
+        c10d::BroadcastOptions bo;
+        bo.rootRank = root;
+        bo.rootTensor = 0;
+        bo.timeout = g->timeout;
+        wait_for(g, g->pg->broadcast(ts, bo));
+    });
+}
+
+extern "C" int gb_group_alltoall(gb_group *g, const void *in, const size_t *send_bytes,
+                                 void *out, const size_t *recv_bytes, gb_error *err)
+{
+    std::vector<int64_t> ss((size_t)g->size), rs((size_t)g->size);
+    size_t st = 0, rt = 0;
+    for (int r = 0; r < g->size; r++) {
+        ss[(size_t)r] = (int64_t)send_bytes[r];
+        rs[(size_t)r] = (int64_t)recv_bytes[r];
+        st += send_bytes[r];
+        rt += recv_bytes[r];
+    }
+    if ((st > 0 && !in) || (rt > 0 && !out))
+        return gb_error_set(err, GB_EINVAL, "alltoall: NULL buffer for %zu bytes out, %zu in",
+                            st, rt);
+    return group_call(g, "alltoall", err, [&] {
+        at::Tensor input = bytes_view(in, st), output = bytes_view(out, rt);
+        c10d::AllToAllOptions ao;
+        ao.timeout = g->timeout;
+        wait_for(g, g->pg->alltoall_base(output, input, rs, ss, ao));
+    });
+}
+
+extern "C" int gb_group_barrier(gb_group *g, gb_error *err)
+{
+    return group_call(g, "barrier", err, [&] {
+        c10d::BarrierOptions bo;
+        bo.timeout = g->timeout;
+        wait_for(g, g->pg->barrier(bo));
+    });
+}
