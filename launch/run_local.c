@@ -184,7 +184,8 @@ static void sample_metrics(const gb_metrics_collector *m, double t, const double
 {
     row[M_TIME] = t;
     row[M_ENV_STEPS] = or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "env_steps"));
-    row[M_TRAIN_STEPS] = or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "train_steps"));
+    /* data-parallel trainers take each step together: a step is one, not one per trainer */
+    row[M_TRAIN_STEPS] = or0(gb_metrics_max(m, GB_ROLE_TRAINER, "train_steps"));
     double dt = prev ? t - prev[M_TIME] : t;
     row[M_ENV_RATE] = dt > 0 ? (row[M_ENV_STEPS] - (prev ? prev[M_ENV_STEPS] : 0)) / dt : 0;
     row[M_TRAIN_RATE] = dt > 0 ? (row[M_TRAIN_STEPS] - (prev ? prev[M_TRAIN_STEPS] : 0)) / dt : 0;
@@ -284,12 +285,6 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     static gb_supervisor sup;
     gb_error err = {0};
     gb_log_init("launcher", -1, (gb_log_level)cfg->experiment.log_level);
-    if (cfg->trainer.count != 1) {
-        fprintf(stderr, "%s: trainer.count: %lld trainers need gradient all-reduce between "
-                "trainers, which is not implemented yet; use 1\n", cfg->source,
-                (long long)cfg->trainer.count);
-        return 2;
-    }
     if (cfg->trainer.device == GB_DEVICE_CUDA) {
         fprintf(stderr, "%s: trainer.device: cuda: the GPU trainer is not implemented yet (it "
                 "would train on the CPU path); use cpu\n", cfg->source);

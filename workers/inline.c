@@ -30,9 +30,8 @@ typedef struct inline_run {
 static void set_progress(inline_run *r, int64_t env_steps)
 {
     if (r->cfg->experiment.max_env_steps > 0)
-        gb_torch_learner_set_progress(gb_learning_learner(r->learning),
-                                      (double)env_steps /
-                                          (double)r->cfg->experiment.max_env_steps);
+        gb_learning_set_progress(r->learning, (double)env_steps /
+                                                  (double)r->cfg->experiment.max_env_steps);
 }
 
 /* Inserts a finished chunk. When the rate limiter holds the insert back (the learner is behind
@@ -48,7 +47,7 @@ static int insert_chunk(inline_run *r, const gb_chunk *c, gb_error *err)
         int rc = gb_learning_insert(r->learning, cols, c->policy_version, 0, err);
         if (rc != GB_ETIMEOUT)
             return rc;
-        rc = gb_learning_step(r->learning, 0, err);
+        rc = gb_learning_step(r->learning, 0, 0, err);
         if (rc < 0)
             return rc;
         if (rc == 0)
@@ -83,7 +82,7 @@ static int step_group(inline_run *r, int g, gb_error *err)
     gb_acting_stats st;
     gb_acting_stats_get(r->acting, &st);
     set_progress(r, st.env_steps);
-    while ((rc = gb_learning_step(r->learning, 0, err)) == 1)
+    while ((rc = gb_learning_step(r->learning, 0, 0, err)) == 1)
         ;
     return rc;
 }

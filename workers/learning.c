@@ -3,7 +3,9 @@
 #include "workers/learning.h"
 
 #include "envs/host.h"
+#include "runtime/log.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +24,12 @@ struct gb_learning {
     gb_replay *replay;
     const collect_backend *backend;
     int weighted;
-    int64_t B;
+    int64_t B;  /* the global batch */
+    int64_t Bl; /* this trainer's part: B / trainers */
+    gb_group *group;   /* several trainers; NULL: one */
+    gb_shards *shards; /* global selection */
+    float *weights;    /* [Bl] global selection's importance weights */
+    double progress;   /* this trainer's budget progress (gb_learning_set_progress) */
     gb_replay_selection sel;
     int sel_init;
     void *staging[GB_CHUNK_NCOLS]; /* [B, column bytes] */
@@ -64,12 +71,18 @@ int gb_learning_space(const gb_env_spec *spec, gb_torch_space *space, gb_error *
     return 0;
 }
 
+/* One destination per column: the staging, room for this trainer's part. */
+static void staging_dst(const gb_learning *L, gb_replay_dst dst[GB_CHUNK_NCOLS])
+{
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+        dst[c] = (gb_replay_dst){.column = c, .data = L->staging[c],
+                                 .bytes = (size_t)L->Bl * L->layout.bytes[c]};
+}
+
 static int host_collect(gb_learning *L, gb_error *err)
 {
     gb_replay_dst dst[GB_CHUNK_NCOLS];
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
-        dst[c] = (gb_replay_dst){.column = c, .data = L->staging[c],
-                                 .bytes = (size_t)L->B * L->layout.bytes[c]};
+    staging_dst(L, dst);
     return gb_replay_collect(L->replay, &L->sel, dst, GB_CHUNK_NCOLS, NULL, err);
 }
 
@@ -106,13 +119,15 @@ static int make_replay(gb_learning *L, const gb_learning_opts *o, gb_error *err)
 static int alloc_staging(gb_learning *L, gb_error *err)
 {
     for (int c = 0; c < GB_CHUNK_NCOLS; c++)
-        if (posix_memalign(&L->staging[c], 64, (size_t)L->B * L->layout.bytes[c]) != 0)
+        if (posix_memalign(&L->staging[c], 64, (size_t)L->Bl * L->layout.bytes[c]) != 0)
             return gb_error_set(err, GB_ENOMEM, "out of memory for a training batch of %lld "
-                                "chunks", (long long)L->B);
-    L->priorities_f = malloc((size_t)L->B * sizeof *L->priorities_f);
-    L->priorities = malloc((size_t)L->B * sizeof *L->priorities);
-    if (!L->priorities_f || !L->priorities)
+                                "chunks", (long long)L->Bl);
+    L->priorities_f = malloc((size_t)L->Bl * sizeof *L->priorities_f);
+    L->priorities = malloc((size_t)L->Bl * sizeof *L->priorities);
+    L->weights = malloc((size_t)L->Bl * sizeof *L->weights);
+    if (!L->priorities_f || !L->priorities || !L->weights)
         return gb_error_set(err, GB_ENOMEM, "out of memory");
+    /* a shard's part of a global selection can be the whole batch */
     int rc = gb_replay_selection_init(&L->sel, L->B, err);
     L->sel_init = rc == 0;
     return rc;
@@ -132,13 +147,29 @@ int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *e
     L->cfg = cfg;
     L->layout = *o->layout;
     L->B = cfg->trainer.batch_size;
+    L->group = o->group;
+    int ranks = o->group ? gb_group_size(o->group) : 1;
+    L->Bl = L->B / ranks;
     L->weighted = cfg->trainer.replay.selector == GB_SELECTOR_WEIGHTED;
     L->backend = &host_backend;
-    int rc = gb_torch_learner_create(cfg, o->space, o->learner_seed, &L->learner, err);
+    int rc = 0;
+    if (L->B % ranks != 0)
+        rc = gb_error_set(err, GB_EINVAL, "trainer.batch_size %lld does not split over %d "
+                          "trainers", (long long)L->B, ranks);
+    if (rc == 0)
+        rc = gb_torch_learner_create(cfg, o->space, o->learner_seed, &L->learner, err);
     if (rc == 0)
         rc = make_replay(L, o, err);
     if (rc == 0)
         rc = alloc_staging(L, err);
+    if (rc == 0 && L->group)
+        rc = gb_torch_learner_set_group(L->learner, L->group,
+                                        (size_t)cfg->trainer.bucket_bytes, err);
+    if (rc == 0 && L->group && cfg->trainer.replay.selection == GB_SELECTION_GLOBAL) {
+        gb_shards_opts so = {.group = L->group, .replay = L->replay, .batch = L->B,
+                             .seed = o->shared_seed};
+        rc = gb_shards_create(&so, &L->shards, err);
+    }
     if (rc) {
         gb_learning_destroy(L);
         return rc;
@@ -157,6 +188,8 @@ void gb_learning_destroy(gb_learning *L)
         free(L->staging[c]);
     free(L->priorities_f);
     free(L->priorities);
+    free(L->weights);
+    gb_shards_destroy(L->shards);
     gb_replay_free(L->replay);
     gb_torch_learner_destroy(L->learner);
     free(L);
@@ -182,6 +215,8 @@ int gb_learning_commit(gb_learning *L, int64_t n, const int64_t *idx, const int6
     int32_t lengths[MAX_BATCH];
     for (int i = 0; i < MAX_BATCH; i++)
         lengths[i] = (int32_t)L->layout.T;
+    if (L->shards)
+        gb_shards_stamp(L->shards, n, idx, NULL);
     for (int64_t first = 0; first < n; first += MAX_BATCH) {
         int64_t k = n - first < MAX_BATCH ? n - first : MAX_BATCH;
         int rc = gb_replay_commit(L->replay, k, idx + first, NULL, lengths, versions + first, err);
@@ -202,7 +237,7 @@ int gb_learning_insert(gb_learning *L, const void *const cols[GB_CHUNK_NCOLS], i
     return gb_learning_commit(L, 1, &idx, &version, err);
 }
 
-static gb_torch_batch batch_view(const gb_learning *L, int64_t n)
+static gb_torch_batch batch_view(const gb_learning *L, int64_t n, const float *weights)
 {
     return (gb_torch_batch){
         .B = n,
@@ -215,40 +250,111 @@ static gb_torch_batch batch_view(const gb_learning *L, int64_t n)
         .truncated = L->staging[GB_CHUNK_TRUNCATED],
         .valid = L->staging[GB_CHUNK_VALID],
         .logp = L->staging[GB_CHUNK_LOGP],
-        .weights = L->weighted ? L->sel.weight : NULL,
+        .weights = L->weighted ? weights : NULL,
     };
 }
 
-int gb_learning_step(gb_learning *L, double timeout_s, gb_error *err)
+void gb_learning_set_progress(gb_learning *L, double progress)
 {
-    gb_replay_request req = gb_replay_request_default(L->B);
+    L->progress = progress;
+    if (!L->group)
+        gb_torch_learner_set_progress(L->learner, progress);
+}
+
+/* Several trainers: do they all take a step now? One all-reduce of (shards not ready, trainers
+ * stopping, summed progress). Returns 1 go, 0 not yet, 2 stop, or the errors. */
+static int agree(gb_learning *L, const gb_replay_request *share, int stop, gb_error *err)
+{
+    int rc = stop ? 0 : gb_replay_ready(L->replay, share, err);
+    if (rc && rc != GB_ETIMEOUT)
+        return rc;
+    double v[3] = {!stop && rc == GB_ETIMEOUT, stop, L->progress};
+    if ((rc = gb_group_allreduce(L->group, GB_DTYPE_FLOAT64, v, 3, GB_GROUP_SUM, err)))
+        return rc;
+    gb_torch_learner_set_progress(L->learner, v[2]);
+    return v[1] > 0 ? 2 : v[0] > 0 ? 0 : 1;
+}
+
+/* Several trainers: every trainer.checksum_every steps, every replica's parameter checksum is
+ * gathered and compared (the all-reduced gradients keep them identical: checked, not assumed). */
+static int check_replicas(gb_learning *L, gb_error *err)
+{
+    int64_t every = L->cfg->trainer.checksum_every;
+    if (!L->group || every <= 0 || L->train_steps % every != 0)
+        return 0;
+    int n = gb_group_size(L->group);
+    uint64_t mine = gb_torch_learner_checksum(L->learner), all[1024];
+    if (n > 1024)
+        return 0;
+    int rc = gb_group_allgather(L->group, &mine, sizeof mine, all, err);
+    if (rc)
+        return rc;
+    for (int r = 0; r < n; r++)
+        if (all[r] != mine)
+            return gb_error_set(err, GB_ECORRUPT, "learning: after %lld steps the parameters of "
+                                "trainer %d (checksum %016llx) differ from trainer %d's "
+                                "(%016llx): the replicas diverged", (long long)L->train_steps,
+                                r, (unsigned long long)all[r], gb_group_rank(L->group),
+                                (unsigned long long)mine);
+    GB_INFO("learning: step %lld parameter checksum %016llx, equal on all %d trainers",
+            (long long)L->train_steps, (unsigned long long)mine, n);
+    return 0;
+}
+
+int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
+{
+    if (stop && !L->group)
+        return 2;
+    gb_replay_request req = gb_replay_request_default(L->Bl);
     req.timeout_s = timeout_s;
     int64_t version = (int64_t)gb_torch_model_version(gb_torch_learner_model(L->learner));
     if (L->cfg->trainer.max_staleness >= 0)
         req.min_policy_version = version - L->cfg->trainer.max_staleness;
-    int rc = gb_replay_sample(L->replay, &req, &L->sel, err);
-    if (rc == GB_ETIMEOUT)
-        return 0;
-    if (rc)
-        return rc;
-    int64_t n = L->sel.n;
-    rc = L->backend->collect(L, err);
+    int rc;
+    if (L->group) {
+        if ((rc = agree(L, &req, stop, err)) != 1)
+            return rc;
+        req.admitted = 1; /* every shard said yes to its share */
+    }
+    int64_t n = 0;
+    const float *weights = L->sel.weight;
+    if (L->shards) {
+        gb_replay_dst dst[GB_CHUNK_NCOLS];
+        staging_dst(L, dst);
+        rc = gb_shards_select(L->shards, &req, &L->sel, dst, GB_CHUNK_NCOLS, L->weights, &n,
+                              err);
+        weights = L->weights;
+        if (rc == 0 && n == 0) { /* every rank got the same answer: nobody trains */
+            gb_replay_release(L->replay, &L->sel);
+            return 0;
+        }
+    } else {
+        rc = gb_replay_sample(L->replay, &req, &L->sel, err);
+        if (rc == GB_ETIMEOUT && !L->group)
+            return 0;
+        n = L->sel.n;
+        if (rc == 0)
+            rc = L->backend->collect(L, err);
+    }
     if (rc == 0) {
-        gb_torch_batch b = batch_view(L, n);
+        gb_torch_batch b = batch_view(L, n, weights);
         rc = gb_torch_learner_train(L->learner, &b, &L->last,
                                     L->weighted ? L->priorities_f : NULL, err);
     }
     if (rc == 0 && L->weighted) {
         for (int64_t i = 0; i < n; i++)
             L->priorities[i] = L->priorities_f[i];
-        rc = gb_replay_update_priorities(L->replay, n, L->sel.index, L->sel.key, L->priorities,
-                                         NULL, err);
+        rc = L->shards ? gb_shards_update_priorities(L->shards, L->priorities, err)
+                       : gb_replay_update_priorities(L->replay, n, L->sel.index, L->sel.key,
+                                                     L->priorities, NULL, err);
     }
     gb_replay_release(L->replay, &L->sel);
     if (rc)
         return rc;
     L->train_steps++;
     L->samples_trained += L->last.samples;
+    if ((rc = check_replicas(L, err)))
+        return rc;
     return 1;
 }
 

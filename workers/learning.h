@@ -4,6 +4,15 @@
  * updates and release. The trainer worker is ingest + learning; inline mode is acting
  * (workers/acting.h) + learning in one loop, through the same replay and rate limiter.
  *
+ * Several trainers (trainer.count > 1) learn data-parallel over a process group
+ * (workers/torch/group.h): each holds one replay shard; every step is agreed by all of them (one
+ * small all-reduce: every shard's rate limiter admits its share batch/count, nobody is stopping,
+ * and the summed budget progress for lr annealing); each trains on batch/count items, drawn from
+ * its own shard (trainer.replay.selection: local) or from one selection over the union of the
+ * shards with the rows sent by their owners (global, workers/shards.h); the learner all-reduces
+ * the gradients, so every replica stays identical, which a parameter checksum compared across
+ * the ranks every trainer.checksum_every steps checks (logged; a mismatch is an error).
+ *
  * Collection goes through a back-end: the host back-end copies the chosen rows into staging
  * buffers allocated once, which libtorch then reads in place. A device back-end (GPU selection,
  * zero-copy gather into device memory, trainer.device: cuda) is not implemented yet: creating
@@ -18,7 +27,9 @@
 #include "runtime/chunk.h"
 #include "runtime/config.h"
 #include "runtime/error.h"
+#include "workers/shards.h"
 #include "workers/torch/bridge.h"
+#include "workers/torch/group.h"
 
 #include <stdint.h>
 
@@ -36,10 +47,13 @@ typedef struct gb_learning_opts {
     const gb_chunk_layout *layout; /* the replay's columns are the chunk's */
     uint64_t learner_seed, replay_seed;
     int inline_mode; /* 1: one thread both inserts and samples: nothing may wait (below) */
+    gb_group *group; /* several trainers: this rank's group (not owned); NULL: one trainer */
+    uint64_t shared_seed; /* several trainers: the same on every rank (the global draw) */
 } gb_learning_opts;
 
 /* Creates the learner, the replay (trainer.replay, one column per chunk column, next_obs per
- * item) and the staging. In inline mode no call waits, so the rate limiter's ratio must be
+ * item) and the staging. With a group, the learner starts from rank 0's parameters (collective:
+ * every rank creates its learning together). In inline mode no call waits, so the rate limiter's ratio must be
  * able to hold back the learner: a replay whose items are sampled more than once
  * (max_times_sampled 0) needs samples_per_insert > 0 (GB_EINVAL otherwise, naming the key).
  * Returns 0, GB_EUNSUPPORTED (trainer.device: cuda), GB_EINVAL, GB_ENOMEM or the learner's and
@@ -59,7 +73,8 @@ gb_torch_model *gb_learning_model(gb_learning *L);
  * committed (gb_replay_allocate). */
 void gb_learning_write(gb_learning *L, int64_t idx, const void *const cols[GB_CHUNK_NCOLS]);
 
-/* Commits n written items with their policy versions (every item is T steps long). */
+/* Commits n written items with their policy versions (every item is T steps long). With several
+ * trainers under global selection it also stamps their commit time (the fifo/lifo merge). */
 int gb_learning_commit(gb_learning *L, int64_t n, const int64_t *idx, const int64_t *versions,
                        gb_error *err);
 
@@ -70,10 +85,18 @@ int gb_learning_insert(gb_learning *L, const void *const cols[GB_CHUNK_NCOLS], i
 
 /* One training step: waits at most timeout_s for the rate limiter, selects batch_size items
  * (items more than trainer.max_staleness versions behind the learner are expired first), collects
- * them, trains, updates priorities (weighted selector) and releases them. Returns 1 when it
- * trained, 0 when the rate limiter had nothing yet, or an error (GB_ECLOSED after destroy began,
- * the replay's or the learner's errors). */
-int gb_learning_step(gb_learning *L, double timeout_s, gb_error *err);
+ * them, trains, updates priorities (weighted selector) and releases them. stop: this caller wants
+ * to stop; with several trainers every rank calls this together, and they stop together (all of
+ * them get 2 as soon as any asked). Returns 1 when it trained, 0 when the rate limiter had
+ * nothing yet (on some shard), 2 to stop, or an error (GB_ECLOSED after destroy began, the
+ * replay's, the learner's or the group's errors, GB_ECORRUPT when the replicas' parameters
+ * differ). */
+int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err);
+
+/* How far through its env-step budget this trainer's share of the run is (0..1), for lr
+ * annealing: with several trainers the shares are summed at the next step, so that every replica
+ * anneals alike. */
+void gb_learning_set_progress(gb_learning *L, double progress);
 
 /* The last training step's statistics, and the counts so far. */
 const gb_torch_stats *gb_learning_last(const gb_learning *L);

@@ -59,7 +59,8 @@ struct gb_shards {
     size_t *send_bytes, *recv_bytes;
     int64_t my_n;
     int64_t *my_entry; /* [Bl] entries this rank trains on, grouped by owner */
-    uint8_t *sendbuf;
+    uint8_t *sendbuf; /* [B rows of every column]: rows for trainer 0, 1, ... */
+    uint8_t *recvbuf; /* [B/N rows of every column]: rows from owner 0, 1, ... */
     size_t sendbuf_cap;
     void *xbuf; /* [B + 1] picks or candidates: this rank's block for the allgather */
     /* priority routing */
@@ -97,12 +98,11 @@ int gb_shards_create(const gb_shards_opts *o, gb_shards **out, gb_error *err)
     S->ncolumns = ro->ncolumns;
     gb_replay_tables(o->replay, S->tables);
     gb_rng_seed(&S->rng, o->seed);
-    size_t row_max = 0;
+    size_t rowsum = 0; /* every column's whole block: the most a row can carry */
     for (int c = 0; c < S->ncolumns; c++)
-        if (S->tables[c].block_bytes > row_max)
-            row_max = S->tables[c].block_bytes;
+        rowsum += S->tables[c].block_bytes;
     size_t B = (size_t)S->B, N = (size_t)size;
-    S->sendbuf_cap = B * row_max;
+    S->sendbuf_cap = B * rowsum;
     S->stamp = calloc((size_t)S->capacity, sizeof *S->stamp);
     S->mass = calloc(2 * N, sizeof *S->mass);
     S->picks = calloc(N * (B + 1), sizeof *S->picks);
@@ -125,6 +125,7 @@ int gb_shards_create(const gb_shards_opts *o, gb_shards **out, gb_error *err)
     S->recv_bytes = calloc(N, sizeof *S->recv_bytes);
     S->my_entry = calloc((size_t)S->Bl, sizeof *S->my_entry);
     S->sendbuf = malloc(S->sendbuf_cap ? S->sendbuf_cap : 1);
+    S->recvbuf = malloc((size_t)S->Bl * rowsum + 1);
     S->xbuf = calloc(B + 1, sizeof(pick) > sizeof(cand) ? sizeof(pick) : sizeof(cand));
     S->prio_all = calloc(B, sizeof *S->prio_all);
     S->upd_idx = calloc(B, sizeof *S->upd_idx);
@@ -133,7 +134,7 @@ int gb_shards_create(const gb_shards_opts *o, gb_shards **out, gb_error *err)
     if (!S->stamp || !S->mass || !S->picks || !S->cands || !S->merge || !S->label ||
         !S->cursor || !S->g_pos || !S->g_index || !S->g_local || !S->g_owner || !S->g_key ||
         !S->g_prob || !S->g_weight || !S->at || !S->send_idx || !S->send_cnt || !S->recv_cnt ||
-        !S->send_bytes || !S->recv_bytes || !S->my_entry || !S->sendbuf || !S->xbuf || !S->prio_all ||
+        !S->send_bytes || !S->recv_bytes || !S->my_entry || !S->sendbuf || !S->recvbuf || !S->xbuf || !S->prio_all ||
         !S->upd_idx || !S->upd_key || !S->upd_prio) {
         gb_shards_destroy(S);
         return gb_error_set(err, GB_ENOMEM, "shards: out of memory for a global batch of %lld",
@@ -152,7 +153,7 @@ void gb_shards_destroy(gb_shards *S)
                     S->g_owner,  S->g_key,    S->g_prob,     S->g_weight,   S->at,
                     S->send_idx, S->send_cnt, S->recv_cnt,   S->send_bytes, S->recv_bytes,
                     S->my_entry, S->sendbuf,  S->prio_all,   S->upd_idx,    S->upd_key,
-                    S->upd_prio,    S->xbuf};
+                    S->upd_prio,    S->xbuf,       S->recvbuf};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(S);
@@ -354,35 +355,55 @@ static void fill_batch(gb_shards *S, int weighted, double beta)
     }
 }
 
-/* One all-to-all per column: each owner gathers its rows for every trainer straight from its
- * table into the send buffer; each trainer receives straight into its staging. */
+/* One all-to-all for every column: each owner gathers its rows for trainer 0, 1, ... straight
+ * from its tables into the send buffer (for each trainer: column after column); each trainer
+ * receives from owner 0, 1, ... and spreads the columns into its staging (with one column the
+ * rows land in the staging directly). */
 static int exchange_rows(gb_shards *S, const gb_replay_request *req, const gb_replay_dst *dst,
                          int ndst, gb_error *err)
 {
     gb_replay_status st;
     gb_replay_status_view(S->r, &st);
     int32_t t0 = req->t0, t1 = req->t1 ? req->t1 : (int32_t)gb_replay_options_of(S->r)->steps;
-    int64_t nsend = 0;
-    for (int t = 0; t < S->size; t++)
-        nsend += S->send_cnt[t];
+    size_t row[GB_REPLAY_MAX_COLUMNS], rowsum = 0;
+    if (ndst < 1 || ndst > GB_REPLAY_MAX_COLUMNS)
+        return gb_error_set(err, GB_EINVAL, "shards: %d destinations", ndst);
     for (int d = 0; d < ndst; d++) {
         int c = dst[d].column;
         if (c < 0 || c >= S->ncolumns)
             return gb_error_set(err, GB_EINVAL, "shards: no column %d", c);
         const gb_replay_table *tb = &S->tables[c];
-        size_t row = tb->per_item ? tb->block_bytes : (size_t)(t1 - t0) * tb->step_bytes;
-        if (dst[d].bytes < (size_t)S->my_n * row)
+        row[d] = tb->per_item ? tb->block_bytes : (size_t)(t1 - t0) * tb->step_bytes;
+        rowsum += row[d];
+        if (dst[d].bytes < (size_t)S->my_n * row[d])
             return gb_error_set(err, GB_EINVAL, "shards: column %d: %zu bytes of room for %lld "
-                                "rows of %zu", c, dst[d].bytes, (long long)S->my_n, row);
-        gb_replay_gather(tb, S->send_idx, st.length, nsend, t0, t1, S->sendbuf);
-        for (int s = 0; s < S->size; s++) {
-            S->send_bytes[s] = (size_t)S->send_cnt[s] * row;
-            S->recv_bytes[s] = (size_t)S->recv_cnt[s] * row;
+                                "rows of %zu", c, dst[d].bytes, (long long)S->my_n, row[d]);
+    }
+    uint8_t *out = S->sendbuf;
+    int64_t first = 0;
+    for (int t = 0; t < S->size; t++) {
+        for (int d = 0; d < ndst; d++) {
+            gb_replay_gather(&S->tables[dst[d].column], S->send_idx + first, st.length,
+                             S->send_cnt[t], t0, t1, out);
+            out += (size_t)S->send_cnt[t] * row[d];
         }
-        int rc = gb_group_alltoall(S->g, S->sendbuf, S->send_bytes, dst[d].data, S->recv_bytes,
-                                   err);
-        if (rc)
-            return rc;
+        first += S->send_cnt[t];
+        S->send_bytes[t] = (size_t)S->send_cnt[t] * rowsum;
+        S->recv_bytes[t] = (size_t)S->recv_cnt[t] * rowsum;
+    }
+    void *in = ndst == 1 ? dst[0].data : S->recvbuf;
+    int rc = gb_group_alltoall(S->g, S->sendbuf, S->send_bytes, in, S->recv_bytes, err);
+    if (rc || ndst == 1)
+        return rc;
+    const uint8_t *from = S->recvbuf;
+    int64_t at = 0; /* rows placed so far */
+    for (int s = 0; s < S->size; s++) {
+        for (int d = 0; d < ndst; d++) {
+            size_t bytes = (size_t)S->recv_cnt[s] * row[d];
+            memcpy((uint8_t *)dst[d].data + (size_t)at * row[d], from, bytes);
+            from += bytes;
+        }
+        at += S->recv_cnt[s];
     }
     return 0;
 }

@@ -16,9 +16,9 @@
  *    of the union.
  *
  * The global batch's positions [r * B/N, (r+1) * B/N) are trained by rank r. Each owner gathers
- * the rows it sends to each trainer straight from its column tables into one send buffer per
- * column, and one all-to-all per column delivers them into the trainer's staging (no per-row
- * messages, no re-serialisation). A trainer's rows arrive grouped by owner (shard 0's first),
+ * the rows it sends to each trainer straight from its column tables into one send buffer, and one
+ * all-to-all delivers every column of every row (no per-row messages, no re-serialisation); the
+ * trainer spreads the columns into its staging (one column: received in place). A trainer's rows arrive grouped by owner (shard 0's first),
  * which is the order of gb_shards_select's weights and of gb_shards_update_priorities'
  * priorities. Priorities go back to the owning shard.
  *

@@ -29,6 +29,7 @@ typedef struct trainer {
     gb_worker *w;
     gb_torch_space space;
     gb_chunk_layout layout;
+    gb_group *group;       /* several trainers: the data-parallel group; NULL: one trainer */
     gb_learning *learning; /* learner, replay, staging: workers/learning.h */
     gb_replay *replay;     /* the learning's, for ingest */
     gb_sample_receiver *samples;
@@ -274,6 +275,36 @@ static void report(trainer *t, double env_progress)
     gb_metrics_send(m, NULL);
 }
 
+/* Several trainers: joins the data-parallel group (workers/torch/group.h), rank = index, through
+ * the store trainer.rendezvous names (a file in the run directory, or trainer 0's TCP store). */
+static int join_group(trainer *t, gb_error *err)
+{
+    const gb_config_trainer *tc = &t->w->cfg->trainer;
+    if (tc->count == 1)
+        return 0;
+    char dir[2048], store[2200];
+    snprintf(dir, sizeof dir, "%s/rendezvous", t->w->run_dir);
+    mkdir(dir, 0755);
+    snprintf(store, sizeof store, "%s/trainers", dir);
+    gb_group_opts go = {
+        .rank = t->w->index,
+        .size = (int)tc->count,
+        .store_path = tc->rendezvous.store == GB_STORE_FILE ? store : NULL,
+        .tcp_host = tc->rendezvous.host,
+        .tcp_port = (int)tc->rendezvous.port,
+        .device_host = tc->rendezvous.host,
+        .prefix = "trainers",
+        .timeout_s = tc->rendezvous.timeout_s,
+    };
+    int rc = gb_group_open(&go, &t->group, err);
+    if (rc == 0)
+        GB_INFO("trainer: rank %d of %lld trainers (%s rendezvous, %s selection)", t->w->index,
+                (long long)tc->count,
+                gb_config_enum_name("trainer.rendezvous.store", tc->rendezvous.store),
+                gb_config_enum_name("trainer.replay.selection", tc->replay.selection));
+    return rc;
+}
+
 static int checkpoint(trainer *t, gb_error *err)
 {
     char dir[2048], model[2200], replay[2200];
@@ -305,7 +336,11 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
         .layout = &t.layout,
         .learner_seed = gb_rng_seed_of(seed, "trainer", (uint64_t)w->index, "learner"),
         .replay_seed = gb_rng_seed_of(seed, "trainer", (uint64_t)w->index, "replay"),
+        .shared_seed = gb_rng_seed_of(seed, "trainers", 0, "global-selection"),
     };
+    if ((rc = join_group(&t, err)))
+        goto done;
+    lo.group = t.group;
     if ((rc = gb_learning_create(&lo, &t.learning, err)))
         goto done;
     t.replay = gb_learning_replay(t.learning);
@@ -355,21 +390,28 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
     double budget = (double)cfg->experiment.max_env_steps;
     int64_t env_steps_seen = 0;
     int reporting_fast = 0;
-    while (!gb_worker_stopping(w)) {
-        rc = gb_learning_step(t.learning, 0.1, err);
+    /* With several trainers every step, and the stop, is agreed by all of them. */
+    int publishing = t.publisher != NULL;
+    for (;;) {
+        rc = gb_learning_step(t.learning, 0.1, gb_worker_stopping(w), err);
+        if (rc == 2)
+            break;
         if (rc < 0)
             goto done;
-        if (rc == 1 && t.publisher &&
+        if (rc == 1 && publishing &&
             gb_learning_train_steps(t.learning) % cfg->trainer.push_params_every == 0 &&
             (rc = push_params(&t, err))) {
-            if (gb_worker_stopping(w))
-                rc = 0; /* the service stopped first: nothing left to publish to */
-            goto done;
+            if (!gb_worker_stopping(w))
+                goto done;
+            /* the service stopped first: nothing left to publish to; the other trainers
+             * still need this one to agree on the stop */
+            publishing = 0;
+            rc = 0;
         }
         /* Learning-rate annealing follows the env-step budget: estimated from ingested chunks. */
         env_steps_seen = (int64_t)atomic_load(&t.ingested) * t.layout.T;
         double progress = budget > 0 ? fmin(1.0, (double)env_steps_seen / budget) : 0.0;
-        gb_torch_learner_set_progress(gb_learning_learner(t.learning), progress);
+        gb_learning_set_progress(t.learning, progress);
         if (!reporting_fast && atomic_load(&t.ending_seen)) {
             reporting_fast = 1; /* the launcher now waits on chunks_received: report at once */
             next_report = 0;
@@ -425,5 +467,6 @@ done:
     gb_sample_receiver_close(t.samples);
     free(t.param_buf);
     gb_learning_destroy(t.learning);
+    gb_group_close(t.group);
     return rc;
 }
