@@ -27,7 +27,8 @@ struct gb_learning {
     int64_t B;  /* the global batch */
     int64_t Bl; /* this trainer's part: B / trainers */
     gb_group *group;   /* several trainers; NULL: one */
-    gb_shards *shards; /* global selection */
+    gb_shards *shards; /* several trainers: the agreement, and global selection */
+    int global;        /* trainer.replay.selection: global */
     float *weights;    /* [Bl] global selection's importance weights */
     double progress;   /* this trainer's budget progress (gb_learning_set_progress) */
     gb_replay_selection sel;
@@ -165,10 +166,12 @@ int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *e
     if (rc == 0 && L->group)
         rc = gb_torch_learner_set_group(L->learner, L->group,
                                         (size_t)cfg->trainer.bucket_bytes, err);
-    if (rc == 0 && L->group && cfg->trainer.replay.selection == GB_SELECTION_GLOBAL) {
+    if (rc == 0 && L->group) {
         gb_shards_opts so = {.group = L->group, .replay = L->replay, .batch = L->B,
-                             .seed = o->shared_seed};
+                             .seed = o->shared_seed,
+                             .global = cfg->trainer.replay.selection == GB_SELECTION_GLOBAL};
         rc = gb_shards_create(&so, &L->shards, err);
+        L->global = so.global;
     }
     if (rc) {
         gb_learning_destroy(L);
@@ -215,7 +218,7 @@ int gb_learning_commit(gb_learning *L, int64_t n, const int64_t *idx, const int6
     int32_t lengths[MAX_BATCH];
     for (int i = 0; i < MAX_BATCH; i++)
         lengths[i] = (int32_t)L->layout.T;
-    if (L->shards)
+    if (L->global)
         gb_shards_stamp(L->shards, n, idx, NULL);
     for (int64_t first = 0; first < n; first += MAX_BATCH) {
         int64_t k = n - first < MAX_BATCH ? n - first : MAX_BATCH;
@@ -261,20 +264,6 @@ void gb_learning_set_progress(gb_learning *L, double progress)
         gb_torch_learner_set_progress(L->learner, progress);
 }
 
-/* Several trainers: do they all take a step now? One all-reduce of (shards not ready, trainers
- * stopping, summed progress). Returns 1 go, 0 not yet, 2 stop, or the errors. */
-static int agree(gb_learning *L, const gb_replay_request *share, int stop, gb_error *err)
-{
-    int rc = stop ? 0 : gb_replay_ready(L->replay, share, err);
-    if (rc && rc != GB_ETIMEOUT)
-        return rc;
-    double v[3] = {!stop && rc == GB_ETIMEOUT, stop, L->progress};
-    if ((rc = gb_group_allreduce(L->group, GB_DTYPE_FLOAT64, v, 3, GB_GROUP_SUM, err)))
-        return rc;
-    gb_torch_learner_set_progress(L->learner, v[2]);
-    return v[1] > 0 ? 2 : v[0] > 0 ? 0 : 1;
-}
-
 /* Several trainers: every trainer.checksum_every steps, every replica's parameter checksum is
  * gathered and compared (the all-reduced gradients keep them identical: checked, not assumed). */
 static int check_replicas(gb_learning *L, gb_error *err)
@@ -312,13 +301,15 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
         req.min_policy_version = version - L->cfg->trainer.max_staleness;
     int rc;
     if (L->group) {
-        if ((rc = agree(L, &req, stop, err)) != 1)
+        double progress;
+        if ((rc = gb_shards_agree(L->shards, &req, stop, L->progress, &progress, err)) != 1)
             return rc;
+        gb_torch_learner_set_progress(L->learner, progress);
         req.admitted = 1; /* every shard said yes to its share */
     }
     int64_t n = 0;
     const float *weights = L->sel.weight;
-    if (L->shards) {
+    if (L->global) {
         gb_replay_dst dst[GB_CHUNK_NCOLS];
         staging_dst(L, dst);
         rc = gb_shards_select(L->shards, &req, &L->sel, dst, GB_CHUNK_NCOLS, L->weights, &n,
@@ -344,7 +335,7 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
     if (rc == 0 && L->weighted) {
         for (int64_t i = 0; i < n; i++)
             L->priorities[i] = L->priorities_f[i];
-        rc = L->shards ? gb_shards_update_priorities(L->shards, L->priorities, err)
+        rc = L->global ? gb_shards_update_priorities(L->shards, L->priorities, err)
                        : gb_replay_update_priorities(L->replay, n, L->sel.index, L->sel.key,
                                                      L->priorities, NULL, err);
     }

@@ -39,6 +39,9 @@ struct gb_shards {
     int64_t *stamp; /* [capacity] commit times (ns) */
     gb_replay_table tables[GB_REPLAY_MAX_COLUMNS];
     int ncolumns;
+    int global;        /* global selection (else each trainer samples its own shard) */
+    int have_mass;     /* the last agreement carried every shard's weight sum and size */
+    double *agreed;    /* [3 + 2 * size]: the agreement's all-reduce */
     /* exchange scratch, sized once */
     double *mass;     /* [2 * size]: weight sum and size of every shard */
     pick *picks;      /* [size * (B + 1)]: entry 0 of each shard's block holds its count */
@@ -92,6 +95,7 @@ int gb_shards_create(const gb_shards_opts *o, gb_shards **out, gb_error *err)
     S->rank = gb_group_rank(o->group);
     S->size = size;
     S->B = o->batch;
+    S->global = o->global;
     S->Bl = o->batch / size;
     const gb_replay_options *ro = gb_replay_options_of(o->replay);
     S->capacity = ro->capacity;
@@ -105,6 +109,7 @@ int gb_shards_create(const gb_shards_opts *o, gb_shards **out, gb_error *err)
     S->sendbuf_cap = B * rowsum;
     S->stamp = calloc((size_t)S->capacity, sizeof *S->stamp);
     S->mass = calloc(2 * N, sizeof *S->mass);
+    S->agreed = calloc(3 + 2 * N, sizeof *S->agreed);
     S->picks = calloc(N * (B + 1), sizeof *S->picks);
     S->cands = calloc(N * (B + 1), sizeof *S->cands);
     S->merge = calloc(N * B, sizeof *S->merge);
@@ -131,7 +136,7 @@ int gb_shards_create(const gb_shards_opts *o, gb_shards **out, gb_error *err)
     S->upd_idx = calloc(B, sizeof *S->upd_idx);
     S->upd_key = calloc(B, sizeof *S->upd_key);
     S->upd_prio = calloc(B, sizeof *S->upd_prio);
-    if (!S->stamp || !S->mass || !S->picks || !S->cands || !S->merge || !S->label ||
+    if (!S->stamp || !S->mass || !S->agreed || !S->picks || !S->cands || !S->merge || !S->label ||
         !S->cursor || !S->g_pos || !S->g_index || !S->g_local || !S->g_owner || !S->g_key ||
         !S->g_prob || !S->g_weight || !S->at || !S->send_idx || !S->send_cnt || !S->recv_cnt ||
         !S->send_bytes || !S->recv_bytes || !S->my_entry || !S->sendbuf || !S->recvbuf || !S->xbuf || !S->prio_all ||
@@ -153,7 +158,7 @@ void gb_shards_destroy(gb_shards *S)
                     S->g_owner,  S->g_key,    S->g_prob,     S->g_weight,   S->at,
                     S->send_idx, S->send_cnt, S->recv_cnt,   S->send_bytes, S->recv_bytes,
                     S->my_entry, S->sendbuf,  S->prio_all,   S->upd_idx,    S->upd_key,
-                    S->upd_prio,    S->xbuf,       S->recvbuf};
+                    S->upd_prio,    S->xbuf,       S->recvbuf,    S->agreed};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(S);
@@ -173,6 +178,45 @@ static int selector_kind(const gb_shards *S, const gb_replay_request *req)
                : req->selector;
 }
 
+int gb_shards_agree(gb_shards *S, const gb_replay_request *share, int stop, double progress,
+                    double *progress_sum, gb_error *err)
+{
+    int rc = stop ? 0 : gb_replay_ready(S->r, share, err);
+    if (rc && rc != GB_ETIMEOUT)
+        return rc;
+    int ready = !stop && rc == 0;
+    double *v = S->agreed;
+    memset(v, 0, (3 + 2 * (size_t)S->size) * sizeof *v);
+    v[0] = !stop && !ready;
+    v[1] = stop;
+    v[2] = progress;
+    /* A weighted or uniform global draw needs every shard's weight sum and size: they travel in
+     * the same all-reduce (each rank fills its own slots), which saves a collective per step. */
+    int kind = selector_kind(S, share);
+    S->have_mass = S->global && (kind == GB_SELECTOR_UNIFORM || kind == GB_SELECTOR_WEIGHTED);
+    if (S->have_mass) {
+        int64_t size;
+        if ((rc = gb_replay_weight_total(S->r, share->selector, &v[3 + 2 * S->rank], &size,
+                                         err)))
+            return rc;
+        v[3 + 2 * S->rank + 1] = (double)size;
+    }
+    if ((rc = gb_group_allreduce(S->g, GB_DTYPE_FLOAT64, v, 3 + 2 * S->size, GB_GROUP_SUM,
+                                 err)))
+        return rc;
+    if (progress_sum)
+        *progress_sum = v[2];
+    if (v[1] > 0)
+        return 2;
+    if (v[0] > 0) {
+        S->have_mass = 0;
+        return 0;
+    }
+    if (S->have_mass)
+        memcpy(S->mass, v + 3, 2 * (size_t)S->size * sizeof *v);
+    return 1;
+}
+
 /* Draws this shard's k items with its own selector, the limiter's yes already agreed. */
 static int draw_local(gb_shards *S, const gb_replay_request *req, int64_t k,
                       gb_replay_selection *sel, gb_error *err)
@@ -190,14 +234,17 @@ static int draw_local(gb_shards *S, const gb_replay_request *req, int64_t k,
 static int select_weighted(gb_shards *S, const gb_replay_request *req, gb_replay_selection *sel,
                            gb_error *err)
 {
-    double mine[2];
-    int64_t size;
-    int rc = gb_replay_weight_total(S->r, req->selector, &mine[0], &size, err);
-    if (rc)
-        return rc;
-    mine[1] = (double)size;
-    if ((rc = gb_group_allgather(S->g, mine, sizeof mine, S->mass, err)))
-        return rc;
+    int rc;
+    if (!S->have_mass) { /* not agreed through gb_shards_agree: gather the sums now */
+        double mine[2];
+        int64_t size;
+        if ((rc = gb_replay_weight_total(S->r, req->selector, &mine[0], &size, err)))
+            return rc;
+        mine[1] = (double)size;
+        if ((rc = gb_group_allgather(S->g, mine, sizeof mine, S->mass, err)))
+            return rc;
+    }
+    S->have_mass = 0; /* one selection per agreement */
     double total = 0, sizes = 0;
     for (int s = 0; s < S->size; s++) {
         total += S->mass[2 * s];

@@ -43,6 +43,8 @@ typedef struct gb_shards_opts {
                           rank */
     int64_t batch;     /* B, the global batch: a multiple of the group's size */
     uint64_t seed;     /* the shared draw's seed: the same on every rank */
+    int global;        /* 1: global selection (gb_shards_select); 0: every trainer samples its
+                          own shard, and only gb_shards_agree is used */
 } gb_shards_opts;
 
 /* Returns 0, GB_EINVAL (batch not a multiple of the group size) or GB_ENOMEM. */
@@ -54,8 +56,18 @@ void gb_shards_destroy(gb_shards *S); /* NULL: no-op */
  * Callable from the ingest thread while another selects. */
 void gb_shards_stamp(gb_shards *S, int64_t n, const int64_t *idx, const int64_t *stamp);
 
+/* Do all the trainers take a step now? Every rank calls it together: one all-reduce of (shards
+ * whose rate limiter does not yet admit their share -- gb_replay_ready of share, normally
+ * batch/N, waiting up to its timeout --, ranks that want to stop, the summed progress) and, for a
+ * global weighted or uniform draw, every shard's weight sum and size (which gb_shards_select then
+ * uses instead of gathering them again). Returns 1 (go: every shard admits its share), 0 (not
+ * yet), 2 (some rank wants to stop: all stop), or the replay's or the group's errors.
+ * progress_sum (may be NULL) receives the sum of the ranks' progress. */
+int gb_shards_agree(gb_shards *S, const gb_replay_request *share, int stop, double progress,
+                    double *progress_sum, gb_error *err);
+
 /* One global selection and collection; every rank calls it together, after agreeing to take a
- * step (every shard said gb_replay_ready for batch/N). req: the selector (the primary or another
+ * step (gb_shards_agree said go). req: the selector (the primary or another
  * this replay keeps), step range and staleness floor; its batch is ignored (the global batch is
  * opts.batch). Draws this shard's part into sel (pinned until gb_replay_release), exchanges, and
  * collects the rows this rank trains on into dst (one per column, as gb_replay_collect, room for
