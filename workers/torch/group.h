@@ -10,8 +10,9 @@
  * (its connections close) or, if it hangs, after the timeout, with GB_ECLOSED or GB_ETIMEOUT and a
  * message that names the call and this rank. After a failed call the group is unusable: every
  * later call returns GB_ECLOSED; close it, and only then reuse or free the failed call's buffers
- * (c10d may still be working on them until close has joined its threads). Zero sizes exchange
- * nothing. One thread at a time per group.
+ * (c10d may still be working on them until close has joined its threads). An allreduce,
+ * allgather or broadcast of zero values returns at once (every rank passes the same size). One
+ * thread at a time per group.
  *
  * Debian's libtorch 1.13 is CPU-only (no ProcessGroupNCCL symbols): groups are Gloo groups on
  * CPU memory. Gloo has no flat allgather: gb_group_allgather gathers into views of out, through

@@ -119,7 +119,8 @@ static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
         mix(w);
     }
     uint64_t tail = 0;
-    std::memcpy(&tail, b + i, n - i);
+    if (n > i)
+        std::memcpy(&tail, b + i, n - i);
     mix(tail ^ ((uint64_t)n << 56)); // the length too: zeros of different lengths differ
     return h;
 }
