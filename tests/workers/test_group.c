@@ -276,6 +276,8 @@ static int exiting_rank(gb_group_opts *o)
     CHECK_OK(gb_group_open(o, &g, &err));
     if (!g)
         return 1;
+    /* both past the rendezvous first: rank 0 may still be connecting when rank 1's open returns */
+    CHECK_OK(gb_group_barrier(g, &err));
     if (o->rank == 1)
         _exit(0);
     float x[1000] = {0};
