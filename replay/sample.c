@@ -165,14 +165,14 @@ static int admit_locked(gb_replay *r, const gb_replay_request *req,
     }
 }
 
-/* The selector a request names, or the error that it is not kept here. */
-static int request_selector(const gb_replay *r, const gb_replay_request *req,
-                            const gb_replay_selector_ops **sel, void **self, int *kind,
-                            gb_error *err)
+/* The selector a request names (GB_REPLAY_SELECTOR_PRIMARY: the primary), or the error that it
+ * is not kept here. */
+static int named_selector(const gb_replay *r, int selector, const gb_replay_selector_ops **sel,
+                          void **self, int *kind, gb_error *err)
 {
-    int k = req->selector == GB_REPLAY_SELECTOR_PRIMARY ? (int)r->opt.selector : req->selector;
+    int k = selector == GB_REPLAY_SELECTOR_PRIMARY ? (int)r->opt.selector : selector;
     if (k < 0 || k >= GB_REPLAY_SELECTORS || !r->sel[k].ops)
-        return no_selector(r, req->selector, err);
+        return no_selector(r, selector, err);
     /* sel[] is fixed at create: read without the lock. */
     *sel = r->sel[k].ops;
     if (self)
@@ -185,7 +185,7 @@ int gb_replay_ready(gb_replay *r, const gb_replay_request *req, gb_error *err)
 {
     const gb_replay_selector_ops *sel;
     int kind;
-    int rc = request_selector(r, req, &sel, NULL, &kind, err);
+    int rc = named_selector(r, req->selector, &sel, NULL, &kind, err);
     if (rc)
         return rc;
     if (req->batch < 1)
@@ -199,13 +199,11 @@ int gb_replay_ready(gb_replay *r, const gb_replay_request *req, gb_error *err)
 int gb_replay_peek(gb_replay *r, int selector, int64_t n, int64_t *idx, double *priority,
                    int64_t *count, gb_error *err)
 {
-    gb_replay_request req = gb_replay_request_default(n);
-    req.selector = selector;
     const gb_replay_selector_ops *sel;
     void *self;
     int kind;
     *count = 0;
-    int rc = request_selector(r, &req, &sel, &self, &kind, err);
+    int rc = named_selector(r, selector, &sel, &self, &kind, err);
     if (rc)
         return rc;
     if (sel->with_replacement)
@@ -225,12 +223,10 @@ int gb_replay_peek(gb_replay *r, int selector, int64_t n, int64_t *idx, double *
 int gb_replay_weight_total(gb_replay *r, int selector, double *total, int64_t *size,
                            gb_error *err)
 {
-    gb_replay_request req = gb_replay_request_default(1);
-    req.selector = selector;
     const gb_replay_selector_ops *sel;
     void *self;
     int kind;
-    int rc = request_selector(r, &req, &sel, &self, &kind, err);
+    int rc = named_selector(r, selector, &sel, &self, &kind, err);
     if (rc)
         return rc;
     if (!sel->with_replacement)
@@ -250,7 +246,7 @@ int gb_replay_sample(gb_replay *r, const gb_replay_request *req, gb_replay_selec
     const gb_replay_selector_ops *sel;
     void *sel_self;
     int kind;
-    int rc = request_selector(r, req, &sel, &sel_self, &kind, err);
+    int rc = named_selector(r, req->selector, &sel, &sel_self, &kind, err);
     if (rc)
         return rc;
     int32_t t0 = req->t0, t1 = req->t1 ? req->t1 : (int32_t)r->steps;

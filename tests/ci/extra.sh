@@ -23,7 +23,7 @@ tsan() { # tsan SUPPRESSIONS_FILE|- COMMAND...: runs COMMAND with fatal TSan rep
   TSAN_OPTIONS="$opts" "$@"
 }
 replay_tests="test_replay_concurrency test_replay_basic test_replay_ratelimit test_replay_checkpoint
-  test_replay_remote test_replay_selectors"
+  test_replay_remote test_replay_selectors test_replay_shard_ops"
 stream_tests="test_inference test_inference_pipelined test_sample test_malformed_peer test_registry"
 worker_tests="test_torch_model test_torch_losses test_inline_learn"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGEARBOX_SANITIZE=thread \

@@ -2,7 +2,7 @@
  * test_learner_group.c). The caller forks before it has touched libtorch (no thread pools to
  * inherit); each rank's exit status is its failure count; the wait is bounded, so a rank stuck in
  * a collective fails the test instead of hanging it.
- * defines: ranks_fn, ranks_run */
+ * defines: ranks_fn, ranks_run, ranks_remove_dir */
 #ifndef GB_TESTS_WORKERS_RANKS_UTIL_H
 #define GB_TESTS_WORKERS_RANKS_UTIL_H
 
@@ -70,6 +70,15 @@ static inline int ranks_run(int size, ranks_fn fn, void *arg, int limit_s)
         }
     }
     return failed;
+}
+
+/* Removes a test's scratch directory (the stores) and everything in it. */
+static inline void ranks_remove_dir(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
 }
 
 #endif

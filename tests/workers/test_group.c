@@ -354,9 +354,6 @@ int main(void)
     TEST_RUN(test_tcp_store);
     TEST_RUN(test_prefixes);
     TEST_RUN(test_failures);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    ranks_remove_dir(dir);
     return test_main_result();
 }

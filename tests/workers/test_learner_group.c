@@ -321,9 +321,6 @@ int main(void)
     TEST_RUN(test_replicas_sac);
     TEST_RUN(test_union);
     TEST_RUN(test_peer_leaves);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    ranks_remove_dir(dir);
     return test_main_result();
 }

@@ -9,13 +9,11 @@
  *    the union holds fewer items than the batch and with max_times_sampled 1 over many steps. */
 #include "workers/shards.h"
 
+#include "ranks_util.h"
 #include "test.h"
 
-#include <signal.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #define RANKS 3
 #define T 2
@@ -316,8 +314,10 @@ static void check_ordered(int rank, gb_selector_kind kind, int64_t m, int64_t mt
     gb_group_close(g);
 }
 
-static int rank_main(int rank)
+static int rank_main(int rank, int size, void *arg)
 {
+    (void)size;
+    (void)arg;
     check_weighted(rank);
     check_ordered(rank, GB_SELECTOR_FIFO, 60, 0, 2);
     check_ordered(rank, GB_SELECTOR_LIFO, 60, 0, 2);
@@ -325,7 +325,8 @@ static int rank_main(int rank)
     check_ordered(rank, GB_SELECTOR_TOPK, 40, 0, 1); /* union smaller than the batch */
     check_ordered(rank, GB_SELECTOR_FIFO, 20, 0, 1); /* a trainer would get no row */
     check_ordered(rank, GB_SELECTOR_FIFO, 150, 1, 3); /* each item sampled once, in order */
-    return test_main_result();
+    fprintf(stderr, "rank %d: %d checks, %d failed\n", rank, test_checks_, test_failures_);
+    return test_failures_;
 }
 
 int main(void)
@@ -335,27 +336,8 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
-    pid_t pid[RANKS];
-    for (int r = 0; r < RANKS; r++) {
-        pid[r] = fork();
-        if (pid[r] == 0) {
-            alarm(600); /* never hang the suite */
-            _exit(rank_main(r));
-        }
-    }
-    int failed = 0;
-    for (int r = 0; r < RANKS; r++) {
-        int status;
-        waitpid(pid[r], &status, 0);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            fprintf(stderr, "rank %d failed (status %d)\n", r, status);
-            failed = 1;
-        }
-    }
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", store_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", store_dir);
+    int failed = ranks_run(RANKS, rank_main, NULL, 600);
+    ranks_remove_dir(store_dir);
     fprintf(stderr, "%s\n", failed ? "FAIL" : "ok");
-    return failed;
+    return failed != 0;
 }
