@@ -444,9 +444,9 @@ int gb_bench_replay(int argc, char **argv, int json)
     gb_error err = {0};
     int rc = 0;
     gb_replay_options o;
-    /* insert: small items, one and 64 per call; large items. */
     int want_insert = only < 0 || only == 0, want_select = only < 0 || only == 1,
         want_collect = only < 0 || only == 2, want_update = only < 0 || only == 3;
+    /* insert: small items, one and 64 per call; large items. */
     if (!rc && want_insert)
         rc = small_options(&o, 100000, &err);
     if (!rc && want_insert)
