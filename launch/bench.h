@@ -3,7 +3,7 @@
  * exit status like a subcommand (launch/commands.h). Benchmarks report ratios against a
  * reference measured in the same run (memcpy, raw ZeroMQ, ...), never pass/fail on time.
  * defines: gb_bench_entry, gb_bench_table, gb_bench_*, gb_bench_quantile, gb_bench_net,
- *          gb_bench_thread */
+ *          gb_bench_thread, gb_bench_replay_global_select */
 #ifndef GB_LAUNCH_BENCH_H
 #define GB_LAUNCH_BENCH_H
 
@@ -30,6 +30,17 @@ int gb_bench_e2e(int argc, char **argv, int json);
 
 /* Sorts t[0..n) in place and returns its q-quantile (nearest rank; q = 0.5: the median). */
 double gb_bench_quantile(double *t, int n, double q);
+
+/* ---- `gearbox bench replay --case global_select` (bench_replay_shards.c) -------------------- */
+
+/* Built only with the trainers' group (libtorch; GEARBOX_BENCH_GLOBAL_SELECT defined).
+ * Forks 4 ranks, each with one replay shard in a Gloo group on a FileStore in a fresh temporary
+ * directory: weighted global selection against one local replay of the union, and remote
+ * collection of 64 KiB rows against a raw all-to-all; rank 0 prints. quick: small shards, few
+ * reps; reps: the weighted part's repetitions (the collection part takes at most 200). Call it
+ * before anything in this process touches libtorch. Returns 0, or 1 when a measurement failed
+ * (the message is on stderr). */
+int gb_bench_replay_global_select(int json, int quick, int reps);
 
 /* ---- the cases of `gearbox bench streams` (bench_streams.c runs them) ------------------------ */
 

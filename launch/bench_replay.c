@@ -2,8 +2,11 @@
  * public API (replay/replay.h). Cases: insert (small and large items, items/s, steps/s, GB/s),
  * select (uniform, weighted, top-k at capacities 1e4..1e7, batch 256, p50), collect (>= 64 KB
  * items against a single-thread memcpy of the same bytes from memory, measured in the same run), and
- * sample_update (weighted select + collect + priority update of 256 from 1e6 small items).
- * Options: --json, --max-capacity N (largest select capacity, default 1e7), --reps N. */
+ * sample_update (weighted select + collect + priority update of 256 from 1e6 small items), and,
+ * only when asked for by --case, global_select (replay shards in a forked group of 4 ranks:
+ * bench_replay_shards.c).
+ * Options: --json, --case NAME, --max-capacity N (largest select capacity, default 1e7),
+ * --reps N, --quick. */
 #include "launch/bench.h"
 #include "launch/commands.h"
 #include "replay/replay.h"
@@ -372,11 +375,24 @@ static int bench_sample_update(const bopts *b, int64_t capacity, gb_error *err)
     return rc;
 }
 
+/* The cases, in running order; the default run is every one but global_select (it forks a group
+ * of processes and fills 4e6 items twice). */
+static const char *const case_names[] = {"insert", "select", "collect", "sample_update",
+                                         "global_select"};
+enum { NCASES = sizeof case_names / sizeof case_names[0], CASE_GLOBAL_SELECT = NCASES - 1 };
+
 static void bench_usage(FILE *out)
 {
-    fprintf(out, "usage: gearbox bench replay [--json] [--max-capacity N] [--reps N] [--quick]\n"
-                 "--quick: capacities up to 1e4, 0.1 s per insert case (a smoke run, as ctest's\n"
-                 "         bench label runs it).\n");
+    fprintf(out, "usage: gearbox bench replay [--json] [--case NAME] [--max-capacity N] [--reps N] "
+                 "[--quick]\n"
+                 "--case NAME: run only that case, one of:");
+    for (int c = 0; c < NCASES; c++)
+        fprintf(out, " %s", case_names[c]);
+    fprintf(out, "\n"
+                 "             (without --case: every one but global_select, which forks 4 ranks\n"
+                 "             holding replay shards of 1e6 items in a Gloo group)\n"
+                 "--quick: capacities up to 1e4, 0.1 s per insert case, shards of 1e4 (a smoke\n"
+                 "         run, as ctest's bench label runs it).\n");
 }
 
 int gb_bench_replay(int argc, char **argv, int json)
@@ -387,12 +403,24 @@ int gb_bench_replay(int argc, char **argv, int json)
     }
     bopts b = {json, 1000, 10000000, 2};
     double insert_s = 0.5; /* per insert case */
+    int quick = 0, only = -1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
             continue;
         if (strcmp(argv[i], "--quick") == 0) {
             b.max_capacity = 10000;
             insert_s = 0.1;
+            quick = 1;
+        } else if (strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
+            const char *name = argv[++i];
+            for (int c = 0; c < NCASES; c++)
+                if (strcmp(name, case_names[c]) == 0)
+                    only = c;
+            if (only < 0) {
+                fprintf(stderr, "gearbox bench replay: no case '%s'\n", name);
+                bench_usage(stderr);
+                return GB_EXIT_USAGE;
+            }
         } else if (strcmp(argv[i], "--max-capacity") == 0 && i + 1 < argc)
             b.max_capacity = (int64_t)strtod(argv[++i], NULL);
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
@@ -404,19 +432,30 @@ int gb_bench_replay(int argc, char **argv, int json)
     }
     if (b.reps < 10)
         b.reps = 10;
+    if (only == CASE_GLOBAL_SELECT) {
+#ifdef GEARBOX_BENCH_GLOBAL_SELECT
+        return gb_bench_replay_global_select(json, quick, b.reps) ? GB_EXIT_FAILURE : GB_EXIT_OK;
+#else
+        fprintf(stderr, "gearbox bench replay: global_select needs the trainers' group (libtorch); "
+                        "this gearbox was built without it\n");
+        return GB_EXIT_FAILURE;
+#endif
+    }
     gb_error err = {0};
     int rc = 0;
     gb_replay_options o;
+    int want_insert = only < 0 || only == 0, want_select = only < 0 || only == 1,
+        want_collect = only < 0 || only == 2, want_update = only < 0 || only == 3;
     /* insert: small items, one and 64 per call; large items. */
-    if (!rc)
+    if (!rc && want_insert)
         rc = small_options(&o, 100000, &err);
-    if (!rc)
+    if (!rc && want_insert)
         rc = bench_insert(&b, "small", &o, 1, insert_s, &err);
-    if (!rc)
+    if (!rc && want_insert)
         rc = bench_insert(&b, "small", &o, 64, insert_s, &err);
-    if (!rc)
+    if (!rc && want_insert)
         rc = large_options(&o, 512, &err);
-    if (!rc)
+    if (!rc && want_insert)
         rc = bench_insert(&b, "large", &o, 1, insert_s, &err);
     /* select: three selectors at 1e4..1e7; weighted growth ratio 1e7 / 1e5. */
     const struct {
@@ -425,7 +464,7 @@ int gb_bench_replay(int argc, char **argv, int json)
     } sels[] = {{GB_SELECTOR_UNIFORM, "uniform"}, {GB_SELECTOR_WEIGHTED, "weighted"},
                 {GB_SELECTOR_TOPK, "topk"}};
     double weighted_p50[4] = {0};
-    for (int s = 0; s < 3 && !rc; s++)
+    for (int s = 0; s < 3 && !rc && want_select; s++)
         for (int e = 0; e < 4 && !rc; e++) {
             int64_t cap = (int64_t)pow(10, 4 + e);
             if (cap > b.max_capacity)
@@ -444,13 +483,13 @@ int gb_bench_replay(int argc, char **argv, int json)
             printf("select   weighted p50 at 1e7 / at 1e5 = %.2f\n", g);
     }
     /* collect: 64 KB and 448 KB items, batch 256 / 32, one and two threads. */
-    if (!rc)
+    if (!rc && want_collect)
         rc = bench_collect(&b, 1024, 16, 4096, 256, 1, &err);
-    if (!rc)
+    if (!rc && want_collect)
         rc = bench_collect(&b, 1024, 16, 4096, 256, 2, &err);
-    if (!rc)
+    if (!rc && want_collect)
         rc = bench_collect(&b, 256, 16, 84 * 84 * 4, 32, 1, &err);
-    if (!rc)
+    if (!rc && want_update)
         rc = bench_sample_update(&b, b.max_capacity < 1000000 ? b.max_capacity : 1000000, &err);
     if (rc) {
         fprintf(stderr, "gearbox bench replay: %s\n", err.msg);
