@@ -9,7 +9,7 @@ shift 6
 here=$(dirname "$0")
 . "$here/run_lib.sh"
 "$here/run_learns.sh" "$gearbox" "$config" "$work" "$min_return" "$budget" \
-  --set trainer.count="$trainers" --set trainer.checksum_every=10 "$@" || exit 1
+  --set trainer.count="$trainers" --set trainer.checksum_every=4 "$@" || exit 1
 logs="$work/run/logs"
 for ((i = 0; i < trainers; i++)); do
   [ -s "$logs/trainer-$i.log" ] || fail "no log for trainer-$i"
