@@ -169,6 +169,8 @@ struct gb_replay {
     int port_ok;          /* its mutexes were initialised */
     pthread_t port_thread;
     int port_running;
+    uint64_t port_seen; /* the request sequence when serving began: the port thread serves
+                           every request after it, also one sent before the thread ran */
 };
 
 /* Index manager (index.c). All of these run with r->mu held. */

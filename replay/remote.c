@@ -71,9 +71,8 @@ static void *port_main(void *arg)
 {
     gb_replay *r = arg;
     gb_replay_port *p = r->port;
-    uint64_t seen;
     lock_robust(&p->mu);
-    seen = p->req_seq;
+    uint64_t seen = r->port_seen; /* not p->req_seq now: a writer may have asked already */
     for (;;) {
         while (p->served && p->req_seq == seen) {
             int rc = pthread_cond_wait(&p->cv_req, &p->mu);
@@ -121,6 +120,7 @@ int gb_replay_serve_writers(gb_replay *r, gb_error *err)
     gb_replay_port *p = r->port;
     lock_robust(&p->mu);
     p->served = 1;
+    r->port_seen = p->req_seq;
     pthread_mutex_unlock(&p->mu);
     if (pthread_create(&r->port_thread, NULL, port_main, r) != 0) {
         lock_robust(&p->mu);
