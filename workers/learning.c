@@ -30,6 +30,7 @@ struct gb_learning {
     gb_shards *shards; /* several trainers: the agreement, and global selection */
     int global;        /* trainer.replay.selection: global */
     float *weights;    /* [Bl] global selection's importance weights */
+    uint64_t *checksums; /* [trainers] every replica's parameter checksum (check_replicas) */
     double progress;   /* this trainer's budget progress (gb_learning_set_progress) */
     gb_replay_selection sel;
     int sel_init;
@@ -166,6 +167,8 @@ int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *e
     if (rc == 0 && L->group)
         rc = gb_torch_learner_set_group(L->learner, L->group,
                                         (size_t)cfg->trainer.bucket_bytes, err);
+    if (rc == 0 && L->group && !(L->checksums = calloc((size_t)ranks, sizeof *L->checksums)))
+        rc = gb_error_set(err, GB_ENOMEM, "learning: out of memory");
     if (rc == 0 && L->group) {
         gb_shards_opts so = {.group = L->group, .replay = L->replay, .batch = L->B,
                              .seed = o->shared_seed,
@@ -192,6 +195,7 @@ void gb_learning_destroy(gb_learning *L)
     free(L->priorities_f);
     free(L->priorities);
     free(L->weights);
+    free(L->checksums);
     gb_shards_destroy(L->shards);
     gb_replay_free(L->replay);
     gb_torch_learner_destroy(L->learner);
@@ -272,9 +276,7 @@ static int check_replicas(gb_learning *L, gb_error *err)
     if (!L->group || every <= 0 || L->train_steps % every != 0)
         return 0;
     int n = gb_group_size(L->group);
-    uint64_t mine = gb_torch_learner_checksum(L->learner), all[1024];
-    if (n > 1024)
-        return 0;
+    uint64_t mine = gb_torch_learner_checksum(L->learner), *all = L->checksums;
     int rc = gb_group_allgather(L->group, &mine, sizeof mine, all, err);
     if (rc)
         return rc;
