@@ -30,7 +30,7 @@ static void on_signal(int sig)
 static void worker_usage(FILE *out)
 {
     fprintf(out, "usage: gearbox worker --role actor|policy|trainer|params --index I --run-dir DIR\n"
-                 "                      --registry ENDPOINT --metrics ENDPOINT\n\n"
+                 "                      --registry ENDPOINT --metrics ENDPOINT [--incarnation N]\n\n"
                  "Runs one worker process of a run. `gearbox run` starts these; you do not need\n"
                  "to. The worker reads DIR/config.yaml, finds its peers through the registry and\n"
                  "reports to the launcher's metrics endpoint; SIGTERM stops it cleanly.\n");
@@ -55,7 +55,7 @@ int gb_cmd_worker(int argc, char **argv)
     }
     const char *role = NULL, *run_dir = NULL, *registry = NULL, *metrics = NULL;
     const char *record = NULL; /* --record DIR (gearbox run --record) */
-    int index = -1;
+    int index = -1, incarnation = 0; /* --incarnation N: the launcher's Nth restart of it */
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--role") == 0)
             role = argv[i + 1];
@@ -69,6 +69,8 @@ int gb_cmd_worker(int argc, char **argv)
             metrics = argv[i + 1];
         else if (strcmp(argv[i], "--record") == 0)
             record = argv[i + 1];
+        else if (strcmp(argv[i], "--incarnation") == 0)
+            incarnation = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "gearbox worker: unknown option %s\n", argv[i]);
             return GB_EXIT_USAGE;
@@ -113,6 +115,8 @@ int gb_cmd_worker(int argc, char **argv)
         rc = gb_registry_client_open(&reg, zctx, &ro, &err);
     if (rc == 0)
         rc = gb_metrics_sender_open(&ms, zctx, metrics, roles[r].role, index, &err);
+    if (rc == 0)
+        gb_metrics_sender_set_incarnation(ms, incarnation);
     /* Actors stop when the run starts flushing; the others when the launcher's SIGTERM says. */
     gb_runctl_client_opts co = {.endpoint = registry, .role = roles[r].role, .index = index,
                                 .stop = &stop_flag,
@@ -121,10 +125,14 @@ int gb_cmd_worker(int argc, char **argv)
     if (rc == 0)
         rc = gb_runctl_client_open(&runctl, zctx, &co, &err);
     if (rc == 0) {
-        gb_worker w = {.cfg = &cfg, .role = roles[r].role, .index = index, .run_dir = run_dir,
+        gb_worker w = {.cfg = &cfg, .role = roles[r].role, .index = index,
+                       .incarnation = incarnation, .run_dir = run_dir,
                        .zctx = zctx, .registry = reg, .metrics = ms, .runctl = runctl,
                        .stop = &stop_flag, .record_dir = record};
-        GB_INFO("worker started (pid %d)", (int)getpid());
+        if (incarnation)
+            GB_INFO("worker started (pid %d), restart %d", (int)getpid(), incarnation);
+        else
+            GB_INFO("worker started (pid %d)", (int)getpid());
         rc = roles[r].main(&w, &err);
     }
     /* A stop request interrupts blocking calls (EINTR in zmq_poll, a peer already gone): what

@@ -5,6 +5,7 @@
 
 #include "runtime/rundir.h"
 #include "launch/supervisor.h"
+#include "launch/watchdog.h"
 #include "runtime/clock.h"
 #include "runtime/endpoint.h"
 #include "runtime/log.h"
@@ -141,10 +142,11 @@ static void stop_workers(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_co
  * whatever left an actor and never reached a trainer is lost, and is said so, never silent. */
 typedef struct sample_ledger {
     int complete;
-    int64_t sent, dropped, received, discarded;
+    int64_t sent, dropped, received, discarded, lost_in_crash;
 } sample_ledger;
 
-static void ledger_take(const gb_metrics_collector *m, const gb_config *cfg, sample_ledger *l)
+static void ledger_take(const gb_metrics_collector *m, const gb_config *cfg,
+                        const gb_watchdog *wd, sample_ledger *l)
 {
     static const struct { int role; const char *name; } roles[] = {
         {GB_ROLE_ACTOR, "actor"}, {GB_ROLE_TRAINER, "trainer"}};
@@ -166,14 +168,20 @@ static void ledger_take(const gb_metrics_collector *m, const gb_config *cfg, sam
     l->dropped = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "sample_drops"));
     l->received = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_received"));
     l->discarded = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_discarded_at_stop"));
+    int64_t sent_extra = 0;
+    gb_watchdog_ledger(wd, &l->lost_in_crash, &sent_extra);
+    l->sent += sent_extra;
+    if (l->lost_in_crash)
+        GB_WARN("sample ledger: %lld chunks that restarted actors had sent never reached a "
+                "trainer (lost_in_crash)", (long long)l->lost_in_crash);
     if (!l->complete)
         GB_WARN("sample ledger incomplete: no final report from %s%s (killed or died); chunks "
                 "lost in transport are unknown (summary.json: samples.lost = null)", missing,
                 nmissing > 8 ? ", ..." : "");
-    else if (l->sent != l->received)
+    else if (l->sent - l->lost_in_crash != l->received)
         GB_WARN("sample ledger: actors sent %lld chunks, trainers received %lld: %lld lost in "
                 "transport", (long long)l->sent, (long long)l->received,
-                (long long)(l->sent - l->received));
+                (long long)(l->sent - l->lost_in_crash - l->received));
     if (l->dropped)
         GB_WARN("sample stream: actors dropped %lld chunks no trainer accepted in time",
                 (long long)l->dropped);
@@ -283,6 +291,7 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
 {
     static gb_rundir rd;
     static gb_supervisor sup;
+    static gb_watchdog wd;
     gb_error err = {0};
     gb_log_init("launcher", -1, (gb_log_level)cfg->experiment.log_level);
     if (cfg->trainer.device == GB_DEVICE_CUDA) {
@@ -334,6 +343,8 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
         rc = gb_registry_server_open(&reg.server, zctx, &ro, &err);
     if (rc == 0)
         rc = gb_metrics_collector_open(&mc, zctx, met_ep, &err);
+    if (rc == 0)
+        rc = gb_watchdog_init(&wd, cfg, &sup, mc, t0, &err);
     if (rc == 0 && pthread_create(&reg_thread, NULL, registry_main, &reg) != 0)
         rc = gb_error_errno(&err, "pthread_create");
     reg_started = rc == 0;
@@ -373,17 +384,14 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
             break;
         }
         double now = gb_now_s(), t = now - t0;
-        gb_child *dead = gb_supervisor_reap(&sup);
-        if (dead) {
-            char how[128];
-            gb_child_describe(dead, how, sizeof how);
-            snprintf(error_text, sizeof error_text, "worker %s-%d %s", dead->role, dead->index,
-                     how);
+        gb_child *dead = NULL;
+        const char *why_reason = NULL;
+        if (gb_watchdog_check(&wd, &dead, error_text, sizeof error_text, &why_reason)) {
             if (live)
                 fputc('\n', stderr);
             GB_ERROR("%s; the end of its log (%s):", error_text, dead->log_path);
             gb_log_tail(dead->log_path, 20, "    | ", stderr);
-            exit_reason = "worker_died";
+            exit_reason = why_reason;
             break;
         }
         int sig = atomic_load(&interrupted);
@@ -440,7 +448,7 @@ stop:;
     }
     sample_ledger ledger = {0};
     if (mc)
-        ledger_take(mc, cfg, &ledger);
+        ledger_take(mc, cfg, &wd, &ledger);
     gb_run_summary s = {
         .mode = "local",
         .env_steps = (int64_t)row[M_ENV_STEPS],
@@ -462,6 +470,9 @@ stop:;
         .chunks_dropped = ledger.dropped,
         .chunks_received = ledger.received,
         .chunks_discarded = ledger.discarded,
+        .chunks_lost_in_crash = ledger.lost_in_crash,
+        .restarts = wd.restarts,
+        .nrestarts = wd.nrestarts,
     };
     if (gb_rundir_write_summary(&rd, &s, &err))
         GB_ERROR("summary.json: %s", err.msg);
@@ -473,6 +484,7 @@ stop:;
         atomic_store(&reg.stop, 1);
         pthread_join(reg_thread, NULL);
     }
+    gb_watchdog_free(&wd);
     gb_metrics_collector_close(mc);
     gb_registry_server_close(reg.server);
     gb_runctl_server_close(runctl);

@@ -12,21 +12,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-int gb_supervisor_spawn(gb_supervisor *s, const char *role, int index, char *const argv[],
-                        const char *log_path, gb_error *err)
+/* Forks c's command line with stdout and stderr appended to its log. */
+static int start(gb_child *c, gb_error *err)
 {
-    if (s->n == GB_SUPERVISOR_MAX_CHILDREN)
-        return gb_error_set(err, GB_EFULL, "more than %d worker processes",
-                            GB_SUPERVISOR_MAX_CHILDREN);
-    int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = open(c->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
-        return gb_error_errno(err, "open %s", log_path);
+        return gb_error_errno(err, "open %s", c->log_path);
     pid_t parent = getpid();
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         close(fd);
-        return gb_error_errno(err, "fork for %s-%d", role, index);
+        return gb_error_errno(err, "fork for %s-%d", c->role, c->index);
     }
     if (pid == 0) {
         /* Child: own process group, logs to its file, dies with the launcher. */
@@ -42,20 +39,89 @@ int gb_supervisor_spawn(gb_supervisor *s, const char *role, int index, char *con
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         signal(SIGPIPE, SIG_DFL);
-        execv(argv[0], argv);
-        dprintf(STDERR_FILENO, "exec %s: %s\n", argv[0], strerror(errno));
+        execv(c->argv[0], c->argv);
+        dprintf(STDERR_FILENO, "exec %s: %s\n", c->argv[0], strerror(errno));
         _exit(127);
     }
     close(fd);
     setpgid(pid, pid); /* also from the parent: no race with the first signal */
-    gb_child *c = &s->children[s->n++];
+    c->pid = pid;
+    c->running = 1;
+    c->reported = 0;
+    c->status = 0;
+    c->started_s = gb_now_s();
+    return 0;
+}
+
+/* Copies argv (NULL-terminated) into c->args, leaving room for "--incarnation N". */
+static int keep_argv(gb_child *c, char *const argv[], gb_error *err)
+{
+    size_t used = 0;
+    int n = 0;
+    for (; argv[n]; n++) {
+        size_t len = strlen(argv[n]) + 1;
+        if (n + 2 >= GB_CHILD_MAX_ARGS || used + len + 32 > sizeof c->args)
+            return gb_error_set(err, GB_EINVAL, "%s-%d: command line too long", c->role,
+                                c->index);
+        memcpy(c->args + used, argv[n], len);
+        c->argv[n] = c->args + used;
+        used += len;
+    }
+    c->argv[n] = NULL;
+    return 0;
+}
+
+int gb_supervisor_spawn(gb_supervisor *s, const char *role, int index, char *const argv[],
+                        const char *log_path, gb_error *err)
+{
+    if (s->n == GB_SUPERVISOR_MAX_CHILDREN)
+        return gb_error_set(err, GB_EFULL, "more than %d worker processes",
+                            GB_SUPERVISOR_MAX_CHILDREN);
+    gb_child *c = &s->children[s->n];
     memset(c, 0, sizeof *c);
     snprintf(c->role, sizeof c->role, "%s", role);
     c->index = index;
-    c->pid = pid;
-    c->running = 1;
     snprintf(c->log_path, sizeof c->log_path, "%s", log_path);
-    return 0;
+    int rc = keep_argv(c, argv, err);
+    if (rc == 0 && (rc = start(c, err)) == 0)
+        s->n++;
+    return rc;
+}
+
+int gb_supervisor_restart(gb_supervisor *s, gb_child *c, gb_error *err)
+{
+    (void)s;
+    if (c->running)
+        return gb_error_set(err, GB_EINVAL, "%s-%d is still running", c->role, c->index);
+    /* "--incarnation N" goes last: the first restart appends it, later ones rewrite N */
+    int n = 0;
+    while (c->argv[n])
+        n++;
+    if (!c->incarnation) {
+        char *end = c->argv[n - 1] + strlen(c->argv[n - 1]) + 1;
+        memcpy(end, "--incarnation", sizeof "--incarnation");
+        c->argv[n++] = end;
+        c->argv[n++] = end + sizeof "--incarnation";
+        c->argv[n] = NULL;
+    }
+    c->incarnation++;
+    snprintf(c->argv[n - 1], 16, "%d", c->incarnation);
+    return start(c, err);
+}
+
+void gb_supervisor_kill(gb_supervisor *s, gb_child *c)
+{
+    (void)s;
+    if (!c->running)
+        return;
+    kill(-c->pid, SIGKILL);
+    kill(c->pid, SIGKILL);
+    int status = 0;
+    while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    c->running = 0;
+    c->reported = 1; /* the caller killed it: it knows */
+    c->status = status;
 }
 
 gb_child *gb_supervisor_reap(gb_supervisor *s)
@@ -63,15 +129,17 @@ gb_child *gb_supervisor_reap(gb_supervisor *s)
     gb_child *first = NULL;
     for (int i = 0; i < s->n; i++) {
         gb_child *c = &s->children[i];
-        if (!c->running)
-            continue;
-        int status;
-        pid_t r = waitpid(c->pid, &status, WNOHANG);
-        if (r == c->pid || (r < 0 && errno == ECHILD)) {
-            c->running = 0;
-            c->status = r == c->pid ? status : 0;
-            if (!first)
-                first = c;
+        if (c->running) {
+            int status;
+            pid_t r = waitpid(c->pid, &status, WNOHANG);
+            if (r == c->pid || (r < 0 && errno == ECHILD)) {
+                c->running = 0;
+                c->status = r == c->pid ? status : 0;
+            }
+        }
+        if (!c->running && !c->reported && !first) {
+            c->reported = 1;
+            first = c;
         }
     }
     return first;
@@ -120,13 +188,7 @@ int gb_supervisor_stop_all(gb_supervisor *s, double grace_s)
         gb_child *c = &s->children[i];
         if (!c->running)
             continue;
-        kill(-c->pid, SIGKILL);
-        kill(c->pid, SIGKILL);
-        int status = 0;
-        while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR) {
-        }
-        c->running = 0;
-        c->status = status;
+        gb_supervisor_kill(s, c);
         killed++;
     }
     return killed;

@@ -12,6 +12,8 @@
 #include <sys/types.h>
 
 #define GB_SUPERVISOR_MAX_CHILDREN 1024
+#define GB_CHILD_MAX_ARGS 24
+#define GB_CHILD_ARGS_BYTES 4096
 
 typedef struct gb_child {
     char role[16];
@@ -19,7 +21,13 @@ typedef struct gb_child {
     pid_t pid;
     char log_path[1024];
     int running;
-    int status; /* waitpid status once it ended */
+    int reported;    /* its end was returned by gb_supervisor_reap */
+    int status;      /* waitpid status once it ended */
+    int incarnation; /* 0, then +1 per gb_supervisor_restart */
+    double started_s; /* gb_now_s() at the last start */
+    /* the command line, kept for restarts: argv points into args */
+    char *argv[GB_CHILD_MAX_ARGS + 1];
+    char args[GB_CHILD_ARGS_BYTES];
 } gb_child;
 
 typedef struct gb_supervisor {
@@ -32,8 +40,15 @@ typedef struct gb_supervisor {
 int gb_supervisor_spawn(gb_supervisor *s, const char *role, int index, char *const argv[],
                         const char *log_path, gb_error *err);
 
-/* Reaps children that have ended, without blocking. Returns the first one found that ended
- * (its status filled), or NULL. */
+/* Starts an ended child again with its command line, "--incarnation N" appended (N counts its
+ * restarts from 1), its log appended to. Returns 0 or GB_ESYS/GB_EINVAL (still running). */
+int gb_supervisor_restart(gb_supervisor *s, gb_child *c, gb_error *err);
+
+/* SIGKILLs a running child's process group and reaps it (blocking until it is gone). */
+void gb_supervisor_kill(gb_supervisor *s, gb_child *c);
+
+/* Reaps children that have ended, without blocking. Returns one that ended and was not returned
+ * before (its status filled; call again for the next), or NULL. */
 gb_child *gb_supervisor_reap(gb_supervisor *s);
 
 /* Number of children still running. */

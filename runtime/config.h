@@ -214,11 +214,19 @@ typedef struct gb_config_parameters {
     int64_t chunk_bytes; /* parameter blobs travel in chunks of this size */
 } gb_config_parameters;
 
+/* launch.restart: how often the launcher restarts a dead or hung worker before it gives up. */
+typedef struct gb_config_restart {
+    int64_t max_restarts; /* restarts allowed within any window_s; 0 = a dead worker ends the run */
+    double window_s;
+} gb_config_restart;
+
 typedef struct gb_config_launch {
     int mode;                         /* gb_launch_mode */
     char run_dir[GB_CONFIG_PATH_MAX]; /* "" = <run_root>/<name>/<timestamp> */
     double stop_timeout_s;            /* children get this long after SIGTERM */
     int progress;                     /* gb_progress_mode */
+    double heartbeat_timeout_s;       /* a worker silent this long is hung: killed, restarted */
+    gb_config_restart restart;
 } gb_config_launch;
 
 typedef enum { GB_DATASET_GEARBOX = 0, GB_DATASET_D4RL = 1 } gb_dataset_format;

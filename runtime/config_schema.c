@@ -215,6 +215,12 @@ const gb_config_field gb_config_fields[] = {
           "seconds children get after SIGTERM"),
     ENUM("launch.progress", launch.progress, "auto", progress_modes,
          "progress display: auto (a live line on a terminal), line, plain, off"),
+    FLOAT("launch.heartbeat_timeout_s", launch.heartbeat_timeout_s, "30", 0.5, 86400,
+          "a worker that sends no report for this long is hung: killed and restarted"),
+    INT("launch.restart.max_restarts", launch.restart.max_restarts, "3", 0, 1000000,
+        "restarts of dead or hung workers allowed within window_s (0 = a death ends the run)"),
+    FLOAT("launch.restart.window_s", launch.restart.window_s, "60", 0.1, 86400,
+          "the sliding window max_restarts counts in"),
 
     STR("server.endpoint", server.endpoint, "tcp://127.0.0.1:5555",
         "data server bind address (tcp://HOST:PORT, port * = any free; ipc://PATH)"),

@@ -1,6 +1,7 @@
 /* runtime/metrics.c: the metrics stream (see metrics.h). */
 #include "runtime/metrics.h"
 
+#include "runtime/clock.h"
 #include "runtime/wire.h"
 
 #include <math.h>
@@ -18,6 +19,9 @@ struct gb_metrics_sender {
     float returns[GB_METRICS_MAX_EPISODES];
     int64_t lengths[GB_METRICS_MAX_EPISODES];
     uint64_t seq, dropped;
+    uint64_t incarnation;
+    int64_t *table; /* gb_metrics_set_table's copy, [table_rows, table_cols] */
+    int table_rows, table_cols, table_cap;
     char packed_names[GB_METRICS_MAX_VALUES * GB_METRICS_NAME_MAX];
 };
 
@@ -52,6 +56,7 @@ void gb_metrics_sender_close(gb_metrics_sender *s)
         zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
         zmq_close(s->sock);
     }
+    free(s->table);
     free(s);
 }
 
@@ -87,7 +92,9 @@ int gb_metrics_send(gb_metrics_sender *s, gb_error *err)
 {
     gb_wire_header h;
     gb_wire_header_init(&h, GB_MSG_METRICS, s->role, s->index);
-    h.seq = ++s->seq;
+    /* the sequence number carries the process's incarnation in its high bits: the collector
+     * tells a restarted worker's reports from its predecessor's */
+    h.seq = s->incarnation << GB_METRICS_INCARNATION_SHIFT | (++s->seq & GB_METRICS_SEQ_MASK);
     size_t off = 0;
     for (int i = 0; i < s->nvalues; i++) {
         size_t l = strlen(s->names[i]) + 1;
@@ -107,10 +114,17 @@ int gb_metrics_send(gb_metrics_sender *s, gb_error *err)
         (rc = gb_wire_set_tensor(&h.tensors[3], "lengths", GB_DTYPE_INT64, 1, &shape, err)))
         return rc;
     h.ntensors = 4;
-    gb_wire_payload p[4] = {{.data = s->packed_names},
+    if (s->table_cols) {
+        int64_t tshape[2] = {s->table_rows, s->table_cols};
+        if ((rc = gb_wire_set_tensor(&h.tensors[4], "table", GB_DTYPE_INT64, 2, tshape, err)))
+            return rc;
+        h.ntensors = 5;
+    }
+    gb_wire_payload p[5] = {{.data = s->packed_names},
                             {.data = s->values},
                             {.data = s->returns},
-                            {.data = s->lengths}};
+                            {.data = s->lengths},
+                            {.data = s->table}};
     rc = gb_wire_send(s->sock, NULL, 0, &h, p, ZMQ_DONTWAIT, err);
     if (rc == 0) {
         s->nepisodes = 0;
@@ -122,6 +136,32 @@ int gb_metrics_send(gb_metrics_sender *s, gb_error *err)
 
 uint64_t gb_metrics_sender_dropped(const gb_metrics_sender *s) { return s->dropped; }
 
+int gb_metrics_set_table(gb_metrics_sender *s, const int64_t *data, int rows, int cols,
+                         gb_error *err)
+{
+    if (rows < 0 || cols < 1 || rows > GB_METRICS_TABLE_MAX_ROWS || cols > 16)
+        return gb_error_set(err, GB_EINVAL, "metrics table of %d x %d: at most %d x 16", rows,
+                            cols, GB_METRICS_TABLE_MAX_ROWS);
+    int need = rows * cols;
+    if (need > s->table_cap) {
+        int64_t *t = realloc(s->table, (size_t)need * sizeof *t);
+        if (!t)
+            return gb_error_set(err, GB_ENOMEM, "metrics table: out of memory");
+        s->table = t;
+        s->table_cap = need;
+    }
+    if (need)
+        memcpy(s->table, data, (size_t)need * sizeof *data);
+    s->table_rows = rows;
+    s->table_cols = cols;
+    return 0;
+}
+
+void gb_metrics_sender_set_incarnation(gb_metrics_sender *s, int incarnation)
+{
+    s->incarnation = (uint64_t)(incarnation > 0 ? incarnation : 0);
+}
+
 /* ---- collector ---------------------------------------------------------------------------- */
 
 typedef struct worker_values {
@@ -129,7 +169,14 @@ typedef struct worker_values {
     int n;
     char names[GB_METRICS_MAX_VALUES][GB_METRICS_NAME_MAX];
     double values[GB_METRICS_MAX_VALUES];
+    double carried[GB_METRICS_MAX_VALUES]; /* what earlier incarnations counted (carry names) */
+    uint64_t incarnation;
+    double last_s; /* gb_now_s() of the last report taken */
+    int64_t *table; /* the last table this incarnation sent, [table_rows, table_cols] */
+    int table_rows, table_cols;
 } worker_values;
+
+#define GB_METRICS_MAX_CARRY 32
 
 struct gb_metrics_collector {
     void *sock;
@@ -139,9 +186,48 @@ struct gb_metrics_collector {
     float window_returns[GB_METRICS_WINDOW];
     int64_t window_lengths[GB_METRICS_WINDOW];
     int window_next, window_n;
-    uint64_t rejected;
+    uint64_t rejected, stale;
     gb_wire_msg msg;
+    /* counters that continue across a worker's restarts, per role */
+    struct { int role; char name[GB_METRICS_NAME_MAX]; } carry[GB_METRICS_MAX_CARRY];
+    int ncarry;
 };
+
+int gb_metrics_collector_carry(gb_metrics_collector *c, int role, const char *const *names,
+                               int n, gb_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        if (c->ncarry == GB_METRICS_MAX_CARRY)
+            return gb_error_set(err, GB_EFULL, "metrics: more than %d carried counters",
+                                GB_METRICS_MAX_CARRY);
+        c->carry[c->ncarry].role = role;
+        snprintf(c->carry[c->ncarry].name, GB_METRICS_NAME_MAX, "%s", names[i]);
+        c->ncarry++;
+    }
+    return 0;
+}
+
+static int carried(const gb_metrics_collector *c, int role, const char *name)
+{
+    for (int i = 0; i < c->ncarry; i++)
+        if (c->carry[i].role == role && strcmp(c->carry[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* A report from a newer process of w's worker: the counters that carry over add what the
+ * previous process last reported to the new one's; every other value starts afresh. */
+static void new_incarnation(const gb_metrics_collector *c, worker_values *w, uint64_t inc)
+{
+    for (int j = 0; j < w->n; j++) {
+        if (carried(c, w->role, w->names[j]))
+            w->carried[j] += w->values[j];
+        else
+            w->carried[j] = 0;
+        w->values[j] = NAN;
+    }
+    w->incarnation = inc;
+}
 
 int gb_metrics_collector_open(gb_metrics_collector **out, void *zctx, const char *endpoint,
                               gb_error *err)
@@ -171,6 +257,8 @@ void gb_metrics_collector_close(gb_metrics_collector *c)
     gb_wire_msg_release(&c->msg);
     if (c->sock)
         zmq_close(c->sock);
+    for (int i = 0; i < c->nworkers; i++)
+        free(c->workers[i].table);
     free(c->workers);
     free(c);
 }
@@ -226,6 +314,30 @@ static int ingest(gb_metrics_collector *c, const gb_wire_msg *m)
     worker_values *w = worker_for(c, m->hdr.role, m->hdr.index);
     if (!w)
         return GB_ENOMEM;
+    uint64_t inc = m->hdr.seq >> GB_METRICS_INCARNATION_SHIFT;
+    if (inc < w->incarnation) {
+        c->stale++; /* queued before its process died; a newer one reports now */
+        return 0;
+    }
+    if (inc > w->incarnation)
+        new_incarnation(c, w, inc);
+    int it = gb_wire_msg_find(m, "table");
+    if (it >= 0) {
+        gb_tensor_view t = gb_wire_msg_tensor(m, it);
+        if (t.desc->dtype != GB_DTYPE_INT64 || t.desc->rank != 2 || t.desc->shape[1] < 1 ||
+            t.desc->shape[1] > 16 || t.desc->shape[0] > GB_METRICS_TABLE_MAX_ROWS)
+            return GB_EPROTO;
+        int64_t *copy = t.bytes ? malloc(t.bytes) : NULL;
+        if (t.bytes && !copy)
+            return GB_ENOMEM;
+        if (t.bytes)
+            memcpy(copy, t.data, t.bytes);
+        free(w->table);
+        w->table = copy;
+        w->table_rows = (int)t.desc->shape[0];
+        w->table_cols = (int)t.desc->shape[1];
+    }
+    w->last_s = gb_now_s();
     for (size_t i = 0; i < nvalues; i++) {
         double v;
         memcpy(&v, (const char *)values.data + i * sizeof v, sizeof v);
@@ -238,6 +350,7 @@ static int ingest(gb_metrics_collector *c, const gb_wire_msg *m)
                 continue;
             slot = w->n++;
             snprintf(w->names[slot], GB_METRICS_NAME_MAX, "%s", starts[i]);
+            w->carried[slot] = 0;
         }
         w->values[slot] = v;
     }
@@ -283,12 +396,18 @@ int gb_metrics_collector_poll(gb_metrics_collector *c, int timeout_ms, gb_error 
     }
 }
 
-static const double *find_value(const worker_values *w, const char *name)
+/* w's value of name (what earlier incarnations counted included) into *v; 0 when never
+ * reported (or not yet by this incarnation, for a value that does not carry over). */
+static int find_value(const worker_values *w, const char *name, double *v)
 {
     for (int j = 0; j < w->n; j++)
-        if (strcmp(w->names[j], name) == 0)
-            return &w->values[j];
-    return NULL;
+        if (strcmp(w->names[j], name) == 0) {
+            if (isnan(w->values[j]) && w->carried[j] == 0)
+                return 0;
+            *v = (isnan(w->values[j]) ? 0 : w->values[j]) + w->carried[j];
+            return 1;
+        }
+    return 0;
 }
 
 double gb_metrics_get(const gb_metrics_collector *c, int role, int index, const char *name)
@@ -296,8 +415,8 @@ double gb_metrics_get(const gb_metrics_collector *c, int role, int index, const 
     for (int i = 0; i < c->nworkers; i++) {
         const worker_values *w = &c->workers[i];
         if (w->role == role && w->index == index) {
-            const double *v = find_value(w, name);
-            return v ? *v : NAN;
+            double v;
+            return find_value(w, name, &v) ? v : NAN;
         }
     }
     return NAN;
@@ -310,17 +429,17 @@ static double reduce(const gb_metrics_collector *c, int role, const char *name, 
     for (int i = 0; i < c->nworkers; i++) {
         if (c->workers[i].role != role)
             continue;
-        const double *v = find_value(&c->workers[i], name);
-        if (!v)
+        double v;
+        if (!find_value(&c->workers[i], name, &v))
             continue;
         if (isnan(acc))
-            acc = *v;
+            acc = v;
         else if (op == 0)
-            acc += *v;
+            acc += v;
         else if (op == 1)
-            acc = *v > acc ? *v : acc;
+            acc = v > acc ? v : acc;
         else
-            acc = *v < acc ? *v : acc;
+            acc = v < acc ? v : acc;
     }
     return acc;
 }
@@ -371,3 +490,35 @@ double gb_metrics_length_mean(const gb_metrics_collector *c)
 }
 
 uint64_t gb_metrics_collector_rejected(const gb_metrics_collector *c) { return c->rejected; }
+
+uint64_t gb_metrics_collector_stale(const gb_metrics_collector *c) { return c->stale; }
+
+double gb_metrics_last_report_s(const gb_metrics_collector *c, int role, int index)
+{
+    for (int i = 0; i < c->nworkers; i++)
+        if (c->workers[i].role == role && c->workers[i].index == index)
+            return c->workers[i].last_s;
+    return NAN;
+}
+
+int gb_metrics_table(const gb_metrics_collector *c, int role, int index, const int64_t **data,
+                     int *rows, int *cols)
+{
+    for (int i = 0; i < c->nworkers; i++)
+        if (c->workers[i].role == role && c->workers[i].index == index &&
+            c->workers[i].table_cols) {
+            *data = c->workers[i].table;
+            *rows = c->workers[i].table_rows;
+            *cols = c->workers[i].table_cols;
+            return 1;
+        }
+    return 0;
+}
+
+int gb_metrics_incarnation(const gb_metrics_collector *c, int role, int index)
+{
+    for (int i = 0; i < c->nworkers; i++)
+        if (c->workers[i].role == role && c->workers[i].index == index)
+            return (int)c->workers[i].incarnation;
+    return -1;
+}

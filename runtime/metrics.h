@@ -16,6 +16,9 @@
 #define GB_METRICS_MAX_EPISODES 4096 /* episodes buffered between two reports */
 #define GB_METRICS_WINDOW 100        /* episodes in the mean return */
 #define GB_METRICS_CLOSE_LINGER_MS 1000
+#define GB_METRICS_INCARNATION_SHIFT 40 /* a report's seq: incarnation << 40 | report number */
+#define GB_METRICS_TABLE_MAX_ROWS 65536
+#define GB_METRICS_SEQ_MASK ((1ULL << GB_METRICS_INCARNATION_SHIFT) - 1)
 
 typedef struct gb_metrics_sender gb_metrics_sender;
 
@@ -44,6 +47,17 @@ int gb_metrics_send(gb_metrics_sender *s, gb_error *err);
 
 /* Reports dropped so far. */
 uint64_t gb_metrics_sender_dropped(const gb_metrics_sender *s);
+
+/* Sets the table of int64 rows sent with every report from now on (one per sender; a copy is
+ * kept): what does not fit named values, e.g. a trainer's chunks received per actor process
+ * (runtime/sample.h, gb_sample_tally). Returns 0, GB_EINVAL (beyond 65536 x 16) or GB_ENOMEM. */
+int gb_metrics_set_table(gb_metrics_sender *s, const int64_t *data, int rows, int cols,
+                         gb_error *err);
+
+/* Marks this process's reports as its worker's incarnation-th (0 first, +1 per restart by the
+ * launcher): the collector then ignores reports an earlier process left queued, and starts this
+ * one's values afresh (see gb_metrics_collector_carry). */
+void gb_metrics_sender_set_incarnation(gb_metrics_sender *s, int incarnation);
 
 typedef struct gb_metrics_collector gb_metrics_collector;
 
@@ -75,5 +89,27 @@ double gb_metrics_length_mean(const gb_metrics_collector *c);
 
 /* Malformed reports dropped so far. */
 uint64_t gb_metrics_collector_rejected(const gb_metrics_collector *c);
+
+/* Names the counters of role that continue across a worker's restarts: when a newer process of
+ * a worker reports, its values of these names are added to what the previous processes last
+ * reported (env_steps, chunks_sent, ...); every other value (gauges, "final") starts afresh.
+ * Returns 0 or GB_EFULL. */
+int gb_metrics_collector_carry(gb_metrics_collector *c, int role, const char *const *names,
+                               int n, gb_error *err);
+
+/* Reports ignored because a newer process of the same worker had reported already. */
+uint64_t gb_metrics_collector_stale(const gb_metrics_collector *c);
+
+/* gb_now_s() when worker (role, index) last reported; NAN when never. Reports are the workers'
+ * heartbeats (launch.heartbeat_timeout_s). */
+double gb_metrics_last_report_s(const gb_metrics_collector *c, int role, int index);
+
+/* The last table (gb_metrics_set_table) worker (role, index) sent: *data (valid until the next
+ * poll), *rows, *cols. Returns 1, or 0 when it sent none. */
+int gb_metrics_table(const gb_metrics_collector *c, int role, int index, const int64_t **data,
+                     int *rows, int *cols);
+
+/* The incarnation of the worker's latest process that reported; -1 when none did. */
+int gb_metrics_incarnation(const gb_metrics_collector *c, int role, int index);
 
 #endif

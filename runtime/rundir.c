@@ -203,14 +203,28 @@ int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_err
             (long long)s->envs);
     if (s->has_samples) {
         fprintf(f, ",\n  \"samples\": {\"chunks_sent\": %lld, \"dropped\": %lld, "
-                   "\"chunks_received\": %lld, \"discarded_at_stop\": %lld, \"lost\": ",
+                   "\"chunks_received\": %lld, \"discarded_at_stop\": %lld, "
+                   "\"lost_in_crash\": %lld, \"lost\": ",
                 (long long)s->chunks_sent, (long long)s->chunks_dropped,
-                (long long)s->chunks_received, (long long)s->chunks_discarded);
+                (long long)s->chunks_received, (long long)s->chunks_discarded,
+                (long long)s->chunks_lost_in_crash);
         if (s->ledger_complete)
-            fprintf(f, "%lld}", (long long)(s->chunks_sent - s->chunks_received));
+            fprintf(f, "%lld}", (long long)(s->chunks_sent - s->chunks_received -
+                                            s->chunks_lost_in_crash));
         else
             fputs("null}", f);
     }
+    fprintf(f, ",\n  \"restarts\": [");
+    for (int i = 0; i < s->nrestarts; i++) {
+        fputs(i ? ",\n    {\"worker\": " : "\n    {\"worker\": ", f);
+        json_string(f, s->restarts[i].worker);
+        fputs(", \"reason\": ", f);
+        json_string(f, s->restarts[i].reason);
+        fputs(", \"at_s\": ", f);
+        json_number(f, s->restarts[i].at_s);
+        fputc('}', f);
+    }
+    fputs(s->nrestarts ? "\n  ]" : "]", f);
     fputs("\n}\n", f);
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
         fclose(f);

@@ -24,6 +24,13 @@ typedef struct gb_rundir {
     int metrics_columns;
 } gb_rundir;
 
+/* One restart of a worker by the launcher (launch.restart). */
+typedef struct gb_run_restart {
+    char worker[32];  /* "actor-3" */
+    char reason[160]; /* "killed by signal 9 (Killed)", "hung: no report for 4.1 s" */
+    double at_s;      /* seconds into the run */
+} gb_run_restart;
+
 /* What summary.json records (DESIGN.md's minimum, plus where the run stopped). */
 typedef struct gb_run_summary {
     const char *mode;           /* "inline", "local", "slurm" */
@@ -47,6 +54,12 @@ typedef struct gb_run_summary {
      * and trainer sent its final report), else written as null. */
     int has_samples, ledger_complete;
     int64_t chunks_sent, chunks_dropped, chunks_received, chunks_discarded;
+    /* chunks that actors which were killed or died had sent (their last report, or the highest
+     * chunk number a trainer got from them) and no trainer received; part of chunks_sent, so
+     * lost = sent - received - lost_in_crash (0 when nothing else went missing) */
+    int64_t chunks_lost_in_crash;
+    const gb_run_restart *restarts; /* [nrestarts] in order */
+    int nrestarts;
 } gb_run_summary;
 
 /* Creates the run folder and its logs/ and checkpoints/ subfolders, and writes config.yaml.

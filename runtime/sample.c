@@ -4,6 +4,7 @@
 #include "runtime/clock.h"
 #include "runtime/log.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,7 +40,42 @@ struct gb_sample_receiver {
     int rcvtimeo; /* ZMQ_RCVTIMEO now set */
     char endpoint[256];
     counter received, rejected, bytes;
+    /* per sending process: one lock per chunk, uncontended but for a report's copy */
+    pthread_mutex_t tally_lock;
+    gb_sample_tally *tally; /* [GB_SAMPLE_TALLY_MAX] */
+    int ntally;
 };
+
+/* Counts m in its sender's tally. */
+static void tally_add(gb_sample_receiver *r, const gb_wire_header *h)
+{
+    int64_t inc = (int64_t)(h->seq >> GB_SAMPLE_SEQ_BITS);
+    int64_t number = (int64_t)(h->seq & ((1ULL << GB_SAMPLE_SEQ_BITS) - 1));
+    pthread_mutex_lock(&r->tally_lock);
+    gb_sample_tally *t = NULL;
+    for (int i = r->ntally - 1; i >= 0 && !t; i--)
+        if (r->tally[i].sender == h->index && r->tally[i].incarnation == inc)
+            t = &r->tally[i];
+    if (!t && r->ntally < GB_SAMPLE_TALLY_MAX) {
+        t = &r->tally[r->ntally++];
+        *t = (gb_sample_tally){.sender = h->index, .incarnation = inc};
+    }
+    if (t) {
+        t->received++;
+        if (number > t->max_number)
+            t->max_number = number;
+    }
+    pthread_mutex_unlock(&r->tally_lock);
+}
+
+int gb_sample_receiver_tally(gb_sample_receiver *r, gb_sample_tally *out, int cap)
+{
+    pthread_mutex_lock(&r->tally_lock);
+    int n = r->ntally;
+    memcpy(out, r->tally, (size_t)(n < cap ? n : cap) * sizeof *out);
+    pthread_mutex_unlock(&r->tally_lock);
+    return n;
+}
 
 static int opt(void *sock, int name, int v, gb_error *err, const char *what)
 {
@@ -117,7 +153,7 @@ int gb_sample_send(gb_sample_sender *s, int64_t policy_version, const gb_tensor_
                             GB_WIRE_MAX_TENSORS);
     gb_wire_header *h = &s->hdr;
     gb_wire_header_init(h, GB_MSG_SAMPLE, s->o.role, s->o.index);
-    h->seq = s->seq + 1;
+    h->seq = (uint64_t)s->o.incarnation << GB_SAMPLE_SEQ_BITS | (s->seq + 1);
     h->policy_version = policy_version;
     h->ntensors = n;
     memcpy(h->tensors, descs, (size_t)n * sizeof *descs);
@@ -181,6 +217,11 @@ int gb_sample_receiver_open(gb_sample_receiver **out, void *zctx,
         return gb_error_set(err, GB_ENOMEM, "sample receiver: out of memory");
     int rc;
     r->rcvtimeo = -1;
+    pthread_mutex_init(&r->tally_lock, NULL);
+    if (!(r->tally = calloc(GB_SAMPLE_TALLY_MAX, sizeof *r->tally))) {
+        free(r);
+        return gb_error_set(err, GB_ENOMEM, "sample receiver: out of memory");
+    }
     r->sock = zmq_socket(zctx, ZMQ_PULL);
     if (!r->sock) {
         rc = gb_wire_zmq_error(err, "sample receiver: zmq_socket(PULL)");
@@ -214,6 +255,8 @@ void gb_sample_receiver_close(gb_sample_receiver *r)
         return;
     if (r->sock)
         zmq_close(r->sock);
+    pthread_mutex_destroy(&r->tally_lock);
+    free(r->tally);
     free(r);
 }
 
@@ -251,6 +294,7 @@ int gb_sample_recv(gb_sample_receiver *r, gb_wire_msg *m, int timeout_ms, gb_err
                 bytes += zmq_msg_size(&m->frames[t]);
             counter_add(&r->received, 1);
             counter_add(&r->bytes, bytes);
+            tally_add(r, &m->hdr);
             return 0;
         }
         if (rc == GB_EPROTO) {

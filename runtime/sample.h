@@ -19,6 +19,7 @@ typedef struct gb_sample_sender_opts {
     int hwm;             /* messages queued per trainer before backpressure (> 0) */
     int send_timeout_ms; /* -1: block until queued (no drops); >= 0: drop after this long */
     int role, index;
+    int incarnation;   /* the sending process's (workers/worker.h): the high bits of every seq */
     int kernel_buffer; /* tcp:// send buffer bytes (ZMQ_SNDBUF); 0 = the OS's autotuned one,
                           which holds megabytes: thousands of small chunks in flight that the
                           high-water marks do not see, and so stale experience (see below) */
@@ -62,6 +63,20 @@ int gb_sample_send(gb_sample_sender *s, int64_t policy_version, const gb_tensor_
  * are relaxed atomics); each value is current, the three are not one consistent snapshot. */
 gb_sample_sender_stats gb_sample_sender_get_stats(const gb_sample_sender *s);
 
+/* A chunk's seq: the sender's incarnation << GB_SAMPLE_SEQ_BITS | its chunk number (1, 2, ...;
+ * a dropped chunk uses a number too). */
+#define GB_SAMPLE_SEQ_BITS 40
+#define GB_SAMPLE_TALLY_MAX 4096
+
+/* Chunks received from one sending process: what the launcher's sample ledger needs to count
+ * what a crashed actor sent and no trainer got (launch/run_local.c). */
+typedef struct gb_sample_tally {
+    int64_t sender, incarnation; /* the sender's index and process incarnation */
+    int64_t received;            /* well-formed chunks received from it */
+    int64_t max_number;          /* the highest chunk number among them */
+} gb_sample_tally;
+_Static_assert(sizeof(gb_sample_tally) == 4 * sizeof(int64_t), "a tally is one int64 row of 4");
+
 typedef struct gb_sample_receiver_opts {
     const char *endpoint; /* bind address */
     int hwm;              /* messages queued before the senders are pushed back (> 0) */
@@ -98,5 +113,10 @@ int gb_sample_recv(gb_sample_receiver *r, gb_wire_msg *m, int timeout_ms, gb_err
  * atomics, so the hot path takes no lock; each value is current, the three are not one
  * consistent snapshot. Everything else on a receiver is for one thread at a time. */
 gb_sample_receiver_stats gb_sample_receiver_get_stats(const gb_sample_receiver *r);
+
+/* Copies the per-sender tallies (one per sending process seen, in order of first chunk; at most
+ * GB_SAMPLE_TALLY_MAX, further senders go uncounted) into out (cap rows) and returns how many
+ * there are. Any thread. */
+int gb_sample_receiver_tally(gb_sample_receiver *r, gb_sample_tally *out, int cap);
 
 #endif

@@ -77,6 +77,22 @@ static int step_group(actor *a, int g, const gb_wire_msg *m, gb_error *err)
     return 0;
 }
 
+static void report(actor *a);
+
+/* request_actions until one is accepted: while no policy worker is connected (one restarting)
+ * the send times out; the actor keeps reporting meanwhile (it is waiting, not hung) and gives up
+ * only when asked to stop. */
+static int resend(actor *a, int g, gb_error *err)
+{
+    for (;;) {
+        int rc = request_actions(a, g, err);
+        if (rc != GB_ETIMEOUT || gb_worker_stopping(a->w))
+            return rc;
+        GB_WARN("actor: %s; trying again", err->msg);
+        report(a);
+    }
+}
+
 static void report(actor *a)
 {
     gb_acting_stats st;
@@ -179,6 +195,7 @@ int gb_actor_main(gb_worker *w, gb_error *err)
                                 .send_timeout_ms = -1, /* backpressure, never drop */
                                 .role = w->role,
                                 .index = w->index,
+                                .incarnation = w->incarnation,
                                 .kernel_buffer = gb_sample_kernel_buffer(
                                     (int)cfg->streams.sample_hwm, a.layout->block_bytes)};
     if ((rc = gb_infer_client_open(&a.infer, w->zctx, &io, err)) ||
@@ -190,20 +207,35 @@ int gb_actor_main(gb_worker *w, gb_error *err)
             gb_acting_spec(a.acting)->agents, a.S, (long long)cfg->actors.chunk_len, npolicy,
             ntrainer);
     for (int g = 0; g < a.S; g++)
-        if ((rc = request_actions(&a, g, err)))
+        if ((rc = resend(&a, g, err)))
             goto done;
 
     double next_report = gb_now_s();
     while (!gb_worker_stopping(w)) {
+        /* Reports are the launcher's heartbeat: sent from this loop, so an environment stuck
+         * in step silences them */
+        if (gb_now_s() >= next_report) {
+            report(&a);
+            next_report = gb_now_s() + gb_worker_report_interval(w);
+        }
         rc = gb_infer_client_recv(a.infer, &a.reply, 100, err);
         if (rc == GB_EAGAIN)
             continue;
-        if (rc)
-            goto done;
         int g = -1;
         for (int i = 0; i < a.S; i++)
             if (a.pending[i] == a.reply.hdr.seq)
                 g = i;
+        if (rc == GB_ETIMEOUT && g >= 0) {
+            /* The policy worker that had the request died or hangs (the launcher restarts
+             * it): ask again; the DEALER sends it to a live one. */
+            GB_WARN("actor: %s; asking again", err->msg);
+            a.pending[g] = 0;
+            if ((rc = resend(&a, g, err)))
+                goto done;
+            continue;
+        }
+        if (rc)
+            goto done;
         if (g < 0) {
             gb_wire_msg_release(&a.reply);
             continue; /* a reply we no longer wait for */
@@ -211,12 +243,8 @@ int gb_actor_main(gb_worker *w, gb_error *err)
         a.pending[g] = 0;
         rc = step_group(&a, g, &a.reply, err);
         gb_wire_msg_release(&a.reply);
-        if (rc || (rc = request_actions(&a, g, err)))
+        if (rc || (rc = resend(&a, g, err)))
             goto done;
-        if (gb_now_s() >= next_report) {
-            report(&a);
-            next_report = gb_now_s() + cfg->experiment.metrics_interval_s;
-        }
     }
     rc = 0;
 done:

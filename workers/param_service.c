@@ -42,7 +42,7 @@ int gb_params_main(gb_worker *w, gb_error *err)
             gb_metrics_set(w->metrics, "param_abandoned", (double)st.abandoned);
             gb_metrics_set(w->metrics, "param_rejected", (double)st.rejected);
             gb_metrics_send(w->metrics, NULL);
-            next_report = gb_now_s() + w->cfg->experiment.metrics_interval_s;
+            next_report = gb_now_s() + gb_worker_report_interval(w);
         }
     }
     gb_param_service_close(s);

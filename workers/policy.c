@@ -228,7 +228,7 @@ int gb_policy_main(gb_worker *w, gb_error *err)
             gb_metrics_set(w->metrics, "import_failures",
                            (double)atomic_load(&p.import_failures));
             gb_metrics_send(w->metrics, NULL);
-            next_report = gb_now_s() + cfg->experiment.metrics_interval_s;
+            next_report = gb_now_s() + gb_worker_report_interval(w);
         }
     }
     rc = p.param_rc;

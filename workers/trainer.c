@@ -49,6 +49,7 @@ typedef struct trainer {
     int param_count;
     int64_t published_version;
     gb_dataset_writer *record; /* gearbox run --record DIR: every chunk received, appended */
+    gb_sample_tally *tally;    /* [GB_SAMPLE_TALLY_MAX] for reports, allocated at the first */
 } trainer;
 
 /* Checks that a received chunk has exactly the layout's tensors. */
@@ -266,6 +267,13 @@ static void report(trainer *t, double env_progress)
     gb_metrics_set(m, "chunks_discarded_at_stop", (double)atomic_load(&t->discarded_at_stop));
     gb_metrics_set(m, "chunks_rejected",
                    (double)(ss.rejected + (uint64_t)atomic_load(&t->rejected_chunks)));
+    /* chunks per actor process: the launcher's ledger counts what a crashed one lost */
+    if (!t->tally)
+        t->tally = calloc(GB_SAMPLE_TALLY_MAX, sizeof *t->tally);
+    if (t->tally) {
+        int nt = gb_sample_receiver_tally(t->samples, t->tally, GB_SAMPLE_TALLY_MAX);
+        gb_metrics_set_table(m, (const int64_t *)t->tally, nt, 4, NULL);
+    }
     gb_metrics_set(m, "loss", last->loss);
     gb_metrics_set(m, "policy_loss", last->policy_loss);
     gb_metrics_set(m, "value_loss", last->value_loss);
@@ -419,7 +427,7 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
         if (gb_now_s() >= next_report) {
             report(&t, progress);
             /* while the run ends the launcher waits on chunks_received: report often */
-            next_report = gb_now_s() + (reporting_fast ? 0.02 : cfg->experiment.metrics_interval_s);
+            next_report = gb_now_s() + (reporting_fast ? 0.02 : gb_worker_report_interval(w));
         }
         if (gb_now_s() >= next_checkpoint) {
             if ((rc = checkpoint(&t, err)))
@@ -466,6 +474,7 @@ done:
     gb_param_publisher_close(t.publisher);
     gb_sample_receiver_close(t.samples);
     free(t.param_buf);
+    free(t.tally);
     gb_learning_destroy(t.learning);
     gb_group_close(t.group);
     return rc;

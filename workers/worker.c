@@ -30,6 +30,13 @@ int gb_worker_wait_release(const gb_worker *w, double max_s)
     return gb_runctl_client_wait(w->runctl, GB_RUN_RELEASED, max_s);
 }
 
+double gb_worker_report_interval(const gb_worker *w)
+{
+    double beat = w->cfg->launch.heartbeat_timeout_s / 5;
+    return w->cfg->experiment.metrics_interval_s < beat ? w->cfg->experiment.metrics_interval_s
+                                                         : beat;
+}
+
 int gb_worker_endpoint(const gb_worker *w, const char *name, char *out, size_t cap,
                        gb_error *err)
 {

@@ -3,7 +3,7 @@
  * role entry points that `gearbox worker --role R --index I --run-dir DIR` dispatches to.
  * defines: gb_worker, gb_actor_main, gb_policy_main, gb_trainer_main, gb_params_main,
  *          gb_worker_endpoint, gb_worker_stopping, gb_worker_run_state, gb_worker_run_ending,
- *          gb_worker_confirm_ending, gb_worker_wait_release */
+ *          gb_worker_confirm_ending, gb_worker_wait_release, gb_worker_report_interval */
 #ifndef GB_WORKERS_WORKER_H
 #define GB_WORKERS_WORKER_H
 
@@ -19,6 +19,7 @@ typedef struct gb_worker {
     const gb_config *cfg;
     int role;  /* gb_role */
     int index;
+    int incarnation; /* 0 for the first process of (role, index), +1 per restart (--incarnation) */
     const char *run_dir;
     void *zctx;
     gb_registry_client *registry;
@@ -43,6 +44,11 @@ int gb_worker_run_ending(const gb_worker *w);
  * waiting on its rate limiter: tells the launcher, which stops the actors once every trainer
  * has. Never blocks. */
 void gb_worker_confirm_ending(gb_worker *w);
+
+/* Seconds between two reports to the launcher: the metrics interval, or a fifth of the launcher's
+ * heartbeat timeout when that is shorter. Reports are the workers' heartbeats: a worker whose
+ * main loop sends none for launch.heartbeat_timeout_s is taken as hung, killed and restarted. */
+double gb_worker_report_interval(const gb_worker *w);
 
 /* 1 once the worker has been asked to stop. */
 static inline int gb_worker_stopping(const gb_worker *w) { return atomic_load(w->stop) != 0; }

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# tests/launch/run_kill_actor.sh: killing one actor ends the run with a clear report (which
-# worker, how it died, the tail of its log), a non-zero exit status, no workers left, and
-# summary.json with exit_reason worker_died.
+# tests/launch/run_kill_actor.sh: with no restarts allowed (launch.restart.max_restarts 0),
+# killing one actor ends the run with a clear report (which worker, how it died, the tail of its
+# log), a non-zero exit status, no workers left, and summary.json with exit_reason worker_died.
+# (Restarts themselves: run_chaos.sh.)
 # usage: run_kill_actor.sh GEARBOX CONFIG WORK_DIR
 set -u
 gearbox=$1 config=$2 work=$3
 . "$(dirname "$0")/run_lib.sh"
 rm -rf "$work"; mkdir -p "$work"
 "$gearbox" run "$config" --run-dir "$work/run" --set experiment.max_seconds=120 \
-  --set launch.progress=off > "$work/out.log" 2>&1 &
+  --set launch.restart.max_restarts=0 --set launch.progress=off > "$work/out.log" 2>&1 &
 launcher=$!
 log="$work/run/logs/actor-0.log"
 wait_for_log "$log" "actor: " 60 || fail "the run did not start"

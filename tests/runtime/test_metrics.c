@@ -144,10 +144,85 @@ static void test_window_keeps_last_100(void)
     rmdir(dir);
 }
 
+/* Sends one report with env_steps = steps and gauge = gauge from a sender of incarnation inc;
+ * returns once the collector took it. */
+static void report_as(gb_metrics_collector *c, void *ctx, int inc, double steps, double gauge,
+                      const int64_t *table, int rows)
+{
+    gb_error err = {0};
+    gb_metrics_sender *s = NULL;
+    CHECK_OK(gb_metrics_sender_open(&s, ctx, endpoint, GB_ROLE_ACTOR, 3, &err));
+    if (!s)
+        return;
+    gb_metrics_sender_set_incarnation(s, inc);
+    gb_metrics_set(s, "env_steps", steps);
+    gb_metrics_set(s, "gauge", gauge);
+    if (table)
+        CHECK_OK(gb_metrics_set_table(s, table, rows, 4, &err));
+    CHECK_OK(gb_metrics_send(s, &err));
+    gb_metrics_sender_close(s);
+    int got = 0;
+    for (int tries = 0; tries < 300 && !got; tries++)
+        got = gb_metrics_collector_poll(c, 10, &err);
+    CHECK_EQ_INT(got, 1);
+}
+
+static void test_restarted_worker(void)
+{
+    /* A worker restarted twice: carried counters add up over its processes, gauges start
+     * afresh, a late report from a dead process is ignored, the last report time moves, and the
+     * table arrives intact. */
+    char dir[] = "/tmp/gb_metrics_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(endpoint, sizeof endpoint, "ipc://%s/m", dir);
+    void *ctx = zmq_ctx_new();
+    gb_metrics_collector *c = NULL;
+    gb_error err = {0};
+    CHECK_OK(gb_metrics_collector_open(&c, ctx, endpoint, &err));
+    if (!c)
+        return;
+    const char *carry[] = {"env_steps"};
+    CHECK_OK(gb_metrics_collector_carry(c, GB_ROLE_ACTOR, carry, 1, &err));
+    CHECK(isnan(gb_metrics_last_report_s(c, GB_ROLE_ACTOR, 3)));
+    CHECK_EQ_INT(gb_metrics_incarnation(c, GB_ROLE_ACTOR, 3), -1);
+    report_as(c, ctx, 0, 100, 7, NULL, 0);
+    double first = gb_metrics_last_report_s(c, GB_ROLE_ACTOR, 3);
+    CHECK(!isnan(first));
+    report_as(c, ctx, 0, 150, 8, NULL, 0);
+    CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 3, "env_steps"), 150, 0);
+    report_as(c, ctx, 1, 20, 9, NULL, 0); /* restarted: 150 carried */
+    CHECK_EQ_INT(gb_metrics_incarnation(c, GB_ROLE_ACTOR, 3), 1);
+    CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 3, "env_steps"), 170, 0);
+    CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 3, "gauge"), 9, 0);
+    report_as(c, ctx, 0, 999, 1, NULL, 0); /* queued by the dead process: ignored */
+    CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 3, "env_steps"), 170, 0);
+    CHECK_EQ_INT((int)gb_metrics_collector_stale(c), 1);
+    int64_t table[8] = {0, 2, 30, 31, 1, 0, 5, 5};
+    report_as(c, ctx, 2, 5, 10, table, 2);
+    CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 3, "env_steps"), 175, 0);
+    CHECK_NEAR(gb_metrics_sum(c, GB_ROLE_ACTOR, "env_steps"), 175, 0);
+    CHECK(gb_metrics_last_report_s(c, GB_ROLE_ACTOR, 3) >= first);
+    const int64_t *rows = NULL;
+    int nrows = 0, ncols = 0;
+    CHECK(gb_metrics_table(c, GB_ROLE_ACTOR, 3, &rows, &nrows, &ncols) == 1);
+    CHECK_EQ_INT(nrows, 2);
+    CHECK_EQ_INT(ncols, 4);
+    for (int i = 0; rows && i < 8; i++)
+        CHECK(rows[i] == table[i]);
+    CHECK(gb_metrics_set_table(NULL, table, GB_METRICS_TABLE_MAX_ROWS + 1, 4, &err) == GB_EINVAL);
+    gb_metrics_collector_close(c);
+    zmq_ctx_term(ctx);
+    char sock[300];
+    snprintf(sock, sizeof sock, "%s/m", dir);
+    unlink(sock);
+    rmdir(dir);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     TEST_RUN(test_processes);
     TEST_RUN(test_window_keeps_last_100);
+    TEST_RUN(test_restarted_worker);
     return test_main_result();
 }

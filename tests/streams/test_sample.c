@@ -330,6 +330,49 @@ static void test_drops_counted(void)
     pair_close(&pr);
 }
 
+/* The receiver tallies chunks per sending process (index, incarnation in the seq's high bits):
+ * the launcher's count of what a crashed actor sent and no trainer got. */
+static void test_tally_per_process(void)
+{
+    gb_error err;
+    pair pr;
+    pair_open(&pr, 16, -1);
+    static unsigned char chunk[256];
+    gb_tensor_desc d;
+    int64_t shape[1] = {sizeof chunk};
+    gb_wire_set_tensor(&d, "bytes", GB_DTYPE_UINT8, 1, shape, &err);
+    gb_wire_payload p = {chunk, 0, 0, 0};
+    for (int k = 0; k < 3; k++)
+        CHECK_OK(gb_sample_send(pr.s, k, &d, &p, 1, &err));
+    /* the same actor index restarted (incarnation 2), on its own socket */
+    const char *eps[1] = {gb_sample_receiver_endpoint(pr.r)};
+    gb_sample_sender_opts so = {.endpoints = eps, .n_endpoints = 1, .hwm = 16,
+                               .send_timeout_ms = -1, .role = GB_ROLE_ACTOR, .index = 0,
+                               .incarnation = 2};
+    gb_sample_sender *s2 = NULL;
+    CHECK_OK(gb_sample_sender_open(&s2, pr.ctx, &so, &err));
+    for (int k = 0; k < 5 && s2; k++)
+        CHECK_OK(gb_sample_send(s2, k, &d, &p, 1, &err));
+    gb_wire_msg m;
+    gb_wire_msg_init(&m);
+    int got = 0;
+    while (got < 8 && gb_sample_recv(pr.r, &m, 5000, &err) == 0) {
+        got++;
+        gb_wire_msg_release(&m);
+    }
+    CHECK_EQ_INT(got, 8);
+    gb_sample_tally t[4];
+    CHECK_EQ_INT(gb_sample_receiver_tally(pr.r, t, 4), 2);
+    for (int i = 0; i < 2; i++) {
+        int inc2 = t[i].incarnation == 2;
+        CHECK(t[i].sender == 0 && (t[i].incarnation == 0 || inc2));
+        CHECK_EQ_INT(t[i].received, inc2 ? 5 : 3);
+        CHECK_EQ_INT(t[i].max_number, inc2 ? 5 : 3);
+    }
+    gb_sample_sender_close(s2);
+    pair_close(&pr);
+}
+
 /* A trainer's report reads the receiver's counters while its ingest thread receives: a reader
  * thread polls both ends' statistics while this thread sends and receives. Without atomic
  * counters this is a data race that ThreadSanitizer reports; here the counts also must only
@@ -405,6 +448,7 @@ int main(void)
     TEST_RUN(test_actors_to_trainers_ipc);
     TEST_RUN(test_actors_to_trainers_tcp);
     TEST_RUN(test_drops_counted);
+    TEST_RUN(test_tally_per_process);
     TEST_RUN(test_stats_read_while_receiving);
     return test_main_result();
 }

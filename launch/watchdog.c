@@ -1,0 +1,267 @@
+/* launch/watchdog.c: restarts of dead and hung workers (see watchdog.h).
+ *
+ * Which roles come back: actors (they lose at most the chunks they had not sent), policy workers
+ * (they fetch the latest parameters at start; actors ask again when a request times out) and the
+ * parameter service (the trainer's next push refills it). Trainers do not yet: a trainer holds
+ * the replay and the model, and until a restarted one re-attaches its replay and reloads its
+ * checkpoint, restarting it would silently lose both; a dead trainer ends the run, as before.
+ *
+ * Whom to blame for silence: a worker blocked on backpressure stops reporting too (an actor
+ * waits in its send while the trainers do not read). So a silent trainer or parameter service is
+ * dealt with first, and actors are taken as hung only while every trainer reports. */
+#include "launch/watchdog.h"
+
+#include "runtime/clock.h"
+#include "runtime/log.h"
+#include "runtime/sample.h"
+#include "runtime/wire.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    int role;
+} roles[] = {{"actor", GB_ROLE_ACTOR},
+             {"policy", GB_ROLE_POLICY},
+             {"trainer", GB_ROLE_TRAINER},
+             {"params", GB_ROLE_PARAMS}};
+
+static int role_of(const gb_child *c)
+{
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++)
+        if (strcmp(c->role, roles[i].name) == 0)
+            return roles[i].role;
+    return GB_ROLE_NONE;
+}
+
+/* Counters that continue across restarts, per role (gb_metrics_collector_carry). */
+static const char *const actor_counters[] = {"env_steps", "episodes", "chunks_sent",
+                                             "sample_drops", "inference_timeouts"};
+static const char *const policy_counters[] = {"requests", "rows", "batches"};
+
+int gb_watchdog_init(gb_watchdog *wd, const gb_config *cfg, gb_supervisor *sup,
+                     gb_metrics_collector *mc, double t0, gb_error *err)
+{
+    memset(wd, 0, sizeof *wd);
+    wd->cfg = cfg;
+    wd->sup = sup;
+    wd->mc = mc;
+    wd->t0 = t0;
+    int rc = gb_metrics_collector_carry(mc, GB_ROLE_ACTOR, actor_counters,
+                                        (int)(sizeof actor_counters / sizeof *actor_counters),
+                                        err);
+    if (rc == 0)
+        rc = gb_metrics_collector_carry(mc, GB_ROLE_POLICY, policy_counters,
+                                        (int)(sizeof policy_counters / sizeof *policy_counters),
+                                        err);
+    return rc;
+}
+
+void gb_watchdog_free(gb_watchdog *wd)
+{
+    free(wd->restarts);
+    free(wd->dead);
+    memset(wd, 0, sizeof *wd);
+}
+
+static int restartable(const gb_child *c)
+{
+    int role = role_of(c);
+    return role == GB_ROLE_ACTOR || role == GB_ROLE_POLICY || role == GB_ROLE_PARAMS;
+}
+
+/* Restarts within the last window_s. */
+static int64_t recent(const gb_watchdog *wd, double t)
+{
+    int64_t n = 0;
+    for (int i = wd->nrestarts - 1; i >= 0 && wd->restarts[i].at_s > t - wd->cfg->launch.restart.window_s; i--)
+        n++;
+    return n;
+}
+
+/* Notes what actor c's process had reported (the sample ledger's view of it). */
+static void remember_actor(gb_watchdog *wd, const gb_child *c)
+{
+    gb_error e = {0};
+    gb_metrics_collector_poll(wd->mc, 0, &e); /* reports it sent before dying */
+    if (gb_metrics_incarnation(wd->mc, GB_ROLE_ACTOR, c->index) != c->incarnation)
+        return; /* it never reported: nothing sent that anyone counted */
+    if (wd->ndead == wd->dead_cap) {
+        int cap = wd->dead_cap ? 2 * wd->dead_cap : 16;
+        gb_dead_actor *d = realloc(wd->dead, (size_t)cap * sizeof *d);
+        if (!d)
+            return;
+        wd->dead = d;
+        wd->dead_cap = cap;
+    }
+    /* the collector adds earlier processes' counts: take those off */
+    int64_t sent = 0, dropped = 0;
+    for (int i = 0; i < wd->ndead; i++)
+        if (wd->dead[i].index == c->index) {
+            sent += wd->dead[i].sent;
+            dropped += wd->dead[i].dropped;
+        }
+    double s = gb_metrics_get(wd->mc, GB_ROLE_ACTOR, c->index, "chunks_sent");
+    double d = gb_metrics_get(wd->mc, GB_ROLE_ACTOR, c->index, "sample_drops");
+    wd->dead[wd->ndead++] = (gb_dead_actor){
+        .index = c->index,
+        .incarnation = c->incarnation,
+        .sent = (isnan(s) ? 0 : (int64_t)s) - sent,
+        .dropped = (isnan(d) ? 0 : (int64_t)d) - dropped,
+    };
+}
+
+/* Restarts c (ended or killed) if the budget allows. Returns 0 when restarted, 1 when the run
+ * must end (why filled). */
+static int restart(gb_watchdog *wd, gb_child *c, const char *what, char *why, size_t n)
+{
+    double t = gb_now_s() - wd->t0;
+    const gb_config_restart *rb = &wd->cfg->launch.restart;
+    if (!restartable(c)) {
+        snprintf(why, n, "worker %s-%d %s (a %s is not restarted)", c->role, c->index, what,
+                 c->role);
+        return 1;
+    }
+    if (recent(wd, t) >= rb->max_restarts) {
+        snprintf(why, n, "worker %s-%d %s; no restart left (launch.restart allows %lld within "
+                 "%g s)", c->role, c->index, what, (long long)rb->max_restarts, rb->window_s);
+        return 1;
+    }
+    if (role_of(c) == GB_ROLE_ACTOR)
+        remember_actor(wd, c);
+    if (wd->nrestarts == wd->restarts_cap) {
+        int cap = wd->restarts_cap ? 2 * wd->restarts_cap : 16;
+        gb_run_restart *r = realloc(wd->restarts, (size_t)cap * sizeof *r);
+        if (!r) {
+            snprintf(why, n, "worker %s-%d %s; out of memory to restart it", c->role, c->index,
+                     what);
+            return 1;
+        }
+        wd->restarts = r;
+        wd->restarts_cap = cap;
+    }
+    gb_run_restart *r = &wd->restarts[wd->nrestarts++];
+    snprintf(r->worker, sizeof r->worker, "%s-%d", c->role, c->index);
+    snprintf(r->reason, sizeof r->reason, "%s", what);
+    r->at_s = t;
+    gb_error err = {0};
+    if (gb_supervisor_restart(wd->sup, c, &err)) {
+        snprintf(why, n, "worker %s-%d %s; restarting it failed: %s", c->role, c->index, what,
+                 err.msg);
+        return 1;
+    }
+    GB_WARN("worker %s-%d %s; restarted it (pid %d, restart %d of the run; %lld allowed "
+            "within %g s)", c->role, c->index, what, (int)c->pid, wd->nrestarts,
+            (long long)rb->max_restarts, rb->window_s);
+    return 0;
+}
+
+/* Seconds worker c has been silent: since its process's last report, or, before its first,
+ * since it started less the time it may take to start (peers it waits for at start included). */
+static double silent_s(const gb_watchdog *wd, const gb_child *c, double now)
+{
+    int role = role_of(c);
+    double last = gb_metrics_last_report_s(wd->mc, role, c->index);
+    if (gb_metrics_incarnation(wd->mc, role, c->index) == c->incarnation && !isnan(last))
+        return now - last;
+    double startup = (double)wd->cfg->streams.registry_timeout_ms / 1000.0;
+    return now - c->started_s - startup;
+}
+
+/* The hung worker to deal with first, or NULL: see the top of this file. */
+static gb_child *find_hung(const gb_watchdog *wd, double now, double *silent)
+{
+    double limit = wd->cfg->launch.heartbeat_timeout_s;
+    gb_child *hung = NULL, *hung_actor = NULL;
+    int trainer_silent = 0;
+    for (int i = 0; i < wd->sup->n; i++) {
+        gb_child *c = &wd->sup->children[i];
+        if (!c->running)
+            continue;
+        double s = silent_s(wd, c, now);
+        if (s <= limit)
+            continue;
+        int role = role_of(c);
+        if (role == GB_ROLE_TRAINER || role == GB_ROLE_PARAMS)
+            trainer_silent = 1;
+        if (role == GB_ROLE_ACTOR) {
+            if (!hung_actor) {
+                hung_actor = c;
+                *silent = s;
+            }
+        } else if (!hung || role_of(hung) == GB_ROLE_POLICY) {
+            hung = c; /* trainers and the parameter service before policy workers */
+            *silent = s;
+        }
+    }
+    if (hung) {
+        *silent = silent_s(wd, hung, now);
+        return hung;
+    }
+    return trainer_silent ? NULL : hung_actor;
+}
+
+int gb_watchdog_check(gb_watchdog *wd, gb_child **culprit, char *why, size_t n,
+                      const char **exit_reason)
+{
+    gb_child *c;
+    while ((c = gb_supervisor_reap(wd->sup))) {
+        char how[128];
+        gb_child_describe(c, how, sizeof how);
+        if (restart(wd, c, how, why, n)) {
+            *culprit = c;
+            *exit_reason = "worker_died";
+            return 1;
+        }
+    }
+    double silent = 0;
+    if ((c = find_hung(wd, gb_now_s(), &silent))) {
+        char what[128];
+        snprintf(what, sizeof what, "hung: no report for %.1f s (launch.heartbeat_timeout_s "
+                 "%g); killed", silent, wd->cfg->launch.heartbeat_timeout_s);
+        gb_supervisor_kill(wd->sup, c);
+        if (restart(wd, c, what, why, n)) {
+            *culprit = c;
+            *exit_reason = "worker_hung";
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void gb_watchdog_ledger(const gb_watchdog *wd, int64_t *lost_in_crash, int64_t *sent_extra)
+{
+    *lost_in_crash = *sent_extra = 0;
+    int64_t trainers = wd->cfg->trainer.count;
+    for (int i = 0; i < wd->ndead; i++) {
+        const gb_dead_actor *d = &wd->dead[i];
+        /* what the trainers got from that process: summed, and the highest chunk number */
+        int64_t received = 0, max_number = 0;
+        for (int64_t t = 0; t < trainers; t++) {
+            const int64_t *rows;
+            int nrows, ncols;
+            if (!gb_metrics_table(wd->mc, GB_ROLE_TRAINER, (int)t, &rows, &nrows, &ncols) ||
+                ncols != 4)
+                continue;
+            for (int r = 0; r < nrows; r++) {
+                const gb_sample_tally *y = (const gb_sample_tally *)(rows + 4 * r);
+                if (y->sender != d->index || y->incarnation != d->incarnation)
+                    continue;
+                received += y->received;
+                if (y->max_number > max_number)
+                    max_number = y->max_number;
+            }
+        }
+        /* chunk numbers count sent and dropped chunks alike */
+        int64_t sent = d->sent;
+        if (max_number - d->dropped > sent) {
+            *sent_extra += max_number - d->dropped - sent;
+            sent = max_number - d->dropped;
+        }
+        if (sent > received)
+            *lost_in_crash += sent - received;
+    }
+}
