@@ -81,6 +81,7 @@ void gb_index_remove(gb_replay *r, int64_t idx, int reason)
     else
         st->newest = r->prev[idx];
     r->next[idx] = r->prev[idx] = -1;
+    GB_REPLAY_FAULT_POINT("remove: unlinked");
     r->c->deletes++;
     if (reason == GB_REMOVE_EVICT)
         r->c->evicted++;

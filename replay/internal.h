@@ -147,6 +147,19 @@ void gb_replay_publish_segment(struct gb_replay *r);
  * (attach.c). r->mu need not be held: nothing else uses r yet. */
 void gb_replay_recover(struct gb_replay *r);
 
+/* ---- Fault injection (crash tests) ---------------------------------------------------------- */
+
+/* When set, called at each point where the process dying matters to a later attach (inside
+ * allocate, commit, abort, priority updates, sampling and removal); the crash tests kill the
+ * process from it. NULL outside tests: one predictable branch per point. Not thread-safe to
+ * change while the replay is in use. */
+extern void (*gb_replay_fault_hook)(const char *where);
+#define GB_REPLAY_FAULT_POINT(where)                                                             \
+    do {                                                                                         \
+        if (gb_replay_fault_hook)                                                                \
+            gb_replay_fault_hook(where);                                                         \
+    } while (0)
+
 /* ---- The replay ---------------------------------------------------------------------------- */
 
 /* A selector instance: its ops and its state (NULL for the stateless ones). */

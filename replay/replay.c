@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+void (*gb_replay_fault_hook)(const char *where);
+
 /* The primary selector (kept[0]), the extra weighted / top-k ones asked for (kept[1..]), and the
  * stateless built-ins, which every replay offers (sel[] only: no callbacks to run). */
 static int create_selectors(gb_replay *r, const gb_replay_options *o, gb_error *err)

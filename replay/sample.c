@@ -92,6 +92,7 @@ static void take(gb_replay *r, gb_replay_selection *s, int64_t k, int64_t i)
     gb_replay_status *st = &r->st;
     st->item[i].pins++;
     st->item[i].times_sampled++;
+    GB_REPLAY_FAULT_POINT("sample: item counted");
     s->key[k] = st->item[i].seq;
     if (r->opt.max_times_sampled > 0 && st->state[i] == GB_ITEM_COMMITTED &&
         st->item[i].times_sampled >= (uint64_t)r->opt.max_times_sampled)
@@ -337,6 +338,7 @@ int gb_replay_update_priorities(gb_replay *r, int64_t n, const int64_t *idx, con
             continue;
         }
         st->priority[i] = priority[k];
+        GB_REPLAY_FAULT_POINT("update: priority stored");
         gb_replay_sel_update(r, i, priority[k]);
         if (r->opt.remover == GB_REMOVER_LOWEST_PRIORITY)
             gb_rheap_fix(&r->low_priority, i);

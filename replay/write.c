@@ -52,6 +52,7 @@ int gb_replay_allocate(gb_replay *r, int64_t n, int64_t *idx, double timeout_s, 
                     r->free_count--;
                     r->st.state[i] = GB_ITEM_WRITING;
                     idx[k] = i;
+                    GB_REPLAY_FAULT_POINT("allocate: block marked");
                 }
                 r->writing += n;
                 break;
@@ -97,6 +98,7 @@ static int check_writing(gb_replay *r, int64_t n, const int64_t *idx, const char
             break;
         }
         r->st.state[i] = 0xFF;
+        GB_REPLAY_FAULT_POINT("check: entry marked");
     }
     for (int64_t j = 0; j < k; j++)
         r->st.state[idx[j]] = GB_ITEM_WRITING;
@@ -133,6 +135,7 @@ int gb_replay_commit(gb_replay *r, int64_t n, const int64_t *idx, const double *
         st->item[i].times_sampled = 0;
         st->length[i] = length ? length[k] : (int32_t)r->steps;
         st->policy_version[i] = policy_version ? policy_version[k] : 0;
+        GB_REPLAY_FAULT_POINT("commit: fields written");
         if (!r->c->has_priority || p > r->c->max_priority) {
             r->c->max_priority = p;
             r->c->has_priority = 1;
@@ -140,6 +143,7 @@ int gb_replay_commit(gb_replay *r, int64_t n, const int64_t *idx, const double *
         r->writing--;
         r->c->inserts++;
         gb_index_link(r, i);
+        GB_REPLAY_FAULT_POINT("commit: item linked");
         if (st->policy_version[i] < r->c->min_version) /* already below the staleness floor */
             gb_index_remove(r, i, GB_REMOVE_EXPIRED);
     }
@@ -153,8 +157,10 @@ int gb_replay_abort(gb_replay *r, int64_t n, const int64_t *idx, gb_error *err)
     pthread_mutex_lock(&r->mu);
     int rc = check_writing(r, n, idx, "abort", err);
     if (rc == 0) {
-        for (int64_t k = 0; k < n; k++)
+        for (int64_t k = 0; k < n; k++) {
             gb_index_push_free(r, idx[k]);
+            GB_REPLAY_FAULT_POINT("abort: block freed");
+        }
         r->writing -= n;
         r->c->aborted += (uint64_t)n;
         pthread_cond_broadcast(&r->cv_insert);
