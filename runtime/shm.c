@@ -177,7 +177,16 @@ int gb_shm_run_id(const char *run_dir, char id[GB_SHM_RUN_ID_LEN + 1], gb_error 
     uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 */
     for (const unsigned char *p = (const unsigned char *)real; *p; p++)
         h = (h ^ *p) * 0x100000001b3ULL;
-    uint64_t ids[2] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino};
+    /* The birth time tells a folder from one made again at the same path: file systems hand a
+     * freed inode number straight back (ext4 does), so path and inode alone would give a fresh
+     * run in a re-made folder the id, and the segments, of the run that was there before. */
+    uint64_t ids[4] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino, 0, 0};
+    struct statx sx;
+    if (statx(AT_FDCWD, real, 0, STATX_INO | STATX_BTIME, &sx) == 0 &&
+        (sx.stx_mask & STATX_BTIME)) {
+        ids[2] = (uint64_t)sx.stx_btime.tv_sec;
+        ids[3] = sx.stx_btime.tv_nsec;
+    }
     for (size_t k = 0; k < sizeof ids; k++)
         h = (h ^ ((const unsigned char *)ids)[k]) * 0x100000001b3ULL;
     free(real);

@@ -53,10 +53,11 @@ int gb_shm_map_fd(gb_shm *shm, int fd, size_t size, int readonly, gb_error *err)
 void gb_shm_free(gb_shm *shm);
 
 /* The run id of a run directory: 16 hex digits of a 64-bit FNV-1a hash of its canonical path
- * (realpath) and its device and inode numbers, into id (17 bytes with the NUL). The same folder
- * gives the same id in every process of the run (and to `--resume`); a folder deleted and made
- * again under the same path, or another path, gives another. run_dir must exist. Returns 0 or
- * GB_ENOTFOUND / GB_ESYS. */
+ * (realpath), its device and inode numbers and its birth time (statx, where the file system
+ * records one), into id (17 bytes with the NUL). The same folder gives the same id in every
+ * process of the run (and to `--resume`); another path, or a folder deleted and made again under
+ * the same path (which may get the same inode number back), gives another. run_dir must exist.
+ * Returns 0 or GB_ENOTFOUND / GB_ESYS. */
 #define GB_SHM_RUN_ID_LEN 16
 int gb_shm_run_id(const char *run_dir, char id[GB_SHM_RUN_ID_LEN + 1], gb_error *err);
 

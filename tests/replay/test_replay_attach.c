@@ -16,6 +16,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -565,6 +566,18 @@ static void test_run_names(void)
     CHECK(strncmp(a, "/gearbox-", 9) == 0 && strstr(a, "-replay-0") != NULL);
     CHECK(strcmp(a, b) == 0);
     CHECK(strcmp(a, c) != 0 && strcmp(a, d) != 0);
+    /* A folder made again at the same path (ext4 hands the inode number straight back) is
+     * another run, where the file system records birth times. */
+    struct statx sx;
+    int has_btime = statx(AT_FDCWD, d2, 0, STATX_BTIME, &sx) == 0 && (sx.stx_mask & STATX_BTIME);
+    char d2_again[GB_SHM_NAME_MAX];
+    CHECK(rmdir(d2) == 0 && mkdir(d2, 0700) == 0);
+    CHECK_OK(gb_replay_shm_name(d2, 0, d2_again, sizeof d2_again, &err));
+    if (has_btime)
+        CHECK(strcmp(d, d2_again) != 0);
+    else
+        fprintf(stderr, "no birth times here: a re-made run folder keeps its run id\n");
+    strcpy(d, d2_again);
     CHECK_EQ_INT(gb_replay_shm_name("/nonexistent/gearbox/run", 0, b, sizeof b, &err),
                  GB_ENOTFOUND);
     CHECK_EQ_INT(gb_shm_run_name(d1, "bad/name", b, sizeof b, &err), GB_EINVAL);
