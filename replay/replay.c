@@ -139,8 +139,10 @@ int gb_replay_attach(const gb_replay_options *o, gb_replay **out, gb_error *err)
         return gb_error_set(err, GB_EINVAL, "replay attach: needs a segment name (shm_name)");
     gb_shm probe;
     int rc = gb_shm_open(&probe, o->shm_name, 0, 1, err);
-    if (rc)
-        return gb_error_prefix(err, "replay attach");
+    if (rc) {
+        gb_error_prefix(err, "replay attach");
+        return rc;
+    }
     gb_shm_free(&probe);
     gb_replay_options po = *o;
     po.shm_persistent = 1;

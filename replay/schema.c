@@ -264,8 +264,10 @@ static int open_existing(gb_replay *r, const gb_replay_shm_header *want, int *fo
     int rc = gb_shm_open(&r->shm, name, 0, 0, err);
     if (rc == GB_ENOTFOUND)
         return 0;
-    if (rc)
-        return gb_error_prefix(err, "replay attach");
+    if (rc) {
+        gb_error_prefix(err, "replay attach");
+        return rc;
+    }
     const gb_replay_shm_header *h = r->shm.base;
     if (r->shm.size < sizeof *h ||
         __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == 0) { /* its creator never finished */
@@ -301,9 +303,11 @@ int gb_replay_map_segment(gb_replay *r, int *attached, gb_error *err)
         }
     }
     rc = gb_shm_create(&r->shm, h.total_bytes, r->opt.shm_name, r->opt.huge_pages, err);
-    if (rc)
-        return gb_error_prefix(err, "replay: shared segment of %llu bytes",
-                               (unsigned long long)h.total_bytes);
+    if (rc) { /* the code kept: GB_EFULL tells a caller to do without a named segment */
+        gb_error_prefix(err, "replay: shared segment of %llu bytes",
+                        (unsigned long long)h.total_bytes);
+        return rc;
+    }
     if (r->persistent)
         r->shm.owner = 0; /* the run removes the name, not this process */
     h.magic = 0; /* published by gb_replay_publish_segment once everything is in place */

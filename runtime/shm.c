@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #ifndef MFD_HUGETLB
@@ -74,6 +75,15 @@ int gb_shm_create(gb_shm *shm, size_t size, const char *name, int huge_pages, gb
     if (!name && huge_pages && try_hugetlb(shm, size) == 0)
         return 0;
     if (name) {
+        /* A named segment lives in /dev/shm (a tmpfs, 64 MiB in a default container), and its
+         * pages come on first touch: one larger than the room there would die of SIGBUS
+         * mid-run, so refuse it now. */
+        struct statvfs vfs;
+        if (statvfs("/dev/shm", &vfs) == 0 &&
+            (unsigned long long)vfs.f_bavail * vfs.f_frsize < size)
+            return gb_error_set(err, GB_EFULL, "shm: '%s' needs %zu bytes and /dev/shm has %llu "
+                                "free (give the container more, e.g. docker --shm-size)", name,
+                                size, (unsigned long long)vfs.f_bavail * vfs.f_frsize);
         shm->fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (shm->fd < 0)
             return gb_error_errno(err, "shm: shm_open('%s')", name);

@@ -33,8 +33,9 @@ typedef struct gb_shm {
  * /proc/<pid>/fd/<fd>); a name ("/gearbox-run-trainer0") gives a POSIX shm object that
  * gb_shm_open finds by name and that gb_shm_free unlinks. huge_pages: try MFD_HUGETLB first, else
  * ask for transparent huge pages (MADV_HUGEPAGE); never fails for lack of huge pages. Pages are
- * allocated by the kernel on first touch. Returns 0 or GB_EINVAL / GB_ESYS; shm is zeroed on
- * failure. Does not block. */
+ * allocated by the kernel on first touch. Returns 0 or GB_EINVAL / GB_ESYS, or GB_EFULL for a
+ * named segment larger than the free room in /dev/shm (where it would fault on first touch);
+ * shm is zeroed on failure. Does not block. */
 int gb_shm_create(gb_shm *shm, size_t size, const char *name, int huge_pages, gb_error *err);
 
 /* Maps an existing POSIX shm object by name (created by gb_shm_create in this or another

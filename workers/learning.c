@@ -118,7 +118,15 @@ static int make_replay(gb_learning *L, const gb_learning_opts *o, gb_error *err)
         if (rc)
             return rc;
     }
-    return gb_replay_create(&ro, &L->replay, err);
+    int rc = gb_replay_create(&ro, &L->replay, err);
+    if (rc == GB_EFULL && ro.shm_name) { /* no room in /dev/shm: run, but without the safety */
+        GB_WARN("learning: the replay goes to anonymous memory and will not survive a crash of "
+                "this trainer: %s", err ? err->msg : "");
+        ro.shm_name = NULL;
+        ro.shm_persistent = 0;
+        rc = gb_replay_create(&ro, &L->replay, err);
+    }
+    return rc;
 }
 
 static int alloc_staging(gb_learning *L, gb_error *err)

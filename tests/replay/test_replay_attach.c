@@ -583,6 +583,9 @@ static void test_run_names(void)
     CHECK_EQ_INT(gb_shm_run_name(d1, "bad/name", b, sizeof b, &err), GB_EINVAL);
 
     gb_shm s1, s2, s3;
+    /* Larger than /dev/shm's room: refused at once (it would die of SIGBUS on first touch). */
+    CHECK_EQ_INT(gb_shm_create(&s1, (size_t)1 << 52, a, 0, &err), GB_EFULL);
+    CHECK_MSG(strstr(err.msg, "/dev/shm") != NULL, "%s", err.msg);
     CHECK_OK(gb_shm_create(&s1, 4096, a, 0, &err));
     CHECK_OK(gb_shm_create(&s2, 4096, c, 0, &err));
     CHECK_OK(gb_shm_create(&s3, 4096, d, 0, &err));
