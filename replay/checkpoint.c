@@ -137,19 +137,19 @@ int gb_replay_checkpoint(gb_replay *r, const char *path, gb_error *err)
             freeq[nf++] = i;
     h->items = (uint64_t)n;
     h->free_blocks = (uint64_t)nf;
-    h->next_seq = r->next_seq;
-    h->inserts = r->inserts;
-    h->deletes = r->deletes;
-    h->samples = r->samples;
-    h->evicted = r->evicted;
-    h->sampled_out = r->sampled_out;
-    h->expired = r->expired;
-    h->aborted = r->aborted;
-    h->updates = r->updates;
-    h->stale_updates = r->stale_updates;
-    h->max_priority = r->max_priority;
-    h->has_priority = (uint32_t)r->has_priority;
-    h->min_version = r->min_version;
+    h->next_seq = r->c->next_seq;
+    h->inserts = r->c->inserts;
+    h->deletes = r->c->deletes;
+    h->samples = r->c->samples;
+    h->evicted = r->c->evicted;
+    h->sampled_out = r->c->sampled_out;
+    h->expired = r->c->expired;
+    h->aborted = r->c->aborted;
+    h->updates = r->c->updates;
+    h->stale_updates = r->c->stale_updates;
+    h->max_priority = r->c->max_priority;
+    h->has_priority = (uint32_t)r->c->has_priority;
+    h->min_version = r->c->min_version;
     memcpy(h->rng_s, r->rng.s, sizeof h->rng_s);
     h->rng_spare = r->rng.spare_normal;
     h->rng_has_spare = r->rng.has_spare;
@@ -309,7 +309,7 @@ static int cmp_seq(const void *a, const void *b, void *arg)
 int gb_replay_restore(gb_replay *r, const char *path, gb_error *err)
 {
     pthread_mutex_lock(&r->mu);
-    int busy = r->st.size != 0 || r->writing != 0 || r->retired_pinned != 0 || r->inserts != 0;
+    int busy = r->st.size != 0 || r->writing != 0 || r->retired_pinned != 0 || r->c->inserts != 0;
     pthread_mutex_unlock(&r->mu);
     if (busy)
         return gb_error_set(err, GB_EINVAL, "replay restore: the replay must be new and empty");
@@ -443,19 +443,19 @@ int gb_replay_restore(gb_replay *r, const char *path, gb_error *err)
         gb_replay_sel_insert(r, i, st->priority[i]); /* every kept selector */
     }
     st->size = n;
-    r->next_seq = h->next_seq;
-    r->inserts = h->inserts;
-    r->deletes = h->deletes;
-    r->samples = h->samples;
-    r->evicted = h->evicted;
-    r->sampled_out = h->sampled_out;
-    r->expired = h->expired;
-    r->aborted = h->aborted;
-    r->updates = h->updates;
-    r->stale_updates = h->stale_updates;
-    r->max_priority = h->max_priority;
-    r->has_priority = (int)h->has_priority;
-    r->min_version = h->min_version;
+    r->c->next_seq = h->next_seq;
+    r->c->inserts = h->inserts;
+    r->c->deletes = h->deletes;
+    r->c->samples = h->samples;
+    r->c->evicted = h->evicted;
+    r->c->sampled_out = h->sampled_out;
+    r->c->expired = h->expired;
+    r->c->aborted = h->aborted;
+    r->c->updates = h->updates;
+    r->c->stale_updates = h->stale_updates;
+    r->c->max_priority = h->max_priority;
+    r->c->has_priority = (int)h->has_priority;
+    r->c->min_version = h->min_version;
     memcpy(r->rng.s, h->rng_s, sizeof h->rng_s);
     r->rng.spare_normal = h->rng_spare;
     r->rng.has_spare = (int)h->rng_has_spare;

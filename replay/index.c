@@ -40,7 +40,10 @@ void gb_index_push_free(gb_replay *r, int64_t idx)
 void gb_index_link(gb_replay *r, int64_t idx)
 {
     gb_replay_status *st = &r->st;
-    st->state[idx] = GB_ITEM_COMMITTED;
+    /* The state last, with release ordering: every status field the caller wrote (and the
+     * block's data) is in the segment before the item counts as committed, so a process killed
+     * at any instruction leaves either a whole committed item or one that attach drops. */
+    __atomic_store_n(&st->state[idx], (uint8_t)GB_ITEM_COMMITTED, __ATOMIC_RELEASE);
     r->live_pos[idx] = st->size;
     r->live[st->size++] = idx;
     r->prev[idx] = st->newest;
@@ -78,13 +81,14 @@ void gb_index_remove(gb_replay *r, int64_t idx, int reason)
     else
         st->newest = r->prev[idx];
     r->next[idx] = r->prev[idx] = -1;
-    r->deletes++;
+    GB_REPLAY_FAULT_POINT("remove: unlinked");
+    r->c->deletes++;
     if (reason == GB_REMOVE_EVICT)
-        r->evicted++;
+        r->c->evicted++;
     else if (reason == GB_REMOVE_SAMPLED_OUT)
-        r->sampled_out++;
+        r->c->sampled_out++;
     else
-        r->expired++;
+        r->c->expired++;
     if (st->item[idx].pins > 0) {
         st->state[idx] = GB_ITEM_RETIRED;
         r->retired_pinned++;

@@ -1,6 +1,7 @@
 /* replay/internal.h: the replay's private state, shared by the files that implement replay.h.
  * Their calls run one way, from the top down (no file calls one above it):
- *   replay.c (create, free)
+ *   replay.c (create, free, attach)
+ *     -> attach.c (recovering a persistent segment whose owner died)
  *     -> remote.c (writer port)  -> write.c (allocate, commit, abort)
  *     -> sample.c, collect.c, checkpoint.c
  *     -> index.c, selectors.c, heap.c, ratelimit.c
@@ -69,19 +70,43 @@ void gb_collect_pool_free(gb_collect_pool *p);
 /* ---- Shared segment header (schema.c) ------------------------------------------------------- */
 
 #define GB_REPLAY_SHM_MAGIC 0x4742525053484d31ULL /* "GBRPSHM1" */
+/* The segment's format: bumped whenever the header, the status arrays or the layout change, so
+ * that a replay never attaches to a segment written by another gearbox. */
+#define GB_REPLAY_SHM_VERSION 2u
 /* Segment start: the header (4 KiB), then the writer port (remote.c), then the status arrays. */
 #define GB_REPLAY_SHM_HEADER (64u << 10)
 #define GB_REPLAY_PORT_OFFSET 4096u
 #define GB_REPLAY_PORT_MAX 256 /* items per remote request */
 
+/* The counters that must outlive the process that owns the replay (rate limiter, statistics,
+ * insertion sequence, staleness floor). They live in the segment header, so a replay that
+ * attaches after its owner was killed (gb_replay_create with shm_persistent) finds them; every
+ * change happens under r->mu like before. */
+typedef struct gb_replay_counters {
+    uint64_t next_seq; /* the last insertion sequence handed out */
+    uint64_t inserts, deletes, samples;
+    uint64_t evicted, sampled_out, expired, aborted, updates, stale_updates;
+    double max_priority;
+    int64_t min_version;
+    int32_t has_priority;
+    int32_t pad;
+    /* What attaches recovered, over the segment's life (gb_replay_recovery). */
+    uint64_t attaches, recovered, dropped_in_flight, dropped_invalid;
+} gb_replay_counters;
+
 typedef struct gb_replay_shm_header {
-    uint64_t magic;
+    uint64_t magic;   /* written last at create (release): a segment whose creator died while
+                         laying it out has none and is recreated */
+    uint32_t version; /* GB_REPLAY_SHM_VERSION */
+    uint32_t header_bytes;
     uint64_t capacity, steps, ncolumns;
+    uint64_t max_size; /* the committed-item bound the status table was kept under */
     uint64_t off_priority, off_item, off_version, off_length, off_state;
     uint64_t table_off[GB_REPLAY_MAX_COLUMNS];
     uint64_t table_stride[GB_REPLAY_MAX_COLUMNS];
     uint64_t total_bytes;
     gb_replay_column columns[GB_REPLAY_MAX_COLUMNS];
+    gb_replay_counters counters;
 } gb_replay_shm_header;
 
 /* The writer port: another process's allocate/commit/abort requests, one at a time, served by
@@ -106,10 +131,34 @@ enum { GB_PORT_ALLOCATE = 1, GB_PORT_COMMIT = 2, GB_PORT_ABORT = 3 };
 int gb_replay_port_init(gb_replay_port *p, gb_error *err);
 void gb_replay_port_destroy(gb_replay_port *p);
 
-/* Allocates the shared segment and points r->tab, r->st's arrays and r->port into it (schema.c);
- * the caller then initialises the port (gb_replay_port_init). */
+/* Allocates the shared segment and points r->tab, r->st's arrays, r->c and r->port into it
+ * (schema.c); the caller then initialises the port (gb_replay_port_init) and publishes the header
+ * (gb_replay_publish_segment). With r->persistent and an existing segment of that name, maps
+ * that one instead, after checking that its header describes exactly the layout r->opt asks for
+ * (else GB_EINVAL naming the first difference, or GB_ECORRUPT for a segment that is not a
+ * replay's), and sets *attached to 1; the caller then recovers it (attach.c). */
 struct gb_replay;
-int gb_replay_map_segment(struct gb_replay *r, gb_error *err);
+int gb_replay_map_segment(struct gb_replay *r, int *attached, gb_error *err);
+/* Stores the header's magic (release): from here on the segment can be attached to. */
+void gb_replay_publish_segment(struct gb_replay *r);
+
+/* Rebuilds the process-memory state (free queue, commit list, live set, heaps, selectors) from
+ * the status table of an attached segment, dropping items that were being written at the crash
+ * (attach.c). r->mu need not be held: nothing else uses r yet. */
+void gb_replay_recover(struct gb_replay *r);
+
+/* ---- Fault injection (crash tests) ---------------------------------------------------------- */
+
+/* When set, called at each point where the process dying matters to a later attach (inside
+ * allocate, commit, abort, priority updates, sampling and removal); the crash tests kill the
+ * process from it. NULL outside tests: one predictable branch per point. Not thread-safe to
+ * change while the replay is in use. */
+extern void (*gb_replay_fault_hook)(const char *where);
+#define GB_REPLAY_FAULT_POINT(where)                                                             \
+    do {                                                                                         \
+        if (gb_replay_fault_hook)                                                                \
+            gb_replay_fault_hook(where);                                                         \
+    } while (0)
 
 /* ---- The replay ---------------------------------------------------------------------------- */
 
@@ -150,13 +199,12 @@ struct gb_replay {
     double timeout_s;
     double beta;
 
-    /* Counters (rate limiter and stats). */
-    uint64_t next_seq, inserts, deletes, samples;
-    uint64_t evicted, sampled_out, expired, aborted, updates, stale_updates;
+    /* Counters (rate limiter and stats): in the segment header, so they survive this process
+     * (see gb_replay_counters). The wait counts are this process's only. */
+    gb_replay_counters *c;
     uint64_t insert_waits, sample_waits;
-    double max_priority;
-    int has_priority;
-    int64_t min_version;
+    int persistent;          /* opt.shm_persistent with a name: the run owns the segment */
+    gb_replay_recovery recovery; /* what gb_replay_recover found (zero when created fresh) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv_insert; /* blocks freed, samples taken, settings changed */

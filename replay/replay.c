@@ -3,7 +3,11 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+
+void (*gb_replay_fault_hook)(const char *where);
 
 /* The primary selector (kept[0]), the extra weighted / top-k ones asked for (kept[1..]), and the
  * stateless built-ins, which every replay offers (sel[] only: no callbacks to run). */
@@ -41,17 +45,15 @@ int gb_replay_create(const gb_replay_options *o, gb_replay **out, gb_error *err)
     gb_replay *r = calloc(1, sizeof *r);
     if (!r)
         return gb_error_set(err, GB_ENOMEM, "replay: out of memory");
-    r->opt = *o;
-    r->opt.shm_name = NULL; /* not kept: the caller owns the string */
+    r->opt = *o; /* shm_name: the caller's string until mapped, then r->shm.name */
+    r->persistent = o->shm_name && o->shm_persistent;
     r->capacity = o->capacity;
     r->max_size = o->max_size ? o->max_size : o->capacity;
     r->steps = o->steps;
     r->ncol = o->ncolumns;
     r->timeout_s = o->timeout_s;
     r->beta = o->beta;
-    r->min_version = GB_REPLAY_NO_MIN_VERSION;
     r->shm.fd = -1;
-    gb_rng_seed_for(&r->rng, o->seed, "replay-selector", 0);
     gb_ratelimit_set(&r->rl, o->min_size, o->samples_per_insert, o->error_buffer, r->max_size,
                      o->max_times_sampled, NULL);
 
@@ -73,9 +75,17 @@ int gb_replay_create(const gb_replay_options *o, gb_replay **out, gb_error *err)
         return gb_error_set(err, GB_ESYS, "replay: pthread mutex/condition init failed");
     }
     /* From here on gb_replay_free can undo a partial create. */
-    rc = gb_replay_map_segment(r, err);
+    int attached;
+    rc = gb_replay_map_segment(r, &attached, err);
+    r->opt.shm_name = r->shm.name[0] ? r->shm.name : NULL; /* the caller owns its string */
     if (rc)
         goto fail;
+    /* A recovered replay must not repeat the draws its first life began with. */
+    if (attached)
+        gb_rng_seed_for(&r->rng, o->seed, "replay-selector-attach",
+                        r->c->samples ^ (r->c->attaches << 48));
+    else
+        gb_rng_seed_for(&r->rng, o->seed, "replay-selector", 0);
     rc = gb_replay_port_init(r->port, err);
     if (rc)
         goto fail;
@@ -109,12 +119,56 @@ int gb_replay_create(const gb_replay_options *o, gb_replay **out, gb_error *err)
         if (rc)
             goto fail;
     }
-    gb_index_reset(r);
+    if (attached) {
+        gb_replay_recover(r);
+    } else {
+        gb_index_reset(r);
+        gb_replay_publish_segment(r);
+    }
     *out = r;
     return 0;
 fail:
     gb_replay_free(r);
     return rc;
+}
+
+int gb_replay_attach(const gb_replay_options *o, gb_replay **out, gb_error *err)
+{
+    *out = NULL;
+    if (!o->shm_name)
+        return gb_error_set(err, GB_EINVAL, "replay attach: needs a segment name (shm_name)");
+    gb_shm probe;
+    int rc = gb_shm_open(&probe, o->shm_name, 0, 1, err);
+    if (rc) {
+        gb_error_prefix(err, "replay attach");
+        return rc;
+    }
+    gb_shm_free(&probe);
+    gb_replay_options po = *o;
+    po.shm_persistent = 1;
+    return gb_replay_create(&po, out, err);
+}
+
+void gb_replay_recovery_get(const gb_replay *r, gb_replay_recovery *rec) { *rec = r->recovery; }
+
+int gb_replay_unlink(gb_replay *r, gb_error *err)
+{
+    if (!r->shm.name[0])
+        return gb_error_set(err, GB_ENOTFOUND, "replay: the segment has no name to unlink");
+    if (shm_unlink(r->shm.name) != 0)
+        return gb_error_set(err, GB_ENOTFOUND, "replay: segment '%s' was already unlinked",
+                            r->shm.name);
+    r->shm.owner = 0;
+    return 0;
+}
+
+int gb_replay_shm_name(const char *run_dir, int shard, char *out, size_t cap, gb_error *err)
+{
+    char what[32];
+    if (shard < 0)
+        return gb_error_set(err, GB_EINVAL, "replay: shard %d < 0", shard);
+    snprintf(what, sizeof what, "replay-%d", shard);
+    return gb_shm_run_name(run_dir, what, out, cap, err);
 }
 
 void gb_replay_close(gb_replay *r)
@@ -191,18 +245,18 @@ void gb_replay_stats_get(gb_replay *r, gb_replay_stats *s)
     s->writing = r->writing;
     s->retired_pinned = r->retired_pinned;
     s->free_blocks = r->free_count;
-    s->inserts = r->inserts;
-    s->samples = r->samples;
-    s->evicted = r->evicted;
-    s->sampled_out = r->sampled_out;
-    s->expired = r->expired;
-    s->aborted = r->aborted;
-    s->updates = r->updates;
-    s->stale_updates = r->stale_updates;
+    s->inserts = r->c->inserts;
+    s->samples = r->c->samples;
+    s->evicted = r->c->evicted;
+    s->sampled_out = r->c->sampled_out;
+    s->expired = r->c->expired;
+    s->aborted = r->c->aborted;
+    s->updates = r->c->updates;
+    s->stale_updates = r->c->stale_updates;
     s->insert_waits = r->insert_waits;
     s->sample_waits = r->sample_waits;
-    s->max_priority = r->has_priority ? r->max_priority : NAN;
-    s->min_version = r->min_version;
+    s->max_priority = r->c->has_priority ? r->c->max_priority : NAN;
+    s->min_version = r->c->min_version;
     s->huge_pages = r->shm.huge;
     s->shm_bytes = r->shm.size;
     pthread_mutex_unlock(&r->mu);

@@ -9,7 +9,8 @@
  *          gb_replay_status_view, gb_replay_selector_ops, gb_replay_gather,
  *          gb_replay_importance_weights, gb_replay_serve_writers, gb_replay_writer_*,
  *          gb_replay_selectors, gb_replay_selector_name, gb_replay_selector_parse,
- *          gb_replay_selector_names
+ *          gb_replay_selector_names, gb_replay_attach, gb_replay_recovery,
+ *          gb_replay_recovery_get, gb_replay_unlink, gb_replay_shm_name
  *
  * Model (see DESIGN.md, "The replay"):
  * - An item is a trajectory chunk of T steps. Each column is declared once (name, dtype, per-step
@@ -103,6 +104,12 @@ typedef struct gb_replay_options {
     int collect_threads; /* threads gb_replay_collect may use, the caller's included (>= 1) */
     uint64_t seed;       /* selector RNG seed */
     const char *shm_name; /* NULL: anonymous memfd; else a POSIX shm name ("/gearbox-...") */
+    int shm_persistent;   /* with shm_name: the segment belongs to the run, not to this process:
+                             gb_replay_create attaches to an existing segment of that name and
+                             recovers its committed items (see "Surviving the owner's crash"),
+                             and gb_replay_free leaves the name in place (gb_replay_unlink or
+                             the launcher's gb_shm_unlink_run removes it). 0: the creator
+                             unlinks the name at gb_replay_free. */
 } gb_replay_options;
 
 /* Fills o with defaults: capacity 1024, T 1, no columns, FIFO remover, uniform selector, no
@@ -127,6 +134,67 @@ int gb_replay_validate(const gb_replay_options *o, gb_error *err);
  * Memory is touched lazily by the kernel, except the index structures (O(capacity)). Returns 0
  * and sets *out (caller frees with gb_replay_free), or a GB_E* code. */
 int gb_replay_create(const gb_replay_options *o, gb_replay **out, gb_error *err);
+
+/* ---- Surviving the owner's crash ------------------------------------------------------------
+ *
+ * The status table, the column tables and the counters that matter (insertion sequence, inserts,
+ * deletes, samples, removals, max priority, staleness floor) live in the shared segment; the
+ * index structures (free queue, commit-ordered list, live set, heaps, selector structures) are
+ * this process's and are rebuilt from the status table. With options.shm_persistent, a process
+ * that was killed (SIGKILL, a crash) leaves the named segment behind, and the next
+ * gb_replay_create with the same name and options attaches to it:
+ * - the header must be a complete replay segment of this gearbox's format with exactly the layout
+ *   the options ask for (capacity, T, max_size, every column's name, dtype, shape and per-item
+ *   flag), else GB_EINVAL (another schema: the message names the first difference) or
+ *   GB_ECORRUPT (not a replay segment, or another format version). A segment whose creator died
+ *   before finishing its header is removed and created anew.
+ * - every COMMITTED item is kept with its data, priority, insertion sequence (its key), times
+ *   sampled, length and policy version; items being written (allocated, not committed) are
+ *   dropped and counted; removed items still pinned by the dead process's readers are freed;
+ *   entries with impossible fields (a negative or non-finite priority, a length beyond T, no
+ *   sequence: corruption, never a crash) are dropped and counted apart. Kept items at or past
+ *   max_times_sampled, or below the staleness floor, are then removed as usual.
+ * - the invariant that makes this safe: commit writes an item's status fields (priority, length,
+ *   version, sequence, times sampled) first and its state last, with a release store; an item's
+ *   block is written only while it is WRITING. So an item is either COMMITTED with every field
+ *   and its data in place, or not COMMITTED and dropped; a crash in a priority update leaves the
+ *   old or the new value (one aligned 8-byte store).
+ * - not recovered: the selector RNG stream (reseeded from the seed and the sample count, so a
+ *   restarted replay does not repeat its first draws), a rate limit changed at run time
+ *   (gb_replay_set_rate_limit: the options' one applies), the timeout and beta set at run time,
+ *   the wait counters (insert_waits, sample_waits), and the free queue's order (free blocks are
+ *   queued by index). Counters are exact up to the one operation the crash interrupted: deletes
+ *   is set so that inserts - deletes equals the items kept.
+ * - the writer port is initialised again: writer processes of the dead owner must reopen.
+ * Only one process may own a segment at a time: attaching while the previous owner still runs
+ * breaks both (the launcher restarts a trainer only after it has died). */
+
+/* What gb_replay_create found when it attached to an existing segment. */
+typedef struct gb_replay_recovery {
+    int attached;                /* 1: the segment existed and was recovered; 0: created new */
+    int64_t kept;                /* committed items kept (selectable now, after the removals) */
+    int64_t dropped_in_flight;   /* items being written at the crash, dropped */
+    int64_t dropped_invalid;     /* COMMITTED entries with impossible fields, dropped */
+    int64_t released_pins;       /* removed items the dead process's readers still pinned, freed */
+    int64_t removed_on_attach;   /* kept items removed at once (sampled out, below the floor) */
+} gb_replay_recovery;
+
+/* Like gb_replay_create, but only attaches: GB_ENOTFOUND when no segment has the name
+ * (o->shm_name required; shm_persistent is implied). Returns 0 or gb_replay_create's errors. */
+int gb_replay_attach(const gb_replay_options *o, gb_replay **out, gb_error *err);
+
+/* What the create or attach that made r recovered (all zero for a new segment). */
+void gb_replay_recovery_get(const gb_replay *r, gb_replay_recovery *rec);
+
+/* Removes r's segment name now (its mapping stays until gb_replay_free): a persistent replay
+ * whose run is over, so that nothing attaches to it again. Returns 0, or GB_ENOTFOUND when r has
+ * no name or the name was already gone. */
+int gb_replay_unlink(gb_replay *r, gb_error *err);
+
+/* The segment name of replay shard `shard` of the run in run_dir: "/gearbox-<run id>-replay-<n>"
+ * (runtime/shm.h: gb_shm_run_name; the launcher removes all of a run's names with
+ * gb_shm_unlink_run). Returns 0 or gb_shm_run_name's errors. */
+int gb_replay_shm_name(const char *run_dir, int shard, char *out, size_t cap, gb_error *err);
 
 /* Wakes every blocked call with GB_ECLOSED; later blocking calls fail at once. Non-blocking
  * calls keep working. */

@@ -66,9 +66,9 @@ void gb_replay_importance_weights(const double *prob, int64_t n, int64_t size, d
 /* Raises the floor and removes everything below it; r->mu held. */
 static int64_t expire_locked(gb_replay *r, int64_t min_version)
 {
-    if (min_version <= r->min_version)
+    if (min_version <= r->c->min_version)
         return 0;
-    r->min_version = min_version;
+    r->c->min_version = min_version;
     int64_t removed = 0;
     for (int64_t i; (i = gb_rheap_top(&r->by_version)) >= 0 &&
                     r->st.policy_version[i] < min_version;
@@ -92,6 +92,7 @@ static void take(gb_replay *r, gb_replay_selection *s, int64_t k, int64_t i)
     gb_replay_status *st = &r->st;
     st->item[i].pins++;
     st->item[i].times_sampled++;
+    GB_REPLAY_FAULT_POINT("sample: item counted");
     s->key[k] = st->item[i].seq;
     if (r->opt.max_times_sampled > 0 && st->state[i] == GB_ITEM_COMMITTED &&
         st->item[i].times_sampled >= (uint64_t)r->opt.max_times_sampled)
@@ -109,8 +110,8 @@ static int sample_blocked(gb_replay *r, int64_t n, double waited, gb_error *err)
                         "replay: sample of %lld timed out after %.3f s: the rate limiter holds "
                         "samples back until inserts catch up (inserts %llu x samples_per_insert "
                         "%g - samples %llu - %lld < min_diff %g)", (long long)n, waited,
-                        (unsigned long long)r->inserts, r->rl.samples_per_insert,
-                        (unsigned long long)r->samples, (long long)n, r->rl.min_diff);
+                        (unsigned long long)r->c->inserts, r->rl.samples_per_insert,
+                        (unsigned long long)r->c->samples, (long long)n, r->rl.min_diff);
 }
 
 /* A request for a selector this replay does not keep: name what it does keep. */
@@ -150,7 +151,7 @@ static int admit_locked(gb_replay *r, const gb_replay_request *req,
             return gb_error_set(err, GB_ECLOSED, "replay: closed");
         int64_t draws = sel->with_replacement ? batch : (batch < st->size ? batch : st->size);
         if (st->size > 0 && (req->admitted || gb_ratelimit_can_sample(&r->rl, st->size,
-                                                                      r->inserts, r->samples,
+                                                                      r->c->inserts, r->c->samples,
                                                                       draws)))
             return 0;
         if (timed_out)
@@ -288,7 +289,7 @@ int gb_replay_sample(gb_replay *r, const gb_replay_request *req, gb_replay_selec
             take(r, s, k, s->index[k]);
         }
     }
-    r->samples += (uint64_t)s->n;
+    r->c->samples += (uint64_t)s->n;
     if (sel->with_replacement)
         gb_replay_importance_weights(s->prob, s->n, s->size, r->beta, s->weight);
     else
@@ -337,16 +338,17 @@ int gb_replay_update_priorities(gb_replay *r, int64_t n, const int64_t *idx, con
             continue;
         }
         st->priority[i] = priority[k];
+        GB_REPLAY_FAULT_POINT("update: priority stored");
         gb_replay_sel_update(r, i, priority[k]);
         if (r->opt.remover == GB_REMOVER_LOWEST_PRIORITY)
             gb_rheap_fix(&r->low_priority, i);
-        if (priority[k] > r->max_priority || !r->has_priority) {
-            r->max_priority = priority[k];
-            r->has_priority = 1;
+        if (priority[k] > r->c->max_priority || !r->c->has_priority) {
+            r->c->max_priority = priority[k];
+            r->c->has_priority = 1;
         }
     }
-    r->updates += (uint64_t)(n - stale);
-    r->stale_updates += (uint64_t)stale;
+    r->c->updates += (uint64_t)(n - stale);
+    r->c->stale_updates += (uint64_t)stale;
     pthread_mutex_unlock(&r->mu);
     if (skipped)
         *skipped = stale;

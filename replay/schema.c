@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 void gb_replay_options_default(gb_replay_options *o)
 {
@@ -144,6 +145,9 @@ static void layout(const gb_replay_options *o, gb_replay_shm_header *h)
 {
     memset(h, 0, sizeof *h);
     h->magic = GB_REPLAY_SHM_MAGIC;
+    h->version = GB_REPLAY_SHM_VERSION;
+    h->header_bytes = (uint32_t)sizeof *h;
+    h->max_size = (uint64_t)(o->max_size ? o->max_size : o->capacity);
     h->capacity = (uint64_t)o->capacity;
     h->steps = (uint64_t)o->steps;
     h->ncolumns = (uint64_t)o->ncolumns;
@@ -185,28 +189,138 @@ static void tables_from_header(const gb_replay_shm_header *h, uint8_t *base, int
     }
 }
 
-/* Allocates the segment and points r's tables, status arrays and writer port into it. The port
- * is only placed here; its owner (replay.c) initialises it with remote.c's gb_replay_port_init,
- * so the schema depends on nothing above it. */
-int gb_replay_map_segment(gb_replay *r, gb_error *err)
+/* Points r's tables, status arrays, counters and writer port into the mapped segment. */
+static void point_into(gb_replay *r, const gb_replay_shm_header *h)
+{
+    uint8_t *base = r->shm.base;
+    tables_from_header(h, base, r->steps, r->tab);
+    r->port = (gb_replay_port *)(base + GB_REPLAY_PORT_OFFSET);
+    r->c = &((gb_replay_shm_header *)base)->counters;
+    r->st.capacity = r->capacity;
+    r->st.priority = (double *)(base + h->off_priority);
+    r->st.item = (gb_replay_item *)(base + h->off_item);
+    r->st.policy_version = (int64_t *)(base + h->off_version);
+    r->st.length = (int32_t *)(base + h->off_length);
+    r->st.state = base + h->off_state;
+}
+
+/* An existing segment's header against the one the options lay out: 0 when the layout is
+ * identical, else GB_ECORRUPT / GB_EINVAL naming the first difference. */
+static int check_header(const gb_shm *shm, const gb_replay_shm_header *want, gb_error *err)
+{
+    const gb_replay_shm_header *h = shm->base;
+    const char *name = shm->name;
+    if (h->magic != GB_REPLAY_SHM_MAGIC)
+        return gb_error_set(err, GB_ECORRUPT, "replay attach: shared memory '%s' is not a replay "
+                            "segment (bad magic)", name);
+    if (h->version != want->version || h->header_bytes != want->header_bytes)
+        return gb_error_set(err, GB_ECORRUPT, "replay attach: shared memory '%s' has segment "
+                            "format %u (%u header bytes); this gearbox uses format %u", name,
+                            h->version, h->header_bytes, want->version);
+    int rc = 0;
+#define DIFF(cond, fmt, ...)                                                                     \
+    if (!rc && (cond))                                                                           \
+    rc = gb_error_set(err, GB_EINVAL, "replay attach: shared memory '%s' holds a replay with "   \
+                      "another schema: " fmt, name, __VA_ARGS__)
+    DIFF(h->capacity != want->capacity, "capacity %llu there, %llu in these options",
+         (unsigned long long)h->capacity, (unsigned long long)want->capacity);
+    DIFF(h->steps != want->steps, "T = %llu steps there, %llu in these options",
+         (unsigned long long)h->steps, (unsigned long long)want->steps);
+    DIFF(h->max_size != want->max_size, "max_size %llu there, %llu in these options",
+         (unsigned long long)h->max_size, (unsigned long long)want->max_size);
+    DIFF(h->ncolumns != want->ncolumns, "%llu columns there, %llu in these options",
+         (unsigned long long)h->ncolumns, (unsigned long long)want->ncolumns);
+    for (uint64_t c = 0; c < want->ncolumns && !rc; c++) {
+        const gb_replay_column *a = &h->columns[c], *b = &want->columns[c];
+        DIFF(strncmp(a->name, b->name, GB_REPLAY_NAME_MAX) != 0, "column %llu is '%.31s' there, "
+             "'%.31s' in these options", (unsigned long long)c, a->name, b->name);
+        int same = a->dtype == b->dtype && a->ndim == b->ndim && a->per_item == b->per_item;
+        for (int d = 0; same && d < b->ndim && d < GB_REPLAY_MAX_DIMS; d++)
+            same = a->shape[d] == b->shape[d];
+        DIFF(!same, "column '%.31s' has another dtype, shape or per-item flag there", b->name);
+    }
+    /* Same schema, so the layout computed from it must match too; a mismatch is damage. */
+    int layout_same = h->total_bytes == want->total_bytes && h->off_priority == want->off_priority &&
+                      h->off_item == want->off_item && h->off_version == want->off_version &&
+                      h->off_length == want->off_length && h->off_state == want->off_state &&
+                      memcmp(h->table_off, want->table_off, sizeof h->table_off) == 0 &&
+                      memcmp(h->table_stride, want->table_stride, sizeof h->table_stride) == 0;
+    if (!rc && (!layout_same || shm->size < want->total_bytes))
+        rc = gb_error_set(err, GB_ECORRUPT, "replay attach: shared memory '%s' has the schema "
+                          "but not the layout of these options (%zu bytes mapped, %llu needed)",
+                          name, shm->size, (unsigned long long)want->total_bytes);
+#undef DIFF
+    return rc;
+}
+
+/* Opens the persistent segment r->opt.shm_name if there is one: 0 with *found = 1 (mapped and
+ * checked), 0 with *found = 0 (no usable segment: none, or one whose creator died before
+ * publishing its header, which is removed), or an error. */
+static int open_existing(gb_replay *r, const gb_replay_shm_header *want, int *found,
+                         gb_error *err)
+{
+    *found = 0;
+    const char *name = r->opt.shm_name;
+    int rc = gb_shm_open(&r->shm, name, 0, 0, err);
+    if (rc == GB_ENOTFOUND)
+        return 0;
+    if (rc) {
+        gb_error_prefix(err, "replay attach");
+        return rc;
+    }
+    const gb_replay_shm_header *h = r->shm.base;
+    if (r->shm.size < sizeof *h ||
+        __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == 0) { /* its creator never finished */
+        gb_shm_free(&r->shm);
+        shm_unlink(name);
+        return 0;
+    }
+    if ((rc = check_header(&r->shm, want, err))) {
+        gb_shm_free(&r->shm);
+        return rc;
+    }
+    *found = 1;
+    return 0;
+}
+
+/* Allocates (or, persistent, finds) the segment and points r's tables, status arrays, counters
+ * and writer port into it. The port is only placed here; its owner (replay.c) initialises it
+ * with remote.c's gb_replay_port_init, so the schema depends on nothing above it. */
+int gb_replay_map_segment(gb_replay *r, int *attached, gb_error *err)
 {
     gb_replay_shm_header h;
     layout(&r->opt, &h);
-    int rc = gb_shm_create(&r->shm, h.total_bytes, r->opt.shm_name, r->opt.huge_pages, err);
-    if (rc)
-        return gb_error_prefix(err, "replay: shared segment of %llu bytes",
-                               (unsigned long long)h.total_bytes);
-    uint8_t *base = r->shm.base;
-    memcpy(base, &h, sizeof h);
-    tables_from_header(&h, base, r->steps, r->tab);
-    r->port = (gb_replay_port *)(base + GB_REPLAY_PORT_OFFSET);
-    r->st.capacity = r->capacity;
-    r->st.priority = (double *)(base + h.off_priority);
-    r->st.item = (gb_replay_item *)(base + h.off_item);
-    r->st.policy_version = (int64_t *)(base + h.off_version);
-    r->st.length = (int32_t *)(base + h.off_length);
-    r->st.state = base + h.off_state;
+    *attached = 0;
+    int rc = 0;
+    if (r->persistent) {
+        int found;
+        if ((rc = open_existing(r, &h, &found, err)))
+            return rc;
+        if (found) {
+            point_into(r, &h);
+            *attached = 1;
+            return 0;
+        }
+    }
+    rc = gb_shm_create(&r->shm, h.total_bytes, r->opt.shm_name, r->opt.huge_pages, err);
+    if (rc) { /* the code kept: GB_EFULL tells a caller to do without a named segment */
+        gb_error_prefix(err, "replay: shared segment of %llu bytes",
+                        (unsigned long long)h.total_bytes);
+        return rc;
+    }
+    if (r->persistent)
+        r->shm.owner = 0; /* the run removes the name, not this process */
+    h.magic = 0; /* published by gb_replay_publish_segment once everything is in place */
+    memcpy(r->shm.base, &h, sizeof h);
+    point_into(r, &h);
+    r->c->min_version = GB_REPLAY_NO_MIN_VERSION;
     return 0;
+}
+
+void gb_replay_publish_segment(gb_replay *r)
+{
+    gb_replay_shm_header *h = r->shm.base;
+    __atomic_store_n(&h->magic, GB_REPLAY_SHM_MAGIC, __ATOMIC_RELEASE);
 }
 
 void *gb_replay_block(const gb_replay *r, int col, int64_t idx)

@@ -13,8 +13,8 @@ static int insert_blocked(gb_replay *r, int64_t n, int rate_ok, double waited, g
                             "holds inserts back until samples catch up (inserts %llu x "
                             "samples_per_insert %g - samples %llu > max_diff %g)",
                             (long long)n, waited,
-                            (unsigned long long)(r->inserts + (uint64_t)r->writing),
-                            r->rl.samples_per_insert, (unsigned long long)r->samples,
+                            (unsigned long long)(r->c->inserts + (uint64_t)r->writing),
+                            r->rl.samples_per_insert, (unsigned long long)r->c->samples,
                             r->rl.max_diff);
     return gb_error_set(err, GB_ETIMEOUT,
                         "replay: allocate of %lld timed out after %.3f s: no free block (%lld free, "
@@ -38,8 +38,8 @@ int gb_replay_allocate(gb_replay *r, int64_t n, int64_t *idx, double timeout_s, 
             rc = gb_error_set(err, GB_ECLOSED, "replay: closed");
             break;
         }
-        int rate_ok = gb_ratelimit_can_insert(&r->rl, r->inserts + (uint64_t)r->writing,
-                                              r->deletes, r->samples, n);
+        int rate_ok = gb_ratelimit_can_insert(&r->rl, r->c->inserts + (uint64_t)r->writing,
+                                              r->c->deletes, r->c->samples, n);
         if (rate_ok) {
             /* Evict only what cannot come back otherwise: blocks of removed-but-pinned items
              * return when their readers release them. */
@@ -52,6 +52,7 @@ int gb_replay_allocate(gb_replay *r, int64_t n, int64_t *idx, double timeout_s, 
                     r->free_count--;
                     r->st.state[i] = GB_ITEM_WRITING;
                     idx[k] = i;
+                    GB_REPLAY_FAULT_POINT("allocate: block marked");
                 }
                 r->writing += n;
                 break;
@@ -79,7 +80,7 @@ static double default_priority(const gb_replay *r)
 {
     if (!isnan(r->opt.default_priority))
         return r->opt.default_priority;
-    return r->has_priority ? r->max_priority : 1.0;
+    return r->c->has_priority ? r->c->max_priority : 1.0;
 }
 
 static int check_writing(gb_replay *r, int64_t n, const int64_t *idx, const char *what,
@@ -97,6 +98,7 @@ static int check_writing(gb_replay *r, int64_t n, const int64_t *idx, const char
             break;
         }
         r->st.state[i] = 0xFF;
+        GB_REPLAY_FAULT_POINT("check: entry marked");
     }
     for (int64_t j = 0; j < k; j++)
         r->st.state[idx[j]] = GB_ITEM_WRITING;
@@ -129,18 +131,20 @@ int gb_replay_commit(gb_replay *r, int64_t n, const int64_t *idx, const double *
         while (st->size >= r->max_size)
             gb_index_remove(r, gb_index_victim(r), GB_REMOVE_EVICT);
         st->priority[i] = p;
-        st->item[i].seq = ++r->next_seq;
+        st->item[i].seq = ++r->c->next_seq;
         st->item[i].times_sampled = 0;
         st->length[i] = length ? length[k] : (int32_t)r->steps;
         st->policy_version[i] = policy_version ? policy_version[k] : 0;
-        if (!r->has_priority || p > r->max_priority) {
-            r->max_priority = p;
-            r->has_priority = 1;
+        GB_REPLAY_FAULT_POINT("commit: fields written");
+        if (!r->c->has_priority || p > r->c->max_priority) {
+            r->c->max_priority = p;
+            r->c->has_priority = 1;
         }
         r->writing--;
-        r->inserts++;
+        r->c->inserts++;
         gb_index_link(r, i);
-        if (st->policy_version[i] < r->min_version) /* already below the staleness floor */
+        GB_REPLAY_FAULT_POINT("commit: item linked");
+        if (st->policy_version[i] < r->c->min_version) /* already below the staleness floor */
             gb_index_remove(r, i, GB_REMOVE_EXPIRED);
     }
     pthread_cond_broadcast(&r->cv_sample);
@@ -153,10 +157,12 @@ int gb_replay_abort(gb_replay *r, int64_t n, const int64_t *idx, gb_error *err)
     pthread_mutex_lock(&r->mu);
     int rc = check_writing(r, n, idx, "abort", err);
     if (rc == 0) {
-        for (int64_t k = 0; k < n; k++)
+        for (int64_t k = 0; k < n; k++) {
             gb_index_push_free(r, idx[k]);
+            GB_REPLAY_FAULT_POINT("abort: block freed");
+        }
         r->writing -= n;
-        r->aborted += (uint64_t)n;
+        r->c->aborted += (uint64_t)n;
         pthread_cond_broadcast(&r->cv_insert);
     }
     pthread_mutex_unlock(&r->mu);

@@ -38,6 +38,7 @@ struct gb_learning {
     float *priorities_f;           /* [B]: the learner's new priorities */
     double *priorities;            /* [B]: as the replay takes them */
     int64_t train_steps, samples_trained;
+    int restored; /* the learner came from opts.model_checkpoint */
     gb_torch_stats last;
 };
 
@@ -104,6 +105,8 @@ static int make_replay(gb_learning *L, const gb_learning_opts *o, gb_error *err)
     gb_replay_options_from_config(&ro, rc_cfg);
     ro.steps = L->layout.T;
     ro.seed = o->replay_seed;
+    ro.shm_name = o->replay_shm_name;
+    ro.shm_persistent = o->replay_shm_name != NULL;
     if (o->inline_mode)
         ro.timeout_s = 0; /* one thread inserts and samples: waiting would wait for itself */
     for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
@@ -115,7 +118,15 @@ static int make_replay(gb_learning *L, const gb_learning_opts *o, gb_error *err)
         if (rc)
             return rc;
     }
-    return gb_replay_create(&ro, &L->replay, err);
+    int rc = gb_replay_create(&ro, &L->replay, err);
+    if (rc == GB_EFULL && ro.shm_name) { /* no room in /dev/shm: run, but without the safety */
+        GB_WARN("learning: the replay goes to anonymous memory and will not survive a crash of "
+                "this trainer: %s", err ? err->msg : "");
+        ro.shm_name = NULL;
+        ro.shm_persistent = 0;
+        rc = gb_replay_create(&ro, &L->replay, err);
+    }
+    return rc;
 }
 
 static int alloc_staging(gb_learning *L, gb_error *err)
@@ -160,6 +171,17 @@ int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *e
                           "trainers", (long long)L->B, ranks);
     if (rc == 0)
         rc = gb_torch_learner_create(cfg, o->space, o->learner_seed, &L->learner, err);
+    if (rc == 0 && o->model_checkpoint) {
+        rc = gb_torch_learner_load(L->learner, o->model_checkpoint, err);
+        if (rc == 0) {
+            L->train_steps = gb_torch_learner_train_steps(L->learner);
+            L->restored = 1;
+        }
+        else if (rc == GB_ENOTFOUND)
+            rc = 0; /* no checkpoint yet: a fresh start */
+        else
+            gb_error_prefix(err, "learning: restoring %s", o->model_checkpoint);
+    }
     if (rc == 0)
         rc = make_replay(L, o, err);
     if (rc == 0)
@@ -203,6 +225,7 @@ void gb_learning_destroy(gb_learning *L)
 }
 
 gb_replay *gb_learning_replay(gb_learning *L) { return L->replay; }
+int gb_learning_restored(const gb_learning *L) { return L->restored; }
 gb_torch_learner *gb_learning_learner(gb_learning *L) { return L->learner; }
 gb_torch_model *gb_learning_model(gb_learning *L) { return gb_torch_learner_model(L->learner); }
 const gb_torch_stats *gb_learning_last(const gb_learning *L) { return &L->last; }

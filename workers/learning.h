@@ -49,6 +49,16 @@ typedef struct gb_learning_opts {
     int inline_mode; /* 1: one thread both inserts and samples: nothing may wait (below) */
     gb_group *group; /* several trainers: this rank's group (not owned); NULL: one trainer */
     uint64_t shared_seed; /* several trainers: the same on every rank (the global draw) */
+    /* Surviving a trainer crash (both optional). replay_shm_name: the replay lives in this
+     * run-owned POSIX shm segment (gb_replay_shm_name) instead of an anonymous one: a segment
+     * left by a killed trainer of the same run and index is attached to and its committed items
+     * kept (replay.h, "Surviving the owner's crash"; gb_replay_recovery_get tells what was
+     * recovered), and destroy leaves the name in place (gb_replay_unlink removes it).
+     * model_checkpoint: a learner checkpoint (gb_learning_checkpoint's model_path) to restore
+     * the model, optimiser and step count from when the file exists, before joining the group
+     * (rank 0's parameters still win there). */
+    const char *replay_shm_name;
+    const char *model_checkpoint;
 } gb_learning_opts;
 
 /* Creates the learner, the replay (trainer.replay, one column per chunk column, next_obs per
@@ -57,7 +67,8 @@ typedef struct gb_learning_opts {
  * able to hold back the learner: a replay whose items are sampled more than once
  * (max_times_sampled 0) needs samples_per_insert > 0 (GB_EINVAL otherwise, naming the key).
  * Returns 0, GB_EUNSUPPORTED (trainer.device: cuda), GB_EINVAL, GB_ENOMEM or the learner's and
- * the replay's errors. */
+ * the replay's errors (GB_EINVAL / GB_ECORRUPT for a replay segment or model checkpoint of
+ * another configuration). */
 int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *err);
 
 /* Frees everything (NULL: no-op). A thread still using the replay must be woken first
@@ -65,6 +76,8 @@ int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *e
 void gb_learning_destroy(gb_learning *L);
 
 gb_replay *gb_learning_replay(gb_learning *L);
+/* 1 when create loaded the learner from opts.model_checkpoint, else 0. */
+int gb_learning_restored(const gb_learning *L);
 gb_torch_learner *gb_learning_learner(gb_learning *L);
 gb_torch_model *gb_learning_model(gb_learning *L);
 

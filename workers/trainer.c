@@ -3,7 +3,15 @@
  * chunks from the sample stream and writes each straight into its replay block (allocate ->
  * copy the frames in -> commit); the train thread (this one) runs the learning step (rate
  * limiter, staleness bound, select, collect, train, priorities) and pushes parameters to the
- * parameter service every trainer.push_params_every steps. */
+ * parameter service every trainer.push_params_every steps.
+ *
+ * A trainer killed mid-run loses no committed trajectory: its replay lives in the run-owned
+ * shared memory segment "/gearbox-<run id>-replay-<index>" (replay.h, "Surviving the owner's
+ * crash"), which a restarted trainer of the same run and index attaches to, keeping every
+ * committed item and dropping those that were being written; it also restores the model and
+ * optimiser from its last checkpoint. Who removes the segment: this trainer when it ends
+ * without an error (the run is over for it); after an error or a kill it stays for a restart,
+ * and the launcher removes the run's segments when the run ends (gb_shm_unlink_run). */
 #include "workers/worker.h"
 
 #include "replay/formats/dataset.h"
@@ -13,6 +21,7 @@
 #include "runtime/params.h"
 #include "runtime/rng.h"
 #include "runtime/sample.h"
+#include "runtime/shm.h"
 #include "runtime/wire.h"
 #include "workers/acting.h"
 #include "workers/learning.h"
@@ -50,6 +59,9 @@ typedef struct trainer {
     int64_t published_version;
     gb_dataset_writer *record; /* gearbox run --record DIR: every chunk received, appended */
     gb_sample_tally *tally;    /* [GB_SAMPLE_TALLY_MAX] for reports, allocated at the first */
+    char replay_shm[GB_SHM_NAME_MAX]; /* the run-owned replay segment's name, "" if anonymous */
+    char model_ckpt[2200];            /* this trainer's model checkpoint (restored at start) */
+    gb_replay_recovery recovery;      /* what the replay kept from a killed predecessor */
 } trainer;
 
 /* Checks that a received chunk has exactly the layout's tensors. */
@@ -263,6 +275,8 @@ static void report(trainer *t, double env_progress)
     gb_metrics_set(m, "replay_capacity", (double)rs.capacity);
     gb_metrics_set(m, "replay_inserts", (double)rs.inserts);
     gb_metrics_set(m, "replay_expired", (double)rs.expired);
+    gb_metrics_set(m, "replay_items_recovered", (double)t->recovery.kept);
+    gb_metrics_set(m, "replay_items_dropped_in_crash", (double)t->recovery.dropped_in_flight);
     gb_metrics_set(m, "chunks_received", (double)ss.received);
     gb_metrics_set(m, "chunks_discarded_at_stop", (double)atomic_load(&t->discarded_at_stop));
     gb_metrics_set(m, "chunks_rejected",
@@ -313,6 +327,40 @@ static int join_group(trainer *t, gb_error *err)
     return rc;
 }
 
+/* Surviving a crash of this trainer: the replay in its run-owned segment, the learner from its
+ * last checkpoint (the path checkpoint() below writes). Without a run directory the replay stays
+ * anonymous (it then dies with the process). */
+static void crash_safe_opts(trainer *t, gb_learning_opts *lo)
+{
+    if (!t->w->run_dir)
+        return;
+    gb_error e = {0};
+    if (gb_replay_shm_name(t->w->run_dir, t->w->index, t->replay_shm, sizeof t->replay_shm,
+                           &e) == 0)
+        lo->replay_shm_name = t->replay_shm;
+    else
+        GB_WARN("trainer: the replay will not survive a crash of this trainer: %s", e.msg);
+    snprintf(t->model_ckpt, sizeof t->model_ckpt, "%s/checkpoints/trainer-%d.model",
+             t->w->run_dir, t->w->index);
+    lo->model_checkpoint = t->model_ckpt;
+}
+
+/* Says what the start recovered from a killed predecessor, if anything. */
+static void log_recovery(trainer *t)
+{
+    gb_replay_recovery_get(t->replay, &t->recovery);
+    if (t->recovery.attached)
+        GB_INFO("replay re-attached: %lld committed items kept, %lld in-flight dropped "
+                "(segment %s)", (long long)t->recovery.kept,
+                (long long)t->recovery.dropped_in_flight, t->replay_shm);
+    if (t->recovery.dropped_invalid)
+        GB_WARN("trainer: the re-attached replay held %lld damaged entries (dropped)",
+                (long long)t->recovery.dropped_invalid);
+    if (gb_learning_restored(t->learning))
+        GB_INFO("trainer: model and optimiser restored from %s (%lld training steps)",
+                t->model_ckpt, (long long)gb_learning_train_steps(t->learning));
+}
+
 static int checkpoint(trainer *t, gb_error *err)
 {
     char dir[2048], model[2200], replay[2200];
@@ -349,9 +397,11 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
     if ((rc = join_group(&t, err)))
         goto done;
     lo.group = t.group;
+    crash_safe_opts(&t, &lo);
     if ((rc = gb_learning_create(&lo, &t.learning, err)))
         goto done;
     t.replay = gb_learning_replay(t.learning);
+    log_recovery(&t);
     if ((rc = make_param_buffer(&t, err)) || (w->record_dir && (rc = record_open(&t, err))))
         goto done;
 
@@ -475,6 +525,8 @@ done:
     gb_sample_receiver_close(t.samples);
     free(t.param_buf);
     free(t.tally);
+    if (rc == 0 && t.replay && t.replay_shm[0]) /* ended cleanly: nothing will re-attach */
+        gb_replay_unlink(t.replay, NULL);
     gb_learning_destroy(t.learning);
     gb_group_close(t.group);
     return rc;
