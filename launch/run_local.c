@@ -12,6 +12,7 @@
 #include "runtime/metrics.h"
 #include "runtime/registry.h"
 #include "runtime/runctl.h"
+#include "runtime/shm.h"
 #include "runtime/wire.h"
 #include "workers/worker.h"
 
@@ -63,6 +64,7 @@ typedef struct stop_view {
     gb_metrics_collector *m;
     const gb_runctl_server *rc;
     const gb_config *cfg;
+    const gb_watchdog *wd;
 } stop_view;
 
 /* How many of the count workers of role have reported name = 1 (a flag: final). */
@@ -94,11 +96,16 @@ static int trainers_ending(const stop_view *v)
            v->cfg->trainer.count;
 }
 
+/* Every chunk the actors sent arrived, less what dead actors' processes lost (their chunks
+ * cannot arrive any more; watchdog.h). */
 static int chunks_all_received(const stop_view *v)
 {
+    int64_t lost_in_crash = 0, sent_extra = 0;
+    gb_watchdog_ledger(v->wd, &lost_in_crash, &sent_extra);
     return flagged(v->m, GB_ROLE_ACTOR, v->cfg->actors.count, "final") == v->cfg->actors.count &&
-           or0(gb_metrics_sum(v->m, GB_ROLE_TRAINER, "chunks_received")) >=
-               or0(gb_metrics_sum(v->m, GB_ROLE_ACTOR, "chunks_sent"));
+           or0(gb_metrics_sum(v->m, GB_ROLE_TRAINER, "chunks_received")) +
+                   (double)lost_in_crash >=
+               or0(gb_metrics_sum(v->m, GB_ROLE_ACTOR, "chunks_sent")) + (double)sent_extra;
 }
 
 /* Stops every worker without losing a chunk on the sample stream, within the stop grace, by
@@ -112,11 +119,11 @@ static int chunks_all_received(const stop_view *v)
  *  4. SIGTERM to the rest, SIGKILL to whatever is left when the grace runs out.
  * Whatever still goes missing shows in summary.json's sample ledger. */
 static void stop_workers(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_collector *mc,
-                         const gb_config *cfg)
+                         const gb_config *cfg, const gb_watchdog *wd)
 {
     double grace = cfg->launch.stop_timeout_s < 4.5 ? cfg->launch.stop_timeout_s : 4.5;
     double t0 = gb_now_s();
-    stop_view v = {mc, rc, cfg};
+    stop_view v = {mc, rc, cfg, wd};
     if (mc && rc) {
         gb_runctl_server_set(rc, GB_RUN_ENDING);
         if (!poll_until(&v, 0.25 * grace, trainers_ending))
@@ -174,7 +181,15 @@ static void ledger_take(const gb_metrics_collector *m, const gb_config *cfg,
     if (l->lost_in_crash)
         GB_WARN("sample ledger: %lld chunks that restarted actors had sent never reached a "
                 "trainer (lost_in_crash)", (long long)l->lost_in_crash);
-    if (!l->complete)
+    if (l->complete && gb_watchdog_restarts_of(wd, "trainer")) {
+        /* what a killed trainer received after its last report is not known: some of it is in
+         * the replay its successor re-attached, the rest went with it */
+        l->complete = 0;
+        GB_WARN("sample ledger incomplete: a trainer was restarted; of the %lld chunks sent "
+                "and not counted as received, those it took after its last report are not "
+                "known (summary.json: samples.lost = null)",
+                (long long)(l->sent - l->lost_in_crash - l->received));
+    } else if (!l->complete)
         GB_WARN("sample ledger incomplete: no final report from %s%s (killed or died); chunks "
                 "lost in transport are unknown (summary.json: samples.lost = null)", missing,
                 nmissing > 8 ? ", ..." : "");
@@ -439,7 +454,7 @@ stop:;
     /* The mean the stop was decided on (and `solved` judged by): episodes that finish while
      * the workers stop still count in `episodes`, but do not move this figure. */
     double decided_return = mc ? gb_metrics_return_mean(mc) : NAN;
-    stop_workers(&sup, runctl, mc, cfg);
+    stop_workers(&sup, runctl, mc, cfg, &wd);
     /* Workers send a last report as they stop: take it. */
     if (mc) {
         gb_metrics_collector_poll(mc, 100, &err);
@@ -488,6 +503,12 @@ stop:;
     gb_metrics_collector_close(mc);
     gb_registry_server_close(reg.server);
     gb_runctl_server_close(runctl);
+    /* the replay segments a trainer left for its restart (workers/trainer.c): the run is over */
+    int removed = 0;
+    if (gb_shm_unlink_run(rd.path, &removed, &err))
+        GB_WARN("shared memory of the run: %s", err.msg);
+    else if (removed)
+        GB_INFO("removed %d shared-memory segments a trainer left", removed);
     gb_rundir_close(&rd);
     if (zctx)
         zmq_ctx_term(zctx);

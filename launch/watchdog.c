@@ -1,10 +1,12 @@
 /* launch/watchdog.c: restarts of dead and hung workers (see watchdog.h).
  *
  * Which roles come back: actors (they lose at most the chunks they had not sent), policy workers
- * (they fetch the latest parameters at start; actors ask again when a request times out) and the
- * parameter service (the trainer's next push refills it). Trainers do not yet: a trainer holds
- * the replay and the model, and until a restarted one re-attaches its replay and reloads its
- * checkpoint, restarting it would silently lose both; a dead trainer ends the run, as before.
+ * (they fetch the latest parameters at start; actors ask again when a request times out), the
+ * parameter service (the trainer's next push refills it) and a lone trainer: it re-attaches the
+ * replay its predecessor left in the run's shared memory (every committed item kept) and reloads
+ * its last model checkpoint (workers/trainer.c). One of several data-parallel trainers does not
+ * come back: the others wait in a collective for a rank that would have to rejoin a new group;
+ * its death ends the run, as before.
  *
  * Whom to blame for silence: a worker blocked on backpressure stops reporting too (an actor
  * waits in its send while the trainers do not read). So a silent trainer or parameter service is
@@ -41,6 +43,8 @@ static int role_of(const gb_child *c)
 static const char *const actor_counters[] = {"env_steps", "episodes", "chunks_sent",
                                              "sample_drops", "inference_timeouts"};
 static const char *const policy_counters[] = {"requests", "rows", "batches"};
+static const char *const trainer_counters[] = {"chunks_received", "chunks_rejected",
+                                               "chunks_discarded_at_stop"};
 
 int gb_watchdog_init(gb_watchdog *wd, const gb_config *cfg, gb_supervisor *sup,
                      gb_metrics_collector *mc, double t0, gb_error *err)
@@ -57,6 +61,10 @@ int gb_watchdog_init(gb_watchdog *wd, const gb_config *cfg, gb_supervisor *sup,
         rc = gb_metrics_collector_carry(mc, GB_ROLE_POLICY, policy_counters,
                                         (int)(sizeof policy_counters / sizeof *policy_counters),
                                         err);
+    if (rc == 0)
+        rc = gb_metrics_collector_carry(mc, GB_ROLE_TRAINER, trainer_counters,
+                                        (int)(sizeof trainer_counters / sizeof *trainer_counters),
+                                        err);
     return rc;
 }
 
@@ -67,10 +75,11 @@ void gb_watchdog_free(gb_watchdog *wd)
     memset(wd, 0, sizeof *wd);
 }
 
-static int restartable(const gb_child *c)
+static int restartable(const gb_watchdog *wd, const gb_child *c)
 {
     int role = role_of(c);
-    return role == GB_ROLE_ACTOR || role == GB_ROLE_POLICY || role == GB_ROLE_PARAMS;
+    return role == GB_ROLE_ACTOR || role == GB_ROLE_POLICY || role == GB_ROLE_PARAMS ||
+           (role == GB_ROLE_TRAINER && wd->cfg->trainer.count == 1);
 }
 
 /* Restarts within the last window_s. */
@@ -120,9 +129,9 @@ static int restart(gb_watchdog *wd, gb_child *c, const char *what, char *why, si
 {
     double t = gb_now_s() - wd->t0;
     const gb_config_restart *rb = &wd->cfg->launch.restart;
-    if (!restartable(c)) {
-        snprintf(why, n, "worker %s-%d %s (a %s is not restarted)", c->role, c->index, what,
-                 c->role);
+    if (!restartable(wd, c)) {
+        snprintf(why, n, "worker %s-%d %s (one of several trainers is not restarted)", c->role,
+                 c->index, what);
         return 1;
     }
     if (recent(wd, t) >= rb->max_restarts) {
@@ -264,4 +273,13 @@ void gb_watchdog_ledger(const gb_watchdog *wd, int64_t *lost_in_crash, int64_t *
         if (sent > received)
             *lost_in_crash += sent - received;
     }
+}
+
+int gb_watchdog_restarts_of(const gb_watchdog *wd, const char *role)
+{
+    int n = 0;
+    size_t len = strlen(role);
+    for (int i = 0; i < wd->nrestarts; i++)
+        n += strncmp(wd->restarts[i].worker, role, len) == 0 && wd->restarts[i].worker[len] == '-';
+    return n;
 }

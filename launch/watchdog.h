@@ -51,6 +51,9 @@ int gb_watchdog_check(gb_watchdog *wd, gb_child **culprit, char *why, size_t n,
  * received; *sent_extra, the chunks they sent beyond their last report (add to chunks_sent). */
 void gb_watchdog_ledger(const gb_watchdog *wd, int64_t *lost_in_crash, int64_t *sent_extra);
 
+/* Restarts of workers of role ("trainer") so far. */
+int gb_watchdog_restarts_of(const gb_watchdog *wd, const char *role);
+
 void gb_watchdog_free(gb_watchdog *wd);
 
 #endif

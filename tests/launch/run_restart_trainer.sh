@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# tests/launch/run_restart_trainer.sh: a lone trainer SIGKILLed during a DQN CartPole run comes
+# back: the launcher restarts it, it re-attaches the replay its predecessor left in the run's
+# shared memory (committed items kept) and reloads its last checkpoint, and the run still
+# solves. summary.json lists the restart; no replay segment outlives the run.
+# usage: run_restart_trainer.sh GEARBOX CONFIG WORK_DIR
+set -u
+gearbox=$1 config=$2 work=$3
+. "$(dirname "$0")/run_lib.sh"
+rm -rf "$work"; mkdir -p "$work"
+"$gearbox" run "$config" --run-dir "$work/run" --set trainer.checkpoint_every_s=2 \
+  --set experiment.max_seconds=300 --set launch.progress=plain > "$work/out.log" 2>&1 &
+launcher=$!
+log="$work/run/logs/trainer-0.log"
+wait_for_log "$log" "checkpoint written" 120 || fail "no checkpoint written"
+sleep 1
+pid=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$log" | head -1)
+[ -n "$pid" ] || fail "no pid in $log"
+# the run's replay segments, found through the trainer's log line naming it
+kill -KILL "$pid"; echo "SIGKILL trainer-0 (pid $pid)"
+wait "$launcher"; status=$?
+grep -E "restarted|solved|ERROR|ledger" "$work/out.log" | tail -8
+grep -E "re-attached|restored" "$log"
+[ "$status" -eq 0 ] || fail "exit status $status"
+s="$work/run/summary.json"
+[ "$(json_get "$s" solved)" = True ] || fail "not solved: $(json_get "$s" exit_reason)"
+kept=$(sed -n 's/.*replay re-attached: \([0-9]*\) committed items kept.*/\1/p' "$log" | head -1)
+[ -n "$kept" ] && [ "$kept" -gt 0 ] || fail "the restarted trainer did not re-attach its replay"
+grep -q "model and optimiser restored from" "$log" || fail "the restarted trainer did not reload its checkpoint"
+python3 - "$s" <<'PY' || fail "summary.json does not list the trainer's restart"
+import json, sys
+r = json.load(open(sys.argv[1]))["restarts"]
+assert [x["worker"] for x in r] == ["trainer-0"] and r[0]["reason"].startswith("killed by signal 9"), r
+PY
+seg=$(sed -n 's/.*(segment \/\(gearbox-[^)]*\)).*/\1/p' "$log" | head -1)
+[ -n "$seg" ] || fail "no segment name in $log"
+[ ! -e "/dev/shm/$seg" ] || fail "/dev/shm/$seg outlived the run"
+sleep 0.2
+[ -z "$(run_processes "$work/run")" ] || fail "workers still running"
+echo "1 passed, 0 failed"
