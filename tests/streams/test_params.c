@@ -297,7 +297,7 @@ static void test_pub_drops_repaired(void)
     snprintf(pub, sizeof pub, "ipc://%s/pub", dir);
     snprintf(fetch, sizeof fetch, "ipc://%s/fetch", dir);
     void *ctx = zmq_ctx_new();
-    gb_param_service_opts so = {in, pub, fetch, 2, GB_ROLE_PARAMS, 0};
+    gb_param_service_opts so = {in, pub, fetch, 2, GB_ROLE_PARAMS, 0, 0};
     svc_thread t = {0};
     atomic_init(&t.stop, 0);
     CHECK_OK(gb_param_service_open(&t.s, ctx, &so, &err));
