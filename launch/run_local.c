@@ -141,7 +141,7 @@ static void stop_workers(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_co
  * whatever left an actor and never reached a trainer is lost, and is said so, never silent. */
 typedef struct sample_ledger {
     int complete;
-    int64_t sent, dropped, received, discarded;
+    int64_t sent, dropped, received, discarded, nonfinite, rejected;
 } sample_ledger;
 
 static void ledger_take(const gb_metrics_collector *m, const gb_config *cfg, sample_ledger *l)
@@ -166,6 +166,8 @@ static void ledger_take(const gb_metrics_collector *m, const gb_config *cfg, sam
     l->dropped = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "sample_drops"));
     l->received = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_received"));
     l->discarded = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_discarded_at_stop"));
+    l->nonfinite = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_nonfinite"));
+    l->rejected = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_rejected"));
     if (!l->complete)
         GB_WARN("sample ledger incomplete: no final report from %s%s (killed or died); chunks "
                 "lost in transport are unknown (summary.json: samples.lost = null)", missing,
@@ -462,6 +464,8 @@ stop:;
         .chunks_dropped = ledger.dropped,
         .chunks_received = ledger.received,
         .chunks_discarded = ledger.discarded,
+        .chunks_nonfinite = ledger.nonfinite,
+        .chunks_rejected = ledger.rejected,
     };
     if (gb_rundir_write_summary(&rd, &s, &err))
         GB_ERROR("summary.json: %s", err.msg);
