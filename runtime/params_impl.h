@@ -13,6 +13,7 @@
  * offset u64, all little-endian: 208 bytes. The layout tensor holds nlayout of them. */
 #define PARAM_RECORD_BYTES 208
 #define PARAM_FETCH_MAX (1ull << 31) /* largest chunk (parameters.chunk_bytes allows 2^31) */
+#define PARAM_LAYOUT_MAX ((uint64_t)GB_PARAM_MAX_ENTRIES * PARAM_RECORD_BYTES) /* its wire form */
 
 /* Meta slots of each message type (see wire.h). */
 enum { PM_VERSION = 0, PM_TOTAL = 1, PM_CHUNK = 2, PM_CRC = 3 }; /* BEGIN, INFO, END (crc at 2) */

@@ -29,8 +29,10 @@ struct gb_param_service {
     gb_param_service_stats st;
 };
 
+/* Binds one socket; a peer sending a frame over max_frame is disconnected (gb_wire_set_max_frame:
+ * the input takes chunks and layouts, PUB and the fetch ROUTER only small requests). */
 static int bind_one(void *zctx, int type, const char *ep, char *out, size_t cap, void **sock,
-                    int hwm_opt, int hwm, gb_error *err)
+                    int hwm_opt, int hwm, uint64_t max_frame, gb_error *err)
 {
     *sock = zmq_socket(zctx, type);
     if (!*sock)
@@ -39,6 +41,9 @@ static int bind_one(void *zctx, int type, const char *ep, char *out, size_t cap,
     if (zmq_setsockopt(*sock, ZMQ_LINGER, &linger, sizeof linger) ||
         (hwm_opt && zmq_setsockopt(*sock, hwm_opt, &hwm, sizeof hwm)))
         return gb_wire_zmq_error(err, "parameter service: setsockopt");
+    int rc = gb_wire_set_max_frame(*sock, max_frame, err);
+    if (rc)
+        return rc;
     if (zmq_bind(*sock, ep) != 0) {
         int rc = gb_wire_zmq_error(err, "parameter service: bind");
         gb_error_prefix(err, "%s", ep);
@@ -70,11 +75,12 @@ int gb_param_service_open(gb_param_service **out, void *zctx, const gb_param_ser
     gb_wire_msg_init(&s->msg);
     int rc;
     if ((rc = bind_one(zctx, ZMQ_PULL, o->in_endpoint, s->ep_in, sizeof s->ep_in, &s->in,
-                       ZMQ_RCVHWM, 16, err)) ||
+                       ZMQ_RCVHWM, 16, PARAM_FETCH_MAX > PARAM_LAYOUT_MAX ? PARAM_FETCH_MAX
+                                                                      : PARAM_LAYOUT_MAX, err)) ||
         (rc = bind_one(zctx, ZMQ_PUB, o->pub_endpoint, s->ep_pub, sizeof s->ep_pub, &s->pub,
-                       ZMQ_SNDHWM, o->pub_hwm ? o->pub_hwm : 64, err)) ||
+                       ZMQ_SNDHWM, o->pub_hwm ? o->pub_hwm : 64, 0, err)) ||
         (rc = bind_one(zctx, ZMQ_ROUTER, o->fetch_endpoint, s->ep_fetch, sizeof s->ep_fetch,
-                       &s->fetch, 0, 0, err)))
+                       &s->fetch, 0, 0, 0, err)))
         goto fail;
     *out = s;
     return 0;

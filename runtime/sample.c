@@ -189,7 +189,8 @@ int gb_sample_receiver_open(gb_sample_receiver **out, void *zctx,
     if ((rc = opt(r->sock, ZMQ_LINGER, 0, err, "sample receiver: ZMQ_LINGER")) ||
         (rc = opt(r->sock, ZMQ_RCVHWM, o->hwm, err, "sample receiver: ZMQ_RCVHWM")) ||
         (o->kernel_buffer > 0 &&
-         (rc = opt(r->sock, ZMQ_RCVBUF, o->kernel_buffer, err, "sample receiver: ZMQ_RCVBUF"))))
+         (rc = opt(r->sock, ZMQ_RCVBUF, o->kernel_buffer, err, "sample receiver: ZMQ_RCVBUF"))) ||
+        (o->max_frame > 0 && (rc = gb_wire_set_max_frame(r->sock, o->max_frame, err))))
         goto fail;
     if (zmq_bind(r->sock, o->endpoint) != 0) {
         rc = gb_wire_zmq_error(err, "sample receiver: bind");
