@@ -149,7 +149,7 @@ static void stop_workers(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_co
  * whatever left an actor and never reached a trainer is lost, and is said so, never silent. */
 typedef struct sample_ledger {
     int complete;
-    int64_t sent, dropped, received, discarded, lost_in_crash;
+    int64_t sent, dropped, received, discarded, lost_in_crash, nonfinite, rejected;
 } sample_ledger;
 
 static void ledger_take(const gb_metrics_collector *m, const gb_config *cfg,
@@ -175,6 +175,8 @@ static void ledger_take(const gb_metrics_collector *m, const gb_config *cfg,
     l->dropped = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "sample_drops"));
     l->received = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_received"));
     l->discarded = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_discarded_at_stop"));
+    l->nonfinite = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_nonfinite"));
+    l->rejected = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_rejected"));
     int64_t sent_extra = 0;
     gb_watchdog_ledger(wd, &l->lost_in_crash, &sent_extra);
     l->sent += sent_extra;
@@ -488,6 +490,8 @@ stop:;
         .chunks_lost_in_crash = ledger.lost_in_crash,
         .restarts = wd.restarts,
         .nrestarts = wd.nrestarts,
+        .chunks_nonfinite = ledger.nonfinite,
+        .chunks_rejected = ledger.rejected,
     };
     if (gb_rundir_write_summary(&rd, &s, &err))
         GB_ERROR("summary.json: %s", err.msg);

@@ -44,7 +44,7 @@ static const char *const actor_counters[] = {"env_steps", "episodes", "chunks_se
                                              "sample_drops", "inference_timeouts"};
 static const char *const policy_counters[] = {"requests", "rows", "batches"};
 static const char *const trainer_counters[] = {"chunks_received", "chunks_rejected",
-                                               "chunks_discarded_at_stop"};
+                                               "chunks_nonfinite", "chunks_discarded_at_stop"};
 
 int gb_watchdog_init(gb_watchdog *wd, const gb_config *cfg, gb_supervisor *sup,
                      gb_metrics_collector *mc, double t0, gb_error *err)

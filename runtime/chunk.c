@@ -321,3 +321,26 @@ int gb_chunk_matches(const gb_chunk_layout *l, const gb_tensor_desc *descs, int 
     }
     return 1;
 }
+
+/* 1 when any of n float32 values is NaN or infinite: exponent bits all ones. Bit tests, no
+ * branch in the loop and no early exit, so the compiler vectorises it (and -ffast-math cannot
+ * fold it away as it may fold isfinite). Data from the wire need not be aligned: memcpy. */
+static int f32_nonfinite(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t w;
+        memcpy(&w, b + 4 * i, 4);
+        bad |= (uint32_t)((w & 0x7f800000u) == 0x7f800000u);
+    }
+    return bad != 0;
+}
+
+int gb_chunk_nonfinite(const gb_chunk_layout *l, const void *const cols[GB_CHUNK_NCOLS])
+{
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+        if (l->desc[c].dtype == GB_DTYPE_FLOAT32 && f32_nonfinite(cols[c], l->bytes[c] / 4))
+            return c;
+    return -1;
+}

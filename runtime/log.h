@@ -1,10 +1,12 @@
 /* runtime/log.h: the one logger. Every line carries UTC time, level, and the worker's role and
  * index: "2026-11-20T23:50:01.123Z INFO  trainer-0 replay full, evicting (fifo)".
- * defines: gb_log_init, gb_log_open_file, gb_log_close, gb_log_set_level, gb_log, GB_LOG_* */
+ * defines: gb_log_init, gb_log_open_file, gb_log_close, gb_log_set_level, gb_log, gb_log_due,
+ *          GB_LOG_* */
 #ifndef GB_RUNTIME_LOG_H
 #define GB_RUNTIME_LOG_H
 
 #include <stdarg.h>
+#include <stdint.h>
 
 typedef enum gb_log_level {
     GB_LOG_ERROR = 0,
@@ -36,6 +38,12 @@ void gb_log_set_stderr(int on);
  * file (one write(2) per line). Thread-safe; never blocks on anything but the write. */
 void gb_log(gb_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void gb_vlog(gb_log_level level, const char *fmt, va_list ap);
+
+/* Rate limit for a warning that a peer can repeat at will (malformed messages, drops): given
+ * how many times it has happened so far (count >= 1, counted before the call), 1 when this
+ * occurrence should be logged: the 1st, 2nd, 4th, 8th, ... So n events write about log2(n) + 1
+ * lines, and a flood of a million writes 21. The line should say the count. */
+static inline int gb_log_due(uint64_t count) { return count && (count & (count - 1)) == 0; }
 
 #define GB_ERROR(...) gb_log(GB_LOG_ERROR, __VA_ARGS__)
 #define GB_WARN(...) gb_log(GB_LOG_WARN, __VA_ARGS__)

@@ -17,7 +17,21 @@
  * the publisher) they fetch the rest from the service with a bounded window of chunk requests.
  * A subscriber applies a version only when every byte is present and its CRC matches, so it
  * never exposes a torn blob, and it asks the service for its latest version at start and once
- * every recheck interval while idle, so it always ends on the newest version. */
+ * every recheck interval while idle, so it always ends on the newest version.
+ *
+ * Order. The service does not order versions by their number: its one publisher (trainer 0)
+ * sends one version at a time, and that stream is the truth. A BEGIN replaces any unfinished
+ * version; a version that verifies becomes the latest even when its number is lower than the
+ * latest's (the trainer restarted from a checkpoint, or the latest came from somewhere else: the
+ * input is not authenticated, so a forged version far ahead must not freeze every real one after
+ * it). The service stamps each version it accepts with a serial, strictly increasing, taken from
+ * the wall clock in ns (so a restarted service goes on above its predecessor's), and subscribers
+ * order versions by that serial, never by number. An unfinished version is abandoned when no
+ * chunk of it arrived for stall_ms, or when it is older than stall_ms plus its size at
+ * GB_PARAM_MIN_RATE bytes per second (a sender trickling a huge version): nothing a peer sends
+ * can hold the stream longer than that, and its memory is freed. The price of "a begin replaces":
+ * two publishers at once abandon each other's versions, so a peer that keeps sending begins can
+ * starve the trainer's; the service's input must be reachable only by the run's workers. */
 #ifndef GB_RUNTIME_PARAMS_H
 #define GB_RUNTIME_PARAMS_H
 
@@ -30,6 +44,8 @@
 #define GB_PARAM_NAME_MAX 128 /* layout entry name bytes including the NUL */
 #define GB_PARAM_MAX_RANK 8
 #define GB_PARAM_MAX_ENTRIES 65536
+#define GB_PARAM_STALL_MS 10000 /* default stall_ms: 5 x the trainer's 2 s chunk send timeout */
+#define GB_PARAM_MIN_RATE (16ull << 20) /* bytes/s an unfinished version must average */
 
 typedef struct gb_param_entry {
     char name[GB_PARAM_NAME_MAX];
@@ -98,11 +114,14 @@ typedef struct gb_param_service_opts {
     const char *fetch_endpoint; /* ROUTER bind: subscribers' INFO_REQ and FETCH */
     int pub_hwm;                /* PUB queue per subscriber, in messages (0: 64) */
     int role, index;
+    int stall_ms; /* an unfinished version with no chunk for this long is abandoned (0:
+                     GB_PARAM_STALL_MS); see "Order" above for the whole bound */
 } gb_param_service_opts;
 
 typedef struct gb_param_service_stats {
     uint64_t versions;  /* completed and verified */
-    uint64_t abandoned; /* torn, out of order, or failed the CRC */
+    uint64_t abandoned; /* torn, out of order, failed the CRC, replaced or timed out */
+    uint64_t timed_out; /* of abandoned: unfinished past the bound ("Order" above) */
     uint64_t rejected;  /* malformed messages */
     uint64_t fetches;   /* chunk fetches served */
     uint64_t infos;     /* INFO_REQ served */

@@ -13,15 +13,21 @@
  * offset u64, all little-endian: 208 bytes. The layout tensor holds nlayout of them. */
 #define PARAM_RECORD_BYTES 208
 #define PARAM_FETCH_MAX (1ull << 31) /* largest chunk (parameters.chunk_bytes allows 2^31) */
+#define PARAM_LAYOUT_MAX ((uint64_t)GB_PARAM_MAX_ENTRIES * PARAM_RECORD_BYTES) /* its wire form */
 
 /* Meta slots of each message type (see wire.h). */
 enum { PM_VERSION = 0, PM_TOTAL = 1, PM_CHUNK = 2, PM_CRC = 3 }; /* BEGIN, INFO, END (crc at 2) */
 enum { PM_OFFSET = 1, PM_LENGTH = 2 };                            /* CHUNK, FETCH, DATA */
+/* The service's serial of a version (see params.h, "Order"), in the BEGIN, CHUNK and END it
+ * forwards on PUB and in INFO: the subscribers' order. INFO also carries the serial of the
+ * version the service is receiving (0: none), so a subscriber drops one the service dropped. */
+enum { PM_SERIAL = 4, PM_INCOMING = 5, PM_NMETA_SERVICE = 6 };
 
 typedef struct param_blob {
     gb_param_blob pub; /* first: a gb_param_blob * is a param_blob * */
     atomic_int refs;
     uint64_t chunk_bytes;
+    uint64_t serial; /* the service's order (PM_SERIAL); 0 on the publisher's side */
     unsigned char *data;
     gb_param_entry *layout;
     unsigned char *layout_raw; /* the wire form, kept to answer INFO_REQ */

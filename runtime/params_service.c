@@ -2,11 +2,15 @@
  * as they arrive, keeps the latest verified one and serves INFO_REQ/FETCH (see params.h). */
 #include "runtime/params_impl.h"
 
+#include "runtime/clock.h"
 #include "runtime/crc32c.h"
 #include "runtime/log.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct gb_param_service {
     gb_param_service_opts o;
@@ -16,14 +20,19 @@ struct gb_param_service {
     param_blob *incoming; /* being assembled */
     uint64_t in_expected; /* next offset of incoming */
     uint32_t in_crc;
+    uint64_t in_progress_ns; /* when incoming began or last got a chunk (gb_now_ns) */
+    uint64_t in_deadline_ns; /* incoming is abandoned after this, whatever arrives */
+    uint64_t serial;         /* the last serial given (params.h, "Order") */
     uint64_t seq;
     gb_wire_msg msg;
     gb_wire_header hdr;
     gb_param_service_stats st;
 };
 
+/* Binds one socket; a peer sending a frame over max_frame is disconnected (gb_wire_set_max_frame:
+ * the input takes chunks and layouts, PUB and the fetch ROUTER only small requests). */
 static int bind_one(void *zctx, int type, const char *ep, char *out, size_t cap, void **sock,
-                    int hwm_opt, int hwm, gb_error *err)
+                    int hwm_opt, int hwm, uint64_t max_frame, gb_error *err)
 {
     *sock = zmq_socket(zctx, type);
     if (!*sock)
@@ -32,6 +41,9 @@ static int bind_one(void *zctx, int type, const char *ep, char *out, size_t cap,
     if (zmq_setsockopt(*sock, ZMQ_LINGER, &linger, sizeof linger) ||
         (hwm_opt && zmq_setsockopt(*sock, hwm_opt, &hwm, sizeof hwm)))
         return gb_wire_zmq_error(err, "parameter service: setsockopt");
+    int rc = gb_wire_set_max_frame(*sock, max_frame, err);
+    if (rc)
+        return rc;
     if (zmq_bind(*sock, ep) != 0) {
         int rc = gb_wire_zmq_error(err, "parameter service: bind");
         gb_error_prefix(err, "%s", ep);
@@ -55,14 +67,20 @@ int gb_param_service_open(gb_param_service **out, void *zctx, const gb_param_ser
         return gb_error_set(err, GB_ENOMEM, "parameter service: out of memory");
     s->o = *o;
     s->o.in_endpoint = s->o.pub_endpoint = s->o.fetch_endpoint = NULL;
+    if (s->o.stall_ms <= 0)
+        s->o.stall_ms = GB_PARAM_STALL_MS;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    s->serial = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
     gb_wire_msg_init(&s->msg);
     int rc;
     if ((rc = bind_one(zctx, ZMQ_PULL, o->in_endpoint, s->ep_in, sizeof s->ep_in, &s->in,
-                       ZMQ_RCVHWM, 16, err)) ||
+                       ZMQ_RCVHWM, 16, PARAM_FETCH_MAX > PARAM_LAYOUT_MAX ? PARAM_FETCH_MAX
+                                                                      : PARAM_LAYOUT_MAX, err)) ||
         (rc = bind_one(zctx, ZMQ_PUB, o->pub_endpoint, s->ep_pub, sizeof s->ep_pub, &s->pub,
-                       ZMQ_SNDHWM, o->pub_hwm ? o->pub_hwm : 64, err)) ||
+                       ZMQ_SNDHWM, o->pub_hwm ? o->pub_hwm : 64, 0, err)) ||
         (rc = bind_one(zctx, ZMQ_ROUTER, o->fetch_endpoint, s->ep_fetch, sizeof s->ep_fetch,
-                       &s->fetch, 0, 0, err)))
+                       &s->fetch, 0, 0, 0, err)))
         goto fail;
     *out = s;
     return 0;
@@ -105,25 +123,61 @@ int64_t gb_param_service_version(const gb_param_service *s)
 
 gb_param_service_stats gb_param_service_get_stats(const gb_param_service *s) { return s->st; }
 
+/* Counts a rejected message and warns about it, rate-limited (gb_log_due): a peer that floods
+ * malformed input must not flood the log. */
+static void reject(gb_param_service *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void reject(gb_param_service *s, const char *fmt, ...)
+{
+    s->st.rejected++;
+    if (!gb_log_due(s->st.rejected))
+        return;
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    GB_WARN("parameter service: %s (%llu messages rejected so far; logging the 1st, 2nd, 4th, "
+            "...)", why, (unsigned long long)s->st.rejected);
+}
+
+/* Drops the unfinished version, counted and warned about (rate-limited like reject). */
 static void abandon(gb_param_service *s, const char *why)
 {
     if (!s->incoming)
         return;
-    GB_WARN("parameter service: version %lld abandoned: %s",
-            (long long)s->incoming->pub.version, why);
+    s->st.abandoned++;
+    if (gb_log_due(s->st.abandoned))
+        GB_WARN("parameter service: version %lld abandoned: %s (%llu abandoned so far)",
+                (long long)s->incoming->pub.version, why, (unsigned long long)s->st.abandoned);
     blob_put(s->incoming);
     s->incoming = NULL;
-    s->st.abandoned++;
+}
+
+/* The unfinished version past its bound (params.h, "Order") is abandoned. */
+static void check_stall(gb_param_service *s, uint64_t now)
+{
+    if (!s->incoming)
+        return;
+    uint64_t stall = s->in_progress_ns + (uint64_t)s->o.stall_ms * 1000000ULL;
+    if (now < stall && now < s->in_deadline_ns)
+        return;
+    s->st.timed_out++;
+    abandon(s, now >= stall ? "no chunk within parameters' stall bound"
+                            : "not finished within its size's time bound");
 }
 
 /* Forwards the current message on PUB with the service as sender (the data frame moved). */
-static void forward(gb_param_service *s, gb_wire_msg *m)
+static void forward(gb_param_service *s, gb_wire_msg *m, uint64_t serial)
 {
     gb_wire_header *h = &s->hdr;
     *h = m->hdr;
     h->role = s->o.role;
     h->index = s->o.index;
     h->seq = ++s->seq;
+    for (int i = h->nmeta; i < PM_NMETA_SERVICE; i++)
+        h->meta[i] = 0;
+    h->nmeta = PM_NMETA_SERVICE;
+    h->meta[PM_SERIAL] = (int64_t)serial;
     gb_wire_payload pl[1] = {{NULL, NULL, NULL, m->nframes ? &m->frames[0] : NULL}};
     gb_error e;
     if (gb_wire_send(s->pub, NULL, 0, h, h->ntensors ? pl : NULL, ZMQ_DONTWAIT, &e))
@@ -136,7 +190,9 @@ static int one_uint8_tensor(const gb_wire_msg *m, const char *name)
            m->hdr.tensors[0].dtype == GB_DTYPE_UINT8 && m->hdr.tensors[0].rank == 1;
 }
 
-static int on_input(gb_param_service *s, gb_wire_msg *m, gb_error *err)
+/* One message from the publisher. The rule (params.h, "Order"): a BEGIN replaces whatever is
+ * unfinished, whatever the numbers; a version that verifies becomes the latest. */
+static int on_input(gb_param_service *s, gb_wire_msg *m, uint64_t now, gb_error *err)
 {
     const gb_wire_header *h = &m->hdr;
     int64_t v = param_meta(h, PM_VERSION);
@@ -144,41 +200,38 @@ static int on_input(gb_param_service *s, gb_wire_msg *m, gb_error *err)
         int64_t total = param_meta(h, PM_TOTAL), chunk = param_meta(h, PM_CHUNK);
         if (h->nmeta < 3 || total < 0 || chunk <= 0 || (uint64_t)chunk > PARAM_FETCH_MAX ||
             !one_uint8_tensor(m, "layout")) {
-            s->st.rejected++;
-            GB_WARN("parameter service: malformed begin of version %lld", (long long)v);
+            reject(s, "malformed begin of version %lld", (long long)v);
             return 0;
         }
-        if (v <= gb_param_service_version(s)) {
-            s->st.rejected++;
-            GB_WARN("parameter service: version %lld is not newer than %lld; ignored",
-                    (long long)v, (long long)gb_param_service_version(s));
-            return 0;
-        }
-        if (s->incoming && v <= s->incoming->pub.version) {
-            /* two trainers' streams interleaving, or a stale resend: the newer one goes on */
-            s->st.rejected++;
-            GB_WARN("parameter service: version %lld began while %lld is arriving; ignored",
-                    (long long)v, (long long)s->incoming->pub.version);
-            return 0;
-        }
-        abandon(s, "a newer version began");
+        abandon(s, "another version began");
         gb_tensor_view lv = gb_wire_msg_tensor(m, 0);
         s->incoming = param_blob_new(v, (uint64_t)total, (uint64_t)chunk, lv.data, lv.bytes, err);
         if (!s->incoming) {
             s->st.abandoned++;
-            GB_ERROR("parameter service: version %lld dropped: %s", (long long)v, err->msg);
+            if (gb_log_due(s->st.abandoned))
+                GB_ERROR("parameter service: version %lld dropped: %s (%llu abandoned so far)",
+                         (long long)v, err->msg, (unsigned long long)s->st.abandoned);
             return err->code == GB_ENOMEM ? GB_ENOMEM : 0;
         }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t wall = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+        s->serial = wall > s->serial ? wall : s->serial + 1;
+        s->incoming->serial = s->serial;
         s->in_expected = 0;
         s->in_crc = 0;
-        forward(s, m);
+        s->in_progress_ns = now;
+        uint64_t stall_ns = (uint64_t)s->o.stall_ms * 1000000ULL;
+        s->in_deadline_ns = now + stall_ns +
+                            (uint64_t)((double)total / (double)GB_PARAM_MIN_RATE * 1e9);
+        forward(s, m, s->incoming->serial);
         return 0;
     }
     if (h->type == GB_MSG_PARAM_CHUNK) {
         if (!s->incoming || v != s->incoming->pub.version)
             return 0; /* the rest of an abandoned version */
         if (h->nmeta < 2 || !one_uint8_tensor(m, "data")) {
-            s->st.rejected++;
+            reject(s, "malformed chunk of version %lld", (long long)v);
             abandon(s, "malformed chunk");
             return 0;
         }
@@ -191,7 +244,8 @@ static int on_input(gb_param_service *s, gb_wire_msg *m, gb_error *err)
         memcpy(s->incoming->data + off, d.data, d.bytes);
         s->in_crc = gb_crc32c(s->in_crc, d.data, d.bytes);
         s->in_expected += d.bytes;
-        forward(s, m);
+        s->in_progress_ns = now;
+        forward(s, m, s->incoming->serial);
         return 0;
     }
     if (h->type == GB_MSG_PARAM_END) {
@@ -208,14 +262,18 @@ static int on_input(gb_param_service *s, gb_wire_msg *m, gb_error *err)
             return 0;
         }
         s->incoming->pub.crc = crc;
+        if (s->latest && v <= s->latest->pub.version)
+            GB_WARN("parameter service: version %lld replaces %lld: the publisher went back "
+                    "(restarted from a checkpoint, or %lld was not its)", (long long)v,
+                    (long long)s->latest->pub.version, (long long)s->latest->pub.version);
         blob_put(s->latest);
         s->latest = s->incoming;
         s->incoming = NULL;
         s->st.versions++;
-        forward(s, m);
+        forward(s, m, s->latest->serial);
         return 0;
     }
-    s->st.rejected++;
+    reject(s, "a %s message on the input", gb_msg_type_name(h->type));
     return 0;
 }
 
@@ -229,7 +287,8 @@ static void on_fetch(gb_param_service *s, gb_wire_msg *m)
     if (q->type == GB_MSG_PARAM_INFO_REQ) {
         gb_wire_header_init(h, GB_MSG_PARAM_INFO, s->o.role, s->o.index);
         h->seq = q->seq;
-        h->nmeta = 4;
+        h->nmeta = PM_NMETA_SERVICE;
+        h->meta[PM_INCOMING] = s->incoming ? (int64_t)s->incoming->serial : 0;
         if (!b) {
             h->status = GB_ENOTFOUND;
             h->meta[PM_VERSION] = -1;
@@ -239,6 +298,7 @@ static void on_fetch(gb_param_service *s, gb_wire_msg *m)
             h->meta[PM_TOTAL] = (int64_t)b->pub.bytes;
             h->meta[PM_CHUNK] = (int64_t)b->chunk_bytes;
             h->meta[PM_CRC] = (int64_t)b->pub.crc;
+            h->meta[PM_SERIAL] = (int64_t)b->serial;
             h->ntensors = 1;
             int64_t n = (int64_t)b->layout_raw_len;
             gb_wire_set_tensor(&h->tensors[0], "layout", GB_DTYPE_UINT8, 1, &n, NULL);
@@ -283,22 +343,30 @@ int gb_param_service_poll(gb_param_service *s, int timeout_ms, gb_error *err)
     gb_error local;
     if (!err)
         err = &local;
+    if (s->incoming) { /* wake up for its bound (params.h, "Order") */
+        uint64_t now = gb_now_ns(), due = s->in_progress_ns + (uint64_t)s->o.stall_ms * 1000000ULL;
+        if (s->in_deadline_ns < due)
+            due = s->in_deadline_ns;
+        long left = due > now ? (long)((due - now) / 1000000ULL) + 1 : 0;
+        if (timeout_ms < 0 || left < timeout_ms)
+            timeout_ms = (int)left;
+    }
     zmq_pollitem_t it[2] = {{s->in, 0, ZMQ_POLLIN, 0}, {s->fetch, 0, ZMQ_POLLIN, 0}};
     if (zmq_poll(it, 2, timeout_ms) < 0)
         return gb_wire_zmq_error(err, "parameter service: zmq_poll");
     int result = 0;
     for (int busy = 1; busy;) {
         busy = 0;
+        check_stall(s, gb_now_ns()); /* a flood must not keep it alive */
         int rc = gb_wire_recv(s->in, &s->msg, 0, ZMQ_DONTWAIT, err);
         if (rc == 0) {
             busy = 1;
-            int r = on_input(s, &s->msg, err);
+            int r = on_input(s, &s->msg, gb_now_ns(), err);
             if (r && !result)
                 result = r;
         } else if (rc == GB_EPROTO) {
             busy = 1;
-            s->st.rejected++;
-            GB_WARN("parameter service: rejected input: %s", err->msg);
+            reject(s, "rejected input: %s", err->msg);
         } else if (rc != GB_EAGAIN) {
             return rc;
         }
@@ -315,5 +383,6 @@ int gb_param_service_poll(gb_param_service *s, int timeout_ms, gb_error *err)
         }
         gb_wire_msg_release(&s->msg);
     }
+    check_stall(s, gb_now_ns());
     return result;
 }

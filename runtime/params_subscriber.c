@@ -1,5 +1,6 @@
 /* runtime/params_subscriber.c: the parameter subscriber: assembles blobs from the PUB chunks,
- * repairs or joins late through FETCH, applies only complete, CRC-checked versions. */
+ * repairs or joins late through FETCH, applies only complete, CRC-checked versions. Versions are
+ * ordered by the service's serial, never by their number (params.h, "Order"). */
 #include "runtime/params_impl.h"
 
 #include "runtime/clock.h"
@@ -145,8 +146,8 @@ static void drop_asm(gb_param_subscriber *s, int abandoned)
     s->mode = MODE_IDLE;
 }
 
-static void start_asm(gb_param_subscriber *s, int64_t v, uint64_t total, uint64_t chunk,
-                      const gb_tensor_view *layout, int mode, uint64_t now)
+static void start_asm(gb_param_subscriber *s, int64_t v, uint64_t serial, uint64_t total,
+                      uint64_t chunk, const gb_tensor_view *layout, int mode, uint64_t now)
 {
     gb_error e;
     drop_asm(s, 1);
@@ -157,6 +158,7 @@ static void start_asm(gb_param_subscriber *s, int64_t v, uint64_t total, uint64_
         s->next_info_ns = now + (uint64_t)s->o.recheck_ms * 1000000ULL;
         return;
     }
+    s->asmb->serial = serial;
     s->mode = mode;
     s->expected = 0;
     s->crc_run = 0;
@@ -234,13 +236,25 @@ static int is_bytes(const gb_wire_msg *m, const char *name)
            m->hdr.tensors[0].rank == 1 && strcmp(m->hdr.tensors[0].name, name) == 0;
 }
 
+/* The serials of the current version and of the one being assembled (0: none). */
+static uint64_t cur_serial(const gb_param_subscriber *s)
+{
+    return s->current ? s->current->serial : 0;
+}
+
+static uint64_t asm_serial(const gb_param_subscriber *s) { return s->asmb ? s->asmb->serial : 0; }
+
 static void on_pub(gb_param_subscriber *s, gb_wire_msg *m, uint64_t now)
 {
     const gb_wire_header *h = &m->hdr;
     int64_t v = param_meta(h, PM_VERSION);
-    int64_t cur = gb_param_subscriber_version(s);
-    int64_t asm_v = s->asmb ? s->asmb->pub.version : -1;
-    if (v <= cur)
+    uint64_t sr = (uint64_t)param_meta(h, PM_SERIAL);
+    uint64_t asm_s = asm_serial(s);
+    if (h->nmeta < PM_NMETA_SERVICE) {
+        s->st.rejected++;
+        return;
+    }
+    if (sr <= cur_serial(s))
         return;
     switch (h->type) {
     case GB_MSG_PARAM_BEGIN: {
@@ -250,10 +264,10 @@ static void on_pub(gb_param_subscriber *s, gb_wire_msg *m, uint64_t now)
             s->st.rejected++;
             return;
         }
-        if (v <= asm_v)
+        if (sr <= asm_s)
             return;
         gb_tensor_view l = gb_wire_msg_tensor(m, 0);
-        start_asm(s, v, (uint64_t)total, (uint64_t)chunk, &l, MODE_PUB, now);
+        start_asm(s, v, sr, (uint64_t)total, (uint64_t)chunk, &l, MODE_PUB, now);
         return;
     }
     case GB_MSG_PARAM_CHUNK: {
@@ -261,14 +275,14 @@ static void on_pub(gb_param_subscriber *s, gb_wire_msg *m, uint64_t now)
             s->st.rejected++;
             return;
         }
-        if (v > asm_v) { /* missed its begin: joined late, or the begin was dropped */
+        if (sr > asm_s) { /* missed its begin: joined late, or the begin was dropped */
             if (s->mode != MODE_FETCH || s->next_info_ns == 0)
                 ask_info(s, now);
             if (s->mode == MODE_IDLE)
                 s->mode = MODE_FETCH, s->last_progress_ns = now;
             return;
         }
-        if (v != asm_v || s->mode != MODE_PUB)
+        if (sr != asm_s || s->mode != MODE_PUB)
             return;
         gb_tensor_view d = gb_wire_msg_tensor(m, 0);
         if (!take(s, (uint64_t)param_meta(h, PM_OFFSET), &d, now))
@@ -280,7 +294,7 @@ static void on_pub(gb_param_subscriber *s, gb_wire_msg *m, uint64_t now)
             s->st.rejected++;
             return;
         }
-        if (v != asm_v) {
+        if (sr != asm_s) {
             ask_info(s, now); /* a version we have not seen begin: fetch it */
             if (s->mode == MODE_IDLE)
                 s->mode = MODE_FETCH, s->last_progress_ns = now;
@@ -301,11 +315,21 @@ static void on_reply(gb_param_subscriber *s, gb_wire_msg *m, uint64_t now)
 {
     const gb_wire_header *h = &m->hdr;
     int64_t v = param_meta(h, PM_VERSION);
-    int64_t cur = gb_param_subscriber_version(s);
     int64_t asm_v = s->asmb ? s->asmb->pub.version : -1;
     if (h->type == GB_MSG_PARAM_INFO) {
+        uint64_t sr = (uint64_t)param_meta(h, PM_SERIAL), asm_s = asm_serial(s);
+        uint64_t receiving = (uint64_t)param_meta(h, PM_INCOMING);
         s->next_info_ns = now + (uint64_t)s->o.recheck_ms * 1000000ULL;
-        if (h->status != 0 || v <= cur) { /* nothing newer at the service */
+        if (h->nmeta < PM_NMETA_SERVICE) {
+            s->st.rejected++;
+            return;
+        }
+        if (s->asmb && asm_s > sr && asm_s != receiving) {
+            /* the service dropped the version we assemble (replaced, torn or timed out) */
+            drop_asm(s, 1);
+            asm_s = 0;
+        }
+        if (h->status != 0 || sr <= cur_serial(s)) { /* nothing newer at the service */
             if (s->asmb && s->mode == MODE_FETCH)
                 s->next_info_ns = now + RETRY_SOON_NS;
             else if (!s->asmb)
@@ -318,18 +342,18 @@ static void on_reply(gb_param_subscriber *s, gb_wire_msg *m, uint64_t now)
             s->st.rejected++;
             return;
         }
-        if (v < asm_v) { /* the service has not finished the version we assemble */
+        if (sr < asm_s) { /* the service has not finished the version we assemble */
             s->next_info_ns = now + RETRY_SOON_NS;
             return;
         }
-        if (v == asm_v && s->mode == MODE_PUB) { /* a routine recheck while PUB delivers */
+        if (sr == asm_s && s->mode == MODE_PUB) { /* a routine recheck while PUB delivers */
             s->crc_want = (uint32_t)param_meta(h, PM_CRC);
             s->have_crc = 1;
             return;
         }
-        if (v > asm_v) {
+        if (sr > asm_s) {
             gb_tensor_view l = gb_wire_msg_tensor(m, 0);
-            start_asm(s, v, (uint64_t)total, (uint64_t)chunk, &l, MODE_FETCH, now);
+            start_asm(s, v, sr, (uint64_t)total, (uint64_t)chunk, &l, MODE_FETCH, now);
             if (!s->asmb)
                 return;
         }

@@ -203,10 +203,11 @@ int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_err
             (long long)s->envs);
     if (s->has_samples) {
         fprintf(f, ",\n  \"samples\": {\"chunks_sent\": %lld, \"dropped\": %lld, "
-                   "\"chunks_received\": %lld, \"discarded_at_stop\": %lld, "
-                   "\"lost_in_crash\": %lld, \"lost\": ",
+                   "\"chunks_received\": %lld, \"discarded_at_stop\": %lld, \"nonfinite\": %lld, "
+                   "\"rejected\": %lld, \"lost_in_crash\": %lld, \"lost\": ",
                 (long long)s->chunks_sent, (long long)s->chunks_dropped,
                 (long long)s->chunks_received, (long long)s->chunks_discarded,
+                (long long)s->chunks_nonfinite, (long long)s->chunks_rejected,
                 (long long)s->chunks_lost_in_crash);
         if (s->ledger_complete)
             fprintf(f, "%lld}", (long long)(s->chunks_sent - s->chunks_received -

@@ -51,7 +51,9 @@ typedef struct gb_run_summary {
      * queued, dropped after streams.sample_send_timeout, and the trainers received (of which
      * discarded_at_stop arrived after training stopped). lost = sent - received: chunks that
      * left an actor and never reached a trainer; known only when ledger_complete (every actor
-     * and trainer sent its final report), else written as null. */
+     * and trainer sent its final report), else written as null. Of received, nonfinite held a
+     * NaN or an infinity and were not stored. rejected: malformed or not from the run's actors,
+     * outside these books (never in sent nor in received). */
     int has_samples, ledger_complete;
     int64_t chunks_sent, chunks_dropped, chunks_received, chunks_discarded;
     /* chunks that actors which were killed or died had sent (their last report, or the highest
@@ -60,6 +62,7 @@ typedef struct gb_run_summary {
     int64_t chunks_lost_in_crash;
     const gb_run_restart *restarts; /* [nrestarts] in order */
     int nrestarts;
+    int64_t chunks_nonfinite, chunks_rejected;
 } gb_run_summary;
 
 /* Creates the run folder and its logs/ and checkpoints/ subfolders, and writes config.yaml.

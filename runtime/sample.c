@@ -170,7 +170,7 @@ int gb_sample_send(gb_sample_sender *s, int64_t policy_version, const gb_tensor_
         counter_add(&s->dropped, 1);
         s->seq++; /* the receiver can see the gap */
         uint64_t d = counter_get(&s->dropped);
-        if ((d & (d - 1)) == 0) /* 1st, 2nd, 4th, 8th, ... drop */
+        if (gb_log_due(d))
             GB_WARN("sample sender %d: dropped chunk %llu (%llu drops so far): no trainer "
                     "accepted it within %d ms", s->o.index, (unsigned long long)h->seq,
                     (unsigned long long)d, s->o.send_timeout_ms);
@@ -230,7 +230,8 @@ int gb_sample_receiver_open(gb_sample_receiver **out, void *zctx,
     if ((rc = opt(r->sock, ZMQ_LINGER, 0, err, "sample receiver: ZMQ_LINGER")) ||
         (rc = opt(r->sock, ZMQ_RCVHWM, o->hwm, err, "sample receiver: ZMQ_RCVHWM")) ||
         (o->kernel_buffer > 0 &&
-         (rc = opt(r->sock, ZMQ_RCVBUF, o->kernel_buffer, err, "sample receiver: ZMQ_RCVBUF"))))
+         (rc = opt(r->sock, ZMQ_RCVBUF, o->kernel_buffer, err, "sample receiver: ZMQ_RCVBUF"))) ||
+        (o->max_frame > 0 && (rc = gb_wire_set_max_frame(r->sock, o->max_frame, err))))
         goto fail;
     if (zmq_bind(r->sock, o->endpoint) != 0) {
         rc = gb_wire_zmq_error(err, "sample receiver: bind");
@@ -300,7 +301,7 @@ int gb_sample_recv(gb_sample_receiver *r, gb_wire_msg *m, int timeout_ms, gb_err
         if (rc == GB_EPROTO) {
             counter_add(&r->rejected, 1);
             uint64_t k = counter_get(&r->rejected);
-            if ((k & (k - 1)) == 0)
+            if (gb_log_due(k))
                 GB_WARN("sample receiver: rejected %llu malformed messages; last: %s",
                         (unsigned long long)k, err->msg);
             continue;

@@ -81,6 +81,9 @@ typedef struct gb_sample_receiver_opts {
     const char *endpoint; /* bind address */
     int hwm;              /* messages queued before the senders are pushed back (> 0) */
     int kernel_buffer;    /* tcp:// receive buffer bytes (ZMQ_RCVBUF); 0 = the OS default */
+    uint64_t max_frame;   /* the largest tensor a chunk holds (the chunk's block_bytes bounds it):
+                             a peer sending a larger frame is disconnected
+                             (gb_wire_set_max_frame); 0: no bound */
 } gb_sample_receiver_opts;
 
 /* The kernel buffer a sample socket should have: room for about hwm chunks of chunk_bytes, at

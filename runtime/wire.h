@@ -250,4 +250,16 @@ void gb_wire_msg_release(gb_wire_msg *m);
 /* Maps a failed ZeroMQ call to a GB_E* code with "what: zmq_strerror" in err. */
 int gb_wire_zmq_error(gb_error *err, const char *what);
 
+/* Room for a message's header frame beside its largest tensor frame (names, shapes and meta of
+ * GB_WIRE_MAX_TENSORS tensors fit in a few KiB; 64 KiB leaves slack). */
+#define GB_WIRE_HEADER_SLACK (64u << 10)
+
+/* Bounds what a peer may send this socket: ZMQ_MAXMSGSIZE = largest_frame + GB_WIRE_HEADER_SLACK
+ * (every frame of a gearbox message is a header or one tensor). libzmq then drops the
+ * connection of a peer whose frame is larger, before reading it into memory; the socket goes on
+ * serving its other peers. largest_frame: the largest legitimate tensor (a sample chunk's
+ * block, a parameter chunk, a batch of observations); small fixed bounds for control sockets.
+ * Set it before bind/connect. Returns 0 or GB_EZMQ. */
+int gb_wire_set_max_frame(void *sock, uint64_t largest_frame, gb_error *err);
+
 #endif

@@ -278,3 +278,13 @@ int gb_wire_msg_find(const gb_wire_msg *m, const char *name)
             return i;
     return -1;
 }
+
+int gb_wire_set_max_frame(void *sock, uint64_t largest_frame, gb_error *err)
+{
+    int64_t max = largest_frame > (uint64_t)INT64_MAX - GB_WIRE_HEADER_SLACK
+                      ? -1 /* no bound can be that large: none */
+                      : (int64_t)(largest_frame + GB_WIRE_HEADER_SLACK);
+    if (zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max, sizeof max) != 0)
+        return gb_wire_zmq_error(err, "ZMQ_MAXMSGSIZE");
+    return 0;
+}

@@ -356,6 +356,14 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
         gb_torch_batch b = batch_view(L, n, weights);
         rc = gb_torch_learner_train(L->learner, &b, &L->last,
                                     L->weighted ? L->priorities_f : NULL, err);
+        /* A non-finite loss means the parameters are lost too (the step already applied its
+         * gradients): going on would only publish and train on NaN. Stop with the cause. */
+        if (rc == 0 && !isfinite(L->last.loss))
+            rc = gb_error_set(err, GB_ECORRUPT, "learning: the loss is %g at training step %lld "
+                              "(policy loss %g, value loss %g): the learner diverged; stopping "
+                              "(lower trainer.lr, or check the environment's observations and "
+                              "rewards)", L->last.loss, (long long)L->train_steps + 1,
+                              L->last.policy_loss, L->last.value_loss);
     }
     if (rc == 0 && L->weighted) {
         for (int64_t i = 0; i < n; i++)

@@ -103,7 +103,7 @@ int gb_learning_insert(gb_learning *L, const void *const cols[GB_CHUNK_NCOLS], i
  * them get 2 as soon as any asked). Returns 1 when it trained, 0 when the rate limiter had
  * nothing yet (on some shard), 2 to stop, or an error (GB_ECLOSED after destroy began, the
  * replay's, the learner's or the group's errors, GB_ECORRUPT when the replicas' parameters
- * differ). */
+ * differ or the loss is not finite: the message names the loss and the step). */
 int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err);
 
 /* How far through its env-step budget this trainer's share of the run is (0..1), for lr

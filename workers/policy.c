@@ -111,7 +111,6 @@ static void *param_thread(void *arg)
 {
     policy *p = arg;
     gb_worker *w = p->w;
-    int64_t staged_version = -1;
     while (!gb_worker_stopping(w)) {
         int rc = gb_param_subscriber_poll(p->sub, 50, &p->param_err);
         if (rc < 0 && rc != GB_ENOMEM) {
@@ -119,8 +118,9 @@ static void *param_thread(void *arg)
             atomic_store(w->stop, 1);
             break;
         }
-        int64_t v = gb_param_subscriber_version(p->sub);
-        if (v > staged_version) {
+        /* 1: the subscriber took a version after the current one, in the service's order,
+         * whatever its number (runtime/params.h, "Order"); the first one is applied at start */
+        if (rc == 1) {
             const gb_param_blob *b = gb_param_subscriber_acquire(p->sub);
             if (!b)
                 continue;
@@ -129,7 +129,6 @@ static void *param_thread(void *arg)
                 gb_param_blob_release(p->staged); /* never applied: a newer one replaces it */
             p->staged = b;
             pthread_mutex_unlock(&p->lock);
-            staged_version = b->version;
         }
     }
     return NULL;

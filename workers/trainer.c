@@ -48,7 +48,12 @@ typedef struct trainer {
     int ingest_started;
     int ingest_rc;
     gb_error ingest_err;
-    atomic_llong ingested, rejected_chunks;
+    atomic_llong ingested;
+    /* The sample ledger (launch/run_local.c): received = chunks in this run's layout from one of
+     * its actors, whatever then became of them (ingested, discarded at stop, non-finite), so
+     * that the actors' chunks_sent = received + lost. rejected = malformed or foreign chunks,
+     * never sent by an actor of the run: shown on their own, outside those books. */
+    atomic_llong received, rejected_chunks, nonfinite;
     atomic_int ending_seen;    /* 1: the ingest thread saw the run is ending and confirmed it */
     atomic_llong discarded_at_stop; /* chunks taken unused as the run ended: by the ingest
                                        thread, then by drain_at_stop once it has ended */
@@ -64,10 +69,39 @@ typedef struct trainer {
     gb_replay_recovery recovery;      /* what the replay kept from a killed predecessor */
 } trainer;
 
-/* Checks that a received chunk has exactly the layout's tensors. */
-static int check_chunk(const trainer *t, const gb_wire_msg *m)
+/* Checks that a received chunk has exactly the layout's tensors and comes from one of the run's
+ * actors; counts it as received or rejected (the ledger above). Returns 1 when it is received. */
+static int check_chunk(trainer *t, const gb_wire_msg *m)
 {
-    return gb_chunk_matches(&t->layout, m->hdr.tensors, m->hdr.ntensors);
+    int ok = m->hdr.role == GB_ROLE_ACTOR && m->hdr.index >= 0 &&
+             m->hdr.index < t->w->cfg->actors.count &&
+             gb_chunk_matches(&t->layout, m->hdr.tensors, m->hdr.ntensors);
+    atomic_fetch_add(ok ? &t->received : &t->rejected_chunks, 1);
+    return ok;
+}
+
+/* The chunk's columns in place in the message. */
+static void chunk_columns(const gb_wire_msg *m, const void *cols[GB_CHUNK_NCOLS])
+{
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+        cols[c] = gb_wire_msg_tensor(m, c).data;
+}
+
+/* A received chunk holding a NaN or an infinity is counted and not stored: one such chunk must
+ * not poison the replay (a NaN priority, a NaN loss). Warned about at the 1st, 2nd, 4th, ...
+ * Returns 1 when the chunk is finite. */
+static int check_finite(trainer *t, const gb_wire_msg *m)
+{
+    const void *cols[GB_CHUNK_NCOLS];
+    chunk_columns(m, cols);
+    int c = gb_chunk_nonfinite(&t->layout, cols);
+    if (c < 0)
+        return 1;
+    long long k = atomic_fetch_add(&t->nonfinite, 1) + 1;
+    if (gb_log_due((uint64_t)k))
+        GB_WARN("trainer: chunk from actor %d holds a non-finite '%s' value: not stored (%lld "
+                "such chunks so far; chunks_nonfinite)", m->hdr.index, t->layout.desc[c].name, k);
+    return 0;
 }
 
 /* gearbox run --record: appends a received chunk to the dataset (no-op without --record).
@@ -77,8 +111,7 @@ static int record_chunk(trainer *t, const gb_wire_msg *m, gb_error *err)
     if (!t->record)
         return 0;
     const void *cols[GB_CHUNK_NCOLS];
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
-        cols[c] = gb_wire_msg_tensor(m, c).data;
+    chunk_columns(m, cols);
     return gb_dataset_writer_append(t->record, cols, m->hdr.policy_version,
                                     (int32_t)t->layout.T, err);
 }
@@ -115,8 +148,7 @@ static void *ingest_main(void *arg)
                 t->ingest_rc = rc;
                 goto out;
             }
-            if (!check_chunk(t, &msgs[n])) {
-                atomic_fetch_add(&t->rejected_chunks, 1);
+            if (!check_chunk(t, &msgs[n]) || !check_finite(t, &msgs[n])) {
                 gb_wire_msg_release(&msgs[n]);
                 continue;
             }
@@ -160,8 +192,7 @@ static void *ingest_main(void *arg)
             }
             for (int i = first; i < first + step; i++) {
                 const void *cols[GB_CHUNK_NCOLS];
-                for (int c = 0; c < GB_CHUNK_NCOLS; c++)
-                    cols[c] = gb_wire_msg_tensor(&msgs[i], c).data;
+                chunk_columns(&msgs[i], cols);
                 gb_learning_write(t->learning, idx[i], cols);
                 versions[i] = msgs[i].hdr.policy_version;
                 gb_wire_msg_release(&msgs[i]);
@@ -245,9 +276,7 @@ static void drain_at_stop(trainer *t)
         int rc = gb_sample_recv(t->samples, &m, 50, &err);
         if (rc)
             break;
-        if (!check_chunk(t, &m)) {
-            atomic_fetch_add(&t->rejected_chunks, 1);
-        } else {
+        if (check_chunk(t, &m)) {
             n++;
             if (record_chunk(t, &m, &err) != 0)
                 GB_WARN("trainer: recording a chunk at stop: %s", err.msg);
@@ -277,7 +306,8 @@ static void report(trainer *t, double env_progress)
     gb_metrics_set(m, "replay_expired", (double)rs.expired);
     gb_metrics_set(m, "replay_items_recovered", (double)t->recovery.kept);
     gb_metrics_set(m, "replay_items_dropped_in_crash", (double)t->recovery.dropped_in_flight);
-    gb_metrics_set(m, "chunks_received", (double)ss.received);
+    gb_metrics_set(m, "chunks_received", (double)atomic_load(&t->received));
+    gb_metrics_set(m, "chunks_nonfinite", (double)atomic_load(&t->nonfinite));
     gb_metrics_set(m, "chunks_discarded_at_stop", (double)atomic_load(&t->discarded_at_stop));
     gb_metrics_set(m, "chunks_rejected",
                    (double)(ss.rejected + (uint64_t)atomic_load(&t->rejected_chunks)));
@@ -411,7 +441,8 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
         .endpoint = ep,
         .hwm = (int)cfg->streams.sample_hwm,
         .kernel_buffer = gb_sample_kernel_buffer((int)cfg->streams.sample_hwm,
-                                                 t.layout.block_bytes)};
+                                                 t.layout.block_bytes),
+        .max_frame = t.layout.block_bytes};
     if ((rc = gb_sample_receiver_open(&t.samples, w->zctx, &ro, err)))
         goto done;
     if (w->index == 0) {

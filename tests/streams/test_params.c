@@ -262,10 +262,10 @@ static void test_broadcast_late_join_torn(void)
     CHECK(st_read_file(path, buf, sizeof buf) == 0 &&
           sscanf(buf, "%llu %llu %llu %llu", &versions, &abandoned, &rejected, &fetches) == 4);
     CHECK_EQ_INT(versions, 6); /* 1..5 and 8 */
-    /* 6 (CRC) and 7 (torn) each fail one way or the other: abandoned, or, when their messages
-     * interleave with version 8's (two connections, fair-queued; the second one may even come
-     * up after 8 began), begun while 8 is arriving and ignored; 8 completes either way */
-    CHECK_EQ_INT(abandoned + rejected, 2);
+    /* 6 (CRC) is abandoned; 7 (torn) is abandoned when 8 begins after it, or, when its
+     * messages come after 8's (two connections, fair-queued), still unfinished at the end
+     * (abandoned only after the stall bound, runtime/params.h "Order"); 8 completes either way */
+    CHECK(abandoned + rejected >= 1 && abandoned + rejected <= 2);
     CHECK(fetches >= 1);
     fprintf(stderr, "  service: %llu versions, %llu abandoned, %llu ignored, %llu fetches served\n",
             versions, abandoned, rejected, fetches);
@@ -297,7 +297,7 @@ static void test_pub_drops_repaired(void)
     snprintf(pub, sizeof pub, "ipc://%s/pub", dir);
     snprintf(fetch, sizeof fetch, "ipc://%s/fetch", dir);
     void *ctx = zmq_ctx_new();
-    gb_param_service_opts so = {in, pub, fetch, 2, GB_ROLE_PARAMS, 0};
+    gb_param_service_opts so = {in, pub, fetch, 2, GB_ROLE_PARAMS, 0, 0};
     svc_thread t = {0};
     atomic_init(&t.stop, 0);
     CHECK_OK(gb_param_service_open(&t.s, ctx, &so, &err));

@@ -443,6 +443,56 @@ static void test_stats_read_while_receiving(void)
     pair_close(&pr);
 }
 
+/* A receiver bounded to 4 KiB frames (max_frame, as the trainer sets it from its chunk size):
+ * a peer sending a 1 MiB frame is disconnected by libzmq before the frame reaches the trainer,
+ * and a legitimate sender's chunks after it are all received. */
+static void test_oversized_frame_dropped(void)
+{
+    gb_error err;
+    char dir[64], ep[128];
+    void *ctx = zmq_ctx_new();
+    st_tmpdir(dir, sizeof dir);
+    snprintf(ep, sizeof ep, "ipc://%s/trainer", dir);
+    gb_sample_receiver_opts ro = {.endpoint = ep, .hwm = 16, .max_frame = 4096};
+    gb_sample_receiver *r;
+    CHECK_OK(gb_sample_receiver_open(&r, ctx, &ro, &err));
+    const char *eps[1] = {ep};
+    gb_sample_sender_opts so = {.endpoints = eps, .n_endpoints = 1, .hwm = 16,
+                               .send_timeout_ms = 5000, .role = GB_ROLE_ACTOR, .index = 0};
+    gb_sample_sender *bad, *good;
+    CHECK_OK(gb_sample_sender_open(&bad, ctx, &so, &err));
+    so.index = 1;
+    CHECK_OK(gb_sample_sender_open(&good, ctx, &so, &err));
+    static float big[1 << 18], small[256];
+    gb_tensor_desc d;
+    int64_t n_big = 1 << 18, n_small = 256;
+    CHECK_OK(gb_wire_set_tensor(&d, "obs", GB_DTYPE_FLOAT32, 1, &n_big, &err));
+    gb_wire_payload p = {big, NULL, NULL, NULL};
+    CHECK_OK(gb_sample_send(bad, 0, &d, &p, 1, &err));
+    CHECK_OK(gb_wire_set_tensor(&d, "obs", GB_DTYPE_FLOAT32, 1, &n_small, &err));
+    p.data = small;
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(gb_sample_send(good, 0, &d, &p, 1, &err));
+    gb_wire_msg m;
+    gb_wire_msg_init(&m);
+    int got = 0, oversized = 0;
+    for (;;) {
+        int rc = gb_sample_recv(r, &m, got < 3 ? 10000 : 300, &err);
+        if (rc)
+            break;
+        got++;
+        oversized += m.hdr.index == 0;
+        gb_wire_msg_release(&m);
+    }
+    CHECK_EQ_INT(got, 3);
+    CHECK_EQ_INT(oversized, 0);
+    gb_sample_sender_close_within(bad, 0);
+    gb_sample_sender_close(good);
+    gb_sample_receiver_close(r);
+    zmq_ctx_term(ctx);
+    st_rmdir(dir);
+}
+
 int main(void)
 {
     TEST_RUN(test_actors_to_trainers_ipc);
@@ -450,5 +500,6 @@ int main(void)
     TEST_RUN(test_drops_counted);
     TEST_RUN(test_tally_per_process);
     TEST_RUN(test_stats_read_while_receiving);
+    TEST_RUN(test_oversized_frame_dropped);
     return test_main_result();
 }

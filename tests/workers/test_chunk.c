@@ -1,9 +1,11 @@
 /* tests/workers/test_chunk.c: the chunk builder against a hand-worked trajectory: rows, reset
- * rows after episode ends (also across chunk boundaries), next_obs, versions, and the zero-copy
- * hand-off's reference counting. */
+ * rows after episode ends (also across chunk boundaries), next_obs, versions, the zero-copy
+ * hand-off's reference counting, and the ingest check for non-finite values. */
 #include "runtime/chunk.h"
 #include "test.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static gb_chunk_layout layout;
@@ -167,10 +169,66 @@ static void test_out_of_memory_restarts(void)
     gb_chunk_builder_destroy(b);
 }
 
+/* gb_chunk_nonfinite finds a NaN or an infinity at every position of every floating column of
+ * a continuous-action chunk (obs [T, 3], next_obs, action [T, 2], reward, logp), in an unaligned
+ * copy too, and ignores the integer columns and uint8 observations. */
+static void test_nonfinite(void)
+{
+    gb_error err = {0};
+    int64_t shape[1] = {3};
+    gb_chunk_layout l;
+    CHECK_OK(gb_chunk_layout_init(&l, 5, GB_DTYPE_FLOAT32, 1, shape, 0, 2, &err));
+    unsigned char *block = calloc(1, l.block_bytes + 1), *shifted = malloc(l.block_bytes + 1);
+    const void *cols[GB_CHUNK_NCOLS];
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+        cols[c] = block + l.offset[c];
+    CHECK_EQ_INT(gb_chunk_nonfinite(&l, cols), -1);
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    int floating[] = {GB_CHUNK_OBS, GB_CHUNK_NEXT_OBS, GB_CHUNK_ACTION, GB_CHUNK_REWARD,
+                      GB_CHUNK_LOGP};
+    int found = 0, tried = 0;
+    for (size_t k = 0; k < sizeof floating / sizeof floating[0]; k++) {
+        int c = floating[k];
+        float *col = (float *)(block + l.offset[c]);
+        for (uint64_t i = 0; i < l.bytes[c] / 4; i++)
+            for (int b = 0; b < 3; b++) {
+                col[i] = bad[b];
+                tried++;
+                found += gb_chunk_nonfinite(&l, cols) == c;
+                /* the same bytes one past a 4-byte boundary, as a wire frame may be */
+                memcpy(shifted + 1, block, l.block_bytes);
+                const void *sc[GB_CHUNK_NCOLS];
+                for (int d = 0; d < GB_CHUNK_NCOLS; d++)
+                    sc[d] = shifted + 1 + l.offset[d];
+                found += gb_chunk_nonfinite(&l, sc) == c;
+                col[i] = 1e30f; /* large but finite */
+            }
+        CHECK_EQ_INT(gb_chunk_nonfinite(&l, cols), -1);
+    }
+    CHECK_EQ_INT(found, 2 * tried);
+    /* integer columns may hold any bits */
+    memset(block + l.offset[GB_CHUNK_VERSION], 0xff, l.bytes[GB_CHUNK_VERSION]);
+    memset(block + l.offset[GB_CHUNK_VALID], 0xff, l.bytes[GB_CHUNK_VALID]);
+    CHECK_EQ_INT(gb_chunk_nonfinite(&l, cols), -1);
+    free(block);
+    free(shifted);
+    /* uint8 observations are never non-finite */
+    CHECK_OK(gb_chunk_layout_init(&l, 5, GB_DTYPE_UINT8, 1, shape, 1, 1, &err));
+    block = malloc(l.block_bytes);
+    memset(block, 0xff, l.block_bytes);
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+        cols[c] = block + l.offset[c];
+    memset(block + l.offset[GB_CHUNK_REWARD], 0, l.bytes[GB_CHUNK_REWARD]);
+    memset(block + l.offset[GB_CHUNK_LOGP], 0, l.bytes[GB_CHUNK_LOGP]);
+    CHECK_EQ_INT(gb_chunk_nonfinite(&l, cols), -1);
+    free(block);
+}
+
 int main(void)
 {
     TEST_RUN(test_rows_and_resets);
     TEST_RUN(test_end_on_last_row);
     TEST_RUN(test_out_of_memory_restarts);
+    TEST_RUN(test_nonfinite);
     return test_main_result();
 }
