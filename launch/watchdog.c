@@ -23,21 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const struct {
-    const char *name;
-    int role;
-} roles[] = {{"actor", GB_ROLE_ACTOR},
-             {"policy", GB_ROLE_POLICY},
-             {"trainer", GB_ROLE_TRAINER},
-             {"params", GB_ROLE_PARAMS}};
-
-static int role_of(const gb_child *c)
-{
-    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++)
-        if (strcmp(c->role, roles[i].name) == 0)
-            return roles[i].role;
-    return GB_ROLE_NONE;
-}
+static int role_of(const gb_child *c) { return gb_role_from_name(c->role); }
 
 /* Counters that continue across restarts, per role (gb_metrics_collector_carry). */
 static const char *const actor_counters[] = {"env_steps", "episodes", "chunks_sent",
@@ -188,29 +174,22 @@ static gb_child *find_hung(const gb_watchdog *wd, double now, double *silent)
     int trainer_silent = 0;
     for (int i = 0; i < wd->sup->n; i++) {
         gb_child *c = &wd->sup->children[i];
-        if (!c->running)
-            continue;
-        double s = silent_s(wd, c, now);
-        if (s <= limit)
+        if (!c->running || silent_s(wd, c, now) <= limit)
             continue;
         int role = role_of(c);
-        if (role == GB_ROLE_TRAINER || role == GB_ROLE_PARAMS)
-            trainer_silent = 1;
+        trainer_silent |= role == GB_ROLE_TRAINER || role == GB_ROLE_PARAMS;
         if (role == GB_ROLE_ACTOR) {
-            if (!hung_actor) {
+            if (!hung_actor)
                 hung_actor = c;
-                *silent = s;
-            }
         } else if (!hung || role_of(hung) == GB_ROLE_POLICY) {
             hung = c; /* trainers and the parameter service before policy workers */
-            *silent = s;
         }
     }
-    if (hung) {
+    if (!hung && !trainer_silent)
+        hung = hung_actor;
+    if (hung)
         *silent = silent_s(wd, hung, now);
-        return hung;
-    }
-    return trainer_silent ? NULL : hung_actor;
+    return hung;
 }
 
 int gb_watchdog_check(gb_watchdog *wd, gb_child **culprit, char *why, size_t n,

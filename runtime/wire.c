@@ -22,6 +22,14 @@ const char *gb_role_name(int role)
     return role >= 0 && role < GB_ROLE_END ? role_names[role] : "invalid";
 }
 
+int gb_role_from_name(const char *name)
+{
+    for (int r = GB_ROLE_NONE + 1; r < GB_ROLE_END; r++)
+        if (strcmp(name, role_names[r]) == 0)
+            return r;
+    return GB_ROLE_NONE;
+}
+
 const char *gb_msg_type_name(int type)
 {
     return type > 0 && type < GB_MSG_TYPE_END ? type_names[type] : "invalid";

@@ -2,7 +2,8 @@
  * defines: gb_msg_type, gb_role, gb_tensor_desc, gb_wire_header, gb_wire_payload, gb_wire_msg,
  *          gb_wire_encode_header, gb_wire_decode_header, gb_wire_check_frames, gb_wire_send,
  *          gb_wire_recv, gb_wire_msg_init, gb_wire_msg_release, gb_wire_msg_tensor,
- *          gb_tensor_desc_bytes, gb_wire_set_tensor, gb_role_name, gb_msg_type_name,
+ *          gb_tensor_desc_bytes, gb_wire_set_tensor, gb_role_name, gb_role_from_name,
+ *          gb_msg_type_name,
  *          gb_wire_attr, gb_wire_attr_set_int, gb_wire_attr_set_str, gb_wire_attr_set_strs,
  *          gb_wire_attr_find, gb_wire_attr_int, gb_wire_attr_str, gb_wire_attr_strs
  *
@@ -169,6 +170,7 @@ typedef struct gb_tensor_view {
 } gb_tensor_view;
 
 const char *gb_role_name(int role);     /* "actor", ...; "invalid" when out of range */
+int gb_role_from_name(const char *name); /* gb_role_name's inverse; GB_ROLE_NONE when unknown */
 const char *gb_msg_type_name(int type); /* "infer_request", ...; "invalid" when out of range */
 
 /* Fills d (name truncated at GB_WIRE_NAME_MAX-1 is an error: returns GB_EINVAL). */
