@@ -334,6 +334,15 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
         rc = gb_registry_server_open(&reg.server, zctx, &ro, &err);
     if (rc == 0)
         rc = gb_metrics_collector_open(&mc, zctx, met_ep, &err);
+    /* only the run's own workers may report (a forged report must not end the run) */
+    if (rc == 0)
+        rc = gb_metrics_collector_expect(mc, GB_ROLE_PARAMS, 1, &err);
+    if (rc == 0)
+        rc = gb_metrics_collector_expect(mc, GB_ROLE_TRAINER, cfg->trainer.count, &err);
+    if (rc == 0)
+        rc = gb_metrics_collector_expect(mc, GB_ROLE_POLICY, cfg->policy.count, &err);
+    if (rc == 0)
+        rc = gb_metrics_collector_expect(mc, GB_ROLE_ACTOR, cfg->actors.count, &err);
     if (rc == 0 && pthread_create(&reg_thread, NULL, registry_main, &reg) != 0)
         rc = gb_error_errno(&err, "pthread_create");
     reg_started = rc == 0;
