@@ -127,10 +127,12 @@ int gb_cmd_worker(int argc, char **argv)
         GB_INFO("worker started (pid %d)", (int)getpid());
         rc = roles[r].main(&w, &err);
     }
-    /* A stop request interrupts blocking calls (EINTR in zmq_poll, a peer already gone): what
-     * fails after it is part of stopping, not an error. */
-    if (rc && atomic_load(&stop_flag) &&
-        (rc == GB_EZMQ || rc == GB_EINTR || rc == GB_ECLOSED || rc == GB_ETIMEOUT)) {
+    /* A stop requested from outside (SIGTERM/SIGINT, run control) interrupts blocking calls
+     * (EINTR in zmq_poll, a peer already gone): what fails that way after it is part of
+     * stopping, not an error. A worker that stopped itself (gb_worker_stop_self) does not get
+     * this pass, and a timeout is a failure whoever asked for the stop: it says something did
+     * not answer, which a stop does not explain. */
+    if (rc && atomic_load(&stop_flag) && (rc == GB_EZMQ || rc == GB_EINTR || rc == GB_ECLOSED)) {
         GB_INFO("stopping interrupted a wait: %s", err.msg);
         rc = 0;
     }

@@ -447,6 +447,16 @@ stop:;
         sample_metrics(mc, wall, have_prev ? prev : NULL, row);
         gb_rundir_metrics_row(&rd, row, M_NCOLS, &err);
     }
+    /* A worker that failed while stopping (its final checkpoint, say) or had to be killed
+     * fails the run, whatever ended it. */
+    int solved = strcmp(exit_reason, "solved") == 0;
+    char failed[512];
+    if (gb_supervisor_failures(&sup, failed, sizeof failed) && status == 0) {
+        status = 1;
+        exit_reason = "worker_failed";
+        snprintf(error_text, sizeof error_text, "while the run stopped: %s", failed);
+        GB_ERROR("%s", error_text);
+    }
     sample_ledger ledger = {0};
     if (mc)
         ledger_take(mc, cfg, &ledger);
@@ -458,7 +468,7 @@ stop:;
         .episode_return_mean = decided_return,
         .episodes = mc ? gb_metrics_episodes(mc) : 0,
         .target_return = cfg->experiment.target_return,
-        .solved = strcmp(exit_reason, "solved") == 0,
+        .solved = solved,
         .exit_reason = exit_reason,
         .error = error_text[0] ? error_text : NULL,
         .actors = cfg->actors.count,
@@ -472,8 +482,13 @@ stop:;
         .chunks_received = ledger.received,
         .chunks_discarded = ledger.discarded,
     };
-    if (gb_rundir_write_summary(&rd, &s, &err))
+    if (gb_rundir_write_summary(&rd, &s, &err)) {
+        /* the run's record is lost: say why where the user sees it, and fail */
+        fprintf(stderr, "gearbox run: summary.json not written: %s (the run ended: %s%s%s)\n",
+                err.msg, exit_reason, error_text[0] ? ": " : "", error_text);
         GB_ERROR("summary.json: %s", err.msg);
+        status = 1;
+    }
     GB_INFO("%s after %.1f s: %lld env steps (%.0f/s), %lld train steps, mean return %.1f; "
             "%s/summary.json", exit_reason, wall, (long long)s.env_steps,
             wall > 0 ? (double)s.env_steps / wall : 0.0, (long long)s.train_steps,

@@ -127,9 +127,38 @@ int gb_supervisor_stop_all(gb_supervisor *s, double grace_s)
         }
         c->running = 0;
         c->status = status;
+        c->killed = 1;
         killed++;
     }
     return killed;
+}
+
+int gb_supervisor_failures(const gb_supervisor *s, char *buf, size_t n)
+{
+    int count = 0;
+    size_t used = 0;
+    if (n)
+        buf[0] = '\0';
+    for (int i = 0; i < s->n; i++) {
+        const gb_child *c = &s->children[i];
+        if (c->running)
+            continue;
+        char how[128];
+        if (c->killed)
+            snprintf(how, sizeof how, "did not stop within the grace and was killed");
+        else if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0)
+            continue;
+        else if (WIFSIGNALED(c->status) && WTERMSIG(c->status) == SIGTERM)
+            continue; /* the stop's own SIGTERM, before the worker installed its handler */
+        else
+            gb_child_describe(c, how, sizeof how);
+        if (count++ < 4 && used < n)
+            used += (size_t)snprintf(buf + used, n - used, "%s%s-%d %s", used ? "; " : "",
+                                     c->role, c->index, how);
+    }
+    if (count > 4 && used < n)
+        snprintf(buf + used, n - used, "; and %d more", count - 4);
+    return count;
 }
 
 void gb_child_describe(const gb_child *c, char *buf, size_t n)

@@ -20,6 +20,7 @@ typedef struct gb_child {
     char log_path[1024];
     int running;
     int status; /* waitpid status once it ended */
+    int killed; /* 1 when gb_supervisor_stop_all had to SIGKILL it (it outlived the grace) */
 } gb_child;
 
 typedef struct gb_supervisor {
@@ -48,6 +49,12 @@ int gb_supervisor_wait_role(gb_supervisor *s, const char *role, double grace_s);
 /* Sends SIGTERM to every running child, waits up to grace_s seconds for them all, then SIGKILLs
  * the rest and reaps them. Returns the number that had to be killed. */
 int gb_supervisor_stop_all(gb_supervisor *s, double grace_s);
+
+/* Children that ended as a failure: exited non-zero, killed by a signal other than the SIGTERM
+ * a stop sends, or SIGKILLed because they outlived the stop's grace. Names up to the first few
+ * ("trainer-0 exited with status 1; actor-2 did not stop within the grace and was killed") in
+ * buf (size n). Returns how many. */
+int gb_supervisor_failures(const gb_supervisor *s, char *buf, size_t n);
 
 /* Describes how a child ended ("exited with status 3", "killed by signal 9 (Killed)"). */
 void gb_child_describe(const gb_child *c, char *buf, size_t n);

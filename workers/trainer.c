@@ -170,7 +170,7 @@ out:
     for (int i = 0; i < INGEST_BATCH; i++)
         gb_wire_msg_release(&msgs[i]);
     if (t->ingest_rc)
-        atomic_store(w->stop, 1);
+        gb_worker_stop_self(w);
     return NULL;
 }
 
@@ -429,7 +429,7 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
     }
     rc = 0;
 done:
-    atomic_store(w->stop, 1);
+    gb_worker_stop_self(w);
     if (t.replay)
         gb_replay_close(t.replay); /* wakes the ingest thread if it blocks on the replay */
     if (t.ingest_started) {
@@ -446,8 +446,16 @@ done:
         gb_metrics_set(w->metrics, "final", 1); /* the launcher's sample ledger needs this one */
         report(&t, 0);
         gb_error cerr = {0};
-        if (checkpoint(&t, &cerr) != 0)
-            GB_ERROR("trainer: final checkpoint failed: %s", cerr.msg);
+        if (checkpoint(&t, &cerr) != 0) {
+            /* the run's last model is lost: that is a failure, not a clean stop */
+            gb_error_prefix(&cerr, "final checkpoint failed");
+            GB_ERROR("trainer: %s", cerr.msg);
+            if (rc == 0) {
+                rc = cerr.code;
+                if (err)
+                    *err = cerr;
+            }
+        }
     }
     if (t.record) { /* --record: flush and close the dataset */
         gb_error rerr = {0};
