@@ -15,6 +15,7 @@
 #include "runtime/sample.h"
 #include "runtime/wire.h"
 #include "workers/acting.h"
+#include "workers/checkpoint.h"
 #include "workers/learning.h"
 
 #include <math.h>
@@ -305,17 +306,23 @@ static int join_group(trainer *t, gb_error *err)
     return rc;
 }
 
+static int write_learning(void *ctx, const char *model, const char *replay, gb_error *err)
+{
+    return gb_learning_checkpoint(ctx, model, replay, err);
+}
+
+/* checkpoints/trainer-<index>.checkpoint names the model and replay files of one step
+ * (workers/checkpoint.h): a failed write (ENOSPC) leaves the previous pair current. */
 static int checkpoint(trainer *t, gb_error *err)
 {
-    char dir[2048], model[2200], replay[2200];
+    char dir[2048], name[32];
     snprintf(dir, sizeof dir, "%s/checkpoints", t->w->run_dir);
     mkdir(dir, 0755);
-    snprintf(model, sizeof model, "%s/trainer-%d.model", dir, t->w->index);
-    snprintf(replay, sizeof replay, "%s/trainer-%d.replay", dir, t->w->index);
-    int rc = gb_learning_checkpoint(t->learning, model, replay, err);
+    snprintf(name, sizeof name, "trainer-%d", t->w->index);
+    int64_t step = gb_learning_train_steps(t->learning);
+    int rc = gb_checkpoint_write(dir, name, step, 1, write_learning, t->learning, err);
     if (rc == 0)
-        GB_INFO("trainer: checkpoint written (%lld training steps)",
-                (long long)gb_learning_train_steps(t->learning));
+        GB_INFO("trainer: checkpoint written (%lld training steps)", (long long)step);
     return rc;
 }
 
