@@ -136,6 +136,10 @@ int gb_cmd_worker(int argc, char **argv)
         GB_INFO("stopping interrupted a wait: %s", err.msg);
         rc = 0;
     }
+    /* its log (stderr) could not be written, the disk full say: a failure the launcher names */
+    if (rc == 0 && gb_log_stderr_errno())
+        rc = gb_error_set(&err, GB_EIO, "writing this worker's log failed: %s",
+                          strerror(gb_log_stderr_errno()));
     if (rc)
         GB_ERROR("%s", err.msg);
     else

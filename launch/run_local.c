@@ -404,8 +404,18 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
         }
         sample_metrics(mc, t, have_prev ? prev : NULL, row);
         if (now >= next_row) {
-            if (gb_rundir_metrics_row(&rd, row, M_NCOLS, &err))
-                GB_WARN("metrics.csv: %s", err.msg);
+            /* a full disk (or any write failure) in the run directory ends the run */
+            if (gb_rundir_metrics_row(&rd, row, M_NCOLS, &err)) {
+                snprintf(error_text, sizeof error_text, "metrics.csv: %s", err.msg);
+                GB_ERROR("%s", error_text);
+                break;
+            }
+            if (gb_log_file_errno()) {
+                snprintf(error_text, sizeof error_text, "logs/launcher.log: write: %s",
+                         strerror(gb_log_file_errno()));
+                GB_ERROR("%s", error_text);
+                break;
+            }
             memcpy(prev, row, sizeof row);
             have_prev = 1;
             next_row = now + cfg->experiment.metrics_interval_s;
