@@ -20,11 +20,17 @@
 #include <zmq.h>
 
 static atomic_int stop_flag;
+static pid_t launcher_pid; /* the parent at start: the launcher */
 
 static void on_signal(int sig)
 {
     (void)sig;
     atomic_store(&stop_flag, 1);
+    /* The launcher is gone (this is its PR_SET_PDEATHSIG, launch/supervisor.c): nobody will
+     * release the actors or wait for a clean stop, so a stop that blocks on it must not keep
+     * this process alive: SIGALRM (default action: terminate) ends it in 1 s at the latest. */
+    if (getppid() != launcher_pid)
+        alarm(1);
 }
 
 static void worker_usage(FILE *out)
@@ -83,6 +89,7 @@ int gb_cmd_worker(int argc, char **argv)
         return GB_EXIT_USAGE;
     }
 
+    launcher_pid = getppid();
     static gb_config cfg;
     gb_error err = {0};
     char path[2048];

@@ -29,6 +29,10 @@ typedef struct gb_supervisor {
 } gb_supervisor;
 
 /* Starts argv (argv[0] a path) as a child whose stdout and stderr append to log_path.
+ * The child gets SIGTERM when the *thread* that called this exits (PR_SET_PDEATHSIG follows
+ * the forking thread, not the process): call it only from the launcher's main thread, or a
+ * thread that lives as long as the launcher, or workers are stopped when that thread ends.
+ * (`gearbox worker` ends itself within 1 s of that SIGTERM once its parent is gone.)
  * Returns 0, or GB_ESYS/GB_EFULL; the child that fails to exec exits 127 (its log says why). */
 int gb_supervisor_spawn(gb_supervisor *s, const char *role, int index, char *const argv[],
                         const char *log_path, gb_error *err);
