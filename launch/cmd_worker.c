@@ -20,11 +20,17 @@
 #include <zmq.h>
 
 static atomic_int stop_flag;
+static pid_t launcher_pid; /* the parent at start: the launcher */
 
 static void on_signal(int sig)
 {
     (void)sig;
     atomic_store(&stop_flag, 1);
+    /* The launcher is gone (this is its PR_SET_PDEATHSIG, launch/supervisor.c): nobody will
+     * release the actors or wait for a clean stop, so a stop that blocks on it must not keep
+     * this process alive: SIGALRM (default action: terminate) ends it in 1 s at the latest. */
+    if (getppid() != launcher_pid)
+        alarm(1);
 }
 
 static void worker_usage(FILE *out)
@@ -85,6 +91,7 @@ int gb_cmd_worker(int argc, char **argv)
         return GB_EXIT_USAGE;
     }
 
+    launcher_pid = getppid();
     static gb_config cfg;
     gb_error err = {0};
     char path[2048];
@@ -135,13 +142,19 @@ int gb_cmd_worker(int argc, char **argv)
             GB_INFO("worker started (pid %d)", (int)getpid());
         rc = roles[r].main(&w, &err);
     }
-    /* A stop request interrupts blocking calls (EINTR in zmq_poll, a peer already gone): what
-     * fails after it is part of stopping, not an error. */
-    if (rc && atomic_load(&stop_flag) &&
-        (rc == GB_EZMQ || rc == GB_EINTR || rc == GB_ECLOSED || rc == GB_ETIMEOUT)) {
+    /* A stop requested from outside (SIGTERM/SIGINT, run control) interrupts blocking calls
+     * (EINTR in zmq_poll, a peer already gone): what fails that way after it is part of
+     * stopping, not an error. A worker that stopped itself (gb_worker_stop_self) does not get
+     * this pass, and a timeout is a failure whoever asked for the stop: it says something did
+     * not answer, which a stop does not explain. */
+    if (rc && atomic_load(&stop_flag) && (rc == GB_EZMQ || rc == GB_EINTR || rc == GB_ECLOSED)) {
         GB_INFO("stopping interrupted a wait: %s", err.msg);
         rc = 0;
     }
+    /* its log (stderr) could not be written, the disk full say: a failure the launcher names */
+    if (rc == 0 && gb_log_stderr_errno())
+        rc = gb_error_set(&err, GB_EIO, "writing this worker's log failed: %s",
+                          strerror(gb_log_stderr_errno()));
     if (rc)
         GB_ERROR("%s", err.msg);
     else

@@ -362,6 +362,15 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
         rc = gb_metrics_collector_open(&mc, zctx, met_ep, &err);
     if (rc == 0)
         rc = gb_watchdog_init(&wd, cfg, &sup, mc, t0, &err);
+    /* only the run's own workers may report (a forged report must not end the run) */
+    if (rc == 0)
+        rc = gb_metrics_collector_expect(mc, GB_ROLE_PARAMS, 1, &err);
+    if (rc == 0)
+        rc = gb_metrics_collector_expect(mc, GB_ROLE_TRAINER, cfg->trainer.count, &err);
+    if (rc == 0)
+        rc = gb_metrics_collector_expect(mc, GB_ROLE_POLICY, cfg->policy.count, &err);
+    if (rc == 0)
+        rc = gb_metrics_collector_expect(mc, GB_ROLE_ACTOR, cfg->actors.count, &err);
     if (rc == 0 && pthread_create(&reg_thread, NULL, registry_main, &reg) != 0)
         rc = gb_error_errno(&err, "pthread_create");
     reg_started = rc == 0;
@@ -420,8 +429,18 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
         }
         sample_metrics(mc, t, have_prev ? prev : NULL, row);
         if (now >= next_row) {
-            if (gb_rundir_metrics_row(&rd, row, M_NCOLS, &err))
-                GB_WARN("metrics.csv: %s", err.msg);
+            /* a full disk (or any write failure) in the run directory ends the run */
+            if (gb_rundir_metrics_row(&rd, row, M_NCOLS, &err)) {
+                snprintf(error_text, sizeof error_text, "metrics.csv: %s", err.msg);
+                GB_ERROR("%s", error_text);
+                break;
+            }
+            if (gb_log_file_errno()) {
+                snprintf(error_text, sizeof error_text, "logs/launcher.log: write: %s",
+                         strerror(gb_log_file_errno()));
+                GB_ERROR("%s", error_text);
+                break;
+            }
             memcpy(prev, row, sizeof row);
             have_prev = 1;
             next_row = now + cfg->experiment.metrics_interval_s;
@@ -463,6 +482,16 @@ stop:;
         sample_metrics(mc, wall, have_prev ? prev : NULL, row);
         gb_rundir_metrics_row(&rd, row, M_NCOLS, &err);
     }
+    /* A worker that failed while stopping (its final checkpoint, say) or had to be killed
+     * fails the run, whatever ended it. */
+    int solved = strcmp(exit_reason, "solved") == 0;
+    char failed[512];
+    if (gb_supervisor_failures(&sup, failed, sizeof failed) && status == 0) {
+        status = 1;
+        exit_reason = "worker_failed";
+        snprintf(error_text, sizeof error_text, "while the run stopped: %s", failed);
+        GB_ERROR("%s", error_text);
+    }
     sample_ledger ledger = {0};
     if (mc)
         ledger_take(mc, cfg, &wd, &ledger);
@@ -474,7 +503,7 @@ stop:;
         .episode_return_mean = decided_return,
         .episodes = mc ? gb_metrics_episodes(mc) : 0,
         .target_return = cfg->experiment.target_return,
-        .solved = strcmp(exit_reason, "solved") == 0,
+        .solved = solved,
         .exit_reason = exit_reason,
         .error = error_text[0] ? error_text : NULL,
         .actors = cfg->actors.count,
@@ -493,8 +522,13 @@ stop:;
         .chunks_nonfinite = ledger.nonfinite,
         .chunks_rejected = ledger.rejected,
     };
-    if (gb_rundir_write_summary(&rd, &s, &err))
+    if (gb_rundir_write_summary(&rd, &s, &err)) {
+        /* the run's record is lost: say why where the user sees it, and fail */
+        fprintf(stderr, "gearbox run: summary.json not written: %s (the run ended: %s%s%s)\n",
+                err.msg, exit_reason, error_text[0] ? ": " : "", error_text);
         GB_ERROR("summary.json: %s", err.msg);
+        status = 1;
+    }
     GB_INFO("%s after %.1f s: %lld env steps (%.0f/s), %lld train steps, mean return %.1f; "
             "%s/summary.json", exit_reason, wall, (long long)s.env_steps,
             wall > 0 ? (double)s.env_steps / wall : 0.0, (long long)s.train_steps,

@@ -48,6 +48,7 @@ static int start(gb_child *c, gb_error *err)
     c->pid = pid;
     c->running = 1;
     c->reported = 0;
+    c->killed = 0;
     c->status = 0;
     c->started_s = gb_now_s();
     return 0;
@@ -189,9 +190,38 @@ int gb_supervisor_stop_all(gb_supervisor *s, double grace_s)
         if (!c->running)
             continue;
         gb_supervisor_kill(s, c);
+        c->killed = 1;
         killed++;
     }
     return killed;
+}
+
+int gb_supervisor_failures(const gb_supervisor *s, char *buf, size_t n)
+{
+    int count = 0;
+    size_t used = 0;
+    if (n)
+        buf[0] = '\0';
+    for (int i = 0; i < s->n; i++) {
+        const gb_child *c = &s->children[i];
+        if (c->running)
+            continue;
+        char how[128];
+        if (c->killed)
+            snprintf(how, sizeof how, "did not stop within the grace and was killed");
+        else if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0)
+            continue;
+        else if (WIFSIGNALED(c->status) && WTERMSIG(c->status) == SIGTERM)
+            continue; /* the stop's own SIGTERM, before the worker installed its handler */
+        else
+            gb_child_describe(c, how, sizeof how);
+        if (count++ < 4 && used < n)
+            used += (size_t)snprintf(buf + used, n - used, "%s%s-%d %s", used ? "; " : "",
+                                     c->role, c->index, how);
+    }
+    if (count > 4 && used < n)
+        snprintf(buf + used, n - used, "; and %d more", count - 4);
+    return count;
 }
 
 void gb_child_describe(const gb_child *c, char *buf, size_t n)

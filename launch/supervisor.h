@@ -28,6 +28,7 @@ typedef struct gb_child {
     /* the command line, kept for restarts: argv points into args */
     char *argv[GB_CHILD_MAX_ARGS + 1];
     char args[GB_CHILD_ARGS_BYTES];
+    int killed; /* 1 when gb_supervisor_stop_all had to SIGKILL it (it outlived the grace) */
 } gb_child;
 
 typedef struct gb_supervisor {
@@ -36,6 +37,10 @@ typedef struct gb_supervisor {
 } gb_supervisor;
 
 /* Starts argv (argv[0] a path) as a child whose stdout and stderr append to log_path.
+ * The child gets SIGTERM when the *thread* that called this exits (PR_SET_PDEATHSIG follows
+ * the forking thread, not the process): call it only from the launcher's main thread, or a
+ * thread that lives as long as the launcher, or workers are stopped when that thread ends.
+ * (`gearbox worker` ends itself within 1 s of that SIGTERM once its parent is gone.)
  * Returns 0, or GB_ESYS/GB_EFULL; the child that fails to exec exits 127 (its log says why). */
 int gb_supervisor_spawn(gb_supervisor *s, const char *role, int index, char *const argv[],
                         const char *log_path, gb_error *err);
@@ -63,6 +68,12 @@ int gb_supervisor_wait_role(gb_supervisor *s, const char *role, double grace_s);
 /* Sends SIGTERM to every running child, waits up to grace_s seconds for them all, then SIGKILLs
  * the rest and reaps them. Returns the number that had to be killed. */
 int gb_supervisor_stop_all(gb_supervisor *s, double grace_s);
+
+/* Children that ended as a failure: exited non-zero, killed by a signal other than the SIGTERM
+ * a stop sends, or SIGKILLed because they outlived the stop's grace. Names up to the first few
+ * ("trainer-0 exited with status 1; actor-2 did not stop within the grace and was killed") in
+ * buf (size n). Returns how many. */
+int gb_supervisor_failures(const gb_supervisor *s, char *buf, size_t n);
 
 /* Describes how a child ended ("exited with status 3", "killed by signal 9 (Killed)"). */
 void gb_child_describe(const gb_child *c, char *buf, size_t n);

@@ -458,11 +458,34 @@ __attribute__((format(printf, 4, 5))) static int fail_key(const gb_config_marks 
                         key, msg);
 }
 
+/* Why name cannot be one folder of a path (run directories are <run_root>/<name>/...), or NULL
+ * when it can: no separators, no "." or "..", no control characters. Any other bytes (UTF-8
+ * letters, spaces) are fine. */
+static const char *not_a_folder_name(const char *name)
+{
+    if (!name[0])
+        return "must not be empty";
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return "must not be \".\" or \"..\" (it names a folder inside experiment.run_root)";
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+        if (*c == '/' || *c == '\\')
+            return "must be one folder name, without '/' or '\\' (it names a folder inside "
+                   "experiment.run_root; set experiment.run_root or --run-dir to write elsewhere)";
+        if (*c < 0x20 || *c == 0x7f)
+            return "must not contain control characters";
+    }
+    return NULL;
+}
+
 int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err)
 {
     for (size_t i = 0; i < gb_config_nfields; i++)
         if (!gb_config_fields[i].def && !marks->field[i].line)
             return fail_key(marks, gb_config_fields[i].path, err, "required key is missing");
+    const char *bad_name = not_a_folder_name(cfg->experiment.name);
+    if (bad_name)
+        return fail_key(marks, "experiment.name", err, "\"%s\" %s", cfg->experiment.name,
+                        bad_name);
     if (strcmp(cfg->env.name, "plugin") == 0 && cfg->env.plugin[0] == '\0')
         return fail_key(marks, "env.plugin", err,
                         "env.name is \"plugin\", so env.plugin must name the shared library");

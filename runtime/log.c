@@ -3,6 +3,7 @@
 
 #include "runtime/error.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -67,12 +68,23 @@ int gb_log_parse_level(const char *name, gb_log_level *out)
     return GB_EINVAL;
 }
 
-static void write_all(int fd, const char *buf, size_t len)
+static atomic_int g_file_errno, g_stderr_errno;
+
+int gb_log_file_errno(void) { return atomic_load(&g_file_errno); }
+int gb_log_stderr_errno(void) { return atomic_load(&g_stderr_errno); }
+
+/* Writes buf; on failure remembers the first errno in *failed (see gb_log_file_errno). */
+static void write_all(int fd, const char *buf, size_t len, atomic_int *failed)
 {
     while (len > 0) {
         ssize_t n = write(fd, buf, len);
-        if (n <= 0)
-            return; /* a logger has nowhere to report its own failure */
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int zero = 0;
+            atomic_compare_exchange_strong(failed, &zero, n < 0 ? errno : EIO);
+            return;
+        }
         buf += n;
         len -= (size_t)n;
     }
@@ -100,10 +112,10 @@ void gb_vlog(gb_log_level level, const char *fmt, va_list ap)
         len = sizeof line - 2; /* long lines are cut, never split */
     line[len++] = '\n';
     if (atomic_load(&g_to_stderr))
-        write_all(STDERR_FILENO, line, len);
+        write_all(STDERR_FILENO, line, len, &g_stderr_errno);
     int fd = atomic_load(&g_file_fd);
     if (fd >= 0)
-        write_all(fd, line, len);
+        write_all(fd, line, len, &g_file_errno);
 }
 
 void gb_log(gb_log_level level, const char *fmt, ...)

@@ -1,7 +1,7 @@
 /* runtime/log.h: the one logger. Every line carries UTC time, level, and the worker's role and
  * index: "2026-11-20T23:50:01.123Z INFO  trainer-0 replay full, evicting (fifo)".
  * defines: gb_log_init, gb_log_open_file, gb_log_close, gb_log_set_level, gb_log, gb_log_due,
- *          GB_LOG_* */
+ *          GB_LOG_*, gb_log_file_errno, gb_log_stderr_errno */
 #ifndef GB_RUNTIME_LOG_H
 #define GB_RUNTIME_LOG_H
 
@@ -30,6 +30,12 @@ gb_log_level gb_log_get_level(void);
 
 /* Parses "error", "warn", "info", "debug"; returns 0 or GB_EINVAL. */
 int gb_log_parse_level(const char *name, gb_log_level *out);
+
+/* The errno of the first failed write to the file of gb_log_open_file (ENOSPC: the disk is
+ * full), and to stderr (a worker's stderr is its log file); 0 while none failed. A logger has
+ * nowhere to report its own failure: the program asks. */
+int gb_log_file_errno(void);
+int gb_log_stderr_errno(void);
 
 /* When 0, lines go only to the file (workers whose stderr is their log file set this). */
 void gb_log_set_stderr(int on);

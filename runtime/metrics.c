@@ -177,6 +177,7 @@ typedef struct worker_values {
 } worker_values;
 
 #define GB_METRICS_MAX_CARRY 32
+#define GB_METRICS_ROLES 8 /* gb_role values (runtime/wire.h) below this */
 
 struct gb_metrics_collector {
     void *sock;
@@ -186,7 +187,9 @@ struct gb_metrics_collector {
     float window_returns[GB_METRICS_WINDOW];
     int64_t window_lengths[GB_METRICS_WINDOW];
     int window_next, window_n;
-    uint64_t rejected, stale;
+    uint64_t rejected, stale, unexpected;
+    int64_t expected[GB_METRICS_ROLES]; /* workers per role; -1 = role not declared */
+    int has_expected;
     gb_wire_msg msg;
     /* counters that continue across a worker's restarts, per role */
     struct { int role; char name[GB_METRICS_NAME_MAX]; } carry[GB_METRICS_MAX_CARRY];
@@ -236,6 +239,8 @@ int gb_metrics_collector_open(gb_metrics_collector **out, void *zctx, const char
     if (!c)
         return gb_error_set(err, GB_ENOMEM, "metrics: out of memory");
     gb_wire_msg_init(&c->msg);
+    for (int r = 0; r < GB_METRICS_ROLES; r++)
+        c->expected[r] = -1;
     c->sock = zmq_socket(zctx, ZMQ_PULL);
     int hwm = 10000, linger = 0;
     if (!c->sock || zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
@@ -263,11 +268,40 @@ void gb_metrics_collector_close(gb_metrics_collector *c)
     free(c);
 }
 
+int gb_metrics_collector_expect(gb_metrics_collector *c, int role, int64_t count, gb_error *err)
+{
+    if (role <= 0 || role >= GB_METRICS_ROLES || count < 0)
+        return gb_error_set(err, GB_EINVAL, "metrics: cannot expect %lld workers of role %d",
+                            (long long)count, role);
+    int64_t total = count;
+    for (int r = 0; r < GB_METRICS_ROLES; r++)
+        if (r != role && c->expected[r] > 0)
+            total += c->expected[r];
+    if (total > GB_METRICS_MAX_REPORTERS)
+        return gb_error_set(err, GB_EINVAL, "metrics: %lld workers exceed the collector's limit "
+                            "of %d", (long long)total, GB_METRICS_MAX_REPORTERS);
+    c->expected[role] = count;
+    c->has_expected = 1;
+    return 0;
+}
+
+/* 1 when (role, index) may report: one of the declared workers, or any while none is declared. */
+static int sender_allowed(const gb_metrics_collector *c, int role, int index)
+{
+    if (!c->has_expected)
+        return 1;
+    return role > 0 && role < GB_METRICS_ROLES && index >= 0 && index < c->expected[role];
+}
+
+/* The reporter's row, added on its first report; NULL when the table is full (only without
+ * declared workers: declared ones always fit) or out of memory. */
 static worker_values *worker_for(gb_metrics_collector *c, int role, int index)
 {
     for (int i = 0; i < c->nworkers; i++)
         if (c->workers[i].role == role && c->workers[i].index == index)
             return &c->workers[i];
+    if (c->nworkers >= GB_METRICS_MAX_REPORTERS)
+        return NULL;
     if (c->nworkers == c->cap) {
         int cap = c->cap ? 2 * c->cap : 16;
         worker_values *w = realloc(c->workers, (size_t)cap * sizeof *w);
@@ -283,7 +317,8 @@ static worker_values *worker_for(gb_metrics_collector *c, int role, int index)
     return w;
 }
 
-/* Applies one received report; returns 0 or GB_EPROTO when its tensors are not as specified. */
+/* Applies one received report; returns 0, GB_EPROTO when its tensors are not as specified,
+ * GB_ENOTFOUND when its sender is not one of the run's workers (or the table is full). */
 static int ingest(gb_metrics_collector *c, const gb_wire_msg *m)
 {
     int in = gb_wire_msg_find(m, "names"), iv = gb_wire_msg_find(m, "values");
@@ -311,9 +346,11 @@ static int ingest(gb_metrics_collector *c, const gb_wire_msg *m)
     }
     if (p != end)
         return GB_EPROTO;
+    if (!sender_allowed(c, m->hdr.role, m->hdr.index))
+        return GB_ENOTFOUND;
     worker_values *w = worker_for(c, m->hdr.role, m->hdr.index);
     if (!w)
-        return GB_ENOMEM;
+        return GB_ENOTFOUND;
     uint64_t inc = m->hdr.seq >> GB_METRICS_INCARNATION_SHIFT;
     if (inc < w->incarnation) {
         c->stale++; /* queued before its process died; a newer one reports now */
@@ -388,7 +425,10 @@ int gb_metrics_collector_poll(gb_metrics_collector *c, int timeout_ms, gb_error 
                 *err = rerr;
             return rc;
         }
-        if (rc != 0 || ingest(c, &c->msg) != 0)
+        int irc = rc == 0 ? ingest(c, &c->msg) : rc;
+        if (irc == GB_ENOTFOUND)
+            c->unexpected++;
+        else if (irc != 0)
             c->rejected++;
         else
             taken++;
@@ -521,4 +561,9 @@ int gb_metrics_incarnation(const gb_metrics_collector *c, int role, int index)
         if (c->workers[i].role == role && c->workers[i].index == index)
             return (int)c->workers[i].incarnation;
     return -1;
+}
+
+uint64_t gb_metrics_collector_unexpected(const gb_metrics_collector *c)
+{
+    return c->unexpected;
 }

@@ -87,7 +87,7 @@ int64_t gb_metrics_episodes(const gb_metrics_collector *c);
 double gb_metrics_return_mean(const gb_metrics_collector *c);
 double gb_metrics_length_mean(const gb_metrics_collector *c);
 
-/* Malformed reports dropped so far. */
+/* Malformed reports dropped so far (reports from unexpected workers not included). */
 uint64_t gb_metrics_collector_rejected(const gb_metrics_collector *c);
 
 /* Names the counters of role that continue across a worker's restarts: when a newer process of
@@ -111,5 +111,18 @@ int gb_metrics_table(const gb_metrics_collector *c, int role, int index, const i
 
 /* The incarnation of the worker's latest process that reported; -1 when none did. */
 int gb_metrics_incarnation(const gb_metrics_collector *c, int role, int index);
+/* Tells the collector which workers the run has: count workers of role (indexes 0..count-1).
+ * Call once per role before polling; once any role was declared, a report from a worker outside
+ * the declared set (a forged or stale sender) is dropped and counted
+ * (gb_metrics_collector_unexpected), so it can neither add episodes nor values, and the table of
+ * reporters never holds more than the declared workers. Without any declaration every well-formed
+ * report is taken, up to GB_METRICS_MAX_REPORTERS reporters. Returns 0 or GB_EINVAL (role out of
+ * range, negative count, or the total above GB_METRICS_MAX_REPORTERS). */
+#define GB_METRICS_MAX_REPORTERS 4096
+int gb_metrics_collector_expect(gb_metrics_collector *c, int role, int64_t count, gb_error *err);
+
+/* Reports dropped because their sender is not one of the expected workers (or, without
+ * expectations, because the table already holds GB_METRICS_MAX_REPORTERS reporters). */
+uint64_t gb_metrics_collector_unexpected(const gb_metrics_collector *c);
 
 #endif

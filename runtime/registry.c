@@ -122,7 +122,8 @@ static int find(const gb_registry_server *s, const char *name)
     return -1;
 }
 
-/* Copies the uint8 tensor called name into out as a string (1..cap-1 printable bytes). */
+/* Copies the uint8 tensor called name into out as a string (1..cap-1 bytes, no control
+ * characters; bytes above 0x7e pass, so UTF-8 paths in ipc:// endpoints work). */
 static int get_str(const gb_wire_msg *m, const char *tname, char *out, size_t cap, int allow_empty)
 {
     int t = gb_wire_msg_find(m, tname);
@@ -134,7 +135,7 @@ static int get_str(const gb_wire_msg *m, const char *tname, char *out, size_t ca
         return -1;
     const unsigned char *p = v.data;
     for (size_t i = 0; i < v.bytes; i++)
-        if (p[i] < 0x20 || p[i] > 0x7e)
+        if (p[i] < 0x20 || p[i] == 0x7f)
             return -1;
     memcpy(out, p, v.bytes);
     out[v.bytes] = '\0';
@@ -160,8 +161,8 @@ static void serve(gb_registry_server *s, gb_wire_msg *m, uint64_t now)
             ttl <= 0) {
             s->rejected++;
             h->status = GB_EPROTO;
-            snprintf(h->text, sizeof h->text, "register: need 'name' and 'endpoint' (printable, "
-                     "< %d and < %d bytes) and a ttl > 0", GB_REGISTRY_NAME_MAX,
+            snprintf(h->text, sizeof h->text, "register: need 'name' and 'endpoint' (no control "
+                     "characters, < %d and < %d bytes) and a ttl > 0", GB_REGISTRY_NAME_MAX,
                      GB_REGISTRY_ENDPOINT_MAX);
         } else {
             if (ttl > s->max_ttl_ms)

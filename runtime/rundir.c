@@ -60,11 +60,6 @@ static int choose_path(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_
             return gb_error_set(err, GB_EINVAL, "run directory \"%s\" is empty or too long", dir);
         memcpy(rd->path, dir, n);
         rd->path[n] = '\0';
-        char summary[GB_RUNDIR_PATH_MAX + 32];
-        snprintf(summary, sizeof summary, "%s/summary.json", rd->path);
-        if (exists(summary))
-            return gb_error_set(err, GB_EINVAL, "%s holds a finished run (summary.json); choose "
-                                "another run directory", rd->path);
         return 0;
     }
     time_t now = time(NULL);
@@ -87,30 +82,58 @@ static int choose_path(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_
                         cfg->experiment.name);
 }
 
+/* Refuses a folder that holds an earlier run: re-running into it would truncate its
+ * metrics.csv and overwrite its checkpoints. Called with the lock held (no live run in it). */
+static int holds_no_run(const gb_rundir *rd, gb_error *err)
+{
+    static const char *const marks[] = {"summary.json", "metrics.csv", "config.yaml"};
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
+        char p[GB_RUNDIR_PATH_MAX + 32];
+        snprintf(p, sizeof p, "%s/%s", rd->path, marks[i]);
+        if (exists(p))
+            return gb_error_set(err, GB_EINVAL, "%s already holds a run (%s%s); gearbox run "
+                                "does not continue or overwrite runs: choose another --run-dir",
+                                rd->path, marks[i], i == 0 ? ": it finished" : "");
+    }
+    return 0;
+}
+
 int gb_rundir_create(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_error *err)
 {
     memset(rd, 0, sizeof *rd);
+    gb_error rerr = {0};
+    if (gb_rundir_reap_dead(&rerr) < 0) /* best effort: a run table we cannot read stops no run */
+        fprintf(stderr, "gearbox: not cleaning up after dead runs: %s\n", rerr.msg);
     int rc = choose_path(rd, cfg, dir, err);
     if (rc)
         return rc;
     char p[GB_RUNDIR_PATH_MAX];
-    if ((rc = make_dirs(rd->path, err)) != 0)
+    if ((rc = make_dirs(rd->path, err)) != 0 || (rc = gb_rundir_lock(rd, err)) != 0)
         return rc;
+    if ((rc = holds_no_run(rd, err)) != 0 || (rc = gb_rundir_register(rd, err)) != 0)
+        goto fail;
     if ((rc = gb_rundir_file(rd, "logs", p, sizeof p, err)) != 0 || (rc = make_dirs(p, err)) != 0)
-        return rc;
+        goto fail;
     if ((rc = gb_rundir_file(rd, "checkpoints", p, sizeof p, err)) != 0 ||
         (rc = make_dirs(p, err)) != 0)
-        return rc;
+        goto fail;
     if ((rc = gb_rundir_file(rd, "config.yaml", p, sizeof p, err)) != 0)
-        return rc;
+        goto fail;
     FILE *f = fopen(p, "w");
-    if (!f)
-        return gb_error_errno(err, "open %s", p);
+    if (!f) {
+        rc = gb_error_errno(err, "open %s", p);
+        goto fail;
+    }
     fprintf(f, "# resolved config of this run (from %s)\n", cfg->source[0] ? cfg->source : "?");
     int wrc = gb_config_write(cfg, f);
-    if (fclose(f) != 0 || wrc != 0)
-        return gb_error_errno(err, "write %s", p);
+    if (fclose(f) != 0 || wrc != 0) {
+        rc = gb_error_errno(err, "write %s", p);
+        goto fail;
+    }
     return 0;
+fail:
+    gb_rundir_unlock(rd);
+    return rc;
 }
 
 int gb_rundir_metrics_open(gb_rundir *rd, const char *const *names, int ncol, gb_error *err)
@@ -243,4 +266,5 @@ void gb_rundir_close(gb_rundir *rd)
     if (rd->metrics)
         fclose(rd->metrics);
     rd->metrics = NULL;
+    gb_rundir_unlock(rd);
 }

@@ -5,8 +5,15 @@
  *     logs/          <role>-<index>.log per worker
  *     checkpoints/   model/optimiser (and replay) checkpoints
  *     summary.json   written when the run ends (atomically: temporary file, then rename)
+ *     run.lock       flock'ed by the run for its whole life (the launcher's pid inside): one
+ *                    live run a directory
+ * A run also has an entry in the run table of this machine ($GEARBOX_RUN_TABLE, else
+ * /tmp/gearbox-runs-<uid>/<id>, naming the run's folder) until it ends cleanly; a later run
+ * removes what a run that died left (ipc socket files in sockets/, POSIX shm segments named
+ * /gearbox-<id>-*) once no process holds that run's lock.
  * defines: gb_rundir, gb_run_summary, gb_rundir_create, gb_rundir_file, gb_rundir_metrics_open,
- *          gb_rundir_metrics_row, gb_rundir_write_summary, gb_rundir_close */
+ *          gb_rundir_metrics_row, gb_rundir_write_summary, gb_rundir_close,
+ *          gb_rundir_reap_dead, gb_rundir_lock, gb_rundir_register, gb_rundir_unlock */
 #ifndef GB_RUNTIME_RUNDIR_H
 #define GB_RUNTIME_RUNDIR_H
 
@@ -22,6 +29,9 @@ typedef struct gb_rundir {
     char path[GB_RUNDIR_PATH_MAX]; /* the run's folder, no trailing slash */
     FILE *metrics;                 /* metrics.csv once opened */
     int metrics_columns;
+    int lock_fd, locked;           /* run.lock, held while locked */
+    char id[17];                   /* gb_shm_run_id of the run (shm names, run table) */
+    char table_entry[GB_RUNDIR_PATH_MAX + 32]; /* this run's entry in the run table, or "" */
 } gb_rundir;
 
 /* One restart of a worker by the launcher (launch.restart). */
@@ -43,8 +53,9 @@ typedef struct gb_run_summary {
     double target_return;       /* NAN when the config has none */
     int solved;                 /* the mean of the last 100 reached the target */
     const char *exit_reason;    /* "solved", "max_env_steps", "max_seconds", "interrupted",
-                                   "error" */
-    const char *error;          /* message when exit_reason is "error", else NULL */
+                                   "worker_died", "worker_failed" (one failed or had to be
+                                   killed while the run stopped), "error" */
+    const char *error;          /* the cause whenever the run failed, else NULL */
     int64_t actors, policies, trainers; /* worker counts (inline: 0 processes of each, see mode) */
     int64_t envs;               /* environment copies in all rings */
     /* The sample-stream ledger (local runs; omitted when has_samples is 0): chunks the actors
@@ -65,11 +76,14 @@ typedef struct gb_run_summary {
     int64_t chunks_nonfinite, chunks_rejected;
 } gb_run_summary;
 
-/* Creates the run folder and its logs/ and checkpoints/ subfolders, and writes config.yaml.
+/* Creates the run folder and its logs/ and checkpoints/ subfolders, locks it (run.lock) and
+ * writes config.yaml; first removes what dead runs left (gb_rundir_reap_dead).
  * dir: an explicit folder (--run-dir) or NULL; then launch.run_dir, else
  * <experiment.run_root>/<experiment.name>/<YYYYmmddTHHMMSSZ> (a "-N" suffix when that exists).
- * Parents are created as needed; an explicit folder may exist but must not hold a summary.json
- * (a finished run is never overwritten). Returns 0, GB_ESYS or GB_EINVAL. */
+ * Parents are created as needed; an explicit folder may exist but must not be in use by a live
+ * run (the message names the pid holding the lock) nor hold an earlier run (config.yaml,
+ * metrics.csv or summary.json: its metrics and checkpoints are never overwritten). Returns 0,
+ * GB_ESYS or GB_EINVAL. */
 int gb_rundir_create(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_error *err);
 
 /* Writes "<run>/<rel>" into out (size n). Returns 0 or GB_EINVAL when it does not fit. */
@@ -85,7 +99,20 @@ int gb_rundir_metrics_row(gb_rundir *rd, const double *values, int ncol, gb_erro
 /* Writes summary.json (temporary file + rename). Returns 0 or GB_ESYS. */
 int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_error *err);
 
-/* Closes metrics.csv. */
+/* Closes metrics.csv and, once the run's processes have ended, removes its socket files and
+ * shm segments and its run-table entry, and releases the lock. */
 void gb_rundir_close(gb_rundir *rd);
+
+/* Goes through the run table and, for every run whose lock no live process holds, removes its
+ * socket files and shm segments and its entry. Never touches a live run. Returns the number of
+ * dead runs reaped, or GB_ESYS/GB_EINVAL when the table cannot be read. */
+int gb_rundir_reap_dead(gb_error *err);
+
+/* Parts of gb_rundir_create: takes run.lock (GB_EINVAL naming the holder's pid when taken);
+ * enters the run in the run table; and, in gb_rundir_close, undoes both. The lock descriptor is
+ * inherited by the processes the run starts, so it is held while any of them lives. */
+int gb_rundir_lock(gb_rundir *rd, gb_error *err);
+int gb_rundir_register(gb_rundir *rd, gb_error *err);
+void gb_rundir_unlock(gb_rundir *rd);
 
 #endif

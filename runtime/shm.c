@@ -223,19 +223,19 @@ int gb_shm_run_name(const char *run_dir, const char *what, char *out, size_t cap
     return 0;
 }
 
-int gb_shm_unlink_run(const char *run_dir, int *removed, gb_error *err)
+int gb_shm_unlink_id(const char *id, int *removed, gb_error *err)
 {
     if (removed)
         *removed = 0;
-    char id[GB_SHM_RUN_ID_LEN + 1], prefix[64];
-    int rc = gb_shm_run_id(run_dir, id, err);
-    if (rc)
-        return rc;
+    char prefix[64];
+    if (!id || strlen(id) != GB_SHM_RUN_ID_LEN)
+        return gb_error_set(err, GB_EINVAL, "shm: '%s' is not a run id", id ? id : "");
     snprintf(prefix, sizeof prefix, "gearbox-%s-", id);
     size_t plen = strlen(prefix);
     DIR *d = opendir("/dev/shm"); /* where glibc keeps POSIX shm objects */
     if (!d)
         return errno == ENOENT ? 0 : gb_error_errno(err, "shm: listing /dev/shm");
+    int rc = 0;
     for (struct dirent *e; (e = readdir(d));) {
         if (strncmp(e->d_name, prefix, plen) != 0)
             continue;
@@ -251,4 +251,13 @@ int gb_shm_unlink_run(const char *run_dir, int *removed, gb_error *err)
     }
     closedir(d);
     return rc;
+}
+
+int gb_shm_unlink_run(const char *run_dir, int *removed, gb_error *err)
+{
+    if (removed)
+        *removed = 0;
+    char id[GB_SHM_RUN_ID_LEN + 1];
+    int rc = gb_shm_run_id(run_dir, id, err);
+    return rc ? rc : gb_shm_unlink_id(id, removed, err);
 }

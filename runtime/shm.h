@@ -6,7 +6,7 @@
  * from the run directory (gb_shm_run_name); the launcher removes them all when the run ends
  * (gb_shm_unlink_run).
  * defines: gb_shm, gb_shm_create, gb_shm_open, gb_shm_map_fd, gb_shm_free, gb_shm_run_id,
- *          gb_shm_run_name, gb_shm_unlink_run */
+ *          gb_shm_run_name, gb_shm_unlink_run, gb_shm_unlink_id */
 #ifndef GB_RUNTIME_SHM_H
 #define GB_RUNTIME_SHM_H
 
@@ -72,5 +72,9 @@ int gb_shm_run_name(const char *run_dir, const char *what, char *out, size_t cap
  * is gone. For the launcher at the end of a run. Returns 0 (also when there was none) or
  * gb_shm_run_id's errors / GB_ESYS (a name that could not be unlinked; the others still are). */
 int gb_shm_unlink_run(const char *run_dir, int *removed, gb_error *err);
+
+/* gb_shm_unlink_run for a run known by its id (gb_shm_run_id) alone, e.g. one whose folder is
+ * gone. Returns 0, GB_EINVAL (not an id) or GB_ESYS. */
+int gb_shm_unlink_id(const char *id, int *removed, gb_error *err);
 
 #endif

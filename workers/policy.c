@@ -115,7 +115,7 @@ static void *param_thread(void *arg)
         int rc = gb_param_subscriber_poll(p->sub, 50, &p->param_err);
         if (rc < 0 && rc != GB_ENOMEM) {
             p->param_rc = rc;
-            atomic_store(w->stop, 1);
+            gb_worker_stop_self(w);
             break;
         }
         /* 1: the subscriber took a version after the current one, in the service's order,
@@ -234,7 +234,7 @@ int gb_policy_main(gb_worker *w, gb_error *err)
     if (rc && err)
         *err = p.param_err;
 done:
-    atomic_store(w->stop, 1);
+    gb_worker_stop_self(w);
     gb_infer_server_close(server); /* joins the inference thread: no more apply_staged */
     if (thread_started)
         pthread_join(thread, NULL);

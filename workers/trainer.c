@@ -24,6 +24,7 @@
 #include "runtime/shm.h"
 #include "runtime/wire.h"
 #include "workers/acting.h"
+#include "workers/checkpoint.h"
 #include "workers/learning.h"
 
 #include <math.h>
@@ -214,7 +215,7 @@ out:
     for (int i = 0; i < INGEST_BATCH; i++)
         gb_wire_msg_release(&msgs[i]);
     if (t->ingest_rc)
-        atomic_store(w->stop, 1);
+        gb_worker_stop_self(w);
     return NULL;
 }
 
@@ -370,9 +371,19 @@ static void crash_safe_opts(trainer *t, gb_learning_opts *lo)
         lo->replay_shm_name = t->replay_shm;
     else
         GB_WARN("trainer: the replay will not survive a crash of this trainer: %s", e.msg);
-    snprintf(t->model_ckpt, sizeof t->model_ckpt, "%s/checkpoints/trainer-%d.model",
-             t->w->run_dir, t->w->index);
-    lo->model_checkpoint = t->model_ckpt;
+    /* the model of the last complete checkpoint set (workers/checkpoint.h); none: a fresh start */
+    char dir[2048], name[32];
+    snprintf(dir, sizeof dir, "%s/checkpoints", t->w->run_dir);
+    snprintf(name, sizeof name, "trainer-%d", t->w->index);
+    gb_checkpoint_files f;
+    int rc = gb_checkpoint_find(dir, name, &f, &e);
+    if (rc == 0) {
+        snprintf(t->model_ckpt, sizeof t->model_ckpt, "%s", f.model);
+        lo->model_checkpoint = t->model_ckpt;
+    }
+    else if (rc != GB_ENOTFOUND)
+        GB_WARN("trainer: the last checkpoint cannot be read, starting the learner afresh: %s",
+                e.msg);
 }
 
 /* Says what the start recovered from a killed predecessor, if anything. */
@@ -391,17 +402,23 @@ static void log_recovery(trainer *t)
                 t->model_ckpt, (long long)gb_learning_train_steps(t->learning));
 }
 
+static int write_learning(void *ctx, const char *model, const char *replay, gb_error *err)
+{
+    return gb_learning_checkpoint(ctx, model, replay, err);
+}
+
+/* checkpoints/trainer-<index>.checkpoint names the model and replay files of one step
+ * (workers/checkpoint.h): a failed write (ENOSPC) leaves the previous pair current. */
 static int checkpoint(trainer *t, gb_error *err)
 {
-    char dir[2048], model[2200], replay[2200];
+    char dir[2048], name[32];
     snprintf(dir, sizeof dir, "%s/checkpoints", t->w->run_dir);
     mkdir(dir, 0755);
-    snprintf(model, sizeof model, "%s/trainer-%d.model", dir, t->w->index);
-    snprintf(replay, sizeof replay, "%s/trainer-%d.replay", dir, t->w->index);
-    int rc = gb_learning_checkpoint(t->learning, model, replay, err);
+    snprintf(name, sizeof name, "trainer-%d", t->w->index);
+    int64_t step = gb_learning_train_steps(t->learning);
+    int rc = gb_checkpoint_write(dir, name, step, 1, write_learning, t->learning, err);
     if (rc == 0)
-        GB_INFO("trainer: checkpoint written (%lld training steps)",
-                (long long)gb_learning_train_steps(t->learning));
+        GB_INFO("trainer: checkpoint written (%lld training steps)", (long long)step);
     return rc;
 }
 
@@ -518,7 +535,7 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
     }
     rc = 0;
 done:
-    atomic_store(w->stop, 1);
+    gb_worker_stop_self(w);
     if (t.replay)
         gb_replay_close(t.replay); /* wakes the ingest thread if it blocks on the replay */
     if (t.ingest_started) {
@@ -535,8 +552,16 @@ done:
         gb_metrics_set(w->metrics, "final", 1); /* the launcher's sample ledger needs this one */
         report(&t, 0);
         gb_error cerr = {0};
-        if (checkpoint(&t, &cerr) != 0)
-            GB_ERROR("trainer: final checkpoint failed: %s", cerr.msg);
+        if (checkpoint(&t, &cerr) != 0) {
+            /* the run's last model is lost: that is a failure, not a clean stop */
+            gb_error_prefix(&cerr, "final checkpoint failed");
+            GB_ERROR("trainer: %s", cerr.msg);
+            if (rc == 0) {
+                rc = cerr.code;
+                if (err)
+                    *err = cerr;
+            }
+        }
     }
     if (t.record) { /* --record: flush and close the dataset */
         gb_error rerr = {0};

@@ -26,7 +26,11 @@ typedef struct gb_worker {
     gb_metrics_sender *metrics;
     gb_runctl_client *runctl; /* the run's state (runtime/runctl.h); NULL outside a run */
     atomic_int *stop; /* set by SIGTERM/SIGINT, and for actors by run control once the run is
-                         flushing: finish the current step and return */
+                         flushing: finish the current step and return. Only what comes from
+                         outside sets it: a worker stopping itself (a failure, its own end)
+                         calls gb_worker_stop_self, so that `gearbox worker` can tell a
+                         requested stop (whose interrupted waits are no failure) from one */
+    atomic_int stopped_self; /* set by gb_worker_stop_self */
     const char *record_dir; /* --record DIR: trainers also append every chunk to a dataset
                                (replay/formats/dataset.h) in DIR; NULL = off */
 } gb_worker;
@@ -50,8 +54,18 @@ void gb_worker_confirm_ending(gb_worker *w);
  * main loop sends none for launch.heartbeat_timeout_s is taken as hung, killed and restarted. */
 double gb_worker_report_interval(const gb_worker *w);
 
-/* 1 once the worker has been asked to stop. */
-static inline int gb_worker_stopping(const gb_worker *w) { return atomic_load(w->stop) != 0; }
+/* 1 once the worker has been asked to stop, or stopped itself (gb_worker_stop_self). */
+static inline int gb_worker_stopping(const gb_worker *w)
+{
+    return atomic_load(w->stop) != 0 || atomic_load(&((gb_worker *)w)->stopped_self) != 0;
+}
+
+/* Makes every loop of this worker stop (gb_worker_stopping) without it counting as a stop
+ * requested from outside: what fails afterwards is still reported as a failure. */
+static inline void gb_worker_stop_self(gb_worker *w) { atomic_store(&w->stopped_self, 1); }
+
+/* 1 when the stop came from outside (SIGTERM/SIGINT, run control), not from the worker. */
+static inline int gb_worker_stop_requested(const gb_worker *w) { return atomic_load(w->stop) != 0; }
 
 /* For a stopped actor that has sent its last chunk and its final report: confirms that it has
  * flushed, then keeps the process (and with it the sample connections) open until the run is

@@ -14,7 +14,7 @@ cat "$work/out.log" | tail -5
 s="$work/run/summary.json"
 [ -s "$s" ] || fail "no summary.json"
 for f in config.yaml metrics.csv logs/launcher.log logs/actor-0.log logs/policy-0.log \
-         logs/trainer-0.log logs/params-0.log checkpoints/trainer-0.model; do
+         logs/trainer-0.log logs/params-0.log checkpoints/trainer-0.checkpoint; do
   [ -s "$work/run/$f" ] || fail "run directory lacks $f"
 done
 reason=$(json_get "$s" exit_reason)

@@ -218,11 +218,68 @@ static void test_restarted_worker(void)
     rmdir(dir);
 }
 
+/* Reports from a worker the run does not have (a forged role/index) are dropped and counted:
+ * they can neither finish the run (episodes) nor grow the table of reporters. */
+static void test_unexpected_senders_rejected(void)
+{
+    char dir[] = "/tmp/gb_metrics_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(endpoint, sizeof endpoint, "ipc://%s/u", dir);
+    void *ctx = zmq_ctx_new();
+    gb_metrics_collector *c = NULL;
+    gb_error err = {0};
+    CHECK_OK(gb_metrics_collector_open(&c, ctx, endpoint, &err));
+    if (!c)
+        return;
+    CHECK_OK(gb_metrics_collector_expect(c, GB_ROLE_ACTOR, 2, &err));
+    CHECK_OK(gb_metrics_collector_expect(c, GB_ROLE_TRAINER, 1, &err));
+    CHECK(gb_metrics_collector_expect(c, GB_ROLE_POLICY, -1, &err) == GB_EINVAL);
+    CHECK(gb_metrics_collector_expect(c, 99, 1, &err) == GB_EINVAL);
+    /* senders: actor 1 (real), actor 2, policy 0 (role not in the run), 200 distinct forgeries */
+    static const int who[][2] = {{GB_ROLE_ACTOR, 1}, {GB_ROLE_ACTOR, 2}, {GB_ROLE_POLICY, 0},
+                                 {GB_ROLE_TRAINER, 1}, {GB_ROLE_PARAMS, 3}};
+    int nsenders = (int)(sizeof who / sizeof who[0]);
+    gb_metrics_sender *s[5 + 200] = {0};
+    for (int i = 0; i < nsenders + 200; i++) {
+        int role = i < nsenders ? who[i][0] : GB_ROLE_ACTOR;
+        int index = i < nsenders ? who[i][1] : 1000 + i;
+        CHECK_OK(gb_metrics_sender_open(&s[i], ctx, endpoint, role, index, &err));
+        if (!s[i])
+            return;
+        for (int e = 0; e < GB_METRICS_WINDOW; e++)
+            gb_metrics_episode(s[i], 500.0f, 500);
+        gb_metrics_set(s[i], "env_steps", 1e9);
+        while (gb_metrics_send(s[i], &err) == GB_EAGAIN)
+            usleep(1000);
+    }
+    int total = nsenders + 200;
+    for (int tries = 0; tries < 3000; tries++) {
+        gb_metrics_collector_poll(c, 10, &err);
+        if ((int)gb_metrics_collector_unexpected(c) + (int)gb_metrics_episodes(c) / 100 +
+                (int)gb_metrics_collector_rejected(c) >= total)
+            break;
+    }
+    CHECK_EQ_INT(gb_metrics_collector_unexpected(c), total - 1);
+    CHECK_EQ_INT(gb_metrics_episodes(c), GB_METRICS_WINDOW); /* actor 1's only */
+    CHECK_EQ_INT(gb_metrics_workers(c, GB_ROLE_ACTOR), 1);
+    CHECK_EQ_INT(gb_metrics_workers(c, GB_ROLE_POLICY), 0);
+    CHECK_NEAR(gb_metrics_sum(c, GB_ROLE_ACTOR, "env_steps"), 1e9, 0);
+    for (int i = 0; i < total; i++)
+        gb_metrics_sender_close(s[i]);
+    gb_metrics_collector_close(c);
+    zmq_ctx_term(ctx);
+    char sock[300];
+    snprintf(sock, sizeof sock, "%s/u", dir);
+    unlink(sock);
+    rmdir(dir);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     TEST_RUN(test_processes);
     TEST_RUN(test_window_keeps_last_100);
     TEST_RUN(test_restarted_worker);
+    TEST_RUN(test_unexpected_senders_rejected);
     return test_main_result();
 }

@@ -202,8 +202,10 @@ void gb_torch_learner_set_progress(gb_torch_learner *l, double progress);
 /* Training steps taken so far (restored by load). */
 int64_t gb_torch_learner_train_steps(const gb_torch_learner *l);
 
-/* Saves every network, optimiser state and counter to path (written to path.tmp, then renamed,
- * so a crash leaves the previous checkpoint intact). Returns 0, GB_EIO or GB_ETORCH. */
+/* Saves every network, optimiser state and counter to path (serialised in memory, written to
+ * path.tmp, fsynced, renamed: a crash or a full disk leaves the previous checkpoint intact and
+ * no path.tmp). Returns 0, GB_EIO (the file and the system's reason, e.g. "No space left on
+ * device"), GB_ENOMEM or GB_ETORCH. */
 int gb_torch_learner_save(const gb_torch_learner *l, const char *path, gb_error *err);
 
 /* Loads a checkpoint written by gb_torch_learner_save of an identically configured learner.

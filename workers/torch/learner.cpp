@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
 #include <string>
 
 namespace gbt {
@@ -209,22 +211,75 @@ extern "C" int gb_torch_learner_train(gb_torch_learner *l, const gb_torch_batch 
     });
 }
 
+// Writes n bytes to path durably and atomically: path.tmp, fsync, rename, fsync the folder.
+// A failure (ENOSPC, EIO) removes the temporary file and leaves what was at path untouched.
+// Returns 0 or GB_EIO naming the file and the system's reason.
+static int write_file_atomic(const char *path, const std::string &bytes, gb_error *err)
+{
+    std::string tmp = std::string(path) + ".tmp";
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return gb_error_set(err, GB_EIO, "checkpoint: open %s: %s", tmp.c_str(),
+                            std::strerror(errno));
+    const char *p = bytes.data();
+    size_t left = bytes.size();
+    int e = 0;
+    while (left > 0 && !e) {
+        ssize_t w = ::write(fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            e = w < 0 ? errno : EIO;
+        else {
+            p += w;
+            left -= (size_t)w;
+        }
+    }
+    if (!e && ::fsync(fd) != 0)
+        e = errno;
+    if (::close(fd) != 0 && !e)
+        e = errno;
+    if (e) {
+        ::unlink(tmp.c_str());
+        return gb_error_set(err, GB_EIO, "checkpoint: write %s (%zu bytes): %s", tmp.c_str(),
+                            bytes.size(), std::strerror(e));
+    }
+    if (std::rename(tmp.c_str(), path) != 0) {
+        e = errno;
+        ::unlink(tmp.c_str());
+        return gb_error_set(err, GB_EIO, "checkpoint: rename %s -> %s: %s", tmp.c_str(), path,
+                            std::strerror(e));
+    }
+    std::string dir(path);
+    size_t slash = dir.rfind('/');
+    dir = slash == std::string::npos ? std::string(".") : dir.substr(0, slash ? slash : 1);
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) { // the rename itself survives a crash
+        ::fsync(dfd);
+        ::close(dfd);
+    }
+    return 0;
+}
+
 extern "C" int gb_torch_learner_save(const gb_torch_learner *cl, const char *path, gb_error *err)
 {
     gb_torch_learner *l = const_cast<gb_torch_learner *>(cl);
-    std::string tmp = std::string(path) + ".tmp";
+    // Serialised in memory, then written by write_file_atomic: libtorch's file writer throws
+    // on a failed write (ENOSPC) and throws again from its destructor while that exception
+    // unwinds, which aborts the process; and it reports no errno.
+    std::string bytes;
     int rc = gb_torch_guard(err, "checkpoint save", [&] {
         torch::serialize::OutputArchive ar;
         write_state(l, ar);
-        ar.save_to(tmp);
+        ar.save_to([&](const void *p, size_t n) {
+            bytes.append(static_cast<const char *>(p), n);
+            return n;
+        });
         return 0;
     });
     if (rc)
-        return gb_error_prefix(err, "%s", tmp.c_str());
-    if (std::rename(tmp.c_str(), path) != 0)
-        return gb_error_set(err, GB_EIO, "rename %s -> %s: %s", tmp.c_str(), path,
-                            std::strerror(errno));
-    return 0;
+        return gb_error_prefix(err, "%s", path);
+    return write_file_atomic(path, bytes, err);
 }
 
 extern "C" int gb_torch_learner_load(gb_torch_learner *l, const char *path, gb_error *err)

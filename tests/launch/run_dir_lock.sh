@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# tests/launch/run_dir_lock.sh: one run a run directory. A second `gearbox run` into the folder
+# of a live run is refused (naming the pid that holds it) and leaves the live run alone; once
+# that run has ended, running into its folder again is refused too (it would truncate its
+# metrics.csv and overwrite its checkpoints). The folder's name is not ASCII: such paths work.
+# Both once ran: the two runs cross-connected and both exited 0.
+# usage: run_dir_lock.sh GEARBOX CONFIG WORK_DIR
+set -u
+gearbox=$1 config=$2 work=$3
+. "$(dirname "$0")/run_lib.sh"
+rm -rf "$work"; mkdir -p "$work"
+export GEARBOX_RUN_TABLE="$work/table"
+run="$work/rün ☃"
+
+"$gearbox" run "$config" --run-dir "$run" --set experiment.max_seconds=10 \
+  --set experiment.target_return=1e9 --set launch.progress=off > "$work/first.log" 2>&1 &
+first=$!
+wait_for_log "$run/logs/actor-0.log" "actor: " 60 || { cat "$work/first.log"; fail "the first run did not start"; }
+
+"$gearbox" run "$config" --run-dir "$run" --set experiment.max_seconds=5 \
+  --set launch.progress=off > "$work/second.log" 2>&1
+status=$?
+echo "second run into a live run's folder: exit status $status"; cat "$work/second.log"
+[ "$status" -ne 0 ] || fail "a second run into a live run's folder exited 0"
+grep -q "in use by another run (gearbox pid $first " "$work/second.log" ||
+  fail "the refusal does not name the live run's pid $first"
+
+wait "$first"; status=$?
+echo "first run: exit status $status"
+[ "$status" -eq 0 ] || { tail -20 "$work/first.log"; fail "the first run failed beside the refused one"; }
+[ "$(json_get "$run/summary.json" exit_reason)" = max_seconds ] || fail "first run's summary.json"
+check_ledger "$run/summary.json"
+
+rows=$(wc -l < "$run/metrics.csv")
+"$gearbox" run "$config" --run-dir "$run" --set experiment.max_seconds=5 \
+  --set launch.progress=off > "$work/third.log" 2>&1
+status=$?
+echo "run into a finished run's folder: exit status $status"; cat "$work/third.log"
+[ "$status" -ne 0 ] || fail "a run into a finished run's folder exited 0"
+grep -q "already holds a run" "$work/third.log" || fail "the refusal does not say why"
+[ "$(wc -l < "$run/metrics.csv")" = "$rows" ] || fail "metrics.csv of the finished run was changed"
+
+# An interrupted run (no summary.json) is refused just the same.
+rm "$run/summary.json"
+"$gearbox" run "$config" --run-dir "$run" --set launch.progress=off > "$work/fourth.log" 2>&1 &&
+  fail "a run into an interrupted run's folder exited 0"
+grep -q "already holds a run (metrics.csv)" "$work/fourth.log" || { cat "$work/fourth.log"; fail "no reason"; }
+[ "$(wc -l < "$run/metrics.csv")" = "$rows" ] || fail "metrics.csv of the interrupted run was truncated"
+echo "4 passed, 0 failed"
