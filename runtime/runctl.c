@@ -33,6 +33,7 @@ typedef struct confirmation {
 
 struct gb_runctl_server {
     atomic_int state;
+    _Atomic int64_t env_steps; /* the run's env steps as the launcher last counted them */
     int announced; /* the state the held watches were last answered with (registry thread) */
     held_watch *held; /* registry thread only */
     int nheld;
@@ -84,6 +85,11 @@ gb_run_state gb_runctl_server_set(gb_runctl_server *s, gb_run_state state)
     return (gb_run_state)now;
 }
 
+void gb_runctl_server_set_env_steps(gb_runctl_server *s, int64_t env_steps)
+{
+    atomic_store(&s->env_steps, env_steps);
+}
+
 gb_run_state gb_runctl_server_state(const gb_runctl_server *s)
 {
     return (gb_run_state)atomic_load(&((gb_runctl_server *)s)->state);
@@ -123,8 +129,9 @@ static void answer(gb_runctl_server *s, void *sock, const void *route, size_t ro
     gb_wire_header_init(h, GB_MSG_RUN_STATE, GB_ROLE_LAUNCHER, 0);
     h->seq = seq;
     h->status = status;
-    h->nmeta = 1;
     h->meta[0] = atomic_load(&s->state);
+    h->meta[1] = atomic_load(&s->env_steps);
+    h->nmeta = 2;
     snprintf(h->text, sizeof h->text, "%s", text);
     gb_error e;
     if (gb_wire_send(sock, route, route_len, h, NULL, ZMQ_DONTWAIT, &e))
@@ -191,6 +198,7 @@ struct gb_runctl_client {
     int thread_started;
     atomic_int quit;
     atomic_int state;     /* as last heard */
+    _Atomic int64_t env_steps; /* the run's env steps as last heard */
     atomic_int confirmed; /* what this worker confirms */
     gb_wire_header hdr;
     gb_wire_msg reply;
@@ -253,6 +261,8 @@ static void *client_main(void *arg)
                 if (c->reply.hdr.status)
                     GB_WARN("run control: %s", c->reply.hdr.text);
                 heard(c, (int)c->reply.hdr.meta[0]);
+                if (c->reply.hdr.nmeta >= 2 && c->reply.hdr.meta[1] >= 0)
+                    atomic_store(&c->env_steps, c->reply.hdr.meta[1]);
                 need = need || c->reply.hdr.seq == seq; /* the watch outstanding was answered */
             }
             gb_wire_msg_release(&c->reply);
@@ -324,6 +334,11 @@ void gb_runctl_client_close(gb_runctl_client *c)
 gb_run_state gb_runctl_client_state(const gb_runctl_client *c)
 {
     return (gb_run_state)atomic_load(&((gb_runctl_client *)c)->state);
+}
+
+int64_t gb_runctl_client_env_steps(const gb_runctl_client *c)
+{
+    return c ? atomic_load(&((gb_runctl_client *)c)->env_steps) : 0;
 }
 
 void gb_runctl_client_confirm(gb_runctl_client *c, gb_run_state state)

@@ -25,6 +25,11 @@
  *                        it (skipping drained: the ledger  (SIGTERM, SIGKILL after the grace)
  *                        then shows what went missing)
  *
+ * Every answer also carries the run's env steps as the launcher last counted them (all actors,
+ * all incarnations, earlier segments of a resumed run): a clock that survives a worker's restart
+ * and a run's resume (the policy worker's exploration schedule runs on it), fresh to within
+ * GB_RUNCTL_HOLD_MS.
+ *
  * Transport: each worker's client thread keeps one watch request (GB_MSG_RUN_WATCH: the state it
  * knows, the state it confirms) outstanding at the registry's ROUTER. The server answers it
  * (GB_MSG_RUN_STATE: the state now) at once when the worker's knowledge is stale, else holds it
@@ -42,6 +47,7 @@
 #include "runtime/error.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
 
 typedef enum gb_run_state {
     GB_RUN_RUNNING = 0,
@@ -72,6 +78,9 @@ void gb_runctl_server_close(gb_runctl_server *s);
  * the state never goes back. Returns the state now. */
 gb_run_state gb_runctl_server_set(gb_runctl_server *s, gb_run_state state);
 gb_run_state gb_runctl_server_state(const gb_runctl_server *s);
+
+/* Sets the env-step count the next answers carry (from any thread). */
+void gb_runctl_server_set_env_steps(gb_runctl_server *s, int64_t env_steps);
 
 /* How many workers of role have confirmed state (or a later one). Any thread. */
 int gb_runctl_server_confirmed(const gb_runctl_server *s, int role, gb_run_state state);
@@ -105,6 +114,10 @@ void gb_runctl_client_close(gb_runctl_client *c);
 
 /* The state as last heard (one atomic load; never blocks). */
 gb_run_state gb_runctl_client_state(const gb_runctl_client *c);
+
+/* The run's env steps as last heard from the launcher (0 before the first answer; c may be
+ * NULL: 0). One atomic load. */
+int64_t gb_runctl_client_env_steps(const gb_runctl_client *c);
 
 /* Tells the launcher this worker has done what state asks of it (never blocks; sent by the
  * thread at once). Confirming an earlier state than already confirmed is a no-op. */

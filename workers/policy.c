@@ -85,9 +85,14 @@ static int infer(void *user, const gb_infer_batch *in, gb_infer_outputs *out, gb
                             (long long)p->rows_cap);
     const gb_config *cfg = p->w->cfg;
     double epsilon = 0;
-    if (cfg->trainer.algorithm.name == GB_ALGO_DQN)
+    if (cfg->trainer.algorithm.name == GB_ALGO_DQN) {
+        /* exploration decays over the run's env steps: this worker's share, or the launcher's
+         * count when that is ahead (a restarted policy worker, a resumed run) */
+        int64_t steps = p->served_rows * cfg->policy.count;
+        int64_t run_steps = gb_runctl_client_env_steps(p->w->runctl);
         epsilon = gb_torch_dqn_epsilon(&cfg->trainer.algorithm.dqn,
-                                       p->served_rows * cfg->policy.count);
+                                       run_steps > steps ? run_steps : steps);
+    }
     gb_torch_act_out o = {.action = p->action, .logp = p->logp};
     int rc = gb_torch_model_act(p->model, in->inputs[0].data, in->rows,
                                 cfg->policy.deterministic, epsilon, &o, err);
@@ -146,8 +151,7 @@ int gb_policy_main(gb_worker *w, gb_error *err)
     int rc = gb_worker_env_space(cfg, &spec, &p.space, err);
     if (rc || (rc = gb_torch_set_threads((int)cfg->policy.threads, err)) ||
         (rc = gb_torch_model_create(cfg, &p.space,
-                                    gb_rng_seed_of((uint64_t)cfg->experiment.seed, "policy",
-                                                   (uint64_t)w->index, "model"),
+                                    gb_worker_seed(w, "model"),
                                     &p.model, err)))
         goto done;
     p.rows_cap = cfg->policy.max_batch_rows + cfg->actors.envs_per_actor * spec.agents;

@@ -15,6 +15,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 typedef struct reg_thread {
     gb_registry_server *s;
@@ -277,6 +278,13 @@ static void test_runctl(void)
         CHECK_EQ_INT(gb_runctl_client_state(c[i]), GB_RUN_RUNNING);
     CHECK_EQ_INT(gb_runctl_server_confirmed(rs, GB_ROLE_TRAINER, GB_RUN_ENDING), 0);
 
+    /* the run's env-step clock reaches the workers with the next answer (at most a hold) */
+    gb_runctl_server_set_env_steps(rs, 12345);
+    for (int tries = 0; tries < 300 && gb_runctl_client_env_steps(c[0]) != 12345; tries++)
+        usleep(10000);
+    CHECK(gb_runctl_client_env_steps(c[0]) == 12345);
+    CHECK(gb_runctl_client_env_steps(NULL) == 0);
+
     /* the registry serves beside the held watches */
     gb_registry_client_opts co = {ep, 2000, 0, 600, GB_ROLE_LAUNCHER, 0};
     gb_registry_client *reg;
@@ -314,11 +322,13 @@ static void test_runctl(void)
     CHECK_EQ_INT(gb_runctl_server_state(rs), GB_RUN_RELEASED);
 
     /* a client that starts late learns the state at once */
+    gb_runctl_server_set_env_steps(rs, 777); /* and the clock with it (a restarted worker) */
     gb_runctl_client_opts lo = {.endpoint = ep, .role = GB_ROLE_POLICY, .index = 0};
     gb_runctl_client *late;
     CHECK_OK(gb_runctl_client_open(&late, ctx, &lo, &err));
     took = until_all(&late, 1, GB_RUN_RELEASED, 2.0);
     CHECK(took >= 0 && took < 0.5);
+    CHECK(gb_runctl_client_env_steps(late) == 777);
     gb_runctl_client_close(late);
 
     /* a malformed watch is answered with GB_EPROTO and counted; the server goes on */
