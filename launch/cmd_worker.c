@@ -36,7 +36,8 @@ static void on_signal(int sig)
 static void worker_usage(FILE *out)
 {
     fprintf(out, "usage: gearbox worker --role actor|policy|trainer|params --index I --run-dir DIR\n"
-                 "                      --registry ENDPOINT --metrics ENDPOINT [--incarnation N]\n\n"
+                 "                      --registry ENDPOINT --metrics ENDPOINT [--segment N]\n"
+                 "                      [--incarnation N]\n\n"
                  "Runs one worker process of a run. `gearbox run` starts these; you do not need\n"
                  "to. The worker reads DIR/config.yaml, finds its peers through the registry and\n"
                  "reports to the launcher's metrics endpoint; SIGTERM stops it cleanly.\n");
@@ -62,6 +63,7 @@ int gb_cmd_worker(int argc, char **argv)
     const char *role = NULL, *run_dir = NULL, *registry = NULL, *metrics = NULL;
     const char *record = NULL; /* --record DIR (gearbox run --record) */
     int index = -1, incarnation = 0; /* --incarnation N: the launcher's Nth restart of it */
+    int segment = 0;                 /* --segment N: the run's Nth resume (gearbox run --resume) */
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--role") == 0)
             role = argv[i + 1];
@@ -77,6 +79,8 @@ int gb_cmd_worker(int argc, char **argv)
             record = argv[i + 1];
         else if (strcmp(argv[i], "--incarnation") == 0)
             incarnation = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--segment") == 0)
+            segment = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "gearbox worker: unknown option %s\n", argv[i]);
             return GB_EXIT_USAGE;
@@ -133,7 +137,7 @@ int gb_cmd_worker(int argc, char **argv)
         rc = gb_runctl_client_open(&runctl, zctx, &co, &err);
     if (rc == 0) {
         gb_worker w = {.cfg = &cfg, .role = roles[r].role, .index = index,
-                       .incarnation = incarnation, .run_dir = run_dir,
+                       .incarnation = incarnation, .segment = segment, .run_dir = run_dir,
                        .zctx = zctx, .registry = reg, .metrics = ms, .runctl = runctl,
                        .stop = &stop_flag, .record_dir = record};
         if (incarnation)

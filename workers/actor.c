@@ -163,8 +163,7 @@ int gb_actor_main(gb_worker *w, gb_error *err)
         .cfg = cfg,
         .copies = (int)cfg->actors.envs_per_actor,
         .splits = (int)cfg->actors.splits,
-        .seed = gb_rng_seed_of((uint64_t)cfg->experiment.seed, "actor", (uint64_t)w->index,
-                               "envs"),
+        .seed = gb_worker_seed(w, "envs"),
         .on_episode = on_episode,
         .ctx = &a,
     };

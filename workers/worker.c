@@ -3,6 +3,7 @@
 
 #include "envs/host.h"
 #include "runtime/endpoint.h"
+#include "runtime/rng.h"
 #include "runtime/wire.h"
 #include "workers/learning.h"
 
@@ -28,6 +29,16 @@ int gb_worker_wait_release(const gb_worker *w, double max_s)
         return 1;
     gb_runctl_client_confirm(w->runctl, GB_RUN_FLUSHING);
     return gb_runctl_client_wait(w->runctl, GB_RUN_RELEASED, max_s);
+}
+
+uint64_t gb_worker_seed(const gb_worker *w, const char *what)
+{
+    uint64_t s = gb_rng_seed_of((uint64_t)w->cfg->experiment.seed, gb_role_name(w->role),
+                                (uint64_t)w->index, what);
+    if (w->incarnation || w->segment)
+        s = gb_rng_seed_of(s, "process", ((uint64_t)w->segment << 32) | (uint32_t)w->incarnation,
+                           what);
+    return s;
 }
 
 double gb_worker_report_interval(const gb_worker *w)

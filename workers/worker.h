@@ -20,6 +20,7 @@ typedef struct gb_worker {
     int role;  /* gb_role */
     int index;
     int incarnation; /* 0 for the first process of (role, index), +1 per restart (--incarnation) */
+    int segment;     /* 0 for a run's first launch, +1 per `gearbox run --resume` (--segment) */
     const char *run_dir;
     void *zctx;
     gb_registry_client *registry;
@@ -48,6 +49,12 @@ int gb_worker_run_ending(const gb_worker *w);
  * waiting on its rate limiter: tells the launcher, which stops the actors once every trainer
  * has. Never blocks. */
 void gb_worker_confirm_ending(gb_worker *w);
+
+/* The seed of this worker's random stream `what` (gb_rng_seed_of over experiment.seed, role,
+ * index and what). A restarted or resumed process (incarnation, segment) draws a stream of its
+ * own, so it does not repeat its predecessor's episodes; the first process of a run keeps the
+ * seeds a run always had. */
+uint64_t gb_worker_seed(const gb_worker *w, const char *what);
 
 /* Seconds between two reports to the launcher: the metrics interval, or a fifth of the launcher's
  * heartbeat timeout when that is shorter. Reports are the workers' heartbeats: a worker whose
