@@ -271,6 +271,13 @@ extern "C" int gb_torch_learner_save(const gb_torch_learner *cl, const char *pat
     int rc = gb_torch_guard(err, "checkpoint save", [&] {
         torch::serialize::OutputArchive ar;
         write_state(l, ar);
+        {
+            // the learner's random stream (minibatch order, SAC's noise) goes into checkpoints
+            // only (each rank of a group keeps its own): a restored learner draws on where it
+            // stopped instead of repeating the start of the run
+            std::lock_guard<std::mutex> lock(l->gen.mutex());
+            ar.write("rng", l->gen.get_state());
+        }
         ar.save_to([&](const void *p, size_t n) {
             bytes.append(static_cast<const char *>(p), n);
             return n;
@@ -291,7 +298,13 @@ extern "C" int gb_torch_learner_load(gb_torch_learner *l, const char *path, gb_e
     return gb_torch_guard(err, "checkpoint load", [&] {
         torch::serialize::InputArchive ar;
         ar.load_from(path, l->device);
-        return read_state(l, ar, (std::string("checkpoint ") + path).c_str(), err);
+        int rc = read_state(l, ar, (std::string("checkpoint ") + path).c_str(), err);
+        torch::Tensor rng;
+        if (rc == 0 && ar.try_read("rng", rng)) {
+            std::lock_guard<std::mutex> lock(l->gen.mutex());
+            l->gen.set_state(rng);
+        }
+        return rc;
     });
 }
 
