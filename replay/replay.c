@@ -235,6 +235,40 @@ void gb_replay_set_beta(gb_replay *r, double beta)
     pthread_mutex_unlock(&r->mu);
 }
 
+/* One 64-bit word into a running digest (multiply-xorshift; not cryptographic). */
+static uint64_t digest_mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 31);
+}
+
+int64_t gb_replay_digest(gb_replay *r, uint64_t *digest)
+{
+    uint64_t h = 0x6a09e667f3bcc908ULL;
+    int64_t n = 0;
+    pthread_mutex_lock(&r->mu);
+    const gb_replay_status *st = &r->st;
+    for (int64_t i = 0; i < st->capacity; i++) {
+        if (st->state[i] != GB_ITEM_COMMITTED)
+            continue;
+        uint64_t prio;
+        memcpy(&prio, &st->priority[i], sizeof prio);
+        h = digest_mix(h, (uint64_t)i);
+        h = digest_mix(h, st->item[i].seq);
+        h = digest_mix(h, prio);
+        h = digest_mix(h, (uint64_t)(uint32_t)st->length[i]);
+        h = digest_mix(h, (uint64_t)st->policy_version[i]);
+        h = digest_mix(h, st->item[i].times_sampled);
+        n++;
+    }
+    h = digest_mix(h, r->c->inserts);
+    h = digest_mix(h, r->c->samples);
+    pthread_mutex_unlock(&r->mu);
+    *digest = h;
+    return n;
+}
+
 void gb_replay_stats_get(gb_replay *r, gb_replay_stats *s)
 {
     memset(s, 0, sizeof *s);

@@ -5,7 +5,8 @@
  *          gb_replay_allocate, gb_replay_block, gb_replay_commit, gb_replay_abort,
  *          gb_replay_insert, gb_replay_sample, gb_replay_release, gb_replay_collect,
  *          gb_replay_update_priorities, gb_replay_expire, gb_replay_set_rate_limit,
- *          gb_replay_checkpoint, gb_replay_restore, gb_replay_stats, gb_replay_tables,
+ *          gb_replay_checkpoint, gb_replay_restore, gb_replay_stats, gb_replay_digest,
+ *          gb_replay_tables,
  *          gb_replay_status_view, gb_replay_selector_ops, gb_replay_gather,
  *          gb_replay_importance_weights, gb_replay_serve_writers, gb_replay_writer_*,
  *          gb_replay_selectors, gb_replay_selector_name, gb_replay_selector_parse,
@@ -379,6 +380,13 @@ typedef struct gb_replay_stats {
 } gb_replay_stats;
 
 void gb_replay_stats_get(gb_replay *r, gb_replay_stats *st);
+
+/* A digest of what a checkpoint must carry over: every committed item's index, key (insertion
+ * seq), priority, length, policy version and times sampled, and the rate limiter's counters
+ * (under the lock: a consistent snapshot). Two replays with the same digest hold the same items
+ * with the same priorities (data is checked by the checkpoint's CRCs). Returns the number of
+ * committed items; *digest the value. */
+int64_t gb_replay_digest(gb_replay *r, uint64_t *digest);
 const gb_replay_options *gb_replay_options_of(const gb_replay *r);
 
 /* The selectors a request may name, as a bit mask (1u << gb_selector_kind): the primary, the

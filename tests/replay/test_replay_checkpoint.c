@@ -117,8 +117,14 @@ static void round_trip(int selector)
     char tmp[320];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     CHECK(access(tmp, F_OK) != 0); /* renamed away */
+    uint64_t da = 0, db = 1;
+    CHECK(gb_replay_digest(b, &db) == 0);
     CHECK_OK(gb_replay_restore(b, path, &err));
     CHECK(same(a, b));
+    /* the digest sees what the checkpoint carried: equal after the restore, and it moves with a
+     * priority */
+    int64_t na = gb_replay_digest(a, &da), nb = gb_replay_digest(b, &db);
+    CHECK(na > 0 && na == nb && da == db);
     CHECK(gb_replay_restore(b, path, &err) == GB_EINVAL); /* not empty */
     /* Both continue identically: same draws (selector RNG and structures), same blocks handed
      * out (free queue), same evictions. */
@@ -149,6 +155,15 @@ static void round_trip(int selector)
     }
     CHECK_MSG(identical, "selector %d: restored replay diverged", selector);
     CHECK(same(a, b));
+    CHECK(gb_replay_digest(a, &da) == gb_replay_digest(b, &db) && da == db);
+    gb_replay_status st;
+    gb_replay_status_view(a, &st);
+    int64_t one = st.live[0];
+    uint64_t key = st.item[one].seq;
+    double p = 123.5;
+    CHECK_OK(gb_replay_update_priorities(a, 1, &one, &key, &p, NULL, &err));
+    gb_replay_digest(a, &da);
+    CHECK(da != db);
     gb_replay_selection_free(&sa);
     gb_replay_selection_free(&sb);
     gb_replay_free(a);
