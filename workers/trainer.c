@@ -67,6 +67,7 @@ typedef struct trainer {
     gb_sample_tally *tally;    /* [GB_SAMPLE_TALLY_MAX] for reports, allocated at the first */
     char replay_shm[GB_SHM_NAME_MAX]; /* the run-owned replay segment's name, "" if anonymous */
     char model_ckpt[2200];            /* this trainer's model checkpoint (restored at start) */
+    gb_checkpoint_files ckpt;         /* the last complete checkpoint set at start (step -1: none) */
     gb_replay_recovery recovery;      /* what the replay kept from a killed predecessor */
 } trainer;
 
@@ -375,10 +376,10 @@ static void crash_safe_opts(trainer *t, gb_learning_opts *lo)
     char dir[2048], name[32];
     snprintf(dir, sizeof dir, "%s/checkpoints", t->w->run_dir);
     snprintf(name, sizeof name, "trainer-%d", t->w->index);
-    gb_checkpoint_files f;
-    int rc = gb_checkpoint_find(dir, name, &f, &e);
+    t->ckpt.step = -1;
+    int rc = gb_checkpoint_find(dir, name, &t->ckpt, &e);
     if (rc == 0) {
-        snprintf(t->model_ckpt, sizeof t->model_ckpt, "%s", f.model);
+        snprintf(t->model_ckpt, sizeof t->model_ckpt, "%s", t->ckpt.model);
         lo->model_checkpoint = t->model_ckpt;
     }
     else if (rc != GB_ENOTFOUND)
@@ -386,8 +387,11 @@ static void crash_safe_opts(trainer *t, gb_learning_opts *lo)
                 e.msg);
 }
 
-/* Says what the start recovered from a killed predecessor, if anything. */
-static void log_recovery(trainer *t)
+/* What the start recovered: a replay re-attached from a killed predecessor's segment (newer than
+ * any checkpoint), else the replay of the last checkpoint set when there is one (a resumed run,
+ * or a restart whose segment is gone). A checkpointed replay that cannot be restored fails the
+ * start: going on without it would silently drop what the run had collected. */
+static int recover(trainer *t, gb_error *err)
 {
     gb_replay_recovery_get(t->replay, &t->recovery);
     if (t->recovery.attached)
@@ -400,6 +404,16 @@ static void log_recovery(trainer *t)
     if (gb_learning_restored(t->learning))
         GB_INFO("trainer: model and optimiser restored from %s (%lld training steps)",
                 t->model_ckpt, (long long)gb_learning_train_steps(t->learning));
+    if (t->recovery.attached || t->ckpt.step < 0 || !t->ckpt.replay[0])
+        return 0;
+    int rc = gb_replay_restore(t->replay, t->ckpt.replay, err);
+    if (rc)
+        return gb_error_prefix(err, "trainer: restoring the checkpointed replay");
+    uint64_t digest = 0;
+    int64_t n = gb_replay_digest(t->replay, &digest);
+    GB_INFO("trainer: replay restored from %s: %lld items, digest %016llx", t->ckpt.replay,
+            (long long)n, (unsigned long long)digest);
+    return 0;
 }
 
 static int write_learning(void *ctx, const char *model, const char *replay, gb_error *err)
@@ -416,8 +430,13 @@ static int checkpoint(trainer *t, gb_error *err)
     mkdir(dir, 0755);
     snprintf(name, sizeof name, "trainer-%d", t->w->index);
     int64_t step = gb_learning_train_steps(t->learning);
+    uint64_t before = 0, after = 0;
+    int64_t n = gb_replay_digest(t->replay, &before);
     int rc = gb_checkpoint_write(dir, name, step, 1, write_learning, t->learning, err);
-    if (rc == 0)
+    if (rc == 0 && gb_replay_digest(t->replay, &after) == n && after == before)
+        GB_INFO("trainer: checkpoint written (%lld training steps; replay %lld items, digest "
+                "%016llx)", (long long)step, (long long)n, (unsigned long long)before);
+    else if (rc == 0) /* another rank wrote into this shard meanwhile: no digest to quote */
         GB_INFO("trainer: checkpoint written (%lld training steps)", (long long)step);
     return rc;
 }
@@ -448,7 +467,8 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
     if ((rc = gb_learning_create(&lo, &t.learning, err)))
         goto done;
     t.replay = gb_learning_replay(t.learning);
-    log_recovery(&t);
+    if ((rc = recover(&t, err)))
+        goto done;
     if ((rc = make_param_buffer(&t, err)) || (w->record_dir && (rc = record_open(&t, err))))
         goto done;
 
