@@ -45,7 +45,8 @@ int gb_cli_parse(int argc, char **argv, int flags, gb_cli *out)
         } else if ((flags & GB_CLI_RUN_FLAGS) &&
                    (take(argc, argv, &i, "--backend", &out->backend, &bad) ||
                     take(argc, argv, &i, "--run-dir", &out->run_dir, &bad) ||
-                    take(argc, argv, &i, "--record", &out->record, &bad))) {
+                    take(argc, argv, &i, "--record", &out->record, &bad) ||
+                    take(argc, argv, &i, "--resume", &out->resume, &bad))) {
             continue;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             fprintf(stderr, "gearbox %s: unknown option %s (see gearbox %s --help)\n", argv[0],
@@ -61,6 +62,27 @@ int gb_cli_parse(int argc, char **argv, int flags, gb_cli *out)
     }
     if (bad)
         return -1;
+    if (out->resume) {
+        /* the run's own config, as it was resolved; --set may change it (a larger budget) */
+        const char *clash = out->config ? out->config : out->run_dir ? "--run-dir"
+                            : out->record ? "--record" : out->backend ? "--backend" : NULL;
+        if (clash) {
+            fprintf(stderr, "gearbox %s: --resume RUN_DIR continues that run with its own "
+                    "config.yaml and folder: %s cannot go with it\n", argv[0], clash);
+            return -1;
+        }
+        size_t n = strlen(out->resume);
+        while (n > 1 && out->resume[n - 1] == '/')
+            n--;
+        if (n == 0 || snprintf(out->resume_config, sizeof out->resume_config, "%.*s/config.yaml",
+                               (int)n, out->resume) >= (int)sizeof out->resume_config) {
+            fprintf(stderr, "gearbox %s: --resume: \"%s\" is empty or too long\n", argv[0],
+                    out->resume);
+            return -1;
+        }
+        out->config = out->resume_config;
+        return 0;
+    }
     if (!out->config) {
         fprintf(stderr, "gearbox %s: missing CONFIG.yaml (see gearbox %s --help)\n", argv[0],
                 argv[0]);

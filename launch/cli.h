@@ -1,5 +1,5 @@
 /* launch/cli.h: the options shared by run, serve and check: CONFIG [--set key=value ...],
- * and run's --backend/--run-dir/--record.
+ * and run's --backend/--run-dir/--record/--resume.
  * defines: gb_cli, gb_cli_parse, gb_cli_load, GB_CLI_MAX_SETS */
 #ifndef GB_LAUNCH_CLI_H
 #define GB_LAUNCH_CLI_H
@@ -13,6 +13,8 @@ typedef struct gb_cli {
     const char *backend;                /* --backend local|slurm (run) */
     const char *run_dir;                /* --run-dir DIR (run) */
     const char *record;                 /* --record DIR (run) */
+    const char *resume;                 /* --resume RUN_DIR (run): its config.yaml is CONFIG */
+    char resume_config[1100];           /* <RUN_DIR>/config.yaml, what config points to */
 } gb_cli;
 
 /* Flags a subcommand accepts besides --set (bit set). */
@@ -23,7 +25,8 @@ enum { GB_CLI_RUN_FLAGS = 1 };
 int gb_cli_parse(int argc, char **argv, int flags, gb_cli *out);
 
 struct gb_config;
-/* gb_cli_parse, then reads cli->config with the --set overrides into cfg (validated; errors
+/* gb_cli_parse, then reads cli->config (with --resume: the run's config.yaml) with the --set
+ * overrides into cfg (validated; errors
  * name file:line:column and key and go to stderr). Returns GB_EXIT_OK or GB_EXIT_USAGE. */
 int gb_cli_load(int argc, char **argv, int flags, gb_cli *cli, struct gb_config *cfg);
 

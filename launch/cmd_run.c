@@ -1,4 +1,5 @@
-/* launch/cmd_run.c: `gearbox run CONFIG [--set ...] [--run-dir DIR] [--backend local|slurm]`.
+/* launch/cmd_run.c: `gearbox run CONFIG [--set ...] [--run-dir DIR] [--backend local|slurm]` and
+ * `gearbox run --resume RUN_DIR [--set ...]`.
  * launch.mode local (the default: one process per worker, launch/run_local.c) and inline (one
  * process: ring -> model -> algorithm); the Slurm backend says plainly that it is not
  * implemented yet. */
@@ -26,7 +27,8 @@ static void run_usage(FILE *out)
 {
     fprintf(out,
             "usage: gearbox run CONFIG.yaml [--set key.path=value ...] [--run-dir DIR]\n"
-            "                   [--backend local|slurm] [--record DIR]\n\n"
+            "                   [--backend local|slurm] [--record DIR]\n"
+            "       gearbox run --resume RUN_DIR [--set key.path=value ...]\n\n"
             "Runs the experiment in CONFIG.yaml until it is solved (experiment.target_return\n"
             "reached by the mean of the last 100 episodes) or a budget runs out\n"
             "(experiment.max_env_steps, experiment.max_seconds). Writes a run directory:\n"
@@ -35,7 +37,13 @@ static void run_usage(FILE *out)
             "  --set key.path=value   override one config key (YAML value)\n"
             "  --run-dir DIR          write the run directory here instead\n"
             "  --backend local|slurm  distributed launch (sets launch.mode)\n"
-            "  --record DIR           also write the run's trajectories as a dataset\n\n"
+            "  --record DIR           also write the run's trajectories as a dataset\n"
+            "  --resume RUN_DIR       continue a run that was stopped, crashed, or whose\n"
+            "                         machine rebooted, from its last checkpoints: model,\n"
+            "                         optimiser, replay (with its rate limiter and selector\n"
+            "                         state) and policy version; env_steps, episodes and\n"
+            "                         time count on in metrics.csv and summary.json, and\n"
+            "                         the budgets (raise them with --set) cover all of it\n\n"
             "Modes (launch.mode): local (default) starts the parameter service, trainer,\n"
             "policy and actor workers as processes on this machine; inline runs everything in\n"
             "one process without sockets (`--set launch.mode=inline`); slurm is not\n"
@@ -69,6 +77,12 @@ int gb_cmd_run(int argc, char **argv)
     }
     if (cfg.launch.mode == GB_LAUNCH_LOCAL)
         return gb_run_local(&cfg, &cli); /* --record: the trainers write the dataset */
+    if (cli.resume) {
+        fprintf(stderr, "gearbox run: --resume: launch.mode %s cannot be resumed (only local "
+                        "runs write the checkpoints a resume starts from)\n",
+                gb_config_enum_name("launch.mode", cfg.launch.mode));
+        return GB_EXIT_USAGE;
+    }
     if (cfg.launch.mode != GB_LAUNCH_INLINE) {
         fprintf(stderr, "gearbox run: launch.mode %s: not implemented yet in this build "
                         "(use --set launch.mode=inline)\n",

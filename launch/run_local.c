@@ -1,6 +1,7 @@
 /* launch/run_local.c: the local backend of `gearbox run` (see run_local.h): run directory,
  * registry thread, metrics collection, worker processes, stop conditions, progress display,
- * metrics.csv and summary.json. */
+ * metrics.csv and summary.json; and the same for a resumed run (gearbox run --resume), whose
+ * counters go on from the last row of its metrics.csv. */
 #include "launch/run_local.h"
 
 #include "runtime/rundir.h"
@@ -49,15 +50,33 @@ static void *registry_main(void *arg)
 enum {
     M_TIME, M_ENV_STEPS, M_ENV_RATE, M_TRAIN_STEPS, M_TRAIN_RATE, M_SAMPLES, M_EPISODES,
     M_RETURN, M_LENGTH, M_REPLAY_SIZE, M_REPLAY_FILL, M_VERSION, M_SERVED, M_LAG, M_LOSS,
-    M_ENTROPY, M_DROPS, M_REJECTED, M_NCOLS
+    M_ENTROPY, M_DROPS, M_REJECTED, M_SEGMENT, M_NCOLS
 };
 static const char *const columns[M_NCOLS] = {
     "time_s", "env_steps", "env_steps_per_s", "train_steps", "train_steps_per_s",
     "samples_trained", "episodes", "return_mean_100", "length_mean_100", "replay_size",
     "replay_fill", "policy_version", "served_version_min", "version_lag", "loss", "entropy",
-    "sample_drops", "chunks_rejected"};
+    "sample_drops", "chunks_rejected", "segment"};
 
 static double or0(double v) { return isnan(v) ? 0 : v; }
+
+/* Where a resumed run's counters go on from (all 0 for a run's first launch): its metrics.csv's
+ * last row. Env steps, episodes, samples and time add up over segments; train steps come from
+ * the trainers, which restore theirs with the model. */
+typedef struct run_base {
+    double time, env_steps, episodes, samples, train_steps;
+    int segment; /* this launch's: 0, +1 per resume */
+} run_base;
+
+static void base_from_row(const double *last, run_base *b)
+{
+    b->time = or0(last[M_TIME]);
+    b->env_steps = or0(last[M_ENV_STEPS]);
+    b->episodes = or0(last[M_EPISODES]);
+    b->samples = or0(last[M_SAMPLES]);
+    b->train_steps = or0(last[M_TRAIN_STEPS]);
+    b->segment = (int)or0(last[M_SEGMENT]) + 1;
+}
 
 /* What the stop decisions look at: the metrics and the run-control confirmations. */
 typedef struct stop_view {
@@ -204,18 +223,23 @@ static void ledger_take(const gb_metrics_collector *m, const gb_config *cfg,
                 (long long)l->dropped);
 }
 
+/* One row at t seconds into this launch (b: where a resumed run goes on from). */
 static void sample_metrics(const gb_metrics_collector *m, double t, const double *prev,
-                           double *row)
+                           const run_base *b, double *row)
 {
-    row[M_TIME] = t;
-    row[M_ENV_STEPS] = or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "env_steps"));
-    /* data-parallel trainers take each step together: a step is one, not one per trainer */
-    row[M_TRAIN_STEPS] = or0(gb_metrics_max(m, GB_ROLE_TRAINER, "train_steps"));
-    double dt = prev ? t - prev[M_TIME] : t;
-    row[M_ENV_RATE] = dt > 0 ? (row[M_ENV_STEPS] - (prev ? prev[M_ENV_STEPS] : 0)) / dt : 0;
-    row[M_TRAIN_RATE] = dt > 0 ? (row[M_TRAIN_STEPS] - (prev ? prev[M_TRAIN_STEPS] : 0)) / dt : 0;
-    row[M_SAMPLES] = or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "samples_trained"));
-    row[M_EPISODES] = (double)gb_metrics_episodes(m);
+    row[M_TIME] = b->time + t;
+    row[M_ENV_STEPS] = b->env_steps + or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "env_steps"));
+    /* data-parallel trainers take each step together: a step is one, not one per trainer. A
+     * resumed trainer counts on from its checkpoint (before it reports: the last row's) */
+    double train = gb_metrics_max(m, GB_ROLE_TRAINER, "train_steps");
+    row[M_TRAIN_STEPS] = isnan(train) ? b->train_steps : train;
+    double dt = prev ? t - (prev[M_TIME] - b->time) : t;
+    row[M_ENV_RATE] =
+        dt > 0 ? (row[M_ENV_STEPS] - (prev ? prev[M_ENV_STEPS] : b->env_steps)) / dt : 0;
+    row[M_TRAIN_RATE] =
+        dt > 0 ? (row[M_TRAIN_STEPS] - (prev ? prev[M_TRAIN_STEPS] : b->train_steps)) / dt : 0;
+    row[M_SAMPLES] = b->samples + or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "samples_trained"));
+    row[M_EPISODES] = b->episodes + (double)gb_metrics_episodes(m);
     row[M_RETURN] = gb_metrics_return_mean(m);
     row[M_LENGTH] = gb_metrics_length_mean(m);
     row[M_REPLAY_SIZE] = gb_metrics_sum(m, GB_ROLE_TRAINER, "replay_size");
@@ -230,6 +254,7 @@ static void sample_metrics(const gb_metrics_collector *m, double t, const double
     row[M_ENTROPY] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "entropy");
     row[M_DROPS] = or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "sample_drops"));
     row[M_REJECTED] = or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_rejected"));
+    row[M_SEGMENT] = b->segment;
 }
 
 static void human(double v, char *buf, size_t n)
@@ -281,11 +306,12 @@ static int self_path(char *out, size_t n, gb_error *err)
 
 static int spawn_role(gb_supervisor *sup, const gb_rundir *rd, const char *exe, const char *role,
                       int count, const char *reg_ep, const char *met_ep, const char *record,
-                      gb_error *err)
+                      int segment, gb_error *err)
 {
     for (int i = 0; i < count; i++) {
-        char index[16], log_rel[64], log_path[2048];
+        char index[16], seg[16], log_rel[64], log_path[2048];
         snprintf(index, sizeof index, "%d", i);
+        snprintf(seg, sizeof seg, "%d", segment);
         snprintf(log_rel, sizeof log_rel, "logs/%s-%d.log", role, i);
         int rc = gb_rundir_file(rd, log_rel, log_path, sizeof log_path, err);
         if (rc)
@@ -293,10 +319,16 @@ static int spawn_role(gb_supervisor *sup, const gb_rundir *rd, const char *exe, 
         char *argv[] = {(char *)exe,         "worker",          "--role",   (char *)role,
                         "--index",           index,             "--run-dir", (char *)rd->path,
                         "--registry",        (char *)reg_ep,    "--metrics", (char *)met_ep,
-                        NULL,                NULL,              NULL};
+                        NULL,                NULL,              NULL,
+                        NULL,                NULL};
+        int n = 12;
         if (record) { /* gearbox run --record DIR */
-            argv[12] = "--record";
-            argv[13] = (char *)record;
+            argv[n++] = "--record";
+            argv[n++] = (char *)record;
+        }
+        if (segment) { /* gearbox run --resume: its own random streams */
+            argv[n++] = "--segment";
+            argv[n++] = seg;
         }
         if ((rc = gb_supervisor_spawn(sup, role, i, argv, log_path, err)))
             return rc;
@@ -316,8 +348,9 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
                 "would train on the CPU path); use cpu\n", cfg->source);
         return 2;
     }
-    if (gb_rundir_create(&rd, cfg, cli->run_dir, &err)) {
-        fprintf(stderr, "gearbox run: %s\n", err.msg);
+    if (cli->resume ? gb_rundir_reopen(&rd, cfg, cli->resume, &err)
+                    : gb_rundir_create(&rd, cfg, cli->run_dir, &err)) {
+        fprintf(stderr, "gearbox run: %s%s\n", cli->resume ? "--resume: " : "", err.msg);
         return 1;
     }
     char log_path[2048];
@@ -343,8 +376,9 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     char reg_ep[GB_REGISTRY_ENDPOINT_MAX], met_ep[GB_REGISTRY_ENDPOINT_MAX], exe[PATH_MAX];
     double t0 = gb_now_s();
     int live = 0, show = 0;
-    double row[M_NCOLS] = {0}, prev[M_NCOLS] = {0};
+    double row[M_NCOLS] = {0}, prev[M_NCOLS] = {0}, last[M_NCOLS];
     int have_prev = 0;
+    run_base base = {0};
 
     int rc = zctx ? 0 : gb_error_set(&err, GB_EZMQ, "zmq_ctx_new failed");
     if (rc == 0)
@@ -374,21 +408,28 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     if (rc == 0 && pthread_create(&reg_thread, NULL, registry_main, &reg) != 0)
         rc = gb_error_errno(&err, "pthread_create");
     reg_started = rc == 0;
-    if (rc == 0)
+    if (rc == 0 && !cli->resume)
         rc = gb_rundir_metrics_open(&rd, columns, M_NCOLS, &err);
+    if (rc == 0 && cli->resume &&
+        (rc = gb_rundir_metrics_continue(&rd, columns, M_NCOLS, last, &err)) == 0) {
+        base_from_row(last, &base);
+        GB_INFO("resuming (segment %d) after %.0f env steps, %.0f episodes, %.1f s", base.segment,
+                base.env_steps, base.episodes, base.time);
+    }
     if (rc == 0)
         rc = self_path(exe, sizeof exe, &err);
     if (rc == 0)
-        rc = spawn_role(&sup, &rd, exe, "params", 1, reg_ep, met_ep, NULL, &err);
+        rc = spawn_role(&sup, &rd, exe, "params", 1, reg_ep, met_ep, NULL,
+                        base.segment, &err);
     if (rc == 0)
         rc = spawn_role(&sup, &rd, exe, "trainer", (int)cfg->trainer.count, reg_ep, met_ep,
-                        cli->record, &err);
+                        cli->record, base.segment, &err);
     if (rc == 0)
         rc = spawn_role(&sup, &rd, exe, "policy", (int)cfg->policy.count, reg_ep, met_ep,
-                        NULL, &err);
+                        NULL, base.segment, &err);
     if (rc == 0)
         rc = spawn_role(&sup, &rd, exe, "actor", (int)cfg->actors.count, reg_ep, met_ep, NULL,
-                        &err);
+                        base.segment, &err);
     if (rc) {
         snprintf(error_text, sizeof error_text, "%s", err.msg);
         GB_ERROR("%s", err.msg);
@@ -427,7 +468,8 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
                      strsignal(sig));
             break;
         }
-        sample_metrics(mc, t, have_prev ? prev : NULL, row);
+        sample_metrics(mc, t, have_prev ? prev : NULL, &base, row);
+        gb_runctl_server_set_env_steps(runctl, (int64_t)row[M_ENV_STEPS]);
         if (now >= next_row) {
             /* a full disk (or any write failure) in the run directory ends the run */
             if (gb_rundir_metrics_row(&rd, row, M_NCOLS, &err)) {
@@ -462,7 +504,7 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
             status = 0;
             break;
         }
-        if (cfg->experiment.max_seconds > 0 && t >= cfg->experiment.max_seconds) {
+        if (cfg->experiment.max_seconds > 0 && row[M_TIME] >= cfg->experiment.max_seconds) {
             exit_reason = "max_seconds";
             status = 0;
             break;
@@ -479,7 +521,7 @@ stop:;
     /* Workers send a last report as they stop: take it. */
     if (mc) {
         gb_metrics_collector_poll(mc, 100, &err);
-        sample_metrics(mc, wall, have_prev ? prev : NULL, row);
+        sample_metrics(mc, wall, have_prev ? prev : NULL, &base, row);
         gb_rundir_metrics_row(&rd, row, M_NCOLS, &err);
     }
     /* A worker that failed while stopping (its final checkpoint, say) or had to be killed
@@ -499,9 +541,9 @@ stop:;
         .mode = "local",
         .env_steps = (int64_t)row[M_ENV_STEPS],
         .train_steps = (int64_t)row[M_TRAIN_STEPS],
-        .wall_seconds = wall,
+        .wall_seconds = base.time + wall,
         .episode_return_mean = decided_return,
-        .episodes = mc ? gb_metrics_episodes(mc) : 0,
+        .episodes = (int64_t)base.episodes + (mc ? gb_metrics_episodes(mc) : 0),
         .target_return = cfg->experiment.target_return,
         .solved = solved,
         .exit_reason = exit_reason,
@@ -521,6 +563,9 @@ stop:;
         .nrestarts = wd.nrestarts,
         .chunks_nonfinite = ledger.nonfinite,
         .chunks_rejected = ledger.rejected,
+        .segment = base.segment,
+        .segment_env_steps = (int64_t)base.env_steps,
+        .segment_seconds = wall,
     };
     if (gb_rundir_write_summary(&rd, &s, &err)) {
         /* the run's record is lost: say why where the user sees it, and fail */
@@ -531,7 +576,8 @@ stop:;
     }
     GB_INFO("%s after %.1f s: %lld env steps (%.0f/s), %lld train steps, mean return %.1f; "
             "%s/summary.json", exit_reason, wall, (long long)s.env_steps,
-            wall > 0 ? (double)s.env_steps / wall : 0.0, (long long)s.train_steps,
+            wall > 0 ? ((double)s.env_steps - base.env_steps) / wall : 0.0,
+            (long long)s.train_steps,
             s.episode_return_mean, rd.path);
     if (reg_started) {
         atomic_store(&reg.stop, 1);

@@ -98,8 +98,8 @@ const gb_config_field gb_config_fields[] = {
         "max policy-version lag of trained samples (-1 = unbounded)"),
     INT("trainer.push_params_every", trainer.push_params_every, "1", 1, BIG,
         "training steps between parameter pushes"),
-    FLOAT("trainer.checkpoint_every_s", trainer.checkpoint_every_s, "0", 0, INF,
-          "seconds between checkpoints (0 = only at the end)"),
+    FLOAT("trainer.checkpoint_every_s", trainer.checkpoint_every_s, "300", 0, INF,
+          "seconds between checkpoints, what a crashed run resumes from (0 = only at the end)"),
     INT("trainer.checksum_every", trainer.checksum_every, "100", 0, BIG,
         "several trainers: train steps between checks that every replica holds the same "
         "parameters (0 = never)"),

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -98,6 +99,34 @@ static int holds_no_run(const gb_rundir *rd, gb_error *err)
     return 0;
 }
 
+/* Writes config.yaml (temporary file + rename): cfg, resolved, under a comment line. */
+static int write_config(const gb_rundir *rd, const gb_config *cfg, const char *what,
+                        gb_error *err)
+{
+    char p[GB_RUNDIR_PATH_MAX], tmp[GB_RUNDIR_PATH_MAX];
+    int rc = gb_rundir_file(rd, "config.yaml", p, sizeof p, err);
+    if (rc == 0)
+        rc = gb_rundir_file(rd, "config.yaml.tmp", tmp, sizeof tmp, err);
+    if (rc)
+        return rc;
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return gb_error_errno(err, "open %s", tmp);
+    fprintf(f, "# %s (from %s)\n", what, cfg->source[0] ? cfg->source : "?");
+    int wrc = gb_config_write(cfg, f);
+    if (fclose(f) != 0 || wrc != 0) {
+        rc = gb_error_errno(err, "write %s", tmp);
+        unlink(tmp);
+        return rc;
+    }
+    if (rename(tmp, p) != 0) {
+        rc = gb_error_errno(err, "rename %s -> %s", tmp, p);
+        unlink(tmp);
+        return rc;
+    }
+    return 0;
+}
+
 int gb_rundir_create(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_error *err)
 {
     memset(rd, 0, sizeof *rd);
@@ -117,19 +146,49 @@ int gb_rundir_create(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_er
     if ((rc = gb_rundir_file(rd, "checkpoints", p, sizeof p, err)) != 0 ||
         (rc = make_dirs(p, err)) != 0)
         goto fail;
-    if ((rc = gb_rundir_file(rd, "config.yaml", p, sizeof p, err)) != 0)
+    if ((rc = write_config(rd, cfg, "resolved config of this run", err)) != 0)
         goto fail;
-    FILE *f = fopen(p, "w");
-    if (!f) {
-        rc = gb_error_errno(err, "open %s", p);
+    return 0;
+fail:
+    gb_rundir_unlock(rd);
+    return rc;
+}
+
+int gb_rundir_reopen(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_error *err)
+{
+    memset(rd, 0, sizeof *rd);
+    gb_error rerr = {0};
+    /* a crashed run's leftovers (its own replay segments among them) go first: a resume starts
+     * from the checkpoints on disk */
+    if (gb_rundir_reap_dead(&rerr) < 0)
+        fprintf(stderr, "gearbox: not cleaning up after dead runs: %s\n", rerr.msg);
+    int rc = choose_path(rd, cfg, dir, err);
+    if (rc)
+        return rc;
+    char p[GB_RUNDIR_PATH_MAX + 32], q[GB_RUNDIR_PATH_MAX + 32];
+    snprintf(p, sizeof p, "%s/config.yaml", rd->path);
+    if (!exists(p))
+        return gb_error_set(err, GB_EINVAL, "%s holds no run to resume (no config.yaml)", rd->path);
+    if ((rc = gb_rundir_lock(rd, err)) != 0)
+        return rc;
+    if ((rc = gb_rundir_register(rd, err)) != 0)
         goto fail;
+    /* the ended segment's summary stays, as summary.<k>.json; summary.json is this one's */
+    snprintf(p, sizeof p, "%s/summary.json", rd->path);
+    for (int k = 0; exists(p) && k < 10000; k++) {
+        snprintf(q, sizeof q, "%s/summary.%d.json", rd->path, k);
+        if (!exists(q)) {
+            if (rename(p, q) != 0) {
+                rc = gb_error_errno(err, "rename %s -> %s", p, q);
+                goto fail;
+            }
+            break;
+        }
     }
-    fprintf(f, "# resolved config of this run (from %s)\n", cfg->source[0] ? cfg->source : "?");
-    int wrc = gb_config_write(cfg, f);
-    if (fclose(f) != 0 || wrc != 0) {
-        rc = gb_error_errno(err, "write %s", p);
+    if ((rc = gb_rundir_file(rd, "checkpoints", p, sizeof p, err)) != 0 ||
+        (rc = make_dirs(p, err)) != 0 ||
+        (rc = write_config(rd, cfg, "resolved config of this run, as resumed", err)) != 0)
         goto fail;
-    }
     return 0;
 fail:
     gb_rundir_unlock(rd);
@@ -151,6 +210,71 @@ int gb_rundir_metrics_open(gb_rundir *rd, const char *const *names, int ncol, gb
     rd->metrics_columns = ncol;
     if (fflush(rd->metrics) != 0)
         return gb_error_errno(err, "write %s", p);
+    return 0;
+}
+
+int gb_rundir_metrics_continue(gb_rundir *rd, const char *const *names, int ncol, double *last,
+                               gb_error *err)
+{
+    for (int i = 0; i < ncol; i++)
+        last[i] = NAN;
+    char p[GB_RUNDIR_PATH_MAX];
+    int rc = gb_rundir_file(rd, "metrics.csv", p, sizeof p, err);
+    if (rc)
+        return rc;
+    FILE *f = fopen(p, "r");
+    if (!f) {
+        if (errno == ENOENT) /* it died before its first row: start the file */
+            return gb_rundir_metrics_open(rd, names, ncol, err);
+        return gb_error_errno(err, "open %s", p);
+    }
+    char line[4096], header[4096] = "", want[4096];
+    size_t used = 0;
+    want[0] = '\0';
+    for (int i = 0; i < ncol; i++)
+        used += (size_t)snprintf(want + used, sizeof want - used, "%s%s", i ? "," : "", names[i]);
+    int have_header = 0, ended = 1; /* ended: the file ends with a newline */
+    while (fgets(line, sizeof line, f)) {
+        size_t n = strlen(line);
+        ended = n && line[n - 1] == '\n';
+        if (n && line[n - 1] != '\n' && !feof(f)) {
+            fclose(f);
+            return gb_error_set(err, GB_ECORRUPT, "%s: a line longer than %zu bytes", p,
+                                sizeof line);
+        }
+        line[strcspn(line, "\r\n")] = '\0';
+        if (!have_header) {
+            snprintf(header, sizeof header, "%s", line);
+            have_header = 1;
+            continue;
+        }
+        /* the last complete row wins; a row cut short by a crash (fewer fields) is skipped */
+        double v[256];
+        int k = 0;
+        const char *c = line;
+        for (; k < ncol && k < 256; k++) {
+            const char *end = strchr(c, ',');
+            v[k] = c[0] && c[0] != ',' ? strtod(c, NULL) : NAN;
+            if (!end)
+                break;
+            c = end + 1;
+        }
+        if (k == ncol - 1 && ended)
+            memcpy(last, v, (size_t)ncol * sizeof *last);
+    }
+    fclose(f);
+    if (!have_header)
+        return gb_rundir_metrics_open(rd, names, ncol, err);
+    if (strcmp(header, want) != 0)
+        return gb_error_set(err, GB_EINVAL, "%s: its columns (%.200s) are not this gearbox's "
+                            "(%.200s): written by another version, it cannot be continued", p,
+                            header, want);
+    rd->metrics = fopen(p, "a");
+    if (!rd->metrics)
+        return gb_error_errno(err, "open %s", p);
+    rd->metrics_columns = ncol;
+    if (!ended && (fputc('\n', rd->metrics) == EOF || fflush(rd->metrics) != 0))
+        return gb_error_errno(err, "write %s", p); /* a row the crash cut short ends here */
     return 0;
 }
 
@@ -224,6 +348,13 @@ int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_err
                "  \"envs\": %lld",
             (long long)s->actors, (long long)s->policies, (long long)s->trainers,
             (long long)s->envs);
+    if (s->segment > 0) {
+        fprintf(f, ",\n  \"resumed\": {\"segment\": %d, \"from_env_steps\": %lld, "
+                   "\"segment_wall_seconds\": ",
+                s->segment, (long long)s->segment_env_steps);
+        json_number(f, s->segment_seconds);
+        fputc('}', f);
+    }
     if (s->has_samples) {
         fprintf(f, ",\n  \"samples\": {\"chunks_sent\": %lld, \"dropped\": %lld, "
                    "\"chunks_received\": %lld, \"discarded_at_stop\": %lld, \"nonfinite\": %lld, "

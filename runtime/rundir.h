@@ -11,8 +11,8 @@
  * /tmp/gearbox-runs-<uid>/<id>, naming the run's folder) until it ends cleanly; a later run
  * removes what a run that died left (ipc socket files in sockets/, POSIX shm segments named
  * /gearbox-<id>-*) once no process holds that run's lock.
- * defines: gb_rundir, gb_run_summary, gb_rundir_create, gb_rundir_file, gb_rundir_metrics_open,
- *          gb_rundir_metrics_row, gb_rundir_write_summary, gb_rundir_close,
+ * defines: gb_rundir, gb_run_summary, gb_rundir_create, gb_rundir_reopen, gb_rundir_file,
+ *          gb_rundir_metrics_open, gb_rundir_metrics_continue, gb_rundir_metrics_row, gb_rundir_write_summary, gb_rundir_close,
  *          gb_rundir_reap_dead, gb_rundir_lock, gb_rundir_register, gb_rundir_unlock */
 #ifndef GB_RUNTIME_RUNDIR_H
 #define GB_RUNTIME_RUNDIR_H
@@ -74,6 +74,13 @@ typedef struct gb_run_summary {
     const gb_run_restart *restarts; /* [nrestarts] in order */
     int nrestarts;
     int64_t chunks_nonfinite, chunks_rejected;
+    /* A resumed run (gearbox run --resume): env_steps, episodes and wall_seconds count over
+     * every segment; segment is this launch's number (0: not resumed, then nothing is written),
+     * segment_env_steps where it started, segment_seconds its own wall time. The sample ledger
+     * and restarts are this segment's. */
+    int segment;
+    int64_t segment_env_steps;
+    double segment_seconds;
 } gb_run_summary;
 
 /* Creates the run folder and its logs/ and checkpoints/ subfolders, locks it (run.lock) and
@@ -86,11 +93,26 @@ typedef struct gb_run_summary {
  * GB_ESYS or GB_EINVAL. */
 int gb_rundir_create(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_error *err);
 
+/* Opens an earlier run's folder again to continue it (gearbox run --resume): first removes what
+ * dead runs left (gb_rundir_reap_dead: the run's own shm segments too, so a resume starts from
+ * its checkpoints on disk); then takes run.lock (GB_EINVAL naming the holder while another
+ * process of any run holds it), enters the run table, moves an ended segment's summary.json to
+ * summary.<k>.json (the first free k) and writes config.yaml anew from cfg (the old one with the
+ * resume's --set overrides). dir must hold config.yaml. Returns 0, GB_ESYS or GB_EINVAL. */
+int gb_rundir_reopen(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_error *err);
+
 /* Writes "<run>/<rel>" into out (size n). Returns 0 or GB_EINVAL when it does not fit. */
 int gb_rundir_file(const gb_rundir *rd, const char *rel, char *out, size_t n, gb_error *err);
 
 /* Opens metrics.csv and writes its header (ncol names). Returns 0 or GB_ESYS. */
 int gb_rundir_metrics_open(gb_rundir *rd, const char *const *names, int ncol, gb_error *err);
+
+/* For a reopened run: opens metrics.csv to append after its rows, once its header is exactly
+ * names; last[0..ncol) gets its last complete row (NaN for empty fields; all NaN when it has
+ * none, and a missing or empty file is started as gb_rundir_metrics_open does). Returns 0,
+ * GB_EINVAL (other columns), GB_ECORRUPT or GB_ESYS. */
+int gb_rundir_metrics_continue(gb_rundir *rd, const char *const *names, int ncol, double *last,
+                               gb_error *err);
 
 /* Appends one row of ncol values (as the header; NaN written empty) and flushes, so a crashed
  * run keeps its rows. Returns 0, GB_EINVAL (column count) or GB_ESYS. */

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# tests/launch/run_resume.sh: `gearbox run --resume RUN_DIR`.
+#  1. A DQN run stopped at half its env-step budget, resumed with the full budget, reaches the
+#     threshold; the resumed trainer's replay is the checkpointed one (same items, keys,
+#     priorities and rate-limiter counters: the digest the trainer logged with its last
+#     checkpoint equals the one it logs after the restore); model and optimiser come back;
+#     env_steps, episodes and time count on in metrics.csv and summary.json; the first
+#     segment's summary is kept as summary.0.json; the ledger of the resumed segment balances.
+#  2. A run whose launcher was SIGKILLed (its workers die with it) resumes from its checkpoint.
+#  3. What cannot be resumed is refused with a clear message.
+# usage: run_resume.sh GEARBOX CONFIG WORK_DIR MIN_RETURN MAX_ENV_STEPS
+set -u
+gearbox=$1 config=$2 work=$3 min_return=$4 budget=$5
+. "$(dirname "$0")/run_lib.sh"
+rm -rf "$work"; mkdir -p "$work"
+export GEARBOX_RUN_TABLE="$work/table"
+half=$((budget / 2))
+
+# ---- 1. stopped at 50 %, resumed --------------------------------------------------------------
+run="$work/run"
+"$gearbox" run "$config" --run-dir "$run" --set experiment.max_env_steps="$half" \
+  --set experiment.max_seconds=240 --set launch.progress=plain > "$work/first.log" 2>&1
+status=$?
+tail -2 "$work/first.log"
+[ "$status" -eq 0 ] || fail "the first segment exited $status"
+[ "$(json_get "$run/summary.json" exit_reason)" = max_env_steps ] ||
+  fail "the first segment ended $(json_get "$run/summary.json" exit_reason), not at its budget"
+steps1=$(json_get "$run/summary.json" env_steps)
+episodes1=$(json_get "$run/summary.json" episodes)
+wall1=$(json_get "$run/summary.json" wall_seconds)
+ckpt=$(grep -o "checkpoint written ([0-9]* training steps; replay [0-9]* items, digest [0-9a-f]*" \
+  "$run/logs/trainer-0.log" | tail -1)
+[ -n "$ckpt" ] || fail "no checkpoint with a replay digest in trainer-0's log"
+echo "first segment: $steps1 env steps, $episodes1 episodes; last $ckpt"
+
+"$gearbox" run --resume "$run" --set experiment.max_env_steps="$budget" \
+  --set launch.progress=plain > "$work/second.log" 2>&1
+status=$?
+tail -2 "$work/second.log"
+s="$run/summary.json"
+[ "$status" -eq 0 ] || fail "the resumed run exited $status"
+reason=$(json_get "$s" exit_reason) ret=$(json_get "$s" episode_return_mean)
+steps=$(json_get "$s" env_steps) episodes=$(json_get "$s" episodes)
+echo "resumed: $reason, mean return $ret after $steps env steps in all"
+case "$reason" in solved|max_env_steps) ;; *) fail "exit_reason $reason" ;; esac
+python3 -c "import sys; sys.exit(0 if float('$ret') >= float('$min_return') else 1)" ||
+  fail "mean return $ret < $min_return"
+[ -s "$run/summary.0.json" ] || fail "the first segment's summary was not kept as summary.0.json"
+[ "$(json_get "$s" segment)" = 1 ] || fail "summary.json does not say segment 1"
+[ "$(json_get "$s" from_env_steps)" = "$steps1" ] || fail "resumed.from_env_steps is not $steps1"
+[ "$steps" -gt "$steps1" ] && [ "$episodes" -gt "$episodes1" ] ||
+  fail "env_steps ($steps) or episodes ($episodes) did not count on from $steps1 / $episodes1"
+python3 -c "import sys; sys.exit(0 if float('$(json_get "$s" wall_seconds)') > float('$wall1') else 1)" ||
+  fail "wall_seconds did not count on"
+want_steps=$(echo "$ckpt" | sed 's/.*(\([0-9]*\) training steps.*/\1/')
+want=$(echo "$ckpt" | sed 's/.*replay \([0-9]*\) items, digest \([0-9a-f]*\)/\1 items, digest \2/')
+grep -q "model and optimiser restored from .*trainer-0.step$want_steps-[0-9]*.model ($want_steps training steps)" \
+  "$run/logs/trainer-0.log" || fail "the model was not restored from step $want_steps"
+got=$(grep -o "replay restored from .*: [0-9]* items, digest [0-9a-f]*" "$run/logs/trainer-0.log" | tail -1)
+echo "$got"
+[ "${got##*: }" = "$want" ] || fail "the restored replay ($got) is not the checkpointed one ($want)"
+# metrics.csv: one header, segment 0 rows then segment 1 rows, time and env_steps never go back
+python3 - "$run/metrics.csv" "$steps1" <<'EOF' || fail "metrics.csv does not continue"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+seg = [int(float(r["segment"])) for r in rows]
+assert seg == sorted(seg) and set(seg) == {0, 1}, f"segments {sorted(set(seg))}"
+for a, b in zip(rows, rows[1:]):
+    assert float(b["time_s"]) >= float(a["time_s"]), f"time goes back at {b['time_s']}"
+    assert float(b["env_steps"]) >= float(a["env_steps"]), f"env_steps go back at {b['env_steps']}"
+first = next(r for r in rows if r["segment"] == "1")
+assert float(first["env_steps"]) >= float(sys.argv[2]), "segment 1 starts below segment 0's end"
+print(f"metrics.csv: {seg.count(0)} rows of segment 0, {seg.count(1)} of segment 1")
+EOF
+check_ledger "$s"
+[ -z "$(run_processes "$run")" ] || fail "workers still running after the resumed run"
+
+# ---- 2. the launcher SIGKILLed, then resumed ------------------------------------------------
+crash="$work/crash"
+"$gearbox" run "$config" --run-dir "$crash" --set experiment.max_seconds=120 \
+  --set trainer.checkpoint_every_s=2 --set experiment.target_return=1e9 --set launch.progress=off > "$work/crash.log" 2>&1 &
+launcher=$!
+wait_for_log "$crash/logs/trainer-0.log" "checkpoint written" 90 || fail "no checkpoint"
+sleep 1
+kill -KILL "$launcher"
+wait "$launcher" 2>/dev/null
+for _ in $(seq 50); do [ -z "$(run_processes "$crash")" ] && break; sleep 0.2; done
+[ -z "$(run_processes "$crash")" ] || fail "workers outlived the killed launcher"
+[ ! -e "$crash/summary.json" ] || fail "a killed launcher wrote summary.json"
+crashed_steps=$(tail -1 "$crash/metrics.csv" | cut -d, -f2)
+"$gearbox" run --resume "$crash" --set experiment.max_seconds=5 --set launch.progress=off \
+  > "$work/crash-resume.log" 2>&1
+status=$?
+[ "$status" -eq 0 ] || { tail -5 "$work/crash-resume.log"; fail "the resume after the crash exited $status"; }
+got=$(grep -o "replay restored from .*: [0-9]* items, digest [0-9a-f]*" "$crash/logs/trainer-0.log" | tail -1)
+[ -n "$got" ] || fail "the resume after the crash restored no replay"
+grep -q "replay ${got##*: })" "$crash/logs/trainer-0.log" ||
+  fail "the restored replay ($got) matches no checkpoint the trainer wrote"
+[ "$(json_get "$crash/summary.json" from_env_steps)" = "$crashed_steps" ] ||
+  fail "the resume did not count on from the crashed run's last row ($crashed_steps env steps)"
+echo "after the launcher's SIGKILL: resumed from $crashed_steps env steps, $got"
+
+# ---- 3. refusals ------------------------------------------------------------------------------
+"$gearbox" run --resume "$work/none" > "$work/none.log" 2>&1
+[ $? -ne 0 ] && grep -q "config.yaml" "$work/none.log" || fail "--resume of a missing run: $(cat "$work/none.log")"
+"$gearbox" run "$config" --resume "$run" > "$work/both.log" 2>&1
+[ $? -eq 2 ] && grep -q "cannot go with it" "$work/both.log" || fail "CONFIG with --resume: $(cat "$work/both.log")"
+echo "1 passed, 0 failed"
