@@ -99,32 +99,51 @@ static int holds_no_run(const gb_rundir *rd, gb_error *err)
     return 0;
 }
 
-/* Writes config.yaml (temporary file + rename): cfg, resolved, under a comment line. */
+/* A run file written whole or not at all: <run>/<name>.tmp, then renamed over <run>/<name>. */
+typedef struct atomic_file {
+    FILE *f;
+    char path[GB_RUNDIR_PATH_MAX], tmp[GB_RUNDIR_PATH_MAX];
+} atomic_file;
+
+static int atomic_open(const gb_rundir *rd, const char *name, atomic_file *a, gb_error *err)
+{
+    char tmp_name[64];
+    snprintf(tmp_name, sizeof tmp_name, "%s.tmp", name);
+    int rc = gb_rundir_file(rd, name, a->path, sizeof a->path, err);
+    if (rc == 0)
+        rc = gb_rundir_file(rd, tmp_name, a->tmp, sizeof a->tmp, err);
+    if (rc)
+        return rc;
+    a->f = fopen(a->tmp, "w");
+    return a->f ? 0 : gb_error_errno(err, "open %s", a->tmp);
+}
+
+/* Flushes to disk (fsync) and renames; on any failure (ok 0: the writer's own) removes the
+ * temporary file and leaves what was at the path. */
+static int atomic_commit(atomic_file *a, int ok, gb_error *err)
+{
+    int rc = 0;
+    if (!ok || fflush(a->f) != 0 || fsync(fileno(a->f)) != 0)
+        rc = gb_error_errno(err, "write %s", a->tmp);
+    if (fclose(a->f) != 0 && rc == 0)
+        rc = gb_error_errno(err, "close %s", a->tmp);
+    if (rc == 0 && rename(a->tmp, a->path) != 0)
+        rc = gb_error_errno(err, "rename %s -> %s", a->tmp, a->path);
+    if (rc)
+        unlink(a->tmp);
+    return rc;
+}
+
+/* Writes config.yaml (atomically): cfg, resolved, under a comment line. */
 static int write_config(const gb_rundir *rd, const gb_config *cfg, const char *what,
                         gb_error *err)
 {
-    char p[GB_RUNDIR_PATH_MAX], tmp[GB_RUNDIR_PATH_MAX];
-    int rc = gb_rundir_file(rd, "config.yaml", p, sizeof p, err);
-    if (rc == 0)
-        rc = gb_rundir_file(rd, "config.yaml.tmp", tmp, sizeof tmp, err);
+    atomic_file a;
+    int rc = atomic_open(rd, "config.yaml", &a, err);
     if (rc)
         return rc;
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return gb_error_errno(err, "open %s", tmp);
-    fprintf(f, "# %s (from %s)\n", what, cfg->source[0] ? cfg->source : "?");
-    int wrc = gb_config_write(cfg, f);
-    if (fclose(f) != 0 || wrc != 0) {
-        rc = gb_error_errno(err, "write %s", tmp);
-        unlink(tmp);
-        return rc;
-    }
-    if (rename(tmp, p) != 0) {
-        rc = gb_error_errno(err, "rename %s -> %s", tmp, p);
-        unlink(tmp);
-        return rc;
-    }
-    return 0;
+    fprintf(a.f, "# %s (from %s)\n", what, cfg->source[0] ? cfg->source : "?");
+    return atomic_commit(&a, gb_config_write(cfg, a.f) == 0, err);
 }
 
 int gb_rundir_create(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_error *err)
@@ -320,15 +339,11 @@ static void json_number(FILE *f, double x)
 
 int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_error *err)
 {
-    char p[GB_RUNDIR_PATH_MAX], tmp[GB_RUNDIR_PATH_MAX];
-    int rc = gb_rundir_file(rd, "summary.json", p, sizeof p, err);
-    if (rc == 0)
-        rc = gb_rundir_file(rd, "summary.json.tmp", tmp, sizeof tmp, err);
+    atomic_file a;
+    int rc = atomic_open(rd, "summary.json", &a, err);
     if (rc)
         return rc;
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return gb_error_errno(err, "open %s", tmp);
+    FILE *f = a.f;
     fputs("{\n  \"mode\": ", f);
     json_string(f, s->mode);
     fprintf(f, ",\n  \"env_steps\": %lld,\n  \"train_steps\": %lld,\n  \"wall_seconds\": ",
@@ -381,15 +396,7 @@ int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_err
     }
     fputs(s->nrestarts ? "\n  ]" : "]", f);
     fputs("\n}\n", f);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        fclose(f);
-        return gb_error_errno(err, "write %s", tmp);
-    }
-    if (fclose(f) != 0)
-        return gb_error_errno(err, "close %s", tmp);
-    if (rename(tmp, p) != 0)
-        return gb_error_errno(err, "rename %s -> %s", tmp, p);
-    return 0;
+    return atomic_commit(&a, 1, err);
 }
 
 void gb_rundir_close(gb_rundir *rd)
