@@ -69,13 +69,17 @@ gb_sample_sender_stats gb_sample_sender_get_stats(const gb_sample_sender *s);
 #define GB_SAMPLE_TALLY_MAX 4096
 
 /* Chunks received from one sending process: what the launcher's sample ledger needs to count
- * what a crashed actor sent and no trainer got (launch/run_local.c). */
+ * what a crashed actor sent and no trainer got, and what went down with a crashed trainer
+ * (launch/run_local.c; a trainer's rows: workers/trainer_books.h). */
 typedef struct gb_sample_tally {
     int64_t sender, incarnation; /* the sender's index and process incarnation */
     int64_t received;            /* well-formed chunks received from it */
     int64_t max_number;          /* the highest chunk number among them */
+    int64_t lost_in_crash;       /* its chunks lost with a killed trainer (0 in a receiver's) */
 } gb_sample_tally;
-_Static_assert(sizeof(gb_sample_tally) == 4 * sizeof(int64_t), "a tally is one int64 row of 4");
+#define GB_SAMPLE_TALLY_COLS 5
+_Static_assert(sizeof(gb_sample_tally) == GB_SAMPLE_TALLY_COLS * sizeof(int64_t),
+               "a tally is one int64 row of GB_SAMPLE_TALLY_COLS");
 
 typedef struct gb_sample_receiver_opts {
     const char *endpoint; /* bind address */
