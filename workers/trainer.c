@@ -453,6 +453,23 @@ static int open_books(trainer *t, gb_error *err)
     return gb_trainer_books_open(&t->books, NULL, w->index, 1, err);
 }
 
+/* A restarted trainer's model comes from its last checkpoint, older than what its predecessor
+ * published since. Its versions go on above the last one published (kept in the books), so that
+ * version numbers only go up within a run: the replay's staleness floor (trainer.max_staleness)
+ * was raised from the predecessor's versions, and chunks acted with lower ones would expire as
+ * they arrive, leaving nothing to train on. Policy workers would take lower numbers too
+ * (runtime/params.h, "Order"). */
+static void continue_versions(trainer *t)
+{
+    int64_t last = gb_trainer_books_last_published(t->books);
+    gb_torch_model *m = gb_learning_model(t->learning);
+    if (last < 0 || (int64_t)gb_torch_model_version(m) > last)
+        return;
+    GB_INFO("trainer: parameter versions go on from %lld (the last one published), not from "
+            "the checkpoint's %lld", (long long)last + 1, (long long)gb_torch_model_version(m));
+    gb_torch_model_set_version(m, (uint64_t)last + 1);
+}
+
 static int write_learning(void *ctx, const char *model, const char *replay, gb_error *err)
 {
     return gb_learning_checkpoint(ctx, model, replay, err);
@@ -500,6 +517,7 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
         goto done;
     t.replay = gb_learning_replay(t.learning);
     log_recovery(&t);
+    continue_versions(&t);
     if ((rc = make_param_buffer(&t, err)) || (w->record_dir && (rc = record_open(&t, err))))
         goto done;
 
