@@ -143,6 +143,9 @@ static int restart(gb_watchdog *wd, gb_child *c, const char *what, char *why, si
         remember_actor(wd, c);
     if (role_of(c) == GB_ROLE_TRAINER)
         remember_trainer(wd, c);
+    /* a report the dead process left on its way arriving now would change the counts the
+     * collector carries, but not what was remembered above: the ledger would not balance */
+    gb_metrics_collector_retire(wd->mc, role_of(c), c->index, c->incarnation);
     if (wd->nrestarts == wd->restarts_cap) {
         int cap = wd->restarts_cap ? 2 * wd->restarts_cap : 16;
         gb_run_restart *r = realloc(wd->restarts, (size_t)cap * sizeof *r);
