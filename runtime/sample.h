@@ -1,6 +1,6 @@
 /* runtime/sample.h: the sample stream: actors push trajectory chunks to trainers.
  * defines: gb_sample_sender (PUSH connected to every trainer), gb_sample_receiver (PULL bound by
- *          each trainer), their options and statistics
+ *          each trainer), their options and statistics, gb_sample_sender_wait
  *
  * PUSH spreads chunks round-robin over the trainers whose connection is up. High-water marks on
  * both sides bound the memory in flight; when they are reached the sender blocks (backpressure).
@@ -58,6 +58,12 @@ void gb_sample_sender_close_within(gb_sample_sender *s, int linger_ms);
  * was dropped (counted, logged); GB_EINVAL; GB_ECLOSED. */
 int gb_sample_send(gb_sample_sender *s, int64_t policy_version, const gb_tensor_desc *descs,
                    const gb_wire_payload *payloads, int n, gb_error *err);
+
+/* Waits up to timeout_ms (>= 0) until a chunk can be queued without blocking: a trainer is
+ * connected and below its high-water mark. For a sender that must keep doing something else
+ * (an actor's heartbeat) while backpressure holds it. Returns 0 (room now), GB_ETIMEOUT or
+ * GB_EZMQ. */
+int gb_sample_sender_wait(gb_sample_sender *s, int timeout_ms, gb_error *err);
 
 /* The sender's counters so far. Safe to call from any thread while another sends (the counters
  * are relaxed atomics); each value is current, the three are not one consistent snapshot. */
