@@ -482,6 +482,7 @@ stop:;
     /* The mean the stop was decided on (and `solved` judged by): episodes that finish while
      * the workers stop still count in `episodes`, but do not move this figure. */
     double decided_return = mc ? gb_metrics_return_mean(mc) : NAN;
+    GB_INFO("%s: stopping the workers", exit_reason); /* from here a worker's death fails it */
     stop_workers(&sup, runctl, mc, cfg, &wd);
     /* Workers send a last report as they stop: take it. */
     if (mc) {

@@ -18,6 +18,7 @@ echo "chaos seed $seed"
 "$gearbox" run "$config" --run-dir "$work/run" --set actors.count=2 --set actors.envs_per_actor=8 \
   --set launch.heartbeat_timeout_s=3 --set launch.restart.max_restarts=20 \
   --set launch.restart.window_s=60 --set experiment.max_seconds=300 \
+  --set experiment.max_env_steps=600000 \
   --set trainer.checkpoint_every_s=2 --set launch.progress=plain > "$work/out.log" 2>&1 &
 launcher=$!
 logs="$work/run/logs"
@@ -45,19 +46,23 @@ wait_ready() {
 }
 victims=(actor-0 actor-1 policy-0 params-0 trainer-0)
 stoppable=(actor-0 actor-1 policy-0 trainer-0)
-# Unperturbed, the run solves in about 20 s: the trainer's kill (round 2 or 3) and the stop (3
-# or 4) come early; the rounds go on, 2 s apart, until the run ends.
+# The run may solve within 20 s: the trainer's kill (round 2 or 3) and the stop (3 or 4) come
+# early; the rounds go on, 2 s apart, while the run lasts. Each trainer restart rolls learning
+# back to its last checkpoint (up to 2 s), and DQN diverged once under five of them (loss 400,
+# return 10) before it recovered: the env-step budget is twice the config's.
 rounds=12
 trainer_round=$((2 + RANDOM % 2))
 stop_round=$((trainer_round == 3 ? 4 : 3 + RANDOM % 2))
 kills=() stopped=""
+# once the launcher stops the workers (the run solved), a worker killed fails the run: no more
+ending() { ! kill -0 "$launcher" 2>/dev/null || grep -q "stopping the workers" "$logs/launcher.log"; }
 for round in $(seq 1 $rounds); do
   sleep 2
-  kill -0 "$launcher" 2>/dev/null || break
+  ending && break
   if [ "$round" -eq "$stop_round" ]; then
     # one silent worker: SIGSTOP for twice the heartbeat timeout
     v=${stoppable[$((RANDOM % ${#stoppable[@]}))]}
-    wait_ready "$v" || break
+    wait_ready "$v" && ! ending || break
     p=$(pid_of "$v")
     echo "round $round: SIGSTOP $v (pid $p) for 6 s"
     kill -STOP "$p" && stopped=$v
@@ -66,7 +71,7 @@ for round in $(seq 1 $rounds); do
   fi
   v=${victims[$((RANDOM % ${#victims[@]}))]}
   [ "$round" -eq "$trainer_round" ] && v=trainer-0
-  wait_ready "$v" || break
+  wait_ready "$v" && ! ending || break
   p=$(pid_of "$v")
   [ -n "$p" ] && kill -KILL "$p" 2>/dev/null && { echo "round $round: SIGKILL $v (pid $p)"; kills+=("$v"); }
 done
