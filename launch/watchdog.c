@@ -239,6 +239,17 @@ int gb_watchdog_check(gb_watchdog *wd, gb_child **culprit, char *why, size_t n,
     return 0;
 }
 
+/* Trainer t's last tally (gb_sample_tally rows, *n of them); NULL when it sent none. */
+static const gb_sample_tally *trainer_tally(const gb_watchdog *wd, int t, int *n)
+{
+    const int64_t *rows;
+    int ncols;
+    if (!gb_metrics_table(wd->mc, GB_ROLE_TRAINER, t, &rows, n, &ncols) ||
+        ncols != GB_SAMPLE_TALLY_COLS)
+        return NULL;
+    return (const gb_sample_tally *)rows;
+}
+
 /* Whether tally row y is from a dead actor process the watchdog remembers. */
 static int from_dead_actor(const gb_watchdog *wd, const gb_sample_tally *y)
 {
@@ -251,39 +262,29 @@ static int from_dead_actor(const gb_watchdog *wd, const gb_sample_tally *y)
 void gb_watchdog_ledger(const gb_watchdog *wd, int64_t *lost_in_crash, int64_t *sent_extra)
 {
     *lost_in_crash = *sent_extra = 0;
-    int64_t trainers = wd->cfg->trainer.count;
-    const int cols = GB_SAMPLE_TALLY_COLS;
+    int trainers = (int)wd->cfg->trainer.count;
     /* Live actor processes: what went down with a killed trainer, by the trainers' books. A
      * dead one's is in its sent - received below. */
-    for (int64_t t = 0; t < trainers; t++) {
-        const int64_t *rows;
-        int nrows, ncols;
-        if (!gb_metrics_table(wd->mc, GB_ROLE_TRAINER, (int)t, &rows, &nrows, &ncols) ||
-            ncols != cols)
-            continue;
-        for (int r = 0; r < nrows; r++) {
-            const gb_sample_tally *y = (const gb_sample_tally *)(rows + cols * r);
-            if (!from_dead_actor(wd, y))
-                *lost_in_crash += y->lost_in_crash;
-        }
+    for (int t = 0; t < trainers; t++) {
+        int n = 0;
+        const gb_sample_tally *y = trainer_tally(wd, t, &n);
+        for (int r = 0; y && r < n; r++)
+            if (!from_dead_actor(wd, &y[r]))
+                *lost_in_crash += y[r].lost_in_crash;
     }
     for (int i = 0; i < wd->ndead; i++) {
         const gb_dead_actor *d = &wd->dead[i];
         /* what the trainers got from that process: summed, and the highest chunk number */
         int64_t received = 0, max_number = 0;
-        for (int64_t t = 0; t < trainers; t++) {
-            const int64_t *rows;
-            int nrows, ncols;
-            if (!gb_metrics_table(wd->mc, GB_ROLE_TRAINER, (int)t, &rows, &nrows, &ncols) ||
-                ncols != cols)
-                continue;
-            for (int r = 0; r < nrows; r++) {
-                const gb_sample_tally *y = (const gb_sample_tally *)(rows + cols * r);
-                if (y->sender != d->index || y->incarnation != d->incarnation)
+        for (int t = 0; t < trainers; t++) {
+            int n = 0;
+            const gb_sample_tally *y = trainer_tally(wd, t, &n);
+            for (int r = 0; y && r < n; r++) {
+                if (y[r].sender != d->index || y[r].incarnation != d->incarnation)
                     continue;
-                received += y->received;
-                if (y->max_number > max_number)
-                    max_number = y->max_number;
+                received += y[r].received;
+                if (y[r].max_number > max_number)
+                    max_number = y[r].max_number;
             }
         }
         /* chunk numbers count sent and dropped chunks alike */
