@@ -200,16 +200,23 @@ static void ledger_take(const gb_metrics_collector *m, const gb_config *cfg,
     gb_watchdog_ledger(wd, &l->lost_in_crash, &sent_extra);
     l->sent += sent_extra;
     if (l->lost_in_crash)
-        GB_WARN("sample ledger: %lld chunks that restarted actors had sent never reached a "
-                "trainer (lost_in_crash)", (long long)l->lost_in_crash);
-    if (l->complete && gb_watchdog_restarts_of(wd, "trainer")) {
-        /* what a killed trainer received after its last report is not known: some of it is in
-         * the replay its successor re-attached, the rest went with it */
+        GB_WARN("sample ledger: %lld chunks sent never reached a trainer or went down with one "
+                "(lost_in_crash: restarted workers)", (long long)l->lost_in_crash);
+    /* A restarted trainer goes on with its predecessor's books (workers/trainer_books.h), so
+     * trainer restarts keep the ledger exact, but for two cases that cannot be: a killed trainer
+     * whose books were in its own memory (no room in /dev/shm), and chunks an actor dropped
+     * (a restarted trainer counts every number it did not get as lost; actors never drop). */
+    int trainer_restarts = gb_watchdog_restarts_of(wd, "trainer");
+    if (l->complete && wd->books_lost) {
         l->complete = 0;
-        GB_WARN("sample ledger incomplete: a trainer was restarted; of the %lld chunks sent "
-                "and not counted as received, those it took after its last report are not "
-                "known (summary.json: samples.lost = null)",
-                (long long)(l->sent - l->lost_in_crash - l->received));
+        GB_WARN("sample ledger incomplete: a killed trainer kept its books in process memory "
+                "(its shared segment could not be made); what it received is not known "
+                "(summary.json: samples.lost = null)");
+    } else if (l->complete && trainer_restarts && l->dropped) {
+        l->complete = 0;
+        GB_WARN("sample ledger incomplete: actors dropped %lld chunks and a trainer was "
+                "restarted; dropped and lost chunks cannot be told apart (summary.json: "
+                "samples.lost = null)", (long long)l->dropped);
     } else if (!l->complete)
         GB_WARN("sample ledger incomplete: no final report from %s%s (killed or died); chunks "
                 "lost in transport are unknown (summary.json: samples.lost = null)", missing,
@@ -517,6 +524,7 @@ stop:;
     /* The mean the stop was decided on (and `solved` judged by): episodes that finish while
      * the workers stop still count in `episodes`, but do not move this figure. */
     double decided_return = mc ? gb_metrics_return_mean(mc) : NAN;
+    GB_INFO("%s: stopping the workers", exit_reason); /* from here a worker's death fails it */
     stop_workers(&sup, runctl, mc, cfg, &wd);
     /* Workers send a last report as they stop: take it. */
     if (mc) {

@@ -3,8 +3,9 @@
  * Which roles come back: actors (they lose at most the chunks they had not sent), policy workers
  * (they fetch the latest parameters at start; actors ask again when a request times out), the
  * parameter service (the trainer's next push refills it) and a lone trainer: it re-attaches the
- * replay its predecessor left in the run's shared memory (every committed item kept) and reloads
- * its last model checkpoint (workers/trainer.c). One of several data-parallel trainers does not
+ * replay its predecessor left in the run's shared memory (every committed item kept), goes on
+ * with its predecessor's sample books (workers/trainer_books.h) and reloads its last model
+ * checkpoint (workers/trainer.c). One of several data-parallel trainers does not
  * come back: the others wait in a collective for a rank that would have to rejoin a new group;
  * its death ends the run, as before.
  *
@@ -29,8 +30,9 @@ static int role_of(const gb_child *c) { return gb_role_from_name(c->role); }
 static const char *const actor_counters[] = {"env_steps", "episodes", "chunks_sent",
                                              "sample_drops", "inference_timeouts"};
 static const char *const policy_counters[] = {"requests", "rows", "batches"};
-static const char *const trainer_counters[] = {"chunks_received", "chunks_rejected",
-                                               "chunks_nonfinite", "chunks_discarded_at_stop"};
+/* A trainer's chunks_received, chunks_nonfinite and chunks_discarded_at_stop go on in its
+ * books in shared memory (workers/trainer_books.h): a restarted one reports them whole. */
+static const char *const trainer_counters[] = {"chunks_rejected"};
 
 int gb_watchdog_init(gb_watchdog *wd, const gb_config *cfg, gb_supervisor *sup,
                      gb_metrics_collector *mc, double t0, gb_error *err)
@@ -109,6 +111,18 @@ static void remember_actor(gb_watchdog *wd, const gb_child *c)
     };
 }
 
+/* Notes whether trainer c's process kept its sample books where its successor finds them
+ * (books_shared = 1 in its last report). One that never reported is taken to have: the books
+ * are the first thing a trainer makes, and shared unless /dev/shm is full, which it reports. */
+static void remember_trainer(gb_watchdog *wd, const gb_child *c)
+{
+    gb_error e = {0};
+    gb_metrics_collector_poll(wd->mc, 0, &e);
+    if (gb_metrics_incarnation(wd->mc, GB_ROLE_TRAINER, c->index) == c->incarnation &&
+        gb_metrics_get(wd->mc, GB_ROLE_TRAINER, c->index, "books_shared") != 1)
+        wd->books_lost = 1;
+}
+
 /* Restarts c (ended or killed) if the budget allows. Returns 0 when restarted, 1 when the run
  * must end (why filled). */
 static int restart(gb_watchdog *wd, gb_child *c, const char *what, char *why, size_t n)
@@ -127,6 +141,11 @@ static int restart(gb_watchdog *wd, gb_child *c, const char *what, char *why, si
     }
     if (role_of(c) == GB_ROLE_ACTOR)
         remember_actor(wd, c);
+    if (role_of(c) == GB_ROLE_TRAINER)
+        remember_trainer(wd, c);
+    /* a report the dead process left on its way arriving now would change the counts the
+     * collector carries, but not what was remembered above: the ledger would not balance */
+    gb_metrics_collector_retire(wd->mc, role_of(c), c->index, c->incarnation);
     if (wd->nrestarts == wd->restarts_cap) {
         int cap = wd->restarts_cap ? 2 * wd->restarts_cap : 16;
         gb_run_restart *r = realloc(wd->restarts, (size_t)cap * sizeof *r);
@@ -220,27 +239,52 @@ int gb_watchdog_check(gb_watchdog *wd, gb_child **culprit, char *why, size_t n,
     return 0;
 }
 
+/* Trainer t's last tally (gb_sample_tally rows, *n of them); NULL when it sent none. */
+static const gb_sample_tally *trainer_tally(const gb_watchdog *wd, int t, int *n)
+{
+    const int64_t *rows;
+    int ncols;
+    if (!gb_metrics_table(wd->mc, GB_ROLE_TRAINER, t, &rows, n, &ncols) ||
+        ncols != GB_SAMPLE_TALLY_COLS)
+        return NULL;
+    return (const gb_sample_tally *)rows;
+}
+
+/* Whether tally row y is from a dead actor process the watchdog remembers. */
+static int from_dead_actor(const gb_watchdog *wd, const gb_sample_tally *y)
+{
+    for (int i = 0; i < wd->ndead; i++)
+        if (wd->dead[i].index == y->sender && wd->dead[i].incarnation == y->incarnation)
+            return 1;
+    return 0;
+}
+
 void gb_watchdog_ledger(const gb_watchdog *wd, int64_t *lost_in_crash, int64_t *sent_extra)
 {
     *lost_in_crash = *sent_extra = 0;
-    int64_t trainers = wd->cfg->trainer.count;
+    int trainers = (int)wd->cfg->trainer.count;
+    /* Live actor processes: what went down with a killed trainer, by the trainers' books. A
+     * dead one's is in its sent - received below. */
+    for (int t = 0; t < trainers; t++) {
+        int n = 0;
+        const gb_sample_tally *y = trainer_tally(wd, t, &n);
+        for (int r = 0; y && r < n; r++)
+            if (!from_dead_actor(wd, &y[r]))
+                *lost_in_crash += y[r].lost_in_crash;
+    }
     for (int i = 0; i < wd->ndead; i++) {
         const gb_dead_actor *d = &wd->dead[i];
         /* what the trainers got from that process: summed, and the highest chunk number */
         int64_t received = 0, max_number = 0;
-        for (int64_t t = 0; t < trainers; t++) {
-            const int64_t *rows;
-            int nrows, ncols;
-            if (!gb_metrics_table(wd->mc, GB_ROLE_TRAINER, (int)t, &rows, &nrows, &ncols) ||
-                ncols != 4)
-                continue;
-            for (int r = 0; r < nrows; r++) {
-                const gb_sample_tally *y = (const gb_sample_tally *)(rows + 4 * r);
-                if (y->sender != d->index || y->incarnation != d->incarnation)
+        for (int t = 0; t < trainers; t++) {
+            int n = 0;
+            const gb_sample_tally *y = trainer_tally(wd, t, &n);
+            for (int r = 0; y && r < n; r++) {
+                if (y[r].sender != d->index || y[r].incarnation != d->incarnation)
                     continue;
-                received += y->received;
-                if (y->max_number > max_number)
-                    max_number = y->max_number;
+                received += y[r].received;
+                if (y[r].max_number > max_number)
+                    max_number = y[r].max_number;
             }
         }
         /* chunk numbers count sent and dropped chunks alike */

@@ -2,7 +2,8 @@
  * report (its heartbeat) for launch.heartbeat_timeout_s, is killed and started again with the
  * same role and index, as long as launch.restart allows (max_restarts within any window_s).
  * It keeps the restart log for summary.json and what the sample ledger needs to count the
- * chunks a dead actor sent that no trainer received (lost_in_crash).
+ * chunks a dead actor sent that no trainer received (lost_in_crash); the chunks that went down
+ * with a killed trainer come from the trainers' own books (workers/trainer_books.h).
  * defines: gb_watchdog, gb_watchdog_init, gb_watchdog_check, gb_watchdog_ledger,
  *          gb_watchdog_free */
 #ifndef GB_LAUNCH_WATCHDOG_H
@@ -31,6 +32,7 @@ typedef struct gb_watchdog {
     int nrestarts, restarts_cap;
     gb_dead_actor *dead; /* [ndead] */
     int ndead, dead_cap;
+    int books_lost; /* a killed trainer kept its books in process memory: the ledger is unknown */
 } gb_watchdog;
 
 /* Watches sup's children; mc gives their reports (and carries their counters over restarts:
@@ -46,9 +48,11 @@ int gb_watchdog_init(gb_watchdog *wd, const gb_config *cfg, gb_supervisor *sup,
 int gb_watchdog_check(gb_watchdog *wd, gb_child **culprit, char *why, size_t n,
                       const char **exit_reason);
 
-/* The ledger's view of dead actor processes: *lost_in_crash, the chunks they sent (as last
+/* The ledger's view of crashes: *lost_in_crash, the chunks dead actor processes sent (as last
  * reported, or as far as the highest chunk number a trainer got from them) that no trainer
- * received; *sent_extra, the chunks they sent beyond their last report (add to chunks_sent). */
+ * received, plus the chunks of live ones that went down with a killed trainer (the trainers'
+ * tally rows, gb_sample_tally.lost_in_crash); *sent_extra, the chunks dead actor processes sent
+ * beyond their last report (add to chunks_sent). */
 void gb_watchdog_ledger(const gb_watchdog *wd, int64_t *lost_in_crash, int64_t *sent_extra);
 
 /* Restarts of workers of role ("trainer") so far. */

@@ -171,6 +171,7 @@ typedef struct worker_values {
     double values[GB_METRICS_MAX_VALUES];
     double carried[GB_METRICS_MAX_VALUES]; /* what earlier incarnations counted (carry names) */
     uint64_t incarnation;
+    uint64_t retired_below; /* reports of older incarnations are stale (collector_retire) */
     double last_s; /* gb_now_s() of the last report taken */
     int64_t *table; /* the last table this incarnation sent, [table_rows, table_cols] */
     int table_rows, table_cols;
@@ -352,7 +353,7 @@ static int ingest(gb_metrics_collector *c, const gb_wire_msg *m)
     if (!w)
         return GB_ENOTFOUND;
     uint64_t inc = m->hdr.seq >> GB_METRICS_INCARNATION_SHIFT;
-    if (inc < w->incarnation) {
+    if (inc < w->incarnation || inc < w->retired_below) {
         c->stale++; /* queued before its process died; a newer one reports now */
         return 0;
     }
@@ -553,6 +554,14 @@ int gb_metrics_table(const gb_metrics_collector *c, int role, int index, const i
             return 1;
         }
     return 0;
+}
+
+void gb_metrics_collector_retire(gb_metrics_collector *c, int role, int index, int incarnation)
+{
+    for (int i = 0; i < c->nworkers; i++)
+        if (c->workers[i].role == role && c->workers[i].index == index &&
+            incarnation >= 0 && (uint64_t)incarnation + 1 > c->workers[i].retired_below)
+            c->workers[i].retired_below = (uint64_t)incarnation + 1;
 }
 
 int gb_metrics_incarnation(const gb_metrics_collector *c, int role, int index)

@@ -97,6 +97,13 @@ uint64_t gb_metrics_collector_rejected(const gb_metrics_collector *c);
 int gb_metrics_collector_carry(gb_metrics_collector *c, int role, const char *const *names,
                                int n, gb_error *err);
 
+/* Retires worker (role, index)'s processes up to incarnation: reports they left queued that
+ * arrive from now on are ignored (counted stale), so what the collector holds now is what a
+ * carried counter adds when the next process reports. For the launcher when a process died: the
+ * values it read of that process stay those the collector sums (the sample ledger relies on it).
+ * A worker that never reported: nothing to do. */
+void gb_metrics_collector_retire(gb_metrics_collector *c, int role, int index, int incarnation);
+
 /* Reports ignored because a newer process of the same worker had reported already. */
 uint64_t gb_metrics_collector_stale(const gb_metrics_collector *c);
 

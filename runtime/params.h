@@ -22,9 +22,9 @@
  * Order. The service does not order versions by their number: its one publisher (trainer 0)
  * sends one version at a time, and that stream is the truth. A BEGIN replaces any unfinished
  * version; a version that verifies becomes the latest even when its number is lower than the
- * latest's (the trainer restarted from a checkpoint, or the latest came from somewhere else: the
- * input is not authenticated, so a forged version far ahead must not freeze every real one after
- * it). The service stamps each version it accepts with a serial, strictly increasing, taken from
+ * latest's (a trainer restarted from a checkpoint without the books that let it go on above its
+ * predecessor's versions, workers/trainer.c; or the latest came from somewhere else: the input is
+ * not authenticated, so a forged version far ahead must not freeze every real one after it). The service stamps each version it accepts with a serial, strictly increasing, taken from
  * the wall clock in ns (so a restarted service goes on above its predecessor's), and subscribers
  * order versions by that serial, never by number. An unfinished version is abandoned when no
  * chunk of it arrived for stall_ms, or when it is older than stall_ms plus its size at

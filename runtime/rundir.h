@@ -68,7 +68,8 @@ typedef struct gb_run_summary {
     int has_samples, ledger_complete;
     int64_t chunks_sent, chunks_dropped, chunks_received, chunks_discarded;
     /* chunks that actors which were killed or died had sent (their last report, or the highest
-     * chunk number a trainer got from them) and no trainer received; part of chunks_sent, so
+     * chunk number a trainer got from them) and no trainer received, and chunks that went down
+     * with a killed trainer (workers/trainer_books.h); part of chunks_sent, so
      * lost = sent - received - lost_in_crash (0 when nothing else went missing) */
     int64_t chunks_lost_in_crash;
     const gb_run_restart *restarts; /* [nrestarts] in order */

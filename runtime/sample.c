@@ -198,6 +198,18 @@ void gb_sample_sender_close_within(gb_sample_sender *s, int linger_ms)
     gb_sample_sender_close(s);
 }
 
+int gb_sample_sender_wait(gb_sample_sender *s, int timeout_ms, gb_error *err)
+{
+    zmq_pollitem_t item = {.socket = s->sock, .events = ZMQ_POLLOUT};
+    int n = zmq_poll(&item, 1, timeout_ms < 0 ? 0 : timeout_ms);
+    if (n < 0)
+        return gb_wire_zmq_error(err, "sample sender: zmq_poll");
+    if (n == 0 || !(item.revents & ZMQ_POLLOUT))
+        return gb_error_set(err, GB_ETIMEOUT, "sample sender: no room for a chunk within %d ms",
+                            timeout_ms);
+    return 0;
+}
+
 gb_sample_sender_stats gb_sample_sender_get_stats(const gb_sample_sender *s)
 {
     gb_sample_sender_stats st = {.sent = counter_get(&s->sent),

@@ -1,6 +1,6 @@
 /* runtime/sample.h: the sample stream: actors push trajectory chunks to trainers.
  * defines: gb_sample_sender (PUSH connected to every trainer), gb_sample_receiver (PULL bound by
- *          each trainer), their options and statistics
+ *          each trainer), their options and statistics, gb_sample_sender_wait
  *
  * PUSH spreads chunks round-robin over the trainers whose connection is up. High-water marks on
  * both sides bound the memory in flight; when they are reached the sender blocks (backpressure).
@@ -59,6 +59,12 @@ void gb_sample_sender_close_within(gb_sample_sender *s, int linger_ms);
 int gb_sample_send(gb_sample_sender *s, int64_t policy_version, const gb_tensor_desc *descs,
                    const gb_wire_payload *payloads, int n, gb_error *err);
 
+/* Waits up to timeout_ms (>= 0) until a chunk can be queued without blocking: a trainer is
+ * connected and below its high-water mark. For a sender that must keep doing something else
+ * (an actor's heartbeat) while backpressure holds it. Returns 0 (room now), GB_ETIMEOUT or
+ * GB_EZMQ. */
+int gb_sample_sender_wait(gb_sample_sender *s, int timeout_ms, gb_error *err);
+
 /* The sender's counters so far. Safe to call from any thread while another sends (the counters
  * are relaxed atomics); each value is current, the three are not one consistent snapshot. */
 gb_sample_sender_stats gb_sample_sender_get_stats(const gb_sample_sender *s);
@@ -69,13 +75,17 @@ gb_sample_sender_stats gb_sample_sender_get_stats(const gb_sample_sender *s);
 #define GB_SAMPLE_TALLY_MAX 4096
 
 /* Chunks received from one sending process: what the launcher's sample ledger needs to count
- * what a crashed actor sent and no trainer got (launch/run_local.c). */
+ * what a crashed actor sent and no trainer got, and what went down with a crashed trainer
+ * (launch/run_local.c; a trainer's rows: workers/trainer_books.h). */
 typedef struct gb_sample_tally {
     int64_t sender, incarnation; /* the sender's index and process incarnation */
     int64_t received;            /* well-formed chunks received from it */
     int64_t max_number;          /* the highest chunk number among them */
+    int64_t lost_in_crash;       /* its chunks lost with a killed trainer (0 in a receiver's) */
 } gb_sample_tally;
-_Static_assert(sizeof(gb_sample_tally) == 4 * sizeof(int64_t), "a tally is one int64 row of 4");
+#define GB_SAMPLE_TALLY_COLS 5
+_Static_assert(sizeof(gb_sample_tally) == GB_SAMPLE_TALLY_COLS * sizeof(int64_t),
+               "a tally is one int64 row of GB_SAMPLE_TALLY_COLS");
 
 typedef struct gb_sample_receiver_opts {
     const char *endpoint; /* bind address */

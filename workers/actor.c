@@ -51,6 +51,8 @@ static int request_actions(actor *a, int g, gb_error *err)
     return gb_infer_client_send(a->infer, &d, &data, 1, &a->pending[g], err);
 }
 
+static void report(actor *a);
+
 /* Applies a reply for group g (acting: decode, step, chunks), then sends finished chunks. */
 static int step_group(actor *a, int g, const gb_wire_msg *m, gb_error *err)
 {
@@ -64,6 +66,15 @@ static int step_group(actor *a, int g, const gb_wire_msg *m, gb_error *err)
         return rc;
     gb_chunk chunk;
     while (gb_acting_take(a->acting, &chunk)) {
+        /* Backpressure (the trainers' rate limiter, a trainer restarting) can hold a send for
+         * long: wait for room in slices and report meanwhile, the launcher's heartbeat (waiting
+         * is not hanging). Once stopping, the send below just waits. */
+        int slice_ms = (int)(1000 * gb_worker_report_interval(a->w));
+        while (!gb_worker_stopping(a->w) &&
+               (rc = gb_sample_sender_wait(a->samples, slice_ms, err)) == GB_ETIMEOUT)
+            report(a);
+        if (rc && rc != GB_ETIMEOUT)
+            return rc;
         gb_wire_payload p[GB_CHUNK_NCOLS];
         gb_chunk_payloads(a->layout, &chunk, p);
         rc = gb_sample_send(a->samples, chunk.policy_version, a->layout->desc, p, GB_CHUNK_NCOLS,
@@ -76,8 +87,6 @@ static int step_group(actor *a, int g, const gb_wire_msg *m, gb_error *err)
     }
     return 0;
 }
-
-static void report(actor *a);
 
 /* request_actions until one is accepted: while no policy worker is connected (one restarting)
  * the send times out; the actor keeps reporting meanwhile (it is waiting, not hung) and gives up

@@ -11,7 +11,10 @@
  * committed item and dropping those that were being written; it also restores the model and
  * optimiser from its last checkpoint. Who removes the segment: this trainer when it ends
  * without an error (the run is over for it); after an error or a kill it stays for a restart,
- * and the launcher removes the run's segments when the run ends (gb_shm_unlink_run). */
+ * and the launcher removes the run's segments when the run ends (gb_shm_unlink_run). Its books
+ * of the sample stream (what it received from each actor process) live in a run-owned segment
+ * too, so that a restarted trainer goes on with them and counts what went down with its
+ * predecessor (workers/trainer_books.h): the launcher's sample ledger stays exact. */
 #include "workers/worker.h"
 
 #include "replay/formats/dataset.h"
@@ -26,6 +29,7 @@
 #include "workers/acting.h"
 #include "workers/checkpoint.h"
 #include "workers/learning.h"
+#include "workers/trainer_books.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -49,15 +53,14 @@ typedef struct trainer {
     int ingest_started;
     int ingest_rc;
     gb_error ingest_err;
-    atomic_llong ingested;
-    /* The sample ledger (launch/run_local.c): received = chunks in this run's layout from one of
-     * its actors, whatever then became of them (ingested, discarded at stop, non-finite), so
-     * that the actors' chunks_sent = received + lost. rejected = malformed or foreign chunks,
-     * never sent by an actor of the run: shown on their own, outside those books. */
-    atomic_llong received, rejected_chunks, nonfinite;
+    /* The sample ledger (launch/run_local.c): the books count chunks in this run's layout from
+     * one of its actors, once settled (stored, discarded at stop, non-finite), per actor process
+     * and across this trainer's restarts, so that the actors' chunks_sent = received +
+     * lost_in_crash. rejected = malformed or foreign chunks, never sent by an actor of the run:
+     * shown on their own, outside those books. */
+    gb_trainer_books *books;
+    atomic_llong rejected_chunks;
     atomic_int ending_seen;    /* 1: the ingest thread saw the run is ending and confirmed it */
-    atomic_llong discarded_at_stop; /* chunks taken unused as the run ended: by the ingest
-                                       thread, then by drain_at_stop once it has ended */
     void *param_buf;
     uint64_t param_bytes;
     const gb_param_entry *param_layout; /* the learner model's, [param_count] */
@@ -72,14 +75,25 @@ typedef struct trainer {
 } trainer;
 
 /* Checks that a received chunk has exactly the layout's tensors and comes from one of the run's
- * actors; counts it as received or rejected (the ledger above). Returns 1 when it is received. */
-static int check_chunk(trainer *t, const gb_wire_msg *m)
+ * actors; takes it into the books (*row: the row to settle it on) or counts it as rejected (the
+ * ledger above). Returns 1 when it is taken. */
+static int check_chunk(trainer *t, const gb_wire_msg *m, int *row)
 {
     int ok = m->hdr.role == GB_ROLE_ACTOR && m->hdr.index >= 0 &&
              m->hdr.index < t->w->cfg->actors.count &&
              gb_chunk_matches(&t->layout, m->hdr.tensors, m->hdr.ntensors);
-    atomic_fetch_add(ok ? &t->received : &t->rejected_chunks, 1);
+    if (ok)
+        *row = gb_trainer_books_take(t->books, m->hdr.index, m->hdr.seq);
+    else
+        atomic_fetch_add(&t->rejected_chunks, 1);
     return ok;
+}
+
+/* Counts msgs [from, to) of a batch as received with fate (their rows in rows[]). */
+static void settle(trainer *t, const int *rows, int from, int to, gb_books_fate fate)
+{
+    for (int i = from; i < to; i++)
+        gb_trainer_books_settle(t->books, rows[i], fate);
 }
 
 /* The chunk's columns in place in the message. */
@@ -91,15 +105,16 @@ static void chunk_columns(const gb_wire_msg *m, const void *cols[GB_CHUNK_NCOLS]
 
 /* A received chunk holding a NaN or an infinity is counted and not stored: one such chunk must
  * not poison the replay (a NaN priority, a NaN loss). Warned about at the 1st, 2nd, 4th, ...
- * Returns 1 when the chunk is finite. */
-static int check_finite(trainer *t, const gb_wire_msg *m)
+ * Returns 1 when the chunk is finite; else it is settled (row: its books row). */
+static int check_finite(trainer *t, const gb_wire_msg *m, int row)
 {
     const void *cols[GB_CHUNK_NCOLS];
     chunk_columns(m, cols);
     int c = gb_chunk_nonfinite(&t->layout, cols);
     if (c < 0)
         return 1;
-    long long k = atomic_fetch_add(&t->nonfinite, 1) + 1;
+    gb_trainer_books_settle(t->books, row, GB_BOOKS_NONFINITE);
+    long long k = (long long)gb_trainer_books_totals(t->books).nonfinite;
     if (gb_log_due((uint64_t)k))
         GB_WARN("trainer: chunk from actor %d holds a non-finite '%s' value: not stored (%lld "
                 "such chunks so far; chunks_nonfinite)", m->hdr.index, t->layout.desc[c].name, k);
@@ -134,6 +149,7 @@ static void *ingest_main(void *arg)
     gb_worker *w = t->w;
     gb_wire_msg msgs[INGEST_BATCH];
     int64_t idx[INGEST_BATCH], versions[INGEST_BATCH];
+    int rows[INGEST_BATCH]; /* each message's books row */
     for (int i = 0; i < INGEST_BATCH; i++)
         gb_wire_msg_init(&msgs[i]);
     gb_error *err = &t->ingest_err;
@@ -150,7 +166,7 @@ static void *ingest_main(void *arg)
                 t->ingest_rc = rc;
                 goto out;
             }
-            if (!check_chunk(t, &msgs[n]) || !check_finite(t, &msgs[n])) {
+            if (!check_chunk(t, &msgs[n], &rows[n]) || !check_finite(t, &msgs[n], rows[n])) {
                 gb_wire_msg_release(&msgs[n]);
                 continue;
             }
@@ -162,6 +178,9 @@ static void *ingest_main(void *arg)
         }
         if (n == 0)
             continue;
+        /* msgs [0, settled) are counted in the books: each once it is committed (a chunk
+         * committed by a trainer killed before it counted it counts as lost, not twice) */
+        int settled = 0;
         /* All n in one allocate/commit when the rate limiter admits them now; else one item
          * at a time, each committed before the next is allocated: the limiter counts blocks
          * being written as inserts, so holding some while waiting for room for the others
@@ -183,8 +202,8 @@ static void *ingest_main(void *arg)
                 if (rc == GB_ETIMEOUT && ending) {
                     for (int i = first; i < n; i++)
                         gb_wire_msg_release(&msgs[i]);
-                    atomic_fetch_add(&t->discarded_at_stop, n - first);
-                    atomic_fetch_add(&t->ingested, first);
+                    settle(t, rows, first, n, GB_BOOKS_DISCARDED);
+                    settled = n;
                     n = 0;
                     rc = 0;
                     break;
@@ -200,17 +219,23 @@ static void *ingest_main(void *arg)
                 gb_wire_msg_release(&msgs[i]);
             }
             rc = gb_learning_commit(t->learning, step, &idx[first], &versions[first], err);
+            if (rc == 0) {
+                settle(t, rows, first, first + step, GB_BOOKS_STORED);
+                settled = first + step;
+            }
         }
         if (rc) {
             for (int i = 0; i < n; i++)
                 gb_wire_msg_release(&msgs[i]); /* no-op for those already written */
-            if (rc == GB_ETIMEOUT || rc == GB_ECLOSED)
+            if (rc == GB_ETIMEOUT || rc == GB_ECLOSED) {
+                /* the trainer stops (the replay closed): what it holds is discarded */
+                settle(t, rows, settled, n, GB_BOOKS_DISCARDED);
                 break;
+            }
+            /* a failure: the trainer ends and its successor counts these as lost */
             t->ingest_rc = rc;
             goto out;
         }
-        if (n)
-            atomic_fetch_add(&t->ingested, n);
     }
 out:
     for (int i = 0; i < INGEST_BATCH; i++)
@@ -259,8 +284,10 @@ static int push_params(trainer *t, gb_error *err)
     if (rc == 0)
         rc = gb_param_publish(t->publisher, (int64_t)version, t->param_layout, t->param_count,
                               t->param_buf, t->param_bytes, err);
-    if (rc == 0)
+    if (rc == 0) {
         t->published_version = (int64_t)version;
+        gb_trainer_books_published(t->books, (int64_t)version);
+    }
     return rc;
 }
 
@@ -278,15 +305,16 @@ static void drain_at_stop(trainer *t)
         int rc = gb_sample_recv(t->samples, &m, 50, &err);
         if (rc)
             break;
-        if (check_chunk(t, &m)) {
+        int row;
+        if (check_chunk(t, &m, &row)) {
             n++;
             if (record_chunk(t, &m, &err) != 0)
                 GB_WARN("trainer: recording a chunk at stop: %s", err.msg);
+            gb_trainer_books_settle(t->books, row, GB_BOOKS_DISCARDED);
         }
         gb_wire_msg_release(&m);
     }
     gb_wire_msg_release(&m);
-    atomic_fetch_add(&t->discarded_at_stop, n);
     if (n)
         GB_INFO("trainer: %lld chunks arrived after training stopped (discarded%s)",
                 (long long)n, t->record ? ", recorded" : "");
@@ -308,17 +336,20 @@ static void report(trainer *t, double env_progress)
     gb_metrics_set(m, "replay_expired", (double)rs.expired);
     gb_metrics_set(m, "replay_items_recovered", (double)t->recovery.kept);
     gb_metrics_set(m, "replay_items_dropped_in_crash", (double)t->recovery.dropped_in_flight);
-    gb_metrics_set(m, "chunks_received", (double)atomic_load(&t->received));
-    gb_metrics_set(m, "chunks_nonfinite", (double)atomic_load(&t->nonfinite));
-    gb_metrics_set(m, "chunks_discarded_at_stop", (double)atomic_load(&t->discarded_at_stop));
+    gb_books_totals bt = gb_trainer_books_totals(t->books);
+    gb_metrics_set(m, "chunks_received", (double)bt.received);
+    gb_metrics_set(m, "chunks_nonfinite", (double)bt.nonfinite);
+    gb_metrics_set(m, "chunks_discarded_at_stop", (double)bt.discarded);
+    gb_metrics_set(m, "chunks_lost_in_crash", (double)bt.lost_in_crash);
+    gb_metrics_set(m, "books_shared", gb_trainer_books_shared(t->books));
     gb_metrics_set(m, "chunks_rejected",
                    (double)(ss.rejected + (uint64_t)atomic_load(&t->rejected_chunks)));
-    /* chunks per actor process: the launcher's ledger counts what a crashed one lost */
+    /* chunks per actor process: the launcher's ledger counts what a crash lost */
     if (!t->tally)
         t->tally = calloc(GB_SAMPLE_TALLY_MAX, sizeof *t->tally);
     if (t->tally) {
-        int nt = gb_sample_receiver_tally(t->samples, t->tally, GB_SAMPLE_TALLY_MAX);
-        gb_metrics_set_table(m, (const int64_t *)t->tally, nt, 4, NULL);
+        int nt = gb_trainer_books_tally(t->books, t->tally, GB_SAMPLE_TALLY_MAX);
+        gb_metrics_set_table(m, (const int64_t *)t->tally, nt, GB_SAMPLE_TALLY_COLS, NULL);
     }
     gb_metrics_set(m, "loss", last->loss);
     gb_metrics_set(m, "policy_loss", last->policy_loss);
@@ -416,6 +447,43 @@ static int recover(trainer *t, gb_error *err)
     return 0;
 }
 
+/* The sample books (workers/trainer_books.h): in the run's shared memory, where a restarted
+ * trainer finds them, else (no run directory, no room in /dev/shm) in this process's. Opened
+ * before anything else, so that a trainer that took chunks left books behind. */
+static int open_books(trainer *t, gb_error *err)
+{
+    gb_worker *w = t->w;
+    gb_error e = {0};
+    if (w->run_dir && gb_trainer_books_open(&t->books, w->run_dir, w->index,
+                                            w->incarnation == 0, &e) == 0) {
+        if (gb_trainer_books_continued(t->books))
+            GB_INFO("trainer: sample books taken over from the previous process (%lld chunks "
+                    "received so far)", (long long)gb_trainer_books_totals(t->books).received);
+        return 0;
+    }
+    if (w->run_dir)
+        GB_WARN("trainer: sample books in process memory: if this trainer is killed, the run's "
+                "sample ledger will not be known: %s", e.msg);
+    return gb_trainer_books_open(&t->books, NULL, w->index, 1, err);
+}
+
+/* A restarted trainer's model comes from its last checkpoint, older than what its predecessor
+ * published since. Its versions go on above the last one published (kept in the books), so that
+ * version numbers only go up within a run: the replay's staleness floor (trainer.max_staleness)
+ * was raised from the predecessor's versions, and chunks acted with lower ones would expire as
+ * they arrive, leaving nothing to train on. Policy workers would take lower numbers too
+ * (runtime/params.h, "Order"). */
+static void continue_versions(trainer *t)
+{
+    int64_t last = gb_trainer_books_last_published(t->books);
+    gb_torch_model *m = gb_learning_model(t->learning);
+    if (last < 0 || (int64_t)gb_torch_model_version(m) > last)
+        return;
+    GB_INFO("trainer: parameter versions go on from %lld (the last one published), not from "
+            "the checkpoint's %lld", (long long)last + 1, (long long)gb_torch_model_version(m));
+    gb_torch_model_set_version(m, (uint64_t)last + 1);
+}
+
 static int write_learning(void *ctx, const char *model, const char *replay, gb_error *err)
 {
     return gb_learning_checkpoint(ctx, model, replay, err);
@@ -447,8 +515,8 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
     trainer t = {.w = w, .published_version = -1};
     gb_env_spec spec;
     char ep[GB_REGISTRY_ENDPOINT_MAX], name[64];
-    int rc = gb_worker_env_space(cfg, &spec, &t.space, err);
-    if (rc || (rc = gb_acting_layout_for(&spec, cfg->actors.chunk_len, &t.layout, err)) ||
+    int rc = open_books(&t, err);
+    if (rc || (rc = gb_worker_env_space(cfg, &spec, &t.space, err)) || (rc = gb_acting_layout_for(&spec, cfg->actors.chunk_len, &t.layout, err)) ||
         (rc = gb_torch_set_threads((int)cfg->trainer.threads, err)))
         goto done;
     uint64_t seed = (uint64_t)cfg->experiment.seed;
@@ -469,6 +537,7 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
     t.replay = gb_learning_replay(t.learning);
     if ((rc = recover(&t, err)))
         goto done;
+    continue_versions(&t);
     if ((rc = make_param_buffer(&t, err)) || (w->record_dir && (rc = record_open(&t, err))))
         goto done;
 
@@ -534,8 +603,9 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
             publishing = 0;
             rc = 0;
         }
-        /* Learning-rate annealing follows the env-step budget: estimated from ingested chunks. */
-        env_steps_seen = (int64_t)atomic_load(&t.ingested) * t.layout.T;
+        /* Learning-rate annealing follows the env-step budget: estimated from stored chunks
+         * (by this trainer and its predecessors: the books) */
+        env_steps_seen = gb_trainer_books_totals(t.books).stored * t.layout.T;
         double progress = budget > 0 ? fmin(1.0, (double)env_steps_seen / budget) : 0.0;
         gb_learning_set_progress(t.learning, progress);
         if (!reporting_fast && atomic_load(&t.ending_seen)) {
@@ -605,5 +675,6 @@ done:
         gb_replay_unlink(t.replay, NULL);
     gb_learning_destroy(t.learning);
     gb_group_close(t.group);
+    gb_trainer_books_close(t.books, 0); /* its name stays for a restart; the launcher removes it */
     return rc;
 }

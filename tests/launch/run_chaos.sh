@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # tests/launch/run_chaos.sh: a DQN CartPole run survives its workers being killed: every few
-# seconds a random actor, the policy worker or the parameter service is SIGKILLed, and one actor
-# is SIGSTOPped for longer than launch.heartbeat_timeout_s (the launcher must notice the silence,
-# kill and restart it). The run must still solve, summary.json must list every restart with its
-# reason, the sample ledger must balance (sent = received + lost_in_crash, nothing else lost),
-# and no worker may be left when the launcher exits.
+# seconds a random actor, the policy worker, the parameter service or the trainer is SIGKILLed
+# (the trainer at least once), and one worker (an actor, the policy worker or the trainer) is
+# SIGSTOPped for longer than launch.heartbeat_timeout_s (the launcher must notice the silence,
+# kill and restart it). The run must still solve; summary.json must list every restart with its
+# reason, the workers the script killed or stopped and no other; the sample ledger must balance
+# exactly (sent = received + lost_in_crash, lost = 0, never null: a restarted trainer goes on
+# with its predecessor's books); no worker and no shared-memory segment of the run may be left
+# when the launcher exits.
 # usage: run_chaos.sh GEARBOX CONFIG WORK_DIR [SEED]
 set -u
 gearbox=$1 config=$2 work=$3 seed=${4:-$RANDOM}
@@ -15,33 +18,73 @@ echo "chaos seed $seed"
 "$gearbox" run "$config" --run-dir "$work/run" --set actors.count=2 --set actors.envs_per_actor=8 \
   --set launch.heartbeat_timeout_s=3 --set launch.restart.max_restarts=20 \
   --set launch.restart.window_s=60 --set experiment.max_seconds=300 \
-  --set launch.progress=plain > "$work/out.log" 2>&1 &
+  --set experiment.max_env_steps=600000 \
+  --set trainer.checkpoint_every_s=2 --set launch.progress=plain > "$work/out.log" 2>&1 &
 launcher=$!
 logs="$work/run/logs"
 wait_for_log "$logs/actor-1.log" "actor: " 60 || fail "the run did not start"
 # the pid of a worker's newest process, from its log
 pid_of() { sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$logs/$1.log" | tail -1; }
-victims=(actor-0 actor-1 policy-0 params-0)
+# what a worker's log says once its newest process is at work
+ready_line() {
+  case $1 in
+    actor-*) echo "actor: " ;; policy-*) echo "policy: serving" ;;
+    trainer-*) echo "trainer: .* on CartPole" ;; *) echo "worker started" ;;
+  esac
+}
+# waits (up to 60 s) until worker $1's newest process is at work: a chaos round kills a running
+# worker, not one that is still starting
+wait_ready() {
+  local end=$((SECONDS + 60)) pat; pat=$(ready_line "$1")
+  while [ $SECONDS -lt $end ]; do
+    awk -v pat="$pat" '/worker started/ {r = 0} $0 ~ pat {r = 1} END {exit !r}' \
+      "$logs/$1.log" 2>/dev/null && return 0
+    kill -0 "$launcher" 2>/dev/null || return 1
+    sleep 0.2
+  done
+  return 1
+}
+victims=(actor-0 actor-1 policy-0 params-0 trainer-0)
+stoppable=(actor-0 actor-1 policy-0 trainer-0)
+# The run may solve within 20 s: the trainer's kill (round 2 or 3) and the stop (3 or 4) come
+# early; the rounds go on, 2 s apart, while the run lasts. Each trainer restart rolls learning
+# back to its last checkpoint (up to 2 s), and DQN diverged once under five of them (loss 400,
+# return 10) before it recovered: the env-step budget is twice the config's.
+rounds=12
+trainer_round=$((2 + RANDOM % 2))
+stop_round=$((trainer_round == 3 ? 4 : 3 + RANDOM % 2))
 kills=() stopped=""
-for round in 1 2 3 4 5 6; do
-  sleep 3
-  kill -0 "$launcher" 2>/dev/null || break
-  if [ "$round" -eq 4 ]; then
+# once the launcher stops the workers (the run solved), a worker killed fails the run: no more
+ending() { ! kill -0 "$launcher" 2>/dev/null || grep -q "stopping the workers" "$logs/launcher.log"; }
+for round in $(seq 1 $rounds); do
+  sleep 2
+  ending && break
+  if [ "$round" -eq "$stop_round" ]; then
     # one silent worker: SIGSTOP for twice the heartbeat timeout
-    stopped=actor-$((RANDOM % 2)); p=$(pid_of "$stopped")
-    echo "SIGSTOP $stopped (pid $p) for 6 s"
-    kill -STOP "$p"; sleep 6; kill -CONT "$p" 2>/dev/null
+    v=${stoppable[$((RANDOM % ${#stoppable[@]}))]}
+    wait_ready "$v" && ! ending || break
+    p=$(pid_of "$v")
+    echo "round $round: SIGSTOP $v (pid $p) for 6 s"
+    kill -STOP "$p" && stopped=$v
+    sleep 6; kill -CONT "$p" 2>/dev/null
     continue
   fi
-  v=${victims[$((RANDOM % ${#victims[@]}))]}; p=$(pid_of "$v")
-  [ -n "$p" ] && kill -KILL "$p" 2>/dev/null && { echo "SIGKILL $v (pid $p)"; kills+=("$v"); }
-  # wait for it to be back before the next round (a restart writes a new "worker started")
+  v=${victims[$((RANDOM % ${#victims[@]}))]}
+  [ "$round" -eq "$trainer_round" ] && v=trainer-0
+  wait_ready "$v" && ! ending || break
+  p=$(pid_of "$v")
+  [ -n "$p" ] && kill -KILL "$p" 2>/dev/null && { echo "round $round: SIGKILL $v (pid $p)"; kills+=("$v"); }
 done
+printf '%s\n' "${kills[@]}" | grep -qx trainer-0 || fail "the run ended before the trainer was killed"
+[ -n "$stopped" ] || fail "the run ended before a worker was stopped"
 wait "$launcher"; status=$?
-grep -E "restarted|solved|ERROR" "$work/out.log" | tail -20
+grep -E "restarted|solved|ERROR|ledger" "$work/out.log" | tail -24
+grep -hE "re-attached|books taken over|versions go on|restored from" "$logs"/trainer-0.log
 s="$work/run/summary.json"
 [ -s "$s" ] || fail "no summary.json"
 [ "$status" -eq 0 ] || fail "exit status $status"
+echo "exit ${status}: $(json_get "$s" exit_reason) after $(json_get "$s" wall_seconds) s," \
+  "$(json_get "$s" env_steps) env steps, return $(json_get "$s" episode_return_mean)"
 [ "$(json_get "$s" solved)" = True ] || fail "not solved: $(json_get "$s" exit_reason)"
 python3 - "$s" "$stopped" "${kills[@]}" <<'PY' || fail "summary.json does not list every restart"
 import json, sys
@@ -52,11 +95,20 @@ hung = [x["worker"] for x in r if x["reason"].startswith("hung")]
 print("restarts:", [(x["worker"], x["reason"][:30]) for x in r])
 assert sorted(died) == sorted(kills), (died, kills)
 assert hung == [stopped], (hung, stopped)
+assert len(r) == len(kills) + 1, "restarts nobody caused"
 PY
 sent=$(json_get "$s" chunks_sent) got=$(json_get "$s" chunks_received)
 crash=$(json_get "$s" lost_in_crash) lost=$(json_get "$s" lost) dropped=$(json_get "$s" dropped)
-echo "sample ledger: sent $sent, received $got, lost_in_crash $crash, lost $lost, dropped $dropped"
-[ "$lost" = 0 ] && [ "$sent" -eq $((got + crash)) ] || fail "the sample ledger does not balance"
+discarded=$(json_get "$s" discarded_at_stop)
+echo "sample ledger: sent $sent, received $got (of which discarded at stop $discarded)," \
+  "lost_in_crash $crash, lost $lost, dropped $dropped"
+[ "$lost" = 0 ] && [ "$dropped" = 0 ] && [ "$sent" -eq $((got + crash)) ] ||
+  fail "the sample ledger does not balance"
 sleep 0.2
 [ -z "$(run_processes "$work/run")" ] || fail "workers still running"
+# the run's shared memory (its id from the re-attached replay's name): all removed
+id=$(sed -n 's/.*(segment \/gearbox-\([0-9a-f]*\)-replay-0).*/\1/p' "$logs/trainer-0.log" | head -1)
+[ -n "$id" ] || fail "no restarted trainer re-attached its replay"
+left=$(ls /dev/shm 2>/dev/null | grep -- "^gearbox-$id-" || true)
+[ -z "$left" ] || fail "shared memory left after the run: $left"
 echo "1 passed, 0 failed"

@@ -169,9 +169,10 @@ static void report_as(gb_metrics_collector *c, void *ctx, int inc, double steps,
 
 static void test_restarted_worker(void)
 {
-    /* A worker restarted twice: carried counters add up over its processes, gauges start
-     * afresh, a late report from a dead process is ignored, the last report time moves, and the
-     * table arrives intact. */
+    /* A worker restarted three times: carried counters add up over its processes, gauges start
+     * afresh, a late report from a dead process is ignored (also one from a retired process
+     * before its successor reported), the last report time moves, and the table arrives
+     * intact. */
     char dir[] = "/tmp/gb_metrics_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     snprintf(endpoint, sizeof endpoint, "ipc://%s/m", dir);
@@ -209,6 +210,15 @@ static void test_restarted_worker(void)
     CHECK_EQ_INT(ncols, 4);
     for (int i = 0; rows && i < 8; i++)
         CHECK(rows[i] == table[i]);
+    /* the launcher saw process 2 die and took its counts (5): a report it left on its way is
+     * ignored, so the next process adds to those 5, not to what arrived late */
+    gb_metrics_collector_retire(c, GB_ROLE_ACTOR, 3, 2);
+    report_as(c, ctx, 2, 50, 11, NULL, 0);
+    CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 3, "env_steps"), 175, 0);
+    CHECK_EQ_INT((int)gb_metrics_collector_stale(c), 2);
+    report_as(c, ctx, 3, 1, 12, NULL, 0);
+    CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 3, "env_steps"), 176, 0);
+    CHECK_EQ_INT(gb_metrics_incarnation(c, GB_ROLE_ACTOR, 3), 3);
     CHECK(gb_metrics_set_table(NULL, table, GB_METRICS_TABLE_MAX_ROWS + 1, 4, &err) == GB_EINVAL);
     gb_metrics_collector_close(c);
     zmq_ctx_term(ctx);

@@ -137,6 +137,9 @@ int gb_torch_model_import(gb_torch_model *m, const void *buf, size_t len,
 /* Policy version: incremented by every training step of the learner that owns the model, set
  * by import. */
 uint64_t gb_torch_model_version(const gb_torch_model *m);
+/* Sets it: a restarted trainer goes on above the versions its predecessor published
+ * (workers/trainer.c). Training steps go on incrementing it from there. */
+void gb_torch_model_set_version(gb_torch_model *m, uint64_t version);
 
 /* ---------------------------------------------------------------------------------------------
  * Learners: an algorithm with its networks (the acting model, target networks, critics),

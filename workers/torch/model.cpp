@@ -338,6 +338,10 @@ extern "C" int gb_torch_model_import(gb_torch_model *m, const void *buf, size_t 
 }
 
 extern "C" uint64_t gb_torch_model_version(const gb_torch_model *m) { return m->version; }
+extern "C" void gb_torch_model_set_version(gb_torch_model *m, uint64_t version)
+{
+    m->version = version;
+}
 extern "C" int gb_torch_write_test_script(const char *path, int64_t obs_dim, int64_t n_actions,
                                           uint64_t seed, gb_error *err)
 {
