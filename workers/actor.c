@@ -188,7 +188,13 @@ int gb_actor_main(gb_worker *w, gb_error *err)
                                .n_endpoints = npolicy,
                                .timeout_ms = (int)cfg->streams.inference_timeout_ms,
                                .role = w->role,
-                               .index = w->index};
+                               .index = w->index,
+                               /* a reply holds actions and logp for at most the whole ring */
+                               .max_frame = (uint64_t)gb_acting_copies(a.acting) *
+                                            (uint64_t)gb_acting_spec(a.acting)->agents *
+                                            (gb_acting_action_row_bytes(a.acting) > 4
+                                                 ? gb_acting_action_row_bytes(a.acting)
+                                                 : 4)};
     gb_sample_sender_opts so = {.endpoints = (const char *const *)trainer_eps,
                                 .n_endpoints = ntrainer,
                                 .hwm = (int)cfg->streams.sample_hwm,
