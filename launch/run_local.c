@@ -4,6 +4,7 @@
 #include "launch/run_local.h"
 
 #include "runtime/rundir.h"
+#include "launch/datawatch.h"
 #include "launch/supervisor.h"
 #include "launch/watchdog.h"
 #include "runtime/clock.h"
@@ -309,6 +310,7 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     static gb_rundir rd;
     static gb_supervisor sup;
     static gb_watchdog wd;
+    gb_datawatch dw;
     gb_error err = {0};
     gb_log_init("launcher", -1, (gb_log_level)cfg->experiment.log_level);
     if (cfg->trainer.device == GB_DEVICE_CUDA) {
@@ -362,6 +364,7 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
         rc = gb_metrics_collector_open(&mc, zctx, met_ep, &err);
     if (rc == 0)
         rc = gb_watchdog_init(&wd, cfg, &sup, mc, t0, &err);
+    gb_datawatch_init(&dw, cfg);
     /* only the run's own workers may report (a forged report must not end the run) */
     if (rc == 0)
         rc = gb_metrics_collector_expect(mc, GB_ROLE_PARAMS, 1, &err);
@@ -418,6 +421,13 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
             GB_ERROR("%s; the end of its log (%s):", error_text, dead->log_path);
             gb_log_tail(dead->log_path, 20, "    | ", stderr);
             exit_reason = why_reason;
+            break;
+        }
+        if (gb_datawatch_check(&dw, mc, error_text, sizeof error_text)) {
+            if (live)
+                fputc('\n', stderr);
+            GB_ERROR("%s", error_text);
+            exit_reason = "unusable_data";
             break;
         }
         int sig = atomic_load(&interrupted);

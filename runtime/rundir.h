@@ -54,7 +54,8 @@ typedef struct gb_run_summary {
     int solved;                 /* the mean of the last 100 reached the target */
     const char *exit_reason;    /* "solved", "max_env_steps", "max_seconds", "interrupted",
                                    "worker_died", "worker_failed" (one failed or had to be
-                                   killed while the run stopped), "error" */
+                                   killed while the run stopped), "unusable_data" (every chunk
+                                   for a long stretch held NaN or infinity), "error" */
     const char *error;          /* the cause whenever the run failed, else NULL */
     int64_t actors, policies, trainers; /* worker counts (inline: 0 processes of each, see mode) */
     int64_t envs;               /* environment copies in all rings */

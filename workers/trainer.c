@@ -139,9 +139,11 @@ static void *ingest_main(void *arg)
     int ending = 0; /* the launcher said the run is ending (gb_worker_run_ending) */
     while (!gb_worker_stopping(w)) {
         look_for_end(t, &ending);
-        /* Take what is waiting (at least one, waiting up to 100 ms for it). */
+        /* Take what is waiting (at least one, waiting up to 100 ms for it), at most
+         * INGEST_BATCH messages a round, refused ones included: a stream of refused chunks
+         * (all non-finite, forged) must not keep this thread from seeing the run end. */
         int n = 0;
-        while (n < INGEST_BATCH) {
+        for (int taken = 0; n < INGEST_BATCH && taken < INGEST_BATCH; taken++) {
             int rc = gb_sample_recv(t->samples, &msgs[n], n == 0 ? 100 : 0, err);
             if (rc == GB_EAGAIN)
                 break;
