@@ -77,7 +77,11 @@ static int check_chunk(trainer *t, const gb_wire_msg *m)
     int ok = m->hdr.role == GB_ROLE_ACTOR && m->hdr.index >= 0 &&
              m->hdr.index < t->w->cfg->actors.count &&
              gb_chunk_matches(&t->layout, m->hdr.tensors, m->hdr.ntensors);
-    atomic_fetch_add(ok ? &t->received : &t->rejected_chunks, 1);
+    long long k = atomic_fetch_add(ok ? &t->received : &t->rejected_chunks, 1) + 1;
+    if (!ok && gb_log_due((uint64_t)k))
+        GB_WARN("trainer: refused a sample from %s %d: not one of the run's %lld actors, or not "
+                "in this run's chunk layout (%lld such so far; chunks_rejected)",
+                gb_role_name(m->hdr.role), m->hdr.index, (long long)t->w->cfg->actors.count, k);
     return ok;
 }
 
