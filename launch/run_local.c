@@ -209,7 +209,9 @@ static void sample_metrics(const gb_metrics_collector *m, double t, const double
                            double *row)
 {
     row[M_TIME] = t;
-    row[M_ENV_STEPS] = or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "env_steps"));
+    /* steps in the chunks the actors sent: those still being filled when the run stops (or
+     * dropped) never reach a trainer (summary.json: env_steps_unsent) */
+    row[M_ENV_STEPS] = or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "env_steps_sent"));
     /* data-parallel trainers take each step together: a step is one, not one per trainer */
     row[M_TRAIN_STEPS] = or0(gb_metrics_max(m, GB_ROLE_TRAINER, "train_steps"));
     double dt = prev ? t - prev[M_TIME] : t;
@@ -505,9 +507,12 @@ stop:;
     sample_ledger ledger = {0};
     if (mc)
         ledger_take(mc, cfg, &wd, &ledger);
+    /* every step the actors took; env_steps counts those in chunks they sent */
+    double steps_taken = mc ? or0(gb_metrics_sum(mc, GB_ROLE_ACTOR, "env_steps")) : 0;
     gb_run_summary s = {
         .mode = "local",
         .env_steps = (int64_t)row[M_ENV_STEPS],
+        .env_steps_unsent = (int64_t)fmax(0.0, steps_taken - row[M_ENV_STEPS]),
         .train_steps = (int64_t)row[M_TRAIN_STEPS],
         .wall_seconds = wall,
         .episode_return_mean = decided_return,

@@ -26,8 +26,9 @@
 static int role_of(const gb_child *c) { return gb_role_from_name(c->role); }
 
 /* Counters that continue across restarts, per role (gb_metrics_collector_carry). */
-static const char *const actor_counters[] = {"env_steps", "episodes", "chunks_sent",
-                                             "sample_drops", "inference_timeouts"};
+static const char *const actor_counters[] = {"env_steps", "env_steps_sent", "episodes",
+                                             "chunks_sent", "sample_drops",
+                                             "inference_timeouts"};
 static const char *const policy_counters[] = {"requests", "rows", "batches"};
 static const char *const trainer_counters[] = {"chunks_received", "chunks_rejected",
                                                "chunks_nonfinite", "chunks_discarded_at_stop"};

@@ -44,7 +44,9 @@ typedef struct gb_run_restart {
 /* What summary.json records (DESIGN.md's minimum, plus where the run stopped). */
 typedef struct gb_run_summary {
     const char *mode;           /* "inline", "local", "slurm" */
-    int64_t env_steps;
+    int64_t env_steps;          /* steps in the chunks the actors sent to the trainers */
+    int64_t env_steps_unsent;   /* steps taken whose chunks never left an actor: still being
+                                   filled when the run stopped, or dropped (local runs) */
     int64_t train_steps;
     double wall_seconds;
     double episode_return_mean; /* of the last (up to) 100 episodes when the run was stopped
