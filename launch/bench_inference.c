@@ -86,14 +86,14 @@ static int bench_inference(gb_bench_net *b, int rows, int row_bytes, gb_dtype dt
     static infer_policy pol;
     char ep[256];
     gb_bench_net_endpoint(b, ep, sizeof ep, "bench-policy");
-    gb_infer_server_opts so = {ep, 4096, 1.0, GB_ROLE_POLICY, 0, bench_policy, &pol, 0, NULL};
+    gb_infer_server_opts so = {ep, 4096, 1.0, GB_ROLE_POLICY, 0, bench_policy, &pol, 0, NULL, 0};
     gb_infer_server *s;
     if (gb_infer_server_open(&s, b->ctx, &so, &err)) {
         fprintf(stderr, "bench streams: %s\n", err.msg);
         return 1;
     }
     const char *eps[1] = {gb_infer_server_endpoint(s)};
-    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, 0};
+    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, 0, 0};
     gb_infer_client *c;
     if (gb_infer_client_open(&c, b->ctx, &co, &err)) {
         fprintf(stderr, "bench streams: %s\n", err.msg);
@@ -228,7 +228,7 @@ static void *pipe_client_thread(void *arg)
     pipe_client *a = arg;
     gb_error err;
     const char *eps[1] = {a->ep};
-    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, a->index};
+    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, a->index, 0};
     gb_infer_client *c;
     if ((a->rc = gb_infer_client_open(&c, a->b->ctx, &co, &err)))
         return NULL;
@@ -272,7 +272,7 @@ static int pipe_throughput(gb_bench_net *b, int nclients, int pipelined, double 
     char ep[256];
     gb_bench_net_endpoint(b, ep, sizeof ep, pipelined ? "bench-pipe-1" : "bench-pipe-0");
     gb_infer_server_opts so = {ep, 4096, 1.0, GB_ROLE_POLICY, 0, bench_policy_1ms, &pol,
-                               pipelined, NULL};
+                               pipelined, NULL, 0};
     gb_infer_server *s;
     if (gb_infer_server_open(&s, b->ctx, &so, &err)) {
         fprintf(stderr, "bench streams: %s\n", err.msg);

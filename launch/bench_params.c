@@ -82,7 +82,7 @@ static int bench_params(gb_bench_net *b, size_t bytes)
     gb_bench_net_endpoint(b, in, sizeof in, "bench-params-in");
     gb_bench_net_endpoint(b, pub, sizeof pub, "bench-params-pub");
     gb_bench_net_endpoint(b, fetch, sizeof fetch, "bench-params-fetch");
-    gb_param_service_opts so = {in, pub, fetch, 0, GB_ROLE_PARAMS, 0, 0};
+    gb_param_service_opts so = {in, pub, fetch, 0, GB_ROLE_PARAMS, 0, 0, 0};
     gb_param_service *svc;
     if (gb_param_service_open(&svc, b->ctx, &so, &err)) {
         fprintf(stderr, "bench streams: %s\n", err.msg);
@@ -96,7 +96,7 @@ static int bench_params(gb_bench_net *b, size_t bytes)
     for (int i = 0; i < NSUBS; i++) {
         gb_param_subscriber_opts o = {gb_param_service_endpoint(svc, "pub"),
                                       gb_param_service_endpoint(svc, "fetch"),
-                                      5000, 1000, 4, 0, GB_ROLE_POLICY, i};
+                                      5000, 1000, 4, 0, GB_ROLE_POLICY, i, 0, 0, 0};
         memset(&subs[i], 0, sizeof subs[i]);
         if (gb_param_subscriber_open(&subs[i].s, b->ctx, &o, &err)) {
             fprintf(stderr, "bench streams: %s\n", err.msg);

@@ -5,6 +5,7 @@
 #include "launch/run_local.h"
 
 #include "runtime/rundir.h"
+#include "launch/datawatch.h"
 #include "launch/supervisor.h"
 #include "launch/watchdog.h"
 #include "runtime/clock.h"
@@ -235,7 +236,9 @@ static void sample_metrics(const gb_metrics_collector *m, double t, const double
                            const run_base *b, double *row)
 {
     row[M_TIME] = b->time + t;
-    row[M_ENV_STEPS] = b->env_steps + or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "env_steps"));
+    /* steps in the chunks the actors sent: those still being filled when the run stops (or
+     * dropped) never reach a trainer (summary.json: env_steps_unsent) */
+    row[M_ENV_STEPS] = b->env_steps + or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "env_steps_sent"));
     /* data-parallel trainers take each step together: a step is one, not one per trainer. A
      * resumed trainer counts on from its checkpoint (before it reports: the last row's) */
     double train = gb_metrics_max(m, GB_ROLE_TRAINER, "train_steps");
@@ -348,6 +351,7 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     static gb_rundir rd;
     static gb_supervisor sup;
     static gb_watchdog wd;
+    gb_datawatch dw;
     gb_error err = {0};
     gb_log_init("launcher", -1, (gb_log_level)cfg->experiment.log_level);
     if (cfg->trainer.device == GB_DEVICE_CUDA) {
@@ -403,6 +407,7 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
         rc = gb_metrics_collector_open(&mc, zctx, met_ep, &err);
     if (rc == 0)
         rc = gb_watchdog_init(&wd, cfg, &sup, mc, t0, &err);
+    gb_datawatch_init(&dw, cfg);
     /* only the run's own workers may report (a forged report must not end the run) */
     if (rc == 0)
         rc = gb_metrics_collector_expect(mc, GB_ROLE_PARAMS, 1, &err);
@@ -466,6 +471,13 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
             GB_ERROR("%s; the end of its log (%s):", error_text, dead->log_path);
             gb_log_tail(dead->log_path, 20, "    | ", stderr);
             exit_reason = why_reason;
+            break;
+        }
+        if (gb_datawatch_check(&dw, mc, error_text, sizeof error_text)) {
+            if (live)
+                fputc('\n', stderr);
+            GB_ERROR("%s", error_text);
+            exit_reason = "unusable_data";
             break;
         }
         int sig = atomic_load(&interrupted);
@@ -545,9 +557,12 @@ stop:;
     sample_ledger ledger = {0};
     if (mc)
         ledger_take(mc, cfg, &wd, &ledger);
+    /* every step the actors took; env_steps counts those in chunks they sent */
+    double steps_taken = mc ? or0(gb_metrics_sum(mc, GB_ROLE_ACTOR, "env_steps")) : 0;
     gb_run_summary s = {
         .mode = "local",
         .env_steps = (int64_t)row[M_ENV_STEPS],
+        .env_steps_unsent = (int64_t)fmax(0.0, base.env_steps + steps_taken - row[M_ENV_STEPS]),
         .train_steps = (int64_t)row[M_TRAIN_STEPS],
         .wall_seconds = base.time + wall,
         .episode_return_mean = decided_return,

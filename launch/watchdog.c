@@ -27,8 +27,9 @@
 static int role_of(const gb_child *c) { return gb_role_from_name(c->role); }
 
 /* Counters that continue across restarts, per role (gb_metrics_collector_carry). */
-static const char *const actor_counters[] = {"env_steps", "episodes", "chunks_sent",
-                                             "sample_drops", "inference_timeouts"};
+static const char *const actor_counters[] = {"env_steps", "env_steps_sent", "episodes",
+                                             "chunks_sent", "sample_drops",
+                                             "inference_timeouts"};
 static const char *const policy_counters[] = {"requests", "rows", "batches"};
 /* A trainer's chunks_received, chunks_nonfinite and chunks_discarded_at_stop go on in its
  * books in shared memory (workers/trainer_books.h): a restarted one reports them whole. */

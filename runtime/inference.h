@@ -44,6 +44,9 @@ typedef struct gb_infer_client_opts {
     int timeout_ms; /* per request; > 0 */
     int role;       /* sender role and index written into each request */
     int index;
+    uint64_t max_frame; /* the largest tensor a reply can hold (rows of one request x the
+                           widest output row): a server sending a larger frame is
+                           disconnected (gb_wire_set_max_frame); 0: no bound */
 } gb_infer_client_opts;
 
 typedef struct gb_infer_client_stats {
@@ -123,6 +126,10 @@ typedef struct gb_infer_server_opts {
     void *user;
     int pipelined;               /* 1: an inference thread runs fn (see Threading above) */
     gb_infer_between_fn between; /* optional, NULL: none */
+    uint64_t max_frame; /* the largest tensor a request can hold (an actor's rows x the bytes
+                           of one observation): a client sending a larger frame is
+                           disconnected before it is read (gb_wire_set_max_frame), and the
+                           server goes on serving the others; 0: no bound */
 } gb_infer_server_opts;
 
 typedef struct gb_infer_server_stats {

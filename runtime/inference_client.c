@@ -49,7 +49,8 @@ int gb_infer_client_open(gb_infer_client **out, void *zctx, const gb_infer_clien
         (rc = gb_infer_set_int_opt(c->sock, ZMQ_IMMEDIATE, 1, err,
                                    "inference client: ZMQ_IMMEDIATE")) ||
         (rc = gb_infer_set_int_opt(c->sock, ZMQ_SNDTIMEO, o->timeout_ms, err,
-                                   "inference client: ZMQ_SNDTIMEO")))
+                                   "inference client: ZMQ_SNDTIMEO")) ||
+        (o->max_frame > 0 && (rc = gb_wire_set_max_frame(c->sock, o->max_frame, err))))
         goto fail;
     size_t w = 0;
     for (int i = 0; i < o->n_endpoints; i++) {
@@ -168,7 +169,9 @@ int gb_infer_client_recv(gb_infer_client *c, gb_wire_msg *reply, int timeout_ms,
         }
         if (rc == GB_EPROTO) {
             c->st.rejected++;
-            GB_WARN("inference client: dropped a malformed reply: %s", err->msg);
+            if (gb_log_due(c->st.rejected))
+                GB_WARN("inference client: dropped a malformed reply (%llu so far): %s",
+                        (unsigned long long)c->st.rejected, err->msg);
             continue;
         }
         if (rc)

@@ -65,7 +65,9 @@ static int pipe_receive(gb_infer_server *s, stage *g, gb_error *err)
             return 0;
         if (rc == GB_EPROTO) {
             s->st.rejected++;
-            GB_DEBUG("inference server: rejected a request: %s", err->msg);
+            if (gb_log_due(s->st.rejected))
+                GB_WARN("inference server: rejected a malformed request (%llu so far): %s",
+                        (unsigned long long)s->st.rejected, err->msg);
             if (m->hdr.type != 0 && m->route_len > 0)
                 gb_infer_reply_error(s, m, GB_EPROTO, err->msg);
             continue;

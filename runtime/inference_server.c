@@ -73,7 +73,8 @@ int gb_infer_server_open(gb_infer_server **out, void *zctx, const gb_infer_serve
      * vanishing inside ZeroMQ, so that it is counted (stats.unsent) */
     if ((rc = gb_infer_set_int_opt(s->sock, ZMQ_LINGER, 0, err, "inference server: ZMQ_LINGER")) ||
         (rc = gb_infer_set_int_opt(s->sock, ZMQ_ROUTER_MANDATORY, 1, err,
-                                   "inference server: ZMQ_ROUTER_MANDATORY")))
+                                   "inference server: ZMQ_ROUTER_MANDATORY")) ||
+        (o->max_frame > 0 && (rc = gb_wire_set_max_frame(s->sock, o->max_frame, err))))
         goto fail;
     if (zmq_bind(s->sock, o->endpoint) != 0) {
         rc = gb_wire_zmq_error(err, "inference server: bind");
@@ -196,6 +197,9 @@ int64_t gb_infer_request_rows(gb_infer_server *s, gb_wire_msg *m)
     return h->tensors[0].shape[0];
 bad:
     s->st.rejected++;
+    if (gb_log_due(s->st.rejected))
+        GB_WARN("inference server: rejected a request from %s %d (%llu so far): %s",
+                gb_role_name(h->role), h->index, (unsigned long long)s->st.rejected, why);
     gb_infer_reply_error(s, m, GB_EPROTO, why);
     gb_wire_msg_release(m);
     return 0;
@@ -286,7 +290,9 @@ static int gather(gb_infer_server *s, int timeout_ms, int64_t *rows_out, gb_erro
         }
         if (rc == GB_EPROTO) {
             s->st.rejected++;
-            GB_DEBUG("inference server: rejected a request: %s", err->msg);
+            if (gb_log_due(s->st.rejected))
+                GB_WARN("inference server: rejected a malformed request (%llu so far): %s",
+                        (unsigned long long)s->st.rejected, err->msg);
             if (s->slot[n]->hdr.type != 0 && s->slot[n]->route_len > 0)
                 gb_infer_reply_error(s, s->slot[n], GB_EPROTO, err->msg);
             continue;

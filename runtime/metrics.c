@@ -2,12 +2,19 @@
 #include "runtime/metrics.h"
 
 #include "runtime/clock.h"
+#include "runtime/log.h"
 #include "runtime/wire.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
+
+#define METRICS_TABLE_MAX_COLS 16
+/* The largest tensor of a well-formed report: its table (the names, values and episodes are
+ * smaller). */
+#define METRICS_MAX_FRAME \
+    ((uint64_t)GB_METRICS_TABLE_MAX_ROWS * METRICS_TABLE_MAX_COLS * sizeof(int64_t))
 
 struct gb_metrics_sender {
     void *sock;
@@ -139,9 +146,10 @@ uint64_t gb_metrics_sender_dropped(const gb_metrics_sender *s) { return s->dropp
 int gb_metrics_set_table(gb_metrics_sender *s, const int64_t *data, int rows, int cols,
                          gb_error *err)
 {
-    if (rows < 0 || cols < 1 || rows > GB_METRICS_TABLE_MAX_ROWS || cols > 16)
-        return gb_error_set(err, GB_EINVAL, "metrics table of %d x %d: at most %d x 16", rows,
-                            cols, GB_METRICS_TABLE_MAX_ROWS);
+    if (rows < 0 || cols < 1 || rows > GB_METRICS_TABLE_MAX_ROWS ||
+        cols > METRICS_TABLE_MAX_COLS)
+        return gb_error_set(err, GB_EINVAL, "metrics table of %d x %d: at most %d x %d", rows,
+                            cols, GB_METRICS_TABLE_MAX_ROWS, METRICS_TABLE_MAX_COLS);
     int need = rows * cols;
     if (need > s->table_cap) {
         int64_t *t = realloc(s->table, (size_t)need * sizeof *t);
@@ -244,8 +252,11 @@ int gb_metrics_collector_open(gb_metrics_collector **out, void *zctx, const char
         c->expected[r] = -1;
     c->sock = zmq_socket(zctx, ZMQ_PULL);
     int hwm = 10000, linger = 0;
+    /* the largest tensor a report may hold is its table: a peer sending a larger frame is
+     * disconnected before it is read */
     if (!c->sock || zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
         zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger) ||
+        gb_wire_set_max_frame(c->sock, METRICS_MAX_FRAME, err) ||
         zmq_bind(c->sock, endpoint)) {
         int rc = gb_wire_zmq_error(err, "metrics: bind");
         gb_error_prefix(err, "%s", endpoint);
@@ -330,7 +341,7 @@ static int ingest(gb_metrics_collector *c, const gb_wire_msg *m)
     gb_tensor_view rets = gb_wire_msg_tensor(m, ir), lens = gb_wire_msg_tensor(m, il);
     if (names.desc->dtype != GB_DTYPE_UINT8 || values.desc->dtype != GB_DTYPE_FLOAT64 ||
         rets.desc->dtype != GB_DTYPE_FLOAT32 || lens.desc->dtype != GB_DTYPE_INT64 ||
-        rets.bytes / 4 != lens.bytes / 8)
+        rets.bytes / 4 != lens.bytes / 8 || rets.bytes / 4 > GB_METRICS_MAX_EPISODES)
         return GB_EPROTO;
     size_t nvalues = values.bytes / sizeof(double);
     if (nvalues > GB_METRICS_MAX_VALUES)
@@ -363,7 +374,8 @@ static int ingest(gb_metrics_collector *c, const gb_wire_msg *m)
     if (it >= 0) {
         gb_tensor_view t = gb_wire_msg_tensor(m, it);
         if (t.desc->dtype != GB_DTYPE_INT64 || t.desc->rank != 2 || t.desc->shape[1] < 1 ||
-            t.desc->shape[1] > 16 || t.desc->shape[0] > GB_METRICS_TABLE_MAX_ROWS)
+            t.desc->shape[1] > METRICS_TABLE_MAX_COLS ||
+            t.desc->shape[0] > GB_METRICS_TABLE_MAX_ROWS)
             return GB_EPROTO;
         int64_t *copy = t.bytes ? malloc(t.bytes) : NULL;
         if (t.bytes && !copy)
@@ -427,12 +439,19 @@ int gb_metrics_collector_poll(gb_metrics_collector *c, int timeout_ms, gb_error 
             return rc;
         }
         int irc = rc == 0 ? ingest(c, &c->msg) : rc;
-        if (irc == GB_ENOTFOUND)
-            c->unexpected++;
-        else if (irc != 0)
-            c->rejected++;
-        else
+        /* any local process can write here, as often as it likes: warnings rate-limited */
+        if (irc == GB_ENOTFOUND) {
+            if (gb_log_due(++c->unexpected))
+                GB_WARN("metrics: dropped a report from %s %d, not a worker of this run (%llu "
+                        "so far)", gb_role_name(c->msg.hdr.role), c->msg.hdr.index,
+                        (unsigned long long)c->unexpected);
+        } else if (irc != 0) {
+            if (gb_log_due(++c->rejected))
+                GB_WARN("metrics: dropped a malformed report (%llu so far)%s%s",
+                        (unsigned long long)c->rejected, rc ? ": " : "", rc ? rerr.msg : "");
+        } else {
             taken++;
+        }
         gb_wire_msg_release(&c->msg);
     }
 }

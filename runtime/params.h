@@ -116,6 +116,10 @@ typedef struct gb_param_service_opts {
     int role, index;
     int stall_ms; /* an unfinished version with no chunk for this long is abandoned (0:
                      GB_PARAM_STALL_MS); see "Order" above for the whole bound */
+    uint64_t max_chunk_bytes; /* the largest chunk taken (parameters.chunk_bytes; 0: 2^31): a
+                                 version announcing larger ones is rejected, and a publisher
+                                 sending a frame larger than a chunk or the largest layout is
+                                 disconnected (gb_wire_set_max_frame) */
 } gb_param_service_opts;
 
 typedef struct gb_param_service_stats {
@@ -158,6 +162,16 @@ typedef struct gb_param_subscriber_opts {
     int window;     /* chunk fetches in flight (0: 4) */
     int rcv_hwm;    /* SUB queue in messages (0: 64) */
     int role, index;
+    /* Bounds; 0: none. chunk_bytes: the largest chunk the service forwards (its
+     * max_chunk_bytes, parameters.chunk_bytes): a frame larger than that and than the largest
+     * layout drops the service's connection (gb_wire_set_max_frame) for good (libzmq does not
+     * reconnect a peer that broke the protocol), so it must be the service's own bound, never
+     * less: the service relays what its input takes. max_bytes, max_entries: the largest
+     * version accepted (the model's size and layout entries): one announcing more is refused
+     * before anything is allocated for it, and counted in rejected. */
+    uint64_t chunk_bytes;
+    uint64_t max_bytes;
+    int max_entries;
 } gb_param_subscriber_opts;
 
 typedef struct gb_param_subscriber_stats {
@@ -165,7 +179,7 @@ typedef struct gb_param_subscriber_stats {
     uint64_t repaired;  /* versions that needed fetches (missing chunks or late join) */
     uint64_t abandoned; /* versions given up for a newer one */
     uint64_t corrupt;   /* assembled versions that failed the CRC */
-    uint64_t rejected;  /* malformed messages */
+    uint64_t rejected;  /* malformed messages, and versions over max_bytes/max_entries */
     uint64_t fetched_bytes;
 } gb_param_subscriber_stats;
 

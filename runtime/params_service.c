@@ -74,9 +74,12 @@ int gb_param_service_open(gb_param_service **out, void *zctx, const gb_param_ser
     s->serial = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
     gb_wire_msg_init(&s->msg);
     int rc;
+    if (!s->o.max_chunk_bytes || s->o.max_chunk_bytes > PARAM_FETCH_MAX)
+        s->o.max_chunk_bytes = PARAM_FETCH_MAX;
+    uint64_t in_frame = s->o.max_chunk_bytes > PARAM_LAYOUT_MAX ? s->o.max_chunk_bytes
+                                                                : PARAM_LAYOUT_MAX;
     if ((rc = bind_one(zctx, ZMQ_PULL, o->in_endpoint, s->ep_in, sizeof s->ep_in, &s->in,
-                       ZMQ_RCVHWM, 16, PARAM_FETCH_MAX > PARAM_LAYOUT_MAX ? PARAM_FETCH_MAX
-                                                                      : PARAM_LAYOUT_MAX, err)) ||
+                       ZMQ_RCVHWM, 16, in_frame, err)) ||
         (rc = bind_one(zctx, ZMQ_PUB, o->pub_endpoint, s->ep_pub, sizeof s->ep_pub, &s->pub,
                        ZMQ_SNDHWM, o->pub_hwm ? o->pub_hwm : 64, 0, err)) ||
         (rc = bind_one(zctx, ZMQ_ROUTER, o->fetch_endpoint, s->ep_fetch, sizeof s->ep_fetch,
@@ -198,7 +201,7 @@ static int on_input(gb_param_service *s, gb_wire_msg *m, uint64_t now, gb_error 
     int64_t v = param_meta(h, PM_VERSION);
     if (h->type == GB_MSG_PARAM_BEGIN) {
         int64_t total = param_meta(h, PM_TOTAL), chunk = param_meta(h, PM_CHUNK);
-        if (h->nmeta < 3 || total < 0 || chunk <= 0 || (uint64_t)chunk > PARAM_FETCH_MAX ||
+        if (h->nmeta < 3 || total < 0 || chunk <= 0 || (uint64_t)chunk > s->o.max_chunk_bytes ||
             !one_uint8_tensor(m, "layout")) {
             reject(s, "malformed begin of version %lld", (long long)v);
             return 0;
@@ -311,7 +314,7 @@ static void on_fetch(gb_param_service *s, gb_wire_msg *m)
         h->seq = q->seq;
         h->nmeta = 2;
         if (!b || v != b->pub.version || off < 0 || (uint64_t)off > b->pub.bytes || len <= 0 ||
-            (uint64_t)len > PARAM_FETCH_MAX) {
+            (uint64_t)len > s->o.max_chunk_bytes) {
             h->status = GB_ENOTFOUND;
             h->meta[PM_VERSION] = b ? b->pub.version : -1;
             h->meta[PM_OFFSET] = off;

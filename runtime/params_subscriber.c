@@ -29,6 +29,7 @@ struct gb_param_subscriber {
     uint64_t last_progress_ns;
     uint64_t next_info_ns; /* when to ask the service again (0: no timer) */
     uint64_t seq;
+    uint64_t refused; /* serial of the last version refused as too large (0: none) */
     int applied_now;
     gb_wire_msg msg;
     gb_wire_header hdr;
@@ -40,9 +41,10 @@ int gb_param_subscriber_open(gb_param_subscriber **out, void *zctx,
 {
     *out = NULL;
     if (!o->pub_endpoint || !o->fetch_endpoint || o->timeout_ms <= 0 || o->window < 0 ||
-        o->recheck_ms < 0 || o->rcv_hwm < 0)
-        return gb_error_set(err, GB_EINVAL, "parameter subscriber: need pub and fetch endpoints "
-                            "and timeout_ms > 0");
+        o->recheck_ms < 0 || o->rcv_hwm < 0 || o->max_entries < 0 ||
+        o->max_entries > GB_PARAM_MAX_ENTRIES)
+        return gb_error_set(err, GB_EINVAL, "parameter subscriber: need pub and fetch endpoints, "
+                            "timeout_ms > 0 and max_entries in [0, %d]", GB_PARAM_MAX_ENTRIES);
     gb_param_subscriber *s = calloc(1, sizeof *s);
     if (!s)
         return gb_error_set(err, GB_ENOMEM, "parameter subscriber: out of memory");
@@ -67,6 +69,14 @@ int gb_param_subscriber_open(gb_param_subscriber **out, void *zctx,
         zmq_setsockopt(s->sub, ZMQ_SUBSCRIBE, "", 0)) {
         rc = gb_wire_zmq_error(err, "parameter subscriber: setsockopt");
         goto fail;
+    }
+    if (o->chunk_bytes > 0) {
+        /* what the service forwards or answers: a chunk, or a layout of any version its input
+         * took, ours or not (a larger version is refused here after it is read) */
+        uint64_t frame = o->chunk_bytes > PARAM_LAYOUT_MAX ? o->chunk_bytes : PARAM_LAYOUT_MAX;
+        if ((rc = gb_wire_set_max_frame(s->sub, frame, err)) ||
+            (rc = gb_wire_set_max_frame(s->dealer, frame, err)))
+            goto fail;
     }
     if (zmq_connect(s->sub, o->pub_endpoint) != 0) {
         rc = gb_wire_zmq_error(err, "parameter subscriber: connect");
@@ -146,11 +156,43 @@ static void drop_asm(gb_param_subscriber *s, int abandoned)
     s->mode = MODE_IDLE;
 }
 
+/* Counts a rejected message and warns about it, rate-limited (gb_log_due): the parameter
+ * service relays what its input receives, so a peer can repeat this at will. */
+static void reject(gb_param_subscriber *s, const char *why)
+{
+    s->st.rejected++;
+    if (gb_log_due(s->st.rejected))
+        GB_WARN("parameter subscriber: rejected a message (%llu so far): %s",
+                (unsigned long long)s->st.rejected, why);
+}
+
+/* 1 when a version of total bytes with this layout exceeds the subscriber's bounds (it is then
+ * refused: counted, and its serial remembered so that its other messages are ignored). */
+static int too_large(gb_param_subscriber *s, int64_t v, uint64_t serial, uint64_t total,
+                     const gb_tensor_view *layout, uint64_t now)
+{
+    uint64_t entries = layout->bytes / PARAM_RECORD_BYTES;
+    if (!(s->o.max_bytes && total > s->o.max_bytes) &&
+        !(s->o.max_entries && entries > (uint64_t)s->o.max_entries))
+        return 0;
+    char why[200];
+    snprintf(why, sizeof why, "version %lld has %llu bytes and %llu layout entries; this "
+             "subscriber takes at most %llu and %d (0: any): refused", (long long)v,
+             (unsigned long long)total, (unsigned long long)entries,
+             (unsigned long long)s->o.max_bytes, s->o.max_entries);
+    reject(s, why);
+    s->refused = serial;
+    s->next_info_ns = now + (uint64_t)s->o.recheck_ms * 1000000ULL;
+    return 1;
+}
+
 static void start_asm(gb_param_subscriber *s, int64_t v, uint64_t serial, uint64_t total,
                       uint64_t chunk, const gb_tensor_view *layout, int mode, uint64_t now)
 {
     gb_error e;
-    drop_asm(s, 1);
+    drop_asm(s, 1); /* a newer version replaces it at the service: it will not finish */
+    if (too_large(s, v, serial, total, layout, now))
+        return;
     s->asmb = param_blob_new(v, total, chunk, layout->data, layout->bytes, &e);
     if (!s->asmb) {
         s->st.rejected += e.code == GB_EPROTO;
@@ -254,7 +296,7 @@ static void on_pub(gb_param_subscriber *s, gb_wire_msg *m, uint64_t now)
         s->st.rejected++;
         return;
     }
-    if (sr <= cur_serial(s))
+    if (sr <= cur_serial(s) || sr == s->refused)
         return;
     switch (h->type) {
     case GB_MSG_PARAM_BEGIN: {
@@ -329,7 +371,8 @@ static void on_reply(gb_param_subscriber *s, gb_wire_msg *m, uint64_t now)
             drop_asm(s, 1);
             asm_s = 0;
         }
-        if (h->status != 0 || sr <= cur_serial(s)) { /* nothing newer at the service */
+        /* nothing newer at the service (or only a version refused as too large) */
+        if (h->status != 0 || sr <= cur_serial(s) || sr == s->refused) {
             if (s->asmb && s->mode == MODE_FETCH)
                 s->next_info_ns = now + RETRY_SOON_NS;
             else if (!s->asmb)
@@ -355,7 +398,7 @@ static void on_reply(gb_param_subscriber *s, gb_wire_msg *m, uint64_t now)
             gb_tensor_view l = gb_wire_msg_tensor(m, 0);
             start_asm(s, v, sr, (uint64_t)total, (uint64_t)chunk, &l, MODE_FETCH, now);
             if (!s->asmb)
-                return;
+                return; /* refused (too large or malformed) */
         }
         s->mode = MODE_FETCH;
         s->needed_fetch = 1;
@@ -427,7 +470,7 @@ int gb_param_subscriber_poll(gb_param_subscriber *s, int timeout_ms, gb_error *e
                 on_pub(s, &s->msg, gb_now_ns());
                 busy = 1;
             } else if (rc == GB_EPROTO) {
-                s->st.rejected++;
+                reject(s, err->msg);
                 busy = 1;
             } else if (rc != GB_EAGAIN) {
                 return rc;
@@ -438,7 +481,7 @@ int gb_param_subscriber_poll(gb_param_subscriber *s, int timeout_ms, gb_error *e
                 on_reply(s, &s->msg, gb_now_ns());
                 busy = 1;
             } else if (rc == GB_EPROTO) {
-                s->st.rejected++;
+                reject(s, err->msg);
                 busy = 1;
             } else if (rc != GB_EAGAIN) {
                 return rc;

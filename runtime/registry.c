@@ -65,6 +65,10 @@ int gb_registry_server_open(gb_registry_server **out, void *zctx,
         rc = gb_wire_zmq_error(err, "registry: ZMQ_LINGER");
         goto fail;
     }
+    /* requests hold a name and an endpoint (run control's watches hold none): a peer sending
+     * a larger frame is disconnected before it is read */
+    if ((rc = gb_wire_set_max_frame(s->sock, GB_REGISTRY_ENDPOINT_MAX, err)))
+        goto fail;
     if (zmq_bind(s->sock, o->endpoint) != 0) {
         rc = gb_wire_zmq_error(err, "registry: bind");
         gb_error_prefix(err, "%s", o->endpoint);
@@ -142,6 +146,16 @@ static int get_str(const gb_wire_msg *m, const char *tname, char *out, size_t ca
     return 0;
 }
 
+/* Counts a rejected request and warns about it, rate-limited (gb_log_due): any local process
+ * can write to the registry, as often as it likes. */
+static void note_rejected(gb_registry_server *s, const gb_wire_msg *m, const char *why)
+{
+    s->rejected++;
+    if (gb_log_due(s->rejected))
+        GB_WARN("registry: rejected a request from %s %d (%llu so far): %s",
+                gb_role_name(m->hdr.role), m->hdr.index, (unsigned long long)s->rejected, why);
+}
+
 static int cmp_ent(const void *a, const void *b)
 {
     return strcmp(((const reg_ent *)a)->name, ((const reg_ent *)b)->name);
@@ -159,7 +173,6 @@ static void serve(gb_registry_server *s, gb_wire_msg *m, uint64_t now)
         int64_t ttl = m->hdr.nmeta > 0 ? m->hdr.meta[0] : s->max_ttl_ms;
         if (get_str(m, "name", name, sizeof name, 0) || get_str(m, "endpoint", ep, sizeof ep, 0) ||
             ttl <= 0) {
-            s->rejected++;
             h->status = GB_EPROTO;
             snprintf(h->text, sizeof h->text, "register: need 'name' and 'endpoint' (no control "
                      "characters, < %d and < %d bytes) and a ttl > 0", GB_REGISTRY_NAME_MAX,
@@ -196,7 +209,6 @@ static void serve(gb_registry_server *s, gb_wire_msg *m, uint64_t now)
     } else if (type == GB_MSG_REG_LOOKUP) {
         int prefix = m->hdr.nmeta > 0 && m->hdr.meta[0] == 1;
         if (get_str(m, "name", name, sizeof name, prefix)) {
-            s->rejected++;
             h->status = GB_EPROTO;
             snprintf(h->text, sizeof h->text, "lookup: need a 'name'");
         } else {
@@ -224,11 +236,12 @@ static void serve(gb_registry_server *s, gb_wire_msg *m, uint64_t now)
             pl[1].data = s->list_eps;
         }
     } else {
-        s->rejected++;
         h->status = GB_EPROTO;
         snprintf(h->text, sizeof h->text, "registry: unexpected %s message",
                  gb_msg_type_name(type));
     }
+    if (h->status == GB_EPROTO)
+        note_rejected(s, m, h->text);
     gb_error e;
     if (gb_wire_send(s->sock, m->route, m->route_len, h, pl, ZMQ_DONTWAIT, &e))
         GB_DEBUG("registry: reply not sent: %s", e.msg);
@@ -248,16 +261,15 @@ int gb_registry_server_poll(gb_registry_server *s, int timeout_ms, gb_error *err
         if (rc == GB_EAGAIN)
             break;
         if (rc == GB_EPROTO) {
-            s->rejected++;
-            GB_DEBUG("registry: rejected: %s", err->msg);
+            note_rejected(s, &s->msg, err->msg);
             continue;
         }
         if (rc)
             return rc;
-        if (s->msg.hdr.type == GB_MSG_RUN_WATCH && s->runctl)
-            s->rejected += gb_runctl_server_handle(s->runctl, s->sock, &s->msg) != 0;
-        else
+        if (s->msg.hdr.type != GB_MSG_RUN_WATCH || !s->runctl)
             serve(s, &s->msg, gb_now_ns());
+        else if (gb_runctl_server_handle(s->runctl, s->sock, &s->msg) != 0)
+            note_rejected(s, &s->msg, "a malformed run-control watch");
         gb_wire_msg_release(&s->msg);
     }
     if (s->runctl)
@@ -306,8 +318,13 @@ static int conn_open(reg_conn *c, void *zctx, const char *endpoint, gb_error *er
     int linger = 0;
     if (zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger))
         return gb_wire_zmq_error(err, "registry client: ZMQ_LINGER");
+    /* the largest reply lists every registration's endpoint */
+    int rc = gb_wire_set_max_frame(c->sock, (uint64_t)GB_REGISTRY_MAX_ENTRIES *
+                                                GB_REGISTRY_ENDPOINT_MAX, err);
+    if (rc)
+        return rc;
     if (zmq_connect(c->sock, endpoint) != 0) {
-        int rc = gb_wire_zmq_error(err, "registry client: connect");
+        rc = gb_wire_zmq_error(err, "registry client: connect");
         gb_error_prefix(err, "%s", endpoint);
         return rc;
     }
@@ -341,6 +358,10 @@ static int call(const gb_registry_client *rc_, reg_conn *c, int type, const char
         h->ntensors = i + 1;
     }
     int rc = gb_wire_send(c->sock, NULL, 0, h, pl, ZMQ_DONTWAIT, err);
+    if (rc == GB_EAGAIN) /* one request at a time: the queue is never full, the link is gone */
+        return gb_error_set(err, GB_ECLOSED, "registry %s: request not sent: no connection (a "
+                            "registry that broke the protocol, e.g. with a frame over the "
+                            "limit, is not reconnected)", rc_->endpoint);
     if (rc)
         return rc;
     uint64_t end = gb_now_ns() + (uint64_t)timeout_ms * 1000000ULL;

@@ -298,6 +298,9 @@ int gb_runctl_client_open(gb_runctl_client **out, void *zctx, const gb_runctl_cl
         rc = gb_wire_zmq_error(err, "run control: ZMQ_LINGER");
         goto fail;
     }
+    /* a state answer is a header alone: a larger frame disconnects its sender */
+    if ((rc = gb_wire_set_max_frame(c->sock, 0, err)))
+        goto fail;
     if (zmq_connect(c->sock, c->endpoint) != 0) {
         rc = gb_wire_zmq_error(err, "run control: connect");
         gb_error_prefix(err, "%s", c->endpoint);

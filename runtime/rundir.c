@@ -346,8 +346,10 @@ int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_err
     FILE *f = a.f;
     fputs("{\n  \"mode\": ", f);
     json_string(f, s->mode);
-    fprintf(f, ",\n  \"env_steps\": %lld,\n  \"train_steps\": %lld,\n  \"wall_seconds\": ",
-            (long long)s->env_steps, (long long)s->train_steps);
+    fprintf(f, ",\n  \"env_steps\": %lld", (long long)s->env_steps);
+    if (s->has_samples)
+        fprintf(f, ",\n  \"env_steps_unsent\": %lld", (long long)s->env_steps_unsent);
+    fprintf(f, ",\n  \"train_steps\": %lld,\n  \"wall_seconds\": ", (long long)s->train_steps);
     json_number(f, s->wall_seconds);
     fputs(",\n  \"episode_return_mean\": ", f);
     json_number(f, s->episode_return_mean);

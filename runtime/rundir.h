@@ -44,7 +44,9 @@ typedef struct gb_run_restart {
 /* What summary.json records (DESIGN.md's minimum, plus where the run stopped). */
 typedef struct gb_run_summary {
     const char *mode;           /* "inline", "local", "slurm" */
-    int64_t env_steps;
+    int64_t env_steps;          /* steps in the chunks the actors sent to the trainers */
+    int64_t env_steps_unsent;   /* steps taken whose chunks never left an actor: still being
+                                   filled when the run stopped, or dropped (local runs) */
     int64_t train_steps;
     double wall_seconds;
     double episode_return_mean; /* of the last (up to) 100 episodes when the run was stopped
@@ -54,7 +56,8 @@ typedef struct gb_run_summary {
     int solved;                 /* the mean of the last 100 reached the target */
     const char *exit_reason;    /* "solved", "max_env_steps", "max_seconds", "interrupted",
                                    "worker_died", "worker_failed" (one failed or had to be
-                                   killed while the run stopped), "error" */
+                                   killed while the run stopped), "unusable_data" (every chunk
+                                   for a long stretch held NaN or infinity), "error" */
     const char *error;          /* the cause whenever the run failed, else NULL */
     int64_t actors, policies, trainers; /* worker counts (inline: 0 processes of each, see mode) */
     int64_t envs;               /* environment copies in all rings */

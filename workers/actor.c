@@ -26,6 +26,7 @@ typedef struct actor {
     uint64_t *pending; /* request id per group, 0 = none outstanding */
     gb_wire_msg reply;
     int64_t chunks_sent;
+    int64_t rows_sent; /* valid rows (agent steps) in the chunks sent */
 } actor;
 
 static void on_episode(void *ctx, double episode_return, int64_t length)
@@ -84,6 +85,7 @@ static int step_group(actor *a, int g, const gb_wire_msg *m, gb_error *err)
         if (rc)
             return rc;
         a->chunks_sent++;
+        a->rows_sent += chunk.steps;
     }
     return 0;
 }
@@ -108,7 +110,12 @@ static void report(actor *a)
     gb_acting_stats_get(a->acting, &st);
     gb_sample_sender_stats ss = gb_sample_sender_get_stats(a->samples);
     gb_infer_client_stats is = gb_infer_client_get_stats(a->infer);
+    /* env_steps: every step taken; env_steps_sent: those in chunks that left for a trainer
+     * (the run's env_steps: steps of chunks still being filled when the run stops, or dropped,
+     * never reach one). A copy's step is one row in each of its agents' chunks. */
     gb_metrics_set(a->w->metrics, "env_steps", (double)st.env_steps);
+    gb_metrics_set(a->w->metrics, "env_steps_sent",
+                   (double)a->rows_sent / (double)gb_acting_spec(a->acting)->agents);
     gb_metrics_set(a->w->metrics, "episodes", (double)st.episodes);
     gb_metrics_set(a->w->metrics, "chunks_sent", (double)a->chunks_sent);
     gb_metrics_set(a->w->metrics, "sample_drops", (double)ss.dropped);
@@ -196,7 +203,13 @@ int gb_actor_main(gb_worker *w, gb_error *err)
                                .n_endpoints = npolicy,
                                .timeout_ms = (int)cfg->streams.inference_timeout_ms,
                                .role = w->role,
-                               .index = w->index};
+                               .index = w->index,
+                               /* a reply holds actions and logp for at most the whole ring */
+                               .max_frame = (uint64_t)gb_acting_copies(a.acting) *
+                                            (uint64_t)gb_acting_spec(a.acting)->agents *
+                                            (gb_acting_action_row_bytes(a.acting) > 4
+                                                 ? gb_acting_action_row_bytes(a.acting)
+                                                 : 4)};
     gb_sample_sender_opts so = {.endpoints = (const char *const *)trainer_eps,
                                 .n_endpoints = ntrainer,
                                 .hwm = (int)cfg->streams.sample_hwm,

@@ -19,7 +19,8 @@ int gb_params_main(gb_worker *w, gb_error *err)
         (rc = gb_worker_endpoint(w, "fetch", fetch, sizeof fetch, err)))
         return rc;
     gb_param_service_opts o = {.in_endpoint = in, .pub_endpoint = pub, .fetch_endpoint = fetch,
-                               .role = w->role, .index = w->index};
+                               .role = w->role, .index = w->index,
+                               .max_chunk_bytes = (uint64_t)w->cfg->parameters.chunk_bytes};
     if ((rc = gb_param_service_open(&s, w->zctx, &o, err)))
         return rc;
     static const char *const which[] = {"in", "pub", "fetch"};

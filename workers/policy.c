@@ -169,12 +169,21 @@ int gb_policy_main(gb_worker *w, gb_error *err)
         (rc = gb_registry_lookup(w->registry, "params/0/fetch", p.fetch_ep, sizeof p.fetch_ep,
                                  tmo, err)))
         goto done;
+    /* A parameter version is this model's flat buffer: the subscriber refuses larger ones;
+     * frames are bounded by what the service takes (parameters.chunk_bytes, runtime/params.h) */
+    const gb_param_entry *layout;
+    int nlayout;
+    uint64_t model_bytes;
+    gb_torch_model_layout(p.model, &layout, &nlayout, &model_bytes);
     gb_param_subscriber_opts po = {.pub_endpoint = p.pub_ep,
                                    .fetch_endpoint = p.fetch_ep,
                                    .timeout_ms = 2000,
                                    .recheck_ms = 500,
                                    .role = w->role,
-                                   .index = w->index};
+                                   .index = w->index,
+                                   .chunk_bytes = (uint64_t)cfg->parameters.chunk_bytes,
+                                   .max_bytes = model_bytes,
+                                   .max_entries = nlayout};
     if ((rc = gb_param_subscriber_open(&p.sub, w->zctx, &po, err)))
         goto done;
     rc = gb_param_subscriber_wait(p.sub, 0, tmo, err);
@@ -190,6 +199,11 @@ int gb_policy_main(gb_worker *w, gb_error *err)
     char ep[GB_REGISTRY_ENDPOINT_MAX], name[64];
     if ((rc = gb_worker_endpoint(w, "inference", ep, sizeof ep, err)))
         goto done;
+    /* A request holds one group of an actor's ring, at most all its copies' observations: a
+     * client sending a larger frame is disconnected before it is read */
+    uint64_t obs_bytes = gb_dtype_size(p.space.obs_dtype);
+    for (int d = 0; d < p.space.obs_ndim; d++)
+        obs_bytes *= (uint64_t)p.space.obs_shape[d];
     gb_infer_server_opts so = {.endpoint = ep,
                                .max_batch_rows = (int)cfg->policy.max_batch_rows,
                                .max_wait_ms = cfg->policy.max_wait_ms,
@@ -198,7 +212,9 @@ int gb_policy_main(gb_worker *w, gb_error *err)
                                .fn = infer,
                                .user = &p,
                                .pipelined = (int)cfg->policy.pipelined,
-                               .between = apply_staged};
+                               .between = apply_staged,
+                               .max_frame = (uint64_t)cfg->actors.envs_per_actor *
+                                            (uint64_t)spec.agents * obs_bytes};
     if ((rc = gb_infer_server_open(&server, w->zctx, &so, err)))
         goto done;
     if (pthread_create(&thread, NULL, param_thread, &p) != 0) {

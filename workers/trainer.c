@@ -82,10 +82,15 @@ static int check_chunk(trainer *t, const gb_wire_msg *m, int *row)
     int ok = m->hdr.role == GB_ROLE_ACTOR && m->hdr.index >= 0 &&
              m->hdr.index < t->w->cfg->actors.count &&
              gb_chunk_matches(&t->layout, m->hdr.tensors, m->hdr.ntensors);
-    if (ok)
+    if (ok) {
         *row = gb_trainer_books_take(t->books, m->hdr.index, m->hdr.seq);
-    else
-        atomic_fetch_add(&t->rejected_chunks, 1);
+        return 1;
+    }
+    long long k = atomic_fetch_add(&t->rejected_chunks, 1) + 1;
+    if (gb_log_due((uint64_t)k))
+        GB_WARN("trainer: refused a sample from %s %d: not one of the run's %lld actors, or not "
+                "in this run's chunk layout (%lld such so far; chunks_rejected)",
+                gb_role_name(m->hdr.role), m->hdr.index, (long long)t->w->cfg->actors.count, k);
     return ok;
 }
 
@@ -156,9 +161,11 @@ static void *ingest_main(void *arg)
     int ending = 0; /* the launcher said the run is ending (gb_worker_run_ending) */
     while (!gb_worker_stopping(w)) {
         look_for_end(t, &ending);
-        /* Take what is waiting (at least one, waiting up to 100 ms for it). */
+        /* Take what is waiting (at least one, waiting up to 100 ms for it), at most
+         * INGEST_BATCH messages a round, refused ones included: a stream of refused chunks
+         * (all non-finite, forged) must not keep this thread from seeing the run end. */
         int n = 0;
-        while (n < INGEST_BATCH) {
+        for (int taken = 0; n < INGEST_BATCH && taken < INGEST_BATCH; taken++) {
             int rc = gb_sample_recv(t->samples, &msgs[n], n == 0 ? 100 : 0, err);
             if (rc == GB_EAGAIN)
                 break;

@@ -79,7 +79,7 @@ static inline int pt_service_main(void *arg)
     snprintf(in, sizeof in, "ipc://%s/params-in", a->dir);
     snprintf(pub, sizeof pub, "ipc://%s/params-pub", a->dir);
     snprintf(fetch, sizeof fetch, "ipc://%s/params-fetch", a->dir);
-    gb_param_service_opts o = {in, pub, fetch, a->pub_hwm, GB_ROLE_PARAMS, 0, 0};
+    gb_param_service_opts o = {in, pub, fetch, a->pub_hwm, GB_ROLE_PARAMS, 0, 0, 0};
     gb_param_service *s;
     if (gb_param_service_open(&s, ctx, &o, &err)) {
         fprintf(stderr, "service: %s\n", err.msg);

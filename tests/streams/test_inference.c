@@ -77,7 +77,7 @@ static int server_main(void *arg)
     static policy pol;
     pol.index = a->index;
     gb_infer_server_opts o = {ep, 64, 2.0, GB_ROLE_POLICY, a->index, policy_fn, &pol, a->pipelined,
-                              NULL};
+                              NULL, 0};
     gb_infer_server *s;
     if (gb_infer_server_open(&s, ctx, &o, &err)) {
         fprintf(stderr, "server %d: %s\n", a->index, err.msg);
@@ -117,7 +117,7 @@ static int client_main(void *arg)
     const char *eps[NSERVERS];
     for (int i = 0; i < NSERVERS; i++)
         eps[i] = a->eps[i];
-    gb_infer_client_opts o = {eps, NSERVERS, 10000, GB_ROLE_ACTOR, a->index};
+    gb_infer_client_opts o = {eps, NSERVERS, 10000, GB_ROLE_ACTOR, a->index, 0};
     gb_infer_client *c;
     if (gb_infer_client_open(&c, ctx, &o, &err)) {
         fprintf(stderr, "client %d: %s\n", a->index, err.msg);
@@ -250,11 +250,11 @@ static void test_batching(void)
     static policy pol;
     pol.index = 0;
     gb_infer_server_opts so = {"inproc://batching", 10, 60000.0, GB_ROLE_POLICY, 0, policy_fn,
-                               &pol, 0,         NULL};
+                               &pol, 0,         NULL, 0};
     gb_infer_server *s;
     CHECK_OK(gb_infer_server_open(&s, ctx, &so, &err));
     const char *ep[1] = {"inproc://batching"};
-    gb_infer_client_opts co = {ep, 1, 5000, GB_ROLE_ACTOR, 0};
+    gb_infer_client_opts co = {ep, 1, 5000, GB_ROLE_ACTOR, 0, 0};
     gb_infer_client *c;
     CHECK_OK(gb_infer_client_open(&c, ctx, &co, &err));
     float obs[16 * 3];
@@ -342,7 +342,7 @@ static void test_timeout(void)
     st_tmpdir(dir, sizeof dir);
     snprintf(ep, sizeof ep, "ipc://%s/nobody", dir);
     const char *eps[1] = {ep};
-    gb_infer_client_opts co = {eps, 1, 200, GB_ROLE_ACTOR, 0};
+    gb_infer_client_opts co = {eps, 1, 200, GB_ROLE_ACTOR, 0, 0};
     gb_infer_client *c;
     CHECK_OK(gb_infer_client_open(&c, ctx, &co, &err));
     float obs[3] = {1, 2, 3};
@@ -358,7 +358,7 @@ static void test_timeout(void)
     /* a server that accepts but never answers: the reply timeout, then a late reply is stale */
     static policy pol;
     snprintf(ep, sizeof ep, "ipc://%s/slow", dir);
-    gb_infer_server_opts so = {ep, 8, 0, GB_ROLE_POLICY, 0, policy_fn, &pol, 0, NULL};
+    gb_infer_server_opts so = {ep, 8, 0, GB_ROLE_POLICY, 0, policy_fn, &pol, 0, NULL, 0};
     gb_infer_server *s;
     CHECK_OK(gb_infer_server_open(&s, ctx, &so, &err));
     gb_infer_client *c2;
@@ -405,11 +405,12 @@ static void test_unsent_reply(void)
     gb_error err;
     void *ctx = zmq_ctx_new();
     static vanish v;
-    gb_infer_server_opts so = {"inproc://vanish", 8, 0, GB_ROLE_POLICY, 0, vanish_fn, &v, 0, NULL};
+    gb_infer_server_opts so = {"inproc://vanish", 8, 0, GB_ROLE_POLICY, 0, vanish_fn, &v, 0, NULL,
+                               0};
     gb_infer_server *s;
     CHECK_OK(gb_infer_server_open(&s, ctx, &so, &err));
     const char *ep[1] = {"inproc://vanish"};
-    gb_infer_client_opts co = {ep, 1, 5000, GB_ROLE_ACTOR, 0};
+    gb_infer_client_opts co = {ep, 1, 5000, GB_ROLE_ACTOR, 0, 0};
     float obs[3] = {1, 2, 3};
     const void *data[1] = {obs};
     gb_tensor_desc d = obs_desc(1, 3);

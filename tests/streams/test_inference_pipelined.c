@@ -150,7 +150,7 @@ static gb_infer_server *open_server(void *ctx, const char *ep, int max_rows, dou
 {
     gb_error err;
     gb_infer_server_opts o = {ep,   max_rows, wait_ms,   GB_ROLE_POLICY, 0, slow_fn,
-                              pol, pipelined, slow_between};
+                              pol, pipelined, slow_between, 0};
     gb_infer_server *s = NULL;
     CHECK_OK(gb_infer_server_open(&s, ctx, &o, &err));
     return s;
@@ -160,7 +160,7 @@ static gb_infer_client *open_client(void *ctx, const char *ep, int index)
 {
     gb_error err;
     const char *eps[1] = {ep};
-    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, index};
+    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, index, 0};
     gb_infer_client *c = NULL;
     CHECK_OK(gb_infer_client_open(&c, ctx, &co, &err));
     return c;
@@ -218,7 +218,7 @@ static void *client_main(void *arg)
     client_thread *a = arg;
     gb_error err;
     const char *eps[1] = {a->ep};
-    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, a->index};
+    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, a->index, 0};
     gb_infer_client *c;
     if (gb_infer_client_open(&c, a->ctx, &co, &err)) {
         a->bad = 1;

@@ -49,7 +49,7 @@ static int server_main(void *arg)
     gb_error err;
     void *ctx = zmq_ctx_new();
     gb_infer_server_opts o = {a->endpoint, 256, 1.0, GB_ROLE_POLICY, a->index, double_fn, NULL,
-                              0, NULL};
+                              0, NULL, 0};
     gb_infer_server *s;
     if (gb_infer_server_open(&s, ctx, &o, &err)) {
         fprintf(stderr, "server: %s\n", err.msg);
@@ -261,7 +261,7 @@ static void valid_request(void *ctx, const char *endpoint)
 {
     gb_error err;
     const char *eps[1] = {endpoint};
-    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, 0};
+    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, 0, 0};
     gb_infer_client *c;
     CHECK_OK(gb_infer_client_open(&c, ctx, &co, &err));
     float obs[5 * 2];

@@ -46,7 +46,8 @@ static int sub_main(void *arg)
     sub_arg *a = arg;
     gb_error err;
     void *ctx = zmq_ctx_new();
-    gb_param_subscriber_opts o = {a->pub, a->fetch, 2000, 200, 4, 0, GB_ROLE_POLICY, a->index};
+    gb_param_subscriber_opts o = {a->pub, a->fetch, 2000, 200, 4, 0, GB_ROLE_POLICY, a->index,
+                                  0, 0, 0};
     gb_param_subscriber *s;
     if (gb_param_subscriber_open(&s, ctx, &o, &err)) {
         fprintf(stderr, "subscriber: %s\n", err.msg);
@@ -302,13 +303,13 @@ static void test_pub_drops_repaired(void)
     snprintf(pub, sizeof pub, "ipc://%s/pub", dir);
     snprintf(fetch, sizeof fetch, "ipc://%s/fetch", dir);
     void *ctx = zmq_ctx_new();
-    gb_param_service_opts so = {in, pub, fetch, 2, GB_ROLE_PARAMS, 0, 0};
+    gb_param_service_opts so = {in, pub, fetch, 2, GB_ROLE_PARAMS, 0, 0, 0};
     svc_thread t = {0};
     atomic_init(&t.stop, 0);
     CHECK_OK(gb_param_service_open(&t.s, ctx, &so, &err));
     pthread_t th;
     pthread_create(&th, NULL, svc_run, &t);
-    gb_param_subscriber_opts o = {pub, fetch, 2000, 200, 4, 2, GB_ROLE_POLICY, 0};
+    gb_param_subscriber_opts o = {pub, fetch, 2000, 200, 4, 2, GB_ROLE_POLICY, 0, 0, 0, 0};
     gb_param_subscriber *s;
     CHECK_OK(gb_param_subscriber_open(&s, ctx, &o, &err));
     CHECK_EQ_INT(gb_param_subscriber_poll(s, 200, &err), 0); /* connected; nothing yet */

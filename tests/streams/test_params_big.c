@@ -18,7 +18,8 @@ static int big_sub_main(void *arg)
     big_sub *a = arg;
     gb_error err;
     void *ctx = zmq_ctx_new();
-    gb_param_subscriber_opts o = {a->pub, a->fetch, 10000, 500, 4, 0, GB_ROLE_POLICY, a->index};
+    gb_param_subscriber_opts o = {a->pub, a->fetch, 10000, 500, 4, 0, GB_ROLE_POLICY, a->index,
+                                  0, 0, 0};
     gb_param_subscriber *s;
     if (gb_param_subscriber_open(&s, ctx, &o, &err)) {
         fprintf(stderr, "subscriber: %s\n", err.msg);

@@ -33,9 +33,9 @@ static void setup(fixture *f, int stall_ms)
     snprintf(pub, sizeof pub, "ipc://%s/pub", f->dir);
     snprintf(fetch, sizeof fetch, "ipc://%s/fetch", f->dir);
     f->ctx = zmq_ctx_new();
-    gb_param_service_opts so = {in, pub, fetch, 0, GB_ROLE_PARAMS, 0, stall_ms};
+    gb_param_service_opts so = {in, pub, fetch, 0, GB_ROLE_PARAMS, 0, stall_ms, 0};
     CHECK_OK(gb_param_service_open(&f->svc, f->ctx, &so, &err));
-    gb_param_subscriber_opts o = {pub, fetch, 2000, 100, 4, 0, GB_ROLE_POLICY, 0};
+    gb_param_subscriber_opts o = {pub, fetch, 2000, 100, 4, 0, GB_ROLE_POLICY, 0, 0, 0, 0};
     CHECK_OK(gb_param_subscriber_open(&f->sub, f->ctx, &o, &err));
     gb_param_publisher_opts po = {in, CHUNK, 5000, GB_ROLE_TRAINER, 0};
     CHECK_OK(gb_param_publisher_open(&f->real, f->ctx, &po, &err));
@@ -190,7 +190,7 @@ static void test_late_join_after_forgery(void)
     snprintf(pub, sizeof pub, "%s", gb_param_service_endpoint(f.svc, "pub"));
     snprintf(fetch, sizeof fetch, "%s", gb_param_service_endpoint(f.svc, "fetch"));
     gb_param_subscriber_close(f.sub);
-    gb_param_subscriber_opts o = {pub, fetch, 2000, 100, 4, 0, GB_ROLE_POLICY, 1};
+    gb_param_subscriber_opts o = {pub, fetch, 2000, 100, 4, 0, GB_ROLE_POLICY, 1, 0, 0, 0};
     CHECK_OK(gb_param_subscriber_open(&f.sub, f.ctx, &o, &err));
     TEST_WAIT_UNTIL(pump(&f) && sub_has(&f, 2), 20000);
     CHECK(sub_has(&f, 2));

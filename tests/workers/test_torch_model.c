@@ -85,6 +85,36 @@ static void test_act_ppo_discrete(void)
     gb_torch_model_destroy(m);
 }
 
+/* An environment's NaN observation in one row of a batch: the batch still succeeds (libtorch's
+ * multinomial threw on the NaN probabilities, failing every actor's rows with it), the row gets a
+ * valid action and a non-finite log-probability (its chunk is refused at the trainer), and the
+ * other rows are as without it. */
+static void test_act_ppo_nan_row(void)
+{
+    gb_error err = {0};
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "ppo", "") == 0);
+    gb_torch_space sp = discrete_space();
+    gb_torch_model *m = NULL;
+    CHECK_OK(gb_torch_model_create(&cfg, &sp, 7, &m, &err));
+    if (!m)
+        return;
+    enum { ROWS = 16 };
+    float obs[ROWS * 4];
+    fill(obs, ROWS * 4, 3);
+    obs[5 * 4 + 2] = NAN;
+    int64_t a[ROWS];
+    float logp[ROWS];
+    gb_torch_act_out out = {a, logp, NULL, NULL};
+    CHECK_OK(gb_torch_model_act(m, obs, ROWS, 0, 0.0, &out, &err));
+    for (int i = 0; i < ROWS; i++) {
+        CHECK(a[i] >= 0 && a[i] < 3);
+        CHECK_MSG(i == 5 ? !isfinite(logp[i]) : isfinite(logp[i]) && logp[i] <= 0,
+                  "row %d: logp %g", i, (double)logp[i]);
+    }
+    gb_torch_model_destroy(m);
+}
+
 /* Two models with different seeds differ; after export -> import they agree bit for bit. */
 static void roundtrip(const char *algo, gb_torch_space sp)
 {
@@ -538,6 +568,7 @@ int main(int argc, char **argv)
     if (gb_torch_set_threads(1, &err) != 0)
         fprintf(stderr, "set_threads: %s\n", err.msg);
     TEST_RUN(test_act_ppo_discrete);
+    TEST_RUN(test_act_ppo_nan_row);
     TEST_RUN(test_roundtrip_ppo);
     TEST_RUN(test_roundtrip_ppo_box);
     TEST_RUN(test_roundtrip_dqn);

@@ -241,10 +241,17 @@ extern "C" int gb_torch_model_act(gb_torch_model *m, const void *obs, int64_t n,
                 torch::from_blob(out->q, {n, sp.n_actions}, torch::kFloat32).copy_(q);
         } else if (m->algo == GB_ALGO_PPO && sp.discrete) {
             torch::Tensor logits = h.logits.to(torch::kCPU).to(torch::kFloat32);
-            if (deterministic)
+            if (deterministic) {
                 a = logits.argmax(1);
-            else
-                a = torch::multinomial(torch::softmax(logits, -1), 1, true, m->gen).squeeze(1);
+            } else {
+                // A row whose logits are not finite (an environment's NaN observation) would
+                // make multinomial throw and fail the whole batch, every actor's rows with it:
+                // it is sampled uniformly instead and keeps its non-finite log-probability, so
+                // its chunk is refused at the trainer (gb_chunk_nonfinite) and counted.
+                torch::Tensor finite = torch::isfinite(logits).all(1, true);
+                torch::Tensor usable = torch::where(finite, logits, torch::zeros_like(logits));
+                a = torch::multinomial(torch::softmax(usable, -1), 1, true, m->gen).squeeze(1);
+            }
             logp = categorical_logp(logits, a);
             value = h.value.to(torch::kCPU).to(torch::kFloat32);
         } else if (m->algo == GB_ALGO_PPO) {

@@ -1,0 +1,191 @@
+/* tests/launch/probe.c: a helper for the launch tests that look at a live or finished run from
+ * outside, as another process on the machine could.
+ *   probe forge ENDPOINT T OBS_DIM ACTORS
+ *       sends to a trainer's sample ENDPOINT what no actor of the run sends: garbage bytes, a
+ *       well-formed chunk (T steps of OBS_DIM float32 observations, discrete actions: the run's
+ *       layout) from actor ACTORS (one past the run's last), a chunk from actor 0 with one more
+ *       observation value than the layout has, and a frame larger than any chunk's; then waits
+ *       for the trainer to drop the connection that carried the oversized frame. Exit 0 when
+ *       all was sent and that connection was dropped.
+ *   probe steps DIR
+ *       prints the number of valid steps (rows with valid = 1) in every dataset file under DIR
+ *       (what `gearbox run --record DIR` wrote: every chunk the trainers received). */
+#include "replay/formats/dataset.h"
+#include "runtime/chunk.h"
+#include "runtime/clock.h"
+#include "runtime/sample.h"
+#include "runtime/wire.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#define WAIT_S 10.0
+
+static void *raw_push(void *ctx, const char *ep, void **monitor)
+{
+    void *s = zmq_socket(ctx, ZMQ_PUSH);
+    int linger = 5000;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    if (monitor) {
+        zmq_socket_monitor(s, "inproc://probe-monitor", ZMQ_EVENT_DISCONNECTED);
+        *monitor = zmq_socket(ctx, ZMQ_PAIR);
+        zmq_connect(*monitor, "inproc://probe-monitor");
+    }
+    if (zmq_connect(s, ep) != 0) {
+        fprintf(stderr, "probe: connect %s: %s\n", ep, zmq_strerror(zmq_errno()));
+        exit(1);
+    }
+    return s;
+}
+
+/* Sends one chunk of layout l (zeros) from actor index. Returns 0 or the error. */
+static int send_chunk(void *ctx, const char *ep, const gb_chunk_layout *l, int index)
+{
+    gb_error err = {0};
+    const char *eps[1] = {ep};
+    gb_sample_sender_opts o = {.endpoints = eps, .n_endpoints = 1, .hwm = 16,
+                               .send_timeout_ms = 5000, .role = GB_ROLE_ACTOR, .index = index};
+    gb_sample_sender *s;
+    int rc = gb_sample_sender_open(&s, ctx, &o, &err);
+    if (rc)
+        goto out;
+    unsigned char *block = calloc(1, l->block_bytes);
+    gb_wire_payload p[GB_CHUNK_NCOLS];
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+        p[c] = (gb_wire_payload){block + l->offset[c], NULL, NULL, NULL};
+    rc = block ? gb_sample_send(s, 0, l->desc, p, GB_CHUNK_NCOLS, &err)
+               : gb_error_set(&err, GB_ENOMEM, "out of memory");
+    gb_sample_sender_close(s); /* lingers until it is delivered */
+    free(block);
+out:
+    if (rc)
+        fprintf(stderr, "probe: chunk from actor %d: %s\n", index, err.msg);
+    return rc;
+}
+
+static int forge(const char *ep, long long T, long long obs_dim, int actors)
+{
+    gb_error err = {0};
+    void *ctx = zmq_ctx_new();
+    int failed = 0;
+
+    /* garbage: one frame that is no wire header */
+    void *g = raw_push(ctx, ep, NULL);
+    char junk[64];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (char)(i * 37 + 11);
+    failed |= zmq_send(g, junk, sizeof junk, 0) < 0;
+    zmq_close(g);
+    printf("sent garbage bytes\n");
+
+    /* well-formed chunks the run's trainers must not take */
+    gb_chunk_layout l, wrong;
+    int64_t shape[1] = {obs_dim}, wider[1] = {obs_dim + 1};
+    if (gb_chunk_layout_init(&l, T, GB_DTYPE_FLOAT32, 1, shape, 1, 1, &err) ||
+        gb_chunk_layout_init(&wrong, T, GB_DTYPE_FLOAT32, 1, wider, 1, 1, &err)) {
+        fprintf(stderr, "probe: %s\n", err.msg);
+        return 1;
+    }
+    failed |= send_chunk(ctx, ep, &l, actors) != 0;
+    printf("sent a chunk from actor %d (no such actor)\n", actors);
+    failed |= send_chunk(ctx, ep, &wrong, 0) != 0;
+    printf("sent a chunk of %lld-value observations from actor 0\n", obs_dim + 1);
+
+    /* a frame larger than any chunk's: the trainer drops the connection before reading it */
+    void *mon;
+    void *big = raw_push(ctx, ep, &mon);
+    gb_wire_header h;
+    gb_wire_header_init(&h, GB_MSG_SAMPLE, GB_ROLE_ACTOR, 0);
+    h.ntensors = 1;
+    int64_t n = (int64_t)l.block_bytes + (4 << 20);
+    gb_wire_set_tensor(&h.tensors[0], "obs", GB_DTYPE_UINT8, 1, &n, &err);
+    void *bytes = calloc(1, (size_t)n);
+    gb_wire_payload p = {bytes, NULL, NULL, NULL};
+    if (!bytes || gb_wire_send(big, NULL, 0, &h, &p, 0, &err)) {
+        fprintf(stderr, "probe: oversized frame: %s\n", bytes ? err.msg : "out of memory");
+        failed = 1;
+    }
+    int dropped = 0;
+    for (double end = gb_now_s() + WAIT_S; !dropped && gb_now_s() < end;) {
+        zmq_pollitem_t it = {mon, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 100) > 0) {
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            if (zmq_msg_recv(&m, mon, 0) >= 0) {
+                uint16_t ev = 0;
+                memcpy(&ev, zmq_msg_data(&m), sizeof ev);
+                dropped = ev == ZMQ_EVENT_DISCONNECTED;
+                while (zmq_msg_more(&m) && zmq_msg_recv(&m, mon, 0) >= 0)
+                    ;
+            }
+            zmq_msg_close(&m);
+        }
+    }
+    printf("sent a %lld-byte frame: %s\n", (long long)n,
+           dropped ? "the trainer dropped the connection" : "the connection stayed up");
+    free(bytes);
+    zmq_socket_monitor(big, NULL, 0);
+    zmq_close(mon);
+    int zero = 0;
+    zmq_setsockopt(big, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(big);
+    zmq_ctx_term(ctx);
+    return failed || !dropped;
+}
+
+static int steps(const char *dir)
+{
+    gb_error err = {0};
+    char **paths;
+    int n;
+    if (gb_dataset_list(dir, &paths, &n, &err)) {
+        fprintf(stderr, "probe: %s\n", err.msg);
+        return 1;
+    }
+    long long total = 0;
+    for (int i = 0; i < n; i++) {
+        gb_dataset_reader *r;
+        if (gb_dataset_reader_open(&r, paths[i], &err)) {
+            fprintf(stderr, "probe: %s\n", err.msg);
+            return 1;
+        }
+        const gb_dataset_schema *s = gb_dataset_reader_schema(r);
+        int v = -1;
+        for (int c = 0; c < s->ncolumns; c++)
+            if (strcmp(s->columns[c].name, "valid") == 0)
+                v = c;
+        if (v < 0 || s->columns[v].dtype != GB_DTYPE_UINT8) {
+            fprintf(stderr, "probe: %s has no uint8 column 'valid'\n", paths[i]);
+            return 1;
+        }
+        uint64_t bytes = gb_dataset_column_bytes(s, v);
+        unsigned char *valid = malloc(bytes);
+        void *dst[GB_REPLAY_MAX_COLUMNS] = {0};
+        dst[v] = valid;
+        for (int64_t k = 0; valid && k < gb_dataset_reader_count(r); k++) {
+            if (gb_dataset_reader_read(r, k, dst, NULL, NULL, &err)) {
+                fprintf(stderr, "probe: %s\n", err.msg);
+                return 1;
+            }
+            for (uint64_t b = 0; b < bytes; b++)
+                total += valid[b] != 0;
+        }
+        free(valid);
+        gb_dataset_reader_close(r);
+    }
+    free(paths);
+    printf("%lld\n", total);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 6 && strcmp(argv[1], "forge") == 0)
+        return forge(argv[2], atoll(argv[3]), atoll(argv[4]), atoi(argv[5]));
+    if (argc == 3 && strcmp(argv[1], "steps") == 0)
+        return steps(argv[2]);
+    fprintf(stderr, "usage: probe forge ENDPOINT T OBS_DIM ACTORS | probe steps DIR\n");
+    return 2;
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# tests/launch/run_forged_chunks.sh: a process on the machine writes to a live run's sample
+# socket (the trainer's, found in the run directory's sockets/): garbage bytes, a well-formed
+# chunk from an actor the run does not have, a chunk of the wrong layout from actor 0, and a
+# frame larger than any chunk (tests/launch/probe.c). The trainer refuses and counts the three
+# messages (summary.json samples.rejected, outside the ledger), drops the connection of the
+# oversized frame before reading it, and the run finishes normally: exit 0 at its time budget,
+# learning on, every chunk its actors sent received (the ledger balances).
+# usage: run_forged_chunks.sh GEARBOX CONFIG PROBE WORK_DIR
+set -u
+gearbox=$1 config=$2 probe=$3 work=$4
+. "$(dirname "$0")/run_lib.sh"
+rm -rf "$work"; mkdir -p "$work"
+run="$work/run"
+# ends at max_seconds (exit 0), never solved first: the probe must find the run alive
+"$gearbox" run "$config" --run-dir "$run" --set experiment.max_seconds=25 \
+  --set experiment.max_env_steps=0 --set experiment.target_return=1e9 \
+  --set launch.progress=off > "$work/out.log" 2>&1 &
+launcher=$!
+wait_for_log "$run/logs/actor-0.log" "actor: " 60 || fail "the run did not start"
+ep="ipc://$run/sockets/trainer-0-samples"
+[ -S "$run/sockets/trainer-0-samples" ] || fail "no trainer sample socket in $run/sockets"
+# the run's chunk length and actor count, from its resolved config
+actors_key() { awk -v k="$1" '/^[a-z]/ {s = $1} s == "actors:" && $1 == k":" {print $2}' "$run/config.yaml"; }
+T=$(actors_key chunk_len) actors=$(actors_key count)
+[ -n "$T" ] && [ -n "$actors" ] || fail "no actors.chunk_len/count in $run/config.yaml"
+"$probe" forge "$ep" "$T" 4 "$actors" || fail "the probe could not send everything, or the trainer kept the oversized frame's connection"
+wait "$launcher"; status=$?
+tail -3 "$work/out.log"
+s="$run/summary.json"
+[ -s "$s" ] || fail "no summary.json"
+reason=$(json_get "$s" exit_reason) rejected=$(json_get "$s" rejected)
+echo "exit $status, $reason, $rejected messages rejected"
+[ "$status" -eq 0 ] || fail "exit status $status ($(json_get "$s" error))"
+[ "$reason" = max_seconds ] || fail "exit_reason $reason"
+[ "$rejected" -ge 3 ] || fail "the trainer counted $rejected rejected messages, expected >= 3"
+[ "$(json_get "$s" train_steps)" -gt 0 ] || fail "no training"
+grep -q "refused a sample from actor $actors" "$run/logs/trainer-0.log" ||
+  fail "the trainer did not say it refused the forged chunk"
+check_ledger "$s"
+[ -z "$(run_processes "$run")" ] || fail "workers still running after the run ended"
+echo "1 passed, 0 failed"
