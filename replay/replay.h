@@ -78,7 +78,10 @@ typedef struct gb_replay_options {
     int ncolumns;
     gb_replay_column columns[GB_REPLAY_MAX_COLUMNS];
 
-    gb_remover_kind remover;   /* who leaves when full; MAX_TIMES_SAMPLED evicts FIFO when full */
+    gb_remover_kind remover;   /* who leaves when full; MAX_TIMES_SAMPLED evicts FIFO when full;
+                                  NONE: nobody: inserts wait for room (a queue: on-policy data
+                                  is never dropped unsampled, and the writers are held back
+                                  instead); needs max_times_sampled >= 1 */
     int64_t max_times_sampled; /* > 0: an item leaves after this many samples (any remover) */
     gb_selector_kind selector; /* the primary selector: what a request gets by default */
     const gb_replay_selector_ops *selector_ops; /* NULL = the built-in one for `selector`; else
@@ -211,8 +214,10 @@ void gb_replay_free(gb_replay *r);
  * free, up to timeout_s (< 0: the replay's timeout; 0: don't block). When fewer than n blocks are
  * free, the remover evicts committed items now (items being written are never candidates, so a
  * batch of n reserves n blocks at once: with a LIFO or lowest-priority remover this differs from n
- * separate inserts); when the only candidates are pinned, it waits for their readers. All or
- * nothing: on error no block is taken (items already evicted stay evicted). Returns 0,
+ * separate inserts); when the only candidates are pinned, it waits for their readers. With remover
+ * NONE nothing is evicted: it waits until committed plus written items leave room for n under
+ * max_size (items leave by max_times_sampled or the staleness floor). All or nothing: on error no
+ * block is taken (items already evicted stay evicted). Returns 0,
  * GB_ETIMEOUT, GB_ECLOSED or GB_EINVAL. */
 int gb_replay_allocate(gb_replay *r, int64_t n, int64_t *idx, double timeout_s, gb_error *err);
 

@@ -107,13 +107,17 @@ int gb_replay_validate(const gb_replay_options *o, gb_error *err)
         if (!gb_dtype_valid((int)o->columns[c].dtype) || column_elem_bytes(&o->columns[c]) == 0)
             return gb_error_set(err, GB_EINVAL, "replay: column %d ('%s') has no bytes", c,
                                 o->columns[c].name);
-    if ((int)o->remover < GB_REMOVER_FIFO || (int)o->remover > GB_REMOVER_MAX_TIMES_SAMPLED)
+    if ((int)o->remover < GB_REMOVER_FIFO || (int)o->remover > GB_REMOVER_NONE)
         return gb_error_set(err, GB_EINVAL, "replay: unknown remover %d", (int)o->remover);
     if (o->max_times_sampled < 0)
         return gb_error_set(err, GB_EINVAL, "replay: max_times_sampled must be >= 0");
     if (o->remover == GB_REMOVER_MAX_TIMES_SAMPLED && o->max_times_sampled < 1)
         return gb_error_set(err, GB_EINVAL,
                             "replay: the max_times_sampled remover needs max_times_sampled >= 1");
+    if (o->remover == GB_REMOVER_NONE && o->max_times_sampled < 1)
+        return gb_error_set(err, GB_EINVAL,
+                            "replay: remover none needs max_times_sampled >= 1: nothing else "
+                            "empties a full store, so its inserts would wait forever");
     /* With selector_ops too: the kind says which requests the replacement answers. */
     if ((int)o->selector < 0 || (int)o->selector >= GB_REPLAY_SELECTORS)
         return gb_error_set(err, GB_EINVAL, "replay: unknown selector %d", (int)o->selector);

@@ -16,6 +16,13 @@ static int insert_blocked(gb_replay *r, int64_t n, int rate_ok, double waited, g
                             (unsigned long long)(r->c->inserts + (uint64_t)r->writing),
                             r->rl.samples_per_insert, (unsigned long long)r->c->samples,
                             r->rl.max_diff);
+    if (r->opt.remover == GB_REMOVER_NONE)
+        return gb_error_set(err, GB_ETIMEOUT,
+                            "replay: allocate of %lld timed out after %.3f s: the store is full "
+                            "(remover none: %lld committed and %lld being written of max_size "
+                            "%lld; inserts wait for samples or the staleness floor to make room)",
+                            (long long)n, waited, (long long)r->st.size, (long long)r->writing,
+                            (long long)r->max_size);
     return gb_error_set(err, GB_ETIMEOUT,
                         "replay: allocate of %lld timed out after %.3f s: no free block (%lld free, "
                         "%lld being written, %lld removed but still pinned by readers, %lld "
@@ -42,10 +49,18 @@ int gb_replay_allocate(gb_replay *r, int64_t n, int64_t *idx, double timeout_s, 
                                               r->c->deletes, r->c->samples, n);
         if (rate_ok) {
             /* Evict only what cannot come back otherwise: blocks of removed-but-pinned items
-             * return when their readers release them. */
-            while (r->free_count + r->retired_pinned < n && r->st.size > 0)
-                gb_index_remove(r, gb_index_victim(r), GB_REMOVE_EVICT);
-            if (r->free_count >= n) {
+             * return when their readers release them. Remover none evicts nothing: the insert
+             * waits until items leave by sampling or the staleness floor (max_size bounds the
+             * committed and the written items together, so commit never evicts either). */
+            int fits;
+            if (r->opt.remover == GB_REMOVER_NONE) {
+                fits = r->free_count >= n && r->max_size - r->st.size - r->writing >= n;
+            } else {
+                while (r->free_count + r->retired_pinned < n && r->st.size > 0)
+                    gb_index_remove(r, gb_index_victim(r), GB_REMOVE_EVICT);
+                fits = r->free_count >= n;
+            }
+            if (fits) {
                 for (int64_t k = 0; k < n; k++) {
                     int64_t i = r->freeq[r->free_head];
                     r->free_head = r->free_head + 1 == r->capacity ? 0 : r->free_head + 1;

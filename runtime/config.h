@@ -50,6 +50,7 @@ typedef enum {
     GB_REMOVER_LIFO = 1,
     GB_REMOVER_LOWEST_PRIORITY = 2,
     GB_REMOVER_MAX_TIMES_SAMPLED = 3,
+    GB_REMOVER_NONE = 4, /* nothing is evicted: inserts wait for room (a queue) */
 } gb_remover_kind;
 typedef enum {
     GB_SELECTOR_UNIFORM = 0,

@@ -30,7 +30,7 @@ static const char *const activations[] = {"tanh", "relu", "elu", "gelu", NULL};
 static const char *const algorithms[] = {"ppo", "dqn", "sac", NULL};
 static const char *const target_updates[] = {"hard", "polyak", NULL};
 static const char *const removers[] = {"fifo", "lifo", "lowest_priority", "max_times_sampled",
-                                       NULL};
+                                       "none", NULL};
 static const char *const selectors[] = {"uniform", "weighted", "fifo", "lifo", "topk", NULL};
 static const char *const transports[] = {"ipc", "tcp", NULL};
 static const char *const selections[] = {"local", "global", NULL};
@@ -167,7 +167,8 @@ const gb_config_field gb_config_fields[] = {
         "items (trajectory chunks) the replay holds"),
     INT("trainer.replay.max_size", trainer.replay.max_size, "0", 0, BIG,
         "evict above this many items (0 = capacity)"),
-    ENUM("trainer.replay.remover", trainer.replay.remover, "fifo", removers, "eviction order"),
+    ENUM("trainer.replay.remover", trainer.replay.remover, "fifo", removers,
+         "eviction order (none: nothing is evicted, ingest waits for room: a queue)"),
     INT("trainer.replay.max_times_sampled", trainer.replay.max_times_sampled, "0", 0, BIG,
         "remove an item after this many samples (0 = never)"),
     ENUM("trainer.replay.selector", trainer.replay.selector, "uniform", selectors,
@@ -250,7 +251,8 @@ const gb_config_field gb_config_fields[] = {
         "items the served replay holds (0 = the dataset's items)"),
     INT("server.replay.max_size", server.replay.max_size, "0", 0, BIG,
         "evict above this many items (0 = capacity)"),
-    ENUM("server.replay.remover", server.replay.remover, "fifo", removers, "eviction order"),
+    ENUM("server.replay.remover", server.replay.remover, "fifo", removers,
+         "eviction order (none: nothing is evicted, writers wait for room)"),
     INT("server.replay.max_times_sampled", server.replay.max_times_sampled, "0", 0, BIG,
         "remove an item after this many samples (0 = never)"),
     ENUM("server.replay.selector", server.replay.selector, "uniform", selectors,

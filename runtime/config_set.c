@@ -510,6 +510,10 @@ int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err
     if (r->remover == GB_REMOVER_MAX_TIMES_SAMPLED && r->max_times_sampled == 0)
         return fail_key(marks, "trainer.replay.max_times_sampled", err,
                         "must be positive when trainer.replay.remover is max_times_sampled");
+    if (r->remover == GB_REMOVER_NONE && r->max_times_sampled == 0)
+        return fail_key(marks, "trainer.replay.max_times_sampled", err,
+                        "must be positive when trainer.replay.remover is none (nothing else "
+                        "empties a full replay: ingest would wait forever)");
     const gb_config_trainer *tr = &cfg->trainer;
     if (tr->count > 1 && tr->batch_size % tr->count != 0)
         return fail_key(marks, "trainer.batch_size", err,

@@ -87,8 +87,6 @@ static int opt(void *sock, int name, int v, gb_error *err, const char *what)
 int gb_sample_kernel_buffer(int hwm, uint64_t chunk_bytes)
 {
     uint64_t b = (uint64_t)(hwm > 0 ? hwm : 1) * chunk_bytes;
-    if (b < 65536)
-        b = 65536;
     return b > (uint64_t)INT32_MAX ? INT32_MAX : (int)b;
 }
 

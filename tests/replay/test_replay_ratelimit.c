@@ -1,7 +1,8 @@
 /* tests/replay/test_replay_ratelimit.c: the rate limiter: min_size, samples-per-insert with an
  * error buffer (Reverb semantics, checked against a direct evaluation of the inequalities),
  * blocking and waking across threads, timeouts with clear messages, run-time changes, settings
- * that can never make progress, and close(). Never asserts on durations beyond "it returned". */
+ * that can never make progress, close(), and remover none (inserts wait for room). Never asserts
+ * on durations beyond "it returned". */
 #include "replay/replay.h"
 #include "runtime/clock.h"
 #include "test.h"
@@ -215,10 +216,75 @@ static void test_blocking(void)
     gb_replay_free(r);
 }
 
+/* Remover none: a full store evicts nothing; inserts wait until items leave by sampling
+ * (max_times_sampled) or below the staleness floor, and max_size bounds committed plus written
+ * items. An inserter blocked on the full store wakes when a sample makes room. */
+static void test_remover_none(void)
+{
+    gb_error err = {0};
+    gb_replay_options o;
+    util_options(&o, 8, 1);
+    o.remover = GB_REMOVER_NONE;
+    o.selector = GB_SELECTOR_FIFO;
+    o.timeout_s = 0;
+    CHECK(gb_replay_validate(&o, &err) == GB_EINVAL); /* nothing would ever empty it */
+    CHECK(strstr(err.msg, "max_times_sampled") != NULL);
+    o.max_times_sampled = 1;
+    o.max_size = 4;
+    gb_replay *r = NULL;
+    CHECK_OK(gb_replay_create(&o, &r, &err));
+    int64_t idx[4];
+    CHECK_OK(gb_replay_allocate(r, 3, idx, 0, &err));
+    /* three being written and one more would fit, two would not: all or nothing */
+    CHECK(gb_replay_allocate(r, 2, &idx[3], 0, &err) == GB_ETIMEOUT);
+    CHECK(strstr(err.msg, "full") != NULL);
+    int64_t version[3] = {0, 0, 1};
+    CHECK_OK(gb_replay_commit(r, 3, idx, NULL, NULL, version, &err));
+    CHECK_OK(insert1(r, 0, &err)); /* the fourth: version 0 */
+    CHECK(insert1(r, 0, &err) == GB_ETIMEOUT);
+    gb_replay_stats st;
+    gb_replay_stats_get(r, &st);
+    CHECK(st.size == 4 && st.evicted == 0 && st.free_blocks == 4);
+    /* A sample takes the oldest out (sampled once): room for one, even while still pinned. */
+    gb_replay_selection s;
+    CHECK_OK(gb_replay_selection_init(&s, 2, &err));
+    gb_replay_request q = gb_replay_request_default(1);
+    CHECK_OK(gb_replay_sample(r, &q, &s, &err));
+    CHECK_OK(insert1(r, 0, &err));
+    CHECK(insert1(r, 0, &err) == GB_ETIMEOUT);
+    gb_replay_release(r, &s);
+    /* Raising the staleness floor removes the version-0 items: room for three. */
+    q.min_policy_version = 1;
+    CHECK_OK(gb_replay_sample(r, &q, &s, &err)); /* the version-1 item */
+    gb_replay_release(r, &s);
+    gb_replay_stats_get(r, &st);
+    CHECK(st.size == 0 && st.expired == 3 && st.evicted == 0);
+    int64_t v1[4] = {1, 1, 1, 1}; /* at the floor: kept */
+    CHECK_OK(gb_replay_allocate(r, 4, idx, 0, &err));
+    CHECK_OK(gb_replay_commit(r, 4, idx, NULL, NULL, v1, &err));
+    CHECK(insert1(r, 0, &err) == GB_ETIMEOUT);
+    /* A blocked inserter wakes when a sample makes room (its version-0 item then falls below
+     * the floor at commit: counted as expired, never selectable). */
+    waiter wi = {r, 99, 0, 30.0, {0}};
+    uint64_t w0 = waits(r, 0);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, wait_thread, &wi) == 0);
+    TEST_WAIT_UNTIL(waits(r, 0) > w0, 10000); /* it is blocked */
+    CHECK_OK(gb_replay_sample(r, &q, &s, &err));
+    gb_replay_release(r, &s);
+    pthread_join(t, NULL);
+    CHECK_MSG(wi.rc == 0, "%s", wi.err.msg);
+    gb_replay_stats_get(r, &st);
+    CHECK(st.size == 3 && st.expired == 4 && st.evicted == 0);
+    gb_replay_selection_free(&s);
+    gb_replay_free(r);
+}
+
 int main(void)
 {
     TEST_RUN(test_min_size);
     TEST_RUN(test_ratio_semantics);
     TEST_RUN(test_blocking);
+    TEST_RUN(test_remover_none);
     return test_main_result();
 }

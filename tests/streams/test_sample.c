@@ -330,6 +330,61 @@ static void test_drops_counted(void)
     pair_close(&pr);
 }
 
+/* Over tcp://, a receiver that stops reading holds the sender back after about hwm chunks at
+ * each end plus what the kernel buffers (gb_sample_kernel_buffer) hold: small chunks, like
+ * CartPole DQN's 640-byte ones, must not pile up by the hundred in flight, where the trainer's
+ * rate limiter cannot see them (the learner then trains on stale data). */
+static void test_tcp_in_flight_bounded(void)
+{
+    gb_error err;
+    enum { HWM = 4, CHUNK = 640, LIMIT = 64 };
+    void *ctx = zmq_ctx_new();
+    int kb = gb_sample_kernel_buffer(HWM, CHUNK);
+    CHECK_EQ_INT(kb, HWM * CHUNK);
+    gb_sample_receiver_opts ro = {.endpoint = "tcp://127.0.0.1:*", .hwm = HWM,
+                                  .kernel_buffer = kb};
+    gb_sample_receiver *r;
+    CHECK_OK(gb_sample_receiver_open(&r, ctx, &ro, &err));
+    const char *eps[1] = {gb_sample_receiver_endpoint(r)};
+    gb_sample_sender_opts so = {.endpoints = eps, .n_endpoints = 1, .hwm = HWM,
+                               .send_timeout_ms = 50, .role = GB_ROLE_ACTOR, .index = 0,
+                               .kernel_buffer = kb};
+    gb_sample_sender *s;
+    CHECK_OK(gb_sample_sender_open(&s, ctx, &so, &err));
+    static unsigned char chunk[CHUNK];
+    gb_tensor_desc d;
+    int64_t shape[1] = {CHUNK};
+    gb_wire_set_tensor(&d, "bytes", GB_DTYPE_UINT8, 1, shape, &err);
+    /* the first send waits for the connection (ZMQ_IMMEDIATE queues nothing before it) */
+    gb_wire_payload p0 = {chunk, 0, 0, 0};
+    int accepted = 0;
+    for (int tries = 0; tries < 200 && accepted == 0; tries++)
+        accepted = gb_sample_send(s, 0, &d, &p0, 1, &err) == 0;
+    CHECK(accepted == 1);
+    for (int k = 1; k < 4 * LIMIT; k++) {
+        gb_wire_payload p = {chunk, 0, 0, 0};
+        if (gb_sample_send(s, k, &d, &p, 1, &err) != 0)
+            break;
+        accepted++;
+    }
+    CHECK_MSG(accepted <= LIMIT, "%d chunks of %d bytes in flight with hwm %d", accepted, CHUNK,
+              HWM);
+    CHECK(accepted >= HWM);
+    gb_wire_msg m;
+    gb_wire_msg_init(&m);
+    int received = 0;
+    while (gb_sample_recv(r, &m, 500, &err) == 0) {
+        received++;
+        gb_wire_msg_release(&m);
+    }
+    CHECK_EQ_INT(received, accepted);
+    fprintf(stderr, "  tcp, hwm %d, chunks of %d bytes: %d in flight before the sender waited\n",
+            HWM, CHUNK, accepted);
+    gb_sample_sender_close(s);
+    gb_sample_receiver_close(r);
+    zmq_ctx_term(ctx);
+}
+
 /* The receiver tallies chunks per sending process (index, incarnation in the seq's high bits):
  * the launcher's count of what a crashed actor sent and no trainer got. */
 static void test_tally_per_process(void)
@@ -497,6 +552,7 @@ int main(void)
 {
     TEST_RUN(test_actors_to_trainers_ipc);
     TEST_RUN(test_actors_to_trainers_tcp);
+    TEST_RUN(test_tcp_in_flight_bounded);
     TEST_RUN(test_drops_counted);
     TEST_RUN(test_tally_per_process);
     TEST_RUN(test_stats_read_while_receiving);
