@@ -13,7 +13,8 @@ export GEARBOX_RUN_TABLE="$work/table"
 run="$work/rün ☃"
 
 "$gearbox" run "$config" --run-dir "$run" --set experiment.max_seconds=10 \
-  --set experiment.target_return=1e9 --set launch.progress=off > "$work/first.log" 2>&1 &
+  --set experiment.max_env_steps=0 --set experiment.target_return=1e9 \
+  --set launch.progress=off > "$work/first.log" 2>&1 &
 first=$!
 wait_for_log "$run/logs/actor-0.log" "actor: " 60 || { cat "$work/first.log"; fail "the first run did not start"; }
 

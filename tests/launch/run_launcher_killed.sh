@@ -41,6 +41,7 @@ socks=$(find "$dead/sockets" -type s 2>/dev/null | wc -l)
 echo "the dead run left $socks socket files and $segment"
 
 "$gearbox" run "$config" --run-dir "$next" --set experiment.max_seconds=4 \
+  --set experiment.max_env_steps=0 --set experiment.target_return=1e9 \
   --set launch.progress=off > "$work/next.log" 2>&1
 status=$?
 [ "$status" -eq 0 ] || { tail -20 "$work/next.log"; fail "the next run exited $status"; }

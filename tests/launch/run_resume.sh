@@ -88,8 +88,9 @@ for _ in $(seq 50); do [ -z "$(run_processes "$crash")" ] && break; sleep 0.2; d
 [ -z "$(run_processes "$crash")" ] || fail "workers outlived the killed launcher"
 [ ! -e "$crash/summary.json" ] || fail "a killed launcher wrote summary.json"
 crashed_steps=$(tail -1 "$crash/metrics.csv" | cut -d, -f2)
-"$gearbox" run --resume "$crash" --set experiment.max_seconds=5 --set launch.progress=off \
-  > "$work/crash-resume.log" 2>&1
+# a budget of its own past the crashed run's steps (max_seconds counts the crashed time too)
+"$gearbox" run --resume "$crash" --set experiment.max_env_steps=$((crashed_steps + 20000)) \
+  --set experiment.max_seconds=240 --set launch.progress=off > "$work/crash-resume.log" 2>&1
 status=$?
 [ "$status" -eq 0 ] || { tail -5 "$work/crash-resume.log"; fail "the resume after the crash exited $status"; }
 got=$(grep -o "replay restored from .*: [0-9]* items, digest [0-9a-f]*" "$crash/logs/trainer-0.log" | tail -1)
