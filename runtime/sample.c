@@ -4,7 +4,6 @@
 #include "runtime/clock.h"
 #include "runtime/log.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -40,42 +39,7 @@ struct gb_sample_receiver {
     int rcvtimeo; /* ZMQ_RCVTIMEO now set */
     char endpoint[256];
     counter received, rejected, bytes;
-    /* per sending process: one lock per chunk, uncontended but for a report's copy */
-    pthread_mutex_t tally_lock;
-    gb_sample_tally *tally; /* [GB_SAMPLE_TALLY_MAX] */
-    int ntally;
 };
-
-/* Counts m in its sender's tally. */
-static void tally_add(gb_sample_receiver *r, const gb_wire_header *h)
-{
-    int64_t inc = (int64_t)(h->seq >> GB_SAMPLE_SEQ_BITS);
-    int64_t number = (int64_t)(h->seq & ((1ULL << GB_SAMPLE_SEQ_BITS) - 1));
-    pthread_mutex_lock(&r->tally_lock);
-    gb_sample_tally *t = NULL;
-    for (int i = r->ntally - 1; i >= 0 && !t; i--)
-        if (r->tally[i].sender == h->index && r->tally[i].incarnation == inc)
-            t = &r->tally[i];
-    if (!t && r->ntally < GB_SAMPLE_TALLY_MAX) {
-        t = &r->tally[r->ntally++];
-        *t = (gb_sample_tally){.sender = h->index, .incarnation = inc};
-    }
-    if (t) {
-        t->received++;
-        if (number > t->max_number)
-            t->max_number = number;
-    }
-    pthread_mutex_unlock(&r->tally_lock);
-}
-
-int gb_sample_receiver_tally(gb_sample_receiver *r, gb_sample_tally *out, int cap)
-{
-    pthread_mutex_lock(&r->tally_lock);
-    int n = r->ntally;
-    memcpy(out, r->tally, (size_t)(n < cap ? n : cap) * sizeof *out);
-    pthread_mutex_unlock(&r->tally_lock);
-    return n;
-}
 
 static int opt(void *sock, int name, int v, gb_error *err, const char *what)
 {
@@ -227,11 +191,6 @@ int gb_sample_receiver_open(gb_sample_receiver **out, void *zctx,
         return gb_error_set(err, GB_ENOMEM, "sample receiver: out of memory");
     int rc;
     r->rcvtimeo = -1;
-    pthread_mutex_init(&r->tally_lock, NULL);
-    if (!(r->tally = calloc(GB_SAMPLE_TALLY_MAX, sizeof *r->tally))) {
-        free(r);
-        return gb_error_set(err, GB_ENOMEM, "sample receiver: out of memory");
-    }
     r->sock = zmq_socket(zctx, ZMQ_PULL);
     if (!r->sock) {
         rc = gb_wire_zmq_error(err, "sample receiver: zmq_socket(PULL)");
@@ -266,8 +225,6 @@ void gb_sample_receiver_close(gb_sample_receiver *r)
         return;
     if (r->sock)
         zmq_close(r->sock);
-    pthread_mutex_destroy(&r->tally_lock);
-    free(r->tally);
     free(r);
 }
 
@@ -305,7 +262,6 @@ int gb_sample_recv(gb_sample_receiver *r, gb_wire_msg *m, int timeout_ms, gb_err
                 bytes += zmq_msg_size(&m->frames[t]);
             counter_add(&r->received, 1);
             counter_add(&r->bytes, bytes);
-            tally_add(r, &m->hdr);
             return 0;
         }
         if (rc == GB_EPROTO) {

@@ -81,7 +81,7 @@ typedef struct gb_sample_tally {
     int64_t sender, incarnation; /* the sender's index and process incarnation */
     int64_t received;            /* well-formed chunks received from it */
     int64_t max_number;          /* the highest chunk number among them */
-    int64_t lost_in_crash;       /* its chunks lost with a killed trainer (0 in a receiver's) */
+    int64_t lost_in_crash;       /* its chunks lost with a killed trainer */
 } gb_sample_tally;
 #define GB_SAMPLE_TALLY_COLS 5
 _Static_assert(sizeof(gb_sample_tally) == GB_SAMPLE_TALLY_COLS * sizeof(int64_t),
@@ -132,10 +132,5 @@ int gb_sample_recv(gb_sample_receiver *r, gb_wire_msg *m, int timeout_ms, gb_err
  * atomics, so the hot path takes no lock; each value is current, the three are not one
  * consistent snapshot. Everything else on a receiver is for one thread at a time. */
 gb_sample_receiver_stats gb_sample_receiver_get_stats(const gb_sample_receiver *r);
-
-/* Copies the per-sender tallies (one per sending process seen, in order of first chunk; at most
- * GB_SAMPLE_TALLY_MAX, further senders go uncounted) into out (cap rows) and returns how many
- * there are. Any thread. */
-int gb_sample_receiver_tally(gb_sample_receiver *r, gb_sample_tally *out, int cap);
 
 #endif
