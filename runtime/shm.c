@@ -256,7 +256,7 @@ int gb_shm_unlink_id(const char *id, int *removed, gb_error *err)
 int gb_shm_unlink_run(const char *run_dir, int *removed, gb_error *err)
 {
     if (removed)
-        *removed = 0;
+        *removed = 0; /* also when the id cannot be made */
     char id[GB_SHM_RUN_ID_LEN + 1];
     int rc = gb_shm_run_id(run_dir, id, err);
     return rc ? rc : gb_shm_unlink_id(id, removed, err);

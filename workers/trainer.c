@@ -69,7 +69,6 @@ typedef struct trainer {
     gb_dataset_writer *record; /* gearbox run --record DIR: every chunk received, appended */
     gb_sample_tally *tally;    /* [GB_SAMPLE_TALLY_MAX] for reports, allocated at the first */
     char replay_shm[GB_SHM_NAME_MAX]; /* the run-owned replay segment's name, "" if anonymous */
-    char model_ckpt[2200];            /* this trainer's model checkpoint (restored at start) */
     gb_checkpoint_files ckpt;         /* the last complete checkpoint set at start (step -1: none) */
     gb_replay_recovery recovery;      /* what the replay kept from a killed predecessor */
 } trainer;
@@ -397,6 +396,13 @@ static int join_group(trainer *t, gb_error *err)
     return rc;
 }
 
+/* Where this trainer's checkpoint sets live: <run>/checkpoints, named trainer-<index>. */
+static void checkpoint_place(const trainer *t, char *dir, size_t n, char name[32])
+{
+    snprintf(dir, n, "%s/checkpoints", t->w->run_dir);
+    snprintf(name, 32, "trainer-%d", t->w->index);
+}
+
 /* Surviving a crash of this trainer: the replay in its run-owned segment, the learner from its
  * last checkpoint (the path checkpoint() below writes). Without a run directory the replay stays
  * anonymous (it then dies with the process). */
@@ -412,14 +418,10 @@ static void crash_safe_opts(trainer *t, gb_learning_opts *lo)
         GB_WARN("trainer: the replay will not survive a crash of this trainer: %s", e.msg);
     /* the model of the last complete checkpoint set (workers/checkpoint.h); none: a fresh start */
     char dir[2048], name[32];
-    snprintf(dir, sizeof dir, "%s/checkpoints", t->w->run_dir);
-    snprintf(name, sizeof name, "trainer-%d", t->w->index);
-    t->ckpt.step = -1;
+    checkpoint_place(t, dir, sizeof dir, name);
     int rc = gb_checkpoint_find(dir, name, &t->ckpt, &e);
-    if (rc == 0) {
-        snprintf(t->model_ckpt, sizeof t->model_ckpt, "%s", t->ckpt.model);
-        lo->model_checkpoint = t->model_ckpt;
-    }
+    if (rc == 0)
+        lo->model_checkpoint = t->ckpt.model;
     else if (rc != GB_ENOTFOUND)
         GB_WARN("trainer: the last checkpoint cannot be read, starting the learner afresh: %s",
                 e.msg);
@@ -441,7 +443,7 @@ static int recover(trainer *t, gb_error *err)
                 (long long)t->recovery.dropped_invalid);
     if (gb_learning_restored(t->learning))
         GB_INFO("trainer: model and optimiser restored from %s (%lld training steps)",
-                t->model_ckpt, (long long)gb_learning_train_steps(t->learning));
+                t->ckpt.model, (long long)gb_learning_train_steps(t->learning));
     if (t->recovery.attached || t->ckpt.step < 0 || !t->ckpt.replay[0])
         return 0;
     int rc = gb_replay_restore(t->replay, t->ckpt.replay, err);
@@ -501,9 +503,8 @@ static int write_learning(void *ctx, const char *model, const char *replay, gb_e
 static int checkpoint(trainer *t, gb_error *err)
 {
     char dir[2048], name[32];
-    snprintf(dir, sizeof dir, "%s/checkpoints", t->w->run_dir);
+    checkpoint_place(t, dir, sizeof dir, name);
     mkdir(dir, 0755);
-    snprintf(name, sizeof name, "trainer-%d", t->w->index);
     int64_t step = gb_learning_train_steps(t->learning);
     uint64_t before = 0, after = 0;
     int64_t n = gb_replay_digest(t->replay, &before);
@@ -519,7 +520,7 @@ static int checkpoint(trainer *t, gb_error *err)
 int gb_trainer_main(gb_worker *w, gb_error *err)
 {
     const gb_config *cfg = w->cfg;
-    trainer t = {.w = w, .published_version = -1};
+    trainer t = {.w = w, .published_version = -1, .ckpt.step = -1};
     gb_env_spec spec;
     char ep[GB_REGISTRY_ENDPOINT_MAX], name[64];
     int rc = open_books(&t, err);
