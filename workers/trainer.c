@@ -404,27 +404,33 @@ static void checkpoint_place(const trainer *t, char *dir, size_t n, char name[32
 }
 
 /* Surviving a crash of this trainer: the replay in its run-owned segment, the learner from its
- * last checkpoint (the path checkpoint() below writes). Without a run directory the replay stays
- * anonymous (it then dies with the process). */
-static void crash_safe_opts(trainer *t, gb_learning_opts *lo)
+ * last checkpoint set (and, in recover(), its replay). Without a run directory the replay stays
+ * anonymous (it then dies with the process). No checkpoint is a fresh start; one that cannot be
+ * read (a malformed manifest, a file it names gone) fails the start with the cause: going on
+ * afresh would silently drop what the run had learnt and collected. Returns 0 or that error. */
+static int crash_safe_opts(trainer *t, gb_learning_opts *lo, gb_error *err)
 {
     if (!t->w->run_dir)
-        return;
+        return 0;
     gb_error e = {0};
     if (gb_replay_shm_name(t->w->run_dir, t->w->index, t->replay_shm, sizeof t->replay_shm,
                            &e) == 0)
         lo->replay_shm_name = t->replay_shm;
     else
         GB_WARN("trainer: the replay will not survive a crash of this trainer: %s", e.msg);
-    /* the model of the last complete checkpoint set (workers/checkpoint.h); none: a fresh start */
     char dir[2048], name[32];
     checkpoint_place(t, dir, sizeof dir, name);
-    int rc = gb_checkpoint_find(dir, name, &t->ckpt, &e);
-    if (rc == 0)
+    int rc = gb_checkpoint_find(dir, name, &t->ckpt, err);
+    if (rc == 0) {
         lo->model_checkpoint = t->ckpt.model;
-    else if (rc != GB_ENOTFOUND)
-        GB_WARN("trainer: the last checkpoint cannot be read, starting the learner afresh: %s",
-                e.msg);
+        return 0;
+    }
+    int named = t->ckpt.model[0] != '\0'; /* find filled in what a manifest named */
+    t->ckpt.step = -1;
+    t->ckpt.model[0] = t->ckpt.replay[0] = '\0';
+    if (rc == GB_ENOTFOUND && !named)
+        return 0;
+    return gb_error_prefix(err, "trainer: the last checkpoint cannot be restored");
 }
 
 /* What the start recovered: a replay re-attached from a killed predecessor's segment (newer than
@@ -539,7 +545,8 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
     if ((rc = join_group(&t, err)))
         goto done;
     lo.group = t.group;
-    crash_safe_opts(&t, &lo);
+    if ((rc = crash_safe_opts(&t, &lo, err)))
+        goto done;
     if ((rc = gb_learning_create(&lo, &t.learning, err)))
         goto done;
     t.replay = gb_learning_replay(t.learning);

@@ -7,7 +7,8 @@
 #     env_steps, episodes and time count on in metrics.csv and summary.json; the first
 #     segment's summary is kept as summary.0.json; the ledger of the resumed segment balances.
 #  2. A run whose launcher was SIGKILLed (its workers die with it) resumes from its checkpoint.
-#  3. What cannot be resumed is refused with a clear message.
+#  3. What cannot be resumed is refused with a clear message, and a checkpoint that names a
+#     missing file fails the resume with the cause.
 # usage: run_resume.sh GEARBOX CONFIG WORK_DIR MIN_RETURN MAX_ENV_STEPS
 set -u
 gearbox=$1 config=$2 work=$3 min_return=$4 budget=$5
@@ -106,4 +107,12 @@ echo "after the launcher's SIGKILL: resumed from $crashed_steps env steps, $got"
 [ $? -ne 0 ] && grep -q "config.yaml" "$work/none.log" || fail "--resume of a missing run: $(cat "$work/none.log")"
 "$gearbox" run "$config" --resume "$run" > "$work/both.log" 2>&1
 [ $? -eq 2 ] && grep -q "cannot go with it" "$work/both.log" || fail "CONFIG with --resume: $(cat "$work/both.log")"
+# a checkpoint whose manifest names a file that is gone: the resume fails with the cause rather
+# than starting the learner afresh
+rm -f "$crash"/checkpoints/*.replay
+"$gearbox" run --resume "$crash" --set experiment.max_seconds=240 --set launch.progress=off \
+  > "$work/damaged.log" 2>&1
+[ $? -ne 0 ] || fail "a resume from a damaged checkpoint exited 0"
+grep -q "the last checkpoint cannot be restored: .*which is missing" "$crash/logs/trainer-0.log" ||
+  fail "the trainer did not say why the checkpoint cannot be restored"
 echo "1 passed, 0 failed"
