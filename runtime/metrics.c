@@ -183,6 +183,7 @@ typedef struct worker_values {
     double last_s; /* gb_now_s() of the last report taken */
     int64_t *table; /* the last table this incarnation sent, [table_rows, table_cols] */
     int table_rows, table_cols;
+    size_t table_cap; /* bytes allocated at table */
 } worker_values;
 
 #define GB_METRICS_MAX_CARRY 32
@@ -377,13 +378,15 @@ static int ingest(gb_metrics_collector *c, const gb_wire_msg *m)
             t.desc->shape[1] > METRICS_TABLE_MAX_COLS ||
             t.desc->shape[0] > GB_METRICS_TABLE_MAX_ROWS)
             return GB_EPROTO;
-        int64_t *copy = t.bytes ? malloc(t.bytes) : NULL;
-        if (t.bytes && !copy)
-            return GB_ENOMEM;
+        if (t.bytes > w->table_cap) { /* grows to the largest table sent, then stays */
+            int64_t *bigger = realloc(w->table, t.bytes);
+            if (!bigger)
+                return GB_ENOMEM;
+            w->table = bigger;
+            w->table_cap = t.bytes;
+        }
         if (t.bytes)
-            memcpy(copy, t.data, t.bytes);
-        free(w->table);
-        w->table = copy;
+            memcpy(w->table, t.data, t.bytes);
         w->table_rows = (int)t.desc->shape[0];
         w->table_cols = (int)t.desc->shape[1];
     }
