@@ -19,8 +19,13 @@ half=$((budget / 2))
 
 # ---- 1. stopped at 50 %, resumed --------------------------------------------------------------
 run="$work/run"
+# the first segment must reach its budget, not solve first (a fast run solves DQN CartPole in
+# under 75k steps): the config's target comes back with the resume
+target=$(awk '/^ *target_return:/ {print $2; exit}' "$config")
+[ -n "$target" ] || fail "no experiment.target_return in $config"
 "$gearbox" run "$config" --run-dir "$run" --set experiment.max_env_steps="$half" \
-  --set experiment.max_seconds=240 --set launch.progress=plain > "$work/first.log" 2>&1
+  --set experiment.target_return=1e9 --set experiment.max_seconds=240 \
+  --set launch.progress=plain > "$work/first.log" 2>&1
 status=$?
 tail -2 "$work/first.log"
 [ "$status" -eq 0 ] || fail "the first segment exited $status"
@@ -35,7 +40,7 @@ ckpt=$(grep -o "checkpoint written ([0-9]* training steps; replay [0-9]* items, 
 echo "first segment: $steps1 env steps, $episodes1 episodes; last $ckpt"
 
 "$gearbox" run --resume "$run" --set experiment.max_env_steps="$budget" \
-  --set launch.progress=plain > "$work/second.log" 2>&1
+  --set experiment.target_return="$target" --set launch.progress=plain > "$work/second.log" 2>&1
 status=$?
 tail -2 "$work/second.log"
 s="$run/summary.json"
