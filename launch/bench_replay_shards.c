@@ -4,8 +4,9 @@
  *  - weighted: gb_shards_select of a global batch of 1024 (256 per trainer, one uint8 column)
  *    from 4 shards of 1e6 items, p50/p99, against one replay of 4e6 items drawing 1024 locally
  *    (gb_replay_sample + release; measured in the parent before it forks, on a quiet machine);
- *    beside it the two collectives gb_shards_select makes after an agreement, with its sizes, as
- *    plain gb_group calls (the floor the collectives set), and agree + select (a trainer's step);
+ *    beside it the one collective gb_shards_select makes after an agreement (its all-to-all,
+ *    with its split sizes) as a plain gb_group call (the floor the collective sets), and
+ *    agree + select (a trainer's step) beside its two collectives made raw;
  *  - remote_collect: gb_shards_select of 64 KiB rows (global batch 256, 64 per trainer) against
  *    one gb_group_alltoall of the same split sizes between preallocated buffers.
  * The parent never calls libtorch: it forks the ranks first; rank 0 prints, the others only
@@ -38,14 +39,6 @@ typedef struct gs_plan {
     /* the local reference, measured by the parent before forking (rank 0 inherits it) */
     double local_p50, local_p99;
 } gs_plan;
-
-/* A draw the way gb_shards_select gathers them (shards.c's pick: index, key, probability), for
- * the raw collectives' sizes. */
-typedef struct gs_pick {
-    int64_t idx;
-    uint64_t key;
-    double prob;
-} gs_pick;
 
 /* A weighted replay of capacity items of one per-item uint8 column of row_bytes. */
 static int make_replay(int64_t capacity, int64_t row_bytes, uint64_t seed, gb_replay **out,
@@ -120,58 +113,48 @@ static int local_reference(gs_plan *p, gb_error *err)
     return rc;
 }
 
-/* This trainer's split sizes of the last global batch: rows it sends each trainer (as owner) and
- * receives from each owner, times row bytes; returns the bytes it receives from other ranks. */
-static size_t last_splits(const gb_shards *S, int rank, int64_t capacity, int64_t per_trainer,
-                          size_t row, size_t *send, size_t *recv)
+/* The bytes of rows this trainer received from the other ranks in the last global batch. */
+static size_t remote_bytes(const gb_shards *S, int rank, int64_t capacity, size_t row)
 {
     gb_shards_batch b;
     gb_shards_last(S, &b);
-    for (int s = 0; s < RANKS; s++)
-        send[s] = recv[s] = 0;
-    for (int64_t e = 0; e < b.n; e++) {
-        int owner = (int)(b.global_index[e] / capacity);
-        int trainer = (int)(b.position[e] / per_trainer);
-        if (owner == rank)
-            send[trainer] += row;
-        if (trainer == rank)
-            recv[owner] += row;
-    }
     size_t remote = 0;
-    for (int s = 0; s < RANKS; s++)
-        remote += s == rank ? 0 : recv[s];
+    for (int64_t i = 0; i < b.n; i++)
+        remote += b.global_index[i] / capacity != rank ? row : 0;
     return remote;
 }
 
-/* Buffers of the raw collectives that mirror gb_shards_select's: every shard's picks (the
- * allgather) and the rows (the all-to-all). */
+/* Buffers of the raw all-to-all that mirrors gb_shards_select's (its headers and metas too). */
 typedef struct gs_raw {
-    gs_pick *mine, *all; /* [B + 1], [RANKS * (B + 1)] */
-    uint8_t *send, *recv; /* [B rows], [B/N rows] */
-    size_t picks_bytes;
+    uint8_t *send, *recv;
 } gs_raw;
 
 static int raw_init(gs_raw *x, int64_t batch, size_t row, gb_error *err)
 {
-    x->picks_bytes = ((size_t)batch + 1) * sizeof *x->mine;
-    x->mine = calloc(1, x->picks_bytes);
-    x->all = calloc(RANKS, x->picks_bytes);
-    x->send = malloc((size_t)batch * row);
-    x->recv = malloc((size_t)batch / RANKS * row);
-    if (!x->mine || !x->all || !x->send || !x->recv)
+    size_t slot = 3 * sizeof(int64_t) + row, head = RANKS * 2 * sizeof(int64_t);
+    size_t send = head + (size_t)batch * slot, recv = head + (size_t)batch / RANKS * slot;
+    x->send = malloc(send);
+    x->recv = malloc(recv);
+    if (!x->send || !x->recv)
         return gb_error_set(err, GB_ENOMEM, "bench: buffers for %lld rows of %zu bytes",
                             (long long)batch, row);
-    memset(x->send, 2, (size_t)batch * row); /* every page touched before timing */
-    memset(x->recv, 3, (size_t)batch / RANKS * row);
+    memset(x->send, 2, send); /* every page touched before timing */
+    memset(x->recv, 3, recv);
     return 0;
 }
 
 static void raw_free(gs_raw *x)
 {
-    free(x->mine);
-    free(x->all);
     free(x->send);
     free(x->recv);
+}
+
+/* The last select's all-to-all, made raw with the same splits. */
+static int raw_alltoall(gb_group *g, const gb_shards *S, gs_raw *x, gb_error *err)
+{
+    gb_shards_batch b;
+    gb_shards_last(S, &b);
+    return gb_group_alltoall(g, x->send, b.send_bytes, x->recv, b.recv_bytes, err);
 }
 
 /* This rank's shard of items (one column of row bytes), its gb_shards for a global batch and
@@ -242,7 +225,6 @@ static int part_weighted(const gs_plan *p, gb_group *g, int rank, gb_error *err)
            *raw3_us = k.t + 3 * reps;
     gb_replay_request share = gb_replay_request_default(Bl), req = share;
     gb_replay_dst d = {0, k.dst, (size_t)Bl};
-    size_t send[RANKS], recv[RANKS];
     double agreed[3 + 2 * RANKS] = {0};
     for (int i = -WARMUP; i < reps && !rc; i++) {
         int64_t n = 0;
@@ -255,16 +237,13 @@ static int part_weighted(const gs_plan *p, gb_group *g, int rank, gb_error *err)
         uint64_t t2 = gb_now_ns();
         if (rc)
             break;
-        /* the same collectives, raw: the agreement's all-reduce, the picks' allgather, an
-         * all-to-all of 1-byte rows with the same splits */
-        last_splits(k.S, rank, p->shard_items, Bl, 1, send, recv);
+        /* the same collectives, raw: the agreement's all-reduce, then the select's all-to-all
+         * with the same splits */
         uint64_t t3 = gb_now_ns();
         rc = gb_group_allreduce(g, GB_DTYPE_FLOAT64, agreed, 3 + 2 * RANKS, GB_GROUP_SUM, err);
         uint64_t t4 = gb_now_ns();
         if (!rc)
-            rc = gb_group_allgather(g, x.mine, x.picks_bytes, x.all, err);
-        if (!rc)
-            rc = gb_group_alltoall(g, x.send, send, x.recv, recv, err);
+            rc = raw_alltoall(g, k.S, &x, err);
         uint64_t t5 = gb_now_ns();
         if (i >= 0) {
             sel_us[i] = (double)(t2 - t1) * 1e-3;
@@ -293,9 +272,9 @@ static int part_weighted(const gs_plan *p, gb_group *g, int rank, gb_error *err)
             printf("global_select weighted: %d shards x %lld items, batch %lld (%lld per "
                    "trainer), %d reps\n"
                    "  gb_shards_select           p50 %8.1f us  p99 %8.1f us\n"
-                   "    its 2 collectives, raw   p50 %8.1f us\n"
+                   "    its all-to-all, raw      p50 %8.1f us\n"
                    "  agree + select             p50 %8.1f us\n"
-                   "    their 3 collectives, raw p50 %8.1f us\n"
+                   "    their 2 collectives, raw p50 %8.1f us\n"
                    "  local select, %8lld items p50 %8.1f us  p99 %8.1f us\n"
                    "  global / local p50: %.2f\n", RANKS, (long long)p->shard_items,
                    (long long)p->batch, (long long)Bl, reps, p50, p99, raw2, step, raw3,
@@ -307,8 +286,8 @@ static int part_weighted(const gs_plan *p, gb_group *g, int rank, gb_error *err)
     return rc;
 }
 
-/* Part b: remote collection of row_bytes rows against a raw all-to-all of the same splits, and
- * against the raw pair of collectives the select makes (picks' allgather + all-to-all). Bytes
+/* Part b: remote collection of row_bytes rows against a raw all-to-all of the same splits (the one
+ * collective the select makes after an agreement). Bytes
  * counted: the rows this rank receives from the other ranks (its own shard's rows are copied
  * locally by all three); rates per rep, their p50. Rank 0 prints. */
 static int part_collect(const gs_plan *p, gb_group *g, int rank, gb_error *err)
@@ -321,11 +300,9 @@ static int part_collect(const gs_plan *p, gb_group *g, int rank, gb_error *err)
     int rc = rank_init(&k, g, p->collect_items, p->row_bytes, p->collect_batch, 200, reps, err);
     if (!rc)
         rc = raw_init(&x, p->collect_batch, row, err);
-    double *sel_gbps = k.t, *a2a_gbps = k.t + reps, *raw2_gbps = k.t + 2 * reps,
-           *sel_us = k.t + 3 * reps;
+    double *sel_gbps = k.t, *a2a_gbps = k.t + reps, *sel_us = k.t + 2 * reps;
     gb_replay_request share = gb_replay_request_default(Bl), req = share;
     gb_replay_dst d = {0, k.dst, (size_t)Bl * row};
-    size_t send[RANKS], recv[RANKS];
     double rows = 0, bytes = 0;
     for (int i = -3; i < reps && !rc; i++) {
         int64_t n = 0;
@@ -337,19 +314,13 @@ static int part_collect(const gs_plan *p, gb_group *g, int rank, gb_error *err)
         uint64_t t1 = gb_now_ns();
         if (rc)
             break;
-        size_t remote = last_splits(k.S, rank, p->collect_items, Bl, row, send, recv);
+        size_t remote = remote_bytes(k.S, rank, p->collect_items, row);
         uint64_t t2 = gb_now_ns();
-        rc = gb_group_alltoall(g, x.send, send, x.recv, recv, err);
+        rc = raw_alltoall(g, k.S, &x, err);
         uint64_t t3 = gb_now_ns();
-        if (!rc)
-            rc = gb_group_allgather(g, x.mine, x.picks_bytes, x.all, err);
-        if (!rc)
-            rc = gb_group_alltoall(g, x.send, send, x.recv, recv, err);
-        uint64_t t4 = gb_now_ns();
         if (i >= 0) {
             sel_gbps[i] = (double)remote / (double)(t1 - t0);
             a2a_gbps[i] = (double)remote / (double)(t3 - t2);
-            raw2_gbps[i] = (double)remote / (double)(t4 - t3);
             sel_us[i] = (double)(t1 - t0) * 1e-3;
             rows += (double)n / reps;
             bytes += (double)remote / reps;
@@ -359,7 +330,6 @@ static int part_collect(const gs_plan *p, gb_group *g, int rank, gb_error *err)
         double gbps = gb_bench_quantile(sel_gbps, reps, 0.5),
                p10 = gb_bench_quantile(sel_gbps, reps, 0.1),
                a2a = gb_bench_quantile(a2a_gbps, reps, 0.5),
-               raw2 = gb_bench_quantile(raw2_gbps, reps, 0.5),
                us = gb_bench_quantile(sel_us, reps, 0.5);
         if (p->json)
             printf("{\"bench\":\"replay\",\"case\":\"global_select\",\"part\":\"remote_collect\","
@@ -367,20 +337,19 @@ static int part_collect(const gs_plan *p, gb_group *g, int rank, gb_error *err)
                    "\"per_trainer\":%lld,\"reps\":%d,\"rows_per_rank\":%.1f,"
                    "\"bytes\":\"received_from_other_ranks\",\"bytes_per_rank\":%.0f,"
                    "\"select_p50_us\":%.1f,\"gbps\":%.3f,\"gbps_p10\":%.3f,"
-                   "\"alltoall_gbps\":%.3f,\"ratio\":%.3f,\"collectives_gbps\":%.3f,"
-                   "\"ratio_to_collectives\":%.3f}\n", RANKS, (long long)p->collect_items,
-                   (long long)p->row_bytes, (long long)p->collect_batch, (long long)Bl, reps,
-                   rows, bytes, us, gbps, p10, a2a, gbps / a2a, raw2, gbps / raw2);
+                   "\"alltoall_gbps\":%.3f,\"ratio\":%.3f}\n", RANKS,
+                   (long long)p->collect_items, (long long)p->row_bytes,
+                   (long long)p->collect_batch, (long long)Bl, reps, rows, bytes, us, gbps, p10,
+                   a2a, gbps / a2a);
         else
             printf("global_select remote_collect: %d shards x %lld rows of %lld B, batch %lld "
                    "(%lld per trainer), %d reps\n"
                    "  bytes a rank receives from the others per select: %.0f (mean)\n"
                    "  gb_shards_select                  %6.3f GB/s p50  (p10 %.3f; p50 %.0f us)\n"
-                   "  raw all-to-all, same splits       %6.3f GB/s p50  select / it: %.2f\n"
-                   "  raw picks allgather + all-to-all  %6.3f GB/s p50  select / it: %.2f\n",
+                   "  raw all-to-all, same splits       %6.3f GB/s p50  select / it: %.2f\n",
                    RANKS, (long long)p->collect_items, (long long)p->row_bytes,
                    (long long)p->collect_batch, (long long)Bl, reps, bytes, gbps, p10, us, a2a,
-                   gbps / a2a, raw2, gbps / raw2);
+                   gbps / a2a);
         fflush(stdout);
     }
     raw_free(&x);

@@ -355,6 +355,11 @@ int64_t gb_replay_expire(gb_replay *r, int64_t min_version);
 /* Importance weights for a selection: w_i = (size * prob_i)^-beta, divided by the largest. */
 void gb_replay_importance_weights(const double *prob, int64_t n, int64_t size, double beta,
                                   float *weight);
+/* The same with the normaliser given: w_i = (pmin / prob_i)^beta, pmin the smallest positive
+ * probability of a batch this selection is part of (several shards' parts of one global batch);
+ * prob_i <= 0 gives 0. */
+void gb_replay_importance_weights_from(const double *prob, int64_t n, double pmin, double beta,
+                                       float *weight);
 
 /* ---- Run-time settings --------------------------------------------------------------------- */
 

@@ -50,6 +50,12 @@ void gb_replay_importance_weights(const double *prob, int64_t n, int64_t size, d
     for (int64_t k = 0; k < n; k++)
         if (prob[k] > 0 && prob[k] < pmin)
             pmin = prob[k];
+    gb_replay_importance_weights_from(prob, n, pmin, beta, weight);
+}
+
+void gb_replay_importance_weights_from(const double *prob, int64_t n, double pmin, double beta,
+                                       float *weight)
+{
     float b = (float)beta;
     for (int64_t k = 0; k < n; k++) {
         if (!(prob[k] > 0))

@@ -8,14 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-/* What a shard tells the others about one of its draws (centralised) ... */
-typedef struct pick {
-    int64_t idx;
-    uint64_t key;
-    double prob; /* over the union */
-} pick;
-
-/* ... or about one of its candidates (decentralised). */
+/* A candidate of a decentralised selection, as every shard tells the others. */
 typedef struct cand {
     double priority;
     int64_t stamp;
@@ -30,6 +23,23 @@ typedef struct merged {
     int32_t order;
 } merged;
 
+/* The all-to-all's block from an owner to a trainer: this header (every pair has one, so every
+ * rank learns every owner's count and smallest probability), one meta per slot, then the slots'
+ * rows, column after column. A slot is a position of the trainer's part that the shared labels
+ * give the owner; the owner fills its slots in position order with its draws, so when a shard
+ * comes back short (max_times_sampled emptied it) its last slots are empty, and every rank can
+ * tell which from the header's count. Sizes follow from the labels alone: no size exchange. */
+typedef struct block_header {
+    int64_t filled; /* the owner's draws for the whole global batch */
+    double pmin;    /* their smallest positive probability over the union (INFINITY: none) */
+} block_header;
+
+typedef struct slot_meta {
+    int64_t idx; /* local index on the owner; -1: an empty slot */
+    uint64_t key;
+    double prob; /* over the union */
+} slot_meta;
+
 struct gb_shards {
     gb_group *g;
     gb_replay *r;
@@ -39,38 +49,42 @@ struct gb_shards {
     int64_t *stamp; /* [capacity] commit times (ns) */
     gb_replay_table tables[GB_REPLAY_MAX_COLUMNS];
     int ncolumns;
+    size_t rowsum;     /* every column's whole block: the most a row can carry */
     int global;        /* global selection (else each trainer samples its own shard) */
     int have_mass;     /* the last agreement carried every shard's weight sum and size */
     double *agreed;    /* [3 + 2 * size]: the agreement's all-reduce */
     /* exchange scratch, sized once */
     double *mass;     /* [2 * size]: weight sum and size of every shard */
-    pick *picks;      /* [size * (B + 1)]: entry 0 of each shard's block holds its count */
     cand *cands;      /* [size * (B + 1)] */
     merged *merge;    /* [size * B] */
+    cand *mine;       /* [B + 1] this shard's candidates */
+    int64_t *peek_idx; /* [B] */
+    double *peek_prio; /* [B] */
     int32_t *label;   /* [B] the shard each position draws from; -1 unfilled */
-    int64_t *cursor;  /* [size] */
-    /* the global batch, in position order (filled positions only) */
-    int64_t n_glob, union_size;
-    int64_t *g_pos, *g_index, *g_local;
-    int32_t *g_owner;
-    uint64_t *g_key;
-    double *g_prob;
-    float *g_weight;
-    int64_t *at;      /* [B] position -> entry in the g_* arrays, -1 unfilled */
-    /* this rank as owner (send) and as trainer (receive) */
-    int64_t *send_idx, *send_cnt, *recv_cnt;
-    size_t *send_bytes, *recv_bytes;
+    int64_t *slots;   /* [size * size] slots[s * size + t]: positions of trainer t labelled s */
+    int64_t *filled;  /* [size] every owner's draws (from the headers) */
+    int64_t union_size;
+    /* this rank as owner: its draws in label order */
+    int64_t own_n;
+    int64_t *own_idx;  /* [B] */
+    uint64_t *own_key; /* [B] */
+    double *own_prob;  /* [B] over the union */
+    int64_t *send_rows; /* [size] filled rows it sent each trainer */
+    /* this rank as trainer: its rows, grouped by owner (owner 0's first) */
     int64_t my_n;
-    int64_t *my_entry; /* [Bl] entries this rank trains on, grouped by owner */
-    uint8_t *sendbuf; /* [B rows of every column]: rows for trainer 0, 1, ... */
-    uint8_t *recvbuf; /* [B/N rows of every column]: rows from owner 0, 1, ... */
-    size_t sendbuf_cap;
-    void *xbuf; /* [B + 1] picks or candidates: this rank's block for the allgather */
-    /* priority routing */
-    double *prio_all;  /* [size * Bl] */
-    int64_t *upd_idx;
+    int64_t *my_pos, *my_index, *my_local;
+    uint64_t *my_key;
+    double *my_prob;
+    float *my_weight;
+    int64_t *recv_rows; /* [size] filled rows from each owner */
+    size_t *send_bytes, *recv_bytes; /* [size] the last all-to-all's splits */
+    size_t *prio_send, *prio_recv;   /* [size] the priorities' splits */
+    uint8_t *sendbuf; /* size headers + B slots (meta and rows) */
+    uint8_t *recvbuf; /* size headers + B/N slots */
+    double *prio_in;  /* [B] priorities for this shard's draws, from their trainers */
+    double *upd_prio; /* [B] */
+    int64_t *upd_idx; /* [B] */
     uint64_t *upd_key;
-    double *upd_prio;
 };
 
 static int64_t now_ns(void)
@@ -102,45 +116,47 @@ int gb_shards_create(const gb_shards_opts *o, gb_shards **out, gb_error *err)
     S->ncolumns = ro->ncolumns;
     gb_replay_tables(o->replay, S->tables);
     gb_rng_seed(&S->rng, o->seed);
-    size_t rowsum = 0; /* every column's whole block: the most a row can carry */
     for (int c = 0; c < S->ncolumns; c++)
-        rowsum += S->tables[c].block_bytes;
-    size_t B = (size_t)S->B, N = (size_t)size;
-    S->sendbuf_cap = B * rowsum;
+        S->rowsum += S->tables[c].block_bytes;
+    size_t B = (size_t)S->B, N = (size_t)size, slot = sizeof(slot_meta) + S->rowsum;
     S->stamp = calloc((size_t)S->capacity, sizeof *S->stamp);
     S->mass = calloc(2 * N, sizeof *S->mass);
     S->agreed = calloc(3 + 2 * N, sizeof *S->agreed);
-    S->picks = calloc(N * (B + 1), sizeof *S->picks);
     S->cands = calloc(N * (B + 1), sizeof *S->cands);
     S->merge = calloc(N * B, sizeof *S->merge);
+    S->mine = calloc(B + 1, sizeof *S->mine);
+    S->peek_idx = calloc(B, sizeof *S->peek_idx);
+    S->peek_prio = calloc(B, sizeof *S->peek_prio);
     S->label = calloc(B, sizeof *S->label);
-    S->cursor = calloc(N, sizeof *S->cursor);
-    S->g_pos = calloc(B, sizeof *S->g_pos);
-    S->g_index = calloc(B, sizeof *S->g_index);
-    S->g_local = calloc(B, sizeof *S->g_local);
-    S->g_owner = calloc(B, sizeof *S->g_owner);
-    S->g_key = calloc(B, sizeof *S->g_key);
-    S->g_prob = calloc(B, sizeof *S->g_prob);
-    S->g_weight = calloc(B, sizeof *S->g_weight);
-    S->at = calloc(B, sizeof *S->at);
-    S->send_idx = calloc(B, sizeof *S->send_idx);
-    S->send_cnt = calloc(N, sizeof *S->send_cnt);
-    S->recv_cnt = calloc(N, sizeof *S->recv_cnt);
+    S->slots = calloc(N * N, sizeof *S->slots);
+    S->filled = calloc(N, sizeof *S->filled);
+    S->own_idx = calloc(B, sizeof *S->own_idx);
+    S->own_key = calloc(B, sizeof *S->own_key);
+    S->own_prob = calloc(B, sizeof *S->own_prob);
+    S->send_rows = calloc(N, sizeof *S->send_rows);
+    S->my_pos = calloc(B, sizeof *S->my_pos);
+    S->my_index = calloc(B, sizeof *S->my_index);
+    S->my_local = calloc(B, sizeof *S->my_local);
+    S->my_key = calloc(B, sizeof *S->my_key);
+    S->my_prob = calloc(B, sizeof *S->my_prob);
+    S->my_weight = calloc(B, sizeof *S->my_weight);
+    S->recv_rows = calloc(N, sizeof *S->recv_rows);
     S->send_bytes = calloc(N, sizeof *S->send_bytes);
     S->recv_bytes = calloc(N, sizeof *S->recv_bytes);
-    S->my_entry = calloc((size_t)S->Bl, sizeof *S->my_entry);
-    S->sendbuf = malloc(S->sendbuf_cap ? S->sendbuf_cap : 1);
-    S->recvbuf = malloc((size_t)S->Bl * rowsum + 1);
-    S->xbuf = calloc(B + 1, sizeof(pick) > sizeof(cand) ? sizeof(pick) : sizeof(cand));
-    S->prio_all = calloc(B, sizeof *S->prio_all);
+    S->prio_send = calloc(N, sizeof *S->prio_send);
+    S->prio_recv = calloc(N, sizeof *S->prio_recv);
+    S->sendbuf = malloc(N * sizeof(block_header) + B * slot);
+    S->recvbuf = malloc(N * sizeof(block_header) + (size_t)S->Bl * slot);
+    S->prio_in = calloc(B, sizeof *S->prio_in);
+    S->upd_prio = calloc(B, sizeof *S->upd_prio);
     S->upd_idx = calloc(B, sizeof *S->upd_idx);
     S->upd_key = calloc(B, sizeof *S->upd_key);
-    S->upd_prio = calloc(B, sizeof *S->upd_prio);
-    if (!S->stamp || !S->mass || !S->agreed || !S->picks || !S->cands || !S->merge || !S->label ||
-        !S->cursor || !S->g_pos || !S->g_index || !S->g_local || !S->g_owner || !S->g_key ||
-        !S->g_prob || !S->g_weight || !S->at || !S->send_idx || !S->send_cnt || !S->recv_cnt ||
-        !S->send_bytes || !S->recv_bytes || !S->my_entry || !S->sendbuf || !S->recvbuf || !S->xbuf || !S->prio_all ||
-        !S->upd_idx || !S->upd_key || !S->upd_prio) {
+    if (!S->stamp || !S->mass || !S->agreed || !S->cands || !S->merge || !S->mine ||
+        !S->peek_idx || !S->peek_prio || !S->label || !S->slots || !S->filled || !S->own_idx ||
+        !S->own_key || !S->own_prob || !S->send_rows || !S->my_pos || !S->my_index ||
+        !S->my_local || !S->my_key || !S->my_prob || !S->my_weight || !S->recv_rows ||
+        !S->send_bytes || !S->recv_bytes || !S->prio_send || !S->prio_recv || !S->sendbuf ||
+        !S->recvbuf || !S->prio_in || !S->upd_prio || !S->upd_idx || !S->upd_key) {
         gb_shards_destroy(S);
         return gb_error_set(err, GB_ENOMEM, "shards: out of memory for a global batch of %lld",
                             (long long)o->batch);
@@ -153,12 +169,13 @@ void gb_shards_destroy(gb_shards *S)
 {
     if (!S)
         return;
-    void *bufs[] = {S->stamp,    S->mass,     S->picks,      S->cands,      S->merge,
-                    S->label,    S->cursor,   S->g_pos,      S->g_index,    S->g_local,
-                    S->g_owner,  S->g_key,    S->g_prob,     S->g_weight,   S->at,
-                    S->send_idx, S->send_cnt, S->recv_cnt,   S->send_bytes, S->recv_bytes,
-                    S->my_entry, S->sendbuf,  S->prio_all,   S->upd_idx,    S->upd_key,
-                    S->upd_prio,    S->xbuf,       S->recvbuf,    S->agreed};
+    void *bufs[] = {S->stamp,      S->mass,      S->agreed,     S->cands,    S->merge,
+                    S->mine,       S->peek_idx,  S->peek_prio,  S->label,    S->slots,
+                    S->filled,     S->own_idx,   S->own_key,    S->own_prob, S->send_rows,
+                    S->my_pos,     S->my_index,  S->my_local,   S->my_key,   S->my_prob,
+                    S->my_weight,  S->recv_rows, S->send_bytes, S->recv_bytes, S->prio_send,
+                    S->prio_recv,  S->sendbuf,   S->recvbuf,    S->prio_in,  S->upd_prio,
+                    S->upd_idx,    S->upd_key};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(S);
@@ -217,20 +234,28 @@ int gb_shards_agree(gb_shards *S, const gb_replay_request *share, int stop, doub
     return 1;
 }
 
-/* Draws this shard's k items with its own selector, the limiter's yes already agreed. */
+/* Draws this shard's k items with its own selector, the limiter's yes already agreed, and keeps
+ * them as this owner's draws in label order (own_prob: filled by the caller). */
 static int draw_local(gb_shards *S, const gb_replay_request *req, int64_t k,
                       gb_replay_selection *sel, gb_error *err)
 {
     sel->n = 0;
+    S->own_n = 0;
     if (k == 0)
         return 0;
     gb_replay_request q = *req;
     q.batch = k;
     q.admitted = 1;
-    return gb_replay_sample(S->r, &q, sel, err);
+    int rc = gb_replay_sample(S->r, &q, sel, err);
+    if (rc)
+        return rc;
+    S->own_n = sel->n;
+    memcpy(S->own_idx, sel->index, (size_t)sel->n * sizeof *S->own_idx);
+    memcpy(S->own_key, sel->key, (size_t)sel->n * sizeof *S->own_key);
+    return 0;
 }
 
-/* Centralised (uniform, weighted): the two-level draw. Fills label[] and this shard's picks. */
+/* Centralised (uniform, weighted): the two-level draw. Fills label[] and this shard's draws. */
 static int select_weighted(gb_shards *S, const gb_replay_request *req, gb_replay_selection *sel,
                            gb_error *err)
 {
@@ -254,8 +279,7 @@ static int select_weighted(gb_shards *S, const gb_replay_request *req, gb_replay
     int by_size = !(total > 0);
     double sum = by_size ? sizes : total;
     S->union_size = (int64_t)sizes;
-    for (int s = 0; s < S->size; s++)
-        S->cursor[s] = 0;
+    int64_t mine = 0;
     int last = -1;
     for (int s = 0; s < S->size; s++)
         if (S->mass[2 * s + by_size] > 0)
@@ -274,17 +298,14 @@ static int select_weighted(gb_shards *S, const gb_replay_request *req, gb_replay
             }
         }
         S->label[j] = s;
-        if (s >= 0)
-            S->cursor[s]++;
+        mine += s == S->rank;
     }
-    if ((rc = draw_local(S, req, S->cursor[S->rank], sel, err)))
+    if ((rc = draw_local(S, req, mine, sel, err)))
         return rc;
     double share = sum > 0 ? S->mass[2 * S->rank + by_size] / sum : 0;
-    pick *p = S->xbuf;
-    p[0].idx = sel->n;
     for (int64_t k = 0; k < sel->n; k++)
-        p[1 + k] = (pick){sel->index[k], sel->key[k], share * sel->prob[k]};
-    return gb_group_allgather(S->g, p, (size_t)(S->B + 1) * sizeof *p, S->picks, err);
+        S->own_prob[k] = share * sel->prob[k];
+    return 0;
 }
 
 static int merged_cmp(const void *a, const void *b)
@@ -305,18 +326,15 @@ static int select_ordered(gb_shards *S, int kind, const gb_replay_request *req,
                           gb_replay_selection *sel, gb_error *err)
 {
     size_t blk = (size_t)(S->B + 1);
-    int64_t *idx = S->send_idx; /* scratch until collection */
-    double *prio = S->g_prob;   /* scratch until the batch is filled */
     int64_t count, size;
     double unused;
-    int rc = gb_replay_peek(S->r, req->selector, S->B, idx, prio, &count, err);
+    int rc = gb_replay_peek(S->r, req->selector, S->B, S->peek_idx, S->peek_prio, &count, err);
     if (rc || (rc = gb_replay_weight_total(S->r, GB_SELECTOR_UNIFORM, &unused, &size, err)))
         return rc;
-    cand *mine = S->xbuf;
-    mine[0] = (cand){0, size, count};
+    S->mine[0] = (cand){0, size, count};
     for (int64_t k = 0; k < count; k++)
-        mine[1 + k] = (cand){prio[k], S->stamp[idx[k]], idx[k]};
-    if ((rc = gb_group_allgather(S->g, mine, blk * sizeof *mine, S->cands, err)))
+        S->mine[1 + k] = (cand){S->peek_prio[k], S->stamp[S->peek_idx[k]], S->peek_idx[k]};
+    if ((rc = gb_group_allgather(S->g, S->mine, blk * sizeof *S->mine, S->cands, err)))
         return rc;
     int64_t nm = 0;
     S->union_size = 0;
@@ -334,80 +352,49 @@ static int select_ordered(gb_shards *S, int kind, const gb_replay_request *req,
         }
     }
     qsort(S->merge, (size_t)nm, sizeof *S->merge, merged_cmp);
-    for (int s = 0; s < S->size; s++)
-        S->cursor[s] = 0;
+    int64_t mine = 0;
     for (int64_t j = 0; j < S->B; j++) {
         S->label[j] = j < nm ? S->merge[j].shard : -1;
-        if (j < nm)
-            S->cursor[S->merge[j].shard]++;
+        mine += j < nm && S->merge[j].shard == S->rank;
     }
-    if ((rc = draw_local(S, req, S->cursor[S->rank], sel, err)))
+    if ((rc = draw_local(S, req, mine, sel, err)))
         return rc;
-    pick *p = S->xbuf;
-    p[0].idx = sel->n;
     for (int64_t k = 0; k < sel->n; k++)
-        p[1 + k] = (pick){sel->index[k], sel->key[k], 1.0};
-    return gb_group_allgather(S->g, p, blk * sizeof *p, S->picks, err);
+        S->own_prob[k] = 1.0;
+    return 0;
 }
 
-/* From label[] and every shard's picks: the global batch in position order, its importance
- * weights, and who sends what to whom. */
-static void fill_batch(gb_shards *S, int weighted, double beta)
+/* slots[s * size + t]: the positions of trainer t's part that the labels give owner s. */
+static void count_slots(gb_shards *S)
 {
-    size_t blk = (size_t)(S->B + 1);
-    for (int s = 0; s < S->size; s++)
-        S->cursor[s] = 0;
-    S->n_glob = 0;
-    for (int64_t j = 0; j < S->B; j++) {
-        int s = S->label[j];
-        S->at[j] = -1;
-        if (s < 0)
-            continue;
-        const pick *p = &S->picks[(size_t)s * blk];
-        if (S->cursor[s] >= p[0].idx)
-            continue; /* the shard came back short (max_times_sampled emptied it) */
-        const pick *x = &p[1 + S->cursor[s]++];
-        int64_t e = S->n_glob++;
-        S->at[j] = e;
-        S->g_pos[e] = j;
-        S->g_owner[e] = s;
-        S->g_local[e] = x->idx;
-        S->g_index[e] = (int64_t)s * S->capacity + x->idx;
-        S->g_key[e] = x->key;
-        S->g_prob[e] = x->prob;
-    }
-    if (weighted)
-        gb_replay_importance_weights(S->g_prob, S->n_glob, S->union_size, beta, S->g_weight);
-    else
-        for (int64_t e = 0; e < S->n_glob; e++)
-            S->g_weight[e] = 1.0f;
-    /* as owner: rows for trainer 0, 1, ...; as trainer: rows from owner 0, 1, ... */
-    int64_t ns = 0;
-    for (int t = 0; t < S->size; t++) {
-        S->send_cnt[t] = 0;
-        for (int64_t j = t * S->Bl; j < (t + 1) * S->Bl; j++)
-            if (S->at[j] >= 0 && S->g_owner[S->at[j]] == S->rank) {
-                S->send_idx[ns++] = S->g_local[S->at[j]];
-                S->send_cnt[t]++;
-            }
-    }
-    S->my_n = 0;
-    for (int s = 0; s < S->size; s++) {
-        S->recv_cnt[s] = 0;
-        for (int64_t j = S->rank * S->Bl; j < (S->rank + 1) * S->Bl; j++)
-            if (S->at[j] >= 0 && S->g_owner[S->at[j]] == s) {
-                S->my_entry[S->my_n++] = S->at[j];
-                S->recv_cnt[s]++;
-            }
-    }
+    memset(S->slots, 0, (size_t)S->size * (size_t)S->size * sizeof *S->slots);
+    for (int64_t j = 0; j < S->B; j++)
+        if (S->label[j] >= 0)
+            S->slots[S->label[j] * S->size + j / S->Bl]++;
 }
 
-/* One all-to-all for every column: each owner gathers its rows for trainer 0, 1, ... straight
- * from its tables into the send buffer (for each trainer: column after column); each trainer
- * receives from owner 0, 1, ... and spreads the columns into its staging (with one column the
- * rows land in the staging directly). */
-static int exchange_rows(gb_shards *S, const gb_replay_request *req, const gb_replay_dst *dst,
-                         int ndst, gb_error *err)
+/* Owner s's slots before trainer t's: the index of the first of its draws that t gets. */
+static int64_t slot_offset(const gb_shards *S, int s, int t)
+{
+    int64_t off = 0;
+    for (int u = 0; u < t; u++)
+        off += S->slots[s * S->size + u];
+    return off;
+}
+
+/* Of owner s's slots for trainer t, those its draws fill (a prefix). */
+static int64_t filled_slots(const gb_shards *S, int s, int t)
+{
+    int64_t left = S->filled[s] - slot_offset(S, s, t), cnt = S->slots[s * S->size + t];
+    return left < 0 ? 0 : left < cnt ? left : cnt;
+}
+
+/* The one all-to-all: as owner, a block per trainer (header, metas, rows gathered straight from
+ * the column tables); as trainer, this rank's rows spread into dst, grouped by owner, with their
+ * global indices, positions, probabilities and importance weights over the whole global batch.
+ * Returns the rows every trainer got (the fewest) through *fewest. */
+static int exchange(gb_shards *S, const gb_replay_request *req, const gb_replay_dst *dst,
+                    int ndst, int weighted, int64_t *fewest, gb_error *err)
 {
     gb_replay_status st;
     gb_replay_status_view(S->r, &st);
@@ -415,6 +402,9 @@ static int exchange_rows(gb_shards *S, const gb_replay_request *req, const gb_re
     size_t row[GB_REPLAY_MAX_COLUMNS], rowsum = 0;
     if (ndst < 1 || ndst > GB_REPLAY_MAX_COLUMNS)
         return gb_error_set(err, GB_EINVAL, "shards: %d destinations", ndst);
+    int64_t my_slots = 0;
+    for (int s = 0; s < S->size; s++)
+        my_slots += S->slots[s * S->size + S->rank];
     for (int d = 0; d < ndst; d++) {
         int c = dst[d].column;
         if (c < 0 || c >= S->ncolumns)
@@ -422,36 +412,96 @@ static int exchange_rows(gb_shards *S, const gb_replay_request *req, const gb_re
         const gb_replay_table *tb = &S->tables[c];
         row[d] = tb->per_item ? tb->block_bytes : (size_t)(t1 - t0) * tb->step_bytes;
         rowsum += row[d];
-        if (dst[d].bytes < (size_t)S->my_n * row[d])
+        if (dst[d].bytes < (size_t)my_slots * row[d])
             return gb_error_set(err, GB_EINVAL, "shards: column %d: %zu bytes of room for %lld "
-                                "rows of %zu", c, dst[d].bytes, (long long)S->my_n, row[d]);
+                                "rows of %zu", c, dst[d].bytes, (long long)my_slots, row[d]);
     }
+    if (rowsum > S->rowsum)
+        return gb_error_set(err, GB_EINVAL, "shards: %d destinations carry %zu bytes a row, more "
+                            "than the %zu of every column once", ndst, rowsum, S->rowsum);
+    block_header mine = {S->own_n, INFINITY};
+    for (int64_t k = 0; k < S->own_n; k++)
+        if (S->own_prob[k] > 0 && S->own_prob[k] < mine.pmin)
+            mine.pmin = S->own_prob[k];
     uint8_t *out = S->sendbuf;
-    int64_t first = 0;
+    int64_t first = 0; /* this owner's first draw for trainer t */
     for (int t = 0; t < S->size; t++) {
-        for (int d = 0; d < ndst; d++) {
-            gb_replay_gather(&S->tables[dst[d].column], S->send_idx + first, st.length,
-                             S->send_cnt[t], t0, t1, out);
-            out += (size_t)S->send_cnt[t] * row[d];
+        int64_t cnt = S->slots[S->rank * S->size + t];
+        int64_t f = S->own_n - first < 0 ? 0 : S->own_n - first < cnt ? S->own_n - first : cnt;
+        uint8_t *start = out;
+        memcpy(out, &mine, sizeof mine);
+        out += sizeof mine;
+        for (int64_t k = 0; k < cnt; k++, out += sizeof(slot_meta)) {
+            int64_t m = first + k;
+            slot_meta x = k < f ? (slot_meta){S->own_idx[m], S->own_key[m], S->own_prob[m]}
+                                : (slot_meta){-1, 0, 0};
+            memcpy(out, &x, sizeof x);
         }
-        first += S->send_cnt[t];
-        S->send_bytes[t] = (size_t)S->send_cnt[t] * rowsum;
-        S->recv_bytes[t] = (size_t)S->recv_cnt[t] * rowsum;
+        for (int d = 0; d < ndst; d++) {
+            gb_replay_gather(&S->tables[dst[d].column], S->own_idx + first, st.length, f, t0, t1,
+                             out);
+            memset(out + (size_t)f * row[d], 0, (size_t)(cnt - f) * row[d]);
+            out += (size_t)cnt * row[d];
+        }
+        S->send_rows[t] = f;
+        S->send_bytes[t] = (size_t)(out - start);
+        S->recv_bytes[t] = sizeof(block_header) +
+                           (size_t)S->slots[t * S->size + S->rank] * (sizeof(slot_meta) + rowsum);
+        first += cnt;
     }
-    void *in = ndst == 1 ? dst[0].data : S->recvbuf;
-    int rc = gb_group_alltoall(S->g, S->sendbuf, S->send_bytes, in, S->recv_bytes, err);
-    if (rc || ndst == 1)
+    int rc = gb_group_alltoall(S->g, S->sendbuf, S->send_bytes, S->recvbuf, S->recv_bytes, err);
+    if (rc)
         return rc;
-    const uint8_t *from = S->recvbuf;
-    int64_t at = 0; /* rows placed so far */
+    /* every owner's count and smallest probability: the same on every rank */
+    double pmin = INFINITY;
+    const uint8_t *in = S->recvbuf;
     for (int s = 0; s < S->size; s++) {
-        for (int d = 0; d < ndst; d++) {
-            size_t bytes = (size_t)S->recv_cnt[s] * row[d];
-            memcpy((uint8_t *)dst[d].data + (size_t)at * row[d], from, bytes);
-            from += bytes;
-        }
-        at += S->recv_cnt[s];
+        block_header h;
+        memcpy(&h, in, sizeof h);
+        S->filled[s] = h.filled;
+        pmin = h.pmin < pmin ? h.pmin : pmin;
+        in += S->recv_bytes[s];
     }
+    *fewest = S->Bl;
+    for (int t = 0; t < S->size; t++) {
+        int64_t rows = 0;
+        for (int s = 0; s < S->size; s++)
+            rows += filled_slots(S, s, t);
+        *fewest = rows < *fewest ? rows : *fewest;
+    }
+    /* this trainer's rows, owner after owner */
+    int64_t at = 0;
+    in = S->recvbuf;
+    for (int s = 0; s < S->size; s++) {
+        int64_t cnt = S->slots[s * S->size + S->rank], f = filled_slots(S, s, S->rank);
+        const uint8_t *meta = in + sizeof(block_header), *rows = meta + cnt * sizeof(slot_meta);
+        int64_t j = S->rank * S->Bl;
+        for (int64_t k = 0; k < f; k++, j++) {
+            slot_meta x;
+            memcpy(&x, meta + k * sizeof x, sizeof x);
+            while (S->label[j] != s) /* the k-th of this owner's positions in this part */
+                j++;
+            S->my_pos[at + k] = j;
+            S->my_local[at + k] = x.idx;
+            S->my_index[at + k] = (int64_t)s * S->capacity + x.idx;
+            S->my_key[at + k] = x.key;
+            S->my_prob[at + k] = x.prob;
+        }
+        for (int d = 0; d < ndst; d++) {
+            memcpy((uint8_t *)dst[d].data + (size_t)at * row[d], rows, (size_t)f * row[d]);
+            rows += (size_t)cnt * row[d];
+        }
+        S->recv_rows[s] = f;
+        at += f;
+        in += S->recv_bytes[s];
+    }
+    S->my_n = at;
+    if (weighted)
+        gb_replay_importance_weights_from(S->my_prob, S->my_n, pmin,
+                                          gb_replay_options_of(S->r)->beta, S->my_weight);
+    else
+        for (int64_t i = 0; i < S->my_n; i++)
+            S->my_weight[i] = 1.0f;
     return 0;
 }
 
@@ -460,6 +510,7 @@ int gb_shards_select(gb_shards *S, const gb_replay_request *req, gb_replay_selec
                      gb_error *err)
 {
     *n = 0;
+    S->my_n = 0;
     int kind = selector_kind(S, req);
     int weighted = kind == GB_SELECTOR_UNIFORM || kind == GB_SELECTOR_WEIGHTED;
     if (sel->capacity < S->B)
@@ -469,47 +520,39 @@ int gb_shards_select(gb_shards *S, const gb_replay_request *req, gb_replay_selec
     int rc = weighted ? select_weighted(S, req, sel, err) : select_ordered(S, kind, req, sel, err);
     if (rc)
         return rc;
-    fill_batch(S, weighted, gb_replay_options_of(S->r)->beta);
-    /* Every rank knows the whole batch: if some trainer got no row, nobody trains. */
-    for (int t = 0; t < S->size; t++) {
-        int64_t rows = 0;
-        for (int64_t j = t * S->Bl; j < (t + 1) * S->Bl; j++)
-            rows += S->at[j] >= 0;
-        if (rows == 0)
-            return 0;
-    }
-    if ((rc = exchange_rows(S, req, dst, ndst, err)))
+    count_slots(S);
+    int64_t fewest = 0;
+    if ((rc = exchange(S, req, dst, ndst, weighted, &fewest, err)))
         return rc;
-    for (int64_t i = 0; i < S->my_n; i++)
-        weight[i] = S->g_weight[S->my_entry[i]];
+    /* Every rank knows every trainer's count: if some trainer got no row, nobody trains. */
+    if (fewest == 0)
+        return 0;
+    memcpy(weight, S->my_weight, (size_t)S->my_n * sizeof *weight);
     *n = S->my_n;
     return 0;
 }
 
 int gb_shards_update_priorities(gb_shards *S, const double *priority, gb_error *err)
 {
-    double *mine = S->xbuf;
-    for (int64_t i = 0; i < S->Bl; i++)
-        mine[i] = i < S->my_n ? priority[i] : NAN;
-    int rc = gb_group_allgather(S->g, mine, (size_t)S->Bl * sizeof *mine, S->prio_all, err);
+    /* A trainer's rows are grouped by owner: recv_rows[s] of them go back to owner s; as owner,
+     * this rank gets send_rows[t] from trainer t, for its draws in the order it sent them. */
+    for (int s = 0; s < S->size; s++) {
+        S->prio_send[s] = (size_t)S->recv_rows[s] * sizeof *priority;
+        S->prio_recv[s] = (size_t)S->send_rows[s] * sizeof *priority;
+    }
+    int rc = gb_group_alltoall(S->g, priority, S->prio_send, S->prio_in, S->prio_recv, err);
     if (rc)
         return rc;
-    /* Trainer t's rows are its positions grouped by owner: walk them the same way. */
-    int64_t k = 0;
+    int64_t k = 0, i = 0;
     for (int t = 0; t < S->size; t++) {
-        int64_t i = 0;
-        for (int s = 0; s < S->size; s++)
-            for (int64_t j = t * S->Bl; j < (t + 1) * S->Bl; j++) {
-                int64_t e = S->at[j];
-                if (e < 0 || S->g_owner[e] != s)
-                    continue;
-                double p = S->prio_all[t * S->Bl + i++];
-                if (s != S->rank || isnan(p))
-                    continue;
-                S->upd_idx[k] = S->g_local[e];
-                S->upd_key[k] = S->g_key[e];
-                S->upd_prio[k++] = p;
-            }
+        int64_t first = slot_offset(S, S->rank, t);
+        for (int64_t m = 0; m < S->send_rows[t]; m++, i++) {
+            if (isnan(S->prio_in[i]))
+                continue;
+            S->upd_idx[k] = S->own_idx[first + m];
+            S->upd_key[k] = S->own_key[first + m];
+            S->upd_prio[k++] = S->prio_in[i];
+        }
     }
     return k ? gb_replay_update_priorities(S->r, k, S->upd_idx, S->upd_key, S->upd_prio, NULL,
                                            err)
@@ -518,6 +561,6 @@ int gb_shards_update_priorities(gb_shards *S, const double *priority, gb_error *
 
 void gb_shards_last(const gb_shards *S, gb_shards_batch *b)
 {
-    *b = (gb_shards_batch){S->n_glob, S->g_index, S->g_pos, S->g_prob, S->g_weight,
-                           S->union_size};
+    *b = (gb_shards_batch){S->my_n,   S->my_index,   S->my_pos,     S->my_prob,
+                           S->my_weight, S->union_size, S->send_bytes, S->recv_bytes};
 }

@@ -15,12 +15,17 @@
  *    ties to the older), and each shard draws the count it won: the global result is the first B
  *    of the union.
  *
- * The global batch's positions [r * B/N, (r+1) * B/N) are trained by rank r. Each owner gathers
- * the rows it sends to each trainer straight from its column tables into one send buffer, and one
- * all-to-all delivers every column of every row (no per-row messages, no re-serialisation); the
- * trainer spreads the columns into its staging (one column: received in place). A trainer's rows arrive grouped by owner (shard 0's first),
- * which is the order of gb_shards_select's weights and of gb_shards_update_priorities'
- * priorities. Priorities go back to the owning shard.
+ * The global batch's positions [r * B/N, (r+1) * B/N) are trained by rank r. After the draw, ONE
+ * all-to-all does the rest: each owner sends each trainer a block holding its count of draws and
+ * their smallest probability (a header every pair carries), then for each position of that
+ * trainer's part the labels gave it, the draw's local index, key and probability, then the rows,
+ * gathered straight from the column tables (no per-row messages, no re-serialisation). The split
+ * sizes follow from the shared labels, so no size exchange precedes it; the headers tell every
+ * rank every shard's count (a shard that came back short leaves its last positions empty) and
+ * the global batch's smallest probability, which normalises the importance weights over the
+ * whole global batch. The trainer copies the rows into its staging grouped by owner (shard 0's
+ * first), the order of gb_shards_select's weights and of gb_shards_update_priorities'
+ * priorities. Priorities go back to the owning shard (an all-to-all of the same routes).
  *
  * Commit times order fifo and lifo across shards: call gb_shards_stamp before committing. They
  * come from the wall clock (CLOCK_REALTIME), so across machines the merge is as good as the
@@ -84,15 +89,19 @@ int gb_shards_select(gb_shards *S, const gb_replay_request *req, gb_replay_selec
  * has left since are skipped). Collective. Returns 0 or the group's or the replay's errors. */
 int gb_shards_update_priorities(gb_shards *S, const double *priority, gb_error *err);
 
-/* The last global batch as one replay holding the union would report it, for checks and tests:
- * positions 0..n of the global batch (unfilled positions are absent), in position order. */
+/* This trainer's part of the last global batch, as one replay holding the union would report
+ * it, for checks, tests and benchmarks: its n rows in gb_shards_select's order (grouped by
+ * owner), with their positions in the global batch (position / (B/N) is this rank). Gathering
+ * every rank's part gives the whole batch. */
 typedef struct gb_shards_batch {
-    int64_t n;                   /* filled positions */
+    int64_t n;                   /* this trainer's rows */
     const int64_t *global_index; /* [n] shard * capacity + local index */
-    const int64_t *position;     /* [n] the position each entry holds (its trainer: pos/(B/N)) */
+    const int64_t *position;     /* [n] the position each row holds in the global batch */
     const double *prob;          /* [n] the probability of the draw, over the union */
-    const float *weight;         /* [n] importance weights over the union's size */
+    const float *weight;         /* [n] importance weights, normalised over the global batch */
     int64_t union_size;          /* items in the union when the selection was made */
+    const size_t *send_bytes;    /* [group size] the last all-to-all's bytes to each rank */
+    const size_t *recv_bytes;    /* [group size] and from each rank */
 } gb_shards_batch;
 
 void gb_shards_last(const gb_shards *S, gb_shards_batch *b);

@@ -5,6 +5,7 @@
  *    union's size; zero-priority items never drawn;
  *  - remote collection: every row a trainer receives holds its item's data, in the order the
  *    weights come in; new priorities reach the owning shard;
+ *  - weighted with max_times_sampled 1 over fewer items than the batch: short shards;
  *  - fifo, lifo, topk (decentralised): the global batch is the reference's selection, also when
  *    the union holds fewer items than the batch and with max_times_sampled 1 over many steps. */
 #include "workers/shards.h"
@@ -78,15 +79,56 @@ static int64_t item_at(const int64_t *maps, int64_t global_index)
     return maps[(global_index / CAP) * CAP + global_index % CAP];
 }
 
-/* This trainer's rows come grouped by owner: the global batch's entries in that order. */
-static int64_t my_entries(const gb_shards_batch *b, int rank, int64_t *entry)
+/* The whole global batch, gathered from every trainer's part (gb_shards_last gives a rank only
+ * its own rows), in position order; mine: this rank's part as gb_shards_last gave it. */
+typedef struct whole_batch {
+    int64_t n, union_size;
+    int64_t global_index[B], position[B];
+    double prob[B];
+    float weight[B];
+    gb_shards_batch mine;
+} whole_batch;
+
+typedef struct part_row {
+    int64_t position, global_index;
+    double prob;
+    double weight;
+} part_row;
+
+static void gather_batch(gb_group *g, const gb_shards *S, whole_batch *w)
 {
-    int64_t n = 0;
-    for (int s = 0; s < RANKS; s++)
-        for (int64_t e = 0; e < b->n; e++)
-            if (b->position[e] / BL == rank && b->global_index[e] / CAP == s)
-                entry[n++] = e;
-    return n;
+    gb_error err = {0};
+    gb_shards_last(S, &w->mine);
+    part_row mine[BL + 1], all[RANKS * (BL + 1)];
+    memset(mine, 0, sizeof mine);
+    mine[0].position = w->mine.n;
+    for (int64_t i = 0; i < w->mine.n && i < BL; i++)
+        mine[1 + i] = (part_row){w->mine.position[i], w->mine.global_index[i], w->mine.prob[i],
+                                 w->mine.weight[i]};
+    CHECK_OK(gb_group_allgather(g, mine, sizeof mine, all, &err));
+    int64_t at[B];
+    for (int64_t j = 0; j < B; j++)
+        at[j] = -1;
+    for (int r = 0; r < RANKS; r++) {
+        const part_row *p = &all[r * (BL + 1)];
+        for (int64_t i = 0; i < p[0].position; i++) {
+            int64_t j = p[1 + i].position;
+            CHECK_MSG(j / BL == r && at[j] < 0, "rank %d reports position %lld", r, (long long)j);
+            if (j / BL == r && at[j] < 0)
+                at[j] = r * (BL + 1) + 1 + i;
+        }
+    }
+    w->n = 0;
+    for (int64_t j = 0; j < B; j++) {
+        if (at[j] < 0)
+            continue;
+        const part_row *x = &all[at[j]];
+        w->global_index[w->n] = x->global_index;
+        w->position[w->n] = x->position;
+        w->prob[w->n] = x->prob;
+        w->weight[w->n++] = (float)x->weight;
+    }
+    w->union_size = w->mine.union_size;
 }
 
 static gb_group *join(int rank, const char *prefix, gb_error *err)
@@ -134,7 +176,7 @@ static void check_weighted(int rank)
         ref_p[ref_g[rs.index[k]]] = rs.prob[k];
     gb_replay_release(ref, &rs);
 
-    int64_t data[BL * T], entry[B];
+    int64_t data[BL * T];
     int32_t h[BL];
     float weight[BL];
     gb_replay_dst dsts[2] = {{.column = 0, .data = data, .bytes = sizeof data},
@@ -150,11 +192,12 @@ static void check_weighted(int rank)
             CHECK_MSG(0, "select: %s", err.msg);
             break;
         }
-        gb_shards_batch b;
-        gb_shards_last(S, &b);
+        whole_batch b;
+        gather_batch(g, S, &b);
         CHECK_EQ_INT(b.n, B);
         CHECK_EQ_INT(b.union_size, M);
         CHECK_EQ_INT(n, BL);
+        CHECK_EQ_INT(b.mine.n, n);
         float wmax = 0;
         double pmin = 1;
         for (int64_t e = 0; e < b.n; e++)
@@ -173,12 +216,13 @@ static void check_weighted(int rank)
             wmax = fmaxf(wmax, b.weight[e]);
         }
         CHECK_NEAR(wmax, 1.0, 1e-6);
-        int64_t mine = my_entries(&b, rank, entry);
-        CHECK_EQ_INT(mine, n);
-        for (int64_t i = 0; i < n && i < mine; i++) {
-            int64_t item = item_at(maps, b.global_index[entry[i]]);
+        /* this trainer's rows: grouped by owner, each holding its item's data */
+        for (int64_t i = 0; i < n && i < b.mine.n; i++) {
+            int64_t item = item_at(maps, b.mine.global_index[i]);
             if (data[i * T] != item * 10 || data[i * T + 1] != item * 10 + 1 ||
-                h[i] != 1000 + item || weight[i] != b.weight[entry[i]])
+                h[i] != 1000 + item || weight[i] != b.mine.weight[i] ||
+                b.mine.position[i] / BL != rank ||
+                (i > 0 && b.mine.global_index[i] / CAP < b.mine.global_index[i - 1] / CAP))
                 bad_rows++;
         }
         gb_replay_release(shard, &sel);
@@ -214,12 +258,11 @@ static void check_weighted(int rank)
     gb_replay_request req = gb_replay_request_default(BL);
     int64_t n = 0;
     CHECK_OK(gb_shards_select(S, &req, &sel, dsts, 2, weight, &n, &err));
-    gb_shards_batch b;
-    gb_shards_last(S, &b);
+    whole_batch b;
+    gather_batch(g, S, &b);
     double newp[BL];
-    int64_t mine = my_entries(&b, rank, entry);
-    for (int64_t i = 0; i < mine; i++)
-        newp[i] = 100.0 + (double)item_at(maps, b.global_index[entry[i]]);
+    for (int64_t i = 0; i < b.mine.n; i++)
+        newp[i] = 100.0 + (double)item_at(maps, b.mine.global_index[i]);
     CHECK_OK(gb_shards_update_priorities(S, newp, &err));
     gb_replay_release(shard, &sel);
     gb_replay_status st;
@@ -237,6 +280,68 @@ static void check_weighted(int rank)
     CHECK(owned > 0);
 
     gb_replay_selection_free(&rs);
+    gb_replay_selection_free(&sel);
+    gb_shards_destroy(S);
+    gb_replay_free(shard);
+    gb_replay_free(ref);
+    gb_group_close(g);
+}
+
+/* Weighted with max_times_sampled 1 over a union smaller than the batch: shards come back short
+ * of the positions the labels gave them, so their last positions stay empty. Every row still
+ * holds its item, no item is drawn twice, and a second draw finds nothing left anywhere. */
+static void check_weighted_short(int rank)
+{
+    gb_error err = {0};
+    gb_group *g = join(rank, "weighted-short", &err);
+    CHECK_MSG(g != NULL, "%s", err.msg);
+    gb_replay *shard = make_replay(GB_SELECTOR_WEIGHTED, 1, CAP, &err);
+    gb_replay *ref = make_replay(GB_SELECTOR_WEIGHTED, 1, CAP * RANKS, &err);
+    gb_shards *S = NULL;
+    gb_shards_opts so = {.group = g, .replay = shard, .batch = B, .seed = 5};
+    if (!g || !shard || !ref || gb_shards_create(&so, &S, &err) != 0) {
+        CHECK_MSG(0, "set-up: %s", err.msg);
+        return;
+    }
+    enum { M = 34 }; /* items 0, 11, 22, 33 have priority 0 */
+    int64_t map[CAP], maps[CAP * RANKS], ref_g[CAP * RANKS];
+    for (int i = 0; i < CAP; i++)
+        map[i] = -1;
+    fill(shard, S, ref, rank, M, map, ref_g);
+    CHECK_OK(gb_group_allgather(g, map, sizeof map, maps, &err));
+    gb_replay_selection sel;
+    CHECK_OK(gb_replay_selection_init(&sel, B, &err));
+    int64_t data[BL * T];
+    int32_t h[BL];
+    float weight[BL];
+    gb_replay_dst dsts[2] = {{.column = 0, .data = data, .bytes = sizeof data},
+                             {.column = 1, .data = h, .bytes = sizeof h}};
+    for (int round = 0; round < 2; round++) {
+        gb_replay_request req = gb_replay_request_default(BL);
+        int64_t n = -1;
+        CHECK_OK(gb_shards_select(S, &req, &sel, dsts, 2, weight, &n, &err));
+        whole_batch b;
+        gather_batch(g, S, &b);
+        int seen[M] = {0}, twice = 0;
+        for (int64_t e = 0; e < b.n; e++) {
+            int64_t item = item_at(maps, b.global_index[e]);
+            twice += item < 0 || item >= M || seen[item]++;
+        }
+        CHECK_EQ_INT(twice, 0);
+        if (round == 0) {
+            CHECK_MSG(b.n > 0 && b.n < B, "%lld rows of a batch of %d", (long long)b.n, B);
+            CHECK(n == 0 || n == b.mine.n);
+            for (int64_t i = 0; i < n; i++) {
+                int64_t item = item_at(maps, b.mine.global_index[i]);
+                CHECK_EQ_INT(data[i * T + 1], item * 10 + 1);
+                CHECK_EQ_INT(h[i], 1000 + item);
+            }
+        } else {
+            CHECK_EQ_INT(b.n, 0);
+            CHECK_EQ_INT(n, 0);
+        }
+        gb_replay_release(shard, &sel);
+    }
     gb_replay_selection_free(&sel);
     gb_shards_destroy(S);
     gb_replay_free(shard);
@@ -269,7 +374,7 @@ static void check_ordered(int rank, gb_selector_kind kind, int64_t m, int64_t mt
     gb_replay_selection rs, sel;
     CHECK_OK(gb_replay_selection_init(&rs, B, &err));
     CHECK_OK(gb_replay_selection_init(&sel, B, &err));
-    int64_t data[BL * T], entry[B];
+    int64_t data[BL * T];
     float weight[BL];
     gb_replay_dst dst = {.column = 0, .data = data, .bytes = sizeof data};
     for (int step = 0; step < steps; step++) {
@@ -280,8 +385,8 @@ static void check_ordered(int rank, gb_selector_kind kind, int64_t m, int64_t mt
         gb_replay_request req = gb_replay_request_default(BL);
         int64_t n = -1;
         CHECK_OK(gb_shards_select(S, &req, &sel, &dst, 1, weight, &n, &err));
-        gb_shards_batch b;
-        gb_shards_last(S, &b);
+        whole_batch b;
+        gather_batch(g, S, &b);
         int differ = 0;
         if (b.n != expect_n)
             differ = 1;
@@ -293,11 +398,10 @@ static void check_ordered(int rank, gb_selector_kind kind, int64_t m, int64_t mt
                   "reference's (%lld)", gb_replay_selector_name(kind), (long long)m, step,
                   (long long)b.n, (long long)expect_n);
         /* a trainer with no row anywhere means nobody trains: n is 0 on every rank */
-        int64_t mine = my_entries(&b, rank, entry);
         int empty_trainer = b.n < (RANKS - 1) * BL + 1;
-        CHECK_EQ_INT(n, empty_trainer ? 0 : mine);
+        CHECK_EQ_INT(n, empty_trainer ? 0 : b.mine.n);
         for (int64_t i = 0; i < n; i++) {
-            int64_t item = item_at(maps, b.global_index[entry[i]]);
+            int64_t item = item_at(maps, b.mine.global_index[i]);
             CHECK_EQ_INT(data[i * T + 1], item * 10 + 1);
         }
         if (rrc == 0)
@@ -319,6 +423,7 @@ static int rank_main(int rank, int size, void *arg)
     (void)size;
     (void)arg;
     check_weighted(rank);
+    check_weighted_short(rank);
     check_ordered(rank, GB_SELECTOR_FIFO, 60, 0, 2);
     check_ordered(rank, GB_SELECTOR_LIFO, 60, 0, 2);
     check_ordered(rank, GB_SELECTOR_TOPK, 60, 0, 2);
