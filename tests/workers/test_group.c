@@ -125,6 +125,43 @@ static void check_allreduce(gb_group *g, int rank, int size)
     CHECK_OK(gb_group_allreduce(g, GB_DTYPE_UINT8, u8, 2, GB_GROUP_MAX, &err));
     CHECK_EQ_INT(u8[0], 200 + size - 1);
     CHECK_EQ_INT(u8[1], size - 1);
+    /* Small buffers go through one all-to-all, large ones through Gloo's ring (group.cpp's
+     * kSmallAllreduceBytes, 256 KiB over the group): both paths, every op, a float64 sum whose
+     * result depends on the order of the additions (1e16 + 1 - 1e16) the same on every rank. */
+    enum { LARGE = 40000 }; /* 320 KB of float64 a rank */
+    for (int large = 0; large < 2; large++) {
+        int64_t n = large ? LARGE : 3;
+        double *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+        float *z = malloc((size_t)n * sizeof *z);
+        if (!x || !y || !z) {
+            CHECK_MSG(0, "out of memory");
+            return;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            x[i] = (double)(rank * 1000 + i % 997);
+            y[i] = rank == 0 ? 1e16 : rank == 1 ? 1.0 : rank == 2 ? -1e16 : 0.5;
+            z[i] = (float)((rank + i) % 13);
+        }
+        CHECK_OK(gb_group_allreduce(g, GB_DTYPE_FLOAT64, x, n, GB_GROUP_SUM, &err));
+        CHECK_OK(gb_group_allreduce(g, GB_DTYPE_FLOAT64, y, n, GB_GROUP_SUM, &err));
+        CHECK_OK(gb_group_allreduce(g, GB_DTYPE_FLOAT32, z, n, GB_GROUP_MAX, &err));
+        int bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            float zmax = 0;
+            for (int r = 0; r < size; r++)
+                zmax = fmaxf(zmax, (float)((r + i) % 13));
+            bad += x[i] != (double)(1000 * rsum + size * (i % 997)) || z[i] != zmax;
+        }
+        CHECK_EQ_INT(bad, 0);
+        /* every rank ends with the same bytes, whatever order the sum took */
+        double all[8];
+        CHECK_OK(gb_group_allgather(g, &y[n - 1], sizeof y[n - 1], all, &err));
+        for (int r = 1; r < size && r < 8; r++)
+            CHECK(memcmp(&all[r], &all[0], sizeof all[0]) == 0);
+        free(x);
+        free(y);
+        free(z);
+    }
     /* zero values: nothing to do, on every rank */
     CHECK_OK(gb_group_allreduce(g, GB_DTYPE_FLOAT32, NULL, 0, GB_GROUP_SUM, &err));
     CHECK(gb_group_allreduce(g, GB_DTYPE_BOOL, u8, 2, GB_GROUP_SUM, &err) == GB_EINVAL);

@@ -24,6 +24,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <new>
 #include <string>
 #include <vector>
@@ -34,6 +35,7 @@ struct gb_group {
     int rank = 0, size = 0;
     std::chrono::milliseconds timeout{0};
     bool failed = false; // a call failed: the group refuses every later call
+    std::vector<uint8_t> small_out, small_in; // a small all-reduce's all-to-all (grow-only)
 };
 
 namespace {
@@ -103,6 +105,55 @@ bool dtype_of(gb_dtype d, torch::ScalarType *t)
     case GB_DTYPE_INT64: *t = torch::kInt64; return true;
     case GB_DTYPE_UINT8: *t = torch::kUInt8; return true;
     default: return false;
+    }
+}
+
+// Small all-reduces go through one all-to-all: every rank sends its whole buffer to every rank
+// and reduces the size copies itself, in rank order, so every rank ends with the same bytes.
+// Gloo's allreduce makes 2(N-1) dependent steps (a ring) where the all-to-all makes one round of
+// pairwise sends, and when the cores are shared each step waits for a peer to be scheduled.
+// Measured through c10d on the 2-core development machine, 8 doubles, p50: 4 ranks 4249 us
+// (allreduce) against 472 us (all-to-all); 2 ranks 198 against 73 us. Above this many bytes
+// (size x buffer) the ring's bandwidth wins.
+constexpr size_t kSmallAllreduceBytes = 256 * 1024;
+
+template <class T> void reduce_copies(T *out, const uint8_t *in, int64_t count, int size,
+                                      gb_group_op op)
+{
+    const T *c = reinterpret_cast<const T *>(in);
+    for (int64_t i = 0; i < count; i++)
+        out[i] = c[i];
+    for (int r = 1; r < size; r++) {
+        c = reinterpret_cast<const T *>(in) + (size_t)r * (size_t)count;
+        for (int64_t i = 0; i < count; i++)
+            out[i] = op == GB_GROUP_SUM   ? (T)(out[i] + c[i])
+                     : op == GB_GROUP_MIN ? (c[i] < out[i] ? c[i] : out[i])
+                                          : (c[i] > out[i] ? c[i] : out[i]);
+    }
+}
+
+void small_allreduce(gb_group *g, gb_dtype dtype, void *buf, int64_t count, gb_group_op op)
+{
+    size_t bytes = (size_t)count * gb_dtype_size(dtype), n = (size_t)g->size;
+    if (g->small_out.size() < n * bytes) {
+        g->small_out.resize(n * bytes);
+        g->small_in.resize(n * bytes);
+    }
+    for (size_t r = 0; r < n; r++)
+        std::memcpy(g->small_out.data() + r * bytes, buf, bytes);
+    std::vector<int64_t> split(n, (int64_t)bytes);
+    at::Tensor input = bytes_view(g->small_out.data(), n * bytes),
+               output = bytes_view(g->small_in.data(), n * bytes);
+    c10d::AllToAllOptions ao;
+    ao.timeout = g->timeout;
+    wait_for(g, g->pg->alltoall_base(output, input, split, split, ao));
+    const uint8_t *in = g->small_in.data();
+    switch (dtype) {
+    case GB_DTYPE_FLOAT32: reduce_copies((float *)buf, in, count, g->size, op); break;
+    case GB_DTYPE_FLOAT64: reduce_copies((double *)buf, in, count, g->size, op); break;
+    case GB_DTYPE_INT32: reduce_copies((int32_t *)buf, in, count, g->size, op); break;
+    case GB_DTYPE_INT64: reduce_copies((int64_t *)buf, in, count, g->size, op); break;
+    default: reduce_copies((uint8_t *)buf, in, count, g->size, op); break;
     }
 }
 
@@ -186,6 +237,9 @@ extern "C" int gb_group_allreduce(gb_group *g, gb_dtype dtype, void *buf, int64_
     return group_call(g, "allreduce", err, [&] {
         if (count == 0) // every rank passes the same count: nothing to exchange anywhere
             return;
+        if (g->size > 1 &&
+            (size_t)count * gb_dtype_size(dtype) * (size_t)g->size <= kSmallAllreduceBytes)
+            return small_allreduce(g, dtype, buf, count, op);
         std::vector<at::Tensor> ts{torch::from_blob(buf, {count}, t)};
         c10d::AllreduceOptions ao;
         ao.reduceOp = op == GB_GROUP_SUM   ? c10d::ReduceOp::SUM
