@@ -266,8 +266,8 @@ static void serve_join(gb_registry_server *s, const gb_wire_msg *m)
         h->status = GB_EUNSUPPORTED;
         snprintf(h->text, sizeof h->text, "this run takes no joining workers");
     } else if ((h->status = s->join(s->join_arg, role, &r, h->text, sizeof h->text)) == 0) {
-        GB_INFO("registry: a %s joined as %s %d (incarnation %d)", gb_role_name(role),
-                gb_role_name(role), r.index, r.incarnation);
+        GB_INFO("registry: %s %d joined the run (incarnation %d)", gb_role_name(role), r.index,
+                r.incarnation);
         h->nmeta = 2;
         h->meta[0] = r.index;
         h->meta[1] = r.incarnation;
