@@ -86,6 +86,7 @@ typedef struct stop_view {
     const gb_runctl_server *rc;
     const gb_config *cfg;
     const gb_watchdog *wd;
+    int64_t joiners_gone; /* actor slots below actors.count whose joined worker left unflagged */
 } stop_view;
 
 /* How many of the count workers of role have reported name = 1 (a flag: final). */
@@ -123,7 +124,8 @@ static int chunks_all_received(const stop_view *v)
 {
     int64_t lost_in_crash = 0, sent_extra = 0;
     gb_watchdog_ledger(v->wd, &lost_in_crash, &sent_extra);
-    return flagged(v->m, GB_ROLE_ACTOR, v->cfg->actors.count, "final") == v->cfg->actors.count &&
+    return flagged(v->m, GB_ROLE_ACTOR, v->cfg->actors.count, "final") + v->joiners_gone >=
+               v->cfg->actors.count &&
            or0(gb_metrics_sum(v->m, GB_ROLE_TRAINER, "chunks_received")) +
                    (double)lost_in_crash >=
                or0(gb_metrics_sum(v->m, GB_ROLE_ACTOR, "chunks_sent")) + (double)sent_extra;
@@ -140,11 +142,18 @@ static int chunks_all_received(const stop_view *v)
  *  4. SIGTERM to the rest, SIGKILL to whatever is left when the grace runs out.
  * Whatever still goes missing shows in summary.json's sample ledger. */
 static void stop_workers(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_collector *mc,
-                         const gb_config *cfg, const gb_watchdog *wd)
+                         const gb_config *cfg, gb_watchdog *wd)
 {
     double grace = cfg->launch.stop_timeout_s < 4.5 ? cfg->launch.stop_timeout_s : 4.5;
     double t0 = gb_now_s();
-    stop_view v = {mc, rc, cfg, wd};
+    stop_view v = {mc, rc, cfg, wd, 0};
+    /* actors joined from other hosts (gearbox join) that were killed will send no final
+     * report: count what the trainers got from them, and do not wait for them */
+    if (mc) {
+        int64_t local = gb_joins_local(cfg, GB_ROLE_ACTOR);
+        v.joiners_gone = gb_watchdog_joiners_gone(wd, local, cfg->actors.count);
+        gb_watchdog_joiners_gone(wd, cfg->actors.count, cfg->actors.count + cfg->actors.join_max);
+    }
     if (mc && rc) {
         gb_runctl_server_set(rc, GB_RUN_ENDING);
         if (!poll_until(&v, 0.25 * grace, trainers_ending))

@@ -7,8 +7,9 @@
 #   h4: one more actor, joined later (run B)
 # Every endpoint is tcp:// on the hosts' 10.x addresses; the joined workers get the run's config
 # from its registry, never from the run directory. Run A: CartPole PPO solves. Run B (a time
-# budget, no target): the h4 actor joins and the run's env steps/s (metrics.csv) rise while it is
-# in; then it leaves on SIGTERM and the run still ends normally.
+# budget, no target): two h4 actors join and the run's env steps/s (metrics.csv) rise while they
+# are in; then one leaves on SIGTERM, the other is killed (SIGKILL, its gearbox join too), and
+# the run still ends normally with its sample ledger exact.
 # usage: run_hosts.sh GEARBOX CONFIG WORK_DIR   (root and `ip netns` needed, else skipped: 77)
 set -u
 gearbox=$1 config=$2 work=$3
@@ -108,19 +109,22 @@ done
 # ---- run B: a fourth host's actor joins, raises env steps/s, leaves ----------------------------
 # No target: the run ends at its time budget. Phases (seconds of the launcher's clock):
 # warm-up to 5, before 5..11, h4's actor joins at ~11 and leaves at ~21, end at 26.
-start_run b --set experiment.target_return=null --set experiment.max_seconds=26 \
+start_run b --set experiment.target_return=null --set experiment.max_seconds=28 \
   --set experiment.max_env_steps=0 --set actors.count=1
 join b_policy h2 policy 1; policy_pid=$joined
 join b_actors h3 actor 1; actors_pid=$joined
 t0=$SECONDS
 sleep 11
 join b_extra h4 actor 1; extra_pid=$joined
-wait_for_log "$work/b/logs/launcher.log" "actor 1 joined the run" 10 ||
-  fail "the h4 actor did not join"
+join b_doomed h4 actor 1; doomed_pid=$joined
+wait_for_log "$work/b/logs/launcher.log" "actor 2 joined the run" 10 ||
+  fail "the h4 actors did not join"
 join_t=$(tail -1 "$work/b/metrics.csv" | cut -d, -f1)
 sleep 9
 leave_t=$(tail -1 "$work/b/metrics.csv" | cut -d, -f1)
+# one leaves as asked; the other's host "dies": its worker and gearbox join killed outright
 kill -TERM "$extra_pid"
+pkill -KILL -P "$doomed_pid"; kill -KILL "$doomed_pid"
 wait "$extra_pid"; extra_status=$?
 wait "$launcher"; status=$?
 wait "$policy_pid"; policy_status=$?
@@ -128,12 +132,15 @@ wait "$actors_pid"; actors_status=$?
 tail -3 "$work/b.log"
 s=$work/b/summary.json
 [ -s "$s" ] || fail "run B: no summary.json"
-echo "run B: exit $status, $(json_get "$s" exit_reason); the h4 actor joined at ${join_t}s," \
-     "left at ${leave_t}s with status $extra_status"
+echo "run B: exit $status, $(json_get "$s" exit_reason); the h4 actors joined at ${join_t}s," \
+     "left at ${leave_t}s (gearbox join on SIGTERM: status $extra_status)"
 [ "$extra_status" = 0 ] || fail "gearbox join on h4 did not leave cleanly on SIGTERM"
 [ "$status" = 0 ] && [ "$(json_get "$s" exit_reason)" = max_seconds ] || fail "run B did not end normally"
 [ "$policy_status" = 0 ] && [ "$actors_status" = 0 ] || fail "a joined worker failed in run B"
 [ "$(json_get "$s" error)" = null ] || fail "run B: error $(json_get "$s" error)"
+grep -q "actor 2 (joined from another host) left without a final report" "$work/b/logs/launcher.log" ||
+  fail "the launcher did not count the killed actor as gone"
+check_ledger "$s"
 # env steps/s from metrics.csv: before (5 s .. the join) and while joined (2 s after the join
 # .. the leave)
 python3 - "$work/b/metrics.csv" "$join_t" "$leave_t" <<'EOF' || fail "env steps/s did not rise"
@@ -147,7 +154,7 @@ def rate(a, b):
     t0, t1 = float(sel[0]["time_s"]), float(sel[-1]["time_s"])
     return (float(sel[-1]["env_steps"]) - float(sel[0]["env_steps"])) / (t1 - t0)
 before, during = rate(5.0, join_t), rate(join_t + 2.0, leave_t)
-print(f"env steps/s: {before:.0f} before the h4 actor joined, {during:.0f} while it was in "
+print(f"env steps/s: {before:.0f} with h3's actor, {during:.0f} while h4's two were in too "
       f"({during / before:.2f}x)")
 sys.exit(0 if during > 1.2 * before else 1)
 EOF
