@@ -108,7 +108,7 @@ done
 
 # ---- run B: a fourth host's actor joins, raises env steps/s, leaves ----------------------------
 # No target: the run ends at its time budget. Phases (seconds of the launcher's clock):
-# warm-up to 5, before 5..11, h4's actor joins at ~11 and leaves at ~21, end at 26.
+# warm-up to 5, before 5..11, h4's actors join at ~11 and leave at ~21, end at 28.
 start_run b --set experiment.target_return=null --set experiment.max_seconds=28 \
   --set experiment.max_env_steps=0 --set actors.count=1
 join b_policy h2 policy 1; policy_pid=$joined
