@@ -6,8 +6,10 @@
  * ("trainer/" for all trainers' sample endpoints). A registration lives for its TTL; the client
  * re-registers everything every heartbeat from a background thread, so a worker that dies
  * disappears within one TTL, and a restarted registry is refilled within one heartbeat. The
- * endpoints themselves are made by runtime/endpoint.h. The same socket carries run control
- * (runtime/runctl.h). */
+ * endpoints themselves are made by runtime/endpoint.h (a wildcard address is registered as the
+ * host's name). The same socket carries run control (runtime/runctl.h) and, for workers joining
+ * a running run from another host (gearbox join), the request for a slot, answered with the
+ * run's config, metrics endpoint and identity (gb_registry_join). */
 #ifndef GB_RUNTIME_REGISTRY_H
 #define GB_RUNTIME_REGISTRY_H
 
