@@ -328,17 +328,17 @@ static int bound_endpoint(const gb_registry_server *reg, const gb_metrics_collec
     return gb_endpoint_connectable(bound, ep, cap, err);
 }
 
-/* Says where workers on other hosts join this run (tcp only): in the log and in the run
- * directory's file "registry" (one line), for the user and for scripts. */
+/* Says where workers join this run (gearbox join): in the run directory's file "registry" (one
+ * line), for the user and for scripts, and with tcp in the log. */
 static void announce_registry(const gb_rundir *rd, const gb_config *cfg, const char *reg_ep)
 {
-    if (cfg->streams.transport != GB_TRANSPORT_TCP)
-        return;
-    GB_INFO("registry %s: workers on other hosts join with `gearbox join %s --role actor`",
-            reg_ep, reg_ep);
-    if (strncmp(reg_ep, "tcp://127.", 10) == 0)
-        GB_WARN("streams.interface %s is a loopback address: no other host can join this run",
-                cfg->streams.interface);
+    if (cfg->streams.transport == GB_TRANSPORT_TCP) {
+        GB_INFO("registry %s: workers on other hosts join with `gearbox join %s --role actor`",
+                reg_ep, reg_ep);
+        if (strncmp(reg_ep, "tcp://127.", 10) == 0)
+            GB_WARN("streams.interface %s is a loopback address: no other host can join this "
+                    "run", cfg->streams.interface);
+    }
     char path[2048];
     gb_error e;
     FILE *f = gb_rundir_file(rd, "registry", path, sizeof path, &e) == 0 ? fopen(path, "w")
