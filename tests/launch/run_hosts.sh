@@ -149,8 +149,9 @@ echo "run B: exit $status, $(json_get "$s" exit_reason); the h4 actors joined at
 [ "$status" = 0 ] && [ "$(json_get "$s" exit_reason)" = max_seconds ] || fail "run B did not end normally"
 [ "$policy_status" = 0 ] && [ "$actors_status" = 0 ] || fail "a joined worker failed in run B"
 [ "$(json_get "$s" error)" = null ] || fail "run B: error $(json_get "$s" error)"
-grep -q "actor 2 (joined from another host) left without a final report" "$work/b/logs/launcher.log" ||
-  fail "the launcher did not count the killed actor as gone"
+doomed=$(sed -n 's/.*(index \([0-9]*\)).*/\1/p' "$work/b_doomed.log")
+grep -q "actor $doomed (joined from another host) left without a final report" \
+  "$work/b/logs/launcher.log" || fail "the launcher did not count the killed actor $doomed as gone"
 check_ledger "$s"
 # env steps/s from metrics.csv: before (5 s .. the join) and while joined (2 s after the join
 # .. the leave)
