@@ -2,7 +2,9 @@
  * one worker process, started by `gearbox run` (not by hand). It reads DIR/config.yaml, logs to
  * stderr (the launcher points that at DIR/logs/<role>-<index>.log), finds its peers through the
  * registry, reports to the launcher's metrics endpoint, follows the run's state through run
- * control (runtime/runctl.h, on the registry's socket) and stops cleanly on SIGTERM/SIGINT. */
+ * control (runtime/runctl.h, on the registry's socket) and stops cleanly on SIGTERM/SIGINT.
+ * gb_worker_process is that worker once its config is known: `gearbox join` (cmd_join.c) runs
+ * it with the config the registry sent. */
 #include "launch/commands.h"
 #include "runtime/config.h"
 #include "runtime/log.h"
@@ -95,7 +97,6 @@ int gb_cmd_worker(int argc, char **argv)
         return GB_EXIT_USAGE;
     }
 
-    launcher_pid = getppid();
     static gb_config cfg;
     gb_error err = {0};
     char path[2048];
@@ -104,7 +105,26 @@ int gb_cmd_worker(int argc, char **argv)
         fprintf(stderr, "%s\n", err.msg);
         return GB_EXIT_USAGE;
     }
-    gb_log_init(role, index, (gb_log_level)cfg.experiment.log_level);
+    gb_worker_process_opts o = {.role = role, .index = index, .incarnation = incarnation,
+                                .segment = segment, .run_dir = run_dir, .registry = registry,
+                                .metrics = metrics, .record = record};
+    return gb_worker_process(&cfg, &o);
+}
+
+int gb_worker_process(const gb_config *cfg, const gb_worker_process_opts *o)
+{
+    const char *role = o->role, *run_dir = o->run_dir, *registry = o->registry;
+    const char *metrics = o->metrics, *record = o->record;
+    int index = o->index, incarnation = o->incarnation, segment = o->segment;
+    int r = -1;
+    for (size_t i = 0; role && i < sizeof roles / sizeof roles[0]; i++)
+        if (strcmp(role, roles[i].name) == 0)
+            r = (int)i;
+    if (r < 0)
+        return GB_EXIT_USAGE;
+    gb_error err = {0};
+    launcher_pid = getppid();
+    gb_log_init(role, index, (gb_log_level)cfg->experiment.log_level);
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
@@ -116,9 +136,9 @@ int gb_cmd_worker(int argc, char **argv)
     gb_metrics_sender *ms = NULL;
     gb_runctl_client *runctl = NULL;
     gb_registry_client_opts ro = {.endpoint = registry,
-                                  .timeout_ms = (int)cfg.streams.registry_timeout_ms,
-                                  .heartbeat_ms = (int)cfg.streams.heartbeat_ms,
-                                  .ttl_ms = (int)cfg.streams.ttl_ms,
+                                  .timeout_ms = (int)cfg->streams.registry_timeout_ms,
+                                  .heartbeat_ms = (int)cfg->streams.heartbeat_ms,
+                                  .ttl_ms = (int)cfg->streams.ttl_ms,
                                   .role = roles[r].role,
                                   .index = index};
     int rc = zctx ? 0 : gb_error_set(&err, GB_EZMQ, "zmq_ctx_new failed");
@@ -133,13 +153,22 @@ int gb_cmd_worker(int argc, char **argv)
                                 .stop = &stop_flag,
                                 .stop_at = roles[r].role == GB_ROLE_ACTOR ? GB_RUN_FLUSHING
                                                                           : GB_RUN_RUNNING};
+    /* A worker joined from another host (gearbox join) is no child of the launcher: no SIGTERM
+     * from it, no parent-death signal when it dies. Run control stops it (policy workers once
+     * the actors are released), or the launcher's silence does. */
+    if (o->joined) {
+        if (roles[r].role != GB_ROLE_ACTOR)
+            co.stop_at = GB_RUN_RELEASED;
+        co.lost_after_ms = GB_JOIN_LOST_MS;
+    }
     if (rc == 0)
         rc = gb_runctl_client_open(&runctl, zctx, &co, &err);
     if (rc == 0) {
-        gb_worker w = {.cfg = &cfg, .role = roles[r].role, .index = index,
+        gb_worker w = {.cfg = cfg, .role = roles[r].role, .index = index,
                        .incarnation = incarnation, .segment = segment, .run_dir = run_dir,
                        .zctx = zctx, .registry = reg, .metrics = ms, .runctl = runctl,
-                       .stop = &stop_flag, .record_dir = record};
+                       .stop = &stop_flag, .record_dir = record,
+                       .joined = o->joined};
         if (incarnation)
             GB_INFO("worker started (pid %d), restart %d", (int)getpid(), incarnation);
         else

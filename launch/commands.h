@@ -2,7 +2,7 @@
  * (argv[0] is the subcommand) and returns the process exit status:
  * 0 success, 2 usage or config error, 1 runtime failure.
  * defines: gb_cmd_run, gb_cmd_serve, gb_cmd_check, gb_cmd_bench, gb_cmd_env, gb_cmd_worker,
- *          GB_EXIT_* */
+ *          gb_cmd_join, gb_worker_process, gb_worker_process_opts, GB_EXIT_* */
 #ifndef GB_LAUNCH_COMMANDS_H
 #define GB_LAUNCH_COMMANDS_H
 
@@ -14,6 +14,28 @@ int gb_cmd_check(int argc, char **argv);
 int gb_cmd_bench(int argc, char **argv);
 int gb_cmd_env(int argc, char **argv);
 int gb_cmd_worker(int argc, char **argv);
+int gb_cmd_join(int argc, char **argv);
+
+struct gb_config;
+
+/* One worker process of a run (what `gearbox worker` and each worker of `gearbox join` run). */
+typedef struct gb_worker_process_opts {
+    const char *role; /* "actor", "policy", "trainer", "params" */
+    int index, incarnation, segment;
+    const char *run_dir;  /* the run directory; NULL for a worker on another host (tcp) */
+    const char *registry; /* the registry's endpoint (run control on the same socket) */
+    const char *metrics;  /* the launcher's metrics endpoint */
+    const char *record;   /* --record DIR, or NULL */
+    int joined; /* 1: joined from another host (gearbox join), not the launcher's child: stops
+                   by run control alone, and when the launcher is silent for GB_JOIN_LOST_MS */
+} gb_worker_process_opts;
+
+#define GB_JOIN_LOST_MS 5000
+
+/* Runs the worker until it stops (SIGTERM/SIGINT, run control); installs its signal handlers.
+ * Returns the process exit status: GB_EXIT_OK, GB_EXIT_FAILURE (its error logged), or
+ * GB_EXIT_USAGE (unknown role). */
+int gb_worker_process(const struct gb_config *cfg, const gb_worker_process_opts *o);
 
 /* 1 when argv holds -h or --help. */
 int gb_wants_help(int argc, char **argv);

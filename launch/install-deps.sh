@@ -20,6 +20,8 @@ packages=(
   clang libclang-rt-14-dev python3 python3-numpy
   # the data server's Python client (pyzmq, msgpack) and its PyTorch example
   python3-zmq python3-msgpack python3-torch
+  # tests/launch/run_hosts.sh: network namespaces, veth and a bridge (ip), pkill (procps)
+  iproute2 procps
 )
 
 if [ "$(id -u)" -ne 0 ]; then

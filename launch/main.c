@@ -21,6 +21,7 @@ static const subcommand subcommands[] = {
     {"bench", gb_cmd_bench, "run a benchmark: replay, streams, envs, kernels, serve, e2e"},
     {"env", gb_cmd_env, "list built-in environments or check an environment plugin"},
     {"worker", gb_cmd_worker, "run one worker process (started by `gearbox run`)"},
+    {"join", gb_cmd_join, "start workers on this host that join a running run (tcp)"},
     {NULL, NULL, NULL},
 };
 

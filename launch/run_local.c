@@ -6,6 +6,7 @@
 
 #include "runtime/rundir.h"
 #include "launch/datawatch.h"
+#include "launch/joins.h"
 #include "launch/supervisor.h"
 #include "launch/watchdog.h"
 #include "runtime/clock.h"
@@ -85,6 +86,7 @@ typedef struct stop_view {
     const gb_runctl_server *rc;
     const gb_config *cfg;
     const gb_watchdog *wd;
+    int64_t joiners_gone; /* actor slots below actors.count whose joined worker left unflagged */
 } stop_view;
 
 /* How many of the count workers of role have reported name = 1 (a flag: final). */
@@ -122,7 +124,8 @@ static int chunks_all_received(const stop_view *v)
 {
     int64_t lost_in_crash = 0, sent_extra = 0;
     gb_watchdog_ledger(v->wd, &lost_in_crash, &sent_extra);
-    return flagged(v->m, GB_ROLE_ACTOR, v->cfg->actors.count, "final") == v->cfg->actors.count &&
+    return flagged(v->m, GB_ROLE_ACTOR, v->cfg->actors.count, "final") + v->joiners_gone >=
+               v->cfg->actors.count &&
            or0(gb_metrics_sum(v->m, GB_ROLE_TRAINER, "chunks_received")) +
                    (double)lost_in_crash >=
                or0(gb_metrics_sum(v->m, GB_ROLE_ACTOR, "chunks_sent")) + (double)sent_extra;
@@ -139,11 +142,18 @@ static int chunks_all_received(const stop_view *v)
  *  4. SIGTERM to the rest, SIGKILL to whatever is left when the grace runs out.
  * Whatever still goes missing shows in summary.json's sample ledger. */
 static void stop_workers(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_collector *mc,
-                         const gb_config *cfg, const gb_watchdog *wd)
+                         const gb_config *cfg, gb_watchdog *wd)
 {
     double grace = cfg->launch.stop_timeout_s < 4.5 ? cfg->launch.stop_timeout_s : 4.5;
     double t0 = gb_now_s();
-    stop_view v = {mc, rc, cfg, wd};
+    stop_view v = {mc, rc, cfg, wd, 0};
+    /* actors joined from other hosts (gearbox join) that were killed will send no final
+     * report: count what the trainers got from them, and do not wait for them */
+    if (mc) {
+        int64_t local = gb_joins_local(cfg, GB_ROLE_ACTOR);
+        v.joiners_gone = gb_watchdog_joiners_gone(wd, local, cfg->actors.count);
+        gb_watchdog_joiners_gone(wd, cfg->actors.count, cfg->actors.count + cfg->actors.join_max);
+    }
     if (mc && rc) {
         gb_runctl_server_set(rc, GB_RUN_ENDING);
         if (!poll_until(&v, 0.25 * grace, trainers_ending))
@@ -304,6 +314,40 @@ static void progress(const double *row, int live)
     fflush(stderr);
 }
 
+/* Replaces ep (what was asked to bind, "tcp://ADDR:*") by the address peers connect to: the
+ * port the registry server (or else the metrics collector) got, a wildcard address made this
+ * host's name (runtime/endpoint.h). */
+static int bound_endpoint(const gb_registry_server *reg, const gb_metrics_collector *mc,
+                          char *ep, size_t cap, gb_error *err)
+{
+    char bound[GB_REGISTRY_ENDPOINT_MAX];
+    if (reg)
+        snprintf(bound, sizeof bound, "%s", gb_registry_server_endpoint(reg));
+    else if (gb_metrics_collector_endpoint(mc, bound, sizeof bound, err))
+        return err->code;
+    return gb_endpoint_connectable(bound, ep, cap, err);
+}
+
+/* Says where workers join this run (gearbox join): in the run directory's file "registry" (one
+ * line), for the user and for scripts, and with tcp in the log. */
+static void announce_registry(const gb_rundir *rd, const gb_config *cfg, const char *reg_ep)
+{
+    if (cfg->streams.transport == GB_TRANSPORT_TCP) {
+        GB_INFO("registry %s: workers on other hosts join with `gearbox join %s --role actor`",
+                reg_ep, reg_ep);
+        if (strncmp(reg_ep, "tcp://127.", 10) == 0)
+            GB_WARN("streams.interface %s is a loopback address: no other host can join this "
+                    "run", cfg->streams.interface);
+    }
+    char path[2048];
+    gb_error e;
+    FILE *f = gb_rundir_file(rd, "registry", path, sizeof path, &e) == 0 ? fopen(path, "w")
+                                                                           : NULL;
+    int bad = !f || fprintf(f, "%s\n", reg_ep) < 0;
+    if ((f && fclose(f) != 0) || bad)
+        GB_WARN("%s/registry not written", rd->path);
+}
+
 /* The path of this executable, for starting workers. */
 static int self_path(char *out, size_t n, gb_error *err)
 {
@@ -351,6 +395,8 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     static gb_rundir rd;
     static gb_supervisor sup;
     static gb_watchdog wd;
+    static gb_joins joins; /* slots for workers joining from other hosts (gearbox join) */
+    int joins_ready = 0;
     gb_datawatch dw;
     gb_error err = {0};
     gb_log_init("launcher", -1, (gb_log_level)cfg->experiment.log_level);
@@ -392,19 +438,30 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     run_base base = {0};
 
     int rc = zctx ? 0 : gb_error_set(&err, GB_EZMQ, "zmq_ctx_new failed");
+    /* on tcp every endpoint is on streams.interface, the launcher's too: workers on other
+     * hosts reach them (launch/joins.h) */
     if (rc == 0)
-        rc = gb_endpoint_make(reg_ep, sizeof reg_ep, GB_TRANSPORT_IPC, rd.path, "", "registry",
-                              &err);
+        rc = gb_endpoint_make(reg_ep, sizeof reg_ep, cfg->streams.transport, rd.path,
+                              cfg->streams.interface, "registry", &err);
     if (rc == 0)
-        rc = gb_endpoint_make(met_ep, sizeof met_ep, GB_TRANSPORT_IPC, rd.path, "", "metrics",
-                              &err);
+        rc = gb_endpoint_make(met_ep, sizeof met_ep, cfg->streams.transport, rd.path,
+                              cfg->streams.interface, "metrics", &err);
     if (rc == 0)
         rc = gb_runctl_server_open(&runctl, &err);
-    gb_registry_server_opts ro = {.endpoint = reg_ep, .max_ttl_ms = 60000, .runctl = runctl};
+    if (rc == 0)
+        rc = gb_metrics_collector_open(&mc, zctx, met_ep, &err);
+    if (rc == 0)
+        rc = bound_endpoint(NULL, mc, met_ep, sizeof met_ep, &err);
+    if (rc == 0 && (rc = gb_joins_init(&joins, cfg, met_ep, rd.path, &err)) == 0)
+        joins_ready = 1;
+    gb_registry_server_opts ro = {.endpoint = reg_ep, .max_ttl_ms = 60000, .runctl = runctl,
+                                  .join = gb_joins_answer, .join_arg = &joins};
     if (rc == 0)
         rc = gb_registry_server_open(&reg.server, zctx, &ro, &err);
     if (rc == 0)
-        rc = gb_metrics_collector_open(&mc, zctx, met_ep, &err);
+        rc = bound_endpoint(reg.server, NULL, reg_ep, sizeof reg_ep, &err);
+    if (rc == 0)
+        announce_registry(&rd, cfg, reg_ep);
     if (rc == 0)
         rc = gb_watchdog_init(&wd, cfg, &sup, mc, t0, &err);
     gb_datawatch_init(&dw, cfg);
@@ -416,7 +473,8 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     if (rc == 0)
         rc = gb_metrics_collector_expect(mc, GB_ROLE_POLICY, cfg->policy.count, &err);
     if (rc == 0)
-        rc = gb_metrics_collector_expect(mc, GB_ROLE_ACTOR, cfg->actors.count, &err);
+        rc = gb_metrics_collector_expect(mc, GB_ROLE_ACTOR,
+                                         cfg->actors.count + cfg->actors.join_max, &err);
     if (rc == 0 && pthread_create(&reg_thread, NULL, registry_main, &reg) != 0)
         rc = gb_error_errno(&err, "pthread_create");
     reg_started = rc == 0;
@@ -437,19 +495,19 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
         rc = spawn_role(&sup, &rd, exe, "trainer", (int)cfg->trainer.count, reg_ep, met_ep,
                         cli->record, base.segment, &err);
     if (rc == 0)
-        rc = spawn_role(&sup, &rd, exe, "policy", (int)cfg->policy.count, reg_ep, met_ep,
-                        NULL, base.segment, &err);
+        rc = spawn_role(&sup, &rd, exe, "policy", (int)gb_joins_local(cfg, GB_ROLE_POLICY),
+                        reg_ep, met_ep, NULL, base.segment, &err);
     if (rc == 0)
-        rc = spawn_role(&sup, &rd, exe, "actor", (int)cfg->actors.count, reg_ep, met_ep, NULL,
-                        base.segment, &err);
+        rc = spawn_role(&sup, &rd, exe, "actor", (int)gb_joins_local(cfg, GB_ROLE_ACTOR),
+                        reg_ep, met_ep, NULL, base.segment, &err);
     if (rc) {
         snprintf(error_text, sizeof error_text, "%s", err.msg);
         GB_ERROR("%s", err.msg);
         goto stop;
     }
     GB_INFO("started %lld actors x %lld envs, %lld policy, %lld trainer workers and the "
-            "parameter service", (long long)cfg->actors.count,
-            (long long)cfg->actors.envs_per_actor, (long long)cfg->policy.count,
+            "parameter service", (long long)gb_joins_local(cfg, GB_ROLE_ACTOR),
+            (long long)cfg->actors.envs_per_actor, (long long)gb_joins_local(cfg, GB_ROLE_POLICY),
             (long long)cfg->trainer.count);
 
     live = cfg->launch.progress == GB_PROGRESS_LINE ||
@@ -609,6 +667,8 @@ stop:;
     gb_watchdog_free(&wd);
     gb_metrics_collector_close(mc);
     gb_registry_server_close(reg.server);
+    if (joins_ready)
+        gb_joins_free(&joins);
     gb_runctl_server_close(runctl);
     /* the replay segments a trainer left for its restart (workers/trainer.c): the run is over */
     int removed = 0;

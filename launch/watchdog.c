@@ -80,12 +80,13 @@ static int64_t recent(const gb_watchdog *wd, double t)
     return n;
 }
 
-/* Notes what actor c's process had reported (the sample ledger's view of it). */
-static void remember_actor(gb_watchdog *wd, const gb_child *c)
+/* Notes what actor (index, incarnation)'s process had reported (the sample ledger's view of
+ * it). */
+static void remember_actor(gb_watchdog *wd, int index, int incarnation)
 {
     gb_error e = {0};
     gb_metrics_collector_poll(wd->mc, 0, &e); /* reports it sent before dying */
-    if (gb_metrics_incarnation(wd->mc, GB_ROLE_ACTOR, c->index) != c->incarnation)
+    if (gb_metrics_incarnation(wd->mc, GB_ROLE_ACTOR, index) != incarnation)
         return; /* it never reported: nothing sent that anyone counted */
     if (wd->ndead == wd->dead_cap) {
         int cap = wd->dead_cap ? 2 * wd->dead_cap : 16;
@@ -98,15 +99,15 @@ static void remember_actor(gb_watchdog *wd, const gb_child *c)
     /* the collector adds earlier processes' counts: take those off */
     int64_t sent = 0, dropped = 0;
     for (int i = 0; i < wd->ndead; i++)
-        if (wd->dead[i].index == c->index) {
+        if (wd->dead[i].index == index) {
             sent += wd->dead[i].sent;
             dropped += wd->dead[i].dropped;
         }
-    double s = gb_metrics_get(wd->mc, GB_ROLE_ACTOR, c->index, "chunks_sent");
-    double d = gb_metrics_get(wd->mc, GB_ROLE_ACTOR, c->index, "sample_drops");
+    double s = gb_metrics_get(wd->mc, GB_ROLE_ACTOR, index, "chunks_sent");
+    double d = gb_metrics_get(wd->mc, GB_ROLE_ACTOR, index, "sample_drops");
     wd->dead[wd->ndead++] = (gb_dead_actor){
-        .index = c->index,
-        .incarnation = c->incarnation,
+        .index = index,
+        .incarnation = incarnation,
         .sent = (isnan(s) ? 0 : (int64_t)s) - sent,
         .dropped = (isnan(d) ? 0 : (int64_t)d) - dropped,
     };
@@ -141,7 +142,7 @@ static int restart(gb_watchdog *wd, gb_child *c, const char *what, char *why, si
         return 1;
     }
     if (role_of(c) == GB_ROLE_ACTOR)
-        remember_actor(wd, c);
+        remember_actor(wd, c->index, c->incarnation);
     if (role_of(c) == GB_ROLE_TRAINER)
         remember_trainer(wd, c);
     /* a report the dead process left on its way arriving now would change the counts the
@@ -297,6 +298,29 @@ void gb_watchdog_ledger(const gb_watchdog *wd, int64_t *lost_in_crash, int64_t *
         if (sent > received)
             *lost_in_crash += sent - received;
     }
+}
+
+int gb_watchdog_joiners_gone(gb_watchdog *wd, int64_t from, int64_t to)
+{
+    gb_error e = {0};
+    gb_metrics_collector_poll(wd->mc, 0, &e);
+    double now = gb_now_s();
+    double quiet = 3 * wd->cfg->experiment.metrics_interval_s;
+    quiet = quiet > 2.0 ? quiet : 2.0;
+    int gone = 0;
+    for (int64_t i = from; i < to; i++) {
+        int inc = gb_metrics_incarnation(wd->mc, GB_ROLE_ACTOR, (int)i);
+        double last = gb_metrics_last_report_s(wd->mc, GB_ROLE_ACTOR, (int)i);
+        if (inc < 0 || gb_metrics_get(wd->mc, GB_ROLE_ACTOR, (int)i, "final") == 1 ||
+            !(now - last > quiet))
+            continue; /* never joined, left cleanly, or still there */
+        remember_actor(wd, (int)i, inc);
+        gb_metrics_collector_retire(wd->mc, GB_ROLE_ACTOR, (int)i, inc);
+        GB_WARN("actor %lld (joined from another host) left without a final report %.1f s ago: "
+                "its chunks are counted by what the trainers received", (long long)i, now - last);
+        gone++;
+    }
+    return gone;
 }
 
 int gb_watchdog_restarts_of(const gb_watchdog *wd, const char *role)

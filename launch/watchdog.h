@@ -5,7 +5,7 @@
  * chunks a dead actor sent that no trainer received (lost_in_crash); the chunks that went down
  * with a killed trainer come from the trainers' own books (workers/trainer_books.h).
  * defines: gb_watchdog, gb_watchdog_init, gb_watchdog_check, gb_watchdog_ledger,
- *          gb_watchdog_free */
+ *          gb_watchdog_joiners_gone, gb_watchdog_free */
 #ifndef GB_LAUNCH_WATCHDOG_H
 #define GB_LAUNCH_WATCHDOG_H
 
@@ -54,6 +54,12 @@ int gb_watchdog_check(gb_watchdog *wd, gb_child **culprit, char *why, size_t n,
  * tally rows, gb_sample_tally.lost_in_crash); *sent_extra, the chunks dead actor processes sent
  * beyond their last report (add to chunks_sent). */
 void gb_watchdog_ledger(const gb_watchdog *wd, int64_t *lost_in_crash, int64_t *sent_extra);
+
+/* For the end of a run: the actors in slots [from, to) that joined from other hosts (gearbox
+ * join) and went silent without a final report (killed, their host gone) are counted as dead
+ * processes in the ledger above: what they sent is what the trainers got from them. Returns how
+ * many. Polls the metrics (no wait). */
+int gb_watchdog_joiners_gone(gb_watchdog *wd, int64_t from, int64_t to);
 
 /* Restarts of workers of role ("trainer") so far. */
 int gb_watchdog_restarts_of(const gb_watchdog *wd, const char *role);

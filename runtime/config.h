@@ -95,6 +95,9 @@ typedef struct gb_config_actors {
     int64_t envs_per_actor; /* K environment copies in each actor's ring */
     int64_t splits;         /* S groups stepped in turn; divides K */
     int64_t chunk_len;      /* T steps per trajectory chunk (the replay's item length) */
+    int64_t local;          /* how many of count the launcher starts itself (-1: all); the
+                               others are slots for `gearbox join` from other hosts */
+    int64_t join_max;       /* actors that may join beyond count (gearbox join) */
 } gb_config_actors;
 
 typedef struct gb_config_model {
@@ -108,6 +111,8 @@ typedef struct gb_config_model {
 
 typedef struct gb_config_policy {
     int64_t count;          /* policy worker processes */
+    int64_t local;          /* how many of count the launcher starts itself (-1: all); the
+                               others are slots for `gearbox join` from other hosts */
     int device;             /* gb_device */
     int64_t threads;        /* libtorch intra-op threads */
     int64_t max_batch_rows; /* inference batch: row limit */

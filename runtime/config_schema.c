@@ -65,8 +65,16 @@ const gb_config_field gb_config_fields[] = {
     INT("actors.splits", actors.splits, "2", 1, 1024, "groups of the ring stepped in turn (S)"),
     INT("actors.chunk_len", actors.chunk_len, "32", 1, 1 << 16,
         "steps per trajectory chunk (T, the replay item length)"),
+    INT("actors.local", actors.local, "-1", -1, 4096,
+        "actors the launcher starts itself (-1: all); the rest of count join from other hosts "
+        "(gearbox join)"),
+    INT("actors.join_max", actors.join_max, "16", 0, 4096,
+        "actors that may join a running run beyond count (gearbox join)"),
 
     INT("policy.count", policy.count, "1", 1, 1024, "policy worker processes"),
+    INT("policy.local", policy.local, "-1", -1, 1024,
+        "policy workers the launcher starts itself (-1: all); the rest of count join from "
+        "other hosts (gearbox join)"),
     ENUM("policy.device", policy.device, "cpu", devices, "where inference runs"),
     INT("policy.threads", policy.threads, "1", 1, 1024, "libtorch intra-op threads"),
     INT("policy.max_batch_rows", policy.max_batch_rows, "4096", 1, 1 << 24,

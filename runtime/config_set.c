@@ -497,6 +497,12 @@ int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err
         return fail_key(marks, "actors.splits", err,
                         "must divide actors.envs_per_actor (%lld), got %lld",
                         (long long)cfg->actors.envs_per_actor, (long long)cfg->actors.splits);
+    if (cfg->actors.local > cfg->actors.count)
+        return fail_key(marks, "actors.local", err, "must not exceed actors.count (%lld), got "
+                        "%lld", (long long)cfg->actors.count, (long long)cfg->actors.local);
+    if (cfg->policy.local > cfg->policy.count)
+        return fail_key(marks, "policy.local", err, "must not exceed policy.count (%lld), got "
+                        "%lld", (long long)cfg->policy.count, (long long)cfg->policy.local);
     const gb_config_replay *r = &cfg->trainer.replay;
     if (r->max_size > r->capacity)
         return fail_key(marks, "trainer.replay.max_size", err,

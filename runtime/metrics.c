@@ -598,3 +598,12 @@ uint64_t gb_metrics_collector_unexpected(const gb_metrics_collector *c)
 {
     return c->unexpected;
 }
+
+int gb_metrics_collector_endpoint(const gb_metrics_collector *c, char *out, size_t cap,
+                                  gb_error *err)
+{
+    size_t len = cap;
+    if (zmq_getsockopt(c->sock, ZMQ_LAST_ENDPOINT, out, &len) != 0)
+        return gb_wire_zmq_error(err, "metrics: ZMQ_LAST_ENDPOINT");
+    return 0;
+}

@@ -66,6 +66,11 @@ int gb_metrics_collector_open(gb_metrics_collector **out, void *zctx, const char
                               gb_error *err);
 void gb_metrics_collector_close(gb_metrics_collector *c);
 
+/* The address the collector is bound to (a tcp port asked as "*" resolved). Returns 0 or
+ * GB_EZMQ (out too small). */
+int gb_metrics_collector_endpoint(const gb_metrics_collector *c, char *out, size_t cap,
+                                  gb_error *err);
+
 /* Receives every report waiting, then waits up to timeout_ms for more (0: do not wait).
  * Malformed reports are counted and dropped. Returns the number of reports taken, or
  * GB_ECLOSED/GB_EZMQ. */

@@ -3,6 +3,7 @@
 #include "runtime/registry.h"
 
 #include "runtime/clock.h"
+#include "runtime/endpoint.h"
 #include "runtime/log.h"
 #include "runtime/runctl.h"
 #include "runtime/wire.h"
@@ -27,6 +28,8 @@ struct gb_registry_server {
     char endpoint[256];
     int max_ttl_ms;
     gb_runctl_server *runctl; /* the launcher's, or NULL */
+    gb_registry_join_fn join; /* the launcher's answer to gearbox join, or NULL */
+    void *join_arg;
     reg_ent *ents;
     int n;
     uint64_t rejected;
@@ -47,6 +50,8 @@ int gb_registry_server_open(gb_registry_server **out, void *zctx,
         return gb_error_set(err, GB_ENOMEM, "registry: out of memory");
     s->max_ttl_ms = o->max_ttl_ms;
     s->runctl = o->runctl;
+    s->join = o->join;
+    s->join_arg = o->join_arg;
     gb_wire_msg_init(&s->msg);
     s->ents = calloc(GB_REGISTRY_MAX_ENTRIES, sizeof *s->ents);
     s->list_names = malloc((size_t)GB_REGISTRY_MAX_ENTRIES * GB_REGISTRY_NAME_MAX);
@@ -247,6 +252,41 @@ static void serve(gb_registry_server *s, gb_wire_msg *m, uint64_t now)
         GB_DEBUG("registry: reply not sent: %s", e.msg);
 }
 
+/* A worker asks to join the run (gearbox join): the launcher's callback gives it a slot; the
+ * reply carries the slot, the metrics endpoint, the run's identity and its config. */
+static void serve_join(gb_registry_server *s, const gb_wire_msg *m)
+{
+    gb_wire_header *h = &s->hdr;
+    gb_wire_header_init(h, GB_MSG_REG_REPLY, GB_ROLE_LAUNCHER, 0);
+    h->seq = m->hdr.seq;
+    gb_wire_payload pl[3] = {{0}, {0}, {0}};
+    gb_registry_join_reply r = {0};
+    int role = m->hdr.nmeta > 0 ? (int)m->hdr.meta[0] : GB_ROLE_NONE;
+    if (!s->join) {
+        h->status = GB_EUNSUPPORTED;
+        snprintf(h->text, sizeof h->text, "this run takes no joining workers");
+    } else if ((h->status = s->join(s->join_arg, role, &r, h->text, sizeof h->text)) == 0) {
+        GB_INFO("registry: %s %d joined the run (incarnation %d)", gb_role_name(role), r.index,
+                r.incarnation);
+        h->nmeta = 2;
+        h->meta[0] = r.index;
+        h->meta[1] = r.incarnation;
+        const char *strs[3] = {r.config, r.metrics, r.run};
+        const char *names[3] = {"config", "metrics", "run"};
+        for (int i = 0; i < 3; i++) {
+            int64_t n = (int64_t)(i == 0 ? r.config_len : strlen(strs[i]));
+            gb_wire_set_tensor(&h->tensors[i], names[i], GB_DTYPE_UINT8, 1, &n, NULL);
+            pl[i].data = strs[i];
+        }
+        h->ntensors = 3;
+    } else {
+        GB_INFO("registry: a %s was refused a slot: %s", gb_role_name(role), h->text);
+    }
+    gb_error e;
+    if (gb_wire_send(s->sock, m->route, m->route_len, h, pl, ZMQ_DONTWAIT, &e))
+        GB_DEBUG("registry: join reply not sent: %s", e.msg);
+}
+
 int gb_registry_server_poll(gb_registry_server *s, int timeout_ms, gb_error *err)
 {
     gb_error local;
@@ -266,7 +306,9 @@ int gb_registry_server_poll(gb_registry_server *s, int timeout_ms, gb_error *err
         }
         if (rc)
             return rc;
-        if (s->msg.hdr.type != GB_MSG_RUN_WATCH || !s->runctl)
+        if (s->msg.hdr.type == GB_MSG_REG_JOIN)
+            serve_join(s, &s->msg);
+        else if (s->msg.hdr.type != GB_MSG_RUN_WATCH || !s->runctl)
             serve(s, &s->msg, gb_now_ns());
         else if (gb_runctl_server_handle(s->runctl, s->sock, &s->msg) != 0)
             note_rejected(s, &s->msg, "a malformed run-control watch");
@@ -476,12 +518,19 @@ void gb_registry_client_close(gb_registry_client *c)
 int gb_registry_register(gb_registry_client *c, const char *name, const char *endpoint,
                          gb_error *err)
 {
+    /* a socket bound to every interface ("*") is published as this host's name: 0.0.0.0 is
+     * no address a peer can connect to */
+    char reachable[GB_REGISTRY_ENDPOINT_MAX];
+    int rc = gb_endpoint_connectable(endpoint, reachable, sizeof reachable, err);
+    if (rc)
+        return rc;
+    endpoint = reachable;
     size_t nl = strlen(name), el = strlen(endpoint);
     if (nl == 0 || nl >= GB_REGISTRY_NAME_MAX || el == 0 || el >= GB_REGISTRY_ENDPOINT_MAX)
         return gb_error_set(err, GB_EINVAL, "registry: name '%s' or endpoint '%s' empty or too "
                             "long", name, endpoint);
-    int rc = call(c, &c->main, GB_MSG_REG_REGISTER, name, endpoint, c->o.ttl_ms, c->o.timeout_ms,
-                  err);
+    rc = call(c, &c->main, GB_MSG_REG_REGISTER, name, endpoint, c->o.ttl_ms, c->o.timeout_ms,
+              err);
     if (rc)
         return gb_error_prefix(err, "register '%s'", name);
     pthread_mutex_lock(&c->lock);
@@ -622,4 +671,35 @@ int gb_registry_lookup(gb_registry_client *c, const char *name, char *endpoint, 
         gb_sleep_ms(backoff);
         backoff = backoff < 200 ? backoff * 2 : 200;
     }
+}
+
+int gb_registry_join(gb_registry_client *c, int role, gb_registry_join_reply *out,
+                     gb_error *err)
+{
+    memset(out, 0, sizeof *out);
+    int rc = call(c, &c->main, GB_MSG_REG_JOIN, NULL, NULL, role, c->o.timeout_ms, err);
+    if (rc)
+        return rc;
+    const gb_wire_msg *m = &c->main.reply;
+    int tc = gb_wire_msg_find(m, "config");
+    if (m->hdr.nmeta < 2 || tc < 0 || get_str(m, "metrics", out->metrics, sizeof out->metrics, 0) ||
+        get_str(m, "run", out->run, sizeof out->run, 0))
+        return gb_error_set(err, GB_EPROTO, "registry: malformed join reply");
+    gb_tensor_view v = gb_wire_msg_tensor(m, tc);
+    char *text = malloc(v.bytes + 1);
+    if (!text)
+        return gb_error_set(err, GB_ENOMEM, "registry client: out of memory");
+    memcpy(text, v.data, v.bytes);
+    text[v.bytes] = '\0';
+    out->config = text;
+    out->config_len = v.bytes;
+    out->index = (int)m->hdr.meta[0];
+    out->incarnation = (int)m->hdr.meta[1];
+    return 0;
+}
+
+void gb_registry_join_reply_free(gb_registry_join_reply *r)
+{
+    free((char *)r->config);
+    r->config = NULL;
 }

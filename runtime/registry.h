@@ -6,8 +6,10 @@
  * ("trainer/" for all trainers' sample endpoints). A registration lives for its TTL; the client
  * re-registers everything every heartbeat from a background thread, so a worker that dies
  * disappears within one TTL, and a restarted registry is refilled within one heartbeat. The
- * endpoints themselves are made by runtime/endpoint.h. The same socket carries run control
- * (runtime/runctl.h). */
+ * endpoints themselves are made by runtime/endpoint.h (a wildcard address is registered as the
+ * host's name). The same socket carries run control (runtime/runctl.h) and, for workers joining
+ * a running run from another host (gearbox join), the request for a slot, answered with the
+ * run's config, metrics endpoint and identity (gb_registry_join). */
 #ifndef GB_RUNTIME_REGISTRY_H
 #define GB_RUNTIME_REGISTRY_H
 
@@ -28,11 +30,30 @@ typedef struct gb_registry_entry {
 
 /* ---- server (the launcher) ------------------------------------------------------------------- */
 
+/* What a worker joining a running run (gearbox join) is told: its slot and the run. */
+typedef struct gb_registry_join_reply {
+    int index;       /* the worker's index in its role */
+    int incarnation; /* its process's incarnation in that slot (0 for a slot's first holder) */
+    char metrics[GB_REGISTRY_ENDPOINT_MAX]; /* the launcher's metrics endpoint */
+    char run[GB_REGISTRY_ENDPOINT_MAX];     /* the run's identity (its run directory's path) */
+    const char *config; /* the run's resolved config (YAML); server: the launcher's (kept
+                           alive while the server runs); client: malloc'd, see _free */
+    size_t config_len;
+} gb_registry_join_reply;
+
+/* The launcher's answer to a join for role (called on the registry's thread): fills out (not
+ * config when the launcher set it once in the opts) and returns 0, or a GB_E* code with why
+ * (cap bytes) said to the joiner. */
+typedef int (*gb_registry_join_fn)(void *arg, int role, gb_registry_join_reply *out, char *why,
+                                   size_t cap);
+
 typedef struct gb_registry_server_opts {
     const char *endpoint; /* bind address */
     int max_ttl_ms;       /* registrations asking for longer get this (> 0) */
     struct gb_runctl_server *runctl; /* optional: run control (runtime/runctl.h) served on the
                                         same socket; the caller keeps it open longer */
+    gb_registry_join_fn join; /* optional: answers GB_MSG_REG_JOIN (without: GB_EUNSUPPORTED) */
+    void *join_arg;
 } gb_registry_server_opts;
 
 typedef struct gb_registry_server gb_registry_server;
@@ -99,5 +120,13 @@ int gb_registry_lookup(gb_registry_client *c, const char *name, char *endpoint, 
  * (naming how many were found), GB_ENOMEM. */
 int gb_registry_list(gb_registry_client *c, const char *prefix, int min_count, int timeout_ms,
                      gb_registry_entry **out, int *n, gb_error *err);
+
+/* Asks the run's launcher for a slot of role (gearbox join) and the run's config: fills *out
+ * (out->config malloc'd, NUL-terminated: gb_registry_join_reply_free). One request, bounded by
+ * the client's timeout. Returns 0, GB_ETIMEOUT (no registry answered), GB_EFULL (no slot left),
+ * GB_EUNSUPPORTED (the launcher takes no joins), GB_EPROTO, GB_ENOMEM. */
+int gb_registry_join(gb_registry_client *c, int role, gb_registry_join_reply *out,
+                     gb_error *err);
+void gb_registry_join_reply_free(gb_registry_join_reply *r);
 
 #endif

@@ -234,11 +234,19 @@ static void *client_main(void *arg)
 {
     gb_runctl_client *c = arg;
     gb_error err;
-    uint64_t seq = 0, sent_ns = 0;
-    int sent_confirmed = -1, need = 1;
+    uint64_t seq = 0, sent_ns = 0, heard_ns = gb_now_ns();
+    int sent_confirmed = -1, need = 1, lost = 0;
     while (!atomic_load(&c->quit)) {
         int confirmed = atomic_load(&c->confirmed);
         uint64_t now = gb_now_ns();
+        if (c->o.lost_after_ms > 0 && c->o.stop && !lost &&
+            now - heard_ns >= (uint64_t)c->o.lost_after_ms * 1000000ULL) {
+            lost = 1;
+            GB_WARN("run control: no answer from the launcher (%s) for %d ms: the run is gone; "
+                    "stopping", c->endpoint, c->o.lost_after_ms);
+            int zero = 0;
+            atomic_compare_exchange_strong(c->o.stop, &zero, 1);
+        }
         if (need || confirmed != sent_confirmed ||
             now - sent_ns >= (uint64_t)GB_RUNCTL_RESEND_MS * 1000000ULL) {
             if (watch(c, ++seq, confirmed, &err) == 0) {
@@ -261,6 +269,7 @@ static void *client_main(void *arg)
                 if (c->reply.hdr.status)
                     GB_WARN("run control: %s", c->reply.hdr.text);
                 heard(c, (int)c->reply.hdr.meta[0]);
+                heard_ns = gb_now_ns();
                 if (c->reply.hdr.nmeta >= 2 && c->reply.hdr.meta[1] >= 0)
                     atomic_store(&c->env_steps, c->reply.hdr.meta[1]);
                 need = need || c->reply.hdr.seq == seq; /* the watch outstanding was answered */

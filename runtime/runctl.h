@@ -101,6 +101,9 @@ typedef struct gb_runctl_client_opts {
     int role, index;
     atomic_int *stop;     /* optional: set to 1 (if 0) once the state reaches stop_at */
     gb_run_state stop_at; /* e.g. GB_RUN_FLUSHING for actors; GB_RUN_RUNNING = never */
+    int lost_after_ms;    /* > 0: no answer for this long means the launcher is gone: *stop is
+                             set (a worker joined from another host has no parent to outlive;
+                             gearbox join). 0: never */
 } gb_runctl_client_opts;
 
 typedef struct gb_runctl_client gb_runctl_client;

@@ -15,6 +15,7 @@ static const char *const type_names[GB_MSG_TYPE_END] = {
     "param_chunk", "param_end",     "param_info_req", "param_info", "param_fetch",
     "param_data",  "reg_register",  "reg_unregister", "reg_lookup", "reg_reply",
     "metrics",     "serve_request", "serve_reply", "run_watch",  "run_state",
+    "reg_join",
 };
 
 const char *gb_role_name(int role)

@@ -74,7 +74,10 @@ typedef enum gb_msg_type {
     GB_MSG_RUN_WATCH = 18,    /* run control (runtime/runctl.h), to the registry; meta: the
                                  state the worker knows, the state it confirms */
     GB_MSG_RUN_STATE = 19,    /* its answer; meta[0]: the run's state; status != 0: error */
-    GB_MSG_TYPE_END = 20,     /* not a type: one past the last */
+    GB_MSG_REG_JOIN = 20,     /* gearbox join, to the registry: meta[0] the role asked for; the
+                                 reply (GB_MSG_REG_REPLY) holds meta: index, incarnation and
+                                 tensors "config", "metrics", "run" (registry.h) */
+    GB_MSG_TYPE_END = 21,     /* not a type: one past the last */
 } gb_msg_type;
 
 /* Sender roles; part of the wire format (numbers never change). */

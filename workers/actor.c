@@ -272,7 +272,12 @@ done:
     if (a.infer && a.samples) {
         gb_metrics_set(w->metrics, "final", 1); /* chunks_sent is final: the launcher's ledger */
         report(&a);
-        if (gb_worker_stopping(w) && !gb_worker_wait_release(w, 3.0))
+        if (w->joined && gb_worker_run_state(w) < GB_RUN_FLUSHING) {
+            /* leaving a run that goes on (gearbox join): the trainers get a moment to read
+             * what this actor queued before its connections close; the run is not waited for */
+            if (gb_worker_stop_requested(w))
+                gb_runctl_client_wait(w->runctl, GB_RUN_RELEASED, 1.0);
+        } else if (gb_worker_stopping(w) && !gb_worker_wait_release(w, 3.0))
             GB_WARN("actor: not released within 3 s of stopping; closing the sample stream "
                     "(chunks still queued may be lost; the run's summary counts them)");
     }

@@ -78,8 +78,9 @@ typedef struct trainer {
  * ledger above). Returns 1 when it is taken. */
 static int check_chunk(trainer *t, const gb_wire_msg *m, int *row)
 {
-    int ok = m->hdr.role == GB_ROLE_ACTOR && m->hdr.index >= 0 &&
-             m->hdr.index < t->w->cfg->actors.count &&
+    /* the run's actors, and those that joined it beyond its count (gearbox join) */
+    int64_t actors = t->w->cfg->actors.count + t->w->cfg->actors.join_max;
+    int ok = m->hdr.role == GB_ROLE_ACTOR && m->hdr.index >= 0 && m->hdr.index < actors &&
              gb_chunk_matches(&t->layout, m->hdr.tensors, m->hdr.ntensors);
     if (ok) {
         *row = gb_trainer_books_take(t->books, m->hdr.index, m->hdr.seq);
@@ -89,7 +90,7 @@ static int check_chunk(trainer *t, const gb_wire_msg *m, int *row)
     if (gb_log_due((uint64_t)k))
         GB_WARN("trainer: refused a sample from %s %d: not one of the run's %lld actors, or not "
                 "in this run's chunk layout (%lld such so far; chunks_rejected)",
-                gb_role_name(m->hdr.role), m->hdr.index, (long long)t->w->cfg->actors.count, k);
+                gb_role_name(m->hdr.role), m->hdr.index, (long long)actors, k);
     return ok;
 }
 

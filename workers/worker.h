@@ -34,6 +34,8 @@ typedef struct gb_worker {
     atomic_int stopped_self; /* set by gb_worker_stop_self */
     const char *record_dir; /* --record DIR: trainers also append every chunk to a dataset
                                (replay/formats/dataset.h) in DIR; NULL = off */
+    int joined; /* 1: joined a running run from another host (gearbox join): it may leave
+                   before the run ends */
 } gb_worker;
 
 /* The run's state as this worker last heard it (runtime/runctl.h; GB_RUN_RUNNING without run

@@ -20,10 +20,13 @@ launcher=$!
 wait_for_log "$run/logs/actor-0.log" "actor: " 60 || fail "the run did not start"
 ep="ipc://$run/sockets/trainer-0-samples"
 [ -S "$run/sockets/trainer-0-samples" ] || fail "no trainer sample socket in $run/sockets"
-# the run's chunk length and actor count, from its resolved config
+# the run's chunk length and the first actor index it does not have (its count and the slots
+# for actors joining from other hosts, actors.join_max), from its resolved config
 actors_key() { awk -v k="$1" '/^[a-z]/ {s = $1} s == "actors:" && $1 == k":" {print $2}' "$run/config.yaml"; }
-T=$(actors_key chunk_len) actors=$(actors_key count)
-[ -n "$T" ] && [ -n "$actors" ] || fail "no actors.chunk_len/count in $run/config.yaml"
+T=$(actors_key chunk_len) count=$(actors_key count) join_max=$(actors_key join_max)
+[ -n "$T" ] && [ -n "$count" ] && [ -n "$join_max" ] ||
+  fail "no actors.chunk_len/count/join_max in $run/config.yaml"
+actors=$((count + join_max))
 "$probe" forge "$ep" "$T" 4 "$actors" || fail "the probe could not send everything, or the trainer kept the oversized frame's connection"
 wait "$launcher"; status=$?
 tail -3 "$work/out.log"

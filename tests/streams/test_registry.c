@@ -5,7 +5,9 @@
  * confirmations reach the launcher, an actor's stop flag is set when the run starts flushing,
  * waiting for the release times out before it and returns after it, the state never goes back,
  * a late client learns the state at once, a malformed watch is answered and counted, and the
- * registry keeps serving beside it. */
+ * registry keeps serving beside it. gearbox join's request for a slot and the run's config;
+ * wildcard endpoints published as reachable names; a joined worker stops once its launcher is
+ * silent. */
 #include "runtime/endpoint.h"
 #include "runtime/registry.h"
 #include "runtime/runctl.h"
@@ -369,10 +371,121 @@ static void test_runctl(void)
     st_rmdir(dir);
 }
 
+/* The launcher's side of gearbox join, as a test gives it: slots 3 and 4, then none. */
+typedef struct join_slots {
+    int next, end;
+} join_slots;
+
+static int give_slot(void *arg, int role, gb_registry_join_reply *out, char *why, size_t cap)
+{
+    join_slots *j = arg;
+    if (role != GB_ROLE_ACTOR || j->next >= j->end) {
+        snprintf(why, cap, "no slot left");
+        return GB_EFULL;
+    }
+    out->index = j->next++;
+    out->incarnation = 0;
+    snprintf(out->metrics, sizeof out->metrics, "tcp://10.9.9.9:4000");
+    snprintf(out->run, sizeof out->run, "/runs/x");
+    out->config = "experiment:\n  name: joined\n";
+    out->config_len = strlen(out->config);
+    return 0;
+}
+
+/* gearbox join's request: a slot with the run's config, metrics endpoint and identity, over
+ * real sockets; refused when the slots are gone or the launcher takes no joins. A socket bound
+ * to every interface is published as a name peers can connect to, never 0.0.0.0. A worker whose
+ * launcher went silent stops (lost_after_ms). */
+static void test_join(void)
+{
+    gb_error err;
+    void *ctx = zmq_ctx_new();
+    join_slots slots = {3, 5};
+    gb_registry_server_opts so = {.endpoint = "tcp://127.0.0.1:*", .max_ttl_ms = 10000,
+                                  .join = give_slot, .join_arg = &slots};
+    reg_thread t = {0};
+    atomic_init(&t.stop, 0);
+    CHECK_OK(gb_registry_server_open(&t.s, ctx, &so, &err));
+    char ep[256];
+    snprintf(ep, sizeof ep, "%s", gb_registry_server_endpoint(t.s));
+    CHECK(strncmp(ep, "tcp://127.0.0.1:", 16) == 0);
+    pthread_t th;
+    pthread_create(&th, NULL, reg_run, &t);
+    gb_registry_client_opts co = {ep, 2000, 0, 1, GB_ROLE_ACTOR, 0};
+    gb_registry_client *c;
+    CHECK_OK(gb_registry_client_open(&c, ctx, &co, &err));
+    gb_registry_join_reply r;
+    for (int i = 3; i < 5; i++) {
+        CHECK_OK(gb_registry_join(c, GB_ROLE_ACTOR, &r, &err));
+        CHECK_EQ_INT(r.index, i);
+        CHECK_EQ_INT(r.incarnation, 0);
+        CHECK(strcmp(r.metrics, "tcp://10.9.9.9:4000") == 0);
+        CHECK(strcmp(r.run, "/runs/x") == 0);
+        CHECK(r.config && strcmp(r.config, "experiment:\n  name: joined\n") == 0);
+        gb_registry_join_reply_free(&r);
+    }
+    CHECK_EQ_INT(gb_registry_join(c, GB_ROLE_ACTOR, &r, &err), GB_EFULL);
+    CHECK(strstr(err.msg, "no slot left") != NULL);
+    CHECK_EQ_INT(gb_registry_join(c, GB_ROLE_TRAINER, &r, &err), GB_EFULL);
+
+    CHECK_OK(gb_registry_register(c, "policy/0/inference", "tcp://0.0.0.0:5555", &err));
+    char got[256];
+    CHECK_OK(gb_registry_lookup(c, "policy/0/inference", got, sizeof got, 1000, &err));
+    CHECK(strncmp(got, "tcp://0.0.0.0", 13) != 0 && strstr(got, ":5555") != NULL);
+    gb_registry_client_close(c);
+    atomic_store(&t.stop, 1);
+    pthread_join(th, NULL);
+    gb_registry_server_close(t.s);
+
+    /* a launcher that takes no joins says so */
+    gb_registry_server_opts plain = {.endpoint = "tcp://127.0.0.1:*", .max_ttl_ms = 10000};
+    reg_thread t2 = {0};
+    atomic_init(&t2.stop, 0);
+    CHECK_OK(gb_registry_server_open(&t2.s, ctx, &plain, &err));
+    snprintf(ep, sizeof ep, "%s", gb_registry_server_endpoint(t2.s));
+    pthread_create(&th, NULL, reg_run, &t2);
+    co.endpoint = ep;
+    CHECK_OK(gb_registry_client_open(&c, ctx, &co, &err));
+    CHECK_EQ_INT(gb_registry_join(c, GB_ROLE_ACTOR, &r, &err), GB_EUNSUPPORTED);
+    gb_registry_client_close(c);
+    atomic_store(&t2.stop, 1);
+    pthread_join(th, NULL);
+
+    /* run control: with the launcher answering, no stop; once it is gone, the stop flag */
+    atomic_int stop;
+    atomic_init(&stop, 0);
+    gb_runctl_server *rs;
+    CHECK_OK(gb_runctl_server_open(&rs, &err));
+    gb_registry_server_close(t2.s);
+    gb_registry_server_opts ctl = {.endpoint = "tcp://127.0.0.1:*", .max_ttl_ms = 10000,
+                                   .runctl = rs};
+    reg_thread t3 = {0};
+    atomic_init(&t3.stop, 0);
+    CHECK_OK(gb_registry_server_open(&t3.s, ctx, &ctl, &err));
+    snprintf(ep, sizeof ep, "%s", gb_registry_server_endpoint(t3.s));
+    pthread_create(&th, NULL, reg_run, &t3);
+    gb_runctl_client_opts ro = {.endpoint = ep, .role = GB_ROLE_ACTOR, .stop = &stop,
+                                .stop_at = GB_RUN_FLUSHING, .lost_after_ms = 3000};
+    gb_runctl_client *rc;
+    CHECK_OK(gb_runctl_client_open(&rc, ctx, &ro, &err));
+    gb_sleep_ms(2000); /* answered every GB_RUNCTL_HOLD_MS: not lost */
+    CHECK_EQ_INT(atomic_load(&stop), 0);
+    atomic_store(&t3.stop, 1);
+    pthread_join(th, NULL);
+    gb_registry_server_close(t3.s); /* the launcher is gone */
+    TEST_WAIT_UNTIL(atomic_load(&stop) == 1, 8000);
+    CHECK_EQ_INT(atomic_load(&stop), 1);
+    CHECK_EQ_INT(gb_runctl_client_state(rc), GB_RUN_RUNNING);
+    gb_runctl_client_close(rc);
+    gb_runctl_server_close(rs);
+    zmq_ctx_term(ctx);
+}
+
 int main(void)
 {
     TEST_RUN(test_registry_processes);
     TEST_RUN(test_endpoints);
     TEST_RUN(test_runctl);
+    TEST_RUN(test_join);
     return test_main_result();
 }

@@ -1,0 +1,261 @@
+/* launch/cmd_join.c: `gearbox join REGISTRY_ENDPOINT --role actor|policy [--count K]
+ * [--interface ADDR]`: workers on this host join a run that a launcher on another host is
+ * running. Each asks the run's registry for a slot (launch/joins.h), which answers with its
+ * index and the run's resolved config, metrics endpoint and identity: nothing is read from the
+ * run directory, which this host need not see. The workers are the ones `gearbox worker` runs
+ * (gb_worker_process), one process each; they register, report to the launcher, and stop by the
+ * run's control at its end. SIGINT/SIGTERM to this command makes them leave the run early
+ * (actors send what they hold first); the run goes on without them.
+ * defines: gb_cmd_join */
+#include "launch/commands.h"
+
+#include "runtime/config.h"
+#include "runtime/endpoint.h"
+#include "runtime/registry.h"
+#include "runtime/wire.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define JOIN_MAX_COUNT 256
+#define JOIN_LEAVE_GRACE_S 10.0 /* after SIGTERM, workers still running then are killed */
+
+static atomic_int join_signal;
+
+static void on_join_signal(int sig) { atomic_store(&join_signal, sig); }
+
+static void join_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: gearbox join REGISTRY_ENDPOINT --role actor|policy [--count K]\n"
+            "                    [--interface ADDR]\n\n"
+            "Starts K workers (default 1) on this host that join a running run: they get the\n"
+            "run's config and their slots from its registry (the launcher prints the endpoint,\n"
+            "e.g. tcp://10.1.0.1:40125, and writes it to RUN_DIR/registry), report to its\n"
+            "launcher and stop when the run ends. SIGINT/SIGTERM makes them leave early; the\n"
+            "run goes on without them.\n\n"
+            "  --role actor|policy  actors join as long as actors.count + actors.join_max allow;\n"
+            "                       policy workers fill the slots the launcher left to joiners\n"
+            "                       (policy.local < policy.count)\n"
+            "  --count K            how many workers to start (default 1)\n"
+            "  --interface ADDR     address (or interface name) this host's workers bind and\n"
+            "                       publish; default: the address this host reaches the\n"
+            "                       registry from\n\n"
+            "exit status: 0 when the workers stopped cleanly (the run ended, or they left on a\n"
+            "signal), 1 when one failed or no slot was given, 2 usage error\n");
+}
+
+/* The local address this host uses to reach the registry's host (tcp://HOST:PORT): what peers
+ * on that network can connect back to. No packet is sent (a UDP socket's connect only picks the
+ * route). Returns 0 or GB_EINVAL/GB_ENOTFOUND/GB_ESYS. */
+static int address_towards(const char *endpoint, char *out, size_t cap, gb_error *err)
+{
+    const char *p = strncmp(endpoint, "tcp://", 6) == 0 ? endpoint + 6 : NULL;
+    const char *colon = p ? strrchr(p, ':') : NULL;
+    if (!colon || colon == p || (size_t)(colon - p) >= 256)
+        return gb_error_set(err, GB_EINVAL, "registry endpoint '%s': expected tcp://HOST:PORT",
+                            endpoint);
+    char host[256];
+    memcpy(host, p, (size_t)(colon - p));
+    host[colon - p] = '\0';
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *ai = NULL;
+    int g = getaddrinfo(host, colon + 1, &hints, &ai);
+    if (g != 0)
+        return gb_error_set(err, GB_ENOTFOUND, "registry host '%s': %s", host, gai_strerror(g));
+    int fd = socket(AF_INET, SOCK_DGRAM, 0), rc = 0;
+    struct sockaddr_in self;
+    socklen_t len = sizeof self;
+    if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+        getsockname(fd, (struct sockaddr *)&self, &len) != 0 ||
+        !inet_ntop(AF_INET, &self.sin_addr, out, (socklen_t)cap))
+        rc = gb_error_errno(err, "no route from this host to the registry's %s", host);
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(ai);
+    return rc;
+}
+
+/* Asks the registry for count slots of role and reads the run's config (the first answer's;
+ * every answer carries the same), with streams.interface set to this host's address. */
+static int take_slots(const char *registry, int role, int count, const char *interface,
+                      gb_config *cfg, gb_registry_join_reply *slots, gb_error *err)
+{
+    void *zctx = zmq_ctx_new();
+    gb_registry_client *reg = NULL;
+    /* no heartbeat thread: this client only asks; ttl must exceed it */
+    gb_registry_client_opts ro = {.endpoint = registry, .timeout_ms = 10000, .heartbeat_ms = 0,
+                                  .ttl_ms = 1, .role = role, .index = 0};
+    int rc = zctx ? 0 : gb_error_set(err, GB_EZMQ, "zmq_ctx_new failed");
+    if (rc == 0)
+        rc = gb_registry_client_open(&reg, zctx, &ro, err);
+    int taken = 0;
+    for (; rc == 0 && taken < count; taken++)
+        if ((rc = gb_registry_join(reg, role, &slots[taken], err)))
+            gb_error_prefix(err, "joining %s", registry);
+    gb_registry_client_close(reg);
+    if (zctx)
+        zmq_ctx_term(zctx);
+    if (rc)
+        return rc;
+    gb_config_marks *marks = NULL;
+    rc = gb_config_load_string(cfg, &marks, "the run's config (from its registry)",
+                               slots[0].config, slots[0].config_len, err);
+    if (rc == 0 && cfg->streams.transport == GB_TRANSPORT_TCP) {
+        char set[GB_CONFIG_NAME_MAX + 32];
+        snprintf(set, sizeof set, "streams.interface=\"%s\"", interface);
+        rc = gb_config_apply_set(cfg, marks, set, 1, err);
+    }
+    if (rc == 0)
+        rc = gb_config_finish(cfg, marks, err);
+    gb_config_marks_free(marks);
+    return rc;
+}
+
+/* Waits for every child; on this command's SIGINT/SIGTERM passes SIGTERM on and kills what
+ * still runs JOIN_LEAVE_GRACE_S later. Returns 0 when all exited 0. */
+static int wait_workers(pid_t *pids, int n)
+{
+    int live = n, failed = 0, forwarded = 0;
+    struct timespec t0 = {0}, now;
+    while (live > 0) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid > 0) {
+            for (int i = 0; i < n; i++)
+                if (pids[i] == pid) {
+                    pids[i] = 0;
+                    live--;
+                    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                        failed++;
+                        fprintf(stderr, "gearbox join: worker (pid %d) %s %d\n", (int)pid,
+                                WIFEXITED(status) ? "exited with status" : "killed by signal",
+                                WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+                    }
+                }
+            continue;
+        }
+        if (pid < 0 && errno != EINTR)
+            break;
+        int sig = atomic_load(&join_signal);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (sig && !forwarded) {
+            fprintf(stderr, "gearbox join: %s: the workers leave the run\n", strsignal(sig));
+            for (int i = 0; i < n; i++)
+                if (pids[i])
+                    kill(pids[i], SIGTERM);
+            forwarded = 1;
+            t0 = now;
+        } else if (forwarded == 1 && (double)(now.tv_sec - t0.tv_sec) +
+                                             1e-9 * (double)(now.tv_nsec - t0.tv_nsec) >
+                                         JOIN_LEAVE_GRACE_S) {
+            fprintf(stderr, "gearbox join: %d workers still running %.0f s after the signal: "
+                    "killed\n", live, JOIN_LEAVE_GRACE_S);
+            for (int i = 0; i < n; i++)
+                if (pids[i])
+                    kill(pids[i], SIGKILL);
+            forwarded = 2;
+        }
+        usleep(20000);
+    }
+    return failed;
+}
+
+int gb_cmd_join(int argc, char **argv)
+{
+    if (gb_wants_help(argc, argv)) {
+        join_usage(stdout);
+        return GB_EXIT_OK;
+    }
+    const char *registry = NULL, *role_name = NULL, *interface = NULL;
+    int count = 1;
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 < argc && strcmp(argv[i], "--role") == 0)
+            role_name = argv[++i];
+        else if (i + 1 < argc && strcmp(argv[i], "--count") == 0)
+            count = atoi(argv[++i]);
+        else if (i + 1 < argc && strcmp(argv[i], "--interface") == 0)
+            interface = argv[++i];
+        else if (argv[i][0] != '-' && !registry)
+            registry = argv[i];
+        else {
+            fprintf(stderr, "gearbox join: unexpected argument '%s'\n", argv[i]);
+            join_usage(stderr);
+            return GB_EXIT_USAGE;
+        }
+    }
+    int role = role_name ? gb_role_from_name(role_name) : GB_ROLE_NONE;
+    if (!registry || (role != GB_ROLE_ACTOR && role != GB_ROLE_POLICY) || count < 1 ||
+        count > JOIN_MAX_COUNT) {
+        fprintf(stderr, "gearbox join: need REGISTRY_ENDPOINT, --role actor|policy and "
+                "1 <= --count <= %d\n", JOIN_MAX_COUNT);
+        join_usage(stderr);
+        return GB_EXIT_USAGE;
+    }
+    gb_error err = {0};
+    char addr[256] = "";
+    if (interface)
+        snprintf(addr, sizeof addr, "%s", interface);
+    else if (strncmp(registry, "tcp://", 6) == 0 &&
+             address_towards(registry, addr, sizeof addr, &err)) {
+        fprintf(stderr, "gearbox join: %s (name the address with --interface)\n", err.msg);
+        return GB_EXIT_FAILURE;
+    }
+    static gb_config cfg;
+    static gb_registry_join_reply slots[JOIN_MAX_COUNT];
+    if (take_slots(registry, role, count, addr, &cfg, slots, &err)) {
+        fprintf(stderr, "gearbox join: %s\n", err.msg);
+        return err.code == GB_ECONFIG ? GB_EXIT_USAGE : GB_EXIT_FAILURE;
+    }
+    /* the run directory is the launcher's: only a worker on its host (ipc) uses it */
+    const char *run_dir = cfg.streams.transport == GB_TRANSPORT_IPC ? slots[0].run : NULL;
+    fprintf(stderr, "gearbox join: run %s: %d %s workers (", slots[0].run, count, role_name);
+    for (int i = 0; i < count; i++)
+        fprintf(stderr, "%s%d", i ? ", " : "index ", slots[i].index);
+    fprintf(stderr, ")%s%s\n", addr[0] ? " on " : "", addr);
+
+    struct sigaction sa = {0};
+    sa.sa_handler = on_join_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    static pid_t pids[JOIN_MAX_COUNT];
+    pid_t parent = getpid();
+    int started = 0;
+    for (; started < count && !atomic_load(&join_signal); started++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("gearbox join: fork");
+            atomic_store(&join_signal, SIGTERM); /* the ones started leave again */
+            break;
+        }
+        if (pid == 0) {
+            /* a worker dies with this command (killed, say): it must not outlive its parent */
+            prctl(PR_SET_PDEATHSIG, SIGTERM);
+            if (getppid() != parent)
+                _exit(GB_EXIT_FAILURE);
+            gb_worker_process_opts o = {.role = role_name, .index = slots[started].index,
+                                        .incarnation = slots[started].incarnation,
+                                        .run_dir = run_dir, .registry = registry,
+                                        .metrics = slots[started].metrics, .joined = 1};
+            _exit(gb_worker_process(&cfg, &o));
+        }
+        pids[started] = pid;
+    }
+    int failed = wait_workers(pids, started);
+    for (int i = 0; i < count; i++)
+        gb_registry_join_reply_free(&slots[i]);
+    fprintf(stderr, "gearbox join: %d of %d workers stopped cleanly\n", started - failed, count);
+    return failed || started < count ? GB_EXIT_FAILURE : GB_EXIT_OK;
+}

@@ -1,0 +1,79 @@
+/* launch/joins.c: slots for workers that join a running run from other hosts (see joins.h). */
+#include "launch/joins.h"
+
+#include "runtime/wire.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int64_t gb_joins_local(const gb_config *cfg, int role)
+{
+    const int64_t count = role == GB_ROLE_ACTOR ? cfg->actors.count : cfg->policy.count;
+    const int64_t local = role == GB_ROLE_ACTOR ? cfg->actors.local : cfg->policy.local;
+    return local < 0 ? count : local;
+}
+
+int gb_joins_init(gb_joins *j, const gb_config *cfg, const char *metrics_ep, const char *run,
+                  gb_error *err)
+{
+    memset(j, 0, sizeof *j);
+    FILE *f = open_memstream(&j->config, &j->config_len);
+    if (!f)
+        return gb_error_errno(err, "open_memstream");
+    int bad = gb_config_write(cfg, f);
+    if (fclose(f) != 0 || bad) {
+        free(j->config);
+        j->config = NULL;
+        return gb_error_set(err, GB_ENOMEM, "joins: the config could not be written out");
+    }
+    snprintf(j->metrics, sizeof j->metrics, "%s", metrics_ep);
+    snprintf(j->run, sizeof j->run, "%s", run);
+    j->actor_next = gb_joins_local(cfg, GB_ROLE_ACTOR);
+    j->actor_end = cfg->actors.count + cfg->actors.join_max;
+    j->policy_next = gb_joins_local(cfg, GB_ROLE_POLICY);
+    j->policy_end = cfg->policy.count;
+    pthread_mutex_init(&j->lock, NULL);
+    return 0;
+}
+
+void gb_joins_free(gb_joins *j)
+{
+    if (!j->config)
+        return;
+    free(j->config);
+    j->config = NULL;
+    pthread_mutex_destroy(&j->lock);
+}
+
+int gb_joins_answer(void *arg, int role, gb_registry_join_reply *out, char *why, size_t cap)
+{
+    gb_joins *j = arg;
+    if (role != GB_ROLE_ACTOR && role != GB_ROLE_POLICY) {
+        snprintf(why, cap, "only actors and policy workers join a run, not %s",
+                 gb_role_name(role));
+        return GB_EINVAL;
+    }
+    pthread_mutex_lock(&j->lock);
+    int64_t *next = role == GB_ROLE_ACTOR ? &j->actor_next : &j->policy_next;
+    int64_t end = role == GB_ROLE_ACTOR ? j->actor_end : j->policy_end;
+    int rc = 0;
+    if (*next >= end) {
+        snprintf(why, cap, "no %s slot left: all %lld are taken (%s)", gb_role_name(role),
+                 (long long)end, role == GB_ROLE_ACTOR ? "actors.count + actors.join_max"
+                                                       : "policy.count");
+        rc = GB_EFULL;
+    } else {
+        out->index = (int)(*next)++;
+        out->incarnation = 0;
+        j->joined++;
+    }
+    pthread_mutex_unlock(&j->lock);
+    if (rc)
+        return rc;
+    snprintf(out->metrics, sizeof out->metrics, "%s", j->metrics);
+    snprintf(out->run, sizeof out->run, "%s", j->run);
+    out->config = j->config;
+    out->config_len = j->config_len;
+    return 0;
+}

@@ -1,0 +1,45 @@
+/* launch/joins.h: the launcher's side of `gearbox join`: which slot a worker from another host
+ * gets, and what it is told (the run's config, metrics endpoint and identity). Answered on the
+ * registry's thread (runtime/registry.h, gb_registry_join_fn).
+ * defines: gb_joins, gb_joins_init, gb_joins_answer, gb_joins_free, gb_joins_local
+ *
+ * Slots: role R has count workers; the launcher starts the first `R.local` itself (all when
+ * -1) and the joiners fill the rest in order. Once those are taken, actors (never policy
+ * workers, whose number the actors' load balancing fixes) get slots beyond count, up to
+ * actors.join_max, each used once: a joiner's index is never reused, so the trainers' books and
+ * the metrics per actor process stay exact. A joined worker that leaves keeps its slot (its
+ * counts stay in the run's totals); it is not replaced. */
+#ifndef GB_LAUNCH_JOINS_H
+#define GB_LAUNCH_JOINS_H
+
+#include "runtime/config.h"
+#include "runtime/error.h"
+#include "runtime/registry.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gb_joins {
+    pthread_mutex_t lock;
+    char *config; /* the resolved config as YAML */
+    size_t config_len;
+    char metrics[GB_REGISTRY_ENDPOINT_MAX];
+    char run[GB_REGISTRY_ENDPOINT_MAX];
+    int64_t actor_next, actor_end;   /* next free actor slot; end: count + join_max */
+    int64_t policy_next, policy_end; /* next free policy slot; end: count */
+    int64_t joined;                  /* workers that joined so far */
+} gb_joins;
+
+/* How many workers of role (GB_ROLE_ACTOR/POLICY) the launcher starts itself. */
+int64_t gb_joins_local(const gb_config *cfg, int role);
+
+/* Writes cfg as YAML for the joiners and sets the slots. Returns 0, GB_ENOMEM, GB_ESYS. */
+int gb_joins_init(gb_joins *j, const gb_config *cfg, const char *metrics_ep, const char *run,
+                  gb_error *err);
+void gb_joins_free(gb_joins *j);
+
+/* gb_registry_join_fn with arg a gb_joins: a slot, or GB_EFULL / GB_EINVAL with why. */
+int gb_joins_answer(void *arg, int role, gb_registry_join_reply *out, char *why, size_t cap);
+
+#endif

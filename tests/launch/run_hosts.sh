@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# tests/launch/run_hosts.sh: a run over several "hosts", each a network namespace with its own
+# address on a private bridge (made here and removed on exit, whatever happens):
+#   h1: the launcher with the trainer and the parameter service (actors.local=0, policy.local=0:
+#       it starts no actor or policy worker itself)
+#   h2: the policy worker, h3: two actors, both joined with `gearbox join` (ip netns exec)
+#   h4: one more actor, joined later (run B)
+# Every endpoint is tcp:// on the hosts' 10.x addresses; the joined workers get the run's config
+# from its registry, never from the run directory. Run A: CartPole PPO solves. Run B (a time
+# budget, no target): two h4 actors join and the run's env steps/s (metrics.csv) rise while they
+# are in; then one leaves on SIGTERM, the other is killed (SIGKILL, its gearbox join too), and
+# the run still ends normally with its sample ledger exact.
+# usage: run_hosts.sh GEARBOX CONFIG WORK_DIR   (root and `ip netns` needed, else skipped: 77)
+set -u
+gearbox=$1 config=$2 work=$3
+. "$(dirname "$0")/run_lib.sh"
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
+ip netns list > /dev/null 2>&1 || { echo "SKIP: no 'ip netns'"; exit 77; }
+rm -rf "$work"; mkdir -p "$work"
+
+suffix=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+pre=gbn$suffix
+net=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
+bridge_ns=$pre-br
+hosts="h1 h2 h3 h4"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  for h in $hosts; do ip netns del "$pre-$h" 2>/dev/null; done
+  ip netns del "$bridge_ns" 2>/dev/null
+}
+trap cleanup EXIT
+
+# The bridge lives in a namespace of its own: nothing is added to this machine's network.
+# a container without CAP_NET_ADMIN has `ip` but cannot make namespaces: nothing to test there
+ip netns add "$bridge_ns" 2> "$work/netns.err" ||
+  { echo "SKIP: cannot create network namespaces: $(cat "$work/netns.err")"; exit 77; }
+ip -n "$bridge_ns" link add br0 type bridge || fail "bridge"
+ip -n "$bridge_ns" link set br0 up
+ip -n "$bridge_ns" link set lo up
+i=0
+for h in $hosts; do
+  i=$((i + 1))
+  ns=$pre-$h
+  ip netns add "$ns" || fail "ip netns add $ns"
+  ip -n "$bridge_ns" link add "p$i" type veth peer name eth0 netns "$ns" || fail "veth $h"
+  ip -n "$bridge_ns" link set "p$i" master br0 up
+  ip -n "$ns" addr add "$net.$i/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+done
+echo "hosts: $pre-{h1..h4} on $net.0/24"
+
+# on HOST CMD...: runs CMD in HOST's namespace as this (sub)shell's process itself (exec), so
+# that $! of `on ... &` is CMD's pid: signals reach it, not a shell around it.
+on() { local h=$1; shift; exec ip netns exec "$pre-$h" "$@"; }
+
+# start_run NAME [--set ...]: the launcher on h1 (pid in $launcher), its registry in $registry.
+start_run() {
+  local name=$1; shift
+  (on h1 "$gearbox" run "$config" --run-dir "$work/$name" --set streams.transport=tcp \
+    --set streams.interface="$net.1" --set actors.local=0 --set policy.local=0 \
+    --set launch.progress=plain --set experiment.metrics_interval_s=0.5 "$@" \
+    > "$work/$name.log" 2>&1) &
+  launcher=$!; pids+=("$launcher")
+  local end=$((SECONDS + 20))
+  while [ ! -s "$work/$name/registry" ]; do
+    [ $SECONDS -lt $end ] && kill -0 "$launcher" 2>/dev/null ||
+      { tail -20 "$work/$name.log"; fail "$name: no registry endpoint in $work/$name/registry"; }
+    sleep 0.1
+  done
+  registry=$(cat "$work/$name/registry")
+  echo "$name: registry $registry"
+  case "$registry" in tcp://$net.1:*) ;; *) fail "registry endpoint $registry is not on h1's $net.1" ;; esac
+}
+
+# join NAME HOST ROLE COUNT: `gearbox join` on HOST (pid in $joined).
+join() {
+  (on "$2" "$gearbox" join "$registry" --role "$3" --count "$4" > "$work/$1.log" 2>&1) &
+  joined=$!; pids+=("$joined")
+}
+
+# ---- run A: solves over tcp, roles on three hosts ----------------------------------------------
+start_run a --set experiment.max_seconds=90
+join a_policy h2 policy 1; policy_pid=$joined
+join a_actors h3 actor 2; actors_pid=$joined
+wait "$launcher"; status=$?
+wait "$policy_pid"; policy_status=$?
+wait "$actors_pid"; actors_status=$?
+tail -4 "$work/a.log"
+s=$work/a/summary.json
+[ -s "$s" ] || fail "run A: no summary.json"
+echo "run A: exit $status, $(json_get "$s" exit_reason) after $(json_get "$s" env_steps) env steps," \
+     "mean return $(json_get "$s" episode_return_mean); joins exited $policy_status (policy)," \
+     "$actors_status (actors)"
+[ "$status" = 0 ] && [ "$(json_get "$s" exit_reason)" = solved ] || fail "run A did not solve"
+[ "$policy_status" = 0 ] && [ "$actors_status" = 0 ] || fail "a joined worker failed in run A"
+check_ledger "$s"
+# the workers registered h2's and h1's addresses: the actors reached them from h3
+grep -q "serving CartPole-v1 at tcp://$net.2:" "$work/a_policy.log" ||
+  fail "the policy worker did not serve on h2's $net.2"
+grep -q "index 0, 1) on $net.3" "$work/a_actors.log" || fail "the actors did not join from h3"
+grep -q "policy 0 joined the run" "$work/a/logs/launcher.log" || fail "no policy join logged"
+for f in "$work"/a/logs/*.log "$work"/a_*.log; do
+  ! grep -E "tcp://(0\.0\.0\.0|127\.)" "$f" || fail "a wildcard or loopback endpoint in $f"
+done
+[ ! -e "$work/a/logs/actor-0.log" ] && [ ! -e "$work/a/logs/policy-0.log" ] ||
+  fail "the launcher started actor or policy workers itself"
+[ ! -e "$work/a/sockets" ] || fail "run A made ipc sockets"
+
+# ---- run B: a fourth host's actors join, raise env steps/s, leave ------------------------------
+# No target: the run ends at its time budget. Phases (seconds of the launcher's clock): warm-up
+# to 3, before 3..~9, h4's actors join at ~9 and leave 8 s after they are in, end at 40 (a margin
+# for a loaded machine: a killed actor must be silent 2 s before the end to be seen as gone).
+# The run has actors.count 1: h3's actor takes slot 0, h4's join beyond the count (slots 1 and 2,
+# actors.join_max). It is made actor-bound, so that an actor that joins adds what it makes: each
+# actor steps 4 environments in one group (it waits for every answer of the policy worker: its
+# rate is the inference round trip's), and the trainer takes one pass over each batch. (PPO's 4
+# epochs of 4 minibatches make the trainer the bound: on 2 busy cores, 128 environments in 4
+# groups made 110k env steps/s with one actor and 124k with three; 8 in one group 54k and 58k.)
+start_run b --set experiment.target_return=null --set experiment.max_seconds=40 \
+  --set experiment.max_env_steps=0 --set actors.count=1 --set actors.envs_per_actor=4 \
+  --set actors.splits=1 --set trainer.algorithm.ppo.epochs=1 \
+  --set trainer.algorithm.ppo.minibatches=1
+join b_policy h2 policy 1; policy_pid=$joined
+join b_actors h3 actor 1; actors_pid=$joined
+sleep 9
+join b_extra h4 actor 1; extra_pid=$joined
+join b_doomed h4 actor 1; doomed_pid=$joined
+wait_for_log "$work/b/logs/launcher.log" "actor 2 joined the run" 10 ||
+  fail "the h4 actors did not join"
+sleep 1
+join_t=$(tail -1 "$work/b/metrics.csv" | cut -d, -f1)
+sleep 8
+leave_t=$(tail -1 "$work/b/metrics.csv" | cut -d, -f1)
+# one leaves as asked; the other's host "dies": its worker and gearbox join killed outright
+kill -TERM "$extra_pid"
+pkill -KILL -P "$doomed_pid"; kill -KILL "$doomed_pid"
+wait "$extra_pid"; extra_status=$?
+wait "$launcher"; status=$?
+wait "$policy_pid"; policy_status=$?
+wait "$actors_pid"; actors_status=$?
+tail -3 "$work/b.log"
+s=$work/b/summary.json
+[ -s "$s" ] || fail "run B: no summary.json"
+echo "run B: exit $status, $(json_get "$s" exit_reason); the h4 actors joined at ${join_t}s," \
+     "left at ${leave_t}s (gearbox join on SIGTERM: status $extra_status)"
+[ "$extra_status" = 0 ] || fail "gearbox join on h4 did not leave cleanly on SIGTERM"
+[ "$status" = 0 ] && [ "$(json_get "$s" exit_reason)" = max_seconds ] || fail "run B did not end normally"
+[ "$policy_status" = 0 ] && [ "$actors_status" = 0 ] || fail "a joined worker failed in run B"
+[ "$(json_get "$s" error)" = null ] || fail "run B: error $(json_get "$s" error)"
+doomed=$(sed -n 's/.*(index \([0-9]*\)).*/\1/p' "$work/b_doomed.log")
+grep -q "actor $doomed (joined from another host) left without a final report" \
+  "$work/b/logs/launcher.log" || fail "the launcher did not count the killed actor $doomed as gone"
+check_ledger "$s"
+# env steps/s from metrics.csv: before (5 s .. the join) and while joined (2 s after the join
+# .. the leave)
+python3 - "$work/b/metrics.csv" "$join_t" "$leave_t" <<'EOF' || fail "env steps/s did not rise"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+join_t, leave_t = float(sys.argv[2]), float(sys.argv[3])
+def rate(a, b):
+    sel = [r for r in rows if a <= float(r["time_s"]) <= b]
+    if len(sel) < 2:
+        sys.exit(f"too few metrics rows in {a:.1f}..{b:.1f} s")
+    t0, t1 = float(sel[0]["time_s"]), float(sel[-1]["time_s"])
+    return (float(sel[-1]["env_steps"]) - float(sel[0]["env_steps"])) / (t1 - t0)
+before, during = rate(3.0, join_t - 1.0), rate(join_t + 1.0, leave_t)
+print(f"env steps/s: {before:.0f} with h3's actor, {during:.0f} while h4's two were in too "
+      f"({during / before:.2f}x)")
+sys.exit(0 if during > 1.2 * before else 1)
+EOF
+grep -q "leave the run" "$work/b_extra.log" || fail "the h4 join did not say it left"
+echo "1 passed, 0 failed"
