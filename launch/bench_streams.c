@@ -17,7 +17,8 @@
 
 static void bench_usage(FILE *out)
 {
-    fprintf(out, "usage: gearbox bench streams [--json] [--transport ipc|tcp] [--quick] [--curve on|off]\n"
+    fprintf(out, "usage: gearbox bench streams [--json] [--transport ipc|tcp] [--quick]\n"
+                 "                             [--curve on|off]\n"
                  "                             [--case inference_rtt|inference_pipelined|sample_throughput|\n"
                  "                                     param_broadcast]\n");
 }

@@ -217,7 +217,8 @@ typedef struct gb_config_streams {
 /* 1 when the run's tcp sockets use CURVE (streams.curve on, or auto with tcp). */
 static inline int gb_config_streams_curve(const gb_config_streams *s)
 {
-    return s->curve == GB_CURVE_ON || (s->curve == GB_CURVE_AUTO && s->transport == GB_TRANSPORT_TCP);
+    return s->curve == GB_CURVE_ON ||
+           (s->curve == GB_CURVE_AUTO && s->transport == GB_TRANSPORT_TCP);
 }
 
 typedef struct gb_config_parameters {

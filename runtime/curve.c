@@ -285,8 +285,8 @@ static void zap_serve_one(gb_curve *c)
  * plain peer (a mechanism mismatch), a wrong server key (a HELLO that does not decrypt). Either
  * peer hangs up on the mismatch, and when the peer's reset overtakes its greeting the server
  * sees only a failure without detail, so those count too (a keyed peer that hangs up
- * mid-handshake, rare, is then counted as well). An AUTH failure was counted by ZAP already. Returns 0, or 1
- * when the monitored socket is gone (the monitor is then closed by the caller). */
+ * mid-handshake, rare, is then counted as well). An AUTH failure was counted by ZAP already.
+ * Returns 0, or 1 when the monitored socket is gone (the monitor is then closed by the caller). */
 static int monitor_event(gb_curve *c, void *mon)
 {
     char ev[64], addr[256];
@@ -301,7 +301,8 @@ static int monitor_event(gb_curve *c, void *mon)
     memcpy(&event, ev, sizeof event);
     if (event == ZMQ_EVENT_MONITOR_STOPPED)
         return 1;
-    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+        event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
         count_refusal(c, "CURVE handshake failed (no keys or a wrong server key)", NULL);
     return 0;
 }
