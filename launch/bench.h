@@ -53,7 +53,15 @@ typedef struct gb_bench_net {
     char dir[64];
     int seq;          /* endpoint names */
     const char *only; /* --case NAME: run only that case */
+    int curve;        /* gearbox's sockets use CURVE (ctx has keys: runtime/curve.h); the raw
+                         ZeroMQ reference stays plain tcp */
+    double figures[16]; /* each measured row's headline (inference p50 us, sample Gbit/s), in
+                           order: bench_streams compares a CURVE pass with a plain one */
+    int nfigures;
 } gb_bench_net;
+
+/* Records a row's headline figure (beyond 16 rows: not kept). */
+void gb_bench_net_figure(gb_bench_net *b, double v);
 
 /* Whether the case called name runs (no --case, or --case name). */
 int gb_bench_net_want(const gb_bench_net *b, const char *name);

@@ -170,15 +170,16 @@ static int bench_inference(gb_bench_net *b, int rows, int row_bytes, gb_dtype dt
     double p50 = gb_bench_quantile(rtt, n, 0.5), p99 = gb_bench_quantile(rtt, n, 0.99), rp50 = gb_bench_quantile(raw, n, 0.5);
     if (b->json)
         printf("{\"bench\": \"streams\", \"case\": \"inference_rtt\", \"transport\": \"%s\", "
-               "\"rows\": %d, \"row\": \"%s\", \"bytes\": %zu, \"reply_bytes\": %zu, "
-               "\"iterations\": %d, \"p50_us\": %.1f, \"p99_us\": %.1f, \"raw_p50_us\": %.1f, "
-               "\"ratio\": %.3f}\n",
-               b->tcp ? "tcp" : "ipc", rows, label, bytes, reply_bytes, n, p50, p99, rp50,
-               p50 / rp50);
+               "\"curve\": %s, \"rows\": %d, \"row\": \"%s\", \"bytes\": %zu, "
+               "\"reply_bytes\": %zu, \"iterations\": %d, \"p50_us\": %.1f, \"p99_us\": %.1f, "
+               "\"raw_p50_us\": %.1f, \"ratio\": %.3f}\n",
+               b->tcp ? "tcp" : "ipc", b->curve ? "true" : "false", rows, label, bytes,
+               reply_bytes, n, p50, p99, rp50, p50 / rp50);
     else
-        printf("inference_rtt  rows %5d x %-12s %8zu B  p50 %8.1f us  p99 %8.1f us  raw REQ/REP "
+        printf("inference_rtt%s  rows %5d x %-12s %8zu B  p50 %8.1f us  p99 %8.1f us  raw REQ/REP "
                "p50 %8.1f us  ratio %.2f (target <= 1.3)\n",
-               rows, label, bytes, p50, p99, rp50, p50 / rp50);
+               b->curve ? " (CURVE)" : "", rows, label, bytes, p50, p99, rp50, p50 / rp50);
+    gb_bench_net_figure(b, p50);
     fflush(stdout);
     free(obs);
     free(rtt);

@@ -135,13 +135,15 @@ static int bench_sample(gb_bench_net *b, size_t chunk)
     long drops = (long)st.dropped + (count - got);
     if (b->json)
         printf("{\"bench\": \"streams\", \"case\": \"sample_throughput\", \"transport\": \"%s\", "
-               "\"chunk_bytes\": %zu, \"chunks\": %ld, \"gbps\": %.3f, \"raw_gbps\": %.3f, "
-               "\"ratio\": %.3f, \"drops\": %ld}\n",
-               b->tcp ? "tcp" : "ipc", chunk, count, gbps, raw_gbps, gbps / raw_gbps, drops);
+               "\"curve\": %s, \"chunk_bytes\": %zu, \"chunks\": %ld, \"gbps\": %.3f, "
+               "\"raw_gbps\": %.3f, \"ratio\": %.3f, \"drops\": %ld}\n",
+               b->tcp ? "tcp" : "ipc", b->curve ? "true" : "false", chunk, count, gbps, raw_gbps,
+               gbps / raw_gbps, drops);
     else
-        printf("sample_throughput  chunk %8zu B  %6ld chunks  %7.2f Gbit/s  raw PUSH/PULL %7.2f "
+        printf("sample_throughput%s  chunk %8zu B  %6ld chunks  %7.2f Gbit/s  raw PUSH/PULL %7.2f "
                "Gbit/s  ratio %.2f (target >= 0.8)  drops %ld\n",
-               chunk, count, gbps, raw_gbps, gbps / raw_gbps, drops);
+               b->curve ? " (CURVE)" : "", chunk, count, gbps, raw_gbps, gbps / raw_gbps, drops);
+    gb_bench_net_figure(b, gbps);
     fflush(stdout);
     return failed;
 }

@@ -24,6 +24,12 @@ int gb_bench_net_want(const gb_bench_net *b, const char *name)
     return !b->only || strcmp(b->only, name) == 0;
 }
 
+void gb_bench_net_figure(gb_bench_net *b, double v)
+{
+    if (b->nfigures < (int)(sizeof b->figures / sizeof b->figures[0]))
+        b->figures[b->nfigures++] = v;
+}
+
 void gb_bench_net_endpoint(gb_bench_net *b, char *out, size_t cap, const char *what)
 {
     if (b->tcp)

@@ -10,6 +10,7 @@
 #include "launch/commands.h"
 
 #include "runtime/config.h"
+#include "runtime/curve.h"
 #include "runtime/endpoint.h"
 #include "runtime/registry.h"
 #include "runtime/wire.h"
@@ -40,7 +41,7 @@ static void join_usage(FILE *out)
 {
     fprintf(out,
             "usage: gearbox join REGISTRY_ENDPOINT --role actor|policy [--count K]\n"
-            "                    [--interface ADDR]\n\n"
+            "                    [--interface ADDR] [--keys DIR]\n\n"
             "Starts K workers (default 1) on this host that join a running run: they get the\n"
             "run's config and their slots from its registry (the launcher prints the endpoint,\n"
             "e.g. tcp://10.1.0.1:40125, and writes it to RUN_DIR/registry), report to its\n"
@@ -52,7 +53,9 @@ static void join_usage(FILE *out)
             "  --count K            how many workers to start (default 1)\n"
             "  --interface ADDR     address (or interface name) this host's workers bind and\n"
             "                       publish; default: the address this host reaches the\n"
-            "                       registry from\n\n"
+            "                       registry from\n"
+            "  --keys DIR           a copy of the run's RUN_DIR/keys (a tcp run uses CURVE by\n"
+            "                       default: without its keys the registry does not answer)\n\n"
             "exit status: 0 when the workers stopped cleanly (the run ended, or they left on a\n"
             "signal), 1 when one failed or no slot was given, 2 usage error\n");
 }
@@ -89,22 +92,31 @@ static int address_towards(const char *endpoint, char *out, size_t cap, gb_error
 
 /* Asks the registry for count slots of role and reads the run's config (the first answer's;
  * every answer carries the same), with streams.interface set to this host's address. */
-static int take_slots(const char *registry, int role, int count, const char *interface,
-                      gb_config *cfg, gb_registry_join_reply *slots, gb_error *err)
+static int take_slots(const char *registry, const char *keys, int role, int count,
+                      const char *interface, gb_config *cfg, gb_registry_join_reply *slots,
+                      gb_error *err)
 {
     void *zctx = zmq_ctx_new();
     gb_registry_client *reg = NULL;
+    gb_curve *curve = NULL;
     /* no heartbeat thread: this client only asks; ttl must exceed it */
     gb_registry_client_opts ro = {.endpoint = registry, .timeout_ms = 10000, .heartbeat_ms = 0,
                                   .ttl_ms = 1, .role = role, .index = 0};
     int rc = zctx ? 0 : gb_error_set(err, GB_EZMQ, "zmq_ctx_new failed");
+    if (rc == 0 && keys)
+        rc = gb_curve_run_attach(&curve, zctx, keys, err);
     if (rc == 0)
         rc = gb_registry_client_open(&reg, zctx, &ro, err);
     int taken = 0;
     for (; rc == 0 && taken < count; taken++)
-        if ((rc = gb_registry_join(reg, role, &slots[taken], err)))
+        if ((rc = gb_registry_join(reg, role, &slots[taken], err))) {
             gb_error_prefix(err, "joining %s", registry);
+            if (rc == GB_ETIMEOUT && !keys)
+                gb_error_prefix(err, "no answer without --keys (a tcp run uses CURVE unless "
+                                "streams.curve is off)");
+        }
     gb_registry_client_close(reg);
+    gb_curve_detach(curve);
     if (zctx)
         zmq_ctx_term(zctx);
     if (rc)
@@ -178,7 +190,7 @@ int gb_cmd_join(int argc, char **argv)
         join_usage(stdout);
         return GB_EXIT_OK;
     }
-    const char *registry = NULL, *role_name = NULL, *interface = NULL;
+    const char *registry = NULL, *role_name = NULL, *interface = NULL, *keys = NULL;
     int count = 1;
     for (int i = 1; i < argc; i++) {
         if (i + 1 < argc && strcmp(argv[i], "--role") == 0)
@@ -187,6 +199,8 @@ int gb_cmd_join(int argc, char **argv)
             count = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--interface") == 0)
             interface = argv[++i];
+        else if (i + 1 < argc && strcmp(argv[i], "--keys") == 0)
+            keys = argv[++i];
         else if (argv[i][0] != '-' && !registry)
             registry = argv[i];
         else {
@@ -214,7 +228,7 @@ int gb_cmd_join(int argc, char **argv)
     }
     static gb_config cfg;
     static gb_registry_join_reply slots[JOIN_MAX_COUNT];
-    if (take_slots(registry, role, count, addr, &cfg, slots, &err)) {
+    if (take_slots(registry, keys, role, count, addr, &cfg, slots, &err)) {
         fprintf(stderr, "gearbox join: %s\n", err.msg);
         return err.code == GB_ECONFIG ? GB_EXIT_USAGE : GB_EXIT_FAILURE;
     }
@@ -248,7 +262,8 @@ int gb_cmd_join(int argc, char **argv)
             gb_worker_process_opts o = {.role = role_name, .index = slots[started].index,
                                         .incarnation = slots[started].incarnation,
                                         .run_dir = run_dir, .registry = registry,
-                                        .metrics = slots[started].metrics, .joined = 1};
+                                        .metrics = slots[started].metrics, .keys = keys,
+                                        .joined = 1};
             _exit(gb_worker_process(&cfg, &o));
         }
         pids[started] = pid;

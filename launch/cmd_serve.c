@@ -7,6 +7,7 @@
 #include "replay/replay.h"
 #include "runtime/clock.h"
 #include "runtime/config.h"
+#include "runtime/curve.h"
 #include "runtime/log.h"
 #include "workers/server.h"
 
@@ -97,11 +98,20 @@ int gb_cmd_serve(int argc, char **argv)
     int io_threads = 2;
     if (!zctx || zmq_ctx_set(zctx, ZMQ_IO_THREADS, io_threads) != 0)
         rc = gb_error_set(&err, GB_EZMQ, "zmq_ctx_new failed");
+    gb_curve *curve = NULL;
+    char server_public[GB_CURVE_KEY_Z85] = "";
+    if (rc == 0 && cfg.server.curve)
+        rc = gb_curve_server_attach(&curve, zctx, cfg.server.curve_key, cfg.server.curve_clients,
+                                    server_public, &err);
     if (rc == 0)
         rc = gb_server_open(&s, zctx, r, &so, &err);
     if (rc == 0) {
         printf("gearbox serve: serving %lld items on %s\n", (long long)loaded,
                gb_server_endpoint(s));
+        if (curve)
+            printf("gearbox serve: CURVE on; clients need the server public key %s%s\n",
+                   server_public, cfg.server.curve_clients[0] ? " and an allowed key pair"
+                                                              : "");
         fflush(stdout);
         GB_INFO("serving on %s with %d request threads", gb_server_endpoint(s), so.threads);
         pthread_t ck;
@@ -128,6 +138,11 @@ int gb_cmd_serve(int argc, char **argv)
             rc = gb_server_checkpoint(s, &err);
     }
     gb_server_close(s);
+    if (curve)
+        GB_INFO("CURVE: %llu clients accepted, %llu connections refused",
+                (unsigned long long)gb_curve_accepted(curve),
+                (unsigned long long)gb_curve_refused(curve));
+    gb_curve_detach(curve);
     if (zctx)
         zmq_ctx_term(zctx);
     gb_replay_free(r);

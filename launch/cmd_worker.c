@@ -7,6 +7,7 @@
  * it with the config the registry sent. */
 #include "launch/commands.h"
 #include "runtime/config.h"
+#include "runtime/curve.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/registry.h"
@@ -39,10 +40,12 @@ static void worker_usage(FILE *out)
 {
     fprintf(out, "usage: gearbox worker --role actor|policy|trainer|params --index I --run-dir DIR\n"
                  "                      --registry ENDPOINT --metrics ENDPOINT [--segment N]\n"
-                 "                      [--incarnation N]\n\n"
+                 "                      [--incarnation N] [--keys DIR]\n\n"
                  "Runs one worker process of a run. `gearbox run` starts these; you do not need\n"
                  "to. The worker reads DIR/config.yaml, finds its peers through the registry and\n"
-                 "reports to the launcher's metrics endpoint; SIGTERM stops it cleanly.\n");
+                 "reports to the launcher's metrics endpoint; SIGTERM stops it cleanly.\n"
+                 "--keys DIR: the run's CURVE keys (default DIR/keys) when streams.curve is\n"
+                 "on.\n");
 }
 
 static const struct {
@@ -64,6 +67,7 @@ int gb_cmd_worker(int argc, char **argv)
     }
     const char *role = NULL, *run_dir = NULL, *registry = NULL, *metrics = NULL;
     const char *record = NULL; /* --record DIR (gearbox run --record) */
+    const char *keys = NULL;   /* --keys DIR: the run's CURVE keys; default RUN_DIR/keys */
     int index = -1, incarnation = 0; /* --incarnation N: the launcher's Nth restart of it */
     int segment = 0;                 /* --segment N: the run's Nth resume (gearbox run --resume) */
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -79,6 +83,8 @@ int gb_cmd_worker(int argc, char **argv)
             metrics = argv[i + 1];
         else if (strcmp(argv[i], "--record") == 0)
             record = argv[i + 1];
+        else if (strcmp(argv[i], "--keys") == 0)
+            keys = argv[i + 1];
         else if (strcmp(argv[i], "--incarnation") == 0)
             incarnation = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--segment") == 0)
@@ -107,7 +113,7 @@ int gb_cmd_worker(int argc, char **argv)
     }
     gb_worker_process_opts o = {.role = role, .index = index, .incarnation = incarnation,
                                 .segment = segment, .run_dir = run_dir, .registry = registry,
-                                .metrics = metrics, .record = record};
+                                .metrics = metrics, .record = record, .keys = keys};
     return gb_worker_process(&cfg, &o);
 }
 
@@ -141,7 +147,19 @@ int gb_worker_process(const gb_config *cfg, const gb_worker_process_opts *o)
                                   .ttl_ms = (int)cfg->streams.ttl_ms,
                                   .role = roles[r].role,
                                   .index = index};
+    gb_curve *curve = NULL;
     int rc = zctx ? 0 : gb_error_set(&err, GB_EZMQ, "zmq_ctx_new failed");
+    /* every tcp socket of this process uses the run's keys: attached before any is opened */
+    if (rc == 0 && gb_config_streams_curve(&cfg->streams)) {
+        char kd[2048];
+        if (!o->keys && !run_dir)
+            rc = gb_error_set(&err, GB_EINVAL, "the run uses CURVE on tcp: this worker needs the "
+                              "run's keys folder (gearbox join --keys DIR, a copy of RUN_DIR/%s)",
+                              GB_CURVE_KEYS_DIR);
+        snprintf(kd, sizeof kd, "%s/%s", run_dir ? run_dir : "", GB_CURVE_KEYS_DIR);
+        if (rc == 0)
+            rc = gb_curve_run_attach(&curve, zctx, o->keys ? o->keys : kd, &err);
+    }
     if (rc == 0)
         rc = gb_registry_client_open(&reg, zctx, &ro, &err);
     if (rc == 0)
@@ -195,6 +213,10 @@ int gb_worker_process(const gb_config *cfg, const gb_worker_process_opts *o)
     gb_runctl_client_close(runctl);
     gb_metrics_sender_close(ms);
     gb_registry_client_close(reg);
+    if (curve && gb_curve_refused(curve))
+        GB_WARN("refused %llu connections without the run's keys",
+                (unsigned long long)gb_curve_refused(curve));
+    gb_curve_detach(curve);
     if (zctx)
         zmq_ctx_term(zctx);
     return rc ? GB_EXIT_FAILURE : GB_EXIT_OK;

@@ -26,6 +26,7 @@ typedef struct gb_worker_process_opts {
     const char *registry; /* the registry's endpoint (run control on the same socket) */
     const char *metrics;  /* the launcher's metrics endpoint */
     const char *record;   /* --record DIR, or NULL */
+    const char *keys;     /* the run's CURVE keys folder (--keys); NULL: RUN_DIR/keys */
     int joined; /* 1: joined from another host (gearbox join), not the launcher's child: stops
                    by run control alone, and when the launcher is silent for GB_JOIN_LOST_MS */
 } gb_worker_process_opts;

@@ -10,6 +10,7 @@
 #include "launch/supervisor.h"
 #include "launch/watchdog.h"
 #include "runtime/clock.h"
+#include "runtime/curve.h"
 #include "runtime/endpoint.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
@@ -437,7 +438,18 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     int have_prev = 0;
     run_base base = {0};
 
+    gb_curve *curve = NULL;
     int rc = zctx ? 0 : gb_error_set(&err, GB_EZMQ, "zmq_ctx_new failed");
+    /* tcp with CURVE: the run's key pairs, made once (a resume keeps them), in RUN_DIR/keys;
+     * every worker loads them from there (gearbox worker --keys) */
+    if (rc == 0 && gb_config_streams_curve(&cfg->streams)) {
+        char kd[2048];
+        snprintf(kd, sizeof kd, "%s/%s", rd.path, GB_CURVE_KEYS_DIR);
+        if (!cli->resume)
+            rc = gb_curve_run_keys_create(rd.path, &err);
+        if (rc == 0)
+            rc = gb_curve_run_attach(&curve, zctx, kd, &err);
+    }
     /* on tcp every endpoint is on streams.interface, the launcher's too: workers on other
      * hosts reach them (launch/joins.h) */
     if (rc == 0)
@@ -677,6 +689,7 @@ stop:;
     else if (removed)
         GB_INFO("removed %d shared-memory segments a trainer left", removed);
     gb_rundir_close(&rd);
+    gb_curve_detach(curve);
     if (zctx)
         zmq_ctx_term(zctx);
     gb_log_close();

@@ -60,6 +60,8 @@ typedef enum {
     GB_SELECTOR_TOPK = 4,
 } gb_selector_kind;
 typedef enum { GB_TRANSPORT_IPC = 0, GB_TRANSPORT_TCP = 1 } gb_transport;
+/* CURVE on tcp:// (runtime/curve.h): auto = on exactly when the transport is tcp */
+typedef enum { GB_CURVE_AUTO = 0, GB_CURVE_ON = 1, GB_CURVE_OFF = 2 } gb_curve_mode;
 /* Several trainers: where each trains from (workers/shards.h), and how they meet. */
 typedef enum { GB_SELECTION_LOCAL = 0, GB_SELECTION_GLOBAL = 1 } gb_selection;
 typedef enum { GB_STORE_FILE = 0, GB_STORE_TCP = 1 } gb_store_kind;
@@ -214,7 +216,15 @@ typedef struct gb_config_streams {
     int64_t registry_timeout_ms;
     int64_t heartbeat_ms;
     int64_t ttl_ms;
+    int curve;                          /* gb_curve_mode */
 } gb_config_streams;
+
+/* 1 when the run's tcp sockets use CURVE (streams.curve on, or auto with tcp). */
+static inline int gb_config_streams_curve(const gb_config_streams *s)
+{
+    return s->curve == GB_CURVE_ON ||
+           (s->curve == GB_CURVE_AUTO && s->transport == GB_TRANSPORT_TCP);
+}
 
 typedef struct gb_config_parameters {
     int64_t chunk_bytes; /* parameter blobs travel in chunks of this size */
@@ -241,6 +251,10 @@ typedef enum { GB_DATASET_GEARBOX = 0, GB_DATASET_D4RL = 1 } gb_dataset_format;
 typedef struct gb_config_server {
     char endpoint[GB_CONFIG_PATH_MAX]; /* bind address: tcp://127.0.0.1:PORT, ipc://PATH; port 0
                                           or * = any free port (printed at start) */
+    int curve;                  /* bool: clients must use CURVE (server.endpoint tcp only) */
+    char curve_key[GB_CONFIG_PATH_MAX];     /* the server's key pair file (made 0600 if absent) */
+    char curve_clients[GB_CONFIG_PATH_MAX]; /* allow-list of client public keys; "" = any client
+                                               that has the server's public key */
     int64_t threads;            /* request worker threads */
     int64_t max_batch_rows;     /* per request: items sampled, inserted or updated */
     int64_t max_batch_bytes;    /* per request: reply data bytes */

@@ -33,6 +33,7 @@ static const char *const removers[] = {"fifo", "lifo", "lowest_priority", "max_t
                                        "none", NULL};
 static const char *const selectors[] = {"uniform", "weighted", "fifo", "lifo", "topk", NULL};
 static const char *const transports[] = {"ipc", "tcp", NULL};
+static const char *const curve_modes[] = {"auto", "on", "off", NULL};
 static const char *const selections[] = {"local", "global", NULL};
 static const char *const stores[] = {"file", "tcp", NULL};
 static const char *const launch_modes[] = {"local", "slurm", "inline", NULL};
@@ -212,6 +213,9 @@ const gb_config_field gb_config_fields[] = {
     INT("streams.heartbeat_ms", streams.heartbeat_ms, "500", 1, BIG, "registry heartbeat period"),
     INT("streams.ttl_ms", streams.ttl_ms, "3000", 1, BIG,
         "a worker silent this long is dropped from the registry"),
+    ENUM("streams.curve", streams.curve, "auto", curve_modes,
+         "CURVE authentication and encryption of tcp sockets with the run's keys "
+         "(RUN_DIR/keys); auto = on for tcp; ipc never uses it"),
 
     INT("parameters.chunk_bytes", parameters.chunk_bytes, "4194304", 4096, 1LL << 31,
         "parameter blobs travel in chunks of this many bytes"),
@@ -233,6 +237,14 @@ const gb_config_field gb_config_fields[] = {
 
     STR("server.endpoint", server.endpoint, "tcp://127.0.0.1:5555",
         "data server bind address (tcp://HOST:PORT, port * = any free; ipc://PATH)"),
+    BOOL("server.curve", server.curve, "false",
+         "clients must use CURVE: they need the server's public key (server.curve_key) and, "
+         "with server.curve_clients, an allowed key pair"),
+    STR("server.curve_key", server.curve_key, "",
+        "the server's CURVE key pair file (created 0600 when absent)"),
+    STR("server.curve_clients", server.curve_clients, "",
+        "file of allowed client public keys, one a line (\"\" = any client with the server's "
+        "public key)"),
     INT("server.threads", server.threads, "2", 1, 256, "data server request threads"),
     INT("server.max_batch_rows", server.max_batch_rows, "4096", 1, 1 << 24,
         "items per sample, insert or priority-update request"),

@@ -541,6 +541,15 @@ int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err
     if (cfg->streams.transport == GB_TRANSPORT_TCP && cfg->streams.interface[0] == '\0')
         return fail_key(marks, "streams.interface", err,
                         "tcp needs an address to bind (\"*\" for every interface)");
+    if (cfg->streams.curve == GB_CURVE_ON && cfg->streams.transport != GB_TRANSPORT_TCP)
+        return fail_key(marks, "streams.curve", err, "on needs streams.transport tcp (ipc is "
+                        "guarded by the run directory's permissions; use auto or off)");
+    if (cfg->server.curve && strncmp(cfg->server.endpoint, "tcp://", 6) != 0)
+        return fail_key(marks, "server.curve", err, "needs a tcp:// server.endpoint, got '%s'",
+                        cfg->server.endpoint);
+    if (cfg->server.curve && cfg->server.curve_key[0] == '\0')
+        return fail_key(marks, "server.curve_key", err, "server.curve is on, so this must name "
+                        "the server's key pair file (created 0600 when absent)");
     if (cfg->streams.ttl_ms <= cfg->streams.heartbeat_ms)
         return fail_key(marks, "streams.ttl_ms", err,
                         "must exceed streams.heartbeat_ms (%lld), got %lld",

@@ -1,5 +1,6 @@
 /* runtime/inference_client.c: the inference stream's client (DEALER to every policy worker). */
 #include "runtime/inference.h"
+#include "runtime/curve.h"
 #include "runtime/inference_internal.h"
 
 #include "runtime/clock.h"
@@ -54,7 +55,7 @@ int gb_infer_client_open(gb_infer_client **out, void *zctx, const gb_infer_clien
         goto fail;
     size_t w = 0;
     for (int i = 0; i < o->n_endpoints; i++) {
-        if (zmq_connect(c->sock, o->endpoints[i]) != 0) {
+        if (gb_curve_connect(zctx, c->sock, o->endpoints[i]) != 0) {
             rc = gb_wire_zmq_error(err, "inference client: connect");
             gb_error_prefix(err, "%s", o->endpoints[i]);
             goto fail;

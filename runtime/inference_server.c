@@ -2,6 +2,7 @@
  * request checks, client bookkeeping, batch merging and replies, and the serial mode's poll
  * (the pipelined mode is in inference_pipelined.c). */
 #include "runtime/inference.h"
+#include "runtime/curve.h"
 #include "runtime/inference_internal.h"
 
 #include "runtime/clock.h"
@@ -76,7 +77,7 @@ int gb_infer_server_open(gb_infer_server **out, void *zctx, const gb_infer_serve
                                    "inference server: ZMQ_ROUTER_MANDATORY")) ||
         (o->max_frame > 0 && (rc = gb_wire_set_max_frame(s->sock, o->max_frame, err))))
         goto fail;
-    if (zmq_bind(s->sock, o->endpoint) != 0) {
+    if (gb_curve_bind(zctx, s->sock, o->endpoint) != 0) {
         rc = gb_wire_zmq_error(err, "inference server: bind");
         gb_error_prefix(err, "%s", o->endpoint);
         goto fail;

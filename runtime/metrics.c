@@ -2,6 +2,7 @@
 #include "runtime/metrics.h"
 
 #include "runtime/clock.h"
+#include "runtime/curve.h"
 #include "runtime/log.h"
 #include "runtime/wire.h"
 
@@ -18,6 +19,7 @@
 
 struct gb_metrics_sender {
     void *sock;
+    void *zctx; /* its CURVE security's refusals (runtime/curve.h) go with every report */
     int role, index;
     int nvalues;
     char names[GB_METRICS_MAX_VALUES][GB_METRICS_NAME_MAX];
@@ -40,11 +42,12 @@ int gb_metrics_sender_open(gb_metrics_sender **out, void *zctx, const char *endp
         return gb_error_set(err, GB_ENOMEM, "metrics: out of memory");
     s->role = role;
     s->index = index;
+    s->zctx = zctx;
     s->sock = zmq_socket(zctx, ZMQ_PUSH);
     int hwm = 64, linger = 0;
     if (!s->sock || zmq_setsockopt(s->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) ||
         zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger) ||
-        zmq_connect(s->sock, endpoint)) {
+        gb_curve_connect(zctx, s->sock, endpoint)) {
         int rc = gb_wire_zmq_error(err, "metrics: connect");
         gb_error_prefix(err, "%s", endpoint);
         gb_metrics_sender_close(s);
@@ -97,6 +100,9 @@ void gb_metrics_episode(gb_metrics_sender *s, float episode_return, int64_t leng
 
 int gb_metrics_send(gb_metrics_sender *s, gb_error *err)
 {
+    const gb_curve *curve = gb_curve_of(s->zctx);
+    if (curve) /* connections refused for want of the run's keys, reported by every worker */
+        gb_metrics_set(s, "auth_refused", (double)gb_curve_refused(curve));
     gb_wire_header h;
     gb_wire_header_init(&h, GB_MSG_METRICS, s->role, s->index);
     /* the sequence number carries the process's incarnation in its high bits: the collector
@@ -258,7 +264,7 @@ int gb_metrics_collector_open(gb_metrics_collector **out, void *zctx, const char
     if (!c->sock || zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
         zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger) ||
         gb_wire_set_max_frame(c->sock, METRICS_MAX_FRAME, err) ||
-        zmq_bind(c->sock, endpoint)) {
+        gb_curve_bind(zctx, c->sock, endpoint)) {
         int rc = gb_wire_zmq_error(err, "metrics: bind");
         gb_error_prefix(err, "%s", endpoint);
         gb_metrics_collector_close(c);

@@ -2,6 +2,7 @@
 #include "runtime/params_impl.h"
 
 #include "runtime/crc32c.h"
+#include "runtime/curve.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -227,7 +228,7 @@ int gb_param_publisher_open(gb_param_publisher **out, void *zctx,
         rc = gb_wire_zmq_error(err, "parameter publisher: setsockopt");
         goto fail;
     }
-    if (zmq_connect(p->sock, o->service_endpoint) != 0) {
+    if (gb_curve_connect(zctx, p->sock, o->service_endpoint) != 0) {
         rc = gb_wire_zmq_error(err, "parameter publisher: connect");
         gb_error_prefix(err, "%s", o->service_endpoint);
         goto fail;

@@ -4,6 +4,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/crc32c.h"
+#include "runtime/curve.h"
 #include "runtime/log.h"
 
 #include <stdarg.h>
@@ -44,7 +45,7 @@ static int bind_one(void *zctx, int type, const char *ep, char *out, size_t cap,
     int rc = gb_wire_set_max_frame(*sock, max_frame, err);
     if (rc)
         return rc;
-    if (zmq_bind(*sock, ep) != 0) {
+    if (gb_curve_bind(zctx, *sock, ep) != 0) {
         int rc = gb_wire_zmq_error(err, "parameter service: bind");
         gb_error_prefix(err, "%s", ep);
         return rc;

@@ -5,6 +5,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/crc32c.h"
+#include "runtime/curve.h"
 #include "runtime/log.h"
 
 #include <stdlib.h>
@@ -78,12 +79,12 @@ int gb_param_subscriber_open(gb_param_subscriber **out, void *zctx,
             (rc = gb_wire_set_max_frame(s->dealer, frame, err)))
             goto fail;
     }
-    if (zmq_connect(s->sub, o->pub_endpoint) != 0) {
+    if (gb_curve_connect(zctx, s->sub, o->pub_endpoint) != 0) {
         rc = gb_wire_zmq_error(err, "parameter subscriber: connect");
         gb_error_prefix(err, "%s", o->pub_endpoint);
         goto fail;
     }
-    if (zmq_connect(s->dealer, o->fetch_endpoint) != 0) {
+    if (gb_curve_connect(zctx, s->dealer, o->fetch_endpoint) != 0) {
         rc = gb_wire_zmq_error(err, "parameter subscriber: connect");
         gb_error_prefix(err, "%s", o->fetch_endpoint);
         goto fail;

@@ -3,6 +3,7 @@
 #include "runtime/registry.h"
 
 #include "runtime/clock.h"
+#include "runtime/curve.h"
 #include "runtime/endpoint.h"
 #include "runtime/log.h"
 #include "runtime/runctl.h"
@@ -74,7 +75,7 @@ int gb_registry_server_open(gb_registry_server **out, void *zctx,
      * a larger frame is disconnected before it is read */
     if ((rc = gb_wire_set_max_frame(s->sock, GB_REGISTRY_ENDPOINT_MAX, err)))
         goto fail;
-    if (zmq_bind(s->sock, o->endpoint) != 0) {
+    if (gb_curve_bind(zctx, s->sock, o->endpoint) != 0) {
         rc = gb_wire_zmq_error(err, "registry: bind");
         gb_error_prefix(err, "%s", o->endpoint);
         goto fail;
@@ -365,7 +366,7 @@ static int conn_open(reg_conn *c, void *zctx, const char *endpoint, gb_error *er
                                                 GB_REGISTRY_ENDPOINT_MAX, err);
     if (rc)
         return rc;
-    if (zmq_connect(c->sock, endpoint) != 0) {
+    if (gb_curve_connect(zctx, c->sock, endpoint) != 0) {
         rc = gb_wire_zmq_error(err, "registry client: connect");
         gb_error_prefix(err, "%s", endpoint);
         return rc;

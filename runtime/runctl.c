@@ -3,6 +3,7 @@
 #include "runtime/runctl.h"
 
 #include "runtime/clock.h"
+#include "runtime/curve.h"
 #include "runtime/log.h"
 #include "runtime/wire.h"
 
@@ -310,7 +311,7 @@ int gb_runctl_client_open(gb_runctl_client **out, void *zctx, const gb_runctl_cl
     /* a state answer is a header alone: a larger frame disconnects its sender */
     if ((rc = gb_wire_set_max_frame(c->sock, 0, err)))
         goto fail;
-    if (zmq_connect(c->sock, c->endpoint) != 0) {
+    if (gb_curve_connect(zctx, c->sock, c->endpoint) != 0) {
         rc = gb_wire_zmq_error(err, "run control: connect");
         gb_error_prefix(err, "%s", c->endpoint);
         goto fail;

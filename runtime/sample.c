@@ -2,6 +2,7 @@
 #include "runtime/sample.h"
 
 #include "runtime/clock.h"
+#include "runtime/curve.h"
 #include "runtime/log.h"
 
 #include <stdatomic.h>
@@ -81,7 +82,7 @@ int gb_sample_sender_open(gb_sample_sender **out, void *zctx, const gb_sample_se
          (rc = opt(s->sock, ZMQ_SNDBUF, o->kernel_buffer, err, "sample sender: ZMQ_SNDBUF"))))
         goto fail;
     for (int i = 0; i < o->n_endpoints; i++)
-        if (zmq_connect(s->sock, o->endpoints[i]) != 0) {
+        if (gb_curve_connect(zctx, s->sock, o->endpoints[i]) != 0) {
             rc = gb_wire_zmq_error(err, "sample sender: connect");
             gb_error_prefix(err, "%s", o->endpoints[i]);
             goto fail;
@@ -202,7 +203,7 @@ int gb_sample_receiver_open(gb_sample_receiver **out, void *zctx,
          (rc = opt(r->sock, ZMQ_RCVBUF, o->kernel_buffer, err, "sample receiver: ZMQ_RCVBUF"))) ||
         (o->max_frame > 0 && (rc = gb_wire_set_max_frame(r->sock, o->max_frame, err))))
         goto fail;
-    if (zmq_bind(r->sock, o->endpoint) != 0) {
+    if (gb_curve_bind(zctx, r->sock, o->endpoint) != 0) {
         rc = gb_wire_zmq_error(err, "sample receiver: bind");
         gb_error_prefix(err, "%s", o->endpoint);
         goto fail;

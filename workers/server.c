@@ -4,6 +4,7 @@
 #include "workers/server.h"
 #include "workers/server_internal.h"
 
+#include "runtime/curve.h"
 #include "runtime/log.h"
 #include "runtime/wire.h"
 
@@ -254,7 +255,7 @@ int gb_server_open(gb_server **out, void *zctx, gb_replay *r, const gb_server_op
         rc = gb_wire_zmq_error(err, "server: zmq_setsockopt");
         goto fail;
     }
-    if (zmq_bind(s->front, ep) != 0) {
+    if (gb_curve_bind(zctx, s->front, ep) != 0) {
         rc = gb_wire_zmq_error(err, "server: bind");
         gb_error_prefix(err, "%s", ep);
         goto fail;

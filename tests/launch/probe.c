@@ -9,10 +9,20 @@
  *       all was sent and that connection was dropped.
  *   probe steps DIR
  *       prints the number of valid steps (rows with valid = 1) in every dataset file under DIR
- *       (what `gearbox run --record DIR` wrote: every chunk the trainers received). */
+ *       (what `gearbox run --record DIR` wrote: every chunk the trainers received).
+ *   probe lookup REGISTRY NAME [KEYS_DIR]
+ *       prints the endpoint registered as NAME (with the run's keys when KEYS_DIR is given).
+ *   probe unkeyed ENDPOINT SERVER_KEY_FILE
+ *       talks to a CURVE endpoint (a policy's inference ROUTER, a trainer's sample PULL, a
+ *       registry) without the run's keys: a plain DEALER and a plain PUSH, then the same with
+ *       CURVE, the server's right public key (read from SERVER_KEY_FILE's public line) and a
+ *       client key pair of its own. Each sends a well-formed inference request and a sample
+ *       chunk. Exit 0 when nothing came back within 3 s. */
 #include "replay/formats/dataset.h"
 #include "runtime/chunk.h"
 #include "runtime/clock.h"
+#include "runtime/curve.h"
+#include "runtime/registry.h"
 #include "runtime/sample.h"
 #include "runtime/wire.h"
 
@@ -180,12 +190,98 @@ static int steps(const char *dir)
     return 0;
 }
 
+static int lookup(const char *registry, const char *name, const char *keys_dir)
+{
+    gb_error err = {0};
+    void *ctx = zmq_ctx_new();
+    gb_curve *curve = NULL;
+    gb_registry_client *c = NULL;
+    gb_registry_client_opts o = {registry, 10000, 0, 60000, GB_ROLE_CLIENT, 0};
+    char ep[GB_REGISTRY_ENDPOINT_MAX];
+    int rc = keys_dir ? gb_curve_run_attach(&curve, ctx, keys_dir, &err) : 0;
+    if (rc == 0)
+        rc = gb_registry_client_open(&c, ctx, &o, &err);
+    if (rc == 0)
+        rc = gb_registry_lookup(c, name, ep, sizeof ep, 10000, &err);
+    if (rc == 0)
+        printf("%s\n", ep);
+    else
+        fprintf(stderr, "probe lookup %s: %s\n", name, err.msg);
+    gb_registry_client_close(c);
+    gb_curve_detach(curve);
+    zmq_ctx_term(ctx);
+    return rc ? 1 : 0;
+}
+
+/* A raw socket of type on ctx connected to ep: plain, or with CURVE and a fresh client pair. */
+static void *unkeyed_socket(void *ctx, int type, const char *ep, const char *server_public)
+{
+    void *s = zmq_socket(ctx, type);
+    int linger = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    if (server_public) {
+        char pub[41], sec[41];
+        zmq_curve_keypair(pub, sec);
+        zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, server_public, 40);
+        zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 40);
+        zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 40);
+    }
+    if (zmq_connect(s, ep) != 0) {
+        fprintf(stderr, "probe: connect %s: %s\n", ep, zmq_strerror(zmq_errno()));
+        exit(1);
+    }
+    return s;
+}
+
+static int unkeyed(const char *ep, const char *server_key_file)
+{
+    gb_error err = {0};
+    char server_public[GB_CURVE_KEY_Z85];
+    if (gb_curve_keypair_read(server_key_file, server_public, NULL, &err)) {
+        fprintf(stderr, "probe: %s\n", err.msg);
+        return 1;
+    }
+    void *ctx = zmq_ctx_new();
+    int answered = 0;
+    for (int keyed = 0; keyed < 2; keyed++) {
+        void *dealer = unkeyed_socket(ctx, ZMQ_DEALER, ep, keyed ? server_public : NULL);
+        void *push = unkeyed_socket(ctx, ZMQ_PUSH, ep, keyed ? server_public : NULL);
+        gb_wire_header h;
+        gb_wire_header_init(&h, GB_MSG_INFER_REQUEST, GB_ROLE_ACTOR, 0);
+        float obs[4] = {0};
+        int64_t shape[2] = {1, 4};
+        gb_wire_set_tensor(&h.tensors[0], "obs", GB_DTYPE_FLOAT32, 2, shape, &err);
+        h.ntensors = 1;
+        gb_wire_payload p = {obs, 0, 0, 0};
+        /* never blocks: with no completed handshake there is nothing to send on */
+        gb_wire_send(dealer, NULL, 0, &h, &p, ZMQ_DONTWAIT, &err);
+        h.type = GB_MSG_SAMPLE;
+        gb_wire_send(push, NULL, 0, &h, &p, ZMQ_DONTWAIT, &err);
+        zmq_pollitem_t it = {.socket = dealer, .events = ZMQ_POLLIN};
+        if (zmq_poll(&it, 1, 3000) > 0) {
+            answered = 1;
+            fprintf(stderr, "probe: %s answered a %s client\n", ep, keyed ? "wrongly keyed"
+                                                                        : "plain");
+        }
+        zmq_close(dealer);
+        zmq_close(push);
+    }
+    zmq_ctx_term(ctx);
+    return answered;
+}
+
 int main(int argc, char **argv)
 {
+    if ((argc == 4 || argc == 5) && strcmp(argv[1], "lookup") == 0)
+        return lookup(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
+    if (argc == 4 && strcmp(argv[1], "unkeyed") == 0)
+        return unkeyed(argv[2], argv[3]);
     if (argc == 6 && strcmp(argv[1], "forge") == 0)
         return forge(argv[2], atoll(argv[3]), atoll(argv[4]), atoi(argv[5]));
     if (argc == 3 && strcmp(argv[1], "steps") == 0)
         return steps(argv[2]);
-    fprintf(stderr, "usage: probe forge ENDPOINT T OBS_DIM ACTORS | probe steps DIR\n");
+    fprintf(stderr, "usage: probe forge ENDPOINT T OBS_DIM ACTORS | probe steps DIR |\n"
+                    "       probe lookup REGISTRY NAME [KEYS_DIR] |\n"
+                    "       probe unkeyed ENDPOINT SERVER_KEY_FILE\n");
     return 2;
 }

@@ -70,13 +70,22 @@ start_run() {
     sleep 0.1
   done
   registry=$(cat "$work/$name/registry")
+  run_keys=$work/$name/keys
+  local end=$((SECONDS + 10))
+  while [ ! -s "$run_keys/client.key" ]; do
+    [ $SECONDS -lt $end ] || fail "$name: no CURVE keys in $run_keys (tcp runs use CURVE)"
+    sleep 0.1
+  done
   echo "$name: registry $registry"
   case "$registry" in tcp://$net.1:*) ;; *) fail "registry endpoint $registry is not on h1's $net.1" ;; esac
 }
 
-# join NAME HOST ROLE COUNT: `gearbox join` on HOST (pid in $joined).
+# join NAME HOST ROLE COUNT: `gearbox join` on HOST (pid in $joined), with its own copy of the
+# run's CURVE keys, as a user copies RUN_DIR/keys to another machine.
 join() {
-  (on "$2" "$gearbox" join "$registry" --role "$3" --count "$4" > "$work/$1.log" 2>&1) &
+  rm -rf "$work/keys-$1"; cp -a "$run_keys" "$work/keys-$1"
+  (on "$2" "$gearbox" join "$registry" --role "$3" --count "$4" --keys "$work/keys-$1" \
+    > "$work/$1.log" 2>&1) &
   joined=$!; pids+=("$joined")
 }
 
@@ -84,6 +93,12 @@ join() {
 start_run a --set experiment.max_seconds=90
 join a_policy h2 policy 1; policy_pid=$joined
 join a_actors h3 actor 2; actors_pid=$joined
+# a joiner without the run's keys: the registry never answers it, it takes no slot
+(on h4 "$gearbox" join "$registry" --role actor > "$work/a_nokeys.log" 2>&1) &
+nokeys_pid=$!; pids+=("$nokeys_pid")
+wait "$nokeys_pid"; nokeys_status=$?
+[ "$nokeys_status" = 1 ] && grep -q "without --keys" "$work/a_nokeys.log" ||
+  fail "a join without the run's keys: exit $nokeys_status, $(tail -2 "$work/a_nokeys.log")"
 wait "$launcher"; status=$?
 wait "$policy_pid"; policy_status=$?
 wait "$actors_pid"; actors_status=$?

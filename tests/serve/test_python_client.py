@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import numpy as np
+import zmq
 
 GEARBOX, MAKE_D4RL, PYDIR, TMP = sys.argv[1:5]
 sys.path.insert(0, PYDIR)
@@ -130,6 +131,49 @@ def check_selectors(c, info):
         check("best" in str(e), "unknown selector text %r" % str(e))
 
 
+def check_curve(cfg):
+    """server.curve with an allow-list: the client with the allowed key pair file and the
+    server's public key (from the server's start line) is served; a plain client and one with a
+    fresh key pair get no answer (zmq.Again after the timeout)."""
+    key = os.path.join(TMP, "py_curve_server.key")
+    client_key = os.path.join(TMP, "py_curve_client.key")
+    allow = os.path.join(TMP, "py_curve_clients")
+    for p in (key, client_key):
+        if os.path.exists(p):
+            os.unlink(p)
+    public, secret = zmq.curve_keypair()
+    fd = os.open(client_key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, b"public " + public + b"\nsecret " + secret + b"\n")
+    os.close(fd)
+    with open(allow, "w") as f:
+        f.write(public.decode() + "\n")
+    srv = subprocess.Popen([GEARBOX, "serve", cfg, "--set", "server.curve=true", "--set",
+                            "server.curve_key=" + key, "--set", "server.curve_clients=" + allow],
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        endpoint = srv.stdout.readline().split()[-1]
+        line = srv.stdout.readline()
+        check("CURVE on" in line, "curve start line: %r" % line)
+        server_key = line.split("public key ")[1].split()[0]
+        check(os.stat(key).st_mode & 0o777 == 0o600, "server key file mode")
+        c = Client(endpoint, server_key=server_key, key_file=client_key)
+        check(c.info()["size"] == len(PLAN), "keyed client served")
+        check(len(c.sample(8).index) == 8, "keyed client samples")
+        c.close()
+        for what, kw in (("plain", {}), ("unknown key pair", {"server_key": server_key})):
+            bad = Client(endpoint, timeout_ms=1500, **kw)
+            try:
+                bad.info()
+                check(False, "a %s client was served" % what)
+            except (zmq.Again, TimeoutError, ServerError) as e:
+                check(not isinstance(e, ServerError), "a %s client got an answer: %s" % (what, e))
+            bad.close()
+    finally:
+        srv.terminate()
+        srv.wait(timeout=30)
+    check(srv.returncode == 0, "curve server exit status %s" % srv.returncode)
+
+
 def main():
     h5 = os.path.join(TMP, "py_d4rl.h5")
     ckpt = os.path.join(TMP, "py_server.ckpt")
@@ -207,6 +251,7 @@ def main():
         srv.terminate()
         srv.wait(timeout=30)
     check(srv.returncode == 0, "server exit status %s" % srv.returncode)
+    check_curve(cfg)
     print("python client: %d failures" % len(failures))
     sys.exit(1 if failures else 0)
 

@@ -2,6 +2,7 @@
 #include "workers/client/client.h"
 
 #include "runtime/clock.h"
+#include "runtime/curve.h"
 #include "runtime/wire.h"
 #include "workers/server.h"
 
@@ -12,13 +13,37 @@
 
 struct gb_client {
     void *zctx, *sock;
+    gb_curve *curve; /* gb_client_open_curve: the context's keys */
     int timeout_ms;
     uint64_t seq;
     char endpoint[256];
     gb_wire_msg reply;
 };
 
+/* The client keys of gb_client_open_curve: the server's public key and the client's pair (from
+ * key_file, or a fresh one). */
+static int client_keys(gb_curve_keys *k, const char *server_public, const char *key_file,
+                       gb_error *err)
+{
+    memset(k, 0, sizeof *k);
+    if (!server_public || strlen(server_public) != GB_CURVE_KEY_Z85 - 1)
+        return gb_error_set(err, GB_EINVAL, "client: the server's public key must be 40 Z85 "
+                            "characters");
+    memcpy(k->server_public, server_public, GB_CURVE_KEY_Z85);
+    if (key_file && key_file[0])
+        return gb_curve_keypair_read(key_file, k->client_public, k->client_secret, err);
+    if (!gb_curve_available() || zmq_curve_keypair(k->client_public, k->client_secret) != 0)
+        return gb_error_set(err, GB_EUNSUPPORTED, "client: this libzmq has no CURVE");
+    return 0;
+}
+
 int gb_client_open(gb_client **out, const char *endpoint, int timeout_ms, gb_error *err)
+{
+    return gb_client_open_curve(out, endpoint, timeout_ms, NULL, NULL, err);
+}
+
+int gb_client_open_curve(gb_client **out, const char *endpoint, int timeout_ms,
+                         const char *server_public, const char *key_file, gb_error *err)
 {
     *out = NULL;
     if (!endpoint || !endpoint[0] || timeout_ms <= 0)
@@ -31,10 +56,22 @@ int gb_client_open(gb_client **out, const char *endpoint, int timeout_ms, gb_err
     gb_wire_msg_init(&c->reply);
     int zero = 0;
     c->zctx = zmq_ctx_new();
+    if (c->zctx && server_public) {
+        gb_curve_keys k;
+        int rc = client_keys(&k, server_public, key_file, err);
+        gb_curve_opts o = {.keys = &k};
+        if (rc == 0)
+            rc = gb_curve_attach(&c->curve, c->zctx, &o, err);
+        explicit_bzero(&k, sizeof k);
+        if (rc) {
+            gb_client_close(c);
+            return rc;
+        }
+    }
     c->sock = c->zctx ? zmq_socket(c->zctx, ZMQ_DEALER) : NULL;
     if (!c->sock || zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
         zmq_setsockopt(c->sock, ZMQ_RCVHWM, &zero, sizeof zero) != 0 ||
-        zmq_connect(c->sock, endpoint) != 0) {
+        gb_curve_connect(c->zctx, c->sock, endpoint) != 0) {
         int rc = gb_wire_zmq_error(err, "client: connect");
         gb_error_prefix(err, "%s", endpoint);
         gb_client_close(c);
@@ -51,6 +88,7 @@ void gb_client_close(gb_client *c)
     gb_wire_msg_release(&c->reply);
     if (c->sock)
         zmq_close(c->sock);
+    gb_curve_detach(c->curve);
     if (c->zctx)
         zmq_ctx_term(c->zctx);
     free(c);

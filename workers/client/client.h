@@ -1,6 +1,7 @@
 /* workers/client/client.h: the C client of the offline-RL data server (`gearbox serve`; protocol in
  * workers/server.h). Library gearbox_client; needs only the runtime (wire format, ZeroMQ).
  * defines: gb_client, gb_client_info, gb_client_column, gb_client_batch, gb_client_open,
+ *          gb_client_open_curve,
  *          gb_client_close, gb_client_get_info, gb_client_sample, gb_client_insert,
  *          gb_client_update_priorities, gb_client_checkpoint, gb_client_selector_name,
  *          gb_client_has_selector
@@ -54,6 +55,16 @@ typedef struct gb_client_info {
 
 /* Connects a DEALER to endpoint (own ZeroMQ context). Returns 0 or GB_EINVAL / GB_EZMQ. */
 int gb_client_open(gb_client **out, const char *endpoint, int timeout_ms, gb_error *err);
+
+/* Like gb_client_open, to a server with server.curve on (tcp:// only): server_public is the
+ * server's public key (Z85, 40 characters; `gearbox serve` prints it), key_file the client's
+ * key pair file ("public <Z85>\nsecret <Z85>", mode 0600; runtime/curve.h) whose public key the
+ * server's allow-list names, or NULL for a fresh pair (a server without an allow-list).
+ * server_public NULL: the same as gb_client_open. A server that refuses the keys answers
+ * nothing: calls then time out (GB_ETIMEOUT). Returns 0, GB_EINVAL, GB_EUNSUPPORTED (no CURVE),
+ * the key file's errors (runtime/curve.h), GB_EZMQ. */
+int gb_client_open_curve(gb_client **out, const char *endpoint, int timeout_ms,
+                         const char *server_public, const char *key_file, gb_error *err);
 void gb_client_close(gb_client *c);
 
 /* Fetches the schema, counters and limits. Returns 0, GB_ETIMEOUT, GB_EPROTO, or the server's

@@ -18,6 +18,11 @@ cloning, from the same server. ``c.info()["selectors"]`` lists the ones the serv
 uniform, fifo and lifo always, its default (server.replay.selector) and
 server.replay.extra_selectors; another is refused with a ServerError naming them.
 
+A server with ``server.curve: true`` (authenticated, encrypted tcp) needs its public key, which
+``gearbox serve`` prints: ``Client(ep, server_key="<40 Z85 chars>")`` with a fresh client key
+pair, or ``key_file="client.key"`` (a key pair file, ``public <Z85>`` / ``secret <Z85>`` lines,
+mode 0600) when the server allows only the keys listed in server.curve_clients.
+
 Wire format (runtime/wire.h): each message is [msgpack header][one raw frame per tensor];
 protocol in workers/server.h. Run ``python3 gearbox_client.py bench ENDPOINT BATCH SECONDS`` to
 measure sampling throughput (prints bytes/s and items/s).
@@ -66,16 +71,41 @@ class Batch(dict):
     weights (1 but for weighted)."""
 
 
+def _key_bytes(key):
+    key = key.encode() if isinstance(key, str) else bytes(key)
+    if len(key) != 40:
+        raise ValueError("a CURVE key is 40 Z85 characters")
+    return key
+
+
+def read_key_file(path):
+    """(public, secret) Z85 keys as bytes from a gearbox key pair file (runtime/curve.h)."""
+    keys = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 2 and parts[0] in ("public", "secret"):
+                keys[parts[0]] = _key_bytes(parts[1])
+    if set(keys) != {"public", "secret"}:
+        raise ValueError("%s: expected 'public <Z85>' and 'secret <Z85>' lines" % path)
+    return keys["public"], keys["secret"]
+
+
 class Client:
     """One DEALER connection; one request at a time (use one client per thread)."""
 
-    def __init__(self, endpoint, timeout_ms=10000, context=None):
+    def __init__(self, endpoint, timeout_ms=10000, context=None, server_key=None, key_file=None):
         self.endpoint = endpoint
         self.timeout_ms = timeout_ms
         self._ctx = context or zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.setsockopt(zmq.RCVHWM, 0)
+        if server_key is not None:
+            public, secret = read_key_file(key_file) if key_file else zmq.curve_keypair()
+            self._sock.curve_serverkey = _key_bytes(server_key)
+            self._sock.curve_publickey = public
+            self._sock.curve_secretkey = secret
         self._sock.connect(endpoint)
         self._seq = 0
         self._info = None
