@@ -22,9 +22,14 @@ wait_for_log "$run/logs/policy-0.log" "policy: serving" 60 || fail "the run did 
 for k in server.key client.key; do
   [ "$(stat -c %a "$run/keys/$k")" = 600 ] || fail "$k mode $(stat -c %a "$run/keys/$k")"
 done
-reg="ipc://$run/sockets/registry"
-policy_ep=$("$probe" lookup "$reg" policy/0/inference) || fail "no policy endpoint"
-trainer_ep=$("$probe" lookup "$reg" trainer/0/samples) || fail "no trainer endpoint"
+# a tcp run's registry is on tcp too (RUN_DIR/registry names it): with the keys it answers,
+# without them it does not
+reg=$(cat "$run/registry")
+case "$reg" in tcp://*) ;; *) fail "registry endpoint $reg is not tcp" ;; esac
+policy_ep=$("$probe" lookup "$reg" policy/0/inference "$run/keys") || fail "no policy endpoint"
+trainer_ep=$("$probe" lookup "$reg" trainer/0/samples "$run/keys") || fail "no trainer endpoint"
+"$probe" lookup "$reg" policy/0/inference > /dev/null 2>&1 &&
+  fail "the registry answered a client without the keys"
 echo "policy $policy_ep, trainer $trainer_ep"
 case "$policy_ep$trainer_ep" in tcp://*tcp://*) ;; *) fail "endpoints are not tcp" ;; esac
 "$probe" unkeyed "$policy_ep" "$run/keys/server.key" || fail "the policy answered a client without the keys"
