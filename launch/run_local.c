@@ -1,11 +1,13 @@
 /* launch/run_local.c: the local backend of `gearbox run` (see run_local.h): run directory,
  * registry thread, metrics collection, worker processes, stop conditions, progress display,
  * metrics.csv and summary.json; and the same for a resumed run (gearbox run --resume), whose
- * counters go on from the last row of its metrics.csv. */
+ * counters go on from the last row of its metrics.csv. The Slurm backend is this same launcher
+ * with each worker started as a step of the run's Slurm job (launch/slurm.h). */
 #include "launch/run_local.h"
 
 #include "runtime/rundir.h"
 #include "launch/datawatch.h"
+#include "launch/slurm.h"
 #include "launch/supervisor.h"
 #include "launch/watchdog.h"
 #include "runtime/clock.h"
@@ -316,7 +318,7 @@ static int self_path(char *out, size_t n, gb_error *err)
 
 static int spawn_role(gb_supervisor *sup, const gb_rundir *rd, const char *exe, const char *role,
                       int count, const char *reg_ep, const char *met_ep, const char *record,
-                      int segment, gb_error *err)
+                      int segment, const gb_slurm_job *job, gb_error *err)
 {
     for (int i = 0; i < count; i++) {
         char index[16], seg[16], log_rel[64], log_path[2048];
@@ -340,7 +342,11 @@ static int spawn_role(gb_supervisor *sup, const gb_rundir *rd, const char *exe, 
             argv[n++] = "--segment";
             argv[n++] = seg;
         }
-        if ((rc = gb_supervisor_spawn(sup, role, i, argv, log_path, err)))
+        char *step[GB_CHILD_MAX_ARGS + 1], step_buf[GB_CHILD_ARGS_BYTES];
+        if (job && (rc = gb_slurm_step_argv(job, role, i, argv, step, GB_CHILD_MAX_ARGS + 1,
+                                            step_buf, sizeof step_buf, err)))
+            return rc;
+        if ((rc = gb_supervisor_spawn(sup, role, i, job ? step : argv, log_path, err)))
             return rc;
     }
     return 0;
@@ -351,6 +357,8 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     static gb_rundir rd;
     static gb_supervisor sup;
     static gb_watchdog wd;
+    static gb_slurm_job slurm;
+    const int on_slurm = cfg->launch.mode == GB_LAUNCH_SLURM;
     gb_datawatch dw;
     gb_error err = {0};
     gb_log_init("launcher", -1, (gb_log_level)cfg->experiment.log_level);
@@ -392,12 +400,16 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     run_base base = {0};
 
     int rc = zctx ? 0 : gb_error_set(&err, GB_EZMQ, "zmq_ctx_new failed");
+    /* on Slurm with tcp, workers on other nodes reach the registry and the metrics on tcp too
+     * (the launcher's node has the interface: validated for several nodes) */
+    int ctl_transport = on_slurm && cfg->streams.transport == GB_TRANSPORT_TCP
+                            ? GB_TRANSPORT_TCP : GB_TRANSPORT_IPC;
     if (rc == 0)
-        rc = gb_endpoint_make(reg_ep, sizeof reg_ep, GB_TRANSPORT_IPC, rd.path, "", "registry",
-                              &err);
+        rc = gb_endpoint_make(reg_ep, sizeof reg_ep, ctl_transport, rd.path,
+                              cfg->streams.interface, "registry", &err);
     if (rc == 0)
-        rc = gb_endpoint_make(met_ep, sizeof met_ep, GB_TRANSPORT_IPC, rd.path, "", "metrics",
-                              &err);
+        rc = gb_endpoint_make(met_ep, sizeof met_ep, ctl_transport, rd.path,
+                              cfg->streams.interface, "metrics", &err);
     if (rc == 0)
         rc = gb_runctl_server_open(&runctl, &err);
     gb_registry_server_opts ro = {.endpoint = reg_ep, .max_ttl_ms = 60000, .runctl = runctl};
@@ -405,6 +417,17 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
         rc = gb_registry_server_open(&reg.server, zctx, &ro, &err);
     if (rc == 0)
         rc = gb_metrics_collector_open(&mc, zctx, met_ep, &err);
+    if (rc == 0 && ctl_transport == GB_TRANSPORT_TCP) { /* the ports bound, as peers dial them */
+        char bound[GB_REGISTRY_ENDPOINT_MAX];
+        snprintf(bound, sizeof bound, "%s", gb_registry_server_endpoint(reg.server));
+        rc = gb_endpoint_connectable(bound, reg_ep, sizeof reg_ep, &err);
+        if (rc == 0)
+            rc = gb_metrics_collector_endpoint(mc, bound, sizeof bound, &err);
+        if (rc == 0)
+            rc = gb_endpoint_connectable(bound, met_ep, sizeof met_ep, &err);
+    }
+    if (rc == 0)
+        GB_INFO("registry %s, metrics %s", reg_ep, met_ep);
     if (rc == 0)
         rc = gb_watchdog_init(&wd, cfg, &sup, mc, t0, &err);
     gb_datawatch_init(&dw, cfg);
@@ -430,27 +453,40 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     }
     if (rc == 0)
         rc = self_path(exe, sizeof exe, &err);
+    const gb_slurm_job *job = NULL;
+    if (rc == 0 && on_slurm) { /* the run's job first: every worker is one of its steps */
+        char slurm_log[2048];
+        rc = gb_rundir_file(&rd, "logs/slurm.log", slurm_log, sizeof slurm_log, &err);
+        if (rc == 0)
+            rc = gb_slurm_allocate(&slurm, cfg, slurm_log, &interrupted, &err);
+        if (rc == GB_EINTR)
+            exit_reason = "interrupted";
+        job = &slurm;
+        sup.stop_hook = gb_slurm_signal_steps;
+        sup.stop_arg = &slurm;
+        sup.kill_term_s = 3; /* SIGTERM to an srun cancels its step: no step left behind */
+    }
     if (rc == 0)
         rc = spawn_role(&sup, &rd, exe, "params", 1, reg_ep, met_ep, NULL,
-                        base.segment, &err);
+                        base.segment, job, &err);
     if (rc == 0)
         rc = spawn_role(&sup, &rd, exe, "trainer", (int)cfg->trainer.count, reg_ep, met_ep,
-                        cli->record, base.segment, &err);
+                        cli->record, base.segment, job, &err);
     if (rc == 0)
         rc = spawn_role(&sup, &rd, exe, "policy", (int)cfg->policy.count, reg_ep, met_ep,
-                        NULL, base.segment, &err);
+                        NULL, base.segment, job, &err);
     if (rc == 0)
         rc = spawn_role(&sup, &rd, exe, "actor", (int)cfg->actors.count, reg_ep, met_ep, NULL,
-                        base.segment, &err);
+                        base.segment, job, &err);
     if (rc) {
         snprintf(error_text, sizeof error_text, "%s", err.msg);
         GB_ERROR("%s", err.msg);
         goto stop;
     }
     GB_INFO("started %lld actors x %lld envs, %lld policy, %lld trainer workers and the "
-            "parameter service", (long long)cfg->actors.count,
+            "parameter service%s", (long long)cfg->actors.count,
             (long long)cfg->actors.envs_per_actor, (long long)cfg->policy.count,
-            (long long)cfg->trainer.count);
+            (long long)cfg->trainer.count, on_slurm ? " as steps of the slurm job" : "");
 
     live = cfg->launch.progress == GB_PROGRESS_LINE ||
                (cfg->launch.progress == GB_PROGRESS_AUTO && isatty(STDERR_FILENO));
@@ -538,6 +574,10 @@ stop:;
     double decided_return = mc ? gb_metrics_return_mean(mc) : NAN;
     GB_INFO("%s: stopping the workers", exit_reason); /* from here a worker's death fails it */
     stop_workers(&sup, runctl, mc, cfg, &wd);
+    if (on_slurm && gb_slurm_release(&slurm, &err)) { /* after its steps: nothing left in squeue */
+        GB_ERROR("%s", err.msg);
+        status = 1;
+    }
     /* Workers send a last report as they stop: take it. */
     if (mc) {
         gb_metrics_collector_poll(mc, 100, &err);
@@ -560,7 +600,7 @@ stop:;
     /* every step the actors took; env_steps counts those in chunks they sent */
     double steps_taken = mc ? or0(gb_metrics_sum(mc, GB_ROLE_ACTOR, "env_steps")) : 0;
     gb_run_summary s = {
-        .mode = "local",
+        .mode = on_slurm ? "slurm" : "local",
         .env_steps = (int64_t)row[M_ENV_STEPS],
         .env_steps_unsent = (int64_t)fmax(0.0, base.env_steps + steps_taken - row[M_ENV_STEPS]),
         .train_steps = (int64_t)row[M_TRAIN_STEPS],

@@ -268,6 +268,15 @@ int gb_metrics_collector_open(gb_metrics_collector **out, void *zctx, const char
     return 0;
 }
 
+int gb_metrics_collector_endpoint(const gb_metrics_collector *c, char *out, size_t cap,
+                                  gb_error *err)
+{
+    size_t len = cap;
+    if (zmq_getsockopt(c->sock, ZMQ_LAST_ENDPOINT, out, &len))
+        return gb_wire_zmq_error(err, "metrics: ZMQ_LAST_ENDPOINT");
+    return 0;
+}
+
 void gb_metrics_collector_close(gb_metrics_collector *c)
 {
     if (!c)

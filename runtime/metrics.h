@@ -65,6 +65,10 @@ typedef struct gb_metrics_collector gb_metrics_collector;
 int gb_metrics_collector_open(gb_metrics_collector **out, void *zctx, const char *endpoint,
                               gb_error *err);
 void gb_metrics_collector_close(gb_metrics_collector *c);
+/* The address the collector's socket is bound to (ZMQ_LAST_ENDPOINT: a tcp "...:*" with its
+ * port) into out (cap bytes). Returns 0 or GB_EZMQ. */
+int gb_metrics_collector_endpoint(const gb_metrics_collector *c, char *out, size_t cap,
+                                  gb_error *err);
 
 /* Receives every report waiting, then waits up to timeout_ms for more (0: do not wait).
  * Malformed reports are counted and dropped. Returns the number of reports taken, or
