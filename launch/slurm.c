@@ -114,8 +114,11 @@ static long long scan_log(const char *path, int *granted, char *last, size_t las
         else if ((p = strstr(line, "Pending job allocation ")) && !id)
             id = atoll(p + strlen("Pending job allocation "));
         if (line[0] != '\n') {
-            line[strcspn(line, "\n")] = '\0';
-            snprintf(last, lastcap, "%s", line);
+            size_t len = strcspn(line, "\n");
+            if (len >= lastcap)
+                len = lastcap - 1;
+            memcpy(last, line, len);
+            last[len] = '\0';
         }
     }
     fclose(f);
@@ -326,14 +329,29 @@ int gb_slurm_release(gb_slurm_job *j, gb_error *err)
             GB_INFO("slurm job %s cancelled", id);
     }
     if (j->salloc > 0) {
-        /* salloc ends once it sees the job revoked; a pending one cancels it on SIGTERM */
+        /* the job is cancelled (or was never granted: salloc cancels a pending one on
+         * SIGTERM); salloc would wait for its command (tail) a while before it ends: end both */
         int status;
-        double end = gb_now_s() + 10;
-        if (!j->id)
-            kill(j->salloc, SIGTERM);
+        double end = gb_now_s() + 5;
+        char path[64], list[256] = "";
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)j->salloc, (int)j->salloc);
+        FILE *f = fopen(path, "r");
+        if (f) { /* salloc's command: tail, which salloc may not pass a signal to */
+            size_t got = fread(list, 1, sizeof list - 1, f);
+            list[got] = '\0';
+            fclose(f);
+        }
+        for (char *p = list, *e; *p; p = e) {
+            long child = strtol(p, &e, 10);
+            if (e == p)
+                break;
+            if (child > 0)
+                kill((pid_t)child, SIGTERM);
+        }
+        kill(j->salloc, SIGTERM);
         while (waitpid(j->salloc, &status, WNOHANG) == 0) {
             if (gb_now_s() >= end) {
-                kill(j->salloc, SIGKILL);
+                kill(-j->salloc, SIGKILL);
                 waitpid(j->salloc, &status, 0);
                 break;
             }

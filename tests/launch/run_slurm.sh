@@ -41,10 +41,12 @@ cleanup() {
 trap cleanup EXIT
 
 # --- the cluster -------------------------------------------------------------------------------
-mkdir -p "$D/munge" "$D/state" "$D/spool" "$D/log"
-chmod 700 "$D/munge"
-head -c 1024 /dev/urandom > "$D/munge/munge.key"; chmod 400 "$D/munge/munge.key"
-munged --foreground --key-file="$D/munge/munge.key" --socket="$D/munge/socket" \
+# munged wants its key private and every folder above its socket searchable by all
+chmod 755 "$D"
+mkdir -p "$D/munge" "$D/key" "$D/state" "$D/spool" "$D/log"
+chmod 700 "$D/key"
+head -c 1024 /dev/urandom > "$D/key/munge.key"; chmod 400 "$D/key/munge.key"
+munged --foreground --key-file="$D/key/munge.key" --socket="$D/munge/socket" \
   --pid-file="$D/munge/pid" --seed-file="$D/munge/seed" --log-file="$D/munge/log" &
 pids+=($!)
 for _ in $(seq 50); do [ -S "$D/munge/socket" ] && break; sleep 0.1; done
