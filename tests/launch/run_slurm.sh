@@ -10,7 +10,10 @@
 #  (b) SIGTERM to the launcher mid-run: it exits (interrupted), squeue is empty and no
 #      `gearbox worker` of the run is left;
 #  (c) a step that fails (actor-0 SIGKILLed, no restarts allowed): a non-zero exit naming
-#      actor-0, with its log tail, and nothing left in squeue.
+#      actor-0, with its log tail, and nothing left in squeue;
+#  (d) a job Slurm refuses (a partition that does not exist): a non-zero exit with salloc's
+#      reason;
+#  (e) SIGTERM while the job is pending behind another: the pending job is cancelled.
 # Skipped (exit 77) where no cluster can be made: not root, or Slurm/munge not installed.
 # usage: run_slurm.sh GEARBOX CONFIG WORK_DIR
 set -u
@@ -27,7 +30,10 @@ rm -rf "$work"; mkdir -p "$work"
 work=$(readlink -f "$work")
 D=$(mktemp -d /tmp/gbslurm.XXXXXX)
 pids=()
+launcher=""
 cleanup() {
+  # a launcher a failed check left running stops first (it cancels its own job)
+  if [ -n "$launcher" ] && kill -TERM "$launcher" 2>/dev/null; then wait "$launcher"; fi
   if [ -n "${SLURM_CONF:-}" ] && [ -s "$D/slurmctld.pid" ]; then
     # whatever a failed check left: cancel it while slurmd can still kill its steps
     ids=$(squeue -h -o %A 2>/dev/null)
@@ -39,6 +45,7 @@ cleanup() {
   rm -rf "$D"
 }
 trap cleanup EXIT
+trap 'exit 1' TERM INT # the EXIT trap runs on a timeout's SIGTERM too
 
 # --- the cluster -------------------------------------------------------------------------------
 # munged wants its key private and every folder above its socket searchable by all
@@ -174,4 +181,30 @@ grep -q '^    | ' "$work/fail.log" || fail "(c) no log tail of the failing step"
 no_jobs || fail "(c) the job is still in squeue after the failure"
 no_workers "$work/fail" || fail "(c) workers left after the failure"
 
-echo "3 passed, 0 failed"
+# --- (d) a job Slurm refuses (no such partition): salloc's reason is the error --------------------
+"$gearbox" run "$config" --backend slurm --run-dir "$work/refused" \
+  --set launch.slurm.partition=nosuch --set launch.progress=off > "$work/refused.log" 2>&1
+status=$?
+echo "(d) launcher exited with $status for partition nosuch: $(grep -m1 'salloc exited' "$work/refused.log")"
+[ "$status" -ne 0 ] || fail "(d) a refused job exited 0"
+grep -q 'salloc exited with status .*before the job was granted.*[Pp]artition' "$work/refused.log" ||
+  fail "(d) salloc's refusal not reported"
+no_jobs || fail "(d) a job is left in squeue"
+
+# --- (e) SIGTERM while the job is pending (another job holds every CPU): it is cancelled --------
+salloc --no-shell --job-name=blocker --cpus-per-task=16 > "$work/blocker.log" 2>&1 ||
+  fail "(e) the blocking job was not granted: $(cat "$work/blocker.log")"
+"$gearbox" run "$config" --backend slurm --run-dir "$work/pending" --set launch.progress=off \
+  > "$work/pending.log" 2>&1 &
+launcher=$!
+wait_for_log "$work/pending/logs/launcher.log" "is pending" 30 || fail "(e) the job did not pend"
+kill -TERM "$launcher"
+wait "$launcher"; status=$?
+echo "(e) launcher exited with $status after SIGTERM while pending"
+[ "$status" -ne 0 ] || fail "(e) an interrupted run exited 0"
+for _ in $(seq 50); do [ "$(squeue -h -o %j)" = blocker ] && break; sleep 0.2; done
+[ "$(squeue -h -o %j)" = blocker ] || fail "(e) squeue holds more than the blocking job: $(squeue)"
+scancel --name=blocker
+no_jobs || fail "(e) the blocking job is left"
+
+echo "5 passed, 0 failed"
