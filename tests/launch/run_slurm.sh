@@ -11,9 +11,10 @@
 #      `gearbox worker` of the run is left;
 #  (c) a step that fails (actor-0 SIGKILLed, no restarts allowed): a non-zero exit naming
 #      actor-0, with its log tail, and nothing left in squeue;
-#  (d) a job Slurm refuses (a partition that does not exist): a non-zero exit with salloc's
+#  (d) the same with restarts allowed: the watchdog starts a new step for actor-0, the run solves;
+#  (e) a job Slurm refuses (a partition that does not exist): a non-zero exit with salloc's
 #      reason;
-#  (e) SIGTERM while the job is pending behind another: the pending job is cancelled.
+#  (f) SIGTERM while the job is pending behind another: the pending job is cancelled.
 # Skipped (exit 77) where no cluster can be made: not root, or Slurm/munge not installed.
 # usage: run_slurm.sh GEARBOX CONFIG WORK_DIR
 set -u
@@ -181,30 +182,47 @@ grep -q '^    | ' "$work/fail.log" || fail "(c) no log tail of the failing step"
 no_jobs || fail "(c) the job is still in squeue after the failure"
 no_workers "$work/fail" || fail "(c) workers left after the failure"
 
-# --- (d) a job Slurm refuses (no such partition): salloc's reason is the error --------------------
+# --- (d) a step that fails with restarts allowed: a new step replaces it and the run solves ------
+"$gearbox" run "$config" --backend slurm --run-dir "$work/restart" \
+  --set launch.progress=off > "$work/restart.log" 2>&1 &
+launcher=$!
+wait_for_log "$work/restart/logs/actor-0.log" "actor: " 60 || { cat "$work/restart.log"; fail "(d) the run did not start"; }
+sleep 1
+victim=$(pgrep -f -- "^$gearbox worker --role actor --index 0 --run-dir $work/restart" | head -1)
+[ -n "$victim" ] || fail "(d) actor-0's worker process not found"
+kill -KILL "$victim"
+wait "$launcher"; status=$?
+echo "(d) launcher exited with $status after actor-0 was killed with restarts allowed"
+[ "$status" -eq 0 ] || { cat "$work/restart.log"; fail "(d) the run did not go on after the restart"; }
+grep -q 'worker actor-0 .*restarted it' "$work/restart.log" || fail "(d) actor-0 was not restarted"
+[ "$(json_get "$work/restart/summary.json" solved)" = True ] || fail "(d) not solved"
+no_jobs || fail "(d) the job is still in squeue after the run"
+no_workers "$work/restart" || fail "(d) workers left after the run"
+
+# --- (e) a job Slurm refuses (no such partition): salloc's reason is the error ------------------
 "$gearbox" run "$config" --backend slurm --run-dir "$work/refused" \
   --set launch.slurm.partition=nosuch --set launch.progress=off > "$work/refused.log" 2>&1
 status=$?
-echo "(d) launcher exited with $status for partition nosuch: $(grep -m1 'salloc exited' "$work/refused.log")"
-[ "$status" -ne 0 ] || fail "(d) a refused job exited 0"
+echo "(e) launcher exited with $status for partition nosuch: $(grep -m1 'salloc exited' "$work/refused.log")"
+[ "$status" -ne 0 ] || fail "(e) a refused job exited 0"
 grep -q 'salloc exited with status .*before the job was granted.*[Pp]artition' "$work/refused.log" ||
-  fail "(d) salloc's refusal not reported"
-no_jobs || fail "(d) a job is left in squeue"
+  fail "(e) salloc's refusal not reported"
+no_jobs || fail "(e) a job is left in squeue"
 
-# --- (e) SIGTERM while the job is pending (another job holds every CPU): it is cancelled --------
+# --- (f) SIGTERM while the job is pending (another job holds every CPU): it is cancelled --------
 salloc --no-shell --job-name=blocker --cpus-per-task=16 > "$work/blocker.log" 2>&1 ||
-  fail "(e) the blocking job was not granted: $(cat "$work/blocker.log")"
+  fail "(f) the blocking job was not granted: $(cat "$work/blocker.log")"
 "$gearbox" run "$config" --backend slurm --run-dir "$work/pending" --set launch.progress=off \
   > "$work/pending.log" 2>&1 &
 launcher=$!
-wait_for_log "$work/pending/logs/launcher.log" "is pending" 30 || fail "(e) the job did not pend"
+wait_for_log "$work/pending/logs/launcher.log" "is pending" 30 || fail "(f) the job did not pend"
 kill -TERM "$launcher"
 wait "$launcher"; status=$?
-echo "(e) launcher exited with $status after SIGTERM while pending"
-[ "$status" -ne 0 ] || fail "(e) an interrupted run exited 0"
+echo "(f) launcher exited with $status after SIGTERM while pending"
+[ "$status" -ne 0 ] || fail "(f) an interrupted run exited 0"
 for _ in $(seq 50); do [ "$(squeue -h -o %j)" = blocker ] && break; sleep 0.2; done
-[ "$(squeue -h -o %j)" = blocker ] || fail "(e) squeue holds more than the blocking job: $(squeue)"
+[ "$(squeue -h -o %j)" = blocker ] || fail "(f) squeue holds more than the blocking job: $(squeue)"
 scancel --name=blocker
-no_jobs || fail "(e) the blocking job is left"
+no_jobs || fail "(f) the blocking job is left"
 
-echo "5 passed, 0 failed"
+echo "6 passed, 0 failed"
