@@ -148,7 +148,8 @@ int gb_slurm_allocate(gb_slurm_job *j, const gb_config *cfg, const char *log_pat
     char *argv[MAX_ARGS], buf[8192], opt[GB_CONFIG_PATH_MAX + 32];
     size_t used = 0;
     int n = 0, rc = 0;
-#define PUSH(str) do { if (!rc) rc = push(argv, &n, MAX_ARGS, buf, sizeof buf, &used, (str), err); } while (0)
+#define PUSH(str) \
+    do { if (!rc) rc = push(argv, &n, MAX_ARGS, buf, sizeof buf, &used, (str), err); } while (0)
 #define PUSHF(...) do { snprintf(opt, sizeof opt, __VA_ARGS__); PUSH(opt); } while (0)
     PUSH("salloc");
     PUSHF("--job-name=%s", j->name);
@@ -258,7 +259,8 @@ int gb_slurm_step_argv(const gb_slurm_job *j, const char *role, int index,
     char opt[GB_CONFIG_PATH_MAX + 32];
     size_t used = 0;
     int n = 0, rc = 0;
-#define PUSH(str) do { if (!rc) rc = push(out, &n, cap, buf, bufcap, &used, (str), err); } while (0)
+#define PUSH(str) \
+    do { if (!rc) rc = push(out, &n, cap, buf, bufcap, &used, (str), err); } while (0)
 #define PUSHF(...) do { snprintf(opt, sizeof opt, __VA_ARGS__); PUSH(opt); } while (0)
     PUSH("srun");
     PUSHF("--jobid=%lld", j->id);
