@@ -1,8 +1,8 @@
 /* launch/cmd_run.c: `gearbox run CONFIG [--set ...] [--run-dir DIR] [--backend local|slurm]` and
  * `gearbox run --resume RUN_DIR [--set ...]`.
- * launch.mode local (the default: one process per worker, launch/run_local.c) and inline (one
- * process: ring -> model -> algorithm); the Slurm backend says plainly that it is not
- * implemented yet. */
+ * launch.mode local (the default: one process per worker, launch/run_local.c), slurm (the same
+ * launcher, each worker a step of the run's Slurm job: launch/slurm.h) and inline (one
+ * process: ring -> model -> algorithm). */
 #include "launch/cli.h"
 #include "launch/run_local.h"
 #include "launch/commands.h"
@@ -46,8 +46,12 @@ static void run_usage(FILE *out)
             "                         the budgets (raise them with --set) cover all of it\n\n"
             "Modes (launch.mode): local (default) starts the parameter service, trainer,\n"
             "policy and actor workers as processes on this machine; inline runs everything in\n"
-            "one process without sockets (`--set launch.mode=inline`); slurm is not\n"
-            "implemented yet in this build.\n\n"
+            "one process without sockets (`--set launch.mode=inline`); slurm (--backend\n"
+            "slurm) holds one Slurm job for the run (salloc, named gearbox:<experiment.name>)\n"
+            "and starts each worker as one of its steps (srun, named <role>-<index>), with\n"
+            "the resources of launch.slurm.<role>; this launcher stays here, collects the\n"
+            "metrics and cancels the job when the run ends (see README: Running on a Slurm\n"
+            "cluster).\n\n"
             "exit status: 0 the run ended (solved or budget spent; see summary.json),\n"
             "             2 usage or config error, 1 runtime failure\n");
 }
@@ -75,7 +79,7 @@ int gb_cmd_run(int argc, char **argv)
             return GB_EXIT_USAGE;
         }
     }
-    if (cfg.launch.mode == GB_LAUNCH_LOCAL)
+    if (cfg.launch.mode == GB_LAUNCH_LOCAL || cfg.launch.mode == GB_LAUNCH_SLURM)
         return gb_run_local(&cfg, &cli); /* --record: the trainers write the dataset */
     if (cli.resume) {
         fprintf(stderr, "gearbox run: --resume: launch.mode %s cannot be resumed (only local "

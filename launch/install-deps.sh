@@ -22,6 +22,9 @@ packages=(
   python3-zmq python3-msgpack python3-torch
   # tests/launch/run_hosts.sh: network namespaces, veth and a bridge (ip), pkill (procps)
   iproute2 procps
+  # tests/launch/run_slurm.sh: a one-node Slurm cluster of its own (daemons, clients, munge
+  # authentication), started from a temporary directory; none of their services is started here
+  munge slurmctld slurmd slurm-client
 )
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -46,6 +49,15 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# Debian's postinst scripts start the services they install (munged, slurmctld, slurmd) through
+# invoke-rc.d; a policy-rc.d that denies (exit 101) keeps them stopped: the tests start their own
+# daemons with their own files. One already there (Docker images have one) is left as it is.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\n# launch/install-deps.sh: no service starts while it installs\nexit 101\n' > "$policy"
+  chmod 755 "$policy"
+  trap 'rm -f "$policy"' EXIT
+fi
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
 echo "install-deps: installed ${#missing[@]} packages"

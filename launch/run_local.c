@@ -1,12 +1,14 @@
 /* launch/run_local.c: the local backend of `gearbox run` (see run_local.h): run directory,
  * registry thread, metrics collection, worker processes, stop conditions, progress display,
  * metrics.csv and summary.json; and the same for a resumed run (gearbox run --resume), whose
- * counters go on from the last row of its metrics.csv. */
+ * counters go on from the last row of its metrics.csv. The Slurm backend is this same launcher
+ * with each worker started as a step of the run's Slurm job (launch/slurm.h). */
 #include "launch/run_local.h"
 
 #include "runtime/rundir.h"
 #include "launch/datawatch.h"
 #include "launch/joins.h"
+#include "launch/slurm.h"
 #include "launch/supervisor.h"
 #include "launch/watchdog.h"
 #include "runtime/clock.h"
@@ -361,7 +363,7 @@ static int self_path(char *out, size_t n, gb_error *err)
 
 static int spawn_role(gb_supervisor *sup, const gb_rundir *rd, const char *exe, const char *role,
                       int count, const char *reg_ep, const char *met_ep, const char *record,
-                      int segment, gb_error *err)
+                      int segment, const gb_slurm_job *job, gb_error *err)
 {
     for (int i = 0; i < count; i++) {
         char index[16], seg[16], log_rel[64], log_path[2048];
@@ -385,7 +387,11 @@ static int spawn_role(gb_supervisor *sup, const gb_rundir *rd, const char *exe, 
             argv[n++] = "--segment";
             argv[n++] = seg;
         }
-        if ((rc = gb_supervisor_spawn(sup, role, i, argv, log_path, err)))
+        char *step[GB_CHILD_MAX_ARGS + 1], step_buf[GB_CHILD_ARGS_BYTES];
+        if (job && (rc = gb_slurm_step_argv(job, role, i, argv, step, GB_CHILD_MAX_ARGS + 1,
+                                            step_buf, sizeof step_buf, err)))
+            return rc;
+        if ((rc = gb_supervisor_spawn(sup, role, i, job ? step : argv, log_path, err)))
             return rc;
     }
     return 0;
@@ -398,6 +404,8 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     static gb_watchdog wd;
     static gb_joins joins; /* slots for workers joining from other hosts (gearbox join) */
     int joins_ready = 0;
+    static gb_slurm_job slurm;
+    const int on_slurm = cfg->launch.mode == GB_LAUNCH_SLURM;
     gb_datawatch dw;
     gb_error err = {0};
     gb_log_init("launcher", -1, (gb_log_level)cfg->experiment.log_level);
@@ -500,27 +508,40 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     }
     if (rc == 0)
         rc = self_path(exe, sizeof exe, &err);
+    const gb_slurm_job *job = NULL;
+    if (rc == 0 && on_slurm) { /* the run's job first: every worker is one of its steps */
+        char slurm_log[2048];
+        rc = gb_rundir_file(&rd, "logs/slurm.log", slurm_log, sizeof slurm_log, &err);
+        if (rc == 0)
+            rc = gb_slurm_allocate(&slurm, cfg, slurm_log, &interrupted, &err);
+        if (rc == GB_EINTR)
+            exit_reason = "interrupted";
+        job = &slurm;
+        sup.stop_hook = gb_slurm_signal_steps;
+        sup.stop_arg = &slurm;
+        sup.kill_term_s = 3; /* SIGTERM to an srun cancels its step: no step left behind */
+    }
     if (rc == 0)
         rc = spawn_role(&sup, &rd, exe, "params", 1, reg_ep, met_ep, NULL,
-                        base.segment, &err);
+                        base.segment, job, &err);
     if (rc == 0)
         rc = spawn_role(&sup, &rd, exe, "trainer", (int)cfg->trainer.count, reg_ep, met_ep,
-                        cli->record, base.segment, &err);
+                        cli->record, base.segment, job, &err);
     if (rc == 0)
         rc = spawn_role(&sup, &rd, exe, "policy", (int)gb_joins_local(cfg, GB_ROLE_POLICY),
-                        reg_ep, met_ep, NULL, base.segment, &err);
+                        reg_ep, met_ep, NULL, base.segment, job, &err);
     if (rc == 0)
         rc = spawn_role(&sup, &rd, exe, "actor", (int)gb_joins_local(cfg, GB_ROLE_ACTOR),
-                        reg_ep, met_ep, NULL, base.segment, &err);
+                        reg_ep, met_ep, NULL, base.segment, job, &err);
     if (rc) {
         snprintf(error_text, sizeof error_text, "%s", err.msg);
         GB_ERROR("%s", err.msg);
         goto stop;
     }
     GB_INFO("started %lld actors x %lld envs, %lld policy, %lld trainer workers and the "
-            "parameter service", (long long)gb_joins_local(cfg, GB_ROLE_ACTOR),
+            "parameter service%s", (long long)gb_joins_local(cfg, GB_ROLE_ACTOR),
             (long long)cfg->actors.envs_per_actor, (long long)gb_joins_local(cfg, GB_ROLE_POLICY),
-            (long long)cfg->trainer.count);
+            (long long)cfg->trainer.count, on_slurm ? " as steps of the slurm job" : "");
 
     live = cfg->launch.progress == GB_PROGRESS_LINE ||
                (cfg->launch.progress == GB_PROGRESS_AUTO && isatty(STDERR_FILENO));
@@ -608,6 +629,10 @@ stop:;
     double decided_return = mc ? gb_metrics_return_mean(mc) : NAN;
     GB_INFO("%s: stopping the workers", exit_reason); /* from here a worker's death fails it */
     stop_workers(&sup, runctl, mc, cfg, &wd);
+    if (on_slurm && gb_slurm_release(&slurm, &err)) { /* after its steps: nothing left in squeue */
+        GB_ERROR("%s", err.msg);
+        status = 1;
+    }
     /* Workers send a last report as they stop: take it. */
     if (mc) {
         gb_metrics_collector_poll(mc, 100, &err);
@@ -630,7 +655,7 @@ stop:;
     /* every step the actors took; env_steps counts those in chunks they sent */
     double steps_taken = mc ? or0(gb_metrics_sum(mc, GB_ROLE_ACTOR, "env_steps")) : 0;
     gb_run_summary s = {
-        .mode = "local",
+        .mode = on_slurm ? "slurm" : "local",
         .env_steps = (int64_t)row[M_ENV_STEPS],
         .env_steps_unsent = (int64_t)fmax(0.0, base.env_steps + steps_taken - row[M_ENV_STEPS]),
         .train_steps = (int64_t)row[M_TRAIN_STEPS],

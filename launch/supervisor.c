@@ -112,9 +112,23 @@ int gb_supervisor_restart(gb_supervisor *s, gb_child *c, gb_error *err)
 
 void gb_supervisor_kill(gb_supervisor *s, gb_child *c)
 {
-    (void)s;
     if (!c->running)
         return;
+    if (s->kill_term_s > 0) { /* srun: SIGTERM cancels its step (supervisor.h) */
+        kill(c->pid, SIGTERM);
+        double deadline = gb_now_s() + s->kill_term_s;
+        int status = 0;
+        while (gb_now_s() < deadline) {
+            pid_t r = waitpid(c->pid, &status, WNOHANG);
+            if (r == c->pid || (r < 0 && errno != EINTR)) {
+                c->running = 0;
+                c->reported = 1;
+                c->status = r == c->pid ? status : 0;
+                return;
+            }
+            gb_sleep_ms(10);
+        }
+    }
     kill(-c->pid, SIGKILL);
     kill(c->pid, SIGKILL);
     int status = 0;
@@ -175,9 +189,12 @@ int gb_supervisor_wait_role(gb_supervisor *s, const char *role, double grace_s)
 
 int gb_supervisor_stop_all(gb_supervisor *s, double grace_s)
 {
-    for (int i = 0; i < s->n; i++)
-        if (s->children[i].running)
-            kill(-s->children[i].pid, SIGTERM); /* the whole group: helpers a worker forked */
+    if (s->stop_hook && gb_supervisor_running(s))
+        s->stop_hook(s->stop_arg); /* Slurm steps: the workers get SIGTERM, not their sruns */
+    else
+        for (int i = 0; i < s->n; i++)
+            if (s->children[i].running)
+                kill(-s->children[i].pid, SIGTERM); /* the whole group: what a worker forked */
     double deadline = gb_now_s() + grace_s;
     while (gb_supervisor_running(s) && gb_now_s() < deadline) {
         gb_supervisor_reap(s);

@@ -12,7 +12,7 @@
 #include <sys/types.h>
 
 #define GB_SUPERVISOR_MAX_CHILDREN 1024
-#define GB_CHILD_MAX_ARGS 24
+#define GB_CHILD_MAX_ARGS 64 /* room for a Slurm step's srun options before the worker's */
 #define GB_CHILD_ARGS_BYTES 4096
 
 typedef struct gb_child {
@@ -34,6 +34,15 @@ typedef struct gb_child {
 typedef struct gb_supervisor {
     gb_child children[GB_SUPERVISOR_MAX_CHILDREN];
     int n;
+    /* Where each child is an `srun` of a Slurm step (launch/slurm.h), SIGTERM to the srun
+     * cancels the step at once (the worker is killed, its last checkpoint lost). So:
+     * stop_hook, when set, is called once by gb_supervisor_stop_all instead of SIGTERM to each
+     * child (it delivers SIGTERM to the workers themselves); kill_term_s > 0 makes
+     * gb_supervisor_kill send SIGTERM first (srun cancels its step) and wait up to that long
+     * before SIGKILL, so no step is left running without its srun. Both 0 for local children. */
+    void (*stop_hook)(void *arg);
+    void *stop_arg;
+    double kill_term_s;
 } gb_supervisor;
 
 /* Starts argv (argv[0] a path) as a child whose stdout and stderr append to log_path.

@@ -236,6 +236,25 @@ typedef struct gb_config_restart {
     double window_s;
 } gb_config_restart;
 
+/* launch.slurm.<role>: what one worker of a role asks Slurm for (launch/slurm.h). */
+typedef struct gb_config_slurm_role {
+    int64_t cpus;   /* CPUs of each worker's step */
+    int64_t gpus;   /* GPUs of each worker's step (0 = none) */
+    int64_t mem_mb; /* memory of each worker's step in MB (0 = the cluster's default) */
+} gb_config_slurm_role;
+
+/* launch.slurm: the Slurm backend (gearbox run --backend slurm): one job per run, one step per
+ * worker (launch/slurm.h). */
+typedef struct gb_config_slurm {
+    char partition[GB_CONFIG_NAME_MAX];  /* "" = the cluster's default partition */
+    char account[GB_CONFIG_NAME_MAX];    /* "" = the user's default account */
+    char time_limit[GB_CONFIG_NAME_MAX]; /* Slurm time ("90", "2:00:00", "1-0"); "" = default */
+    int64_t nodes;                       /* nodes of the job; > 1 needs streams.transport tcp */
+    char salloc_args[GB_CONFIG_PATH_MAX]; /* more options for the job (space-separated) */
+    char srun_args[GB_CONFIG_PATH_MAX];   /* more options for every step (space-separated) */
+    gb_config_slurm_role params, trainer, policy, actor;
+} gb_config_slurm;
+
 typedef struct gb_config_launch {
     int mode;                         /* gb_launch_mode */
     char run_dir[GB_CONFIG_PATH_MAX]; /* "" = <run_root>/<name>/<timestamp> */
@@ -243,6 +262,7 @@ typedef struct gb_config_launch {
     int progress;                     /* gb_progress_mode */
     double heartbeat_timeout_s;       /* a worker silent this long is hung: killed, restarted */
     gb_config_restart restart;
+    gb_config_slurm slurm;
 } gb_config_launch;
 
 typedef enum { GB_DATASET_GEARBOX = 0, GB_DATASET_D4RL = 1 } gb_dataset_format;

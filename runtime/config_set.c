@@ -477,6 +477,15 @@ static const char *not_a_folder_name(const char *name)
     return NULL;
 }
 
+/* 1 when a streams.interface value is the address of one machine (an IPv4 literal): each
+ * worker binds it on its own node, so on several nodes it must be an interface name or "*". */
+static int slurm_local_address(const char *interface)
+{
+    if (strcmp(interface, "*") == 0 || interface[0] == '\0')
+        return 0;
+    return strspn(interface, "0123456789.") == strlen(interface);
+}
+
 int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err)
 {
     for (size_t i = 0; i < gb_config_nfields; i++)
@@ -550,6 +559,16 @@ int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err
     if (cfg->server.curve && cfg->server.curve_key[0] == '\0')
         return fail_key(marks, "server.curve_key", err, "server.curve is on, so this must name "
                         "the server's key pair file (created 0600 when absent)");
+    if (cfg->launch.slurm.nodes > 1 && cfg->streams.transport != GB_TRANSPORT_TCP)
+        return fail_key(marks, "launch.slurm.nodes", err,
+                        "%lld nodes need streams.transport: tcp (ipc sockets do not reach "
+                        "other machines; with ipc the run's job has one node)",
+                        (long long)cfg->launch.slurm.nodes);
+    if (cfg->launch.slurm.nodes > 1 && slurm_local_address(cfg->streams.interface))
+        return fail_key(marks, "streams.interface", err,
+                        "launch.slurm.nodes is %lld, so this must name a network interface "
+                        "every node has (e.g. eth0, ib0) or \"*\", not the address %s of one "
+                        "machine", (long long)cfg->launch.slurm.nodes, cfg->streams.interface);
     if (cfg->streams.ttl_ms <= cfg->streams.heartbeat_ms)
         return fail_key(marks, "streams.ttl_ms", err,
                         "must exceed streams.heartbeat_ms (%lld), got %lld",

@@ -274,6 +274,15 @@ int gb_metrics_collector_open(gb_metrics_collector **out, void *zctx, const char
     return 0;
 }
 
+int gb_metrics_collector_endpoint(const gb_metrics_collector *c, char *out, size_t cap,
+                                  gb_error *err)
+{
+    size_t len = cap;
+    if (zmq_getsockopt(c->sock, ZMQ_LAST_ENDPOINT, out, &len))
+        return gb_wire_zmq_error(err, "metrics: ZMQ_LAST_ENDPOINT");
+    return 0;
+}
+
 void gb_metrics_collector_close(gb_metrics_collector *c)
 {
     if (!c)
@@ -603,13 +612,4 @@ int gb_metrics_incarnation(const gb_metrics_collector *c, int role, int index)
 uint64_t gb_metrics_collector_unexpected(const gb_metrics_collector *c)
 {
     return c->unexpected;
-}
-
-int gb_metrics_collector_endpoint(const gb_metrics_collector *c, char *out, size_t cap,
-                                  gb_error *err)
-{
-    size_t len = cap;
-    if (zmq_getsockopt(c->sock, ZMQ_LAST_ENDPOINT, out, &len) != 0)
-        return gb_wire_zmq_error(err, "metrics: ZMQ_LAST_ENDPOINT");
-    return 0;
 }

@@ -67,9 +67,8 @@ typedef struct gb_metrics_collector gb_metrics_collector;
 int gb_metrics_collector_open(gb_metrics_collector **out, void *zctx, const char *endpoint,
                               gb_error *err);
 void gb_metrics_collector_close(gb_metrics_collector *c);
-
-/* The address the collector is bound to (a tcp port asked as "*" resolved). Returns 0 or
- * GB_EZMQ (out too small). */
+/* The address the collector's socket is bound to (ZMQ_LAST_ENDPOINT: a tcp "...:*" with its
+ * port) into out (cap bytes). Returns 0 or GB_EZMQ. */
 int gb_metrics_collector_endpoint(const gb_metrics_collector *c, char *out, size_t cap,
                                   gb_error *err);
 

@@ -1,0 +1,366 @@
+/* launch/slurm.c: the Slurm backend's job and steps (see slurm.h): salloc for the run's job,
+ * srun command lines for its workers, scancel to signal and to release it. */
+#include "launch/slurm.h"
+
+#include "runtime/clock.h"
+#include "runtime/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_ARGS 96
+
+/* Appends a copy of s to argv (n entries so far, cap in all) with its bytes in buf. */
+static int push(char **argv, int *n, int cap, char *buf, size_t bufcap, size_t *used,
+                const char *s, gb_error *err)
+{
+    size_t len = strlen(s) + 1;
+    if (*n + 1 >= cap || *used + len > bufcap)
+        return gb_error_set(err, GB_EINVAL, "slurm: command line too long (at \"%s\")", s);
+    memcpy(buf + *used, s, len);
+    argv[(*n)++] = buf + *used;
+    *used += len;
+    argv[*n] = NULL;
+    return 0;
+}
+
+/* Appends the space-separated words of line (launch.slurm.salloc_args, srun_args). */
+static int push_words(char **argv, int *n, int cap, char *buf, size_t bufcap, size_t *used,
+                      const char *line, gb_error *err)
+{
+    char word[GB_CONFIG_PATH_MAX];
+    for (const char *p = line; *p;) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        size_t len = strcspn(p, " \t");
+        if (!len)
+            break;
+        snprintf(word, sizeof word, "%.*s", (int)len, p);
+        int rc = push(argv, n, cap, buf, bufcap, used, word, err);
+        if (rc)
+            return rc;
+        p += len;
+    }
+    return 0;
+}
+
+static const gb_config_slurm_role *role_of(const gb_config *cfg, const char *role)
+{
+    const gb_config_slurm *s = &cfg->launch.slurm;
+    if (strcmp(role, "trainer") == 0)
+        return &s->trainer;
+    if (strcmp(role, "policy") == 0)
+        return &s->policy;
+    if (strcmp(role, "actor") == 0)
+        return &s->actor;
+    return &s->params;
+}
+
+/* Runs argv (a Slurm client) to its end, output appended to log_path (or /dev/null), within
+ * timeout_s. Returns its wait status, or -1 when it could not run or ran out of time. */
+static int run_tool(char *const argv[], const char *log_path, double timeout_s)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fd = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+        }
+        execvp(argv[0], argv);
+        dprintf(STDERR_FILENO, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    int status = 0;
+    for (double end = gb_now_s() + timeout_s;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return status;
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (gb_now_s() >= end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        gb_sleep_ms(20);
+    }
+}
+
+/* The job id in salloc's output ("Granted job allocation N", "Pending job allocation N"), and
+ * whether it was granted. Returns the id or 0. */
+static long long scan_log(const char *path, int *granted, char *last, size_t lastcap)
+{
+    FILE *f = fopen(path, "r");
+    long long id = 0;
+    *granted = 0;
+    if (!f)
+        return 0;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        const char *p;
+        if ((p = strstr(line, "Granted job allocation ")))
+            id = atoll(p + strlen("Granted job allocation ")), *granted = 1;
+        else if ((p = strstr(line, "Pending job allocation ")) && !id)
+            id = atoll(p + strlen("Pending job allocation "));
+        if (line[0] != '\n') {
+            size_t len = strcspn(line, "\n");
+            if (len >= lastcap)
+                len = lastcap - 1;
+            memcpy(last, line, len);
+            last[len] = '\0';
+        }
+    }
+    fclose(f);
+    return id;
+}
+
+int gb_slurm_allocate(gb_slurm_job *j, const gb_config *cfg, const char *log_path,
+                      atomic_int *interrupted, gb_error *err)
+{
+    const gb_config_slurm *s = &cfg->launch.slurm;
+    memset(j, 0, sizeof *j);
+    j->cfg = cfg;
+    snprintf(j->name, sizeof j->name, "gearbox:%s", cfg->experiment.name);
+    snprintf(j->log_path, sizeof j->log_path, "%s", log_path);
+
+    /* the whole run's resources: one node with every step's share, or whole nodes */
+    const struct { const char *role; int64_t count; } roles[] = {
+        {"params", 1}, {"trainer", cfg->trainer.count}, {"policy", cfg->policy.count},
+        {"actor", cfg->actors.count}};
+    long long cpus = 0, gpus = 0, mem = 0;
+    for (int r = 0; r < 4; r++) {
+        const gb_config_slurm_role *sr = role_of(cfg, roles[r].role);
+        cpus += sr->cpus * roles[r].count;
+        gpus += sr->gpus * roles[r].count;
+        mem += sr->mem_mb * roles[r].count;
+    }
+    char *argv[MAX_ARGS], buf[8192], opt[GB_CONFIG_PATH_MAX + 32];
+    size_t used = 0;
+    int n = 0, rc = 0;
+#define PUSH(str) \
+    do { if (!rc) rc = push(argv, &n, MAX_ARGS, buf, sizeof buf, &used, (str), err); } while (0)
+#define PUSHF(...) do { snprintf(opt, sizeof opt, __VA_ARGS__); PUSH(opt); } while (0)
+    PUSH("salloc");
+    PUSHF("--job-name=%s", j->name);
+    PUSHF("--nodes=%lld", (long long)s->nodes);
+    if (s->partition[0])
+        PUSHF("--partition=%s", s->partition);
+    if (s->account[0])
+        PUSHF("--account=%s", s->account);
+    if (s->time_limit[0])
+        PUSHF("--time=%s", s->time_limit);
+    if (s->nodes == 1) {
+        PUSH("--ntasks=1");
+        PUSHF("--cpus-per-task=%lld", cpus);
+        if (gpus)
+            PUSHF("--gpus=%lld", gpus);
+        if (mem)
+            PUSHF("--mem=%lld", mem);
+    } else {
+        PUSH("--exclusive");
+    }
+    if (!rc)
+        rc = push_words(argv, &n, MAX_ARGS, buf, sizeof buf, &used, s->salloc_args, err);
+    /* the allocation lasts as long as this command, which lasts as long as the launcher */
+    PUSH("--");
+    PUSH("tail");
+    PUSHF("--pid=%d", (int)getpid());
+    PUSH("-f");
+    PUSH("/dev/null");
+#undef PUSH
+#undef PUSHF
+    if (rc)
+        return rc;
+
+    int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return gb_error_errno(err, "open %s", log_path);
+    dprintf(fd, "$");
+    for (int i = 0; argv[i]; i++)
+        dprintf(fd, " %s", argv[i]);
+    dprintf(fd, "\n");
+    pid_t parent = getpid();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd);
+        return gb_error_errno(err, "fork for salloc");
+    }
+    if (pid == 0) {
+        setpgid(0, 0); /* a Ctrl-C reaches the launcher only; it releases the job itself */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(1);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0)
+            dup2(devnull, STDIN_FILENO);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        execvp(argv[0], argv);
+        dprintf(STDERR_FILENO, "exec %s: %s (is Slurm's client installed and on PATH?)\n",
+                argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(fd);
+    j->salloc = pid;
+
+    char last[512] = "";
+    int granted = 0, said_pending = 0;
+    for (;;) {
+        j->id = scan_log(log_path, &granted, last, sizeof last);
+        if (granted) {
+            GB_INFO("slurm job %lld (%s) granted: watch it with `squeue -j %lld`, its steps "
+                    "with `squeue -s -j %lld`", j->id, j->name, j->id, j->id);
+            return 0;
+        }
+        if (j->id && !said_pending) {
+            GB_INFO("slurm job %lld (%s) is pending: the run starts when Slurm grants it",
+                    j->id, j->name);
+            said_pending = 1;
+        }
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) {
+            j->salloc = 0;
+            j->id = scan_log(log_path, &granted, last, sizeof last);
+            char how[64];
+            if (WIFEXITED(status))
+                snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
+            else
+                snprintf(how, sizeof how, "was killed by signal %d", WTERMSIG(status));
+            return gb_error_set(err, GB_ESYS, "slurm: salloc %s before the job was granted: %s "
+                                "(%s)", how, last[0] ? last : "no output", log_path);
+        }
+        if (atomic_load(interrupted))
+            return gb_error_set(err, GB_EINTR, "slurm: interrupted while job %lld was pending",
+                                j->id);
+        gb_sleep_ms(50);
+    }
+}
+
+int gb_slurm_step_argv(const gb_slurm_job *j, const char *role, int index,
+                       char *const worker_argv[], char **out, int cap, char *buf, size_t bufcap,
+                       gb_error *err)
+{
+    const gb_config_slurm_role *sr = role_of(j->cfg, role);
+    char opt[GB_CONFIG_PATH_MAX + 32];
+    size_t used = 0;
+    int n = 0, rc = 0;
+#define PUSH(str) \
+    do { if (!rc) rc = push(out, &n, cap, buf, bufcap, &used, (str), err); } while (0)
+#define PUSHF(...) do { snprintf(opt, sizeof opt, __VA_ARGS__); PUSH(opt); } while (0)
+    PUSH("srun");
+    PUSHF("--jobid=%lld", j->id);
+    PUSHF("--job-name=%s-%d", role, index);
+    PUSH("--nodes=1");
+    PUSH("--ntasks=1");
+    PUSHF("--cpus-per-task=%lld", (long long)sr->cpus);
+    if (sr->gpus)
+        PUSHF("--gpus=%lld", (long long)sr->gpus);
+    if (sr->mem_mb)
+        PUSHF("--mem=%lld", (long long)sr->mem_mb);
+    PUSH("--exact"); /* only its own share: the other steps run beside it */
+    PUSH("--quiet");
+    if (!rc)
+        rc = push_words(out, &n, cap, buf, bufcap, &used, j->cfg->launch.slurm.srun_args, err);
+    PUSH("--");
+    for (int i = 0; worker_argv[i]; i++)
+        PUSH(worker_argv[i]);
+#undef PUSH
+#undef PUSHF
+    if (rc)
+        return rc;
+    /* supervisor children are exec'd with execv: srun needs its path */
+    static char srun_path[1024];
+    if (!srun_path[0]) {
+        const char *path = getenv("PATH");
+        snprintf(srun_path, sizeof srun_path, "srun");
+        for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+            size_t len = strcspn(p, ":");
+            char cand[1024];
+            snprintf(cand, sizeof cand, "%.*s/srun", (int)len, p);
+            if (len && access(cand, X_OK) == 0) {
+                snprintf(srun_path, sizeof srun_path, "%s", cand);
+                break;
+            }
+            p += len + (p[len] == ':');
+        }
+    }
+    out[0] = srun_path;
+    return 0;
+}
+
+void gb_slurm_signal_steps(void *arg)
+{
+    gb_slurm_job *j = arg;
+    if (!j->id)
+        return;
+    char id[32];
+    snprintf(id, sizeof id, "%lld", j->id);
+    char *argv[] = {"scancel", "--signal=TERM", id, NULL};
+    int st = run_tool(argv, j->log_path, 10);
+    if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        GB_WARN("slurm: scancel --signal=TERM %s failed (%s)", id, j->log_path);
+}
+
+int gb_slurm_release(gb_slurm_job *j, gb_error *err)
+{
+    int rc = 0;
+    if (j->id) {
+        char id[32];
+        snprintf(id, sizeof id, "%lld", j->id);
+        char *argv[] = {"scancel", id, NULL};
+        int st = run_tool(argv, j->log_path, 30);
+        if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            rc = gb_error_set(err, GB_ESYS, "slurm: scancel %s failed (%s): cancel it by hand",
+                              id, j->log_path);
+        else
+            GB_INFO("slurm job %s cancelled", id);
+    }
+    if (j->salloc > 0) {
+        /* the job is cancelled (or was never granted: salloc cancels a pending one on
+         * SIGTERM); salloc would wait for its command (tail) a while before it ends: end both */
+        int status;
+        double end = gb_now_s() + 5;
+        char path[64], list[256] = "";
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)j->salloc, (int)j->salloc);
+        FILE *f = fopen(path, "r");
+        if (f) { /* salloc's command: tail, which salloc may not pass a signal to */
+            size_t got = fread(list, 1, sizeof list - 1, f);
+            list[got] = '\0';
+            fclose(f);
+        }
+        for (char *p = list, *e; *p; p = e) {
+            long child = strtol(p, &e, 10);
+            if (e == p)
+                break;
+            if (child > 0)
+                kill((pid_t)child, SIGTERM);
+        }
+        kill(j->salloc, SIGTERM);
+        while (waitpid(j->salloc, &status, WNOHANG) == 0) {
+            if (gb_now_s() >= end) {
+                kill(-j->salloc, SIGKILL);
+                waitpid(j->salloc, &status, 0);
+                break;
+            }
+            gb_sleep_ms(20);
+        }
+        j->salloc = 0;
+    }
+    j->id = 0;
+    return rc;
+}
