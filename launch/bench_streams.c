@@ -1,7 +1,8 @@
 /* launch/bench_streams.c: `gearbox bench streams [--json] [--transport ipc|tcp] [--quick]`:
  * inference round trips, sample throughput and parameter broadcast, each against raw ZeroMQ
  * moving the same bytes over the same transport in the same run. The cases live one subject a
- * file: bench_inference.c, bench_sample.c, bench_params.c. */
+ * file: bench_inference.c, bench_sample.c, bench_params.c, bench_relay.c (parameters through
+ * relays to 48 subscribers against direct). */
 #include "launch/bench.h"
 #include "launch/commands.h"
 
@@ -15,7 +16,7 @@ static void bench_usage(FILE *out)
 {
     fprintf(out, "usage: gearbox bench streams [--json] [--transport ipc|tcp] [--quick]\n"
                  "                             [--case inference_rtt|inference_pipelined|sample_throughput|\n"
-                 "                                     param_broadcast]\n");
+                 "                                     param_broadcast|param_relay]\n");
 }
 
 int gb_bench_streams(int argc, char **argv, int json)
@@ -60,6 +61,8 @@ int gb_bench_streams(int argc, char **argv, int json)
         rc |= gb_bench_sample_throughput(&b);
     if (gb_bench_net_want(&b, "param_broadcast"))
         rc |= gb_bench_param_broadcast(&b);
+    if (gb_bench_net_want(&b, "param_relay"))
+        rc |= gb_bench_param_relay(&b);
     zmq_ctx_term(b.ctx);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "%s", b.dir);
