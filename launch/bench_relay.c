@@ -129,7 +129,8 @@ static int run_phase(gb_bench_net *b, int nrelays, size_t bytes, int versions, p
         if (gb_param_subscriber_open(&subs[nsubs].s, b->ctx, &o, &err))
             goto fail;
     }
-    gb_param_publisher_opts po = {in, chunk, 30000, GB_ROLE_TRAINER, 0};
+    gb_param_publisher_opts po = {gb_param_service_endpoint(p.svc, "in"), chunk, 30000,
+                                  GB_ROLE_TRAINER, 0};
     if (gb_param_publisher_open(&pubr, b->ctx, &po, &err))
         goto fail;
     pthread_create(&sth, NULL, service_thread, &p);
@@ -170,8 +171,11 @@ static int run_phase(gb_bench_net *b, int nrelays, size_t bytes, int versions, p
         for (int i = 0; i < nsubs; i++)
             while (atomic_load(&subs[i].version) < v) {
                 if (gb_now_s() - t0 > 60) {
-                    gb_error_set(&err, GB_ETIMEOUT, "subscriber %d: version %d not within 60 s",
-                                 i, v);
+                    gb_error_set(&err, GB_ETIMEOUT, "subscriber %d: version %d not within 60 s "
+                                 "(it has %lld; its relay %lld; the service %lld)", i, v,
+                                 (long long)atomic_load(&subs[i].version),
+                                 nrel ? (long long)gb_param_relay_version(p.relay[i % nrel]) : -1,
+                                 (long long)gb_param_service_version(p.svc));
                     goto fail;
                 }
                 gb_sleep_ms(0.05);

@@ -9,6 +9,7 @@
 #include "runtime/log.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,8 +64,11 @@ static int bind_one(void *zctx, int type, const char *ep, char *out, size_t cap,
  * lives in): sent_bytes counts a forwarded frame once per peer connected. */
 static int follow_peers(gb_param_service *s, void *zctx, gb_error *err)
 {
+    /* a name never used before in this process: a closed monitor's may still be bound */
+    static atomic_ullong next;
     char ep[64];
-    snprintf(ep, sizeof ep, "inproc://gb-params-peers-%p", (void *)s);
+    snprintf(ep, sizeof ep, "inproc://gb-params-peers-%llu",
+             (unsigned long long)atomic_fetch_add(&next, 1));
     if (zmq_socket_monitor(s->pub, ep, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0)
         return gb_wire_zmq_error(err, "parameter service: zmq_socket_monitor");
     s->mon = zmq_socket(zctx, ZMQ_PAIR);
