@@ -37,33 +37,50 @@ static void *sub_thread(void *arg)
     return NULL;
 }
 
+/* The service and each relay are driven by a thread of their own; what the main thread reads
+ * of them while they run are these snapshots, stored after every poll. */
+typedef struct snapshot {
+    atomic_ullong peers, sent;
+    atomic_llong version;
+} snapshot;
+
 typedef struct pump {
     atomic_int stop;
     gb_param_service *svc;
     gb_param_relay *relay[NRELAYS];
-    int nrelays;
+    snapshot svc_snap, relay_snap[NRELAYS];
 } pump;
 
 static void *service_thread(void *arg)
 {
     pump *p = arg;
     gb_error err;
-    while (!atomic_load(&p->stop))
+    while (!atomic_load(&p->stop)) {
         gb_param_service_poll(p->svc, 20, &err);
+        gb_param_service_stats st = gb_param_service_get_stats(p->svc);
+        atomic_store(&p->svc_snap.peers, st.pub_peers);
+        atomic_store(&p->svc_snap.sent, st.sent_bytes);
+        atomic_store(&p->svc_snap.version, gb_param_service_version(p->svc));
+    }
     return NULL;
 }
 
 typedef struct relay_thread_arg {
     pump *p;
-    gb_param_relay *r;
+    int i;
 } relay_thread_arg;
 
 static void *relay_thread(void *arg)
 {
     relay_thread_arg *a = arg;
+    gb_param_relay *r = a->p->relay[a->i];
+    snapshot *snap = &a->p->relay_snap[a->i];
     gb_error err;
-    while (!atomic_load(&a->p->stop))
-        gb_param_relay_poll(a->r, 20, &err);
+    while (!atomic_load(&a->p->stop)) {
+        gb_param_relay_poll(r, 20, &err);
+        atomic_store(&snap->peers, gb_param_relay_get_stats(r).down.pub_peers);
+        atomic_store(&snap->version, gb_param_relay_version(r));
+    }
     return NULL;
 }
 
@@ -72,6 +89,7 @@ typedef struct phase_result {
     double median_s, max_s;   /* publish -> all 48 have it */
     double versions_per_s;
     uint64_t relay_sent;      /* the relays' sent_bytes, all versions */
+    uint64_t sent0;           /* the service's sent_bytes before the first version */
     int failed;
 } phase_result;
 
@@ -115,7 +133,6 @@ static int run_phase(gb_bench_net *b, int nrelays, size_t bytes, int versions, p
         if (gb_param_relay_open(&p.relay[nrel], b->ctx, &ro, &err))
             goto fail;
     }
-    p.nrelays = nrel;
     for (; nsubs < NSUBS; nsubs++) {
         gb_param_relay *r = nrelays ? p.relay[nsubs % nrelays] : NULL;
         gb_param_subscriber_opts o = {
@@ -135,7 +152,7 @@ static int run_phase(gb_bench_net *b, int nrelays, size_t bytes, int versions, p
         goto fail;
     pthread_create(&sth, NULL, service_thread, &p);
     for (int i = 0; i < nrel; i++) {
-        ra[i] = (relay_thread_arg){&p, p.relay[i]};
+        ra[i] = (relay_thread_arg){&p, i};
         pthread_create(&rth[i], NULL, relay_thread, &ra[i]);
     }
     for (int i = 0; i < nsubs; i++)
@@ -143,9 +160,9 @@ static int run_phase(gb_bench_net *b, int nrelays, size_t bytes, int versions, p
     started = 1;
     /* every subscriber (or relay) connected to the service, every subscriber to its relay */
     for (int waited = 0;; waited += 10) {
-        int ok = gb_param_service_get_stats(p.svc).pub_peers >= (uint64_t)(nrel ? nrel : NSUBS);
+        int ok = atomic_load(&p.svc_snap.peers) >= (uint64_t)(nrel ? nrel : NSUBS);
         for (int i = 0; i < nrel; i++)
-            ok &= gb_param_relay_get_stats(p.relay[i]).down.pub_peers >= (uint64_t)(NSUBS / nrel);
+            ok &= atomic_load(&p.relay_snap[i].peers) >= (uint64_t)(NSUBS / nrel);
         if (ok)
             break;
         if (waited > 20000) {
@@ -161,7 +178,7 @@ static int run_phase(gb_bench_net *b, int nrelays, size_t bytes, int versions, p
     e.dtype = GB_DTYPE_UINT8;
     e.rank = 1;
     e.shape[0] = (int64_t)bytes;
-    uint64_t sent0 = gb_param_service_get_stats(p.svc).sent_bytes;
+    uint64_t sent0 = atomic_load(&p.svc_snap.sent);
     double t_all0 = gb_now_s();
     for (int v = 1; v <= versions; v++) {
         memset(data, v, bytes);
@@ -174,8 +191,9 @@ static int run_phase(gb_bench_net *b, int nrelays, size_t bytes, int versions, p
                     gb_error_set(&err, GB_ETIMEOUT, "subscriber %d: version %d not within 60 s "
                                  "(it has %lld; its relay %lld; the service %lld)", i, v,
                                  (long long)atomic_load(&subs[i].version),
-                                 nrel ? (long long)gb_param_relay_version(p.relay[i % nrel]) : -1,
-                                 (long long)gb_param_service_version(p.svc));
+                                 nrel ? (long long)atomic_load(&p.relay_snap[i % nrel].version)
+                                      : -1,
+                                 (long long)atomic_load(&p.svc_snap.version));
                     goto fail;
                 }
                 gb_sleep_ms(0.05);
@@ -183,11 +201,8 @@ static int run_phase(gb_bench_net *b, int nrelays, size_t bytes, int versions, p
         lat[v - 1] = gb_now_s() - t0;
     }
     double total = gb_now_s() - t_all0;
-    res->bytes_per_version =
-        (double)(gb_param_service_get_stats(p.svc).sent_bytes - sent0) / versions;
-    for (int i = 0; i < nrel; i++)
-        res->relay_sent += gb_param_relay_get_stats(p.relay[i]).down.sent_bytes;
     res->versions_per_s = versions / total;
+    res->sent0 = sent0;
     qsort(lat, (size_t)versions, sizeof *lat, cmp_double);
     res->median_s = lat[versions / 2];
     res->max_s = lat[versions - 1];
@@ -208,6 +223,12 @@ done:
         pthread_join(sth, NULL);
         for (int i = 0; i < nrel; i++)
             pthread_join(rth[i], NULL);
+    }
+    if (!res->failed) { /* the threads are gone: their objects can be read */
+        res->bytes_per_version =
+            (double)(gb_param_service_get_stats(p.svc).sent_bytes - res->sent0) / versions;
+        for (int i = 0; i < nrel; i++)
+            res->relay_sent += gb_param_relay_get_stats(p.relay[i]).down.sent_bytes;
     }
     for (int i = 0; i < nrel; i++)
         gb_param_relay_close(p.relay[i]);

@@ -129,7 +129,7 @@ typedef struct gb_param_service_stats {
     uint64_t rejected;  /* malformed messages */
     uint64_t fetches;   /* chunk fetches served */
     uint64_t infos;     /* INFO_REQ served */
-    uint64_t pub_peers; /* subscribers (or relays) connected to PUB now */
+    uint64_t pub_peers; /* subscribers (or relays) connected to PUB, as of the last poll */
     uint64_t sent_bytes; /* parameter bytes sent: each PUB chunk once per peer connected when
                             it was sent, plus every fetched chunk */
 } gb_param_service_stats;
@@ -153,7 +153,7 @@ int gb_param_service_poll(gb_param_service *s, int timeout_ms, gb_error *err);
 /* Version of the latest verified blob, -1 when none. */
 int64_t gb_param_service_version(const gb_param_service *s);
 
-/* Its counters; reads the PUB peers' connection events queued so far first. */
+/* Its counters (read by the thread that polls it). */
 gb_param_service_stats gb_param_service_get_stats(const gb_param_service *s);
 
 /* ---- subscriber (policy worker) -------------------------------------------------------------- */

@@ -177,11 +177,7 @@ int64_t gb_param_service_version(const gb_param_service *s)
     return s->latest ? s->latest->pub.version : -1;
 }
 
-gb_param_service_stats gb_param_service_get_stats(const gb_param_service *s)
-{
-    count_peers((gb_param_service *)s);
-    return s->st;
-}
+gb_param_service_stats gb_param_service_get_stats(const gb_param_service *s) { return s->st; }
 
 /* Counts a rejected message and warns about it, rate-limited (gb_log_due): a peer that floods
  * malformed input must not flood the log. */
@@ -428,6 +424,7 @@ int gb_param_service_poll(gb_param_service *s, int timeout_ms, gb_error *err)
     zmq_pollitem_t it[2] = {{s->fetch, 0, ZMQ_POLLIN, 0}, {s->in, 0, ZMQ_POLLIN, 0}};
     if (zmq_poll(it, s->in ? 2 : 1, timeout_ms) < 0)
         return gb_wire_zmq_error(err, "parameter service: zmq_poll");
+    count_peers(s);
     int result = 0;
     for (int busy = 1; busy;) {
         busy = 0;
