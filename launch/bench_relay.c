@@ -165,8 +165,8 @@ static int run_phase(gb_bench_net *b, int nrelays, size_t bytes, int versions, p
             ok &= atomic_load(&p.relay_snap[i].peers) >= (uint64_t)(NSUBS / nrel);
         if (ok)
             break;
-        if (waited > 20000) {
-            gb_error_set(&err, GB_ETIMEOUT, "subscribers not connected within 20 s (the "
+        if (waited > 60000) {
+            gb_error_set(&err, GB_ETIMEOUT, "subscribers not connected within 60 s (the "
                          "service has %llu, relay 0 %llu)",
                          (unsigned long long)atomic_load(&p.svc_snap.peers),
                          (unsigned long long)(nrel ? atomic_load(&p.relay_snap[0].peers) : 0));

@@ -71,8 +71,15 @@ static int follow_peers(gb_param_service *s, void *zctx, gb_error *err)
              (unsigned long long)atomic_fetch_add(&next, 1));
     if (zmq_socket_monitor(s->pub, ep, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0)
         return gb_wire_zmq_error(err, "parameter service: zmq_socket_monitor");
+    /* libzmq's I/O thread sends events blocking: the queue must never fill (no bound on our
+     * side), and the monitor must be stopped before this end closes (gb_param_service_close),
+     * or an event for a peer that leaves later blocks that I/O thread, and every socket it
+     * serves, for good */
+    int linger = 0, unbounded = 0;
     s->mon = zmq_socket(zctx, ZMQ_PAIR);
-    if (!s->mon || zmq_connect(s->mon, ep) != 0)
+    if (!s->mon || zmq_setsockopt(s->mon, ZMQ_LINGER, &linger, sizeof linger) ||
+        zmq_setsockopt(s->mon, ZMQ_RCVHWM, &unbounded, sizeof unbounded) ||
+        zmq_connect(s->mon, ep) != 0)
         return gb_wire_zmq_error(err, "parameter service: monitor connect");
     return 0;
 }
@@ -148,14 +155,16 @@ void gb_param_service_close(gb_param_service *s)
     if (!s)
         return;
     gb_wire_msg_release(&s->msg);
+    if (s->pub)
+        zmq_socket_monitor(s->pub, NULL, 0); /* first (none started: nothing): follow_peers */
+    if (s->mon)
+        zmq_close(s->mon);
     if (s->in)
         zmq_close(s->in);
     if (s->pub)
         zmq_close(s->pub);
     if (s->fetch)
         zmq_close(s->fetch);
-    if (s->mon)
-        zmq_close(s->mon);
     blob_put(s->latest);
     blob_put(s->incoming);
     free(s);
