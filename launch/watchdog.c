@@ -3,10 +3,10 @@
  * Which roles come back: actors (they lose at most the chunks they had not sent), policy workers
  * (they fetch the latest parameters at start; actors ask again when a request times out), the
  * parameter service (the trainer's next push refills it), a parameter relay (it fetches the
- * service's latest at start; its policy workers reconnect to it) and a lone trainer: it re-attaches the
- * replay its predecessor left in the run's shared memory (every committed item kept), goes on
- * with its predecessor's sample books (workers/trainer_books.h) and reloads its last model
- * checkpoint (workers/trainer.c). One of several data-parallel trainers does not
+ * service's latest at start; its policy workers reconnect to it) and a lone trainer: it
+ * re-attaches the replay its predecessor left in the run's shared memory (every committed item
+ * kept), goes on with its predecessor's sample books (workers/trainer_books.h) and reloads its
+ * last model checkpoint (workers/trainer.c). One of several data-parallel trainers does not
  * come back: the others wait in a collective for a rank that would have to rejoin a new group;
  * its death ends the run, as before.
  *

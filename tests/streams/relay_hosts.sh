@@ -27,7 +27,11 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; for f in "$dir"/*.log; do [ -s "$f" ] && { echo "== $f"; tail -5 "$f"; }; done; exit 1; }
+fail() {
+  echo "FAIL: $*"
+  for f in "$dir"/*.log; do [ -s "$f" ] && { echo "== $f"; tail -5 "$f"; }; done
+  exit 1
+}
 
 ip netns add "$sw" || fail "ip netns add"
 ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up && ip -n "$sw" link set lo up \
@@ -51,7 +55,9 @@ wait_for() {
     local all=1
     for f in "$@"; do [ -e "$dir/$f" ] || all=0; done
     [ $all = 1 ] && return 0
-    for p in "${pids[@]}"; do kill -0 "$p" 2> /dev/null || fail "a probe process died waiting for $*"; done
+    for p in "${pids[@]}"; do
+      kill -0 "$p" 2> /dev/null || fail "a probe process died waiting for $*"
+    done
     sleep 0.1
   done
   fail "timed out waiting for $*"
@@ -60,7 +66,7 @@ wait_for() {
 # phase MODE: relay (3 relays, 16 subscribers each) or direct (48 subscribers on the service).
 phase() {
   local mode=$1 peers
-  rm -f "$dir"/*.ready "$dir"/*.stats "$dir"/go "$dir"/subs-*
+  rm -f "$dir"/*.ready "$dir"/*.stats "$dir"/go "$dir"/first "$dir"/subs-*
   pids=()
   [ "$mode" = relay ] && peers=3 || peers=$((3 * PER_HOST))
   ip netns exec "${nets[0]}" "$probe" service "$dir" "${addr[0]}" $peers $BYTES $VERSIONS eth0 \
@@ -81,22 +87,35 @@ phase() {
         $VERSIONS 2> "$dir/subs-h$i-$mode.log" &
     fi
     subs+=($!); pids+=($!)
+    ready+=(subs-h$i.ready)
   done
   wait_for "${ready[@]}"
   touch "$dir/go"
   local bad=0
   for p in "${subs[@]}"; do wait "$p" || bad=1; done
-  cat "$dir"/subs-h* > "$dir/subs-$mode.txt" 2> /dev/null
+  cat "$dir"/subs-h? > "$dir/subs-$mode.txt" 2> /dev/null
   for p in "${relays[@]}" $svc; do kill -TERM "$p"; wait "$p"; done
   pids=()
-  [ $bad = 0 ] || { grep -v ' ok ' "$dir/subs-$mode.txt" | head -5; fail "$mode: a subscriber missed a version or saw one out of order"; }
+  if [ $bad != 0 ]; then
+    grep -v ' ok ' "$dir/subs-$mode.txt" | head -5
+    fail "$mode: a subscriber missed a version or saw one out of order"
+  fi
   [ "$(grep -c ' ok applied='$VERSIONS' ' "$dir/subs-$mode.txt")" = $((3 * PER_HOST)) ] \
     || fail "$mode: not every one of $((3 * PER_HOST)) subscribers reported ok"
   read -r versions sent tx _ fetches < "$dir/service.stats"
-  echo "$mode: service: $versions versions, sent $sent parameter bytes ($((sent / VERSIONS)) a version = $(python3 -c "print(round($sent / $VERSIONS / $BYTES, 2))") x the blob), veth tx $tx bytes ($(python3 -c "print(round($tx / $VERSIONS / $BYTES, 2))") x), $fetches fetches"
+  local x_sent x_tx
+  x_sent=$(python3 -c "print(round($sent / $VERSIONS / $BYTES, 2))")
+  x_tx=$(python3 -c "print(round($tx / $VERSIONS / $BYTES, 2))")
+  echo "$mode: service: $versions versions, sent $sent parameter bytes ($x_sent x the blob a" \
+       "version), veth tx $tx bytes ($x_tx x), $fetches fetches"
   eval "${mode}_sent=$sent ${mode}_tx=$tx"
-  [ "$mode" = relay ] && for i in 1 2 3; do echo "relay h$i (forwarded sent fetched applied): $(cat "$dir/relay-h$i.stats")"; done
-  echo "$mode: every one of $((3 * PER_HOST)) subscribers applied versions 1..$VERSIONS in order, bytes checked"
+  if [ "$mode" = relay ]; then
+    for i in 1 2 3; do
+      echo "relay h$i (forwarded sent fetched applied): $(cat "$dir/relay-h$i.stats")"
+    done
+  fi
+  echo "$mode: every one of $((3 * PER_HOST)) subscribers applied each of the $VERSIONS" \
+       "versions in order, bytes checked"
 }
 
 phase relay

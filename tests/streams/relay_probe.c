@@ -4,17 +4,20 @@
  * relay's). Each writes small result files in DIR and runs until its work is done or SIGTERM.
  *
  *   relay_probe service DIR IP PEERS BYTES VERSIONS IFACE
- *       waits for PEERS on its PUB, writes DIR/service.ready, waits for DIR/go, publishes
- *       VERSIONS versions of BYTES (the pt_fill pattern), and at SIGTERM writes DIR/service.stats:
+ *       waits for PEERS on its PUB, writes DIR/service.ready, publishes warm-up versions every
+ *       200 ms until DIR/go exists (a subscriber is ready once one reached it on PUB: its SUB is
+ *       subscribed, which no connection count proves), writes the first measured version to
+ *       DIR/first, publishes VERSIONS versions of BYTES (the pt_fill pattern) from there, and at
+ *       SIGTERM writes DIR/service.stats:
  *       "versions sent_bytes tx_bytes pub_peers fetches" (tx_bytes: IFACE's kernel counter
  *       across the publishing, /sys/class/net/IFACE/statistics/tx_bytes)
  *   relay_probe relay DIR NAME UP_IP IP PEERS
  *       relays UP_IP's service on IP, writes DIR/relay-NAME.ready once PEERS subscribers joined;
  *       DIR/relay-NAME.stats at SIGTERM: "forwarded sent_bytes fetched_bytes applied"
  *   relay_probe subs DIR NAME IP PORT COUNT BYTES VERSIONS
- *       COUNT subscribers of tcp://IP:PORT (fetch at PORT+1); exits 0 when each applied every
- *       version 1..VERSIONS in order with the right bytes, writing DIR/subs-NAME (one line a
- *       subscriber); 1 otherwise. */
+ *       COUNT subscribers of tcp://IP:PORT (fetch at PORT+1); DIR/subs-NAME.ready once each got
+ *       a warm-up version on PUB; exits 0 when each applied every measured version in order
+ *       with the right bytes, writing DIR/subs-NAME (one line a subscriber); 1 otherwise. */
 #include "params_test.h"
 
 #include <pthread.h>
@@ -81,16 +84,39 @@ static int run_service(char **a)
     gb_param_publisher *p;
     if (gb_param_publisher_open(&p, ctx, &po, &err))
         return die("publisher", &err);
-    while (!pt_stop && gb_param_service_get_stats(s).pub_peers < peers)
+    for (uint64_t t = gb_now_ns(); !pt_stop && gb_param_service_get_stats(s).pub_peers < peers;) {
         gb_param_service_poll(s, 10, &err);
+        if (gb_now_ns() - t > 5000000000ULL) { /* what a test that times out shows */
+            fprintf(stderr, "service: %llu of %llu subscribers connected\n",
+                    (unsigned long long)gb_param_service_get_stats(s).pub_peers,
+                    (unsigned long long)peers);
+            t = gb_now_ns();
+        }
+    }
     write_file(dir, "service.ready", "ready\n");
-    while (!pt_stop && !file_exists(dir, "go"))
-        gb_param_service_poll(s, 10, &err);
-    uint64_t tx0 = tx_bytes(iface), sent0 = gb_param_service_get_stats(s).sent_bytes;
     gb_param_entry layout[3];
     int n = pt_layout(layout, bytes);
     unsigned char *data = malloc(bytes);
-    for (int v = 1; v <= versions && !pt_stop; v++) {
+    int first = 1;
+    for (; !pt_stop && !file_exists(dir, "go"); first++) { /* warm-up versions */
+        pt_fill(data, 0, bytes, first);
+        if (gb_param_publish(p, first, layout, n, data, bytes, &err))
+            return die("publish", &err);
+        for (uint64_t t = gb_now_ns(); gb_now_ns() - t < 200000000ULL;)
+            gb_param_service_poll(s, 10, &err);
+    }
+    /* the first measured version, announced before it is sent and apart from the last warm-up
+     * (pacing, not a measurement: a subscriber reads the file between two versions) */
+    char text[32];
+    snprintf(text, sizeof text, "%d\n", first);
+    for (uint64_t t = gb_now_ns(); gb_now_ns() - t < 300000000ULL;)
+        gb_param_service_poll(s, 10, &err);
+    write_file(dir, "first", text);
+    for (uint64_t t = gb_now_ns(); gb_now_ns() - t < 300000000ULL;)
+        gb_param_service_poll(s, 10, &err);
+    uint64_t tx0 = tx_bytes(iface), sent0 = gb_param_service_get_stats(s).sent_bytes;
+    versions += first - 1;
+    for (int v = first; v <= versions && !pt_stop; v++) {
         pt_fill(data, 0, bytes, v);
         if (gb_param_publish_begin(p, v, layout, n, bytes, &err))
             return die("publish", &err);
@@ -161,8 +187,11 @@ static int run_relay(char **a)
     return 0;
 }
 
+static atomic_int subs_ready;
+
 typedef struct sub_arg {
     void *ctx;
+    const char *dir;
     char pub[64], fetch[64];
     uint64_t bytes;
     int versions, index;
@@ -171,7 +200,8 @@ typedef struct sub_arg {
 } sub_arg;
 
 /* One subscriber: every version it applies must be newer than the last and byte-exact; it must
- * apply each of 1..versions (applied == versions, ending on the last). */
+ * apply each of the measured versions first..first+versions-1 (applied grows by versions from
+ * when DIR/first appeared, ending on the last). */
 static void *sub_thread(void *arg)
 {
     sub_arg *a = arg;
@@ -184,11 +214,29 @@ static void *sub_thread(void *arg)
         snprintf(a->result, sizeof a->result, "FAIL open: %s", err.msg);
         return NULL;
     }
-    int64_t last = -1;
+    int64_t last = -1, first = -1, final = INT64_MAX;
+    uint64_t applied0 = 0;
+    int ready = 0;
     char seen[128] = "";
     size_t k = 0;
     uint64_t t_end = gb_now_ns() + 120 * 1000000000ULL; /* a bound, not a measurement */
-    while (last < a->versions && !pt_stop && gb_now_ns() < t_end) {
+    while (last < final && !pt_stop && gb_now_ns() < t_end) {
+        if (first < 0 && file_exists(a->dir, "first")) {
+            char path[512], buf[32] = "";
+            snprintf(path, sizeof path, "%s/first", a->dir);
+            FILE *f = fopen(path, "r");
+            if (f && fgets(buf, sizeof buf, f))
+                first = atoll(buf);
+            if (f)
+                fclose(f);
+            final = first + a->versions - 1;
+            applied0 = gb_param_subscriber_get_stats(s).applied;
+        }
+        gb_param_subscriber_stats st0 = gb_param_subscriber_get_stats(s);
+        if (!ready && st0.applied > st0.repaired) { /* a version came whole on PUB */
+            ready = 1;
+            atomic_fetch_add(&subs_ready, 1);
+        }
         int rc = gb_param_subscriber_poll(s, 50, &err);
         if (rc < 0) {
             snprintf(a->result, sizeof a->result, "FAIL poll: %s", err.msg);
@@ -210,15 +258,15 @@ static void *sub_thread(void *arg)
                      (long long)v, (long long)bad);
             goto out;
         }
-        if (k + 8 < sizeof seen)
+        if (first >= 0 && k + 8 < sizeof seen)
             k += (size_t)snprintf(seen + k, sizeof seen - k, "%s%lld", k ? "," : "",
                                   (long long)v);
         last = v;
     }
     gb_param_subscriber_stats st = gb_param_subscriber_get_stats(s);
-    a->ok = last == a->versions && st.applied == (uint64_t)a->versions;
+    a->ok = first >= 0 && last == final && st.applied - applied0 == (uint64_t)a->versions;
     snprintf(a->result, sizeof a->result, "%s applied=%llu fetched=%llu seen=%s",
-             a->ok ? "ok" : "FAIL", (unsigned long long)st.applied,
+             a->ok ? "ok" : "FAIL", (unsigned long long)(st.applied - applied0),
              (unsigned long long)st.fetched_bytes, seen);
 out:
     gb_param_subscriber_close(s);
@@ -234,11 +282,17 @@ static int run_subs(char **a)
     sub_arg *args = calloc((size_t)count, sizeof *args);
     pthread_t *th = calloc((size_t)count, sizeof *th);
     for (int i = 0; i < count; i++) {
-        args[i] = (sub_arg){.ctx = ctx, .bytes = bytes, .versions = versions, .index = i};
+        args[i] = (sub_arg){.ctx = ctx, .dir = dir, .bytes = bytes, .versions = versions,
+                            .index = i};
         snprintf(args[i].pub, sizeof args[i].pub, "tcp://%s:%d", ip, port);
         snprintf(args[i].fetch, sizeof args[i].fetch, "tcp://%s:%d", ip, port + 1);
         pthread_create(&th[i], NULL, sub_thread, &args[i]);
     }
+    char file[128];
+    snprintf(file, sizeof file, "subs-%s.ready", name);
+    while (atomic_load(&subs_ready) < count && !pt_stop)
+        gb_sleep_ms(10);
+    write_file(dir, file, "ready\n");
     int ok = 1;
     size_t cap = (size_t)count * 1500 + 1, len = 0;
     char *out = calloc(cap, 1);
@@ -247,7 +301,6 @@ static int run_subs(char **a)
         ok &= args[i].ok;
         len += (size_t)snprintf(out + len, cap - len, "%s %d %s\n", name, i, args[i].result);
     }
-    char file[128];
     snprintf(file, sizeof file, "subs-%s", name);
     write_file(dir, file, out);
     free(out);
