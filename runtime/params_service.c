@@ -34,42 +34,16 @@ struct gb_param_service {
     gb_param_service_stats st;
 };
 
-/* Binds one socket; a peer sending a frame over max_frame is disconnected (gb_wire_set_max_frame:
- * the input takes chunks and layouts, PUB and the fetch ROUTER only small requests). */
-static int bind_one(void *zctx, int type, const char *ep, char *out, size_t cap, void **sock,
-                    int hwm_opt, int hwm, uint64_t max_frame, gb_error *err)
-{
-    *sock = zmq_socket(zctx, type);
-    if (!*sock)
-        return gb_wire_zmq_error(err, "parameter service: zmq_socket");
-    int linger = 0;
-    if (zmq_setsockopt(*sock, ZMQ_LINGER, &linger, sizeof linger) ||
-        (hwm_opt && zmq_setsockopt(*sock, hwm_opt, &hwm, sizeof hwm)))
-        return gb_wire_zmq_error(err, "parameter service: setsockopt");
-    int rc = gb_wire_set_max_frame(*sock, max_frame, err);
-    if (rc)
-        return rc;
-    if (zmq_bind(*sock, ep) != 0) {
-        int rc = gb_wire_zmq_error(err, "parameter service: bind");
-        gb_error_prefix(err, "%s", ep);
-        return rc;
-    }
-    size_t len = cap;
-    if (zmq_getsockopt(*sock, ZMQ_LAST_ENDPOINT, out, &len) != 0)
-        return gb_wire_zmq_error(err, "parameter service: ZMQ_LAST_ENDPOINT");
-    return 0;
-}
-
 /* Follows PUB's peers with a socket monitor (over inproc, so the context must be the one PUB
  * lives in): sent_bytes counts a forwarded frame once per peer connected. */
-static int follow_peers(gb_param_service *s, void *zctx, gb_error *err)
+static int follow_peers(gb_param_service *s, void *zctx, void *pub, gb_error *err)
 {
     /* a name never used before in this process: a closed monitor's may still be bound */
     static atomic_ullong next;
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://gb-params-peers-%llu",
              (unsigned long long)atomic_fetch_add(&next, 1));
-    if (zmq_socket_monitor(s->pub, ep, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0)
+    if (zmq_socket_monitor(pub, ep, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0)
         return gb_wire_zmq_error(err, "parameter service: zmq_socket_monitor");
     /* libzmq's I/O thread sends events blocking: the queue must never fill (no bound on our
      * side), and the monitor must be stopped before this end closes (gb_param_service_close),
@@ -81,6 +55,36 @@ static int follow_peers(gb_param_service *s, void *zctx, gb_error *err)
         zmq_setsockopt(s->mon, ZMQ_RCVHWM, &unbounded, sizeof unbounded) ||
         zmq_connect(s->mon, ep) != 0)
         return gb_wire_zmq_error(err, "parameter service: monitor connect");
+    return 0;
+}
+
+/* Binds one socket; a peer sending a frame over max_frame is disconnected (gb_wire_set_max_frame:
+ * the input takes chunks and layouts, PUB and the fetch ROUTER only small requests). */
+static int bind_one(void *zctx, int type, const char *ep, char *out, size_t cap, void **sock,
+                    int hwm_opt, int hwm, uint64_t max_frame, gb_param_service *follow,
+                    gb_error *err)
+{
+    *sock = zmq_socket(zctx, type);
+    if (!*sock)
+        return gb_wire_zmq_error(err, "parameter service: zmq_socket");
+    int linger = 0;
+    if (zmq_setsockopt(*sock, ZMQ_LINGER, &linger, sizeof linger) ||
+        (hwm_opt && zmq_setsockopt(*sock, hwm_opt, &hwm, sizeof hwm)))
+        return gb_wire_zmq_error(err, "parameter service: setsockopt");
+    int rc = gb_wire_set_max_frame(*sock, max_frame, err);
+    if (rc)
+        return rc;
+    /* before the bind: peers retrying their connect are accepted the moment it listens */
+    if (follow && (rc = follow_peers(follow, zctx, *sock, err)))
+        return rc;
+    if (zmq_bind(*sock, ep) != 0) {
+        int rc = gb_wire_zmq_error(err, "parameter service: bind");
+        gb_error_prefix(err, "%s", ep);
+        return rc;
+    }
+    size_t len = cap;
+    if (zmq_getsockopt(*sock, ZMQ_LAST_ENDPOINT, out, &len) != 0)
+        return gb_wire_zmq_error(err, "parameter service: ZMQ_LAST_ENDPOINT");
     return 0;
 }
 
@@ -136,12 +140,11 @@ int gb_param_service_open(gb_param_service **out, void *zctx, const gb_param_ser
                                                                 : PARAM_LAYOUT_MAX;
     if ((o->in_endpoint && (rc = bind_one(zctx, ZMQ_PULL, o->in_endpoint, s->ep_in,
                                           sizeof s->ep_in, &s->in, ZMQ_RCVHWM, 16, in_frame,
-                                          err))) ||
+                                          NULL, err))) ||
         (rc = bind_one(zctx, ZMQ_PUB, o->pub_endpoint, s->ep_pub, sizeof s->ep_pub, &s->pub,
-                       ZMQ_SNDHWM, o->pub_hwm ? o->pub_hwm : 64, 0, err)) ||
+                       ZMQ_SNDHWM, o->pub_hwm ? o->pub_hwm : 64, 0, s, err)) ||
         (rc = bind_one(zctx, ZMQ_ROUTER, o->fetch_endpoint, s->ep_fetch, sizeof s->ep_fetch,
-                       &s->fetch, 0, 0, 0, err)) ||
-        (rc = follow_peers(s, zctx, err)))
+                       &s->fetch, 0, 0, 0, NULL, err)))
         goto fail;
     *out = s;
     return 0;
