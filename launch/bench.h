@@ -85,5 +85,6 @@ int gb_bench_inference_rtt(gb_bench_net *b);       /* bench_inference.c */
 int gb_bench_inference_pipelined(gb_bench_net *b); /* bench_inference.c */
 int gb_bench_sample_throughput(gb_bench_net *b);   /* bench_sample.c */
 int gb_bench_param_broadcast(gb_bench_net *b);     /* bench_params.c */
+int gb_bench_param_relay(gb_bench_net *b);         /* bench_relay.c */
 
 #endif

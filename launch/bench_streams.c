@@ -1,10 +1,11 @@
 /* launch/bench_streams.c: `gearbox bench streams [--json] [--transport ipc|tcp] [--quick]
  * [--curve on|off]`: inference round trips, sample throughput and parameter broadcast, each
  * against raw ZeroMQ moving the same bytes over the same transport in the same run. The cases
- * live one subject a file: bench_inference.c, bench_sample.c, bench_params.c. With --curve on
- * (tcp), inference_rtt and sample_throughput run twice in the same run, plain and then with
- * CURVE on gearbox's sockets (runtime/curve.h; fresh keys, the raw reference still plain), and
- * a curve_cost line per row gives the CURVE figure over the plain one. */
+ * live one subject a file: bench_inference.c, bench_sample.c, bench_params.c, bench_relay.c
+ * (parameters through relays to 48 subscribers against direct). With --curve on (tcp),
+ * inference_rtt and sample_throughput run twice in the same run, plain and then with CURVE on
+ * gearbox's sockets (runtime/curve.h; fresh keys, the raw reference still plain), and a
+ * curve_cost line per row gives the CURVE figure over the plain one. */
 #include "launch/bench.h"
 #include "launch/commands.h"
 #include "runtime/curve.h"
@@ -20,7 +21,7 @@ static void bench_usage(FILE *out)
     fprintf(out, "usage: gearbox bench streams [--json] [--transport ipc|tcp] [--quick]\n"
                  "                             [--curve on|off]\n"
                  "                             [--case inference_rtt|inference_pipelined|sample_throughput|\n"
-                 "                                     param_broadcast]\n");
+                 "                                     param_broadcast|param_relay]\n");
 }
 
 /* inference_rtt and sample_throughput plain, then with CURVE, then the cost per row. */
@@ -138,6 +139,8 @@ int gb_bench_streams(int argc, char **argv, int json)
         rc |= gb_bench_sample_throughput(&b);
     if (gb_bench_net_want(&b, "param_broadcast"))
         rc |= gb_bench_param_broadcast(&b);
+    if (gb_bench_net_want(&b, "param_relay"))
+        rc |= gb_bench_param_relay(&b);
     zmq_ctx_term(b.ctx);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "%s", b.dir);

@@ -38,9 +38,9 @@ static void on_signal(int sig)
 
 static void worker_usage(FILE *out)
 {
-    fprintf(out, "usage: gearbox worker --role actor|policy|trainer|params --index I --run-dir DIR\n"
-                 "                      --registry ENDPOINT --metrics ENDPOINT [--segment N]\n"
-                 "                      [--incarnation N] [--keys DIR]\n\n"
+    fprintf(out, "usage: gearbox worker --role actor|policy|trainer|params|relay --index I\n"
+                 "                      --run-dir DIR --registry ENDPOINT --metrics ENDPOINT\n"
+                 "                      [--segment N] [--incarnation N] [--keys DIR]\n\n"
                  "Runs one worker process of a run. `gearbox run` starts these; you do not need\n"
                  "to. The worker reads DIR/config.yaml, finds its peers through the registry and\n"
                  "reports to the launcher's metrics endpoint; SIGTERM stops it cleanly.\n"
@@ -57,6 +57,7 @@ static const struct {
     {"policy", GB_ROLE_POLICY, gb_policy_main},
     {"trainer", GB_ROLE_TRAINER, gb_trainer_main},
     {"params", GB_ROLE_PARAMS, gb_params_main},
+    {"relay", GB_ROLE_RELAY, gb_relay_main},
 };
 
 int gb_cmd_worker(int argc, char **argv)

@@ -488,6 +488,9 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     /* only the run's own workers may report (a forged report must not end the run) */
     if (rc == 0)
         rc = gb_metrics_collector_expect(mc, GB_ROLE_PARAMS, 1, &err);
+    int relays = cfg->parameters.relay == GB_RELAY_PER_HOST; /* this host's (parameters.relay) */
+    if (rc == 0 && relays)
+        rc = gb_metrics_collector_expect(mc, GB_ROLE_RELAY, relays, &err);
     if (rc == 0)
         rc = gb_metrics_collector_expect(mc, GB_ROLE_TRAINER, cfg->trainer.count, &err);
     if (rc == 0)
@@ -524,6 +527,9 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     if (rc == 0)
         rc = spawn_role(&sup, &rd, exe, "params", 1, reg_ep, met_ep, NULL,
                         base.segment, job, &err);
+    if (rc == 0 && relays)
+        rc = spawn_role(&sup, &rd, exe, "relay", relays, reg_ep, met_ep, NULL, base.segment,
+                        job, &err);
     if (rc == 0)
         rc = spawn_role(&sup, &rd, exe, "trainer", (int)cfg->trainer.count, reg_ep, met_ep,
                         cli->record, base.segment, job, &err);

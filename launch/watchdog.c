@@ -2,10 +2,11 @@
  *
  * Which roles come back: actors (they lose at most the chunks they had not sent), policy workers
  * (they fetch the latest parameters at start; actors ask again when a request times out), the
- * parameter service (the trainer's next push refills it) and a lone trainer: it re-attaches the
- * replay its predecessor left in the run's shared memory (every committed item kept), goes on
- * with its predecessor's sample books (workers/trainer_books.h) and reloads its last model
- * checkpoint (workers/trainer.c). One of several data-parallel trainers does not
+ * parameter service (the trainer's next push refills it), a parameter relay (it fetches the
+ * service's latest at start; its policy workers reconnect to it) and a lone trainer: it
+ * re-attaches the replay its predecessor left in the run's shared memory (every committed item
+ * kept), goes on with its predecessor's sample books (workers/trainer_books.h) and reloads its
+ * last model checkpoint (workers/trainer.c). One of several data-parallel trainers does not
  * come back: the others wait in a collective for a rank that would have to rejoin a new group;
  * its death ends the run, as before.
  *
@@ -68,6 +69,7 @@ static int restartable(const gb_watchdog *wd, const gb_child *c)
 {
     int role = role_of(c);
     return role == GB_ROLE_ACTOR || role == GB_ROLE_POLICY || role == GB_ROLE_PARAMS ||
+           role == GB_ROLE_RELAY ||
            (role == GB_ROLE_TRAINER && wd->cfg->trainer.count == 1);
 }
 
@@ -198,7 +200,8 @@ static gb_child *find_hung(const gb_watchdog *wd, double now, double *silent)
         if (!c->running || silent_s(wd, c, now) <= limit)
             continue;
         int role = role_of(c);
-        trainer_silent |= role == GB_ROLE_TRAINER || role == GB_ROLE_PARAMS;
+        trainer_silent |= role == GB_ROLE_TRAINER || role == GB_ROLE_PARAMS ||
+                          role == GB_ROLE_RELAY;
         if (role == GB_ROLE_ACTOR) {
             if (!hung_actor)
                 hung_actor = c;

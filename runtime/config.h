@@ -65,6 +65,8 @@ typedef enum { GB_CURVE_AUTO = 0, GB_CURVE_ON = 1, GB_CURVE_OFF = 2 } gb_curve_m
 /* Several trainers: where each trains from (workers/shards.h), and how they meet. */
 typedef enum { GB_SELECTION_LOCAL = 0, GB_SELECTION_GLOBAL = 1 } gb_selection;
 typedef enum { GB_STORE_FILE = 0, GB_STORE_TCP = 1 } gb_store_kind;
+/* parameters.relay: how policy workers get parameters (runtime/params.h, workers/param_relay.c) */
+typedef enum { GB_RELAY_NONE = 0, GB_RELAY_PER_HOST = 1 } gb_relay_mode;
 typedef enum { GB_LAUNCH_LOCAL = 0, GB_LAUNCH_SLURM = 1, GB_LAUNCH_INLINE = 2 } gb_launch_mode;
 typedef enum {
     GB_PROGRESS_AUTO = 0,
@@ -228,6 +230,8 @@ static inline int gb_config_streams_curve(const gb_config_streams *s)
 
 typedef struct gb_config_parameters {
     int64_t chunk_bytes; /* parameter blobs travel in chunks of this size */
+    int relay;           /* gb_relay_mode: per_host puts one relay per host between the
+                            parameter service and that host's policy workers */
 } gb_config_parameters;
 
 /* launch.restart: how often the launcher restarts a dead or hung worker before it gives up. */

@@ -36,6 +36,7 @@ static const char *const transports[] = {"ipc", "tcp", NULL};
 static const char *const curve_modes[] = {"auto", "on", "off", NULL};
 static const char *const selections[] = {"local", "global", NULL};
 static const char *const stores[] = {"file", "tcp", NULL};
+static const char *const relay_modes[] = {"none", "per_host", NULL};
 static const char *const launch_modes[] = {"local", "slurm", "inline", NULL};
 static const char *const dataset_formats[] = {"gearbox", "d4rl", NULL};
 static const char *const progress_modes[] = {"auto", "line", "plain", "off", NULL};
@@ -219,6 +220,10 @@ const gb_config_field gb_config_fields[] = {
 
     INT("parameters.chunk_bytes", parameters.chunk_bytes, "4194304", 4096, 1LL << 31,
         "parameter blobs travel in chunks of this many bytes"),
+    ENUM("parameters.relay", parameters.relay, "none", relay_modes,
+         "none (policy workers subscribe to the parameter service) or per_host (one relay a "
+         "host re-serves that host's policy workers: each version crosses the network once a "
+         "host)"),
 
     ENUM("launch.mode", launch.mode, "local", launch_modes,
          "local processes, Slurm, or inline (one process, no sockets)"),

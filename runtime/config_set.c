@@ -539,6 +539,10 @@ int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err
         return fail_key(marks, "trainer.count", err,
                         "launch.mode inline runs one learner in one process; several trainers "
                         "need launch.mode local");
+    if (cfg->parameters.relay == GB_RELAY_PER_HOST && cfg->launch.mode == GB_LAUNCH_INLINE)
+        return fail_key(marks, "parameters.relay", err,
+                        "launch.mode inline has no parameter stream to relay; per_host needs "
+                        "launch.mode local or slurm");
     if (tr->count > 1 && tr->rendezvous.store == GB_STORE_TCP && tr->rendezvous.port == 0)
         return fail_key(marks, "trainer.rendezvous.port", err,
                         "trainer.rendezvous.store is tcp, so trainer 0 needs a port to listen on");

@@ -193,7 +193,7 @@ typedef struct worker_values {
 } worker_values;
 
 #define GB_METRICS_MAX_CARRY 32
-#define GB_METRICS_ROLES 8 /* gb_role values (runtime/wire.h) below this */
+#define GB_METRICS_ROLES GB_ROLE_END /* gb_role values (runtime/wire.h) below this */
 
 struct gb_metrics_collector {
     void *sock;

@@ -1,7 +1,7 @@
 /* runtime/params.h: the parameter stream: versioned parameter blobs from trainer 0 through the
  * parameter service to every policy worker.
  * defines: gb_param_entry, gb_param_blob, gb_param_publisher, gb_param_service,
- *          gb_param_subscriber and their options and statistics
+ *          gb_param_subscriber, gb_param_relay and their options and statistics
  *
  * A blob is one flat buffer plus a layout table (name, dtype, shape, byte offset per tensor),
  * a version (strictly increasing) and a CRC-32C of the buffer. There is no size limit: blobs
@@ -109,7 +109,7 @@ int gb_param_publish(gb_param_publisher *p, int64_t version, const gb_param_entr
 /* ---- service --------------------------------------------------------------------------------- */
 
 typedef struct gb_param_service_opts {
-    const char *in_endpoint;    /* PULL bind: publishers connect here */
+    const char *in_endpoint;    /* PULL bind: publishers connect here (NULL: none, a relay's) */
     const char *pub_endpoint;   /* PUB bind: subscribers connect here */
     const char *fetch_endpoint; /* ROUTER bind: subscribers' INFO_REQ and FETCH */
     int pub_hwm;                /* PUB queue per subscriber, in messages (0: 64) */
@@ -129,6 +129,9 @@ typedef struct gb_param_service_stats {
     uint64_t rejected;  /* malformed messages */
     uint64_t fetches;   /* chunk fetches served */
     uint64_t infos;     /* INFO_REQ served */
+    uint64_t pub_peers; /* subscribers (or relays) connected to PUB, as of the last poll */
+    uint64_t sent_bytes; /* parameter bytes sent: each PUB chunk once per peer connected when
+                            it was sent, plus every fetched chunk */
 } gb_param_service_stats;
 
 typedef struct gb_param_service gb_param_service;
@@ -150,6 +153,7 @@ int gb_param_service_poll(gb_param_service *s, int timeout_ms, gb_error *err);
 /* Version of the latest verified blob, -1 when none. */
 int64_t gb_param_service_version(const gb_param_service *s);
 
+/* Its counters (read by the thread that polls it). */
 gb_param_service_stats gb_param_service_get_stats(const gb_param_service *s);
 
 /* ---- subscriber (policy worker) -------------------------------------------------------------- */
@@ -207,5 +211,65 @@ int64_t gb_param_subscriber_version(const gb_param_subscriber *s);
 const gb_param_blob *gb_param_subscriber_acquire(gb_param_subscriber *s);
 
 gb_param_subscriber_stats gb_param_subscriber_get_stats(const gb_param_subscriber *s);
+
+/* ---- relay (one a host, parameters.relay: per_host) ------------------------------------------ *
+ *
+ *   service (PUB, ROUTER) --> relay: a subscriber (SUB, DEALER)
+ *                             relay: a service without input (PUB, ROUTER) --> this host's
+ *                                                                            subscribers
+ *
+ * The relay is a subscriber to the service and a service to its host's subscribers, speaking the
+ * same protocol on both sides, so a policy worker cannot tell a relay from the service. Every PUB
+ * message the relay's subscriber takes in is forwarded on the relay's PUB as it arrives, with the
+ * service's serial (a reference to the received data frame: the bytes are neither copied nor
+ * re-encoded, and PUB shares one message among all its peers). INFO_REQ and FETCH are answered
+ * from the relay subscriber's current version, the complete and CRC-checked one; INFO names the
+ * version it assembles as the one it is receiving, so a subscriber that assembles it from the
+ * forwarded chunks keeps it. Each version thus leaves the service once a relay, not once a
+ * subscriber. What a subscriber gets through a relay is what it gets from the service: every
+ * version it applies is complete and verified, versions are applied in the service's order
+ * (never an older one after a newer one), it always ends on the relay's latest, which ends on
+ * the service's, and a late joiner starts from the latest. A version replaced before a
+ * subscriber finished it may be skipped, as without a relay (PUB drops at its high-water mark,
+ * so "every version" holds only while nobody falls a queue behind). */
+
+typedef struct gb_param_relay_opts {
+    const char *up_pub_endpoint;   /* the service's PUB */
+    const char *up_fetch_endpoint; /* the service's ROUTER */
+    const char *pub_endpoint;      /* PUB bind: this host's subscribers connect here */
+    const char *fetch_endpoint;    /* ROUTER bind: their INFO_REQ and FETCH */
+    int pub_hwm;                   /* as the service's (0: 64) */
+    int rcv_hwm;                   /* as a subscriber's (0: 64) */
+    int timeout_ms;                /* as a subscriber's (> 0) */
+    int recheck_ms;                /* as a subscriber's (0: 1000) */
+    uint64_t chunk_bytes;          /* the service's max_chunk_bytes (parameters.chunk_bytes) */
+    int role, index;
+} gb_param_relay_opts;
+
+typedef struct gb_param_relay_stats {
+    gb_param_subscriber_stats up; /* the relay's own subscriber */
+    gb_param_service_stats down;  /* what it served: sent_bytes, pub_peers, fetches, infos */
+    uint64_t forwarded;           /* PUB messages forwarded */
+} gb_param_relay_stats;
+
+typedef struct gb_param_relay gb_param_relay;
+
+/* Connects to the service and binds the two sockets. Returns 0 or GB_EINVAL/GB_ENOMEM/GB_EZMQ.
+ * One thread drives a relay. */
+int gb_param_relay_open(gb_param_relay **out, void *zctx, const gb_param_relay_opts *o,
+                        gb_error *err);
+void gb_param_relay_close(gb_param_relay *r);
+
+/* Bound endpoints with ports filled in ("pub" or "fetch"); NULL for another name. */
+const char *gb_param_relay_endpoint(const gb_param_relay *r, const char *which);
+
+/* Handles what arrives on either side within timeout_ms (0: only what is queued). Returns 1 when
+ * the relay's current version changed, 0 when not, or GB_ENOMEM/GB_ECLOSED/GB_EZMQ. */
+int gb_param_relay_poll(gb_param_relay *r, int timeout_ms, gb_error *err);
+
+/* The relay's current (complete, verified) version, -1 when none. */
+int64_t gb_param_relay_version(const gb_param_relay *r);
+
+gb_param_relay_stats gb_param_relay_get_stats(const gb_param_relay *r);
 
 #endif

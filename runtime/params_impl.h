@@ -1,6 +1,7 @@
 /* runtime/params_impl.h: parameter stream internals shared by params.c, params_service.c and
  * params_subscriber.c (not a public header).
- * defines: param_blob, param_blob_new, param_blob_free_zmq, param_layout_encode, PARAM_* */
+ * defines: param_blob, param_blob_new, param_blob_free_zmq, param_layout_encode, PARAM_*,
+ *          the relay's hooks into subscribers and services (param_tap_fn, param_*_relay_*) */
 #ifndef GB_RUNTIME_PARAMS_IMPL_H
 #define GB_RUNTIME_PARAMS_IMPL_H
 
@@ -45,6 +46,27 @@ void param_blob_free_zmq(void *data, void *hint);
 /* Encodes a layout into a malloc'd wire form. Returns 0 or GB_ENOMEM. */
 int param_layout_encode(const gb_param_entry *layout, int n, unsigned char **raw, size_t *len,
                         gb_error *err);
+
+/* ---- what a relay (params_relay.c) reaches inside a subscriber and a service ----------------- */
+
+/* Called with every well-formed PUB message a subscriber took in, after it handled it (the
+ * message is the subscriber's: a tap takes references to frames, never moves them). */
+typedef void param_tap_fn(void *ctx, gb_wire_msg *m);
+void param_subscriber_set_tap(gb_param_subscriber *s, param_tap_fn *fn, void *ctx);
+/* Its SUB and DEALER, to poll beside other sockets. */
+void param_subscriber_sockets(const gb_param_subscriber *s, void **sub, void **dealer);
+/* When its timers next need a poll (gb_now_ns; end when nothing is due before). */
+uint64_t param_subscriber_wake_ns(const gb_param_subscriber *s, uint64_t end);
+/* Its current blob (borrowed; NULL when none) and the serial it assembles (0: none). */
+param_blob *param_subscriber_current(const gb_param_subscriber *s);
+uint64_t param_subscriber_incoming(const gb_param_subscriber *s);
+
+/* A service opened without in_endpoint: forwards m on PUB keeping m's serial (a reference to the
+ * data frame, no copy of its bytes); serves latest (a reference taken) to INFO_REQ/FETCH and
+ * names incoming as the serial it is receiving; its ROUTER, to poll beside other sockets. */
+void param_service_relay_forward(gb_param_service *s, gb_wire_msg *m);
+void param_service_relay_state(gb_param_service *s, param_blob *latest, uint64_t incoming);
+void *param_service_fetch_socket(gb_param_service *s);
 
 /* Drops a reference to b, which may be NULL. */
 static inline void blob_put(param_blob *b)

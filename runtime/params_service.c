@@ -1,5 +1,7 @@
 /* runtime/params_service.c: the parameter service: checks incoming blobs, forwards them on PUB
- * as they arrive, keeps the latest verified one and serves INFO_REQ/FETCH (see params.h). */
+ * as they arrive, keeps the latest verified one and serves INFO_REQ/FETCH (see params.h). A
+ * relay (params_relay.c) opens one without an input and feeds it through params_impl.h.
+ * Bytes sent are counted per PUB peer (a socket monitor follows PUB's connections). */
 #include "runtime/params_impl.h"
 
 #include "runtime/clock.h"
@@ -8,6 +10,7 @@
 #include "runtime/log.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +19,8 @@
 struct gb_param_service {
     gb_param_service_opts o;
     void *in, *pub, *fetch;
+    void *mon; /* PAIR: PUB's connect/disconnect events (NULL: not followed) */
+    uint64_t relayed_incoming; /* relay mode: the serial the relay assembles (0: none) */
     char ep_in[256], ep_pub[256], ep_fetch[256];
     param_blob *latest;   /* verified */
     param_blob *incoming; /* being assembled */
@@ -30,10 +35,35 @@ struct gb_param_service {
     gb_param_service_stats st;
 };
 
+/* Follows PUB's peers with a socket monitor (over inproc, so the context must be the one PUB
+ * lives in): sent_bytes counts a forwarded frame once per peer connected. */
+static int follow_peers(gb_param_service *s, void *zctx, void *pub, gb_error *err)
+{
+    /* a name never used before in this process: a closed monitor's may still be bound */
+    static atomic_ullong next;
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://gb-params-peers-%llu",
+             (unsigned long long)atomic_fetch_add(&next, 1));
+    if (zmq_socket_monitor(pub, ep, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0)
+        return gb_wire_zmq_error(err, "parameter service: zmq_socket_monitor");
+    /* libzmq's I/O thread sends events blocking: the queue must never fill (no bound on our
+     * side), and the monitor must be stopped before this end closes (gb_param_service_close),
+     * or an event for a peer that leaves later blocks that I/O thread, and every socket it
+     * serves, for good */
+    int linger = 0, unbounded = 0;
+    s->mon = zmq_socket(zctx, ZMQ_PAIR);
+    if (!s->mon || zmq_setsockopt(s->mon, ZMQ_LINGER, &linger, sizeof linger) ||
+        zmq_setsockopt(s->mon, ZMQ_RCVHWM, &unbounded, sizeof unbounded) ||
+        zmq_connect(s->mon, ep) != 0)
+        return gb_wire_zmq_error(err, "parameter service: monitor connect");
+    return 0;
+}
+
 /* Binds one socket; a peer sending a frame over max_frame is disconnected (gb_wire_set_max_frame:
  * the input takes chunks and layouts, PUB and the fetch ROUTER only small requests). */
 static int bind_one(void *zctx, int type, const char *ep, char *out, size_t cap, void **sock,
-                    int hwm_opt, int hwm, uint64_t max_frame, gb_error *err)
+                    int hwm_opt, int hwm, uint64_t max_frame, gb_param_service *follow,
+                    gb_error *err)
 {
     *sock = zmq_socket(zctx, type);
     if (!*sock)
@@ -44,6 +74,9 @@ static int bind_one(void *zctx, int type, const char *ep, char *out, size_t cap,
         return gb_wire_zmq_error(err, "parameter service: setsockopt");
     int rc = gb_wire_set_max_frame(*sock, max_frame, err);
     if (rc)
+        return rc;
+    /* before the bind: peers retrying their connect are accepted the moment it listens */
+    if (follow && (rc = follow_peers(follow, zctx, *sock, err)))
         return rc;
     if (gb_curve_bind(zctx, *sock, ep) != 0) {
         int rc = gb_wire_zmq_error(err, "parameter service: bind");
@@ -56,13 +89,40 @@ static int bind_one(void *zctx, int type, const char *ep, char *out, size_t cap,
     return 0;
 }
 
+/* Reads the monitor's queued events into pub_peers. Each event is two frames: 6 bytes (u16
+ * event, u32 value), then the peer's address. */
+static void count_peers(gb_param_service *s)
+{
+    for (;;) {
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, s->mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t id = 0;
+        if (zmq_msg_size(&ev) >= 2)
+            memcpy(&id, zmq_msg_data(&ev), 2);
+        int more = zmq_msg_more(&ev);
+        zmq_msg_close(&ev);
+        if (more) {
+            zmq_msg_init(&addr);
+            zmq_msg_recv(&addr, s->mon, 0);
+            zmq_msg_close(&addr);
+        }
+        if (id == ZMQ_EVENT_ACCEPTED)
+            s->st.pub_peers++;
+        else if (id == ZMQ_EVENT_DISCONNECTED && s->st.pub_peers > 0)
+            s->st.pub_peers--;
+    }
+}
+
 int gb_param_service_open(gb_param_service **out, void *zctx, const gb_param_service_opts *o,
                           gb_error *err)
 {
     *out = NULL;
-    if (!o->in_endpoint || !o->pub_endpoint || !o->fetch_endpoint || o->pub_hwm < 0)
-        return gb_error_set(err, GB_EINVAL, "parameter service: need in, pub and fetch "
-                            "endpoints");
+    if (!o->pub_endpoint || !o->fetch_endpoint || o->pub_hwm < 0)
+        return gb_error_set(err, GB_EINVAL, "parameter service: need pub and fetch endpoints");
     gb_param_service *s = calloc(1, sizeof *s);
     if (!s)
         return gb_error_set(err, GB_ENOMEM, "parameter service: out of memory");
@@ -79,12 +139,13 @@ int gb_param_service_open(gb_param_service **out, void *zctx, const gb_param_ser
         s->o.max_chunk_bytes = PARAM_FETCH_MAX;
     uint64_t in_frame = s->o.max_chunk_bytes > PARAM_LAYOUT_MAX ? s->o.max_chunk_bytes
                                                                 : PARAM_LAYOUT_MAX;
-    if ((rc = bind_one(zctx, ZMQ_PULL, o->in_endpoint, s->ep_in, sizeof s->ep_in, &s->in,
-                       ZMQ_RCVHWM, 16, in_frame, err)) ||
+    if ((o->in_endpoint && (rc = bind_one(zctx, ZMQ_PULL, o->in_endpoint, s->ep_in,
+                                          sizeof s->ep_in, &s->in, ZMQ_RCVHWM, 16, in_frame,
+                                          NULL, err))) ||
         (rc = bind_one(zctx, ZMQ_PUB, o->pub_endpoint, s->ep_pub, sizeof s->ep_pub, &s->pub,
-                       ZMQ_SNDHWM, o->pub_hwm ? o->pub_hwm : 64, 0, err)) ||
+                       ZMQ_SNDHWM, o->pub_hwm ? o->pub_hwm : 64, 0, s, err)) ||
         (rc = bind_one(zctx, ZMQ_ROUTER, o->fetch_endpoint, s->ep_fetch, sizeof s->ep_fetch,
-                       &s->fetch, 0, 0, 0, err)))
+                       &s->fetch, 0, 0, 0, NULL, err)))
         goto fail;
     *out = s;
     return 0;
@@ -98,6 +159,10 @@ void gb_param_service_close(gb_param_service *s)
     if (!s)
         return;
     gb_wire_msg_release(&s->msg);
+    if (s->pub)
+        zmq_socket_monitor(s->pub, NULL, 0); /* first (none started: nothing): follow_peers */
+    if (s->mon)
+        zmq_close(s->mon);
     if (s->in)
         zmq_close(s->in);
     if (s->pub)
@@ -170,8 +235,10 @@ static void check_stall(gb_param_service *s, uint64_t now)
                             : "not finished within its size's time bound");
 }
 
-/* Forwards the current message on PUB with the service as sender (the data frame moved). */
-static void forward(gb_param_service *s, gb_wire_msg *m, uint64_t serial)
+/* Forwards the current message on PUB with the service as sender: the data frame moved, or
+ * with copy set, a reference to it taken (zmq_msg_copy shares the bytes, it copies nothing but
+ * frames small enough to live inside the message). */
+static void forward(gb_param_service *s, gb_wire_msg *m, uint64_t serial, int copy)
 {
     gb_wire_header *h = &s->hdr;
     *h = m->hdr;
@@ -182,10 +249,20 @@ static void forward(gb_param_service *s, gb_wire_msg *m, uint64_t serial)
         h->meta[i] = 0;
     h->nmeta = PM_NMETA_SERVICE;
     h->meta[PM_SERIAL] = (int64_t)serial;
-    gb_wire_payload pl[1] = {{NULL, NULL, NULL, m->nframes ? &m->frames[0] : NULL}};
+    zmq_msg_t ref;
+    zmq_msg_init(&ref);
+    zmq_msg_t *frame = m->nframes ? &m->frames[0] : NULL;
+    if (frame && copy && zmq_msg_copy(&ref, frame) == 0)
+        frame = &ref;
+    uint64_t bytes = frame ? zmq_msg_size(frame) : 0;
+    gb_wire_payload pl[1] = {{NULL, NULL, NULL, frame}};
     gb_error e;
+    count_peers(s);
     if (gb_wire_send(s->pub, NULL, 0, h, h->ntensors ? pl : NULL, ZMQ_DONTWAIT, &e))
         GB_DEBUG("parameter service: publish failed: %s", e.msg);
+    else if (h->type == GB_MSG_PARAM_CHUNK)
+        s->st.sent_bytes += bytes * s->st.pub_peers;
+    zmq_msg_close(&ref);
 }
 
 static int one_uint8_tensor(const gb_wire_msg *m, const char *name)
@@ -228,7 +305,7 @@ static int on_input(gb_param_service *s, gb_wire_msg *m, uint64_t now, gb_error 
         uint64_t stall_ns = (uint64_t)s->o.stall_ms * 1000000ULL;
         s->in_deadline_ns = now + stall_ns +
                             (uint64_t)((double)total / (double)GB_PARAM_MIN_RATE * 1e9);
-        forward(s, m, s->incoming->serial);
+        forward(s, m, s->incoming->serial, 0);
         return 0;
     }
     if (h->type == GB_MSG_PARAM_CHUNK) {
@@ -249,7 +326,7 @@ static int on_input(gb_param_service *s, gb_wire_msg *m, uint64_t now, gb_error 
         s->in_crc = gb_crc32c(s->in_crc, d.data, d.bytes);
         s->in_expected += d.bytes;
         s->in_progress_ns = now;
-        forward(s, m, s->incoming->serial);
+        forward(s, m, s->incoming->serial, 0);
         return 0;
     }
     if (h->type == GB_MSG_PARAM_END) {
@@ -274,7 +351,7 @@ static int on_input(gb_param_service *s, gb_wire_msg *m, uint64_t now, gb_error 
         s->latest = s->incoming;
         s->incoming = NULL;
         s->st.versions++;
-        forward(s, m, s->latest->serial);
+        forward(s, m, s->latest->serial, 0);
         return 0;
     }
     reject(s, "a %s message on the input", gb_msg_type_name(h->type));
@@ -292,7 +369,8 @@ static void on_fetch(gb_param_service *s, gb_wire_msg *m)
         gb_wire_header_init(h, GB_MSG_PARAM_INFO, s->o.role, s->o.index);
         h->seq = q->seq;
         h->nmeta = PM_NMETA_SERVICE;
-        h->meta[PM_INCOMING] = s->incoming ? (int64_t)s->incoming->serial : 0;
+        h->meta[PM_INCOMING] = (int64_t)(s->incoming ? s->incoming->serial
+                                                     : s->relayed_incoming);
         if (!b) {
             h->status = GB_ENOTFOUND;
             h->meta[PM_VERSION] = -1;
@@ -332,6 +410,7 @@ static void on_fetch(gb_param_service *s, gb_wire_msg *m)
             gb_param_blob_retain(&b->pub); /* released by ZeroMQ when the frame is sent */
             pl = (gb_wire_payload){b->data + off, param_blob_free_zmq, b, NULL};
             s->st.fetches++;
+            s->st.sent_bytes += n;
         }
     } else {
         s->st.rejected++;
@@ -355,14 +434,15 @@ int gb_param_service_poll(gb_param_service *s, int timeout_ms, gb_error *err)
         if (timeout_ms < 0 || left < timeout_ms)
             timeout_ms = (int)left;
     }
-    zmq_pollitem_t it[2] = {{s->in, 0, ZMQ_POLLIN, 0}, {s->fetch, 0, ZMQ_POLLIN, 0}};
-    if (zmq_poll(it, 2, timeout_ms) < 0)
+    zmq_pollitem_t it[2] = {{s->fetch, 0, ZMQ_POLLIN, 0}, {s->in, 0, ZMQ_POLLIN, 0}};
+    if (zmq_poll(it, s->in ? 2 : 1, timeout_ms) < 0)
         return gb_wire_zmq_error(err, "parameter service: zmq_poll");
+    count_peers(s);
     int result = 0;
     for (int busy = 1; busy;) {
         busy = 0;
         check_stall(s, gb_now_ns()); /* a flood must not keep it alive */
-        int rc = gb_wire_recv(s->in, &s->msg, 0, ZMQ_DONTWAIT, err);
+        int rc = s->in ? gb_wire_recv(s->in, &s->msg, 0, ZMQ_DONTWAIT, err) : GB_EAGAIN;
         if (rc == 0) {
             busy = 1;
             int r = on_input(s, &s->msg, gb_now_ns(), err);
@@ -390,3 +470,25 @@ int gb_param_service_poll(gb_param_service *s, int timeout_ms, gb_error *err)
     check_stall(s, gb_now_ns());
     return result;
 }
+
+/* ---- relay mode (params_impl.h) -------------------------------------------------------------- */
+
+void param_service_relay_forward(gb_param_service *s, gb_wire_msg *m)
+{
+    forward(s, m, (uint64_t)param_meta(&m->hdr, PM_SERIAL), 1);
+}
+
+void param_service_relay_state(gb_param_service *s, param_blob *latest, uint64_t incoming)
+{
+    if (latest != s->latest) {
+        if (latest)
+            gb_param_blob_retain(&latest->pub);
+        blob_put(s->latest);
+        s->latest = latest;
+        if (latest)
+            s->st.versions++;
+    }
+    s->relayed_incoming = incoming;
+}
+
+void *param_service_fetch_socket(gb_param_service *s) { return s->fetch; }

@@ -32,6 +32,8 @@ struct gb_param_subscriber {
     uint64_t seq;
     uint64_t refused; /* serial of the last version refused as too large (0: none) */
     int applied_now;
+    param_tap_fn *tap; /* a relay's: sees every PUB message taken in (params_impl.h) */
+    void *tap_ctx;
     gb_wire_msg msg;
     gb_wire_header hdr;
     gb_param_subscriber_stats st;
@@ -453,6 +455,35 @@ static void timers(gb_param_subscriber *s, uint64_t now)
         ask_info(s, now);
 }
 
+uint64_t param_subscriber_wake_ns(const gb_param_subscriber *s, uint64_t end)
+{
+    uint64_t wake = end;
+    if (s->next_info_ns && s->next_info_ns < wake)
+        wake = s->next_info_ns;
+    if (s->asmb) {
+        uint64_t stall = s->last_progress_ns + (uint64_t)s->o.timeout_ms * 1000000ULL + 1;
+        if (stall < wake)
+            wake = stall;
+    }
+    return wake;
+}
+
+void param_subscriber_set_tap(gb_param_subscriber *s, param_tap_fn *fn, void *ctx)
+{
+    s->tap = fn;
+    s->tap_ctx = ctx;
+}
+
+void param_subscriber_sockets(const gb_param_subscriber *s, void **sub, void **dealer)
+{
+    *sub = s->sub;
+    *dealer = s->dealer;
+}
+
+param_blob *param_subscriber_current(const gb_param_subscriber *s) { return s->current; }
+
+uint64_t param_subscriber_incoming(const gb_param_subscriber *s) { return asm_serial(s); }
+
 int gb_param_subscriber_poll(gb_param_subscriber *s, int timeout_ms, gb_error *err)
 {
     gb_error local;
@@ -469,6 +500,8 @@ int gb_param_subscriber_poll(gb_param_subscriber *s, int timeout_ms, gb_error *e
             int rc = gb_wire_recv(s->sub, &s->msg, 0, ZMQ_DONTWAIT, err);
             if (rc == 0) {
                 on_pub(s, &s->msg, gb_now_ns());
+                if (s->tap && s->msg.hdr.nmeta >= PM_NMETA_SERVICE)
+                    s->tap(s->tap_ctx, &s->msg);
                 busy = 1;
             } else if (rc == GB_EPROTO) {
                 reject(s, err->msg);
@@ -494,14 +527,7 @@ int gb_param_subscriber_poll(gb_param_subscriber *s, int timeout_ms, gb_error *e
             return 1;
         if (now >= end)
             return 0;
-        uint64_t wake = end;
-        if (s->next_info_ns && s->next_info_ns < wake)
-            wake = s->next_info_ns;
-        if (s->asmb) {
-            uint64_t stall = s->last_progress_ns + (uint64_t)s->o.timeout_ms * 1000000ULL + 1;
-            if (stall < wake)
-                wake = stall;
-        }
+        uint64_t wake = param_subscriber_wake_ns(s, end);
         long wait_ms = wake > now ? (long)((wake - now + 999999) / 1000000) : 0;
         zmq_pollitem_t it[2] = {{s->sub, 0, ZMQ_POLLIN, 0}, {s->dealer, 0, ZMQ_POLLIN, 0}};
         if (zmq_poll(it, 2, wait_ms) < 0)

@@ -7,7 +7,7 @@
 #include <string.h>
 
 static const char *const role_names[GB_ROLE_END] = {
-    "none", "launcher", "actor", "policy", "trainer", "params", "client", "server",
+    "none", "launcher", "actor", "policy", "trainer", "params", "client", "server", "relay",
 };
 
 static const char *const type_names[GB_MSG_TYPE_END] = {

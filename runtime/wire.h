@@ -90,7 +90,8 @@ typedef enum gb_role {
     GB_ROLE_PARAMS = 5, /* parameter service */
     GB_ROLE_CLIENT = 6, /* offline-RL data client, tools, tests */
     GB_ROLE_SERVER = 7, /* offline-RL data server */
-    GB_ROLE_END = 8,
+    GB_ROLE_RELAY = 8,  /* parameter relay (one a host, parameters.relay: per_host) */
+    GB_ROLE_END = 9,
 } gb_role;
 
 typedef struct gb_tensor_desc {

@@ -42,6 +42,8 @@ int gb_params_main(gb_worker *w, gb_error *err)
             gb_metrics_set(w->metrics, "param_versions", (double)st.versions);
             gb_metrics_set(w->metrics, "param_abandoned", (double)st.abandoned);
             gb_metrics_set(w->metrics, "param_rejected", (double)st.rejected);
+            gb_metrics_set(w->metrics, "param_peers", (double)st.pub_peers);
+            gb_metrics_set(w->metrics, "param_sent_bytes", (double)st.sent_bytes);
             gb_metrics_send(w->metrics, NULL);
             next_report = gb_now_s() + gb_worker_report_interval(w);
         }

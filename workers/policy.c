@@ -164,11 +164,13 @@ int gb_policy_main(gb_worker *w, gb_error *err)
     }
     /* Parameters first: actors should act with the trainer's initial weights, not ours. */
     int tmo = (int)cfg->streams.registry_timeout_ms;
-    if ((rc = gb_registry_lookup(w->registry, "params/0/pub", p.pub_ep, sizeof p.pub_ep, tmo,
-                                 err)) ||
-        (rc = gb_registry_lookup(w->registry, "params/0/fetch", p.fetch_ep, sizeof p.fetch_ep,
-                                 tmo, err)))
+    char pub_name[GB_REGISTRY_NAME_MAX], fetch_name[GB_REGISTRY_NAME_MAX];
+    if ((rc = gb_worker_params_names(w, pub_name, fetch_name, sizeof pub_name, err)) ||
+        (rc = gb_registry_lookup(w->registry, pub_name, p.pub_ep, sizeof p.pub_ep, tmo, err)) ||
+        (rc = gb_registry_lookup(w->registry, fetch_name, p.fetch_ep, sizeof p.fetch_ep, tmo,
+                                 err)))
         goto done;
+    GB_INFO("policy: parameters from %s (%s)", pub_name, p.pub_ep);
     /* A parameter version is this model's flat buffer: the subscriber refuses larger ones;
      * frames are bounded by what the service takes (parameters.chunk_bytes, runtime/params.h) */
     const gb_param_entry *layout;

@@ -8,7 +8,9 @@
 #include "workers/learning.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 gb_run_state gb_worker_run_state(const gb_worker *w)
 {
@@ -55,6 +57,40 @@ int gb_worker_endpoint(const gb_worker *w, const char *name, char *out, size_t c
     snprintf(full, sizeof full, "%s-%d-%s", gb_role_name(w->role), w->index, name);
     return gb_endpoint_make(out, cap, w->cfg->streams.transport, w->run_dir,
                             w->cfg->streams.interface, full, err);
+}
+
+int gb_worker_host(char *out, size_t cap, gb_error *err)
+{
+    const char *env = getenv("GEARBOX_HOST");
+    char buf[256];
+    if (!env || !*env) {
+        if (gethostname(buf, sizeof buf) != 0)
+            return gb_error_errno(err, "gethostname");
+        buf[sizeof buf - 1] = '\0';
+        env = buf;
+    }
+    if (strlen(env) >= cap || strchr(env, '/'))
+        return gb_error_set(err, GB_EINVAL, "host name '%s' (GEARBOX_HOST or gethostname): "
+                            "longer than %zu bytes or has a '/'", env, cap - 1);
+    memcpy(out, env, strlen(env) + 1);
+    return 0;
+}
+
+int gb_worker_params_names(const gb_worker *w, char *pub, char *fetch, size_t cap,
+                           gb_error *err)
+{
+    if (w->cfg->parameters.relay == GB_RELAY_NONE) {
+        snprintf(pub, cap, "params/0/pub");
+        snprintf(fetch, cap, "params/0/fetch");
+        return 0;
+    }
+    char host[64];
+    int rc = gb_worker_host(host, sizeof host, err);
+    if (rc)
+        return rc;
+    snprintf(pub, cap, "relay/%s/pub", host);
+    snprintf(fetch, cap, "relay/%s/fetch", host);
+    return 0;
 }
 
 int gb_worker_env_space(const gb_config *cfg, gb_env_spec *spec, gb_torch_space *space,

@@ -3,7 +3,8 @@
  * role entry points that `gearbox worker --role R --index I --run-dir DIR` dispatches to.
  * defines: gb_worker, gb_actor_main, gb_policy_main, gb_trainer_main, gb_params_main,
  *          gb_worker_endpoint, gb_worker_stopping, gb_worker_run_state, gb_worker_run_ending,
- *          gb_worker_confirm_ending, gb_worker_wait_release, gb_worker_report_interval */
+ *          gb_worker_confirm_ending, gb_worker_wait_release, gb_worker_report_interval,
+ *          gb_relay_main, gb_worker_host, gb_worker_params_names */
 #ifndef GB_WORKERS_WORKER_H
 #define GB_WORKERS_WORKER_H
 
@@ -105,5 +106,17 @@ int gb_actor_main(gb_worker *w, gb_error *err);
 int gb_policy_main(gb_worker *w, gb_error *err);
 int gb_trainer_main(gb_worker *w, gb_error *err);
 int gb_params_main(gb_worker *w, gb_error *err);
+int gb_relay_main(gb_worker *w, gb_error *err);
+
+/* This machine's name for parameters.relay: GEARBOX_HOST when set and not empty (tests that
+ * stand several hosts in one machine), else gethostname. Returns 0, GB_EINVAL (too long for
+ * cap, or not a registry name: '/' in it) or GB_ESYS. */
+int gb_worker_host(char *out, size_t cap, gb_error *err);
+
+/* The registry names of the parameter stream a policy worker subscribes to: the service's
+ * ("params/0/pub", "params/0/fetch"), or with parameters.relay per_host its host's relay's
+ * ("relay/<host>/pub", "relay/<host>/fetch"). Returns 0 or gb_worker_host's codes. */
+int gb_worker_params_names(const gb_worker *w, char *pub, char *fetch, size_t cap,
+                           gb_error *err);
 
 #endif

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# tests/launch/run_relay.sh: a run with parameters.relay=per_host solves like one without: the
+# launcher starts this host's relay, the policy workers take their parameters from it (found in
+# the registry under relay/<host>/), and it relayed versions. Then the relay is SIGKILLed early in
+# a second run: the launcher restarts it like the parameter service, the policy workers take the
+# next versions from the new one, and the run still solves.
+# usage: run_relay.sh GEARBOX CONFIG WORK_DIR MIN_RETURN MAX_ENV_STEPS
+set -u
+gearbox=$1 config=$2 work=$3 min_return=$4 budget=$5
+. "$(dirname "$0")/run_lib.sh"
+"$(dirname "$0")/run_learns.sh" "$gearbox" "$config" "$work" "$min_return" "$budget" \
+  --set parameters.relay=per_host | grep -v "passed, 0 failed"
+[ "${PIPESTATUS[0]}" = 0 ] || fail "the run with relays did not learn"
+reason=$(json_get "$work/run/summary.json" exit_reason)
+[ "$reason" = solved ] || fail "exit_reason $reason, not solved"
+logs=$work/run/logs
+[ -s "$logs/relay-0.log" ] || fail "no relay log"
+grep -q "relay: serving host" "$logs/relay-0.log" || fail "the relay did not start serving"
+grep -q "parameters from relay/" "$logs/policy-0.log" || fail "policy 0 did not use the relay"
+line=$(grep "relay: stopping" "$logs/relay-0.log") || fail "the relay did not stop cleanly"
+echo "$line"
+n=$(echo "$line" | sed -n 's/.*: \([0-9]*\) versions relayed.*/\1/p')
+[ -n "$n" ] && [ "$n" -gt 1 ] || fail "the relay relayed ${n:-no} versions"
+
+k=$work/kill
+rm -rf "$k"; mkdir -p "$k"
+"$gearbox" run "$config" --run-dir "$k/run" --set parameters.relay=per_host \
+  --set experiment.max_env_steps="$budget" --set experiment.max_seconds=240 \
+  --set launch.progress=off > "$k/out.log" 2>&1 &
+launcher=$!
+log=$k/run/logs/relay-0.log
+wait_for_log "$log" "relay: serving host" 60 || fail "the relay did not start"
+pid=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$log" | head -1)
+[ -n "$pid" ] || fail "no pid in $log"
+kill -KILL "$pid"
+wait "$launcher"; status=$?
+tail -4 "$k/out.log"
+s=$k/run/summary.json
+[ "$status" -eq 0 ] && [ "$(json_get "$s" exit_reason)" = solved ] ||
+  fail "with the relay killed: exit status $status, $(json_get "$s" exit_reason)"
+grep -q '"worker": "relay-0"' "$s" || fail "no restart of relay-0 in summary.json"
+line=$(grep "relay: stopping" "$log" | tail -1) || fail "the restarted relay did not stop cleanly"
+echo "restarted $line"
+n=$(echo "$line" | sed -n 's/.*: \([0-9]*\) versions relayed.*/\1/p')
+[ -n "$n" ] && [ "$n" -gt 1 ] || fail "the restarted relay relayed ${n:-no} versions"
+[ -z "$(run_processes "$k/run")" ] || fail "workers still running"
+echo "1 passed, 0 failed"
