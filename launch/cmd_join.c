@@ -49,7 +49,9 @@ static void join_usage(FILE *out)
             "run goes on without them.\n\n"
             "  --role actor|policy  actors join as long as actors.count + actors.join_max allow;\n"
             "                       policy workers fill the slots the launcher left to joiners\n"
-            "                       (policy.local < policy.count)\n"
+            "                       (policy.local < policy.count); with parameters.relay\n"
+            "                       per_host this host's parameter relay joins with them\n"
+            "                       (one `gearbox join --role policy` a host: use --count)\n"
             "  --count K            how many workers to start (default 1)\n"
             "  --interface ADDR     address (or interface name) this host's workers bind and\n"
             "                       publish; default: the address this host reaches the\n"
@@ -226,27 +228,39 @@ int gb_cmd_join(int argc, char **argv)
         fprintf(stderr, "gearbox join: %s (name the address with --interface)\n", err.msg);
         return GB_EXIT_FAILURE;
     }
-    static gb_config cfg;
-    static gb_registry_join_reply slots[JOIN_MAX_COUNT];
+    static gb_config cfg, relay_cfg;
+    /* slots[count]: this host's relay, when its policy workers join a per_host relay run */
+    static gb_registry_join_reply slots[JOIN_MAX_COUNT + 1];
     if (take_slots(registry, keys, role, count, addr, &cfg, slots, &err)) {
         fprintf(stderr, "gearbox join: %s\n", err.msg);
         return err.code == GB_ECONFIG ? GB_EXIT_USAGE : GB_EXIT_FAILURE;
+    }
+    int relay = role == GB_ROLE_POLICY && cfg.parameters.relay == GB_RELAY_PER_HOST;
+    if (relay && take_slots(registry, keys, GB_ROLE_RELAY, 1, addr, &relay_cfg, &slots[count],
+                            &err)) {
+        fprintf(stderr, "gearbox join: this host's parameter relay: %s\n", err.msg);
+        for (int i = 0; i < count; i++)
+            gb_registry_join_reply_free(&slots[i]);
+        return GB_EXIT_FAILURE;
     }
     /* the run directory is the launcher's: only a worker on its host (ipc) uses it */
     const char *run_dir = cfg.streams.transport == GB_TRANSPORT_IPC ? slots[0].run : NULL;
     fprintf(stderr, "gearbox join: run %s: %d %s workers (", slots[0].run, count, role_name);
     for (int i = 0; i < count; i++)
         fprintf(stderr, "%s%d", i ? ", " : "index ", slots[i].index);
-    fprintf(stderr, ")%s%s\n", addr[0] ? " on " : "", addr);
+    fprintf(stderr, ")%s%s%s\n", addr[0] ? " on " : "", addr,
+            relay ? ", and this host's parameter relay" : "");
 
     struct sigaction sa = {0};
     sa.sa_handler = on_join_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    static pid_t pids[JOIN_MAX_COUNT];
+    static pid_t pids[JOIN_MAX_COUNT + 1];
     pid_t parent = getpid();
-    int started = 0;
-    for (; started < count && !atomic_load(&join_signal); started++) {
+    int started = 0, total = count + relay;
+    for (; started < total && !atomic_load(&join_signal); started++) {
+        /* the relay first (slots[count]): the policy workers look it up by this host's name */
+        int k = relay ? (started == 0 ? count : started - 1) : started;
         fflush(NULL);
         pid_t pid = fork();
         if (pid < 0) {
@@ -259,18 +273,18 @@ int gb_cmd_join(int argc, char **argv)
             prctl(PR_SET_PDEATHSIG, SIGTERM);
             if (getppid() != parent)
                 _exit(GB_EXIT_FAILURE);
-            gb_worker_process_opts o = {.role = role_name, .index = slots[started].index,
-                                        .incarnation = slots[started].incarnation,
-                                        .run_dir = run_dir, .registry = registry,
-                                        .metrics = slots[started].metrics, .keys = keys,
-                                        .joined = 1};
+            gb_worker_process_opts o = {.role = k == count ? "relay" : role_name,
+                                        .index = slots[k].index,
+                                        .incarnation = slots[k].incarnation, .run_dir = run_dir,
+                                        .registry = registry, .metrics = slots[k].metrics,
+                                        .keys = keys, .joined = 1};
             _exit(gb_worker_process(&cfg, &o));
         }
         pids[started] = pid;
     }
     int failed = wait_workers(pids, started);
-    for (int i = 0; i < count; i++)
+    for (int i = 0; i < total; i++)
         gb_registry_join_reply_free(&slots[i]);
-    fprintf(stderr, "gearbox join: %d of %d workers stopped cleanly\n", started - failed, count);
-    return failed || started < count ? GB_EXIT_FAILURE : GB_EXIT_OK;
+    fprintf(stderr, "gearbox join: %d of %d workers stopped cleanly\n", started - failed, total);
+    return failed || started < total ? GB_EXIT_FAILURE : GB_EXIT_OK;
 }

@@ -14,6 +14,11 @@ int64_t gb_joins_local(const gb_config *cfg, int role)
     return local < 0 ? count : local;
 }
 
+int64_t gb_joins_relays(const gb_config *cfg)
+{
+    return cfg->parameters.relay == GB_RELAY_PER_HOST ? 1 + cfg->policy.count : 0;
+}
+
 int gb_joins_init(gb_joins *j, const gb_config *cfg, const char *metrics_ep, const char *run,
                   gb_error *err)
 {
@@ -33,6 +38,8 @@ int gb_joins_init(gb_joins *j, const gb_config *cfg, const char *metrics_ep, con
     j->actor_end = cfg->actors.count + cfg->actors.join_max;
     j->policy_next = gb_joins_local(cfg, GB_ROLE_POLICY);
     j->policy_end = cfg->policy.count;
+    j->relay_next = 1; /* relay 0 is the launcher's */
+    j->relay_end = gb_joins_relays(cfg);
     pthread_mutex_init(&j->lock, NULL);
     return 0;
 }
@@ -49,19 +56,25 @@ void gb_joins_free(gb_joins *j)
 int gb_joins_answer(void *arg, int role, gb_registry_join_reply *out, char *why, size_t cap)
 {
     gb_joins *j = arg;
-    if (role != GB_ROLE_ACTOR && role != GB_ROLE_POLICY) {
-        snprintf(why, cap, "only actors and policy workers join a run, not %s",
-                 gb_role_name(role));
+    if (role != GB_ROLE_ACTOR && role != GB_ROLE_POLICY &&
+        !(role == GB_ROLE_RELAY && j->relay_end > 0)) {
+        snprintf(why, cap, "only actors, policy workers and (with parameters.relay per_host) "
+                 "their hosts' relays join a run, not %s", gb_role_name(role));
         return GB_EINVAL;
     }
     pthread_mutex_lock(&j->lock);
-    int64_t *next = role == GB_ROLE_ACTOR ? &j->actor_next : &j->policy_next;
-    int64_t end = role == GB_ROLE_ACTOR ? j->actor_end : j->policy_end;
+    int64_t *next = role == GB_ROLE_ACTOR    ? &j->actor_next
+                    : role == GB_ROLE_POLICY ? &j->policy_next
+                                             : &j->relay_next;
+    int64_t end = role == GB_ROLE_ACTOR ? j->actor_end
+                  : role == GB_ROLE_POLICY ? j->policy_end
+                                           : j->relay_end;
     int rc = 0;
     if (*next >= end) {
         snprintf(why, cap, "no %s slot left: all %lld are taken (%s)", gb_role_name(role),
-                 (long long)end, role == GB_ROLE_ACTOR ? "actors.count + actors.join_max"
-                                                       : "policy.count");
+                 (long long)end, role == GB_ROLE_ACTOR    ? "actors.count + actors.join_max"
+                                 : role == GB_ROLE_POLICY ? "policy.count"
+                                                          : "1 + policy.count relays");
         rc = GB_EFULL;
     } else {
         out->index = (int)(*next)++;

@@ -8,7 +8,11 @@
  * workers, whose number the actors' load balancing fixes) get slots beyond count, up to
  * actors.join_max, each used once: a joiner's index is never reused, so the trainers' books and
  * the metrics per actor process stay exact. A joined worker that leaves keeps its slot (its
- * counts stay in the run's totals); it is not replaced. */
+ * counts stay in the run's totals); it is not replaced.
+ *
+ * Relays: with parameters.relay per_host the launcher runs relay 0 for its own host; a host
+ * whose policy workers join runs its own relay (gearbox join starts it), which takes a relay
+ * slot here: 1 .. policy.count, one per joining host at most. */
 #ifndef GB_LAUNCH_JOINS_H
 #define GB_LAUNCH_JOINS_H
 
@@ -28,11 +32,16 @@ typedef struct gb_joins {
     char run[GB_REGISTRY_ENDPOINT_MAX];
     int64_t actor_next, actor_end;   /* next free actor slot; end: count + join_max */
     int64_t policy_next, policy_end; /* next free policy slot; end: count */
+    int64_t relay_next, relay_end;   /* per_host relays: 1 .. policy.count; none without */
     int64_t joined;                  /* workers that joined so far */
 } gb_joins;
 
 /* How many workers of role (GB_ROLE_ACTOR/POLICY) the launcher starts itself. */
 int64_t gb_joins_local(const gb_config *cfg, int role);
+
+/* Relay indexes a run may have (0 the launcher's, then one per joining host): the metrics
+ * collector expects this many; 0 without per_host relays. */
+int64_t gb_joins_relays(const gb_config *cfg);
 
 /* Writes cfg as YAML for the joiners and sets the slots. Returns 0, GB_ENOMEM, GB_ESYS. */
 int gb_joins_init(gb_joins *j, const gb_config *cfg, const char *metrics_ep, const char *run,

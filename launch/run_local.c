@@ -489,8 +489,8 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     if (rc == 0)
         rc = gb_metrics_collector_expect(mc, GB_ROLE_PARAMS, 1, &err);
     int relays = cfg->parameters.relay == GB_RELAY_PER_HOST; /* this host's (parameters.relay) */
-    if (rc == 0 && relays)
-        rc = gb_metrics_collector_expect(mc, GB_ROLE_RELAY, relays, &err);
+    if (rc == 0 && relays) /* and those of hosts whose policy workers join (launch/joins.h) */
+        rc = gb_metrics_collector_expect(mc, GB_ROLE_RELAY, gb_joins_relays(cfg), &err);
     if (rc == 0)
         rc = gb_metrics_collector_expect(mc, GB_ROLE_TRAINER, cfg->trainer.count, &err);
     if (rc == 0)

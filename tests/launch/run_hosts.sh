@@ -53,7 +53,9 @@ echo "hosts: $pre-{h1..h4} on $net.0/24"
 
 # on HOST CMD...: runs CMD in HOST's namespace as this (sub)shell's process itself (exec), so
 # that $! of `on ... &` is CMD's pid: signals reach it, not a shell around it.
-on() { local h=$1; shift; exec ip netns exec "$pre-$h" "$@"; }
+# Each namespace has its host's name for gearbox (GEARBOX_HOST: the per_host relays' key; the
+# namespaces share this machine's hostname).
+on() { local h=$1; shift; exec ip netns exec "$pre-$h" env GEARBOX_HOST="$h" "$@"; }
 
 # start_run NAME [--set ...]: the launcher on h1 (pid in $launcher), its registry in $registry.
 start_run() {
@@ -90,7 +92,9 @@ join() {
 }
 
 # ---- run A: solves over tcp, roles on three hosts ----------------------------------------------
-start_run a --set experiment.max_seconds=90
+# parameters through a relay a host (parameters.relay per_host): the launcher's on h1, and
+# the one `gearbox join --role policy` starts on h2 for the policy worker there
+start_run a --set experiment.max_seconds=90 --set parameters.relay=per_host
 join a_policy h2 policy 1; policy_pid=$joined
 join a_actors h3 actor 2; actors_pid=$joined
 # a joiner without the run's keys: the registry never answers it, it takes no slot
@@ -115,6 +119,10 @@ check_ledger "$s"
 grep -q "serving CartPole-v1 at tcp://$net.2:" "$work/a_policy.log" ||
   fail "the policy worker did not serve on h2's $net.2"
 grep -q "index 0, 1) on $net.3" "$work/a_actors.log" || fail "the actors did not join from h3"
+grep -q "relay: serving host 'h2' at tcp://$net.2:" "$work/a_policy.log" &&
+  grep -q "policy: parameters from relay/h2/pub (tcp://$net.2:" "$work/a_policy.log" ||
+  fail "the policy worker on h2 did not take its parameters from h2's relay"
+grep -q "relay: serving host 'h1'" "$work/a/logs/relay-0.log" || fail "no relay on h1"
 grep -q "policy 0 joined the run" "$work/a/logs/launcher.log" || fail "no policy join logged"
 for f in "$work"/a/logs/*.log "$work"/a_*.log; do
   ! grep -E "tcp://(0\.0\.0\.0|127\.)" "$f" || fail "a wildcard or loopback endpoint in $f"
