@@ -2,6 +2,8 @@
  * srun command lines for its workers, scancel to signal and to release it. */
 #include "launch/slurm.h"
 
+#include "launch/supervisor.h"
+
 #include "runtime/clock.h"
 #include "runtime/log.h"
 
@@ -198,17 +200,8 @@ int gb_slurm_allocate(gb_slurm_job *j, const gb_config *cfg, const char *log_pat
         return gb_error_errno(err, "fork for salloc");
     }
     if (pid == 0) {
-        setpgid(0, 0); /* a Ctrl-C reaches the launcher only; it releases the job itself */
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent)
-            _exit(1);
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-        int devnull = open("/dev/null", O_RDONLY);
-        if (devnull >= 0)
-            dup2(devnull, STDIN_FILENO);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
+        /* own process group: a Ctrl-C reaches the launcher only; it releases the job itself */
+        gb_supervisor_child_setup(fd, parent);
         execvp(argv[0], argv);
         dprintf(STDERR_FILENO, "exec %s: %s (is Slurm's client installed and on PATH?)\n",
                 argv[0], strerror(errno));

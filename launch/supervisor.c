@@ -12,6 +12,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+void gb_supervisor_child_setup(int log_fd, pid_t parent)
+{
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent)
+        _exit(1); /* the launcher died before prctl took effect */
+    dup2(log_fd, STDOUT_FILENO);
+    dup2(log_fd, STDERR_FILENO);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0)
+        dup2(devnull, STDIN_FILENO);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+}
+
 /* Forks c's command line with stdout and stderr appended to its log. */
 static int start(gb_child *c, gb_error *err)
 {
@@ -26,19 +42,7 @@ static int start(gb_child *c, gb_error *err)
         return gb_error_errno(err, "fork for %s-%d", c->role, c->index);
     }
     if (pid == 0) {
-        /* Child: own process group, logs to its file, dies with the launcher. */
-        setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent)
-            _exit(1); /* the launcher died before prctl took effect */
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-        int devnull = open("/dev/null", O_RDONLY);
-        if (devnull >= 0)
-            dup2(devnull, STDIN_FILENO);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGPIPE, SIG_DFL);
+        gb_supervisor_child_setup(fd, parent);
         execv(c->argv[0], c->argv);
         dprintf(STDERR_FILENO, "exec %s: %s\n", c->argv[0], strerror(errno));
         _exit(127);

@@ -51,6 +51,11 @@ typedef struct gb_supervisor {
  * thread that lives as long as the launcher, or workers are stopped when that thread ends.
  * (`gearbox worker` ends itself within 1 s of that SIGTERM once its parent is gone.)
  * Returns 0, or GB_ESYS/GB_EFULL; the child that fails to exec exits 127 (its log says why). */
+/* In a child the launcher just forked (parent: the launcher's pid before the fork): its own
+ * process group, SIGTERM when the launcher dies (_exit(1) if it already has), stdout and stderr
+ * to log_fd, stdin from /dev/null, default SIGINT/SIGTERM/SIGPIPE. Then the caller execs. */
+void gb_supervisor_child_setup(int log_fd, pid_t parent);
+
 int gb_supervisor_spawn(gb_supervisor *s, const char *role, int index, char *const argv[],
                         const char *log_path, gb_error *err);
 
