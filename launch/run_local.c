@@ -660,6 +660,18 @@ stop:;
         ledger_take(mc, cfg, &wd, &ledger);
     /* every step the actors took; env_steps counts those in chunks they sent */
     double steps_taken = mc ? or0(gb_metrics_sum(mc, GB_ROLE_ACTOR, "env_steps")) : 0;
+    /* refused for want of the run's keys: the launcher's own sockets and every worker's */
+    int64_t refused = -1, joined = 0;
+    if (curve) {
+        refused = (int64_t)gb_curve_refused(curve);
+        for (int role = 1; mc && role < GB_ROLE_END; role++)
+            refused += (int64_t)or0(gb_metrics_sum(mc, role, "auth_refused"));
+    }
+    if (joins_ready) {
+        pthread_mutex_lock(&joins.lock);
+        joined = joins.joined;
+        pthread_mutex_unlock(&joins.lock);
+    }
     gb_run_summary s = {
         .mode = on_slurm ? "slurm" : "local",
         .env_steps = (int64_t)row[M_ENV_STEPS],
@@ -687,6 +699,8 @@ stop:;
         .nrestarts = wd.nrestarts,
         .chunks_nonfinite = ledger.nonfinite,
         .chunks_rejected = ledger.rejected,
+        .joined = joined,
+        .auth_refused = refused,
         .segment = base.segment,
         .segment_env_steps = (int64_t)base.env_steps,
         .segment_seconds = wall,

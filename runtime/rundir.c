@@ -361,10 +361,12 @@ int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_err
         fputs(",\n  \"error\": ", f);
         json_string(f, s->error);
     }
-    fprintf(f, ",\n  \"workers\": {\"actors\": %lld, \"policies\": %lld, \"trainers\": %lld},\n"
-               "  \"envs\": %lld",
+    fprintf(f, ",\n  \"workers\": {\"actors\": %lld, \"policies\": %lld, \"trainers\": %lld, "
+               "\"joined\": %lld},\n  \"envs\": %lld",
             (long long)s->actors, (long long)s->policies, (long long)s->trainers,
-            (long long)s->envs);
+            (long long)s->joined, (long long)s->envs);
+    if (s->auth_refused >= 0)
+        fprintf(f, ",\n  \"auth_refused\": %lld", (long long)s->auth_refused);
     if (s->segment > 0) {
         fprintf(f, ",\n  \"resumed\": {\"segment\": %d, \"from_env_steps\": %lld, "
                    "\"segment_wall_seconds\": ",

@@ -78,6 +78,9 @@ typedef struct gb_run_summary {
     const gb_run_restart *restarts; /* [nrestarts] in order */
     int nrestarts;
     int64_t chunks_nonfinite, chunks_rejected;
+    int64_t joined;       /* workers that joined from other hosts (gearbox join; relays too) */
+    int64_t auth_refused; /* connections refused for want of the run's CURVE keys, by the
+                             launcher and every worker; -1: the run uses no CURVE */
     /* A resumed run (gearbox run --resume): env_steps, episodes and wall_seconds count over
      * every segment; segment is this launch's number (0: not resumed, then nothing is written),
      * segment_env_steps where it started, segment_seconds its own wall time. The sample ledger

@@ -259,6 +259,7 @@ void gb_inline_summary(const gb_config *cfg, const gb_inline_result *res, const 
 {
     memset(s, 0, sizeof *s);
     s->mode = "inline";
+    s->auth_refused = -1; /* no sockets */
     s->env_steps = res->env_steps;
     s->train_steps = res->train_steps;
     s->wall_seconds = res->wall_seconds;

@@ -44,6 +44,11 @@ echo "exit $status, $reason, mean return $ret after $(json_get "$s" env_steps) e
 [ "$reason" = max_seconds ] || fail "exit_reason $reason"
 python3 -c "import sys; sys.exit(0 if float('$ret') >= 150 else 1)" || fail "mean return $ret < 150"
 [ "$(json_get "$s" rejected)" = 0 ] || fail "the trainer rejected messages: one got through"
+# the refusals reach the run's record: the probes above were refused 4 times at least (the
+# registry's, the policy's and the trainer's sockets; the launcher's count included)
+refused=$(json_get "$s" auth_refused)
+[ "$refused" -ge 4 ] 2>/dev/null || fail "summary.json auth_refused is '$refused', expected >= 4"
+echo "summary.json: auth_refused $refused"
 check_ledger "$s"
 for w in policy-0 trainer-0; do
   grep -q "refused [0-9]* connections without the run's keys" "$run/logs/$w.log" ||

@@ -115,6 +115,8 @@ echo "run A: exit $status, $(json_get "$s" exit_reason) after $(json_get "$s" en
 [ "$status" = 0 ] && [ "$(json_get "$s" exit_reason)" = solved ] || fail "run A did not solve"
 [ "$policy_status" = 0 ] && [ "$actors_status" = 0 ] || fail "a joined worker failed in run A"
 check_ledger "$s"
+# joined: h2's policy worker and relay, h3's two actors (the keyless join took no slot)
+[ "$(json_get "$s" joined)" = 4 ] || fail "run A: summary.json joined $(json_get "$s" joined), not 4"
 # the workers registered h2's and h1's addresses: the actors reached them from h3
 grep -q "serving CartPole-v1 at tcp://$net.2:" "$work/a_policy.log" ||
   fail "the policy worker did not serve on h2's $net.2"
