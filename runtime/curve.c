@@ -337,6 +337,25 @@ static void *zap_main(void *arg)
     return NULL;
 }
 
+/* Stops c's ZAP handler (when it runs), closes its sockets, wipes its keys and frees it: the
+ * end of gb_curve_detach, and of a gb_curve_attach that failed (no thread, no monitor yet). */
+static void curve_free(gb_curve *c)
+{
+    atomic_store(&c->stop, 1);
+    if (c->has_thread)
+        pthread_join(c->thread, NULL);
+    for (int i = 0; i < c->nmonitors; i++)
+        zmq_close(c->monitors[i]);
+    for (int i = 0; i < c->npending; i++)
+        zmq_close(c->pending[i]);
+    if (c->zap)
+        zmq_close(c->zap);
+    explicit_bzero(&c->keys, sizeof c->keys);
+    free(c->allowed);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
 int gb_curve_attach(gb_curve **out, void *zctx, const gb_curve_opts *o, gb_error *err)
 {
     *out = NULL;
@@ -393,12 +412,7 @@ int gb_curve_attach(gb_curve **out, void *zctx, const gb_curve_opts *o, gb_error
         table[slot] = c;
     pthread_mutex_unlock(&table_mu);
     if (rc) {
-        if (c->zap)
-            zmq_close(c->zap);
-        explicit_bzero(&c->keys, sizeof c->keys);
-        free(c->allowed);
-        pthread_mutex_destroy(&c->mu);
-        free(c);
+        curve_free(c);
         return rc;
     }
     *out = c;
@@ -467,19 +481,7 @@ void gb_curve_detach(gb_curve *c)
         if (table[i] == c)
             table[i] = NULL;
     pthread_mutex_unlock(&table_mu);
-    atomic_store(&c->stop, 1);
-    if (c->has_thread)
-        pthread_join(c->thread, NULL);
-    for (int i = 0; i < c->nmonitors; i++)
-        zmq_close(c->monitors[i]);
-    for (int i = 0; i < c->npending; i++)
-        zmq_close(c->pending[i]);
-    if (c->zap)
-        zmq_close(c->zap);
-    explicit_bzero(&c->keys, sizeof c->keys);
-    free(c->allowed);
-    pthread_mutex_destroy(&c->mu);
-    free(c);
+    curve_free(c);
 }
 
 gb_curve *gb_curve_of(void *zctx)

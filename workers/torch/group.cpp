@@ -36,6 +36,7 @@ struct gb_group {
     std::chrono::milliseconds timeout{0};
     bool failed = false; // a call failed: the group refuses every later call
     std::vector<uint8_t> small_out, small_in; // a small all-reduce's all-to-all (grow-only)
+    std::vector<int64_t> split_send, split_recv; // all-to-all split sizes (sized once)
 };
 
 namespace {
@@ -141,12 +142,12 @@ void small_allreduce(gb_group *g, gb_dtype dtype, void *buf, int64_t count, gb_g
     }
     for (size_t r = 0; r < n; r++)
         std::memcpy(g->small_out.data() + r * bytes, buf, bytes);
-    std::vector<int64_t> split(n, (int64_t)bytes);
+    g->split_send.assign(n, (int64_t)bytes); // no allocation after the first call
     at::Tensor input = bytes_view(g->small_out.data(), n * bytes),
                output = bytes_view(g->small_in.data(), n * bytes);
     c10d::AllToAllOptions ao;
     ao.timeout = g->timeout;
-    wait_for(g, g->pg->alltoall_base(output, input, split, split, ao));
+    wait_for(g, g->pg->alltoall_base(output, input, g->split_send, g->split_send, ao));
     const uint8_t *in = g->small_in.data();
     switch (dtype) {
     case GB_DTYPE_FLOAT32: reduce_copies((float *)buf, in, count, g->size, op); break;
@@ -289,11 +290,8 @@ extern "C" int gb_group_broadcast(gb_group *g, void *buf, size_t bytes, int root
 extern "C" int gb_group_alltoall(gb_group *g, const void *in, const size_t *send_bytes,
                                  void *out, const size_t *recv_bytes, gb_error *err)
 {
-    std::vector<int64_t> ss((size_t)g->size), rs((size_t)g->size);
     size_t st = 0, rt = 0;
     for (int r = 0; r < g->size; r++) {
-        ss[(size_t)r] = (int64_t)send_bytes[r];
-        rs[(size_t)r] = (int64_t)recv_bytes[r];
         st += send_bytes[r];
         rt += recv_bytes[r];
     }
@@ -301,10 +299,16 @@ extern "C" int gb_group_alltoall(gb_group *g, const void *in, const size_t *send
         return gb_error_set(err, GB_EINVAL, "alltoall: NULL buffer for %zu bytes out, %zu in",
                             st, rt);
     return group_call(g, "alltoall", err, [&] {
+        g->split_send.resize((size_t)g->size); // no allocation after the first call
+        g->split_recv.resize((size_t)g->size);
+        for (int r = 0; r < g->size; r++) {
+            g->split_send[(size_t)r] = (int64_t)send_bytes[r];
+            g->split_recv[(size_t)r] = (int64_t)recv_bytes[r];
+        }
         at::Tensor input = bytes_view(in, st), output = bytes_view(out, rt);
         c10d::AllToAllOptions ao;
         ao.timeout = g->timeout;
-        wait_for(g, g->pg->alltoall_base(output, input, rs, ss, ao));
+        wait_for(g, g->pg->alltoall_base(output, input, g->split_recv, g->split_send, ao));
     });
 }
 
