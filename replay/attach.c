@@ -100,8 +100,9 @@ void gb_replay_recover(gb_replay *r)
     }
     if (last_seq > c->next_seq)
         c->next_seq = last_seq;
-    /* inserts - deletes = committed items held (the rate limiter relies on it); a crash inside
-     * a commit or a removal can leave one counter a step ahead of the status table. */
+    /* inserts - deletes = committed items held (the rate limiter relies on it). Both counters
+     * move after the state does (commit, gb_index_remove), so a crash between leaves one of
+     * them behind the status table, never ahead: raise whichever is behind. */
     if (c->inserts >= c->deletes + (uint64_t)kept)
         c->deletes = c->inserts - (uint64_t)kept;
     else

@@ -82,6 +82,15 @@ void gb_index_remove(gb_replay *r, int64_t idx, int reason)
         st->newest = r->prev[idx];
     r->next[idx] = r->prev[idx] = -1;
     GB_REPLAY_FAULT_POINT("remove: unlinked");
+    if (st->item[idx].pins > 0) {
+        st->state[idx] = GB_ITEM_RETIRED;
+        r->retired_pinned++;
+    } else {
+        gb_index_push_free(r, idx);
+    }
+    /* Counted after the state leaves COMMITTED (as inserts after it enters): a crash between
+     * leaves deletes one behind, never ahead, and attach raises it. */
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     r->c->deletes++;
     if (reason == GB_REMOVE_EVICT)
         r->c->evicted++;
@@ -89,12 +98,6 @@ void gb_index_remove(gb_replay *r, int64_t idx, int reason)
         r->c->sampled_out++;
     else
         r->c->expired++;
-    if (st->item[idx].pins > 0) {
-        st->state[idx] = GB_ITEM_RETIRED;
-        r->retired_pinned++;
-    } else {
-        gb_index_push_free(r, idx);
-    }
     pthread_cond_broadcast(&r->cv_insert);
 }
 

@@ -156,8 +156,12 @@ int gb_replay_commit(gb_replay *r, int64_t n, const int64_t *idx, const double *
             r->c->has_priority = 1;
         }
         r->writing--;
-        r->c->inserts++;
         gb_index_link(r, i);
+        /* Counted after the item is committed in the segment: a crash between the two leaves
+         * inserts one behind, which attach raises (it cannot tell an insert one ahead from a
+         * delete one behind). */
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        r->c->inserts++;
         GB_REPLAY_FAULT_POINT("commit: item linked");
         if (st->policy_version[i] < r->c->min_version) /* already below the staleness floor */
             gb_index_remove(r, i, GB_REMOVE_EXPIRED);
