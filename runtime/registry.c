@@ -33,6 +33,8 @@ struct gb_registry_server {
     void *join_arg;
     reg_ent *ents;
     int n;
+    reg_ent *former; /* the last endpoint of every name that expired or was unregistered */
+    int nformer;
     uint64_t rejected;
     gb_wire_msg msg;
     gb_wire_header hdr;
@@ -55,9 +57,10 @@ int gb_registry_server_open(gb_registry_server **out, void *zctx,
     s->join_arg = o->join_arg;
     gb_wire_msg_init(&s->msg);
     s->ents = calloc(GB_REGISTRY_MAX_ENTRIES, sizeof *s->ents);
+    s->former = calloc(GB_REGISTRY_MAX_ENTRIES, sizeof *s->former);
     s->list_names = malloc((size_t)GB_REGISTRY_MAX_ENTRIES * GB_REGISTRY_NAME_MAX);
     s->list_eps = malloc((size_t)GB_REGISTRY_MAX_ENTRIES * GB_REGISTRY_ENDPOINT_MAX);
-    if (!s->ents || !s->list_names || !s->list_eps) {
+    if (!s->ents || !s->former || !s->list_names || !s->list_eps) {
         rc = gb_error_set(err, GB_ENOMEM, "registry: out of memory");
         goto fail;
     }
@@ -100,6 +103,7 @@ void gb_registry_server_close(gb_registry_server *s)
     if (s->sock)
         zmq_close(s->sock);
     free(s->ents);
+    free(s->former);
     free(s->list_names);
     free(s->list_eps);
     free(s);
@@ -111,12 +115,32 @@ int gb_registry_server_count(const gb_registry_server *s) { return s->n; }
 
 uint64_t gb_registry_server_rejected(const gb_registry_server *s) { return s->rejected; }
 
+/* Keeps the endpoint of a name that goes away, so that the next process of the same worker
+ * can bind where its peers still connect (gb_registry_lookup_last). One entry per name; when
+ * the table is full the oldest-kept entry makes room. */
+static void remember(gb_registry_server *s, const reg_ent *e)
+{
+    int i = 0;
+    while (i < s->nformer && strcmp(s->former[i].name, e->name) != 0)
+        i++;
+    if (i == s->nformer) {
+        if (s->nformer == GB_REGISTRY_MAX_ENTRIES) {
+            memmove(s->former, s->former + 1, (size_t)(s->nformer - 1) * sizeof *s->former);
+            i = s->nformer - 1;
+        } else {
+            s->nformer++;
+        }
+    }
+    s->former[i] = *e;
+}
+
 static void expire(gb_registry_server *s, uint64_t now)
 {
     for (int i = 0; i < s->n;) {
         if (s->ents[i].expires_ns <= now) {
             GB_INFO("registry: '%s' (%s %d) expired: no heartbeat", s->ents[i].name,
                     gb_role_name(s->ents[i].role), s->ents[i].index);
+            remember(s, &s->ents[i]);
             s->ents[i] = s->ents[--s->n];
         } else {
             i++;
@@ -210,10 +234,14 @@ static void serve(gb_registry_server *s, gb_wire_msg *m, uint64_t now)
             h->status = GB_ENOTFOUND;
             snprintf(h->text, sizeof h->text, "unregister: no such name");
         } else {
+            remember(s, &s->ents[i]);
             s->ents[i] = s->ents[--s->n];
         }
     } else if (type == GB_MSG_REG_LOOKUP) {
+        /* meta[0]: 0 the name, 1 every name under a prefix, 2 the name or, when it is not
+         * registered now, its last endpoint */
         int prefix = m->hdr.nmeta > 0 && m->hdr.meta[0] == 1;
+        int last = m->hdr.nmeta > 0 && m->hdr.meta[0] == 2;
         if (get_str(m, "name", name, sizeof name, prefix)) {
             h->status = GB_EPROTO;
             snprintf(h->text, sizeof h->text, "lookup: need a 'name'");
@@ -231,6 +259,17 @@ static void serve(gb_registry_server *s, gb_wire_msg *m, uint64_t now)
                 a += x;
                 b += y;
                 count++;
+            }
+            for (int i = 0; last && !count && i < s->nformer; i++) {
+                const reg_ent *e = &s->former[i];
+                if (strcmp(e->name, name) != 0)
+                    continue;
+                size_t x = strlen(e->name) + 1, y = strlen(e->endpoint) + 1;
+                memcpy(s->list_names, e->name, x);
+                memcpy(s->list_eps, e->endpoint, y);
+                a = x;
+                b = y;
+                count = 1;
             }
             if (!count && !prefix)
                 h->status = GB_ENOTFOUND;
@@ -635,6 +674,38 @@ int gb_registry_list(gb_registry_client *c, const char *prefix, int min_count, i
     }
 }
 
+/* One lookup of name (mode 0: registered now; 2: or its last endpoint) within timeout_ms. */
+static int lookup_once(gb_registry_client *c, const char *name, int mode, char *endpoint,
+                       size_t cap, int timeout_ms, gb_error *err)
+{
+    int rc = call(c, &c->main, GB_MSG_REG_LOOKUP, name, NULL, mode, timeout_ms, err);
+    if (rc)
+        return rc;
+    gb_registry_entry *a;
+    int n;
+    if ((rc = parse_list(&c->main.reply, &a, &n, err)))
+        return rc;
+    if (n < 1) {
+        free(a);
+        return gb_error_set(err, GB_EPROTO, "registry: empty lookup reply");
+    }
+    size_t len = strlen(a[0].endpoint);
+    if (len >= cap) {
+        free(a);
+        return gb_error_set(err, GB_EINVAL, "registry: endpoint of '%s' longer than %zu bytes",
+                            name, cap);
+    }
+    memcpy(endpoint, a[0].endpoint, len + 1);
+    free(a);
+    return 0;
+}
+
+int gb_registry_lookup_last(gb_registry_client *c, const char *name, char *endpoint, size_t cap,
+                            gb_error *err)
+{
+    return lookup_once(c, name, 2, endpoint, cap, c->o.timeout_ms, err);
+}
+
 int gb_registry_lookup(gb_registry_client *c, const char *name, char *endpoint, size_t cap,
                        int timeout_ms, gb_error *err)
 {
@@ -643,27 +714,10 @@ int gb_registry_lookup(gb_registry_client *c, const char *name, char *endpoint, 
     for (;;) {
         uint64_t now = gb_now_ns();
         int left = now < end ? (int)((end - now + 999999) / 1000000) : 1;
-        int rc = call(c, &c->main, GB_MSG_REG_LOOKUP, name, NULL, 0,
-                      left < c->o.timeout_ms ? left : c->o.timeout_ms, err);
-        if (rc == 0) {
-            gb_registry_entry *a;
-            int n;
-            if ((rc = parse_list(&c->main.reply, &a, &n, err)))
-                return rc;
-            if (n < 1) {
-                free(a);
-                return gb_error_set(err, GB_EPROTO, "registry: empty lookup reply");
-            }
-            size_t len = strlen(a[0].endpoint);
-            if (len >= cap) {
-                free(a);
-                return gb_error_set(err, GB_EINVAL, "registry: endpoint of '%s' longer than "
-                                    "%zu bytes", name, cap);
-            }
-            memcpy(endpoint, a[0].endpoint, len + 1);
-            free(a);
+        int rc = lookup_once(c, name, 0, endpoint, cap,
+                             left < c->o.timeout_ms ? left : c->o.timeout_ms, err);
+        if (rc == 0)
             return 0;
-        }
         if (rc != GB_ENOTFOUND && rc != GB_ETIMEOUT)
             return rc;
         if (gb_now_ns() >= end)

@@ -115,6 +115,13 @@ int gb_registry_unregister(gb_registry_client *c, const char *name, gb_error *er
 int gb_registry_lookup(gb_registry_client *c, const char *name, char *endpoint, size_t cap,
                        int timeout_ms, gb_error *err);
 
+/* The endpoint registered under name now or, when none is, the last one registered under it
+ * (the registry keeps a name's endpoint after it expires or is unregistered): where a restarted
+ * worker's peers still connect. One request, no waiting. Returns 0, GB_ENOTFOUND (never
+ * registered), GB_ETIMEOUT, GB_EINVAL (cap too small). */
+int gb_registry_lookup_last(gb_registry_client *c, const char *name, char *endpoint, size_t cap,
+                            gb_error *err);
+
 /* Waits up to timeout_ms until at least min_count names start with prefix, then returns all of
  * them sorted by name in a malloc'd array (*out, *n; free(*out)). Returns 0, GB_ETIMEOUT
  * (naming how many were found), GB_ENOMEM. */

@@ -15,13 +15,18 @@ int gb_relay_main(gb_worker *w, gb_error *err)
     char pub[GB_REGISTRY_ENDPOINT_MAX], fetch[GB_REGISTRY_ENDPOINT_MAX], host[64];
     int tmo = (int)w->cfg->streams.registry_timeout_ms;
     gb_param_relay *r = NULL;
+    char names[2][GB_REGISTRY_NAME_MAX];
+    static const char *const which[] = {"pub", "fetch"};
     int rc;
-    if ((rc = gb_worker_host(host, sizeof host, err)) ||
-        (rc = gb_registry_lookup(w->registry, "params/0/pub", up_pub, sizeof up_pub, tmo, err)) ||
+    if ((rc = gb_worker_host(host, sizeof host, err)))
+        return rc;
+    for (int i = 0; i < 2; i++)
+        snprintf(names[i], sizeof names[i], "relay/%s/%s", host, which[i]);
+    if ((rc = gb_registry_lookup(w->registry, "params/0/pub", up_pub, sizeof up_pub, tmo, err)) ||
         (rc = gb_registry_lookup(w->registry, "params/0/fetch", up_fetch, sizeof up_fetch, tmo,
                                  err)) ||
-        (rc = gb_worker_endpoint(w, "pub", pub, sizeof pub, err)) ||
-        (rc = gb_worker_endpoint(w, "fetch", fetch, sizeof fetch, err)))
+        (rc = gb_worker_endpoint(w, "pub", names[0], pub, sizeof pub, err)) ||
+        (rc = gb_worker_endpoint(w, "fetch", names[1], fetch, sizeof fetch, err)))
         return rc;
     gb_param_relay_opts o = {.up_pub_endpoint = up_pub,
                              .up_fetch_endpoint = up_fetch,
@@ -34,12 +39,9 @@ int gb_relay_main(gb_worker *w, gb_error *err)
                              .index = w->index};
     if ((rc = gb_param_relay_open(&r, w->zctx, &o, err)))
         return rc;
-    static const char *const which[] = {"pub", "fetch"};
-    for (int i = 0; i < 2 && rc == 0; i++) {
-        char name[GB_REGISTRY_NAME_MAX];
-        snprintf(name, sizeof name, "relay/%s/%s", host, which[i]);
-        rc = gb_registry_register(w->registry, name, gb_param_relay_endpoint(r, which[i]), err);
-    }
+    for (int i = 0; i < 2 && rc == 0; i++)
+        rc = gb_registry_register(w->registry, names[i], gb_param_relay_endpoint(r, which[i]),
+                                  err);
     if (rc == 0)
         GB_INFO("relay: serving host '%s' at %s from %s", host, gb_param_relay_endpoint(r, "pub"),
                 up_pub);

@@ -13,22 +13,23 @@ int gb_params_main(gb_worker *w, gb_error *err)
     char in[GB_REGISTRY_ENDPOINT_MAX], pub[GB_REGISTRY_ENDPOINT_MAX],
         fetch[GB_REGISTRY_ENDPOINT_MAX];
     gb_param_service *s = NULL;
+    char names[3][64];
+    static const char *const which[] = {"in", "pub", "fetch"};
+    for (int i = 0; i < 3; i++)
+        snprintf(names[i], sizeof names[i], "params/%d/%s", w->index, which[i]);
     int rc;
-    if ((rc = gb_worker_endpoint(w, "in", in, sizeof in, err)) ||
-        (rc = gb_worker_endpoint(w, "pub", pub, sizeof pub, err)) ||
-        (rc = gb_worker_endpoint(w, "fetch", fetch, sizeof fetch, err)))
+    if ((rc = gb_worker_endpoint(w, "in", names[0], in, sizeof in, err)) ||
+        (rc = gb_worker_endpoint(w, "pub", names[1], pub, sizeof pub, err)) ||
+        (rc = gb_worker_endpoint(w, "fetch", names[2], fetch, sizeof fetch, err)))
         return rc;
     gb_param_service_opts o = {.in_endpoint = in, .pub_endpoint = pub, .fetch_endpoint = fetch,
                                .role = w->role, .index = w->index,
                                .max_chunk_bytes = (uint64_t)w->cfg->parameters.chunk_bytes};
     if ((rc = gb_param_service_open(&s, w->zctx, &o, err)))
         return rc;
-    static const char *const which[] = {"in", "pub", "fetch"};
-    for (int i = 0; i < 3 && rc == 0; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "params/%d/%s", w->index, which[i]);
-        rc = gb_registry_register(w->registry, name, gb_param_service_endpoint(s, which[i]), err);
-    }
+    for (int i = 0; i < 3 && rc == 0; i++)
+        rc = gb_registry_register(w->registry, names[i], gb_param_service_endpoint(s, which[i]),
+                                  err);
     double next_report = gb_now_s();
     while (rc == 0 && !gb_worker_stopping(w)) {
         rc = gb_param_service_poll(s, 50, err);

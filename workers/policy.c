@@ -199,7 +199,8 @@ int gb_policy_main(gb_worker *w, gb_error *err)
         goto done;
     }
     char ep[GB_REGISTRY_ENDPOINT_MAX], name[64];
-    if ((rc = gb_worker_endpoint(w, "inference", ep, sizeof ep, err)))
+    snprintf(name, sizeof name, "policy/%d/inference", w->index);
+    if ((rc = gb_worker_endpoint(w, "inference", name, ep, sizeof ep, err)))
         goto done;
     /* A request holds one group of an actor's ring, at most all its copies' observations: a
      * client sending a larger frame is disconnected before it is read */
@@ -224,7 +225,6 @@ int gb_policy_main(gb_worker *w, gb_error *err)
         goto done;
     }
     thread_started = 1;
-    snprintf(name, sizeof name, "policy/%d/inference", w->index);
     if ((rc = gb_registry_register(w->registry, name, gb_infer_server_endpoint(server), err)))
         goto done;
     GB_INFO("policy: serving %s at %s, parameters version %lld", cfg->env.name,

@@ -557,7 +557,8 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
     if ((rc = make_param_buffer(&t, err)) || (w->record_dir && (rc = record_open(&t, err))))
         goto done;
 
-    if ((rc = gb_worker_endpoint(w, "samples", ep, sizeof ep, err)))
+    snprintf(name, sizeof name, "trainer/%d/samples", w->index);
+    if ((rc = gb_worker_endpoint(w, "samples", name, ep, sizeof ep, err)))
         goto done;
     gb_sample_receiver_opts ro = {
         .endpoint = ep,
@@ -581,7 +582,6 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
             (rc = push_params(&t, err)))
             goto done;
     }
-    snprintf(name, sizeof name, "trainer/%d/samples", w->index);
     if ((rc = gb_registry_register(w->registry, name, gb_sample_receiver_endpoint(t.samples),
                                    err)))
         goto done;

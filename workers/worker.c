@@ -3,13 +3,17 @@
 
 #include "envs/host.h"
 #include "runtime/endpoint.h"
+#include "runtime/log.h"
 #include "runtime/rng.h"
 #include "runtime/wire.h"
 #include "workers/learning.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 gb_run_state gb_worker_run_state(const gb_worker *w)
@@ -50,13 +54,64 @@ double gb_worker_report_interval(const gb_worker *w)
                                                          : beat;
 }
 
-int gb_worker_endpoint(const gb_worker *w, const char *name, char *out, size_t cap,
-                       gb_error *err)
+/* Whether host:port can be bound now (SO_REUSEADDR, as libzmq binds): a port another socket
+ * took since is not offered back. host "*" is every address. */
+static int port_free(const char *host, int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (strcmp(host, "*") == 0)
+        a.sin_addr.s_addr = htonl(INADDR_ANY);
+    else if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
+        return 0;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd < 0)
+        return 0;
+    int ok = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+             bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+int gb_worker_endpoint(const gb_worker *w, const char *name, const char *regname, char *out,
+                       size_t cap, gb_error *err)
 {
     char full[128];
     snprintf(full, sizeof full, "%s-%d-%s", gb_role_name(w->role), w->index, name);
-    return gb_endpoint_make(out, cap, w->cfg->streams.transport, w->run_dir,
-                            w->cfg->streams.interface, full, err);
+    int rc = gb_endpoint_make(out, cap, w->cfg->streams.transport, w->run_dir,
+                              w->cfg->streams.interface, full, err);
+    if (rc || w->cfg->streams.transport != GB_TRANSPORT_TCP || !regname || !w->registry)
+        return rc;
+    /* tcp ports are picked at bind, so a restarted worker would get a new one, which its
+     * peers' sockets (connected to the old one, reconnecting there) would never find: take the
+     * port this name last had when it was on this address and is free. */
+    char last[GB_REGISTRY_ENDPOINT_MAX], mine[128], host[64]; /* host: an IPv4 address or * */
+    gb_error e = {0};
+    if (gb_registry_lookup_last(w->registry, regname, last, sizeof last, &e) != 0)
+        return 0;
+    const char *colon = strrchr(last, ':');
+    char *end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : 0;
+    size_t hl = strlen(out) - strlen("tcp://:*");
+    if (!colon || !end || *end || port <= 0 || port > 65535 || hl >= sizeof host)
+        return 0;
+    memcpy(host, out + strlen("tcp://"), hl);
+    host[hl] = '\0';
+    char reachable[GB_REGISTRY_ENDPOINT_MAX];
+    snprintf(mine, sizeof mine, "tcp://%s:%ld", strcmp(host, "*") ? host : "0.0.0.0", port);
+    /* as the registry has it (a wildcard address as the host's name) */
+    if (gb_endpoint_connectable(mine, reachable, sizeof reachable, &e) != 0)
+        return 0;
+    snprintf(mine, sizeof mine, "tcp://%s:%ld", host, port);
+    if (strcmp(reachable, last) != 0)
+        return 0; /* it was on another host or address: nobody here waits for that port */
+    if (!port_free(host, (int)port)) {
+        GB_WARN("%s: its last port %ld is taken: binding a new one (peers connected to %s "
+                "will not find it)", regname, port, last);
+        return 0;
+    }
+    GB_INFO("%s: binding %s again (where the last process of this worker was)", regname, mine);
+    snprintf(out, cap, "%s", mine);
+    return 0;
 }
 
 int gb_worker_host(char *out, size_t cap, gb_error *err)

@@ -86,10 +86,12 @@ static inline int gb_worker_stop_requested(const gb_worker *w) { return atomic_l
 int gb_worker_wait_release(const gb_worker *w, double max_s);
 
 /* The address this worker binds for socket `name` (e.g. "inference"): an ipc:// path in the
- * run directory or tcp:// on streams.interface; registered as "<role>/<index>/<name>" by the
- * caller once bound. Returns 0 or the codes of gb_endpoint_make. */
-int gb_worker_endpoint(const gb_worker *w, const char *name, char *out, size_t cap,
-                       gb_error *err);
+ * run directory (the same for every process of the worker) or tcp:// on streams.interface,
+ * registered under regname by the caller once bound. Over tcp the port is the one regname last
+ * had on this address when the registry knows it and it is free (a restarted worker binds where
+ * its peers reconnect), else any. Returns 0 or the codes of gb_endpoint_make. */
+int gb_worker_endpoint(const gb_worker *w, const char *name, const char *regname, char *out,
+                       size_t cap, gb_error *err);
 
 /* The environment's spec as the config names it (one copy is created and destroyed to read
  * it), and the matching space for the networks (gb_learning_space, read before the copy is

@@ -4,12 +4,20 @@
 # the registry under relay/<host>/), and it relayed versions. Then the relay is SIGKILLed early in
 # a second run: the launcher restarts it like the parameter service, the policy workers take the
 # next versions from the new one, and the run still solves.
-# usage: run_relay.sh GEARBOX CONFIG WORK_DIR MIN_RETURN MAX_ENV_STEPS
+# With TRANSPORT tcp every endpoint is tcp:// on 127.0.0.1 (ports picked at bind) and, once the
+# restarted relay serves, the parameter service is SIGKILLed too: each restarted worker binds the
+# port its predecessor had (the registry keeps it), so the policy workers' and the relay's
+# connected sockets find it again; with a new port they would wait forever, the policy would
+# freeze and PPO (max_staleness 1) would stop learning.
+# usage: run_relay.sh GEARBOX CONFIG WORK_DIR MIN_RETURN MAX_ENV_STEPS [ipc|tcp]
 set -u
-gearbox=$1 config=$2 work=$3 min_return=$4 budget=$5
+gearbox=$1 config=$2 work=$3 min_return=$4 budget=$5 transport=${6:-ipc}
 . "$(dirname "$0")/run_lib.sh"
+extra=(--set parameters.relay=per_host)
+[ "$transport" = tcp ] &&
+  extra+=(--set streams.transport=tcp --set streams.interface=127.0.0.1)
 "$(dirname "$0")/run_learns.sh" "$gearbox" "$config" "$work" "$min_return" "$budget" \
-  --set parameters.relay=per_host | grep -v "passed, 0 failed"
+  "${extra[@]}" | grep -v "passed, 0 failed"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "the run with relays did not learn"
 reason=$(json_get "$work/run/summary.json" exit_reason)
 [ "$reason" = solved ] || fail "exit_reason $reason, not solved"
@@ -24,7 +32,7 @@ n=$(echo "$line" | sed -n 's/.*: \([0-9]*\) versions relayed.*/\1/p')
 
 k=$work/kill
 rm -rf "$k"; mkdir -p "$k"
-"$gearbox" run "$config" --run-dir "$k/run" --set parameters.relay=per_host \
+"$gearbox" run "$config" --run-dir "$k/run" "${extra[@]}" \
   --set experiment.max_env_steps="$budget" --set experiment.max_seconds=240 \
   --set launch.progress=off > "$k/out.log" 2>&1 &
 launcher=$!
@@ -33,12 +41,27 @@ wait_for_log "$log" "relay: serving host" 60 || fail "the relay did not start"
 pid=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$log" | head -1)
 [ -n "$pid" ] || fail "no pid in $log"
 kill -KILL "$pid"
+if [ "$transport" = tcp ]; then
+  wait_for_log "$log" "binding .* again" 60 || fail "the restarted relay did not bind its old port"
+  first=$(grep -m1 "relay: serving host" "$log" | sed 's/.* at \(tcp:[^ ]*\) .*/\1/')
+  again=$(grep "relay: serving host" "$log" | tail -1 | sed 's/.* at \(tcp:[^ ]*\) .*/\1/')
+  [ -n "$first" ] && [ "$first" = "$again" ] ||
+    fail "the restarted relay serves at '$again', its predecessor at '$first'"
+  plog=$k/run/logs/params-0.log
+  ppid=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$plog" | head -1)
+  [ -n "$ppid" ] || fail "no pid in $plog"
+  kill -KILL "$ppid"
+  wait_for_log "$plog" "binding .* again" 60 ||
+    fail "the restarted parameter service did not bind its old ports"
+fi
 wait "$launcher"; status=$?
 tail -4 "$k/out.log"
 s=$k/run/summary.json
 [ "$status" -eq 0 ] && [ "$(json_get "$s" exit_reason)" = solved ] ||
   fail "with the relay killed: exit status $status, $(json_get "$s" exit_reason)"
 grep -q '"worker": "relay-0"' "$s" || fail "no restart of relay-0 in summary.json"
+[ "$transport" != tcp ] || grep -q '"worker": "params-0"' "$s" ||
+  fail "no restart of params-0 in summary.json"
 line=$(grep "relay: stopping" "$log" | tail -1) || fail "the restarted relay did not stop cleanly"
 echo "restarted $line"
 n=$(echo "$line" | sed -n 's/.*: \([0-9]*\) versions relayed.*/\1/p')

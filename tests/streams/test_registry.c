@@ -143,6 +143,23 @@ static void test_registry_processes(void)
     while (gb_now_s() < end && (left = count_prefix(c, "policy/")) != 0)
         gb_sleep_ms(50);
     CHECK_EQ_INT(left, 0);
+    /* gone, but the registry keeps where they were: worker 1 expired, worker 0 unregistered;
+     * a name never registered stays unknown */
+    CHECK_OK(gb_registry_lookup_last(c, "policy/1/inference", found, sizeof found, &err));
+    CHECK(strcmp(found, "ipc:///run/x/policy-1") == 0);
+    CHECK_OK(gb_registry_lookup_last(c, "policy/0/inference", found, sizeof found, &err));
+    CHECK(strcmp(found, "ipc:///run/x/policy-0") == 0);
+    CHECK(gb_registry_lookup_last(c, "policy/9/inference", found, sizeof found, &err) ==
+          GB_ENOTFOUND);
+    CHECK(gb_registry_lookup(c, "policy/1/inference", found, sizeof found, 100, &err) ==
+          GB_ETIMEOUT); /* an ordinary lookup does not see them */
+    /* registered again elsewhere: the live endpoint wins over the kept one */
+    CHECK_OK(gb_registry_register(c, "policy/1/inference", "ipc:///run/x/policy-1b", &err));
+    CHECK_OK(gb_registry_lookup_last(c, "policy/1/inference", found, sizeof found, &err));
+    CHECK(strcmp(found, "ipc:///run/x/policy-1b") == 0);
+    CHECK_OK(gb_registry_unregister(c, "policy/1/inference", &err));
+    CHECK_OK(gb_registry_lookup_last(c, "policy/1/inference", found, sizeof found, &err));
+    CHECK(strcmp(found, "ipc:///run/x/policy-1b") == 0);
     /* the launcher's own name stays alive through its heartbeats, well past the TTL */
     gb_sleep_ms(1500);
     CHECK_OK(gb_registry_lookup(c, "trainer/0/sample", found, sizeof found, 100, &err));
