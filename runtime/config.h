@@ -282,7 +282,7 @@ typedef struct gb_config_server {
     int64_t threads;            /* request worker threads */
     int64_t max_batch_rows;     /* per request: items sampled, inserted or updated */
     int64_t max_batch_bytes;    /* per request: reply data bytes */
-    int64_t max_request_bytes;  /* per message received (larger: the peer is disconnected) */
+    int64_t max_request_bytes;  /* per request, its frames together (larger: an error reply) */
     double max_wait_s;          /* longest a request may wait (rate limiter, room) */
     char dataset[GB_CONFIG_PATH_MAX]; /* file, or directory of *.gbds files; "" = none */
     int dataset_format;         /* gb_dataset_format */

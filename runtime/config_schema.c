@@ -293,7 +293,8 @@ const gb_config_field gb_config_fields[] = {
     INT("server.max_batch_bytes", server.max_batch_bytes, "268435456", 1, BIG,
         "data bytes per sample reply"),
     INT("server.max_request_bytes", server.max_request_bytes, "268435456", 1024, BIG,
-        "largest message accepted (a larger one disconnects its sender)"),
+        "largest request accepted, its frames together (a larger one gets an error reply; "
+        "one frame over twice this disconnects its sender)"),
     FLOAT("server.max_wait_s", server.max_wait_s, "10", 0, 3600,
           "longest a request waits for the rate limiter or for room"),
     STR("server.dataset", server.dataset, "",

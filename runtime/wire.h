@@ -1,6 +1,7 @@
 /* runtime/wire.h: the gearbox wire format: frame 0 a msgpack header, then one raw frame per tensor.
  * defines: gb_msg_type, gb_role, gb_tensor_desc, gb_wire_header, gb_wire_payload, gb_wire_msg,
  *          gb_wire_encode_header, gb_wire_decode_header, gb_wire_check_frames, gb_wire_send,
+ *          gb_wire_reply,
  *          gb_wire_recv, gb_wire_msg_init, gb_wire_msg_release, gb_wire_msg_tensor,
  *          gb_tensor_desc_bytes, gb_wire_set_tensor, gb_role_name, gb_role_from_name,
  *          gb_msg_type_name,
@@ -160,6 +161,7 @@ typedef struct gb_wire_msg {
     gb_wire_header hdr;
     unsigned char route[GB_WIRE_ROUTE_MAX]; /* routing identity (ROUTER receive), else empty */
     size_t route_len;
+    int delimited; /* a REQ peer's empty delimiter frame followed the identity (gb_wire_reply) */
     int nframes; /* tensor frames held (== hdr.ntensors after a successful receive) */
     zmq_msg_t frames[GB_WIRE_MAX_TENSORS];
     const void *data[GB_WIRE_MAX_TENSORS]; /* each view's bytes (frame or realigned copy) */
@@ -233,10 +235,16 @@ int gb_wire_check_frames(const gb_wire_header *h, const size_t *lens, int n, gb_
 int gb_wire_send(void *sock, const void *route, size_t route_len, const gb_wire_header *h,
                  const gb_wire_payload *payloads, int flags, gb_error *err);
 
+/* Sends h (and payloads) on the ROUTER sock back to the peer that sent req: its identity, the
+ * empty delimiter frame when req had one (a REQ socket's envelope), then as gb_wire_send. */
+int gb_wire_reply(void *sock, const gb_wire_msg *req, const gb_wire_header *h,
+                  const gb_wire_payload *payloads, int flags, gb_error *err);
+
 void gb_wire_msg_init(gb_wire_msg *m);
 
 /* Receives one whole multipart message from sock into m (released first) and checks it. routed:
- * 1 on a ROUTER socket (the first frame is the peer's identity, copied to m->route). flags: 0
+ * 1 on a ROUTER socket (the first frame is the peer's identity, copied to m->route; an empty
+ * frame after it is a REQ peer's delimiter, skipped and noted in m->delimited). flags: 0
  * (block, up to ZMQ_RCVTIMEO) or ZMQ_DONTWAIT. A malformed message is received completely (all
  * its parts drained, nothing left on the socket), released, and reported as GB_EPROTO with a
  * message naming the field; m->route is still set when the identity frame was read, and m->hdr

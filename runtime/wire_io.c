@@ -40,8 +40,9 @@ static void free_payloads(const gb_wire_payload *p, int from, int n)
             p[t].free_fn((void *)p[t].data, p[t].hint);
 }
 
-int gb_wire_send(void *sock, const void *route, size_t route_len, const gb_wire_header *h,
-                 const gb_wire_payload *payloads, int flags, gb_error *err)
+static int send_msg(void *sock, const void *route, size_t route_len, int delimited,
+                    const gb_wire_header *h, const gb_wire_payload *payloads, int flags,
+                    gb_error *err)
 {
     unsigned char buf[GB_WIRE_HEADER_MAX];
     size_t len;
@@ -56,6 +57,10 @@ int gb_wire_send(void *sock, const void *route, size_t route_len, const gb_wire_
             goto fail;
         }
         flags &= ~ZMQ_DONTWAIT; /* the rest of a multipart message is always accepted */
+        if (delimited && zmq_send(sock, "", 0, flags | ZMQ_SNDMORE) < 0) {
+            rc = send_error(err, flags, "wire send (delimiter)");
+            goto fail;
+        }
     }
     if (zmq_send(sock, buf, len, flags | more) < 0) {
         rc = send_error(err, flags, "wire send (header)");
@@ -105,10 +110,23 @@ fail:
     return rc;
 }
 
+int gb_wire_send(void *sock, const void *route, size_t route_len, const gb_wire_header *h,
+                 const gb_wire_payload *payloads, int flags, gb_error *err)
+{
+    return send_msg(sock, route, route_len, 0, h, payloads, flags, err);
+}
+
+int gb_wire_reply(void *sock, const gb_wire_msg *req, const gb_wire_header *h,
+                  const gb_wire_payload *payloads, int flags, gb_error *err)
+{
+    return send_msg(sock, req->route, req->route_len, req->delimited, h, payloads, flags, err);
+}
+
 void gb_wire_msg_init(gb_wire_msg *m)
 {
     m->nframes = 0;
     m->route_len = 0;
+    m->delimited = 0;
     m->hdr.type = 0;
     m->hdr.ntensors = 0;
 }
@@ -202,6 +220,7 @@ int gb_wire_recv(void *sock, gb_wire_msg *m, int routed, int flags, gb_error *er
     int rc;
     gb_wire_msg_release(m);
     m->route_len = 0;
+    m->delimited = 0;
     m->hdr.type = 0;
     m->hdr.ntensors = 0;
     zmq_msg_init(&head);
@@ -224,6 +243,14 @@ int gb_wire_recv(void *sock, gb_wire_msg *m, int routed, int flags, gb_error *er
             rc = recv_error(err, 0, "wire receive");
             zmq_msg_close(&head);
             return rc;
+        }
+        if (zmq_msg_size(&head) == 0 && zmq_msg_more(&head)) { /* a REQ peer's envelope */
+            m->delimited = 1;
+            if (zmq_msg_recv(&head, sock, 0) < 0) {
+                rc = recv_error(err, 0, "wire receive");
+                zmq_msg_close(&head);
+                return rc;
+            }
         }
     }
     int more = zmq_msg_more(&head);

@@ -244,7 +244,12 @@ int gb_server_open(gb_server **out, void *zctx, gb_replay *r, const gb_server_op
         rc = gb_wire_zmq_error(err, "server: zmq_socket");
         goto fail;
     }
-    int64_t maxmsg = o->max_request_bytes;
+    /* The limit is on a whole request (its frames together), checked by the request thread,
+     * which answers with an error naming it. A frame must be read to be answered, so ZeroMQ
+     * only drops a peer whose single frame exceeds twice the limit (and a header's slack). */
+    int64_t maxmsg = o->max_request_bytes > (INT64_MAX - GB_WIRE_HEADER_SLACK) / 2
+                         ? -1
+                         : 2 * o->max_request_bytes + GB_WIRE_HEADER_SLACK;
     if (zmq_setsockopt(s->front, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) != 0 ||
         set_int(s->front, ZMQ_LINGER, 0) || set_int(s->back, ZMQ_LINGER, 0) ||
         /* Bounded queues per client: a client that sends requests without reading the replies

@@ -7,8 +7,11 @@
  * and hands each request, whole and unparsed, to an idle request thread over inproc (the
  * load-balancing broker pattern). So a request that waits (for the rate limiter or for room)
  * holds one request thread, never the others, and a client that sends garbage or vanishes
- * costs only the request it sent. Messages larger than max_request_bytes make ZeroMQ drop the
- * sender's connection before anything is read (ZMQ_MAXMSGSIZE).
+ * costs only the request it sent. A request whose frames together exceed max_request_bytes is
+ * answered with GB_EINVAL naming the limit; a single frame over twice the limit makes ZeroMQ
+ * drop the sender's connection before it is read (ZMQ_MAXMSGSIZE: it cannot be answered
+ * without being read). A REQ socket's envelope (an empty delimiter frame) is accepted and
+ * answered in kind.
  *
  * Protocol (wire format: runtime/wire.h). A request is GB_MSG_SERVE_REQUEST with meta[0] = op
  * and seq = the client's request id; the reply is GB_MSG_SERVE_REPLY with the same seq and

@@ -26,7 +26,7 @@ static int send_error(worker *w, const gb_wire_msg *m, int code, const char *tex
     snprintf(h.text, sizeof h.text, "%s", text);
     atomic_fetch_add(&w->s->errors, 1);
     gb_error e = {0};
-    return gb_wire_send(w->sock, m->route, m->route_len, &h, NULL, 0, &e);
+    return gb_wire_reply(w->sock, m, &h, NULL, 0, &e);
 }
 
 static void reply_init(gb_wire_header *h, const worker *w, const gb_wire_msg *m, int op)
@@ -90,7 +90,7 @@ static int op_info(worker *w, const gb_wire_msg *m, gb_error *err)
     gb_wire_payload pl[GB_WIRE_MAX_TENSORS];
     for (int c = 0; c < h.ntensors; c++)
         pl[c] = (gb_wire_payload){.data = ""};
-    return gb_wire_send(w->sock, m->route, m->route_len, &h, pl, 0, err);
+    return gb_wire_reply(w->sock, m, &h, pl, 0, err);
 }
 
 /* Parses the "columns" tensor into column indices. Returns the count or -1 (text set). */
@@ -315,7 +315,7 @@ static int op_sample(worker *w, const gb_wire_msg *m, gb_error *err)
     for (int k = 0; k < ncols; k++)
         sent += (uint64_t)n * col_row[k];
     atomic_fetch_add(&s->bytes_sent, sent);
-    return gb_wire_send(w->sock, m->route, m->route_len, &h, pl, 0, err);
+    return gb_wire_reply(w->sock, m, &h, pl, 0, err);
 }
 
 static int op_insert(worker *w, const gb_wire_msg *m, gb_error *err)
@@ -405,7 +405,7 @@ static int op_insert(worker *w, const gb_wire_msg *m, gb_error *err)
     h.nmeta = 3;
     h.meta[1] = n;
     h.meta[2] = st.size;
-    return gb_wire_send(w->sock, m->route, m->route_len, &h, NULL, 0, err);
+    return gb_wire_reply(w->sock, m, &h, NULL, 0, err);
 }
 
 static int op_update(worker *w, const gb_wire_msg *m, gb_error *err)
@@ -442,7 +442,7 @@ static int op_update(worker *w, const gb_wire_msg *m, gb_error *err)
     h.nmeta = 3;
     h.meta[1] = n;
     h.meta[2] = skipped;
-    return gb_wire_send(w->sock, m->route, m->route_len, &h, NULL, 0, err);
+    return gb_wire_reply(w->sock, m, &h, NULL, 0, err);
 }
 
 int gb_server_checkpoint(gb_server *s, gb_error *err)
@@ -467,7 +467,16 @@ static int op_checkpoint(worker *w, const gb_wire_msg *m, gb_error *err)
     gb_wire_header h;
     reply_init(&h, w, m, GB_SERVE_CHECKPOINT);
     snprintf(h.text, sizeof h.text, "%.*s", (int)sizeof h.text - 1, w->s->checkpoint);
-    return gb_wire_send(w->sock, m->route, m->route_len, &h, NULL, 0, err);
+    return gb_wire_reply(w->sock, m, &h, NULL, 0, err);
+}
+
+/* The bytes of a received request's tensor frames together. */
+static uint64_t request_bytes(const gb_wire_msg *m)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < m->nframes; i++)
+        n += zmq_msg_size((zmq_msg_t *)&m->frames[i]);
+    return n;
 }
 
 void gb_server_handle(worker *w, gb_wire_msg *m, int recv_rc, const gb_error *recv_err)
@@ -481,6 +490,13 @@ void gb_server_handle(worker *w, gb_wire_msg *m, int recv_rc, const gb_error *re
             rc = send_error(w, m, GB_EPROTO, recv_err->msg);
         else
             rc = -1;
+    } else if (request_bytes(m) > (uint64_t)s->o.max_request_bytes) {
+        atomic_fetch_add(&s->rejected, 1);
+        char text[GB_WIRE_TEXT_MAX];
+        snprintf(text, sizeof text, "request of %llu bytes (its frames together) is over the "
+                 "server's limit of %lld bytes (server.max_request_bytes): split it",
+                 (unsigned long long)request_bytes(m), (long long)s->o.max_request_bytes);
+        rc = send_error(w, m, GB_EINVAL, text);
     } else if (m->hdr.type != GB_MSG_SERVE_REQUEST || m->hdr.nmeta < 1 ||
                m->hdr.meta[0] < GB_SERVE_INFO || m->hdr.meta[0] >= GB_SERVE_OP_END) {
         atomic_fetch_add(&s->rejected, 1);

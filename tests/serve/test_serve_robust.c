@@ -104,10 +104,11 @@ static void test_hostile_clients(void)
     static float junk[1000];
     zmq_send(d, junk, sizeof junk, 0);
 
-    /* oversized: 2 MB against max_request_bytes 1 MB (ZeroMQ drops this peer's connection) */
+    /* oversized: 4 MB against max_request_bytes 1 MB, over twice the limit in one frame
+     * (ZeroMQ drops this peer's connection) */
     void *big = raw_dealer(zctx, ep);
-    char *huge = calloc(1, 2 << 20);
-    zmq_send(big, huge, 2 << 20, 0);
+    char *huge = calloc(1, 4 << 20);
+    zmq_send(big, huge, 4 << 20, 0);
     free(huge);
 
     /* vanishing: ask for data and close at once, 20 times */
@@ -161,6 +162,109 @@ static void test_hostile_clients(void)
     CHECK_OK(gb_client_open(&c, ep, 5000, &err));
     CHECK_OK(gb_client_get_info(c, &info, &err));
     gb_client_close(c);
+    test_server_stop(&ts);
+}
+
+/* ---- request limits and REQ clients --------------------------------------------------------- */
+
+/* Sends a serve request (op, request id seq) with one uint8 tensor per entry of sizes, and
+ * waits for the reply's header in *h; envelope: send (and expect back) REQ's empty delimiter
+ * frame by hand, as a DEALER talking to a REQ-style server does. Returns 0 when a reply came. */
+static int raw_request(void *sock, int envelope, int64_t seq, int op, const int64_t *sizes, int n,
+                       gb_wire_header *h)
+{
+    gb_error err = {0};
+    gb_wire_header q;
+    gb_wire_header_init(&q, GB_MSG_SERVE_REQUEST, GB_ROLE_CLIENT, 0);
+    q.seq = seq;
+    q.nmeta = 1;
+    q.meta[0] = op;
+    for (int i = 0; i < n; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "part%d", i);
+        gb_wire_set_tensor(&q.tensors[i], name, GB_DTYPE_UINT8, 1, &sizes[i], &err);
+    }
+    q.ntensors = n;
+    unsigned char hb[GB_WIRE_HEADER_MAX];
+    size_t hl;
+    if (gb_wire_encode_header(&q, hb, sizeof hb, &hl, &err) != 0)
+        return -1;
+    if (envelope)
+        zmq_send(sock, "", 0, ZMQ_SNDMORE);
+    zmq_send(sock, hb, hl, n ? ZMQ_SNDMORE : 0);
+    for (int i = 0; i < n; i++) {
+        char *part = calloc(1, (size_t)sizes[i]);
+        zmq_send(sock, part, (size_t)sizes[i], i + 1 < n ? ZMQ_SNDMORE : 0);
+        free(part);
+    }
+    char buf[GB_WIRE_HEADER_MAX];
+    int got = zmq_recv(sock, buf, sizeof buf, 0);
+    if (envelope) { /* it comes back first */
+        if (got != 0)
+            return -1;
+        got = zmq_recv(sock, buf, sizeof buf, 0);
+    }
+    if (got <= 0 || gb_wire_decode_header(buf, (size_t)got, h, &err) != 0)
+        return -1;
+    int more;
+    size_t ml = sizeof more;
+    while (zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &ml) == 0 && more)
+        zmq_recv(sock, buf, sizeof buf, 0);
+    return 0;
+}
+
+static void test_request_limits(void)
+{
+    gb_error err = {0};
+    test_server ts;
+    CHECK_OK(test_server_start(&ts, server_config(""), &err)); /* max_request_bytes 1000000 */
+    if (!ts.server)
+        return;
+    const char *ep = gb_server_endpoint(ts.server);
+    void *zctx = zmq_ctx_new();
+    void *d = raw_dealer(zctx, ep);
+    gb_wire_header h;
+    /* three parts of 700 kB: each under the limit, together 2.1 MB over it */
+    int64_t three[3] = {700000, 700000, 700000};
+    CHECK_OK(raw_request(d, 0, 41, GB_SERVE_INSERT, three, 3, &h));
+    CHECK_EQ_INT(h.status, GB_EINVAL);
+    CHECK_EQ_INT(h.seq, 41);
+    CHECK(strstr(h.text, "max_request_bytes") && strstr(h.text, "1000000") &&
+          strstr(h.text, "2100000"));
+    /* one part of 1.5 MB: answered too (the peer is not dropped) */
+    int64_t one[1] = {1500000};
+    CHECK_OK(raw_request(d, 0, 42, GB_SERVE_INSERT, one, 1, &h));
+    CHECK_EQ_INT(h.status, GB_EINVAL);
+    CHECK_EQ_INT(h.seq, 42);
+    CHECK(strstr(h.text, "max_request_bytes") != NULL);
+    /* the same connection is still served */
+    CHECK_OK(raw_request(d, 0, 43, GB_SERVE_INFO, NULL, 0, &h));
+    CHECK_EQ_INT(h.status, 0);
+    CHECK_EQ_INT(h.seq, 43);
+    CHECK_EQ_INT(h.meta[1], nplan);
+    zmq_close(d);
+    /* a REQ client: its envelope is answered in kind, for a good request and a bad one */
+    void *r = zmq_socket(zctx, ZMQ_REQ);
+    int zero = 0, rcv = 5000;
+    zmq_setsockopt(r, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(r, ZMQ_RCVTIMEO, &rcv, sizeof rcv);
+    zmq_connect(r, ep);
+    CHECK_OK(raw_request(r, 0, 7, GB_SERVE_INFO, NULL, 0, &h));
+    CHECK_EQ_INT(h.status, 0);
+    CHECK_EQ_INT(h.seq, 7);
+    CHECK_EQ_INT(h.meta[1], nplan);
+    CHECK_OK(raw_request(r, 0, 8, GB_SERVE_INSERT, three, 3, &h));
+    CHECK_EQ_INT(h.status, GB_EINVAL);
+    CHECK_EQ_INT(h.seq, 8);
+    zmq_close(r);
+    /* a DEALER that sends REQ's envelope by hand gets it back */
+    d = raw_dealer(zctx, ep);
+    CHECK_OK(raw_request(d, 1, 9, GB_SERVE_INFO, NULL, 0, &h));
+    CHECK_EQ_INT(h.status, 0);
+    CHECK_EQ_INT(h.seq, 9);
+    zmq_close(d);
+    zmq_ctx_term(zctx);
+    CHECK(gb_server_get_stats(ts.server).rejected >= 3);
     test_server_stop(&ts);
 }
 
@@ -294,6 +398,7 @@ int main(int argc, char **argv)
     if (serve_test_setup(argc, argv, "d4rl_robust.h5") != 0)
         return 1;
     TEST_RUN(test_hostile_clients);
+    TEST_RUN(test_request_limits);
     TEST_RUN(test_checkpoint_restart);
     TEST_RUN(test_fresh_servers_answer);
     return test_main_result();
