@@ -360,6 +360,14 @@ static int op_insert(worker *w, const gb_wire_msg *m, gb_error *err)
     const double *prio = NULL;
     const int32_t *len = NULL;
     int tp = gb_wire_msg_find(m, "priority"), tl = gb_wire_msg_find(m, "length");
+    for (int t = 0; t < m->hdr.ntensors; t++) { /* a misspelt optional field is not ignored */
+        const char *name = m->hdr.tensors[t].name;
+        if (t != tp && t != tl && column_index(o, name) < 0) {
+            snprintf(text, sizeof text, "insert: unknown tensor '%s' (an insert carries the "
+                     "columns and, optionally, 'priority' and 'length')", name);
+            return send_error(w, m, GB_EINVAL, text);
+        }
+    }
     if (tp >= 0) {
         const gb_tensor_desc *d = &m->hdr.tensors[tp];
         if (d->dtype != GB_DTYPE_FLOAT64 || d->rank != 1 || d->shape[0] != n)
@@ -371,16 +379,59 @@ static int op_insert(worker *w, const gb_wire_msg *m, gb_error *err)
         if (d->dtype != GB_DTYPE_INT32 || d->rank != 1 || d->shape[0] != n)
             return send_error(w, m, GB_EINVAL, "insert: 'length' must be int32[n]");
         len = gb_wire_msg_tensor(m, tl).data;
+        for (int64_t i = 0; i < n; i++)
+            if (len[i] < 1 || len[i] > o->steps) {
+                snprintf(text, sizeof text, "insert: item %lld: length %d outside 1..%lld (the "
+                         "item's valid steps, at most T)", (long long)i, len[i],
+                         (long long)o->steps);
+                return send_error(w, m, GB_EINVAL, text);
+            }
     }
-    int64_t *idx = malloc((size_t)n * (sizeof(int64_t) * 2 + sizeof(int32_t)));
-    if (!idx)
+    /* A per-step 'valid' column (datasets) says the same as length: the first length steps */
+    int cv = column_index(o, "valid");
+    const uint8_t *valid = NULL;
+    if (cv >= 0 && !o->columns[cv].per_item && o->columns[cv].dtype == GB_DTYPE_UINT8 &&
+        o->columns[cv].ndim == 0)
+        valid = gb_wire_msg_tensor(m, src[cv]).data;
+    int32_t *from_valid = NULL;
+    if (valid && !len && !(from_valid = malloc((size_t)n * sizeof *from_valid)))
         return send_error(w, m, GB_ENOMEM, "insert: out of memory");
+    for (int64_t i = 0; valid && i < n; i++) {
+        const uint8_t *v = valid + i * o->steps;
+        int32_t k = 0;
+        while (k < o->steps && v[k])
+            k++;
+        int64_t bad = k;
+        while (bad < o->steps && !v[bad])
+            bad++;
+        const char *why = k == 0 ? "no valid step"
+                          : bad < o->steps ? "a valid step after an invalid one"
+                          : len && len[i] != k ? "its 'length' disagrees"
+                                               : NULL;
+        if (why) {
+            snprintf(text, sizeof text, "insert: item %lld: 'valid' has %d leading valid steps "
+                     "and %s (valid marks the first length steps, length >= 1)", (long long)i,
+                     k, why);
+            free(from_valid);
+            return send_error(w, m, GB_EINVAL, text);
+        }
+        if (from_valid)
+            from_valid[i] = k;
+    }
+    if (from_valid)
+        len = from_valid;
+    int64_t *idx = malloc((size_t)n * (sizeof(int64_t) * 2 + sizeof(int32_t)));
+    if (!idx) {
+        free(from_valid);
+        return send_error(w, m, GB_ENOMEM, "insert: out of memory");
+    }
     int64_t *versions = idx + n;
     int32_t *lengths = (int32_t *)(versions + n);
     for (int64_t i = 0; i < n; i++) {
         versions[i] = m->hdr.policy_version < 0 ? 0 : m->hdr.policy_version;
         lengths[i] = len ? len[i] : (int32_t)o->steps;
     }
+    free(from_valid);
     gb_error e = {0};
     int rc = gb_replay_allocate(s->r, n, idx, s->o.max_wait_s, &e);
     if (rc == 0) {

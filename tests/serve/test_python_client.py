@@ -230,6 +230,8 @@ def main():
         # insert, update, checkpoint
         cols = {name: np.full((2,) + ((T,) if not per_item else ()) + shape, 3, dtype=dt)
                 for name, (dt, shape, per_item) in info["columns"].items()}
+        cols["valid"][0, :] = 1  # valid marks the first length steps
+        cols["valid"][1, :] = np.arange(T) < 3
         size = c.insert(cols, length=[8, 3], policy_version=5)
         check(size == len(PLAN) + 2, "size after insert %d" % size)
         b = c.sample(4)

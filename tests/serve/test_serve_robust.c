@@ -268,6 +268,117 @@ static void test_request_limits(void)
     test_server_stop(&ts);
 }
 
+/* Sends an insert of one item (every column zero but valid's first `valid_steps` steps) plus
+ * an extra int32[1] tensor called extra (NULL: none) on a raw DEALER; the reply's header in *h. */
+static int raw_insert(void *sock, const gb_client_info *info, int valid_steps, const char *extra,
+                      gb_wire_header *h)
+{
+    gb_error err = {0};
+    gb_wire_header q;
+    gb_wire_header_init(&q, GB_MSG_SERVE_REQUEST, GB_ROLE_CLIENT, 0);
+    q.seq = 77;
+    q.nmeta = 1;
+    q.meta[0] = GB_SERVE_INSERT;
+    gb_wire_payload pl[GB_CLIENT_MAX_COLUMNS + 1] = {{0}};
+    void *bufs[GB_CLIENT_MAX_COLUMNS + 1] = {0};
+    int n = 0;
+    for (int c = 0; c < info->ncolumns; c++, n++) {
+        const gb_client_column *col = &info->columns[c];
+        int64_t shape[2 + GB_CLIENT_MAX_DIMS] = {1};
+        int rank = 1;
+        if (!col->per_item)
+            shape[rank++] = info->steps;
+        for (int d = 0; d < col->ndim; d++)
+            shape[rank++] = col->shape[d];
+        size_t bytes = col->step_bytes * (size_t)(col->per_item ? 1 : info->steps);
+        bufs[n] = calloc(1, bytes);
+        if (strcmp(col->name, "valid") == 0)
+            memset(bufs[n], 1, (size_t)valid_steps);
+        gb_wire_set_tensor(&q.tensors[n], col->name, col->dtype, rank, shape, &err);
+        pl[n].data = bufs[n];
+    }
+    static const int32_t one = 3;
+    if (extra) {
+        int64_t shape[1] = {1};
+        gb_wire_set_tensor(&q.tensors[n], extra, GB_DTYPE_INT32, 1, shape, &err);
+        pl[n++].data = &one;
+    }
+    q.ntensors = n;
+    int rc = gb_wire_send(sock, NULL, 0, &q, pl, 0, &err);
+    for (int i = 0; i < n; i++)
+        if (bufs[i])
+            free(bufs[i]);
+    if (rc)
+        return rc;
+    gb_wire_msg m;
+    gb_wire_msg_init(&m);
+    rc = gb_wire_recv(sock, &m, 0, 0, &err);
+    *h = m.hdr;
+    gb_wire_msg_release(&m);
+    return rc;
+}
+
+/* Inserts are checked whole: a misspelt optional field, a length outside 1..T, a valid column
+ * that does not mark the first length steps are refused with the reason; good ones go in. */
+static void test_insert_checks(void)
+{
+    gb_error err = {0};
+    test_server ts;
+    CHECK_OK(test_server_start(&ts, server_config(""), &err));
+    if (!ts.server)
+        return;
+    const char *ep = gb_server_endpoint(ts.server);
+    gb_client *c = NULL;
+    gb_client_info info;
+    CHECK_OK(gb_client_open(&c, ep, 5000, &err));
+    CHECK_OK(gb_client_get_info(c, &info, &err));
+    int64_t T = info.steps;
+    CHECK(T >= 2);
+    void *zctx = zmq_ctx_new();
+    void *d = raw_dealer(zctx, ep);
+    gb_wire_header h;
+    const char *typos[] = {"priorty", "lenght", "obs_typo"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(raw_insert(d, &info, (int)T, typos[i], &h));
+        CHECK_EQ_INT(h.status, GB_EINVAL);
+        CHECK_MSG(strstr(h.text, typos[i]) && strstr(h.text, "unknown"), "%s", h.text);
+    }
+    CHECK_OK(raw_insert(d, &info, (int)T, "length", &h)); /* length 3 but T steps valid */
+    if (T != 3) {
+        CHECK_EQ_INT(h.status, GB_EINVAL);
+        CHECK_MSG(strstr(h.text, "disagrees") != NULL, "%s", h.text);
+    }
+    CHECK_OK(raw_insert(d, &info, 0, NULL, &h)); /* no valid step */
+    CHECK_EQ_INT(h.status, GB_EINVAL);
+    CHECK_MSG(strstr(h.text, "no valid step") != NULL, "%s", h.text);
+    CHECK_OK(raw_insert(d, &info, 1, NULL, &h)); /* one valid step, no length: length 1 */
+    CHECK_EQ_INT(h.status, 0);
+    zmq_close(d);
+    zmq_ctx_term(zctx);
+    /* through the C client: length 0 and T + 1 are refused, nothing goes in */
+    sbuf b = {.info = info};
+    sbuf_alloc(&b, 1);
+    int cv = gb_client_column_index(&info, "valid");
+    memset(b.data[cv], 1, b.cap[cv]);
+    uint64_t before = info.inserts;
+    int64_t size = -1;
+    int32_t bad[2] = {0, (int32_t)T + 1};
+    for (int i = 0; i < 2; i++) {
+        CHECK(gb_client_insert(c, &info, 1, (const void *const *)b.data, NULL, &bad[i], 0, &size,
+                               &err) == GB_EINVAL);
+        CHECK_MSG(strstr(err.msg, "length") != NULL, "%s", err.msg);
+    }
+    int32_t good = (int32_t)T;
+    CHECK_OK(gb_client_insert(c, &info, 1, (const void *const *)b.data, NULL, &good, 0, &size,
+                              &err));
+    gb_client_info after;
+    CHECK_OK(gb_client_get_info(c, &after, &err));
+    CHECK_EQ_INT(after.inserts, before + 2); /* the raw one-step item and this one */
+    sbuf_free(&b);
+    gb_client_close(c);
+    test_server_stop(&ts);
+}
+
 /* ---- checkpoint and restart -------------------------------------------------------------------- */
 
 static int64_t sample_all_fifo(const char *ep, unsigned char **blob, size_t *bytes,
@@ -326,6 +437,11 @@ static void test_checkpoint_restart(void)
     for (int k = 0; k < info.ncolumns; k++)
         memset(b.data[k], 0x11 * (k + 1), b.cap[k]);
     int32_t len[3] = {8, 5, 1};
+    int cv = gb_client_column_index(&info, "valid"); /* marks the first length steps */
+    CHECK(cv >= 0);
+    for (int i = 0; i < 3 && cv >= 0; i++)
+        for (int t = 0; t < info.steps; t++)
+            ((uint8_t *)b.data[cv])[i * info.steps + t] = t < len[i];
     int64_t size = 0;
     CHECK_OK(gb_client_insert(c, &info, 3, (const void *const *)b.data, NULL, len, 7, &size,
                               &err));
@@ -399,6 +515,7 @@ int main(int argc, char **argv)
         return 1;
     TEST_RUN(test_hostile_clients);
     TEST_RUN(test_request_limits);
+    TEST_RUN(test_insert_checks);
     TEST_RUN(test_checkpoint_restart);
     TEST_RUN(test_fresh_servers_answer);
     return test_main_result();
