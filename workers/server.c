@@ -76,20 +76,25 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     gb_server *s = w->s;
-    gb_wire_msg m;
-    gb_wire_msg_init(&m);
-    zmq_send(w->sock, "", 0, 0); /* ready */
+    /* Replies go to the broker as they come; the empty frame alone says "ready for the next",
+     * once after each request (a reply to a parked request is not one). */
+    zmq_send(w->sock, "", 0, 0);
     while (!atomic_load(&s->stop_threads)) {
         gb_error err = {0};
-        int rc = gb_wire_recv(w->sock, &m, 1, 0, &err);
-        if (rc == GB_EAGAIN || rc == GB_ETIMEOUT)
+        int rc = gb_wire_recv(w->sock, w->m, 1, 0, &err);
+        if (rc == GB_EAGAIN || rc == GB_ETIMEOUT) {
+            gb_server_retry_parked(w); /* every 100 ms (ZMQ_RCVTIMEO) while idle */
             continue;
+        }
         if (rc == GB_ECLOSED || rc == GB_EZMQ)
             break;
-        gb_server_handle(w, &m, rc, &err);
-        gb_wire_msg_release(&m);
+        gb_server_handle(w, rc, &err);
+        gb_wire_msg_release(w->m);
+        gb_server_retry_parked(w);
+        zmq_send(w->sock, "", 0, 0);
     }
-    gb_wire_msg_release(&m);
+    if (w->m)
+        gb_wire_msg_release(w->m);
     return NULL;
 }
 
@@ -164,10 +169,11 @@ int gb_server_run(gb_server *s, const atomic_int *stop, gb_error *err)
                 break;
             }
             int more = zmq_msg_more(&msg);
-            if (!more && zmq_msg_size(&msg) == 0)
-                zmq_msg_close(&msg); /* ready / done */
-            else
-                forward(s->back, s->front, &msg, more);
+            if (more || zmq_msg_size(&msg) != 0) {
+                forward(s->back, s->front, &msg, more); /* a reply */
+                continue;
+            }
+            zmq_msg_close(&msg); /* ready */
             /* "wNNN": exactly ID_BYTES bytes, not NUL-terminated (atoi on the raw buffer read
              * whatever followed on the stack: "w001" then a stale '3' dispatched to a "w013"
              * that does not exist, and the request was dropped) */
@@ -231,6 +237,7 @@ int gb_server_open(gb_server **out, void *zctx, gb_replay *r, const gb_server_op
     snprintf(s->checkpoint, sizeof s->checkpoint, "%s", o->checkpoint ? o->checkpoint : "");
     pthread_mutex_init(&s->ckpt_mu, NULL);
     pthread_mutex_init(&s->pool_mu, NULL);
+    pthread_mutex_init(&s->park_mu, NULL);
     int rc = 0;
     /* "tcp://host:0" means any port, as "tcp://host:*" does. */
     char ep[512];
@@ -298,6 +305,11 @@ int gb_server_open(gb_server **out, void *zctx, gb_replay *r, const gb_server_op
         }
         if ((rc = gb_replay_selection_init(&w->sel, o->max_batch_rows, err)))
             goto fail;
+        if (!(w->m = malloc(sizeof *w->m))) {
+            rc = gb_error_set(err, GB_ENOMEM, "out of memory");
+            goto fail;
+        }
+        gb_wire_msg_init(w->m);
         if (pthread_create(&s->threads[i], NULL, worker_main, w) != 0) {
             rc = gb_error_errno(err, "server: pthread_create");
             goto fail;
@@ -324,7 +336,9 @@ void gb_server_close(gb_server *s)
         if (s->workers[i].sock)
             zmq_close(s->workers[i].sock);
         gb_replay_selection_free(&s->workers[i].sel);
+        free(s->workers[i].m);
     }
+    gb_server_drop_parked(s);
     if (s->front)
         zmq_close(s->front);
     if (s->back)
@@ -359,6 +373,7 @@ void gb_server_close(gb_server *s)
     if (!s->leak) {
         pthread_mutex_destroy(&s->ckpt_mu);
         pthread_mutex_destroy(&s->pool_mu);
+        pthread_mutex_destroy(&s->park_mu);
         free(s);
     }
 }
@@ -372,5 +387,9 @@ gb_server_stats gb_server_get_stats(const gb_server *s)
     st.rejected = atomic_load(&((gb_server *)s)->rejected);
     st.items_sent = atomic_load(&((gb_server *)s)->items_sent);
     st.bytes_sent = atomic_load(&((gb_server *)s)->bytes_sent);
+    st.parked = atomic_load(&((gb_server *)s)->parked_total);
+    pthread_mutex_lock(&((gb_server *)s)->park_mu);
+    st.parked_now = s->nparked;
+    pthread_mutex_unlock(&((gb_server *)s)->park_mu);
     return st;
 }

@@ -5,9 +5,11 @@
  *
  * Threads: one broker thread (the caller of gb_server_run) owns the ROUTER clients connect to
  * and hands each request, whole and unparsed, to an idle request thread over inproc (the
- * load-balancing broker pattern). So a request that waits (for the rate limiter or for room)
- * holds one request thread, never the others, and a client that sends garbage or vanishes
- * costs only the request it sent. A request whose frames together exceed max_request_bytes is
+ * load-balancing broker pattern). A sample request that must wait for the rate limiter is
+ * parked (at most MAX_PARKED at once) and holds no thread: request threads retry the parked
+ * ones after every request they handle and every 100 ms, and answer them when they can be
+ * served or when their time is up; an insert waiting for room holds its thread. A client that
+ * sends garbage or vanishes costs only the request it sent. A request whose frames together exceed max_request_bytes is
  * answered with GB_EINVAL naming the limit; a single frame over twice the limit makes ZeroMQ
  * drop the sender's connection before it is read (ZMQ_MAXMSGSIZE: it cannot be answered
  * without being read). A REQ socket's envelope (an empty delimiter frame) is accepted and
@@ -79,6 +81,8 @@ typedef struct gb_server_stats {
     uint64_t errors;                    /* answered with an error status (limits, bad values) */
     uint64_t rejected;                  /* malformed messages */
     uint64_t items_sent, bytes_sent;    /* sample replies */
+    uint64_t parked;                    /* sample requests that waited parked (no thread held) */
+    int64_t parked_now;                 /* waiting now */
 } gb_server_stats;
 
 typedef struct gb_server gb_server;

@@ -15,6 +15,17 @@
 
 #define ID_BYTES 4    /* request thread routing ids: "w" + 3 digits */
 #define FRONT_HWM 1024 /* frames queued per client, each way */
+#define MAX_PARKED 256 /* sample requests waiting on the rate limiter at once */
+#define GB_SERVE_PARK 1 /* a handler's answer: the request waits (parked), nothing was sent */
+
+/* A sample request waiting on the rate limiter: it holds no thread; request threads retry it
+ * after every request they handle (an insert may admit it) and every 100 ms. */
+typedef struct parked parked;
+struct parked {
+    parked *next;
+    gb_wire_msg *m;
+    double since, deadline; /* gb_now_s() */
+};
 
 typedef struct rbuf rbuf;
 struct rbuf {
@@ -42,6 +53,10 @@ struct gb_server {
     int pool_n;
     atomic_ullong requests[GB_SERVE_OP_END], errors, rejected, items_sent, bytes_sent;
     atomic_int buffers_out; /* reply buffers handed to ZeroMQ and not yet back */
+    pthread_mutex_t park_mu;
+    parked *park_head, *park_tail;
+    int nparked;
+    atomic_ullong parked_total;
     int close_waits, leak;
     struct worker *workers;
 };
@@ -51,6 +66,7 @@ struct worker {
     gb_server *s;
     int id;
     void *sock;
+    gb_wire_msg *m; /* the request being received and handled (a parked one is handed over) */
     gb_replay_selection sel;
 };
 
@@ -64,9 +80,16 @@ void gb_server_rbuf_free(void *data, void *hint);
 
 /* ---- server_ops.c: request handlers ---------------------------------------------------------- */
 
-/* Handles one received request (recv_rc: gb_wire_recv's result) on request thread w; always
- * sends exactly one message back to the broker (the reply, or an empty "done" frame when there
- * is nobody to answer). */
-void gb_server_handle(worker *w, gb_wire_msg *m, int recv_rc, const gb_error *recv_err);
+/* Handles w->m, received with recv_rc (gb_wire_recv's result), on request thread w: sends its
+ * reply, or parks it (a sample that must wait: w->m then belongs to the parked list and w gets
+ * a fresh message). */
+void gb_server_handle(worker *w, int recv_rc, const gb_error *recv_err);
+
+/* Retries the parked requests once: replies to those that can be served now and to those whose
+ * time is up; the others stay parked, in order. */
+void gb_server_retry_parked(worker *w);
+
+/* Frees every parked request (at close). */
+void gb_server_drop_parked(gb_server *s);
 
 #endif

@@ -3,6 +3,7 @@
 #include "workers/server.h"
 #include "workers/server_internal.h"
 
+#include "runtime/clock.h"
 #include "runtime/log.h"
 #include "runtime/wire.h"
 
@@ -178,7 +179,10 @@ static void gather(gb_replay *r, const gb_replay_selection *sel, const gb_replay
     }
 }
 
-static int op_sample(worker *w, const gb_wire_msg *m, gb_error *err)
+/* A sample request; parked: NULL the first time (a request that must wait returns
+ * GB_SERVE_PARK with nothing sent), else its parking record (retried without waiting; answered
+ * with the limiter's error once its deadline has passed). */
+static int op_sample(worker *w, const gb_wire_msg *m, const parked *pk, gb_error *err)
 {
     gb_server *s = w->s;
     const gb_replay_options *o = gb_replay_options_of(s->r);
@@ -243,10 +247,21 @@ static int op_sample(worker *w, const gb_wire_msg *m, gb_error *err)
     req.t0 = (int32_t)t0;
     req.t1 = (int32_t)t1;
     double max_wait = s->o.max_wait_s;
-    req.timeout_s = timeout_ms < 0 ? max_wait : fmin(max_wait, (double)timeout_ms / 1000.0);
+    double wait_s = timeout_ms < 0 ? max_wait : fmin(max_wait, (double)timeout_ms / 1000.0);
+    req.timeout_s = 0; /* never here: a request that must wait is parked */
     req.selector = (int)selector;
     gb_error e = {0};
     int rc = gb_replay_sample(s->r, &req, &w->sel, &e);
+    if (rc == GB_ETIMEOUT) {
+        double now = gb_now_s();
+        if (!pk ? wait_s > 0 : now < pk->deadline)
+            return GB_SERVE_PARK;
+        /* its time is up: the limiter's reason, with the time it waited */
+        const char *why = strstr(e.msg, " s: ");
+        snprintf(text, sizeof text, "sample: timed out after %.3f s (of %.3f s allowed)%s%s",
+                 pk ? now - pk->since : 0.0, wait_s, why ? ": " : "", why ? why + 4 : "");
+        return send_error(w, m, rc, text);
+    }
     if (rc)
         return send_error(w, m, rc, e.msg);
     int64_t n = w->sel.n;
@@ -530,9 +545,112 @@ static uint64_t request_bytes(const gb_wire_msg *m)
     return n;
 }
 
-void gb_server_handle(worker *w, gb_wire_msg *m, int recv_rc, const gb_error *recv_err)
+/* Parks w->m (a sample that must wait up to its timeout) and gives w a fresh message. Returns
+ * 0, GB_EFULL (MAX_PARKED waiting: the caller answers with an error) or GB_ENOMEM. */
+static int park(worker *w, double wait_s)
 {
     gb_server *s = w->s;
+    parked *p = malloc(sizeof *p);
+    gb_wire_msg *fresh = malloc(sizeof *fresh);
+    if (!p || !fresh) {
+        free(p);
+        free(fresh);
+        return GB_ENOMEM;
+    }
+    gb_wire_msg_init(fresh);
+    p->next = NULL;
+    p->m = w->m;
+    p->since = gb_now_s();
+    p->deadline = p->since + wait_s;
+    pthread_mutex_lock(&s->park_mu);
+    int full = s->nparked >= MAX_PARKED;
+    if (!full) {
+        if (s->park_tail)
+            s->park_tail->next = p;
+        else
+            s->park_head = p;
+        s->park_tail = p;
+        s->nparked++;
+    }
+    pthread_mutex_unlock(&s->park_mu);
+    if (full) {
+        free(p);
+        free(fresh);
+        return GB_EFULL;
+    }
+    atomic_fetch_add(&s->parked_total, 1);
+    w->m = fresh;
+    return 0;
+}
+
+/* The wait a sample request m asked for (its timeout_ms, capped by server.max_wait_s). */
+static double sample_wait_s(const gb_server *s, const gb_wire_msg *m)
+{
+    int64_t timeout_ms = m->hdr.nmeta > 4 ? m->hdr.meta[4] : -1;
+    return timeout_ms < 0 ? s->o.max_wait_s : fmin(s->o.max_wait_s, (double)timeout_ms / 1000.0);
+}
+
+void gb_server_retry_parked(worker *w)
+{
+    gb_server *s = w->s;
+    pthread_mutex_lock(&s->park_mu);
+    parked *list = s->park_head;
+    s->park_head = s->park_tail = NULL;
+    s->nparked = 0;
+    pthread_mutex_unlock(&s->park_mu);
+    parked *keep = NULL, *last = NULL;
+    int kept = 0;
+    for (parked *p = list, *nx; p; p = nx) {
+        nx = p->next;
+        gb_error err = {0};
+        unsigned long long errors0 = atomic_load(&s->errors);
+        int rc = op_sample(w, p->m, p, &err);
+        if (rc == GB_SERVE_PARK) {
+            p->next = NULL;
+            if (last)
+                last->next = p;
+            else
+                keep = p;
+            last = p;
+            kept++;
+            continue;
+        }
+        if (rc == 0 && atomic_load(&s->errors) == errors0)
+            atomic_fetch_add(&s->requests[GB_SERVE_SAMPLE], 1);
+        else if (rc)
+            GB_WARN("server: reply to a parked request failed: %s", err.msg);
+        gb_wire_msg_release(p->m);
+        free(p->m);
+        free(p);
+    }
+    if (!keep)
+        return;
+    /* back in front of any parked meanwhile: the oldest are tried first */
+    pthread_mutex_lock(&s->park_mu);
+    last->next = s->park_head;
+    s->park_head = keep;
+    if (!s->park_tail)
+        s->park_tail = last;
+    s->nparked += kept;
+    pthread_mutex_unlock(&s->park_mu);
+}
+
+void gb_server_drop_parked(gb_server *s)
+{
+    for (parked *p = s->park_head, *nx; p; p = nx) {
+        nx = p->next;
+        gb_wire_msg_release(p->m);
+        free(p->m);
+        free(p);
+    }
+    s->park_head = s->park_tail = NULL;
+    s->nparked = 0;
+}
+
+void gb_server_handle(worker *w, int recv_rc, const gb_error *recv_err)
+{
+    gb_server *s = w->s;
+    gb_wire_msg *m = w->m;
     gb_error err = {0};
     int rc = 0;
     if (recv_rc) {
@@ -557,7 +675,17 @@ void gb_server_handle(worker *w, gb_wire_msg *m, int recv_rc, const gb_error *re
         unsigned long long errors0 = atomic_load(&s->errors);
         switch (op) {
         case GB_SERVE_INFO: rc = op_info(w, m, &err); break;
-        case GB_SERVE_SAMPLE: rc = op_sample(w, m, &err); break;
+        case GB_SERVE_SAMPLE:
+            rc = op_sample(w, m, NULL, &err);
+            if (rc == GB_SERVE_PARK) {
+                int pr = park(w, sample_wait_s(s, m));
+                if (pr == 0)
+                    return; /* answered (and counted) by gb_server_retry_parked */
+                rc = send_error(w, m, pr, pr == GB_EFULL ? "sample: too many requests waiting "
+                                                           "for the rate limiter; try again later"
+                                                         : "sample: out of memory");
+            }
+            break;
         case GB_SERVE_INSERT: rc = op_insert(w, m, &err); break;
         case GB_SERVE_UPDATE: rc = op_update(w, m, &err); break;
         default: rc = op_checkpoint(w, m, &err); break;
@@ -565,9 +693,6 @@ void gb_server_handle(worker *w, gb_wire_msg *m, int recv_rc, const gb_error *re
         if (rc == 0 && atomic_load(&s->errors) == errors0)
             atomic_fetch_add(&s->requests[op], 1);
     }
-    if (rc) { /* nothing reached the broker: tell it this thread is free */
-        if (rc != -1)
-            GB_WARN("server: reply failed: %s", err.msg);
-        zmq_send(w->sock, "", 0, 0);
-    }
+    if (rc && rc != -1)
+        GB_WARN("server: reply failed: %s", err.msg);
 }

@@ -167,7 +167,7 @@ static inline void test_server_stop(test_server *t)
 
 static char tmpdir[512], h5path[600];
 
-static inline char *server_config_bytes(const char *extra, long max_bytes)
+static inline char *server_config_wait(const char *extra, long max_bytes, double max_wait_s)
 {
     static char text[4096];
     snprintf(text, sizeof text,
@@ -183,10 +183,15 @@ static inline char *server_config_bytes(const char *extra, long max_bytes)
              "  max_batch_rows: 256\n"
              "  max_batch_bytes: %ld\n"
              "  max_request_bytes: 1000000\n"
-             "  max_wait_s: 2\n"
+             "  max_wait_s: %g\n"
              "%s",
-             h5path, T_STEPS, max_bytes, extra);
+             h5path, T_STEPS, max_bytes, max_wait_s, extra);
     return text;
+}
+
+static inline char *server_config_bytes(const char *extra, long max_bytes)
+{
+    return server_config_wait(extra, max_bytes, 2);
 }
 
 static inline char *server_config(const char *extra) { return server_config_bytes(extra, 50000); }

@@ -379,6 +379,91 @@ static void test_insert_checks(void)
     test_server_stop(&ts);
 }
 
+/* Samplers that must wait for the rate limiter hold no request thread: with as many of them
+ * waiting as the server has threads, info is still answered, and the insert that admits them
+ * goes in at once and they get their batches (before, the insert queued behind them until
+ * they timed out). */
+typedef struct waiting_sampler {
+    const char *endpoint;
+    int rc;
+    int64_t n;
+} waiting_sampler;
+
+static void *waiting_main(void *arg)
+{
+    waiting_sampler *ws = arg;
+    gb_error err = {0};
+    gb_client *c = NULL;
+    ws->rc = gb_client_open(&c, ws->endpoint, 70000, &err);
+    if (ws->rc)
+        return NULL;
+    gb_client_info info;
+    if ((ws->rc = gb_client_get_info(c, &info, &err)) == 0) {
+        sbuf b = {.info = info};
+        sbuf_alloc(&b, 4);
+        gb_client_sample_req req = {.batch = 4, .timeout_ms = 60000};
+        gb_client_batch out = {.data = b.data, .cap = b.cap, .index = b.index, .key = b.key,
+                               .prob = b.prob, .weight = b.weight, .length = b.length};
+        ws->rc = gb_client_sample(c, &req, &out, &err);
+        ws->n = out.n;
+        if (ws->rc)
+            fprintf(stderr, "  waiting sampler: %s\n", err.msg);
+        sbuf_free(&b);
+    }
+    gb_client_close(c);
+    return NULL;
+}
+
+static void test_waiting_samplers_park(void)
+{
+    gb_error err = {0};
+    char extra[256];
+    snprintf(extra, sizeof extra, "  replay: {min_size: %lld, capacity: %lld}\n",
+             (long long)nplan + 2, (long long)nplan + 10);
+    test_server ts; /* 3 request threads */
+    CHECK_OK(test_server_start(&ts, server_config_wait(extra, 50000, 60), &err));
+    if (!ts.server)
+        return;
+    const char *ep = gb_server_endpoint(ts.server);
+    waiting_sampler ws[3];
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        ws[i] = (waiting_sampler){.endpoint = ep, .rc = -100};
+        pthread_create(&th[i], NULL, waiting_main, &ws[i]);
+    }
+    TEST_WAIT_UNTIL(gb_server_get_stats(ts.server).parked_now == 3, 20000);
+    CHECK_EQ_INT(gb_server_get_stats(ts.server).parked_now, 3);
+    gb_client *c = NULL;
+    gb_client_info info;
+    CHECK_OK(gb_client_open(&c, ep, 20000, &err));
+    CHECK_OK(gb_client_get_info(c, &info, &err)); /* answered while all three wait */
+    sbuf b = {.info = info};
+    sbuf_alloc(&b, 4);
+    /* a fourth whose time runs out is answered with the limiter's reason */
+    gb_client_sample_req req = {.batch = 2, .timeout_ms = 300};
+    gb_client_batch out = {.data = b.data, .cap = b.cap, .index = b.index, .key = b.key,
+                           .prob = b.prob, .weight = b.weight, .length = b.length};
+    CHECK(gb_client_sample(c, &req, &out, &err) == GB_ETIMEOUT);
+    CHECK_MSG(strstr(err.msg, "timed out") && strstr(err.msg, "min_size"), "%s", err.msg);
+    int cv = gb_client_column_index(&info, "valid");
+    memset(b.data[cv], 1, b.cap[cv]);
+    int64_t size = 0;
+    CHECK_OK(gb_client_insert(c, &info, 2, (const void *const *)b.data, NULL, NULL, 0, &size,
+                              &err));
+    CHECK_EQ_INT(size, nplan + 2);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ_INT(ws[i].rc, 0);
+        CHECK_EQ_INT(ws[i].n, 4);
+    }
+    gb_server_stats st = gb_server_get_stats(ts.server);
+    CHECK_EQ_INT(st.parked, 4);
+    CHECK_EQ_INT(st.parked_now, 0);
+    sbuf_free(&b);
+    gb_client_close(c);
+    test_server_stop(&ts);
+}
+
 /* ---- checkpoint and restart -------------------------------------------------------------------- */
 
 static int64_t sample_all_fifo(const char *ep, unsigned char **blob, size_t *bytes,
@@ -516,6 +601,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_hostile_clients);
     TEST_RUN(test_request_limits);
     TEST_RUN(test_insert_checks);
+    TEST_RUN(test_waiting_samplers_park);
     TEST_RUN(test_checkpoint_restart);
     TEST_RUN(test_fresh_servers_answer);
     return test_main_result();
