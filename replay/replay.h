@@ -2,7 +2,7 @@
  * memory, an index manager (block allocator + status table), removers, selectors, a rate limiter,
  * collection into caller buffers, and checkpoints.
  * defines: gb_replay, gb_replay_options, gb_replay_column, gb_replay_create, gb_replay_free,
- *          gb_replay_allocate, gb_replay_block, gb_replay_commit, gb_replay_abort,
+ *          gb_replay_allocate, gb_replay_allocate_unlimited, gb_replay_block, gb_replay_commit, gb_replay_abort,
  *          gb_replay_insert, gb_replay_sample, gb_replay_release, gb_replay_collect,
  *          gb_replay_update_priorities, gb_replay_expire, gb_replay_set_rate_limit,
  *          gb_replay_checkpoint, gb_replay_restore, gb_replay_stats, gb_replay_digest,
@@ -220,6 +220,12 @@ void gb_replay_free(gb_replay *r);
  * block is taken (items already evicted stay evicted). Returns 0,
  * GB_ETIMEOUT, GB_ECLOSED or GB_EINVAL. */
 int gb_replay_allocate(gb_replay *r, int64_t n, int64_t *idx, double timeout_s, gb_error *err);
+
+/* gb_replay_allocate for loading a dataset: the rate limiter is not asked (the items still count
+ * as inserts once committed, so online inserts after the load wait for samples to catch up) and
+ * it never waits. Returns 0, GB_ETIMEOUT (no room: capacity or max_size), GB_ECLOSED,
+ * GB_EINVAL. */
+int gb_replay_allocate_unlimited(gb_replay *r, int64_t n, int64_t *idx, gb_error *err);
 
 /* Start of item idx's block in column col (T * step bytes, or the item bytes for a per-item
  * column). Write in place between allocate and commit; the pointer stays valid for the replay's

@@ -31,7 +31,9 @@ static int insert_blocked(gb_replay *r, int64_t n, int rate_ok, double waited, g
                         (long long)r->st.size);
 }
 
-int gb_replay_allocate(gb_replay *r, int64_t n, int64_t *idx, double timeout_s, gb_error *err)
+/* gb_replay_allocate; limited 0: the rate limiter is not asked (loading). */
+static int allocate(gb_replay *r, int64_t n, int64_t *idx, double timeout_s, int limited,
+                    gb_error *err)
 {
     if (n < 1 || n > r->capacity)
         return gb_error_set(err, GB_EINVAL, "replay: allocate of %lld items (capacity %lld)",
@@ -45,7 +47,8 @@ int gb_replay_allocate(gb_replay *r, int64_t n, int64_t *idx, double timeout_s, 
             rc = gb_error_set(err, GB_ECLOSED, "replay: closed");
             break;
         }
-        int rate_ok = gb_ratelimit_can_insert(&r->rl, r->c->inserts + (uint64_t)r->writing,
+        int rate_ok = !limited ||
+                      gb_ratelimit_can_insert(&r->rl, r->c->inserts + (uint64_t)r->writing,
                                               r->c->deletes, r->c->samples, n);
         if (rate_ok) {
             /* Evict only what cannot come back otherwise: blocks of removed-but-pinned items
@@ -89,6 +92,16 @@ int gb_replay_allocate(gb_replay *r, int64_t n, int64_t *idx, double timeout_s, 
     }
     pthread_mutex_unlock(&r->mu);
     return rc;
+}
+
+int gb_replay_allocate(gb_replay *r, int64_t n, int64_t *idx, double timeout_s, gb_error *err)
+{
+    return allocate(r, n, idx, timeout_s, 1, err);
+}
+
+int gb_replay_allocate_unlimited(gb_replay *r, int64_t n, int64_t *idx, gb_error *err)
+{
+    return allocate(r, n, idx, 0, 0, err);
 }
 
 static double default_priority(const gb_replay *r)

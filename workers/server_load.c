@@ -62,10 +62,11 @@ static int load_items(gb_replay *r, void *src, fill_fn fill, int64_t first, int6
     int32_t lengths[LOAD_BATCH];
     for (int64_t done = 0; done < n;) {
         int64_t k = n - done < LOAD_BATCH ? n - done : LOAD_BATCH;
-        int rc = gb_replay_allocate(r, k, idx, 0, err);
+        int rc = gb_replay_allocate_unlimited(r, k, idx, err); /* loading is not rate-limited */
         if (rc)
-            return gb_error_prefix(err, "loading item %lld of %lld (is server.replay.capacity "
-                                   "too small?)", (long long)done, (long long)n);
+            return gb_error_prefix(err, "loading item %lld of %lld (server.replay.capacity and "
+                                   "max_size must hold the dataset)", (long long)done,
+                                   (long long)n);
         for (int64_t j = 0; j < k; j++) {
             void *dst[GB_REPLAY_MAX_COLUMNS];
             for (int c = 0; c < o->ncolumns; c++)

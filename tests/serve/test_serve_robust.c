@@ -464,6 +464,40 @@ static void test_waiting_samplers_park(void)
     test_server_stop(&ts);
 }
 
+/* Loading the dataset is not rate-limited: samples_per_insert 1 with an error buffer far
+ * below the dataset's size loads it all (it failed with "is server.replay.capacity too
+ * small?"); sampling goes ahead, and an online insert waits until samples catch up. */
+static void test_load_not_rate_limited(void)
+{
+    gb_error err = {0};
+    test_server ts;
+    CHECK(nplan > 40);
+    CHECK_OK(test_server_start(&ts, server_config("  replay: {samples_per_insert: 1, "
+                                                  "error_buffer: 10}\n"), &err));
+    if (!ts.server)
+        return;
+    CHECK_EQ_INT(ts.loaded, nplan);
+    gb_client *c = NULL;
+    gb_client_info info;
+    CHECK_OK(gb_client_open(&c, gb_server_endpoint(ts.server), 5000, &err));
+    CHECK_OK(gb_client_get_info(c, &info, &err));
+    CHECK_EQ_INT(info.size, nplan);
+    sbuf b = {.info = info};
+    sbuf_alloc(&b, 4);
+    gb_client_sample_req req = {.batch = 4, .timeout_ms = 1000};
+    gb_client_batch out = {.data = b.data, .cap = b.cap, .length = b.length};
+    CHECK_OK(gb_client_sample(c, &req, &out, &err));
+    CHECK_EQ_INT(out.n, 4);
+    int cv = gb_client_column_index(&info, "valid");
+    memset(b.data[cv], 1, b.cap[cv]);
+    int rc = gb_client_insert(c, &info, 1, (const void *const *)b.data, NULL, NULL, 0, NULL, &err);
+    CHECK_EQ_INT(rc, GB_ETIMEOUT); /* 134 inserts x 1 - 4 samples is far above max_diff */
+    CHECK_MSG(strstr(err.msg, "rate limiter") != NULL, "%s", err.msg);
+    sbuf_free(&b);
+    gb_client_close(c);
+    test_server_stop(&ts);
+}
+
 /* ---- checkpoint and restart -------------------------------------------------------------------- */
 
 static int64_t sample_all_fifo(const char *ep, unsigned char **blob, size_t *bytes,
@@ -602,6 +636,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_request_limits);
     TEST_RUN(test_insert_checks);
     TEST_RUN(test_waiting_samplers_park);
+    TEST_RUN(test_load_not_rate_limited);
     TEST_RUN(test_checkpoint_restart);
     TEST_RUN(test_fresh_servers_answer);
     return test_main_result();
