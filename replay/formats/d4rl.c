@@ -262,9 +262,25 @@ int gb_d4rl_open(gb_d4rl **out, const char *path, int64_t T, gb_error *err)
     };
     int64_t rows;
     for (int c = 0; c < 5; c++) {
+        if (c == 4 && H5Lexists(file, "timeouts", H5P_DEFAULT) <= 0) {
+            /* D4RL's v0 datasets have none: episodes end at terminals (and the last row) */
+            GB_INFO("%s: no 'timeouts' (a v0 dataset): episodes end at terminals only", path);
+            gb_replay_column *col = &d->schema.columns[c];
+            snprintf(col->name, sizeof col->name, "%s", fixed[c].col);
+            col->dtype = GB_DTYPE_UINT8;
+            col->ndim = 0;
+            if (!(d->data[c] = calloc((size_t)d->N + 1, 1))) {
+                rc = gb_error_set(err, GB_ENOMEM, "%s: out of memory", path);
+                goto fail;
+            }
+            continue;
+        }
         if ((rc = read_dataset(file, fixed[c].ds, fixed[c].col, fixed[c].want,
                                &d->schema.columns[c], &d->data[c], &rows, path, err)))
             goto fail;
+        /* rewards, terminals, timeouts stored [N, 1] are one value a row too */
+        if (c >= 2 && d->schema.columns[c].ndim == 1 && d->schema.columns[c].shape[0] == 1)
+            d->schema.columns[c].ndim = 0;
         if (c == 0)
             d->N = rows;
         else if (rows != d->N) {

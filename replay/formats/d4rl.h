@@ -2,8 +2,10 @@
  * defines: gb_d4rl, gb_d4rl_open, gb_d4rl_schema, gb_d4rl_items, gb_d4rl_fill, gb_d4rl_close
  *
  * Input (the D4RL layout; N transitions, row i = one step):
- *   observations [N, *obs], actions [N, *act], rewards [N], terminals [N], timeouts [N],
- *   optional next_observations [N, *obs] and infos/<name> [N, ...] (numeric datasets).
+ *   observations [N, *obs], actions [N, *act], rewards [N], terminals [N], timeouts [N]
+ *   (rewards, terminals, timeouts may be stored [N, 1]; timeouts may be absent, as in D4RL's
+ *   v0 datasets: then episodes end at terminals only), optional next_observations [N, *obs]
+ *   and infos/<name> [N, ...] (numeric datasets).
  * Episodes end after every row with terminals or timeouts set (rows after the last end form a
  * last, unfinished episode). Each episode is cut into items of T steps: [start + kT, start +
  * (k+1)T); the last item of an episode is shorter, its remaining steps zero-filled with valid 0

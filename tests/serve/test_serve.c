@@ -39,6 +39,65 @@ static void test_d4rl_reader(void)
     CHECK(gb_d4rl_open(&d, bad, 4, &err) == GB_ECORRUPT);
 }
 
+/* D4RL's v0 layout: no timeouts, rewards and terminals stored [N, 1]. Episodes end at
+ * terminals only; rewards are one value a step. */
+static void test_d4rl_v0(void)
+{
+    enum { N = 300 };
+    static float obs[N * 3];
+    static double act[N * 2], rew[N];
+    static uint8_t term[N];
+    for (int r = 0; r < N; r++) {
+        for (int k = 0; k < 3; k++)
+            obs[r * 3 + k] = (float)(10 * r + k);
+        act[r * 2] = act[r * 2 + 1] = r;
+        rew[r] = r / 4.0;
+        term[r] = d4rl_terminal(r);
+    }
+    char path[700];
+    snprintf(path, sizeof path, "%s/d4rl_v0.h5", tmpdir);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t d3[2] = {N, 3}, d2[2] = {N, 2}, d11[2] = {N, 1};
+    CHECK(f >= 0 && (write_dset(f, "observations", H5T_NATIVE_FLOAT, 2, d3, obs) |
+                     write_dset(f, "actions", H5T_NATIVE_DOUBLE, 2, d2, act) |
+                     write_dset(f, "rewards", H5T_NATIVE_DOUBLE, 2, d11, rew) |
+                     write_dset(f, "terminals", H5T_NATIVE_UINT8, 2, d11, term)) == 0);
+    if (f >= 0)
+        H5Fclose(f);
+    gb_error err = {0};
+    gb_d4rl *d = NULL;
+    CHECK_OK(gb_d4rl_open(&d, path, T_STEPS, &err));
+    if (!d)
+        return;
+    const gb_dataset_schema *s = gb_d4rl_schema(d);
+    CHECK_EQ_INT(s->columns[2].ndim, 0); /* reward: one value a step */
+    CHECK_EQ_INT(s->columns[3].ndim, 0);
+    /* items: episodes end after rows 96, 193, 290 and at the last row */
+    int64_t want = 0, start = 0;
+    for (int r = 0; r < N; r++)
+        if (d4rl_terminal(r) || r == N - 1) {
+            want += (r + 1 - start + T_STEPS - 1) / T_STEPS;
+            start = r + 1;
+        }
+    CHECK_EQ_INT(gb_d4rl_items(d), want);
+    int bad = 0;
+    float rw[T_STEPS];
+    uint8_t tm[T_STEPS], to[T_STEPS], va[T_STEPS];
+    static unsigned char scratch[8][T_STEPS * 64];
+    for (int64_t i = 0; i < gb_d4rl_items(d); i++) {
+        void *dst[8] = {scratch[0], scratch[1], rw, tm, to, va, scratch[6], scratch[7]};
+        int64_t row;
+        int32_t len;
+        gb_d4rl_item_span(d, i, &row, &len);
+        gb_d4rl_fill(d, i, dst);
+        for (int t = 0; t < len; t++)
+            bad += rw[t] != (float)((row + t) / 4.0) || tm[t] != d4rl_terminal(row + t) ||
+                   to[t] != 0 || va[t] != 1;
+    }
+    CHECK_EQ_INT(bad, 0);
+    gb_d4rl_close(d);
+}
+
 static void test_sample_every_value(void)
 {
     gb_error err = {0};
@@ -283,6 +342,7 @@ int main(int argc, char **argv)
     if (serve_test_setup(argc, argv, "d4rl_test.h5") != 0)
         return 1;
     TEST_RUN(test_d4rl_reader);
+    TEST_RUN(test_d4rl_v0);
     TEST_RUN(test_sample_every_value);
     TEST_RUN(test_selectors_per_request);
     return test_main_result();
