@@ -16,12 +16,16 @@
 # has, as it would on a cluster. Then:
 #  (a) CartPole PPO with launch.slurm.nodes=NODES, parameters.relay=per_host, policy.count=NODES
 #      solves; squeue -s showed steps on more than one node, one relay step per node
-#      (relay-<node>), each on its node; every policy worker subscribed to its own node's relay;
+#      (relay-<k> on the k-th node); every policy worker subscribed to its own node's relay;
 #      the parameter service sent each version once per relay (its bytes per version = NODES x
 #      the blob: its last log line and the relays', with streams.curve off, see below);
 #  (b) with CURVE on (tcp's default): a relay step killed (SIGKILL to its worker): the watchdog
-#      starts it again on the same node; SIGTERM to the launcher then leaves nothing in squeue and no `gearbox worker` in
-#      any namespace.
+#      starts it again on the same node; SIGTERM to the launcher then leaves nothing in squeue
+#      and no `gearbox worker` in any namespace.
+# Why the launcher runs in ctl and not in this machine's namespaces: salloc and srun give the
+# nodes the address they reached slurmctld/slurmd from for their callbacks (job granted, step
+# I/O); from ctl that is ctl's bridge address, which every node reaches. No /etc/hosts entry is
+# needed: every node is named by its NodeAddr.
 # Skipped (exit 77) where no cluster can be made: not root, no `ip netns`/unshare, or Slurm/munge
 # not installed.
 # usage: run_slurm_nodes.sh GEARBOX CONFIG WORK_DIR [NODES (2)]
@@ -30,7 +34,8 @@ gearbox=$(readlink -f "$1") config=$(readlink -f "$2") work=$3 nodes=${4:-2}
 . "$(dirname "$0")/run_lib.sh"
 
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: a test Slurm cluster needs root"; exit 77; }
-for tool in munged munge slurmctld slurmd salloc srun squeue scancel sinfo ip unshare; do
+for tool in munged munge slurmctld slurmd salloc srun squeue scancel sinfo scontrol ip unshare \
+  nsenter; do
   command -v "$tool" >/dev/null 2>&1 || {
     echo "SKIP: $tool not installed (launch/install-deps.sh installs Slurm and munge)"; exit 77; }
 done
@@ -189,13 +194,15 @@ while kill -0 "$launcher" 2>/dev/null; do
 done
 wait "$launcher"; status=$?
 launcher=""
-echo "(a) launcher exited with $status after $((SECONDS - start)) s (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "(a) launcher exited with $status after $((SECONDS - start)) s (load average $load)"
 tail -n 3 "$work/solve.log"
 [ "$status" -eq 0 ] || { cat "$work/solve.log"; fail "(a) the slurm run exited $status"; }
 s=$work/solve/summary.json
 [ "$(json_get "$s" solved)" = True ] || fail "(a) not solved: $(cat "$s")"
 [ "$(json_get "$s" mode)" = slurm ] || fail "(a) summary.json mode $(json_get "$s" mode)"
-echo "(a) solved: $(json_get "$s" env_steps) env steps in $(json_get "$s" wall_seconds) s of run time"
+echo "(a) solved: $(json_get "$s" env_steps) env steps in $(json_get "$s" wall_seconds) s" \
+  "of run time"
 steps=$(sort -u <<< "$seen" | grep -v '^$')
 echo "(a) steps seen in squeue -s:" $(tr '\n' ';' <<< "$steps")
 used=$(awk '$2 ~ /^gbn/ {print $2}' <<< "$steps" | sort -u | wc -l)
@@ -208,15 +215,19 @@ for k in $(seq 0 $((nodes - 1))); do
   grep -q "relay: serving host '$node'" "$logs/relay-$k.log" ||
     fail "(a) relay-$k did not serve $node: $(grep relay: "$logs/relay-$k.log")"
   grep -q "policy: parameters from relay/$node/pub" "$logs/policy-$k.log" ||
-    fail "(a) policy-$k did not subscribe to its node's relay: $(grep 'parameters from' "$logs/policy-$k.log")"
+    fail "(a) policy-$k did not subscribe to $node's relay:" \
+      "$(grep 'parameters from' "$logs/policy-$k.log")"
 done
 # each version left the parameter service once a relay: its subscribers were the NODES relays
 # (every policy worker took its node's relay), and its bytes per version are NODES x the blob a
 # relay sends its one policy worker per version
-line=$(grep "params: stopping" "$logs/params-0.log") || fail "(a) the parameter service did not stop cleanly"
+line=$(grep "params: stopping" "$logs/params-0.log") ||
+  fail "(a) the parameter service did not stop cleanly"
 echo "(a) $line"
-read -r pv pbytes peers < <(sed -n 's/.*: \([0-9]*\) versions, \([0-9]*\) parameter bytes sent to at most \([0-9]*\) subscribers.*/\1 \2 \3/p' <<< "$line")
-[ "${peers:-0}" -eq "$nodes" ] || fail "(a) the parameter service had ${peers:-?} subscribers, not the $nodes relays"
+pat='.*: \([0-9]*\) versions, \([0-9]*\) parameter bytes sent to at most \([0-9]*\) subscribers.*'
+read -r pv pbytes peers < <(sed -n "s/$pat/\\1 \\2 \\3/p" <<< "$line")
+[ "${peers:-0}" -eq "$nodes" ] ||
+  fail "(a) the parameter service had ${peers:-?} subscribers, not the $nodes relays"
 rbytes=0 rversions=0
 for k in $(seq 0 $((nodes - 1))); do
   l=$(grep "relay: stopping" "$logs/relay-$k.log") || fail "(a) relay-$k did not stop cleanly"
@@ -244,7 +255,8 @@ launch "$work/term" --set experiment.target_return=1e9 --set experiment.max_env_
   --set experiment.max_seconds=120 --set launch.progress=off > "$work/term.log" 2>&1 &
 launcher=$!
 rlog=$work/term/logs/relay-$last.log
-wait_for_log "$rlog" "relay: serving host" 60 || { cat "$work/term.log"; fail "(b) the run did not start"; }
+wait_for_log "$rlog" "relay: serving host" 60 ||
+  { cat "$work/term.log"; fail "(b) the run did not start"; }
 wait_for_log "$work/term/logs/actor-0.log" "actor: " 60 || fail "(b) actor-0 did not start"
 victim=$(pgrep -f -- "^$gearbox worker --role relay --index $last --run-dir $work/term" | head -1)
 [ -n "$victim" ] || fail "(b) relay-$last's worker process not found"
