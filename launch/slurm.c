@@ -317,7 +317,9 @@ int gb_slurm_allocate(gb_slurm_job *j, const gb_config *cfg, const char *log_pat
         if (granted) {
             GB_INFO("slurm job %lld (%s) granted: watch it with `squeue -j %lld`, its steps "
                     "with `squeue -s -j %lld`", j->id, j->name, j->id, j->id);
-            return s->nodes > 1 ? job_nodes(j, err) : 0;
+            /* per_host relays on several nodes: one a node, so the nodes' names */
+            return s->nodes > 1 && cfg->parameters.relay == GB_RELAY_PER_HOST ? job_nodes(j, err)
+                                                                               : 0;
         }
         if (j->id && !said_pending) {
             GB_INFO("slurm job %lld (%s) is pending: the run starts when Slurm grants it",

@@ -51,7 +51,7 @@
 
 typedef struct gb_slurm_job {
     long long id;        /* the job's id, 0 until salloc names it */
-    int nnodes;          /* nodes named in nodes[] (filled for launch.slurm.nodes > 1), or 0 */
+    int nnodes;          /* nodes named in nodes[] (several nodes with per_host relays), or 0 */
     char nodes[GB_SLURM_NODES_MAX][GB_SLURM_NODE_NAME_MAX]; /* the allocation's, in order */
     pid_t salloc;        /* the salloc holding the allocation, 0 once reaped */
     char name[160];      /* "gearbox:<experiment.name>" */
@@ -65,8 +65,8 @@ int gb_slurm_relays(const gb_config *cfg);
 
 /* Starts salloc for the run's job (its output appended to log_path) and waits until Slurm grants
  * it, however long it is pending; gives up when *interrupted becomes non-zero (the job is then
- * cancelled). With launch.slurm.nodes > 1 it then asks Slurm for the job's node names (squeue,
- * scontrol show hostnames). Returns 0 (j->id set, and j->nodes), GB_ESYS (salloc could not
+ * cancelled). With launch.slurm.nodes > 1 and per_host relays it then asks Slurm for the job's
+ * node names (squeue, scontrol show hostnames; at most GB_SLURM_NODES_MAX). Returns 0 (j->id set, and j->nodes), GB_ESYS (salloc could not
  * start, or exited first: the error says how and quotes its last line; or the node list could
  * not be had) or GB_EINTR (interrupted). On failure call
  * gb_slurm_release all the same. */
