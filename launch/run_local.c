@@ -488,9 +488,13 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     /* only the run's own workers may report (a forged report must not end the run) */
     if (rc == 0)
         rc = gb_metrics_collector_expect(mc, GB_ROLE_PARAMS, 1, &err);
-    int relays = cfg->parameters.relay == GB_RELAY_PER_HOST; /* this host's (parameters.relay) */
-    if (rc == 0 && relays) /* and those of hosts whose policy workers join (launch/joins.h) */
-        rc = gb_metrics_collector_expect(mc, GB_ROLE_RELAY, gb_joins_relays(cfg), &err);
+    /* per_host relays: this host's, or one a node of a multi-node Slurm job (launch/slurm.h) */
+    int relays = cfg->parameters.relay == GB_RELAY_PER_HOST ? gb_slurm_relays(cfg) : 0;
+    if (rc == 0 && relays) { /* and those of hosts whose policy workers join (launch/joins.h) */
+        joins.relay_next = relays; /* joiners' relays after the launcher's own */
+        joins.relay_end = relays - 1 + gb_joins_relays(cfg);
+        rc = gb_metrics_collector_expect(mc, GB_ROLE_RELAY, joins.relay_end, &err);
+    }
     if (rc == 0)
         rc = gb_metrics_collector_expect(mc, GB_ROLE_TRAINER, cfg->trainer.count, &err);
     if (rc == 0)

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,104 @@ static int run_tool(char *const argv[], const char *log_path, double timeout_s)
     }
 }
 
+/* Runs argv (a Slurm client) with its stdout read into out (cap bytes, NUL-terminated, the rest
+ * dropped) and its stderr appended to log_path, within timeout_s. Returns its wait status, or -1
+ * when it could not run or ran out of time. */
+static int run_capture(char *const argv[], const char *log_path, double timeout_s, char *out,
+                       size_t cap)
+{
+    int fds[2];
+    size_t got = 0;
+    out[0] = '\0';
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        int fd = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(fds[1], STDOUT_FILENO);
+        if (fd >= 0)
+            dup2(fd, STDERR_FILENO);
+        execvp(argv[0], argv);
+        dprintf(STDERR_FILENO, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(fds[1]);
+    int status = 0, late = 0;
+    for (double end = gb_now_s() + timeout_s;;) {
+        double left = end - gb_now_s();
+        if (left <= 0) {
+            late = 1;
+            break;
+        }
+        struct pollfd p = {.fd = fds[0], .events = POLLIN};
+        int r = poll(&p, 1, (int)(left * 1000) + 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            continue;
+        char chunk[512];
+        ssize_t n = read(fds[0], chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break; /* end of its output */
+        size_t keep = (size_t)n < cap - 1 - got ? (size_t)n : cap - 1 - got;
+        memcpy(out + got, chunk, keep);
+        got += keep;
+        out[got] = '\0';
+    }
+    close(fds[0]);
+    if (late)
+        kill(pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return late ? -1 : status;
+}
+
+/* Fills j->nodes with the names of the job's nodes, in Slurm's order: `squeue -j J -h -o %N`
+ * (a compressed list, "n[1-3]") expanded by `scontrol show hostnames`. Returns 0 or GB_ESYS. */
+static int job_nodes(gb_slurm_job *j, gb_error *err)
+{
+    char id[32], list[4096], names[GB_SLURM_NODES_MAX * GB_SLURM_NODE_NAME_MAX];
+    snprintf(id, sizeof id, "%lld", j->id);
+    char *squeue[] = {"squeue", "-j", id, "-h", "-o", "%N", NULL};
+    int st = run_capture(squeue, j->log_path, 30, list, sizeof list);
+    list[strcspn(list, " \t\r\n")] = '\0';
+    if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || !list[0])
+        return gb_error_set(err, GB_ESYS, "slurm: squeue -j %s -o %%N did not name the job's "
+                            "nodes (%s)", id, j->log_path);
+    char *scontrol[] = {"scontrol", "show", "hostnames", list, NULL};
+    st = run_capture(scontrol, j->log_path, 30, names, sizeof names);
+    if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return gb_error_set(err, GB_ESYS, "slurm: scontrol show hostnames %s failed (%s)", list,
+                            j->log_path);
+    j->nnodes = 0;
+    for (char *save = NULL, *name = strtok_r(names, " \t\r\n", &save); name;
+         name = strtok_r(NULL, " \t\r\n", &save)) {
+        if (j->nnodes == GB_SLURM_NODES_MAX || strlen(name) >= GB_SLURM_NODE_NAME_MAX)
+            return gb_error_set(err, GB_ESYS, "slurm: job %s has more than %d nodes or a node "
+                                "name longer than %d bytes (%s)", id, GB_SLURM_NODES_MAX,
+                                GB_SLURM_NODE_NAME_MAX - 1, name);
+        snprintf(j->nodes[j->nnodes++], GB_SLURM_NODE_NAME_MAX, "%s", name);
+    }
+    if (j->nnodes != j->cfg->launch.slurm.nodes)
+        return gb_error_set(err, GB_ESYS, "slurm: job %s has %d nodes (%s), not the %lld asked "
+                            "for", id, j->nnodes, list, (long long)j->cfg->launch.slurm.nodes);
+    GB_INFO("slurm job %s runs on %d nodes: %s", id, j->nnodes, list);
+    return 0;
+}
+
+int gb_slurm_relays(const gb_config *cfg)
+{
+    return cfg->launch.mode == GB_LAUNCH_SLURM ? (int)cfg->launch.slurm.nodes : 1;
+}
+
 /* The job id in salloc's output ("Granted job allocation N", "Pending job allocation N"), and
  * whether it was granted. Returns the id or 0. */
 static long long scan_log(const char *path, int *granted, char *last, size_t lastcap)
@@ -139,9 +238,10 @@ int gb_slurm_allocate(gb_slurm_job *j, const gb_config *cfg, const char *log_pat
     /* the whole run's resources: one node with every step's share, or whole nodes */
     const struct { const char *role; int64_t count; } roles[] = {
         {"params", 1}, {"trainer", cfg->trainer.count}, {"policy", cfg->policy.count},
-        {"actor", cfg->actors.count}};
+        {"actor", cfg->actors.count},
+        {"relay", cfg->parameters.relay == GB_RELAY_PER_HOST}}; /* a relay: params' resources */
     long long cpus = 0, gpus = 0, mem = 0;
-    for (int r = 0; r < 4; r++) {
+    for (int r = 0; r < 5; r++) {
         const gb_config_slurm_role *sr = role_of(cfg, roles[r].role);
         cpus += sr->cpus * roles[r].count;
         gpus += sr->gpus * roles[r].count;
@@ -217,7 +317,9 @@ int gb_slurm_allocate(gb_slurm_job *j, const gb_config *cfg, const char *log_pat
         if (granted) {
             GB_INFO("slurm job %lld (%s) granted: watch it with `squeue -j %lld`, its steps "
                     "with `squeue -s -j %lld`", j->id, j->name, j->id, j->id);
-            return 0;
+            /* per_host relays on several nodes: one a node, so the nodes' names */
+            return s->nodes > 1 && cfg->parameters.relay == GB_RELAY_PER_HOST ? job_nodes(j, err)
+                                                                               : 0;
         }
         if (j->id && !said_pending) {
             GB_INFO("slurm job %lld (%s) is pending: the run starts when Slurm grants it",
@@ -260,6 +362,17 @@ int gb_slurm_step_argv(const gb_slurm_job *j, const char *role, int index,
     PUSHF("--job-name=%s-%d", role, index);
     PUSH("--nodes=1");
     PUSH("--ntasks=1");
+    /* per_host relays on several nodes: relay k on node k, policy i beside relay i mod nodes */
+    int per_node = j->nnodes > 1 && j->cfg->parameters.relay == GB_RELAY_PER_HOST;
+    int relay = strcmp(role, "relay") == 0, policy = strcmp(role, "policy") == 0;
+    if (per_node && relay && (index < 0 || index >= j->nnodes))
+        return gb_error_set(err, GB_EINVAL, "slurm: relay %d but the job has %d nodes", index,
+                            j->nnodes);
+    if (per_node && (relay || policy)) {
+        const char *node = j->nodes[index % j->nnodes];
+        PUSHF("--nodelist=%s", node);
+        PUSHF("--export=ALL,GEARBOX_HOST=%s", node);
+    }
     PUSHF("--cpus-per-task=%lld", (long long)sr->cpus);
     if (sr->gpus)
         PUSHF("--gpus=%lld", (long long)sr->gpus);

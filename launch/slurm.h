@@ -22,12 +22,21 @@
  * Slurm where its CPUs/GPUs fit. Several nodes need streams.transport tcp on an interface every
  * node has (runtime/config_set.c refuses the rest); with ipc the run must fit one node.
  *
+ * Parameter relays (parameters.relay per_host) on several nodes: one relay step per node of the
+ * job, relay-<k> pinned to the k-th node of the allocation (--nodelist, the list asked of Slurm
+ * once the job is granted: squeue %N expanded by scontrol show hostnames), and policy worker i
+ * pinned to node i mod nodes; both steps get GEARBOX_HOST=<node> (srun --export=ALL,...), so a
+ * policy worker subscribes to "relay/<its node>/" (workers/worker.h), whatever the node's
+ * gethostname says and whatever GEARBOX_HOST the launcher had. A restarted step keeps its
+ * command line, so a relay that dies comes back on its node. With one node: one relay, placed
+ * by Slurm, named by the node's hostname as on a local run.
+ *
  * Stopping: the launcher ends the workers through the run-control protocol as locally; what
  * still runs gets SIGTERM through `scancel --signal=TERM J` (a SIGTERM to srun would cancel the
  * step at once, killing the worker before its last checkpoint), SIGTERM to its srun after the
  * grace (which cancels the step), and at last `scancel J` releases the job.
- * defines: gb_slurm_job, gb_slurm_allocate, gb_slurm_step_argv, gb_slurm_signal_steps,
- *          gb_slurm_release */
+ * defines: gb_slurm_job, gb_slurm_relays, gb_slurm_allocate, gb_slurm_step_argv,
+ *          gb_slurm_signal_steps, gb_slurm_release */
 #ifndef GB_LAUNCH_SLURM_H
 #define GB_LAUNCH_SLURM_H
 
@@ -37,25 +46,39 @@
 #include <stdatomic.h>
 #include <sys/types.h>
 
+#define GB_SLURM_NODES_MAX 256 /* nodes whose names a job keeps (relays and policy placed) */
+#define GB_SLURM_NODE_NAME_MAX 64
+
 typedef struct gb_slurm_job {
     long long id;        /* the job's id, 0 until salloc names it */
+    int nnodes;          /* nodes named in nodes[] (several nodes with per_host relays), or 0 */
+    char nodes[GB_SLURM_NODES_MAX][GB_SLURM_NODE_NAME_MAX]; /* the allocation's, in order */
     pid_t salloc;        /* the salloc holding the allocation, 0 once reaped */
     char name[160];      /* "gearbox:<experiment.name>" */
     char log_path[1024]; /* salloc's output (logs/slurm.log) */
     const gb_config *cfg;
 } gb_slurm_job;
 
+/* How many parameter relays the launcher starts with parameters.relay per_host: one a node of
+ * the job (launch.slurm.nodes) on Slurm, else 1 (this host's). */
+int gb_slurm_relays(const gb_config *cfg);
+
 /* Starts salloc for the run's job (its output appended to log_path) and waits until Slurm grants
  * it, however long it is pending; gives up when *interrupted becomes non-zero (the job is then
- * cancelled). Returns 0 (j->id set), GB_ESYS (salloc could not start, or exited first: the error
- * says how and quotes its last line) or GB_ECANCELED (interrupted). On failure call
+ * cancelled). With launch.slurm.nodes > 1 and per_host relays it then asks Slurm for the job's
+ * node names (squeue, scontrol show hostnames; at most GB_SLURM_NODES_MAX). Returns 0 (j->id set, and j->nodes), GB_ESYS (salloc could not
+ * start, or exited first: the error says how and quotes its last line; or the node list could
+ * not be had) or GB_EINTR (interrupted). On failure call
  * gb_slurm_release all the same. */
 int gb_slurm_allocate(gb_slurm_job *j, const gb_config *cfg, const char *log_path,
                       atomic_int *interrupted, gb_error *err);
 
 /* Writes into out (cap entries, NULL-terminated) the srun command line that runs worker_argv
  * (NULL-terminated) as step "<role>-<index>" of the job with the role's launch.slurm.<role>
- * resources; strings it makes live in buf (bufcap bytes). Returns 0 or GB_EINVAL (too long). */
+ * resources; strings it makes live in buf (bufcap bytes). On several nodes with per_host relays,
+ * relay-<index> is placed on node index and policy-<index> on node index mod nodes, each with
+ * GEARBOX_HOST set to its node. Returns 0 or GB_EINVAL (too long, or a relay index past the
+ * job's nodes). */
 int gb_slurm_step_argv(const gb_slurm_job *j, const char *role, int index,
                        char *const worker_argv[], char **out, int cap, char *buf, size_t bufcap,
                        gb_error *err);

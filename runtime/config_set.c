@@ -568,11 +568,6 @@ int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err
                         "%lld nodes need streams.transport: tcp (ipc sockets do not reach "
                         "other machines; with ipc the run's job has one node)",
                         (long long)cfg->launch.slurm.nodes);
-    if (cfg->launch.slurm.nodes > 1 && cfg->parameters.relay == GB_RELAY_PER_HOST)
-        return fail_key(marks, "parameters.relay", err,
-                        "per_host is not available with launch.slurm.nodes %lld yet (no step "
-                        "starts the other nodes' relays): use none",
-                        (long long)cfg->launch.slurm.nodes);
     if (cfg->launch.slurm.nodes > 1 && slurm_local_address(cfg->streams.interface))
         return fail_key(marks, "streams.interface", err,
                         "launch.slurm.nodes is %lld, so this must name a network interface "

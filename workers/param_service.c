@@ -31,6 +31,7 @@ int gb_params_main(gb_worker *w, gb_error *err)
         rc = gb_registry_register(w->registry, names[i], gb_param_service_endpoint(s, which[i]),
                                   err);
     double next_report = gb_now_s();
+    uint64_t peers_max = 0; /* subscribers (or relays) at once, at most: for the last line */
     while (rc == 0 && !gb_worker_stopping(w)) {
         rc = gb_param_service_poll(s, 50, err);
         if (rc == GB_ENOMEM) {
@@ -44,11 +45,17 @@ int gb_params_main(gb_worker *w, gb_error *err)
             gb_metrics_set(w->metrics, "param_abandoned", (double)st.abandoned);
             gb_metrics_set(w->metrics, "param_rejected", (double)st.rejected);
             gb_metrics_set(w->metrics, "param_peers", (double)st.pub_peers);
+            peers_max = st.pub_peers > peers_max ? st.pub_peers : peers_max;
             gb_metrics_set(w->metrics, "param_sent_bytes", (double)st.sent_bytes);
             gb_metrics_send(w->metrics, NULL);
             next_report = gb_now_s() + gb_worker_report_interval(w);
         }
     }
+    gb_param_service_stats st = gb_param_service_get_stats(s);
+    GB_INFO("params: stopping at version %lld: %llu versions, %llu parameter bytes sent to at "
+            "most %llu subscribers (or relays) at once", (long long)gb_param_service_version(s),
+            (unsigned long long)st.versions, (unsigned long long)st.sent_bytes,
+            (unsigned long long)peers_max);
     gb_param_service_close(s);
     return rc == GB_ECLOSED ? 0 : rc;
 }
