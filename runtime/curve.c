@@ -540,7 +540,7 @@ static int watch_handshakes(gb_curve *c, void *sock)
     return 0;
 }
 
-int gb_curve_bind(void *zctx, void *sock, const char *endpoint)
+static int bind_secured(void *zctx, void *sock, const char *endpoint, int watch)
 {
     gb_curve *c = is_tcp(endpoint) ? gb_curve_of(zctx) : NULL;
     if (c) {
@@ -553,10 +553,27 @@ int gb_curve_bind(void *zctx, void *sock, const char *endpoint)
             zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, c->keys.server_secret, 40) != 0 ||
             zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, ZAP_DOMAIN, strlen(ZAP_DOMAIN)) != 0 ||
             zmq_setsockopt(sock, ZMQ_ZAP_ENFORCE_DOMAIN, &one, sizeof one) != 0 ||
-            watch_handshakes(c, sock) != 0)
+            (watch && watch_handshakes(c, sock) != 0))
             return -1;
     }
     return zmq_bind(sock, endpoint);
+}
+
+int gb_curve_bind(void *zctx, void *sock, const char *endpoint)
+{
+    return bind_secured(zctx, sock, endpoint, 1);
+}
+
+int gb_curve_bind_monitored(void *zctx, void *sock, const char *endpoint)
+{
+    return bind_secured(zctx, sock, endpoint, 0);
+}
+
+void gb_curve_note_failed_handshake(void *zctx)
+{
+    gb_curve *c = gb_curve_of(zctx);
+    if (c)
+        count_refusal(c, "CURVE handshake failed (no keys or a wrong server key)", NULL);
 }
 
 int gb_curve_connect(void *zctx, void *sock, const char *endpoint)

@@ -4,6 +4,7 @@
  *          gb_curve_keypair_read, gb_curve_run_keys_create, gb_curve_run_keys_load,
  *          gb_curve_allow_list_read, gb_curve_attach, gb_curve_detach, gb_curve_of,
  *          gb_curve_refused, gb_curve_accepted, gb_curve_bind, gb_curve_connect,
+ *          gb_curve_bind_monitored, gb_curve_note_failed_handshake,
  *          gb_curve_run_attach, gb_curve_server_attach
  *
  * Security is a property of a ZeroMQ context: gb_curve_attach(zctx, keys) makes every tcp://
@@ -16,8 +17,9 @@
  * ZMQ_ZAP_ENFORCE_DOMAIN, so a server whose ZAP handler is gone refuses everyone rather than
  * accepting anyone. ipc:// and inproc:// sockets, and every socket of a context not attached,
  * are plain: on one host the run directory's file permissions guard them. Failed handshakes are
- * seen through a socket monitor on each secured server socket (zmq_socket_monitor): a second
- * monitor set on such a socket replaces it, and only ZAP refusals are counted from then on.
+ * seen through a socket monitor on each secured server socket (zmq_socket_monitor). libzmq keeps
+ * one monitor a socket: a module with its own monitor binds with gb_curve_bind_monitored and
+ * reports the failed handshakes its monitor sees (gb_curve_note_failed_handshake).
  *
  * A run's keys: RUN_DIR/keys/ (0700) holds server.key and client.key (0600 each), each a text
  * file "public <Z85>\nsecret <Z85>\n" (40 characters each). A process started elsewhere (a remote
@@ -116,5 +118,14 @@ uint64_t gb_curve_accepted(const gb_curve *c);
  * messages (gb_wire_zmq_error). Call from the thread that owns sock. */
 int gb_curve_bind(void *zctx, void *sock, const char *endpoint);
 int gb_curve_connect(void *zctx, void *sock, const char *endpoint);
+
+/* gb_curve_bind for a socket whose owner keeps its own monitor on it (libzmq allows one): no
+ * handshake monitor is set; the owner's monitor asks for ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL and
+ * _NO_DETAIL and calls gb_curve_note_failed_handshake for each, so refusals are still counted. */
+int gb_curve_bind_monitored(void *zctx, void *sock, const char *endpoint);
+
+/* Counts (and logs, rate-limited) one refused connection on zctx's gb_curve; a no-op on a
+ * context without one. Safe from any thread. */
+void gb_curve_note_failed_handshake(void *zctx);
 
 #endif

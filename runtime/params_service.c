@@ -20,6 +20,7 @@ struct gb_param_service {
     gb_param_service_opts o;
     void *in, *pub, *fetch;
     void *mon; /* PAIR: PUB's connect/disconnect events (NULL: not followed) */
+    void *zctx; /* for CURVE's refusal count (PUB's failed handshakes come through mon) */
     uint64_t relayed_incoming; /* relay mode: the serial the relay assembles (0: none) */
     char ep_in[256], ep_pub[256], ep_fetch[256];
     param_blob *latest;   /* verified */
@@ -44,7 +45,12 @@ static int follow_peers(gb_param_service *s, void *zctx, void *pub, gb_error *er
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://gb-params-peers-%llu",
              (unsigned long long)atomic_fetch_add(&next, 1));
-    if (zmq_socket_monitor(pub, ep, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0)
+    /* libzmq keeps one monitor a socket: this one also reports PUB's failed CURVE handshakes
+     * (bound with gb_curve_bind_monitored) */
+    s->zctx = zctx;
+    if (zmq_socket_monitor(pub, ep, ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
+                                        ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                        ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0)
         return gb_wire_zmq_error(err, "parameter service: zmq_socket_monitor");
     /* libzmq's I/O thread sends events blocking: the queue must never fill (no bound on our
      * side), and the monitor must be stopped before this end closes (gb_param_service_close),
@@ -78,7 +84,8 @@ static int bind_one(void *zctx, int type, const char *ep, char *out, size_t cap,
     /* before the bind: peers retrying their connect are accepted the moment it listens */
     if (follow && (rc = follow_peers(follow, zctx, *sock, err)))
         return rc;
-    if (gb_curve_bind(zctx, *sock, ep) != 0) {
+    if ((follow ? gb_curve_bind_monitored(zctx, *sock, ep) : gb_curve_bind(zctx, *sock, ep)) !=
+        0) {
         int rc = gb_wire_zmq_error(err, "parameter service: bind");
         gb_error_prefix(err, "%s", ep);
         return rc;
@@ -114,6 +121,9 @@ static void count_peers(gb_param_service *s)
             s->st.pub_peers++;
         else if (id == ZMQ_EVENT_DISCONNECTED && s->st.pub_peers > 0)
             s->st.pub_peers--;
+        else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+                 id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+            gb_curve_note_failed_handshake(s->zctx);
     }
 }
 

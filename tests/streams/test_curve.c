@@ -8,7 +8,9 @@
  * every one of them is counted by gb_curve_refused. ipc:// on the same attached context stays
  * plain. */
 #include "runtime/curve.h"
+#include "runtime/clock.h"
 #include "runtime/inference.h"
+#include "runtime/params.h"
 #include "runtime/registry.h"
 #include "runtime/sample.h"
 #include "streams_test.h"
@@ -333,6 +335,51 @@ static void test_unkeyed_clients_get_nothing(void)
     servers_close(&s);
 }
 
+/* The parameter service keeps its own monitor on PUB (peers, for bytes sent) and still has its
+ * failed handshakes counted: a keyed subscriber is a peer, a plain one is refused and counted.
+ * (CURVE's own monitor used to replace the service's: peers and bytes sent stayed 0.) */
+static void test_param_service_peers_and_refusals(void)
+{
+    gb_error err = {0};
+    void *ctx = zmq_ctx_new();
+    gb_curve *curve = NULL;
+    CHECK_OK(gb_curve_run_attach(&curve, ctx, keys_dir, &err));
+    gb_param_service_opts o = {.pub_endpoint = "tcp://127.0.0.1:*",
+                               .fetch_endpoint = "tcp://127.0.0.1:*"};
+    gb_param_service *ps = NULL;
+    CHECK_OK(gb_param_service_open(&ps, ctx, &o, &err));
+    if (!ps) {
+        client_done(ctx, curve);
+        return;
+    }
+    const char *pub = gb_param_service_endpoint(ps, "pub");
+    gb_curve *kc;
+    void *kctx = client_ctx(RIGHT_KEYS, &kc);
+    void *keyed = zmq_socket(kctx, ZMQ_SUB);
+    int zero = 0;
+    zmq_setsockopt(keyed, ZMQ_LINGER, &zero, sizeof zero);
+    CHECK(gb_curve_connect(kctx, keyed, pub) == 0);
+    double end = gb_now_s() + WAIT_MS / 1000.0;
+    while (gb_param_service_get_stats(ps).pub_peers < 1 && gb_now_s() < end)
+        gb_param_service_poll(ps, 20, &err);
+    CHECK_EQ_INT(gb_param_service_get_stats(ps).pub_peers, 1);
+    uint64_t refused = gb_curve_refused(curve);
+    void *pctx = zmq_ctx_new();
+    void *plain = zmq_socket(pctx, ZMQ_SUB);
+    zmq_setsockopt(plain, ZMQ_LINGER, &zero, sizeof zero);
+    CHECK(zmq_connect(plain, pub) == 0);
+    end = gb_now_s() + WAIT_MS / 1000.0;
+    while (gb_curve_refused(curve) == refused && gb_now_s() < end)
+        gb_param_service_poll(ps, 20, &err);
+    CHECK(gb_curve_refused(curve) > refused);
+    zmq_close(plain);
+    zmq_ctx_term(pctx);
+    zmq_close(keyed);
+    client_done(kctx, kc);
+    gb_param_service_close(ps);
+    client_done(ctx, curve);
+}
+
 /* ipc:// on an attached context is plain: a client without keys is served. */
 static void test_ipc_stays_plain(void)
 {
@@ -370,6 +417,7 @@ int main(void)
     snprintf(other_keys, sizeof other_keys, "%s/%s", other_dir, GB_CURVE_KEYS_DIR);
     TEST_RUN(test_key_files);
     TEST_RUN(test_unkeyed_clients_get_nothing);
+    TEST_RUN(test_param_service_peers_and_refusals);
     TEST_RUN(test_ipc_stays_plain);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s %s", dir, other_dir);
