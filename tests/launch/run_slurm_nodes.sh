@@ -18,8 +18,8 @@
 #      solves; squeue -s showed steps on more than one node, one relay step per node
 #      (relay-<k> on the k-th node); every policy worker subscribed to its own node's relay;
 #      the parameter service sent each version once per relay (its bytes per version = NODES x
-#      the blob: its last log line and the relays', with streams.curve off, see below);
-#  (b) with CURVE on (tcp's default): a relay step killed (SIGKILL to its worker): the watchdog
+#      the blob: its last log line and the relays'), with CURVE on (tcp's default);
+#  (b) a relay step killed (SIGKILL to its worker): the watchdog
 #      starts it again on the same node; SIGTERM to the launcher then leaves nothing in squeue
 #      and no `gearbox worker` in any namespace.
 # Why the launcher runs in ctl and not in this machine's namespaces: salloc and srun give the
@@ -181,11 +181,8 @@ launch() { # only as `launch ... &`: the background subshell becomes the launche
 node_of() { echo "gbn$(($1 + 1))"; } # node k of the allocation (Slurm lists gbn1..gbnN in order)
 
 # --- (a) PPO solves over NODES nodes, one relay step on each --------------------------------------
-# streams.curve off here: with CURVE the service's PUB peers are not counted (the CURVE
-# handshake monitor replaces the service's peer monitor on its PUB socket), so its bytes
-# would read 0; run (b) has CURVE (tcp's default)
 start=$SECONDS
-launch "$work/solve" --set launch.progress=plain --set streams.curve=off > "$work/solve.log" 2>&1 &
+launch "$work/solve" --set launch.progress=plain > "$work/solve.log" 2>&1 &
 launcher=$!
 seen=""
 while kill -0 "$launcher" 2>/dev/null; do
