@@ -3,7 +3,8 @@ over tcp: schema, every sampled value checked against the D4RL source (make_d4rl
 row in its values), step ranges and column subsets, torch tensors without a copy, several
 client processes at once, per-request selectors (uniform and weighted from one server, each
 checked for its exact probabilities and by chi-square; fifo by name; refusals listing what the
-server offers), insert, priority updates, checkpoint, and clear errors.
+server offers), insert, priority updates, checkpoint, and clear errors; and the example
+client of docs/protocol.md, written from that page alone.
 Usage: test_python_client.py GEARBOX MAKE_D4RL PYTHON_DIR TMPDIR"""
 import multiprocessing as mp
 import os
@@ -45,6 +46,11 @@ def verify(b, t0=0, t1=T):
     bad = 0
     S = t1 - t0
     for i in range(len(b.index)):
+        if t0 > 0 and b.length[i] == 0:
+            # an item of at most t0 steps: nothing of it is in the range, every value is zero
+            # (its source row cannot be read back from its values then)
+            bad += sum(int(np.count_nonzero(b[k][i])) for k in b)
+            continue
         first = int(b["obs"][i, 0, 0] // 10) - t0
         if first not in PLAN:
             bad += 1
@@ -174,6 +180,22 @@ def check_curve(cfg):
     check(srv.returncode == 0, "curve server exit status %s" % srv.returncode)
 
 
+def run_protocol_example(endpoint):
+    """The client written in docs/protocol.md from that page alone works against this
+    server (its own asserts check what it gets)."""
+    doc = os.path.join(PYDIR, "..", "..", "..", "docs", "protocol.md")
+    with open(doc) as f:
+        text = f.read()
+    begin, end = "<!-- example: begin -->", "<!-- example: end -->"
+    check(begin in text and end in text, "docs/protocol.md has its example")
+    block = text.split(begin)[1].split(end)[0]
+    code = block.split("```python")[1].split("```")[0]
+    try:
+        exec(compile(code, doc, "exec"), {"ENDPOINT": endpoint, "__name__": "example"})
+    except Exception as e:  # noqa: BLE001 -- any failure of the example is a failure here
+        check(False, "docs/protocol.md example: %r" % e)
+
+
 def main():
     h5 = os.path.join(TMP, "py_d4rl.h5")
     ckpt = os.path.join(TMP, "py_server.ckpt")
@@ -191,6 +213,7 @@ def main():
         line = srv.stdout.readline()
         check(line.startswith("gearbox serve: serving"), "server start line: %r" % line)
         endpoint = line.split()[-1]
+        run_protocol_example(endpoint)
         c = Client(endpoint)
         info = c.info()
         check(info["size"] == len(PLAN), "size %d != %d" % (info["size"], len(PLAN)))
