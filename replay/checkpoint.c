@@ -257,6 +257,67 @@ static int check_crc(ck_in *in, uint32_t crc, const char *what)
     return in->rc;
 }
 
+/* Opens path and reads its header, checked (magic, CRC, version). *h is the caller's; in->f
+ * is left open at the first record. Returns 0 or the error (in->rc). */
+static int read_header(ck_in *in, ck_header *h)
+{
+    in->f = fopen(in->path, "rb");
+    if (!in->f) {
+        int code = errno == ENOENT ? GB_ENOTFOUND : GB_EIO;
+        gb_error_errno(in->err, "replay restore: cannot open %s", in->path);
+        in->err->code = code;
+        return in->rc = code;
+    }
+    setvbuf(in->f, NULL, _IOFBF, 1 << 20);
+    uint32_t crc = 0;
+    if (get(in, h, sizeof *h, &crc, "header"))
+        return in->rc;
+    if (memcmp(h->magic, CK_MAGIC, 8) != 0)
+        return in->rc = gb_error_set(in->err, GB_ECORRUPT, "replay restore: %s is not a replay "
+                                     "checkpoint (bad magic)", in->path);
+    if (check_crc(in, crc, "header"))
+        return in->rc;
+    if (h->version != CK_VERSION || h->header_bytes != sizeof *h)
+        return in->rc = gb_error_set(in->err, GB_ECORRUPT, "replay restore: %s has format "
+                                     "version %u (%u header bytes); this gearbox reads version "
+                                     "%u", in->path, h->version, h->header_bytes, CK_VERSION);
+    if (h->ncolumns < 1 || h->ncolumns > GB_REPLAY_MAX_COLUMNS || h->steps < 1)
+        return in->rc = gb_error_set(in->err, GB_ECORRUPT, "replay restore: %s: %u columns, "
+                                     "T %llu", in->path, h->ncolumns,
+                                     (unsigned long long)h->steps);
+    return 0;
+}
+
+int gb_replay_checkpoint_schema(const char *path, int64_t *steps, gb_replay_column *columns,
+                                int *ncolumns, int64_t *capacity, gb_error *err)
+{
+    ck_in in = {NULL, path, err, 0};
+    ck_header *h = calloc(1, sizeof *h);
+    if (!h)
+        return gb_error_set(err, GB_ENOMEM, "replay restore: out of memory");
+    int rc = read_header(&in, h);
+    if (rc == 0) {
+        *steps = (int64_t)h->steps;
+        *capacity = (int64_t)h->capacity;
+        *ncolumns = (int)h->ncolumns;
+        for (uint32_t c = 0; c < h->ncolumns; c++) {
+            const ck_column *f = &h->columns[c];
+            gb_replay_column *col = &columns[c];
+            memset(col, 0, sizeof *col);
+            memcpy(col->name, f->name, sizeof col->name);
+            col->name[sizeof col->name - 1] = '\0';
+            col->dtype = (gb_dtype)f->dtype;
+            col->ndim = f->ndim <= GB_REPLAY_MAX_DIMS ? (int)f->ndim : 0;
+            memcpy(col->shape, f->shape, sizeof col->shape);
+            col->per_item = (int)f->per_item;
+        }
+    }
+    if (in.f)
+        fclose(in.f);
+    free(h);
+    return rc;
+}
+
 /* The file's schema must equal the replay's; names the first difference. */
 static int compare_schema(const gb_replay *r, const ck_header *f, const char *path, gb_error *err)
 {
@@ -320,31 +381,9 @@ int gb_replay_restore(gb_replay *r, const char *path, gb_error *err)
     uint8_t *seen = NULL;
     if (!h)
         return gb_error_set(err, GB_ENOMEM, "replay restore: out of memory");
-    in.f = fopen(path, "rb");
-    if (!in.f) {
-        int code = errno == ENOENT ? GB_ENOTFOUND : GB_EIO;
-        gb_error_errno(err, "replay restore: cannot open %s", path);
-        err->code = code;
-        free(h);
-        return code;
-    }
-    setvbuf(in.f, NULL, _IOFBF, 1 << 20);
     uint32_t crc = 0;
-    if (get(&in, h, sizeof *h, &crc, "header"))
+    if (read_header(&in, h))
         goto fail;
-    if (memcmp(h->magic, CK_MAGIC, 8) != 0) {
-        in.rc = gb_error_set(err, GB_ECORRUPT, "replay restore: %s is not a replay checkpoint "
-                             "(bad magic)", path);
-        goto fail;
-    }
-    if (check_crc(&in, crc, "header"))
-        goto fail;
-    if (h->version != CK_VERSION || h->header_bytes != sizeof *h) {
-        in.rc = gb_error_set(err, GB_ECORRUPT, "replay restore: %s has format version %u (%u "
-                             "header bytes); this gearbox reads version %u", path, h->version,
-                             h->header_bytes, CK_VERSION);
-        goto fail;
-    }
     if ((in.rc = compare_schema(r, h, path, err)))
         goto fail;
     uint64_t cap = (uint64_t)r->capacity;

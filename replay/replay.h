@@ -569,4 +569,11 @@ int gb_replay_checkpoint(gb_replay *r, const char *path, gb_error *err);
  * which section failed. Blocks on disk I/O. */
 int gb_replay_restore(gb_replay *r, const char *path, gb_error *err);
 
+/* The schema a checkpoint holds (its header, checked: magic, CRC, version): T, the columns
+ * (columns has room for GB_REPLAY_MAX_COLUMNS) and the capacity, so that a replay to restore it
+ * into can be made without the data it came from. Returns 0, GB_ENOTFOUND, GB_ECORRUPT, GB_EIO,
+ * GB_ENOMEM. */
+int gb_replay_checkpoint_schema(const char *path, int64_t *steps, gb_replay_column *columns,
+                                int *ncolumns, int64_t *capacity, gb_error *err);
+
 #endif

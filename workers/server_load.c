@@ -216,16 +216,43 @@ out:
     return rc;
 }
 
+/* A restart from the checkpoint alone: its header gives the schema and capacity (the dataset it
+ * was first loaded from may be gone). */
+static int load_checkpoint(const gb_config *cfg, gb_replay **out, int64_t *loaded, gb_error *err)
+{
+    const gb_config_server *sc = &cfg->server;
+    gb_dataset_schema s = {0};
+    int64_t capacity = 0;
+    int rc = gb_replay_checkpoint_schema(sc->checkpoint, &s.steps, s.columns, &s.ncolumns,
+                                         &capacity, err);
+    if (rc)
+        return gb_error_prefix(err, "restoring %s", sc->checkpoint);
+    GB_INFO("%s: restoring from the checkpoint alone (%s)", sc->checkpoint,
+            sc->dataset[0] ? "the dataset is not there" : "no server.dataset");
+    if ((rc = make_replay(cfg, &s, capacity, out, err)) == 0)
+        rc = finish(sc, *out, loaded, err);
+    return rc;
+}
+
 int gb_server_load_dataset(const gb_config *cfg, gb_replay **out, int64_t *loaded,
                            gb_error *err)
 {
     *out = NULL;
     *loaded = 0;
+    int rc;
+    if (restoring(&cfg->server) &&
+        (!cfg->server.dataset[0] || access(cfg->server.dataset, F_OK) != 0)) {
+        if ((rc = load_checkpoint(cfg, out, loaded, err)) && *out) {
+            gb_replay_free(*out);
+            *out = NULL;
+        }
+        return rc;
+    }
     if (!cfg->server.dataset[0])
         return gb_error_set(err, GB_EINVAL, "server.dataset: not set; the server takes its "
                             "schema (and, unless restoring, its items) from a dataset");
-    int rc = cfg->server.dataset_format == GB_DATASET_D4RL ? load_d4rl(cfg, out, loaded, err)
-                                                         : load_gbds(cfg, out, loaded, err);
+    rc = cfg->server.dataset_format == GB_DATASET_D4RL ? load_d4rl(cfg, out, loaded, err)
+                                                     : load_gbds(cfg, out, loaded, err);
     if (rc && *out) {
         gb_replay_free(*out);
         *out = NULL;

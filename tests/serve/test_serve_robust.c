@@ -594,9 +594,31 @@ static void test_checkpoint_restart(void)
     CHECK(nb == na && memcmp(before, after, nb) == 0);
     CHECK_EQ_INT(i2.size, i1.size);
     CHECK_EQ_INT(i2.inserts, i1.inserts);
+    test_server_stop(&ts);
+
+    /* the dataset gone: the checkpoint alone gives the schema, the capacity and the items */
+    char moved[700];
+    snprintf(moved, sizeof moved, "%s.moved", h5path);
+    CHECK(rename(h5path, moved) == 0);
+    CHECK_OK(test_server_start(&ts, server_config_bytes(extra, 100000000), &err));
+    if (ts.server) {
+        unsigned char *third = NULL;
+        size_t n3b = 0;
+        gb_client_info i3;
+        CHECK_EQ_INT(ts.loaded, nplan + 3);
+        int64_t n3 = sample_all_fifo(gb_server_endpoint(ts.server), &third, &n3b, &i3);
+        CHECK_EQ_INT(n3, n1);
+        CHECK(nb == n3b && memcmp(before, third, nb) == 0);
+        CHECK_EQ_INT(i3.ncolumns, i1.ncolumns);
+        CHECK_EQ_INT(i3.inserts, i1.inserts);
+        free(third);
+        test_server_stop(&ts);
+    } else {
+        fprintf(stderr, "%s\n", err.msg);
+    }
+    CHECK(rename(moved, h5path) == 0);
     free(before);
     free(after);
-    test_server_stop(&ts);
 }
 
 /* Fresh servers answer their first requests at once, every time: the broker once parsed its
