@@ -49,7 +49,7 @@
 #define GB_REPLAY_MAX_COLUMNS 32
 #define GB_REPLAY_MAX_DIMS 4
 #define GB_REPLAY_NAME_MAX 32
-#define GB_REPLAY_ROW_ALIGN 64
+#define GB_REPLAY_ROW_ALIGN 64 /* row stride alignment of blocks of 128 bytes and more */
 /* "No staleness filter" for gb_replay_request.min_policy_version. */
 #define GB_REPLAY_NO_MIN_VERSION INT64_MIN
 /* Selector kinds (gb_selector_kind, 0..GB_REPLAY_SELECTORS-1), and "the replay's primary
