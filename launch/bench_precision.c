@@ -1,10 +1,10 @@
 /* launch/bench_precision.c: `gearbox bench inference`: the policy worker's model at each
- * inference precision (policy.precision fp32, bf16, int8) in the same run: samples/s of a
- * whole act (forward, sampling, log-probabilities: what a policy worker runs per batch) and of
- * the network's forward alone, at several batch sizes, with the ratio to fp32. The models share
- * one set of fp32 parameters; 20 ms slices alternate between precisions so that each sees the
- * same load on a shared machine, and the medians over rounds (rates, and ratios within a round)
- * are reported.
+ * inference precision (policy.precision fp32, bf16, int8) in the same run: samples per CPU
+ * second of the thread that runs them (policy.threads 1) of a whole act (forward, sampling,
+ * log-probabilities: what a policy worker runs per batch) and of the network's forward alone,
+ * at several batch sizes, with the ratio to fp32. The models share one set of fp32 parameters;
+ * 20 ms slices alternate between precisions so that each sees the same machine state, and the
+ * medians over rounds (rates, and ratios within a round) are reported.
  * defines: gb_bench_inference */
 #include "launch/bench.h"
 #include "launch/commands.h"
@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_CASES 16
 
@@ -36,10 +37,11 @@ static void usage(FILE *out)
             "                               [--precision fp32,bf16,int8] [--batch 1,64,256,1024]\n"
             "                               [--seconds S] [--quick]\n\n"
             "The policy worker's model (default: configs/cartpole_ppo.yaml's MLP [64, 64] tanh\n"
-            "on CartPole-v1) at each precision, in the same run: samples/s of act (forward and\n"
-            "sampling) and of the forward alone, and the ratio to fp32. S: seconds per case\n"
-            "(default 2, --quick 0.2), in 20 ms slices alternating between the precisions;\n"
-            "medians of the rounds. GEARBOX_QENGINE=onednn|qnnpack picks int8's engine.\n");
+            "on CartPole-v1) at each precision, in the same run: samples per CPU second\n"
+            "(policy.threads 1) of act (forward and sampling) and of the forward alone, and the\n"
+            "ratio to fp32. S: CPU seconds per case (default 2, --quick 0.2), in 20 ms slices\n"
+            "alternating between the precisions; medians of the rounds.\n"
+            "GEARBOX_QENGINE=onednn|qnnpack picks int8's engine.\n");
 }
 
 /* Comma-separated list into out (at most max); returns the count, or -1. */
@@ -67,14 +69,24 @@ static int precision_of(const char *name)
     return -1;
 }
 
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Acts (or runs the forward alone) on rows observations, in groups of 8 calls, for at least
- * budget_s seconds: *rate = rows * calls / seconds. Returns 0 or the model's error. */
+ * budget_s seconds of this thread's CPU time: *rate = rows * calls / CPU seconds. With
+ * policy.threads 1 libtorch computes on the calling thread, so CPU time is the model's cost
+ * without the time other processes of a loaded machine hold the core. Returns 0 or the
+ * model's error. */
 static int time_calls(gb_torch_model *m, const void *obs, int64_t rows, int forward_only,
                       double budget_s, void *action, float *logp, double *rate, gb_error *err)
 {
     gb_torch_act_out o = {.action = action, .logp = logp};
     int64_t calls = 0;
-    double t0 = gb_now_s(), t = t0;
+    double t0 = thread_cpu_s(), t = t0;
     do {
         for (int i = 0; i < 8; i++) {
             int rc = forward_only ? gb_torch_model_forward(m, obs, rows, err)
@@ -83,7 +95,7 @@ static int time_calls(gb_torch_model *m, const void *obs, int64_t rows, int forw
                 return rc;
         }
         calls += 8;
-        t = gb_now_s();
+        t = thread_cpu_s();
     } while (t - t0 < budget_s);
     *rate = (double)(rows * calls) / (t - t0);
     return 0;
@@ -248,16 +260,16 @@ int gb_bench_inference(int argc, char **argv, int json)
             if (json)
                 printf("{\"bench\": \"inference\", \"case\": \"precision\", \"env\": \"%s\", "
                        "\"model\": \"%s\", \"precision\": \"%s\", \"engine\": \"%s\", "
-                       "\"rows\": %lld, \"threads\": %lld, \"act_samples_per_s\": %.0f, "
-                       "\"forward_samples_per_s\": %.0f, \"act_ratio\": %.3f, "
+                       "\"rows\": %lld, \"threads\": %lld, \"act_samples_per_cpu_s\": %.0f, "
+                       "\"forward_samples_per_cpu_s\": %.0f, \"act_ratio\": %.3f, "
                        "\"forward_ratio\": %.3f, \"load1\": %.2f}\n",
                        cfg.env.name, model, precs[i],
                        prec[i] == GB_PRECISION_INT8 ? engine : "", (long long)rows[b],
                        (long long)cfg.policy.threads, act[i], fwd[i], act_ratio[i],
                        fwd_ratio[i], load[0]);
             else
-                printf("inference  %s %s  rows %5lld  %-4s%s%-7s  act %10.0f samples/s (x%.2f "
-                       "fp32)  forward %10.0f samples/s (x%.2f)  load %.2f\n",
+                printf("inference  %s %s  rows %5lld  %-4s%s%-7s  act %9.0f samples/cpu-s (x%.2f "
+                       "fp32)  forward %9.0f (x%.2f)  load %.2f\n",
                        cfg.env.name, model, (long long)rows[b], precs[i],
                        prec[i] == GB_PRECISION_INT8 ? " " : "",
                        prec[i] == GB_PRECISION_INT8 ? engine : "", act[i], act_ratio[i],
