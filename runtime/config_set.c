@@ -553,6 +553,10 @@ int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err
         return fail_key(marks, "policy.precision", err,
                         "int8 is libtorch's dynamic quantization, which runs on the cpu only: "
                         "use policy.device cpu, or bf16 on cuda");
+    if (cfg->policy.precision != GB_PRECISION_FP32 && cfg->launch.mode == GB_LAUNCH_INLINE)
+        return fail_key(marks, "policy.precision", err,
+                        "launch.mode inline acts with the learner's own fp32 model; reduced "
+                        "precision is the policy workers' (launch.mode local or slurm)");
     if (cfg->policy.precision != GB_PRECISION_FP32 &&
         cfg->policy.model.type == GB_MODEL_TORCHSCRIPT)
         return fail_key(marks, "policy.precision", err,
