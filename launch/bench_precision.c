@@ -190,7 +190,8 @@ int gb_bench_inference(int argc, char **argv, int json)
     for (int d = 0; d < space.obs_ndim; d++)
         obs_row *= (size_t)space.obs_shape[d];
     obs = malloc((size_t)max_rows * obs_row);
-    action = malloc((size_t)max_rows * sizeof(float) * (size_t)(space.discrete ? 2 : space.action_dim));
+    size_t action_row = space.discrete ? sizeof(int64_t) : sizeof(float) * (size_t)space.action_dim;
+    action = malloc((size_t)max_rows * action_row);
     logp = malloc((size_t)max_rows * sizeof(float));
     if (!obs || !action || !logp) {
         rc = gb_error_set(&err, GB_ENOMEM, "out of memory");

@@ -41,17 +41,20 @@ c10::intrusive_ptr<LinearPackedParamsBase> prepack(const torch::Tensor &wq,
 {
     static const c10::OperatorHandle op =
         c10::Dispatcher::singleton().findSchemaOrThrow("quantized::linear_prepack", "");
-    std::vector<c10::IValue> stack{wq, c10::optional<at::Tensor>(
-                                           bias.defined() ? bias.detach().to(torch::kCPU).contiguous()
-                                                          : bias)};
+    c10::optional<at::Tensor> b;
+    if (bias.defined())
+        b = bias.detach().to(torch::kCPU).contiguous();
+    std::vector<c10::IValue> stack{wq, b};
     op.callBoxed(&stack);
     return stack.at(0).toCustomClass<LinearPackedParamsBase>();
 }
 
 bool elementwise(const torch::nn::Module *m)
 {
-    return dynamic_cast<const torch::nn::TanhImpl *>(m) || dynamic_cast<const torch::nn::ReLUImpl *>(m) ||
-           dynamic_cast<const torch::nn::ELUImpl *>(m) || dynamic_cast<const torch::nn::GELUImpl *>(m) ||
+    return dynamic_cast<const torch::nn::TanhImpl *>(m) ||
+           dynamic_cast<const torch::nn::ReLUImpl *>(m) ||
+           dynamic_cast<const torch::nn::ELUImpl *>(m) ||
+           dynamic_cast<const torch::nn::GELUImpl *>(m) ||
            dynamic_cast<const torch::nn::FlattenImpl *>(m) ||
            dynamic_cast<const torch::nn::IdentityImpl *>(m);
 }
