@@ -1,9 +1,9 @@
 /* tests/workers/test_torch_precision.c: reduced-precision inference (policy.precision): a model
  * in int8 or bf16 that imported an fp32 model's parameters gives that model's outputs within a
  * stated tolerance (PPO means and values, DQN Q-values, SAC actions and log-probabilities, with
- * tanh and relu + layer norm torsos); a second import re-quantizes (the outputs follow the new
- * parameters, and export still gives the fp32 parameters bit for bit); torchscript models and
- * unknown precisions are refused. argv[1]: a scratch folder.
+ * tanh and relu + layer norm torsos, and a CNN's Q-values); a second import re-quantizes (the
+ * outputs follow the new parameters, and export still gives the fp32 parameters bit for bit);
+ * torchscript models and unknown precisions are refused. argv[1]: a scratch folder.
  *
  * Tolerances, max |reduced - fp32| over 256 rows <= rel * max |fp32| + abs:
  *   int8 (weights per output channel, activations per batch, 8 bits each): rel 0.05, abs 1e-3
@@ -171,6 +171,51 @@ out:
     gb_torch_model_destroy(low);
 }
 
+/* A CNN (Nature torso over uint8 frames, then a Linear of 64 -> 32 and the Q head): the
+ * convolutions stay fp32, the Linear runs reduced; the Q-values within the tolerance. */
+static void test_cnn(int precision, const char *name)
+{
+    gb_error err = {0};
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "dqn", "") == 0);
+    cfg.policy.model.type = GB_MODEL_CNN;
+    cfg.policy.model.hidden.n = 1;
+    cfg.policy.model.hidden.v[0] = 32;
+    gb_torch_space sp;
+    memset(&sp, 0, sizeof sp);
+    sp.obs_dtype = GB_DTYPE_UINT8;
+    sp.obs_ndim = 3;
+    sp.obs_shape[0] = 2;
+    sp.obs_shape[1] = 36;
+    sp.obs_shape[2] = 36;
+    sp.discrete = 1;
+    sp.n_actions = 4;
+    enum { N = 64, O = 2 * 36 * 36 };
+    static uint8_t obs[N * O];
+    for (int i = 0; i < N * O; i++)
+        obs[i] = (uint8_t)(((unsigned)i * 2654435761u) >> 13);
+    gb_torch_model *ref = NULL, *low = NULL;
+    CHECK_OK(gb_torch_model_create(&cfg, &sp, 1, &ref, &err));
+    CHECK_OK(gb_torch_model_create(&cfg, &sp, 3, &low, &err));
+    if (ref && low) {
+        CHECK_OK(gb_torch_model_set_precision(low, precision, &err));
+        CHECK_OK(copy_params(ref, low, 1, NULL));
+        static outputs r, l;
+        int64_t a[N];
+        gb_torch_act_out o1 = {a, NULL, NULL, r.v}, o2 = {a, NULL, NULL, l.v};
+        CHECK_OK(gb_torch_model_act(ref, obs, N, 1, 0.0, &o1, &err));
+        CHECK_OK(gb_torch_model_act(low, obs, N, 1, 0.0, &o2, &err));
+        r.n = l.n = N * 4;
+        double d = max_diff(&l, &r), t = tolerance(precision, &r);
+        printf("dqn cnn %s: max |diff| %.3g (max |fp32| %.3g, tolerance %.3g)\n", name, d,
+               max_abs(&r), t);
+        CHECK(d <= t);
+        CHECK(d > 0);
+    }
+    gb_torch_model_destroy(ref);
+    gb_torch_model_destroy(low);
+}
+
 static void test_refusals(void)
 {
     gb_error err = {0};
@@ -218,6 +263,7 @@ int main(int argc, char **argv)
                         names[p]);
         check_precision("dqn", "", discrete_space(), precisions[p], names[p]);
         check_precision("sac", ", activation: relu", box_space(), precisions[p], names[p]);
+        test_cnn(precisions[p], names[p]);
     }
     test_refusals();
     return test_main_result();
