@@ -13,6 +13,7 @@ const gb_bench_entry gb_bench_table[] = {
     {"serve", "offline-RL data server: C (and Python) clients vs plain ZeroMQ over tcp", gb_bench_serve},
     {"e2e", "a whole run of configs/cartpole_ppo.yaml: env steps/s, time to solve", gb_bench_e2e},
     {"streams", "inference round trips, sample throughput, parameter broadcast vs raw ZeroMQ", gb_bench_streams},
+    {"inference", "the policy model in fp32, bf16, int8 (policy.precision)", gb_bench_inference},
     {NULL, NULL, NULL},
 };
 

@@ -25,6 +25,7 @@
 /* Enum choices, in the order of the C enums in config.h. */
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const devices[] = {"cpu", "cuda", NULL};
+static const char *const precisions[] = {"fp32", "bf16", "int8", NULL};
 static const char *const model_types[] = {"mlp", "cnn", "torchscript", NULL};
 static const char *const activations[] = {"tanh", "relu", "elu", "gelu", NULL};
 static const char *const algorithms[] = {"ppo", "dqn", "sac", NULL};
@@ -78,6 +79,9 @@ const gb_config_field gb_config_fields[] = {
         "policy workers the launcher starts itself (-1: all); the rest of count join from "
         "other hosts (gearbox join)"),
     ENUM("policy.device", policy.device, "cpu", devices, "where inference runs"),
+    ENUM("policy.precision", policy.precision, "fp32", precisions,
+         "inference precision of the policy workers, built from the fp32 parameters after each "
+         "swap (int8: dynamic quantization of the Linear layers, cpu only)"),
     INT("policy.threads", policy.threads, "1", 1, 1024, "libtorch intra-op threads"),
     INT("policy.max_batch_rows", policy.max_batch_rows, "4096", 1, 1 << 24,
         "inference batch row limit"),

@@ -549,6 +549,18 @@ int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err
     if (cfg->policy.model.type == GB_MODEL_TORCHSCRIPT && cfg->policy.model.torchscript[0] == 0)
         return fail_key(marks, "policy.model.torchscript", err,
                         "policy.model.type is torchscript, so this must name the file");
+    if (cfg->policy.precision == GB_PRECISION_INT8 && cfg->policy.device != GB_DEVICE_CPU)
+        return fail_key(marks, "policy.precision", err,
+                        "int8 is libtorch's dynamic quantization, which runs on the cpu only: "
+                        "use policy.device cpu, or bf16 on cuda");
+    if (cfg->policy.precision != GB_PRECISION_FP32 && cfg->launch.mode == GB_LAUNCH_INLINE)
+        return fail_key(marks, "policy.precision", err,
+                        "launch.mode inline acts with the learner's own fp32 model; reduced "
+                        "precision is the policy workers' (launch.mode local or slurm)");
+    if (cfg->policy.precision != GB_PRECISION_FP32 &&
+        cfg->policy.model.type == GB_MODEL_TORCHSCRIPT)
+        return fail_key(marks, "policy.precision", err,
+                        "reduced precision needs a built-in model (mlp or cnn), not torchscript");
     if (cfg->policy.model.hidden.n == 0 && cfg->policy.model.type == GB_MODEL_MLP)
         return fail_key(marks, "policy.model.hidden", err, "an MLP needs at least one layer");
     if (cfg->streams.transport == GB_TRANSPORT_TCP && cfg->streams.interface[0] == '\0')

@@ -5,7 +5,8 @@
  * forward per batch, meanwhile; the parameter thread follows the parameter stream and stages
  * each complete, verified blob, which the inference thread imports between batches (never
  * during one). With policy.pipelined false, the main loop runs the model itself between
- * receiving batches (the same import points). */
+ * receiving batches (the same import points). With policy.precision bf16 or int8 the model
+ * runs in that precision, its reduced copies rebuilt from the fp32 parameters at each import. */
 #include "workers/worker.h"
 
 #include "envs/env.h"
@@ -152,8 +153,18 @@ int gb_policy_main(gb_worker *w, gb_error *err)
     if (rc || (rc = gb_torch_set_threads((int)cfg->policy.threads, err)) ||
         (rc = gb_torch_model_create(cfg, &p.space,
                                     gb_worker_seed(w, "model"),
-                                    &p.model, err)))
+                                    &p.model, err)) ||
+        (rc = gb_torch_model_set_precision(p.model, cfg->policy.precision, err)))
         goto done;
+    if (cfg->policy.precision != GB_PRECISION_FP32) {
+        const char *engine = "";
+        if (cfg->policy.precision == GB_PRECISION_INT8 &&
+            (rc = gb_torch_model_int8_engine(&engine, err)))
+            goto done;
+        GB_INFO("policy: inference in %s%s%s (rebuilt from the fp32 parameters at each swap)",
+                gb_config_enum_name("policy.precision", cfg->policy.precision),
+                engine[0] ? ", quantized engine " : "", engine);
+    }
     p.rows_cap = cfg->policy.max_batch_rows + cfg->actors.envs_per_actor * spec.agents;
     size_t arow = p.space.discrete ? sizeof(int64_t) : (size_t)p.space.action_dim * sizeof(float);
     p.action = malloc((size_t)p.rows_cap * arow);

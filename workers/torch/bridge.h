@@ -134,6 +134,29 @@ int gb_torch_model_import(gb_torch_model *m, const void *buf, size_t len,
                           const gb_param_entry *table, int count, uint64_t version,
                           gb_error *err);
 
+/* Runs this model's acting forward in reduced precision from now on (gb_precision,
+ * policy.precision): int8 quantizes every Linear layer's weights (per output channel,
+ * symmetric) for libtorch's dynamic int8 linear, which quantizes the activations per batch
+ * (a layer with fewer than 16 inputs or outputs, e.g. CartPole's first layer or a value head,
+ * stays fp32: quantizing its input costs more than its GEMM);
+ * bf16 keeps bf16 copies of those weights and casts the layer inputs. The activations between
+ * layers of a bf16 torso stay bf16; everything else (layer norms, convolutions, log_std, the
+ * distributions) and every output stay fp32. The reduced copies are built now from the fp32
+ * parameters and rebuilt by every gb_torch_model_import (once a parameter swap, never per
+ * batch); the parameters themselves, the layout and export stay fp32. GB_PRECISION_FP32 drops
+ * them. Returns 0, GB_EINVAL (not a gb_precision), GB_EUNSUPPORTED (int8 off the cpu; a
+ * torchscript model) or GB_ETORCH (no quantized engine in this libtorch). */
+int gb_torch_model_set_precision(gb_torch_model *m, int precision, gb_error *err);
+
+/* The quantized engine int8 runs on ("onednn", "qnnpack", "fbgemm", "x86": the fastest this
+ * libtorch has, chosen once a process; the environment variable GEARBOX_QENGINE=name asks for
+ * one). *name is static. Returns 0 or GB_ETORCH (none usable). */
+int gb_torch_model_int8_engine(const char **name, gb_error *err);
+
+/* The network's forward alone over n observations (no sampling, outputs discarded): for
+ * benchmarks that separate the layers' cost from the distributions'. Returns 0 or GB_ETORCH. */
+int gb_torch_model_forward(gb_torch_model *m, const void *obs, int64_t n, gb_error *err);
+
 /* Policy version: incremented by every training step of the learner that owns the model, set
  * by import. */
 uint64_t gb_torch_model_version(const gb_torch_model *m);

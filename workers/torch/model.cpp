@@ -2,6 +2,7 @@
 // batched act from caller buffers, parameter layout, export and import as one flat buffer.
 #include "workers/torch/distributions.hpp"
 #include "workers/torch/model.hpp"
+#include "workers/torch/precision.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -339,7 +340,43 @@ extern "C" int gb_torch_model_import(gb_torch_model *m, const void *buf, size_t 
             torch::Tensor &t = m->tensors[i];
             t.copy_(torch::from_blob((char *)buf + p.offset, t.sizes(), t.scalar_type()));
         }
+        m->net->refresh_precision(); // once a swap, not per batch
         m->version = version;
+        return 0;
+    });
+}
+
+extern "C" int gb_torch_model_set_precision(gb_torch_model *m, int precision, gb_error *err)
+{
+    if (precision != GB_PRECISION_FP32 && precision != GB_PRECISION_BF16 &&
+        precision != GB_PRECISION_INT8)
+        return gb_error_set(err, GB_EINVAL, "precision %d is none of fp32, bf16, int8", precision);
+    if (precision == GB_PRECISION_INT8 && !m->device.is_cpu())
+        return gb_error_set(err, GB_EUNSUPPORTED, "int8 inference runs on the cpu only (the "
+                            "model is on %s)", m->device.str().c_str());
+    return gb_torch_guard(err, "set_precision", [&] {
+        m->net->set_precision(precision);
+        return 0;
+    });
+}
+
+extern "C" int gb_torch_model_int8_engine(const char **name, gb_error *err)
+{
+    return gb_torch_guard(err, "int8_engine", [&] {
+        *name = int8_engine();
+        return 0;
+    });
+}
+
+extern "C" int gb_torch_model_forward(gb_torch_model *m, const void *obs, int64_t n,
+                                      gb_error *err)
+{
+    if (n <= 0)
+        return n == 0 ? 0 : gb_error_set(err, GB_EINVAL, "forward: n = %lld", (long long)n);
+    return gb_torch_guard(err, "forward", [&] {
+        torch::NoGradGuard no_grad;
+        Heads h = m->net->forward(obs_tensor(m, obs, n));
+        (void)h;
         return 0;
     });
 }

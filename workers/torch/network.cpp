@@ -1,6 +1,7 @@
 // workers/torch/network.cpp: the networks: MLP and Nature-CNN torsos with orthogonal init, the
 // per-algorithm heads (actor-critic, Q, squashed-Gaussian actor), TorchScript models, SAC critics.
 #include "workers/torch/network.hpp"
+#include "workers/torch/precision.hpp"
 
 #include <cmath>
 #include <mutex>
@@ -94,6 +95,19 @@ torch::nn::Sequential make_torso(const gb_config_model &mc, const gb_torch_space
 
 struct HeadsModule : torch::nn::Module {
     bool cnn = false, scale_u8 = false;
+    LowPrecision low; // policy.precision's copies of the Linear layers (fp32: none)
+    // The layers' forwards, through the reduced copies when there are; head outputs back to fp32
+    torch::Tensor seq(torch::nn::Sequential &s, const torch::Tensor &x)
+    {
+        return low.precision() == GB_PRECISION_FP32 ? s->forward(x) : low.sequential(s, x);
+    }
+    torch::Tensor lin(torch::nn::Linear &l, const torch::Tensor &x)
+    {
+        if (low.precision() == GB_PRECISION_FP32)
+            return l->forward(x);
+        torch::Tensor y = low.linear(l, x);
+        return y.scalar_type() == torch::kFloat32 ? y : y.to(torch::kFloat32);
+    }
     torch::Tensor prep(const torch::Tensor &obs) const
     {
         if (cnn)
@@ -130,16 +144,16 @@ struct ActorCritic : HeadsModule {
     Heads heads(const torch::Tensor &obs) override
     {
         torch::Tensor x = prep(obs);
-        torch::Tensor h = torso->forward(x);
-        torch::Tensor hc = critic_torso ? critic_torso->forward(x) : h;
+        torch::Tensor h = seq(torso, x);
+        torch::Tensor hc = critic_torso ? seq(critic_torso, x) : h;
         Heads out;
         if (discrete) {
-            out.logits = pi->forward(h);
+            out.logits = lin(pi, h);
         } else {
-            out.mean = pi->forward(h);
+            out.mean = lin(pi, h);
             out.log_std = log_std.expand_as(out.mean);
         }
-        out.value = v->forward(hc).squeeze(-1);
+        out.value = lin(v, hc).squeeze(-1);
         return out;
     }
 };
@@ -159,7 +173,7 @@ struct QNet : HeadsModule {
     Heads heads(const torch::Tensor &obs) override
     {
         Heads out;
-        out.q = head->forward(torso->forward(prep(obs)));
+        out.q = lin(head, seq(torso, prep(obs)));
         return out;
     }
 };
@@ -179,11 +193,11 @@ struct SacActor : HeadsModule {
     }
     Heads heads(const torch::Tensor &obs) override
     {
-        torch::Tensor h = torso->forward(prep(obs));
+        torch::Tensor h = seq(torso, prep(obs));
         Heads out;
-        out.mean = mu->forward(h);
+        out.mean = lin(mu, h);
         const double lo = -5.0, hi = 2.0;
-        out.log_std = lo + 0.5 * (hi - lo) * (torch::tanh(ls->forward(h)) + 1.0);
+        out.log_std = lo + 0.5 * (hi - lo) * (torch::tanh(lin(ls, h)) + 1.0);
         return out;
     }
 };
@@ -203,6 +217,12 @@ struct BuiltinNet : Net {
     }
     std::vector<torch::Tensor> parameters() override { return mod->parameters(true); }
     void set_training(bool on) override { mod->train(on); }
+    void set_precision(int precision) override { mod->low.build(*mod, precision); }
+    void refresh_precision() override
+    {
+        if (mod->low.precision() != GB_PRECISION_FP32)
+            mod->low.build(*mod, mod->low.precision());
+    }
 };
 
 struct ScriptNet : Net {
@@ -266,6 +286,13 @@ struct ScriptNet : Net {
         return v;
     }
     void set_training(bool on) override { mod.train(on); }
+    void set_precision(int precision) override
+    {
+        if (precision != GB_PRECISION_FP32)
+            throw Failure(GB_EUNSUPPORTED, "reduced inference precision needs a built-in model "
+                                           "(mlp or cnn), not torchscript");
+    }
+    void refresh_precision() override {}
 };
 
 } // namespace

@@ -26,6 +26,12 @@ struct Net {
     virtual NamedTensors named_tensors() = 0;           // parameters, then buffers; fixed order
     virtual std::vector<torch::Tensor> parameters() = 0;
     virtual void set_training(bool on) = 0;
+    // Inference in precision (gb_precision) from now on: the reduced copies of the Linear
+    // layers are built from the current parameters (fp32: dropped). Throws (torchscript: a
+    // Failure with GB_EUNSUPPORTED; int8 off the cpu).
+    virtual void set_precision(int precision) = 0;
+    // Rebuilds the reduced copies from the current parameters (after they changed).
+    virtual void refresh_precision() = 0;
 };
 
 // Held while seeding libtorch's process-wide generator and initialising a network from it.
