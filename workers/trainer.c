@@ -159,13 +159,17 @@ static void *ingest_main(void *arg)
         gb_wire_msg_init(&msgs[i]);
     gb_error *err = &t->ingest_err;
     int ending = 0; /* the launcher said the run is ending (gb_worker_run_ending) */
+    /* a round is committed in one allocate, which a replay smaller than INGEST_BATCH refuses */
+    gb_replay_stats rs;
+    gb_replay_stats_get(t->replay, &rs);
+    const int most = rs.capacity < INGEST_BATCH ? (int)rs.capacity : INGEST_BATCH;
     while (!gb_worker_stopping(w)) {
         look_for_end(t, &ending);
         /* Take what is waiting (at least one, waiting up to 100 ms for it), at most
          * INGEST_BATCH messages a round, refused ones included: a stream of refused chunks
          * (all non-finite, forged) must not keep this thread from seeing the run end. */
         int n = 0;
-        for (int taken = 0; n < INGEST_BATCH && taken < INGEST_BATCH; taken++) {
+        for (int taken = 0; n < most && taken < most; taken++) {
             int rc = gb_sample_recv(t->samples, &msgs[n], n == 0 ? 100 : 0, err);
             if (rc == GB_EAGAIN)
                 break;

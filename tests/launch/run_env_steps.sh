@@ -4,7 +4,7 @@
 # chunk the trainers received is in DIR, and with a balanced ledger (every chunk sent was
 # received) env_steps equals the valid steps recorded there (tests/launch/probe.c steps).
 # The steps taken and never sent are reported beside it (env_steps_unsent > 0: every one of
-# the 256 environment copies holds a partly filled chunk when the run stops), and the last row
+# the environment copies holds a partly filled chunk when the run stops), and the last row
 # of metrics.csv says the same env_steps.
 # usage: run_env_steps.sh GEARBOX CONFIG PROBE WORK_DIR
 set -u

@@ -62,7 +62,7 @@ start_run() {
   local name=$1; shift
   (on h1 "$gearbox" run "$config" --run-dir "$work/$name" --set streams.transport=tcp \
     --set streams.interface="$net.1" --set actors.local=0 --set policy.local=0 \
-    --set launch.progress=plain --set experiment.metrics_interval_s=0.5 "$@" \
+    --set actors.count=2 --set launch.progress=plain --set experiment.metrics_interval_s=0.5 "$@" \
     > "$work/$name.log" 2>&1) &
   launcher=$!; pids+=("$launcher")
   local end=$((SECONDS + 20))

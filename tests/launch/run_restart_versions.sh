@@ -12,7 +12,8 @@ gearbox=$1 config=$2 work=$3
 . "$(dirname "$0")/run_lib.sh"
 rm -rf "$work"; mkdir -p "$work"
 "$gearbox" run "$config" --run-dir "$work/run" --set trainer.checkpoint_every_s=1 \
-  --set experiment.target_return=1000 --set experiment.max_env_steps=6000000 \
+  --set trainer.max_staleness=1 \
+  --set experiment.target_return=1000 --set experiment.max_env_steps=1500000 \
   --set experiment.max_seconds=300 --set launch.progress=off > "$work/out.log" 2>&1 &
 launcher=$!
 log="$work/run/logs/trainer-0.log"

@@ -119,7 +119,7 @@ no_workers() {
 
 # --- (a) PPO solves ------------------------------------------------------------------------------
 start=$SECONDS
-"$gearbox" run "$config" --backend slurm --run-dir "$work/solve" \
+"$gearbox" run "$config" --backend slurm --run-dir "$work/solve" --set actors.count=2 \
   --set streams.transport=tcp --set launch.progress=plain > "$work/solve.log" 2>&1 &
 launcher=$!
 seen_job="" seen_steps=""
