@@ -25,6 +25,7 @@ int gb_bench_envs(int argc, char **argv, int json);
 int gb_bench_kernels(int argc, char **argv, int json);
 int gb_bench_serve(int argc, char **argv, int json);
 int gb_bench_e2e(int argc, char **argv, int json);
+int gb_bench_suite(int argc, char **argv, int json);
 
 /* ---- shared by the benchmarks (launch/bench_util.c) ------------------------------------------ */
 
