@@ -107,7 +107,9 @@ static void suite_usage(FILE *out)
             "  --set k=v       override a config key in every run (as gearbox run --set)\n"
             "  --configs DIR   where the configs are (default: ./configs when it holds them,\n"
             "                  else the source tree's configs/ this gearbox was built from)\n"
-            "  --keep          keep the run directories (a temporary folder, named on stderr)\n\n"
+            "  --keep          keep the run directories (a folder gb-suite-* in $TMPDIR or\n"
+            "                  /tmp, named on stderr; keep $TMPDIR short: the runs' Unix\n"
+            "                  sockets live there)\n\n"
             "exit status: 0 every run ran and wrote its summary.json (a task that did not solve\n"
             "is a result, not an error); 1 a run could not be started, failed (gearbox run\n"
             "exited non-zero) or left no readable summary.json, or a config could not be\n"
@@ -198,16 +200,16 @@ static double now_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Runs `exe run CONFIG --set experiment.seed=S --run-dir DIR/<task>-seed<S> --set
- * launch.progress=off [--set ...]` with its output in DIR/<task>-seed<S>.log, waits for it and
+/* Runs `exe run CONFIG --set experiment.seed=S --run-dir DIR/<task>-s<S> --set
+ * launch.progress=off [--set ...]` with its output in DIR/<task>-s<S>.log, waits for it and
  * reads its summary.json into r. Blocks for the whole run. Never fails itself: what went wrong
  * is in r->error. */
 static void suite_run_seed(const char *exe, const char *tmp, const suite_task *t,
                            const suite_opts *o, suite_run *r)
 {
     char run_dir[SUITE_PATH_MAX], seed_set[64];
-    snprintf(run_dir, sizeof run_dir, "%.*s/%.40s-seed%d", SUITE_DIR_MAX, tmp, t->name, r->seed);
-    snprintf(r->log, sizeof r->log, "%.*s/%.40s-seed%d.log", SUITE_DIR_MAX, tmp, t->name,
+    snprintf(run_dir, sizeof run_dir, "%.*s/%.40s-s%d", SUITE_DIR_MAX, tmp, t->name, r->seed);
+    snprintf(r->log, sizeof r->log, "%.*s/%.40s-s%d.log", SUITE_DIR_MAX, tmp, t->name,
              r->seed);
     const char *log_path = r->log;
     snprintf(seed_set, sizeof seed_set, "experiment.seed=%d", r->seed);
@@ -593,7 +595,7 @@ int gb_bench_suite(int argc, char **argv, int json)
     }
     const char *tmpdir = getenv("TMPDIR");
     char tmp[SUITE_DIR_MAX];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s/gearbox-bench-suite-XXXXXX",
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s/gb-suite-XXXXXX",
                          tmpdir && tmpdir[0] ? tmpdir : "/tmp") >= sizeof tmp - 64) {
         fprintf(stderr, "gearbox bench suite: TMPDIR is too long\n");
         return GB_EXIT_FAILURE;

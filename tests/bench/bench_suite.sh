@@ -12,8 +12,10 @@
 set -u
 gearbox=$1 configs=$2 work=$3
 fail() { echo "FAIL: $*"; exit 1; }
-rm -rf "$work"; mkdir -p "$work/tmp"
-export TMPDIR="$work/tmp"
+rm -rf "$work"; mkdir -p "$work"
+# the runs' ipc sockets live in their run directories: keep the path short (Unix sockets: 107 bytes)
+export TMPDIR=$(mktemp -d /tmp/gbsuite.XXXXXX)
+trap 'rm -rf "$TMPDIR"' EXIT
 
 check() { # check OUT_JSON SEEDS EXPECT_SOLVED(all|none) THRESHOLD
   python3 - "$@" <<'PY' || exit 1
@@ -77,7 +79,7 @@ status=$?
 cat "$work/capped.err"
 [ "$status" -eq 0 ] || fail "capped suite exited with $status"
 check "$work/capped.json" 2 none 1e9
-[ -z "$(ls -A "$work/tmp")" ] || fail "run directories left behind: $(ls "$work/tmp")"
+[ -z "$(ls -A "$TMPDIR")" ] || fail "run directories left behind: $(ls "$TMPDIR")"
 
 # 2. uncapped: seed 1 solves (the config's own budget)
 "$gearbox" bench suite --json --only cartpole_ppo --seeds 1 --configs "$configs" \
