@@ -12,6 +12,8 @@ const gb_bench_entry gb_bench_table[] = {
     {"replay", "GEAR replay on the CPU: insert, select, collect vs memcpy, sample+update", gb_bench_replay},
     {"serve", "offline-RL data server: C (and Python) clients vs plain ZeroMQ over tcp", gb_bench_serve},
     {"e2e", "a whole run of configs/cartpole_ppo.yaml: env steps/s, time to solve", gb_bench_e2e},
+    {"suite", "time to solve on the shipped configs' tasks, several seeds, as a user runs them",
+     gb_bench_suite},
     {"streams", "inference round trips, sample throughput, parameter broadcast vs raw ZeroMQ", gb_bench_streams},
     {"inference", "the policy model in fp32, bf16, int8 (policy.precision)", gb_bench_inference},
     {NULL, NULL, NULL},
