@@ -147,7 +147,11 @@ static int chunks_all_received(const stop_view *v)
 static void stop_workers(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_collector *mc,
                          const gb_config *cfg, gb_watchdog *wd)
 {
-    double grace = cfg->launch.stop_timeout_s < 4.5 ? cfg->launch.stop_timeout_s : 4.5;
+    /* the hand-over phases take their share of at most 4.5 s; whatever launch.stop_timeout_s
+     * gives beyond that is for the workers' own stop (a trainer's final checkpoint of a large
+     * replay takes longer than 4.5 s, and was killed for it) */
+    double whole = cfg->launch.stop_timeout_s;
+    double grace = whole < 4.5 ? whole : 4.5;
     double t0 = gb_now_s();
     stop_view v = {mc, rc, cfg, wd, 0};
     /* actors joined from other hosts (gearbox join) that were killed will send no final
@@ -172,9 +176,10 @@ static void stop_workers(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_co
         if (slow)
             GB_WARN("%d actors still running after their release; stopping the rest now", slow);
     }
-    int killed = gb_supervisor_stop_all(sup, grace - (gb_now_s() - t0));
+    int killed = gb_supervisor_stop_all(sup, whole - (gb_now_s() - t0));
     if (killed)
-        GB_WARN("%d workers did not stop within %.1f s and were killed", killed, grace);
+        GB_WARN("%d workers did not stop within %.1f s (launch.stop_timeout_s) and were killed",
+                killed, whole);
     GB_DEBUG("workers stopped in %.2f s", gb_now_s() - t0);
 }
 
