@@ -33,6 +33,15 @@ int gb_bench_suite(int argc, char **argv, int json);
 /* Sorts t[0..n) in place and returns its q-quantile (nearest rank; q = 0.5: the median). */
 double gb_bench_quantile(double *t, int n, double q);
 
+/* A file's text (at most 1 MiB, NUL-terminated, malloc'd), or NULL. */
+char *gb_bench_slurp(const char *path);
+
+/* In a small flat JSON text (a run's summary.json): the number (or true/false, as 1/0) after
+ * "key":, NAN when absent or null; the plain string after "key": into out (cut at cap - 1 or at
+ * a quote or backslash), "" when absent. */
+double gb_bench_json_number(const char *text, const char *key);
+void gb_bench_json_string(const char *text, const char *key, char *out, size_t cap);
+
 /* ---- `gearbox bench replay --case global_select` (bench_replay_shards.c) -------------------- */
 
 /* Built only with the trainers' group (libtorch; GEARBOX_BENCH_GLOBAL_SELECT defined).

@@ -14,43 +14,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The number after "key": in a small JSON text; NAN when absent or null. */
-static double json_number(const char *text, const char *key)
-{
-    char pat[128];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(text, pat);
-    if (!p)
-        return NAN;
-    p += strlen(pat);
-    while (*p == ' ')
-        p++;
-    if (strncmp(p, "true", 4) == 0)
-        return 1;
-    if (strncmp(p, "false", 5) == 0)
-        return 0;
-    char *end;
-    double v = strtod(p, &end);
-    return end == p ? NAN : v;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = malloc(1 << 20);
-    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-    fclose(f);
-    if (buf)
-        buf[n] = '\0';
-    return buf;
-}
-
 /* The samples_trained column of metrics.csv's last row. */
 static double last_samples_trained(const char *csv_path)
 {
-    char *text = slurp(csv_path);
+    char *text = gb_bench_slurp(csv_path);
     if (!text)
         return NAN;
     int col = -1, i = 0;
@@ -140,18 +107,18 @@ int gb_bench_e2e(int argc, char **argv, int json)
     }
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/summary.json", run_dir);
-    char *summary = slurp(path);
+    char *summary = gb_bench_slurp(path);
     if (!summary) {
         fprintf(stderr, "gearbox bench e2e: the run wrote no summary.json (exit status %d); "
                 "see %s/logs\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1, run_dir);
         return GB_EXIT_FAILURE;
     }
-    double env_steps = json_number(summary, "env_steps");
-    double wall = json_number(summary, "wall_seconds");
-    double solved = json_number(summary, "solved");
-    double ret = json_number(summary, "episode_return_mean");
-    double actors = json_number(summary, "actors"), policies = json_number(summary, "policies"),
-           trainers = json_number(summary, "trainers");
+    double env_steps = gb_bench_json_number(summary, "env_steps");
+    double wall = gb_bench_json_number(summary, "wall_seconds");
+    double solved = gb_bench_json_number(summary, "solved");
+    double ret = gb_bench_json_number(summary, "episode_return_mean");
+    double actors = gb_bench_json_number(summary, "actors"), policies = gb_bench_json_number(summary, "policies"),
+           trainers = gb_bench_json_number(summary, "trainers");
     snprintf(path, sizeof path, "%s/metrics.csv", run_dir);
     double samples = last_samples_trained(path);
     double env_rate = wall > 0 ? env_steps / wall : NAN;

@@ -121,62 +121,6 @@ static void suite_usage(FILE *out)
 
 /* ---- summary.json ------------------------------------------------------------------------- */
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = malloc(1 << 20);
-    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-    fclose(f);
-    if (buf)
-        buf[n] = '\0';
-    return buf;
-}
-
-/* Where "key": starts its value in a small flat JSON text, or NULL. */
-static const char *json_value(const char *text, const char *key)
-{
-    char pat[128];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(text, pat);
-    if (!p)
-        return NULL;
-    p += strlen(pat);
-    while (*p == ' ')
-        p++;
-    return p;
-}
-
-/* The number (or true/false) after "key":; NAN when absent or null. */
-static double json_number(const char *text, const char *key)
-{
-    const char *p = json_value(text, key);
-    if (!p)
-        return NAN;
-    if (strncmp(p, "true", 4) == 0)
-        return 1;
-    if (strncmp(p, "false", 5) == 0)
-        return 0;
-    char *end;
-    double v = strtod(p, &end);
-    return end == p ? NAN : v;
-}
-
-/* The string after "key": into out (plain characters only: exit reasons); "" when absent. */
-static void json_string(const char *text, const char *key, char *out, size_t cap)
-{
-    out[0] = '\0';
-    const char *p = json_value(text, key);
-    if (!p || *p != '"')
-        return;
-    size_t n = strcspn(p + 1, "\"\\");
-    if (n >= cap)
-        n = cap - 1;
-    memcpy(out, p + 1, n);
-    out[n] = '\0';
-}
-
 /* ---- interruption: the suite stops after the run in progress, whose launcher stops it ------- */
 
 static volatile sig_atomic_t suite_stop;
@@ -256,18 +200,18 @@ static void suite_run_seed(const char *exe, const char *tmp, const suite_task *t
 
     char path[SUITE_PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/summary.json", run_dir);
-    char *s = slurp(path);
+    char *s = gb_bench_slurp(path);
     if (r->exit_status == 127 && !s) {
         snprintf(r->error, sizeof r->error, "could not start gearbox run (exit status 127)");
         r->started = 0;
         return;
     }
     if (s) {
-        double solved = json_number(s, "solved");
-        json_string(s, "exit_reason", r->exit_reason, sizeof r->exit_reason);
-        r->env_steps = json_number(s, "env_steps");
-        r->run_seconds = json_number(s, "wall_seconds");
-        r->return_mean = json_number(s, "episode_return_mean");
+        double solved = gb_bench_json_number(s, "solved");
+        gb_bench_json_string(s, "exit_reason", r->exit_reason, sizeof r->exit_reason);
+        r->env_steps = gb_bench_json_number(s, "env_steps");
+        r->run_seconds = gb_bench_json_number(s, "wall_seconds");
+        r->return_mean = gb_bench_json_number(s, "episode_return_mean");
         r->has_summary = !isnan(solved) && r->exit_reason[0] && !isnan(r->env_steps);
         r->solved = r->has_summary && solved == 1;
         free(s);

@@ -1,7 +1,9 @@
-/* launch/bench_util.c: helpers the benchmarks share: quantiles of timings, and the streams
- * cases' sockets (endpoints in a temporary folder or on 127.0.0.1). */
+/* launch/bench_util.c: helpers the benchmarks share: quantiles of timings, reading a run's
+ * summary.json, and the streams cases' sockets (endpoints in a temporary folder or on
+ * 127.0.0.1). */
 #include "launch/bench.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,60 @@ double gb_bench_quantile(double *t, int n, double q)
 {
     qsort(t, (size_t)n, sizeof *t, cmp_double);
     return t[(int)(q * (n - 1) + 0.5)];
+}
+
+char *gb_bench_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = malloc(1 << 20);
+    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    fclose(f);
+    if (buf)
+        buf[n] = '\0';
+    return buf;
+}
+
+/* Where "key": starts its value in a small flat JSON text, or NULL. */
+static const char *json_value(const char *text, const char *key)
+{
+    char pat[128];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(text, pat);
+    if (!p)
+        return NULL;
+    p += strlen(pat);
+    while (*p == ' ')
+        p++;
+    return p;
+}
+
+double gb_bench_json_number(const char *text, const char *key)
+{
+    const char *p = json_value(text, key);
+    if (!p)
+        return NAN;
+    if (strncmp(p, "true", 4) == 0)
+        return 1;
+    if (strncmp(p, "false", 5) == 0)
+        return 0;
+    char *end;
+    double v = strtod(p, &end);
+    return end == p ? NAN : v;
+}
+
+void gb_bench_json_string(const char *text, const char *key, char *out, size_t cap)
+{
+    out[0] = '\0';
+    const char *p = json_value(text, key);
+    if (!p || *p != '"')
+        return;
+    size_t n = strcspn(p + 1, "\"\\");
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(out, p + 1, n);
+    out[n] = '\0';
 }
 
 int gb_bench_net_want(const gb_bench_net *b, const char *name)
