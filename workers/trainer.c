@@ -159,10 +159,12 @@ static void *ingest_main(void *arg)
         gb_wire_msg_init(&msgs[i]);
     gb_error *err = &t->ingest_err;
     int ending = 0; /* the launcher said the run is ending (gb_worker_run_ending) */
-    /* a round is committed in one allocate, which a replay smaller than INGEST_BATCH refuses */
+    /* a round is committed in one allocate, which a replay holding fewer than INGEST_BATCH
+     * items refuses (capacity) or waits on forever (max_size with remover none) */
     gb_replay_stats rs;
     gb_replay_stats_get(t->replay, &rs);
-    const int most = rs.capacity < INGEST_BATCH ? (int)rs.capacity : INGEST_BATCH;
+    int64_t room = rs.max_size < rs.capacity ? rs.max_size : rs.capacity;
+    const int most = room < INGEST_BATCH ? (int)room : INGEST_BATCH;
     while (!gb_worker_stopping(w)) {
         look_for_end(t, &ending);
         /* Take what is waiting (at least one, waiting up to 100 ms for it), at most
