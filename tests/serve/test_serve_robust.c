@@ -180,7 +180,7 @@ static int raw_request(void *sock, int envelope, int64_t seq, int op, const int6
     q.nmeta = 1;
     q.meta[0] = op;
     for (int i = 0; i < n; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "part%d", i);
         gb_wire_set_tensor(&q.tensors[i], name, GB_DTYPE_UINT8, 1, &sizes[i], &err);
     }
