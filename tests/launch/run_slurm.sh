@@ -20,6 +20,7 @@
 set -u
 gearbox=$(readlink -f "$1") config=$(readlink -f "$2") work=$3
 . "$(dirname "$0")/run_lib.sh"
+. "$(dirname "$0")/slurm_lib.sh"
 
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: a test Slurm cluster needs root"; exit 77; }
 for tool in munged munge slurmctld slurmd salloc srun squeue scancel sinfo; do
@@ -49,17 +50,8 @@ trap cleanup EXIT
 trap 'exit 1' TERM INT # the EXIT trap runs on a timeout's SIGTERM too
 
 # --- the cluster -------------------------------------------------------------------------------
-# munged wants its key private and every folder above its socket searchable by all
-chmod 755 "$D"
-mkdir -p "$D/munge" "$D/key" "$D/state" "$D/spool" "$D/log"
-chmod 700 "$D/key"
-head -c 1024 /dev/urandom > "$D/key/munge.key"; chmod 400 "$D/key/munge.key"
-munged --foreground --key-file="$D/key/munge.key" --socket="$D/munge/socket" \
-  --pid-file="$D/munge/pid" --seed-file="$D/munge/seed" --log-file="$D/munge/log" &
-pids+=($!)
-for _ in $(seq 50); do [ -S "$D/munge/socket" ] && break; sleep 0.1; done
-munge -S "$D/munge/socket" -n | unmunge -S "$D/munge/socket" >/dev/null ||
-  fail "munged does not answer on $D/munge/socket"
+mkdir -p "$D/spool"
+slurm_start_munge
 
 node=$(hostname -s)
 port=$((20000 + RANDOM % 20000))
@@ -68,28 +60,9 @@ ClusterName=gbtest
 SlurmctldHost=$node(127.0.0.1)
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
-AuthType=auth/munge
-AuthInfo=socket=$D/munge/socket
-CredType=cred/munge
-SlurmUser=root
-SlurmdUser=root
-StateSaveLocation=$D/state
-SlurmdSpoolDir=$D/spool
-SlurmctldPidFile=$D/slurmctld.pid
-SlurmdPidFile=$D/slurmd.pid
-SlurmctldLogFile=$D/log/slurmctld.log
-SlurmdLogFile=$D/log/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-MpiDefault=none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SlurmdParameters=config_overrides
-ReturnToService=2
-KillWait=5
+EOF
+slurm_conf_common >> "$D/slurm.conf"
+cat >> "$D/slurm.conf" <<EOF
 NodeName=$node NodeAddr=127.0.0.1 CPUs=16 State=UNKNOWN
 PartitionName=gbtest Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF

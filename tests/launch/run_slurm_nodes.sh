@@ -32,6 +32,7 @@
 set -u
 gearbox=$(readlink -f "$1") config=$(readlink -f "$2") work=$3 nodes=${4:-2}
 . "$(dirname "$0")/run_lib.sh"
+. "$(dirname "$0")/slurm_lib.sh"
 
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: a test Slurm cluster needs root"; exit 77; }
 for tool in munged munge slurmctld slurmd salloc srun squeue scancel sinfo scontrol ip unshare \
@@ -92,17 +93,7 @@ done
 echo "hosts: $pre-{$(echo $names | tr ' ' ,)} on $net.0/24"
 
 # --- munge -------------------------------------------------------------------------------------
-chmod 755 "$D"
-mkdir -p "$D/munge" "$D/key" "$D/state" "$D/log"
-chmod 700 "$D/key"
-head -c 1024 /dev/urandom > "$D/key/munge.key"; chmod 400 "$D/key/munge.key"
-munged --foreground --key-file="$D/key/munge.key" --socket="$D/munge/socket" \
-  --pid-file="$D/munge/pid" --seed-file="$D/munge/seed" --log-file="$D/munge/log" \
-  > "$D/munge/out" 2>&1 &
-pids+=($!)
-for _ in $(seq 50); do [ -S "$D/munge/socket" ] && break; sleep 0.1; done
-munge -S "$D/munge/socket" -n | unmunge -S "$D/munge/socket" >/dev/null ||
-  fail "munged does not answer on $D/munge/socket"
+slurm_start_munge
 
 # --- slurm.conf: slurmctld on ctl's address, one NodeName per node namespace ------------------
 port=$((20000 + RANDOM % 20000))
@@ -112,29 +103,8 @@ SlurmctldHost=gbctl($net.1)
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
 SrunPortRange=$((port + 2))-$((port + 200))
-AuthType=auth/munge
-AuthInfo=socket=$D/munge/socket
-CredType=cred/munge
-SlurmUser=root
-SlurmdUser=root
-StateSaveLocation=$D/state
-SlurmdSpoolDir=$D/spool/%n
-SlurmctldPidFile=$D/slurmctld.pid
-SlurmdPidFile=$D/slurmd-%n.pid
-SlurmctldLogFile=$D/log/slurmctld.log
-SlurmdLogFile=$D/log/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-MpiDefault=none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SlurmdParameters=config_overrides
-ReturnToService=2
-KillWait=5
 EOF
+slurm_conf_common "%n" >> "$D/slurm.conf"
 i=2
 for k in $(seq "$nodes"); do
   echo "NodeName=gbn$k NodeAddr=$net.$i CPUs=8 State=UNKNOWN" >> "$D/slurm.conf"
