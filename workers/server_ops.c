@@ -179,6 +179,13 @@ static void gather(gb_replay *r, const gb_replay_selection *sel, const gb_replay
     }
 }
 
+/* The wait a sample request m asked for (its timeout_ms, capped by server.max_wait_s). */
+static double sample_wait_s(const gb_server *s, const gb_wire_msg *m)
+{
+    int64_t timeout_ms = m->hdr.nmeta > 4 ? m->hdr.meta[4] : -1;
+    return timeout_ms < 0 ? s->o.max_wait_s : fmin(s->o.max_wait_s, (double)timeout_ms / 1000.0);
+}
+
 /* A sample request; parked: NULL the first time (a request that must wait returns
  * GB_SERVE_PARK with nothing sent), else its parking record (retried without waiting; answered
  * with the limiter's error once its deadline has passed). */
@@ -192,7 +199,6 @@ static int op_sample(worker *w, const gb_wire_msg *m, const parked *pk, gb_error
         return send_error(w, m, GB_EPROTO, "sample: meta must hold [op, batch, ...]");
     int64_t batch = q->meta[1];
     int64_t t0 = q->nmeta > 2 ? q->meta[2] : 0, t1 = q->nmeta > 3 ? q->meta[3] : 0;
-    int64_t timeout_ms = q->nmeta > 4 ? q->meta[4] : -1;
     int64_t selector = q->nmeta > 5 ? q->meta[5] : -1;
     if (t1 == 0)
         t1 = o->steps;
@@ -246,8 +252,7 @@ static int op_sample(worker *w, const gb_wire_msg *m, const parked *pk, gb_error
     gb_replay_request req = gb_replay_request_default(batch);
     req.t0 = (int32_t)t0;
     req.t1 = (int32_t)t1;
-    double max_wait = s->o.max_wait_s;
-    double wait_s = timeout_ms < 0 ? max_wait : fmin(max_wait, (double)timeout_ms / 1000.0);
+    double wait_s = sample_wait_s(s, m);
     req.timeout_s = 0; /* never here: a request that must wait is parked */
     req.selector = (int)selector;
     gb_error e = {0};
@@ -402,15 +407,22 @@ static int op_insert(worker *w, const gb_wire_msg *m, gb_error *err)
                 return send_error(w, m, GB_EINVAL, text);
             }
     }
-    /* A per-step 'valid' column (datasets) says the same as length: the first length steps */
+    int64_t *idx = malloc((size_t)n * (sizeof(int64_t) * 2 + sizeof(int32_t)));
+    if (!idx)
+        return send_error(w, m, GB_ENOMEM, "insert: out of memory");
+    int64_t *versions = idx + n;
+    int32_t *lengths = (int32_t *)(versions + n);
+    for (int64_t i = 0; i < n; i++) {
+        versions[i] = m->hdr.policy_version < 0 ? 0 : m->hdr.policy_version;
+        lengths[i] = len ? len[i] : (int32_t)o->steps;
+    }
+    /* A per-step 'valid' column (datasets) says the same as length: the first length steps;
+     * without a length tensor it gives the lengths */
     int cv = column_index(o, "valid");
     const uint8_t *valid = NULL;
     if (cv >= 0 && !o->columns[cv].per_item && o->columns[cv].dtype == GB_DTYPE_UINT8 &&
         o->columns[cv].ndim == 0)
         valid = gb_wire_msg_tensor(m, src[cv]).data;
-    int32_t *from_valid = NULL;
-    if (valid && !len && !(from_valid = malloc((size_t)n * sizeof *from_valid)))
-        return send_error(w, m, GB_ENOMEM, "insert: out of memory");
     for (int64_t i = 0; valid && i < n; i++) {
         const uint8_t *v = valid + i * o->steps;
         int32_t k = 0;
@@ -427,26 +439,11 @@ static int op_insert(worker *w, const gb_wire_msg *m, gb_error *err)
             snprintf(text, sizeof text, "insert: item %lld: 'valid' has %d leading valid steps "
                      "and %s (valid marks the first length steps, length >= 1)", (long long)i,
                      k, why);
-            free(from_valid);
+            free(idx);
             return send_error(w, m, GB_EINVAL, text);
         }
-        if (from_valid)
-            from_valid[i] = k;
+        lengths[i] = k;
     }
-    if (from_valid)
-        len = from_valid;
-    int64_t *idx = malloc((size_t)n * (sizeof(int64_t) * 2 + sizeof(int32_t)));
-    if (!idx) {
-        free(from_valid);
-        return send_error(w, m, GB_ENOMEM, "insert: out of memory");
-    }
-    int64_t *versions = idx + n;
-    int32_t *lengths = (int32_t *)(versions + n);
-    for (int64_t i = 0; i < n; i++) {
-        versions[i] = m->hdr.policy_version < 0 ? 0 : m->hdr.policy_version;
-        lengths[i] = len ? len[i] : (int32_t)o->steps;
-    }
-    free(from_valid);
     gb_error e = {0};
     int rc = gb_replay_allocate(s->r, n, idx, s->o.max_wait_s, &e);
     if (rc == 0) {
@@ -583,13 +580,6 @@ static int park(worker *w, double wait_s)
     return 0;
 }
 
-/* The wait a sample request m asked for (its timeout_ms, capped by server.max_wait_s). */
-static double sample_wait_s(const gb_server *s, const gb_wire_msg *m)
-{
-    int64_t timeout_ms = m->hdr.nmeta > 4 ? m->hdr.meta[4] : -1;
-    return timeout_ms < 0 ? s->o.max_wait_s : fmin(s->o.max_wait_s, (double)timeout_ms / 1000.0);
-}
-
 void gb_server_retry_parked(worker *w)
 {
     gb_server *s = w->s;
@@ -653,18 +643,19 @@ void gb_server_handle(worker *w, int recv_rc, const gb_error *recv_err)
     gb_wire_msg *m = w->m;
     gb_error err = {0};
     int rc = 0;
+    uint64_t bytes;
     if (recv_rc) {
         atomic_fetch_add(&s->rejected, 1);
         if (m->route_len)
             rc = send_error(w, m, GB_EPROTO, recv_err->msg);
         else
             rc = -1;
-    } else if (request_bytes(m) > (uint64_t)s->o.max_request_bytes) {
+    } else if ((bytes = request_bytes(m)) > (uint64_t)s->o.max_request_bytes) {
         atomic_fetch_add(&s->rejected, 1);
         char text[GB_WIRE_TEXT_MAX];
         snprintf(text, sizeof text, "request of %llu bytes (its frames together) is over the "
                  "server's limit of %lld bytes (server.max_request_bytes): split it",
-                 (unsigned long long)request_bytes(m), (long long)s->o.max_request_bytes);
+                 (unsigned long long)bytes, (long long)s->o.max_request_bytes);
         rc = send_error(w, m, GB_EINVAL, text);
     } else if (m->hdr.type != GB_MSG_SERVE_REQUEST || m->hdr.nmeta < 1 ||
                m->hdr.meta[0] < GB_SERVE_INFO || m->hdr.meta[0] >= GB_SERVE_OP_END) {
