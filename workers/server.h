@@ -77,7 +77,8 @@ typedef struct gb_server_opts {
 void gb_server_opts_from_config(gb_server_opts *o, const gb_config_server *c);
 
 typedef struct gb_server_stats {
-    uint64_t requests[GB_SERVE_OP_END]; /* answered successfully, by op */
+    /* handled successfully, by op; counted before the answer is sent */
+    uint64_t requests[GB_SERVE_OP_END];
     uint64_t errors;                    /* answered with an error status (limits, bad values) */
     uint64_t rejected;                  /* malformed messages */
     uint64_t items_sent, bytes_sent;    /* sample replies */

@@ -38,6 +38,15 @@ static void reply_init(gb_wire_header *h, const worker *w, const gb_wire_msg *m,
     h->meta[0] = op;
 }
 
+/* The answer to a request that succeeded. It is counted before it is sent, so a client that has
+ * its answer sees it in the server's statistics. */
+static int reply_done(worker *w, const gb_wire_msg *m, const gb_wire_header *h,
+                      const gb_wire_payload *pl, gb_error *err)
+{
+    atomic_fetch_add(&w->s->requests[h->meta[0]], 1);
+    return gb_wire_reply(w->sock, m, h, pl, 0, err);
+}
+
 static int column_index(const gb_replay_options *o, const char *name)
 {
     for (int c = 0; c < o->ncolumns; c++)
@@ -91,7 +100,7 @@ static int op_info(worker *w, const gb_wire_msg *m, gb_error *err)
     gb_wire_payload pl[GB_WIRE_MAX_TENSORS];
     for (int c = 0; c < h.ntensors; c++)
         pl[c] = (gb_wire_payload){.data = ""};
-    return gb_wire_reply(w->sock, m, &h, pl, 0, err);
+    return reply_done(w, m, &h, pl, err);
 }
 
 /* Parses the "columns" tensor into column indices. Returns the count or -1 (text set). */
@@ -335,7 +344,7 @@ static int op_sample(worker *w, const gb_wire_msg *m, const parked *pk, gb_error
     for (int k = 0; k < ncols; k++)
         sent += (uint64_t)n * col_row[k];
     atomic_fetch_add(&s->bytes_sent, sent);
-    return gb_wire_reply(w->sock, m, &h, pl, 0, err);
+    return reply_done(w, m, &h, pl, err);
 }
 
 static int op_insert(worker *w, const gb_wire_msg *m, gb_error *err)
@@ -468,7 +477,7 @@ static int op_insert(worker *w, const gb_wire_msg *m, gb_error *err)
     h.nmeta = 3;
     h.meta[1] = n;
     h.meta[2] = st.size;
-    return gb_wire_reply(w->sock, m, &h, NULL, 0, err);
+    return reply_done(w, m, &h, NULL, err);
 }
 
 static int op_update(worker *w, const gb_wire_msg *m, gb_error *err)
@@ -505,7 +514,7 @@ static int op_update(worker *w, const gb_wire_msg *m, gb_error *err)
     h.nmeta = 3;
     h.meta[1] = n;
     h.meta[2] = skipped;
-    return gb_wire_reply(w->sock, m, &h, NULL, 0, err);
+    return reply_done(w, m, &h, NULL, err);
 }
 
 int gb_server_checkpoint(gb_server *s, gb_error *err)
@@ -530,7 +539,7 @@ static int op_checkpoint(worker *w, const gb_wire_msg *m, gb_error *err)
     gb_wire_header h;
     reply_init(&h, w, m, GB_SERVE_CHECKPOINT);
     snprintf(h.text, sizeof h.text, "%.*s", (int)sizeof h.text - 1, w->s->checkpoint);
-    return gb_wire_reply(w->sock, m, &h, NULL, 0, err);
+    return reply_done(w, m, &h, NULL, err);
 }
 
 /* The bytes of a received request's tensor frames together. */
@@ -593,7 +602,6 @@ void gb_server_retry_parked(worker *w)
     for (parked *p = list, *nx; p; p = nx) {
         nx = p->next;
         gb_error err = {0};
-        unsigned long long errors0 = atomic_load(&s->errors);
         int rc = op_sample(w, p->m, p, &err);
         if (rc == GB_SERVE_PARK) {
             p->next = NULL;
@@ -605,9 +613,7 @@ void gb_server_retry_parked(worker *w)
             kept++;
             continue;
         }
-        if (rc == 0 && atomic_load(&s->errors) == errors0)
-            atomic_fetch_add(&s->requests[GB_SERVE_SAMPLE], 1);
-        else if (rc)
+        if (rc)
             GB_WARN("server: reply to a parked request failed: %s", err.msg);
         gb_wire_msg_release(p->m);
         free(p->m);
@@ -663,7 +669,6 @@ void gb_server_handle(worker *w, int recv_rc, const gb_error *recv_err)
         rc = send_error(w, m, GB_EPROTO, "expected a serve_request with meta[0] = op (1..5)");
     } else {
         int op = (int)m->hdr.meta[0];
-        unsigned long long errors0 = atomic_load(&s->errors);
         switch (op) {
         case GB_SERVE_INFO: rc = op_info(w, m, &err); break;
         case GB_SERVE_SAMPLE:
@@ -681,8 +686,6 @@ void gb_server_handle(worker *w, int recv_rc, const gb_error *recv_err)
         case GB_SERVE_UPDATE: rc = op_update(w, m, &err); break;
         default: rc = op_checkpoint(w, m, &err); break;
         }
-        if (rc == 0 && atomic_load(&s->errors) == errors0)
-            atomic_fetch_add(&s->requests[op], 1);
     }
     if (rc && rc != -1)
         GB_WARN("server: reply failed: %s", err.msg);
