@@ -11,3 +11,14 @@ if(GEARBOX_TORCH)
   set(GEARBOX_HAVE_TORCH ON)
   message(STATUS "gearbox: libtorch ${Torch_VERSION}")
 endif()
+
+# The Python that features and tests needing PyPI packages run (launch/python-requirements.txt):
+# gearbox's own virtual environment made by launch/install-deps.sh, else Debian's python3.
+set(GEARBOX_PYTHON_VENV "/opt/gearbox/python" CACHE PATH
+    "gearbox's Python virtual environment (launch/install-deps.sh makes it)")
+if(EXISTS "${GEARBOX_PYTHON_VENV}/bin/python")
+  set(GEARBOX_PYTHON "${GEARBOX_PYTHON_VENV}/bin/python")
+else()
+  set(GEARBOX_PYTHON "/usr/bin/python3")
+endif()
+message(STATUS "gearbox: Python ${GEARBOX_PYTHON}")

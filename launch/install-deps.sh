@@ -17,7 +17,7 @@ packages=(
   libopenblas0-serial
   libhdf5-dev  # D4RL ingest of the data server
   # tests: fuzzing (clang + libFuzzer runtime), python reference scripts and clients
-  clang libclang-rt-14-dev python3 python3-numpy
+  clang libclang-rt-14-dev python3 python3-numpy python3-venv
   # the data server's Python client (pyzmq, msgpack) and its PyTorch example
   python3-zmq python3-msgpack python3-torch
   # tests/launch/run_hosts.sh: network namespaces, veth and a bridge (ip), pkill (procps)
@@ -43,8 +43,31 @@ for p in "${packages[@]}"; do
   [ "$status" = "install ok installed" ] || missing+=("$p")
 done
 
+# Python packages Debian does not ship (launch/python-requirements.txt) go into gearbox's own
+# virtual environment, never into the system's Python. Features and tests that need them run
+# ${GEARBOX_VENV}/bin/python (CMake's GEARBOX_PYTHON).
+GEARBOX_VENV=${GEARBOX_VENV:-/opt/gearbox/python}
+requirements="$(dirname "$0")/python-requirements.txt"
+python_packages() {
+  local wanted stamp
+  wanted=$(grep -v '^[[:space:]]*\(#\|$\)' "$requirements" | sed 's/[[:space:]]*#.*//' || true)
+  stamp="$GEARBOX_VENV/.gearbox-requirements"
+  if [ -x "$GEARBOX_VENV/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
+    echo "install-deps: the Python environment $GEARBOX_VENV is up to date"
+    return 0
+  fi
+  [ -x "$GEARBOX_VENV/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$GEARBOX_VENV"
+  if [ -n "$wanted" ]; then
+    echo "install-deps: installing Python packages into $GEARBOX_VENV:" $wanted
+    # shellcheck disable=SC2086
+    "$GEARBOX_VENV/bin/python" -m pip install -q --disable-pip-version-check $wanted </dev/null
+  fi
+  printf '%s' "$wanted" > "$stamp"
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages already installed"
+  python_packages
   exit 0
 fi
 echo "install-deps: installing ${missing[*]}"
@@ -61,3 +84,4 @@ fi
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
 echo "install-deps: installed ${#missing[@]} packages"
+python_packages
