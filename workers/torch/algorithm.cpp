@@ -89,23 +89,12 @@ Transitions valid_transitions(const gb_torch_batch *b, int64_t n_step, double ga
     return tr;
 }
 
-void learner_set_lr(torch::optim::Optimizer &opt, double lr)
-{
-    for (auto &g : opt.param_groups())
-        static_cast<torch::optim::AdamOptions &>(g.options()).lr(lr);
-}
-
 double learner_lr(const gb_torch_learner *l, double base)
 {
     if (!l->cfg.trainer.algorithm.lr_anneal)
         return base;
     double f = 1.0 - l->progress;
     return base * (f < 0.0 ? 0.0 : f);
-}
-
-double clip_grads(const std::vector<torch::Tensor> &params, double max_norm)
-{
-    return torch::nn::utils::clip_grad_norm_(params, max_norm > 0 ? max_norm : 1e30);
 }
 
 static const size_t default_bucket_bytes = (size_t)25 << 20; // DDP's default

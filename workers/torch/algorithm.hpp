@@ -8,6 +8,7 @@
 
 #include "workers/torch/distributions.hpp"
 #include "workers/torch/model.hpp"
+#include "workers/torch/optimizer.hpp"
 
 #include <memory>
 #include <vector>
@@ -23,7 +24,7 @@ struct gb_torch_learner {
     gbt::Critic q1{nullptr}, q2{nullptr}, q1t{nullptr}, q2t{nullptr};
     torch::Tensor log_alpha;
     double target_entropy = 0.0;
-    std::unique_ptr<torch::optim::Adam> opt, opt_q, opt_alpha;
+    std::unique_ptr<gbt::FlatAdam> opt, opt_q, opt_alpha;
     double progress = 0.0;
     int64_t train_steps = 0;
     // data-parallel training (gb_torch_learner_set_group): the group (not owned), bucket size
@@ -56,11 +57,9 @@ PpoLoss ppo_loss(const torch::Tensor &new_logp, const torch::Tensor &old_logp,
 torch::Tensor huber(const torch::Tensor &x, double delta);
 
 // Optimisation (algorithm.cpp).
-void learner_set_lr(torch::optim::Optimizer &opt, double lr);
 double learner_lr(const gb_torch_learner *l, double base); // base, annealed by l->progress
-double clip_grads(const std::vector<torch::Tensor> &params, double max_norm);
 // Data-parallel training (algorithm.cpp), for every optimiser step: sync_grads before
-// clip_grads. Without l->group, sync_grads only says whether any of params has a gradient; with
+// the optimiser's clip_grad_norm. Without l->group, sync_grads only says whether any of params has a gradient; with
 // it, it replaces the gradients of params by their mean over the ranks that have one (the sum,
 // all-reduced in buckets of at most l->bucket_bytes, divided by the number of such ranks; a rank
 // without one sends zeros, so every rank makes the same collectives), leaves undefined those no

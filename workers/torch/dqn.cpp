@@ -63,8 +63,8 @@ static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     }
     if (!sync_grads(l, params))
         return; // no valid step here (nor on any rank of the group): nothing changes
-    learner_set_lr(*l->opt, st->lr);
-    st->grad_norm = clip_grads(params, ac.max_grad_norm);
+    l->opt->set_lr(st->lr);
+    st->grad_norm = l->opt->clip_grad_norm(ac.max_grad_norm);
     l->opt->step();
     st->gradient_steps = 1;
 
@@ -100,8 +100,7 @@ static void dqn_init(gb_torch_learner *l, const gb_torch_space *sp, uint64_t)
     for (auto &p : l->target->parameters())
         p.set_requires_grad(false);
     l->target->set_training(false);
-    l->opt = std::make_unique<torch::optim::Adam>(
-        m->net->parameters(), torch::optim::AdamOptions(l->cfg.trainer.algorithm.lr));
+    l->opt = std::make_unique<FlatAdam>(m->net->parameters(), l->cfg.trainer.algorithm.lr);
 }
 
 const Algorithm dqn_algorithm = {"dqn", dqn_init, dqn_train};

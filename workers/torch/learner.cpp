@@ -352,8 +352,7 @@ extern "C" int gb_torch_learner_set_group(gb_torch_learner *l, gb_group *g, size
         // the same (no) gradients everywhere, so that the first step's all-reduce agrees
         for (auto *opt : {l->opt.get(), l->opt_q.get(), l->opt_alpha.get()})
             if (opt)
-                for (auto &grp : opt->param_groups())
-                    drop_grads(grp.params());
+                drop_grads(opt->params());
         return 0;
     });
     if (rc == 0)

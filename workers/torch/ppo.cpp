@@ -104,7 +104,7 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
         st->explained_var = var > 0 ? 1.0 - (Rc - Vc).var(false).item<double>() / var : 0.0;
     }
 
-    learner_set_lr(*l->opt, st->lr);
+    l->opt->set_lr(st->lr);
     std::vector<torch::Tensor> params = m->net->parameters();
     double s_pol = 0, s_val = 0, s_ent = 0, s_kl = 0, s_cf = 0;
     int64_t count = 0, done = 0;
@@ -145,7 +145,7 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
             }
             if (!sync_grads(l, params))
                 continue;
-            st->grad_norm = clip_grads(params, ac.max_grad_norm);
+            st->grad_norm = l->opt->clip_grad_norm(ac.max_grad_norm);
             l->opt->step();
             done++;
         }
@@ -164,8 +164,7 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
 static void ppo_init(gb_torch_learner *l, const gb_torch_space *, uint64_t)
 {
     double lr = l->cfg.trainer.algorithm.lr;
-    l->opt = std::make_unique<torch::optim::Adam>(l->model->net->parameters(),
-                                                  torch::optim::AdamOptions(lr).eps(1e-5));
+    l->opt = std::make_unique<FlatAdam>(l->model->net->parameters(), lr, 1e-5);
 }
 
 const Algorithm ppo_algorithm = {"ppo", ppo_init, ppo_train};

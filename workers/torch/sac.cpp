@@ -99,8 +99,8 @@ static void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     }
     if (!sync_grads(l, qp))
         return; // no valid step here (nor on any rank of the group): nothing changes
-    learner_set_lr(*l->opt_q, st->lr);
-    clip_grads(qp, ac.max_grad_norm);
+    l->opt_q->set_lr(st->lr);
+    l->opt_q->clip_grad_norm(ac.max_grad_norm);
     l->opt_q->step();
 
     // actor (critic gradients from this pass are discarded by the next zero_grad)
@@ -115,8 +115,8 @@ static void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
         drop_grads(pp);
     }
     sync_grads(l, pp);
-    learner_set_lr(*l->opt, st->lr);
-    st->grad_norm = clip_grads(pp, ac.max_grad_norm);
+    l->opt->set_lr(st->lr);
+    st->grad_norm = l->opt->clip_grad_norm(ac.max_grad_norm);
     l->opt->step();
 
     // temperature
@@ -182,14 +182,13 @@ static void sac_init(gb_torch_learner *l, const gb_torch_space *sp, uint64_t see
     std::vector<torch::Tensor> qp = l->q1->parameters();
     for (auto &p : l->q2->parameters())
         qp.push_back(p);
-    l->opt = std::make_unique<torch::optim::Adam>(l->model->net->parameters(),
-                                                  torch::optim::AdamOptions(ac.lr));
-    l->opt_q = std::make_unique<torch::optim::Adam>(qp, torch::optim::AdamOptions(ac.lr));
+    l->opt = std::make_unique<FlatAdam>(l->model->net->parameters(), ac.lr);
+    l->opt_q = std::make_unique<FlatAdam>(qp, ac.lr);
     l->log_alpha = torch::full({1}, std::log(ac.sac.init_alpha),
                                torch::TensorOptions().device(l->device))
                        .set_requires_grad(true);
-    l->opt_alpha = std::make_unique<torch::optim::Adam>(
-        std::vector<torch::Tensor>{l->log_alpha}, torch::optim::AdamOptions(ac.sac.alpha_lr));
+    l->opt_alpha =
+        std::make_unique<FlatAdam>(std::vector<torch::Tensor>{l->log_alpha}, ac.sac.alpha_lr);
     l->target_entropy = std::isnan(ac.sac.target_entropy) ? -(double)sp->action_dim
                                                           : ac.sac.target_entropy;
 }
