@@ -1,9 +1,9 @@
-/* launch/cmd_plot.c: `gearbox plot RUN_DIR... [-o out.png] [--metric NAME] [--x env_steps|seconds]`:
- * learning curves of runs from their metrics.csv, drawn by gnuplot (pngcairo terminal). Runs
- * whose config.yaml differ only in experiment.seed (and the run's name, root and folder) form a
- * group, drawn as the mean over its seeds with a min-max band on a common x grid (each run
- * linearly interpolated onto it, over the x range every run of the group covers); other runs are
- * lines of their own, labelled by their folder's name.
+/* launch/cmd_plot.c: `gearbox plot RUN_DIR... [-o out.png] [--metric NAME]
+ * [--x env_steps|seconds]`: learning curves of runs from their metrics.csv, drawn by gnuplot
+ * (pngcairo terminal). Runs whose config.yaml differ only in experiment.seed (and the run's name,
+ * root and folder) form a group, drawn as the mean over its seeds with a min-max band on a
+ * common x grid (each run linearly interpolated onto it, over the x range every run of the
+ * group covers); other runs are lines of their own, labelled by their folder's name.
  * defines: gb_cmd_plot */
 #include "launch/commands.h"
 
@@ -34,7 +34,8 @@ typedef struct plot_run {
 static void plot_usage(FILE *out)
 {
     fprintf(out,
-            "usage: gearbox plot RUN_DIR... [-o OUT.png] [--metric NAME] [--x env_steps|seconds]\n\n"
+            "usage: gearbox plot RUN_DIR... [-o OUT.png] [--metric NAME]\n"
+            "                    [--x env_steps|seconds]\n\n"
             "Draws the learning curves of runs from their metrics.csv with gnuplot, as a PNG.\n"
             "Runs whose config.yaml are the same but for experiment.seed (and the run's name and\n"
             "folder) form a group: the plot shows the group's mean over its seeds and a band from\n"

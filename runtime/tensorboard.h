@@ -42,10 +42,11 @@ void gb_tensorboard_frame(const void *data, uint64_t len,
                           uint8_t header[GB_TENSORBOARD_HEADER_BYTES],
                           uint8_t footer[GB_TENSORBOARD_FOOTER_BYTES]);
 
-/* Creates dir when missing (its parent must exist), then a new file in it named as TensorBoard's own
- * writers name theirs, events.out.tfevents.<unix seconds>.<hostname> (".<k>" appended when that
- * exists: a resumed run in the same second), and writes the file_version record. The caller
- * owns *out (gb_tensorboard_close). Returns 0, GB_ENOMEM, GB_EINVAL (path too long) or GB_ESYS. */
+/* Creates dir when missing (its parent must exist), then a new file in it named as
+ * TensorBoard's own writers name theirs, events.out.tfevents.<unix seconds>.<hostname> (".<k>"
+ * appended when that exists: a resumed run in the same second), and writes the file_version
+ * record. The caller owns *out (gb_tensorboard_close). Returns 0, GB_ENOMEM, GB_EINVAL (path too
+ * long) or GB_ESYS. */
 int gb_tensorboard_open(gb_tensorboard **out, const char *dir, gb_error *err);
 
 /* The path of the events file. */
