@@ -330,6 +330,9 @@ static int draw(plot_run *runs, int n, const char *metric, const char *xlabel, c
             gp_string(gp, runs[i].label);
         } else {
             /* the common grid: where every seed has data */
+            if (!(hi > lo))
+                fprintf(stderr, "gearbox plot: the %d seeds of %s have no %s range in common: "
+                        "their curve is one point\n", members, runs[i].label, xlabel);
             for (int k = 0; k < PLOT_GRID; k++) {
                 double x = hi > lo ? lo + (hi - lo) * k / (PLOT_GRID - 1) : lo;
                 double sum = 0, mn = INFINITY, mx = -INFINITY;

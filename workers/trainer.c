@@ -365,9 +365,10 @@ static void report(trainer *t, double env_progress)
         gb_metrics_set_table(m, (const int64_t *)t->tally, nt, GB_SAMPLE_TALLY_COLS, NULL);
     }
     /* what the algorithm computes; the rest is NaN, which the launcher writes empty
-     * (metrics.csv) or leaves out (TensorBoard), as it does everything before the first step */
+     * (metrics.csv) or leaves out (TensorBoard), as it does everything before this process's
+     * first step (a resumed or restarted trainer's train_steps count from its checkpoint) */
     const int algo = t->w->cfg->trainer.algorithm.name;
-    const int trained = gb_learning_train_steps(t->learning) > 0;
+    const int trained = last->gradient_steps > 0;
     const int ppo = algo == GB_ALGO_PPO, dqn = algo == GB_ALGO_DQN;
     gb_metrics_set(m, "loss", trained ? last->loss : NAN);
     gb_metrics_set(m, "policy_loss", trained && !dqn ? last->policy_loss : NAN);
