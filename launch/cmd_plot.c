@@ -48,7 +48,8 @@ static void plot_usage(FILE *out)
             "  --metric NAME         a metrics.csv column (default return_mean_100)\n"
             "  --x env_steps|seconds the x axis: env steps (default) or seconds into the run\n\n"
             "needs gnuplot (Debian: gnuplot-nox).\n"
-            "exit status: 0 written, 1 gnuplot failed or a run cannot be read, 2 usage error\n");
+            "exit status: 0 written, 1 gnuplot failed or a run cannot be read, 2 usage error or an\n"
+            "unknown metric\n");
 }
 
 static int push(plot_run *r, double x, double y)
