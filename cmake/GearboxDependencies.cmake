@@ -1,9 +1,12 @@
-# Outside libraries: ZeroMQ, msgpack-c, libyaml through pkg-config; libtorch through find_package.
+# Outside libraries: ZeroMQ, msgpack-c, libyaml, protobuf-c through pkg-config; libtorch through find_package.
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq>=4.3)
 pkg_search_module(MSGPACK REQUIRED IMPORTED_TARGET msgpack-c msgpack)
 pkg_check_modules(YAML REQUIRED IMPORTED_TARGET yaml-0.1)
+# TensorBoard event files (runtime/tensorboard.proto): protobuf-c's library and its compiler
+pkg_check_modules(PROTOBUF_C REQUIRED IMPORTED_TARGET libprotobuf-c)
+find_program(GEARBOX_PROTOC_C protoc-c REQUIRED)
 
 set(GEARBOX_HAVE_TORCH OFF)
 if(GEARBOX_TORCH)

@@ -16,6 +16,10 @@ packages=(
   # gearbox runs one BLAS user per worker process and several workers share the cores.
   libopenblas0-serial
   libhdf5-dev  # D4RL ingest of the data server
+  # TensorBoard event files (runtime/tensorboard.proto: protoc-c at build time, libprotobuf-c)
+  protobuf-c-compiler libprotobuf-c-dev
+  # gearbox plot (launch/cmd_plot.c) draws with gnuplot's pngcairo terminal
+  gnuplot-nox
   # tests: fuzzing (clang + libFuzzer runtime), python reference scripts and clients
   clang libclang-rt-14-dev python3 python3-numpy python3-venv
   # the data server's Python client (pyzmq, msgpack) and its PyTorch example

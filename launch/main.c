@@ -22,6 +22,7 @@ static const subcommand subcommands[] = {
     {"env", gb_cmd_env, "list built-in environments or check an environment plugin"},
     {"worker", gb_cmd_worker, "run one worker process (started by `gearbox run`)"},
     {"join", gb_cmd_join, "start workers on this host that join a running run (tcp)"},
+    {"plot", gb_cmd_plot, "plot learning curves of runs (mean and spread over seeds) as a PNG"},
     {NULL, NULL, NULL},
 };
 

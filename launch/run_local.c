@@ -51,17 +51,22 @@ static void *registry_main(void *arg)
     return NULL;
 }
 
-/* One row of metrics.csv and what the progress line shows. */
+/* One row of metrics.csv (and of tb/, runtime/tensorboard.h) and what the progress line shows.
+ * New columns go at the end: a resumed run's metrics.csv from an earlier gearbox is widened
+ * (gb_rundir_metrics_continue). The trainer's statistics that its algorithm has not (KL for
+ * DQN, Q for PPO) are empty. */
 enum {
     M_TIME, M_ENV_STEPS, M_ENV_RATE, M_TRAIN_STEPS, M_TRAIN_RATE, M_SAMPLES, M_EPISODES,
     M_RETURN, M_LENGTH, M_REPLAY_SIZE, M_REPLAY_FILL, M_VERSION, M_SERVED, M_LAG, M_LOSS,
-    M_ENTROPY, M_DROPS, M_REJECTED, M_SEGMENT, M_NCOLS
+    M_ENTROPY, M_DROPS, M_REJECTED, M_SEGMENT, M_POLICY_LOSS, M_VALUE_LOSS, M_KL, M_Q, M_LR,
+    M_NCOLS
 };
 static const char *const columns[M_NCOLS] = {
     "time_s", "env_steps", "env_steps_per_s", "train_steps", "train_steps_per_s",
     "samples_trained", "episodes", "return_mean_100", "length_mean_100", "replay_size",
     "replay_fill", "policy_version", "served_version_min", "version_lag", "loss", "entropy",
-    "sample_drops", "chunks_rejected", "segment"};
+    "sample_drops", "chunks_rejected", "segment", "policy_loss", "value_loss", "approx_kl",
+    "q_mean", "lr"};
 
 static double or0(double v) { return isnan(v) ? 0 : v; }
 
@@ -280,6 +285,11 @@ static void sample_metrics(const gb_metrics_collector *m, double t, const double
     row[M_LAG] = fmax(0.0, row[M_VERSION] - row[M_SERVED]);
     row[M_LOSS] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "loss");
     row[M_ENTROPY] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "entropy");
+    row[M_POLICY_LOSS] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "policy_loss");
+    row[M_VALUE_LOSS] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "value_loss");
+    row[M_KL] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "approx_kl");
+    row[M_Q] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "q_mean");
+    row[M_LR] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "lr");
     row[M_DROPS] = or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "sample_drops"));
     row[M_REJECTED] = or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_rejected"));
     row[M_SEGMENT] = b->segment;
@@ -598,7 +608,7 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
         if (now >= next_row) {
             /* a full disk (or any write failure) in the run directory ends the run */
             if (gb_rundir_metrics_row(&rd, row, M_NCOLS, &err)) {
-                snprintf(error_text, sizeof error_text, "metrics.csv: %s", err.msg);
+                snprintf(error_text, sizeof error_text, "metrics: %s", err.msg);
                 GB_ERROR("%s", error_text);
                 break;
             }

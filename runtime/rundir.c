@@ -1,5 +1,7 @@
-/* runtime/rundir.c: run directories: folders, config.yaml, metrics.csv, summary.json. */
+/* runtime/rundir.c: run directories: folders, config.yaml, metrics.csv (and tb/), summary.json. */
 #include "runtime/rundir.h"
+
+#include "runtime/tensorboard.h"
 
 #include <errno.h>
 #include <math.h>
@@ -214,6 +216,19 @@ fail:
     return rc;
 }
 
+/* Opens tb/'s new events file for the rows of metrics.csv (columns names). */
+static int open_tensorboard(gb_rundir *rd, const char *const *names, int ncol, gb_error *err)
+{
+    rd->metrics_names = names;
+    rd->metrics_step = -1;
+    for (int i = 0; i < ncol; i++)
+        if (strcmp(names[i], "env_steps") == 0)
+            rd->metrics_step = i;
+    char p[GB_RUNDIR_PATH_MAX];
+    int rc = gb_rundir_file(rd, "tb", p, sizeof p, err);
+    return rc ? rc : gb_tensorboard_open(&rd->tb, p, err);
+}
+
 int gb_rundir_metrics_open(gb_rundir *rd, const char *const *names, int ncol, gb_error *err)
 {
     char p[GB_RUNDIR_PATH_MAX];
@@ -229,7 +244,44 @@ int gb_rundir_metrics_open(gb_rundir *rd, const char *const *names, int ncol, gb
     rd->metrics_columns = ncol;
     if (fflush(rd->metrics) != 0)
         return gb_error_errno(err, "write %s", p);
-    return 0;
+    return open_tensorboard(rd, names, ncol, err);
+}
+
+/* Rewrites metrics.csv at p (header old, a start of want) with header want and every complete
+ * row given `added` empty fields at its end (a row a crash cut short is left out: no launch
+ * reads it). Temporary file, then rename. Returns 0 or GB_ESYS. */
+static int widen_metrics(const char *p, const char *want, int added, gb_error *err)
+{
+    char tmp[GB_RUNDIR_PATH_MAX + 8], line[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", p);
+    FILE *in = fopen(p, "r"), *out = in ? fopen(tmp, "w") : NULL;
+    int rc = 0;
+    if (!in || !out) {
+        rc = gb_error_errno(err, "open %s", in ? tmp : p);
+        goto done;
+    }
+    int bad = fprintf(out, "%s\n", want) < 0;
+    for (int first = 1; !bad && fgets(line, sizeof line, in); first = 0) {
+        size_t n = strlen(line);
+        if (first || n == 0 || line[n - 1] != '\n')
+            continue; /* the old header; a cut row */
+        line[strcspn(line, "\r\n")] = '\0';
+        bad = fprintf(out, "%s%.*s\n", line, added, ",,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,") < 0;
+    }
+    if (bad || ferror(in) || fflush(out) != 0 || fsync(fileno(out)) != 0) {
+        rc = gb_error_errno(err, "widen %s into %s", p, tmp);
+        goto done;
+    }
+done:
+    if (in)
+        fclose(in);
+    if (out && fclose(out) != 0 && rc == 0)
+        rc = gb_error_errno(err, "write %s", tmp);
+    if (rc == 0 && rename(tmp, p) != 0)
+        rc = gb_error_errno(err, "rename %s -> %s", tmp, p);
+    if (rc && out)
+        unlink(tmp);
+    return rc;
 }
 
 int gb_rundir_metrics_continue(gb_rundir *rd, const char *const *names, int ncol, double *last,
@@ -284,6 +336,18 @@ int gb_rundir_metrics_continue(gb_rundir *rd, const char *const *names, int ncol
     fclose(f);
     if (!have_header)
         return gb_rundir_metrics_open(rd, names, ncol, err);
+    size_t hl = strlen(header);
+    if (hl && hl < strlen(want) && strncmp(header, want, hl) == 0 && want[hl] == ',') {
+        /* an earlier gearbox's columns: ours append to them */
+        int added = 0;
+        for (const char *c = want + hl; *c; c++)
+            added += *c == ',';
+        if (added > 32)
+            return gb_error_set(err, GB_EINVAL, "%s: %d columns to add (at most 32)", p, added);
+        if ((rc = widen_metrics(p, want, added, err)))
+            return rc;
+        return gb_rundir_metrics_continue(rd, names, ncol, last, err);
+    }
     if (strcmp(header, want) != 0)
         return gb_error_set(err, GB_EINVAL, "%s: its columns (%.200s) are not this gearbox's "
                             "(%.200s): written by another version, it cannot be continued", p,
@@ -294,7 +358,7 @@ int gb_rundir_metrics_continue(gb_rundir *rd, const char *const *names, int ncol
     rd->metrics_columns = ncol;
     if (!ended && (fputc('\n', rd->metrics) == EOF || fflush(rd->metrics) != 0))
         return gb_error_errno(err, "write %s", p); /* a row the crash cut short ends here */
-    return 0;
+    return open_tensorboard(rd, names, ncol, err);
 }
 
 int gb_rundir_metrics_row(gb_rundir *rd, const double *values, int ncol, gb_error *err)
@@ -311,7 +375,9 @@ int gb_rundir_metrics_row(gb_rundir *rd, const double *values, int ncol, gb_erro
     fputc('\n', rd->metrics);
     if (fflush(rd->metrics) != 0)
         return gb_error_errno(err, "write metrics.csv in %s", rd->path);
-    return 0;
+    return rd->tb ? gb_tensorboard_row(rd->tb, rd->metrics_names, values, ncol, rd->metrics_step,
+                                       err)
+                  : 0;
 }
 
 static void json_string(FILE *f, const char *s)
@@ -408,5 +474,7 @@ void gb_rundir_close(gb_rundir *rd)
     if (rd->metrics)
         fclose(rd->metrics);
     rd->metrics = NULL;
+    gb_tensorboard_close(rd->tb, NULL);
+    rd->tb = NULL;
     gb_rundir_unlock(rd);
 }

@@ -2,6 +2,8 @@
  *   <run_root>/<name>/<UTC timestamp>/ (or launch.run_dir, or --run-dir):
  *     config.yaml    the resolved config (loads back to the same structs)
  *     metrics.csv    one header line, then one row per report (columns chosen by the writer)
+ *     tb/            the same rows as TensorBoard scalars (runtime/tensorboard.h), step =
+ *                    the row's env_steps
  *     logs/          <role>-<index>.log per worker
  *     checkpoints/   model/optimiser (and replay) checkpoints
  *     summary.json   written when the run ends (atomically: temporary file, then rename)
@@ -29,6 +31,9 @@ typedef struct gb_rundir {
     char path[GB_RUNDIR_PATH_MAX]; /* the run's folder, no trailing slash */
     FILE *metrics;                 /* metrics.csv once opened */
     int metrics_columns;
+    const char *const *metrics_names; /* its header (the caller's array) */
+    int metrics_step;              /* the column "env_steps" (TensorBoard's step), or -1 */
+    struct gb_tensorboard *tb;     /* tb/'s events file, open with metrics.csv */
     int lock_fd, locked;           /* run.lock, held while locked */
     char id[17];                   /* gb_shm_run_id of the run (shm names, run table) */
     char table_entry[GB_RUNDIR_PATH_MAX + 32]; /* this run's entry in the run table, or "" */
@@ -111,18 +116,24 @@ int gb_rundir_reopen(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_er
 /* Writes "<run>/<rel>" into out (size n). Returns 0 or GB_EINVAL when it does not fit. */
 int gb_rundir_file(const gb_rundir *rd, const char *rel, char *out, size_t n, gb_error *err);
 
-/* Opens metrics.csv and writes its header (ncol names). Returns 0 or GB_ESYS. */
+/* Opens metrics.csv and writes its header (ncol names), and a new TensorBoard events file in
+ * tb/. names must stay valid until gb_rundir_close. Returns 0 or GB_ESYS. */
 int gb_rundir_metrics_open(gb_rundir *rd, const char *const *names, int ncol, gb_error *err);
 
 /* For a reopened run: opens metrics.csv to append after its rows, once its header is exactly
  * names; last[0..ncol) gets its last complete row (NaN for empty fields; all NaN when it has
- * none, and a missing or empty file is started as gb_rundir_metrics_open does). Returns 0,
- * GB_EINVAL (other columns), GB_ECORRUPT or GB_ESYS. */
+ * none, and a missing or empty file is started as gb_rundir_metrics_open does). A header that
+ * is the start of names (written by an earlier gearbox, before columns were appended) is first
+ * widened: the file is rewritten with names and its rows with the new columns empty. Opens a
+ * new TensorBoard events file in tb/ beside the earlier segments' (names as for
+ * gb_rundir_metrics_open). Returns 0, GB_EINVAL (other columns), GB_ECORRUPT or GB_ESYS. */
 int gb_rundir_metrics_continue(gb_rundir *rd, const char *const *names, int ncol, double *last,
                                gb_error *err);
 
 /* Appends one row of ncol values (as the header; NaN written empty) and flushes, so a crashed
- * run keeps its rows. Returns 0, GB_EINVAL (column count) or GB_ESYS. */
+ * run keeps its rows; writes the same values to tb/ as one TensorBoard event (its finite ones,
+ * step = the env_steps column) and flushes that too. Returns 0, GB_EINVAL (column count) or
+ * GB_ESYS (a write failed: metrics.csv's or tb/'s). */
 int gb_rundir_metrics_row(gb_rundir *rd, const double *values, int ncol, gb_error *err);
 
 /* Writes summary.json (temporary file + rename). Returns 0 or GB_ESYS. */

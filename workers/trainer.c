@@ -364,11 +364,19 @@ static void report(trainer *t, double env_progress)
         int nt = gb_trainer_books_tally(t->books, t->tally, GB_SAMPLE_TALLY_MAX);
         gb_metrics_set_table(m, (const int64_t *)t->tally, nt, GB_SAMPLE_TALLY_COLS, NULL);
     }
-    gb_metrics_set(m, "loss", last->loss);
-    gb_metrics_set(m, "policy_loss", last->policy_loss);
-    gb_metrics_set(m, "value_loss", last->value_loss);
-    gb_metrics_set(m, "entropy", last->entropy);
-    gb_metrics_set(m, "lr", last->lr);
+    /* what the algorithm computes; the rest is NaN, which the launcher writes empty
+     * (metrics.csv) or leaves out (TensorBoard), as it does everything before this process's
+     * first step (a resumed or restarted trainer's train_steps count from its checkpoint) */
+    const int algo = t->w->cfg->trainer.algorithm.name;
+    const int trained = last->gradient_steps > 0;
+    const int ppo = algo == GB_ALGO_PPO, dqn = algo == GB_ALGO_DQN;
+    gb_metrics_set(m, "loss", trained ? last->loss : NAN);
+    gb_metrics_set(m, "policy_loss", trained && !dqn ? last->policy_loss : NAN);
+    gb_metrics_set(m, "value_loss", trained ? last->value_loss : NAN);
+    gb_metrics_set(m, "entropy", trained && !dqn ? last->entropy : NAN);
+    gb_metrics_set(m, "approx_kl", trained && ppo ? last->approx_kl : NAN);
+    gb_metrics_set(m, "q_mean", trained && !ppo ? last->q_mean : NAN);
+    gb_metrics_set(m, "lr", trained ? last->lr : NAN);
     gb_metrics_set(m, "progress", env_progress);
     gb_metrics_send(m, NULL);
 }
