@@ -651,9 +651,6 @@ stop:;
     double decided_return = mc ? gb_metrics_return_mean(mc) : NAN;
     GB_INFO("%s: stopping the workers", exit_reason); /* from here a worker's death fails it */
     stop_workers(&sup, runctl, mc, cfg, &wd);
-    /* a video being made is finished, not cut off; one still waiting for a checkpoint is made
-     * from the final one */
-    gb_evals_finish(&evals, (int64_t)row[M_ENV_STEPS], 120);
     if (on_slurm && gb_slurm_release(&slurm, &err)) { /* after its steps: nothing left in squeue */
         GB_ERROR("%s", err.msg);
         status = 1;
@@ -664,6 +661,9 @@ stop:;
         sample_metrics(mc, wall, have_prev ? prev : NULL, &base, row);
         gb_rundir_metrics_row(&rd, row, M_NCOLS, &err);
     }
+    /* a video being made is finished, not cut off; one still waiting for a checkpoint is made
+     * from the final one (the trainers wrote it as they stopped) */
+    gb_evals_finish(&evals, (int64_t)row[M_ENV_STEPS], 120);
     /* A worker that failed while stopping (its final checkpoint, say) or had to be killed
      * fails the run, whatever ended it. */
     int solved = strcmp(exit_reason, "solved") == 0;

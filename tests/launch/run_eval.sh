@@ -50,6 +50,19 @@ done
 grep -q "evaluation at [0-9]* env steps done" "$run/logs/launcher.log" || fail "no evaluation logged as done"
 ok "eval_every: $nvid video(s) during the run, frames = steps played"
 
+# A run too short for any periodic checkpoint (checkpoint_every_s 300): its crossings wait, and
+# the evaluation is made from the final checkpoint at the end, named by the final env steps.
+"$gearbox" run "$config" --run-dir "$work/short" --set experiment.max_env_steps=5000 \
+  --set launch.progress=off --set experiment.target_return=1e9 --set experiment.eval_every=1000 \
+  --set experiment.eval_episodes=1 > "$work/short.log" 2>&1 || { tail "$work/short.log"; fail "short run"; }
+final=$(json_get "$work/short/summary.json" env_steps)
+ls "$work/short/videos"
+[ "$(ls "$work/short/videos"/*.mp4 | wc -l)" = 1 ] && [ -s "$work/short/videos/eval_$final.mp4" ] ||
+  fail "short run: expected exactly videos/eval_$final.mp4"
+[ "$(frames "$work/short/videos/eval_$final.mp4")" = "$(json_get "$work/short/videos/eval_$final.json" steps)" ] ||
+  fail "short run: frames differ from steps"
+ok "eval_every: a crossing without a newer checkpoint is evaluated from the final one"
+
 # The trained agent: 20 deterministic episodes, with a video.
 "$gearbox" eval "$run" --episodes 20 --deterministic --json --video "$work/out.mp4" \
   > "$work/eval.json" 2> "$work/eval.err" || { cat "$work/eval.err"; fail "gearbox eval failed"; }
