@@ -280,8 +280,25 @@ static int play_episode(eval_state *s, const eval_opts *o, double epsilon, int64
     return 0;
 }
 
+/* Loads the checkpoint's model. A live run's trainer replaces its set (writes the new one, then
+ * removes the old files) while we read: a model file gone between reading the manifest and
+ * opening it is looked up again, a few times. */
+static int load_model(eval_state *s, const eval_opts *o, const gb_config *cfg,
+                      gb_checkpoint_files *ck, gb_error *err)
+{
+    int rc = 0;
+    for (int attempt = 0; attempt < 4; attempt++) {
+        if (attempt > 0 && find_model(o, cfg, ck) != GB_EXIT_OK)
+            break;
+        rc = gb_torch_learner_load(s->learner, ck->model, err);
+        if (rc != GB_ENOTFOUND || ck->step < 0) /* done, or an explicit .model path */
+            break;
+    }
+    return rc ? gb_error_prefix(err, "loading %s", ck->model) : 0;
+}
+
 static int eval_prepare(eval_state *s, const eval_opts *o, gb_config *cfg, uint64_t seed,
-                        const char *model_path, gb_error *err)
+                        gb_checkpoint_files *ck, gb_error *err)
 {
     int rc = gb_env_source_open(&s->src, cfg->env.name, cfg->env.plugin, err);
     if (rc)
@@ -302,8 +319,8 @@ static int eval_prepare(eval_state *s, const eval_opts *o, gb_config *cfg, uint6
     if ((rc = gb_torch_set_threads(1, err)) ||
         (rc = gb_torch_learner_create(cfg, &s->space, seed, &s->learner, err)))
         return rc;
-    if ((rc = gb_torch_learner_load(s->learner, model_path, err)))
-        return gb_error_prefix(err, "loading %s", model_path);
+    if ((rc = load_model(s, o, cfg, ck, err)))
+        return rc;
     const size_t A = (size_t)s->spec.agents;
     size_t model_row = s->space.discrete ? sizeof(int64_t)
                                          : (size_t)s->space.action_dim * sizeof(float);
@@ -402,7 +419,7 @@ int gb_cmd_eval(int argc, char **argv)
     uint64_t seed = (uint64_t)(o.have_seed ? o.seed : cfg.experiment.seed);
     static eval_state s;
     memset(&s, 0, sizeof s);
-    int rc = eval_prepare(&s, &o, &cfg, seed, ck.model, &err);
+    int rc = eval_prepare(&s, &o, &cfg, seed, &ck, &err);
     if (rc) {
         fprintf(stderr, "gearbox eval: %s\n", err.msg);
         eval_free(&s);
