@@ -1,6 +1,8 @@
 # Install rules: the gearbox command, public headers under include/gearbox/, a CMake package
 # (find_package(gearbox) -> gearbox::env) and a pkg-config file (pkg-config --cflags gearbox),
-# so that users can build environment plugins against an installed gearbox.
+# so that users can build environment plugins against an installed gearbox (both give include/,
+# for #include <gearbox/envs/env.h>, and include/gearbox/, for the headers' own includes), and
+# the shipped configs in share/gearbox/configs.
 include(CMakePackageConfigHelpers)
 
 foreach(dir runtime envs replay kernels workers)
@@ -17,6 +19,7 @@ if(NOT TARGET gearbox_env)
   add_library(gearbox_env INTERFACE)
   target_include_directories(gearbox_env INTERFACE
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/gearbox>)
 endif()
 set_target_properties(gearbox_env PROPERTIES EXPORT_NAME env)
@@ -32,3 +35,7 @@ install(FILES ${PROJECT_BINARY_DIR}/gearboxConfig.cmake ${PROJECT_BINARY_DIR}/ge
 
 configure_file(${PROJECT_SOURCE_DIR}/cmake/gearbox.pc.in ${PROJECT_BINARY_DIR}/gearbox.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/gearbox.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# The shipped configs, to start from (`gearbox check --explain KEY` documents every key).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs/ DESTINATION ${CMAKE_INSTALL_DATADIR}/gearbox/configs
+        FILES_MATCHING PATTERN "*.yaml")

@@ -2,8 +2,10 @@
  * RK4 over dt = 0.2 in float64, angles wrapped to [-pi, pi], velocities bounded to 4pi and 9pi,
  * observation float32 (cos t1, sin t1, cos t2, sin t2, dt1, dt2), reward -1 per step and 0 on
  * the terminating one, termination when -cos(t1) - cos(t1 + t2) > 1, time limit 500.
- * Gymnasium draws the start state in float64 and stores it as float32; so does this. */
+ * Gymnasium draws the start state in float64 and stores it as float32; so does this.
+ * render: 300 x 300, both links hanging from the pivot and the goal line one link above it. */
 #include "envs/builtin.h"
+#include "envs/draw.h"
 #include "runtime/rng.h"
 
 #include <math.h>
@@ -15,6 +17,7 @@ typedef struct acrobot {
 } acrobot;
 
 #define AC_DT 0.2
+#define AC_RENDER_SIZE 300
 #define AC_MAX_VEL_1 (4 * M_PI)
 #define AC_MAX_VEL_2 (9 * M_PI)
 
@@ -36,7 +39,9 @@ static void *ac_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spec
                           .obs = {.dtype = GB_ENV_FLOAT32, .ndim = 1, .shape = {6},
                                   .low = ac_low, .high = ac_high},
                           .action = {.kind = GB_ENV_SPACE_DISCRETE, .n = 3},
-                          .max_episode_steps = 500};
+                          .max_episode_steps = 500,
+                          .render_height = AC_RENDER_SIZE,
+                          .render_width = AC_RENDER_SIZE};
     return e;
 }
 
@@ -140,6 +145,24 @@ static int ac_step(void *env, const gb_env_buffers *b)
     return 0;
 }
 
+/* Both links (length 1 each) hang from the centre at theta1 = theta2 = 0; the goal line lies one
+ * link length above the pivot (the termination test -cos t1 - cos(t1 + t2) > 1). */
+static int ac_render(void *env, uint8_t *rgb)
+{
+    const acrobot *e = env;
+    gb_canvas c = {rgb, AC_RENDER_SIZE, AC_RENDER_SIZE};
+    const double mid = AC_RENDER_SIZE / 2.0, scale = AC_RENDER_SIZE / 4.4;
+    double x1 = mid + scale * sin(e->s[0]), y1 = mid + scale * cos(e->s[0]);
+    double x2 = x1 + scale * sin(e->s[0] + e->s[1]), y2 = y1 + scale * cos(e->s[0] + e->s[1]);
+    gb_draw_fill(&c, GB_RGB(255, 255, 255));
+    gb_draw_rect(&c, 0, mid - scale, AC_RENDER_SIZE, mid - scale + 2, GB_RGB(0, 0, 0));
+    gb_draw_segment(&c, mid, mid, x1, y1, 10, GB_RGB(0, 204, 204));
+    gb_draw_segment(&c, x1, y1, x2, y2, 10, GB_RGB(0, 204, 204));
+    gb_draw_disc(&c, mid, mid, 5, GB_RGB(204, 204, 0));
+    gb_draw_disc(&c, x1, y1, 5, GB_RGB(204, 204, 0));
+    return 0;
+}
+
 static void ac_destroy(void *env)
 {
     free(env);
@@ -163,5 +186,5 @@ const gb_env_interface gb_env_acrobot = {
     .reset = ac_reset,
     .step = ac_step,
     .destroy = ac_destroy,
-    .render = NULL,
+    .render = ac_render,
 };

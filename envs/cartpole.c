@@ -1,8 +1,10 @@
 /* envs/cartpole.c: CartPole-v1, Gymnasium's reference dynamics (Barto, Sutton & Anderson 1983):
  * float64 state, explicit Euler, float32 observations, reward 1 per step including the
  * terminating one, termination at |x| > 2.4 or |theta| > 12 degrees, time limit 500.
- * args: sutton_barto_reward (0/1: reward 0 per step and -1 at termination). */
+ * args: sutton_barto_reward (0/1: reward 0 per step and -1 at termination).
+ * render: 400 x 300, the cart on its track and the pole, as Gymnasium draws it (scaled). */
 #include "envs/builtin.h"
+#include "envs/draw.h"
 #include "runtime/rng.h"
 
 #include <math.h>
@@ -26,6 +28,8 @@ typedef struct cartpole {
 #define CP_TAU 0.02
 #define CP_THETA_THRESHOLD (12 * 2 * M_PI / 360)
 #define CP_X_THRESHOLD 2.4
+#define CP_RENDER_W 400
+#define CP_RENDER_H 300
 
 static const double cp_obs_high[4] = {CP_X_THRESHOLD * 2, INFINITY, CP_THETA_THRESHOLD * 2,
                                       INFINITY};
@@ -51,7 +55,9 @@ static void *cp_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spec
                           .obs = {.dtype = GB_ENV_FLOAT32, .ndim = 1, .shape = {4},
                                   .low = cp_obs_low, .high = cp_obs_high},
                           .action = {.kind = GB_ENV_SPACE_DISCRETE, .n = 2},
-                          .max_episode_steps = 500};
+                          .max_episode_steps = 500,
+                          .render_height = CP_RENDER_H,
+                          .render_width = CP_RENDER_W};
     return e;
 }
 
@@ -116,6 +122,26 @@ static int cp_step(void *env, const gb_env_buffers *b)
     return 0;
 }
 
+/* The world spans x in [-2.4, 2.4] across the frame; the pole (2 * CP_LENGTH long) is hinged at
+ * the top of the cart; theta > 0 leans it to the right. */
+static int cp_render(void *env, uint8_t *rgb)
+{
+    const cartpole *e = env;
+    gb_canvas c = {rgb, CP_RENDER_W, CP_RENDER_H};
+    const double scale = CP_RENDER_W / (2 * CP_X_THRESHOLD), track_y = 200;
+    const double cart_w = 34, cart_h = 20, pole_len = scale * 2 * CP_LENGTH;
+    double cx = CP_RENDER_W / 2.0 + e->x * scale;
+    gb_draw_fill(&c, GB_RGB(255, 255, 255));
+    gb_draw_rect(&c, 0, track_y, CP_RENDER_W, track_y + 1, GB_RGB(0, 0, 0));
+    gb_draw_rect(&c, cx - cart_w / 2, track_y - cart_h / 2, cx + cart_w / 2, track_y + cart_h / 2,
+                 GB_RGB(0, 0, 0));
+    double hinge_y = track_y - cart_h / 2 + 2;
+    gb_draw_segment(&c, cx, hinge_y, cx + pole_len * sin(e->theta),
+                    hinge_y - pole_len * cos(e->theta), 7, GB_RGB(202, 152, 101));
+    gb_draw_disc(&c, cx, hinge_y, 3.5, GB_RGB(129, 132, 203));
+    return 0;
+}
+
 static void cp_destroy(void *env)
 {
     free(env);
@@ -142,5 +168,5 @@ const gb_env_interface gb_env_cartpole = {
     .reset = cp_reset,
     .step = cp_step,
     .destroy = cp_destroy,
-    .render = NULL,
+    .render = cp_render,
 };

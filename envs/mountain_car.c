@@ -3,8 +3,10 @@
  * float32 after every step and mixes float32 and float64 arithmetic exactly as Gymnasium does
  * under NumPy 2's promotion rules (NEP 50: a Python float next to a float32 becomes float32);
  * the comments mark where. Time limits: 200 and 999 steps.
- * args: goal_velocity (both; default 0). */
+ * args: goal_velocity (both; default 0).
+ * render: 400 x 300, the hill y = sin(3x), the car on it and the flag at the goal. */
 #include "envs/builtin.h"
+#include "envs/draw.h"
 #include "runtime/rng.h"
 
 #include <math.h>
@@ -13,6 +15,8 @@
 #define MC_MIN_POSITION -1.2
 #define MC_MAX_POSITION 0.6
 #define MC_MAX_SPEED 0.07
+#define MC_RENDER_W 400
+#define MC_RENDER_H 300
 
 typedef struct mountain_car {
     double position, velocity;
@@ -53,7 +57,9 @@ static void *mc_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spec
                           .obs = {.dtype = GB_ENV_FLOAT32, .ndim = 1, .shape = {2},
                                   .low = mc_low, .high = mc_high},
                           .action = {.kind = GB_ENV_SPACE_DISCRETE, .n = 3},
-                          .max_episode_steps = 200};
+                          .max_episode_steps = 200,
+                          .render_height = MC_RENDER_H,
+                          .render_width = MC_RENDER_W};
     return e;
 }
 
@@ -68,7 +74,9 @@ static void *mcc_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spe
                                   .low = mc_low, .high = mc_high},
                           .action = {.kind = GB_ENV_SPACE_BOX, .n = 1, .low = mcc_action_low,
                                      .high = mcc_action_high},
-                          .max_episode_steps = 999};
+                          .max_episode_steps = 999,
+                          .render_height = MC_RENDER_H,
+                          .render_width = MC_RENDER_W};
     return e;
 }
 
@@ -173,6 +181,55 @@ static int mcc_step(void *env, const gb_env_buffers *b)
     return 0;
 }
 
+/* Frame coordinates of the hill point at position x: x in [-1.2, 0.6] spans the width, the
+ * height sin(3x) * 0.45 + 0.55 (Gymnasium's _height) is scaled like x, measured from the
+ * bottom with a margin. */
+static void mc_frame_xy(double x, double *fx, double *fy)
+{
+    const double scale = MC_RENDER_W / (MC_MAX_POSITION - MC_MIN_POSITION);
+    *fx = (x - MC_MIN_POSITION) * scale;
+    *fy = MC_RENDER_H - 20 - (sin(3 * x) * 0.45 + 0.55) * scale;
+}
+
+/* The goal position drawn with a flag: 0.5 for the discrete task, 0.45 for the continuous. */
+static int mc_render_at(const mountain_car *e, uint8_t *rgb, double goal)
+{
+    gb_canvas c = {rgb, MC_RENDER_W, MC_RENDER_H};
+    gb_draw_fill(&c, GB_RGB(255, 255, 255));
+    const double scale = MC_RENDER_W / (MC_MAX_POSITION - MC_MIN_POSITION);
+    for (int px = 0; px < MC_RENDER_W; px++) { /* the ground under the curve */
+        double fx, fy;
+        mc_frame_xy(MC_MIN_POSITION + (px + 0.5) / scale, &fx, &fy);
+        gb_draw_rect(&c, px, fy, px + 1, MC_RENDER_H, GB_RGB(170, 200, 150));
+        gb_draw_rect(&c, px, fy - 1, px + 1, fy + 1, GB_RGB(0, 0, 0));
+    }
+    double gx, gy;
+    mc_frame_xy(goal, &gx, &gy);
+    gb_draw_rect(&c, gx - 1, gy - 40, gx + 1, gy, GB_RGB(0, 0, 0));
+    gb_draw_rect(&c, gx + 1, gy - 40, gx + 21, gy - 28, GB_RGB(204, 204, 0));
+    /* the car: a body along the slope, lifted by its wheels, with two wheels */
+    double cx, cy, slope_angle = atan(cos(3 * e->position) * 3 * 0.45);
+    mc_frame_xy(e->position, &cx, &cy);
+    double ux = cos(slope_angle), uy = -sin(slope_angle); /* along the slope, frame axes */
+    double nx = uy, ny = -ux;                             /* normal, pointing up the frame */
+    const double half = 18, lift = 14;
+    gb_draw_segment(&c, cx - half * ux + lift * nx, cy - half * uy + lift * ny,
+                    cx + half * ux + lift * nx, cy + half * uy + lift * ny, 14, GB_RGB(0, 0, 0));
+    gb_draw_disc(&c, cx - 11 * ux + 5 * nx, cy - 11 * uy + 5 * ny, 5, GB_RGB(128, 128, 128));
+    gb_draw_disc(&c, cx + 11 * ux + 5 * nx, cy + 11 * uy + 5 * ny, 5, GB_RGB(128, 128, 128));
+    return 0;
+}
+
+static int mc_render(void *env, uint8_t *rgb)
+{
+    return mc_render_at(env, rgb, 0.5);
+}
+
+static int mcc_render(void *env, uint8_t *rgb)
+{
+    return mc_render_at(env, rgb, 0.45);
+}
+
 static void mc_destroy(void *env)
 {
     free(env);
@@ -208,7 +265,7 @@ const gb_env_interface gb_env_mountain_car = {
     .reset = mc_reset,
     .step = mc_step,
     .destroy = mc_destroy,
-    .render = NULL,
+    .render = mc_render,
 };
 
 const gb_env_interface gb_env_mountain_car_continuous = {
@@ -220,5 +277,5 @@ const gb_env_interface gb_env_mountain_car_continuous = {
     .reset = mc_reset,
     .step = mcc_step,
     .destroy = mc_destroy,
-    .render = NULL,
+    .render = mcc_render,
 };

@@ -2,15 +2,20 @@
  * clipped to [-2, 2] in float32 (the action's type), cost theta^2 + 0.1 thdot^2 + 0.001 u^2 with
  * theta normalised to [-pi, pi), semi-implicit Euler over dt = 0.05, speed clipped to 8,
  * float32 observation (cos, sin, thdot), never terminates, time limit 200.
- * args: g (gravity, default 10.0). */
+ * args: g (gravity, default 10.0).
+ * render: 300 x 300, the rod from its pivot (theta = 0 points up) and a bar for the last torque. */
 #include "envs/builtin.h"
+#include "envs/draw.h"
 #include "runtime/rng.h"
 
 #include <math.h>
 #include <stdlib.h>
 
+#define PD_RENDER_SIZE 300
+
 typedef struct pendulum {
     double th, thdot;
+    float last_u; /* the last torque applied (clipped), for render */
     double g;
     gb_rng rng;
 } pendulum;
@@ -39,7 +44,9 @@ static void *pd_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spec
                                   .low = pd_low, .high = pd_high},
                           .action = {.kind = GB_ENV_SPACE_BOX, .n = 1, .low = pd_action_low,
                                      .high = pd_action_high},
-                          .max_episode_steps = 200};
+                          .max_episode_steps = 200,
+                          .render_height = PD_RENDER_SIZE,
+                          .render_width = PD_RENDER_SIZE};
     return e;
 }
 
@@ -56,6 +63,7 @@ static int pd_reset(void *env, const gb_env_buffers *b)
     /* uniform(low=-[pi, 1], high=[pi, 1]) */
     e->th = -M_PI + (M_PI - -M_PI) * gb_rng_uniform(&e->rng);
     e->thdot = -1.0 + 2.0 * gb_rng_uniform(&e->rng);
+    e->last_u = 0;
     pd_obs(e, b->obs);
     return 0;
 }
@@ -87,12 +95,31 @@ static int pd_step(void *env, const gb_env_buffers *b)
                        dt;
     newthdot = newthdot < -8 ? -8 : (newthdot > 8 ? 8 : newthdot);
     double newth = e->th + newthdot * dt;
+    e->last_u = u;
     e->th = newth;
     e->thdot = newthdot;
     pd_obs(e, b->obs);
     b->rewards[0] = (float)-costs;
     b->terminated[0] = 0;
     b->truncated[0] = 0;
+    return 0;
+}
+
+/* The rod (length 1) spans 0.4 of the frame; theta = 0 is upright and theta grows
+ * counter-clockwise, as in Gymnasium. The last torque shows as a bar under the pivot: to the
+ * right for positive (counter-clockwise) torque, its length proportional to |u|. */
+static int pd_render(void *env, uint8_t *rgb)
+{
+    const pendulum *e = env;
+    gb_canvas c = {rgb, PD_RENDER_SIZE, PD_RENDER_SIZE};
+    const double mid = PD_RENDER_SIZE / 2.0, len = PD_RENDER_SIZE * 0.4;
+    gb_draw_fill(&c, GB_RGB(255, 255, 255));
+    double bar = e->last_u / 2.0 * len;
+    gb_draw_rect(&c, mid + fmin(0, bar), mid + len + 10, mid + fmax(0, bar), mid + len + 16,
+                 GB_RGB(90, 90, 90));
+    gb_draw_segment(&c, mid, mid, mid - len * sin(e->th), mid - len * cos(e->th), 16,
+                    GB_RGB(204, 77, 77));
+    gb_draw_disc(&c, mid, mid, 5, GB_RGB(0, 0, 0));
     return 0;
 }
 
@@ -119,5 +146,5 @@ const gb_env_interface gb_env_pendulum = {
     .reset = pd_reset,
     .step = pd_step,
     .destroy = pd_destroy,
-    .render = NULL,
+    .render = pd_render,
 };

@@ -6,8 +6,11 @@
  * relative to it (2N), the other agents relative to it (2(N - 1)).
  * Actions per agent: Discrete(5): 0 stay, 1 left, 2 right, 3 down, 4 up.
  * args: agents (2..16, default 3); turn_based (0/1, default 0): when 1 only one agent acts per
- *       step, in turn (agent t mod N), which exercises the ABI's acting mask. */
+ *       step, in turn (agent t mod N), which exercises the ABI's acting mask.
+ * render: 300 x 300 showing [-2, 2]^2: landmarks as grey dots, agents as coloured discs of their
+ * collision radius (the acting agent ringed in black when turn-based). */
 #include "envs/builtin.h"
+#include "envs/draw.h"
 #include "runtime/rng.h"
 
 #include <math.h>
@@ -19,6 +22,7 @@
 #define SP_DAMPING 0.25f
 #define SP_ACCEL 5.0f
 #define SP_RADIUS 0.15f
+#define SP_RENDER_SIZE 300
 
 typedef struct spread {
     int n;
@@ -51,7 +55,9 @@ static void *sp_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spec
                           .flags = turn ? GB_ENV_TURN_BASED : 0,
                           .obs = {.dtype = GB_ENV_FLOAT32, .ndim = 1, .shape = {4 * n + 2}},
                           .action = {.kind = GB_ENV_SPACE_DISCRETE, .n = 5},
-                          .max_episode_steps = 25};
+                          .max_episode_steps = 25,
+                          .render_height = SP_RENDER_SIZE,
+                          .render_width = SP_RENDER_SIZE};
     return e;
 }
 
@@ -137,6 +143,27 @@ static int sp_step(void *env, const gb_env_buffers *b)
     return 0;
 }
 
+static int sp_render(void *env, uint8_t *rgb)
+{
+    const spread *e = env;
+    static const uint32_t palette[4] = {GB_RGB(89, 89, 217), GB_RGB(217, 89, 89),
+                                        GB_RGB(89, 178, 89), GB_RGB(217, 153, 51)};
+    gb_canvas c = {rgb, SP_RENDER_SIZE, SP_RENDER_SIZE};
+    const double scale = SP_RENDER_SIZE / 4.0, mid = SP_RENDER_SIZE / 2.0;
+    gb_draw_fill(&c, GB_RGB(255, 255, 255));
+    gb_draw_rect(&c, mid - scale, mid - scale, mid + scale, mid + scale, GB_RGB(240, 240, 240));
+    for (int l = 0; l < e->n; l++)
+        gb_draw_disc(&c, mid + scale * e->landmark[l][0], mid - scale * e->landmark[l][1], 4,
+                     GB_RGB(64, 64, 64));
+    for (int a = 0; a < e->n; a++) {
+        double x = mid + scale * e->pos[a][0], y = mid - scale * e->pos[a][1];
+        if (e->turn_based && a == (int)(e->t % e->n))
+            gb_draw_disc(&c, x, y, scale * SP_RADIUS + 3, GB_RGB(0, 0, 0));
+        gb_draw_disc(&c, x, y, scale * SP_RADIUS, palette[a % 4]);
+    }
+    return 0;
+}
+
 static void sp_destroy(void *env)
 {
     free(env);
@@ -151,5 +178,5 @@ const gb_env_interface gb_env_spread = {
     .reset = sp_reset,
     .step = sp_step,
     .destroy = sp_destroy,
-    .render = NULL,
+    .render = sp_render,
 };

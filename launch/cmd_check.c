@@ -1,21 +1,69 @@
-/* launch/cmd_check.c: `gearbox check CONFIG [--set key=value ...]`: validate and print the
- * resolved config as YAML that loads back to the same structs. */
+/* launch/cmd_check.c: `gearbox check CONFIG [--set key=value ...]`: validate the config and its
+ * environment (loaded and one copy created, as a run would) and print the resolved config as
+ * YAML that loads back to the same structs; `gearbox check --explain [KEY]`: the schema's
+ * documentation of a key, a section or every key. */
+#include "envs/host.h"
 #include "launch/cli.h"
 #include "launch/commands.h"
 #include "runtime/config.h"
+#include "workers/learning.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static void check_usage(FILE *out)
 {
     fprintf(out,
-            "usage: gearbox check CONFIG.yaml [--set key.path=value ...]\n\n"
+            "usage: gearbox check CONFIG.yaml [--set key.path=value ...]\n"
+            "       gearbox check --explain [KEY]\n\n"
             "Loads CONFIG.yaml, applies the overrides in order, checks every key (type, range,\n"
-            "choices, required keys, keys that must agree) and prints the resolved config, all\n"
-            "defaults included, as YAML. Errors name file:line:column and the key path.\n\n"
+            "choices, required keys, keys that must agree), loads the environment (a built-in\n"
+            "or env.plugin) and creates one copy with env.args, and prints the resolved config,\n"
+            "all defaults included, as YAML. Errors name file:line:column and the key path.\n\n"
             "  --set key.path=value   override one key; the value is YAML (3, true, \"x\",\n"
-            "                         [64, 64]); env.args.NAME=value sets an env argument\n\n"
-            "exit status: 0 valid, 2 usage or config error\n");
+            "                         [64, 64]); env.args.NAME=value sets an env argument\n"
+            "  --explain [KEY]        print what KEY means (type, default, range or choices);\n"
+            "                         KEY may be a section (trainer.replay); no KEY: every key\n\n"
+            "exit status: 0 valid, 2 usage or config error (the environment included)\n");
+}
+
+/* `--explain [KEY]` anywhere in argv: returns 1 with *key set (NULL: every key), else 0. */
+static int wants_explain(int argc, char **argv, const char **key)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--explain") == 0) {
+            *key = i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1] : NULL;
+            return 1;
+        }
+        if (strncmp(argv[i], "--explain=", 10) == 0) {
+            *key = argv[i] + 10;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* What `run` would do first with the environment: resolve it (built-in or plugin), create one
+ * copy with the config's arguments and seed, and convert its spaces for the learner. Returns 0,
+ * or the error with its message in err. */
+static int check_env(const gb_config *cfg, gb_error *err)
+{
+    gb_env_source src;
+    int rc = gb_env_source_open(&src, cfg->env.name, cfg->env.plugin, err);
+    if (rc)
+        return rc;
+    gb_env_args_store args;
+    gb_env_args_from_config(&args, &cfg->env.args);
+    void *env = NULL;
+    gb_env_spec spec;
+    rc = gb_env_create(src.iface, &args.args, (uint64_t)cfg->experiment.seed, &env, &spec, err);
+    if (rc == 0) {
+        gb_torch_space space;
+        rc = gb_learning_space(&spec, &space, err);
+        src.iface->destroy(env);
+    }
+    gb_env_source_close(&src);
+    return rc;
 }
 
 int gb_cmd_check(int argc, char **argv)
@@ -24,11 +72,25 @@ int gb_cmd_check(int argc, char **argv)
         check_usage(stdout);
         return GB_EXIT_OK;
     }
+    const char *key = NULL;
+    if (wants_explain(argc, argv, &key)) {
+        if (gb_config_explain(stdout, key) != 0) {
+            fprintf(stderr, "gearbox check: --explain: no key or section \"%s\" in the schema "
+                    "(gearbox check --explain lists every key)\n", key);
+            return GB_EXIT_USAGE;
+        }
+        return fflush(stdout) == 0 ? GB_EXIT_OK : GB_EXIT_FAILURE;
+    }
     gb_cli cli;
     static gb_config cfg; /* large: keep it off the stack */
     int urc = gb_cli_load(argc, argv, 0, &cli, &cfg);
     if (urc != GB_EXIT_OK)
         return urc;
+    gb_error err = {0};
+    if (check_env(&cfg, &err) != 0) {
+        fprintf(stderr, "%s: env: %s\n", cli.config, err.msg);
+        return GB_EXIT_USAGE;
+    }
     fprintf(stdout, "# resolved from %s by gearbox check\n", cli.config);
     if (gb_config_write(&cfg, stdout) != 0 || fflush(stdout) != 0) {
         perror("gearbox check: writing the config");

@@ -2,7 +2,8 @@
  * (argv[0] is the subcommand) and returns the process exit status:
  * 0 success, 2 usage or config error, 1 runtime failure.
  * defines: gb_cmd_run, gb_cmd_serve, gb_cmd_check, gb_cmd_bench, gb_cmd_env, gb_cmd_worker,
- *          gb_cmd_join, gb_cmd_plot, gb_worker_process, gb_worker_process_opts, GB_EXIT_* */
+ *          gb_cmd_join, gb_cmd_plot, gb_cmd_eval, gb_worker_process, gb_worker_process_opts,
+ *          GB_EXIT_* */
 #ifndef GB_LAUNCH_COMMANDS_H
 #define GB_LAUNCH_COMMANDS_H
 
@@ -16,6 +17,7 @@ int gb_cmd_env(int argc, char **argv);
 int gb_cmd_worker(int argc, char **argv);
 int gb_cmd_join(int argc, char **argv);
 int gb_cmd_plot(int argc, char **argv);
+int gb_cmd_eval(int argc, char **argv);
 
 struct gb_config;
 

@@ -29,6 +29,9 @@ packages=(
   # tests/launch/run_slurm.sh: a one-node Slurm cluster of its own (daemons, clients, munge
   # authentication), started from a temporary directory; none of their services is started here
   munge slurmctld slurmd slurm-client
+  # gearbox eval --video and experiment.eval_every: H.264 encoding (ffmpeg), frame counts in
+  # tests/launch/run_eval.sh (ffprobe, from the same package)
+  ffmpeg
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -18,6 +18,7 @@ static const subcommand subcommands[] = {
     {"run", gb_cmd_run, "run an experiment from a YAML config (local processes or Slurm)"},
     {"serve", gb_cmd_serve, "serve a replay as an offline-RL data server"},
     {"check", gb_cmd_check, "validate a config and print it resolved, as YAML"},
+    {"eval", gb_cmd_eval, "play episodes with a run's checkpoint: returns, optionally a video"},
     {"bench", gb_cmd_bench, "run a benchmark: replay, streams, envs, kernels, serve, e2e"},
     {"env", gb_cmd_env, "list built-in environments or check an environment plugin"},
     {"worker", gb_cmd_worker, "run one worker process (started by `gearbox run`)"},

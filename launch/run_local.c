@@ -7,6 +7,7 @@
 
 #include "runtime/rundir.h"
 #include "launch/datawatch.h"
+#include "launch/evals.h"
 #include "launch/joins.h"
 #include "launch/slurm.h"
 #include "launch/supervisor.h"
@@ -418,6 +419,7 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     static gb_supervisor sup;
     static gb_watchdog wd;
     static gb_joins joins; /* slots for workers joining from other hosts (gearbox join) */
+    static gb_evals evals; /* evaluation videos (experiment.eval_every); zeroed: off */
     int joins_ready = 0;
     static gb_slurm_job slurm;
     const int on_slurm = cfg->launch.mode == GB_LAUNCH_SLURM;
@@ -530,6 +532,10 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     }
     if (rc == 0)
         rc = self_path(exe, sizeof exe, &err);
+    if (rc == 0)
+        gb_evals_init(&evals, rd.path, exe, cfg->experiment.eval_every,
+                      cfg->experiment.eval_episodes, cfg->experiment.seed,
+                      (int64_t)base.env_steps);
     const gb_slurm_job *job = NULL;
     if (rc == 0 && on_slurm) { /* the run's job first: every worker is one of its steps */
         char slurm_log[2048];
@@ -605,6 +611,7 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
         }
         sample_metrics(mc, t, have_prev ? prev : NULL, &base, row);
         gb_runctl_server_set_env_steps(runctl, (int64_t)row[M_ENV_STEPS]);
+        gb_evals_poll(&evals, (int64_t)row[M_ENV_STEPS]);
         if (now >= next_row) {
             /* a full disk (or any write failure) in the run directory ends the run */
             if (gb_rundir_metrics_row(&rd, row, M_NCOLS, &err)) {
@@ -664,6 +671,9 @@ stop:;
         sample_metrics(mc, wall, have_prev ? prev : NULL, &base, row);
         gb_rundir_metrics_row(&rd, row, M_NCOLS, &err);
     }
+    /* a video being made is finished, not cut off; one still waiting for a checkpoint is made
+     * from the final one (the trainers wrote it as they stopped) */
+    gb_evals_finish(&evals, (int64_t)row[M_ENV_STEPS], 120);
     /* A worker that failed while stopping (its final checkpoint, say) or had to be killed
      * fails the run, whatever ended it. */
     int solved = strcmp(exit_reason, "solved") == 0;

@@ -86,6 +86,8 @@ typedef struct gb_config_experiment {
     char run_root[GB_CONFIG_PATH_MAX]; /* runs go to <run_root>/<name>/<timestamp>/ */
     int log_level;                     /* gb_log_level */
     double metrics_interval_s;         /* how often workers report metrics */
+    int64_t eval_every;    /* env steps between evaluation videos (RUN_DIR/videos); 0 = off */
+    int64_t eval_episodes; /* episodes in each of them */
 } gb_config_experiment;
 
 typedef struct gb_config_env {
@@ -342,6 +344,11 @@ const char *gb_config_arg(const gb_config_args *args, const char *key);
 
 /* Names of enum values (for logs): e.g. gb_config_enum_name("trainer.replay.selector", 1). */
 const char *gb_config_enum_name(const char *key_path, int value);
+
+/* Writes the schema's documentation (type, default, range or choices, meaning) of key, of every
+ * key in section key (e.g. "trainer.replay"), or of every key when key is NULL or "", to out
+ * (`gearbox check --explain`). Returns 0, or GB_ENOTFOUND when key names no key or section. */
+int gb_config_explain(FILE *out, const char *key);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #include "runtime/config.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #define OFF(member) offsetof(gb_config, member)
@@ -55,6 +56,12 @@ const gb_config_field gb_config_fields[] = {
     ENUM("experiment.log_level", experiment.log_level, "info", log_levels, "logging level"),
     FLOAT("experiment.metrics_interval_s", experiment.metrics_interval_s, "1", 0.01, 3600,
           "seconds between metric reports"),
+    INT("experiment.eval_every", experiment.eval_every, "0", 0, BIG,
+        "env steps between evaluation videos of the newest checkpoint, written to "
+        "RUN_DIR/videos/eval_<env_steps>.mp4 and .json by `gearbox eval` (0 = off; needs "
+        "trainer.checkpoint_every_s > 0, which sets how fresh the checkpoint is)"),
+    INT("experiment.eval_episodes", experiment.eval_episodes, "2", 1, 1000,
+        "deterministic episodes in each evaluation video (experiment.eval_every)"),
 
     STR("env.name", env.name, NULL, "built-in environment name, or \"plugin\""),
     STR("env.plugin", env.plugin, "", "shared library of a plugin environment"),
@@ -363,4 +370,45 @@ int gb_config_is_section(const char *path, size_t len)
             return 1;
     }
     return 0;
+}
+
+/* One key's line of `gearbox check --explain`: path, type, default, range or choices, then the
+ * meaning on its own line. */
+static void explain_field(FILE *out, const gb_config_field *f)
+{
+    static const char *const kinds[] = {"int", "float", "bool", "string", "choice", "int list",
+                                        "mapping", "list of choices"};
+    fprintf(out, "%s  (%s", f->path, kinds[f->kind]);
+    if (f->kind == GB_CK_FLOAT && f->nullable)
+        fprintf(out, " or null");
+    fprintf(out, "; default %s", f->def ? (f->def[0] ? f->def : "\"\"") : "none: required");
+    if (f->kind == GB_CK_INT || f->kind == GB_CK_FLOAT || f->kind == GB_CK_INT_LIST) {
+        fprintf(out, "; range [");
+        fprintf(out, f->min == -INF ? "-inf" : f->min == BIG ? "2^53" : "%g", f->min);
+        fprintf(out, ", ");
+        fprintf(out, f->max == INF ? "inf" : f->max == BIG ? "2^53" : "%g", f->max);
+        fprintf(out, "]");
+    }
+    if (f->choices) {
+        fprintf(out, "; one of");
+        for (const char *const *c = f->choices; *c; c++)
+            fprintf(out, "%s%s", c == f->choices ? " " : " | ", *c);
+    }
+    fprintf(out, ")\n    %s\n", f->doc ? f->doc : "");
+}
+
+int gb_config_explain(FILE *out, const char *key)
+{
+    size_t len = key ? strlen(key) : 0;
+    while (len > 0 && key[len - 1] == '.') /* "trainer." means the section */
+        len--;
+    int found = 0;
+    for (size_t i = 0; i < gb_config_nfields; i++) {
+        const char *p = gb_config_fields[i].path;
+        if (len == 0 || (strncmp(p, key, len) == 0 && (p[len] == '\0' || p[len] == '.'))) {
+            explain_field(out, &gb_config_fields[i]);
+            found = 1;
+        }
+    }
+    return found ? 0 : GB_ENOTFOUND;
 }

@@ -535,6 +535,14 @@ int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err
                         "%lld does not split evenly over trainer.count = %lld trainers (each "
                         "trains on batch_size / count items)", (long long)tr->batch_size,
                         (long long)tr->count);
+    if (cfg->experiment.eval_every > 0 && cfg->launch.mode == GB_LAUNCH_INLINE)
+        return fail_key(marks, "experiment.eval_every", err,
+                        "evaluation videos are started by the launcher of launch.mode local or "
+                        "slurm; inline has none");
+    if (cfg->experiment.eval_every > 0 && tr->checkpoint_every_s <= 0)
+        return fail_key(marks, "experiment.eval_every", err,
+                        "evaluations play the newest checkpoint, so trainer.checkpoint_every_s "
+                        "must be > 0 (it is 0: only the final checkpoint would exist)");
     if (tr->count > 1 && cfg->launch.mode == GB_LAUNCH_INLINE)
         return fail_key(marks, "trainer.count", err,
                         "launch.mode inline runs one learner in one process; several trainers "

@@ -7,7 +7,7 @@
  *
  * Build: see envs/README.md (CMake find_package(gearbox) or pkg-config --cflags gearbox).
  * Check: gearbox env check ./corridor_env.so --args length=20 */
-#include <envs/env.h>
+#include <gearbox/envs/env.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
 # tests/envs/test_install.sh: installs gearbox into a temporary prefix and builds the example
 # environment plugin out of the tree against it, both ways envs/README.md describes: CMake
 # find_package(gearbox) -> gearbox::env, and pkg-config --cflags gearbox. Then the installed
-# gearbox checks both plugins.
+# gearbox checks both plugins, one of the installed configs, and explains a key.
 # usage: test_install.sh BUILD_DIR SOURCE_DIR CMAKE C_COMPILER
 set -eu
 build=$1 src=$2 cmake=$3 cc=$4
@@ -34,4 +34,13 @@ for so in "$tmp/cmake-build/corridor_env.so" "$tmp/corridor_pc.so"; do
         >"$tmp/check.log" 2>&1 || { cat "$tmp/check.log"; echo "FAIL: env check $so"; exit 1; }
     tail -n 1 "$tmp/check.log"
 done
-echo "installed gearbox: example plugin built with find_package(gearbox) and with pkg-config"
+# 4. The shipped configs are installed, check with the installed command (their environment
+#    loaded too), and the schema's documentation is reachable from the install.
+test -f "$prefix/share/gearbox/configs/cartpole_ppo.yaml" || { echo "FAIL: configs not installed"; exit 1; }
+"$prefix/bin/gearbox" check "$prefix/share/gearbox/configs/cartpole_ppo.yaml" >"$tmp/check.log" 2>&1 || {
+    cat "$tmp/check.log"; echo "FAIL: gearbox check of the installed cartpole_ppo.yaml"; exit 1; }
+"$prefix/bin/gearbox" check --explain trainer.checkpoint_every_s >"$tmp/explain.log" 2>&1 &&
+    grep -q '^trainer.checkpoint_every_s  (float; default 300' "$tmp/explain.log" || {
+    cat "$tmp/explain.log"; echo "FAIL: gearbox check --explain from the install"; exit 1; }
+echo "installed gearbox: example plugin (#include <gearbox/envs/env.h>) built with"
+echo "find_package(gearbox) and with pkg-config; configs in share/gearbox/configs; --explain works"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # tests/launch/cli.sh: the gearbox command's contract: --help for every subcommand, --version,
-# exit status 0 / 2 (usage or config) / 1 (runtime), and `gearbox check` output that loads again.
+# exit status 0 / 2 (usage or config) / 1 (runtime), `gearbox check` output that loads again,
+# check's environment validation (unknown name, missing or broken plugin, bad env.args) and
+# `gearbox check --explain [KEY]`.
 # usage: cli.sh GEARBOX SOURCE_DIR
 set -u
 gearbox=$1 src=$2
@@ -17,7 +19,7 @@ expect 0 "--version" "$gearbox" --version
 grep -q '^gearbox [0-9]' /tmp/gb_cli_out.$$ || { failed=$((failed + 1)); echo "FAIL --version text"; }
 expect 2 "no command" "$gearbox"
 expect 2 "unknown command" "$gearbox" frobnicate
-for cmd in run serve check bench env worker; do
+for cmd in run serve check bench env worker eval; do
   expect 0 "$cmd --help" "$gearbox" "$cmd" --help
   grep -qi 'usage' /tmp/gb_cli_out.$$ || { failed=$((failed + 1)); echo "FAIL $cmd --help has no usage"; }
 done
@@ -38,8 +40,49 @@ for b in $("$gearbox" bench --help | awk '/^benchmarks:/ {on = 1; next} on && NF
     { failed=$((failed + 1)); echo "FAIL bench $b --help has no usage"; }
   expect 2 "bench $b unknown option" "$gearbox" bench "$b" --frob
 done
+# `check` loads the environment and creates one copy: an unknown name, a missing or broken
+# plugin and bad env.args fail there (exit 2, the cause named), not only at `run`.
+minimal=$src/tests/data/configs/good/minimal.yaml
+expect_check_env() { # DESCRIPTION PATTERN --set ARGS...
+  local what=$1 pat=$2; shift 2
+  expect 2 "check $what" "$gearbox" check "$minimal" "$@"
+  grep -q -- "$pat" /tmp/gb_cli_out.$$ ||
+    { failed=$((failed + 1)); echo "FAIL check $what: no '$pat' in:"; head -3 /tmp/gb_cli_out.$$; }
+}
+expect_check_env "unknown env" "minimal.yaml: env: unknown environment 'NoSuchEnv-v0'" \
+  --set env.name=NoSuchEnv-v0
+expect_check_env "missing plugin" "environment plugin /nonexistent/env.so: No such file" \
+  --set env.name=plugin --set env.plugin=/nonexistent/env.so
+echo "not a shared library" > /tmp/gb_cli_broken.$$.so
+expect_check_env "broken plugin" "environment plugin /tmp/gb_cli_broken.$$.so: cannot load" \
+  --set env.name=plugin --set env.plugin=/tmp/gb_cli_broken.$$.so
+rm -f /tmp/gb_cli_broken.$$.so
+expect_check_env "bad env.args" "sutton_barto_reward must be 0 or 1" \
+  --set env.args.sutton_barto_reward=5
+expect_check_env "unknown env.args key" "CartPole-v1" --set env.args.gravity=3
+# --explain: one key, a section, every key; an unknown key is a usage error.
+expect 0 "check --explain key" "$gearbox" check --explain experiment.eval_every
+grep -q '^experiment.eval_every  (int; default 0; range \[0, 2^53\])' /tmp/gb_cli_out.$$ &&
+  grep -q 'RUN_DIR/videos' /tmp/gb_cli_out.$$ ||
+  { failed=$((failed + 1)); echo "FAIL check --explain experiment.eval_every:"; cat /tmp/gb_cli_out.$$; }
+expect 0 "check --explain section" "$gearbox" check --explain trainer.replay
+[ "$(grep -c '^trainer\.replay\.' /tmp/gb_cli_out.$$)" -ge 8 ] &&
+  ! grep -q '^experiment\.' /tmp/gb_cli_out.$$ ||
+  { failed=$((failed + 1)); echo "FAIL check --explain trainer.replay: not just that section"; }
+expect 0 "check --explain all" "$gearbox" check --explain
+grep -q '^launch.mode  (choice; default local; one of local | slurm | inline)' /tmp/gb_cli_out.$$ &&
+  [ "$(grep -c '^[a-z_]*\.[a-z_.]*  (' /tmp/gb_cli_out.$$)" -ge 100 ] ||
+  { failed=$((failed + 1)); echo "FAIL check --explain: not every key"; }
+expect 2 "check --explain unknown" "$gearbox" check --explain trainer.nosuchkey
+grep -q 'no key or section "trainer.nosuchkey"' /tmp/gb_cli_out.$$ ||
+  { failed=$((failed + 1)); echo "FAIL check --explain unknown: message"; }
+# The shipped configs check (their environments included) and resolve to a fixed point. The
+# plugin config names its library relative to the repository root: here, the build's own.
+build=$(dirname "$gearbox")
 for f in "$src"/configs/*.yaml; do
-  expect 0 "check $f" "$gearbox" check "$f"
+  sets=()
+  grep -q '^  name: plugin' "$f" && sets=(--set "env.plugin=$build/envs/examples/corridor_env.so")
+  expect 0 "check $f" "$gearbox" check "$f" "${sets[@]}"
   cp /tmp/gb_cli_out.$$ /tmp/gb_cli_resolved.$$.yaml
   expect 0 "check resolved $f" "$gearbox" check /tmp/gb_cli_resolved.$$.yaml
   if ! diff <(tail -n +2 /tmp/gb_cli_resolved.$$.yaml) <(tail -n +2 /tmp/gb_cli_out.$$) >/dev/null; then

@@ -1,0 +1,452 @@
+/* launch/cmd_eval.c: `gearbox eval RUN_DIR`: plays episodes with a run's checkpointed policy in
+ * this process (one environment copy, no workers, no sockets) and reports the returns, as text
+ * or one JSON object; with --video it renders every step and encodes an MP4 (launch/video.h).
+ *
+ * Frames: exactly one per step played, the frame of the state the action was chosen in (the
+ * reset state for an episode's first step); the state an episode ends in is not drawn. So an MP4
+ * of N episodes has as many frames as the JSON's "steps" (the sum of the lengths). */
+#include "envs/host.h"
+#include "launch/commands.h"
+#include "launch/video.h"
+#include "runtime/config.h"
+#include "workers/checkpoint.h"
+#include "workers/learning.h"
+#include "workers/torch/bridge.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* An episode longer than this ends (truncated) when neither the config nor the environment
+ * sets a time limit. */
+#define EVAL_STEP_CAP 100000
+#define EVAL_MAX_EPISODES 100000
+
+static void eval_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: gearbox eval RUN_DIR [--episodes N] [--deterministic] [--checkpoint NAME]\n"
+            "                    [--video OUT.mp4] [--fps F] [--json] [--seed S]\n\n"
+            "Loads RUN_DIR/config.yaml and the run's last checkpoint, plays N episodes of its\n"
+            "environment in this process and prints the mean and standard deviation of the\n"
+            "episode returns (multi-agent: the mean over agents) and lengths.\n\n"
+            "  --episodes N       episodes to play (default 10)\n"
+            "  --deterministic    greedy actions (PPO: argmax or the Gaussian mean; SAC: the\n"
+            "                     mean; DQN: argmax); otherwise actions are sampled (DQN:\n"
+            "                     epsilon-greedy with trainer.algorithm.dqn.epsilon_end)\n"
+            "  --checkpoint NAME  a checkpoint set in RUN_DIR/checkpoints (default trainer-0,\n"
+            "                     the manifest NAME.checkpoint), or the path of a .model file\n"
+            "  --video OUT.mp4    render every step and encode an H.264 MP4 with ffmpeg: one\n"
+            "                     frame per step played (the state the action was chosen in);\n"
+            "                     odd frame sizes are padded to even with black\n"
+            "  --fps F            frames per second of the video (default 30)\n"
+            "  --json             print one JSON object instead of text: episodes, steps,\n"
+            "                     return_mean, return_std, length_mean, length_std, returns,\n"
+            "                     lengths, frames, checkpoint, checkpoint_step, ...\n"
+            "  --seed S           seed of the environment and of sampled actions (default: the\n"
+            "                     run's experiment.seed)\n\n"
+            "exit status: 0 done, 1 failure while playing or encoding, 2 usage error, not a run\n"
+            "directory, no checkpoint, or --video for an environment without render\n");
+}
+
+typedef struct eval_opts {
+    const char *run_dir, *checkpoint, *video;
+    long long episodes, fps, seed;
+    int deterministic, json, have_seed;
+} eval_opts;
+
+static int parse_count(const char *opt, const char *v, long long lo, long long hi, long long *out)
+{
+    char *end = NULL;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end != '\0' || x < lo || x > hi) {
+        fprintf(stderr, "gearbox eval: %s wants an integer in [%lld, %lld], got \"%s\"\n", opt,
+                lo, hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, eval_opts *o)
+{
+    *o = (eval_opts){.episodes = 10, .fps = 30};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has_value = strcmp(a, "--episodes") == 0 || strcmp(a, "--checkpoint") == 0 ||
+                        strcmp(a, "--video") == 0 || strcmp(a, "--fps") == 0 ||
+                        strcmp(a, "--seed") == 0;
+        if (has_value && i + 1 >= argc) {
+            fprintf(stderr, "gearbox eval: %s needs a value\n", a);
+            return -1;
+        }
+        if (strcmp(a, "--episodes") == 0) {
+            if (parse_count(a, argv[++i], 1, EVAL_MAX_EPISODES, &o->episodes))
+                return -1;
+        } else if (strcmp(a, "--fps") == 0) {
+            if (parse_count(a, argv[++i], 1, 240, &o->fps))
+                return -1;
+        } else if (strcmp(a, "--seed") == 0) {
+            if (parse_count(a, argv[++i], 0, (long long)1 << 53, &o->seed))
+                return -1;
+            o->have_seed = 1;
+        } else if (strcmp(a, "--checkpoint") == 0) {
+            o->checkpoint = argv[++i];
+        } else if (strcmp(a, "--video") == 0) {
+            o->video = argv[++i];
+        } else if (strcmp(a, "--deterministic") == 0) {
+            o->deterministic = 1;
+        } else if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "gearbox eval: unknown option %s (see gearbox eval --help)\n", a);
+            return -1;
+        } else if (o->run_dir) {
+            fprintf(stderr, "gearbox eval: one RUN_DIR only, got %s and %s\n", o->run_dir, a);
+            return -1;
+        } else {
+            o->run_dir = a;
+        }
+    }
+    if (!o->run_dir) {
+        fprintf(stderr, "gearbox eval: missing RUN_DIR (see gearbox eval --help)\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* The model file to load: --checkpoint as a path (it names a .model file or holds a '/'), else
+ * the set RUN_DIR/checkpoints/NAME.checkpoint names. Returns GB_EXIT_OK or GB_EXIT_USAGE with
+ * the reason printed. */
+static int find_model(const eval_opts *o, const gb_config *cfg, gb_checkpoint_files *ck)
+{
+    const char *name = o->checkpoint ? o->checkpoint : "trainer-0";
+    size_t n = strlen(name);
+    if (strchr(name, '/') || (n > 6 && strcmp(name + n - 6, ".model") == 0)) {
+        FILE *f = fopen(name, "rb");
+        if (!f) {
+            fprintf(stderr, "gearbox eval: --checkpoint %s: cannot open the model file\n", name);
+            return GB_EXIT_USAGE;
+        }
+        fclose(f);
+        ck->step = -1;
+        snprintf(ck->model, sizeof ck->model, "%s", name);
+        return GB_EXIT_OK;
+    }
+    char dir[GB_CHECKPOINT_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/checkpoints", o->run_dir);
+    gb_error err = {0};
+    int rc = gb_checkpoint_find(dir, name, ck, &err);
+    if (rc == GB_ENOTFOUND && ck->model[0] == '\0')
+        fprintf(stderr,
+                "gearbox eval: %s has no checkpoint %s (%s/%s.checkpoint): a run's trainer "
+                "writes one every trainer.checkpoint_every_s (%g s in this run) and when the "
+                "run ends\n",
+                o->run_dir, name, dir, name, cfg->trainer.checkpoint_every_s);
+    else if (rc)
+        fprintf(stderr, "gearbox eval: %s: checkpoint %s: %s\n", o->run_dir, name, err.msg);
+    return rc ? GB_EXIT_USAGE : GB_EXIT_OK;
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void mean_std(const double *x, long long n, double *mean, double *std)
+{
+    double s = 0, ss = 0;
+    for (long long i = 0; i < n; i++)
+        s += x[i];
+    *mean = s / (double)n;
+    for (long long i = 0; i < n; i++)
+        ss += (x[i] - *mean) * (x[i] - *mean);
+    *std = sqrt(ss / (double)n); /* population std, as numpy.std */
+}
+
+/* Everything one evaluation holds; freed by eval_free. */
+typedef struct eval_state {
+    gb_env_source src;
+    void *env;
+    gb_env_spec spec;
+    gb_torch_space space;
+    gb_torch_learner *learner;
+    void *obs, *env_actions, *model_actions;
+    float *rewards;
+    uint8_t *terminated, *truncated, *acting, *done, *frame;
+    double *returns, *lengths;
+    gb_video video;
+} eval_state;
+
+static void eval_free(eval_state *s)
+{
+    gb_error ignored = {0};
+    gb_video_close(&s->video, &ignored);
+    if (s->env)
+        s->src.iface->destroy(s->env);
+    gb_env_source_close(&s->src);
+    gb_torch_learner_destroy(s->learner);
+    free(s->obs);
+    free(s->env_actions);
+    free(s->model_actions);
+    free(s->rewards);
+    free(s->terminated);
+    free(s->truncated);
+    free(s->acting);
+    free(s->done);
+    free(s->frame);
+    free(s->returns);
+    free(s->lengths);
+}
+
+/* The model's actions (int64 or float32 rows) as the environment takes them: int32 indices, or
+ * floats clipped to the declared bounds with NaN as 0 (what the actors do). */
+static int to_env_actions(eval_state *s, gb_error *err)
+{
+    const int A = s->spec.agents, n = s->spec.action.n;
+    for (int a = 0; a < A; a++) {
+        if (s->spec.action.kind == GB_ENV_SPACE_DISCRETE) {
+            int64_t v = ((const int64_t *)s->model_actions)[a];
+            if (v < 0 || v >= n)
+                return gb_error_set(err, GB_EPROTO, "the policy chose action %lld of %d",
+                                    (long long)v, n);
+            ((int32_t *)s->env_actions)[a] = (int32_t)v;
+        } else {
+            for (int j = 0; j < n; j++) {
+                float x = ((const float *)s->model_actions)[a * n + j];
+                float lo = s->spec.action.low[j], hi = s->spec.action.high[j];
+                ((float *)s->env_actions)[a * n + j] =
+                    isnan(x) ? 0.0f : (x < lo ? lo : (x > hi ? hi : x));
+            }
+        }
+    }
+    return 0;
+}
+
+/* Plays one episode; returns its return (mean over agents) and length through *ret, *len.
+ * Returns 0 or the first error. */
+static int play_episode(eval_state *s, const eval_opts *o, double epsilon, int64_t limit,
+                        double *ret, int64_t *len, gb_error *err)
+{
+    const gb_env_interface *iface = s->src.iface;
+    const int A = s->spec.agents;
+    gb_env_buffers buf = {s->env_actions, s->obs, s->rewards, s->terminated, s->truncated,
+                          s->acting};
+    if (iface->reset(s->env, &buf) != 0)
+        return gb_error_set(err, GB_EIO, "%s: reset failed", iface->name);
+    memset(s->done, 0, (size_t)A);
+    double total = 0;
+    int64_t t = 0;
+    for (;;) {
+        if (o->video) {
+            int rc = iface->render(s->env, s->frame);
+            if (rc != 0)
+                return gb_error_set(err, GB_EIO, "%s: render returned %d at step %lld",
+                                    iface->name, rc, (long long)t);
+            if ((rc = gb_video_frame(&s->video, s->frame, err)))
+                return rc;
+        }
+        gb_torch_act_out out = {.action = s->model_actions};
+        int rc = gb_torch_model_act(gb_torch_learner_model(s->learner), s->obs, A,
+                                    o->deterministic, epsilon, &out, err);
+        if (rc || (rc = to_env_actions(s, err)))
+            return rc;
+        if (iface->step(s->env, &buf) != 0)
+            return gb_error_set(err, GB_EIO, "%s: step %lld failed", iface->name, (long long)t);
+        t++;
+        int all_done = 1;
+        for (int a = 0; a < A; a++) {
+            if (!s->done[a])
+                total += s->rewards[a];
+            s->done[a] |= s->terminated[a] | s->truncated[a];
+            all_done &= s->done[a];
+        }
+        if (all_done || t >= limit)
+            break;
+    }
+    *ret = total / A;
+    *len = t;
+    return 0;
+}
+
+/* Loads the checkpoint's model. A live run's trainer replaces its set (writes the new one, then
+ * removes the old files) while we read: a model file gone between reading the manifest and
+ * opening it is looked up again, a few times. */
+static int load_model(eval_state *s, const eval_opts *o, const gb_config *cfg,
+                      gb_checkpoint_files *ck, gb_error *err)
+{
+    int rc = 0;
+    for (int attempt = 0; attempt < 4; attempt++) {
+        if (attempt > 0 && find_model(o, cfg, ck) != GB_EXIT_OK)
+            break;
+        rc = gb_torch_learner_load(s->learner, ck->model, err);
+        if (rc != GB_ENOTFOUND || ck->step < 0) /* done, or an explicit .model path */
+            break;
+    }
+    return rc ? gb_error_prefix(err, "loading %s", ck->model) : 0;
+}
+
+static int eval_prepare(eval_state *s, const eval_opts *o, gb_config *cfg, uint64_t seed,
+                        gb_checkpoint_files *ck, gb_error *err)
+{
+    int rc = gb_env_source_open(&s->src, cfg->env.name, cfg->env.plugin, err);
+    if (rc)
+        return rc;
+    gb_env_args_store args;
+    gb_env_args_from_config(&args, &cfg->env.args);
+    if ((rc = gb_env_create(s->src.iface, &args.args, seed, &s->env, &s->spec, err)))
+        return rc;
+    if (o->video && !s->src.iface->render)
+        return gb_error_set(err, GB_EUNSUPPORTED,
+                            "%s has no render function: --video needs one (envs/env.h: "
+                            "gb_env_interface.render)", s->src.iface->name);
+    if ((rc = gb_learning_space(&s->spec, &s->space, err)))
+        return rc;
+    /* evaluation runs on this machine's CPU, whatever the run trained on */
+    cfg->trainer.device = GB_DEVICE_CPU;
+    cfg->policy.device = GB_DEVICE_CPU;
+    if ((rc = gb_torch_set_threads(1, err)) ||
+        (rc = gb_torch_learner_create(cfg, &s->space, seed, &s->learner, err)))
+        return rc;
+    if ((rc = load_model(s, o, cfg, ck, err)))
+        return rc;
+    const size_t A = (size_t)s->spec.agents;
+    size_t model_row = s->space.discrete ? sizeof(int64_t)
+                                         : (size_t)s->space.action_dim * sizeof(float);
+    s->obs = calloc(A, gb_env_obs_bytes(&s->spec));
+    s->env_actions = calloc(A, gb_env_action_bytes(&s->spec));
+    s->model_actions = calloc(A, model_row);
+    s->rewards = calloc(A, sizeof(float));
+    s->terminated = calloc(A, 1);
+    s->truncated = calloc(A, 1);
+    s->acting = calloc(A, 1);
+    s->done = calloc(A, 1);
+    s->returns = calloc((size_t)o->episodes, sizeof(double));
+    s->lengths = calloc((size_t)o->episodes, sizeof(double));
+    if (o->video)
+        s->frame = calloc((size_t)s->spec.render_height * (size_t)s->spec.render_width, 3);
+    if (!s->obs || !s->env_actions || !s->model_actions || !s->rewards || !s->terminated ||
+        !s->truncated || !s->acting || !s->done || !s->returns || !s->lengths ||
+        (o->video && !s->frame))
+        return gb_error_set(err, GB_ENOMEM, "out of memory for the evaluation buffers");
+    if (o->video)
+        return gb_video_open(&s->video, o->video, s->spec.render_width, s->spec.render_height,
+                             (int)o->fps, err);
+    return 0;
+}
+
+static void report(const eval_opts *o, const gb_config *cfg, const eval_state *s,
+                   const gb_checkpoint_files *ck, uint64_t seed, int64_t steps)
+{
+    double rm, rs, lm, ls;
+    mean_std(s->returns, o->episodes, &rm, &rs);
+    mean_std(s->lengths, o->episodes, &lm, &ls);
+    if (!o->json) {
+        printf("%s: %lld episodes of %s (%s), checkpoint %s (training step %lld)\n", o->run_dir,
+               o->episodes, s->src.iface->name, o->deterministic ? "deterministic" : "sampled",
+               ck->model, (long long)ck->step);
+        printf("return  mean %.3f  std %.3f\nlength  mean %.1f  std %.1f\nsteps   %lld\n", rm,
+               rs, lm, ls, (long long)steps);
+        if (o->video)
+            printf("video   %s (%lld frames, %d x %d)\n", o->video, (long long)s->video.frames,
+                   s->video.out_w, s->video.out_h);
+        return;
+    }
+    printf("{\"run_dir\": ");
+    json_string(stdout, o->run_dir);
+    printf(", \"env\": ");
+    json_string(stdout, s->src.iface->name);
+    printf(", \"algorithm\": ");
+    json_string(stdout, gb_config_enum_name("trainer.algorithm.name", cfg->trainer.algorithm.name));
+    printf(", \"checkpoint\": ");
+    json_string(stdout, ck->model);
+    printf(", \"checkpoint_step\": %lld, \"deterministic\": %s, \"seed\": %llu, "
+           "\"episodes\": %lld, \"steps\": %lld, \"return_mean\": %.17g, \"return_std\": %.17g, "
+           "\"length_mean\": %.17g, \"length_std\": %.17g, \"returns\": [",
+           (long long)ck->step, o->deterministic ? "true" : "false", (unsigned long long)seed,
+           o->episodes, (long long)steps, rm, rs, lm, ls);
+    for (long long i = 0; i < o->episodes; i++)
+        printf("%s%.9g", i ? ", " : "", s->returns[i]);
+    printf("], \"lengths\": [");
+    for (long long i = 0; i < o->episodes; i++)
+        printf("%s%lld", i ? ", " : "", (long long)s->lengths[i]);
+    printf("], \"video\": ");
+    if (o->video)
+        json_string(stdout, o->video);
+    else
+        printf("null");
+    printf(", \"frames\": %lld}\n", (long long)s->video.frames);
+}
+
+int gb_cmd_eval(int argc, char **argv)
+{
+    if (gb_wants_help(argc, argv)) {
+        eval_usage(stdout);
+        return GB_EXIT_OK;
+    }
+    eval_opts o;
+    if (parse_args(argc, argv, &o) != 0)
+        return GB_EXIT_USAGE;
+    static gb_config cfg; /* large: keep it off the stack */
+    char cfg_path[GB_CHECKPOINT_PATH_MAX];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.yaml", o.run_dir);
+    FILE *probe = fopen(cfg_path, "r");
+    if (!probe) {
+        fprintf(stderr, "gearbox eval: %s is not a run directory (no config.yaml)\n", o.run_dir);
+        return GB_EXIT_USAGE;
+    }
+    fclose(probe);
+    gb_error err = {0};
+    if (gb_config_read(&cfg, cfg_path, NULL, 0, &err) != 0) {
+        fprintf(stderr, "gearbox eval: %s\n", err.msg);
+        return GB_EXIT_USAGE;
+    }
+    gb_checkpoint_files ck = {0};
+    int urc = find_model(&o, &cfg, &ck);
+    if (urc != GB_EXIT_OK)
+        return urc;
+    uint64_t seed = (uint64_t)(o.have_seed ? o.seed : cfg.experiment.seed);
+    static eval_state s;
+    memset(&s, 0, sizeof s);
+    int rc = eval_prepare(&s, &o, &cfg, seed, &ck, &err);
+    if (rc) {
+        fprintf(stderr, "gearbox eval: %s\n", err.msg);
+        eval_free(&s);
+        /* what the user asked for cannot be done: a usage error, not a failure */
+        return rc == GB_EUNSUPPORTED || rc == GB_ENOTFOUND ? GB_EXIT_USAGE : GB_EXIT_FAILURE;
+    }
+    double epsilon = cfg.trainer.algorithm.name == GB_ALGO_DQN && !o.deterministic
+                         ? cfg.trainer.algorithm.dqn.epsilon_end
+                         : 0.0;
+    int64_t limit = cfg.env.max_episode_steps > 0 ? cfg.env.max_episode_steps
+                    : s.spec.max_episode_steps > 0 ? s.spec.max_episode_steps
+                                                   : EVAL_STEP_CAP;
+    int64_t steps = 0;
+    for (long long e = 0; e < o.episodes && rc == 0; e++) {
+        int64_t len = 0;
+        rc = play_episode(&s, &o, epsilon, limit, &s.returns[e], &len, &err);
+        s.lengths[e] = (double)len;
+        steps += len;
+    }
+    if (rc == 0)
+        rc = gb_video_close(&s.video, &err);
+    if (rc) {
+        fprintf(stderr, "gearbox eval: %s\n", err.msg);
+        eval_free(&s);
+        return GB_EXIT_FAILURE;
+    }
+    report(&o, &cfg, &s, &ck, seed, steps);
+    eval_free(&s);
+    return fflush(stdout) == 0 ? GB_EXIT_OK : GB_EXIT_FAILURE;
+}
