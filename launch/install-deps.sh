@@ -16,6 +16,7 @@ packages=(
   # gearbox runs one BLAS user per worker process and several workers share the cores.
   libopenblas0-serial
   libhdf5-dev  # D4RL ingest of the data server
+  python3-dev  # libpython3.11 to embed: the gymnasium environment plugin (envs/gymnasium)
   # tests: fuzzing (clang + libFuzzer runtime), python reference scripts and clients
   clang libclang-rt-14-dev python3 python3-numpy python3-venv
   # the data server's Python client (pyzmq, msgpack) and its PyTorch example
