@@ -1,7 +1,8 @@
 /* envs/host.h: the host side of the environment ABI: finding an environment by name (built-in)
  * or path (plugin, through dlopen), checking what it declares, converting config arguments,
  * and creating validated copies. The environment ring (envs/ring.h) builds on this.
- * defines: gb_env_source, gb_env_source_open, gb_env_shipped_find, gb_env_plugin_open, gb_env_source_close,
+ * defines: gb_env_source, gb_env_source_open, gb_env_shipped_find, gb_env_plugin_open,
+ *          gb_env_source_close,
  *          gb_env_interface_validate, gb_env_spec_validate, gb_env_obs_bytes,
  *          gb_env_action_bytes, gb_env_args_store, gb_env_args_from_config, gb_env_args_add,
  *          gb_env_create, gb_env_dtype_to_gb */

@@ -1,7 +1,8 @@
 /* launch/bench_envs.c: `gearbox bench envs [--json] [--env NAME [--args KEY=VALUE ...]]
  * [--ring K] [--seconds S]`: steps per second of every built-in environment (or of the one
- * named: a built-in or a shipped plugin such as gymnasium, with its arguments) on one core, alone (mode "single": one copy
- * stepped directly, resets included) and in an environment ring of K copies (mode "ring":
+ * named: a built-in or a shipped plugin such as gymnasium, with its arguments) on one core,
+ * alone (mode "single": one copy stepped directly, resets included) and in an environment ring
+ * of K copies (mode "ring":
  * gb_env_ring_step with auto-reset, time limits and statistics, actions copied in each step as
  * an actor would). The single-copy rate measured in the same run is the reference: vs_single
  * is ring / single, the ring's overhead (or gain, from batching cache-friendly copies). */
