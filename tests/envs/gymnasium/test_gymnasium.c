@@ -2,8 +2,8 @@
  * stepped through the environment ABI and compared with Gymnasium stepped directly in Python
  * (reference.py, same seed and actions: observations, rewards and flags must be equal, bit for
  * bit); kwargs conversion; spaces (float64 cast to float32, continuous actions); the time limit
- * applied once, by the host; copies stepped from two threads at once; and the errors for a
- * missing or unknown id, an unsupported space and a bad kwarg.
+ * applied once, by the host; copies stepped from two threads at once; the errors for a
+ * missing or unknown id, an unsupported space and a bad kwarg; finding shipped plugins by name.
  * argv[1]: the Python with gymnasium (GEARBOX_PYTHON); argv[2]: this folder (reference.py and
  * the gb_test_gym_envs module). Exits 77 (skip) when that Python lacks gymnasium. */
 #include "envs/host.h"
@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *python, *here;
 static gb_env_source src;
@@ -265,6 +266,37 @@ static void test_errors(void)
     expect_error("CartPole-v1", bad_limit, "max_episode_steps", "-2");
 }
 
+/* Shipped plugins are found by name: in gearbox's folder, then in $GEARBOX_ENV_PLUGIN_PATH
+ * (searched first); names that are not plain words are never looked up. */
+static void test_shipped_lookup(void)
+{
+    char path[1024], dir[] = "/tmp/gb_test_gym_XXXXXX", link[1200];
+    CHECK_EQ_INT(gb_env_shipped_find("gymnasium", path, sizeof path), 0);
+    CHECK(strstr(path, "/gearbox_env_gymnasium.so") != NULL);
+    CHECK_EQ_INT(gb_env_shipped_find("../gymnasium", path, sizeof path), GB_ENOTFOUND);
+    CHECK_EQ_INT(gb_env_shipped_find("gb_no_such_env", path, sizeof path), GB_ENOTFOUND);
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(link, sizeof link, "%s/gearbox_env_gbtestalias.so", dir);
+    CHECK(symlink(src.path, link) == 0);
+    setenv("GEARBOX_ENV_PLUGIN_PATH", "/nonexistent:", 1);
+    CHECK_EQ_INT(gb_env_shipped_find("gbtestalias", path, sizeof path), GB_ENOTFOUND);
+    char list[1200];
+    snprintf(list, sizeof list, "/nonexistent:%s", dir);
+    setenv("GEARBOX_ENV_PLUGIN_PATH", list, 1);
+    CHECK_EQ_INT(gb_env_shipped_find("gbtestalias", path, sizeof path), 0);
+    CHECK(strcmp(path, link) == 0);
+    gb_env_source other;
+    gb_error err = {0};
+    CHECK_OK(gb_env_source_open(&other, "gbtestalias", NULL, &err));
+    CHECK(other.iface && strcmp(other.iface->name, "gymnasium") == 0);
+    gb_env_source_close(&other);
+    unsetenv("GEARBOX_ENV_PLUGIN_PATH");
+    unlink(link);
+    rmdir(dir);
+    CHECK(gb_env_source_open(&other, "gb_no_such_env", NULL, &err) == GB_ENOTFOUND);
+    CHECK_MSG(strstr(err.msg, "shipped plugins such as gymnasium"), "%s", err.msg);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -292,6 +324,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_spaces_and_time_limit);
     TEST_RUN(test_threads);
     TEST_RUN(test_errors);
+    TEST_RUN(test_shipped_lookup);
     gb_env_source_close(&src);
     return test_main_result();
 }
