@@ -34,4 +34,10 @@ for so in "$tmp/cmake-build/corridor_env.so" "$tmp/corridor_pc.so"; do
         >"$tmp/check.log" 2>&1 || { cat "$tmp/check.log"; echo "FAIL: env check $so"; exit 1; }
     tail -n 1 "$tmp/check.log"
 done
+# 4. Shipped plugins are installed where the installed command looks for them by name.
+if [ -f "$build/lib/gearbox/envs/gearbox_env_gymnasium.so" ]; then
+    test -f "$prefix/lib/gearbox/envs/gearbox_env_gymnasium.so" ||
+        test -n "$(find "$prefix" -path '*/gearbox/envs/gearbox_env_gymnasium.so')" ||
+        { echo "FAIL: the gymnasium plugin was not installed"; exit 1; }
+fi
 echo "installed gearbox: example plugin built with find_package(gearbox) and with pkg-config"
