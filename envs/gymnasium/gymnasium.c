@@ -201,7 +201,9 @@ static void promote_libpython(void)
 static void py_init(void)
 {
     promote_libpython();
-    if (!Py_IsInitialized()) {
+    int hosted = Py_IsInitialized(); /* the host process embeds Python itself */
+    PyGILState_STATE hosted_gil = PyGILState_UNLOCKED;
+    if (!hosted) {
         PyConfig config;
         PyConfig_InitPythonConfig(&config);
         config.install_signal_handlers = 0;
@@ -221,7 +223,7 @@ static void py_init(void)
             return;
         }
     } else {
-        (void)PyGILState_Ensure(); /* the host embeds Python itself: take the GIL to set up */
+        hosted_gil = PyGILState_Ensure();
     }
     PyObject *globals = PyDict_New();
     PyObject *res = NULL;
@@ -241,7 +243,11 @@ static void py_init(void)
     }
     Py_XDECREF(res);
     Py_XDECREF(globals);
-    PyEval_SaveThread(); /* from now on every call takes the GIL with PyGILState_Ensure */
+    /* From now on every call takes the GIL with PyGILState_Ensure. */
+    if (hosted)
+        PyGILState_Release(hosted_gil);
+    else
+        (void)PyEval_SaveThread();
 }
 
 static void gym_destroy(void *p)
