@@ -25,6 +25,36 @@
  *     resets it. An agent done before the others keeps receiving observations (the env's
  *     choice of what to show) and reward 0, and does not act.
  *
+ * What gearbox's host does around these calls (envs/ring.c, workers/acting.c, workers/worker.c),
+ * which a plugin may rely on and must allow for:
+ *
+ *   - Multi-agent done flags: the ring ends a copy's episode on the step where every agent's
+ *     terminated or truncated is set *on that step*, and marks acting[a] = 0 for an agent whose
+ *     flag is set. So once an agent is done, step() must keep writing its terminated (or
+ *     truncated) = 1 on every later step of the episode: a flag that drops back to 0 makes the
+ *     agent act again and, if it is the last one, the episode never ends (until the time limit).
+ *   - Returns: the episode return the host reports (metrics, target_return) of a multi-agent copy
+ *     is the sum over steps of the mean reward over its agents, not the sum over agents.
+ *   - Continuous actions: gearbox's actors replace a NaN action value by 0 and then clip every
+ *     value to the declared [low, high] before step() reads it (discrete actions outside [0, n)
+ *     stop the actor with an error instead), so step() sees only in-bound values from them.
+ *     Tools that drive the ring directly (gearbox env check, bench envs) pass actions as drawn,
+ *     within the bounds.
+ *   - Processes: create() is called in every actor worker (one copy per environment, each seed
+ *     derived from experiment.seed, the actor and the copy's index), and also once in each
+ *     trainer and policy worker (seeded with experiment.seed) only to read the spec, then
+ *     destroyed without reset or step; `gearbox env check` and the benchmarks create copies
+ *     too. create() must be cheap enough to call in every process and have no side effects
+ *     outside the copy.
+ *   - Plugin paths: env.plugin goes to dlopen as written, a name without a slash prefixed with
+ *     "./" (never looked up on the library path): a relative path resolves against the working
+ *     directory of each worker process, not the config file's folder. Workers keep the
+ *     directory of the command that started them (`gearbox run`, `gearbox join`, srun), so use
+ *     an absolute path when workers start elsewhere.
+ *   - Shipped plugins: env.name NAME that is not a built-in loads gearbox_env_NAME.so from
+ *     $GEARBOX_ENV_PLUGIN_PATH or gearbox's own plugin folder (envs/host.h,
+ *     gb_env_shipped_find); `env.name: gymnasium` (envs/gymnasium) is one.
+ *
  * A plugin is a shared library that exports one function named GB_ENV_ENTRY_SYMBOL:
  *
  *     #include <gearbox/envs/env.h>            // or "envs/env.h" inside the tree

@@ -2,12 +2,14 @@
 #include "envs/host.h"
 #include "envs/builtin.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 _Static_assert((int)GB_ENV_FLOAT32 == (int)GB_DTYPE_FLOAT32 &&
                    (int)GB_ENV_FLOAT64 == (int)GB_DTYPE_FLOAT64 &&
@@ -32,6 +34,12 @@ int gb_env_source_open(gb_env_source *src, const char *name, const char *plugin_
         return gb_env_plugin_open(src, plugin_path, err);
     }
     const gb_env_interface *iface = gb_env_builtin_find(name);
+    if (!iface && name && name[0]) {
+        char path[GB_CONFIG_PATH_MAX];
+        int rc = gb_env_shipped_find(name, path, sizeof path);
+        if (rc == 0)
+            return gb_env_plugin_open(src, path, err);
+    }
     if (!iface) {
         char names[512] = "";
         size_t used = 0;
@@ -41,12 +49,62 @@ int gb_env_source_open(gb_env_source *src, const char *name, const char *plugin_
             used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
                                      all[i]->name);
         return gb_error_set(err, GB_ENOTFOUND,
-                            "unknown environment '%s' (built-ins: %s; or \"plugin\" with "
-                            "env.plugin set to a shared library)",
+                            "unknown environment '%s' (built-ins: %s; shipped plugins such as "
+                            "gymnasium, found as " GB_ENV_SHIPPED_PREFIX "<name>.so in "
+                            "$GEARBOX_ENV_PLUGIN_PATH, <gearbox>/../lib/gearbox/envs, "
+                            GB_ENV_PLUGIN_INSTALL_DIR "; or \"plugin\" with env.plugin set to "
+                            "a shared library)",
                             name ? name : "(null)", names);
     }
     src->iface = iface;
     return 0;
+}
+
+#ifndef GB_ENV_PLUGIN_BUILD_DIR
+#define GB_ENV_PLUGIN_BUILD_DIR ""
+#endif
+#ifndef GB_ENV_PLUGIN_INSTALL_DIR
+#define GB_ENV_PLUGIN_INSTALL_DIR "/usr/local/lib/gearbox/envs"
+#endif
+
+/* Is dir/GB_ENV_SHIPPED_PREFIX<name>.so a regular file? Writes the path either way. */
+static int shipped_at(const char *dir, size_t dir_len, const char *name, char *out, size_t cap)
+{
+    struct stat st;
+    int n = snprintf(out, cap, "%.*s/" GB_ENV_SHIPPED_PREFIX "%s.so", (int)dir_len, dir, name);
+    return n > 0 && (size_t)n < cap && stat(out, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int gb_env_shipped_find(const char *name, char *out, size_t cap)
+{
+    /* A name is a plain word: no path tricks through env.name. */
+    for (const char *p = name; *p; p++)
+        if (!(isalnum((unsigned char)*p) || *p == '_' || *p == '-'))
+            return GB_ENOTFOUND;
+    const char *list = getenv("GEARBOX_ENV_PLUGIN_PATH");
+    while (list && *list) {
+        size_t len = strcspn(list, ":");
+        if (len && shipped_at(list, len, name, out, cap))
+            return 0;
+        list += len + (list[len] == ':');
+    }
+    char exe[GB_CONFIG_PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            char dir[GB_CONFIG_PATH_MAX + 32];
+            snprintf(dir, sizeof dir, "%.*s/../lib/gearbox/envs", (int)(slash - exe), exe);
+            if (shipped_at(dir, strlen(dir), name, out, cap))
+                return 0;
+        }
+    }
+    static const char *const dirs[] = {GB_ENV_PLUGIN_BUILD_DIR, GB_ENV_PLUGIN_INSTALL_DIR};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+        if (dirs[i][0] && shipped_at(dirs[i], strlen(dirs[i]), name, out, cap))
+            return 0;
+    return GB_ENOTFOUND;
 }
 
 int gb_env_plugin_open(gb_env_source *src, const char *path, gb_error *err)

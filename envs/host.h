@@ -1,7 +1,8 @@
 /* envs/host.h: the host side of the environment ABI: finding an environment by name (built-in)
  * or path (plugin, through dlopen), checking what it declares, converting config arguments,
  * and creating validated copies. The environment ring (envs/ring.h) builds on this.
- * defines: gb_env_source, gb_env_source_open, gb_env_plugin_open, gb_env_source_close,
+ * defines: gb_env_source, gb_env_source_open, gb_env_shipped_find, gb_env_plugin_open,
+ *          gb_env_source_close,
  *          gb_env_interface_validate, gb_env_spec_validate, gb_env_obs_bytes,
  *          gb_env_action_bytes, gb_env_args_store, gb_env_args_from_config, gb_env_args_add,
  *          gb_env_create, gb_env_dtype_to_gb */
@@ -22,12 +23,21 @@ typedef struct gb_env_source {
     char path[GB_CONFIG_PATH_MAX]; /* plugin path, "" for a built-in */
 } gb_env_source;
 
-/* Resolves an environment as the config names it: `name` is a built-in's name, or "plugin"
- * with `plugin_path` the shared library. Fills *src. Returns 0, GB_ENOTFOUND (unknown name,
- * missing file or symbol) or GB_EINVAL (wrong ABI version, malformed interface), with a message.
+/* Resolves an environment as the config names it: `name` is a built-in's name, a shipped
+ * plugin's (gb_env_shipped_find), or "plugin" with `plugin_path` the shared library.
+ * Fills *src. Returns 0, GB_ENOTFOUND (unknown name, missing file or symbol) or GB_EINVAL
+ * (wrong ABI version, malformed interface), with a message.
  * Blocks on dlopen only. */
 int gb_env_source_open(gb_env_source *src, const char *name, const char *plugin_path,
                        gb_error *err);
+
+/* Shipped plugins: env.name NAME that is not a built-in loads GB_ENV_SHIPPED_PREFIX NAME ".so"
+ * from the first directory that has it: each of $GEARBOX_ENV_PLUGIN_PATH (colon-separated),
+ * <directory of the running executable>/../lib/gearbox/envs, the build tree's lib/gearbox/envs,
+ * and the installed <libdir>/gearbox/envs. Writes the path to out (cap bytes).
+ * Returns 0, or GB_ENOTFOUND (none, or name is not a plain word of [A-Za-z0-9_-]). */
+#define GB_ENV_SHIPPED_PREFIX "gearbox_env_"
+int gb_env_shipped_find(const char *name, char *out, size_t cap);
 
 /* Loads the plugin at path (dlopen with RTLD_NOW | RTLD_LOCAL), finds GB_ENV_ENTRY_SYMBOL,
  * calls it and checks the interface (gb_env_interface_validate). Errors as above; on error

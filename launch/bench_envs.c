@@ -1,6 +1,8 @@
-/* launch/bench_envs.c: `gearbox bench envs [--json] [--env NAME] [--ring K] [--seconds S]`:
- * steps per second of every built-in environment on one core, alone (mode "single": one copy
- * stepped directly, resets included) and in an environment ring of K copies (mode "ring":
+/* launch/bench_envs.c: `gearbox bench envs [--json] [--env NAME [--args KEY=VALUE ...]]
+ * [--ring K] [--seconds S]`: steps per second of every built-in environment (or of the one
+ * named: a built-in or a shipped plugin such as gymnasium, with its arguments) on one core,
+ * alone (mode "single": one copy stepped directly, resets included) and in an environment ring
+ * of K copies (mode "ring":
  * gb_env_ring_step with auto-reset, time limits and statistics, actions copied in each step as
  * an actor would). The single-copy rate measured in the same run is the reference: vs_single
  * is ring / single, the ring's overhead (or gain, from batching cache-friendly copies). */
@@ -34,12 +36,12 @@ static void random_actions(const gb_env_spec *s, gb_rng *rng, uint8_t *dst, size
     }
 }
 
-static int bench_single(const gb_env_interface *iface, double seconds, double *rate,
-                        gb_error *err)
+static int bench_single(const gb_env_interface *iface, const gb_env_args *args, double seconds,
+                        double *rate, gb_error *err)
 {
     void *env = NULL;
     gb_env_spec s;
-    int rc = gb_env_create(iface, NULL, 1, &env, &s, err);
+    int rc = gb_env_create(iface, args, 1, &env, &s, err);
     if (rc)
         return rc;
     size_t a = (size_t)s.agents, act = gb_env_action_bytes(&s) * a;
@@ -93,13 +95,13 @@ out:
     return rc;
 }
 
-static int bench_ring(const gb_env_interface *iface, int copies, double seconds, double *rate,
-                      gb_error *err)
+static int bench_ring(const gb_env_interface *iface, const gb_env_args *args, int copies,
+                      double seconds, double *rate, gb_error *err)
 {
     gb_env_ring *ring = NULL;
     gb_env_ring_buffers b = {0};
     uint8_t *acts = NULL;
-    int rc = gb_env_ring_create(iface, NULL, 1, copies, 1, 0, &ring, err);
+    int rc = gb_env_ring_create(iface, args, 1, copies, 1, 0, &ring, err);
     if (rc)
         return rc;
     const gb_env_spec *s = gb_env_ring_spec(ring);
@@ -136,8 +138,10 @@ out:
 
 static void bench_usage(FILE *out)
 {
-    fprintf(out, "usage: gearbox bench envs [--json] [--env NAME] [--ring K] "
-                 "[--seconds S per measurement, default 0.3]\n");
+    fprintf(out, "usage: gearbox bench envs [--json] [--env NAME [--args KEY=VALUE ...]] "
+                 "[--ring K] [--seconds S per measurement, default 0.3]\n"
+                 "  NAME: a built-in, or a shipped plugin with its env.args, e.g.\n"
+                 "  --env gymnasium --args id=CartPole-v1\n");
 }
 
 int gb_bench_envs(int argc, char **argv, int json)
@@ -149,11 +153,23 @@ int gb_bench_envs(int argc, char **argv, int json)
     const char *only = NULL;
     int copies = 256;
     double seconds = 0.3;
+    gb_env_args_store args;
+    gb_env_args_from_config(&args, NULL);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
             continue;
         if (i + 1 < argc && strcmp(argv[i], "--env") == 0)
             only = argv[++i];
+        else if (strcmp(argv[i], "--args") == 0 && i + 1 < argc && strchr(argv[i + 1], '='))
+            while (i + 1 < argc && strchr(argv[i + 1], '=') && argv[i + 1][0] != '-') {
+                char *kv = argv[++i], *eq = strchr(kv, '=');
+                *eq = '\0'; /* argv is ours to split: key and value stay in place */
+                gb_error aerr = {0};
+                if (gb_env_args_add(&args, kv, eq + 1, &aerr)) {
+                    fprintf(stderr, "gearbox bench envs: %s\n", aerr.msg);
+                    return GB_EXIT_USAGE;
+                }
+            }
         else if (i + 1 < argc && strcmp(argv[i], "--ring") == 0)
             copies = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--seconds") == 0)
@@ -169,31 +185,48 @@ int gb_bench_envs(int argc, char **argv, int json)
     }
     int n, ran = 0;
     const gb_env_interface *const *all = gb_env_builtins(&n);
+    gb_env_source shipped = {0};
+    if (only && !gb_env_builtin_find(only)) { /* a shipped plugin (e.g. gymnasium) */
+        gb_error err = {0};
+        if (gb_env_source_open(&shipped, only, NULL, &err)) {
+            fprintf(stderr, "gearbox bench envs: %s\n", err.msg);
+            return GB_EXIT_USAGE;
+        }
+        all = &shipped.iface;
+        n = 1;
+    }
     if (!json)
         printf("%-26s %14s %14s %10s   (steps/s on one core; ring of %d)\n", "environment",
                "single", "ring", "ring/single", copies);
     for (int i = 0; i < n; i++) {
         const gb_env_interface *e = all[i];
-        if (only && strcmp(only, e->name) != 0)
+        if (only && !shipped.iface && strcmp(only, e->name) != 0)
             continue;
         ran++;
         gb_error err = {0};
         double single = 0, ring = 0;
-        if (bench_single(e, seconds, &single, &err) || bench_ring(e, copies, seconds, &ring, &err)) {
+        char label[160];
+        const char *id = gb_env_arg(&args.args, "id");
+        snprintf(label, sizeof label, "%s%s%s", e->name, shipped.iface && id ? ":" : "",
+                 shipped.iface && id ? id : "");
+        if (bench_single(e, &args.args, seconds, &single, &err) ||
+            bench_ring(e, &args.args, copies, seconds, &ring, &err)) {
             fprintf(stderr, "gearbox bench envs: %s\n", err.msg);
+            gb_env_source_close(&shipped);
             return GB_EXIT_FAILURE;
         }
         if (json) {
             printf("{\"bench\": \"envs\", \"env\": \"%s\", \"mode\": \"single\", \"ring\": 1, "
-                   "\"steps_per_s\": %.6g}\n", e->name, single);
+                   "\"steps_per_s\": %.6g}\n", label, single);
             printf("{\"bench\": \"envs\", \"env\": \"%s\", \"mode\": \"ring\", \"ring\": %d, "
-                   "\"steps_per_s\": %.6g, \"vs_single\": %.4g}\n", e->name, copies, ring,
+                   "\"steps_per_s\": %.6g, \"vs_single\": %.4g}\n", label, copies, ring,
                    ring / single);
         } else {
-            printf("%-26s %14.4g %14.4g %10.3f\n", e->name, single, ring, ring / single);
+            printf("%-26s %14.4g %14.4g %10.3f\n", label, single, ring, ring / single);
         }
         fflush(stdout);
     }
+    gb_env_source_close(&shipped);
     if (!ran) {
         fprintf(stderr, "gearbox bench envs: no built-in environment named '%s'\n", only);
         return GB_EXIT_USAGE;

@@ -20,6 +20,7 @@ packages=(
   protobuf-c-compiler libprotobuf-c-dev
   # gearbox plot (launch/cmd_plot.c) draws with gnuplot's pngcairo terminal
   gnuplot-nox
+  python3-dev  # libpython3.11 to embed: the gymnasium environment plugin (envs/gymnasium)
   # tests: fuzzing (clang + libFuzzer runtime), python reference scripts and clients
   clang libclang-rt-14-dev python3 python3-numpy python3-venv
   # the data server's Python client (pyzmq, msgpack) and its PyTorch example

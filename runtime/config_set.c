@@ -486,6 +486,40 @@ static int slurm_local_address(const char *interface)
     return strspn(interface, "0123456789.") == strlen(interface);
 }
 
+/* Was key set by the file or a --set (not left at the schema's default)? */
+static int key_set(const gb_config_marks *marks, const char *key)
+{
+    const gb_config_field *f = gb_config_find_field(key, strlen(key));
+    return f && marks->field[f - gb_config_fields].line != 0;
+}
+
+/* PPO learns on-policy: the schema's replay defaults (a uniform 100k-item replay, items reused
+ * without end) fit DQN and SAC and would make PPO silently off-policy. Every trainer.replay key
+ * a PPO config leaves unset takes instead what the tuned configs (configs/cartpole_ppo.yaml)
+ * use: a queue of one round (capacity batch_size, remover none, selector fifo, each chunk
+ * sampled once, sampling from one trainer's part of the batch). The full queue makes ingest
+ * wait, so the actors wait for the trainer instead of producing chunks that go stale: that
+ * bounds the policy lag (1-2 versions) without a trainer.max_staleness floor, which left unset
+ * stays -1 (a floor of 1 expired about 70% of the chunks unused and tripled the env steps). */
+static void ppo_replay_defaults(gb_config *cfg, const gb_config_marks *marks)
+{
+    if (cfg->trainer.algorithm.name != GB_ALGO_PPO)
+        return;
+    gb_config_replay *r = &cfg->trainer.replay;
+    int64_t batch = cfg->trainer.batch_size;
+    int64_t part = cfg->trainer.count > 1 ? batch / cfg->trainer.count : batch;
+    if (!key_set(marks, "trainer.replay.capacity"))
+        r->capacity = batch;
+    if (!key_set(marks, "trainer.replay.remover"))
+        r->remover = GB_REMOVER_NONE;
+    if (!key_set(marks, "trainer.replay.selector"))
+        r->selector = GB_SELECTOR_FIFO;
+    if (!key_set(marks, "trainer.replay.max_times_sampled"))
+        r->max_times_sampled = 1;
+    if (!key_set(marks, "trainer.replay.min_size"))
+        r->min_size = part > 0 ? part : 1;
+}
+
 int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err)
 {
     for (size_t i = 0; i < gb_config_nfields; i++)
@@ -512,6 +546,7 @@ int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err
     if (cfg->policy.local > cfg->policy.count)
         return fail_key(marks, "policy.local", err, "must not exceed policy.count (%lld), got "
                         "%lld", (long long)cfg->policy.count, (long long)cfg->policy.local);
+    ppo_replay_defaults(cfg, marks);
     const gb_config_replay *r = &cfg->trainer.replay;
     if (r->max_size > r->capacity)
         return fail_key(marks, "trainer.replay.max_size", err,

@@ -127,7 +127,8 @@ static int apply_action(gb_acting *a, int64_t s, const char *arow, float logp, i
             float x;
             memcpy(&x, arow + (size_t)j * sizeof(float), sizeof x);
             float lo = a->spec->action.low[j], hi = a->spec->action.high[j];
-            x = isnan(x) ? 0.0f : (x < lo ? lo : (x > hi ? hi : x));
+            x = isnan(x) ? 0.0f : x; /* then clipped: 0 may lie outside [lo, hi] */
+            x = x < lo ? lo : (x > hi ? hi : x);
             memcpy(env_act + (size_t)j * sizeof(float), &x, sizeof x);
         }
     }

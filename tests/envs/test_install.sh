@@ -42,5 +42,12 @@ test -f "$prefix/share/gearbox/configs/cartpole_ppo.yaml" || { echo "FAIL: confi
 "$prefix/bin/gearbox" check --explain trainer.checkpoint_every_s >"$tmp/explain.log" 2>&1 &&
     grep -q '^trainer.checkpoint_every_s  (float; default 300' "$tmp/explain.log" || {
     cat "$tmp/explain.log"; echo "FAIL: gearbox check --explain from the install"; exit 1; }
+# 5. Shipped plugins are installed where the installed command looks for them by name.
+if [ -f "$build/lib/gearbox/envs/gearbox_env_gymnasium.so" ]; then
+    test -f "$prefix/lib/gearbox/envs/gearbox_env_gymnasium.so" ||
+        test -n "$(find "$prefix" -path '*/gearbox/envs/gearbox_env_gymnasium.so')" ||
+        { echo "FAIL: the gymnasium plugin was not installed"; exit 1; }
+fi
 echo "installed gearbox: example plugin (#include <gearbox/envs/env.h>) built with"
-echo "find_package(gearbox) and with pkg-config; configs in share/gearbox/configs; --explain works"
+echo "find_package(gearbox) and with pkg-config; configs in share/gearbox/configs; --explain works;"
+echo "shipped environment plugins in lib/gearbox/envs"

@@ -46,11 +46,45 @@ static void test_minimal_defaults(void)
     CHECK_EQ_INT(a.policy.model.hidden.n, 2);
     CHECK_EQ_INT(a.policy.model.hidden.v[1], 64);
     CHECK_NEAR(a.trainer.algorithm.gamma, 0.99, 0);
-    CHECK_EQ_INT(a.trainer.replay.selector, GB_SELECTOR_UNIFORM);
     CHECK_EQ_INT(a.launch.mode, GB_LAUNCH_LOCAL);
     CHECK(strcmp(a.streams.interface, "127.0.0.1") == 0);
+    /* PPO without a replay section: an on-policy queue of one round, not the schema's uniform
+     * 100k replay that reuses items without end. */
+    CHECK_EQ_INT(a.trainer.replay.capacity, a.trainer.batch_size);
+    CHECK_EQ_INT(a.trainer.replay.min_size, a.trainer.batch_size);
+    CHECK_EQ_INT(a.trainer.replay.selector, GB_SELECTOR_FIFO);
+    CHECK_EQ_INT(a.trainer.replay.max_times_sampled, 1);
     CHECK(strcmp(gb_config_enum_name("trainer.replay.remover", a.trainer.replay.remover),
-                 "fifo") == 0);
+                 "none") == 0);
+    CHECK_EQ_INT(a.trainer.max_staleness, -1); /* the queue bounds the lag (see config_set.c) */
+}
+
+/* Each algorithm's replay defaults: DQN and SAC keep the schema's off-policy replay; PPO's
+ * follow batch_size and trainer.count; keys a PPO config sets stay as set. */
+static void test_replay_defaults_per_algorithm(void)
+{
+    gb_error err = {0};
+    char path[1024];
+    snprintf(path, sizeof path, "%s/configs/good/minimal.yaml", data_dir);
+    const char *dqn[] = {"trainer.algorithm.name=dqn"};
+    CHECK_OK(gb_config_read(&a, path, dqn, 1, &err));
+    CHECK_EQ_INT(a.trainer.replay.capacity, 100000);
+    CHECK_EQ_INT(a.trainer.replay.selector, GB_SELECTOR_UNIFORM);
+    CHECK_EQ_INT(a.trainer.replay.remover, GB_REMOVER_FIFO);
+    CHECK_EQ_INT(a.trainer.replay.max_times_sampled, 0);
+    CHECK_EQ_INT(a.trainer.replay.min_size, 1);
+    const char *ppo[] = {"trainer.batch_size=48", "trainer.count=2",
+                         "trainer.replay.capacity=500", "trainer.replay.remover=fifo"};
+    CHECK_OK(gb_config_read(&a, path, ppo, 4, &err));
+    CHECK_EQ_INT(a.trainer.replay.capacity, 500);               /* set */
+    CHECK_EQ_INT(a.trainer.replay.remover, GB_REMOVER_FIFO);     /* set */
+    CHECK_EQ_INT(a.trainer.replay.selector, GB_SELECTOR_FIFO);   /* PPO's default */
+    CHECK_EQ_INT(a.trainer.replay.max_times_sampled, 1);         /* PPO's default */
+    CHECK_EQ_INT(a.trainer.replay.min_size, 24);                 /* one trainer's part */
+    /* The resolved config loads back to the same values (all keys now explicit). */
+    CHECK_OK(round_trip(&a, &b, &err));
+    const char *diff = NULL;
+    CHECK_MSG(gb_config_equal(&a, &b, &diff), "differs at %s", diff ? diff : "?");
 }
 
 static void test_overrides(void)
@@ -169,6 +203,7 @@ int main(int argc, char **argv)
     data_dir = argv[2];
     TEST_RUN(test_minimal_defaults);
     TEST_RUN(test_overrides);
+    TEST_RUN(test_replay_defaults_per_algorithm);
     TEST_RUN(test_awkward_values_round_trip);
     TEST_RUN(test_every_shipped_config_round_trips);
     TEST_RUN(test_equal_detects_differences);
