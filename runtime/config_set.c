@@ -657,8 +657,18 @@ int gb_config_server_table(const gb_config *cfg, const char *name, gb_config *ou
         }
         word[eq - p] = '=';
         snprintf(set, sizeof set, "server.%s", word);
-        if ((rc = gb_config_apply_set(out, marks, set, ++which, err)))
+        if ((rc = gb_config_apply_set(out, marks, set, ++which, err))) {
+            /* drop the "--set[N]:1:C: " place, which names no real override */
+            const char *m = err->msg;
+            for (int colons = 0; colons < 3 && (m = strchr(m, ':')); colons++)
+                m++;
+            if (m && strncmp(err->msg, "--set[", 6) == 0) {
+                char msg[sizeof err->msg];
+                snprintf(msg, sizeof msg, "%s", m + (*m == ' '));
+                snprintf(err->msg, sizeof err->msg, "%s", msg);
+            }
             gb_error_prefix(err, "table '%s'", name);
+        }
         p += len;
     }
     free(marks);
