@@ -1,5 +1,7 @@
 /* workers/server_load.c: the data server's replay from its config: schema from the dataset
- * (gearbox *.gbds files or a D4RL HDF5 file), items from the dataset or from a checkpoint. */
+ * (gearbox *.gbds files or a D4RL HDF5 file), items from the dataset or from a checkpoint; a
+ * D4RL file's episode index (gb_episodes: each item's slot and episode) for the offline
+ * sampling modes; the tables of server.tables. */
 #include "workers/server.h"
 
 #include "replay/formats/d4rl.h"

@@ -18,6 +18,12 @@ cloning, from the same server. ``c.info()["selectors"]`` lists the ones the serv
 uniform, fifo and lifo always, its default (server.replay.selector) and
 server.replay.extra_selectors; another is refused with a ServerError naming them.
 
+Offline RL reads by episode: ``c.sample(64, mode="window", steps=32)`` gives windows of 32 steps
+inside episodes, ``mode="transition"`` every transition alike, ``mode="episode"`` whole episodes
+and ``mode="epoch", cursor="me"`` each transition once per epoch (``b.end`` on its last batch);
+these add ``episode`` and ``timestep`` columns. ``table="expert"`` names one of the server's
+tables (``info()["tables"]``). docs/protocol.md has the details.
+
 A server with ``server.curve: true`` (authenticated, encrypted tcp) needs its public key, which
 ``gearbox serve`` prints: ``Client(ep, server_key="<40 Z85 chars>")`` with a fresh client key
 pair, or ``key_file="client.key"`` (a key pair file, ``public <Z85>`` / ``secret <Z85>`` lines,
