@@ -157,7 +157,10 @@ static inline void test_server_stop(test_server *t)
     gb_server_close(t->server);
     if (t->zctx)
         zmq_ctx_term(t->zctx);
-    gb_server_tables_free(&t->tables);
+    if (t->tables.n)
+        gb_server_tables_free(&t->tables);
+    else
+        gb_replay_free(t->replay); /* a server started without test_server_start */
     t->server = NULL;
     t->zctx = NULL;
     t->replay = NULL;
