@@ -3,7 +3,9 @@
  * serve_util.h's D4RL file: windows of L steps crossing item boundaries (with their episode and
  * timestep columns), transitions (each alike: tail items not over-weighted), whole episodes
  * padded to the longest, epochs (each transition exactly once, cursors independent, a new
- * shuffle per epoch), and two tables (default and expert) with their own schema and selector.
+ * shuffle per epoch), and two tables (default and expert) with their own schema and selector;
+ * an item replaced by an insert is never served as the episode's; a restored table has no
+ * episode index.
  * Usage: test_serve_modes TMPDIR */
 #include "serve_util.h"
 #include "test.h"
@@ -410,6 +412,64 @@ static void test_epochs(void)
     test_server_stop(&ts);
 }
 
+/* An item an insert has replaced is not served as the episode's (the request fails naming it);
+ * a table restored from its checkpoint has no episode index and refuses the offline modes. */
+static void test_replaced_and_restored(void)
+{
+    gb_error err = {0};
+    char ckpt[700], extra[900];
+    snprintf(ckpt, sizeof ckpt, "%s/modes.ckpt", tmpdir);
+    remove(ckpt);
+    snprintf(extra, sizeof extra, "  checkpoint: %s\n", ckpt);
+    test_server ts;
+    CHECK_OK(test_server_start(&ts, server_config(extra), &err));
+    gb_client *c = NULL;
+    CHECK_OK(gb_client_open(&c, gb_server_endpoint(ts.server), 10000, &err));
+    if (!c) {
+        test_server_stop(&ts);
+        return;
+    }
+    static got g;
+    CHECK_OK(gb_client_get_info(c, &g.info, &err));
+    CHECK_EQ_INT(g.info.capacity, nplan); /* full: an insert replaces the oldest item */
+    void *cols[GB_CLIENT_MAX_COLUMNS];
+    for (int k = 0; k < g.info.ncolumns; k++)
+        cols[k] = calloc(T_STEPS, g.info.columns[k].step_bytes);
+    memset(cols[gb_client_column_index(&g.info, "valid")], 1, T_STEPS);
+    CHECK_OK(gb_client_insert(c, &g.info, 1, (const void *const *)cols, NULL, NULL, 0, NULL,
+                              &err));
+    for (int k = 0; k < g.info.ncolumns; k++)
+        free(cols[k]);
+    /* an epoch reads every transition: the batches holding episode 0's first steps fail, the
+     * others are right to the last value */
+    int failed = 0, rc;
+    for (int k = 0; k < 4; k++) {
+        rc = sample_mode(c, &g, "epoch", 250, 1, "all", &err);
+        if (rc == GB_ENOTFOUND && strstr(err.msg, "replaced by an insert"))
+            failed++;
+        else if (rc == 0)
+            CHECK_EQ_INT(check_offline(&g, T_STEPS, 0, NULL), 0);
+        else
+            CHECK_OK(rc);
+    }
+    CHECK(failed >= 1);
+    CHECK_OK(gb_client_checkpoint(c, NULL, 0, &err));
+    gb_client_close(c);
+    test_server_stop(&ts);
+    snprintf(extra, sizeof extra, "  checkpoint: %s\n  restore: true\n", ckpt);
+    CHECK_OK(test_server_start(&ts, server_config(extra), &err));
+    c = NULL;
+    CHECK_OK(gb_client_open(&c, gb_server_endpoint(ts.server), 10000, &err));
+    if (c) {
+        CHECK_OK(gb_client_get_info(c, &g.info, &err));
+        CHECK_EQ_INT(g.info.episodes, 0);
+        CHECK_EQ_INT(sample_mode(c, &g, "window", 4, 4, NULL, &err), GB_EUNSUPPORTED);
+        CHECK(strstr(err.msg, "has no episodes") != NULL);
+        gb_client_close(c);
+    }
+    test_server_stop(&ts);
+}
+
 int main(int argc, char **argv)
 {
     if (serve_test_setup(argc, argv, "d4rl_modes.h5") != 0)
@@ -419,5 +479,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_windows);
     TEST_RUN(test_transitions_and_episodes);
     TEST_RUN(test_epochs);
+    TEST_RUN(test_replaced_and_restored);
     return test_main_result();
 }
