@@ -8,6 +8,7 @@
 #include "workers/server.h"
 #include "workers/server_internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,8 +97,11 @@ int gb_episodes_add(gb_episodes *e, int64_t slot, uint64_t key, int32_t length, 
         e->neps++;
         e->open = 1;
     }
-    e->item_slot[e->nitems] = slot;
-    e->item_key[e->nitems] = key;
+    if (slot < 0 || slot > INT32_MAX)
+        return gb_error_set(err, GB_EINVAL, "episodes: slot %lld beyond 2^31 (a table of over "
+                            "2^31 items has no episode index)", (long long)slot);
+    e->item_slot[e->nitems] = (int32_t)slot;
+    e->item_key[e->nitems] = (uint32_t)key;
     e->nitems++;
     e->ep_cum[e->neps] += length;
     int64_t len = e->ep_cum[e->neps] - e->ep_cum[e->neps - 1];

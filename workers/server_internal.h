@@ -49,14 +49,15 @@ typedef struct ep_cursor {
 } ep_cursor;
 
 /* Items are added in dataset order; an episode's items are consecutive, all of T steps but its
- * last. Memory: 16 bytes per item, 16 per episode. */
+ * last. Memory: 8 bytes per item, 16 per episode. */
 struct gb_episodes {
     int64_t T;
     uint64_t seed;
     int64_t nitems, neps, max_len;
     int64_t cap[4];
-    int64_t *item_slot;   /* the replay slot of each item */
-    uint64_t *item_key;   /* its key (item seq) when loaded: a different one = replaced */
+    int32_t *item_slot;   /* the replay slot of each item */
+    uint32_t *item_key;   /* the low 32 bits of its key (item seq) when loaded: other bits =
+                             replaced (a key only grows: equal again after 2^32 inserts) */
     int64_t *ep_item0;    /* the first item of each episode */
     int64_t *ep_cum;      /* [neps + 1]: steps before each episode */
     int open;             /* the last episode takes more items */

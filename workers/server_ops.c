@@ -259,6 +259,8 @@ static int gather_rows(const srv_table *tb, const ep_plan *p, const int64_t *epi
 {
     const gb_episodes *e = tb->ep;
     const int64_t T = e->T, S = p->S;
+    gb_replay_status st;
+    gb_replay_status_view(tb->r, &st);
     for (int64_t i = 0; i < p->n; i++) {
         int64_t left = gb_episodes_length(e, episode[i]) - start[i];
         int64_t valid = left < S ? left : S;
@@ -266,7 +268,7 @@ static int gather_rows(const srv_table *tb, const ep_plan *p, const int64_t *epi
         int64_t first = item0 + start[i] / T;
         length[i] = (int32_t)valid;
         index[i] = e->item_slot[first];
-        key[i] = e->item_key[first];
+        key[i] = st.item[e->item_slot[first]].seq; /* checked below to be the loaded one */
         prob[i] = 1.0 / (double)p->size;
         weight[i] = 1.0f;
         ep_out[i] = episode[i];
@@ -293,14 +295,14 @@ static int gather_rows(const srv_table *tb, const ep_plan *p, const int64_t *epi
         }
     }
     /* every item read must still be the one loaded (checked after the copy: a key only grows) */
-    gb_replay_status st;
-    gb_replay_status_view(tb->r, &st);
     for (int64_t i = 0; i < p->n; i++) {
         int64_t item0 = e->ep_item0[episode[i]];
         for (int64_t it = item0 + start[i] / T; it <= item0 + (start[i] + length[i] - 1) / T;
              it++) {
             int64_t slot = e->item_slot[it];
-            if (st.state[slot] != GB_ITEM_COMMITTED || st.item[slot].seq != e->item_key[it]) {
+            if (st.state[slot] != GB_ITEM_COMMITTED ||
+                (uint32_t)st.item[slot].seq != e->item_key[it] ||
+                (it == item0 + start[i] / T && st.item[slot].seq != key[i])) {
                 snprintf(text, cap, "sample: episode %lld: its item in slot %lld was replaced "
                          "by an insert since the dataset was loaded (the offline modes read "
                          "the loaded dataset; give the table room: server.replay.capacity)",
