@@ -4,8 +4,8 @@
  * timestep columns), transitions (each alike: tail items not over-weighted), whole episodes
  * padded to the longest, epochs (each transition exactly once, cursors independent, a new
  * shuffle per epoch), and two tables (default and expert) with their own schema and selector;
- * an item replaced by an insert is never served as the episode's; a restored table has no
- * episode index.
+ * each table's own rate limiter; an item replaced by an insert is never served as the
+ * episode's; a restored table has no episode index.
  * Usage: test_serve_modes TMPDIR */
 #include "serve_util.h"
 #include "test.h"
@@ -470,6 +470,96 @@ static void test_replaced_and_restored(void)
     test_server_stop(&ts);
 }
 
+typedef struct waiter {
+    const char *endpoint;
+    int rc;
+    int64_t n;
+    int bad;
+    gb_client_info info;
+} waiter;
+
+/* One sample from table online, which waits for its min_size; checks the values it gets. */
+static void *wait_sample(void *arg)
+{
+    waiter *wt = arg;
+    gb_error err = {0};
+    gb_client *c = NULL;
+    wt->rc = gb_client_open(&c, wt->endpoint, 20000, &err);
+    if (wt->rc)
+        return NULL;
+    static got g;
+    g.info = wt->info;
+    gb_client_sample_req req = {.batch = 16, .timeout_ms = 15000, .table = "online"};
+    memset(&g.b, 0, sizeof g.b);
+    g.b.length = g.length;
+    g.b.key = g.key;
+    wt->rc = gb_client_sample_views(c, &req, &g.b, g.v, g.bytes, &err);
+    wt->n = g.b.n;
+    for (int64_t i = 0; wt->rc == 0 && i < g.b.n; i++) {
+        float o = ((const float *)g.v[gb_client_column_index(&g.info, "obs")])[i * T_STEPS * 3];
+        if (g.key[i] <= (uint64_t)nplan) /* an item of the file (keys count commits from 1) */
+            wt->bad += check_row(&g, i, T_STEPS, (int64_t)(o / 10), g.length[i]);
+        else
+            wt->bad += o != 0.0f; /* one of the two inserted, all zero */
+    }
+    gb_client_close(c);
+    return NULL;
+}
+
+/* Each table has its own rate limiter: a sample from table online waits (parked) for its
+ * min_size while the default table serves, and is answered once inserts into online fill it. */
+static void test_table_limiters(void)
+{
+    gb_error err = {0};
+    char extra[1024];
+    snprintf(extra, sizeof extra,
+             "  tables: {online: \"dataset=%s dataset_format=d4rl replay.capacity=400 "
+             "replay.min_size=%lld\"}\n", h5path, (long long)nplan + 2);
+    test_server ts;
+    CHECK_OK(test_server_start(&ts, server_config_wait(extra, 4000000, 20), &err));
+    gb_client *c = NULL;
+    CHECK_OK(gb_client_open(&c, gb_server_endpoint(ts.server), 10000, &err));
+    if (!c) {
+        test_server_stop(&ts);
+        return;
+    }
+    waiter wt = {.endpoint = gb_server_endpoint(ts.server)};
+    CHECK_OK(gb_client_use_table(c, "online", &err));
+    CHECK_OK(gb_client_get_info(c, &wt.info, &err));
+    CHECK_EQ_INT(wt.info.size, nplan);
+    pthread_t th;
+    pthread_create(&th, NULL, wait_sample, &wt);
+    TEST_WAIT_UNTIL(gb_server_get_stats(ts.server).parked_now == 1, 10000);
+    CHECK_EQ_INT(gb_server_get_stats(ts.server).parked_now, 1);
+    /* the default table serves meanwhile */
+    static got g;
+    CHECK_OK(gb_client_use_table(c, NULL, &err));
+    CHECK_OK(gb_client_get_info(c, &g.info, &err));
+    gb_client_sample_req req = {.batch = 8, .timeout_ms = 1000};
+    memset(&g.b, 0, sizeof g.b);
+    CHECK_OK(gb_client_sample_views(c, &req, &g.b, g.v, g.bytes, &err));
+    CHECK_EQ_INT(g.b.n, 8);
+    CHECK_EQ_INT(gb_server_get_stats(ts.server).parked_now, 1);
+    /* two items into online reach its min_size: the parked sample is answered */
+    void *cols[GB_CLIENT_MAX_COLUMNS];
+    for (int k = 0; k < wt.info.ncolumns; k++)
+        cols[k] = calloc(2 * T_STEPS, wt.info.columns[k].step_bytes);
+    memset(cols[gb_client_column_index(&wt.info, "valid")], 1, 2 * T_STEPS);
+    CHECK_OK(gb_client_use_table(c, "online", &err));
+    int64_t size = 0;
+    CHECK_OK(gb_client_insert(c, &wt.info, 2, (const void *const *)cols, NULL, NULL, 0, &size,
+                              &err));
+    for (int k = 0; k < wt.info.ncolumns; k++)
+        free(cols[k]);
+    CHECK_EQ_INT(size, nplan + 2);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(wt.rc, 0);
+    CHECK_EQ_INT(wt.n, 16);
+    CHECK_EQ_INT(wt.bad, 0);
+    gb_client_close(c);
+    test_server_stop(&ts);
+}
+
 int main(int argc, char **argv)
 {
     if (serve_test_setup(argc, argv, "d4rl_modes.h5") != 0)
@@ -480,5 +570,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_transitions_and_episodes);
     TEST_RUN(test_epochs);
     TEST_RUN(test_replaced_and_restored);
+    TEST_RUN(test_table_limiters);
     return test_main_result();
 }
