@@ -113,7 +113,10 @@ int gb_episodes_add(gb_episodes *e, int64_t slot, uint64_t key, int32_t length, 
 }
 
 int64_t gb_episodes_count(const gb_episodes *e) { return e ? e->neps : 0; }
-int64_t gb_episodes_transitions(const gb_episodes *e) { return e && e->neps ? e->ep_cum[e->neps] : 0; }
+int64_t gb_episodes_transitions(const gb_episodes *e)
+{
+    return e && e->neps ? e->ep_cum[e->neps] : 0;
+}
 int64_t gb_episodes_length(const gb_episodes *e, int64_t ep)
 {
     return e->ep_cum[ep + 1] - e->ep_cum[ep];

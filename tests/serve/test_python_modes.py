@@ -72,8 +72,9 @@ def main():
                 "trainer: {algorithm: {name: ppo}}\n"
                 "server:\n  endpoint: 'tcp://127.0.0.1:0'\n  dataset: %s\n"
                 "  dataset_format: d4rl\n  steps: %d\n  max_batch_rows: 512\n"
+                "  replay: {capacity: 400}\n"
                 "  tables: {expert: \"dataset=%s dataset_format=d4rl steps=5 "
-                "replay.selector=fifo\"}\n" % (h5, T, h5))
+                "replay.selector=fifo replay.capacity=300\"}\n" % (h5, T, h5))
     srv = subprocess.Popen([GEARBOX, "serve", cfg], stdout=subprocess.PIPE, text=True)
     try:
         line = srv.stdout.readline()
@@ -119,6 +120,14 @@ def main():
             check(len(b.index) == N % 300, "short last batch")
         b = c.sample(300, mode="epoch", cursor="a")
         check(b.epoch == 1 and b.pos == 0, "next epoch")
+        # inserts name their table; each keeps its own schema
+        def items(inf, n):
+            cols = {name: np.zeros((n,) + ((inf["steps"],) if not per_item else ()) + shape, dt)
+                    for name, (dt, shape, per_item) in inf["columns"].items()}
+            cols["valid"][:] = 1
+            return cols
+        check(c.insert(items(ex, 2), table="expert") == ex["size"] + 2, "insert into expert")
+        check(c.insert(items(info, 1)) == info["size"] + 1, "insert into the default table")
         for kw, what in [(dict(mode="epoch"), "cursor"), (dict(mode="sliding"), "unknown mode"),
                          (dict(table="nope"), "no table 'nope'")]:
             try:

@@ -187,15 +187,17 @@ class Client:
         for k, (name, a) in enumerate(arrays):
             per_item = bool((mask >> k) & 1)
             cols[name] = (a.dtype, tuple(a.shape[1 if per_item else 2:]), per_item)
-        self._info = {"size": m[1], "capacity": m[2], "steps": m[3], "inserts": m[4],
-                      "samples": m[5], "max_batch_rows": m[6], "max_batch_bytes": m[7],
-                      "selector": attrs.get("selector"), "remover": attrs.get("remover"),
-                      "selectors": list(attrs.get("selectors", [])),
-                      "tables": list(attrs.get("tables", [])),
-                      "episodes": attrs.get("episodes", 0),
-                      "transitions": attrs.get("transitions", 0),
-                      "max_len": attrs.get("max_len", 0), "columns": cols}
-        return self._info
+        info = {"size": m[1], "capacity": m[2], "steps": m[3], "inserts": m[4],
+                "samples": m[5], "max_batch_rows": m[6], "max_batch_bytes": m[7],
+                "selector": attrs.get("selector"), "remover": attrs.get("remover"),
+                "selectors": list(attrs.get("selectors", [])),
+                "tables": list(attrs.get("tables", [])),
+                "episodes": attrs.get("episodes", 0),
+                "transitions": attrs.get("transitions", 0),
+                "max_len": attrs.get("max_len", 0), "columns": cols}
+        if table is None:  # the default table's schema serves insert()
+            self._info = info
+        return info
 
     def sample(self, batch, columns=None, t0=0, t1=0, timeout_ms=-1, torch=False,
                selector=None, table=None, mode=None, steps=None, cursor=None, reset=False):
@@ -209,11 +211,11 @@ class Client:
         table: the table to sample (None: the default). mode (docs/protocol.md, "Sampling
         modes"): None or "item" (the above), "window" (`steps` steps inside one episode, every
         start alike; default T), "transition" (every transition alike, `steps` steps from it,
-        default 1, zero past the episode's end), "episode" (whole episodes padded to the longest in the batch) or "epoch" (each
-        transition once per epoch in a shuffled order, at the place of the reader's cursor, a
-        name; reset=True restarts it). These add the columns "episode" [n] and "timestep"
-        [n, S] and set b.mode, and for epochs b.epoch, b.pos and b.end (True on the epoch's
-        last, possibly short, batch)."""
+        default 1, zero past the episode's end), "episode" (whole episodes padded to the
+        longest in the batch) or "epoch" (each transition once per epoch in a shuffled order, at
+        the place of the reader's cursor, a name; reset=True restarts it). These add the
+        columns "episode" [n] and "timestep" [n, S] and set b.mode, and for epochs b.epoch,
+        b.pos and b.end (True on the epoch's last, possibly short, batch)."""
         tensors = []
         if columns:
             names = b"".join(c.encode() + b"\0" for c in columns)
