@@ -96,6 +96,11 @@ def main():
         check(crossing > 320, "windows crossing items: %d of 640" % crossing)
         b = c.sample(64, mode="window", steps=7, table="expert")
         check(verify_rows(b, strict=True) == 0, "expert table windows")
+        b = c.sample(8, mode="window", steps=4, columns=["reward"])
+        check(list(b) == ["reward", "episode", "timestep"] and b["reward"].shape == (8, 4),
+              "window column subset: %r" % list(b))
+        rows = np.array([EPS[int(e)][0] for e in b["episode"]])[:, None] + b["timestep"]
+        check(np.array_equal(b["reward"], (rows / 4).astype(np.float32)), "window rewards")
         # transitions (n-step rows padded at the episode's end) and whole episodes
         b = c.sample(256, mode="transition", steps=3)
         check(verify_rows(b) == 0 and np.allclose(b.prob, 1.0 / N), "transition rows")
