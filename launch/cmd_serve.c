@@ -56,7 +56,8 @@ static void serve_usage(FILE *out)
             "workers/client/client.h; Python: workers/client/python/gearbox_client.py). The config's server\n"
             "section names the dataset (gearbox *.gbds from `gearbox run --record`, or a D4RL\n"
             "HDF5 file), the endpoint (loopback or ipc unless it names another address), the\n"
-            "replay (selector, remover, rate limiter), per-request limits and the checkpoint.\n"
+            "replay (selector, remover, rate limiter), per-request limits and the checkpoint;\n"
+            "server.tables adds named tables (docs/protocol.md, \"Tables\").\n"
             "Prints \"gearbox serve: serving N items on ENDPOINT\" once ready; SIGINT/SIGTERM\n"
             "stop it (writing the checkpoint when one is configured).\n\n"
             "exit status: 0 stopped cleanly, 1 runtime failure, 2 usage or config error\n");
@@ -81,17 +82,20 @@ int gb_cmd_serve(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    gb_replay *r = NULL;
+    static gb_server_tables tables;
     gb_server *s = NULL;
     void *zctx = NULL;
-    int64_t loaded = 0;
     double t0 = gb_now_s();
-    int rc = gb_server_load_dataset(&cfg, &r, &loaded, &err);
+    int rc = gb_server_load_tables(&cfg, &tables, &err);
     if (rc) {
         fprintf(stderr, "gearbox serve: %s\n", err.msg);
         return rc == GB_EINVAL ? GB_EXIT_USAGE : GB_EXIT_FAILURE;
     }
-    GB_INFO("loaded %lld items in %.1f s", (long long)loaded, gb_now_s() - t0);
+    int64_t loaded = tables.t[0].loaded;
+    for (int i = 0; i < tables.n; i++)
+        GB_INFO("table '%s': %lld items, %lld episodes", tables.t[i].name,
+                (long long)tables.t[i].loaded, (long long)gb_episodes_count(tables.t[i].ep));
+    GB_INFO("loaded %d table(s) in %.1f s", tables.n, gb_now_s() - t0);
     gb_server_opts so;
     gb_server_opts_from_config(&so, &cfg.server);
     zctx = zmq_ctx_new();
@@ -104,7 +108,7 @@ int gb_cmd_serve(int argc, char **argv)
         rc = gb_curve_server_attach(&curve, zctx, cfg.server.curve_key, cfg.server.curve_clients,
                                     server_public, &err);
     if (rc == 0)
-        rc = gb_server_open(&s, zctx, r, &so, &err);
+        rc = gb_server_open_tables(&s, zctx, &tables, &so, &err);
     if (rc == 0) {
         printf("gearbox serve: serving %lld items on %s\n", (long long)loaded,
                gb_server_endpoint(s));
@@ -145,7 +149,7 @@ int gb_cmd_serve(int argc, char **argv)
     gb_curve_detach(curve);
     if (zctx)
         zmq_ctx_term(zctx);
-    gb_replay_free(r);
+    gb_server_tables_free(&tables);
     if (rc) {
         fprintf(stderr, "gearbox serve: %s\n", err.msg);
         return GB_EXIT_FAILURE;

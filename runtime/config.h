@@ -297,6 +297,8 @@ typedef struct gb_config_server {
     double checkpoint_every_s;  /* 0 = only on request and at exit */
     int64_t seed;               /* selector RNG */
     gb_config_replay replay;    /* the served replay; capacity 0 = the dataset's items */
+    gb_config_args tables;      /* more tables: name -> "key=value ..." overrides of this
+                                   section for that table (gb_config_server_table) */
 } gb_config_server;
 
 typedef struct gb_config {
@@ -338,6 +340,13 @@ int gb_config_write(const gb_config *cfg, FILE *out);
 /* 1 when every schema field is equal (floats bit-for-bit, NaN equal to NaN), else 0; on
  * difference, names the first differing key in *diff_key when given. */
 int gb_config_equal(const gb_config *a, const gb_config *b, const char **diff_key);
+
+/* The config of the data server's table `name` (a key of server.tables): cfg with the table's
+ * overrides ("key=value" words separated by spaces; keys relative to server.: dataset,
+ * dataset_format, steps, dataset_last_items, seed, replay.*) applied, checked like --set, and
+ * no checkpoint. out may not be cfg. Returns 0, GB_ENOTFOUND (no such table) or GB_ECONFIG. */
+int gb_config_server_table(const gb_config *cfg, const char *name, gb_config *out,
+                           gb_error *err);
 
 /* The value of env.args[key], or NULL. */
 const char *gb_config_arg(const gb_config_args *args, const char *key);

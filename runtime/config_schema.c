@@ -322,6 +322,9 @@ const gb_config_field gb_config_fields[] = {
     FLOAT("server.checkpoint_every_s", server.checkpoint_every_s, "0", 0, INF,
           "seconds between checkpoints (0 = on request and at exit)"),
     INT("server.seed", server.seed, "1", 0, BIG, "selector RNG seed"),
+    ARGS("server.tables", server.tables,
+         "more tables, named in requests: name -> \"key=value ...\" overriding this section's "
+         "dataset, dataset_format, steps, dataset_last_items, seed and replay.* keys"),
     INT("server.replay.capacity", server.replay.capacity, "0", 0, BIG,
         "items the served replay holds (0 = the dataset's items)"),
     INT("server.replay.max_size", server.replay.max_size, "0", 0, BIG,

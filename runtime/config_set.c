@@ -618,6 +618,22 @@ int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err
     if (cfg->server.curve && cfg->server.curve_key[0] == '\0')
         return fail_key(marks, "server.curve_key", err, "server.curve is on, so this must name "
                         "the server's key pair file (created 0600 when absent)");
+    if (cfg->server.tables.n > 7) /* GB_SERVER_MAX_TABLES with the default one */
+        return fail_key(marks, "server.tables", err, "at most 7 tables beside the default one");
+    for (int i = 0; i < cfg->server.tables.n; i++) {
+        const char *name = cfg->server.tables.kv[i].key;
+        if (strlen(name) > 31 || strcmp(name, "default") == 0)
+            return fail_key(marks, "server.tables", err, "table name '%s': at most 31 bytes "
+                            "and not 'default' (the server section's own table)", name);
+        gb_config *t = malloc(sizeof *t);
+        if (!t)
+            return gb_error_set(err, GB_ENOMEM, "out of memory");
+        gb_error e = {0};
+        int rc = gb_config_server_table(cfg, name, t, &e);
+        free(t);
+        if (rc)
+            return fail_key(marks, "server.tables", err, "%s", e.msg);
+    }
     if (cfg->launch.slurm.nodes > 1 && cfg->streams.transport != GB_TRANSPORT_TCP)
         return fail_key(marks, "launch.slurm.nodes", err,
                         "%lld nodes need streams.transport: tcp (ipc sockets do not reach "
@@ -633,6 +649,73 @@ int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err
                         "must exceed streams.heartbeat_ms (%lld), got %lld",
                         (long long)cfg->streams.heartbeat_ms, (long long)cfg->streams.ttl_ms);
     return 0;
+}
+
+/* The server section's keys a table may override (server.tables). */
+static int table_key_allowed(const char *key)
+{
+    static const char *const keys[] = {"dataset", "dataset_format", "steps",
+                                       "dataset_last_items", "seed", NULL};
+    for (int i = 0; keys[i]; i++)
+        if (strcmp(key, keys[i]) == 0)
+            return 1;
+    return strncmp(key, "replay.", 7) == 0;
+}
+
+int gb_config_server_table(const gb_config *cfg, const char *name, gb_config *out,
+                           gb_error *err)
+{
+    const char *spec = gb_config_arg(&cfg->server.tables, name);
+    if (!spec)
+        return gb_error_set(err, GB_ENOTFOUND, "server.tables: no table '%s'", name);
+    *out = *cfg;
+    out->server.tables.n = 0;
+    out->server.checkpoint[0] = '\0';
+    out->server.restore = 0;
+    gb_config_marks *marks = calloc(1, sizeof *marks);
+    if (!marks)
+        return gb_error_set(err, GB_ENOMEM, "out of memory");
+    int rc = 0, which = 0;
+    for (const char *p = spec; rc == 0 && *p;) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        size_t len = strcspn(p, " \t");
+        if (!len)
+            break;
+        char word[PATH_BUF], set[PATH_BUF + 8];
+        const char *eq = memchr(p, '=', len);
+        if (len >= sizeof word || !eq) {
+            rc = gb_error_set(err, GB_ECONFIG, "table '%s': expected key=value words, got "
+                              "'%.*s'", name, (int)(len > 64 ? 64 : len), p);
+            break;
+        }
+        memcpy(word, p, len);
+        word[len] = '\0';
+        word[eq - p] = '\0';
+        if (!table_key_allowed(word)) {
+            rc = gb_error_set(err, GB_ECONFIG, "table '%s': '%s' is not a table's key (dataset, "
+                              "dataset_format, steps, dataset_last_items, seed, replay.*)", name,
+                              word);
+            break;
+        }
+        word[eq - p] = '=';
+        snprintf(set, sizeof set, "server.%s", word);
+        if ((rc = gb_config_apply_set(out, marks, set, ++which, err))) {
+            /* drop the "--set[N]:1:C: " place, which names no real override */
+            const char *m = err->msg;
+            for (int colons = 0; colons < 3 && (m = strchr(m, ':')); colons++)
+                m++;
+            if (m && strncmp(err->msg, "--set[", 6) == 0) {
+                char msg[sizeof err->msg];
+                snprintf(msg, sizeof msg, "%s", m + (*m == ' '));
+                snprintf(err->msg, sizeof err->msg, "%s", msg);
+            }
+            gb_error_prefix(err, "table '%s'", name);
+        }
+        p += len;
+    }
+    free(marks);
+    return rc;
 }
 
 const char *gb_config_arg(const gb_config_args *args, const char *key)

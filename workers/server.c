@@ -4,6 +4,7 @@
 #include "workers/server.h"
 #include "workers/server_internal.h"
 
+#include "runtime/clock.h"
 #include "runtime/curve.h"
 #include "runtime/log.h"
 #include "runtime/wire.h"
@@ -222,7 +223,29 @@ static int set_int(void *sock, int opt, int v) { return zmq_setsockopt(sock, opt
 int gb_server_open(gb_server **out, void *zctx, gb_replay *r, const gb_server_opts *o,
                    gb_error *err)
 {
+    gb_server_tables t = {.n = 1};
+    snprintf(t.t[0].name, sizeof t.t[0].name, "%s", GB_SERVER_DEFAULT_TABLE);
+    t.t[0].r = r;
+    return gb_server_open_tables(out, zctx, &t, o, err);
+}
+
+int gb_server_open_tables(gb_server **out, void *zctx, const gb_server_tables *t,
+                          const gb_server_opts *o, gb_error *err)
+{
     *out = NULL;
+    if (t->n < 1 || t->n > GB_SERVER_MAX_TABLES)
+        return gb_error_set(err, GB_EINVAL, "server: 1..%d tables, got %d", GB_SERVER_MAX_TABLES,
+                            t->n);
+    for (int i = 0; i < t->n; i++) {
+        size_t l = strlen(t->t[i].name);
+        if (!t->t[i].r || l == 0 || l > 31)
+            return gb_error_set(err, GB_EINVAL, "server: table %d: a replay and a name of 1..31 "
+                                "bytes needed", i);
+        for (int j = 0; j < i; j++)
+            if (strcmp(t->t[i].name, t->t[j].name) == 0)
+                return gb_error_set(err, GB_EINVAL, "server: two tables named '%s'",
+                                    t->t[i].name);
+    }
     if (!o->endpoint || !o->endpoint[0] || o->threads < 1 || o->threads > 999 ||
         o->max_batch_rows < 1 || o->max_batch_bytes < 1 || o->max_request_bytes < 1 ||
         o->max_wait_s < 0)
@@ -232,7 +255,13 @@ int gb_server_open(gb_server **out, void *zctx, gb_replay *r, const gb_server_op
     if (!s)
         return gb_error_set(err, GB_ENOMEM, "out of memory");
     s->zctx = zctx;
-    s->r = r;
+    s->ntables = t->n;
+    for (int i = 0; i < t->n; i++) {
+        snprintf(s->tables[i].name, sizeof s->tables[i].name, "%s", t->t[i].name);
+        s->tables[i].r = t->t[i].r;
+        s->tables[i].ep = t->t[i].ep;
+    }
+    s->r = s->tables[0].r;
     s->o = *o;
     snprintf(s->checkpoint, sizeof s->checkpoint, "%s", o->checkpoint ? o->checkpoint : "");
     pthread_mutex_init(&s->ckpt_mu, NULL);
@@ -305,6 +334,11 @@ int gb_server_open(gb_server **out, void *zctx, gb_replay *r, const gb_server_op
         }
         if ((rc = gb_replay_selection_init(&w->sel, o->max_batch_rows, err)))
             goto fail;
+        gb_rng_seed_for(&w->rng, (uint64_t)(uintptr_t)s ^ (uint64_t)gb_now_ns(), "server", i);
+        if (!(w->rows = malloc((size_t)o->max_batch_rows * 2 * sizeof *w->rows))) {
+            rc = gb_error_set(err, GB_ENOMEM, "out of memory");
+            goto fail;
+        }
         if (!(w->m = malloc(sizeof *w->m))) {
             rc = gb_error_set(err, GB_ENOMEM, "out of memory");
             goto fail;
@@ -337,6 +371,7 @@ void gb_server_close(gb_server *s)
             zmq_close(s->workers[i].sock);
         gb_replay_selection_free(&s->workers[i].sel);
         free(s->workers[i].m);
+        free(s->workers[i].rows);
     }
     gb_server_drop_parked(s);
     if (s->front)

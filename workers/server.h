@@ -1,7 +1,13 @@
 /* workers/server.h: the offline-RL data server: a GEAR replay served on a ZeroMQ ROUTER.
  * defines: gb_server, gb_server_opts, gb_server_stats, gb_server_open, gb_server_run,
  *          gb_server_close, gb_server_endpoint, gb_server_get_stats, gb_server_load_dataset,
- *          GB_SERVE_* request ops
+ *          gb_server_tables, gb_server_open_tables, gb_server_load_tables,
+ *          gb_server_tables_free, gb_server_load_dataset_episodes, gb_episodes,
+ *          gb_episodes_create, gb_episodes_add, gb_episodes_free, gb_episodes_count,
+ *          gb_episodes_transitions, gb_episodes_length, GB_SERVE_* request ops
+ *
+ * The full protocol, with the sampling modes (windows, transitions, episodes, epochs) and
+ * tables added since this summary was written, is docs/protocol.md.
  *
  * Threads: one broker thread (the caller of gb_server_run) owns the ROUTER clients connect to
  * and hands each request, whole and unparsed, to an idle request thread over inproc (the
@@ -63,6 +69,9 @@ enum {
     GB_SERVE_OP_END = 6,
 };
 
+#define GB_SERVER_MAX_TABLES 8 /* tables per server (server.tables and the default one) */
+#define GB_SERVER_DEFAULT_TABLE "default"
+
 typedef struct gb_server_opts {
     const char *endpoint;      /* bind address; "tcp://HOST:*" or port 0 picks a free port */
     int threads;               /* request threads, >= 1 */
@@ -94,6 +103,41 @@ typedef struct gb_server gb_server;
 int gb_server_open(gb_server **out, void *zctx, gb_replay *r, const gb_server_opts *o,
                    gb_error *err);
 
+/* ---- episodes: a dataset's episode structure, for the offline sampling modes ------------- */
+
+typedef struct gb_episodes gb_episodes;
+
+/* An empty index for items of `steps` steps; seed: the epochs' shuffles. Returns 0 or
+ * GB_EINVAL / GB_ENOMEM. */
+int gb_episodes_create(gb_episodes **out, int64_t steps, uint64_t seed, gb_error *err);
+/* Adds the next item of the dataset (in order): its replay slot and key (the item's seq), its
+ * valid steps, and ends = 1 when the episode ends with it (a shorter item always ends one).
+ * Returns 0 or GB_EINVAL / GB_ENOMEM. */
+int gb_episodes_add(gb_episodes *e, int64_t slot, uint64_t key, int32_t length, int ends,
+                    gb_error *err);
+void gb_episodes_free(gb_episodes *e);
+int64_t gb_episodes_count(const gb_episodes *e);       /* episodes (0 for NULL) */
+int64_t gb_episodes_transitions(const gb_episodes *e); /* steps of all episodes */
+int64_t gb_episodes_length(const gb_episodes *e, int64_t episode);
+
+/* ---- several tables ------------------------------------------------------------------------- */
+
+/* Named tables for one server: t[0] is the default table (requests that name none). */
+typedef struct gb_server_tables {
+    int n;
+    struct {
+        char name[32];
+        gb_replay *r;
+        gb_episodes *ep; /* NULL: no episode structure (the offline modes are refused) */
+        int64_t loaded;  /* items loaded or restored */
+    } t[GB_SERVER_MAX_TABLES];
+} gb_server_tables;
+
+/* Like gb_server_open, serving every table of t (not owned; they must outlive the server).
+ * Names must be distinct, 1..31 bytes. */
+int gb_server_open_tables(gb_server **out, void *zctx, const gb_server_tables *t,
+                          const gb_server_opts *o, gb_error *err);
+
 /* The endpoint clients connect to (the port filled in). */
 const char *gb_server_endpoint(const gb_server *s);
 
@@ -122,5 +166,18 @@ gb_server_stats gb_server_get_stats(const gb_server *s);
  * inserted or restored. */
 int gb_server_load_dataset(const gb_config *cfg, gb_replay **out, int64_t *loaded,
                            gb_error *err);
+
+/* Like gb_server_load_dataset; *ep (ep may be NULL) receives the episode index of a D4RL
+ * dataset loaded from the file (NULL for gearbox datasets and restored checkpoints, whose
+ * items carry no episode boundaries). */
+int gb_server_load_dataset_episodes(const gb_config *cfg, gb_replay **out, gb_episodes **ep,
+                                    int64_t *loaded, gb_error *err);
+
+/* Loads the default table (the server section) and every table of server.tables (each the
+ * server section with the table's overrides: gb_config_server_table) into t. Only the default
+ * table has a checkpoint. Returns 0 or the first error (prefixed with the table's name; t is
+ * then freed). */
+int gb_server_load_tables(const gb_config *cfg, gb_server_tables *t, gb_error *err);
+void gb_server_tables_free(gb_server_tables *t);
 
 #endif

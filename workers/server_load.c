@@ -1,10 +1,13 @@
 /* workers/server_load.c: the data server's replay from its config: schema from the dataset
- * (gearbox *.gbds files or a D4RL HDF5 file), items from the dataset or from a checkpoint. */
+ * (gearbox *.gbds files or a D4RL HDF5 file), items from the dataset or from a checkpoint; a
+ * D4RL file's episode index (gb_episodes: each item's slot and episode) for the offline
+ * sampling modes; the tables of server.tables. */
 #include "workers/server.h"
 
 #include "replay/formats/d4rl.h"
 #include "replay/formats/dataset.h"
 #include "runtime/log.h"
+#include "runtime/rng.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -54,10 +57,25 @@ static int make_replay(const gb_config *cfg, const gb_dataset_schema *schema, in
 typedef int (*fill_fn)(void *src, int64_t i, void *const *dst, int64_t *version,
                        int32_t *length, gb_error *err);
 
+/* Whether an item's episode ends with it: its last valid step is terminal or a timeout. */
+static int item_ends(const gb_replay_options *o, void *const *dst, int32_t length)
+{
+    for (int c = 0; c < o->ncolumns; c++) {
+        const gb_replay_column *col = &o->columns[c];
+        if ((strcmp(col->name, "terminal") == 0 || strcmp(col->name, "timeout") == 0) &&
+            !col->per_item && col->ndim == 0 && col->dtype == GB_DTYPE_UINT8 && length > 0 &&
+            ((const uint8_t *)dst[c])[length - 1])
+            return 1;
+    }
+    return 0;
+}
+
+/* ep (optional) records each committed item's slot, key and episode boundary. */
 static int load_items(gb_replay *r, void *src, fill_fn fill, int64_t first, int64_t n,
-                      gb_error *err)
+                      gb_episodes *ep, gb_error *err)
 {
     const gb_replay_options *o = gb_replay_options_of(r);
+    uint8_t ends[LOAD_BATCH];
     int64_t idx[LOAD_BATCH], versions[LOAD_BATCH];
     int32_t lengths[LOAD_BATCH];
     for (int64_t done = 0; done < n;) {
@@ -75,9 +93,16 @@ static int load_items(gb_replay *r, void *src, fill_fn fill, int64_t first, int6
                 gb_replay_abort(r, k, idx, NULL);
                 return rc;
             }
+            ends[j] = (uint8_t)item_ends(o, dst, lengths[j]);
         }
         if ((rc = gb_replay_commit(r, k, idx, NULL, lengths, versions, err)))
             return rc;
+        gb_replay_status st;
+        gb_replay_status_view(r, &st);
+        for (int64_t j = 0; ep && j < k; j++)
+            if ((rc = gb_episodes_add(ep, idx[j], st.item[idx[j]].seq, lengths[j], ends[j],
+                                      err)))
+                return rc;
         done += k;
     }
     return 0;
@@ -129,7 +154,8 @@ static int finish(const gb_config_server *sc, gb_replay *r, int64_t *loaded, gb_
     return 0;
 }
 
-static int load_d4rl(const gb_config *cfg, gb_replay **out, int64_t *loaded, gb_error *err)
+static int load_d4rl(const gb_config *cfg, gb_replay **out, gb_episodes **ep, int64_t *loaded,
+                     gb_error *err)
 {
     const gb_config_server *sc = &cfg->server;
     gb_d4rl *d = NULL;
@@ -144,7 +170,10 @@ static int load_d4rl(const gb_config *cfg, gb_replay **out, int64_t *loaded, gb_
         goto out;
     if (restoring(sc))
         rc = finish(sc, *out, loaded, err);
-    else if ((rc = load_items(*out, d, fill_d4rl, 0, n, err)) == 0)
+    else if (ep && (rc = gb_episodes_create(ep, sc->steps, gb_rng_seed_of((uint64_t)sc->seed,
+                                                   "server", 0, "epochs"), err)))
+        goto out;
+    else if ((rc = load_items(*out, d, fill_d4rl, 0, n, ep ? *ep : NULL, err)) == 0)
         *loaded = n;
 out:
     gb_d4rl_close(d);
@@ -199,7 +228,8 @@ static int load_gbds(const gb_config *cfg, gb_replay **out, int64_t *loaded, gb_
             take = keep - *loaded;
         if (take > cnt)
             take = cnt;
-        if ((rc = load_items(*out, &src, fill_gbds, src.first[i] + cnt - take, take, err)))
+        if ((rc = load_items(*out, &src, fill_gbds, src.first[i] + cnt - take, take, NULL,
+                             err)))
             goto out;
         *loaded += take;
     }
@@ -237,7 +267,15 @@ static int load_checkpoint(const gb_config *cfg, gb_replay **out, int64_t *loade
 int gb_server_load_dataset(const gb_config *cfg, gb_replay **out, int64_t *loaded,
                            gb_error *err)
 {
+    return gb_server_load_dataset_episodes(cfg, out, NULL, loaded, err);
+}
+
+int gb_server_load_dataset_episodes(const gb_config *cfg, gb_replay **out, gb_episodes **ep,
+                                    int64_t *loaded, gb_error *err)
+{
     *out = NULL;
+    if (ep)
+        *ep = NULL;
     *loaded = 0;
     int rc;
     if (restoring(&cfg->server) &&
@@ -251,11 +289,54 @@ int gb_server_load_dataset(const gb_config *cfg, gb_replay **out, int64_t *loade
     if (!cfg->server.dataset[0])
         return gb_error_set(err, GB_EINVAL, "server.dataset: not set; the server takes its "
                             "schema (and, unless restoring, its items) from a dataset");
-    rc = cfg->server.dataset_format == GB_DATASET_D4RL ? load_d4rl(cfg, out, loaded, err)
+    rc = cfg->server.dataset_format == GB_DATASET_D4RL ? load_d4rl(cfg, out, ep, loaded, err)
                                                      : load_gbds(cfg, out, loaded, err);
     if (rc && *out) {
         gb_replay_free(*out);
         *out = NULL;
     }
+    if (rc && ep) {
+        gb_episodes_free(*ep);
+        *ep = NULL;
+    }
+    return rc;
+}
+
+void gb_server_tables_free(gb_server_tables *t)
+{
+    for (int i = 0; i < t->n; i++) {
+        gb_replay_free(t->t[i].r);
+        gb_episodes_free(t->t[i].ep);
+    }
+    t->n = 0;
+}
+
+int gb_server_load_tables(const gb_config *cfg, gb_server_tables *t, gb_error *err)
+{
+    memset(t, 0, sizeof *t);
+    int rc = 0;
+    gb_config *tc = NULL;
+    for (int i = 0; rc == 0 && i <= cfg->server.tables.n && i < GB_SERVER_MAX_TABLES; i++) {
+        const char *name = i == 0 ? GB_SERVER_DEFAULT_TABLE : cfg->server.tables.kv[i - 1].key;
+        const gb_config *c = cfg;
+        if (i > 0) {
+            if (!tc && !(tc = malloc(sizeof *tc))) {
+                rc = gb_error_set(err, GB_ENOMEM, "out of memory");
+                break;
+            }
+            if ((rc = gb_config_server_table(cfg, name, tc, err)))
+                break;
+            c = tc;
+        }
+        snprintf(t->t[i].name, sizeof t->t[i].name, "%s", name);
+        rc = gb_server_load_dataset_episodes(c, &t->t[i].r, &t->t[i].ep, &t->t[i].loaded, err);
+        if (rc)
+            gb_error_prefix(err, "table '%s'", name);
+        else
+            t->n = i + 1;
+    }
+    free(tc);
+    if (rc)
+        gb_server_tables_free(t);
     return rc;
 }

@@ -55,11 +55,47 @@ static int column_index(const gb_replay_options *o, const char *name)
     return -1;
 }
 
-static int op_info(worker *w, const gb_wire_msg *m, gb_error *err)
+/* Request attributes each operation accepts (a misspelt one is an error, not ignored). */
+static int attr_allowed(int op, const char *key)
 {
-    const gb_replay_options *o = gb_replay_options_of(w->s->r);
+    if (strcmp(key, "table") == 0)
+        return 1;
+    return op == GB_SERVE_SAMPLE &&
+           (strcmp(key, "mode") == 0 || strcmp(key, "len") == 0 || strcmp(key, "cursor") == 0 ||
+            strcmp(key, "reset") == 0);
+}
+
+/* The table a request names (attribute "table"; absent: the default table), or NULL with the
+ * reason in text (an unknown table or attribute). */
+static const srv_table *table_of(const gb_server *s, const gb_wire_msg *m, char *text,
+                                 size_t cap)
+{
+    int op = (int)m->hdr.meta[0];
+    for (int a = 0; a < m->hdr.nattrs; a++)
+        if (!attr_allowed(op, m->hdr.attrs[a].key)) {
+            snprintf(text, cap, "unknown request attribute '%s' (%s)", m->hdr.attrs[a].key,
+                     op == GB_SERVE_SAMPLE ? "a sample takes table, mode, len, cursor, reset"
+                                           : "this operation takes only table");
+            return NULL;
+        }
+    const gb_wire_attr *at = gb_wire_attr_find(&m->hdr, "table");
+    if (!at)
+        return &s->tables[0];
+    const char *name = gb_wire_attr_str(&m->hdr, "table");
+    for (int i = 0; name && i < s->ntables; i++)
+        if (strcmp(s->tables[i].name, name) == 0)
+            return &s->tables[i];
+    size_t o = (size_t)snprintf(text, cap, "no table '%.31s'; this server has", name ? name : "?");
+    for (int i = 0; i < s->ntables && o < cap; i++)
+        o += (size_t)snprintf(text + o, cap - o, "%s %s", i ? "," : "", s->tables[i].name);
+    return NULL;
+}
+
+static int op_info(worker *w, const srv_table *tb, const gb_wire_msg *m, gb_error *err)
+{
+    const gb_replay_options *o = gb_replay_options_of(tb->r);
     gb_replay_stats st;
-    gb_replay_stats_get(w->s->r, &st);
+    gb_replay_stats_get(tb->r, &st);
     gb_wire_header h;
     reply_init(&h, w, m, GB_SERVE_INFO);
     int64_t meta[] = {GB_SERVE_INFO, st.size, st.capacity, o->steps, (int64_t)st.inserts,
@@ -85,17 +121,24 @@ static int op_info(worker *w, const gb_wire_msg *m, gb_error *err)
     /* the selectors a request may name, in kind order */
     const char *names[GB_WIRE_WORDS_MAX];
     int nsel = 0;
-    unsigned offered = gb_replay_selectors(w->s->r);
+    unsigned offered = gb_replay_selectors(tb->r);
     for (int k = 0; k < 32 && nsel < GB_WIRE_WORDS_MAX - 2; k++)
         if (offered & (1u << k))
             names[nsel++] = gb_replay_selector_name(k);
+    const char *tables[GB_SERVER_MAX_TABLES];
+    for (int k = 0; k < w->s->ntables; k++)
+        tables[k] = w->s->tables[k].name;
     int rc;
     if ((rc = gb_wire_attr_set_str(&h, "selector", gb_replay_selector_name(o->selector), err)) ||
         (rc = gb_wire_attr_set_str(&h, "remover",
                                    gb_config_enum_name("trainer.replay.remover", o->remover),
                                    err)) ||
         (rc = gb_wire_attr_set_int(&h, "per_item", (int64_t)mask, err)) ||
-        (rc = gb_wire_attr_set_strs(&h, "selectors", names, nsel, err)))
+        (rc = gb_wire_attr_set_strs(&h, "selectors", names, nsel, err)) ||
+        (rc = gb_wire_attr_set_strs(&h, "tables", tables, w->s->ntables, err)) ||
+        (rc = gb_wire_attr_set_int(&h, "episodes", gb_episodes_count(tb->ep), err)) ||
+        (rc = gb_wire_attr_set_int(&h, "transitions", gb_episodes_transitions(tb->ep), err)) ||
+        (rc = gb_wire_attr_set_int(&h, "max_len", tb->ep ? tb->ep->max_len : 0, err)))
         return rc;
     gb_wire_payload pl[GB_WIRE_MAX_TENSORS];
     for (int c = 0; c < h.ntensors; c++)
@@ -188,6 +231,257 @@ static void gather(gb_replay *r, const gb_replay_selection *sel, const gb_replay
     }
 }
 
+/* ---- the offline modes: windows, transitions, episodes, epochs over the episode index ------ */
+
+/* An int request attribute, or def when absent; -1 (text set) when it is another kind. */
+static int attr_int(const gb_wire_msg *m, const char *key, int64_t def, int64_t *v, char *text,
+                    size_t cap)
+{
+    gb_error e = {0};
+    int rc = gb_wire_attr_int(&m->hdr, key, v, &e);
+    if (rc == GB_ENOTFOUND) {
+        *v = def;
+        return 0;
+    }
+    if (rc)
+        snprintf(text, cap, "sample: attribute '%s' must be an integer", key);
+    return rc ? -1 : 0;
+}
+
+/* Copies the planned rows (p->n rows of p->S steps) of table tb into the reply buffer's column
+ * destinations; fills the metadata. Returns 0, or -1 when an item read was replaced or
+ * removed since it was loaded (its slot reused by an insert; text set). */
+static int gather_rows(const srv_table *tb, const ep_plan *p, const int64_t *episode,
+                       const int64_t *start, const gb_replay_table *tables,
+                       const gb_replay_dst *dst, int ndst, int64_t *index, uint64_t *key,
+                       double *prob, float *weight, int32_t *length, int64_t *ep_out,
+                       int32_t *timestep, char *text, size_t cap)
+{
+    const gb_episodes *e = tb->ep;
+    const int64_t T = e->T, S = p->S;
+    gb_replay_status st;
+    gb_replay_status_view(tb->r, &st);
+    for (int64_t i = 0; i < p->n; i++) {
+        int64_t left = gb_episodes_length(e, episode[i]) - start[i];
+        int64_t valid = left < S ? left : S;
+        int64_t item0 = e->ep_item0[episode[i]];
+        int64_t first = item0 + start[i] / T;
+        length[i] = (int32_t)valid;
+        index[i] = e->item_slot[first];
+        key[i] = st.item[e->item_slot[first]].seq; /* checked below to be the loaded one */
+        prob[i] = 1.0 / (double)p->size;
+        weight[i] = 1.0f;
+        ep_out[i] = episode[i];
+        for (int64_t k = 0; k < S; k++)
+            timestep[i * S + k] = k < valid ? (int32_t)(start[i] + k) : 0;
+        for (int c = 0; c < ndst; c++) {
+            const gb_replay_table *t = &tables[dst[c].column];
+            unsigned char *out = dst[c].data;
+            if (t->per_item) {
+                memcpy(out + (size_t)i * t->block_bytes,
+                       t->base + (size_t)e->item_slot[first] * t->stride, t->block_bytes);
+                continue;
+            }
+            unsigned char *row = out + (size_t)(i * S) * t->step_bytes;
+            for (int64_t k = 0; k < valid;) { /* runs of steps inside one item */
+                int64_t step = start[i] + k, it = item0 + step / T, at = step % T;
+                int64_t run = T - at < valid - k ? T - at : valid - k;
+                memcpy(row + (size_t)k * t->step_bytes,
+                       t->base + (size_t)e->item_slot[it] * t->stride + (size_t)at * t->step_bytes,
+                       (size_t)run * t->step_bytes);
+                k += run;
+            }
+            memset(row + (size_t)valid * t->step_bytes, 0, (size_t)(S - valid) * t->step_bytes);
+        }
+    }
+    /* every item read must still be the one loaded (checked after the copy: a key only grows) */
+    for (int64_t i = 0; i < p->n; i++) {
+        int64_t item0 = e->ep_item0[episode[i]];
+        for (int64_t it = item0 + start[i] / T; it <= item0 + (start[i] + length[i] - 1) / T;
+             it++) {
+            int64_t slot = e->item_slot[it];
+            if (st.state[slot] != GB_ITEM_COMMITTED ||
+                (uint32_t)st.item[slot].seq != e->item_key[it] ||
+                (it == item0 + start[i] / T && st.item[slot].seq != key[i])) {
+                snprintf(text, cap, "sample: episode %lld: its item in slot %lld was replaced "
+                         "by an insert since the dataset was loaded (the offline modes read "
+                         "the loaded dataset; give the table room: server.replay.capacity)",
+                         (long long)episode[i], (long long)slot);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* A sample request in an offline mode (not rate-limited, never parked: it reads the dataset). */
+static int op_sample_offline(worker *w, const srv_table *tb, const gb_wire_msg *m, int mode,
+                             gb_error *err)
+{
+    gb_server *s = w->s;
+    const gb_replay_options *o = gb_replay_options_of(tb->r);
+    char text[GB_WIRE_TEXT_MAX];
+    int64_t batch = m->hdr.meta[1], len, reset;
+    if (!tb->ep) {
+        snprintf(text, sizeof text, "sample: mode '%s': table '%s' has no episodes (they come "
+                 "from a D4RL dataset loaded from its file; gearbox recordings and restored "
+                 "checkpoints have none)", gb_episodes_mode_name(mode), tb->name);
+        return send_error(w, m, GB_EUNSUPPORTED, text);
+    }
+    if (batch < 1 || batch > s->o.max_batch_rows) {
+        snprintf(text, sizeof text, "sample: batch %lld outside 1..%lld (server.max_batch_rows)",
+                 (long long)batch, (long long)s->o.max_batch_rows);
+        return send_error(w, m, GB_EINVAL, text);
+    }
+    if (attr_int(m, "len", mode == GB_SERVE_MODE_WINDOW ? o->steps : 1, &len, text,
+                 sizeof text) || attr_int(m, "reset", 0, &reset, text, sizeof text))
+        return send_error(w, m, GB_EINVAL, text);
+    if (len < 1 || len > (int64_t)1 << 24) {
+        snprintf(text, sizeof text, "sample: len %lld outside 1..16777216", (long long)len);
+        return send_error(w, m, GB_EINVAL, text);
+    }
+    const char *cursor = gb_wire_attr_str(&m->hdr, "cursor");
+    if (mode == GB_SERVE_MODE_EPOCH && (!cursor || !cursor[0]))
+        return send_error(w, m, GB_EINVAL, "sample: mode 'epoch' needs a 'cursor' (a string "
+                          "naming this reader's place in the epoch)");
+    int cols[GB_REPLAY_MAX_COLUMNS];
+    int ncols = parse_columns(o, m, cols, text, sizeof text);
+    if (ncols < 0)
+        return send_error(w, m, GB_EINVAL, text);
+    if (ncols > GB_WIRE_MAX_TENSORS - 7) {
+        snprintf(text, sizeof text, "sample: at most %d columns in mode '%s'",
+                 GB_WIRE_MAX_TENSORS - 7, gb_episodes_mode_name(mode));
+        return send_error(w, m, GB_EINVAL, text);
+    }
+    gb_replay_table tables[GB_REPLAY_MAX_COLUMNS];
+    gb_replay_tables(tb->r, tables);
+    /* the data bytes of a row of S steps (the reply limit is checked before an epoch's cursor
+     * moves: its S is len; an episode batch's S is known once drawn) */
+    uint64_t step_row = 0, item_row = 0;
+    for (int k = 0; k < ncols; k++) {
+        if (tables[cols[k]].per_item)
+            item_row += tables[cols[k]].block_bytes;
+        else
+            step_row += tables[cols[k]].step_bytes;
+    }
+    step_row += 4; /* timestep */
+    item_row += 8; /* episode */
+    uint64_t want = (uint64_t)batch * (item_row + (uint64_t)len * step_row);
+    if (mode != GB_SERVE_MODE_EPISODE && want > (uint64_t)s->o.max_batch_bytes) {
+        snprintf(text, sizeof text, "sample: a reply of %llu data bytes exceeds "
+                 "server.max_batch_bytes = %lld; ask for fewer rows, columns or steps",
+                 (unsigned long long)want, (long long)s->o.max_batch_bytes);
+        return send_error(w, m, GB_EINVAL, text);
+    }
+    int64_t *episode = w->rows, *start = w->rows + s->o.max_batch_rows;
+    ep_plan p;
+    if (gb_episodes_plan(tb->ep, mode, batch, len, cursor, reset != 0, &w->rng, episode, start,
+                         &p, text, sizeof text))
+        return send_error(w, m, GB_EINVAL, text);
+    uint64_t data_bytes = (uint64_t)p.n * (item_row + (uint64_t)p.S * step_row);
+    if (data_bytes > (uint64_t)s->o.max_batch_bytes) {
+        snprintf(text, sizeof text, "sample: a reply of %llu data bytes (episodes of up to %lld "
+                 "steps) exceeds server.max_batch_bytes = %lld; ask for fewer episodes or "
+                 "columns", (unsigned long long)data_bytes, (long long)p.S,
+                 (long long)s->o.max_batch_bytes);
+        return send_error(w, m, GB_EINVAL, text);
+    }
+    const int64_t n = p.n, S = p.S;
+    size_t col_row[GB_REPLAY_MAX_COLUMNS];
+    size_t total = align64((size_t)n * 8) * 4 + align64((size_t)n * 4) * 2 +
+                   align64((size_t)(n * S) * 4);
+    for (int k = 0; k < ncols; k++) {
+        const gb_replay_table *t = &tables[cols[k]];
+        col_row[k] = t->per_item ? t->block_bytes : (size_t)S * t->step_bytes;
+        total += align64((size_t)n * col_row[k]);
+    }
+    rbuf *b = gb_server_rbuf_get(s, total);
+    if (!b)
+        return send_error(w, m, GB_ENOMEM, "sample: out of memory for the reply");
+    unsigned char *at = b->data;
+#define TAKE(ptr, type, count)                                                                 \
+    ptr = (type *)at;                                                                          \
+    at += align64((size_t)(count) * sizeof(type))
+    int64_t *index, *ep_out;
+    uint64_t *key;
+    double *prob;
+    float *weight;
+    int32_t *length, *timestep;
+    TAKE(index, int64_t, n);
+    TAKE(key, uint64_t, n);
+    TAKE(prob, double, n);
+    TAKE(weight, float, n);
+    TAKE(length, int32_t, n);
+    TAKE(ep_out, int64_t, n);
+    TAKE(timestep, int32_t, n * S);
+#undef TAKE
+    gb_replay_dst dst[GB_REPLAY_MAX_COLUMNS];
+    for (int k = 0; k < ncols; k++) {
+        dst[k] = (gb_replay_dst){.column = cols[k], .data = at, .bytes = (size_t)n * col_row[k]};
+        at += align64((size_t)n * col_row[k]);
+    }
+    if (gather_rows(tb, &p, episode, start, tables, dst, ncols, index, key, prob, weight, length,
+                    ep_out, timestep, text, sizeof text)) {
+        atomic_store(&b->refs, 1);
+        atomic_fetch_add(&s->buffers_out, 1);
+        gb_server_rbuf_free(b->data, b);
+        return send_error(w, m, GB_ENOTFOUND, text);
+    }
+    gb_wire_header h;
+    reply_init(&h, w, m, GB_SERVE_SAMPLE);
+    h.nmeta = 4;
+    h.meta[1] = n;
+    h.meta[2] = p.size;
+    h.meta[3] = -1;
+    int rc;
+    if ((rc = gb_wire_attr_set_str(&h, "mode", gb_episodes_mode_name(mode), err)) ||
+        (rc = gb_wire_attr_set_str(&h, "table", tb->name, err)) ||
+        (mode == GB_SERVE_MODE_EPOCH &&
+         ((rc = gb_wire_attr_set_int(&h, "epoch", p.epoch, err)) ||
+          (rc = gb_wire_attr_set_int(&h, "pos", p.pos, err)) ||
+          (rc = gb_wire_attr_set_int(&h, "end", p.end, err))))) {
+        atomic_store(&b->refs, 1);
+        atomic_fetch_add(&s->buffers_out, 1);
+        gb_server_rbuf_free(b->data, b);
+        return rc;
+    }
+    gb_wire_payload pl[GB_WIRE_MAX_TENSORS];
+    static const struct { const char *name; gb_dtype dt; } fixed[] = {
+        {"index", GB_DTYPE_INT64}, {"key", GB_DTYPE_UINT64}, {"prob", GB_DTYPE_FLOAT64},
+        {"weight", GB_DTYPE_FLOAT32}, {"length", GB_DTYPE_INT32}};
+    const void *fixed_data[] = {index, key, prob, weight, length};
+    int nt = 0;
+    for (int k = 0; k < 5; k++, nt++) {
+        gb_wire_set_tensor(&h.tensors[nt], fixed[k].name, fixed[k].dt, 1, &n, NULL);
+        pl[nt] = (gb_wire_payload){.data = fixed_data[k], .free_fn = gb_server_rbuf_free,
+                                   .hint = b};
+    }
+    for (int k = 0; k < ncols; k++, nt++) {
+        const gb_replay_column *col = &o->columns[cols[k]];
+        gb_tensor_desc *d = &h.tensors[nt];
+        snprintf(d->name, sizeof d->name, "%s", col->name);
+        d->dtype = col->dtype;
+        d->rank = 0;
+        d->shape[d->rank++] = n;
+        if (!col->per_item)
+            d->shape[d->rank++] = S;
+        for (int j = 0; j < col->ndim; j++)
+            d->shape[d->rank++] = col->shape[j];
+        pl[nt] = (gb_wire_payload){.data = dst[k].data, .free_fn = gb_server_rbuf_free, .hint = b};
+    }
+    int64_t ts_shape[2] = {n, S};
+    gb_wire_set_tensor(&h.tensors[nt], "episode", GB_DTYPE_INT64, 1, &n, NULL);
+    pl[nt++] = (gb_wire_payload){.data = ep_out, .free_fn = gb_server_rbuf_free, .hint = b};
+    gb_wire_set_tensor(&h.tensors[nt], "timestep", GB_DTYPE_INT32, 2, ts_shape, NULL);
+    pl[nt++] = (gb_wire_payload){.data = timestep, .free_fn = gb_server_rbuf_free, .hint = b};
+    h.ntensors = nt;
+    atomic_store(&b->refs, h.ntensors);
+    atomic_fetch_add(&s->buffers_out, 1);
+    atomic_fetch_add(&s->items_sent, (unsigned long long)n);
+    atomic_fetch_add(&s->bytes_sent, data_bytes);
+    return reply_done(w, m, &h, pl, err);
+}
+
 /* The wait a sample request m asked for (its timeout_ms, capped by server.max_wait_s). */
 static double sample_wait_s(const gb_server *s, const gb_wire_msg *m)
 {
@@ -198,14 +492,24 @@ static double sample_wait_s(const gb_server *s, const gb_wire_msg *m)
 /* A sample request; parked: NULL the first time (a request that must wait returns
  * GB_SERVE_PARK with nothing sent), else its parking record (retried without waiting; answered
  * with the limiter's error once its deadline has passed). */
-static int op_sample(worker *w, const gb_wire_msg *m, const parked *pk, gb_error *err)
+static int op_sample(worker *w, const srv_table *tb, const gb_wire_msg *m, const parked *pk,
+                     gb_error *err)
 {
     gb_server *s = w->s;
-    const gb_replay_options *o = gb_replay_options_of(s->r);
+    const gb_replay_options *o = gb_replay_options_of(tb->r);
     char text[GB_WIRE_TEXT_MAX];
     const gb_wire_header *q = &m->hdr;
     if (q->nmeta < 2)
         return send_error(w, m, GB_EPROTO, "sample: meta must hold [op, batch, ...]");
+    const char *mode_name = gb_wire_attr_str(q, "mode");
+    int mode = gb_episodes_mode_parse(mode_name);
+    if (mode < 0 || (!mode_name && gb_wire_attr_find(q, "mode"))) {
+        snprintf(text, sizeof text, "sample: unknown mode (expected the string item, window, "
+                 "transition, episode or epoch)");
+        return send_error(w, m, GB_EINVAL, text);
+    }
+    if (mode != GB_SERVE_MODE_ITEM)
+        return op_sample_offline(w, tb, m, mode, err);
     int64_t batch = q->meta[1];
     int64_t t0 = q->nmeta > 2 ? q->meta[2] : 0, t1 = q->nmeta > 3 ? q->meta[3] : 0;
     int64_t selector = q->nmeta > 5 ? q->meta[5] : -1;
@@ -221,7 +525,7 @@ static int op_sample(worker *w, const gb_wire_msg *m, const parked *pk, gb_error
                  (long long)t0, (long long)t1, (long long)o->steps);
         return send_error(w, m, GB_EINVAL, text);
     }
-    unsigned offered = gb_replay_selectors(s->r);
+    unsigned offered = gb_replay_selectors(tb->r);
     if (selector != GB_REPLAY_SELECTOR_PRIMARY &&
         (selector < 0 || selector >= GB_REPLAY_SELECTORS || !(offered & (1u << selector)))) {
         char have[96];
@@ -242,7 +546,7 @@ static int op_sample(worker *w, const gb_wire_msg *m, const parked *pk, gb_error
     if (ncols < 0)
         return send_error(w, m, GB_EINVAL, text);
     gb_replay_table tables[GB_REPLAY_MAX_COLUMNS];
-    gb_replay_tables(s->r, tables);
+    gb_replay_tables(tb->r, tables);
     /* Reply layout for the full batch: metadata arrays, then each column, 64-byte aligned. */
     size_t meta_bytes = align64((size_t)batch * 8) * 3 + align64((size_t)batch * 4) * 2;
     uint64_t data_bytes = 0;
@@ -265,7 +569,7 @@ static int op_sample(worker *w, const gb_wire_msg *m, const parked *pk, gb_error
     req.timeout_s = 0; /* never here: a request that must wait is parked */
     req.selector = (int)selector;
     gb_error e = {0};
-    int rc = gb_replay_sample(s->r, &req, &w->sel, &e);
+    int rc = gb_replay_sample(tb->r, &req, &w->sel, &e);
     if (rc == GB_ETIMEOUT) {
         double now = gb_now_s();
         if (!pk ? wait_s > 0 : now < pk->deadline)
@@ -284,7 +588,7 @@ static int op_sample(worker *w, const gb_wire_msg *m, const parked *pk, gb_error
         total += align64((size_t)batch * col_row[k]);
     rbuf *b = gb_server_rbuf_get(s, total);
     if (!b) {
-        gb_replay_release(s->r, &w->sel);
+        gb_replay_release(tb->r, &w->sel);
         return send_error(w, m, GB_ENOMEM, "sample: out of memory for the reply");
     }
     unsigned char *p = b->data;
@@ -300,13 +604,13 @@ static int op_sample(worker *w, const gb_wire_msg *m, const parked *pk, gb_error
                                  .bytes = (size_t)batch * col_row[k]};
         off += align64((size_t)batch * col_row[k]);
     }
-    gather(s->r, &w->sel, tables, dst, ncols, (int32_t)t0, (int32_t)t1, length);
+    gather(tb->r, &w->sel, tables, dst, ncols, (int32_t)t0, (int32_t)t1, length);
     memcpy(index, w->sel.index, (size_t)n * 8);
     memcpy(key, w->sel.key, (size_t)n * 8);
     memcpy(prob, w->sel.prob, (size_t)n * 8);
     memcpy(weight, w->sel.weight, (size_t)n * 4);
     int64_t size = w->sel.size, drawn_by = w->sel.selector;
-    gb_replay_release(s->r, &w->sel);
+    gb_replay_release(tb->r, &w->sel);
     gb_wire_header h;
     reply_init(&h, w, m, GB_SERVE_SAMPLE);
     h.nmeta = 4;
@@ -347,15 +651,15 @@ static int op_sample(worker *w, const gb_wire_msg *m, const parked *pk, gb_error
     return reply_done(w, m, &h, pl, err);
 }
 
-static int op_insert(worker *w, const gb_wire_msg *m, gb_error *err)
+static int op_insert(worker *w, const srv_table *tb, const gb_wire_msg *m, gb_error *err)
 {
     gb_server *s = w->s;
-    const gb_replay_options *o = gb_replay_options_of(s->r);
+    const gb_replay_options *o = gb_replay_options_of(tb->r);
     char text[GB_WIRE_TEXT_MAX];
     int src[GB_REPLAY_MAX_COLUMNS];
     int64_t n = -1;
     gb_replay_table tables[GB_REPLAY_MAX_COLUMNS];
-    gb_replay_tables(s->r, tables);
+    gb_replay_tables(tb->r, tables);
     for (int c = 0; c < o->ncolumns; c++) {
         const gb_replay_column *col = &o->columns[c];
         int t = gb_wire_msg_find(m, col->name);
@@ -454,24 +758,24 @@ static int op_insert(worker *w, const gb_wire_msg *m, gb_error *err)
         lengths[i] = k;
     }
     gb_error e = {0};
-    int rc = gb_replay_allocate(s->r, n, idx, s->o.max_wait_s, &e);
+    int rc = gb_replay_allocate(tb->r, n, idx, s->o.max_wait_s, &e);
     if (rc == 0) {
         for (int c = 0; c < o->ncolumns; c++) {
             gb_tensor_view v = gb_wire_msg_tensor(m, src[c]);
             size_t row = tables[c].block_bytes;
             for (int64_t i = 0; i < n; i++)
-                memcpy(gb_replay_block(s->r, c, idx[i]), (const char *)v.data + (size_t)i * row,
+                memcpy(gb_replay_block(tb->r, c, idx[i]), (const char *)v.data + (size_t)i * row,
                        row);
         }
-        rc = gb_replay_commit(s->r, n, idx, prio, lengths, versions, &e);
+        rc = gb_replay_commit(tb->r, n, idx, prio, lengths, versions, &e);
         if (rc)
-            gb_replay_abort(s->r, n, idx, NULL);
+            gb_replay_abort(tb->r, n, idx, NULL);
     }
     free(idx);
     if (rc)
         return send_error(w, m, rc, e.msg);
     gb_replay_stats st;
-    gb_replay_stats_get(s->r, &st);
+    gb_replay_stats_get(tb->r, &st);
     gb_wire_header h;
     reply_init(&h, w, m, GB_SERVE_INSERT);
     h.nmeta = 3;
@@ -480,7 +784,7 @@ static int op_insert(worker *w, const gb_wire_msg *m, gb_error *err)
     return reply_done(w, m, &h, NULL, err);
 }
 
-static int op_update(worker *w, const gb_wire_msg *m, gb_error *err)
+static int op_update(worker *w, const srv_table *tb, const gb_wire_msg *m, gb_error *err)
 {
     gb_server *s = w->s;
     int ti = gb_wire_msg_find(m, "index"), tp = gb_wire_msg_find(m, "priority"),
@@ -504,7 +808,7 @@ static int op_update(worker *w, const gb_wire_msg *m, gb_error *err)
     }
     int64_t skipped = 0;
     gb_error e = {0};
-    int rc = gb_replay_update_priorities(s->r, n, gb_wire_msg_tensor(m, ti).data,
+    int rc = gb_replay_update_priorities(tb->r, n, gb_wire_msg_tensor(m, ti).data,
                                          tk >= 0 ? gb_wire_msg_tensor(m, tk).data : NULL,
                                          gb_wire_msg_tensor(m, tp).data, &skipped, &e);
     if (rc)
@@ -530,8 +834,11 @@ int gb_server_checkpoint(gb_server *s, gb_error *err)
     return rc;
 }
 
-static int op_checkpoint(worker *w, const gb_wire_msg *m, gb_error *err)
+static int op_checkpoint(worker *w, const srv_table *tb, const gb_wire_msg *m, gb_error *err)
 {
+    if (tb != &w->s->tables[0])
+        return send_error(w, m, GB_EUNSUPPORTED, "checkpoint: only the default table has a "
+                          "checkpoint (server.checkpoint)");
     gb_error e = {0};
     int rc = gb_server_checkpoint(w->s, &e);
     if (rc)
@@ -602,7 +909,9 @@ void gb_server_retry_parked(worker *w)
     for (parked *p = list, *nx; p; p = nx) {
         nx = p->next;
         gb_error err = {0};
-        int rc = op_sample(w, p->m, p, &err);
+        char text[GB_WIRE_TEXT_MAX];
+        const srv_table *tb = table_of(s, p->m, text, sizeof text); /* found when parked */
+        int rc = op_sample(w, tb ? tb : &s->tables[0], p->m, p, &err);
         if (rc == GB_SERVE_PARK) {
             p->next = NULL;
             if (last)
@@ -650,6 +959,8 @@ void gb_server_handle(worker *w, int recv_rc, const gb_error *recv_err)
     gb_error err = {0};
     int rc = 0;
     uint64_t bytes;
+    const srv_table *tb;
+    char text[GB_WIRE_TEXT_MAX];
     if (recv_rc) {
         atomic_fetch_add(&s->rejected, 1);
         if (m->route_len)
@@ -658,7 +969,6 @@ void gb_server_handle(worker *w, int recv_rc, const gb_error *recv_err)
             rc = -1;
     } else if ((bytes = request_bytes(m)) > (uint64_t)s->o.max_request_bytes) {
         atomic_fetch_add(&s->rejected, 1);
-        char text[GB_WIRE_TEXT_MAX];
         snprintf(text, sizeof text, "request of %llu bytes (its frames together) is over the "
                  "server's limit of %lld bytes (server.max_request_bytes): split it",
                  (unsigned long long)bytes, (long long)s->o.max_request_bytes);
@@ -667,12 +977,14 @@ void gb_server_handle(worker *w, int recv_rc, const gb_error *recv_err)
                m->hdr.meta[0] < GB_SERVE_INFO || m->hdr.meta[0] >= GB_SERVE_OP_END) {
         atomic_fetch_add(&s->rejected, 1);
         rc = send_error(w, m, GB_EPROTO, "expected a serve_request with meta[0] = op (1..5)");
+    } else if (!(tb = table_of(s, m, text, sizeof text))) {
+        rc = send_error(w, m, GB_EINVAL, text);
     } else {
         int op = (int)m->hdr.meta[0];
         switch (op) {
-        case GB_SERVE_INFO: rc = op_info(w, m, &err); break;
+        case GB_SERVE_INFO: rc = op_info(w, tb, m, &err); break;
         case GB_SERVE_SAMPLE:
-            rc = op_sample(w, m, NULL, &err);
+            rc = op_sample(w, tb, m, NULL, &err);
             if (rc == GB_SERVE_PARK) {
                 int pr = park(w, sample_wait_s(s, m));
                 if (pr == 0)
@@ -682,9 +994,9 @@ void gb_server_handle(worker *w, int recv_rc, const gb_error *recv_err)
                                                          : "sample: out of memory");
             }
             break;
-        case GB_SERVE_INSERT: rc = op_insert(w, m, &err); break;
-        case GB_SERVE_UPDATE: rc = op_update(w, m, &err); break;
-        default: rc = op_checkpoint(w, m, &err); break;
+        case GB_SERVE_INSERT: rc = op_insert(w, tb, m, &err); break;
+        case GB_SERVE_UPDATE: rc = op_update(w, tb, m, &err); break;
+        default: rc = op_checkpoint(w, tb, m, &err); break;
         }
     }
     if (rc && rc != -1)

@@ -99,7 +99,8 @@ static inline int gb_config_read_string_for_test(gb_config *cfg, const char *tex
 /* A server on a thread of this process. */
 typedef struct test_server {
     gb_config cfg;
-    gb_replay *replay;
+    gb_server_tables tables; /* the default table and server.tables */
+    gb_replay *replay;       /* the default table's */
     gb_server *server;
     void *zctx;
     atomic_int stop;
@@ -134,12 +135,14 @@ static inline int test_server_start(test_server *t, const char *cfg_text, gb_err
     int rc = gb_config_read_string_for_test(&t->cfg, cfg_text, err);
     if (rc)
         return rc;
-    if ((rc = gb_server_load_dataset(&t->cfg, &t->replay, &t->loaded, err)))
+    if ((rc = gb_server_load_tables(&t->cfg, &t->tables, err)))
         return rc;
+    t->replay = t->tables.t[0].r;
+    t->loaded = t->tables.t[0].loaded;
     gb_server_opts o;
     gb_server_opts_from_config(&o, &t->cfg.server);
     t->zctx = zmq_ctx_new();
-    if ((rc = gb_server_open(&t->server, t->zctx, t->replay, &o, err)))
+    if ((rc = gb_server_open_tables(&t->server, t->zctx, &t->tables, &o, err)))
         return rc;
     pthread_create(&t->thread, NULL, test_server_main, t);
     return 0;
@@ -154,7 +157,10 @@ static inline void test_server_stop(test_server *t)
     gb_server_close(t->server);
     if (t->zctx)
         zmq_ctx_term(t->zctx);
-    gb_replay_free(t->replay);
+    if (t->tables.n)
+        gb_server_tables_free(&t->tables);
+    else
+        gb_replay_free(t->replay); /* a server started without test_server_start */
     t->server = NULL;
     t->zctx = NULL;
     t->replay = NULL;

@@ -17,6 +17,7 @@ struct gb_client {
     int timeout_ms;
     uint64_t seq;
     char endpoint[256];
+    char table[32]; /* gb_client_use_table: "" the default */
     gb_wire_msg reply;
 };
 
@@ -137,17 +138,30 @@ static int roundtrip(gb_client *c, gb_wire_header *h, const gb_wire_payload *pl,
     }
 }
 
-static void request_init(gb_wire_header *h, int op)
+/* A request header for op, naming table (or c's table in use; none: the default). */
+static void request_init_table(gb_wire_header *h, const gb_client *c, int op, const char *table)
 {
     gb_wire_header_init(h, GB_MSG_SERVE_REQUEST, GB_ROLE_CLIENT, 0);
     h->nmeta = 1;
     h->meta[0] = op;
+    if (!table)
+        table = c->table;
+    if (table[0])
+        gb_wire_attr_set_str(h, "table", table, NULL); /* its length is checked by the caller */
+}
+
+int gb_client_use_table(gb_client *c, const char *table, gb_error *err)
+{
+    if (table && strlen(table) > 31)
+        return gb_error_set(err, GB_EINVAL, "client: table name over 31 bytes");
+    snprintf(c->table, sizeof c->table, "%s", table ? table : "");
+    return 0;
 }
 
 int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err)
 {
     gb_wire_header h;
-    request_init(&h, GB_SERVE_INFO);
+    request_init_table(&h, c, GB_SERVE_INFO, NULL);
     int rc = roundtrip(c, &h, NULL, GB_SERVE_INFO, err);
     if (rc)
         return rc;
@@ -178,6 +192,13 @@ int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err)
                               k ? "," : "", names[k]);
     if (o >= sizeof info->selectors)
         return gb_error_set(err, GB_EPROTO, "client: info reply: selector list too long");
+    const char *tabs[GB_WIRE_WORDS_MAX];
+    int ntab = gb_wire_attr_strs(r, "tables", tabs, GB_WIRE_WORDS_MAX);
+    for (int k = 0; k < ntab && k < GB_CLIENT_MAX_TABLES && k < GB_WIRE_WORDS_MAX; k++)
+        snprintf(info->tables[info->ntables++], sizeof info->tables[0], "%s", tabs[k]);
+    gb_wire_attr_int(r, "episodes", &info->episodes, NULL);
+    gb_wire_attr_int(r, "transitions", &info->transitions, NULL);
+    gb_wire_attr_int(r, "max_len", &info->max_episode_len, NULL);
     info->ncolumns = r->ntensors;
     for (int k = 0; k < r->ntensors; k++) {
         const gb_tensor_desc *d = &r->tensors[k];
@@ -249,7 +270,23 @@ static int sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch
                   const void **views, size_t *bytes, gb_error *err)
 {
     gb_wire_header h;
-    request_init(&h, GB_SERVE_SAMPLE);
+    if (req->table && strlen(req->table) > 31)
+        return gb_error_set(err, GB_EINVAL, "client: table name over 31 bytes");
+    request_init_table(&h, c, GB_SERVE_SAMPLE, req->table);
+    int offline = req->mode && req->mode[0] && strcmp(req->mode, "item") != 0;
+    if (req->mode && req->mode[0]) {
+        if (strlen(req->mode) > 31 || (req->cursor && strlen(req->cursor) > 31))
+            return gb_error_set(err, GB_EINVAL, "client: mode or cursor name over 31 bytes");
+        int arc = gb_wire_attr_set_str(&h, "mode", req->mode, err);
+        if (arc == 0 && req->len > 0)
+            arc = gb_wire_attr_set_int(&h, "len", req->len, err);
+        if (arc == 0 && req->cursor && req->cursor[0])
+            arc = gb_wire_attr_set_str(&h, "cursor", req->cursor, err);
+        if (arc == 0 && req->reset)
+            arc = gb_wire_attr_set_int(&h, "reset", 1, err);
+        if (arc)
+            return arc;
+    }
     h.nmeta = 6;
     h.meta[1] = req->batch;
     h.meta[2] = req->t0;
@@ -299,6 +336,32 @@ static int sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch
             memcpy(meta_dst[k], v.data, v.bytes);
     }
     int ncols = m->hdr.ntensors - 5;
+    out->steps = req->t1 ? req->t1 - req->t0 : 0;
+    out->epoch = -1;
+    out->epoch_pos = 0;
+    out->epoch_end = 0;
+    if (offline) { /* then "episode" [n] and "timestep" [n, S] */
+        ncols -= 2;
+        gb_tensor_view ve = gb_wire_msg_tensor(m, m->hdr.ntensors - 2);
+        gb_tensor_view vt = gb_wire_msg_tensor(m, m->hdr.ntensors - 1);
+        if (ncols < 0 || strcmp(ve.desc->name, "episode") != 0 ||
+            strcmp(vt.desc->name, "timestep") != 0 || ve.bytes != (size_t)n * 8 ||
+            vt.desc->rank != 2 || vt.desc->shape[0] != n)
+            return gb_error_set(err, GB_EPROTO, "client: sample reply: no episode/timestep");
+        out->steps = vt.desc->shape[1];
+        if (out->episode)
+            memcpy(out->episode, ve.data, ve.bytes);
+        if (out->timestep) {
+            if (vt.bytes > (size_t)req->batch * (size_t)out->steps * 4)
+                return gb_error_set(err, GB_EPROTO, "client: sample reply: bad timestep");
+            memcpy(out->timestep, vt.data, vt.bytes);
+        }
+        gb_wire_attr_int(&m->hdr, "epoch", &out->epoch, NULL);
+        gb_wire_attr_int(&m->hdr, "pos", &out->epoch_pos, NULL);
+        int64_t end = 0;
+        gb_wire_attr_int(&m->hdr, "end", &end, NULL);
+        out->epoch_end = (int)end;
+    }
     if (req->ncolumns > 0 && ncols != req->ncolumns)
         return gb_error_set(err, GB_EPROTO, "client: sample reply: %d columns, asked %d",
                             ncols, req->ncolumns);
@@ -333,6 +396,10 @@ int gb_client_sample_views(gb_client *c, const gb_client_sample_req *req, gb_cli
     out->n = o.n;
     out->size = o.size;
     out->selector = o.selector;
+    out->steps = o.steps;
+    out->epoch = o.epoch;
+    out->epoch_pos = o.epoch_pos;
+    out->epoch_end = o.epoch_end;
     return rc;
 }
 
@@ -343,7 +410,7 @@ int gb_client_insert(gb_client *c, const gb_client_info *info, int64_t n,
     if (n < 1 || info->ncolumns + 2 > GB_WIRE_MAX_TENSORS)
         return gb_error_set(err, GB_EINVAL, "client: insert: n must be >= 1");
     gb_wire_header h;
-    request_init(&h, GB_SERVE_INSERT);
+    request_init_table(&h, c, GB_SERVE_INSERT, NULL);
     h.policy_version = policy_version;
     gb_wire_payload pl[GB_WIRE_MAX_TENSORS];
     int t = 0;
@@ -381,7 +448,7 @@ int gb_client_update_priorities(gb_client *c, int64_t n, const int64_t *index,
                                 gb_error *err)
 {
     gb_wire_header h;
-    request_init(&h, GB_SERVE_UPDATE);
+    request_init_table(&h, c, GB_SERVE_UPDATE, NULL);
     gb_wire_payload pl[3];
     gb_wire_set_tensor(&h.tensors[0], "index", GB_DTYPE_INT64, 1, &n, NULL);
     gb_wire_set_tensor(&h.tensors[1], "priority", GB_DTYPE_FLOAT64, 1, &n, NULL);
@@ -402,7 +469,7 @@ int gb_client_update_priorities(gb_client *c, int64_t n, const int64_t *index,
 int gb_client_checkpoint(gb_client *c, char *path, size_t cap, gb_error *err)
 {
     gb_wire_header h;
-    request_init(&h, GB_SERVE_CHECKPOINT);
+    request_init_table(&h, c, GB_SERVE_CHECKPOINT, NULL);
     int rc = roundtrip(c, &h, NULL, GB_SERVE_CHECKPOINT, err);
     if (rc == 0 && path && cap)
         snprintf(path, cap, "%s", c->reply.hdr.text);

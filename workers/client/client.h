@@ -4,7 +4,7 @@
  *          gb_client_open_curve,
  *          gb_client_close, gb_client_get_info, gb_client_sample, gb_client_insert,
  *          gb_client_update_priorities, gb_client_checkpoint, gb_client_selector_name,
- *          gb_client_has_selector
+ *          gb_client_has_selector, gb_client_use_table
  *
  *   gb_client *c;  gb_client_open(&c, "tcp://127.0.0.1:5555", 10000, &err);
  *   gb_client_info info;  gb_client_get_info(c, &info, &err);
@@ -30,6 +30,7 @@ extern "C" {
 
 #define GB_CLIENT_MAX_COLUMNS 32
 #define GB_CLIENT_MAX_DIMS 4
+#define GB_CLIENT_MAX_TABLES 8
 
 typedef struct gb_client gb_client;
 
@@ -51,6 +52,11 @@ typedef struct gb_client_info {
                                        ("uniform,weighted,fifo,lifo"); "" from an older server */
     int ncolumns;
     gb_client_column columns[GB_CLIENT_MAX_COLUMNS];
+    /* the server's tables (the first is the default) and this table's episode index (0 when it
+       has none: the offline modes are refused) */
+    int ntables;
+    char tables[GB_CLIENT_MAX_TABLES][32];
+    int64_t episodes, transitions, max_episode_len;
 } gb_client_info;
 
 /* Connects a DEALER to endpoint (own ZeroMQ context). Returns 0 or GB_EINVAL / GB_EZMQ. */
@@ -67,8 +73,13 @@ int gb_client_open_curve(gb_client **out, const char *endpoint, int timeout_ms,
                          const char *server_public, const char *key_file, gb_error *err);
 void gb_client_close(gb_client *c);
 
-/* Fetches the schema, counters and limits. Returns 0, GB_ETIMEOUT, GB_EPROTO, or the server's
- * error code with its message. */
+/* Names the table every later request of c goes to (info, insert, update, and samples whose
+ * req.table is NULL); NULL or "" (the start): the server's default table. Returns 0 or
+ * GB_EINVAL (a name over 31 bytes). */
+int gb_client_use_table(gb_client *c, const char *table, gb_error *err);
+
+/* Fetches the schema, counters and limits (of the table in use). Returns 0, GB_ETIMEOUT,
+ * GB_EPROTO, or the server's error code with its message. */
 int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err);
 
 /* Index of a column by name in info, or -1. */
@@ -84,6 +95,17 @@ typedef struct gb_client_sample_req {
                              info.selectors: "uniform", "weighted", "fifo", "lifo", "topk" (a
                              name the server does not offer is refused with the list). By kind:
                              gb_client_selector_name(kind). */
+    /* Offline modes (docs/protocol.md, "Sampling modes"); NULL or "item": items as above.
+     * "window": rows of len steps inside one episode (every start alike; len 0: T);
+     * "transition": every transition alike, len steps from it (len 0: 1), zero past the
+     * episode's end; "episode": whole episodes padded to the longest in the batch; "epoch":
+     * transition rows in a shuffled order without replacement, at the place of `cursor`.
+     * These rows have out->steps steps; t0, t1 and selector are ignored. */
+    const char *mode;
+    int64_t len;
+    const char *cursor; /* epoch: the reader's cursor name (1..31 bytes) */
+    int reset;          /* epoch: 1 restarts the cursor at epoch 0 */
+    const char *table;  /* NULL: the table of gb_client_use_table */
 } gb_client_sample_req;
 
 /* The name of a selector kind (gb_selector_kind: 0 uniform, 1 weighted, 2 fifo, 3 lifo, 4 topk),
@@ -107,7 +129,16 @@ typedef struct gb_client_batch {
     int32_t *length;
     int64_t n;    /* out: items returned (<= batch) */
     int64_t size; /* out: selectable items when sampled */
-    int selector; /* out: kind of the selector that drew (-1 from an older server) */
+    int selector; /* out: kind of the selector that drew (-1 from an older server, or an
+                     offline mode) */
+    /* offline modes: per row its episode (n) and each step's index in it (n x steps; 0 past
+       the row's length); optional. */
+    int64_t *episode;
+    int32_t *timestep;
+    int64_t steps;     /* out: steps per row (offline modes; items: t1 - t0, 0 when t1 is 0) */
+    int64_t epoch;     /* out: epoch mode: the epoch of these rows (from 0); else -1 */
+    int64_t epoch_pos; /* out: epoch mode: the position of the first row in it */
+    int epoch_end;     /* out: epoch mode: 1 when these rows finish the epoch */
 } gb_client_batch;
 
 /* Samples (with req->selector) and copies the reply into the caller's buffers. Returns 0,

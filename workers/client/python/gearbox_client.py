@@ -18,6 +18,12 @@ cloning, from the same server. ``c.info()["selectors"]`` lists the ones the serv
 uniform, fifo and lifo always, its default (server.replay.selector) and
 server.replay.extra_selectors; another is refused with a ServerError naming them.
 
+Offline RL reads by episode: ``c.sample(64, mode="window", steps=32)`` gives windows of 32 steps
+inside episodes, ``mode="transition"`` every transition alike, ``mode="episode"`` whole episodes
+and ``mode="epoch", cursor="me"`` each transition once per epoch (``b.end`` on its last batch);
+these add ``episode`` and ``timestep`` columns. ``table="expert"`` names one of the server's
+tables (``info()["tables"]``). docs/protocol.md has the details.
+
 A server with ``server.curve: true`` (authenticated, encrypted tcp) needs its public key, which
 ``gearbox serve`` prints: ``Client(ep, server_key="<40 Z85 chars>")`` with a fresh client key
 pair, or ``key_file="client.key"`` (a key pair file, ``public <Z85>`` / ``secret <Z85>`` lines,
@@ -71,6 +77,11 @@ class Batch(dict):
     weights (1 but for weighted)."""
 
 
+def _table(table):
+    """Request attributes naming a table (none: the server's default table)."""
+    return {} if table is None else {"table": str(table)}
+
+
 def _key_bytes(key):
     key = key.encode() if isinstance(key, str) else bytes(key)
     if len(key) != 40:
@@ -121,11 +132,13 @@ class Client:
 
     # ---- transport -------------------------------------------------------------------------
 
-    def _request(self, op, meta=(), tensors=(), policy_version=-1):
+    def _request(self, op, meta=(), tensors=(), policy_version=-1, attrs=None):
         self._seq += 1
         hdr = {"v": PROTOCOL, "t": MSG_SERVE_REQUEST, "r": ROLE_CLIENT, "i": 0, "s": self._seq,
                "p": int(policy_version), "m": [op] + [int(x) for x in meta],
                "T": [[name, code, list(shape)] for name, code, shape, _ in tensors]}
+        if attrs:  # request attributes: table, and a sample's mode, len, cursor, reset
+            hdr["a"] = attrs
         frames = [msgpack.packb(hdr, use_bin_type=True)] + [buf for _, _, _, buf in tensors]
         self._sock.send_multipart(frames, copy=False)
         deadline = time.monotonic() + self.timeout_ms / 1000.0
@@ -158,13 +171,15 @@ class Client:
 
     # ---- requests --------------------------------------------------------------------------
 
-    def info(self):
+    def info(self, table=None):
         """Schema, counters and limits: dict with size, capacity, steps, inserts, samples,
         max_batch_rows, max_batch_bytes, selector (the default one), selectors (every name a
         sample request may give, e.g. ["uniform", "weighted", "fifo", "lifo"]), remover, and
         columns: {name: (numpy dtype, per-step (or per-item) shape, per_item)} in schema
-        order."""
-        rh, arrays = self._request(OP_INFO)
+        order; tables (every table, the default first), episodes, transitions and max_len
+        (the table's episode index, 0 without one). table: the table to describe (None: the
+        default)."""
+        rh, arrays = self._request(OP_INFO, attrs=_table(table))
         m = rh["m"]
         attrs = rh.get("a", {})  # typed attributes (workers/server.h INFO)
         mask = int(attrs.get("per_item", 0))
@@ -172,21 +187,35 @@ class Client:
         for k, (name, a) in enumerate(arrays):
             per_item = bool((mask >> k) & 1)
             cols[name] = (a.dtype, tuple(a.shape[1 if per_item else 2:]), per_item)
-        self._info = {"size": m[1], "capacity": m[2], "steps": m[3], "inserts": m[4],
-                      "samples": m[5], "max_batch_rows": m[6], "max_batch_bytes": m[7],
-                      "selector": attrs.get("selector"), "remover": attrs.get("remover"),
-                      "selectors": list(attrs.get("selectors", [])),
-                      "columns": cols}
-        return self._info
+        info = {"size": m[1], "capacity": m[2], "steps": m[3], "inserts": m[4],
+                "samples": m[5], "max_batch_rows": m[6], "max_batch_bytes": m[7],
+                "selector": attrs.get("selector"), "remover": attrs.get("remover"),
+                "selectors": list(attrs.get("selectors", [])),
+                "tables": list(attrs.get("tables", [])),
+                "episodes": attrs.get("episodes", 0),
+                "transitions": attrs.get("transitions", 0),
+                "max_len": attrs.get("max_len", 0), "columns": cols}
+        if table is None:  # the default table's schema serves insert()
+            self._info = info
+        return info
 
     def sample(self, batch, columns=None, t0=0, t1=0, timeout_ms=-1, torch=False,
-               selector=None):
+               selector=None, table=None, mode=None, steps=None, cursor=None, reset=False):
         """Samples batch items. columns: names (None = all); steps [t0, t1) (t1 = 0: T);
         selector: None or "default" (the server's default selector), or one of
         info()["selectors"]: "uniform", "weighted", "fifo", "lifo", "topk" (or its kind number,
         0..4); a selector the server does not offer raises ServerError naming the ones it does,
         an unknown name ValueError. Returns a Batch of read-only arrays viewing the received
-        frames (or torch tensors over them with torch=True)."""
+        frames (or torch tensors over them with torch=True).
+
+        table: the table to sample (None: the default). mode (docs/protocol.md, "Sampling
+        modes"): None or "item" (the above), "window" (`steps` steps inside one episode, every
+        start alike; default T), "transition" (every transition alike, `steps` steps from it,
+        default 1, zero past the episode's end), "episode" (whole episodes padded to the
+        longest in the batch) or "epoch" (each transition once per epoch in a shuffled order, at
+        the place of the reader's cursor, a name; reset=True restarts it). These add the
+        columns "episode" [n] and "timestep" [n, S] and set b.mode, and for epochs b.epoch,
+        b.pos and b.end (True on the epoch's last, possibly short, batch)."""
         tensors = []
         if columns:
             names = b"".join(c.encode() + b"\0" for c in columns)
@@ -200,7 +229,17 @@ class Client:
             sel = SELECTORS[selector]
         else:
             sel = int(selector)
-        rh, arrays = self._request(OP_SAMPLE, [batch, t0, t1, timeout_ms, sel], tensors)
+        attrs = _table(table)
+        if mode is not None:
+            attrs["mode"] = str(mode)
+        if steps is not None:
+            attrs["len"] = int(steps)
+        if cursor is not None:
+            attrs["cursor"] = str(cursor)
+        if reset:
+            attrs["reset"] = 1
+        rh, arrays = self._request(OP_SAMPLE, [batch, t0, t1, timeout_ms, sel], tensors,
+                                   attrs=attrs)
         out = Batch()
         for name, a in arrays:
             out[name] = a
@@ -216,12 +255,16 @@ class Client:
         out.index, out.key, out.prob = meta["index"], meta["key"], meta["prob"]
         out.weight, out.length, out.size = meta["weight"], meta["length"], rh["m"][2]
         out.selector = SELECTOR_NAMES.get(rh["m"][3]) if len(rh["m"]) > 3 else None
+        ra = rh.get("a", {})
+        out.mode = ra.get("mode", "item")
+        out.epoch, out.pos, out.end = ra.get("epoch"), ra.get("pos"), bool(ra.get("end", 0))
         return out
 
-    def insert(self, columns, priority=None, length=None, policy_version=-1):
+    def insert(self, columns, priority=None, length=None, policy_version=-1, table=None):
         """Inserts n items: columns maps every schema column to an array [n, T, *shape] (per
-        step) or [n, *shape] (per item). Returns the server's size afterwards."""
-        info = self._info or self.info()
+        step) or [n, *shape] (per item). Returns the server's size afterwards. table: the
+        table to insert into (None: the default)."""
+        info = self.info(table) if table is not None else (self._info or self.info())
         tensors = []
         for name, (dt, shape, per_item) in info["columns"].items():
             a = np.ascontiguousarray(columns[name], dtype=dt)
@@ -233,10 +276,11 @@ class Client:
         if length is not None:
             ln = np.ascontiguousarray(length, dtype=np.int32)
             tensors.append(("length", 4, [n], ln))
-        rh, _ = self._request(OP_INSERT, [n], tensors, policy_version=policy_version)
+        rh, _ = self._request(OP_INSERT, [n], tensors, policy_version=policy_version,
+                              attrs=_table(table))
         return rh["m"][2]
 
-    def update_priorities(self, index, priority, key=None):
+    def update_priorities(self, index, priority, key=None, table=None):
         """Sets priorities of sampled items; with key, items replaced since are skipped.
         Returns how many were skipped."""
         idx = np.ascontiguousarray(index, dtype=np.int64)
@@ -245,7 +289,7 @@ class Client:
         if key is not None:
             k = np.ascontiguousarray(key, dtype=np.uint64)
             tensors.append(("key", 12, [len(k)], k))
-        rh, _ = self._request(OP_UPDATE, [], tensors)
+        rh, _ = self._request(OP_UPDATE, [], tensors, attrs=_table(table))
         return rh["m"][2]
 
     def checkpoint(self):
