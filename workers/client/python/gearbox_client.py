@@ -91,8 +91,22 @@ def read_key_file(path):
     return keys["public"], keys["secret"]
 
 
+class Pending:
+    """A request in flight (Client.sample_async, Client.info_async): result() waits for its
+    reply (the client's timeout from the call to result()) and returns what the blocking call
+    would; it raises what the blocking call would raise."""
+
+    def __init__(self, client, rid, finish):
+        self._client, self.id, self._finish = client, rid, finish
+
+    def result(self, timeout_ms=None):
+        return self._finish(*self._client._wait(self.id, timeout_ms))
+
+
 class Client:
-    """One DEALER connection; one request at a time (use one client per thread)."""
+    """One DEALER connection (use one client per thread). Blocking calls send one request and
+    wait for its reply; sample_async and info_async send a request and return a Pending, so
+    several requests can be in flight at once (replies are matched by request id)."""
 
     def __init__(self, endpoint, timeout_ms=10000, context=None, server_key=None, key_file=None):
         self.endpoint = endpoint
@@ -108,6 +122,8 @@ class Client:
             self._sock.curve_secretkey = secret
         self._sock.connect(endpoint)
         self._seq = 0
+        self._inflight = {}  # request id -> op, sent and not yet collected
+        self._ready = {}     # request id -> (header, frames) received before it was waited for
         self._info = None
 
     def close(self):
@@ -121,40 +137,67 @@ class Client:
 
     # ---- transport -------------------------------------------------------------------------
 
-    def _request(self, op, meta=(), tensors=(), policy_version=-1):
+    def _send(self, op, meta=(), tensors=(), policy_version=-1):
+        """Sends one request and returns its id; the reply is collected by _wait(id). Several
+        requests may be in flight at once (the server answers them in any order)."""
         self._seq += 1
         hdr = {"v": PROTOCOL, "t": MSG_SERVE_REQUEST, "r": ROLE_CLIENT, "i": 0, "s": self._seq,
                "p": int(policy_version), "m": [op] + [int(x) for x in meta],
                "T": [[name, code, list(shape)] for name, code, shape, _ in tensors]}
         frames = [msgpack.packb(hdr, use_bin_type=True)] + [buf for _, _, _, buf in tensors]
         self._sock.send_multipart(frames, copy=False)
-        deadline = time.monotonic() + self.timeout_ms / 1000.0
-        while True:
+        self._inflight[self._seq] = op
+        return self._seq
+
+    def _wait(self, rid, timeout_ms=None):
+        """The reply to request rid as (header, [(name, array)]): replies to other requests in
+        flight that arrive first are kept for their own _wait; replies matching no request in
+        flight (ones given up on) are dropped. Raises ServerError (the server's error, or a
+        malformed reply), TimeoutError (the request is then given up)."""
+        op = self._inflight.get(rid)
+        if op is None:
+            raise ValueError("request %r is not in flight" % rid)
+        timeout_ms = self.timeout_ms if timeout_ms is None else timeout_ms
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        while rid not in self._ready:
             left = deadline - time.monotonic()
             if left <= 0 or not self._sock.poll(int(left * 1000) + 1):
                 if time.monotonic() >= deadline:
+                    del self._inflight[rid]
                     raise TimeoutError("no reply from %s within %d ms"
-                                       % (self.endpoint, self.timeout_ms))
+                                       % (self.endpoint, timeout_ms))
                 continue
             parts = self._sock.recv_multipart(copy=False)
             rh = msgpack.unpackb(parts[0].bytes, raw=False)
-            if rh.get("s") != self._seq:  # a late reply to a request that timed out
-                continue
-            if rh.get("st", 0) != 0:
-                raise ServerError(rh["st"], rh.get("x", ""))
-            if rh.get("t") != MSG_SERVE_REPLY or rh.get("m", [0])[0] != op:
-                raise ServerError(-6, "unexpected reply")
-            descs = rh.get("T", [])
-            if len(descs) != len(parts) - 1:
-                raise ServerError(-6, "reply frames do not match its header")
-            arrays = []
-            for (name, code, shape), frame in zip(descs, parts[1:]):
-                dt = np.dtype(DTYPES[code])
-                n = int(np.prod(shape)) if shape else 1
-                if len(frame.buffer) != n * dt.itemsize:
-                    raise ServerError(-6, "tensor %s: frame size does not match" % name)
-                arrays.append((name, np.frombuffer(frame.buffer, dtype=dt).reshape(shape)))
-            return rh, arrays
+            s = rh.get("s")
+            if s == 0 and rh.get("st", 0) != 0 and len(self._inflight) == 1:
+                s = rid  # an unreadable request: the server could not read its id
+            if s in self._inflight and s not in self._ready:
+                self._ready[s] = (rh, parts)
+        rh, parts = self._ready.pop(rid)
+        del self._inflight[rid]
+        if rh.get("st", 0) != 0:
+            raise ServerError(rh["st"], rh.get("x", ""))
+        if rh.get("t") != MSG_SERVE_REPLY or rh.get("m", [0])[0] != op:
+            raise ServerError(-6, "unexpected reply")
+        descs = rh.get("T", [])
+        if len(descs) != len(parts) - 1:
+            raise ServerError(-6, "reply frames do not match its header")
+        arrays = []
+        for (name, code, shape), frame in zip(descs, parts[1:]):
+            dt = np.dtype(DTYPES[code])
+            n = int(np.prod(shape)) if shape else 1
+            if len(frame.buffer) != n * dt.itemsize:
+                raise ServerError(-6, "tensor %s: frame size does not match" % name)
+            arrays.append((name, np.frombuffer(frame.buffer, dtype=dt).reshape(shape)))
+        return rh, arrays
+
+    def _request(self, op, meta=(), tensors=(), policy_version=-1):
+        return self._wait(self._send(op, meta, tensors, policy_version))
+
+    def in_flight(self):
+        """Requests sent and not yet collected."""
+        return len(self._inflight)
 
     # ---- requests --------------------------------------------------------------------------
 
@@ -164,7 +207,13 @@ class Client:
         sample request may give, e.g. ["uniform", "weighted", "fifo", "lifo"]), remover, and
         columns: {name: (numpy dtype, per-step (or per-item) shape, per_item)} in schema
         order."""
-        rh, arrays = self._request(OP_INFO)
+        return self._info_reply(*self._request(OP_INFO))
+
+    def info_async(self):
+        """info() without waiting: a Pending whose result() is info()'s dict."""
+        return Pending(self, self._send(OP_INFO), self._info_reply)
+
+    def _info_reply(self, rh, arrays):
         m = rh["m"]
         attrs = rh.get("a", {})  # typed attributes (workers/server.h INFO)
         mask = int(attrs.get("per_item", 0))
@@ -177,10 +226,13 @@ class Client:
                       "selector": attrs.get("selector"), "remover": attrs.get("remover"),
                       "selectors": list(attrs.get("selectors", [])),
                       "columns": cols}
+        for k in ("weight_total", "beta"):  # weighted selector's (for sharded sampling)
+            if k in attrs:
+                self._info[k] = float(attrs[k])
         return self._info
 
     def sample(self, batch, columns=None, t0=0, t1=0, timeout_ms=-1, torch=False,
-               selector=None):
+               selector=None, _async=False):
         """Samples batch items. columns: names (None = all); steps [t0, t1) (t1 = 0: T);
         selector: None or "default" (the server's default selector), or one of
         info()["selectors"]: "uniform", "weighted", "fifo", "lifo", "topk" (or its kind number,
@@ -200,7 +252,18 @@ class Client:
             sel = SELECTORS[selector]
         else:
             sel = int(selector)
-        rh, arrays = self._request(OP_SAMPLE, [batch, t0, t1, timeout_ms, sel], tensors)
+        rid = self._send(OP_SAMPLE, [batch, t0, t1, timeout_ms, sel], tensors)
+        if _async:
+            return Pending(self, rid, lambda rh, arrays: self._batch(rh, arrays, torch))
+        return self._batch(*self._wait(rid), torch)
+
+    def sample_async(self, batch, **kwargs):
+        """sample() without waiting: sends the request and returns a Pending whose result() is
+        the Batch. Keep several in flight to hide the round trip (gearbox_torch does)."""
+        return self.sample(batch, _async=True, **kwargs)
+
+    @staticmethod
+    def _batch(rh, arrays, torch):
         out = Batch()
         for name, a in arrays:
             out[name] = a
