@@ -55,6 +55,24 @@ static int column_index(const gb_replay_options *o, const char *name)
     return -1;
 }
 
+/* INFO's "weight_total" (the weighted selector's sum of priority^alpha) and "beta", as decimal
+ * strings that read back exactly: what a client sampling across several servers needs for the
+ * global probabilities and importance weights (workers/client/python/gearbox_shards.py). */
+static int info_weighted(worker *w, gb_wire_header *h, gb_error *err)
+{
+    double total = 0;
+    int64_t size = 0;
+    char buf[GB_WIRE_WORD_MAX];
+    int rc = gb_replay_weight_total(w->s->r, GB_SELECTOR_WEIGHTED, &total, &size, err);
+    if (rc)
+        return rc;
+    snprintf(buf, sizeof buf, "%.17g", total);
+    if ((rc = gb_wire_attr_set_str(h, "weight_total", buf, err)))
+        return rc;
+    snprintf(buf, sizeof buf, "%.17g", gb_replay_options_of(w->s->r)->beta);
+    return gb_wire_attr_set_str(h, "beta", buf, err);
+}
+
 static int op_info(worker *w, const gb_wire_msg *m, gb_error *err)
 {
     const gb_replay_options *o = gb_replay_options_of(w->s->r);
@@ -86,7 +104,7 @@ static int op_info(worker *w, const gb_wire_msg *m, gb_error *err)
     const char *names[GB_WIRE_WORDS_MAX];
     int nsel = 0;
     unsigned offered = gb_replay_selectors(w->s->r);
-    for (int k = 0; k < 32 && nsel < GB_WIRE_WORDS_MAX - 2; k++)
+    for (int k = 0; k < 32 && nsel < GB_WIRE_WORDS_MAX - 4; k++)
         if (offered & (1u << k))
             names[nsel++] = gb_replay_selector_name(k);
     int rc;
@@ -96,6 +114,8 @@ static int op_info(worker *w, const gb_wire_msg *m, gb_error *err)
                                    err)) ||
         (rc = gb_wire_attr_set_int(&h, "per_item", (int64_t)mask, err)) ||
         (rc = gb_wire_attr_set_strs(&h, "selectors", names, nsel, err)))
+        return rc;
+    if ((offered & (1u << GB_SELECTOR_WEIGHTED)) && (rc = info_weighted(w, &h, err)))
         return rc;
     gb_wire_payload pl[GB_WIRE_MAX_TENSORS];
     for (int c = 0; c < h.ntensors; c++)
