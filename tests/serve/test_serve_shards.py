@@ -1,8 +1,8 @@
 """tests/serve/test_serve_shards.py: gearbox_shards.ShardedClient over two real `gearbox serve`
-processes against a third that holds their union. Server B loads a 300-row D4RL file, C a 500-row one
-(make_d4rl: values encode their row), and the union server A loads the 300-row file plus C's
-items (fetched with fifo, inserted). Every item gets priority 1 + (its first row mod 7) on every
-server. Then, for weighted and uniform sampling: the probability the sharded client reports for
+processes against a third that holds their union. Server B loads a 300-row D4RL file, C a
+500-row one (make_d4rl: values encode their row), and the union server A loads the 300-row file
+plus C's items (fetched with fifo, inserted). Every item gets priority 1 + (its first row mod
+7) on every server. Then, for weighted and uniform sampling: the probability the sharded client reports for
 each drawn item equals its exact global probability, priority^alpha / (the sum over both
 servers) (and A reports the same); its importance weights are (N * prob)^-beta over the batch's
 largest; and the counts of 20000 draws per item content match those probabilities by
