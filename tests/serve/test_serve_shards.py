@@ -140,6 +140,23 @@ def main():
             for what, fn in (("sharded " + sel, sharded), ("union " + sel, union)):
                 counts = draw(fn, sel, prob, n_total, what)
                 chi2(counts, expected, 40 * 500, what)
+        # GearboxDataset over both servers: global probabilities, the server column
+        try:
+            import torch.utils.data
+            from gearbox_torch import GearboxDataset
+        except ImportError:
+            print("torch not importable: GearboxDataset over 2 servers not tested",
+                  file=sys.stderr)
+        else:
+            ds = GearboxDataset([ep_b, ep_c], 64, selector="weighted", batches=4,
+                                client_kwargs={"seed": 2})
+            bad = 0
+            for t in torch.utils.data.DataLoader(ds, batch_size=None):
+                keys = [(int(r), int(n)) for r, n in zip(t["obs"][:, 0, 0] // 10, t["length"])]
+                bad += int(np.sum(~np.isclose(t["prob"].numpy(),
+                                              [prob_w[k] for k in keys], rtol=1e-9)))
+                check(set(t["server"].tolist()) <= {0, 1}, "dataset server column")
+            check(bad == 0, "GearboxDataset over 2 servers: %d probabilities wrong" % bad)
         # the batch's server column routes priority updates back
         b = sc.sample(64, selector="weighted")
         check(set(b.server.tolist()) <= {0, 1}, "server column")

@@ -10,7 +10,8 @@ processes over tcp.
   with h5py exactly as it writes one) of CartPole episodes from a noisy linear expert: served with
   server.dataset_format minari, every sampled value checked against the episodes, then
   examples/offline_bc.py trains from it through a DataLoader of 2 workers and must reach a mean
-  return >= 400.
+  return >= 400; Minari datasets gearbox cannot read (a Dict observation space, observations
+  without the final one, a gap in the episode numbers) are refused at start, naming the fault.
 Usage: test_torch_minari.py GEARBOX MAKE_D4RL PYTHON_DIR TMPDIR. Exit 77 (skip) without torch."""
 import json
 import os
@@ -107,18 +108,24 @@ def test_dataset(endpoint):
     check(drawn == want, "prefetch: %d items drawn, expected %d" % (drawn - before, want - before))
     check(tpc.verify(as_batch(first)) == 0, "prefetched values")
     it.close()
-    # two DataLoader workers, each its own connection, 5 batches each
-    ds = GearboxDataset(endpoint, 24, columns=["obs", "action", "next_obs"], batches=5,
-                        prefetch=2)
+    # two DataLoader workers, each its own connection, 5 batches each (packed into one shared
+    # storage per batch by the worker)
+    ds = GearboxDataset(endpoint, 24, batches=5, prefetch=2)
     got = list(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2))
     check(len(got) == 10, "2 workers x 5 batches (%d)" % len(got))
-    check(all(sorted(b) == sorted(["obs", "action", "next_obs", "index", "key", "prob",
-                                   "weight", "length"]) for b in got), "column subset")
+    check(sum(tpc.verify(as_batch(b)) for b in got) == 0, "worker batches' values")
+    check(all(b["obs"].shape == (24, T, 3) and b["action"].dtype == torch.float64
+              for b in got), "worker batches' shapes and types")
+    # a column subset
+    ds = GearboxDataset(endpoint, 24, columns=["obs", "next_obs"], batches=2)
+    got = list(ds)
+    check(all(sorted(b) == sorted(["obs", "next_obs", "index", "key", "prob", "weight",
+                                   "length"]) for b in got), "column subset")
     bad = 0
     for b in got:
         rows = (b["obs"][:, 0, 0] // 10).long()
         bad += int(((b["next_obs"][:, 0, 0] // 10).long() != rows + 1).sum())
-    check(bad == 0, "worker batches: next_obs follows obs")
+    check(bad == 0, "column subset: next_obs follows obs")
     # cuda and pinned memory: refused clearly without a GPU, delivered with one
     if torch.cuda.is_available():
         ds = GearboxDataset(endpoint, 8, batches=2, device="cuda")
@@ -260,6 +267,46 @@ def test_minari():
         stop_server(srv, "minari")
 
 
+def test_minari_refusals():
+    """Datasets gearbox cannot read are refused at start, naming the episode and dataset."""
+    try:
+        import h5py
+    except ImportError:
+        print("h5py not importable: Minari refusals not tested", file=sys.stderr)
+        return
+    ep = expert_episodes(2, seed=5)
+    cases = []
+    for what, mutate, want in (
+            ("dict space", lambda f: (f["episode_1"].pop("observations"),
+                                      f["episode_1"].create_group("observations")),
+             "episode_1/observations' is a group (a Dict or Tuple space)"),
+            ("short observations", lambda f: (f["episode_0"].pop("observations"),
+                                              f["episode_0"].create_dataset(
+                                                  "observations",
+                                                  data=ep[0]["observations"][:-1])),
+             "episode_0/observations' has"),
+            ("gap", lambda f: f.move("episode_1", "episode_2"), "have a gap")):
+        d = os.path.join(TMP, "minari_bad", what.replace(" ", "_"))
+        subprocess.call(["rm", "-rf", d])
+        os.makedirs(os.path.join(d, "data"))
+        with h5py.File(os.path.join(d, "data", "main_data.hdf5"), "w") as f:
+            for i, e in enumerate(ep):
+                g = f.create_group("episode_%d" % i)
+                for k, v in e.items():
+                    g.create_dataset(k, data=v)
+            mutate(f)
+        cfg = os.path.join(d, "serve.yaml")
+        with open(cfg, "w") as f:
+            f.write("experiment: {name: bad}\nenv: {name: CartPole-v1}\n"
+                    "trainer: {algorithm: {name: ppo}}\nserver: {endpoint: 'tcp://127.0.0.1:0', "
+                    "dataset: %s, dataset_format: minari, steps: 4}\n" % d)
+        r = subprocess.run([GEARBOX, "serve", cfg], capture_output=True, text=True, timeout=60)
+        check(r.returncode != 0 and want in r.stderr,
+              "minari %s: exit %d, %r" % (what, r.returncode, r.stderr.strip()[-300:]))
+        cases.append(what)
+    print("minari refusals checked: %s" % ", ".join(cases), file=sys.stderr)
+
+
 def main():
     h5 = os.path.join(TMP, "torch_d4rl.h5")
     subprocess.check_call([MAKE_D4RL, h5, str(tpc.N)])
@@ -271,6 +318,7 @@ def main():
     finally:
         stop_server(srv, "torch")
     test_minari()
+    test_minari_refusals()
     print("torch and minari: %d failures" % len(failures))
     sys.exit(1 if failures else 0)
 

@@ -15,7 +15,13 @@ over through a queue of at most `prefetch` batches.
 One item of the dataset is one whole batch (the server draws it), hence batch_size=None in the
 DataLoader. Besides the asked columns each batch carries "index" (int64), "key" (int64: the
 server's uint64 key, bit for bit), "prob" (float64), "weight" (float32) and "length" (int32),
-one per item, for priority updates and importance weighting.
+one per item, for priority updates and importance weighting (and "server" (int32) with several
+endpoints).
+
+The fast path is num_workers=0: the background thread already overlaps the requests with
+training, and batches stay views of the received frames. Worker processes pay the DataLoader's
+hand-over per batch (one shared-memory segment a batch here; measured by `gearbox bench serve`)
+and pay off only when the batches need heavy per-batch work in the worker.
 
 device="cuda" (or "cuda:N") delivers every batch to that GPU from pinned memory with
 non_blocking copies (the copy overlaps the next batch's wait). It and pin_memory=True are
@@ -52,14 +58,44 @@ def _check_device(device):
     return device
 
 
-def batch_to_tensors(b, pin_memory=False):
+def _packed(arrays):
+    """The arrays copied into one shared-memory storage (64-byte aligned slices), as tensors
+    viewing it: a DataLoader worker then hands the main process one shared segment a batch
+    instead of one per tensor (each costs a file and a descriptor passed over a socket)."""
+    offs, total = [], 0
+    for a in arrays.values():
+        offs.append(total)
+        total += (a.nbytes + 63) // 64 * 64
+    buf = torch.empty(max(total, 1), dtype=torch.uint8).share_memory_()
+    flat = buf.numpy()
+    out = {}
+    for (k, a), off in zip(arrays.items(), offs):
+        dst = flat[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
+        dst[...] = a
+        out[k] = buf[off:off + a.nbytes].view(_TORCH_DTYPES[a.dtype]).reshape(a.shape)
+    return out
+
+
+_TORCH_DTYPES = {np.dtype(k): v for k, v in (
+    (np.float32, torch.float32), (np.float64, torch.float64), (np.float16, torch.float16),
+    (np.int8, torch.int8), (np.int16, torch.int16), (np.int32, torch.int32),
+    (np.int64, torch.int64), (np.uint8, torch.uint8), (np.bool_, torch.bool))}
+
+
+def batch_to_tensors(b, pin_memory=False, shared=False):
     """A gearbox_client Batch (numpy arrays over the received frames) as a dict of torch
     tensors: the columns and the per-item META fields. Without pin_memory the column tensors
     share the frames' memory (read-only: do not write to them in place); with it, every tensor
-    is a copy in page-locked memory (what a non_blocking copy to a GPU needs)."""
+    is a copy in page-locked memory (what a non_blocking copy to a GPU needs); with shared (in
+    a DataLoader worker), one copy in one shared-memory storage."""
     arrays = dict(b)
     arrays.update(index=b.index, key=b.key.view(np.int64), prob=b.prob, weight=b.weight,
                   length=b.length)
+    if getattr(b, "server", None) is not None:  # gearbox_shards: the server of each item
+        arrays["server"] = b.server
+    if shared and not pin_memory and all(np.dtype(a.dtype) in _TORCH_DTYPES
+                                         for a in arrays.values()):
+        return _packed(arrays)
     out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # read-only frames: torch warns, still no copy
@@ -123,6 +159,7 @@ class GearboxDataset(torch.utils.data.IterableDataset):
     def _produce(self, out, stop, count):
         """The background thread: owns the connection, keeps prefetch requests in flight."""
         client = None
+        shared = torch.utils.data.get_worker_info() is not None
         try:
             client = self._client()
             kw = dict(columns=self.columns, t0=self.t0, t1=self.t1, selector=self.selector,
@@ -135,7 +172,8 @@ class GearboxDataset(torch.utils.data.IterableDataset):
                     sent += 1
                 if not pending:
                     break
-                _put(out, stop, batch_to_tensors(pending.pop(0).result(), self.pin_memory))
+                _put(out, stop, batch_to_tensors(pending.pop(0).result(), self.pin_memory,
+                                                 shared))
             _put(out, stop, StopIteration())
         except BaseException as e:  # noqa: BLE001 -- handed to the consumer, raised there
             _put(out, stop, e)
