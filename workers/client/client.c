@@ -178,6 +178,12 @@ int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err)
                               k ? "," : "", names[k]);
     if (o >= sizeof info->selectors)
         return gb_error_set(err, GB_EPROTO, "client: info reply: selector list too long");
+    const char *wt = gb_wire_attr_str(r, "weight_total"), *beta = gb_wire_attr_str(r, "beta");
+    if (wt && beta) { /* exact decimal strings (workers/server_ops.c info_weighted) */
+        info->has_weight_total = 1;
+        info->weight_total = strtod(wt, NULL);
+        info->beta = strtod(beta, NULL);
+    }
     info->ncolumns = r->ntensors;
     for (int k = 0; k < r->ntensors; k++) {
         const gb_tensor_desc *d = &r->tensors[k];
