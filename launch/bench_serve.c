@@ -309,13 +309,15 @@ static int run_python(const bopts *o, const char *ep, double *bps, double *ips)
 }
 
 /* The PyTorch DataLoader path (gearbox_torch.py bench): items/s of the plain Python client, of
- * GearboxDataset in the DataLoader's process and with 2 worker processes, in one run. */
+ * GearboxDataset in the DataLoader's process and with 2 worker processes, and of the plain
+ * client and the in-process DataLoader with a 2 ms training step (a sleep) after each batch,
+ * in one run. */
 static void bench_torch(const bopts *o, const char *ep)
 {
     char args[512];
-    double v[3];
-    snprintf(args, sizeof args, "%s %lld %.2f 2", ep, (long long)o->batch, o->seconds);
-    if (run_py("gearbox_torch.py", args, 3, v)) {
+    double v[5];
+    snprintf(args, sizeof args, "%s %lld %.2f 2 2", ep, (long long)o->batch, o->seconds);
+    if (run_py("gearbox_torch.py", args, 5, v)) {
         if (!o->json)
             printf("  PyTorch DataLoader: not measured (a python3 with torch, pyzmq, msgpack "
                    "and numpy not found)\n");
@@ -324,11 +326,15 @@ static void bench_torch(const bopts *o, const char *ep)
     if (o->json)
         printf("{\"bench\":\"serve\",\"client\":\"torch_dataloader\",\"batch\":%lld,"
                "\"item_bytes\":%lld,\"raw_client_samples_per_s\":%.1f,"
-               "\"loader_samples_per_s\":%.1f,\"loader_2workers_samples_per_s\":%.1f}\n",
-               (long long)o->batch, (long long)o->item_bytes, v[0], v[1], v[2]);
+               "\"loader_samples_per_s\":%.1f,\"loader_2workers_samples_per_s\":%.1f,"
+               "\"step_ms\":2,\"raw_client_step_samples_per_s\":%.1f,"
+               "\"loader_step_samples_per_s\":%.1f}\n",
+               (long long)o->batch, (long long)o->item_bytes, v[0], v[1], v[2], v[3], v[4]);
     else
         printf("  PyTorch DataLoader (gearbox_torch, prefetch 4): %7.0f items/s in-process, "
-               "%7.0f with 2 workers; plain Python client %7.0f items/s\n", v[1], v[2], v[0]);
+               "%7.0f with 2 workers; plain Python client %7.0f items/s\n"
+               "    with a 2 ms training step a batch: DataLoader %7.0f items/s, plain client "
+               "%7.0f\n", v[1], v[2], v[0], v[4], v[3]);
 }
 
 /* Sampling across 2 servers (gearbox_shards.py bench, uniform): items/s of one client on one

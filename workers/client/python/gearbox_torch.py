@@ -207,23 +207,27 @@ class GearboxDataset(torch.utils.data.IterableDataset):
             th.join(timeout=30)
 
 
-def _bench(endpoint, batch, seconds, workers):
+def _bench(endpoint, batch, seconds, workers, step_ms):
     """Items/s of the plain client (one blocking request at a time) and of GearboxDataset in a
-    DataLoader (prefetch 4) in this process and with `workers` worker processes, interleaved:
-    two rounds of each, averaged. Prints the three rates on one line."""
+    DataLoader (prefetch 4) in this process and with `workers` worker processes, then of the
+    plain client and the in-process DataLoader with a training step of step_ms after each batch
+    (a sleep, as a step that waits for the GPU: the DataLoader overlaps its requests with it),
+    interleaved: two rounds of each, averaged. Prints the five rates on one line."""
     import sys
     import time
 
-    def plain():
+    def plain(step):
         c = Client(endpoint)
         c.sample(batch)
         n, t0 = 0, time.monotonic()
         while time.monotonic() - t0 < seconds:
             n += len(c.sample(batch).index)
+            if step:
+                time.sleep(step)
         c.close()
         return n / (time.monotonic() - t0)
 
-    def loader(w):
+    def loader(w, step):
         ds = GearboxDataset(endpoint, batch, prefetch=4)
         it = iter(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=w))
         for _ in range(max(w, 1)):  # every worker started and delivering
@@ -231,23 +235,29 @@ def _bench(endpoint, batch, seconds, workers):
         n, t0 = 0, time.monotonic()
         while time.monotonic() - t0 < seconds:
             n += len(next(it)["index"])
+            if step:
+                time.sleep(step)
         rate = n / (time.monotonic() - t0)
         del it
         return rate
 
-    rates = [0.0, 0.0, 0.0]
+    step = step_ms / 1000.0
+    cases = (lambda: plain(0), lambda: loader(0, 0), lambda: loader(workers, 0),
+             lambda: plain(step), lambda: loader(0, step))
+    rates = [0.0] * len(cases)
     for _ in range(2):
-        for k, fn in enumerate((plain, lambda: loader(0), lambda: loader(workers))):
+        for k, fn in enumerate(cases):
             rates[k] += fn() / 2
-    print("%.1f %.1f %.1f" % tuple(rates))
+    print(" ".join("%.1f" % r for r in rates))
     sys.stdout.flush()
 
 
 if __name__ == "__main__":
     import sys
-    if len(sys.argv) == 6 and sys.argv[1] == "bench":
-        _bench(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]))
+    if len(sys.argv) == 7 and sys.argv[1] == "bench":
+        _bench(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]),
+               float(sys.argv[6]))
     else:
-        print("usage: python3 gearbox_torch.py bench ENDPOINT BATCH SECONDS WORKERS",
+        print("usage: python3 gearbox_torch.py bench ENDPOINT BATCH SECONDS WORKERS STEP_MS",
               file=sys.stderr)
         sys.exit(2)
