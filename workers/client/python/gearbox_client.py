@@ -11,6 +11,8 @@ returns torch tensors over the same memory (still no copy).
     b["obs"].shape        # (256, T, *obs_shape)
     b.index, b.key, b.prob, b.weight, b.length
     c.update_priorities(b.index, new_priorities, key=b.key)
+    p = [c.sample_async(256) for _ in range(4)]   # four requests in flight
+    batches = [x.result() for x in p]             # replies matched by request id
 
 Each request may name its selector: ``c.sample(256, selector="weighted")`` for prioritized
 sampling (with importance weights in ``b.weight``) beside ``selector="uniform"`` for behaviour
@@ -94,7 +96,8 @@ def read_key_file(path):
 class Pending:
     """A request in flight (Client.sample_async, Client.info_async): result() waits for its
     reply (the client's timeout from the call to result()) and returns what the blocking call
-    would; it raises what the blocking call would raise."""
+    would; it raises what the blocking call would raise. A reply that arrives before its
+    result() is asked for is kept by the client until then (or until it closes)."""
 
     def __init__(self, client, rid, finish):
         self._client, self.id, self._finish = client, rid, finish
@@ -206,7 +209,8 @@ class Client:
         max_batch_rows, max_batch_bytes, selector (the default one), selectors (every name a
         sample request may give, e.g. ["uniform", "weighted", "fifo", "lifo"]), remover, and
         columns: {name: (numpy dtype, per-step (or per-item) shape, per_item)} in schema
-        order."""
+        order; with the weighted selector offered, weight_total (its sum of priority^alpha)
+        and beta (floats, for sampling across servers: gearbox_shards)."""
         return self._info_reply(*self._request(OP_INFO))
 
     def info_async(self):
