@@ -15,9 +15,9 @@ static void dataset_usage(FILE *out)
             "usage: gearbox dataset export IN -o OUT.hdf5\n\n"
             "Writes a gearbox recording (IN: a .gbds file, or a directory of them, from\n"
             "`gearbox run --record DIR`) as one D4RL-layout HDF5 file: observations, actions,\n"
-            "rewards, terminals, timeouts, next_observations, one row per valid step, each\n"
-            "episode's rows consecutive (an episode the recording ended inside gets timeouts on\n"
-            "its last row). Prints one line of counts.\n\n"
+            "rewards, terminals, timeouts, next_observations (and infos/logp, infos/version),\n"
+            "one row per valid step, each episode's rows consecutive (an episode the recording\n"
+            "ended inside gets timeouts on its last row). Prints one line of counts.\n\n"
             "exit status: 0 written, 1 runtime failure, 2 usage error or an unusable input\n");
 }
 

@@ -67,10 +67,13 @@ typedef struct gb_d4rl_export_stats {
 /* Writes gearbox dataset files (one schema: a recording from `gearbox run --record`, columns
  * obs, action, reward, terminated, truncated, valid, next_obs per item; or the D4RL columns with
  * next_obs per step) as a D4RL HDF5 file at out: observations, actions, rewards (float32),
- * terminals, timeouts (bool, as h5py writes them), next_observations, one row per valid step.
+ * terminals, timeouts (bool, as h5py writes them), next_observations, and every other
+ * per-step column (a recording's logp and version) as infos/<name>, one row per valid step.
  * A recording interleaves its streams' items; an item whose first observation is the final
  * next observation of an earlier, unfinished item continues it, so each episode's rows come
- * out consecutive and in order. An episode the recording ended inside gets timeouts set on its
+ * out consecutive and in order (where observations repeat across streams, an item may be joined
+ * to another stream's with the same observation: still a consistent trajectory when the
+ * observation is the state). An episode the recording ended inside gets timeouts set on its
  * last row. Loads the whole dataset into memory. Returns 0, GB_EINVAL (a schema without those
  * columns, naming the missing one; nothing valid), the readers' errors, GB_EIO, GB_ENOMEM, or
  * GB_EUNSUPPORTED without HDF5. */

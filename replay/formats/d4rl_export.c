@@ -35,6 +35,9 @@ typedef struct src {
     int col[X_NCOLS];    /* schema column of each X_* */
     int next_per_item;   /* next_obs is one per item (a recording) rather than per step */
     uint64_t bytes[X_NCOLS]; /* one step's bytes (next_obs: one observation) */
+    int extra[GB_REPLAY_MAX_COLUMNS]; /* the other per-step columns (logp, version): infos/ */
+    uint64_t extra_bytes[GB_REPLAY_MAX_COLUMNS];
+    int nextra;
     void *buf[GB_REPLAY_MAX_COLUMNS]; /* one record */
 } src;
 
@@ -128,6 +131,16 @@ static int open_src(src *s, const char *const *paths, int npaths, gb_error *err)
                                 "step", paths[0], c->name, x == X_REWARD ? "float32" : "byte");
     }
     s->next_per_item = s->schema->columns[s->col[X_NEXT]].per_item;
+    for (int c = 0; c < s->schema->ncolumns; c++) {
+        int used = 0;
+        for (int x = 0; x < X_NCOLS; x++)
+            used |= s->col[x] == c;
+        if (!used && !s->schema->columns[c].per_item) {
+            s->extra_bytes[s->nextra] =
+                gb_dataset_column_bytes(s->schema, c) / (uint64_t)s->schema->steps;
+            s->extra[s->nextra++] = c;
+        }
+    }
     if (s->bytes[X_NEXT] != s->bytes[X_OBS] ||
         s->schema->columns[s->col[X_NEXT]].dtype != s->schema->columns[s->col[X_OBS]].dtype)
         return gb_error_set(err, GB_EINVAL, "%s: next_obs differs from obs in type or shape",
@@ -239,10 +252,14 @@ static int emit(src *s, const rec *r, int64_t N, const char *out, gb_d4rl_export
                 gb_error *err)
 {
     const gb_dataset_schema *sc = s->schema;
-    unsigned char *o[X_NCOLS] = {0};
+    unsigned char *o[X_NCOLS] = {0}, *ox[GB_REPLAY_MAX_COLUMNS] = {0};
     int rc = 0;
     for (int x = 0; x < X_NCOLS; x++)
         if (x != X_VALID && !(o[x] = malloc((size_t)N * s->bytes[x] + 1)))
+            rc = gb_error_set(err, GB_ENOMEM, "out of memory for %lld transitions",
+                              (long long)N);
+    for (int e = 0; e < s->nextra; e++)
+        if (!(ox[e] = malloc((size_t)N * s->extra_bytes[e] + 1)))
             rc = gb_error_set(err, GB_ENOMEM, "out of memory for %lld transitions",
                               (long long)N);
     int64_t row = 0;
@@ -261,6 +278,11 @@ static int emit(src *s, const rec *r, int64_t N, const char *out, gb_d4rl_export
                     memcpy(o[x] + (size_t)row * s->bytes[x], at(s, x, t), s->bytes[x]);
                 memcpy(o[X_NEXT] + (size_t)row * s->bytes[X_NEXT], next_obs(s, t),
                        s->bytes[X_NEXT]);
+                for (int e = 0; e < s->nextra; e++)
+                    memcpy(ox[e] + (size_t)row * s->extra_bytes[e],
+                           (const unsigned char *)s->buf[s->extra[e]] +
+                               (uint64_t)t * s->extra_bytes[e],
+                           s->extra_bytes[e]);
                 o[X_TERM][row] = o[X_TERM][row] != 0;
                 o[X_TRUNC][row] = o[X_TRUNC][row] != 0;
                 st->episodes += o[X_TERM][row] || o[X_TRUNC][row];
@@ -302,6 +324,27 @@ static int emit(src *s, const rec *r, int64_t N, const char *out, gb_d4rl_export
         rc = write_ds(file, dsname[x], t, t, c->ndim + 1, dims, o[x], out, err);
     }
     H5Tclose(boolt);
+    /* the other per-step columns (a recording's logp and version) as infos/<name>, which the
+     * D4RL reader serves as info_<name> */
+    hid_t infos = rc == 0 && s->nextra ? H5Gcreate2(file, "infos", H5P_DEFAULT, H5P_DEFAULT,
+                                                   H5P_DEFAULT) : -1;
+    for (int e = 0; e < s->nextra && infos >= 0 && rc == 0; e++) {
+        const gb_replay_column *c = &sc->columns[s->extra[e]];
+        hsize_t dims[GB_REPLAY_MAX_DIMS + 1] = {(hsize_t)N};
+        for (int k = 0; k < c->ndim; k++)
+            dims[k + 1] = (hsize_t)c->shape[k];
+        hid_t t = h5_type(c->dtype);
+        if (t < 0) {
+            GB_WARN("d4rl export: column '%s' (%s) not written: no HDF5 type for it", c->name,
+                    gb_dtype_name(c->dtype));
+            continue;
+        }
+        rc = write_ds(infos, c->name, t, t, c->ndim + 1, dims, ox[e], out, err);
+    }
+    if (infos >= 0)
+        H5Gclose(infos);
+    for (int e = 0; e < s->nextra; e++)
+        free(ox[e]);
     if (file >= 0 && H5Fclose(file) < 0 && rc == 0)
         rc = gb_error_set(err, GB_EIO, "%s: closing failed", out);
     for (int x = 0; x < X_NCOLS; x++)

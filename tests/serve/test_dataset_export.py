@@ -3,7 +3,8 @@ HDF5 file that h5py reads and `gearbox serve` serves.
 A short `gearbox run configs/cartpole_ppo.yaml --record DIR` (2 actors' streams interleaved in
 the recording), then `gearbox dataset export DIR -o out.hdf5`; read back with h5py:
 - the rows are exactly the recording's valid steps (this file parses the .gbds format itself,
-  from replay/formats/dataset.h): the same multiset of (obs, action, reward, next obs, flags);
+  from replay/formats/dataset.h): the same multiset of (obs, action, reward, next obs,
+  terminal, infos/logp, infos/version);
 - every row is a real CartPole step: next_observations = the dynamics applied to
   (observations, actions) (offline_bc.py's copy of Gymnasium's CartPole);
 - each episode's rows are consecutive: next_observations[i] = observations[i+1] on every row
@@ -105,17 +106,22 @@ def main():
                     nxt = rec["obs"][t + 1] if t + 1 < T else rec["next_obs"]
                     want.append((rec["obs"][t].tobytes(), int(rec["action"][t]),
                                  float(rec["reward"][t]), nxt.tobytes(),
-                                 bool(rec["terminated"][t])))
+                                 bool(rec["terminated"][t]), float(rec["logp"][t]),
+                                 int(rec["version"][t])))
     with h5py.File(out, "r") as f:
-        check(sorted(f.keys()) == ["actions", "next_observations", "observations", "rewards",
-                                   "terminals", "timeouts"], "datasets %r" % sorted(f.keys()))
+        check(sorted(f.keys()) == ["actions", "infos", "next_observations", "observations",
+                                   "rewards", "terminals", "timeouts"],
+              "datasets %r" % sorted(f.keys()))
+        check(sorted(f["infos"].keys()) == ["logp", "version"], "infos %r"
+              % sorted(f["infos"].keys()))
+        logp, version = f["infos/logp"][:], f["infos/version"][:]
         obs, act, rew = f["observations"][:], f["actions"][:], f["rewards"][:]
         nxt, term, tout = f["next_observations"][:], f["terminals"][:], f["timeouts"][:]
     n = len(obs)
     check(term.dtype == np.bool_ and tout.dtype == np.bool_ and rew.dtype == np.float32,
           "dtypes %s %s %s" % (term.dtype, tout.dtype, rew.dtype))
-    got = [(obs[i].tobytes(), int(act[i]), float(rew[i]), nxt[i].tobytes(), bool(term[i]))
-           for i in range(n)]
+    got = [(obs[i].tobytes(), int(act[i]), float(rew[i]), nxt[i].tobytes(), bool(term[i]),
+            float(logp[i]), int(version[i])) for i in range(n)]
     check(n == len(want) and n > 1000, "%d rows, %d valid steps recorded" % (n, len(want)))
     check(sorted(got) == sorted(want), "the rows are the recording's valid steps")
     bad = sum(not np.allclose(cartpole_step(obs[i], act[i]), nxt[i], atol=1e-4)
@@ -142,7 +148,8 @@ def main():
         b = c.sample(64)
         rows = set(got)
         miss = sum((b["obs"][i, 0].tobytes(), int(b["action"][i, 0]), float(b["reward"][i, 0]),
-                    b["next_obs"][i, 0].tobytes(), bool(b["terminal"][i, 0])) not in rows
+                    b["next_obs"][i, 0].tobytes(), bool(b["terminal"][i, 0]),
+                    float(b["info_logp"][i, 0]), int(b["info_version"][i, 0])) not in rows
                    for i in range(64))
         check(miss == 0, "%d sampled rows not in the file" % miss)
         c.close()
