@@ -9,8 +9,12 @@
  * Throughput counts the item bytes delivered to clients per second (GB/s, 10^9 bytes). The
  * ratio gbps / raw_gbps is the figure of merit (target >= 0.6 at 4 clients, >= 64 KB items).
  * With python3 and pyzmq/msgpack/numpy, one Python client (workers/client/python/gearbox_client.py)
- * is measured too. Options: --json, --seconds S (per round and mode, default 1), --item-bytes N,
- * --batch N, --clients a,b,c, --no-python. */
+ * is measured too, then (with torch) the PyTorch DataLoader path (gearbox_torch.py: in-process
+ * and with 2 workers, against the plain client in the same run), and sampling across 2 servers
+ * (gearbox_shards.py, against one server). Last, the memory a dataset of --memory-items 1-step
+ * items takes a transition (default 1M; resident growth and column tables against raw bytes).
+ * Options: --json, --seconds S (per round and mode, default 1), --item-bytes N, --batch N,
+ * --clients a,b,c, --memory-items N, --no-python. */
 #include "launch/bench.h"
 #include "launch/commands.h"
 #include "replay/replay.h"
@@ -39,6 +43,7 @@ typedef struct bopts {
     double seconds;
     int64_t item_bytes, batch;
     int clients[8], nclients;
+    int64_t memory_items; /* 1-step items of the memory case */
 } bopts;
 
 static atomic_int child_stop;
@@ -266,8 +271,9 @@ static int run_clients(const bopts *o, int raw, const char *ep, int k, double *b
     return ok == k ? 0 : -1;
 }
 
-/* One Python client (workers/client/python/gearbox_client.py bench): items/s and bytes/s. */
-static int run_python(const bopts *o, const char *ep, double *bps, double *ips)
+/* Runs `PYTHON DIR/script bench ARGS` and reads n numbers from its one output line into v.
+ * Returns 0, or -1 when it failed or printed something else. */
+static int run_py(const char *script, const char *args, int n, double *v)
 {
     const char *dir = getenv("GEARBOX_PYTHON_DIR");
     if (!dir || !dir[0])
@@ -278,25 +284,176 @@ static int run_python(const bopts *o, const char *ep, double *bps, double *ips)
     if (!py || !py[0])
         py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s/gearbox_client.py bench %s %lld %.1f 2>/dev/null", py, dir,
-             ep, (long long)o->batch, o->seconds);
+    snprintf(cmd, sizeof cmd, "%s %s/%s bench %s 2>/dev/null", py, dir, script, args);
     FILE *p = popen(cmd, "r");
     if (!p)
         return -1;
-    double b = 0, i = 0;
-    int n = fscanf(p, "%lf %lf", &b, &i);
+    int got = 0;
+    while (got < n && fscanf(p, "%lf", &v[got]) == 1)
+        got++;
     int st = pclose(p);
-    if (n != 2 || st != 0)
+    return got == n && st == 0 ? 0 : -1;
+}
+
+/* One Python client (workers/client/python/gearbox_client.py bench): items/s and bytes/s. */
+static int run_python(const bopts *o, const char *ep, double *bps, double *ips)
+{
+    char args[512];
+    double v[2];
+    snprintf(args, sizeof args, "%s %lld %.2f", ep, (long long)o->batch, o->seconds);
+    if (run_py("gearbox_client.py", args, 2, v))
         return -1;
-    *bps = b;
-    *ips = i;
+    *bps = v[0];
+    *ips = v[1];
     return 0;
+}
+
+/* The PyTorch DataLoader path (gearbox_torch.py bench): items/s of the plain Python client, of
+ * GearboxDataset in the DataLoader's process and with 2 worker processes, and of the plain
+ * client and the in-process DataLoader with a 2 ms training step (a sleep) after each batch,
+ * in one run. */
+static void bench_torch(const bopts *o, const char *ep)
+{
+    char args[512];
+    double v[5];
+    snprintf(args, sizeof args, "%s %lld %.2f 2 2", ep, (long long)o->batch, o->seconds);
+    if (run_py("gearbox_torch.py", args, 5, v)) {
+        if (!o->json)
+            printf("  PyTorch DataLoader: not measured (a python3 with torch, pyzmq, msgpack "
+                   "and numpy not found)\n");
+        return;
+    }
+    if (o->json)
+        printf("{\"bench\":\"serve\",\"client\":\"torch_dataloader\",\"batch\":%lld,"
+               "\"item_bytes\":%lld,\"raw_client_samples_per_s\":%.1f,"
+               "\"loader_samples_per_s\":%.1f,\"loader_2workers_samples_per_s\":%.1f,"
+               "\"step_ms\":2,\"raw_client_step_samples_per_s\":%.1f,"
+               "\"loader_step_samples_per_s\":%.1f}\n",
+               (long long)o->batch, (long long)o->item_bytes, v[0], v[1], v[2], v[3], v[4]);
+    else
+        printf("  PyTorch DataLoader (gearbox_torch, prefetch 4): %7.0f items/s in-process, "
+               "%7.0f with 2 workers; plain Python client %7.0f items/s\n"
+               "    with a 2 ms training step a batch: DataLoader %7.0f items/s, plain client "
+               "%7.0f\n", v[1], v[2], v[0], v[4], v[3]);
+}
+
+/* Sampling across 2 servers (gearbox_shards.py bench, uniform): items/s of one client on one
+ * server and of the sharded client over both. */
+static void bench_shards(const bopts *o, const char *ep1, const char *ep2)
+{
+    char args[1024];
+    double v[2];
+    snprintf(args, sizeof args, "%s,%s %lld %.2f uniform", ep1, ep2, (long long)o->batch,
+             o->seconds);
+    if (run_py("gearbox_shards.py", args, 2, v)) {
+        if (!o->json)
+            printf("  2 servers: not measured (python3 with pyzmq, msgpack, numpy not found)\n");
+        return;
+    }
+    if (o->json)
+        printf("{\"bench\":\"serve\",\"client\":\"python_sharded\",\"servers\":2,"
+               "\"batch\":%lld,\"item_bytes\":%lld,\"samples_per_s\":%.1f,"
+               "\"one_server_samples_per_s\":%.1f}\n", (long long)o->batch,
+               (long long)o->item_bytes, v[1], v[0]);
+    else
+        printf("  2 servers (gearbox_shards, uniform, global probabilities): %7.0f items/s; "
+               "1 server, plain client: %7.0f items/s\n", v[1], v[0]);
+}
+
+/* This process's resident memory in bytes (/proc/self/statm), 0 when unknown. */
+static double rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long long size = 0, resident = 0;
+    if (!f)
+        return 0;
+    int n = fscanf(f, "%lld %lld", &size, &resident);
+    fclose(f);
+    return n == 2 ? (double)resident * (double)sysconf(_SC_PAGESIZE) : 0;
+}
+
+/* The memory a dataset of 1-step items takes (the D4RL layout of a 17-dimensional observation
+ * and 6-dimensional action, as HalfCheetah's): a child process fills a replay the way
+ * `gearbox serve` loads one, and reports its resident memory growth and the column tables'
+ * bytes, per transition, against the raw bytes of a transition. */
+static void bench_memory(const bopts *o, int64_t items)
+{
+    int p[2];
+    if (pipe(p) != 0)
+        return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        double v[3] = {0, 0, 0};
+        gb_error err = {0};
+        gb_replay_options ro;
+        gb_replay_options_default(&ro);
+        ro.steps = 1;
+        ro.capacity = items;
+        static const int64_t obs[1] = {17}, act[1] = {6};
+        const struct { const char *name; gb_dtype dt; int ndim; const int64_t *shape; } cols[] = {
+            {"obs", GB_DTYPE_FLOAT32, 1, obs},       {"action", GB_DTYPE_FLOAT32, 1, act},
+            {"reward", GB_DTYPE_FLOAT32, 0, NULL},   {"terminal", GB_DTYPE_UINT8, 0, NULL},
+            {"timeout", GB_DTYPE_UINT8, 0, NULL},    {"valid", GB_DTYPE_UINT8, 0, NULL},
+            {"next_obs", GB_DTYPE_FLOAT32, 1, obs}};
+        double raw = 0;
+        for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) {
+            raw += (double)gb_dtype_size(cols[c].dt) *
+                   (cols[c].ndim ? (double)cols[c].shape[0] : 1);
+            if (gb_replay_add_column(&ro, cols[c].name, cols[c].dt, cols[c].ndim, cols[c].shape,
+                                     0, &err))
+                _exit(1);
+        }
+        double before = rss_bytes();
+        gb_replay *r = NULL;
+        if (gb_replay_create(&ro, &r, &err))
+            _exit(1);
+        for (int64_t i = 0; i < items; i++) {
+            int64_t idx;
+            if (gb_replay_allocate_unlimited(r, 1, &idx, &err))
+                _exit(1);
+            for (int c = 0; c < ro.ncolumns; c++)
+                memset(gb_replay_block(r, c, idx), (int)(i & 0x7f), 4);
+            if (gb_replay_commit(r, 1, &idx, NULL, NULL, NULL, &err))
+                _exit(1);
+        }
+        gb_replay_table t[GB_REPLAY_MAX_COLUMNS];
+        gb_replay_tables(r, t);
+        double tables = 0;
+        for (int c = 0; c < ro.ncolumns; c++)
+            tables += (double)t[c].stride;
+        v[0] = (rss_bytes() - before) / (double)items;
+        v[1] = tables;
+        v[2] = raw;
+        ssize_t w = write(p[1], v, sizeof v);
+        _exit(w == (ssize_t)sizeof v ? 0 : 1);
+    }
+    close(p[1]);
+    double v[3];
+    ssize_t n = read(p[0], v, sizeof v);
+    close(p[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (n != (ssize_t)sizeof v || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        if (!o->json)
+            printf("  memory per transition: not measured (the replay could not be filled)\n");
+        return;
+    }
+    if (o->json)
+        printf("{\"bench\":\"serve\",\"case\":\"memory_1step\",\"items\":%lld,"
+               "\"raw_bytes_per_transition\":%.0f,\"table_bytes_per_transition\":%.0f,"
+               "\"rss_bytes_per_transition\":%.1f,\"rss_ratio\":%.2f}\n", (long long)items,
+               v[2], v[1], v[0], v[0] / v[2]);
+    else
+        printf("  memory, %lld 1-step items (D4RL columns, 17-d obs, 6-d action): %.0f B a "
+               "transition resident, %.0f B in the column tables, raw %.0f B (x%.2f)\n",
+               (long long)items, v[0], v[1], v[2], v[0] / v[2]);
 }
 
 static void bench_usage(FILE *out)
 {
     fprintf(out, "usage: gearbox bench serve [--json] [--seconds S] [--item-bytes N] "
-                 "[--batch N] [--clients 1,4,16] [--no-python]\n");
+                 "[--batch N] [--clients 1,4,16] [--memory-items N] [--no-python]\n");
 }
 
 int gb_bench_serve(int argc, char **argv, int json)
@@ -306,7 +463,7 @@ int gb_bench_serve(int argc, char **argv, int json)
         return GB_EXIT_OK;
     }
     bopts o = {.json = json, .python = 1, .seconds = 1, .item_bytes = 65536, .batch = 32,
-               .clients = {1, 4, 16}, .nclients = 3};
+               .clients = {1, 4, 16}, .nclients = 3, .memory_items = 1000000};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
             continue;
@@ -318,6 +475,8 @@ int gb_bench_serve(int argc, char **argv, int json)
             o.item_bytes = atoll(argv[++i]);
         else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc)
             o.batch = atoll(argv[++i]);
+        else if (strcmp(argv[i], "--memory-items") == 0 && i + 1 < argc)
+            o.memory_items = atoll(argv[++i]);
         else if (strcmp(argv[i], "--clients") == 0 && i + 1 < argc) {
             o.nclients = 0;
             for (char *t = strtok(argv[++i], ","); t && o.nclients < 8; t = strtok(NULL, ","))
@@ -327,7 +486,8 @@ int gb_bench_serve(int argc, char **argv, int json)
             return GB_EXIT_USAGE;
         }
     }
-    if (o.seconds <= 0 || o.item_bytes < 16 || o.item_bytes % 16 || o.batch < 1) {
+    if (o.seconds <= 0 || o.item_bytes < 16 || o.item_bytes % 16 || o.batch < 1 ||
+        o.memory_items < 1) {
         fprintf(stderr, "gearbox bench serve: --item-bytes must be a multiple of 16 (T = 16), "
                         "--batch and --seconds positive\n");
         return GB_EXIT_USAGE;
@@ -404,6 +564,34 @@ int gb_bench_serve(int argc, char **argv, int json)
                        "ratio %.2f\n", pi, pb / 1e9, rb / 1e9, pb / rb);
         }
     }
+    /* The DataLoader and 2-server cases with these items, then with small ones (256 B items,
+     * batch 256: D4RL-sized transitions, where a round trip costs more than the bytes). */
+    bopts small = o;
+    small.item_bytes = 256;
+    small.batch = 256;
+    for (int pass = 0; rc == 0 && o.python && pass < 2; pass++) {
+        const bopts *po = pass ? &small : &o;
+        char ep1[256], ep2[256];
+        pid_t s1 = pass ? start_server(po, 0, ep1) : sp, s2 = start_server(po, 0, ep2);
+        if (pass == 0)
+            snprintf(ep1, sizeof ep1, "%s", sep);
+        if (s1 > 0 && s2 > 0) {
+            if (!json)
+                printf(" items of %lld B, batch %lld:\n", (long long)po->item_bytes,
+                       (long long)po->batch);
+            bench_torch(po, ep1);
+            bench_shards(po, ep1, ep2);
+        }
+        for (int k = 0; k < 2; k++) {
+            pid_t p = k ? s2 : (pass ? s1 : -1);
+            if (p > 0) {
+                kill(p, SIGTERM);
+                waitpid(p, NULL, 0);
+            }
+        }
+    }
+    if (rc == 0)
+        bench_memory(&o, o.memory_items);
     kill(sp, SIGTERM);
     kill(rp, SIGTERM);
     waitpid(sp, NULL, 0);

@@ -1,9 +1,9 @@
 /* launch/commands.h: the gearbox subcommands. Each takes the arguments after its name
  * (argv[0] is the subcommand) and returns the process exit status:
  * 0 success, 2 usage or config error, 1 runtime failure.
- * defines: gb_cmd_run, gb_cmd_serve, gb_cmd_check, gb_cmd_bench, gb_cmd_env, gb_cmd_worker,
- *          gb_cmd_join, gb_cmd_plot, gb_cmd_eval, gb_worker_process, gb_worker_process_opts,
- *          GB_EXIT_* */
+ * defines: gb_cmd_run, gb_cmd_serve, gb_cmd_dataset, gb_cmd_check, gb_cmd_bench, gb_cmd_env,
+ *          gb_cmd_worker, gb_cmd_join, gb_cmd_plot, gb_cmd_eval, gb_worker_process,
+ *          gb_worker_process_opts, GB_EXIT_* */
 #ifndef GB_LAUNCH_COMMANDS_H
 #define GB_LAUNCH_COMMANDS_H
 
@@ -11,6 +11,7 @@ enum { GB_EXIT_OK = 0, GB_EXIT_FAILURE = 1, GB_EXIT_USAGE = 2 };
 
 int gb_cmd_run(int argc, char **argv);
 int gb_cmd_serve(int argc, char **argv);
+int gb_cmd_dataset(int argc, char **argv);
 int gb_cmd_check(int argc, char **argv);
 int gb_cmd_bench(int argc, char **argv);
 int gb_cmd_env(int argc, char **argv);

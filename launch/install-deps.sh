@@ -25,6 +25,8 @@ packages=(
   clang libclang-rt-14-dev python3 python3-numpy python3-venv
   # the data server's Python client (pyzmq, msgpack) and its PyTorch example
   python3-zmq python3-msgpack python3-torch
+  # gearbox dataset export's test reads the D4RL HDF5 it writes; Minari datasets in tests
+  python3-h5py
   # tests/launch/run_hosts.sh: network namespaces, veth and a bridge (ip), pkill (procps)
   iproute2 procps
   # tests/launch/run_slurm.sh: a one-node Slurm cluster of its own (daemons, clients, munge

@@ -17,6 +17,7 @@ typedef struct subcommand {
 static const subcommand subcommands[] = {
     {"run", gb_cmd_run, "run an experiment from a YAML config (local processes or Slurm)"},
     {"serve", gb_cmd_serve, "serve a replay as an offline-RL data server"},
+    {"dataset", gb_cmd_dataset, "convert datasets: export a gearbox recording as D4RL HDF5"},
     {"check", gb_cmd_check, "validate a config and print it resolved, as YAML"},
     {"eval", gb_cmd_eval, "play episodes with a run's checkpoint: returns, optionally a video"},
     {"bench", gb_cmd_bench, "run a benchmark: replay, streams, envs, kernels, serve, e2e"},

@@ -273,7 +273,11 @@ typedef struct gb_config_launch {
     gb_config_slurm slurm;
 } gb_config_launch;
 
-typedef enum { GB_DATASET_GEARBOX = 0, GB_DATASET_D4RL = 1 } gb_dataset_format;
+typedef enum {
+    GB_DATASET_GEARBOX = 0,
+    GB_DATASET_D4RL = 1,
+    GB_DATASET_MINARI = 2,
+} gb_dataset_format;
 
 /* `gearbox serve`: the offline-RL data server (workers/server.h). */
 typedef struct gb_config_server {
@@ -290,7 +294,7 @@ typedef struct gb_config_server {
     double max_wait_s;          /* longest a request may wait (rate limiter, room) */
     char dataset[GB_CONFIG_PATH_MAX]; /* file, or directory of *.gbds files; "" = none */
     int dataset_format;         /* gb_dataset_format */
-    int64_t steps;              /* d4rl: T, steps per item */
+    int64_t steps;              /* d4rl, minari: T, steps per item */
     int64_t dataset_last_items; /* gearbox: load only the newest N items (0 = all) */
     char checkpoint[GB_CONFIG_PATH_MAX]; /* checkpoint file; "" = no checkpoints */
     int restore;                /* bool: start from the checkpoint when it exists */

@@ -40,7 +40,7 @@ static const char *const selections[] = {"local", "global", NULL};
 static const char *const stores[] = {"file", "tcp", NULL};
 static const char *const relay_modes[] = {"none", "per_host", NULL};
 static const char *const launch_modes[] = {"local", "slurm", "inline", NULL};
-static const char *const dataset_formats[] = {"gearbox", "d4rl", NULL};
+static const char *const dataset_formats[] = {"gearbox", "d4rl", "minari", NULL};
 static const char *const progress_modes[] = {"auto", "line", "plain", "off", NULL};
 
 const gb_config_field gb_config_fields[] = {
@@ -312,8 +312,9 @@ const gb_config_field gb_config_fields[] = {
     STR("server.dataset", server.dataset, "",
         "dataset file, or directory of *.gbds files (\"\" = start empty from a checkpoint)"),
     ENUM("server.dataset_format", server.dataset_format, "gearbox", dataset_formats,
-         "gearbox (written by gearbox run --record) or d4rl (HDF5)"),
-    INT("server.steps", server.steps, "32", 1, 1 << 16, "d4rl: steps per item (T)"),
+         "gearbox (written by gearbox run --record), d4rl (HDF5) or minari (a Minari "
+         "dataset folder)"),
+    INT("server.steps", server.steps, "32", 1, 1 << 16, "d4rl, minari: steps per item (T)"),
     INT("server.dataset_last_items", server.dataset_last_items, "0", 0, BIG,
         "gearbox datasets: load only the newest N items (0 = all)"),
     STR("server.checkpoint", server.checkpoint, "", "checkpoint file (\"\" = none)"),

@@ -48,9 +48,9 @@
 #define GB_WIRE_TEXT_MAX 256      /* text bytes including the NUL */
 #define GB_WIRE_HEADER_MAX 8192   /* encoded header bytes */
 #define GB_WIRE_ROUTE_MAX 256     /* routing identity bytes (ZeroMQ allows up to 255) */
-#define GB_WIRE_ATTRS_MAX 8       /* attributes ("a") per message */
+#define GB_WIRE_ATTRS_MAX 16      /* attributes ("a") per message */
 #define GB_WIRE_ATTR_KEY_MAX 16   /* attribute key bytes including the NUL */
-#define GB_WIRE_WORDS_MAX 16      /* strings in all attributes of a message */
+#define GB_WIRE_WORDS_MAX 32      /* strings in all attributes of a message */
 #define GB_WIRE_WORD_MAX 32       /* bytes of one attribute string including the NUL */
 
 typedef enum gb_msg_type {

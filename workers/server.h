@@ -158,7 +158,8 @@ gb_server_stats gb_server_get_stats(const gb_server *s);
 
 /* Creates the replay the config's server section describes, with the schema of its dataset:
  * gearbox datasets (server.dataset_format gearbox: a file or a directory of *.gbds files, all
- * with one schema) or a D4RL HDF5 file (d4rl, cut into server.steps-step items). With
+ * with one schema), a D4RL HDF5 file (d4rl, cut into server.steps-step items) or a Minari
+ * dataset (minari: its folder; the same columns as d4rl, replay/formats/d4rl.h). With
  * server.restore and an existing checkpoint, the items come from the checkpoint instead (the
  * dataset supplies only the schema). Otherwise every item (or the newest
  * server.dataset_last_items of a gearbox dataset) is inserted. Capacity 0 = the items loaded.

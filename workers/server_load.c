@@ -1,7 +1,7 @@
 /* workers/server_load.c: the data server's replay from its config: schema from the dataset
- * (gearbox *.gbds files or a D4RL HDF5 file), items from the dataset or from a checkpoint; a
- * D4RL file's episode index (gb_episodes: each item's slot and episode) for the offline
- * sampling modes; the tables of server.tables. */
+ * (gearbox *.gbds files, a D4RL HDF5 file or a Minari dataset), items from the dataset or from
+ * a checkpoint; a D4RL or Minari dataset's episode index (gb_episodes: each item's slot and
+ * episode) for the offline sampling modes; the tables of server.tables. */
 #include "workers/server.h"
 
 #include "replay/formats/d4rl.h"
@@ -159,7 +159,9 @@ static int load_d4rl(const gb_config *cfg, gb_replay **out, gb_episodes **ep, in
 {
     const gb_config_server *sc = &cfg->server;
     gb_d4rl *d = NULL;
-    int rc = gb_d4rl_open(&d, sc->dataset, sc->steps, err);
+    int rc = sc->dataset_format == GB_DATASET_MINARI
+                 ? gb_minari_open(&d, sc->dataset, sc->steps, err)
+                 : gb_d4rl_open(&d, sc->dataset, sc->steps, err);
     if (rc)
         return rc;
     int64_t n = gb_d4rl_items(d);
@@ -289,8 +291,8 @@ int gb_server_load_dataset_episodes(const gb_config *cfg, gb_replay **out, gb_ep
     if (!cfg->server.dataset[0])
         return gb_error_set(err, GB_EINVAL, "server.dataset: not set; the server takes its "
                             "schema (and, unless restoring, its items) from a dataset");
-    rc = cfg->server.dataset_format == GB_DATASET_D4RL ? load_d4rl(cfg, out, ep, loaded, err)
-                                                     : load_gbds(cfg, out, loaded, err);
+    rc = cfg->server.dataset_format == GB_DATASET_GEARBOX ? load_gbds(cfg, out, loaded, err)
+                                                         : load_d4rl(cfg, out, ep, loaded, err);
     if (rc && *out) {
         gb_replay_free(*out);
         *out = NULL;

@@ -55,6 +55,25 @@ static int column_index(const gb_replay_options *o, const char *name)
     return -1;
 }
 
+/* INFO's "weight_total" (the weighted selector's sum of priority^alpha) and "beta", as decimal
+ * strings that read back exactly: what a client sampling across several servers needs for the
+ * global probabilities and importance weights (workers/client/python/gearbox_shards.py). */
+static int info_weighted(gb_replay *r, gb_wire_header *h, gb_error *err)
+{
+    double total = 0;
+    int64_t size = 0;
+    char buf[GB_WIRE_WORD_MAX];
+    int rc = gb_replay_weight_total(r, GB_SELECTOR_WEIGHTED, &total, &size, err);
+    if (rc)
+        return rc;
+    snprintf(buf, sizeof buf, "%.17g", total);
+    if ((rc = gb_wire_attr_set_str(h, "weight_total", buf, err)))
+        return rc;
+    snprintf(buf, sizeof buf, "%.17g", gb_replay_options_of(r)->beta);
+    return gb_wire_attr_set_str(h, "beta", buf, err);
+}
+
+
 /* Request attributes each operation accepts (a misspelt one is an error, not ignored). */
 static int attr_allowed(int op, const char *key)
 {
@@ -122,7 +141,7 @@ static int op_info(worker *w, const srv_table *tb, const gb_wire_msg *m, gb_erro
     const char *names[GB_WIRE_WORDS_MAX];
     int nsel = 0;
     unsigned offered = gb_replay_selectors(tb->r);
-    for (int k = 0; k < 32 && nsel < GB_WIRE_WORDS_MAX - 2; k++)
+    for (int k = 0; k < 32 && nsel < GB_WIRE_WORDS_MAX - 4 - GB_SERVER_MAX_TABLES; k++)
         if (offered & (1u << k))
             names[nsel++] = gb_replay_selector_name(k);
     const char *tables[GB_SERVER_MAX_TABLES];
@@ -139,6 +158,8 @@ static int op_info(worker *w, const srv_table *tb, const gb_wire_msg *m, gb_erro
         (rc = gb_wire_attr_set_int(&h, "episodes", gb_episodes_count(tb->ep), err)) ||
         (rc = gb_wire_attr_set_int(&h, "transitions", gb_episodes_transitions(tb->ep), err)) ||
         (rc = gb_wire_attr_set_int(&h, "max_len", tb->ep ? tb->ep->max_len : 0, err)))
+        return rc;
+    if ((offered & (1u << GB_SELECTOR_WEIGHTED)) && (rc = info_weighted(tb->r, &h, err)))
         return rc;
     gb_wire_payload pl[GB_WIRE_MAX_TENSORS];
     for (int c = 0; c < h.ntensors; c++)

@@ -1,5 +1,6 @@
 /* replay/formats/d4rl.c: D4RL HDF5 ingest through the HDF5 C library (layout in replay/formats/d4rl.h). */
 #include "replay/formats/d4rl.h"
+#include "replay/formats/d4rl_internal.h"
 
 #include "runtime/log.h"
 
@@ -11,17 +12,6 @@
 #ifdef GEARBOX_HAVE_HDF5
 #include <hdf5.h>
 #endif
-
-enum { C_OBS = 0, C_ACTION, C_REWARD, C_TERMINAL, C_TIMEOUT, C_VALID, C_FIXED };
-
-struct gb_d4rl {
-    gb_dataset_schema schema;
-    int64_t N, episodes, nitems;
-    size_t step_bytes[GB_REPLAY_MAX_COLUMNS];
-    unsigned char *data[GB_REPLAY_MAX_COLUMNS]; /* N rows each; NULL for the valid column */
-    int64_t *item_row;                          /* first row of each item */
-    int32_t *item_len;
-};
 
 const gb_dataset_schema *gb_d4rl_schema(const gb_d4rl *d) { return &d->schema; }
 int64_t gb_d4rl_items(const gb_d4rl *d) { return d->nitems; }
@@ -60,6 +50,7 @@ void gb_d4rl_close(gb_d4rl *d)
         free(d->data[c]);
     free(d->item_row);
     free(d->item_len);
+    free(d->ends);
     free(d);
 }
 
@@ -75,8 +66,7 @@ int gb_d4rl_open(gb_d4rl **out, const char *path, int64_t T, gb_error *err)
 
 #else
 
-/* The gearbox dtype that holds an HDF5 type, and the memory type to read it as. */
-static int map_type(hid_t ftype, gb_dtype *dt, hid_t *mtype)
+int gb_d4rl_map_type(hid_t ftype, gb_dtype *dt, hid_t *mtype)
 {
     H5T_class_t cls = H5Tget_class(ftype);
     size_t size = H5Tget_size(ftype);
@@ -131,7 +121,7 @@ static int read_dataset(hid_t file, const char *name, const char *col_name, int 
         goto out;
     }
     gb_dtype dt;
-    if (ftype < 0 || map_type(ftype, &dt, &mtype) != 0) {
+    if (ftype < 0 || gb_d4rl_map_type(ftype, &dt, &mtype) != 0) {
         rc = gb_error_set(err, GB_ECORRUPT, "%s: dataset '%s': element type not supported "
                           "(numbers and bools only)", path, name);
         goto out;
@@ -201,7 +191,7 @@ static herr_t info_cb(hid_t g, const char *name, const H5L_info_t *info, void *d
     return 0;
 }
 
-static int plan_items(gb_d4rl *d, const char *path, gb_error *err)
+int gb_d4rl_plan_items(gb_d4rl *d, const char *path, gb_error *err)
 {
     const uint8_t *term = d->data[C_TERMINAL], *tout = d->data[C_TIMEOUT];
     int64_t T = d->schema.steps, n = 0, eps = 0;
@@ -210,7 +200,8 @@ static int plan_items(gb_d4rl *d, const char *path, gb_error *err)
         eps = 0;
         int64_t start = 0;
         for (int64_t i = 0; i < d->N; i++) {
-            if (!(term[i] || tout[i] || i == d->N - 1))
+            int end = d->ends ? d->ends[i] : term[i] || tout[i];
+            if (!(end || i == d->N - 1))
                 continue;
             int64_t len = i + 1 - start;
             for (int64_t k = 0; k < len; k += T) {
@@ -350,7 +341,7 @@ int gb_d4rl_open(gb_d4rl **out, const char *path, int64_t T, gb_error *err)
             s *= (size_t)col->shape[k];
         d->step_bytes[c] = s;
     }
-    if ((rc = plan_items(d, path, err)))
+    if ((rc = gb_d4rl_plan_items(d, path, err)))
         goto fail;
     H5Fclose(file);
     *out = d;

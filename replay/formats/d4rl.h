@@ -1,5 +1,6 @@
 /* replay/formats/d4rl.h: D4RL-layout HDF5 datasets cut into fixed-length trajectory items.
- * defines: gb_d4rl, gb_d4rl_open, gb_d4rl_schema, gb_d4rl_items, gb_d4rl_fill, gb_d4rl_close
+ * defines: gb_d4rl, gb_d4rl_open, gb_minari_open, gb_d4rl_schema, gb_d4rl_items, gb_d4rl_fill,
+ *          gb_d4rl_close, gb_d4rl_export, gb_d4rl_export_stats
  *
  * Input (the D4RL layout; N transitions, row i = one step):
  *   observations [N, *obs], actions [N, *act], rewards [N], terminals [N], timeouts [N]
@@ -26,6 +27,16 @@ typedef struct gb_d4rl gb_d4rl;
  * GB_EIO, GB_ENOMEM, or GB_EUNSUPPORTED when gearbox was built without HDF5. */
 int gb_d4rl_open(gb_d4rl **out, const char *path, int64_t T, gb_error *err);
 
+/* Reads a Minari dataset (the `minari` package's local HDF5 format, minari.c) into the same
+ * columns: path is the dataset's folder (holding data/main_data.hdf5), its data/ folder, or the
+ * main_data.hdf5 file. Each group episode_<i> (i = 0, 1, ...) is one episode of n steps:
+ * observations [n+1, *obs] (obs = rows 0..n-1, next_obs = rows 1..n), actions [n, *act],
+ * rewards [n], terminations [n], truncations [n] (-> terminal, timeout). Episodes end with their
+ * group (whatever their flags say). Observations or actions stored as groups (Dict and Tuple
+ * spaces) and infos are not read. Returns gb_d4rl_open's errors; GB_ECORRUPT names the episode
+ * and dataset at fault. */
+int gb_minari_open(gb_d4rl **out, const char *path, int64_t T, gb_error *err);
+
 const gb_dataset_schema *gb_d4rl_schema(const gb_d4rl *d);
 
 /* Items planned, transitions (N) and episodes in the file. */
@@ -41,5 +52,32 @@ void gb_d4rl_item_span(const gb_d4rl *d, int64_t i, int64_t *first_row, int32_t 
 void gb_d4rl_fill(const gb_d4rl *d, int64_t i, void *const *dst);
 
 void gb_d4rl_close(gb_d4rl *d);
+
+/* ---- writing (d4rl_export.c) ----------------------------------------------------------------- */
+
+typedef struct gb_d4rl_export_stats {
+    int64_t records;     /* items read */
+    int64_t transitions; /* rows written: the items' valid steps */
+    int64_t chains;      /* runs of items that continue each other (one per recorded stream
+                            piece) */
+    int64_t episodes;    /* rows with terminals or timeouts set */
+    int64_t cut;         /* of those, episodes the recording ended inside (timeouts set) */
+} gb_d4rl_export_stats;
+
+/* Writes gearbox dataset files (one schema: a recording from `gearbox run --record`, columns
+ * obs, action, reward, terminated, truncated, valid, next_obs per item; or the D4RL columns with
+ * next_obs per step) as a D4RL HDF5 file at out: observations, actions, rewards (float32),
+ * terminals, timeouts (bool, as h5py writes them), next_observations, and every other
+ * per-step column (a recording's logp and version) as infos/<name>, one row per valid step.
+ * A recording interleaves its streams' items; an item whose first observation is the final
+ * next observation of an earlier, unfinished item continues it, so each episode's rows come
+ * out consecutive and in order (where observations repeat across streams, an item may be joined
+ * to another stream's with the same observation: still a consistent trajectory when the
+ * observation is the state). An episode the recording ended inside gets timeouts set on its
+ * last row. Loads the whole dataset into memory. Returns 0, GB_EINVAL (a schema without those
+ * columns, naming the missing one; nothing valid), the readers' errors, GB_EIO, GB_ENOMEM, or
+ * GB_EUNSUPPORTED without HDF5. */
+int gb_d4rl_export(const char *const *paths, int npaths, const char *out,
+                   gb_d4rl_export_stats *st, gb_error *err);
 
 #endif

@@ -199,6 +199,12 @@ int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err)
     gb_wire_attr_int(r, "episodes", &info->episodes, NULL);
     gb_wire_attr_int(r, "transitions", &info->transitions, NULL);
     gb_wire_attr_int(r, "max_len", &info->max_episode_len, NULL);
+    const char *wt = gb_wire_attr_str(r, "weight_total"), *beta = gb_wire_attr_str(r, "beta");
+    if (wt && beta) { /* exact decimal strings (workers/server_ops.c info_weighted) */
+        info->has_weight_total = 1;
+        info->weight_total = strtod(wt, NULL);
+        info->beta = strtod(beta, NULL);
+    }
     info->ncolumns = r->ntensors;
     for (int k = 0; k < r->ntensors; k++) {
         const gb_tensor_desc *d = &r->tensors[k];

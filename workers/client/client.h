@@ -50,6 +50,8 @@ typedef struct gb_client_info {
     char selector[16], remover[24]; /* selector: the default (server.replay.selector) */
     char selectors[64];             /* every selector a request may name, comma-separated
                                        ("uniform,weighted,fifo,lifo"); "" from an older server */
+    int has_weight_total;           /* 1 when the server offers weighted (and said these): */
+    double weight_total, beta;      /* its sum of priority^alpha, its importance exponent */
     int ncolumns;
     gb_client_column columns[GB_CLIENT_MAX_COLUMNS];
     /* the server's tables (the first is the default) and this table's episode index (0 when it

@@ -11,6 +11,8 @@ returns torch tensors over the same memory (still no copy).
     b["obs"].shape        # (256, T, *obs_shape)
     b.index, b.key, b.prob, b.weight, b.length
     c.update_priorities(b.index, new_priorities, key=b.key)
+    p = [c.sample_async(256) for _ in range(4)]   # four requests in flight
+    batches = [x.result() for x in p]             # replies matched by request id
 
 Each request may name its selector: ``c.sample(256, selector="weighted")`` for prioritized
 sampling (with importance weights in ``b.weight``) beside ``selector="uniform"`` for behaviour
@@ -102,8 +104,23 @@ def read_key_file(path):
     return keys["public"], keys["secret"]
 
 
+class Pending:
+    """A request in flight (Client.sample_async, Client.info_async): result() waits for its
+    reply (the client's timeout from the call to result()) and returns what the blocking call
+    would; it raises what the blocking call would raise. A reply that arrives before its
+    result() is asked for is kept by the client until then (or until it closes)."""
+
+    def __init__(self, client, rid, finish):
+        self._client, self.id, self._finish = client, rid, finish
+
+    def result(self, timeout_ms=None):
+        return self._finish(*self._client._wait(self.id, timeout_ms))
+
+
 class Client:
-    """One DEALER connection; one request at a time (use one client per thread)."""
+    """One DEALER connection (use one client per thread). Blocking calls send one request and
+    wait for its reply; sample_async and info_async send a request and return a Pending, so
+    several requests can be in flight at once (replies are matched by request id)."""
 
     def __init__(self, endpoint, timeout_ms=10000, context=None, server_key=None, key_file=None):
         self.endpoint = endpoint
@@ -119,6 +136,8 @@ class Client:
             self._sock.curve_secretkey = secret
         self._sock.connect(endpoint)
         self._seq = 0
+        self._inflight = {}  # request id -> op, sent and not yet collected
+        self._ready = {}     # request id -> (header, frames) received before it was waited for
         self._info = None
 
     def close(self):
@@ -132,7 +151,10 @@ class Client:
 
     # ---- transport -------------------------------------------------------------------------
 
-    def _request(self, op, meta=(), tensors=(), policy_version=-1, attrs=None):
+    def _send(self, op, meta=(), tensors=(), policy_version=-1, attrs=None):
+        """Sends one request and returns its id; the reply is collected by _wait(id). Several
+        requests may be in flight at once (the server answers them in any order). attrs: the
+        request's attributes (table, and a sample's mode, len, cursor, reset)."""
         self._seq += 1
         hdr = {"v": PROTOCOL, "t": MSG_SERVE_REQUEST, "r": ROLE_CLIENT, "i": 0, "s": self._seq,
                "p": int(policy_version), "m": [op] + [int(x) for x in meta],
@@ -141,33 +163,58 @@ class Client:
             hdr["a"] = attrs
         frames = [msgpack.packb(hdr, use_bin_type=True)] + [buf for _, _, _, buf in tensors]
         self._sock.send_multipart(frames, copy=False)
-        deadline = time.monotonic() + self.timeout_ms / 1000.0
-        while True:
+        self._inflight[self._seq] = op
+        return self._seq
+
+    def _wait(self, rid, timeout_ms=None):
+        """The reply to request rid as (header, [(name, array)]): replies to other requests in
+        flight that arrive first are kept for their own _wait; replies matching no request in
+        flight (ones given up on) are dropped. Raises ServerError (the server's error, or a
+        malformed reply), TimeoutError (the request is then given up)."""
+        op = self._inflight.get(rid)
+        if op is None:
+            raise ValueError("request %r is not in flight" % rid)
+        timeout_ms = self.timeout_ms if timeout_ms is None else timeout_ms
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        while rid not in self._ready:
             left = deadline - time.monotonic()
             if left <= 0 or not self._sock.poll(int(left * 1000) + 1):
                 if time.monotonic() >= deadline:
+                    del self._inflight[rid]
                     raise TimeoutError("no reply from %s within %d ms"
-                                       % (self.endpoint, self.timeout_ms))
+                                       % (self.endpoint, timeout_ms))
                 continue
             parts = self._sock.recv_multipart(copy=False)
             rh = msgpack.unpackb(parts[0].bytes, raw=False)
-            if rh.get("s") != self._seq:  # a late reply to a request that timed out
-                continue
-            if rh.get("st", 0) != 0:
-                raise ServerError(rh["st"], rh.get("x", ""))
-            if rh.get("t") != MSG_SERVE_REPLY or rh.get("m", [0])[0] != op:
-                raise ServerError(-6, "unexpected reply")
-            descs = rh.get("T", [])
-            if len(descs) != len(parts) - 1:
-                raise ServerError(-6, "reply frames do not match its header")
-            arrays = []
-            for (name, code, shape), frame in zip(descs, parts[1:]):
-                dt = np.dtype(DTYPES[code])
-                n = int(np.prod(shape)) if shape else 1
-                if len(frame.buffer) != n * dt.itemsize:
-                    raise ServerError(-6, "tensor %s: frame size does not match" % name)
-                arrays.append((name, np.frombuffer(frame.buffer, dtype=dt).reshape(shape)))
-            return rh, arrays
+            s = rh.get("s")
+            if s == 0 and rh.get("st", 0) != 0 and len(self._inflight) == 1:
+                s = rid  # an unreadable request: the server could not read its id
+            if s in self._inflight and s not in self._ready:
+                self._ready[s] = (rh, parts)
+        rh, parts = self._ready.pop(rid)
+        del self._inflight[rid]
+        if rh.get("st", 0) != 0:
+            raise ServerError(rh["st"], rh.get("x", ""))
+        if rh.get("t") != MSG_SERVE_REPLY or rh.get("m", [0])[0] != op:
+            raise ServerError(-6, "unexpected reply")
+        descs = rh.get("T", [])
+        if len(descs) != len(parts) - 1:
+            raise ServerError(-6, "reply frames do not match its header")
+        arrays = []
+        for (name, code, shape), frame in zip(descs, parts[1:]):
+            dt = np.dtype(DTYPES[code])
+            n = int(np.prod(shape)) if shape else 1
+            if len(frame.buffer) != n * dt.itemsize:
+                raise ServerError(-6, "tensor %s: frame size does not match" % name)
+            arrays.append((name, np.frombuffer(frame.buffer, dtype=dt).reshape(shape)))
+        return rh, arrays
+
+    def _request(self, op, meta=(), tensors=(), policy_version=-1, attrs=None):
+        return self._wait(self._send(op, meta, tensors, policy_version, attrs))
+
+    def in_flight(self):
+        """Requests sent and not yet collected."""
+        return len(self._inflight)
 
     # ---- requests --------------------------------------------------------------------------
 
@@ -177,9 +224,17 @@ class Client:
         sample request may give, e.g. ["uniform", "weighted", "fifo", "lifo"]), remover, and
         columns: {name: (numpy dtype, per-step (or per-item) shape, per_item)} in schema
         order; tables (every table, the default first), episodes, transitions and max_len
-        (the table's episode index, 0 without one). table: the table to describe (None: the
-        default)."""
-        rh, arrays = self._request(OP_INFO, attrs=_table(table))
+        (the table's episode index, 0 without one); with the weighted selector offered,
+        weight_total (its sum of priority^alpha) and beta (floats, for sampling across
+        servers: gearbox_shards). table: the table to describe (None: the default)."""
+        return self._info_reply(*self._request(OP_INFO, attrs=_table(table)), table=table)
+
+    def info_async(self, table=None):
+        """info() without waiting: a Pending whose result() is info()'s dict."""
+        return Pending(self, self._send(OP_INFO, attrs=_table(table)),
+                       lambda rh, arrays: self._info_reply(rh, arrays, table=table))
+
+    def _info_reply(self, rh, arrays, table=None):
         m = rh["m"]
         attrs = rh.get("a", {})  # typed attributes (workers/server.h INFO)
         mask = int(attrs.get("per_item", 0))
@@ -195,12 +250,16 @@ class Client:
                 "episodes": attrs.get("episodes", 0),
                 "transitions": attrs.get("transitions", 0),
                 "max_len": attrs.get("max_len", 0), "columns": cols}
+        for k in ("weight_total", "beta"):  # weighted selector's (for sharded sampling)
+            if k in attrs:
+                info[k] = float(attrs[k])
         if table is None:  # the default table's schema serves insert()
             self._info = info
         return info
 
     def sample(self, batch, columns=None, t0=0, t1=0, timeout_ms=-1, torch=False,
-               selector=None, table=None, mode=None, steps=None, cursor=None, reset=False):
+               selector=None, table=None, mode=None, steps=None, cursor=None, reset=False,
+               _async=False):
         """Samples batch items. columns: names (None = all); steps [t0, t1) (t1 = 0: T);
         selector: None or "default" (the server's default selector), or one of
         info()["selectors"]: "uniform", "weighted", "fifo", "lifo", "topk" (or its kind number,
@@ -238,8 +297,18 @@ class Client:
             attrs["cursor"] = str(cursor)
         if reset:
             attrs["reset"] = 1
-        rh, arrays = self._request(OP_SAMPLE, [batch, t0, t1, timeout_ms, sel], tensors,
-                                   attrs=attrs)
+        rid = self._send(OP_SAMPLE, [batch, t0, t1, timeout_ms, sel], tensors, attrs=attrs)
+        if _async:
+            return Pending(self, rid, lambda rh, arrays: self._batch(rh, arrays, torch))
+        return self._batch(*self._wait(rid), torch)
+
+    def sample_async(self, batch, **kwargs):
+        """sample() without waiting: sends the request and returns a Pending whose result() is
+        the Batch. Keep several in flight to hide the round trip (gearbox_torch does)."""
+        return self.sample(batch, _async=True, **kwargs)
+
+    @staticmethod
+    def _batch(rh, arrays, torch):
         out = Batch()
         for name, a in arrays:
             out[name] = a

@@ -8,6 +8,10 @@ Gymnasium dynamics, so nothing beyond numpy and torch is needed).
     gearbox serve configs/offline_server.yaml --set server.dataset=DIR &
     python3 workers/client/python/examples/offline_bc.py --endpoint tcp://127.0.0.1:5555
 
+With --loader N the batches come through gearbox_torch.GearboxDataset in a PyTorch DataLoader
+with N worker processes (each its own connection, several requests in flight); --loader 0 uses
+the plain client in this process.
+
 Rows with valid = 0 (the reset rows between episodes inside a chunk) are masked out of the
 loss. Prints one JSON line with the evaluation's mean return; exits 1 when --min-return is
 given and not reached.
@@ -77,6 +81,9 @@ def main():
     ap.add_argument("--eval-episodes", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-return", type=float, default=None)
+    ap.add_argument("--loader", type=int, default=None, metavar="WORKERS",
+                    help="batches from a DataLoader over gearbox_torch with WORKERS processes")
+    ap.add_argument("--prefetch", type=int, default=4, help="--loader: requests in flight")
     args = ap.parse_args()
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
@@ -91,8 +98,20 @@ def main():
                                  torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 2))
     opt = torch.optim.Adam(policy.parameters(), lr=args.lr)
     t0 = time.time()
+    batches = None
+    if args.loader is not None:
+        from gearbox_torch import GearboxDataset
+        workers = max(args.loader, 0)
+        per = -(-args.steps // max(workers, 1))  # each worker's share, rounded up
+        ds = GearboxDataset(args.endpoint, args.batch, columns=["obs", "action", "valid"],
+                            batches=per, prefetch=args.prefetch,
+                            client_kwargs={"timeout_ms": 30000})
+        batches = iter(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers))
     for step in range(args.steps):
-        b = client.sample(args.batch, columns=["obs", "action", "valid"], torch=True)
+        if batches is not None:
+            b = next(batches)
+        else:
+            b = client.sample(args.batch, columns=["obs", "action", "valid"], torch=True)
         obs = b["obs"].reshape(-1, n_obs).float()
         act = b["action"].reshape(-1).long()
         valid = b["valid"].reshape(-1).float()
