@@ -6,7 +6,8 @@
 #include "launch/cli.h"
 #include "launch/commands.h"
 #include "runtime/config.h"
-#include "workers/learning.h"
+#include "workers/learning.h" /* gb_torch_space */
+#include "workers/worker.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -48,22 +49,9 @@ static int wants_explain(int argc, char **argv, const char **key)
  * or the error with its message in err. */
 static int check_env(const gb_config *cfg, gb_error *err)
 {
-    gb_env_source src;
-    int rc = gb_env_source_open(&src, cfg->env.name, cfg->env.plugin, err);
-    if (rc)
-        return rc;
-    gb_env_args_store args;
-    gb_env_args_from_config(&args, &cfg->env.args);
-    void *env = NULL;
     gb_env_spec spec;
-    rc = gb_env_create(src.iface, &args.args, (uint64_t)cfg->experiment.seed, &env, &spec, err);
-    if (rc == 0) {
-        gb_torch_space space;
-        rc = gb_learning_space(&spec, &space, err);
-        src.iface->destroy(env);
-    }
-    gb_env_source_close(&src);
-    return rc;
+    gb_torch_space space;
+    return gb_worker_env_space(cfg, &spec, &space, err);
 }
 
 int gb_cmd_check(int argc, char **argv)
