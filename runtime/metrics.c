@@ -98,6 +98,8 @@ void gb_metrics_episode(gb_metrics_sender *s, float episode_return, int64_t leng
     s->lengths[s->nepisodes++] = length;
 }
 
+int gb_metrics_episodes_unsent(const gb_metrics_sender *s) { return s->nepisodes; }
+
 int gb_metrics_send(gb_metrics_sender *s, gb_error *err)
 {
     const gb_curve *curve = gb_curve_of(s->zctx);

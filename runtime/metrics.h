@@ -41,6 +41,9 @@ int gb_metrics_set(gb_metrics_sender *s, const char *name, double value);
  * cumulative "episodes" count the sender keeps is still exact). */
 void gb_metrics_episode(gb_metrics_sender *s, float episode_return, int64_t length);
 
+/* Finished episodes recorded and not yet sent. */
+int gb_metrics_episodes_unsent(const gb_metrics_sender *s);
+
 /* Sends one report now (without blocking). When the sender's context has CURVE keys
  * (runtime/curve.h), the value "auth_refused" (connections refused so far) goes with it.
  * Returns 0, or GB_EAGAIN when the launcher's queue is full (the report is dropped and counted;

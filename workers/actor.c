@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define EPISODE_REPORT_S 0.05 /* the longest finished episodes wait before they are reported */
+
 typedef struct actor {
     gb_worker *w;
     gb_acting *acting;
@@ -231,13 +233,18 @@ int gb_actor_main(gb_worker *w, gb_error *err)
         if ((rc = resend(&a, g, err)))
             goto done;
 
-    double next_report = gb_now_s();
+    double next_report = gb_now_s(), last_report = 0;
     while (!gb_worker_stopping(w)) {
         /* Reports are the launcher's heartbeat: sent from this loop, so an environment stuck
-         * in step silences them */
-        if (gb_now_s() >= next_report) {
+         * in step silences them. Finished episodes go out within EPISODE_REPORT_S, not at the
+         * next heartbeat: the launcher decides that the run is solved on their returns, and a
+         * second's wait there was a third of a CartPole run. */
+        double now = gb_now_s();
+        if (now >= next_report || (gb_metrics_episodes_unsent(w->metrics) > 0 &&
+                                   now >= last_report + EPISODE_REPORT_S)) {
             report(&a);
-            next_report = gb_now_s() + gb_worker_report_interval(w);
+            last_report = now;
+            next_report = now + gb_worker_report_interval(w);
         }
         rc = gb_infer_client_recv(a.infer, &a.reply, 100, err);
         if (rc == GB_EAGAIN)
