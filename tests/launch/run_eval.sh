@@ -69,7 +69,9 @@ ls "$work/short/videos"
   fail "short run: frames differ from steps"
 ok "eval_every: a crossing without a newer checkpoint is evaluated from the final one"
 "$python" "$(dirname "$0")/tb_eval_check.py" "$work/short" || fail "short run: TensorBoard"
-ok "eval_every: the final evaluation (after the workers stopped) is in TensorBoard"
+"$python" "$(dirname "$0")/tb_check.py" "$work/short" charts/return_mean_100 ||
+  fail "short run: the metrics rows in TensorBoard, beside the evaluation's events"
+ok "eval_every: the final evaluation (after the workers stopped) is in TensorBoard, beside the rows"
 
 # The trained agent: 20 deterministic episodes, with a video.
 "$gearbox" eval "$run" --episodes 20 --deterministic --json --video "$work/out.mp4" \
