@@ -97,14 +97,15 @@ static int log_results(gb_evals *ev, gb_error *err)
     if (read_gif(path, &gif, &len) != 0)
         return 0;
     int w, h;
-    if (gb_video_gif_size(gif, len, &w, &h) != 0)
+    if (gb_video_gif_size(gif, len, &w, &h) != 0) {
         GB_WARN("evaluation: %s is not a GIF: not logged to TensorBoard", path);
-    else
-        rc = gb_rundir_tb_image(ev->rd, ev->pid_env_steps, "eval/video", h, w,
-                                GB_TENSORBOARD_COLORSPACE_RGB, gif, len, err);
-    free(gif);
-    if (rc == 0)
+    } else if ((rc = gb_rundir_tb_image(ev->rd, ev->pid_env_steps, "eval/video", h, w,
+                                        GB_TENSORBOARD_COLORSPACE_RGB, gif, len, err)) == 0) {
         ev->logged++;
+        GB_INFO("evaluation at %lld env steps in TensorBoard: eval/video (%d x %d GIF, %zu "
+                "bytes)", at, w, h, len);
+    }
+    free(gif);
     return rc;
 }
 

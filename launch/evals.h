@@ -33,7 +33,7 @@ typedef struct gb_evals {
     pid_t pid;                     /* the running `gearbox eval`; 0 none */
     int64_t pid_env_steps;         /* its <env_steps> */
     int64_t started, failed;       /* counts, for the log */
-    int64_t logged;                /* evaluations logged to TensorBoard */
+    int64_t logged;                /* videos logged to TensorBoard (eval/video) */
     struct gb_rundir *rd;          /* the run's directory (its TensorBoard writer); NULL: none */
     char run_dir[2048], exe[PATH_MAX];
 } gb_evals;
