@@ -1,6 +1,7 @@
 /* launch/cmd_eval.c: `gearbox eval RUN_DIR`: plays episodes with a run's checkpointed policy in
  * this process (one environment copy, no workers, no sockets) and reports the returns, as text
- * or one JSON object; with --video it renders every step and encodes an MP4 (launch/video.h).
+ * or one JSON object; with --video it renders every step and encodes an MP4 (launch/video.h),
+ * and with --gif also makes it into a small animated GIF (for TensorBoard, launch/evals.h).
  *
  * Frames: exactly one per step played, the frame of the state the action was chosen in (the
  * reset state for an episode's first step); the state an episode ends in is not drawn. So an MP4
@@ -18,6 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* --gif: frames per second and width (pixels) of the GIF made from the MP4 */
+#define EVAL_GIF_FPS 15
+#define EVAL_GIF_WIDTH 160
+
 /* An episode longer than this ends (truncated) when neither the config nor the environment
  * sets a time limit. */
 #define EVAL_STEP_CAP 100000
@@ -27,7 +32,7 @@ static void eval_usage(FILE *out)
 {
     fprintf(out,
             "usage: gearbox eval RUN_DIR [--episodes N] [--deterministic] [--checkpoint NAME]\n"
-            "                    [--video OUT.mp4] [--fps F] [--json] [--seed S]\n\n"
+            "                    [--video OUT.mp4 [--gif OUT.gif]] [--fps F] [--json] [--seed S]\n\n"
             "Loads RUN_DIR/config.yaml and the run's last checkpoint, plays N episodes of its\n"
             "environment in this process and prints the mean and standard deviation of the\n"
             "episode returns (multi-agent: the mean over agents) and lengths.\n\n"
@@ -40,6 +45,9 @@ static void eval_usage(FILE *out)
             "  --video OUT.mp4    render every step and encode an H.264 MP4 with ffmpeg: one\n"
             "                     frame per step played (the state the action was chosen in);\n"
             "                     odd frame sizes are padded to even with black\n"
+            "  --gif OUT.gif      with --video: also make the MP4 into an animated GIF (ffmpeg,\n"
+            "                     %d frames per second, %d pixels wide), as TensorBoard shows\n"
+            "                     videos (experiment.eval_every logs it as eval/video)\n"
             "  --fps F            frames per second of the video (default 30)\n"
             "  --json             print one JSON object instead of text: episodes, steps,\n"
             "                     return_mean, return_std, length_mean, length_std, returns,\n"
@@ -47,11 +55,12 @@ static void eval_usage(FILE *out)
             "  --seed S           seed of the environment and of sampled actions (default: the\n"
             "                     run's experiment.seed)\n\n"
             "exit status: 0 done, 1 failure while playing or encoding, 2 usage error, not a run\n"
-            "directory, no checkpoint, or --video for an environment without render\n");
+            "directory, no checkpoint, or --video for an environment without render\n",
+            EVAL_GIF_FPS, EVAL_GIF_WIDTH);
 }
 
 typedef struct eval_opts {
-    const char *run_dir, *checkpoint, *video;
+    const char *run_dir, *checkpoint, *video, *gif;
     long long episodes, fps, seed;
     int deterministic, json, have_seed;
 } eval_opts;
@@ -75,7 +84,8 @@ static int parse_args(int argc, char **argv, eval_opts *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has_value = strcmp(a, "--episodes") == 0 || strcmp(a, "--checkpoint") == 0 ||
-                        strcmp(a, "--video") == 0 || strcmp(a, "--fps") == 0 ||
+                        strcmp(a, "--video") == 0 || strcmp(a, "--gif") == 0 ||
+                        strcmp(a, "--fps") == 0 ||
                         strcmp(a, "--seed") == 0;
         if (has_value && i + 1 >= argc) {
             fprintf(stderr, "gearbox eval: %s needs a value\n", a);
@@ -95,6 +105,8 @@ static int parse_args(int argc, char **argv, eval_opts *o)
             o->checkpoint = argv[++i];
         } else if (strcmp(a, "--video") == 0) {
             o->video = argv[++i];
+        } else if (strcmp(a, "--gif") == 0) {
+            o->gif = argv[++i];
         } else if (strcmp(a, "--deterministic") == 0) {
             o->deterministic = 1;
         } else if (strcmp(a, "--json") == 0) {
@@ -111,6 +123,10 @@ static int parse_args(int argc, char **argv, eval_opts *o)
     }
     if (!o->run_dir) {
         fprintf(stderr, "gearbox eval: missing RUN_DIR (see gearbox eval --help)\n");
+        return -1;
+    }
+    if (o->gif && !o->video) {
+        fprintf(stderr, "gearbox eval: --gif is made from the MP4: it needs --video\n");
         return -1;
     }
     return 0;
@@ -361,6 +377,8 @@ static void report(const eval_opts *o, const gb_config *cfg, const eval_state *s
         if (o->video)
             printf("video   %s (%lld frames, %d x %d)\n", o->video, (long long)s->video.frames,
                    s->video.out_w, s->video.out_h);
+        if (o->gif)
+            printf("gif     %s\n", o->gif);
         return;
     }
     printf("{\"run_dir\": ");
@@ -384,6 +402,11 @@ static void report(const eval_opts *o, const gb_config *cfg, const eval_state *s
     printf("], \"video\": ");
     if (o->video)
         json_string(stdout, o->video);
+    else
+        printf("null");
+    printf(", \"gif\": ");
+    if (o->gif)
+        json_string(stdout, o->gif);
     else
         printf("null");
     printf(", \"frames\": %lld}\n", (long long)s->video.frames);
@@ -441,6 +464,8 @@ int gb_cmd_eval(int argc, char **argv)
     }
     if (rc == 0)
         rc = gb_video_close(&s.video, &err);
+    if (rc == 0 && o.gif)
+        rc = gb_video_gif(o.video, o.gif, EVAL_GIF_FPS, EVAL_GIF_WIDTH, &err);
     if (rc) {
         fprintf(stderr, "gearbox eval: %s\n", err.msg);
         eval_free(&s);

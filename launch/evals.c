@@ -1,23 +1,30 @@
 /* launch/evals.c: evaluation videos during a run, as `gearbox eval` children (evals.h). */
 #include "launch/evals.h"
 
+#include "launch/bench.h"
+#include "launch/video.h"
 #include "runtime/clock.h"
 #include "runtime/log.h"
+#include "runtime/rundir.h"
+#include "runtime/tensorboard.h"
 #include "workers/checkpoint.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-void gb_evals_init(gb_evals *ev, const char *run_dir, const char *exe, int64_t every,
-                   int64_t episodes, int64_t seed, int64_t env_steps)
+void gb_evals_init(gb_evals *ev, struct gb_rundir *rd, const char *run_dir, const char *exe,
+                   int64_t every, int64_t episodes, int64_t seed, int64_t env_steps)
 {
     memset(ev, 0, sizeof *ev);
+    ev->rd = rd;
     ev->every = every;
     ev->episodes = episodes;
     ev->seed = seed;
@@ -28,12 +35,88 @@ void gb_evals_init(gb_evals *ev, const char *run_dir, const char *exe, int64_t e
     snprintf(ev->exe, sizeof ev->exe, "%s", exe);
 }
 
-/* Logs how the evaluation child ended. */
-static void reaped(gb_evals *ev, int status)
+/* The GIF at path (at most GB_EVALS_GIF_MAX bytes) into a malloc'd *out of *len bytes. Returns
+ * 0, or -1 with the reason logged. */
+static int read_gif(const char *path, uint8_t **out, size_t *len)
 {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) != 0) {
+        GB_WARN("evaluation: %s: %s: not logged to TensorBoard", path, strerror(errno));
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    if (st.st_size <= 0 || st.st_size > GB_EVALS_GIF_MAX) {
+        GB_WARN("evaluation: %s has %lld bytes (at most %d): not logged to TensorBoard", path,
+                (long long)st.st_size, GB_EVALS_GIF_MAX);
+        fclose(f);
+        return -1;
+    }
+    uint8_t *b = malloc((size_t)st.st_size);
+    size_t n = b ? fread(b, 1, (size_t)st.st_size, f) : 0;
+    fclose(f);
+    if (n != (size_t)st.st_size) {
+        GB_WARN("evaluation: reading %s: %s", path, b ? "short read" : "out of memory");
+        free(b);
+        return -1;
+    }
+    *out = b;
+    *len = n;
+    return 0;
+}
+
+/* Logs the finished evaluation at ev->pid_env_steps to TensorBoard: its JSON's scalars, its
+ * GIF as the image eval/video. What it made that cannot be read is warned about and left out.
+ * Returns 0 or the error of writing tb/. */
+static int log_results(gb_evals *ev, gb_error *err)
+{
+    if (!ev->rd)
+        return 0;
+    long long at = (long long)ev->pid_env_steps;
+    char path[2400];
+    snprintf(path, sizeof path, "%s/videos/eval_%lld.json", ev->run_dir, at);
+    char *json = gb_bench_slurp(path);
+    static const char *const keys[] = {"return_mean", "return_std", "length_mean"};
+    static const char *const tags[] = {"eval/return_mean", "eval/return_std",
+                                       "eval/length_mean"};
+    double values[3];
+    int rc = 0;
+    for (int i = 0; i < 3; i++)
+        values[i] = json ? gb_bench_json_number(json, keys[i]) : NAN;
+    free(json);
+    if (!isfinite(values[0]))
+        GB_WARN("evaluation at %lld env steps: no return_mean in %s: its scalars are not logged",
+                at, path);
+    else if ((rc = gb_rundir_tb_scalars(ev->rd, ev->pid_env_steps, tags, values, 3, err)))
+        return rc;
+    snprintf(path, sizeof path, "%s/videos/eval_%lld.gif", ev->run_dir, at);
+    uint8_t *gif;
+    size_t len;
+    if (read_gif(path, &gif, &len) != 0)
+        return 0;
+    int w, h;
+    if (gb_video_gif_size(gif, len, &w, &h) != 0) {
+        GB_WARN("evaluation: %s is not a GIF: not logged to TensorBoard", path);
+    } else if ((rc = gb_rundir_tb_image(ev->rd, ev->pid_env_steps, "eval/video", h, w,
+                                        GB_TENSORBOARD_COLORSPACE_RGB, gif, len, err)) == 0) {
+        ev->logged++;
+        GB_INFO("evaluation at %lld env steps in TensorBoard: eval/video (%d x %d GIF, %zu "
+                "bytes)", at, w, h, len);
+    }
+    free(gif);
+    return rc;
+}
+
+/* Logs how the evaluation child ended, and its results. Returns as log_results. */
+static int reaped(gb_evals *ev, int status, gb_error *err)
+{
+    int rc = 0;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         GB_INFO("evaluation at %lld env steps done: videos/eval_%lld.mp4",
                 (long long)ev->pid_env_steps, (long long)ev->pid_env_steps);
+        rc = log_results(ev, err);
     } else {
         ev->failed++;
         GB_WARN("evaluation at %lld env steps failed (%s %d): see logs/eval_%lld.log",
@@ -42,18 +125,20 @@ static void reaped(gb_evals *ev, int status)
                 (long long)ev->pid_env_steps);
     }
     ev->pid = 0;
+    return rc;
 }
 
 /* Starts `gearbox eval` on checkpoint set trainer-0 for the evaluation at env_steps. */
 static void start(gb_evals *ev, int64_t env_steps)
 {
-    char video[2400], json[2400], log[2400], episodes[32], seed[32];
+    char video[2400], gif[2400], json[2400], log[2400], episodes[32], seed[32];
     snprintf(video, sizeof video, "%s/videos", ev->run_dir);
     if (mkdir(video, 0777) != 0 && errno != EEXIST) {
         GB_WARN("evaluation: cannot make %s: %s", video, strerror(errno));
         return;
     }
     snprintf(video, sizeof video, "%s/videos/eval_%lld.mp4", ev->run_dir, (long long)env_steps);
+    snprintf(gif, sizeof gif, "%s/videos/eval_%lld.gif", ev->run_dir, (long long)env_steps);
     snprintf(json, sizeof json, "%s/videos/eval_%lld.json", ev->run_dir, (long long)env_steps);
     snprintf(log, sizeof log, "%s/logs/eval_%lld.log", ev->run_dir, (long long)env_steps);
     snprintf(episodes, sizeof episodes, "%lld", (long long)ev->episodes);
@@ -73,7 +158,7 @@ static void start(gb_evals *ev, int64_t env_steps)
         signal(SIGINT, SIG_IGN); /* the launcher ends it (gb_evals_finish), not a Ctrl-C */
         execl(ev->exe, ev->exe, "eval", ev->run_dir, "--checkpoint", "trainer-0",
               "--episodes", episodes, "--deterministic", "--json", "--seed", seed, "--video",
-              video, (char *)NULL);
+              video, "--gif", gif, (char *)NULL);
         fprintf(stderr, "exec %s: %s\n", ev->exe, strerror(errno));
         _exit(127);
     }
@@ -84,49 +169,48 @@ static void start(gb_evals *ev, int64_t env_steps)
             (long long)env_steps, (long long)ev->last_step, (int)pid);
 }
 
-void gb_evals_poll(gb_evals *ev, int64_t env_steps)
+int gb_evals_poll(gb_evals *ev, int64_t env_steps, gb_error *err)
 {
     if (ev->every <= 0)
-        return;
-    int status;
+        return 0;
+    int status, rc = 0;
     if (ev->pid > 0 && waitpid(ev->pid, &status, WNOHANG) == ev->pid)
-        reaped(ev, status);
+        rc = reaped(ev, status, err);
     if (env_steps >= ev->next) {
         ev->pending = 1;
         ev->next = (env_steps / ev->every + 1) * ev->every;
     }
     if (!ev->pending || ev->pid > 0)
-        return;
+        return rc;
     char dir[2100];
     snprintf(dir, sizeof dir, "%s/checkpoints", ev->run_dir);
     gb_checkpoint_files ck;
-    gb_error err = {0};
-    if (gb_checkpoint_find(dir, "trainer-0", &ck, &err) != 0 || ck.step == ev->last_step)
-        return; /* no checkpoint yet, or none newer than the last evaluated: wait for one */
+    gb_error ignored = {0};
+    if (gb_checkpoint_find(dir, "trainer-0", &ck, &ignored) != 0 || ck.step == ev->last_step)
+        return rc; /* no checkpoint yet, or none newer than the last evaluated: wait for one */
     ev->last_step = ck.step;
     ev->pending = 0;
     start(ev, env_steps);
+    return rc;
 }
 
 /* Waits up to wait_s for the running evaluation, then stops it (SIGTERM, then SIGKILL every
- * 5 s) and reaps it. */
-static void wait_child(gb_evals *ev, double wait_s)
+ * 5 s) and reaps it. Returns as reaped. */
+static int wait_child(gb_evals *ev, double wait_s, gb_error *err)
 {
     if (ev->pid <= 0)
-        return;
+        return 0;
     GB_INFO("waiting up to %.0f s for the evaluation at %lld env steps", wait_s,
             (long long)ev->pid_env_steps);
     int status, sig = 0;
     double deadline = gb_now_s() + wait_s;
     for (;;) {
         pid_t r = waitpid(ev->pid, &status, WNOHANG);
-        if (r == ev->pid) {
-            reaped(ev, status);
-            return;
-        }
+        if (r == ev->pid)
+            return reaped(ev, status, err);
         if (r < 0 && errno != EINTR) {
             ev->pid = 0;
-            return;
+            return 0;
         }
         if (gb_now_s() >= deadline) {
             sig = sig == 0 ? SIGTERM : SIGKILL;
@@ -139,12 +223,15 @@ static void wait_child(gb_evals *ev, double wait_s)
     }
 }
 
-void gb_evals_finish(gb_evals *ev, int64_t env_steps, double wait_s)
+int gb_evals_finish(gb_evals *ev, int64_t env_steps, double wait_s, gb_error *err)
 {
     if (ev->every <= 0)
-        return;
-    wait_child(ev, wait_s);
+        return 0;
+    gb_error later = {0};
+    int rc = wait_child(ev, wait_s, err);
     ev->next = INT64_MAX; /* no new crossing: only one still pending starts */
-    gb_evals_poll(ev, env_steps);
-    wait_child(ev, wait_s);
+    int rc2 = gb_evals_poll(ev, env_steps, rc ? &later : err);
+    rc = rc ? rc : rc2;
+    rc2 = wait_child(ev, wait_s, rc ? &later : err);
+    return rc ? rc : rc2;
 }

@@ -533,7 +533,7 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     if (rc == 0)
         rc = self_path(exe, sizeof exe, &err);
     if (rc == 0)
-        gb_evals_init(&evals, rd.path, exe, cfg->experiment.eval_every,
+        gb_evals_init(&evals, &rd, rd.path, exe, cfg->experiment.eval_every,
                       cfg->experiment.eval_episodes, cfg->experiment.seed,
                       (int64_t)base.env_steps);
     const gb_slurm_job *job = NULL;
@@ -611,7 +611,12 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
         }
         sample_metrics(mc, t, have_prev ? prev : NULL, &base, row);
         gb_runctl_server_set_env_steps(runctl, (int64_t)row[M_ENV_STEPS]);
-        gb_evals_poll(&evals, (int64_t)row[M_ENV_STEPS]);
+        /* a finished evaluation goes to tb/: a write failure ends the run, as metrics.csv's */
+        if (gb_evals_poll(&evals, (int64_t)row[M_ENV_STEPS], &err)) {
+            snprintf(error_text, sizeof error_text, "evaluation: %s", err.msg);
+            GB_ERROR("%s", error_text);
+            break;
+        }
         if (now >= next_row) {
             /* a full disk (or any write failure) in the run directory ends the run */
             if (gb_rundir_metrics_row(&rd, row, M_NCOLS, &err)) {
@@ -673,7 +678,12 @@ stop:;
     }
     /* a video being made is finished, not cut off; one still waiting for a checkpoint is made
      * from the final one (the trainers wrote it as they stopped) */
-    gb_evals_finish(&evals, (int64_t)row[M_ENV_STEPS], 120);
+    if (gb_evals_finish(&evals, (int64_t)row[M_ENV_STEPS], 120, &err) && status == 0) {
+        status = 1;
+        exit_reason = "error";
+        snprintf(error_text, sizeof error_text, "evaluation: %s", err.msg);
+        GB_ERROR("%s", error_text);
+    }
     /* A worker that failed while stopping (its final checkpoint, say) or had to be killed
      * fails the run, whatever ended it. */
     int solved = strcmp(exit_reason, "solved") == 0;

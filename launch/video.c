@@ -1,4 +1,5 @@
-/* launch/video.c: raw RGB frames piped into an ffmpeg child that encodes H.264 (video.h). */
+/* launch/video.c: raw RGB frames piped into an ffmpeg child that encodes H.264, and an MP4
+ * turned into an animated GIF by another (video.h). */
 #include "launch/video.h"
 
 #include <errno.h>
@@ -134,4 +135,47 @@ int gb_video_close(gb_video *v, gb_error *err)
     free(v->padded);
     v->padded = NULL;
     return rc;
+}
+
+int gb_video_gif(const char *mp4, const char *gif, int fps, int width, gb_error *err)
+{
+    if (fps <= 0 || width <= 0)
+        return gb_error_set(err, GB_EINVAL, "gif: bad rate %d or width %d", fps, width);
+    if (!on_path("ffmpeg"))
+        return gb_error_set(err, GB_ENOTFOUND, "gif: ffmpeg is not on PATH (Debian: apt-get "
+                            "install ffmpeg; launch/install-deps.sh installs it)");
+    /* one palette made for this clip (palettegen), then used to map its frames (paletteuse):
+     * far better colours than GIF's default palette, at a few KB a frame */
+    char filter[256];
+    snprintf(filter, sizeof filter,
+             "fps=%d,scale=%d:-1:flags=lanczos,split[a][b];[a]palettegen[p];[b][p]paletteuse",
+             fps, width);
+    pid_t pid = fork();
+    if (pid < 0)
+        return gb_error_errno(err, "gif: fork");
+    if (pid == 0) {
+        execlp("ffmpeg", "ffmpeg", "-nostdin", "-y", "-loglevel", "error", "-i", mp4, "-vf",
+               filter, "-f", "gif", gif, (char *)NULL);
+        fprintf(stderr, "gif: exec ffmpeg: %s\n", strerror(errno));
+        _exit(127);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR)
+            return gb_error_errno(err, "gif: waitpid");
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return gb_error_set(err, GB_EIO, "gif: ffmpeg failed making %s from %s (%s %d)", gif,
+                            mp4, WIFEXITED(status) ? "exit status" : "signal",
+                            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    return 0;
+}
+
+int gb_video_gif_size(const uint8_t *bytes, size_t len, int *width, int *height)
+{
+    if (len < 10 || (memcmp(bytes, "GIF89a", 6) != 0 && memcmp(bytes, "GIF87a", 6) != 0))
+        return -1;
+    *width = bytes[6] | bytes[7] << 8; /* the logical screen: little-endian uint16s */
+    *height = bytes[8] | bytes[9] << 8;
+    return *width > 0 && *height > 0 ? 0 : -1;
 }

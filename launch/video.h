@@ -1,12 +1,15 @@
 /* launch/video.h: an MP4 written by an ffmpeg child process fed raw RGB frames through a pipe
  * (`gearbox eval --video`). Frames of odd width or height are padded with black to even sizes
- * (H.264 in yuv420p needs them).
- * defines: gb_video, gb_video_open, gb_video_frame, gb_video_close */
+ * (H.264 in yuv420p needs them). An MP4 made into an animated GIF (`gearbox eval --gif`: what
+ * TensorBoard's image plugin plays, launch/evals.h).
+ * defines: gb_video, gb_video_open, gb_video_frame, gb_video_close, gb_video_gif,
+ *          gb_video_gif_size */
 #ifndef GB_LAUNCH_VIDEO_H
 #define GB_LAUNCH_VIDEO_H
 
 #include "runtime/error.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -32,5 +35,15 @@ int gb_video_frame(gb_video *v, const uint8_t *rgb, gb_error *err);
 /* Closes the pipe and waits for ffmpeg. Returns 0, or GB_EIO when it failed (exit status).
  * Safe on a zeroed or already closed gb_video. */
 int gb_video_close(gb_video *v, gb_error *err);
+
+/* Makes the animated GIF gif (overwritten) from the video mp4 with an ffmpeg child, and waits
+ * for it: fps frames per second, scaled to width pixels wide (the height keeps the aspect), one
+ * palette made for the clip. Returns 0; GB_EINVAL (rate, width); GB_ENOTFOUND (no ffmpeg on
+ * PATH); GB_ESYS (fork); GB_EIO (ffmpeg failed: its messages went to stderr). */
+int gb_video_gif(const char *mp4, const char *gif, int fps, int width, gb_error *err);
+
+/* The size of a GIF (its logical screen) from its first len bytes: 0 with *width, *height set,
+ * or -1 when they are not a GIF87a/GIF89a header of a non-empty image. */
+int gb_video_gif_size(const uint8_t *bytes, size_t len, int *width, int *height);
 
 #endif

@@ -380,6 +380,20 @@ int gb_rundir_metrics_row(gb_rundir *rd, const double *values, int ncol, gb_erro
                   : 0;
 }
 
+int gb_rundir_tb_scalars(gb_rundir *rd, int64_t step, const char *const *tags,
+                         const double *values, int n, gb_error *err)
+{
+    return rd->tb ? gb_tensorboard_scalars(rd->tb, step, tags, values, n, err) : 0;
+}
+
+int gb_rundir_tb_image(gb_rundir *rd, int64_t step, const char *tag, int height, int width,
+                       int colorspace, const void *bytes, size_t len, gb_error *err)
+{
+    return rd->tb ? gb_tensorboard_image(rd->tb, step, tag, height, width, colorspace, bytes, len,
+                                         err)
+                  : 0;
+}
+
 static void json_string(FILE *f, const char *s)
 {
     fputc('"', f);

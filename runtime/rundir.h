@@ -3,7 +3,8 @@
  *     config.yaml    the resolved config (loads back to the same structs)
  *     metrics.csv    one header line, then one row per report (columns chosen by the writer)
  *     tb/            the same rows as TensorBoard scalars (runtime/tensorboard.h), step =
- *                    the row's env_steps
+ *                    the row's env_steps; evaluations' results and videos (launch/evals.h)
+ *     videos/        evaluation videos (experiment.eval_every)
  *     logs/          <role>-<index>.log per worker
  *     checkpoints/   model/optimiser (and replay) checkpoints
  *     summary.json   written when the run ends (atomically: temporary file, then rename)
@@ -14,7 +15,8 @@
  * removes what a run that died left (ipc socket files in sockets/, POSIX shm segments named
  * /gearbox-<id>-*) once no process holds that run's lock.
  * defines: gb_rundir, gb_run_summary, gb_rundir_create, gb_rundir_reopen, gb_rundir_file,
- *          gb_rundir_metrics_open, gb_rundir_metrics_continue, gb_rundir_metrics_row, gb_rundir_write_summary, gb_rundir_close,
+ *          gb_rundir_metrics_open, gb_rundir_metrics_continue, gb_rundir_metrics_row,
+ *          gb_rundir_tb_scalars, gb_rundir_tb_image, gb_rundir_write_summary, gb_rundir_close,
  *          gb_rundir_reap_dead, gb_rundir_lock, gb_rundir_register, gb_rundir_unlock */
 #ifndef GB_RUNTIME_RUNDIR_H
 #define GB_RUNTIME_RUNDIR_H
@@ -135,6 +137,15 @@ int gb_rundir_metrics_continue(gb_rundir *rd, const char *const *names, int ncol
  * step = the env_steps column) and flushes that too. Returns 0, GB_EINVAL (column count) or
  * GB_ESYS (a write failed: metrics.csv's or tb/'s). */
 int gb_rundir_metrics_row(gb_rundir *rd, const double *values, int ncol, gb_error *err);
+
+/* More values for tb/'s events file beside the metrics rows (an evaluation's, launch/evals.h):
+ * gb_tensorboard_scalars and gb_tensorboard_image on the run's open writer, flushed. A no-op
+ * returning 0 before metrics.csv is open (no writer yet). Returns as those: 0, GB_EINVAL,
+ * GB_ENOMEM or GB_ESYS (a write failed: a full disk ends the run, as metrics.csv's). */
+int gb_rundir_tb_scalars(gb_rundir *rd, int64_t step, const char *const *tags,
+                         const double *values, int n, gb_error *err);
+int gb_rundir_tb_image(gb_rundir *rd, int64_t step, const char *tag, int height, int width,
+                       int colorspace, const void *bytes, size_t len, gb_error *err);
 
 /* Writes summary.json (temporary file + rename). Returns 0 or GB_ESYS. */
 int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_error *err);

@@ -163,6 +163,35 @@ int gb_tensorboard_scalars(gb_tensorboard *tb, int64_t step, const char *const *
     return write_event(tb, &ev, err);
 }
 
+int gb_tensorboard_image(gb_tensorboard *tb, int64_t step, const char *tag, int height, int width,
+                         int colorspace, const void *bytes, size_t len, gb_error *err)
+{
+    if (height <= 0 || width <= 0 || colorspace < 0 || !tag || !bytes || len == 0 ||
+        len > GB_TENSORBOARD_IMAGE_MAX)
+        return gb_error_set(err, GB_EINVAL,
+                            "tensorboard: image %s of %d x %d, %zu bytes (at most %d)",
+                            tag ? tag : "(no tag)", width, height, len, GB_TENSORBOARD_IMAGE_MAX);
+    Gearbox__Tb__SummaryImage image = GEARBOX__TB__SUMMARY_IMAGE__INIT;
+    image.height = height;
+    image.width = width;
+    image.colorspace = colorspace;
+    image.encoded_image_string.data = (uint8_t *)bytes;
+    image.encoded_image_string.len = len;
+    Gearbox__Tb__SummaryValue value = GEARBOX__TB__SUMMARY_VALUE__INIT, *ptr = &value;
+    value.tag = (char *)tag;
+    value.value_case = GEARBOX__TB__SUMMARY_VALUE__VALUE_IMAGE;
+    value.image = &image;
+    Gearbox__Tb__Summary summary = GEARBOX__TB__SUMMARY__INIT;
+    summary.n_value = 1;
+    summary.value = &ptr;
+    Gearbox__Tb__Event ev = GEARBOX__TB__EVENT__INIT;
+    ev.wall_time = wall_now();
+    ev.step = step;
+    ev.what_case = GEARBOX__TB__EVENT__WHAT_SUMMARY;
+    ev.summary = &summary;
+    return write_event(tb, &ev, err);
+}
+
 const char *gb_tensorboard_group(const char *column)
 {
     static const struct { const char *group; const char *columns[10]; } groups[] = {

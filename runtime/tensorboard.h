@@ -1,5 +1,5 @@
-/* runtime/tensorboard.h: TensorBoard event files (scalars), written from C: records are
- * TensorBoard's Event and Summary protobuf messages (runtime/tensorboard.proto, encoded by
+/* runtime/tensorboard.h: TensorBoard event files (scalars and images), written from C: records
+ * are TensorBoard's Event and Summary protobuf messages (runtime/tensorboard.proto, encoded by
  * protobuf-c) in TFRecord framing: uint64 length (little-endian), uint32 masked CRC-32C of those
  * 8 bytes, the message, uint32 masked CRC-32C of the message. The first record of a file is the
  * Event file_version "brain.Event:2". Every record is flushed as it is written, so a live
@@ -13,9 +13,11 @@
  *   replay/  replay_size replay_fill sample_drops chunks_rejected
  *   policy/  policy_version served_version_min version_lag
  *   run/     segment
- * env_steps is the step of every value, not a tag of its own.
- * defines: gb_tensorboard, gb_tensorboard_open, gb_tensorboard_scalars, gb_tensorboard_row,
- *          gb_tensorboard_group, gb_tensorboard_close, gb_tensorboard_masked_crc,
+ * env_steps is the step of every value, not a tag of its own. An evaluation during the run
+ * (launch/evals.h) adds eval/return_mean, eval/return_std, eval/length_mean and the image
+ * eval/video (an animated GIF) at its env steps.
+ * defines: gb_tensorboard, gb_tensorboard_open, gb_tensorboard_scalars, gb_tensorboard_image,
+ *          gb_tensorboard_row, gb_tensorboard_group, gb_tensorboard_close, gb_tensorboard_masked_crc,
  *          gb_tensorboard_frame, GB_TENSORBOARD_* */
 #ifndef GB_RUNTIME_TENSORBOARD_H
 #define GB_RUNTIME_TENSORBOARD_H
@@ -30,6 +32,9 @@
 #define GB_TENSORBOARD_HEADER_BYTES 12 /* length + its masked CRC */
 #define GB_TENSORBOARD_FOOTER_BYTES 4  /* the data's masked CRC */
 #define GB_TENSORBOARD_TAG_MAX 96
+#define GB_TENSORBOARD_IMAGE_MAX (64 << 20) /* bytes of one encoded image */
+#define GB_TENSORBOARD_COLORSPACE_RGB 3
+#define GB_TENSORBOARD_COLORSPACE_RGBA 4
 
 typedef struct gb_tensorboard gb_tensorboard;
 
@@ -58,6 +63,14 @@ const char *gb_tensorboard_path(const gb_tensorboard *tb);
  * ends the run, as metrics.csv's). */
 int gb_tensorboard_scalars(gb_tensorboard *tb, int64_t step, const char *const *tags,
                            const double *values, int n, gb_error *err);
+
+/* Writes one Event at step with a Summary of one image value (TensorBoard's Summary.Image):
+ * tag, height × width pixels, colorspace (GB_TENSORBOARD_COLORSPACE_*: 3 RGB, 4 RGBA) and the
+ * encoded image, len bytes of PNG or GIF (an animated GIF plays in TensorBoard's image plugin);
+ * wall time now; flushed. Blocks on the write. Returns 0, GB_EINVAL (sizes not positive, no
+ * bytes, len above GB_TENSORBOARD_IMAGE_MAX), GB_ENOMEM or GB_ESYS (a write failed). */
+int gb_tensorboard_image(gb_tensorboard *tb, int64_t step, const char *tag, int height, int width,
+                         int colorspace, const void *bytes, size_t len, gb_error *err);
 
 /* The group of a metrics.csv column in the tag scheme above ("charts" for any other name). */
 const char *gb_tensorboard_group(const char *column);

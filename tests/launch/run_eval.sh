@@ -3,16 +3,20 @@
 # Trains the default CartPole PPO config until solved, with an evaluation video every 40000 env
 # steps during the run (trainer.checkpoint_every_s 2, so checkpoints exist); then:
 #   - each video the run made has exactly as many frames (ffprobe) as the steps its JSON played;
+#   - each finished evaluation is in the run's TensorBoard file (tb_eval_check.py, TensorBoard's
+#     own readers): its GIF as the image eval/video and its JSON's eval/ scalars at its env steps;
 #   - gearbox eval RUN --episodes 20 --deterministic --json --video: mean return >= 475 and the
 #     MP4's frame count equals the JSON's steps (one frame per step played);
 #   - the text output; and the errors: not a run directory, no checkpoint, an unknown
 #     checkpoint name, --video for an environment without render, a corrupt model file, bad
 #     options.
-# usage: run_eval.sh GEARBOX CONFIG WORK_DIR PLUGIN_WITHOUT_RENDER
+# usage: run_eval.sh GEARBOX CONFIG WORK_DIR PLUGIN_WITHOUT_RENDER PYTHON
 set -u
-gearbox=$1 config=$2 work=$3 norender=$4
+gearbox=$1 config=$2 work=$3 norender=$4 python=$5
 . "$(dirname "$0")/run_lib.sh"
 command -v ffprobe >/dev/null || fail "ffprobe not found (launch/install-deps.sh installs ffmpeg)"
+"$python" -c "import tensorboard" 2>/dev/null ||
+  fail "$python has no tensorboard package (launch/install-deps.sh installs it)"
 rm -rf "$work"; mkdir -p "$work"
 run=$work/run
 passed=0
@@ -49,6 +53,8 @@ done
 [ "$nvid" -ge 1 ] || { grep -i evaluation "$run/logs/launcher.log"; fail "eval_every made no video"; }
 grep -q "evaluation at [0-9]* env steps done" "$run/logs/launcher.log" || fail "no evaluation logged as done"
 ok "eval_every: $nvid video(s) during the run, frames = steps played"
+"$python" "$(dirname "$0")/tb_eval_check.py" "$run" || fail "evaluations in TensorBoard"
+ok "eval_every: each evaluation in TensorBoard (eval/video GIF, eval/ scalars)"
 
 # A run too short for any periodic checkpoint (checkpoint_every_s 300): its crossings wait, and
 # the evaluation is made from the final checkpoint at the end, named by the final env steps.
@@ -62,6 +68,10 @@ ls "$work/short/videos"
 [ "$(frames "$work/short/videos/eval_$final.mp4")" = "$(json_get "$work/short/videos/eval_$final.json" steps)" ] ||
   fail "short run: frames differ from steps"
 ok "eval_every: a crossing without a newer checkpoint is evaluated from the final one"
+"$python" "$(dirname "$0")/tb_eval_check.py" "$work/short" || fail "short run: TensorBoard"
+"$python" "$(dirname "$0")/tb_check.py" "$work/short" charts/return_mean_100 ||
+  fail "short run: the metrics rows in TensorBoard, beside the evaluation's events"
+ok "eval_every: the final evaluation (after the workers stopped) is in TensorBoard, beside the rows"
 
 # The trained agent: 20 deterministic episodes, with a video.
 "$gearbox" eval "$run" --episodes 20 --deterministic --json --video "$work/out.mp4" \
@@ -112,5 +122,6 @@ head -c 1000 /dev/urandom > "$work/corrupt.model"
 expect_fail 1 "loading $work/corrupt.model" "$run" --checkpoint "$work/corrupt.model"
 expect_fail 2 "--episodes wants an integer" "$run" --episodes 0
 expect_fail 2 "unknown option" "$run" --frob
+expect_fail 2 "it needs --video" "$run" --gif "$work/x.gif"
 expect_fail 2 "missing RUN_DIR"
 echo "$passed passed, 0 failed"

@@ -5,7 +5,9 @@
 # The records are read twice: as written (RawEventFileLoader, TensorBoard's event_pb2: framing,
 # CRCs, simple_value) and as TensorBoard serves them (EventFileLoader, which turns simple_value
 # into scalar-plugin tensors; EventAccumulator's scalar tags). Also checks that the tags named
-# on the command line appeared (with a value) and those after --absent never did.
+# on the command line appeared (with a value) and those after --absent never did. Events of
+# evaluations (experiment.eval_every: eval/ tags, launch/evals.h; tb_eval_check.py checks them)
+# are not rows and are left out.
 # usage: python tb_check.py RUN_DIR TAG... [--absent TAG...]
 import csv
 import glob
@@ -38,6 +40,11 @@ def tag_of(column):
     return f"charts/{column}"
 
 
+def is_eval(event):
+    return bool(event.summary.value) and all(v.tag.startswith("eval/")
+                                             for v in event.summary.value)
+
+
 def fail(msg):
     print(f"FAIL: {msg}")
     sys.exit(1)
@@ -60,8 +67,8 @@ def main():
         loaded = [event_pb2.Event.FromString(r) for r in RawEventFileLoader(path).Load()]
         if not loaded or loaded[0].file_version != "brain.Event:2":
             fail(f"{path}: the first event is not file_version brain.Event:2")
-        events += loaded[1:]
-        served += list(EventFileLoader(path).Load())[1:]
+        events += [e for e in loaded[1:] if not is_eval(e)]
+        served += [e for e in list(EventFileLoader(path).Load())[1:] if not is_eval(e)]
     if len(served) != len(events):
         fail(f"EventFileLoader read {len(served)} events, the raw reader {len(events)}")
     with open(os.path.join(run, "metrics.csv")) as f:
@@ -99,7 +106,7 @@ def main():
         fail(f"tags that should be empty for this algorithm were written: {present}")
     acc = EventAccumulator(os.path.join(run, "tb"))
     acc.Reload()
-    scalars = set(acc.Tags()["scalars"])
+    scalars = {t for t in acc.Tags()["scalars"] if not t.startswith("eval/")}
     if scalars != seen:
         fail(f"EventAccumulator's scalars differ: {sorted(scalars ^ seen)}")
     last = acc.Scalars("charts/episodes")[-1] if "charts/episodes" in scalars else None

@@ -3,7 +3,9 @@
  * (tensorboard.compat.tensorflow_stub.pywrap_tensorflow.masked_crc32c), the protobuf-c encoding
  * of an Event against the bytes TensorBoard's event_pb2 serialises for the same message, a file
  * written and read back record by record, and metrics.csv rows mirrored into tb/ by the run
- * directory (runtime/rundir.h), including an earlier gearbox's metrics.csv widened on resume. */
+ * directory (runtime/rundir.h), including an earlier gearbox's metrics.csv widened on resume;
+ * an image summary (Summary.Image, an evaluation's GIF) encoded as event_pb2 encodes it, written
+ * and read back, directly and through the run directory's writer. */
 #include "runtime/rundir.h"
 #include "runtime/tensorboard.h"
 #include "runtime/tensorboard.pb-c.h"
@@ -200,6 +202,75 @@ static void test_write_read_back(void)
     CHECK_EQ_INT(gb_tensorboard_open(&t2, "/nonexistent/a/b", &err), GB_ESYS);
 }
 
+/* Summary.Image: the bytes TensorBoard's event_pb2 serialises for Event(wall_time=2, step=7,
+ * summary=[Value(tag="eval/video", image=Image(height=3, width=5, colorspace=3,
+ * encoded_image_string=b"GIF89a"))]); then written to a file and read back. */
+static void test_image(void)
+{
+    uint8_t want[128];
+    size_t n = unhex("09000000000000004010072a1e0a1c0a0a6576616c2f766964656f220e08031005180322"
+                     "06474946383961", want);
+    Gearbox__Tb__SummaryImage im = GEARBOX__TB__SUMMARY_IMAGE__INIT;
+    im.height = 3;
+    im.width = 5;
+    im.colorspace = 3;
+    im.encoded_image_string.data = (uint8_t *)"GIF89a";
+    im.encoded_image_string.len = 6;
+    Gearbox__Tb__SummaryValue v = GEARBOX__TB__SUMMARY_VALUE__INIT, *pv = &v;
+    v.tag = "eval/video";
+    v.value_case = GEARBOX__TB__SUMMARY_VALUE__VALUE_IMAGE;
+    v.image = &im;
+    Gearbox__Tb__Summary s = GEARBOX__TB__SUMMARY__INIT;
+    s.n_value = 1;
+    s.value = &pv;
+    Gearbox__Tb__Event ev = GEARBOX__TB__EVENT__INIT;
+    ev.wall_time = 2.0;
+    ev.step = 7;
+    ev.what_case = GEARBOX__TB__EVENT__WHAT_SUMMARY;
+    ev.summary = &s;
+    uint8_t got[128];
+    CHECK_EQ_INT(gearbox__tb__event__get_packed_size(&ev), n);
+    gearbox__tb__event__pack(&ev, got);
+    CHECK(memcmp(got, want, n) == 0);
+
+    gb_error err = {0};
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/tb_image", tmpdir);
+    gb_tensorboard *tb = NULL;
+    CHECK_OK(gb_tensorboard_open(&tb, dir, &err));
+    if (!tb)
+        return;
+    uint8_t gif[3000]; /* bytes with zeros inside: a binary string, not a C string */
+    for (size_t i = 0; i < sizeof gif; i++)
+        gif[i] = (uint8_t)(i * 7);
+    memcpy(gif, "GIF89a", 6);
+    CHECK_OK(gb_tensorboard_image(tb, 40000, "eval/video", 120, 160,
+                                  GB_TENSORBOARD_COLORSPACE_RGB, gif, sizeof gif, &err));
+    CHECK_EQ_INT(gb_tensorboard_image(tb, 1, "eval/video", 0, 160, 3, gif, sizeof gif, &err),
+                 GB_EINVAL);
+    CHECK_EQ_INT(gb_tensorboard_image(tb, 1, "eval/video", 120, 160, 3, gif, 0, &err), GB_EINVAL);
+    char name[1024];
+    snprintf(name, sizeof name, "%s", gb_tensorboard_path(tb));
+    Gearbox__Tb__Event *rd[4] = {0};
+    CHECK_EQ_INT(read_events(name, rd, 4), 2); /* file_version, the image; no refused one */
+    CHECK_OK(gb_tensorboard_close(tb, &err));
+    if (rd[1]) {
+        CHECK_EQ_INT(rd[1]->step, 40000);
+        const Gearbox__Tb__SummaryValue *val = find_tag(rd[1], "eval/video");
+        CHECK(val && val->value_case == GEARBOX__TB__SUMMARY_VALUE__VALUE_IMAGE);
+        if (val && val->image) {
+            CHECK_EQ_INT(val->image->height, 120);
+            CHECK_EQ_INT(val->image->width, 160);
+            CHECK_EQ_INT(val->image->colorspace, 3);
+            CHECK_EQ_INT(val->image->encoded_image_string.len, sizeof gif);
+            CHECK(memcmp(val->image->encoded_image_string.data, gif, sizeof gif) == 0);
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        if (rd[i])
+            gearbox__tb__event__free_unpacked(rd[i], NULL);
+}
+
 static void test_groups(void)
 {
     CHECK(strcmp(gb_tensorboard_group("return_mean_100"), "charts") == 0);
@@ -237,6 +308,12 @@ static void test_rundir_widen_and_mirror(void)
     CHECK(isnan(last[2]) && isnan(last[3]) && isnan(last[4]));
     double row[5] = {4, 400, 1, 0.01, NAN};
     CHECK_OK(gb_rundir_metrics_row(&rd, row, 5, &err));
+    /* an evaluation's results beside the rows, on the same writer */
+    static const char *const etags[2] = {"eval/return_mean", "eval/length_mean"};
+    double evals[2] = {500, 500};
+    CHECK_OK(gb_rundir_tb_scalars(&rd, 350, etags, evals, 2, &err));
+    CHECK_OK(gb_rundir_tb_image(&rd, 350, "eval/video", 2, 4, GB_TENSORBOARD_COLORSPACE_RGB,
+                                "GIF89a..", 8, &err));
     gb_rundir_close(&rd);
     f = fopen(p, "r");
     char text[512] = "";
@@ -249,8 +326,16 @@ static void test_rundir_widen_and_mirror(void)
     char dir[1100], path[1400];
     snprintf(dir, sizeof dir, "%s/tb", rd.path);
     CHECK_EQ_INT(events_file(dir, path, sizeof path), 1);
-    Gearbox__Tb__Event *ev[4] = {0};
-    CHECK_EQ_INT(read_events(path, ev, 4), 2);
+    Gearbox__Tb__Event *ev[6] = {0};
+    CHECK_EQ_INT(read_events(path, ev, 6), 4);
+    if (ev[3]) {
+        CHECK_EQ_INT(ev[2]->step, 350);
+        CHECK(find_tag(ev[2], "eval/return_mean") &&
+              find_tag(ev[2], "eval/return_mean")->simple_value == 500.0f);
+        CHECK_EQ_INT(ev[3]->step, 350);
+        CHECK(find_tag(ev[3], "eval/video") && find_tag(ev[3], "eval/video")->image &&
+              find_tag(ev[3], "eval/video")->image->width == 4);
+    }
     if (ev[1]) {
         CHECK_EQ_INT(ev[1]->step, 400);
         CHECK_EQ_INT(ev[1]->summary->n_value, 3);
@@ -259,7 +344,7 @@ static void test_rundir_widen_and_mirror(void)
         CHECK(find_tag(ev[1], "run/segment") != NULL);
         CHECK(find_tag(ev[1], "train/lr") == NULL);
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 6; i++)
         if (ev[i])
             gearbox__tb__event__free_unpacked(ev[i], NULL);
     /* columns that are not an extension of ours: refused, the file untouched */
@@ -282,6 +367,7 @@ int main(void)
     TEST_RUN(test_masked_crc);
     TEST_RUN(test_frame_and_encoding);
     TEST_RUN(test_write_read_back);
+    TEST_RUN(test_image);
     TEST_RUN(test_groups);
     TEST_RUN(test_rundir_widen_and_mirror);
     char cmd[512];
