@@ -349,7 +349,7 @@ static int draw(plot_run *runs, int n, const char *metric, const char *xlabel, c
                 if (!(hi > lo))
                     break;
             }
-            char name[512];
+            char name[640]; /* group (< 256 bytes), count and seeds (< 256 bytes) */
             const char *group = runs[i].name[0] ? runs[i].name : runs[i].label;
             snprintf(name, sizeof name, "%s: mean of %d seeds (%s)", group, members, seeds);
             fprintf(gp, "%s'%s' using 1:3:4 with filledcurves lc rgb '%s' title ",
@@ -406,7 +406,7 @@ static void label_runs(plot_run *runs, int n)
         while (l > 1 && tmp[l - 1] == '/')
             tmp[--l] = '\0';
         const char *base = strrchr(tmp, '/');
-        snprintf(runs[i].label, sizeof runs[i].label, "%s", base ? base + 1 : tmp);
+        snprintf(runs[i].label, sizeof runs[i].label, "%.255s", base ? base + 1 : tmp);
     }
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++)

@@ -330,7 +330,8 @@ int gb_server_load_tables(const gb_config *cfg, gb_server_tables *t, gb_error *e
                 break;
             c = tc;
         }
-        snprintf(t->t[i].name, sizeof t->t[i].name, "%s", name);
+        /* names are at most 31 bytes (gb_config_finish checks server.tables) */
+        snprintf(t->t[i].name, sizeof t->t[i].name, "%.31s", name);
         rc = gb_server_load_dataset_episodes(c, &t->t[i].r, &t->t[i].ep, &t->t[i].loaded, err);
         if (rc)
             gb_error_prefix(err, "table '%s'", name);
