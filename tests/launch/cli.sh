@@ -81,6 +81,12 @@ grep -q 'no key or section "trainer.nosuchkey"' /tmp/gb_cli_out.$$ ||
 build=$(dirname "$gearbox")
 for f in "$src"/configs/*.yaml; do
   sets=()
+  # the gymnasium plugin is not built in sanitizer builds (CPython's leaks): its config then
+  # has no environment to check
+  if grep -q '^  name: gymnasium' "$f" && [ ! -f "$build/lib/gearbox/envs/gearbox_env_gymnasium.so" ]; then
+    echo "skip $f: no gymnasium plugin in this build"
+    continue
+  fi
   grep -q '^  name: plugin' "$f" && sets=(--set "env.plugin=$build/envs/examples/corridor_env.so")
   expect 0 "check $f" "$gearbox" check "$f" "${sets[@]}"
   cp /tmp/gb_cli_out.$$ /tmp/gb_cli_resolved.$$.yaml
