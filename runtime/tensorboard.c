@@ -132,6 +132,21 @@ int gb_tensorboard_open(gb_tensorboard **out, const char *dir, gb_error *err)
 
 const char *gb_tensorboard_path(const gb_tensorboard *tb) { return tb->path; }
 
+/* One event at step holding a summary of n values. */
+static int write_summary(gb_tensorboard *tb, int64_t step, Gearbox__Tb__SummaryValue **values,
+                         size_t n, gb_error *err)
+{
+    Gearbox__Tb__Summary summary = GEARBOX__TB__SUMMARY__INIT;
+    summary.n_value = n;
+    summary.value = values;
+    Gearbox__Tb__Event ev = GEARBOX__TB__EVENT__INIT;
+    ev.wall_time = wall_now();
+    ev.step = step;
+    ev.what_case = GEARBOX__TB__EVENT__WHAT_SUMMARY;
+    ev.summary = &summary;
+    return write_event(tb, &ev, err);
+}
+
 int gb_tensorboard_scalars(gb_tensorboard *tb, int64_t step, const char *const *tags,
                            const double *values, int n, gb_error *err)
 {
@@ -152,15 +167,7 @@ int gb_tensorboard_scalars(gb_tensorboard *tb, int64_t step, const char *const *
     }
     if (used == 0)
         return 0;
-    Gearbox__Tb__Summary summary = GEARBOX__TB__SUMMARY__INIT;
-    summary.n_value = used;
-    summary.value = ptrs;
-    Gearbox__Tb__Event ev = GEARBOX__TB__EVENT__INIT;
-    ev.wall_time = wall_now();
-    ev.step = step;
-    ev.what_case = GEARBOX__TB__EVENT__WHAT_SUMMARY;
-    ev.summary = &summary;
-    return write_event(tb, &ev, err);
+    return write_summary(tb, step, ptrs, used, err);
 }
 
 int gb_tensorboard_image(gb_tensorboard *tb, int64_t step, const char *tag, int height, int width,
@@ -181,15 +188,7 @@ int gb_tensorboard_image(gb_tensorboard *tb, int64_t step, const char *tag, int 
     value.tag = (char *)tag;
     value.value_case = GEARBOX__TB__SUMMARY_VALUE__VALUE_IMAGE;
     value.image = &image;
-    Gearbox__Tb__Summary summary = GEARBOX__TB__SUMMARY__INIT;
-    summary.n_value = 1;
-    summary.value = &ptr;
-    Gearbox__Tb__Event ev = GEARBOX__TB__EVENT__INIT;
-    ev.wall_time = wall_now();
-    ev.step = step;
-    ev.what_case = GEARBOX__TB__EVENT__WHAT_SUMMARY;
-    ev.summary = &summary;
-    return write_event(tb, &ev, err);
+    return write_summary(tb, step, &ptr, 1, err);
 }
 
 const char *gb_tensorboard_group(const char *column)
