@@ -42,6 +42,10 @@ char *gb_bench_slurp(const char *path);
 double gb_bench_json_number(const char *text, const char *key);
 void gb_bench_json_string(const char *text, const char *key, char *out, size_t cap);
 
+/* Removes the folder path and everything under it (symbolic links themselves, not their
+ * targets). Returns 0, or -1 with errno set. */
+int gb_bench_remove_tree(const char *path);
+
 /* ---- `gearbox bench replay --case global_select` (bench_replay_shards.c) -------------------- */
 
 /* Built only with the trainers' group (libtorch; GEARBOX_BENCH_GLOBAL_SELECT defined).

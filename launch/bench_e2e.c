@@ -1,6 +1,7 @@
-/* launch/bench_e2e.c: `gearbox bench e2e [--json] [--config FILE] [--set k=v ...]`: runs an
- * experiment as a user would (a child `gearbox run`, default configs/cartpole_ppo.yaml) and
- * reports its throughput and time to solve from the run directory it wrote. */
+/* launch/bench_e2e.c: `gearbox bench e2e [--json] [--config FILE] [--set k=v ...] [--keep]`:
+ * runs an experiment as a user would (a child `gearbox run`, default configs/cartpole_ppo.yaml)
+ * and reports its throughput and time to solve from the run directory it wrote, which is
+ * removed afterwards unless --keep is given or the run left no summary. */
 #include "launch/bench.h"
 #include "launch/commands.h"
 #include "runtime/rundir.h"
@@ -49,7 +50,7 @@ static double last_samples_trained(const char *csv_path)
 
 static void bench_usage(FILE *out)
 {
-    fprintf(out, "usage: gearbox bench e2e [--json] [--config FILE] [--set k=v ...]\n");
+    fprintf(out, "usage: gearbox bench e2e [--json] [--config FILE] [--set k=v ...] [--keep]\n");
 }
 
 int gb_bench_e2e(int argc, char **argv, int json)
@@ -60,12 +61,14 @@ int gb_bench_e2e(int argc, char **argv, int json)
     }
     const char *config = "configs/cartpole_ppo.yaml";
     char *sets[64];
-    int nsets = 0;
+    int nsets = 0, keep = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
             config = argv[++i];
         else if (strcmp(argv[i], "--set") == 0 && i + 1 < argc && nsets < 64)
             sets[nsets++] = argv[++i];
+        else if (strcmp(argv[i], "--keep") == 0)
+            keep = 1;
         else if (strcmp(argv[i], "--json") != 0) {
             bench_usage(stderr);
             return GB_EXIT_USAGE;
@@ -132,15 +135,17 @@ int gb_bench_e2e(int argc, char **argv, int json)
         printf("{\"bench\": \"e2e\", \"config\": \"%s\", \"env_steps_per_s\": %.0f, "
                "\"train_samples_per_s\": %.0f, \"seconds_to_solve\": %s, \"env_steps\": %.0f, "
                "\"wall_seconds\": %.2f, \"episode_return_mean\": %.1f, \"actors\": %.0f, "
-               "\"policies\": %.0f, \"trainers\": %.0f, \"run_dir\": \"%s\"}\n",
+               "\"policies\": %.0f, \"trainers\": %.0f, \"run_dir\": %s%s%s}\n",
                config, env_rate, train_rate, solve, env_steps, wall, ret, actors, policies,
-               trainers, run_dir);
+               trainers, keep ? "\"" : "", keep ? run_dir : "null", keep ? "\"" : "");
     else
         printf("e2e %s: %.0f env steps/s, %.0f trained samples/s, %s (mean return %.1f after "
-               "%.0f env steps in %.1f s); %.0f actors, %.0f policy, %.0f trainer workers; run in "
-               "%s\n", config, env_rate, train_rate,
-               solved == 1 ? "solved" : "not solved", ret, env_steps, wall, actors, policies,
-               trainers, run_dir);
+               "%.0f env steps in %.1f s); %.0f actors, %.0f policy, %.0f trainer workers%s%s\n",
+               config, env_rate, train_rate, solved == 1 ? "solved" : "not solved", ret,
+               env_steps, wall, actors, policies, trainers, keep ? "; run in " : "",
+               keep ? run_dir : "");
     free(summary);
+    if (!keep && gb_bench_remove_tree(dir) != 0)
+        fprintf(stderr, "gearbox bench e2e: could not remove %s: %s\n", dir, strerror(errno));
     return GB_EXIT_OK;
 }

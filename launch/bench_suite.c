@@ -12,7 +12,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -435,12 +434,6 @@ static int suite_task_load(suite_task *t, const char *dir, const char *file, con
     return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path) == 0 || errno == ENOENT ? 0 : -1;
-}
-
 static int parse_opts(int argc, char **argv, suite_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -590,7 +583,7 @@ int gb_bench_suite(int argc, char **argv, int json)
         print_table(tasks, ntasks, load0, load1);
     if (o.keep || !ok)
         fprintf(stderr, "gearbox bench suite: run directories kept in %s\n", tmp);
-    else if (nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+    else if (gb_bench_remove_tree(tmp) != 0)
         fprintf(stderr, "gearbox bench suite: could not remove %s: %s\n", tmp, strerror(errno));
     return ok ? GB_EXIT_OK : GB_EXIT_FAILURE;
 }

@@ -3,6 +3,9 @@
  * 127.0.0.1). */
 #include "launch/bench.h"
 
+#include <errno.h>
+#include <ftw.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,4 +101,15 @@ void gb_bench_net_bound(void *sock, char *out, size_t cap)
 {
     size_t len = cap;
     zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, out, &len);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+int gb_bench_remove_tree(const char *path)
+{
+    return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
