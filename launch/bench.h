@@ -26,6 +26,7 @@ int gb_bench_kernels(int argc, char **argv, int json);
 int gb_bench_serve(int argc, char **argv, int json);
 int gb_bench_e2e(int argc, char **argv, int json);
 int gb_bench_inference(int argc, char **argv, int json); /* bench_precision.c */
+int gb_bench_learner(int argc, char **argv, int json);
 int gb_bench_suite(int argc, char **argv, int json);
 
 /* ---- shared by the benchmarks (launch/bench_util.c) ------------------------------------------ */

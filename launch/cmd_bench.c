@@ -16,6 +16,8 @@ const gb_bench_entry gb_bench_table[] = {
      gb_bench_suite},
     {"streams", "inference round trips, sample throughput, parameter broadcast vs raw ZeroMQ", gb_bench_streams},
     {"inference", "the policy model in fp32, bf16, int8 (policy.precision)", gb_bench_inference},
+    {"learner", "the trainer's learner alone: CPU time per training call and gradient step",
+     gb_bench_learner},
     {NULL, NULL, NULL},
 };
 
