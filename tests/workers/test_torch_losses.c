@@ -3,6 +3,7 @@
  * values worked out by hand. */
 #include "test.h"
 #include "workers/torch/bridge.h"
+#include "torch_test_util.h"
 
 #include <math.h>
 #include <string.h>
@@ -110,6 +111,57 @@ static void test_dqn_loss(void)
     CHECK_NEAR(loss, (0.125 + 2.0 + 4.5 + 0.005) / 4, 1e-6);
 }
 
+/* The CPU learner's one-pass loss (gb_torch_huber_td) against the libtorch one: the same loss,
+ * |TD|, and a gradient that matches central differences of the libtorch loss; and the chunk
+ * priorities made from |TD| (R2D2's 0.9 max + 0.1 mean over a chunk's valid steps). */
+static void test_huber_td(void)
+{
+    gb_error err = {0};
+    enum { N = 64 };
+    float q[N], y[N], w[N], grad[N], td[N];
+    fill(q, N, 11);
+    fill(y, N, 12);
+    fill(w, N, 13);
+    for (int i = 0; i < N; i++) {
+        y[i] *= 3.0f; /* both sides of delta = 1 */
+        w[i] = 0.5f + 0.5f * w[i];
+    }
+    for (int pass = 0; pass < 3; pass++) {
+        const double delta = pass == 2 ? 0.0 : 1.0;
+        const float *wp = pass == 1 ? NULL : w;
+        double ref = 0, up, down;
+        CHECK_OK(gb_torch_dqn_loss(q, y, wp, N, delta, &ref, NULL, &err));
+        double loss = gb_torch_huber_td(q, y, wp, N, delta, grad, td);
+        CHECK_NEAR(loss, ref, 1e-6);
+        int grads_ok = 1, tds_ok = 1;
+        for (int i = 0; i < N; i++) {
+            tds_ok &= fabsf(td[i] - fabsf(y[i] - q[i])) == 0.0f;
+            const float keep = q[i], h = 1e-3f;
+            q[i] = keep + h;
+            gb_torch_dqn_loss(q, y, wp, N, delta, &up, NULL, &err);
+            q[i] = keep - h;
+            gb_torch_dqn_loss(q, y, wp, N, delta, &down, NULL, &err);
+            q[i] = keep;
+            double fd = (up - down) / (2.0 * h);
+            if (fabs(fd - grad[i]) > 2e-4) {
+                grads_ok = 0;
+                fprintf(stderr, "  pass %d, q[%d]: gradient %g, central difference %g\n", pass, i,
+                        grad[i], fd);
+            }
+        }
+        CHECK(grads_ok);
+        CHECK(tds_ok);
+    }
+    /* chunk priorities: 3 chunks of 4 steps; chunk 1 has no valid step, chunk 2 two */
+    const int64_t steps[] = {0, 1, 2, 3, 9, 10};
+    const float tda[] = {1.0f, 3.0f, 0.0f, 2.0f, 0.5f, 0.25f};
+    float prio[3];
+    gb_torch_chunk_priorities(3, 4, steps, tda, 6, prio);
+    CHECK_NEAR(prio[0], 0.9 * 3.0 + 0.1 * 1.5 + 1e-6, 1e-6);
+    CHECK_NEAR(prio[1], 1e-6, 1e-9);
+    CHECK_NEAR(prio[2], 0.9 * 0.5 + 0.1 * 0.375 + 1e-6, 1e-6);
+}
+
 static void test_sac_loss(void)
 {
     gb_error err = {0};
@@ -154,6 +206,7 @@ int main(void)
     TEST_RUN(test_squashed_gaussian);
     TEST_RUN(test_ppo_loss);
     TEST_RUN(test_dqn_loss);
+    TEST_RUN(test_huber_td);
     TEST_RUN(test_sac_loss);
     return test_main_result();
 }

@@ -20,7 +20,8 @@ static inline int make_cfg(gb_config *cfg, const char *algo, const char *model_e
              "policy: {model: {type: mlp, hidden: [16, 16]%s}}\n"
              "trainer:\n  algorithm: {name: %s, lr: 0.01, gamma: 0.9}\n",
              model_extra, algo);
-    gb_error err = {0};
+    gb_error err;
+    memset(&err, 0, sizeof err); /* (not = {0}: C++ tests include this too) */
     gb_config_marks *marks = NULL;
     int rc = gb_config_load_string(cfg, &marks, "<test>", text, strlen(text), &err);
     if (rc == 0)

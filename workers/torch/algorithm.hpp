@@ -9,6 +9,7 @@
 #include "workers/torch/distributions.hpp"
 #include "workers/torch/model.hpp"
 #include "workers/torch/optimizer.hpp"
+#include "workers/torch/target_net.hpp"
 
 #include <memory>
 #include <vector>
@@ -25,6 +26,8 @@ struct gb_torch_learner {
     torch::Tensor log_alpha;
     double target_entropy = 0.0;
     std::unique_ptr<gbt::FlatAdam> opt, opt_q, opt_alpha;
+    // DQN's target or SAC's two critic targets, tied to opt's or opt_q's flat parameters
+    gbt::TargetLink targets;
     double progress = 0.0;
     int64_t train_steps = 0;
     // data-parallel training (gb_torch_learner_set_group): the group (not owned), bucket size
@@ -74,6 +77,7 @@ int64_t group_max(gb_torch_learner *l, int64_t v);
 void copy_tensors(const NamedTensors &dst, const NamedTensors &src);
 void polyak_update(const NamedTensors &dst, const NamedTensors &src, double tau);
 NamedTensors module_tensors(torch::nn::Module &m); // parameters, then buffers
+
 
 // Batches (algorithm.cpp).
 // obs and next_obs as one float tensor [B*(T+1), *shape] on the learner's device (one copy).

@@ -3,7 +3,8 @@
  * header the C side includes; the C++ lives in the .cpp files beside it.
  * defines: gb_torch_space, gb_torch_model, gb_torch_learner, gb_torch_batch, gb_torch_stats,
  *          gb_torch_model_* , gb_torch_learner_* (data-parallel: gb_torch_learner_set_group),
- *          gb_torch_gae, gb_torch_nstep, gb_torch_set_threads, loss entry points used by the tests
+ *          gb_torch_gae, gb_torch_nstep, gb_torch_huber_td, gb_torch_chunk_priorities,
+ *          gb_torch_set_threads, loss entry points used by the tests
  *
  * Conventions
  * - Every fallible call returns 0 or a negative GB_E* code and fills err; libtorch exceptions are
@@ -286,6 +287,19 @@ void gb_torch_gae(int64_t B, int64_t T, const float *reward, const float *value,
 void gb_torch_nstep(int64_t B, int64_t T, int64_t n, double gamma, const float *reward,
                     const uint8_t *terminated, const uint8_t *truncated, const uint8_t *valid,
                     float *ret, float *disc, int64_t *boot);
+
+/* DQN's loss and its gradient in one pass over n valid steps (the CPU learner's; the same
+ * arithmetic as gb_torch_dqn_loss, in float with a double sum): e = y - q, returns
+ * mean(w huber_delta(e)) (delta <= 0: e^2 / 2), grad[i] = d loss / d q[i], td_abs[i] = |e[i]|
+ * (td_abs may be NULL). w may be NULL (all 1). */
+double gb_torch_huber_td(const float *q, const float *y, const float *w, int64_t n, double delta,
+                         float *grad, float *td_abs);
+
+/* Chunk priorities for prioritized replay (R2D2's mix): prio[b] = 0.9 max + 0.1 mean of |TD|
+ * over chunk b's valid steps, + 1e-6 (no valid step: 1e-6). steps [n]: the valid steps' indices
+ * into [B*T], ascending; td_abs [n] their |TD|. */
+void gb_torch_chunk_priorities(int64_t B, int64_t T, const int64_t *steps,
+                               const float *td_abs, int64_t n, float *prio);
 
 /* DQN's linear epsilon schedule: epsilon_start -> epsilon_end over epsilon_decay_steps env
  * steps. */

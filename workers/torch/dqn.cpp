@@ -34,7 +34,8 @@ static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     st->samples = N;
     st->lr = learner_lr(l, ac.lr);
     std::vector<torch::Tensor> params = m->net->parameters();
-    torch::Tensor q, y, loss;
+    torch::Tensor q, y, td; // td: |y - q| of the valid steps, CPU float [N]
+    double loss = 0.0;
     if (N > 0) {
         torch::Tensor act =
             cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, tr.step_idx).to(dev);
@@ -54,9 +55,23 @@ static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
             }
             y = tr.ret + tr.disc * next;
         }
-        loss = dqn_loss(q, y, tr.weight, dc.huber_delta);
         l->opt->zero_grad();
-        loss.backward();
+        if (dev.is_cpu() && q.scalar_type() == torch::kFloat32) {
+            // the loss, its gradient and |TD| in one pass (targets.c), then backward from q
+            torch::Tensor qd = q.detach().contiguous(), yc = y.contiguous();
+            torch::Tensor w = tr.weight.defined() ? tr.weight.contiguous() : torch::Tensor();
+            torch::Tensor grad = torch::empty({N});
+            td = torch::empty({N});
+            loss = gb_torch_huber_td(qd.data_ptr<float>(), yc.data_ptr<float>(),
+                                     w.defined() ? w.data_ptr<float>() : nullptr, N,
+                                     dc.huber_delta, grad.data_ptr<float>(), td.data_ptr<float>());
+            q.backward(grad);
+        } else {
+            torch::Tensor lt = dqn_loss(q, y, tr.weight, dc.huber_delta);
+            lt.backward();
+            loss = lt.item<double>();
+            td = (y - q.detach()).abs().to(torch::kCPU).to(torch::kFloat32).contiguous();
+        }
     } else {
         chunk_priorities(torch::zeros({B, T}), tr.valid_mask, prio);
         drop_grads(params); // data-parallel: in the group's step without a gradient of our own
@@ -70,22 +85,22 @@ static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
 
     torch::NoGradGuard no_grad;
     if (N > 0) {
-        torch::Tensor td = (y - q.detach()).abs().to(torch::kCPU);
-        st->loss = st->value_loss = loss.item<double>();
+        const float *tp = td.data_ptr<float>();
+        double td_sum = 0.0;
+        for (int64_t i = 0; i < N; i++)
+            td_sum += tp[i];
+        st->loss = st->value_loss = loss;
         st->q_mean = q.detach().mean().item<double>();
-        st->td_abs_mean = td.mean().item<double>();
-        if (prio) {
-            torch::Tensor full = torch::zeros({B * T});
-            full.index_copy_(0, tr.step_idx, td.to(torch::kFloat32));
-            chunk_priorities(full.view({B, T}), tr.valid_mask, prio);
-        }
+        st->td_abs_mean = td_sum / (double)N;
+        if (prio)
+            gb_torch_chunk_priorities(B, T, tr.step_idx.data_ptr<int64_t>(), tp, N, prio);
     }
 
     // target network
     if (dc.target_update == GB_TARGET_POLYAK)
-        polyak_update(l->target->named_tensors(), m->net->named_tensors(), dc.tau);
+        l->targets.polyak(dc.tau);
     else if (dc.target_update_every <= 1 || (l->train_steps + 1) % dc.target_update_every == 0)
-        copy_tensors(l->target->named_tensors(), m->net->named_tensors());
+        l->targets.copy();
 }
 
 // DQN: a frozen target copy of the acting network.
@@ -101,6 +116,9 @@ static void dqn_init(gb_torch_learner *l, const gb_torch_space *sp, uint64_t)
         p.set_requires_grad(false);
     l->target->set_training(false);
     l->opt = std::make_unique<FlatAdam>(m->net->parameters(), l->cfg.trainer.algorithm.lr);
+    // after the optimiser has made the online parameters views of its flat tensor
+    l->targets.link(l->target->named_tensors(), m->net->named_tensors(),
+                    m->net->parameters().size(), l->opt->flat_params());
 }
 
 const Algorithm dqn_algorithm = {"dqn", dqn_init, dqn_train};

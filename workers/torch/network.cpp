@@ -1,6 +1,7 @@
 // workers/torch/network.cpp: the networks: MLP and Nature-CNN torsos with orthogonal init, the
 // per-algorithm heads (actor-critic, Q, squashed-Gaussian actor), TorchScript models, SAC critics.
 #include "workers/torch/network.hpp"
+#include "workers/torch/activation.hpp"
 #include "workers/torch/precision.hpp"
 
 #include <cmath>
@@ -23,7 +24,7 @@ void push_activation(torch::nn::Sequential &s, int act)
     case GB_ACT_RELU: s->push_back(torch::nn::ReLU()); break;
     case GB_ACT_ELU: s->push_back(torch::nn::ELU()); break;
     case GB_ACT_GELU: s->push_back(torch::nn::GELU()); break;
-    default: s->push_back(torch::nn::Tanh()); break;
+    default: s->push_back(FastTanh()); break;
     }
 }
 

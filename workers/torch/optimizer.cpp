@@ -9,29 +9,42 @@ namespace gbt {
 
 static const double beta1 = 0.9, beta2 = 0.999;
 
+torch::Tensor flatten_parameters(const std::vector<torch::Tensor> &params)
+{
+    torch::NoGradGuard no_grad;
+    if (params.empty())
+        throw std::invalid_argument("flat parameters: no parameters");
+    int64_t total = 0;
+    for (const auto &p : params) {
+        if (p.scalar_type() != params[0].scalar_type() || p.device() != params[0].device())
+            throw std::invalid_argument("flat parameters: more than one dtype or device");
+        total += p.numel();
+    }
+    torch::Tensor flat = torch::empty({total}, params[0].options().requires_grad(false));
+    int64_t at = 0;
+    for (const auto &p : params) {
+        const int64_t n = p.numel();
+        torch::Tensor view = flat.narrow(0, at, n).view(p.sizes());
+        view.copy_(p.detach());
+        const_cast<torch::Tensor &>(p).set_data(view);
+        at += n;
+    }
+    return flat;
+}
+
 FlatAdam::FlatAdam(const std::vector<torch::Tensor> &params, double lr, double eps)
     : params_(params), lr_(lr), eps_(eps)
 {
     torch::NoGradGuard no_grad;
-    if (params_.empty())
-        throw std::invalid_argument("FlatAdam: no parameters");
-    int64_t total = 0;
-    for (const auto &p : params_) {
-        if (p.scalar_type() != params_[0].scalar_type() || p.device() != params_[0].device())
-            throw std::invalid_argument("FlatAdam: parameters of more than one dtype or device");
-        total += p.numel();
-    }
-    auto opts = params_[0].options().requires_grad(false);
-    param_ = torch::empty({total}, opts);
+    param_ = flatten_parameters(params_);
+    const int64_t total = param_.numel();
+    auto opts = param_.options();
     grad_ = torch::zeros({total}, opts);
     exp_avg_ = torch::zeros({total}, opts);
     exp_avg_sq_ = torch::zeros({total}, opts);
     int64_t at = 0;
     for (auto &p : params_) {
         const int64_t n = p.numel();
-        torch::Tensor view = param_.narrow(0, at, n).view(p.sizes());
-        view.copy_(p.detach());
-        p.set_data(view);
         grad_views_.push_back(grad_.narrow(0, at, n).view(p.sizes()));
         p.mutable_grad() = grad_views_.back();
         at += n;

@@ -2,6 +2,7 @@
 // (precision.hpp): int8 through libtorch's quantized::linear_prepack and the packed weights'
 // dynamic apply, bf16 through at::linear on bf16 copies.
 #include "workers/torch/precision.hpp"
+#include "workers/torch/activation.hpp"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
@@ -51,7 +52,7 @@ c10::intrusive_ptr<LinearPackedParamsBase> prepack(const torch::Tensor &wq,
 
 bool elementwise(const torch::nn::Module *m)
 {
-    return dynamic_cast<const torch::nn::TanhImpl *>(m) ||
+    return dynamic_cast<const torch::nn::TanhImpl *>(m) || dynamic_cast<const FastTanhImpl *>(m) ||
            dynamic_cast<const torch::nn::ReLUImpl *>(m) ||
            dynamic_cast<const torch::nn::ELUImpl *>(m) ||
            dynamic_cast<const torch::nn::GELUImpl *>(m) ||

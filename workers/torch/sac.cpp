@@ -133,8 +133,7 @@ static void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     }
 
     torch::NoGradGuard no_grad;
-    polyak_update(module_tensors(*l->q1t), module_tensors(*l->q1), sc.tau);
-    polyak_update(module_tensors(*l->q2t), module_tensors(*l->q2), sc.tau);
+    l->targets.polyak(sc.tau);
     st->alpha = std::exp(l->log_alpha.item<double>());
     st->gradient_steps = 1;
     if (N == 0)
@@ -184,6 +183,17 @@ static void sac_init(gb_torch_learner *l, const gb_torch_space *sp, uint64_t see
         qp.push_back(p);
     l->opt = std::make_unique<FlatAdam>(l->model->net->parameters(), ac.lr);
     l->opt_q = std::make_unique<FlatAdam>(qp, ac.lr);
+    // both targets in one flat tensor laid out as opt_q's: q1's parameters, then q2's (then
+    // their buffers, if any)
+    NamedTensors dst, src;
+    for (bool buffers : {false, true})
+        for (auto *pair : {&l->q1t, &l->q1, &l->q2t, &l->q2}) {
+            NamedTensors &to = (pair == &l->q1t || pair == &l->q2t) ? dst : src;
+            for (const auto &kv : buffers ? (*pair)->named_buffers(true)
+                                          : (*pair)->named_parameters(true))
+                to.emplace_back(kv.key(), kv.value());
+        }
+    l->targets.link(dst, src, qp.size(), l->opt_q->flat_params());
     l->log_alpha = torch::full({1}, std::log(ac.sac.init_alpha),
                                torch::TensorOptions().device(l->device))
                        .set_requires_grad(true);
