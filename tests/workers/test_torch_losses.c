@@ -162,6 +162,94 @@ static void test_huber_td(void)
     CHECK_NEAR(prio[2], 0.9 * 0.5 + 0.1 * 0.375 + 1e-6, 1e-6);
 }
 
+/* The CPU learner's one-pass PPO loss (gb_torch_ppo_fused) against the libtorch one: policy,
+ * value and total losses, and gradients in new_logp and value matching central differences of
+ * the libtorch total, with and without value clipping; ratios inside and outside the clip range
+ * and values inside and outside theirs; normalisation as (a - mean) / (unbiased std + 1e-8). */
+static void test_ppo_fused(void)
+{
+    gb_error err = {0};
+    enum { N = 48 };
+    float nl[N], ol[N], adv[N], v[N], ov[N], ret[N], ent[N], aux[4 * N], gl[N], gv[N];
+    fill(nl, N, 21);
+    fill(ol, N, 22);
+    fill(adv, N, 23);
+    fill(v, N, 24);
+    fill(ov, N, 25);
+    fill(ret, N, 26);
+    fill(ent, N, 27);
+    for (int i = 0; i < N; i++) {
+        nl[i] = ol[i] + 0.6f * nl[i]; /* ratios from 0.55 to 1.8: both sides of the clip */
+        ov[i] = v[i] + 0.5f * ov[i];  /* value moves of up to 0.5: both sides of its clip */
+        ent[i] = 0.6f + 0.1f * ent[i];
+        aux[4 * i] = ol[i];
+        aux[4 * i + 1] = adv[i];
+        aux[4 * i + 2] = ov[i];
+        aux[4 * i + 3] = ret[i];
+    }
+    double ent_mean = 0;
+    for (int i = 0; i < N; i++)
+        ent_mean += ent[i] / N;
+    for (int clip_value = 0; clip_value < 2; clip_value++) {
+        gb_torch_ppo_coefs c = {0.2, 0.5, 0.01, clip_value, 0};
+        gb_torch_ppo_terms t = {.entropy = ent_mean};
+        gb_torch_ppo_fused(N, nl, v, aux, &c, gl, gv, &t);
+        double ref[3];
+        CHECK_OK(gb_torch_ppo_loss(nl, ol, adv, v, ov, ret, ent, N, 0.2, clip_value, 0.5, 0.01,
+                                   ref, &err));
+        CHECK_NEAR(t.policy, ref[0], 1e-6);
+        CHECK_NEAR(t.value, ref[1], 1e-6);
+        CHECK_NEAR(t.total, ref[2], 1e-6);
+        int ok = 1;
+        for (int i = 0; i < N; i++)
+            for (int which = 0; which < 2; which++) {
+                float *x = which ? v : nl, keep = x[i], h = 1e-3f;
+                double up[3], down[3];
+                x[i] = keep + h;
+                gb_torch_ppo_loss(nl, ol, adv, v, ov, ret, ent, N, 0.2, clip_value, 0.5, 0.01, up,
+                                  &err);
+                x[i] = keep - h;
+                gb_torch_ppo_loss(nl, ol, adv, v, ov, ret, ent, N, 0.2, clip_value, 0.5, 0.01,
+                                  down, &err);
+                x[i] = keep;
+                double fd = (up[2] - down[2]) / (2.0 * h), g = which ? gv[i] : gl[i];
+                /* a difference across a clip boundary is no derivative: skip those */
+                double r = exp((double)nl[i] - ol[i]), dv = (double)v[i] - ov[i];
+                if (which == 0 && (fabs(r - 0.8) < 0.01 || fabs(r - 1.2) < 0.01))
+                    continue;
+                if (which == 1 && clip_value && fabs(fabs(dv) - 0.2) < 0.01)
+                    continue;
+                if (fabs(fd - g) > 2e-4) {
+                    ok = 0;
+                    fprintf(stderr, "  clip_value %d, %s[%d]: gradient %g, difference %g\n",
+                            clip_value, which ? "value" : "logp", i, g, fd);
+                }
+            }
+        CHECK(ok);
+        CHECK(t.clip_fraction > 0.1 && t.clip_fraction < 0.9); /* both sides were tried */
+    }
+    /* normalize: the same as the loss of pre-normalised advantages */
+    double mean = 0, ss = 0;
+    for (int i = 0; i < N; i++)
+        mean += adv[i] / N;
+    for (int i = 0; i < N; i++)
+        ss += (adv[i] - mean) * (adv[i] - mean);
+    float auxn[4 * N], gl2[N], gv2[N];
+    for (int i = 0; i < 4 * N; i++)
+        auxn[i] = aux[i];
+    for (int i = 0; i < N; i++)
+        auxn[4 * i + 1] = (float)((adv[i] - mean) / (sqrt(ss / (N - 1)) + 1e-8));
+    gb_torch_ppo_coefs cn = {0.2, 0.5, 0.0, 0, 1}, c0 = {0.2, 0.5, 0.0, 0, 0};
+    gb_torch_ppo_terms tn = {0}, t0 = {0};
+    gb_torch_ppo_fused(N, nl, v, aux, &cn, gl, gv, &tn);
+    gb_torch_ppo_fused(N, nl, v, auxn, &c0, gl2, gv2, &t0);
+    CHECK_NEAR(tn.policy, t0.policy, 1e-6);
+    int same = 1;
+    for (int i = 0; i < N; i++)
+        same &= fabsf(gl[i] - gl2[i]) <= 1e-6f && gv[i] == gv2[i];
+    CHECK(same);
+}
+
 static void test_sac_loss(void)
 {
     gb_error err = {0};
@@ -207,6 +295,7 @@ int main(void)
     TEST_RUN(test_ppo_loss);
     TEST_RUN(test_dqn_loss);
     TEST_RUN(test_huber_td);
+    TEST_RUN(test_ppo_fused);
     TEST_RUN(test_sac_loss);
     return test_main_result();
 }

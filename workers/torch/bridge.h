@@ -4,6 +4,7 @@
  * defines: gb_torch_space, gb_torch_model, gb_torch_learner, gb_torch_batch, gb_torch_stats,
  *          gb_torch_model_* , gb_torch_learner_* (data-parallel: gb_torch_learner_set_group),
  *          gb_torch_gae, gb_torch_nstep, gb_torch_huber_td, gb_torch_chunk_priorities,
+ *          gb_torch_ppo_fused,
  *          gb_torch_set_threads, loss entry points used by the tests
  *
  * Conventions
@@ -300,6 +301,25 @@ double gb_torch_huber_td(const float *q, const float *y, const float *w, int64_t
  * into [B*T], ascending; td_abs [n] their |TD|. */
 void gb_torch_chunk_priorities(int64_t B, int64_t T, const int64_t *steps,
                                const float *td_abs, int64_t n, float *prio);
+
+/* PPO's clipped objective and its gradients in one pass over a minibatch of n samples (the CPU
+ * learner's; the arithmetic of gb_torch_ppo_loss). aux [n, 4]: rows of (behaviour logp,
+ * advantage, value before the update, return); the advantages are normalised first when
+ * normalize (mean, unbiased std + 1e-8, as PPO's minibatches). out->entropy is the caller's
+ * mean entropy (in), which total takes as -entropy_coef x it; the entropy's gradient is the
+ * constant -entropy_coef / its count, not written here. g_logp[i] = d total / d new_logp[i],
+ * g_value[i] = d total / d value[i]; out gets the policy and value losses, total, approx_kl
+ * and clip_fraction. */
+typedef struct gb_torch_ppo_coefs {
+    double clip, value_coef, entropy_coef;
+    int clip_value, normalize;
+} gb_torch_ppo_coefs;
+typedef struct gb_torch_ppo_terms {
+    double policy, value, total, approx_kl, clip_fraction, entropy;
+} gb_torch_ppo_terms;
+void gb_torch_ppo_fused(int64_t n, const float *new_logp, const float *value,
+                        const float *aux, const gb_torch_ppo_coefs *c, float *g_logp,
+                        float *g_value, gb_torch_ppo_terms *out);
 
 /* DQN's linear epsilon schedule: epsilon_start -> epsilon_end over epsilon_decay_steps env
  * steps. */

@@ -33,6 +33,42 @@ PpoLoss ppo_loss(const torch::Tensor &new_logp, const torch::Tensor &old_logp,
     return L;
 }
 
+// One minibatch's loss and gradients on the CPU: the clipped objective and its gradients in
+// one pass of C (gb_torch_ppo_fused), then backward from the log-probabilities and values (and
+// the entropy, only when its coefficient is not 0). aux: [len, 4] (old logp, advantage, old
+// value, return).
+static gb_torch_ppo_terms fused_minibatch(const Heads &h, const torch::Tensor &a_mb,
+                                          const torch::Tensor &aux, const gb_torch_space &sp,
+                                          const gb_torch_ppo_coefs &coefs, FlatAdam *opt)
+{
+    const int64_t len = a_mb.size(0);
+    torch::Tensor new_logp = sp.discrete ? categorical_logp(h.logits, a_mb)
+                                         : gaussian_logp(h.mean, h.log_std, a_mb);
+    torch::Tensor ent;
+    {
+        torch::AutoGradMode grad_mode(coefs.entropy_coef != 0.0);
+        ent = sp.discrete ? categorical_entropy(h.logits) : gaussian_entropy(h.log_std);
+    }
+    torch::Tensor nl = new_logp.detach().contiguous(), v = h.value.detach().contiguous();
+    torch::Tensor ent_values = ent.detach().contiguous();
+    torch::Tensor g_logp = torch::empty({len}), g_value = torch::empty({len});
+    gb_torch_ppo_terms terms = {};
+    const float *ep = ent_values.data_ptr<float>();
+    for (int64_t i = 0; i < ent_values.numel(); i++)
+        terms.entropy += ep[i];
+    terms.entropy /= (double)std::max<int64_t>(1, ent_values.numel());
+    gb_torch_ppo_fused(len, nl.data_ptr<float>(), v.data_ptr<float>(), aux.data_ptr<float>(),
+                       &coefs, g_logp.data_ptr<float>(), g_value.data_ptr<float>(), &terms);
+    std::vector<torch::Tensor> outs{new_logp, h.value}, grads{g_logp, g_value};
+    if (coefs.entropy_coef != 0.0) {
+        outs.push_back(ent);
+        grads.push_back(torch::full_like(ent, -coefs.entropy_coef / (double)ent.numel()));
+    }
+    opt->zero_grad();
+    torch::autograd::backward(outs, grads);
+    return terms;
+}
+
 static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
 {
     const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
@@ -104,6 +140,14 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
         st->explained_var = var > 0 ? 1.0 - (Rc - Vc).var(false).item<double>() / var : 0.0;
     }
 
+    // On the CPU the loss and its gradients are one pass of C (fused_losses.c), backward runs
+    // from the log-probabilities and values; aux holds each step's other inputs as one row.
+    const bool fused = dev.is_cpu() && N > 0 && o.scalar_type() == torch::kFloat32;
+    const gb_torch_ppo_coefs coefs = {pc.clip, pc.value_coef, pc.entropy_coef,
+                                      pc.clip_value != 0, pc.normalize_advantages != 0};
+    torch::Tensor aux = fused ? torch::stack({old_logp, A, V0, R}, 1).contiguous()
+                              : torch::Tensor();
+
     l->opt->set_lr(st->lr);
     std::vector<torch::Tensor> params = m->net->parameters();
     double s_pol = 0, s_val = 0, s_ent = 0, s_kl = 0, s_cf = 0;
@@ -117,28 +161,39 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
                 Heads h = m->net->forward(o.index_select(0, idx));
                 torch::Tensor a_mb = act.index_select(0, idx);
                 torch::Tensor new_logp, ent;
-                if (sp.discrete) {
-                    new_logp = categorical_logp(h.logits, a_mb);
-                    ent = categorical_entropy(h.logits);
+                if (fused) {
+                    gb_torch_ppo_terms terms =
+                        fused_minibatch(h, a_mb, aux.index_select(0, idx), sp, coefs, l->opt.get());
+                    s_pol += terms.policy;
+                    s_val += terms.value;
+                    s_ent += terms.entropy;
+                    s_kl += terms.approx_kl;
+                    s_cf += terms.clip_fraction;
+                    st->loss = terms.total;
                 } else {
-                    new_logp = gaussian_logp(h.mean, h.log_std, a_mb);
-                    ent = gaussian_entropy(h.log_std);
+                    if (sp.discrete) {
+                        new_logp = categorical_logp(h.logits, a_mb);
+                        ent = categorical_entropy(h.logits);
+                    } else {
+                        new_logp = gaussian_logp(h.mean, h.log_std, a_mb);
+                        ent = gaussian_entropy(h.log_std);
+                    }
+                    torch::Tensor adv_mb = A.index_select(0, idx);
+                    if (pc.normalize_advantages && len > 1)
+                        adv_mb = (adv_mb - adv_mb.mean()) / (adv_mb.std() + 1e-8);
+                    PpoLoss L = ppo_loss(new_logp, old_logp.index_select(0, idx), adv_mb,
+                                         h.value, V0.index_select(0, idx),
+                                         R.index_select(0, idx), ent, pc.clip,
+                                         pc.clip_value != 0, pc.value_coef, pc.entropy_coef);
+                    l->opt->zero_grad();
+                    L.total.backward();
+                    s_pol += L.policy.item<double>();
+                    s_val += L.value.item<double>();
+                    s_ent += ent.mean().item<double>();
+                    s_kl += L.approx_kl.item<double>();
+                    s_cf += L.clip_fraction.item<double>();
+                    st->loss = L.total.item<double>();
                 }
-                torch::Tensor adv_mb = A.index_select(0, idx);
-                if (pc.normalize_advantages && len > 1)
-                    adv_mb = (adv_mb - adv_mb.mean()) / (adv_mb.std() + 1e-8);
-                PpoLoss L = ppo_loss(new_logp, old_logp.index_select(0, idx), adv_mb, h.value,
-                                     V0.index_select(0, idx), R.index_select(0, idx), ent,
-                                     pc.clip, pc.clip_value != 0, pc.value_coef,
-                                     pc.entropy_coef);
-                l->opt->zero_grad();
-                L.total.backward();
-                s_pol += L.policy.item<double>();
-                s_val += L.value.item<double>();
-                s_ent += ent.mean().item<double>();
-                s_kl += L.approx_kl.item<double>();
-                s_cf += L.clip_fraction.item<double>();
-                st->loss = L.total.item<double>();
                 count++;
             } else { // data-parallel: no minibatch here for this step; other ranks have one
                 drop_grads(params);

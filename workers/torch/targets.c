@@ -1,7 +1,5 @@
 /* workers/torch/targets.c: return targets computed on the CPU in plain C: GAE(lambda), n-step
- * returns inside trajectory chunks, DQN's epsilon schedule, and DQN's TD loss with its gradient
- * and the chunk priorities made from it (one pass each, where libtorch takes a dozen small
- * operations and their autograd nodes). The algorithms call these. */
+ * returns inside trajectory chunks, DQN's epsilon schedule. The algorithms call these. */
 #include "workers/torch/bridge.h"
 
 #include <math.h>
@@ -83,47 +81,4 @@ double gb_torch_dqn_epsilon(const gb_config_dqn *dqn, int64_t env_steps)
         return dqn->epsilon_end;
     double f = (double)env_steps / (double)dqn->epsilon_decay_steps;
     return dqn->epsilon_start + f * (dqn->epsilon_end - dqn->epsilon_start);
-}
-
-double gb_torch_huber_td(const float *q, const float *y, const float *w, int64_t n, double delta,
-                         float *grad, float *td_abs)
-{
-    if (n <= 0)
-        return 0.0;
-    const float d = (float)delta, half_d = 0.5f * (float)delta, scale = 1.0f / (float)n;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        const float e = y[i] - q[i], a = fabsf(e), wi = w ? w[i] : 1.0f;
-        float l, dl; /* the loss of e and its derivative in e */
-        if (d <= 0.0f || a <= d) {
-            l = 0.5f * e * e;
-            dl = e;
-        } else {
-            l = d * (a - half_d);
-            dl = e > 0.0f ? d : -d;
-        }
-        sum += (double)(wi * l);
-        grad[i] = -wi * dl * scale; /* e = y - q: d e / d q = -1 */
-        if (td_abs)
-            td_abs[i] = a;
-    }
-    return sum / (double)n;
-}
-
-void gb_torch_chunk_priorities(int64_t B, int64_t T, const int64_t *steps,
-                               const float *td_abs, int64_t n, float *prio)
-{
-    /* steps ascend, so each chunk's steps are one run */
-    int64_t i = 0;
-    for (int64_t b = 0; b < B; b++) {
-        float mx = 0.0f;
-        double sum = 0.0;
-        int64_t cnt = 0;
-        for (; i < n && steps[i] / T == b; i++) {
-            mx = td_abs[i] > mx ? td_abs[i] : mx;
-            sum += td_abs[i];
-            cnt++;
-        }
-        prio[b] = (float)(0.9 * mx + 0.1 * sum / (double)(cnt > 0 ? cnt : 1) + 1e-6);
-    }
 }

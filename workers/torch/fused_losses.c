@@ -1,0 +1,113 @@
+/* workers/torch/fused_losses.c: the CPU learners' losses with their gradients in one pass of
+ * plain C each (DQN's Huber TD loss and chunk priorities, PPO's clipped objective), where
+ * libtorch spends a dozen small operations and as many autograd nodes on vectors of a few
+ * hundred numbers. The algorithms then run backward from the network's outputs with these
+ * gradients. Each computes what its libtorch loss (algorithm.cpp) computes, including how
+ * libtorch's max and clamp pass gradients at ties and bounds; tests/workers/test_torch_losses.c
+ * compares them. */
+#include "workers/torch/bridge.h"
+
+#include <math.h>
+
+double gb_torch_huber_td(const float *q, const float *y, const float *w, int64_t n, double delta,
+                         float *grad, float *td_abs)
+{
+    if (n <= 0)
+        return 0.0;
+    const float d = (float)delta, half_d = 0.5f * (float)delta, scale = 1.0f / (float)n;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const float e = y[i] - q[i], a = fabsf(e), wi = w ? w[i] : 1.0f;
+        float l, dl; /* the loss of e and its derivative in e */
+        if (d <= 0.0f || a <= d) {
+            l = 0.5f * e * e;
+            dl = e;
+        } else {
+            l = d * (a - half_d);
+            dl = e > 0.0f ? d : -d;
+        }
+        sum += (double)(wi * l);
+        grad[i] = -wi * dl * scale; /* e = y - q: d e / d q = -1 */
+        if (td_abs)
+            td_abs[i] = a;
+    }
+    return sum / (double)n;
+}
+
+void gb_torch_chunk_priorities(int64_t B, int64_t T, const int64_t *steps,
+                               const float *td_abs, int64_t n, float *prio)
+{
+    /* steps ascend, so each chunk's steps are one run */
+    int64_t i = 0;
+    for (int64_t b = 0; b < B; b++) {
+        float mx = 0.0f;
+        double sum = 0.0;
+        int64_t cnt = 0;
+        for (; i < n && steps[i] / T == b; i++) {
+            mx = td_abs[i] > mx ? td_abs[i] : mx;
+            sum += td_abs[i];
+            cnt++;
+        }
+        prio[b] = (float)(0.9 * mx + 0.1 * sum / (double)(cnt > 0 ? cnt : 1) + 1e-6);
+    }
+}
+
+/* d max(a, b) as libtorch's maximum: to the larger, half each at a tie */
+static inline float max_share(float a, float b)
+{
+    return a > b ? 1.0f : a < b ? 0.0f : 0.5f;
+}
+
+void gb_torch_ppo_fused(int64_t n, const float *new_logp, const float *value,
+                        const float *aux, const gb_torch_ppo_coefs *c, float *g_logp,
+                        float *g_value, gb_torch_ppo_terms *out)
+{
+    const float clip = (float)c->clip, scale = n > 0 ? 1.0f / (float)n : 0.0f;
+    double mean = 0.0, inv_std = 1.0;
+    if (c->normalize && n > 1) { /* per minibatch: (a - mean) / (unbiased std + 1e-8) */
+        double s = 0.0, ss = 0.0;
+        for (int64_t i = 0; i < n; i++)
+            s += aux[4 * i + 1];
+        mean = s / (double)n;
+        for (int64_t i = 0; i < n; i++) {
+            const double d = aux[4 * i + 1] - mean;
+            ss += d * d;
+        }
+        inv_std = 1.0 / (sqrt(ss / (double)(n - 1)) + 1e-8);
+    }
+    double pol = 0.0, val = 0.0, kl = 0.0, clipped = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const float old_logp = aux[4 * i], old_v = aux[4 * i + 2], ret = aux[4 * i + 3];
+        const float adv = (float)((aux[4 * i + 1] - mean) * inv_std);
+        const float logratio = new_logp[i] - old_logp, ratio = expf(logratio);
+        const float inside = ratio >= 1.0f - clip && ratio <= 1.0f + clip;
+        const float rc = ratio < 1.0f - clip ? 1.0f - clip : ratio > 1.0f + clip ? 1.0f + clip
+                                                                                 : ratio;
+        const float pg1 = -adv * ratio, pg2 = -adv * rc, s1 = max_share(pg1, pg2);
+        pol += pg1 > pg2 ? pg1 : pg2;
+        /* d/d new_logp through ratio = exp(logratio): pg1's share, and pg2's where the clamp
+         * passes it */
+        g_logp[i] = (s1 + (1.0f - s1) * inside) * (-adv * ratio) * scale;
+        const float e = value[i] - ret, se1 = e * e;
+        float gv = e; /* d (0.5 se) / d v */
+        if (c->clip_value) {
+            const float dv = value[i] - old_v;
+            const float in_v = dv >= -clip && dv <= clip;
+            const float vc = old_v + (dv < -clip ? -clip : dv > clip ? clip : dv);
+            const float e2 = vc - ret, se2 = e2 * e2, s = max_share(se1, se2);
+            val += se1 > se2 ? se1 : se2;
+            gv = s * e + (1.0f - s) * e2 * in_v;
+        } else {
+            val += se1;
+        }
+        g_value[i] = (float)c->value_coef * gv * scale;
+        kl += (ratio - 1.0f) - logratio;
+        clipped += fabsf(ratio - 1.0f) > clip;
+    }
+    const double dn = n > 0 ? (double)n : 1.0;
+    out->policy = pol / dn;
+    out->value = 0.5 * val / dn;
+    out->approx_kl = kl / dn;
+    out->clip_fraction = clipped / dn;
+    out->total = out->policy + c->value_coef * out->value - c->entropy_coef * out->entropy;
+}
