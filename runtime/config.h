@@ -102,6 +102,8 @@ typedef struct gb_config_actors {
     int64_t envs_per_actor; /* K environment copies in each actor's ring */
     int64_t splits;         /* S groups stepped in turn; divides K */
     int64_t chunk_len;      /* T steps per trajectory chunk (the replay's item length) */
+    double noise_correlation; /* continuous actions: the actor's AR(1) exploration noise (0: the
+                                 policy draws independent noise) */
     int64_t local;          /* how many of count the launcher starts itself (-1: all); the
                                others are slots for `gearbox join` from other hosts */
     int64_t join_max;       /* actors that may join beyond count (gearbox join) */

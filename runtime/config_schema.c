@@ -75,6 +75,12 @@ const gb_config_field gb_config_fields[] = {
     INT("actors.splits", actors.splits, "2", 1, 1024, "groups of the ring stepped in turn (S)"),
     INT("actors.chunk_len", actors.chunk_len, "32", 1, 1 << 16,
         "steps per trajectory chunk (T, the replay item length)"),
+    FLOAT("actors.noise_correlation", actors.noise_correlation, "0", 0, 1,
+          "continuous actions: correlation from one step to the next of each environment's "
+          "exploration noise, drawn by the actor (an AR(1) with N(0, 1) marginals, new at every "
+          "episode start) and used by the policy in place of its own independent draws: 0 "
+          "draws independently each step (the policy's own); 0.9-0.99 keeps an action's sign "
+          "for tens of steps, what MountainCarContinuous needs to be explored"),
     INT("actors.local", actors.local, "-1", -1, 4096,
         "actors the launcher starts itself (-1: all); the rest of count join from other hosts "
         "(gearbox join)"),

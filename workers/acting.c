@@ -3,6 +3,7 @@
 
 #include "envs/host.h"
 #include "envs/ring.h"
+#include "runtime/rng.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -24,6 +25,11 @@ struct gb_acting {
     int64_t env_steps, episodes;
     double return_sum;
     double window[GB_ACTING_RETURN_WINDOW]; /* the last episodes' returns, a ring */
+    /* actors.noise_correlation > 0 with continuous actions: each row's exploration noise,
+     * [K*A, action dim], an AR(1) with N(0, 1) marginals, advanced as the row is stepped */
+    float *noise;
+    double rho;
+    gb_rng noise_rng;
 };
 
 int gb_acting_layout_for(const gb_env_spec *spec, int64_t T, gb_chunk_layout *l, gb_error *err)
@@ -71,6 +77,18 @@ int gb_acting_create(const gb_acting_opts *o, gb_acting **out, gb_error *err)
         rc = gb_error_set(err, GB_ENOMEM, "acting: out of memory");
         goto fail;
     }
+    a->rho = o->cfg->actors.noise_correlation;
+    if (a->rho > 0.0 && a->spec->action.kind != GB_ENV_SPACE_DISCRETE) {
+        const size_t n = (size_t)a->K * a->A * (size_t)a->spec->action.n;
+        a->noise = malloc(n * sizeof *a->noise);
+        if (!a->noise) {
+            rc = gb_error_set(err, GB_ENOMEM, "acting: out of memory");
+            goto fail;
+        }
+        gb_rng_seed(&a->noise_rng, o->seed ^ 0x6e6f697365ULL); /* "noise": apart from the envs' */
+        for (size_t i = 0; i < n; i++)
+            a->noise[i] = (float)gb_rng_normal(&a->noise_rng);
+    }
     if ((rc = gb_env_ring_reset(a->ring, err)))
         goto fail;
     for (int s = 0; s < a->K * a->A; s++)
@@ -92,6 +110,7 @@ void gb_acting_destroy(gb_acting *a)
     if (a->src_open)
         gb_env_source_close(&a->src);
     free(a->prev_episodes);
+    free(a->noise);
     free(a);
 }
 
@@ -107,6 +126,28 @@ const void *gb_acting_obs(const gb_acting *a, int g, int64_t *rows)
     gb_env_ring_group(a->ring, g, &first, &count);
     *rows = (int64_t)count * a->A;
     return (const char *)a->buf.obs + (size_t)first * a->A * a->obs_bytes;
+}
+
+const float *gb_acting_noise(const gb_acting *a, int g)
+{
+    if (!a->noise)
+        return NULL;
+    int first, count;
+    gb_env_ring_group(a->ring, g, &first, &count);
+    return a->noise + (size_t)first * a->A * (size_t)a->spec->action.n;
+}
+
+/* Copy c's rows' noise after a step: a fresh draw where its episode ended, else one AR(1) step
+ * e' = rho e + sqrt(1 - rho^2) z, which keeps every step's noise N(0, 1). */
+static void advance_noise(gb_acting *a, int c, int ended)
+{
+    const int n = a->spec->action.n;
+    const double keep = a->rho, fresh = sqrt(1.0 - a->rho * a->rho);
+    float *e = a->noise + (size_t)c * a->A * (size_t)n;
+    for (int i = 0; i < a->A * n; i++) {
+        const double z = gb_rng_normal(&a->noise_rng);
+        e[i] = ended ? (float)z : (float)(keep * e[i] + fresh * z);
+    }
 }
 
 /* Writes row s's action into the environment's buffer and the chunk. */
@@ -185,6 +226,8 @@ int gb_acting_step(gb_acting *a, int g, const void *action, size_t action_bytes,
             a->prev_episodes[c] = stats[c].episodes;
             count_episode(a, &stats[c]);
         }
+        if (a->noise)
+            advance_noise(a, c, ended);
     }
     return chunk_rc;
 }

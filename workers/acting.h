@@ -49,6 +49,12 @@ int gb_acting_copies(const gb_acting *a);
  * place in the ring's buffer (valid until the group is stepped). */
 const void *gb_acting_obs(const gb_acting *a, int g, int64_t *rows);
 
+/* Group g's exploration noise for continuous actions, [rows, action dim] float32 N(0, 1) in
+ * the rows' order of gb_acting_obs, for the policy to use in place of its own draws; NULL when
+ * actors.noise_correlation is 0 or the actions are discrete. Each row's noise is an AR(1)
+ * with correlation actors.noise_correlation from one step to the next, drawn anew when its
+ * copy's episode ends; gb_acting_step advances it. Valid until the group is stepped. */
+const float *gb_acting_noise(const gb_acting *a, int g);
 /* Bytes of one row of the policy's actions: 8 (one int64) for discrete actions, 4 x the action
  * dimension (float32) for boxes. */
 size_t gb_acting_action_row_bytes(const gb_acting *a);

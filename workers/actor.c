@@ -38,20 +38,27 @@ static void on_episode(void *ctx, double episode_return, int64_t length)
 }
 
 /* Sends group g's observations ([rows, *obs], as the chunk layout has them) to the policy
- * workers. */
+ * workers, and with actors.noise_correlation its rows' exploration noise ([rows, action dim]
+ * float32, "noise"). */
 static int request_actions(actor *a, int g, gb_error *err)
 {
     const gb_chunk_layout *l = a->layout;
     int64_t rows;
-    const void *data = gb_acting_obs(a->acting, g, &rows);
-    gb_tensor_desc d;
+    const void *data[2] = {gb_acting_obs(a->acting, g, &rows), gb_acting_noise(a->acting, g)};
+    gb_tensor_desc d[2];
     int64_t shape[GB_WIRE_MAX_RANK];
     shape[0] = rows;
     memcpy(shape + 1, l->obs_shape, (size_t)l->obs_rank * sizeof shape[0]);
-    int rc = gb_wire_set_tensor(&d, "obs", l->obs_dtype, 1 + l->obs_rank, shape, err);
+    int rc = gb_wire_set_tensor(&d[0], "obs", l->obs_dtype, 1 + l->obs_rank, shape, err);
+    int n = 1;
+    if (!rc && data[1]) {
+        const int64_t noise_shape[2] = {rows, l->action_dim};
+        rc = gb_wire_set_tensor(&d[1], "noise", GB_DTYPE_FLOAT32, 2, noise_shape, err);
+        n = 2;
+    }
     if (rc)
         return rc;
-    return gb_infer_client_send(a->infer, &d, &data, 1, &a->pending[g], err);
+    return gb_infer_client_send(a->infer, d, data, n, &a->pending[g], err);
 }
 
 static void report(actor *a);

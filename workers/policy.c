@@ -71,11 +71,22 @@ static void apply_staged(void *user)
 static int infer(void *user, const gb_infer_batch *in, gb_infer_outputs *out, gb_error *err)
 {
     policy *p = user;
-    if (in->ntensors != 1 || strcmp(in->descs[0].name, "obs") != 0 ||
+    if (in->ntensors < 1 || in->ntensors > 2 || strcmp(in->descs[0].name, "obs") != 0 ||
         in->descs[0].dtype != p->space.obs_dtype || in->descs[0].rank != 1 + p->space.obs_ndim)
         return gb_error_set(err, GB_EPROTO, "inference request: expected one tensor obs of "
-                            "rank %d and dtype %s", 1 + p->space.obs_ndim,
+                            "rank %d and dtype %s (and noise)", 1 + p->space.obs_ndim,
                             gb_dtype_name(p->space.obs_dtype));
+    /* the actors' exploration noise (actors.noise_correlation): [rows, action dim] float32 */
+    const float *noise = NULL;
+    if (in->ntensors == 2) {
+        const gb_tensor_desc *nd = &in->descs[1];
+        if (strcmp(nd->name, "noise") != 0 || nd->dtype != GB_DTYPE_FLOAT32 || nd->rank != 2 ||
+            p->space.discrete || nd->shape[1] != p->space.action_dim)
+            return gb_error_set(err, GB_EPROTO, "inference request: a second tensor must be "
+                                "noise, float32 [rows, %lld], for continuous actions",
+                                (long long)p->space.action_dim);
+        noise = in->inputs[1].data;
+    }
     for (int d = 0; d < p->space.obs_ndim; d++)
         if (in->descs[0].shape[1 + d] != p->space.obs_shape[d])
             return gb_error_set(err, GB_EPROTO, "inference request: observation dimension %d is "
@@ -95,8 +106,8 @@ static int infer(void *user, const gb_infer_batch *in, gb_infer_outputs *out, gb
                                        run_steps > steps ? run_steps : steps);
     }
     gb_torch_act_out o = {.action = p->action, .logp = p->logp};
-    int rc = gb_torch_model_act(p->model, in->inputs[0].data, in->rows,
-                                cfg->policy.deterministic, epsilon, &o, err);
+    int rc = gb_torch_model_act_noise(p->model, in->inputs[0].data, in->rows,
+                                      cfg->policy.deterministic, epsilon, noise, &o, err);
     if (rc)
         return rc;
     p->served_rows += in->rows;
@@ -218,6 +229,8 @@ int gb_policy_main(gb_worker *w, gb_error *err)
     uint64_t obs_bytes = gb_dtype_size(p.space.obs_dtype);
     for (int d = 0; d < p.space.obs_ndim; d++)
         obs_bytes *= (uint64_t)p.space.obs_shape[d];
+    const uint64_t noise_bytes =
+        p.space.discrete ? 0 : (uint64_t)p.space.action_dim * sizeof(float);
     gb_infer_server_opts so = {.endpoint = ep,
                                .max_batch_rows = (int)cfg->policy.max_batch_rows,
                                .max_wait_ms = cfg->policy.max_wait_ms,
@@ -227,8 +240,10 @@ int gb_policy_main(gb_worker *w, gb_error *err)
                                .user = &p,
                                .pipelined = (int)cfg->policy.pipelined,
                                .between = apply_staged,
+                               /* an actor's rows of observations, or of noise */
                                .max_frame = (uint64_t)cfg->actors.envs_per_actor *
-                                            (uint64_t)spec.agents * obs_bytes};
+                                            (uint64_t)spec.agents *
+                                            (obs_bytes > noise_bytes ? obs_bytes : noise_bytes)};
     if ((rc = gb_infer_server_open(&server, w->zctx, &so, err)))
         goto done;
     if (pthread_create(&thread, NULL, param_thread, &p) != 0) {

@@ -113,6 +113,15 @@ typedef struct gb_torch_act_out {
 int gb_torch_model_act(gb_torch_model *m, const void *obs, int64_t n, int deterministic,
                        double epsilon, gb_torch_act_out *out, gb_error *err);
 
+/* gb_torch_model_act with the exploration noise of continuous actions given: noise [n, action
+ * dim] standard-normal values (actors.noise_correlation's, workers/acting.h) take the place of
+ * the policy's own draws (PPO: a = mean + std noise; SAC: a = tanh(mean + std noise), scaled),
+ * and the log-probabilities are those of the actions so made. NULL: drawn here. Ignored for
+ * discrete actions and when deterministic. */
+int gb_torch_model_act_noise(gb_torch_model *m, const void *obs, int64_t n, int deterministic,
+                             double epsilon, const float *noise, gb_torch_act_out *out,
+                             gb_error *err);
+
 /* The layout of this model's flat parameter buffer: every parameter and buffer of the acting
  * network in a fixed order ("torso.0.weight", "log_std", ...), each entry's offset a multiple of
  * GB_TORCH_PARAM_ALIGN. The table is the parameter stream's own type (runtime/params.h), so the

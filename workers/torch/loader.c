@@ -39,6 +39,10 @@
       (gb_torch_model * m, const void *obs, int64_t n, int deterministic, double epsilon,          \
        gb_torch_act_out *out, gb_error *err),                                                      \
       (m, obs, n, deterministic, epsilon, out, err))                                               \
+    X(int, gb_torch_model_act_noise,                                                               \
+      (gb_torch_model * m, const void *obs, int64_t n, int deterministic, double epsilon,          \
+       const float *noise, gb_torch_act_out *out, gb_error *err),                                  \
+      (m, obs, n, deterministic, epsilon, noise, out, err))                                        \
     XV(gb_torch_model_layout,                                                                      \
        (const gb_torch_model *m, const gb_param_entry **table, int *count, uint64_t *total),       \
        (m, table, count, total))                                                                   \

@@ -220,12 +220,25 @@ extern "C" int gb_torch_model_act(gb_torch_model *m, const void *obs, int64_t n,
                                   int deterministic, double epsilon, gb_torch_act_out *out,
                                   gb_error *err)
 {
+    return gb_torch_model_act_noise(m, obs, n, deterministic, epsilon, nullptr, out, err);
+}
+
+extern "C" int gb_torch_model_act_noise(gb_torch_model *m, const void *obs, int64_t n,
+                                        int deterministic, double epsilon, const float *noise,
+                                        gb_torch_act_out *out, gb_error *err)
+{
     if (n <= 0)
         return n == 0 ? 0 : gb_error_set(err, GB_EINVAL, "act: n = %lld", (long long)n);
     return gb_torch_guard(err, "act", [&] {
         torch::NoGradGuard no_grad;
         Heads h = m->net->forward(obs_tensor(m, obs, n));
         const gb_torch_space &sp = m->space;
+        // continuous actions' standard-normal noise: the caller's, else drawn here
+        auto draw = [&](const torch::Tensor &like) {
+            return noise ? torch::from_blob(const_cast<float *>(noise), like.sizes(),
+                                            torch::kFloat32)
+                         : torch::randn(like.sizes(), m->gen);
+        };
         torch::Tensor a, logp, value;
         if (m->algo == GB_ALGO_DQN) {
             torch::Tensor q = h.q.to(torch::kCPU).to(torch::kFloat32);
@@ -258,14 +271,13 @@ extern "C" int gb_torch_model_act(gb_torch_model *m, const void *obs, int64_t n,
         } else if (m->algo == GB_ALGO_PPO) {
             torch::Tensor mean = h.mean.to(torch::kCPU).to(torch::kFloat32);
             torch::Tensor ls = h.log_std.to(torch::kCPU).to(torch::kFloat32);
-            a = deterministic ? mean : mean + torch::exp(ls) * torch::randn(mean.sizes(), m->gen);
+            a = deterministic ? mean : mean + torch::exp(ls) * draw(mean);
             logp = gaussian_logp(mean, ls, a);
             value = h.value.to(torch::kCPU).to(torch::kFloat32);
         } else {
             torch::Tensor mean = h.mean.to(torch::kCPU).to(torch::kFloat32);
             torch::Tensor ls = h.log_std.to(torch::kCPU).to(torch::kFloat32);
-            torch::Tensor u =
-                deterministic ? mean : mean + torch::exp(ls) * torch::randn(mean.sizes(), m->gen);
+            torch::Tensor u = deterministic ? mean : mean + torch::exp(ls) * draw(mean);
             torch::Tensor scale = m->act_scale.to(torch::kCPU);
             a = torch::tanh(u) * scale + m->act_bias.to(torch::kCPU);
             logp = squashed_logp(mean, ls, u, scale);
