@@ -15,6 +15,13 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Lookups of names not registered yet are repeated, 5 ms apart at first and at most this apart:
+ * workers wait on each other this way at start-up (an actor on the policy workers loading
+ * libtorch), so the poll interval adds straight to the time until the run acts (a cap of 200 ms
+ * kept CartPole's actors waiting up to 0.2 s after the policy worker was ready); a lookup is one
+ * small request to the registry. */
+#define LOOKUP_POLL_MAX_MS 25
+
 /* ---- server ---------------------------------------------------------------------------------- */
 
 typedef struct reg_ent {
@@ -648,7 +655,7 @@ int gb_registry_list(gb_registry_client *c, const char *prefix, int min_count, i
                      gb_registry_entry **out, int *n, gb_error *err)
 {
     uint64_t end = gb_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ULL;
-    double backoff = 10;
+    double backoff = 5;
     int have = 0;
     for (;;) {
         uint64_t now = gb_now_ns();
@@ -670,7 +677,7 @@ int gb_registry_list(gb_registry_client *c, const char *prefix, int min_count, i
             return gb_error_set(err, GB_ETIMEOUT, "registry: %d of %d names under '%s' "
                                 "registered after %d ms", have, min_count, prefix, timeout_ms);
         gb_sleep_ms(backoff);
-        backoff = backoff < 200 ? backoff * 2 : 200;
+        backoff = backoff < LOOKUP_POLL_MAX_MS ? backoff * 2 : LOOKUP_POLL_MAX_MS;
     }
 }
 
@@ -710,7 +717,7 @@ int gb_registry_lookup(gb_registry_client *c, const char *name, char *endpoint, 
                        int timeout_ms, gb_error *err)
 {
     uint64_t end = gb_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ULL;
-    double backoff = 10;
+    double backoff = 5;
     for (;;) {
         uint64_t now = gb_now_ns();
         int left = now < end ? (int)((end - now + 999999) / 1000000) : 1;
@@ -724,7 +731,7 @@ int gb_registry_lookup(gb_registry_client *c, const char *name, char *endpoint, 
             return gb_error_set(err, GB_ETIMEOUT, "registry: no worker registered '%s' within "
                                 "%d ms", name, timeout_ms);
         gb_sleep_ms(backoff);
-        backoff = backoff < 200 ? backoff * 2 : 200;
+        backoff = backoff < LOOKUP_POLL_MAX_MS ? backoff * 2 : LOOKUP_POLL_MAX_MS;
     }
 }
 
