@@ -618,7 +618,10 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
     /* With several trainers every step, and the stop, is agreed by all of them. */
     int publishing = t.publisher != NULL;
     for (;;) {
-        rc = gb_learning_step(t.learning, 0.1, gb_worker_stopping(w), err);
+        /* a step waits up to 0.1 s for samples; while the run ends, 10 ms, so that the reports
+         * the launcher waits on (chunks_received, every 20 ms below) are not held back */
+        rc = gb_learning_step(t.learning, reporting_fast ? 0.01 : 0.1, gb_worker_stopping(w),
+                              err);
         if (rc == 2)
             break;
         if (rc < 0)
