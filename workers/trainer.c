@@ -167,12 +167,13 @@ static void *ingest_main(void *arg)
     const int most = room < INGEST_BATCH ? (int)room : INGEST_BATCH;
     while (!gb_worker_stopping(w)) {
         look_for_end(t, &ending);
-        /* Take what is waiting (at least one, waiting up to 100 ms for it), at most
-         * INGEST_BATCH messages a round, refused ones included: a stream of refused chunks
-         * (all non-finite, forged) must not keep this thread from seeing the run end. */
+        /* Take what is waiting (at least one, waiting up to 100 ms for it; 10 ms once the run
+         * ends, so that the stop's join does not wait out the rest), at most INGEST_BATCH
+         * messages a round, refused ones included: a stream of refused chunks (all
+         * non-finite, forged) must not keep this thread from seeing the run end. */
         int n = 0;
         for (int taken = 0; n < most && taken < most; taken++) {
-            int rc = gb_sample_recv(t->samples, &msgs[n], n == 0 ? 100 : 0, err);
+            int rc = gb_sample_recv(t->samples, &msgs[n], n ? 0 : ending ? 10 : 100, err);
             if (rc == GB_EAGAIN)
                 break;
             if (rc) {
