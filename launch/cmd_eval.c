@@ -10,6 +10,7 @@
 #include "launch/commands.h"
 #include "launch/video.h"
 #include "runtime/config.h"
+#include "runtime/rundir.h"
 #include "workers/checkpoint.h"
 #include "workers/learning.h"
 #include "workers/torch/bridge.h"
@@ -163,21 +164,6 @@ static int find_model(const eval_opts *o, const gb_config *cfg, gb_checkpoint_fi
     else if (rc)
         fprintf(stderr, "gearbox eval: %s: checkpoint %s: %s\n", o->run_dir, name, err.msg);
     return rc ? GB_EXIT_USAGE : GB_EXIT_OK;
-}
-
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
 }
 
 static void mean_std(const double *x, long long n, double *mean, double *std)
@@ -382,13 +368,14 @@ static void report(const eval_opts *o, const gb_config *cfg, const eval_state *s
         return;
     }
     printf("{\"run_dir\": ");
-    json_string(stdout, o->run_dir);
+    gb_rundir_json_string(stdout, o->run_dir);
     printf(", \"env\": ");
-    json_string(stdout, s->src.iface->name);
+    gb_rundir_json_string(stdout, s->src.iface->name);
     printf(", \"algorithm\": ");
-    json_string(stdout, gb_config_enum_name("trainer.algorithm.name", cfg->trainer.algorithm.name));
+    gb_rundir_json_string(stdout,
+                          gb_config_enum_name("trainer.algorithm.name", cfg->trainer.algorithm.name));
     printf(", \"checkpoint\": ");
-    json_string(stdout, ck->model);
+    gb_rundir_json_string(stdout, ck->model);
     printf(", \"checkpoint_step\": %lld, \"deterministic\": %s, \"seed\": %llu, "
            "\"episodes\": %lld, \"steps\": %lld, \"return_mean\": %.17g, \"return_std\": %.17g, "
            "\"length_mean\": %.17g, \"length_std\": %.17g, \"returns\": [",
@@ -401,12 +388,12 @@ static void report(const eval_opts *o, const gb_config *cfg, const eval_state *s
         printf("%s%lld", i ? ", " : "", (long long)s->lengths[i]);
     printf("], \"video\": ");
     if (o->video)
-        json_string(stdout, o->video);
+        gb_rundir_json_string(stdout, o->video);
     else
         printf("null");
     printf(", \"gif\": ");
     if (o->gif)
-        json_string(stdout, o->gif);
+        gb_rundir_json_string(stdout, o->gif);
     else
         printf("null");
     printf(", \"frames\": %lld}\n", (long long)s->video.frames);

@@ -394,7 +394,7 @@ int gb_rundir_tb_image(gb_rundir *rd, int64_t step, const char *tag, int height,
                   : 0;
 }
 
-static void json_string(FILE *f, const char *s)
+void gb_rundir_json_string(FILE *f, const char *s)
 {
     fputc('"', f);
     for (; s && *s; s++) {
@@ -425,7 +425,7 @@ int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_err
         return rc;
     FILE *f = a.f;
     fputs("{\n  \"mode\": ", f);
-    json_string(f, s->mode);
+    gb_rundir_json_string(f, s->mode);
     fprintf(f, ",\n  \"env_steps\": %lld", (long long)s->env_steps);
     if (s->has_samples)
         fprintf(f, ",\n  \"env_steps_unsent\": %lld", (long long)s->env_steps_unsent);
@@ -436,10 +436,10 @@ int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_err
     fprintf(f, ",\n  \"episodes\": %lld,\n  \"target_return\": ", (long long)s->episodes);
     json_number(f, s->target_return);
     fprintf(f, ",\n  \"solved\": %s,\n  \"exit_reason\": ", s->solved ? "true" : "false");
-    json_string(f, s->exit_reason);
+    gb_rundir_json_string(f, s->exit_reason);
     if (s->error) {
         fputs(",\n  \"error\": ", f);
-        json_string(f, s->error);
+        gb_rundir_json_string(f, s->error);
     }
     fprintf(f, ",\n  \"workers\": {\"actors\": %lld, \"policies\": %lld, \"trainers\": %lld, "
                "\"joined\": %lld},\n  \"envs\": %lld",
@@ -471,9 +471,9 @@ int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_err
     fprintf(f, ",\n  \"restarts\": [");
     for (int i = 0; i < s->nrestarts; i++) {
         fputs(i ? ",\n    {\"worker\": " : "\n    {\"worker\": ", f);
-        json_string(f, s->restarts[i].worker);
+        gb_rundir_json_string(f, s->restarts[i].worker);
         fputs(", \"reason\": ", f);
-        json_string(f, s->restarts[i].reason);
+        gb_rundir_json_string(f, s->restarts[i].reason);
         fputs(", \"at_s\": ", f);
         json_number(f, s->restarts[i].at_s);
         fputc('}', f);

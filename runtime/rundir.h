@@ -17,7 +17,8 @@
  * defines: gb_rundir, gb_run_summary, gb_rundir_create, gb_rundir_reopen, gb_rundir_file,
  *          gb_rundir_metrics_open, gb_rundir_metrics_continue, gb_rundir_metrics_row,
  *          gb_rundir_tb_scalars, gb_rundir_tb_image, gb_rundir_write_summary, gb_rundir_close,
- *          gb_rundir_reap_dead, gb_rundir_lock, gb_rundir_register, gb_rundir_unlock */
+ *          gb_rundir_reap_dead, gb_rundir_lock, gb_rundir_register, gb_rundir_unlock,
+ *          gb_rundir_json_string */
 #ifndef GB_RUNTIME_RUNDIR_H
 #define GB_RUNTIME_RUNDIR_H
 
@@ -165,5 +166,10 @@ int gb_rundir_reap_dead(gb_error *err);
 int gb_rundir_lock(gb_rundir *rd, gb_error *err);
 int gb_rundir_register(gb_rundir *rd, gb_error *err);
 void gb_rundir_unlock(gb_rundir *rd);
+
+/* Writes s to f as a JSON string: quoted, with '"', '\\' and control characters escaped (bytes
+ * from 0x80 as they are: UTF-8 stays UTF-8). NULL is written as "". For summary.json and the
+ * JSON other commands write beside it (gearbox eval). */
+void gb_rundir_json_string(FILE *f, const char *s);
 
 #endif
