@@ -98,12 +98,21 @@ static int write_metrics(inline_run *r, const gb_acting_stats *st, double wall, 
                          gb_error *err)
 {
     const gb_torch_stats *s = gb_learning_last(r->learning);
+    /* what the algorithm computes, once it trained; the rest NaN, which metrics.csv leaves
+     * empty (as the distributed trainer reports them) */
+    const int algo = r->cfg->trainer.algorithm.name;
+    const int ppo = algo == GB_ALGO_PPO, dqn = algo == GB_ALGO_DQN, sac = algo == GB_ALGO_SAC;
+    const int trained = gb_learning_train_steps(r->learning) > 0;
+#define IF(cond, x) ((trained && (cond)) ? (x) : NAN)
     double v[NMETRICS] = {wall, (double)st->env_steps,
                           (double)gb_learning_train_steps(r->learning), (double)st->episodes,
-                          st->return_mean, sps, s->loss, s->policy_loss, s->value_loss,
-                          s->entropy, s->approx_kl, s->clip_fraction, s->explained_var,
-                          s->q_mean, s->td_abs_mean, s->alpha, r->epsilon, s->lr, s->grad_norm,
+                          st->return_mean, sps, IF(1, s->loss), IF(!dqn, s->policy_loss),
+                          IF(1, s->value_loss), IF(!dqn, s->entropy), IF(ppo, s->approx_kl),
+                          IF(ppo, s->clip_fraction), IF(ppo, s->explained_var),
+                          IF(!ppo, s->q_mean), IF(!ppo, s->td_abs_mean), IF(sac, s->alpha),
+                          dqn ? r->epsilon : NAN, IF(1, s->lr), IF(1, s->grad_norm),
                           (double)gb_torch_model_version(r->model)};
+#undef IF
     return gb_rundir_metrics_row(r->rd, v, NMETRICS, err);
 }
 
