@@ -161,7 +161,7 @@ no_workers "$work/fail" || fail "(c) workers left after the failure"
   --set launch.progress=off > "$work/restart.log" 2>&1 &
 launcher=$!
 wait_for_log "$work/restart/logs/actor-0.log" "actor: " 60 || { cat "$work/restart.log"; fail "(d) the run did not start"; }
-sleep 1
+# at once: the config solves in about a second of learning, and the kill must come before that
 victim=$(pgrep -f -- "^$gearbox worker --role actor --index 0 --run-dir $work/restart" | head -1)
 [ -n "$victim" ] || fail "(d) actor-0's worker process not found"
 kill -KILL "$victim"
