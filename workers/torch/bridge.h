@@ -279,7 +279,8 @@ int gb_torch_learner_set_group(gb_torch_learner *l, gb_group *g, size_t bucket_b
 uint64_t gb_torch_learner_checksum(const gb_torch_learner *l);
 
 /* ---------------------------------------------------------------------------------------------
- * Targets (plain C, in targets.c; the algorithms use these same functions)
+ * Targets and fused losses (plain C, in targets.c and fused_losses.c; the algorithms use these
+ * same functions)
  * ------------------------------------------------------------------------------------------- */
 
 /* GAE(lambda) over B chunks of T steps. value is [B, T+1] (V of obs[t], including obs[T]).

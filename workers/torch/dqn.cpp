@@ -57,7 +57,7 @@ static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
         }
         l->opt->zero_grad();
         if (dev.is_cpu() && q.scalar_type() == torch::kFloat32) {
-            // the loss, its gradient and |TD| in one pass (targets.c), then backward from q
+            // the loss, its gradient and |TD| in one pass (fused_losses.c), then backward from q
             torch::Tensor qd = q.detach().contiguous(), yc = y.contiguous();
             torch::Tensor w = tr.weight.defined() ? tr.weight.contiguous() : torch::Tensor();
             torch::Tensor grad = torch::empty({N});
