@@ -250,6 +250,79 @@ static void test_ppo_fused(void)
     CHECK(same);
 }
 
+/* The CPU learner's one-pass SAC losses (gb_torch_sac_critic_fused, gb_torch_sac_actor_fused)
+ * against the libtorch ones (gb_torch_sac_loss): the values, and gradients that match central
+ * differences of the libtorch losses in q1, q2 (critic) and logp, q1_pi, q2_pi (actor), with a
+ * tie of q1_pi and q2_pi, where libtorch's min passes half the gradient to each. */
+static void test_sac_fused(void)
+{
+    gb_error err = {0};
+    enum { N = 40 };
+    float q1[N], q2[N], q1t[N], q2t[N], r[N], disc[N], ln[N], q1p[N], q2p[N], lp[N], w[N];
+    fill(q1, N, 31);
+    fill(q2, N, 32);
+    fill(q1t, N, 33);
+    fill(q2t, N, 34);
+    fill(r, N, 35);
+    fill(disc, N, 36);
+    fill(ln, N, 37);
+    fill(q1p, N, 38);
+    fill(q2p, N, 39);
+    fill(lp, N, 40);
+    fill(w, N, 41);
+    for (int i = 0; i < N; i++) {
+        w[i] = 0.5f + 0.5f * w[i];
+        disc[i] = 0.5f + 0.4f * disc[i];
+    }
+    q2p[3] = q1p[3]; /* a tie */
+    const double log_alpha = -1.2, alpha = exp(log_alpha), te = -1.0;
+    double ref[4];
+    CHECK_OK(gb_torch_sac_loss(q1, q2, q1t, q2t, r, disc, ln, q1p, q2p, lp, w, N, log_alpha, te,
+                               ref, &err));
+    /* y as the libtorch loss makes it */
+    float y[N];
+    for (int i = 0; i < N; i++)
+        y[i] = r[i] + disc[i] * ((q1t[i] < q2t[i] ? q1t[i] : q2t[i]) - (float)alpha * ln[i]);
+    float g1[N], g2[N], td[N], gl[N], ga[N], gb[N];
+    double critic = gb_torch_sac_critic_fused(q1, q2, y, w, N, g1, g2, td);
+    double lp_mean;
+    double actor = gb_torch_sac_actor_fused(lp, q1p, q2p, N, alpha, gl, ga, gb, &lp_mean);
+    CHECK_NEAR(critic, ref[0], 1e-5);
+    CHECK_NEAR(actor, ref[1], 1e-6);
+    double m = 0;
+    for (int i = 0; i < N; i++)
+        m += lp[i] / N;
+    CHECK_NEAR(lp_mean, m, 1e-6);
+    CHECK_NEAR(ga[3], -0.5 / N, 1e-9);
+    CHECK_NEAR(gb[3], -0.5 / N, 1e-9);
+    /* central differences of the libtorch losses */
+    float *vars[5] = {q1, q2, lp, q1p, q2p};
+    const float *grads[5] = {g1, g2, gl, ga, gb};
+    const int which[5] = {0, 0, 1, 1, 1}; /* critic or actor */
+    int ok = 1;
+    for (int v = 0; v < 5; v++)
+        for (int i = 0; i < N; i++) {
+            if (v >= 3 && i == 3)
+                continue; /* no derivative at the tie */
+            float keep = vars[v][i], h = 1e-3f;
+            double up[4], down[4];
+            vars[v][i] = keep + h;
+            gb_torch_sac_loss(q1, q2, q1t, q2t, r, disc, ln, q1p, q2p, lp, w, N, log_alpha, te,
+                              up, &err);
+            vars[v][i] = keep - h;
+            gb_torch_sac_loss(q1, q2, q1t, q2t, r, disc, ln, q1p, q2p, lp, w, N, log_alpha, te,
+                              down, &err);
+            vars[v][i] = keep;
+            double fd = (up[which[v]] - down[which[v]]) / (2.0 * h);
+            if (fabs(fd - grads[v][i]) > 2e-4) {
+                ok = 0;
+                fprintf(stderr, "  variable %d, [%d]: gradient %g, difference %g\n", v, i,
+                        grads[v][i], fd);
+            }
+        }
+    CHECK(ok);
+}
+
 static void test_sac_loss(void)
 {
     gb_error err = {0};
@@ -296,6 +369,7 @@ int main(void)
     TEST_RUN(test_dqn_loss);
     TEST_RUN(test_huber_td);
     TEST_RUN(test_ppo_fused);
+    TEST_RUN(test_sac_fused);
     TEST_RUN(test_sac_loss);
     return test_main_result();
 }

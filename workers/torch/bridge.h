@@ -4,7 +4,7 @@
  * defines: gb_torch_space, gb_torch_model, gb_torch_learner, gb_torch_batch, gb_torch_stats,
  *          gb_torch_model_* , gb_torch_learner_* (data-parallel: gb_torch_learner_set_group),
  *          gb_torch_gae, gb_torch_nstep, gb_torch_huber_td, gb_torch_chunk_priorities,
- *          gb_torch_ppo_fused,
+ *          gb_torch_ppo_fused, gb_torch_sac_critic_fused, gb_torch_sac_actor_fused,
  *          gb_torch_set_threads, loss entry points used by the tests
  *
  * Conventions
@@ -330,6 +330,20 @@ typedef struct gb_torch_ppo_terms {
 void gb_torch_ppo_fused(int64_t n, const float *new_logp, const float *value,
                         const float *aux, const gb_torch_ppo_coefs *c, float *g_logp,
                         float *g_value, gb_torch_ppo_terms *out);
+
+/* SAC's critic loss and its gradients in one pass over n samples (the CPU learner's; the
+ * arithmetic of gb_torch_sac_loss's critic): returns mean(w (q1 - y)^2) + mean(w (q2 - y)^2),
+ * g1[i] = d loss / d q1[i], g2 likewise, td_abs[i] = |q1[i] - y[i]| (may be NULL). w may be
+ * NULL (all 1). */
+double gb_torch_sac_critic_fused(const float *q1, const float *q2, const float *y, const float *w,
+                                 int64_t n, float *g1, float *g2, float *td_abs);
+
+/* SAC's actor loss mean(alpha logp - min(q1, q2)) over n samples and its gradients in logp and
+ * in the critics' values of the actor's actions (min passes its gradient as libtorch's does:
+ * to the smaller, half each at a tie); *logp_mean receives mean(logp). */
+double gb_torch_sac_actor_fused(const float *logp, const float *q1, const float *q2, int64_t n,
+                                double alpha, float *g_logp, float *g_q1, float *g_q2,
+                                double *logp_mean);
 
 /* DQN's linear epsilon schedule: epsilon_start -> epsilon_end over epsilon_decay_steps env
  * steps. */

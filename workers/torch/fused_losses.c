@@ -1,10 +1,10 @@
 /* workers/torch/fused_losses.c: the CPU learners' losses with their gradients in one pass of
- * plain C each (DQN's Huber TD loss and chunk priorities, PPO's clipped objective), where
- * libtorch spends a dozen small operations and as many autograd nodes on vectors of a few
- * hundred numbers. The algorithms then run backward from the network's outputs with these
- * gradients. Each computes what its libtorch loss (algorithm.cpp) computes, including how
- * libtorch's max and clamp pass gradients at ties and bounds; tests/workers/test_torch_losses.c
- * compares them. */
+ * plain C each (DQN's Huber TD loss and chunk priorities, PPO's clipped objective, SAC's critic
+ * and actor losses), where libtorch spends a dozen small operations and as many autograd nodes
+ * on vectors of a few hundred numbers. The algorithms then run backward from the network's
+ * outputs with these gradients. Each computes what its libtorch loss (dqn.cpp, ppo.cpp,
+ * sac.cpp) computes, including how libtorch's max, min and clamp pass gradients at ties and
+ * bounds; tests/workers/test_torch_losses.c compares them. */
 #include "workers/torch/bridge.h"
 
 #include <math.h>
@@ -110,4 +110,47 @@ void gb_torch_ppo_fused(int64_t n, const float *new_logp, const float *value,
     out->approx_kl = kl / dn;
     out->clip_fraction = clipped / dn;
     out->total = out->policy + c->value_coef * out->value - c->entropy_coef * out->entropy;
+}
+
+double gb_torch_sac_critic_fused(const float *q1, const float *q2, const float *y, const float *w,
+                                 int64_t n, float *g1, float *g2, float *td_abs)
+{
+    if (n <= 0)
+        return 0.0;
+    const float scale = 2.0f / (float)n;
+    double s1 = 0.0, s2 = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const float wi = w ? w[i] : 1.0f, e1 = q1[i] - y[i], e2 = q2[i] - y[i];
+        s1 += (double)(wi * e1 * e1);
+        s2 += (double)(wi * e2 * e2);
+        g1[i] = wi * e1 * scale;
+        g2[i] = wi * e2 * scale;
+        if (td_abs)
+            td_abs[i] = fabsf(e1);
+    }
+    return (s1 + s2) / (double)n;
+}
+
+double gb_torch_sac_actor_fused(const float *logp, const float *q1, const float *q2, int64_t n,
+                                double alpha, float *g_logp, float *g_q1, float *g_q2,
+                                double *logp_mean)
+{
+    if (n <= 0) {
+        *logp_mean = 0.0;
+        return 0.0;
+    }
+    const float scale = 1.0f / (float)n, a = (float)alpha;
+    double s = 0.0, sl = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        /* d min(q1, q2) as libtorch's minimum: to the smaller, half each at a tie */
+        const float to1 = q1[i] < q2[i] ? 1.0f : q1[i] > q2[i] ? 0.0f : 0.5f;
+        const float m = q1[i] < q2[i] ? q1[i] : q2[i];
+        s += (double)(a * logp[i] - m);
+        sl += logp[i];
+        g_logp[i] = a * scale;
+        g_q1[i] = -to1 * scale;
+        g_q2[i] = -(1.0f - to1) * scale;
+    }
+    *logp_mean = sl / (double)n;
+    return s / (double)n;
 }

@@ -70,7 +70,11 @@ static void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     double alpha = std::exp(l->log_alpha.item<double>());
     // Each of the three steps below: with valid steps, a loss and its gradients; without, no
     // gradient, and only a group's other ranks (data-parallel) can make the step happen.
-    torch::Tensor o, of, a, y, q1, q2, qloss;
+    // On the CPU the losses and their gradients are one pass of C each (fused_losses.c), and
+    // backward runs from the critics' and the actor's outputs.
+    const bool fused = dev.is_cpu();
+    torch::Tensor o, of, a, y, q1, q2, td; // td: |y - q1| of the valid steps, CPU float [N]
+    double qloss = 0.0;
     if (N > 0) {
         torch::Tensor a_env = cpu_view(b->action, {B * T, A}, torch::kFloat32)
                                   .index_select(0, tr.step_idx)
@@ -90,9 +94,25 @@ static void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
         // critics
         q1 = l->q1->forward(of, a);
         q2 = l->q2->forward(of, a);
-        qloss = sac_critic_loss(q1, q2, y, tr.weight);
         l->opt_q->zero_grad();
-        qloss.backward();
+        if (fused) {
+            torch::Tensor q1d = q1.detach().contiguous(), q2d = q2.detach().contiguous();
+            torch::Tensor yc = y.contiguous();
+            torch::Tensor w = tr.weight.defined() ? tr.weight.contiguous() : torch::Tensor();
+            torch::Tensor g1 = torch::empty({N}), g2 = torch::empty({N});
+            td = torch::empty({N});
+            qloss = gb_torch_sac_critic_fused(q1d.data_ptr<float>(), q2d.data_ptr<float>(),
+                                              yc.data_ptr<float>(),
+                                              w.defined() ? w.data_ptr<float>() : nullptr, N,
+                                              g1.data_ptr<float>(), g2.data_ptr<float>(),
+                                              td.data_ptr<float>());
+            torch::autograd::backward({q1, q2}, {g1, g2});
+        } else {
+            torch::Tensor lt = sac_critic_loss(q1, q2, y, tr.weight);
+            lt.backward();
+            qloss = lt.item<double>();
+            td = (y - q1.detach()).abs().to(torch::kCPU).to(torch::kFloat32).contiguous();
+        }
     } else {
         chunk_priorities(torch::zeros({B, T}), tr.valid_mask, prio);
         drop_grads(qp);
@@ -103,14 +123,38 @@ static void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     l->opt_q->clip_grad_norm(ac.max_grad_norm);
     l->opt_q->step();
 
-    // actor (critic gradients from this pass are discarded by the next zero_grad)
-    torch::Tensor aloss, logp;
+    // actor: gradients for the actor's parameters alone (autograd::grad leaves the critics'
+    // weight gradients, which the actor's step does not use, uncomputed)
+    torch::Tensor logp;
+    double aloss = 0.0, logp_mean = 0.0;
     if (N > 0) {
         torch::Tensor api;
         std::tie(api, logp) = sample(l, m->net->forward(o));
-        aloss = sac_actor_loss(alpha, logp, l->q1->forward(of, api), l->q2->forward(of, api));
-        l->opt->zero_grad();
-        aloss.backward();
+        torch::Tensor q1p = l->q1->forward(of, api), q2p = l->q2->forward(of, api);
+        std::vector<torch::Tensor> outs, grads;
+        if (fused) {
+            torch::Tensor lp = logp.detach().contiguous(), q1d = q1p.detach().contiguous(),
+                          q2d = q2p.detach().contiguous();
+            torch::Tensor gl = torch::empty({N}), gq1 = torch::empty({N}),
+                          gq2 = torch::empty({N});
+            aloss = gb_torch_sac_actor_fused(lp.data_ptr<float>(), q1d.data_ptr<float>(),
+                                             q2d.data_ptr<float>(), N, alpha,
+                                             gl.data_ptr<float>(), gq1.data_ptr<float>(),
+                                             gq2.data_ptr<float>(), &logp_mean);
+            outs = {logp, q1p, q2p};
+            grads = {gl, gq1, gq2};
+        } else {
+            torch::Tensor lt = sac_actor_loss(alpha, logp, q1p, q2p);
+            aloss = lt.item<double>();
+            logp_mean = logp.detach().mean().item<double>();
+            outs = {lt};
+        }
+        std::vector<torch::Tensor> g = torch::autograd::grad(outs, pp, grads, c10::nullopt,
+                                                             false, /*allow_unused=*/true);
+        l->opt->zero_grad(); // every gradient its zeroed flat view; an unused one stays 0
+        for (size_t i = 0; i < pp.size(); i++)
+            if (g[i].defined())
+                pp[i].grad().copy_(g[i]);
     } else {
         drop_grads(pp);
     }
@@ -122,9 +166,9 @@ static void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     // temperature
     if (sc.learn_alpha) {
         if (N > 0) {
-            torch::Tensor tl = sac_alpha_loss(l->log_alpha, logp.detach(), l->target_entropy);
+            // d/d log_alpha of -mean(log_alpha (logp + target_entropy))
             l->opt_alpha->zero_grad();
-            tl.backward();
+            l->log_alpha.mutable_grad().fill_(-(logp_mean + l->target_entropy));
         } else {
             drop_grads(ap);
         }
@@ -139,18 +183,18 @@ static void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     if (N == 0)
         return;
 
-    torch::Tensor td = (y - q1.detach()).abs().to(torch::kCPU).to(torch::kFloat32);
-    st->value_loss = qloss.item<double>();
-    st->policy_loss = aloss.item<double>();
+    const float *tp = td.data_ptr<float>();
+    double td_sum = 0.0;
+    for (int64_t i = 0; i < N; i++)
+        td_sum += tp[i];
+    st->value_loss = qloss;
+    st->policy_loss = aloss;
     st->loss = st->value_loss + st->policy_loss;
-    st->entropy = -logp.detach().mean().item<double>();
+    st->entropy = -logp_mean;
     st->q_mean = q1.detach().mean().item<double>();
-    st->td_abs_mean = td.mean().item<double>();
-    if (prio) {
-        torch::Tensor full = torch::zeros({B * T});
-        full.index_copy_(0, tr.step_idx, td);
-        chunk_priorities(full.view({B, T}), tr.valid_mask, prio);
-    }
+    st->td_abs_mean = td_sum / (double)N;
+    if (prio)
+        gb_torch_chunk_priorities(B, T, tr.step_idx.data_ptr<int64_t>(), tp, N, prio);
 }
 
 // SAC: twin critics and their Polyak targets, and the learned temperature.
