@@ -428,7 +428,9 @@ static void test_join(void)
     CHECK(strncmp(ep, "tcp://127.0.0.1:", 16) == 0);
     pthread_t th;
     pthread_create(&th, NULL, reg_run, &t);
-    gb_registry_client_opts co = {ep, 2000, 0, 1, GB_ROLE_ACTOR, 0};
+    /* registrations live 5 s (with a ttl of 1 ms the lookup below found the name gone once,
+     * on a loaded machine) */
+    gb_registry_client_opts co = {ep, 2000, 0, 5000, GB_ROLE_ACTOR, 0};
     gb_registry_client *c;
     CHECK_OK(gb_registry_client_open(&c, ctx, &co, &err));
     gb_registry_join_reply r;
