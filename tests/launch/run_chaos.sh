@@ -48,9 +48,10 @@ victims=(actor-0 actor-1 policy-0 params-0 trainer-0)
 stoppable=(actor-0 actor-1 policy-0 trainer-0)
 # The run may solve within 10 s (the config alone solves in about 8 s here): the trainer's kill
 # (round 2 or 3) and the stop (3 or 4) come early, the rounds 1 s apart, and go on while the
-# run lasts. (With rounds 2 s apart the run once solved in CI before the stop's round.) Each trainer restart rolls learning
-# back to its last checkpoint (up to 2 s), and DQN diverged once under five of them (loss 400,
-# return 10) before it recovered: the env-step budget is twice the config's.
+# run lasts. (With rounds 2 s apart the run once solved in CI before the stop's round.) Each
+# trainer restart rolls learning back to its last checkpoint (up to 2 s), and DQN diverged once
+# under five of them (loss 400, return 10) before it recovered: the env-step budget is twice
+# the config's.
 rounds=12
 trainer_round=$((2 + RANDOM % 2))
 stop_round=$((trainer_round == 3 ? 4 : 3 + RANDOM % 2))
