@@ -372,8 +372,8 @@ static void report(const eval_opts *o, const gb_config *cfg, const eval_state *s
     printf(", \"env\": ");
     gb_rundir_json_string(stdout, s->src.iface->name);
     printf(", \"algorithm\": ");
-    gb_rundir_json_string(stdout,
-                          gb_config_enum_name("trainer.algorithm.name", cfg->trainer.algorithm.name));
+    const int algo = (int)cfg->trainer.algorithm.name;
+    gb_rundir_json_string(stdout, gb_config_enum_name("trainer.algorithm.name", algo));
     printf(", \"checkpoint\": ");
     gb_rundir_json_string(stdout, ck->model);
     printf(", \"checkpoint_step\": %lld, \"deterministic\": %s, \"seed\": %llu, "

@@ -57,8 +57,8 @@ static void check_link(bool flat)
     gbt::NamedTensors on = tensors(*online);
     for (size_t i = 0; i < t0.size(); i++)
         want.push_back(0.9 * t0[i] + 0.1 * on[i].second);
-    CHECK_MSG(max_diff(tensors(*target), want) <= 1e-6, "polyak (%s): %g", flat ? "flat" : "per tensor",
-              max_diff(tensors(*target), want));
+    const double off = max_diff(tensors(*target), want);
+    CHECK_MSG(off <= 1e-6, "polyak (%s): %g", flat ? "flat" : "per tensor", off);
     // the target's tensors are still the module's (the module's forward sees the update)
     torch::Tensor x = torch::randn({3, 4});
     torch::nn::Sequential copy = small_net();

@@ -22,7 +22,8 @@ torch::Tensor tanh_values(const torch::Tensor &x)
     torch::Tensor y = torch::empty_like(xc);
     const float *in = xc.data_ptr<float>();
     float *out = y.data_ptr<float>();
-    over(xc.numel(), [&](int64_t b, int64_t e) { gb_tanh_forward(in + b, out + b, (size_t)(e - b)); });
+    over(xc.numel(),
+         [&](int64_t b, int64_t e) { gb_tanh_forward(in + b, out + b, (size_t)(e - b)); });
     return y;
 }
 
