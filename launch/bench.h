@@ -43,6 +43,10 @@ char *gb_bench_slurp(const char *path);
 double gb_bench_json_number(const char *text, const char *key);
 void gb_bench_json_string(const char *text, const char *key, char *out, size_t cap);
 
+/* The shipped configs' folder: ./configs when it holds the file named probe, else the source
+ * tree's this gearbox was built from (GEARBOX_CONFIGS_DIR), else "configs". */
+void gb_bench_configs_dir(const char *probe, char *out, size_t cap);
+
 /* Removes the folder path and everything under it (symbolic links themselves, not their
  * targets). Returns 0, or -1 with errno set. */
 int gb_bench_remove_tree(const char *path);

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #define MAX_CONFIGS 16
@@ -46,12 +45,6 @@ static double thread_cpu_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int file_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 /* A batch of random data in the space's shapes: every step valid, terminations now and then. */
@@ -205,9 +198,8 @@ int gb_bench_learner(int argc, char **argv, int json)
         seconds = quick ? 0.2 : 2.0;
     static char paths[3][1100];
     if (nconfigs == 0) {
-        /* ./configs when it has them, else the source tree's this gearbox was built from */
-        const char *dir = file_exists("configs/cartpole_ppo.yaml") || !GEARBOX_CONFIGS_DIR[0]
-                              ? "configs" : GEARBOX_CONFIGS_DIR;
+        char dir[1024];
+        gb_bench_configs_dir(default_configs[0], dir, sizeof dir);
         for (int i = 0; i < 3; i++) {
             snprintf(paths[i], sizeof paths[i], "%.1000s/%s", dir, default_configs[i]);
             configs[nconfigs++] = paths[i];

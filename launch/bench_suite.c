@@ -392,16 +392,10 @@ static int file_exists(const char *path)
  * the source tree's (GEARBOX_CONFIGS_DIR, compiled in). */
 static void configs_dir(const suite_opts *o, char *out, size_t cap)
 {
-    char probe[PATH_MAX + 64];
-    if (o->configs) {
+    if (o->configs)
         snprintf(out, cap, "%s", o->configs);
-        return;
-    }
-    snprintf(probe, sizeof probe, "configs/%s", suite_tasks[0].config);
-    if (file_exists(probe) || !GEARBOX_CONFIGS_DIR[0])
-        snprintf(out, cap, "configs");
     else
-        snprintf(out, cap, "%s", GEARBOX_CONFIGS_DIR);
+        gb_bench_configs_dir(suite_tasks[0].config, out, cap);
 }
 
 /* Resolves the task's config and reads its threshold, env and algorithm (with the --set

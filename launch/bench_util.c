@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <ftw.h>
+#include <limits.h>
+#include <sys/stat.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -101,6 +103,15 @@ void gb_bench_net_bound(void *sock, char *out, size_t cap)
 {
     size_t len = cap;
     zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, out, &len);
+}
+
+void gb_bench_configs_dir(const char *probe, char *out, size_t cap)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    snprintf(path, sizeof path, "configs/%s", probe);
+    int here = stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    snprintf(out, cap, "%s", here || !GEARBOX_CONFIGS_DIR[0] ? "configs" : GEARBOX_CONFIGS_DIR);
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)

@@ -38,14 +38,17 @@ torch::Tensor batch_obs(const gb_torch_learner *l, const gb_torch_batch *b)
     return torch::cat({steps.view(chunk), last.view(one)}, 1).view(rows);
 }
 
-void chunk_priorities(const torch::Tensor &abs_td, const torch::Tensor &valid, float *prio)
+double td_priorities(const Transitions &tr, int64_t B, int64_t T, const torch::Tensor &td,
+                     float *prio)
 {
-    if (!prio)
-        return;
-    torch::Tensor td = abs_td.to(torch::kCPU).to(torch::kFloat32) * valid;
-    torch::Tensor cnt = valid.sum(1).clamp_min(1.0);
-    torch::Tensor pr = 0.9 * std::get<0>(td.max(1)) + 0.1 * td.sum(1) / cnt + 1e-6;
-    torch::from_blob(prio, {abs_td.size(0)}, torch::kFloat32).copy_(pr);
+    const float *tp = tr.N > 0 ? td.data_ptr<float>() : nullptr;
+    double sum = 0.0;
+    for (int64_t i = 0; i < tr.N; i++)
+        sum += tp[i];
+    if (prio)
+        gb_torch_chunk_priorities(B, T, tr.N > 0 ? tr.step_idx.data_ptr<int64_t>() : nullptr, tp,
+                                  tr.N, prio);
+    return tr.N > 0 ? sum / (double)tr.N : 0.0;
 }
 
 Transitions valid_transitions(const gb_torch_batch *b, int64_t n_step, double gamma,
@@ -70,8 +73,6 @@ Transitions valid_transitions(const gb_torch_batch *b, int64_t n_step, double ga
             }
     Transitions tr;
     tr.N = (int64_t)steps.size();
-    tr.valid_mask = b->valid ? cpu_view(b->valid, {B, T}, torch::kUInt8).to(torch::kFloat32)
-                             : torch::ones({B, T});
     if (tr.N == 0)
         return tr;
     auto lopt = torch::TensorOptions().dtype(torch::kInt64);

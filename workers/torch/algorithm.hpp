@@ -85,14 +85,11 @@ torch::Tensor batch_obs(const gb_torch_learner *l, const gb_torch_batch *b);
 torch::Tensor cpu_view(const void *p, std::vector<int64_t> shape, torch::ScalarType t);
 // Index of step (b, t) in the [B*(T+1)] obs rows.
 inline int64_t obs_row(int64_t b, int64_t t, int64_t T) { return b * (T + 1) + t; }
-// Chunk priorities from |td| [B, T] and valid [B, T] (0.9 max + 0.1 mean, + 1e-6).
-void chunk_priorities(const torch::Tensor &abs_td, const torch::Tensor &valid, float *prio);
 
 // The valid steps of a batch of chunks as N transitions with n-step returns (gb_torch_nstep):
 // what DQN (n = dqn.n_step) and SAC (n = 1) train on.
 struct Transitions {
     int64_t N;
-    torch::Tensor valid_mask;          // [B, T] float32 (CPU): 1 on valid steps
     torch::Tensor step_idx;            // [N] int64 (CPU): flat step index b*T + t
     torch::Tensor row_idx, brow_idx;   // [N] int64 on dev: obs rows of the step and its bootstrap
     torch::Tensor ret, disc;           // [N] float32 on dev: n-step return, gamma^m or 0
@@ -100,5 +97,10 @@ struct Transitions {
 };
 Transitions valid_transitions(const gb_torch_batch *b, int64_t n_step, double gamma,
                               torch::Device dev);
+// The mean of the valid steps' |TD| (td: CPU float [tr.N]; 0 without valid steps) and, when
+// prio is not NULL, each chunk's priority from them (gb_torch_chunk_priorities; 1e-6 for a chunk
+// without valid steps).
+double td_priorities(const Transitions &tr, int64_t B, int64_t T, const torch::Tensor &td,
+                     float *prio);
 
 } // namespace gbt

@@ -73,7 +73,7 @@ static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
             td = (y - q.detach()).abs().to(torch::kCPU).to(torch::kFloat32).contiguous();
         }
     } else {
-        chunk_priorities(torch::zeros({B, T}), tr.valid_mask, prio);
+        td_priorities(tr, B, T, td, prio);
         drop_grads(params); // data-parallel: in the group's step without a gradient of our own
     }
     if (!sync_grads(l, params))
@@ -85,15 +85,9 @@ static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
 
     torch::NoGradGuard no_grad;
     if (N > 0) {
-        const float *tp = td.data_ptr<float>();
-        double td_sum = 0.0;
-        for (int64_t i = 0; i < N; i++)
-            td_sum += tp[i];
         st->loss = st->value_loss = loss;
         st->q_mean = q.detach().mean().item<double>();
-        st->td_abs_mean = td_sum / (double)N;
-        if (prio)
-            gb_torch_chunk_priorities(B, T, tr.step_idx.data_ptr<int64_t>(), tp, N, prio);
+        st->td_abs_mean = td_priorities(tr, B, T, td, prio);
     }
 
     // target network

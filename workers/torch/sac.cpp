@@ -114,7 +114,7 @@ static void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
             td = (y - q1.detach()).abs().to(torch::kCPU).to(torch::kFloat32).contiguous();
         }
     } else {
-        chunk_priorities(torch::zeros({B, T}), tr.valid_mask, prio);
+        td_priorities(tr, B, T, td, prio);
         drop_grads(qp);
     }
     if (!sync_grads(l, qp))
@@ -183,18 +183,12 @@ static void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     if (N == 0)
         return;
 
-    const float *tp = td.data_ptr<float>();
-    double td_sum = 0.0;
-    for (int64_t i = 0; i < N; i++)
-        td_sum += tp[i];
     st->value_loss = qloss;
     st->policy_loss = aloss;
     st->loss = st->value_loss + st->policy_loss;
     st->entropy = -logp_mean;
     st->q_mean = q1.detach().mean().item<double>();
-    st->td_abs_mean = td_sum / (double)N;
-    if (prio)
-        gb_torch_chunk_priorities(B, T, tr.step_idx.data_ptr<int64_t>(), tp, N, prio);
+    st->td_abs_mean = td_priorities(tr, B, T, td, prio);
 }
 
 // SAC: twin critics and their Polyak targets, and the learned temperature.
