@@ -2,7 +2,8 @@
  * inference precision (policy.precision fp32, bf16, int8) in the same run: samples per CPU
  * second of the thread that runs them (policy.threads 1) of a whole act (forward, sampling,
  * log-probabilities: what a policy worker runs per batch) and of the network's forward alone,
- * at several batch sizes, with the ratio to fp32. The models share one set of fp32 parameters;
+ * at several batch sizes, with the ratio to fp32, through each of policy.kernels' kernels
+ * (gearbox's C forward of a plain MLP, libtorch's modules). The models share one set of fp32 parameters;
  * 20 ms slices alternate between precisions so that each sees the same machine state, and the
  * medians over rounds (rates, and ratios within a round) are reported.
  * defines: gb_bench_inference */
@@ -35,12 +36,15 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: gearbox bench inference [--json] [--config FILE] [--set k=v ...]\n"
             "                               [--precision fp32,bf16,int8] [--batch 1,64,256,1024]\n"
-            "                               [--seconds S] [--quick]\n\n"
+            "                               [--kernels gearbox,libtorch] [--seconds S] [--quick]\n\n"
             "The policy worker's model (default: configs/cartpole_ppo.yaml's MLP [64, 64] tanh\n"
             "on CartPole-v1) at each precision, in the same run: samples per CPU second\n"
             "(policy.threads 1) of act (forward and sampling) and of the forward alone, and the\n"
-            "ratio to fp32. S: CPU seconds per case (default 2, --quick 0.2), in 20 ms slices\n"
-            "alternating between the precisions; medians of the rounds.\n"
+            "ratio to the first case (fp32 through the first kernels). Each precision runs\n"
+            "through each policy.kernels named (gearbox: gearbox's own forward of a plain MLP\n"
+            "on cpus with AVX-512 VNNI, else libtorch's; libtorch: libtorch's modules).\n"
+            "S: CPU seconds per case (default 2, --quick 0.2), in 20 ms slices alternating\n"
+            "between the cases; medians of the rounds.\n"
             "GEARBOX_QENGINE=onednn|qnnpack picks int8's engine.\n");
 }
 
@@ -114,6 +118,8 @@ int gb_bench_inference(int argc, char **argv, int json)
     char precs[MAX_CASES][16], batches[MAX_CASES][16];
     int nprec = parse_list("fp32,bf16,int8", precs, MAX_CASES);
     int nbatch = parse_list("1,64,256,1024", batches, MAX_CASES);
+    char kernel_names[2][16];
+    int nkern = parse_list("gearbox,libtorch", kernel_names, 2);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
             config = argv[++i];
@@ -121,6 +127,8 @@ int gb_bench_inference(int argc, char **argv, int json)
             sets[nsets++] = argv[++i];
         else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc)
             nprec = parse_list(argv[++i], precs, MAX_CASES);
+        else if (strcmp(argv[i], "--kernels") == 0 && i + 1 < argc)
+            nkern = parse_list(argv[++i], kernel_names, 2);
         else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc)
             nbatch = parse_list(argv[++i], batches, MAX_CASES);
         else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
@@ -132,15 +140,27 @@ int gb_bench_inference(int argc, char **argv, int json)
             return GB_EXIT_USAGE;
         }
     }
-    int prec[MAX_CASES];
-    for (int i = 0; i < nprec; i++)
-        if ((prec[i] = precision_of(precs[i])) < 0)
-            nprec = -1;
-    if (nprec < 1 || nbatch < 1 || prec[0] != GB_PRECISION_FP32) {
+    /* the cases: every precision through every kernels, the first (fp32) the reference */
+    int prec[MAX_CASES], kern[MAX_CASES], ncase = 0;
+    const char *prec_name[MAX_CASES];
+    for (int k = 0; k < nkern && nprec > 0; k++) {
+        int kv = strcmp(kernel_names[k], "gearbox") == 0    ? GB_KERNELS_GEARBOX
+                 : strcmp(kernel_names[k], "libtorch") == 0 ? GB_KERNELS_LIBTORCH
+                                                            : -1;
+        for (int i = 0; i < nprec && ncase < MAX_CASES; i++, ncase++) {
+            prec_name[ncase] = precs[i];
+            kern[ncase] = kv;
+            if ((prec[ncase] = precision_of(precs[i])) < 0 || kv < 0)
+                nprec = -1;
+        }
+    }
+    if (nprec < 1 || nkern < 1 || nbatch < 1 || prec[0] != GB_PRECISION_FP32) {
         fprintf(stderr, "gearbox bench inference: --precision is a list of fp32, bf16, int8 "
-                        "starting with fp32 (the reference), --batch a list of row counts\n");
+                        "starting with fp32 (the reference), --kernels a list of gearbox, "
+                        "libtorch, --batch a list of row counts\n");
         return GB_EXIT_USAGE;
     }
+    nprec = ncase;
     if (seconds <= 0)
         seconds = quick ? 0.2 : 2.0;
 
@@ -181,11 +201,13 @@ int gb_bench_inference(int argc, char **argv, int json)
         (rc = gb_torch_set_threads((int)cfg.policy.threads, &err)))
         goto done;
     /* one seed: every precision's model starts from the same fp32 parameters */
-    for (int i = 0; i < nprec; i++)
+    for (int i = 0; i < nprec; i++) {
+        cfg.policy.kernels = kern[i];
         if ((rc = gb_torch_model_create(&cfg, &space, 1, &models[i], &err)) ||
             (rc = gb_torch_model_set_precision(models[i], prec[i], &err)) ||
             (prec[i] == GB_PRECISION_INT8 && (rc = gb_torch_model_int8_engine(&engine, &err))))
             goto done;
+    }
     size_t obs_row = gb_dtype_size(space.obs_dtype);
     for (int d = 0; d < space.obs_ndim; d++)
         obs_row *= (size_t)space.obs_shape[d];
@@ -258,23 +280,26 @@ int gb_bench_inference(int argc, char **argv, int json)
         double load[1] = {0};
         getloadavg(load, 1);
         for (int i = 0; i < nprec; i++) {
+            /* what ran it: gearbox's program, or libtorch (int8: and its quantized engine) */
+            const char *kernels = gb_torch_model_kernels(models[i]);
+            const char *qengine =
+                prec[i] == GB_PRECISION_INT8 && strncmp(kernels, "libtorch", 8) == 0 ? engine
+                                                                                       : "";
             if (json)
                 printf("{\"bench\": \"inference\", \"case\": \"precision\", \"env\": \"%s\", "
-                       "\"model\": \"%s\", \"precision\": \"%s\", \"engine\": \"%s\", "
-                       "\"rows\": %lld, \"threads\": %lld, \"act_samples_per_cpu_s\": %.0f, "
-                       "\"forward_samples_per_cpu_s\": %.0f, \"act_ratio\": %.3f, "
-                       "\"forward_ratio\": %.3f, \"load1\": %.2f}\n",
-                       cfg.env.name, model, precs[i],
-                       prec[i] == GB_PRECISION_INT8 ? engine : "", (long long)rows[b],
+                       "\"model\": \"%s\", \"precision\": \"%s\", \"kernels\": \"%s\", "
+                       "\"engine\": \"%s\", \"rows\": %lld, \"threads\": %lld, "
+                       "\"act_samples_per_cpu_s\": %.0f, \"forward_samples_per_cpu_s\": %.0f, "
+                       "\"act_ratio\": %.3f, \"forward_ratio\": %.3f, \"load1\": %.2f}\n",
+                       cfg.env.name, model, prec_name[i], kernels, qengine, (long long)rows[b],
                        (long long)cfg.policy.threads, act[i], fwd[i], act_ratio[i],
                        fwd_ratio[i], load[0]);
             else
-                printf("inference  %s %s  rows %5lld  %-4s%s%-7s  act %9.0f samples/cpu-s (x%.2f "
-                       "fp32)  forward %9.0f (x%.2f)  load %.2f\n",
-                       cfg.env.name, model, (long long)rows[b], precs[i],
-                       prec[i] == GB_PRECISION_INT8 ? " " : "",
-                       prec[i] == GB_PRECISION_INT8 ? engine : "", act[i], act_ratio[i],
-                       fwd[i], fwd_ratio[i], load[0]);
+                printf("inference  %s %s  rows %5lld  %-4s %-27s act %9.0f samples/cpu-s "
+                       "(x%.2f)  forward %9.0f (x%.2f)  load %.2f\n",
+                       cfg.env.name, model, (long long)rows[b], prec_name[i],
+                       qengine[0] ? qengine : kernels, act[i], act_ratio[i], fwd[i],
+                       fwd_ratio[i], load[0]);
         }
         fflush(stdout);
     }

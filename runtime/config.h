@@ -42,6 +42,7 @@ typedef struct gb_config_args {
 /* Enumerations: stored as these values, written as the names in config_schema.c. */
 typedef enum { GB_DEVICE_CPU = 0, GB_DEVICE_CUDA = 1 } gb_device;
 typedef enum { GB_PRECISION_FP32 = 0, GB_PRECISION_BF16 = 1, GB_PRECISION_INT8 = 2 } gb_precision;
+typedef enum { GB_KERNELS_GEARBOX = 0, GB_KERNELS_LIBTORCH = 1 } gb_kernels;
 typedef enum { GB_MODEL_MLP = 0, GB_MODEL_CNN = 1, GB_MODEL_TORCHSCRIPT = 2 } gb_model_type;
 typedef enum { GB_ACT_TANH = 0, GB_ACT_RELU = 1, GB_ACT_ELU = 2, GB_ACT_GELU = 3 } gb_activation;
 typedef enum { GB_ALGO_PPO = 0, GB_ALGO_DQN = 1, GB_ALGO_SAC = 2 } gb_algorithm;
@@ -124,6 +125,7 @@ typedef struct gb_config_policy {
                                others are slots for `gearbox join` from other hosts */
     int device;             /* gb_device */
     int precision;          /* gb_precision: the inference model the policy workers run */
+    int kernels;            /* gb_kernels: what computes a plain MLP's inference forward */
     int64_t threads;        /* libtorch intra-op threads */
     int64_t max_batch_rows; /* inference batch: row limit */
     double max_wait_ms;     /* inference batch: wait limit */

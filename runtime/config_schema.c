@@ -27,6 +27,7 @@
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const devices[] = {"cpu", "cuda", NULL};
 static const char *const precisions[] = {"fp32", "bf16", "int8", NULL};
+static const char *const kernels[] = {"gearbox", "libtorch", NULL};
 static const char *const model_types[] = {"mlp", "cnn", "torchscript", NULL};
 static const char *const activations[] = {"tanh", "relu", "elu", "gelu", NULL};
 static const char *const algorithms[] = {"ppo", "dqn", "sac", NULL};
@@ -95,6 +96,10 @@ const gb_config_field gb_config_fields[] = {
     ENUM("policy.precision", policy.precision, "fp32", precisions,
          "inference precision of the policy workers, built from the fp32 parameters after each "
          "swap (int8: dynamic quantization of the Linear layers, cpu only)"),
+    ENUM("policy.kernels", policy.kernels, "gearbox", kernels,
+         "what runs a plain MLP policy's forward (Linear layers with tanh or relu) in fp32 and "
+         "int8 on the cpu: gearbox's own kernels (workers/torch/mlp_infer.c; where the cpu has "
+         "AVX-512 VNNI, else libtorch) or always libtorch's modules"),
     INT("policy.threads", policy.threads, "1", 1, 1024, "libtorch intra-op threads"),
     INT("policy.max_batch_rows", policy.max_batch_rows, "4096", 1, 1 << 24,
         "inference batch row limit"),

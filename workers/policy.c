@@ -167,14 +167,18 @@ int gb_policy_main(gb_worker *w, gb_error *err)
                                     &p.model, err)) ||
         (rc = gb_torch_model_set_precision(p.model, cfg->policy.precision, err)))
         goto done;
-    if (cfg->policy.precision != GB_PRECISION_FP32) {
-        const char *engine = "";
-        if (cfg->policy.precision == GB_PRECISION_INT8 &&
+    {
+        const char *kernels = gb_torch_model_kernels(p.model), *engine = "";
+        if (cfg->policy.precision == GB_PRECISION_INT8 && strncmp(kernels, "libtorch", 8) == 0 &&
             (rc = gb_torch_model_int8_engine(&engine, err)))
             goto done;
-        GB_INFO("policy: inference in %s%s%s (rebuilt from the fp32 parameters at each swap)",
-                gb_config_enum_name("policy.precision", cfg->policy.precision),
-                engine[0] ? ", quantized engine " : "", engine);
+        GB_INFO("policy: inference in %s through %s%s%s%s",
+                gb_config_enum_name("policy.precision", cfg->policy.precision), kernels,
+                engine[0] ? ", quantized engine " : "", engine,
+                cfg->policy.precision != GB_PRECISION_FP32 ||
+                        strncmp(kernels, "gearbox", 7) == 0
+                    ? " (rebuilt from the fp32 parameters at each swap)"
+                    : "");
     }
     p.rows_cap = cfg->policy.max_batch_rows + cfg->actors.envs_per_actor * spec.agents;
     size_t arow = p.space.discrete ? sizeof(int64_t) : (size_t)p.space.action_dim * sizeof(float);

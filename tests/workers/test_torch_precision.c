@@ -3,7 +3,11 @@
  * stated tolerance (PPO means and values, DQN Q-values, SAC actions and log-probabilities, with
  * tanh and relu + layer norm torsos, and a CNN's Q-values); a second import re-quantizes (the
  * outputs follow the new parameters, and export still gives the fp32 parameters bit for bit);
- * torchscript models and unknown precisions are refused. argv[1]: a scratch folder.
+ * torchscript models and unknown precisions are refused. Each through both policy.kernels:
+ * gearbox's (a plain MLP on a cpu with AVX-512 VNNI runs workers/torch/mlp_infer.c, fp32 as well,
+ * within float rounding of libtorch's fp32: rel 1e-5, abs 1e-5; anything else falls back to
+ * libtorch's modules, and gb_torch_model_kernels says which ran) and libtorch's.
+ * argv[1]: a scratch folder.
  *
  * Tolerances, max |reduced - fp32| over 256 rows <= rel * max |fp32| + abs:
  *   int8 (weights per output channel, activations per batch, 8 bits each): rel 0.05, abs 1e-3
@@ -11,6 +15,7 @@
 #include "test.h"
 #include "torch_test_util.h"
 #include "workers/torch/bridge.h"
+#include "workers/torch/mlp_infer.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -28,8 +33,9 @@ typedef struct outputs {
     float v[OUT_MAX]; /* the algorithm's continuous outputs, concatenated */
 } outputs;
 
-/* The outputs of one deterministic act over obs: PPO box: mean action and value; DQN: Q-values;
- * SAC: action and log-probability. */
+/* The outputs of one deterministic act over obs: PPO box: mean action and value; PPO discrete:
+ * the greedy action's log-probability and value; DQN: Q-values; SAC: action and
+ * log-probability. */
 static int act(gb_torch_model *m, const char *algo, const gb_torch_space *sp, const float *obs,
                outputs *o)
 {
@@ -37,7 +43,7 @@ static int act(gb_torch_model *m, const char *algo, const gb_torch_space *sp, co
     float action[ROWS * 2], logp[ROWS], value[ROWS], q[ROWS * 3];
     int64_t greedy[ROWS];
     int dqn = strcmp(algo, "dqn") == 0;
-    gb_torch_act_out out = {dqn ? (void *)greedy : (void *)action, logp, value,
+    gb_torch_act_out out = {dqn || sp->discrete ? (void *)greedy : (void *)action, logp, value,
                             dqn ? q : NULL};
     int rc = gb_torch_model_act(m, obs, ROWS, 1, 0.0, &out, &err);
     if (rc) {
@@ -48,6 +54,10 @@ static int act(gb_torch_model *m, const char *algo, const gb_torch_space *sp, co
     if (dqn) {
         memcpy(o->v, q, sizeof q);
         o->n = ROWS * 3;
+    } else if (strcmp(algo, "ppo") == 0 && sp->discrete) {
+        memcpy(o->v, logp, sizeof logp);
+        memcpy(o->v + ROWS, value, sizeof value);
+        o->n = 2 * ROWS;
     } else if (strcmp(algo, "ppo") == 0) {
         memcpy(o->v, action, sizeof(float) * ROWS * (size_t)sp->action_dim);
         memcpy(o->v + ROWS * sp->action_dim, value, sizeof value);
@@ -102,14 +112,27 @@ static int copy_params(gb_torch_model *src, gb_torch_model *dst, uint64_t versio
     return rc;
 }
 
-/* One algorithm and torso at one precision: the reduced model follows the fp32 one's
- * parameters, before and after a swap to another set. */
+/* Whether gearbox's kernels run a model of this config (a plain MLP: no layer norm, tanh or
+ * relu; a cpu with AVX-512 VNNI) */
+static int gearbox_runs(const gb_config *cfg, int precision)
+{
+    const gb_config_model *mc = &cfg->policy.model;
+    return cfg->policy.kernels == GB_KERNELS_GEARBOX && precision != GB_PRECISION_BF16 &&
+           mc->type == GB_MODEL_MLP && !mc->layer_norm &&
+           (mc->activation == GB_ACT_TANH || mc->activation == GB_ACT_RELU) &&
+           gb_mlp_int8_fast();
+}
+
+/* One algorithm and torso at one precision through kernels: the reduced model follows the
+ * fp32 one's parameters (libtorch's modules, no precision set), before and after a swap to
+ * another set. */
 static void check_precision(const char *algo, const char *extra, gb_torch_space sp,
-                            int precision, const char *name)
+                            int precision, const char *name, int kernels)
 {
     gb_error err = {0};
     gb_config cfg;
     CHECK(make_cfg(&cfg, algo, extra) == 0);
+    cfg.policy.kernels = kernels;
     gb_torch_model *ref_a = NULL, *ref_b = NULL, *low = NULL;
     CHECK_OK(gb_torch_model_create(&cfg, &sp, 1, &ref_a, &err));
     CHECK_OK(gb_torch_model_create(&cfg, &sp, 2, &ref_b, &err));
@@ -117,6 +140,8 @@ static void check_precision(const char *algo, const char *extra, gb_torch_space 
     if (!ref_a || !ref_b || !low)
         goto out;
     CHECK_OK(gb_torch_model_set_precision(low, precision, &err));
+    const char *ran = gb_torch_model_kernels(low);
+    CHECK_MSG((strncmp(ran, "gearbox", 7) == 0) == gearbox_runs(&cfg, precision), "%s", ran);
     static float obs[ROWS * 4];
     fill(obs, ROWS * (int)sp.obs_shape[0], 5);
     for (int i = 0; i < ROWS * (int)sp.obs_shape[0]; i++)
@@ -129,8 +154,8 @@ static void check_precision(const char *algo, const char *extra, gb_torch_space 
     CHECK_OK(copy_params(ref_a, low, 1, NULL));
     CHECK_OK(act(low, algo, &sp, obs, &la));
     double da = max_diff(&la, &ra), ta = tolerance(precision, &ra);
-    printf("%s %-28s %s: max |diff| %.3g (max |fp32| %.3g, tolerance %.3g)\n", algo, extra, name,
-           da, max_abs(&ra), ta);
+    printf("%s %-28s %s (%s): max |diff| %.3g (max |fp32| %.3g, tolerance %.3g)\n", algo, extra,
+           name, ran, da, max_abs(&ra), ta);
     CHECK(da <= ta);
     CHECK(da > 0); /* it did run in reduced precision */
 
@@ -160,11 +185,19 @@ static void check_precision(const char *algo, const char *extra, gb_torch_space 
     free(back);
     free(sent);
 
-    /* fp32 again: the reduced copies are dropped, the outputs are fp32's exactly */
+    /* fp32 again: libtorch's drops the reduced copies, the outputs are fp32's exactly;
+     * gearbox's runs its fp32 program, within float rounding of them */
     static outputs lf;
     CHECK_OK(gb_torch_model_set_precision(low, GB_PRECISION_FP32, &err));
     CHECK_OK(act(low, algo, &sp, obs, &lf));
-    CHECK(max_diff(&lf, &rb) == 0);
+    double df = max_diff(&lf, &rb);
+    if (gearbox_runs(&cfg, GB_PRECISION_FP32)) {
+        CHECK(strcmp(gb_torch_model_kernels(low), "gearbox fp32") == 0);
+        printf("%s %-28s fp32 (gearbox fp32): max |diff| %.3g\n", algo, extra, df);
+        CHECK(df <= 1e-5 * max_abs(&rb) + 1e-5);
+    } else {
+        CHECK(df == 0);
+    }
 out:
     gb_torch_model_destroy(ref_a);
     gb_torch_model_destroy(ref_b);
@@ -257,14 +290,20 @@ int main(int argc, char **argv)
     CHECK_OK(gb_torch_set_threads(1, &err));
     static const int precisions[2] = {GB_PRECISION_INT8, GB_PRECISION_BF16};
     static const char *const names[2] = {"int8", "bf16"};
-    for (int p = 0; p < 2; p++) {
-        check_precision("ppo", "", box_space(), precisions[p], names[p]);
-        check_precision("ppo", ", activation: relu, layer_norm: true", box_space(), precisions[p],
-                        names[p]);
-        check_precision("dqn", "", discrete_space(), precisions[p], names[p]);
-        check_precision("sac", ", activation: relu", box_space(), precisions[p], names[p]);
+    static const int kernels[2] = {GB_KERNELS_GEARBOX, GB_KERNELS_LIBTORCH};
+    for (int p = 0; p < 2; p++)
+        for (int k = 0; k < 2; k++) {
+            int K = kernels[k];
+            check_precision("ppo", "", box_space(), precisions[p], names[p], K);
+            check_precision("ppo", "", discrete_space(), precisions[p], names[p], K);
+            check_precision("ppo", ", shared: true", box_space(), precisions[p], names[p], K);
+            check_precision("ppo", ", activation: relu, layer_norm: true", box_space(),
+                            precisions[p], names[p], K);
+            check_precision("dqn", "", discrete_space(), precisions[p], names[p], K);
+            check_precision("sac", ", activation: relu", box_space(), precisions[p], names[p], K);
+        }
+    for (int p = 0; p < 2; p++)
         test_cnn(precisions[p], names[p]);
-    }
     test_refusals();
     return test_main_result();
 }

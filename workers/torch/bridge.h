@@ -145,17 +145,21 @@ int gb_torch_model_import(gb_torch_model *m, const void *buf, size_t len,
                           const gb_param_entry *table, int count, uint64_t version,
                           gb_error *err);
 
-/* Runs this model's acting forward in reduced precision from now on (gb_precision,
- * policy.precision): int8 quantizes every Linear layer's weights (per output channel,
- * symmetric) for libtorch's dynamic int8 linear, which quantizes the activations per batch
- * (a layer with fewer than 16 inputs or outputs, e.g. CartPole's first layer or a value head,
- * stays fp32: quantizing its input costs more than its GEMM);
+/* Runs this model's acting forward in precision (gb_precision, policy.precision) from now on,
+ * through the kernels of the config's policy.kernels. With gearbox's (a plain MLP, the cpu has
+ * AVX-512 VNNI) the whole forward is one C program (workers/torch/mlp_infer.h), for fp32 and
+ * int8; int8 there quantizes the weights as below and each input row as it enters a layer.
+ * Otherwise libtorch's modules run it: int8 quantizes every Linear layer's weights (per output
+ * channel, symmetric) for libtorch's dynamic int8 linear, which quantizes the activations per
+ * batch (in both, a layer with fewer than 16 inputs or outputs, e.g. CartPole's first layer or a
+ * value head, stays fp32: quantizing its input costs more than its GEMM);
  * bf16 keeps bf16 copies of those weights and casts the layer inputs. The activations between
  * layers of a bf16 torso stay bf16; everything else (layer norms, convolutions, log_std, the
  * distributions) and every output stay fp32. The reduced copies are built now from the fp32
  * parameters and rebuilt by every gb_torch_model_import (once a parameter swap, never per
- * batch); the parameters themselves, the layout and export stay fp32. GB_PRECISION_FP32 drops
- * them. Returns 0, GB_EINVAL (not a gb_precision), GB_EUNSUPPORTED (int8 off the cpu; a
+ * batch); the parameters themselves, the layout and export stay fp32. GB_PRECISION_FP32 with
+ * libtorch's kernels drops them. Only for a model whose parameters change through import (not
+ * a learner's, which its optimizer changes in place). Returns 0, GB_EINVAL (not a gb_precision), GB_EUNSUPPORTED (int8 off the cpu; a
  * torchscript model) or GB_ETORCH (no quantized engine in this libtorch). */
 int gb_torch_model_set_precision(gb_torch_model *m, int precision, gb_error *err);
 
@@ -163,6 +167,12 @@ int gb_torch_model_set_precision(gb_torch_model *m, int precision, gb_error *err
  * libtorch has, chosen once a process; the environment variable GEARBOX_QENGINE=name asks for
  * one). *name is static. Returns 0 or GB_ETORCH (none usable). */
 int gb_torch_model_int8_engine(const char **name, gb_error *err);
+
+/* What runs the model's inference forward since its last gb_torch_model_set_precision: "gearbox
+ * fp32" or "gearbox int8 (avx512-vnni)" (policy.kernels gearbox: a plain MLP on a cpu with
+ * AVX-512 VNNI, workers/torch/mlp_infer.h), else "libtorch fp32", "libtorch int8", "libtorch
+ * bf16" or "libtorch (torchscript)". Static. */
+const char *gb_torch_model_kernels(const gb_torch_model *m);
 
 /* The network's forward alone over n observations (no sampling, outputs discarded): for
  * benchmarks that separate the layers' cost from the distributions'. Returns 0 or GB_ETORCH. */

@@ -56,6 +56,7 @@
     X(int, gb_torch_model_set_precision, (gb_torch_model * m, int precision, gb_error *err),       \
       (m, precision, err))                                                                         \
     X(int, gb_torch_model_int8_engine, (const char **name, gb_error *err), (name, err))            \
+    X(const char *, gb_torch_model_kernels, (const gb_torch_model *m), (m))                        \
     X(int, gb_torch_model_forward,                                                                 \
       (gb_torch_model * m, const void *obs, int64_t n, gb_error *err), (m, obs, n, err))           \
     X(uint64_t, gb_torch_model_version, (const gb_torch_model *m), (m))                            \

@@ -120,6 +120,7 @@ int model_init(gb_torch_model *m, const gb_config *cfg, const gb_torch_space *sp
     int rc = check_space(cfg, sp, err);
     if (rc)
         return rc;
+    m->kernels = cfg->policy.kernels;
     if (cfg->policy.model.type == GB_MODEL_TORCHSCRIPT) {
         FILE *f = std::fopen(cfg->policy.model.torchscript, "rb");
         if (!f)
@@ -367,9 +368,14 @@ extern "C" int gb_torch_model_set_precision(gb_torch_model *m, int precision, gb
         return gb_error_set(err, GB_EUNSUPPORTED, "int8 inference runs on the cpu only (the "
                             "model is on %s)", m->device.str().c_str());
     return gb_torch_guard(err, "set_precision", [&] {
-        m->net->set_precision(precision);
+        m->net->set_precision(precision, m->kernels);
         return 0;
     });
+}
+
+extern "C" const char *gb_torch_model_kernels(const gb_torch_model *m)
+{
+    return m->net->kernels();
 }
 
 extern "C" int gb_torch_model_int8_engine(const char **name, gb_error *err)

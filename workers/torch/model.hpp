@@ -18,6 +18,7 @@ struct gb_torch_model {
     std::vector<torch::Tensor> tensors;  // live tensors, in layout order
     uint64_t total = 0;
     uint64_t version = 0;
+    int kernels = GB_KERNELS_GEARBOX;    // cfg's policy.kernels, for set_precision
     torch::Tensor act_scale, act_bias;   // SAC: [A] on device: env = tanh(u) * scale + bias
 };
 

@@ -2,6 +2,7 @@
 // per-algorithm heads (actor-critic, Q, squashed-Gaussian actor), TorchScript models, SAC critics.
 #include "workers/torch/network.hpp"
 #include "workers/torch/activation.hpp"
+#include "workers/torch/mlp_program.hpp"
 #include "workers/torch/precision.hpp"
 
 #include <cmath>
@@ -96,7 +97,23 @@ torch::nn::Sequential make_torso(const gb_config_model &mc, const gb_torch_space
 
 struct HeadsModule : torch::nn::Module {
     bool cnn = false, scale_u8 = false;
+    int64_t in_features = 0; // an observation's values
     LowPrecision low; // policy.precision's copies of the Linear layers (fp32: none)
+    // policy.kernels gearbox: the inference forward as one C program (null: libtorch's)
+    std::unique_ptr<MlpProgram> program;
+    int program_a = -1, program_b = -1; // the program's layers that give heads a and b
+    // Lays the network out in p: its layers, and in *a and *b those whose outputs heads()
+    // takes (b: -1 when one). False when it is not a plain MLP.
+    virtual bool plan(MlpProgram &p, int *a, int *b) = 0;
+    // Heads a and b through the program; false when there is none, or autograd wants the
+    // modules' own forward (the program is for inference only).
+    bool run_program(const torch::Tensor &obs, torch::Tensor *a, torch::Tensor *b)
+    {
+        if (!program || is_training() || torch::GradMode::is_enabled())
+            return false;
+        program->run(obs.flatten(1), program_a, program_b, a, b);
+        return true;
+    }
     // The layers' forwards, through the reduced copies when there are; head outputs back to fp32
     torch::Tensor seq(torch::nn::Sequential &s, const torch::Tensor &x)
     {
@@ -129,6 +146,7 @@ struct ActorCritic : HeadsModule {
     {
         cnn = is_cnn;
         scale_u8 = u8;
+        in_features = prod(sp);
         discrete = sp.discrete;
         int64_t w = 0, wc = 0;
         torso = register_module("torso", make_torso(mc, sp, 0, cnn, &w));
@@ -142,19 +160,33 @@ struct ActorCritic : HeadsModule {
         if (!discrete)
             log_std = register_parameter("log_std", torch::zeros({sp.action_dim}));
     }
+    bool plan(MlpProgram &p, int *a, int *b) override
+    {
+        int t = -1, c = -1;
+        if (!p.torso(torso, -1, &t) || (critic_torso && !p.torso(critic_torso, -1, &c)))
+            return false;
+        *a = p.head(pi, t);
+        *b = p.head(v, critic_torso ? c : t);
+        return true;
+    }
     Heads heads(const torch::Tensor &obs) override
     {
-        torch::Tensor x = prep(obs);
-        torch::Tensor h = seq(torso, x);
-        torch::Tensor hc = critic_torso ? seq(critic_torso, x) : h;
+        torch::Tensor a, b; // pi's and v's outputs
+        if (!run_program(obs, &a, &b)) {
+            torch::Tensor x = prep(obs);
+            torch::Tensor h = seq(torso, x);
+            torch::Tensor hc = critic_torso ? seq(critic_torso, x) : h;
+            a = lin(pi, h);
+            b = lin(v, hc);
+        }
         Heads out;
         if (discrete) {
-            out.logits = lin(pi, h);
+            out.logits = a;
         } else {
-            out.mean = lin(pi, h);
+            out.mean = a;
             out.log_std = log_std.expand_as(out.mean);
         }
-        out.value = lin(v, hc).squeeze(-1);
+        out.value = b.squeeze(-1);
         return out;
     }
 };
@@ -167,14 +199,26 @@ struct QNet : HeadsModule {
     {
         cnn = is_cnn;
         scale_u8 = u8;
+        in_features = prod(sp);
         int64_t w = 0;
         torso = register_module("torso", make_torso(mc, sp, 0, cnn, &w));
         head = register_module("q", linear(w, sp.n_actions, 1.0));
     }
+    bool plan(MlpProgram &p, int *a, int *b) override
+    {
+        int t = -1;
+        if (!p.torso(torso, -1, &t))
+            return false;
+        *a = p.head(head, t);
+        *b = -1;
+        return true;
+    }
     Heads heads(const torch::Tensor &obs) override
     {
         Heads out;
-        out.q = lin(head, seq(torso, prep(obs)));
+        torch::Tensor unused;
+        if (!run_program(obs, &out.q, &unused))
+            out.q = lin(head, seq(torso, prep(obs)));
         return out;
     }
 };
@@ -187,18 +231,32 @@ struct SacActor : HeadsModule {
     {
         cnn = is_cnn;
         scale_u8 = u8;
+        in_features = prod(sp);
         int64_t w = 0;
         torso = register_module("torso", make_torso(mc, sp, 0, cnn, &w));
         mu = register_module("mean", linear(w, sp.action_dim, 0.01));
         ls = register_module("log_std", linear(w, sp.action_dim, 0.01));
     }
+    bool plan(MlpProgram &p, int *a, int *b) override
+    {
+        int t = -1;
+        if (!p.torso(torso, -1, &t))
+            return false;
+        *a = p.head(mu, t);
+        *b = p.head(ls, t);
+        return true;
+    }
     Heads heads(const torch::Tensor &obs) override
     {
-        torch::Tensor h = seq(torso, prep(obs));
         Heads out;
-        out.mean = lin(mu, h);
+        torch::Tensor raw; // log_std's Linear, before the squash
+        if (!run_program(obs, &out.mean, &raw)) {
+            torch::Tensor h = seq(torso, prep(obs));
+            out.mean = lin(mu, h);
+            raw = lin(ls, h);
+        }
         const double lo = -5.0, hi = 2.0;
-        out.log_std = lo + 0.5 * (hi - lo) * (torch::tanh(lin(ls, h)) + 1.0);
+        out.log_std = lo + 0.5 * (hi - lo) * (torch::tanh(raw) + 1.0);
         return out;
     }
 };
@@ -218,11 +276,42 @@ struct BuiltinNet : Net {
     }
     std::vector<torch::Tensor> parameters() override { return mod->parameters(true); }
     void set_training(bool on) override { mod->train(on); }
-    void set_precision(int precision) override { mod->low.build(*mod, precision); }
+    void set_precision(int precision, int kernels) override
+    {
+        mod->program.reset();
+        bool cpu = true;
+        for (const auto &p : mod->parameters(true))
+            cpu = cpu && p.device().is_cpu();
+        // gearbox's kernels where they are fast (the portable path is a reference, slower
+        // than libtorch), for fp32 and int8 (bf16 is libtorch's)
+        if (kernels == GB_KERNELS_GEARBOX && precision != GB_PRECISION_BF16 && !mod->cnn &&
+            cpu && gb_mlp_int8_fast()) {
+            auto p = std::make_unique<MlpProgram>(precision, mod->in_features);
+            if (mod->plan(*p, &mod->program_a, &mod->program_b)) {
+                p->finish();
+                mod->low.build(*mod, GB_PRECISION_FP32);
+                mod->program = std::move(p);
+                return;
+            }
+        }
+        mod->low.build(*mod, precision);
+    }
     void refresh_precision() override
     {
-        if (mod->low.precision() != GB_PRECISION_FP32)
+        if (mod->program)
+            mod->program->reload();
+        else if (mod->low.precision() != GB_PRECISION_FP32)
             mod->low.build(*mod, mod->low.precision());
+    }
+    const char *kernels() const override
+    {
+        if (mod->program)
+            return mod->program->kernels();
+        switch (mod->low.precision()) {
+        case GB_PRECISION_INT8: return "libtorch int8";
+        case GB_PRECISION_BF16: return "libtorch bf16";
+        default: return "libtorch fp32";
+        }
     }
 };
 
@@ -287,13 +376,14 @@ struct ScriptNet : Net {
         return v;
     }
     void set_training(bool on) override { mod.train(on); }
-    void set_precision(int precision) override
+    void set_precision(int precision, int) override
     {
         if (precision != GB_PRECISION_FP32)
             throw Failure(GB_EUNSUPPORTED, "reduced inference precision needs a built-in model "
                                            "(mlp or cnn), not torchscript");
     }
     void refresh_precision() override {}
+    const char *kernels() const override { return "libtorch (torchscript)"; }
 };
 
 } // namespace

@@ -26,12 +26,17 @@ struct Net {
     virtual NamedTensors named_tensors() = 0;           // parameters, then buffers; fixed order
     virtual std::vector<torch::Tensor> parameters() = 0;
     virtual void set_training(bool on) = 0;
-    // Inference in precision (gb_precision) from now on: the reduced copies of the Linear
-    // layers are built from the current parameters (fp32: dropped). Throws (torchscript: a
-    // Failure with GB_EUNSUPPORTED; int8 off the cpu).
-    virtual void set_precision(int precision) = 0;
+    // Inference in precision (gb_precision) from now on, through kernels (gb_kernels): the
+    // reduced copies of the Linear layers, or gearbox's program of a plain MLP, are built from
+    // the current parameters (fp32 with libtorch's kernels: none). Only for a network whose
+    // parameters change through refresh_precision's callers (a policy worker's import): the
+    // copies do not follow an optimizer. Throws (torchscript: a Failure with GB_EUNSUPPORTED;
+    // int8 off the cpu).
+    virtual void set_precision(int precision, int kernels) = 0;
     // Rebuilds the reduced copies from the current parameters (after they changed).
     virtual void refresh_precision() = 0;
+    // What runs the inference forward now ("gearbox fp32", "libtorch int8", ...); static.
+    virtual const char *kernels() const = 0;
 };
 
 // Held while seeding libtorch's process-wide generator and initialising a network from it.

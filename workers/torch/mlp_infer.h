@@ -1,0 +1,65 @@
+/* workers/torch/mlp_infer.h: the inference forward of a plain MLP policy (Linear layers, each
+ * followed by tanh, relu or nothing) in C, for the policy worker's batches: every layer of a
+ * block of rows runs while the block is in the L1 cache, with no per-op dispatch, in fp32 or in
+ * int8 (policy.precision: int8).
+ *
+ * int8 is dynamic quantization, as libtorch's quantized::linear_dynamic: weights quantized
+ * symmetrically per output channel (scale max|w| / 127) when loaded, each input row quantized
+ * to uint8 with its own scale and zero point as it enters the layer, products summed in int32,
+ * the sum scaled back to fp32 and the bias added. On CPUs with AVX-512 VNNI the sums are
+ * vpdpbusd's (64 products an instruction); elsewhere a portable path gives the same sums.
+ * Libtorch 1.13's own int8 Linear costs about 16 us a call at any batch on the development
+ * machine, more than the fp32 one at 64 features, which is why the default [64, 64] MLP ran
+ * slower in int8 than in fp32 through it.
+ *
+ * A program is a list of layers; each reads the input rows or an earlier layer's output, so
+ * that an actor and a critic torso, or two heads on one torso, are one program. Not thread-safe:
+ * one caller at a time (the policy worker's inference thread), scratch is the program's own.
+ * defines: gb_mlp, gb_mlp_layer_spec, gb_mlp_create, gb_mlp_destroy, gb_mlp_load, gb_mlp_forward,
+ *          gb_mlp_int8_fast, gb_mlp_portable */
+#ifndef GB_WORKERS_TORCH_MLP_INFER_H
+#define GB_WORKERS_TORCH_MLP_INFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { GB_MLP_ACT_NONE = 0, GB_MLP_ACT_TANH = 1, GB_MLP_ACT_RELU = 2 };
+
+typedef struct gb_mlp_layer_spec {
+    int src;  /* -1: the input rows; else the index of an earlier layer, whose output it reads */
+    int in;   /* features in: the input's width, or layer src's out */
+    int out;  /* features out */
+    int act;  /* GB_MLP_ACT_*, applied after the bias */
+    int int8; /* 1: int8 weights and inputs (dynamic quantization); 0: fp32 */
+} gb_mlp_layer_spec;
+
+typedef struct gb_mlp gb_mlp;
+
+/* A program of n layers (specs checked: sources earlier, widths agreeing). NULL with err set on
+ * bad specs or no memory. Weights are zero until gb_mlp_load. */
+gb_mlp *gb_mlp_create(const gb_mlp_layer_spec *specs, int n, char *err, size_t err_len);
+void gb_mlp_destroy(gb_mlp *m);
+
+/* Layer i's weights from w ([out][in], row-major, as torch's Linear.weight) and b ([out], or
+ * NULL for none), quantized when the layer is int8. Returns 0, -1 for a bad i. */
+int gb_mlp_load(gb_mlp *m, int i, const float *w, const float *b);
+
+/* The program over rows input rows x ([rows][in of the first source], row-major). outs[i], where
+ * not NULL, receives layer i's output ([rows][out_i], row-major). */
+void gb_mlp_forward(gb_mlp *m, const float *x, int64_t rows, float *const *outs);
+
+/* 1 when int8 layers run on AVX-512 VNNI here (the fast path), 0 when on the portable one. */
+int gb_mlp_int8_fast(void);
+
+/* Tests: 1 makes m take the portable paths (the reference the vector ones must agree with). */
+void gb_mlp_portable(gb_mlp *m, int on);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

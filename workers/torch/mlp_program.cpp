@@ -1,0 +1,93 @@
+// workers/torch/mlp_program.cpp: gbt::MlpProgram (mlp_program.hpp).
+#include "workers/torch/mlp_program.hpp"
+#include "workers/torch/activation.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace gbt {
+
+namespace {
+constexpr int64_t kMinInt8Width = 16; // as LowPrecision: narrower layers stay fp32
+}
+
+bool MlpProgram::torso(torch::nn::Sequential &s, int src, int *last)
+{
+    int at = src;
+    bool activated = true; // nothing to activate before the first Linear
+    for (const auto &any : *s) {
+        const torch::nn::Module *m = any.ptr().get();
+        if (auto lin = std::dynamic_pointer_cast<torch::nn::LinearImpl>(any.ptr())) {
+            torch::nn::Linear l(lin);
+            at = head(l, at);
+            activated = false;
+        } else if (dynamic_cast<const FastTanhImpl *>(m) ||
+                   dynamic_cast<const torch::nn::TanhImpl *>(m) ||
+                   dynamic_cast<const torch::nn::ReLUImpl *>(m)) {
+            if (activated)
+                return false;
+            specs_.back().act = dynamic_cast<const torch::nn::ReLUImpl *>(m) ? GB_MLP_ACT_RELU
+                                                                             : GB_MLP_ACT_TANH;
+            activated = true;
+        } else if (!dynamic_cast<const torch::nn::IdentityImpl *>(m) &&
+                   !dynamic_cast<const torch::nn::FlattenImpl *>(m)) {
+            return false;
+        }
+    }
+    *last = at;
+    return true;
+}
+
+int MlpProgram::head(torch::nn::Linear &l, int src)
+{
+    const int64_t in = src < 0 ? in_ : specs_[(size_t)src].out, out = l->options.out_features();
+    if (l->options.in_features() != in)
+        throw std::logic_error("mlp program: a Linear's width differs from its source's");
+    gb_mlp_layer_spec s{};
+    s.src = src;
+    s.in = (int)in;
+    s.out = (int)out;
+    s.act = GB_MLP_ACT_NONE;
+    s.int8 = int8_ && in >= kMinInt8Width && out >= kMinInt8Width;
+    specs_.push_back(s);
+    linears_.push_back(l);
+    return (int)specs_.size() - 1;
+}
+
+void MlpProgram::finish()
+{
+    char err[256];
+    mlp_ = gb_mlp_create(specs_.data(), (int)specs_.size(), err, sizeof err);
+    if (!mlp_)
+        throw std::runtime_error(err);
+    reload();
+}
+
+void MlpProgram::reload()
+{
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < linears_.size(); i++) {
+        torch::nn::Linear &l = linears_[i];
+        torch::Tensor w = l->weight.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+        torch::Tensor b;
+        if (l->bias.defined())
+            b = l->bias.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+        gb_mlp_load(mlp_, (int)i, w.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr);
+    }
+}
+
+void MlpProgram::run(const torch::Tensor &x, int a, int b, torch::Tensor *ta, torch::Tensor *tb)
+{
+    torch::Tensor in = x.to(torch::kFloat32).contiguous();
+    const int64_t n = in.size(0);
+    std::vector<float *> outs(specs_.size(), nullptr);
+    *ta = torch::empty({n, specs_[a].out});
+    outs[a] = ta->data_ptr<float>();
+    if (b >= 0) {
+        *tb = torch::empty({n, specs_[b].out});
+        outs[b] = tb->data_ptr<float>();
+    }
+    gb_mlp_forward(mlp_, in.data_ptr<float>(), n, outs.data());
+}
+
+} // namespace gbt

@@ -1,0 +1,47 @@
+// workers/torch/mlp_program.hpp: a built-in MLP network's inference forward as one gb_mlp
+// program (mlp_infer.h, policy.kernels: gearbox): the network names its torsos and heads, their
+// Linear layers become the program's layers (int8 where policy.precision asks for it and the
+// layer is at least 16 wide both ways, as LowPrecision), and the weights are copied, quantized
+// for int8, when it is built and after every parameter change.
+// defines: gbt::MlpProgram
+#pragma once
+
+#include "workers/torch/internal.hpp"
+#include "workers/torch/mlp_infer.h"
+
+#include <vector>
+
+namespace gbt {
+
+class MlpProgram {
+public:
+    // in: the features of the input rows
+    MlpProgram(int precision, int64_t in) : in_(in), int8_(precision == GB_PRECISION_INT8) {}
+    ~MlpProgram() { gb_mlp_destroy(mlp_); }
+    MlpProgram(const MlpProgram &) = delete;
+    MlpProgram &operator=(const MlpProgram &) = delete;
+
+    // Adds s's Linear layers, the first reading src (-1: the input rows; else a layer's index),
+    // each followed by at most one tanh or relu. *last: the index of its last layer (src when
+    // it has none). False when s holds anything else (layer norm, elu, gelu): no program.
+    bool torso(torch::nn::Sequential &s, int src, int *last);
+    // Adds a Linear (no activation) reading src; returns its index. Throws on a width mismatch.
+    int head(torch::nn::Linear &l, int src);
+    // Creates the program and loads the weights. Throws.
+    void finish();
+    // The weights again from the modules (after a parameter change).
+    void reload();
+    // Layers a's and b's outputs (b < 0: none) for x [n, in] (fp32, cpu).
+    void run(const torch::Tensor &x, int a, int b, torch::Tensor *ta, torch::Tensor *tb);
+    // "gearbox fp32" or "gearbox int8": what the forward runs on, for logs and benchmarks.
+    const char *kernels() const { return int8_ ? "gearbox int8 (avx512-vnni)" : "gearbox fp32"; }
+
+private:
+    std::vector<gb_mlp_layer_spec> specs_;
+    std::vector<torch::nn::Linear> linears_;
+    gb_mlp *mlp_ = nullptr;
+    int64_t in_;
+    bool int8_;
+};
+
+} // namespace gbt
