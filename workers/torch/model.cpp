@@ -3,6 +3,7 @@
 #include "workers/torch/distributions.hpp"
 #include "workers/torch/model.hpp"
 #include "workers/torch/precision.hpp"
+#include "workers/torch/sampling.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -224,6 +225,78 @@ extern "C" int gb_torch_model_act(gb_torch_model *m, const void *obs, int64_t n,
     return gb_torch_model_act_noise(m, obs, n, deterministic, epsilon, nullptr, out, err);
 }
 
+namespace {
+
+float *values_or_scratch(gb_torch_model *m, float *given, int which, int64_t count)
+{
+    if (given)
+        return given;
+    std::vector<float> &v = m->scratch_values[which];
+    if ((int64_t)v.size() < count)
+        v.resize((size_t)count);
+    return v.data();
+}
+
+// The heads of a cpu model sampled in plain loops (sampling.h): one libtorch op at most (the
+// draws from the model's generator) instead of a dozen a batch.
+void act_cpu(gb_torch_model *m, const Heads &h, int64_t n, int deterministic, double epsilon,
+             const float *noise, gb_torch_act_out *out)
+{
+    const gb_torch_space &sp = m->space;
+    auto rows = [](const torch::Tensor &t) { return t.to(torch::kFloat32).contiguous(); };
+    int64_t *action = (int64_t *)out->action;
+    if (sp.discrete && !action) {
+        if ((int64_t)m->scratch_actions.size() < n)
+            m->scratch_actions.resize((size_t)n);
+        action = m->scratch_actions.data();
+    }
+    if (m->algo == GB_ALGO_DQN) {
+        torch::Tensor q = rows(h.q), u;
+        if (!deterministic && epsilon > 0.0)
+            u = torch::rand({n, 2}, m->gen);
+        gb_sample_epsilon_greedy(q.data_ptr<float>(), n, sp.n_actions, epsilon,
+                                 u.defined() ? u.data_ptr<float>() : nullptr, action, out->value);
+        if (out->logp)
+            std::memset(out->logp, 0, sizeof(float) * (size_t)n);
+        if (out->q)
+            std::memcpy(out->q, q.data_ptr<float>(), sizeof(float) * (size_t)(n * sp.n_actions));
+        return;
+    }
+    if (m->algo == GB_ALGO_PPO && sp.discrete) {
+        torch::Tensor logits = rows(h.logits), u;
+        if (!deterministic)
+            u = torch::rand({n}, m->gen);
+        gb_sample_categorical(logits.data_ptr<float>(), n, sp.n_actions,
+                              u.defined() ? u.data_ptr<float>() : nullptr, action, out->logp);
+    } else {
+        torch::Tensor mean = rows(h.mean), ls = rows(h.log_std), drawn;
+        const float *z = nullptr;
+        if (!deterministic) {
+            if (!noise)
+                drawn = torch::randn({n, sp.action_dim}, m->gen);
+            z = noise ? noise : drawn.data_ptr<float>();
+        }
+        float *x = values_or_scratch(m, (float *)out->action, 0, n * sp.action_dim);
+        if (m->algo == GB_ALGO_PPO) {
+            gb_sample_gaussian(mean.data_ptr<float>(), ls.data_ptr<float>(), n, sp.action_dim, z,
+                               x, out->logp);
+        } else {
+            torch::Tensor scale = rows(m->act_scale), bias = rows(m->act_bias);
+            gb_sample_squashed(mean.data_ptr<float>(), ls.data_ptr<float>(), n, sp.action_dim,
+                               z, scale.data_ptr<float>(), bias.data_ptr<float>(), x, out->logp);
+            if (out->value)
+                std::memset(out->value, 0, sizeof(float) * (size_t)n);
+            return;
+        }
+    }
+    if (out->value) {
+        torch::Tensor v = rows(h.value);
+        std::memcpy(out->value, v.data_ptr<float>(), sizeof(float) * (size_t)n);
+    }
+}
+
+} // namespace
+
 extern "C" int gb_torch_model_act_noise(gb_torch_model *m, const void *obs, int64_t n,
                                         int deterministic, double epsilon, const float *noise,
                                         gb_torch_act_out *out, gb_error *err)
@@ -233,6 +306,10 @@ extern "C" int gb_torch_model_act_noise(gb_torch_model *m, const void *obs, int6
     return gb_torch_guard(err, "act", [&] {
         torch::NoGradGuard no_grad;
         Heads h = m->net->forward(obs_tensor(m, obs, n));
+        if (m->device.is_cpu()) {
+            act_cpu(m, h, n, deterministic, epsilon, noise, out);
+            return 0;
+        }
         const gb_torch_space &sp = m->space;
         // continuous actions' standard-normal noise: the caller's, else drawn here
         auto draw = [&](const torch::Tensor &like) {
