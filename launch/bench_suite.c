@@ -39,7 +39,7 @@ static const struct {
     {"pendulum_sac", "pendulum_sac.yaml"},
     {"mountaincar_continuous", "mountaincar_continuous_sac.yaml"},
     {"spread_ppo", "spread_ppo.yaml"},
-    {"breakout_dqn", "breakout_dqn.yaml"},
+    {"breakout_ppo", "breakout_ppo.yaml"},
 };
 #define SUITE_NTASKS ((int)(sizeof suite_tasks / sizeof suite_tasks[0]))
 #define SUITE_MAX_SEEDS 64
