@@ -3,9 +3,9 @@
  * second of the thread that runs them (policy.threads 1) of a whole act (forward, sampling,
  * log-probabilities: what a policy worker runs per batch) and of the network's forward alone,
  * at several batch sizes, with the ratio to fp32, through each of policy.kernels' kernels
- * (gearbox's C forward of a plain MLP, libtorch's modules). The models share one set of fp32 parameters;
- * 20 ms slices alternate between precisions so that each sees the same machine state, and the
- * medians over rounds (rates, and ratios within a round) are reported.
+ * (gearbox's C forward of a plain MLP, libtorch's modules). The models share one set of fp32
+ * parameters; 20 ms slices alternate between the cases so that each sees the same machine
+ * state, and the medians over rounds (rates, and ratios within a round) are reported.
  * defines: gb_bench_inference */
 #include "launch/bench.h"
 #include "launch/commands.h"
@@ -36,7 +36,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: gearbox bench inference [--json] [--config FILE] [--set k=v ...]\n"
             "                               [--precision fp32,bf16,int8] [--batch 1,64,256,1024]\n"
-            "                               [--kernels gearbox,libtorch] [--seconds S] [--quick]\n\n"
+            "                               [--kernels gearbox,libtorch] [--seconds S]\n"
+            "                               [--quick]\n\n"
             "The policy worker's model (default: configs/cartpole_ppo.yaml's MLP [64, 64] tanh\n"
             "on CartPole-v1) at each precision, in the same run: samples per CPU second\n"
             "(policy.threads 1) of act (forward and sampling) and of the forward alone, and the\n"
