@@ -221,12 +221,14 @@ static void heard(gb_runctl_client *c, int state)
     int was = atomic_load(&c->state);
     if (state <= was)
         return;
-    atomic_store(&c->state, state);
-    GB_DEBUG("run control: %s", gb_run_state_name(state));
+    /* the stop flag before the state: whoever sees the new state sees the flag it implies
+     * (test_registry's check right after every client reached FLUSHING once saw it unset) */
     if (c->o.stop && c->o.stop_at != GB_RUN_RUNNING && state >= (int)c->o.stop_at) {
         int zero = 0;
         atomic_compare_exchange_strong(c->o.stop, &zero, 1);
     }
+    atomic_store(&c->state, state);
+    GB_DEBUG("run control: %s", gb_run_state_name(state));
 }
 
 /* Keeps one watch outstanding; sends a new one when the last is answered, when this worker
