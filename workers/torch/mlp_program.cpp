@@ -1,15 +1,12 @@
 // workers/torch/mlp_program.cpp: gbt::MlpProgram (mlp_program.hpp).
 #include "workers/torch/mlp_program.hpp"
 #include "workers/torch/activation.hpp"
+#include "workers/torch/precision.hpp"
 
 #include <stdexcept>
 #include <string>
 
 namespace gbt {
-
-namespace {
-constexpr int64_t kMinInt8Width = 16; // as LowPrecision: narrower layers stay fp32
-}
 
 bool MlpProgram::torso(torch::nn::Sequential &s, int src, int *last)
 {
@@ -80,7 +77,8 @@ void MlpProgram::run(const torch::Tensor &x, int a, int b, torch::Tensor *ta, to
 {
     torch::Tensor in = x.to(torch::kFloat32).contiguous();
     const int64_t n = in.size(0);
-    std::vector<float *> outs(specs_.size(), nullptr);
+    std::vector<float *> &outs = outs_;
+    outs.assign(specs_.size(), nullptr);
     *ta = torch::empty({n, specs_[a].out});
     outs[a] = ta->data_ptr<float>();
     if (b >= 0) {

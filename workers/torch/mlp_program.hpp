@@ -39,6 +39,7 @@ public:
 private:
     std::vector<gb_mlp_layer_spec> specs_;
     std::vector<torch::nn::Linear> linears_;
+    std::vector<float *> outs_; // run()'s per-layer output pointers, kept between batches
     gb_mlp *mlp_ = nullptr;
     int64_t in_;
     bool int8_;

@@ -227,11 +227,11 @@ extern "C" int gb_torch_model_act(gb_torch_model *m, const void *obs, int64_t n,
 
 namespace {
 
-float *values_or_scratch(gb_torch_model *m, float *given, int which, int64_t count)
+float *values_or_scratch(gb_torch_model *m, float *given, int64_t count)
 {
     if (given)
         return given;
-    std::vector<float> &v = m->scratch_values[which];
+    std::vector<float> &v = m->scratch_values;
     if ((int64_t)v.size() < count)
         v.resize((size_t)count);
     return v.data();
@@ -276,7 +276,7 @@ void act_cpu(gb_torch_model *m, const Heads &h, int64_t n, int deterministic, do
                 drawn = torch::randn({n, sp.action_dim}, m->gen);
             z = noise ? noise : drawn.data_ptr<float>();
         }
-        float *x = values_or_scratch(m, (float *)out->action, 0, n * sp.action_dim);
+        float *x = values_or_scratch(m, (float *)out->action, n * sp.action_dim);
         if (m->algo == GB_ALGO_PPO) {
             gb_sample_gaussian(mean.data_ptr<float>(), ls.data_ptr<float>(), n, sp.action_dim, z,
                                x, out->logp);

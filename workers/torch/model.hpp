@@ -21,7 +21,7 @@ struct gb_torch_model {
     int kernels = GB_KERNELS_GEARBOX;    // cfg's policy.kernels, for set_precision
     torch::Tensor act_scale, act_bias;   // SAC: [A] on device: env = tanh(u) * scale + bias
     // act's outputs the caller did not ask for (grown to the largest batch, then reused)
-    std::vector<float> scratch_values[2];
+    std::vector<float> scratch_values;
     std::vector<int64_t> scratch_actions;
 };
 

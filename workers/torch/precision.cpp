@@ -15,8 +15,6 @@ namespace gbt {
 
 namespace {
 
-constexpr int64_t kMinInt8Width = 16; // narrower Linear layers are not quantized
-
 const char *engine_name(at::QEngine e)
 {
     switch (e) {

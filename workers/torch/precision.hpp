@@ -14,6 +14,10 @@
 
 namespace gbt {
 
+// Linear layers narrower than this (inputs or outputs) stay fp32 in int8 inference: quantizing
+// their input costs more than their GEMM (LowPrecision and MlpProgram alike).
+constexpr int64_t kMinInt8Width = 16;
+
 class LowPrecision {
 public:
     // GB_PRECISION_FP32: no copies; linear() and sequential() are the modules' own forwards.
