@@ -72,6 +72,7 @@ extern "C" int gb_kernels_ctx_create(int device, void *stream, gb_kernels_ctx **
     TRY(cudaMemsetAsync(ctx->call_bad, 0, sizeof(unsigned long long), ctx->stream));
     TRY(cudaEventCreate(&ctx->timer[0]));
     TRY(cudaEventCreate(&ctx->timer[1]));
+    TRY(cudaEventCreateWithFlags(&ctx->fence, cudaEventDisableTiming));
     TRY(cudaStreamSynchronize(ctx->stream));
 #undef TRY
     *out = ctx;
@@ -94,6 +95,8 @@ extern "C" void gb_kernels_ctx_destroy(gb_kernels_ctx *ctx)
         cudaEventDestroy(ctx->timer[0]);
     if (ctx->timer[1])
         cudaEventDestroy(ctx->timer[1]);
+    if (ctx->fence)
+        cudaEventDestroy(ctx->fence);
     cudaFree(ctx->arena);
     cudaFree(ctx->status);
     cudaFree(ctx->call_bad);
@@ -227,16 +230,40 @@ extern "C" int gb_kernels_timer_start(gb_kernels_ctx *ctx, gb_error *err)
     return 0;
 }
 
-extern "C" int gb_kernels_timer_stop(gb_kernels_ctx *ctx, double *us, gb_error *err)
+extern "C" int gb_kernels_timer_mark(gb_kernels_ctx *ctx, gb_error *err)
+{
+    int rc = gb_kernels_begin_call(ctx, err);
+    if (rc)
+        return rc;
+    GB_CUDA_CHECK(cudaEventRecord(ctx->timer[1], ctx->stream));
+    return 0;
+}
+
+extern "C" int gb_kernels_timer_read(gb_kernels_ctx *ctx, double *us, gb_error *err)
 {
     int rc = gb_kernels_begin_call(ctx, err);
     if (rc)
         return rc;
     float ms = 0.0f;
-    GB_CUDA_CHECK(cudaEventRecord(ctx->timer[1], ctx->stream));
     GB_CUDA_CHECK(cudaEventSynchronize(ctx->timer[1]));
     GB_CUDA_CHECK(cudaEventElapsedTime(&ms, ctx->timer[0], ctx->timer[1]));
     *us = (double)ms * 1000.0;
+    return 0;
+}
+
+extern "C" int gb_kernels_timer_stop(gb_kernels_ctx *ctx, double *us, gb_error *err)
+{
+    int rc = gb_kernels_timer_mark(ctx, err);
+    return rc ? rc : gb_kernels_timer_read(ctx, us, err);
+}
+
+extern "C" int gb_kernels_after_default_stream(gb_kernels_ctx *ctx, gb_error *err)
+{
+    int rc = gb_kernels_begin_call(ctx, err);
+    if (rc)
+        return rc;
+    GB_CUDA_CHECK(cudaEventRecord(ctx->fence, cudaStreamLegacy));
+    GB_CUDA_CHECK(cudaStreamWaitEvent(ctx->stream, ctx->fence, 0));
     return 0;
 }
 

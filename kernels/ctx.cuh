@@ -27,6 +27,7 @@ struct gb_kernels_ctx {
     gb_kernels_status *hstatus;   /* pinned host copy, read by gb_kernels_sync */
     unsigned long long *call_bad; /* device: set by a call's check kernel, read by its work kernel */
     cudaEvent_t timer[2];
+    cudaEvent_t fence; /* gb_kernels_after_default_stream */
     double last_total;
 };
 

@@ -119,3 +119,15 @@ int gb_kernels_timer_stop(gb_kernels_ctx *ctx, double *us, gb_error *err)
 {
     return no_cuda(err, "timer");
 }
+
+int gb_kernels_timer_mark(gb_kernels_ctx *ctx, gb_error *err) { return no_cuda(err, "timer"); }
+
+int gb_kernels_timer_read(gb_kernels_ctx *ctx, double *us, gb_error *err)
+{
+    return no_cuda(err, "timer");
+}
+
+int gb_kernels_after_default_stream(gb_kernels_ctx *ctx, gb_error *err)
+{
+    return no_cuda(err, "stream ordering");
+}

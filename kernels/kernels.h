@@ -18,7 +18,8 @@
  * defines: gb_kernels_device_count, gb_kernels_cuda_built, gb_kernels_ctx, gb_kernels_ctx_*,
  *          gb_kernels_sync, gb_kernels_column, gb_kernels_steps, gb_kernels_select_*,
  *          gb_kernels_scatter*, gb_kernels_gather*, gb_kernels_host_*, gb_kernels_device_*,
- *          gb_kernels_copy, gb_kernels_timer_*, GB_KERNELS_NONE, GB_KERNELS_MAX_COLUMNS */
+ *          gb_kernels_copy, gb_kernels_timer_*, gb_kernels_after_default_stream,
+ *          GB_KERNELS_NONE, GB_KERNELS_MAX_COLUMNS */
 #ifndef GB_KERNELS_KERNELS_H
 #define GB_KERNELS_KERNELS_H
 
@@ -221,6 +222,18 @@ int gb_kernels_copy(gb_kernels_ctx *ctx, void *dst, const void *src, size_t byte
  * returns the elapsed microseconds. */
 int gb_kernels_timer_start(gb_kernels_ctx *ctx, gb_error *err);
 int gb_kernels_timer_stop(gb_kernels_ctx *ctx, double *us, gb_error *err);
+
+/* The same without waiting, for work that overlaps other work (a pipelined collection): mark
+ * records the end event and returns; read waits for it (usually long done) and returns the
+ * microseconds since the last start. */
+int gb_kernels_timer_mark(gb_kernels_ctx *ctx, gb_error *err);
+int gb_kernels_timer_read(gb_kernels_ctx *ctx, double *us, gb_error *err);
+
+/* Work enqueued on the context's stream from now on starts only after everything enqueued so
+ * far on the legacy default stream (stream 0, where libtorch runs unless told otherwise): one
+ * event, no host wait. The context's own stream is non-blocking, so without this the two run
+ * concurrently (what a pipelined collection wants, until it reuses a buffer the other read). */
+int gb_kernels_after_default_stream(gb_kernels_ctx *ctx, gb_error *err);
 
 #ifdef __cplusplus
 }
