@@ -13,6 +13,7 @@
 
 typedef struct gpu_weighted {
     gb_kernels_ctx *ctx;
+    gb_selector_kind kind; /* WEIGHTED, UNIFORM (the mirror holds 1 per item) or TOPK */
     double alpha;
     int64_t capacity;
     float *mirror; /* device (capacity): priority of committed items, 0 elsewhere */
@@ -52,7 +53,8 @@ static int gpu_weighted_create(void **self, const gb_replay_options *o, const gb
     gpu_weighted *w = calloc(1, sizeof *w);
     if (!w)
         return gb_error_set(err, GB_ENOMEM, "GPU weighted selector: out of memory");
-    w->alpha = o->alpha;
+    w->kind = o->selector;
+    w->alpha = w->kind == GB_SELECTOR_WEIGHTED ? o->alpha : 1.0;
     w->capacity = o->capacity;
     size_t cap = (size_t)o->capacity;
     int rc;
@@ -65,7 +67,7 @@ static int gpu_weighted_create(void **self, const gb_replay_options *o, const gb
         (rc = gb_kernels_zero(w->ctx, w->mirror, cap * sizeof(float), err)) ||
         (rc = gb_kernels_ctx_reserve(w->ctx, o->capacity, 0, o->capacity, err)) ||
         (rc = gb_kernels_sync(w->ctx, err))) {
-        gb_error_prefix(err, "GPU weighted selector");
+        gb_error_prefix(err, "GPU selector");
         gpu_weighted_destroy(w);
         return rc;
     }
@@ -119,8 +121,11 @@ static float as_mirror(double priority)
 
 static void gpu_weighted_set(void *self, int64_t idx, double priority)
 {
-    queue(self, idx, as_mirror(priority));
+    gpu_weighted *w = self;
+    queue(w, idx, w->kind == GB_SELECTOR_UNIFORM ? 1.0f : as_mirror(priority));
 }
+
+static void gpu_uniform_update(void *self, int64_t idx, double priority) {}
 
 static void gpu_weighted_remove(void *self, int64_t idx) { queue(self, idx, 0.0f); }
 
@@ -184,6 +189,32 @@ failed:
     return 0;
 }
 
+/* Top-k on the GPU: the n highest priorities by a radix sort of the mirror, highest first. Items
+ * of priority 0 (or not finite) are never chosen, as by the weighted selector. */
+static int64_t gpu_topk_select(void *self, const gb_replay_status *st, int64_t n, gb_rng *rng,
+                               int64_t *idx, double *prob)
+{
+    gpu_weighted *w = self;
+    gb_error err = {0};
+    if (w->failed || n <= 0)
+        return 0;
+    int rc;
+    if ((rc = grow_outputs(w, n, &err)) || (rc = flush_enqueue(w, &err)) ||
+        (rc = gb_kernels_select_topk(w->ctx, w->mirror, w->capacity, n, w->d_idx, NULL, &err)) ||
+        (rc = gb_kernels_copy(w->ctx, w->h_idx, w->d_idx, (size_t)n * 8, &err)) ||
+        (rc = gb_kernels_sync(w->ctx, &err))) {
+        fail(w, &err);
+        return 0;
+    }
+    w->npend = 0;
+    int64_t got = 0;
+    for (int64_t k = 0; k < n && w->h_idx[k] != GB_KERNELS_NONE; k++) {
+        idx[got] = w->h_idx[k];
+        prob[got++] = 1.0;
+    }
+    return got;
+}
+
 /* The weights' sum, for the two-level draw over shards: the device holds the sums, so this
  * reads the host status instead, O(size) (once per global selection, not per draw). */
 static double gpu_weighted_total(void *self, const gb_replay_status *st)
@@ -202,9 +233,29 @@ static const gb_replay_selector_ops gpu_weighted_ops = {
     gpu_weighted_remove, gpu_weighted_set,       gpu_weighted_select, gpu_weighted_total,
 };
 
+/* Uniform: the weighted draw over a mirror of ones (committed items 1, the rest 0). */
+static const gb_replay_selector_ops gpu_uniform_ops = {
+    "uniform-gpu",       1, gpu_weighted_create, gpu_weighted_destroy, gpu_weighted_set,
+    gpu_weighted_remove, gpu_uniform_update,     gpu_weighted_select,  NULL,
+};
+
+static const gb_replay_selector_ops gpu_topk_ops = {
+    "topk-gpu",          0, gpu_weighted_create, gpu_weighted_destroy, gpu_weighted_set,
+    gpu_weighted_remove, gpu_weighted_set,       gpu_topk_select,      NULL,
+};
+
 const gb_replay_selector_ops *gb_replay_gpu_selector(gb_selector_kind kind)
 {
-    return kind == GB_SELECTOR_WEIGHTED ? &gpu_weighted_ops : NULL;
+    switch (kind) {
+    case GB_SELECTOR_WEIGHTED:
+        return &gpu_weighted_ops;
+    case GB_SELECTOR_UNIFORM:
+        return &gpu_uniform_ops;
+    case GB_SELECTOR_TOPK:
+        return &gpu_topk_ops;
+    default:
+        return NULL;
+    }
 }
 
 /* ---- zero-copy collection --------------------------------------------------------------------- */

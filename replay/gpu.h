@@ -11,17 +11,21 @@
 #include "replay/replay.h"
 
 /* Selector ops running on the GPU for `kind`, to put in gb_replay_options.selector_ops; NULL for
- * kinds that stay on the CPU. Only WEIGHTED has one: uniform, FIFO and LIFO cost O(batch) on the
- * CPU, and the built-in top-k keeps a heap up to date at O(log n) per change, which a full GPU
- * sort per sample cannot beat.
- * The weighted selector keeps priority (as float; values above FLT_MAX clamp to it) for every
- * committed item and 0 for every other slot in a device array of `capacity` floats. Inserts,
- * removals and updates are queued on the host and applied by one scatter launch before the next
- * selection; a selection runs gb_kernels_select_weighted (independent draws, the seed drawn from
- * the replay's RNG, so a seeded replay repeats) and copies the indices and probabilities back.
- * When every committed item has priority 0 it draws uniformly, like the built-in one. It creates
- * its own kernels context on the calling thread's current device. A CUDA failure inside a
- * callback (which cannot return errors) is logged and makes select return 0 items. */
+ * kinds that stay on the CPU (FIFO and LIFO: O(batch) there, nothing to select).
+ * Each keeps a device array of `capacity` floats for every slot, kept in step by the scatter
+ * kernel: inserts, removals and updates are queued on the host and applied by one scatter
+ * launch before the next selection, and a selection costs one synchronisation.
+ * - WEIGHTED: the mirror holds each committed item's priority (as float; values above FLT_MAX
+ *   clamp to it), 0 elsewhere; gb_kernels_select_weighted draws independently, its seed from
+ *   the replay's RNG (a seeded replay repeats). When every committed item has priority 0 it
+ *   draws uniformly, like the built-in one.
+ * - UNIFORM: the mirror holds 1 for each committed item; the same weighted kernel then draws
+ *   uniformly over them (probability 1/size).
+ * - TOPK: the mirror holds priorities; gb_kernels_select_topk (a radix sort of the whole mirror,
+ *   O(capacity) per selection where the built-in heap costs O(log n) per change) picks the
+ *   highest, ties by lower index. Unlike the built-in one it never picks an item of priority 0.
+ * Each creates its own kernels context on the calling thread's current device. A CUDA failure
+ * inside a callback (which cannot return errors) is logged and makes select return 0 items. */
 const gb_replay_selector_ops *gb_replay_gpu_selector(gb_selector_kind kind);
 
 /* Zero-copy collection for one replay on one kernels context. */

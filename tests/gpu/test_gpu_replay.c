@@ -1,6 +1,7 @@
 /* tests/gpu/test_gpu_replay.c: the replay's GPU path (replay/gpu.h) on a real replay: the
  * device-mirror weighted selector against priority^alpha (chi-square, probabilities, updates,
- * removals, the all-zero fallback) and zero-copy collection against gb_replay_collect, byte for
+ * removals, the all-zero fallback), the uniform one (chi-square, 1/size), the top-k one against
+ * the built-in heap, and zero-copy collection against gb_replay_collect, byte for
  * byte, with partial items and a step range. Exits 77 without CUDA or a device. */
 #include <math.h>
 #include <stdlib.h>
@@ -44,14 +45,14 @@ static gb_rng rng;
 
 /* obs float32[4] per step, done bool per step, vec 3 x float32 per step, bootstrap float32[5]
  * per item. */
-static gb_replay *make_replay(const gb_replay_selector_ops *ops)
+static gb_replay *make_replay(gb_selector_kind kind, const gb_replay_selector_ops *ops)
 {
     gb_error err = {0};
     gb_replay_options o;
     gb_replay_options_default(&o);
     o.capacity = CAP;
     o.steps = T;
-    o.selector = GB_SELECTOR_WEIGHTED;
+    o.selector = kind;
     o.selector_ops = ops;
     o.alpha = 0.6;
     o.seed = 5;
@@ -89,7 +90,7 @@ static void fill(gb_replay *r)
 static void test_selector_distribution(void)
 {
     gb_error err = {0};
-    gb_replay *r = make_replay(gb_replay_gpu_selector(GB_SELECTOR_WEIGHTED));
+    gb_replay *r = make_replay(GB_SELECTOR_WEIGHTED, gb_replay_gpu_selector(GB_SELECTOR_WEIGHTED));
     fill(r);
     gb_replay_status st;
     gb_replay_status_view(r, &st);
@@ -168,11 +169,82 @@ static void test_selector_distribution(void)
     gb_replay_free(r);
 }
 
+/* Uniform on the GPU: every committed item (priority 0 included) with probability 1/size. */
+static void test_selector_uniform(void)
+{
+    gb_error err = {0};
+    gb_replay *r = make_replay(GB_SELECTOR_UNIFORM, gb_replay_gpu_selector(GB_SELECTOR_UNIFORM));
+    fill(r);
+    gb_replay_status st;
+    gb_replay_status_view(r, &st);
+    gb_replay_selection s;
+    OK(gb_replay_selection_init(&s, 64, &err));
+    int64_t count[CAP] = {0}, draws = 0;
+    for (int rep = 0; rep < 400; rep++) {
+        gb_replay_request q = gb_replay_request_default(64);
+        OK(gb_replay_sample(r, &q, &s, &err));
+        CHECK_EQ_INT(s.n, 64);
+        for (int64_t k = 0; k < s.n; k++) {
+            int64_t i = s.index[k];
+            CHECK(i >= 0 && i < CAP && st.state[i] == GB_ITEM_COMMITTED);
+            if (i >= 0 && i < CAP)
+                count[i]++;
+            CHECK_NEAR(s.prob[k], 1.0 / (double)st.size, 1e-6 / (double)st.size);
+        }
+        draws += s.n;
+        gb_replay_release(r, &s);
+    }
+    double chi = 0.0, e = (double)draws / (double)st.size;
+    for (int64_t i = 0; i < CAP; i++)
+        if (st.state[i] == GB_ITEM_COMMITTED)
+            chi += ((double)count[i] - e) * ((double)count[i] - e) / e;
+    double df = (double)(st.size - 1);
+    fprintf(stderr, "  GPU uniform selector: chi-square %.1f, df %.0f\n", chi, df);
+    CHECK(chi < df + 6.0 * sqrt(2.0 * df));
+    gb_replay_selection_free(&s);
+    gb_replay_free(r);
+}
+
+/* Top-k on the GPU against the built-in heap, on the same items, before and after an update. */
+static void test_selector_topk(void)
+{
+    gb_error err = {0};
+    gb_replay *rc = make_replay(GB_SELECTOR_TOPK, NULL);
+    gb_replay *rg = make_replay(GB_SELECTOR_TOPK, gb_replay_gpu_selector(GB_SELECTOR_TOPK));
+    gb_rng_seed(&rng, 11);
+    fill(rc);
+    gb_rng_seed(&rng, 11);
+    fill(rg);
+    gb_replay_selection sc, sg;
+    OK(gb_replay_selection_init(&sc, 32, &err));
+    OK(gb_replay_selection_init(&sg, 32, &err));
+    for (int round = 0; round < 2; round++) {
+        gb_replay_request q = gb_replay_request_default(32);
+        OK(gb_replay_sample(rc, &q, &sc, &err));
+        OK(gb_replay_sample(rg, &q, &sg, &err));
+        CHECK_EQ_INT(sg.n, sc.n);
+        for (int64_t k = 0; k < sc.n && k < sg.n; k++)
+            CHECK_MSG(sg.index[k] == sc.index[k], "round %d rank %lld: GPU %lld, CPU %lld", round,
+                      (long long)k, (long long)sg.index[k], (long long)sc.index[k]);
+        /* the last of the 32 goes to the top */
+        int64_t last = sc.index[sc.n - 1];
+        double top = 100.0;
+        gb_replay_release(rc, &sc);
+        gb_replay_release(rg, &sg);
+        OK(gb_replay_update_priorities(rc, 1, &last, NULL, &top, NULL, &err));
+        OK(gb_replay_update_priorities(rg, 1, &last, NULL, &top, NULL, &err));
+    }
+    gb_replay_selection_free(&sc);
+    gb_replay_selection_free(&sg);
+    gb_replay_free(rc);
+    gb_replay_free(rg);
+}
+
 /* FIFO eviction past capacity: evicted items leave the mirror. */
 static void test_selector_removals(void)
 {
     gb_error err = {0};
-    gb_replay *r = make_replay(gb_replay_gpu_selector(GB_SELECTOR_WEIGHTED));
+    gb_replay *r = make_replay(GB_SELECTOR_WEIGHTED, gb_replay_gpu_selector(GB_SELECTOR_WEIGHTED));
     fill(r);
     fill(r); /* 400 inserts into 256 slots */
     gb_replay_status st;
@@ -193,7 +265,7 @@ static void test_selector_removals(void)
 static void test_collect(void)
 {
     gb_error err = {0};
-    gb_replay *r = make_replay(NULL); /* the CPU selector: collection is what is tested */
+    gb_replay *r = make_replay(GB_SELECTOR_WEIGHTED, NULL); /* the CPU selector: collection is what is tested */
     fill(r);
     gb_kernels_ctx *ctx = NULL;
     OK(gb_kernels_ctx_create(0, NULL, &ctx, &err));
@@ -254,6 +326,8 @@ int main(void)
     gb_rng_seed(&rng, 77);
     TEST_RUN(test_selector_distribution);
     TEST_RUN(test_selector_removals);
+    TEST_RUN(test_selector_uniform);
+    TEST_RUN(test_selector_topk);
     TEST_RUN(test_collect);
     return test_main_result();
 }
