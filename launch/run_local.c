@@ -5,6 +5,7 @@
  * with each worker started as a step of the run's Slurm job (launch/slurm.h). */
 #include "launch/run_local.h"
 
+#include "kernels/kernels.h"
 #include "runtime/rundir.h"
 #include "launch/datawatch.h"
 #include "launch/evals.h"
@@ -60,14 +61,14 @@ enum {
     M_TIME, M_ENV_STEPS, M_ENV_RATE, M_TRAIN_STEPS, M_TRAIN_RATE, M_SAMPLES, M_EPISODES,
     M_RETURN, M_LENGTH, M_REPLAY_SIZE, M_REPLAY_FILL, M_VERSION, M_SERVED, M_LAG, M_LOSS,
     M_ENTROPY, M_DROPS, M_REJECTED, M_SEGMENT, M_POLICY_LOSS, M_VALUE_LOSS, M_KL, M_Q, M_LR,
-    M_NCOLS
+    M_COLLECT_MS, M_TRAIN_MS, M_COLLECT_SHARE, M_NCOLS
 };
 static const char *const columns[M_NCOLS] = {
     "time_s", "env_steps", "env_steps_per_s", "train_steps", "train_steps_per_s",
     "samples_trained", "episodes", "return_mean_100", "length_mean_100", "replay_size",
     "replay_fill", "policy_version", "served_version_min", "version_lag", "loss", "entropy",
     "sample_drops", "chunks_rejected", "segment", "policy_loss", "value_loss", "approx_kl",
-    "q_mean", "lr"};
+    "q_mean", "lr", "collect_ms", "train_ms", "collect_share"};
 
 static double or0(double v) { return isnan(v) ? 0 : v; }
 
@@ -291,6 +292,10 @@ static void sample_metrics(const gb_metrics_collector *m, double t, const double
     row[M_KL] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "approx_kl");
     row[M_Q] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "q_mean");
     row[M_LR] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "lr");
+    /* trainer 0's collection against its training step (CUDA events on a GPU) */
+    row[M_COLLECT_MS] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "collect_ms");
+    row[M_TRAIN_MS] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "train_ms");
+    row[M_COLLECT_SHARE] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "collect_share");
     row[M_DROPS] = or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "sample_drops"));
     row[M_REJECTED] = or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_rejected"));
     row[M_SEGMENT] = b->segment;
@@ -426,9 +431,14 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     gb_datawatch dw;
     gb_error err = {0};
     gb_log_init("launcher", -1, (gb_log_level)cfg->experiment.log_level);
-    if (cfg->trainer.device == GB_DEVICE_CUDA) {
-        fprintf(stderr, "%s: trainer.device: cuda: the GPU trainer is not implemented yet (it "
-                "would train on the CPU path); use cpu\n", cfg->source);
+    /* a cuda trainer this build or machine cannot run fails here, before any worker starts
+     * (on Slurm the trainers' nodes have the GPUs: only the build is checked; the trainer
+     * checks the rest, libtorch's CUDA included) */
+    if (cfg->trainer.device == GB_DEVICE_CUDA &&
+        (!gb_kernels_cuda_built() || (!on_slurm && gb_kernels_device_count() < 1))) {
+        fprintf(stderr, "%s: trainer.device: cuda: %s; use cpu\n", cfg->source,
+                !gb_kernels_cuda_built() ? "this gearbox was built without CUDA"
+                                         : "no CUDA device is visible here");
         return 2;
     }
     if (cli->resume ? gb_rundir_reopen(&rd, cfg, cli->resume, &err)

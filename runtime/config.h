@@ -43,6 +43,10 @@ typedef struct gb_config_args {
 typedef enum { GB_DEVICE_CPU = 0, GB_DEVICE_CUDA = 1 } gb_device;
 typedef enum { GB_PRECISION_FP32 = 0, GB_PRECISION_BF16 = 1, GB_PRECISION_INT8 = 2 } gb_precision;
 typedef enum { GB_KERNELS_GEARBOX = 0, GB_KERNELS_LIBTORCH = 1 } gb_kernels;
+/* trainer.collect: how a cuda trainer's chosen rows reach the device (workers/learning.h). */
+typedef enum { GB_COLLECT_GPU_ZERO_COPY = 0, GB_COLLECT_CPU_STAGED = 1 } gb_collect_mode;
+/* trainer.prefetch: select and collect batch k+1 while batch k trains (auto: on with cuda). */
+typedef enum { GB_PREFETCH_AUTO = 0, GB_PREFETCH_ON = 1, GB_PREFETCH_OFF = 2 } gb_prefetch_mode;
 typedef enum { GB_MODEL_MLP = 0, GB_MODEL_CNN = 1, GB_MODEL_TORCHSCRIPT = 2 } gb_model_type;
 typedef enum { GB_ACT_TANH = 0, GB_ACT_RELU = 1, GB_ACT_ELU = 2, GB_ACT_GELU = 3 } gb_activation;
 typedef enum { GB_ALGO_PPO = 0, GB_ALGO_DQN = 1, GB_ALGO_SAC = 2 } gb_algorithm;
@@ -206,6 +210,8 @@ typedef struct gb_config_rendezvous {
 typedef struct gb_config_trainer {
     int64_t count;
     int device;  /* gb_device */
+    int collect;  /* gb_collect_mode (device cuda) */
+    int prefetch; /* gb_prefetch_mode */
     int64_t threads;
     int64_t batch_size;        /* trajectory items per training step */
     int64_t max_staleness;     /* policy versions; -1 = unbounded */

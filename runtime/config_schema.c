@@ -28,6 +28,8 @@ static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL}
 static const char *const devices[] = {"cpu", "cuda", NULL};
 static const char *const precisions[] = {"fp32", "bf16", "int8", NULL};
 static const char *const kernels[] = {"gearbox", "libtorch", NULL};
+static const char *const collect_modes[] = {"gpu_zero_copy", "cpu_staged", NULL};
+static const char *const prefetch_modes[] = {"auto", "on", "off", NULL};
 static const char *const model_types[] = {"mlp", "cnn", "torchscript", NULL};
 static const char *const activations[] = {"tanh", "relu", "elu", "gelu", NULL};
 static const char *const algorithms[] = {"ppo", "dqn", "sac", NULL};
@@ -123,6 +125,15 @@ const gb_config_field gb_config_fields[] = {
 
     INT("trainer.count", trainer.count, "1", 1, 1024, "trainer worker processes"),
     ENUM("trainer.device", trainer.device, "cpu", devices, "where training runs"),
+    ENUM("trainer.collect", trainer.collect, "gpu_zero_copy", collect_modes,
+         "device cuda: how the chosen rows reach the GPU: gpu_zero_copy (GEAR's path: selection "
+         "on the GPU, the gather kernel reads the rows from the page-locked replay tables straight "
+         "into device memory) or cpu_staged (selection and gather on the CPU into pinned staging, "
+         "then one host-to-device copy per column)"),
+    ENUM("trainer.prefetch", trainer.prefetch, "auto", prefetch_modes,
+         "select and collect batch k+1 while batch k trains, into a second buffer (auto: on with "
+         "device cuda, off on the cpu; one trainer, not inline): the next selection does not "
+         "see step k's priority updates"),
     INT("trainer.threads", trainer.threads, "1", 1, 1024, "libtorch intra-op threads"),
     INT("trainer.batch_size", trainer.batch_size, "64", 1, 1 << 24,
         "trajectory items per training step"),

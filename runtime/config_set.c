@@ -582,6 +582,14 @@ int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err
         return fail_key(marks, "trainer.count", err,
                         "launch.mode inline runs one learner in one process; several trainers "
                         "need launch.mode local");
+    if (tr->count > 1 && tr->device == GB_DEVICE_CUDA)
+        return fail_key(marks, "trainer.device", err,
+                        "several trainers on GPUs (gradients over NCCL) are not implemented "
+                        "yet: use trainer.count 1 with cuda, or several trainers on the cpu");
+    if (tr->count > 1 && tr->prefetch == GB_PREFETCH_ON)
+        return fail_key(marks, "trainer.prefetch", err,
+                        "several trainers agree on every step before they select, so a batch "
+                        "cannot be selected ahead: use auto or off");
     if (cfg->parameters.relay == GB_RELAY_PER_HOST && cfg->launch.mode == GB_LAUNCH_INLINE)
         return fail_key(marks, "parameters.relay", err,
                         "launch.mode inline has no parameter stream to relay; per_host needs "

@@ -3,26 +3,54 @@
 #include "workers/learning.h"
 
 #include "envs/host.h"
+#include "kernels/kernels.h"
+#include "replay/gpu.h"
+#include "runtime/clock.h"
 #include "runtime/log.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* How the chosen items reach the learner. Host: copied into staging buffers allocated once
- * (64-byte rows), which the learner reads in place. The device back-end (GPU selection,
- * zero-copy gather into device buffers) will be a second table behind the same calls. */
-typedef struct collect_backend {
-    const char *name;
-    int (*collect)(gb_learning *L, gb_error *err);
-} collect_backend;
+/* How the chosen items reach the learner.
+ * - cpu trainer: gb_replay_collect copies every column into host staging allocated once
+ *   (64-byte rows), which the learner reads in place.
+ * - cuda trainer: the observation columns (obs, next_obs: nearly all the bytes) go to device
+ *   buffers, by the gather kernel reading the page-locked tables (gpu_zero_copy, after a GPU
+ *   selection for weighted replays) or by a CPU gather into pinned staging and one
+ *   host-to-device copy per column (cpu_staged). The per-step scalars (actions, rewards, flags,
+ *   behaviour log-probabilities) are read on the host by the learner's n-step and GAE code, so
+ *   they are collected into host staging as on the cpu.
+ * With prefetch, two slots take turns: batch k+1 is selected and its collection enqueued before
+ * batch k trains, so the gather runs on its own stream while the training step runs on
+ * libtorch's. */
+enum { NDEV = 2 };
+static const int device_cols[NDEV] = {GB_CHUNK_OBS, GB_CHUNK_NEXT_OBS};
+
+typedef struct batch_slot {
+    gb_replay_selection sel;
+    int sel_init;
+    int live;                   /* selected and collected (or enqueued), not yet trained */
+    int timing;                 /* cuda: the context's timer holds this slot's collection */
+    void *host[GB_CHUNK_NCOLS]; /* host staging [Bl, column bytes] (cuda: not obs, next_obs) */
+    void *dev[NDEV];            /* cuda: obs, next_obs [Bl, column bytes] in device memory */
+    void *pinned[NDEV];         /* cuda, cpu_staged: their pinned staging */
+    double collect_us;          /* host part (CPU gather), then the device part added */
+} batch_slot;
 
 struct gb_learning {
     const gb_config *cfg;
     gb_chunk_layout layout;
     gb_torch_learner *learner;
     gb_replay *replay;
-    const collect_backend *backend;
+    int cuda;             /* trainer.device cuda */
+    int collect;          /* gb_collect_mode (cuda) */
+    int prefetch;         /* two slots, the next batch collected while this one trains */
+    gb_kernels_ctx *kctx; /* cuda: the collection stream */
+    gb_replay_gpu *rgpu;  /* cuda, gpu_zero_copy: the page-locked, mapped tables */
+    batch_slot slot[2];   /* slot[cur] trains next; slot[cur ^ 1] is the prefetched one */
+    int cur;
+    double collect_ms, train_ms; /* sums over the trained batches (gb_learning_timings) */
     int weighted;
     int64_t B;  /* the global batch */
     int64_t Bl; /* this trainer's part: B / trainers */
@@ -32,9 +60,6 @@ struct gb_learning {
     float *weights;    /* [Bl] global selection's importance weights */
     uint64_t *checksums; /* [trainers] every replica's parameter checksum (check_replicas) */
     double progress;   /* this trainer's budget progress (gb_learning_set_progress) */
-    gb_replay_selection sel;
-    int sel_init;
-    void *staging[GB_CHUNK_NCOLS]; /* [B, column bytes] */
     float *priorities_f;           /* [B]: the learner's new priorities */
     double *priorities;            /* [B]: as the replay takes them */
     int64_t train_steps, samples_trained;
@@ -74,22 +99,84 @@ int gb_learning_space(const gb_env_spec *spec, gb_torch_space *space, gb_error *
     return 0;
 }
 
-/* One destination per column: the staging, room for this trainer's part. */
-static void staging_dst(const gb_learning *L, gb_replay_dst dst[GB_CHUNK_NCOLS])
+static int on_device(const gb_learning *L, int c)
 {
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
-        dst[c] = (gb_replay_dst){.column = c, .data = L->staging[c],
-                                 .bytes = (size_t)L->Bl * L->layout.bytes[c]};
+    return L->cuda && (c == GB_CHUNK_OBS || c == GB_CHUNK_NEXT_OBS);
 }
 
-static int host_collect(gb_learning *L, gb_error *err)
+/* The host destinations of a slot (every column on the cpu; the small ones with cuda). */
+static int host_dst(const gb_learning *L, batch_slot *s, gb_replay_dst dst[GB_CHUNK_NCOLS])
+{
+    int n = 0;
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+        if (!on_device(L, c))
+            dst[n++] = (gb_replay_dst){.column = c, .data = s->host[c],
+                                       .bytes = (size_t)L->Bl * L->layout.bytes[c]};
+    return n;
+}
+
+/* Enqueues the device part of a slot's collection on the collection stream, between the
+ * context's timer events. Its buffers were last read by the training step before the one about
+ * to run, on libtorch's stream: the gather waits for that stream first. */
+static int device_collect(gb_learning *L, batch_slot *s, gb_error *err)
+{
+    gb_replay_dst dst[NDEV];
+    for (int i = 0; i < NDEV; i++)
+        dst[i] = (gb_replay_dst){.column = device_cols[i], .data = s->dev[i],
+                                 .bytes = (size_t)L->Bl * L->layout.bytes[device_cols[i]]};
+    int rc = gb_kernels_after_default_stream(L->kctx, err);
+    if (rc == 0 && L->collect == GB_COLLECT_CPU_STAGED) {
+        gb_replay_dst pin[NDEV];
+        for (int i = 0; i < NDEV; i++)
+            pin[i] = (gb_replay_dst){.column = dst[i].column, .data = s->pinned[i],
+                                     .bytes = dst[i].bytes};
+        double t0 = gb_now_s();
+        rc = gb_replay_collect(L->replay, &s->sel, pin, NDEV, NULL, err);
+        s->collect_us += (gb_now_s() - t0) * 1e6;
+        if (rc == 0)
+            rc = gb_kernels_timer_start(L->kctx, err);
+        for (int i = 0; rc == 0 && i < NDEV; i++)
+            rc = gb_kernels_copy(L->kctx, dst[i].data, pin[i].data,
+                                 (size_t)s->sel.n * L->layout.bytes[dst[i].column], err);
+    } else if (rc == 0) {
+        rc = gb_kernels_timer_start(L->kctx, err);
+        if (rc == 0)
+            rc = gb_replay_gpu_collect(L->rgpu, &s->sel, dst, NDEV, NULL, err);
+    }
+    if (rc == 0)
+        rc = gb_kernels_timer_mark(L->kctx, err);
+    s->timing = rc == 0;
+    return rc;
+}
+
+/* Collects a slot's selection: the host columns now, the device ones enqueued (cuda). */
+static int collect_slot(gb_learning *L, batch_slot *s, gb_error *err)
 {
     gb_replay_dst dst[GB_CHUNK_NCOLS];
-    staging_dst(L, dst);
-    return gb_replay_collect(L->replay, &L->sel, dst, GB_CHUNK_NCOLS, NULL, err);
+    int nd = host_dst(L, s, dst);
+    double t0 = gb_now_s();
+    int rc = gb_replay_collect(L->replay, &s->sel, dst, nd, NULL, err);
+    s->collect_us = (gb_now_s() - t0) * 1e6;
+    if (rc == 0 && L->cuda)
+        rc = device_collect(L, s, err);
+    return rc;
 }
 
-static const collect_backend host_backend = {"host", host_collect};
+/* Waits for a slot's device collection (usually done: it ran while the step before trained)
+ * and adds its time by the CUDA events. After this, libtorch's work enqueued from the host is
+ * ordered after the gather. */
+static int finish_slot(gb_learning *L, batch_slot *s, gb_error *err)
+{
+    if (!L->cuda || !s->timing)
+        return 0;
+    double us = 0.0;
+    int rc = gb_kernels_sync(L->kctx, err);
+    if (rc == 0)
+        rc = gb_kernels_timer_read(L->kctx, &us, err);
+    s->collect_us += us;
+    s->timing = 0;
+    return rc;
+}
 
 /* The replay's columns are the chunk's; next_obs is per item. */
 static int make_replay(gb_learning *L, const gb_learning_opts *o, gb_error *err)
@@ -109,6 +196,8 @@ static int make_replay(gb_learning *L, const gb_learning_opts *o, gb_error *err)
     ro.shm_persistent = o->replay_shm_name != NULL;
     if (o->inline_mode)
         ro.timeout_s = 0; /* one thread inserts and samples: waiting would wait for itself */
+    if (L->cuda && L->collect == GB_COLLECT_GPU_ZERO_COPY)
+        ro.selector_ops = gb_replay_gpu_selector(ro.selector); /* weighted: on the GPU */
     for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
         int ndim, per_item;
         const int64_t *shape;
@@ -129,31 +218,88 @@ static int make_replay(gb_learning *L, const gb_learning_opts *o, gb_error *err)
     return rc;
 }
 
-static int alloc_staging(gb_learning *L, gb_error *err)
+static int alloc_slot(gb_learning *L, batch_slot *s, gb_error *err)
 {
+    int rc = 0;
     for (int c = 0; c < GB_CHUNK_NCOLS; c++)
-        if (posix_memalign(&L->staging[c], 64, (size_t)L->Bl * L->layout.bytes[c]) != 0)
+        if (!on_device(L, c) &&
+            posix_memalign(&s->host[c], 64, (size_t)L->Bl * L->layout.bytes[c]) != 0)
             return gb_error_set(err, GB_ENOMEM, "out of memory for a training batch of %lld "
                                 "chunks", (long long)L->Bl);
+    for (int i = 0; L->cuda && rc == 0 && i < NDEV; i++) {
+        size_t bytes = (size_t)L->Bl * L->layout.bytes[device_cols[i]];
+        rc = gb_kernels_device_alloc(bytes, &s->dev[i], err);
+        if (rc == 0 && L->collect == GB_COLLECT_CPU_STAGED)
+            rc = gb_kernels_host_alloc(bytes, &s->pinned[i], err);
+    }
+    if (rc)
+        return rc;
+    /* a shard's part of a global selection can be the whole batch */
+    rc = gb_replay_selection_init(&s->sel, L->B, err);
+    s->sel_init = rc == 0;
+    return rc;
+}
+
+static void free_slot(batch_slot *s)
+{
+    if (s->sel_init)
+        gb_replay_selection_free(&s->sel);
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+        free(s->host[c]);
+    for (int i = 0; i < NDEV; i++) {
+        gb_kernels_device_free(s->dev[i]);
+        gb_kernels_host_free(s->pinned[i]);
+    }
+}
+
+static int alloc_staging(gb_learning *L, gb_error *err)
+{
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < (L->prefetch ? 2 : 1); i++)
+        rc = alloc_slot(L, &L->slot[i], err);
+    if (rc)
+        return rc;
     L->priorities_f = malloc((size_t)L->Bl * sizeof *L->priorities_f);
     L->priorities = malloc((size_t)L->Bl * sizeof *L->priorities);
     L->weights = malloc((size_t)L->Bl * sizeof *L->weights);
     if (!L->priorities_f || !L->priorities || !L->weights)
         return gb_error_set(err, GB_ENOMEM, "out of memory");
-    /* a shard's part of a global selection can be the whole batch */
-    int rc = gb_replay_selection_init(&L->sel, L->B, err);
-    L->sel_init = rc == 0;
+    return 0;
+}
+
+/* trainer.device cuda: what the build and the machine must have, the collection stream, and
+ * (gpu_zero_copy) the replay's tables page-locked and mapped. */
+static int open_device(gb_learning *L, gb_error *err)
+{
+    int rc = gb_kernels_ctx_create(0, NULL, &L->kctx, err);
+    if (rc == 0 && L->collect == GB_COLLECT_GPU_ZERO_COPY)
+        rc = gb_replay_gpu_open(L->replay, L->kctx, L->Bl, &L->rgpu, err);
+    if (rc)
+        gb_error_prefix(err, "learning: trainer.device cuda");
     return rc;
+}
+
+static int cuda_usable(gb_error *err)
+{
+    if (!gb_kernels_cuda_built())
+        return gb_error_set(err, GB_EUNSUPPORTED, "trainer.device: cuda: this gearbox was built "
+                            "without CUDA (no nvcc at build time, or -DGEARBOX_CUDA=OFF)");
+    if (gb_kernels_device_count() < 1)
+        return gb_error_set(err, GB_EUNSUPPORTED, "trainer.device: cuda: no CUDA device is "
+                            "visible to this process (driver, CUDA_VISIBLE_DEVICES)");
+    if (!gb_torch_cuda_available())
+        return gb_error_set(err, GB_EUNSUPPORTED, "trainer.device: cuda: the libtorch this "
+                            "gearbox links has no CUDA (a cpu build)");
+    return 0;
 }
 
 int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *err)
 {
     *out = NULL;
     const gb_config *cfg = o->cfg;
-    if (cfg->trainer.device == GB_DEVICE_CUDA)
-        return gb_error_set(err, GB_EUNSUPPORTED, "trainer.device: cuda: the GPU trainer "
-                            "(device selection and zero-copy collection) is not implemented "
-                            "yet; use cpu");
+    int rc = 0;
+    if (cfg->trainer.device == GB_DEVICE_CUDA && (rc = cuda_usable(err)))
+        return rc;
     gb_learning *L = calloc(1, sizeof *L);
     if (!L)
         return gb_error_set(err, GB_ENOMEM, "learning: out of memory");
@@ -164,8 +310,11 @@ int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *e
     int ranks = o->group ? gb_group_size(o->group) : 1;
     L->Bl = L->B / ranks;
     L->weighted = cfg->trainer.replay.selector == GB_SELECTOR_WEIGHTED;
-    L->backend = &host_backend;
-    int rc = 0;
+    L->cuda = cfg->trainer.device == GB_DEVICE_CUDA;
+    L->collect = cfg->trainer.collect;
+    L->prefetch = !o->group && !o->inline_mode &&
+                  (cfg->trainer.prefetch == GB_PREFETCH_ON ||
+                   (cfg->trainer.prefetch == GB_PREFETCH_AUTO && L->cuda));
     if (L->B % ranks != 0)
         rc = gb_error_set(err, GB_EINVAL, "trainer.batch_size %lld does not split over %d "
                           "trainers", (long long)L->B, ranks);
@@ -184,6 +333,8 @@ int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *e
     }
     if (rc == 0)
         rc = make_replay(L, o, err);
+    if (rc == 0 && L->cuda)
+        rc = open_device(L, err);
     if (rc == 0)
         rc = alloc_staging(L, err);
     if (rc == 0 && L->group)
@@ -210,10 +361,18 @@ void gb_learning_destroy(gb_learning *L)
 {
     if (!L)
         return;
-    if (L->sel_init)
-        gb_replay_selection_free(&L->sel);
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
-        free(L->staging[c]);
+    if (L->kctx) { /* nothing may still read the slots' buffers or the tables */
+        gb_error e = {0};
+        if (gb_kernels_sync(L->kctx, &e))
+            GB_WARN("learning: at destroy: %s", e.msg);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (L->replay)
+            gb_replay_release(L->replay, &L->slot[i].sel);
+        free_slot(&L->slot[i]);
+    }
+    gb_replay_gpu_close(L->rgpu);
+    gb_kernels_ctx_destroy(L->kctx);
     free(L->priorities_f);
     free(L->priorities);
     free(L->weights);
@@ -267,19 +426,21 @@ int gb_learning_insert(gb_learning *L, const void *const cols[GB_CHUNK_NCOLS], i
     return gb_learning_commit(L, 1, &idx, &version, err);
 }
 
-static gb_torch_batch batch_view(const gb_learning *L, int64_t n, const float *weights)
+static gb_torch_batch batch_view(const gb_learning *L, const batch_slot *s, int64_t n,
+                                 const float *weights)
 {
     return (gb_torch_batch){
         .B = n,
         .T = L->layout.T,
-        .obs = L->staging[GB_CHUNK_OBS],
-        .next_obs = L->staging[GB_CHUNK_NEXT_OBS],
-        .action = L->staging[GB_CHUNK_ACTION],
-        .reward = L->staging[GB_CHUNK_REWARD],
-        .terminated = L->staging[GB_CHUNK_TERMINATED],
-        .truncated = L->staging[GB_CHUNK_TRUNCATED],
-        .valid = L->staging[GB_CHUNK_VALID],
-        .logp = L->staging[GB_CHUNK_LOGP],
+        .obs = L->cuda ? s->dev[0] : s->host[GB_CHUNK_OBS],
+        .next_obs = L->cuda ? s->dev[1] : s->host[GB_CHUNK_NEXT_OBS],
+        .obs_on_device = L->cuda,
+        .action = s->host[GB_CHUNK_ACTION],
+        .reward = s->host[GB_CHUNK_REWARD],
+        .terminated = s->host[GB_CHUNK_TERMINATED],
+        .truncated = s->host[GB_CHUNK_TRUNCATED],
+        .valid = s->host[GB_CHUNK_VALID],
+        .logp = s->host[GB_CHUNK_LOGP],
         .weights = L->weighted ? weights : NULL,
     };
 }
@@ -315,16 +476,43 @@ static int check_replicas(gb_learning *L, gb_error *err)
     return 0;
 }
 
+/* Selects and collects the batch after this one into the other slot, without waiting: the
+ * rate limiter's no leaves it to the next step. Its staleness floor is the one the learner will
+ * have when it trains (one version on). */
+static int prefetch_next(gb_learning *L, const gb_replay_request *now, gb_error *err)
+{
+    batch_slot *s = &L->slot[L->cur ^ 1];
+    gb_replay_request req = *now;
+    req.timeout_s = 0;
+    if (req.min_policy_version != GB_REPLAY_NO_MIN_VERSION)
+        req.min_policy_version++;
+    int rc = gb_replay_sample(L->replay, &req, &s->sel, err);
+    if (rc == GB_ETIMEOUT)
+        return 0;
+    if (rc == 0)
+        rc = collect_slot(L, s, err);
+    if (rc)
+        gb_replay_release(L->replay, &s->sel);
+    s->live = rc == 0;
+    return rc;
+}
+
 int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
 {
-    if (stop && !L->group)
+    batch_slot *s = &L->slot[L->cur];
+    if (stop && !L->group) {
+        for (int i = 0; i < 2; i++) { /* a prefetched batch */
+            gb_replay_release(L->replay, &L->slot[i].sel);
+            L->slot[i].live = 0;
+        }
         return 2;
+    }
     gb_replay_request req = gb_replay_request_default(L->Bl);
     req.timeout_s = timeout_s;
     int64_t version = (int64_t)gb_torch_model_version(gb_torch_learner_model(L->learner));
     if (L->cfg->trainer.max_staleness >= 0)
         req.min_policy_version = version - L->cfg->trainer.max_staleness;
-    int rc;
+    int rc = 0;
     if (L->group) {
         double progress;
         if ((rc = gb_shards_agree(L->shards, &req, stop, L->progress, &progress, err)) != 1)
@@ -333,29 +521,38 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
         req.admitted = 1; /* every shard said yes to its share */
     }
     int64_t n = 0;
-    const float *weights = L->sel.weight;
+    const float *weights = s->sel.weight;
     if (L->global) {
         gb_replay_dst dst[GB_CHUNK_NCOLS];
-        staging_dst(L, dst);
-        rc = gb_shards_select(L->shards, &req, &L->sel, dst, GB_CHUNK_NCOLS, L->weights, &n,
-                              err);
+        int nd = host_dst(L, s, dst); /* several trainers: cpu only (config_set.c) */
+        rc = gb_shards_select(L->shards, &req, &s->sel, dst, nd, L->weights, &n, err);
         weights = L->weights;
         if (rc == 0 && n == 0) { /* every rank got the same answer: nobody trains */
-            gb_replay_release(L->replay, &L->sel);
+            gb_replay_release(L->replay, &s->sel);
             return 0;
         }
     } else {
-        rc = gb_replay_sample(L->replay, &req, &L->sel, err);
-        if (rc == GB_ETIMEOUT && !L->group)
-            return 0;
-        n = L->sel.n;
+        if (!s->live) {
+            rc = gb_replay_sample(L->replay, &req, &s->sel, err);
+            if (rc == GB_ETIMEOUT && !L->group)
+                return 0;
+            if (rc == 0)
+                rc = collect_slot(L, s, err);
+        }
+        s->live = 0;
+        n = s->sel.n;
         if (rc == 0)
-            rc = L->backend->collect(L, err);
+            rc = finish_slot(L, s, err);
+        if (rc == 0 && L->prefetch)
+            rc = prefetch_next(L, &req, err);
     }
     if (rc == 0) {
-        gb_torch_batch b = batch_view(L, n, weights);
+        gb_torch_batch b = batch_view(L, s, n, weights);
+        double t0 = gb_now_s();
         rc = gb_torch_learner_train(L->learner, &b, &L->last,
                                     L->weighted ? L->priorities_f : NULL, err);
+        L->train_ms += (gb_now_s() - t0) * 1e3;
+        L->collect_ms += s->collect_us * 1e-3;
         /* A non-finite loss means the parameters are lost too (the step already applied its
          * gradients): going on would only publish and train on NaN. Stop with the cause. */
         if (rc == 0 && !isfinite(L->last.loss))
@@ -369,10 +566,12 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
         for (int64_t i = 0; i < n; i++)
             L->priorities[i] = L->priorities_f[i];
         rc = L->global ? gb_shards_update_priorities(L->shards, L->priorities, err)
-                       : gb_replay_update_priorities(L->replay, n, L->sel.index, L->sel.key,
+                       : gb_replay_update_priorities(L->replay, n, s->sel.index, s->sel.key,
                                                      L->priorities, NULL, err);
     }
-    gb_replay_release(L->replay, &L->sel);
+    gb_replay_release(L->replay, &s->sel);
+    if (L->prefetch)
+        L->cur ^= 1;
     if (rc)
         return rc;
     L->train_steps++;
@@ -380,6 +579,21 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
     if ((rc = check_replicas(L, err)))
         return rc;
     return 1;
+}
+
+void gb_learning_timings(const gb_learning *L, double *collect_ms, double *train_ms)
+{
+    *collect_ms = L->collect_ms;
+    *train_ms = L->train_ms;
+}
+
+int gb_learning_prefetching(const gb_learning *L) { return L->prefetch; }
+
+const char *gb_learning_collect_path(const gb_learning *L)
+{
+    if (!L->cuda)
+        return "host";
+    return L->collect == GB_COLLECT_CPU_STAGED ? "cpu_staged" : "gpu_zero_copy";
 }
 
 int gb_learning_checkpoint(gb_learning *L, const char *model_path, const char *replay_path,

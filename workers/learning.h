@@ -13,11 +13,19 @@
  * the gradients, so every replica stays identical, which a parameter checksum compared across
  * the ranks every trainer.checksum_every steps checks (logged; a mismatch is an error).
  *
- * Collection goes through a back-end: the host back-end copies the chosen rows into staging
- * buffers allocated once, which libtorch then reads in place. A device back-end (GPU selection,
- * zero-copy gather into device memory, trainer.device: cuda) is not implemented yet: creating
- * learning with trainer.device: cuda is refused (GB_EUNSUPPORTED), never silently run on the
- * host.
+ * Collection: on the cpu the chosen rows are copied into staging buffers allocated once, which
+ * libtorch then reads in place. With trainer.device cuda (one trainer) the observation columns
+ * go to device buffers, by GEAR's path (trainer.collect gpu_zero_copy: weighted, uniform and
+ * top-k selection on the GPU over a device mirror of the priorities, then the gather kernel
+ * reading the rows from the page-locked, mapped replay tables straight into device memory,
+ * replay/gpu.h) or by the CPU-orchestrated one (cpu_staged: CPU selection and gather into pinned staging, one
+ * host-to-device copy per column); the learner wraps them as device tensors without a copy.
+ * The per-step scalars stay on the host, where the n-step and GAE code reads them. With
+ * trainer.prefetch (auto: on with cuda) batch k+1 is selected and its collection enqueued on
+ * a stream of its own before batch k trains, into a second set of buffers; the next selection
+ * then does not see step k's priority updates, and its staleness floor is the one the learner
+ * will have when it trains. A machine or build without CUDA refuses cuda (GB_EUNSUPPORTED,
+ * saying which part is missing), never runs it on the host.
  * defines: gb_learning, gb_learning_opts, gb_learning_*, gb_learning_space */
 #ifndef GB_WORKERS_LEARNING_H
 #define GB_WORKERS_LEARNING_H
@@ -66,7 +74,7 @@ typedef struct gb_learning_opts {
  * every rank creates its learning together). In inline mode no call waits, so the rate limiter's ratio must be
  * able to hold back the learner: a replay whose items are sampled more than once
  * (max_times_sampled 0) needs samples_per_insert > 0 (GB_EINVAL otherwise, naming the key).
- * Returns 0, GB_EUNSUPPORTED (trainer.device: cuda), GB_EINVAL, GB_ENOMEM or the learner's and
+ * Returns 0, GB_EUNSUPPORTED (cuda without a CUDA build, device or libtorch), GB_EINVAL, GB_ENOMEM or the learner's and
  * the replay's errors (GB_EINVAL / GB_ECORRUPT for a replay segment or model checkpoint of
  * another configuration). */
 int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *err);
@@ -105,6 +113,18 @@ int gb_learning_insert(gb_learning *L, const void *const cols[GB_CHUNK_NCOLS], i
  * replay's, the learner's or the group's errors, GB_ECORRUPT when the replicas' parameters
  * differ or the loss is not finite: the message names the loss and the step). */
 int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err);
+
+/* The trained batches' collection and training steps so far, summed, in milliseconds (divide
+ * by the difference of gb_learning_train_steps for a mean per step). Collection: the
+ * host copies plus, with cuda, the device part between CUDA events (the gather kernel, or the
+ * staged host-to-device copies); with prefetch it ran while the step before trained. Training:
+ * the learner's call on the host clock (with cuda it ends synchronised with the device). */
+void gb_learning_timings(const gb_learning *L, double *collect_ms, double *train_ms);
+
+/* "host", "gpu_zero_copy" or "cpu_staged": how batches reach the learner. */
+const char *gb_learning_collect_path(const gb_learning *L);
+/* 1 when the next batch is selected and collected while this one trains (trainer.prefetch). */
+int gb_learning_prefetching(const gb_learning *L);
 
 /* How far through its env-step budget this trainer's share of the run is (0..1), for lr
  * annealing: with several trainers the shares are summed at the next step, so that every replica

@@ -68,6 +68,8 @@ typedef struct trainer {
     int64_t published_version;
     gb_dataset_writer *record; /* gearbox run --record DIR: every chunk received, appended */
     gb_sample_tally *tally;    /* [GB_SAMPLE_TALLY_MAX] for reports, allocated at the first */
+    int64_t timed_steps;       /* train steps, collection and training ms at the last report */
+    double timed_collect_ms, timed_train_ms;
     char replay_shm[GB_SHM_NAME_MAX]; /* the run-owned replay segment's name, "" if anonymous */
     gb_checkpoint_files ckpt;         /* the last complete checkpoint set at start (step -1: none) */
     gb_replay_recovery recovery;      /* what the replay kept from a killed predecessor */
@@ -379,6 +381,19 @@ static void report(trainer *t, double env_progress)
     gb_metrics_set(m, "q_mean", trained && !ppo ? last->q_mean : NAN);
     gb_metrics_set(m, "lr", trained ? last->lr : NAN);
     gb_metrics_set(m, "progress", env_progress);
+    /* collection against the training step, per step since the last report (CUDA events for
+     * the device part of a cuda trainer's collection) */
+    double collect_ms, train_ms;
+    gb_learning_timings(t->learning, &collect_ms, &train_ms);
+    int64_t steps = gb_learning_train_steps(t->learning) - t->timed_steps;
+    double c = steps > 0 ? (collect_ms - t->timed_collect_ms) / (double)steps : NAN;
+    double tr = steps > 0 ? (train_ms - t->timed_train_ms) / (double)steps : NAN;
+    gb_metrics_set(m, "collect_ms", c);
+    gb_metrics_set(m, "train_ms", tr);
+    gb_metrics_set(m, "collect_share", steps > 0 && tr > 0.0 ? c / tr : NAN);
+    t->timed_steps += steps;
+    t->timed_collect_ms = collect_ms;
+    t->timed_train_ms = train_ms;
     gb_metrics_send(m, NULL);
 }
 
@@ -566,6 +581,11 @@ int gb_trainer_main(gb_worker *w, gb_error *err)
     if ((rc = gb_learning_create(&lo, &t.learning, err)))
         goto done;
     t.replay = gb_learning_replay(t.learning);
+    t.timed_steps = gb_learning_train_steps(t.learning);
+    GB_INFO("trainer %d: learning on %s, batches collected by the %s path%s", w->index,
+            cfg->trainer.device == GB_DEVICE_CUDA ? "cuda" : "the cpu",
+            gb_learning_collect_path(t.learning),
+            gb_learning_prefetching(t.learning) ? ", the next batch prefetched" : "");
     if ((rc = recover(&t, err)))
         goto done;
     continue_versions(&t);

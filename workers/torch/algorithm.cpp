@@ -23,11 +23,27 @@ torch::Tensor cpu_view(const void *p, std::vector<int64_t> shape, torch::ScalarT
     return torch::from_blob(const_cast<void *>(p), shape, t);
 }
 
+// Observations already in the learner's device memory: wrapped, not copied (uint8 frames are
+// converted to float there).
+static torch::Tensor device_obs(const gb_torch_learner *l, const void *p, int64_t n)
+{
+    const gb_torch_space &sp = l->model->space;
+    std::vector<int64_t> shape{n};
+    for (int i = 0; i < sp.obs_ndim; i++)
+        shape.push_back(sp.obs_shape[i]);
+    auto t = sp.obs_dtype == GB_DTYPE_UINT8 ? torch::kUInt8 : torch::kFloat32;
+    torch::Tensor x = torch::from_blob(const_cast<void *>(p), shape,
+                                       torch::TensorOptions().dtype(t).device(l->device));
+    return t == torch::kFloat32 ? x : x.to(torch::kFloat32);
+}
+
 torch::Tensor batch_obs(const gb_torch_learner *l, const gb_torch_batch *b)
 {
     const int64_t B = b->B, T = b->T;
-    torch::Tensor steps = obs_tensor(l->model, b->obs, B * T);
-    torch::Tensor last = obs_tensor(l->model, b->next_obs, B);
+    torch::Tensor steps = b->obs_on_device ? device_obs(l, b->obs, B * T)
+                                           : obs_tensor(l->model, b->obs, B * T);
+    torch::Tensor last = b->obs_on_device ? device_obs(l, b->next_obs, B)
+                                          : obs_tensor(l->model, b->next_obs, B);
     std::vector<int64_t> shape = steps.sizes().vec();
     std::vector<int64_t> chunk{B, T};
     chunk.insert(chunk.end(), shape.begin() + 1, shape.end());

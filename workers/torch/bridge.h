@@ -213,6 +213,8 @@ typedef struct gb_torch_batch {
     const uint8_t *valid;      /* [B, T] 0 marks a reset step; NULL = every step valid */
     const float *logp;         /* [B, T] behaviour log-probabilities (PPO) */
     const float *weights;      /* [B] importance weights (prioritized replay); NULL = all 1 */
+    int obs_on_device;         /* 1: obs and next_obs are in the learner's device memory (a
+                                  cuda trainer's collection); the other columns are host */
 } gb_torch_batch;
 
 /* What one training call reports (fields that do not apply to the algorithm are 0). */

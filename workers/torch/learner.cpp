@@ -196,6 +196,9 @@ extern "C" int gb_torch_learner_train(gb_torch_learner *l, const gb_torch_batch 
         return gb_error_set(err, GB_EINVAL, "train: obs, next_obs, action, reward, terminated "
                             "and truncated are required");
     int algo = l->cfg.trainer.algorithm.name;
+    if (b->obs_on_device && !l->device.is_cuda())
+        return gb_error_set(err, GB_EINVAL, "train: the batch's observations are in device "
+                            "memory, the learner is on %s", l->device.str().c_str());
     if (algo == GB_ALGO_PPO && !b->logp)
         return gb_error_set(err, GB_EINVAL, "train: ppo needs the behaviour logp column");
     gb_torch_stats local;
