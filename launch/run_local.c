@@ -441,6 +441,12 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
                                          : "no CUDA device is visible here");
         return 2;
     }
+    if (cfg->policy.device == GB_DEVICE_CUDA && !on_slurm && gb_kernels_cuda_built() &&
+        gb_kernels_device_count() < 1) {
+        fprintf(stderr, "%s: policy.device: cuda: no CUDA device is visible here; use cpu\n",
+                cfg->source);
+        return 2;
+    }
     if (cli->resume ? gb_rundir_reopen(&rd, cfg, cli->resume, &err)
                     : gb_rundir_create(&rd, cfg, cli->run_dir, &err)) {
         fprintf(stderr, "gearbox run: %s%s\n", cli->resume ? "--resume: " : "", err.msg);
