@@ -1,12 +1,13 @@
 // workers/torch/model.cpp: the models' C API: create (from the config or a TorchScript file),
 // batched act from caller buffers, parameter layout, export and import as one flat buffer.
-#include "workers/torch/distributions.hpp"
 #include "workers/torch/model.hpp"
 #include "workers/torch/precision.hpp"
 #include "workers/torch/sampling.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -146,6 +147,8 @@ int model_init(gb_torch_model *m, const gb_config *cfg, const gb_torch_space *sp
         }
         m->act_scale = torch::tensor(scale).to(dev);
         m->act_bias = torch::tensor(bias).to(dev);
+        m->act_scale_host = scale;
+        m->act_bias_host = bias;
     }
     build_layout(m);
     return 0;
@@ -237,13 +240,20 @@ float *values_or_scratch(gb_torch_model *m, float *given, int64_t count)
     return v.data();
 }
 
-// The heads of a cpu model sampled in plain loops (sampling.h): one libtorch op at most (the
-// draws from the model's generator) instead of a dozen a batch.
-void act_cpu(gb_torch_model *m, const Heads &h, int64_t n, int deterministic, double epsilon,
-             const float *noise, gb_torch_act_out *out)
+// Network outputs as host float rows, each head contiguous: q, logits [n][k]; mean, log_std
+// [n][d]; value [n]. The heads the algorithm does not use are null.
+struct HostHeads {
+    const float *q = nullptr, *logits = nullptr, *mean = nullptr, *log_std = nullptr;
+    const float *value = nullptr;
+};
+
+// Draws the actions from host rows in plain loops (sampling.h): one libtorch op at most (the
+// draws from the model's generator, in the same order whatever the model's device) instead of
+// a dozen a batch. Fills out's non-null fields.
+void sample_rows(gb_torch_model *m, const HostHeads &h, int64_t n, int deterministic,
+                 double epsilon, const float *noise, gb_torch_act_out *out)
 {
     const gb_torch_space &sp = m->space;
-    auto rows = [](const torch::Tensor &t) { return t.to(torch::kFloat32).contiguous(); };
     int64_t *action = (int64_t *)out->action;
     if (sp.discrete && !action) {
         if ((int64_t)m->scratch_actions.size() < n)
@@ -251,25 +261,25 @@ void act_cpu(gb_torch_model *m, const Heads &h, int64_t n, int deterministic, do
         action = m->scratch_actions.data();
     }
     if (m->algo == GB_ALGO_DQN) {
-        torch::Tensor q = rows(h.q), u;
+        torch::Tensor u;
         if (!deterministic && epsilon > 0.0)
             u = torch::rand({n, 2}, m->gen);
-        gb_sample_epsilon_greedy(q.data_ptr<float>(), n, sp.n_actions, epsilon,
+        gb_sample_epsilon_greedy(h.q, n, sp.n_actions, epsilon,
                                  u.defined() ? u.data_ptr<float>() : nullptr, action, out->value);
         if (out->logp)
             std::memset(out->logp, 0, sizeof(float) * (size_t)n);
         if (out->q)
-            std::memcpy(out->q, q.data_ptr<float>(), sizeof(float) * (size_t)(n * sp.n_actions));
+            std::memcpy(out->q, h.q, sizeof(float) * (size_t)(n * sp.n_actions));
         return;
     }
     if (m->algo == GB_ALGO_PPO && sp.discrete) {
-        torch::Tensor logits = rows(h.logits), u;
+        torch::Tensor u;
         if (!deterministic)
             u = torch::rand({n}, m->gen);
-        gb_sample_categorical(logits.data_ptr<float>(), n, sp.n_actions,
+        gb_sample_categorical(h.logits, n, sp.n_actions,
                               u.defined() ? u.data_ptr<float>() : nullptr, action, out->logp);
     } else {
-        torch::Tensor mean = rows(h.mean), ls = rows(h.log_std), drawn;
+        torch::Tensor drawn;
         const float *z = nullptr;
         if (!deterministic) {
             if (!noise)
@@ -278,21 +288,139 @@ void act_cpu(gb_torch_model *m, const Heads &h, int64_t n, int deterministic, do
         }
         float *x = values_or_scratch(m, (float *)out->action, n * sp.action_dim);
         if (m->algo == GB_ALGO_PPO) {
-            gb_sample_gaussian(mean.data_ptr<float>(), ls.data_ptr<float>(), n, sp.action_dim, z,
-                               x, out->logp);
+            gb_sample_gaussian(h.mean, h.log_std, n, sp.action_dim, z, x, out->logp);
         } else {
-            torch::Tensor scale = rows(m->act_scale), bias = rows(m->act_bias);
-            gb_sample_squashed(mean.data_ptr<float>(), ls.data_ptr<float>(), n, sp.action_dim,
-                               z, scale.data_ptr<float>(), bias.data_ptr<float>(), x, out->logp);
+            gb_sample_squashed(h.mean, h.log_std, n, sp.action_dim, z, m->act_scale_host.data(),
+                               m->act_bias_host.data(), x, out->logp);
             if (out->value)
                 std::memset(out->value, 0, sizeof(float) * (size_t)n);
             return;
         }
     }
-    if (out->value) {
-        torch::Tensor v = rows(h.value);
-        std::memcpy(out->value, v.data_ptr<float>(), sizeof(float) * (size_t)n);
+    if (out->value)
+        std::memcpy(out->value, h.value, sizeof(float) * (size_t)n);
+}
+
+// The heads the algorithm samples from: each tensor, where its host rows go and its width.
+struct HeadSlot {
+    const torch::Tensor *t;
+    const float **rows;
+    int64_t width;
+};
+
+// Fills slots (3 at most) with the heads of h that m's algorithm samples from; returns how many.
+int used_heads(const gb_torch_model *m, const Heads &h, HostHeads &hh, HeadSlot slots[3])
+{
+    const gb_torch_space &sp = m->space;
+    int64_t k = sp.discrete ? sp.n_actions : sp.action_dim;
+    if (m->algo == GB_ALGO_DQN) {
+        slots[0] = {&h.q, &hh.q, k};
+        return 1;
     }
+    if (m->algo == GB_ALGO_PPO && sp.discrete) {
+        slots[0] = {&h.logits, &hh.logits, k};
+        slots[1] = {&h.value, &hh.value, 1};
+        return 2;
+    }
+    slots[0] = {&h.mean, &hh.mean, k};
+    slots[1] = {&h.log_std, &hh.log_std, k};
+    slots[2] = {&h.value, &hh.value, 1};
+    return m->algo == GB_ALGO_PPO ? 3 : 2; // SAC: no value head
+}
+
+// The heads of a cpu model: float rows in place (a copy only for another dtype or an expanded
+// log_std), then sample_rows.
+void act_cpu(gb_torch_model *m, const Heads &h, int64_t n, int deterministic, double epsilon,
+             const float *noise, gb_torch_act_out *out)
+{
+    HostHeads hh;
+    HeadSlot slots[3];
+    torch::Tensor keep[3];
+    int count = used_heads(m, h, hh, slots);
+    for (int i = 0; i < count; i++) {
+        keep[i] = slots[i].t->to(torch::kFloat32).contiguous();
+        *slots[i].rows = keep[i].data_ptr<float>();
+    }
+    sample_rows(m, hh, n, deterministic, epsilon, noise, out);
+}
+
+// Waits for the work queued so far on the current stream of dev (a cuda model's: its copies).
+void sync_stream(torch::Device dev)
+{
+    c10::impl::getDeviceGuardImpl(dev.type())->getStream(dev).synchronize();
+}
+
+// t, a 1-D buffer of dtype on dev (pinned on the host when dev is cuda and t is on the cpu),
+// holds at least count elements: reallocated (doubling at least) only when it is too small.
+void reserve(torch::Tensor &t, int64_t count, torch::ScalarType dtype, torch::Device dev,
+             bool pinned)
+{
+    if (t.defined() && t.numel() >= count)
+        return;
+    int64_t cap = std::max<int64_t>(count, t.defined() ? 2 * t.numel() : 0);
+    t = torch::empty({cap}, torch::TensorOptions().dtype(dtype).device(dev).pinned_memory(pinned));
+}
+
+// A cuda model's observations [n, *shape]: the caller's rows memcpy'd into the pinned staging
+// buffer, then one asynchronous copy to the device buffer, viewed as float [n, *shape] (uint8
+// frames converted on the device). The caller synchronises the stream before the next batch
+// (act's copy back); m->pending until then.
+torch::Tensor obs_staged(gb_torch_model *m, const void *obs, int64_t n)
+{
+    const gb_torch_space &sp = m->space;
+    std::vector<int64_t> shape{n};
+    int64_t bytes = n * (sp.obs_dtype == GB_DTYPE_UINT8 ? 1 : (int64_t)sizeof(float));
+    for (int i = 0; i < sp.obs_ndim; i++) {
+        shape.push_back(sp.obs_shape[i]);
+        bytes *= sp.obs_shape[i];
+    }
+    if (m->pending) { // the previous batch threw before its synchronise: its copy may still run
+        sync_stream(m->device);
+        m->pending = false;
+    }
+    torch::Device host(torch::kCPU);
+    reserve(m->obs_pinned, bytes, torch::kUInt8, host, m->device.is_cuda());
+    reserve(m->obs_dev, bytes, torch::kUInt8, m->device, false);
+    std::memcpy(m->obs_pinned.data_ptr(), obs, (size_t)bytes);
+    torch::Tensor x = m->obs_dev.narrow(0, 0, bytes);
+    x.copy_(m->obs_pinned.narrow(0, 0, bytes), /*non_blocking=*/true);
+    m->pending = true;
+    if (sp.obs_dtype == GB_DTYPE_UINT8)
+        return x.view(shape).to(torch::kFloat32);
+    return x.view(torch::kFloat32).view(shape);
+}
+
+// A cuda model's heads: the ones the algorithm samples from, in float32, packed on the device
+// head after head into one flat [n * W] tensor, one asynchronous copy into the pinned out_pinned,
+// one synchronise, then sample_rows over the host blocks ([n, width] each).
+void act_device(gb_torch_model *m, const Heads &h, int64_t n, int deterministic, double epsilon,
+                const float *noise, gb_torch_act_out *out)
+{
+    HostHeads hh;
+    HeadSlot slots[3];
+    int heads = used_heads(m, h, hh, slots);
+    std::vector<torch::Tensor> parts; // [n * width] each
+    for (int i = 0; i < heads; i++) {
+        const torch::Tensor &t = *slots[i].t;
+        if (!t.defined() || t.numel() != n * slots[i].width)
+            throw std::runtime_error("act: a network head of an unexpected shape");
+        parts.push_back(t.to(torch::kFloat32).reshape({-1}));
+    }
+    torch::Tensor packed = parts.size() == 1 ? parts[0] : torch::cat(parts); // [n * W]
+    int64_t count = packed.numel();
+    reserve(m->out_pinned, count, torch::kFloat32, torch::Device(torch::kCPU),
+            m->device.is_cuda());
+    torch::Tensor rows = m->out_pinned.narrow(0, 0, count);
+    rows.copy_(packed, /*non_blocking=*/true);
+    if (m->device.is_cuda())
+        sync_stream(m->device);
+    m->pending = false;
+    const float *p = rows.data_ptr<float>();
+    for (int i = 0; i < heads; i++) {
+        *slots[i].rows = p;
+        p += n * slots[i].width;
+    }
+    sample_rows(m, hh, n, deterministic, epsilon, noise, out);
 }
 
 } // namespace
@@ -305,72 +433,13 @@ extern "C" int gb_torch_model_act_noise(gb_torch_model *m, const void *obs, int6
         return n == 0 ? 0 : gb_error_set(err, GB_EINVAL, "act: n = %lld", (long long)n);
     return gb_torch_guard(err, "act", [&] {
         torch::NoGradGuard no_grad;
-        Heads h = m->net->forward(obs_tensor(m, obs, n));
         if (m->device.is_cpu()) {
-            act_cpu(m, h, n, deterministic, epsilon, noise, out);
+            act_cpu(m, m->net->forward(obs_tensor(m, obs, n)), n, deterministic, epsilon, noise,
+                    out);
             return 0;
         }
-        const gb_torch_space &sp = m->space;
-        // continuous actions' standard-normal noise: the caller's, else drawn here
-        auto draw = [&](const torch::Tensor &like) {
-            return noise ? torch::from_blob(const_cast<float *>(noise), like.sizes(),
-                                            torch::kFloat32)
-                         : torch::randn(like.sizes(), m->gen);
-        };
-        torch::Tensor a, logp, value;
-        if (m->algo == GB_ALGO_DQN) {
-            torch::Tensor q = h.q.to(torch::kCPU).to(torch::kFloat32);
-            a = q.argmax(1);
-            if (!deterministic && epsilon > 0.0) {
-                torch::Tensor explore = torch::rand({n}, m->gen) < epsilon;
-                torch::Tensor rnd = torch::randint(0, sp.n_actions, {n}, m->gen,
-                                                   torch::TensorOptions().dtype(torch::kInt64));
-                a = torch::where(explore, rnd, a);
-            }
-            logp = torch::zeros({n});
-            value = std::get<0>(q.max(1));
-            if (out->q)
-                torch::from_blob(out->q, {n, sp.n_actions}, torch::kFloat32).copy_(q);
-        } else if (m->algo == GB_ALGO_PPO && sp.discrete) {
-            torch::Tensor logits = h.logits.to(torch::kCPU).to(torch::kFloat32);
-            if (deterministic) {
-                a = logits.argmax(1);
-            } else {
-                // A row whose logits are not finite (an environment's NaN observation) would
-                // make multinomial throw and fail the whole batch, every actor's rows with it:
-                // it is sampled uniformly instead and keeps its non-finite log-probability, so
-                // its chunk is refused at the trainer (gb_chunk_nonfinite) and counted.
-                torch::Tensor finite = torch::isfinite(logits).all(1, true);
-                torch::Tensor usable = torch::where(finite, logits, torch::zeros_like(logits));
-                a = torch::multinomial(torch::softmax(usable, -1), 1, true, m->gen).squeeze(1);
-            }
-            logp = categorical_logp(logits, a);
-            value = h.value.to(torch::kCPU).to(torch::kFloat32);
-        } else if (m->algo == GB_ALGO_PPO) {
-            torch::Tensor mean = h.mean.to(torch::kCPU).to(torch::kFloat32);
-            torch::Tensor ls = h.log_std.to(torch::kCPU).to(torch::kFloat32);
-            a = deterministic ? mean : mean + torch::exp(ls) * draw(mean);
-            logp = gaussian_logp(mean, ls, a);
-            value = h.value.to(torch::kCPU).to(torch::kFloat32);
-        } else {
-            torch::Tensor mean = h.mean.to(torch::kCPU).to(torch::kFloat32);
-            torch::Tensor ls = h.log_std.to(torch::kCPU).to(torch::kFloat32);
-            torch::Tensor u = deterministic ? mean : mean + torch::exp(ls) * draw(mean);
-            torch::Tensor scale = m->act_scale.to(torch::kCPU);
-            a = torch::tanh(u) * scale + m->act_bias.to(torch::kCPU);
-            logp = squashed_logp(mean, ls, u, scale);
-            value = torch::zeros({n});
-        }
-        if (out->action) {
-            if (sp.discrete)
-                torch::from_blob(out->action, {n}, torch::kInt64).copy_(a);
-            else
-                torch::from_blob(out->action, {n, sp.action_dim}, torch::kFloat32).copy_(a);
-        }
-        if (out->logp)
-            torch::from_blob(out->logp, {n}, torch::kFloat32).copy_(logp);
-        if (out->value)
-            torch::from_blob(out->value, {n}, torch::kFloat32).copy_(value);
+        Heads h = m->net->forward(obs_staged(m, obs, n));
+        act_device(m, h, n, deterministic, epsilon, noise, out);
         return 0;
     });
 }
@@ -425,10 +494,28 @@ extern "C" int gb_torch_model_import(gb_torch_model *m, const void *buf, size_t 
     }
     return gb_torch_guard(err, "import", [&] {
         torch::NoGradGuard no_grad;
-        for (size_t i = 0; i < m->layout.size(); i++) {
-            const gb_param_entry &p = m->layout[i];
-            torch::Tensor &t = m->tensors[i];
-            t.copy_(torch::from_blob((char *)buf + p.offset, t.sizes(), t.scalar_type()));
+        if (m->device.is_cpu()) {
+            for (size_t i = 0; i < m->layout.size(); i++) {
+                const gb_param_entry &p = m->layout[i];
+                torch::Tensor &t = m->tensors[i];
+                t.copy_(torch::from_blob((char *)buf + p.offset, t.sizes(), t.scalar_type()));
+            }
+        } else {
+            // one host -> device copy of the whole blob, then device-side copies from its views
+            if (!m->param_dev.defined())
+                m->param_dev = torch::empty({(int64_t)m->total},
+                                            torch::TensorOptions().dtype(torch::kUInt8)
+                                                .device(m->device));
+            m->param_dev.copy_(torch::from_blob(const_cast<void *>(buf), {(int64_t)len},
+                                                torch::kUInt8));
+            for (size_t i = 0; i < m->layout.size(); i++) {
+                const gb_param_entry &p = m->layout[i];
+                torch::Tensor &t = m->tensors[i];
+                int64_t bytes = t.numel() * (int64_t)t.element_size();
+                t.copy_(m->param_dev.narrow(0, (int64_t)p.offset, bytes)
+                            .view(t.scalar_type())
+                            .view(t.sizes()));
+            }
         }
         m->net->refresh_precision(); // once a swap, not per batch
         m->version = version;
