@@ -1,23 +1,113 @@
-#!/bin/sh
-# tests/gpu/run_on_device.sh: the GPU runs of the kernels issue, on a machine with a GPU, from the
-# project root: build the kernels, their tests and the gearbox command (Release, sm_90 unless
-# CUDA_ARCH says otherwise, no libtorch), run the CPU-reference and GPU tests, then
-# `gearbox bench kernels --json`. Figures go to ${OUT:-build-gpu}/kernels-bench.jsonl, the test
-# log to kernels-tests.log beside it. Uses ../shared/device-kit's .device-kit/ when present.
-set -eu
-out=${OUT:-build-gpu}
+#!/usr/bin/env bash
+# tests/gpu/run_on_device.sh STAGE...: every device run of the GPU issue, on a machine with a GPU,
+# from the project root, in stages that each fit one device command (10 minutes):
+#   build  configure and build gearbox (Release, libtorch, CUDA_ARCH or sm_90) in build-gpu
+#   tests  the GPU tests (ctest label gpu, but the learning runs) and the kernels' CPU references
+#   learn  PPO, DQN and SAC with trainer and policy on cuda to their cpu thresholds (run_gpu_*)
+#   bench  gearbox bench kernels --json; gearbox bench replay --case global_select --json
+#   ppo    configs/cartpole_ppo.yaml to solve, on the cpu, then trainer and policy on cuda
+#   breakout  configs/breakout_dqn.yaml for BREAKOUT_S seconds (default 150) with a replay of
+#          95000 chunks (10.7 GB of frames), on the cpu, then with cuda
+# Everything goes to ${OUT:-build-gpu/out}: a log per stage, the JSON of the benches, the runs'
+# summary.json and metrics.csv. Uses .device-kit/ (../shared/device-kit/prepare, plus
+# tests/gpu/kit_extras.sh for the packages the kit lacks) when present.
+set -uo pipefail
+out=${OUT:-build-gpu/out}
 mkdir -p "$out"
-if [ -f .device-kit/env.sh ]; then . .device-kit/env.sh; fi
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DGEARBOX_TORCH=OFF \
-  -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" >"$out/kernels-configure.log" 2>&1 ||
-  { tail -40 "$out/kernels-configure.log"; exit 1; }
-cmake --build build-gpu -j"$(nproc)" --target gearbox test_select_cpu test_gather_cpu \
-  test_gather_plan test_kernels_nodevice test_gpu_kernels test_gpu_replay
-nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current \
-  --format=csv >"$out/kernels-device.txt" 2>&1 || true
+if [ -f .device-kit/env.sh ]; then source .device-kit/env.sh; fi
+nproc=$(nproc)
 rc=0
-ctest --test-dir build-gpu -R 'test_(select_cpu|gather_cpu|gather_plan|kernels_nodevice|gpu_kernels|gpu_replay)$' \
-  --output-on-failure -V >"$out/kernels-tests.log" 2>&1 || rc=$?
-grep -E "^[0-9]+/[0-9]+ Test|tests passed|checks|boundary|chi-square" "$out/kernels-tests.log" || true
-build-gpu/gearbox bench kernels --json | tee "$out/kernels-bench.jsonl"
+
+stage_build() {
+  # c10d's ProcessGroupGloo header includes Gloo's: Debian's, only where the wheel has none
+  local ti
+  ti=$(python3 -c 'import torch.utils.cpp_extension as c; print(c.include_paths()[0])' 2>/dev/null)
+  if [ -n "$ti" ] && [ ! -d "$ti/gloo" ] && ls .device-kit/debs/fallback/libgloo-dev_*.deb >/dev/null 2>&1; then
+    dpkg -x .device-kit/debs/fallback/libgloo-dev_*.deb /opt/gbgloo
+    export CPATH=${CPATH:+$CPATH:}/opt/gbgloo/usr/include
+    echo "build: Gloo's headers from Debian (none in $ti)"
+  fi
+  nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current \
+    --format=csv >"$out/device.txt" 2>&1
+  lscpu | grep -E "Model name|^CPU\(s\)" >>"$out/device.txt"
+  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" \
+    >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; return 1; }
+  cmake --build build-gpu -j"$nproc" >"$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; return 1; }
+  echo "build: done"
+}
+
+stage_tests() {
+  ctest --test-dir build-gpu -L gpu -E '^run_gpu_' --output-on-failure -V >"$out/tests-gpu.log" 2>&1 || rc=1
+  ctest --test-dir build-gpu -R 'test_(select_cpu|gather_cpu|gather_plan|kernels_nodevice|learning_prefetch)$' \
+    --output-on-failure >"$out/tests-cpu-refs.log" 2>&1 || rc=1
+  grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|tests failed|apart against|ms/step|checks|skipped" \
+    "$out/tests-gpu.log" "$out/tests-cpu-refs.log" | head -80
+}
+
+stage_learn() {
+  ctest --test-dir build-gpu -R '^run_gpu_' --output-on-failure -V >"$out/tests-learn.log" 2>&1 || rc=1
+  grep -E "Test +#|exit [0-9]+, |passed|failed|skipped" "$out/tests-learn.log" | head -40
+  mkdir -p "$out/learn-runs"
+  for d in build-gpu/tests/gpu/runs/*/run; do
+    n=$(basename "$(dirname "$d")")
+    cp "$d/summary.json" "$out/learn-runs/$n-summary.json" 2>/dev/null
+    cp "$d/metrics.csv" "$out/learn-runs/$n-metrics.csv" 2>/dev/null
+  done
+}
+
+stage_bench() {
+  build-gpu/gearbox bench kernels --json >"$out/bench-kernels.jsonl" 2>"$out/bench-kernels.log" || rc=1
+  cat "$out/bench-kernels.jsonl"
+  build-gpu/gearbox bench replay --case global_select --json >"$out/bench-global-select.jsonl" \
+    2>"$out/bench-global-select.log" || rc=1
+  cat "$out/bench-global-select.jsonl"
+}
+
+# run NAME CONFIG SETTINGS...: one gearbox run into $out/runs/NAME, timed from start to exit.
+run() {
+  local name=$1 config=$2; shift 2
+  local dir="$out/runs/$name" sets=()
+  for s in "$@"; do sets+=(--set "$s"); done
+  rm -rf "$dir"; mkdir -p "$(dirname "$dir")"
+  local t0=$(date +%s%N)
+  build-gpu/gearbox run "$config" --run-dir "$dir" "${sets[@]}" >"$out/$name.log" 2>&1
+  local code=$?
+  local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  printf '{"run": "%s", "exit": %d, "process_ms": %d, "summary": %s}\n' "$name" "$code" \
+    "$ms" "$(cat "$dir/summary.json" 2>/dev/null || echo null)" \
+    | tee -a "$out/runs.jsonl"
+}
+
+stage_ppo() {
+  run ppo_cpu configs/cartpole_ppo.yaml
+  run ppo_cuda configs/cartpole_ppo.yaml trainer.device=cuda policy.device=cuda
+  run ppo_cuda_staged configs/cartpole_ppo.yaml trainer.device=cuda policy.device=cuda \
+    trainer.collect=cpu_staged
+}
+
+stage_breakout() {
+  local s=${BREAKOUT_S:-150}
+  local common=(experiment.max_seconds=$s trainer.replay.capacity=95000 launch.stop_timeout_s=120
+                trainer.checkpoint_every_s=0)
+  run breakout_cpu configs/breakout_dqn.yaml "${common[@]}"
+  run breakout_cuda configs/breakout_dqn.yaml "${common[@]}" trainer.device=cuda policy.device=cuda
+  # collection against the training step, from the trainer's rows of metrics.csv
+  for r in breakout_cpu breakout_cuda; do
+    python3 - "$out/runs/$r/metrics.csv" "$r" <<'EOF' | tee -a "$out/runs.jsonl"
+import csv, json, math, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r.get("collect_share")]
+def col(k):
+    v = [float(r[k]) for r in rows if r.get(k) not in (None, "") and not math.isnan(float(r[k]))]
+    v.sort()
+    return {"p50": v[len(v) // 2], "max": v[-1], "n": len(v)} if v else None
+print(json.dumps({"run": sys.argv[2], "collect_ms": col("collect_ms"), "train_ms": col("train_ms"),
+                  "collect_share": col("collect_share")}))
+EOF
+  done
+}
+
+for stage in "$@"; do
+  echo "== $stage"
+  "stage_$stage" || rc=1
+done
 exit $rc
