@@ -501,6 +501,9 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
 {
     batch_slot *s = &L->slot[L->cur];
     if (stop && !L->group) {
+        gb_error e = {0};
+        if (L->kctx && gb_kernels_sync(L->kctx, &e)) /* its gather may still read the tables */
+            GB_WARN("learning: at stop: %s", e.msg);
         for (int i = 0; i < 2; i++) { /* a prefetched batch */
             gb_replay_release(L->replay, &L->slot[i].sel);
             L->slot[i].live = 0;
