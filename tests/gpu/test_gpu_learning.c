@@ -5,7 +5,8 @@
  * trainer.device cuda for trainer.collect gpu_zero_copy and cpu_staged, each with and without
  * prefetch. Checked: the initial parameters are equal; every step's loss is within 1e-3
  * (relative) of the cpu's; at the end the distance between the cuda and cpu parameters is under
- * 5 % of how far the cpu's moved (wrong rows would make it about 100 %); the collection was
+ * 5 % of how far the cpu's moved (wrong rows would make it about 100 %; frames through the CNN:
+ * 2e-2 and 25 %, for cuDNN's TF32 convolutions); the collection was
  * timed. Then weighted, uniform and top-k replays train on the GPU's selectors. Prints each
  * run's collection and step times. Exits 77 without a CUDA device.
  * usage: test_gpu_learning CONFIG... */
@@ -147,18 +148,21 @@ static void compare(const char *what, const run_out *cpu, const run_out *gpu)
         return;
     CHECK_MSG(memcmp(cpu->initial, gpu->initial, cpu->nparams * 4) == 0,
               "%s: the initial parameters differ", what);
+    /* cuDNN's convolutions run in TF32 by default (10-bit mantissas): frames get looser bounds */
+    int frames = space.obs_dtype == GB_DTYPE_UINT8;
+    double loss_tol = frames ? 2e-2 : 1e-3, param_tol = frames ? 0.25 : 0.05;
     for (int k = 0; k < STEPS; k++)
-        CHECK_MSG(fabs(gpu->loss[k] - cpu->loss[k]) <= 1e-3 * (fabs(cpu->loss[k]) + 1e-3),
+        CHECK_MSG(fabs(gpu->loss[k] - cpu->loss[k]) <= loss_tol * (fabs(cpu->loss[k]) + 1e-3),
                   "%s: step %d loss %.8g on the GPU, %.8g on the cpu", what, k, gpu->loss[k],
                   cpu->loss[k]);
     double moved = distance(cpu->params, cpu->initial, cpu->nparams);
     double apart = distance(gpu->params, cpu->params, cpu->nparams);
-    CHECK_MSG(moved > 0.0 && apart < 0.05 * moved,
+    CHECK_MSG(moved > 0.0 && apart < param_tol * moved,
               "%s: after %d steps the parameters are %.3g apart, the cpu's moved %.3g", what,
               STEPS, apart, moved);
     CHECK_MSG(gpu->collect_ms > 0.0, "%s: collection not timed", what);
-    printf("  %s: parameters %.2e apart against %.2e moved; losses within 1e-3\n", what, apart,
-           moved);
+    printf("  %s: parameters %.2e apart against %.2e moved; losses within %g\n", what, apart,
+           moved, loss_tol);
 }
 
 static void free_out(run_out *o)
