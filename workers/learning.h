@@ -18,14 +18,14 @@
  * go to device buffers, by GEAR's path (trainer.collect gpu_zero_copy: weighted, uniform and
  * top-k selection on the GPU over a device mirror of the priorities, then the gather kernel
  * reading the rows from the page-locked, mapped replay tables straight into device memory,
- * replay/gpu.h) or by the CPU-orchestrated one (cpu_staged: CPU selection and gather into pinned staging, one
- * host-to-device copy per column); the learner wraps them as device tensors without a copy.
- * The per-step scalars stay on the host, where the n-step and GAE code reads them. With
- * trainer.prefetch (auto: on with cuda) batch k+1 is selected and its collection enqueued on
- * a stream of its own before batch k trains, into a second set of buffers; the next selection
- * then does not see step k's priority updates, and its staleness floor is the one the learner
- * will have when it trains. A machine or build without CUDA refuses cuda (GB_EUNSUPPORTED,
- * saying which part is missing), never runs it on the host.
+ * replay/gpu.h) or by the CPU-orchestrated one (cpu_staged: CPU selection and gather into
+ * pinned staging, one host-to-device copy per column); the learner wraps them as device
+ * tensors without a copy. The per-step scalars stay on the host, where the n-step and GAE code
+ * reads them. With trainer.prefetch (auto: on with cuda) batch k+1 is selected and its
+ * collection enqueued on a stream of its own before batch k trains, into a second set of
+ * buffers; the next selection then does not see step k's priority updates, and its staleness
+ * floor is the one the learner will have when it trains. A machine or build without CUDA
+ * refuses cuda (GB_EUNSUPPORTED, saying which part is missing), never runs it on the host.
  * defines: gb_learning, gb_learning_opts, gb_learning_*, gb_learning_space */
 #ifndef GB_WORKERS_LEARNING_H
 #define GB_WORKERS_LEARNING_H
@@ -71,12 +71,12 @@ typedef struct gb_learning_opts {
 
 /* Creates the learner, the replay (trainer.replay, one column per chunk column, next_obs per
  * item) and the staging. With a group, the learner starts from rank 0's parameters (collective:
- * every rank creates its learning together). In inline mode no call waits, so the rate limiter's ratio must be
- * able to hold back the learner: a replay whose items are sampled more than once
- * (max_times_sampled 0) needs samples_per_insert > 0 (GB_EINVAL otherwise, naming the key).
- * Returns 0, GB_EUNSUPPORTED (cuda without a CUDA build, device or libtorch), GB_EINVAL, GB_ENOMEM or the learner's and
- * the replay's errors (GB_EINVAL / GB_ECORRUPT for a replay segment or model checkpoint of
- * another configuration). */
+ * every rank creates its learning together). In inline mode no call waits, so the rate
+ * limiter's ratio must be able to hold back the learner: a replay whose items are sampled more
+ * than once (max_times_sampled 0) needs samples_per_insert > 0 (GB_EINVAL otherwise, naming the
+ * key). Returns 0, GB_EUNSUPPORTED (cuda without a CUDA build, device or libtorch), GB_EINVAL,
+ * GB_ENOMEM or the learner's and the replay's errors (GB_EINVAL / GB_ECORRUPT for a replay
+ * segment or model checkpoint of another configuration). */
 int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *err);
 
 /* Frees everything (NULL: no-op). A thread still using the replay must be woken first

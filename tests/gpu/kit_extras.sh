@@ -3,7 +3,8 @@
 # Debian packages gearbox's build needs that the shared device kit does not carry: protobuf-c
 # (the TensorBoard event writer's library and its compiler, which the build runs) and what
 # protoc-c links; and, in debs/fallback/ (not unpacked by env.sh), Gloo's headers, which
-# run_on_device.sh adds only where PyTorch's libtorch does not ship its own. Run here (package registries reachable), before the first device command;
+# run_on_device.sh adds only where PyTorch's libtorch does not ship its own (2.15.0's wheel
+# ships none). Run here (package registries reachable), before the first device command;
 # .device-kit/env.sh unpacks every deb in debs/ there. CMake finds protoc-c through
 # CMAKE_PREFIX_PATH (the kit's prefix), the loader its libraries through LD_LIBRARY_PATH.
 set -euo pipefail
@@ -14,4 +15,5 @@ apt-get download libprotobuf-c-dev libprotobuf-c1 protobuf-c-compiler libprotoc3
   >/dev/null
 ls -l ./*protobuf* ./*protoc* | awk '{print "kit_extras:", $5, $9}'
 mkdir -p fallback
-(cd fallback && apt-get download libgloo-dev >/dev/null && ls -l ./*.deb | awk '{print "kit_extras:", $5, "fallback/" $9}')
+(cd fallback && apt-get download libgloo-dev >/dev/null &&
+  ls -l ./*.deb | awk '{print "kit_extras:", $5, "fallback/" $9}')

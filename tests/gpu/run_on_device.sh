@@ -22,13 +22,14 @@ stage_build() {
   # c10d's ProcessGroupGloo header includes Gloo's: Debian's, only where the wheel has none
   local ti
   ti=$(python3 -c 'import torch.utils.cpp_extension as c; print(c.include_paths()[0])' 2>/dev/null)
-  if [ -n "$ti" ] && [ ! -d "$ti/gloo" ] && ls .device-kit/debs/fallback/libgloo-dev_*.deb >/dev/null 2>&1; then
+  if [ -n "$ti" ] && [ ! -d "$ti/gloo" ] &&
+     ls .device-kit/debs/fallback/libgloo-dev_*.deb >/dev/null 2>&1; then
     dpkg -x .device-kit/debs/fallback/libgloo-dev_*.deb /opt/gbgloo
     export CPATH=${CPATH:+$CPATH:}/opt/gbgloo/usr/include
     echo "build: Gloo's headers from Debian (none in $ti)"
   fi
-  nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current \
-    --format=csv >"$out/device.txt" 2>&1
+  nvidia-smi --format=csv >"$out/device.txt" 2>&1 \
+    --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current
   lscpu | grep -E "Model name|^CPU\(s\)" >>"$out/device.txt"
   # first without libtorch (the kernels, their tests and benches: what runs even if the
   # libtorch build below fails), then everything
@@ -39,29 +40,36 @@ stage_build() {
       >"$out/build-k.log" 2>&1 || { tail -30 "$out/configure-k.log" "$out/build-k.log"; rc=1; }
   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" \
     >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; return 1; }
-  cmake --build build-gpu -j"$nproc" >"$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; return 1; }
+  cmake --build build-gpu -j"$nproc" >"$out/build.log" 2>&1 ||
+    { grep -E "error|Error" "$out/build.log" | head -40; return 1; }
   echo "build: done"
 }
 
 # the full build's gearbox, else the kernels-only one
-gb() { if [ -x build-gpu/gearbox ]; then build-gpu/gearbox "$@"; else build-gpu-k/gearbox "$@"; fi; }
+gb() {
+  if [ -x build-gpu/gearbox ]; then build-gpu/gearbox "$@"; else build-gpu-k/gearbox "$@"; fi
+}
 
 stage_tests() {
   if [ ! -x build-gpu/gearbox ]; then # the libtorch build failed: the kernels' tests at least
-    ctest --test-dir build-gpu-k -R 'test_(select_cpu|gather_cpu|gather_plan|kernels_nodevice|gpu_kernels|gpu_replay)$' \
-      --output-on-failure -V >"$out/tests-kernels.log" 2>&1 || rc=1
+    ctest --test-dir build-gpu-k --output-on-failure -V \
+      -R 'test_(select_cpu|gather_cpu|gather_plan|kernels_nodevice|gpu_kernels|gpu_replay)$' \
+      >"$out/tests-kernels.log" 2>&1 || rc=1
     grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|tests failed|chi-square" "$out/tests-kernels.log"
     return 1
   fi
-  ctest --test-dir build-gpu -L gpu -E '^run_gpu_' --output-on-failure -V >"$out/tests-gpu.log" 2>&1 || rc=1
-  ctest --test-dir build-gpu -R 'test_(select_cpu|gather_cpu|gather_plan|kernels_nodevice|learning_prefetch)$' \
-    --output-on-failure >"$out/tests-cpu-refs.log" 2>&1 || rc=1
+  ctest --test-dir build-gpu -L gpu -E '^run_gpu_' --output-on-failure -V \
+    >"$out/tests-gpu.log" 2>&1 || rc=1
+  ctest --test-dir build-gpu --output-on-failure \
+    -R 'test_(select_cpu|gather_cpu|gather_plan|kernels_nodevice|learning_prefetch)$' \
+    >"$out/tests-cpu-refs.log" 2>&1 || rc=1
   grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|tests failed|apart against|ms/step|checks|skipped" \
     "$out/tests-gpu.log" "$out/tests-cpu-refs.log" | head -80
 }
 
 stage_learn() {
-  ctest --test-dir build-gpu -R '^run_gpu_' --output-on-failure -V >"$out/tests-learn.log" 2>&1 || rc=1
+  ctest --test-dir build-gpu -R '^run_gpu_' --output-on-failure -V >"$out/tests-learn.log" 2>&1 ||
+    rc=1
   grep -E "Test +#|exit [0-9]+, |passed|failed|skipped" "$out/tests-learn.log" | head -40
   mkdir -p "$out/learn-runs"
   for d in build-gpu/tests/gpu/runs/*/run; do

@@ -265,7 +265,8 @@ static void test_selector_removals(void)
 static void test_collect(void)
 {
     gb_error err = {0};
-    gb_replay *r = make_replay(GB_SELECTOR_WEIGHTED, NULL); /* the CPU selector: collection is what is tested */
+    /* the CPU selector: collection is what is tested */
+    gb_replay *r = make_replay(GB_SELECTOR_WEIGHTED, NULL);
     fill(r);
     gb_kernels_ctx *ctx = NULL;
     OK(gb_kernels_ctx_create(0, NULL, &ctx, &err));

@@ -33,8 +33,8 @@ expect 2 "bench without name" "$gearbox" bench
 if ! nvidia-smi -L >/dev/null 2>&1; then
   expect 2 "run trainer.device=cuda" "$gearbox" run "$src/configs/cartpole_ppo.yaml" \
     --set trainer.device=cuda --set launch.mode=local --run-dir /tmp/gb_cli_run.$$
-  grep -Eq 'trainer.device: cuda: (no CUDA device is visible here|this gearbox was built without CUDA)' \
-    /tmp/gb_cli_out.$$ ||
+  want='trainer.device: cuda: (no CUDA device is visible here|this gearbox was built without CUDA)'
+  grep -Eq "$want" /tmp/gb_cli_out.$$ ||
     { failed=$((failed + 1)); echo "FAIL run trainer.device=cuda: no message naming the key"; }
   [ ! -e /tmp/gb_cli_run.$$ ] ||
     { failed=$((failed + 1)); echo "FAIL a refused run made its run directory"; }
