@@ -102,9 +102,12 @@ run() {
   mkdir -p "$out/runs/$name"
   cp -r "$dir/summary.json" "$dir/metrics.csv" "$dir/config.yaml" "$dir/logs" "$out/runs/$name/" \
     2>/dev/null
+  [ "$code" -eq 0 ] || rc=1
+  local summary
+  summary=$(python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))))' \
+    "$dir/summary.json" 2>/dev/null || echo null)
   printf '{"run": "%s", "exit": %d, "process_ms": %d, "summary": %s}\n' "$name" "$code" \
-    "$ms" "$(cat "$dir/summary.json" 2>/dev/null || echo null)" \
-    | tee -a "$out/runs.jsonl"
+    "$ms" "$summary" | tee -a "$out/runs.jsonl"
 }
 
 stage_ppo() {
@@ -122,6 +125,7 @@ stage_breakout() {
   run breakout_cuda configs/breakout_dqn.yaml "${common[@]}" trainer.device=cuda policy.device=cuda
   # collection against the training step, from the trainer's rows of metrics.csv
   for r in breakout_cpu breakout_cuda; do
+    [ -s "$out/runs/$r/metrics.csv" ] || continue
     python3 - "$out/runs/$r/metrics.csv" "$r" <<'EOF' | tee -a "$out/runs.jsonl"
 import csv, json, math, sys
 rows = [r for r in csv.DictReader(open(sys.argv[1])) if r.get("collect_share")]
