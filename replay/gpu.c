@@ -1,5 +1,6 @@
-/* replay/gpu.c: the replay's GPU path: the device-mirror weighted selector and zero-copy
- * collection (see replay/gpu.h). Built on the public replay API and kernels/kernels.h only. */
+/* replay/gpu.c: the replay's GPU path: the device-mirror selectors (weighted, uniform,
+ * top-k) and zero-copy collection (see replay/gpu.h). Built on the public replay API and
+ * kernels/kernels.h only. */
 #include "replay/gpu.h"
 
 #include <float.h>
@@ -9,9 +10,11 @@
 
 #include "runtime/log.h"
 
-/* ---- weighted selector ------------------------------------------------------------------------ */
+/* ---- selectors ------------------------------------------------------------------------------ */
 
-typedef struct gpu_weighted {
+/* What the GPU selectors share: a device mirror of one float per slot, kept in step by the
+ * scatter kernel from changes queued on the host. */
+typedef struct gpu_mirror {
     gb_kernels_ctx *ctx;
     gb_selector_kind kind; /* WEIGHTED, UNIFORM (the mirror holds 1 per item) or TOPK */
     double alpha;
@@ -26,11 +29,11 @@ typedef struct gpu_weighted {
     float *d_prob, *h_prob;
     int64_t out_cap;
     int failed; /* a callback failed: selections return nothing until the selector is recreated */
-} gpu_weighted;
+} gpu_mirror;
 
-static void gpu_weighted_destroy(void *self)
+static void gpu_mirror_destroy(void *self)
 {
-    gpu_weighted *w = self;
+    gpu_mirror *w = self;
     if (!w)
         return;
     gb_kernels_ctx_destroy(w->ctx); /* waits for the stream before the buffers go */
@@ -46,13 +49,13 @@ static void gpu_weighted_destroy(void *self)
     free(w);
 }
 
-static int gpu_weighted_create(void **self, const gb_replay_options *o, const gb_replay_status *st,
+static int gpu_mirror_create(void **self, const gb_replay_options *o, const gb_replay_status *st,
                                gb_error *err)
 {
     *self = NULL;
-    gpu_weighted *w = calloc(1, sizeof *w);
+    gpu_mirror *w = calloc(1, sizeof *w);
     if (!w)
-        return gb_error_set(err, GB_ENOMEM, "GPU weighted selector: out of memory");
+        return gb_error_set(err, GB_ENOMEM, "GPU selector: out of memory");
     w->kind = o->selector;
     w->alpha = w->kind == GB_SELECTOR_WEIGHTED ? o->alpha : 1.0;
     w->capacity = o->capacity;
@@ -68,23 +71,23 @@ static int gpu_weighted_create(void **self, const gb_replay_options *o, const gb
         (rc = gb_kernels_ctx_reserve(w->ctx, o->capacity, 0, o->capacity, err)) ||
         (rc = gb_kernels_sync(w->ctx, err))) {
         gb_error_prefix(err, "GPU selector");
-        gpu_weighted_destroy(w);
+        gpu_mirror_destroy(w);
         return rc;
     }
     *self = w;
     return 0;
 }
 
-static void fail(gpu_weighted *w, const gb_error *err)
+static void fail(gpu_mirror *w, const gb_error *err)
 {
     if (!w->failed)
-        GB_ERROR("GPU weighted selector: %s (selections return nothing from now on)", err->msg);
+        GB_ERROR("GPU selector: %s (selections return nothing from now on)", err->msg);
     w->failed = 1;
 }
 
 /* Enqueues the queued changes: two uploads and one scatter. The pinned queue may be refilled only
  * after the next successful gb_kernels_sync (then npend goes back to 0). */
-static int flush_enqueue(gpu_weighted *w, gb_error *err)
+static int flush_enqueue(gpu_mirror *w, gb_error *err)
 {
     if (w->npend == 0)
         return 0;
@@ -97,7 +100,7 @@ static int flush_enqueue(gpu_weighted *w, gb_error *err)
     return 0;
 }
 
-static void queue(gpu_weighted *w, int64_t idx, float value)
+static void queue(gpu_mirror *w, int64_t idx, float value)
 {
     if (w->failed)
         return;
@@ -119,17 +122,18 @@ static float as_mirror(double priority)
     return priority > FLT_MAX ? FLT_MAX : (float)priority;
 }
 
-static void gpu_weighted_set(void *self, int64_t idx, double priority)
+static void gpu_mirror_set(void *self, int64_t idx, double priority)
 {
-    gpu_weighted *w = self;
+    gpu_mirror *w = self;
     queue(w, idx, w->kind == GB_SELECTOR_UNIFORM ? 1.0f : as_mirror(priority));
 }
 
-static void gpu_uniform_update(void *self, int64_t idx, double priority) {}
+/* uniform: a priority update leaves the item's 1 as it is */
+static void gpu_mirror_keep(void *self, int64_t idx, double priority) {}
 
-static void gpu_weighted_remove(void *self, int64_t idx) { queue(self, idx, 0.0f); }
+static void gpu_mirror_remove(void *self, int64_t idx) { queue(self, idx, 0.0f); }
 
-static int grow_outputs(gpu_weighted *w, int64_t n, gb_error *err)
+static int grow_outputs(gpu_mirror *w, int64_t n, gb_error *err)
 {
     if (n <= w->out_cap)
         return 0;
@@ -153,7 +157,7 @@ static int grow_outputs(gpu_weighted *w, int64_t n, gb_error *err)
 static int64_t gpu_weighted_select(void *self, const gb_replay_status *st, int64_t n, gb_rng *rng,
                                    int64_t *idx, double *prob)
 {
-    gpu_weighted *w = self;
+    gpu_mirror *w = self;
     gb_error err = {0};
     if (w->failed || n <= 0)
         return 0;
@@ -194,7 +198,7 @@ failed:
 static int64_t gpu_topk_select(void *self, const gb_replay_status *st, int64_t n, gb_rng *rng,
                                int64_t *idx, double *prob)
 {
-    gpu_weighted *w = self;
+    gpu_mirror *w = self;
     gb_error err = {0};
     if (w->failed || n <= 0)
         return 0;
@@ -219,7 +223,7 @@ static int64_t gpu_topk_select(void *self, const gb_replay_status *st, int64_t n
  * reads the host status instead, O(size) (once per global selection, not per draw). */
 static double gpu_weighted_total(void *self, const gb_replay_status *st)
 {
-    const gpu_weighted *w = self;
+    const gpu_mirror *w = self;
     double total = 0;
     for (int64_t k = 0; k < st->size; k++) {
         double p = st->priority[st->live[k]];
@@ -229,19 +233,19 @@ static double gpu_weighted_total(void *self, const gb_replay_status *st)
 }
 
 static const gb_replay_selector_ops gpu_weighted_ops = {
-    "weighted-gpu",      1, gpu_weighted_create, gpu_weighted_destroy, gpu_weighted_set,
-    gpu_weighted_remove, gpu_weighted_set,       gpu_weighted_select, gpu_weighted_total,
+    "weighted-gpu",    1, gpu_mirror_create, gpu_mirror_destroy, gpu_mirror_set,
+    gpu_mirror_remove, gpu_mirror_set,    gpu_weighted_select, gpu_weighted_total,
 };
 
 /* Uniform: the weighted draw over a mirror of ones (committed items 1, the rest 0). */
 static const gb_replay_selector_ops gpu_uniform_ops = {
-    "uniform-gpu",       1, gpu_weighted_create, gpu_weighted_destroy, gpu_weighted_set,
-    gpu_weighted_remove, gpu_uniform_update,     gpu_weighted_select,  NULL,
+    "uniform-gpu",     1, gpu_mirror_create, gpu_mirror_destroy, gpu_mirror_set,
+    gpu_mirror_remove, gpu_mirror_keep,   gpu_weighted_select, NULL,
 };
 
 static const gb_replay_selector_ops gpu_topk_ops = {
-    "topk-gpu",          0, gpu_weighted_create, gpu_weighted_destroy, gpu_weighted_set,
-    gpu_weighted_remove, gpu_weighted_set,       gpu_topk_select,      NULL,
+    "topk-gpu",        0, gpu_mirror_create, gpu_mirror_destroy, gpu_mirror_set,
+    gpu_mirror_remove, gpu_mirror_set,    gpu_topk_select,     NULL,
 };
 
 const gb_replay_selector_ops *gb_replay_gpu_selector(gb_selector_kind kind)

@@ -101,7 +101,10 @@ int gb_learning_space(const gb_env_spec *spec, gb_torch_space *space, gb_error *
 
 static int on_device(const gb_learning *L, int c)
 {
-    return L->cuda && (c == GB_CHUNK_OBS || c == GB_CHUNK_NEXT_OBS);
+    for (int i = 0; L->cuda && i < NDEV; i++)
+        if (device_cols[i] == c)
+            return 1;
+    return 0;
 }
 
 /* The host destinations of a slot (every column on the cpu; the small ones with cuda). */

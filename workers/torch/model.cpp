@@ -399,14 +399,14 @@ void act_device(gb_torch_model *m, const Heads &h, int64_t n, int deterministic,
     HostHeads hh;
     HeadSlot slots[3];
     int heads = used_heads(m, h, hh, slots);
-    std::vector<torch::Tensor> parts; // [n * width] each
+    torch::Tensor parts[3]; // [n * width] each
     for (int i = 0; i < heads; i++) {
         const torch::Tensor &t = *slots[i].t;
         if (!t.defined() || t.numel() != n * slots[i].width)
             throw std::runtime_error("act: a network head of an unexpected shape");
-        parts.push_back(t.to(torch::kFloat32).reshape({-1}));
+        parts[i] = t.to(torch::kFloat32).reshape({-1});
     }
-    torch::Tensor packed = parts.size() == 1 ? parts[0] : torch::cat(parts); // [n * W]
+    torch::Tensor packed = heads == 1 ? parts[0] : torch::cat(at::TensorList(parts, heads));
     int64_t count = packed.numel();
     reserve(m->out_pinned, count, torch::kFloat32, torch::Device(torch::kCPU),
             m->device.is_cuda());
