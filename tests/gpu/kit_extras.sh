@@ -8,6 +8,10 @@
 # .device-kit/env.sh unpacks every deb in debs/ there. CMake finds protoc-c through
 # CMAKE_PREFIX_PATH (the kit's prefix), the loader its libraries through LD_LIBRARY_PATH.
 set -euo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 kit=.device-kit/debs
 [ -d "$kit" ] || { echo "kit_extras: no $kit: run ../shared/device-kit/prepare first" >&2; exit 1; }
 cd "$kit"

@@ -12,6 +12,16 @@
 # summary.json and metrics.csv. Uses .device-kit/ (../shared/device-kit/prepare, plus
 # tests/gpu/kit_extras.sh for the packages the kit lacks) when present.
 set -uo pipefail
+if [ $# -eq 0 ] || [ "$1" = --help ] || [ "$1" = -h ]; then
+  sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'
+  [ $# -eq 0 ] && exit 2 || exit 0
+fi
+for stage in "$@"; do
+  case $stage in
+    build|tests|learn|bench|ppo|breakout) ;;
+    *) echo "run_on_device.sh: no stage '$stage' (see --help)" >&2; exit 2 ;;
+  esac
+done
 out=${OUT:-build-gpu/out}
 mkdir -p "$out"
 if [ -f .device-kit/env.sh ]; then source .device-kit/env.sh; fi
