@@ -1,4 +1,5 @@
-# Outside libraries: ZeroMQ, msgpack-c, libyaml, protobuf-c through pkg-config; libtorch through find_package.
+# Outside libraries: ZeroMQ, msgpack-c, libyaml, protobuf-c, Jansson through pkg-config; libtorch
+# through find_package.
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq>=4.3)
@@ -7,6 +8,9 @@ pkg_check_modules(YAML REQUIRED IMPORTED_TARGET yaml-0.1)
 # TensorBoard event files (runtime/tensorboard.proto): protobuf-c's library and its compiler
 pkg_check_modules(PROTOBUF_C REQUIRED IMPORTED_TARGET libprotobuf-c)
 find_program(GEARBOX_PROTOC_C protoc-c REQUIRED)
+# JSON that gearbox reads back (summaries, benchmark results, eval reports): Jansson, a strict
+# parser with line and column in its errors
+pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson>=2.13)
 
 set(GEARBOX_HAVE_TORCH OFF)
 if(GEARBOX_TORCH)

@@ -8,6 +8,7 @@ packages=(
   # build
   build-essential cmake pkg-config git
   libzmq3-dev libmsgpack-dev libyaml-dev libtorch-dev
+  libjansson-dev  # JSON that gearbox reads back (summaries, benchmark results)
   # the trainers' process group (workers/torch/group.cpp): c10d's ProcessGroupGloo header
   # includes Gloo's headers, which Debian ships apart from libtorch-dev
   libgloo-dev
