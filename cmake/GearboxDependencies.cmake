@@ -5,7 +5,7 @@ find_package(Threads REQUIRED)
 pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq>=4.3)
 pkg_search_module(MSGPACK REQUIRED IMPORTED_TARGET msgpack-c msgpack)
 pkg_check_modules(YAML REQUIRED IMPORTED_TARGET yaml-0.1)
-# TensorBoard event files (runtime/tensorboard.proto): protobuf-c's library and its compiler
+# TensorBoard event files (runtime/run/tensorboard.proto): protobuf-c's library and its compiler
 pkg_check_modules(PROTOBUF_C REQUIRED IMPORTED_TARGET libprotobuf-c)
 find_program(GEARBOX_PROTOC_C protoc-c REQUIRED)
 # JSON that gearbox reads back (summaries, benchmark results, eval reports): Jansson, a strict

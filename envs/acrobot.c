@@ -5,8 +5,8 @@
  * Gymnasium draws the start state in float64 and stores it as float32; so does this.
  * render: 300 x 300, both links hanging from the pivot and the goal line one link above it. */
 #include "envs/builtin.h"
-#include "envs/draw.h"
-#include "runtime/rng.h"
+#include "envs/canvas.h"
+#include "runtime/base/rng.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * is lost or every brick is gone; time limit 10000 steps. render() gives the frame as RGB.
  * args: paddle_width (4..40 pixels, default 12). */
 #include "envs/builtin.h"
-#include "runtime/rng.h"
+#include "runtime/base/rng.h"
 
 #include <math.h>
 #include <stdlib.h>

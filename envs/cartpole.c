@@ -4,8 +4,8 @@
  * args: sutton_barto_reward (0/1: reward 0 per step and -1 at termination).
  * render: 400 x 300, the cart on its track and the pole, as Gymnasium draws it (scaled). */
 #include "envs/builtin.h"
-#include "envs/draw.h"
-#include "runtime/rng.h"
+#include "envs/canvas.h"
+#include "runtime/base/rng.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 /* envs/check.c: the environment checker behind `gearbox env check` (see check.h). */
 #include "envs/check.h"
 #include "envs/host.h"
-#include "runtime/clock.h"
-#include "runtime/rng.h"
+#include "runtime/base/clock.h"
+#include "runtime/base/rng.h"
 
 #include <errno.h>
 #include <math.h>

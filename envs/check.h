@@ -9,7 +9,7 @@
 #define GB_ENVS_CHECK_H
 
 #include "envs/env.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -25,7 +25,7 @@
  *     resets it. An agent done before the others keeps receiving observations (the env's
  *     choice of what to show) and reward 0, and does not act.
  *
- * What gearbox's host does around these calls (envs/ring.c, workers/acting.c, workers/worker.c),
+ * What gearbox's host does around these calls (envs/ring.c, workers/roles/acting.c, workers/roles/worker.c),
  * which a plugin may rely on and must allow for:
  *
  *   - Multi-agent done flags: the ring ends a copy's episode on the step where every agent's

@@ -17,7 +17,7 @@ _Static_assert((int)GB_ENV_FLOAT32 == (int)GB_DTYPE_FLOAT32 &&
                    (int)GB_ENV_INT32 == (int)GB_DTYPE_INT32 && (int)GB_ENV_INT64 == (int)GB_DTYPE_INT64 &&
                    (int)GB_ENV_UINT8 == (int)GB_DTYPE_UINT8 &&
                    (int)GB_ENV_UINT16 == (int)GB_DTYPE_UINT16,
-               "env.h dtype codes must equal runtime/dtype.h's");
+               "env.h dtype codes must equal runtime/base/dtype.h's");
 
 gb_dtype gb_env_dtype_to_gb(int32_t env_dtype)
 {

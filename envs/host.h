@@ -10,9 +10,9 @@
 #define GB_ENVS_HOST_H
 
 #include "envs/env.h"
-#include "runtime/config.h"
-#include "runtime/dtype.h"
-#include "runtime/error.h"
+#include "runtime/config/config.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/error.h"
 
 #include <stddef.h>
 

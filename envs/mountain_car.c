@@ -6,8 +6,8 @@
  * args: goal_velocity (both; default 0).
  * render: 400 x 300, the hill y = sin(3x), the car on it and the flag at the goal. */
 #include "envs/builtin.h"
-#include "envs/draw.h"
-#include "runtime/rng.h"
+#include "envs/canvas.h"
+#include "runtime/base/rng.h"
 
 #include <math.h>
 #include <stdlib.h>

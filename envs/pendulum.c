@@ -5,8 +5,8 @@
  * args: g (gravity, default 10.0).
  * render: 300 x 300, the rod from its pivot (theta = 0 points up) and a bar for the last torque. */
 #include "envs/builtin.h"
-#include "envs/draw.h"
-#include "runtime/rng.h"
+#include "envs/canvas.h"
+#include "runtime/base/rng.h"
 
 #include <math.h>
 #include <stdlib.h>

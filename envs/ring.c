@@ -1,7 +1,7 @@
 /* envs/ring.c: the environment ring (see ring.h). */
 #include "envs/ring.h"
 #include "envs/host.h"
-#include "runtime/rng.h"
+#include "runtime/base/rng.h"
 
 #include <stdlib.h>
 #include <string.h>

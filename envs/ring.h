@@ -26,7 +26,7 @@
 #define GB_ENVS_RING_H
 
 #include "envs/env.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 #include <stdint.h>
 

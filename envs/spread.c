@@ -10,8 +10,8 @@
  * render: 300 x 300 showing [-2, 2]^2: landmarks as grey dots, agents as coloured discs of their
  * collision radius (the acting agent ringed in black when turn-based). */
 #include "envs/builtin.h"
-#include "envs/draw.h"
-#include "runtime/rng.h"
+#include "envs/canvas.h"
+#include "runtime/base/rng.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* launch/cli.c: parsing CONFIG [--set key=value ...] and run's flags (see cli.h). */
 #include "launch/cli.h"
 #include "launch/commands.h"
-#include "runtime/config.h"
+#include "runtime/config/config.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* launch/cmd_bench.c: `gearbox bench NAME [--json]`: dispatch to the benchmarks in bench.h. */
-#include "launch/bench.h"
+#include "launch/bench/bench.h"
 #include "launch/commands.h"
 
 #include <stdio.h>

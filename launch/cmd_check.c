@@ -5,9 +5,9 @@
 #include "envs/host.h"
 #include "launch/cli.h"
 #include "launch/commands.h"
-#include "runtime/config.h"
-#include "workers/learning.h" /* gb_torch_space */
-#include "workers/worker.h"
+#include "runtime/config/config.h"
+#include "workers/roles/learning.h" /* gb_torch_space */
+#include "workers/roles/worker.h"
 
 #include <stdio.h>
 #include <string.h>

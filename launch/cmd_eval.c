@@ -9,10 +9,10 @@
 #include "envs/host.h"
 #include "launch/commands.h"
 #include "launch/video.h"
-#include "runtime/config.h"
-#include "runtime/rundir.h"
-#include "workers/checkpoint.h"
-#include "workers/learning.h"
+#include "runtime/config/config.h"
+#include "runtime/run/rundir.h"
+#include "workers/roles/checkpoint_set.h"
+#include "workers/roles/learning.h"
 #include "workers/torch/bridge.h"
 
 #include <math.h>

@@ -9,11 +9,11 @@
  * defines: gb_cmd_join */
 #include "launch/commands.h"
 
-#include "runtime/config.h"
-#include "runtime/curve.h"
-#include "runtime/endpoint.h"
-#include "runtime/registry.h"
-#include "runtime/wire.h"
+#include "runtime/config/config.h"
+#include "runtime/streams/curve.h"
+#include "runtime/streams/endpoint.h"
+#include "runtime/streams/registry.h"
+#include "runtime/streams/wire.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -6,10 +6,10 @@
 #include "launch/cli.h"
 #include "launch/run_local.h"
 #include "launch/commands.h"
-#include "runtime/rundir.h"
-#include "runtime/config.h"
-#include "runtime/log.h"
-#include "workers/inline.h"
+#include "runtime/run/rundir.h"
+#include "runtime/config/config.h"
+#include "runtime/base/log.h"
+#include "workers/roles/inline.h"
 
 #include <signal.h>
 #include <stdio.h>

@@ -5,11 +5,11 @@
 #include "launch/cli.h"
 #include "launch/commands.h"
 #include "replay/replay.h"
-#include "runtime/clock.h"
-#include "runtime/config.h"
-#include "runtime/curve.h"
-#include "runtime/log.h"
-#include "workers/server.h"
+#include "runtime/base/clock.h"
+#include "runtime/config/config.h"
+#include "runtime/streams/curve.h"
+#include "runtime/base/log.h"
+#include "workers/server/server.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -53,7 +53,7 @@ static void serve_usage(FILE *out)
     fprintf(out,
             "usage: gearbox serve CONFIG.yaml [--set key.path=value ...]\n\n"
             "Serves a dataset from a replay over ZeroMQ to training processes (C client:\n"
-            "workers/client/client.h; Python: workers/client/python/gearbox_client.py). The config's server\n"
+            "workers/server/client/client.h; Python: workers/server/client/python/gearbox_client.py). The config's server\n"
             "section names the dataset (gearbox *.gbds from `gearbox run --record`, a D4RL\n"
             "HDF5 file or a Minari dataset folder), the endpoint (loopback or ipc unless it names\n"
             "another address), the replay (selector, remover, rate limiter), per-request limits\n"

@@ -2,18 +2,18 @@
  * one worker process, started by `gearbox run` (not by hand). It reads DIR/config.yaml, logs to
  * stderr (the launcher points that at DIR/logs/<role>-<index>.log), finds its peers through the
  * registry, reports to the launcher's metrics endpoint, follows the run's state through run
- * control (runtime/runctl.h, on the registry's socket) and stops cleanly on SIGTERM/SIGINT.
+ * control (runtime/streams/runctl.h, on the registry's socket) and stops cleanly on SIGTERM/SIGINT.
  * gb_worker_process is that worker once its config is known: `gearbox join` (cmd_join.c) runs
  * it with the config the registry sent. */
 #include "launch/commands.h"
-#include "runtime/config.h"
-#include "runtime/curve.h"
-#include "runtime/log.h"
-#include "runtime/metrics.h"
-#include "runtime/registry.h"
-#include "runtime/runctl.h"
-#include "runtime/wire.h"
-#include "workers/worker.h"
+#include "runtime/config/config.h"
+#include "runtime/streams/curve.h"
+#include "runtime/base/log.h"
+#include "runtime/run/metrics.h"
+#include "runtime/streams/registry.h"
+#include "runtime/streams/runctl.h"
+#include "runtime/streams/wire.h"
+#include "workers/roles/worker.h"
 
 #include <signal.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * datawatch.h). */
 #include "launch/datawatch.h"
 
-#include "runtime/wire.h"
+#include "runtime/streams/wire.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* launch/datawatch.h: ends a run whose environments produce nothing a trainer can use. Trainers
- * refuse chunks holding NaN or infinity (workers/trainer.c: counted in chunks_nonfinite, warned
+ * refuse chunks holding NaN or infinity (workers/roles/trainer.c: counted in chunks_nonfinite, warned
  * about at the 1st, 2nd, 4th, ...), so a plugin that emits a few such values costs a few chunks
  * and the run goes on. One that emits them all the time would leave the trainers with nothing to
  * learn from while the run ran on to its budget and exited 0; the launcher ends it instead, with
@@ -9,8 +9,8 @@
 #ifndef GB_LAUNCH_DATAWATCH_H
 #define GB_LAUNCH_DATAWATCH_H
 
-#include "runtime/config.h"
-#include "runtime/metrics.h"
+#include "runtime/config/config.h"
+#include "runtime/run/metrics.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,13 +1,13 @@
 /* launch/evals.c: evaluation videos during a run, as `gearbox eval` children (evals.h). */
 #include "launch/evals.h"
 
-#include "launch/bench.h"
+#include "launch/bench/bench.h"
 #include "launch/video.h"
-#include "runtime/clock.h"
-#include "runtime/log.h"
-#include "runtime/rundir.h"
-#include "runtime/tensorboard.h"
-#include "workers/checkpoint.h"
+#include "runtime/base/clock.h"
+#include "runtime/base/log.h"
+#include "runtime/run/rundir.h"
+#include "runtime/run/tensorboard.h"
+#include "workers/roles/checkpoint_set.h"
 
 #include <errno.h>
 #include <fcntl.h>

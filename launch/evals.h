@@ -15,7 +15,7 @@
 #ifndef GB_LAUNCH_EVALS_H
 #define GB_LAUNCH_EVALS_H
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 #include <limits.h>
 #include <stdint.h>

@@ -17,7 +17,7 @@ packages=(
   # gearbox runs one BLAS user per worker process and several workers share the cores.
   libopenblas0-serial
   libhdf5-dev  # D4RL ingest of the data server
-  # TensorBoard event files (runtime/tensorboard.proto: protoc-c at build time, libprotobuf-c)
+  # TensorBoard event files (runtime/run/tensorboard.proto: protoc-c at build time, libprotobuf-c)
   protobuf-c-compiler libprotobuf-c-dev
   # gearbox plot (launch/cmd_plot.c) draws with gnuplot's pngcairo terminal
   gnuplot-nox

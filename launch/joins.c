@@ -1,7 +1,7 @@
 /* launch/joins.c: slots for workers that join a running run from other hosts (see joins.h). */
 #include "launch/joins.h"
 
-#include "runtime/wire.h"
+#include "runtime/streams/wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>

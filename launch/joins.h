@@ -1,6 +1,6 @@
 /* launch/joins.h: the launcher's side of `gearbox join`: which slot a worker from another host
  * gets, and what it is told (the run's config, metrics endpoint and identity). Answered on the
- * registry's thread (runtime/registry.h, gb_registry_join_fn).
+ * registry's thread (runtime/streams/registry.h, gb_registry_join_fn).
  * defines: gb_joins, gb_joins_init, gb_joins_answer, gb_joins_free, gb_joins_local
  *
  * Slots: role R has count workers; the launcher starts the first `R.local` itself (all when
@@ -16,9 +16,9 @@
 #ifndef GB_LAUNCH_JOINS_H
 #define GB_LAUNCH_JOINS_H
 
-#include "runtime/config.h"
-#include "runtime/error.h"
-#include "runtime/registry.h"
+#include "runtime/config/config.h"
+#include "runtime/base/error.h"
+#include "runtime/streams/registry.h"
 
 #include <pthread.h>
 #include <stddef.h>

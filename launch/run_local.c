@@ -6,23 +6,23 @@
 #include "launch/run_local.h"
 
 #include "kernels/kernels.h"
-#include "runtime/rundir.h"
+#include "runtime/run/rundir.h"
 #include "launch/datawatch.h"
 #include "launch/evals.h"
 #include "launch/joins.h"
 #include "launch/slurm.h"
 #include "launch/supervisor.h"
 #include "launch/watchdog.h"
-#include "runtime/clock.h"
-#include "runtime/curve.h"
-#include "runtime/endpoint.h"
-#include "runtime/log.h"
-#include "runtime/metrics.h"
-#include "runtime/registry.h"
-#include "runtime/runctl.h"
-#include "runtime/shm.h"
-#include "runtime/wire.h"
-#include "workers/worker.h"
+#include "runtime/base/clock.h"
+#include "runtime/streams/curve.h"
+#include "runtime/streams/endpoint.h"
+#include "runtime/base/log.h"
+#include "runtime/run/metrics.h"
+#include "runtime/streams/registry.h"
+#include "runtime/streams/runctl.h"
+#include "runtime/base/shm.h"
+#include "runtime/streams/wire.h"
+#include "workers/roles/worker.h"
 
 #include <limits.h>
 #include <math.h>
@@ -53,7 +53,7 @@ static void *registry_main(void *arg)
     return NULL;
 }
 
-/* One row of metrics.csv (and of tb/, runtime/tensorboard.h) and what the progress line shows.
+/* One row of metrics.csv (and of tb/, runtime/run/tensorboard.h) and what the progress line shows.
  * New columns go at the end: a resumed run's metrics.csv from an earlier gearbox is widened
  * (gb_rundir_metrics_continue). The trainer's statistics that its algorithm has not (KL for
  * DQN, Q for PPO) are empty. */
@@ -142,11 +142,11 @@ static int chunks_all_received(const stop_view *v)
 }
 
 /* Stops every worker without losing a chunk on the sample stream, within the stop grace, by
- * moving the run's state (runtime/runctl.h):
+ * moving the run's state (runtime/streams/runctl.h):
  *  1. ending: trainers stop waiting for their rate limiter and read everything; they confirm
  *     (up to 1/4 of the grace);
  *  2. flushing: the actors stop stepping, send what they hold and a final report, and keep
- *     their connections open (workers/worker.h, gb_worker_wait_release);
+ *     their connections open (workers/roles/worker.h, gb_worker_wait_release);
  *  3. drained, once the trainers have received every chunk the actors counted as sent (up to
  *     0.35 of the grace), then released: the actors close and exit (0.15 of the grace);
  *  4. SIGTERM to the rest, SIGKILL to whatever is left when the grace runs out.
@@ -228,7 +228,7 @@ static void ledger_take(const gb_metrics_collector *m, const gb_config *cfg,
     if (l->lost_in_crash)
         GB_WARN("sample ledger: %lld chunks sent never reached a trainer or went down with one "
                 "(lost_in_crash: restarted workers)", (long long)l->lost_in_crash);
-    /* A restarted trainer goes on with its predecessor's books (workers/trainer_books.h), so
+    /* A restarted trainer goes on with its predecessor's books (workers/roles/trainer_books.h), so
      * trainer restarts keep the ledger exact, but for two cases that cannot be: a killed trainer
      * whose books were in its own memory (no room in /dev/shm), and chunks an actor dropped
      * (a restarted trainer counts every number it did not get as lost; actors never drop). */
@@ -340,7 +340,7 @@ static void progress(const double *row, int live)
 
 /* Replaces ep (what was asked to bind, "tcp://ADDR:*") by the address peers connect to: the
  * port the registry server (or else the metrics collector) got, a wildcard address made this
- * host's name (runtime/endpoint.h). */
+ * host's name (runtime/streams/endpoint.h). */
 static int bound_endpoint(const gb_registry_server *reg, const gb_metrics_collector *mc,
                           char *ep, size_t cap, gb_error *err)
 {
@@ -782,7 +782,7 @@ stop:;
     if (joins_ready)
         gb_joins_free(&joins);
     gb_runctl_server_close(runctl);
-    /* the replay segments a trainer left for its restart (workers/trainer.c): the run is over */
+    /* the replay segments a trainer left for its restart (workers/roles/trainer.c): the run is over */
     int removed = 0;
     if (gb_shm_unlink_run(rd.path, &removed, &err))
         GB_WARN("shared memory of the run: %s", err.msg);

@@ -5,7 +5,7 @@
 #define GB_LAUNCH_RUN_LOCAL_H
 
 #include "launch/cli.h"
-#include "runtime/config.h"
+#include "runtime/config/config.h"
 
 /* Runs the experiment until it is solved, its env-step or wall-time budget runs out, it is
  * interrupted (SIGINT/SIGTERM) or a worker dies. Writes the run directory (config.yaml,

@@ -4,8 +4,8 @@
 
 #include "launch/supervisor.h"
 
-#include "runtime/clock.h"
-#include "runtime/log.h"
+#include "runtime/base/clock.h"
+#include "runtime/base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -20,13 +20,13 @@
  * What the job asks for: with launch.slurm.nodes 1 (the default) one node with the sum of the
  * steps' CPUs, GPUs and memory; with more nodes, whole nodes (--exclusive), each step placed by
  * Slurm where its CPUs/GPUs fit. Several nodes need streams.transport tcp on an interface every
- * node has (runtime/config_set.c refuses the rest); with ipc the run must fit one node.
+ * node has (runtime/config/config_set.c refuses the rest); with ipc the run must fit one node.
  *
  * Parameter relays (parameters.relay per_host) on several nodes: one relay step per node of the
  * job, relay-<k> pinned to the k-th node of the allocation (--nodelist, the list asked of Slurm
  * once the job is granted: squeue %N expanded by scontrol show hostnames), and policy worker i
  * pinned to node i mod nodes; both steps get GEARBOX_HOST=<node> (srun --export=ALL,...), so a
- * policy worker subscribes to "relay/<its node>/" (workers/worker.h), whatever the node's
+ * policy worker subscribes to "relay/<its node>/" (workers/roles/worker.h), whatever the node's
  * gethostname says and whatever GEARBOX_HOST the launcher had. A restarted step keeps its
  * command line, so a relay that dies comes back on its node. With one node: one relay, placed
  * by Slurm, named by the node's hostname as on a local run.
@@ -40,8 +40,8 @@
 #ifndef GB_LAUNCH_SLURM_H
 #define GB_LAUNCH_SLURM_H
 
-#include "runtime/config.h"
-#include "runtime/error.h"
+#include "runtime/config/config.h"
+#include "runtime/base/error.h"
 
 #include <stdatomic.h>
 #include <sys/types.h>

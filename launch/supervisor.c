@@ -1,7 +1,7 @@
 /* launch/supervisor.c: worker processes (see supervisor.h). */
 #include "launch/supervisor.h"
 
-#include "runtime/clock.h"
+#include "runtime/base/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,7 +6,7 @@
 #ifndef GB_LAUNCH_SUPERVISOR_H
 #define GB_LAUNCH_SUPERVISOR_H
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 #include <stdio.h>
 #include <sys/types.h>
@@ -75,7 +75,7 @@ int gb_supervisor_running(const gb_supervisor *s);
 
 /* Waits up to grace_s seconds for the running children of one role to end, without signalling
  * or killing any (gb_supervisor_stop_all does that). The launcher lets the actors end this way
- * once it released them (runtime/runctl.h), before it stops the rest. Returns the number of
+ * once it released them (runtime/streams/runctl.h), before it stops the rest. Returns the number of
  * that role still running. */
 int gb_supervisor_wait_role(gb_supervisor *s, const char *role, double grace_s);
 

@@ -7,7 +7,7 @@
 #ifndef GB_LAUNCH_VIDEO_H
 #define GB_LAUNCH_VIDEO_H
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 #include <stddef.h>
 #include <stdint.h>

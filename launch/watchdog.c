@@ -5,8 +5,8 @@
  * parameter service (the trainer's next push refills it), a parameter relay (it fetches the
  * service's latest at start; its policy workers reconnect to it) and a lone trainer: it
  * re-attaches the replay its predecessor left in the run's shared memory (every committed item
- * kept), goes on with its predecessor's sample books (workers/trainer_books.h) and reloads its
- * last model checkpoint (workers/trainer.c). One of several data-parallel trainers does not
+ * kept), goes on with its predecessor's sample books (workers/roles/trainer_books.h) and reloads its
+ * last model checkpoint (workers/roles/trainer.c). One of several data-parallel trainers does not
  * come back: the others wait in a collective for a rank that would have to rejoin a new group;
  * its death ends the run, as before.
  *
@@ -15,10 +15,10 @@
  * dealt with first, and actors are taken as hung only while every trainer reports. */
 #include "launch/watchdog.h"
 
-#include "runtime/clock.h"
-#include "runtime/log.h"
-#include "runtime/sample.h"
-#include "runtime/wire.h"
+#include "runtime/base/clock.h"
+#include "runtime/base/log.h"
+#include "runtime/streams/sample_stream.h"
+#include "runtime/streams/wire.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -33,7 +33,7 @@ static const char *const actor_counters[] = {"env_steps", "env_steps_sent", "epi
                                              "inference_timeouts"};
 static const char *const policy_counters[] = {"requests", "rows", "batches"};
 /* A trainer's chunks_received, chunks_nonfinite and chunks_discarded_at_stop go on in its
- * books in shared memory (workers/trainer_books.h): a restarted one reports them whole. */
+ * books in shared memory (workers/roles/trainer_books.h): a restarted one reports them whole. */
 static const char *const trainer_counters[] = {"chunks_rejected"};
 
 int gb_watchdog_init(gb_watchdog *wd, const gb_config *cfg, gb_supervisor *sup,

@@ -3,16 +3,16 @@
  * same role and index, as long as launch.restart allows (max_restarts within any window_s).
  * It keeps the restart log for summary.json and what the sample ledger needs to count the
  * chunks a dead actor sent that no trainer received (lost_in_crash); the chunks that went down
- * with a killed trainer come from the trainers' own books (workers/trainer_books.h).
+ * with a killed trainer come from the trainers' own books (workers/roles/trainer_books.h).
  * defines: gb_watchdog, gb_watchdog_init, gb_watchdog_check, gb_watchdog_ledger,
  *          gb_watchdog_joiners_gone, gb_watchdog_free */
 #ifndef GB_LAUNCH_WATCHDOG_H
 #define GB_LAUNCH_WATCHDOG_H
 
 #include "launch/supervisor.h"
-#include "runtime/config.h"
-#include "runtime/metrics.h"
-#include "runtime/rundir.h"
+#include "runtime/config/config.h"
+#include "runtime/run/metrics.h"
+#include "runtime/run/rundir.h"
 
 #include <stddef.h>
 #include <stdint.h>

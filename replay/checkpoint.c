@@ -12,7 +12,7 @@
  * Restore reads everything, checks every CRC and every record, and only then installs it; a
  * trailing byte, a short read or a mismatch leaves the replay empty. */
 #include "replay/internal.h"
-#include "runtime/crc32c.h"
+#include "runtime/base/crc32c.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 
 /* ---- selectors ------------------------------------------------------------------------------ */
 

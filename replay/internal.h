@@ -12,7 +12,7 @@
 #define GB_REPLAY_INTERNAL_H
 
 #include "replay/replay.h"
-#include "runtime/shm.h"
+#include "runtime/base/shm.h"
 
 #include <pthread.h>
 

@@ -5,7 +5,7 @@
  * through the port: only indices and item metadata. One request is in flight at a time; several
  * writer processes take turns. */
 #include "replay/internal.h"
-#include "runtime/shm.h"
+#include "runtime/base/shm.h"
 
 #include <errno.h>
 #include <math.h>

@@ -38,10 +38,10 @@
 #ifndef GB_REPLAY_REPLAY_H
 #define GB_REPLAY_REPLAY_H
 
-#include "runtime/config.h"
-#include "runtime/dtype.h"
-#include "runtime/error.h"
-#include "runtime/rng.h"
+#include "runtime/config/config.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/error.h"
+#include "runtime/base/rng.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -196,7 +196,7 @@ void gb_replay_recovery_get(const gb_replay *r, gb_replay_recovery *rec);
 int gb_replay_unlink(gb_replay *r, gb_error *err);
 
 /* The segment name of replay shard `shard` of the run in run_dir: "/gearbox-<run id>-replay-<n>"
- * (runtime/shm.h: gb_shm_run_name; the launcher removes all of a run's names with
+ * (runtime/base/shm.h: gb_shm_run_name; the launcher removes all of a run's names with
  * gb_shm_unlink_run). Returns 0 or gb_shm_run_name's errors. */
 int gb_replay_shm_name(const char *run_dir, int shard, char *out, size_t cap, gb_error *err);
 

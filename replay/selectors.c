@@ -292,7 +292,7 @@ int gb_selector_stateless(const gb_replay_selector_ops *ops)
     return ops == &gb_selector_uniform || ops == &gb_selector_fifo || ops == &gb_selector_lifo;
 }
 
-/* The built-in selector's name (the config's, runtime/config_schema.c), or "?". */
+/* The built-in selector's name (the config's, runtime/config/config_schema.c), or "?". */
 const char *gb_replay_selector_name(int kind)
 {
     return kind >= 0 && kind < GB_REPLAY_SELECTORS

@@ -7,8 +7,8 @@
 #ifndef GB_REPLAY_SUMTREE_H
 #define GB_REPLAY_SUMTREE_H
 
-#include "runtime/error.h"
-#include "runtime/rng.h"
+#include "runtime/base/error.h"
+#include "runtime/base/rng.h"
 
 #include <stdint.h>
 

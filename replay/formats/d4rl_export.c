@@ -2,7 +2,7 @@
  * HDF5 file (gb_d4rl_export, layout in replay/formats/d4rl.h). */
 #include "replay/formats/d4rl.h"
 
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* replay/formats/dataset.c: gearbox dataset files (format in replay/formats/dataset.h): writer and reader. */
 #include "replay/formats/dataset.h"
 
-#include "runtime/crc32c.h"
-#include "runtime/log.h"
+#include "runtime/base/crc32c.h"
+#include "runtime/base/log.h"
 
 #include <dirent.h>
 #include <errno.h>

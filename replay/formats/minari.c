@@ -3,7 +3,7 @@
 #include "replay/formats/d4rl.h"
 #include "replay/formats/d4rl_internal.h"
 
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -5,8 +5,8 @@
 #include "envs/builtin.h"
 #include "envs/host.h"
 #include "envs/ring.h"
-#include "runtime/config.h"
-#include "runtime/rng.h"
+#include "runtime/config/config.h"
+#include "runtime/base/rng.h"
 #include "test.h"
 
 #include <math.h>

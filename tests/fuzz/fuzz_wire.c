@@ -2,7 +2,7 @@
  * Input: [n: 1 byte][n frame lengths: u32 little-endian each][header bytes]. Properties: the
  * decoder never crashes or reads out of bounds (ASan), rejects with GB_EPROTO and a message, and
  * a header it accepts re-encodes to bytes that decode to the same header (attributes included). */
-#include "runtime/wire.h"
+#include "runtime/streams/wire.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* tests/fuzz/replay_main.c: runs the fuzz target on every file of a corpus directory (a ctest,
  * built without libFuzzer), or with --generate DIR writes the seed corpus from real headers. */
-#include "runtime/wire.h"
+#include "runtime/streams/wire.h"
 
 #include <dirent.h>
 #include <stdio.h>

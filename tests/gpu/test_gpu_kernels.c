@@ -7,7 +7,7 @@
 
 #include "kernels/draw.h"
 #include "kernels/kernels.h"
-#include "runtime/rng.h"
+#include "runtime/base/rng.h"
 #include "test.h"
 
 #ifndef GEARBOX_HAVE_CUDA

@@ -1,4 +1,4 @@
-/* tests/gpu/test_gpu_learning.c: the cuda trainer's learning step (workers/learning.h) against the
+/* tests/gpu/test_gpu_learning.c: the cuda trainer's learning step (workers/roles/learning.h) against the
  * cpu one, on real replays and learners. For each config given (DQN, PPO, SAC on vectors; DQN
  * with a CNN on uint8 frames): the same seeds, the same chunks, a FIFO replay (selection on the
  * CPU either way, so the batches are the same), STEPS steps on the cpu, then with
@@ -12,13 +12,13 @@
  * usage: test_gpu_learning CONFIG... */
 #include "kernels/kernels.h"
 #include "replay/replay.h"
-#include "runtime/config.h"
-#include "runtime/log.h"
-#include "runtime/rng.h"
+#include "runtime/config/config.h"
+#include "runtime/base/log.h"
+#include "runtime/base/rng.h"
 #include "test.h"
-#include "workers/acting.h"
-#include "workers/learning.h"
-#include "workers/worker.h"
+#include "workers/roles/acting.h"
+#include "workers/roles/learning.h"
+#include "workers/roles/worker.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "replay/gpu.h"
-#include "runtime/rng.h"
+#include "runtime/base/rng.h"
 #include "test.h"
 
 #ifndef GEARBOX_HAVE_CUDA

@@ -6,7 +6,7 @@
 #include <sys/mman.h>
 
 #include "kernels/kernels.h"
-#include "runtime/rng.h"
+#include "runtime/base/rng.h"
 #include "test.h"
 
 #define POISON 0xA5

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "kernels/gather_plan.h"
-#include "runtime/rng.h"
+#include "runtime/base/rng.h"
 #include "test.h"
 
 typedef struct colspec {

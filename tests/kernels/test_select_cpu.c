@@ -7,7 +7,7 @@
 
 #include "kernels/draw.h"
 #include "kernels/kernels.h"
-#include "runtime/rng.h"
+#include "runtime/base/rng.h"
 #include "test.h"
 
 /* Chi-square statistic of observed counts against expected probabilities (cells with p == 0 must

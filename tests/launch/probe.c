@@ -19,12 +19,12 @@
  *       client key pair of its own. Each sends a well-formed inference request and a sample
  *       chunk. Exit 0 when nothing came back within 3 s. */
 #include "replay/formats/dataset.h"
-#include "runtime/chunk.h"
-#include "runtime/clock.h"
-#include "runtime/curve.h"
-#include "runtime/registry.h"
-#include "runtime/sample.h"
-#include "runtime/wire.h"
+#include "runtime/streams/chunk.h"
+#include "runtime/base/clock.h"
+#include "runtime/streams/curve.h"
+#include "runtime/streams/registry.h"
+#include "runtime/streams/sample_stream.h"
+#include "runtime/streams/wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 # tests/launch/tb_check.py: reads a run's TensorBoard files (RUN_DIR/tb) with TensorBoard's own
 # readers and compares them with its metrics.csv, row by row: one summary event per row, in the
 # same order, step = the row's env_steps, one tag per column with a value ("<group>/<column>",
-# the scheme of runtime/tensorboard.h, restated here), values equal within float32 precision.
+# the scheme of runtime/run/tensorboard.h, restated here), values equal within float32 precision.
 # The records are read twice: as written (RawEventFileLoader, TensorBoard's event_pb2: framing,
 # CRCs, simple_value) and as TensorBoard serves them (EventFileLoader, which turns simple_value
 # into scalar-plugin tensors; EventAccumulator's scalar tags). Also checks that the tags named

@@ -10,8 +10,8 @@
  * an unfinished segment and a missing one; run-owned segment names. */
 #include "replay/internal.h" /* gb_replay_fault_hook */
 #include "replay/replay.h"
-#include "runtime/rng.h"
-#include "runtime/shm.h"
+#include "runtime/base/rng.h"
+#include "runtime/base/shm.h"
 #include "test.h"
 #include "util.h"
 

@@ -4,7 +4,7 @@
  * $GEARBOX_TEST_TMPDIR, default /tmp); skips (77) when either is short. Holds one replay at a
  * time, so peak memory is one copy. */
 #include "replay/replay.h"
-#include "runtime/clock.h"
+#include "runtime/base/clock.h"
 #include "test.h"
 
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * reused while a reader holds it. With extra selectors, samplers ask for a random one of every
  * selector the replay offers. Run under ThreadSanitizer too (see the replay report). */
 #include "replay/replay.h"
-#include "runtime/clock.h"
+#include "runtime/base/clock.h"
 #include "test.h"
 #include "util.h"
 

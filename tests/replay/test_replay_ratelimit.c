@@ -4,7 +4,7 @@
  * that can never make progress, close(), and remover none (inserts wait for room). Never asserts
  * on durations beyond "it returned". */
 #include "replay/replay.h"
-#include "runtime/clock.h"
+#include "runtime/base/clock.h"
 #include "test.h"
 #include "util.h"
 

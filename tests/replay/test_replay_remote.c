@@ -3,7 +3,7 @@
  * every row; the rate limiter blocks and wakes the remote writer; a stopped port answers
  * GB_ECLOSED. */
 #include "replay/replay.h"
-#include "runtime/clock.h"
+#include "runtime/base/clock.h"
 #include "test.h"
 #include "util.h"
 

@@ -1,5 +1,5 @@
 /* tests/replay/test_replay_shard_ops.c: what a replay shard offers the global selection over
- * several shards (workers/shards.h): gb_replay_ready (the limiter's yes without a draw),
+ * several shards (workers/roles/shards.h): gb_replay_ready (the limiter's yes without a draw),
  * admitted requests, gb_replay_peek and gb_replay_weight_total. */
 #include "replay/replay.h"
 

@@ -1,6 +1,6 @@
 /* tests/replay/test_shm.c: runtime/shm: memfd and named segments, alignment, mapping from another
  * process read-only (a write there faults) and read-write. */
-#include "runtime/shm.h"
+#include "runtime/base/shm.h"
 #include "test.h"
 
 /* Under AddressSanitizer (abort_on_error=1) the fault is reported and the child aborts. */

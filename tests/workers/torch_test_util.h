@@ -5,7 +5,7 @@
 #ifndef GB_TESTS_WORKERS_TORCH_TEST_UTIL_H
 #define GB_TESTS_WORKERS_TORCH_TEST_UTIL_H
 
-#include "runtime/config.h"
+#include "runtime/config/config.h"
 #include "workers/torch/bridge.h"
 
 #include <stdio.h>

@@ -16,7 +16,7 @@
  *   network). Discrete actions are int64, continuous actions float32 [A] in environment units.
  *
  * Trajectory chunks (what the algorithms train on; what actors send and the replay stores) are
- * defined in runtime/chunk.h: T steps of one stream with next-step reset rows (valid 0) and one
+ * defined in runtime/streams/chunk.h: T steps of one stream with next-step reset rows (valid 0) and one
  * per-item next_obs; gb_torch_batch below is a batch of them, column by column.
  */
 #ifndef GB_WORKERS_TORCH_BRIDGE_H
@@ -30,10 +30,10 @@
 extern "C" {
 #endif
 
-#include "runtime/config.h"
-#include "runtime/dtype.h"
-#include "runtime/error.h"
-#include "runtime/params.h" /* gb_param_entry: the parameter layout, from trainer to policy */
+#include "runtime/config/config.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/error.h"
+#include "runtime/streams/params.h" /* gb_param_entry: the parameter layout, from trainer to policy */
 
 #define GB_TORCH_MAX_DIMS 8
 #define GB_TORCH_MAX_ACTION_DIM 64
@@ -114,7 +114,7 @@ int gb_torch_model_act(gb_torch_model *m, const void *obs, int64_t n, int determ
                        double epsilon, gb_torch_act_out *out, gb_error *err);
 
 /* gb_torch_model_act with the exploration noise of continuous actions given: noise [n, action
- * dim] standard-normal values (actors.noise_correlation's, workers/acting.h) take the place of
+ * dim] standard-normal values (actors.noise_correlation's, workers/roles/acting.h) take the place of
  * the policy's own draws (PPO: a = mean + std noise; SAC: a = tanh(mean + std noise), scaled),
  * and the log-probabilities are those of the actions so made. NULL: drawn here. Ignored for
  * discrete actions and when deterministic. */
@@ -124,7 +124,7 @@ int gb_torch_model_act_noise(gb_torch_model *m, const void *obs, int64_t n, int 
 
 /* The layout of this model's flat parameter buffer: every parameter and buffer of the acting
  * network in a fixed order ("torso.0.weight", "log_std", ...), each entry's offset a multiple of
- * GB_TORCH_PARAM_ALIGN. The table is the parameter stream's own type (runtime/params.h), so the
+ * GB_TORCH_PARAM_ALIGN. The table is the parameter stream's own type (runtime/streams/params.h), so the
  * trainer publishes it and the policy worker imports a received blob's table as they are.
  * *table points into the model (valid until destroy); *total is the buffer size in bytes.
  * Never fails. */
@@ -182,7 +182,7 @@ int gb_torch_model_forward(gb_torch_model *m, const void *obs, int64_t n, gb_err
  * by import. */
 uint64_t gb_torch_model_version(const gb_torch_model *m);
 /* Sets it: a restarted trainer goes on above the versions its predecessor published
- * (workers/trainer.c). Training steps go on incrementing it from there. */
+ * (workers/roles/trainer.c). Training steps go on incrementing it from there. */
 void gb_torch_model_set_version(gb_torch_model *m, uint64_t version);
 
 /* ---------------------------------------------------------------------------------------------
@@ -201,7 +201,7 @@ void gb_torch_learner_destroy(gb_torch_learner *l);
  * with it directly; distributed trainers export it for the parameter stream. */
 gb_torch_model *gb_torch_learner_model(gb_torch_learner *l);
 
-/* A batch of B trajectory chunks of T steps (runtime/chunk.h). Arrays are C order. */
+/* A batch of B trajectory chunks of T steps (runtime/streams/chunk.h). Arrays are C order. */
 typedef struct gb_torch_batch {
     int64_t B, T;
     const void *obs;           /* [B, T, *obs_shape], the space's dtype */

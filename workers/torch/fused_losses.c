@@ -4,7 +4,7 @@
  * on vectors of a few hundred numbers. The algorithms then run backward from the network's
  * outputs with these gradients. Each computes what its libtorch loss (dqn.cpp, ppo.cpp,
  * sac.cpp) computes, including how libtorch's max, min and clamp pass gradients at ties and
- * bounds; tests/workers/test_torch_losses.c compares them. */
+ * bounds; tests/workers/torch/test_torch_losses.c compares them. */
 #include "workers/torch/bridge.h"
 
 #include <math.h>

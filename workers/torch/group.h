@@ -20,8 +20,8 @@
 #ifndef GB_WORKERS_TORCH_GROUP_H
 #define GB_WORKERS_TORCH_GROUP_H
 
-#include "runtime/dtype.h"
-#include "runtime/error.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/error.h"
 
 #include <stddef.h>
 #include <stdint.h>

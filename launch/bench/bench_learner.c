@@ -1,0 +1,245 @@
+/* launch/bench/bench_learner.c: `gearbox bench learner`: the trainer's cost per training call of each
+ * config's algorithm, on batches shaped as its trainer gets them (trainer.batch_size chunks of
+ * actors.chunk_len steps, random observations and actions in the env's spaces), so that the
+ * learner's part of time to solve is measured apart from the run: CPU time of the calling thread
+ * per call and per gradient step, and samples per CPU second. The reference in the same run is a
+ * forward of the acting model over the same rows (what the learner's steps are made of).
+ * defines: gb_bench_learner */
+#include "launch/bench/bench.h"
+#include "launch/commands.h"
+
+#include "envs/env.h"
+#include "runtime/config/config.h"
+#include "runtime/base/rng.h"
+#include "workers/torch/bridge.h"
+#include "workers/roles/worker.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_CONFIGS 16
+
+/* the suite's learners (launch/bench/bench_suite.c) when no config is named */
+static const char *const default_configs[] = {"cartpole_ppo.yaml", "cartpole_dqn.yaml",
+                                              "pendulum_sac.yaml"};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: gearbox bench learner [--json] [CONFIG ...] [--set k=v ...] [--seconds S]\n"
+            "                             [--quick]\n\n"
+            "The trainer's learner alone, per config (default: configs/cartpole_ppo.yaml,\n"
+            "cartpole_dqn.yaml, pendulum_sac.yaml): training calls on batches shaped as the\n"
+            "trainer gets them (trainer.batch_size chunks of actors.chunk_len steps, random\n"
+            "observations and actions), timed in CPU seconds of the calling thread\n"
+            "(trainer.threads as configured): per call, per gradient step, samples per CPU\n"
+            "second, against a forward of the acting model over the same rows in the same run.\n"
+            "S: CPU seconds per config (default 2, --quick 0.2).\n");
+}
+
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A batch of random data in the space's shapes: every step valid, terminations now and then. */
+typedef struct bench_batch {
+    gb_torch_batch b;
+    void *obs, *next_obs, *action;
+    float *reward, *logp, *weights, *priorities;
+    uint8_t *terminated, *truncated;
+} bench_batch;
+
+static void batch_free(bench_batch *x)
+{
+    free(x->obs);
+    free(x->next_obs);
+    free(x->action);
+    free(x->reward);
+    free(x->logp);
+    free(x->weights);
+    free(x->priorities);
+    free(x->terminated);
+    free(x->truncated);
+}
+
+static int batch_make(bench_batch *x, const gb_torch_space *sp, int64_t B, int64_t T)
+{
+    memset(x, 0, sizeof *x);
+    int64_t obs_n = 1;
+    for (int i = 0; i < sp->obs_ndim; i++)
+        obs_n *= sp->obs_shape[i];
+    const size_t obs_elt = sp->obs_dtype == GB_DTYPE_UINT8 ? 1 : 4;
+    const int64_t adim = sp->discrete ? 1 : sp->action_dim;
+    x->obs = malloc((size_t)(B * T * obs_n) * obs_elt);
+    x->next_obs = malloc((size_t)(B * obs_n) * obs_elt);
+    x->action = malloc((size_t)(B * T * adim) * (sp->discrete ? 8 : 4));
+    x->reward = malloc((size_t)(B * T) * sizeof(float));
+    x->logp = malloc((size_t)(B * T) * sizeof(float));
+    x->weights = malloc((size_t)B * sizeof(float));
+    x->priorities = malloc((size_t)B * sizeof(float));
+    x->terminated = calloc((size_t)(B * T), 1);
+    x->truncated = calloc((size_t)(B * T), 1);
+    if (!x->obs || !x->next_obs || !x->action || !x->reward || !x->logp || !x->weights ||
+        !x->priorities || !x->terminated || !x->truncated) {
+        batch_free(x);
+        return -1;
+    }
+    gb_rng rng;
+    gb_rng_seed(&rng, 7);
+    for (int64_t i = 0; i < B * T * obs_n; i++) {
+        if (obs_elt == 1)
+            ((uint8_t *)x->obs)[i] = (uint8_t)(gb_rng_next(&rng) >> 56);
+        else
+            ((float *)x->obs)[i] = (float)(gb_rng_uniform(&rng) * 2.0 - 1.0);
+    }
+    memcpy(x->next_obs, x->obs, (size_t)(B * obs_n) * obs_elt);
+    for (int64_t i = 0; i < B * T; i++) {
+        if (sp->discrete)
+            ((int64_t *)x->action)[i] = (int64_t)(gb_rng_next(&rng) % (uint64_t)sp->n_actions);
+        else
+            for (int64_t a = 0; a < adim; a++)
+                ((float *)x->action)[i * adim + a] = (float)(gb_rng_uniform(&rng) * 2.0 - 1.0);
+        x->reward[i] = 1.0f;
+        x->logp[i] = sp->discrete ? -0.69f : -1.0f;
+        x->terminated[i] = gb_rng_uniform(&rng) < 0.01;
+    }
+    for (int64_t i = 0; i < B; i++)
+        x->weights[i] = 1.0f;
+    x->b = (gb_torch_batch){.B = B, .T = T, .obs = x->obs, .next_obs = x->next_obs,
+                            .action = x->action, .reward = x->reward,
+                            .terminated = x->terminated, .truncated = x->truncated,
+                            .logp = x->logp, .weights = x->weights};
+    return 0;
+}
+
+typedef struct learner_figures {
+    double call_us, step_us, samples_per_s, forward_us;
+    int64_t calls, steps, rows;
+} learner_figures;
+
+/* Trains on the batch for at least budget_s CPU seconds of this thread (after two warm-up
+ * calls), then times a forward of the acting model over the same rows. */
+static int time_learner(const gb_config *cfg, const gb_torch_space *sp, double budget_s,
+                        learner_figures *f, gb_error *err)
+{
+    bench_batch x;
+    const int64_t B = cfg->trainer.batch_size, T = cfg->actors.chunk_len;
+    if (batch_make(&x, sp, B, T))
+        return gb_error_set(err, GB_ENOMEM, "bench learner: no memory for a batch of %lld x "
+                            "%lld steps", (long long)B, (long long)T);
+    gb_torch_learner *l = NULL;
+    int rc = gb_torch_learner_create(cfg, sp, 1, &l, err);
+    gb_torch_stats st;
+    for (int i = 0; !rc && i < 2; i++)
+        rc = gb_torch_learner_train(l, &x.b, &st, x.priorities, err);
+    memset(f, 0, sizeof *f);
+    f->rows = B * T;
+    double t0 = thread_cpu_s(), t = t0;
+    while (!rc && t - t0 < budget_s) {
+        memset(&st, 0, sizeof st);
+        rc = gb_torch_learner_train(l, &x.b, &st, x.priorities, err);
+        f->calls++;
+        f->steps += st.gradient_steps;
+        t = thread_cpu_s();
+    }
+    if (!rc) {
+        double s = t - t0;
+        f->call_us = s / (double)f->calls * 1e6;
+        f->step_us = f->steps ? s / (double)f->steps * 1e6 : 0.0;
+        f->samples_per_s = (double)(f->calls * f->rows) / s;
+        gb_torch_model *m = gb_torch_learner_model(l);
+        int64_t n = 0;
+        t0 = t = thread_cpu_s();
+        while (!rc && t - t0 < budget_s / 4) {
+            rc = gb_torch_model_forward(m, x.obs, f->rows, err);
+            n++;
+            t = thread_cpu_s();
+        }
+        f->forward_us = (t - t0) / (double)n * 1e6;
+    }
+    gb_torch_learner_destroy(l);
+    batch_free(&x);
+    return rc;
+}
+
+int gb_bench_learner(int argc, char **argv, int json)
+{
+    if (gb_wants_help(argc, argv)) {
+        usage(stdout);
+        return GB_EXIT_OK;
+    }
+    const char *configs[MAX_CONFIGS], *sets[64];
+    int nconfigs = 0, nsets = 0, quick = 0;
+    double seconds = -1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--set") == 0 && i + 1 < argc && nsets < 64)
+            sets[nsets++] = argv[++i];
+        else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
+            seconds = atof(argv[++i]);
+        else if (strcmp(argv[i], "--quick") == 0)
+            quick = 1;
+        else if (strcmp(argv[i], "--json") == 0)
+            continue;
+        else if (argv[i][0] != '-' && nconfigs < MAX_CONFIGS)
+            configs[nconfigs++] = argv[i];
+        else {
+            fprintf(stderr, "gearbox bench learner: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return GB_EXIT_USAGE;
+        }
+    }
+    if (seconds <= 0)
+        seconds = quick ? 0.2 : 2.0;
+    static char paths[3][1100];
+    if (nconfigs == 0) {
+        char dir[1024];
+        gb_bench_configs_dir(default_configs[0], dir, sizeof dir);
+        for (int i = 0; i < 3; i++) {
+            snprintf(paths[i], sizeof paths[i], "%.1000s/%s", dir, default_configs[i]);
+            configs[nconfigs++] = paths[i];
+        }
+    }
+    static gb_config cfg; /* large: off the stack */
+    gb_error err = {0};
+    for (int c = 0; c < nconfigs; c++) {
+        gb_env_spec spec;
+        gb_torch_space space;
+        learner_figures f;
+        int rc = gb_config_read(&cfg, configs[c], sets, nsets, &err);
+        if (!rc)
+            rc = gb_worker_env_space(&cfg, &spec, &space, &err);
+        if (!rc)
+            rc = gb_torch_set_threads((int)cfg.trainer.threads, &err);
+        if (!rc)
+            rc = time_learner(&cfg, &space, seconds, &f, &err);
+        if (rc) {
+            fprintf(stderr, "gearbox bench learner: %s: %s\n", configs[c], err.msg);
+            return GB_EXIT_FAILURE;
+        }
+        const char *algo = gb_config_enum_name("trainer.algorithm.name",
+                                               (int)cfg.trainer.algorithm.name);
+        if (json)
+            printf("{\"bench\": \"learner\", \"config\": \"%s\", \"algorithm\": \"%s\", "
+                   "\"env\": \"%s\", \"rows\": %lld, \"calls\": %lld, \"gradient_steps\": %lld, "
+                   "\"call_us\": %.1f, \"step_us\": %.1f, \"samples_per_cpu_s\": %.0f, "
+                   "\"forward_us\": %.1f, \"step_over_forward\": %.2f}\n",
+                   configs[c], algo, cfg.env.name, (long long)f.rows, (long long)f.calls,
+                   (long long)f.steps, f.call_us, f.step_us, f.samples_per_s, f.forward_us,
+                   f.forward_us > 0 ? f.step_us / f.forward_us : 0.0);
+        else
+            printf("learner  %-4s %-16s %5lld rows  %8.1f us/call  %4.1f steps/call  "
+                   "%7.1f us/step (x%.1f a forward of %.1f us)  %9.0f samples/cpu-s\n",
+                   algo, cfg.env.name, (long long)f.rows, f.call_us,
+                   f.calls ? (double)f.steps / (double)f.calls : 0.0, f.step_us,
+                   f.forward_us > 0 ? f.step_us / f.forward_us : 0.0, f.forward_us,
+                   f.samples_per_s);
+        fflush(stdout);
+    }
+    return GB_EXIT_OK;
+}

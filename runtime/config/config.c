@@ -1,0 +1,356 @@
+/* runtime/config/config.c: loading the experiment config: YAML text (libyaml) walked into key paths,
+ * each value's place (file:line:col) remembered, unknown keys refused with a hint; the typed
+ * setting of each value, --set overrides and validation are in config_set.c. See config.h. */
+#include "runtime/config/config.h"
+#include "runtime/config/config_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#define MAX_FILE_BYTES (64u << 20) /* a config is text; anything larger is a mistake */
+
+const char *gb_config_source_name(const gb_config_marks *m, int source, char *buf, size_t n)
+{
+    if (source == 0)
+        return m->file;
+    snprintf(buf, n, "--set[%d]", source);
+    return buf;
+}
+
+/* Formats "<source>:line:col: path: message" into err; returns GB_ECONFIG. */
+__attribute__((format(printf, 5, 6))) int gb_config_fail_at(loader *ld, yaml_mark_t at,
+                                                            const char *path, size_t pathlen,
+                                                            const char *fmt, ...)
+{
+    char src[32], msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *name = gb_config_source_name(ld->marks, ld->source, src, sizeof src);
+    int line = (int)at.line + 1, col = (int)at.column + 1 + (ld->source ? ld->col_offset : 0);
+    if (path && pathlen)
+        return gb_error_set(ld->err, GB_ECONFIG, "%s:%d:%d: %.*s: %s", name, line, col,
+                            (int)pathlen, path, msg);
+    return gb_error_set(ld->err, GB_ECONFIG, "%s:%d:%d: %s", name, line, col, msg);
+}
+
+void gb_config_record(loader *ld, const gb_config_field *f, yaml_mark_t at)
+{
+    mark *m = &ld->marks->field[f - gb_config_fields];
+    m->line = (int)at.line + 1;
+    m->col = (int)at.column + 1 + (ld->source ? ld->col_offset : 0);
+    m->source = ld->source;
+}
+
+static void record_section(loader *ld, const char *path, size_t len, yaml_mark_t at)
+{
+    gb_config_marks *ms = ld->marks;
+    for (int i = 0; i < ms->nsections; i++)
+        if (strlen(ms->section[i].path) == len && !memcmp(ms->section[i].path, path, len))
+            return;
+    if (ms->nsections == MAX_SECTIONS || len >= PATH_BUF)
+        return;
+    memcpy(ms->section[ms->nsections].path, path, len);
+    ms->section[ms->nsections].path[len] = '\0';
+    ms->section[ms->nsections].at = (mark){
+        (int)at.line + 1, (int)at.column + 1 + (ld->source ? ld->col_offset : 0), ld->source};
+    ms->nsections++;
+}
+
+/* Levenshtein distance, capped: for "did you mean" hints. */
+static int edit_distance(const char *a, size_t la, const char *b, size_t lb)
+{
+    if (la > 63 || lb > 63)
+        return 99;
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = c < del ? (c < ins ? c : ins) : (del < ins ? del : ins);
+        }
+    return d[la][lb];
+}
+
+/* The closest known key under section prefix[0..plen) to name, for an unknown-key hint. */
+const char *gb_config_closest_key(const char *prefix, size_t plen, const char *name, size_t nlen,
+                                  char *buf, size_t n)
+{
+    int best = 3;
+    const char *found = NULL;
+    for (size_t i = 0; i < gb_config_nfields; i++) {
+        const char *p = gb_config_fields[i].path;
+        if (plen && (strncmp(p, prefix, plen) != 0 || p[plen] != '.'))
+            continue;
+        const char *leaf = p + (plen ? plen + 1 : 0);
+        size_t llen = strcspn(leaf, ".");
+        int dist = edit_distance(leaf, llen, name, nlen);
+        if (dist < best) {
+            best = dist;
+            snprintf(buf, n, "%.*s", (int)llen, leaf);
+            found = buf;
+        }
+    }
+    return found;
+}
+
+static int walk_mapping(loader *ld, const yaml_node_t *map, char *path, size_t plen);
+
+/* Handles `key: value` found under section path[0..plen). */
+static int walk_pair(loader *ld, const yaml_node_t *k, const yaml_node_t *v, char *path,
+                     size_t plen)
+{
+    char got[128];
+    if (k->type != YAML_SCALAR_NODE || k->data.scalar.length == 0)
+        return gb_config_fail_at(ld, k->start_mark, path, plen, "expected a key name, got %s",
+                                 k->type == YAML_SCALAR_NODE ? "an empty key"
+                                                             : gb_config_shown(k, got, sizeof got));
+    size_t klen = k->data.scalar.length;
+    const char *key = (const char *)k->data.scalar.value;
+    if (plen + 1 + klen >= PATH_BUF || memchr(key, '.', klen) || memchr(key, '\0', klen))
+        return gb_config_fail_at(ld, k->start_mark, path, plen, "unknown key %s",
+                                 gb_config_shown(k, got, sizeof got));
+    size_t nlen = plen;
+    if (plen)
+        path[nlen++] = '.';
+    memcpy(path + nlen, key, klen);
+    nlen += klen;
+    path[nlen] = '\0';
+
+    const gb_config_field *f = gb_config_find_field(path, nlen);
+    if (f) {
+        mark *m = &ld->marks->field[f - gb_config_fields];
+        if (m->line && m->source == ld->source && ld->source == 0)
+            return gb_config_fail_at(ld, k->start_mark, path, nlen,
+                                     "duplicate key (first set at line %d)", m->line);
+        int rc = gb_config_set_value(ld, f, v, path, nlen);
+        if (rc == 0)
+            gb_config_record(ld, f, v->start_mark);
+        path[plen] = '\0';
+        return rc;
+    }
+    if (gb_config_is_section(path, nlen)) {
+        record_section(ld, path, nlen, k->start_mark);
+        int rc = gb_config_is_null(v) ? 0 : walk_mapping(ld, v, path, nlen);
+        path[plen] = '\0';
+        return rc;
+    }
+    char hint_buf[64];
+    const char *hint = gb_config_closest_key(path, plen, key, klen, hint_buf, sizeof hint_buf);
+    if (hint)
+        return gb_config_fail_at(ld, k->start_mark, path, nlen, "unknown key (did you mean '%s'?)",
+                                 hint);
+    return gb_config_fail_at(ld, k->start_mark, path, nlen, "unknown key");
+}
+
+static int walk_mapping(loader *ld, const yaml_node_t *map, char *path, size_t plen)
+{
+    char got[128];
+    if (map->type != YAML_MAPPING_NODE)
+        return gb_config_fail_at(ld, map->start_mark, path, plen,
+                                 "expected a mapping of keys, got %s",
+                                 gb_config_shown(map, got, sizeof got));
+    /* Sections may appear once per mapping; duplicate leaves are caught by their marks. */
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = yaml_document_get_node(&ld->doc, p->key);
+        for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
+            yaml_node_t *k2 = yaml_document_get_node(&ld->doc, q->key);
+            if (k->type == YAML_SCALAR_NODE && k2->type == YAML_SCALAR_NODE &&
+                k->data.scalar.length == k2->data.scalar.length &&
+                !memcmp(k->data.scalar.value, k2->data.scalar.value, k->data.scalar.length))
+                return gb_config_fail_at(
+                    ld, k->start_mark, path, plen, "duplicate key %s (first at line %d)",
+                    gb_config_shown(k, got, sizeof got), (int)k2->start_mark.line + 1);
+        }
+        int rc = walk_pair(ld, k, yaml_document_get_node(&ld->doc, p->value), path, plen);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Line and column (1-based) of byte offset off in text, for libyaml reader errors. */
+static void offset_position(const char *text, size_t len, size_t off, int *line, int *col)
+{
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < off && i < len; i++) {
+        if (text[i] == '\n') {
+            (*line)++;
+            *col = 1;
+        } else {
+            (*col)++;
+        }
+    }
+}
+
+/* Parses ld->text into ld->doc; on a syntax error fills err with the position. */
+int gb_config_parse_document(loader *ld, int *empty)
+{
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser))
+        return gb_error_set(ld->err, GB_ENOMEM, "libyaml: cannot initialise the parser");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)ld->text, ld->len);
+    int ok = yaml_parser_load(&parser, &ld->doc);
+    int rc = 0;
+    if (!ok) {
+        char src[32];
+        const char *name = gb_config_source_name(ld->marks, ld->source, src, sizeof src);
+        int line, col;
+        if (parser.error == YAML_READER_ERROR) {
+            offset_position(ld->text, ld->len, parser.problem_offset, &line, &col);
+        } else {
+            line = (int)parser.problem_mark.line + 1;
+            col = (int)parser.problem_mark.column + 1;
+        }
+        if (ld->source) {
+            /* An override is one line; libyaml may place the end of input on a second. */
+            if (line > 1)
+                col = (int)ld->len + 1;
+            line = 1;
+            col += ld->col_offset;
+        }
+        rc = gb_error_set(ld->err, GB_ECONFIG, "%s:%d:%d: YAML syntax error: %s%s%s", name, line,
+                          col, parser.problem ? parser.problem : "unknown problem",
+                          parser.context ? " " : "", parser.context ? parser.context : "");
+    } else {
+        *empty = yaml_document_get_root_node(&ld->doc) == NULL;
+        if (*empty)
+            yaml_document_delete(&ld->doc);
+    }
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
+static int apply_defaults(gb_config *cfg, gb_config_marks *marks, gb_error *err)
+{
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < gb_config_nfields; i++) {
+        const gb_config_field *f = &gb_config_fields[i];
+        if (!f->def || (f->kind == GB_CK_STRING && f->def[0] == '\0'))
+            continue; /* required, or the empty string the memset left */
+        loader ld = {.cfg = cfg, .marks = marks, .text = f->def, .len = strlen(f->def),
+                     .err = err};
+        int empty = 0;
+        int rc = gb_config_parse_document(&ld, &empty);
+        if (rc == 0 && empty)
+            rc = gb_error_set(err, GB_ECONFIG, "schema: %s: empty default", f->path);
+        if (rc == 0) {
+            rc = gb_config_set_value(&ld, f, yaml_document_get_root_node(&ld.doc), f->path,
+                                     strlen(f->path));
+            yaml_document_delete(&ld.doc);
+        }
+        if (rc)
+            return gb_error_prefix(err, "internal: bad default in the schema");
+    }
+    return 0;
+}
+
+static gb_config_marks marks_size_probe;
+
+static int load_text(gb_config *cfg, gb_config_marks **marks_out, const char *name,
+                     const char *text, size_t len, gb_error *err)
+{
+    if (gb_config_nfields > sizeof marks_size_probe.field / sizeof(mark))
+        return gb_error_set(err, GB_ECONFIG, "internal: the schema outgrew gb_config_marks");
+    gb_config_marks *marks = calloc(1, sizeof *marks);
+    if (!marks)
+        return gb_error_set(err, GB_ENOMEM, "out of memory");
+    snprintf(marks->file, sizeof marks->file, "%s", name);
+    int rc = apply_defaults(cfg, marks, err);
+    snprintf(cfg->source, sizeof cfg->source, "%s", name);
+    if (rc)
+        goto fail;
+    loader ld = {.cfg = cfg, .marks = marks, .text = text, .len = len, .err = err};
+    int empty = 0;
+    rc = gb_config_parse_document(&ld, &empty);
+    if (rc)
+        goto fail;
+    if (empty) {
+        rc = gb_error_set(err, GB_ECONFIG, "%s:1:1: the config is empty (expected a mapping "
+                          "with experiment, env, trainer, ...)", name);
+        goto fail;
+    }
+    char path[PATH_BUF] = "";
+    rc = walk_mapping(&ld, yaml_document_get_root_node(&ld.doc), path, 0);
+    yaml_document_delete(&ld.doc);
+    if (rc)
+        goto fail;
+    if (marks_out)
+        *marks_out = marks;
+    else
+        free(marks);
+    return 0;
+fail:
+    free(marks);
+    return rc;
+}
+
+int gb_config_load_string(gb_config *cfg, gb_config_marks **marks, const char *name,
+                          const char *text, size_t len, gb_error *err)
+{
+    return load_text(cfg, marks, name, text, len, err);
+}
+
+int gb_config_load(gb_config *cfg, gb_config_marks **marks, const char *path, gb_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        gb_error_errno(err, "%s", path);
+        return err ? (err->code = GB_ECONFIG) : GB_ECONFIG;
+    }
+    char *buf = NULL;
+    int rc = 0;
+    if (fseek(f, 0, SEEK_END) != 0) {
+        rc = gb_error_errno(err, "%s: cannot seek", path);
+        goto done;
+    }
+    long size = ftell(f);
+    if (size < 0 || (unsigned long)size > MAX_FILE_BYTES) {
+        rc = gb_error_set(err, GB_ECONFIG, "%s:1:1: not a config: %ld bytes (the limit is %u)",
+                          path, size, MAX_FILE_BYTES);
+        goto done;
+    }
+    rewind(f);
+    buf = malloc((size_t)size + 1);
+    if (!buf) {
+        rc = gb_error_set(err, GB_ENOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        rc = gb_error_errno(err, "%s: read failed", path);
+        goto done;
+    }
+    buf[size] = '\0';
+    rc = load_text(cfg, marks, path, buf, (size_t)size, err);
+done:
+    if (rc && rc != GB_ECONFIG)
+        err->code = rc = GB_ECONFIG; /* every load failure is a config error for the caller */
+    free(buf);
+    fclose(f);
+    return rc;
+}
+
+void gb_config_marks_free(gb_config_marks *marks) { free(marks); }
+
+int gb_config_read(gb_config *cfg, const char *path, const char *const *sets, int nsets,
+                   gb_error *err)
+{
+    gb_config_marks *marks = NULL;
+    int rc = gb_config_load(cfg, &marks, path, err);
+    for (int i = 0; rc == 0 && i < nsets; i++)
+        rc = gb_config_apply_set(cfg, marks, sets[i], i + 1, err);
+    if (rc == 0)
+        rc = gb_config_finish(cfg, marks, err);
+    gb_config_marks_free(marks);
+    return rc;
+}

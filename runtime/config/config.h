@@ -1,0 +1,380 @@
+/* runtime/config/config.h: the experiment configuration: YAML file -> validated, typed C structs.
+ * The schema (every key, its type, default, range or choices) is declared once, in
+ * runtime/config/config_schema.c; loading, --set overrides, printing and comparison are all driven by
+ * that table. Errors name file, line, column and key path:
+ *   configs/x.yaml:12:5: trainer.replay.capacity: expected a positive integer, got "-3"
+ * defines: gb_config and its sections, gb_config_load, gb_config_load_string, gb_config_apply_set,
+ *          gb_config_finish, gb_config_write, gb_config_equal, gb_config_arg */
+#ifndef GB_RUNTIME_CONFIG_H
+#define GB_RUNTIME_CONFIG_H
+
+#include "runtime/base/error.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GB_CONFIG_NAME_MAX 64
+#define GB_CONFIG_PATH_MAX 1024
+#define GB_CONFIG_LIST_MAX 8
+#define GB_CONFIG_ARGS_MAX 32
+#define GB_CONFIG_ARG_VALUE_MAX 256
+
+/* A list of integers (e.g. MLP hidden sizes). */
+typedef struct gb_config_int_list {
+    int n;
+    int64_t v[GB_CONFIG_LIST_MAX];
+} gb_config_int_list;
+
+/* A free-form mapping of scalar keys to scalar values (env.args): kept as text, interpreted by
+ * whoever owns it (an environment reads its own arguments). */
+typedef struct gb_config_args {
+    int n;
+    struct {
+        char key[GB_CONFIG_NAME_MAX];
+        char value[GB_CONFIG_ARG_VALUE_MAX];
+    } kv[GB_CONFIG_ARGS_MAX];
+} gb_config_args;
+
+/* Enumerations: stored as these values, written as the names in config_schema.c. */
+typedef enum { GB_DEVICE_CPU = 0, GB_DEVICE_CUDA = 1 } gb_device;
+typedef enum { GB_PRECISION_FP32 = 0, GB_PRECISION_BF16 = 1, GB_PRECISION_INT8 = 2 } gb_precision;
+typedef enum { GB_KERNELS_GEARBOX = 0, GB_KERNELS_LIBTORCH = 1 } gb_kernels;
+/* trainer.collect: how a cuda trainer's chosen rows reach the device (workers/roles/learning.h). */
+typedef enum { GB_COLLECT_GPU_ZERO_COPY = 0, GB_COLLECT_CPU_STAGED = 1 } gb_collect_mode;
+/* trainer.prefetch: select and collect batch k+1 while batch k trains (auto: on with cuda). */
+typedef enum { GB_PREFETCH_AUTO = 0, GB_PREFETCH_ON = 1, GB_PREFETCH_OFF = 2 } gb_prefetch_mode;
+typedef enum { GB_MODEL_MLP = 0, GB_MODEL_CNN = 1, GB_MODEL_TORCHSCRIPT = 2 } gb_model_type;
+typedef enum { GB_ACT_TANH = 0, GB_ACT_RELU = 1, GB_ACT_ELU = 2, GB_ACT_GELU = 3 } gb_activation;
+typedef enum { GB_ALGO_PPO = 0, GB_ALGO_DQN = 1, GB_ALGO_SAC = 2 } gb_algorithm;
+typedef enum { GB_TARGET_HARD = 0, GB_TARGET_POLYAK = 1 } gb_target_update;
+typedef enum {
+    GB_REMOVER_FIFO = 0,
+    GB_REMOVER_LIFO = 1,
+    GB_REMOVER_LOWEST_PRIORITY = 2,
+    GB_REMOVER_MAX_TIMES_SAMPLED = 3,
+    GB_REMOVER_NONE = 4, /* nothing is evicted: inserts wait for room (a queue) */
+} gb_remover_kind;
+typedef enum {
+    GB_SELECTOR_UNIFORM = 0,
+    GB_SELECTOR_WEIGHTED = 1,
+    GB_SELECTOR_FIFO = 2,
+    GB_SELECTOR_LIFO = 3,
+    GB_SELECTOR_TOPK = 4,
+} gb_selector_kind;
+typedef enum { GB_TRANSPORT_IPC = 0, GB_TRANSPORT_TCP = 1 } gb_transport;
+/* CURVE on tcp:// (runtime/streams/curve.h): auto = on exactly when the transport is tcp */
+typedef enum { GB_CURVE_AUTO = 0, GB_CURVE_ON = 1, GB_CURVE_OFF = 2 } gb_curve_mode;
+/* Several trainers: where each trains from (workers/roles/shards.h), and how they meet. */
+typedef enum { GB_SELECTION_LOCAL = 0, GB_SELECTION_GLOBAL = 1 } gb_selection;
+typedef enum { GB_STORE_FILE = 0, GB_STORE_TCP = 1 } gb_store_kind;
+/* parameters.relay: how policy workers get parameters (runtime/streams/params.h, workers/roles/param_relay.c) */
+typedef enum { GB_RELAY_NONE = 0, GB_RELAY_PER_HOST = 1 } gb_relay_mode;
+typedef enum { GB_LAUNCH_LOCAL = 0, GB_LAUNCH_SLURM = 1, GB_LAUNCH_INLINE = 2 } gb_launch_mode;
+typedef enum {
+    GB_PROGRESS_AUTO = 0,
+    GB_PROGRESS_LINE = 1,
+    GB_PROGRESS_PLAIN = 2,
+    GB_PROGRESS_OFF = 3,
+} gb_progress_mode;
+
+typedef struct gb_config_experiment {
+    char name[GB_CONFIG_NAME_MAX];     /* required */
+    int64_t seed;                      /* experiment seed; every RNG derives from it */
+    double target_return;              /* solved when the mean of the last 100 returns reaches
+                                          it; NAN (null) = no target */
+    int64_t max_env_steps;             /* budget; 0 = unlimited */
+    double max_seconds;                /* wall-time budget; 0 = unlimited */
+    char run_root[GB_CONFIG_PATH_MAX]; /* runs go to <run_root>/<name>/<timestamp>/ */
+    int log_level;                     /* gb_log_level */
+    double metrics_interval_s;         /* how often workers report metrics */
+    int64_t eval_every;    /* env steps between evaluation videos (RUN_DIR/videos); 0 = off */
+    int64_t eval_episodes; /* episodes in each of them */
+} gb_config_experiment;
+
+typedef struct gb_config_env {
+    char name[GB_CONFIG_NAME_MAX];   /* built-in name (CartPole-v1, ...) or "plugin" */
+    char plugin[GB_CONFIG_PATH_MAX]; /* shared library path when name is "plugin" */
+    int64_t max_episode_steps;       /* 0 = the environment's own limit */
+    gb_config_args args;             /* passed to the environment's create() */
+} gb_config_env;
+
+typedef struct gb_config_actors {
+    int64_t count;          /* actor worker processes */
+    int64_t envs_per_actor; /* K environment copies in each actor's ring */
+    int64_t splits;         /* S groups stepped in turn; divides K */
+    int64_t chunk_len;      /* T steps per trajectory chunk (the replay's item length) */
+    double noise_correlation; /* continuous actions: the actor's AR(1) exploration noise (0: the
+                                 policy draws independent noise) */
+    int64_t local;          /* how many of count the launcher starts itself (-1: all); the
+                               others are slots for `gearbox join` from other hosts */
+    int64_t join_max;       /* actors that may join beyond count (gearbox join) */
+} gb_config_actors;
+
+typedef struct gb_config_model {
+    int type;                             /* gb_model_type */
+    gb_config_int_list hidden;            /* MLP hidden sizes (also the CNN's head) */
+    int activation;                       /* gb_activation */
+    int layer_norm;                       /* bool */
+    int shared;                           /* bool: actor and critic share the torso */
+    char torchscript[GB_CONFIG_PATH_MAX]; /* file when type is torchscript */
+} gb_config_model;
+
+typedef struct gb_config_policy {
+    int64_t count;          /* policy worker processes */
+    int64_t local;          /* how many of count the launcher starts itself (-1: all); the
+                               others are slots for `gearbox join` from other hosts */
+    int device;             /* gb_device */
+    int precision;          /* gb_precision: the inference model the policy workers run */
+    int kernels;            /* gb_kernels: what computes a plain MLP's inference forward */
+    int64_t threads;        /* libtorch intra-op threads */
+    int64_t max_batch_rows; /* inference batch: row limit */
+    double max_wait_ms;     /* inference batch: wait limit */
+    int deterministic;      /* bool: greedy/mean actions */
+    int pipelined;          /* bool: request and inference threads overlap (SRL) */
+    gb_config_model model;
+} gb_config_policy;
+
+typedef struct gb_config_ppo {
+    double gae_lambda;
+    double clip;
+    int clip_value;     /* bool */
+    double value_coef;
+    double entropy_coef;
+    int64_t epochs;
+    int64_t minibatches;
+    int normalize_advantages; /* bool */
+} gb_config_ppo;
+
+typedef struct gb_config_dqn {
+    int64_t n_step;
+    int target_update;          /* gb_target_update */
+    int64_t target_update_every; /* train steps between hard updates */
+    double tau;                 /* Polyak coefficient */
+    int double_q;               /* bool */
+    double epsilon_start;
+    double epsilon_end;
+    int64_t epsilon_decay_steps;
+    double huber_delta;
+} gb_config_dqn;
+
+typedef struct gb_config_sac {
+    double tau;
+    double init_alpha;
+    int learn_alpha;       /* bool */
+    double target_entropy; /* NAN (null) = -action_dim */
+    double alpha_lr;
+} gb_config_sac;
+
+typedef struct gb_config_algorithm {
+    int name; /* gb_algorithm; required */
+    double lr;
+    double gamma;
+    double max_grad_norm; /* 0 = no clipping */
+    int lr_anneal;        /* bool: linear to 0 over the env-step budget */
+    gb_config_ppo ppo;
+    gb_config_dqn dqn;
+    gb_config_sac sac;
+} gb_config_algorithm;
+
+typedef struct gb_config_replay {
+    int64_t capacity;          /* items (trajectory chunks) */
+    int64_t max_size;          /* evict above this many items; 0 = capacity */
+    int remover;               /* gb_remover_kind */
+    int64_t max_times_sampled; /* for the max_times_sampled remover; 0 = off */
+    int selector;              /* gb_selector_kind */
+    gb_config_int_list extra_selectors; /* gb_selector_kind values kept beside `selector` for
+                                           requests that name them (server.replay only; the
+                                           trainer's stays empty) */
+    double alpha;              /* weighted: priority exponent */
+    double beta;               /* weighted: importance-weight exponent */
+    double default_priority;   /* new items; NAN (null) = current maximum */
+    int64_t min_size;          /* rate limiter: items before sampling starts */
+    double samples_per_insert; /* rate limiter: 0 = no ratio limit */
+    double error_buffer;       /* rate limiter: allowed deviation, in samples */
+    double timeout_s;          /* every blocking replay call */
+    int huge_pages;            /* bool: try huge pages for the column tables */
+    int selection;             /* gb_selection: with several trainers, local or global */
+} gb_config_replay;
+
+typedef struct gb_config_rendezvous {
+    int store;                     /* gb_store_kind: file (in the run directory) or tcp */
+    char host[GB_CONFIG_NAME_MAX]; /* tcp: trainer 0's address; also every trainer's Gloo address */
+    int64_t port;                  /* tcp: trainer 0's store port */
+    double timeout_s;              /* the rendezvous and every collective */
+} gb_config_rendezvous;
+
+typedef struct gb_config_trainer {
+    int64_t count;
+    int device;  /* gb_device */
+    int collect;  /* gb_collect_mode (device cuda) */
+    int prefetch; /* gb_prefetch_mode */
+    int64_t threads;
+    int64_t batch_size;        /* trajectory items per training step */
+    int64_t max_staleness;     /* policy versions; -1 = unbounded */
+    int64_t push_params_every; /* train steps between parameter pushes */
+    double checkpoint_every_s; /* 0 = only at the end */
+    int64_t checksum_every;    /* several trainers: train steps between parameter checks */
+    int64_t bucket_bytes;      /* several trainers: gradient all-reduce bucket size */
+    gb_config_rendezvous rendezvous;
+    gb_config_algorithm algorithm;
+    gb_config_replay replay;
+} gb_config_trainer;
+
+typedef struct gb_config_streams {
+    int transport;                      /* gb_transport */
+    char interface[GB_CONFIG_NAME_MAX]; /* tcp: address to bind; "*" only if asked */
+    int64_t sample_hwm;                 /* sample stream high-water mark (messages) */
+    int64_t inference_timeout_ms;
+    int64_t registry_timeout_ms;
+    int64_t heartbeat_ms;
+    int64_t ttl_ms;
+    int curve;                          /* gb_curve_mode */
+} gb_config_streams;
+
+/* 1 when the run's tcp sockets use CURVE (streams.curve on, or auto with tcp). */
+static inline int gb_config_streams_curve(const gb_config_streams *s)
+{
+    return s->curve == GB_CURVE_ON ||
+           (s->curve == GB_CURVE_AUTO && s->transport == GB_TRANSPORT_TCP);
+}
+
+typedef struct gb_config_parameters {
+    int64_t chunk_bytes; /* parameter blobs travel in chunks of this size */
+    int relay;           /* gb_relay_mode: per_host puts one relay per host between the
+                            parameter service and that host's policy workers */
+} gb_config_parameters;
+
+/* launch.restart: how often the launcher restarts a dead or hung worker before it gives up. */
+typedef struct gb_config_restart {
+    int64_t max_restarts; /* restarts allowed within any window_s; 0 = a dead worker ends the run */
+    double window_s;
+} gb_config_restart;
+
+/* launch.slurm.<role>: what one worker of a role asks Slurm for (launch/slurm.h). */
+typedef struct gb_config_slurm_role {
+    int64_t cpus;   /* CPUs of each worker's step */
+    int64_t gpus;   /* GPUs of each worker's step (0 = none) */
+    int64_t mem_mb; /* memory of each worker's step in MB (0 = the cluster's default) */
+} gb_config_slurm_role;
+
+/* launch.slurm: the Slurm backend (gearbox run --backend slurm): one job per run, one step per
+ * worker (launch/slurm.h). */
+typedef struct gb_config_slurm {
+    char partition[GB_CONFIG_NAME_MAX];  /* "" = the cluster's default partition */
+    char account[GB_CONFIG_NAME_MAX];    /* "" = the user's default account */
+    char time_limit[GB_CONFIG_NAME_MAX]; /* Slurm time ("90", "2:00:00", "1-0"); "" = default */
+    int64_t nodes;                       /* nodes of the job; > 1 needs streams.transport tcp */
+    char salloc_args[GB_CONFIG_PATH_MAX]; /* more options for the job (space-separated) */
+    char srun_args[GB_CONFIG_PATH_MAX];   /* more options for every step (space-separated) */
+    gb_config_slurm_role params, trainer, policy, actor;
+} gb_config_slurm;
+
+typedef struct gb_config_launch {
+    int mode;                         /* gb_launch_mode */
+    char run_dir[GB_CONFIG_PATH_MAX]; /* "" = <run_root>/<name>/<timestamp> */
+    double stop_timeout_s;            /* children get this long after SIGTERM */
+    int progress;                     /* gb_progress_mode */
+    double heartbeat_timeout_s;       /* a worker silent this long is hung: killed, restarted */
+    gb_config_restart restart;
+    gb_config_slurm slurm;
+} gb_config_launch;
+
+typedef enum {
+    GB_DATASET_GEARBOX = 0,
+    GB_DATASET_D4RL = 1,
+    GB_DATASET_MINARI = 2,
+} gb_dataset_format;
+
+/* `gearbox serve`: the offline-RL data server (workers/server/server.h). */
+typedef struct gb_config_server {
+    char endpoint[GB_CONFIG_PATH_MAX]; /* bind address: tcp://127.0.0.1:PORT, ipc://PATH; port 0
+                                          or * = any free port (printed at start) */
+    int curve;                  /* bool: clients must use CURVE (server.endpoint tcp only) */
+    char curve_key[GB_CONFIG_PATH_MAX];     /* the server's key pair file (made 0600 if absent) */
+    char curve_clients[GB_CONFIG_PATH_MAX]; /* allow-list of client public keys; "" = any client
+                                               that has the server's public key */
+    int64_t threads;            /* request worker threads */
+    int64_t max_batch_rows;     /* per request: items sampled, inserted or updated */
+    int64_t max_batch_bytes;    /* per request: reply data bytes */
+    int64_t max_request_bytes;  /* per request, its frames together (larger: an error reply) */
+    double max_wait_s;          /* longest a request may wait (rate limiter, room) */
+    char dataset[GB_CONFIG_PATH_MAX]; /* file, or directory of *.gbds files; "" = none */
+    int dataset_format;         /* gb_dataset_format */
+    int64_t steps;              /* d4rl, minari: T, steps per item */
+    int64_t dataset_last_items; /* gearbox: load only the newest N items (0 = all) */
+    char checkpoint[GB_CONFIG_PATH_MAX]; /* checkpoint file; "" = no checkpoints */
+    int restore;                /* bool: start from the checkpoint when it exists */
+    double checkpoint_every_s;  /* 0 = only on request and at exit */
+    int64_t seed;               /* selector RNG */
+    gb_config_replay replay;    /* the served replay; capacity 0 = the dataset's items */
+    gb_config_args tables;      /* more tables: name -> "key=value ..." overrides of this
+                                   section for that table (gb_config_server_table) */
+} gb_config_server;
+
+typedef struct gb_config {
+    char source[GB_CONFIG_PATH_MAX]; /* file it was loaded from (not part of the schema) */
+    gb_config_experiment experiment;
+    gb_config_env env;
+    gb_config_actors actors;
+    gb_config_policy policy;
+    gb_config_trainer trainer;
+    gb_config_streams streams;
+    gb_config_parameters parameters;
+    gb_config_launch launch;
+    gb_config_server server;
+} gb_config;
+
+/* Loading happens in three steps so that overrides are checked like file values:
+ *   gb_config_load (defaults + file) -> gb_config_apply_set (each --set) -> gb_config_finish
+ * (required keys, cross-key checks). gb_config_read does all three. All return 0 or GB_ECONFIG
+ * with a "file:line:column: key.path: ..." message in err. Nothing is allocated in cfg. */
+typedef struct gb_config_marks gb_config_marks; /* where each key was set, for messages */
+
+int gb_config_load(gb_config *cfg, gb_config_marks **marks, const char *path, gb_error *err);
+int gb_config_load_string(gb_config *cfg, gb_config_marks **marks, const char *name,
+                          const char *text, size_t len, gb_error *err);
+/* Applies one "key.path=value" override (value is YAML: 3, true, "x", [64, 64]). `which` numbers
+ * the override in messages ("--set[1]:1:25: ..."). */
+int gb_config_apply_set(gb_config *cfg, gb_config_marks *marks, const char *assignment,
+                        int which, gb_error *err);
+int gb_config_finish(gb_config *cfg, const gb_config_marks *marks, gb_error *err);
+void gb_config_marks_free(gb_config_marks *marks);
+
+/* load + every override + finish. */
+int gb_config_read(gb_config *cfg, const char *path, const char *const *sets, int nsets,
+                   gb_error *err);
+
+/* Writes the resolved config as YAML that loads back to an equal struct. */
+int gb_config_write(const gb_config *cfg, FILE *out);
+
+/* 1 when every schema field is equal (floats bit-for-bit, NaN equal to NaN), else 0; on
+ * difference, names the first differing key in *diff_key when given. */
+int gb_config_equal(const gb_config *a, const gb_config *b, const char **diff_key);
+
+/* The config of the data server's table `name` (a key of server.tables): cfg with the table's
+ * overrides ("key=value" words separated by spaces; keys relative to server.: dataset,
+ * dataset_format, steps, dataset_last_items, seed, replay.*) applied, checked like --set, and
+ * no checkpoint. out may not be cfg. Returns 0, GB_ENOTFOUND (no such table) or GB_ECONFIG. */
+int gb_config_server_table(const gb_config *cfg, const char *name, gb_config *out,
+                           gb_error *err);
+
+/* The value of env.args[key], or NULL. */
+const char *gb_config_arg(const gb_config_args *args, const char *key);
+
+/* Names of enum values (for logs): e.g. gb_config_enum_name("trainer.replay.selector", 1). */
+const char *gb_config_enum_name(const char *key_path, int value);
+
+/* Writes the schema's documentation (type, default, range or choices, meaning) of key, of every
+ * key in section key (e.g. "trainer.replay"), or of every key when key is NULL or "", to out
+ * (`gearbox check --explain`). Returns 0, or GB_ENOTFOUND when key names no key or section. */
+int gb_config_explain(FILE *out, const char *key);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,441 @@
+/* runtime/config/config_schema.c: every experiment config key, declared once: type, default, range or
+ * choices. The loader, --set, `gearbox check` and the comparison all read this table. Later
+ * issues extend the schema here (and the structs in config.h). */
+#include "runtime/config/config_schema.h"
+
+#include "runtime/config/config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#define OFF(member) offsetof(gb_config, member)
+#define BIG 9.007199254740992e15 /* 2^53: integers stay exact as doubles */
+#define INF __builtin_inf()
+
+#define INT(p, m, d, lo, hi, doc) {p, GB_CK_INT, OFF(m), 0, d, lo, hi, NULL, 0, doc}
+#define FLOAT(p, m, d, lo, hi, doc) {p, GB_CK_FLOAT, OFF(m), 0, d, lo, hi, NULL, 0, doc}
+#define FLOAT_OR_NULL(p, m, d, lo, hi, doc) {p, GB_CK_FLOAT, OFF(m), 0, d, lo, hi, NULL, 1, doc}
+#define BOOL(p, m, d, doc) {p, GB_CK_BOOL, OFF(m), 0, d, 0, 1, NULL, 0, doc}
+#define STR(p, m, d, doc) {p, GB_CK_STRING, OFF(m), sizeof(((gb_config *)0)->m), d, 0, 0, NULL, 0, doc}
+#define ENUM(p, m, d, ch, doc) {p, GB_CK_ENUM, OFF(m), 0, d, 0, 0, ch, 0, doc}
+#define LIST(p, m, d, lo, hi, doc) {p, GB_CK_INT_LIST, OFF(m), 0, d, lo, hi, NULL, 0, doc}
+#define ARGS(p, m, doc) {p, GB_CK_ARGS, OFF(m), 0, "{}", 0, 0, NULL, 0, doc}
+#define ENUM_LIST(p, m, d, ch, doc) {p, GB_CK_ENUM_LIST, OFF(m), 0, d, 0, 0, ch, 0, doc}
+
+/* Enum choices, in the order of the C enums in config.h. */
+static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
+static const char *const devices[] = {"cpu", "cuda", NULL};
+static const char *const precisions[] = {"fp32", "bf16", "int8", NULL};
+static const char *const kernels[] = {"gearbox", "libtorch", NULL};
+static const char *const collect_modes[] = {"gpu_zero_copy", "cpu_staged", NULL};
+static const char *const prefetch_modes[] = {"auto", "on", "off", NULL};
+static const char *const model_types[] = {"mlp", "cnn", "torchscript", NULL};
+static const char *const activations[] = {"tanh", "relu", "elu", "gelu", NULL};
+static const char *const algorithms[] = {"ppo", "dqn", "sac", NULL};
+static const char *const target_updates[] = {"hard", "polyak", NULL};
+static const char *const removers[] = {"fifo", "lifo", "lowest_priority", "max_times_sampled",
+                                       "none", NULL};
+static const char *const selectors[] = {"uniform", "weighted", "fifo", "lifo", "topk", NULL};
+static const char *const transports[] = {"ipc", "tcp", NULL};
+static const char *const curve_modes[] = {"auto", "on", "off", NULL};
+static const char *const selections[] = {"local", "global", NULL};
+static const char *const stores[] = {"file", "tcp", NULL};
+static const char *const relay_modes[] = {"none", "per_host", NULL};
+static const char *const launch_modes[] = {"local", "slurm", "inline", NULL};
+static const char *const dataset_formats[] = {"gearbox", "d4rl", "minari", NULL};
+static const char *const progress_modes[] = {"auto", "line", "plain", "off", NULL};
+
+const gb_config_field gb_config_fields[] = {
+    STR("experiment.name", experiment.name, NULL, "experiment name (runs/<name>/...)"),
+    INT("experiment.seed", experiment.seed, "1", 0, BIG, "seed of every RNG in the run"),
+    FLOAT_OR_NULL("experiment.target_return", experiment.target_return, "null", -INF, INF,
+                  "solved when the mean of the last 100 episode returns reaches this"),
+    INT("experiment.max_env_steps", experiment.max_env_steps, "10000000", 0, BIG,
+        "environment-step budget (0 = unlimited)"),
+    FLOAT("experiment.max_seconds", experiment.max_seconds, "600", 0, INF,
+          "wall-time budget in seconds (0 = unlimited)"),
+    STR("experiment.run_root", experiment.run_root, "runs", "root folder of run directories"),
+    ENUM("experiment.log_level", experiment.log_level, "info", log_levels, "logging level"),
+    FLOAT("experiment.metrics_interval_s", experiment.metrics_interval_s, "1", 0.01, 3600,
+          "seconds between metric reports"),
+    INT("experiment.eval_every", experiment.eval_every, "0", 0, BIG,
+        "env steps between evaluation videos of the newest checkpoint, written to "
+        "RUN_DIR/videos/eval_<env_steps>.mp4 and .json by `gearbox eval` (0 = off; needs "
+        "trainer.checkpoint_every_s > 0, which sets how fresh the checkpoint is)"),
+    INT("experiment.eval_episodes", experiment.eval_episodes, "2", 1, 1000,
+        "deterministic episodes in each evaluation video (experiment.eval_every)"),
+
+    STR("env.name", env.name, NULL, "built-in environment name, or \"plugin\""),
+    STR("env.plugin", env.plugin, "", "shared library of a plugin environment"),
+    INT("env.max_episode_steps", env.max_episode_steps, "0", 0, BIG,
+        "truncation limit (0 = the environment's own)"),
+    ARGS("env.args", env.args, "arguments for the environment's create()"),
+
+    INT("actors.count", actors.count, "1", 1, 4096, "actor worker processes"),
+    INT("actors.envs_per_actor", actors.envs_per_actor, "16", 1, 1 << 20,
+        "environment copies in each actor's ring (K)"),
+    INT("actors.splits", actors.splits, "2", 1, 1024, "groups of the ring stepped in turn (S)"),
+    INT("actors.chunk_len", actors.chunk_len, "32", 1, 1 << 16,
+        "steps per trajectory chunk (T, the replay item length)"),
+    FLOAT("actors.noise_correlation", actors.noise_correlation, "0", 0, 1,
+          "continuous actions: correlation from one step to the next of each environment's "
+          "exploration noise, drawn by the actor (an AR(1) with N(0, 1) marginals, new at every "
+          "episode start) and used by the policy in place of its own independent draws: 0 "
+          "draws independently each step (the policy's own); 0.9-0.99 keeps an action's sign "
+          "for tens of steps, what MountainCarContinuous needs to be explored"),
+    INT("actors.local", actors.local, "-1", -1, 4096,
+        "actors the launcher starts itself (-1: all); the rest of count join from other hosts "
+        "(gearbox join)"),
+    INT("actors.join_max", actors.join_max, "16", 0, 4096,
+        "actors that may join a running run beyond count (gearbox join)"),
+
+    INT("policy.count", policy.count, "1", 1, 1024, "policy worker processes"),
+    INT("policy.local", policy.local, "-1", -1, 1024,
+        "policy workers the launcher starts itself (-1: all); the rest of count join from "
+        "other hosts (gearbox join)"),
+    ENUM("policy.device", policy.device, "cpu", devices, "where inference runs"),
+    ENUM("policy.precision", policy.precision, "fp32", precisions,
+         "inference precision of the policy workers, built from the fp32 parameters after each "
+         "swap (int8: dynamic quantization of the Linear layers, cpu only)"),
+    ENUM("policy.kernels", policy.kernels, "gearbox", kernels,
+         "what runs a plain MLP policy's forward (Linear layers with tanh or relu) in fp32 and "
+         "int8 on the cpu: gearbox's own kernels (workers/torch/mlp_infer.c; where the cpu has "
+         "AVX-512 VNNI, else libtorch) or always libtorch's modules"),
+    INT("policy.threads", policy.threads, "1", 1, 1024, "libtorch intra-op threads"),
+    INT("policy.max_batch_rows", policy.max_batch_rows, "4096", 1, 1 << 24,
+        "inference batch row limit"),
+    FLOAT("policy.max_wait_ms", policy.max_wait_ms, "1", 0, 60000,
+          "inference batch wait limit in milliseconds"),
+    BOOL("policy.deterministic", policy.deterministic, "false", "greedy or mean actions"),
+    BOOL("policy.pipelined", policy.pipelined, "true",
+         "a request thread gathers the next batch while the inference thread runs the model "
+         "(false: one thread does both in turn)"),
+    ENUM("policy.model.type", policy.model.type, "mlp", model_types, "model architecture"),
+    LIST("policy.model.hidden", policy.model.hidden, "[64, 64]", 1, 1 << 20,
+         "hidden layer sizes"),
+    ENUM("policy.model.activation", policy.model.activation, "tanh", activations,
+         "hidden activation"),
+    BOOL("policy.model.layer_norm", policy.model.layer_norm, "false",
+         "layer norm after each hidden layer"),
+    BOOL("policy.model.shared", policy.model.shared, "false",
+         "actor and critic share the torso"),
+    STR("policy.model.torchscript", policy.model.torchscript, "",
+        "TorchScript file when type is torchscript"),
+
+    INT("trainer.count", trainer.count, "1", 1, 1024, "trainer worker processes"),
+    ENUM("trainer.device", trainer.device, "cpu", devices, "where training runs"),
+    ENUM("trainer.collect", trainer.collect, "gpu_zero_copy", collect_modes,
+         "device cuda: how the chosen rows reach the GPU: gpu_zero_copy (GEAR's path: selection "
+         "on the GPU, the gather kernel reads the rows from the page-locked replay tables straight "
+         "into device memory) or cpu_staged (selection and gather on the CPU into pinned staging, "
+         "then one host-to-device copy per column)"),
+    ENUM("trainer.prefetch", trainer.prefetch, "auto", prefetch_modes,
+         "select and collect batch k+1 while batch k trains, into a second buffer (auto: on with "
+         "device cuda, off on the cpu; one trainer, not inline): the next selection does not "
+         "see step k's priority updates"),
+    INT("trainer.threads", trainer.threads, "1", 1, 1024, "libtorch intra-op threads"),
+    INT("trainer.batch_size", trainer.batch_size, "64", 1, 1 << 24,
+        "trajectory items per training step"),
+    INT("trainer.max_staleness", trainer.max_staleness, "-1", -1, BIG,
+        "max policy-version lag of trained samples (-1 = unbounded)"),
+    INT("trainer.push_params_every", trainer.push_params_every, "1", 1, BIG,
+        "training steps between parameter pushes"),
+    FLOAT("trainer.checkpoint_every_s", trainer.checkpoint_every_s, "300", 0, INF,
+          "seconds between checkpoints, what a crashed run resumes from (0 = only at the end)"),
+    INT("trainer.checksum_every", trainer.checksum_every, "100", 0, BIG,
+        "several trainers: train steps between checks that every replica holds the same "
+        "parameters (0 = never)"),
+    INT("trainer.bucket_bytes", trainer.bucket_bytes, "26214400", 1024, BIG,
+        "several trainers: gradients are all-reduced in buckets of at most this many bytes"),
+    ENUM("trainer.rendezvous.store", trainer.rendezvous.store, "file", stores,
+         "several trainers meet through a file in the run directory or trainer 0's TCP store"),
+    STR("trainer.rendezvous.host", trainer.rendezvous.host, "127.0.0.1",
+        "tcp store: trainer 0's address; the address the trainers' collectives use"),
+    INT("trainer.rendezvous.port", trainer.rendezvous.port, "0", 0, 65535,
+        "tcp store: trainer 0's port (required with store: tcp)"),
+    FLOAT("trainer.rendezvous.timeout_s", trainer.rendezvous.timeout_s, "30", 0.1, 86400,
+          "several trainers: the rendezvous and every collective wait at most this long"),
+    ENUM("trainer.algorithm.name", trainer.algorithm.name, NULL, algorithms, "algorithm"),
+    FLOAT("trainer.algorithm.lr", trainer.algorithm.lr, "0.0003", 0, 10, "learning rate"),
+    FLOAT("trainer.algorithm.gamma", trainer.algorithm.gamma, "0.99", 0, 1, "discount"),
+    FLOAT("trainer.algorithm.max_grad_norm", trainer.algorithm.max_grad_norm, "0.5", 0, INF,
+          "gradient-norm clipping (0 = off)"),
+    BOOL("trainer.algorithm.lr_anneal", trainer.algorithm.lr_anneal, "false",
+         "anneal the learning rate linearly to 0 over the env-step budget"),
+    FLOAT("trainer.algorithm.ppo.gae_lambda", trainer.algorithm.ppo.gae_lambda, "0.95", 0, 1,
+          "GAE lambda"),
+    FLOAT("trainer.algorithm.ppo.clip", trainer.algorithm.ppo.clip, "0.2", 0, 10,
+          "ratio clipping"),
+    BOOL("trainer.algorithm.ppo.clip_value", trainer.algorithm.ppo.clip_value, "false",
+         "clip the value loss too"),
+    FLOAT("trainer.algorithm.ppo.value_coef", trainer.algorithm.ppo.value_coef, "0.5", 0, INF,
+          "value loss coefficient"),
+    FLOAT("trainer.algorithm.ppo.entropy_coef", trainer.algorithm.ppo.entropy_coef, "0", 0, INF,
+          "entropy bonus coefficient"),
+    INT("trainer.algorithm.ppo.epochs", trainer.algorithm.ppo.epochs, "4", 1, 1000,
+        "passes over each batch"),
+    INT("trainer.algorithm.ppo.minibatches", trainer.algorithm.ppo.minibatches, "4", 1, 1 << 20,
+        "minibatches per epoch"),
+    BOOL("trainer.algorithm.ppo.normalize_advantages",
+         trainer.algorithm.ppo.normalize_advantages, "true", "normalise advantages per minibatch"),
+    INT("trainer.algorithm.dqn.n_step", trainer.algorithm.dqn.n_step, "1", 1, 1000,
+        "n-step returns"),
+    ENUM("trainer.algorithm.dqn.target_update", trainer.algorithm.dqn.target_update, "hard",
+         target_updates, "target network update"),
+    INT("trainer.algorithm.dqn.target_update_every", trainer.algorithm.dqn.target_update_every,
+        "500", 1, BIG, "training steps between hard target updates"),
+    FLOAT("trainer.algorithm.dqn.tau", trainer.algorithm.dqn.tau, "0.005", 0, 1,
+          "Polyak coefficient"),
+    BOOL("trainer.algorithm.dqn.double_q", trainer.algorithm.dqn.double_q, "true", "double Q"),
+    FLOAT("trainer.algorithm.dqn.epsilon_start", trainer.algorithm.dqn.epsilon_start, "1", 0, 1,
+          "initial exploration rate"),
+    FLOAT("trainer.algorithm.dqn.epsilon_end", trainer.algorithm.dqn.epsilon_end, "0.05", 0, 1,
+          "final exploration rate"),
+    INT("trainer.algorithm.dqn.epsilon_decay_steps", trainer.algorithm.dqn.epsilon_decay_steps,
+        "10000", 0, BIG, "env steps over which epsilon decays linearly"),
+    FLOAT("trainer.algorithm.dqn.huber_delta", trainer.algorithm.dqn.huber_delta, "1", 0, INF,
+          "Huber loss threshold"),
+    FLOAT("trainer.algorithm.sac.tau", trainer.algorithm.sac.tau, "0.005", 0, 1,
+          "Polyak coefficient"),
+    FLOAT("trainer.algorithm.sac.init_alpha", trainer.algorithm.sac.init_alpha, "0.2", 0, INF,
+          "initial temperature"),
+    BOOL("trainer.algorithm.sac.learn_alpha", trainer.algorithm.sac.learn_alpha, "true",
+         "learn the temperature"),
+    FLOAT_OR_NULL("trainer.algorithm.sac.target_entropy", trainer.algorithm.sac.target_entropy,
+                  "null", -INF, INF, "target entropy (null = -action dimension)"),
+    FLOAT("trainer.algorithm.sac.alpha_lr", trainer.algorithm.sac.alpha_lr, "0.0003", 0, 10,
+          "temperature learning rate"),
+    INT("trainer.replay.capacity", trainer.replay.capacity, "100000", 1, BIG,
+        "items (trajectory chunks) the replay holds (PPO: trainer.batch_size)"),
+    INT("trainer.replay.max_size", trainer.replay.max_size, "0", 0, BIG,
+        "evict above this many items (0 = capacity)"),
+    ENUM("trainer.replay.remover", trainer.replay.remover, "fifo", removers,
+         "eviction order (none: nothing is evicted, ingest waits for room: a queue; PPO's "
+         "default)"),
+    INT("trainer.replay.max_times_sampled", trainer.replay.max_times_sampled, "0", 0, BIG,
+        "remove an item after this many samples (0 = never; PPO: 1)"),
+    ENUM("trainer.replay.selector", trainer.replay.selector, "uniform", selectors,
+         "sampling order (PPO: fifo)"),
+    FLOAT("trainer.replay.alpha", trainer.replay.alpha, "0.6", 0, 100, "priority exponent"),
+    FLOAT("trainer.replay.beta", trainer.replay.beta, "0.4", 0, 1, "importance-weight exponent"),
+    FLOAT_OR_NULL("trainer.replay.default_priority", trainer.replay.default_priority, "null", 0,
+                  INF, "priority of new items (null = current maximum)"),
+    INT("trainer.replay.min_size", trainer.replay.min_size, "1", 1, BIG,
+        "items before sampling starts (PPO: one trainer's part of trainer.batch_size)"),
+    FLOAT("trainer.replay.samples_per_insert", trainer.replay.samples_per_insert, "0", 0, INF,
+          "samples per inserted item (0 = no ratio limit)"),
+    FLOAT("trainer.replay.error_buffer", trainer.replay.error_buffer, "0", 0, INF,
+          "allowed deviation from samples_per_insert, in samples"),
+    FLOAT("trainer.replay.timeout_s", trainer.replay.timeout_s, "30", 0, INF,
+          "timeout of every blocking replay call"),
+    BOOL("trainer.replay.huge_pages", trainer.replay.huge_pages, "true",
+         "use huge pages for the tables where available"),
+    ENUM("trainer.replay.selection", trainer.replay.selection, "local", selections,
+         "several trainers: each samples batch/count from its own shard (local), or one "
+         "selection over every shard's items (global)"),
+
+    ENUM("streams.transport", streams.transport, "ipc", transports,
+         "ipc (one machine) or tcp (across machines)"),
+    STR("streams.interface", streams.interface, "127.0.0.1",
+        "tcp: address to bind (\"*\" binds every interface)"),
+    INT("streams.sample_hwm", streams.sample_hwm, "64", 1, 1 << 24,
+        "sample stream high-water mark, in messages"),
+    INT("streams.inference_timeout_ms", streams.inference_timeout_ms, "10000", 1, BIG,
+        "inference request timeout"),
+    INT("streams.registry_timeout_ms", streams.registry_timeout_ms, "10000", 1, BIG,
+        "endpoint lookup timeout"),
+    INT("streams.heartbeat_ms", streams.heartbeat_ms, "500", 1, BIG, "registry heartbeat period"),
+    INT("streams.ttl_ms", streams.ttl_ms, "3000", 1, BIG,
+        "a worker silent this long is dropped from the registry"),
+    ENUM("streams.curve", streams.curve, "auto", curve_modes,
+         "CURVE authentication and encryption of tcp sockets with the run's keys "
+         "(RUN_DIR/keys); auto = on for tcp; ipc never uses it"),
+
+    INT("parameters.chunk_bytes", parameters.chunk_bytes, "4194304", 4096, 1LL << 31,
+        "parameter blobs travel in chunks of this many bytes"),
+    ENUM("parameters.relay", parameters.relay, "none", relay_modes,
+         "none (policy workers subscribe to the parameter service) or per_host (one relay a "
+         "host re-serves that host's policy workers: each version crosses the network once a "
+         "host)"),
+
+    ENUM("launch.mode", launch.mode, "local", launch_modes,
+         "local processes, Slurm, or inline (one process, no sockets)"),
+    STR("launch.run_dir", launch.run_dir, "",
+        "run directory (\"\" = <run_root>/<name>/<timestamp>)"),
+    FLOAT("launch.stop_timeout_s", launch.stop_timeout_s, "5", 0, 3600,
+          "seconds children get after SIGTERM"),
+    ENUM("launch.progress", launch.progress, "auto", progress_modes,
+         "progress display: auto (a live line on a terminal), line, plain, off"),
+    FLOAT("launch.heartbeat_timeout_s", launch.heartbeat_timeout_s, "30", 0.5, 86400,
+          "a worker that sends no report for this long is hung: killed and restarted"),
+    INT("launch.restart.max_restarts", launch.restart.max_restarts, "3", 0, 1000000,
+        "restarts of dead or hung workers allowed within window_s (0 = a death ends the run)"),
+    FLOAT("launch.restart.window_s", launch.restart.window_s, "60", 0.1, 86400,
+          "the sliding window max_restarts counts in"),
+    STR("launch.slurm.partition", launch.slurm.partition, "",
+        "slurm: partition of the run's job (\"\" = the cluster's default)"),
+    STR("launch.slurm.account", launch.slurm.account, "",
+        "slurm: account charged (\"\" = your default)"),
+    STR("launch.slurm.time_limit", launch.slurm.time_limit, "",
+        "slurm: the job's time limit, in Slurm's format (\"90\", \"2:00:00\", \"1-0\"; "
+        "\"\" = the partition's default)"),
+    INT("launch.slurm.nodes", launch.slurm.nodes, "1", 1, 4096,
+        "slurm: nodes of the run's job (more than 1 needs streams.transport tcp)"),
+    STR("launch.slurm.salloc_args", launch.slurm.salloc_args, "",
+        "slurm: more salloc options for the job, space-separated (e.g. \"--qos=long\")"),
+    STR("launch.slurm.srun_args", launch.slurm.srun_args, "",
+        "slurm: more srun options for every worker's step, space-separated"),
+    INT("launch.slurm.params.cpus", launch.slurm.params.cpus, "1", 1, 4096,
+        "slurm: CPUs of the parameter service's step"),
+    INT("launch.slurm.params.gpus", launch.slurm.params.gpus, "0", 0, 64,
+        "slurm: GPUs of the parameter service's step"),
+    INT("launch.slurm.params.mem_mb", launch.slurm.params.mem_mb, "0", 0, BIG,
+        "slurm: memory of the parameter service's step in MB (0 = the cluster's default)"),
+    INT("launch.slurm.trainer.cpus", launch.slurm.trainer.cpus, "1", 1, 4096,
+        "slurm: CPUs of each trainer's step"),
+    INT("launch.slurm.trainer.gpus", launch.slurm.trainer.gpus, "0", 0, 64,
+        "slurm: GPUs of each trainer's step"),
+    INT("launch.slurm.trainer.mem_mb", launch.slurm.trainer.mem_mb, "0", 0, BIG,
+        "slurm: memory of each trainer's step in MB (0 = the cluster's default)"),
+    INT("launch.slurm.policy.cpus", launch.slurm.policy.cpus, "1", 1, 4096,
+        "slurm: CPUs of each policy worker's step"),
+    INT("launch.slurm.policy.gpus", launch.slurm.policy.gpus, "0", 0, 64,
+        "slurm: GPUs of each policy worker's step"),
+    INT("launch.slurm.policy.mem_mb", launch.slurm.policy.mem_mb, "0", 0, BIG,
+        "slurm: memory of each policy worker's step in MB (0 = the cluster's default)"),
+    INT("launch.slurm.actor.cpus", launch.slurm.actor.cpus, "1", 1, 4096,
+        "slurm: CPUs of each actor's step"),
+    INT("launch.slurm.actor.gpus", launch.slurm.actor.gpus, "0", 0, 64,
+        "slurm: GPUs of each actor's step"),
+    INT("launch.slurm.actor.mem_mb", launch.slurm.actor.mem_mb, "0", 0, BIG,
+        "slurm: memory of each actor's step in MB (0 = the cluster's default)"),
+
+    STR("server.endpoint", server.endpoint, "tcp://127.0.0.1:5555",
+        "data server bind address (tcp://HOST:PORT, port * = any free; ipc://PATH)"),
+    BOOL("server.curve", server.curve, "false",
+         "clients must use CURVE: they need the server's public key (server.curve_key) and, "
+         "with server.curve_clients, an allowed key pair"),
+    STR("server.curve_key", server.curve_key, "",
+        "the server's CURVE key pair file (created 0600 when absent)"),
+    STR("server.curve_clients", server.curve_clients, "",
+        "file of allowed client public keys, one a line (\"\" = any client with the server's "
+        "public key)"),
+    INT("server.threads", server.threads, "2", 1, 256, "data server request threads"),
+    INT("server.max_batch_rows", server.max_batch_rows, "4096", 1, 1 << 24,
+        "items per sample, insert or priority-update request"),
+    INT("server.max_batch_bytes", server.max_batch_bytes, "268435456", 1, BIG,
+        "data bytes per sample reply"),
+    INT("server.max_request_bytes", server.max_request_bytes, "268435456", 1024, BIG,
+        "largest request accepted, its frames together (a larger one gets an error reply; "
+        "one frame over twice this disconnects its sender)"),
+    FLOAT("server.max_wait_s", server.max_wait_s, "10", 0, 3600,
+          "longest a request waits for the rate limiter or for room"),
+    STR("server.dataset", server.dataset, "",
+        "dataset file, or directory of *.gbds files (\"\" = start empty from a checkpoint)"),
+    ENUM("server.dataset_format", server.dataset_format, "gearbox", dataset_formats,
+         "gearbox (written by gearbox run --record), d4rl (HDF5) or minari (a Minari "
+         "dataset folder)"),
+    INT("server.steps", server.steps, "32", 1, 1 << 16, "d4rl, minari: steps per item (T)"),
+    INT("server.dataset_last_items", server.dataset_last_items, "0", 0, BIG,
+        "gearbox datasets: load only the newest N items (0 = all)"),
+    STR("server.checkpoint", server.checkpoint, "", "checkpoint file (\"\" = none)"),
+    BOOL("server.restore", server.restore, "false",
+         "start from the checkpoint when it exists instead of loading the dataset"),
+    FLOAT("server.checkpoint_every_s", server.checkpoint_every_s, "0", 0, INF,
+          "seconds between checkpoints (0 = on request and at exit)"),
+    INT("server.seed", server.seed, "1", 0, BIG, "selector RNG seed"),
+    ARGS("server.tables", server.tables,
+         "more tables, named in requests: name -> \"key=value ...\" overriding this section's "
+         "dataset, dataset_format, steps, dataset_last_items, seed and replay.* keys"),
+    INT("server.replay.capacity", server.replay.capacity, "0", 0, BIG,
+        "items the served replay holds (0 = the dataset's items)"),
+    INT("server.replay.max_size", server.replay.max_size, "0", 0, BIG,
+        "evict above this many items (0 = capacity)"),
+    ENUM("server.replay.remover", server.replay.remover, "fifo", removers,
+         "eviction order (none: nothing is evicted, writers wait for room)"),
+    INT("server.replay.max_times_sampled", server.replay.max_times_sampled, "0", 0, BIG,
+        "remove an item after this many samples (0 = never)"),
+    ENUM("server.replay.selector", server.replay.selector, "uniform", selectors,
+         "sampling order of requests that name no selector"),
+    ENUM_LIST("server.replay.extra_selectors", server.replay.extra_selectors, "[]", selectors,
+              "selectors kept beside server.replay.selector for requests that name them "
+              "(uniform, fifo, lifo are always there; weighted, topk cost an update each)"),
+    FLOAT("server.replay.alpha", server.replay.alpha, "0.6", 0, 100, "priority exponent"),
+    FLOAT("server.replay.beta", server.replay.beta, "0.4", 0, 1, "importance-weight exponent"),
+    FLOAT_OR_NULL("server.replay.default_priority", server.replay.default_priority, "1", 0, INF,
+                  "priority of loaded and inserted items (null = current maximum)"),
+    INT("server.replay.min_size", server.replay.min_size, "1", 1, BIG,
+        "items before sampling starts"),
+    FLOAT("server.replay.samples_per_insert", server.replay.samples_per_insert, "0", 0, INF,
+          "samples per inserted item (0 = no ratio limit)"),
+    FLOAT("server.replay.error_buffer", server.replay.error_buffer, "0", 0, INF,
+          "allowed deviation from samples_per_insert, in samples"),
+    FLOAT("server.replay.timeout_s", server.replay.timeout_s, "10", 0, INF,
+          "timeout of every blocking replay call"),
+    BOOL("server.replay.huge_pages", server.replay.huge_pages, "true",
+         "use huge pages for the tables where available"),
+};
+
+const size_t gb_config_nfields = sizeof gb_config_fields / sizeof gb_config_fields[0];
+
+const gb_config_field *gb_config_find_field(const char *path, size_t len)
+{
+    for (size_t i = 0; i < gb_config_nfields; i++) {
+        const char *p = gb_config_fields[i].path;
+        if (strlen(p) == len && memcmp(p, path, len) == 0)
+            return &gb_config_fields[i];
+    }
+    return NULL;
+}
+
+int gb_config_is_section(const char *path, size_t len)
+{
+    for (size_t i = 0; i < gb_config_nfields; i++) {
+        const char *p = gb_config_fields[i].path;
+        if (strlen(p) > len && memcmp(p, path, len) == 0 && p[len] == '.')
+            return 1;
+    }
+    return 0;
+}
+
+/* One key's line of `gearbox check --explain`: path, type, default, range or choices, then the
+ * meaning on its own line. */
+static void explain_field(FILE *out, const gb_config_field *f)
+{
+    static const char *const kinds[] = {"int", "float", "bool", "string", "choice", "int list",
+                                        "mapping", "list of choices"};
+    fprintf(out, "%s  (%s", f->path, kinds[f->kind]);
+    if (f->kind == GB_CK_FLOAT && f->nullable)
+        fprintf(out, " or null");
+    fprintf(out, "; default %s", f->def ? (f->def[0] ? f->def : "\"\"") : "none: required");
+    if (f->kind == GB_CK_INT || f->kind == GB_CK_FLOAT || f->kind == GB_CK_INT_LIST) {
+        fprintf(out, "; range [");
+        fprintf(out, f->min == -INF ? "-inf" : f->min == BIG ? "2^53" : "%g", f->min);
+        fprintf(out, ", ");
+        fprintf(out, f->max == INF ? "inf" : f->max == BIG ? "2^53" : "%g", f->max);
+        fprintf(out, "]");
+    }
+    if (f->choices) {
+        fprintf(out, "; one of");
+        for (const char *const *c = f->choices; *c; c++)
+            fprintf(out, "%s%s", c == f->choices ? " " : " | ", *c);
+    }
+    fprintf(out, ")\n    %s\n", f->doc ? f->doc : "");
+}
+
+int gb_config_explain(FILE *out, const char *key)
+{
+    size_t len = key ? strlen(key) : 0;
+    while (len > 0 && key[len - 1] == '.') /* "trainer." means the section */
+        len--;
+    int found = 0;
+    for (size_t i = 0; i < gb_config_nfields; i++) {
+        const char *p = gb_config_fields[i].path;
+        if (len == 0 || (strncmp(p, key, len) == 0 && (p[len] == '\0' || p[len] == '.'))) {
+            explain_field(out, &gb_config_fields[i]);
+            found = 1;
+        }
+    }
+    return found ? 0 : GB_ENOTFOUND;
+}

@@ -1,0 +1,617 @@
+/* runtime/run/metrics.c: the metrics stream (see metrics.h). */
+#include "runtime/run/metrics.h"
+
+#include "runtime/base/clock.h"
+#include "runtime/streams/curve.h"
+#include "runtime/base/log.h"
+#include "runtime/streams/wire.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#define METRICS_TABLE_MAX_COLS 16
+/* The largest tensor of a well-formed report: its table (the names, values and episodes are
+ * smaller). */
+#define METRICS_MAX_FRAME \
+    ((uint64_t)GB_METRICS_TABLE_MAX_ROWS * METRICS_TABLE_MAX_COLS * sizeof(int64_t))
+
+struct gb_metrics_sender {
+    void *sock;
+    void *zctx; /* its CURVE security's refusals (runtime/streams/curve.h) go with every report */
+    int role, index;
+    int nvalues;
+    char names[GB_METRICS_MAX_VALUES][GB_METRICS_NAME_MAX];
+    double values[GB_METRICS_MAX_VALUES];
+    int nepisodes;
+    float returns[GB_METRICS_MAX_EPISODES];
+    int64_t lengths[GB_METRICS_MAX_EPISODES];
+    uint64_t seq, dropped;
+    uint64_t incarnation;
+    int64_t *table; /* gb_metrics_set_table's copy, [table_rows, table_cols] */
+    int table_rows, table_cols, table_cap;
+    char packed_names[GB_METRICS_MAX_VALUES * GB_METRICS_NAME_MAX];
+};
+
+int gb_metrics_sender_open(gb_metrics_sender **out, void *zctx, const char *endpoint, int role,
+                           int index, gb_error *err)
+{
+    gb_metrics_sender *s = calloc(1, sizeof *s);
+    if (!s)
+        return gb_error_set(err, GB_ENOMEM, "metrics: out of memory");
+    s->role = role;
+    s->index = index;
+    s->zctx = zctx;
+    s->sock = zmq_socket(zctx, ZMQ_PUSH);
+    int hwm = 64, linger = 0;
+    if (!s->sock || zmq_setsockopt(s->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) ||
+        zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger) ||
+        gb_curve_connect(zctx, s->sock, endpoint)) {
+        int rc = gb_wire_zmq_error(err, "metrics: connect");
+        gb_error_prefix(err, "%s", endpoint);
+        gb_metrics_sender_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void gb_metrics_sender_close(gb_metrics_sender *s)
+{
+    if (!s)
+        return;
+    if (s->sock) {
+        int linger = GB_METRICS_CLOSE_LINGER_MS; /* the last report still leaves */
+        zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof linger);
+        zmq_close(s->sock);
+    }
+    free(s->table);
+    free(s);
+}
+
+int gb_metrics_set(gb_metrics_sender *s, const char *name, double value)
+{
+    for (int i = 0; i < s->nvalues; i++) {
+        if (strncmp(s->names[i], name, GB_METRICS_NAME_MAX - 1) == 0) {
+            s->values[i] = value;
+            return 0;
+        }
+    }
+    if (s->nvalues == GB_METRICS_MAX_VALUES)
+        return GB_EFULL;
+    snprintf(s->names[s->nvalues], GB_METRICS_NAME_MAX, "%s", name);
+    s->values[s->nvalues++] = value;
+    return 0;
+}
+
+void gb_metrics_episode(gb_metrics_sender *s, float episode_return, int64_t length)
+{
+    if (s->nepisodes == GB_METRICS_MAX_EPISODES) {
+        /* Keep the newest: shift out the oldest half at once (rare). */
+        int keep = GB_METRICS_MAX_EPISODES / 2;
+        memmove(s->returns, s->returns + keep, (size_t)keep * sizeof s->returns[0]);
+        memmove(s->lengths, s->lengths + keep, (size_t)keep * sizeof s->lengths[0]);
+        s->nepisodes = keep;
+    }
+    s->returns[s->nepisodes] = episode_return;
+    s->lengths[s->nepisodes++] = length;
+}
+
+int gb_metrics_episodes_unsent(const gb_metrics_sender *s) { return s->nepisodes; }
+
+int gb_metrics_send(gb_metrics_sender *s, gb_error *err)
+{
+    const gb_curve *curve = gb_curve_of(s->zctx);
+    if (curve) /* connections refused for want of the run's keys, reported by every worker */
+        gb_metrics_set(s, "auth_refused", (double)gb_curve_refused(curve));
+    gb_wire_header h;
+    gb_wire_header_init(&h, GB_MSG_METRICS, s->role, s->index);
+    /* the sequence number carries the process's incarnation in its high bits: the collector
+     * tells a restarted worker's reports from its predecessor's */
+    h.seq = s->incarnation << GB_METRICS_INCARNATION_SHIFT | (++s->seq & GB_METRICS_SEQ_MASK);
+    size_t off = 0;
+    for (int i = 0; i < s->nvalues; i++) {
+        size_t l = strlen(s->names[i]) + 1;
+        memcpy(s->packed_names + off, s->names[i], l);
+        off += l;
+    }
+    int64_t shape;
+    int rc;
+    shape = (int64_t)off;
+    if ((rc = gb_wire_set_tensor(&h.tensors[0], "names", GB_DTYPE_UINT8, 1, &shape, err)))
+        return rc;
+    shape = s->nvalues;
+    if ((rc = gb_wire_set_tensor(&h.tensors[1], "values", GB_DTYPE_FLOAT64, 1, &shape, err)))
+        return rc;
+    shape = s->nepisodes;
+    if ((rc = gb_wire_set_tensor(&h.tensors[2], "returns", GB_DTYPE_FLOAT32, 1, &shape, err)) ||
+        (rc = gb_wire_set_tensor(&h.tensors[3], "lengths", GB_DTYPE_INT64, 1, &shape, err)))
+        return rc;
+    h.ntensors = 4;
+    if (s->table_cols) {
+        int64_t tshape[2] = {s->table_rows, s->table_cols};
+        if ((rc = gb_wire_set_tensor(&h.tensors[4], "table", GB_DTYPE_INT64, 2, tshape, err)))
+            return rc;
+        h.ntensors = 5;
+    }
+    gb_wire_payload p[5] = {{.data = s->packed_names},
+                            {.data = s->values},
+                            {.data = s->returns},
+                            {.data = s->lengths},
+                            {.data = s->table}};
+    rc = gb_wire_send(s->sock, NULL, 0, &h, p, ZMQ_DONTWAIT, err);
+    if (rc == 0) {
+        s->nepisodes = 0;
+    } else if (rc == GB_EAGAIN) {
+        s->dropped++;
+    }
+    return rc;
+}
+
+uint64_t gb_metrics_sender_dropped(const gb_metrics_sender *s) { return s->dropped; }
+
+int gb_metrics_set_table(gb_metrics_sender *s, const int64_t *data, int rows, int cols,
+                         gb_error *err)
+{
+    if (rows < 0 || cols < 1 || rows > GB_METRICS_TABLE_MAX_ROWS ||
+        cols > METRICS_TABLE_MAX_COLS)
+        return gb_error_set(err, GB_EINVAL, "metrics table of %d x %d: at most %d x %d", rows,
+                            cols, GB_METRICS_TABLE_MAX_ROWS, METRICS_TABLE_MAX_COLS);
+    int need = rows * cols;
+    if (need > s->table_cap) {
+        int64_t *t = realloc(s->table, (size_t)need * sizeof *t);
+        if (!t)
+            return gb_error_set(err, GB_ENOMEM, "metrics table: out of memory");
+        s->table = t;
+        s->table_cap = need;
+    }
+    if (need)
+        memcpy(s->table, data, (size_t)need * sizeof *data);
+    s->table_rows = rows;
+    s->table_cols = cols;
+    return 0;
+}
+
+void gb_metrics_sender_set_incarnation(gb_metrics_sender *s, int incarnation)
+{
+    s->incarnation = (uint64_t)(incarnation > 0 ? incarnation : 0);
+}
+
+/* ---- collector ---------------------------------------------------------------------------- */
+
+typedef struct worker_values {
+    int role, index;
+    int n;
+    char names[GB_METRICS_MAX_VALUES][GB_METRICS_NAME_MAX];
+    double values[GB_METRICS_MAX_VALUES];
+    double carried[GB_METRICS_MAX_VALUES]; /* what earlier incarnations counted (carry names) */
+    uint64_t incarnation;
+    uint64_t retired_below; /* reports of older incarnations are stale (collector_retire) */
+    double last_s; /* gb_now_s() of the last report taken */
+    int64_t *table; /* the last table this incarnation sent, [table_rows, table_cols] */
+    int table_rows, table_cols;
+    size_t table_cap; /* bytes allocated at table */
+} worker_values;
+
+#define GB_METRICS_MAX_CARRY 32
+#define GB_METRICS_ROLES GB_ROLE_END /* gb_role values (runtime/streams/wire.h) below this */
+
+struct gb_metrics_collector {
+    void *sock;
+    worker_values *workers;
+    int nworkers, cap;
+    int64_t episodes;
+    float window_returns[GB_METRICS_WINDOW];
+    int64_t window_lengths[GB_METRICS_WINDOW];
+    int window_next, window_n;
+    uint64_t rejected, stale, unexpected;
+    int64_t expected[GB_METRICS_ROLES]; /* workers per role; -1 = role not declared */
+    int has_expected;
+    gb_wire_msg msg;
+    /* counters that continue across a worker's restarts, per role */
+    struct { int role; char name[GB_METRICS_NAME_MAX]; } carry[GB_METRICS_MAX_CARRY];
+    int ncarry;
+};
+
+int gb_metrics_collector_carry(gb_metrics_collector *c, int role, const char *const *names,
+                               int n, gb_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        if (c->ncarry == GB_METRICS_MAX_CARRY)
+            return gb_error_set(err, GB_EFULL, "metrics: more than %d carried counters",
+                                GB_METRICS_MAX_CARRY);
+        c->carry[c->ncarry].role = role;
+        snprintf(c->carry[c->ncarry].name, GB_METRICS_NAME_MAX, "%s", names[i]);
+        c->ncarry++;
+    }
+    return 0;
+}
+
+static int carried(const gb_metrics_collector *c, int role, const char *name)
+{
+    for (int i = 0; i < c->ncarry; i++)
+        if (c->carry[i].role == role && strcmp(c->carry[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* A report from a newer process of w's worker: the counters that carry over add what the
+ * previous process last reported to the new one's; every other value starts afresh. */
+static void new_incarnation(const gb_metrics_collector *c, worker_values *w, uint64_t inc)
+{
+    for (int j = 0; j < w->n; j++) {
+        if (carried(c, w->role, w->names[j]))
+            w->carried[j] += w->values[j];
+        else
+            w->carried[j] = 0;
+        w->values[j] = NAN;
+    }
+    w->incarnation = inc;
+}
+
+int gb_metrics_collector_open(gb_metrics_collector **out, void *zctx, const char *endpoint,
+                              gb_error *err)
+{
+    gb_metrics_collector *c = calloc(1, sizeof *c);
+    if (!c)
+        return gb_error_set(err, GB_ENOMEM, "metrics: out of memory");
+    gb_wire_msg_init(&c->msg);
+    for (int r = 0; r < GB_METRICS_ROLES; r++)
+        c->expected[r] = -1;
+    c->sock = zmq_socket(zctx, ZMQ_PULL);
+    int hwm = 10000, linger = 0;
+    /* the largest tensor a report may hold is its table: a peer sending a larger frame is
+     * disconnected before it is read */
+    if (!c->sock || zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
+        zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger) ||
+        gb_wire_set_max_frame(c->sock, METRICS_MAX_FRAME, err) ||
+        gb_curve_bind(zctx, c->sock, endpoint)) {
+        int rc = gb_wire_zmq_error(err, "metrics: bind");
+        gb_error_prefix(err, "%s", endpoint);
+        gb_metrics_collector_close(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+int gb_metrics_collector_endpoint(const gb_metrics_collector *c, char *out, size_t cap,
+                                  gb_error *err)
+{
+    size_t len = cap;
+    if (zmq_getsockopt(c->sock, ZMQ_LAST_ENDPOINT, out, &len))
+        return gb_wire_zmq_error(err, "metrics: ZMQ_LAST_ENDPOINT");
+    return 0;
+}
+
+void gb_metrics_collector_close(gb_metrics_collector *c)
+{
+    if (!c)
+        return;
+    gb_wire_msg_release(&c->msg);
+    if (c->sock)
+        zmq_close(c->sock);
+    for (int i = 0; i < c->nworkers; i++)
+        free(c->workers[i].table);
+    free(c->workers);
+    free(c);
+}
+
+int gb_metrics_collector_expect(gb_metrics_collector *c, int role, int64_t count, gb_error *err)
+{
+    if (role <= 0 || role >= GB_METRICS_ROLES || count < 0)
+        return gb_error_set(err, GB_EINVAL, "metrics: cannot expect %lld workers of role %d",
+                            (long long)count, role);
+    int64_t total = count;
+    for (int r = 0; r < GB_METRICS_ROLES; r++)
+        if (r != role && c->expected[r] > 0)
+            total += c->expected[r];
+    if (total > GB_METRICS_MAX_REPORTERS)
+        return gb_error_set(err, GB_EINVAL, "metrics: %lld workers exceed the collector's limit "
+                            "of %d", (long long)total, GB_METRICS_MAX_REPORTERS);
+    c->expected[role] = count;
+    c->has_expected = 1;
+    return 0;
+}
+
+/* 1 when (role, index) may report: one of the declared workers, or any while none is declared. */
+static int sender_allowed(const gb_metrics_collector *c, int role, int index)
+{
+    if (!c->has_expected)
+        return 1;
+    return role > 0 && role < GB_METRICS_ROLES && index >= 0 && index < c->expected[role];
+}
+
+/* The reporter's row, added on its first report; NULL when the table is full (only without
+ * declared workers: declared ones always fit) or out of memory. */
+static worker_values *worker_for(gb_metrics_collector *c, int role, int index)
+{
+    for (int i = 0; i < c->nworkers; i++)
+        if (c->workers[i].role == role && c->workers[i].index == index)
+            return &c->workers[i];
+    if (c->nworkers >= GB_METRICS_MAX_REPORTERS)
+        return NULL;
+    if (c->nworkers == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 16;
+        worker_values *w = realloc(c->workers, (size_t)cap * sizeof *w);
+        if (!w)
+            return NULL;
+        c->workers = w;
+        c->cap = cap;
+    }
+    worker_values *w = &c->workers[c->nworkers++];
+    memset(w, 0, sizeof *w);
+    w->role = role;
+    w->index = index;
+    return w;
+}
+
+/* Applies one received report; returns 0, GB_EPROTO when its tensors are not as specified,
+ * GB_ENOTFOUND when its sender is not one of the run's workers (or the table is full). */
+static int ingest(gb_metrics_collector *c, const gb_wire_msg *m)
+{
+    int in = gb_wire_msg_find(m, "names"), iv = gb_wire_msg_find(m, "values");
+    int ir = gb_wire_msg_find(m, "returns"), il = gb_wire_msg_find(m, "lengths");
+    if (m->hdr.type != GB_MSG_METRICS || in < 0 || iv < 0 || ir < 0 || il < 0)
+        return GB_EPROTO;
+    gb_tensor_view names = gb_wire_msg_tensor(m, in), values = gb_wire_msg_tensor(m, iv);
+    gb_tensor_view rets = gb_wire_msg_tensor(m, ir), lens = gb_wire_msg_tensor(m, il);
+    if (names.desc->dtype != GB_DTYPE_UINT8 || values.desc->dtype != GB_DTYPE_FLOAT64 ||
+        rets.desc->dtype != GB_DTYPE_FLOAT32 || lens.desc->dtype != GB_DTYPE_INT64 ||
+        rets.bytes / 4 != lens.bytes / 8 || rets.bytes / 4 > GB_METRICS_MAX_EPISODES)
+        return GB_EPROTO;
+    size_t nvalues = values.bytes / sizeof(double);
+    if (nvalues > GB_METRICS_MAX_VALUES)
+        return GB_EPROTO;
+    /* names: exactly nvalues NUL-terminated strings filling the tensor. */
+    const char *p = names.data, *end = p + names.bytes;
+    const char *starts[GB_METRICS_MAX_VALUES];
+    for (size_t i = 0; i < nvalues; i++) {
+        const char *nul = memchr(p, '\0', (size_t)(end - p));
+        if (!nul || nul == p || nul - p >= GB_METRICS_NAME_MAX)
+            return GB_EPROTO;
+        starts[i] = p;
+        p = nul + 1;
+    }
+    if (p != end)
+        return GB_EPROTO;
+    if (!sender_allowed(c, m->hdr.role, m->hdr.index))
+        return GB_ENOTFOUND;
+    worker_values *w = worker_for(c, m->hdr.role, m->hdr.index);
+    if (!w)
+        return GB_ENOTFOUND;
+    uint64_t inc = m->hdr.seq >> GB_METRICS_INCARNATION_SHIFT;
+    if (inc < w->incarnation || inc < w->retired_below) {
+        c->stale++; /* queued before its process died; a newer one reports now */
+        return 0;
+    }
+    if (inc > w->incarnation)
+        new_incarnation(c, w, inc);
+    int it = gb_wire_msg_find(m, "table");
+    if (it >= 0) {
+        gb_tensor_view t = gb_wire_msg_tensor(m, it);
+        if (t.desc->dtype != GB_DTYPE_INT64 || t.desc->rank != 2 || t.desc->shape[1] < 1 ||
+            t.desc->shape[1] > METRICS_TABLE_MAX_COLS ||
+            t.desc->shape[0] > GB_METRICS_TABLE_MAX_ROWS)
+            return GB_EPROTO;
+        if (t.bytes > w->table_cap) { /* grows to the largest table sent, then stays */
+            int64_t *bigger = realloc(w->table, t.bytes);
+            if (!bigger)
+                return GB_ENOMEM;
+            w->table = bigger;
+            w->table_cap = t.bytes;
+        }
+        if (t.bytes)
+            memcpy(w->table, t.data, t.bytes);
+        w->table_rows = (int)t.desc->shape[0];
+        w->table_cols = (int)t.desc->shape[1];
+    }
+    w->last_s = gb_now_s();
+    for (size_t i = 0; i < nvalues; i++) {
+        double v;
+        memcpy(&v, (const char *)values.data + i * sizeof v, sizeof v);
+        int slot = -1;
+        for (int j = 0; j < w->n; j++)
+            if (strcmp(w->names[j], starts[i]) == 0)
+                slot = j;
+        if (slot < 0) {
+            if (w->n == GB_METRICS_MAX_VALUES)
+                continue;
+            slot = w->n++;
+            snprintf(w->names[slot], GB_METRICS_NAME_MAX, "%s", starts[i]);
+            w->carried[slot] = 0;
+        }
+        w->values[slot] = v;
+    }
+    size_t neps = rets.bytes / sizeof(float);
+    for (size_t i = 0; i < neps; i++) {
+        memcpy(&c->window_returns[c->window_next], (const char *)rets.data + i * 4, 4);
+        memcpy(&c->window_lengths[c->window_next], (const char *)lens.data + i * 8, 8);
+        c->window_next = (c->window_next + 1) % GB_METRICS_WINDOW;
+        if (c->window_n < GB_METRICS_WINDOW)
+            c->window_n++;
+    }
+    c->episodes += (int64_t)neps;
+    return 0;
+}
+
+int gb_metrics_collector_poll(gb_metrics_collector *c, int timeout_ms, gb_error *err)
+{
+    int taken = 0;
+    for (;;) {
+        zmq_pollitem_t item = {c->sock, 0, ZMQ_POLLIN, 0};
+        int n = zmq_poll(&item, 1, taken ? 0 : timeout_ms);
+        if (n < 0) {
+            if (zmq_errno() == EINTR)
+                return taken;
+            return gb_wire_zmq_error(err, "metrics: poll");
+        }
+        if (n == 0)
+            return taken;
+        gb_error rerr = {0};
+        int rc = gb_wire_recv(c->sock, &c->msg, 0, ZMQ_DONTWAIT, &rerr);
+        if (rc == GB_EAGAIN)
+            return taken;
+        if (rc == GB_ECLOSED || rc == GB_EZMQ) {
+            if (err)
+                *err = rerr;
+            return rc;
+        }
+        int irc = rc == 0 ? ingest(c, &c->msg) : rc;
+        /* any local process can write here, as often as it likes: warnings rate-limited */
+        if (irc == GB_ENOTFOUND) {
+            if (gb_log_due(++c->unexpected))
+                GB_WARN("metrics: dropped a report from %s %d, not a worker of this run (%llu "
+                        "so far)", gb_role_name(c->msg.hdr.role), c->msg.hdr.index,
+                        (unsigned long long)c->unexpected);
+        } else if (irc != 0) {
+            if (gb_log_due(++c->rejected))
+                GB_WARN("metrics: dropped a malformed report (%llu so far)%s%s",
+                        (unsigned long long)c->rejected, rc ? ": " : "", rc ? rerr.msg : "");
+        } else {
+            taken++;
+        }
+        gb_wire_msg_release(&c->msg);
+    }
+}
+
+/* w's value of name (what earlier incarnations counted included) into *v; 0 when never
+ * reported (or not yet by this incarnation, for a value that does not carry over). */
+static int find_value(const worker_values *w, const char *name, double *v)
+{
+    for (int j = 0; j < w->n; j++)
+        if (strcmp(w->names[j], name) == 0) {
+            if (isnan(w->values[j]) && w->carried[j] == 0)
+                return 0;
+            *v = (isnan(w->values[j]) ? 0 : w->values[j]) + w->carried[j];
+            return 1;
+        }
+    return 0;
+}
+
+double gb_metrics_get(const gb_metrics_collector *c, int role, int index, const char *name)
+{
+    for (int i = 0; i < c->nworkers; i++) {
+        const worker_values *w = &c->workers[i];
+        if (w->role == role && w->index == index) {
+            double v;
+            return find_value(w, name, &v) ? v : NAN;
+        }
+    }
+    return NAN;
+}
+
+/* op: 0 sum, 1 max, 2 min over the workers of role that reported name. */
+static double reduce(const gb_metrics_collector *c, int role, const char *name, int op)
+{
+    double acc = NAN;
+    for (int i = 0; i < c->nworkers; i++) {
+        if (c->workers[i].role != role)
+            continue;
+        double v;
+        if (!find_value(&c->workers[i], name, &v))
+            continue;
+        if (isnan(acc))
+            acc = v;
+        else if (op == 0)
+            acc += v;
+        else if (op == 1)
+            acc = v > acc ? v : acc;
+        else
+            acc = v < acc ? v : acc;
+    }
+    return acc;
+}
+
+double gb_metrics_sum(const gb_metrics_collector *c, int role, const char *name)
+{
+    return reduce(c, role, name, 0);
+}
+
+double gb_metrics_max(const gb_metrics_collector *c, int role, const char *name)
+{
+    return reduce(c, role, name, 1);
+}
+
+double gb_metrics_min(const gb_metrics_collector *c, int role, const char *name)
+{
+    return reduce(c, role, name, 2);
+}
+
+int gb_metrics_workers(const gb_metrics_collector *c, int role)
+{
+    int n = 0;
+    for (int i = 0; i < c->nworkers; i++)
+        n += c->workers[i].role == role;
+    return n;
+}
+
+int64_t gb_metrics_episodes(const gb_metrics_collector *c) { return c->episodes; }
+
+double gb_metrics_return_mean(const gb_metrics_collector *c)
+{
+    if (c->window_n == 0)
+        return NAN;
+    double s = 0;
+    for (int i = 0; i < c->window_n; i++)
+        s += c->window_returns[i];
+    return s / c->window_n;
+}
+
+double gb_metrics_length_mean(const gb_metrics_collector *c)
+{
+    if (c->window_n == 0)
+        return NAN;
+    double s = 0;
+    for (int i = 0; i < c->window_n; i++)
+        s += (double)c->window_lengths[i];
+    return s / c->window_n;
+}
+
+uint64_t gb_metrics_collector_rejected(const gb_metrics_collector *c) { return c->rejected; }
+
+uint64_t gb_metrics_collector_stale(const gb_metrics_collector *c) { return c->stale; }
+
+double gb_metrics_last_report_s(const gb_metrics_collector *c, int role, int index)
+{
+    for (int i = 0; i < c->nworkers; i++)
+        if (c->workers[i].role == role && c->workers[i].index == index)
+            return c->workers[i].last_s;
+    return NAN;
+}
+
+int gb_metrics_table(const gb_metrics_collector *c, int role, int index, const int64_t **data,
+                     int *rows, int *cols)
+{
+    for (int i = 0; i < c->nworkers; i++)
+        if (c->workers[i].role == role && c->workers[i].index == index &&
+            c->workers[i].table_cols) {
+            *data = c->workers[i].table;
+            *rows = c->workers[i].table_rows;
+            *cols = c->workers[i].table_cols;
+            return 1;
+        }
+    return 0;
+}
+
+void gb_metrics_collector_retire(gb_metrics_collector *c, int role, int index, int incarnation)
+{
+    for (int i = 0; i < c->nworkers; i++)
+        if (c->workers[i].role == role && c->workers[i].index == index &&
+            incarnation >= 0 && (uint64_t)incarnation + 1 > c->workers[i].retired_below)
+            c->workers[i].retired_below = (uint64_t)incarnation + 1;
+}
+
+int gb_metrics_incarnation(const gb_metrics_collector *c, int role, int index)
+{
+    for (int i = 0; i < c->nworkers; i++)
+        if (c->workers[i].role == role && c->workers[i].index == index)
+            return (int)c->workers[i].incarnation;
+    return -1;
+}
+
+uint64_t gb_metrics_collector_unexpected(const gb_metrics_collector *c)
+{
+    return c->unexpected;
+}

@@ -1,0 +1,346 @@
+/* runtime/streams/chunk.c: trajectory chunks from ring steps (see chunk.h). */
+#include "runtime/streams/chunk.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A block starts with this header (64 bytes, so columns stay aligned). */
+typedef struct block_header {
+    atomic_int refs;
+    char pad[60];
+} block_header;
+
+#define HEADER_BYTES ((uint64_t)sizeof(block_header))
+#define QUEUE_CAP_PER_STREAM 3 /* at most 2 chunks finish per step; +1 slack */
+
+typedef struct stream_state {
+    void *block; /* the chunk being filled (payload pointer, after the header) */
+    int64_t row;
+    int64_t valid_rows;
+    int64_t newest_version;
+} stream_state;
+
+struct gb_chunk_builder {
+    gb_chunk_layout layout;
+    int streams;
+    stream_state *st;
+    gb_chunk *queue;
+    int qhead, qlen, qcap;
+    uint64_t obs_bytes, action_bytes;
+};
+
+static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
+
+int gb_chunk_layout_init(gb_chunk_layout *l, int64_t T, gb_dtype obs_dtype, int obs_rank,
+                         const int64_t *obs_shape, int discrete, int64_t action_dim,
+                         gb_error *err)
+{
+    memset(l, 0, sizeof *l);
+    if (T < 1 || obs_rank < 1 || obs_rank > GB_WIRE_MAX_RANK - 1 || gb_dtype_size(obs_dtype) == 0 ||
+        (!discrete && action_dim < 1))
+        return gb_error_set(err, GB_EINVAL, "chunk layout: bad T (%lld), observation or action",
+                            (long long)T);
+    l->T = T;
+    l->obs_dtype = obs_dtype;
+    l->obs_rank = obs_rank;
+    memcpy(l->obs_shape, obs_shape, (size_t)obs_rank * sizeof obs_shape[0]);
+    l->discrete = discrete;
+    l->action_dim = discrete ? 1 : action_dim;
+    static const char *const names[GB_CHUNK_NCOLS] = {
+        "obs", "next_obs", "action", "reward", "terminated", "truncated", "valid", "logp",
+        "version"};
+    int64_t shape[GB_WIRE_MAX_RANK];
+    uint64_t off = HEADER_BYTES;
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
+        int rank = 1;
+        gb_dtype dt;
+        shape[0] = T;
+        switch (c) {
+        case GB_CHUNK_OBS:
+            dt = obs_dtype;
+            memcpy(shape + 1, obs_shape, (size_t)obs_rank * sizeof obs_shape[0]);
+            rank = 1 + obs_rank;
+            break;
+        case GB_CHUNK_NEXT_OBS:
+            dt = obs_dtype;
+            memcpy(shape, obs_shape, (size_t)obs_rank * sizeof obs_shape[0]);
+            rank = obs_rank;
+            break;
+        case GB_CHUNK_ACTION:
+            dt = discrete ? GB_DTYPE_INT64 : GB_DTYPE_FLOAT32;
+            if (!discrete) {
+                shape[1] = action_dim;
+                rank = 2;
+            }
+            break;
+        case GB_CHUNK_REWARD:
+        case GB_CHUNK_LOGP:
+            dt = GB_DTYPE_FLOAT32;
+            break;
+        case GB_CHUNK_VERSION:
+            dt = GB_DTYPE_INT64;
+            break;
+        default:
+            dt = GB_DTYPE_UINT8;
+            break;
+        }
+        int rc = gb_wire_set_tensor(&l->desc[c], names[c], dt, rank, shape, err);
+        if (rc == 0)
+            rc = gb_tensor_desc_bytes(&l->desc[c], &l->bytes[c], err);
+        if (rc)
+            return rc;
+        l->offset[c] = off - HEADER_BYTES; /* relative to the payload */
+        off = align64(off + l->bytes[c]);
+    }
+    l->block_bytes = off - HEADER_BYTES;
+    return 0;
+}
+
+static atomic_int fail_allocs; /* gb_chunk_fail_next_allocs */
+
+void gb_chunk_fail_next_allocs(int n) { atomic_store(&fail_allocs, n); }
+
+static void *block_new(const gb_chunk_layout *l)
+{
+    void *raw = NULL;
+    int f = atomic_load(&fail_allocs);
+    while (f > 0 && !atomic_compare_exchange_weak(&fail_allocs, &f, f - 1))
+        ;
+    if (f > 0)
+        return NULL;
+    if (posix_memalign(&raw, 64, HEADER_BYTES + l->block_bytes) != 0)
+        return NULL;
+    atomic_init(&((block_header *)raw)->refs, 1);
+    return (char *)raw + HEADER_BYTES;
+}
+
+void gb_chunk_release(void *block)
+{
+    if (!block)
+        return;
+    block_header *h = (block_header *)((char *)block - HEADER_BYTES);
+    if (atomic_fetch_sub(&h->refs, 1) == 1)
+        free(h);
+}
+
+static void release_frame(void *data, void *hint)
+{
+    (void)data;
+    gb_chunk_release(hint);
+}
+
+void gb_chunk_payloads(const gb_chunk_layout *l, const gb_chunk *c,
+                       gb_wire_payload payloads[GB_CHUNK_NCOLS])
+{
+    block_header *h = (block_header *)((char *)c->block - HEADER_BYTES);
+    /* The holder's reference becomes the first frame's; each other frame adds one. */
+    atomic_fetch_add(&h->refs, GB_CHUNK_NCOLS - 1);
+    for (int i = 0; i < GB_CHUNK_NCOLS; i++) {
+        payloads[i].data = (char *)c->block + l->offset[i];
+        payloads[i].free_fn = release_frame;
+        payloads[i].hint = c->block;
+        payloads[i].msg = NULL;
+    }
+}
+
+int gb_chunk_builder_create(const gb_chunk_layout *l, int streams, gb_chunk_builder **out,
+                            gb_error *err)
+{
+    if (streams < 1)
+        return gb_error_set(err, GB_EINVAL, "chunk builder: %d streams", streams);
+    gb_chunk_builder *b = calloc(1, sizeof *b);
+    if (!b)
+        return gb_error_set(err, GB_ENOMEM, "chunk builder: out of memory");
+    b->layout = *l;
+    b->streams = streams;
+    b->obs_bytes = l->bytes[GB_CHUNK_NEXT_OBS];
+    b->action_bytes = l->bytes[GB_CHUNK_ACTION] / (uint64_t)l->T;
+    b->qcap = streams * QUEUE_CAP_PER_STREAM;
+    b->st = calloc((size_t)streams, sizeof *b->st);
+    b->queue = calloc((size_t)b->qcap, sizeof *b->queue);
+    if (!b->st || !b->queue)
+        goto nomem;
+    for (int s = 0; s < streams; s++) {
+        b->st[s].block = block_new(l);
+        if (!b->st[s].block)
+            goto nomem;
+        b->st[s].newest_version = -1;
+    }
+    *out = b;
+    return 0;
+nomem:
+    gb_chunk_builder_destroy(b);
+    return gb_error_set(err, GB_ENOMEM, "chunk builder: out of memory for %d streams", streams);
+}
+
+void gb_chunk_builder_destroy(gb_chunk_builder *b)
+{
+    if (!b)
+        return;
+    gb_chunk c;
+    while (gb_chunk_take(b, &c))
+        gb_chunk_release(c.block);
+    if (b->st)
+        for (int s = 0; s < b->streams; s++)
+            gb_chunk_release(b->st[s].block);
+    free(b->st);
+    free(b->queue);
+    free(b);
+}
+
+const gb_chunk_layout *gb_chunk_builder_layout(const gb_chunk_builder *b) { return &b->layout; }
+
+static void write_obs_row(gb_chunk_builder *b, stream_state *st, const void *obs)
+{
+    memcpy((char *)gb_chunk_column(&b->layout, st->block, GB_CHUNK_OBS) +
+               (uint64_t)st->row * b->obs_bytes,
+           obs, b->obs_bytes);
+}
+
+void gb_chunk_start(gb_chunk_builder *b, int s, const void *obs)
+{
+    stream_state *st = &b->st[s];
+    st->row = 0;
+    st->valid_rows = 0;
+    st->newest_version = -1;
+    write_obs_row(b, st, obs);
+}
+
+void gb_chunk_act(gb_chunk_builder *b, int s, const void *action, float logp, int64_t version)
+{
+    stream_state *st = &b->st[s];
+    const gb_chunk_layout *l = &b->layout;
+    int64_t r = st->row;
+    memcpy((char *)gb_chunk_column(l, st->block, GB_CHUNK_ACTION) + (uint64_t)r * b->action_bytes,
+           action, b->action_bytes);
+    ((float *)gb_chunk_column(l, st->block, GB_CHUNK_LOGP))[r] = logp;
+    ((int64_t *)gb_chunk_column(l, st->block, GB_CHUNK_VERSION))[r] = version;
+    if (version > st->newest_version)
+        st->newest_version = version;
+}
+
+/* Row r is complete; advance. When the chunk is full, next_obs completes it: queue it and start
+ * a new block. Returns 0 or GB_ENOMEM (then the finished chunk is dropped and the stream starts
+ * again at row 0 of the block it had: it never holds a NULL block). */
+static int advance(gb_chunk_builder *b, int s, const void *next_obs, gb_error *err)
+{
+    stream_state *st = &b->st[s];
+    if (++st->row < b->layout.T)
+        return 0;
+    void *fresh = block_new(&b->layout);
+    int64_t valid = st->valid_rows, version = st->newest_version;
+    st->row = 0;
+    st->valid_rows = 0;
+    st->newest_version = -1;
+    if (!fresh)
+        return gb_error_set(err, GB_ENOMEM, "chunk builder: out of memory for a new chunk "
+                            "(stream %d: its last %lld steps are dropped)", s,
+                            (long long)b->layout.T);
+    memcpy(gb_chunk_column(&b->layout, st->block, GB_CHUNK_NEXT_OBS), next_obs, b->obs_bytes);
+    if (b->qlen < b->qcap) {
+        gb_chunk *q = &b->queue[(b->qhead + b->qlen++) % b->qcap];
+        q->block = st->block;
+        q->stream = s;
+        q->policy_version = version;
+        q->steps = valid;
+    } else {
+        gb_chunk_release(st->block); /* the caller never takes: cannot happen when used right */
+    }
+    st->block = fresh;
+    return 0;
+}
+
+static void set_row(gb_chunk_builder *b, stream_state *st, float reward, int terminated,
+                    int truncated, int valid)
+{
+    const gb_chunk_layout *l = &b->layout;
+    int64_t r = st->row;
+    ((float *)gb_chunk_column(l, st->block, GB_CHUNK_REWARD))[r] = reward;
+    ((uint8_t *)gb_chunk_column(l, st->block, GB_CHUNK_TERMINATED))[r] = (uint8_t)terminated;
+    ((uint8_t *)gb_chunk_column(l, st->block, GB_CHUNK_TRUNCATED))[r] = (uint8_t)truncated;
+    ((uint8_t *)gb_chunk_column(l, st->block, GB_CHUNK_VALID))[r] = (uint8_t)valid;
+    st->valid_rows += valid;
+}
+
+int gb_chunk_step(gb_chunk_builder *b, int s, float reward, int terminated, int truncated,
+                  int ended, const void *final_obs, const void *obs, gb_error *err)
+{
+    stream_state *st = &b->st[s];
+    set_row(b, st, reward, terminated, truncated, 1);
+    int rc = advance(b, s, ended ? final_obs : obs, err);
+    if (rc) {
+        write_obs_row(b, st, obs); /* the stream restarts at obs */
+        return rc;
+    }
+    if (!ended) {
+        write_obs_row(b, st, obs);
+        return 0;
+    }
+    /* The reset row: the final observation, an ignored action, no reward, not valid. */
+    write_obs_row(b, st, final_obs);
+    const gb_chunk_layout *l = &b->layout;
+    memset((char *)gb_chunk_column(l, st->block, GB_CHUNK_ACTION) +
+               (uint64_t)st->row * b->action_bytes, 0, b->action_bytes);
+    ((float *)gb_chunk_column(l, st->block, GB_CHUNK_LOGP))[st->row] = 0.0f;
+    ((int64_t *)gb_chunk_column(l, st->block, GB_CHUNK_VERSION))[st->row] =
+        st->newest_version;
+    set_row(b, st, 0.0f, 0, 0, 0);
+    rc = advance(b, s, obs, err);
+    write_obs_row(b, st, obs);
+    return rc;
+}
+
+int gb_chunk_take(gb_chunk_builder *b, gb_chunk *out)
+{
+    if (b->qlen == 0)
+        return 0;
+    *out = b->queue[b->qhead];
+    b->qhead = (b->qhead + 1) % b->qcap;
+    b->qlen--;
+    return 1;
+}
+
+void gb_chunk_column_item(const gb_chunk_layout *l, int c, int *ndim, const int64_t **shape,
+                          int *per_item)
+{
+    const gb_tensor_desc *d = &l->desc[c];
+    *per_item = c == GB_CHUNK_NEXT_OBS;
+    *ndim = *per_item ? d->rank : d->rank - 1;
+    *shape = *per_item ? d->shape : d->shape + 1;
+}
+
+int gb_chunk_matches(const gb_chunk_layout *l, const gb_tensor_desc *descs, int n)
+{
+    if (n != GB_CHUNK_NCOLS)
+        return 0;
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
+        const gb_tensor_desc *a = &descs[c], *b = &l->desc[c];
+        if (strcmp(a->name, b->name) != 0 || a->dtype != b->dtype || a->rank != b->rank ||
+            memcmp(a->shape, b->shape, (size_t)a->rank * sizeof a->shape[0]) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* 1 when any of n float32 values is NaN or infinite: exponent bits all ones. Bit tests, no
+ * branch in the loop and no early exit, so the compiler vectorises it (and -ffast-math cannot
+ * fold it away as it may fold isfinite). Data from the wire need not be aligned: memcpy. */
+static int f32_nonfinite(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t w;
+        memcpy(&w, b + 4 * i, 4);
+        bad |= (uint32_t)((w & 0x7f800000u) == 0x7f800000u);
+    }
+    return bad != 0;
+}
+
+int gb_chunk_nonfinite(const gb_chunk_layout *l, const void *const cols[GB_CHUNK_NCOLS])
+{
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+        if (l->desc[c].dtype == GB_DTYPE_FLOAT32 && f32_nonfinite(cols[c], l->bytes[c] / 4))
+            return c;
+    return -1;
+}

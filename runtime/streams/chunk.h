@@ -1,0 +1,134 @@
+/* runtime/streams/chunk.h: the trajectory-chunk format: the items that actors send on the sample stream
+ * (runtime/streams/sample_stream.h), that the replay stores and that the algorithms train on; its column
+ * layout, the builder that turns environment-ring steps into chunks, and the conversions to
+ * the replay's columns (gb_chunk_column_item). This is the one place the format is defined.
+ *
+ * A chunk holds T consecutive steps of one stream (one agent of one environment copy).
+ * Environments use *next-step reset* (Gymnasium 1.x's default autoreset mode): when step t ends
+ * an episode (terminated or truncated), obs[t+1] is the episode's real final observation, and
+ * step t+1 is a reset step whose action is ignored, whose reward is 0, and which is marked
+ * valid[t+1] = 0; obs[t+2] is the first observation of the new episode. So obs[t+1] is always
+ * the true next observation of a valid step t, and truncated steps can bootstrap from it
+ * (terminated ones do not), without a second observation column. A chunk carries T
+ * observations per step plus one per-item observation, next_obs, that follows its last step.
+ * With an environment ring that resets in the same step (envs/ring.h hands back final_obs), the
+ * builder appends, after a step that ended the episode, the final observation as the next row
+ * and one reset step (valid 0), then continues from the ring's reset observation: no extra
+ * environment step, so each stream's chunks simply fill at their own pace.
+ *
+ * Each finished chunk is one malloc'd block holding all its columns, handed to the caller
+ * (gb_chunk_take): send it without a copy (gb_chunk_payloads: ZeroMQ frees it when sent) or copy
+ * it into the replay and release it. Nothing is allocated per step; one block per chunk.
+ * defines: gb_chunk_builder, gb_chunk, gb_chunk_layout, gb_chunk_* */
+#ifndef GB_RUNTIME_CHUNK_H
+#define GB_RUNTIME_CHUNK_H
+
+#include "runtime/base/dtype.h"
+#include "runtime/base/error.h"
+#include "runtime/streams/wire.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* The columns of a chunk, in this order on the wire and in the replay. */
+enum {
+    GB_CHUNK_OBS = 0,     /* [T, *obs_shape] obs dtype */
+    GB_CHUNK_NEXT_OBS,    /* [*obs_shape]: the observation after the last row */
+    GB_CHUNK_ACTION,      /* [T] int64 (discrete) or [T, A] float32 */
+    GB_CHUNK_REWARD,      /* [T] float32 */
+    GB_CHUNK_TERMINATED,  /* [T] uint8 */
+    GB_CHUNK_TRUNCATED,   /* [T] uint8 */
+    GB_CHUNK_VALID,       /* [T] uint8: 0 on reset rows */
+    GB_CHUNK_LOGP,        /* [T] float32: behaviour log-probability */
+    GB_CHUNK_VERSION,     /* [T] int64: policy version that chose each row's action */
+    GB_CHUNK_NCOLS,
+};
+
+/* Shapes and sizes of every column of a chunk. */
+typedef struct gb_chunk_layout {
+    int64_t T;
+    gb_dtype obs_dtype;
+    int obs_rank;
+    int64_t obs_shape[GB_WIRE_MAX_RANK - 1];
+    int discrete;
+    int64_t action_dim; /* 1 for discrete */
+    gb_tensor_desc desc[GB_CHUNK_NCOLS]; /* name, dtype, full shape of each column */
+    uint64_t bytes[GB_CHUNK_NCOLS];
+    uint64_t offset[GB_CHUNK_NCOLS]; /* within a block, 64-byte aligned */
+    uint64_t block_bytes;
+} gb_chunk_layout;
+
+/* Fills a layout. obs_shape has obs_rank dims; action: discrete (int64 per row) or a float32
+ * box of action_dim. Returns 0 or GB_EINVAL. */
+int gb_chunk_layout_init(gb_chunk_layout *l, int64_t T, gb_dtype obs_dtype, int obs_rank,
+                         const int64_t *obs_shape, int discrete, int64_t action_dim,
+                         gb_error *err);
+
+/* A finished chunk: its block and where each column starts in it. */
+typedef struct gb_chunk {
+    void *block;    /* owned by the holder until released or given to ZeroMQ */
+    int stream;     /* copy * agents + agent */
+    int64_t policy_version; /* the newest version among its rows */
+    int64_t steps;  /* valid rows */
+} gb_chunk;
+
+typedef struct gb_chunk_builder gb_chunk_builder;
+
+/* A builder for `streams` streams (K copies × A agents). Returns 0, GB_EINVAL or GB_ENOMEM. */
+int gb_chunk_builder_create(const gb_chunk_layout *l, int streams, gb_chunk_builder **out,
+                            gb_error *err);
+void gb_chunk_builder_destroy(gb_chunk_builder *b);
+const gb_chunk_layout *gb_chunk_builder_layout(const gb_chunk_builder *b);
+
+/* Starts stream s from its first observation (after a ring reset). */
+void gb_chunk_start(gb_chunk_builder *b, int s, const void *obs);
+
+/* Records the action chosen for stream s's current row (action: one int64 or action_dim floats,
+ * in the form the policy produced), its log-probability and the policy version. */
+void gb_chunk_act(gb_chunk_builder *b, int s, const void *action, float logp, int64_t version);
+
+/* Records the outcome of the step for stream s. ended: the copy's episode ended on this step
+ * (then final_obs is the episode's last observation and obs the reset observation); else obs is
+ * the next observation. A chunk finished by this step is queued (gb_chunk_take). Returns 0, or
+ * GB_ENOMEM when a new block cannot be allocated: the chunk being finished is then dropped, the
+ * stream restarts at obs in the block it had, and the builder stays usable. */
+int gb_chunk_step(gb_chunk_builder *b, int s, float reward, int terminated, int truncated,
+                  int ended, const void *final_obs, const void *obs, gb_error *err);
+
+/* Takes the next finished chunk, if any (1: *out filled; 0: none). */
+int gb_chunk_take(gb_chunk_builder *b, gb_chunk *out);
+
+/* Column c as the replay stores it: per step ([T, *shape], *ndim dims after T) or per item
+ * (next_obs: [*shape]). *shape points into the layout. */
+void gb_chunk_column_item(const gb_chunk_layout *l, int c, int *ndim, const int64_t **shape,
+                          int *per_item);
+
+/* Checks that a received message's tensors are exactly this layout's columns (names, dtypes,
+ * shapes, in order). Returns 1 when they are, else 0. */
+int gb_chunk_matches(const gb_chunk_layout *l, const gb_tensor_desc *descs, int n);
+
+/* Index of the first floating column (float32: observations when they are, next_obs, a
+ * continuous action, reward, logp) of a chunk that holds a NaN or an infinity, or -1 when every
+ * value is finite. cols[c] as gb_chunk_column or a received message's tensors. One pass over
+ * the floating bytes, vectorised, no allocation: cheap enough for every chunk at ingest. */
+int gb_chunk_nonfinite(const gb_chunk_layout *l, const void *const cols[GB_CHUNK_NCOLS]);
+
+/* Pointer to column c of a chunk block. */
+static inline void *gb_chunk_column(const gb_chunk_layout *l, void *block, int c)
+{
+    return (char *)block + l->offset[c];
+}
+
+/* Frees a block that was not handed to ZeroMQ. */
+void gb_chunk_release(void *block);
+
+/* Fills payloads[GB_CHUNK_NCOLS] to send the chunk's columns without a copy: ZeroMQ releases
+ * the block after the last column is sent (a reference count in the block). On a send error
+ * gb_wire_send calls the free functions itself, so the block is never leaked. */
+void gb_chunk_payloads(const gb_chunk_layout *l, const gb_chunk *c,
+                       gb_wire_payload payloads[GB_CHUNK_NCOLS]);
+
+/* For tests: the next n block allocations of every builder fail (0 turns it off). */
+void gb_chunk_fail_next_allocs(int n);
+
+#endif

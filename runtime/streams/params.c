@@ -1,0 +1,403 @@
+/* runtime/streams/params.c: parameter blobs, the layout's wire form, and the publisher (see params.h). */
+#include "runtime/streams/params_impl.h"
+
+#include "runtime/base/crc32c.h"
+#include "runtime/streams/curve.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- blobs and layouts ----------------------------------------------------------------------- */
+
+const gb_param_blob *gb_param_blob_retain(const gb_param_blob *b)
+{
+    if (b)
+        atomic_fetch_add(&((param_blob *)b)->refs, 1);
+    return b;
+}
+
+void gb_param_blob_release(const gb_param_blob *b)
+{
+    if (!b)
+        return;
+    param_blob *p = (param_blob *)b;
+    if (atomic_fetch_sub(&p->refs, 1) != 1)
+        return;
+    free(p->data);
+    free(p->layout);
+    free(p->layout_raw);
+    free(p);
+}
+
+void param_blob_free_zmq(void *data, void *hint)
+{
+    (void)data;
+    gb_param_blob_release(hint);
+}
+
+int gb_param_blob_find(const gb_param_blob *b, const char *name)
+{
+    for (int i = 0; i < b->nlayout; i++)
+        if (strcmp(b->layout[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int gb_param_layout_check(const gb_param_entry *layout, int n, uint64_t bytes, gb_error *err)
+{
+    if (n < 0 || n > GB_PARAM_MAX_ENTRIES)
+        return gb_error_set(err, GB_EINVAL, "parameter layout: %d entries, at most %d", n,
+                            GB_PARAM_MAX_ENTRIES);
+    for (int i = 0; i < n; i++) {
+        const gb_param_entry *e = &layout[i];
+        size_t nl = strnlen(e->name, GB_PARAM_NAME_MAX);
+        if (nl == 0 || nl == GB_PARAM_NAME_MAX)
+            return gb_error_set(err, GB_EINVAL, "parameter layout entry %d: name empty or not "
+                                "NUL-terminated within %d bytes", i, GB_PARAM_NAME_MAX);
+        if (!gb_dtype_valid((int)e->dtype) || e->rank < 0 || e->rank > GB_PARAM_MAX_RANK)
+            return gb_error_set(err, GB_EINVAL, "parameter layout entry '%s': dtype %d or rank "
+                                "%d invalid", e->name, (int)e->dtype, e->rank);
+        uint64_t size = gb_dtype_size(e->dtype);
+        for (int d = 0; d < e->rank; d++) {
+            if (e->shape[d] < 0)
+                return gb_error_set(err, GB_EINVAL, "parameter layout entry '%s': shape[%d] < 0",
+                                    e->name, d);
+            uint64_t dim = (uint64_t)e->shape[d];
+            if (dim && size > UINT64_MAX / 4 / dim)
+                return gb_error_set(err, GB_EINVAL, "parameter layout entry '%s': size "
+                                    "overflows", e->name);
+            size *= dim;
+        }
+        if (e->offset > bytes || size > bytes - e->offset)
+            return gb_error_set(err, GB_EINVAL, "parameter layout entry '%s': bytes [%llu, "
+                                "+%llu) outside the blob (%llu bytes)", e->name,
+                                (unsigned long long)e->offset, (unsigned long long)size,
+                                (unsigned long long)bytes);
+    }
+    return 0;
+}
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const unsigned char *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static uint64_t get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+int param_layout_encode(const gb_param_entry *layout, int n, unsigned char **raw, size_t *len,
+                        gb_error *err)
+{
+    size_t bytes = (size_t)n * PARAM_RECORD_BYTES;
+    unsigned char *r = calloc(bytes ? bytes : 1, 1);
+    if (!r)
+        return gb_error_set(err, GB_ENOMEM, "parameter layout: out of memory");
+    for (int i = 0; i < n; i++) {
+        unsigned char *p = r + (size_t)i * PARAM_RECORD_BYTES;
+        const gb_param_entry *e = &layout[i];
+        memcpy(p, e->name, strnlen(e->name, GB_PARAM_NAME_MAX));
+        put_u32(p + 128, (uint32_t)e->dtype);
+        put_u32(p + 132, (uint32_t)e->rank);
+        for (int d = 0; d < GB_PARAM_MAX_RANK; d++)
+            put_u64(p + 136 + 8 * d, d < e->rank ? (uint64_t)e->shape[d] : 0);
+        put_u64(p + 200, e->offset);
+    }
+    *raw = r;
+    *len = bytes;
+    return 0;
+}
+
+param_blob *param_blob_new(int64_t version, uint64_t bytes, uint64_t chunk_bytes,
+                           const void *layout_raw, size_t layout_raw_len, gb_error *err)
+{
+    if (layout_raw_len % PARAM_RECORD_BYTES != 0 ||
+        layout_raw_len / PARAM_RECORD_BYTES > GB_PARAM_MAX_ENTRIES) {
+        gb_error_set(err, GB_EPROTO, "parameter layout: %zu bytes is not a whole number of "
+                     "entries (at most %d)", layout_raw_len, GB_PARAM_MAX_ENTRIES);
+        return NULL;
+    }
+    int n = (int)(layout_raw_len / PARAM_RECORD_BYTES);
+    param_blob *b = calloc(1, sizeof *b);
+    if (!b)
+        goto nomem;
+    atomic_init(&b->refs, 1);
+    b->chunk_bytes = chunk_bytes;
+    b->layout = calloc(n ? (size_t)n : 1, sizeof *b->layout);
+    b->layout_raw = malloc(layout_raw_len ? layout_raw_len : 1);
+    b->data = malloc(bytes ? bytes : 1);
+    if (!b->layout || !b->layout_raw || !b->data)
+        goto nomem;
+    memcpy(b->layout_raw, layout_raw, layout_raw_len);
+    b->layout_raw_len = layout_raw_len;
+    const unsigned char *raw = layout_raw;
+    for (int i = 0; i < n; i++) {
+        const unsigned char *p = raw + (size_t)i * PARAM_RECORD_BYTES;
+        gb_param_entry *e = &b->layout[i];
+        memcpy(e->name, p, GB_PARAM_NAME_MAX);
+        uint32_t dtype = get_u32(p + 128), rank = get_u32(p + 132);
+        e->dtype = dtype < GB_DTYPE_COUNT ? (gb_dtype)dtype : GB_DTYPE_COUNT;
+        e->rank = rank <= GB_PARAM_MAX_RANK ? (int)rank : -1;
+        for (int d = 0; d < GB_PARAM_MAX_RANK; d++) {
+            uint64_t v = get_u64(p + 136 + 8 * d);
+            e->shape[d] = v > (uint64_t)INT64_MAX ? -1 : (int64_t)v;
+        }
+        e->offset = get_u64(p + 200);
+    }
+    if (gb_param_layout_check(b->layout, n, bytes, err)) {
+        if (err)
+            err->code = GB_EPROTO;
+        gb_param_blob_release(&b->pub);
+        return NULL;
+    }
+    b->pub.version = version;
+    b->pub.bytes = bytes;
+    b->pub.nlayout = n;
+    b->pub.layout = b->layout;
+    b->pub.data = b->data;
+    return b;
+nomem:
+    gb_error_set(err, GB_ENOMEM, "parameter blob version %lld: cannot allocate %llu bytes",
+                 (long long)version, (unsigned long long)bytes);
+    if (b)
+        gb_param_blob_release(&b->pub);
+    return NULL;
+}
+
+/* ---- publisher ------------------------------------------------------------------------------- */
+
+struct gb_param_publisher {
+    void *sock;
+    gb_param_publisher_opts o;
+    uint64_t seq;
+    int64_t last_version;
+    int active;             /* between begin and end */
+    int64_t version;
+    uint64_t total, written;
+    uint32_t crc;
+    zmq_msg_t chunk;        /* being filled */
+    size_t chunk_fill;
+    int chunk_open;
+    gb_wire_header hdr;
+};
+
+int gb_param_publisher_open(gb_param_publisher **out, void *zctx,
+                            const gb_param_publisher_opts *o, gb_error *err)
+{
+    *out = NULL;
+    if (!o->service_endpoint || o->chunk_bytes == 0 || o->chunk_bytes > PARAM_FETCH_MAX ||
+        o->timeout_ms <= 0)
+        return gb_error_set(err, GB_EINVAL, "parameter publisher: need an endpoint, chunk_bytes "
+                            "in 1..%llu and timeout_ms > 0", (unsigned long long)PARAM_FETCH_MAX);
+    gb_param_publisher *p = calloc(1, sizeof *p);
+    if (!p)
+        return gb_error_set(err, GB_ENOMEM, "parameter publisher: out of memory");
+    int rc;
+    p->o = *o;
+    p->o.service_endpoint = NULL;
+    p->last_version = -1;
+    p->sock = zmq_socket(zctx, ZMQ_PUSH);
+    if (!p->sock) {
+        rc = gb_wire_zmq_error(err, "parameter publisher: zmq_socket(PUSH)");
+        goto fail;
+    }
+    int linger = 2000, hwm = 8, imm = 1;
+    if (zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof linger) ||
+        zmq_setsockopt(p->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) ||
+        zmq_setsockopt(p->sock, ZMQ_IMMEDIATE, &imm, sizeof imm) ||
+        zmq_setsockopt(p->sock, ZMQ_SNDTIMEO, &o->timeout_ms, sizeof o->timeout_ms)) {
+        rc = gb_wire_zmq_error(err, "parameter publisher: setsockopt");
+        goto fail;
+    }
+    if (gb_curve_connect(zctx, p->sock, o->service_endpoint) != 0) {
+        rc = gb_wire_zmq_error(err, "parameter publisher: connect");
+        gb_error_prefix(err, "%s", o->service_endpoint);
+        goto fail;
+    }
+    *out = p;
+    return 0;
+fail:
+    gb_param_publisher_close(p);
+    return rc;
+}
+
+void gb_param_publisher_close(gb_param_publisher *p)
+{
+    if (!p)
+        return;
+    if (p->chunk_open)
+        zmq_msg_close(&p->chunk);
+    if (p->sock)
+        zmq_close(p->sock);
+    free(p);
+}
+
+static int pub_send(gb_param_publisher *p, gb_wire_header *h, const gb_wire_payload *pl,
+                    gb_error *err)
+{
+    h->seq = ++p->seq;
+    int rc = gb_wire_send(p->sock, NULL, 0, h, pl, 0, err);
+    if (rc) {
+        p->active = 0;
+        gb_error_prefix(err, "parameter version %lld", (long long)p->version);
+    }
+    return rc;
+}
+
+int gb_param_publish_begin(gb_param_publisher *p, int64_t version, const gb_param_entry *layout,
+                           int nlayout, uint64_t total_bytes, gb_error *err)
+{
+    if (version <= p->last_version)
+        return gb_error_set(err, GB_EINVAL, "parameter version %lld: versions must increase "
+                            "(last %lld)", (long long)version, (long long)p->last_version);
+    if (total_bytes > (uint64_t)INT64_MAX)
+        return gb_error_set(err, GB_EINVAL, "parameter blob too large");
+    int rc = gb_param_layout_check(layout, nlayout, total_bytes, err);
+    if (rc)
+        return rc;
+    unsigned char *raw;
+    size_t raw_len;
+    if ((rc = param_layout_encode(layout, nlayout, &raw, &raw_len, err)))
+        return rc;
+    if (p->chunk_open) {
+        zmq_msg_close(&p->chunk);
+        p->chunk_open = 0;
+    }
+    p->version = version;
+    p->total = total_bytes;
+    p->written = 0;
+    p->crc = 0;
+    p->active = 1;
+    p->last_version = version;
+    gb_wire_header *h = &p->hdr;
+    gb_wire_header_init(h, GB_MSG_PARAM_BEGIN, p->o.role, p->o.index);
+    h->policy_version = version;
+    h->nmeta = 3;
+    h->meta[PM_VERSION] = version;
+    h->meta[PM_TOTAL] = (int64_t)total_bytes;
+    h->meta[PM_CHUNK] = (int64_t)p->o.chunk_bytes;
+    h->ntensors = 1;
+    int64_t shape = (int64_t)raw_len;
+    gb_wire_set_tensor(&h->tensors[0], "layout", GB_DTYPE_UINT8, 1, &shape, NULL);
+    gb_wire_payload pl = {raw, NULL, NULL, NULL};
+    rc = pub_send(p, h, &pl, err);
+    free(raw);
+    return rc;
+}
+
+static int flush_chunk(gb_param_publisher *p, gb_error *err)
+{
+    gb_wire_header *h = &p->hdr;
+    gb_wire_header_init(h, GB_MSG_PARAM_CHUNK, p->o.role, p->o.index);
+    h->policy_version = p->version;
+    h->nmeta = 2;
+    h->meta[PM_VERSION] = p->version;
+    h->meta[PM_OFFSET] = (int64_t)(p->written - p->chunk_fill);
+    h->ntensors = 1;
+    int64_t shape = (int64_t)p->chunk_fill;
+    gb_wire_set_tensor(&h->tensors[0], "data", GB_DTYPE_UINT8, 1, &shape, NULL);
+    if (zmq_msg_size(&p->chunk) != p->chunk_fill) { /* the last chunk is shorter */
+        zmq_msg_t last;
+        if (zmq_msg_init_size(&last, p->chunk_fill) != 0)
+            return gb_wire_zmq_error(err, "parameter publisher: zmq_msg_init_size");
+        memcpy(zmq_msg_data(&last), zmq_msg_data(&p->chunk), p->chunk_fill);
+        zmq_msg_close(&p->chunk);
+        zmq_msg_move(&p->chunk, &last);
+        zmq_msg_close(&last);
+    }
+    gb_wire_payload pl = {NULL, NULL, NULL, &p->chunk};
+    int rc = pub_send(p, h, &pl, err);
+    zmq_msg_close(&p->chunk); /* empty after a send; frees it after a failure */
+    p->chunk_open = 0;
+    p->chunk_fill = 0;
+    return rc;
+}
+
+int gb_param_publish_write(gb_param_publisher *p, const void *data, size_t len, gb_error *err)
+{
+    if (!p->active)
+        return gb_error_set(err, GB_EINVAL, "parameter publish: write without begin (or after "
+                            "a failed send)");
+    if (len > p->total - p->written)
+        return gb_error_set(err, GB_EINVAL, "parameter version %lld: writes exceed the declared "
+                            "%llu bytes", (long long)p->version, (unsigned long long)p->total);
+    p->crc = gb_crc32c(p->crc, data, len);
+    const unsigned char *src = data;
+    while (len > 0) {
+        if (!p->chunk_open) {
+            uint64_t left = p->total - p->written;
+            size_t size = (size_t)(left < p->o.chunk_bytes ? left : p->o.chunk_bytes);
+            if (zmq_msg_init_size(&p->chunk, size) != 0)
+                return gb_wire_zmq_error(err, "parameter publisher: zmq_msg_init_size");
+            p->chunk_open = 1;
+            p->chunk_fill = 0;
+        }
+        size_t room = zmq_msg_size(&p->chunk) - p->chunk_fill;
+        size_t n = len < room ? len : room;
+        memcpy((char *)zmq_msg_data(&p->chunk) + p->chunk_fill, src, n);
+        p->chunk_fill += n;
+        p->written += n;
+        src += n;
+        len -= n;
+        if (p->chunk_fill == zmq_msg_size(&p->chunk)) {
+            int rc = flush_chunk(p, err);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+int gb_param_publish_end(gb_param_publisher *p, gb_error *err)
+{
+    if (!p->active)
+        return gb_error_set(err, GB_EINVAL, "parameter publish: end without begin (or after a "
+                            "failed send)");
+    if (p->written != p->total)
+        return gb_error_set(err, GB_EINVAL, "parameter version %lld: %llu of %llu bytes written",
+                            (long long)p->version, (unsigned long long)p->written,
+                            (unsigned long long)p->total);
+    int rc;
+    if (p->chunk_open && (rc = flush_chunk(p, err)))
+        return rc;
+    gb_wire_header *h = &p->hdr;
+    gb_wire_header_init(h, GB_MSG_PARAM_END, p->o.role, p->o.index);
+    h->policy_version = p->version;
+    h->nmeta = 3;
+    h->meta[PM_VERSION] = p->version;
+    h->meta[PM_TOTAL] = (int64_t)p->total;
+    h->meta[2] = (int64_t)p->crc;
+    rc = pub_send(p, h, NULL, err);
+    p->active = 0;
+    return rc;
+}
+
+int gb_param_publish(gb_param_publisher *p, int64_t version, const gb_param_entry *layout,
+                     int nlayout, const void *data, uint64_t bytes, gb_error *err)
+{
+    int rc = gb_param_publish_begin(p, version, layout, nlayout, bytes, err);
+    if (!rc)
+        rc = gb_param_publish_write(p, data, (size_t)bytes, err);
+    if (!rc)
+        rc = gb_param_publish_end(p, err);
+    return rc;
+}

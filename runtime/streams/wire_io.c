@@ -1,0 +1,317 @@
+/* runtime/streams/wire_io.c: multipart send and receive of wire messages, with every frame checked and
+ * tensor views realigned where ZeroMQ left them unaligned (see wire.h). */
+#include "runtime/streams/wire.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int gb_wire_zmq_error(gb_error *err, const char *what)
+{
+    int e = zmq_errno();
+    int code = GB_EZMQ;
+    if (e == ETERM)
+        code = GB_ECLOSED;
+    else if (e == EINTR)
+        code = GB_EINTR;
+    else if (e == EAGAIN)
+        code = GB_EAGAIN;
+    else if (e == EHOSTUNREACH)
+        code = GB_ENOTFOUND;
+    return gb_error_set(err, code, "%s: %s", what, zmq_strerror(e));
+}
+
+/* ---- send and receive ------------------------------------------------------------------------ */
+
+static int send_error(gb_error *err, int flags, const char *what)
+{
+    int rc = gb_wire_zmq_error(err, what);
+    if (rc == GB_EAGAIN && !(flags & ZMQ_DONTWAIT))
+        rc = gb_error_set(err, GB_ETIMEOUT, "%s: send timed out (peer not reading or absent)",
+                          what);
+    return rc;
+}
+
+static void free_payloads(const gb_wire_payload *p, int from, int n)
+{
+    for (int t = from; t < n; t++)
+        if (!p[t].msg && p[t].free_fn)
+            p[t].free_fn((void *)p[t].data, p[t].hint);
+}
+
+static int send_msg(void *sock, const void *route, size_t route_len, int delimited,
+                    const gb_wire_header *h, const gb_wire_payload *payloads, int flags,
+                    gb_error *err)
+{
+    unsigned char buf[GB_WIRE_HEADER_MAX];
+    size_t len;
+    int sent = 0; /* payloads handed to ZeroMQ */
+    int rc = gb_wire_encode_header(h, buf, sizeof buf, &len, err);
+    if (rc)
+        goto fail;
+    int more = h->ntensors > 0 ? ZMQ_SNDMORE : 0;
+    if (route) {
+        if (zmq_send(sock, route, route_len, flags | ZMQ_SNDMORE) < 0) {
+            rc = send_error(err, flags, "wire send (route)");
+            goto fail;
+        }
+        flags &= ~ZMQ_DONTWAIT; /* the rest of a multipart message is always accepted */
+        if (delimited && zmq_send(sock, "", 0, flags | ZMQ_SNDMORE) < 0) {
+            rc = send_error(err, flags, "wire send (delimiter)");
+            goto fail;
+        }
+    }
+    if (zmq_send(sock, buf, len, flags | more) < 0) {
+        rc = send_error(err, flags, "wire send (header)");
+        goto fail;
+    }
+    flags &= ~ZMQ_DONTWAIT;
+    for (int t = 0; t < h->ntensors; t++) {
+        int fl = flags | (t + 1 < h->ntensors ? ZMQ_SNDMORE : 0);
+        const gb_wire_payload *p = &payloads[t];
+        uint64_t bytes;
+        if ((rc = gb_tensor_desc_bytes(&h->tensors[t], &bytes, err)))
+            goto fail; /* cannot happen: the encoder checked the table */
+        if (p->msg) {
+            if (zmq_msg_size(p->msg) != bytes) {
+                rc = gb_error_set(err, GB_EINVAL, "wire send: tensor '%s' message has %zu "
+                                  "bytes, expected %llu", h->tensors[t].name,
+                                  zmq_msg_size(p->msg), (unsigned long long)bytes);
+                goto fail;
+            }
+            if (zmq_msg_send(p->msg, sock, fl) < 0) {
+                rc = send_error(err, flags, "wire send (tensor)");
+                goto fail;
+            }
+        } else if (p->free_fn) {
+            zmq_msg_t m;
+            sent = t + 1; /* from here on ZeroMQ calls free_fn, even on failure */
+            if (zmq_msg_init_data(&m, (void *)p->data, (size_t)bytes, p->free_fn, p->hint)) {
+                p->free_fn((void *)p->data, p->hint);
+                rc = gb_wire_zmq_error(err, "wire send: zmq_msg_init_data");
+                goto fail;
+            }
+            if (zmq_msg_send(&m, sock, fl) < 0) {
+                rc = send_error(err, flags, "wire send (tensor)");
+                zmq_msg_close(&m);
+                goto fail;
+            }
+        } else if (zmq_send(sock, p->data, (size_t)bytes, fl) < 0) {
+            rc = send_error(err, flags, "wire send (tensor)");
+            goto fail;
+        }
+        sent = t + 1;
+    }
+    return 0;
+fail:
+    if (payloads)
+        free_payloads(payloads, sent, h->ntensors);
+    return rc;
+}
+
+int gb_wire_send(void *sock, const void *route, size_t route_len, const gb_wire_header *h,
+                 const gb_wire_payload *payloads, int flags, gb_error *err)
+{
+    return send_msg(sock, route, route_len, 0, h, payloads, flags, err);
+}
+
+int gb_wire_reply(void *sock, const gb_wire_msg *req, const gb_wire_header *h,
+                  const gb_wire_payload *payloads, int flags, gb_error *err)
+{
+    return send_msg(sock, req->route, req->route_len, req->delimited, h, payloads, flags, err);
+}
+
+void gb_wire_msg_init(gb_wire_msg *m)
+{
+    m->nframes = 0;
+    m->route_len = 0;
+    m->delimited = 0;
+    m->hdr.type = 0;
+    m->hdr.ntensors = 0;
+}
+
+void gb_wire_msg_release(gb_wire_msg *m)
+{
+    for (int i = 0; i < m->nframes; i++)
+        zmq_msg_close(&m->frames[i]);
+    m->nframes = 0;
+}
+
+static int more_parts(void *sock)
+{
+    int more = 0;
+    size_t sz = sizeof more;
+    if (zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz) != 0)
+        return 0;
+    return more;
+}
+
+/* Receives and drops the remaining parts of a message. */
+static void drain(void *sock)
+{
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    while (more_parts(sock)) {
+        if (zmq_msg_recv(&m, sock, 0) < 0)
+            break;
+    }
+    zmq_msg_close(&m);
+}
+
+static int recv_error(gb_error *err, int flags, const char *what)
+{
+    int rc = gb_wire_zmq_error(err, what);
+    if (rc == GB_EAGAIN && !(flags & ZMQ_DONTWAIT))
+        rc = gb_error_set(err, GB_ETIMEOUT, "%s: receive timed out", what);
+    return rc;
+}
+
+static void free_block(void *data, void *hint)
+{
+    (void)hint;
+    free(data);
+}
+
+/* Points m->data at each frame, copying the ones not aligned to their dtype (see wire.h). */
+static int realign(gb_wire_msg *m, gb_error *err)
+{
+    size_t used = 0;
+    m->realigned = 0;
+    for (int t = 0; t < m->nframes; t++) {
+        void *p = zmq_msg_data(&m->frames[t]);
+        size_t n = zmq_msg_size(&m->frames[t]);
+        size_t align = gb_dtype_size(m->hdr.tensors[t].dtype);
+        m->data[t] = p;
+        if (n == 0 || align <= 1 || (uintptr_t)p % align == 0)
+            continue;
+        m->realigned++;
+        size_t at = (used + 15) & ~(size_t)15;
+        if (at <= GB_WIRE_ARENA && n <= GB_WIRE_ARENA - at) {
+            memcpy(m->arena + at, p, n);
+            m->data[t] = m->arena + at;
+            used = at + n;
+            continue;
+        }
+        void *copy = malloc(n); /* malloc aligns for every scalar type */
+        if (!copy)
+            return gb_error_set(err, GB_ENOMEM, "wire receive: realigning %zu bytes", n);
+        memcpy(copy, p, n);
+        zmq_msg_t owned;
+        if (zmq_msg_init_data(&owned, copy, n, free_block, NULL) != 0) {
+            free(copy);
+            return gb_wire_zmq_error(err, "wire receive: zmq_msg_init_data");
+        }
+        /* zmq_msg_move closes its destination itself; closing it first would leave a closed
+         * message there (move then fails with EFAULT and the frame is unusable). */
+        if (zmq_msg_move(&m->frames[t], &owned) != 0) {
+            zmq_msg_close(&owned);
+            return gb_wire_zmq_error(err, "wire receive: zmq_msg_move");
+        }
+        zmq_msg_close(&owned);
+        m->data[t] = copy;
+    }
+    return 0;
+}
+
+int gb_wire_recv(void *sock, gb_wire_msg *m, int routed, int flags, gb_error *err)
+{
+    zmq_msg_t head;
+    int rc;
+    gb_wire_msg_release(m);
+    m->route_len = 0;
+    m->delimited = 0;
+    m->hdr.type = 0;
+    m->hdr.ntensors = 0;
+    zmq_msg_init(&head);
+    if (zmq_msg_recv(&head, sock, flags) < 0) {
+        rc = recv_error(err, flags, "wire receive");
+        zmq_msg_close(&head);
+        return rc;
+    }
+    if (routed) {
+        size_t n = zmq_msg_size(&head);
+        if (n > GB_WIRE_ROUTE_MAX) /* ZeroMQ limits identities to 255 bytes; defensive */
+            n = GB_WIRE_ROUTE_MAX;
+        memcpy(m->route, zmq_msg_data(&head), n);
+        m->route_len = n;
+        if (!zmq_msg_more(&head)) {
+            zmq_msg_close(&head);
+            return gb_error_set(err, GB_EPROTO, "wire message: only a routing frame");
+        }
+        if (zmq_msg_recv(&head, sock, 0) < 0) {
+            rc = recv_error(err, 0, "wire receive");
+            zmq_msg_close(&head);
+            return rc;
+        }
+        if (zmq_msg_size(&head) == 0 && zmq_msg_more(&head)) { /* a REQ peer's envelope */
+            m->delimited = 1;
+            if (zmq_msg_recv(&head, sock, 0) < 0) {
+                rc = recv_error(err, 0, "wire receive");
+                zmq_msg_close(&head);
+                return rc;
+            }
+        }
+    }
+    int more = zmq_msg_more(&head);
+    rc = gb_wire_decode_header(zmq_msg_data(&head), zmq_msg_size(&head), &m->hdr, err);
+    zmq_msg_close(&head);
+    if (rc) {
+        if (more)
+            drain(sock);
+        return rc;
+    }
+    size_t lens[GB_WIRE_MAX_TENSORS];
+    while (more) {
+        if (m->nframes == GB_WIRE_MAX_TENSORS) {
+            drain(sock);
+            rc = gb_error_set(err, GB_EPROTO, "wire message (%s from %s %d): more than %d "
+                              "tensor frames", gb_msg_type_name(m->hdr.type),
+                              gb_role_name(m->hdr.role), m->hdr.index, GB_WIRE_MAX_TENSORS);
+            goto fail;
+        }
+        zmq_msg_t *f = &m->frames[m->nframes];
+        zmq_msg_init(f);
+        if (zmq_msg_recv(f, sock, 0) < 0) {
+            rc = recv_error(err, 0, "wire receive (tensor frame)");
+            zmq_msg_close(f);
+            goto fail;
+        }
+        lens[m->nframes] = zmq_msg_size(f);
+        more = zmq_msg_more(f);
+        m->nframes++;
+    }
+    if ((rc = gb_wire_check_frames(&m->hdr, lens, m->nframes, err)))
+        goto fail;
+    if ((rc = realign(m, err)))
+        goto fail;
+    return 0;
+fail:
+    gb_wire_msg_release(m);
+    return rc;
+}
+
+gb_tensor_view gb_wire_msg_tensor(const gb_wire_msg *m, int i)
+{
+    gb_tensor_view v = {&m->hdr.tensors[i], m->data[i],
+                        zmq_msg_size((zmq_msg_t *)&m->frames[i])};
+    return v;
+}
+
+int gb_wire_msg_find(const gb_wire_msg *m, const char *name)
+{
+    for (int i = 0; i < m->hdr.ntensors; i++)
+        if (strcmp(m->hdr.tensors[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int gb_wire_set_max_frame(void *sock, uint64_t largest_frame, gb_error *err)
+{
+    int64_t max = largest_frame > (uint64_t)INT64_MAX - GB_WIRE_HEADER_SLACK
+                      ? -1 /* no bound can be that large: none */
+                      : (int64_t)(largest_frame + GB_WIRE_HEADER_SLACK);
+    if (zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max, sizeof max) != 0)
+        return gb_wire_zmq_error(err, "ZMQ_MAXMSGSIZE");
+    return 0;
+}

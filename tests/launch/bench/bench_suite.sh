@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# tests/launch/bench/bench_suite.sh: `gearbox bench suite` as a user runs it, on its shortest task:
+#  1. CartPole PPO, 2 seeds with an unreachable threshold (--set experiment.target_return=1e9)
+#     and a budget of 3000 env steps: exit 0 (not solving is a result), one JSON object with
+#     the task's fields, the threshold as the run sees it (1e9: --set applies), 0/2 solved with the medians and the worst written as null (failed), never as a
+#     time, each run's exit_reason max_env_steps; its run directories removed afterwards;
+#  2. the same, 1 seed, as shipped: the threshold is the config's (475), it solves, and the
+#     median and worst are its process time;
+#  3. a configs folder without the suite's configs: exit 1, the error named, run dirs kept;
+#  4. --only with an unknown task: exit 2.
+# usage: bench_suite.sh GEARBOX CONFIGS_DIR WORK_DIR
+set -u
+gearbox=$1 configs=$2 work=$3
+fail() { echo "FAIL: $*"; exit 1; }
+rm -rf "$work"; mkdir -p "$work"
+# the runs' ipc sockets live in their run directories: keep the path short (Unix sockets: 107 bytes)
+export TMPDIR=$(mktemp -d /tmp/gbsuite.XXXXXX)
+trap 'rm -rf "$TMPDIR"' EXIT
+
+check() { # check OUT_JSON SEEDS EXPECT_SOLVED(all|none) THRESHOLD
+  python3 - "$@" <<'PY' || exit 1
+import json, sys
+path, seeds, expect, threshold = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+lines = [l for l in open(path) if l.strip()]
+if len(lines) != 1:
+    sys.exit("FAIL: expected one JSON line, got %d" % len(lines))
+d = json.loads(lines[0])
+for k in ("bench", "seeds", "load_average_before", "load_average_after", "ok", "tasks"):
+    if k not in d: sys.exit("FAIL: no %s in %s" % (k, d))
+if d["bench"] != "suite" or d["seeds"] != seeds or d["ok"] is not True:
+    sys.exit("FAIL: header %s" % {k: d[k] for k in ("bench", "seeds", "ok")})
+if [t["name"] for t in d["tasks"]] != ["cartpole_ppo"]:
+    sys.exit("FAIL: tasks %s (--only cartpole_ppo)" % [t["name"] for t in d["tasks"]])
+t = d["tasks"][0]
+for k in ("config", "env", "algorithm", "threshold", "seeds", "seeds_solved",
+          "median_seconds_to_solve", "worst_seconds_to_solve", "median_env_steps_to_solve",
+          "median_env_steps_per_s", "error", "runs"):
+    if k not in t: sys.exit("FAIL: task lacks %s: %s" % (k, t))
+if not t["config"].endswith("configs/cartpole_ppo.yaml") or t["env"] != "CartPole-v1" \
+        or t["algorithm"] != "ppo" or t["threshold"] != threshold or t["error"] is not None:
+    sys.exit("FAIL: task %s" % t)
+runs = t["runs"]
+if [r["seed"] for r in runs] != list(range(1, seeds + 1)) or t["seeds"] != seeds:
+    sys.exit("FAIL: seeds %s" % [r["seed"] for r in runs])
+for r in runs:
+    if r["exit_status"] != 0 or r["error"] is not None or r["process_seconds"] <= 0 \
+            or r["env_steps"] <= 0 or r["env_steps_per_s"] <= 0:
+        sys.exit("FAIL: run %s" % r)
+    if r["process_seconds"] < r["run_seconds"]:
+        sys.exit("FAIL: process time %s below the run's own %s" % (r["process_seconds"],
+                                                                    r["run_seconds"]))
+if not t["median_env_steps_per_s"] > 0:
+    sys.exit("FAIL: median env steps/s %s" % t["median_env_steps_per_s"])
+if expect == "none":
+    if t["seeds_solved"] != 0 or any(r["solved"] for r in runs):
+        sys.exit("FAIL: solved with a threshold of 1e9? %s" % t)
+    if any(r["exit_reason"] != "max_env_steps" for r in runs):
+        sys.exit("FAIL: exit reasons %s" % [r["exit_reason"] for r in runs])
+    for k in ("median_seconds_to_solve", "worst_seconds_to_solve", "median_env_steps_to_solve"):
+        if t[k] is not None: sys.exit("FAIL: %s = %s with no seed solved" % (k, t[k]))
+else:
+    if t["seeds_solved"] != seeds or not all(r["solved"] for r in runs):
+        sys.exit("FAIL: not every seed solved: %s" % t)
+    times = sorted(r["process_seconds"] for r in runs)
+    if t["worst_seconds_to_solve"] != times[-1] or t["median_seconds_to_solve"] not in times:
+        sys.exit("FAIL: median/worst %s/%s of %s" % (t["median_seconds_to_solve"],
+                                                      t["worst_seconds_to_solve"], times))
+print("suite JSON ok: %d/%d solved, median %s s, worst %s s, %s env steps/s" % (
+    t["seeds_solved"], seeds, t["median_seconds_to_solve"], t["worst_seconds_to_solve"],
+    t["median_env_steps_per_s"]))
+PY
+}
+
+# 1. capped: nothing solves, which is a result
+"$gearbox" bench suite --json --only cartpole_ppo --seeds 2 --configs "$configs" \
+  --set experiment.max_env_steps=3000 --set experiment.target_return=1e9 \
+  > "$work/capped.json" 2> "$work/capped.err"
+status=$?
+cat "$work/capped.err"
+[ "$status" -eq 0 ] || fail "capped suite exited with $status"
+check "$work/capped.json" 2 none 1e9
+[ -z "$(ls -A "$TMPDIR")" ] || fail "run directories left behind: $(ls "$TMPDIR")"
+
+# 2. uncapped: seed 1 solves (the config's own budget)
+"$gearbox" bench suite --json --only cartpole_ppo --seeds 1 --configs "$configs" \
+  > "$work/solved.json" 2> "$work/solved.err"
+status=$?
+cat "$work/solved.err"
+[ "$status" -eq 0 ] || fail "suite exited with $status"
+check "$work/solved.json" 1 all 475
+# the table form of the same
+"$gearbox" bench suite --only cartpole_ppo --seeds 1 --configs "$configs" \
+  --set experiment.max_env_steps=3000 --set experiment.target_return=1e9 > "$work/table.txt" 2>&1 ||
+  fail "table form failed"
+grep -q '^cartpole_ppo .*configs/cartpole_ppo.yaml .* 1e+09 .* 0/1 .*failed .*failed' "$work/table.txt" ||
+  { cat "$work/table.txt"; fail "table lacks the failed cartpole_ppo row"; }
+
+# 3. no configs there: an error, not a result
+mkdir -p "$work/empty"
+"$gearbox" bench suite --json --only cartpole_ppo --seeds 1 --configs "$work/empty" \
+  > "$work/empty.json" 2> "$work/empty.err"
+status=$?
+[ "$status" -eq 1 ] || fail "missing config: exit $status, expected 1"
+grep -q "cartpole_ppo.yaml: no such config" "$work/empty.err" || fail "no error named: $(cat "$work/empty.err")"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=d["tasks"][0]
+sys.exit(0 if d["ok"] is False and t["error"] and t["runs"] == [] else "FAIL: %s" % d)' \
+  "$work/empty.json" || exit 1
+
+# 4. an unknown task
+"$gearbox" bench suite --only no_such_task > /dev/null 2>&1
+status=$?
+[ "$status" -eq 2 ] || fail "--only no_such_task: exit $status, expected 2"
+echo "1 passed, 0 failed"

@@ -1,0 +1,234 @@
+/* tests/runtime/streams/test_chunk.c: the chunk builder against a hand-worked trajectory: rows, reset
+ * rows after episode ends (also across chunk boundaries), next_obs, versions, the zero-copy
+ * hand-off's reference counting, and the ingest check for non-finite values. */
+#include "runtime/streams/chunk.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static gb_chunk_layout layout;
+
+/* obs are float32[2] = {step id, stream}; actions int64 = step id * 10. */
+static void obs_of(float v, int s, float out[2])
+{
+    out[0] = v;
+    out[1] = (float)s;
+}
+
+static void test_rows_and_resets(void)
+{
+    gb_error err = {0};
+    int64_t shape[1] = {2};
+    CHECK_OK(gb_chunk_layout_init(&layout, 4, GB_DTYPE_FLOAT32, 1, shape, 1, 1, &err));
+    CHECK_EQ_INT(layout.bytes[GB_CHUNK_OBS], 4 * 2 * 4);
+    CHECK_EQ_INT(layout.offset[GB_CHUNK_REWARD] % 64, 0);
+    gb_chunk_builder *b = NULL;
+    CHECK_OK(gb_chunk_builder_create(&layout, 2, &b, &err));
+    if (!b)
+        return;
+    float o[2], f[2];
+    obs_of(0, 1, o);
+    gb_chunk_start(b, 1, o);
+    /* Episode: obs 0 -> 1 -> 2 (terminated at the 3rd step, final obs 3, reset obs 100),
+     * then 100 -> 101 -> ... */
+    float next_id = 1;
+    int steps = 0;
+    gb_chunk c;
+    int chunks = 0;
+    for (int t = 0; t < 7; t++) {
+        int64_t a = (int64_t)(t * 10);
+        gb_chunk_act(b, 1, &a, -0.5f * (float)t, 7 + t);
+        int ended = t == 2;
+        obs_of(ended ? 3 : next_id, 1, f);
+        obs_of(ended ? 100 : next_id, 1, o);
+        CHECK_OK(gb_chunk_step(b, 1, 1.0f + (float)t, ended, 0, ended, f, o, &err));
+        next_id = ended ? 101 : next_id + 1;
+        steps++;
+        while (gb_chunk_take(b, &c)) {
+            chunks++;
+            CHECK_EQ_INT(c.stream, 1);
+            const float *obs = gb_chunk_column(&layout, c.block, GB_CHUNK_OBS);
+            const float *next = gb_chunk_column(&layout, c.block, GB_CHUNK_NEXT_OBS);
+            const int64_t *act = gb_chunk_column(&layout, c.block, GB_CHUNK_ACTION);
+            const float *rew = gb_chunk_column(&layout, c.block, GB_CHUNK_REWARD);
+            const uint8_t *term = gb_chunk_column(&layout, c.block, GB_CHUNK_TERMINATED);
+            const uint8_t *valid = gb_chunk_column(&layout, c.block, GB_CHUNK_VALID);
+            const int64_t *ver = gb_chunk_column(&layout, c.block, GB_CHUNK_VERSION);
+            if (chunks == 1) {
+                /* rows: obs 0,1,2 (t=0..2, terminated at 2), reset row obs 3; next_obs 100 */
+                CHECK(obs[0] == 0 && obs[2] == 1 && obs[4] == 2 && obs[6] == 3);
+                CHECK(obs[1] == 1 && next[0] == 100);
+                CHECK(act[0] == 0 && act[2] == 20 && act[3] == 0);
+                CHECK(rew[2] == 3.0f && rew[3] == 0.0f);
+                CHECK(term[2] == 1 && term[3] == 0);
+                CHECK(valid[0] && valid[1] && valid[2] && !valid[3]);
+                CHECK_EQ_INT(c.steps, 3);
+                CHECK_EQ_INT(c.policy_version, 9);
+                CHECK_EQ_INT(ver[2], 9);
+            } else {
+                /* rows: obs 100,101,102,103; next 104 */
+                CHECK(obs[0] == 100 && obs[6] == 103 && next[0] == 104);
+                CHECK(valid[0] && valid[3]);
+                CHECK_EQ_INT(c.steps, 4);
+                CHECK_EQ_INT(c.policy_version, 13);
+            }
+            gb_chunk_release(c.block);
+        }
+    }
+    CHECK_EQ_INT(chunks, 2);
+    gb_chunk_builder_destroy(b);
+}
+
+static void test_end_on_last_row(void)
+{
+    /* An episode ending on the chunk's last row: next_obs is the final observation, and the
+     * reset row opens the next chunk. */
+    gb_error err = {0};
+    gb_chunk_builder *b = NULL;
+    CHECK_OK(gb_chunk_builder_create(&layout, 1, &b, &err));
+    if (!b)
+        return;
+    float o[2], f[2];
+    obs_of(0, 0, o);
+    gb_chunk_start(b, 0, o);
+    gb_chunk c;
+    for (int t = 0; t < 4; t++) {
+        int64_t a = 1;
+        gb_chunk_act(b, 0, &a, 0, 0);
+        int ended = t == 3;
+        obs_of(ended ? 50 : (float)t + 1, 0, f);
+        obs_of(ended ? 60 : (float)t + 1, 0, o);
+        CHECK_OK(gb_chunk_step(b, 0, 1, 0, ended, ended, f, o, &err));
+    }
+    CHECK(gb_chunk_take(b, &c));
+    const float *next = gb_chunk_column(&layout, c.block, GB_CHUNK_NEXT_OBS);
+    const uint8_t *trunc = gb_chunk_column(&layout, c.block, GB_CHUNK_TRUNCATED);
+    CHECK(next[0] == 50 && trunc[3] == 1);
+    gb_chunk_release(c.block);
+    CHECK(!gb_chunk_take(b, &c));
+    /* Three more steps fill the second chunk: reset row (obs 50), then 60, 61, 62. */
+    for (int t = 0; t < 3; t++) {
+        int64_t a = 1;
+        gb_chunk_act(b, 0, &a, 0, 0);
+        obs_of(61 + (float)t, 0, o);
+        CHECK_OK(gb_chunk_step(b, 0, 1, 0, 0, 0, NULL, o, &err));
+    }
+    CHECK(gb_chunk_take(b, &c));
+    const float *obs = gb_chunk_column(&layout, c.block, GB_CHUNK_OBS);
+    const uint8_t *valid = gb_chunk_column(&layout, c.block, GB_CHUNK_VALID);
+    next = gb_chunk_column(&layout, c.block, GB_CHUNK_NEXT_OBS);
+    CHECK(obs[0] == 50 && !valid[0] && obs[2] == 60 && obs[6] == 62 && next[0] == 63);
+    /* Zero-copy hand-off: the block lives until every frame's free function ran. */
+    gb_wire_payload p[GB_CHUNK_NCOLS];
+    gb_chunk_payloads(&layout, &c, p);
+    for (int i = 0; i < GB_CHUNK_NCOLS; i++) {
+        CHECK(p[i].data == (char *)c.block + layout.offset[i]);
+        p[i].free_fn((void *)p[i].data, p[i].hint); /* ASan catches a premature free */
+    }
+    gb_chunk_builder_destroy(b);
+}
+
+/* Out of memory for a new block: the finished chunk is dropped (GB_ENOMEM), the stream keeps a
+ * block and restarts at the observation it was given, and the next chunk is complete and right.
+ * (Before the fix the stream held a NULL block and the next write crashed.) */
+static void test_out_of_memory_restarts(void)
+{
+    gb_error err = {0};
+    int64_t shape[1] = {2};
+    CHECK_OK(gb_chunk_layout_init(&layout, 2, GB_DTYPE_FLOAT32, 1, shape, 1, 1, &err));
+    gb_chunk_builder *b = NULL;
+    CHECK_OK(gb_chunk_builder_create(&layout, 1, &b, &err));
+    if (!b)
+        return;
+    float o[2];
+    obs_of(0, 0, o);
+    gb_chunk_start(b, 0, o);
+    int64_t a = 5;
+    gb_chunk_act(b, 0, &a, 0.0f, 1);
+    obs_of(1, 0, o);
+    CHECK_OK(gb_chunk_step(b, 0, 1.0f, 0, 0, 0, o, o, &err));
+    gb_chunk_act(b, 0, &a, 0.0f, 1);
+    obs_of(2, 0, o);
+    gb_chunk_fail_next_allocs(1);
+    CHECK_EQ_INT(gb_chunk_step(b, 0, 1.0f, 0, 0, 0, o, o, &err), GB_ENOMEM);
+    gb_chunk c;
+    CHECK(!gb_chunk_take(b, &c)); /* dropped */
+    for (int t = 3; t <= 4; t++) {
+        gb_chunk_act(b, 0, &a, 0.0f, 2);
+        obs_of((float)t, 0, o);
+        CHECK_OK(gb_chunk_step(b, 0, 1.0f, 0, 0, 0, o, o, &err));
+    }
+    CHECK(gb_chunk_take(b, &c));
+    const float *obs = gb_chunk_column(&layout, c.block, GB_CHUNK_OBS);
+    const float *next = gb_chunk_column(&layout, c.block, GB_CHUNK_NEXT_OBS);
+    CHECK(obs[0] == 2 && obs[2] == 3 && next[0] == 4);
+    CHECK_EQ_INT(c.policy_version, 2);
+    gb_chunk_release(c.block);
+    gb_chunk_builder_destroy(b);
+}
+
+/* gb_chunk_nonfinite finds a NaN or an infinity at every position of every floating column of
+ * a continuous-action chunk (obs [T, 3], next_obs, action [T, 2], reward, logp), in an unaligned
+ * copy too, and ignores the integer columns and uint8 observations. */
+static void test_nonfinite(void)
+{
+    gb_error err = {0};
+    int64_t shape[1] = {3};
+    gb_chunk_layout l;
+    CHECK_OK(gb_chunk_layout_init(&l, 5, GB_DTYPE_FLOAT32, 1, shape, 0, 2, &err));
+    unsigned char *block = calloc(1, l.block_bytes + 1), *shifted = malloc(l.block_bytes + 1);
+    const void *cols[GB_CHUNK_NCOLS];
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+        cols[c] = block + l.offset[c];
+    CHECK_EQ_INT(gb_chunk_nonfinite(&l, cols), -1);
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    int floating[] = {GB_CHUNK_OBS, GB_CHUNK_NEXT_OBS, GB_CHUNK_ACTION, GB_CHUNK_REWARD,
+                      GB_CHUNK_LOGP};
+    int found = 0, tried = 0;
+    for (size_t k = 0; k < sizeof floating / sizeof floating[0]; k++) {
+        int c = floating[k];
+        float *col = (float *)(block + l.offset[c]);
+        for (uint64_t i = 0; i < l.bytes[c] / 4; i++)
+            for (int b = 0; b < 3; b++) {
+                col[i] = bad[b];
+                tried++;
+                found += gb_chunk_nonfinite(&l, cols) == c;
+                /* the same bytes one past a 4-byte boundary, as a wire frame may be */
+                memcpy(shifted + 1, block, l.block_bytes);
+                const void *sc[GB_CHUNK_NCOLS];
+                for (int d = 0; d < GB_CHUNK_NCOLS; d++)
+                    sc[d] = shifted + 1 + l.offset[d];
+                found += gb_chunk_nonfinite(&l, sc) == c;
+                col[i] = 1e30f; /* large but finite */
+            }
+        CHECK_EQ_INT(gb_chunk_nonfinite(&l, cols), -1);
+    }
+    CHECK_EQ_INT(found, 2 * tried);
+    /* integer columns may hold any bits */
+    memset(block + l.offset[GB_CHUNK_VERSION], 0xff, l.bytes[GB_CHUNK_VERSION]);
+    memset(block + l.offset[GB_CHUNK_VALID], 0xff, l.bytes[GB_CHUNK_VALID]);
+    CHECK_EQ_INT(gb_chunk_nonfinite(&l, cols), -1);
+    free(block);
+    free(shifted);
+    /* uint8 observations are never non-finite */
+    CHECK_OK(gb_chunk_layout_init(&l, 5, GB_DTYPE_UINT8, 1, shape, 1, 1, &err));
+    block = malloc(l.block_bytes);
+    memset(block, 0xff, l.block_bytes);
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+        cols[c] = block + l.offset[c];
+    memset(block + l.offset[GB_CHUNK_REWARD], 0, l.bytes[GB_CHUNK_REWARD]);
+    memset(block + l.offset[GB_CHUNK_LOGP], 0, l.bytes[GB_CHUNK_LOGP]);
+    CHECK_EQ_INT(gb_chunk_nonfinite(&l, cols), -1);
+    free(block);
+}
+
+int main(void)
+{
+    TEST_RUN(test_rows_and_resets);
+    TEST_RUN(test_end_on_last_row);
+    TEST_RUN(test_out_of_memory_restarts);
+    TEST_RUN(test_nonfinite);
+    return test_main_result();
+}

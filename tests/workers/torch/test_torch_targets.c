@@ -1,0 +1,117 @@
+/* tests/workers/torch/test_torch_targets.c: GAE and n-step targets against values computed by hand
+ * (next-step-reset chunks: terminated vs truncated bootstrapping, reset steps, chunk ends). */
+#include "test.h"
+#include "workers/torch/bridge.h"
+
+/* One chunk, T = 6: episode 1 terminates at step 1 (step 2 is its reset step); episode 2 is
+ * truncated at step 4 (step 5 is its reset step). obs[2] and obs[5] are final observations. */
+static const float R[6] = {1, 2, 0, 3, 4, 5};
+static const uint8_t TERM[6] = {0, 1, 0, 0, 0, 0};
+static const uint8_t TRUNC[6] = {0, 0, 0, 0, 1, 0};
+static const uint8_t VALID[6] = {1, 1, 0, 1, 1, 0};
+
+static void test_gae_episode_ends(void)
+{
+    const float V[7] = {0.5f, 1.0f, 7.0f, 2.0f, 2.5f, 9.0f, 4.0f};
+    float adv[6], ret[6];
+    gb_torch_gae(1, 6, R, V, TERM, TRUNC, VALID, 0.9, 0.8, adv, ret);
+    /* by hand, gamma 0.9, lambda 0.8 (gamma lambda = 0.72):
+     * t=4 truncated: 4 + 0.9*9.0 - 2.5 = 9.6 (bootstraps from the final observation)
+     * t=3: delta 3 + 0.9*2.5 - 2 = 3.25; 3.25 + 0.72*9.6 = 10.162
+     * t=1 terminated: 2 - 1 = 1; t=0: delta 1 + 0.9*1 - 0.5 = 1.4; 1.4 + 0.72*1 = 2.12 */
+    const float want_adv[6] = {2.12f, 1.0f, 0.0f, 10.162f, 9.6f, 0.0f};
+    const float want_ret[6] = {2.62f, 2.0f, 7.0f, 12.162f, 12.1f, 9.0f};
+    for (int t = 0; t < 6; t++) {
+        CHECK_NEAR(adv[t], want_adv[t], 1e-5);
+        CHECK_NEAR(ret[t], want_ret[t], 1e-5);
+    }
+    /* the same step terminated instead of truncated does not bootstrap: 4 - 2.5 */
+    uint8_t term2[6] = {0, 1, 0, 0, 1, 0}, trunc2[6] = {0};
+    gb_torch_gae(1, 6, R, V, term2, trunc2, VALID, 0.9, 0.8, adv, ret);
+    CHECK_NEAR(adv[4], 1.5, 1e-6);
+    CHECK_NEAR(adv[3], 3.25 + 0.72 * 1.5, 1e-5);
+}
+
+static void test_gae_chunk_end_and_batch(void)
+{
+    /* two chunks of T = 2; the second has no episode end: bootstraps from V(obs[T]) */
+    const float r[4] = {1, 2, 1, 1};
+    const float v[6] = {0, 0, 0, /* chunk 1 */ 0, 0, 10};
+    const uint8_t term[4] = {0, 1, 0, 0}, trunc[4] = {0};
+    float adv[4], ret[4];
+    gb_torch_gae(2, 2, r, v, term, trunc, NULL, 0.9, 0.8, adv, ret);
+    CHECK_NEAR(adv[1], 2.0, 1e-6);
+    CHECK_NEAR(adv[0], 1.0 + 0.72 * 2.0, 1e-6);
+    CHECK_NEAR(adv[3], 1.0 + 9.0, 1e-5);
+    CHECK_NEAR(adv[2], 1.0 + 0.72 * 10.0, 1e-5);
+    /* lambda = 1, no ends: the discounted return minus V */
+    gb_torch_gae(2, 2, r, v, (const uint8_t[]){0, 0, 0, 0}, trunc, NULL, 0.5, 1.0, adv, ret);
+    CHECK_NEAR(ret[0], 1 + 0.5 * 2 + 0.25 * 0, 1e-6);
+    CHECK_NEAR(ret[2], 1 + 0.5 * 1 + 0.25 * 10, 1e-6);
+}
+
+static void test_nstep_episode_ends(void)
+{
+    float g[6], d[6];
+    int64_t boot[6];
+    gb_torch_nstep(1, 6, 3, 0.5, R, TERM, TRUNC, VALID, g, d, boot);
+    /* t=0: 1 + 0.5*2, stops at the terminal step 1: no bootstrap */
+    CHECK_NEAR(g[0], 2.0, 1e-6);
+    CHECK_NEAR(d[0], 0.0, 0);
+    CHECK_EQ_INT(boot[0], 2);
+    CHECK_NEAR(g[1], 2.0, 1e-6);
+    CHECK_NEAR(d[1], 0.0, 0);
+    /* reset step */
+    CHECK_NEAR(g[2], 0.0, 0);
+    CHECK_NEAR(d[2], 0.0, 0);
+    /* t=3: 3 + 0.5*4, stops at the truncated step 4: bootstraps from obs[5] with 0.25 */
+    CHECK_NEAR(g[3], 5.0, 1e-6);
+    CHECK_NEAR(d[3], 0.25, 1e-7);
+    CHECK_EQ_INT(boot[3], 5);
+    CHECK_NEAR(g[4], 4.0, 1e-6);
+    CHECK_NEAR(d[4], 0.5, 1e-7);
+    CHECK_EQ_INT(boot[4], 5);
+    CHECK_NEAR(d[5], 0.0, 0);
+}
+
+static void test_nstep_chunk_end(void)
+{
+    const float r[4] = {1, 1, 1, 1};
+    const uint8_t z[4] = {0};
+    float g[4], d[4];
+    int64_t boot[4];
+    gb_torch_nstep(1, 4, 3, 0.5, r, z, z, NULL, g, d, boot);
+    const float wg[4] = {1.75f, 1.75f, 1.5f, 1.0f}, wd[4] = {0.125f, 0.125f, 0.25f, 0.5f};
+    const int64_t wb[4] = {3, 4, 4, 4};
+    for (int t = 0; t < 4; t++) {
+        CHECK_NEAR(g[t], wg[t], 1e-6);
+        CHECK_NEAR(d[t], wd[t], 1e-7);
+        CHECK_EQ_INT(boot[t], wb[t]);
+    }
+    /* n = 1 is the one-step target */
+    gb_torch_nstep(1, 4, 1, 0.99, r, z, z, NULL, g, d, boot);
+    CHECK_NEAR(g[2], 1.0, 0);
+    CHECK_NEAR(d[2], 0.99, 1e-6);
+    CHECK_EQ_INT(boot[2], 3);
+}
+
+static void test_epsilon_schedule(void)
+{
+    gb_config_dqn dqn = {0};
+    dqn.epsilon_start = 1.0;
+    dqn.epsilon_end = 0.1;
+    dqn.epsilon_decay_steps = 1000;
+    CHECK_NEAR(gb_torch_dqn_epsilon(&dqn, 0), 1.0, 1e-12);
+    CHECK_NEAR(gb_torch_dqn_epsilon(&dqn, 500), 0.55, 1e-12);
+    CHECK_NEAR(gb_torch_dqn_epsilon(&dqn, 5000), 0.1, 1e-12);
+}
+
+int main(void)
+{
+    TEST_RUN(test_gae_episode_ends);
+    TEST_RUN(test_gae_chunk_end_and_batch);
+    TEST_RUN(test_nstep_episode_ends);
+    TEST_RUN(test_nstep_chunk_end);
+    TEST_RUN(test_epsilon_schedule);
+    return test_main_result();
+}

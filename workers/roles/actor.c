@@ -1,0 +1,306 @@
+/* workers/roles/actor.c: the actor worker = acting (workers/roles/acting.h) + the streams. While one group
+ * of the environment ring waits for its actions on the inference stream, the others are
+ * stepped; each (copy, agent) stream becomes fixed-length trajectory chunks (runtime/streams/chunk.h)
+ * pushed to the trainers on the sample stream without a copy; finished episodes go to the
+ * launcher's metrics. */
+#include "workers/roles/worker.h"
+
+#include "runtime/base/clock.h"
+#include "runtime/streams/inference.h"
+#include "runtime/base/log.h"
+#include "runtime/base/rng.h"
+#include "runtime/streams/sample_stream.h"
+#include "runtime/streams/wire.h"
+#include "workers/roles/acting.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define EPISODE_REPORT_S 0.05 /* the longest finished episodes wait before they are reported */
+
+typedef struct actor {
+    gb_worker *w;
+    gb_acting *acting;
+    const gb_chunk_layout *layout;
+    int S;
+    gb_infer_client *infer;
+    gb_sample_sender *samples;
+    uint64_t *pending; /* request id per group, 0 = none outstanding */
+    gb_wire_msg reply;
+    int64_t chunks_sent;
+    int64_t rows_sent; /* valid rows (agent steps) in the chunks sent */
+} actor;
+
+static void on_episode(void *ctx, double episode_return, int64_t length)
+{
+    actor *a = ctx;
+    gb_metrics_episode(a->w->metrics, (float)episode_return, length);
+}
+
+/* Sends group g's observations ([rows, *obs], as the chunk layout has them) to the policy
+ * workers, and with actors.noise_correlation its rows' exploration noise ([rows, action dim]
+ * float32, "noise"). */
+static int request_actions(actor *a, int g, gb_error *err)
+{
+    const gb_chunk_layout *l = a->layout;
+    int64_t rows;
+    const void *data[2] = {gb_acting_obs(a->acting, g, &rows), gb_acting_noise(a->acting, g)};
+    gb_tensor_desc d[2];
+    int64_t shape[GB_WIRE_MAX_RANK];
+    shape[0] = rows;
+    memcpy(shape + 1, l->obs_shape, (size_t)l->obs_rank * sizeof shape[0]);
+    int rc = gb_wire_set_tensor(&d[0], "obs", l->obs_dtype, 1 + l->obs_rank, shape, err);
+    int n = 1;
+    if (!rc && data[1]) {
+        const int64_t noise_shape[2] = {rows, l->action_dim};
+        rc = gb_wire_set_tensor(&d[1], "noise", GB_DTYPE_FLOAT32, 2, noise_shape, err);
+        n = 2;
+    }
+    if (rc)
+        return rc;
+    return gb_infer_client_send(a->infer, d, data, n, &a->pending[g], err);
+}
+
+static void report(actor *a);
+
+/* Applies a reply for group g (acting: decode, step, chunks), then sends finished chunks. */
+static int step_group(actor *a, int g, const gb_wire_msg *m, gb_error *err)
+{
+    int ia = gb_wire_msg_find(m, "action"), il = gb_wire_msg_find(m, "logp");
+    if (ia < 0 || il < 0)
+        return gb_error_set(err, GB_EPROTO, "policy reply without action/logp tensors");
+    gb_tensor_view act = gb_wire_msg_tensor(m, ia), logp = gb_wire_msg_tensor(m, il);
+    int rc = gb_acting_step(a->acting, g, act.data, act.bytes, logp.data, logp.bytes,
+                            m->hdr.policy_version, err);
+    if (rc)
+        return rc;
+    gb_chunk chunk;
+    while (gb_acting_take(a->acting, &chunk)) {
+        /* Backpressure (the trainers' rate limiter, a trainer restarting) can hold a send for
+         * long: wait for room in slices and report meanwhile, the launcher's heartbeat (waiting
+         * is not hanging). Once stopping, the send below just waits. */
+        int slice_ms = (int)(1000 * gb_worker_report_interval(a->w));
+        while (!gb_worker_stopping(a->w) &&
+               (rc = gb_sample_sender_wait(a->samples, slice_ms, err)) == GB_ETIMEOUT)
+            report(a);
+        if (rc && rc != GB_ETIMEOUT)
+            return rc;
+        gb_wire_payload p[GB_CHUNK_NCOLS];
+        gb_chunk_payloads(a->layout, &chunk, p);
+        rc = gb_sample_send(a->samples, chunk.policy_version, a->layout->desc, p, GB_CHUNK_NCOLS,
+                            err);
+        if (rc == GB_ETIMEOUT)
+            continue; /* dropped and counted by the stream */
+        if (rc)
+            return rc;
+        a->chunks_sent++;
+        a->rows_sent += chunk.steps;
+    }
+    return 0;
+}
+
+/* request_actions until one is accepted: while no policy worker is connected (one restarting)
+ * the send times out; the actor keeps reporting meanwhile (it is waiting, not hung) and gives up
+ * only when asked to stop. */
+static int resend(actor *a, int g, gb_error *err)
+{
+    for (;;) {
+        int rc = request_actions(a, g, err);
+        if (rc != GB_ETIMEOUT || gb_worker_stopping(a->w))
+            return rc;
+        GB_WARN("actor: %s; trying again", err->msg);
+        report(a);
+    }
+}
+
+static void report(actor *a)
+{
+    gb_acting_stats st;
+    gb_acting_stats_get(a->acting, &st);
+    gb_sample_sender_stats ss = gb_sample_sender_get_stats(a->samples);
+    gb_infer_client_stats is = gb_infer_client_get_stats(a->infer);
+    /* env_steps: every step taken; env_steps_sent: those in chunks that left for a trainer
+     * (the run's env_steps: steps of chunks still being filled when the run stops, or dropped,
+     * never reach one). A copy's step is one row in each of its agents' chunks. */
+    gb_metrics_set(a->w->metrics, "env_steps", (double)st.env_steps);
+    gb_metrics_set(a->w->metrics, "env_steps_sent",
+                   (double)a->rows_sent / (double)gb_acting_spec(a->acting)->agents);
+    gb_metrics_set(a->w->metrics, "episodes", (double)st.episodes);
+    gb_metrics_set(a->w->metrics, "chunks_sent", (double)a->chunks_sent);
+    gb_metrics_set(a->w->metrics, "sample_drops", (double)ss.dropped);
+    gb_metrics_set(a->w->metrics, "inference_timeouts", (double)is.timeouts);
+    gb_metrics_send(a->w->metrics, NULL);
+}
+
+static void free_list(char **l, int n)
+{
+    for (int i = 0; l && i < n; i++)
+        free(l[i]);
+    free(l);
+}
+
+/* Looks up every endpoint under prefix (waiting for `count` of them) whose name ends in
+ * suffix. *out is the caller's (free_list). */
+static int lookup_all(gb_worker *w, const char *prefix, int count, const char *suffix,
+                      char ***out, int *n, gb_error *err)
+{
+    gb_registry_entry *e = NULL;
+    int found = 0;
+    int rc = gb_registry_list(w->registry, prefix, count, (int)w->cfg->streams.registry_timeout_ms,
+                              &e, &found, err);
+    if (rc)
+        return rc;
+    char **eps = calloc((size_t)found + 1, sizeof *eps);
+    int k = 0;
+    size_t sl = strlen(suffix);
+    for (int i = 0; eps && i < found; i++) {
+        size_t l = strlen(e[i].name);
+        if (l < sl || strcmp(e[i].name + l - sl, suffix) != 0)
+            continue;
+        if (!(eps[k] = strdup(e[i].endpoint))) {
+            free_list(eps, k);
+            eps = NULL;
+            break;
+        }
+        k++;
+    }
+    free(e);
+    if (!eps)
+        return gb_error_set(err, GB_ENOMEM, "out of memory");
+    if (k < count) {
+        free_list(eps, k);
+        return gb_error_set(err, GB_ETIMEOUT, "found %d of %d %s*%s endpoints", k, count, prefix,
+                            suffix);
+    }
+    *out = eps;
+    *n = k;
+    return 0;
+}
+
+int gb_actor_main(gb_worker *w, gb_error *err)
+{
+    const gb_config *cfg = w->cfg;
+    actor a = {.w = w};
+    char **policy_eps = NULL, **trainer_eps = NULL;
+    int npolicy = 0, ntrainer = 0;
+    gb_wire_msg_init(&a.reply);
+    gb_acting_opts ao = {
+        .cfg = cfg,
+        .copies = (int)cfg->actors.envs_per_actor,
+        .splits = (int)cfg->actors.splits,
+        .seed = gb_worker_seed(w, "envs"),
+        .on_episode = on_episode,
+        .ctx = &a,
+    };
+    int rc = gb_acting_create(&ao, &a.acting, err);
+    if (rc)
+        goto done;
+    a.layout = gb_acting_layout(a.acting);
+    a.S = gb_acting_groups(a.acting);
+    a.pending = calloc((size_t)a.S, sizeof *a.pending);
+    if (!a.pending) {
+        rc = gb_error_set(err, GB_ENOMEM, "out of memory");
+        goto done;
+    }
+
+    if ((rc = lookup_all(w, "policy/", (int)cfg->policy.count, "/inference", &policy_eps,
+                         &npolicy, err)) ||
+        (rc = lookup_all(w, "trainer/", (int)cfg->trainer.count, "/samples", &trainer_eps,
+                         &ntrainer, err)))
+        goto done;
+    gb_infer_client_opts io = {.endpoints = (const char *const *)policy_eps,
+                               .n_endpoints = npolicy,
+                               .timeout_ms = (int)cfg->streams.inference_timeout_ms,
+                               .role = w->role,
+                               .index = w->index,
+                               /* a reply holds actions and logp for at most the whole ring */
+                               .max_frame = (uint64_t)gb_acting_copies(a.acting) *
+                                            (uint64_t)gb_acting_spec(a.acting)->agents *
+                                            (gb_acting_action_row_bytes(a.acting) > 4
+                                                 ? gb_acting_action_row_bytes(a.acting)
+                                                 : 4)};
+    gb_sample_sender_opts so = {.endpoints = (const char *const *)trainer_eps,
+                                .n_endpoints = ntrainer,
+                                .hwm = (int)cfg->streams.sample_hwm,
+                                .send_timeout_ms = -1, /* backpressure, never drop */
+                                .role = w->role,
+                                .index = w->index,
+                                .incarnation = w->incarnation,
+                                .kernel_buffer = gb_sample_kernel_buffer(
+                                    (int)cfg->streams.sample_hwm, a.layout->block_bytes)};
+    if ((rc = gb_infer_client_open(&a.infer, w->zctx, &io, err)) ||
+        (rc = gb_sample_sender_open(&a.samples, w->zctx, &so, err)))
+        goto done;
+
+    GB_INFO("actor: %s, %d copies x %d agents in %d groups, chunks of %lld steps, %d policy and "
+            "%d trainer endpoints", cfg->env.name, gb_acting_copies(a.acting),
+            gb_acting_spec(a.acting)->agents, a.S, (long long)cfg->actors.chunk_len, npolicy,
+            ntrainer);
+    for (int g = 0; g < a.S; g++)
+        if ((rc = resend(&a, g, err)))
+            goto done;
+
+    double next_report = gb_now_s(), last_report = 0;
+    while (!gb_worker_stopping(w)) {
+        /* Reports are the launcher's heartbeat: sent from this loop, so an environment stuck
+         * in step silences them. Finished episodes go out within EPISODE_REPORT_S, not at the
+         * next heartbeat: the launcher decides that the run is solved on their returns, and a
+         * second's wait there was a third of a CartPole run. */
+        double now = gb_now_s();
+        if (now >= next_report || (gb_metrics_episodes_unsent(w->metrics) > 0 &&
+                                   now >= last_report + EPISODE_REPORT_S)) {
+            report(&a);
+            last_report = now;
+            next_report = now + gb_worker_report_interval(w);
+        }
+        rc = gb_infer_client_recv(a.infer, &a.reply, 100, err);
+        if (rc == GB_EAGAIN)
+            continue;
+        int g = -1;
+        for (int i = 0; i < a.S; i++)
+            if (a.pending[i] == a.reply.hdr.seq)
+                g = i;
+        if (rc == GB_ETIMEOUT && g >= 0) {
+            /* The policy worker that had the request died or hangs (the launcher restarts
+             * it): ask again; the DEALER sends it to a live one. */
+            GB_WARN("actor: %s; asking again", err->msg);
+            a.pending[g] = 0;
+            if ((rc = resend(&a, g, err)))
+                goto done;
+            continue;
+        }
+        if (rc)
+            goto done;
+        if (g < 0) {
+            gb_wire_msg_release(&a.reply);
+            continue; /* a reply we no longer wait for */
+        }
+        a.pending[g] = 0;
+        rc = step_group(&a, g, &a.reply, err);
+        gb_wire_msg_release(&a.reply);
+        if (rc || (rc = resend(&a, g, err)))
+            goto done;
+    }
+    rc = 0;
+done:
+    if (a.infer && a.samples) {
+        gb_metrics_set(w->metrics, "final", 1); /* chunks_sent is final: the launcher's ledger */
+        report(&a);
+        if (w->joined && gb_worker_run_state(w) < GB_RUN_FLUSHING) {
+            /* leaving a run that goes on (gearbox join): the trainers get a moment to read
+             * what this actor queued before its connections close; the run is not waited for */
+            if (gb_worker_stop_requested(w))
+                gb_runctl_client_wait(w->runctl, GB_RUN_RELEASED, 1.0);
+        } else if (gb_worker_stopping(w) && !gb_worker_wait_release(w, 3.0))
+            GB_WARN("actor: not released within 3 s of stopping; closing the sample stream "
+                    "(chunks still queued may be lost; the run's summary counts them)");
+    }
+    gb_wire_msg_release(&a.reply);
+    gb_sample_sender_close(a.samples);
+    gb_infer_client_close(a.infer);
+    free(a.pending);
+    gb_acting_destroy(a.acting);
+    free_list(policy_eps, npolicy);
+    free_list(trainer_eps, ntrainer);
+    return rc;
+}

@@ -1,0 +1,286 @@
+/* workers/roles/inline.c: inline mode = acting (workers/roles/acting.h) + the learner's own model + learning
+ * (workers/roles/learning.h) in one loop, in one process, through the same replay and rate limiter
+ * as a distributed trainer: the reference the distributed mode is compared against. */
+#include "workers/roles/inline.h"
+
+#include "runtime/base/clock.h"
+#include "runtime/base/log.h"
+#include "runtime/base/rng.h"
+#include "workers/roles/acting.h"
+#include "workers/roles/learning.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Everything the run owns; freed in one place. */
+typedef struct inline_run {
+    const gb_config *cfg;
+    gb_rundir *rd;
+    gb_acting *acting;
+    gb_torch_space space;
+    gb_learning *learning;
+    gb_torch_model *model;
+    void *actions; /* [rows of the largest group, action row bytes] */
+    float *logp;   /* [rows of the largest group] */
+    double epsilon;
+} inline_run;
+
+static void set_progress(inline_run *r, int64_t env_steps)
+{
+    if (r->cfg->experiment.max_env_steps > 0)
+        gb_learning_set_progress(r->learning, (double)env_steps /
+                                                  (double)r->cfg->experiment.max_env_steps);
+}
+
+/* Inserts a finished chunk. When the rate limiter holds the insert back (the learner is behind
+ * its samples_per_insert ratio), trains until it lets the chunk in: one thread does both, so
+ * it never waits. */
+static int insert_chunk(inline_run *r, const gb_chunk *c, gb_error *err)
+{
+    const gb_chunk_layout *l = gb_acting_layout(r->acting);
+    const void *cols[GB_CHUNK_NCOLS];
+    for (int col = 0; col < GB_CHUNK_NCOLS; col++)
+        cols[col] = gb_chunk_column(l, c->block, col);
+    for (;;) {
+        int rc = gb_learning_insert(r->learning, cols, c->policy_version, 0, err);
+        if (rc != GB_ETIMEOUT)
+            return rc;
+        rc = gb_learning_step(r->learning, 0, 0, err);
+        if (rc < 0)
+            return rc;
+        if (rc == 0)
+            return gb_error_set(err, GB_EINVAL, "inline: the rate limiter holds back both the "
+                                "insert and the sample (check trainer.replay.min_size, "
+                                "samples_per_insert and error_buffer)");
+    }
+}
+
+/* Acts for group g with the learner's model, steps it, inserts the finished chunks, then trains
+ * as often as the rate limiter allows. */
+static int step_group(inline_run *r, int g, gb_error *err)
+{
+    int64_t rows;
+    const void *obs = gb_acting_obs(r->acting, g, &rows);
+    gb_torch_act_out out = {r->actions, r->logp, NULL, NULL};
+    int64_t version = (int64_t)gb_torch_model_version(r->model);
+    int rc = gb_torch_model_act_noise(r->model, obs, rows, r->cfg->policy.deterministic,
+                                      r->epsilon, gb_acting_noise(r->acting, g), &out, err);
+    if (rc == 0)
+        rc = gb_acting_step(r->acting, g, r->actions,
+                            (size_t)rows * gb_acting_action_row_bytes(r->acting), r->logp,
+                            (size_t)rows * sizeof(float), version, err);
+    gb_chunk c;
+    while (gb_acting_take(r->acting, &c)) {
+        if (rc == 0)
+            rc = insert_chunk(r, &c, err);
+        gb_chunk_release(c.block);
+    }
+    if (rc)
+        return rc;
+    gb_acting_stats st;
+    gb_acting_stats_get(r->acting, &st);
+    set_progress(r, st.env_steps);
+    while ((rc = gb_learning_step(r->learning, 0, 0, err)) == 1)
+        ;
+    return rc;
+}
+
+static const char *const metric_names[] = {
+    "wall_s", "env_steps", "train_steps", "episodes", "return_mean_100", "env_steps_per_s",
+    "loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
+    "explained_var", "q_mean", "td_abs_mean", "alpha", "epsilon", "lr", "grad_norm",
+    "policy_version"};
+#define NMETRICS ((int)(sizeof metric_names / sizeof metric_names[0]))
+
+static int write_metrics(inline_run *r, const gb_acting_stats *st, double wall, double sps,
+                         gb_error *err)
+{
+    const gb_torch_stats *s = gb_learning_last(r->learning);
+    /* what the algorithm computes, once it trained; the rest NaN, which metrics.csv leaves
+     * empty (as the distributed trainer reports them) */
+    const int algo = r->cfg->trainer.algorithm.name;
+    const int ppo = algo == GB_ALGO_PPO, dqn = algo == GB_ALGO_DQN, sac = algo == GB_ALGO_SAC;
+    const int trained = gb_learning_train_steps(r->learning) > 0;
+#define IF(cond, x) ((trained && (cond)) ? (x) : NAN)
+    double v[NMETRICS] = {wall, (double)st->env_steps,
+                          (double)gb_learning_train_steps(r->learning), (double)st->episodes,
+                          st->return_mean, sps, IF(1, s->loss), IF(!dqn, s->policy_loss),
+                          IF(1, s->value_loss), IF(!dqn, s->entropy), IF(ppo, s->approx_kl),
+                          IF(ppo, s->clip_fraction), IF(ppo, s->explained_var),
+                          IF(!ppo, s->q_mean), IF(!ppo, s->td_abs_mean), IF(sac, s->alpha),
+                          dqn ? r->epsilon : NAN, IF(1, s->lr), IF(1, s->grad_norm),
+                          (double)gb_torch_model_version(r->model)};
+#undef IF
+    return gb_rundir_metrics_row(r->rd, v, NMETRICS, err);
+}
+
+static int save_checkpoint(inline_run *r, gb_error *err)
+{
+    char p[GB_RUNDIR_PATH_MAX];
+    int rc = gb_rundir_file(r->rd, "checkpoints/learner.ckpt", p, sizeof p, err);
+    return rc ? rc : gb_learning_checkpoint(r->learning, p, NULL, err);
+}
+
+static void run_free(inline_run *r)
+{
+    gb_learning_destroy(r->learning);
+    gb_acting_destroy(r->acting);
+    free(r->actions);
+    free(r->logp);
+}
+
+static int run_setup(inline_run *r, gb_error *err)
+{
+    const gb_config *cfg = r->cfg;
+    uint64_t seed = (uint64_t)cfg->experiment.seed;
+    int rc = gb_torch_set_threads((int)cfg->trainer.threads, err);
+    if (rc)
+        return rc;
+    /* One process plays actor 0 (every copy in one ring), policy 0 and trainer 0. */
+    gb_acting_opts ao = {
+        .cfg = cfg,
+        .copies = (int)(cfg->actors.count * cfg->actors.envs_per_actor),
+        .splits = (int)cfg->actors.splits,
+        .seed = gb_rng_seed_of(seed, "actor", 0, "envs"),
+    };
+    if ((rc = gb_acting_create(&ao, &r->acting, err)) ||
+        (rc = gb_learning_space(gb_acting_spec(r->acting), &r->space, err)))
+        return rc;
+    gb_learning_opts lo = {
+        .cfg = cfg,
+        .space = &r->space,
+        .layout = gb_acting_layout(r->acting),
+        .learner_seed = gb_rng_seed_of(seed, "trainer", 0, "learner"),
+        .replay_seed = gb_rng_seed_of(seed, "trainer", 0, "replay"),
+        .inline_mode = 1,
+    };
+    if ((rc = gb_learning_create(&lo, &r->learning, err)))
+        return rc;
+    r->model = gb_learning_model(r->learning);
+    int64_t rows = (int64_t)(gb_acting_copies(r->acting) / gb_acting_groups(r->acting)) *
+                   gb_acting_spec(r->acting)->agents;
+    r->actions = calloc((size_t)rows, gb_acting_action_row_bytes(r->acting));
+    r->logp = calloc((size_t)rows, sizeof *r->logp);
+    if (!r->actions || !r->logp)
+        return gb_error_set(err, GB_ENOMEM, "inline: out of memory");
+    return gb_rundir_metrics_open(r->rd, metric_names, NMETRICS, err);
+}
+
+/* Why the run stops now, or NULL to go on. */
+static const char *stop_reason(const gb_config *cfg, const gb_acting_stats *st, double elapsed,
+                               volatile sig_atomic_t *stop)
+{
+    const double target = cfg->experiment.target_return;
+    if (!isnan(target) && st->episodes >= GB_ACTING_RETURN_WINDOW && st->return_mean >= target)
+        return "solved";
+    if (cfg->experiment.max_env_steps > 0 && st->env_steps >= cfg->experiment.max_env_steps)
+        return "max_env_steps";
+    if (cfg->experiment.max_seconds > 0 && elapsed >= cfg->experiment.max_seconds)
+        return "max_seconds";
+    if (stop && *stop)
+        return "interrupted";
+    return NULL;
+}
+
+int gb_inline_run(const gb_config *cfg, gb_rundir *rd, volatile sig_atomic_t *stop,
+                  gb_inline_result *res, gb_error *err)
+{
+    inline_run *r = calloc(1, sizeof *r);
+    memset(res, 0, sizeof *res);
+    snprintf(res->exit_reason, sizeof res->exit_reason, "error");
+    res->return_mean = NAN;
+    if (!r)
+        return gb_error_set(err, GB_ENOMEM, "inline: out of memory");
+    r->cfg = cfg;
+    r->rd = rd;
+    const double t0 = gb_now_s();
+    const char *reason = NULL;
+    int rc = run_setup(r, err);
+    double next_report = t0 + cfg->experiment.metrics_interval_s, last_report = t0;
+    int64_t last_steps = 0;
+    double next_ckpt = cfg->trainer.checkpoint_every_s > 0 ? t0 + cfg->trainer.checkpoint_every_s
+                                                           : INFINITY;
+    gb_acting_stats st = {0};
+    st.return_mean = NAN;
+    if (rc == 0)
+        GB_INFO("inline: %s on %s, %d envs in %d groups, chunks of %lld, batch %lld",
+                gb_config_enum_name("trainer.algorithm.name", cfg->trainer.algorithm.name),
+                cfg->env.name, gb_acting_copies(r->acting), gb_acting_groups(r->acting),
+                (long long)cfg->actors.chunk_len, (long long)cfg->trainer.batch_size);
+    while (rc == 0) {
+        for (int g = 0; g < gb_acting_groups(r->acting) && rc == 0; g++) {
+            gb_acting_stats_get(r->acting, &st);
+            if (cfg->trainer.algorithm.name == GB_ALGO_DQN)
+                r->epsilon = gb_torch_dqn_epsilon(&cfg->trainer.algorithm.dqn, st.env_steps);
+            rc = step_group(r, g, err);
+        }
+        if (rc)
+            break;
+        gb_acting_stats_get(r->acting, &st);
+        double now = gb_now_s();
+        reason = stop_reason(cfg, &st, now - t0, stop);
+        if (now >= next_report || reason) {
+            double sps = (double)(st.env_steps - last_steps) / (now - last_report + 1e-9);
+            rc = write_metrics(r, &st, now - t0, sps, err);
+            GB_INFO("inline: %.0fs env_steps %lld train_steps %lld episodes %lld return %.1f "
+                    "(%.0f steps/s)", now - t0, (long long)st.env_steps,
+                    (long long)gb_learning_train_steps(r->learning), (long long)st.episodes,
+                    st.return_mean, sps);
+            last_report = now;
+            last_steps = st.env_steps;
+            next_report = now + cfg->experiment.metrics_interval_s;
+        }
+        if (rc == 0 && now >= next_ckpt) {
+            rc = save_checkpoint(r, err);
+            next_ckpt = now + cfg->trainer.checkpoint_every_s;
+        }
+        if (reason)
+            break;
+    }
+    if (rc == 0)
+        rc = save_checkpoint(r, err);
+
+    res->env_steps = st.env_steps;
+    res->train_steps = r->learning ? gb_learning_train_steps(r->learning) : 0;
+    res->episodes = st.episodes;
+    res->envs = r->acting ? gb_acting_copies(r->acting) : 0;
+    res->wall_seconds = gb_now_s() - t0;
+    res->return_mean = st.return_mean;
+    res->solved = !isnan(cfg->experiment.target_return) &&
+                  st.episodes >= GB_ACTING_RETURN_WINDOW &&
+                  st.return_mean >= cfg->experiment.target_return;
+    snprintf(res->exit_reason, sizeof res->exit_reason, "%s", rc ? "error" : reason);
+    run_free(r);
+    free(r);
+    if (rc == 0)
+        GB_INFO("inline: %s after %lld env steps, %.1f s; return %.1f over the last %lld "
+                "episodes", res->exit_reason, (long long)res->env_steps, res->wall_seconds,
+                res->return_mean,
+                (long long)(res->episodes < GB_ACTING_RETURN_WINDOW ? res->episodes
+                                                                    : GB_ACTING_RETURN_WINDOW));
+    return rc;
+}
+
+void gb_inline_summary(const gb_config *cfg, const gb_inline_result *res, const char *error,
+                       gb_run_summary *s)
+{
+    memset(s, 0, sizeof *s);
+    s->mode = "inline";
+    s->auth_refused = -1; /* no sockets */
+    s->env_steps = res->env_steps;
+    s->train_steps = res->train_steps;
+    s->wall_seconds = res->wall_seconds;
+    s->episode_return_mean = res->return_mean;
+    s->episodes = res->episodes;
+    s->target_return = cfg->experiment.target_return;
+    s->solved = res->solved;
+    s->exit_reason = res->exit_reason;
+    s->error = error;
+    /* inline: one process plays every role: one actor ring, one policy, one trainer */
+    s->actors = 1;
+    s->policies = 1;
+    s->trainers = 1;
+    s->envs = res->envs;
+}

@@ -1,0 +1,144 @@
+/* workers/roles/learning.h: the learning step every trainer shares (the trainer worker, inline mode):
+ * a replay built from the chunk layout (runtime/streams/chunk.h), the rate limiter and the staleness
+ * bound, selection, collection into the training batch, the algorithm's step, priority
+ * updates and release. The trainer worker is ingest + learning; inline mode is acting
+ * (workers/roles/acting.h) + learning in one loop, through the same replay and rate limiter.
+ *
+ * Several trainers (trainer.count > 1) learn data-parallel over a process group
+ * (workers/torch/group.h): each holds one replay shard; every step is agreed by all of them (one
+ * small all-reduce: every shard's rate limiter admits its share batch/count, nobody is stopping,
+ * and the summed budget progress for lr annealing); each trains on batch/count items, drawn from
+ * its own shard (trainer.replay.selection: local) or from one selection over the union of the
+ * shards with the rows sent by their owners (global, workers/roles/shards.h); the learner all-reduces
+ * the gradients, so every replica stays identical, which a parameter checksum compared across
+ * the ranks every trainer.checksum_every steps checks (logged; a mismatch is an error).
+ *
+ * Collection: on the cpu the chosen rows are copied into staging buffers allocated once, which
+ * libtorch then reads in place. With trainer.device cuda (one trainer) the observation columns
+ * go to device buffers, by GEAR's path (trainer.collect gpu_zero_copy: weighted, uniform and
+ * top-k selection on the GPU over a device mirror of the priorities, then the gather kernel
+ * reading the rows from the page-locked, mapped replay tables straight into device memory,
+ * replay/gpu.h) or by the CPU-orchestrated one (cpu_staged: CPU selection and gather into
+ * pinned staging, one host-to-device copy per column); the learner wraps them as device
+ * tensors without a copy. The per-step scalars stay on the host, where the n-step and GAE code
+ * reads them. With trainer.prefetch (auto: on with cuda) batch k+1 is selected and its
+ * collection enqueued on a stream of its own before batch k trains, into a second set of
+ * buffers; the next selection then does not see step k's priority updates, and its staleness
+ * floor is the one the learner will have when it trains. A machine or build without CUDA
+ * refuses cuda (GB_EUNSUPPORTED, saying which part is missing), never runs it on the host.
+ * defines: gb_learning, gb_learning_opts, gb_learning_*, gb_learning_space */
+#ifndef GB_WORKERS_LEARNING_H
+#define GB_WORKERS_LEARNING_H
+
+#include "envs/env.h"
+#include "replay/replay.h"
+#include "runtime/streams/chunk.h"
+#include "runtime/config/config.h"
+#include "runtime/base/error.h"
+#include "workers/roles/shards.h"
+#include "workers/torch/bridge.h"
+#include "workers/torch/group.h"
+
+#include <stdint.h>
+
+/* What the networks see and emit for an environment with this spec: the one conversion from an
+ * environment to the learner's space. Refuses what the built-in algorithms cannot take
+ * (observations other than float32 or uint8, turn-based environments, more than
+ * GB_TORCH_MAX_ACTION_DIM action dimensions) with GB_EUNSUPPORTED; otherwise returns 0. */
+int gb_learning_space(const gb_env_spec *spec, gb_torch_space *space, gb_error *err);
+
+typedef struct gb_learning gb_learning;
+
+typedef struct gb_learning_opts {
+    const gb_config *cfg;          /* trainer.* (algorithm, replay, batch_size, staleness) */
+    const gb_torch_space *space;
+    const gb_chunk_layout *layout; /* the replay's columns are the chunk's */
+    uint64_t learner_seed, replay_seed;
+    int inline_mode; /* 1: one thread both inserts and samples: nothing may wait (below) */
+    gb_group *group; /* several trainers: this rank's group (not owned); NULL: one trainer */
+    uint64_t shared_seed; /* several trainers: the same on every rank (the global draw) */
+    /* Surviving a trainer crash (both optional). replay_shm_name: the replay lives in this
+     * run-owned POSIX shm segment (gb_replay_shm_name) instead of an anonymous one: a segment
+     * left by a killed trainer of the same run and index is attached to and its committed items
+     * kept (replay.h, "Surviving the owner's crash"; gb_replay_recovery_get tells what was
+     * recovered), and destroy leaves the name in place (gb_replay_unlink removes it).
+     * model_checkpoint: a learner checkpoint (gb_learning_checkpoint's model_path) to restore
+     * the model, optimiser and step count from when the file exists, before joining the group
+     * (rank 0's parameters still win there). */
+    const char *replay_shm_name;
+    const char *model_checkpoint;
+} gb_learning_opts;
+
+/* Creates the learner, the replay (trainer.replay, one column per chunk column, next_obs per
+ * item) and the staging. With a group, the learner starts from rank 0's parameters (collective:
+ * every rank creates its learning together). In inline mode no call waits, so the rate
+ * limiter's ratio must be able to hold back the learner: a replay whose items are sampled more
+ * than once (max_times_sampled 0) needs samples_per_insert > 0 (GB_EINVAL otherwise, naming the
+ * key). Returns 0, GB_EUNSUPPORTED (cuda without a CUDA build, device or libtorch), GB_EINVAL,
+ * GB_ENOMEM or the learner's and the replay's errors (GB_EINVAL / GB_ECORRUPT for a replay
+ * segment or model checkpoint of another configuration). */
+int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *err);
+
+/* Frees everything (NULL: no-op). A thread still using the replay must be woken first
+ * (gb_replay_close on gb_learning_replay) and joined. */
+void gb_learning_destroy(gb_learning *L);
+
+gb_replay *gb_learning_replay(gb_learning *L);
+/* 1 when create loaded the learner from opts.model_checkpoint, else 0. */
+int gb_learning_restored(const gb_learning *L);
+gb_torch_learner *gb_learning_learner(gb_learning *L);
+gb_torch_model *gb_learning_model(gb_learning *L);
+
+/* Copies one chunk's columns (cols[c] laid out as the chunk layout says, e.g. a chunk block's
+ * columns or a received message's tensors) into replay item idx, allocated and not yet
+ * committed (gb_replay_allocate). */
+void gb_learning_write(gb_learning *L, int64_t idx, const void *const cols[GB_CHUNK_NCOLS]);
+
+/* Commits n written items with their policy versions (every item is T steps long). With several
+ * trainers under global selection it also stamps their commit time (the fifo/lifo merge). */
+int gb_learning_commit(gb_learning *L, int64_t n, const int64_t *idx, const int64_t *versions,
+                       gb_error *err);
+
+/* Allocates, writes and commits one chunk, waiting at most timeout_s for the rate limiter.
+ * Returns 0, GB_ETIMEOUT (held back; nothing inserted), GB_ECLOSED or the replay's errors. */
+int gb_learning_insert(gb_learning *L, const void *const cols[GB_CHUNK_NCOLS], int64_t version,
+                       double timeout_s, gb_error *err);
+
+/* One training step: waits at most timeout_s for the rate limiter, selects batch_size items
+ * (items more than trainer.max_staleness versions behind the learner are expired first), collects
+ * them, trains, updates priorities (weighted selector) and releases them. stop: this caller wants
+ * to stop; with several trainers every rank calls this together, and they stop together (all of
+ * them get 2 as soon as any asked). Returns 1 when it trained, 0 when the rate limiter had
+ * nothing yet (on some shard), 2 to stop, or an error (GB_ECLOSED after destroy began, the
+ * replay's, the learner's or the group's errors, GB_ECORRUPT when the replicas' parameters
+ * differ or the loss is not finite: the message names the loss and the step). */
+int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err);
+
+/* The trained batches' collection and training steps so far, summed, in milliseconds (divide
+ * by the difference of gb_learning_train_steps for a mean per step). Collection: the
+ * host copies plus, with cuda, the device part between CUDA events (the gather kernel, or the
+ * staged host-to-device copies); with prefetch it ran while the step before trained. Training:
+ * the learner's call on the host clock (with cuda it ends synchronised with the device). */
+void gb_learning_timings(const gb_learning *L, double *collect_ms, double *train_ms);
+
+/* "host", "gpu_zero_copy" or "cpu_staged": how batches reach the learner. */
+const char *gb_learning_collect_path(const gb_learning *L);
+/* 1 when the next batch is selected and collected while this one trains (trainer.prefetch). */
+int gb_learning_prefetching(const gb_learning *L);
+
+/* How far through its env-step budget this trainer's share of the run is (0..1), for lr
+ * annealing: with several trainers the shares are summed at the next step, so that every replica
+ * anneals alike. */
+void gb_learning_set_progress(gb_learning *L, double progress);
+
+/* The last training step's statistics, and the counts so far. */
+const gb_torch_stats *gb_learning_last(const gb_learning *L);
+int64_t gb_learning_train_steps(const gb_learning *L);
+int64_t gb_learning_samples_trained(const gb_learning *L);
+
+/* Writes the learner to model_path and, when replay_path is not NULL, the replay to replay_path
+ * (each to a temporary file, then renamed). Returns 0 or the first error. */
+int gb_learning_checkpoint(gb_learning *L, const char *model_path, const char *replay_path,
+                           gb_error *err);
+
+#endif

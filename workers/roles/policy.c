@@ -1,0 +1,301 @@
+/* workers/roles/policy.c: the policy worker: serves batched inference to the actors and swaps in new
+ * parameters between batches. Three threads, as in SRL: the request thread (the worker's main
+ * loop) drives a pipelined inference server, receiving, validating and merging requests into the
+ * next batch and sending replies; the server's inference thread runs one batched libtorch
+ * forward per batch, meanwhile; the parameter thread follows the parameter stream and stages
+ * each complete, verified blob, which the inference thread imports between batches (never
+ * during one). With policy.pipelined false, the main loop runs the model itself between
+ * receiving batches (the same import points). With policy.precision bf16 or int8 the model
+ * runs in that precision, its reduced copies rebuilt from the fp32 parameters at each import. */
+#include "workers/roles/worker.h"
+
+#include "envs/env.h"
+#include "runtime/base/clock.h"
+#include "runtime/streams/inference.h"
+#include "runtime/base/log.h"
+#include "runtime/streams/params.h"
+#include "runtime/base/rng.h"
+#include "runtime/streams/wire.h"
+#include "workers/torch/bridge.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct policy {
+    gb_worker *w;
+    gb_torch_space space;
+    gb_torch_model *model;
+    int64_t rows_cap;
+    void *action;  /* [rows_cap] int64 or [rows_cap, A] float32 */
+    float *logp;   /* [rows_cap] */
+    int64_t served_rows; /* inference thread only */
+    /* parameter hand-off: the parameter thread stages, the inference thread applies */
+    pthread_mutex_t lock;
+    const gb_param_blob *staged;
+    _Atomic int64_t applied_version;   /* written by the inference thread, read for metrics */
+    _Atomic uint64_t import_failures;
+    gb_param_subscriber *sub;
+    char pub_ep[GB_REGISTRY_ENDPOINT_MAX], fetch_ep[GB_REGISTRY_ENDPOINT_MAX];
+    gb_error param_err;
+    int param_rc;
+} policy;
+
+/* Imports a staged blob into the model (between batches, on the thread that runs the model;
+ * the server's between hook). */
+static void apply_staged(void *user)
+{
+    policy *p = user;
+    pthread_mutex_lock(&p->lock);
+    const gb_param_blob *b = p->staged;
+    p->staged = NULL;
+    pthread_mutex_unlock(&p->lock);
+    if (!b)
+        return;
+    /* the blob's layout is the parameter stream's gb_param_entry table, which the model imports
+     * as it is (checked entry by entry against its own) */
+    gb_error err = {0};
+    int rc = gb_torch_model_import(p->model, b->data, b->bytes, b->layout, b->nlayout,
+                                   (uint64_t)b->version, &err);
+    if (rc == 0) {
+        atomic_store(&p->applied_version, b->version);
+    } else {
+        atomic_fetch_add(&p->import_failures, 1);
+        GB_ERROR("policy: cannot apply parameters version %lld: %s", (long long)b->version,
+                 err.msg);
+    }
+    gb_param_blob_release(b);
+}
+
+static int infer(void *user, const gb_infer_batch *in, gb_infer_outputs *out, gb_error *err)
+{
+    policy *p = user;
+    if (in->ntensors < 1 || in->ntensors > 2 || strcmp(in->descs[0].name, "obs") != 0 ||
+        in->descs[0].dtype != p->space.obs_dtype || in->descs[0].rank != 1 + p->space.obs_ndim)
+        return gb_error_set(err, GB_EPROTO, "inference request: expected one tensor obs of "
+                            "rank %d and dtype %s (and noise)", 1 + p->space.obs_ndim,
+                            gb_dtype_name(p->space.obs_dtype));
+    /* the actors' exploration noise (actors.noise_correlation): [rows, action dim] float32 */
+    const float *noise = NULL;
+    if (in->ntensors == 2) {
+        const gb_tensor_desc *nd = &in->descs[1];
+        if (strcmp(nd->name, "noise") != 0 || nd->dtype != GB_DTYPE_FLOAT32 || nd->rank != 2 ||
+            p->space.discrete || nd->shape[1] != p->space.action_dim)
+            return gb_error_set(err, GB_EPROTO, "inference request: a second tensor must be "
+                                "noise, float32 [rows, %lld], for continuous actions",
+                                (long long)p->space.action_dim);
+        noise = in->inputs[1].data;
+    }
+    for (int d = 0; d < p->space.obs_ndim; d++)
+        if (in->descs[0].shape[1 + d] != p->space.obs_shape[d])
+            return gb_error_set(err, GB_EPROTO, "inference request: observation dimension %d is "
+                                "%lld, expected %lld", d, (long long)in->descs[0].shape[1 + d],
+                                (long long)p->space.obs_shape[d]);
+    if (in->rows > p->rows_cap)
+        return gb_error_set(err, GB_EINVAL, "batch of %d rows exceeds %lld", in->rows,
+                            (long long)p->rows_cap);
+    const gb_config *cfg = p->w->cfg;
+    double epsilon = 0;
+    if (cfg->trainer.algorithm.name == GB_ALGO_DQN) {
+        /* exploration decays over the run's env steps: this worker's share, or the launcher's
+         * count when that is ahead (a restarted policy worker, a resumed run) */
+        int64_t steps = p->served_rows * cfg->policy.count;
+        int64_t run_steps = gb_runctl_client_env_steps(p->w->runctl);
+        epsilon = gb_torch_dqn_epsilon(&cfg->trainer.algorithm.dqn,
+                                       run_steps > steps ? run_steps : steps);
+    }
+    gb_torch_act_out o = {.action = p->action, .logp = p->logp};
+    int rc = gb_torch_model_act_noise(p->model, in->inputs[0].data, in->rows,
+                                      cfg->policy.deterministic, epsilon, noise, &o, err);
+    if (rc)
+        return rc;
+    p->served_rows += in->rows;
+    int64_t shape[2] = {in->rows, p->space.action_dim};
+    if ((rc = gb_wire_set_tensor(&out->descs[0], "action",
+                                 p->space.discrete ? GB_DTYPE_INT64 : GB_DTYPE_FLOAT32,
+                                 p->space.discrete ? 1 : 2, shape, err)) ||
+        (rc = gb_wire_set_tensor(&out->descs[1], "logp", GB_DTYPE_FLOAT32, 1, shape, err)))
+        return rc;
+    out->ntensors = 2;
+    out->data[0] = p->action;
+    out->data[1] = p->logp;
+    out->policy_version = atomic_load(&p->applied_version);
+    return 0;
+}
+
+static void *param_thread(void *arg)
+{
+    policy *p = arg;
+    gb_worker *w = p->w;
+    while (!gb_worker_stopping(w)) {
+        int rc = gb_param_subscriber_poll(p->sub, 50, &p->param_err);
+        if (rc < 0 && rc != GB_ENOMEM) {
+            p->param_rc = rc;
+            gb_worker_stop_self(w);
+            break;
+        }
+        /* 1: the subscriber took a version after the current one, in the service's order,
+         * whatever its number (runtime/streams/params.h, "Order"); the first one is applied at start */
+        if (rc == 1) {
+            const gb_param_blob *b = gb_param_subscriber_acquire(p->sub);
+            if (!b)
+                continue;
+            pthread_mutex_lock(&p->lock);
+            if (p->staged)
+                gb_param_blob_release(p->staged); /* never applied: a newer one replaces it */
+            p->staged = b;
+            pthread_mutex_unlock(&p->lock);
+        }
+    }
+    return NULL;
+}
+
+int gb_policy_main(gb_worker *w, gb_error *err)
+{
+    const gb_config *cfg = w->cfg;
+    policy p = {.w = w, .applied_version = -1};
+    pthread_mutex_init(&p.lock, NULL);
+    gb_infer_server *server = NULL;
+    pthread_t thread;
+    int thread_started = 0;
+    gb_env_spec spec;
+    int rc = gb_worker_env_space(cfg, &spec, &p.space, err);
+    if (rc || (rc = gb_torch_set_threads((int)cfg->policy.threads, err)) ||
+        (rc = gb_torch_model_create(cfg, &p.space,
+                                    gb_worker_seed(w, "model"),
+                                    &p.model, err)) ||
+        (rc = gb_torch_model_set_precision(p.model, cfg->policy.precision, err)))
+        goto done;
+    {
+        const char *kernels = gb_torch_model_kernels(p.model), *engine = "";
+        if (cfg->policy.precision == GB_PRECISION_INT8 && strncmp(kernels, "libtorch", 8) == 0 &&
+            (rc = gb_torch_model_int8_engine(&engine, err)))
+            goto done;
+        GB_INFO("policy: inference in %s through %s%s%s%s",
+                gb_config_enum_name("policy.precision", cfg->policy.precision), kernels,
+                engine[0] ? ", quantized engine " : "", engine,
+                cfg->policy.precision != GB_PRECISION_FP32 ||
+                        strncmp(kernels, "gearbox", 7) == 0
+                    ? " (rebuilt from the fp32 parameters at each swap)"
+                    : "");
+    }
+    p.rows_cap = cfg->policy.max_batch_rows + cfg->actors.envs_per_actor * spec.agents;
+    size_t arow = p.space.discrete ? sizeof(int64_t) : (size_t)p.space.action_dim * sizeof(float);
+    p.action = malloc((size_t)p.rows_cap * arow);
+    p.logp = malloc((size_t)p.rows_cap * sizeof(float));
+    if (!p.action || !p.logp) {
+        rc = gb_error_set(err, GB_ENOMEM, "out of memory");
+        goto done;
+    }
+    /* Parameters first: actors should act with the trainer's initial weights, not ours. */
+    int tmo = (int)cfg->streams.registry_timeout_ms;
+    char pub_name[GB_REGISTRY_NAME_MAX], fetch_name[GB_REGISTRY_NAME_MAX];
+    if ((rc = gb_worker_params_names(w, pub_name, fetch_name, sizeof pub_name, err)) ||
+        (rc = gb_registry_lookup(w->registry, pub_name, p.pub_ep, sizeof p.pub_ep, tmo, err)) ||
+        (rc = gb_registry_lookup(w->registry, fetch_name, p.fetch_ep, sizeof p.fetch_ep, tmo,
+                                 err)))
+        goto done;
+    GB_INFO("policy: parameters from %s (%s)", pub_name, p.pub_ep);
+    /* A parameter version is this model's flat buffer: the subscriber refuses larger ones;
+     * frames are bounded by what the service takes (parameters.chunk_bytes, runtime/streams/params.h) */
+    const gb_param_entry *layout;
+    int nlayout;
+    uint64_t model_bytes;
+    gb_torch_model_layout(p.model, &layout, &nlayout, &model_bytes);
+    gb_param_subscriber_opts po = {.pub_endpoint = p.pub_ep,
+                                   .fetch_endpoint = p.fetch_ep,
+                                   .timeout_ms = 2000,
+                                   .recheck_ms = 500,
+                                   .role = w->role,
+                                   .index = w->index,
+                                   .chunk_bytes = (uint64_t)cfg->parameters.chunk_bytes,
+                                   .max_bytes = model_bytes,
+                                   .max_entries = nlayout};
+    if ((rc = gb_param_subscriber_open(&p.sub, w->zctx, &po, err)))
+        goto done;
+    rc = gb_param_subscriber_wait(p.sub, 0, tmo, err);
+    if (rc)
+        goto done;
+    const gb_param_blob *first = gb_param_subscriber_acquire(p.sub);
+    p.staged = first;
+    apply_staged(&p); /* before the inference thread exists: it owns the model from now on */
+    if (atomic_load(&p.applied_version) < 0) {
+        rc = gb_error_set(err, GB_EINVAL, "the first parameters did not fit this model");
+        goto done;
+    }
+    char ep[GB_REGISTRY_ENDPOINT_MAX], name[64];
+    snprintf(name, sizeof name, "policy/%d/inference", w->index);
+    if ((rc = gb_worker_endpoint(w, "inference", name, ep, sizeof ep, err)))
+        goto done;
+    /* A request holds one group of an actor's ring, at most all its copies' observations: a
+     * client sending a larger frame is disconnected before it is read */
+    uint64_t obs_bytes = gb_dtype_size(p.space.obs_dtype);
+    for (int d = 0; d < p.space.obs_ndim; d++)
+        obs_bytes *= (uint64_t)p.space.obs_shape[d];
+    const uint64_t noise_bytes =
+        p.space.discrete ? 0 : (uint64_t)p.space.action_dim * sizeof(float);
+    gb_infer_server_opts so = {.endpoint = ep,
+                               .max_batch_rows = (int)cfg->policy.max_batch_rows,
+                               .max_wait_ms = cfg->policy.max_wait_ms,
+                               .role = w->role,
+                               .index = w->index,
+                               .fn = infer,
+                               .user = &p,
+                               .pipelined = (int)cfg->policy.pipelined,
+                               .between = apply_staged,
+                               /* an actor's rows of observations, or of noise */
+                               .max_frame = (uint64_t)cfg->actors.envs_per_actor *
+                                            (uint64_t)spec.agents *
+                                            (obs_bytes > noise_bytes ? obs_bytes : noise_bytes)};
+    if ((rc = gb_infer_server_open(&server, w->zctx, &so, err)))
+        goto done;
+    if (pthread_create(&thread, NULL, param_thread, &p) != 0) {
+        rc = gb_error_errno(err, "pthread_create");
+        goto done;
+    }
+    thread_started = 1;
+    if ((rc = gb_registry_register(w->registry, name, gb_infer_server_endpoint(server), err)))
+        goto done;
+    GB_INFO("policy: serving %s at %s, parameters version %lld", cfg->env.name,
+            gb_infer_server_endpoint(server), (long long)atomic_load(&p.applied_version));
+
+    double next_report = gb_now_s();
+    while (!gb_worker_stopping(w)) { /* the request thread */
+        rc = gb_infer_server_poll(server, 20, err);
+        if (rc < 0 && rc != GB_EPROTO && rc != GB_EINVAL && rc != GB_ETORCH) {
+            goto done;
+        } else if (rc < 0) {
+            GB_WARN("policy: batch failed (answered with the error): %s", err->msg);
+        }
+        if (gb_now_s() >= next_report) {
+            gb_infer_server_stats st = gb_infer_server_get_stats(server);
+            gb_metrics_set(w->metrics, "served_rows", (double)st.rows);
+            gb_metrics_set(w->metrics, "batches", (double)st.batches);
+            gb_metrics_set(w->metrics, "rejected", (double)st.rejected);
+            gb_metrics_set(w->metrics, "unsent", (double)st.unsent); /* replies lost: peer gone */
+            gb_metrics_set(w->metrics, "policy_version",
+                           (double)atomic_load(&p.applied_version));
+            gb_metrics_set(w->metrics, "import_failures",
+                           (double)atomic_load(&p.import_failures));
+            gb_metrics_send(w->metrics, NULL);
+            next_report = gb_now_s() + gb_worker_report_interval(w);
+        }
+    }
+    rc = p.param_rc;
+    if (rc && err)
+        *err = p.param_err;
+done:
+    gb_worker_stop_self(w);
+    gb_infer_server_close(server); /* joins the inference thread: no more apply_staged */
+    if (thread_started)
+        pthread_join(thread, NULL);
+    if (p.staged)
+        gb_param_blob_release(p.staged);
+    gb_param_subscriber_close(p.sub);
+    gb_torch_model_destroy(p.model);
+    free(p.action);
+    free(p.logp);
+    pthread_mutex_destroy(&p.lock);
+    return rc;
+}

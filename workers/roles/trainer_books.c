@@ -1,0 +1,295 @@
+/* workers/roles/trainer_books.c: a trainer's sample-stream books in run-owned shared memory (see
+ * trainer_books.h). */
+#include "workers/roles/trainer_books.h"
+
+#include "runtime/base/shm.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define BOOKS_MAGIC 0x736b6f6f42626700ull /* "\0gbBooks" */
+#define BOOKS_FORMAT 1
+
+/* A row: the tally the launcher sees, and the epoch of the books (one per process that opened
+ * them) that last took a chunk from that sender. */
+typedef struct books_row {
+    gb_sample_tally t;
+    int64_t taken_epoch;
+} books_row;
+
+typedef struct books_state {
+    gb_books_totals totals;
+    int64_t nrows;
+} books_state;
+
+/* One change: row (or -1: the totals only) becomes value, the state becomes state. */
+typedef struct books_intent {
+    int64_t row;
+    books_row value;
+    books_state state;
+} books_intent;
+
+typedef struct books_seg {
+    uint64_t magic; /* stored last when created: 0 means its creator died before finishing */
+    uint64_t format;
+    int64_t row_cap;
+    int64_t epoch;          /* +1 at every open: rows taken in an older epoch had a crash since */
+    int64_t last_published; /* -1: none */
+    int64_t intent_valid;   /* 1: intent is complete and maybe not applied */
+    books_intent intent;
+    books_state state;
+    books_row rows[GB_SAMPLE_TALLY_MAX];
+} books_seg;
+
+struct gb_trainer_books {
+    pthread_mutex_t lock;
+    gb_shm shm;     /* shared books; unused (base NULL) for process-memory ones */
+    books_seg *seg; /* into shm, or a heap copy */
+    int continued;
+};
+
+void (*gb_trainer_books_fault_hook)(const char *where);
+
+static inline void fault_point(const char *where)
+{
+    if (gb_trainer_books_fault_hook)
+        gb_trainer_books_fault_hook(where);
+}
+
+/* Keeps the compiler from moving stores across it. That is all a crash needs: a SIGKILL stops
+ * the process between two instructions, and every store made before it reaches the shared page
+ * (the processor does not drop executed stores); the lock orders the threads of one process. */
+static inline void barrier(void) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+
+static void apply_intent(books_seg *s)
+{
+    if (s->intent.row >= 0 && s->intent.row < s->row_cap)
+        s->rows[s->intent.row] = s->intent.value;
+    s->state = s->intent.state;
+}
+
+/* Makes one change crash-safe (see trainer_books.h); the lock held. value NULL: no row. */
+static void change(books_seg *s, int64_t row, const books_row *value, const books_state *state)
+{
+    s->intent.row = value ? row : -1;
+    if (value)
+        s->intent.value = *value;
+    s->intent.state = *state;
+    barrier();
+    fault_point("intent written");
+    __atomic_store_n(&s->intent_valid, 1, __ATOMIC_RELEASE);
+    barrier();
+    fault_point("intent complete");
+    apply_intent(s);
+    barrier();
+    fault_point("applied");
+    __atomic_store_n(&s->intent_valid, 0, __ATOMIC_RELEASE);
+    barrier();
+}
+
+static void init_seg(books_seg *s)
+{
+    s->format = BOOKS_FORMAT;
+    s->row_cap = GB_SAMPLE_TALLY_MAX;
+    s->last_published = -1;
+}
+
+/* Maps the segment name: attached (*found = 1), or none usable (*found = 0: none, or one whose
+ * creator died before finishing it, which is removed). */
+static int open_existing(gb_trainer_books *b, const char *name, int *found, gb_error *err)
+{
+    *found = 0;
+    int rc = gb_shm_open(&b->shm, name, 0, 0, err);
+    if (rc == GB_ENOTFOUND)
+        return 0;
+    if (rc)
+        return rc;
+    books_seg *s = b->shm.base;
+    if (b->shm.size < sizeof *s || __atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) == 0) {
+        gb_shm_free(&b->shm);
+        shm_unlink(name);
+        return 0;
+    }
+    if (s->magic != BOOKS_MAGIC || s->format != BOOKS_FORMAT ||
+        s->row_cap != GB_SAMPLE_TALLY_MAX) {
+        gb_shm_free(&b->shm);
+        return gb_error_set(err, GB_ECORRUPT, "trainer books: shared memory '%s' holds no "
+                            "books of format %d", name, BOOKS_FORMAT);
+    }
+    *found = 1;
+    return 0;
+}
+
+static int open_shared(gb_trainer_books *b, const char *run_dir, int index, int fresh,
+                       gb_error *err)
+{
+    char what[32], name[GB_SHM_NAME_MAX];
+    snprintf(what, sizeof what, "books-%d", index);
+    int found = 0, rc = gb_shm_run_name(run_dir, what, name, sizeof name, err);
+    if (rc == 0 && fresh)
+        shm_unlink(name); /* none is the usual case */
+    else if (rc == 0)
+        rc = open_existing(b, name, &found, err);
+    if (rc)
+        return rc;
+    if (found) {
+        books_seg *s = b->seg = b->shm.base;
+        if (__atomic_load_n(&s->intent_valid, __ATOMIC_ACQUIRE)) { /* killed mid-change */
+            apply_intent(s);
+            barrier();
+            __atomic_store_n(&s->intent_valid, 0, __ATOMIC_RELEASE);
+        }
+        s->epoch++;
+        b->continued = 1;
+        return 0;
+    }
+    if ((rc = gb_shm_create(&b->shm, sizeof(books_seg), name, 0, err)))
+        return rc;
+    b->shm.owner = 0; /* the run removes the name (or gb_trainer_books_close with unlink) */
+    books_seg *s = b->seg = b->shm.base;
+    init_seg(s);
+    __atomic_store_n(&s->magic, BOOKS_MAGIC, __ATOMIC_RELEASE);
+    return 0;
+}
+
+int gb_trainer_books_open(gb_trainer_books **out, const char *run_dir, int index, int fresh,
+                          gb_error *err)
+{
+    *out = NULL;
+    gb_trainer_books *b = calloc(1, sizeof *b);
+    if (!b)
+        return gb_error_set(err, GB_ENOMEM, "trainer books: out of memory");
+    b->shm.fd = -1;
+    int rc = 0;
+    if (run_dir) {
+        rc = open_shared(b, run_dir, index, fresh, err);
+    } else if ((b->seg = calloc(1, sizeof *b->seg))) {
+        init_seg(b->seg);
+        b->seg->magic = BOOKS_MAGIC;
+    } else {
+        rc = gb_error_set(err, GB_ENOMEM, "trainer books: out of memory");
+    }
+    if (rc) {
+        gb_error_prefix(err, "trainer books");
+        free(b);
+        return rc;
+    }
+    pthread_mutex_init(&b->lock, NULL);
+    *out = b;
+    return 0;
+}
+
+int gb_trainer_books_continued(const gb_trainer_books *b) { return b->continued; }
+
+int gb_trainer_books_shared(const gb_trainer_books *b) { return b->shm.base != NULL; }
+
+int gb_trainer_books_take(gb_trainer_books *b, int64_t sender, uint64_t seq)
+{
+    int64_t inc = (int64_t)(seq >> GB_SAMPLE_SEQ_BITS);
+    int64_t number = (int64_t)(seq & ((1ULL << GB_SAMPLE_SEQ_BITS) - 1));
+    pthread_mutex_lock(&b->lock);
+    books_seg *s = b->seg;
+    books_state st = s->state;
+    int64_t r = st.nrows - 1;
+    while (r >= 0 && (s->rows[r].t.sender != sender || s->rows[r].t.incarnation != inc))
+        r--;
+    books_row v;
+    int changed = r < 0;
+    if (r < 0) {
+        if (st.nrows >= s->row_cap) {
+            pthread_mutex_unlock(&b->lock);
+            return -1;
+        }
+        r = st.nrows++;
+        /* epoch 0: in the books' first epoch, a sender seen first needs no look back */
+        v = (books_row){.t = {.sender = sender, .incarnation = inc}, .taken_epoch = 0};
+    } else {
+        v = s->rows[r];
+    }
+    if (v.taken_epoch != s->epoch) {
+        /* the first chunk from this sender since a crash: what came before it and was not
+         * received went down with a predecessor (trainer_books.h) */
+        int64_t lost = number - 1 - v.t.received;
+        if (lost > v.t.lost_in_crash) {
+            st.totals.lost_in_crash += lost - v.t.lost_in_crash;
+            v.t.lost_in_crash = lost;
+        }
+        v.taken_epoch = s->epoch;
+        changed = 1;
+    }
+    if (number > v.t.max_number) {
+        v.t.max_number = number;
+        changed = 1;
+    }
+    if (changed)
+        change(s, r, &v, &st);
+    pthread_mutex_unlock(&b->lock);
+    return (int)r;
+}
+
+void gb_trainer_books_settle(gb_trainer_books *b, int row, gb_books_fate fate)
+{
+    pthread_mutex_lock(&b->lock);
+    books_seg *s = b->seg;
+    books_state st = s->state;
+    st.totals.received++;
+    st.totals.stored += fate == GB_BOOKS_STORED;
+    st.totals.discarded += fate == GB_BOOKS_DISCARDED;
+    st.totals.nonfinite += fate == GB_BOOKS_NONFINITE;
+    if (row >= 0 && row < st.nrows) {
+        books_row v = s->rows[row];
+        v.t.received++;
+        change(s, row, &v, &st);
+    } else {
+        change(s, -1, NULL, &st);
+    }
+    pthread_mutex_unlock(&b->lock);
+}
+
+void gb_trainer_books_published(gb_trainer_books *b, int64_t version)
+{
+    pthread_mutex_lock(&b->lock);
+    __atomic_store_n(&b->seg->last_published, version, __ATOMIC_RELEASE); /* one 8-byte store */
+    pthread_mutex_unlock(&b->lock);
+}
+
+int64_t gb_trainer_books_last_published(const gb_trainer_books *b)
+{
+    return __atomic_load_n(&b->seg->last_published, __ATOMIC_ACQUIRE);
+}
+
+gb_books_totals gb_trainer_books_totals(gb_trainer_books *b)
+{
+    pthread_mutex_lock(&b->lock);
+    gb_books_totals t = b->seg->state.totals;
+    pthread_mutex_unlock(&b->lock);
+    return t;
+}
+
+int gb_trainer_books_tally(gb_trainer_books *b, gb_sample_tally *out, int cap)
+{
+    pthread_mutex_lock(&b->lock);
+    int n = (int)b->seg->state.nrows;
+    for (int i = 0; i < n && i < cap; i++)
+        out[i] = b->seg->rows[i].t;
+    pthread_mutex_unlock(&b->lock);
+    return n;
+}
+
+void gb_trainer_books_close(gb_trainer_books *b, int unlink)
+{
+    if (!b)
+        return;
+    if (b->shm.base) {
+        if (unlink && b->shm.name[0])
+            shm_unlink(b->shm.name);
+        gb_shm_free(&b->shm);
+    } else {
+        free(b->seg);
+    }
+    pthread_mutex_destroy(&b->lock);
+    free(b);
+}

@@ -1,0 +1,173 @@
+/* workers/roles/worker.c: what the worker roles share (see worker.h). */
+#include "workers/roles/worker.h"
+
+#include "envs/host.h"
+#include "runtime/streams/endpoint.h"
+#include "runtime/base/log.h"
+#include "runtime/base/rng.h"
+#include "runtime/streams/wire.h"
+#include "workers/roles/learning.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+gb_run_state gb_worker_run_state(const gb_worker *w)
+{
+    return w->runctl ? gb_runctl_client_state(w->runctl) : GB_RUN_RUNNING;
+}
+
+int gb_worker_run_ending(const gb_worker *w) { return gb_worker_run_state(w) >= GB_RUN_ENDING; }
+
+void gb_worker_confirm_ending(gb_worker *w)
+{
+    if (w->runctl)
+        gb_runctl_client_confirm(w->runctl, GB_RUN_ENDING);
+}
+
+int gb_worker_wait_release(const gb_worker *w, double max_s)
+{
+    if (!w->runctl)
+        return 1;
+    gb_runctl_client_confirm(w->runctl, GB_RUN_FLUSHING);
+    return gb_runctl_client_wait(w->runctl, GB_RUN_RELEASED, max_s);
+}
+
+uint64_t gb_worker_seed(const gb_worker *w, const char *what)
+{
+    uint64_t s = gb_rng_seed_of((uint64_t)w->cfg->experiment.seed, gb_role_name(w->role),
+                                (uint64_t)w->index, what);
+    if (w->incarnation || w->segment)
+        s = gb_rng_seed_of(s, "process", ((uint64_t)w->segment << 32) | (uint32_t)w->incarnation,
+                           what);
+    return s;
+}
+
+double gb_worker_report_interval(const gb_worker *w)
+{
+    double beat = w->cfg->launch.heartbeat_timeout_s / 5;
+    return w->cfg->experiment.metrics_interval_s < beat ? w->cfg->experiment.metrics_interval_s
+                                                         : beat;
+}
+
+/* Whether host:port can be bound now (SO_REUSEADDR, as libzmq binds): a port another socket
+ * took since is not offered back. host "*" is every address. */
+static int port_free(const char *host, int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (strcmp(host, "*") == 0)
+        a.sin_addr.s_addr = htonl(INADDR_ANY);
+    else if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
+        return 0;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd < 0)
+        return 0;
+    int ok = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+             bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+int gb_worker_endpoint(const gb_worker *w, const char *name, const char *regname, char *out,
+                       size_t cap, gb_error *err)
+{
+    char full[128];
+    snprintf(full, sizeof full, "%s-%d-%s", gb_role_name(w->role), w->index, name);
+    int rc = gb_endpoint_make(out, cap, w->cfg->streams.transport, w->run_dir,
+                              w->cfg->streams.interface, full, err);
+    if (rc || w->cfg->streams.transport != GB_TRANSPORT_TCP || !regname || !w->registry)
+        return rc;
+    /* tcp ports are picked at bind, so a restarted worker would get a new one, which its
+     * peers' sockets (connected to the old one, reconnecting there) would never find: take the
+     * port this name last had when it was on this address and is free. */
+    char last[GB_REGISTRY_ENDPOINT_MAX], mine[128], host[64]; /* host: an IPv4 address or * */
+    gb_error e = {0};
+    if (gb_registry_lookup_last(w->registry, regname, last, sizeof last, &e) != 0)
+        return 0;
+    const char *colon = strrchr(last, ':');
+    char *end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : 0;
+    size_t hl = strlen(out) - strlen("tcp://:*");
+    if (!colon || !end || *end || port <= 0 || port > 65535 || hl >= sizeof host)
+        return 0;
+    memcpy(host, out + strlen("tcp://"), hl);
+    host[hl] = '\0';
+    char reachable[GB_REGISTRY_ENDPOINT_MAX];
+    snprintf(mine, sizeof mine, "tcp://%s:%ld", strcmp(host, "*") ? host : "0.0.0.0", port);
+    /* as the registry has it (a wildcard address as the host's name) */
+    if (gb_endpoint_connectable(mine, reachable, sizeof reachable, &e) != 0)
+        return 0;
+    snprintf(mine, sizeof mine, "tcp://%s:%ld", host, port);
+    if (strcmp(reachable, last) != 0)
+        return 0; /* it was on another host or address: nobody here waits for that port */
+    if (!port_free(host, (int)port)) {
+        GB_WARN("%s: its last port %ld is taken: binding a new one (peers connected to %s "
+                "will not find it)", regname, port, last);
+        return 0;
+    }
+    GB_INFO("%s: binding %s again (where the last process of this worker was)", regname, mine);
+    snprintf(out, cap, "%s", mine);
+    return 0;
+}
+
+int gb_worker_host(char *out, size_t cap, gb_error *err)
+{
+    const char *env = getenv("GEARBOX_HOST");
+    char buf[256];
+    if (!env || !*env) {
+        if (gethostname(buf, sizeof buf) != 0)
+            return gb_error_errno(err, "gethostname");
+        buf[sizeof buf - 1] = '\0';
+        env = buf;
+    }
+    if (strlen(env) >= cap || strchr(env, '/'))
+        return gb_error_set(err, GB_EINVAL, "host name '%s' (GEARBOX_HOST or gethostname): "
+                            "longer than %zu bytes or has a '/'", env, cap - 1);
+    memcpy(out, env, strlen(env) + 1);
+    return 0;
+}
+
+int gb_worker_params_names(const gb_worker *w, char *pub, char *fetch, size_t cap,
+                           gb_error *err)
+{
+    if (w->cfg->parameters.relay == GB_RELAY_NONE) {
+        snprintf(pub, cap, "params/0/pub");
+        snprintf(fetch, cap, "params/0/fetch");
+        return 0;
+    }
+    char host[64];
+    int rc = gb_worker_host(host, sizeof host, err);
+    if (rc)
+        return rc;
+    snprintf(pub, cap, "relay/%s/pub", host);
+    snprintf(fetch, cap, "relay/%s/fetch", host);
+    return 0;
+}
+
+int gb_worker_env_space(const gb_config *cfg, gb_env_spec *spec, gb_torch_space *space,
+                        gb_error *err)
+{
+    gb_env_source src;
+    int rc = gb_env_source_open(&src, cfg->env.name, cfg->env.plugin, err);
+    if (rc)
+        return rc;
+    gb_env_args_store args;
+    gb_env_args_from_config(&args, &cfg->env.args);
+    void *env = NULL;
+    rc = gb_env_create(src.iface, &args.args, (uint64_t)cfg->experiment.seed, &env, spec, err);
+    if (rc == 0) {
+        /* The spec's pointers (the bounds) belong to the copy: read them before destroying it. */
+        rc = gb_learning_space(spec, space, err);
+        if (rc)
+            gb_error_prefix(err, "%s", cfg->env.name);
+        src.iface->destroy(env);
+        spec->obs.low = spec->obs.high = NULL;
+        spec->action.low = spec->action.high = NULL;
+    }
+    gb_env_source_close(&src);
+    return rc;
+}

@@ -1,0 +1,483 @@
+/* workers/server/client/client.c: the C client of the offline-RL data server (API in workers/server/client/client.h). */
+#include "workers/server/client/client.h"
+
+#include "runtime/base/clock.h"
+#include "runtime/streams/curve.h"
+#include "runtime/streams/wire.h"
+#include "workers/server/server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+struct gb_client {
+    void *zctx, *sock;
+    gb_curve *curve; /* gb_client_open_curve: the context's keys */
+    int timeout_ms;
+    uint64_t seq;
+    char endpoint[256];
+    char table[32]; /* gb_client_use_table: "" the default */
+    gb_wire_msg reply;
+};
+
+/* The client keys of gb_client_open_curve: the server's public key and the client's pair (from
+ * key_file, or a fresh one). */
+static int client_keys(gb_curve_keys *k, const char *server_public, const char *key_file,
+                       gb_error *err)
+{
+    memset(k, 0, sizeof *k);
+    if (!server_public || strlen(server_public) != GB_CURVE_KEY_Z85 - 1)
+        return gb_error_set(err, GB_EINVAL, "client: the server's public key must be 40 Z85 "
+                            "characters");
+    memcpy(k->server_public, server_public, GB_CURVE_KEY_Z85);
+    if (key_file && key_file[0])
+        return gb_curve_keypair_read(key_file, k->client_public, k->client_secret, err);
+    if (!gb_curve_available() || zmq_curve_keypair(k->client_public, k->client_secret) != 0)
+        return gb_error_set(err, GB_EUNSUPPORTED, "client: this libzmq has no CURVE");
+    return 0;
+}
+
+int gb_client_open(gb_client **out, const char *endpoint, int timeout_ms, gb_error *err)
+{
+    return gb_client_open_curve(out, endpoint, timeout_ms, NULL, NULL, err);
+}
+
+int gb_client_open_curve(gb_client **out, const char *endpoint, int timeout_ms,
+                         const char *server_public, const char *key_file, gb_error *err)
+{
+    *out = NULL;
+    if (!endpoint || !endpoint[0] || timeout_ms <= 0)
+        return gb_error_set(err, GB_EINVAL, "client: an endpoint and a positive timeout needed");
+    gb_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return gb_error_set(err, GB_ENOMEM, "out of memory");
+    snprintf(c->endpoint, sizeof c->endpoint, "%s", endpoint);
+    c->timeout_ms = timeout_ms;
+    gb_wire_msg_init(&c->reply);
+    int zero = 0;
+    c->zctx = zmq_ctx_new();
+    if (c->zctx && server_public) {
+        gb_curve_keys k;
+        int rc = client_keys(&k, server_public, key_file, err);
+        gb_curve_opts o = {.keys = &k};
+        if (rc == 0)
+            rc = gb_curve_attach(&c->curve, c->zctx, &o, err);
+        explicit_bzero(&k, sizeof k);
+        if (rc) {
+            gb_client_close(c);
+            return rc;
+        }
+    }
+    c->sock = c->zctx ? zmq_socket(c->zctx, ZMQ_DEALER) : NULL;
+    if (!c->sock || zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+        zmq_setsockopt(c->sock, ZMQ_RCVHWM, &zero, sizeof zero) != 0 ||
+        gb_curve_connect(c->zctx, c->sock, endpoint) != 0) {
+        int rc = gb_wire_zmq_error(err, "client: connect");
+        gb_error_prefix(err, "%s", endpoint);
+        gb_client_close(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void gb_client_close(gb_client *c)
+{
+    if (!c)
+        return;
+    gb_wire_msg_release(&c->reply);
+    if (c->sock)
+        zmq_close(c->sock);
+    gb_curve_detach(c->curve);
+    if (c->zctx)
+        zmq_ctx_term(c->zctx);
+    free(c);
+}
+
+/* Sends a request and receives its reply into c->reply (views valid until the next call).
+ * Returns 0, the server's status with its text, GB_ETIMEOUT, GB_EPROTO. */
+static int roundtrip(gb_client *c, gb_wire_header *h, const gb_wire_payload *pl, int op,
+                     gb_error *err)
+{
+    gb_wire_msg_release(&c->reply);
+    h->seq = ++c->seq;
+    int rc = gb_wire_send(c->sock, NULL, 0, h, pl, 0, err);
+    if (rc)
+        return rc;
+    double deadline = gb_now_s() + c->timeout_ms / 1000.0;
+    for (;;) {
+        int left = (int)((deadline - gb_now_s()) * 1000.0);
+        if (left <= 0)
+            return gb_error_set(err, GB_ETIMEOUT, "client: no reply from %s within %d ms",
+                                c->endpoint, c->timeout_ms);
+        zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
+        int n = zmq_poll(&it, 1, left);
+        if (n < 0)
+            return gb_wire_zmq_error(err, "client: poll");
+        if (n == 0)
+            continue;
+        rc = gb_wire_recv(c->sock, &c->reply, 0, ZMQ_DONTWAIT, err);
+        if (rc == GB_EAGAIN)
+            continue;
+        if (rc)
+            return rc;
+        if (c->reply.hdr.seq != c->seq) { /* a late reply to a request that timed out */
+            gb_wire_msg_release(&c->reply);
+            continue;
+        }
+        const gb_wire_header *r = &c->reply.hdr;
+        if (r->status != 0)
+            return gb_error_set(err, r->status < 0 ? r->status : GB_EPROTO, "server: %s",
+                                r->text);
+        if (r->type != GB_MSG_SERVE_REPLY || r->nmeta < 1 || r->meta[0] != op)
+            return gb_error_set(err, GB_EPROTO, "client: unexpected reply (type %s, op %lld)",
+                                gb_msg_type_name(r->type),
+                                (long long)(r->nmeta ? r->meta[0] : -1));
+        return 0;
+    }
+}
+
+/* A request header for op, naming table (or c's table in use; none: the default). */
+static void request_init_table(gb_wire_header *h, const gb_client *c, int op, const char *table)
+{
+    gb_wire_header_init(h, GB_MSG_SERVE_REQUEST, GB_ROLE_CLIENT, 0);
+    h->nmeta = 1;
+    h->meta[0] = op;
+    if (!table)
+        table = c->table;
+    if (table[0])
+        gb_wire_attr_set_str(h, "table", table, NULL); /* its length is checked by the caller */
+}
+
+int gb_client_use_table(gb_client *c, const char *table, gb_error *err)
+{
+    if (table && strlen(table) > 31)
+        return gb_error_set(err, GB_EINVAL, "client: table name over 31 bytes");
+    snprintf(c->table, sizeof c->table, "%s", table ? table : "");
+    return 0;
+}
+
+int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err)
+{
+    gb_wire_header h;
+    request_init_table(&h, c, GB_SERVE_INFO, NULL);
+    int rc = roundtrip(c, &h, NULL, GB_SERVE_INFO, err);
+    if (rc)
+        return rc;
+    const gb_wire_header *r = &c->reply.hdr;
+    if (r->nmeta < 8 || r->ntensors > GB_CLIENT_MAX_COLUMNS)
+        return gb_error_set(err, GB_EPROTO, "client: malformed info reply");
+    memset(info, 0, sizeof *info);
+    info->size = r->meta[1];
+    info->capacity = r->meta[2];
+    info->steps = r->meta[3];
+    info->inserts = (uint64_t)r->meta[4];
+    info->samples = (uint64_t)r->meta[5];
+    info->max_batch_rows = r->meta[6];
+    info->max_batch_bytes = r->meta[7];
+    /* typed attributes (workers/server/server.h INFO); absent ones leave the fields empty */
+    int64_t mask = 0;
+    rc = gb_wire_attr_int(r, "per_item", &mask, err);
+    if (rc && rc != GB_ENOTFOUND)
+        return gb_error_prefix(err, "client: info reply");
+    const char *sel = gb_wire_attr_str(r, "selector"), *rem = gb_wire_attr_str(r, "remover");
+    snprintf(info->selector, sizeof info->selector, "%s", sel ? sel : "");
+    snprintf(info->remover, sizeof info->remover, "%s", rem ? rem : "");
+    const char *names[GB_WIRE_WORDS_MAX];
+    int nsel = gb_wire_attr_strs(r, "selectors", names, GB_WIRE_WORDS_MAX);
+    size_t o = 0;
+    for (int k = 0; k < nsel && k < GB_WIRE_WORDS_MAX && o < sizeof info->selectors; k++)
+        o += (size_t)snprintf(info->selectors + o, sizeof info->selectors - o, "%s%s",
+                              k ? "," : "", names[k]);
+    if (o >= sizeof info->selectors)
+        return gb_error_set(err, GB_EPROTO, "client: info reply: selector list too long");
+    const char *tabs[GB_WIRE_WORDS_MAX];
+    int ntab = gb_wire_attr_strs(r, "tables", tabs, GB_WIRE_WORDS_MAX);
+    for (int k = 0; k < ntab && k < GB_CLIENT_MAX_TABLES && k < GB_WIRE_WORDS_MAX; k++)
+        snprintf(info->tables[info->ntables++], sizeof info->tables[0], "%s", tabs[k]);
+    gb_wire_attr_int(r, "episodes", &info->episodes, NULL);
+    gb_wire_attr_int(r, "transitions", &info->transitions, NULL);
+    gb_wire_attr_int(r, "max_len", &info->max_episode_len, NULL);
+    const char *wt = gb_wire_attr_str(r, "weight_total"), *beta = gb_wire_attr_str(r, "beta");
+    if (wt && beta) { /* exact decimal strings (workers/server/server_ops.c info_weighted) */
+        info->has_weight_total = 1;
+        info->weight_total = strtod(wt, NULL);
+        info->beta = strtod(beta, NULL);
+    }
+    info->ncolumns = r->ntensors;
+    for (int k = 0; k < r->ntensors; k++) {
+        const gb_tensor_desc *d = &r->tensors[k];
+        gb_client_column *col = &info->columns[k];
+        snprintf(col->name, sizeof col->name, "%s", d->name);
+        col->dtype = d->dtype;
+        col->per_item = (int)(((uint64_t)mask >> k) & 1);
+        int skip = col->per_item ? 1 : 2;
+        col->ndim = d->rank - skip;
+        if (col->ndim < 0 || col->ndim > GB_CLIENT_MAX_DIMS)
+            return gb_error_set(err, GB_EPROTO, "client: column '%s': bad rank", d->name);
+        col->step_bytes = gb_dtype_size(d->dtype);
+        for (int j = 0; j < col->ndim; j++) {
+            col->shape[j] = d->shape[skip + j];
+            col->step_bytes *= (size_t)col->shape[j];
+        }
+    }
+    return 0;
+}
+
+int gb_client_column_index(const gb_client_info *info, const char *name)
+{
+    for (int c = 0; c < info->ncolumns; c++)
+        if (strcmp(info->columns[c].name, name) == 0)
+            return c;
+    return -1;
+}
+
+/* Selector names as the config spells them (server.replay.selector), indexed by
+ * gb_selector_kind (runtime/config/config.h); kept here so that the client needs no config code. */
+#define SELECTOR_KINDS 5
+static const char *const selector_names[SELECTOR_KINDS] = {"uniform", "weighted", "fifo", "lifo",
+                                                           "topk"};
+
+const char *gb_client_selector_name(int kind)
+{
+    return kind >= 0 && kind < SELECTOR_KINDS ? selector_names[kind] : NULL;
+}
+
+int gb_client_has_selector(const gb_client_info *info, const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    for (const char *p = info->selectors; n && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && memcmp(p, name, n) == 0)
+            return 1;
+        p += len + (end ? 1 : 0);
+    }
+    return 0;
+}
+
+/* A selector name -> the kind on the wire (-1: the server's default). Returns 0 or GB_EINVAL. */
+static int selector_kind(const char *name, int64_t *kind, gb_error *err)
+{
+    *kind = -1;
+    if (!name || !name[0] || strcmp(name, "default") == 0)
+        return 0;
+    for (int k = 0; k < SELECTOR_KINDS; k++)
+        if (strcmp(name, selector_names[k]) == 0) {
+            *kind = k;
+            return 0;
+        }
+    return gb_error_set(err, GB_EINVAL, "client: unknown selector '%.32s' (expected default, "
+                        "uniform, weighted, fifo, lifo or topk)", name);
+}
+
+static int sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
+                  const void **views, size_t *bytes, gb_error *err)
+{
+    gb_wire_header h;
+    if (req->table && strlen(req->table) > 31)
+        return gb_error_set(err, GB_EINVAL, "client: table name over 31 bytes");
+    request_init_table(&h, c, GB_SERVE_SAMPLE, req->table);
+    int offline = req->mode && req->mode[0] && strcmp(req->mode, "item") != 0;
+    if (req->mode && req->mode[0]) {
+        if (strlen(req->mode) > 31 || (req->cursor && strlen(req->cursor) > 31))
+            return gb_error_set(err, GB_EINVAL, "client: mode or cursor name over 31 bytes");
+        int arc = gb_wire_attr_set_str(&h, "mode", req->mode, err);
+        if (arc == 0 && req->len > 0)
+            arc = gb_wire_attr_set_int(&h, "len", req->len, err);
+        if (arc == 0 && req->cursor && req->cursor[0])
+            arc = gb_wire_attr_set_str(&h, "cursor", req->cursor, err);
+        if (arc == 0 && req->reset)
+            arc = gb_wire_attr_set_int(&h, "reset", 1, err);
+        if (arc)
+            return arc;
+    }
+    h.nmeta = 6;
+    h.meta[1] = req->batch;
+    h.meta[2] = req->t0;
+    h.meta[3] = req->t1;
+    h.meta[4] = req->timeout_ms;
+    int rc = selector_kind(req->selector, &h.meta[5], err);
+    if (rc)
+        return rc;
+    char names[GB_CLIENT_MAX_COLUMNS * 32];
+    size_t nl = 0;
+    gb_wire_payload pl[1];
+    if (req->ncolumns > 0) {
+        if (req->ncolumns > GB_CLIENT_MAX_COLUMNS)
+            return gb_error_set(err, GB_EINVAL, "client: too many columns");
+        for (int k = 0; k < req->ncolumns; k++) {
+            size_t l = strlen(req->columns[k]);
+            if (l >= 32)
+                return gb_error_set(err, GB_EINVAL, "client: column name too long");
+            memcpy(names + nl, req->columns[k], l + 1);
+            nl += l + 1;
+        }
+        int64_t len = (int64_t)nl;
+        gb_wire_set_tensor(&h.tensors[0], "columns", GB_DTYPE_UINT8, 1, &len, NULL);
+        h.ntensors = 1;
+        pl[0] = (gb_wire_payload){.data = names};
+    }
+    rc = roundtrip(c, &h, pl, GB_SERVE_SAMPLE, err);
+    if (rc)
+        return rc;
+    const gb_wire_msg *m = &c->reply;
+    if (m->hdr.nmeta < 3 || m->hdr.ntensors < 5 || m->hdr.meta[1] < 0 ||
+        m->hdr.meta[1] > req->batch)
+        return gb_error_set(err, GB_EPROTO, "client: malformed sample reply");
+    int64_t n = m->hdr.meta[1];
+    out->n = n;
+    out->size = m->hdr.meta[2];
+    out->selector = m->hdr.nmeta > 3 ? (int)m->hdr.meta[3] : -1;
+    static const char *const meta_names[] = {"index", "key", "prob", "weight", "length"};
+    static const size_t meta_size[] = {8, 8, 8, 4, 4};
+    void *meta_dst[] = {out->index, out->key, out->prob, out->weight, out->length};
+    for (int k = 0; k < 5; k++) {
+        gb_tensor_view v = gb_wire_msg_tensor(m, k);
+        if (strcmp(v.desc->name, meta_names[k]) != 0 || v.bytes != (size_t)n * meta_size[k])
+            return gb_error_set(err, GB_EPROTO, "client: sample reply: bad '%s'",
+                                meta_names[k]);
+        if (meta_dst[k])
+            memcpy(meta_dst[k], v.data, v.bytes);
+    }
+    int ncols = m->hdr.ntensors - 5;
+    out->steps = req->t1 ? req->t1 - req->t0 : 0;
+    out->epoch = -1;
+    out->epoch_pos = 0;
+    out->epoch_end = 0;
+    if (offline) { /* then "episode" [n] and "timestep" [n, S] */
+        ncols -= 2;
+        gb_tensor_view ve = gb_wire_msg_tensor(m, m->hdr.ntensors - 2);
+        gb_tensor_view vt = gb_wire_msg_tensor(m, m->hdr.ntensors - 1);
+        if (ncols < 0 || strcmp(ve.desc->name, "episode") != 0 ||
+            strcmp(vt.desc->name, "timestep") != 0 || ve.bytes != (size_t)n * 8 ||
+            vt.desc->rank != 2 || vt.desc->shape[0] != n)
+            return gb_error_set(err, GB_EPROTO, "client: sample reply: no episode/timestep");
+        out->steps = vt.desc->shape[1];
+        if (out->episode)
+            memcpy(out->episode, ve.data, ve.bytes);
+        if (out->timestep) {
+            if (vt.bytes > (size_t)req->batch * (size_t)out->steps * 4)
+                return gb_error_set(err, GB_EPROTO, "client: sample reply: bad timestep");
+            memcpy(out->timestep, vt.data, vt.bytes);
+        }
+        gb_wire_attr_int(&m->hdr, "epoch", &out->epoch, NULL);
+        gb_wire_attr_int(&m->hdr, "pos", &out->epoch_pos, NULL);
+        int64_t end = 0;
+        gb_wire_attr_int(&m->hdr, "end", &end, NULL);
+        out->epoch_end = (int)end;
+    }
+    if (req->ncolumns > 0 && ncols != req->ncolumns)
+        return gb_error_set(err, GB_EPROTO, "client: sample reply: %d columns, asked %d",
+                            ncols, req->ncolumns);
+    for (int k = 0; k < ncols; k++) {
+        gb_tensor_view v = gb_wire_msg_tensor(m, 5 + k);
+        if (views)
+            views[k] = v.data;
+        if (bytes)
+            bytes[k] = v.bytes;
+        if (!out->data || !out->data[k])
+            continue;
+        if (v.bytes > out->cap[k])
+            return gb_error_set(err, GB_EINVAL, "client: column '%s': %zu bytes, buffer holds "
+                                "%zu", v.desc->name, v.bytes, out->cap[k]);
+        memcpy(out->data[k], v.data, v.bytes);
+    }
+    return 0;
+}
+
+int gb_client_sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
+                     gb_error *err)
+{
+    return sample(c, req, out, NULL, NULL, err);
+}
+
+int gb_client_sample_views(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
+                           const void **views, size_t *bytes, gb_error *err)
+{
+    gb_client_batch o = *out;
+    o.data = NULL; /* no copies */
+    int rc = sample(c, req, &o, views, bytes, err);
+    out->n = o.n;
+    out->size = o.size;
+    out->selector = o.selector;
+    out->steps = o.steps;
+    out->epoch = o.epoch;
+    out->epoch_pos = o.epoch_pos;
+    out->epoch_end = o.epoch_end;
+    return rc;
+}
+
+int gb_client_insert(gb_client *c, const gb_client_info *info, int64_t n,
+                     const void *const *cols, const double *priority, const int32_t *length,
+                     int64_t policy_version, int64_t *size, gb_error *err)
+{
+    if (n < 1 || info->ncolumns + 2 > GB_WIRE_MAX_TENSORS)
+        return gb_error_set(err, GB_EINVAL, "client: insert: n must be >= 1");
+    gb_wire_header h;
+    request_init_table(&h, c, GB_SERVE_INSERT, NULL);
+    h.policy_version = policy_version;
+    gb_wire_payload pl[GB_WIRE_MAX_TENSORS];
+    int t = 0;
+    for (int k = 0; k < info->ncolumns; k++) {
+        const gb_client_column *col = &info->columns[k];
+        int64_t shape[GB_WIRE_MAX_RANK];
+        int rank = 0;
+        shape[rank++] = n;
+        if (!col->per_item)
+            shape[rank++] = info->steps;
+        for (int j = 0; j < col->ndim; j++)
+            shape[rank++] = col->shape[j];
+        int rc = gb_wire_set_tensor(&h.tensors[t], col->name, col->dtype, rank, shape, err);
+        if (rc)
+            return rc;
+        pl[t++] = (gb_wire_payload){.data = cols[k]};
+    }
+    if (priority) {
+        gb_wire_set_tensor(&h.tensors[t], "priority", GB_DTYPE_FLOAT64, 1, &n, NULL);
+        pl[t++] = (gb_wire_payload){.data = priority};
+    }
+    if (length) {
+        gb_wire_set_tensor(&h.tensors[t], "length", GB_DTYPE_INT32, 1, &n, NULL);
+        pl[t++] = (gb_wire_payload){.data = length};
+    }
+    h.ntensors = t;
+    int rc = roundtrip(c, &h, pl, GB_SERVE_INSERT, err);
+    if (rc == 0 && size)
+        *size = c->reply.hdr.nmeta > 2 ? c->reply.hdr.meta[2] : -1;
+    return rc;
+}
+
+int gb_client_update_priorities(gb_client *c, int64_t n, const int64_t *index,
+                                const uint64_t *key, const double *priority, int64_t *skipped,
+                                gb_error *err)
+{
+    gb_wire_header h;
+    request_init_table(&h, c, GB_SERVE_UPDATE, NULL);
+    gb_wire_payload pl[3];
+    gb_wire_set_tensor(&h.tensors[0], "index", GB_DTYPE_INT64, 1, &n, NULL);
+    gb_wire_set_tensor(&h.tensors[1], "priority", GB_DTYPE_FLOAT64, 1, &n, NULL);
+    pl[0] = (gb_wire_payload){.data = index};
+    pl[1] = (gb_wire_payload){.data = priority};
+    h.ntensors = 2;
+    if (key) {
+        gb_wire_set_tensor(&h.tensors[2], "key", GB_DTYPE_UINT64, 1, &n, NULL);
+        pl[2] = (gb_wire_payload){.data = key};
+        h.ntensors = 3;
+    }
+    int rc = roundtrip(c, &h, pl, GB_SERVE_UPDATE, err);
+    if (rc == 0 && skipped)
+        *skipped = c->reply.hdr.nmeta > 2 ? c->reply.hdr.meta[2] : 0;
+    return rc;
+}
+
+int gb_client_checkpoint(gb_client *c, char *path, size_t cap, gb_error *err)
+{
+    gb_wire_header h;
+    request_init_table(&h, c, GB_SERVE_CHECKPOINT, NULL);
+    int rc = roundtrip(c, &h, NULL, GB_SERVE_CHECKPOINT, err);
+    if (rc == 0 && path && cap)
+        snprintf(path, cap, "%s", c->reply.hdr.text);
+    return rc;
+}
