@@ -77,18 +77,20 @@ static int log_results(gb_evals *ev, gb_error *err)
     long long at = (long long)ev->pid_env_steps;
     char path[2400];
     snprintf(path, sizeof path, "%s/videos/eval_%lld.json", ev->run_dir, at);
-    char *json = gb_bench_slurp(path);
     static const char *const keys[] = {"return_mean", "return_std", "length_mean"};
     static const char *const tags[] = {"eval/return_mean", "eval/return_std",
                                        "eval/length_mean"};
-    double values[3];
+    double values[3] = {NAN, NAN, NAN};
     int rc = 0;
-    for (int i = 0; i < 3; i++)
-        values[i] = json ? gb_bench_json_number(json, keys[i]) : NAN;
-    free(json);
+    json_t *json = NULL;
+    gb_error jerr = {0};
+    if (!gb_bench_json_load(path, &json, &jerr))
+        for (int i = 0; i < 3; i++)
+            gb_bench_json_number(json, keys[i], &values[i], i ? NULL : &jerr);
+    json_decref(json);
     if (!isfinite(values[0]))
-        GB_WARN("evaluation at %lld env steps: no return_mean in %s: its scalars are not logged",
-                at, path);
+        GB_WARN("evaluation at %lld env steps: no return_mean in %s (%s): its scalars are not "
+                "logged", at, path, jerr.msg[0] ? jerr.msg : "null");
     else if ((rc = gb_rundir_tb_scalars(ev->rd, ev->pid_env_steps, tags, values, 3, err)))
         return rc;
     snprintf(path, sizeof path, "%s/videos/eval_%lld.gif", ev->run_dir, at);

@@ -2,13 +2,18 @@
  * Each prints human-readable figures, or one JSON object per line with --json, and returns an
  * exit status like a subcommand (launch/commands.h). Benchmarks report ratios against a
  * reference measured in the same run (memcpy, raw ZeroMQ, ...), never pass/fail on time.
- * defines: gb_bench_entry, gb_bench_table, gb_bench_*, gb_bench_quantile, gb_bench_net,
- *          gb_bench_thread, gb_bench_replay_global_select */
+ * defines: gb_bench_entry, gb_bench_table, gb_bench_*, gb_bench_quantile, gb_bench_json_*,
+ *          gb_bench_net, gb_bench_thread, gb_bench_replay_global_select */
 #ifndef GB_LAUNCH_BENCH_H
 #define GB_LAUNCH_BENCH_H
 
+#include "runtime/base/error.h"
+
+#include <getopt.h>
+#include <jansson.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct gb_bench_entry {
     const char *name;
@@ -37,12 +42,6 @@ double gb_bench_quantile(double *t, int n, double q);
 /* A file's text (at most 1 MiB, NUL-terminated, malloc'd), or NULL. */
 char *gb_bench_slurp(const char *path);
 
-/* In a small flat JSON text (a run's summary.json): the number (or true/false, as 1/0) after
- * "key":, NAN when absent or null; the plain string after "key": into out (cut at cap - 1 or at
- * a quote or backslash), "" when absent. */
-double gb_bench_json_number(const char *text, const char *key);
-void gb_bench_json_string(const char *text, const char *key, char *out, size_t cap);
-
 /* The shipped configs' folder: ./configs when it holds the file named probe, else the source
  * tree's this gearbox was built from (GEARBOX_CONFIGS_DIR), else "configs". */
 void gb_bench_configs_dir(const char *probe, char *out, size_t cap);
@@ -50,6 +49,41 @@ void gb_bench_configs_dir(const char *probe, char *out, size_t cap);
 /* Removes the folder path and everything under it (symbolic links themselves, not their
  * targets). Returns 0, or -1 with errno set. */
 int gb_bench_remove_tree(const char *path);
+
+/* ---- reading back the JSON a run wrote (launch/bench/bench_json.c) -------------------------------- */
+
+/* Parses the JSON file at path into *doc, which the caller frees with json_decref. Returns 0,
+ * GB_ENOTFOUND (no such file), GB_EIO (unreadable) or GB_ECORRUPT (not JSON: the message has
+ * path:line:column); *doc is NULL on error. Reads the whole file (blocks on the disk). */
+int gb_bench_json_load(const char *path, json_t **doc, gb_error *err);
+
+/* The value at a key path in doc: object members by exact name, nested ones joined with dots
+ * ("workers.actors"). Returns 0, GB_ENOTFOUND when a member on the path is absent, or GB_EINVAL
+ * when the value, or a member on the way, has another type; err names the path.
+ * number: into *out, true/false as 1/0 and null as NAN (NAN too on error).
+ * string: into out (cap bytes, NUL-terminated; "" on error); GB_EFULL when it was cut. */
+int gb_bench_json_number(const json_t *doc, const char *path, double *out, gb_error *err);
+int gb_bench_json_string(const json_t *doc, const char *path, char *out, size_t cap,
+                         gb_error *err);
+
+/* ---- options (launch/bench/bench_util.c) ----------------------------------------------------------- */
+
+/* Every benchmark's --json (cmd_bench.c reads it; the benchmarks accept and skip it). */
+#define GB_BENCH_OPTION_JSON {"json", no_argument, NULL, 0}
+
+/* Called for each option, with the option's val and its value (NULL when it takes none), and,
+ * where positional arguments are allowed, with val 1 for each. Returns 0, or -1 to refuse the
+ * command line (after printing why: the usage is not printed for it). */
+typedef int (*gb_bench_option_fn)(void *ctx, int val, const char *arg);
+
+/* Parses a benchmark's command line (argv[0] is its name) with getopt_long over longs (long
+ * options only; end it with a zeroed entry and include GB_BENCH_OPTION_JSON), calling fn in
+ * order. An unknown option, a missing value or (without positional) a positional argument is
+ * named on stderr with the usage after it. Returns 0, or -1 when the command line is refused
+ * (the caller exits GB_EXIT_USAGE). getopt_long may reorder argv, and its state is global: one
+ * thread at a time. */
+int gb_bench_options(int argc, char **argv, const struct option *longs, int positional,
+                     gb_bench_option_fn fn, void *ctx, void (*usage)(FILE *out));
 
 /* ---- `gearbox bench replay --case global_select` (bench_replay_shards.c) -------------------- */
 
@@ -89,6 +123,12 @@ int gb_bench_net_want(const gb_bench_net *b, const char *name);
 void gb_bench_net_endpoint(gb_bench_net *b, char *out, size_t cap, const char *what);
 /* The address sock actually bound (the port of a "tcp://...:*" filled in). */
 void gb_bench_net_bound(void *sock, char *out, size_t cap);
+/* The raw ZeroMQ reference of a case: *bound, a socket of bind_type bound to a fresh endpoint
+ * (named what), and *connected, of connect_type, connected to it; linger 0 and, when hwm > 0,
+ * that high-water mark both ways. Returns 0, or GB_EZMQ with what was made in *bound and
+ * *connected (NULL otherwise) for the caller to close. */
+int gb_bench_net_raw_pair(gb_bench_net *b, int bind_type, int connect_type, const char *what,
+                          int hwm, void **bound, void **connected, gb_error *err);
 
 /* A thread that polls a server object (obj) until stop. */
 typedef struct gb_bench_thread {

@@ -53,51 +53,51 @@ static void bench_usage(FILE *out)
     fprintf(out, "usage: gearbox bench e2e [--json] [--config FILE] [--set k=v ...] [--keep]\n");
 }
 
-int gb_bench_e2e(int argc, char **argv, int json)
-{
-    if (gb_wants_help(argc, argv)) {
-        bench_usage(stdout);
-        return GB_EXIT_OK;
-    }
-    const char *config = "configs/cartpole_ppo.yaml";
+typedef struct e2e_opts {
+    const char *config;
     char *sets[64];
-    int nsets = 0, keep = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
-            config = argv[++i];
-        else if (strcmp(argv[i], "--set") == 0 && i + 1 < argc && nsets < 64)
-            sets[nsets++] = argv[++i];
-        else if (strcmp(argv[i], "--keep") == 0)
-            keep = 1;
-        else if (strcmp(argv[i], "--json") != 0) {
-            bench_usage(stderr);
-            return GB_EXIT_USAGE;
-        }
+    int nsets, keep;
+} e2e_opts;
+
+static int on_option(void *ctx, int val, const char *arg)
+{
+    e2e_opts *o = ctx;
+    if (val == 'c')
+        o->config = arg;
+    else if (val == 'k')
+        o->keep = 1;
+    else if (o->nsets < 64)
+        o->sets[o->nsets++] = (char *)arg;
+    else {
+        bench_usage(stderr);
+        return -1;
     }
-    char dir[] = "/tmp/gearbox-bench-e2e-XXXXXX", run_dir[PATH_MAX], exe[PATH_MAX];
-    if (!mkdtemp(dir)) {
-        perror("gearbox bench e2e: mkdtemp");
-        return GB_EXIT_FAILURE;
-    }
-    snprintf(run_dir, sizeof run_dir, "%s/run", dir);
+    return 0;
+}
+
+/* Runs `gearbox run CONFIG --run-dir run_dir ...` (this executable) and waits for it; returns
+ * its wait status, or -1 when this executable cannot be found. */
+static int run_child(const e2e_opts *o, const char *run_dir)
+{
+    char exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len <= 0) {
         perror("gearbox bench e2e: readlink");
-        return GB_EXIT_FAILURE;
+        return -1;
     }
     exe[len] = '\0';
     char *args[8 + 2 * 64];
     int n = 0;
     args[n++] = exe;
     args[n++] = "run";
-    args[n++] = (char *)config;
+    args[n++] = (char *)o->config;
     args[n++] = "--run-dir";
-    args[n++] = run_dir;
+    args[n++] = (char *)run_dir;
     args[n++] = "--set";
     args[n++] = "launch.progress=off";
-    for (int i = 0; i < nsets; i++) {
+    for (int i = 0; i < o->nsets; i++) {
         args[n++] = "--set";
-        args[n++] = sets[i];
+        args[n++] = o->sets[i];
     }
     args[n] = NULL;
     pid_t pid = fork();
@@ -108,44 +108,84 @@ int gb_bench_e2e(int argc, char **argv, int json)
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    return status;
+}
+
+/* summary.json's figures the report shows (NAN where absent: warned about on stderr). */
+enum { ENV_STEPS, WALL, SOLVED, RETURN, ACTORS, POLICIES, TRAINERS, NFIGURES };
+static const char *const figure_keys[NFIGURES] = {
+    "env_steps",     "wall_seconds",     "solved",          "episode_return_mean",
+    "workers.actors", "workers.policies", "workers.trainers"};
+
+/* Prints the run's figures, from run_dir's summary.json and metrics.csv. Returns 0, or -1 when
+ * the run wrote no readable summary (the reason on stderr). */
+static int report(const e2e_opts *o, const char *run_dir, int status, int json)
+{
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/summary.json", run_dir);
-    char *summary = gb_bench_slurp(path);
-    if (!summary) {
-        fprintf(stderr, "gearbox bench e2e: the run wrote no summary.json (exit status %d); "
-                "see %s/logs\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1, run_dir);
-        return GB_EXIT_FAILURE;
+    json_t *summary;
+    gb_error err = {0};
+    if (gb_bench_json_load(path, &summary, &err)) {
+        fprintf(stderr, "gearbox bench e2e: the run wrote no readable summary.json (exit status "
+                "%d: %s); see %s/logs\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1, err.msg,
+                run_dir);
+        return -1;
     }
-    double env_steps = gb_bench_json_number(summary, "env_steps");
-    double wall = gb_bench_json_number(summary, "wall_seconds");
-    double solved = gb_bench_json_number(summary, "solved");
-    double ret = gb_bench_json_number(summary, "episode_return_mean");
-    double actors = gb_bench_json_number(summary, "actors"), policies = gb_bench_json_number(summary, "policies"),
-           trainers = gb_bench_json_number(summary, "trainers");
+    double f[NFIGURES];
+    for (int i = 0; i < NFIGURES; i++)
+        if (gb_bench_json_number(summary, figure_keys[i], &f[i], &err))
+            fprintf(stderr, "gearbox bench e2e: %s: %s\n", path, err.msg);
+    json_decref(summary);
     snprintf(path, sizeof path, "%s/metrics.csv", run_dir);
     double samples = last_samples_trained(path);
-    double env_rate = wall > 0 ? env_steps / wall : NAN;
+    double wall = f[WALL];
+    double env_rate = wall > 0 ? f[ENV_STEPS] / wall : NAN;
     double train_rate = wall > 0 ? samples / wall : NAN;
     char solve[32];
-    if (solved == 1)
+    if (f[SOLVED] == 1)
         snprintf(solve, sizeof solve, "%.2f", wall);
     else
         snprintf(solve, sizeof solve, "null");
+    const char *kept = o->keep ? run_dir : "";
     if (json)
         printf("{\"bench\": \"e2e\", \"config\": \"%s\", \"env_steps_per_s\": %.0f, "
                "\"train_samples_per_s\": %.0f, \"seconds_to_solve\": %s, \"env_steps\": %.0f, "
                "\"wall_seconds\": %.2f, \"episode_return_mean\": %.1f, \"actors\": %.0f, "
                "\"policies\": %.0f, \"trainers\": %.0f, \"run_dir\": %s%s%s}\n",
-               config, env_rate, train_rate, solve, env_steps, wall, ret, actors, policies,
-               trainers, keep ? "\"" : "", keep ? run_dir : "null", keep ? "\"" : "");
+               o->config, env_rate, train_rate, solve, f[ENV_STEPS], wall, f[RETURN],
+               f[ACTORS], f[POLICIES], f[TRAINERS], o->keep ? "\"" : "",
+               o->keep ? run_dir : "null", o->keep ? "\"" : "");
     else
         printf("e2e %s: %.0f env steps/s, %.0f trained samples/s, %s (mean return %.1f after "
                "%.0f env steps in %.1f s); %.0f actors, %.0f policy, %.0f trainer workers%s%s\n",
-               config, env_rate, train_rate, solved == 1 ? "solved" : "not solved", ret,
-               env_steps, wall, actors, policies, trainers, keep ? "; run in " : "",
-               keep ? run_dir : "");
-    free(summary);
-    if (!keep && gb_bench_remove_tree(dir) != 0)
+               o->config, env_rate, train_rate, f[SOLVED] == 1 ? "solved" : "not solved",
+               f[RETURN], f[ENV_STEPS], wall, f[ACTORS], f[POLICIES], f[TRAINERS],
+               o->keep ? "; run in " : "", kept);
+    return 0;
+}
+
+int gb_bench_e2e(int argc, char **argv, int json)
+{
+    if (gb_wants_help(argc, argv)) {
+        bench_usage(stdout);
+        return GB_EXIT_OK;
+    }
+    static const struct option longs[] = {
+        {"config", required_argument, NULL, 'c'}, {"set", required_argument, NULL, 's'},
+        {"keep", no_argument, NULL, 'k'}, GB_BENCH_OPTION_JSON, {0}};
+    e2e_opts o = {.config = "configs/cartpole_ppo.yaml"};
+    if (gb_bench_options(argc, argv, longs, 0, on_option, &o, bench_usage))
+        return GB_EXIT_USAGE;
+    char dir[] = "/tmp/gearbox-bench-e2e-XXXXXX", run_dir[PATH_MAX];
+    if (!mkdtemp(dir)) {
+        perror("gearbox bench e2e: mkdtemp");
+        return GB_EXIT_FAILURE;
+    }
+    snprintf(run_dir, sizeof run_dir, "%s/run", dir);
+    int status = run_child(&o, run_dir);
+    if (status == -1 || report(&o, run_dir, status, json))
+        return GB_EXIT_FAILURE;
+    if (!o.keep && gb_bench_remove_tree(dir) != 0)
         fprintf(stderr, "gearbox bench e2e: could not remove %s: %s\n", dir, strerror(errno));
     return GB_EXIT_OK;
 }

@@ -144,41 +144,76 @@ static void bench_usage(FILE *out)
                  "  --env gymnasium --args id=CartPole-v1\n");
 }
 
+typedef struct envs_opts {
+    const char *only;
+    int copies;
+    double seconds;
+    int in_args; /* the last option was --args: KEY=VALUE arguments may follow */
+    gb_env_args_store args;
+} envs_opts;
+
+/* --args KEY=VALUE ...: one pair, split in place (argv is ours). Returns 0 or -1. */
+static int add_arg(envs_opts *o, const char *pair)
+{
+    char *kv = (char *)pair, *eq = strchr(kv, '=');
+    if (!eq) {
+        fprintf(stderr, "gearbox bench envs: --args takes KEY=VALUE, not '%s'\n", pair);
+        bench_usage(stderr);
+        return -1;
+    }
+    *eq = '\0'; /* key and value stay in place */
+    gb_error aerr = {0};
+    if (gb_env_args_add(&o->args, kv, eq + 1, &aerr)) {
+        fprintf(stderr, "gearbox bench envs: %s\n", aerr.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int on_option(void *ctx, int val, const char *arg)
+{
+    envs_opts *o = ctx;
+    int after_args = o->in_args;
+    o->in_args = val == 'a' || (val == 1 && after_args);
+    switch (val) {
+    case 'e':
+        o->only = arg;
+        return 0;
+    case 'r':
+        o->copies = atoi(arg);
+        return 0;
+    case 's':
+        o->seconds = atof(arg);
+        return 0;
+    case 'a':
+        return add_arg(o, arg);
+    default: /* 1: a KEY=VALUE after --args, else not an option */
+        if (after_args && arg[0] != '-' && strchr(arg, '='))
+            return add_arg(o, arg);
+        fprintf(stderr, "gearbox bench envs: unknown option '%s'\n", arg);
+        bench_usage(stderr);
+        return -1;
+    }
+}
+
 int gb_bench_envs(int argc, char **argv, int json)
 {
     if (gb_wants_help(argc, argv)) {
         bench_usage(stdout);
         return GB_EXIT_OK;
     }
-    const char *only = NULL;
-    int copies = 256;
-    double seconds = 0.3;
-    gb_env_args_store args;
-    gb_env_args_from_config(&args, NULL);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            continue;
-        if (i + 1 < argc && strcmp(argv[i], "--env") == 0)
-            only = argv[++i];
-        else if (strcmp(argv[i], "--args") == 0 && i + 1 < argc && strchr(argv[i + 1], '='))
-            while (i + 1 < argc && strchr(argv[i + 1], '=') && argv[i + 1][0] != '-') {
-                char *kv = argv[++i], *eq = strchr(kv, '=');
-                *eq = '\0'; /* argv is ours to split: key and value stay in place */
-                gb_error aerr = {0};
-                if (gb_env_args_add(&args, kv, eq + 1, &aerr)) {
-                    fprintf(stderr, "gearbox bench envs: %s\n", aerr.msg);
-                    return GB_EXIT_USAGE;
-                }
-            }
-        else if (i + 1 < argc && strcmp(argv[i], "--ring") == 0)
-            copies = atoi(argv[++i]);
-        else if (i + 1 < argc && strcmp(argv[i], "--seconds") == 0)
-            seconds = atof(argv[++i]);
-        else {
-            bench_usage(stderr);
-            return GB_EXIT_USAGE;
-        }
-    }
+    static const struct option longs[] = {
+        {"env", required_argument, NULL, 'e'},  {"args", required_argument, NULL, 'a'},
+        {"ring", required_argument, NULL, 'r'}, {"seconds", required_argument, NULL, 's'},
+        GB_BENCH_OPTION_JSON, {0}};
+    envs_opts o = {.copies = 256, .seconds = 0.3};
+    gb_env_args_from_config(&o.args, NULL);
+    if (gb_bench_options(argc, argv, longs, 1, on_option, &o, bench_usage))
+        return GB_EXIT_USAGE;
+    const char *only = o.only;
+    int copies = o.copies;
+    double seconds = o.seconds;
+    gb_env_args_store *args = &o.args;
     if (copies < 1 || !(seconds > 0)) {
         fprintf(stderr, "gearbox bench envs: --ring must be >= 1 and --seconds > 0\n");
         return GB_EXIT_USAGE;
@@ -206,11 +241,11 @@ int gb_bench_envs(int argc, char **argv, int json)
         gb_error err = {0};
         double single = 0, ring = 0;
         char label[160];
-        const char *id = gb_env_arg(&args.args, "id");
+        const char *id = gb_env_arg(&args->args, "id");
         snprintf(label, sizeof label, "%s%s%s", e->name, shipped.iface && id ? ":" : "",
                  shipped.iface && id ? id : "");
-        if (bench_single(e, &args.args, seconds, &single, &err) ||
-            bench_ring(e, &args.args, copies, seconds, &ring, &err)) {
+        if (bench_single(e, &args->args, seconds, &single, &err) ||
+            bench_ring(e, &args->args, copies, seconds, &ring, &err)) {
             fprintf(stderr, "gearbox bench envs: %s\n", err.msg);
             gb_env_source_close(&shipped);
             return GB_EXIT_FAILURE;

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 typedef struct infer_policy {
     int32_t act[4096];
     float logp[4096], value[4096];
@@ -41,7 +40,6 @@ static int bench_policy(void *user, const gb_infer_batch *in, gb_infer_outputs *
     return 0;
 }
 
-
 static void *infer_server_thread(void *arg)
 {
     gb_bench_thread *t = arg;
@@ -70,104 +68,105 @@ static void *raw_rep_thread(void *arg)
     return NULL;
 }
 
-static int bench_inference(gb_bench_net *b, int rows, int row_bytes, gb_dtype dtype,
-                           const int64_t *row_shape, int row_rank, const char *label)
+/* Both sides of one round-trip case, alive at the same time: gearbox's batching server and
+ * client, and a raw ZeroMQ REQ/REP that moves the same bytes each way. */
+typedef struct rtt_pair {
+    gb_infer_server *s;
+    gb_infer_client *c;
+    void *rep, *req;
+    gb_bench_thread t, tr; /* the threads that serve s and rep */
+    pthread_t th, rth;
+    int threads; /* started */
+} rtt_pair;
+
+static void rtt_pair_close(rtt_pair *p)
 {
-    gb_error err;
-    int iters = b->quick ? 300 : 2000;
-    double budget_s = b->quick ? 1.5 : 5.0;
-    size_t bytes = (size_t)rows * (size_t)row_bytes;
-    size_t reply_bytes = (size_t)rows * 12; /* action int32, logp and value float32 */
-    unsigned char *obs = malloc(bytes);
-    double *rtt = malloc(sizeof(double) * (size_t)iters);
-    double *raw = malloc(sizeof(double) * (size_t)iters);
-    memset(obs, 1, bytes);
-    /* gearbox: batching server (max_batch_rows 4096, max_wait 1 ms as configured by default) */
+    if (p->threads) {
+        atomic_store(&p->t.stop, 1);
+        atomic_store(&p->tr.stop, 1);
+        pthread_join(p->th, NULL);
+        pthread_join(p->rth, NULL);
+    }
+    gb_infer_client_close(p->c);
+    gb_infer_server_close(p->s);
+    if (p->req)
+        zmq_close(p->req);
+    if (p->rep)
+        zmq_close(p->rep);
+}
+
+/* gearbox: a batching server (max_batch_rows 4096, max_wait 1 ms as configured by default)
+ * answering bench_policy; raw: a REP thread replying reply_bytes. Returns 0 or the error. */
+static int rtt_pair_open(rtt_pair *p, gb_bench_net *b, size_t reply_bytes, gb_error *err)
+{
     static infer_policy pol;
     char ep[256];
+    *p = (rtt_pair){0};
     gb_bench_net_endpoint(b, ep, sizeof ep, "bench-policy");
     gb_infer_server_opts so = {ep, 4096, 1.0, GB_ROLE_POLICY, 0, bench_policy, &pol, 0, NULL, 0};
-    gb_infer_server *s;
-    if (gb_infer_server_open(&s, b->ctx, &so, &err)) {
-        fprintf(stderr, "bench streams: %s\n", err.msg);
-        return 1;
-    }
-    const char *eps[1] = {gb_infer_server_endpoint(s)};
+    int rc = gb_infer_server_open(&p->s, b->ctx, &so, err);
+    if (rc)
+        return rc;
+    const char *eps[1] = {gb_infer_server_endpoint(p->s)};
     gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, 0, 0};
-    gb_infer_client *c;
-    if (gb_infer_client_open(&c, b->ctx, &co, &err)) {
-        fprintf(stderr, "bench streams: %s\n", err.msg);
-        return 1;
-    }
-    gb_bench_thread t = {0};
-    t.obj = s;
-    pthread_t th, rth;
-    pthread_create(&th, NULL, infer_server_thread, &t);
-    /* raw REQ/REP with the same bytes each way, alive at the same time: the two are measured
-     * alternately, so both see the same load on this shared machine */
-    void *rep = zmq_socket(b->ctx, ZMQ_REP), *req = zmq_socket(b->ctx, ZMQ_REQ);
-    int linger = 0;
-    zmq_setsockopt(rep, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(req, ZMQ_LINGER, &linger, sizeof linger);
-    gb_bench_net_endpoint(b, ep, sizeof ep, "bench-rep");
-    zmq_bind(rep, ep);
-    gb_bench_net_bound(rep, ep, sizeof ep);
-    zmq_connect(req, ep);
-    gb_bench_thread tr = {0};
-    tr.obj = rep;
-    tr.reply_bytes = reply_bytes;
-    pthread_create(&rth, NULL, raw_rep_thread, &tr);
-    gb_tensor_desc d;
-    int64_t shape[GB_WIRE_MAX_RANK];
-    shape[0] = rows;
-    for (int i = 0; i < row_rank; i++)
-        shape[1 + i] = row_shape[i];
-    gb_wire_set_tensor(&d, "obs", dtype, 1 + row_rank, shape, NULL);
-    const void *data[1] = {obs};
+    if ((rc = gb_infer_client_open(&p->c, b->ctx, &co, err)))
+        return rc;
+    if ((rc = gb_bench_net_raw_pair(b, ZMQ_REP, ZMQ_REQ, "bench-rep", 0, &p->rep, &p->req,
+                                    err)))
+        return rc;
+    p->t.obj = p->s;
+    p->tr.obj = p->rep;
+    p->tr.reply_bytes = reply_bytes;
+    pthread_create(&p->th, NULL, infer_server_thread, &p->t);
+    pthread_create(&p->rth, NULL, raw_rep_thread, &p->tr);
+    p->threads = 1;
+    return 0;
+}
+
+/* Requests d (data) through gearbox and bytes of obs through raw REQ/REP alternately, so both
+ * see the same load on this shared machine: 50 warm-ups, then up to iters round trips each
+ * (at least 100, then until budget_s), timed one by one in us into rtt and raw. Returns 0 with
+ * *n, or the error. */
+static int rtt_measure(rtt_pair *p, const gb_tensor_desc *d, const void *const *data,
+                       const void *obs, size_t bytes, int iters, double budget_s, double *rtt,
+                       double *raw, int *n, gb_error *err)
+{
     gb_wire_msg reply;
     gb_wire_msg_init(&reply);
     zmq_msg_t m;
     zmq_msg_init(&m);
-    int n = 0, rc = 0;
+    int rc = 0;
+    *n = 0;
     double start = gb_now_s();
     for (int i = -50; i < iters; i++) {
         uint64_t t0 = gb_now_ns();
-        if ((rc = gb_infer_client_request(c, &d, data, 1, &reply, &err)))
+        if ((rc = gb_infer_client_request(p->c, d, data, 1, &reply, err)))
             break;
         uint64_t t1 = gb_now_ns();
         gb_wire_msg_release(&reply);
         uint64_t t2 = gb_now_ns();
-        if (zmq_send(req, obs, bytes, 0) < 0 || zmq_msg_recv(&m, req, 0) < 0) {
-            rc = GB_EZMQ;
-            snprintf(err.msg, sizeof err.msg, "raw REQ/REP: %s", zmq_strerror(zmq_errno()));
+        if (zmq_send(p->req, obs, bytes, 0) < 0 || zmq_msg_recv(&m, p->req, 0) < 0) {
+            rc = gb_error_set(err, GB_EZMQ, "raw REQ/REP: %s", zmq_strerror(zmq_errno()));
             break;
         }
         uint64_t t3 = gb_now_ns();
         if (i < 0)
             continue;
-        rtt[n] = (double)(t1 - t0) * 1e-3;
-        raw[n] = (double)(t3 - t2) * 1e-3;
-        n++;
-        if (gb_now_s() - start > budget_s && n >= 100)
+        rtt[*n] = (double)(t1 - t0) * 1e-3;
+        raw[*n] = (double)(t3 - t2) * 1e-3;
+        (*n)++;
+        if (gb_now_s() - start > budget_s && *n >= 100)
             break;
     }
     zmq_msg_close(&m);
-    atomic_store(&t.stop, 1);
-    atomic_store(&tr.stop, 1);
-    pthread_join(th, NULL);
-    pthread_join(rth, NULL);
-    gb_infer_client_close(c);
-    gb_infer_server_close(s);
-    zmq_close(req);
-    zmq_close(rep);
-    if (rc || n == 0) {
-        fprintf(stderr, "bench streams: inference: %s\n", err.msg);
-        free(obs);
-        free(rtt);
-        free(raw);
-        return 1;
-    }
-    double p50 = gb_bench_quantile(rtt, n, 0.5), p99 = gb_bench_quantile(rtt, n, 0.99), rp50 = gb_bench_quantile(raw, n, 0.5);
+    return rc;
+}
+
+static void rtt_print(gb_bench_net *b, int rows, const char *label, size_t bytes,
+                      size_t reply_bytes, double *rtt, double *raw, int n)
+{
+    double p50 = gb_bench_quantile(rtt, n, 0.5), p99 = gb_bench_quantile(rtt, n, 0.99);
+    double rp50 = gb_bench_quantile(raw, n, 0.5);
     if (b->json)
         printf("{\"bench\": \"streams\", \"case\": \"inference_rtt\", \"transport\": \"%s\", "
                "\"curve\": %s, \"rows\": %d, \"row\": \"%s\", \"bytes\": %zu, "
@@ -176,19 +175,50 @@ static int bench_inference(gb_bench_net *b, int rows, int row_bytes, gb_dtype dt
                b->tcp ? "tcp" : "ipc", b->curve ? "true" : "false", rows, label, bytes,
                reply_bytes, n, p50, p99, rp50, p50 / rp50);
     else
-        printf("inference_rtt%s  rows %5d x %-12s %8zu B  p50 %8.1f us  p99 %8.1f us  raw REQ/REP "
-               "p50 %8.1f us  ratio %.2f (target <= 1.3)\n",
+        printf("inference_rtt%s  rows %5d x %-12s %8zu B  p50 %8.1f us  p99 %8.1f us  "
+               "raw REQ/REP p50 %8.1f us  ratio %.2f (target <= 1.3)\n",
                b->curve ? " (CURVE)" : "", rows, label, bytes, p50, p99, rp50, p50 / rp50);
     gb_bench_net_figure(b, p50);
     fflush(stdout);
+}
+
+/* Round trips of rows observations (row_shape, row_bytes each) against raw REQ/REP. Returns 0,
+ * or 1 when a measurement failed (the message on stderr). */
+static int bench_inference(gb_bench_net *b, int rows, int row_bytes, gb_dtype dtype,
+                           const int64_t *row_shape, int row_rank, const char *label)
+{
+    gb_error err = {0};
+    int iters = b->quick ? 300 : 2000, n = 0;
+    size_t bytes = (size_t)rows * (size_t)row_bytes;
+    size_t reply_bytes = (size_t)rows * 12; /* action int32, logp and value float32 */
+    unsigned char *obs = malloc(bytes);
+    double *rtt = malloc(sizeof(double) * (size_t)iters);
+    double *raw = malloc(sizeof(double) * (size_t)iters);
+    rtt_pair p = {0};
+    int rc = !obs || !rtt || !raw ? gb_error_set(&err, GB_ENOMEM, "out of memory")
+                                  : rtt_pair_open(&p, b, reply_bytes, &err);
+    if (!rc) {
+        memset(obs, 1, bytes);
+        gb_tensor_desc d;
+        int64_t shape[GB_WIRE_MAX_RANK];
+        shape[0] = rows;
+        for (int i = 0; i < row_rank; i++)
+            shape[1 + i] = row_shape[i];
+        gb_wire_set_tensor(&d, "obs", dtype, 1 + row_rank, shape, NULL);
+        const void *data[1] = {obs};
+        rc = rtt_measure(&p, &d, data, obs, bytes, iters, b->quick ? 1.5 : 5.0, rtt, raw, &n,
+                         &err);
+    }
+    rtt_pair_close(&p);
+    if (!rc && n > 0)
+        rtt_print(b, rows, label, bytes, reply_bytes, rtt, raw, n);
+    else
+        fprintf(stderr, "bench streams: inference: %s\n", err.msg);
     free(obs);
     free(rtt);
     free(raw);
-    return 0;
+    return rc || n == 0;
 }
-
-/* ---- sample throughput ----------------------------------------------------------------------- */
-
 
 int gb_bench_inference_rtt(gb_bench_net *b)
 {
@@ -330,8 +360,8 @@ int gb_bench_inference_pipelined(gb_bench_net *b)
                    b->tcp ? "tcp" : "ipc", counts[k], piped, serial, (unsigned long long)bp,
                    (unsigned long long)bs, piped / serial);
         else
-            printf("inference_pipelined  %d client%s x 2 x 32 rows, 1 ms forward  pipelined %7.0f req/s "
-                   "(%llu batches)  serial %7.0f req/s (%llu batches)  ratio %.2f\n",
+            printf("inference_pipelined  %d client%s x 2 x 32 rows, 1 ms forward  pipelined "
+                   "%7.0f req/s (%llu batches)  serial %7.0f req/s (%llu batches)  ratio %.2f\n",
                    counts[k], counts[k] > 1 ? "s" : " ", piped, (unsigned long long)bp, serial,
                    (unsigned long long)bs, piped / serial);
         fflush(stdout);

@@ -100,8 +100,9 @@ static int bench_select_cpu(const bench_opts *o, double *weighted_p50, double *t
     }
     for (int r = -1; r < reps; r++) { /* r = -1: warm-up (page faults) */
         uint64_t t0 = gb_now_ns();
-        if ((rc = gb_kernels_select_weighted_cpu(p, o->n, 0.6, o->k, gb_kernels_seed(1, (uint64_t)(r + 1)),
-                                                 1, cum, idx, probs, NULL, err)))
+        if ((rc = gb_kernels_select_weighted_cpu(p, o->n, 0.6, o->k,
+                                                 gb_kernels_seed(1, (uint64_t)(r + 1)), 1, cum,
+                                                 idx, probs, NULL, err)))
             goto fail;
         if (r >= 0)
             t[r] = (double)(gb_now_ns() - t0) * 1e-3;
@@ -271,7 +272,8 @@ static int bench_gather_gpu(gb_kernels_ctx *ctx, const bench_opts *o, uint64_t r
         goto fail;
     double h2d_gbps = (double)g.bytes / (h2d * 1e3), staged_gbps = (double)g.bytes / (staged * 1e3);
     emit_rate(o, "h2d_memcpy", row_bytes, rows, h2d, NULL, 0, NULL, 0);
-    emit_rate(o, "gather_cpu_orchestrated", row_bytes, rows, staged, "h2d_memcpy", h2d_gbps, NULL, 0);
+    emit_rate(o, "gather_cpu_orchestrated", row_bytes, rows, staged, "h2d_memcpy", h2d_gbps, NULL,
+              0);
     emit_rate(o, "gather", row_bytes, rows, gather, "h2d_memcpy", h2d_gbps,
               "gather_cpu_orchestrated", staged_gbps);
 fail:
@@ -297,8 +299,9 @@ typedef struct select_bench {
 static int op_weighted(gb_kernels_ctx *ctx, void *arg, int rep, gb_error *err)
 {
     select_bench *s = arg;
-    return gb_kernels_select_weighted(ctx, s->prio, s->n, 0.6, s->k, gb_kernels_seed(1, (uint64_t)rep),
-                                      1, s->idx, s->probs, err);
+    return gb_kernels_select_weighted(ctx, s->prio, s->n, 0.6, s->k,
+                                      gb_kernels_seed(1, (uint64_t)rep), 1, s->idx, s->probs,
+                                      err);
 }
 
 static int op_topk(gb_kernels_ctx *ctx, void *arg, int rep, gb_error *err)
@@ -328,7 +331,8 @@ static int bench_select_gpu(gb_kernels_ctx *ctx, const bench_opts *o, double cpu
     double p50, p90;
     if ((rc = time_op(ctx, reps, op_weighted, &s, &p50, &p90, err)))
         goto fail;
-    emit_select(o, "weighted_select", o->n, o->k, p50, p90, reps, "weighted_select_cpu", cpu_weighted);
+    emit_select(o, "weighted_select", o->n, o->k, p50, p90, reps, "weighted_select_cpu",
+                cpu_weighted);
     if ((rc = time_op(ctx, reps, op_topk, &s, &p50, &p90, err)))
         goto fail;
     emit_select(o, "topk", o->n, o->k, p50, p90, reps, "topk_cpu", cpu_topk);
@@ -353,34 +357,44 @@ static void bench_kernels_usage(FILE *out)
             "--quick: n = 1e6, 16 MiB per gather, 5 repetitions.\n");
 }
 
+static int on_option(void *ctx, int val, const char *arg)
+{
+    bench_opts *o = ctx;
+    switch (val) {
+    case 'q':
+        o->n = 1000000;
+        o->gather_bytes = 16ULL << 20;
+        o->reps = 5;
+        break;
+    case 'n':
+        o->n = (int64_t)strtod(arg, NULL);
+        break;
+    case 'k':
+        o->k = (int64_t)strtod(arg, NULL);
+        break;
+    case 'r':
+        o->reps = atoi(arg);
+        break;
+    case 'g':
+        o->gather_bytes = (uint64_t)(strtod(arg, NULL) * 1048576.0);
+        break;
+    }
+    return 0;
+}
+
 int gb_bench_kernels(int argc, char **argv, int json)
 {
-    bench_opts o = {json, 10, 100000000, 1024, 256ULL << 20};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
-        if (strcmp(a, "--json") == 0) {
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            bench_kernels_usage(stdout);
-            return GB_EXIT_OK;
-        } else if (strcmp(a, "--quick") == 0) {
-            o.n = 1000000;
-            o.gather_bytes = 16ULL << 20;
-            o.reps = 5;
-        } else if (strcmp(a, "--n") == 0 && has) {
-            o.n = (int64_t)strtod(argv[++i], NULL);
-        } else if (strcmp(a, "--k") == 0 && has) {
-            o.k = (int64_t)strtod(argv[++i], NULL);
-        } else if (strcmp(a, "--reps") == 0 && has) {
-            o.reps = atoi(argv[++i]);
-        } else if (strcmp(a, "--gather-mib") == 0 && has) {
-            o.gather_bytes = (uint64_t)(strtod(argv[++i], NULL) * 1048576.0);
-        } else {
-            fprintf(stderr, "gearbox bench kernels: unknown option '%s'\n", a);
-            bench_kernels_usage(stderr);
-            return GB_EXIT_USAGE;
-        }
+    if (gb_wants_help(argc, argv)) {
+        bench_kernels_usage(stdout);
+        return GB_EXIT_OK;
     }
+    static const struct option longs[] = {
+        {"quick", no_argument, NULL, 'q'},      {"n", required_argument, NULL, 'n'},
+        {"k", required_argument, NULL, 'k'},    {"reps", required_argument, NULL, 'r'},
+        {"gather-mib", required_argument, NULL, 'g'}, GB_BENCH_OPTION_JSON, {0}};
+    bench_opts o = {json, 10, 100000000, 1024, 256ULL << 20};
+    if (gb_bench_options(argc, argv, longs, 0, on_option, &o, bench_kernels_usage))
+        return GB_EXIT_USAGE;
     if (o.n < 1 || o.n > 2000000000 || o.k < 1 || o.k > o.n || o.reps < 1 || o.reps > MAX_REPS ||
         o.gather_bytes < 65536) {
         fprintf(stderr, "gearbox bench kernels: need 1 <= k <= n <= 2e9, 1 <= reps <= %d, "

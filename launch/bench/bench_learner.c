@@ -168,32 +168,46 @@ static int time_learner(const gb_config *cfg, const gb_torch_space *sp, double b
     return rc;
 }
 
+typedef struct learner_opts {
+    const char *configs[MAX_CONFIGS], *sets[64];
+    int nconfigs, nsets, quick;
+    double seconds;
+} learner_opts;
+
+static int on_option(void *ctx, int val, const char *arg)
+{
+    learner_opts *o = ctx;
+    if (val == 's' && o->nsets < 64)
+        o->sets[o->nsets++] = arg;
+    else if (val == 't')
+        o->seconds = atof(arg);
+    else if (val == 'q')
+        o->quick = 1;
+    else if (val == 1 && arg[0] != '-' && o->nconfigs < MAX_CONFIGS)
+        o->configs[o->nconfigs++] = arg;
+    else {
+        fprintf(stderr, "gearbox bench learner: unknown option '%s'\n", val == 's' ? "--set" : arg);
+        usage(stderr);
+        return -1;
+    }
+    return 0;
+}
+
 int gb_bench_learner(int argc, char **argv, int json)
 {
     if (gb_wants_help(argc, argv)) {
         usage(stdout);
         return GB_EXIT_OK;
     }
-    const char *configs[MAX_CONFIGS], *sets[64];
-    int nconfigs = 0, nsets = 0, quick = 0;
-    double seconds = -1;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--set") == 0 && i + 1 < argc && nsets < 64)
-            sets[nsets++] = argv[++i];
-        else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
-            seconds = atof(argv[++i]);
-        else if (strcmp(argv[i], "--quick") == 0)
-            quick = 1;
-        else if (strcmp(argv[i], "--json") == 0)
-            continue;
-        else if (argv[i][0] != '-' && nconfigs < MAX_CONFIGS)
-            configs[nconfigs++] = argv[i];
-        else {
-            fprintf(stderr, "gearbox bench learner: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return GB_EXIT_USAGE;
-        }
-    }
+    static const struct option longs[] = {
+        {"set", required_argument, NULL, 's'}, {"seconds", required_argument, NULL, 't'},
+        {"quick", no_argument, NULL, 'q'}, GB_BENCH_OPTION_JSON, {0}};
+    learner_opts o = {.seconds = -1};
+    if (gb_bench_options(argc, argv, longs, 1, on_option, &o, usage))
+        return GB_EXIT_USAGE;
+    const char **configs = o.configs, **sets = o.sets;
+    int nconfigs = o.nconfigs, nsets = o.nsets, quick = o.quick;
+    double seconds = o.seconds;
     if (seconds <= 0)
         seconds = quick ? 0.2 : 2.0;
     static char paths[3][1100];

@@ -106,212 +106,297 @@ static int time_calls(gb_torch_model *m, const void *obs, int64_t rows, int forw
     return 0;
 }
 
+typedef struct prec_opts {
+    const char *config; /* NULL: default_config */
+    const char *sets[64];
+    int nsets, quick;
+    double seconds;
+    char precs[MAX_CASES][16], batches[MAX_CASES][16], kernel_names[2][16];
+    int nprec, nbatch, nkern; /* -1: a list that did not parse */
+} prec_opts;
+
+static int on_option(void *ctx, int val, const char *arg)
+{
+    prec_opts *o = ctx;
+    switch (val) {
+    case 'c':
+        o->config = arg;
+        break;
+    case 's':
+        if (o->nsets >= 64) {
+            usage(stderr);
+            return -1;
+        }
+        o->sets[o->nsets++] = arg;
+        break;
+    case 'p':
+        o->nprec = parse_list(arg, o->precs, MAX_CASES);
+        break;
+    case 'k':
+        o->nkern = parse_list(arg, o->kernel_names, 2);
+        break;
+    case 'b':
+        o->nbatch = parse_list(arg, o->batches, MAX_CASES);
+        break;
+    case 't':
+        o->seconds = atof(arg);
+        break;
+    case 'q':
+        o->quick = 1;
+        break;
+    }
+    return 0;
+}
+
+/* What one run measures: every precision through every kernels (the first, fp32, the
+ * reference), at every batch size. */
+typedef struct prec_cases {
+    int n, prec[MAX_CASES], kern[MAX_CASES];
+    const char *name[MAX_CASES];
+    int nbatch;
+    int64_t rows[MAX_CASES], max_rows;
+} prec_cases;
+
+/* The cases of the options; returns 0, or -1 after saying which list is wrong. */
+static int plan_cases(const prec_opts *o, prec_cases *c)
+{
+    int nprec = o->nprec;
+    c->n = 0;
+    for (int k = 0; k < o->nkern && nprec > 0; k++) {
+        const char *kn = o->kernel_names[k];
+        int kv = strcmp(kn, "gearbox") == 0    ? GB_KERNELS_GEARBOX
+                 : strcmp(kn, "libtorch") == 0 ? GB_KERNELS_LIBTORCH
+                                               : -1;
+        for (int i = 0; i < nprec && c->n < MAX_CASES; i++, c->n++) {
+            c->name[c->n] = o->precs[i];
+            c->kern[c->n] = kv;
+            if ((c->prec[c->n] = precision_of(o->precs[i])) < 0 || kv < 0)
+                nprec = -1;
+        }
+    }
+    if (nprec < 1 || o->nkern < 1 || o->nbatch < 1 || c->prec[0] != GB_PRECISION_FP32) {
+        fprintf(stderr, "gearbox bench inference: --precision is a list of fp32, bf16, int8 "
+                        "starting with fp32 (the reference), --kernels a list of gearbox, "
+                        "libtorch, --batch a list of row counts\n");
+        return -1;
+    }
+    c->nbatch = o->nbatch;
+    c->max_rows = 1;
+    for (int b = 0; b < o->nbatch; b++) {
+        c->rows[b] = atoll(o->batches[b]);
+        if (c->rows[b] < 1) {
+            fprintf(stderr, "gearbox bench inference: batch '%s' is not a row count\n",
+                    o->batches[b]);
+            return -1;
+        }
+        c->max_rows = c->rows[b] > c->max_rows ? c->rows[b] : c->max_rows;
+    }
+    return 0;
+}
+
+/* The config (--config, else default_config) with the --set lines applied. */
+static int load_config(const prec_opts *o, gb_config *cfg, gb_error *err)
+{
+    gb_config_marks *marks = NULL;
+    int rc = o->config ? gb_config_load(cfg, &marks, o->config, err)
+                       : gb_config_load_string(cfg, &marks, "bench_inference", default_config,
+                                               sizeof default_config - 1, err);
+    for (int i = 0; !rc && i < o->nsets; i++)
+        rc = gb_config_apply_set(cfg, marks, o->sets[i], i + 1, err);
+    if (!rc)
+        rc = gb_config_finish(cfg, marks, err);
+    gb_config_marks_free(marks);
+    cfg->policy.device = GB_DEVICE_CPU;
+    return rc;
+}
+
+/* The models and the inputs they run on (random observations of max_rows rows). */
+typedef struct prec_bench {
+    gb_torch_model *models[MAX_CASES];
+    const char *engine; /* int8's quantized engine */
+    void *obs, *action;
+    float *logp;
+} prec_bench;
+
+static void prec_bench_free(prec_bench *pb)
+{
+    for (int i = 0; i < MAX_CASES; i++)
+        gb_torch_model_destroy(pb->models[i]);
+    free(pb->obs);
+    free(pb->action);
+    free(pb->logp);
+}
+
+/* One model per case, all from one seed (the same fp32 parameters), and the inputs. */
+static int prec_bench_init(prec_bench *pb, gb_config *cfg, const prec_cases *c, gb_error *err)
+{
+    gb_env_spec spec;
+    gb_torch_space space;
+    int rc;
+    *pb = (prec_bench){.engine = ""};
+    if ((rc = gb_worker_env_space(cfg, &spec, &space, err)) ||
+        (rc = gb_torch_set_threads((int)cfg->policy.threads, err)))
+        return rc;
+    for (int i = 0; i < c->n; i++) {
+        cfg->policy.kernels = c->kern[i];
+        if ((rc = gb_torch_model_create(cfg, &space, 1, &pb->models[i], err)) ||
+            (rc = gb_torch_model_set_precision(pb->models[i], c->prec[i], err)) ||
+            (c->prec[i] == GB_PRECISION_INT8 &&
+             (rc = gb_torch_model_int8_engine(&pb->engine, err))))
+            return rc;
+    }
+    size_t elems = (size_t)c->max_rows;
+    for (int d = 0; d < space.obs_ndim; d++)
+        elems *= (size_t)space.obs_shape[d];
+    pb->obs = malloc(elems * gb_dtype_size(space.obs_dtype));
+    size_t action_row = space.discrete ? sizeof(int64_t) : sizeof(float) * (size_t)space.action_dim;
+    pb->action = malloc((size_t)c->max_rows * action_row);
+    pb->logp = malloc((size_t)c->max_rows * sizeof(float));
+    if (!pb->obs || !pb->action || !pb->logp)
+        return gb_error_set(err, GB_ENOMEM, "out of memory");
+    gb_rng rng;
+    gb_rng_seed(&rng, 7);
+    for (size_t i = 0; i < elems; i++) {
+        if (space.obs_dtype == GB_DTYPE_UINT8)
+            ((uint8_t *)pb->obs)[i] = (uint8_t)gb_rng_next(&rng);
+        else
+            ((float *)pb->obs)[i] = (float)(gb_rng_uniform(&rng) * 2.0 - 1.0);
+    }
+    return 0;
+}
+
+/* "mlp [64, 64] tanh" */
+static void describe_model(const gb_config *cfg, char *model, size_t cap)
+{
+    int off = snprintf(model, cap, "%s [",
+                       gb_config_enum_name("policy.model.type", cfg->policy.model.type));
+    for (int i = 0; i < cfg->policy.model.hidden.n && off < (int)cap - 16; i++)
+        off += snprintf(model + off, cap - (size_t)off, "%s%lld", i ? ", " : "",
+                        (long long)cfg->policy.model.hidden.v[i]);
+    snprintf(model + off, cap - (size_t)off, "] %s",
+             gb_config_enum_name("policy.model.activation", cfg->policy.model.activation));
+}
+
+/* The medians over rounds of each case's act and forward rates and their ratios to case 0. */
+typedef struct prec_figures {
+    double act[MAX_CASES], fwd[MAX_CASES], act_ratio[MAX_CASES], fwd_ratio[MAX_CASES];
+} prec_figures;
+
+/* Short slices, cases in turn, many rounds at rows rows: each round's ratio to fp32 is taken
+ * on the same load; the medians of the rates and of the ratios go into f. samples: room for
+ * rounds * 4 * ncases. */
+static int measure_rows(prec_bench *pb, int ncases, int64_t rows, double slice, int rounds,
+                        double *samples, prec_figures *f, gb_error *err)
+{
+    /* samples[((i * 4) + k) * rounds + r]: k = act rate, forward rate, act ratio, fwd ratio */
+#define SAMPLE(i, k, r) samples[((i) * 4 + (k)) * rounds + (r)]
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < ncases; i++) {
+            int rc;
+            if ((rc = time_calls(pb->models[i], pb->obs, rows, 0, slice, pb->action, pb->logp,
+                                 &SAMPLE(i, 0, r), err)) ||
+                (rc = time_calls(pb->models[i], pb->obs, rows, 1, slice, pb->action, pb->logp,
+                                 &SAMPLE(i, 1, r), err)))
+                return rc;
+        }
+        for (int i = 0; i < ncases; i++) {
+            SAMPLE(i, 2, r) = SAMPLE(i, 0, r) / SAMPLE(0, 0, r);
+            SAMPLE(i, 3, r) = SAMPLE(i, 1, r) / SAMPLE(0, 1, r);
+        }
+    }
+    for (int i = 0; i < ncases; i++) {
+        f->act[i] = gb_bench_quantile(&SAMPLE(i, 0, 0), rounds, 0.5);
+        f->fwd[i] = gb_bench_quantile(&SAMPLE(i, 1, 0), rounds, 0.5);
+        f->act_ratio[i] = gb_bench_quantile(&SAMPLE(i, 2, 0), rounds, 0.5);
+        f->fwd_ratio[i] = gb_bench_quantile(&SAMPLE(i, 3, 0), rounds, 0.5);
+    }
+#undef SAMPLE
+    return 0;
+}
+
+static void print_rows(const gb_config *cfg, const char *model, const prec_cases *c,
+                       const prec_bench *pb, int64_t rows, const prec_figures *f, int json)
+{
+    double load[1] = {0};
+    getloadavg(load, 1);
+    for (int i = 0; i < c->n; i++) {
+        /* what ran it: gearbox's program, or libtorch (int8: and its quantized engine) */
+        const char *kernels = gb_torch_model_kernels(pb->models[i]);
+        const char *qengine =
+            c->prec[i] == GB_PRECISION_INT8 && strncmp(kernels, "libtorch", 8) == 0 ? pb->engine
+                                                                                    : "";
+        if (json)
+            printf("{\"bench\": \"inference\", \"case\": \"precision\", \"env\": \"%s\", "
+                   "\"model\": \"%s\", \"precision\": \"%s\", \"kernels\": \"%s\", "
+                   "\"engine\": \"%s\", \"rows\": %lld, \"threads\": %lld, "
+                   "\"act_samples_per_cpu_s\": %.0f, \"forward_samples_per_cpu_s\": %.0f, "
+                   "\"act_ratio\": %.3f, \"forward_ratio\": %.3f, \"load1\": %.2f}\n",
+                   cfg->env.name, model, c->name[i], kernels, qengine, (long long)rows,
+                   (long long)cfg->policy.threads, f->act[i], f->fwd[i], f->act_ratio[i],
+                   f->fwd_ratio[i], load[0]);
+        else
+            printf("inference  %s %s  rows %5lld  %-4s %-27s act %9.0f samples/cpu-s "
+                   "(x%.2f)  forward %9.0f (x%.2f)  load %.2f\n",
+                   cfg->env.name, model, (long long)rows, c->name[i],
+                   qengine[0] ? qengine : kernels, f->act[i], f->act_ratio[i], f->fwd[i],
+                   f->fwd_ratio[i], load[0]);
+    }
+    fflush(stdout);
+}
+
+/* Every batch size in turn, all cases at each. */
+static int run_cases(gb_config *cfg, const prec_cases *c, double seconds, int json,
+                     gb_error *err)
+{
+    prec_bench pb;
+    int rc = prec_bench_init(&pb, cfg, c, err);
+    char model[128] = "";
+    describe_model(cfg, model, sizeof model);
+    const double slice = 0.02;
+    int rounds = (int)(seconds / (slice * 2 * c->n));
+    if (rounds < 3)
+        rounds = 3;
+    if (rounds > 512)
+        rounds = 512;
+    double *samples = rc ? NULL : malloc(sizeof(double) * (size_t)rounds * 4 * (size_t)c->n);
+    if (!rc && !samples)
+        rc = gb_error_set(err, GB_ENOMEM, "out of memory");
+    for (int b = 0; !rc && b < c->nbatch; b++) {
+        prec_figures f;
+        if (!(rc = measure_rows(&pb, c->n, c->rows[b], slice, rounds, samples, &f, err)))
+            print_rows(cfg, model, c, &pb, c->rows[b], &f, json);
+    }
+    free(samples);
+    prec_bench_free(&pb);
+    return rc;
+}
+
 int gb_bench_inference(int argc, char **argv, int json)
 {
     if (gb_wants_help(argc, argv)) {
         usage(stdout);
         return GB_EXIT_OK;
     }
-    const char *config = NULL;
-    const char *sets[64];
-    int nsets = 0, quick = 0;
-    double seconds = -1;
-    char precs[MAX_CASES][16], batches[MAX_CASES][16];
-    int nprec = parse_list("fp32,bf16,int8", precs, MAX_CASES);
-    int nbatch = parse_list("1,64,256,1024", batches, MAX_CASES);
-    char kernel_names[2][16];
-    int nkern = parse_list("gearbox,libtorch", kernel_names, 2);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
-            config = argv[++i];
-        else if (strcmp(argv[i], "--set") == 0 && i + 1 < argc && nsets < 64)
-            sets[nsets++] = argv[++i];
-        else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc)
-            nprec = parse_list(argv[++i], precs, MAX_CASES);
-        else if (strcmp(argv[i], "--kernels") == 0 && i + 1 < argc)
-            nkern = parse_list(argv[++i], kernel_names, 2);
-        else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc)
-            nbatch = parse_list(argv[++i], batches, MAX_CASES);
-        else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
-            seconds = atof(argv[++i]);
-        else if (strcmp(argv[i], "--quick") == 0)
-            quick = 1;
-        else if (strcmp(argv[i], "--json") != 0) {
-            usage(stderr);
-            return GB_EXIT_USAGE;
-        }
-    }
-    /* the cases: every precision through every kernels, the first (fp32) the reference */
-    int prec[MAX_CASES], kern[MAX_CASES], ncase = 0;
-    const char *prec_name[MAX_CASES];
-    for (int k = 0; k < nkern && nprec > 0; k++) {
-        int kv = strcmp(kernel_names[k], "gearbox") == 0    ? GB_KERNELS_GEARBOX
-                 : strcmp(kernel_names[k], "libtorch") == 0 ? GB_KERNELS_LIBTORCH
-                                                            : -1;
-        for (int i = 0; i < nprec && ncase < MAX_CASES; i++, ncase++) {
-            prec_name[ncase] = precs[i];
-            kern[ncase] = kv;
-            if ((prec[ncase] = precision_of(precs[i])) < 0 || kv < 0)
-                nprec = -1;
-        }
-    }
-    if (nprec < 1 || nkern < 1 || nbatch < 1 || prec[0] != GB_PRECISION_FP32) {
-        fprintf(stderr, "gearbox bench inference: --precision is a list of fp32, bf16, int8 "
-                        "starting with fp32 (the reference), --kernels a list of gearbox, "
-                        "libtorch, --batch a list of row counts\n");
+    static const struct option longs[] = {
+        {"config", required_argument, NULL, 'c'},  {"set", required_argument, NULL, 's'},
+        {"precision", required_argument, NULL, 'p'}, {"kernels", required_argument, NULL, 'k'},
+        {"batch", required_argument, NULL, 'b'},   {"seconds", required_argument, NULL, 't'},
+        {"quick", no_argument, NULL, 'q'},         GB_BENCH_OPTION_JSON, {0}};
+    prec_opts o = {.seconds = -1};
+    o.nprec = parse_list("fp32,bf16,int8", o.precs, MAX_CASES);
+    o.nbatch = parse_list("1,64,256,1024", o.batches, MAX_CASES);
+    o.nkern = parse_list("gearbox,libtorch", o.kernel_names, 2);
+    prec_cases c;
+    if (gb_bench_options(argc, argv, longs, 0, on_option, &o, usage) || plan_cases(&o, &c))
         return GB_EXIT_USAGE;
-    }
-    nprec = ncase;
-    if (seconds <= 0)
-        seconds = quick ? 0.2 : 2.0;
-
+    double seconds = o.seconds > 0 ? o.seconds : o.quick ? 0.2 : 2.0;
     gb_config cfg;
-    gb_config_marks *marks = NULL;
     gb_error err = {0};
-    int rc = config ? gb_config_load(&cfg, &marks, config, &err)
-                    : gb_config_load_string(&cfg, &marks, "bench_inference", default_config,
-                                            sizeof default_config - 1, &err);
-    for (int i = 0; !rc && i < nsets; i++)
-        rc = gb_config_apply_set(&cfg, marks, sets[i], i + 1, &err);
-    if (!rc)
-        rc = gb_config_finish(&cfg, marks, &err);
-    gb_config_marks_free(marks);
-    if (rc) {
+    if (load_config(&o, &cfg, &err)) {
         fprintf(stderr, "gearbox bench inference: %s\n", err.msg);
         return GB_EXIT_USAGE;
     }
-    cfg.policy.device = GB_DEVICE_CPU;
-    gb_env_spec spec;
-    gb_torch_space space;
-    gb_torch_model *models[MAX_CASES] = {0};
-    const char *engine = "";
-    int64_t max_rows = 1;
-    int64_t rows[MAX_CASES];
-    for (int b = 0; b < nbatch; b++) {
-        rows[b] = atoll(batches[b]);
-        if (rows[b] < 1) {
-            fprintf(stderr, "gearbox bench inference: batch '%s' is not a row count\n",
-                    batches[b]);
-            return GB_EXIT_USAGE;
-        }
-        max_rows = rows[b] > max_rows ? rows[b] : max_rows;
-    }
-    void *obs = NULL, *action = NULL;
-    float *logp = NULL;
-    if ((rc = gb_worker_env_space(&cfg, &spec, &space, &err)) ||
-        (rc = gb_torch_set_threads((int)cfg.policy.threads, &err)))
-        goto done;
-    /* one seed: every precision's model starts from the same fp32 parameters */
-    for (int i = 0; i < nprec; i++) {
-        cfg.policy.kernels = kern[i];
-        if ((rc = gb_torch_model_create(&cfg, &space, 1, &models[i], &err)) ||
-            (rc = gb_torch_model_set_precision(models[i], prec[i], &err)) ||
-            (prec[i] == GB_PRECISION_INT8 && (rc = gb_torch_model_int8_engine(&engine, &err))))
-            goto done;
-    }
-    size_t obs_row = gb_dtype_size(space.obs_dtype);
-    for (int d = 0; d < space.obs_ndim; d++)
-        obs_row *= (size_t)space.obs_shape[d];
-    obs = malloc((size_t)max_rows * obs_row);
-    size_t action_row = space.discrete ? sizeof(int64_t) : sizeof(float) * (size_t)space.action_dim;
-    action = malloc((size_t)max_rows * action_row);
-    logp = malloc((size_t)max_rows * sizeof(float));
-    if (!obs || !action || !logp) {
-        rc = gb_error_set(&err, GB_ENOMEM, "out of memory");
-        goto done;
-    }
-    gb_rng rng;
-    gb_rng_seed(&rng, 7);
-    for (size_t i = 0; i < (size_t)max_rows * obs_row / gb_dtype_size(space.obs_dtype); i++) {
-        if (space.obs_dtype == GB_DTYPE_UINT8)
-            ((uint8_t *)obs)[i] = (uint8_t)gb_rng_next(&rng);
-        else
-            ((float *)obs)[i] = (float)(gb_rng_uniform(&rng) * 2.0 - 1.0);
-    }
-    char model[128] = "";
-    int off = snprintf(model, sizeof model, "%s [", gb_config_enum_name("policy.model.type",
-                                                                        cfg.policy.model.type));
-    for (int i = 0; i < cfg.policy.model.hidden.n && off < (int)sizeof model - 16; i++)
-        off += snprintf(model + off, sizeof model - (size_t)off, "%s%lld", i ? ", " : "",
-                        (long long)cfg.policy.model.hidden.v[i]);
-    snprintf(model + off, sizeof model - (size_t)off, "] %s",
-             gb_config_enum_name("policy.model.activation", cfg.policy.model.activation));
-    /* short slices, precisions in turn, many rounds: each round's ratio to fp32 is taken on
-     * the same load; the medians of the rates and of the ratios are reported */
-    const double slice = 0.02;
-    int rounds = (int)(seconds / (slice * 2 * nprec));
-    if (rounds < 3)
-        rounds = 3;
-    if (rounds > 512)
-        rounds = 512;
-    double *samples = malloc(sizeof(double) * (size_t)rounds * 4 * (size_t)nprec);
-    if (!samples) {
-        rc = gb_error_set(&err, GB_ENOMEM, "out of memory");
-        goto done;
-    }
-    for (int b = 0; b < nbatch; b++) {
-        /* samples[((i * 4) + k) * rounds + r]: k = act rate, forward rate, act ratio, fwd ratio */
-        double act[MAX_CASES], fwd[MAX_CASES], act_ratio[MAX_CASES], fwd_ratio[MAX_CASES];
-        for (int r = 0; r < rounds; r++) {
-            for (int i = 0; i < nprec; i++) {
-                double ra, rf;
-                if ((rc = time_calls(models[i], obs, rows[b], 0, slice, action, logp, &ra,
-                                     &err)) ||
-                    (rc = time_calls(models[i], obs, rows[b], 1, slice, action, logp, &rf,
-                                     &err))) {
-                    free(samples);
-                    goto done;
-                }
-                samples[(i * 4 + 0) * rounds + r] = ra;
-                samples[(i * 4 + 1) * rounds + r] = rf;
-            }
-            for (int i = 0; i < nprec; i++) {
-                samples[(i * 4 + 2) * rounds + r] = samples[(i * 4 + 0) * rounds + r] /
-                                                    samples[(0 * 4 + 0) * rounds + r];
-                samples[(i * 4 + 3) * rounds + r] = samples[(i * 4 + 1) * rounds + r] /
-                                                    samples[(0 * 4 + 1) * rounds + r];
-            }
-        }
-        for (int i = 0; i < nprec; i++) {
-            act[i] = gb_bench_quantile(samples + (i * 4 + 0) * rounds, rounds, 0.5);
-            fwd[i] = gb_bench_quantile(samples + (i * 4 + 1) * rounds, rounds, 0.5);
-            act_ratio[i] = gb_bench_quantile(samples + (i * 4 + 2) * rounds, rounds, 0.5);
-            fwd_ratio[i] = gb_bench_quantile(samples + (i * 4 + 3) * rounds, rounds, 0.5);
-        }
-        double load[1] = {0};
-        getloadavg(load, 1);
-        for (int i = 0; i < nprec; i++) {
-            /* what ran it: gearbox's program, or libtorch (int8: and its quantized engine) */
-            const char *kernels = gb_torch_model_kernels(models[i]);
-            const char *qengine =
-                prec[i] == GB_PRECISION_INT8 && strncmp(kernels, "libtorch", 8) == 0 ? engine
-                                                                                       : "";
-            if (json)
-                printf("{\"bench\": \"inference\", \"case\": \"precision\", \"env\": \"%s\", "
-                       "\"model\": \"%s\", \"precision\": \"%s\", \"kernels\": \"%s\", "
-                       "\"engine\": \"%s\", \"rows\": %lld, \"threads\": %lld, "
-                       "\"act_samples_per_cpu_s\": %.0f, \"forward_samples_per_cpu_s\": %.0f, "
-                       "\"act_ratio\": %.3f, \"forward_ratio\": %.3f, \"load1\": %.2f}\n",
-                       cfg.env.name, model, prec_name[i], kernels, qengine, (long long)rows[b],
-                       (long long)cfg.policy.threads, act[i], fwd[i], act_ratio[i],
-                       fwd_ratio[i], load[0]);
-            else
-                printf("inference  %s %s  rows %5lld  %-4s %-27s act %9.0f samples/cpu-s "
-                       "(x%.2f)  forward %9.0f (x%.2f)  load %.2f\n",
-                       cfg.env.name, model, (long long)rows[b], prec_name[i],
-                       qengine[0] ? qengine : kernels, act[i], act_ratio[i], fwd[i],
-                       fwd_ratio[i], load[0]);
-        }
-        fflush(stdout);
-    }
-    free(samples);
-done:
-    for (int i = 0; i < MAX_CASES; i++)
-        gb_torch_model_destroy(models[i]);
-    free(obs);
-    free(action);
-    free(logp);
-    if (rc) {
+    if (run_cases(&cfg, &c, seconds, json, &err)) {
         fprintf(stderr, "gearbox bench inference: %s\n", err.msg);
         return GB_EXIT_FAILURE;
     }

@@ -103,164 +103,210 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* One phase: a fresh service, nrelays relays (0: direct), NSUBS subscribers, versions versions. */
-static int run_phase(gb_bench_net *b, int nrelays, size_t bytes, int versions, phase_result *res)
+/* One phase's objects: the service, its relays and subscribers, the publisher, the threads
+ * that drive them. */
+typedef struct phase {
+    gb_bench_net *b;
+    int nrelays;             /* asked for (0: direct) */
+    int nrel, nsubs, started; /* opened; threads started */
+    pump p;
+    relay_sub subs[NSUBS];
+    relay_thread_arg ra[NRELAYS];
+    pthread_t sth, rth[NRELAYS], subth[NSUBS];
+    gb_param_publisher *pubr;
+    gb_param_entry e; /* one uint8 tensor of the phase's bytes */
+} phase;
+
+/* Opens the service, ph->nrelays relays (chunks of chunk bytes), NSUBS subscribers (to the
+ * relays in turn, or to the service) and the publisher, then starts their threads. Returns 0
+ * or the error; what was opened is in ph for phase_close. */
+static int phase_open(phase *ph, uint64_t chunk, gb_error *err)
 {
-    gb_error err;
-    memset(res, 0, sizeof *res);
+    gb_bench_net *b = ph->b;
     char in[256], pub[256], fetch[256];
     gb_bench_net_endpoint(b, in, sizeof in, "relay-svc-in");
     gb_bench_net_endpoint(b, pub, sizeof pub, "relay-svc-pub");
     gb_bench_net_endpoint(b, fetch, sizeof fetch, "relay-svc-fetch");
-    uint64_t chunk = 1 << 20;
     gb_param_service_opts so = {.in_endpoint = in, .pub_endpoint = pub, .fetch_endpoint = fetch,
                                 .role = GB_ROLE_PARAMS, .max_chunk_bytes = chunk};
-    static pump p;
-    memset(&p, 0, sizeof p);
-    static relay_sub subs[NSUBS];
-    relay_thread_arg ra[NRELAYS];
-    pthread_t sth, rth[NRELAYS], subth[NSUBS];
-    int nsubs = 0, nrel = 0, started = 0;
-    gb_param_publisher *pubr = NULL;
-    unsigned char *data = malloc(bytes);
-    double *lat = calloc((size_t)versions, sizeof *lat);
-    if (!data || !lat || gb_param_service_open(&p.svc, b->ctx, &so, &err))
-        goto fail;
-    for (; nrel < nrelays; nrel++) {
+    int rc = gb_param_service_open(&ph->p.svc, b->ctx, &so, err);
+    gb_param_service *svc = ph->p.svc;
+    for (; !rc && ph->nrel < ph->nrelays; ph->nrel++) {
         char rp[256], rf[256];
         gb_bench_net_endpoint(b, rp, sizeof rp, "relay-pub");
         gb_bench_net_endpoint(b, rf, sizeof rf, "relay-fetch");
-        gb_param_relay_opts ro = {.up_pub_endpoint = gb_param_service_endpoint(p.svc, "pub"),
-                                  .up_fetch_endpoint = gb_param_service_endpoint(p.svc, "fetch"),
+        gb_param_relay_opts ro = {.up_pub_endpoint = gb_param_service_endpoint(svc, "pub"),
+                                  .up_fetch_endpoint = gb_param_service_endpoint(svc, "fetch"),
                                   .pub_endpoint = rp, .fetch_endpoint = rf, .timeout_ms = 5000,
-                                  .chunk_bytes = chunk, .role = GB_ROLE_RELAY, .index = nrel};
-        if (gb_param_relay_open(&p.relay[nrel], b->ctx, &ro, &err))
-            goto fail;
+                                  .chunk_bytes = chunk, .role = GB_ROLE_RELAY, .index = ph->nrel};
+        if ((rc = gb_param_relay_open(&ph->p.relay[ph->nrel], b->ctx, &ro, err)))
+            return rc;
     }
-    for (; nsubs < NSUBS; nsubs++) {
-        gb_param_relay *r = nrelays ? p.relay[nsubs % nrelays] : NULL;
+    for (; !rc && ph->nsubs < NSUBS; ph->nsubs++) {
+        int i = ph->nsubs;
+        gb_param_relay *r = ph->nrelays ? ph->p.relay[i % ph->nrelays] : NULL;
         gb_param_subscriber_opts o = {
             .pub_endpoint = r ? gb_param_relay_endpoint(r, "pub")
-                              : gb_param_service_endpoint(p.svc, "pub"),
+                              : gb_param_service_endpoint(svc, "pub"),
             .fetch_endpoint = r ? gb_param_relay_endpoint(r, "fetch")
-                                : gb_param_service_endpoint(p.svc, "fetch"),
-            .timeout_ms = 5000, .role = GB_ROLE_POLICY, .index = nsubs, .chunk_bytes = chunk};
-        memset(&subs[nsubs], 0, sizeof subs[nsubs]);
-        atomic_store(&subs[nsubs].version, -1);
-        if (gb_param_subscriber_open(&subs[nsubs].s, b->ctx, &o, &err))
-            goto fail;
+                                : gb_param_service_endpoint(svc, "fetch"),
+            .timeout_ms = 5000, .role = GB_ROLE_POLICY, .index = i, .chunk_bytes = chunk};
+        atomic_store(&ph->subs[i].version, -1);
+        if ((rc = gb_param_subscriber_open(&ph->subs[i].s, b->ctx, &o, err)))
+            return rc;
     }
-    gb_param_publisher_opts po = {gb_param_service_endpoint(p.svc, "in"), chunk, 30000,
+    gb_param_publisher_opts po = {gb_param_service_endpoint(svc, "in"), chunk, 30000,
                                   GB_ROLE_TRAINER, 0};
-    if (gb_param_publisher_open(&pubr, b->ctx, &po, &err))
-        goto fail;
-    pthread_create(&sth, NULL, service_thread, &p);
-    for (int i = 0; i < nrel; i++) {
-        ra[i] = (relay_thread_arg){&p, i};
-        pthread_create(&rth[i], NULL, relay_thread, &ra[i]);
+    if (rc || (rc = gb_param_publisher_open(&ph->pubr, b->ctx, &po, err)))
+        return rc;
+    pthread_create(&ph->sth, NULL, service_thread, &ph->p);
+    for (int i = 0; i < ph->nrel; i++) {
+        ph->ra[i] = (relay_thread_arg){&ph->p, i};
+        pthread_create(&ph->rth[i], NULL, relay_thread, &ph->ra[i]);
     }
-    for (int i = 0; i < nsubs; i++)
-        pthread_create(&subth[i], NULL, sub_thread, &subs[i]);
-    started = 1;
-    /* every subscriber (or relay) connected to the service, every subscriber to its relay */
+    for (int i = 0; i < ph->nsubs; i++)
+        pthread_create(&ph->subth[i], NULL, sub_thread, &ph->subs[i]);
+    ph->started = 1;
+    return 0;
+}
+
+/* Waits until every subscriber (or relay) is connected to the service and every subscriber to
+ * its relay; GB_ETIMEOUT after 60 s. */
+static int phase_wait_connected(phase *ph, gb_error *err)
+{
+    int nrel = ph->nrel;
     for (int waited = 0;; waited += 10) {
-        int ok = atomic_load(&p.svc_snap.peers) >= (uint64_t)(nrel ? nrel : NSUBS);
+        int ok = atomic_load(&ph->p.svc_snap.peers) >= (uint64_t)(nrel ? nrel : NSUBS);
         for (int i = 0; i < nrel; i++)
-            ok &= atomic_load(&p.relay_snap[i].peers) >= (uint64_t)(NSUBS / nrel);
+            ok &= atomic_load(&ph->p.relay_snap[i].peers) >= (uint64_t)(NSUBS / nrel);
         if (ok)
-            break;
-        if (waited > 60000) {
-            gb_error_set(&err, GB_ETIMEOUT, "subscribers not connected within 60 s (the "
-                         "service has %llu, relay 0 %llu)",
-                         (unsigned long long)atomic_load(&p.svc_snap.peers),
-                         (unsigned long long)(nrel ? atomic_load(&p.relay_snap[0].peers) : 0));
-            goto fail;
-        }
+            return 0;
+        if (waited > 60000)
+            return gb_error_set(
+                err, GB_ETIMEOUT, "subscribers not connected within 60 s (the service has %llu, "
+                "relay 0 %llu)", (unsigned long long)atomic_load(&ph->p.svc_snap.peers),
+                (unsigned long long)(nrel ? atomic_load(&ph->p.relay_snap[0].peers) : 0));
         gb_sleep_ms(10);
     }
-    gb_param_entry e;
-    memset(&e, 0, sizeof e);
-    snprintf(e.name, sizeof e.name, "weights");
-    e.dtype = GB_DTYPE_UINT8;
-    e.rank = 1;
-    e.shape[0] = (int64_t)bytes;
-    /* warm-up versions until each subscriber got one whole on PUB: a connection counted by PUB
-     * is not yet a subscription it honours, and a subscriber that joins late fetches */
-    int v0 = 0;
+}
+
+/* Warm-up versions until each subscriber got one whole on PUB: a connection counted by PUB is
+ * not yet a subscription it honours, and a subscriber that joins late fetches. Returns 0 with
+ * *v0 the last warm-up version, or the error. */
+static int phase_warm_up(phase *ph, unsigned char *data, size_t bytes, int *v0, gb_error *err)
+{
+    *v0 = 0;
     for (int all = 0; !all; gb_sleep_ms(50)) {
-        memset(data, ++v0, bytes);
-        if (gb_param_publish(pubr, v0, &e, 1, data, bytes, &err))
-            goto fail;
+        memset(data, ++*v0, bytes);
+        int rc = gb_param_publish(ph->pubr, *v0, &ph->e, 1, data, bytes, err);
+        if (rc)
+            return rc;
         all = 1;
-        for (int i = 0; i < nsubs; i++) { /* each has v0 (or 10 s passed), then: on PUB? */
-            for (double t = gb_now_s(); atomic_load(&subs[i].version) < v0;)
+        for (int i = 0; i < ph->nsubs; i++) { /* each has v0 (or 10 s passed), then: on PUB? */
+            for (double t = gb_now_s(); atomic_load(&ph->subs[i].version) < *v0;)
                 if (gb_now_s() - t > 10)
                     break;
                 else
                     gb_sleep_ms(1);
-            all &= atomic_load(&subs[i].on_pub);
+            all &= atomic_load(&ph->subs[i].on_pub);
         }
-        if (v0 > 400) {
-            gb_error_set(&err, GB_ETIMEOUT, "subscribers not subscribed after 400 versions");
-            goto fail;
-        }
+        if (*v0 > 400)
+            return gb_error_set(err, GB_ETIMEOUT, "subscribers not subscribed after 400 "
+                                "versions");
     }
-    uint64_t sent0 = atomic_load(&p.svc_snap.sent);
+    return 0;
+}
+
+/* Versions v0 + 1 .. v0 + versions, each published once the previous reached everyone and
+ * timed from its publish until all have it (into lat); the whole into res. */
+static int phase_measure(phase *ph, unsigned char *data, size_t bytes, int v0, int versions,
+                         double *lat, phase_result *res, gb_error *err)
+{
+    int nrel = ph->nrel;
+    res->sent0 = atomic_load(&ph->p.svc_snap.sent);
     double t_all0 = gb_now_s();
     for (int v = v0 + 1; v <= v0 + versions; v++) {
         memset(data, v, bytes);
         double t0 = gb_now_s();
-        if (gb_param_publish(pubr, v, &e, 1, data, bytes, &err))
-            goto fail;
-        for (int i = 0; i < nsubs; i++)
-            while (atomic_load(&subs[i].version) < v) {
-                if (gb_now_s() - t0 > 60) {
-                    gb_error_set(&err, GB_ETIMEOUT, "subscriber %d: version %d not within 60 s "
-                                 "(it has %lld; its relay %lld; the service %lld)", i, v,
-                                 (long long)atomic_load(&subs[i].version),
-                                 nrel ? (long long)atomic_load(&p.relay_snap[i % nrel].version)
-                                      : -1,
-                                 (long long)atomic_load(&p.svc_snap.version));
-                    goto fail;
-                }
+        int rc = gb_param_publish(ph->pubr, v, &ph->e, 1, data, bytes, err);
+        if (rc)
+            return rc;
+        for (int i = 0; i < ph->nsubs; i++)
+            while (atomic_load(&ph->subs[i].version) < v) {
+                if (gb_now_s() - t0 > 60)
+                    return gb_error_set(
+                        err, GB_ETIMEOUT, "subscriber %d: version %d not within 60 s (it has "
+                        "%lld; its relay %lld; the service %lld)", i, v,
+                        (long long)atomic_load(&ph->subs[i].version),
+                        nrel ? (long long)atomic_load(&ph->p.relay_snap[i % nrel].version) : -1,
+                        (long long)atomic_load(&ph->p.svc_snap.version));
                 gb_sleep_ms(0.05);
             }
         lat[v - v0 - 1] = gb_now_s() - t0;
     }
     double total = gb_now_s() - t_all0;
     res->versions_per_s = versions / total;
-    res->sent0 = sent0;
     qsort(lat, (size_t)versions, sizeof *lat, cmp_double);
     res->median_s = lat[versions / 2];
     res->max_s = lat[versions - 1];
-    goto done;
-fail:
-    fprintf(stderr, "bench streams: param_relay (%s): %s\n", nrelays ? "relays" : "direct",
-            err.msg);
-    res->failed = 1;
-done:
-    atomic_store(&p.stop, 1);
-    for (int i = 0; i < nsubs; i++) {
-        atomic_store(&subs[i].stop, 1);
-        if (started)
-            pthread_join(subth[i], NULL);
-        gb_param_subscriber_close(subs[i].s);
+    return 0;
+}
+
+/* Stops the threads, reads the bytes sent (when the phase did not fail) and closes it all. */
+static void phase_close(phase *ph, int versions, phase_result *res)
+{
+    atomic_store(&ph->p.stop, 1);
+    for (int i = 0; i < ph->nsubs; i++) {
+        atomic_store(&ph->subs[i].stop, 1);
+        if (ph->started)
+            pthread_join(ph->subth[i], NULL);
+        gb_param_subscriber_close(ph->subs[i].s);
     }
-    if (started) {
-        pthread_join(sth, NULL);
-        for (int i = 0; i < nrel; i++)
-            pthread_join(rth[i], NULL);
+    if (ph->started) {
+        pthread_join(ph->sth, NULL);
+        for (int i = 0; i < ph->nrel; i++)
+            pthread_join(ph->rth[i], NULL);
     }
     if (!res->failed) { /* the threads are gone: their objects can be read */
         res->bytes_per_version =
-            (double)(gb_param_service_get_stats(p.svc).sent_bytes - res->sent0) / versions;
-        for (int i = 0; i < nrel; i++)
-            res->relay_sent += gb_param_relay_get_stats(p.relay[i]).down.sent_bytes;
+            (double)(gb_param_service_get_stats(ph->p.svc).sent_bytes - res->sent0) / versions;
+        for (int i = 0; i < ph->nrel; i++)
+            res->relay_sent += gb_param_relay_get_stats(ph->p.relay[i]).down.sent_bytes;
     }
-    for (int i = 0; i < nrel; i++)
-        gb_param_relay_close(p.relay[i]);
-    gb_param_publisher_close(pubr);
-    gb_param_service_close(p.svc);
+    for (int i = 0; i < ph->nrel; i++)
+        gb_param_relay_close(ph->p.relay[i]);
+    gb_param_publisher_close(ph->pubr);
+    gb_param_service_close(ph->p.svc);
+}
+
+/* One phase: a fresh service, nrelays relays (0: direct), NSUBS subscribers, versions versions
+ * of bytes. Returns 0, or 1 when it failed (the message on stderr, res->failed set). */
+static int run_phase(gb_bench_net *b, int nrelays, size_t bytes, int versions, phase_result *res)
+{
+    static phase ph; /* large: off the stack */
+    memset(&ph, 0, sizeof ph);
+    memset(res, 0, sizeof *res);
+    ph.b = b;
+    ph.nrelays = nrelays;
+    snprintf(ph.e.name, sizeof ph.e.name, "weights");
+    ph.e.dtype = GB_DTYPE_UINT8;
+    ph.e.rank = 1;
+    ph.e.shape[0] = (int64_t)bytes;
+    gb_error err = {0};
+    unsigned char *data = malloc(bytes);
+    double *lat = calloc((size_t)versions, sizeof *lat);
+    int v0 = 0;
+    int rc = !data || !lat ? gb_error_set(&err, GB_ENOMEM, "out of memory")
+                           : phase_open(&ph, 1 << 20, &err);
+    if (!rc && !(rc = phase_wait_connected(&ph, &err)) &&
+        !(rc = phase_warm_up(&ph, data, bytes, &v0, &err)))
+        rc = phase_measure(&ph, data, bytes, v0, versions, lat, res, &err);
+    if (rc) {
+        fprintf(stderr, "bench streams: param_relay (%s): %s\n", nrelays ? "relays" : "direct",
+                err.msg);
+        res->failed = 1;
+    }
+    phase_close(&ph, versions, res);
     free(data);
     free(lat);
     return res->failed;

@@ -1,8 +1,8 @@
 /* launch/bench/bench_replay.c: `gearbox bench replay`: the GEAR replay store on the CPU, through its
  * public API (replay/replay.h). Cases: insert (small and large items, items/s, steps/s, GB/s),
  * select (uniform, weighted, top-k at capacities 1e4..1e7, batch 256, p50), collect (>= 64 KB
- * items against a single-thread memcpy of the same bytes from memory, measured in the same run), and
- * sample_update (weighted select + collect + priority update of 256 from 1e6 small items), and,
+ * items against a single-thread memcpy of the same bytes from memory, measured in the same run),
+ * and sample_update (weighted select + collect + priority update of 256 from 1e6 small items), and,
  * only when asked for by --case, global_select (replay shards in a forked group of 4 ranks:
  * bench_replay_shards.c).
  * Options: --json, --case NAME, --max-capacity N (largest select capacity, default 1e7),
@@ -199,8 +199,9 @@ static int bench_select(const bopts *b, gb_selector_kind kind, const char *name,
         double p50 = gb_bench_quantile(t, reps, 0.5), p90 = gb_bench_quantile(t, reps, 0.9);
         *p50_out = p50;
         if (b->json)
-            printf("{\"bench\":\"replay\",\"case\":\"select\",\"selector\":\"%s\",\"capacity\":%lld,"
-                   "\"batch\":%lld,\"p50_us\":%.2f,\"p90_us\":%.2f,\"fill_items_per_s\":%.0f,"
+            printf("{\"bench\":\"replay\",\"case\":\"select\",\"selector\":\"%s\","
+                   "\"capacity\":%lld,\"batch\":%lld,\"p50_us\":%.2f,\"p90_us\":%.2f,"
+                   "\"fill_items_per_s\":%.0f,"
                    "\"reps\":%d}\n", name, (long long)capacity, (long long)batch, p50, p90,
                    (double)capacity / fill_s, reps);
         else
@@ -395,46 +396,114 @@ static void bench_usage(FILE *out)
                  "         run, as ctest's bench label runs it).\n");
 }
 
+typedef struct replay_opts {
+    bopts b;
+    double insert_s; /* per insert case */
+    int quick, only; /* only: a case_names index, -1: every one but global_select */
+} replay_opts;
+
+static int on_option(void *ctx, int val, const char *arg)
+{
+    replay_opts *o = ctx;
+    switch (val) {
+    case 'q':
+        o->b.max_capacity = 10000;
+        o->insert_s = 0.1;
+        o->quick = 1;
+        return 0;
+    case 'c':
+        for (int c = 0; c < NCASES; c++)
+            if (strcmp(arg, case_names[c]) == 0)
+                o->only = c;
+        if (o->only < 0) {
+            fprintf(stderr, "gearbox bench replay: no case '%s'\n", arg);
+            bench_usage(stderr);
+            return -1;
+        }
+        return 0;
+    case 'm':
+        o->b.max_capacity = (int64_t)strtod(arg, NULL);
+        return 0;
+    default: /* --reps */
+        o->b.reps = atoi(arg);
+        return 0;
+    }
+}
+
+/* insert: small items, one and 64 per call; large items. */
+static int run_insert(const bopts *b, double insert_s, gb_error *err)
+{
+    gb_replay_options o;
+    int rc;
+    if ((rc = small_options(&o, 100000, err)) ||
+        (rc = bench_insert(b, "small", &o, 1, insert_s, err)) ||
+        (rc = bench_insert(b, "small", &o, 64, insert_s, err)) ||
+        (rc = large_options(&o, 512, err)))
+        return rc;
+    return bench_insert(b, "large", &o, 1, insert_s, err);
+}
+
+/* select: three selectors at 1e4..1e7; weighted growth ratio 1e7 / 1e5. */
+static int run_select(const bopts *b, gb_error *err)
+{
+    const struct {
+        gb_selector_kind kind;
+        const char *name;
+    } sels[] = {{GB_SELECTOR_UNIFORM, "uniform"}, {GB_SELECTOR_WEIGHTED, "weighted"},
+                {GB_SELECTOR_TOPK, "topk"}};
+    double weighted_p50[4] = {0};
+    int rc = 0;
+    for (int s = 0; s < 3 && !rc; s++)
+        for (int e = 0; e < 4 && !rc; e++) {
+            int64_t cap = (int64_t)pow(10, 4 + e);
+            if (cap > b->max_capacity)
+                break;
+            double p50 = 0;
+            rc = bench_select(b, sels[s].kind, sels[s].name, cap, 256, &p50, err);
+            if (sels[s].kind == GB_SELECTOR_WEIGHTED)
+                weighted_p50[e] = p50;
+        }
+    if (!rc && weighted_p50[1] > 0 && weighted_p50[3] > 0) {
+        double g = weighted_p50[3] / weighted_p50[1];
+        if (b->json)
+            printf("{\"bench\":\"replay\",\"case\":\"select_growth\",\"selector\":\"weighted\","
+                   "\"from\":100000,\"to\":10000000,\"ratio\":%.3f}\n", g);
+        else
+            printf("select   weighted p50 at 1e7 / at 1e5 = %.2f\n", g);
+    }
+    return rc;
+}
+
+/* collect: 64 KB and 448 KB items, batch 256 / 32, one and two threads. */
+static int run_collect(const bopts *b, gb_error *err)
+{
+    int rc;
+    if ((rc = bench_collect(b, 1024, 16, 4096, 256, 1, err)) ||
+        (rc = bench_collect(b, 1024, 16, 4096, 256, 2, err)))
+        return rc;
+    return bench_collect(b, 256, 16, 84 * 84 * 4, 32, 1, err);
+}
+
 int gb_bench_replay(int argc, char **argv, int json)
 {
     if (gb_wants_help(argc, argv)) {
         bench_usage(stdout);
         return GB_EXIT_OK;
     }
-    bopts b = {json, 1000, 10000000, 2};
-    double insert_s = 0.5; /* per insert case */
-    int quick = 0, only = -1;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            continue;
-        if (strcmp(argv[i], "--quick") == 0) {
-            b.max_capacity = 10000;
-            insert_s = 0.1;
-            quick = 1;
-        } else if (strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
-            const char *name = argv[++i];
-            for (int c = 0; c < NCASES; c++)
-                if (strcmp(name, case_names[c]) == 0)
-                    only = c;
-            if (only < 0) {
-                fprintf(stderr, "gearbox bench replay: no case '%s'\n", name);
-                bench_usage(stderr);
-                return GB_EXIT_USAGE;
-            }
-        } else if (strcmp(argv[i], "--max-capacity") == 0 && i + 1 < argc)
-            b.max_capacity = (int64_t)strtod(argv[++i], NULL);
-        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
-            b.reps = atoi(argv[++i]);
-        else {
-            bench_usage(stderr);
-            return GB_EXIT_USAGE;
-        }
-    }
-    if (b.reps < 10)
-        b.reps = 10;
-    if (only == CASE_GLOBAL_SELECT) {
+    static const struct option longs[] = {
+        {"quick", no_argument, NULL, 'q'}, {"case", required_argument, NULL, 'c'},
+        {"max-capacity", required_argument, NULL, 'm'}, {"reps", required_argument, NULL, 'r'},
+        GB_BENCH_OPTION_JSON, {0}};
+    replay_opts o = {.b = {json, 1000, 10000000, 2}, .insert_s = 0.5, .only = -1};
+    if (gb_bench_options(argc, argv, longs, 0, on_option, &o, bench_usage))
+        return GB_EXIT_USAGE;
+    bopts *b = &o.b;
+    if (b->reps < 10)
+        b->reps = 10;
+    if (o.only == CASE_GLOBAL_SELECT) {
 #ifdef GEARBOX_BENCH_GLOBAL_SELECT
-        return gb_bench_replay_global_select(json, quick, b.reps) ? GB_EXIT_FAILURE : GB_EXIT_OK;
+        return gb_bench_replay_global_select(json, o.quick, b->reps) ? GB_EXIT_FAILURE
+                                                                     : GB_EXIT_OK;
 #else
         fprintf(stderr, "gearbox bench replay: global_select needs the trainers' group (libtorch); "
                         "this gearbox was built without it\n");
@@ -443,54 +512,14 @@ int gb_bench_replay(int argc, char **argv, int json)
     }
     gb_error err = {0};
     int rc = 0;
-    gb_replay_options o;
-    int want_insert = only < 0 || only == 0, want_select = only < 0 || only == 1,
-        want_collect = only < 0 || only == 2, want_update = only < 0 || only == 3;
-    /* insert: small items, one and 64 per call; large items. */
-    if (!rc && want_insert)
-        rc = small_options(&o, 100000, &err);
-    if (!rc && want_insert)
-        rc = bench_insert(&b, "small", &o, 1, insert_s, &err);
-    if (!rc && want_insert)
-        rc = bench_insert(&b, "small", &o, 64, insert_s, &err);
-    if (!rc && want_insert)
-        rc = large_options(&o, 512, &err);
-    if (!rc && want_insert)
-        rc = bench_insert(&b, "large", &o, 1, insert_s, &err);
-    /* select: three selectors at 1e4..1e7; weighted growth ratio 1e7 / 1e5. */
-    const struct {
-        gb_selector_kind kind;
-        const char *name;
-    } sels[] = {{GB_SELECTOR_UNIFORM, "uniform"}, {GB_SELECTOR_WEIGHTED, "weighted"},
-                {GB_SELECTOR_TOPK, "topk"}};
-    double weighted_p50[4] = {0};
-    for (int s = 0; s < 3 && !rc && want_select; s++)
-        for (int e = 0; e < 4 && !rc; e++) {
-            int64_t cap = (int64_t)pow(10, 4 + e);
-            if (cap > b.max_capacity)
-                break;
-            double p50 = 0;
-            rc = bench_select(&b, sels[s].kind, sels[s].name, cap, 256, &p50, &err);
-            if (sels[s].kind == GB_SELECTOR_WEIGHTED)
-                weighted_p50[e] = p50;
-        }
-    if (!rc && weighted_p50[1] > 0 && weighted_p50[3] > 0) {
-        double g = weighted_p50[3] / weighted_p50[1];
-        if (json)
-            printf("{\"bench\":\"replay\",\"case\":\"select_growth\",\"selector\":\"weighted\","
-                   "\"from\":100000,\"to\":10000000,\"ratio\":%.3f}\n", g);
-        else
-            printf("select   weighted p50 at 1e7 / at 1e5 = %.2f\n", g);
-    }
-    /* collect: 64 KB and 448 KB items, batch 256 / 32, one and two threads. */
-    if (!rc && want_collect)
-        rc = bench_collect(&b, 1024, 16, 4096, 256, 1, &err);
-    if (!rc && want_collect)
-        rc = bench_collect(&b, 1024, 16, 4096, 256, 2, &err);
-    if (!rc && want_collect)
-        rc = bench_collect(&b, 256, 16, 84 * 84 * 4, 32, 1, &err);
-    if (!rc && want_update)
-        rc = bench_sample_update(&b, b.max_capacity < 1000000 ? b.max_capacity : 1000000, &err);
+    if (o.only < 0 || o.only == 0)
+        rc = run_insert(b, o.insert_s, &err);
+    if (!rc && (o.only < 0 || o.only == 1))
+        rc = run_select(b, &err);
+    if (!rc && (o.only < 0 || o.only == 2))
+        rc = run_collect(b, &err);
+    if (!rc && (o.only < 0 || o.only == 3))
+        rc = bench_sample_update(b, b->max_capacity < 1000000 ? b->max_capacity : 1000000, &err);
     if (rc) {
         fprintf(stderr, "gearbox bench replay: %s\n", err.msg);
         return GB_EXIT_FAILURE;

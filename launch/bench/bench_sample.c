@@ -50,6 +50,80 @@ static void *raw_pull_thread(void *arg)
     return NULL;
 }
 
+/* gearbox's sample stream (one sender, one receiver) and a raw PUSH/PULL pair beside it, with
+ * the same high-water mark (streams.sample_hwm's default). */
+typedef struct sample_pair {
+    gb_sample_receiver *r;
+    gb_sample_sender *s;
+    void *push, *pull;
+} sample_pair;
+
+static void sample_pair_close(sample_pair *sp)
+{
+    gb_sample_sender_close(sp->s);
+    gb_sample_receiver_close(sp->r);
+    if (sp->push)
+        zmq_close(sp->push);
+    if (sp->pull)
+        zmq_close(sp->pull);
+}
+
+static int sample_pair_open(sample_pair *sp, gb_bench_net *b, gb_error *err)
+{
+    char ep[256];
+    int hwm = 64; /* streams.sample_hwm default */
+    *sp = (sample_pair){0};
+    gb_bench_net_endpoint(b, ep, sizeof ep, "bench-trainer");
+    gb_sample_receiver_opts ro = {.endpoint = ep, .hwm = hwm};
+    int rc = gb_sample_receiver_open(&sp->r, b->ctx, &ro, err);
+    if (rc)
+        return rc;
+    const char *eps[1] = {gb_sample_receiver_endpoint(sp->r)};
+    gb_sample_sender_opts so = {.endpoints = eps, .n_endpoints = 1, .hwm = hwm,
+                                .send_timeout_ms = -1, .role = GB_ROLE_ACTOR, .index = 0};
+    if ((rc = gb_sample_sender_open(&sp->s, b->ctx, &so, err)))
+        return rc;
+    return gb_bench_net_raw_pair(b, ZMQ_PULL, ZMQ_PUSH, "bench-pull", hwm, &sp->pull,
+                                 &sp->push, err);
+}
+
+/* One round of n chunks through gearbox, then n through raw PUSH/PULL, each timed from the
+ * first send to the receiver's last chunk: Gbit/s into rate and raw_rate, chunks received
+ * into *got. Returns 0, or 1 when a send failed (said on stderr). */
+static int sample_round(sample_pair *sp, const void *data, size_t chunk, long n, double *rate,
+                        double *raw_rate, long *got)
+{
+    gb_error err;
+    gb_tensor_desc d;
+    int64_t shape[1] = {(int64_t)chunk};
+    gb_wire_set_tensor(&d, "chunk", GB_DTYPE_UINT8, 1, shape, NULL);
+    gb_wire_payload p = {data, NULL, NULL, NULL};
+    int failed = 0;
+    pthread_t th;
+    recv_ctl rg = {sp->r, n, 0, 0};
+    pthread_create(&th, NULL, sample_recv_thread, &rg);
+    double t0 = gb_now_s();
+    for (long i = 0; i < n; i++)
+        if (gb_sample_send(sp->s, 1, &d, &p, 1, &err)) {
+            fprintf(stderr, "bench streams: sample: %s\n", err.msg);
+            failed = 1;
+            break;
+        }
+    pthread_join(th, NULL);
+    *got = atomic_load(&rg.got);
+    *rate = (double)chunk * (double)*got * 8 / (rg.t_end - t0) / 1e9;
+    recv_ctl rr = {sp->pull, n, 0, 0};
+    pthread_create(&th, NULL, raw_pull_thread, &rr);
+    t0 = gb_now_s();
+    for (long i = 0; i < n; i++)
+        zmq_send(sp->push, data, chunk, 0);
+    pthread_join(th, NULL);
+    *raw_rate = (double)chunk * (double)atomic_load(&rr.got) * 8 / (rr.t_end - t0) / 1e9;
+    return failed;
+}
+
+/* Chunks of chunk bytes through gearbox and raw PUSH/PULL; prints the row. Returns 0, or 1
+ * when a measurement failed. */
 static int bench_sample(gb_bench_net *b, size_t chunk)
 {
     gb_error err;
@@ -59,79 +133,28 @@ static int bench_sample(gb_bench_net *b, size_t chunk)
     enum { rounds = 8 };
     double rate[rounds], raw_rate[rounds];
     long per_round = (long)(target_bytes / (double)chunk / rounds);
-    long count = per_round * rounds;
+    long count = per_round * rounds, got = 0;
     unsigned char *data = malloc(chunk);
+    sample_pair sp;
+    if (!data || sample_pair_open(&sp, b, &err)) {
+        fprintf(stderr, "bench streams: %s\n", data ? err.msg : "out of memory");
+        if (data)
+            sample_pair_close(&sp);
+        free(data);
+        return 1;
+    }
     memset(data, 3, chunk);
-    char ep[256];
-    int hwm = 64; /* streams.sample_hwm default */
-    gb_bench_net_endpoint(b, ep, sizeof ep, "bench-trainer");
-    gb_sample_receiver_opts ro = {.endpoint = ep, .hwm = hwm};
-    gb_sample_receiver *r;
-    if (gb_sample_receiver_open(&r, b->ctx, &ro, &err)) {
-        fprintf(stderr, "bench streams: %s\n", err.msg);
-        return 1;
+    int failed = 0, done = 0;
+    for (int round = 0; round < rounds && !failed; round++, done++) {
+        long n = 0;
+        failed = sample_round(&sp, data, chunk, per_round, &rate[round], &raw_rate[round], &n);
+        got += n;
     }
-    const char *eps[1] = {gb_sample_receiver_endpoint(r)};
-    gb_sample_sender_opts so = {.endpoints = eps, .n_endpoints = 1, .hwm = hwm,
-                                .send_timeout_ms = -1, .role = GB_ROLE_ACTOR, .index = 0};
-    gb_sample_sender *s;
-    if (gb_sample_sender_open(&s, b->ctx, &so, &err)) {
-        fprintf(stderr, "bench streams: %s\n", err.msg);
-        return 1;
-    }
-    void *push = zmq_socket(b->ctx, ZMQ_PUSH), *pull = zmq_socket(b->ctx, ZMQ_PULL);
-    int linger = 0;
-    zmq_setsockopt(push, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(pull, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(push, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(pull, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    gb_bench_net_endpoint(b, ep, sizeof ep, "bench-pull");
-    zmq_bind(pull, ep);
-    gb_bench_net_bound(pull, ep, sizeof ep);
-    zmq_connect(push, ep);
-    gb_tensor_desc d;
-    int64_t shape[1] = {(int64_t)chunk};
-    gb_wire_set_tensor(&d, "chunk", GB_DTYPE_UINT8, 1, shape, NULL);
-    gb_wire_payload p = {data, NULL, NULL, NULL};
-    double secs = 0, raw_secs = 0;
-    long got = 0, raw_got = 0;
-    int failed = 0;
-    for (int round = 0; round < rounds && !failed; round++) {
-        pthread_t th;
-        recv_ctl rc_ = {r, per_round, 0, 0};
-        pthread_create(&th, NULL, sample_recv_thread, &rc_);
-        double t0 = gb_now_s();
-        for (long i = 0; i < per_round; i++)
-            if (gb_sample_send(s, 1, &d, &p, 1, &err)) {
-                fprintf(stderr, "bench streams: sample: %s\n", err.msg);
-                failed = 1;
-                break;
-            }
-        pthread_join(th, NULL);
-        secs += rc_.t_end - t0;
-        got += atomic_load(&rc_.got);
-        rate[round] = (double)chunk * (double)atomic_load(&rc_.got) * 8 / (rc_.t_end - t0) / 1e9;
-        recv_ctl rr = {pull, per_round, 0, 0};
-        pthread_create(&th, NULL, raw_pull_thread, &rr);
-        t0 = gb_now_s();
-        for (long i = 0; i < per_round; i++)
-            zmq_send(push, data, chunk, 0);
-        pthread_join(th, NULL);
-        raw_secs += rr.t_end - t0;
-        raw_got += atomic_load(&rr.got);
-        raw_rate[round] = (double)chunk * (double)atomic_load(&rr.got) * 8 / (rr.t_end - t0) /
-                          1e9;
-    }
-    gb_sample_sender_stats st = gb_sample_sender_get_stats(s);
-    gb_sample_sender_close(s);
-    gb_sample_receiver_close(r);
-    zmq_close(push);
-    zmq_close(pull);
+    gb_sample_sender_stats st = gb_sample_sender_get_stats(sp.s);
+    sample_pair_close(&sp);
     free(data);
-    (void)secs;
-    (void)raw_secs;
-    (void)raw_got;
-    double gbps = failed ? 0 : gb_bench_quantile(rate, rounds, 0.5), raw_gbps = gb_bench_quantile(raw_rate, rounds, 0.5);
+    double gbps = failed ? 0 : gb_bench_quantile(rate, rounds, 0.5);
+    double raw_gbps = gb_bench_quantile(raw_rate, done, 0.5);
     long drops = (long)st.dropped + (count - got);
     if (b->json)
         printf("{\"bench\": \"streams\", \"case\": \"sample_throughput\", \"transport\": \"%s\", "
@@ -140,16 +163,13 @@ static int bench_sample(gb_bench_net *b, size_t chunk)
                b->tcp ? "tcp" : "ipc", b->curve ? "true" : "false", chunk, count, gbps, raw_gbps,
                gbps / raw_gbps, drops);
     else
-        printf("sample_throughput%s  chunk %8zu B  %6ld chunks  %7.2f Gbit/s  raw PUSH/PULL %7.2f "
-               "Gbit/s  ratio %.2f (target >= 0.8)  drops %ld\n",
+        printf("sample_throughput%s  chunk %8zu B  %6ld chunks  %7.2f Gbit/s  raw PUSH/PULL "
+               "%7.2f Gbit/s  ratio %.2f (target >= 0.8)  drops %ld\n",
                b->curve ? " (CURVE)" : "", chunk, count, gbps, raw_gbps, gbps / raw_gbps, drops);
     gb_bench_net_figure(b, gbps);
     fflush(stdout);
     return failed;
 }
-
-/* ---- parameter broadcast --------------------------------------------------------------------- */
-
 
 int gb_bench_sample_throughput(gb_bench_net *b)
 {

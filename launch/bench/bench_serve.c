@@ -16,6 +16,7 @@
  * Options: --json, --seconds S (per round and mode, default 1), --item-bytes N, --batch N,
  * --clients a,b,c, --memory-items N, --no-python. */
 #include "launch/bench/bench.h"
+#include "launch/bench/bench_serve.h"
 #include "launch/commands.h"
 #include "replay/replay.h"
 #include "runtime/base/clock.h"
@@ -34,17 +35,6 @@
 
 #define ROUNDS 3 /* interleaved measurement rounds per client count */
 
-#ifndef GEARBOX_PYTHON_DIR
-#define GEARBOX_PYTHON_DIR ""
-#endif
-
-typedef struct bopts {
-    int json, python;
-    double seconds;
-    int64_t item_bytes, batch;
-    int clients[8], nclients;
-    int64_t memory_items; /* 1-step items of the memory case */
-} bopts;
 
 static atomic_int child_stop;
 static void on_term(int sig)
@@ -55,7 +45,7 @@ static void on_term(int sig)
 
 /* ---- server processes ------------------------------------------------------------------------ */
 
-static void serve_child(const bopts *o, int fd)
+static void serve_child(const gb_bench_serve_opts *o, int fd)
 {
     gb_error err = {0};
     gb_replay_options ro;
@@ -98,7 +88,7 @@ fail:
     _exit(1);
 }
 
-static void raw_child(const bopts *o, int fd)
+static void raw_child(const gb_bench_serve_opts *o, int fd)
 {
     size_t bytes = (size_t)(o->batch * o->item_bytes);
     void *buf = malloc(bytes);
@@ -135,7 +125,7 @@ static void raw_child(const bopts *o, int fd)
     _exit(0);
 }
 
-static pid_t start_server(const bopts *o, int raw, char *ep)
+static pid_t start_server(const gb_bench_serve_opts *o, int raw, char *ep)
 {
     int p[2];
     if (pipe(p) != 0)
@@ -164,7 +154,8 @@ typedef struct result {
 } result;
 
 /* raw: 1 plain ZeroMQ, 0 gearbox client copying into caller buffers, 2 gearbox client views */
-static void client_child(const bopts *o, int raw, const char *ep, int go_fd, int out_fd)
+static void client_child(const gb_bench_serve_opts *o, int raw, const char *ep, int go_fd,
+                         int out_fd)
 {
     result res = {0};
     char go;
@@ -231,7 +222,8 @@ static void client_child(const bopts *o, int raw, const char *ep, int go_fd, int
 }
 
 /* Runs k clients at once; returns the total bytes/s and items/s (sum of each client's rate). */
-static int run_clients(const bopts *o, int raw, const char *ep, int k, double *bps, double *ips)
+static int run_clients(const gb_bench_serve_opts *o, int raw, const char *ep, int k, double *bps,
+                       double *ips)
 {
     if (k < 1 || k > 64)
         return -1;
@@ -271,95 +263,6 @@ static int run_clients(const bopts *o, int raw, const char *ep, int k, double *b
     return ok == k ? 0 : -1;
 }
 
-/* Runs `PYTHON DIR/script bench ARGS` and reads n numbers from its one output line into v.
- * Returns 0, or -1 when it failed or printed something else. */
-static int run_py(const char *script, const char *args, int n, double *v)
-{
-    const char *dir = getenv("GEARBOX_PYTHON_DIR");
-    if (!dir || !dir[0])
-        dir = GEARBOX_PYTHON_DIR;
-    /* GEARBOX_PYTHON, else the system's python3 (Debian's python3-zmq/-msgpack/-numpy live
-     * there even when another python3 comes first on PATH), else python3 from PATH. */
-    const char *py = getenv("GEARBOX_PYTHON");
-    if (!py || !py[0])
-        py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s/%s bench %s 2>/dev/null", py, dir, script, args);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    int got = 0;
-    while (got < n && fscanf(p, "%lf", &v[got]) == 1)
-        got++;
-    int st = pclose(p);
-    return got == n && st == 0 ? 0 : -1;
-}
-
-/* One Python client (workers/server/client/python/gearbox_client.py bench): items/s and bytes/s. */
-static int run_python(const bopts *o, const char *ep, double *bps, double *ips)
-{
-    char args[512];
-    double v[2];
-    snprintf(args, sizeof args, "%s %lld %.2f", ep, (long long)o->batch, o->seconds);
-    if (run_py("gearbox_client.py", args, 2, v))
-        return -1;
-    *bps = v[0];
-    *ips = v[1];
-    return 0;
-}
-
-/* The PyTorch DataLoader path (gearbox_torch.py bench): items/s of the plain Python client, of
- * GearboxDataset in the DataLoader's process and with 2 worker processes, and of the plain
- * client and the in-process DataLoader with a 2 ms training step (a sleep) after each batch,
- * in one run. */
-static void bench_torch(const bopts *o, const char *ep)
-{
-    char args[512];
-    double v[5];
-    snprintf(args, sizeof args, "%s %lld %.2f 2 2", ep, (long long)o->batch, o->seconds);
-    if (run_py("gearbox_torch.py", args, 5, v)) {
-        if (!o->json)
-            printf("  PyTorch DataLoader: not measured (a python3 with torch, pyzmq, msgpack "
-                   "and numpy not found)\n");
-        return;
-    }
-    if (o->json)
-        printf("{\"bench\":\"serve\",\"client\":\"torch_dataloader\",\"batch\":%lld,"
-               "\"item_bytes\":%lld,\"raw_client_samples_per_s\":%.1f,"
-               "\"loader_samples_per_s\":%.1f,\"loader_2workers_samples_per_s\":%.1f,"
-               "\"step_ms\":2,\"raw_client_step_samples_per_s\":%.1f,"
-               "\"loader_step_samples_per_s\":%.1f}\n",
-               (long long)o->batch, (long long)o->item_bytes, v[0], v[1], v[2], v[3], v[4]);
-    else
-        printf("  PyTorch DataLoader (gearbox_torch, prefetch 4): %7.0f items/s in-process, "
-               "%7.0f with 2 workers; plain Python client %7.0f items/s\n"
-               "    with a 2 ms training step a batch: DataLoader %7.0f items/s, plain client "
-               "%7.0f\n", v[1], v[2], v[0], v[4], v[3]);
-}
-
-/* Sampling across 2 servers (gearbox_shards.py bench, uniform): items/s of one client on one
- * server and of the sharded client over both. */
-static void bench_shards(const bopts *o, const char *ep1, const char *ep2)
-{
-    char args[1024];
-    double v[2];
-    snprintf(args, sizeof args, "%s,%s %lld %.2f uniform", ep1, ep2, (long long)o->batch,
-             o->seconds);
-    if (run_py("gearbox_shards.py", args, 2, v)) {
-        if (!o->json)
-            printf("  2 servers: not measured (python3 with pyzmq, msgpack, numpy not found)\n");
-        return;
-    }
-    if (o->json)
-        printf("{\"bench\":\"serve\",\"client\":\"python_sharded\",\"servers\":2,"
-               "\"batch\":%lld,\"item_bytes\":%lld,\"samples_per_s\":%.1f,"
-               "\"one_server_samples_per_s\":%.1f}\n", (long long)o->batch,
-               (long long)o->item_bytes, v[1], v[0]);
-    else
-        printf("  2 servers (gearbox_shards, uniform, global probabilities): %7.0f items/s; "
-               "1 server, plain client: %7.0f items/s\n", v[1], v[0]);
-}
-
 /* This process's resident memory in bytes (/proc/self/statm), 0 when unknown. */
 static double rss_bytes(void)
 {
@@ -376,7 +279,7 @@ static double rss_bytes(void)
  * and 6-dimensional action, as HalfCheetah's): a child process fills a replay the way
  * `gearbox serve` loads one, and reports its resident memory growth and the column tables'
  * bytes, per transition, against the raw bytes of a transition. */
-static void bench_memory(const bopts *o, int64_t items)
+static void bench_memory(const gb_bench_serve_opts *o, int64_t items)
 {
     int p[2];
     if (pipe(p) != 0)
@@ -456,47 +359,161 @@ static void bench_usage(FILE *out)
                  "[--batch N] [--clients 1,4,16] [--memory-items N] [--no-python]\n");
 }
 
+static int on_option(void *ctx, int val, const char *arg)
+{
+    gb_bench_serve_opts *o = ctx;
+    switch (val) {
+    case 'n':
+        o->python = 0;
+        break;
+    case 's':
+        o->seconds = atof(arg);
+        break;
+    case 'i':
+        o->item_bytes = atoll(arg);
+        break;
+    case 'b':
+        o->batch = atoll(arg);
+        break;
+    case 'm':
+        o->memory_items = atoll(arg);
+        break;
+    case 'c': {
+        char *list = (char *)arg; /* argv is ours to split */
+        o->nclients = 0;
+        for (char *t = strtok(list, ","); t && o->nclients < 8; t = strtok(NULL, ","))
+            o->clients[o->nclients++] = atoi(t);
+        break;
+    }
+    }
+    return 0;
+}
+
+/* The options into o; returns 0, or -1 after saying what is wrong. */
+static int serve_options(int argc, char **argv, gb_bench_serve_opts *o)
+{
+    static const struct option longs[] = {
+        {"no-python", no_argument, NULL, 'n'},     {"seconds", required_argument, NULL, 's'},
+        {"item-bytes", required_argument, NULL, 'i'}, {"batch", required_argument, NULL, 'b'},
+        {"memory-items", required_argument, NULL, 'm'},
+        {"clients", required_argument, NULL, 'c'}, GB_BENCH_OPTION_JSON, {0}};
+    if (gb_bench_options(argc, argv, longs, 0, on_option, o, bench_usage))
+        return -1;
+    if (o->seconds <= 0 || o->item_bytes < 16 || o->item_bytes % 16 || o->batch < 1 ||
+        o->memory_items < 1) {
+        fprintf(stderr, "gearbox bench serve: --item-bytes must be a multiple of 16 (T = 16), "
+                        "--batch and --seconds positive\n");
+        return -1;
+    }
+    for (int i = 0; i < o->nclients; i++)
+        if (o->clients[i] < 1 || o->clients[i] > 64) {
+            fprintf(stderr, "gearbox bench serve: client counts 1..64\n");
+            return -1;
+        }
+    return 0;
+}
+
+/* For each client count: C clients of gearbox's server (at sep), with copies and with views,
+ * against raw ZeroMQ (at rep). Returns 0, or -1 when a client failed. */
+static int measure_c_clients(const gb_bench_serve_opts *o, const char *sep, const char *rep)
+{
+    for (int i = 0; i < o->nclients; i++) {
+        int k = o->clients[i];
+        /* Interleaved rounds (raw, copy, views) so that load from other processes on the
+         * machine falls on all three alike; rates are averaged over the rounds. */
+        double sb = 0, si = 0, rb = 0, ri = 0, vb = 0, vi = 0;
+        for (int round = 0; round < ROUNDS; round++) {
+            double b[3], it[3];
+            if (run_clients(o, 1, rep, k, &b[0], &it[0]) ||
+                run_clients(o, 0, sep, k, &b[1], &it[1]) ||
+                run_clients(o, 2, sep, k, &b[2], &it[2])) {
+                fprintf(stderr, "gearbox bench serve: a client failed (%d clients)\n", k);
+                return -1;
+            }
+            rb += b[0] / ROUNDS, ri += it[0] / ROUNDS;
+            sb += b[1] / ROUNDS, si += it[1] / ROUNDS;
+            vb += b[2] / ROUNDS, vi += it[2] / ROUNDS;
+        }
+        if (o->json)
+            printf("{\"bench\":\"serve\",\"client\":\"c\",\"clients\":%d,\"batch\":%lld,"
+                   "\"item_bytes\":%lld,\"samples_per_s\":%.1f,\"gbps\":%.3f,\"raw_gbps\":%.3f,"
+                   "\"ratio\":%.3f}\n"
+                   "{\"bench\":\"serve\",\"client\":\"c_views\",\"clients\":%d,\"batch\":%lld,"
+                   "\"item_bytes\":%lld,\"samples_per_s\":%.1f,\"gbps\":%.3f,\"raw_gbps\":%.3f,"
+                   "\"ratio\":%.3f}\n", k, (long long)o->batch, (long long)o->item_bytes, si,
+                   sb / 1e9, rb / 1e9, sb / rb, k, (long long)o->batch,
+                   (long long)o->item_bytes, vi, vb / 1e9, rb / 1e9, vb / rb);
+        else
+            printf("  %2d C clients: %9.0f items/s  %6.2f GB/s   raw ZeroMQ %6.2f GB/s   "
+                   "ratio %.2f   (views, no copy: %6.2f GB/s, ratio %.2f)\n", k, si, sb / 1e9,
+                   rb / 1e9, sb / rb, vb / 1e9, vb / rb);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+/* One Python client of the server at sep against one raw ZeroMQ C client (at rep). */
+static void measure_python(const gb_bench_serve_opts *o, const char *sep, const char *rep)
+{
+    double pb, pi, rb = 0, ri = 0;
+    if (run_clients(o, 1, rep, 1, &rb, &ri) != 0 ||
+        gb_bench_serve_python(o, sep, &pb, &pi) != 0) {
+        if (!o->json)
+            printf("  python client: not measured (python3 with pyzmq, msgpack and numpy "
+                   "not found, or GEARBOX_PYTHON_DIR wrong)\n");
+    } else if (o->json) {
+        printf("{\"bench\":\"serve\",\"client\":\"python\",\"clients\":1,\"batch\":%lld,"
+               "\"item_bytes\":%lld,\"samples_per_s\":%.1f,\"gbps\":%.3f,"
+               "\"raw_gbps\":%.3f,\"ratio\":%.3f}\n", (long long)o->batch,
+               (long long)o->item_bytes, pi, pb / 1e9, rb / 1e9, pb / rb);
+    } else {
+        printf("   1 Python client: %7.0f items/s  %6.2f GB/s   raw ZeroMQ %6.2f GB/s   "
+               "ratio %.2f\n", pi, pb / 1e9, rb / 1e9, pb / rb);
+    }
+}
+
+/* The DataLoader and 2-server cases with o's items (the first server: sp at sep), then with
+ * small ones (256 B items, batch 256: D4RL-sized transitions, where a round trip costs more
+ * than the bytes), on servers of their own. */
+static void measure_python_loaders(const gb_bench_serve_opts *o, pid_t sp, const char *sep)
+{
+    gb_bench_serve_opts small = *o;
+    small.item_bytes = 256;
+    small.batch = 256;
+    for (int pass = 0; pass < 2; pass++) {
+        const gb_bench_serve_opts *po = pass ? &small : o;
+        char ep1[256], ep2[256];
+        pid_t s1 = pass ? start_server(po, 0, ep1) : sp, s2 = start_server(po, 0, ep2);
+        if (pass == 0)
+            snprintf(ep1, sizeof ep1, "%s", sep);
+        if (s1 > 0 && s2 > 0) {
+            if (!o->json)
+                printf(" items of %lld B, batch %lld:\n", (long long)po->item_bytes,
+                       (long long)po->batch);
+            gb_bench_serve_torch(po, ep1);
+            gb_bench_serve_shards(po, ep1, ep2);
+        }
+        for (int k = 0; k < 2; k++) {
+            pid_t p = k ? s2 : (pass ? s1 : -1);
+            if (p > 0) {
+                kill(p, SIGTERM);
+                waitpid(p, NULL, 0);
+            }
+        }
+    }
+}
+
 int gb_bench_serve(int argc, char **argv, int json)
 {
     if (gb_wants_help(argc, argv)) {
         bench_usage(stdout);
         return GB_EXIT_OK;
     }
-    bopts o = {.json = json, .python = 1, .seconds = 1, .item_bytes = 65536, .batch = 32,
-               .clients = {1, 4, 16}, .nclients = 3, .memory_items = 1000000};
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            continue;
-        if (strcmp(argv[i], "--no-python") == 0)
-            o.python = 0;
-        else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
-            o.seconds = atof(argv[++i]);
-        else if (strcmp(argv[i], "--item-bytes") == 0 && i + 1 < argc)
-            o.item_bytes = atoll(argv[++i]);
-        else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc)
-            o.batch = atoll(argv[++i]);
-        else if (strcmp(argv[i], "--memory-items") == 0 && i + 1 < argc)
-            o.memory_items = atoll(argv[++i]);
-        else if (strcmp(argv[i], "--clients") == 0 && i + 1 < argc) {
-            o.nclients = 0;
-            for (char *t = strtok(argv[++i], ","); t && o.nclients < 8; t = strtok(NULL, ","))
-                o.clients[o.nclients++] = atoi(t);
-        } else {
-            bench_usage(stderr);
-            return GB_EXIT_USAGE;
-        }
-    }
-    if (o.seconds <= 0 || o.item_bytes < 16 || o.item_bytes % 16 || o.batch < 1 ||
-        o.memory_items < 1) {
-        fprintf(stderr, "gearbox bench serve: --item-bytes must be a multiple of 16 (T = 16), "
-                        "--batch and --seconds positive\n");
+    gb_bench_serve_opts o = {.json = json, .python = 1, .seconds = 1, .item_bytes = 65536,
+                             .batch = 32, .clients = {1, 4, 16}, .nclients = 3,
+                             .memory_items = 1000000};
+    if (serve_options(argc, argv, &o))
         return GB_EXIT_USAGE;
-    }
-    for (int i = 0; i < o.nclients; i++)
-        if (o.clients[i] < 1 || o.clients[i] > 64) {
-            fprintf(stderr, "gearbox bench serve: client counts 1..64\n");
-            return GB_EXIT_USAGE;
-        }
     signal(SIGPIPE, SIG_IGN);
     char sep[256], rep[256];
     pid_t sp = start_server(&o, 0, sep), rp = start_server(&o, 1, rep);
@@ -511,84 +528,10 @@ int gb_bench_serve(int argc, char **argv, int json)
     if (!json)
         printf("data server vs plain ZeroMQ, tcp loopback, items of %lld B, batch %lld, %.1f s "
                "per round, 3 rounds\n", (long long)o.item_bytes, (long long)o.batch, o.seconds);
-    int rc = GB_EXIT_OK;
-    for (int i = 0; i < o.nclients && rc == 0; i++) {
-        int k = o.clients[i];
-        /* Interleaved rounds (raw, copy, views) so that load from other processes on the
-         * machine falls on all three alike; rates are averaged over the rounds. */
-        double sb = 0, si = 0, rb = 0, ri = 0, vb = 0, vi = 0;
-        for (int round = 0; round < ROUNDS && rc == 0; round++) {
-            double b[3], it[3];
-            if (run_clients(&o, 1, rep, k, &b[0], &it[0]) ||
-                run_clients(&o, 0, sep, k, &b[1], &it[1]) ||
-                run_clients(&o, 2, sep, k, &b[2], &it[2])) {
-                fprintf(stderr, "gearbox bench serve: a client failed (%d clients)\n", k);
-                rc = GB_EXIT_FAILURE;
-            }
-            rb += b[0] / ROUNDS, ri += it[0] / ROUNDS;
-            sb += b[1] / ROUNDS, si += it[1] / ROUNDS;
-            vb += b[2] / ROUNDS, vi += it[2] / ROUNDS;
-        }
-        if (rc)
-            break;
-        if (json)
-            printf("{\"bench\":\"serve\",\"client\":\"c\",\"clients\":%d,\"batch\":%lld,"
-                   "\"item_bytes\":%lld,\"samples_per_s\":%.1f,\"gbps\":%.3f,\"raw_gbps\":%.3f,"
-                   "\"ratio\":%.3f}\n", k, (long long)o.batch, (long long)o.item_bytes, si,
-                   sb / 1e9, rb / 1e9, sb / rb);
-        else
-            printf("  %2d C clients: %9.0f items/s  %6.2f GB/s   raw ZeroMQ %6.2f GB/s   "
-                   "ratio %.2f   (views, no copy: %6.2f GB/s, ratio %.2f)\n", k, si, sb / 1e9,
-                   rb / 1e9, sb / rb, vb / 1e9, vb / rb);
-        if (json)
-            printf("{\"bench\":\"serve\",\"client\":\"c_views\",\"clients\":%d,\"batch\":%lld,"
-                   "\"item_bytes\":%lld,\"samples_per_s\":%.1f,\"gbps\":%.3f,\"raw_gbps\":%.3f,"
-                   "\"ratio\":%.3f}\n", k, (long long)o.batch, (long long)o.item_bytes, vi,
-                   vb / 1e9, rb / 1e9, vb / rb);
-        fflush(stdout);
-    }
+    int rc = measure_c_clients(&o, sep, rep) ? GB_EXIT_FAILURE : GB_EXIT_OK;
     if (rc == 0 && o.python) {
-        double pb, pi, rb = 0, ri = 0;
-        if (run_clients(&o, 1, rep, 1, &rb, &ri) != 0 || run_python(&o, sep, &pb, &pi) != 0) {
-            if (!json)
-                printf("  python client: not measured (python3 with pyzmq, msgpack and numpy "
-                       "not found, or GEARBOX_PYTHON_DIR wrong)\n");
-        } else {
-            if (json)
-                printf("{\"bench\":\"serve\",\"client\":\"python\",\"clients\":1,\"batch\":%lld,"
-                       "\"item_bytes\":%lld,\"samples_per_s\":%.1f,\"gbps\":%.3f,"
-                       "\"raw_gbps\":%.3f,\"ratio\":%.3f}\n", (long long)o.batch,
-                       (long long)o.item_bytes, pi, pb / 1e9, rb / 1e9, pb / rb);
-            else
-                printf("   1 Python client: %7.0f items/s  %6.2f GB/s   raw ZeroMQ %6.2f GB/s   "
-                       "ratio %.2f\n", pi, pb / 1e9, rb / 1e9, pb / rb);
-        }
-    }
-    /* The DataLoader and 2-server cases with these items, then with small ones (256 B items,
-     * batch 256: D4RL-sized transitions, where a round trip costs more than the bytes). */
-    bopts small = o;
-    small.item_bytes = 256;
-    small.batch = 256;
-    for (int pass = 0; rc == 0 && o.python && pass < 2; pass++) {
-        const bopts *po = pass ? &small : &o;
-        char ep1[256], ep2[256];
-        pid_t s1 = pass ? start_server(po, 0, ep1) : sp, s2 = start_server(po, 0, ep2);
-        if (pass == 0)
-            snprintf(ep1, sizeof ep1, "%s", sep);
-        if (s1 > 0 && s2 > 0) {
-            if (!json)
-                printf(" items of %lld B, batch %lld:\n", (long long)po->item_bytes,
-                       (long long)po->batch);
-            bench_torch(po, ep1);
-            bench_shards(po, ep1, ep2);
-        }
-        for (int k = 0; k < 2; k++) {
-            pid_t p = k ? s2 : (pass ? s1 : -1);
-            if (p > 0) {
-                kill(p, SIGTERM);
-                waitpid(p, NULL, 0);
-            }
-        }
+        measure_python(&o, sep, rep);
+        measure_python_loaders(&o, sp, sep);
     }
     if (rc == 0)
         bench_memory(&o, o.memory_items);

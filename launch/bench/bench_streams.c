@@ -20,8 +20,9 @@ static void bench_usage(FILE *out)
 {
     fprintf(out, "usage: gearbox bench streams [--json] [--transport ipc|tcp] [--quick]\n"
                  "                             [--curve on|off]\n"
-                 "                             [--case inference_rtt|inference_pipelined|sample_throughput|\n"
-                 "                                     param_broadcast|param_relay]\n");
+                 "                             [--case inference_rtt|inference_pipelined|\n"
+                 "                                     sample_throughput|param_broadcast|\n"
+                 "                                     param_relay]\n");
 }
 
 /* inference_rtt and sample_throughput plain, then with CURVE, then the cost per row. */
@@ -65,9 +66,9 @@ static int curve_passes(gb_bench_net *b)
                        "\"row\": %d, \"plain\": %.3f, \"curve\": %.3f, \"ratio\": %.3f}\n",
                        cases[k], i, plain[i], b->figures[i], ratio);
             else
-                printf("curve_cost  %-17s row %d  plain %9.2f  CURVE %9.2f %s  CURVE/plain %.2f\n",
-                       cases[k], i, plain[i], b->figures[i], k == 0 ? "us p50 " : "Gbit/s ",
-                       ratio);
+                printf("curve_cost  %-17s row %d  plain %9.2f  CURVE %9.2f %s  "
+                       "CURVE/plain %.2f\n", cases[k], i, plain[i], b->figures[i],
+                       k == 0 ? "us p50 " : "Gbit/s ", ratio);
         }
         fflush(stdout);
     }
@@ -82,32 +83,45 @@ static int curve_passes(gb_bench_net *b)
     return rc;
 }
 
+typedef struct streams_opts {
+    gb_bench_net *b;
+    int curve;
+} streams_opts;
+
+static int on_option(void *ctx, int val, const char *arg)
+{
+    streams_opts *o = ctx;
+    if (val == 'q')
+        o->b->quick = 1;
+    else if (val == 't')
+        o->b->tcp = strcmp(arg, "tcp") == 0;
+    else if (val == 'c')
+        o->b->only = arg;
+    else if (strcmp(arg, "on") == 0 || strcmp(arg, "off") == 0)
+        o->curve = strcmp(arg, "on") == 0;
+    else {
+        bench_usage(stderr);
+        return -1;
+    }
+    return 0;
+}
+
 int gb_bench_streams(int argc, char **argv, int json)
 {
     if (gb_wants_help(argc, argv)) {
         bench_usage(stdout);
         return GB_EXIT_OK;
     }
+    static const struct option longs[] = {
+        {"quick", no_argument, NULL, 'q'}, {"transport", required_argument, NULL, 't'},
+        {"case", required_argument, NULL, 'c'}, {"curve", required_argument, NULL, 'C'},
+        GB_BENCH_OPTION_JSON, {0}};
     gb_bench_net b = {0};
-    int curve = 0;
     b.json = json;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            continue;
-        if (strcmp(argv[i], "--quick") == 0)
-            b.quick = 1;
-        else if (strcmp(argv[i], "--transport") == 0 && i + 1 < argc)
-            b.tcp = strcmp(argv[++i], "tcp") == 0;
-        else if (strcmp(argv[i], "--case") == 0 && i + 1 < argc)
-            b.only = argv[++i];
-        else if (strcmp(argv[i], "--curve") == 0 && i + 1 < argc &&
-                 (strcmp(argv[i + 1], "on") == 0 || strcmp(argv[i + 1], "off") == 0))
-            curve = strcmp(argv[++i], "on") == 0;
-        else {
-            bench_usage(stderr);
-            return GB_EXIT_USAGE;
-        }
-    }
+    streams_opts o = {.b = &b};
+    if (gb_bench_options(argc, argv, longs, 0, on_option, &o, bench_usage))
+        return GB_EXIT_USAGE;
+    int curve = o.curve;
     if (curve && !b.tcp) {
         fprintf(stderr, "gearbox bench streams: --curve on needs --transport tcp (ipc never "
                         "uses CURVE)\n");

@@ -1,6 +1,5 @@
-/* launch/bench/bench_util.c: helpers the benchmarks share: quantiles of timings, reading a run's
- * summary.json, and the streams cases' sockets (endpoints in a temporary folder or on
- * 127.0.0.1). */
+/* launch/bench/bench_util.c: helpers the benchmarks share: quantiles of timings, files and folders,
+ * and the streams cases' sockets (endpoints in a temporary folder or on 127.0.0.1). */
 #include "launch/bench/bench.h"
 
 #include <errno.h>
@@ -8,7 +7,6 @@
 #include <limits.h>
 #include <sys/stat.h>
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,45 +37,28 @@ char *gb_bench_slurp(const char *path)
     return buf;
 }
 
-/* Where "key": starts its value in a small flat JSON text, or NULL. */
-static const char *json_value(const char *text, const char *key)
+int gb_bench_options(int argc, char **argv, const struct option *longs, int positional,
+                     gb_bench_option_fn fn, void *ctx, void (*usage)(FILE *out))
 {
-    char pat[128];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(text, pat);
-    if (!p)
-        return NULL;
-    p += strlen(pat);
-    while (*p == ' ')
-        p++;
-    return p;
-}
-
-double gb_bench_json_number(const char *text, const char *key)
-{
-    const char *p = json_value(text, key);
-    if (!p)
-        return NAN;
-    if (strncmp(p, "true", 4) == 0)
-        return 1;
-    if (strncmp(p, "false", 5) == 0)
-        return 0;
-    char *end;
-    double v = strtod(p, &end);
-    return end == p ? NAN : v;
-}
-
-void gb_bench_json_string(const char *text, const char *key, char *out, size_t cap)
-{
-    out[0] = '\0';
-    const char *p = json_value(text, key);
-    if (!p || *p != '"')
-        return;
-    size_t n = strcspn(p + 1, "\"\\");
-    if (n >= cap)
-        n = cap - 1;
-    memcpy(out, p + 1, n);
-    out[n] = '\0';
+    optind = 0; /* GNU getopt: start over, this process may have parsed another command line */
+    opterr = 0; /* the messages below name the benchmark */
+    int c;
+    while ((c = getopt_long(argc, argv, positional ? "-:" : ":", longs, NULL)) != -1) {
+        if (c == '?' || c == ':') {
+            fprintf(stderr, "gearbox bench %s: %s '%s'\n", argv[0],
+                    c == '?' ? "unknown option" : "a value is needed after", argv[optind - 1]);
+            usage(stderr);
+            return -1;
+        }
+        if (c != 0 && fn(ctx, c, optarg) != 0) /* 0: --json */
+            return -1;
+    }
+    if (optind < argc) { /* without positional: getopt_long left the other arguments here */
+        fprintf(stderr, "gearbox bench %s: unknown option '%s'\n", argv[0], argv[optind]);
+        usage(stderr);
+        return -1;
+    }
+    return 0;
 }
 
 int gb_bench_net_want(const gb_bench_net *b, const char *name)
@@ -103,6 +84,34 @@ void gb_bench_net_bound(void *sock, char *out, size_t cap)
 {
     size_t len = cap;
     zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, out, &len);
+}
+
+int gb_bench_net_raw_pair(gb_bench_net *b, int bind_type, int connect_type, const char *what,
+                          int hwm, void **bound, void **connected, gb_error *err)
+{
+    *bound = zmq_socket(b->ctx, bind_type);
+    *connected = zmq_socket(b->ctx, connect_type);
+    if (!*bound || !*connected)
+        return gb_error_set(err, GB_EZMQ, "raw %s: %s", what, zmq_strerror(zmq_errno()));
+    int linger = 0;
+    for (int i = 0; i < 2; i++) {
+        void *s = i ? *connected : *bound;
+        zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+        if (hwm > 0) {
+            zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
+            zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof hwm);
+        }
+    }
+    char ep[256];
+    gb_bench_net_endpoint(b, ep, sizeof ep, what);
+    if (zmq_bind(*bound, ep) != 0)
+        return gb_error_set(err, GB_EZMQ, "raw %s: bind %s: %s", what, ep,
+                            zmq_strerror(zmq_errno()));
+    gb_bench_net_bound(*bound, ep, sizeof ep);
+    if (zmq_connect(*connected, ep) != 0)
+        return gb_error_set(err, GB_EZMQ, "raw %s: connect %s: %s", what, ep,
+                            zmq_strerror(zmq_errno()));
+    return 0;
 }
 
 void gb_bench_configs_dir(const char *probe, char *out, size_t cap)

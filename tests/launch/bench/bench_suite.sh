@@ -2,8 +2,9 @@
 # tests/launch/bench/bench_suite.sh: `gearbox bench suite` as a user runs it, on its shortest task:
 #  1. CartPole PPO, 2 seeds with an unreachable threshold (--set experiment.target_return=1e9)
 #     and a budget of 3000 env steps: exit 0 (not solving is a result), one JSON object with
-#     the task's fields, the threshold as the run sees it (1e9: --set applies), 0/2 solved with the medians and the worst written as null (failed), never as a
-#     time, each run's exit_reason max_env_steps; its run directories removed afterwards;
+#     the task's fields, the threshold as the run sees it (1e9: --set applies), 0/2 solved
+#     with the medians and the worst written as null (failed), never as a time, each run's
+#     exit_reason max_env_steps; its run directories removed afterwards;
 #  2. the same, 1 seed, as shipped: the threshold is the config's (475), it solves, and the
 #     median and worst are its process time;
 #  3. a configs folder without the suite's configs: exit 1, the error named, run dirs kept;
@@ -92,7 +93,8 @@ check "$work/solved.json" 1 all 475
 "$gearbox" bench suite --only cartpole_ppo --seeds 1 --configs "$configs" \
   --set experiment.max_env_steps=3000 --set experiment.target_return=1e9 > "$work/table.txt" 2>&1 ||
   fail "table form failed"
-grep -q '^cartpole_ppo .*configs/cartpole_ppo.yaml .* 1e+09 .* 0/1 .*failed .*failed' "$work/table.txt" ||
+want='^cartpole_ppo .*configs/cartpole_ppo.yaml .* 1e+09 .* 0/1 .*failed .*failed'
+grep -q "$want" "$work/table.txt" ||
   { cat "$work/table.txt"; fail "table lacks the failed cartpole_ppo row"; }
 
 # 3. no configs there: an error, not a result
@@ -101,7 +103,8 @@ mkdir -p "$work/empty"
   > "$work/empty.json" 2> "$work/empty.err"
 status=$?
 [ "$status" -eq 1 ] || fail "missing config: exit $status, expected 1"
-grep -q "cartpole_ppo.yaml: no such config" "$work/empty.err" || fail "no error named: $(cat "$work/empty.err")"
+grep -q "cartpole_ppo.yaml: no such config" "$work/empty.err" ||
+  fail "no error named: $(cat "$work/empty.err")"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=d["tasks"][0]
 sys.exit(0 if d["ok"] is False and t["error"] and t["runs"] == [] else "FAIL: %s" % d)' \
   "$work/empty.json" || exit 1
