@@ -1,7 +1,6 @@
 /* launch/evals.c: evaluation videos during a run, as `gearbox eval` children (evals.h). */
 #include "launch/evals.h"
 
-#include "launch/bench.h"
 #include "launch/video.h"
 #include "runtime/clock.h"
 #include "runtime/log.h"
@@ -11,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -77,15 +77,17 @@ static int log_results(gb_evals *ev, gb_error *err)
     long long at = (long long)ev->pid_env_steps;
     char path[2400];
     snprintf(path, sizeof path, "%s/videos/eval_%lld.json", ev->run_dir, at);
-    char *json = gb_bench_slurp(path);
     static const char *const keys[] = {"return_mean", "return_std", "length_mean"};
     static const char *const tags[] = {"eval/return_mean", "eval/return_std",
                                        "eval/length_mean"};
     double values[3];
     int rc = 0;
-    for (int i = 0; i < 3; i++)
-        values[i] = json ? gb_bench_json_number(json, keys[i]) : NAN;
-    free(json);
+    json_t *report = json_load_file(path, 0, NULL); /* gearbox eval --json's object */
+    for (int i = 0; i < 3; i++) {
+        json_t *v = json_object_get(report, keys[i]); /* NULL for a NULL report */
+        values[i] = json_is_number(v) ? json_number_value(v) : NAN;
+    }
+    json_decref(report);
     if (!isfinite(values[0]))
         GB_WARN("evaluation at %lld env steps: no return_mean in %s: its scalars are not logged",
                 at, path);
