@@ -1,8 +1,25 @@
-/* launch/cli.h: the options shared by run, serve and check: CONFIG [--set key=value ...],
+/* launch/cli.h: the commands' argument parsing: getopt_long driven one element at a time
+ * (gb_cli_getopt), and the options shared by run, serve and check: CONFIG [--set key=value ...]
  * and run's --backend/--run-dir/--record/--resume.
- * defines: gb_cli, gb_cli_parse, gb_cli_load, GB_CLI_MAX_SETS */
+ * defines: gb_cli_getopt, gb_cli_find, gb_cli, gb_cli_parse, gb_cli_load, GB_CLI_MAX_SETS */
 #ifndef GB_LAUNCH_CLI_H
 #define GB_LAUNCH_CLI_H
+
+#include <getopt.h>
+
+/* What gb_cli_getopt hands a command besides its options' vals (which must differ from these):
+ * a positional argument, an unknown option, an option without its value. */
+enum { GB_CLI_POSITIONAL = 1, GB_CLI_UNKNOWN = '?', GB_CLI_NO_VALUE = ':' };
+
+/* Takes one element: opt is an option's val (arg its value, or NULL) or one of the above (arg
+ * the positional, or the refused option as typed). Returns 0 to go on; anything else stops. */
+typedef int (*gb_cli_take_fn)(void *ctx, int opt, const char *arg);
+
+int gb_cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts,
+                  gb_cli_take_fn take, void *ctx);
+
+int gb_cli_find(int argc, char **argv, const char *shortopts, const struct option *longopts,
+                const char **arg);
 
 #define GB_CLI_MAX_SETS 256
 
@@ -20,14 +37,9 @@ typedef struct gb_cli {
 /* Flags a subcommand accepts besides --set (bit set). */
 enum { GB_CLI_RUN_FLAGS = 1 };
 
-/* Parses argv (argv[0] is the subcommand name). On a usage error prints it to stderr prefixed
- * with "gearbox <cmd>: " and returns -1; else 0. Nothing is copied: strings point into argv. */
 int gb_cli_parse(int argc, char **argv, int flags, gb_cli *out);
 
 struct gb_config;
-/* gb_cli_parse, then reads cli->config (with --resume: the run's config.yaml) with the --set
- * overrides into cfg (validated; errors
- * name file:line:column and key and go to stderr). Returns GB_EXIT_OK or GB_EXIT_USAGE. */
 int gb_cli_load(int argc, char **argv, int flags, gb_cli *cli, struct gb_config *cfg);
 
 #endif

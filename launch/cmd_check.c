@@ -28,22 +28,6 @@ static void check_usage(FILE *out)
             "exit status: 0 valid, 2 usage or config error (the environment included)\n");
 }
 
-/* `--explain [KEY]` anywhere in argv: returns 1 with *key set (NULL: every key), else 0. */
-static int wants_explain(int argc, char **argv, const char **key)
-{
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--explain") == 0) {
-            *key = i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1] : NULL;
-            return 1;
-        }
-        if (strncmp(argv[i], "--explain=", 10) == 0) {
-            *key = argv[i] + 10;
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* What `run` would do first with the environment: resolve it (built-in or plugin), create one
  * copy with the config's arguments and seed, and convert its spaces for the learner. Returns 0,
  * or the error with its message in err. */
@@ -60,8 +44,11 @@ int gb_cmd_check(int argc, char **argv)
         check_usage(stdout);
         return GB_EXIT_OK;
     }
+    /* `--explain [KEY]` anywhere: the schema's documentation, whatever else argv holds */
+    static const struct option explain[] = {{"explain", optional_argument, NULL, 'e'},
+                                            {NULL, 0, NULL, 0}};
     const char *key = NULL;
-    if (wants_explain(argc, argv, &key)) {
+    if (gb_cli_find(argc, argv, "", explain, &key) == 'e') {
         if (gb_config_explain(stdout, key) != 0) {
             fprintf(stderr, "gearbox check: --explain: no key or section \"%s\" in the schema "
                     "(gearbox check --explain lists every key)\n", key);

@@ -1,6 +1,7 @@
 /* launch/cmd_dataset.c: `gearbox dataset export IN -o OUT.hdf5`: a gearbox recording (a .gbds
  * file, or a directory of them, from `gearbox run --record`) written as a D4RL HDF5 file that
  * D4RL, Minari's converters, h5py users and `gearbox serve` (dataset_format d4rl) can read. */
+#include "launch/cli.h"
 #include "launch/commands.h"
 #include "replay/formats/d4rl.h"
 #include "replay/formats/dataset.h"
@@ -21,20 +22,33 @@ static void dataset_usage(FILE *out)
             "exit status: 0 written, 1 runtime failure, 2 usage error or an unusable input\n");
 }
 
+typedef struct export_args {
+    const char *in, *out;
+} export_args;
+
+static int take_export(void *ctx, int opt, const char *arg)
+{
+    export_args *a = ctx;
+    if (opt == 'o')
+        a->out = arg;
+    else if (opt == GB_CLI_POSITIONAL && !a->in)
+        a->in = arg;
+    else {
+        fprintf(stderr, "gearbox dataset export: unexpected argument '%s'\n", arg);
+        dataset_usage(stderr);
+        return -1;
+    }
+    return 0;
+}
+
 static int export_main(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL;
-    for (int i = 1; i < argc; i++) {
-        if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) && i + 1 < argc)
-            out = argv[++i];
-        else if (argv[i][0] != '-' && !in)
-            in = argv[i];
-        else {
-            fprintf(stderr, "gearbox dataset export: unexpected argument '%s'\n", argv[i]);
-            dataset_usage(stderr);
-            return GB_EXIT_USAGE;
-        }
-    }
+    static const struct option options[] = {{"output", required_argument, NULL, 'o'},
+                                            {NULL, 0, NULL, 0}};
+    export_args a = {NULL, NULL};
+    if (gb_cli_getopt(argc, argv, "o:", options, take_export, &a) != 0)
+        return GB_EXIT_USAGE;
+    const char *in = a.in, *out = a.out;
     if (!in || !out) {
         fprintf(stderr, "gearbox dataset export: %s\n", !in ? "no input" : "no -o OUT.hdf5");
         dataset_usage(stderr);

@@ -2,6 +2,7 @@
 #include "envs/builtin.h"
 #include "envs/check.h"
 #include "envs/host.h"
+#include "launch/cli.h"
 #include "launch/commands.h"
 
 #include <stdio.h>
@@ -69,83 +70,122 @@ static int env_list(void)
     return GB_EXIT_OK;
 }
 
-static int parse_i64(const char *s, long long *out)
+enum { OPT_ARGS = 256, OPT_SEED, OPT_STEPS, OPT_MAX_STEPS, OPT_SECONDS, OPT_TIMEOUT, OPT_NO_FORK };
+
+static const struct option check_options[] = {
+    {"args", no_argument, NULL, OPT_ARGS},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"steps", required_argument, NULL, OPT_STEPS},
+    {"max-episode-steps", required_argument, NULL, OPT_MAX_STEPS},
+    {"seconds", required_argument, NULL, OPT_SECONDS},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"no-fork", no_argument, NULL, OPT_NO_FORK},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct check_args {
+    const char *target;
+    int in_args; /* after --args: positionals are KEY=VALUE until the next option */
+    gb_env_args_store args;
+    gb_env_check_options o;
+} check_args;
+
+static const char *option_name(int opt)
+{
+    for (const struct option *o = check_options; o->name; o++)
+        if (o->val == opt)
+            return o->name;
+    return "?";
+}
+
+/* KEY=VALUE of --args, an argv string: cut at '=' in place (argv is writable), as the store
+ * keeps pointers. */
+static int take_env_arg(check_args *c, const char *arg)
+{
+    char *kv = (char *)arg;
+    char *eq = strchr(kv, '=');
+    if (!eq || eq == kv) {
+        fprintf(stderr, "gearbox env check: --args expects KEY=VALUE, got '%s'\n", kv);
+        return -1;
+    }
+    *eq = '\0';
+    gb_error err = {0};
+    if (gb_env_args_add(&c->args, kv, eq + 1, &err)) {
+        fprintf(stderr, "gearbox env check: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int take_number(check_args *c, int opt, const char *v)
 {
     char *end;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end)
+    if (opt == OPT_SECONDS || opt == OPT_TIMEOUT) {
+        double d = strtod(v, &end);
+        if (end == v || *end || !(d > 0)) {
+            fprintf(stderr, "gearbox env check: --%s expects a positive number, got '%s'\n",
+                    option_name(opt), v);
+            return -1;
+        }
+        *(opt == OPT_SECONDS ? &c->o.speed_seconds : &c->o.timeout_s) = d;
+        return 0;
+    }
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || x < 0) {
+        fprintf(stderr, "gearbox env check: --%s expects a non-negative integer, got '%s'\n",
+                option_name(opt), v);
         return -1;
-    *out = v;
+    }
+    if (opt == OPT_SEED)
+        c->o.seed = (uint64_t)x;
+    else
+        *(opt == OPT_STEPS ? &c->o.steps : &c->o.max_episode_steps) = x;
     return 0;
+}
+
+static int take_check(void *ctx, int opt, const char *arg)
+{
+    check_args *c = ctx;
+    int in_args = c->in_args;
+    c->in_args = opt == OPT_ARGS || (in_args && opt == GB_CLI_POSITIONAL);
+    switch (opt) {
+    case OPT_ARGS: return 0;
+    case OPT_NO_FORK: c->o.no_fork = 1; return 0;
+    case GB_CLI_POSITIONAL:
+        if (in_args)
+            return take_env_arg(c, arg);
+        if (c->target) {
+            fprintf(stderr, "gearbox env check: more than one target ('%s', '%s')\n",
+                    c->target, arg);
+            return -1;
+        }
+        c->target = arg;
+        return 0;
+    case GB_CLI_UNKNOWN:
+    case GB_CLI_NO_VALUE:
+        fprintf(stderr, "gearbox env check: unknown or incomplete option '%s'\n\n", arg);
+        env_usage(stderr);
+        return -1;
+    default:
+        return take_number(c, opt, arg);
+    }
 }
 
 static int env_check(int argc, char **argv)
 {
-    const char *target = NULL;
-    gb_env_args_store args = {0};
-    gb_env_check_options o = {.seed = 1, .steps = 10000, .speed_seconds = 1.0,
-                              .timeout_s = 120.0, .out = stdout};
+    static check_args c; /* the store is large */
+    c = (check_args){.o = {.seed = 1, .steps = 10000, .speed_seconds = 1.0, .timeout_s = 120.0,
+                           .out = stdout}};
+    if (gb_cli_getopt(argc, argv, "", check_options, take_check, &c) != 0)
+        return GB_EXIT_USAGE;
+    const char *target = c.target;
+    gb_env_check_options o = c.o;
     gb_error err = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        long long v;
-        if (strcmp(a, "--args") == 0) {
-            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
-                char *kv = argv[++i];
-                char *eq = strchr(kv, '=');
-                if (!eq || eq == kv) {
-                    fprintf(stderr, "gearbox env check: --args expects KEY=VALUE, got '%s'\n", kv);
-                    return GB_EXIT_USAGE;
-                }
-                *eq = '\0';
-                if (gb_env_args_add(&args, kv, eq + 1, &err)) {
-                    fprintf(stderr, "gearbox env check: %s\n", err.msg);
-                    return GB_EXIT_USAGE;
-                }
-            }
-        } else if (i + 1 < argc && (strcmp(a, "--seed") == 0 || strcmp(a, "--steps") == 0 ||
-                                    strcmp(a, "--max-episode-steps") == 0)) {
-            if (parse_i64(argv[++i], &v) || v < 0) {
-                fprintf(stderr, "gearbox env check: %s expects a non-negative integer, got '%s'\n",
-                        a, argv[i]);
-                return GB_EXIT_USAGE;
-            }
-            if (strcmp(a, "--seed") == 0)
-                o.seed = (uint64_t)v;
-            else if (strcmp(a, "--steps") == 0)
-                o.steps = v;
-            else
-                o.max_episode_steps = v;
-        } else if (i + 1 < argc && (strcmp(a, "--seconds") == 0 || strcmp(a, "--timeout") == 0)) {
-            char *end;
-            double d = strtod(argv[++i], &end);
-            if (end == argv[i] || *end || !(d > 0)) {
-                fprintf(stderr, "gearbox env check: %s expects a positive number, got '%s'\n", a,
-                        argv[i]);
-                return GB_EXIT_USAGE;
-            }
-            if (strcmp(a, "--seconds") == 0)
-                o.speed_seconds = d;
-            else
-                o.timeout_s = d;
-        } else if (strcmp(a, "--no-fork") == 0) {
-            o.no_fork = 1;
-        } else if (a[0] == '-') {
-            fprintf(stderr, "gearbox env check: unknown or incomplete option '%s'\n\n", a);
-            env_usage(stderr);
-            return GB_EXIT_USAGE;
-        } else if (!target) {
-            target = a;
-        } else {
-            fprintf(stderr, "gearbox env check: more than one target ('%s', '%s')\n", target, a);
-            return GB_EXIT_USAGE;
-        }
-    }
     if (!target) {
         env_usage(stderr);
         return GB_EXIT_USAGE;
     }
-    o.args = &args.args;
+    o.args = &c.args.args;
     int rc = gb_env_check(target, &o, &err);
     if (rc) {
         printf("FAIL: %s\n", err.msg);

@@ -7,6 +7,7 @@
  * reset state for an episode's first step); the state an episode ends in is not drawn. So an MP4
  * of N episodes has as many frames as the JSON's "steps" (the sum of the lengths). */
 #include "envs/host.h"
+#include "launch/cli.h"
 #include "launch/commands.h"
 #include "launch/video.h"
 #include "runtime/config/config.h"
@@ -33,7 +34,8 @@ static void eval_usage(FILE *out)
 {
     fprintf(out,
             "usage: gearbox eval RUN_DIR [--episodes N] [--deterministic] [--checkpoint NAME]\n"
-            "                    [--video OUT.mp4 [--gif OUT.gif]] [--fps F] [--json] [--seed S]\n\n"
+            "                    [--video OUT.mp4 [--gif OUT.gif]] [--fps F] [--json] "
+            "[--seed S]\n\n"
             "Loads RUN_DIR/config.yaml and the run's last checkpoint, plays N episodes of its\n"
             "environment in this process and prints the mean and standard deviation of the\n"
             "episode returns (multi-agent: the mean over agents) and lengths.\n\n"
@@ -79,49 +81,56 @@ static int parse_count(const char *opt, const char *v, long long lo, long long h
     return 0;
 }
 
+enum { OPT_EPISODES = 256, OPT_FPS, OPT_SEED, OPT_CHECKPOINT, OPT_VIDEO, OPT_GIF,
+       OPT_DETERMINISTIC, OPT_JSON };
+
+static const struct option eval_options[] = {
+    {"episodes", required_argument, NULL, OPT_EPISODES},
+    {"fps", required_argument, NULL, OPT_FPS},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},
+    {"video", required_argument, NULL, OPT_VIDEO},
+    {"gif", required_argument, NULL, OPT_GIF},
+    {"deterministic", no_argument, NULL, OPT_DETERMINISTIC},
+    {"json", no_argument, NULL, OPT_JSON},
+    {NULL, 0, NULL, 0},
+};
+
+static int take_eval(void *ctx, int opt, const char *arg)
+{
+    eval_opts *o = ctx;
+    switch (opt) {
+    case OPT_EPISODES: return parse_count("--episodes", arg, 1, EVAL_MAX_EPISODES, &o->episodes);
+    case OPT_FPS: return parse_count("--fps", arg, 1, 240, &o->fps);
+    case OPT_SEED:
+        o->have_seed = 1;
+        return parse_count("--seed", arg, 0, (long long)1 << 53, &o->seed);
+    case OPT_CHECKPOINT: o->checkpoint = arg; return 0;
+    case OPT_VIDEO: o->video = arg; return 0;
+    case OPT_GIF: o->gif = arg; return 0;
+    case OPT_DETERMINISTIC: o->deterministic = 1; return 0;
+    case OPT_JSON: o->json = 1; return 0;
+    case GB_CLI_NO_VALUE:
+        fprintf(stderr, "gearbox eval: %s needs a value\n", arg);
+        return -1;
+    case GB_CLI_POSITIONAL:
+        if (o->run_dir) {
+            fprintf(stderr, "gearbox eval: one RUN_DIR only, got %s and %s\n", o->run_dir, arg);
+            return -1;
+        }
+        o->run_dir = arg;
+        return 0;
+    default:
+        fprintf(stderr, "gearbox eval: unknown option %s (see gearbox eval --help)\n", arg);
+        return -1;
+    }
+}
+
 static int parse_args(int argc, char **argv, eval_opts *o)
 {
     *o = (eval_opts){.episodes = 10, .fps = 30};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has_value = strcmp(a, "--episodes") == 0 || strcmp(a, "--checkpoint") == 0 ||
-                        strcmp(a, "--video") == 0 || strcmp(a, "--gif") == 0 ||
-                        strcmp(a, "--fps") == 0 ||
-                        strcmp(a, "--seed") == 0;
-        if (has_value && i + 1 >= argc) {
-            fprintf(stderr, "gearbox eval: %s needs a value\n", a);
-            return -1;
-        }
-        if (strcmp(a, "--episodes") == 0) {
-            if (parse_count(a, argv[++i], 1, EVAL_MAX_EPISODES, &o->episodes))
-                return -1;
-        } else if (strcmp(a, "--fps") == 0) {
-            if (parse_count(a, argv[++i], 1, 240, &o->fps))
-                return -1;
-        } else if (strcmp(a, "--seed") == 0) {
-            if (parse_count(a, argv[++i], 0, (long long)1 << 53, &o->seed))
-                return -1;
-            o->have_seed = 1;
-        } else if (strcmp(a, "--checkpoint") == 0) {
-            o->checkpoint = argv[++i];
-        } else if (strcmp(a, "--video") == 0) {
-            o->video = argv[++i];
-        } else if (strcmp(a, "--gif") == 0) {
-            o->gif = argv[++i];
-        } else if (strcmp(a, "--deterministic") == 0) {
-            o->deterministic = 1;
-        } else if (strcmp(a, "--json") == 0) {
-            o->json = 1;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "gearbox eval: unknown option %s (see gearbox eval --help)\n", a);
-            return -1;
-        } else if (o->run_dir) {
-            fprintf(stderr, "gearbox eval: one RUN_DIR only, got %s and %s\n", o->run_dir, a);
-            return -1;
-        } else {
-            o->run_dir = a;
-        }
-    }
+    if (gb_cli_getopt(argc, argv, "", eval_options, take_eval, o) != 0)
+        return -1;
     if (!o->run_dir) {
         fprintf(stderr, "gearbox eval: missing RUN_DIR (see gearbox eval --help)\n");
         return -1;

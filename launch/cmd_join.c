@@ -7,6 +7,7 @@
  * run's control at its end. SIGINT/SIGTERM to this command makes them leave the run early
  * (actors send what they hold first); the run goes on without them.
  * defines: gb_cmd_join */
+#include "launch/cli.h"
 #include "launch/commands.h"
 
 #include "runtime/config/config.h"
@@ -186,78 +187,68 @@ static int wait_workers(pid_t *pids, int n)
     return failed;
 }
 
-int gb_cmd_join(int argc, char **argv)
+typedef struct join_args {
+    const char *registry, *role_name, *interface, *keys;
+    int count;
+} join_args;
+
+enum { OPT_ROLE = 256, OPT_COUNT, OPT_INTERFACE, OPT_KEYS };
+
+static int take_join(void *ctx, int opt, const char *arg)
 {
-    if (gb_wants_help(argc, argv)) {
-        join_usage(stdout);
-        return GB_EXIT_OK;
-    }
-    const char *registry = NULL, *role_name = NULL, *interface = NULL, *keys = NULL;
-    int count = 1;
-    for (int i = 1; i < argc; i++) {
-        if (i + 1 < argc && strcmp(argv[i], "--role") == 0)
-            role_name = argv[++i];
-        else if (i + 1 < argc && strcmp(argv[i], "--count") == 0)
-            count = atoi(argv[++i]);
-        else if (i + 1 < argc && strcmp(argv[i], "--interface") == 0)
-            interface = argv[++i];
-        else if (i + 1 < argc && strcmp(argv[i], "--keys") == 0)
-            keys = argv[++i];
-        else if (argv[i][0] != '-' && !registry)
-            registry = argv[i];
-        else {
-            fprintf(stderr, "gearbox join: unexpected argument '%s'\n", argv[i]);
-            join_usage(stderr);
-            return GB_EXIT_USAGE;
+    join_args *a = ctx;
+    switch (opt) {
+    case OPT_ROLE: a->role_name = arg; return 0;
+    case OPT_COUNT: a->count = atoi(arg); return 0;
+    case OPT_INTERFACE: a->interface = arg; return 0;
+    case OPT_KEYS: a->keys = arg; return 0;
+    case GB_CLI_POSITIONAL:
+        if (!a->registry) {
+            a->registry = arg;
+            return 0;
         }
+        break;
     }
-    int role = role_name ? gb_role_from_name(role_name) : GB_ROLE_NONE;
-    if (!registry || (role != GB_ROLE_ACTOR && role != GB_ROLE_POLICY) || count < 1 ||
-        count > JOIN_MAX_COUNT) {
+    fprintf(stderr, "gearbox join: unexpected argument '%s'\n", arg);
+    join_usage(stderr);
+    return -1;
+}
+
+/* Parses argv into a (count 1 unless given) and checks it. Returns GB_EXIT_OK or
+ * GB_EXIT_USAGE with the reason printed. */
+static int parse_join(int argc, char **argv, join_args *a)
+{
+    static const struct option options[] = {
+        {"role", required_argument, NULL, OPT_ROLE},
+        {"count", required_argument, NULL, OPT_COUNT},
+        {"interface", required_argument, NULL, OPT_INTERFACE},
+        {"keys", required_argument, NULL, OPT_KEYS},
+        {NULL, 0, NULL, 0},
+    };
+    *a = (join_args){.count = 1};
+    if (gb_cli_getopt(argc, argv, "", options, take_join, a) != 0)
+        return GB_EXIT_USAGE;
+    int role = a->role_name ? gb_role_from_name(a->role_name) : GB_ROLE_NONE;
+    if (!a->registry || (role != GB_ROLE_ACTOR && role != GB_ROLE_POLICY) || a->count < 1 ||
+        a->count > JOIN_MAX_COUNT) {
         fprintf(stderr, "gearbox join: need REGISTRY_ENDPOINT, --role actor|policy and "
                 "1 <= --count <= %d\n", JOIN_MAX_COUNT);
         join_usage(stderr);
         return GB_EXIT_USAGE;
     }
-    gb_error err = {0};
-    char addr[256] = "";
-    if (interface)
-        snprintf(addr, sizeof addr, "%s", interface);
-    else if (strncmp(registry, "tcp://", 6) == 0 &&
-             address_towards(registry, addr, sizeof addr, &err)) {
-        fprintf(stderr, "gearbox join: %s (name the address with --interface)\n", err.msg);
-        return GB_EXIT_FAILURE;
-    }
-    static gb_config cfg, relay_cfg;
-    /* slots[count]: this host's relay, when its policy workers join a per_host relay run */
-    static gb_registry_join_reply slots[JOIN_MAX_COUNT + 1];
-    if (take_slots(registry, keys, role, count, addr, &cfg, slots, &err)) {
-        fprintf(stderr, "gearbox join: %s\n", err.msg);
-        return err.code == GB_ECONFIG ? GB_EXIT_USAGE : GB_EXIT_FAILURE;
-    }
-    int relay = role == GB_ROLE_POLICY && cfg.parameters.relay == GB_RELAY_PER_HOST;
-    if (relay && take_slots(registry, keys, GB_ROLE_RELAY, 1, addr, &relay_cfg, &slots[count],
-                            &err)) {
-        fprintf(stderr, "gearbox join: this host's parameter relay: %s\n", err.msg);
-        for (int i = 0; i < count; i++)
-            gb_registry_join_reply_free(&slots[i]);
-        return GB_EXIT_FAILURE;
-    }
-    /* the run directory is the launcher's: only a worker on its host (ipc) uses it */
-    const char *run_dir = cfg.streams.transport == GB_TRANSPORT_IPC ? slots[0].run : NULL;
-    fprintf(stderr, "gearbox join: run %s: %d %s workers (", slots[0].run, count, role_name);
-    for (int i = 0; i < count; i++)
-        fprintf(stderr, "%s%d", i ? ", " : "index ", slots[i].index);
-    fprintf(stderr, ")%s%s%s\n", addr[0] ? " on " : "", addr,
-            relay ? ", and this host's parameter relay" : "");
+    return GB_EXIT_OK;
+}
 
-    struct sigaction sa = {0};
-    sa.sa_handler = on_join_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    static pid_t pids[JOIN_MAX_COUNT + 1];
+/* Forks one process a slot (the relay's first, when there is one) running gb_worker_process
+ * with the run's config, until all are started or this command is signalled. Returns how many
+ * were started (their pids in pids). */
+static int start_workers(const join_args *a, const gb_config *cfg,
+                         const gb_registry_join_reply *slots, int relay, pid_t *pids)
+{
+    /* the run directory is the launcher's: only a worker on its host (ipc) uses it */
+    const char *run_dir = cfg->streams.transport == GB_TRANSPORT_IPC ? slots[0].run : NULL;
     pid_t parent = getpid();
-    int started = 0, total = count + relay;
+    int started = 0, count = a->count, total = count + relay;
     for (; started < total && !atomic_load(&join_signal); started++) {
         /* the relay first (slots[count]): the policy workers look it up by this host's name */
         int k = relay ? (started == 0 ? count : started - 1) : started;
@@ -273,15 +264,64 @@ int gb_cmd_join(int argc, char **argv)
             prctl(PR_SET_PDEATHSIG, SIGTERM);
             if (getppid() != parent)
                 _exit(GB_EXIT_FAILURE);
-            gb_worker_process_opts o = {.role = k == count ? "relay" : role_name,
+            gb_worker_process_opts o = {.role = k == count ? "relay" : a->role_name,
                                         .index = slots[k].index,
                                         .incarnation = slots[k].incarnation, .run_dir = run_dir,
-                                        .registry = registry, .metrics = slots[k].metrics,
-                                        .keys = keys, .joined = 1};
-            _exit(gb_worker_process(&cfg, &o));
+                                        .registry = a->registry, .metrics = slots[k].metrics,
+                                        .keys = a->keys, .joined = 1};
+            _exit(gb_worker_process(cfg, &o));
         }
         pids[started] = pid;
     }
+    return started;
+}
+
+int gb_cmd_join(int argc, char **argv)
+{
+    if (gb_wants_help(argc, argv)) {
+        join_usage(stdout);
+        return GB_EXIT_OK;
+    }
+    join_args a;
+    if (parse_join(argc, argv, &a) != GB_EXIT_OK)
+        return GB_EXIT_USAGE;
+    int role = gb_role_from_name(a.role_name), count = a.count;
+    gb_error err = {0};
+    char addr[256] = "";
+    if (a.interface)
+        snprintf(addr, sizeof addr, "%s", a.interface);
+    else if (strncmp(a.registry, "tcp://", 6) == 0 &&
+             address_towards(a.registry, addr, sizeof addr, &err)) {
+        fprintf(stderr, "gearbox join: %s (name the address with --interface)\n", err.msg);
+        return GB_EXIT_FAILURE;
+    }
+    static gb_config cfg, relay_cfg;
+    /* slots[count]: this host's relay, when its policy workers join a per_host relay run */
+    static gb_registry_join_reply slots[JOIN_MAX_COUNT + 1];
+    if (take_slots(a.registry, a.keys, role, count, addr, &cfg, slots, &err)) {
+        fprintf(stderr, "gearbox join: %s\n", err.msg);
+        return err.code == GB_ECONFIG ? GB_EXIT_USAGE : GB_EXIT_FAILURE;
+    }
+    int relay = role == GB_ROLE_POLICY && cfg.parameters.relay == GB_RELAY_PER_HOST;
+    if (relay && take_slots(a.registry, a.keys, GB_ROLE_RELAY, 1, addr, &relay_cfg,
+                            &slots[count], &err)) {
+        fprintf(stderr, "gearbox join: this host's parameter relay: %s\n", err.msg);
+        for (int i = 0; i < count; i++)
+            gb_registry_join_reply_free(&slots[i]);
+        return GB_EXIT_FAILURE;
+    }
+    fprintf(stderr, "gearbox join: run %s: %d %s workers (", slots[0].run, count, a.role_name);
+    for (int i = 0; i < count; i++)
+        fprintf(stderr, "%s%d", i ? ", " : "index ", slots[i].index);
+    fprintf(stderr, ")%s%s%s\n", addr[0] ? " on " : "", addr,
+            relay ? ", and this host's parameter relay" : "");
+
+    struct sigaction sa = {0};
+    sa.sa_handler = on_join_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    static pid_t pids[JOIN_MAX_COUNT + 1];
+    int total = count + relay, started = start_workers(&a, &cfg, slots, relay, pids);
     int failed = wait_workers(pids, started);
     for (int i = 0; i < total; i++)
         gb_registry_join_reply_free(&slots[i]);

@@ -5,6 +5,7 @@
  * common x grid (each run linearly interpolated onto it, over the x range every run of the
  * group covers); other runs are lines of their own, labelled by their folder's name.
  * defines: gb_cmd_plot */
+#include "launch/cli.h"
 #include "launch/commands.h"
 
 #include <errno.h>
@@ -48,7 +49,8 @@ static void plot_usage(FILE *out)
             "  --metric NAME         a metrics.csv column (default return_mean_100)\n"
             "  --x env_steps|seconds the x axis: env steps (default) or seconds into the run\n\n"
             "needs gnuplot (Debian: gnuplot-nox).\n"
-            "exit status: 0 written, 1 gnuplot failed or a run cannot be read, 2 usage error or an\n"
+            "exit status: 0 written, 1 gnuplot failed or a run cannot be read, 2 usage error or "
+            "an\n"
             "unknown metric\n");
 }
 
@@ -277,6 +279,96 @@ static const char *const colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"
                                       "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 #define NCOLOURS (int)(sizeof colours / sizeof colours[0])
 
+/* The members of group g (their count), the x range all of them cover, and their seeds
+ * ("1,2,3", cut short at cap). */
+static int group_span(const plot_run *runs, int n, int g, double *lo, double *hi, char *seeds,
+                      size_t cap)
+{
+    int members = 0;
+    size_t used = 0;
+    *lo = -INFINITY;
+    *hi = INFINITY;
+    seeds[0] = '\0';
+    for (int j = g; j < n; j++) {
+        if (runs[j].group != g)
+            continue;
+        members++;
+        *lo = fmax(*lo, runs[j].x[0]);
+        *hi = fmin(*hi, runs[j].x[runs[j].n - 1]);
+        if (used < cap)
+            used += (size_t)snprintf(seeds + used, cap - used, "%s%lld", used ? "," : "",
+                                     runs[j].seed);
+    }
+    return members;
+}
+
+/* Group g's rows into d: x, the mean over its members, their minimum and maximum, on
+ * PLOT_GRID points of [lo, hi] (one point when the range is empty). */
+static void write_group(FILE *d, const plot_run *runs, int n, int g, int members, double lo,
+                        double hi)
+{
+    for (int k = 0; k < PLOT_GRID; k++) {
+        double x = hi > lo ? lo + (hi - lo) * k / (PLOT_GRID - 1) : lo;
+        double sum = 0, mn = INFINITY, mx = -INFINITY;
+        for (int j = g; j < n; j++) {
+            if (runs[j].group != g)
+                continue;
+            double y = interpolate(&runs[j], x);
+            sum += y;
+            mn = fmin(mn, y);
+            mx = fmax(mx, y);
+        }
+        fprintf(d, "%.10g %.10g %.10g %.10g\n", x, sum / members, mn, mx);
+        if (!(hi > lo))
+            break;
+    }
+}
+
+/* The series of group g (its first run): its data file tmp/series<series>.dat and its plot
+ * clauses in gp: one run's line, or a group's band and mean. Returns an exit status. */
+static int draw_series(FILE *gp, const plot_run *runs, int n, int g, const char *xlabel,
+                       const char *tmp, int series)
+{
+    double lo, hi;
+    char seeds[256];
+    int members = group_span(runs, n, g, &lo, &hi, seeds, sizeof seeds);
+    const plot_run *r = &runs[g];
+    const char *colour = colours[series % NCOLOURS], *sep = series ? ", " : "";
+    char data[4200];
+    snprintf(data, sizeof data, "%s/series%d.dat", tmp, series);
+    FILE *d = fopen(data, "w");
+    if (!d) {
+        fprintf(stderr, "gearbox plot: %s: %s\n", data, strerror(errno));
+        return GB_EXIT_FAILURE;
+    }
+    if (members == 1) {
+        for (size_t k = 0; k < r->n; k++)
+            fprintf(d, "%.10g %.10g\n", r->x[k], r->y[k]);
+        fprintf(gp, "%s'%s' using 1:2 with lines lw 2 lc rgb '%s' title ", sep, data, colour);
+        gp_string(gp, r->label);
+    } else {
+        /* the common grid: where every seed has data */
+        if (!(hi > lo))
+            fprintf(stderr, "gearbox plot: the %d seeds of %s have no %s range in common: "
+                    "their curve is one point\n", members, r->label, xlabel);
+        write_group(d, runs, n, g, members, lo, hi);
+        char name[640], band[600]; /* group (< 256 bytes), count and seeds (< 256 bytes) */
+        const char *group = r->name[0] ? r->name : r->label;
+        snprintf(name, sizeof name, "%s: mean of %d seeds (%s)", group, members, seeds);
+        snprintf(band, sizeof band, "%s: min-max over seeds", group);
+        fprintf(gp, "%s'%s' using 1:3:4 with filledcurves lc rgb '%s' title ", sep, data,
+                colour);
+        gp_string(gp, band);
+        fprintf(gp, ", '%s' using 1:2 with lines lw 2 lc rgb '%s' title ", data, colour);
+        gp_string(gp, name);
+    }
+    if (fclose(d) != 0) {
+        fprintf(stderr, "gearbox plot: %s: %s\n", data, strerror(errno));
+        return GB_EXIT_FAILURE;
+    }
+    return GB_EXIT_OK;
+}
+
 /* Writes the data files and the script into tmp, then runs gnuplot. Returns an exit status. */
 static int draw(plot_run *runs, int n, const char *metric, const char *xlabel, const char *out,
                 const char *tmp)
@@ -297,75 +389,9 @@ static int draw(plot_run *runs, int n, const char *metric, const char *xlabel, c
     fprintf(gp, "\nset grid\nset key tmargin center vertical maxrows 2\nset autoscale xfix\n"
                 "set style fill transparent solid 0.25 noborder\nplot ");
     int series = 0, rc = GB_EXIT_OK;
-    for (int i = 0; i < n && rc == GB_EXIT_OK; i++) {
-        if (runs[i].group != i)
-            continue; /* drawn with its group's first run */
-        int members = 0;
-        double lo = -INFINITY, hi = INFINITY;
-        char seeds[256] = "";
-        size_t used = 0;
-        for (int j = i; j < n; j++) {
-            if (runs[j].group != i)
-                continue;
-            members++;
-            lo = fmax(lo, runs[j].x[0]);
-            hi = fmin(hi, runs[j].x[runs[j].n - 1]);
-            if (used < sizeof seeds)
-                used += (size_t)snprintf(seeds + used, sizeof seeds - used, "%s%lld",
-                                         used ? "," : "", runs[j].seed);
-        }
-        const char *colour = colours[series % NCOLOURS];
-        char data[4200];
-        snprintf(data, sizeof data, "%s/series%d.dat", tmp, series);
-        FILE *d = fopen(data, "w");
-        if (!d) {
-            fprintf(stderr, "gearbox plot: %s: %s\n", data, strerror(errno));
-            rc = GB_EXIT_FAILURE;
-            break;
-        }
-        if (members == 1) {
-            for (size_t k = 0; k < runs[i].n; k++)
-                fprintf(d, "%.10g %.10g\n", runs[i].x[k], runs[i].y[k]);
-            fprintf(gp, "%s'%s' using 1:2 with lines lw 2 lc rgb '%s' title ", series ? ", " : "",
-                    data, colour);
-            gp_string(gp, runs[i].label);
-        } else {
-            /* the common grid: where every seed has data */
-            if (!(hi > lo))
-                fprintf(stderr, "gearbox plot: the %d seeds of %s have no %s range in common: "
-                        "their curve is one point\n", members, runs[i].label, xlabel);
-            for (int k = 0; k < PLOT_GRID; k++) {
-                double x = hi > lo ? lo + (hi - lo) * k / (PLOT_GRID - 1) : lo;
-                double sum = 0, mn = INFINITY, mx = -INFINITY;
-                for (int j = i; j < n; j++) {
-                    if (runs[j].group != i)
-                        continue;
-                    double y = interpolate(&runs[j], x);
-                    sum += y;
-                    mn = fmin(mn, y);
-                    mx = fmax(mx, y);
-                }
-                fprintf(d, "%.10g %.10g %.10g %.10g\n", x, sum / members, mn, mx);
-                if (!(hi > lo))
-                    break;
-            }
-            char name[640]; /* group (< 256 bytes), count and seeds (< 256 bytes) */
-            const char *group = runs[i].name[0] ? runs[i].name : runs[i].label;
-            snprintf(name, sizeof name, "%s: mean of %d seeds (%s)", group, members, seeds);
-            fprintf(gp, "%s'%s' using 1:3:4 with filledcurves lc rgb '%s' title ",
-                    series ? ", " : "", data, colour);
-            char band[600];
-            snprintf(band, sizeof band, "%s: min-max over seeds", group);
-            gp_string(gp, band);
-            fprintf(gp, ", '%s' using 1:2 with lines lw 2 lc rgb '%s' title ", data, colour);
-            gp_string(gp, name);
-        }
-        if (fclose(d) != 0) {
-            fprintf(stderr, "gearbox plot: %s: %s\n", data, strerror(errno));
-            rc = GB_EXIT_FAILURE;
-        }
-        series++;
-    }
+    for (int i = 0; i < n && rc == GB_EXIT_OK; i++)
+        if (runs[i].group == i) /* a group is drawn with its first run */
+            rc = draw_series(gp, runs, n, i, xlabel, tmp, series++);
     fputc('\n', gp);
     if (fclose(gp) != 0 && rc == GB_EXIT_OK) {
         fprintf(stderr, "gearbox plot: %s: %s\n", script, strerror(errno));
@@ -417,115 +443,143 @@ static void label_runs(plot_run *runs, int n)
             }
 }
 
+typedef struct plot_args {
+    const char *out, *metric, *xaxis;
+    const char *dirs[PLOT_MAX_RUNS];
+    int n;
+} plot_args;
+
+static int take_plot(void *ctx, int opt, const char *arg)
+{
+    plot_args *a = ctx;
+    switch (opt) {
+    case 'o': a->out = arg; return 0;
+    case 'm': a->metric = arg; return 0;
+    case 'x': a->xaxis = arg; return 0;
+    case GB_CLI_POSITIONAL:
+        if (a->n == PLOT_MAX_RUNS) {
+            fprintf(stderr, "gearbox plot: more than %d runs\n", PLOT_MAX_RUNS);
+            return -1;
+        }
+        a->dirs[a->n++] = arg;
+        return 0;
+    default:
+        fprintf(stderr, "gearbox plot: %s: unknown option%s\n\n", arg,
+                opt == GB_CLI_NO_VALUE ? " or missing value" : "");
+        plot_usage(stderr);
+        return -1;
+    }
+}
+
+/* Reads each run's curve and config. Returns an exit status. */
+static int load_runs(plot_run *runs, const plot_args *a, const char *xcol)
+{
+    for (int i = 0; i < a->n; i++) {
+        runs[i].dir = a->dirs[i];
+        int rc = read_curve(&runs[i], a->metric, xcol);
+        if (rc)
+            return rc;
+        monotone(&runs[i]);
+        if (runs[i].n == 0) {
+            fprintf(stderr, "gearbox plot: %s/metrics.csv has no row with both %s and %s\n",
+                    a->dirs[i], xcol, a->metric);
+            return GB_EXIT_FAILURE;
+        }
+        read_config(&runs[i]);
+    }
+    return GB_EXIT_OK;
+}
+
+/* Labels the runs and puts each in its group (runs[i].group: the index of the first run with
+ * the same config). Returns the number of groups. */
+static int group_runs(plot_run *runs, int n)
+{
+    int groups = 0;
+    label_runs(runs, n);
+    for (int i = 0; i < n; i++) {
+        runs[i].group = i;
+        for (int j = 0; j < i; j++)
+            if (runs[i].config && runs[j].config && runs[j].group == j &&
+                strcmp(runs[i].config, runs[j].config) == 0) {
+                runs[i].group = j;
+                break;
+            }
+        groups += runs[i].group == i;
+    }
+    return groups;
+}
+
+/* Draws the grouped runs into out through a temporary folder and checks that gnuplot wrote it.
+ * Returns an exit status. */
+static int render(plot_run *runs, const plot_args *a, int groups, const char *xlabel,
+                  const char *out)
+{
+    char tmp[] = "/tmp/gearbox-plot-XXXXXX";
+    if (!mkdtemp(tmp)) {
+        fprintf(stderr, "gearbox plot: mkdtemp: %s\n", strerror(errno));
+        return GB_EXIT_FAILURE;
+    }
+    int rc = draw(runs, a->n, a->metric, xlabel, out, tmp);
+    remove_tmp(tmp, groups);
+    if (rc != GB_EXIT_OK)
+        return rc;
+    struct stat st;
+    if (stat(out, &st) != 0 || st.st_size == 0) {
+        fprintf(stderr, "gearbox plot: gnuplot wrote no %s\n", out);
+        return GB_EXIT_FAILURE;
+    }
+    printf("wrote %s: %s over %s, %d runs in %d curves\n", out, a->metric, xlabel, a->n, groups);
+    return GB_EXIT_OK;
+}
+
 int gb_cmd_plot(int argc, char **argv)
 {
+    static const struct option options[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"metric", required_argument, NULL, 'm'},
+        {"x", required_argument, NULL, 'x'},
+        {NULL, 0, NULL, 0},
+    };
     if (gb_wants_help(argc, argv)) {
         plot_usage(stdout);
         return GB_EXIT_OK;
     }
-    const char *out = NULL, *metric = "return_mean_100", *xaxis = "env_steps";
-    const char *dirs[PLOT_MAX_RUNS];
-    int n = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has_value = i + 1 < argc;
-        if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && has_value)
-            out = argv[++i];
-        else if (strcmp(a, "--metric") == 0 && has_value)
-            metric = argv[++i];
-        else if (strcmp(a, "--x") == 0 && has_value)
-            xaxis = argv[++i];
-        else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "gearbox plot: %s: unknown option%s\n\n", a,
-                    has_value ? "" : " or missing value");
-            plot_usage(stderr);
-            return GB_EXIT_USAGE;
-        } else if (n == PLOT_MAX_RUNS) {
-            fprintf(stderr, "gearbox plot: more than %d runs\n", PLOT_MAX_RUNS);
-            return GB_EXIT_USAGE;
-        } else
-            dirs[n++] = a;
-    }
-    if (n == 0) {
+    static plot_args a;
+    a = (plot_args){.metric = "return_mean_100", .xaxis = "env_steps"};
+    if (gb_cli_getopt(argc, argv, "o:", options, take_plot, &a) != 0)
+        return GB_EXIT_USAGE;
+    if (a.n == 0) {
         fprintf(stderr, "gearbox plot: no run directory given\n\n");
         plot_usage(stderr);
         return GB_EXIT_USAGE;
     }
-    const char *xcol, *xlabel;
-    if (strcmp(xaxis, "env_steps") == 0) {
-        xcol = "env_steps";
-        xlabel = "env steps";
-    } else if (strcmp(xaxis, "seconds") == 0) {
-        xcol = "time_s";
-        xlabel = "seconds";
-    } else {
-        fprintf(stderr, "gearbox plot: --x %s: env_steps or seconds\n", xaxis);
+    int secs = strcmp(a.xaxis, "seconds") == 0;
+    if (!secs && strcmp(a.xaxis, "env_steps") != 0) {
+        fprintf(stderr, "gearbox plot: --x %s: env_steps or seconds\n", a.xaxis);
         return GB_EXIT_USAGE;
     }
+    const char *xcol = secs ? "time_s" : "env_steps", *xlabel = secs ? "seconds" : "env steps";
     if (!have_gnuplot()) {
         fprintf(stderr, "gearbox plot: gnuplot not found on PATH (Debian: apt-get install "
                         "gnuplot-nox; launch/install-deps.sh installs it)\n");
         return GB_EXIT_FAILURE;
     }
+    const char *out = a.out;
     char default_out[4200];
     if (!out) {
-        if (n == 1)
-            snprintf(default_out, sizeof default_out, "%s/plot.png", dirs[0]);
-        else
-            snprintf(default_out, sizeof default_out, "plot.png");
+        snprintf(default_out, sizeof default_out, "%s%splot.png", a.n == 1 ? a.dirs[0] : "",
+                 a.n == 1 ? "/" : "");
         out = default_out;
     }
-    plot_run *runs = calloc((size_t)n, sizeof *runs);
+    plot_run *runs = calloc((size_t)a.n, sizeof *runs);
     if (!runs) {
         fprintf(stderr, "gearbox plot: out of memory\n");
         return GB_EXIT_FAILURE;
     }
-    int rc = GB_EXIT_OK;
-    for (int i = 0; i < n && rc == GB_EXIT_OK; i++) {
-        runs[i].dir = dirs[i];
-        rc = read_curve(&runs[i], metric, xcol);
-        if (rc)
-            break;
-        monotone(&runs[i]);
-        if (runs[i].n == 0) {
-            fprintf(stderr, "gearbox plot: %s/metrics.csv has no row with both %s and %s\n",
-                    dirs[i], xcol, metric);
-            rc = GB_EXIT_FAILURE;
-        }
-        read_config(&runs[i]);
-    }
-    int groups = 0;
-    if (rc == GB_EXIT_OK) {
-        label_runs(runs, n);
-        for (int i = 0; i < n; i++) {
-            runs[i].group = i;
-            for (int j = 0; j < i; j++)
-                if (runs[i].config && runs[j].config && runs[j].group == j &&
-                    strcmp(runs[i].config, runs[j].config) == 0) {
-                    runs[i].group = j;
-                    break;
-                }
-            groups += runs[i].group == i;
-        }
-        char tmp[] = "/tmp/gearbox-plot-XXXXXX";
-        if (!mkdtemp(tmp)) {
-            fprintf(stderr, "gearbox plot: mkdtemp: %s\n", strerror(errno));
-            rc = GB_EXIT_FAILURE;
-        } else {
-            rc = draw(runs, n, metric, xlabel, out, tmp);
-            remove_tmp(tmp, groups);
-        }
-    }
-    if (rc == GB_EXIT_OK) {
-        struct stat st;
-        if (stat(out, &st) != 0 || st.st_size == 0) {
-            fprintf(stderr, "gearbox plot: gnuplot wrote no %s\n", out);
-            rc = GB_EXIT_FAILURE;
-        } else
-            printf("wrote %s: %s over %s, %d runs in %d curves\n", out, metric, xlabel, n,
-                   groups);
-    }
-    for (int i = 0; i < n; i++) {
+    int rc = load_runs(runs, &a, xcol);
+    if (rc == GB_EXIT_OK)
+        rc = render(runs, &a, group_runs(runs, a.n), xlabel, out);
+    for (int i = 0; i < a.n; i++) {
         free(runs[i].x);
         free(runs[i].y);
         free(runs[i].config);

@@ -56,6 +56,54 @@ static void run_usage(FILE *out)
             "             2 usage or config error, 1 runtime failure\n");
 }
 
+/* launch.mode inline: the whole run in this process, into a new run directory. Returns the
+ * exit status. */
+static int run_inline(const gb_config *cfg, const gb_cli *cli)
+{
+    gb_error err = {0};
+    gb_log_init("inline", 0, (gb_log_level)cfg->experiment.log_level);
+    gb_rundir rd;
+    if (gb_rundir_create(&rd, cfg, cli->run_dir, &err) != 0) {
+        fprintf(stderr, "gearbox run: %s\n", err.msg);
+        return GB_EXIT_FAILURE;
+    }
+    char log_path[GB_RUNDIR_PATH_MAX];
+    if (gb_rundir_file(&rd, "logs/inline-0.log", log_path, sizeof log_path, &err) != 0 ||
+        gb_log_open_file(log_path) != 0) {
+        fprintf(stderr, "gearbox run: cannot open the log in %s\n", rd.path);
+        return GB_EXIT_FAILURE;
+    }
+    GB_INFO("run directory %s", rd.path);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    gb_inline_result res;
+    int rc = gb_inline_run(cfg, &rd, &stop_requested, &res, &err);
+    gb_run_summary sum;
+    gb_inline_summary(cfg, &res, rc ? err.msg : NULL, &sum);
+    gb_error serr = {0};
+    int src = gb_rundir_write_summary(&rd, &sum, &serr);
+    gb_rundir_close(&rd);
+    if (rc) {
+        GB_ERROR("inline run failed: %s", err.msg);
+        gb_log_close();
+        return GB_EXIT_FAILURE;
+    }
+    if (src) {
+        GB_ERROR("inline run: %s", serr.msg);
+        gb_log_close();
+        return GB_EXIT_FAILURE;
+    }
+    printf("%s: %s, env_steps %lld, train_steps %lld, %.1f s, return_mean %.2f, solved %s\n",
+           rd.path, res.exit_reason, (long long)res.env_steps, (long long)res.train_steps,
+           res.wall_seconds, res.return_mean, res.solved ? "true" : "false");
+    gb_log_close();
+    return GB_EXIT_OK;
+}
+
 int gb_cmd_run(int argc, char **argv)
 {
     if (gb_wants_help(argc, argv)) {
@@ -64,7 +112,6 @@ int gb_cmd_run(int argc, char **argv)
     }
     gb_cli cli;
     static gb_config cfg; /* large: keep it off the stack */
-    gb_error err = {0};
     int urc = gb_cli_load(argc, argv, GB_CLI_RUN_FLAGS, &cli, &cfg);
     if (urc != GB_EXIT_OK)
         return urc;
@@ -98,45 +145,5 @@ int gb_cmd_run(int argc, char **argv)
                         "launch.mode inline does not have; use launch.mode local\n");
         return GB_EXIT_USAGE;
     }
-    gb_log_init("inline", 0, (gb_log_level)cfg.experiment.log_level);
-    gb_rundir rd;
-    if (gb_rundir_create(&rd, &cfg, cli.run_dir, &err) != 0) {
-        fprintf(stderr, "gearbox run: %s\n", err.msg);
-        return GB_EXIT_FAILURE;
-    }
-    char log_path[GB_RUNDIR_PATH_MAX];
-    if (gb_rundir_file(&rd, "logs/inline-0.log", log_path, sizeof log_path, &err) != 0 ||
-        gb_log_open_file(log_path) != 0) {
-        fprintf(stderr, "gearbox run: cannot open the log in %s\n", rd.path);
-        return GB_EXIT_FAILURE;
-    }
-    GB_INFO("run directory %s", rd.path);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    gb_inline_result res;
-    int rc = gb_inline_run(&cfg, &rd, &stop_requested, &res, &err);
-    gb_run_summary sum;
-    gb_inline_summary(&cfg, &res, rc ? err.msg : NULL, &sum);
-    gb_error serr = {0};
-    int src = gb_rundir_write_summary(&rd, &sum, &serr);
-    gb_rundir_close(&rd);
-    if (rc) {
-        GB_ERROR("inline run failed: %s", err.msg);
-        gb_log_close();
-        return GB_EXIT_FAILURE;
-    }
-    if (src) {
-        GB_ERROR("inline run: %s", serr.msg);
-        gb_log_close();
-        return GB_EXIT_FAILURE;
-    }
-    printf("%s: %s, env_steps %lld, train_steps %lld, %.1f s, return_mean %.2f, solved %s\n",
-           rd.path, res.exit_reason, (long long)res.env_steps, (long long)res.train_steps,
-           res.wall_seconds, res.return_mean, res.solved ? "true" : "false");
-    gb_log_close();
-    return GB_EXIT_OK;
+    return run_inline(&cfg, &cli);
 }

@@ -53,7 +53,8 @@ static void serve_usage(FILE *out)
     fprintf(out,
             "usage: gearbox serve CONFIG.yaml [--set key.path=value ...]\n\n"
             "Serves a dataset from a replay over ZeroMQ to training processes (C client:\n"
-            "workers/server/client/client.h; Python: workers/server/client/python/gearbox_client.py). The config's server\n"
+            "workers/server/client/client.h; Python:\n"
+            "workers/server/client/python/gearbox_client.py). The config's server\n"
             "section names the dataset (gearbox *.gbds from `gearbox run --record`, a D4RL\n"
             "HDF5 file or a Minari dataset folder), the endpoint (loopback or ipc unless it names\n"
             "another address), the replay (selector, remover, rate limiter), per-request limits\n"
@@ -61,6 +62,42 @@ static void serve_usage(FILE *out)
             "Prints \"gearbox serve: serving N items on ENDPOINT\" once ready; SIGINT/SIGTERM\n"
             "stop it (writing the checkpoint when one is configured).\n\n"
             "exit status: 0 stopped cleanly, 1 runtime failure, 2 usage or config error\n");
+}
+
+/* Announces the endpoint (one line tools and tests read), then serves until stopped, with the
+ * periodic checkpoints beside it. Returns 0 or the error of serving. */
+static int serve(gb_server *s, const gb_config *cfg, const gb_server_opts *so, int64_t loaded,
+                 const char *server_public, gb_error *err)
+{
+    printf("gearbox serve: serving %lld items on %s\n", (long long)loaded, gb_server_endpoint(s));
+    if (server_public[0])
+        printf("gearbox serve: CURVE on; clients need the server public key %s%s\n",
+               server_public, cfg->server.curve_clients[0] ? " and an allowed key pair" : "");
+    fflush(stdout);
+    GB_INFO("serving on %s with %d request threads", gb_server_endpoint(s), so->threads);
+    pthread_t ck;
+    ckpt_arg ca = {s, cfg->server.checkpoint_every_s};
+    int ck_started = ca.every > 0 && cfg->server.checkpoint[0] &&
+                     pthread_create(&ck, NULL, ckpt_main, &ca) == 0;
+    int rc = gb_server_run(s, &stop_flag, err);
+    atomic_store(&stop_flag, 1);
+    if (ck_started)
+        pthread_join(ck, NULL);
+    return rc;
+}
+
+static void log_stats(const gb_server *s)
+{
+    gb_server_stats st = gb_server_get_stats(s);
+    GB_INFO("stopping: %llu info, %llu sample, %llu insert, %llu update, %llu checkpoint "
+            "requests; %llu errors, %llu malformed; %llu items, %.3f GB sent",
+            (unsigned long long)st.requests[GB_SERVE_INFO],
+            (unsigned long long)st.requests[GB_SERVE_SAMPLE],
+            (unsigned long long)st.requests[GB_SERVE_INSERT],
+            (unsigned long long)st.requests[GB_SERVE_UPDATE],
+            (unsigned long long)st.requests[GB_SERVE_CHECKPOINT],
+            (unsigned long long)st.errors, (unsigned long long)st.rejected,
+            (unsigned long long)st.items_sent, (double)st.bytes_sent / 1e9);
 }
 
 int gb_cmd_serve(int argc, char **argv)
@@ -109,35 +146,10 @@ int gb_cmd_serve(int argc, char **argv)
                                     server_public, &err);
     if (rc == 0)
         rc = gb_server_open_tables(&s, zctx, &tables, &so, &err);
-    if (rc == 0) {
-        printf("gearbox serve: serving %lld items on %s\n", (long long)loaded,
-               gb_server_endpoint(s));
-        if (curve)
-            printf("gearbox serve: CURVE on; clients need the server public key %s%s\n",
-                   server_public, cfg.server.curve_clients[0] ? " and an allowed key pair"
-                                                              : "");
-        fflush(stdout);
-        GB_INFO("serving on %s with %d request threads", gb_server_endpoint(s), so.threads);
-        pthread_t ck;
-        ckpt_arg ca = {s, cfg.server.checkpoint_every_s};
-        int ck_started = ca.every > 0 && cfg.server.checkpoint[0] &&
-                         pthread_create(&ck, NULL, ckpt_main, &ca) == 0;
-        rc = gb_server_run(s, &stop_flag, &err);
-        atomic_store(&stop_flag, 1);
-        if (ck_started)
-            pthread_join(ck, NULL);
-    }
+    if (rc == 0)
+        rc = serve(s, &cfg, &so, loaded, server_public, &err);
     if (s) {
-        gb_server_stats st = gb_server_get_stats(s);
-        GB_INFO("stopping: %llu info, %llu sample, %llu insert, %llu update, %llu checkpoint "
-                "requests; %llu errors, %llu malformed; %llu items, %.3f GB sent",
-                (unsigned long long)st.requests[GB_SERVE_INFO],
-                (unsigned long long)st.requests[GB_SERVE_SAMPLE],
-                (unsigned long long)st.requests[GB_SERVE_INSERT],
-                (unsigned long long)st.requests[GB_SERVE_UPDATE],
-                (unsigned long long)st.requests[GB_SERVE_CHECKPOINT],
-                (unsigned long long)st.errors, (unsigned long long)st.rejected,
-                (unsigned long long)st.items_sent, (double)st.bytes_sent / 1e9);
+        log_stats(s);
         if (rc == 0 && cfg.server.checkpoint[0])
             rc = gb_server_checkpoint(s, &err);
     }

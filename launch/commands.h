@@ -37,12 +37,10 @@ typedef struct gb_worker_process_opts {
 
 #define GB_JOIN_LOST_MS 5000
 
-/* Runs the worker until it stops (SIGTERM/SIGINT, run control); installs its signal handlers.
- * Returns the process exit status: GB_EXIT_OK, GB_EXIT_FAILURE (its error logged), or
- * GB_EXIT_USAGE (unknown role). */
+/* The worker until it stops; its exit status (launch/cmd_worker.c says how). */
 int gb_worker_process(const struct gb_config *cfg, const gb_worker_process_opts *o);
 
-/* 1 when argv holds -h or --help. */
+/* 1 when argv holds -h or --help (launch/cli.c). */
 int gb_wants_help(int argc, char **argv);
 
 #endif

@@ -1,7 +1,6 @@
 /* launch/evals.c: evaluation videos during a run, as `gearbox eval` children (evals.h). */
 #include "launch/evals.h"
 
-#include "launch/bench/bench.h"
 #include "launch/video.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
@@ -11,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -80,17 +80,17 @@ static int log_results(gb_evals *ev, gb_error *err)
     static const char *const keys[] = {"return_mean", "return_std", "length_mean"};
     static const char *const tags[] = {"eval/return_mean", "eval/return_std",
                                        "eval/length_mean"};
-    double values[3] = {NAN, NAN, NAN};
+    double values[3];
     int rc = 0;
-    json_t *json = NULL;
-    gb_error jerr = {0};
-    if (!gb_bench_json_load(path, &json, &jerr))
-        for (int i = 0; i < 3; i++)
-            gb_bench_json_number(json, keys[i], &values[i], i ? NULL : &jerr);
-    json_decref(json);
+    json_t *report = json_load_file(path, 0, NULL); /* gearbox eval --json's object */
+    for (int i = 0; i < 3; i++) {
+        json_t *v = json_object_get(report, keys[i]); /* NULL for a NULL report */
+        values[i] = json_is_number(v) ? json_number_value(v) : NAN;
+    }
+    json_decref(report);
     if (!isfinite(values[0]))
-        GB_WARN("evaluation at %lld env steps: no return_mean in %s (%s): its scalars are not "
-                "logged", at, path, jerr.msg[0] ? jerr.msg : "null");
+        GB_WARN("evaluation at %lld env steps: no return_mean in %s: its scalars are not logged",
+                at, path);
     else if ((rc = gb_rundir_tb_scalars(ev->rd, ev->pid_env_steps, tags, values, 3, err)))
         return rc;
     snprintf(path, sizeof path, "%s/videos/eval_%lld.gif", ev->run_dir, at);

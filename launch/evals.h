@@ -8,9 +8,10 @@
  * TensorBoard file (tb/, through the run directory's writer) at step <env_steps>: the scalars
  * eval/return_mean, eval/return_std and eval/length_mean of its JSON, and the GIF as the image
  * eval/video (how tensorboardX and PyTorch's add_video log videos: TensorBoard's image plugin
- * plays it); a GIF over GB_EVALS_GIF_MAX bytes is left out with a warning. One evaluation runs at a time: a crossing while one runs, or
- * before a checkpoint newer than the last one evaluated exists, waits for that (crossings in
- * between merge into one). <env_steps> is the run's count when the evaluation starts.
+ * plays it); a GIF over GB_EVALS_GIF_MAX bytes is left out with a warning. One evaluation
+ * runs at a time: a crossing while one runs, or before a checkpoint newer than the last one
+ * evaluated exists, waits for that (crossings in between merge into one). <env_steps> is the
+ * run's count when the evaluation starts.
  * defines: gb_evals, gb_evals_init, gb_evals_poll, gb_evals_finish */
 #ifndef GB_LAUNCH_EVALS_H
 #define GB_LAUNCH_EVALS_H

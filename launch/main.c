@@ -1,6 +1,7 @@
 /* launch/main.c: the gearbox command: subcommand dispatch, --help and --version. */
 #include "launch/commands.h"
 
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,36 +39,38 @@ static void usage(FILE *out)
                  "exit status: 0 success, 2 usage or config error, 1 runtime failure\n");
 }
 
-int gb_wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0)
-            break;
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
-            return 1;
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return GB_EXIT_USAGE;
-    }
-    const char *name = argv[1];
-    if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0 || strcmp(name, "help") == 0) {
+    static const struct option top[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    /* the options before COMMAND: the first one decides; the command parses the rest */
+    optind = 0;
+    opterr = 0;
+    int c = getopt_long(argc, argv, "+:hV", top, NULL);
+    const char *name = optind < argc ? argv[optind] : NULL;
+    if (c == 'h' || (c == -1 && name && strcmp(name, "help") == 0)) {
         usage(stdout);
         return GB_EXIT_OK;
     }
-    if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
+    if (c == 'V') {
         printf("gearbox %s\n", GEARBOX_VERSION);
         return GB_EXIT_OK;
     }
-    for (const subcommand *c = subcommands; c->name; c++)
-        if (strcmp(name, c->name) == 0)
-            return c->run(argc - 1, argv + 1);
-    fprintf(stderr, "gearbox: unknown command '%s'\n\n", name);
+    if (c == -1 && !name) {
+        usage(stderr);
+        return GB_EXIT_USAGE;
+    }
+    int at = optind;
+    optind = 0; /* the command's own getopt_long starts afresh */
+    if (c == -1)
+        for (const subcommand *cmd = subcommands; cmd->name; cmd++)
+            if (strcmp(name, cmd->name) == 0)
+                return cmd->run(argc - at, argv + at);
+    /* the unknown option is argv[1]: the first option decides */
+    fprintf(stderr, "gearbox: unknown command '%s'\n\n", c == -1 ? name : argv[1]);
     usage(stderr);
     return GB_EXIT_USAGE;
 }

@@ -226,16 +226,12 @@ static long long scan_log(const char *path, int *granted, char *last, size_t las
     return id;
 }
 
-int gb_slurm_allocate(gb_slurm_job *j, const gb_config *cfg, const char *log_path,
-                      atomic_int *interrupted, gb_error *err)
+/* The salloc command line of the run's job into argv (MAX_ARGS entries, the strings in buf):
+ * the whole run's resources on one node (every step's share), or whole nodes. */
+static int salloc_argv(const gb_slurm_job *j, const gb_config *cfg, char **argv, char *buf,
+                       size_t bufcap, gb_error *err)
 {
     const gb_config_slurm *s = &cfg->launch.slurm;
-    memset(j, 0, sizeof *j);
-    j->cfg = cfg;
-    snprintf(j->name, sizeof j->name, "gearbox:%s", cfg->experiment.name);
-    snprintf(j->log_path, sizeof j->log_path, "%s", log_path);
-
-    /* the whole run's resources: one node with every step's share, or whole nodes */
     const struct { const char *role; int64_t count; } roles[] = {
         {"params", 1}, {"trainer", cfg->trainer.count}, {"policy", cfg->policy.count},
         {"actor", cfg->actors.count},
@@ -247,11 +243,11 @@ int gb_slurm_allocate(gb_slurm_job *j, const gb_config *cfg, const char *log_pat
         gpus += sr->gpus * roles[r].count;
         mem += sr->mem_mb * roles[r].count;
     }
-    char *argv[MAX_ARGS], buf[8192], opt[GB_CONFIG_PATH_MAX + 32];
+    char opt[GB_CONFIG_PATH_MAX + 32];
     size_t used = 0;
     int n = 0, rc = 0;
 #define PUSH(str) \
-    do { if (!rc) rc = push(argv, &n, MAX_ARGS, buf, sizeof buf, &used, (str), err); } while (0)
+    do { if (!rc) rc = push(argv, &n, MAX_ARGS, buf, bufcap, &used, (str), err); } while (0)
 #define PUSHF(...) do { snprintf(opt, sizeof opt, __VA_ARGS__); PUSH(opt); } while (0)
     PUSH("salloc");
     PUSHF("--job-name=%s", j->name);
@@ -273,7 +269,7 @@ int gb_slurm_allocate(gb_slurm_job *j, const gb_config *cfg, const char *log_pat
         PUSH("--exclusive");
     }
     if (!rc)
-        rc = push_words(argv, &n, MAX_ARGS, buf, sizeof buf, &used, s->salloc_args, err);
+        rc = push_words(argv, &n, MAX_ARGS, buf, bufcap, &used, s->salloc_args, err);
     /* the allocation lasts as long as this command, which lasts as long as the launcher */
     PUSH("--");
     PUSH("tail");
@@ -282,12 +278,16 @@ int gb_slurm_allocate(gb_slurm_job *j, const gb_config *cfg, const char *log_pat
     PUSH("/dev/null");
 #undef PUSH
 #undef PUSHF
-    if (rc)
-        return rc;
+    return rc;
+}
 
-    int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+/* Starts argv (salloc) in its own process group with its output appended to the job's log,
+ * after the command line itself. Returns 0 with j->salloc set, or GB_ESYS. */
+static int start_salloc(gb_slurm_job *j, char *const argv[], gb_error *err)
+{
+    int fd = open(j->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
-        return gb_error_errno(err, "open %s", log_path);
+        return gb_error_errno(err, "open %s", j->log_path);
     dprintf(fd, "$");
     for (int i = 0; argv[i]; i++)
         dprintf(fd, " %s", argv[i]);
@@ -309,17 +309,26 @@ int gb_slurm_allocate(gb_slurm_job *j, const gb_config *cfg, const char *log_pat
     }
     close(fd);
     j->salloc = pid;
+    return 0;
+}
 
+/* Follows salloc's log until the job is granted (then, for per_host relays on several nodes,
+ * reads its nodes' names), salloc ends, or *interrupted. Returns 0, GB_ESYS or GB_EINTR. */
+static int wait_granted(gb_slurm_job *j, atomic_int *interrupted, gb_error *err)
+{
+    const gb_config *cfg = j->cfg;
+    pid_t pid = j->salloc;
     char last[512] = "";
     int granted = 0, said_pending = 0;
     for (;;) {
-        j->id = scan_log(log_path, &granted, last, sizeof last);
+        j->id = scan_log(j->log_path, &granted, last, sizeof last);
         if (granted) {
             GB_INFO("slurm job %lld (%s) granted: watch it with `squeue -j %lld`, its steps "
                     "with `squeue -s -j %lld`", j->id, j->name, j->id, j->id);
             /* per_host relays on several nodes: one a node, so the nodes' names */
-            return s->nodes > 1 && cfg->parameters.relay == GB_RELAY_PER_HOST ? job_nodes(j, err)
-                                                                               : 0;
+            return cfg->launch.slurm.nodes > 1 && cfg->parameters.relay == GB_RELAY_PER_HOST
+                       ? job_nodes(j, err)
+                       : 0;
         }
         if (j->id && !said_pending) {
             GB_INFO("slurm job %lld (%s) is pending: the run starts when Slurm grants it",
@@ -327,23 +336,38 @@ int gb_slurm_allocate(gb_slurm_job *j, const gb_config *cfg, const char *log_pat
             said_pending = 1;
         }
         int status;
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) {
+        if (waitpid(pid, &status, WNOHANG) == pid) {
             j->salloc = 0;
-            j->id = scan_log(log_path, &granted, last, sizeof last);
+            j->id = scan_log(j->log_path, &granted, last, sizeof last);
             char how[64];
             if (WIFEXITED(status))
                 snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
             else
                 snprintf(how, sizeof how, "was killed by signal %d", WTERMSIG(status));
             return gb_error_set(err, GB_ESYS, "slurm: salloc %s before the job was granted: %s "
-                                "(%s)", how, last[0] ? last : "no output", log_path);
+                                "(%s)", how, last[0] ? last : "no output", j->log_path);
         }
         if (atomic_load(interrupted))
             return gb_error_set(err, GB_EINTR, "slurm: interrupted while job %lld was pending",
                                 j->id);
         gb_sleep_ms(50);
     }
+}
+
+int gb_slurm_allocate(gb_slurm_job *j, const gb_config *cfg, const char *log_path,
+                      atomic_int *interrupted, gb_error *err)
+{
+    memset(j, 0, sizeof *j);
+    j->cfg = cfg;
+    snprintf(j->name, sizeof j->name, "gearbox:%s", cfg->experiment.name);
+    snprintf(j->log_path, sizeof j->log_path, "%s", log_path);
+    char *argv[MAX_ARGS], buf[8192];
+    int rc = salloc_argv(j, cfg, argv, buf, sizeof buf, err);
+    if (rc == 0)
+        rc = start_salloc(j, argv, err);
+    if (rc == 0)
+        rc = wait_granted(j, interrupted, err);
+    return rc;
 }
 
 int gb_slurm_step_argv(const gb_slurm_job *j, const char *role, int index,

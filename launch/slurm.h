@@ -66,10 +66,10 @@ int gb_slurm_relays(const gb_config *cfg);
 /* Starts salloc for the run's job (its output appended to log_path) and waits until Slurm grants
  * it, however long it is pending; gives up when *interrupted becomes non-zero (the job is then
  * cancelled). With launch.slurm.nodes > 1 and per_host relays it then asks Slurm for the job's
- * node names (squeue, scontrol show hostnames; at most GB_SLURM_NODES_MAX). Returns 0 (j->id set, and j->nodes), GB_ESYS (salloc could not
- * start, or exited first: the error says how and quotes its last line; or the node list could
- * not be had) or GB_EINTR (interrupted). On failure call
- * gb_slurm_release all the same. */
+ * node names (squeue, scontrol show hostnames; at most GB_SLURM_NODES_MAX). Returns 0 (j->id
+ * set, and j->nodes), GB_ESYS (salloc could not start, or exited first: the error says how and
+ * quotes its last line; or the node list could not be had) or GB_EINTR (interrupted). On
+ * failure call gb_slurm_release all the same. */
 int gb_slurm_allocate(gb_slurm_job *j, const gb_config *cfg, const char *log_path,
                       atomic_int *interrupted, gb_error *err);
 

@@ -98,7 +98,8 @@ int gb_rundir_reap_dead(gb_error *err)
     while ((e = readdir(d))) {
         if (strlen(e->d_name) != 16 || strspn(e->d_name, "0123456789abcdef") != 16)
             continue;
-        char entry[GB_RUNDIR_PATH_MAX + 300], run[GB_RUNDIR_PATH_MAX], lock[GB_RUNDIR_PATH_MAX + 16];
+        char entry[GB_RUNDIR_PATH_MAX + 300], run[GB_RUNDIR_PATH_MAX];
+        char lock[GB_RUNDIR_PATH_MAX + 16];
         snprintf(entry, sizeof entry, "%s/%s", table, e->d_name);
         if (read_entry(entry, run, sizeof run) != 0)
             continue;
