@@ -80,8 +80,8 @@ typedef int (*gb_bench_option_fn)(void *ctx, int val, const char *arg);
  * options only; end it with a zeroed entry and include GB_BENCH_OPTION_JSON), calling fn in
  * order. An unknown option, a missing value or (without positional) a positional argument is
  * named on stderr with the usage after it. Returns 0, or -1 when the command line is refused
- * (the caller exits GB_EXIT_USAGE). getopt_long may reorder argv, and its state is global: one
- * thread at a time. */
+ * (the caller exits GB_EXIT_USAGE). Parsed by the commands' one getopt_long driver
+ * (gb_cli_getopt, launch/cli.h), whose state is global: one thread at a time. */
 int gb_bench_options(int argc, char **argv, const struct option *longs, int positional,
                      gb_bench_option_fn fn, void *ctx, void (*usage)(FILE *out));
 

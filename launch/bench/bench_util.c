@@ -1,6 +1,7 @@
 /* launch/bench/bench_util.c: helpers the benchmarks share: quantiles of timings, files and folders,
  * and the streams cases' sockets (endpoints in a temporary folder or on 127.0.0.1). */
 #include "launch/bench/bench.h"
+#include "launch/cli.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -37,28 +38,31 @@ char *gb_bench_slurp(const char *path)
     return buf;
 }
 
+typedef struct bench_take {
+    char **argv;
+    int positional;
+    gb_bench_option_fn fn;
+    void *ctx;
+    void (*usage)(FILE *out);
+} bench_take;
+
+static int take_bench_option(void *ctx, int c, const char *arg)
+{
+    bench_take *t = ctx;
+    if (c == GB_CLI_UNKNOWN || c == GB_CLI_NO_VALUE || (c == GB_CLI_POSITIONAL && !t->positional)) {
+        fprintf(stderr, "gearbox bench %s: %s '%s'\n", t->argv[0],
+                c == GB_CLI_NO_VALUE ? "a value is needed after" : "unknown option", arg);
+        t->usage(stderr);
+        return -1;
+    }
+    return c == 0 ? 0 : t->fn(t->ctx, c, arg); /* 0: --json, which cmd_bench.c reads */
+}
+
 int gb_bench_options(int argc, char **argv, const struct option *longs, int positional,
                      gb_bench_option_fn fn, void *ctx, void (*usage)(FILE *out))
 {
-    optind = 0; /* GNU getopt: start over, this process may have parsed another command line */
-    opterr = 0; /* the messages below name the benchmark */
-    int c;
-    while ((c = getopt_long(argc, argv, positional ? "-:" : ":", longs, NULL)) != -1) {
-        if (c == '?' || c == ':') {
-            fprintf(stderr, "gearbox bench %s: %s '%s'\n", argv[0],
-                    c == '?' ? "unknown option" : "a value is needed after", argv[optind - 1]);
-            usage(stderr);
-            return -1;
-        }
-        if (c != 0 && fn(ctx, c, optarg) != 0) /* 0: --json */
-            return -1;
-    }
-    if (optind < argc) { /* without positional: getopt_long left the other arguments here */
-        fprintf(stderr, "gearbox bench %s: unknown option '%s'\n", argv[0], argv[optind]);
-        usage(stderr);
-        return -1;
-    }
-    return 0;
+    bench_take t = {argv, positional, fn, ctx, usage};
+    return gb_cli_getopt(argc, argv, "", longs, take_bench_option, &t) ? -1 : 0;
 }
 
 int gb_bench_net_want(const gb_bench_net *b, const char *name)
