@@ -10,80 +10,55 @@
 #define SAC (1u << GB_ALGO_SAC)
 #define ALL (PPO | DQN | SAC)
 
+/* The table: column, name, the algorithms that report it, 1 when the learner reports it. */
+#define COLUMNS(X) \
+    X(GB_COL_TIME,          "time_s",              ALL,        0) \
+    X(GB_COL_ENV_STEPS,     "env_steps",           ALL,        0) \
+    X(GB_COL_ENV_RATE,      "env_steps_per_s",     ALL,        0) \
+    X(GB_COL_TRAIN_STEPS,   "train_steps",         ALL,        0) \
+    X(GB_COL_TRAIN_RATE,    "train_steps_per_s",   ALL,        0) \
+    X(GB_COL_SAMPLES,       "samples_trained",     ALL,        0) \
+    X(GB_COL_EPISODES,      "episodes",            ALL,        0) \
+    X(GB_COL_RETURN,        "return_mean_100",     ALL,        0) \
+    X(GB_COL_LENGTH,        "length_mean_100",     ALL,        0) \
+    X(GB_COL_REPLAY_SIZE,   "replay_size",         ALL,        0) \
+    X(GB_COL_REPLAY_FILL,   "replay_fill",         ALL,        0) \
+    X(GB_COL_VERSION,       "policy_version",      ALL,        0) \
+    X(GB_COL_SERVED,        "served_version_min",  ALL,        0) \
+    X(GB_COL_LAG,           "version_lag",         ALL,        0) \
+    X(GB_COL_LOSS,          "loss",                ALL,        1) \
+    X(GB_COL_ENTROPY,       "entropy",             PPO | SAC,  1) \
+    X(GB_COL_DROPS,         "sample_drops",        ALL,        0) \
+    X(GB_COL_REJECTED,      "chunks_rejected",     ALL,        0) \
+    X(GB_COL_SEGMENT,       "segment",             ALL,        0) \
+    X(GB_COL_POLICY_LOSS,   "policy_loss",         PPO | SAC,  1) \
+    X(GB_COL_VALUE_LOSS,    "value_loss",          ALL,        1) \
+    X(GB_COL_KL,            "approx_kl",           PPO,        1) \
+    X(GB_COL_Q,             "q_mean",              DQN | SAC,  1) \
+    X(GB_COL_LR,            "lr",                  ALL,        1) \
+    X(GB_COL_COLLECT_MS,    "collect_ms",          ALL,        1) \
+    X(GB_COL_TRAIN_MS,      "train_ms",            ALL,        1) \
+    X(GB_COL_COLLECT_SHARE, "collect_share",       ALL,        1) \
+    X(GB_COL_CLIP_FRACTION, "clip_fraction",       PPO,        1) \
+    X(GB_COL_EXPLAINED_VAR, "explained_var",       PPO,        1) \
+    X(GB_COL_TD_ABS,        "td_abs_mean",         DQN | SAC,  1) \
+    X(GB_COL_ALPHA,         "alpha",               SAC,        1) \
+    X(GB_COL_EPSILON,       "epsilon",             DQN,        1) \
+    X(GB_COL_GRAD_NORM,     "grad_norm",           ALL,        1)
+
 static const char *const names[GB_NCOLS] = {
-    [GB_COL_TIME] = "time_s",
-    [GB_COL_ENV_STEPS] = "env_steps",
-    [GB_COL_ENV_RATE] = "env_steps_per_s",
-    [GB_COL_TRAIN_STEPS] = "train_steps",
-    [GB_COL_TRAIN_RATE] = "train_steps_per_s",
-    [GB_COL_SAMPLES] = "samples_trained",
-    [GB_COL_EPISODES] = "episodes",
-    [GB_COL_RETURN] = "return_mean_100",
-    [GB_COL_LENGTH] = "length_mean_100",
-    [GB_COL_REPLAY_SIZE] = "replay_size",
-    [GB_COL_REPLAY_FILL] = "replay_fill",
-    [GB_COL_VERSION] = "policy_version",
-    [GB_COL_SERVED] = "served_version_min",
-    [GB_COL_LAG] = "version_lag",
-    [GB_COL_LOSS] = "loss",
-    [GB_COL_ENTROPY] = "entropy",
-    [GB_COL_DROPS] = "sample_drops",
-    [GB_COL_REJECTED] = "chunks_rejected",
-    [GB_COL_SEGMENT] = "segment",
-    [GB_COL_POLICY_LOSS] = "policy_loss",
-    [GB_COL_VALUE_LOSS] = "value_loss",
-    [GB_COL_KL] = "approx_kl",
-    [GB_COL_Q] = "q_mean",
-    [GB_COL_LR] = "lr",
-    [GB_COL_COLLECT_MS] = "collect_ms",
-    [GB_COL_TRAIN_MS] = "train_ms",
-    [GB_COL_COLLECT_SHARE] = "collect_share",
-    [GB_COL_CLIP_FRACTION] = "clip_fraction",
-    [GB_COL_EXPLAINED_VAR] = "explained_var",
-    [GB_COL_TD_ABS] = "td_abs_mean",
-    [GB_COL_ALPHA] = "alpha",
-    [GB_COL_EPSILON] = "epsilon",
-    [GB_COL_GRAD_NORM] = "grad_norm",
+#define NAME(col, name, algos, learner) [col] = name,
+    COLUMNS(NAME)
+#undef NAME
 };
 
-/* the algorithms that report each column, and whether the learner reports it */
 static const struct {
     unsigned algos;
     int learner;
 } table[GB_NCOLS] = {
-    [GB_COL_TIME] = {ALL, 0},
-    [GB_COL_ENV_STEPS] = {ALL, 0},
-    [GB_COL_ENV_RATE] = {ALL, 0},
-    [GB_COL_TRAIN_STEPS] = {ALL, 0},
-    [GB_COL_TRAIN_RATE] = {ALL, 0},
-    [GB_COL_SAMPLES] = {ALL, 0},
-    [GB_COL_EPISODES] = {ALL, 0},
-    [GB_COL_RETURN] = {ALL, 0},
-    [GB_COL_LENGTH] = {ALL, 0},
-    [GB_COL_REPLAY_SIZE] = {ALL, 0},
-    [GB_COL_REPLAY_FILL] = {ALL, 0},
-    [GB_COL_VERSION] = {ALL, 0},
-    [GB_COL_SERVED] = {ALL, 0},
-    [GB_COL_LAG] = {ALL, 0},
-    [GB_COL_LOSS] = {ALL, 1},
-    [GB_COL_ENTROPY] = {PPO | SAC, 1},
-    [GB_COL_DROPS] = {ALL, 0},
-    [GB_COL_REJECTED] = {ALL, 0},
-    [GB_COL_SEGMENT] = {ALL, 0},
-    [GB_COL_POLICY_LOSS] = {PPO | SAC, 1},
-    [GB_COL_VALUE_LOSS] = {ALL, 1},
-    [GB_COL_KL] = {PPO, 1},
-    [GB_COL_Q] = {DQN | SAC, 1},
-    [GB_COL_LR] = {ALL, 1},
-    [GB_COL_COLLECT_MS] = {ALL, 1},
-    [GB_COL_TRAIN_MS] = {ALL, 1},
-    [GB_COL_COLLECT_SHARE] = {ALL, 1},
-    [GB_COL_CLIP_FRACTION] = {PPO, 1},
-    [GB_COL_EXPLAINED_VAR] = {PPO, 1},
-    [GB_COL_TD_ABS] = {DQN | SAC, 1},
-    [GB_COL_ALPHA] = {SAC, 1},
-    [GB_COL_EPSILON] = {DQN, 1},
-    [GB_COL_GRAD_NORM] = {ALL, 1},
+#define PROPS(col, name, algos, learner) [col] = {algos, learner},
+    COLUMNS(PROPS)
+#undef PROPS
 };
 
 const char *const *gb_contract_columns(void) { return names; }
@@ -100,7 +75,9 @@ int gb_contract_learner_column(int col)
     return col >= 0 && col < GB_NCOLS && table[col].learner;
 }
 
-int gb_contract_solved(const gb_config *cfg, int64_t episodes, double return_mean)
+/* Solved: a target, at least GB_RUN_WINDOW episodes, and the mean return of the last
+ * GB_RUN_WINDOW at or above the target. */
+static int solved(const gb_config *cfg, int64_t episodes, double return_mean)
 {
     const double target = cfg->experiment.target_return;
     return !isnan(target) && episodes >= GB_RUN_WINDOW && return_mean >= target;
@@ -109,7 +86,7 @@ int gb_contract_solved(const gb_config *cfg, int64_t episodes, double return_mea
 const char *gb_contract_stop_reason(const gb_config *cfg, int64_t env_steps, int64_t episodes,
                                     double return_mean, double seconds)
 {
-    if (gb_contract_solved(cfg, episodes, return_mean))
+    if (solved(cfg, episodes, return_mean))
         return "solved";
     if (cfg->experiment.max_env_steps > 0 && env_steps >= cfg->experiment.max_env_steps)
         return "max_env_steps";

@@ -95,12 +95,9 @@ int gb_contract_reports(int algo, int col);
  * statistics, epsilon, collect_ms, train_ms and collect_share. */
 int gb_contract_learner_column(int col);
 
-/* 1 when the run counts as solved: a target, at least GB_RUN_WINDOW episodes, and the mean
- * return of the last GB_RUN_WINDOW at or above the target. */
-int gb_contract_solved(const gb_config *cfg, int64_t episodes, double return_mean);
-
 /* Why the run stops now by the stop rules above ("solved", "max_env_steps", "max_seconds"; a
- * static string), or NULL to go on. seconds: time_s, over every segment. */
+ * static string), or NULL to go on. episodes: those in the mean return's window (a resumed
+ * run's launcher counts this segment's); seconds: time_s, over every segment. */
 const char *gb_contract_stop_reason(const gb_config *cfg, int64_t env_steps, int64_t episodes,
                                     double return_mean, double seconds);
 

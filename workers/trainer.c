@@ -1,4 +1,5 @@
-/* workers/trainer.c: the trainer worker = ingest + learning (workers/learning.h). The replay
+/* workers/trainer.c: the trainer worker = ingest (trainer_ingest.c) + learning
+ * (workers/learning.h): its start, training loop, reports, checkpoints and stop. The replay
  * (GEAR store) lives in this process's shared host memory. The ingest thread pulls trajectory
  * chunks from the sample stream and writes each straight into its replay block (allocate ->
  * copy the frames in -> commit); the train thread (this one) runs the learning step (rate

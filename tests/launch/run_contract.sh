@@ -42,5 +42,5 @@ describe "$work/local" > "$work/local.txt" || fail "cannot read the local run's 
 cat "$work/local.txt"
 grep -q "^learner: .*loss" "$work/local.txt" || fail "the local run reported no learner statistics"
 diff "$work/inline.txt" "$work/local.txt" > "$work/diff.txt" ||
-  { cat "$work/diff.txt"; fail "inline and local runs of $(basename "$config") differ (< inline, > local)"; }
+  { cat "$work/diff.txt"; fail "inline and local runs of $(basename "$config") differ (<, >)"; }
 echo "1 passed, 0 failed"
