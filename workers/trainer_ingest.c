@@ -15,7 +15,7 @@
 
 /* Checks that a received chunk has exactly the layout's tensors and comes from one of the run's
  * actors; takes it into the books (*row: the row to settle it on) or counts it as rejected (the
- * ledger above). Returns 1 when it is taken. */
+ * sample ledger, trainer_internal.h). Returns 1 when it is taken. */
 static int check_chunk(trainer *t, const gb_wire_msg *m, int *row)
 {
     /* the run's actors, and those that joined it beyond its count (gearbox join) */
