@@ -1,24 +1,30 @@
-/* launch/run_local.c: the local backend of `gearbox run` (see run_local.h): run directory,
- * registry thread, metrics collection, worker processes, stop conditions, progress display,
- * metrics.csv and summary.json; and the same for a resumed run (gearbox run --resume), whose
- * counters go on from the last row of its metrics.csv. The Slurm backend is this same launcher
- * with each worker started as a step of the run's Slurm job (launch/slurm.h). */
+/* launch/run_local.c: the local backend of `gearbox run` (see run_local.h): the launcher's
+ * run control, one function a state: open (run directory, registry thread, metrics collection,
+ * run keys), spawn (the worker processes), watch (failures, metrics.csv rows, progress), decide
+ * (the run contract's stop rules, runtime/run/contract.h), drain (launch/run_drain.h) and summarise
+ * (summary.json); and the same for a resumed run (gearbox run --resume), whose counters go on
+ * from the last row of its metrics.csv (launch/run_rows.h). The Slurm backend is this same
+ * launcher with each worker started as a step of the run's Slurm job (launch/slurm.h). */
 #include "launch/run_local.h"
 
 #include "kernels/kernels.h"
-#include "runtime/run/rundir.h"
 #include "launch/datawatch.h"
 #include "launch/evals.h"
 #include "launch/joins.h"
+#include "launch/run_drain.h"
+#include "launch/run_rows.h"
+#include "launch/run_spawn.h"
 #include "launch/slurm.h"
 #include "launch/supervisor.h"
 #include "launch/watchdog.h"
 #include "runtime/base/clock.h"
+#include "runtime/run/contract.h"
 #include "runtime/streams/curve.h"
 #include "runtime/streams/endpoint.h"
 #include "runtime/base/log.h"
 #include "runtime/run/metrics.h"
 #include "runtime/streams/registry.h"
+#include "runtime/run/rundir.h"
 #include "runtime/streams/runctl.h"
 #include "runtime/base/shm.h"
 #include "runtime/streams/wire.h"
@@ -28,6 +34,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,290 +60,52 @@ static void *registry_main(void *arg)
     return NULL;
 }
 
-/* One row of metrics.csv (and of tb/, runtime/run/tensorboard.h) and what the progress line shows.
- * New columns go at the end: a resumed run's metrics.csv from an earlier gearbox is widened
- * (gb_rundir_metrics_continue). The trainer's statistics that its algorithm has not (KL for
- * DQN, Q for PPO) are empty. */
-enum {
-    M_TIME, M_ENV_STEPS, M_ENV_RATE, M_TRAIN_STEPS, M_TRAIN_RATE, M_SAMPLES, M_EPISODES,
-    M_RETURN, M_LENGTH, M_REPLAY_SIZE, M_REPLAY_FILL, M_VERSION, M_SERVED, M_LAG, M_LOSS,
-    M_ENTROPY, M_DROPS, M_REJECTED, M_SEGMENT, M_POLICY_LOSS, M_VALUE_LOSS, M_KL, M_Q, M_LR,
-    M_COLLECT_MS, M_TRAIN_MS, M_COLLECT_SHARE, M_NCOLS
-};
-static const char *const columns[M_NCOLS] = {
-    "time_s", "env_steps", "env_steps_per_s", "train_steps", "train_steps_per_s",
-    "samples_trained", "episodes", "return_mean_100", "length_mean_100", "replay_size",
-    "replay_fill", "policy_version", "served_version_min", "version_lag", "loss", "entropy",
-    "sample_drops", "chunks_rejected", "segment", "policy_loss", "value_loss", "approx_kl",
-    "q_mean", "lr", "collect_ms", "train_ms", "collect_share"};
-
-static double or0(double v) { return isnan(v) ? 0 : v; }
-
-/* Where a resumed run's counters go on from (all 0 for a run's first launch): its metrics.csv's
- * last row. Env steps, episodes, samples and time add up over segments; train steps come from
- * the trainers, which restore theirs with the model. */
-typedef struct run_base {
-    double time, env_steps, episodes, samples, train_steps;
-    int segment; /* this launch's: 0, +1 per resume */
-} run_base;
-
-static void base_from_row(const double *last, run_base *b)
-{
-    b->time = or0(last[M_TIME]);
-    b->env_steps = or0(last[M_ENV_STEPS]);
-    b->episodes = or0(last[M_EPISODES]);
-    b->samples = or0(last[M_SAMPLES]);
-    b->train_steps = or0(last[M_TRAIN_STEPS]);
-    b->segment = (int)or0(last[M_SEGMENT]) + 1;
-}
-
-/* What the stop decisions look at: the metrics and the run-control confirmations. */
-typedef struct stop_view {
-    gb_metrics_collector *m;
-    const gb_runctl_server *rc;
+/* Everything one launch owns, through every state; torn down in close_all. */
+typedef struct launch {
     const gb_config *cfg;
-    const gb_watchdog *wd;
-    int64_t joiners_gone; /* actor slots below actors.count whose joined worker left unflagged */
-} stop_view;
+    const gb_cli *cli;
+    int on_slurm;
+    gb_rundir rd;
+    gb_supervisor sup;
+    gb_watchdog wd;
+    gb_joins joins; /* slots for workers joining from other hosts (gearbox join) */
+    int joins_ready;
+    gb_evals evals; /* evaluation videos (experiment.eval_every); zeroed: off */
+    gb_slurm_job slurm;
+    const gb_slurm_job *job; /* &slurm on Slurm: every worker is one of its steps */
+    gb_datawatch dw;
+    void *zctx;
+    gb_curve *curve;
+    registry_thread reg;
+    pthread_t reg_thread;
+    int reg_started;
+    gb_metrics_collector *mc;
+    gb_runctl_server *runctl;
+    char reg_ep[GB_REGISTRY_ENDPOINT_MAX], met_ep[GB_REGISTRY_ENDPOINT_MAX], exe[PATH_MAX];
+    int relays; /* per_host parameter relays this launcher starts */
+    double t0;
+    gb_run_base base;
+    double row[GB_NCOLS], prev[GB_NCOLS];
+    int have_prev;
+    int live, show; /* the progress line: in place (a terminal), shown at all */
+    const char *exit_reason;
+    int solved; /* the stop rule said solved, and nothing failed at the end but a worker */
+    char error_text[GB_ERROR_MSG_MAX + 256];
+    int status;
+    gb_error err;
+} launch;
 
-/* How many of the count workers of role have reported name = 1 (a flag: final). */
-static int64_t flagged(const gb_metrics_collector *m, int role, int64_t count, const char *name)
+/* Ends the run with a cause: error_text from fmt, logged as an error. */
+static void fail_with(launch *L, const char *fmt, ...)
 {
-    int64_t n = 0;
-    for (int64_t i = 0; i < count; i++)
-        n += gb_metrics_get(m, role, (int)i, name) == 1;
-    return n;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(L->error_text, sizeof L->error_text, fmt, ap);
+    va_end(ap);
+    GB_ERROR("%s", L->error_text);
 }
 
-/* Polls the metrics until done(v) or max_s passes; returns done's last answer. */
-static int poll_until(const stop_view *v, double max_s, int (*done)(const stop_view *))
-{
-    gb_error e = {0};
-    for (double end = gb_now_s() + max_s;; ) {
-        if (done(v))
-            return 1;
-        if (gb_now_s() >= end)
-            return 0;
-        gb_metrics_collector_poll(v->m, 10, &e);
-    }
-}
-
-/* Every trainer confirmed the end (gb_worker_confirm_ending). */
-static int trainers_ending(const stop_view *v)
-{
-    return gb_runctl_server_confirmed(v->rc, GB_ROLE_TRAINER, GB_RUN_ENDING) >=
-           v->cfg->trainer.count;
-}
-
-/* Every chunk the actors sent arrived, less what dead actors' processes lost (their chunks
- * cannot arrive any more; watchdog.h). */
-static int chunks_all_received(const stop_view *v)
-{
-    int64_t lost_in_crash = 0, sent_extra = 0;
-    gb_watchdog_ledger(v->wd, &lost_in_crash, &sent_extra);
-    return flagged(v->m, GB_ROLE_ACTOR, v->cfg->actors.count, "final") + v->joiners_gone >=
-               v->cfg->actors.count &&
-           or0(gb_metrics_sum(v->m, GB_ROLE_TRAINER, "chunks_received")) +
-                   (double)lost_in_crash >=
-               or0(gb_metrics_sum(v->m, GB_ROLE_ACTOR, "chunks_sent")) + (double)sent_extra;
-}
-
-/* Stops every worker without losing a chunk on the sample stream, within the stop grace, by
- * moving the run's state (runtime/streams/runctl.h):
- *  1. ending: trainers stop waiting for their rate limiter and read everything; they confirm
- *     (up to 1/4 of the grace);
- *  2. flushing: the actors stop stepping, send what they hold and a final report, and keep
- *     their connections open (workers/roles/worker.h, gb_worker_wait_release);
- *  3. drained, once the trainers have received every chunk the actors counted as sent (up to
- *     0.35 of the grace), then released: the actors close and exit (0.15 of the grace);
- *  4. SIGTERM to the rest, SIGKILL to whatever is left when the grace runs out.
- * Whatever still goes missing shows in summary.json's sample ledger. */
-static void stop_workers(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_collector *mc,
-                         const gb_config *cfg, gb_watchdog *wd)
-{
-    /* the hand-over phases take their share of at most 4.5 s; whatever launch.stop_timeout_s
-     * gives beyond that is for the workers' own stop (a trainer's final checkpoint of a large
-     * replay takes longer than 4.5 s, and was killed for it) */
-    double whole = cfg->launch.stop_timeout_s;
-    double grace = whole < 4.5 ? whole : 4.5;
-    double t0 = gb_now_s();
-    stop_view v = {mc, rc, cfg, wd, 0};
-    /* actors joined from other hosts (gearbox join) that were killed will send no final
-     * report: count what the trainers got from them, and do not wait for them */
-    if (mc) {
-        int64_t local = gb_joins_local(cfg, GB_ROLE_ACTOR);
-        v.joiners_gone = gb_watchdog_joiners_gone(wd, local, cfg->actors.count);
-        gb_watchdog_joiners_gone(wd, cfg->actors.count, cfg->actors.count + cfg->actors.join_max);
-    }
-    if (mc && rc) {
-        gb_runctl_server_set(rc, GB_RUN_ENDING);
-        if (!poll_until(&v, 0.25 * grace, trainers_ending))
-            GB_WARN("not every trainer confirmed the end of the run within %.1f s", 0.25 * grace);
-        gb_runctl_server_set(rc, GB_RUN_FLUSHING);
-        if (poll_until(&v, 0.35 * grace, chunks_all_received))
-            gb_runctl_server_set(rc, GB_RUN_DRAINED);
-        else
-            GB_WARN("the trainers had not received every chunk %.1f s after the actors stopped",
-                    0.35 * grace);
-        gb_runctl_server_set(rc, GB_RUN_RELEASED);
-        int slow = gb_supervisor_wait_role(sup, "actor", 0.15 * grace);
-        if (slow)
-            GB_WARN("%d actors still running after their release; stopping the rest now", slow);
-    }
-    int killed = gb_supervisor_stop_all(sup, whole - (gb_now_s() - t0));
-    if (killed)
-        GB_WARN("%d workers did not stop within %.1f s (launch.stop_timeout_s) and were killed",
-                killed, whole);
-    GB_DEBUG("workers stopped in %.2f s", gb_now_s() - t0);
-}
-
-/* The sample stream's books at the end of a run, from every actor's and trainer's last report:
- * whatever left an actor and never reached a trainer is lost, and is said so, never silent. */
-typedef struct sample_ledger {
-    int complete;
-    int64_t sent, dropped, received, discarded, lost_in_crash, nonfinite, rejected;
-} sample_ledger;
-
-static void ledger_take(const gb_metrics_collector *m, const gb_config *cfg,
-                        const gb_watchdog *wd, sample_ledger *l)
-{
-    static const struct { int role; const char *name; } roles[] = {
-        {GB_ROLE_ACTOR, "actor"}, {GB_ROLE_TRAINER, "trainer"}};
-    char missing[256] = "";
-    size_t used = 0;
-    int nmissing = 0;
-    for (int r = 0; r < 2; r++) {
-        int64_t count = roles[r].role == GB_ROLE_ACTOR ? cfg->actors.count : cfg->trainer.count;
-        for (int64_t i = 0; i < count; i++) {
-            if (gb_metrics_get(m, roles[r].role, (int)i, "final") == 1)
-                continue;
-            if (nmissing++ < 8 && used < sizeof missing)
-                used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%s-%lld",
-                                         used ? ", " : "", roles[r].name, (long long)i);
-        }
-    }
-    l->complete = nmissing == 0;
-    l->sent = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "chunks_sent"));
-    l->dropped = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "sample_drops"));
-    l->received = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_received"));
-    l->discarded = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_discarded_at_stop"));
-    l->nonfinite = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_nonfinite"));
-    l->rejected = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_rejected"));
-    int64_t sent_extra = 0;
-    gb_watchdog_ledger(wd, &l->lost_in_crash, &sent_extra);
-    l->sent += sent_extra;
-    if (l->lost_in_crash)
-        GB_WARN("sample ledger: %lld chunks sent never reached a trainer or went down with one "
-                "(lost_in_crash: restarted workers)", (long long)l->lost_in_crash);
-    /* A restarted trainer goes on with its predecessor's books (workers/roles/trainer_books.h), so
-     * trainer restarts keep the ledger exact, but for two cases that cannot be: a killed trainer
-     * whose books were in its own memory (no room in /dev/shm), and chunks an actor dropped
-     * (a restarted trainer counts every number it did not get as lost; actors never drop). */
-    int trainer_restarts = gb_watchdog_restarts_of(wd, "trainer");
-    if (l->complete && wd->books_lost) {
-        l->complete = 0;
-        GB_WARN("sample ledger incomplete: a killed trainer kept its books in process memory "
-                "(its shared segment could not be made); what it received is not known "
-                "(summary.json: samples.lost = null)");
-    } else if (l->complete && trainer_restarts && l->dropped) {
-        l->complete = 0;
-        GB_WARN("sample ledger incomplete: actors dropped %lld chunks and a trainer was "
-                "restarted; dropped and lost chunks cannot be told apart (summary.json: "
-                "samples.lost = null)", (long long)l->dropped);
-    } else if (!l->complete)
-        GB_WARN("sample ledger incomplete: no final report from %s%s (killed or died); chunks "
-                "lost in transport are unknown (summary.json: samples.lost = null)", missing,
-                nmissing > 8 ? ", ..." : "");
-    else if (l->sent - l->lost_in_crash != l->received)
-        GB_WARN("sample ledger: actors sent %lld chunks, trainers received %lld: %lld lost in "
-                "transport", (long long)l->sent, (long long)l->received,
-                (long long)(l->sent - l->lost_in_crash - l->received));
-    if (l->dropped)
-        GB_WARN("sample stream: actors dropped %lld chunks no trainer accepted in time",
-                (long long)l->dropped);
-}
-
-/* One row at t seconds into this launch (b: where a resumed run goes on from). */
-static void sample_metrics(const gb_metrics_collector *m, double t, const double *prev,
-                           const run_base *b, double *row)
-{
-    row[M_TIME] = b->time + t;
-    /* steps in the chunks the actors sent: those still being filled when the run stops (or
-     * dropped) never reach a trainer (summary.json: env_steps_unsent) */
-    row[M_ENV_STEPS] = b->env_steps + or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "env_steps_sent"));
-    /* data-parallel trainers take each step together: a step is one, not one per trainer. A
-     * resumed trainer counts on from its checkpoint (before it reports: the last row's) */
-    double train = gb_metrics_max(m, GB_ROLE_TRAINER, "train_steps");
-    row[M_TRAIN_STEPS] = isnan(train) ? b->train_steps : train;
-    double dt = prev ? t - (prev[M_TIME] - b->time) : t;
-    row[M_ENV_RATE] =
-        dt > 0 ? (row[M_ENV_STEPS] - (prev ? prev[M_ENV_STEPS] : b->env_steps)) / dt : 0;
-    row[M_TRAIN_RATE] =
-        dt > 0 ? (row[M_TRAIN_STEPS] - (prev ? prev[M_TRAIN_STEPS] : b->train_steps)) / dt : 0;
-    row[M_SAMPLES] = b->samples + or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "samples_trained"));
-    row[M_EPISODES] = b->episodes + (double)gb_metrics_episodes(m);
-    row[M_RETURN] = gb_metrics_return_mean(m);
-    row[M_LENGTH] = gb_metrics_length_mean(m);
-    row[M_REPLAY_SIZE] = gb_metrics_sum(m, GB_ROLE_TRAINER, "replay_size");
-    double cap = gb_metrics_sum(m, GB_ROLE_TRAINER, "replay_capacity");
-    row[M_REPLAY_FILL] = cap > 0 ? row[M_REPLAY_SIZE] / cap : NAN;
-    row[M_VERSION] = gb_metrics_max(m, GB_ROLE_TRAINER, "policy_version");
-    row[M_SERVED] = gb_metrics_min(m, GB_ROLE_POLICY, "policy_version");
-    /* the trainer reports every metrics interval, the policy workers too: the served version
-     * can be newer than the last reported trained one; that is no lag */
-    row[M_LAG] = fmax(0.0, row[M_VERSION] - row[M_SERVED]);
-    row[M_LOSS] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "loss");
-    row[M_ENTROPY] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "entropy");
-    row[M_POLICY_LOSS] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "policy_loss");
-    row[M_VALUE_LOSS] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "value_loss");
-    row[M_KL] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "approx_kl");
-    row[M_Q] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "q_mean");
-    row[M_LR] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "lr");
-    /* trainer 0's collection against its training step (CUDA events on a GPU) */
-    row[M_COLLECT_MS] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "collect_ms");
-    row[M_TRAIN_MS] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "train_ms");
-    row[M_COLLECT_SHARE] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, "collect_share");
-    row[M_DROPS] = or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "sample_drops"));
-    row[M_REJECTED] = or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_rejected"));
-    row[M_SEGMENT] = b->segment;
-}
-
-static void human(double v, char *buf, size_t n)
-{
-    if (isnan(v))
-        snprintf(buf, n, "-");
-    else if (fabs(v) >= 1e6)
-        snprintf(buf, n, "%.2fM", v / 1e6);
-    else if (fabs(v) >= 1e4)
-        snprintf(buf, n, "%.1fk", v / 1e3);
-    else
-        snprintf(buf, n, "%.0f", v);
-}
-
-static void progress(const double *row, int live)
-{
-    char steps[32], rate[32], train[32], trate[32];
-    human(row[M_ENV_STEPS], steps, sizeof steps);
-    human(row[M_ENV_RATE], rate, sizeof rate);
-    human(row[M_TRAIN_STEPS], train, sizeof train);
-    human(row[M_TRAIN_RATE], trate, sizeof trate);
-    char line[256];
-    char fill[16] = "-", ret[16] = "-", lag[16] = "-";
-    if (!isnan(row[M_REPLAY_FILL]))
-        snprintf(fill, sizeof fill, "%.0f%%", 100 * row[M_REPLAY_FILL]);
-    if (!isnan(row[M_RETURN]))
-        snprintf(ret, sizeof ret, "%.1f", row[M_RETURN]);
-    if (!isnan(row[M_LAG]))
-        snprintf(lag, sizeof lag, "%.0f", row[M_LAG]);
-    snprintf(line, sizeof line,
-             "%6.1fs  env %s (%s/s)  train %s (%s/s)  replay %s  return %s  lag %s",
-             row[M_TIME], steps, rate, train, trate, fill, ret, lag);
-    if (live)
-        fprintf(stderr, "\r\033[K%s", line);
-    else
-        fprintf(stderr, "%s\n", line);
-    fflush(stderr);
-}
+/* ---- open ------------------------------------------------------------------------------ */
 
 /* Replaces ep (what was asked to bind, "tcp://ADDR:*") by the address peers connect to: the
  * port the registry server (or else the metrics collector) got, a wildcard address made this
@@ -382,58 +151,12 @@ static int self_path(char *out, size_t n, gb_error *err)
     return 0;
 }
 
-static int spawn_role(gb_supervisor *sup, const gb_rundir *rd, const char *exe, const char *role,
-                      int count, const char *reg_ep, const char *met_ep, const char *record,
-                      int segment, const gb_slurm_job *job, gb_error *err)
+/* A cuda trainer this build or machine cannot run fails here, before any worker starts (on
+ * Slurm the trainers' nodes have the GPUs: only the build is checked; the trainer checks the
+ * rest, libtorch's CUDA included). Returns 0 or the exit status 2. */
+static int preflight(const gb_config *cfg)
 {
-    for (int i = 0; i < count; i++) {
-        char index[16], seg[16], log_rel[64], log_path[2048];
-        snprintf(index, sizeof index, "%d", i);
-        snprintf(seg, sizeof seg, "%d", segment);
-        snprintf(log_rel, sizeof log_rel, "logs/%s-%d.log", role, i);
-        int rc = gb_rundir_file(rd, log_rel, log_path, sizeof log_path, err);
-        if (rc)
-            return rc;
-        char *argv[] = {(char *)exe,         "worker",          "--role",   (char *)role,
-                        "--index",           index,             "--run-dir", (char *)rd->path,
-                        "--registry",        (char *)reg_ep,    "--metrics", (char *)met_ep,
-                        NULL,                NULL,              NULL,
-                        NULL,                NULL};
-        int n = 12;
-        if (record) { /* gearbox run --record DIR */
-            argv[n++] = "--record";
-            argv[n++] = (char *)record;
-        }
-        if (segment) { /* gearbox run --resume: its own random streams */
-            argv[n++] = "--segment";
-            argv[n++] = seg;
-        }
-        char *step[GB_CHILD_MAX_ARGS + 1], step_buf[GB_CHILD_ARGS_BYTES];
-        if (job && (rc = gb_slurm_step_argv(job, role, i, argv, step, GB_CHILD_MAX_ARGS + 1,
-                                            step_buf, sizeof step_buf, err)))
-            return rc;
-        if ((rc = gb_supervisor_spawn(sup, role, i, job ? step : argv, log_path, err)))
-            return rc;
-    }
-    return 0;
-}
-
-int gb_run_local(const gb_config *cfg, const gb_cli *cli)
-{
-    static gb_rundir rd;
-    static gb_supervisor sup;
-    static gb_watchdog wd;
-    static gb_joins joins; /* slots for workers joining from other hosts (gearbox join) */
-    static gb_evals evals; /* evaluation videos (experiment.eval_every); zeroed: off */
-    int joins_ready = 0;
-    static gb_slurm_job slurm;
     const int on_slurm = cfg->launch.mode == GB_LAUNCH_SLURM;
-    gb_datawatch dw;
-    gb_error err = {0};
-    gb_log_init("launcher", -1, (gb_log_level)cfg->experiment.log_level);
-    /* a cuda trainer this build or machine cannot run fails here, before any worker starts
-     * (on Slurm the trainers' nodes have the GPUs: only the build is checked; the trainer
-     * checks the rest, libtorch's CUDA included) */
     if (cfg->trainer.device == GB_DEVICE_CUDA &&
         (!gb_kernels_cuda_built() || (!on_slurm && gb_kernels_device_count() < 1))) {
         fprintf(stderr, "%s: trainer.device: cuda: %s; use cpu\n", cfg->source,
@@ -447,351 +170,415 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
                 cfg->source);
         return 2;
     }
-    if (cli->resume ? gb_rundir_reopen(&rd, cfg, cli->resume, &err)
-                    : gb_rundir_create(&rd, cfg, cli->run_dir, &err)) {
-        fprintf(stderr, "gearbox run: %s%s\n", cli->resume ? "--resume: " : "", err.msg);
+    return 0;
+}
+
+/* The run directory (a new one, or the resumed one), the launcher's log in it and the signals
+ * that stop the run. Returns 0, or 1 (said on stderr). */
+static int open_rundir(launch *L)
+{
+    const gb_cli *cli = L->cli;
+    if (cli->resume ? gb_rundir_reopen(&L->rd, L->cfg, cli->resume, &L->err)
+                    : gb_rundir_create(&L->rd, L->cfg, cli->run_dir, &L->err)) {
+        fprintf(stderr, "gearbox run: %s%s\n", cli->resume ? "--resume: " : "", L->err.msg);
         return 1;
     }
     char log_path[2048];
-    if (gb_rundir_file(&rd, "logs/launcher.log", log_path, sizeof log_path, &err) == 0)
+    if (gb_rundir_file(&L->rd, "logs/launcher.log", log_path, sizeof log_path, &L->err) == 0)
         gb_log_open_file(log_path);
-    GB_INFO("run directory %s", rd.path);
-
+    GB_INFO("run directory %s", L->rd.path);
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
 
-    const char *exit_reason = "error";
-    char error_text[GB_ERROR_MSG_MAX + 256] = "";
-    int status = 1;
-    void *zctx = zmq_ctx_new();
-    registry_thread reg = {0};
-    pthread_t reg_thread;
-    int reg_started = 0;
-    gb_metrics_collector *mc = NULL;
-    gb_runctl_server *runctl = NULL;
-    char reg_ep[GB_REGISTRY_ENDPOINT_MAX], met_ep[GB_REGISTRY_ENDPOINT_MAX], exe[PATH_MAX];
-    double t0 = gb_now_s();
-    int live = 0, show = 0;
-    double row[M_NCOLS] = {0}, prev[M_NCOLS] = {0}, last[M_NCOLS];
-    int have_prev = 0;
-    run_base base = {0};
-
-    gb_curve *curve = NULL;
-    int rc = zctx ? 0 : gb_error_set(&err, GB_EZMQ, "zmq_ctx_new failed");
+/* The run's sockets: CURVE keys (tcp), the registry and metrics endpoints, run control, the
+ * metrics collector, the joins' slots and the registry server; then the watchdog. */
+static int open_services(launch *L)
+{
+    const gb_config *cfg = L->cfg;
+    gb_error *err = &L->err;
+    int rc = L->zctx ? 0 : gb_error_set(err, GB_EZMQ, "zmq_ctx_new failed");
     /* tcp with CURVE: the run's key pairs, made once (a resume keeps them), in RUN_DIR/keys;
      * every worker loads them from there (gearbox worker --keys) */
     if (rc == 0 && gb_config_streams_curve(&cfg->streams)) {
         char kd[2048];
-        snprintf(kd, sizeof kd, "%s/%s", rd.path, GB_CURVE_KEYS_DIR);
-        if (!cli->resume)
-            rc = gb_curve_run_keys_create(rd.path, &err);
+        snprintf(kd, sizeof kd, "%s/%s", L->rd.path, GB_CURVE_KEYS_DIR);
+        if (!L->cli->resume)
+            rc = gb_curve_run_keys_create(L->rd.path, err);
         if (rc == 0)
-            rc = gb_curve_run_attach(&curve, zctx, kd, &err);
+            rc = gb_curve_run_attach(&L->curve, L->zctx, kd, err);
     }
     /* on tcp every endpoint is on streams.interface, the launcher's too: workers on other
      * hosts reach them (launch/joins.h) */
     if (rc == 0)
-        rc = gb_endpoint_make(reg_ep, sizeof reg_ep, cfg->streams.transport, rd.path,
-                              cfg->streams.interface, "registry", &err);
+        rc = gb_endpoint_make(L->reg_ep, sizeof L->reg_ep, cfg->streams.transport, L->rd.path,
+                              cfg->streams.interface, "registry", err);
     if (rc == 0)
-        rc = gb_endpoint_make(met_ep, sizeof met_ep, cfg->streams.transport, rd.path,
-                              cfg->streams.interface, "metrics", &err);
+        rc = gb_endpoint_make(L->met_ep, sizeof L->met_ep, cfg->streams.transport, L->rd.path,
+                              cfg->streams.interface, "metrics", err);
     if (rc == 0)
-        rc = gb_runctl_server_open(&runctl, &err);
+        rc = gb_runctl_server_open(&L->runctl, err);
     if (rc == 0)
-        rc = gb_metrics_collector_open(&mc, zctx, met_ep, &err);
+        rc = gb_metrics_collector_open(&L->mc, L->zctx, L->met_ep, err);
     if (rc == 0)
-        rc = bound_endpoint(NULL, mc, met_ep, sizeof met_ep, &err);
-    if (rc == 0 && (rc = gb_joins_init(&joins, cfg, met_ep, rd.path, &err)) == 0)
-        joins_ready = 1;
-    gb_registry_server_opts ro = {.endpoint = reg_ep, .max_ttl_ms = 60000, .runctl = runctl,
-                                  .join = gb_joins_answer, .join_arg = &joins};
+        rc = bound_endpoint(NULL, L->mc, L->met_ep, sizeof L->met_ep, err);
+    if (rc == 0 && (rc = gb_joins_init(&L->joins, cfg, L->met_ep, L->rd.path, err)) == 0)
+        L->joins_ready = 1;
+    gb_registry_server_opts ro = {.endpoint = L->reg_ep, .max_ttl_ms = 60000,
+                                  .runctl = L->runctl, .join = gb_joins_answer,
+                                  .join_arg = &L->joins};
     if (rc == 0)
-        rc = gb_registry_server_open(&reg.server, zctx, &ro, &err);
+        rc = gb_registry_server_open(&L->reg.server, L->zctx, &ro, err);
     if (rc == 0)
-        rc = bound_endpoint(reg.server, NULL, reg_ep, sizeof reg_ep, &err);
+        rc = bound_endpoint(L->reg.server, NULL, L->reg_ep, sizeof L->reg_ep, err);
     if (rc == 0)
-        announce_registry(&rd, cfg, reg_ep);
+        announce_registry(&L->rd, cfg, L->reg_ep);
     if (rc == 0)
-        rc = gb_watchdog_init(&wd, cfg, &sup, mc, t0, &err);
-    gb_datawatch_init(&dw, cfg);
-    /* only the run's own workers may report (a forged report must not end the run) */
-    if (rc == 0)
-        rc = gb_metrics_collector_expect(mc, GB_ROLE_PARAMS, 1, &err);
-    /* per_host relays: this host's, or one a node of a multi-node Slurm job (launch/slurm.h) */
-    int relays = cfg->parameters.relay == GB_RELAY_PER_HOST ? gb_slurm_relays(cfg) : 0;
-    if (rc == 0 && relays) { /* and those of hosts whose policy workers join (launch/joins.h) */
-        joins.relay_next = relays; /* joiners' relays after the launcher's own */
-        joins.relay_end = relays - 1 + gb_joins_relays(cfg);
-        rc = gb_metrics_collector_expect(mc, GB_ROLE_RELAY, joins.relay_end, &err);
-    }
-    if (rc == 0)
-        rc = gb_metrics_collector_expect(mc, GB_ROLE_TRAINER, cfg->trainer.count, &err);
-    if (rc == 0)
-        rc = gb_metrics_collector_expect(mc, GB_ROLE_POLICY, cfg->policy.count, &err);
-    if (rc == 0)
-        rc = gb_metrics_collector_expect(mc, GB_ROLE_ACTOR,
-                                         cfg->actors.count + cfg->actors.join_max, &err);
-    if (rc == 0 && pthread_create(&reg_thread, NULL, registry_main, &reg) != 0)
-        rc = gb_error_errno(&err, "pthread_create");
-    reg_started = rc == 0;
-    if (rc == 0 && !cli->resume)
-        rc = gb_rundir_metrics_open(&rd, columns, M_NCOLS, &err);
-    if (rc == 0 && cli->resume &&
-        (rc = gb_rundir_metrics_continue(&rd, columns, M_NCOLS, last, &err)) == 0) {
-        base_from_row(last, &base);
-        GB_INFO("resuming (segment %d) after %.0f env steps, %.0f episodes, %.1f s", base.segment,
-                base.env_steps, base.episodes, base.time);
-    }
-    if (rc == 0)
-        rc = self_path(exe, sizeof exe, &err);
-    if (rc == 0)
-        gb_evals_init(&evals, &rd, rd.path, exe, cfg->experiment.eval_every,
-                      cfg->experiment.eval_episodes, cfg->experiment.seed,
-                      (int64_t)base.env_steps);
-    const gb_slurm_job *job = NULL;
-    if (rc == 0 && on_slurm) { /* the run's job first: every worker is one of its steps */
-        char slurm_log[2048];
-        rc = gb_rundir_file(&rd, "logs/slurm.log", slurm_log, sizeof slurm_log, &err);
-        if (rc == 0)
-            rc = gb_slurm_allocate(&slurm, cfg, slurm_log, &interrupted, &err);
-        if (rc == GB_EINTR)
-            exit_reason = "interrupted";
-        job = &slurm;
-        sup.stop_hook = gb_slurm_signal_steps;
-        sup.stop_arg = &slurm;
-        sup.kill_term_s = 3; /* SIGTERM to an srun cancels its step: no step left behind */
-    }
-    if (rc == 0)
-        rc = spawn_role(&sup, &rd, exe, "params", 1, reg_ep, met_ep, NULL,
-                        base.segment, job, &err);
-    if (rc == 0 && relays)
-        rc = spawn_role(&sup, &rd, exe, "relay", relays, reg_ep, met_ep, NULL, base.segment,
-                        job, &err);
-    if (rc == 0)
-        rc = spawn_role(&sup, &rd, exe, "trainer", (int)cfg->trainer.count, reg_ep, met_ep,
-                        cli->record, base.segment, job, &err);
-    if (rc == 0)
-        rc = spawn_role(&sup, &rd, exe, "policy", (int)gb_joins_local(cfg, GB_ROLE_POLICY),
-                        reg_ep, met_ep, NULL, base.segment, job, &err);
-    if (rc == 0)
-        rc = spawn_role(&sup, &rd, exe, "actor", (int)gb_joins_local(cfg, GB_ROLE_ACTOR),
-                        reg_ep, met_ep, NULL, base.segment, job, &err);
-    if (rc) {
-        snprintf(error_text, sizeof error_text, "%s", err.msg);
-        GB_ERROR("%s", err.msg);
-        goto stop;
-    }
-    GB_INFO("started %lld actors x %lld envs, %lld policy, %lld trainer workers and the "
-            "parameter service%s", (long long)gb_joins_local(cfg, GB_ROLE_ACTOR),
-            (long long)cfg->actors.envs_per_actor, (long long)gb_joins_local(cfg, GB_ROLE_POLICY),
-            (long long)cfg->trainer.count, on_slurm ? " as steps of the slurm job" : "");
+        rc = gb_watchdog_init(&L->wd, cfg, &L->sup, L->mc, L->t0, err);
+    gb_datawatch_init(&L->dw, cfg);
+    return rc;
+}
 
-    live = cfg->launch.progress == GB_PROGRESS_LINE ||
-               (cfg->launch.progress == GB_PROGRESS_AUTO && isatty(STDERR_FILENO));
-    show = cfg->launch.progress != GB_PROGRESS_OFF;
-    double next_row = t0 + cfg->experiment.metrics_interval_s;
-    double next_plain = t0 + 5.0;
+/* Only the run's own workers may report (a forged report must not end the run): declares them
+ * to the collector, the per_host relays included. */
+static int expect_workers(launch *L)
+{
+    const gb_config *cfg = L->cfg;
+    gb_error *err = &L->err;
+    int rc = gb_metrics_collector_expect(L->mc, GB_ROLE_PARAMS, 1, err);
+    /* per_host relays: this host's, or one a node of a multi-node Slurm job (launch/slurm.h) */
+    L->relays = cfg->parameters.relay == GB_RELAY_PER_HOST ? gb_slurm_relays(cfg) : 0;
+    if (rc == 0 && L->relays) { /* and those of hosts whose policy workers join (joins.h) */
+        L->joins.relay_next = L->relays; /* joiners' relays after the launcher's own */
+        L->joins.relay_end = L->relays - 1 + gb_joins_relays(cfg);
+        rc = gb_metrics_collector_expect(L->mc, GB_ROLE_RELAY, L->joins.relay_end, err);
+    }
+    if (rc == 0)
+        rc = gb_metrics_collector_expect(L->mc, GB_ROLE_TRAINER, cfg->trainer.count, err);
+    if (rc == 0)
+        rc = gb_metrics_collector_expect(L->mc, GB_ROLE_POLICY, cfg->policy.count, err);
+    if (rc == 0)
+        rc = gb_metrics_collector_expect(L->mc, GB_ROLE_ACTOR,
+                                         cfg->actors.count + cfg->actors.join_max, err);
+    return rc;
+}
+
+/* The registry thread, metrics.csv (new, or continued after its last row: the base), the
+ * evaluations and, on Slurm, the run's job. */
+static int open_outputs(launch *L)
+{
+    const gb_config *cfg = L->cfg;
+    gb_error *err = &L->err;
+    int rc = 0;
+    if (pthread_create(&L->reg_thread, NULL, registry_main, &L->reg) != 0)
+        rc = gb_error_errno(err, "pthread_create");
+    L->reg_started = rc == 0;
+    double last[GB_NCOLS];
+    if (rc == 0 && !L->cli->resume)
+        rc = gb_rundir_metrics_open(&L->rd, gb_contract_columns(), GB_NCOLS, err);
+    if (rc == 0 && L->cli->resume &&
+        (rc = gb_rundir_metrics_continue(&L->rd, gb_contract_columns(), GB_NCOLS, last,
+                                         err)) == 0) {
+        gb_run_rows_base(last, &L->base);
+        GB_INFO("resuming (segment %d) after %.0f env steps, %.0f episodes, %.1f s",
+                L->base.segment, L->base.env_steps, L->base.episodes, L->base.time);
+    }
+    if (rc == 0)
+        rc = self_path(L->exe, sizeof L->exe, err);
+    if (rc == 0)
+        gb_evals_init(&L->evals, &L->rd, L->rd.path, L->exe, cfg->experiment.eval_every,
+                      cfg->experiment.eval_episodes, cfg->experiment.seed,
+                      (int64_t)L->base.env_steps);
+    if (rc == 0 && L->on_slurm) { /* the run's job first: every worker is one of its steps */
+        char slurm_log[2048];
+        rc = gb_rundir_file(&L->rd, "logs/slurm.log", slurm_log, sizeof slurm_log, err);
+        if (rc == 0)
+            rc = gb_slurm_allocate(&L->slurm, cfg, slurm_log, &interrupted, err);
+        if (rc == GB_EINTR)
+            L->exit_reason = "interrupted";
+        L->job = &L->slurm;
+        L->sup.stop_hook = gb_slurm_signal_steps;
+        L->sup.stop_arg = &L->slurm;
+        L->sup.kill_term_s = 3; /* SIGTERM to an srun cancels its step: no step left behind */
+    }
+    return rc;
+}
+
+/* ---- watch and decide ------------------------------------------------------------------ */
+
+/* What ends a run besides the stop rules: a worker that died or hung past its restarts, data
+ * that became unusable, a signal. Sets exit_reason and error_text; returns 1 to end now. */
+static int failed(launch *L)
+{
+    gb_child *dead = NULL;
+    const char *why = NULL;
+    if (gb_watchdog_check(&L->wd, &dead, L->error_text, sizeof L->error_text, &why)) {
+        if (L->live)
+            fputc('\n', stderr);
+        GB_ERROR("%s; the end of its log (%s):", L->error_text, dead->log_path);
+        gb_log_tail(dead->log_path, 20, "    | ", stderr);
+        L->exit_reason = why;
+        return 1;
+    }
+    if (gb_datawatch_check(&L->dw, L->mc, L->error_text, sizeof L->error_text)) {
+        if (L->live)
+            fputc('\n', stderr);
+        GB_ERROR("%s", L->error_text);
+        L->exit_reason = "unusable_data";
+        return 1;
+    }
+    int sig = atomic_load(&interrupted);
+    if (sig) {
+        L->exit_reason = "interrupted";
+        snprintf(L->error_text, sizeof L->error_text, "stopped by signal %d (%s)", sig,
+                 strsignal(sig));
+        return 1;
+    }
+    return 0;
+}
+
+/* Writes the row to metrics.csv (and tb/) and shows progress. A full disk (or any write
+ * failure) in the run directory ends the run: returns 1 then. */
+static int write_row(launch *L, double now, double *next_plain)
+{
+    if (gb_rundir_metrics_row(&L->rd, L->row, GB_NCOLS, &L->err)) {
+        fail_with(L, "metrics: %s", L->err.msg);
+        return 1;
+    }
+    if (gb_log_file_errno()) {
+        fail_with(L, "logs/launcher.log: write: %s", strerror(gb_log_file_errno()));
+        return 1;
+    }
+    memcpy(L->prev, L->row, sizeof L->row);
+    L->have_prev = 1;
+    if (L->show && (L->live || now >= *next_plain)) {
+        gb_run_rows_progress(L->row, L->live);
+        *next_plain = now + 5.0;
+    }
+    return 0;
+}
+
+/* Watches the run until it must end; decides by the run contract's stop rules (on this
+ * segment's episodes: the mean return's window) when it ends well (status 0). */
+static void watch(launch *L)
+{
+    const gb_config *cfg = L->cfg;
+    L->live = cfg->launch.progress == GB_PROGRESS_LINE ||
+              (cfg->launch.progress == GB_PROGRESS_AUTO && isatty(STDERR_FILENO));
+    L->show = cfg->launch.progress != GB_PROGRESS_OFF;
+    double next_row = L->t0 + cfg->experiment.metrics_interval_s, next_plain = L->t0 + 5.0;
     for (;;) {
-        if (gb_metrics_collector_poll(mc, 50, &err) < 0) {
-            snprintf(error_text, sizeof error_text, "metrics: %s", err.msg);
-            break;
+        if (gb_metrics_collector_poll(L->mc, 50, &L->err) < 0) {
+            snprintf(L->error_text, sizeof L->error_text, "metrics: %s", L->err.msg);
+            return;
         }
-        double now = gb_now_s(), t = now - t0;
-        gb_child *dead = NULL;
-        const char *why_reason = NULL;
-        if (gb_watchdog_check(&wd, &dead, error_text, sizeof error_text, &why_reason)) {
-            if (live)
-                fputc('\n', stderr);
-            GB_ERROR("%s; the end of its log (%s):", error_text, dead->log_path);
-            gb_log_tail(dead->log_path, 20, "    | ", stderr);
-            exit_reason = why_reason;
-            break;
-        }
-        if (gb_datawatch_check(&dw, mc, error_text, sizeof error_text)) {
-            if (live)
-                fputc('\n', stderr);
-            GB_ERROR("%s", error_text);
-            exit_reason = "unusable_data";
-            break;
-        }
-        int sig = atomic_load(&interrupted);
-        if (sig) {
-            exit_reason = "interrupted";
-            snprintf(error_text, sizeof error_text, "stopped by signal %d (%s)", sig,
-                     strsignal(sig));
-            break;
-        }
-        sample_metrics(mc, t, have_prev ? prev : NULL, &base, row);
-        gb_runctl_server_set_env_steps(runctl, (int64_t)row[M_ENV_STEPS]);
+        double now = gb_now_s();
+        if (failed(L))
+            return;
+        gb_run_rows_sample(L->mc, now - L->t0, L->have_prev ? L->prev : NULL, &L->base, L->row);
+        gb_runctl_server_set_env_steps(L->runctl, (int64_t)L->row[GB_COL_ENV_STEPS]);
         /* a finished evaluation goes to tb/: a write failure ends the run, as metrics.csv's */
-        if (gb_evals_poll(&evals, (int64_t)row[M_ENV_STEPS], &err)) {
-            snprintf(error_text, sizeof error_text, "evaluation: %s", err.msg);
-            GB_ERROR("%s", error_text);
-            break;
+        if (gb_evals_poll(&L->evals, (int64_t)L->row[GB_COL_ENV_STEPS], &L->err)) {
+            fail_with(L, "evaluation: %s", L->err.msg);
+            return;
         }
         if (now >= next_row) {
-            /* a full disk (or any write failure) in the run directory ends the run */
-            if (gb_rundir_metrics_row(&rd, row, M_NCOLS, &err)) {
-                snprintf(error_text, sizeof error_text, "metrics: %s", err.msg);
-                GB_ERROR("%s", error_text);
-                break;
-            }
-            if (gb_log_file_errno()) {
-                snprintf(error_text, sizeof error_text, "logs/launcher.log: write: %s",
-                         strerror(gb_log_file_errno()));
-                GB_ERROR("%s", error_text);
-                break;
-            }
-            memcpy(prev, row, sizeof row);
-            have_prev = 1;
+            if (write_row(L, now, &next_plain))
+                return;
             next_row = now + cfg->experiment.metrics_interval_s;
-            if (show && (live || now >= next_plain)) {
-                progress(row, live);
-                next_plain = now + 5.0;
-            }
         }
-        double target = cfg->experiment.target_return;
-        if (!isnan(target) && gb_metrics_episodes(mc) >= GB_METRICS_WINDOW &&
-            gb_metrics_return_mean(mc) >= target) {
-            exit_reason = "solved";
-            status = 0;
-            break;
-        }
-        if (cfg->experiment.max_env_steps > 0 &&
-            row[M_ENV_STEPS] >= (double)cfg->experiment.max_env_steps) {
-            exit_reason = "max_env_steps";
-            status = 0;
-            break;
-        }
-        if (cfg->experiment.max_seconds > 0 && row[M_TIME] >= cfg->experiment.max_seconds) {
-            exit_reason = "max_seconds";
-            status = 0;
-            break;
+        const char *reason = gb_contract_stop_reason(
+            cfg, (int64_t)L->row[GB_COL_ENV_STEPS], gb_metrics_episodes(L->mc),
+            gb_metrics_return_mean(L->mc), L->row[GB_COL_TIME]);
+        if (reason) {
+            L->exit_reason = reason;
+            L->status = 0;
+            return;
         }
     }
-stop:;
-    double wall = gb_now_s() - t0;
-    if (show && live)
+}
+
+/* ---- drain ----------------------------------------------------------------------------- */
+
+/* Stops the workers (launch/run_drain.h), releases the Slurm job, takes their last reports
+ * into the last row and finishes the evaluations. A worker that failed while stopping (its
+ * final checkpoint, say) or had to be killed fails the run, whatever ended it. Returns the
+ * launch's wall time. */
+static double drain(launch *L)
+{
+    double wall = gb_now_s() - L->t0;
+    if (L->show && L->live)
         fputc('\n', stderr);
-    /* The mean the stop was decided on (and `solved` judged by): episodes that finish while
-     * the workers stop still count in `episodes`, but do not move this figure. */
-    double decided_return = mc ? gb_metrics_return_mean(mc) : NAN;
-    GB_INFO("%s: stopping the workers", exit_reason); /* from here a worker's death fails it */
-    stop_workers(&sup, runctl, mc, cfg, &wd);
-    if (on_slurm && gb_slurm_release(&slurm, &err)) { /* after its steps: nothing left in squeue */
-        GB_ERROR("%s", err.msg);
-        status = 1;
+    GB_INFO("%s: stopping the workers", L->exit_reason); /* from here a death fails it */
+    gb_run_drain(&L->sup, L->runctl, L->mc, L->cfg, &L->wd);
+    if (L->on_slurm && gb_slurm_release(&L->slurm, &L->err)) { /* nothing left in squeue */
+        GB_ERROR("%s", L->err.msg);
+        L->status = 1;
     }
     /* Workers send a last report as they stop: take it. */
-    if (mc) {
-        gb_metrics_collector_poll(mc, 100, &err);
-        sample_metrics(mc, wall, have_prev ? prev : NULL, &base, row);
-        gb_rundir_metrics_row(&rd, row, M_NCOLS, &err);
+    if (L->mc) {
+        gb_metrics_collector_poll(L->mc, 100, &L->err);
+        gb_run_rows_sample(L->mc, wall, L->have_prev ? L->prev : NULL, &L->base, L->row);
+        gb_rundir_metrics_row(&L->rd, L->row, GB_NCOLS, &L->err);
     }
     /* a video being made is finished, not cut off; one still waiting for a checkpoint is made
      * from the final one (the trainers wrote it as they stopped) */
-    if (gb_evals_finish(&evals, (int64_t)row[M_ENV_STEPS], 120, &err) && status == 0) {
-        status = 1;
-        exit_reason = "error";
-        snprintf(error_text, sizeof error_text, "evaluation: %s", err.msg);
-        GB_ERROR("%s", error_text);
+    if (gb_evals_finish(&L->evals, (int64_t)L->row[GB_COL_ENV_STEPS], 120, &L->err) &&
+        L->status == 0) {
+        L->status = 1;
+        L->exit_reason = "error";
+        fail_with(L, "evaluation: %s", L->err.msg);
     }
-    /* A worker that failed while stopping (its final checkpoint, say) or had to be killed
-     * fails the run, whatever ended it. */
-    int solved = strcmp(exit_reason, "solved") == 0;
-    char failed[512];
-    if (gb_supervisor_failures(&sup, failed, sizeof failed) && status == 0) {
-        status = 1;
-        exit_reason = "worker_failed";
-        snprintf(error_text, sizeof error_text, "while the run stopped: %s", failed);
-        GB_ERROR("%s", error_text);
+    /* a worker that failed while stopping changes the exit, not that the run was solved */
+    L->solved = strcmp(L->exit_reason, "solved") == 0;
+    char failed_workers[512];
+    if (gb_supervisor_failures(&L->sup, failed_workers, sizeof failed_workers) &&
+        L->status == 0) {
+        L->status = 1;
+        L->exit_reason = "worker_failed";
+        fail_with(L, "while the run stopped: %s", failed_workers);
     }
-    sample_ledger ledger = {0};
-    if (mc)
-        ledger_take(mc, cfg, &wd, &ledger);
+    return wall;
+}
+
+/* ---- summarise ------------------------------------------------------------------------- */
+
+/* Connections refused for want of the run's keys: the launcher's own sockets and every
+ * worker's; -1 without CURVE. */
+static int64_t auth_refused(const launch *L)
+{
+    if (!L->curve)
+        return -1;
+    int64_t refused = (int64_t)gb_curve_refused(L->curve);
+    for (int role = 1; L->mc && role < GB_ROLE_END; role++) {
+        double v = gb_metrics_sum(L->mc, role, "auth_refused");
+        refused += isnan(v) ? 0 : (int64_t)v;
+    }
+    return refused;
+}
+
+/* Writes summary.json (the run contract's keys) after a launch of wall seconds, whose stop
+ * was decided on the mean return decided. A summary that cannot be written fails the run. */
+static void summarise(launch *L, double wall, double decided)
+{
+    const gb_config *cfg = L->cfg;
+    gb_run_ledger ledger = {0};
+    if (L->mc)
+        gb_run_ledger_take(L->mc, cfg, &L->wd, &ledger);
     /* every step the actors took; env_steps counts those in chunks they sent */
-    double steps_taken = mc ? or0(gb_metrics_sum(mc, GB_ROLE_ACTOR, "env_steps")) : 0;
-    /* refused for want of the run's keys: the launcher's own sockets and every worker's */
-    int64_t refused = -1, joined = 0;
-    if (curve) {
-        refused = (int64_t)gb_curve_refused(curve);
-        for (int role = 1; mc && role < GB_ROLE_END; role++)
-            refused += (int64_t)or0(gb_metrics_sum(mc, role, "auth_refused"));
+    double taken = L->mc ? gb_metrics_sum(L->mc, GB_ROLE_ACTOR, "env_steps") : 0;
+    taken = isnan(taken) ? 0 : taken;
+    gb_run_summary s;
+    gb_contract_summary_init(&s, cfg, L->on_slurm ? "slurm" : "local");
+    s.env_steps = (int64_t)L->row[GB_COL_ENV_STEPS];
+    s.env_steps_unsent =
+        (int64_t)fmax(0.0, L->base.env_steps + taken - L->row[GB_COL_ENV_STEPS]);
+    s.train_steps = (int64_t)L->row[GB_COL_TRAIN_STEPS];
+    s.wall_seconds = L->base.time + wall;
+    s.episode_return_mean = decided;
+    s.episodes = (int64_t)L->base.episodes + (L->mc ? gb_metrics_episodes(L->mc) : 0);
+    s.solved = L->solved;
+    s.exit_reason = L->exit_reason;
+    s.error = L->error_text[0] ? L->error_text : NULL;
+    s.has_samples = L->mc != NULL;
+    s.ledger_complete = ledger.complete;
+    s.chunks_sent = ledger.sent;
+    s.chunks_dropped = ledger.dropped;
+    s.chunks_received = ledger.received;
+    s.chunks_discarded = ledger.discarded;
+    s.chunks_lost_in_crash = ledger.lost_in_crash;
+    s.chunks_nonfinite = ledger.nonfinite;
+    s.chunks_rejected = ledger.rejected;
+    s.restarts = L->wd.restarts;
+    s.nrestarts = L->wd.nrestarts;
+    if (L->joins_ready) {
+        pthread_mutex_lock(&L->joins.lock);
+        s.joined = L->joins.joined;
+        pthread_mutex_unlock(&L->joins.lock);
     }
-    if (joins_ready) {
-        pthread_mutex_lock(&joins.lock);
-        joined = joins.joined;
-        pthread_mutex_unlock(&joins.lock);
-    }
-    gb_run_summary s = {
-        .mode = on_slurm ? "slurm" : "local",
-        .env_steps = (int64_t)row[M_ENV_STEPS],
-        .env_steps_unsent = (int64_t)fmax(0.0, base.env_steps + steps_taken - row[M_ENV_STEPS]),
-        .train_steps = (int64_t)row[M_TRAIN_STEPS],
-        .wall_seconds = base.time + wall,
-        .episode_return_mean = decided_return,
-        .episodes = (int64_t)base.episodes + (mc ? gb_metrics_episodes(mc) : 0),
-        .target_return = cfg->experiment.target_return,
-        .solved = solved,
-        .exit_reason = exit_reason,
-        .error = error_text[0] ? error_text : NULL,
-        .actors = cfg->actors.count,
-        .policies = cfg->policy.count,
-        .trainers = cfg->trainer.count,
-        .envs = cfg->actors.count * cfg->actors.envs_per_actor,
-        .has_samples = mc != NULL,
-        .ledger_complete = ledger.complete,
-        .chunks_sent = ledger.sent,
-        .chunks_dropped = ledger.dropped,
-        .chunks_received = ledger.received,
-        .chunks_discarded = ledger.discarded,
-        .chunks_lost_in_crash = ledger.lost_in_crash,
-        .restarts = wd.restarts,
-        .nrestarts = wd.nrestarts,
-        .chunks_nonfinite = ledger.nonfinite,
-        .chunks_rejected = ledger.rejected,
-        .joined = joined,
-        .auth_refused = refused,
-        .segment = base.segment,
-        .segment_env_steps = (int64_t)base.env_steps,
-        .segment_seconds = wall,
-    };
-    if (gb_rundir_write_summary(&rd, &s, &err)) {
+    s.auth_refused = auth_refused(L);
+    s.segment = L->base.segment;
+    s.segment_env_steps = (int64_t)L->base.env_steps;
+    s.segment_seconds = wall;
+    if (gb_rundir_write_summary(&L->rd, &s, &L->err)) {
         /* the run's record is lost: say why where the user sees it, and fail */
         fprintf(stderr, "gearbox run: summary.json not written: %s (the run ended: %s%s%s)\n",
-                err.msg, exit_reason, error_text[0] ? ": " : "", error_text);
-        GB_ERROR("summary.json: %s", err.msg);
-        status = 1;
+                L->err.msg, L->exit_reason, L->error_text[0] ? ": " : "", L->error_text);
+        GB_ERROR("summary.json: %s", L->err.msg);
+        L->status = 1;
     }
     GB_INFO("%s after %.1f s: %lld env steps (%.0f/s), %lld train steps, mean return %.1f; "
-            "%s/summary.json", exit_reason, wall, (long long)s.env_steps,
-            wall > 0 ? ((double)s.env_steps - base.env_steps) / wall : 0.0,
-            (long long)s.train_steps,
-            s.episode_return_mean, rd.path);
-    if (reg_started) {
-        atomic_store(&reg.stop, 1);
-        pthread_join(reg_thread, NULL);
+            "%s/summary.json", L->exit_reason, wall, (long long)s.env_steps,
+            wall > 0 ? ((double)s.env_steps - L->base.env_steps) / wall : 0.0,
+            (long long)s.train_steps, s.episode_return_mean, L->rd.path);
+}
+
+/* ---- close ----------------------------------------------------------------------------- */
+
+static void close_all(launch *L)
+{
+    if (L->reg_started) {
+        atomic_store(&L->reg.stop, 1);
+        pthread_join(L->reg_thread, NULL);
     }
-    gb_watchdog_free(&wd);
-    gb_metrics_collector_close(mc);
-    gb_registry_server_close(reg.server);
-    if (joins_ready)
-        gb_joins_free(&joins);
-    gb_runctl_server_close(runctl);
+    gb_watchdog_free(&L->wd);
+    gb_metrics_collector_close(L->mc);
+    gb_registry_server_close(L->reg.server);
+    if (L->joins_ready)
+        gb_joins_free(&L->joins);
+    gb_runctl_server_close(L->runctl);
     /* the replay segments a trainer left for its restart (workers/roles/trainer.c): the run is over */
     int removed = 0;
-    if (gb_shm_unlink_run(rd.path, &removed, &err))
-        GB_WARN("shared memory of the run: %s", err.msg);
+    if (gb_shm_unlink_run(L->rd.path, &removed, &L->err))
+        GB_WARN("shared memory of the run: %s", L->err.msg);
     else if (removed)
         GB_INFO("removed %d shared-memory segments a trainer left", removed);
-    gb_rundir_close(&rd);
-    gb_curve_detach(curve);
-    if (zctx)
-        zmq_ctx_term(zctx);
+    gb_rundir_close(&L->rd);
+    gb_curve_detach(L->curve);
+    if (L->zctx)
+        zmq_ctx_term(L->zctx);
     gb_log_close();
-    return status;
+}
+
+int gb_run_local(const gb_config *cfg, const gb_cli *cli)
+{
+    static launch L; /* large (the supervisor's children, the joins' slots): not on the stack */
+    gb_log_init("launcher", -1, (gb_log_level)cfg->experiment.log_level);
+    int rc = preflight(cfg);
+    if (rc)
+        return rc;
+    L.cfg = cfg;
+    L.cli = cli;
+    L.on_slurm = cfg->launch.mode == GB_LAUNCH_SLURM;
+    L.exit_reason = "error";
+    L.status = 1;
+    if (open_rundir(&L))
+        return 1;
+    L.zctx = zmq_ctx_new();
+    L.t0 = gb_now_s();
+    rc = open_services(&L);
+    if (rc == 0)
+        rc = expect_workers(&L);
+    if (rc == 0)
+        rc = open_outputs(&L);
+    gb_run_spawn_opts so = {.cfg = cfg, .sup = &L.sup, .rd = &L.rd, .exe = L.exe,
+                            .reg_ep = L.reg_ep, .met_ep = L.met_ep, .record = cli->record,
+                            .segment = L.base.segment, .job = L.job, .relays = L.relays};
+    if (rc == 0)
+        rc = gb_run_spawn(&so, &L.err);
+    if (rc)
+        fail_with(&L, "%s", L.err.msg);
+    else
+        watch(&L);
+    /* The mean the stop was decided on (and `solved` judged by): episodes that finish while
+     * the workers stop still count in `episodes`, but do not move this figure. */
+    double decided = L.mc ? gb_metrics_return_mean(L.mc) : NAN;
+    double wall = drain(&L);
+    summarise(&L, wall, decided);
+    close_all(&L);
+    return L.status;
 }

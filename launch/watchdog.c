@@ -77,7 +77,8 @@ static int restartable(const gb_watchdog *wd, const gb_child *c)
 static int64_t recent(const gb_watchdog *wd, double t)
 {
     int64_t n = 0;
-    for (int i = wd->nrestarts - 1; i >= 0 && wd->restarts[i].at_s > t - wd->cfg->launch.restart.window_s; i--)
+    const double since = t - wd->cfg->launch.restart.window_s;
+    for (int i = wd->nrestarts - 1; i >= 0 && wd->restarts[i].at_s > since; i--)
         n++;
     return n;
 }

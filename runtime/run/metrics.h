@@ -3,6 +3,7 @@
  * Transport: PUSH (worker) -> PULL (launcher), GB_MSG_METRICS messages (wire.h). A report is
  * never allowed to stall a worker: when the launcher is slow it is dropped and counted, and the
  * episodes it carried go with the next one.
+ * The sender (the workers' side) is metrics_sender.c, the collector (the launcher's) metrics.c.
  * defines: gb_metrics_sender, gb_metrics_collector and their functions */
 #ifndef GB_RUNTIME_METRICS_H
 #define GB_RUNTIME_METRICS_H
@@ -14,10 +15,10 @@
 #define GB_METRICS_MAX_VALUES 64
 #define GB_METRICS_NAME_MAX 32
 #define GB_METRICS_MAX_EPISODES 4096 /* episodes buffered between two reports */
-#define GB_METRICS_WINDOW 100        /* episodes in the mean return */
 #define GB_METRICS_CLOSE_LINGER_MS 1000
 #define GB_METRICS_INCARNATION_SHIFT 40 /* a report's seq: incarnation << 40 | report number */
 #define GB_METRICS_TABLE_MAX_ROWS 65536
+#define GB_METRICS_TABLE_MAX_COLS 16
 #define GB_METRICS_SEQ_MASK ((1ULL << GB_METRICS_INCARNATION_SHIFT) - 1)
 
 typedef struct gb_metrics_sender gb_metrics_sender;
@@ -90,8 +91,8 @@ double gb_metrics_min(const gb_metrics_collector *c, int role, const char *name)
 /* Workers of role that have reported at least once. */
 int gb_metrics_workers(const gb_metrics_collector *c, int role);
 
-/* Episodes reported so far, and the mean return and length of the last min(n, window) ones
- * (NAN when none). */
+/* Episodes reported so far, and the mean return and length of the last min(n, GB_RUN_WINDOW)
+ * ones (runtime/run/contract.h; NAN when none). */
 int64_t gb_metrics_episodes(const gb_metrics_collector *c);
 double gb_metrics_return_mean(const gb_metrics_collector *c);
 double gb_metrics_length_mean(const gb_metrics_collector *c);

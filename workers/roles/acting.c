@@ -24,7 +24,7 @@ struct gb_acting {
     void *ctx;
     int64_t env_steps, episodes;
     double return_sum;
-    double window[GB_ACTING_RETURN_WINDOW]; /* the last episodes' returns, a ring */
+    double window[GB_RUN_WINDOW]; /* the last episodes' returns, a ring */
     /* actors.noise_correlation > 0 with continuous actions: each row's exploration noise,
      * [K*A, action dim], an AR(1) with N(0, 1) marginals, advanced as the row is stepped */
     float *noise;
@@ -179,7 +179,7 @@ static int apply_action(gb_acting *a, int64_t s, const char *arow, float logp, i
 
 static void count_episode(gb_acting *a, const gb_env_copy_stats *st)
 {
-    a->window[a->episodes % GB_ACTING_RETURN_WINDOW] = st->last_return;
+    a->window[a->episodes % GB_RUN_WINDOW] = st->last_return;
     a->episodes++;
     a->return_sum += st->last_return;
     if (a->on_episode)
@@ -236,7 +236,7 @@ int gb_acting_take(gb_acting *a, gb_chunk *out) { return gb_chunk_take(a->chunks
 
 void gb_acting_stats_get(const gb_acting *a, gb_acting_stats *st)
 {
-    int64_t n = a->episodes < GB_ACTING_RETURN_WINDOW ? a->episodes : GB_ACTING_RETURN_WINDOW;
+    int64_t n = a->episodes < GB_RUN_WINDOW ? a->episodes : GB_RUN_WINDOW;
     double s = 0;
     for (int64_t i = 0; i < n; i++)
         s += a->window[i];

@@ -10,11 +10,10 @@
 #include "envs/env.h"
 #include "runtime/streams/chunk.h"
 #include "runtime/config/config.h"
+#include "runtime/run/contract.h"
 #include "runtime/base/error.h"
 
 #include <stdint.h>
-
-#define GB_ACTING_RETURN_WINDOW 100 /* episodes in gb_acting_stats.return_mean */
 
 typedef struct gb_acting gb_acting;
 
@@ -77,7 +76,7 @@ typedef struct gb_acting_stats {
     int64_t env_steps; /* copy steps (a multi-agent copy's step counts once) */
     int64_t episodes;
     double return_sum;  /* over every finished episode */
-    double return_mean; /* of the last GB_ACTING_RETURN_WINDOW episodes; NaN before the first */
+    double return_mean; /* of the last GB_RUN_WINDOW episodes; NaN before the first */
 } gb_acting_stats;
 
 void gb_acting_stats_get(const gb_acting *a, gb_acting_stats *st);

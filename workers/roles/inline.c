@@ -7,6 +7,7 @@
 #include "runtime/base/log.h"
 #include "runtime/base/rng.h"
 #include "workers/roles/acting.h"
+#include "workers/roles/learner_report.h"
 #include "workers/roles/learning.h"
 
 #include <math.h>
@@ -25,6 +26,9 @@ typedef struct inline_run {
     void *actions; /* [rows of the largest group, action row bytes] */
     float *logp;   /* [rows of the largest group] */
     double epsilon;
+    int64_t chunks; /* inserted into the replay */
+    gb_learner_report report;
+    double last_row[GB_NCOLS]; /* the last metrics.csv row written (rates since then) */
 } inline_run;
 
 static void set_progress(inline_run *r, int64_t env_steps)
@@ -45,6 +49,7 @@ static int insert_chunk(inline_run *r, const gb_chunk *c, gb_error *err)
         cols[col] = gb_chunk_column(l, c->block, col);
     for (;;) {
         int rc = gb_learning_insert(r->learning, cols, c->policy_version, 0, err);
+        r->chunks += rc == 0;
         if (rc != GB_ETIMEOUT)
             return rc;
         rc = gb_learning_step(r->learning, 0, 0, err);
@@ -87,33 +92,36 @@ static int step_group(inline_run *r, int g, gb_error *err)
     return rc;
 }
 
-static const char *const metric_names[] = {
-    "wall_s", "env_steps", "train_steps", "episodes", "return_mean_100", "env_steps_per_s",
-    "loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
-    "explained_var", "q_mean", "td_abs_mean", "alpha", "epsilon", "lr", "grad_norm",
-    "policy_version"};
-#define NMETRICS ((int)(sizeof metric_names / sizeof metric_names[0]))
-
-static int write_metrics(inline_run *r, const gb_acting_stats *st, double wall, double sps,
-                         gb_error *err)
+/* One metrics.csv row, t seconds into the run, by the run contract (runtime/run/contract.h): the
+ * columns a distributed run writes, from this process's acting, replay and learner. */
+static int write_metrics(inline_run *r, const gb_acting_stats *st, double t, gb_error *err)
 {
-    const gb_torch_stats *s = gb_learning_last(r->learning);
-    /* what the algorithm computes, once it trained; the rest NaN, which metrics.csv leaves
-     * empty (as the distributed trainer reports them) */
-    const int algo = r->cfg->trainer.algorithm.name;
-    const int ppo = algo == GB_ALGO_PPO, dqn = algo == GB_ALGO_DQN, sac = algo == GB_ALGO_SAC;
-    const int trained = gb_learning_train_steps(r->learning) > 0;
-#define IF(cond, x) ((trained && (cond)) ? (x) : NAN)
-    double v[NMETRICS] = {wall, (double)st->env_steps,
-                          (double)gb_learning_train_steps(r->learning), (double)st->episodes,
-                          st->return_mean, sps, IF(1, s->loss), IF(!dqn, s->policy_loss),
-                          IF(1, s->value_loss), IF(!dqn, s->entropy), IF(ppo, s->approx_kl),
-                          IF(ppo, s->clip_fraction), IF(ppo, s->explained_var),
-                          IF(!ppo, s->q_mean), IF(!ppo, s->td_abs_mean), IF(sac, s->alpha),
-                          dqn ? r->epsilon : NAN, IF(1, s->lr), IF(1, s->grad_norm),
-                          (double)gb_torch_model_version(r->model)};
-#undef IF
-    return gb_rundir_metrics_row(r->rd, v, NMETRICS, err);
+    double row[GB_NCOLS];
+    const double *prev = r->last_row;
+    for (int c = 0; c < GB_NCOLS; c++)
+        row[c] = NAN;
+    row[GB_COL_TIME] = t;
+    row[GB_COL_ENV_STEPS] = (double)st->env_steps;
+    row[GB_COL_TRAIN_STEPS] = (double)gb_learning_train_steps(r->learning);
+    double dt = t - prev[GB_COL_TIME];
+    row[GB_COL_ENV_RATE] = dt > 0 ? (row[GB_COL_ENV_STEPS] - prev[GB_COL_ENV_STEPS]) / dt : 0;
+    row[GB_COL_TRAIN_RATE] =
+        dt > 0 ? (row[GB_COL_TRAIN_STEPS] - prev[GB_COL_TRAIN_STEPS]) / dt : 0;
+    row[GB_COL_SAMPLES] = (double)gb_learning_samples_trained(r->learning);
+    row[GB_COL_EPISODES] = (double)st->episodes;
+    row[GB_COL_RETURN] = st->return_mean;
+    gb_replay_stats rs;
+    gb_replay_stats_get(gb_learning_replay(r->learning), &rs);
+    row[GB_COL_REPLAY_SIZE] = (double)rs.size;
+    row[GB_COL_REPLAY_FILL] = rs.capacity > 0 ? (double)rs.size / (double)rs.capacity : NAN;
+    /* one model learns and acts: the version served is the one trained */
+    row[GB_COL_VERSION] = row[GB_COL_SERVED] = (double)gb_torch_model_version(r->model);
+    row[GB_COL_LAG] = 0;
+    row[GB_COL_DROPS] = row[GB_COL_REJECTED] = 0; /* no sample stream */
+    row[GB_COL_SEGMENT] = 0;
+    gb_learner_report_row(&r->report, r->cfg, r->learning, st->env_steps, row);
+    memcpy(r->last_row, row, sizeof row);
+    return gb_rundir_metrics_row(r->rd, row, GB_NCOLS, err);
 }
 
 static int save_checkpoint(inline_run *r, gb_error *err)
@@ -165,23 +173,17 @@ static int run_setup(inline_run *r, gb_error *err)
     r->logp = calloc((size_t)rows, sizeof *r->logp);
     if (!r->actions || !r->logp)
         return gb_error_set(err, GB_ENOMEM, "inline: out of memory");
-    return gb_rundir_metrics_open(r->rd, metric_names, NMETRICS, err);
+    gb_learner_report_start(&r->report, r->learning);
+    return gb_rundir_metrics_open(r->rd, gb_contract_columns(), GB_NCOLS, err);
 }
 
-/* Why the run stops now, or NULL to go on. */
+/* Why the run stops now (the contract's stop rules, then *stop), or NULL to go on. */
 static const char *stop_reason(const gb_config *cfg, const gb_acting_stats *st, double elapsed,
                                volatile sig_atomic_t *stop)
 {
-    const double target = cfg->experiment.target_return;
-    if (!isnan(target) && st->episodes >= GB_ACTING_RETURN_WINDOW && st->return_mean >= target)
-        return "solved";
-    if (cfg->experiment.max_env_steps > 0 && st->env_steps >= cfg->experiment.max_env_steps)
-        return "max_env_steps";
-    if (cfg->experiment.max_seconds > 0 && elapsed >= cfg->experiment.max_seconds)
-        return "max_seconds";
-    if (stop && *stop)
-        return "interrupted";
-    return NULL;
+    const char *reason = gb_contract_stop_reason(cfg, st->env_steps, st->episodes,
+                                                 st->return_mean, elapsed);
+    return reason ? reason : stop && *stop ? "interrupted" : NULL;
 }
 
 int gb_inline_run(const gb_config *cfg, gb_rundir *rd, volatile sig_atomic_t *stop,
@@ -198,8 +200,7 @@ int gb_inline_run(const gb_config *cfg, gb_rundir *rd, volatile sig_atomic_t *st
     const double t0 = gb_now_s();
     const char *reason = NULL;
     int rc = run_setup(r, err);
-    double next_report = t0 + cfg->experiment.metrics_interval_s, last_report = t0;
-    int64_t last_steps = 0;
+    double next_report = t0 + cfg->experiment.metrics_interval_s;
     double next_ckpt = cfg->trainer.checkpoint_every_s > 0 ? t0 + cfg->trainer.checkpoint_every_s
                                                            : INFINITY;
     gb_acting_stats st = {0};
@@ -222,14 +223,11 @@ int gb_inline_run(const gb_config *cfg, gb_rundir *rd, volatile sig_atomic_t *st
         double now = gb_now_s();
         reason = stop_reason(cfg, &st, now - t0, stop);
         if (now >= next_report || reason) {
-            double sps = (double)(st.env_steps - last_steps) / (now - last_report + 1e-9);
-            rc = write_metrics(r, &st, now - t0, sps, err);
+            rc = write_metrics(r, &st, now - t0, err);
             GB_INFO("inline: %.0fs env_steps %lld train_steps %lld episodes %lld return %.1f "
                     "(%.0f steps/s)", now - t0, (long long)st.env_steps,
                     (long long)gb_learning_train_steps(r->learning), (long long)st.episodes,
-                    st.return_mean, sps);
-            last_report = now;
-            last_steps = st.env_steps;
+                    st.return_mean, r->last_row[GB_COL_ENV_RATE]);
             next_report = now + cfg->experiment.metrics_interval_s;
         }
         if (rc == 0 && now >= next_ckpt) {
@@ -246,11 +244,10 @@ int gb_inline_run(const gb_config *cfg, gb_rundir *rd, volatile sig_atomic_t *st
     res->train_steps = r->learning ? gb_learning_train_steps(r->learning) : 0;
     res->episodes = st.episodes;
     res->envs = r->acting ? gb_acting_copies(r->acting) : 0;
+    res->chunks = r->chunks;
     res->wall_seconds = gb_now_s() - t0;
     res->return_mean = st.return_mean;
-    res->solved = !isnan(cfg->experiment.target_return) &&
-                  st.episodes >= GB_ACTING_RETURN_WINDOW &&
-                  st.return_mean >= cfg->experiment.target_return;
+    res->solved = rc == 0 && reason && strcmp(reason, "solved") == 0;
     snprintf(res->exit_reason, sizeof res->exit_reason, "%s", rc ? "error" : reason);
     run_free(r);
     free(r);
@@ -258,23 +255,19 @@ int gb_inline_run(const gb_config *cfg, gb_rundir *rd, volatile sig_atomic_t *st
         GB_INFO("inline: %s after %lld env steps, %.1f s; return %.1f over the last %lld "
                 "episodes", res->exit_reason, (long long)res->env_steps, res->wall_seconds,
                 res->return_mean,
-                (long long)(res->episodes < GB_ACTING_RETURN_WINDOW ? res->episodes
-                                                                    : GB_ACTING_RETURN_WINDOW));
+                (long long)(res->episodes < GB_RUN_WINDOW ? res->episodes : GB_RUN_WINDOW));
     return rc;
 }
 
 void gb_inline_summary(const gb_config *cfg, const gb_inline_result *res, const char *error,
                        gb_run_summary *s)
 {
-    memset(s, 0, sizeof *s);
-    s->mode = "inline";
-    s->auth_refused = -1; /* no sockets */
-    s->env_steps = res->env_steps;
+    gb_contract_summary_init(s, cfg, "inline");
+    s->env_steps = res->env_steps; /* every step taken: env_steps_unsent stays 0 */
     s->train_steps = res->train_steps;
     s->wall_seconds = res->wall_seconds;
     s->episode_return_mean = res->return_mean;
     s->episodes = res->episodes;
-    s->target_return = cfg->experiment.target_return;
     s->solved = res->solved;
     s->exit_reason = res->exit_reason;
     s->error = error;
@@ -283,4 +276,6 @@ void gb_inline_summary(const gb_config *cfg, const gb_inline_result *res, const 
     s->policies = 1;
     s->trainers = 1;
     s->envs = res->envs;
+    /* the sample stream is a call: every finished chunk goes straight into the replay */
+    s->chunks_sent = s->chunks_received = res->chunks;
 }

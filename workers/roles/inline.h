@@ -5,9 +5,10 @@
 #ifndef GB_WORKERS_INLINE_H
 #define GB_WORKERS_INLINE_H
 
-#include "runtime/run/rundir.h"
 #include "runtime/config/config.h"
+#include "runtime/run/contract.h"
 #include "runtime/base/error.h"
+#include "runtime/run/rundir.h"
 
 #include <signal.h>
 #include <stdint.h>
@@ -17,28 +18,31 @@ typedef struct gb_inline_result {
     int64_t train_steps;
     int64_t episodes;
     int64_t envs;               /* environment copies in the ring */
+    int64_t chunks;             /* finished chunks inserted into the replay */
     double wall_seconds;
-    double return_mean;         /* of the last (up to) 100 episodes; NAN before the first */
-    int solved;
+    double return_mean;         /* of the last (up to) GB_RUN_WINDOW episodes; NAN before the
+                                   first */
+    int solved;                 /* the stop rule said solved (runtime/run/contract.h) */
     char exit_reason[32];       /* solved, max_env_steps, max_seconds, interrupted, error */
 } gb_inline_result;
 
-/* Runs the experiment cfg in this process until it is solved (the mean of the last 100 episode
- * returns reaches experiment.target_return), a budget runs out (experiment.max_env_steps,
- * max_seconds) or *stop becomes nonzero (may be NULL): acting (one ring of actors.count x
- * actors.envs_per_actor copies in actors.splits groups, chunks of actors.chunk_len steps) with
- * the learner's own model, and learning through trainer.replay and its rate limiter, exactly as
- * a distributed trainer learns (PPO too: a FIFO replay whose items are sampled once). One thread
- * inserts and samples, so nothing waits: an insert the rate limiter holds back runs training
- * steps first, and after every group the learner trains as often as the limiter allows.
- * Writes rd's metrics.csv every experiment.metrics_interval_s and checkpoints/learner.ckpt at
- * the end (and every trainer.checkpoint_every_s); the caller writes summary.json from *res
- * (gb_inline_summary), also after an error (*res then says "error"). Blocks for the whole run.
- * Returns 0 when the run ended normally (solved or not), or a GB_E* code with err filled. */
+/* Runs the experiment cfg in this process until a stop rule of the run contract says so
+ * (runtime/run/contract.h: solved, max_env_steps, max_seconds) or *stop becomes nonzero (may be NULL):
+ * acting (one ring of actors.count x actors.envs_per_actor copies in actors.splits groups, chunks
+ * of actors.chunk_len steps) with the learner's own model, and learning through trainer.replay and
+ * its rate limiter, exactly as a distributed trainer learns (PPO too: a FIFO replay whose items
+ * are sampled once). One thread inserts and samples, so nothing waits: an insert the rate limiter
+ * holds back runs training steps first, and after every group the learner trains as often as the
+ * limiter allows. Writes rd's metrics.csv (the contract's columns) every
+ * experiment.metrics_interval_s and checkpoints/learner.ckpt at the end (and every
+ * trainer.checkpoint_every_s); the caller writes summary.json from *res (gb_inline_summary), also
+ * after an error (*res then says "error"). Blocks for the whole run. Returns 0 when the run ended
+ * normally (solved or not), or a GB_E* code with err filled. */
 int gb_inline_run(const gb_config *cfg, gb_rundir *rd, volatile sig_atomic_t *stop,
                   gb_inline_result *res, gb_error *err);
 
-/* The summary of an inline run (error: the message when it failed, else NULL). */
+/* The summary of an inline run (error: the message when it failed, else NULL): the contract's
+ * keys, as a distributed run of cfg writes them. */
 void gb_inline_summary(const gb_config *cfg, const gb_inline_result *res, const char *error,
                        gb_run_summary *s);
 

@@ -1,5 +1,6 @@
 /* tests/runtime/run/test_metrics.c: the metrics stream between real processes over ipc://:
  * several workers report values and episodes; the collector sums, windows and rejects garbage. */
+#include "runtime/run/contract.h"
 #include "runtime/run/metrics.h"
 #include "runtime/streams/wire.h"
 #include "test.h"
@@ -256,7 +257,7 @@ static void test_unexpected_senders_rejected(void)
         CHECK_OK(gb_metrics_sender_open(&s[i], ctx, endpoint, role, index, &err));
         if (!s[i])
             return;
-        for (int e = 0; e < GB_METRICS_WINDOW; e++)
+        for (int e = 0; e < GB_RUN_WINDOW; e++)
             gb_metrics_episode(s[i], 500.0f, 500);
         gb_metrics_set(s[i], "env_steps", 1e9);
         while (gb_metrics_send(s[i], &err) == GB_EAGAIN)
@@ -270,7 +271,7 @@ static void test_unexpected_senders_rejected(void)
             break;
     }
     CHECK_EQ_INT(gb_metrics_collector_unexpected(c), total - 1);
-    CHECK_EQ_INT(gb_metrics_episodes(c), GB_METRICS_WINDOW); /* actor 1's only */
+    CHECK_EQ_INT(gb_metrics_episodes(c), GB_RUN_WINDOW); /* actor 1's only */
     CHECK_EQ_INT(gb_metrics_workers(c, GB_ROLE_ACTOR), 1);
     CHECK_EQ_INT(gb_metrics_workers(c, GB_ROLE_POLICY), 0);
     CHECK_NEAR(gb_metrics_sum(c, GB_ROLE_ACTOR, "env_steps"), 1e9, 0);

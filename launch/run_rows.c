@@ -1,0 +1,104 @@
+/* launch/run_rows.c: a distributed run's metrics.csv rows and progress line (see run_rows.h). */
+#include "launch/run_rows.h"
+
+#include "runtime/streams/wire.h"
+
+#include <math.h>
+#include <stdio.h>
+
+static double or0(double v) { return isnan(v) ? 0 : v; }
+
+void gb_run_rows_base(const double *last, gb_run_base *b)
+{
+    b->time = or0(last[GB_COL_TIME]);
+    b->env_steps = or0(last[GB_COL_ENV_STEPS]);
+    b->episodes = or0(last[GB_COL_EPISODES]);
+    b->samples = or0(last[GB_COL_SAMPLES]);
+    b->train_steps = or0(last[GB_COL_TRAIN_STEPS]);
+    b->segment = (int)or0(last[GB_COL_SEGMENT]) + 1;
+}
+
+/* The counters: steps, episodes, rates (since prev), the replay's fill. */
+static void counters(const gb_metrics_collector *m, double t, const double *prev,
+                     const gb_run_base *b, double *row)
+{
+    row[GB_COL_TIME] = b->time + t;
+    /* steps in the chunks the actors sent: those still being filled when the run stops (or
+     * dropped) never reach a trainer (summary.json: env_steps_unsent) */
+    row[GB_COL_ENV_STEPS] =
+        b->env_steps + or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "env_steps_sent"));
+    /* data-parallel trainers take each step together: a step is one, not one per trainer. A
+     * resumed trainer counts on from its checkpoint (before it reports: the last row's) */
+    double train = gb_metrics_max(m, GB_ROLE_TRAINER, "train_steps");
+    row[GB_COL_TRAIN_STEPS] = isnan(train) ? b->train_steps : train;
+    double dt = prev ? t - (prev[GB_COL_TIME] - b->time) : t;
+    double env0 = prev ? prev[GB_COL_ENV_STEPS] : b->env_steps;
+    double train0 = prev ? prev[GB_COL_TRAIN_STEPS] : b->train_steps;
+    row[GB_COL_ENV_RATE] = dt > 0 ? (row[GB_COL_ENV_STEPS] - env0) / dt : 0;
+    row[GB_COL_TRAIN_RATE] = dt > 0 ? (row[GB_COL_TRAIN_STEPS] - train0) / dt : 0;
+    row[GB_COL_SAMPLES] =
+        b->samples + or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "samples_trained"));
+    row[GB_COL_EPISODES] = b->episodes + (double)gb_metrics_episodes(m);
+    row[GB_COL_RETURN] = gb_metrics_return_mean(m);
+    row[GB_COL_LENGTH] = gb_metrics_length_mean(m);
+    row[GB_COL_REPLAY_SIZE] = gb_metrics_sum(m, GB_ROLE_TRAINER, "replay_size");
+    double cap = gb_metrics_sum(m, GB_ROLE_TRAINER, "replay_capacity");
+    row[GB_COL_REPLAY_FILL] = cap > 0 ? row[GB_COL_REPLAY_SIZE] / cap : NAN;
+    row[GB_COL_DROPS] = or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "sample_drops"));
+    row[GB_COL_REJECTED] = or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_rejected"));
+    row[GB_COL_SEGMENT] = b->segment;
+}
+
+void gb_run_rows_sample(const gb_metrics_collector *m, double t, const double *prev,
+                        const gb_run_base *b, double *row)
+{
+    counters(m, t, prev, b, row);
+    row[GB_COL_VERSION] = gb_metrics_max(m, GB_ROLE_TRAINER, "policy_version");
+    row[GB_COL_SERVED] = gb_metrics_min(m, GB_ROLE_POLICY, "policy_version");
+    /* the trainer reports every metrics interval, the policy workers too: the served version
+     * can be newer than the last reported trained one; that is no lag */
+    row[GB_COL_LAG] = fmax(0.0, row[GB_COL_VERSION] - row[GB_COL_SERVED]);
+    /* trainer 0's learner statistics, epsilon, and collection against its training step
+     * (CUDA events on a GPU), under the columns' own names */
+    const char *const *names = gb_contract_columns();
+    for (int c = 0; c < GB_NCOLS; c++)
+        if (gb_contract_learner_column(c))
+            row[c] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, names[c]);
+}
+
+static void human(double v, char *buf, size_t n)
+{
+    if (isnan(v))
+        snprintf(buf, n, "-");
+    else if (fabs(v) >= 1e6)
+        snprintf(buf, n, "%.2fM", v / 1e6);
+    else if (fabs(v) >= 1e4)
+        snprintf(buf, n, "%.1fk", v / 1e3);
+    else
+        snprintf(buf, n, "%.0f", v);
+}
+
+void gb_run_rows_progress(const double *row, int live)
+{
+    char steps[32], rate[32], train[32], trate[32];
+    human(row[GB_COL_ENV_STEPS], steps, sizeof steps);
+    human(row[GB_COL_ENV_RATE], rate, sizeof rate);
+    human(row[GB_COL_TRAIN_STEPS], train, sizeof train);
+    human(row[GB_COL_TRAIN_RATE], trate, sizeof trate);
+    char line[256];
+    char fill[16] = "-", ret[16] = "-", lag[16] = "-";
+    if (!isnan(row[GB_COL_REPLAY_FILL]))
+        snprintf(fill, sizeof fill, "%.0f%%", 100 * row[GB_COL_REPLAY_FILL]);
+    if (!isnan(row[GB_COL_RETURN]))
+        snprintf(ret, sizeof ret, "%.1f", row[GB_COL_RETURN]);
+    if (!isnan(row[GB_COL_LAG]))
+        snprintf(lag, sizeof lag, "%.0f", row[GB_COL_LAG]);
+    snprintf(line, sizeof line,
+             "%6.1fs  env %s (%s/s)  train %s (%s/s)  replay %s  return %s  lag %s",
+             row[GB_COL_TIME], steps, rate, train, trate, fill, ret, lag);
+    if (live)
+        fprintf(stderr, "\r\033[K%s", line);
+    else
+        fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+}

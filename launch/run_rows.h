@@ -1,0 +1,30 @@
+/* launch/run_rows.h: a distributed run's metrics.csv rows: the run contract's columns
+ * (runtime/run/contract.h) from the workers' reports, where a resumed run's counters go on from,
+ * and the progress line.
+ * defines: gb_run_base, gb_run_rows_base, gb_run_rows_sample, gb_run_rows_progress */
+#ifndef GB_LAUNCH_RUN_ROWS_H
+#define GB_LAUNCH_RUN_ROWS_H
+
+#include "runtime/run/contract.h"
+#include "runtime/run/metrics.h"
+
+/* Where a resumed run's counters go on from (all 0 for a run's first launch): its metrics.csv's
+ * last row. Env steps, episodes, samples and time add up over segments; train steps come from
+ * the trainers, which restore theirs with the model. */
+typedef struct gb_run_base {
+    double time, env_steps, episodes, samples, train_steps;
+    int segment; /* this launch's: 0, +1 per resume */
+} gb_run_base;
+
+/* The base after a run whose last metrics.csv row is last[GB_NCOLS] (empty cells NaN). */
+void gb_run_rows_base(const double *last, gb_run_base *b);
+
+/* Fills row[GB_NCOLS] at t seconds into this launch from m's reports (b: where a resumed run
+ * goes on from; prev: the last row written, NULL before the first, for the rates). */
+void gb_run_rows_sample(const gb_metrics_collector *m, double t, const double *prev,
+                        const gb_run_base *b, double *row);
+
+/* Writes the progress line of row to stderr: in place (live: a terminal) or one line each. */
+void gb_run_rows_progress(const double *row, int live);
+
+#endif

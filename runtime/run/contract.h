@@ -1,0 +1,109 @@
+/* runtime/run/contract.h: the run contract: what every run (inline, local, Slurm) reports, when it
+ * stops and what it records, written once for inline mode (workers/roles/inline.c), the trainer
+ * (workers/roles/trainer.c) and the launcher (launch/run_local.c).
+ *
+ * metrics.csv: one row every experiment.metrics_interval_s, these columns in this order (new
+ * columns go at the end: a resumed run's metrics.csv from an earlier gearbox is widened,
+ * gb_rundir_metrics_continue). Empty: NaN, a statistic the algorithm has not, or nothing yet.
+ *
+ *   column              algorithms   distributed run (launcher)          inline run
+ *   time_s              all          seconds, over every segment         seconds
+ *   env_steps           all          steps in the chunks actors sent     steps taken
+ *   env_steps_per_s     all          since the last row                  same
+ *   train_steps         all          the trainers' largest               the learner's
+ *   train_steps_per_s   all          since the last row                  same
+ *   samples_trained     all          sum over trainers                   the learner's
+ *   episodes            all          episodes finished                   same
+ *   return_mean_100     all          mean of the last GB_RUN_WINDOW       same
+ *   length_mean_100     all          mean of the last GB_RUN_WINDOW       empty (not counted)
+ *   replay_size         all          sum over trainers                   the replay's
+ *   replay_fill         all          size / capacity                     same
+ *   policy_version      all          the trainers' largest published     the model's
+ *   served_version_min  all          the policy workers' smallest        the model's
+ *   version_lag         all          policy_version - served, >= 0       0
+ *   loss                all          trainer 0's (learner statistic)     the learner's
+ *   entropy             PPO SAC      trainer 0's (learner statistic)     the learner's
+ *   sample_drops        all          sum over actors                     0 (no stream)
+ *   chunks_rejected     all          sum over trainers                   0 (no stream)
+ *   segment             all          0, +1 per --resume                  0
+ *   policy_loss         PPO SAC      learner statistic                   the learner's
+ *   value_loss          all          learner statistic                   the learner's
+ *   approx_kl           PPO          learner statistic                   the learner's
+ *   q_mean              DQN SAC      learner statistic                   the learner's
+ *   lr                  all          learner statistic                   the learner's
+ *   collect_ms          all          trainer 0's, per step since last    the learner's
+ *   train_ms            all          trainer 0's, per step since last    the learner's
+ *   collect_share       all          collect_ms / train_ms               same
+ *   clip_fraction       PPO          learner statistic                   the learner's
+ *   explained_var       PPO          learner statistic                   the learner's
+ *   td_abs_mean         DQN SAC      learner statistic                   the learner's
+ *   alpha               SAC          learner statistic                   the learner's
+ *   epsilon             DQN          exploration at the run's env steps  same
+ *   grad_norm           all          learner statistic                   the learner's
+ *
+ * A learner statistic (gb_contract_learner_column) is what the algorithm computes in its last
+ * training step (workers/torch/bridge.h, gb_torch_stats); a trainer reports it as a metric of
+ * the column's name and the launcher takes trainer 0's. "Trained": the process's learner has
+ * taken a gradient step (gb_torch_stats.gradient_steps > 0); before that every learner
+ * statistic is empty (a resumed or restarted learner's train_steps count from its checkpoint,
+ * its statistics do not). One implementation for both: workers/roles/learner_report.h.
+ *
+ * Stop rules (gb_contract_stop_reason), checked after every report and in this order:
+ *   solved          experiment.target_return is set, at least GB_RUN_WINDOW episodes finished
+ *                   and the mean return of the last GB_RUN_WINDOW reached it
+ *   max_env_steps   env_steps (the column) reached experiment.max_env_steps (> 0)
+ *   max_seconds     time_s (the column) reached experiment.max_seconds (> 0)
+ * Besides these a run ends "interrupted" (SIGINT, SIGTERM), and a distributed one
+ * "worker_died", "worker_failed", "unusable_data" or "error" (runtime/run/rundir.h).
+ *
+ * summary.json (runtime/run/rundir.h, gb_run_summary): the same keys in every mode for one config:
+ * mode, env_steps, env_steps_unsent, train_steps, wall_seconds, episode_return_mean (the mean
+ * the stop was decided on), episodes, target_return, solved (the stop rule said solved),
+ * exit_reason, error (when the run failed), workers {actors, policies, trainers, joined}, envs,
+ * auth_refused (CURVE runs), resumed (a resumed run), samples {chunks_sent, dropped,
+ * chunks_received, discarded_at_stop, nonfinite, rejected, lost_in_crash, lost} (an inline
+ * run's chunks go straight into its replay: sent = received, lost 0), restarts [].
+ * defines: GB_RUN_WINDOW, gb_run_col, gb_contract_* */
+#ifndef GB_RUNTIME_CONTRACT_H
+#define GB_RUNTIME_CONTRACT_H
+
+#include "runtime/config/config.h"
+#include "runtime/run/rundir.h"
+
+#include <stdint.h>
+
+#define GB_RUN_WINDOW 100 /* episodes in return_mean_100, length_mean_100 and "solved" */
+
+/* metrics.csv's columns, in order (the table above). */
+typedef enum gb_run_col {
+    GB_COL_TIME, GB_COL_ENV_STEPS, GB_COL_ENV_RATE, GB_COL_TRAIN_STEPS, GB_COL_TRAIN_RATE,
+    GB_COL_SAMPLES, GB_COL_EPISODES, GB_COL_RETURN, GB_COL_LENGTH, GB_COL_REPLAY_SIZE,
+    GB_COL_REPLAY_FILL, GB_COL_VERSION, GB_COL_SERVED, GB_COL_LAG, GB_COL_LOSS, GB_COL_ENTROPY,
+    GB_COL_DROPS, GB_COL_REJECTED, GB_COL_SEGMENT, GB_COL_POLICY_LOSS, GB_COL_VALUE_LOSS,
+    GB_COL_KL, GB_COL_Q, GB_COL_LR, GB_COL_COLLECT_MS, GB_COL_TRAIN_MS, GB_COL_COLLECT_SHARE,
+    GB_COL_CLIP_FRACTION, GB_COL_EXPLAINED_VAR, GB_COL_TD_ABS, GB_COL_ALPHA, GB_COL_EPSILON,
+    GB_COL_GRAD_NORM, GB_NCOLS
+} gb_run_col;
+
+/* metrics.csv's header: the names of the columns, [GB_NCOLS] in order. Static storage. */
+const char *const *gb_contract_columns(void);
+
+/* 1 when algorithm algo (gb_algorithm) reports column col, else 0 (its cell stays empty). */
+int gb_contract_reports(int algo, int col);
+
+/* 1 when col is reported by the learner (a trainer's metric of the column's name): the learner
+ * statistics, epsilon, collect_ms, train_ms and collect_share. */
+int gb_contract_learner_column(int col);
+
+/* Why the run stops now by the stop rules above ("solved", "max_env_steps", "max_seconds"; a
+ * static string), or NULL to go on. episodes: those in the mean return's window (a resumed
+ * run's launcher counts this segment's); seconds: time_s, over every segment. */
+const char *gb_contract_stop_reason(const gb_config *cfg, int64_t env_steps, int64_t episodes,
+                                    double return_mean, double seconds);
+
+/* Starts a summary of a run of cfg in mode ("inline", "local", "slurm"): zeroes *s and fills
+ * what the config says (target, worker counts, environment copies, whether auth_refused is
+ * recorded) and the keys every mode writes (samples). The caller fills the rest. */
+void gb_contract_summary_init(gb_run_summary *s, const gb_config *cfg, const char *mode);
+
+#endif

@@ -1,0 +1,256 @@
+/* workers/roles/trainer_ingest.c: the trainer's ingest thread (see trainer_internal.h): chunks from
+ * the sample stream, checked, counted in the books (workers/roles/trainer_books.h) and written
+ * straight into their replay blocks (allocate -> copy the frames in -> commit). */
+#include "workers/roles/trainer_internal.h"
+
+#include "runtime/base/clock.h"
+#include "runtime/base/log.h"
+#include "runtime/streams/wire.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define INGEST_BATCH 32 /* chunks taken per allocate/commit */
+
+/* Checks that a received chunk has exactly the layout's tensors and comes from one of the run's
+ * actors; takes it into the books (*row: the row to settle it on) or counts it as rejected (the
+ * sample ledger, trainer_internal.h). Returns 1 when it is taken. */
+static int check_chunk(trainer *t, const gb_wire_msg *m, int *row)
+{
+    /* the run's actors, and those that joined it beyond its count (gearbox join) */
+    int64_t actors = t->w->cfg->actors.count + t->w->cfg->actors.join_max;
+    int ok = m->hdr.role == GB_ROLE_ACTOR && m->hdr.index >= 0 && m->hdr.index < actors &&
+             gb_chunk_matches(&t->layout, m->hdr.tensors, m->hdr.ntensors);
+    if (ok) {
+        *row = gb_trainer_books_take(t->books, m->hdr.index, m->hdr.seq);
+        return 1;
+    }
+    long long k = atomic_fetch_add(&t->rejected_chunks, 1) + 1;
+    if (gb_log_due((uint64_t)k))
+        GB_WARN("trainer: refused a sample from %s %d: not one of the run's %lld actors, or not "
+                "in this run's chunk layout (%lld such so far; chunks_rejected)",
+                gb_role_name(m->hdr.role), m->hdr.index, (long long)actors, k);
+    return ok;
+}
+
+/* Counts msgs [from, to) of a batch as received with fate (their rows in rows[]). */
+static void settle(trainer *t, const int *rows, int from, int to, gb_books_fate fate)
+{
+    for (int i = from; i < to; i++)
+        gb_trainer_books_settle(t->books, rows[i], fate);
+}
+
+/* The chunk's columns in place in the message. */
+static void chunk_columns(const gb_wire_msg *m, const void *cols[GB_CHUNK_NCOLS])
+{
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+        cols[c] = gb_wire_msg_tensor(m, c).data;
+}
+
+/* A received chunk holding a NaN or an infinity is counted and not stored: one such chunk must
+ * not poison the replay (a NaN priority, a NaN loss). Warned about at the 1st, 2nd, 4th, ...
+ * Returns 1 when the chunk is finite; else it is settled (row: its books row). */
+static int check_finite(trainer *t, const gb_wire_msg *m, int row)
+{
+    const void *cols[GB_CHUNK_NCOLS];
+    chunk_columns(m, cols);
+    int c = gb_chunk_nonfinite(&t->layout, cols);
+    if (c < 0)
+        return 1;
+    gb_trainer_books_settle(t->books, row, GB_BOOKS_NONFINITE);
+    long long k = (long long)gb_trainer_books_totals(t->books).nonfinite;
+    if (gb_log_due((uint64_t)k))
+        GB_WARN("trainer: chunk from actor %d holds a non-finite '%s' value: not stored (%lld "
+                "such chunks so far; chunks_nonfinite)", m->hdr.index, t->layout.desc[c].name, k);
+    return 0;
+}
+
+/* gearbox run --record: appends a received chunk to the dataset (no-op without --record).
+ * Returns 0 or the dataset writer's error. */
+static int record_chunk(trainer *t, const gb_wire_msg *m, gb_error *err)
+{
+    if (!t->record)
+        return 0;
+    const void *cols[GB_CHUNK_NCOLS];
+    chunk_columns(m, cols);
+    return gb_dataset_writer_append(t->record, cols, m->hdr.policy_version,
+                                    (int32_t)t->layout.T, err);
+}
+
+/* Once the launcher has said the run is ending (runtime/streams/runctl.h): sets *ending and confirms
+ * it (the launcher stops the actors once every trainer has). One atomic load per call. */
+static void look_for_end(trainer *t, int *ending)
+{
+    if (!*ending && (*ending = gb_worker_run_ending(t->w))) {
+        atomic_store(&t->ending_seen, 1);
+        gb_worker_confirm_ending(t->w);
+    }
+}
+
+/* Takes what is waiting (at least one, waiting up to 100 ms for it; 10 ms once the run ends, so
+ * that the stop's join does not wait out the rest), at most `most` messages a round, refused
+ * ones included: a stream of refused chunks (all non-finite, forged) must not keep this thread
+ * from seeing the run end. Returns the number of chunks taken into msgs (rows: their books
+ * rows), or a negative error. */
+static int take_batch(trainer *t, gb_wire_msg *msgs, int *rows, int most, int ending,
+                      gb_error *err)
+{
+    int n = 0;
+    for (int taken = 0; n < most && taken < most; taken++) {
+        int rc = gb_sample_recv(t->samples, &msgs[n], n ? 0 : ending ? 10 : 100, err);
+        if (rc == GB_EAGAIN)
+            break;
+        if (rc)
+            return rc;
+        if (!check_chunk(t, &msgs[n], &rows[n]) || !check_finite(t, &msgs[n], rows[n])) {
+            gb_wire_msg_release(&msgs[n]);
+            continue;
+        }
+        if ((rc = record_chunk(t, &msgs[n], err)))
+            return rc;
+        n++;
+    }
+    return n;
+}
+
+/* Allocates one replay block for a chunk, waiting for the rate limiter in steps of 0.2 s while
+ * the run goes on. Once the run is ending, nothing waits for the rate limiter: the socket keeps
+ * being read so the actors' last chunks arrive (counted as discarded). Returns as
+ * gb_replay_allocate (GB_ETIMEOUT: the worker stops or the run ends). */
+static int allocate_one(trainer *t, int64_t *idx, int *ending, gb_error *err)
+{
+    int rc;
+    do {
+        rc = gb_replay_allocate(t->replay, 1, idx, *ending ? 0 : 0.2, err);
+        if (rc == GB_ETIMEOUT)
+            look_for_end(t, ending);
+    } while (rc == GB_ETIMEOUT && !gb_worker_stopping(t->w) && !*ending);
+    return rc;
+}
+
+/* Writes msgs [0, n) into the replay and commits them, each counted in the books once it is
+ * committed (a chunk committed by a trainer killed before it counted it counts as lost, not
+ * twice). All n in one allocate/commit when the rate limiter admits them now; else one item at
+ * a time, each committed before the next is allocated: the limiter counts blocks being written
+ * as inserts, so holding some while waiting for room for the others could block sampling, and
+ * with it every insert, forever. Releases every message. Returns 0, 1 when the trainer stops
+ * (the replay closed: what it held is discarded), or a negative error (the trainer ends and its
+ * successor counts what was not committed as lost). */
+static int store_batch(trainer *t, gb_wire_msg *msgs, const int *rows, int n, int *ending,
+                       gb_error *err)
+{
+    int64_t idx[INGEST_BATCH], versions[INGEST_BATCH];
+    int settled = 0; /* msgs [0, settled) are counted in the books */
+    int rc = gb_replay_allocate(t->replay, n, idx, 0, err);
+    int batched = rc == 0;
+    int step = batched ? n : 1;
+    if (rc == GB_ETIMEOUT)
+        rc = 0;
+    for (int first = 0; rc == 0 && first < n; first += step) {
+        if (!batched && (rc = allocate_one(t, &idx[first], ending, err)) == GB_ETIMEOUT &&
+            *ending) {
+            for (int i = first; i < n; i++)
+                gb_wire_msg_release(&msgs[i]);
+            settle(t, rows, first, n, GB_BOOKS_DISCARDED);
+            return 0;
+        }
+        if (rc)
+            break;
+        for (int i = first; i < first + step; i++) {
+            const void *cols[GB_CHUNK_NCOLS];
+            chunk_columns(&msgs[i], cols);
+            gb_learning_write(t->learning, idx[i], cols);
+            versions[i] = msgs[i].hdr.policy_version;
+            gb_wire_msg_release(&msgs[i]);
+        }
+        rc = gb_learning_commit(t->learning, step, &idx[first], &versions[first], err);
+        if (rc == 0) {
+            settle(t, rows, first, first + step, GB_BOOKS_STORED);
+            settled = first + step;
+        }
+    }
+    if (rc == 0)
+        return 0;
+    for (int i = 0; i < n; i++)
+        gb_wire_msg_release(&msgs[i]); /* no-op for those already written */
+    if (rc == GB_ETIMEOUT || rc == GB_ECLOSED) {
+        settle(t, rows, settled, n, GB_BOOKS_DISCARDED);
+        return 1;
+    }
+    return rc;
+}
+
+void *gb_trainer_ingest_main(void *arg)
+{
+    trainer *t = arg;
+    gb_wire_msg msgs[INGEST_BATCH];
+    int rows[INGEST_BATCH]; /* each message's books row */
+    for (int i = 0; i < INGEST_BATCH; i++)
+        gb_wire_msg_init(&msgs[i]);
+    int ending = 0; /* the launcher said the run is ending (gb_worker_run_ending) */
+    /* a round is committed in one allocate, which a replay holding fewer than INGEST_BATCH
+     * items refuses (capacity) or waits on forever (max_size with remover none) */
+    gb_replay_stats rs;
+    gb_replay_stats_get(t->replay, &rs);
+    int64_t room = rs.max_size < rs.capacity ? rs.max_size : rs.capacity;
+    const int most = room < INGEST_BATCH ? (int)room : INGEST_BATCH;
+    int rc = 0; /* < 0: an error; 1: the replay closed */
+    while (!gb_worker_stopping(t->w)) {
+        look_for_end(t, &ending);
+        int n = take_batch(t, msgs, rows, most, ending, &t->ingest_err);
+        if (n < 0) {
+            rc = n;
+            break;
+        }
+        if (n > 0 && (rc = store_batch(t, msgs, rows, n, &ending, &t->ingest_err)))
+            break;
+    }
+    for (int i = 0; i < INGEST_BATCH; i++)
+        gb_wire_msg_release(&msgs[i]);
+    if (rc < 0) {
+        t->ingest_rc = rc;
+        gb_worker_stop_self(t->w);
+    }
+    return NULL;
+}
+
+int gb_trainer_record_open(trainer *t, gb_error *err)
+{
+    const gb_replay_options *ro = gb_replay_options_of(t->replay);
+    gb_dataset_schema s = {.steps = ro->steps, .ncolumns = ro->ncolumns};
+    memcpy(s.columns, ro->columns, (size_t)ro->ncolumns * sizeof s.columns[0]);
+    char path[2048];
+    mkdir(t->w->record_dir, 0755);
+    snprintf(path, sizeof path, "%s/trainer-%d%s", t->w->record_dir, t->w->index,
+             GB_DATASET_EXT);
+    int rc = gb_dataset_writer_open(&t->record, path, &s, err);
+    if (rc == 0)
+        GB_INFO("trainer: recording every chunk to %s", path);
+    return rc;
+}
+
+void gb_trainer_drain_at_stop(trainer *t)
+{
+    gb_wire_msg m;
+    gb_wire_msg_init(&m);
+    gb_error err = {0};
+    int64_t n = 0;
+    for (double end = gb_now_s() + 2.0; gb_now_s() < end;) {
+        int rc = gb_sample_recv(t->samples, &m, 50, &err);
+        if (rc)
+            break;
+        int row;
+        if (check_chunk(t, &m, &row)) {
+            n++;
+            if (record_chunk(t, &m, &err) != 0)
+                GB_WARN("trainer: recording a chunk at stop: %s", err.msg);
+            gb_trainer_books_settle(t->books, row, GB_BOOKS_DISCARDED);
+        }
+        gb_wire_msg_release(&m);
+    }
+    gb_wire_msg_release(&m);
+    if (n)
+        GB_INFO("trainer: %lld chunks arrived after training stopped (discarded%s)",
+                (long long)n, t->record ? ", recorded" : "");
+}

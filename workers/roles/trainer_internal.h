@@ -1,0 +1,72 @@
+/* workers/roles/trainer_internal.h: the trainer worker's state, shared by its two files: trainer.c
+ * (start, the training loop, reports, checkpoints, stop) and trainer_ingest.c (the ingest
+ * thread: sample stream -> books -> replay). Calls go one way: trainer.c -> trainer_ingest.c.
+ * defines: trainer, gb_trainer_ingest_main, gb_trainer_drain_at_stop, gb_trainer_record_open */
+#ifndef GB_WORKERS_TRAINER_INTERNAL_H
+#define GB_WORKERS_TRAINER_INTERNAL_H
+
+#include "replay/formats/dataset.h"
+#include "runtime/streams/chunk.h"
+#include "runtime/streams/sample_stream.h"
+#include "runtime/base/shm.h"
+#include "workers/roles/checkpoint_set.h"
+#include "workers/roles/learner_report.h"
+#include "workers/roles/learning.h"
+#include "workers/roles/trainer_books.h"
+#include "workers/roles/worker.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+typedef struct trainer {
+    gb_worker *w;
+    gb_torch_space space;
+    gb_chunk_layout layout;
+    gb_group *group;       /* several trainers: the data-parallel group; NULL: one trainer */
+    gb_learning *learning; /* learner, replay, staging: workers/roles/learning.h */
+    gb_replay *replay;     /* the learning's, for ingest */
+    gb_sample_receiver *samples;
+    gb_param_publisher *publisher;
+    /* ingest thread */
+    pthread_t ingest;
+    int ingest_started;
+    int ingest_rc;
+    gb_error ingest_err;
+    /* The sample ledger (launch/run_local.c): the books count chunks in this run's layout from
+     * one of its actors, once settled (stored, discarded at stop, non-finite), per actor process
+     * and across this trainer's restarts, so that the actors' chunks_sent = received +
+     * lost_in_crash. rejected = malformed or foreign chunks, never sent by an actor of the run:
+     * shown on their own, outside those books. */
+    gb_trainer_books *books;
+    atomic_llong rejected_chunks;
+    atomic_int ending_seen;    /* 1: the ingest thread saw the run is ending and confirmed it */
+    void *param_buf;
+    uint64_t param_bytes;
+    const gb_param_entry *param_layout; /* the learner model's, [param_count] */
+    int param_count;
+    int64_t published_version;
+    gb_dataset_writer *record; /* gearbox run --record DIR: every chunk received, appended */
+    gb_sample_tally *tally;    /* [GB_SAMPLE_TALLY_MAX] for reports, allocated at the first */
+    gb_learner_report timing;  /* the learner's timings at the last report */
+    char replay_shm[GB_SHM_NAME_MAX]; /* the run-owned replay segment's name, "" if anonymous */
+    gb_checkpoint_files ckpt;         /* the last complete checkpoint set at start (step -1:
+                                         none) */
+    gb_replay_recovery recovery;      /* what the replay kept from a killed predecessor */
+} trainer;
+
+/* The ingest thread (arg: the trainer): takes chunks from the sample stream, checks them, counts
+ * them in the books and commits them to the replay until the worker stops or the replay
+ * closes; an error is left in t->ingest_rc and t->ingest_err, and stops the worker. */
+void *gb_trainer_ingest_main(void *arg);
+
+/* At stop, after the ingest thread ended: takes the chunks still queued on the sample stream
+ * (the actors stop first and flush them here) and counts them as received but discarded, so the
+ * launcher's ledger (actors' chunks_sent = trainers' chunks_received) shows any chunk lost in
+ * transport. With --record they still go into the dataset. Blocks for at most 2 s. */
+void gb_trainer_drain_at_stop(trainer *t);
+
+/* gearbox run --record DIR: opens DIR/trainer-<index>.gbds with the replay's columns as schema
+ * (the chunk's columns, next_obs per item). Returns 0 or the dataset writer's error. */
+int gb_trainer_record_open(trainer *t, gb_error *err);
+
+#endif
