@@ -1,6 +1,8 @@
 // workers/torch/ppo.cpp: PPO: GAE over trajectory chunks, clipped objective, optional clipped
 // value loss, entropy bonus, advantage normalisation, minibatch epochs, gradient clipping.
 #include "workers/torch/algorithm.hpp"
+#include "workers/torch/testing.h"
+#include "workers/torch/targets.h"
 
 #include <algorithm>
 #include <vector>

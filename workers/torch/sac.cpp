@@ -1,6 +1,8 @@
 // workers/torch/sac.cpp: SAC over trajectory chunks: twin Q critics with Polyak targets, a
 // tanh-squashed Gaussian actor, learned temperature against a target entropy.
 #include "workers/torch/algorithm.hpp"
+#include "workers/torch/testing.h"
+#include "workers/torch/targets.h"
 
 #include <cmath>
 #include <tuple>
