@@ -177,6 +177,101 @@ static int lookup_all(gb_worker *w, const char *prefix, int count, const char *s
     return 0;
 }
 
+/* Connects the actor to every policy worker's inference endpoint and every trainer's sample
+ * endpoint (the lists, owned by the caller, in *policy_eps and *trainer_eps). Blocks on the
+ * registry lookups. */
+static int actor_connect(actor *a, char ***policy_eps, int *npolicy, char ***trainer_eps,
+                         int *ntrainer, gb_error *err)
+{
+    gb_worker *w = a->w;
+    const gb_config *cfg = w->cfg;
+    int rc;
+    if ((rc = lookup_all(w, "policy/", (int)cfg->policy.count, "/inference", policy_eps,
+                         npolicy, err)) ||
+        (rc = lookup_all(w, "trainer/", (int)cfg->trainer.count, "/samples", trainer_eps,
+                         ntrainer, err)))
+        return rc;
+    size_t arow = gb_acting_action_row_bytes(a->acting);
+    gb_infer_client_opts io = {.endpoints = (const char *const *)*policy_eps,
+                               .n_endpoints = *npolicy,
+                               .timeout_ms = (int)cfg->streams.inference_timeout_ms,
+                               .role = w->role,
+                               .index = w->index,
+                               /* a reply holds actions and logp for at most the whole ring */
+                               .max_frame = (uint64_t)gb_acting_copies(a->acting) *
+                                            (uint64_t)gb_acting_spec(a->acting)->agents *
+                                            (arow > 4 ? arow : 4)};
+    gb_sample_sender_opts so = {.endpoints = (const char *const *)*trainer_eps,
+                                .n_endpoints = *ntrainer,
+                                .hwm = (int)cfg->streams.sample_hwm,
+                                .send_timeout_ms = -1, /* backpressure, never drop */
+                                .role = w->role,
+                                .index = w->index,
+                                .incarnation = w->incarnation,
+                                .kernel_buffer = gb_sample_kernel_buffer(
+                                    (int)cfg->streams.sample_hwm, a->layout->block_bytes)};
+    if ((rc = gb_infer_client_open(&a->infer, w->zctx, &io, err)) ||
+        (rc = gb_sample_sender_open(&a->samples, w->zctx, &so, err)))
+        return rc;
+    GB_INFO("actor: %s, %d copies x %d agents in %d groups, chunks of %lld steps, %d policy and "
+            "%d trainer endpoints", cfg->env.name, gb_acting_copies(a->acting),
+            gb_acting_spec(a->acting)->agents, a->S, (long long)cfg->actors.chunk_len, *npolicy,
+            *ntrainer);
+    return 0;
+}
+
+/* Waits up to 100 ms for one reply, steps its group and asks again for it; a request whose
+ * policy worker died or hangs is asked again. 0 (also when nothing came) or the error that
+ * ends the actor. */
+static int actor_turn(actor *a, gb_error *err)
+{
+    int rc = gb_infer_client_recv(a->infer, &a->reply, 100, err);
+    if (rc == GB_EAGAIN)
+        return 0;
+    int g = -1;
+    for (int i = 0; i < a->S; i++)
+        if (a->pending[i] == a->reply.hdr.seq)
+            g = i;
+    if (rc == GB_ETIMEOUT && g >= 0) {
+        /* The policy worker that had the request died or hangs (the launcher restarts it): ask
+         * again; the DEALER sends it to a live one. */
+        GB_WARN("actor: %s; asking again", err->msg);
+        a->pending[g] = 0;
+        return resend(a, g, err);
+    }
+    if (rc)
+        return rc;
+    if (g < 0) {
+        gb_wire_msg_release(&a->reply);
+        return 0; /* a reply we no longer wait for */
+    }
+    a->pending[g] = 0;
+    rc = step_group(a, g, &a->reply, err);
+    gb_wire_msg_release(&a->reply);
+    return rc ? rc : resend(a, g, err);
+}
+
+/* The last report (chunks_sent is final: the launcher's ledger), then a moment for the trainers
+ * to read what this actor queued before its connections close. */
+static void actor_leave(actor *a)
+{
+    gb_worker *w = a->w;
+    gb_metrics_set(w->metrics, "final", 1);
+    report(a);
+    if (w->joined && gb_worker_run_state(w) < GB_RUN_FLUSHING) {
+        /* leaving a run that goes on (gearbox join): the trainers get a moment to read what
+         * this actor queued before its connections close; the run is not waited for */
+        if (gb_worker_stop_requested(w))
+            gb_runctl_client_wait(w->runctl, GB_RUN_RELEASED, 1.0);
+    } else if (gb_worker_stopping(w) && !gb_worker_wait_release(w, 3.0)) {
+        GB_WARN("actor: not released within 3 s of stopping; closing the sample stream "
+                "(chunks still queued may be lost; the run's summary counts them)");
+    }
+}
+
+/* The actor's role (workers/roles/worker.h): steps its environments with the policy workers' actions
+ * and sends the trajectory chunks to the trainers until the worker stops. Returns 0 on a clean
+ * stop or the first error (err filled). Blocks for the worker's life. */
 int gb_actor_main(gb_worker *w, gb_error *err)
 {
     const gb_config *cfg = w->cfg;
@@ -202,40 +297,8 @@ int gb_actor_main(gb_worker *w, gb_error *err)
         rc = gb_error_set(err, GB_ENOMEM, "out of memory");
         goto done;
     }
-
-    if ((rc = lookup_all(w, "policy/", (int)cfg->policy.count, "/inference", &policy_eps,
-                         &npolicy, err)) ||
-        (rc = lookup_all(w, "trainer/", (int)cfg->trainer.count, "/samples", &trainer_eps,
-                         &ntrainer, err)))
+    if ((rc = actor_connect(&a, &policy_eps, &npolicy, &trainer_eps, &ntrainer, err)))
         goto done;
-    gb_infer_client_opts io = {.endpoints = (const char *const *)policy_eps,
-                               .n_endpoints = npolicy,
-                               .timeout_ms = (int)cfg->streams.inference_timeout_ms,
-                               .role = w->role,
-                               .index = w->index,
-                               /* a reply holds actions and logp for at most the whole ring */
-                               .max_frame = (uint64_t)gb_acting_copies(a.acting) *
-                                            (uint64_t)gb_acting_spec(a.acting)->agents *
-                                            (gb_acting_action_row_bytes(a.acting) > 4
-                                                 ? gb_acting_action_row_bytes(a.acting)
-                                                 : 4)};
-    gb_sample_sender_opts so = {.endpoints = (const char *const *)trainer_eps,
-                                .n_endpoints = ntrainer,
-                                .hwm = (int)cfg->streams.sample_hwm,
-                                .send_timeout_ms = -1, /* backpressure, never drop */
-                                .role = w->role,
-                                .index = w->index,
-                                .incarnation = w->incarnation,
-                                .kernel_buffer = gb_sample_kernel_buffer(
-                                    (int)cfg->streams.sample_hwm, a.layout->block_bytes)};
-    if ((rc = gb_infer_client_open(&a.infer, w->zctx, &io, err)) ||
-        (rc = gb_sample_sender_open(&a.samples, w->zctx, &so, err)))
-        goto done;
-
-    GB_INFO("actor: %s, %d copies x %d agents in %d groups, chunks of %lld steps, %d policy and "
-            "%d trainer endpoints", cfg->env.name, gb_acting_copies(a.acting),
-            gb_acting_spec(a.acting)->agents, a.S, (long long)cfg->actors.chunk_len, npolicy,
-            ntrainer);
     for (int g = 0; g < a.S; g++)
         if ((rc = resend(&a, g, err)))
             goto done;
@@ -253,48 +316,13 @@ int gb_actor_main(gb_worker *w, gb_error *err)
             last_report = now;
             next_report = now + gb_worker_report_interval(w);
         }
-        rc = gb_infer_client_recv(a.infer, &a.reply, 100, err);
-        if (rc == GB_EAGAIN)
-            continue;
-        int g = -1;
-        for (int i = 0; i < a.S; i++)
-            if (a.pending[i] == a.reply.hdr.seq)
-                g = i;
-        if (rc == GB_ETIMEOUT && g >= 0) {
-            /* The policy worker that had the request died or hangs (the launcher restarts
-             * it): ask again; the DEALER sends it to a live one. */
-            GB_WARN("actor: %s; asking again", err->msg);
-            a.pending[g] = 0;
-            if ((rc = resend(&a, g, err)))
-                goto done;
-            continue;
-        }
-        if (rc)
-            goto done;
-        if (g < 0) {
-            gb_wire_msg_release(&a.reply);
-            continue; /* a reply we no longer wait for */
-        }
-        a.pending[g] = 0;
-        rc = step_group(&a, g, &a.reply, err);
-        gb_wire_msg_release(&a.reply);
-        if (rc || (rc = resend(&a, g, err)))
+        if ((rc = actor_turn(&a, err)))
             goto done;
     }
     rc = 0;
 done:
-    if (a.infer && a.samples) {
-        gb_metrics_set(w->metrics, "final", 1); /* chunks_sent is final: the launcher's ledger */
-        report(&a);
-        if (w->joined && gb_worker_run_state(w) < GB_RUN_FLUSHING) {
-            /* leaving a run that goes on (gearbox join): the trainers get a moment to read
-             * what this actor queued before its connections close; the run is not waited for */
-            if (gb_worker_stop_requested(w))
-                gb_runctl_client_wait(w->runctl, GB_RUN_RELEASED, 1.0);
-        } else if (gb_worker_stopping(w) && !gb_worker_wait_release(w, 3.0))
-            GB_WARN("actor: not released within 3 s of stopping; closing the sample stream "
-                    "(chunks still queued may be lost; the run's summary counts them)");
-    }
+    if (a.infer && a.samples)
+        actor_leave(&a);
     gb_wire_msg_release(&a.reply);
     gb_sample_sender_close(a.samples);
     gb_infer_client_close(a.infer);

@@ -67,38 +67,6 @@ struct gb_learning {
     gb_torch_stats last;
 };
 
-int gb_learning_space(const gb_env_spec *spec, gb_torch_space *space, gb_error *err)
-{
-    memset(space, 0, sizeof *space);
-    space->obs_dtype = gb_env_dtype_to_gb(spec->obs.dtype);
-    if (space->obs_dtype != GB_DTYPE_FLOAT32 && space->obs_dtype != GB_DTYPE_UINT8)
-        return gb_error_set(err, GB_EUNSUPPORTED, "observations of type %s (the models take "
-                            "float32 or uint8)", gb_dtype_name(space->obs_dtype));
-    if (spec->flags & GB_ENV_TURN_BASED)
-        return gb_error_set(err, GB_EUNSUPPORTED, "turn-based environments are not supported by "
-                            "the built-in algorithms");
-    if (spec->obs.ndim > GB_TORCH_MAX_DIMS)
-        return gb_error_set(err, GB_EUNSUPPORTED, "observations of %d dimensions (at most %d)",
-                            spec->obs.ndim, GB_TORCH_MAX_DIMS);
-    space->obs_ndim = spec->obs.ndim;
-    for (int i = 0; i < spec->obs.ndim; i++)
-        space->obs_shape[i] = spec->obs.shape[i];
-    space->discrete = spec->action.kind == GB_ENV_SPACE_DISCRETE;
-    if (space->discrete) {
-        space->n_actions = spec->action.n;
-        return 0;
-    }
-    if (spec->action.n > GB_TORCH_MAX_ACTION_DIM)
-        return gb_error_set(err, GB_EUNSUPPORTED, "%d action dimensions (at most %d)",
-                            spec->action.n, GB_TORCH_MAX_ACTION_DIM);
-    space->action_dim = spec->action.n;
-    for (int i = 0; i < spec->action.n; i++) {
-        space->action_low[i] = spec->action.low[i];
-        space->action_high[i] = spec->action.high[i];
-    }
-    return 0;
-}
-
 static int on_device(const gb_learning *L, int c)
 {
     for (int i = 0; L->cuda && i < NDEV; i++)
@@ -500,6 +468,35 @@ static int prefetch_next(gb_learning *L, const gb_replay_request *now, gb_error 
     return rc;
 }
 
+/* Trains on a slot's n collected items (weights: their importance weights) and gives the replay
+ * their new priorities (weighted replays). A non-finite loss is GB_ECORRUPT. */
+static int train_slot(gb_learning *L, batch_slot *s, int64_t n, const float *weights,
+                      gb_error *err)
+{
+    gb_torch_batch b = batch_view(L, s, n, weights);
+    double t0 = gb_now_s();
+    int rc = gb_torch_learner_train(L->learner, &b, &L->last,
+                                    L->weighted ? L->priorities_f : NULL, err);
+    L->train_ms += (gb_now_s() - t0) * 1e3;
+    L->collect_ms += s->collect_us * 1e-3;
+    /* A non-finite loss means the parameters are lost too (the step already applied its
+     * gradients): going on would only publish and train on NaN. Stop with the cause. */
+    if (rc == 0 && !isfinite(L->last.loss))
+        rc = gb_error_set(err, GB_ECORRUPT, "learning: the loss is %g at training step %lld "
+                          "(policy loss %g, value loss %g): the learner diverged; stopping "
+                          "(lower trainer.lr, or check the environment's observations and "
+                          "rewards)", L->last.loss, (long long)L->train_steps + 1,
+                          L->last.policy_loss, L->last.value_loss);
+    if (rc == 0 && L->weighted) {
+        for (int64_t i = 0; i < n; i++)
+            L->priorities[i] = L->priorities_f[i];
+        rc = L->global ? gb_shards_update_priorities(L->shards, L->priorities, err)
+                       : gb_replay_update_priorities(L->replay, n, s->sel.index, s->sel.key,
+                                                     L->priorities, NULL, err);
+    }
+    return rc;
+}
+
 int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
 {
     batch_slot *s = &L->slot[L->cur];
@@ -552,29 +549,8 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
         if (rc == 0 && L->prefetch)
             rc = prefetch_next(L, &req, err);
     }
-    if (rc == 0) {
-        gb_torch_batch b = batch_view(L, s, n, weights);
-        double t0 = gb_now_s();
-        rc = gb_torch_learner_train(L->learner, &b, &L->last,
-                                    L->weighted ? L->priorities_f : NULL, err);
-        L->train_ms += (gb_now_s() - t0) * 1e3;
-        L->collect_ms += s->collect_us * 1e-3;
-        /* A non-finite loss means the parameters are lost too (the step already applied its
-         * gradients): going on would only publish and train on NaN. Stop with the cause. */
-        if (rc == 0 && !isfinite(L->last.loss))
-            rc = gb_error_set(err, GB_ECORRUPT, "learning: the loss is %g at training step %lld "
-                              "(policy loss %g, value loss %g): the learner diverged; stopping "
-                              "(lower trainer.lr, or check the environment's observations and "
-                              "rewards)", L->last.loss, (long long)L->train_steps + 1,
-                              L->last.policy_loss, L->last.value_loss);
-    }
-    if (rc == 0 && L->weighted) {
-        for (int64_t i = 0; i < n; i++)
-            L->priorities[i] = L->priorities_f[i];
-        rc = L->global ? gb_shards_update_priorities(L->shards, L->priorities, err)
-                       : gb_replay_update_priorities(L->replay, n, s->sel.index, s->sel.key,
-                                                     L->priorities, NULL, err);
-    }
+    if (rc == 0)
+        rc = train_slot(L, s, n, weights, err);
     gb_replay_release(L->replay, &s->sel);
     if (L->prefetch)
         L->cur ^= 1;

@@ -151,6 +151,131 @@ static void *param_thread(void *arg)
     return NULL;
 }
 
+/* The model and its output buffers: the environment's spaces into p->space and *spec, libtorch's
+ * threads, the model in policy.precision (logged with the kernels that run it), room for the
+ * largest batch. */
+static int policy_model(policy *p, gb_env_spec *spec, gb_error *err)
+{
+    const gb_config *cfg = p->w->cfg;
+    int rc = gb_worker_env_space(cfg, spec, &p->space, err);
+    if (rc || (rc = gb_torch_load(err)) ||
+        (rc = gb_torch_set_threads((int)cfg->policy.threads, err)) ||
+        (rc = gb_torch_model_create(cfg, &p->space, gb_worker_seed(p->w, "model"), &p->model,
+                                    err)) ||
+        (rc = gb_torch_model_set_precision(p->model, cfg->policy.precision, err)))
+        return rc;
+    const char *kernels = gb_torch_model_kernels(p->model), *engine = "";
+    if (cfg->policy.precision == GB_PRECISION_INT8 && strncmp(kernels, "libtorch", 8) == 0 &&
+        (rc = gb_torch_model_int8_engine(&engine, err)))
+        return rc;
+    GB_INFO("policy: inference in %s through %s%s%s%s",
+            gb_config_enum_name("policy.precision", cfg->policy.precision), kernels,
+            engine[0] ? ", quantized engine " : "", engine,
+            cfg->policy.precision != GB_PRECISION_FP32 || strncmp(kernels, "gearbox", 7) == 0
+                ? " (rebuilt from the fp32 parameters at each swap)"
+                : "");
+    p->rows_cap = cfg->policy.max_batch_rows + cfg->actors.envs_per_actor * spec->agents;
+    size_t arow =
+        p->space.discrete ? sizeof(int64_t) : (size_t)p->space.action_dim * sizeof(float);
+    p->action = malloc((size_t)p->rows_cap * arow);
+    p->logp = malloc((size_t)p->rows_cap * sizeof(float));
+    if (!p->action || !p->logp)
+        return gb_error_set(err, GB_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* Subscribes to the parameter stream and applies its first version, so that actors act with the
+ * trainer's initial weights, not ours. Blocks up to streams.registry_timeout_ms for each. */
+static int policy_first_params(policy *p, gb_error *err)
+{
+    gb_worker *w = p->w;
+    const gb_config *cfg = w->cfg;
+    int tmo = (int)cfg->streams.registry_timeout_ms;
+    char pub_name[GB_REGISTRY_NAME_MAX], fetch_name[GB_REGISTRY_NAME_MAX];
+    int rc;
+    if ((rc = gb_worker_params_names(w, pub_name, fetch_name, sizeof pub_name, err)) ||
+        (rc = gb_registry_lookup(w->registry, pub_name, p->pub_ep, sizeof p->pub_ep, tmo, err)) ||
+        (rc = gb_registry_lookup(w->registry, fetch_name, p->fetch_ep, sizeof p->fetch_ep, tmo,
+                                 err)))
+        return rc;
+    GB_INFO("policy: parameters from %s (%s)", pub_name, p->pub_ep);
+    /* A parameter version is this model's flat buffer: the subscriber refuses larger ones;
+     * frames are bounded by what the service takes (parameters.chunk_bytes, runtime/streams/params.h) */
+    const gb_param_entry *layout;
+    int nlayout;
+    uint64_t model_bytes;
+    gb_torch_model_layout(p->model, &layout, &nlayout, &model_bytes);
+    gb_param_subscriber_opts po = {.pub_endpoint = p->pub_ep,
+                                   .fetch_endpoint = p->fetch_ep,
+                                   .timeout_ms = 2000,
+                                   .recheck_ms = 500,
+                                   .role = w->role,
+                                   .index = w->index,
+                                   .chunk_bytes = (uint64_t)cfg->parameters.chunk_bytes,
+                                   .max_bytes = model_bytes,
+                                   .max_entries = nlayout};
+    if ((rc = gb_param_subscriber_open(&p->sub, w->zctx, &po, err)) ||
+        (rc = gb_param_subscriber_wait(p->sub, 0, tmo, err)))
+        return rc;
+    p->staged = gb_param_subscriber_acquire(p->sub);
+    apply_staged(p); /* before the inference thread exists: it owns the model from now on */
+    if (atomic_load(&p->applied_version) < 0)
+        return gb_error_set(err, GB_EINVAL, "the first parameters did not fit this model");
+    return 0;
+}
+
+/* Opens the inference server at this worker's endpoint (not yet registered: *name is the name
+ * to register it under). */
+static int policy_server_open(policy *p, const gb_env_spec *spec, gb_infer_server **server,
+                              char *name, size_t name_cap, gb_error *err)
+{
+    gb_worker *w = p->w;
+    const gb_config *cfg = w->cfg;
+    char ep[GB_REGISTRY_ENDPOINT_MAX];
+    snprintf(name, name_cap, "policy/%d/inference", w->index);
+    int rc = gb_worker_endpoint(w, "inference", name, ep, sizeof ep, err);
+    if (rc)
+        return rc;
+    /* A request holds one group of an actor's ring, at most all its copies' observations: a
+     * client sending a larger frame is disconnected before it is read */
+    uint64_t obs_bytes = gb_dtype_size(p->space.obs_dtype);
+    for (int d = 0; d < p->space.obs_ndim; d++)
+        obs_bytes *= (uint64_t)p->space.obs_shape[d];
+    const uint64_t noise_bytes =
+        p->space.discrete ? 0 : (uint64_t)p->space.action_dim * sizeof(float);
+    gb_infer_server_opts so = {.endpoint = ep,
+                               .max_batch_rows = (int)cfg->policy.max_batch_rows,
+                               .max_wait_ms = cfg->policy.max_wait_ms,
+                               .role = w->role,
+                               .index = w->index,
+                               .fn = infer,
+                               .user = p,
+                               .pipelined = (int)cfg->policy.pipelined,
+                               .between = apply_staged,
+                               /* an actor's rows of observations, or of noise */
+                               .max_frame = (uint64_t)cfg->actors.envs_per_actor *
+                                            (uint64_t)spec->agents *
+                                            (obs_bytes > noise_bytes ? obs_bytes : noise_bytes)};
+    return gb_infer_server_open(server, w->zctx, &so, err);
+}
+
+/* This worker's metrics: the server's counters and the parameters applied. */
+static void policy_report(policy *p, gb_infer_server *server)
+{
+    gb_metrics_sender *m = p->w->metrics;
+    gb_infer_server_stats st = gb_infer_server_get_stats(server);
+    gb_metrics_set(m, "served_rows", (double)st.rows);
+    gb_metrics_set(m, "batches", (double)st.batches);
+    gb_metrics_set(m, "rejected", (double)st.rejected);
+    gb_metrics_set(m, "unsent", (double)st.unsent); /* replies lost: peer gone */
+    gb_metrics_set(m, "policy_version", (double)atomic_load(&p->applied_version));
+    gb_metrics_set(m, "import_failures", (double)atomic_load(&p->import_failures));
+    gb_metrics_send(m, NULL);
+}
+
+/* The policy worker's role (workers/roles/worker.h): builds the model, applies the first parameters,
+ * serves inference until the worker stops; the parameter thread follows the stream meanwhile.
+ * Returns 0 on a clean stop or the first error (err filled). Blocks for the worker's life. */
 int gb_policy_main(gb_worker *w, gb_error *err)
 {
     const gb_config *cfg = w->cfg;
@@ -160,95 +285,10 @@ int gb_policy_main(gb_worker *w, gb_error *err)
     pthread_t thread;
     int thread_started = 0;
     gb_env_spec spec;
-    int rc = gb_worker_env_space(cfg, &spec, &p.space, err);
-    if (rc || (rc = gb_torch_set_threads((int)cfg->policy.threads, err)) ||
-        (rc = gb_torch_model_create(cfg, &p.space,
-                                    gb_worker_seed(w, "model"),
-                                    &p.model, err)) ||
-        (rc = gb_torch_model_set_precision(p.model, cfg->policy.precision, err)))
-        goto done;
-    {
-        const char *kernels = gb_torch_model_kernels(p.model), *engine = "";
-        if (cfg->policy.precision == GB_PRECISION_INT8 && strncmp(kernels, "libtorch", 8) == 0 &&
-            (rc = gb_torch_model_int8_engine(&engine, err)))
-            goto done;
-        GB_INFO("policy: inference in %s through %s%s%s%s",
-                gb_config_enum_name("policy.precision", cfg->policy.precision), kernels,
-                engine[0] ? ", quantized engine " : "", engine,
-                cfg->policy.precision != GB_PRECISION_FP32 ||
-                        strncmp(kernels, "gearbox", 7) == 0
-                    ? " (rebuilt from the fp32 parameters at each swap)"
-                    : "");
-    }
-    p.rows_cap = cfg->policy.max_batch_rows + cfg->actors.envs_per_actor * spec.agents;
-    size_t arow = p.space.discrete ? sizeof(int64_t) : (size_t)p.space.action_dim * sizeof(float);
-    p.action = malloc((size_t)p.rows_cap * arow);
-    p.logp = malloc((size_t)p.rows_cap * sizeof(float));
-    if (!p.action || !p.logp) {
-        rc = gb_error_set(err, GB_ENOMEM, "out of memory");
-        goto done;
-    }
-    /* Parameters first: actors should act with the trainer's initial weights, not ours. */
-    int tmo = (int)cfg->streams.registry_timeout_ms;
-    char pub_name[GB_REGISTRY_NAME_MAX], fetch_name[GB_REGISTRY_NAME_MAX];
-    if ((rc = gb_worker_params_names(w, pub_name, fetch_name, sizeof pub_name, err)) ||
-        (rc = gb_registry_lookup(w->registry, pub_name, p.pub_ep, sizeof p.pub_ep, tmo, err)) ||
-        (rc = gb_registry_lookup(w->registry, fetch_name, p.fetch_ep, sizeof p.fetch_ep, tmo,
-                                 err)))
-        goto done;
-    GB_INFO("policy: parameters from %s (%s)", pub_name, p.pub_ep);
-    /* A parameter version is this model's flat buffer: the subscriber refuses larger ones;
-     * frames are bounded by what the service takes (parameters.chunk_bytes, runtime/streams/params.h) */
-    const gb_param_entry *layout;
-    int nlayout;
-    uint64_t model_bytes;
-    gb_torch_model_layout(p.model, &layout, &nlayout, &model_bytes);
-    gb_param_subscriber_opts po = {.pub_endpoint = p.pub_ep,
-                                   .fetch_endpoint = p.fetch_ep,
-                                   .timeout_ms = 2000,
-                                   .recheck_ms = 500,
-                                   .role = w->role,
-                                   .index = w->index,
-                                   .chunk_bytes = (uint64_t)cfg->parameters.chunk_bytes,
-                                   .max_bytes = model_bytes,
-                                   .max_entries = nlayout};
-    if ((rc = gb_param_subscriber_open(&p.sub, w->zctx, &po, err)))
-        goto done;
-    rc = gb_param_subscriber_wait(p.sub, 0, tmo, err);
-    if (rc)
-        goto done;
-    const gb_param_blob *first = gb_param_subscriber_acquire(p.sub);
-    p.staged = first;
-    apply_staged(&p); /* before the inference thread exists: it owns the model from now on */
-    if (atomic_load(&p.applied_version) < 0) {
-        rc = gb_error_set(err, GB_EINVAL, "the first parameters did not fit this model");
-        goto done;
-    }
-    char ep[GB_REGISTRY_ENDPOINT_MAX], name[64];
-    snprintf(name, sizeof name, "policy/%d/inference", w->index);
-    if ((rc = gb_worker_endpoint(w, "inference", name, ep, sizeof ep, err)))
-        goto done;
-    /* A request holds one group of an actor's ring, at most all its copies' observations: a
-     * client sending a larger frame is disconnected before it is read */
-    uint64_t obs_bytes = gb_dtype_size(p.space.obs_dtype);
-    for (int d = 0; d < p.space.obs_ndim; d++)
-        obs_bytes *= (uint64_t)p.space.obs_shape[d];
-    const uint64_t noise_bytes =
-        p.space.discrete ? 0 : (uint64_t)p.space.action_dim * sizeof(float);
-    gb_infer_server_opts so = {.endpoint = ep,
-                               .max_batch_rows = (int)cfg->policy.max_batch_rows,
-                               .max_wait_ms = cfg->policy.max_wait_ms,
-                               .role = w->role,
-                               .index = w->index,
-                               .fn = infer,
-                               .user = &p,
-                               .pipelined = (int)cfg->policy.pipelined,
-                               .between = apply_staged,
-                               /* an actor's rows of observations, or of noise */
-                               .max_frame = (uint64_t)cfg->actors.envs_per_actor *
-                                            (uint64_t)spec.agents *
-                                            (obs_bytes > noise_bytes ? obs_bytes : noise_bytes)};
-    if ((rc = gb_infer_server_open(&server, w->zctx, &so, err)))
+    char name[64];
+    int rc;
+    if ((rc = policy_model(&p, &spec, err)) || (rc = policy_first_params(&p, err)) ||
+        (rc = policy_server_open(&p, &spec, &server, name, sizeof name, err)))
         goto done;
     if (pthread_create(&thread, NULL, param_thread, &p) != 0) {
         rc = gb_error_errno(err, "pthread_create");
@@ -263,22 +303,12 @@ int gb_policy_main(gb_worker *w, gb_error *err)
     double next_report = gb_now_s();
     while (!gb_worker_stopping(w)) { /* the request thread */
         rc = gb_infer_server_poll(server, 20, err);
-        if (rc < 0 && rc != GB_EPROTO && rc != GB_EINVAL && rc != GB_ETORCH) {
+        if (rc < 0 && rc != GB_EPROTO && rc != GB_EINVAL && rc != GB_ETORCH)
             goto done;
-        } else if (rc < 0) {
+        else if (rc < 0)
             GB_WARN("policy: batch failed (answered with the error): %s", err->msg);
-        }
         if (gb_now_s() >= next_report) {
-            gb_infer_server_stats st = gb_infer_server_get_stats(server);
-            gb_metrics_set(w->metrics, "served_rows", (double)st.rows);
-            gb_metrics_set(w->metrics, "batches", (double)st.batches);
-            gb_metrics_set(w->metrics, "rejected", (double)st.rejected);
-            gb_metrics_set(w->metrics, "unsent", (double)st.unsent); /* replies lost: peer gone */
-            gb_metrics_set(w->metrics, "policy_version",
-                           (double)atomic_load(&p.applied_version));
-            gb_metrics_set(w->metrics, "import_failures",
-                           (double)atomic_load(&p.import_failures));
-            gb_metrics_send(w->metrics, NULL);
+            policy_report(&p, server);
             next_report = gb_now_s() + gb_worker_report_interval(w);
         }
     }

@@ -389,36 +389,40 @@ static int64_t filled_slots(const gb_shards *S, int s, int t)
     return left < 0 ? 0 : left < cnt ? left : cnt;
 }
 
-/* The one all-to-all: as owner, a block per trainer (header, metas, rows gathered straight from
- * the column tables); as trainer, this rank's rows spread into dst, grouped by owner, with their
- * global indices, positions, probabilities and importance weights over the whole global batch.
- * Returns the rows every trainer got (the fewest) through *fewest. */
-static int exchange(gb_shards *S, const gb_replay_request *req, const gb_replay_dst *dst,
-                    int ndst, int weighted, int64_t *fewest, gb_error *err)
+/* The bytes a row of each destination takes (row[d]) and their sum (*rowsum), checked: known
+ * columns, room for this trainer's slots, no more than every column once. */
+static int dst_rows(const gb_shards *S, const gb_replay_dst *dst, int ndst, int32_t t0,
+                    int32_t t1, size_t *row, size_t *rowsum, gb_error *err)
 {
-    gb_replay_status st;
-    gb_replay_status_view(S->r, &st);
-    int32_t t0 = req->t0, t1 = req->t1 ? req->t1 : (int32_t)gb_replay_options_of(S->r)->steps;
-    size_t row[GB_REPLAY_MAX_COLUMNS], rowsum = 0;
     if (ndst < 1 || ndst > GB_REPLAY_MAX_COLUMNS)
         return gb_error_set(err, GB_EINVAL, "shards: %d destinations", ndst);
     int64_t my_slots = 0;
     for (int s = 0; s < S->size; s++)
         my_slots += S->slots[s * S->size + S->rank];
+    *rowsum = 0;
     for (int d = 0; d < ndst; d++) {
         int c = dst[d].column;
         if (c < 0 || c >= S->ncolumns)
             return gb_error_set(err, GB_EINVAL, "shards: no column %d", c);
         const gb_replay_table *tb = &S->tables[c];
         row[d] = tb->per_item ? tb->block_bytes : (size_t)(t1 - t0) * tb->step_bytes;
-        rowsum += row[d];
+        *rowsum += row[d];
         if (dst[d].bytes < (size_t)my_slots * row[d])
             return gb_error_set(err, GB_EINVAL, "shards: column %d: %zu bytes of room for %lld "
                                 "rows of %zu", c, dst[d].bytes, (long long)my_slots, row[d]);
     }
-    if (rowsum > S->rowsum)
+    if (*rowsum > S->rowsum)
         return gb_error_set(err, GB_EINVAL, "shards: %d destinations carry %zu bytes a row, more "
-                            "than the %zu of every column once", ndst, rowsum, S->rowsum);
+                            "than the %zu of every column once", ndst, *rowsum, S->rowsum);
+    return 0;
+}
+
+/* As owner: a block per trainer into the send buffer (header, metas, rows gathered straight
+ * from the column tables, steps t0..t1; length: the status table's per-item lengths), and every
+ * block's size each way. */
+static void pack_blocks(gb_shards *S, const gb_replay_dst *dst, int ndst, const size_t *row,
+                        size_t rowsum, int32_t t0, int32_t t1, const int32_t *length)
+{
     block_header mine = {S->own_n, INFINITY};
     for (int64_t k = 0; k < S->own_n; k++)
         if (S->own_prob[k] > 0 && S->own_prob[k] < mine.pmin)
@@ -438,7 +442,7 @@ static int exchange(gb_shards *S, const gb_replay_request *req, const gb_replay_
             memcpy(out, &x, sizeof x);
         }
         for (int d = 0; d < ndst; d++) {
-            gb_replay_gather(&S->tables[dst[d].column], S->own_idx + first, st.length, f, t0, t1,
+            gb_replay_gather(&S->tables[dst[d].column], S->own_idx + first, length, f, t0, t1,
                              out);
             memset(out + (size_t)f * row[d], 0, (size_t)(cnt - f) * row[d]);
             out += (size_t)cnt * row[d];
@@ -449,27 +453,23 @@ static int exchange(gb_shards *S, const gb_replay_request *req, const gb_replay_
                            (size_t)S->slots[t * S->size + S->rank] * (sizeof(slot_meta) + rowsum);
         first += cnt;
     }
-    int rc = gb_group_alltoall(S->g, S->sendbuf, S->send_bytes, S->recvbuf, S->recv_bytes, err);
-    if (rc)
-        return rc;
-    /* every owner's count and smallest probability: the same on every rank */
-    double pmin = INFINITY;
+}
+
+/* As trainer, after the all-to-all: every owner's count into S->filled and the smallest
+ * probability of all (*pmin: the same on every rank); this rank's rows spread into dst, owner
+ * after owner, with their global indices, positions, keys and probabilities. */
+static void unpack_blocks(gb_shards *S, const gb_replay_dst *dst, int ndst, const size_t *row,
+                          double *pmin)
+{
+    *pmin = INFINITY;
     const uint8_t *in = S->recvbuf;
     for (int s = 0; s < S->size; s++) {
         block_header h;
         memcpy(&h, in, sizeof h);
         S->filled[s] = h.filled;
-        pmin = h.pmin < pmin ? h.pmin : pmin;
+        *pmin = h.pmin < *pmin ? h.pmin : *pmin;
         in += S->recv_bytes[s];
     }
-    *fewest = S->Bl;
-    for (int t = 0; t < S->size; t++) {
-        int64_t rows = 0;
-        for (int s = 0; s < S->size; s++)
-            rows += filled_slots(S, s, t);
-        *fewest = rows < *fewest ? rows : *fewest;
-    }
-    /* this trainer's rows, owner after owner */
     int64_t at = 0;
     in = S->recvbuf;
     for (int s = 0; s < S->size; s++) {
@@ -496,6 +496,34 @@ static int exchange(gb_shards *S, const gb_replay_request *req, const gb_replay_
         in += S->recv_bytes[s];
     }
     S->my_n = at;
+}
+
+/* The one all-to-all: as owner, a block per trainer (pack_blocks); as trainer, this rank's rows
+ * spread into dst, grouped by owner (unpack_blocks), with importance weights over the whole
+ * global batch. Returns the rows every trainer got (the fewest) through *fewest. */
+static int exchange(gb_shards *S, const gb_replay_request *req, const gb_replay_dst *dst,
+                    int ndst, int weighted, int64_t *fewest, gb_error *err)
+{
+    gb_replay_status st;
+    gb_replay_status_view(S->r, &st);
+    int32_t t0 = req->t0, t1 = req->t1 ? req->t1 : (int32_t)gb_replay_options_of(S->r)->steps;
+    size_t row[GB_REPLAY_MAX_COLUMNS], rowsum = 0;
+    int rc = dst_rows(S, dst, ndst, t0, t1, row, &rowsum, err);
+    if (rc)
+        return rc;
+    pack_blocks(S, dst, ndst, row, rowsum, t0, t1, st.length);
+    if ((rc = gb_group_alltoall(S->g, S->sendbuf, S->send_bytes, S->recvbuf, S->recv_bytes,
+                                err)))
+        return rc;
+    double pmin;
+    unpack_blocks(S, dst, ndst, row, &pmin);
+    *fewest = S->Bl;
+    for (int t = 0; t < S->size; t++) {
+        int64_t rows = 0;
+        for (int s = 0; s < S->size; s++)
+            rows += filled_slots(S, s, t);
+        *fewest = rows < *fewest ? rows : *fewest;
+    }
     if (weighted)
         gb_replay_importance_weights_from(S->my_prob, S->my_n, pmin,
                                           gb_replay_options_of(S->r)->beta, S->my_weight);

@@ -2,8 +2,9 @@
 // annealing, gradient clipping and all-reduce (data-parallel training), target-network updates,
 // and the table of algorithms.
 #include "workers/torch/algorithm.hpp"
+#include "workers/torch/targets.h"
 
-#include "workers/torch/group.h"
+#include "workers/torch/module.h"
 
 #include <vector>
 
@@ -128,7 +129,7 @@ int64_t group_max(gb_torch_learner *l, int64_t v)
     if (!l->group)
         return v;
     gb_error err = {};
-    if (gb_group_allreduce(l->group, GB_DTYPE_INT64, &v, 1, GB_GROUP_MAX, &err))
+    if (gbt_group_allreduce(l->group, GB_DTYPE_INT64, &v, 1, GB_GROUP_MAX, &err))
         throw Failure(err.code, err.msg);
     return v;
 }
@@ -157,7 +158,7 @@ static bool sync_bucket(gb_torch_learner *l, const std::vector<torch::Tensor> &p
     flat.narrow(0, 0, nflags).copy_(torch::from_blob(flags.data(), {nflags}, torch::kFloat64));
     gb_error err = {};
     gb_dtype dt = t == torch::kFloat64 ? GB_DTYPE_FLOAT64 : GB_DTYPE_FLOAT32;
-    if (gb_group_allreduce(l->group, dt, flat.data_ptr(), flat.numel(), GB_GROUP_SUM, &err))
+    if (gbt_group_allreduce(l->group, dt, flat.data_ptr(), flat.numel(), GB_GROUP_SUM, &err))
         throw Failure(err.code, err.msg);
     // how many ranks had each gradient (small integers: exact in either dtype)
     torch::from_blob(flags.data(), {nflags}, torch::kFloat64).copy_(flat.narrow(0, 0, nflags));

@@ -30,7 +30,7 @@ struct gb_torch_learner {
     gbt::TargetLink targets;
     double progress = 0.0;
     int64_t train_steps = 0;
-    // data-parallel training (gb_torch_learner_set_group): the group (not owned), bucket size
+    // data-parallel training (gbt_learner_set_group): the group (not owned), bucket size
     gb_group *group = nullptr;
     size_t bucket_bytes = 0;
 };
@@ -61,14 +61,14 @@ torch::Tensor huber(const torch::Tensor &x, double delta);
 
 // Optimisation (algorithm.cpp).
 double learner_lr(const gb_torch_learner *l, double base); // base, annealed by l->progress
-// Data-parallel training (algorithm.cpp), for every optimiser step: sync_grads before
-// the optimiser's clip_grad_norm. Without l->group, sync_grads only says whether any of params has a gradient; with
-// it, it replaces the gradients of params by their mean over the ranks that have one (the sum,
-// all-reduced in buckets of at most l->bucket_bytes, divided by the number of such ranks; a rank
-// without one sends zeros, so every rank makes the same collectives), leaves undefined those no
-// rank has, and returns whether any rank had any. A rank with no data for a step calls
-// drop_grads(params) first, so it counts as having none. group_max: the largest v over the
-// group (v without one). Group failures throw gbt::Failure.
+// Data-parallel training (algorithm.cpp), for every optimiser step: sync_grads before the
+// optimiser's clip_grad_norm. Without l->group, sync_grads only says whether any of params has a
+// gradient; with it, it replaces the gradients of params by their mean over the ranks that have one
+// (the sum, all-reduced in buckets of at most l->bucket_bytes, divided by the number of such ranks;
+// a rank without one sends zeros, so every rank makes the same collectives), leaves undefined those
+// no rank has, and returns whether any rank had any. A rank with no data for a step calls
+// drop_grads(params) first, so it counts as having none. group_max: the largest v over the group (v
+// without one). Group failures throw gbt::Failure.
 bool sync_grads(gb_torch_learner *l, const std::vector<torch::Tensor> &params);
 void drop_grads(const std::vector<torch::Tensor> &params);
 int64_t group_max(gb_torch_learner *l, int64_t v);

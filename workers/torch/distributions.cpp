@@ -1,6 +1,7 @@
 // workers/torch/distributions.cpp: categorical, Gaussian and tanh-squashed Gaussian
 // log-probabilities and entropies (sampling is in model.cpp's act, from the model's generator).
 #include "workers/torch/distributions.hpp"
+#include "workers/torch/testing.h"
 
 #include <cmath>
 

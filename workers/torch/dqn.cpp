@@ -1,6 +1,8 @@
 // workers/torch/dqn.cpp: DQN over trajectory chunks: n-step targets inside chunks, double Q,
 // target network (hard or Polyak), Huber loss, prioritized-replay weights and new priorities.
 #include "workers/torch/algorithm.hpp"
+#include "workers/torch/testing.h"
+#include "workers/torch/targets.h"
 
 #include <vector>
 

@@ -5,7 +5,7 @@
  * outputs with these gradients. Each computes what its libtorch loss (dqn.cpp, ppo.cpp,
  * sac.cpp) computes, including how libtorch's max, min and clamp pass gradients at ties and
  * bounds; tests/workers/torch/test_torch_losses.c compares them. */
-#include "workers/torch/bridge.h"
+#include "workers/torch/targets.h"
 
 #include <math.h>
 

@@ -5,14 +5,14 @@
 //
 // What c10d 1.13's Gloo backend offers and what this file does about it:
 // - allgather: ProcessGroupGloo has no _allgather_base ("no support for _allgather_base in Gloo
-//   process group"), so gb_group_allgather calls allgather with one view of out per rank (Gloo
+//   process group"), so gbt_group_allgather calls allgather with one view of out per rank (Gloo
 //   gathers into a flat buffer of its own and copies into the views).
 // - alltoall: alltoall_base with split sizes is supported on CPU tensors of any dtype; uint8
 //   tensors make the sizes bytes.
 // - A peer that exits makes the next call fail at once with Gloo's "Connection reset by peer" or
 //   "Connection closed by peer"; a peer that hangs makes it fail after the timeout (Gloo's own
 //   "Timed out waiting ..." or the work's "Operation timed out!").
-#include "workers/torch/group.h"
+#include "workers/torch/module.h"
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -160,7 +160,7 @@ void small_allreduce(gb_group *g, gb_dtype dtype, void *buf, int64_t count, gb_g
 
 } // namespace
 
-extern "C" int gb_group_open(const gb_group_opts *o, gb_group **out, gb_error *err)
+extern "C" int gbt_group_open(const gb_group_opts *o, gb_group **out, gb_error *err)
 {
     *out = nullptr;
     if (o->size < 1 || o->rank < 0 || o->rank >= o->size)
@@ -198,7 +198,7 @@ extern "C" int gb_group_open(const gb_group_opts *o, gb_group **out, gb_error *e
         g->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(g->store, o->rank, o->size, opts);
     });
     if (rc) {
-        gb_group_close(g);
+        gbt_group_close(g);
         return rc;
     }
     *out = g;
@@ -207,7 +207,7 @@ extern "C" int gb_group_open(const gb_group_opts *o, gb_group **out, gb_error *e
 
 // Destroying the process group joins its worker threads: a collective still in flight after a
 // failed call ends (Gloo's own timeout) before close returns, so the call's buffers are free.
-extern "C" void gb_group_close(gb_group *g)
+extern "C" void gbt_group_close(gb_group *g)
 {
     if (!g)
         return;
@@ -220,11 +220,11 @@ extern "C" void gb_group_close(gb_group *g)
     delete g;
 }
 
-extern "C" int gb_group_rank(const gb_group *g) { return g->rank; }
-extern "C" int gb_group_size(const gb_group *g) { return g->size; }
+extern "C" int gbt_group_rank(const gb_group *g) { return g->rank; }
+extern "C" int gbt_group_size(const gb_group *g) { return g->size; }
 
-extern "C" int gb_group_allreduce(gb_group *g, gb_dtype dtype, void *buf, int64_t count,
-                                  gb_group_op op, gb_error *err)
+extern "C" int gbt_group_allreduce(gb_group *g, gb_dtype dtype, void *buf, int64_t count,
+                                   gb_group_op op, gb_error *err)
 {
     torch::ScalarType t;
     if (!dtype_of(dtype, &t))
@@ -251,8 +251,8 @@ extern "C" int gb_group_allreduce(gb_group *g, gb_dtype dtype, void *buf, int64_
     });
 }
 
-extern "C" int gb_group_allgather(gb_group *g, const void *in, size_t bytes, void *out,
-                                  gb_error *err)
+extern "C" int gbt_group_allgather(gb_group *g, const void *in, size_t bytes, void *out,
+                                   gb_error *err)
 {
     if (bytes > 0 && (!in || !out))
         return gb_error_set(err, GB_EINVAL, "allgather: NULL buffer for %zu bytes", bytes);
@@ -269,7 +269,7 @@ extern "C" int gb_group_allgather(gb_group *g, const void *in, size_t bytes, voi
     });
 }
 
-extern "C" int gb_group_broadcast(gb_group *g, void *buf, size_t bytes, int root, gb_error *err)
+extern "C" int gbt_group_broadcast(gb_group *g, void *buf, size_t bytes, int root, gb_error *err)
 {
     if (root < 0 || root >= g->size)
         return gb_error_set(err, GB_EINVAL, "broadcast: root %d of %d ranks", root, g->size);
@@ -287,8 +287,8 @@ extern "C" int gb_group_broadcast(gb_group *g, void *buf, size_t bytes, int root
     });
 }
 
-extern "C" int gb_group_alltoall(gb_group *g, const void *in, const size_t *send_bytes,
-                                 void *out, const size_t *recv_bytes, gb_error *err)
+extern "C" int gbt_group_alltoall(gb_group *g, const void *in, const size_t *send_bytes,
+                                  void *out, const size_t *recv_bytes, gb_error *err)
 {
     size_t st = 0, rt = 0;
     for (int r = 0; r < g->size; r++) {
@@ -312,7 +312,7 @@ extern "C" int gb_group_alltoall(gb_group *g, const void *in, const size_t *send
     });
 }
 
-extern "C" int gb_group_barrier(gb_group *g, gb_error *err)
+extern "C" int gbt_group_barrier(gb_group *g, gb_error *err)
 {
     return group_call(g, "barrier", err, [&] {
         c10d::BarrierOptions bo;

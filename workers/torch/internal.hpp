@@ -1,12 +1,13 @@
 // workers/torch/internal.hpp: the base of the libtorch bridge's C++ headers: libtorch, the
-// named-tensor list and the exception boundary every extern "C" entry point runs its body in.
-// defines: gbt::NamedTensors, gbt::Failure, gb_torch_guard
+// named-tensor list and the exception boundary every entry point runs its body in.
+// defines: gbt::NamedTensors, gbt::Failure, gb_torch_guard (and brings module.h's gbt_* entry
+// points, whose bodies run in gb_torch_guard)
 // Nothing outside workers/torch/ includes this file. The bridge's headers depend one way:
 // internal.hpp <- network.hpp, distributions.hpp <- model.hpp <- algorithm.hpp, and
 // algorithm.hpp is what learner.cpp and the algorithms (ppo/dqn/sac.cpp) share.
 #pragma once
 
-#include "workers/torch/bridge.h"
+#include "workers/torch/module.h" /* the bridge's types and the gbt_* functions its table holds */
 
 #include <torch/script.h>
 #include <torch/torch.h>

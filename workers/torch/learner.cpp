@@ -3,7 +3,7 @@
 // and data-parallel training's start (rank 0's state to every rank) and checksum.
 #include "workers/torch/algorithm.hpp"
 
-#include "workers/torch/group.h"
+#include "workers/torch/module.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -140,8 +140,8 @@ static void learner_init(gb_torch_learner *l, const gb_config *cfg, const gb_tor
 
 using namespace gbt;
 
-extern "C" int gb_torch_learner_create(const gb_config *cfg, const gb_torch_space *space,
-                                       uint64_t seed, gb_torch_learner **out, gb_error *err)
+extern "C" int gbt_learner_create(const gb_config *cfg, const gb_torch_space *space,
+                                  uint64_t seed, gb_torch_learner **out, gb_error *err)
 {
     *out = nullptr;
     const gb_config_algorithm &ac = cfg->trainer.algorithm;
@@ -159,14 +159,14 @@ extern "C" int gb_torch_learner_create(const gb_config *cfg, const gb_torch_spac
         return 0;
     });
     if (rc) {
-        gb_torch_learner_destroy(l);
+        gbt_learner_destroy(l);
         return rc;
     }
     *out = l;
     return 0;
 }
 
-extern "C" void gb_torch_learner_destroy(gb_torch_learner *l)
+extern "C" void gbt_learner_destroy(gb_torch_learner *l)
 {
     if (!l)
         return;
@@ -174,20 +174,20 @@ extern "C" void gb_torch_learner_destroy(gb_torch_learner *l)
     delete l;
 }
 
-extern "C" gb_torch_model *gb_torch_learner_model(gb_torch_learner *l) { return l->model; }
+extern "C" gb_torch_model *gbt_learner_model(gb_torch_learner *l) { return l->model; }
 
-extern "C" void gb_torch_learner_set_progress(gb_torch_learner *l, double progress)
+extern "C" void gbt_learner_set_progress(gb_torch_learner *l, double progress)
 {
     l->progress = progress < 0 ? 0 : progress > 1 ? 1 : progress;
 }
 
-extern "C" int64_t gb_torch_learner_train_steps(const gb_torch_learner *l)
+extern "C" int64_t gbt_learner_train_steps(const gb_torch_learner *l)
 {
     return l->train_steps;
 }
 
-extern "C" int gb_torch_learner_train(gb_torch_learner *l, const gb_torch_batch *b,
-                                      gb_torch_stats *stats, float *priorities, gb_error *err)
+extern "C" int gbt_learner_train(gb_torch_learner *l, const gb_torch_batch *b,
+                                 gb_torch_stats *stats, float *priorities, gb_error *err)
 {
     if (b->B < 1 || b->T < 1)
         return gb_error_set(err, GB_EINVAL, "train: batch of %lld x %lld steps", (long long)b->B,
@@ -264,7 +264,7 @@ static int write_file_atomic(const char *path, const std::string &bytes, gb_erro
     return 0;
 }
 
-extern "C" int gb_torch_learner_save(const gb_torch_learner *cl, const char *path, gb_error *err)
+extern "C" int gbt_learner_save(const gb_torch_learner *cl, const char *path, gb_error *err)
 {
     gb_torch_learner *l = const_cast<gb_torch_learner *>(cl);
     // Serialised in memory, then written by write_file_atomic: libtorch's file writer throws
@@ -292,7 +292,7 @@ extern "C" int gb_torch_learner_save(const gb_torch_learner *cl, const char *pat
     return write_file_atomic(path, bytes, err);
 }
 
-extern "C" int gb_torch_learner_load(gb_torch_learner *l, const char *path, gb_error *err)
+extern "C" int gbt_learner_load(gb_torch_learner *l, const char *path, gb_error *err)
 {
     FILE *f = std::fopen(path, "rb");
     if (!f)
@@ -311,8 +311,8 @@ extern "C" int gb_torch_learner_load(gb_torch_learner *l, const char *path, gb_e
     });
 }
 
-extern "C" int gb_torch_learner_set_group(gb_torch_learner *l, gb_group *g, size_t bucket_bytes,
-                                          gb_error *err)
+extern "C" int gbt_learner_set_group(gb_torch_learner *l, gb_group *g, size_t bucket_bytes,
+                                     gb_error *err)
 {
     l->group = nullptr;
     l->bucket_bytes = bucket_bytes;
@@ -321,7 +321,7 @@ extern "C" int gb_torch_learner_set_group(gb_torch_learner *l, gb_group *g, size
     int rc = gb_torch_guard(err, "set_group", [&] {
         // rank 0's state, serialised as a checkpoint is, to every rank: its size, then its bytes
         std::string blob;
-        if (gb_group_rank(g) == 0) {
+        if (gbt_group_rank(g) == 0) {
             torch::serialize::OutputArchive ar;
             write_state(l, ar);
             ar.save_to([&](const void *p, size_t n) {
@@ -330,14 +330,14 @@ extern "C" int gb_torch_learner_set_group(gb_torch_learner *l, gb_group *g, size
             });
         }
         int64_t n = (int64_t)blob.size();
-        int r = gb_group_broadcast(g, &n, sizeof n, 0, err);
+        int r = gbt_group_broadcast(g, &n, sizeof n, 0, err);
         if (r)
             return r;
         blob.resize((size_t)n);
-        if ((r = gb_group_broadcast(g, &blob[0], blob.size(), 0, err)))
+        if ((r = gbt_group_broadcast(g, &blob[0], blob.size(), 0, err)))
             return r;
         int64_t bad = 0;
-        if (gb_group_rank(g) != 0) {
+        if (gbt_group_rank(g) != 0) {
             torch::serialize::InputArchive ar;
             ar.load_from(blob.data(), blob.size(), l->device);
             bad = read_state(l, ar, "rank 0's state", err) != 0;
@@ -345,7 +345,7 @@ extern "C" int gb_torch_learner_set_group(gb_torch_learner *l, gb_group *g, size
         // every rank succeeds, or every rank fails
         gb_error gerr = {};
         int64_t any_bad = bad;
-        if ((r = gb_group_allreduce(g, GB_DTYPE_INT64, &any_bad, 1, GB_GROUP_MAX, &gerr)))
+        if ((r = gbt_group_allreduce(g, GB_DTYPE_INT64, &any_bad, 1, GB_GROUP_MAX, &gerr)))
             return bad ? err->code : gb_error_set(err, gerr.code, "%s", gerr.msg);
         if (bad)
             return err->code;
@@ -363,7 +363,7 @@ extern "C" int gb_torch_learner_set_group(gb_torch_learner *l, gb_group *g, size
     return rc;
 }
 
-extern "C" uint64_t gb_torch_learner_checksum(const gb_torch_learner *cl)
+extern "C" uint64_t gbt_learner_checksum(const gb_torch_learner *cl)
 {
     gb_torch_learner *l = const_cast<gb_torch_learner *>(cl);
     uint64_t h = 0x9e3779b97f4a7c15ULL;

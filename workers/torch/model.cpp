@@ -1,6 +1,7 @@
 // workers/torch/model.cpp: the models' C API: create (from the config or a TorchScript file),
 // batched act from caller buffers, parameter layout, export and import as one flat buffer.
 #include "workers/torch/model.hpp"
+#include "workers/torch/testing.h"
 #include "workers/torch/precision.hpp"
 #include "workers/torch/sampling.h"
 
@@ -173,7 +174,7 @@ using namespace gbt;
 
 // ---- C API ----------------------------------------------------------------------------------
 
-extern "C" int gb_torch_set_threads(int n, gb_error *err)
+extern "C" int gbt_set_threads(int n, gb_error *err)
 {
     if (n < 1)
         return gb_error_set(err, GB_EINVAL, "threads must be >= 1, got %d", n);
@@ -191,7 +192,7 @@ extern "C" int gb_torch_set_threads(int n, gb_error *err)
     });
 }
 
-extern "C" int gb_torch_cuda_available(void)
+extern "C" int gbt_cuda_available(void)
 {
     try {
         return torch::cuda::is_available() ? 1 : 0;
@@ -200,8 +201,8 @@ extern "C" int gb_torch_cuda_available(void)
     }
 }
 
-extern "C" int gb_torch_model_create(const gb_config *cfg, const gb_torch_space *space,
-                                     uint64_t seed, gb_torch_model **out, gb_error *err)
+extern "C" int gbt_model_create(const gb_config *cfg, const gb_torch_space *space,
+                                uint64_t seed, gb_torch_model **out, gb_error *err)
 {
     *out = nullptr;
     gb_torch_model *m = new (std::nothrow) gb_torch_model();
@@ -219,13 +220,13 @@ extern "C" int gb_torch_model_create(const gb_config *cfg, const gb_torch_space 
     return 0;
 }
 
-extern "C" void gb_torch_model_destroy(gb_torch_model *m) { delete m; }
+extern "C" void gbt_model_destroy(gb_torch_model *m) { delete m; }
 
-extern "C" int gb_torch_model_act(gb_torch_model *m, const void *obs, int64_t n,
-                                  int deterministic, double epsilon, gb_torch_act_out *out,
-                                  gb_error *err)
+extern "C" int gbt_model_act(gb_torch_model *m, const void *obs, int64_t n,
+                             int deterministic, double epsilon, gb_torch_act_out *out,
+                             gb_error *err)
 {
-    return gb_torch_model_act_noise(m, obs, n, deterministic, epsilon, nullptr, out, err);
+    return gbt_model_act_noise(m, obs, n, deterministic, epsilon, nullptr, out, err);
 }
 
 namespace {
@@ -425,9 +426,9 @@ void act_device(gb_torch_model *m, const Heads &h, int64_t n, int deterministic,
 
 } // namespace
 
-extern "C" int gb_torch_model_act_noise(gb_torch_model *m, const void *obs, int64_t n,
-                                        int deterministic, double epsilon, const float *noise,
-                                        gb_torch_act_out *out, gb_error *err)
+extern "C" int gbt_model_act_noise(gb_torch_model *m, const void *obs, int64_t n,
+                                   int deterministic, double epsilon, const float *noise,
+                                   gb_torch_act_out *out, gb_error *err)
 {
     if (n <= 0)
         return n == 0 ? 0 : gb_error_set(err, GB_EINVAL, "act: n = %lld", (long long)n);
@@ -444,16 +445,16 @@ extern "C" int gb_torch_model_act_noise(gb_torch_model *m, const void *obs, int6
     });
 }
 
-extern "C" void gb_torch_model_layout(const gb_torch_model *m, const gb_param_entry **table,
-                                      int *count, uint64_t *total)
+extern "C" void gbt_model_layout(const gb_torch_model *m, const gb_param_entry **table,
+                                 int *count, uint64_t *total)
 {
     *table = m->layout.data();
     *count = (int)m->layout.size();
     *total = m->total;
 }
 
-extern "C" int gb_torch_model_export(const gb_torch_model *m, void *buf, size_t cap,
-                                     uint64_t *version, gb_error *err)
+extern "C" int gbt_model_export(const gb_torch_model *m, void *buf, size_t cap,
+                                uint64_t *version, gb_error *err)
 {
     if (cap < m->total)
         return gb_error_set(err, GB_EINVAL, "export: buffer of %zu bytes, need %llu", cap,
@@ -472,9 +473,9 @@ extern "C" int gb_torch_model_export(const gb_torch_model *m, void *buf, size_t 
     });
 }
 
-extern "C" int gb_torch_model_import(gb_torch_model *m, const void *buf, size_t len,
-                                     const gb_param_entry *table, int count, uint64_t version,
-                                     gb_error *err)
+extern "C" int gbt_model_import(gb_torch_model *m, const void *buf, size_t len,
+                                const gb_param_entry *table, int count, uint64_t version,
+                                gb_error *err)
 {
     if (count != (int)m->layout.size())
         return gb_error_set(err, GB_EINVAL, "import: %d tensors sent, model has %zu", count,
@@ -523,7 +524,7 @@ extern "C" int gb_torch_model_import(gb_torch_model *m, const void *buf, size_t 
     });
 }
 
-extern "C" int gb_torch_model_set_precision(gb_torch_model *m, int precision, gb_error *err)
+extern "C" int gbt_model_set_precision(gb_torch_model *m, int precision, gb_error *err)
 {
     if (precision != GB_PRECISION_FP32 && precision != GB_PRECISION_BF16 &&
         precision != GB_PRECISION_INT8)
@@ -537,12 +538,12 @@ extern "C" int gb_torch_model_set_precision(gb_torch_model *m, int precision, gb
     });
 }
 
-extern "C" const char *gb_torch_model_kernels(const gb_torch_model *m)
+extern "C" const char *gbt_model_kernels(const gb_torch_model *m)
 {
     return m->net->kernels();
 }
 
-extern "C" int gb_torch_model_int8_engine(const char **name, gb_error *err)
+extern "C" int gbt_model_int8_engine(const char **name, gb_error *err)
 {
     return gb_torch_guard(err, "int8_engine", [&] {
         *name = int8_engine();
@@ -550,8 +551,8 @@ extern "C" int gb_torch_model_int8_engine(const char **name, gb_error *err)
     });
 }
 
-extern "C" int gb_torch_model_forward(gb_torch_model *m, const void *obs, int64_t n,
-                                      gb_error *err)
+extern "C" int gbt_model_forward(gb_torch_model *m, const void *obs, int64_t n,
+                                 gb_error *err)
 {
     if (n <= 0)
         return n == 0 ? 0 : gb_error_set(err, GB_EINVAL, "forward: n = %lld", (long long)n);
@@ -563,8 +564,8 @@ extern "C" int gb_torch_model_forward(gb_torch_model *m, const void *obs, int64_
     });
 }
 
-extern "C" uint64_t gb_torch_model_version(const gb_torch_model *m) { return m->version; }
-extern "C" void gb_torch_model_set_version(gb_torch_model *m, uint64_t version)
+extern "C" uint64_t gbt_model_version(const gb_torch_model *m) { return m->version; }
+extern "C" void gbt_model_set_version(gb_torch_model *m, uint64_t version)
 {
     m->version = version;
 }

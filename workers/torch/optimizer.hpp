@@ -19,13 +19,13 @@ namespace gbt {
 torch::Tensor flatten_parameters(const std::vector<torch::Tensor> &params);
 
 // Adam (Kingma & Ba; betas 0.9, 0.999; no weight decay), the same update per element as
-// torch::optim::Adam. Construction moves the parameters' data into one flat tensor (each
-// parameter becomes a view of it: the module keeps the same parameter objects) and makes their
-// gradients views of one flat gradient tensor. Anything may still replace or drop a gradient
-// (data-parallel synchronisation does): a parameter whose gradient is undefined is left alone by
-// step, as torch::optim::Adam does, and one whose gradient is another tensor is copied into the
-// flat view first; zero_grad makes every gradient the flat view again. One step counter for all parameters (the
-// bias corrections), where torch::optim::Adam counts per parameter: the two differ only for a
+// torch::optim::Adam. Construction moves the parameters' data into one flat tensor (each parameter
+// becomes a view of it: the module keeps the same parameter objects) and makes their gradients
+// views of one flat gradient tensor. Anything may still replace or drop a gradient (data-parallel
+// synchronisation does): a parameter whose gradient is undefined is left alone by step, as
+// torch::optim::Adam does, and one whose gradient is another tensor is copied into the flat view
+// first; zero_grad makes every gradient the flat view again. One step counter for all parameters
+// (the bias corrections), where torch::optim::Adam counts per parameter: the two differ only for a
 // parameter that went without a gradient in some step.
 class FlatAdam {
 public:

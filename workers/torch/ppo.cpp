@@ -1,6 +1,8 @@
 // workers/torch/ppo.cpp: PPO: GAE over trajectory chunks, clipped objective, optional clipped
 // value loss, entropy bonus, advantage normalisation, minibatch epochs, gradient clipping.
 #include "workers/torch/algorithm.hpp"
+#include "workers/torch/testing.h"
+#include "workers/torch/targets.h"
 
 #include <algorithm>
 #include <vector>
@@ -69,25 +71,34 @@ static gb_torch_ppo_terms fused_minibatch(const Heads &h, const torch::Tensor &a
     return terms;
 }
 
-static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
+// The batch's valid steps, gathered once for the epochs, one row each: observations, actions,
+// behaviour log-probabilities, advantages, returns and pre-update values (on the device).
+struct PpoSteps {
+    int64_t N = 0;
+    torch::Tensor o, act, old_logp, A, R, V0;
+};
+
+// Prioritized replay's chunk priorities: mean |advantage| over each chunk's valid steps.
+static void ppo_priorities(const gb_torch_batch *b, const torch::Tensor &adv, float *prio)
 {
-    const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
-    const gb_config_ppo &pc = ac.ppo;
-    gb_torch_model *m = l->model;
-    const gb_torch_space &sp = m->space;
     const int64_t B = b->B, T = b->T;
+    torch::Tensor valid_mask = b->valid ? cpu_view(b->valid, {B, T}, torch::kUInt8)
+                                              .to(torch::kFloat32)
+                                        : torch::ones({B, T});
+    torch::Tensor a = adv.abs() * valid_mask;
+    torch::Tensor pr = a.sum(1) / valid_mask.sum(1).clamp_min(1.0) + 1e-6;
+    torch::from_blob(prio, {B}, torch::kFloat32).copy_(pr);
+}
+
+// Gathers the valid steps of b (obs: [B*(T+1), *obs] on the device; values [B, T+1], adv and ret
+// [B, T] on the CPU) and the explained variance of the returns by the pre-update values.
+static PpoSteps ppo_steps(const gb_torch_learner *l, const gb_torch_batch *b,
+                          const torch::Tensor &obs, const torch::Tensor &values,
+                          const torch::Tensor &adv, const torch::Tensor &ret, gb_torch_stats *st)
+{
+    const int64_t B = b->B, T = b->T;
+    const gb_torch_space &sp = l->model->space;
     torch::Device dev = l->device;
-
-    torch::Tensor obs = batch_obs(l, b); // [B*(T+1), *obs]
-    torch::Tensor values;                // [B, T+1] pre-update V, CPU
-    {
-        torch::NoGradGuard no_grad;
-        values = m->net->forward(obs).value.to(torch::kCPU).to(torch::kFloat32).contiguous();
-    }
-    torch::Tensor adv = torch::empty({B, T}), ret = torch::empty({B, T});
-    gb_torch_gae(B, T, b->reward, values.data_ptr<float>(), b->terminated, b->truncated,
-                 b->valid, ac.gamma, pc.gae_lambda, adv.data_ptr<float>(), ret.data_ptr<float>());
-
     // the valid steps: rows into [B*T] step arrays and into [B*(T+1)] obs rows
     std::vector<int64_t> valid_steps, rows;
     valid_steps.reserve(B * T);
@@ -98,102 +109,105 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
                 valid_steps.push_back(bi * T + t);
                 rows.push_back(obs_row(bi, t, T));
             }
-    const int64_t N = (int64_t)valid_steps.size();
-    torch::Tensor valid_mask = b->valid ? cpu_view(b->valid, {B, T}, torch::kUInt8)
-                                              .to(torch::kFloat32)
-                                        : torch::ones({B, T});
-    if (prio) {
-        torch::Tensor a = adv.abs() * valid_mask;
-        torch::Tensor pr = a.sum(1) / valid_mask.sum(1).clamp_min(1.0) + 1e-6;
-        torch::from_blob(prio, {B}, torch::kFloat32).copy_(pr);
-    }
-    st->samples = N;
-    st->lr = learner_lr(l, ac.lr);
-    // Minibatches per epoch: up to pc.minibatches of mb steps each. Data-parallel ranks hold
-    // different numbers of valid steps, so the number of optimiser steps is agreed (the largest);
-    // a rank with fewer minibatches (or none) takes part in the extra steps without a gradient.
-    const int64_t nmb = std::max<int64_t>(1, std::min<int64_t>(pc.minibatches, N));
-    const int64_t mb = N > 0 ? (N + nmb - 1) / nmb : 0;
-    const int64_t steps = group_max(l, N > 0 ? (N + mb - 1) / mb : 0);
-    if (steps == 0)
-        return;
-
+    PpoSteps S;
+    S.N = (int64_t)valid_steps.size();
+    if (S.N == 0)
+        return S;
     auto lopt = torch::TensorOptions().dtype(torch::kInt64);
-    torch::Tensor o, act, old_logp, A, R, V0;
-    if (N > 0) {
-        torch::Tensor step_idx = torch::from_blob(valid_steps.data(), {N}, lopt).clone();
-        torch::Tensor row_idx = torch::from_blob(rows.data(), {N}, lopt).clone().to(dev);
-        o = obs.index_select(0, row_idx);
-        if (sp.discrete)
-            act = cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, step_idx).to(dev);
-        else
-            act = cpu_view(b->action, {B * T, sp.action_dim}, torch::kFloat32)
-                      .index_select(0, step_idx)
-                      .to(dev);
-        old_logp = cpu_view(b->logp, {B * T}, torch::kFloat32).index_select(0, step_idx).to(dev);
-        A = adv.view({B * T}).index_select(0, step_idx).to(dev);
-        R = ret.view({B * T}).index_select(0, step_idx).to(dev);
-        V0 = values.view({B, T + 1}).narrow(1, 0, T).reshape({B * T})
-                 .index_select(0, step_idx).to(dev);
-        torch::Tensor Rc = R.to(torch::kCPU), Vc = V0.to(torch::kCPU);
-        double var = Rc.var(false).item<double>();
-        st->explained_var = var > 0 ? 1.0 - (Rc - Vc).var(false).item<double>() / var : 0.0;
-    }
+    torch::Tensor step_idx = torch::from_blob(valid_steps.data(), {S.N}, lopt).clone();
+    torch::Tensor row_idx = torch::from_blob(rows.data(), {S.N}, lopt).clone().to(dev);
+    S.o = obs.index_select(0, row_idx);
+    if (sp.discrete)
+        S.act = cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, step_idx).to(dev);
+    else
+        S.act = cpu_view(b->action, {B * T, sp.action_dim}, torch::kFloat32)
+                    .index_select(0, step_idx)
+                    .to(dev);
+    S.old_logp = cpu_view(b->logp, {B * T}, torch::kFloat32).index_select(0, step_idx).to(dev);
+    S.A = adv.view({B * T}).index_select(0, step_idx).to(dev);
+    S.R = ret.view({B * T}).index_select(0, step_idx).to(dev);
+    S.V0 = values.view({B, T + 1}).narrow(1, 0, T).reshape({B * T})
+               .index_select(0, step_idx).to(dev);
+    torch::Tensor Rc = S.R.to(torch::kCPU), Vc = S.V0.to(torch::kCPU);
+    double var = Rc.var(false).item<double>();
+    st->explained_var = var > 0 ? 1.0 - (Rc - Vc).var(false).item<double>() / var : 0.0;
+    return S;
+}
 
+// One minibatch's loss through libtorch's autograd (off the CPU, or frames), then backward;
+// the terms as fused_minibatch reports them.
+static gb_torch_ppo_terms libtorch_minibatch(const Heads &h, const torch::Tensor &a_mb,
+                                             const PpoSteps &S, const torch::Tensor &idx,
+                                             const gb_torch_space &sp, const gb_config_ppo &pc,
+                                             FlatAdam *opt)
+{
+    torch::Tensor new_logp, ent;
+    if (sp.discrete) {
+        new_logp = categorical_logp(h.logits, a_mb);
+        ent = categorical_entropy(h.logits);
+    } else {
+        new_logp = gaussian_logp(h.mean, h.log_std, a_mb);
+        ent = gaussian_entropy(h.log_std);
+    }
+    torch::Tensor adv_mb = S.A.index_select(0, idx);
+    if (pc.normalize_advantages && idx.size(0) > 1)
+        adv_mb = (adv_mb - adv_mb.mean()) / (adv_mb.std() + 1e-8);
+    PpoLoss L = ppo_loss(new_logp, S.old_logp.index_select(0, idx), adv_mb, h.value,
+                         S.V0.index_select(0, idx), S.R.index_select(0, idx), ent, pc.clip,
+                         pc.clip_value != 0, pc.value_coef, pc.entropy_coef);
+    opt->zero_grad();
+    L.total.backward();
+    gb_torch_ppo_terms terms = {};
+    terms.policy = L.policy.item<double>();
+    terms.value = L.value.item<double>();
+    terms.entropy = ent.mean().item<double>();
+    terms.approx_kl = L.approx_kl.item<double>();
+    terms.clip_fraction = L.clip_fraction.item<double>();
+    terms.total = L.total.item<double>();
+    return terms;
+}
+
+// The epochs: `steps` optimiser steps of minibatches of up to mb valid steps each, per epoch;
+// epoch means of the terms into st.
+static void ppo_epochs(gb_torch_learner *l, const PpoSteps &S, int64_t steps, int64_t mb,
+                       gb_torch_stats *st)
+{
+    const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
+    const gb_config_ppo &pc = ac.ppo;
+    gb_torch_model *m = l->model;
+    const gb_torch_space &sp = m->space;
+    const int64_t N = S.N;
     // On the CPU the loss and its gradients are one pass of C (fused_losses.c), backward runs
     // from the log-probabilities and values; aux holds each step's other inputs as one row.
-    const bool fused = dev.is_cpu() && N > 0 && o.scalar_type() == torch::kFloat32;
+    const bool fused = l->device.is_cpu() && N > 0 && S.o.scalar_type() == torch::kFloat32;
     const gb_torch_ppo_coefs coefs = {pc.clip, pc.value_coef, pc.entropy_coef,
                                       pc.clip_value != 0, pc.normalize_advantages != 0};
-    torch::Tensor aux = fused ? torch::stack({old_logp, A, V0, R}, 1).contiguous()
+    torch::Tensor aux = fused ? torch::stack({S.old_logp, S.A, S.V0, S.R}, 1).contiguous()
                               : torch::Tensor();
-
+    auto lopt = torch::TensorOptions().dtype(torch::kInt64);
     l->opt->set_lr(st->lr);
     std::vector<torch::Tensor> params = m->net->parameters();
     double s_pol = 0, s_val = 0, s_ent = 0, s_kl = 0, s_cf = 0;
     int64_t count = 0, done = 0;
     for (int64_t e = 0; e < pc.epochs; e++) {
-        torch::Tensor perm = N > 0 ? torch::randperm(N, l->gen, lopt).to(dev) : torch::Tensor();
+        torch::Tensor perm = N > 0 ? torch::randperm(N, l->gen, lopt).to(l->device)
+                                   : torch::Tensor();
         for (int64_t k = 0; k < steps; k++) {
             const int64_t start = k * mb, len = std::min(mb, N - start);
             if (len > 0) {
                 torch::Tensor idx = perm.narrow(0, start, len);
-                Heads h = m->net->forward(o.index_select(0, idx));
-                torch::Tensor a_mb = act.index_select(0, idx);
-                torch::Tensor new_logp, ent;
-                if (fused) {
-                    gb_torch_ppo_terms terms =
-                        fused_minibatch(h, a_mb, aux.index_select(0, idx), sp, coefs, l->opt.get());
-                    s_pol += terms.policy;
-                    s_val += terms.value;
-                    s_ent += terms.entropy;
-                    s_kl += terms.approx_kl;
-                    s_cf += terms.clip_fraction;
-                    st->loss = terms.total;
-                } else {
-                    if (sp.discrete) {
-                        new_logp = categorical_logp(h.logits, a_mb);
-                        ent = categorical_entropy(h.logits);
-                    } else {
-                        new_logp = gaussian_logp(h.mean, h.log_std, a_mb);
-                        ent = gaussian_entropy(h.log_std);
-                    }
-                    torch::Tensor adv_mb = A.index_select(0, idx);
-                    if (pc.normalize_advantages && len > 1)
-                        adv_mb = (adv_mb - adv_mb.mean()) / (adv_mb.std() + 1e-8);
-                    PpoLoss L = ppo_loss(new_logp, old_logp.index_select(0, idx), adv_mb,
-                                         h.value, V0.index_select(0, idx),
-                                         R.index_select(0, idx), ent, pc.clip,
-                                         pc.clip_value != 0, pc.value_coef, pc.entropy_coef);
-                    l->opt->zero_grad();
-                    L.total.backward();
-                    s_pol += L.policy.item<double>();
-                    s_val += L.value.item<double>();
-                    s_ent += ent.mean().item<double>();
-                    s_kl += L.approx_kl.item<double>();
-                    s_cf += L.clip_fraction.item<double>();
-                    st->loss = L.total.item<double>();
-                }
+                Heads h = m->net->forward(S.o.index_select(0, idx));
+                torch::Tensor a_mb = S.act.index_select(0, idx);
+                gb_torch_ppo_terms terms =
+                    fused ? fused_minibatch(h, a_mb, aux.index_select(0, idx), sp, coefs,
+                                            l->opt.get())
+                          : libtorch_minibatch(h, a_mb, S, idx, sp, pc, l->opt.get());
+                s_pol += terms.policy;
+                s_val += terms.value;
+                s_ent += terms.entropy;
+                s_kl += terms.approx_kl;
+                s_cf += terms.clip_fraction;
+                st->loss = terms.total;
                 count++;
             } else { // data-parallel: no minibatch here for this step; other ranks have one
                 drop_grads(params);
@@ -213,6 +227,40 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
         st->approx_kl = s_kl / count;
         st->clip_fraction = s_cf / count;
     }
+}
+
+static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
+{
+    const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
+    const gb_config_ppo &pc = ac.ppo;
+    const int64_t B = b->B, T = b->T;
+
+    torch::Tensor obs = batch_obs(l, b); // [B*(T+1), *obs]
+    torch::Tensor values;                // [B, T+1] pre-update V, CPU
+    {
+        torch::NoGradGuard no_grad;
+        values = l->model->net->forward(obs).value.to(torch::kCPU).to(torch::kFloat32)
+                     .contiguous();
+    }
+    torch::Tensor adv = torch::empty({B, T}), ret = torch::empty({B, T});
+    gb_torch_gae(B, T, b->reward, values.data_ptr<float>(), b->terminated, b->truncated,
+                 b->valid, ac.gamma, pc.gae_lambda, adv.data_ptr<float>(), ret.data_ptr<float>());
+
+    PpoSteps S = ppo_steps(l, b, obs, values, adv, ret, st);
+    const int64_t N = S.N;
+    if (prio)
+        ppo_priorities(b, adv, prio);
+    st->samples = N;
+    st->lr = learner_lr(l, ac.lr);
+    // Minibatches per epoch: up to pc.minibatches of mb steps each. Data-parallel ranks hold
+    // different numbers of valid steps, so the number of optimiser steps is agreed (the largest);
+    // a rank with fewer minibatches (or none) takes part in the extra steps without a gradient.
+    const int64_t nmb = std::max<int64_t>(1, std::min<int64_t>(pc.minibatches, N));
+    const int64_t mb = N > 0 ? (N + nmb - 1) / nmb : 0;
+    const int64_t steps = group_max(l, N > 0 ? (N + mb - 1) / mb : 0);
+    if (steps == 0)
+        return;
+    ppo_epochs(l, S, steps, mb, st);
 }
 
 // PPO trains the acting model alone (actor and critic heads).

@@ -1,6 +1,8 @@
 // workers/torch/sac.cpp: SAC over trajectory chunks: twin Q critics with Polyak targets, a
 // tanh-squashed Gaussian actor, learned temperature against a target entropy.
 #include "workers/torch/algorithm.hpp"
+#include "workers/torch/testing.h"
+#include "workers/torch/targets.h"
 
 #include <cmath>
 #include <tuple>
@@ -50,103 +52,109 @@ std::pair<torch::Tensor, torch::Tensor> sample(gb_torch_learner *l, const Heads 
 
 } // namespace
 
-static void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
+// What the critics' step leaves for the actor's and the statistics: the valid steps'
+// observations (o, and of flattened), the critic's Q1, |y - q1| (td: CPU float [N]) and its loss.
+struct SacStep {
+    torch::Tensor o, of, q1, td;
+    double qloss = 0.0;
+};
+
+// The critics' loss on the valid steps (o, a) against y, and its gradients; fills s.td and
+// s.qloss. On the CPU the loss and its gradients are one pass of C (fused_losses.c), and
+// backward runs from the critics' outputs.
+static void critic_backward(gb_torch_learner *l, const Transitions &tr, const torch::Tensor &a,
+                            const torch::Tensor &y, SacStep &s)
+{
+    const int64_t N = tr.N;
+    s.q1 = l->q1->forward(s.of, a);
+    torch::Tensor q2 = l->q2->forward(s.of, a);
+    l->opt_q->zero_grad();
+    if (l->device.is_cpu()) {
+        torch::Tensor q1d = s.q1.detach().contiguous(), q2d = q2.detach().contiguous();
+        torch::Tensor yc = y.contiguous();
+        torch::Tensor w = tr.weight.defined() ? tr.weight.contiguous() : torch::Tensor();
+        torch::Tensor g1 = torch::empty({N}), g2 = torch::empty({N});
+        s.td = torch::empty({N});
+        s.qloss = gb_torch_sac_critic_fused(q1d.data_ptr<float>(), q2d.data_ptr<float>(),
+                                            yc.data_ptr<float>(),
+                                            w.defined() ? w.data_ptr<float>() : nullptr, N,
+                                            g1.data_ptr<float>(), g2.data_ptr<float>(),
+                                            s.td.data_ptr<float>());
+        torch::autograd::backward({s.q1, q2}, {g1, g2});
+    } else {
+        torch::Tensor lt = sac_critic_loss(s.q1, q2, y, tr.weight);
+        lt.backward();
+        s.qloss = lt.item<double>();
+        s.td = (y - s.q1.detach()).abs().to(torch::kCPU).to(torch::kFloat32).contiguous();
+    }
+}
+
+// The critics' step: targets from the next observations (the target critics and a fresh action
+// sample), the loss, the optimiser step. false: no valid step here nor on any rank of the group
+// (nothing changes, priorities written for an empty batch).
+static bool critic_step(gb_torch_learner *l, const gb_torch_batch *b, const Transitions &tr,
+                        double alpha, double lr, const std::vector<torch::Tensor> &qp,
+                        float *prio, SacStep &s)
 {
     const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
-    const gb_config_sac &sc = ac.sac;
     gb_torch_model *m = l->model;
-    const gb_torch_space &sp = m->space;
-    const int64_t B = b->B, T = b->T, A = sp.action_dim;
-    torch::Device dev = l->device;
-
-    Transitions tr = valid_transitions(b, 1, ac.gamma, dev);
-    const int64_t N = tr.N;
-    st->samples = N;
-    st->lr = learner_lr(l, ac.lr);
-    std::vector<torch::Tensor> qp = l->q1->parameters(), pp = m->net->parameters();
-    for (auto &p : l->q2->parameters())
-        qp.push_back(p);
-    const std::vector<torch::Tensor> ap{l->log_alpha};
-    double alpha = std::exp(l->log_alpha.item<double>());
-    // Each of the three steps below: with valid steps, a loss and its gradients; without, no
-    // gradient, and only a group's other ranks (data-parallel) can make the step happen.
-    // On the CPU the losses and their gradients are one pass of C each (fused_losses.c), and
-    // backward runs from the critics' and the actor's outputs.
-    const bool fused = dev.is_cpu();
-    torch::Tensor o, of, a, y, q1, q2, td; // td: |y - q1| of the valid steps, CPU float [N]
-    double qloss = 0.0;
-    if (N > 0) {
+    const int64_t B = b->B, T = b->T, A = m->space.action_dim;
+    if (tr.N > 0) {
         torch::Tensor a_env = cpu_view(b->action, {B * T, A}, torch::kFloat32)
                                   .index_select(0, tr.step_idx)
-                                  .to(dev);
-        a = ((a_env - m->act_bias) / m->act_scale).clamp(-1.0, 1.0);
+                                  .to(l->device);
+        torch::Tensor a = ((a_env - m->act_bias) / m->act_scale).clamp(-1.0, 1.0);
         torch::Tensor obs = batch_obs(l, b);
         torch::Tensor o2 = obs.index_select(0, tr.brow_idx);
-        o = obs.index_select(0, tr.row_idx);
-        of = flat(o);
-        torch::Tensor of2 = flat(o2);
+        s.o = obs.index_select(0, tr.row_idx);
+        s.of = flat(s.o);
+        torch::Tensor of2 = flat(o2), y;
         {
             torch::NoGradGuard no_grad;
             auto [a2, logp2] = sample(l, m->net->forward(o2));
             y = sac_target(tr.ret, tr.disc, l->q1t->forward(of2, a2), l->q2t->forward(of2, a2),
                            logp2, alpha);
         }
-        // critics
-        q1 = l->q1->forward(of, a);
-        q2 = l->q2->forward(of, a);
-        l->opt_q->zero_grad();
-        if (fused) {
-            torch::Tensor q1d = q1.detach().contiguous(), q2d = q2.detach().contiguous();
-            torch::Tensor yc = y.contiguous();
-            torch::Tensor w = tr.weight.defined() ? tr.weight.contiguous() : torch::Tensor();
-            torch::Tensor g1 = torch::empty({N}), g2 = torch::empty({N});
-            td = torch::empty({N});
-            qloss = gb_torch_sac_critic_fused(q1d.data_ptr<float>(), q2d.data_ptr<float>(),
-                                              yc.data_ptr<float>(),
-                                              w.defined() ? w.data_ptr<float>() : nullptr, N,
-                                              g1.data_ptr<float>(), g2.data_ptr<float>(),
-                                              td.data_ptr<float>());
-            torch::autograd::backward({q1, q2}, {g1, g2});
-        } else {
-            torch::Tensor lt = sac_critic_loss(q1, q2, y, tr.weight);
-            lt.backward();
-            qloss = lt.item<double>();
-            td = (y - q1.detach()).abs().to(torch::kCPU).to(torch::kFloat32).contiguous();
-        }
+        critic_backward(l, tr, a, y, s);
     } else {
-        td_priorities(tr, B, T, td, prio);
+        td_priorities(tr, B, T, s.td, prio);
         drop_grads(qp);
     }
     if (!sync_grads(l, qp))
-        return; // no valid step here (nor on any rank of the group): nothing changes
-    l->opt_q->set_lr(st->lr);
+        return false;
+    l->opt_q->set_lr(lr);
     l->opt_q->clip_grad_norm(ac.max_grad_norm);
     l->opt_q->step();
+    return true;
+}
 
-    // actor: gradients for the actor's parameters alone (autograd::grad leaves the critics'
-    // weight gradients, which the actor's step does not use, uncomputed)
-    torch::Tensor logp;
-    double aloss = 0.0, logp_mean = 0.0;
+// The actor's step: gradients for the actor's parameters pp alone (autograd::grad leaves the
+// critics' weight gradients, which the actor's step does not use, uncomputed). *aloss and
+// *logp_mean: the loss and the mean log-probability of the fresh actions (0 without valid steps).
+static void actor_step(gb_torch_learner *l, const SacStep &s, int64_t N, double alpha,
+                       const std::vector<torch::Tensor> &pp, gb_torch_stats *st, double *aloss,
+                       double *logp_mean)
+{
+    const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
     if (N > 0) {
-        torch::Tensor api;
-        std::tie(api, logp) = sample(l, m->net->forward(o));
-        torch::Tensor q1p = l->q1->forward(of, api), q2p = l->q2->forward(of, api);
+        auto [api, logp] = sample(l, l->model->net->forward(s.o));
+        torch::Tensor q1p = l->q1->forward(s.of, api), q2p = l->q2->forward(s.of, api);
         std::vector<torch::Tensor> outs, grads;
-        if (fused) {
+        if (l->device.is_cpu()) {
             torch::Tensor lp = logp.detach().contiguous(), q1d = q1p.detach().contiguous(),
                           q2d = q2p.detach().contiguous();
             torch::Tensor gl = torch::empty({N}), gq1 = torch::empty({N}),
                           gq2 = torch::empty({N});
-            aloss = gb_torch_sac_actor_fused(lp.data_ptr<float>(), q1d.data_ptr<float>(),
-                                             q2d.data_ptr<float>(), N, alpha,
-                                             gl.data_ptr<float>(), gq1.data_ptr<float>(),
-                                             gq2.data_ptr<float>(), &logp_mean);
+            *aloss = gb_torch_sac_actor_fused(lp.data_ptr<float>(), q1d.data_ptr<float>(),
+                                              q2d.data_ptr<float>(), N, alpha,
+                                              gl.data_ptr<float>(), gq1.data_ptr<float>(),
+                                              gq2.data_ptr<float>(), logp_mean);
             outs = {logp, q1p, q2p};
             grads = {gl, gq1, gq2};
         } else {
             torch::Tensor lt = sac_actor_loss(alpha, logp, q1p, q2p);
-            aloss = lt.item<double>();
-            logp_mean = logp.detach().mean().item<double>();
+            *aloss = lt.item<double>();
+            *logp_mean = logp.detach().mean().item<double>();
             outs = {lt};
         }
         std::vector<torch::Tensor> g = torch::autograd::grad(outs, pp, grads, c10::nullopt,
@@ -162,19 +170,46 @@ static void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     l->opt->set_lr(st->lr);
     st->grad_norm = l->opt->clip_grad_norm(ac.max_grad_norm);
     l->opt->step();
+}
 
-    // temperature
-    if (sc.learn_alpha) {
-        if (N > 0) {
-            // d/d log_alpha of -mean(log_alpha (logp + target_entropy))
-            l->opt_alpha->zero_grad();
-            l->log_alpha.mutable_grad().fill_(-(logp_mean + l->target_entropy));
-        } else {
-            drop_grads(ap);
-        }
-        sync_grads(l, ap);
-        l->opt_alpha->step();
+// The temperature's step: d/d log_alpha of -mean(log_alpha (logp + target_entropy)).
+static void alpha_step(gb_torch_learner *l, int64_t N, double logp_mean)
+{
+    const std::vector<torch::Tensor> ap{l->log_alpha};
+    if (N > 0) {
+        l->opt_alpha->zero_grad();
+        l->log_alpha.mutable_grad().fill_(-(logp_mean + l->target_entropy));
+    } else {
+        drop_grads(ap);
     }
+    sync_grads(l, ap);
+    l->opt_alpha->step();
+}
+
+// Each of the three steps (critics, actor, temperature): with valid steps, a loss and its
+// gradients; without, no gradient, and only a group's other ranks (data-parallel) can make the
+// step happen.
+static void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
+{
+    const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
+    const gb_config_sac &sc = ac.sac;
+    gb_torch_model *m = l->model;
+
+    Transitions tr = valid_transitions(b, 1, ac.gamma, l->device);
+    const int64_t N = tr.N;
+    st->samples = N;
+    st->lr = learner_lr(l, ac.lr);
+    std::vector<torch::Tensor> qp = l->q1->parameters(), pp = m->net->parameters();
+    for (auto &p : l->q2->parameters())
+        qp.push_back(p);
+    double alpha = std::exp(l->log_alpha.item<double>());
+    SacStep s;
+    if (!critic_step(l, b, tr, alpha, st->lr, qp, prio, s))
+        return; // no valid step here (nor on any rank of the group): nothing changes
+    double aloss = 0.0, logp_mean = 0.0;
+    actor_step(l, s, N, alpha, pp, st, &aloss, &logp_mean);
+    if (sc.learn_alpha)
+        alpha_step(l, N, logp_mean);
 
     torch::NoGradGuard no_grad;
     l->targets.polyak(sc.tau);
@@ -183,12 +218,12 @@ static void sac_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     if (N == 0)
         return;
 
-    st->value_loss = qloss;
+    st->value_loss = s.qloss;
     st->policy_loss = aloss;
     st->loss = st->value_loss + st->policy_loss;
     st->entropy = -logp_mean;
-    st->q_mean = q1.detach().mean().item<double>();
-    st->td_abs_mean = td_priorities(tr, B, T, td, prio);
+    st->q_mean = s.q1.detach().mean().item<double>();
+    st->td_abs_mean = td_priorities(tr, b->B, b->T, s.td, prio);
 }
 
 // SAC: twin critics and their Polyak targets, and the learned temperature.

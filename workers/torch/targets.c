@@ -1,6 +1,7 @@
 /* workers/torch/targets.c: return targets computed on the CPU in plain C: GAE(lambda), n-step
  * returns inside trajectory chunks, DQN's epsilon schedule. The algorithms call these. */
-#include "workers/torch/bridge.h"
+#include "workers/torch/module.h"
+#include "workers/torch/targets.h"
 
 #include <math.h>
 
@@ -75,7 +76,7 @@ void gb_torch_nstep(int64_t B, int64_t T, int64_t n, double gamma, const float *
     }
 }
 
-double gb_torch_dqn_epsilon(const gb_config_dqn *dqn, int64_t env_steps)
+double gbt_dqn_epsilon(const gb_config_dqn *dqn, int64_t env_steps)
 {
     if (dqn->epsilon_decay_steps <= 0 || env_steps >= dqn->epsilon_decay_steps)
         return dqn->epsilon_end;

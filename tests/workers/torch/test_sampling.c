@@ -5,7 +5,7 @@
  * (k-1)/k and NaN counts as the largest Q; Gaussian and squashed-Gaussian actions and
  * log-probabilities against the formulas in double and libtorch's squashed_logp. */
 #include "test.h"
-#include "workers/torch/bridge.h"
+#include "workers/torch/testing.h"
 #include "workers/torch/sampling.h"
 
 #include <math.h>

@@ -2,7 +2,8 @@
  * log-probability, PPO, DQN, SAC) against independent double-precision C implementations and
  * values worked out by hand. */
 #include "test.h"
-#include "workers/torch/bridge.h"
+#include "workers/torch/targets.h"
+#include "workers/torch/testing.h"
 #include "workers/torch_test_util.h"
 
 #include <math.h>

@@ -6,7 +6,7 @@
 #include "runtime/base/rng.h"
 #include "test.h"
 #include "workers/torch_test_util.h"
-#include "workers/torch/bridge.h"
+#include "workers/torch/testing.h"
 
 #include <math.h>
 #include <stdint.h>

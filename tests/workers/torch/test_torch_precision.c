@@ -14,7 +14,7 @@
  *   bf16 (8-bit mantissa, rounding at each layer):                         rel 0.03, abs 1e-3 */
 #include "test.h"
 #include "workers/torch_test_util.h"
-#include "workers/torch/bridge.h"
+#include "workers/torch/testing.h"
 #include "workers/torch/mlp_infer.h"
 
 #include <math.h>

@@ -2,6 +2,7 @@
  * (next-step-reset chunks: terminated vs truncated bootstrapping, reset steps, chunk ends). */
 #include "test.h"
 #include "workers/torch/bridge.h"
+#include "workers/torch/targets.h"
 
 /* One chunk, T = 6: episode 1 terminates at step 1 (step 2 is its reset step); episode 2 is
  * truncated at step 4 (step 5 is its reset step). obs[2] and obs[5] are final observations. */

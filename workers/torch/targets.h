@@ -1,0 +1,83 @@
+/* workers/torch/targets.h: the bridge's plain-C arithmetic (targets.c: GAE and n-step returns;
+ * fused_losses.c: the CPU learners' losses with their gradients in one pass). The algorithms call
+ * these; the tests check them against independently computed values. Not part of the table
+ * (workers/torch/bridge.h): only the bridge's own files and its tests, which link it, call them.
+ * defines: gb_torch_gae, gb_torch_nstep, gb_torch_huber_td, gb_torch_chunk_priorities,
+ *          gb_torch_ppo_fused, gb_torch_ppo_coefs, gb_torch_ppo_terms, gb_torch_sac_critic_fused,
+ *          gb_torch_sac_actor_fused */
+#ifndef GB_WORKERS_TORCH_TARGETS_H
+#define GB_WORKERS_TORCH_TARGETS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* GAE(lambda) over B chunks of T steps. value is [B, T+1] (V of obs[t], including obs[T]).
+ * Terminated steps do not bootstrap; truncated steps bootstrap from V(obs[t+1]) (the final
+ * observation, see the chunk layout); both cut the recursion. Invalid (reset) steps get
+ * advantage 0 and return V. valid may be NULL. adv, ret: [B, T]. */
+void gb_torch_gae(int64_t B, int64_t T, const float *reward, const float *value,
+                  const uint8_t *terminated, const uint8_t *truncated, const uint8_t *valid,
+                  double gamma, double lambda, float *adv, float *ret);
+
+/* n-step targets inside chunks: for each valid step t, G = sum_{k<m} gamma^k r[t+k] where the
+ * window of m <= n steps stops after an episode end or at the chunk's end; boot[t] = t + m (the
+ * obs row to bootstrap from) and disc[t] = gamma^m, or 0 when step t+m-1 terminated. Invalid
+ * steps get G = 0, disc = 0, boot = t. ret, disc: [B, T] float; boot: [B, T] int64. */
+void gb_torch_nstep(int64_t B, int64_t T, int64_t n, double gamma, const float *reward,
+                    const uint8_t *terminated, const uint8_t *truncated, const uint8_t *valid,
+                    float *ret, float *disc, int64_t *boot);
+
+/* DQN's loss and its gradient in one pass over n valid steps (the CPU learner's; the same
+ * arithmetic as gb_torch_dqn_loss, in float with a double sum): e = y - q, returns
+ * mean(w huber_delta(e)) (delta <= 0: e^2 / 2), grad[i] = d loss / d q[i], td_abs[i] = |e[i]|
+ * (td_abs may be NULL). w may be NULL (all 1). */
+double gb_torch_huber_td(const float *q, const float *y, const float *w, int64_t n, double delta,
+                         float *grad, float *td_abs);
+
+/* Chunk priorities for prioritized replay (R2D2's mix): prio[b] = 0.9 max + 0.1 mean of |TD|
+ * over chunk b's valid steps, + 1e-6 (no valid step: 1e-6). steps [n]: the valid steps' indices
+ * into [B*T], ascending; td_abs [n] their |TD|. */
+void gb_torch_chunk_priorities(int64_t B, int64_t T, const int64_t *steps,
+                               const float *td_abs, int64_t n, float *prio);
+
+/* PPO's clipped objective and its gradients in one pass over a minibatch of n samples (the CPU
+ * learner's; the arithmetic of gb_torch_ppo_loss). aux [n, 4]: rows of (behaviour logp,
+ * advantage, value before the update, return); the advantages are normalised first when
+ * normalize (mean, unbiased std + 1e-8, as PPO's minibatches). out->entropy is the caller's
+ * mean entropy (in), which total takes as -entropy_coef x it; the entropy's gradient is the
+ * constant -entropy_coef / its count, not written here. g_logp[i] = d total / d new_logp[i],
+ * g_value[i] = d total / d value[i]; out gets the policy and value losses, total, approx_kl
+ * and clip_fraction. */
+typedef struct gb_torch_ppo_coefs {
+    double clip, value_coef, entropy_coef;
+    int clip_value, normalize;
+} gb_torch_ppo_coefs;
+typedef struct gb_torch_ppo_terms {
+    double policy, value, total, approx_kl, clip_fraction, entropy;
+} gb_torch_ppo_terms;
+void gb_torch_ppo_fused(int64_t n, const float *new_logp, const float *value,
+                        const float *aux, const gb_torch_ppo_coefs *c, float *g_logp,
+                        float *g_value, gb_torch_ppo_terms *out);
+
+/* SAC's critic loss and its gradients in one pass over n samples (the CPU learner's; the
+ * arithmetic of gb_torch_sac_loss's critic): returns mean(w (q1 - y)^2) + mean(w (q2 - y)^2),
+ * g1[i] = d loss / d q1[i], g2 likewise, td_abs[i] = |q1[i] - y[i]| (may be NULL). w may be
+ * NULL (all 1). */
+double gb_torch_sac_critic_fused(const float *q1, const float *q2, const float *y, const float *w,
+                                 int64_t n, float *g1, float *g2, float *td_abs);
+
+/* SAC's actor loss mean(alpha logp - min(q1, q2)) over n samples and its gradients in logp and
+ * in the critics' values of the actor's actions (min passes its gradient as libtorch's does:
+ * to the smaller, half each at a tie); *logp_mean receives mean(logp). */
+double gb_torch_sac_actor_fused(const float *logp, const float *q1, const float *q2, int64_t n,
+                                double alpha, float *g_logp, float *g_q1, float *g_q2,
+                                double *logp_mean);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,61 @@
+/* workers/torch/testing.h: the bridge's test hooks: the loss entry points the algorithms use,
+ * callable on caller arrays, and a writer of a TorchScript test module. Only tests call these
+ * (they link the bridge, gearbox_torch); they are not in the table (workers/torch/bridge.h).
+ * defines: gb_torch_squashed_gaussian_logp, gb_torch_ppo_loss, gb_torch_dqn_loss,
+ *          gb_torch_sac_loss, gb_torch_write_test_script */
+#ifndef GB_WORKERS_TORCH_TESTING_H
+#define GB_WORKERS_TORCH_TESTING_H
+
+#include "workers/torch/bridge.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Loss entry points: the exact functions the algorithms call, on caller arrays, so that tests
+ * can check them against independently computed values. All return 0 or GB_ETORCH. */
+
+/* log pi(a|s) of a tanh-squashed diagonal Gaussian at pre-squash u [n, A], with the
+ * change-of-variables correction sum log(1 - tanh(u)^2) (computed stably) and the affine scale
+ * to [low, high] (sum log((high-low)/2)) when scale != NULL ([A] = (high-low)/2). out [n]. */
+int gb_torch_squashed_gaussian_logp(const float *mean, const float *log_std, const float *u,
+                                    int64_t n, int64_t A, const float *scale, float *out,
+                                    gb_error *err);
+
+/* PPO losses over n samples: policy = -mean(min(r A, clip(r, 1-c, 1+c) A)) with
+ * r = exp(new_logp - old_logp); value = 0.5 mean((v - ret)^2), or with clip_value the max of
+ * that and the clipped (old_v + clip(v - old_v, -c, c)) version; total = policy +
+ * value_coef value - entropy_coef mean(entropy). out[0..2] = policy, value, total. */
+int gb_torch_ppo_loss(const float *new_logp, const float *old_logp, const float *adv,
+                      const float *v, const float *old_v, const float *ret, const float *entropy,
+                      int64_t n, double clip, int clip_value, double value_coef,
+                      double entropy_coef, double out[3], gb_error *err);
+
+/* DQN loss: mean(w * huber_delta(q - y)) (delta <= 0: squared error / 2); w may be NULL.
+ * out[0] = loss; td [n] (may be NULL) receives y - q. */
+int gb_torch_dqn_loss(const float *q, const float *y, const float *w, int64_t n, double delta,
+                      double *out, float *td, gb_error *err);
+
+/* SAC losses over n samples:
+ *   y = r + disc (min(q1t, q2t) - alpha logp_next)
+ *   critic = mean(w (q1 - y)^2) + mean(w (q2 - y)^2)
+ *   actor  = mean(alpha logp_pi - min(q1_pi, q2_pi))
+ *   temperature = -mean(log_alpha (logp_pi + target_entropy))
+ * out[0..3] = critic, actor, temperature, mean y. w may be NULL. */
+int gb_torch_sac_loss(const float *q1, const float *q2, const float *q1t, const float *q2t,
+                      const float *r, const float *disc, const float *logp_next,
+                      const float *q1_pi, const float *q2_pi, const float *logp_pi,
+                      const float *w, int64_t n, double log_alpha, double target_entropy,
+                      double out[4], gb_error *err);
+
+/* For tests (no PyTorch needed): writes a TorchScript module with the PPO discrete contract
+ * (forward(obs) -> (obs W_pi^T, obs w_v^T), plus a buffer), as a user's export would be.
+ * Returns 0 or GB_ETORCH. */
+int gb_torch_write_test_script(const char *path, int64_t obs_dim, int64_t n_actions,
+                               uint64_t seed, gb_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
