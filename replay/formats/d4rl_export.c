@@ -247,22 +247,14 @@ static hid_t h5_type(gb_dtype dt)
     }
 }
 
-/* Pass 2: the transitions chain by chain into memory, then one HDF5 dataset per column. */
-static int emit(src *s, const rec *r, int64_t N, const char *out, gb_d4rl_export_stats *st,
-                gb_error *err)
+/* Pass 2, into memory: the valid transitions of every chain of records, in chain order, into
+ * o (the D4RL columns) and ox (the other per-step columns); a chain's unfinished last episode is
+ * cut there (a timeout). *rows gets the transitions copied. Returns 0 or read_rec's error. */
+static int gather_rows(src *s, const rec *r, unsigned char **o, unsigned char **ox,
+                       gb_d4rl_export_stats *st, int64_t *rows, gb_error *err)
 {
-    const gb_dataset_schema *sc = s->schema;
-    unsigned char *o[X_NCOLS] = {0}, *ox[GB_REPLAY_MAX_COLUMNS] = {0};
-    int rc = 0;
-    for (int x = 0; x < X_NCOLS; x++)
-        if (x != X_VALID && !(o[x] = malloc((size_t)N * s->bytes[x] + 1)))
-            rc = gb_error_set(err, GB_ENOMEM, "out of memory for %lld transitions",
-                              (long long)N);
-    for (int e = 0; e < s->nextra; e++)
-        if (!(ox[e] = malloc((size_t)N * s->extra_bytes[e] + 1)))
-            rc = gb_error_set(err, GB_ENOMEM, "out of memory for %lld transitions",
-                              (long long)N);
     int64_t row = 0;
+    int rc = 0;
     for (int64_t start = 0; start < s->records && rc == 0; start++) {
         if (r[start].has_prev)
             continue;
@@ -297,9 +289,18 @@ static int emit(src *s, const rec *r, int64_t N, const char *out, gb_d4rl_export
             st->episodes++;
         }
     }
-    hid_t file = rc == 0 ? H5Fcreate(out, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT) : -1;
-    if (rc == 0 && file < 0)
-        rc = gb_error_set(err, GB_EIO, "%s: cannot create", out);
+    *rows = row;
+    return rc;
+}
+
+/* Writes the N gathered rows into the open HDF5 file: the D4RL datasets (terminals and
+ * timeouts as h5py's bools), then the other per-step columns (a recording's logp and version)
+ * as infos/<name>, which the D4RL reader serves as info_<name>. */
+static int write_columns(src *s, hid_t file, unsigned char *const *o, unsigned char *const *ox,
+                         int64_t N, const char *out, gb_error *err)
+{
+    const gb_dataset_schema *sc = s->schema;
+    int rc = 0;
     hid_t boolt = H5Tenum_create(H5T_NATIVE_INT8); /* h5py's bool: enum {FALSE, TRUE} */
     int8_t v0 = 0, v1 = 1;
     H5Tenum_insert(boolt, "FALSE", &v0);
@@ -324,8 +325,6 @@ static int emit(src *s, const rec *r, int64_t N, const char *out, gb_d4rl_export
         rc = write_ds(file, dsname[x], t, t, c->ndim + 1, dims, o[x], out, err);
     }
     H5Tclose(boolt);
-    /* the other per-step columns (a recording's logp and version) as infos/<name>, which the
-     * D4RL reader serves as info_<name> */
     hid_t infos = rc == 0 && s->nextra ? H5Gcreate2(file, "infos", H5P_DEFAULT, H5P_DEFAULT,
                                                    H5P_DEFAULT) : -1;
     for (int e = 0; e < s->nextra && infos >= 0 && rc == 0; e++) {
@@ -343,6 +342,31 @@ static int emit(src *s, const rec *r, int64_t N, const char *out, gb_d4rl_export
     }
     if (infos >= 0)
         H5Gclose(infos);
+    return rc;
+}
+
+/* Pass 2: the transitions chain by chain into memory, then one HDF5 dataset per column. */
+static int emit(src *s, const rec *r, int64_t N, const char *out, gb_d4rl_export_stats *st,
+                gb_error *err)
+{
+    unsigned char *o[X_NCOLS] = {0}, *ox[GB_REPLAY_MAX_COLUMNS] = {0};
+    int rc = 0;
+    for (int x = 0; x < X_NCOLS; x++)
+        if (x != X_VALID && !(o[x] = malloc((size_t)N * s->bytes[x] + 1)))
+            rc = gb_error_set(err, GB_ENOMEM, "out of memory for %lld transitions",
+                              (long long)N);
+    for (int e = 0; e < s->nextra; e++)
+        if (!(ox[e] = malloc((size_t)N * s->extra_bytes[e] + 1)))
+            rc = gb_error_set(err, GB_ENOMEM, "out of memory for %lld transitions",
+                              (long long)N);
+    int64_t row = 0;
+    if (rc == 0)
+        rc = gather_rows(s, r, o, ox, st, &row, err);
+    hid_t file = rc == 0 ? H5Fcreate(out, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    if (rc == 0 && file < 0)
+        rc = gb_error_set(err, GB_EIO, "%s: cannot create", out);
+    if (rc == 0)
+        rc = write_columns(s, file, o, ox, N, out, err);
     for (int e = 0; e < s->nextra; e++)
         free(ox[e]);
     if (file >= 0 && H5Fclose(file) < 0 && rc == 0)

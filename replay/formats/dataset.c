@@ -219,56 +219,33 @@ static int corrupt(gb_error *err, const char *path, const char *what)
                         path, what);
 }
 
-int gb_dataset_reader_open(gb_dataset_reader **out, const char *path, gb_error *err)
+/* Reads and checks the header of the open file r->fd (magic, version, columns, CRC, schema):
+ * sets r->schema, r->col_bytes, r->header_bytes and r->record_bytes. Returns 0 or GB_ECORRUPT,
+ * GB_ENOMEM. */
+static int read_header(gb_dataset_reader *r, gb_error *err)
 {
-    *out = NULL;
-    gb_dataset_reader *r = calloc(1, sizeof *r);
-    if (!r)
-        return gb_error_set(err, GB_ENOMEM, "out of memory");
-    snprintf(r->path, sizeof r->path, "%s", path);
-    unsigned char fixed[FIXED_BYTES], *hdr = NULL;
-    int rc;
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (r->fd < 0) {
-        rc = errno == ENOENT ? gb_error_set(err, GB_ENOTFOUND, "dataset %s: no such file", path)
-                             : gb_error_errno(err, "dataset %s: cannot open", path);
-        free(r);
-        return rc;
-    }
-    struct stat st;
-    if (fstat(r->fd, &st) != 0) {
-        rc = gb_error_errno(err, "dataset %s: stat", path);
-        goto fail;
-    }
-    if (pread(r->fd, fixed, FIXED_BYTES, 0) != FIXED_BYTES) {
-        rc = corrupt(err, path, "shorter than a header");
-        goto fail;
-    }
-    if (memcmp(fixed, MAGIC, 8) != 0) {
-        rc = corrupt(err, path, "bad magic");
-        goto fail;
-    }
+    const char *path = r->path;
+    unsigned char fixed[FIXED_BYTES];
+    if (pread(r->fd, fixed, FIXED_BYTES, 0) != FIXED_BYTES)
+        return corrupt(err, path, "shorter than a header");
+    if (memcmp(fixed, MAGIC, 8) != 0)
+        return corrupt(err, path, "bad magic");
     const unsigned char *p = fixed + 8;
     uint32_t version = get32(&p), hbytes = get32(&p);
     r->schema.steps = (int64_t)get64(&p);
     uint32_t ncol = get32(&p);
-    if (version != VERSION) {
-        rc = gb_error_set(err, GB_ECORRUPT, "dataset %s: format version %u, this gearbox reads %u",
-                          path, version, VERSION);
-        goto fail;
-    }
-    if (ncol < 1 || ncol > GB_REPLAY_MAX_COLUMNS || hbytes != header_size((int)ncol)) {
-        rc = corrupt(err, path, "bad column count or header size");
-        goto fail;
-    }
-    hdr = malloc(hbytes);
-    if (!hdr) {
-        rc = gb_error_set(err, GB_ENOMEM, "out of memory");
-        goto fail;
-    }
+    if (version != VERSION)
+        return gb_error_set(err, GB_ECORRUPT, "dataset %s: format version %u, this gearbox "
+                            "reads %u", path, version, VERSION);
+    if (ncol < 1 || ncol > GB_REPLAY_MAX_COLUMNS || hbytes != header_size((int)ncol))
+        return corrupt(err, path, "bad column count or header size");
+    unsigned char *hdr = malloc(hbytes);
+    if (!hdr)
+        return gb_error_set(err, GB_ENOMEM, "out of memory");
+    int rc = 0;
     if (pread(r->fd, hdr, hbytes, 0) != (ssize_t)hbytes) {
         rc = corrupt(err, path, "truncated header");
-        goto fail;
+        goto out;
     }
     r->schema.ncolumns = (int)ncol;
     p = hdr + FIXED_BYTES;
@@ -285,21 +262,47 @@ int gb_dataset_reader_open(gb_dataset_reader **out, const char *path, gb_error *
     }
     uint64_t ib = get64(&p);
     uint32_t crc = get32(&p);
-    if (crc != gb_crc32c(0, hdr, (size_t)(p - 4 - hdr))) {
+    if (crc != gb_crc32c(0, hdr, (size_t)(p - 4 - hdr)))
         rc = corrupt(err, path, "header CRC mismatch");
-        goto fail;
-    }
-    if ((rc = check_schema(&r->schema, "dataset header", err)))
-        goto fail;
-    if (ib != item_bytes(&r->schema)) {
+    if (rc == 0)
+        rc = check_schema(&r->schema, "dataset header", err);
+    if (rc == 0 && ib != item_bytes(&r->schema))
         rc = corrupt(err, path, "item bytes do not match the schema");
-        goto fail;
-    }
+    if (rc)
+        goto out;
     for (int c = 0; c < (int)ncol; c++)
         r->col_bytes[c] = gb_dataset_column_bytes(&r->schema, c);
     r->header_bytes = hbytes;
     r->record_bytes = REC_HEAD + ib;
-    uint64_t body = (uint64_t)st.st_size - hbytes;
+out:
+    free(hdr);
+    return rc;
+}
+
+/* See dataset.h. */
+int gb_dataset_reader_open(gb_dataset_reader **out, const char *path, gb_error *err)
+{
+    *out = NULL;
+    gb_dataset_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return gb_error_set(err, GB_ENOMEM, "out of memory");
+    snprintf(r->path, sizeof r->path, "%s", path);
+    int rc;
+    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (r->fd < 0) {
+        rc = errno == ENOENT ? gb_error_set(err, GB_ENOTFOUND, "dataset %s: no such file", path)
+                             : gb_error_errno(err, "dataset %s: cannot open", path);
+        free(r);
+        return rc;
+    }
+    struct stat st;
+    if (fstat(r->fd, &st) != 0) {
+        rc = gb_error_errno(err, "dataset %s: stat", path);
+        goto fail;
+    }
+    if ((rc = read_header(r, err)))
+        goto fail;
+    uint64_t body = (uint64_t)st.st_size - r->header_bytes;
     r->count = (int64_t)(body / r->record_bytes);
     if (body % r->record_bytes)
         GB_WARN("dataset %s: ignoring a torn last record (%llu of %llu bytes; the writer "
@@ -311,11 +314,9 @@ int gb_dataset_reader_open(gb_dataset_reader **out, const char *path, gb_error *
                           (unsigned long long)r->record_bytes);
         goto fail;
     }
-    free(hdr);
     *out = r;
     return 0;
 fail:
-    free(hdr);
     close(r->fd);
     free(r);
     return rc;
