@@ -38,7 +38,7 @@
 #ifndef GB_REPLAY_REPLAY_H
 #define GB_REPLAY_REPLAY_H
 
-#include "runtime/config.h"
+#include "replay/kinds.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
@@ -52,9 +52,7 @@
 #define GB_REPLAY_ROW_ALIGN 64 /* row stride alignment of blocks of 128 bytes and more */
 /* "No staleness filter" for gb_replay_request.min_policy_version. */
 #define GB_REPLAY_NO_MIN_VERSION INT64_MIN
-/* Selector kinds (gb_selector_kind, 0..GB_REPLAY_SELECTORS-1), and "the replay's primary
- * selector" for gb_replay_request.selector. */
-#define GB_REPLAY_SELECTORS 5
+/* "The replay's primary selector" for gb_replay_request.selector (the kinds: replay/kinds.h). */
 #define GB_REPLAY_SELECTOR_PRIMARY (-1)
 
 typedef struct gb_replay gb_replay;
@@ -120,10 +118,6 @@ typedef struct gb_replay_options {
  * extra selectors, alpha 0.6, beta 0.4, default priority NAN, min_size 1, no ratio limit, timeout
  * 10 s, 1 collect thread, seed 0. */
 void gb_replay_options_default(gb_replay_options *o);
-
-/* Copies the trainer.replay config section into o (capacity, max_size, remover, ...). Columns and
- * T are not in that section: the caller adds them. */
-void gb_replay_options_from_config(gb_replay_options *o, const gb_config_replay *c);
 
 /* Appends a column. shape has ndim entries (ndim 0: scalar). Returns 0 or GB_EINVAL (too many
  * columns, bad dtype, duplicate or empty name, non-positive dimension). */
