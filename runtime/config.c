@@ -22,8 +22,7 @@ static void record_section(loader *ld, const char *path, size_t len, yaml_mark_t
         return;
     memcpy(ms->section[ms->nsections].path, path, len);
     ms->section[ms->nsections].path[len] = '\0';
-    ms->section[ms->nsections].at = (mark){
-        (int)at.line + 1, (int)at.column + 1 + (ld->source ? ld->col_offset : 0), ld->source};
+    ms->section[ms->nsections].at = gb_config_mark_of(ld, at);
     ms->nsections++;
 }
 

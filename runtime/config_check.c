@@ -14,11 +14,6 @@ __attribute__((format(printf, 4, 5))) static int fail_key(const gb_config_marks 
                                                            const char *key, gb_error *err,
                                                            const char *fmt, ...)
 {
-    char msg[768], src[32];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     const gb_config_field *f = gb_config_find_field(key, strlen(key));
     mark at = {1, 1, 0};
     if (f && marks->field[f - gb_config_fields].line) {
@@ -34,9 +29,11 @@ __attribute__((format(printf, 4, 5))) static int fail_key(const gb_config_marks 
             }
         }
     }
-    return gb_error_set(err, GB_ECONFIG, "%s:%d:%d: %s: %s",
-                        gb_config_source_name(marks, at.source, src, sizeof src), at.line, at.col,
-                        key, msg);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = gb_config_vfail(err, marks, at, key, strlen(key), fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 /* Why name cannot be one folder of a path (run directories are <run_root>/<name>/...), or NULL

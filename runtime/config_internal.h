@@ -10,6 +10,7 @@
 #include "runtime/config.h"
 #include "runtime/config_schema.h"
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <yaml.h>
 
@@ -47,12 +48,19 @@ typedef struct loader {
 
 /* The file name (source 0) or "--set[k]". */
 const char *gb_config_source_name(const gb_config_marks *m, int source, char *buf, size_t n);
-/* Formats "<source>:line:col: path: message" into ld->err; returns GB_ECONFIG. */
+/* Formats "<source>:line:col: path: message" (no "path: " when plen is 0) into err; returns
+ * GB_ECONFIG. */
+int gb_config_vfail(gb_error *err, const gb_config_marks *marks, mark at, const char *path,
+                    size_t plen, const char *fmt, va_list ap);
+/* gb_config_vfail at a position of the text ld parses. */
 __attribute__((format(printf, 5, 6))) int gb_config_fail_at(loader *ld, yaml_mark_t at,
                                                             const char *path, size_t pathlen,
                                                             const char *fmt, ...);
 /* Parses ld->text into ld->doc (*empty: no document); a syntax error names the position. */
 int gb_config_parse_document(loader *ld, int *empty);
+/* The place of YAML position at in the text ld parses (an override's column counts from the
+ * start of its "key=value"). */
+mark gb_config_mark_of(const loader *ld, yaml_mark_t at);
 /* Remembers where field f was set (for later messages). */
 void gb_config_record(loader *ld, const gb_config_field *f, yaml_mark_t at);
 /* Shows a node in a message: a quoted, cut scalar, "a mapping" or "a list". */

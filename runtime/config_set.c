@@ -381,7 +381,7 @@ static int set_env_arg(loader *ld, const gb_config_field *f, const char *argname
     if (!gb_config_scalar_text(root, args->kv[slot].value, GB_CONFIG_ARG_VALUE_MAX))
         return gb_config_fail_at(ld, at, path, klen, "value longer than %d characters",
                                  GB_CONFIG_ARG_VALUE_MAX - 1);
-    snprintf(args->kv[slot].key, GB_CONFIG_NAME_MAX, "%s", argname);
+    memcpy(args->kv[slot].key, argname, nl + 1); /* nl < GB_CONFIG_NAME_MAX: checked */
     if (slot == args->n)
         args->n++;
     gb_config_record(ld, f, at);

@@ -18,31 +18,45 @@ const char *gb_config_source_name(const gb_config_marks *m, int source, char *bu
     return buf;
 }
 
-/* Formats "<source>:line:col: path: message" into err; returns GB_ECONFIG. */
+/* Formats "<source>:line:col: path: message" (without "path: " when plen is 0) into err, at
+ * mark at of marks' sources; returns GB_ECONFIG. The one shape of every config message. */
+int gb_config_vfail(gb_error *err, const gb_config_marks *marks, mark at, const char *path,
+                    size_t plen, const char *fmt, va_list ap)
+{
+    char src[32], msg[768];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    const char *name = gb_config_source_name(marks, at.source, src, sizeof src);
+    if (path && plen)
+        return gb_error_set(err, GB_ECONFIG, "%s:%d:%d: %.*s: %s", name, at.line, at.col,
+                            (int)plen, path, msg);
+    return gb_error_set(err, GB_ECONFIG, "%s:%d:%d: %s", name, at.line, at.col, msg);
+}
+
+/* The mark of YAML position at in the text being parsed (an override's column counts from the
+ * start of its "key=value"). */
+mark gb_config_mark_of(const loader *ld, yaml_mark_t at)
+{
+    return (mark){(int)at.line + 1, (int)at.column + 1 + (ld->source ? ld->col_offset : 0),
+                  ld->source};
+}
+
+/* gb_config_vfail at YAML position at of the text ld parses; returns GB_ECONFIG. */
 __attribute__((format(printf, 5, 6))) int gb_config_fail_at(loader *ld, yaml_mark_t at,
                                                             const char *path, size_t pathlen,
                                                             const char *fmt, ...)
 {
-    char src[32], msg[768];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = gb_config_vfail(ld->err, ld->marks, gb_config_mark_of(ld, at), path, pathlen, fmt,
+                             ap);
     va_end(ap);
-    const char *name = gb_config_source_name(ld->marks, ld->source, src, sizeof src);
-    int line = (int)at.line + 1, col = (int)at.column + 1 + (ld->source ? ld->col_offset : 0);
-    if (path && pathlen)
-        return gb_error_set(ld->err, GB_ECONFIG, "%s:%d:%d: %.*s: %s", name, line, col,
-                            (int)pathlen, path, msg);
-    return gb_error_set(ld->err, GB_ECONFIG, "%s:%d:%d: %s", name, line, col, msg);
+    return rc;
 }
 
 /* Remembers where field f was set (source, line, column), for the checks' messages. */
 void gb_config_record(loader *ld, const gb_config_field *f, yaml_mark_t at)
 {
-    mark *m = &ld->marks->field[f - gb_config_fields];
-    m->line = (int)at.line + 1;
-    m->col = (int)at.column + 1 + (ld->source ? ld->col_offset : 0);
-    m->source = ld->source;
+    ld->marks->field[f - gb_config_fields] = gb_config_mark_of(ld, at);
 }
 
 /* 1 for an unquoted scalar (a quoted "true" is a string, not a boolean). */
