@@ -2,7 +2,8 @@
  * memory, an index manager (block allocator + status table), removers, selectors, a rate limiter,
  * collection into caller buffers, and checkpoints.
  * defines: gb_replay, gb_replay_options, gb_replay_column, gb_replay_create, gb_replay_free,
- *          gb_replay_allocate, gb_replay_allocate_unlimited, gb_replay_block, gb_replay_commit, gb_replay_abort,
+ *          gb_replay_allocate, gb_replay_allocate_unlimited, gb_replay_block, gb_replay_commit,
+ *          gb_replay_abort,
  *          gb_replay_insert, gb_replay_sample, gb_replay_release, gb_replay_collect,
  *          gb_replay_update_priorities, gb_replay_expire, gb_replay_set_rate_limit,
  *          gb_replay_checkpoint, gb_replay_restore, gb_replay_stats, gb_replay_digest,

@@ -239,9 +239,10 @@ static int check_header(const gb_shm *shm, const gb_replay_shm_header *want, gb_
         DIFF(!same, "column '%.31s' has another dtype, shape or per-item flag there", b->name);
     }
     /* Same schema, so the layout computed from it must match too; a mismatch is damage. */
-    int layout_same = h->total_bytes == want->total_bytes && h->off_priority == want->off_priority &&
-                      h->off_item == want->off_item && h->off_version == want->off_version &&
-                      h->off_length == want->off_length && h->off_state == want->off_state &&
+    int layout_same = h->total_bytes == want->total_bytes &&
+                      h->off_priority == want->off_priority && h->off_item == want->off_item &&
+                      h->off_version == want->off_version && h->off_length == want->off_length &&
+                      h->off_state == want->off_state &&
                       memcmp(h->table_off, want->table_off, sizeof h->table_off) == 0 &&
                       memcmp(h->table_stride, want->table_stride, sizeof h->table_stride) == 0;
     if (!rc && (!layout_same || shm->size < want->total_bytes))

@@ -167,7 +167,7 @@ const gb_replay_selector_ops gb_selector_lifo = {
     "lifo", 0, none_create, none_destroy, none_insert, none_remove, none_insert, lifo_select, NULL,
 };
 
-/* ---- top-k: indexed max-heap; the k best come out of a best-first walk in O(k log k) ---------- */
+/* ---- top-k: indexed max-heap; the k best come out of a best-first walk in O(k log k) --------- */
 
 typedef struct topk {
     gb_rheap heap;

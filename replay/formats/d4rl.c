@@ -1,4 +1,5 @@
-/* replay/formats/d4rl.c: D4RL HDF5 ingest through the HDF5 C library (layout in replay/formats/d4rl.h). */
+/* replay/formats/d4rl.c: D4RL HDF5 ingest through the HDF5 C library (layout in
+ * replay/formats/d4rl.h). */
 #include "replay/formats/d4rl.h"
 #include "replay/formats/d4rl_internal.h"
 
@@ -115,7 +116,8 @@ static int read_dataset(hid_t file, const char *name, const char *col_name, int 
     ftype = H5Dget_type(ds);
     int rank = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
     hsize_t dims[8];
-    if (rank < 1 || rank > GB_REPLAY_MAX_DIMS + 1 || H5Sget_simple_extent_dims(space, dims, NULL) < 0) {
+    if (rank < 1 || rank > GB_REPLAY_MAX_DIMS + 1 ||
+        H5Sget_simple_extent_dims(space, dims, NULL) < 0) {
         rc = gb_error_set(err, GB_ECORRUPT, "%s: dataset '%s': rank %d (1..%d)", path, name, rank,
                           GB_REPLAY_MAX_DIMS + 1);
         goto out;

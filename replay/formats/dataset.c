@@ -1,4 +1,5 @@
-/* replay/formats/dataset.c: gearbox dataset files (format in replay/formats/dataset.h): writer and reader. */
+/* replay/formats/dataset.c: gearbox dataset files (format in replay/formats/dataset.h): writer
+ * and reader. */
 #include "replay/formats/dataset.h"
 
 #include "runtime/crc32c.h"
@@ -90,7 +91,7 @@ static size_t header_size(int ncolumns)
     return FIXED_BYTES + (size_t)ncolumns * COL_BYTES + TAIL_BYTES;
 }
 
-/* ---- writer ----------------------------------------------------------------------------------- */
+/* ---- writer ---------------------------------------------------------------------------------- */
 
 struct gb_dataset_writer {
     FILE *f;
@@ -201,7 +202,7 @@ int gb_dataset_writer_close(gb_dataset_writer *w, gb_error *err)
     return rc;
 }
 
-/* ---- reader ----------------------------------------------------------------------------------- */
+/* ---- reader ---------------------------------------------------------------------------------- */
 
 struct gb_dataset_reader {
     int fd;
