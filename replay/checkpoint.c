@@ -69,6 +69,7 @@ typedef struct ck_out {
     int rc;
 } ck_out;
 
+/* Appends n bytes to the file (folding them into *crc when given); the first error sticks. */
 static void put(ck_out *o, const void *p, size_t n, uint32_t *crc)
 {
     if (o->rc || n == 0)
@@ -79,6 +80,7 @@ static void put(ck_out *o, const void *p, size_t n, uint32_t *crc)
         *crc = gb_crc32c(*crc, p, n);
 }
 
+/* The replay's schema and selection options, into the header (what a restore must match). */
 static void header_schema(const gb_replay *r, ck_header *h)
 {
     memcpy(h->magic, CK_MAGIC, 8);
@@ -255,6 +257,7 @@ typedef struct ck_in {
     int rc;
 } ck_in;
 
+/* Reads n bytes (folding them into *crc when given); a short read is a truncated file. */
 static int get(ck_in *in, void *p, size_t n, uint32_t *crc, const char *what)
 {
     if (in->rc || n == 0)
@@ -273,6 +276,7 @@ static int get(ck_in *in, void *p, size_t n, uint32_t *crc, const char *what)
     return 0;
 }
 
+/* Reads a section's stored CRC-32C and compares it with the computed one. */
 static int check_crc(ck_in *in, uint32_t crc, const char *what)
 {
     uint32_t stored;
@@ -316,6 +320,9 @@ static int read_header(ck_in *in, ck_header *h)
     return 0;
 }
 
+/* Reads only the header of the checkpoint at path: its T, columns (the caller's array, at least
+ * GB_REPLAY_MAX_COLUMNS) and capacity. Blocks on disk I/O. Returns 0, GB_ENOTFOUND, GB_EIO,
+ * GB_ECORRUPT or GB_ENOMEM. */
 int gb_replay_checkpoint_schema(const char *path, int64_t *steps, gb_replay_column *columns,
                                 int *ncolumns, int64_t *capacity, gb_error *err)
 {
@@ -388,6 +395,7 @@ static int compare_schema(const gb_replay *r, const ck_header *f, const char *pa
     return rc;
 }
 
+/* Orders block indices by their items' commit sequence (qsort_r over the item array). */
 static int cmp_seq(const void *a, const void *b, void *arg)
 {
     const gb_replay_item *item = arg;

@@ -12,6 +12,8 @@
 
 #define MAX_FILE_BYTES (64u << 20) /* a config is text; anything larger is a mistake */
 
+/* Remembers where section path[0..len) first appears, for the checks' messages about keys left
+ * at their defaults inside it. */
 static void record_section(loader *ld, const char *path, size_t len, yaml_mark_t at)
 {
     gb_config_marks *ms = ld->marks;
@@ -75,6 +77,7 @@ static int walk_pair(loader *ld, const yaml_node_t *k, const yaml_node_t *v, cha
     return gb_config_fail_at(ld, k->start_mark, path, nlen, "unknown key");
 }
 
+/* Walks a mapping under section path[0..plen): each key once, each pair by walk_pair. */
 static int walk_mapping(loader *ld, const yaml_node_t *map, char *path, size_t plen)
 {
     char got[128];
@@ -104,6 +107,7 @@ static int walk_mapping(loader *ld, const yaml_node_t *map, char *path, size_t p
 
 static gb_config_marks marks_size_probe;
 
+/* Defaults, then the YAML text walked key by key into cfg. */
 static int load_text(gb_config *cfg, gb_config_marks **marks_out, const char *name,
                      const char *text, size_t len, gb_error *err)
 {

@@ -383,6 +383,7 @@ const gb_config_field gb_config_fields[] = {
 
 const size_t gb_config_nfields = sizeof gb_config_fields / sizeof gb_config_fields[0];
 
+/* The field whose path is path[0..len), or NULL (a linear scan of the table). */
 const gb_config_field *gb_config_find_field(const char *path, size_t len)
 {
     for (size_t i = 0; i < gb_config_nfields; i++) {
@@ -393,6 +394,7 @@ const gb_config_field *gb_config_find_field(const char *path, size_t len)
     return NULL;
 }
 
+/* 1 when path[0..len) is a prefix of some field's path followed by '.'. */
 int gb_config_is_section(const char *path, size_t len)
 {
     for (size_t i = 0; i < gb_config_nfields; i++) {
@@ -444,6 +446,7 @@ const char *gb_config_closest_key(const char *prefix, size_t plen, const char *n
     return found;
 }
 
+/* The name of value of the enum key key_path, or "?" (never NULL; static strings). */
 const char *gb_config_enum_name(const char *key_path, int value)
 {
     const gb_config_field *f = gb_config_find_field(key_path, strlen(key_path));
@@ -480,6 +483,8 @@ static void explain_field(FILE *out, const gb_config_field *f)
     fprintf(out, ")\n    %s\n", f->doc ? f->doc : "");
 }
 
+/* Writes the documentation of key, of a section's keys, or of every key to out. Returns 0 or
+ * GB_ENOTFOUND. */
 int gb_config_explain(FILE *out, const char *key)
 {
     size_t len = key ? strlen(key) : 0;

@@ -50,6 +50,7 @@ static int parse_number(const yaml_node_t *n, int64_t *iv, double *dv, int *is_i
     return 1;
 }
 
+/* "a positive integer", "an integer in [lo, hi]": f's range, for messages. */
 static void range_text(const gb_config_field *f, char *buf, size_t n)
 {
     if (f->min == 1 && f->max >= 9e15)
@@ -60,6 +61,7 @@ static void range_text(const gb_config_field *f, char *buf, size_t n)
         snprintf(buf, n, "an integer in [%.17g, %.17g]", f->min, f->max);
 }
 
+/* An integer in f's range (1e6 is fine, 2.5 is not) into *out. */
 static int set_int(loader *ld, const gb_config_field *f, const yaml_node_t *v, int64_t *out,
                    const char *path, size_t plen)
 {
@@ -85,6 +87,7 @@ static int set_int(loader *ld, const gb_config_field *f, const yaml_node_t *v, i
     return 0;
 }
 
+/* A free mapping of scalar arguments (env.args) into f's gb_config_args; null is none. */
 static int set_args(loader *ld, const gb_config_field *f, const yaml_node_t *v,
                     const char *path, size_t plen)
 {

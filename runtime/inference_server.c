@@ -11,11 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Allocates request slot i when empty. Returns 0 or GB_ENOMEM. */
 static int ensure_slot(gb_infer_server *s, int i, gb_error *err)
 {
     return gb_infer_msg_ensure(&s->slot[i], err);
 }
 
+/* Releases and frees slot[0..n) and the array; NULL is fine. */
 static void free_msgs(gb_wire_msg **slot, int n)
 {
     if (!slot)
@@ -28,6 +30,8 @@ static void free_msgs(gb_wire_msg **slot, int n)
     free(slot);
 }
 
+/* Creates and binds the ROUTER (and, pipelined, starts the inference thread); *out is the
+ * caller's, for gb_infer_server_close. Returns 0, GB_EINVAL, GB_ENOMEM, GB_EZMQ or GB_ESYS. */
 int gb_infer_server_open(gb_infer_server **out, void *zctx, const gb_infer_server_opts *o,
                          gb_error *err)
 {
@@ -85,6 +89,7 @@ fail:
     return rc;
 }
 
+/* Stops the pipeline (answering what it holds), closes the socket, frees s; NULL is fine. */
 void gb_infer_server_close(gb_infer_server *s)
 {
     if (!s)
@@ -104,10 +109,13 @@ void gb_infer_server_close(gb_infer_server *s)
     free(s);
 }
 
+/* The bound endpoint; lives as long as s. */
 const char *gb_infer_server_endpoint(const gb_infer_server *s) { return s->endpoint; }
 
+/* Counters as of the last poll (the driving thread reads them). */
 gb_infer_server_stats gb_infer_server_get_stats(const gb_infer_server *s) { return s->st; }
 
+/* Exchanges request slots i and j (moves a request to the carry slot and back). */
 static void swap_slots(gb_infer_server *s, int i, int j)
 {
     gb_wire_msg *t = s->slot[i];
@@ -205,6 +213,8 @@ static int gather(gb_infer_server *s, int timeout_ms, int64_t *rows_out, gb_erro
     return n;
 }
 
+/* Serves at most one batch, waiting up to timeout_ms (see inference.h). Returns 1 (served), 0
+ * (none came), the callback's error, GB_ECLOSED, GB_EZMQ or GB_ESYS. */
 int gb_infer_server_poll(gb_infer_server *s, int timeout_ms, gb_error *err)
 {
     gb_error local;

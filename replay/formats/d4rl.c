@@ -14,17 +14,20 @@
 #include <hdf5.h>
 #endif
 
+/* Accessors: the schema (lives as long as d), items, transitions (rows) and episodes. */
 const gb_dataset_schema *gb_d4rl_schema(const gb_d4rl *d) { return &d->schema; }
 int64_t gb_d4rl_items(const gb_d4rl *d) { return d->nitems; }
 int64_t gb_d4rl_transitions(const gb_d4rl *d) { return d->N; }
 int64_t gb_d4rl_episodes(const gb_d4rl *d) { return d->episodes; }
 
+/* Item i's first row and its length in steps (at most T). */
 void gb_d4rl_item_span(const gb_d4rl *d, int64_t i, int64_t *first_row, int32_t *length)
 {
     *first_row = d->item_row[i];
     *length = d->item_len[i];
 }
 
+/* Copies item i into dst (one buffer per column, T steps each, zero past its length). */
 void gb_d4rl_fill(const gb_d4rl *d, int64_t i, void *const *dst)
 {
     int64_t row = d->item_row[i];
@@ -43,6 +46,7 @@ void gb_d4rl_fill(const gb_d4rl *d, int64_t i, void *const *dst)
     }
 }
 
+/* Frees d and every column it read; NULL is fine. */
 void gb_d4rl_close(gb_d4rl *d)
 {
     if (!d)
@@ -57,6 +61,7 @@ void gb_d4rl_close(gb_d4rl *d)
 
 #ifndef GEARBOX_HAVE_HDF5
 
+/* Without HDF5: refuses with GB_EUNSUPPORTED. */
 int gb_d4rl_open(gb_d4rl **out, const char *path, int64_t T, gb_error *err)
 {
     (void)T;
@@ -67,6 +72,7 @@ int gb_d4rl_open(gb_d4rl **out, const char *path, int64_t T, gb_error *err)
 
 #else
 
+/* See d4rl_internal.h: the gearbox dtype of an HDF5 type and the memory type to read it as. */
 int gb_d4rl_map_type(hid_t ftype, gb_dtype *dt, hid_t *mtype)
 {
     H5T_class_t cls = H5Tget_class(ftype);
@@ -176,6 +182,7 @@ typedef struct info_iter {
     int n;
 } info_iter;
 
+/* H5Literate callback: collects the names of the datasets in infos/ that fit a column. */
 static herr_t info_cb(hid_t g, const char *name, const H5L_info_t *info, void *data)
 {
     (void)info;
@@ -193,6 +200,8 @@ static herr_t info_cb(hid_t g, const char *name, const H5L_info_t *info, void *d
     return 0;
 }
 
+/* See d4rl_internal.h: cuts the episodes into items of at most T steps (two passes: count,
+ * then fill). Returns 0 or GB_ENOMEM. */
 int gb_d4rl_plan_items(gb_d4rl *d, const char *path, gb_error *err)
 {
     const uint8_t *term = d->data[C_TERMINAL], *tout = d->data[C_TIMEOUT];

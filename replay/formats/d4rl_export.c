@@ -51,6 +51,7 @@ typedef struct rec {
     int has_prev;
 } rec;
 
+/* FNV-1a of an observation: links a record's first observation to another's last next one. */
 static uint64_t fnv(const void *p, size_t n)
 {
     const unsigned char *b = p;
@@ -60,6 +61,7 @@ static uint64_t fnv(const void *p, size_t n)
     return h ? h : 1;
 }
 
+/* The index of column a (or else b) in s, or -1. */
 static int find_col(const gb_dataset_schema *s, const char *a, const char *b)
 {
     for (int c = 0; c < s->ncolumns; c++)
@@ -68,6 +70,7 @@ static int find_col(const gb_dataset_schema *s, const char *a, const char *b)
     return -1;
 }
 
+/* Reads record i of the sources into s->buf; *length gets its steps. */
 static int read_rec(src *s, int64_t i, int32_t *length, gb_error *err)
 {
     int f = s->nfiles - 1;
@@ -77,6 +80,7 @@ static int read_rec(src *s, int64_t i, int32_t *length, gb_error *err)
     return gb_dataset_reader_read(s->readers[f], i - s->first[f], s->buf, &version, length, err);
 }
 
+/* Step t of D4RL column x in the record just read. */
 static const unsigned char *at(const src *s, int x, int64_t t)
 {
     return (const unsigned char *)s->buf[s->col[x]] + (uint64_t)t * s->bytes[x];
@@ -90,6 +94,7 @@ static const unsigned char *next_obs(const src *s, int64_t t)
     return t + 1 < s->schema->steps ? at(s, X_OBS, t + 1) : at(s, X_NEXT, 0);
 }
 
+/* Opens every dataset file, checks they share one schema, and finds the D4RL columns. */
 static int open_src(src *s, const char *const *paths, int npaths, gb_error *err)
 {
     s->readers = calloc((size_t)npaths, sizeof *s->readers);
@@ -151,6 +156,7 @@ static int open_src(src *s, const char *const *paths, int npaths, gb_error *err)
     return 0;
 }
 
+/* Closes the readers and frees the buffers of s. */
 static void close_src(src *s)
 {
     for (int i = 0; i < s->nfiles; i++)
@@ -215,6 +221,7 @@ static int scan(src *s, rec *r, gb_error *err)
     return 0;
 }
 
+/* Writes one dataset of rank dims under file (or a group). Returns 0 or GB_EIO. */
 static int write_ds(hid_t file, const char *name, hid_t ftype, hid_t mtype, int rank,
                     const hsize_t *dims, const void *data, const char *out, gb_error *err)
 {
@@ -229,6 +236,7 @@ static int write_ds(hid_t file, const char *name, hid_t ftype, hid_t mtype, int 
     return h < 0 ? gb_error_set(err, GB_EIO, "%s: writing '%s' failed", out, name) : 0;
 }
 
+/* The native HDF5 type of a dtype, or -1. */
 static hid_t h5_type(gb_dtype dt)
 {
     switch (dt) {

@@ -31,6 +31,7 @@ uint64_t gb_dataset_column_bytes(const gb_dataset_schema *s, int c)
     return col->per_item ? n : n * (uint64_t)s->steps;
 }
 
+/* Bytes of every column of one item. */
 static uint64_t item_bytes(const gb_dataset_schema *s)
 {
     uint64_t n = 0;
@@ -39,6 +40,7 @@ static uint64_t item_bytes(const gb_dataset_schema *s)
     return n;
 }
 
+/* Adds s's columns and T to replay options o. Returns 0 or gb_replay_add_column's error. */
 int gb_dataset_schema_apply(const gb_dataset_schema *s, gb_replay_options *o, gb_error *err)
 {
     o->steps = s->steps;
@@ -52,6 +54,7 @@ int gb_dataset_schema_apply(const gb_dataset_schema *s, gb_replay_options *o, gb
     return 0;
 }
 
+/* A schema a file may hold: 1..GB_REPLAY_MAX_COLUMNS valid columns, T >= 1. */
 static int check_schema(const gb_dataset_schema *s, const char *what, gb_error *err)
 {
     int code = strcmp(what, "schema") == 0 ? GB_EINVAL : GB_ECORRUPT;
@@ -86,6 +89,7 @@ static void put64(unsigned char **p, uint64_t v) { memcpy(*p, &v, 8); *p += 8; }
 static uint32_t get32(const unsigned char **p) { uint32_t v; memcpy(&v, *p, 4); *p += 4; return v; }
 static uint64_t get64(const unsigned char **p) { uint64_t v; memcpy(&v, *p, 8); *p += 8; return v; }
 
+/* Bytes of a file header with ncolumns columns. */
 static size_t header_size(int ncolumns)
 {
     return FIXED_BYTES + (size_t)ncolumns * COL_BYTES + TAIL_BYTES;
@@ -101,6 +105,8 @@ struct gb_dataset_writer {
     int64_t count;
 };
 
+/* Creates (truncates) path and writes the header; *out is the caller's, for
+ * gb_dataset_writer_close. Blocks on disk I/O. Errors: see dataset.h. */
 int gb_dataset_writer_open(gb_dataset_writer **out, const char *path,
                            const gb_dataset_schema *s, gb_error *err)
 {
@@ -162,6 +168,7 @@ fail:
     return rc;
 }
 
+/* Appends one item (one buffer per column) with its CRC-32C, buffered. Returns 0 or GB_EIO. */
 int gb_dataset_writer_append(gb_dataset_writer *w, const void *const *cols,
                              int64_t policy_version, int32_t length, gb_error *err)
 {
@@ -187,8 +194,10 @@ fail:
                         (long long)w->count, strerror(errno));
 }
 
+/* Items appended so far. */
 int64_t gb_dataset_writer_count(const gb_dataset_writer *w) { return w->count; }
 
+/* Flushes, fsyncs and closes, and frees w (NULL is fine). Returns 0 or GB_EIO. */
 int gb_dataset_writer_close(gb_dataset_writer *w, gb_error *err)
 {
     if (!w)
@@ -214,6 +223,7 @@ struct gb_dataset_reader {
     unsigned char *buf; /* one record */
 };
 
+/* The error for a file that is not a gearbox dataset, or is damaged. */
 static int corrupt(gb_error *err, const char *path, const char *what)
 {
     return gb_error_set(err, GB_ECORRUPT, "dataset %s: %s (not a gearbox dataset, or damaged)",
@@ -323,13 +333,17 @@ fail:
     return rc;
 }
 
+/* The file's schema; lives as long as r. */
 const gb_dataset_schema *gb_dataset_reader_schema(const gb_dataset_reader *r)
 {
     return &r->schema;
 }
 
+/* Whole items in the file (a torn last one is not counted). */
 int64_t gb_dataset_reader_count(const gb_dataset_reader *r) { return r->count; }
 
+/* Reads item i into dst (one buffer per column; NULL skips one), checking its magic and CRC-32C
+ * first. Blocks on disk I/O. Returns 0, GB_EINVAL, GB_EIO or GB_ECORRUPT. */
 int gb_dataset_reader_read(gb_dataset_reader *r, int64_t i, void *const *dst,
                            int64_t *policy_version, int32_t *length, gb_error *err)
 {
@@ -376,6 +390,7 @@ int gb_dataset_reader_read(gb_dataset_reader *r, int64_t i, void *const *dst,
     return 0;
 }
 
+/* Closes the file and frees r; NULL is fine. */
 void gb_dataset_reader_close(gb_dataset_reader *r)
 {
     if (!r)
@@ -385,11 +400,14 @@ void gb_dataset_reader_close(gb_dataset_reader *r)
     free(r);
 }
 
+/* qsort order of file names. */
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The *.gbds files of a directory, sorted (or path itself when it is a file): *paths is the
+ * caller's, one block (free(*paths)). Errors: see dataset.h. */
 int gb_dataset_list(const char *path, char ***paths, int *n, gb_error *err)
 {
     *paths = NULL;
