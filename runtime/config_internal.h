@@ -44,7 +44,7 @@ typedef struct loader {
     gb_error *err;
 } loader;
 
-/* ---- config_yaml.c: YAML text and positions --------------------------------------------- */
+/* ---- config_yaml.c: YAML text and positions -------------------------------------------------- */
 
 /* The file name (source 0) or "--set[k]". */
 const char *gb_config_source_name(const gb_config_marks *m, int source, char *buf, size_t n);
