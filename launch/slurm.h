@@ -20,7 +20,7 @@
  * What the job asks for: with launch.slurm.nodes 1 (the default) one node with the sum of the
  * steps' CPUs, GPUs and memory; with more nodes, whole nodes (--exclusive), each step placed by
  * Slurm where its CPUs/GPUs fit. Several nodes need streams.transport tcp on an interface every
- * node has (runtime/config/config_set.c refuses the rest); with ipc the run must fit one node.
+ * node has (runtime/config/config_check.c refuses the rest); with ipc the run must fit one node.
  *
  * Parameter relays (parameters.relay per_host) on several nodes: one relay step per node of the
  * job, relay-<k> pinned to the k-th node of the allocation (--nodelist, the list asked of Slurm

@@ -69,6 +69,7 @@ typedef struct ck_out {
     int rc;
 } ck_out;
 
+/* Appends n bytes to the file (folding them into *crc when given); the first error sticks. */
 static void put(ck_out *o, const void *p, size_t n, uint32_t *crc)
 {
     if (o->rc || n == 0)
@@ -79,6 +80,7 @@ static void put(ck_out *o, const void *p, size_t n, uint32_t *crc)
         *crc = gb_crc32c(*crc, p, n);
 }
 
+/* The replay's schema and selection options, into the header (what a restore must match). */
 static void header_schema(const gb_replay *r, ck_header *h)
 {
     memcpy(h->magic, CK_MAGIC, 8);
@@ -105,21 +107,33 @@ static void header_schema(const gb_replay *r, ck_header *h)
     }
 }
 
-int gb_replay_checkpoint(gb_replay *r, const char *path, gb_error *err)
+/* The counters, the priority bookkeeping and the selector RNG state, into the header. Under the
+ * lock. */
+static void header_counters(const gb_replay *r, ck_header *h)
 {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return gb_error_set(err, GB_EINVAL, "replay checkpoint: path too long");
-    ck_header *h = calloc(1, sizeof *h);
-    ck_record *rec = malloc((size_t)r->capacity * sizeof *rec);
-    int64_t *freeq = malloc((size_t)r->capacity * sizeof *freeq);
-    if (!h || !rec || !freeq) {
-        free(h);
-        free(rec);
-        free(freeq);
-        return gb_error_set(err, GB_ENOMEM, "replay checkpoint: out of memory");
-    }
-    /* Snapshot the metadata and pin every item under the lock; stream with no lock held. */
+    h->next_seq = r->c->next_seq;
+    h->inserts = r->c->inserts;
+    h->deletes = r->c->deletes;
+    h->samples = r->c->samples;
+    h->evicted = r->c->evicted;
+    h->sampled_out = r->c->sampled_out;
+    h->expired = r->c->expired;
+    h->aborted = r->c->aborted;
+    h->updates = r->c->updates;
+    h->stale_updates = r->c->stale_updates;
+    h->max_priority = r->c->max_priority;
+    h->has_priority = (uint32_t)r->c->has_priority;
+    h->min_version = r->c->min_version;
+    memcpy(h->rng_s, r->rng.s, sizeof h->rng_s);
+    h->rng_spare = r->rng.spare_normal;
+    h->rng_has_spare = r->rng.has_spare;
+}
+
+/* Snapshots the metadata into h, rec (the live items, each pinned) and freeq (the free queue,
+ * then the blocks being written or pinned, which are free after a restore), under the lock.
+ * Sets h->items and h->free_blocks. */
+static void snapshot(gb_replay *r, ck_header *h, ck_record *rec, int64_t *freeq)
+{
     pthread_mutex_lock(&r->mu);
     header_schema(r, h);
     const gb_replay_status *st = &r->st;
@@ -137,79 +151,95 @@ int gb_replay_checkpoint(gb_replay *r, const char *path, gb_error *err)
             freeq[nf++] = i;
     h->items = (uint64_t)n;
     h->free_blocks = (uint64_t)nf;
-    h->next_seq = r->c->next_seq;
-    h->inserts = r->c->inserts;
-    h->deletes = r->c->deletes;
-    h->samples = r->c->samples;
-    h->evicted = r->c->evicted;
-    h->sampled_out = r->c->sampled_out;
-    h->expired = r->c->expired;
-    h->aborted = r->c->aborted;
-    h->updates = r->c->updates;
-    h->stale_updates = r->c->stale_updates;
-    h->max_priority = r->c->max_priority;
-    h->has_priority = (uint32_t)r->c->has_priority;
-    h->min_version = r->c->min_version;
-    memcpy(h->rng_s, r->rng.s, sizeof h->rng_s);
-    h->rng_spare = r->rng.spare_normal;
-    h->rng_has_spare = r->rng.has_spare;
+    header_counters(r, h);
     pthread_mutex_unlock(&r->mu);
+}
 
-    ck_out o = {NULL, tmp, err, 0};
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+/* Streams the snapshot and the pinned items' blocks to tmp (see the layout above), flushed and
+ * fsynced. Returns 0 or the error (o->rc). */
+static int write_file(gb_replay *r, ck_out *o, const ck_header *h, const ck_record *rec,
+                      const int64_t *freeq)
+{
+    int64_t n = (int64_t)h->items, nf = (int64_t)h->free_blocks;
+    int fd = open(o->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
-        o.rc = gb_error_errno(err, "replay checkpoint: cannot create %s", tmp);
-    else if (!(o.f = fdopen(fd, "wb"))) {
-        o.rc = gb_error_errno(err, "replay checkpoint: fdopen %s", tmp);
+        return o->rc = gb_error_errno(o->err, "replay checkpoint: cannot create %s", o->path);
+    if (!(o->f = fdopen(fd, "wb"))) {
+        o->rc = gb_error_errno(o->err, "replay checkpoint: fdopen %s", o->path);
         close(fd);
+        return o->rc;
     }
-    if (o.f)
-        setvbuf(o.f, NULL, _IOFBF, 1 << 20);
+    setvbuf(o->f, NULL, _IOFBF, 1 << 20);
     uint32_t crc = 0;
-    put(&o, h, sizeof *h, &crc);
-    put(&o, &crc, 4, NULL);
+    put(o, h, sizeof *h, &crc);
+    put(o, &crc, 4, NULL);
     crc = 0;
-    put(&o, rec, (size_t)n * sizeof *rec, &crc);
-    put(&o, &crc, 4, NULL);
+    put(o, rec, (size_t)n * sizeof *rec, &crc);
+    put(o, &crc, 4, NULL);
     crc = 0;
-    put(&o, freeq, (size_t)nf * sizeof *freeq, &crc);
-    put(&o, &crc, 4, NULL);
-    for (int c = 0; c < r->ncol && !o.rc; c++) {
+    put(o, freeq, (size_t)nf * sizeof *freeq, &crc);
+    put(o, &crc, 4, NULL);
+    for (int c = 0; c < r->ncol && !o->rc; c++) {
         crc = 0;
-        for (int64_t k = 0; k < n && !o.rc; k++)
-            put(&o, gb_replay_block(r, c, rec[k].index), r->tab[c].block_bytes, &crc);
-        put(&o, &crc, 4, NULL);
+        for (int64_t k = 0; k < n && !o->rc; k++)
+            put(o, gb_replay_block(r, c, rec[k].index), r->tab[c].block_bytes, &crc);
+        put(o, &crc, 4, NULL);
     }
-    put(&o, CK_END, 8, NULL);
-    if (o.f) {
-        if (!o.rc && fflush(o.f) != 0)
-            o.rc = gb_error_errno(err, "replay checkpoint: flushing %s", tmp);
-        if (!o.rc && fsync(fileno(o.f)) != 0)
-            o.rc = gb_error_errno(err, "replay checkpoint: fsync %s", tmp);
-        if (fclose(o.f) != 0 && !o.rc)
-            o.rc = gb_error_errno(err, "replay checkpoint: closing %s", tmp);
+    put(o, CK_END, 8, NULL);
+    if (!o->rc && fflush(o->f) != 0)
+        o->rc = gb_error_errno(o->err, "replay checkpoint: flushing %s", o->path);
+    if (!o->rc && fsync(fileno(o->f)) != 0)
+        o->rc = gb_error_errno(o->err, "replay checkpoint: fsync %s", o->path);
+    if (fclose(o->f) != 0 && !o->rc)
+        o->rc = gb_error_errno(o->err, "replay checkpoint: closing %s", o->path);
+    o->f = NULL;
+    return o->rc;
+}
+
+/* Makes a rename to path durable: fsyncs the directory that holds it (best effort). */
+static void sync_parent_dir(const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
     }
+}
+
+/* See replay.h: written to path.tmp, then renamed; items pinned while they stream. */
+int gb_replay_checkpoint(gb_replay *r, const char *path, gb_error *err)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return gb_error_set(err, GB_EINVAL, "replay checkpoint: path too long");
+    ck_header *h = calloc(1, sizeof *h);
+    ck_record *rec = malloc((size_t)r->capacity * sizeof *rec);
+    int64_t *freeq = malloc((size_t)r->capacity * sizeof *freeq);
+    if (!h || !rec || !freeq) {
+        free(h);
+        free(rec);
+        free(freeq);
+        return gb_error_set(err, GB_ENOMEM, "replay checkpoint: out of memory");
+    }
+    /* Snapshot the metadata and pin every item under the lock; stream with no lock held. */
+    snapshot(r, h, rec, freeq);
+    ck_out o = {NULL, tmp, err, 0};
+    write_file(r, &o, h, rec, freeq);
     if (!o.rc && rename(tmp, path) != 0)
         o.rc = gb_error_errno(err, "replay checkpoint: renaming %s to %s", tmp, path);
     if (o.rc)
         unlink(tmp);
-    else {
-        /* Make the rename durable: fsync the directory that holds it. */
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s", path);
-        char *slash = strrchr(dir, '/');
-        if (slash)
-            *(slash == dir ? slash + 1 : slash) = '\0';
-        else
-            snprintf(dir, sizeof dir, ".");
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
-    }
+    else
+        sync_parent_dir(path);
     pthread_mutex_lock(&r->mu);
-    for (int64_t k = 0; k < n; k++)
+    for (int64_t k = 0; k < (int64_t)h->items; k++)
         gb_index_unpin(r, rec[k].index);
     pthread_mutex_unlock(&r->mu);
     free(h);
@@ -227,6 +257,7 @@ typedef struct ck_in {
     int rc;
 } ck_in;
 
+/* Reads n bytes (folding them into *crc when given); a short read is a truncated file. */
 static int get(ck_in *in, void *p, size_t n, uint32_t *crc, const char *what)
 {
     if (in->rc || n == 0)
@@ -245,6 +276,7 @@ static int get(ck_in *in, void *p, size_t n, uint32_t *crc, const char *what)
     return 0;
 }
 
+/* Reads a section's stored CRC-32C and compares it with the computed one. */
 static int check_crc(ck_in *in, uint32_t crc, const char *what)
 {
     uint32_t stored;
@@ -288,6 +320,9 @@ static int read_header(ck_in *in, ck_header *h)
     return 0;
 }
 
+/* Reads only the header of the checkpoint at path: its T, columns (the caller's array, at least
+ * GB_REPLAY_MAX_COLUMNS) and capacity. Blocks on disk I/O. Returns 0, GB_ENOTFOUND, GB_EIO,
+ * GB_ECORRUPT or GB_ENOMEM. */
 int gb_replay_checkpoint_schema(const char *path, int64_t *steps, gb_replay_column *columns,
                                 int *ncolumns, int64_t *capacity, gb_error *err)
 {
@@ -360,6 +395,7 @@ static int compare_schema(const gb_replay *r, const ck_header *f, const char *pa
     return rc;
 }
 
+/* Orders block indices by their items' commit sequence (qsort_r over the item array). */
 static int cmp_seq(const void *a, const void *b, void *arg)
 {
     const gb_replay_item *item = arg;
@@ -367,86 +403,87 @@ static int cmp_seq(const void *a, const void *b, void *arg)
     return x < y ? -1 : x > y;
 }
 
-int gb_replay_restore(gb_replay *r, const char *path, gb_error *err)
+/* Reads the status and free-queue sections into rec and freeq and checks every record: the
+ * CRCs passed, but a file written by a buggy or hostile program must not put the index
+ * structures in an impossible state. seen: capacity bytes, zeroed. Returns 0 or in->rc. */
+static int read_records(ck_in *in, const gb_replay *r, const ck_header *h, ck_record *rec,
+                        int64_t *freeq, uint8_t *seen)
 {
-    pthread_mutex_lock(&r->mu);
-    int busy = r->st.size != 0 || r->writing != 0 || r->retired_pinned != 0 || r->c->inserts != 0;
-    pthread_mutex_unlock(&r->mu);
-    if (busy)
-        return gb_error_set(err, GB_EINVAL, "replay restore: the replay must be new and empty");
-    ck_in in = {NULL, path, err, 0};
-    ck_header *h = calloc(1, sizeof *h);
-    ck_record *rec = NULL;
-    int64_t *freeq = NULL, *order = NULL;
-    uint8_t *seen = NULL;
-    if (!h)
-        return gb_error_set(err, GB_ENOMEM, "replay restore: out of memory");
-    uint32_t crc = 0;
-    if (read_header(&in, h))
-        goto fail;
-    if ((in.rc = compare_schema(r, h, path, err)))
-        goto fail;
-    uint64_t cap = (uint64_t)r->capacity;
-    if (h->items > (uint64_t)r->max_size || h->items + h->free_blocks != cap) {
-        in.rc = gb_error_set(err, GB_ECORRUPT, "replay restore: %s: %llu items + %llu free blocks "
-                             "do not make capacity %llu (max_size %lld)", path,
-                             (unsigned long long)h->items, (unsigned long long)h->free_blocks,
-                             (unsigned long long)cap, (long long)r->max_size);
-        goto fail;
-    }
     int64_t n = (int64_t)h->items, nf = (int64_t)h->free_blocks;
-    rec = malloc((size_t)(n ? n : 1) * sizeof *rec);
-    freeq = malloc((size_t)(nf ? nf : 1) * sizeof *freeq);
-    order = malloc((size_t)(n ? n : 1) * sizeof *order);
-    seen = calloc(cap, 1);
-    if (!rec || !freeq || !order || !seen) {
-        in.rc = gb_error_set(err, GB_ENOMEM, "replay restore: out of memory");
-        goto fail;
-    }
+    uint32_t crc = 0;
+    if (get(in, rec, (size_t)n * sizeof *rec, &crc, "status") || check_crc(in, crc, "status"))
+        return in->rc;
     crc = 0;
-    if (get(&in, rec, (size_t)n * sizeof *rec, &crc, "status") || check_crc(&in, crc, "status"))
-        goto fail;
-    crc = 0;
-    if (get(&in, freeq, (size_t)nf * sizeof *freeq, &crc, "free queue") ||
-        check_crc(&in, crc, "free queue"))
-        goto fail;
-    /* The CRCs passed; still check every record, so a file written by a buggy or hostile
-     * program cannot put the index structures in an impossible state. */
-    for (int64_t k = 0; k < n + nf && !in.rc; k++) {
+    if (get(in, freeq, (size_t)nf * sizeof *freeq, &crc, "free queue") ||
+        check_crc(in, crc, "free queue"))
+        return in->rc;
+    for (int64_t k = 0; k < n + nf && !in->rc; k++) {
         int64_t i = k < n ? rec[k].index : freeq[k - n];
-        if (i < 0 || (uint64_t)i >= cap || seen[i])
-            in.rc = gb_error_set(err, GB_ECORRUPT, "replay restore: %s: block %lld is out of "
-                                 "range or listed twice", path, (long long)i);
+        if (i < 0 || i >= r->capacity || seen[i])
+            in->rc = gb_error_set(in->err, GB_ECORRUPT, "replay restore: %s: block %lld is out "
+                                  "of range or listed twice", in->path, (long long)i);
         else
             seen[i] = 1;
-        if (!in.rc && k < n &&
+        if (!in->rc && k < n &&
             (rec[k].length < 0 || rec[k].length > r->steps || !isfinite(rec[k].priority) ||
              rec[k].priority < 0 || rec[k].seq == 0 || rec[k].seq > h->next_seq))
-            in.rc = gb_error_set(err, GB_ECORRUPT, "replay restore: %s: item record %lld is "
-                                 "invalid", path, (long long)k);
+            in->rc = gb_error_set(in->err, GB_ECORRUPT, "replay restore: %s: item record %lld "
+                                  "is invalid", in->path, (long long)k);
     }
-    if (in.rc)
-        goto fail;
+    return in->rc;
+}
+
+/* Reads each table's blocks straight into the replay's blocks of rec[0..n), then the footer,
+ * which must end the file. Returns 0 or in->rc. */
+static int read_tables(ck_in *in, gb_replay *r, const ck_record *rec, int64_t n)
+{
     for (int c = 0; c < r->ncol; c++) {
         char what[64];
         snprintf(what, sizeof what, "table '%s'", r->opt.columns[c].name);
-        crc = 0;
+        uint32_t crc = 0;
         for (int64_t k = 0; k < n; k++)
-            if (get(&in, gb_replay_block(r, c, rec[k].index), r->tab[c].block_bytes, &crc, what))
-                goto fail;
-        if (check_crc(&in, crc, what))
-            goto fail;
+            if (get(in, gb_replay_block(r, c, rec[k].index), r->tab[c].block_bytes, &crc, what))
+                return in->rc;
+        if (check_crc(in, crc, what))
+            return in->rc;
     }
     char end[8];
-    if (get(&in, end, 8, NULL, "footer"))
-        goto fail;
-    if (memcmp(end, CK_END, 8) != 0 || fgetc(in.f) != EOF) {
-        in.rc = gb_error_set(err, GB_ECORRUPT, "replay restore: %s: bad footer or trailing bytes",
-                             path);
-        goto fail;
-    }
+    if (get(in, end, 8, NULL, "footer"))
+        return in->rc;
+    if (memcmp(end, CK_END, 8) != 0 || fgetc(in->f) != EOF)
+        in->rc = gb_error_set(in->err, GB_ECORRUPT, "replay restore: %s: bad footer or trailing "
+                              "bytes", in->path);
+    return in->rc;
+}
 
-    /* Everything checked: install. */
+/* The header's counters, priority bookkeeping and selector RNG state, into r. Under the lock. */
+static void restore_counters(gb_replay *r, const ck_header *h)
+{
+    r->c->next_seq = h->next_seq;
+    r->c->inserts = h->inserts;
+    r->c->deletes = h->deletes;
+    r->c->samples = h->samples;
+    r->c->evicted = h->evicted;
+    r->c->sampled_out = h->sampled_out;
+    r->c->expired = h->expired;
+    r->c->aborted = h->aborted;
+    r->c->updates = h->updates;
+    r->c->stale_updates = h->stale_updates;
+    r->c->max_priority = h->max_priority;
+    r->c->has_priority = (int)h->has_priority;
+    r->c->min_version = h->min_version;
+    memcpy(r->rng.s, h->rng_s, sizeof h->rng_s);
+    r->rng.spare_normal = h->rng_spare;
+    r->rng.has_spare = (int)h->rng_has_spare;
+}
+
+/* Installs checked records into the empty replay: status, free queue, the commit-ordered list
+ * (by sequence), the live set, heaps and selectors (in the file's order), counters. order: n
+ * scratch slots. Takes the lock and wakes samplers. */
+static void install(gb_replay *r, const ck_header *h, const ck_record *rec,
+                    const int64_t *freeq, int64_t *order)
+{
+    int64_t n = (int64_t)h->items, nf = (int64_t)h->free_blocks;
     pthread_mutex_lock(&r->mu);
     gb_replay_status *st = &r->st;
     for (int64_t k = 0; k < n; k++) {
@@ -482,24 +519,50 @@ int gb_replay_restore(gb_replay *r, const char *path, gb_error *err)
         gb_replay_sel_insert(r, i, st->priority[i]); /* every kept selector */
     }
     st->size = n;
-    r->c->next_seq = h->next_seq;
-    r->c->inserts = h->inserts;
-    r->c->deletes = h->deletes;
-    r->c->samples = h->samples;
-    r->c->evicted = h->evicted;
-    r->c->sampled_out = h->sampled_out;
-    r->c->expired = h->expired;
-    r->c->aborted = h->aborted;
-    r->c->updates = h->updates;
-    r->c->stale_updates = h->stale_updates;
-    r->c->max_priority = h->max_priority;
-    r->c->has_priority = (int)h->has_priority;
-    r->c->min_version = h->min_version;
-    memcpy(r->rng.s, h->rng_s, sizeof h->rng_s);
-    r->rng.spare_normal = h->rng_spare;
-    r->rng.has_spare = (int)h->rng_has_spare;
+    restore_counters(r, h);
     pthread_cond_broadcast(&r->cv_sample);
     pthread_mutex_unlock(&r->mu);
+}
+
+/* See replay.h: everything is read and checked before anything is installed. */
+int gb_replay_restore(gb_replay *r, const char *path, gb_error *err)
+{
+    pthread_mutex_lock(&r->mu);
+    int busy = r->st.size != 0 || r->writing != 0 || r->retired_pinned != 0 || r->c->inserts != 0;
+    pthread_mutex_unlock(&r->mu);
+    if (busy)
+        return gb_error_set(err, GB_EINVAL, "replay restore: the replay must be new and empty");
+    ck_in in = {NULL, path, err, 0};
+    ck_header *h = calloc(1, sizeof *h);
+    ck_record *rec = NULL;
+    int64_t *freeq = NULL, *order = NULL;
+    uint8_t *seen = NULL;
+    if (!h)
+        return gb_error_set(err, GB_ENOMEM, "replay restore: out of memory");
+    if (read_header(&in, h))
+        goto fail;
+    if ((in.rc = compare_schema(r, h, path, err)))
+        goto fail;
+    uint64_t cap = (uint64_t)r->capacity;
+    if (h->items > (uint64_t)r->max_size || h->items + h->free_blocks != cap) {
+        in.rc = gb_error_set(err, GB_ECORRUPT, "replay restore: %s: %llu items + %llu free blocks "
+                             "do not make capacity %llu (max_size %lld)", path,
+                             (unsigned long long)h->items, (unsigned long long)h->free_blocks,
+                             (unsigned long long)cap, (long long)r->max_size);
+        goto fail;
+    }
+    int64_t n = (int64_t)h->items, nf = (int64_t)h->free_blocks;
+    rec = malloc((size_t)(n ? n : 1) * sizeof *rec);
+    freeq = malloc((size_t)(nf ? nf : 1) * sizeof *freeq);
+    order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    seen = calloc(cap, 1);
+    if (!rec || !freeq || !order || !seen) {
+        in.rc = gb_error_set(err, GB_ENOMEM, "replay restore: out of memory");
+        goto fail;
+    }
+    if (read_records(&in, r, h, rec, freeq, seen) || read_tables(&in, r, rec, n))
+        goto fail;
+    install(r, h, rec, freeq, order); /* everything checked */
 fail:
     if (in.f)
         fclose(in.f);

@@ -75,7 +75,8 @@ void gb_replay_gather(const gb_replay_table *table, const int64_t *idx, const in
     for (int64_t k = 0; k < n; k++) {
         if (!stream && k + AHEAD < n)
             for (size_t b = 0; b < pf; b += 64)
-                __builtin_prefetch(table->base + (size_t)idx[k + AHEAD] * table->stride + first + b);
+                __builtin_prefetch(table->base + (size_t)idx[k + AHEAD] * table->stride + first +
+                                   b);
         const uint8_t *src = table->base + (size_t)idx[k] * table->stride + first;
         int32_t valid = length ? length[idx[k]] - t0 : t1 - t0;
         if (valid > t1 - t0)
@@ -254,7 +255,8 @@ int gb_replay_collect(gb_replay *r, const gb_replay_selection *s, const gb_repla
             lengths[k] = v < 0 ? 0 : v > span ? span : v;
         }
     collect_job job = {tables, bufs, rows, ndst, s->index, r->st.length, s->n, s->t0, s->t1};
-    if (r->pool && total >= GB_COLLECT_PARALLEL_BYTES && pthread_mutex_trylock(&r->pool->busy) == 0) {
+    if (r->pool && total >= GB_COLLECT_PARALLEL_BYTES &&
+        pthread_mutex_trylock(&r->pool->busy) == 0) {
         pool_run(r->pool, &job);
         pthread_mutex_unlock(&r->pool->busy);
     } else {

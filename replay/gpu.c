@@ -262,7 +262,7 @@ const gb_replay_selector_ops *gb_replay_gpu_selector(gb_selector_kind kind)
     }
 }
 
-/* ---- zero-copy collection --------------------------------------------------------------------- */
+/* ---- zero-copy collection -------------------------------------------------------------------- */
 
 struct gb_replay_gpu {
     gb_replay *r;

@@ -33,7 +33,8 @@ typedef struct gb_replay_gpu gb_replay_gpu;
 
 /* Page-locks and maps every column table of r for the GPU (cudaHostRegister, read-only) and
  * allocates index and length buffers for samples of up to max_batch items. ctx is the caller's
- * (e.g. on libtorch's stream), not owned. Blocks. Returns 0, GB_EUNSUPPORTED, GB_ECUDA, GB_ENOMEM. */
+ * (e.g. on libtorch's stream), not owned. Blocks. Returns 0, GB_EUNSUPPORTED, GB_ECUDA,
+ * GB_ENOMEM. */
 int gb_replay_gpu_open(gb_replay *r, gb_kernels_ctx *ctx, int64_t max_batch, gb_replay_gpu **out,
                        gb_error *err);
 

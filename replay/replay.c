@@ -59,7 +59,8 @@ int gb_replay_create(const gb_replay_options *o, gb_replay **out, gb_error *err)
 
     pthread_condattr_t ca;
     int mu_ok = pthread_mutex_init(&r->mu, NULL) == 0;
-    int ca_ok = pthread_condattr_init(&ca) == 0 && pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0;
+    int ca_ok = pthread_condattr_init(&ca) == 0 &&
+                pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0;
     int cv1 = ca_ok && pthread_cond_init(&r->cv_insert, &ca) == 0;
     int cv2 = ca_ok && pthread_cond_init(&r->cv_sample, &ca) == 0;
     if (ca_ok)

@@ -2,7 +2,8 @@
  * memory, an index manager (block allocator + status table), removers, selectors, a rate limiter,
  * collection into caller buffers, and checkpoints.
  * defines: gb_replay, gb_replay_options, gb_replay_column, gb_replay_create, gb_replay_free,
- *          gb_replay_allocate, gb_replay_allocate_unlimited, gb_replay_block, gb_replay_commit, gb_replay_abort,
+ *          gb_replay_allocate, gb_replay_allocate_unlimited, gb_replay_block, gb_replay_commit,
+ *          gb_replay_abort,
  *          gb_replay_insert, gb_replay_sample, gb_replay_release, gb_replay_collect,
  *          gb_replay_update_priorities, gb_replay_expire, gb_replay_set_rate_limit,
  *          gb_replay_checkpoint, gb_replay_restore, gb_replay_stats, gb_replay_digest,
@@ -38,7 +39,7 @@
 #ifndef GB_REPLAY_REPLAY_H
 #define GB_REPLAY_REPLAY_H
 
-#include "runtime/config/config.h"
+#include "replay/kinds.h"
 #include "runtime/base/dtype.h"
 #include "runtime/base/error.h"
 #include "runtime/base/rng.h"
@@ -52,9 +53,7 @@
 #define GB_REPLAY_ROW_ALIGN 64 /* row stride alignment of blocks of 128 bytes and more */
 /* "No staleness filter" for gb_replay_request.min_policy_version. */
 #define GB_REPLAY_NO_MIN_VERSION INT64_MIN
-/* Selector kinds (gb_selector_kind, 0..GB_REPLAY_SELECTORS-1), and "the replay's primary
- * selector" for gb_replay_request.selector. */
-#define GB_REPLAY_SELECTORS 5
+/* "The replay's primary selector" for gb_replay_request.selector (the kinds: replay/kinds.h). */
 #define GB_REPLAY_SELECTOR_PRIMARY (-1)
 
 typedef struct gb_replay gb_replay;
@@ -120,10 +119,6 @@ typedef struct gb_replay_options {
  * extra selectors, alpha 0.6, beta 0.4, default priority NAN, min_size 1, no ratio limit, timeout
  * 10 s, 1 collect thread, seed 0. */
 void gb_replay_options_default(gb_replay_options *o);
-
-/* Copies the trainer.replay config section into o (capacity, max_size, remover, ...). Columns and
- * T are not in that section: the caller adds them. */
-void gb_replay_options_from_config(gb_replay_options *o, const gb_config_replay *c);
 
 /* Appends a column. shape has ndim entries (ndim 0: scalar). Returns 0 or GB_EINVAL (too many
  * columns, bad dtype, duplicate or empty name, non-positive dimension). */

@@ -26,27 +26,6 @@ void gb_replay_options_default(gb_replay_options *o)
     o->collect_threads = 1;
 }
 
-void gb_replay_options_from_config(gb_replay_options *o, const gb_config_replay *c)
-{
-    o->capacity = c->capacity;
-    o->max_size = c->max_size;
-    o->remover = (gb_remover_kind)c->remover;
-    o->max_times_sampled = c->max_times_sampled;
-    o->selector = (gb_selector_kind)c->selector;
-    o->extra_selectors = 0;
-    for (int k = 0; k < c->extra_selectors.n; k++)
-        if (c->extra_selectors.v[k] >= 0 && c->extra_selectors.v[k] < GB_REPLAY_SELECTORS)
-            o->extra_selectors |= 1u << c->extra_selectors.v[k];
-    o->alpha = c->alpha;
-    o->beta = c->beta;
-    o->default_priority = c->default_priority;
-    o->min_size = c->min_size;
-    o->samples_per_insert = c->samples_per_insert;
-    o->error_buffer = c->error_buffer;
-    o->timeout_s = c->timeout_s;
-    o->huge_pages = c->huge_pages;
-}
-
 int gb_replay_add_column(gb_replay_options *o, const char *name, gb_dtype dtype, int ndim,
                          const int64_t *shape, int per_item, gb_error *err)
 {
@@ -260,9 +239,10 @@ static int check_header(const gb_shm *shm, const gb_replay_shm_header *want, gb_
         DIFF(!same, "column '%.31s' has another dtype, shape or per-item flag there", b->name);
     }
     /* Same schema, so the layout computed from it must match too; a mismatch is damage. */
-    int layout_same = h->total_bytes == want->total_bytes && h->off_priority == want->off_priority &&
-                      h->off_item == want->off_item && h->off_version == want->off_version &&
-                      h->off_length == want->off_length && h->off_state == want->off_state &&
+    int layout_same = h->total_bytes == want->total_bytes &&
+                      h->off_priority == want->off_priority && h->off_item == want->off_item &&
+                      h->off_version == want->off_version && h->off_length == want->off_length &&
+                      h->off_state == want->off_state &&
                       memcmp(h->table_off, want->table_off, sizeof h->table_off) == 0 &&
                       memcmp(h->table_stride, want->table_stride, sizeof h->table_stride) == 0;
     if (!rc && (!layout_same || shm->size < want->total_bytes))

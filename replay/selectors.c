@@ -167,7 +167,7 @@ const gb_replay_selector_ops gb_selector_lifo = {
     "lifo", 0, none_create, none_destroy, none_insert, none_remove, none_insert, lifo_select, NULL,
 };
 
-/* ---- top-k: indexed max-heap; the k best come out of a best-first walk in O(k log k) ---------- */
+/* ---- top-k: indexed max-heap; the k best come out of a best-first walk in O(k log k) --------- */
 
 typedef struct topk {
     gb_rheap heap;
@@ -292,12 +292,10 @@ int gb_selector_stateless(const gb_replay_selector_ops *ops)
     return ops == &gb_selector_uniform || ops == &gb_selector_fifo || ops == &gb_selector_lifo;
 }
 
-/* The built-in selector's name (the config's, runtime/config/config_schema.c), or "?". */
+/* The built-in selector's name (replay/kinds.h, as the config spells it), or "?". */
 const char *gb_replay_selector_name(int kind)
 {
-    return kind >= 0 && kind < GB_REPLAY_SELECTORS
-               ? gb_replay_selector_builtin((gb_selector_kind)kind)->name
-               : "?";
+    return kind >= 0 && kind < GB_REPLAY_SELECTORS ? gb_selector_kind_names[kind] : "?";
 }
 
 int gb_replay_selector_parse(const char *name, int *kind, gb_error *err)

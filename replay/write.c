@@ -24,9 +24,9 @@ static int insert_blocked(gb_replay *r, int64_t n, int rate_ok, double waited, g
                             (long long)n, waited, (long long)r->st.size, (long long)r->writing,
                             (long long)r->max_size);
     return gb_error_set(err, GB_ETIMEOUT,
-                        "replay: allocate of %lld timed out after %.3f s: no free block (%lld free, "
-                        "%lld being written, %lld removed but still pinned by readers, %lld "
-                        "committed)", (long long)n, waited, (long long)r->free_count,
+                        "replay: allocate of %lld timed out after %.3f s: no free block "
+                        "(%lld free, %lld being written, %lld removed but still pinned by "
+                        "readers, %lld committed)", (long long)n, waited, (long long)r->free_count,
                         (long long)r->writing, (long long)r->retired_pinned,
                         (long long)r->st.size);
 }

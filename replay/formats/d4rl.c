@@ -1,4 +1,5 @@
-/* replay/formats/d4rl.c: D4RL HDF5 ingest through the HDF5 C library (layout in replay/formats/d4rl.h). */
+/* replay/formats/d4rl.c: D4RL HDF5 ingest through the HDF5 C library (layout in
+ * replay/formats/d4rl.h). */
 #include "replay/formats/d4rl.h"
 #include "replay/formats/d4rl_internal.h"
 
@@ -13,17 +14,20 @@
 #include <hdf5.h>
 #endif
 
+/* Accessors: the schema (lives as long as d), items, transitions (rows) and episodes. */
 const gb_dataset_schema *gb_d4rl_schema(const gb_d4rl *d) { return &d->schema; }
 int64_t gb_d4rl_items(const gb_d4rl *d) { return d->nitems; }
 int64_t gb_d4rl_transitions(const gb_d4rl *d) { return d->N; }
 int64_t gb_d4rl_episodes(const gb_d4rl *d) { return d->episodes; }
 
+/* Item i's first row and its length in steps (at most T). */
 void gb_d4rl_item_span(const gb_d4rl *d, int64_t i, int64_t *first_row, int32_t *length)
 {
     *first_row = d->item_row[i];
     *length = d->item_len[i];
 }
 
+/* Copies item i into dst (one buffer per column, T steps each, zero past its length). */
 void gb_d4rl_fill(const gb_d4rl *d, int64_t i, void *const *dst)
 {
     int64_t row = d->item_row[i];
@@ -42,6 +46,7 @@ void gb_d4rl_fill(const gb_d4rl *d, int64_t i, void *const *dst)
     }
 }
 
+/* Frees d and every column it read; NULL is fine. */
 void gb_d4rl_close(gb_d4rl *d)
 {
     if (!d)
@@ -56,6 +61,7 @@ void gb_d4rl_close(gb_d4rl *d)
 
 #ifndef GEARBOX_HAVE_HDF5
 
+/* Without HDF5: refuses with GB_EUNSUPPORTED. */
 int gb_d4rl_open(gb_d4rl **out, const char *path, int64_t T, gb_error *err)
 {
     (void)T;
@@ -66,6 +72,7 @@ int gb_d4rl_open(gb_d4rl **out, const char *path, int64_t T, gb_error *err)
 
 #else
 
+/* See d4rl_internal.h: the gearbox dtype of an HDF5 type and the memory type to read it as. */
 int gb_d4rl_map_type(hid_t ftype, gb_dtype *dt, hid_t *mtype)
 {
     H5T_class_t cls = H5Tget_class(ftype);
@@ -115,7 +122,8 @@ static int read_dataset(hid_t file, const char *name, const char *col_name, int 
     ftype = H5Dget_type(ds);
     int rank = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
     hsize_t dims[8];
-    if (rank < 1 || rank > GB_REPLAY_MAX_DIMS + 1 || H5Sget_simple_extent_dims(space, dims, NULL) < 0) {
+    if (rank < 1 || rank > GB_REPLAY_MAX_DIMS + 1 ||
+        H5Sget_simple_extent_dims(space, dims, NULL) < 0) {
         rc = gb_error_set(err, GB_ECORRUPT, "%s: dataset '%s': rank %d (1..%d)", path, name, rank,
                           GB_REPLAY_MAX_DIMS + 1);
         goto out;
@@ -174,6 +182,7 @@ typedef struct info_iter {
     int n;
 } info_iter;
 
+/* H5Literate callback: collects the names of the datasets in infos/ that fit a column. */
 static herr_t info_cb(hid_t g, const char *name, const H5L_info_t *info, void *data)
 {
     (void)info;
@@ -191,6 +200,8 @@ static herr_t info_cb(hid_t g, const char *name, const H5L_info_t *info, void *d
     return 0;
 }
 
+/* See d4rl_internal.h: cuts the episodes into items of at most T steps (two passes: count,
+ * then fill). Returns 0 or GB_ENOMEM. */
 int gb_d4rl_plan_items(gb_d4rl *d, const char *path, gb_error *err)
 {
     const uint8_t *term = d->data[C_TERMINAL], *tout = d->data[C_TIMEOUT];
@@ -227,6 +238,118 @@ int gb_d4rl_plan_items(gb_d4rl *d, const char *path, gb_error *err)
     return 0;
 }
 
+/* Reads the fixed columns (observations, actions, rewards, terminals, timeouts; a v0 dataset's
+ * missing timeouts are all 0) into d, sets d->N and checks every column has N rows. */
+static int read_fixed(gb_d4rl *d, hid_t file, const char *path, gb_error *err)
+{
+    static const struct { const char *ds, *col; int want; } fixed[] = {
+        {"observations", "obs", -1},          {"actions", "action", -1},
+        {"rewards", "reward", GB_DTYPE_FLOAT32}, {"terminals", "terminal", GB_DTYPE_UINT8},
+        {"timeouts", "timeout", GB_DTYPE_UINT8},
+    };
+    int64_t rows;
+    int rc;
+    for (int c = 0; c < 5; c++) {
+        if (c == 4 && H5Lexists(file, "timeouts", H5P_DEFAULT) <= 0) {
+            /* D4RL's v0 datasets have none: episodes end at terminals (and the last row) */
+            GB_INFO("%s: no 'timeouts' (a v0 dataset): episodes end at terminals only", path);
+            gb_replay_column *col = &d->schema.columns[c];
+            snprintf(col->name, sizeof col->name, "%s", fixed[c].col);
+            col->dtype = GB_DTYPE_UINT8;
+            col->ndim = 0;
+            if (!(d->data[c] = calloc((size_t)d->N + 1, 1)))
+                return gb_error_set(err, GB_ENOMEM, "%s: out of memory", path);
+            continue;
+        }
+        if ((rc = read_dataset(file, fixed[c].ds, fixed[c].col, fixed[c].want,
+                               &d->schema.columns[c], &d->data[c], &rows, path, err)))
+            return rc;
+        /* rewards, terminals, timeouts stored [N, 1] are one value a row too */
+        if (c >= 2 && d->schema.columns[c].ndim == 1 && d->schema.columns[c].shape[0] == 1)
+            d->schema.columns[c].ndim = 0;
+        if (c == 0)
+            d->N = rows;
+        else if (rows != d->N)
+            return gb_error_set(err, GB_ECORRUPT, "%s: '%s' has %lld rows, observations %lld",
+                                path, fixed[c].ds, (long long)rows, (long long)d->N);
+        if (c >= 2 && d->schema.columns[c].ndim != 0)
+            return gb_error_set(err, GB_ECORRUPT, "%s: '%s' must be one value per row", path,
+                                fixed[c].ds);
+    }
+    if (d->N < 1)
+        return gb_error_set(err, GB_ECORRUPT, "%s: no transitions", path);
+    return 0;
+}
+
+/* Adds the datasets of the group infos/ (when there is one) as columns info_<name> from *nc on,
+ * skipping (with a warning) those that cannot be read or have another row count. */
+static void read_infos(gb_d4rl *d, hid_t file, const char *path, int *nc)
+{
+    if (H5Lexists(file, "infos", H5P_DEFAULT) <= 0)
+        return;
+    info_iter it = {.n = 0};
+    hid_t g = H5Gopen2(file, "infos", H5P_DEFAULT);
+    if (g >= 0) {
+        H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, NULL, info_cb, &it);
+        H5Gclose(g);
+    }
+    int64_t rows;
+    for (int i = 0; i < it.n; i++) {
+        if (*nc >= GB_REPLAY_MAX_COLUMNS) {
+            GB_WARN("d4rl: %s: more than %d columns; infos/%s and later skipped", path,
+                    GB_REPLAY_MAX_COLUMNS, it.names[i]);
+            break;
+        }
+        char ds[80], col[GB_REPLAY_NAME_MAX];
+        snprintf(ds, sizeof ds, "infos/%s", it.names[i]);
+        /* Column names are cut at GB_REPLAY_NAME_MAX - 1 bytes on purpose. */
+        snprintf(col, sizeof col, "info_%.*s", (int)(sizeof col - 6), it.names[i]);
+        gb_error e2 = {0};
+        if (read_dataset(file, ds, col, -1, &d->schema.columns[*nc], &d->data[*nc], &rows, path,
+                         &e2) != 0 || rows != d->N) {
+            GB_WARN("d4rl: %s: skipped (%s)", ds, e2.msg[0] ? e2.msg : "row count differs");
+            free(d->data[*nc]);
+            d->data[*nc] = NULL;
+            continue;
+        }
+        (*nc)++;
+    }
+}
+
+/* Reads every column of an open D4RL file into d (the fixed ones, the valid column's schema,
+ * next_observations when present, infos/) and sets the schema's columns and step sizes. */
+static int read_columns(gb_d4rl *d, hid_t file, const char *path, gb_error *err)
+{
+    int rc = read_fixed(d, file, path, err);
+    if (rc)
+        return rc;
+    gb_replay_column *valid = &d->schema.columns[C_VALID];
+    snprintf(valid->name, sizeof valid->name, "valid");
+    valid->dtype = GB_DTYPE_UINT8;
+    int nc = C_FIXED;
+    int64_t rows;
+    if (H5Lexists(file, "next_observations", H5P_DEFAULT) > 0) {
+        if ((rc = read_dataset(file, "next_observations", "next_obs", -1, &d->schema.columns[nc],
+                               &d->data[nc], &rows, path, err)))
+            return rc;
+        if (rows != d->N)
+            return gb_error_set(err, GB_ECORRUPT, "%s: 'next_observations' has %lld rows, "
+                                "observations %lld", path, (long long)rows, (long long)d->N);
+        nc++;
+    }
+    read_infos(d, file, path, &nc);
+    d->schema.ncolumns = nc;
+    for (int c = 0; c < nc; c++) {
+        const gb_replay_column *col = &d->schema.columns[c];
+        size_t s = gb_dtype_size(col->dtype);
+        for (int k = 0; k < col->ndim; k++)
+            s *= (size_t)col->shape[k];
+        d->step_bytes[c] = s;
+    }
+    return 0;
+}
+
+/* See d4rl.h. */
 int gb_d4rl_open(gb_d4rl **out, const char *path, int64_t T, gb_error *err)
 {
     *out = NULL;
@@ -240,116 +363,21 @@ int gb_d4rl_open(gb_d4rl **out, const char *path, int64_t T, gb_error *err)
     if (!d)
         return gb_error_set(err, GB_ENOMEM, "out of memory");
     d->schema.steps = T;
-    int rc = 0;
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0) {
         free(d);
         return gb_error_set(err, GB_ECORRUPT, "%s: not an HDF5 file (or unreadable)", path);
     }
-    static const struct { const char *ds, *col; int want; } fixed[] = {
-        {"observations", "obs", -1},          {"actions", "action", -1},
-        {"rewards", "reward", GB_DTYPE_FLOAT32}, {"terminals", "terminal", GB_DTYPE_UINT8},
-        {"timeouts", "timeout", GB_DTYPE_UINT8},
-    };
-    int64_t rows;
-    for (int c = 0; c < 5; c++) {
-        if (c == 4 && H5Lexists(file, "timeouts", H5P_DEFAULT) <= 0) {
-            /* D4RL's v0 datasets have none: episodes end at terminals (and the last row) */
-            GB_INFO("%s: no 'timeouts' (a v0 dataset): episodes end at terminals only", path);
-            gb_replay_column *col = &d->schema.columns[c];
-            snprintf(col->name, sizeof col->name, "%s", fixed[c].col);
-            col->dtype = GB_DTYPE_UINT8;
-            col->ndim = 0;
-            if (!(d->data[c] = calloc((size_t)d->N + 1, 1))) {
-                rc = gb_error_set(err, GB_ENOMEM, "%s: out of memory", path);
-                goto fail;
-            }
-            continue;
-        }
-        if ((rc = read_dataset(file, fixed[c].ds, fixed[c].col, fixed[c].want,
-                               &d->schema.columns[c], &d->data[c], &rows, path, err)))
-            goto fail;
-        /* rewards, terminals, timeouts stored [N, 1] are one value a row too */
-        if (c >= 2 && d->schema.columns[c].ndim == 1 && d->schema.columns[c].shape[0] == 1)
-            d->schema.columns[c].ndim = 0;
-        if (c == 0)
-            d->N = rows;
-        else if (rows != d->N) {
-            rc = gb_error_set(err, GB_ECORRUPT, "%s: '%s' has %lld rows, observations %lld",
-                              path, fixed[c].ds, (long long)rows, (long long)d->N);
-            goto fail;
-        }
-        if (c >= 2 && d->schema.columns[c].ndim != 0) {
-            rc = gb_error_set(err, GB_ECORRUPT, "%s: '%s' must be one value per row", path,
-                              fixed[c].ds);
-            goto fail;
-        }
-    }
-    if (d->N < 1) {
-        rc = gb_error_set(err, GB_ECORRUPT, "%s: no transitions", path);
-        goto fail;
-    }
-    gb_replay_column *valid = &d->schema.columns[C_VALID];
-    snprintf(valid->name, sizeof valid->name, "valid");
-    valid->dtype = GB_DTYPE_UINT8;
-    int nc = C_FIXED;
-    htri_t has = H5Lexists(file, "next_observations", H5P_DEFAULT);
-    if (has > 0) {
-        if ((rc = read_dataset(file, "next_observations", "next_obs", -1, &d->schema.columns[nc],
-                               &d->data[nc], &rows, path, err)))
-            goto fail;
-        if (rows != d->N) {
-            rc = gb_error_set(err, GB_ECORRUPT, "%s: 'next_observations' has %lld rows, "
-                              "observations %lld", path, (long long)rows, (long long)d->N);
-            goto fail;
-        }
-        nc++;
-    }
-    if (H5Lexists(file, "infos", H5P_DEFAULT) > 0) {
-        info_iter it = {.n = 0};
-        hid_t g = H5Gopen2(file, "infos", H5P_DEFAULT);
-        if (g >= 0) {
-            H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, NULL, info_cb, &it);
-            H5Gclose(g);
-        }
-        for (int i = 0; i < it.n; i++) {
-            if (nc >= GB_REPLAY_MAX_COLUMNS) {
-                GB_WARN("d4rl: %s: more than %d columns; infos/%s and later skipped", path,
-                        GB_REPLAY_MAX_COLUMNS, it.names[i]);
-                break;
-            }
-            char ds[80], col[GB_REPLAY_NAME_MAX];
-            snprintf(ds, sizeof ds, "infos/%s", it.names[i]);
-            /* Column names are cut at GB_REPLAY_NAME_MAX - 1 bytes on purpose. */
-            snprintf(col, sizeof col, "info_%.*s", (int)(sizeof col - 6), it.names[i]);
-            gb_error e2 = {0};
-            if (read_dataset(file, ds, col, -1, &d->schema.columns[nc], &d->data[nc], &rows,
-                             path, &e2) != 0 || rows != d->N) {
-                GB_WARN("d4rl: %s: skipped (%s)", ds, e2.msg[0] ? e2.msg : "row count differs");
-                free(d->data[nc]);
-                d->data[nc] = NULL;
-                continue;
-            }
-            nc++;
-        }
-    }
-    d->schema.ncolumns = nc;
-    for (int c = 0; c < nc; c++) {
-        const gb_replay_column *col = &d->schema.columns[c];
-        size_t s = gb_dtype_size(col->dtype);
-        for (int k = 0; k < col->ndim; k++)
-            s *= (size_t)col->shape[k];
-        d->step_bytes[c] = s;
-    }
-    if ((rc = gb_d4rl_plan_items(d, path, err)))
-        goto fail;
+    int rc = read_columns(d, file, path, err);
+    if (rc == 0)
+        rc = gb_d4rl_plan_items(d, path, err);
     H5Fclose(file);
+    if (rc) {
+        gb_d4rl_close(d);
+        return rc;
+    }
     *out = d;
     return 0;
-fail:
-    H5Fclose(file);
-    gb_d4rl_close(d);
-    return rc;
 }
 
 #endif

@@ -51,6 +51,7 @@ typedef struct rec {
     int has_prev;
 } rec;
 
+/* FNV-1a of an observation: links a record's first observation to another's last next one. */
 static uint64_t fnv(const void *p, size_t n)
 {
     const unsigned char *b = p;
@@ -60,6 +61,7 @@ static uint64_t fnv(const void *p, size_t n)
     return h ? h : 1;
 }
 
+/* The index of column a (or else b) in s, or -1. */
 static int find_col(const gb_dataset_schema *s, const char *a, const char *b)
 {
     for (int c = 0; c < s->ncolumns; c++)
@@ -68,6 +70,7 @@ static int find_col(const gb_dataset_schema *s, const char *a, const char *b)
     return -1;
 }
 
+/* Reads record i of the sources into s->buf; *length gets its steps. */
 static int read_rec(src *s, int64_t i, int32_t *length, gb_error *err)
 {
     int f = s->nfiles - 1;
@@ -77,6 +80,7 @@ static int read_rec(src *s, int64_t i, int32_t *length, gb_error *err)
     return gb_dataset_reader_read(s->readers[f], i - s->first[f], s->buf, &version, length, err);
 }
 
+/* Step t of D4RL column x in the record just read. */
 static const unsigned char *at(const src *s, int x, int64_t t)
 {
     return (const unsigned char *)s->buf[s->col[x]] + (uint64_t)t * s->bytes[x];
@@ -90,6 +94,7 @@ static const unsigned char *next_obs(const src *s, int64_t t)
     return t + 1 < s->schema->steps ? at(s, X_OBS, t + 1) : at(s, X_NEXT, 0);
 }
 
+/* Opens every dataset file, checks they share one schema, and finds the D4RL columns. */
 static int open_src(src *s, const char *const *paths, int npaths, gb_error *err)
 {
     s->readers = calloc((size_t)npaths, sizeof *s->readers);
@@ -151,6 +156,7 @@ static int open_src(src *s, const char *const *paths, int npaths, gb_error *err)
     return 0;
 }
 
+/* Closes the readers and frees the buffers of s. */
 static void close_src(src *s)
 {
     for (int i = 0; i < s->nfiles; i++)
@@ -215,6 +221,7 @@ static int scan(src *s, rec *r, gb_error *err)
     return 0;
 }
 
+/* Writes one dataset of rank dims under file (or a group). Returns 0 or GB_EIO. */
 static int write_ds(hid_t file, const char *name, hid_t ftype, hid_t mtype, int rank,
                     const hsize_t *dims, const void *data, const char *out, gb_error *err)
 {
@@ -229,6 +236,7 @@ static int write_ds(hid_t file, const char *name, hid_t ftype, hid_t mtype, int 
     return h < 0 ? gb_error_set(err, GB_EIO, "%s: writing '%s' failed", out, name) : 0;
 }
 
+/* The native HDF5 type of a dtype, or -1. */
 static hid_t h5_type(gb_dtype dt)
 {
     switch (dt) {
@@ -247,22 +255,14 @@ static hid_t h5_type(gb_dtype dt)
     }
 }
 
-/* Pass 2: the transitions chain by chain into memory, then one HDF5 dataset per column. */
-static int emit(src *s, const rec *r, int64_t N, const char *out, gb_d4rl_export_stats *st,
-                gb_error *err)
+/* Pass 2, into memory: the valid transitions of every chain of records, in chain order, into
+ * o (the D4RL columns) and ox (the other per-step columns); a chain's unfinished last episode is
+ * cut there (a timeout). *rows gets the transitions copied. Returns 0 or read_rec's error. */
+static int gather_rows(src *s, const rec *r, unsigned char **o, unsigned char **ox,
+                       gb_d4rl_export_stats *st, int64_t *rows, gb_error *err)
 {
-    const gb_dataset_schema *sc = s->schema;
-    unsigned char *o[X_NCOLS] = {0}, *ox[GB_REPLAY_MAX_COLUMNS] = {0};
-    int rc = 0;
-    for (int x = 0; x < X_NCOLS; x++)
-        if (x != X_VALID && !(o[x] = malloc((size_t)N * s->bytes[x] + 1)))
-            rc = gb_error_set(err, GB_ENOMEM, "out of memory for %lld transitions",
-                              (long long)N);
-    for (int e = 0; e < s->nextra; e++)
-        if (!(ox[e] = malloc((size_t)N * s->extra_bytes[e] + 1)))
-            rc = gb_error_set(err, GB_ENOMEM, "out of memory for %lld transitions",
-                              (long long)N);
     int64_t row = 0;
+    int rc = 0;
     for (int64_t start = 0; start < s->records && rc == 0; start++) {
         if (r[start].has_prev)
             continue;
@@ -297,9 +297,18 @@ static int emit(src *s, const rec *r, int64_t N, const char *out, gb_d4rl_export
             st->episodes++;
         }
     }
-    hid_t file = rc == 0 ? H5Fcreate(out, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT) : -1;
-    if (rc == 0 && file < 0)
-        rc = gb_error_set(err, GB_EIO, "%s: cannot create", out);
+    *rows = row;
+    return rc;
+}
+
+/* Writes the N gathered rows into the open HDF5 file: the D4RL datasets (terminals and
+ * timeouts as h5py's bools), then the other per-step columns (a recording's logp and version)
+ * as infos/<name>, which the D4RL reader serves as info_<name>. */
+static int write_columns(src *s, hid_t file, unsigned char *const *o, unsigned char *const *ox,
+                         int64_t N, const char *out, gb_error *err)
+{
+    const gb_dataset_schema *sc = s->schema;
+    int rc = 0;
     hid_t boolt = H5Tenum_create(H5T_NATIVE_INT8); /* h5py's bool: enum {FALSE, TRUE} */
     int8_t v0 = 0, v1 = 1;
     H5Tenum_insert(boolt, "FALSE", &v0);
@@ -324,8 +333,6 @@ static int emit(src *s, const rec *r, int64_t N, const char *out, gb_d4rl_export
         rc = write_ds(file, dsname[x], t, t, c->ndim + 1, dims, o[x], out, err);
     }
     H5Tclose(boolt);
-    /* the other per-step columns (a recording's logp and version) as infos/<name>, which the
-     * D4RL reader serves as info_<name> */
     hid_t infos = rc == 0 && s->nextra ? H5Gcreate2(file, "infos", H5P_DEFAULT, H5P_DEFAULT,
                                                    H5P_DEFAULT) : -1;
     for (int e = 0; e < s->nextra && infos >= 0 && rc == 0; e++) {
@@ -343,6 +350,31 @@ static int emit(src *s, const rec *r, int64_t N, const char *out, gb_d4rl_export
     }
     if (infos >= 0)
         H5Gclose(infos);
+    return rc;
+}
+
+/* Pass 2: the transitions chain by chain into memory, then one HDF5 dataset per column. */
+static int emit(src *s, const rec *r, int64_t N, const char *out, gb_d4rl_export_stats *st,
+                gb_error *err)
+{
+    unsigned char *o[X_NCOLS] = {0}, *ox[GB_REPLAY_MAX_COLUMNS] = {0};
+    int rc = 0;
+    for (int x = 0; x < X_NCOLS; x++)
+        if (x != X_VALID && !(o[x] = malloc((size_t)N * s->bytes[x] + 1)))
+            rc = gb_error_set(err, GB_ENOMEM, "out of memory for %lld transitions",
+                              (long long)N);
+    for (int e = 0; e < s->nextra; e++)
+        if (!(ox[e] = malloc((size_t)N * s->extra_bytes[e] + 1)))
+            rc = gb_error_set(err, GB_ENOMEM, "out of memory for %lld transitions",
+                              (long long)N);
+    int64_t row = 0;
+    if (rc == 0)
+        rc = gather_rows(s, r, o, ox, st, &row, err);
+    hid_t file = rc == 0 ? H5Fcreate(out, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    if (rc == 0 && file < 0)
+        rc = gb_error_set(err, GB_EIO, "%s: cannot create", out);
+    if (rc == 0)
+        rc = write_columns(s, file, o, ox, N, out, err);
     for (int e = 0; e < s->nextra; e++)
         free(ox[e]);
     if (file >= 0 && H5Fclose(file) < 0 && rc == 0)

@@ -1,4 +1,5 @@
-/* replay/formats/dataset.c: gearbox dataset files (format in replay/formats/dataset.h): writer and reader. */
+/* replay/formats/dataset.c: gearbox dataset files (format in replay/formats/dataset.h): writer
+ * and reader. */
 #include "replay/formats/dataset.h"
 
 #include "runtime/base/crc32c.h"
@@ -30,6 +31,7 @@ uint64_t gb_dataset_column_bytes(const gb_dataset_schema *s, int c)
     return col->per_item ? n : n * (uint64_t)s->steps;
 }
 
+/* Bytes of every column of one item. */
 static uint64_t item_bytes(const gb_dataset_schema *s)
 {
     uint64_t n = 0;
@@ -38,6 +40,7 @@ static uint64_t item_bytes(const gb_dataset_schema *s)
     return n;
 }
 
+/* Adds s's columns and T to replay options o. Returns 0 or gb_replay_add_column's error. */
 int gb_dataset_schema_apply(const gb_dataset_schema *s, gb_replay_options *o, gb_error *err)
 {
     o->steps = s->steps;
@@ -51,6 +54,7 @@ int gb_dataset_schema_apply(const gb_dataset_schema *s, gb_replay_options *o, gb
     return 0;
 }
 
+/* A schema a file may hold: 1..GB_REPLAY_MAX_COLUMNS valid columns, T >= 1. */
 static int check_schema(const gb_dataset_schema *s, const char *what, gb_error *err)
 {
     int code = strcmp(what, "schema") == 0 ? GB_EINVAL : GB_ECORRUPT;
@@ -85,12 +89,13 @@ static void put64(unsigned char **p, uint64_t v) { memcpy(*p, &v, 8); *p += 8; }
 static uint32_t get32(const unsigned char **p) { uint32_t v; memcpy(&v, *p, 4); *p += 4; return v; }
 static uint64_t get64(const unsigned char **p) { uint64_t v; memcpy(&v, *p, 8); *p += 8; return v; }
 
+/* Bytes of a file header with ncolumns columns. */
 static size_t header_size(int ncolumns)
 {
     return FIXED_BYTES + (size_t)ncolumns * COL_BYTES + TAIL_BYTES;
 }
 
-/* ---- writer ----------------------------------------------------------------------------------- */
+/* ---- writer ---------------------------------------------------------------------------------- */
 
 struct gb_dataset_writer {
     FILE *f;
@@ -100,6 +105,8 @@ struct gb_dataset_writer {
     int64_t count;
 };
 
+/* Creates (truncates) path and writes the header; *out is the caller's, for
+ * gb_dataset_writer_close. Blocks on disk I/O. Errors: see dataset.h. */
 int gb_dataset_writer_open(gb_dataset_writer **out, const char *path,
                            const gb_dataset_schema *s, gb_error *err)
 {
@@ -161,6 +168,7 @@ fail:
     return rc;
 }
 
+/* Appends one item (one buffer per column) with its CRC-32C, buffered. Returns 0 or GB_EIO. */
 int gb_dataset_writer_append(gb_dataset_writer *w, const void *const *cols,
                              int64_t policy_version, int32_t length, gb_error *err)
 {
@@ -186,8 +194,10 @@ fail:
                         (long long)w->count, strerror(errno));
 }
 
+/* Items appended so far. */
 int64_t gb_dataset_writer_count(const gb_dataset_writer *w) { return w->count; }
 
+/* Flushes, fsyncs and closes, and frees w (NULL is fine). Returns 0 or GB_EIO. */
 int gb_dataset_writer_close(gb_dataset_writer *w, gb_error *err)
 {
     if (!w)
@@ -201,7 +211,7 @@ int gb_dataset_writer_close(gb_dataset_writer *w, gb_error *err)
     return rc;
 }
 
-/* ---- reader ----------------------------------------------------------------------------------- */
+/* ---- reader ---------------------------------------------------------------------------------- */
 
 struct gb_dataset_reader {
     int fd;
@@ -213,62 +223,40 @@ struct gb_dataset_reader {
     unsigned char *buf; /* one record */
 };
 
+/* The error for a file that is not a gearbox dataset, or is damaged. */
 static int corrupt(gb_error *err, const char *path, const char *what)
 {
     return gb_error_set(err, GB_ECORRUPT, "dataset %s: %s (not a gearbox dataset, or damaged)",
                         path, what);
 }
 
-int gb_dataset_reader_open(gb_dataset_reader **out, const char *path, gb_error *err)
+/* Reads and checks the header of the open file r->fd (magic, version, columns, CRC, schema):
+ * sets r->schema, r->col_bytes, r->header_bytes and r->record_bytes. Returns 0 or GB_ECORRUPT,
+ * GB_ENOMEM. */
+static int read_header(gb_dataset_reader *r, gb_error *err)
 {
-    *out = NULL;
-    gb_dataset_reader *r = calloc(1, sizeof *r);
-    if (!r)
-        return gb_error_set(err, GB_ENOMEM, "out of memory");
-    snprintf(r->path, sizeof r->path, "%s", path);
-    unsigned char fixed[FIXED_BYTES], *hdr = NULL;
-    int rc;
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (r->fd < 0) {
-        rc = errno == ENOENT ? gb_error_set(err, GB_ENOTFOUND, "dataset %s: no such file", path)
-                             : gb_error_errno(err, "dataset %s: cannot open", path);
-        free(r);
-        return rc;
-    }
-    struct stat st;
-    if (fstat(r->fd, &st) != 0) {
-        rc = gb_error_errno(err, "dataset %s: stat", path);
-        goto fail;
-    }
-    if (pread(r->fd, fixed, FIXED_BYTES, 0) != FIXED_BYTES) {
-        rc = corrupt(err, path, "shorter than a header");
-        goto fail;
-    }
-    if (memcmp(fixed, MAGIC, 8) != 0) {
-        rc = corrupt(err, path, "bad magic");
-        goto fail;
-    }
+    const char *path = r->path;
+    unsigned char fixed[FIXED_BYTES];
+    if (pread(r->fd, fixed, FIXED_BYTES, 0) != FIXED_BYTES)
+        return corrupt(err, path, "shorter than a header");
+    if (memcmp(fixed, MAGIC, 8) != 0)
+        return corrupt(err, path, "bad magic");
     const unsigned char *p = fixed + 8;
     uint32_t version = get32(&p), hbytes = get32(&p);
     r->schema.steps = (int64_t)get64(&p);
     uint32_t ncol = get32(&p);
-    if (version != VERSION) {
-        rc = gb_error_set(err, GB_ECORRUPT, "dataset %s: format version %u, this gearbox reads %u",
-                          path, version, VERSION);
-        goto fail;
-    }
-    if (ncol < 1 || ncol > GB_REPLAY_MAX_COLUMNS || hbytes != header_size((int)ncol)) {
-        rc = corrupt(err, path, "bad column count or header size");
-        goto fail;
-    }
-    hdr = malloc(hbytes);
-    if (!hdr) {
-        rc = gb_error_set(err, GB_ENOMEM, "out of memory");
-        goto fail;
-    }
+    if (version != VERSION)
+        return gb_error_set(err, GB_ECORRUPT, "dataset %s: format version %u, this gearbox "
+                            "reads %u", path, version, VERSION);
+    if (ncol < 1 || ncol > GB_REPLAY_MAX_COLUMNS || hbytes != header_size((int)ncol))
+        return corrupt(err, path, "bad column count or header size");
+    unsigned char *hdr = malloc(hbytes);
+    if (!hdr)
+        return gb_error_set(err, GB_ENOMEM, "out of memory");
+    int rc = 0;
     if (pread(r->fd, hdr, hbytes, 0) != (ssize_t)hbytes) {
         rc = corrupt(err, path, "truncated header");
-        goto fail;
+        goto out;
     }
     r->schema.ncolumns = (int)ncol;
     p = hdr + FIXED_BYTES;
@@ -285,21 +273,47 @@ int gb_dataset_reader_open(gb_dataset_reader **out, const char *path, gb_error *
     }
     uint64_t ib = get64(&p);
     uint32_t crc = get32(&p);
-    if (crc != gb_crc32c(0, hdr, (size_t)(p - 4 - hdr))) {
+    if (crc != gb_crc32c(0, hdr, (size_t)(p - 4 - hdr)))
         rc = corrupt(err, path, "header CRC mismatch");
-        goto fail;
-    }
-    if ((rc = check_schema(&r->schema, "dataset header", err)))
-        goto fail;
-    if (ib != item_bytes(&r->schema)) {
+    if (rc == 0)
+        rc = check_schema(&r->schema, "dataset header", err);
+    if (rc == 0 && ib != item_bytes(&r->schema))
         rc = corrupt(err, path, "item bytes do not match the schema");
-        goto fail;
-    }
+    if (rc)
+        goto out;
     for (int c = 0; c < (int)ncol; c++)
         r->col_bytes[c] = gb_dataset_column_bytes(&r->schema, c);
     r->header_bytes = hbytes;
     r->record_bytes = REC_HEAD + ib;
-    uint64_t body = (uint64_t)st.st_size - hbytes;
+out:
+    free(hdr);
+    return rc;
+}
+
+/* See dataset.h. */
+int gb_dataset_reader_open(gb_dataset_reader **out, const char *path, gb_error *err)
+{
+    *out = NULL;
+    gb_dataset_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return gb_error_set(err, GB_ENOMEM, "out of memory");
+    snprintf(r->path, sizeof r->path, "%s", path);
+    int rc;
+    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (r->fd < 0) {
+        rc = errno == ENOENT ? gb_error_set(err, GB_ENOTFOUND, "dataset %s: no such file", path)
+                             : gb_error_errno(err, "dataset %s: cannot open", path);
+        free(r);
+        return rc;
+    }
+    struct stat st;
+    if (fstat(r->fd, &st) != 0) {
+        rc = gb_error_errno(err, "dataset %s: stat", path);
+        goto fail;
+    }
+    if ((rc = read_header(r, err)))
+        goto fail;
+    uint64_t body = (uint64_t)st.st_size - r->header_bytes;
     r->count = (int64_t)(body / r->record_bytes);
     if (body % r->record_bytes)
         GB_WARN("dataset %s: ignoring a torn last record (%llu of %llu bytes; the writer "
@@ -311,23 +325,25 @@ int gb_dataset_reader_open(gb_dataset_reader **out, const char *path, gb_error *
                           (unsigned long long)r->record_bytes);
         goto fail;
     }
-    free(hdr);
     *out = r;
     return 0;
 fail:
-    free(hdr);
     close(r->fd);
     free(r);
     return rc;
 }
 
+/* The file's schema; lives as long as r. */
 const gb_dataset_schema *gb_dataset_reader_schema(const gb_dataset_reader *r)
 {
     return &r->schema;
 }
 
+/* Whole items in the file (a torn last one is not counted). */
 int64_t gb_dataset_reader_count(const gb_dataset_reader *r) { return r->count; }
 
+/* Reads item i into dst (one buffer per column; NULL skips one), checking its magic and CRC-32C
+ * first. Blocks on disk I/O. Returns 0, GB_EINVAL, GB_EIO or GB_ECORRUPT. */
 int gb_dataset_reader_read(gb_dataset_reader *r, int64_t i, void *const *dst,
                            int64_t *policy_version, int32_t *length, gb_error *err)
 {
@@ -374,6 +390,7 @@ int gb_dataset_reader_read(gb_dataset_reader *r, int64_t i, void *const *dst,
     return 0;
 }
 
+/* Closes the file and frees r; NULL is fine. */
 void gb_dataset_reader_close(gb_dataset_reader *r)
 {
     if (!r)
@@ -383,11 +400,14 @@ void gb_dataset_reader_close(gb_dataset_reader *r)
     free(r);
 }
 
+/* qsort order of file names. */
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The *.gbds files of a directory, sorted (or path itself when it is a file): *paths is the
+ * caller's, one block (free(*paths)). Errors: see dataset.h. */
 int gb_dataset_list(const char *path, char ***paths, int *n, gb_error *err)
 {
     *paths = NULL;

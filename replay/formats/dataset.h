@@ -1,5 +1,6 @@
-/* replay/formats/dataset.h: gearbox's own offline dataset format: what `gearbox run --record DIR` writes
- * and `gearbox serve` loads. One file per writer (DIR/trainer-<i>.gbds), append-only.
+/* replay/formats/dataset.h: gearbox's own offline dataset format: what
+ * `gearbox run --record DIR` writes and `gearbox serve` loads. One file per writer
+ * (DIR/trainer-<i>.gbds), append-only.
  * defines: gb_dataset_schema, gb_dataset_writer, gb_dataset_reader, gb_dataset_*
  *
  * File layout (little-endian):
@@ -37,7 +38,7 @@ uint64_t gb_dataset_column_bytes(const gb_dataset_schema *s, int c);
  * there). Returns 0 or gb_replay_add_column's error. */
 int gb_dataset_schema_apply(const gb_dataset_schema *s, gb_replay_options *o, gb_error *err);
 
-/* ---- writing ---------------------------------------------------------------------------------- */
+/* ---- writing --------------------------------------------------------------------------------- */
 
 typedef struct gb_dataset_writer gb_dataset_writer;
 
@@ -57,7 +58,7 @@ int64_t gb_dataset_writer_count(const gb_dataset_writer *w);
 /* Flushes, fsyncs and closes; frees w (NULL is fine). Returns 0 or GB_EIO. */
 int gb_dataset_writer_close(gb_dataset_writer *w, gb_error *err);
 
-/* ---- reading ---------------------------------------------------------------------------------- */
+/* ---- reading --------------------------------------------------------------------------------- */
 
 typedef struct gb_dataset_reader gb_dataset_reader;
 

@@ -1,10 +1,10 @@
-/* runtime/config/config.c: loading the experiment config: YAML text (libyaml) walked into key paths,
- * each value's place (file:line:col) remembered, unknown keys refused with a hint; the typed
- * setting of each value, --set overrides and validation are in config_set.c. See config.h. */
+/* runtime/config/config.c: loading the experiment config: YAML text walked into key paths, each value's
+ * place (file:line:col) remembered, unknown keys refused with a hint; then the overrides and the
+ * checks (gb_config_read). Values are set by config_set.c, checked across keys by
+ * config_check.c. See config.h. */
 #include "runtime/config/config.h"
 #include "runtime/config/config_internal.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,40 +12,8 @@
 
 #define MAX_FILE_BYTES (64u << 20) /* a config is text; anything larger is a mistake */
 
-const char *gb_config_source_name(const gb_config_marks *m, int source, char *buf, size_t n)
-{
-    if (source == 0)
-        return m->file;
-    snprintf(buf, n, "--set[%d]", source);
-    return buf;
-}
-
-/* Formats "<source>:line:col: path: message" into err; returns GB_ECONFIG. */
-__attribute__((format(printf, 5, 6))) int gb_config_fail_at(loader *ld, yaml_mark_t at,
-                                                            const char *path, size_t pathlen,
-                                                            const char *fmt, ...)
-{
-    char src[32], msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    const char *name = gb_config_source_name(ld->marks, ld->source, src, sizeof src);
-    int line = (int)at.line + 1, col = (int)at.column + 1 + (ld->source ? ld->col_offset : 0);
-    if (path && pathlen)
-        return gb_error_set(ld->err, GB_ECONFIG, "%s:%d:%d: %.*s: %s", name, line, col,
-                            (int)pathlen, path, msg);
-    return gb_error_set(ld->err, GB_ECONFIG, "%s:%d:%d: %s", name, line, col, msg);
-}
-
-void gb_config_record(loader *ld, const gb_config_field *f, yaml_mark_t at)
-{
-    mark *m = &ld->marks->field[f - gb_config_fields];
-    m->line = (int)at.line + 1;
-    m->col = (int)at.column + 1 + (ld->source ? ld->col_offset : 0);
-    m->source = ld->source;
-}
-
+/* Remembers where section path[0..len) first appears, for the checks' messages about keys left
+ * at their defaults inside it. */
 static void record_section(loader *ld, const char *path, size_t len, yaml_mark_t at)
 {
     gb_config_marks *ms = ld->marks;
@@ -56,50 +24,8 @@ static void record_section(loader *ld, const char *path, size_t len, yaml_mark_t
         return;
     memcpy(ms->section[ms->nsections].path, path, len);
     ms->section[ms->nsections].path[len] = '\0';
-    ms->section[ms->nsections].at = (mark){
-        (int)at.line + 1, (int)at.column + 1 + (ld->source ? ld->col_offset : 0), ld->source};
+    ms->section[ms->nsections].at = gb_config_mark_of(ld, at);
     ms->nsections++;
-}
-
-/* Levenshtein distance, capped: for "did you mean" hints. */
-static int edit_distance(const char *a, size_t la, const char *b, size_t lb)
-{
-    if (la > 63 || lb > 63)
-        return 99;
-    int d[64][64];
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = (int)i;
-    for (size_t j = 0; j <= lb; j++)
-        d[0][j] = (int)j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
-            d[i][j] = c < del ? (c < ins ? c : ins) : (del < ins ? del : ins);
-        }
-    return d[la][lb];
-}
-
-/* The closest known key under section prefix[0..plen) to name, for an unknown-key hint. */
-const char *gb_config_closest_key(const char *prefix, size_t plen, const char *name, size_t nlen,
-                                  char *buf, size_t n)
-{
-    int best = 3;
-    const char *found = NULL;
-    for (size_t i = 0; i < gb_config_nfields; i++) {
-        const char *p = gb_config_fields[i].path;
-        if (plen && (strncmp(p, prefix, plen) != 0 || p[plen] != '.'))
-            continue;
-        const char *leaf = p + (plen ? plen + 1 : 0);
-        size_t llen = strcspn(leaf, ".");
-        int dist = edit_distance(leaf, llen, name, nlen);
-        if (dist < best) {
-            best = dist;
-            snprintf(buf, n, "%.*s", (int)llen, leaf);
-            found = buf;
-        }
-    }
-    return found;
 }
 
 static int walk_mapping(loader *ld, const yaml_node_t *map, char *path, size_t plen);
@@ -151,6 +77,7 @@ static int walk_pair(loader *ld, const yaml_node_t *k, const yaml_node_t *v, cha
     return gb_config_fail_at(ld, k->start_mark, path, nlen, "unknown key");
 }
 
+/* Walks a mapping under section path[0..plen): each key once, each pair by walk_pair. */
 static int walk_mapping(loader *ld, const yaml_node_t *map, char *path, size_t plen)
 {
     char got[128];
@@ -178,85 +105,9 @@ static int walk_mapping(loader *ld, const yaml_node_t *map, char *path, size_t p
     return 0;
 }
 
-/* Line and column (1-based) of byte offset off in text, for libyaml reader errors. */
-static void offset_position(const char *text, size_t len, size_t off, int *line, int *col)
-{
-    *line = 1;
-    *col = 1;
-    for (size_t i = 0; i < off && i < len; i++) {
-        if (text[i] == '\n') {
-            (*line)++;
-            *col = 1;
-        } else {
-            (*col)++;
-        }
-    }
-}
-
-/* Parses ld->text into ld->doc; on a syntax error fills err with the position. */
-int gb_config_parse_document(loader *ld, int *empty)
-{
-    yaml_parser_t parser;
-    if (!yaml_parser_initialize(&parser))
-        return gb_error_set(ld->err, GB_ENOMEM, "libyaml: cannot initialise the parser");
-    yaml_parser_set_input_string(&parser, (const unsigned char *)ld->text, ld->len);
-    int ok = yaml_parser_load(&parser, &ld->doc);
-    int rc = 0;
-    if (!ok) {
-        char src[32];
-        const char *name = gb_config_source_name(ld->marks, ld->source, src, sizeof src);
-        int line, col;
-        if (parser.error == YAML_READER_ERROR) {
-            offset_position(ld->text, ld->len, parser.problem_offset, &line, &col);
-        } else {
-            line = (int)parser.problem_mark.line + 1;
-            col = (int)parser.problem_mark.column + 1;
-        }
-        if (ld->source) {
-            /* An override is one line; libyaml may place the end of input on a second. */
-            if (line > 1)
-                col = (int)ld->len + 1;
-            line = 1;
-            col += ld->col_offset;
-        }
-        rc = gb_error_set(ld->err, GB_ECONFIG, "%s:%d:%d: YAML syntax error: %s%s%s", name, line,
-                          col, parser.problem ? parser.problem : "unknown problem",
-                          parser.context ? " " : "", parser.context ? parser.context : "");
-    } else {
-        *empty = yaml_document_get_root_node(&ld->doc) == NULL;
-        if (*empty)
-            yaml_document_delete(&ld->doc);
-    }
-    yaml_parser_delete(&parser);
-    return rc;
-}
-
-static int apply_defaults(gb_config *cfg, gb_config_marks *marks, gb_error *err)
-{
-    memset(cfg, 0, sizeof *cfg);
-    for (size_t i = 0; i < gb_config_nfields; i++) {
-        const gb_config_field *f = &gb_config_fields[i];
-        if (!f->def || (f->kind == GB_CK_STRING && f->def[0] == '\0'))
-            continue; /* required, or the empty string the memset left */
-        loader ld = {.cfg = cfg, .marks = marks, .text = f->def, .len = strlen(f->def),
-                     .err = err};
-        int empty = 0;
-        int rc = gb_config_parse_document(&ld, &empty);
-        if (rc == 0 && empty)
-            rc = gb_error_set(err, GB_ECONFIG, "schema: %s: empty default", f->path);
-        if (rc == 0) {
-            rc = gb_config_set_value(&ld, f, yaml_document_get_root_node(&ld.doc), f->path,
-                                     strlen(f->path));
-            yaml_document_delete(&ld.doc);
-        }
-        if (rc)
-            return gb_error_prefix(err, "internal: bad default in the schema");
-    }
-    return 0;
-}
-
 static gb_config_marks marks_size_probe;
 
+/* Defaults, then the YAML text walked key by key into cfg. */
 static int load_text(gb_config *cfg, gb_config_marks **marks_out, const char *name,
                      const char *text, size_t len, gb_error *err)
 {
@@ -266,7 +117,7 @@ static int load_text(gb_config *cfg, gb_config_marks **marks_out, const char *na
     if (!marks)
         return gb_error_set(err, GB_ENOMEM, "out of memory");
     snprintf(marks->file, sizeof marks->file, "%s", name);
-    int rc = apply_defaults(cfg, marks, err);
+    int rc = gb_config_set_defaults(cfg, marks, err);
     snprintf(cfg->source, sizeof cfg->source, "%s", name);
     if (rc)
         goto fail;
@@ -295,12 +146,16 @@ fail:
     return rc;
 }
 
+/* Defaults, then the YAML text[0..len) named name in messages. *marks (when given) is the
+ * caller's, for gb_config_marks_free. Returns 0 or GB_ECONFIG (GB_ENOMEM without memory). */
 int gb_config_load_string(gb_config *cfg, gb_config_marks **marks, const char *name,
                           const char *text, size_t len, gb_error *err)
 {
     return load_text(cfg, marks, name, text, len, err);
 }
 
+/* Defaults, then the file at path (at most 64 MiB). Reads the file (blocks on disk); *marks
+ * (when given) is the caller's. Every failure is GB_ECONFIG with file:line:col in err. */
 int gb_config_load(gb_config *cfg, gb_config_marks **marks, const char *path, gb_error *err)
 {
     FILE *f = fopen(path, "rb");
@@ -340,8 +195,10 @@ done:
     return rc;
 }
 
+/* Frees marks (NULL is fine). */
 void gb_config_marks_free(gb_config_marks *marks) { free(marks); }
 
+/* load + every override + finish; the marks live only for the call. Returns 0 or GB_ECONFIG. */
 int gb_config_read(gb_config *cfg, const char *path, const char *const *sets, int nsets,
                    gb_error *err)
 {

@@ -39,7 +39,8 @@ typedef struct gb_config_args {
     } kv[GB_CONFIG_ARGS_MAX];
 } gb_config_args;
 
-/* Enumerations: stored as these values, written as the names in config_schema.c. */
+/* Enumerations: stored as these values, written as the names in config_schema.c. The replay's
+ * kinds (remover, selector, dataset format) are the replay's own: replay/kinds.h. */
 typedef enum { GB_DEVICE_CPU = 0, GB_DEVICE_CUDA = 1 } gb_device;
 typedef enum { GB_PRECISION_FP32 = 0, GB_PRECISION_BF16 = 1, GB_PRECISION_INT8 = 2 } gb_precision;
 typedef enum { GB_KERNELS_GEARBOX = 0, GB_KERNELS_LIBTORCH = 1 } gb_kernels;
@@ -51,20 +52,6 @@ typedef enum { GB_MODEL_MLP = 0, GB_MODEL_CNN = 1, GB_MODEL_TORCHSCRIPT = 2 } gb
 typedef enum { GB_ACT_TANH = 0, GB_ACT_RELU = 1, GB_ACT_ELU = 2, GB_ACT_GELU = 3 } gb_activation;
 typedef enum { GB_ALGO_PPO = 0, GB_ALGO_DQN = 1, GB_ALGO_SAC = 2 } gb_algorithm;
 typedef enum { GB_TARGET_HARD = 0, GB_TARGET_POLYAK = 1 } gb_target_update;
-typedef enum {
-    GB_REMOVER_FIFO = 0,
-    GB_REMOVER_LIFO = 1,
-    GB_REMOVER_LOWEST_PRIORITY = 2,
-    GB_REMOVER_MAX_TIMES_SAMPLED = 3,
-    GB_REMOVER_NONE = 4, /* nothing is evicted: inserts wait for room (a queue) */
-} gb_remover_kind;
-typedef enum {
-    GB_SELECTOR_UNIFORM = 0,
-    GB_SELECTOR_WEIGHTED = 1,
-    GB_SELECTOR_FIFO = 2,
-    GB_SELECTOR_LIFO = 3,
-    GB_SELECTOR_TOPK = 4,
-} gb_selector_kind;
 typedef enum { GB_TRANSPORT_IPC = 0, GB_TRANSPORT_TCP = 1 } gb_transport;
 /* CURVE on tcp:// (runtime/streams/curve.h): auto = on exactly when the transport is tcp */
 typedef enum { GB_CURVE_AUTO = 0, GB_CURVE_ON = 1, GB_CURVE_OFF = 2 } gb_curve_mode;
@@ -183,9 +170,9 @@ typedef struct gb_config_algorithm {
 typedef struct gb_config_replay {
     int64_t capacity;          /* items (trajectory chunks) */
     int64_t max_size;          /* evict above this many items; 0 = capacity */
-    int remover;               /* gb_remover_kind */
+    int remover;               /* gb_remover_kind (replay/kinds.h) */
     int64_t max_times_sampled; /* for the max_times_sampled remover; 0 = off */
-    int selector;              /* gb_selector_kind */
+    int selector;              /* gb_selector_kind (replay/kinds.h) */
     gb_config_int_list extra_selectors; /* gb_selector_kind values kept beside `selector` for
                                            requests that name them (server.replay only; the
                                            trainer's stays empty) */
@@ -283,12 +270,6 @@ typedef struct gb_config_launch {
     gb_config_slurm slurm;
 } gb_config_launch;
 
-typedef enum {
-    GB_DATASET_GEARBOX = 0,
-    GB_DATASET_D4RL = 1,
-    GB_DATASET_MINARI = 2,
-} gb_dataset_format;
-
 /* `gearbox serve`: the offline-RL data server (workers/server/server.h). */
 typedef struct gb_config_server {
     char endpoint[GB_CONFIG_PATH_MAX]; /* bind address: tcp://127.0.0.1:PORT, ipc://PATH; port 0
@@ -303,7 +284,7 @@ typedef struct gb_config_server {
     int64_t max_request_bytes;  /* per request, its frames together (larger: an error reply) */
     double max_wait_s;          /* longest a request may wait (rate limiter, room) */
     char dataset[GB_CONFIG_PATH_MAX]; /* file, or directory of *.gbds files; "" = none */
-    int dataset_format;         /* gb_dataset_format */
+    int dataset_format;         /* gb_dataset_format (replay/kinds.h) */
     int64_t steps;              /* d4rl, minari: T, steps per item */
     int64_t dataset_last_items; /* gearbox: load only the newest N items (0 = all) */
     char checkpoint[GB_CONFIG_PATH_MAX]; /* checkpoint file; "" = no checkpoints */

@@ -4,6 +4,12 @@
 #include "runtime/config/config_schema.h"
 
 #include "runtime/config/config.h"
+/* The replay's kinds and their names have one home, the replay's leaf header. The application
+ * config is the one module of runtime/ that reads a higher layer's header, and only leaf kind
+ * headers (enums and static name tables: no includes, nothing to link): it names every
+ * subsystem's settings. A registration by the replay at start-up would keep the include out but
+ * make parsing depend on who registered first, and a copy of the names here would drift. */
+#include "replay/kinds.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -17,13 +23,14 @@
 #define FLOAT(p, m, d, lo, hi, doc) {p, GB_CK_FLOAT, OFF(m), 0, d, lo, hi, NULL, 0, doc}
 #define FLOAT_OR_NULL(p, m, d, lo, hi, doc) {p, GB_CK_FLOAT, OFF(m), 0, d, lo, hi, NULL, 1, doc}
 #define BOOL(p, m, d, doc) {p, GB_CK_BOOL, OFF(m), 0, d, 0, 1, NULL, 0, doc}
-#define STR(p, m, d, doc) {p, GB_CK_STRING, OFF(m), sizeof(((gb_config *)0)->m), d, 0, 0, NULL, 0, doc}
+#define STR(p, m, d, doc)                                                                          \
+    {p, GB_CK_STRING, OFF(m), sizeof(((gb_config *)0)->m), d, 0, 0, NULL, 0, doc}
 #define ENUM(p, m, d, ch, doc) {p, GB_CK_ENUM, OFF(m), 0, d, 0, 0, ch, 0, doc}
 #define LIST(p, m, d, lo, hi, doc) {p, GB_CK_INT_LIST, OFF(m), 0, d, lo, hi, NULL, 0, doc}
 #define ARGS(p, m, doc) {p, GB_CK_ARGS, OFF(m), 0, "{}", 0, 0, NULL, 0, doc}
 #define ENUM_LIST(p, m, d, ch, doc) {p, GB_CK_ENUM_LIST, OFF(m), 0, d, 0, 0, ch, 0, doc}
 
-/* Enum choices, in the order of the C enums in config.h. */
+/* Enum choices, in the order of the C enums in config.h (the replay's: gb_*_kind_names). */
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const devices[] = {"cpu", "cuda", NULL};
 static const char *const precisions[] = {"fp32", "bf16", "int8", NULL};
@@ -34,16 +41,12 @@ static const char *const model_types[] = {"mlp", "cnn", "torchscript", NULL};
 static const char *const activations[] = {"tanh", "relu", "elu", "gelu", NULL};
 static const char *const algorithms[] = {"ppo", "dqn", "sac", NULL};
 static const char *const target_updates[] = {"hard", "polyak", NULL};
-static const char *const removers[] = {"fifo", "lifo", "lowest_priority", "max_times_sampled",
-                                       "none", NULL};
-static const char *const selectors[] = {"uniform", "weighted", "fifo", "lifo", "topk", NULL};
 static const char *const transports[] = {"ipc", "tcp", NULL};
 static const char *const curve_modes[] = {"auto", "on", "off", NULL};
 static const char *const selections[] = {"local", "global", NULL};
 static const char *const stores[] = {"file", "tcp", NULL};
 static const char *const relay_modes[] = {"none", "per_host", NULL};
 static const char *const launch_modes[] = {"local", "slurm", "inline", NULL};
-static const char *const dataset_formats[] = {"gearbox", "d4rl", "minari", NULL};
 static const char *const progress_modes[] = {"auto", "line", "plain", "off", NULL};
 
 const gb_config_field gb_config_fields[] = {
@@ -210,12 +213,12 @@ const gb_config_field gb_config_fields[] = {
         "items (trajectory chunks) the replay holds (PPO: trainer.batch_size)"),
     INT("trainer.replay.max_size", trainer.replay.max_size, "0", 0, BIG,
         "evict above this many items (0 = capacity)"),
-    ENUM("trainer.replay.remover", trainer.replay.remover, "fifo", removers,
+    ENUM("trainer.replay.remover", trainer.replay.remover, "fifo", gb_remover_kind_names,
          "eviction order (none: nothing is evicted, ingest waits for room: a queue; PPO's "
          "default)"),
     INT("trainer.replay.max_times_sampled", trainer.replay.max_times_sampled, "0", 0, BIG,
         "remove an item after this many samples (0 = never; PPO: 1)"),
-    ENUM("trainer.replay.selector", trainer.replay.selector, "uniform", selectors,
+    ENUM("trainer.replay.selector", trainer.replay.selector, "uniform", gb_selector_kind_names,
          "sampling order (PPO: fifo)"),
     FLOAT("trainer.replay.alpha", trainer.replay.alpha, "0.6", 0, 100, "priority exponent"),
     FLOAT("trainer.replay.beta", trainer.replay.beta, "0.4", 0, 1, "importance-weight exponent"),
@@ -333,7 +336,7 @@ const gb_config_field gb_config_fields[] = {
           "longest a request waits for the rate limiter or for room"),
     STR("server.dataset", server.dataset, "",
         "dataset file, or directory of *.gbds files (\"\" = start empty from a checkpoint)"),
-    ENUM("server.dataset_format", server.dataset_format, "gearbox", dataset_formats,
+    ENUM("server.dataset_format", server.dataset_format, "gearbox", gb_dataset_format_names,
          "gearbox (written by gearbox run --record), d4rl (HDF5) or minari (a Minari "
          "dataset folder)"),
     INT("server.steps", server.steps, "32", 1, 1 << 16, "d4rl, minari: steps per item (T)"),
@@ -352,13 +355,14 @@ const gb_config_field gb_config_fields[] = {
         "items the served replay holds (0 = the dataset's items)"),
     INT("server.replay.max_size", server.replay.max_size, "0", 0, BIG,
         "evict above this many items (0 = capacity)"),
-    ENUM("server.replay.remover", server.replay.remover, "fifo", removers,
+    ENUM("server.replay.remover", server.replay.remover, "fifo", gb_remover_kind_names,
          "eviction order (none: nothing is evicted, writers wait for room)"),
     INT("server.replay.max_times_sampled", server.replay.max_times_sampled, "0", 0, BIG,
         "remove an item after this many samples (0 = never)"),
-    ENUM("server.replay.selector", server.replay.selector, "uniform", selectors,
+    ENUM("server.replay.selector", server.replay.selector, "uniform", gb_selector_kind_names,
          "sampling order of requests that name no selector"),
-    ENUM_LIST("server.replay.extra_selectors", server.replay.extra_selectors, "[]", selectors,
+    ENUM_LIST("server.replay.extra_selectors", server.replay.extra_selectors, "[]",
+              gb_selector_kind_names,
               "selectors kept beside server.replay.selector for requests that name them "
               "(uniform, fifo, lifo are always there; weighted, topk cost an update each)"),
     FLOAT("server.replay.alpha", server.replay.alpha, "0.6", 0, 100, "priority exponent"),
@@ -379,6 +383,7 @@ const gb_config_field gb_config_fields[] = {
 
 const size_t gb_config_nfields = sizeof gb_config_fields / sizeof gb_config_fields[0];
 
+/* The field whose path is path[0..len), or NULL (a linear scan of the table). */
 const gb_config_field *gb_config_find_field(const char *path, size_t len)
 {
     for (size_t i = 0; i < gb_config_nfields; i++) {
@@ -389,6 +394,7 @@ const gb_config_field *gb_config_find_field(const char *path, size_t len)
     return NULL;
 }
 
+/* 1 when path[0..len) is a prefix of some field's path followed by '.'. */
 int gb_config_is_section(const char *path, size_t len)
 {
     for (size_t i = 0; i < gb_config_nfields; i++) {
@@ -397,6 +403,59 @@ int gb_config_is_section(const char *path, size_t len)
             return 1;
     }
     return 0;
+}
+
+/* Levenshtein distance, capped: for "did you mean" hints. */
+static int edit_distance(const char *a, size_t la, const char *b, size_t lb)
+{
+    if (la > 63 || lb > 63)
+        return 99;
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = c < del ? (c < ins ? c : ins) : (del < ins ? del : ins);
+        }
+    return d[la][lb];
+}
+
+/* The closest known key under section prefix[0..plen) to name, for an unknown-key hint. */
+const char *gb_config_closest_key(const char *prefix, size_t plen, const char *name, size_t nlen,
+                                  char *buf, size_t n)
+{
+    int best = 3;
+    const char *found = NULL;
+    for (size_t i = 0; i < gb_config_nfields; i++) {
+        const char *p = gb_config_fields[i].path;
+        if (plen && (strncmp(p, prefix, plen) != 0 || p[plen] != '.'))
+            continue;
+        const char *leaf = p + (plen ? plen + 1 : 0);
+        size_t llen = strcspn(leaf, ".");
+        int dist = edit_distance(leaf, llen, name, nlen);
+        if (dist < best) {
+            best = dist;
+            snprintf(buf, n, "%.*s", (int)llen, leaf);
+            found = buf;
+        }
+    }
+    return found;
+}
+
+/* The name of value of the enum key key_path, or "?" (never NULL; static strings). */
+const char *gb_config_enum_name(const char *key_path, int value)
+{
+    const gb_config_field *f = gb_config_find_field(key_path, strlen(key_path));
+    if (!f || f->kind != GB_CK_ENUM || value < 0)
+        return "?";
+    for (int i = 0; f->choices[i]; i++)
+        if (i == value)
+            return f->choices[i];
+    return "?";
 }
 
 /* One key's line of `gearbox check --explain`: path, type, default, range or choices, then the
@@ -424,6 +483,8 @@ static void explain_field(FILE *out, const gb_config_field *f)
     fprintf(out, ")\n    %s\n", f->doc ? f->doc : "");
 }
 
+/* Writes the documentation of key, of a section's keys, or of every key to out. Returns 0 or
+ * GB_ENOTFOUND. */
 int gb_config_explain(FILE *out, const char *key)
 {
     size_t len = key ? strlen(key) : 0;

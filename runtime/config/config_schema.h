@@ -1,6 +1,6 @@
 /* runtime/config/config_schema.h: the declarative config schema (private to runtime/config*.c).
  * defines: gb_config_kind, gb_config_field, gb_config_fields, gb_config_nfields,
- *          gb_config_find_field, gb_config_is_section */
+ *          gb_config_find_field, gb_config_is_section, gb_config_closest_key */
 #ifndef GB_RUNTIME_CONFIG_SCHEMA_H
 #define GB_RUNTIME_CONFIG_SCHEMA_H
 
@@ -37,5 +37,10 @@ const gb_config_field *gb_config_find_field(const char *path, size_t len);
 
 /* 1 when path[0..len) names a section (a prefix of some field path followed by '.'). */
 int gb_config_is_section(const char *path, size_t len);
+
+/* The closest known key under section prefix[0..plen) to name[0..nlen), written to buf, for an
+ * unknown-key hint; NULL when none is close (edit distance 3 or more). */
+const char *gb_config_closest_key(const char *prefix, size_t plen, const char *name,
+                                  size_t nlen, char *buf, size_t n);
 
 #endif

@@ -1,7 +1,8 @@
 /* runtime/streams/inference_internal.h: what the inference stream's files share (private to runtime/).
- * defines: the server struct and its pipelined stages, the socket option helpers, and the
- *          server's request checks, batch merging and replies used by both of its modes
- *          (inference_server.c) and by the pipelined mode (inference_pipelined.c). */
+ * defines: the server struct and its pipelined stages, the socket option helpers, the request
+ *          checks, batch merging and replies of inference_batch.c, and the pipelined mode's
+ *          entry points. Calls run one way: inference_server.c -> inference_pipelined.c ->
+ *          inference_batch.c (the server calls the batch file too). */
 #ifndef GB_RUNTIME_INFERENCE_INTERNAL_H
 #define GB_RUNTIME_INFERENCE_INTERNAL_H
 
@@ -92,7 +93,7 @@ struct gb_infer_server {
     int done, quit;
 };
 
-/* ---- shared by the serial and pipelined modes (inference_server.c) ------------------------ */
+/* ---- shared by the serial and pipelined modes (inference_batch.c) ------------------------- */
 
 /* Allocates *m when NULL. Returns 0 or GB_ENOMEM. */
 int gb_infer_msg_ensure(gb_wire_msg **m, gb_error *err);

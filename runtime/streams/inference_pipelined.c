@@ -131,6 +131,7 @@ static int pipe_take_done(gb_infer_server *s)
     return d;
 }
 
+/* Empties the eventfd of the inference thread's wake-ups. */
 static void drain_wakeups(gb_infer_server *s)
 {
     uint64_t v;
@@ -156,6 +157,8 @@ static int pipe_finish(gb_infer_server *s, gb_error *err)
     return rc ? rc : 1;
 }
 
+/* The pipelined gb_infer_server_poll: receives into the gathering stage, hands a ready stage to
+ * the inference thread, replies for a finished one. Returns 1, 0 or an error as the serial one. */
 int gb_infer_pipe_poll(gb_infer_server *s, int timeout_ms, gb_error *err)
 {
     uint64_t start = gb_now_ns();
@@ -206,6 +209,7 @@ int gb_infer_pipe_poll(gb_infer_server *s, int timeout_ms, gb_error *err)
     }
 }
 
+/* The inference thread: runs the callback on each stage it is handed, until told to quit. */
 static void *infer_thread(void *arg)
 {
     gb_infer_server *s = arg;
@@ -251,6 +255,8 @@ static void *infer_thread(void *arg)
     return NULL;
 }
 
+/* Allocates both stages, the eventfd and starts the inference thread. Returns 0, GB_ENOMEM or
+ * GB_ESYS (what was made is freed by gb_infer_pipe_stop). */
 int gb_infer_pipe_start(gb_infer_server *s, gb_error *err)
 {
     int rc;
@@ -293,6 +299,8 @@ int gb_infer_pipe_start(gb_infer_server *s, gb_error *err)
     return 0;
 }
 
+/* Waits for a batch in the model, joins the thread and answers the requests still held (served
+ * ones with their outputs, others with GB_ECLOSED) without waiting on the socket. */
 void gb_infer_pipe_stop(gb_infer_server *s)
 {
     if (s->thread_started) {

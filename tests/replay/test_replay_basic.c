@@ -2,6 +2,7 @@
  * in-place write, commit, abort, batched), collection with step ranges and zero fill, the
  * eviction-vs-reader rule, and a read-only view of the segment from another process. */
 #include "replay/replay.h"
+#include "replay/from_config.h"
 #include "test.h"
 #include "util.h"
 

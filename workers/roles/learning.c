@@ -4,6 +4,7 @@
 
 #include "envs/host.h"
 #include "kernels/kernels.h"
+#include "replay/from_config.h"
 #include "replay/gpu.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
@@ -527,7 +528,7 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
     const float *weights = s->sel.weight;
     if (L->global) {
         gb_replay_dst dst[GB_CHUNK_NCOLS];
-        int nd = host_dst(L, s, dst); /* several trainers: cpu only (config_set.c) */
+        int nd = host_dst(L, s, dst); /* several trainers: cpu only (config_check.c) */
         rc = gb_shards_select(L->shards, &req, &s->sel, dst, nd, L->weights, &n, err);
         weights = L->weights;
         if (rc == 0 && n == 0) { /* every rank got the same answer: nobody trains */

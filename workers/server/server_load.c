@@ -6,6 +6,7 @@
 
 #include "replay/formats/d4rl.h"
 #include "replay/formats/dataset.h"
+#include "replay/from_config.h"
 #include "runtime/base/log.h"
 #include "runtime/base/rng.h"
 

@@ -1,6 +1,7 @@
 /* tests/runtime/config/test_config.c: config loading, defaults, overrides, and the round trip:
  * every file in configs/ -> resolved YAML -> load again gives identical structs.
  * usage: test_config CONFIGS_DIR TEST_DATA_DIR */
+#include "replay/kinds.h"
 #include "runtime/config/config.h"
 #include "test.h"
 
@@ -56,7 +57,7 @@ static void test_minimal_defaults(void)
     CHECK_EQ_INT(a.trainer.replay.max_times_sampled, 1);
     CHECK(strcmp(gb_config_enum_name("trainer.replay.remover", a.trainer.replay.remover),
                  "none") == 0);
-    CHECK_EQ_INT(a.trainer.max_staleness, -1); /* the queue bounds the lag (see config_set.c) */
+    CHECK_EQ_INT(a.trainer.max_staleness, -1); /* the queue bounds the lag (see config_check.c) */
 }
 
 /* Each algorithm's replay defaults: DQN and SAC keep the schema's off-policy replay; PPO's
