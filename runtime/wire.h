@@ -14,12 +14,15 @@
  *   "v" protocol (uint), "t" type (uint), "r" role (uint), "i" index (uint), "s" sequence (uint64),
  *   "p" policy version (int64), "st" status (int, optional, 0 = ok or a GB_E* code),
  *   "x" text (str, optional; a human-readable message only: errors, a path, never data to
- *   parse), "m" meta (array of int64, optional; meaning fixed per type),
+ *   parse), "m" meta (array of int64, optional; positional, left only for the data server's
+ *   messages until they move to "a"; no runtime message carries it),
  *   "a" attributes (map, optional): named typed values, each an int64, a str, or an array of
- *   str; keys and meanings fixed per message type (e.g. the data server's info reply,
- *   workers/server.h). Limits, all checked on receive: at most GB_WIRE_ATTRS_MAX entries, keys
- *   of 1..GB_WIRE_ATTR_KEY_MAX-1 bytes, each key once, at most GB_WIRE_WORDS_MAX strings over
- *   all entries, each of at most GB_WIRE_WORD_MAX-1 bytes and without NUL bytes;
+ *   str. Each message kind declares its attributes (key, kind, required, bounds) and tensors
+ *   in one table (runtime/wire_schema.h; the runtime's in runtime/wire_messages.c), checked by
+ *   gb_wire_schema_read. Limits of every header, checked on receive: at most
+ *   GB_WIRE_ATTRS_MAX entries, keys of 1..GB_WIRE_ATTR_KEY_MAX-1 bytes, each key once, at most
+ *   GB_WIRE_WORDS_MAX strings over all entries, each of at most GB_WIRE_WORD_MAX-1 bytes and
+ *   without NUL bytes;
  *   "T" tensors (array of [name str, dtype uint, shape array of uint]).
  * Tensor frames are raw little-endian C-order bytes whose length must equal the product of the
  * declared shape times the dtype size. Receivers check all of it before anything is used, and
