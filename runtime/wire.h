@@ -3,6 +3,7 @@
  *          gb_wire_encode_header, gb_wire_decode_header, gb_wire_check_frames, gb_wire_send,
  *          gb_wire_reply,
  *          gb_wire_recv, gb_wire_msg_init, gb_wire_msg_release, gb_wire_msg_tensor,
+ *          gb_wire_msg_find, gb_wire_msg_text,
  *          gb_tensor_desc_bytes, gb_wire_set_tensor, gb_role_name, gb_role_from_name,
  *          gb_msg_type_name,
  *          gb_wire_attr, gb_wire_attr_set_int, gb_wire_attr_set_str, gb_wire_attr_set_strs,
@@ -260,6 +261,12 @@ gb_tensor_view gb_wire_msg_tensor(const gb_wire_msg *m, int i);
 
 /* Index of the tensor called name in m, or -1. */
 int gb_wire_msg_find(const gb_wire_msg *m, const char *name);
+
+/* Copies the uint8 rank-1 tensor called name into out as a NUL-terminated string of at most
+ * cap-1 bytes (at least 1 unless allow_empty) without control characters (bytes above 0x7e
+ * pass, so UTF-8 paths do). Returns 0 or GB_EPROTO naming the tensor. */
+int gb_wire_msg_text(const gb_wire_msg *m, const char *name, char *out, size_t cap,
+                     int allow_empty, gb_error *err);
 
 /* Closes m's frames (views become invalid). m can be reused. */
 void gb_wire_msg_release(gb_wire_msg *m);

@@ -1,6 +1,6 @@
 /* runtime/wire_messages.h: the runtime's wire messages, each declared once as a table
  * (wire_schema.h) with the struct its attributes are read into and written from.
- * defines: gb_msg_run_watch, gb_msg_run_state, gb_schema_run_watch, gb_schema_run_state,
+ * defines: gb_msg_* (each kind's struct), gb_schema_* (each kind's table), gb_reg_lookup_mode,
  *          gb_wire_runtime_schemas, gb_wire_runtime_nschemas
  *
  * Who sends what is said by each table's doc line; docs/protocol.md prints every table. The data
@@ -25,6 +25,33 @@ typedef struct gb_msg_run_state {
 } gb_msg_run_state;
 
 extern const gb_wire_schema gb_schema_run_watch, gb_schema_run_state;
+
+/* ---- the registry (runtime/registry.h) ------------------------------------------------------- */
+
+typedef struct gb_msg_reg_register {
+    int64_t ttl_ms; /* the registration's lifetime (the registry caps it at its own maximum) */
+} gb_msg_reg_register;
+
+typedef enum gb_reg_lookup_mode {
+    GB_REG_LOOKUP_NAME = 0,   /* the name, registered now */
+    GB_REG_LOOKUP_PREFIX = 1, /* every name under a prefix */
+    GB_REG_LOOKUP_LAST = 2,   /* the name or, when it is not registered now, its last endpoint */
+} gb_reg_lookup_mode;
+
+typedef struct gb_msg_reg_lookup {
+    int64_t mode; /* gb_reg_lookup_mode */
+} gb_msg_reg_lookup;
+
+typedef struct gb_msg_reg_join {
+    int64_t role; /* the gb_role asked for */
+} gb_msg_reg_join;
+
+typedef struct gb_msg_reg_joined {
+    int64_t index, incarnation; /* the slot given (gb_registry_join_reply) */
+} gb_msg_reg_joined;
+
+extern const gb_wire_schema gb_schema_reg_register, gb_schema_reg_unregister,
+    gb_schema_reg_lookup, gb_schema_reg_reply, gb_schema_reg_join, gb_schema_reg_joined;
 
 /* Every table above, in protocol order (docs/protocol.md's order). */
 extern const gb_wire_schema *const gb_wire_runtime_schemas[];
