@@ -1,6 +1,7 @@
 /* runtime/wire_messages.c: the tables of the runtime's wire messages (see wire_messages.h). */
 #include "runtime/wire_messages.h"
 
+#include "runtime/params.h"
 #include "runtime/runctl.h"
 
 #define LAST_STATE (GB_RUN_STATE_END - 1)
@@ -31,6 +32,105 @@ const gb_wire_schema gb_schema_run_state = {
     .doc = "The registry's answer to a watch; status GB_EPROTO (text says why) for a malformed "
            "watch.",
     .attrs = run_state_attrs, .nattrs = GB_WIRE_N(run_state_attrs)};
+
+/* ---- the parameter stream --------------------------------------------------------------------- */
+
+#define P_VERSION GB_WIRE_INT(gb_msg_param, version, 1, 0, INT64_MAX, 0, "the parameters' version")
+#define P_TOTAL GB_WIRE_INT(gb_msg_param, total, 1, 0, INT64_MAX, 0, "the version's bytes")
+#define P_CHUNK GB_WIRE_INT(gb_msg_param, chunk, 1, 1, GB_PARAM_CHUNK_MAX, 0, \
+                            "the publisher's chunk bytes")
+#define P_OFFSET(doc) GB_WIRE_INT(gb_msg_param, offset, 1, 0, INT64_MAX, 0, doc)
+#define P_SERIAL GB_WIRE_INT(gb_msg_param, serial, 0, 1, INT64_MAX, 0, \
+                             "the service's order of the version: added by the service when it " \
+                             "forwards the message on PUB, where subscribers require it")
+#define P_BYTES(name, req, doc) GB_WIRE_TENSOR(name, GB_DTYPE_UINT8, 1, req, doc)
+#define LAYOUT_DOC "the layout: 208-byte records (name, dtype, rank, shape, offset; params_impl.h)"
+
+static const gb_wire_attr_spec param_begin_attrs[] = {P_VERSION, P_TOTAL, P_CHUNK, P_SERIAL};
+static const gb_wire_tensor_spec param_layout[] = {P_BYTES("layout", 1, LAYOUT_DOC)};
+
+const gb_wire_schema gb_schema_param_begin = {
+    .name = "param_begin", .type = GB_MSG_PARAM_BEGIN,
+    .doc = "The publisher (trainer 0) to the service, which forwards it on PUB: a version "
+           "begins (it replaces any unfinished one).",
+    .attrs = param_begin_attrs, .nattrs = GB_WIRE_N(param_begin_attrs),
+    .tensors = param_layout, .ntensors = GB_WIRE_N(param_layout)};
+
+static const gb_wire_attr_spec param_chunk_attrs[] = {
+    P_VERSION, P_OFFSET("where the chunk's bytes go in the version"), P_SERIAL};
+static const gb_wire_tensor_spec param_data[] = {P_BYTES("data", 1, "the chunk's bytes")};
+
+const gb_wire_schema gb_schema_param_chunk = {
+    .name = "param_chunk", .type = GB_MSG_PARAM_CHUNK,
+    .doc = "The publisher to the service, forwarded on PUB: the next chunk of the version, in "
+           "order.",
+    .attrs = param_chunk_attrs, .nattrs = GB_WIRE_N(param_chunk_attrs),
+    .tensors = param_data, .ntensors = GB_WIRE_N(param_data)};
+
+static const gb_wire_attr_spec param_end_attrs[] = {
+    P_VERSION, P_TOTAL,
+    GB_WIRE_INT(gb_msg_param, crc, 1, 0, UINT32_MAX, 0, "CRC-32C of the version's bytes"),
+    P_SERIAL};
+
+const gb_wire_schema gb_schema_param_end = {
+    .name = "param_end", .type = GB_MSG_PARAM_END,
+    .doc = "The publisher to the service, forwarded on PUB once the version verified: all bytes "
+           "sent.",
+    .attrs = param_end_attrs, .nattrs = GB_WIRE_N(param_end_attrs)};
+
+const gb_wire_schema gb_schema_param_info_req = {
+    .name = "param_info_req", .type = GB_MSG_PARAM_INFO_REQ,
+    .doc = "A subscriber asks the service (DEALER to ROUTER) for its latest version; answered by "
+           "`param_info`."};
+
+static const gb_wire_attr_spec param_info_attrs[] = {
+    GB_WIRE_INT(gb_msg_param, version, 1, -1, INT64_MAX, 0,
+                "the latest version, -1 when the service has none (status GB_ENOTFOUND)"),
+    GB_WIRE_INT(gb_msg_param, total, 0, 0, INT64_MAX, 0, "its bytes"),
+    GB_WIRE_INT(gb_msg_param, chunk, 0, 1, GB_PARAM_CHUNK_MAX, 0,
+                "its chunk bytes (required with status 0)"),
+    GB_WIRE_INT(gb_msg_param, crc, 0, 0, UINT32_MAX, 0, "its CRC-32C"),
+    GB_WIRE_INT(gb_msg_param, serial, 0, 0, INT64_MAX, 0, "its serial"),
+    GB_WIRE_INT(gb_msg_param, incoming, 1, 0, INT64_MAX, 0,
+                "the serial of the version the service is receiving, 0: none"),
+};
+static const gb_wire_tensor_spec param_info_tensors[] = {
+    P_BYTES("layout", 0, LAYOUT_DOC " (with status 0)")};
+
+const gb_wire_schema gb_schema_param_info = {
+    .name = "param_info", .type = GB_MSG_PARAM_INFO,
+    .doc = "The service's answer to `param_info_req`: its latest version's description.",
+    .attrs = param_info_attrs, .nattrs = GB_WIRE_N(param_info_attrs),
+    .tensors = param_info_tensors, .ntensors = GB_WIRE_N(param_info_tensors)};
+
+static const gb_wire_attr_spec param_fetch_attrs[] = {
+    GB_WIRE_INT(gb_msg_param, version, 1, INT64_MIN, INT64_MAX, 0, "the version wanted"),
+    GB_WIRE_INT(gb_msg_param, offset, 1, INT64_MIN, INT64_MAX, 0,
+                "where its bytes start (past the end: answered GB_ENOTFOUND)"),
+    GB_WIRE_INT(gb_msg_param, length, 1, INT64_MIN, INT64_MAX, 0,
+                "how many bytes (1..the service's chunk bound, else answered GB_ENOTFOUND)"),
+};
+
+const gb_wire_schema gb_schema_param_fetch = {
+    .name = "param_fetch", .type = GB_MSG_PARAM_FETCH,
+    .doc = "A subscriber fetches bytes of the latest version (missed chunks, a late join); "
+           "answered by `param_data`.",
+    .attrs = param_fetch_attrs, .nattrs = GB_WIRE_N(param_fetch_attrs)};
+
+static const gb_wire_attr_spec param_data_attrs[] = {
+    GB_WIRE_INT(gb_msg_param, version, 1, -1, INT64_MAX, 0,
+                "the version (with status GB_ENOTFOUND: the service's latest, -1: none)"),
+    P_OFFSET("where the bytes start (with GB_ENOTFOUND: as asked, 0 when that was negative)"),
+};
+static const gb_wire_tensor_spec param_data_tensors[] = {
+    P_BYTES("data", 0, "the bytes (with status 0)")};
+
+const gb_wire_schema gb_schema_param_data = {
+    .name = "param_data", .type = GB_MSG_PARAM_DATA,
+    .doc = "The service's answer to `param_fetch`; status GB_ENOTFOUND: that version is gone, "
+           "start over from `param_info`.",
+    .attrs = param_data_attrs, .nattrs = GB_WIRE_N(param_data_attrs),
+    .tensors = param_data_tensors, .ntensors = GB_WIRE_N(param_data_tensors)};
 
 /* ---- the registry ---------------------------------------------------------------------------- */
 
@@ -115,6 +215,9 @@ const gb_wire_schema gb_schema_reg_joined = {
     .tensors = reg_joined_tensors, .ntensors = GB_WIRE_N(reg_joined_tensors)};
 
 const gb_wire_schema *const gb_wire_runtime_schemas[] = {
+    &gb_schema_param_begin,  &gb_schema_param_chunk,    &gb_schema_param_end,
+    &gb_schema_param_info_req, &gb_schema_param_info,   &gb_schema_param_fetch,
+    &gb_schema_param_data,
     &gb_schema_reg_register, &gb_schema_reg_unregister, &gb_schema_reg_lookup,
     &gb_schema_reg_reply,    &gb_schema_reg_join,       &gb_schema_reg_joined,
     &gb_schema_run_watch,    &gb_schema_run_state,

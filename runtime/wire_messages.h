@@ -26,6 +26,23 @@ typedef struct gb_msg_run_state {
 
 extern const gb_wire_schema gb_schema_run_watch, gb_schema_run_state;
 
+/* ---- the parameter stream (runtime/params.h) -------------------------------------------------- */
+
+/* One struct for every parameter message: each table reads and writes its own members. */
+typedef struct gb_msg_param {
+    int64_t version;  /* the parameters' version (the trainer's number) */
+    int64_t total;    /* the version's size in bytes */
+    int64_t chunk;    /* the publisher's chunk size in bytes */
+    int64_t crc;      /* CRC-32C of the version's bytes */
+    int64_t offset;   /* of a chunk or fetch in the version's bytes */
+    int64_t length;   /* bytes a fetch asks for */
+    int64_t serial;   /* the service's order of the version (params.h, "Order"); 0: absent */
+    int64_t incoming; /* the serial of the version the service is receiving, 0: none */
+} gb_msg_param;
+
+extern const gb_wire_schema gb_schema_param_begin, gb_schema_param_chunk, gb_schema_param_end,
+    gb_schema_param_info_req, gb_schema_param_info, gb_schema_param_fetch, gb_schema_param_data;
+
 /* ---- the registry (runtime/registry.h) ------------------------------------------------------- */
 
 typedef struct gb_msg_reg_register {
