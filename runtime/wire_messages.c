@@ -52,7 +52,8 @@ const gb_wire_schema gb_schema_sample = {
                              "the service's order of the version: added by the service when it " \
                              "forwards the message on PUB, where subscribers require it")
 #define P_BYTES(name, req, doc) GB_WIRE_TENSOR(name, GB_DTYPE_UINT8, 1, req, doc)
-#define LAYOUT_DOC "the layout: 208-byte records of name, dtype, rank, shape, offset (params_impl.h)"
+#define LAYOUT_DOC                                                                                 \
+    "the layout: 208-byte records of name, dtype, rank, shape, offset (params_impl.h)"
 
 static const gb_wire_attr_spec param_begin_attrs[] = {P_VERSION, P_TOTAL, P_CHUNK, P_SERIAL};
 static const gb_wire_tensor_spec param_layout[] = {P_BYTES("layout", 1, LAYOUT_DOC)};
