@@ -3,6 +3,7 @@
  *          gb_wire_encode_header, gb_wire_decode_header, gb_wire_check_frames, gb_wire_send,
  *          gb_wire_reply,
  *          gb_wire_recv, gb_wire_msg_init, gb_wire_msg_release, gb_wire_msg_tensor,
+ *          gb_wire_msg_find, gb_wire_msg_text,
  *          gb_tensor_desc_bytes, gb_wire_set_tensor, gb_role_name, gb_role_from_name,
  *          gb_msg_type_name,
  *          gb_wire_attr, gb_wire_attr_set_int, gb_wire_attr_set_str, gb_wire_attr_set_strs,
@@ -14,12 +15,15 @@
  *   "v" protocol (uint), "t" type (uint), "r" role (uint), "i" index (uint), "s" sequence (uint64),
  *   "p" policy version (int64), "st" status (int, optional, 0 = ok or a GB_E* code),
  *   "x" text (str, optional; a human-readable message only: errors, a path, never data to
- *   parse), "m" meta (array of int64, optional; meaning fixed per type),
+ *   parse), "m" meta (array of int64, optional; positional, left only for the data server's
+ *   messages until they move to "a"; no runtime message carries it),
  *   "a" attributes (map, optional): named typed values, each an int64, a str, or an array of
- *   str; keys and meanings fixed per message type (e.g. the data server's info reply,
- *   workers/server/server.h). Limits, all checked on receive: at most GB_WIRE_ATTRS_MAX entries, keys
- *   of 1..GB_WIRE_ATTR_KEY_MAX-1 bytes, each key once, at most GB_WIRE_WORDS_MAX strings over
- *   all entries, each of at most GB_WIRE_WORD_MAX-1 bytes and without NUL bytes;
+ *   str. Each message kind declares its attributes (key, kind, required, bounds) and tensors
+ *   in one table (runtime/streams/wire_schema.h; the runtime's in runtime/streams/wire_messages.c), checked by
+ *   gb_wire_schema_read. Limits of every header, checked on receive: at most
+ *   GB_WIRE_ATTRS_MAX entries, keys of 1..GB_WIRE_ATTR_KEY_MAX-1 bytes, each key once, at most
+ *   GB_WIRE_WORDS_MAX strings over all entries, each of at most GB_WIRE_WORD_MAX-1 bytes and
+ *   without NUL bytes;
  *   "T" tensors (array of [name str, dtype uint, shape array of uint]).
  * Tensor frames are raw little-endian C-order bytes whose length must equal the product of the
  * declared shape times the dtype size. Receivers check all of it before anything is used, and
@@ -40,7 +44,8 @@
 #include <stdint.h>
 #include <zmq.h>
 
-#define GB_WIRE_PROTOCOL 1        /* bumped on any incompatible change of the header */
+#define GB_WIRE_PROTOCOL 2        /* bumped on any incompatible change of a header or message
+                                     (2: the runtime's messages moved from "m" to "a") */
 #define GB_WIRE_MAX_TENSORS 32    /* tensors per message */
 #define GB_WIRE_MAX_RANK 8        /* dimensions per tensor */
 #define GB_WIRE_NAME_MAX 32       /* tensor name bytes including the NUL */
@@ -54,30 +59,29 @@
 #define GB_WIRE_WORD_MAX 32       /* bytes of one attribute string including the NUL */
 
 typedef enum gb_msg_type {
+    /* What each type carries is declared in its table (wire_schema.h): the runtime's in
+     * runtime/streams/wire_messages.c, printed in docs/protocol.md; the data server's beside it. */
     GB_MSG_INFER_REQUEST = 1, /* tensors: inputs, first dim = rows */
     GB_MSG_INFER_REPLY = 2,   /* tensors: outputs for the request's rows; status != 0: error */
-    GB_MSG_SAMPLE = 3,        /* tensors: one trajectory chunk */
-    GB_MSG_PARAM_BEGIN = 4,   /* meta: version, total bytes, chunk bytes; tensor "layout" */
-    GB_MSG_PARAM_CHUNK = 5,   /* meta: version, offset; tensor "data" */
-    GB_MSG_PARAM_END = 6,     /* meta: version, total bytes, crc32c */
-    GB_MSG_PARAM_INFO_REQ = 7, /* ask the service for its latest version's description */
-    GB_MSG_PARAM_INFO = 8,    /* meta: version, total, chunk, crc; tensor "layout"; status */
-    GB_MSG_PARAM_FETCH = 9,   /* meta: version, offset, length */
-    GB_MSG_PARAM_DATA = 10,   /* meta: version, offset; tensor "data"; status GB_ENOTFOUND: gone */
-    GB_MSG_REG_REGISTER = 11, /* tensors "name", "endpoint" (uint8 strings); meta: ttl_ms */
-    GB_MSG_REG_UNREGISTER = 12, /* tensor "name" */
-    GB_MSG_REG_LOOKUP = 13,   /* tensor "name" (a prefix when meta[0] = 1) */
-    GB_MSG_REG_REPLY = 14,    /* tensors "names", "endpoints": NUL-separated lists; status */
+    GB_MSG_SAMPLE = 3,        /* tensors: one trajectory chunk (runtime/streams/chunk.h) */
+    GB_MSG_PARAM_BEGIN = 4,   /* the parameter stream (runtime/streams/params.h) */
+    GB_MSG_PARAM_CHUNK = 5,
+    GB_MSG_PARAM_END = 6,
+    GB_MSG_PARAM_INFO_REQ = 7,
+    GB_MSG_PARAM_INFO = 8,
+    GB_MSG_PARAM_FETCH = 9,
+    GB_MSG_PARAM_DATA = 10,
+    GB_MSG_REG_REGISTER = 11, /* the registry (runtime/streams/registry.h) */
+    GB_MSG_REG_UNREGISTER = 12,
+    GB_MSG_REG_LOOKUP = 13,
+    GB_MSG_REG_REPLY = 14,
     GB_MSG_METRICS = 15,      /* tensors "names" (NUL-separated uint8), "values" float64,
                                  optional "returns" float32 and "lengths" int64 (episodes) */
-    GB_MSG_SERVE_REQUEST = 16, /* offline-RL data server request; meta[0] = op (workers/server/server.h) */
-    GB_MSG_SERVE_REPLY = 17,  /* its reply; meta[0] = op; status != 0: error, text says why */
-    GB_MSG_RUN_WATCH = 18,    /* run control (runtime/streams/runctl.h), to the registry; meta: the
-                                 state the worker knows, the state it confirms */
-    GB_MSG_RUN_STATE = 19,    /* its answer; meta[0]: the run's state; status != 0: error */
-    GB_MSG_REG_JOIN = 20,     /* gearbox join, to the registry: meta[0] the role asked for; the
-                                 reply (GB_MSG_REG_REPLY) holds meta: index, incarnation and
-                                 tensors "config", "metrics", "run" (registry.h) */
+    GB_MSG_SERVE_REQUEST = 16, /* offline-RL data server request (workers/server/server.h) */
+    GB_MSG_SERVE_REPLY = 17,  /* its reply; status != 0: error, text says why */
+    GB_MSG_RUN_WATCH = 18,    /* run control (runtime/streams/runctl.h), to the registry */
+    GB_MSG_RUN_STATE = 19,    /* its answer */
+    GB_MSG_REG_JOIN = 20,     /* gearbox join, to the registry; answered by GB_MSG_REG_REPLY */
     GB_MSG_TYPE_END = 21,     /* not a type: one past the last */
 } gb_msg_type;
 
@@ -257,6 +261,12 @@ gb_tensor_view gb_wire_msg_tensor(const gb_wire_msg *m, int i);
 
 /* Index of the tensor called name in m, or -1. */
 int gb_wire_msg_find(const gb_wire_msg *m, const char *name);
+
+/* Copies the uint8 rank-1 tensor called name into out as a NUL-terminated string of at most
+ * cap-1 bytes (at least 1 unless allow_empty) without control characters (bytes above 0x7e
+ * pass, so UTF-8 paths do). Returns 0 or GB_EPROTO naming the tensor. */
+int gb_wire_msg_text(const gb_wire_msg *m, const char *name, char *out, size_t cap,
+                     int allow_empty, gb_error *err);
 
 /* Closes m's frames (views become invalid). m can be reused. */
 void gb_wire_msg_release(gb_wire_msg *m);

@@ -84,19 +84,13 @@ static size_t encode(const gb_wire_header *h, unsigned char *buf)
     return len;
 }
 
-/* Sends every kind of bad message from a raw DEALER; returns how many reach the application
- * (and must be counted as rejected). */
-static int send_garbage(void *ctx, const char *endpoint)
+/* Random bytes, single and multi-frame; returns how many messages. */
+static int send_random(void *d)
 {
-    void *d = zmq_socket(ctx, ZMQ_DEALER);
-    int linger = 1000;
-    zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_connect(d, endpoint);
     gb_rng rng;
     gb_rng_seed_for(&rng, 1234, "peer", 0);
-    int count = 0;
     static unsigned char junk[1 << 16];
-    /* random bytes, single and multi-frame */
+    int count = 0;
     for (int i = 0; i < 60; i++) {
         size_t n = (size_t)gb_rng_below(&rng, sizeof junk);
         for (size_t k = 0; k < n; k++)
@@ -106,11 +100,19 @@ static int send_garbage(void *ctx, const char *endpoint)
             zmq_send(d, junk, n / (size_t)frames, f + 1 < frames ? ZMQ_SNDMORE : 0);
         count++;
     }
+    return count;
+}
+
+/* A real header with its frames wrong: truncated, missing, extra, a hundred, oversized shapes;
+ * returns how many messages. */
+static int send_bad_frames(void *d)
+{
     unsigned char hb[GB_WIRE_HEADER_MAX];
     gb_wire_header h;
     gb_error err;
     int64_t shape[2] = {4, 3};
     float obs[12] = {0};
+    int count = 0;
     gb_wire_header_init(&h, GB_MSG_INFER_REQUEST, GB_ROLE_ACTOR, 9);
     h.seq = 1;
     h.ntensors = 1;
@@ -147,48 +149,58 @@ static int send_garbage(void *ctx, const char *endpoint)
     hl = encode(&h, hb);
     zmq_send(d, hb, hl, ZMQ_SNDMORE);
     zmq_send(d, obs, sizeof obs, 0);
-    count += 2;
-    /* wrong protocol version, written by msgpack-c */
+    return count + 2;
+}
+
+/* The seven required header fields packed with msgpack-c, protocol version v; extra more
+ * fields follow (the caller packs them). */
+static void pack_fields(msgpack_packer *pk, int v, int extra)
+{
+    const char *keys[7] = {"v", "t", "r", "i", "s", "p", "T"};
+    msgpack_pack_map(pk, 7 + (size_t)extra);
+    for (int k = 0; k < 7; k++) {
+        msgpack_pack_str_with_body(pk, keys[k], 1);
+        if (k == 0)
+            msgpack_pack_uint8(pk, (uint8_t)v);
+        else if (k == 6)
+            msgpack_pack_array(pk, 0);
+        else
+            msgpack_pack_uint8(pk, 1);
+    }
+}
+
+/* Headers msgpack-c writes that the decoder refuses: a wrong protocol version, a typed
+ * attribute over its limit (a 40-byte string; at most GB_WIRE_WORD_MAX-1). Returns 2. */
+static int send_bad_msgpack(void *d)
+{
     msgpack_sbuffer sb;
     msgpack_packer pk;
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 7);
-    const char *keys[7] = {"v", "t", "r", "i", "s", "p", "T"};
-    for (int k = 0; k < 7; k++) {
-        msgpack_pack_str_with_body(&pk, keys[k], 1);
-        if (k == 0)
-            msgpack_pack_uint8(&pk, GB_WIRE_PROTOCOL + 7);
-        else if (k == 6)
-            msgpack_pack_array(&pk, 0);
-        else
-            msgpack_pack_uint8(&pk, 1);
-    }
+    pack_fields(&pk, GB_WIRE_PROTOCOL + 7, 0);
     zmq_send(d, sb.data, sb.size, 0);
-    count++;
-    /* a typed attribute over its limit (a 40-byte string; at most GB_WIRE_WORD_MAX-1) */
     msgpack_sbuffer_clear(&sb);
-    msgpack_pack_map(&pk, 8);
-    for (int k = 0; k < 7; k++) {
-        msgpack_pack_str_with_body(&pk, keys[k], 1);
-        if (k == 0)
-            msgpack_pack_uint8(&pk, GB_WIRE_PROTOCOL);
-        else if (k == 6)
-            msgpack_pack_array(&pk, 0);
-        else
-            msgpack_pack_uint8(&pk, 1);
-    }
+    pack_fields(&pk, GB_WIRE_PROTOCOL, 1);
     msgpack_pack_str_with_body(&pk, "a", 1);
     msgpack_pack_map(&pk, 1);
     msgpack_pack_str_with_body(&pk, "s", 1);
     msgpack_pack_str_with_body(&pk, "0123456789012345678901234567890123456789", 40);
     zmq_send(d, sb.data, sb.size, 0);
-    count++;
     msgpack_sbuffer_destroy(&sb);
-    /* well-formed messages the server must refuse: wrong type, rank 0, zero rows */
+    return 2;
+}
+
+/* Well-formed messages the server must refuse: wrong type, rank 0, zero rows (seq 2, 3, 4).
+ * Returns 3. */
+static int send_refused(void *d)
+{
+    unsigned char hb[GB_WIRE_HEADER_MAX];
+    gb_wire_header h;
+    gb_error err;
+    float obs[12] = {0};
     gb_wire_header_init(&h, GB_MSG_SAMPLE, GB_ROLE_ACTOR, 9);
     h.seq = 2;
-    hl = encode(&h, hb);
+    size_t hl = encode(&h, hb);
     zmq_send(d, hb, hl, 0);
     gb_wire_header_init(&h, GB_MSG_INFER_REQUEST, GB_ROLE_ACTOR, 9);
     h.seq = 3;
@@ -203,7 +215,21 @@ static int send_garbage(void *ctx, const char *endpoint)
     hl = encode(&h, hb);
     zmq_send(d, hb, hl, ZMQ_SNDMORE);
     zmq_send(d, obs, 0, 0);
-    count += 3;
+    return 3;
+}
+
+/* Sends every kind of bad message from a raw DEALER; returns how many reach the application
+ * (and must be counted as rejected). */
+static int send_garbage(void *ctx, const char *endpoint)
+{
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    int linger = 1000;
+    zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_connect(d, endpoint);
+    int count = send_random(d);
+    count += send_bad_frames(d);
+    count += send_bad_msgpack(d);
+    count += send_refused(d);
     /* the refusals with a known id come back as error replies, in order; wait for the answer to
      * the last message (seq 4), not for a fixed time: under ThreadSanitizer the server takes
      * seconds over the garbage, and a peer that had given up after 2 s closed its socket before
@@ -212,6 +238,7 @@ static int send_garbage(void *ctx, const char *endpoint)
     int errors = 0, last = 0;
     zmq_pollitem_t it = {d, 0, ZMQ_POLLIN, 0};
     gb_wire_msg m;
+    gb_error err;
     gb_wire_msg_init(&m);
     double end = gb_now_s() + 60;
     while (!last && gb_now_s() < end) {

@@ -83,6 +83,50 @@ static int count_prefix(gb_registry_client *c, const char *prefix)
     return n;
 }
 
+/* Names gone (expired or unregistered) keep their last endpoint for lookup_last. */
+static void registry_kept(gb_registry_client *c)
+{
+    gb_error err;
+    char found[256];
+    /* gone, but the registry keeps where they were: worker 1 expired, worker 0 unregistered;
+     * a name never registered stays unknown */
+    CHECK_OK(gb_registry_lookup_last(c, "policy/1/inference", found, sizeof found, &err));
+    CHECK(strcmp(found, "ipc:///run/x/policy-1") == 0);
+    CHECK_OK(gb_registry_lookup_last(c, "policy/0/inference", found, sizeof found, &err));
+    CHECK(strcmp(found, "ipc:///run/x/policy-0") == 0);
+    CHECK(gb_registry_lookup_last(c, "policy/9/inference", found, sizeof found, &err) ==
+          GB_ENOTFOUND);
+    CHECK(gb_registry_lookup(c, "policy/1/inference", found, sizeof found, 100, &err) ==
+          GB_ETIMEOUT); /* an ordinary lookup does not see them */
+    /* registered again elsewhere: the live endpoint wins over the kept one */
+    CHECK_OK(gb_registry_register(c, "policy/1/inference", "ipc:///run/x/policy-1b", &err));
+    CHECK_OK(gb_registry_lookup_last(c, "policy/1/inference", found, sizeof found, &err));
+    CHECK(strcmp(found, "ipc:///run/x/policy-1b") == 0);
+    CHECK_OK(gb_registry_unregister(c, "policy/1/inference", &err));
+    CHECK_OK(gb_registry_lookup_last(c, "policy/1/inference", found, sizeof found, &err));
+    CHECK(strcmp(found, "ipc:///run/x/policy-1b") == 0);
+}
+
+/* Bad input to the registry is rejected with GB_EPROTO; the server goes on. */
+static void registry_bad_input(void *ctx, const char *ep, gb_registry_client *c)
+{
+    gb_error err;
+    CHECK(gb_registry_register(c, "", "x", &err) == GB_EINVAL);
+    void *raw = zmq_socket(ctx, ZMQ_DEALER);
+    zmq_connect(raw, ep);
+    zmq_send(raw, "garbage", 7, 0);
+    gb_wire_header h;
+    gb_wire_header_init(&h, GB_MSG_REG_REGISTER, GB_ROLE_ACTOR, 0);
+    h.seq = 5;
+    CHECK_OK(gb_wire_send(raw, NULL, 0, &h, NULL, 0, &err)); /* no name, no endpoint */
+    gb_wire_msg m;
+    gb_wire_msg_init(&m);
+    CHECK_OK(gb_wire_recv(raw, &m, 0, 0, &err));
+    CHECK_EQ_INT(m.hdr.status, GB_EPROTO);
+    gb_wire_msg_release(&m);
+    zmq_close(raw);
+}
+
 static void test_registry_processes(void)
 {
     gb_error err;
@@ -143,43 +187,14 @@ static void test_registry_processes(void)
     while (gb_now_s() < end && (left = count_prefix(c, "policy/")) != 0)
         gb_sleep_ms(50);
     CHECK_EQ_INT(left, 0);
-    /* gone, but the registry keeps where they were: worker 1 expired, worker 0 unregistered;
-     * a name never registered stays unknown */
-    CHECK_OK(gb_registry_lookup_last(c, "policy/1/inference", found, sizeof found, &err));
-    CHECK(strcmp(found, "ipc:///run/x/policy-1") == 0);
-    CHECK_OK(gb_registry_lookup_last(c, "policy/0/inference", found, sizeof found, &err));
-    CHECK(strcmp(found, "ipc:///run/x/policy-0") == 0);
-    CHECK(gb_registry_lookup_last(c, "policy/9/inference", found, sizeof found, &err) ==
-          GB_ENOTFOUND);
-    CHECK(gb_registry_lookup(c, "policy/1/inference", found, sizeof found, 100, &err) ==
-          GB_ETIMEOUT); /* an ordinary lookup does not see them */
-    /* registered again elsewhere: the live endpoint wins over the kept one */
-    CHECK_OK(gb_registry_register(c, "policy/1/inference", "ipc:///run/x/policy-1b", &err));
-    CHECK_OK(gb_registry_lookup_last(c, "policy/1/inference", found, sizeof found, &err));
-    CHECK(strcmp(found, "ipc:///run/x/policy-1b") == 0);
-    CHECK_OK(gb_registry_unregister(c, "policy/1/inference", &err));
-    CHECK_OK(gb_registry_lookup_last(c, "policy/1/inference", found, sizeof found, &err));
-    CHECK(strcmp(found, "ipc:///run/x/policy-1b") == 0);
+    registry_kept(c);
     /* the launcher's own name stays alive through its heartbeats, well past the TTL */
     gb_sleep_ms(1500);
     CHECK_OK(gb_registry_lookup(c, "trainer/0/sample", found, sizeof found, 100, &err));
     CHECK_OK(gb_registry_unregister(c, "trainer/0/sample", &err));
     CHECK_EQ_INT(count_prefix(c, ""), 0);
     CHECK(gb_registry_unregister(c, "trainer/0/sample", &err) == GB_ENOTFOUND);
-    /* bad input to the registry: rejected, the server goes on */
-    CHECK(gb_registry_register(c, "", "x", &err) == GB_EINVAL);
-    void *raw = zmq_socket(ctx, ZMQ_DEALER);
-    zmq_connect(raw, ep);
-    zmq_send(raw, "garbage", 7, 0);
-    gb_wire_header h;
-    gb_wire_header_init(&h, GB_MSG_REG_REGISTER, GB_ROLE_ACTOR, 0);
-    h.seq = 5;
-    CHECK_OK(gb_wire_send(raw, NULL, 0, &h, NULL, 0, &err)); /* no name, no endpoint */
-    gb_wire_msg m;
-    gb_wire_msg_init(&m);
-    CHECK_OK(gb_wire_recv(raw, &m, 0, 0, &err));
-    CHECK_EQ_INT(m.hdr.status, GB_EPROTO);
-    zmq_close(raw);
+    registry_bad_input(ctx, ep, c);
     CHECK_OK(gb_registry_register(c, "still/serving", "ipc:///x", &err));
     gb_registry_client_close(c);
     atomic_store(&t.stop, 1);
@@ -203,7 +218,10 @@ static void test_endpoints(void)
     CHECK(strcmp(out, want) == 0);
     char longdir[300];
     memset(longdir, 'a', 120);
-    snprintf(longdir, sizeof longdir, "/tmp/%.*s", 110, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+    char as[111];
+    memset(as, 'a', 110);
+    as[110] = '\0';
+    snprintf(longdir, sizeof longdir, "/tmp/%s", as);
     mkdir(longdir, 0700);
     CHECK(gb_endpoint_make(out, sizeof out, 0, longdir, NULL, "policy/0/inference", &err) ==
           GB_EINVAL);
@@ -260,6 +278,77 @@ static int until_confirmed(const gb_runctl_server *s, int role, gb_run_state sta
     return gb_runctl_server_confirmed(s, role, state) >= want;
 }
 
+/* The run's state moves forward through its stages and reaches the clients c[0..2] (two
+ * trainers and an actor that stops at flushing), then a client that starts late. */
+static void runctl_moves(gb_runctl_server *rs, gb_runctl_client **c, atomic_int *stops,
+                         void *ctx, const char *ep)
+{
+    gb_error err;
+    /* ending reaches every worker within a few poll periods */
+    CHECK_EQ_INT(gb_runctl_server_set(rs, GB_RUN_ENDING), GB_RUN_ENDING);
+    double took = until_all(c, 3, GB_RUN_ENDING, 2.0);
+    printf("  ending heard by 3 clients in %.1f ms\n", 1e3 * took);
+    CHECK(took >= 0 && took < 0.25);
+    gb_runctl_client_confirm(c[0], GB_RUN_ENDING);
+    gb_runctl_client_confirm(c[1], GB_RUN_ENDING);
+    gb_runctl_client_confirm(c[1], GB_RUN_RUNNING); /* an earlier state: no-op */
+    CHECK(until_confirmed(rs, GB_ROLE_TRAINER, GB_RUN_ENDING, 2, 1.0));
+    CHECK_EQ_INT(gb_runctl_server_confirmed(rs, GB_ROLE_ACTOR, GB_RUN_ENDING), 0);
+    CHECK_EQ_INT(atomic_load(&stops[2]), 0);
+
+    /* flushing stops the actor, not the trainers */
+    gb_runctl_server_set(rs, GB_RUN_FLUSHING);
+    CHECK(until_all(c, 3, GB_RUN_FLUSHING, 2.0) >= 0);
+    CHECK_EQ_INT(atomic_load(&stops[2]), 1);
+    CHECK_EQ_INT(atomic_load(&stops[0]) + atomic_load(&stops[1]), 0);
+    gb_runctl_client_confirm(c[2], GB_RUN_FLUSHING);
+    CHECK(until_confirmed(rs, GB_ROLE_ACTOR, GB_RUN_FLUSHING, 1, 1.0));
+    CHECK_EQ_INT(gb_runctl_client_wait(c[2], GB_RUN_RELEASED, 0.1), 0);
+
+    /* drained, released; the state never goes back */
+    gb_runctl_server_set(rs, GB_RUN_DRAINED);
+    gb_runctl_server_set(rs, GB_RUN_RELEASED);
+    CHECK_EQ_INT(gb_runctl_client_wait(c[2], GB_RUN_RELEASED, 2.0), 1);
+    CHECK_EQ_INT(gb_runctl_server_set(rs, GB_RUN_ENDING), GB_RUN_RELEASED);
+    CHECK_EQ_INT(gb_runctl_server_state(rs), GB_RUN_RELEASED);
+
+    /* a client that starts late learns the state at once */
+    gb_runctl_server_set_env_steps(rs, 777); /* and the clock with it (a restarted worker) */
+    gb_runctl_client_opts lo = {.endpoint = ep, .role = GB_ROLE_POLICY, .index = 0};
+    gb_runctl_client *late;
+    CHECK_OK(gb_runctl_client_open(&late, ctx, &lo, &err));
+    took = until_all(&late, 1, GB_RUN_RELEASED, 2.0);
+    CHECK(took >= 0 && took < 0.5);
+    CHECK(gb_runctl_client_env_steps(late) == 777);
+    gb_runctl_client_close(late);
+
+}
+
+/* A malformed watch is answered with GB_EPROTO naming the sender and the attribute. */
+static void runctl_malformed(void *ctx, const char *ep)
+{
+    gb_error err;
+    void *raw = zmq_socket(ctx, ZMQ_DEALER);
+    int linger = 0;
+    zmq_setsockopt(raw, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_connect(raw, ep);
+    gb_wire_header h;
+    gb_wire_header_init(&h, GB_MSG_RUN_WATCH, GB_ROLE_ACTOR, 7);
+    h.seq = 9;
+    CHECK_OK(gb_wire_attr_set_int(&h, "known", 0, &err));
+    CHECK_OK(gb_wire_attr_set_int(&h, "confirmed", 42, &err)); /* no such state */
+    CHECK_OK(gb_wire_send(raw, NULL, 0, &h, NULL, 0, &err));
+    gb_wire_msg m;
+    gb_wire_msg_init(&m);
+    CHECK_OK(gb_wire_recv(raw, &m, 0, 0, &err));
+    CHECK_EQ_INT(m.hdr.type, GB_MSG_RUN_STATE);
+    CHECK_EQ_INT(m.hdr.status, GB_EPROTO);
+    CHECK_EQ_INT(m.hdr.seq, 9);
+    CHECK(strstr(m.hdr.text, "run_watch from actor 7") && strstr(m.hdr.text, "'confirmed'"));
+    gb_wire_msg_release(&m);
+    zmq_close(raw);
+}
+
 static void test_runctl(void)
 {
     gb_error err;
@@ -312,64 +401,8 @@ static void test_runctl(void)
     char found[64];
     CHECK_OK(gb_registry_lookup(reg, "trainer/0/sample", found, sizeof found, 1000, &err));
 
-    /* ending reaches every worker within a few poll periods */
-    CHECK_EQ_INT(gb_runctl_server_set(rs, GB_RUN_ENDING), GB_RUN_ENDING);
-    double took = until_all(c, 3, GB_RUN_ENDING, 2.0);
-    printf("  ending heard by 3 clients in %.1f ms\n", 1e3 * took);
-    CHECK(took >= 0 && took < 0.25);
-    gb_runctl_client_confirm(c[0], GB_RUN_ENDING);
-    gb_runctl_client_confirm(c[1], GB_RUN_ENDING);
-    gb_runctl_client_confirm(c[1], GB_RUN_RUNNING); /* an earlier state: no-op */
-    CHECK(until_confirmed(rs, GB_ROLE_TRAINER, GB_RUN_ENDING, 2, 1.0));
-    CHECK_EQ_INT(gb_runctl_server_confirmed(rs, GB_ROLE_ACTOR, GB_RUN_ENDING), 0);
-    CHECK_EQ_INT(atomic_load(&stops[2]), 0);
-
-    /* flushing stops the actor, not the trainers */
-    gb_runctl_server_set(rs, GB_RUN_FLUSHING);
-    CHECK(until_all(c, 3, GB_RUN_FLUSHING, 2.0) >= 0);
-    CHECK_EQ_INT(atomic_load(&stops[2]), 1);
-    CHECK_EQ_INT(atomic_load(&stops[0]) + atomic_load(&stops[1]), 0);
-    gb_runctl_client_confirm(c[2], GB_RUN_FLUSHING);
-    CHECK(until_confirmed(rs, GB_ROLE_ACTOR, GB_RUN_FLUSHING, 1, 1.0));
-    CHECK_EQ_INT(gb_runctl_client_wait(c[2], GB_RUN_RELEASED, 0.1), 0);
-
-    /* drained, released; the state never goes back */
-    gb_runctl_server_set(rs, GB_RUN_DRAINED);
-    gb_runctl_server_set(rs, GB_RUN_RELEASED);
-    CHECK_EQ_INT(gb_runctl_client_wait(c[2], GB_RUN_RELEASED, 2.0), 1);
-    CHECK_EQ_INT(gb_runctl_server_set(rs, GB_RUN_ENDING), GB_RUN_RELEASED);
-    CHECK_EQ_INT(gb_runctl_server_state(rs), GB_RUN_RELEASED);
-
-    /* a client that starts late learns the state at once */
-    gb_runctl_server_set_env_steps(rs, 777); /* and the clock with it (a restarted worker) */
-    gb_runctl_client_opts lo = {.endpoint = ep, .role = GB_ROLE_POLICY, .index = 0};
-    gb_runctl_client *late;
-    CHECK_OK(gb_runctl_client_open(&late, ctx, &lo, &err));
-    took = until_all(&late, 1, GB_RUN_RELEASED, 2.0);
-    CHECK(took >= 0 && took < 0.5);
-    CHECK(gb_runctl_client_env_steps(late) == 777);
-    gb_runctl_client_close(late);
-
-    /* a malformed watch is answered with GB_EPROTO and counted; the server goes on */
-    void *raw = zmq_socket(ctx, ZMQ_DEALER);
-    int linger = 0;
-    zmq_setsockopt(raw, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_connect(raw, ep);
-    gb_wire_header h;
-    gb_wire_header_init(&h, GB_MSG_RUN_WATCH, GB_ROLE_ACTOR, 7);
-    h.seq = 9;
-    h.nmeta = 2;
-    h.meta[0] = 0;
-    h.meta[1] = 42; /* no such state */
-    CHECK_OK(gb_wire_send(raw, NULL, 0, &h, NULL, 0, &err));
-    gb_wire_msg m;
-    gb_wire_msg_init(&m);
-    CHECK_OK(gb_wire_recv(raw, &m, 0, 0, &err));
-    CHECK_EQ_INT(m.hdr.type, GB_MSG_RUN_STATE);
-    CHECK_EQ_INT(m.hdr.status, GB_EPROTO);
-    CHECK_EQ_INT(m.hdr.seq, 9);
-    gb_wire_msg_release(&m);
-    zmq_close(raw);
+    runctl_moves(rs, c, stops, ctx, ep);
+    runctl_malformed(ctx, ep); /* counted (below); the server goes on */
     CHECK_OK(gb_registry_lookup(reg, "trainer/0/sample", found, sizeof found, 1000, &err));
 
     CHECK(strcmp(gb_run_state_name(GB_RUN_DRAINED), "drained") == 0);

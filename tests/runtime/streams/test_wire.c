@@ -284,9 +284,9 @@ static void test_malformed(void)
     msgpack_sbuffer_write(&sb, "\x01", 1);
     EXPECT_BAD(sb.data, sb.size, "trailing");
     /* missing, duplicate and unknown keys */
-    unsigned char miss[] = {0x81, 0xa1, 'v', 0x01};
+    unsigned char miss[] = {0x81, 0xa1, 'v', GB_WIRE_PROTOCOL};
     EXPECT_BAD(miss, sizeof miss, "missing");
-    unsigned char dup[] = {0x82, 0xa1, 'v', 0x01, 0xa1, 'v', 0x01};
+    unsigned char dup[] = {0x82, 0xa1, 'v', GB_WIRE_PROTOCOL, 0xa1, 'v', GB_WIRE_PROTOCOL};
     EXPECT_BAD(dup, sizeof dup, "twice");
     unsigned char unk[] = {0x81, 0xa1, 'z', 0x01};
     EXPECT_BAD(unk, sizeof unk, "unknown field");
@@ -301,6 +301,56 @@ static void test_malformed(void)
     static unsigned char big[GB_WIRE_HEADER_MAX + 1];
     EXPECT_BAD(big, sizeof big, "bytes");
     msgpack_sbuffer_destroy(&sb);
+}
+
+/* frames at odd addresses (inproc passes messages as they are): a small one is copied
+ * into the arena, ones larger than the arena into malloc'd blocks */
+static void odd_addresses(void *a, void *b)
+{
+    gb_error err;
+    gb_wire_msg m;
+    gb_wire_msg_init(&m);
+    static double big[2][1600 + 1], small[4 + 1];
+    unsigned char *bb[2] = {(unsigned char *)big[0] + 1, (unsigned char *)big[1] + 1};
+    for (int i = 0; i < 1600; i++) {
+        double x = i * 0.25, y = -i * 0.5;
+        memcpy(bb[0] + i * 8, &x, 8);
+        memcpy(bb[1] + i * 8, &y, 8);
+    }
+    unsigned char *sb = (unsigned char *)small + 1;
+    for (int i = 0; i < 4; i++) {
+        double x = i + 100.0;
+        memcpy(sb + i * 8, &x, 8);
+    }
+    gb_wire_header hm;
+    gb_wire_header_init(&hm, GB_MSG_SAMPLE, GB_ROLE_ACTOR, 0);
+    int64_t n1600[1] = {1600}, n4[1] = {4};
+    gb_wire_set_tensor(&hm.tensors[0], "a", GB_DTYPE_FLOAT64, 1, n1600, &err);
+    gb_wire_set_tensor(&hm.tensors[1], "s", GB_DTYPE_FLOAT64, 1, n4, &err);
+    gb_wire_set_tensor(&hm.tensors[2], "b", GB_DTYPE_FLOAT64, 1, n1600, &err);
+    hm.ntensors = 3;
+    zmq_msg_t fm[3];
+    zmq_msg_init_data(&fm[0], bb[0], 1600 * 8, NULL, NULL);
+    zmq_msg_init_data(&fm[1], sb, 4 * 8, NULL, NULL);
+    zmq_msg_init_data(&fm[2], bb[1], 1600 * 8, NULL, NULL);
+    gb_wire_payload pm[3] = {{NULL, NULL, NULL, &fm[0]}, {NULL, NULL, NULL, &fm[1]},
+                             {NULL, NULL, NULL, &fm[2]}};
+    CHECK_OK(gb_wire_send(a, NULL, 0, &hm, pm, 0, &err));
+    for (int i = 0; i < 3; i++)
+        zmq_msg_close(&fm[i]);
+    CHECK_OK(gb_wire_recv(b, &m, 0, 0, &err));
+    CHECK_EQ_INT(m.realigned, 3);
+    const double *va = gb_wire_msg_tensor(&m, 0).data, *vs = gb_wire_msg_tensor(&m, 1).data,
+                 *vb = gb_wire_msg_tensor(&m, 2).data;
+    CHECK((uintptr_t)va % 8 == 0 && (uintptr_t)vs % 8 == 0 && (uintptr_t)vb % 8 == 0);
+    CHECK((const unsigned char *)vs >= m.arena &&
+          (const unsigned char *)vs < m.arena + sizeof m.arena);
+    CHECK(va == zmq_msg_data(&m.frames[0]) && vb == zmq_msg_data(&m.frames[2]));
+    for (int i = 0; i < 1600; i++)
+        CHECK(va[i] == i * 0.25 && vb[i] == -i * 0.5);
+    for (int i = 0; i < 4; i++)
+        CHECK(vs[i] == i + 100.0);
+    gb_wire_msg_release(&m);
 }
 
 static void test_send_recv(void)
@@ -318,7 +368,8 @@ static void test_send_recv(void)
         obs[i] = (float)i * 0.5f;
     for (int i = 0; i < 64 * 84 * 84; i++)
         pix[i] = (unsigned char)(i * 7);
-    gb_wire_payload p[3] = {{obs, NULL, NULL, NULL}, {pix, NULL, NULL, NULL}, {NULL, NULL, NULL, NULL}};
+    gb_wire_payload p[3] = {{obs, NULL, NULL, NULL}, {pix, NULL, NULL, NULL},
+                            {NULL, NULL, NULL, NULL}};
     CHECK_OK(gb_wire_send(a, NULL, 0, &h, p, 0, &err));
     gb_wire_msg m;
     gb_wire_msg_init(&m);
@@ -377,51 +428,7 @@ static void test_send_recv(void)
     gb_wire_msg_release(&m);
     CHECK(gb_wire_recv(b, &m, 0, ZMQ_DONTWAIT, &err) == GB_EAGAIN);
 
-    /* frames at odd addresses (inproc passes messages as they are): a small one is copied
-     * into the arena, ones larger than the arena into malloc'd blocks */
-    {
-        static double big[2][1600 + 1], small[4 + 1];
-        unsigned char *bb[2] = {(unsigned char *)big[0] + 1, (unsigned char *)big[1] + 1};
-        for (int i = 0; i < 1600; i++) {
-            double x = i * 0.25, y = -i * 0.5;
-            memcpy(bb[0] + i * 8, &x, 8);
-            memcpy(bb[1] + i * 8, &y, 8);
-        }
-        unsigned char *sb = (unsigned char *)small + 1;
-        for (int i = 0; i < 4; i++) {
-            double x = i + 100.0;
-            memcpy(sb + i * 8, &x, 8);
-        }
-        gb_wire_header hm;
-        gb_wire_header_init(&hm, GB_MSG_SAMPLE, GB_ROLE_ACTOR, 0);
-        int64_t n1600[1] = {1600}, n4[1] = {4};
-        gb_wire_set_tensor(&hm.tensors[0], "a", GB_DTYPE_FLOAT64, 1, n1600, &err);
-        gb_wire_set_tensor(&hm.tensors[1], "s", GB_DTYPE_FLOAT64, 1, n4, &err);
-        gb_wire_set_tensor(&hm.tensors[2], "b", GB_DTYPE_FLOAT64, 1, n1600, &err);
-        hm.ntensors = 3;
-        zmq_msg_t fm[3];
-        zmq_msg_init_data(&fm[0], bb[0], 1600 * 8, NULL, NULL);
-        zmq_msg_init_data(&fm[1], sb, 4 * 8, NULL, NULL);
-        zmq_msg_init_data(&fm[2], bb[1], 1600 * 8, NULL, NULL);
-        gb_wire_payload pm[3] = {{NULL, NULL, NULL, &fm[0]}, {NULL, NULL, NULL, &fm[1]},
-                                 {NULL, NULL, NULL, &fm[2]}};
-        CHECK_OK(gb_wire_send(a, NULL, 0, &hm, pm, 0, &err));
-        for (int i = 0; i < 3; i++)
-            zmq_msg_close(&fm[i]);
-        CHECK_OK(gb_wire_recv(b, &m, 0, 0, &err));
-        CHECK_EQ_INT(m.realigned, 3);
-        const double *va = gb_wire_msg_tensor(&m, 0).data, *vs = gb_wire_msg_tensor(&m, 1).data,
-                     *vb = gb_wire_msg_tensor(&m, 2).data;
-        CHECK((uintptr_t)va % 8 == 0 && (uintptr_t)vs % 8 == 0 && (uintptr_t)vb % 8 == 0);
-        CHECK((const unsigned char *)vs >= m.arena &&
-              (const unsigned char *)vs < m.arena + sizeof m.arena);
-        CHECK(va == zmq_msg_data(&m.frames[0]) && vb == zmq_msg_data(&m.frames[2]));
-        for (int i = 0; i < 1600; i++)
-            CHECK(va[i] == i * 0.25 && vb[i] == -i * 0.5);
-        for (int i = 0; i < 4; i++)
-            CHECK(vs[i] == i + 100.0);
-        gb_wire_msg_release(&m);
-    }
+    odd_addresses(a, b);
 
     /* zero-copy payloads: free_fn runs exactly once */
     static int freed;
