@@ -1,35 +1,15 @@
 /* workers/server_episodes.c: the data server's episode index (which items hold which steps of
  * which episode) and the planning of the offline sampling modes over it: windows, transitions,
  * whole episodes and epochs with a cursor per client (protocol in docs/protocol.md, "Sampling
- * modes"). The data itself is gathered from the replay by server_ops.c.
+ * modes"). The data itself is gathered from the replay by server_offline.c.
  * defines: gb_episodes_create, gb_episodes_add, gb_episodes_free, gb_episodes_count,
- *          gb_episodes_transitions, gb_episodes_length, gb_episodes_plan, gb_episodes_mode_parse,
- *          gb_episodes_mode_name */
-#include "workers/server.h"
-#include "workers/server_internal.h"
+ *          gb_episodes_transitions, gb_episodes_length, gb_episodes_plan */
+#include "workers/server_episodes_internal.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const char *const mode_names[GB_SERVE_MODES] = {"item", "window", "transition", "episode",
-                                                       "epoch"};
-
-int gb_episodes_mode_parse(const char *name)
-{
-    if (!name || !name[0])
-        return GB_SERVE_MODE_ITEM;
-    for (int k = 0; k < GB_SERVE_MODES; k++)
-        if (strcmp(name, mode_names[k]) == 0)
-            return k;
-    return -1;
-}
-
-const char *gb_episodes_mode_name(int mode)
-{
-    return mode >= 0 && mode < GB_SERVE_MODES ? mode_names[mode] : "?";
-}
 
 int gb_episodes_create(gb_episodes **out, int64_t steps, uint64_t seed, gb_error *err)
 {
@@ -247,7 +227,7 @@ int gb_episodes_plan(gb_episodes *e, int mode, int64_t batch, int64_t len, const
     int64_t N = gb_episodes_transitions(e);
     if (!e || e->neps == 0) {
         snprintf(text, cap, "sample: mode '%s': the table has no episodes",
-                 gb_episodes_mode_name(mode));
+                 gb_serve_mode_name(mode));
         return -1;
     }
     p->epoch = -1;

@@ -1,10 +1,11 @@
-/* workers/client/client.c: the C client of the offline-RL data server (API in workers/client/client.h). */
+/* workers/client/client.c: the C client of the offline-RL data server (API in
+ * workers/client/client.h). */
 #include "workers/client/client.h"
 
 #include "runtime/clock.h"
 #include "runtime/curve.h"
 #include "runtime/wire.h"
-#include "workers/server.h"
+#include "workers/server_protocol.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,7 +177,7 @@ int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err)
     info->samples = (uint64_t)r->meta[5];
     info->max_batch_rows = r->meta[6];
     info->max_batch_bytes = r->meta[7];
-    /* typed attributes (workers/server.h INFO); absent ones leave the fields empty */
+    /* typed attributes (workers/server_protocol.h, INFO); absent ones leave the fields empty */
     int64_t mask = 0;
     rc = gb_wire_attr_int(r, "per_item", &mask, err);
     if (rc && rc != GB_ENOTFOUND)
@@ -200,7 +201,7 @@ int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err)
     gb_wire_attr_int(r, "transitions", &info->transitions, NULL);
     gb_wire_attr_int(r, "max_len", &info->max_episode_len, NULL);
     const char *wt = gb_wire_attr_str(r, "weight_total"), *beta = gb_wire_attr_str(r, "beta");
-    if (wt && beta) { /* exact decimal strings (workers/server_ops.c info_weighted) */
+    if (wt && beta) { /* exact decimal strings (workers/server_info.c) */
         info->has_weight_total = 1;
         info->weight_total = strtod(wt, NULL);
         info->beta = strtod(beta, NULL);
@@ -233,16 +234,7 @@ int gb_client_column_index(const gb_client_info *info, const char *name)
     return -1;
 }
 
-/* Selector names as the config spells them (server.replay.selector), indexed by
- * gb_selector_kind (runtime/config.h); kept here so that the client needs no config code. */
-#define SELECTOR_KINDS 5
-static const char *const selector_names[SELECTOR_KINDS] = {"uniform", "weighted", "fifo", "lifo",
-                                                           "topk"};
-
-const char *gb_client_selector_name(int kind)
-{
-    return kind >= 0 && kind < SELECTOR_KINDS ? selector_names[kind] : NULL;
-}
+const char *gb_client_selector_name(int kind) { return gb_serve_selector_name(kind); }
 
 int gb_client_has_selector(const gb_client_info *info, const char *name)
 {
@@ -257,79 +249,56 @@ int gb_client_has_selector(const gb_client_info *info, const char *name)
     return 0;
 }
 
-/* A selector name -> the kind on the wire (-1: the server's default). Returns 0 or GB_EINVAL. */
-static int selector_kind(const char *name, int64_t *kind, gb_error *err)
+/* A sample request's header (and its "columns" tensor, names packed into the caller's buffer
+ * names of cap bytes). Returns 0 or GB_EINVAL. */
+static int sample_request(const gb_client *c, const gb_client_sample_req *req, gb_wire_header *h,
+                          gb_wire_payload *pl, char *names, size_t cap, gb_error *err)
 {
-    *kind = -1;
-    if (!name || !name[0] || strcmp(name, "default") == 0)
-        return 0;
-    for (int k = 0; k < SELECTOR_KINDS; k++)
-        if (strcmp(name, selector_names[k]) == 0) {
-            *kind = k;
-            return 0;
-        }
-    return gb_error_set(err, GB_EINVAL, "client: unknown selector '%.32s' (expected default, "
-                        "uniform, weighted, fifo, lifo or topk)", name);
-}
-
-static int sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
-                  const void **views, size_t *bytes, gb_error *err)
-{
-    gb_wire_header h;
     if (req->table && strlen(req->table) > 31)
         return gb_error_set(err, GB_EINVAL, "client: table name over 31 bytes");
-    request_init_table(&h, c, GB_SERVE_SAMPLE, req->table);
-    int offline = req->mode && req->mode[0] && strcmp(req->mode, "item") != 0;
+    request_init_table(h, c, GB_SERVE_SAMPLE, req->table);
     if (req->mode && req->mode[0]) {
         if (strlen(req->mode) > 31 || (req->cursor && strlen(req->cursor) > 31))
             return gb_error_set(err, GB_EINVAL, "client: mode or cursor name over 31 bytes");
-        int arc = gb_wire_attr_set_str(&h, "mode", req->mode, err);
+        int arc = gb_wire_attr_set_str(h, "mode", req->mode, err);
         if (arc == 0 && req->len > 0)
-            arc = gb_wire_attr_set_int(&h, "len", req->len, err);
+            arc = gb_wire_attr_set_int(h, "len", req->len, err);
         if (arc == 0 && req->cursor && req->cursor[0])
-            arc = gb_wire_attr_set_str(&h, "cursor", req->cursor, err);
+            arc = gb_wire_attr_set_str(h, "cursor", req->cursor, err);
         if (arc == 0 && req->reset)
-            arc = gb_wire_attr_set_int(&h, "reset", 1, err);
+            arc = gb_wire_attr_set_int(h, "reset", 1, err);
         if (arc)
             return arc;
     }
-    h.nmeta = 6;
-    h.meta[1] = req->batch;
-    h.meta[2] = req->t0;
-    h.meta[3] = req->t1;
-    h.meta[4] = req->timeout_ms;
-    int rc = selector_kind(req->selector, &h.meta[5], err);
-    if (rc)
+    h->nmeta = 6;
+    h->meta[1] = req->batch;
+    h->meta[2] = req->t0;
+    h->meta[3] = req->t1;
+    h->meta[4] = req->timeout_ms;
+    int rc = gb_serve_selector_kind(req->selector, &h->meta[5], err);
+    if (rc || req->ncolumns <= 0)
         return rc;
-    char names[GB_CLIENT_MAX_COLUMNS * 32];
+    if (req->ncolumns > GB_CLIENT_MAX_COLUMNS)
+        return gb_error_set(err, GB_EINVAL, "client: too many columns");
     size_t nl = 0;
-    gb_wire_payload pl[1];
-    if (req->ncolumns > 0) {
-        if (req->ncolumns > GB_CLIENT_MAX_COLUMNS)
-            return gb_error_set(err, GB_EINVAL, "client: too many columns");
-        for (int k = 0; k < req->ncolumns; k++) {
-            size_t l = strlen(req->columns[k]);
-            if (l >= 32)
-                return gb_error_set(err, GB_EINVAL, "client: column name too long");
-            memcpy(names + nl, req->columns[k], l + 1);
-            nl += l + 1;
-        }
-        int64_t len = (int64_t)nl;
-        gb_wire_set_tensor(&h.tensors[0], "columns", GB_DTYPE_UINT8, 1, &len, NULL);
-        h.ntensors = 1;
-        pl[0] = (gb_wire_payload){.data = names};
+    for (int k = 0; k < req->ncolumns; k++) {
+        size_t l = strlen(req->columns[k]);
+        if (l >= 32 || nl + l + 1 > cap)
+            return gb_error_set(err, GB_EINVAL, "client: column name too long");
+        memcpy(names + nl, req->columns[k], l + 1);
+        nl += l + 1;
     }
-    rc = roundtrip(c, &h, pl, GB_SERVE_SAMPLE, err);
-    if (rc)
-        return rc;
-    const gb_wire_msg *m = &c->reply;
-    if (m->hdr.nmeta < 3 || m->hdr.ntensors < 5 || m->hdr.meta[1] < 0 ||
-        m->hdr.meta[1] > req->batch)
-        return gb_error_set(err, GB_EPROTO, "client: malformed sample reply");
-    int64_t n = m->hdr.meta[1];
-    out->n = n;
-    out->size = m->hdr.meta[2];
-    out->selector = m->hdr.nmeta > 3 ? (int)m->hdr.meta[3] : -1;
+    int64_t len = (int64_t)nl;
+    gb_wire_set_tensor(&h->tensors[0], "columns", GB_DTYPE_UINT8, 1, &len, NULL);
+    h->ntensors = 1;
+    pl[0] = (gb_wire_payload){.data = names};
+    return 0;
+}
+
+/* The rows' metadata of a sample reply m (n rows): "index", "key", "prob", "weight", "length",
+ * copied to out's arrays that are set. Returns 0 or GB_EPROTO. */
+static int sample_meta(const gb_wire_msg *m, int64_t n, gb_client_batch *out, gb_error *err)
+{
     static const char *const meta_names[] = {"index", "key", "prob", "weight", "length"};
     static const size_t meta_size[] = {8, 8, 8, 4, 4};
     void *meta_dst[] = {out->index, out->key, out->prob, out->weight, out->length};
@@ -341,33 +310,63 @@ static int sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch
         if (meta_dst[k])
             memcpy(meta_dst[k], v.data, v.bytes);
     }
-    int ncols = m->hdr.ntensors - 5;
+    return 0;
+}
+
+/* An offline mode's reply: "episode" [n] and "timestep" [n, S] last, and the epoch's place.
+ * Returns 0 or GB_EPROTO. */
+static int sample_offline(const gb_wire_msg *m, int64_t n, int64_t batch, gb_client_batch *out,
+                          gb_error *err)
+{
+    gb_tensor_view ve = gb_wire_msg_tensor(m, m->hdr.ntensors - 2);
+    gb_tensor_view vt = gb_wire_msg_tensor(m, m->hdr.ntensors - 1);
+    if (m->hdr.ntensors < 7 || strcmp(ve.desc->name, "episode") != 0 ||
+        strcmp(vt.desc->name, "timestep") != 0 || ve.bytes != (size_t)n * 8 ||
+        vt.desc->rank != 2 || vt.desc->shape[0] != n)
+        return gb_error_set(err, GB_EPROTO, "client: sample reply: no episode/timestep");
+    out->steps = vt.desc->shape[1];
+    if (out->episode)
+        memcpy(out->episode, ve.data, ve.bytes);
+    if (out->timestep) {
+        if (vt.bytes > (size_t)batch * (size_t)out->steps * 4)
+            return gb_error_set(err, GB_EPROTO, "client: sample reply: bad timestep");
+        memcpy(out->timestep, vt.data, vt.bytes);
+    }
+    gb_wire_attr_int(&m->hdr, "epoch", &out->epoch, NULL);
+    gb_wire_attr_int(&m->hdr, "pos", &out->epoch_pos, NULL);
+    int64_t end = 0;
+    gb_wire_attr_int(&m->hdr, "end", &end, NULL);
+    out->epoch_end = (int)end;
+    return 0;
+}
+
+static int sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
+                  const void **views, size_t *bytes, gb_error *err)
+{
+    gb_wire_header h;
+    gb_wire_payload pl[1];
+    char names[GB_CLIENT_MAX_COLUMNS * 32];
+    int rc = sample_request(c, req, &h, pl, names, sizeof names, err);
+    if (rc || (rc = roundtrip(c, &h, pl, GB_SERVE_SAMPLE, err)))
+        return rc;
+    const gb_wire_msg *m = &c->reply;
+    if (m->hdr.nmeta < 3 || m->hdr.ntensors < 5 || m->hdr.meta[1] < 0 ||
+        m->hdr.meta[1] > req->batch)
+        return gb_error_set(err, GB_EPROTO, "client: malformed sample reply");
+    int64_t n = m->hdr.meta[1];
+    out->n = n;
+    out->size = m->hdr.meta[2];
+    out->selector = m->hdr.nmeta > 3 ? (int)m->hdr.meta[3] : -1;
+    if ((rc = sample_meta(m, n, out, err)))
+        return rc;
+    int offline = req->mode && req->mode[0] && strcmp(req->mode, "item") != 0;
+    int ncols = m->hdr.ntensors - 5 - (offline ? 2 : 0);
     out->steps = req->t1 ? req->t1 - req->t0 : 0;
     out->epoch = -1;
     out->epoch_pos = 0;
     out->epoch_end = 0;
-    if (offline) { /* then "episode" [n] and "timestep" [n, S] */
-        ncols -= 2;
-        gb_tensor_view ve = gb_wire_msg_tensor(m, m->hdr.ntensors - 2);
-        gb_tensor_view vt = gb_wire_msg_tensor(m, m->hdr.ntensors - 1);
-        if (ncols < 0 || strcmp(ve.desc->name, "episode") != 0 ||
-            strcmp(vt.desc->name, "timestep") != 0 || ve.bytes != (size_t)n * 8 ||
-            vt.desc->rank != 2 || vt.desc->shape[0] != n)
-            return gb_error_set(err, GB_EPROTO, "client: sample reply: no episode/timestep");
-        out->steps = vt.desc->shape[1];
-        if (out->episode)
-            memcpy(out->episode, ve.data, ve.bytes);
-        if (out->timestep) {
-            if (vt.bytes > (size_t)req->batch * (size_t)out->steps * 4)
-                return gb_error_set(err, GB_EPROTO, "client: sample reply: bad timestep");
-            memcpy(out->timestep, vt.data, vt.bytes);
-        }
-        gb_wire_attr_int(&m->hdr, "epoch", &out->epoch, NULL);
-        gb_wire_attr_int(&m->hdr, "pos", &out->epoch_pos, NULL);
-        int64_t end = 0;
-        gb_wire_attr_int(&m->hdr, "end", &end, NULL);
-        out->epoch_end = (int)end;
-    }
+    if (offline && (rc = sample_offline(m, n, req->batch, out, err)))
+        return rc;
     if (req->ncolumns > 0 && ncols != req->ncolumns)
         return gb_error_set(err, GB_EPROTO, "client: sample reply: %d columns, asked %d",
                             ncols, req->ncolumns);

@@ -1,5 +1,6 @@
-/* workers/client/client.h: the C client of the offline-RL data server (`gearbox serve`; protocol in
- * workers/server.h). Library gearbox_client; needs only the runtime (wire format, ZeroMQ).
+/* workers/client/client.h: the C client of the offline-RL data server (`gearbox serve`;
+ * protocol in workers/server_protocol.h). Library gearbox_client; needs only the runtime (wire
+ * format, ZeroMQ).
  * defines: gb_client, gb_client_info, gb_client_column, gb_client_batch, gb_client_open,
  *          gb_client_open_curve,
  *          gb_client_close, gb_client_get_info, gb_client_sample, gb_client_insert,

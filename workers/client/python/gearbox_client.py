@@ -32,7 +32,7 @@ pair, or ``key_file="client.key"`` (a key pair file, ``public <Z85>`` / ``secret
 mode 0600) when the server allows only the keys listed in server.curve_clients.
 
 Wire format (runtime/wire.h): each message is [msgpack header][one raw frame per tensor];
-protocol in workers/server.h. Run ``python3 gearbox_client.py bench ENDPOINT BATCH SECONDS`` to
+protocol in workers/server_protocol.h. Run ``python3 gearbox_client.py bench ENDPOINT BATCH SECONDS`` to
 measure sampling throughput (prints bytes/s and items/s).
 """
 
@@ -236,7 +236,7 @@ class Client:
 
     def _info_reply(self, rh, arrays, table=None):
         m = rh["m"]
-        attrs = rh.get("a", {})  # typed attributes (workers/server.h INFO)
+        attrs = rh.get("a", {})  # typed attributes (workers/server_protocol.h, INFO)
         mask = int(attrs.get("per_item", 0))
         cols = {}
         for k, (name, a) in enumerate(arrays):

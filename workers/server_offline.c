@@ -1,0 +1,242 @@
+/* workers/server_offline.c: the data server's sample request in an offline mode: windows,
+ * transitions, whole episodes and epochs, planned over the table's episode index
+ * (server_episodes.c) and copied from the loaded items; not rate-limited, never parked. */
+#include "workers/server_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* What an offline sample asks for, read and checked. */
+typedef struct offline_args {
+    int64_t batch, len, reset;
+    const char *cursor;
+} offline_args;
+
+/* An int request attribute, or def when absent; -1 (text set) when it is another kind. */
+static int attr_int(const gb_wire_msg *m, const char *key, int64_t def, int64_t *v, char *text,
+                    size_t cap)
+{
+    gb_error e = {0};
+    int rc = gb_wire_attr_int(&m->hdr, key, v, &e);
+    if (rc == GB_ENOTFOUND) {
+        *v = def;
+        return 0;
+    }
+    if (rc)
+        snprintf(text, cap, "sample: attribute '%s' must be an integer", key);
+    return rc ? -1 : 0;
+}
+
+/* Reads and checks the request's batch, len, reset and cursor. Returns 0 or the error code to
+ * answer with (text set). */
+static int offline_args_read(const gb_server *s, const srv_table *tb, const gb_wire_msg *m,
+                             int mode, offline_args *a, char *text, size_t cap)
+{
+    const gb_replay_options *o = gb_replay_options_of(tb->r);
+    a->batch = m->hdr.meta[1];
+    if (!tb->ep) {
+        snprintf(text, cap, "sample: mode '%s': table '%s' has no episodes (they come from a "
+                 "D4RL dataset loaded from its file; gearbox recordings and restored "
+                 "checkpoints have none)", gb_serve_mode_name(mode), tb->name);
+        return GB_EUNSUPPORTED;
+    }
+    if (a->batch < 1 || a->batch > s->o.max_batch_rows) {
+        snprintf(text, cap, "sample: batch %lld outside 1..%lld (server.max_batch_rows)",
+                 (long long)a->batch, (long long)s->o.max_batch_rows);
+        return GB_EINVAL;
+    }
+    if (attr_int(m, "len", mode == GB_SERVE_MODE_WINDOW ? o->steps : 1, &a->len, text, cap) ||
+        attr_int(m, "reset", 0, &a->reset, text, cap))
+        return GB_EINVAL;
+    if (a->len < 1 || a->len > (int64_t)1 << 24) {
+        snprintf(text, cap, "sample: len %lld outside 1..16777216", (long long)a->len);
+        return GB_EINVAL;
+    }
+    a->cursor = gb_wire_attr_str(&m->hdr, "cursor");
+    if (mode == GB_SERVE_MODE_EPOCH && (!a->cursor || !a->cursor[0])) {
+        snprintf(text, cap, "sample: mode 'epoch' needs a 'cursor' (a string naming this "
+                 "reader's place in the epoch)");
+        return GB_EINVAL;
+    }
+    return 0;
+}
+
+/* Copies row i (p->S steps of episode[i] from start[i]) into sr; fills its metadata. */
+static void copy_row(const srv_table *tb, const gb_replay_status *st, const ep_plan *p,
+                     const gb_replay_table *tables, sample_reply *sr, int64_t i,
+                     int64_t episode, int64_t start)
+{
+    const gb_episodes *e = tb->ep;
+    const int64_t T = e->T, S = p->S;
+    int64_t left = gb_episodes_length(e, episode) - start;
+    int64_t valid = left < S ? left : S;
+    int64_t item0 = e->ep_item0[episode];
+    int64_t first = item0 + start / T;
+    sr->length[i] = (int32_t)valid;
+    sr->index[i] = e->item_slot[first];
+    sr->key[i] = st->item[e->item_slot[first]].seq; /* checked to be the loaded one */
+    sr->prob[i] = 1.0 / (double)p->size;
+    sr->weight[i] = 1.0f;
+    sr->episode[i] = episode;
+    for (int64_t k = 0; k < S; k++)
+        sr->timestep[i * S + k] = k < valid ? (int32_t)(start + k) : 0;
+    for (int c = 0; c < sr->ncols; c++) {
+        const gb_replay_table *t = &tables[sr->dst[c].column];
+        unsigned char *out = sr->dst[c].data;
+        if (t->per_item) {
+            memcpy(out + (size_t)i * t->block_bytes,
+                   t->base + (size_t)e->item_slot[first] * t->stride, t->block_bytes);
+            continue;
+        }
+        unsigned char *row = out + (size_t)(i * S) * t->step_bytes;
+        for (int64_t k = 0; k < valid;) { /* runs of steps inside one item */
+            int64_t step = start + k, it = item0 + step / T, at = step % T;
+            int64_t run = T - at < valid - k ? T - at : valid - k;
+            memcpy(row + (size_t)k * t->step_bytes,
+                   t->base + (size_t)e->item_slot[it] * t->stride + (size_t)at * t->step_bytes,
+                   (size_t)run * t->step_bytes);
+            k += run;
+        }
+        memset(row + (size_t)valid * t->step_bytes, 0, (size_t)(S - valid) * t->step_bytes);
+    }
+}
+
+/* Copies the planned rows (p->n rows of p->S steps) of table tb into sr. Returns 0, or -1 when
+ * an item read was replaced or removed since it was loaded (its slot reused by an insert; text
+ * set). */
+static int gather_rows(const srv_table *tb, const ep_plan *p, const int64_t *episode,
+                       const int64_t *start, const gb_replay_table *tables, sample_reply *sr,
+                       char *text, size_t cap)
+{
+    const gb_episodes *e = tb->ep;
+    const int64_t T = e->T;
+    gb_replay_status st;
+    gb_replay_status_view(tb->r, &st);
+    for (int64_t i = 0; i < p->n; i++)
+        copy_row(tb, &st, p, tables, sr, i, episode[i], start[i]);
+    /* every item read must still be the one loaded (checked after the copy: a key only grows) */
+    for (int64_t i = 0; i < p->n; i++) {
+        int64_t item0 = e->ep_item0[episode[i]];
+        for (int64_t it = item0 + start[i] / T; it <= item0 + (start[i] + sr->length[i] - 1) / T;
+             it++) {
+            int64_t slot = e->item_slot[it];
+            if (st.state[slot] != GB_ITEM_COMMITTED ||
+                (uint32_t)st.item[slot].seq != e->item_key[it] ||
+                (it == item0 + start[i] / T && st.item[slot].seq != sr->key[i])) {
+                snprintf(text, cap, "sample: episode %lld: its item in slot %lld was replaced "
+                         "by an insert since the dataset was loaded (the offline modes read "
+                         "the loaded dataset; give the table room: server.replay.capacity)",
+                         (long long)episode[i], (long long)slot);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The data bytes of one row: per step (step_row) and per row (item_row), with the episode and
+ * timestep columns. */
+static void row_bytes(const gb_replay_table *tables, const sample_reply *sr, uint64_t *step_row,
+                      uint64_t *item_row)
+{
+    *step_row = 4; /* timestep */
+    *item_row = 8; /* episode */
+    for (int k = 0; k < sr->ncols; k++) {
+        if (tables[sr->cols[k]].per_item)
+            *item_row += tables[sr->cols[k]].block_bytes;
+        else
+            *step_row += tables[sr->cols[k]].step_bytes;
+    }
+}
+
+/* The reply's header: meta and the mode's attributes. Returns 0 or the attribute's error. */
+static int offline_header(gb_wire_header *h, const worker *w, const gb_wire_msg *m,
+                          const srv_table *tb, int mode, const ep_plan *p, gb_error *err)
+{
+    gb_server_reply_init(h, w, m, GB_SERVE_SAMPLE);
+    h->nmeta = 4;
+    h->meta[1] = p->n;
+    h->meta[2] = p->size;
+    h->meta[3] = -1;
+    int rc;
+    if ((rc = gb_wire_attr_set_str(h, "mode", gb_serve_mode_name(mode), err)) ||
+        (rc = gb_wire_attr_set_str(h, "table", tb->name, err)))
+        return rc;
+    if (mode == GB_SERVE_MODE_EPOCH &&
+        ((rc = gb_wire_attr_set_int(h, "epoch", p->epoch, err)) ||
+         (rc = gb_wire_attr_set_int(h, "pos", p->pos, err)) ||
+         (rc = gb_wire_attr_set_int(h, "end", p->end, err))))
+        return rc;
+    return 0;
+}
+
+/* Plans the rows and checks the reply's size: before an epoch's cursor moves (its S is len)
+ * and once an episode batch's S is known. Returns 0 or an error code (text set). */
+static int plan(worker *w, const srv_table *tb, int mode, const offline_args *a,
+                uint64_t step_row, uint64_t item_row, ep_plan *p, char *text, size_t cap)
+{
+    gb_server *s = w->s;
+    uint64_t want = (uint64_t)a->batch * (item_row + (uint64_t)a->len * step_row);
+    if (mode != GB_SERVE_MODE_EPISODE && want > (uint64_t)s->o.max_batch_bytes) {
+        snprintf(text, cap, "sample: a reply of %llu data bytes exceeds server.max_batch_bytes "
+                 "= %lld; ask for fewer rows, columns or steps", (unsigned long long)want,
+                 (long long)s->o.max_batch_bytes);
+        return GB_EINVAL;
+    }
+    if (gb_episodes_plan(tb->ep, mode, a->batch, a->len, a->cursor, a->reset != 0, &w->rng,
+                         w->rows, w->rows + s->o.max_batch_rows, p, text, cap))
+        return GB_EINVAL;
+    uint64_t data_bytes = (uint64_t)p->n * (item_row + (uint64_t)p->S * step_row);
+    if (data_bytes > (uint64_t)s->o.max_batch_bytes) {
+        snprintf(text, cap, "sample: a reply of %llu data bytes (episodes of up to %lld steps) "
+                 "exceeds server.max_batch_bytes = %lld; ask for fewer episodes or columns",
+                 (unsigned long long)data_bytes, (long long)p->S,
+                 (long long)s->o.max_batch_bytes);
+        return GB_EINVAL;
+    }
+    return 0;
+}
+
+int gb_server_op_sample_offline(worker *w, const srv_table *tb, const gb_wire_msg *m, int mode,
+                                gb_error *err)
+{
+    gb_server *s = w->s;
+    char text[GB_WIRE_TEXT_MAX];
+    offline_args a;
+    int rc = offline_args_read(s, tb, m, mode, &a, text, sizeof text);
+    if (rc)
+        return gb_server_send_error(w, m, rc, text);
+    sample_reply sr = {.offline = 1};
+    sr.ncols = gb_server_parse_columns(gb_replay_options_of(tb->r), m, sr.cols, text,
+                                       sizeof text);
+    if (sr.ncols < 0)
+        return gb_server_send_error(w, m, GB_EINVAL, text);
+    if (sr.ncols > GB_WIRE_MAX_TENSORS - 7) {
+        snprintf(text, sizeof text, "sample: at most %d columns in mode '%s'",
+                 GB_WIRE_MAX_TENSORS - 7, gb_serve_mode_name(mode));
+        return gb_server_send_error(w, m, GB_EINVAL, text);
+    }
+    gb_replay_table tables[GB_REPLAY_MAX_COLUMNS];
+    gb_replay_tables(tb->r, tables);
+    uint64_t step_row, item_row;
+    row_bytes(tables, &sr, &step_row, &item_row);
+    ep_plan p;
+    if ((rc = plan(w, tb, mode, &a, step_row, item_row, &p, text, sizeof text)))
+        return gb_server_send_error(w, m, rc, text);
+    sr.rows = p.n;
+    sr.S = p.S;
+    if (gb_server_sample_reply_alloc(s, tables, &sr))
+        return gb_server_send_error(w, m, GB_ENOMEM, "sample: out of memory for the reply");
+    gb_wire_header h;
+    if (gather_rows(tb, &p, w->rows, w->rows + s->o.max_batch_rows, tables, &sr, text,
+                    sizeof text)) {
+        gb_server_sample_reply_drop(s, &sr);
+        return gb_server_send_error(w, m, GB_ENOTFOUND, text);
+    }
+    if ((rc = offline_header(&h, w, m, tb, mode, &p, err))) {
+        gb_server_sample_reply_drop(s, &sr);
+        return rc;
+    }
+    uint64_t data_bytes = (uint64_t)p.n * (item_row + (uint64_t)p.S * step_row);
+    return gb_server_sample_reply_send(w, m, tb, &sr, p.n, &h, data_bytes, err);
+}
