@@ -204,10 +204,11 @@ int gb_param_publisher_open(gb_param_publisher **out, void *zctx,
                             const gb_param_publisher_opts *o, gb_error *err)
 {
     *out = NULL;
-    if (!o->service_endpoint || o->chunk_bytes == 0 || o->chunk_bytes > PARAM_FETCH_MAX ||
+    if (!o->service_endpoint || o->chunk_bytes == 0 || o->chunk_bytes > GB_PARAM_CHUNK_MAX ||
         o->timeout_ms <= 0)
         return gb_error_set(err, GB_EINVAL, "parameter publisher: need an endpoint, chunk_bytes "
-                            "in 1..%llu and timeout_ms > 0", (unsigned long long)PARAM_FETCH_MAX);
+                            "in 1..%llu and timeout_ms > 0",
+                            (unsigned long long)GB_PARAM_CHUNK_MAX);
     gb_param_publisher *p = calloc(1, sizeof *p);
     if (!p)
         return gb_error_set(err, GB_ENOMEM, "parameter publisher: out of memory");
@@ -251,11 +252,14 @@ void gb_param_publisher_close(gb_param_publisher *p)
     free(p);
 }
 
-static int pub_send(gb_param_publisher *p, gb_wire_header *h, const gb_wire_payload *pl,
-                    gb_error *err)
+/* Sends h with q's attributes (kind sc) and the payload pl. */
+static int pub_send(gb_param_publisher *p, gb_wire_header *h, const gb_wire_schema *sc,
+                    const gb_msg_param *q, const gb_wire_payload *pl, gb_error *err)
 {
     h->seq = ++p->seq;
-    int rc = gb_wire_send(p->sock, NULL, 0, h, pl, 0, err);
+    int rc = gb_wire_schema_write(sc, q, h, err);
+    if (rc == 0)
+        rc = gb_wire_send(p->sock, NULL, 0, h, pl, 0, err);
     if (rc) {
         p->active = 0;
         gb_error_prefix(err, "parameter version %lld", (long long)p->version);
@@ -291,15 +295,13 @@ int gb_param_publish_begin(gb_param_publisher *p, int64_t version, const gb_para
     gb_wire_header *h = &p->hdr;
     gb_wire_header_init(h, GB_MSG_PARAM_BEGIN, p->o.role, p->o.index);
     h->policy_version = version;
-    h->nmeta = 3;
-    h->meta[PM_VERSION] = version;
-    h->meta[PM_TOTAL] = (int64_t)total_bytes;
-    h->meta[PM_CHUNK] = (int64_t)p->o.chunk_bytes;
+    gb_msg_param q = {.version = version, .total = (int64_t)total_bytes,
+                      .chunk = (int64_t)p->o.chunk_bytes};
     h->ntensors = 1;
     int64_t shape = (int64_t)raw_len;
     gb_wire_set_tensor(&h->tensors[0], "layout", GB_DTYPE_UINT8, 1, &shape, NULL);
     gb_wire_payload pl = {raw, NULL, NULL, NULL};
-    rc = pub_send(p, h, &pl, err);
+    rc = pub_send(p, h, &gb_schema_param_begin, &q, &pl, err);
     free(raw);
     return rc;
 }
@@ -309,9 +311,7 @@ static int flush_chunk(gb_param_publisher *p, gb_error *err)
     gb_wire_header *h = &p->hdr;
     gb_wire_header_init(h, GB_MSG_PARAM_CHUNK, p->o.role, p->o.index);
     h->policy_version = p->version;
-    h->nmeta = 2;
-    h->meta[PM_VERSION] = p->version;
-    h->meta[PM_OFFSET] = (int64_t)(p->written - p->chunk_fill);
+    gb_msg_param q = {.version = p->version, .offset = (int64_t)(p->written - p->chunk_fill)};
     h->ntensors = 1;
     int64_t shape = (int64_t)p->chunk_fill;
     gb_wire_set_tensor(&h->tensors[0], "data", GB_DTYPE_UINT8, 1, &shape, NULL);
@@ -325,7 +325,7 @@ static int flush_chunk(gb_param_publisher *p, gb_error *err)
         zmq_msg_close(&last);
     }
     gb_wire_payload pl = {NULL, NULL, NULL, &p->chunk};
-    int rc = pub_send(p, h, &pl, err);
+    int rc = pub_send(p, h, &gb_schema_param_chunk, &q, &pl, err);
     zmq_msg_close(&p->chunk); /* empty after a send; frees it after a failure */
     p->chunk_open = 0;
     p->chunk_fill = 0;
@@ -382,11 +382,9 @@ int gb_param_publish_end(gb_param_publisher *p, gb_error *err)
     gb_wire_header *h = &p->hdr;
     gb_wire_header_init(h, GB_MSG_PARAM_END, p->o.role, p->o.index);
     h->policy_version = p->version;
-    h->nmeta = 3;
-    h->meta[PM_VERSION] = p->version;
-    h->meta[PM_TOTAL] = (int64_t)p->total;
-    h->meta[2] = (int64_t)p->crc;
-    rc = pub_send(p, h, NULL, err);
+    gb_msg_param q = {.version = p->version, .total = (int64_t)p->total,
+                      .crc = (int64_t)p->crc};
+    rc = pub_send(p, h, &gb_schema_param_end, &q, NULL, err);
     p->active = 0;
     return rc;
 }

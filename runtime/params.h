@@ -24,7 +24,8 @@
  * version; a version that verifies becomes the latest even when its number is lower than the
  * latest's (a trainer restarted from a checkpoint without the books that let it go on above its
  * predecessor's versions, workers/trainer.c; or the latest came from somewhere else: the input is
- * not authenticated, so a forged version far ahead must not freeze every real one after it). The service stamps each version it accepts with a serial, strictly increasing, taken from
+ * not authenticated, so a forged version far ahead must not freeze every real one after it).
+ * The service stamps each version it accepts with a serial, strictly increasing, taken from
  * the wall clock in ns (so a restarted service goes on above its predecessor's), and subscribers
  * order versions by that serial, never by number. An unfinished version is abandoned when no
  * chunk of it arrived for stall_ms, or when it is older than stall_ms plus its size at
@@ -46,6 +47,7 @@
 #define GB_PARAM_MAX_ENTRIES 65536
 #define GB_PARAM_STALL_MS 10000 /* default stall_ms: 5 x the trainer's 2 s chunk send timeout */
 #define GB_PARAM_MIN_RATE (16ull << 20) /* bytes/s an unfinished version must average */
+#define GB_PARAM_CHUNK_MAX (1ull << 31) /* largest chunk (parameters.chunk_bytes allows 2^31) */
 
 typedef struct gb_param_entry {
     char name[GB_PARAM_NAME_MAX];

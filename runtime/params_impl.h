@@ -7,28 +7,20 @@
 
 #include "runtime/params.h"
 #include "runtime/wire.h"
+#include "runtime/wire_messages.h"
 
 #include <stdatomic.h>
 
 /* A layout entry on the wire: name[128] (NUL-padded), dtype u32, rank u32, shape i64[8],
  * offset u64, all little-endian: 208 bytes. The layout tensor holds nlayout of them. */
 #define PARAM_RECORD_BYTES 208
-#define PARAM_FETCH_MAX (1ull << 31) /* largest chunk (parameters.chunk_bytes allows 2^31) */
 #define PARAM_LAYOUT_MAX ((uint64_t)GB_PARAM_MAX_ENTRIES * PARAM_RECORD_BYTES) /* its wire form */
-
-/* Meta slots of each message type (see wire.h). */
-enum { PM_VERSION = 0, PM_TOTAL = 1, PM_CHUNK = 2, PM_CRC = 3 }; /* BEGIN, INFO, END (crc at 2) */
-enum { PM_OFFSET = 1, PM_LENGTH = 2 };                            /* CHUNK, FETCH, DATA */
-/* The service's serial of a version (see params.h, "Order"), in the BEGIN, CHUNK and END it
- * forwards on PUB and in INFO: the subscribers' order. INFO also carries the serial of the
- * version the service is receiving (0: none), so a subscriber drops one the service dropped. */
-enum { PM_SERIAL = 4, PM_INCOMING = 5, PM_NMETA_SERVICE = 6 };
 
 typedef struct param_blob {
     gb_param_blob pub; /* first: a gb_param_blob * is a param_blob * */
     atomic_int refs;
     uint64_t chunk_bytes;
-    uint64_t serial; /* the service's order (PM_SERIAL); 0 on the publisher's side */
+    uint64_t serial; /* the service's order ("serial" on the wire); 0 on the publisher's side */
     unsigned char *data;
     gb_param_entry *layout;
     unsigned char *layout_raw; /* the wire form, kept to answer INFO_REQ */
@@ -68,17 +60,23 @@ void param_service_relay_forward(gb_param_service *s, gb_wire_msg *m);
 void param_service_relay_state(gb_param_service *s, param_blob *latest, uint64_t incoming);
 void *param_service_fetch_socket(gb_param_service *s);
 
+/* The table of a message of the version stream (begin, chunk, end; the service's input and its
+ * PUB), or NULL for another type. */
+static inline const gb_wire_schema *param_stream_kind(int type)
+{
+    switch (type) {
+    case GB_MSG_PARAM_BEGIN: return &gb_schema_param_begin;
+    case GB_MSG_PARAM_CHUNK: return &gb_schema_param_chunk;
+    case GB_MSG_PARAM_END: return &gb_schema_param_end;
+    default: return NULL;
+    }
+}
+
 /* Drops a reference to b, which may be NULL. */
 static inline void blob_put(param_blob *b)
 {
     if (b)
         gb_param_blob_release(&b->pub);
-}
-
-/* Reads meta slot i of a received header (0 when absent). */
-static inline int64_t param_meta(const gb_wire_header *h, int i)
-{
-    return i < h->nmeta ? h->meta[i] : 0;
 }
 
 #endif

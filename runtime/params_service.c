@@ -145,8 +145,8 @@ int gb_param_service_open(gb_param_service **out, void *zctx, const gb_param_ser
     s->serial = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
     gb_wire_msg_init(&s->msg);
     int rc;
-    if (!s->o.max_chunk_bytes || s->o.max_chunk_bytes > PARAM_FETCH_MAX)
-        s->o.max_chunk_bytes = PARAM_FETCH_MAX;
+    if (!s->o.max_chunk_bytes || s->o.max_chunk_bytes > GB_PARAM_CHUNK_MAX)
+        s->o.max_chunk_bytes = GB_PARAM_CHUNK_MAX;
     uint64_t in_frame = s->o.max_chunk_bytes > PARAM_LAYOUT_MAX ? s->o.max_chunk_bytes
                                                                 : PARAM_LAYOUT_MAX;
     if ((o->in_endpoint && (rc = bind_one(zctx, ZMQ_PULL, o->in_endpoint, s->ep_in,
@@ -245,20 +245,26 @@ static void check_stall(gb_param_service *s, uint64_t now)
                             : "not finished within its size's time bound");
 }
 
-/* Forwards the current message on PUB with the service as sender: the data frame moved, or
- * with copy set, a reference to it taken (zmq_msg_copy shares the bytes, it copies nothing but
- * frames small enough to live inside the message). */
-static void forward(gb_param_service *s, gb_wire_msg *m, uint64_t serial, int copy)
+/* Forwards the current message (its attributes read into q) on PUB with the service as sender
+ * and serial as its order: the data frame moved, or with copy set, a reference to it taken
+ * (zmq_msg_copy shares the bytes, it copies nothing but frames small enough to live inside the
+ * message). */
+static void forward(gb_param_service *s, gb_wire_msg *m, const gb_msg_param *q, uint64_t serial,
+                    int copy)
 {
     gb_wire_header *h = &s->hdr;
-    *h = m->hdr;
-    h->role = s->o.role;
-    h->index = s->o.index;
+    gb_wire_header_init(h, m->hdr.type, s->o.role, s->o.index);
     h->seq = ++s->seq;
-    for (int i = h->nmeta; i < PM_NMETA_SERVICE; i++)
-        h->meta[i] = 0;
-    h->nmeta = PM_NMETA_SERVICE;
-    h->meta[PM_SERIAL] = (int64_t)serial;
+    h->policy_version = m->hdr.policy_version;
+    h->ntensors = m->hdr.ntensors;
+    memcpy(h->tensors, m->hdr.tensors, (size_t)h->ntensors * sizeof h->tensors[0]);
+    gb_msg_param out = *q;
+    out.serial = (int64_t)serial;
+    gb_error e;
+    if (gb_wire_schema_write(param_stream_kind(h->type), &out, h, &e)) {
+        GB_DEBUG("parameter service: publish failed: %s", e.msg);
+        return;
+    }
     zmq_msg_t ref;
     zmq_msg_init(&ref);
     zmq_msg_t *frame = m->nframes ? &m->frames[0] : NULL;
@@ -266,7 +272,6 @@ static void forward(gb_param_service *s, gb_wire_msg *m, uint64_t serial, int co
         frame = &ref;
     uint64_t bytes = frame ? zmq_msg_size(frame) : 0;
     gb_wire_payload pl[1] = {{NULL, NULL, NULL, frame}};
-    gb_error e;
     count_peers(s);
     if (gb_wire_send(s->pub, NULL, 0, h, h->ntensors ? pl : NULL, ZMQ_DONTWAIT, &e))
         GB_DEBUG("parameter service: publish failed: %s", e.msg);
@@ -275,153 +280,179 @@ static void forward(gb_param_service *s, gb_wire_msg *m, uint64_t serial, int co
     zmq_msg_close(&ref);
 }
 
-static int one_uint8_tensor(const gb_wire_msg *m, const char *name)
+/* A version begins (q read from m): it replaces whatever is unfinished. */
+static int on_begin(gb_param_service *s, gb_wire_msg *m, const gb_msg_param *q, uint64_t now,
+                    gb_error *err)
 {
-    return m->hdr.ntensors == 1 && strcmp(m->hdr.tensors[0].name, name) == 0 &&
-           m->hdr.tensors[0].dtype == GB_DTYPE_UINT8 && m->hdr.tensors[0].rank == 1;
+    int64_t v = q->version;
+    if ((uint64_t)q->chunk > s->o.max_chunk_bytes) {
+        reject(s, "malformed begin of version %lld: chunk of %lld bytes, at most %llu",
+               (long long)v, (long long)q->chunk, (unsigned long long)s->o.max_chunk_bytes);
+        return 0;
+    }
+    abandon(s, "another version began");
+    gb_tensor_view lv = gb_wire_msg_tensor(m, 0);
+    s->incoming = param_blob_new(v, (uint64_t)q->total, (uint64_t)q->chunk, lv.data, lv.bytes,
+                                 err);
+    if (!s->incoming) {
+        s->st.abandoned++;
+        if (gb_log_due(s->st.abandoned))
+            GB_ERROR("parameter service: version %lld dropped: %s (%llu abandoned so far)",
+                     (long long)v, err->msg, (unsigned long long)s->st.abandoned);
+        return err->code == GB_ENOMEM ? GB_ENOMEM : 0;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t wall = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    s->serial = wall > s->serial ? wall : s->serial + 1;
+    s->incoming->serial = s->serial;
+    s->in_expected = 0;
+    s->in_crc = 0;
+    s->in_progress_ns = now;
+    uint64_t stall_ns = (uint64_t)s->o.stall_ms * 1000000ULL;
+    s->in_deadline_ns = now + stall_ns +
+                        (uint64_t)((double)q->total / (double)GB_PARAM_MIN_RATE * 1e9);
+    forward(s, m, q, s->incoming->serial, 0);
+    return 0;
+}
+
+static void on_chunk(gb_param_service *s, gb_wire_msg *m, const gb_msg_param *q, uint64_t now)
+{
+    if (!s->incoming || q->version != s->incoming->pub.version)
+        return; /* the rest of an abandoned version */
+    gb_tensor_view d = gb_wire_msg_tensor(m, 0);
+    uint64_t off = (uint64_t)q->offset;
+    if (off != s->in_expected || d.bytes > s->incoming->pub.bytes - off) {
+        abandon(s, "chunk out of order or past the end");
+        return;
+    }
+    memcpy(s->incoming->data + off, d.data, d.bytes);
+    s->in_crc = gb_crc32c(s->in_crc, d.data, d.bytes);
+    s->in_expected += d.bytes;
+    s->in_progress_ns = now;
+    forward(s, m, q, s->incoming->serial, 0);
+}
+
+static void on_end(gb_param_service *s, gb_wire_msg *m, const gb_msg_param *q)
+{
+    int64_t v = q->version;
+    if (!s->incoming || v != s->incoming->pub.version)
+        return;
+    if ((uint64_t)q->total != s->incoming->pub.bytes || s->in_expected != (uint64_t)q->total) {
+        abandon(s, "ended before all bytes arrived");
+        return;
+    }
+    if ((uint32_t)q->crc != s->in_crc) {
+        abandon(s, "CRC-32C mismatch");
+        return;
+    }
+    s->incoming->pub.crc = (uint32_t)q->crc;
+    if (s->latest && v <= s->latest->pub.version)
+        GB_WARN("parameter service: version %lld replaces %lld: the publisher went back "
+                "(restarted from a checkpoint, or %lld was not its)", (long long)v,
+                (long long)s->latest->pub.version, (long long)s->latest->pub.version);
+    blob_put(s->latest);
+    s->latest = s->incoming;
+    s->incoming = NULL;
+    s->st.versions++;
+    forward(s, m, q, s->latest->serial, 0);
 }
 
 /* One message from the publisher. The rule (params.h, "Order"): a BEGIN replaces whatever is
  * unfinished, whatever the numbers; a version that verifies becomes the latest. */
 static int on_input(gb_param_service *s, gb_wire_msg *m, uint64_t now, gb_error *err)
 {
-    const gb_wire_header *h = &m->hdr;
-    int64_t v = param_meta(h, PM_VERSION);
-    if (h->type == GB_MSG_PARAM_BEGIN) {
-        int64_t total = param_meta(h, PM_TOTAL), chunk = param_meta(h, PM_CHUNK);
-        if (h->nmeta < 3 || total < 0 || chunk <= 0 || (uint64_t)chunk > s->o.max_chunk_bytes ||
-            !one_uint8_tensor(m, "layout")) {
-            reject(s, "malformed begin of version %lld", (long long)v);
-            return 0;
-        }
-        abandon(s, "another version began");
-        gb_tensor_view lv = gb_wire_msg_tensor(m, 0);
-        s->incoming = param_blob_new(v, (uint64_t)total, (uint64_t)chunk, lv.data, lv.bytes, err);
-        if (!s->incoming) {
-            s->st.abandoned++;
-            if (gb_log_due(s->st.abandoned))
-                GB_ERROR("parameter service: version %lld dropped: %s (%llu abandoned so far)",
-                         (long long)v, err->msg, (unsigned long long)s->st.abandoned);
-            return err->code == GB_ENOMEM ? GB_ENOMEM : 0;
-        }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t wall = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-        s->serial = wall > s->serial ? wall : s->serial + 1;
-        s->incoming->serial = s->serial;
-        s->in_expected = 0;
-        s->in_crc = 0;
-        s->in_progress_ns = now;
-        uint64_t stall_ns = (uint64_t)s->o.stall_ms * 1000000ULL;
-        s->in_deadline_ns = now + stall_ns +
-                            (uint64_t)((double)total / (double)GB_PARAM_MIN_RATE * 1e9);
-        forward(s, m, s->incoming->serial, 0);
+    const gb_wire_schema *kind = param_stream_kind(m->hdr.type);
+    gb_msg_param q = {0};
+    gb_error e;
+    if (!kind) {
+        reject(s, "a %s message on the input", gb_msg_type_name(m->hdr.type));
         return 0;
     }
-    if (h->type == GB_MSG_PARAM_CHUNK) {
-        if (!s->incoming || v != s->incoming->pub.version)
-            return 0; /* the rest of an abandoned version */
-        if (h->nmeta < 2 || !one_uint8_tensor(m, "data")) {
-            reject(s, "malformed chunk of version %lld", (long long)v);
-            abandon(s, "malformed chunk");
-            return 0;
-        }
-        gb_tensor_view d = gb_wire_msg_tensor(m, 0);
-        uint64_t off = (uint64_t)param_meta(h, PM_OFFSET);
-        if (off != s->in_expected || d.bytes > s->incoming->pub.bytes - off) {
-            abandon(s, "chunk out of order or past the end");
-            return 0;
-        }
-        memcpy(s->incoming->data + off, d.data, d.bytes);
-        s->in_crc = gb_crc32c(s->in_crc, d.data, d.bytes);
-        s->in_expected += d.bytes;
-        s->in_progress_ns = now;
-        forward(s, m, s->incoming->serial, 0);
+    if (gb_wire_schema_read(kind, &m->hdr, &q, &e)) {
+        reject(s, "malformed input: %s", e.msg);
+        if (m->hdr.type != GB_MSG_PARAM_BEGIN)
+            abandon(s, "a malformed chunk or end");
         return 0;
     }
-    if (h->type == GB_MSG_PARAM_END) {
-        if (!s->incoming || v != s->incoming->pub.version)
-            return 0;
-        uint64_t total = (uint64_t)param_meta(h, PM_TOTAL);
-        uint32_t crc = (uint32_t)param_meta(h, 2);
-        if (h->nmeta < 3 || total != s->incoming->pub.bytes || s->in_expected != total) {
-            abandon(s, "ended before all bytes arrived");
-            return 0;
-        }
-        if (crc != s->in_crc) {
-            abandon(s, "CRC-32C mismatch");
-            return 0;
-        }
-        s->incoming->pub.crc = crc;
-        if (s->latest && v <= s->latest->pub.version)
-            GB_WARN("parameter service: version %lld replaces %lld: the publisher went back "
-                    "(restarted from a checkpoint, or %lld was not its)", (long long)v,
-                    (long long)s->latest->pub.version, (long long)s->latest->pub.version);
-        blob_put(s->latest);
-        s->latest = s->incoming;
-        s->incoming = NULL;
-        s->st.versions++;
-        forward(s, m, s->latest->serial, 0);
-        return 0;
-    }
-    reject(s, "a %s message on the input", gb_msg_type_name(h->type));
+    if (m->hdr.type == GB_MSG_PARAM_BEGIN)
+        return on_begin(s, m, &q, now, err);
+    if (m->hdr.type == GB_MSG_PARAM_CHUNK)
+        on_chunk(s, m, &q, now);
+    else
+        on_end(s, m, &q);
     return 0;
+}
+
+/* The answer to INFO_REQ: the latest version's description (h, payload pl). */
+static void describe(gb_param_service *s, const gb_wire_header *q, gb_wire_header *h,
+                     gb_wire_payload *pl, gb_error *e)
+{
+    param_blob *b = s->latest;
+    gb_wire_header_init(h, GB_MSG_PARAM_INFO, s->o.role, s->o.index);
+    h->seq = q->seq;
+    gb_msg_param info = {.version = -1};
+    info.incoming = (int64_t)(s->incoming ? s->incoming->serial : s->relayed_incoming);
+    if (!b) {
+        h->status = GB_ENOTFOUND;
+    } else {
+        h->policy_version = b->pub.version;
+        info = (gb_msg_param){.version = b->pub.version, .total = (int64_t)b->pub.bytes,
+                              .chunk = (int64_t)b->chunk_bytes, .crc = (int64_t)b->pub.crc,
+                              .serial = (int64_t)b->serial, .incoming = info.incoming};
+        h->ntensors = 1;
+        int64_t n = (int64_t)b->layout_raw_len;
+        gb_wire_set_tensor(&h->tensors[0], "layout", GB_DTYPE_UINT8, 1, &n, NULL);
+        pl->data = b->layout_raw;
+    }
+    if (gb_wire_schema_write(&gb_schema_param_info, &info, h, e))
+        GB_DEBUG("parameter service: info: %s", e->msg);
+    s->st.infos++;
+}
+
+/* The answer to FETCH f: the bytes asked for (h, payload pl), or GB_ENOTFOUND. */
+static void serve_fetch(gb_param_service *s, const gb_wire_header *q, const gb_msg_param *f,
+                        gb_wire_header *h, gb_wire_payload *pl, gb_error *e)
+{
+    param_blob *b = s->latest;
+    int64_t v = f->version, off = f->offset, len = f->length;
+    gb_wire_header_init(h, GB_MSG_PARAM_DATA, s->o.role, s->o.index);
+    h->seq = q->seq;
+    gb_msg_param d = {.version = v, .offset = off};
+    if (!b || v != b->pub.version || off < 0 || (uint64_t)off > b->pub.bytes || len <= 0 ||
+        (uint64_t)len > s->o.max_chunk_bytes) {
+        h->status = GB_ENOTFOUND;
+        d = (gb_msg_param){.version = b ? b->pub.version : -1, .offset = off < 0 ? 0 : off};
+    } else {
+        uint64_t n = b->pub.bytes - (uint64_t)off;
+        if (n > (uint64_t)len)
+            n = (uint64_t)len;
+        h->policy_version = v;
+        h->ntensors = 1;
+        int64_t shape = (int64_t)n;
+        gb_wire_set_tensor(&h->tensors[0], "data", GB_DTYPE_UINT8, 1, &shape, NULL);
+        gb_param_blob_retain(&b->pub); /* released by ZeroMQ when the frame is sent */
+        *pl = (gb_wire_payload){b->data + off, param_blob_free_zmq, b, NULL};
+        s->st.fetches++;
+        s->st.sent_bytes += n;
+    }
+    if (gb_wire_schema_write(&gb_schema_param_data, &d, h, e))
+        GB_DEBUG("parameter service: data: %s", e->msg);
 }
 
 static void on_fetch(gb_param_service *s, gb_wire_msg *m)
 {
     const gb_wire_header *q = &m->hdr;
     gb_wire_header *h = &s->hdr;
-    param_blob *b = s->latest;
     gb_wire_payload pl = {NULL, NULL, NULL, NULL};
+    gb_msg_param f;
     gb_error e;
-    if (q->type == GB_MSG_PARAM_INFO_REQ) {
-        gb_wire_header_init(h, GB_MSG_PARAM_INFO, s->o.role, s->o.index);
-        h->seq = q->seq;
-        h->nmeta = PM_NMETA_SERVICE;
-        h->meta[PM_INCOMING] = (int64_t)(s->incoming ? s->incoming->serial
-                                                     : s->relayed_incoming);
-        if (!b) {
-            h->status = GB_ENOTFOUND;
-            h->meta[PM_VERSION] = -1;
-        } else {
-            h->policy_version = b->pub.version;
-            h->meta[PM_VERSION] = b->pub.version;
-            h->meta[PM_TOTAL] = (int64_t)b->pub.bytes;
-            h->meta[PM_CHUNK] = (int64_t)b->chunk_bytes;
-            h->meta[PM_CRC] = (int64_t)b->pub.crc;
-            h->meta[PM_SERIAL] = (int64_t)b->serial;
-            h->ntensors = 1;
-            int64_t n = (int64_t)b->layout_raw_len;
-            gb_wire_set_tensor(&h->tensors[0], "layout", GB_DTYPE_UINT8, 1, &n, NULL);
-            pl.data = b->layout_raw;
-        }
-        s->st.infos++;
-    } else if (q->type == GB_MSG_PARAM_FETCH && q->nmeta >= 3) {
-        int64_t v = q->meta[PM_VERSION], off = q->meta[PM_OFFSET], len = q->meta[PM_LENGTH];
-        gb_wire_header_init(h, GB_MSG_PARAM_DATA, s->o.role, s->o.index);
-        h->seq = q->seq;
-        h->nmeta = 2;
-        if (!b || v != b->pub.version || off < 0 || (uint64_t)off > b->pub.bytes || len <= 0 ||
-            (uint64_t)len > s->o.max_chunk_bytes) {
-            h->status = GB_ENOTFOUND;
-            h->meta[PM_VERSION] = b ? b->pub.version : -1;
-            h->meta[PM_OFFSET] = off;
-        } else {
-            uint64_t n = b->pub.bytes - (uint64_t)off;
-            if (n > (uint64_t)len)
-                n = (uint64_t)len;
-            h->policy_version = v;
-            h->meta[PM_VERSION] = v;
-            h->meta[PM_OFFSET] = off;
-            h->ntensors = 1;
-            int64_t shape = (int64_t)n;
-            gb_wire_set_tensor(&h->tensors[0], "data", GB_DTYPE_UINT8, 1, &shape, NULL);
-            gb_param_blob_retain(&b->pub); /* released by ZeroMQ when the frame is sent */
-            pl = (gb_wire_payload){b->data + off, param_blob_free_zmq, b, NULL};
-            s->st.fetches++;
-            s->st.sent_bytes += n;
-        }
+    if (q->type == GB_MSG_PARAM_INFO_REQ &&
+        gb_wire_schema_read(&gb_schema_param_info_req, q, NULL, &e) == 0) {
+        describe(s, q, h, &pl, &e);
+    } else if (q->type == GB_MSG_PARAM_FETCH &&
+               gb_wire_schema_read(&gb_schema_param_fetch, q, &f, &e) == 0) {
+        serve_fetch(s, q, &f, h, &pl, &e);
     } else {
         s->st.rejected++;
         return;
@@ -485,7 +516,12 @@ int gb_param_service_poll(gb_param_service *s, int timeout_ms, gb_error *err)
 
 void param_service_relay_forward(gb_param_service *s, gb_wire_msg *m)
 {
-    forward(s, m, (uint64_t)param_meta(&m->hdr, PM_SERIAL), 1);
+    const gb_wire_schema *kind = param_stream_kind(m->hdr.type);
+    gb_msg_param q;
+    gb_error e;
+    if (!kind || gb_wire_schema_read(kind, &m->hdr, &q, &e)) /* the subscriber checked it */
+        return;
+    forward(s, m, &q, (uint64_t)q.serial, 1);
 }
 
 void param_service_relay_state(gb_param_service *s, param_blob *latest, uint64_t incoming)

@@ -133,14 +133,11 @@ static void send_req(gb_param_subscriber *s, int type, int64_t v, uint64_t off, 
     gb_wire_header *h = &s->hdr;
     gb_wire_header_init(h, type, s->o.role, s->o.index);
     h->seq = ++s->seq;
-    if (type == GB_MSG_PARAM_FETCH) {
-        h->nmeta = 3;
-        h->meta[PM_VERSION] = v;
-        h->meta[PM_OFFSET] = (int64_t)off;
-        h->meta[PM_LENGTH] = (int64_t)len;
-    }
+    gb_msg_param q = {.version = v, .offset = (int64_t)off, .length = (int64_t)len};
     gb_error e;
-    if (gb_wire_send(s->dealer, NULL, 0, h, NULL, ZMQ_DONTWAIT, &e))
+    if (type == GB_MSG_PARAM_FETCH && gb_wire_schema_write(&gb_schema_param_fetch, &q, h, &e))
+        GB_DEBUG("parameter subscriber: request not sent: %s", e.msg);
+    else if (gb_wire_send(s->dealer, NULL, 0, h, NULL, ZMQ_DONTWAIT, &e))
         GB_DEBUG("parameter subscriber: request not sent: %s", e.msg);
 }
 
@@ -275,12 +272,6 @@ static int take(gb_param_subscriber *s, uint64_t off, const gb_tensor_view *d, u
     return 1;
 }
 
-static int is_bytes(const gb_wire_msg *m, const char *name)
-{
-    return m->hdr.ntensors == 1 && m->hdr.tensors[0].dtype == GB_DTYPE_UINT8 &&
-           m->hdr.tensors[0].rank == 1 && strcmp(m->hdr.tensors[0].name, name) == 0;
-}
-
 /* The serials of the current version and of the one being assembled (0: none). */
 static uint64_t cur_serial(const gb_param_subscriber *s)
 {
@@ -289,156 +280,153 @@ static uint64_t cur_serial(const gb_param_subscriber *s)
 
 static uint64_t asm_serial(const gb_param_subscriber *s) { return s->asmb ? s->asmb->serial : 0; }
 
-static void on_pub(gb_param_subscriber *s, gb_wire_msg *m, uint64_t now)
+/* One message of the service's PUB: a version's begin, chunk or end, ordered by its serial.
+ * Returns 1 when it was well formed (a relay passes it on), else 0 (rejected and counted). */
+static int on_pub(gb_param_subscriber *s, gb_wire_msg *m, uint64_t now)
 {
     const gb_wire_header *h = &m->hdr;
-    int64_t v = param_meta(h, PM_VERSION);
-    uint64_t sr = (uint64_t)param_meta(h, PM_SERIAL);
-    uint64_t asm_s = asm_serial(s);
-    if (h->nmeta < PM_NMETA_SERVICE) {
-        s->st.rejected++;
-        return;
+    const gb_wire_schema *kind = param_stream_kind(h->type);
+    gb_msg_param q = {0};
+    gb_error e;
+    if (!kind) {
+        reject(s, "a message of another type on the service's PUB");
+        return 0;
     }
+    if (gb_wire_schema_read(kind, h, &q, &e) || q.serial == 0) {
+        reject(s, q.serial == 0 ? "a message without the service's serial" : e.msg);
+        return 0;
+    }
+    uint64_t sr = (uint64_t)q.serial, asm_s = asm_serial(s);
     if (sr <= cur_serial(s) || sr == s->refused)
-        return;
-    switch (h->type) {
-    case GB_MSG_PARAM_BEGIN: {
-        int64_t total = param_meta(h, PM_TOTAL), chunk = param_meta(h, PM_CHUNK);
-        if (h->nmeta < 3 || total < 0 || chunk <= 0 || (uint64_t)chunk > PARAM_FETCH_MAX ||
-            !is_bytes(m, "layout")) {
-            s->st.rejected++;
-            return;
-        }
+        return 1;
+    if (h->type == GB_MSG_PARAM_BEGIN) {
         if (sr <= asm_s)
-            return;
+            return 1;
         gb_tensor_view l = gb_wire_msg_tensor(m, 0);
-        start_asm(s, v, sr, (uint64_t)total, (uint64_t)chunk, &l, MODE_PUB, now);
-        return;
-    }
-    case GB_MSG_PARAM_CHUNK: {
-        if (h->nmeta < 2 || !is_bytes(m, "data")) {
-            s->st.rejected++;
-            return;
-        }
+        start_asm(s, q.version, sr, (uint64_t)q.total, (uint64_t)q.chunk, &l, MODE_PUB, now);
+    } else if (h->type == GB_MSG_PARAM_CHUNK) {
         if (sr > asm_s) { /* missed its begin: joined late, or the begin was dropped */
             if (s->mode != MODE_FETCH || s->next_info_ns == 0)
                 ask_info(s, now);
             if (s->mode == MODE_IDLE)
                 s->mode = MODE_FETCH, s->last_progress_ns = now;
-            return;
+            return 1;
         }
         if (sr != asm_s || s->mode != MODE_PUB)
-            return;
+            return 1;
         gb_tensor_view d = gb_wire_msg_tensor(m, 0);
-        if (!take(s, (uint64_t)param_meta(h, PM_OFFSET), &d, now))
+        if (!take(s, (uint64_t)q.offset, &d, now))
             go_fetch(s, now); /* a chunk went missing */
-        return;
-    }
-    case GB_MSG_PARAM_END:
-        if (h->nmeta < 3) {
-            s->st.rejected++;
-            return;
-        }
-        if (sr != asm_s) {
-            ask_info(s, now); /* a version we have not seen begin: fetch it */
-            if (s->mode == MODE_IDLE)
-                s->mode = MODE_FETCH, s->last_progress_ns = now;
-            return;
-        }
-        s->crc_want = (uint32_t)param_meta(h, 2);
+    } else if (sr != asm_s) {
+        ask_info(s, now); /* the end of a version we have not seen begin: fetch it */
+        if (s->mode == MODE_IDLE)
+            s->mode = MODE_FETCH, s->last_progress_ns = now;
+    } else {
+        s->crc_want = (uint32_t)q.crc;
         s->have_crc = 1;
         if (s->mode == MODE_PUB && s->expected == s->asmb->pub.bytes)
             finish(s, now);
         else
             go_fetch(s, now);
-        return;
-    default: s->st.rejected++;
     }
+    return 1;
+}
+
+/* The service's description of its latest version (INFO, read into q): fetch it when it is
+ * newer than what we have. */
+static void on_info(gb_param_subscriber *s, gb_wire_msg *m, const gb_msg_param *q, uint64_t now)
+{
+    uint64_t sr = (uint64_t)q->serial, asm_s = asm_serial(s);
+    uint64_t receiving = (uint64_t)q->incoming;
+    if (s->asmb && asm_s > sr && asm_s != receiving) {
+        /* the service dropped the version we assemble (replaced, torn or timed out) */
+        drop_asm(s, 1);
+        asm_s = 0;
+    }
+    /* nothing newer at the service (or only a version refused as too large) */
+    if (m->hdr.status != 0 || sr <= cur_serial(s) || sr == s->refused) {
+        if (s->asmb && s->mode == MODE_FETCH)
+            s->next_info_ns = now + RETRY_SOON_NS;
+        else if (!s->asmb)
+            s->mode = MODE_IDLE;
+        return;
+    }
+    if (q->chunk <= 0 || m->hdr.ntensors != 1) {
+        reject(s, "a version's description without its chunk size or layout");
+        return;
+    }
+    if (sr < asm_s) { /* the service has not finished the version we assemble */
+        s->next_info_ns = now + RETRY_SOON_NS;
+        return;
+    }
+    if (sr == asm_s && s->mode == MODE_PUB) { /* a routine recheck while PUB delivers */
+        s->crc_want = (uint32_t)q->crc;
+        s->have_crc = 1;
+        return;
+    }
+    if (sr > asm_s) {
+        gb_tensor_view l = gb_wire_msg_tensor(m, 0);
+        start_asm(s, q->version, sr, (uint64_t)q->total, (uint64_t)q->chunk, &l, MODE_FETCH,
+                  now);
+        if (!s->asmb)
+            return; /* refused (too large or malformed) */
+    }
+    s->mode = MODE_FETCH;
+    s->needed_fetch = 1;
+    s->crc_want = (uint32_t)q->crc;
+    s->have_crc = 1;
+    s->next_req = s->expected;
+    s->last_progress_ns = now;
+    s->next_info_ns = 0;
+    if (s->expected == s->asmb->pub.bytes)
+        finish(s, now);
+    else
+        fill_window(s);
+}
+
+/* Bytes the service sent for a fetch (DATA, read into q). */
+static void on_data(gb_param_subscriber *s, gb_wire_msg *m, const gb_msg_param *q, uint64_t now)
+{
+    int64_t asm_v = s->asmb ? s->asmb->pub.version : -1;
+    if (m->hdr.ntensors != 1) {
+        reject(s, "a fetch's answer without its data");
+        return;
+    }
+    if (s->mode != MODE_FETCH || q->version != asm_v || !s->have_crc)
+        return; /* stale */
+    gb_tensor_view d = gb_wire_msg_tensor(m, 0);
+    if (!take(s, (uint64_t)q->offset, &d, now))
+        return; /* a duplicate after a retry */
+    s->st.fetched_bytes += d.bytes;
+    if (s->expected == s->asmb->pub.bytes)
+        finish(s, now);
+    else
+        fill_window(s);
 }
 
 static void on_reply(gb_param_subscriber *s, gb_wire_msg *m, uint64_t now)
 {
     const gb_wire_header *h = &m->hdr;
-    int64_t v = param_meta(h, PM_VERSION);
-    int64_t asm_v = s->asmb ? s->asmb->pub.version : -1;
+    gb_msg_param q = {0};
+    gb_error e;
     if (h->type == GB_MSG_PARAM_INFO) {
-        uint64_t sr = (uint64_t)param_meta(h, PM_SERIAL), asm_s = asm_serial(s);
-        uint64_t receiving = (uint64_t)param_meta(h, PM_INCOMING);
         s->next_info_ns = now + (uint64_t)s->o.recheck_ms * 1000000ULL;
-        if (h->nmeta < PM_NMETA_SERVICE) {
-            s->st.rejected++;
-            return;
-        }
-        if (s->asmb && asm_s > sr && asm_s != receiving) {
-            /* the service dropped the version we assemble (replaced, torn or timed out) */
-            drop_asm(s, 1);
-            asm_s = 0;
-        }
-        /* nothing newer at the service (or only a version refused as too large) */
-        if (h->status != 0 || sr <= cur_serial(s) || sr == s->refused) {
-            if (s->asmb && s->mode == MODE_FETCH)
-                s->next_info_ns = now + RETRY_SOON_NS;
-            else if (!s->asmb)
-                s->mode = MODE_IDLE;
-            return;
-        }
-        int64_t total = param_meta(h, PM_TOTAL), chunk = param_meta(h, PM_CHUNK);
-        if (h->nmeta < 4 || total < 0 || chunk <= 0 || (uint64_t)chunk > PARAM_FETCH_MAX ||
-            !is_bytes(m, "layout")) {
-            s->st.rejected++;
-            return;
-        }
-        if (sr < asm_s) { /* the service has not finished the version we assemble */
-            s->next_info_ns = now + RETRY_SOON_NS;
-            return;
-        }
-        if (sr == asm_s && s->mode == MODE_PUB) { /* a routine recheck while PUB delivers */
-            s->crc_want = (uint32_t)param_meta(h, PM_CRC);
-            s->have_crc = 1;
-            return;
-        }
-        if (sr > asm_s) {
-            gb_tensor_view l = gb_wire_msg_tensor(m, 0);
-            start_asm(s, v, sr, (uint64_t)total, (uint64_t)chunk, &l, MODE_FETCH, now);
-            if (!s->asmb)
-                return; /* refused (too large or malformed) */
-        }
-        s->mode = MODE_FETCH;
-        s->needed_fetch = 1;
-        s->crc_want = (uint32_t)param_meta(h, PM_CRC);
-        s->have_crc = 1;
-        s->next_req = s->expected;
-        s->last_progress_ns = now;
-        s->next_info_ns = 0;
-        if (s->expected == s->asmb->pub.bytes)
-            finish(s, now);
+        if (gb_wire_schema_read(&gb_schema_param_info, h, &q, &e))
+            reject(s, e.msg);
         else
-            fill_window(s);
-        return;
-    }
-    if (h->type == GB_MSG_PARAM_DATA) {
+            on_info(s, m, &q, now);
+    } else if (h->type == GB_MSG_PARAM_DATA) {
         if (h->status != 0) { /* the service moved on: start over from its latest */
             if (s->mode == MODE_FETCH)
                 ask_info(s, now);
-            return;
+        } else if (gb_wire_schema_read(&gb_schema_param_data, h, &q, &e)) {
+            reject(s, e.msg);
+        } else {
+            on_data(s, m, &q, now);
         }
-        if (h->nmeta < 2 || !is_bytes(m, "data")) {
-            s->st.rejected++;
-            return;
-        }
-        if (s->mode != MODE_FETCH || v != asm_v || !s->have_crc)
-            return; /* stale */
-        gb_tensor_view d = gb_wire_msg_tensor(m, 0);
-        if (!take(s, (uint64_t)param_meta(h, PM_OFFSET), &d, now))
-            return; /* a duplicate after a retry */
-        s->st.fetched_bytes += d.bytes;
-        if (s->expected == s->asmb->pub.bytes)
-            finish(s, now);
-        else
-            fill_window(s);
-        return;
+    } else {
+        reject(s, "a message of another type from the service");
     }
-    s->st.rejected++;
 }
 
 static void timers(gb_param_subscriber *s, uint64_t now)
@@ -499,8 +487,7 @@ int gb_param_subscriber_poll(gb_param_subscriber *s, int timeout_ms, gb_error *e
             busy = 0;
             int rc = gb_wire_recv(s->sub, &s->msg, 0, ZMQ_DONTWAIT, err);
             if (rc == 0) {
-                on_pub(s, &s->msg, gb_now_ns());
-                if (s->tap && s->msg.hdr.nmeta >= PM_NMETA_SERVICE)
+                if (on_pub(s, &s->msg, gb_now_ns()) && s->tap)
                     s->tap(s->tap_ctx, &s->msg);
                 busy = 1;
             } else if (rc == GB_EPROTO) {

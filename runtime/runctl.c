@@ -6,6 +6,7 @@
 #include "runtime/curve.h"
 #include "runtime/log.h"
 #include "runtime/wire.h"
+#include "runtime/wire_messages.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -130,26 +131,25 @@ static void answer(gb_runctl_server *s, void *sock, const void *route, size_t ro
     gb_wire_header_init(h, GB_MSG_RUN_STATE, GB_ROLE_LAUNCHER, 0);
     h->seq = seq;
     h->status = status;
-    h->meta[0] = atomic_load(&s->state);
-    h->meta[1] = atomic_load(&s->env_steps);
-    h->nmeta = 2;
+    gb_msg_run_state st = {atomic_load(&s->state), atomic_load(&s->env_steps)};
     snprintf(h->text, sizeof h->text, "%s", text);
     gb_error e;
-    if (gb_wire_send(sock, route, route_len, h, NULL, ZMQ_DONTWAIT, &e))
+    if (gb_wire_schema_write(&gb_schema_run_state, &st, h, &e) ||
+        gb_wire_send(sock, route, route_len, h, NULL, ZMQ_DONTWAIT, &e))
         GB_DEBUG("run control: answer not sent: %s", e.msg);
 }
 
 int gb_runctl_server_handle(gb_runctl_server *s, void *sock, const gb_wire_msg *m)
 {
     const gb_wire_header *q = &m->hdr;
-    if (q->type != GB_MSG_RUN_WATCH || q->nmeta != 2 || q->meta[0] < 0 ||
-        q->meta[0] >= GB_RUN_STATE_END || q->meta[1] < 0 || q->meta[1] >= GB_RUN_STATE_END) {
-        answer(s, sock, m->route, m->route_len, q->seq, GB_EPROTO,
-               "run control: a watch carries meta [known state, confirmed state]");
+    gb_msg_run_watch watch;
+    gb_error e;
+    if (gb_wire_schema_read(&gb_schema_run_watch, q, &watch, &e)) {
+        answer(s, sock, m->route, m->route_len, q->seq, GB_EPROTO, e.msg);
         return GB_EPROTO;
     }
-    confirm(s, q->role, q->index, (int)q->meta[1]);
-    if (q->meta[0] != atomic_load(&s->state)) {
+    confirm(s, q->role, q->index, (int)watch.confirmed);
+    if (watch.known != atomic_load(&s->state)) {
         answer(s, sock, m->route, m->route_len, q->seq, 0, "");
         return 0;
     }
@@ -210,10 +210,9 @@ static int watch(gb_runctl_client *c, uint64_t seq, int confirmed, gb_error *err
     gb_wire_header *h = &c->hdr;
     gb_wire_header_init(h, GB_MSG_RUN_WATCH, c->o.role, c->o.index);
     h->seq = seq;
-    h->nmeta = 2;
-    h->meta[0] = atomic_load(&c->state);
-    h->meta[1] = confirmed;
-    return gb_wire_send(c->sock, NULL, 0, h, NULL, ZMQ_DONTWAIT, err);
+    gb_msg_run_watch w = {atomic_load(&c->state), confirmed};
+    int rc = gb_wire_schema_write(&gb_schema_run_watch, &w, h, err);
+    return rc ? rc : gb_wire_send(c->sock, NULL, 0, h, NULL, ZMQ_DONTWAIT, err);
 }
 
 static void heard(gb_runctl_client *c, int state)
@@ -266,15 +265,15 @@ static void *client_main(void *arg)
         }
         if (!(it.revents & ZMQ_POLLIN))
             continue;
+        gb_msg_run_state st;
         while (gb_wire_recv(c->sock, &c->reply, 0, ZMQ_DONTWAIT, &err) == 0) {
-            if (c->reply.hdr.type == GB_MSG_RUN_STATE && c->reply.hdr.nmeta >= 1 &&
-                c->reply.hdr.meta[0] >= 0 && c->reply.hdr.meta[0] < GB_RUN_STATE_END) {
+            if (gb_wire_schema_read(&gb_schema_run_state, &c->reply.hdr, &st, &err) == 0) {
                 if (c->reply.hdr.status)
                     GB_WARN("run control: %s", c->reply.hdr.text);
-                heard(c, (int)c->reply.hdr.meta[0]);
+                heard(c, (int)st.state);
                 heard_ns = gb_now_ns();
-                if (c->reply.hdr.nmeta >= 2 && c->reply.hdr.meta[1] >= 0)
-                    atomic_store(&c->env_steps, c->reply.hdr.meta[1]);
+                if (st.env_steps >= 0)
+                    atomic_store(&c->env_steps, st.env_steps);
                 need = need || c->reply.hdr.seq == seq; /* the watch outstanding was answered */
             }
             gb_wire_msg_release(&c->reply);

@@ -3,6 +3,7 @@
  *          gb_wire_encode_header, gb_wire_decode_header, gb_wire_check_frames, gb_wire_send,
  *          gb_wire_reply,
  *          gb_wire_recv, gb_wire_msg_init, gb_wire_msg_release, gb_wire_msg_tensor,
+ *          gb_wire_msg_find, gb_wire_msg_text,
  *          gb_tensor_desc_bytes, gb_wire_set_tensor, gb_role_name, gb_role_from_name,
  *          gb_msg_type_name,
  *          gb_wire_attr, gb_wire_attr_set_int, gb_wire_attr_set_str, gb_wire_attr_set_strs,
@@ -14,12 +15,15 @@
  *   "v" protocol (uint), "t" type (uint), "r" role (uint), "i" index (uint), "s" sequence (uint64),
  *   "p" policy version (int64), "st" status (int, optional, 0 = ok or a GB_E* code),
  *   "x" text (str, optional; a human-readable message only: errors, a path, never data to
- *   parse), "m" meta (array of int64, optional; meaning fixed per type),
+ *   parse), "m" meta (array of int64, optional; positional, left only for the data server's
+ *   messages until they move to "a"; no runtime message carries it),
  *   "a" attributes (map, optional): named typed values, each an int64, a str, or an array of
- *   str; keys and meanings fixed per message type (e.g. the data server's info reply,
- *   workers/server.h). Limits, all checked on receive: at most GB_WIRE_ATTRS_MAX entries, keys
- *   of 1..GB_WIRE_ATTR_KEY_MAX-1 bytes, each key once, at most GB_WIRE_WORDS_MAX strings over
- *   all entries, each of at most GB_WIRE_WORD_MAX-1 bytes and without NUL bytes;
+ *   str. Each message kind declares its attributes (key, kind, required, bounds) and tensors
+ *   in one table (runtime/wire_schema.h; the runtime's in runtime/wire_messages.c), checked by
+ *   gb_wire_schema_read. Limits of every header, checked on receive: at most
+ *   GB_WIRE_ATTRS_MAX entries, keys of 1..GB_WIRE_ATTR_KEY_MAX-1 bytes, each key once, at most
+ *   GB_WIRE_WORDS_MAX strings over all entries, each of at most GB_WIRE_WORD_MAX-1 bytes and
+ *   without NUL bytes;
  *   "T" tensors (array of [name str, dtype uint, shape array of uint]).
  * Tensor frames are raw little-endian C-order bytes whose length must equal the product of the
  * declared shape times the dtype size. Receivers check all of it before anything is used, and
@@ -257,6 +261,12 @@ gb_tensor_view gb_wire_msg_tensor(const gb_wire_msg *m, int i);
 
 /* Index of the tensor called name in m, or -1. */
 int gb_wire_msg_find(const gb_wire_msg *m, const char *name);
+
+/* Copies the uint8 rank-1 tensor called name into out as a NUL-terminated string of at most
+ * cap-1 bytes (at least 1 unless allow_empty) without control characters (bytes above 0x7e
+ * pass, so UTF-8 paths do). Returns 0 or GB_EPROTO naming the tensor. */
+int gb_wire_msg_text(const gb_wire_msg *m, const char *name, char *out, size_t cap,
+                     int allow_empty, gb_error *err);
 
 /* Closes m's frames (views become invalid). m can be reused. */
 void gb_wire_msg_release(gb_wire_msg *m);

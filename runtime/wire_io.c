@@ -306,6 +306,26 @@ int gb_wire_msg_find(const gb_wire_msg *m, const char *name)
     return -1;
 }
 
+int gb_wire_msg_text(const gb_wire_msg *m, const char *name, char *out, size_t cap,
+                     int allow_empty, gb_error *err)
+{
+    int t = gb_wire_msg_find(m, name);
+    if (t < 0)
+        return gb_error_set(err, GB_EPROTO, "tensor '%s': missing", name);
+    gb_tensor_view v = gb_wire_msg_tensor(m, t);
+    if (v.desc->dtype != GB_DTYPE_UINT8 || v.desc->rank != 1 || v.bytes >= cap ||
+        (!allow_empty && v.bytes == 0))
+        return gb_error_set(err, GB_EPROTO, "tensor '%s': not a uint8 string of %s..%zu bytes",
+                            name, allow_empty ? "0" : "1", cap - 1);
+    const unsigned char *p = v.data;
+    for (size_t i = 0; i < v.bytes; i++)
+        if (p[i] < 0x20 || p[i] == 0x7f)
+            return gb_error_set(err, GB_EPROTO, "tensor '%s': a control character", name);
+    memcpy(out, p, v.bytes);
+    out[v.bytes] = '\0';
+    return 0;
+}
+
 int gb_wire_set_max_frame(void *sock, uint64_t largest_frame, gb_error *err)
 {
     int64_t max = largest_frame > (uint64_t)INT64_MAX - GB_WIRE_HEADER_SLACK

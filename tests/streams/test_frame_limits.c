@@ -10,6 +10,7 @@
 #include "runtime/metrics.h"
 #include "runtime/params.h"
 #include "runtime/registry.h"
+#include "runtime/wire_messages.h"
 #include "streams_test.h"
 #include "test.h"
 
@@ -72,19 +73,19 @@ static void *socket_on(void *ctx, int type)
     return s;
 }
 
-/* Sends a well-formed message of type whose one uint8 tensor `name` has bytes bytes (zeros). */
+/* Sends a well-formed message of type whose one uint8 tensor `name` has bytes bytes (zeros),
+ * with the attributes attrs of kind sc when sc is set. */
 static int send_sized(void *sock, const void *route, size_t route_len, int type, int role,
-                      const char *name, uint64_t bytes, uint64_t seq, int nmeta,
-                      const int64_t *meta)
+                      const char *name, uint64_t bytes, uint64_t seq, const gb_wire_schema *sc,
+                      const void *attrs)
 {
     unsigned char *zeros = calloc(1, bytes ? bytes : 1);
     gb_error err;
     gb_wire_header h;
     gb_wire_header_init(&h, type, role, 0);
     h.seq = seq;
-    h.nmeta = nmeta;
-    for (int i = 0; i < nmeta; i++)
-        h.meta[i] = meta[i];
+    if (sc)
+        CHECK_OK(gb_wire_schema_write(sc, attrs, &h, &err));
     int64_t n = (int64_t)bytes;
     h.ntensors = 1;
     CHECK_OK(gb_wire_set_tensor(&h.tensors[0], name, GB_DTYPE_UINT8, 1, &n, &err));
@@ -297,11 +298,11 @@ static void test_param_subscriber_frame(void)
     gb_param_subscriber *s;
     CHECK_OK(gb_param_subscriber_open(&s, ctx, &o, &err));
     /* PUB drops what it sends before the subscription arrives: send until the drop is seen */
-    int64_t meta[6] = {1, 0, 0, 0, 1, 0};
+    gb_msg_param q = {.version = 1, .serial = 1};
     int dropped = 0;
     for (double end = gb_now_s() + WAIT_MS / 1000.0; !dropped && gb_now_s() < end;) {
-        send_sized(pub, NULL, 0, GB_MSG_PARAM_CHUNK, GB_ROLE_PARAMS, "data", 16 * BIG, 1, 6,
-                   meta);
+        send_sized(pub, NULL, 0, GB_MSG_PARAM_CHUNK, GB_ROLE_PARAMS, "data", 16 * BIG, 1,
+                   &gb_schema_param_chunk, &q);
         for (int i = 0; i < 10 && !dropped; i++) {
             gb_param_subscriber_poll(s, 5, &err);
             dropped = monitor_saw(mon, ZMQ_EVENT_DISCONNECTED);
@@ -377,7 +378,7 @@ static void test_param_subscriber_refuses(void)
     void *mon = monitor_open(ctx, bad, ZMQ_EVENT_DISCONNECTED);
     CHECK(zmq_connect(bad, fetch_ep) == 0);
     uint64_t service_rejected = gb_param_service_get_stats(svc).rejected;
-    send_sized(bad, NULL, 0, GB_MSG_PARAM_FETCH, GB_ROLE_POLICY, "data", BIG, 1, 0, NULL);
+    send_sized(bad, NULL, 0, GB_MSG_PARAM_FETCH, GB_ROLE_POLICY, "data", BIG, 1, NULL, NULL);
     int dropped = 0;
     TEST_WAIT_UNTIL(gb_param_service_poll(svc, 0, &err) == 0 &&
                         (dropped = monitor_saw(mon, ZMQ_EVENT_DISCONNECTED)),
@@ -433,8 +434,9 @@ static void test_param_service_input(void)
     void *mon = monitor_open(ctx, bad, ZMQ_EVENT_DISCONNECTED);
     CHECK(zmq_connect(bad, in_ep) == 0);
     uint64_t rejected = gb_param_service_get_stats(svc).rejected;
-    int64_t meta[3] = {2, 0, 0};
-    send_sized(bad, NULL, 0, GB_MSG_PARAM_CHUNK, GB_ROLE_TRAINER, "data", 16 * BIG, 1, 3, meta);
+    gb_msg_param q = {.version = 2};
+    send_sized(bad, NULL, 0, GB_MSG_PARAM_CHUNK, GB_ROLE_TRAINER, "data", 16 * BIG, 1,
+               &gb_schema_param_chunk, &q);
     int dropped = 0;
     TEST_WAIT_UNTIL(gb_param_service_poll(svc, 5, &err) == 0 &&
                         (dropped = monitor_saw(mon, ZMQ_EVENT_DISCONNECTED)),
@@ -490,7 +492,7 @@ static void test_registry_server(void)
     void *bad = socket_on(ctx, ZMQ_DEALER);
     void *mon = monitor_open(ctx, bad, ZMQ_EVENT_DISCONNECTED);
     CHECK(zmq_connect(bad, ep) == 0);
-    send_sized(bad, NULL, 0, GB_MSG_REG_REGISTER, GB_ROLE_ACTOR, "endpoint", BIG, 1, 0, NULL);
+    send_sized(bad, NULL, 0, GB_MSG_REG_REGISTER, GB_ROLE_ACTOR, "endpoint", BIG, 1, NULL, NULL);
     int dropped = 0;
     TEST_WAIT_UNTIL((dropped = monitor_saw(mon, ZMQ_EVENT_DISCONNECTED)), WAIT_MS);
     CHECK_MSG(dropped, "the registry did not disconnect the peer sending 1 MiB");

@@ -3,6 +3,7 @@
  * that must never be applied, and PUB drops repaired by fetching. */
 #include "params_test.h"
 #include "runtime/wire.h"
+#include "runtime/wire_messages.h"
 #include "test.h"
 
 #include <pthread.h>
@@ -115,10 +116,8 @@ static void publish_bad(void *ctx, const char *in, uint8_t *data)
         pt_fill(data, 0, TOTAL, v);
         gb_wire_header h;
         gb_wire_header_init(&h, GB_MSG_PARAM_BEGIN, GB_ROLE_TRAINER, 1);
-        h.nmeta = 3;
-        h.meta[0] = v;
-        h.meta[1] = TOTAL;
-        h.meta[2] = CHUNK;
+        gb_msg_param q = {.version = v, .total = TOTAL, .chunk = CHUNK};
+        CHECK_OK(gb_wire_schema_write(&gb_schema_param_begin, &q, &h, &err));
         /* the layout in its wire form: 3 records of 208 bytes */
         static unsigned char raw[3 * 208];
         memset(raw, 0, sizeof raw);
@@ -141,9 +140,8 @@ static void publish_bad(void *ctx, const char *in, uint8_t *data)
         for (uint64_t off = 0; off < stop_at; off += CHUNK) {
             int64_t n = (int64_t)(TOTAL - off < CHUNK ? TOTAL - off : CHUNK);
             gb_wire_header_init(&h, GB_MSG_PARAM_CHUNK, GB_ROLE_TRAINER, 1);
-            h.nmeta = 2;
-            h.meta[0] = v;
-            h.meta[1] = (int64_t)off;
+            q = (gb_msg_param){.version = v, .offset = (int64_t)off};
+            CHECK_OK(gb_wire_schema_write(&gb_schema_param_chunk, &q, &h, &err));
             h.ntensors = 1;
             gb_wire_set_tensor(&h.tensors[0], "data", GB_DTYPE_UINT8, 1, &n, &err);
             pl.data = data + off;
@@ -151,10 +149,8 @@ static void publish_bad(void *ctx, const char *in, uint8_t *data)
         }
         if (v == 6) {
             gb_wire_header_init(&h, GB_MSG_PARAM_END, GB_ROLE_TRAINER, 1);
-            h.nmeta = 3;
-            h.meta[0] = v;
-            h.meta[1] = TOTAL;
-            h.meta[2] = 12345; /* wrong CRC */
+            q = (gb_msg_param){.version = v, .total = TOTAL, .crc = 12345}; /* wrong CRC */
+            CHECK_OK(gb_wire_schema_write(&gb_schema_param_end, &q, &h, &err));
             CHECK_OK(gb_wire_send(push, NULL, 0, &h, NULL, 0, &err));
         }
     }

@@ -215,8 +215,7 @@ static void test_malformed_flood_rate_limited(void)
     for (int i = 0; i < N; i++) {
         gb_wire_header h;
         gb_wire_header_init(&h, GB_MSG_PARAM_BEGIN, GB_ROLE_TRAINER, 0);
-        h.nmeta = 1; /* no size, no chunk size, no layout */
-        h.meta[0] = i;
+        CHECK_OK(gb_wire_attr_set_int(&h, "version", i, &err)); /* no size, chunk size, layout */
         CHECK_OK(gb_wire_send(push, NULL, 0, &h, NULL, 0, &err));
         if (i % 64 == 0)
             pump(&f);

@@ -358,9 +358,8 @@ static void test_runctl(void)
     gb_wire_header h;
     gb_wire_header_init(&h, GB_MSG_RUN_WATCH, GB_ROLE_ACTOR, 7);
     h.seq = 9;
-    h.nmeta = 2;
-    h.meta[0] = 0;
-    h.meta[1] = 42; /* no such state */
+    CHECK_OK(gb_wire_attr_set_int(&h, "known", 0, &err));
+    CHECK_OK(gb_wire_attr_set_int(&h, "confirmed", 42, &err)); /* no such state */
     CHECK_OK(gb_wire_send(raw, NULL, 0, &h, NULL, 0, &err));
     gb_wire_msg m;
     gb_wire_msg_init(&m);
@@ -368,6 +367,7 @@ static void test_runctl(void)
     CHECK_EQ_INT(m.hdr.type, GB_MSG_RUN_STATE);
     CHECK_EQ_INT(m.hdr.status, GB_EPROTO);
     CHECK_EQ_INT(m.hdr.seq, 9);
+    CHECK(strstr(m.hdr.text, "run_watch from actor 7") && strstr(m.hdr.text, "'confirmed'"));
     gb_wire_msg_release(&m);
     zmq_close(raw);
     CHECK_OK(gb_registry_lookup(reg, "trainer/0/sample", found, sizeof found, 1000, &err));
