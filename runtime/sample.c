@@ -4,6 +4,7 @@
 #include "runtime/clock.h"
 #include "runtime/curve.h"
 #include "runtime/log.h"
+#include "runtime/wire_messages.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -252,9 +253,8 @@ int gb_sample_recv(gb_sample_receiver *r, gb_wire_msg *m, int timeout_ms, gb_err
             r->rcvtimeo = v;
         }
         int rc = gb_wire_recv(r->sock, m, 0, wait_ms == 0 ? ZMQ_DONTWAIT : 0, err);
-        if (rc == 0 && m->hdr.type != GB_MSG_SAMPLE) {
-            rc = gb_error_set(err, GB_EPROTO, "sample receiver: got a %s message",
-                              gb_msg_type_name(m->hdr.type));
+        if (rc == 0 && (rc = gb_wire_schema_read(&gb_schema_sample, &m->hdr, NULL, err))) {
+            gb_error_prefix(err, "sample receiver");
             gb_wire_msg_release(m);
         }
         if (rc == 0) {

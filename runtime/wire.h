@@ -44,7 +44,8 @@
 #include <stdint.h>
 #include <zmq.h>
 
-#define GB_WIRE_PROTOCOL 1        /* bumped on any incompatible change of the header */
+#define GB_WIRE_PROTOCOL 2        /* bumped on any incompatible change of a header or message
+                                     (2: the runtime's messages moved from "m" to "a") */
 #define GB_WIRE_MAX_TENSORS 32    /* tensors per message */
 #define GB_WIRE_MAX_RANK 8        /* dimensions per tensor */
 #define GB_WIRE_NAME_MAX 32       /* tensor name bytes including the NUL */
@@ -58,30 +59,29 @@
 #define GB_WIRE_WORD_MAX 32       /* bytes of one attribute string including the NUL */
 
 typedef enum gb_msg_type {
+    /* What each type carries is declared in its table (wire_schema.h): the runtime's in
+     * runtime/wire_messages.c, printed in docs/protocol.md; the data server's beside it. */
     GB_MSG_INFER_REQUEST = 1, /* tensors: inputs, first dim = rows */
     GB_MSG_INFER_REPLY = 2,   /* tensors: outputs for the request's rows; status != 0: error */
-    GB_MSG_SAMPLE = 3,        /* tensors: one trajectory chunk */
-    GB_MSG_PARAM_BEGIN = 4,   /* meta: version, total bytes, chunk bytes; tensor "layout" */
-    GB_MSG_PARAM_CHUNK = 5,   /* meta: version, offset; tensor "data" */
-    GB_MSG_PARAM_END = 6,     /* meta: version, total bytes, crc32c */
-    GB_MSG_PARAM_INFO_REQ = 7, /* ask the service for its latest version's description */
-    GB_MSG_PARAM_INFO = 8,    /* meta: version, total, chunk, crc; tensor "layout"; status */
-    GB_MSG_PARAM_FETCH = 9,   /* meta: version, offset, length */
-    GB_MSG_PARAM_DATA = 10,   /* meta: version, offset; tensor "data"; status GB_ENOTFOUND: gone */
-    GB_MSG_REG_REGISTER = 11, /* tensors "name", "endpoint" (uint8 strings); meta: ttl_ms */
-    GB_MSG_REG_UNREGISTER = 12, /* tensor "name" */
-    GB_MSG_REG_LOOKUP = 13,   /* tensor "name" (a prefix when meta[0] = 1) */
-    GB_MSG_REG_REPLY = 14,    /* tensors "names", "endpoints": NUL-separated lists; status */
+    GB_MSG_SAMPLE = 3,        /* tensors: one trajectory chunk (runtime/chunk.h) */
+    GB_MSG_PARAM_BEGIN = 4,   /* the parameter stream (runtime/params.h) */
+    GB_MSG_PARAM_CHUNK = 5,
+    GB_MSG_PARAM_END = 6,
+    GB_MSG_PARAM_INFO_REQ = 7,
+    GB_MSG_PARAM_INFO = 8,
+    GB_MSG_PARAM_FETCH = 9,
+    GB_MSG_PARAM_DATA = 10,
+    GB_MSG_REG_REGISTER = 11, /* the registry (runtime/registry.h) */
+    GB_MSG_REG_UNREGISTER = 12,
+    GB_MSG_REG_LOOKUP = 13,
+    GB_MSG_REG_REPLY = 14,
     GB_MSG_METRICS = 15,      /* tensors "names" (NUL-separated uint8), "values" float64,
                                  optional "returns" float32 and "lengths" int64 (episodes) */
-    GB_MSG_SERVE_REQUEST = 16, /* offline-RL data server request; meta[0] = op (workers/server.h) */
-    GB_MSG_SERVE_REPLY = 17,  /* its reply; meta[0] = op; status != 0: error, text says why */
-    GB_MSG_RUN_WATCH = 18,    /* run control (runtime/runctl.h), to the registry; meta: the
-                                 state the worker knows, the state it confirms */
-    GB_MSG_RUN_STATE = 19,    /* its answer; meta[0]: the run's state; status != 0: error */
-    GB_MSG_REG_JOIN = 20,     /* gearbox join, to the registry: meta[0] the role asked for; the
-                                 reply (GB_MSG_REG_REPLY) holds meta: index, incarnation and
-                                 tensors "config", "metrics", "run" (registry.h) */
+    GB_MSG_SERVE_REQUEST = 16, /* offline-RL data server request (workers/server.h) */
+    GB_MSG_SERVE_REPLY = 17,  /* its reply; status != 0: error, text says why */
+    GB_MSG_RUN_WATCH = 18,    /* run control (runtime/runctl.h), to the registry */
+    GB_MSG_RUN_STATE = 19,    /* its answer */
+    GB_MSG_REG_JOIN = 20,     /* gearbox join, to the registry; answered by GB_MSG_REG_REPLY */
     GB_MSG_TYPE_END = 21,     /* not a type: one past the last */
 } gb_msg_type;
 

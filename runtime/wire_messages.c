@@ -33,7 +33,15 @@ const gb_wire_schema gb_schema_run_state = {
            "watch.",
     .attrs = run_state_attrs, .nattrs = GB_WIRE_N(run_state_attrs)};
 
-/* ---- the parameter stream --------------------------------------------------------------------- */
+/* ---- the sample stream ----------------------------------------------------------------------- */
+
+const gb_wire_schema gb_schema_sample = {
+    .name = "sample", .type = GB_MSG_SAMPLE,
+    .doc = "An actor to a trainer (PUSH to PULL): one trajectory chunk; its tensors are the "
+           "chunk's columns, named and shaped as runtime/chunk.h defines.",
+    .open_tensors = 1};
+
+/* ---- the parameter stream -------------------------------------------------------------------- */
 
 #define P_VERSION GB_WIRE_INT(gb_msg_param, version, 1, 0, INT64_MAX, 0, "the parameters' version")
 #define P_TOTAL GB_WIRE_INT(gb_msg_param, total, 1, 0, INT64_MAX, 0, "the version's bytes")
@@ -44,7 +52,7 @@ const gb_wire_schema gb_schema_run_state = {
                              "the service's order of the version: added by the service when it " \
                              "forwards the message on PUB, where subscribers require it")
 #define P_BYTES(name, req, doc) GB_WIRE_TENSOR(name, GB_DTYPE_UINT8, 1, req, doc)
-#define LAYOUT_DOC "the layout: 208-byte records (name, dtype, rank, shape, offset; params_impl.h)"
+#define LAYOUT_DOC "the layout: 208-byte records of name, dtype, rank, shape, offset (params_impl.h)"
 
 static const gb_wire_attr_spec param_begin_attrs[] = {P_VERSION, P_TOTAL, P_CHUNK, P_SERIAL};
 static const gb_wire_tensor_spec param_layout[] = {P_BYTES("layout", 1, LAYOUT_DOC)};
@@ -95,7 +103,7 @@ static const gb_wire_attr_spec param_info_attrs[] = {
                 "the serial of the version the service is receiving, 0: none"),
 };
 static const gb_wire_tensor_spec param_info_tensors[] = {
-    P_BYTES("layout", 0, LAYOUT_DOC " (with status 0)")};
+    P_BYTES("layout", 0, "with status 0: " LAYOUT_DOC)};
 
 const gb_wire_schema gb_schema_param_info = {
     .name = "param_info", .type = GB_MSG_PARAM_INFO,
@@ -215,6 +223,7 @@ const gb_wire_schema gb_schema_reg_joined = {
     .tensors = reg_joined_tensors, .ntensors = GB_WIRE_N(reg_joined_tensors)};
 
 const gb_wire_schema *const gb_wire_runtime_schemas[] = {
+    &gb_schema_sample,
     &gb_schema_param_begin,  &gb_schema_param_chunk,    &gb_schema_param_end,
     &gb_schema_param_info_req, &gb_schema_param_info,   &gb_schema_param_fetch,
     &gb_schema_param_data,

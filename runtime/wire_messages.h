@@ -26,7 +26,12 @@ typedef struct gb_msg_run_state {
 
 extern const gb_wire_schema gb_schema_run_watch, gb_schema_run_state;
 
-/* ---- the parameter stream (runtime/params.h) -------------------------------------------------- */
+/* ---- the sample stream (runtime/sample.h) ---------------------------------------------------- */
+
+/* No attributes: a chunk's columns are its tensors, checked by runtime/chunk.h. */
+extern const gb_wire_schema gb_schema_sample;
+
+/* ---- the parameter stream (runtime/params.h) ------------------------------------------------- */
 
 /* One struct for every parameter message: each table reads and writes its own members. */
 typedef struct gb_msg_param {

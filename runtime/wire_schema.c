@@ -130,7 +130,7 @@ int gb_wire_schema_read(const gb_wire_schema *s, const gb_wire_header *h, void *
                         gb_error *err)
 {
     if (h->type != s->type)
-        return read_fail(s, h, err, "a %s message", gb_msg_type_name(h->type));
+        return read_fail(s, h, err, "got a message of type %s", gb_msg_type_name(h->type));
     for (int k = 0; k < h->nattrs; k++)
         if (!find_spec(s, h->attrs[k].key))
             return read_fail(s, h, err, "attribute '%s': not part of the message",
@@ -226,7 +226,8 @@ static void md_attrs(const gb_wire_schema *s, FILE *f)
         md_range(&s->attrs[k], range, sizeof range);
         md_presence(&s->attrs[k], presence, sizeof presence);
         fprintf(f, "| `%s` | %s | %s | %s | %s |\n", s->attrs[k].name,
-                kind_name(s->attrs[k].kind), presence, range, s->attrs[k].doc);
+                kind_name(s->attrs[k].kind), presence, range,
+                s->attrs[k].doc ? s->attrs[k].doc : "");
     }
     fprintf(f, "\n");
 }
@@ -245,17 +246,41 @@ static void md_tensors(const gb_wire_schema *s, FILE *f)
         snprintf(rank, sizeof rank, t->rank >= 0 ? "%d" : "any", t->rank);
         fprintf(f, "| `%s` | %s | %s | %s | %s |\n", t->name,
                 t->dtype >= 0 ? gb_dtype_name((gb_dtype)t->dtype) : "any", rank,
-                t->required ? "required" : "optional", t->doc);
+                t->required ? "required" : "optional", t->doc ? t->doc : "");
     }
     if (s->open_tensors)
         fprintf(f, "\nOther tensors are allowed.\n");
     fprintf(f, "\n");
 }
 
+/* Prints text as lines of at most 100 columns, broken at spaces. */
+static void md_wrap(const char *text, FILE *f)
+{
+    const char *p = text;
+    while (*p) {
+        size_t n = strlen(p), cut = n;
+        if (n > 100) {
+            cut = 100;
+            while (cut > 0 && p[cut] != ' ')
+                cut--;
+            if (cut == 0)
+                cut = strcspn(p, " ");
+        }
+        fprintf(f, "%.*s\n", (int)cut, p);
+        p += cut;
+        while (*p == ' ')
+            p++;
+    }
+}
+
 int gb_wire_schema_markdown(const gb_wire_schema *s, FILE *f)
 {
-    fprintf(f, "### %s\n\nType %d (`%s`). %s\n\n", s->name, s->type, gb_msg_type_name(s->type),
-            s->doc);
+    char head[512];
+    snprintf(head, sizeof head, "Type %d (`%s`). %s", s->type, gb_msg_type_name(s->type),
+             s->doc ? s->doc : "");
+    fprintf(f, "### %s\n\n", s->name);
+    md_wrap(head, f);
+    fprintf(f, "\n");
     md_attrs(s, f);
     md_tensors(s, f);
     return ferror(f) ? GB_ESYS : 0;

@@ -1,8 +1,10 @@
 /* tests/fuzz/fuzz_wire.c: libFuzzer target for the wire header decoder and frame checks.
  * Input: [n: 1 byte][n frame lengths: u32 little-endian each][header bytes]. Properties: the
  * decoder never crashes or reads out of bounds (ASan), rejects with GB_EPROTO and a message, and
- * a header it accepts re-encodes to bytes that decode to the same header (attributes included). */
+ * a header it accepts re-encodes to bytes that decode to the same header (attributes included),
+ * and every runtime message table (runtime/wire_messages.h) reads it without harm. */
 #include "runtime/wire.h"
+#include "runtime/wire_messages.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,6 +34,29 @@ static void same_header(const gb_wire_header *a, const gb_wire_header *b)
     }
     if (!same)
         abort();
+}
+
+/* Every runtime message table reads an accepted header without crashing: 0, or GB_EPROTO with a
+ * message; a struct it fills holds only values within the table's bounds. */
+static void check_tables(const gb_wire_header *h)
+{
+    for (int k = 0; k < gb_wire_runtime_nschemas; k++) {
+        const gb_wire_schema *s = gb_wire_runtime_schemas[k];
+        int64_t out[64]; /* larger than every runtime message struct */
+        gb_error err;
+        err.msg[0] = '\0';
+        int rc = gb_wire_schema_read(s, h, out, &err);
+        if (rc != 0 && (rc != GB_EPROTO || err.msg[0] == '\0'))
+            abort();
+        for (int a = 0; rc == 0 && a < s->nattrs; a++) {
+            const gb_wire_attr_spec *f = &s->attrs[a];
+            int64_t v;
+            memcpy(&v, (const char *)out + f->offset, sizeof v);
+            if (f->kind == GB_WIRE_ATTR_INT && gb_wire_attr_find(h, f->name) &&
+                (v < f->min || v > f->max))
+                abort();
+        }
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -69,6 +94,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rc = gb_wire_check_frames(&h, lens, n, &err);
         if (rc != 0 && rc != GB_EPROTO)
             abort();
+        check_tables(&h);
         static unsigned char buf[GB_WIRE_HEADER_MAX];
         size_t len;
         if (gb_wire_encode_header(&h, buf, sizeof buf, &len, &err) == 0) {

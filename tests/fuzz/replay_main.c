@@ -1,6 +1,7 @@
 /* tests/fuzz/replay_main.c: runs the fuzz target on every file of a corpus directory (a ctest,
  * built without libFuzzer), or with --generate DIR writes the seed corpus from real headers. */
 #include "runtime/wire.h"
+#include "runtime/wire_messages.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -38,11 +39,15 @@ static int write_seed(const char *dir, const char *name, const gb_wire_header *h
     return 0;
 }
 
+static int generate_control(const char *dir);
+static int generate_minimal(const char *dir);
+
+/* Seeds of the data streams (inference, samples); then the control messages' and a minimal one. */
 static int generate(const char *dir)
 {
     gb_wire_header h;
     int rc = 0;
-    int64_t obs[2] = {64, 4}, pix[4] = {64, 84, 84, 1}, one[1] = {1}, blob[1] = {4194304};
+    int64_t obs[2] = {64, 4}, pix[4] = {64, 84, 84, 1};
     uint32_t l_obs[3] = {64 * 4 * 4, 64 * 84 * 84, 64 * 4};
     gb_wire_header_init(&h, GB_MSG_INFER_REQUEST, GB_ROLE_ACTOR, 3);
     h.seq = 17;
@@ -81,44 +86,55 @@ static int generate(const char *dir)
     gb_wire_set_tensor(&h.tensors[4], "action", GB_DTYPE_BFLOAT16, 2, t1, NULL);
     uint32_t l5[5] = {128 * 8 * 16, 128 * 8 * 4, 128 * 8, 128 * 8, 128 * 8 * 2};
     rc |= write_seed(dir, "sample", &h, 5, l5, 0);
+    return rc | generate_control(dir) | generate_minimal(dir);
+}
+
+/* Seeds of the parameter stream and the registry, their attributes written by their tables. */
+static int generate_control(const char *dir)
+{
+    gb_wire_header h;
+    gb_error err;
+    int rc = 0;
+    int64_t blob[1] = {4194304};
     gb_wire_header_init(&h, GB_MSG_PARAM_BEGIN, GB_ROLE_TRAINER, 0);
-    h.nmeta = 3;
-    h.meta[0] = 5;
-    h.meta[1] = 1LL << 33;
-    h.meta[2] = 4194304;
+    gb_msg_param q = {.version = 5, .total = 1LL << 33, .chunk = 4194304};
+    rc |= gb_wire_schema_write(&gb_schema_param_begin, &q, &h, &err);
     h.ntensors = 1;
     int64_t lay[1] = {208 * 3};
     gb_wire_set_tensor(&h.tensors[0], "layout", GB_DTYPE_UINT8, 1, lay, NULL);
     uint32_t ll[1] = {208 * 3};
     rc |= write_seed(dir, "param_begin", &h, 1, ll, 0);
     gb_wire_header_init(&h, GB_MSG_PARAM_CHUNK, GB_ROLE_PARAMS, 0);
-    h.nmeta = 2;
-    h.meta[0] = 5;
-    h.meta[1] = 3LL << 31;
+    q = (gb_msg_param){.version = 5, .offset = 3LL << 31, .serial = 1764300000000000000LL};
+    rc |= gb_wire_schema_write(&gb_schema_param_chunk, &q, &h, &err);
     h.ntensors = 1;
     gb_wire_set_tensor(&h.tensors[0], "data", GB_DTYPE_UINT8, 1, blob, NULL);
     uint32_t lb[1] = {4194304};
     rc |= write_seed(dir, "param_chunk", &h, 1, lb, 0);
     gb_wire_header_init(&h, GB_MSG_PARAM_END, GB_ROLE_TRAINER, 0);
-    h.nmeta = 3;
-    h.meta[0] = 5;
-    h.meta[1] = 1LL << 33;
-    h.meta[2] = 0xE3069283;
+    q = (gb_msg_param){.version = 5, .total = 1LL << 33, .crc = 0xE3069283};
+    rc |= gb_wire_schema_write(&gb_schema_param_end, &q, &h, &err);
     rc |= write_seed(dir, "param_end", &h, 0, NULL, 0);
     gb_wire_header_init(&h, GB_MSG_REG_REGISTER, GB_ROLE_POLICY, 2);
-    h.nmeta = 1;
-    h.meta[0] = 3000;
+    gb_msg_reg_register r = {.ttl_ms = 3000};
+    rc |= gb_wire_schema_write(&gb_schema_reg_register, &r, &h, &err);
     h.ntensors = 2;
     int64_t nl[1] = {18}, el[1] = {30};
     gb_wire_set_tensor(&h.tensors[0], "name", GB_DTYPE_UINT8, 1, nl, NULL);
     gb_wire_set_tensor(&h.tensors[1], "endpoint", GB_DTYPE_UINT8, 1, el, NULL);
     uint32_t lr[2] = {18, 30};
     rc |= write_seed(dir, "reg_register", &h, 2, lr, 0);
+    return rc;
+}
+
+static int generate_minimal(const char *dir)
+{
+    gb_wire_header h;
+    int64_t one[1] = {1};
     gb_wire_header_init(&h, GB_MSG_INFER_REQUEST, GB_ROLE_ACTOR, 0);
     h.ntensors = 1;
     gb_wire_set_tensor(&h.tensors[0], "s", GB_DTYPE_FLOAT64, 1, one, NULL);
-    rc |= write_seed(dir, "minimal", &h, 1, (uint32_t[]){8}, 0);
-    return rc;
+    return write_seed(dir, "minimal", &h, 1, (uint32_t[]){8}, 0);
 }
 
 int main(int argc, char **argv)

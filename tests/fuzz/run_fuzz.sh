@@ -13,7 +13,9 @@ mkdir -p "$out/corpus" "$out/artifacts"
 # shellcheck disable=SC2046
 "$cc" -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=undefined -I"$root" \
-    "$here/fuzz_wire.c" "$root/runtime/wire.c" "$root/runtime/dtype.c" "$root/runtime/error.c" \
+    "$here/fuzz_wire.c" "$root/runtime/wire.c" "$root/runtime/wire_decode.c" \
+    "$root/runtime/wire_attr.c" "$root/runtime/wire_schema.c" "$root/runtime/wire_messages.c" \
+    "$root/runtime/dtype.c" "$root/runtime/error.c" \
     $(pkg-config --cflags --libs libzmq msgpack) -o "$out/fuzz_wire"
 "$out/fuzz_wire" -max_total_time="$secs" -print_final_stats=1 -max_len=9000 \
     -artifact_prefix="$out/artifacts/" "$out/corpus" "$here/corpus/wire"

@@ -274,7 +274,7 @@ static void test_broadcast_late_join_torn(void)
     st_rmdir(dir);
 }
 
-/* ---- PUB drops: a subscriber that does not poll while a version streams ------------------------ */
+/* ---- PUB drops: a subscriber that does not poll while a version streams ---------------------- */
 
 typedef struct svc_thread {
     gb_param_service *s;

@@ -203,7 +203,10 @@ static void test_endpoints(void)
     CHECK(strcmp(out, want) == 0);
     char longdir[300];
     memset(longdir, 'a', 120);
-    snprintf(longdir, sizeof longdir, "/tmp/%.*s", 110, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+    char as[111];
+    memset(as, 'a', 110);
+    as[110] = '\0';
+    snprintf(longdir, sizeof longdir, "/tmp/%s", as);
     mkdir(longdir, 0700);
     CHECK(gb_endpoint_make(out, sizeof out, 0, longdir, NULL, "policy/0/inference", &err) ==
           GB_EINVAL);

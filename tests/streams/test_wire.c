@@ -318,7 +318,8 @@ static void test_send_recv(void)
         obs[i] = (float)i * 0.5f;
     for (int i = 0; i < 64 * 84 * 84; i++)
         pix[i] = (unsigned char)(i * 7);
-    gb_wire_payload p[3] = {{obs, NULL, NULL, NULL}, {pix, NULL, NULL, NULL}, {NULL, NULL, NULL, NULL}};
+    gb_wire_payload p[3] = {{obs, NULL, NULL, NULL}, {pix, NULL, NULL, NULL},
+                            {NULL, NULL, NULL, NULL}};
     CHECK_OK(gb_wire_send(a, NULL, 0, &h, p, 0, &err));
     gb_wire_msg m;
     gb_wire_msg_init(&m);

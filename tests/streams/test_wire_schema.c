@@ -138,7 +138,7 @@ static void test_rejects(void)
     CHECK_OK(gb_wire_schema_read(&demo_schema, &h, NULL, &err));
     /* another type */
     h.type = GB_MSG_SAMPLE;
-    BAD(&h, "a sample message");
+    BAD(&h, "got a message of type sample");
 }
 
 int main(void)

@@ -43,7 +43,7 @@ import msgpack
 import numpy as np
 import zmq
 
-PROTOCOL = 1
+PROTOCOL = 2  # runtime/wire.h GB_WIRE_PROTOCOL
 MSG_SERVE_REQUEST = 16
 MSG_SERVE_REPLY = 17
 ROLE_CLIENT = 6
