@@ -31,7 +31,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define GB_SERVER_MAX_TABLES 8 /* tables per server (server.tables and the default one) */
+#define GB_SERVER_MAX_TABLES GB_SERVE_MAX_TABLES /* workers/server_protocol.h */
 #define GB_SERVER_DEFAULT_TABLE "default"
 
 typedef struct gb_server_opts {

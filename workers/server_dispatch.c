@@ -11,37 +11,17 @@
 #include <string.h>
 #include <zmq.h>
 
-/* Request attributes each operation accepts (a misspelt one is an error, not ignored). */
-static int attr_allowed(int op, const char *key)
-{
-    if (strcmp(key, "table") == 0)
-        return 1;
-    return op == GB_SERVE_SAMPLE &&
-           (strcmp(key, "mode") == 0 || strcmp(key, "len") == 0 || strcmp(key, "cursor") == 0 ||
-            strcmp(key, "reset") == 0);
-}
-
-/* The table a request names (attribute "table"; absent: the default table), or NULL with the
- * reason in text (an unknown table or attribute). */
-static const srv_table *table_of(const gb_server *s, const gb_wire_msg *m, char *text,
+/* The table a request names (its attribute "table"; absent: the default table), or NULL with
+ * the reason in text. */
+static const srv_table *table_of(const gb_server *s, const gb_serve_request *q, char *text,
                                  size_t cap)
 {
-    int op = (int)m->hdr.meta[0];
-    for (int a = 0; a < m->hdr.nattrs; a++)
-        if (!attr_allowed(op, m->hdr.attrs[a].key)) {
-            snprintf(text, cap, "unknown request attribute '%s' (%s)", m->hdr.attrs[a].key,
-                     op == GB_SERVE_SAMPLE ? "a sample takes table, mode, len, cursor, reset"
-                                           : "this operation takes only table");
-            return NULL;
-        }
-    const gb_wire_attr *at = gb_wire_attr_find(&m->hdr, "table");
-    if (!at)
+    if (!q->table)
         return &s->tables[0];
-    const char *name = gb_wire_attr_str(&m->hdr, "table");
-    for (int i = 0; name && i < s->ntables; i++)
-        if (strcmp(s->tables[i].name, name) == 0)
+    for (int i = 0; i < s->ntables; i++)
+        if (strcmp(s->tables[i].name, q->table) == 0)
             return &s->tables[i];
-    size_t o = (size_t)snprintf(text, cap, "no table '%.31s'; this server has", name ? name : "?");
+    size_t o = (size_t)snprintf(text, cap, "no table '%.31s'; this server has", q->table);
     for (int i = 0; i < s->ntables && o < cap; i++)
         o += (size_t)snprintf(text + o, cap - o, "%s %s", i ? "," : "", s->tables[i].name);
     return NULL;
@@ -58,7 +38,7 @@ static uint64_t request_bytes(const gb_wire_msg *m)
 
 /* Parks w->m (a sample that must wait up to its timeout) and gives w a fresh message. Returns
  * 0, GB_EFULL (MAX_PARKED waiting: the caller answers with an error) or GB_ENOMEM. */
-static int park(worker *w, double wait_s)
+static int park(worker *w, const srv_request *r, double wait_s)
 {
     gb_server *s = w->s;
     parked *p = malloc(sizeof *p);
@@ -71,6 +51,7 @@ static int park(worker *w, double wait_s)
     gb_wire_msg_init(fresh);
     p->next = NULL;
     p->m = w->m;
+    p->r = *r; /* r->m is w->m, now p->m */
     p->since = gb_now_s();
     p->deadline = p->since + wait_s;
     pthread_mutex_lock(&s->park_mu);
@@ -107,9 +88,7 @@ void gb_server_retry_parked(worker *w)
     for (parked *p = list, *nx; p; p = nx) {
         nx = p->next;
         gb_error err = {0};
-        char text[GB_WIRE_TEXT_MAX];
-        const srv_table *tb = table_of(s, p->m, text, sizeof text); /* found when parked */
-        int rc = gb_server_op_sample(w, tb ? tb : &s->tables[0], p->m, p, &err);
+        int rc = gb_server_op_sample(w, &p->r, p, &err);
         if (rc == GB_SERVE_PARK) {
             p->next = NULL;
             if (last)
@@ -152,40 +131,37 @@ void gb_server_drop_parked(gb_server *s)
 
 /* A sample request: by mode, offline or items; an item sample that must wait is parked
  * (returns GB_SERVE_PARK, w->m then parked) or answered with why it cannot be. */
-static int sample(worker *w, const srv_table *tb, const gb_wire_msg *m, gb_error *err)
+static int sample(worker *w, const srv_request *r, gb_error *err)
 {
-    char text[GB_WIRE_TEXT_MAX];
-    const gb_wire_header *q = &m->hdr;
-    if (q->nmeta < 2)
-        return gb_server_send_error(w, m, GB_EPROTO, "sample: meta must hold [op, batch, ...]");
-    const char *mode_name = gb_wire_attr_str(q, "mode");
-    int mode = gb_serve_mode_parse(mode_name);
-    if (mode < 0 || (!mode_name && gb_wire_attr_find(q, "mode"))) {
-        snprintf(text, sizeof text, "sample: unknown mode (expected the string item, window, "
-                 "transition, episode or epoch)");
-        return gb_server_send_error(w, m, GB_EINVAL, text);
-    }
+    int mode = gb_serve_mode_parse(r->q.mode);
+    if (mode < 0)
+        return gb_server_send_error(w, r->m, GB_EINVAL, "sample: unknown mode (expected item, "
+                                    "window, transition, episode or epoch)");
     if (mode != GB_SERVE_MODE_ITEM)
-        return gb_server_op_sample_offline(w, tb, m, mode, err);
-    int rc = gb_server_op_sample(w, tb, m, NULL, err);
+        return gb_server_op_sample_offline(w, r, mode, err);
+    int rc = gb_server_op_sample(w, r, NULL, err);
     if (rc != GB_SERVE_PARK)
         return rc;
-    int pr = park(w, gb_server_sample_wait_s(w->s, m));
+    int pr = park(w, r, gb_server_sample_wait_s(w->s, &r->q));
     if (pr == 0)
         return GB_SERVE_PARK; /* answered (and counted) by gb_server_retry_parked */
-    return gb_server_send_error(w, m, pr, pr == GB_EFULL ? "sample: too many requests waiting "
-                                                           "for the rate limiter; try again "
-                                                           "later"
-                                                         : "sample: out of memory");
+    return gb_server_send_error(w, r->m, pr, pr == GB_EFULL ? "sample: too many requests "
+                                                              "waiting for the rate limiter; "
+                                                              "try again later"
+                                                            : "sample: out of memory");
 }
 
-/* The checks every request passes before its handler. Returns 0 with *tb set, or the reply's
- * result (an error was answered; -1: a message without a route, not answered). */
-static int admit(worker *w, int recv_rc, const gb_error *recv_err, const srv_table **tb)
+/* The checks every request passes before its handler: read whole, within the size limit, a
+ * serve request with an operation ("op") whose table it satisfies, naming a table the server
+ * has. Returns 0 with r filled, or the reply's result (an error was answered; -1: a message
+ * without a route, not answered). */
+static int admit(worker *w, int recv_rc, const gb_error *recv_err, srv_request *r)
 {
     gb_server *s = w->s;
     gb_wire_msg *m = w->m;
     uint64_t bytes;
+    int64_t op = 0;
+    gb_error e = {0};
     char text[GB_WIRE_TEXT_MAX];
     if (recv_rc) {
         atomic_fetch_add(&s->rejected, 1);
@@ -198,30 +174,32 @@ static int admit(worker *w, int recv_rc, const gb_error *recv_err, const srv_tab
                  (unsigned long long)bytes, (long long)s->o.max_request_bytes);
         return gb_server_send_error(w, m, GB_EINVAL, text);
     }
-    if (m->hdr.type != GB_MSG_SERVE_REQUEST || m->hdr.nmeta < 1 ||
-        m->hdr.meta[0] < GB_SERVE_INFO || m->hdr.meta[0] >= GB_SERVE_OP_END) {
+    if (m->hdr.type != GB_MSG_SERVE_REQUEST || gb_wire_attr_int(&m->hdr, "op", &op, &e) ||
+        op < GB_SERVE_INFO || op >= GB_SERVE_OP_END) {
         atomic_fetch_add(&s->rejected, 1);
-        return gb_server_send_error(w, m, GB_EPROTO, "expected a serve_request with meta[0] = "
+        return gb_server_send_error(w, m, GB_EPROTO, "expected a serve_request with attribute "
                                     "op (1..5)");
     }
-    if (!(*tb = table_of(s, m, text, sizeof text)))
+    *r = (srv_request){.m = m};
+    if (gb_wire_schema_read(gb_serve_request_schemas[op], &m->hdr, &r->q, &e))
+        return gb_server_send_error(w, m, GB_EINVAL, e.msg);
+    if (!(r->tb = table_of(s, &r->q, text, sizeof text)))
         return gb_server_send_error(w, m, GB_EINVAL, text);
     return 0;
 }
 
 void gb_server_handle(worker *w, int recv_rc, const gb_error *recv_err)
 {
-    gb_wire_msg *m = w->m;
     gb_error err = {0};
-    const srv_table *tb = NULL;
-    int rc = admit(w, recv_rc, recv_err, &tb);
-    if (tb) {
-        switch ((int)m->hdr.meta[0]) {
-        case GB_SERVE_INFO: rc = gb_server_op_info(w, tb, m, &err); break;
-        case GB_SERVE_SAMPLE: rc = sample(w, tb, m, &err); break;
-        case GB_SERVE_INSERT: rc = gb_server_op_insert(w, tb, m, &err); break;
-        case GB_SERVE_UPDATE: rc = gb_server_op_update(w, tb, m, &err); break;
-        default: rc = gb_server_op_checkpoint(w, tb, m, &err); break;
+    srv_request r = {0};
+    int rc = admit(w, recv_rc, recv_err, &r);
+    if (r.tb) {
+        switch ((int)r.q.op) {
+        case GB_SERVE_INFO: rc = gb_server_op_info(w, &r, &err); break;
+        case GB_SERVE_SAMPLE: rc = sample(w, &r, &err); break;
+        case GB_SERVE_INSERT: rc = gb_server_op_insert(w, &r, &err); break;
+        case GB_SERVE_UPDATE: rc = gb_server_op_update(w, &r, &err); break;
+        default: rc = gb_server_op_checkpoint(w, &r, &err); break;
         }
     }
     if (rc && rc != -1 && rc != GB_SERVE_PARK)

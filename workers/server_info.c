@@ -7,40 +7,32 @@
 #include <stdio.h>
 #include <string.h>
 
-/* INFO's "weight_total" (the weighted selector's sum of priority^alpha) and "beta", as decimal
- * strings that read back exactly: what a client sampling across several servers needs for the
- * global probabilities and importance weights (workers/client/python/gearbox_shards.py). */
-static int info_weighted(gb_replay *r, gb_wire_header *h, gb_error *err)
+/* INFO's "weighted": the weighted selector's sum of priority^alpha and beta, as decimal strings
+ * that read back exactly (into buf, 2 x GB_WIRE_WORD_MAX bytes): what a client sampling across
+ * several servers needs for the global probabilities and importance weights
+ * (workers/client/python/gearbox_shards.py). */
+static int info_weighted(gb_replay *r, gb_serve_info *in, char (*buf)[GB_WIRE_WORD_MAX],
+                         gb_error *err)
 {
     double total = 0;
     int64_t size = 0;
-    char buf[GB_WIRE_WORD_MAX];
     int rc = gb_replay_weight_total(r, GB_SELECTOR_WEIGHTED, &total, &size, err);
     if (rc)
         return rc;
-    snprintf(buf, sizeof buf, "%.17g", total);
-    if ((rc = gb_wire_attr_set_str(h, "weight_total", buf, err)))
-        return rc;
-    snprintf(buf, sizeof buf, "%.17g", gb_replay_options_of(r)->beta);
-    return gb_wire_attr_set_str(h, "beta", buf, err);
+    snprintf(buf[0], GB_WIRE_WORD_MAX, "%.17g", total);
+    snprintf(buf[1], GB_WIRE_WORD_MAX, "%.17g", gb_replay_options_of(r)->beta);
+    in->weighted = (gb_wire_strs){.n = 2, .v = {buf[0], buf[1]}};
+    return 0;
 }
 
-int gb_server_op_info(worker *w, const srv_table *tb, const gb_wire_msg *m, gb_error *err)
+/* One 0-row tensor per column, [0, T, *shape] or [0, *shape] (per item); the per-item mask. */
+static int64_t info_columns(const gb_replay_options *o, gb_wire_header *h)
 {
-    const gb_replay_options *o = gb_replay_options_of(tb->r);
-    gb_replay_stats st;
-    gb_replay_stats_get(tb->r, &st);
-    gb_wire_header h;
-    gb_server_reply_init(&h, w, m, GB_SERVE_INFO);
-    int64_t meta[] = {GB_SERVE_INFO, st.size, st.capacity, o->steps, (int64_t)st.inserts,
-                      (int64_t)st.samples, w->s->o.max_batch_rows, w->s->o.max_batch_bytes};
-    h.nmeta = 8;
-    memcpy(h.meta, meta, sizeof meta);
     uint64_t mask = 0;
-    h.ntensors = o->ncolumns;
+    h->ntensors = o->ncolumns;
     for (int c = 0; c < o->ncolumns; c++) {
         const gb_replay_column *col = &o->columns[c];
-        gb_tensor_desc *d = &h.tensors[c];
+        gb_tensor_desc *d = &h->tensors[c];
         snprintf(d->name, sizeof d->name, "%s", col->name);
         d->dtype = col->dtype;
         d->rank = 0;
@@ -52,34 +44,41 @@ int gb_server_op_info(worker *w, const srv_table *tb, const gb_wire_msg *m, gb_e
         for (int k = 0; k < col->ndim; k++)
             d->shape[d->rank++] = col->shape[k];
     }
-    /* the selectors a request may name, in kind order */
-    const char *names[GB_WIRE_WORDS_MAX];
-    int nsel = 0;
-    unsigned offered = gb_replay_selectors(tb->r);
-    for (int k = 0; k < 32 && nsel < GB_WIRE_WORDS_MAX - 4 - GB_SERVER_MAX_TABLES; k++)
+    return (int64_t)mask;
+}
+
+int gb_server_op_info(worker *w, const srv_request *r, gb_error *err)
+{
+    const gb_server *s = w->s;
+    const srv_table *tb = r->tb;
+    const gb_replay_options *o = gb_replay_options_of(tb->r);
+    gb_replay_stats st;
+    gb_replay_stats_get(tb->r, &st);
+    gb_wire_header h;
+    gb_server_reply_init(&h, w, r->m);
+    gb_serve_info in = {
+        .size = st.size, .capacity = st.capacity, .steps = o->steps,
+        .inserts = (int64_t)st.inserts, .samples = (int64_t)st.samples,
+        .max_batch_rows = s->o.max_batch_rows, .max_batch_bytes = s->o.max_batch_bytes,
+        .selector = gb_replay_selector_name(o->selector),
+        .remover = gb_config_enum_name("trainer.replay.remover", o->remover),
+        .per_item = info_columns(o, &h), .episodes = gb_episodes_count(tb->ep),
+        .transitions = gb_episodes_transitions(tb->ep), .max_len = tb->ep ? tb->ep->max_len : 0};
+    unsigned offered = gb_replay_selectors(tb->r); /* named in kind order */
+    for (int k = 0; k < 32 && in.selectors.n < GB_SERVE_SELECTOR_KINDS; k++)
         if (offered & (1u << k))
-            names[nsel++] = gb_replay_selector_name(k);
-    const char *tables[GB_SERVER_MAX_TABLES];
-    for (int k = 0; k < w->s->ntables; k++)
-        tables[k] = w->s->tables[k].name;
+            in.selectors.v[in.selectors.n++] = gb_replay_selector_name(k);
+    for (int k = 0; k < s->ntables; k++)
+        in.tables.v[in.tables.n++] = s->tables[k].name;
+    char weighted[2][GB_WIRE_WORD_MAX];
     int rc;
-    if ((rc = gb_wire_attr_set_str(&h, "selector", gb_replay_selector_name(o->selector), err)) ||
-        (rc = gb_wire_attr_set_str(&h, "remover",
-                                   gb_config_enum_name("trainer.replay.remover", o->remover),
-                                   err)) ||
-        (rc = gb_wire_attr_set_int(&h, "per_item", (int64_t)mask, err)) ||
-        (rc = gb_wire_attr_set_strs(&h, "selectors", names, nsel, err)) ||
-        (rc = gb_wire_attr_set_strs(&h, "tables", tables, w->s->ntables, err)) ||
-        (rc = gb_wire_attr_set_int(&h, "episodes", gb_episodes_count(tb->ep), err)) ||
-        (rc = gb_wire_attr_set_int(&h, "transitions", gb_episodes_transitions(tb->ep), err)) ||
-        (rc = gb_wire_attr_set_int(&h, "max_len", tb->ep ? tb->ep->max_len : 0, err)))
-        return rc;
-    if ((offered & (1u << GB_SELECTOR_WEIGHTED)) && (rc = info_weighted(tb->r, &h, err)))
+    if ((offered & (1u << GB_SELECTOR_WEIGHTED)) &&
+        (rc = info_weighted(tb->r, &in, weighted, err)))
         return rc;
     gb_wire_payload pl[GB_WIRE_MAX_TENSORS];
     for (int c = 0; c < h.ntensors; c++)
         pl[c] = (gb_wire_payload){.data = ""};
-    return gb_server_reply_done(w, m, &h, pl, err);
+    return gb_server_reply_done(w, r->m, GB_SERVE_INFO, &in, &h, pl, err);
 }
 
 /* Writes the default table's checkpoint now, serialised with other checkpoint requests (blocks
@@ -98,10 +97,10 @@ int gb_server_checkpoint(gb_server *s, gb_error *err)
     return rc;
 }
 
-int gb_server_op_checkpoint(worker *w, const srv_table *tb, const gb_wire_msg *m,
-                            gb_error *err)
+int gb_server_op_checkpoint(worker *w, const srv_request *r, gb_error *err)
 {
-    if (tb != &w->s->tables[0])
+    const gb_wire_msg *m = r->m;
+    if (r->tb != &w->s->tables[0])
         return gb_server_send_error(w, m, GB_EUNSUPPORTED, "checkpoint: only the default table "
                                     "has a checkpoint (server.checkpoint)");
     gb_error e = {0};
@@ -109,7 +108,7 @@ int gb_server_op_checkpoint(worker *w, const srv_table *tb, const gb_wire_msg *m
     if (rc)
         return gb_server_send_error(w, m, rc, e.msg);
     gb_wire_header h;
-    gb_server_reply_init(&h, w, m, GB_SERVE_CHECKPOINT);
+    gb_server_reply_init(&h, w, m);
     snprintf(h.text, sizeof h.text, "%.*s", (int)sizeof h.text - 1, w->s->checkpoint);
-    return gb_server_reply_done(w, m, &h, NULL, err);
+    return gb_server_reply_done(w, m, GB_SERVE_CHECKPOINT, NULL, &h, NULL, err);
 }

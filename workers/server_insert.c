@@ -65,9 +65,9 @@ static int insert_optional(const gb_replay_options *o, const gb_wire_msg *m, ins
     }
     a->prio = NULL;
     a->len = NULL;
+    /* their dtypes and ranks are the request's table's to check; their length is n */
     if (tp >= 0) {
-        const gb_tensor_desc *d = &m->hdr.tensors[tp];
-        if (d->dtype != GB_DTYPE_FLOAT64 || d->rank != 1 || d->shape[0] != a->n) {
+        if (m->hdr.tensors[tp].shape[0] != a->n) {
             snprintf(text, cap, "insert: 'priority' must be float64[n]");
             return -1;
         }
@@ -75,8 +75,7 @@ static int insert_optional(const gb_replay_options *o, const gb_wire_msg *m, ins
     }
     if (tl < 0)
         return 0;
-    const gb_tensor_desc *d = &m->hdr.tensors[tl];
-    if (d->dtype != GB_DTYPE_INT32 || d->rank != 1 || d->shape[0] != a->n) {
+    if (m->hdr.tensors[tl].shape[0] != a->n) {
         snprintf(text, cap, "insert: 'length' must be int32[n]");
         return -1;
     }
@@ -147,9 +146,11 @@ static int insert_write(const srv_table *tb, const gb_wire_msg *m, const insert_
     return rc;
 }
 
-int gb_server_op_insert(worker *w, const srv_table *tb, const gb_wire_msg *m, gb_error *err)
+int gb_server_op_insert(worker *w, const srv_request *r, gb_error *err)
 {
     gb_server *s = w->s;
+    const srv_table *tb = r->tb;
+    const gb_wire_msg *m = r->m;
     const gb_replay_options *o = gb_replay_options_of(tb->r);
     char text[GB_WIRE_TEXT_MAX];
     insert_args a;
@@ -183,30 +184,22 @@ int gb_server_op_insert(worker *w, const srv_table *tb, const gb_wire_msg *m, gb
     gb_replay_stats st;
     gb_replay_stats_get(tb->r, &st);
     gb_wire_header h;
-    gb_server_reply_init(&h, w, m, GB_SERVE_INSERT);
-    h.nmeta = 3;
-    h.meta[1] = a.n;
-    h.meta[2] = st.size;
-    return gb_server_reply_done(w, m, &h, NULL, err);
+    gb_server_reply_init(&h, w, m);
+    gb_serve_inserted out = {.n = a.n, .size = st.size};
+    return gb_server_reply_done(w, m, GB_SERVE_INSERT, &out, &h, NULL, err);
 }
 
-int gb_server_op_update(worker *w, const srv_table *tb, const gb_wire_msg *m, gb_error *err)
+int gb_server_op_update(worker *w, const srv_request *r, gb_error *err)
 {
     gb_server *s = w->s;
+    const gb_wire_msg *m = r->m;
+    /* present, of their dtypes and vectors: the request's table says so */
     int ti = gb_wire_msg_find(m, "index"), tp = gb_wire_msg_find(m, "priority"),
         tk = gb_wire_msg_find(m, "key");
-    if (ti < 0 || tp < 0)
-        return gb_server_send_error(w, m, GB_EINVAL, "update: tensors 'index' and 'priority' "
-                                    "needed");
-    const gb_tensor_desc *di = &m->hdr.tensors[ti], *dp = &m->hdr.tensors[tp];
-    int64_t n = di->rank == 1 ? di->shape[0] : -1;
-    if (di->dtype != GB_DTYPE_INT64 || di->rank != 1 || dp->dtype != GB_DTYPE_FLOAT64 ||
-        dp->rank != 1 || dp->shape[0] != n)
-        return gb_server_send_error(w, m, GB_EINVAL, "update: 'index' int64[n] and "
-                                    "'priority' float64[n] needed");
-    if (tk >= 0 && (m->hdr.tensors[tk].dtype != GB_DTYPE_UINT64 ||
-                    m->hdr.tensors[tk].rank != 1 || m->hdr.tensors[tk].shape[0] != n))
-        return gb_server_send_error(w, m, GB_EINVAL, "update: 'key' must be uint64[n]");
+    int64_t n = m->hdr.tensors[ti].shape[0];
+    if (m->hdr.tensors[tp].shape[0] != n || (tk >= 0 && m->hdr.tensors[tk].shape[0] != n))
+        return gb_server_send_error(w, m, GB_EINVAL, "update: 'index', 'priority' and 'key' "
+                                    "must have one length n");
     if (n < 1 || n > s->o.max_batch_rows) {
         char text[GB_WIRE_TEXT_MAX];
         snprintf(text, sizeof text, "update: %lld items outside 1..%lld (server.max_batch_rows)",
@@ -215,15 +208,13 @@ int gb_server_op_update(worker *w, const srv_table *tb, const gb_wire_msg *m, gb
     }
     int64_t skipped = 0;
     gb_error e = {0};
-    int rc = gb_replay_update_priorities(tb->r, n, gb_wire_msg_tensor(m, ti).data,
+    int rc = gb_replay_update_priorities(r->tb->r, n, gb_wire_msg_tensor(m, ti).data,
                                          tk >= 0 ? gb_wire_msg_tensor(m, tk).data : NULL,
                                          gb_wire_msg_tensor(m, tp).data, &skipped, &e);
     if (rc)
         return gb_server_send_error(w, m, rc, e.msg);
     gb_wire_header h;
-    gb_server_reply_init(&h, w, m, GB_SERVE_UPDATE);
-    h.nmeta = 3;
-    h.meta[1] = n;
-    h.meta[2] = skipped;
-    return gb_server_reply_done(w, m, &h, NULL, err);
+    gb_server_reply_init(&h, w, m);
+    gb_serve_updated out = {.n = n, .skipped = skipped};
+    return gb_server_reply_done(w, m, GB_SERVE_UPDATE, &out, &h, NULL, err);
 }

@@ -24,21 +24,30 @@
 #define MAX_PARKED 256  /* sample requests waiting on the rate limiter at once */
 #define GB_SERVE_PARK 1 /* a handler's answer: the request waits (parked), nothing was sent */
 
-/* A sample request waiting on the rate limiter: it holds no thread; request threads retry it
- * after every request they handle (an insert may admit it) and every 100 ms. */
-typedef struct parked parked;
-struct parked {
-    parked *next;
-    gb_wire_msg *m;
-    double since, deadline; /* gb_now_s() */
-};
-
 /* One named table: a replay and, when loaded from episodes, their index. */
 typedef struct srv_table {
     char name[32];
     gb_replay *r;
     gb_episodes *ep; /* NULL: items only */
 } srv_table;
+
+/* A request admitted: its message, its attributes (read by its operation's table; strings
+ * point into m) and the table it names. */
+typedef struct srv_request {
+    const gb_wire_msg *m;
+    gb_serve_request q;
+    const srv_table *tb;
+} srv_request;
+
+/* A sample request waiting on the rate limiter: it holds no thread; request threads retry it
+ * after every request they handle (an insert may admit it) and every 100 ms. */
+typedef struct parked parked;
+struct parked {
+    parked *next;
+    gb_wire_msg *m;         /* owned */
+    srv_request r;          /* r.m is m */
+    double since, deadline; /* gb_now_s() */
+};
 
 typedef struct rbuf rbuf;
 struct rbuf {
@@ -103,23 +112,20 @@ void gb_server_drop_parked(gb_server *s);
 
 /* ---- the handlers: each sends the reply (or an error reply); returns 0 or the send's error */
 
-int gb_server_op_info(worker *w, const srv_table *tb, const gb_wire_msg *m, gb_error *err);
-int gb_server_op_checkpoint(worker *w, const srv_table *tb, const gb_wire_msg *m,
-                            gb_error *err);
-int gb_server_op_insert(worker *w, const srv_table *tb, const gb_wire_msg *m, gb_error *err);
-int gb_server_op_update(worker *w, const srv_table *tb, const gb_wire_msg *m, gb_error *err);
+int gb_server_op_info(worker *w, const srv_request *r, gb_error *err);
+int gb_server_op_checkpoint(worker *w, const srv_request *r, gb_error *err);
+int gb_server_op_insert(worker *w, const srv_request *r, gb_error *err);
+int gb_server_op_update(worker *w, const srv_request *r, gb_error *err);
 
 /* A sample request in mode item; parked: NULL the first time (a request that must wait
  * returns GB_SERVE_PARK with nothing sent), else its parking record (retried without waiting;
  * answered with the limiter's error once its deadline has passed). */
-int gb_server_op_sample(worker *w, const srv_table *tb, const gb_wire_msg *m, const parked *pk,
-                        gb_error *err);
-/* The wait a sample request m asked for (its timeout, capped by server.max_wait_s). */
-double gb_server_sample_wait_s(const gb_server *s, const gb_wire_msg *m);
+int gb_server_op_sample(worker *w, const srv_request *r, const parked *pk, gb_error *err);
+/* The wait a sample request asked for (its timeout, capped by server.max_wait_s). */
+double gb_server_sample_wait_s(const gb_server *s, const gb_serve_request *q);
 
 /* A sample request in an offline mode (not rate-limited, never parked: it reads the dataset). */
-int gb_server_op_sample_offline(worker *w, const srv_table *tb, const gb_wire_msg *m, int mode,
-                                gb_error *err);
+int gb_server_op_sample_offline(worker *w, const srv_request *r, int mode, gb_error *err);
 
 /* ---- server_reply.c: reply buffers and answers ----------------------------------------------- */
 
@@ -133,12 +139,13 @@ void gb_server_pool_free(gb_server *s);
 
 /* Answers m with status code and text (counted as an error). Returns 0 or the send's error. */
 int gb_server_send_error(worker *w, const gb_wire_msg *m, int code, const char *text);
-/* A success reply's header for op. */
-void gb_server_reply_init(gb_wire_header *h, const worker *w, const gb_wire_msg *m, int op);
-/* Sends a success reply, counted (by h's op) before it is sent, so that a client that has its
- * answer sees it in the server's statistics. */
-int gb_server_reply_done(worker *w, const gb_wire_msg *m, const gb_wire_header *h,
-                         const gb_wire_payload *pl, gb_error *err);
+/* A success reply's header. */
+void gb_server_reply_init(gb_wire_header *h, const worker *w, const gb_wire_msg *m);
+/* Sends a success reply to op with attributes attrs (op's reply struct, written by its table;
+ * NULL: none), counted before it is sent, so that a client that has its answer sees it in the
+ * server's statistics. Returns 0 or the table's / the send's error. */
+int gb_server_reply_done(worker *w, const gb_wire_msg *m, int op, const void *attrs,
+                         gb_wire_header *h, const gb_wire_payload *pl, gb_error *err);
 
 /* The index of the column called name, or -1. */
 int gb_server_column_index(const gb_replay_options *o, const char *name);
@@ -170,10 +177,10 @@ typedef struct sample_reply {
 int gb_server_sample_reply_alloc(gb_server *s, const gb_replay_table *tables, sample_reply *sr);
 /* Gives an unsent reply's buffer back. */
 void gb_server_sample_reply_drop(gb_server *s, sample_reply *sr);
-/* Sends sr's n rows with header h (its meta and attributes set), zero-copy from the buffer,
- * counting n items and data_bytes bytes sent. Returns 0 or the send's error. */
-int gb_server_sample_reply_send(worker *w, const gb_wire_msg *m, const srv_table *tb,
-                                sample_reply *sr, int64_t n, gb_wire_header *h,
-                                uint64_t data_bytes, gb_error *err);
+/* Sends sr's rows (out->n) with attributes out, zero-copy from the buffer, counting the rows
+ * and data_bytes bytes sent. Returns 0 or the send's error (the buffer is then given back). */
+int gb_server_sample_reply_send(worker *w, const srv_request *r, sample_reply *sr,
+                                const gb_serve_sampled *out, uint64_t data_bytes,
+                                gb_error *err);
 
 #endif

@@ -12,28 +12,14 @@ typedef struct offline_args {
     const char *cursor;
 } offline_args;
 
-/* An int request attribute, or def when absent; -1 (text set) when it is another kind. */
-static int attr_int(const gb_wire_msg *m, const char *key, int64_t def, int64_t *v, char *text,
-                    size_t cap)
-{
-    gb_error e = {0};
-    int rc = gb_wire_attr_int(&m->hdr, key, v, &e);
-    if (rc == GB_ENOTFOUND) {
-        *v = def;
-        return 0;
-    }
-    if (rc)
-        snprintf(text, cap, "sample: attribute '%s' must be an integer", key);
-    return rc ? -1 : 0;
-}
-
 /* Reads and checks the request's batch, len, reset and cursor. Returns 0 or the error code to
  * answer with (text set). */
-static int offline_args_read(const gb_server *s, const srv_table *tb, const gb_wire_msg *m,
-                             int mode, offline_args *a, char *text, size_t cap)
+static int offline_args_read(const gb_server *s, const srv_request *r, int mode,
+                             offline_args *a, char *text, size_t cap)
 {
+    const srv_table *tb = r->tb;
     const gb_replay_options *o = gb_replay_options_of(tb->r);
-    a->batch = m->hdr.meta[1];
+    a->batch = r->q.batch;
     if (!tb->ep) {
         snprintf(text, cap, "sample: mode '%s': table '%s' has no episodes (they come from a "
                  "D4RL dataset loaded from its file; gearbox recordings and restored "
@@ -45,14 +31,10 @@ static int offline_args_read(const gb_server *s, const srv_table *tb, const gb_w
                  (long long)a->batch, (long long)s->o.max_batch_rows);
         return GB_EINVAL;
     }
-    if (attr_int(m, "len", mode == GB_SERVE_MODE_WINDOW ? o->steps : 1, &a->len, text, cap) ||
-        attr_int(m, "reset", 0, &a->reset, text, cap))
-        return GB_EINVAL;
-    if (a->len < 1 || a->len > (int64_t)1 << 24) {
-        snprintf(text, cap, "sample: len %lld outside 1..16777216", (long long)a->len);
-        return GB_EINVAL;
-    }
-    a->cursor = gb_wire_attr_str(&m->hdr, "cursor");
+    /* len within 1..2^24 when given: the request's table says so */
+    a->len = r->q.len > 0 ? r->q.len : (mode == GB_SERVE_MODE_WINDOW ? o->steps : 1);
+    a->reset = r->q.reset;
+    a->cursor = r->q.cursor;
     if (mode == GB_SERVE_MODE_EPOCH && (!a->cursor || !a->cursor[0])) {
         snprintf(text, cap, "sample: mode 'epoch' needs a 'cursor' (a string naming this "
                  "reader's place in the epoch)");
@@ -149,27 +131,6 @@ static void row_bytes(const gb_replay_table *tables, const sample_reply *sr, uin
     }
 }
 
-/* The reply's header: meta and the mode's attributes. Returns 0 or the attribute's error. */
-static int offline_header(gb_wire_header *h, const worker *w, const gb_wire_msg *m,
-                          const srv_table *tb, int mode, const ep_plan *p, gb_error *err)
-{
-    gb_server_reply_init(h, w, m, GB_SERVE_SAMPLE);
-    h->nmeta = 4;
-    h->meta[1] = p->n;
-    h->meta[2] = p->size;
-    h->meta[3] = -1;
-    int rc;
-    if ((rc = gb_wire_attr_set_str(h, "mode", gb_serve_mode_name(mode), err)) ||
-        (rc = gb_wire_attr_set_str(h, "table", tb->name, err)))
-        return rc;
-    if (mode == GB_SERVE_MODE_EPOCH &&
-        ((rc = gb_wire_attr_set_int(h, "epoch", p->epoch, err)) ||
-         (rc = gb_wire_attr_set_int(h, "pos", p->pos, err)) ||
-         (rc = gb_wire_attr_set_int(h, "end", p->end, err))))
-        return rc;
-    return 0;
-}
-
 /* Plans the rows and checks the reply's size: before an epoch's cursor moves (its S is len)
  * and once an episode batch's S is known. Returns 0 or an error code (text set). */
 static int plan(worker *w, const srv_table *tb, int mode, const offline_args *a,
@@ -197,13 +158,14 @@ static int plan(worker *w, const srv_table *tb, int mode, const offline_args *a,
     return 0;
 }
 
-int gb_server_op_sample_offline(worker *w, const srv_table *tb, const gb_wire_msg *m, int mode,
-                                gb_error *err)
+int gb_server_op_sample_offline(worker *w, const srv_request *r, int mode, gb_error *err)
 {
     gb_server *s = w->s;
+    const srv_table *tb = r->tb;
+    const gb_wire_msg *m = r->m;
     char text[GB_WIRE_TEXT_MAX];
     offline_args a;
-    int rc = offline_args_read(s, tb, m, mode, &a, text, sizeof text);
+    int rc = offline_args_read(s, r, mode, &a, text, sizeof text);
     if (rc)
         return gb_server_send_error(w, m, rc, text);
     sample_reply sr = {.offline = 1};
@@ -227,16 +189,16 @@ int gb_server_op_sample_offline(worker *w, const srv_table *tb, const gb_wire_ms
     sr.S = p.S;
     if (gb_server_sample_reply_alloc(s, tables, &sr))
         return gb_server_send_error(w, m, GB_ENOMEM, "sample: out of memory for the reply");
-    gb_wire_header h;
     if (gather_rows(tb, &p, w->rows, w->rows + s->o.max_batch_rows, tables, &sr, text,
                     sizeof text)) {
         gb_server_sample_reply_drop(s, &sr);
         return gb_server_send_error(w, m, GB_ENOTFOUND, text);
     }
-    if ((rc = offline_header(&h, w, m, tb, mode, &p, err))) {
-        gb_server_sample_reply_drop(s, &sr);
-        return rc;
-    }
+    int epoch = mode == GB_SERVE_MODE_EPOCH;
+    gb_serve_sampled out = {.n = p.n, .size = p.size, .selector = -1,
+                            .mode = gb_serve_mode_name(mode), .table = tb->name,
+                            .epoch = epoch ? p.epoch : -1, .pos = epoch ? p.pos : 0,
+                            .end = epoch ? p.end : 0};
     uint64_t data_bytes = (uint64_t)p.n * (item_row + (uint64_t)p.S * step_row);
-    return gb_server_sample_reply_send(w, m, tb, &sr, p.n, &h, data_bytes, err);
+    return gb_server_sample_reply_send(w, r, &sr, &out, data_bytes, err);
 }

@@ -25,8 +25,11 @@
 
 #include "runtime/error.h"
 #include "runtime/wire.h"
+#include "runtime/wire_schema.h"
 
 #include <stdint.h>
+
+#define GB_SERVE_MAX_TABLES 8 /* tables per server (server.tables and the default one) */
 
 /* Operations; part of the wire format (numbers never change). */
 typedef enum gb_serve_op {
@@ -59,5 +62,61 @@ const char *gb_serve_mode_name(int mode);
 const char *gb_serve_selector_name(int kind);
 /* A name -> kind: NULL, "" or "default" give -1; returns 0 or GB_EINVAL (unknown name). */
 int gb_serve_selector_kind(const char *name, int64_t *kind, gb_error *err);
+
+/* ---- the messages, declared as tables (runtime/wire_schema.h) ---------------------------------
+ * A request carries its operation in attribute "op" and is read with that operation's table;
+ * a reply is read with the table of the operation it answers (matched by seq). An error reply
+ * carries only status and text. */
+
+/* Every request's attributes: each operation's table declares the members it reads (the others
+ * are left alone). Strings point into the request's header. */
+typedef struct gb_serve_request {
+    int64_t op;          /* gb_serve_op */
+    const char *table;   /* NULL: the default table */
+    int64_t batch;       /* sample: rows, 1..max_batch_rows */
+    int64_t t0, t1;      /* sample, mode item: steps [t0, t1) (t1 0: T) */
+    int64_t timeout_ms;  /* sample, mode item: wait for the rate limiter (< 0: the server's) */
+    int64_t selector;    /* sample, mode item: a selector kind, -1 the table's default */
+    const char *mode;    /* sample: gb_serve_mode by name; NULL: item */
+    int64_t len;         /* sample, offline modes: steps per row; 0: the mode's default */
+    const char *cursor;  /* sample, mode epoch: the reader's cursor */
+    int64_t reset;       /* sample, mode epoch: 1 restarts the cursor */
+} gb_serve_request;
+
+/* INFO's reply: the table's schema (its 0-row tensors), counters and limits. */
+typedef struct gb_serve_info {
+    int64_t size, capacity, steps, inserts, samples, max_batch_rows, max_batch_bytes;
+    const char *selector, *remover; /* the default selector; the remover */
+    int64_t per_item;               /* bit c: column c has one value per item */
+    gb_wire_strs selectors;         /* every selector a sample may name, in kind order */
+    gb_wire_strs tables;            /* every table of the server, the default first */
+    int64_t episodes, transitions, max_len; /* the table's episode index (0: none) */
+    gb_wire_strs weighted;          /* n 2 when the table offers weighted: its sum of
+                                       priority^alpha and beta, exact decimals; else n 0 */
+} gb_serve_info;
+
+/* SAMPLE's reply. */
+typedef struct gb_serve_sampled {
+    int64_t n, size, selector; /* rows; units drawn from; the selector that drew (-1: none) */
+    const char *mode, *table;  /* offline modes: the mode and table; NULL for items */
+    int64_t epoch, pos, end;   /* mode epoch: the rows' epoch (-1: none), first position, 1 at
+                                  its end */
+} gb_serve_sampled;
+
+/* INSERT's and UPDATE's replies. */
+typedef struct gb_serve_inserted {
+    int64_t n, size; /* items inserted; the table's size after */
+} gb_serve_inserted;
+typedef struct gb_serve_updated {
+    int64_t n, skipped; /* entries; those skipped (their item changed since it was sampled) */
+} gb_serve_updated;
+
+/* By operation (index gb_serve_op; [0] is NULL): each request's table and its reply's
+ * (CHECKPOINT's reply has no attributes: text is the path). */
+extern const gb_wire_schema *const gb_serve_request_schemas[GB_SERVE_OP_END];
+extern const gb_wire_schema *const gb_serve_reply_schemas[GB_SERVE_OP_END];
+/* Every table, in docs/protocol.md's order. */
+extern const gb_wire_schema *const gb_serve_schemas[];
+extern const int gb_serve_nschemas;
 
 #endif

@@ -83,26 +83,25 @@ int gb_server_send_error(worker *w, const gb_wire_msg *m, int code, const char *
     gb_wire_header_init(&h, GB_MSG_SERVE_REPLY, GB_ROLE_SERVER, w->id);
     h.seq = m->hdr.seq;
     h.status = code;
-    h.nmeta = 1;
-    h.meta[0] = m->hdr.nmeta > 0 ? m->hdr.meta[0] : 0;
     snprintf(h.text, sizeof h.text, "%s", text);
     atomic_fetch_add(&w->s->errors, 1);
     gb_error e = {0};
     return gb_wire_reply(w->sock, m, &h, NULL, 0, &e);
 }
 
-void gb_server_reply_init(gb_wire_header *h, const worker *w, const gb_wire_msg *m, int op)
+void gb_server_reply_init(gb_wire_header *h, const worker *w, const gb_wire_msg *m)
 {
     gb_wire_header_init(h, GB_MSG_SERVE_REPLY, GB_ROLE_SERVER, w->id);
     h->seq = m->hdr.seq;
-    h->nmeta = 1;
-    h->meta[0] = op;
 }
 
-int gb_server_reply_done(worker *w, const gb_wire_msg *m, const gb_wire_header *h,
-                         const gb_wire_payload *pl, gb_error *err)
+int gb_server_reply_done(worker *w, const gb_wire_msg *m, int op, const void *attrs,
+                         gb_wire_header *h, const gb_wire_payload *pl, gb_error *err)
 {
-    atomic_fetch_add(&w->s->requests[h->meta[0]], 1);
+    int rc = attrs ? gb_wire_schema_write(gb_serve_reply_schemas[op], attrs, h, err) : 0;
+    if (rc)
+        return rc;
+    atomic_fetch_add(&w->s->requests[op], 1);
     return gb_wire_reply(w->sock, m, h, pl, 0, err);
 }
 
@@ -227,12 +226,20 @@ static gb_wire_payload frame(const sample_reply *sr, const void *data)
     return (gb_wire_payload){.data = data, .free_fn = gb_server_rbuf_free, .hint = sr->b};
 }
 
-int gb_server_sample_reply_send(worker *w, const gb_wire_msg *m, const srv_table *tb,
-                                sample_reply *sr, int64_t n, gb_wire_header *h,
-                                uint64_t data_bytes, gb_error *err)
+int gb_server_sample_reply_send(worker *w, const srv_request *r, sample_reply *sr,
+                                const gb_serve_sampled *out, uint64_t data_bytes,
+                                gb_error *err)
 {
     gb_server *s = w->s;
-    const gb_replay_options *o = gb_replay_options_of(tb->r);
+    const gb_replay_options *o = gb_replay_options_of(r->tb->r);
+    const int64_t n = out->n;
+    gb_wire_header hdr, *h = &hdr;
+    gb_server_reply_init(h, w, r->m);
+    int rc = gb_wire_schema_write(gb_serve_reply_schemas[GB_SERVE_SAMPLE], out, h, err);
+    if (rc) {
+        gb_server_sample_reply_drop(s, sr);
+        return rc;
+    }
     gb_wire_payload pl[GB_WIRE_MAX_TENSORS];
     static const struct { const char *name; gb_dtype dt; } fixed[] = {
         {"index", GB_DTYPE_INT64}, {"key", GB_DTYPE_UINT64}, {"prob", GB_DTYPE_FLOAT64},
@@ -268,5 +275,5 @@ int gb_server_sample_reply_send(worker *w, const gb_wire_msg *m, const srv_table
     atomic_fetch_add(&s->buffers_out, 1);
     atomic_fetch_add(&s->items_sent, (unsigned long long)n);
     atomic_fetch_add(&s->bytes_sent, data_bytes);
-    return gb_server_reply_done(w, m, h, pl, err);
+    return gb_server_reply_done(w, r->m, GB_SERVE_SAMPLE, NULL, h, pl, err);
 }

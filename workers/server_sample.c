@@ -14,10 +14,10 @@ typedef struct item_args {
     int64_t batch, t0, t1, selector;
 } item_args;
 
-double gb_server_sample_wait_s(const gb_server *s, const gb_wire_msg *m)
+double gb_server_sample_wait_s(const gb_server *s, const gb_serve_request *q)
 {
-    int64_t timeout_ms = m->hdr.nmeta > 4 ? m->hdr.meta[4] : -1;
-    return timeout_ms < 0 ? s->o.max_wait_s : fmin(s->o.max_wait_s, (double)timeout_ms / 1000.0);
+    return q->timeout_ms < 0 ? s->o.max_wait_s
+                             : fmin(s->o.max_wait_s, (double)q->timeout_ms / 1000.0);
 }
 
 /* Refuses a selector the table does not offer, naming the ones it does. Returns 0 or -1 (text
@@ -43,14 +43,14 @@ static int check_selector(const srv_table *tb, int64_t selector, char *text, siz
 }
 
 /* Reads and checks the request's batch, step range and selector. Returns 0 or -1 (text set). */
-static int item_args_read(const gb_server *s, const srv_table *tb, const gb_wire_header *q,
+static int item_args_read(const gb_server *s, const srv_table *tb, const gb_serve_request *q,
                           item_args *a, char *text, size_t cap)
 {
     const gb_replay_options *o = gb_replay_options_of(tb->r);
-    a->batch = q->meta[1];
-    a->t0 = q->nmeta > 2 ? q->meta[2] : 0;
-    a->t1 = q->nmeta > 3 ? q->meta[3] : 0;
-    a->selector = q->nmeta > 5 ? q->meta[5] : -1;
+    a->batch = q->batch;
+    a->t0 = q->t0;
+    a->t1 = q->t1;
+    a->selector = q->selector;
     if (a->t1 == 0)
         a->t1 = o->steps;
     if (a->batch < 1 || a->batch > s->o.max_batch_rows) {
@@ -99,16 +99,16 @@ static void gather(gb_replay *r, const gb_replay_selection *sel, const gb_replay
 
 /* Draws the batch (never waiting here: the limiter's timeout means park, or, past its deadline,
  * the limiter's error). Returns 0 with w->sel pinned, GB_SERVE_PARK, or an error (e set). */
-static int draw(worker *w, const srv_table *tb, const gb_wire_msg *m, const parked *pk,
-                const item_args *a, gb_error *e)
+static int draw(worker *w, const srv_request *r, const parked *pk, const item_args *a,
+                gb_error *e)
 {
     gb_replay_request req = gb_replay_request_default(a->batch);
     req.t0 = (int32_t)a->t0;
     req.t1 = (int32_t)a->t1;
     req.timeout_s = 0; /* never here: a request that must wait is parked */
     req.selector = (int)a->selector;
-    double wait_s = gb_server_sample_wait_s(w->s, m);
-    int rc = gb_replay_sample(tb->r, &req, &w->sel, e);
+    double wait_s = gb_server_sample_wait_s(w->s, &r->q);
+    int rc = gb_replay_sample(r->tb->r, &req, &w->sel, e);
     if (rc != GB_ETIMEOUT)
         return rc;
     double now = gb_now_s();
@@ -123,10 +123,11 @@ static int draw(worker *w, const srv_table *tb, const gb_wire_msg *m, const park
 }
 
 /* Fills the reply from the pinned selection, releases it and sends. */
-static int send_items(worker *w, const srv_table *tb, const gb_wire_msg *m, sample_reply *sr,
+static int send_items(worker *w, const srv_request *r, sample_reply *sr,
                       const gb_replay_table *tables, const item_args *a, uint64_t data_bytes,
                       gb_error *err)
 {
+    const srv_table *tb = r->tb;
     const gb_replay_selection *sel = &w->sel;
     int64_t n = sel->n;
     gather(tb->r, sel, tables, sr->dst, sr->ncols, (int32_t)a->t0, (int32_t)a->t1, sr->length);
@@ -134,25 +135,20 @@ static int send_items(worker *w, const srv_table *tb, const gb_wire_msg *m, samp
     memcpy(sr->key, sel->key, (size_t)n * 8);
     memcpy(sr->prob, sel->prob, (size_t)n * 8);
     memcpy(sr->weight, sel->weight, (size_t)n * 4);
-    int64_t size = sel->size, drawn_by = sel->selector;
+    gb_serve_sampled out = {.n = n, .size = sel->size, .selector = sel->selector, .epoch = -1};
     gb_replay_release(tb->r, &w->sel);
-    gb_wire_header h;
-    gb_server_reply_init(&h, w, m, GB_SERVE_SAMPLE);
-    h.nmeta = 4;
-    h.meta[1] = n;
-    h.meta[2] = size;
-    h.meta[3] = drawn_by;
-    return gb_server_sample_reply_send(w, m, tb, sr, n, &h, data_bytes, err);
+    return gb_server_sample_reply_send(w, r, sr, &out, data_bytes, err);
 }
 
-int gb_server_op_sample(worker *w, const srv_table *tb, const gb_wire_msg *m, const parked *pk,
-                        gb_error *err)
+int gb_server_op_sample(worker *w, const srv_request *r, const parked *pk, gb_error *err)
 {
     gb_server *s = w->s;
+    const srv_table *tb = r->tb;
+    const gb_wire_msg *m = r->m;
     const gb_replay_options *o = gb_replay_options_of(tb->r);
     char text[GB_WIRE_TEXT_MAX];
     item_args a;
-    if (item_args_read(s, tb, &m->hdr, &a, text, sizeof text))
+    if (item_args_read(s, tb, &r->q, &a, text, sizeof text))
         return gb_server_send_error(w, m, GB_EINVAL, text);
     sample_reply sr = {.rows = a.batch, .S = a.t1 - a.t0};
     if ((sr.ncols = gb_server_parse_columns(o, m, sr.cols, text, sizeof text)) < 0)
@@ -172,7 +168,7 @@ int gb_server_op_sample(worker *w, const srv_table *tb, const gb_wire_msg *m, co
         return gb_server_send_error(w, m, GB_EINVAL, text);
     }
     gb_error e = {0};
-    int rc = draw(w, tb, m, pk, &a, &e);
+    int rc = draw(w, r, pk, &a, &e);
     if (rc == GB_SERVE_PARK)
         return rc;
     if (rc)
@@ -185,5 +181,5 @@ int gb_server_op_sample(worker *w, const srv_table *tb, const gb_wire_msg *m, co
     uint64_t sent = 0;
     for (int k = 0; k < sr.ncols; k++)
         sent += (uint64_t)w->sel.n * sr.col_row[k];
-    return send_items(w, tb, m, &sr, tables, &a, sent, err);
+    return send_items(w, r, &sr, tables, &a, sent, err);
 }

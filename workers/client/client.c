@@ -96,10 +96,11 @@ void gb_client_close(gb_client *c)
     free(c);
 }
 
-/* Sends a request and receives its reply into c->reply (views valid until the next call).
+/* Sends a request for op and receives its reply into c->reply (views valid until the next
+ * call), its attributes read by op's reply table into out (op's reply struct; NULL: none).
  * Returns 0, the server's status with its text, GB_ETIMEOUT, GB_EPROTO. */
 static int roundtrip(gb_client *c, gb_wire_header *h, const gb_wire_payload *pl, int op,
-                     gb_error *err)
+                     void *out, gb_error *err)
 {
     gb_wire_msg_release(&c->reply);
     h->seq = ++c->seq;
@@ -131,24 +132,29 @@ static int roundtrip(gb_client *c, gb_wire_header *h, const gb_wire_payload *pl,
         if (r->status != 0)
             return gb_error_set(err, r->status < 0 ? r->status : GB_EPROTO, "server: %s",
                                 r->text);
-        if (r->type != GB_MSG_SERVE_REPLY || r->nmeta < 1 || r->meta[0] != op)
-            return gb_error_set(err, GB_EPROTO, "client: unexpected reply (type %s, op %lld)",
-                                gb_msg_type_name(r->type),
-                                (long long)(r->nmeta ? r->meta[0] : -1));
+        if (gb_wire_schema_read(gb_serve_reply_schemas[op], r, out, err))
+            return gb_error_prefix(err, "client: unexpected reply");
         return 0;
     }
 }
 
-/* A request header for op, naming table (or c's table in use; none: the default). */
-static void request_init_table(gb_wire_header *h, const gb_client *c, int op, const char *table)
+/* A request's attributes for op at their defaults, naming table (or c's table in use; none:
+ * the default table). */
+static gb_serve_request request_init(const gb_client *c, int op, const char *table)
 {
-    gb_wire_header_init(h, GB_MSG_SERVE_REQUEST, GB_ROLE_CLIENT, 0);
-    h->nmeta = 1;
-    h->meta[0] = op;
     if (!table)
         table = c->table;
-    if (table[0])
-        gb_wire_attr_set_str(h, "table", table, NULL); /* its length is checked by the caller */
+    return (gb_serve_request){.op = op, .table = table[0] ? table : NULL, .timeout_ms = -1,
+                              .selector = -1};
+}
+
+/* A request header carrying q, written by its operation's table. Returns 0 or GB_EINVAL (a
+ * value out of its bounds). */
+static int request_header(gb_wire_header *h, const gb_serve_request *q, gb_error *err)
+{
+    gb_wire_header_init(h, GB_MSG_SERVE_REQUEST, GB_ROLE_CLIENT, 0);
+    int rc = gb_wire_schema_write(gb_serve_request_schemas[q->op], q, h, err);
+    return rc ? gb_error_prefix(err, "client") : 0;
 }
 
 int gb_client_use_table(gb_client *c, const char *table, gb_error *err)
@@ -159,53 +165,13 @@ int gb_client_use_table(gb_client *c, const char *table, gb_error *err)
     return 0;
 }
 
-int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err)
+/* The columns of an INFO reply r: its 0-row tensors, per item where bit c of mask is set.
+ * Returns 0 or GB_EPROTO. */
+static int info_columns(const gb_wire_header *r, int64_t mask, gb_client_info *info,
+                        gb_error *err)
 {
-    gb_wire_header h;
-    request_init_table(&h, c, GB_SERVE_INFO, NULL);
-    int rc = roundtrip(c, &h, NULL, GB_SERVE_INFO, err);
-    if (rc)
-        return rc;
-    const gb_wire_header *r = &c->reply.hdr;
-    if (r->nmeta < 8 || r->ntensors > GB_CLIENT_MAX_COLUMNS)
+    if (r->ntensors > GB_CLIENT_MAX_COLUMNS)
         return gb_error_set(err, GB_EPROTO, "client: malformed info reply");
-    memset(info, 0, sizeof *info);
-    info->size = r->meta[1];
-    info->capacity = r->meta[2];
-    info->steps = r->meta[3];
-    info->inserts = (uint64_t)r->meta[4];
-    info->samples = (uint64_t)r->meta[5];
-    info->max_batch_rows = r->meta[6];
-    info->max_batch_bytes = r->meta[7];
-    /* typed attributes (workers/server_protocol.h, INFO); absent ones leave the fields empty */
-    int64_t mask = 0;
-    rc = gb_wire_attr_int(r, "per_item", &mask, err);
-    if (rc && rc != GB_ENOTFOUND)
-        return gb_error_prefix(err, "client: info reply");
-    const char *sel = gb_wire_attr_str(r, "selector"), *rem = gb_wire_attr_str(r, "remover");
-    snprintf(info->selector, sizeof info->selector, "%s", sel ? sel : "");
-    snprintf(info->remover, sizeof info->remover, "%s", rem ? rem : "");
-    const char *names[GB_WIRE_WORDS_MAX];
-    int nsel = gb_wire_attr_strs(r, "selectors", names, GB_WIRE_WORDS_MAX);
-    size_t o = 0;
-    for (int k = 0; k < nsel && k < GB_WIRE_WORDS_MAX && o < sizeof info->selectors; k++)
-        o += (size_t)snprintf(info->selectors + o, sizeof info->selectors - o, "%s%s",
-                              k ? "," : "", names[k]);
-    if (o >= sizeof info->selectors)
-        return gb_error_set(err, GB_EPROTO, "client: info reply: selector list too long");
-    const char *tabs[GB_WIRE_WORDS_MAX];
-    int ntab = gb_wire_attr_strs(r, "tables", tabs, GB_WIRE_WORDS_MAX);
-    for (int k = 0; k < ntab && k < GB_CLIENT_MAX_TABLES && k < GB_WIRE_WORDS_MAX; k++)
-        snprintf(info->tables[info->ntables++], sizeof info->tables[0], "%s", tabs[k]);
-    gb_wire_attr_int(r, "episodes", &info->episodes, NULL);
-    gb_wire_attr_int(r, "transitions", &info->transitions, NULL);
-    gb_wire_attr_int(r, "max_len", &info->max_episode_len, NULL);
-    const char *wt = gb_wire_attr_str(r, "weight_total"), *beta = gb_wire_attr_str(r, "beta");
-    if (wt && beta) { /* exact decimal strings (workers/server_info.c) */
-        info->has_weight_total = 1;
-        info->weight_total = strtod(wt, NULL);
-        info->beta = strtod(beta, NULL);
-    }
     info->ncolumns = r->ntensors;
     for (int k = 0; k < r->ntensors; k++) {
         const gb_tensor_desc *d = &r->tensors[k];
@@ -224,6 +190,37 @@ int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err)
         }
     }
     return 0;
+}
+
+int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err)
+{
+    gb_wire_header h;
+    gb_serve_request q = request_init(c, GB_SERVE_INFO, NULL);
+    gb_serve_info in;
+    int rc = request_header(&h, &q, err);
+    if (rc || (rc = roundtrip(c, &h, NULL, GB_SERVE_INFO, &in, err)))
+        return rc;
+    *info = (gb_client_info){
+        .size = in.size, .capacity = in.capacity, .steps = in.steps,
+        .inserts = (uint64_t)in.inserts, .samples = (uint64_t)in.samples,
+        .max_batch_rows = in.max_batch_rows, .max_batch_bytes = in.max_batch_bytes,
+        .episodes = in.episodes, .transitions = in.transitions, .max_episode_len = in.max_len};
+    snprintf(info->selector, sizeof info->selector, "%s", in.selector);
+    snprintf(info->remover, sizeof info->remover, "%s", in.remover);
+    size_t o = 0;
+    for (int k = 0; k < in.selectors.n && o < sizeof info->selectors; k++)
+        o += (size_t)snprintf(info->selectors + o, sizeof info->selectors - o, "%s%s",
+                              k ? "," : "", in.selectors.v[k]);
+    if (o >= sizeof info->selectors)
+        return gb_error_set(err, GB_EPROTO, "client: info reply: selector list too long");
+    for (int k = 0; k < in.tables.n && k < GB_CLIENT_MAX_TABLES; k++)
+        snprintf(info->tables[info->ntables++], sizeof info->tables[0], "%s", in.tables.v[k]);
+    if (in.weighted.n == 2) { /* exact decimal strings (workers/server_info.c) */
+        info->has_weight_total = 1;
+        info->weight_total = strtod(in.weighted.v[0], NULL);
+        info->beta = strtod(in.weighted.v[1], NULL);
+    }
+    return info_columns(&c->reply.hdr, in.per_item, info, err);
 }
 
 int gb_client_column_index(const gb_client_info *info, const char *name)
@@ -256,27 +253,21 @@ static int sample_request(const gb_client *c, const gb_client_sample_req *req, g
 {
     if (req->table && strlen(req->table) > 31)
         return gb_error_set(err, GB_EINVAL, "client: table name over 31 bytes");
-    request_init_table(h, c, GB_SERVE_SAMPLE, req->table);
+    gb_serve_request q = request_init(c, GB_SERVE_SAMPLE, req->table);
+    q.batch = req->batch;
+    q.t0 = req->t0;
+    q.t1 = req->t1;
+    q.timeout_ms = req->timeout_ms;
     if (req->mode && req->mode[0]) {
         if (strlen(req->mode) > 31 || (req->cursor && strlen(req->cursor) > 31))
             return gb_error_set(err, GB_EINVAL, "client: mode or cursor name over 31 bytes");
-        int arc = gb_wire_attr_set_str(h, "mode", req->mode, err);
-        if (arc == 0 && req->len > 0)
-            arc = gb_wire_attr_set_int(h, "len", req->len, err);
-        if (arc == 0 && req->cursor && req->cursor[0])
-            arc = gb_wire_attr_set_str(h, "cursor", req->cursor, err);
-        if (arc == 0 && req->reset)
-            arc = gb_wire_attr_set_int(h, "reset", 1, err);
-        if (arc)
-            return arc;
+        q.mode = req->mode;
+        q.len = req->len > 0 ? req->len : 0;
+        q.cursor = req->cursor && req->cursor[0] ? req->cursor : NULL;
+        q.reset = req->reset ? 1 : 0;
     }
-    h->nmeta = 6;
-    h->meta[1] = req->batch;
-    h->meta[2] = req->t0;
-    h->meta[3] = req->t1;
-    h->meta[4] = req->timeout_ms;
-    int rc = gb_serve_selector_kind(req->selector, &h->meta[5], err);
-    if (rc || req->ncolumns <= 0)
+    int rc = gb_serve_selector_kind(req->selector, &q.selector, err);
+    if (rc || (rc = request_header(h, &q, err)) || req->ncolumns <= 0)
         return rc;
     if (req->ncolumns > GB_CLIENT_MAX_COLUMNS)
         return gb_error_set(err, GB_EINVAL, "client: too many columns");
@@ -313,8 +304,7 @@ static int sample_meta(const gb_wire_msg *m, int64_t n, gb_client_batch *out, gb
     return 0;
 }
 
-/* An offline mode's reply: "episode" [n] and "timestep" [n, S] last, and the epoch's place.
- * Returns 0 or GB_EPROTO. */
+/* An offline mode's reply: "episode" [n] and "timestep" [n, S] last. Returns 0 or GB_EPROTO. */
 static int sample_offline(const gb_wire_msg *m, int64_t n, int64_t batch, gb_client_batch *out,
                           gb_error *err)
 {
@@ -332,11 +322,6 @@ static int sample_offline(const gb_wire_msg *m, int64_t n, int64_t batch, gb_cli
             return gb_error_set(err, GB_EPROTO, "client: sample reply: bad timestep");
         memcpy(out->timestep, vt.data, vt.bytes);
     }
-    gb_wire_attr_int(&m->hdr, "epoch", &out->epoch, NULL);
-    gb_wire_attr_int(&m->hdr, "pos", &out->epoch_pos, NULL);
-    int64_t end = 0;
-    gb_wire_attr_int(&m->hdr, "end", &end, NULL);
-    out->epoch_end = (int)end;
     return 0;
 }
 
@@ -346,25 +331,25 @@ static int sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch
     gb_wire_header h;
     gb_wire_payload pl[1];
     char names[GB_CLIENT_MAX_COLUMNS * 32];
+    gb_serve_sampled got;
     int rc = sample_request(c, req, &h, pl, names, sizeof names, err);
-    if (rc || (rc = roundtrip(c, &h, pl, GB_SERVE_SAMPLE, err)))
+    if (rc || (rc = roundtrip(c, &h, pl, GB_SERVE_SAMPLE, &got, err)))
         return rc;
     const gb_wire_msg *m = &c->reply;
-    if (m->hdr.nmeta < 3 || m->hdr.ntensors < 5 || m->hdr.meta[1] < 0 ||
-        m->hdr.meta[1] > req->batch)
+    if (m->hdr.ntensors < 5 || got.n > req->batch)
         return gb_error_set(err, GB_EPROTO, "client: malformed sample reply");
-    int64_t n = m->hdr.meta[1];
+    int64_t n = got.n;
     out->n = n;
-    out->size = m->hdr.meta[2];
-    out->selector = m->hdr.nmeta > 3 ? (int)m->hdr.meta[3] : -1;
+    out->size = got.size;
+    out->selector = (int)got.selector;
     if ((rc = sample_meta(m, n, out, err)))
         return rc;
     int offline = req->mode && req->mode[0] && strcmp(req->mode, "item") != 0;
     int ncols = m->hdr.ntensors - 5 - (offline ? 2 : 0);
     out->steps = req->t1 ? req->t1 - req->t0 : 0;
-    out->epoch = -1;
-    out->epoch_pos = 0;
-    out->epoch_end = 0;
+    out->epoch = got.epoch;
+    out->epoch_pos = got.pos;
+    out->epoch_end = (int)got.end;
     if (offline && (rc = sample_offline(m, n, req->batch, out, err)))
         return rc;
     if (req->ncolumns > 0 && ncols != req->ncolumns)
@@ -415,7 +400,10 @@ int gb_client_insert(gb_client *c, const gb_client_info *info, int64_t n,
     if (n < 1 || info->ncolumns + 2 > GB_WIRE_MAX_TENSORS)
         return gb_error_set(err, GB_EINVAL, "client: insert: n must be >= 1");
     gb_wire_header h;
-    request_init_table(&h, c, GB_SERVE_INSERT, NULL);
+    gb_serve_request q = request_init(c, GB_SERVE_INSERT, NULL);
+    int rc = request_header(&h, &q, err);
+    if (rc)
+        return rc;
     h.policy_version = policy_version;
     gb_wire_payload pl[GB_WIRE_MAX_TENSORS];
     int t = 0;
@@ -428,8 +416,7 @@ int gb_client_insert(gb_client *c, const gb_client_info *info, int64_t n,
             shape[rank++] = info->steps;
         for (int j = 0; j < col->ndim; j++)
             shape[rank++] = col->shape[j];
-        int rc = gb_wire_set_tensor(&h.tensors[t], col->name, col->dtype, rank, shape, err);
-        if (rc)
+        if ((rc = gb_wire_set_tensor(&h.tensors[t], col->name, col->dtype, rank, shape, err)))
             return rc;
         pl[t++] = (gb_wire_payload){.data = cols[k]};
     }
@@ -442,9 +429,10 @@ int gb_client_insert(gb_client *c, const gb_client_info *info, int64_t n,
         pl[t++] = (gb_wire_payload){.data = length};
     }
     h.ntensors = t;
-    int rc = roundtrip(c, &h, pl, GB_SERVE_INSERT, err);
+    gb_serve_inserted got;
+    rc = roundtrip(c, &h, pl, GB_SERVE_INSERT, &got, err);
     if (rc == 0 && size)
-        *size = c->reply.hdr.nmeta > 2 ? c->reply.hdr.meta[2] : -1;
+        *size = got.size;
     return rc;
 }
 
@@ -453,7 +441,10 @@ int gb_client_update_priorities(gb_client *c, int64_t n, const int64_t *index,
                                 gb_error *err)
 {
     gb_wire_header h;
-    request_init_table(&h, c, GB_SERVE_UPDATE, NULL);
+    gb_serve_request q = request_init(c, GB_SERVE_UPDATE, NULL);
+    int rc = request_header(&h, &q, err);
+    if (rc)
+        return rc;
     gb_wire_payload pl[3];
     gb_wire_set_tensor(&h.tensors[0], "index", GB_DTYPE_INT64, 1, &n, NULL);
     gb_wire_set_tensor(&h.tensors[1], "priority", GB_DTYPE_FLOAT64, 1, &n, NULL);
@@ -465,17 +456,20 @@ int gb_client_update_priorities(gb_client *c, int64_t n, const int64_t *index,
         pl[2] = (gb_wire_payload){.data = key};
         h.ntensors = 3;
     }
-    int rc = roundtrip(c, &h, pl, GB_SERVE_UPDATE, err);
+    gb_serve_updated got;
+    rc = roundtrip(c, &h, pl, GB_SERVE_UPDATE, &got, err);
     if (rc == 0 && skipped)
-        *skipped = c->reply.hdr.nmeta > 2 ? c->reply.hdr.meta[2] : 0;
+        *skipped = got.skipped;
     return rc;
 }
 
 int gb_client_checkpoint(gb_client *c, char *path, size_t cap, gb_error *err)
 {
     gb_wire_header h;
-    request_init_table(&h, c, GB_SERVE_CHECKPOINT, NULL);
-    int rc = roundtrip(c, &h, NULL, GB_SERVE_CHECKPOINT, err);
+    gb_serve_request q = request_init(c, GB_SERVE_CHECKPOINT, NULL);
+    int rc = request_header(&h, &q, err);
+    if (rc == 0)
+        rc = roundtrip(c, &h, NULL, GB_SERVE_CHECKPOINT, NULL, err);
     if (rc == 0 && path && cap)
         snprintf(path, cap, "%s", c->reply.hdr.text);
     return rc;

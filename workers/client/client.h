@@ -21,6 +21,7 @@
 
 #include "runtime/dtype.h"
 #include "runtime/error.h"
+#include "workers/server_protocol.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -31,7 +32,7 @@ extern "C" {
 
 #define GB_CLIENT_MAX_COLUMNS 32
 #define GB_CLIENT_MAX_DIMS 4
-#define GB_CLIENT_MAX_TABLES 8
+#define GB_CLIENT_MAX_TABLES GB_SERVE_MAX_TABLES
 
 typedef struct gb_client gb_client;
 
