@@ -85,6 +85,8 @@ static int worker_of(const char *id)
     return v;
 }
 
+/* The broker loop on the caller's thread: blocks until *stop is set (checked every 100 ms).
+ * Returns 0, GB_ECLOSED (context terminated), GB_EZMQ or GB_ENOMEM. */
 int gb_server_run(gb_server *s, const atomic_int *stop, gb_error *err)
 {
     int *idle = malloc((size_t)s->nthreads * sizeof *idle), nidle = 0;
@@ -152,6 +154,7 @@ int gb_server_run(gb_server *s, const atomic_int *stop, gb_error *err)
 
 /* ---- setup ---------------------------------------------------------------------------------- */
 
+/* Fills o from the server section c (o's strings point into c). */
 void gb_server_opts_from_config(gb_server_opts *o, const gb_config_server *c)
 {
     *o = (gb_server_opts){.endpoint = c->endpoint,
@@ -165,6 +168,7 @@ void gb_server_opts_from_config(gb_server_opts *o, const gb_config_server *c)
 
 static int set_int(void *sock, int opt, int v) { return zmq_setsockopt(sock, opt, &v, sizeof v); }
 
+/* One table, "default", serving r (not owned). As gb_server_open_tables. */
 int gb_server_open(gb_server **out, void *zctx, gb_replay *r, const gb_server_opts *o,
                    gb_error *err)
 {
@@ -317,8 +321,11 @@ fail:
     return rc;
 }
 
+/* The bound endpoint (owned by s), the port filled in. */
 const char *gb_server_endpoint(const gb_server *s) { return s->endpoint; }
 
+/* Stops and joins the request threads, closes the sockets, waits (bounded) for the reply
+ * buffers ZeroMQ still holds and frees s. NULL is fine; the tables are not freed. */
 void gb_server_close(gb_server *s)
 {
     if (!s)
@@ -369,6 +376,7 @@ void gb_server_close(gb_server *s)
     }
 }
 
+/* A snapshot of the counters; never blocks for long (the parked list's lock). */
 gb_server_stats gb_server_get_stats(const gb_server *s)
 {
     gb_server_stats st = {0};

@@ -149,19 +149,15 @@ static int insert_write(const srv_table *tb, const gb_wire_msg *m, const insert_
 int gb_server_op_insert(worker *w, const srv_request *r, gb_error *err)
 {
     gb_server *s = w->s;
-    const srv_table *tb = r->tb;
     const gb_wire_msg *m = r->m;
+    const srv_table *tb = r->tb;
     const gb_replay_options *o = gb_replay_options_of(tb->r);
-    char text[GB_WIRE_TEXT_MAX];
     insert_args a;
+    char text[GB_WIRE_TEXT_MAX];
     if (insert_columns(o, m, &a, text, sizeof text))
         return gb_server_send_error(w, m, GB_EINVAL, text);
-    if (a.n < 1 || a.n > s->o.max_batch_rows) {
-        snprintf(text, sizeof text, "insert: %lld items outside 1..%lld (server.max_batch_rows)",
-                 (long long)a.n, (long long)s->o.max_batch_rows);
-        return gb_server_send_error(w, m, GB_EINVAL, text);
-    }
-    if (insert_optional(o, m, &a, text, sizeof text))
+    if (gb_server_check_rows(s, a.n, "insert:", " items", text, sizeof text) ||
+        insert_optional(o, m, &a, text, sizeof text))
         return gb_server_send_error(w, m, GB_EINVAL, text);
     int64_t *idx = malloc((size_t)a.n * (sizeof(int64_t) * 2 + sizeof(int32_t)));
     if (!idx)
@@ -191,7 +187,6 @@ int gb_server_op_insert(worker *w, const srv_request *r, gb_error *err)
 
 int gb_server_op_update(worker *w, const srv_request *r, gb_error *err)
 {
-    gb_server *s = w->s;
     const gb_wire_msg *m = r->m;
     /* present, of their dtypes and vectors: the request's table says so */
     int ti = gb_wire_msg_find(m, "index"), tp = gb_wire_msg_find(m, "priority"),
@@ -200,12 +195,9 @@ int gb_server_op_update(worker *w, const srv_request *r, gb_error *err)
     if (m->hdr.tensors[tp].shape[0] != n || (tk >= 0 && m->hdr.tensors[tk].shape[0] != n))
         return gb_server_send_error(w, m, GB_EINVAL, "update: 'index', 'priority' and 'key' "
                                     "must have one length n");
-    if (n < 1 || n > s->o.max_batch_rows) {
-        char text[GB_WIRE_TEXT_MAX];
-        snprintf(text, sizeof text, "update: %lld items outside 1..%lld (server.max_batch_rows)",
-                 (long long)n, (long long)s->o.max_batch_rows);
+    char text[GB_WIRE_TEXT_MAX];
+    if (gb_server_check_rows(w->s, n, "update:", " items", text, sizeof text))
         return gb_server_send_error(w, m, GB_EINVAL, text);
-    }
     int64_t skipped = 0;
     gb_error e = {0};
     int rc = gb_replay_update_priorities(r->tb->r, n, gb_wire_msg_tensor(m, ti).data,

@@ -147,6 +147,11 @@ void gb_server_reply_init(gb_wire_header *h, const worker *w, const gb_wire_msg 
 int gb_server_reply_done(worker *w, const gb_wire_msg *m, int op, const void *attrs,
                          gb_wire_header *h, const gb_wire_payload *pl, gb_error *err);
 
+/* Checks a request's rows n against 1..server.max_batch_rows. Returns 0, or -1 with text saying
+ * "<what> <n><unit> outside 1..<limit>". */
+int gb_server_check_rows(const gb_server *s, int64_t n, const char *what, const char *unit,
+                         char *text, size_t cap);
+
 /* The index of the column called name, or -1. */
 int gb_server_column_index(const gb_replay_options *o, const char *name);
 /* Parses a sample's "columns" tensor into column indices (absent: every column). Returns the

@@ -26,11 +26,8 @@ static int offline_args_read(const gb_server *s, const srv_request *r, int mode,
                  "checkpoints have none)", gb_serve_mode_name(mode), tb->name);
         return GB_EUNSUPPORTED;
     }
-    if (a->batch < 1 || a->batch > s->o.max_batch_rows) {
-        snprintf(text, cap, "sample: batch %lld outside 1..%lld (server.max_batch_rows)",
-                 (long long)a->batch, (long long)s->o.max_batch_rows);
+    if (gb_server_check_rows(s, a->batch, "sample: batch", "", text, cap))
         return GB_EINVAL;
-    }
     /* len within 1..2^24 when given: the request's table says so */
     a->len = r->q.len > 0 ? r->q.len : (mode == GB_SERVE_MODE_WINDOW ? o->steps : 1);
     a->reset = r->q.reset;

@@ -8,6 +8,7 @@
 static const char *const mode_names[GB_SERVE_MODES] = {"item", "window", "transition", "episode",
                                                        "epoch"};
 
+/* A mode by name (NULL or "": item); -1 for an unknown name. */
 int gb_serve_mode_parse(const char *name)
 {
     if (!name || !name[0])
@@ -18,6 +19,7 @@ int gb_serve_mode_parse(const char *name)
     return -1;
 }
 
+/* A static name, "?" out of range. */
 const char *gb_serve_mode_name(int mode)
 {
     return mode >= 0 && mode < GB_SERVE_MODES ? mode_names[mode] : "?";
@@ -28,11 +30,13 @@ const char *gb_serve_mode_name(int mode)
 static const char *const selector_names[GB_SERVE_SELECTOR_KINDS] = {"uniform", "weighted",
                                                                     "fifo", "lifo", "topk"};
 
+/* A static name, or NULL out of range. */
 const char *gb_serve_selector_name(int kind)
 {
     return kind >= 0 && kind < GB_SERVE_SELECTOR_KINDS ? selector_names[kind] : NULL;
 }
 
+/* A selector's kind by name into *kind (-1: the default); GB_EINVAL for an unknown name. */
 int gb_serve_selector_kind(const char *name, int64_t *kind, gb_error *err)
 {
     *kind = -1;

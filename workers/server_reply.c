@@ -105,6 +105,16 @@ int gb_server_reply_done(worker *w, const gb_wire_msg *m, int op, const void *at
     return gb_wire_reply(w->sock, m, h, pl, 0, err);
 }
 
+int gb_server_check_rows(const gb_server *s, int64_t n, const char *what, const char *unit,
+                         char *text, size_t cap)
+{
+    if (n >= 1 && n <= s->o.max_batch_rows)
+        return 0;
+    snprintf(text, cap, "%s %lld%s outside 1..%lld (server.max_batch_rows)", what, (long long)n,
+             unit, (long long)s->o.max_batch_rows);
+    return -1;
+}
+
 /* ---- the columns a sample asks for ---------------------------------------------------------- */
 
 int gb_server_column_index(const gb_replay_options *o, const char *name)

@@ -53,11 +53,8 @@ static int item_args_read(const gb_server *s, const srv_table *tb, const gb_serv
     a->selector = q->selector;
     if (a->t1 == 0)
         a->t1 = o->steps;
-    if (a->batch < 1 || a->batch > s->o.max_batch_rows) {
-        snprintf(text, cap, "sample: batch %lld outside 1..%lld (server.max_batch_rows)",
-                 (long long)a->batch, (long long)s->o.max_batch_rows);
+    if (gb_server_check_rows(s, a->batch, "sample: batch", "", text, cap))
         return -1;
-    }
     if (a->t0 < 0 || a->t1 <= a->t0 || a->t1 > o->steps) {
         snprintf(text, cap, "sample: step range [%lld, %lld) is not inside [0, %lld)",
                  (long long)a->t0, (long long)a->t1, (long long)o->steps);

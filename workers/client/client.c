@@ -39,11 +39,14 @@ static int client_keys(gb_curve_keys *k, const char *server_public, const char *
     return 0;
 }
 
+/* A client without CURVE (see gb_client_open_curve). */
 int gb_client_open(gb_client **out, const char *endpoint, int timeout_ms, gb_error *err)
 {
     return gb_client_open_curve(out, endpoint, timeout_ms, NULL, NULL, err);
 }
 
+/* Creates c with its own ZeroMQ context and DEALER, connected (not waiting for the server).
+ * Returns 0 with *out set (gb_client_close), or GB_EINVAL, GB_ENOMEM, GB_EUNSUPPORTED, GB_EZMQ. */
 int gb_client_open_curve(gb_client **out, const char *endpoint, int timeout_ms,
                          const char *server_public, const char *key_file, gb_error *err)
 {
@@ -83,6 +86,7 @@ int gb_client_open_curve(gb_client **out, const char *endpoint, int timeout_ms,
     return 0;
 }
 
+/* Closes the socket and terminates c's context (a pending request is dropped); NULL is fine. */
 void gb_client_close(gb_client *c)
 {
     if (!c)
@@ -157,6 +161,7 @@ static int request_header(gb_wire_header *h, const gb_serve_request *q, gb_error
     return rc ? gb_error_prefix(err, "client") : 0;
 }
 
+/* Names the table later requests go to (copied). Returns 0 or GB_EINVAL. */
 int gb_client_use_table(gb_client *c, const char *table, gb_error *err)
 {
     if (table && strlen(table) > 31)
@@ -192,6 +197,8 @@ static int info_columns(const gb_wire_header *r, int64_t mask, gb_client_info *i
     return 0;
 }
 
+/* INFO of the table in use into info (copied). Blocks up to the timeout. Returns 0,
+ * GB_ETIMEOUT, GB_EPROTO, or the server's error. */
 int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err)
 {
     gb_wire_header h;
@@ -223,6 +230,7 @@ int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err)
     return info_columns(&c->reply.hdr, in.per_item, info, err);
 }
 
+/* A column's index in info by name, or -1. */
 int gb_client_column_index(const gb_client_info *info, const char *name)
 {
     for (int c = 0; c < info->ncolumns; c++)
@@ -231,8 +239,10 @@ int gb_client_column_index(const gb_client_info *info, const char *name)
     return -1;
 }
 
+/* A static name, or NULL (workers/server_protocol.h). */
 const char *gb_client_selector_name(int kind) { return gb_serve_selector_name(kind); }
 
+/* 1 when name is in info->selectors. */
 int gb_client_has_selector(const gb_client_info *info, const char *name)
 {
     size_t n = name ? strlen(name) : 0;
@@ -371,12 +381,14 @@ static int sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch
     return 0;
 }
 
+/* A sample copied into out's buffers (caller-owned). Blocks up to the timeout. */
 int gb_client_sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
                      gb_error *err)
 {
     return sample(c, req, out, NULL, NULL, err);
 }
 
+/* A sample whose columns are views of c's last reply (valid until c's next call). */
 int gb_client_sample_views(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
                            const void **views, size_t *bytes, gb_error *err)
 {
@@ -393,6 +405,7 @@ int gb_client_sample_views(gb_client *c, const gb_client_sample_req *req, gb_cli
     return rc;
 }
 
+/* Sends n items (the caller's buffers, copied into the message). Blocks up to the timeout. */
 int gb_client_insert(gb_client *c, const gb_client_info *info, int64_t n,
                      const void *const *cols, const double *priority, const int32_t *length,
                      int64_t policy_version, int64_t *size, gb_error *err)
@@ -436,6 +449,7 @@ int gb_client_insert(gb_client *c, const gb_client_info *info, int64_t n,
     return rc;
 }
 
+/* Sends n priorities (copied). Blocks up to the timeout; *skipped from the reply. */
 int gb_client_update_priorities(gb_client *c, int64_t n, const int64_t *index,
                                 const uint64_t *key, const double *priority, int64_t *skipped,
                                 gb_error *err)
@@ -463,6 +477,8 @@ int gb_client_update_priorities(gb_client *c, int64_t n, const int64_t *index,
     return rc;
 }
 
+/* Asks for the default table's checkpoint; path (cap bytes) gets where. Blocks up to the
+ * timeout (the write itself may take longer: give the client time). */
 int gb_client_checkpoint(gb_client *c, char *path, size_t cap, gb_error *err)
 {
     gb_wire_header h;
