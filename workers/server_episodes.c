@@ -219,6 +219,38 @@ static int window_cum(gb_episodes *e, int64_t L, int64_t **cum)
     return 0;
 }
 
+/* Windows of len steps, every start alike (the starts counted per episode under e->mu).
+ * Returns 0 or -1 (text set: out of memory, or no episode that long). */
+static int plan_window(gb_episodes *e, int64_t batch, int64_t len, gb_rng *rng,
+                       int64_t *episode, int64_t *start, ep_plan *p, char *text, size_t cap)
+{
+    int64_t *cum;
+    pthread_mutex_lock(&e->mu);
+    if (window_cum(e, len, &cum)) {
+        pthread_mutex_unlock(&e->mu);
+        snprintf(text, cap, "sample: out of memory");
+        return -1;
+    }
+    int64_t W = cum[e->neps];
+    for (int64_t i = 0; i < batch && W > 0; i++) {
+        int64_t w = (int64_t)gb_rng_below(rng, (uint64_t)W);
+        int64_t k = episode_of(cum, e->neps, w); /* never one without starts */
+        episode[i] = k;
+        start[i] = w - cum[k];
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (W == 0) {
+        snprintf(text, cap, "sample: window: no episode has %lld steps (the longest has %lld); "
+                 "ask for a shorter window or use mode 'transition'", (long long)len,
+                 (long long)e->max_len);
+        return -1;
+    }
+    p->n = batch;
+    p->size = W;
+    p->S = len;
+    return 0;
+}
+
 int gb_episodes_plan(gb_episodes *e, int mode, int64_t batch, int64_t len, const char *cursor,
                      int reset, gb_rng *rng, int64_t *episode, int64_t *start, ep_plan *p,
                      char *text, size_t cap)
@@ -232,33 +264,8 @@ int gb_episodes_plan(gb_episodes *e, int mode, int64_t batch, int64_t len, const
     }
     p->epoch = -1;
     switch (mode) {
-    case GB_SERVE_MODE_WINDOW: {
-        int64_t *cum;
-        pthread_mutex_lock(&e->mu);
-        if (window_cum(e, len, &cum)) {
-            pthread_mutex_unlock(&e->mu);
-            snprintf(text, cap, "sample: out of memory");
-            return -1;
-        }
-        int64_t W = cum[e->neps];
-        for (int64_t i = 0; i < batch && W > 0; i++) {
-            int64_t w = (int64_t)gb_rng_below(rng, (uint64_t)W);
-            int64_t k = episode_of(cum, e->neps, w); /* never one without starts */
-            episode[i] = k;
-            start[i] = w - cum[k];
-        }
-        pthread_mutex_unlock(&e->mu);
-        if (W == 0) {
-            snprintf(text, cap, "sample: window: no episode has %lld steps (the longest has "
-                     "%lld); ask for a shorter window or use mode 'transition'",
-                     (long long)len, (long long)e->max_len);
-            return -1;
-        }
-        p->n = batch;
-        p->size = W;
-        p->S = len;
-        return 0;
-    }
+    case GB_SERVE_MODE_WINDOW:
+        return plan_window(e, batch, len, rng, episode, start, p, text, cap);
     case GB_SERVE_MODE_TRANSITION:
         for (int64_t i = 0; i < batch; i++) {
             int64_t g = (int64_t)gb_rng_below(rng, (uint64_t)N);

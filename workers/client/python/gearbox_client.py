@@ -337,7 +337,7 @@ class Client:
         out = Batch()
         for name, a in arrays:
             out[name] = a
-        meta = {k: out.pop(k) for k in ("index", "key", "prob", "weight", "length")}
+        per_row = {k: out.pop(k) for k in ("index", "key", "prob", "weight", "length")}
         if torch:
             import warnings
 
@@ -346,9 +346,9 @@ class Client:
                 warnings.simplefilter("ignore")  # read-only frames: torch warns, still no copy
                 for k in list(out):
                     out[k] = th.from_numpy(out[k])
-        out.index, out.key, out.prob = meta["index"], meta["key"], meta["prob"]
+        out.index, out.key, out.prob = per_row["index"], per_row["key"], per_row["prob"]
         ra = rh.get("a", {})  # REPLY_ATTRS[OP_SAMPLE]; absent ones at their defaults
-        out.weight, out.length, out.size = meta["weight"], meta["length"], ra["size"]
+        out.weight, out.length, out.size = per_row["weight"], per_row["length"], ra["size"]
         out.selector = SELECTOR_NAMES.get(ra.get("selector", -1))
         out.mode = ra.get("mode", "item")
         out.epoch = ra.get("epoch")
