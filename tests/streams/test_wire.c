@@ -284,9 +284,9 @@ static void test_malformed(void)
     msgpack_sbuffer_write(&sb, "\x01", 1);
     EXPECT_BAD(sb.data, sb.size, "trailing");
     /* missing, duplicate and unknown keys */
-    unsigned char miss[] = {0x81, 0xa1, 'v', 0x01};
+    unsigned char miss[] = {0x81, 0xa1, 'v', GB_WIRE_PROTOCOL};
     EXPECT_BAD(miss, sizeof miss, "missing");
-    unsigned char dup[] = {0x82, 0xa1, 'v', 0x01, 0xa1, 'v', 0x01};
+    unsigned char dup[] = {0x82, 0xa1, 'v', GB_WIRE_PROTOCOL, 0xa1, 'v', GB_WIRE_PROTOCOL};
     EXPECT_BAD(dup, sizeof dup, "twice");
     unsigned char unk[] = {0x81, 0xa1, 'z', 0x01};
     EXPECT_BAD(unk, sizeof unk, "unknown field");
