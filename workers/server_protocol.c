@@ -1,5 +1,6 @@
-/* workers/server_protocol.c: the data server protocol's names: sampling modes and selectors
- * (workers/server_protocol.h); in the client library, which the server links. */
+/* workers/server_protocol.c: the data server protocol's names (sampling modes, selectors) and
+ * its message tables (workers/server_protocol.h); in the client library, which the server
+ * links. */
 #include "workers/server_protocol.h"
 
 #include <stdint.h>
@@ -53,16 +54,17 @@ int gb_serve_selector_kind(const char *name, int64_t *kind, gb_error *err)
 
 /* ---- the tables ------------------------------------------------------------------------------ */
 
-#define OP_ATTR(k, what) GB_WIRE_INT(gb_serve_request, op, 1, k, k, 0, "the operation: " what)
+#define OP_ATTR(k)                                                                              \
+    GB_WIRE_INT(gb_serve_request, op, 1, GB_SERVE_##k, GB_SERVE_##k, 0, "the operation")
 #define TABLE_ATTR GB_WIRE_STR(gb_serve_request, table, 0, "the table (absent: the default one)")
 
-static const gb_wire_attr_spec info_req_attrs[] = {OP_ATTR(1, "info"), TABLE_ATTR};
-static const gb_wire_attr_spec insert_req_attrs[] = {OP_ATTR(3, "insert"), TABLE_ATTR};
-static const gb_wire_attr_spec update_req_attrs[] = {OP_ATTR(4, "update"), TABLE_ATTR};
-static const gb_wire_attr_spec checkpoint_req_attrs[] = {OP_ATTR(5, "checkpoint"), TABLE_ATTR};
+static const gb_wire_attr_spec info_req_attrs[] = {OP_ATTR(INFO), TABLE_ATTR};
+static const gb_wire_attr_spec insert_req_attrs[] = {OP_ATTR(INSERT), TABLE_ATTR};
+static const gb_wire_attr_spec update_req_attrs[] = {OP_ATTR(UPDATE), TABLE_ATTR};
+static const gb_wire_attr_spec checkpoint_req_attrs[] = {OP_ATTR(CHECKPOINT), TABLE_ATTR};
 
 static const gb_wire_attr_spec sample_req_attrs[] = {
-    OP_ATTR(2, "sample"),
+    OP_ATTR(SAMPLE),
     TABLE_ATTR,
     GB_WIRE_INT(gb_serve_request, batch, 1, 1, INT64_MAX, 0,
                 "rows, at most INFO's max_batch_rows"),
@@ -219,10 +221,14 @@ static const gb_wire_schema checkpoint_reply = {
     .doc = "The server's answer to checkpoint: no attributes; text is the path written."};
 
 const gb_wire_schema *const gb_serve_request_schemas[GB_SERVE_OP_END] = {
-    NULL, &info_req, &sample_req, &insert_req, &update_req, &checkpoint_req};
+    [GB_SERVE_INFO] = &info_req,     [GB_SERVE_SAMPLE] = &sample_req,
+    [GB_SERVE_INSERT] = &insert_req, [GB_SERVE_UPDATE] = &update_req,
+    [GB_SERVE_CHECKPOINT] = &checkpoint_req};
 
 const gb_wire_schema *const gb_serve_reply_schemas[GB_SERVE_OP_END] = {
-    NULL, &info_reply, &sample_reply, &insert_reply, &update_reply, &checkpoint_reply};
+    [GB_SERVE_INFO] = &info_reply,     [GB_SERVE_SAMPLE] = &sample_reply,
+    [GB_SERVE_INSERT] = &insert_reply, [GB_SERVE_UPDATE] = &update_reply,
+    [GB_SERVE_CHECKPOINT] = &checkpoint_reply};
 
 const gb_wire_schema *const gb_serve_schemas[] = {
     &info_req,   &info_reply,   &sample_req,     &sample_reply,     &insert_req,

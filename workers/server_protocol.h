@@ -1,14 +1,21 @@
 /* workers/server_protocol.h: the data server's protocol (`gearbox serve`), declared once: its
- * operations, sampling modes and selectors; the server (workers/server*.c) and the C client
- * (workers/client/) use it, the Python client (workers/client/python/gearbox_client.py)
- * mirrors it. docs/protocol.md is its page, for people and for clients in other languages.
+ * operations, sampling modes, selectors and each message kind's attributes and tensors, as
+ * tables (runtime/wire_schema.h; defined in server_protocol.c). The server (workers/server*.c)
+ * and the C client (workers/client/) use it; the Python client
+ * (workers/client/python/gearbox_client.py) mirrors it; docs/protocol.md prints the tables for
+ * people and for clients in other languages (tests/serve/test_serve_doc.c checks both copies).
  * defines: gb_serve_op, gb_serve_mode, gb_serve_mode_parse, gb_serve_mode_name,
- *          gb_serve_selector_name, gb_serve_selector_kind
+ *          gb_serve_selector_name, gb_serve_selector_kind, GB_SERVE_MAX_TABLES,
+ *          gb_serve_request, gb_serve_info, gb_serve_sampled, gb_serve_inserted,
+ *          gb_serve_updated, gb_serve_request_schemas, gb_serve_reply_schemas,
+ *          gb_serve_schemas, gb_serve_nschemas
  *
  * Wire format: runtime/wire.h. A request is GB_MSG_SERVE_REQUEST with seq = the client's
- * request id and the operation; its reply is GB_MSG_SERVE_REPLY with the same seq and
- * operation, or status = a GB_E* code and text = why (nothing else then). Every request may
- * name its table (attribute "table"; absent: the server's default table).
+ * request id and its operation in attribute "op"; the server reads it with that operation's
+ * table (a refusal: GB_EINVAL naming the attribute; no readable op: GB_EPROTO). Its reply is
+ * GB_MSG_SERVE_REPLY with the same seq and the attributes of the operation's reply table, or
+ * status = a GB_E* code and text = why (nothing else then). Every request may name its table
+ * (attribute "table"; absent: the server's default table).
  *   INFO        the table's schema, counters and limits; one 0-row tensor per column.
  *   SAMPLE      a batch: by the table's selectors (mode "item", rate-limited: a request that
  *               must wait is parked) or, over the table's episode index, windows, transitions,
