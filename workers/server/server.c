@@ -1,6 +1,6 @@
-/* workers/server/server.c: the offline-RL data server's transport: the client-facing ROUTER, the broker
- * loop handing each request to an idle request thread, the request threads, reply buffers and
- * the limits on bytes; the request handlers are in server_ops.c (protocol in workers/server/server.h). */
+/* workers/server/server.c: the offline-RL data server's transport and life: the client-facing ROUTER,
+ * the broker loop handing each request to an idle request thread, the request threads, open
+ * and close; each request goes to server_dispatch.c (protocol: workers/server/server_protocol.h). */
 #include "workers/server/server.h"
 #include "workers/server/server_internal.h"
 
@@ -16,62 +16,7 @@
 #include <time.h>
 #include <zmq.h>
 
-#define POOL_KEEP 8 /* idle reply buffers kept per server */
-
-/* ---- reply buffers: reused, released by ZeroMQ after the last frame is sent ----------------- */
-
-rbuf *gb_server_rbuf_get(gb_server *s, size_t need)
-{
-    pthread_mutex_lock(&s->pool_mu);
-    rbuf **pp = &s->pool, *b = NULL;
-    for (; *pp; pp = &(*pp)->next)
-        if ((*pp)->cap >= need) {
-            b = *pp;
-            *pp = b->next;
-            s->pool_n--;
-            break;
-        }
-    pthread_mutex_unlock(&s->pool_mu);
-    if (b)
-        return b;
-    b = calloc(1, sizeof *b);
-    if (!b)
-        return NULL;
-    b->s = s;
-    b->cap = need < 4096 ? 4096 : need;
-    if (posix_memalign((void **)&b->data, 64, b->cap) != 0) {
-        free(b);
-        return NULL;
-    }
-    return b;
-}
-
-static void pool_put(gb_server *s, rbuf *b)
-{
-    pthread_mutex_lock(&s->pool_mu);
-    if (s->pool_n < POOL_KEEP) {
-        b->next = s->pool;
-        s->pool = b;
-        s->pool_n++;
-        b = NULL;
-    }
-    pthread_mutex_unlock(&s->pool_mu);
-    if (b) {
-        free(b->data);
-        free(b);
-    }
-}
-
-void gb_server_rbuf_free(void *data, void *hint)
-{
-    (void)data;
-    rbuf *b = hint;
-    if (atomic_fetch_sub(&b->refs, 1) == 1) {
-        gb_server *s = b->s;
-        pool_put(s, b);
-        atomic_fetch_sub(&s->buffers_out, 1); /* last: close may free s after this */
-    }
-}
+/* ---- request threads ------------------------------------------------------------------------ */
 
 static void *worker_main(void *arg)
 {
@@ -140,6 +85,8 @@ static int worker_of(const char *id)
     return v;
 }
 
+/* The broker loop on the caller's thread: blocks until *stop is set (checked every 100 ms).
+ * Returns 0, GB_ECLOSED (context terminated), GB_EZMQ or GB_ENOMEM. */
 int gb_server_run(gb_server *s, const atomic_int *stop, gb_error *err)
 {
     int *idle = malloc((size_t)s->nthreads * sizeof *idle), nidle = 0;
@@ -207,6 +154,7 @@ int gb_server_run(gb_server *s, const atomic_int *stop, gb_error *err)
 
 /* ---- setup ---------------------------------------------------------------------------------- */
 
+/* Fills o from the server section c (o's strings point into c). */
 void gb_server_opts_from_config(gb_server_opts *o, const gb_config_server *c)
 {
     *o = (gb_server_opts){.endpoint = c->endpoint,
@@ -220,6 +168,7 @@ void gb_server_opts_from_config(gb_server_opts *o, const gb_config_server *c)
 
 static int set_int(void *sock, int opt, int v) { return zmq_setsockopt(sock, opt, &v, sizeof v); }
 
+/* One table, "default", serving r (not owned). As gb_server_open_tables. */
 int gb_server_open(gb_server **out, void *zctx, gb_replay *r, const gb_server_opts *o,
                    gb_error *err)
 {
@@ -229,10 +178,10 @@ int gb_server_open(gb_server **out, void *zctx, gb_replay *r, const gb_server_op
     return gb_server_open_tables(out, zctx, &t, o, err);
 }
 
-int gb_server_open_tables(gb_server **out, void *zctx, const gb_server_tables *t,
-                          const gb_server_opts *o, gb_error *err)
+/* Checks the tables (1..GB_SERVER_MAX_TABLES, each a replay and a distinct name) and the
+ * options. Returns 0 or GB_EINVAL. */
+static int check_open(const gb_server_tables *t, const gb_server_opts *o, gb_error *err)
 {
-    *out = NULL;
     if (t->n < 1 || t->n > GB_SERVER_MAX_TABLES)
         return gb_error_set(err, GB_EINVAL, "server: 1..%d tables, got %d", GB_SERVER_MAX_TABLES,
                             t->n);
@@ -251,6 +200,92 @@ int gb_server_open_tables(gb_server **out, void *zctx, const gb_server_tables *t
         o->max_wait_s < 0)
         return gb_error_set(err, GB_EINVAL, "server: bad options (endpoint, threads 1..999, "
                             "positive limits)");
+    return 0;
+}
+
+/* Opens the client-facing ROUTER (bound to o->endpoint, s->endpoint filled in) and the inproc
+ * ROUTER the request threads connect to. Returns 0 or GB_EZMQ. */
+static int open_sockets(gb_server *s, const gb_server_opts *o, gb_error *err)
+{
+    /* "tcp://host:0" means any port, as "tcp://host:*" does. */
+    char ep[512];
+    snprintf(ep, sizeof ep, "%s", o->endpoint);
+    size_t el = strlen(ep);
+    if (strncmp(ep, "tcp://", 6) == 0 && el > 2 && strcmp(ep + el - 2, ":0") == 0)
+        ep[el - 1] = '*';
+    s->front = zmq_socket(s->zctx, ZMQ_ROUTER);
+    s->back = zmq_socket(s->zctx, ZMQ_ROUTER);
+    if (!s->front || !s->back)
+        return gb_wire_zmq_error(err, "server: zmq_socket");
+    /* The limit is on a whole request (its frames together), checked by the request thread,
+     * which answers with an error naming it. A frame must be read to be answered, so ZeroMQ
+     * only drops a peer whose single frame exceeds twice the limit (and a header's slack). */
+    int64_t maxmsg = o->max_request_bytes > (INT64_MAX - GB_WIRE_HEADER_SLACK) / 2
+                         ? -1
+                         : 2 * o->max_request_bytes + GB_WIRE_HEADER_SLACK;
+    if (zmq_setsockopt(s->front, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) != 0 ||
+        set_int(s->front, ZMQ_LINGER, 0) || set_int(s->back, ZMQ_LINGER, 0) ||
+        /* Bounded queues per client: a client that sends requests without reading the replies
+         * loses replies beyond ~FRONT_HWM frames (the ROUTER drops them); one that floods
+         * requests is held back by TCP. Clients with one request in flight never come near. */
+        set_int(s->front, ZMQ_SNDHWM, FRONT_HWM) || set_int(s->front, ZMQ_RCVHWM, FRONT_HWM) ||
+        set_int(s->back, ZMQ_SNDHWM, 0) || set_int(s->back, ZMQ_RCVHWM, 0))
+        return gb_wire_zmq_error(err, "server: zmq_setsockopt");
+    if (gb_curve_bind(s->zctx, s->front, ep) != 0) {
+        int rc = gb_wire_zmq_error(err, "server: bind");
+        gb_error_prefix(err, "%s", ep);
+        return rc;
+    }
+    size_t cap = sizeof s->endpoint;
+    if (zmq_getsockopt(s->front, ZMQ_LAST_ENDPOINT, s->endpoint, &cap) != 0)
+        return gb_wire_zmq_error(err, "server: ZMQ_LAST_ENDPOINT");
+    snprintf(s->back_ep, sizeof s->back_ep, "inproc://gearbox-server-%p", (void *)s);
+    if (zmq_bind(s->back, s->back_ep) != 0)
+        return gb_wire_zmq_error(err, "server: bind inproc");
+    return 0;
+}
+
+/* Sets up request thread i (its DEALER, selection, draws, rows, message) and starts it. Returns
+ * 0 or GB_EZMQ / GB_ENOMEM / GB_ESYS; what was taken is freed by gb_server_close. */
+static int start_worker(gb_server *s, int i, gb_error *err)
+{
+    const gb_server_opts *o = &s->o;
+    worker *w = &s->workers[i];
+    w->s = s;
+    w->id = i;
+    char id[16];
+    snprintf(id, sizeof id, "w%03d", i % 1000);
+    w->sock = zmq_socket(s->zctx, ZMQ_DEALER);
+    if (!w->sock || zmq_setsockopt(w->sock, ZMQ_ROUTING_ID, id, ID_BYTES) != 0 ||
+        set_int(w->sock, ZMQ_RCVTIMEO, 100) || set_int(w->sock, ZMQ_LINGER, 0) ||
+        set_int(w->sock, ZMQ_SNDHWM, 0) || set_int(w->sock, ZMQ_RCVHWM, 0) ||
+        zmq_connect(w->sock, s->back_ep) != 0)
+        return gb_wire_zmq_error(err, "server: request thread socket");
+    int rc = gb_replay_selection_init(&w->sel, o->max_batch_rows, err);
+    if (rc)
+        return rc;
+    gb_rng_seed_for(&w->rng, (uint64_t)(uintptr_t)s ^ (uint64_t)gb_now_ns(), "server", i);
+    if (!(w->rows = malloc((size_t)o->max_batch_rows * 2 * sizeof *w->rows)) ||
+        !(w->m = malloc(sizeof *w->m)))
+        return gb_error_set(err, GB_ENOMEM, "out of memory");
+    gb_wire_msg_init(w->m);
+    if (pthread_create(&s->threads[i], NULL, worker_main, w) != 0)
+        return gb_error_errno(err, "server: pthread_create");
+    s->started++;
+    return 0;
+}
+
+/* Binds the ROUTER and starts the request threads serving every table of t (not owned: they
+ * must outlive the server); names distinct, 1..31 bytes. Does not block. Returns 0 with *out
+ * set (gb_server_close), or GB_EINVAL (bad tables or options), GB_EZMQ (bind failed, naming
+ * the endpoint), GB_ESYS, GB_ENOMEM. */
+int gb_server_open_tables(gb_server **out, void *zctx, const gb_server_tables *t,
+                          const gb_server_opts *o, gb_error *err)
+{
+    *out = NULL;
+    int rc = check_open(t, o, err);
+    if (rc)
+        return rc;
     gb_server *s = calloc(1, sizeof *s);
     if (!s)
         return gb_error_set(err, GB_ENOMEM, "out of memory");
@@ -267,50 +302,8 @@ int gb_server_open_tables(gb_server **out, void *zctx, const gb_server_tables *t
     pthread_mutex_init(&s->ckpt_mu, NULL);
     pthread_mutex_init(&s->pool_mu, NULL);
     pthread_mutex_init(&s->park_mu, NULL);
-    int rc = 0;
-    /* "tcp://host:0" means any port, as "tcp://host:*" does. */
-    char ep[512];
-    snprintf(ep, sizeof ep, "%s", o->endpoint);
-    size_t el = strlen(ep);
-    if (strncmp(ep, "tcp://", 6) == 0 && el > 2 && strcmp(ep + el - 2, ":0") == 0)
-        ep[el - 1] = '*';
-    s->front = zmq_socket(zctx, ZMQ_ROUTER);
-    s->back = zmq_socket(zctx, ZMQ_ROUTER);
-    if (!s->front || !s->back) {
-        rc = gb_wire_zmq_error(err, "server: zmq_socket");
+    if ((rc = open_sockets(s, o, err)))
         goto fail;
-    }
-    /* The limit is on a whole request (its frames together), checked by the request thread,
-     * which answers with an error naming it. A frame must be read to be answered, so ZeroMQ
-     * only drops a peer whose single frame exceeds twice the limit (and a header's slack). */
-    int64_t maxmsg = o->max_request_bytes > (INT64_MAX - GB_WIRE_HEADER_SLACK) / 2
-                         ? -1
-                         : 2 * o->max_request_bytes + GB_WIRE_HEADER_SLACK;
-    if (zmq_setsockopt(s->front, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) != 0 ||
-        set_int(s->front, ZMQ_LINGER, 0) || set_int(s->back, ZMQ_LINGER, 0) ||
-        /* Bounded queues per client: a client that sends requests without reading the replies
-         * loses replies beyond ~FRONT_HWM frames (the ROUTER drops them); one that floods
-         * requests is held back by TCP. Clients with one request in flight never come near. */
-        set_int(s->front, ZMQ_SNDHWM, FRONT_HWM) || set_int(s->front, ZMQ_RCVHWM, FRONT_HWM) ||
-        set_int(s->back, ZMQ_SNDHWM, 0) || set_int(s->back, ZMQ_RCVHWM, 0)) {
-        rc = gb_wire_zmq_error(err, "server: zmq_setsockopt");
-        goto fail;
-    }
-    if (gb_curve_bind(zctx, s->front, ep) != 0) {
-        rc = gb_wire_zmq_error(err, "server: bind");
-        gb_error_prefix(err, "%s", ep);
-        goto fail;
-    }
-    size_t cap = sizeof s->endpoint;
-    if (zmq_getsockopt(s->front, ZMQ_LAST_ENDPOINT, s->endpoint, &cap) != 0) {
-        rc = gb_wire_zmq_error(err, "server: ZMQ_LAST_ENDPOINT");
-        goto fail;
-    }
-    snprintf(s->back_ep, sizeof s->back_ep, "inproc://gearbox-server-%p", (void *)s);
-    if (zmq_bind(s->back, s->back_ep) != 0) {
-        rc = gb_wire_zmq_error(err, "server: bind inproc");
-        goto fail;
-    }
     s->nthreads = o->threads;
     s->threads = calloc((size_t)s->nthreads, sizeof *s->threads);
     s->workers = calloc((size_t)s->nthreads, sizeof *s->workers);
@@ -318,38 +311,9 @@ int gb_server_open_tables(gb_server **out, void *zctx, const gb_server_tables *t
         rc = gb_error_set(err, GB_ENOMEM, "out of memory");
         goto fail;
     }
-    for (int i = 0; i < s->nthreads; i++) {
-        worker *w = &s->workers[i];
-        w->s = s;
-        w->id = i;
-        char id[16];
-        snprintf(id, sizeof id, "w%03d", i % 1000);
-        w->sock = zmq_socket(zctx, ZMQ_DEALER);
-        if (!w->sock || zmq_setsockopt(w->sock, ZMQ_ROUTING_ID, id, ID_BYTES) != 0 ||
-            set_int(w->sock, ZMQ_RCVTIMEO, 100) || set_int(w->sock, ZMQ_LINGER, 0) ||
-            set_int(w->sock, ZMQ_SNDHWM, 0) || set_int(w->sock, ZMQ_RCVHWM, 0) ||
-            zmq_connect(w->sock, s->back_ep) != 0) {
-            rc = gb_wire_zmq_error(err, "server: request thread socket");
+    for (int i = 0; i < s->nthreads; i++)
+        if ((rc = start_worker(s, i, err)))
             goto fail;
-        }
-        if ((rc = gb_replay_selection_init(&w->sel, o->max_batch_rows, err)))
-            goto fail;
-        gb_rng_seed_for(&w->rng, (uint64_t)(uintptr_t)s ^ (uint64_t)gb_now_ns(), "server", i);
-        if (!(w->rows = malloc((size_t)o->max_batch_rows * 2 * sizeof *w->rows))) {
-            rc = gb_error_set(err, GB_ENOMEM, "out of memory");
-            goto fail;
-        }
-        if (!(w->m = malloc(sizeof *w->m))) {
-            rc = gb_error_set(err, GB_ENOMEM, "out of memory");
-            goto fail;
-        }
-        gb_wire_msg_init(w->m);
-        if (pthread_create(&s->threads[i], NULL, worker_main, w) != 0) {
-            rc = gb_error_errno(err, "server: pthread_create");
-            goto fail;
-        }
-        s->started++;
-    }
     *out = s;
     return 0;
 fail:
@@ -357,8 +321,11 @@ fail:
     return rc;
 }
 
+/* The bound endpoint (owned by s), the port filled in. */
 const char *gb_server_endpoint(const gb_server *s) { return s->endpoint; }
 
+/* Stops and joins the request threads, closes the sockets, waits (bounded) for the reply
+ * buffers ZeroMQ still holds and frees s. NULL is fine; the tables are not freed. */
 void gb_server_close(gb_server *s)
 {
     if (!s)
@@ -378,11 +345,12 @@ void gb_server_close(gb_server *s)
         zmq_close(s->front);
     if (s->back)
         zmq_close(s->back);
-    /* Reply buffers still held by ZeroMQ come back through pool_put after this: they are freed
-     * there once the pool is full; the pool itself is freed here. Sockets are closed with
-     * linger 0 above, so ZeroMQ releases pending messages when the context terminates; the
-     * caller terminates the context after close, and pool_put must not run on a freed server,
-     * so close waits for every buffer to come back (bounded: linger 0 drops them at once). */
+    /* Reply buffers still held by ZeroMQ come back through gb_server_rbuf_free after this: they
+     * are freed there once the pool is full; the pool itself is freed here. Sockets are closed
+     * with linger 0 above, so ZeroMQ releases pending messages when the context terminates;
+     * the caller terminates the context after close, and gb_server_rbuf_free must not run on a
+     * freed server, so close waits for every buffer to come back (bounded: linger 0 drops them
+     * at once). */
     for (;;) {
         pthread_mutex_lock(&s->pool_mu);
         int out = atomic_load(&s->buffers_out);
@@ -397,12 +365,7 @@ void gb_server_close(gb_server *s)
             break;
         }
     }
-    while (s->pool) {
-        rbuf *b = s->pool;
-        s->pool = b->next;
-        free(b->data);
-        free(b);
-    }
+    gb_server_pool_free(s);
     free(s->threads);
     free(s->workers);
     if (!s->leak) {
@@ -413,6 +376,7 @@ void gb_server_close(gb_server *s)
     }
 }
 
+/* A snapshot of the counters; never blocks for long (the parked list's lock). */
 gb_server_stats gb_server_get_stats(const gb_server *s)
 {
     gb_server_stats st = {0};

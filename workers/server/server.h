@@ -1,75 +1,37 @@
-/* workers/server/server.h: the offline-RL data server: a GEAR replay served on a ZeroMQ ROUTER.
- * defines: gb_server, gb_server_opts, gb_server_stats, gb_server_open, gb_server_run,
- *          gb_server_close, gb_server_endpoint, gb_server_get_stats, gb_server_load_dataset,
- *          gb_server_tables, gb_server_open_tables, gb_server_load_tables,
- *          gb_server_tables_free, gb_server_load_dataset_episodes, gb_episodes,
- *          gb_episodes_create, gb_episodes_add, gb_episodes_free, gb_episodes_count,
- *          gb_episodes_transitions, gb_episodes_length, GB_SERVE_* request ops
- *
- * The full protocol, with the sampling modes (windows, transitions, episodes, epochs) and
- * tables added since this summary was written, is docs/protocol.md.
+/* workers/server/server.h: the offline-RL data server (`gearbox serve`): named tables (GEAR replays,
+ * with the episode index of a D4RL or Minari dataset) served on a ZeroMQ ROUTER; its protocol
+ * is workers/server/server_protocol.h (page: docs/protocol.md), its clients workers/server/client/.
+ * defines: gb_server, gb_server_opts, gb_server_stats, gb_server_open, gb_server_open_tables,
+ *          gb_server_run, gb_server_checkpoint, gb_server_close, gb_server_endpoint,
+ *          gb_server_get_stats, gb_server_opts_from_config, gb_server_tables,
+ *          gb_server_load_dataset, gb_server_load_dataset_episodes, gb_server_load_tables,
+ *          gb_server_tables_free, gb_episodes, gb_episodes_create, gb_episodes_add,
+ *          gb_episodes_free, gb_episodes_count, gb_episodes_transitions, gb_episodes_length
  *
  * Threads: one broker thread (the caller of gb_server_run) owns the ROUTER clients connect to
  * and hands each request, whole and unparsed, to an idle request thread over inproc (the
  * load-balancing broker pattern). A sample request that must wait for the rate limiter is
- * parked (at most MAX_PARKED at once) and holds no thread: request threads retry the parked
- * ones after every request they handle and every 100 ms, and answer them when they can be
- * served or when their time is up; an insert waiting for room holds its thread. A client that
- * sends garbage or vanishes costs only the request it sent. A request whose frames together exceed max_request_bytes is
+ * parked (a bounded number at once; past it, refused with GB_EFULL) and holds no thread:
+ * request threads retry the parked ones after every request they handle and every 100 ms, and
+ * answer them when they can be served or when their time is up; an insert waiting for room
+ * holds its thread. Offline sampling modes never wait. A client that sends garbage or vanishes
+ * costs only the request it sent. A request whose frames together exceed max_request_bytes is
  * answered with GB_EINVAL naming the limit; a single frame over twice the limit makes ZeroMQ
  * drop the sender's connection before it is read (ZMQ_MAXMSGSIZE: it cannot be answered
  * without being read). A REQ socket's envelope (an empty delimiter frame) is accepted and
- * answered in kind.
- *
- * Protocol (wire format: runtime/streams/wire.h). A request is GB_MSG_SERVE_REQUEST with meta[0] = op
- * and seq = the client's request id; the reply is GB_MSG_SERVE_REPLY with the same seq and
- * meta[0] = op, or status = a GB_E* code and text = why (nothing else then).
- *   INFO        -> meta [op, size, capacity, T, inserts, samples, max_batch_rows,
- *                  max_batch_bytes]; typed attributes (wire.h "a"): "selector" str (the
- *                  default selector, server.replay.selector), "remover" str, "per_item" int
- *                  (MASK: bit c set for a per-item column c), "selectors" [str] (every selector
- *                  a request may name, in kind order); one tensor per column with 0 rows: shape
- *                  [0, T, *shape] (per step) or [0, *shape] (per item; bit c of MASK set).
- *   SAMPLE      meta [op, batch, t0, t1 (0 = T), timeout_ms (< 0: the server's), selector
- *                  (-1 or absent: the default; else a gb_selector_kind the server offers:
- *                  uniform, fifo and lifo always, the default, and server.replay.extra_selectors;
- *                  another is refused with GB_EINVAL naming the ones offered)]; optional tensor
- *                  "columns" (uint8, NUL-separated names; absent = every column).
- *               -> meta [op, n, size, selector that drew]; tensors "index" int64[n], "key"
- *                  uint64[n] (identifies the item for priority updates), "prob" float64[n]
- *                  (the drawing selector's: 1/size uniform, priority^alpha / sum weighted, 1
- *                  FIFO, LIFO, top-k), "weight" float32[n] (importance weights; 1 but for
- *                  weighted), "length" int32[n] (valid steps in the range), then
- *                  each asked column [n, t1-t0, *shape] or [n, *shape]. Steps past an item's
- *                  length are zero.
- *   INSERT      tensors named as the columns, all of them, [n, T, *shape] / [n, *shape];
- *                  optional "priority" float64[n] (NaN = default), "length" int32[n]; the
- *                  header's policy version (-1 = 0) is the items'. -> meta [op, n, size]
- *   UPDATE      tensors "index" int64[n], "priority" float64[n], optional "key" uint64[n]
- *                  -> meta [op, n, skipped] (items gone or replaced since they were sampled)
- *   CHECKPOINT  -> text: the checkpoint path (server.checkpoint; GB_EUNSUPPORTED when unset)
- * Per request: at most max_batch_rows items, a sample reply of at most max_batch_bytes data
- * bytes (GB_EINVAL, saying which limit and by how much). */
+ * answered in kind. */
 #ifndef GB_WORKERS_SERVER_H
 #define GB_WORKERS_SERVER_H
 
 #include "replay/replay.h"
 #include "runtime/config/config.h"
 #include "runtime/base/error.h"
+#include "workers/server/server_protocol.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
 
-enum {
-    GB_SERVE_INFO = 1,
-    GB_SERVE_SAMPLE = 2,
-    GB_SERVE_INSERT = 3,
-    GB_SERVE_UPDATE = 4,
-    GB_SERVE_CHECKPOINT = 5,
-    GB_SERVE_OP_END = 6,
-};
-
-#define GB_SERVER_MAX_TABLES 8 /* tables per server (server.tables and the default one) */
+#define GB_SERVER_MAX_TABLES GB_SERVE_MAX_TABLES /* workers/server/server_protocol.h */
 #define GB_SERVER_DEFAULT_TABLE "default"
 
 typedef struct gb_server_opts {

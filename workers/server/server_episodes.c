@@ -1,35 +1,15 @@
 /* workers/server/server_episodes.c: the data server's episode index (which items hold which steps of
  * which episode) and the planning of the offline sampling modes over it: windows, transitions,
  * whole episodes and epochs with a cursor per client (protocol in docs/protocol.md, "Sampling
- * modes"). The data itself is gathered from the replay by server_ops.c.
+ * modes"). The data itself is gathered from the replay by server_offline.c.
  * defines: gb_episodes_create, gb_episodes_add, gb_episodes_free, gb_episodes_count,
- *          gb_episodes_transitions, gb_episodes_length, gb_episodes_plan, gb_episodes_mode_parse,
- *          gb_episodes_mode_name */
-#include "workers/server/server.h"
-#include "workers/server/server_internal.h"
+ *          gb_episodes_transitions, gb_episodes_length, gb_episodes_plan */
+#include "workers/server/server_episodes_internal.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const char *const mode_names[GB_SERVE_MODES] = {"item", "window", "transition", "episode",
-                                                       "epoch"};
-
-int gb_episodes_mode_parse(const char *name)
-{
-    if (!name || !name[0])
-        return GB_SERVE_MODE_ITEM;
-    for (int k = 0; k < GB_SERVE_MODES; k++)
-        if (strcmp(name, mode_names[k]) == 0)
-            return k;
-    return -1;
-}
-
-const char *gb_episodes_mode_name(int mode)
-{
-    return mode >= 0 && mode < GB_SERVE_MODES ? mode_names[mode] : "?";
-}
 
 int gb_episodes_create(gb_episodes **out, int64_t steps, uint64_t seed, gb_error *err)
 {
@@ -239,6 +219,38 @@ static int window_cum(gb_episodes *e, int64_t L, int64_t **cum)
     return 0;
 }
 
+/* Windows of len steps, every start alike (the starts counted per episode under e->mu).
+ * Returns 0 or -1 (text set: out of memory, or no episode that long). */
+static int plan_window(gb_episodes *e, int64_t batch, int64_t len, gb_rng *rng,
+                       int64_t *episode, int64_t *start, ep_plan *p, char *text, size_t cap)
+{
+    int64_t *cum;
+    pthread_mutex_lock(&e->mu);
+    if (window_cum(e, len, &cum)) {
+        pthread_mutex_unlock(&e->mu);
+        snprintf(text, cap, "sample: out of memory");
+        return -1;
+    }
+    int64_t W = cum[e->neps];
+    for (int64_t i = 0; i < batch && W > 0; i++) {
+        int64_t w = (int64_t)gb_rng_below(rng, (uint64_t)W);
+        int64_t k = episode_of(cum, e->neps, w); /* never one without starts */
+        episode[i] = k;
+        start[i] = w - cum[k];
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (W == 0) {
+        snprintf(text, cap, "sample: window: no episode has %lld steps (the longest has %lld); "
+                 "ask for a shorter window or use mode 'transition'", (long long)len,
+                 (long long)e->max_len);
+        return -1;
+    }
+    p->n = batch;
+    p->size = W;
+    p->S = len;
+    return 0;
+}
+
 int gb_episodes_plan(gb_episodes *e, int mode, int64_t batch, int64_t len, const char *cursor,
                      int reset, gb_rng *rng, int64_t *episode, int64_t *start, ep_plan *p,
                      char *text, size_t cap)
@@ -247,38 +259,13 @@ int gb_episodes_plan(gb_episodes *e, int mode, int64_t batch, int64_t len, const
     int64_t N = gb_episodes_transitions(e);
     if (!e || e->neps == 0) {
         snprintf(text, cap, "sample: mode '%s': the table has no episodes",
-                 gb_episodes_mode_name(mode));
+                 gb_serve_mode_name(mode));
         return -1;
     }
     p->epoch = -1;
     switch (mode) {
-    case GB_SERVE_MODE_WINDOW: {
-        int64_t *cum;
-        pthread_mutex_lock(&e->mu);
-        if (window_cum(e, len, &cum)) {
-            pthread_mutex_unlock(&e->mu);
-            snprintf(text, cap, "sample: out of memory");
-            return -1;
-        }
-        int64_t W = cum[e->neps];
-        for (int64_t i = 0; i < batch && W > 0; i++) {
-            int64_t w = (int64_t)gb_rng_below(rng, (uint64_t)W);
-            int64_t k = episode_of(cum, e->neps, w); /* never one without starts */
-            episode[i] = k;
-            start[i] = w - cum[k];
-        }
-        pthread_mutex_unlock(&e->mu);
-        if (W == 0) {
-            snprintf(text, cap, "sample: window: no episode has %lld steps (the longest has "
-                     "%lld); ask for a shorter window or use mode 'transition'",
-                     (long long)len, (long long)e->max_len);
-            return -1;
-        }
-        p->n = batch;
-        p->size = W;
-        p->S = len;
-        return 0;
-    }
+    case GB_SERVE_MODE_WINDOW:
+        return plan_window(e, batch, len, rng, episode, start, p, text, cap);
     case GB_SERVE_MODE_TRANSITION:
         for (int64_t i = 0; i < batch; i++) {
             int64_t g = (int64_t)gb_rng_below(rng, (uint64_t)N);

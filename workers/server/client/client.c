@@ -1,10 +1,11 @@
-/* workers/server/client/client.c: the C client of the offline-RL data server (API in workers/server/client/client.h). */
+/* workers/server/client/client.c: the C client of the offline-RL data server (API in
+ * workers/server/client/client.h). */
 #include "workers/server/client/client.h"
 
 #include "runtime/base/clock.h"
 #include "runtime/streams/curve.h"
 #include "runtime/streams/wire.h"
-#include "workers/server/server.h"
+#include "workers/server/server_protocol.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,11 +39,14 @@ static int client_keys(gb_curve_keys *k, const char *server_public, const char *
     return 0;
 }
 
+/* A client without CURVE (see gb_client_open_curve). */
 int gb_client_open(gb_client **out, const char *endpoint, int timeout_ms, gb_error *err)
 {
     return gb_client_open_curve(out, endpoint, timeout_ms, NULL, NULL, err);
 }
 
+/* Creates c with its own ZeroMQ context and DEALER, connected (not waiting for the server).
+ * Returns 0 with *out set (gb_client_close), or GB_EINVAL, GB_ENOMEM, GB_EUNSUPPORTED, GB_EZMQ. */
 int gb_client_open_curve(gb_client **out, const char *endpoint, int timeout_ms,
                          const char *server_public, const char *key_file, gb_error *err)
 {
@@ -82,6 +86,7 @@ int gb_client_open_curve(gb_client **out, const char *endpoint, int timeout_ms,
     return 0;
 }
 
+/* Closes the socket and terminates c's context (a pending request is dropped); NULL is fine. */
 void gb_client_close(gb_client *c)
 {
     if (!c)
@@ -95,10 +100,11 @@ void gb_client_close(gb_client *c)
     free(c);
 }
 
-/* Sends a request and receives its reply into c->reply (views valid until the next call).
+/* Sends a request for op and receives its reply into c->reply (views valid until the next
+ * call), its attributes read by op's reply table into out (op's reply struct; NULL: none).
  * Returns 0, the server's status with its text, GB_ETIMEOUT, GB_EPROTO. */
 static int roundtrip(gb_client *c, gb_wire_header *h, const gb_wire_payload *pl, int op,
-                     gb_error *err)
+                     void *out, gb_error *err)
 {
     gb_wire_msg_release(&c->reply);
     h->seq = ++c->seq;
@@ -130,26 +136,32 @@ static int roundtrip(gb_client *c, gb_wire_header *h, const gb_wire_payload *pl,
         if (r->status != 0)
             return gb_error_set(err, r->status < 0 ? r->status : GB_EPROTO, "server: %s",
                                 r->text);
-        if (r->type != GB_MSG_SERVE_REPLY || r->nmeta < 1 || r->meta[0] != op)
-            return gb_error_set(err, GB_EPROTO, "client: unexpected reply (type %s, op %lld)",
-                                gb_msg_type_name(r->type),
-                                (long long)(r->nmeta ? r->meta[0] : -1));
+        if (gb_wire_schema_read(gb_serve_reply_schemas[op], r, out, err))
+            return gb_error_prefix(err, "client: unexpected reply");
         return 0;
     }
 }
 
-/* A request header for op, naming table (or c's table in use; none: the default). */
-static void request_init_table(gb_wire_header *h, const gb_client *c, int op, const char *table)
+/* A request's attributes for op at their defaults, naming table (or c's table in use; none:
+ * the default table). */
+static gb_serve_request request_init(const gb_client *c, int op, const char *table)
 {
-    gb_wire_header_init(h, GB_MSG_SERVE_REQUEST, GB_ROLE_CLIENT, 0);
-    h->nmeta = 1;
-    h->meta[0] = op;
     if (!table)
         table = c->table;
-    if (table[0])
-        gb_wire_attr_set_str(h, "table", table, NULL); /* its length is checked by the caller */
+    return (gb_serve_request){.op = op, .table = table[0] ? table : NULL, .timeout_ms = -1,
+                              .selector = -1};
 }
 
+/* A request header carrying q, written by its operation's table. Returns 0 or GB_EINVAL (a
+ * value out of its bounds). */
+static int request_header(gb_wire_header *h, const gb_serve_request *q, gb_error *err)
+{
+    gb_wire_header_init(h, GB_MSG_SERVE_REQUEST, GB_ROLE_CLIENT, 0);
+    int rc = gb_wire_schema_write(gb_serve_request_schemas[q->op], q, h, err);
+    return rc ? gb_error_prefix(err, "client") : 0;
+}
+
+/* Names the table later requests go to (copied). Returns 0 or GB_EINVAL. */
 int gb_client_use_table(gb_client *c, const char *table, gb_error *err)
 {
     if (table && strlen(table) > 31)
@@ -158,53 +170,13 @@ int gb_client_use_table(gb_client *c, const char *table, gb_error *err)
     return 0;
 }
 
-int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err)
+/* The columns of an INFO reply r: its 0-row tensors, per item where bit c of mask is set.
+ * Returns 0 or GB_EPROTO. */
+static int info_columns(const gb_wire_header *r, int64_t mask, gb_client_info *info,
+                        gb_error *err)
 {
-    gb_wire_header h;
-    request_init_table(&h, c, GB_SERVE_INFO, NULL);
-    int rc = roundtrip(c, &h, NULL, GB_SERVE_INFO, err);
-    if (rc)
-        return rc;
-    const gb_wire_header *r = &c->reply.hdr;
-    if (r->nmeta < 8 || r->ntensors > GB_CLIENT_MAX_COLUMNS)
+    if (r->ntensors > GB_CLIENT_MAX_COLUMNS)
         return gb_error_set(err, GB_EPROTO, "client: malformed info reply");
-    memset(info, 0, sizeof *info);
-    info->size = r->meta[1];
-    info->capacity = r->meta[2];
-    info->steps = r->meta[3];
-    info->inserts = (uint64_t)r->meta[4];
-    info->samples = (uint64_t)r->meta[5];
-    info->max_batch_rows = r->meta[6];
-    info->max_batch_bytes = r->meta[7];
-    /* typed attributes (workers/server/server.h INFO); absent ones leave the fields empty */
-    int64_t mask = 0;
-    rc = gb_wire_attr_int(r, "per_item", &mask, err);
-    if (rc && rc != GB_ENOTFOUND)
-        return gb_error_prefix(err, "client: info reply");
-    const char *sel = gb_wire_attr_str(r, "selector"), *rem = gb_wire_attr_str(r, "remover");
-    snprintf(info->selector, sizeof info->selector, "%s", sel ? sel : "");
-    snprintf(info->remover, sizeof info->remover, "%s", rem ? rem : "");
-    const char *names[GB_WIRE_WORDS_MAX];
-    int nsel = gb_wire_attr_strs(r, "selectors", names, GB_WIRE_WORDS_MAX);
-    size_t o = 0;
-    for (int k = 0; k < nsel && k < GB_WIRE_WORDS_MAX && o < sizeof info->selectors; k++)
-        o += (size_t)snprintf(info->selectors + o, sizeof info->selectors - o, "%s%s",
-                              k ? "," : "", names[k]);
-    if (o >= sizeof info->selectors)
-        return gb_error_set(err, GB_EPROTO, "client: info reply: selector list too long");
-    const char *tabs[GB_WIRE_WORDS_MAX];
-    int ntab = gb_wire_attr_strs(r, "tables", tabs, GB_WIRE_WORDS_MAX);
-    for (int k = 0; k < ntab && k < GB_CLIENT_MAX_TABLES && k < GB_WIRE_WORDS_MAX; k++)
-        snprintf(info->tables[info->ntables++], sizeof info->tables[0], "%s", tabs[k]);
-    gb_wire_attr_int(r, "episodes", &info->episodes, NULL);
-    gb_wire_attr_int(r, "transitions", &info->transitions, NULL);
-    gb_wire_attr_int(r, "max_len", &info->max_episode_len, NULL);
-    const char *wt = gb_wire_attr_str(r, "weight_total"), *beta = gb_wire_attr_str(r, "beta");
-    if (wt && beta) { /* exact decimal strings (workers/server/server_ops.c info_weighted) */
-        info->has_weight_total = 1;
-        info->weight_total = strtod(wt, NULL);
-        info->beta = strtod(beta, NULL);
-    }
     info->ncolumns = r->ntensors;
     for (int k = 0; k < r->ntensors; k++) {
         const gb_tensor_desc *d = &r->tensors[k];
@@ -225,6 +197,40 @@ int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err)
     return 0;
 }
 
+/* INFO of the table in use into info (copied). Blocks up to the timeout. Returns 0,
+ * GB_ETIMEOUT, GB_EPROTO, or the server's error. */
+int gb_client_get_info(gb_client *c, gb_client_info *info, gb_error *err)
+{
+    gb_wire_header h;
+    gb_serve_request q = request_init(c, GB_SERVE_INFO, NULL);
+    gb_serve_info in;
+    int rc = request_header(&h, &q, err);
+    if (rc || (rc = roundtrip(c, &h, NULL, GB_SERVE_INFO, &in, err)))
+        return rc;
+    *info = (gb_client_info){
+        .size = in.size, .capacity = in.capacity, .steps = in.steps,
+        .inserts = (uint64_t)in.inserts, .samples = (uint64_t)in.samples,
+        .max_batch_rows = in.max_batch_rows, .max_batch_bytes = in.max_batch_bytes,
+        .episodes = in.episodes, .transitions = in.transitions, .max_episode_len = in.max_len};
+    snprintf(info->selector, sizeof info->selector, "%s", in.selector);
+    snprintf(info->remover, sizeof info->remover, "%s", in.remover);
+    size_t o = 0;
+    for (int k = 0; k < in.selectors.n && o < sizeof info->selectors; k++)
+        o += (size_t)snprintf(info->selectors + o, sizeof info->selectors - o, "%s%s",
+                              k ? "," : "", in.selectors.v[k]);
+    if (o >= sizeof info->selectors)
+        return gb_error_set(err, GB_EPROTO, "client: info reply: selector list too long");
+    for (int k = 0; k < in.tables.n && k < GB_CLIENT_MAX_TABLES; k++)
+        snprintf(info->tables[info->ntables++], sizeof info->tables[0], "%s", in.tables.v[k]);
+    if (in.weighted.n == 2) { /* exact decimal strings (workers/server/server_info.c) */
+        info->has_weight_total = 1;
+        info->weight_total = strtod(in.weighted.v[0], NULL);
+        info->beta = strtod(in.weighted.v[1], NULL);
+    }
+    return info_columns(&c->reply.hdr, in.per_item, info, err);
+}
+
+/* A column's index in info by name, or -1. */
 int gb_client_column_index(const gb_client_info *info, const char *name)
 {
     for (int c = 0; c < info->ncolumns; c++)
@@ -233,17 +239,10 @@ int gb_client_column_index(const gb_client_info *info, const char *name)
     return -1;
 }
 
-/* Selector names as the config spells them (server.replay.selector), indexed by
- * gb_selector_kind (runtime/config/config.h); kept here so that the client needs no config code. */
-#define SELECTOR_KINDS 5
-static const char *const selector_names[SELECTOR_KINDS] = {"uniform", "weighted", "fifo", "lifo",
-                                                           "topk"};
+/* A static name, or NULL (workers/server/server_protocol.h). */
+const char *gb_client_selector_name(int kind) { return gb_serve_selector_name(kind); }
 
-const char *gb_client_selector_name(int kind)
-{
-    return kind >= 0 && kind < SELECTOR_KINDS ? selector_names[kind] : NULL;
-}
-
+/* 1 when name is in info->selectors. */
 int gb_client_has_selector(const gb_client_info *info, const char *name)
 {
     size_t n = name ? strlen(name) : 0;
@@ -257,79 +256,50 @@ int gb_client_has_selector(const gb_client_info *info, const char *name)
     return 0;
 }
 
-/* A selector name -> the kind on the wire (-1: the server's default). Returns 0 or GB_EINVAL. */
-static int selector_kind(const char *name, int64_t *kind, gb_error *err)
+/* A sample request's header (and its "columns" tensor, names packed into the caller's buffer
+ * names of cap bytes). Returns 0 or GB_EINVAL. */
+static int sample_request(const gb_client *c, const gb_client_sample_req *req, gb_wire_header *h,
+                          gb_wire_payload *pl, char *names, size_t cap, gb_error *err)
 {
-    *kind = -1;
-    if (!name || !name[0] || strcmp(name, "default") == 0)
-        return 0;
-    for (int k = 0; k < SELECTOR_KINDS; k++)
-        if (strcmp(name, selector_names[k]) == 0) {
-            *kind = k;
-            return 0;
-        }
-    return gb_error_set(err, GB_EINVAL, "client: unknown selector '%.32s' (expected default, "
-                        "uniform, weighted, fifo, lifo or topk)", name);
-}
-
-static int sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
-                  const void **views, size_t *bytes, gb_error *err)
-{
-    gb_wire_header h;
     if (req->table && strlen(req->table) > 31)
         return gb_error_set(err, GB_EINVAL, "client: table name over 31 bytes");
-    request_init_table(&h, c, GB_SERVE_SAMPLE, req->table);
-    int offline = req->mode && req->mode[0] && strcmp(req->mode, "item") != 0;
+    gb_serve_request q = request_init(c, GB_SERVE_SAMPLE, req->table);
+    q.batch = req->batch;
+    q.t0 = req->t0;
+    q.t1 = req->t1;
+    q.timeout_ms = req->timeout_ms;
     if (req->mode && req->mode[0]) {
         if (strlen(req->mode) > 31 || (req->cursor && strlen(req->cursor) > 31))
             return gb_error_set(err, GB_EINVAL, "client: mode or cursor name over 31 bytes");
-        int arc = gb_wire_attr_set_str(&h, "mode", req->mode, err);
-        if (arc == 0 && req->len > 0)
-            arc = gb_wire_attr_set_int(&h, "len", req->len, err);
-        if (arc == 0 && req->cursor && req->cursor[0])
-            arc = gb_wire_attr_set_str(&h, "cursor", req->cursor, err);
-        if (arc == 0 && req->reset)
-            arc = gb_wire_attr_set_int(&h, "reset", 1, err);
-        if (arc)
-            return arc;
+        q.mode = req->mode;
+        q.len = req->len > 0 ? req->len : 0;
+        q.cursor = req->cursor && req->cursor[0] ? req->cursor : NULL;
+        q.reset = req->reset ? 1 : 0;
     }
-    h.nmeta = 6;
-    h.meta[1] = req->batch;
-    h.meta[2] = req->t0;
-    h.meta[3] = req->t1;
-    h.meta[4] = req->timeout_ms;
-    int rc = selector_kind(req->selector, &h.meta[5], err);
-    if (rc)
+    int rc = gb_serve_selector_kind(req->selector, &q.selector, err);
+    if (rc || (rc = request_header(h, &q, err)) || req->ncolumns <= 0)
         return rc;
-    char names[GB_CLIENT_MAX_COLUMNS * 32];
+    if (req->ncolumns > GB_CLIENT_MAX_COLUMNS)
+        return gb_error_set(err, GB_EINVAL, "client: too many columns");
     size_t nl = 0;
-    gb_wire_payload pl[1];
-    if (req->ncolumns > 0) {
-        if (req->ncolumns > GB_CLIENT_MAX_COLUMNS)
-            return gb_error_set(err, GB_EINVAL, "client: too many columns");
-        for (int k = 0; k < req->ncolumns; k++) {
-            size_t l = strlen(req->columns[k]);
-            if (l >= 32)
-                return gb_error_set(err, GB_EINVAL, "client: column name too long");
-            memcpy(names + nl, req->columns[k], l + 1);
-            nl += l + 1;
-        }
-        int64_t len = (int64_t)nl;
-        gb_wire_set_tensor(&h.tensors[0], "columns", GB_DTYPE_UINT8, 1, &len, NULL);
-        h.ntensors = 1;
-        pl[0] = (gb_wire_payload){.data = names};
+    for (int k = 0; k < req->ncolumns; k++) {
+        size_t l = strlen(req->columns[k]);
+        if (l >= 32 || nl + l + 1 > cap)
+            return gb_error_set(err, GB_EINVAL, "client: column name too long");
+        memcpy(names + nl, req->columns[k], l + 1);
+        nl += l + 1;
     }
-    rc = roundtrip(c, &h, pl, GB_SERVE_SAMPLE, err);
-    if (rc)
-        return rc;
-    const gb_wire_msg *m = &c->reply;
-    if (m->hdr.nmeta < 3 || m->hdr.ntensors < 5 || m->hdr.meta[1] < 0 ||
-        m->hdr.meta[1] > req->batch)
-        return gb_error_set(err, GB_EPROTO, "client: malformed sample reply");
-    int64_t n = m->hdr.meta[1];
-    out->n = n;
-    out->size = m->hdr.meta[2];
-    out->selector = m->hdr.nmeta > 3 ? (int)m->hdr.meta[3] : -1;
+    int64_t len = (int64_t)nl;
+    gb_wire_set_tensor(&h->tensors[0], "columns", GB_DTYPE_UINT8, 1, &len, NULL);
+    h->ntensors = 1;
+    pl[0] = (gb_wire_payload){.data = names};
+    return 0;
+}
+
+/* The rows' metadata of a sample reply m (n rows): "index", "key", "prob", "weight", "length",
+ * copied to out's arrays that are set. Returns 0 or GB_EPROTO. */
+static int sample_meta(const gb_wire_msg *m, int64_t n, gb_client_batch *out, gb_error *err)
+{
     static const char *const meta_names[] = {"index", "key", "prob", "weight", "length"};
     static const size_t meta_size[] = {8, 8, 8, 4, 4};
     void *meta_dst[] = {out->index, out->key, out->prob, out->weight, out->length};
@@ -341,33 +311,57 @@ static int sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch
         if (meta_dst[k])
             memcpy(meta_dst[k], v.data, v.bytes);
     }
-    int ncols = m->hdr.ntensors - 5;
-    out->steps = req->t1 ? req->t1 - req->t0 : 0;
-    out->epoch = -1;
-    out->epoch_pos = 0;
-    out->epoch_end = 0;
-    if (offline) { /* then "episode" [n] and "timestep" [n, S] */
-        ncols -= 2;
-        gb_tensor_view ve = gb_wire_msg_tensor(m, m->hdr.ntensors - 2);
-        gb_tensor_view vt = gb_wire_msg_tensor(m, m->hdr.ntensors - 1);
-        if (ncols < 0 || strcmp(ve.desc->name, "episode") != 0 ||
-            strcmp(vt.desc->name, "timestep") != 0 || ve.bytes != (size_t)n * 8 ||
-            vt.desc->rank != 2 || vt.desc->shape[0] != n)
-            return gb_error_set(err, GB_EPROTO, "client: sample reply: no episode/timestep");
-        out->steps = vt.desc->shape[1];
-        if (out->episode)
-            memcpy(out->episode, ve.data, ve.bytes);
-        if (out->timestep) {
-            if (vt.bytes > (size_t)req->batch * (size_t)out->steps * 4)
-                return gb_error_set(err, GB_EPROTO, "client: sample reply: bad timestep");
-            memcpy(out->timestep, vt.data, vt.bytes);
-        }
-        gb_wire_attr_int(&m->hdr, "epoch", &out->epoch, NULL);
-        gb_wire_attr_int(&m->hdr, "pos", &out->epoch_pos, NULL);
-        int64_t end = 0;
-        gb_wire_attr_int(&m->hdr, "end", &end, NULL);
-        out->epoch_end = (int)end;
+    return 0;
+}
+
+/* An offline mode's reply: "episode" [n] and "timestep" [n, S] last. Returns 0 or GB_EPROTO. */
+static int sample_offline(const gb_wire_msg *m, int64_t n, int64_t batch, gb_client_batch *out,
+                          gb_error *err)
+{
+    gb_tensor_view ve = gb_wire_msg_tensor(m, m->hdr.ntensors - 2);
+    gb_tensor_view vt = gb_wire_msg_tensor(m, m->hdr.ntensors - 1);
+    if (m->hdr.ntensors < 7 || strcmp(ve.desc->name, "episode") != 0 ||
+        strcmp(vt.desc->name, "timestep") != 0 || ve.bytes != (size_t)n * 8 ||
+        vt.desc->rank != 2 || vt.desc->shape[0] != n)
+        return gb_error_set(err, GB_EPROTO, "client: sample reply: no episode/timestep");
+    out->steps = vt.desc->shape[1];
+    if (out->episode)
+        memcpy(out->episode, ve.data, ve.bytes);
+    if (out->timestep) {
+        if (vt.bytes > (size_t)batch * (size_t)out->steps * 4)
+            return gb_error_set(err, GB_EPROTO, "client: sample reply: bad timestep");
+        memcpy(out->timestep, vt.data, vt.bytes);
     }
+    return 0;
+}
+
+static int sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
+                  const void **views, size_t *bytes, gb_error *err)
+{
+    gb_wire_header h;
+    gb_wire_payload pl[1];
+    char names[GB_CLIENT_MAX_COLUMNS * 32];
+    gb_serve_sampled got;
+    int rc = sample_request(c, req, &h, pl, names, sizeof names, err);
+    if (rc || (rc = roundtrip(c, &h, pl, GB_SERVE_SAMPLE, &got, err)))
+        return rc;
+    const gb_wire_msg *m = &c->reply;
+    if (m->hdr.ntensors < 5 || got.n > req->batch)
+        return gb_error_set(err, GB_EPROTO, "client: malformed sample reply");
+    int64_t n = got.n;
+    out->n = n;
+    out->size = got.size;
+    out->selector = (int)got.selector;
+    if ((rc = sample_meta(m, n, out, err)))
+        return rc;
+    int offline = req->mode && req->mode[0] && strcmp(req->mode, "item") != 0;
+    int ncols = m->hdr.ntensors - 5 - (offline ? 2 : 0);
+    out->steps = req->t1 ? req->t1 - req->t0 : 0;
+    out->epoch = got.epoch;
+    out->epoch_pos = got.pos;
+    out->epoch_end = (int)got.end;
+    if (offline && (rc = sample_offline(m, n, req->batch, out, err)))
+        return rc;
     if (req->ncolumns > 0 && ncols != req->ncolumns)
         return gb_error_set(err, GB_EPROTO, "client: sample reply: %d columns, asked %d",
                             ncols, req->ncolumns);
@@ -387,12 +381,14 @@ static int sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch
     return 0;
 }
 
+/* A sample copied into out's buffers (caller-owned). Blocks up to the timeout. */
 int gb_client_sample(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
                      gb_error *err)
 {
     return sample(c, req, out, NULL, NULL, err);
 }
 
+/* A sample whose columns are views of c's last reply (valid until c's next call). */
 int gb_client_sample_views(gb_client *c, const gb_client_sample_req *req, gb_client_batch *out,
                            const void **views, size_t *bytes, gb_error *err)
 {
@@ -409,6 +405,7 @@ int gb_client_sample_views(gb_client *c, const gb_client_sample_req *req, gb_cli
     return rc;
 }
 
+/* Sends n items (the caller's buffers, copied into the message). Blocks up to the timeout. */
 int gb_client_insert(gb_client *c, const gb_client_info *info, int64_t n,
                      const void *const *cols, const double *priority, const int32_t *length,
                      int64_t policy_version, int64_t *size, gb_error *err)
@@ -416,7 +413,10 @@ int gb_client_insert(gb_client *c, const gb_client_info *info, int64_t n,
     if (n < 1 || info->ncolumns + 2 > GB_WIRE_MAX_TENSORS)
         return gb_error_set(err, GB_EINVAL, "client: insert: n must be >= 1");
     gb_wire_header h;
-    request_init_table(&h, c, GB_SERVE_INSERT, NULL);
+    gb_serve_request q = request_init(c, GB_SERVE_INSERT, NULL);
+    int rc = request_header(&h, &q, err);
+    if (rc)
+        return rc;
     h.policy_version = policy_version;
     gb_wire_payload pl[GB_WIRE_MAX_TENSORS];
     int t = 0;
@@ -429,8 +429,7 @@ int gb_client_insert(gb_client *c, const gb_client_info *info, int64_t n,
             shape[rank++] = info->steps;
         for (int j = 0; j < col->ndim; j++)
             shape[rank++] = col->shape[j];
-        int rc = gb_wire_set_tensor(&h.tensors[t], col->name, col->dtype, rank, shape, err);
-        if (rc)
+        if ((rc = gb_wire_set_tensor(&h.tensors[t], col->name, col->dtype, rank, shape, err)))
             return rc;
         pl[t++] = (gb_wire_payload){.data = cols[k]};
     }
@@ -443,18 +442,23 @@ int gb_client_insert(gb_client *c, const gb_client_info *info, int64_t n,
         pl[t++] = (gb_wire_payload){.data = length};
     }
     h.ntensors = t;
-    int rc = roundtrip(c, &h, pl, GB_SERVE_INSERT, err);
+    gb_serve_inserted got;
+    rc = roundtrip(c, &h, pl, GB_SERVE_INSERT, &got, err);
     if (rc == 0 && size)
-        *size = c->reply.hdr.nmeta > 2 ? c->reply.hdr.meta[2] : -1;
+        *size = got.size;
     return rc;
 }
 
+/* Sends n priorities (copied). Blocks up to the timeout; *skipped from the reply. */
 int gb_client_update_priorities(gb_client *c, int64_t n, const int64_t *index,
                                 const uint64_t *key, const double *priority, int64_t *skipped,
                                 gb_error *err)
 {
     gb_wire_header h;
-    request_init_table(&h, c, GB_SERVE_UPDATE, NULL);
+    gb_serve_request q = request_init(c, GB_SERVE_UPDATE, NULL);
+    int rc = request_header(&h, &q, err);
+    if (rc)
+        return rc;
     gb_wire_payload pl[3];
     gb_wire_set_tensor(&h.tensors[0], "index", GB_DTYPE_INT64, 1, &n, NULL);
     gb_wire_set_tensor(&h.tensors[1], "priority", GB_DTYPE_FLOAT64, 1, &n, NULL);
@@ -466,17 +470,22 @@ int gb_client_update_priorities(gb_client *c, int64_t n, const int64_t *index,
         pl[2] = (gb_wire_payload){.data = key};
         h.ntensors = 3;
     }
-    int rc = roundtrip(c, &h, pl, GB_SERVE_UPDATE, err);
+    gb_serve_updated got;
+    rc = roundtrip(c, &h, pl, GB_SERVE_UPDATE, &got, err);
     if (rc == 0 && skipped)
-        *skipped = c->reply.hdr.nmeta > 2 ? c->reply.hdr.meta[2] : 0;
+        *skipped = got.skipped;
     return rc;
 }
 
+/* Asks for the default table's checkpoint; path (cap bytes) gets where. Blocks up to the
+ * timeout (the write itself may take longer: give the client time). */
 int gb_client_checkpoint(gb_client *c, char *path, size_t cap, gb_error *err)
 {
     gb_wire_header h;
-    request_init_table(&h, c, GB_SERVE_CHECKPOINT, NULL);
-    int rc = roundtrip(c, &h, NULL, GB_SERVE_CHECKPOINT, err);
+    gb_serve_request q = request_init(c, GB_SERVE_CHECKPOINT, NULL);
+    int rc = request_header(&h, &q, err);
+    if (rc == 0)
+        rc = roundtrip(c, &h, NULL, GB_SERVE_CHECKPOINT, NULL, err);
     if (rc == 0 && path && cap)
         snprintf(path, cap, "%s", c->reply.hdr.text);
     return rc;

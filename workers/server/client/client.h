@@ -1,5 +1,6 @@
-/* workers/server/client/client.h: the C client of the offline-RL data server (`gearbox serve`; protocol in
- * workers/server/server.h). Library gearbox_client; needs only the runtime (wire format, ZeroMQ).
+/* workers/server/client/client.h: the C client of the offline-RL data server (`gearbox serve`;
+ * protocol in workers/server/server_protocol.h). Library gearbox_client; needs only the runtime (wire
+ * format, ZeroMQ).
  * defines: gb_client, gb_client_info, gb_client_column, gb_client_batch, gb_client_open,
  *          gb_client_open_curve,
  *          gb_client_close, gb_client_get_info, gb_client_sample, gb_client_insert,
@@ -20,6 +21,7 @@
 
 #include "runtime/base/dtype.h"
 #include "runtime/base/error.h"
+#include "workers/server/server_protocol.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -30,7 +32,7 @@ extern "C" {
 
 #define GB_CLIENT_MAX_COLUMNS 32
 #define GB_CLIENT_MAX_DIMS 4
-#define GB_CLIENT_MAX_TABLES 8
+#define GB_CLIENT_MAX_TABLES GB_SERVE_MAX_TABLES
 
 typedef struct gb_client gb_client;
 

@@ -31,8 +31,10 @@ A server with ``server.curve: true`` (authenticated, encrypted tcp) needs its pu
 pair, or ``key_file="client.key"`` (a key pair file, ``public <Z85>`` / ``secret <Z85>`` lines,
 mode 0600) when the server allows only the keys listed in server.curve_clients.
 
-Wire format (runtime/streams/wire.h): each message is [msgpack header][one raw frame per tensor];
-protocol in workers/server/server.h. Run ``python3 gearbox_client.py bench ENDPOINT BATCH SECONDS`` to
+Wire format (runtime/streams/wire.h): each message is [msgpack header][one raw frame per tensor]. The
+protocol, each message kind a table of named attributes, is declared in
+workers/server/server_protocol.h (the tables in workers/server/server_protocol.c, printed in
+docs/protocol.md); REQUEST_ATTRS and REPLY_ATTRS below mirror them. Run ``python3 gearbox_client.py bench ENDPOINT BATCH SECONDS`` to
 measure sampling throughput (prints bytes/s and items/s).
 """
 
@@ -48,6 +50,27 @@ MSG_SERVE_REQUEST = 16
 MSG_SERVE_REPLY = 17
 ROLE_CLIENT = 6
 OP_INFO, OP_SAMPLE, OP_INSERT, OP_UPDATE, OP_CHECKPOINT = 1, 2, 3, 4, 5
+
+# The attributes ("a") of each operation's request and reply, mirroring the tables of
+# workers/server/server_protocol.c (a request carries its operation as "op"; a reply is read by the
+# table of the operation it answers, and one carrying another attribute is refused).
+REQUEST_ATTRS = {
+    OP_INFO: ("op", "table"),
+    OP_SAMPLE: ("op", "table", "batch", "t0", "t1", "timeout_ms", "selector", "mode", "len",
+                "cursor", "reset"),
+    OP_INSERT: ("op", "table"),
+    OP_UPDATE: ("op", "table"),
+    OP_CHECKPOINT: ("op", "table"),
+}
+REPLY_ATTRS = {
+    OP_INFO: ("size", "capacity", "steps", "inserts", "samples", "max_batch_rows",
+              "max_batch_bytes", "selector", "remover", "per_item", "selectors", "tables",
+              "episodes", "transitions", "max_len", "weighted"),
+    OP_SAMPLE: ("n", "size", "selector", "mode", "table", "epoch", "pos", "end"),
+    OP_INSERT: ("n", "size"),
+    OP_UPDATE: ("n", "skipped"),
+    OP_CHECKPOINT: (),
+}
 
 # gb_dtype numbers (runtime/base/dtype.h) -> numpy; bfloat16 is carried as raw uint16.
 DTYPES = {0: np.float32, 1: np.float64, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64,
@@ -151,16 +174,18 @@ class Client:
 
     # ---- transport -------------------------------------------------------------------------
 
-    def _send(self, op, meta=(), tensors=(), policy_version=-1, attrs=None):
+    def _send(self, op, tensors=(), policy_version=-1, attrs=None):
         """Sends one request and returns its id; the reply is collected by _wait(id). Several
         requests may be in flight at once (the server answers them in any order). attrs: the
-        request's attributes (table, and a sample's mode, len, cursor, reset)."""
+        request's attributes besides op (REQUEST_ATTRS[op]: table, and a sample's batch, ...)."""
+        attrs = dict(attrs or {}, op=op)
+        unknown = set(attrs) - set(REQUEST_ATTRS[op])
+        if unknown:
+            raise ValueError("not attributes of this request: %s" % ", ".join(sorted(unknown)))
         self._seq += 1
         hdr = {"v": PROTOCOL, "t": MSG_SERVE_REQUEST, "r": ROLE_CLIENT, "i": 0, "s": self._seq,
-               "p": int(policy_version), "m": [op] + [int(x) for x in meta],
+               "p": int(policy_version), "a": attrs,
                "T": [[name, code, list(shape)] for name, code, shape, _ in tensors]}
-        if attrs:  # request attributes: table, and a sample's mode, len, cursor, reset
-            hdr["a"] = attrs
         frames = [msgpack.packb(hdr, use_bin_type=True)] + [buf for _, _, _, buf in tensors]
         self._sock.send_multipart(frames, copy=False)
         self._inflight[self._seq] = op
@@ -195,7 +220,7 @@ class Client:
         del self._inflight[rid]
         if rh.get("st", 0) != 0:
             raise ServerError(rh["st"], rh.get("x", ""))
-        if rh.get("t") != MSG_SERVE_REPLY or rh.get("m", [0])[0] != op:
+        if rh.get("t") != MSG_SERVE_REPLY or not set(rh.get("a", {})) <= set(REPLY_ATTRS[op]):
             raise ServerError(-6, "unexpected reply")
         descs = rh.get("T", [])
         if len(descs) != len(parts) - 1:
@@ -209,8 +234,8 @@ class Client:
             arrays.append((name, np.frombuffer(frame.buffer, dtype=dt).reshape(shape)))
         return rh, arrays
 
-    def _request(self, op, meta=(), tensors=(), policy_version=-1, attrs=None):
-        return self._wait(self._send(op, meta, tensors, policy_version, attrs))
+    def _request(self, op, tensors=(), policy_version=-1, attrs=None):
+        return self._wait(self._send(op, tensors, policy_version, attrs))
 
     def in_flight(self):
         """Requests sent and not yet collected."""
@@ -235,24 +260,22 @@ class Client:
                        lambda rh, arrays: self._info_reply(rh, arrays, table=table))
 
     def _info_reply(self, rh, arrays, table=None):
-        m = rh["m"]
-        attrs = rh.get("a", {})  # typed attributes (workers/server/server.h INFO)
+        attrs = rh.get("a", {})  # REPLY_ATTRS[OP_INFO]
         mask = int(attrs.get("per_item", 0))
         cols = {}
         for k, (name, a) in enumerate(arrays):
             per_item = bool((mask >> k) & 1)
             cols[name] = (a.dtype, tuple(a.shape[1 if per_item else 2:]), per_item)
-        info = {"size": m[1], "capacity": m[2], "steps": m[3], "inserts": m[4],
-                "samples": m[5], "max_batch_rows": m[6], "max_batch_bytes": m[7],
-                "selector": attrs.get("selector"), "remover": attrs.get("remover"),
+        info = {k: attrs[k] for k in ("size", "capacity", "steps", "inserts", "samples",
+                                      "max_batch_rows", "max_batch_bytes")}
+        info.update({"selector": attrs.get("selector"), "remover": attrs.get("remover"),
                 "selectors": list(attrs.get("selectors", [])),
                 "tables": list(attrs.get("tables", [])),
                 "episodes": attrs.get("episodes", 0),
                 "transitions": attrs.get("transitions", 0),
-                "max_len": attrs.get("max_len", 0), "columns": cols}
-        for k in ("weight_total", "beta"):  # weighted selector's (for sharded sampling)
-            if k in attrs:
-                info[k] = float(attrs[k])
+                "max_len": attrs.get("max_len", 0), "columns": cols})
+        if "weighted" in attrs:  # the weighted selector's, for sharded sampling
+            info["weight_total"], info["beta"] = (float(x) for x in attrs["weighted"])
         if table is None:  # the default table's schema serves insert()
             self._info = info
         return info
@@ -289,6 +312,8 @@ class Client:
         else:
             sel = int(selector)
         attrs = _table(table)
+        attrs.update({"batch": int(batch), "t0": int(t0), "t1": int(t1),
+                      "timeout_ms": int(timeout_ms), "selector": int(sel)})
         if mode is not None:
             attrs["mode"] = str(mode)
         if steps is not None:
@@ -297,7 +322,7 @@ class Client:
             attrs["cursor"] = str(cursor)
         if reset:
             attrs["reset"] = 1
-        rid = self._send(OP_SAMPLE, [batch, t0, t1, timeout_ms, sel], tensors, attrs=attrs)
+        rid = self._send(OP_SAMPLE, tensors, attrs=attrs)
         if _async:
             return Pending(self, rid, lambda rh, arrays: self._batch(rh, arrays, torch))
         return self._batch(*self._wait(rid), torch)
@@ -312,7 +337,7 @@ class Client:
         out = Batch()
         for name, a in arrays:
             out[name] = a
-        meta = {k: out.pop(k) for k in ("index", "key", "prob", "weight", "length")}
+        per_row = {k: out.pop(k) for k in ("index", "key", "prob", "weight", "length")}
         if torch:
             import warnings
 
@@ -321,12 +346,14 @@ class Client:
                 warnings.simplefilter("ignore")  # read-only frames: torch warns, still no copy
                 for k in list(out):
                     out[k] = th.from_numpy(out[k])
-        out.index, out.key, out.prob = meta["index"], meta["key"], meta["prob"]
-        out.weight, out.length, out.size = meta["weight"], meta["length"], rh["m"][2]
-        out.selector = SELECTOR_NAMES.get(rh["m"][3]) if len(rh["m"]) > 3 else None
-        ra = rh.get("a", {})
+        out.index, out.key, out.prob = per_row["index"], per_row["key"], per_row["prob"]
+        ra = rh.get("a", {})  # REPLY_ATTRS[OP_SAMPLE]; absent ones at their defaults
+        out.weight, out.length, out.size = per_row["weight"], per_row["length"], ra["size"]
+        out.selector = SELECTOR_NAMES.get(ra.get("selector", -1))
         out.mode = ra.get("mode", "item")
-        out.epoch, out.pos, out.end = ra.get("epoch"), ra.get("pos"), bool(ra.get("end", 0))
+        out.epoch = ra.get("epoch")
+        out.pos = ra.get("pos", 0) if out.epoch is not None else None
+        out.end = bool(ra.get("end", 0))
         return out
 
     def insert(self, columns, priority=None, length=None, policy_version=-1, table=None):
@@ -345,9 +372,9 @@ class Client:
         if length is not None:
             ln = np.ascontiguousarray(length, dtype=np.int32)
             tensors.append(("length", 4, [n], ln))
-        rh, _ = self._request(OP_INSERT, [n], tensors, policy_version=policy_version,
+        rh, _ = self._request(OP_INSERT, tensors, policy_version=policy_version,
                               attrs=_table(table))
-        return rh["m"][2]
+        return rh["a"]["size"]
 
     def update_priorities(self, index, priority, key=None, table=None):
         """Sets priorities of sampled items; with key, items replaced since are skipped.
@@ -358,8 +385,8 @@ class Client:
         if key is not None:
             k = np.ascontiguousarray(key, dtype=np.uint64)
             tensors.append(("key", 12, [len(k)], k))
-        rh, _ = self._request(OP_UPDATE, [], tensors, attrs=_table(table))
-        return rh["m"][2]
+        rh, _ = self._request(OP_UPDATE, tensors, attrs=_table(table))
+        return rh["a"]["skipped"]
 
     def checkpoint(self):
         """Asks the server to write its checkpoint; returns its path."""
