@@ -95,7 +95,6 @@ void gb_wire_header_init(gb_wire_header *h, int type, int role, int index)
     h->policy_version = -1;
     h->status = 0;
     h->text[0] = '\0';
-    h->nmeta = 0;
     h->nattrs = 0;
     h->nwords = 0;
     h->ntensors = 0;
@@ -154,12 +153,10 @@ int gb_wire_encode_header(const gb_wire_header *h, void *buf, size_t cap, size_t
                           gb_error *err)
 {
     if (h->type <= 0 || h->type >= GB_MSG_TYPE_END || h->role < 0 || h->role >= GB_ROLE_END ||
-        h->index < 0 || h->nmeta < 0 || h->nmeta > GB_WIRE_META_MAX || h->ntensors < 0 ||
-        h->ntensors > GB_WIRE_MAX_TENSORS)
+        h->index < 0 || h->ntensors < 0 || h->ntensors > GB_WIRE_MAX_TENSORS)
         return gb_error_set(err, GB_EINVAL,
-                            "wire header: invalid type %d, role %d, index %d, meta %d or "
-                            "tensor count %d",
-                            h->type, h->role, h->index, h->nmeta, h->ntensors);
+                            "wire header: invalid type %d, role %d, index %d or tensor count %d",
+                            h->type, h->role, h->index, h->ntensors);
     wbuf w = {buf, 0, cap};
     msgpack_packer pk;
     msgpack_packer_init(&pk, &w, wbuf_write);
@@ -170,7 +167,7 @@ int gb_wire_encode_header(const gb_wire_header *h, void *buf, size_t cap, size_t
         h->nwords > GB_WIRE_WORDS_MAX)
         return gb_error_set(err, GB_EINVAL, "wire header: %d attributes, %d strings", h->nattrs,
                             h->nwords);
-    int nkeys = 7 + (h->status != 0) + (text_len > 0) + (h->nmeta > 0) + (h->nattrs > 0);
+    int nkeys = 7 + (h->status != 0) + (text_len > 0) + (h->nattrs > 0);
     int rc = msgpack_pack_map(&pk, (size_t)nkeys);
     rc |= pack_key(&pk, "v") | msgpack_pack_uint32(&pk, (uint32_t)h->protocol);
     rc |= pack_key(&pk, "t") | msgpack_pack_uint32(&pk, (uint32_t)h->type);
@@ -182,11 +179,6 @@ int gb_wire_encode_header(const gb_wire_header *h, void *buf, size_t cap, size_t
         rc |= pack_key(&pk, "st") | msgpack_pack_int32(&pk, h->status);
     if (text_len > 0)
         rc |= pack_key(&pk, "x") | msgpack_pack_str_with_body(&pk, h->text, text_len);
-    if (h->nmeta > 0) {
-        rc |= pack_key(&pk, "m") | msgpack_pack_array(&pk, (size_t)h->nmeta);
-        for (int i = 0; i < h->nmeta; i++)
-            rc |= msgpack_pack_int64(&pk, h->meta[i]);
-    }
     if (h->nattrs > 0) {
         rc |= pack_key(&pk, "a") | msgpack_pack_map(&pk, (size_t)h->nattrs);
         for (int k = 0; k < h->nattrs && rc == 0; k++)

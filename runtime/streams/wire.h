@@ -49,7 +49,6 @@
 #define GB_WIRE_MAX_TENSORS 32    /* tensors per message */
 #define GB_WIRE_MAX_RANK 8        /* dimensions per tensor */
 #define GB_WIRE_NAME_MAX 32       /* tensor name bytes including the NUL */
-#define GB_WIRE_META_MAX 8        /* meta integers per message */
 #define GB_WIRE_TEXT_MAX 256      /* text bytes including the NUL */
 #define GB_WIRE_HEADER_MAX 8192   /* encoded header bytes */
 #define GB_WIRE_ROUTE_MAX 256     /* routing identity bytes (ZeroMQ allows up to 255) */
@@ -129,8 +128,6 @@ typedef struct gb_wire_header {
     int64_t policy_version; /* policy version that produced the data, -1 when none */
     int status;             /* 0, or a GB_E* code the sender reports (replies) */
     char text[GB_WIRE_TEXT_MAX]; /* "" or a message (errors, registry) */
-    int nmeta;
-    int64_t meta[GB_WIRE_META_MAX];
     int nattrs; /* attributes (gb_wire_attr_set_*, gb_wire_attr_find) */
     gb_wire_attr attrs[GB_WIRE_ATTRS_MAX];
     int nwords;

@@ -261,7 +261,7 @@ static int rd_attrs(rd *r, gb_wire_header *h)
 
 enum {
     K_V = 1 << 0, K_T = 1 << 1, K_R = 1 << 2, K_I = 1 << 3, K_S = 1 << 4, K_P = 1 << 5,
-    K_ST = 1 << 6, K_X = 1 << 7, K_M = 1 << 8, K_TT = 1 << 9, K_A = 1 << 10,
+    K_ST = 1 << 6, K_X = 1 << 7, K_TT = 1 << 8, K_A = 1 << 9,
     K_REQUIRED = K_V | K_T | K_R | K_I | K_S | K_P | K_TT,
 };
 
@@ -271,8 +271,7 @@ static int rd_field(rd *r, gb_wire_header *h, const char *key, unsigned *seen)
         const char *key;
         unsigned bit;
     } keys[] = {{"v", K_V}, {"t", K_T},   {"r", K_R}, {"i", K_I}, {"s", K_S},
-                {"p", K_P}, {"st", K_ST}, {"x", K_X}, {"m", K_M}, {"T", K_TT},
-                {"a", K_A}};
+                {"p", K_P}, {"st", K_ST}, {"x", K_X}, {"T", K_TT}, {"a", K_A}};
     unsigned bit = 0;
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
         if (strcmp(key, keys[k].key) == 0)
@@ -323,13 +322,6 @@ static int rd_field(rd *r, gb_wire_header *h, const char *key, unsigned *seen)
             h->status = (int)s;
         break;
     case K_X: rc = rd_str(r, "x", h->text, sizeof h->text); break;
-    case K_M:
-        if ((rc = rd_array(r, "m", GB_WIRE_META_MAX, &n)))
-            break;
-        h->nmeta = (int)n;
-        for (uint32_t i = 0; i < n && !rc; i++)
-            rc = rd_int(r, "m", INT64_MIN, INT64_MAX, &h->meta[i]);
-        break;
     case K_A: rc = rd_attrs(r, h); break;
     case K_TT:
         if ((rc = rd_array(r, "T", GB_WIRE_MAX_TENSORS, &n)))
@@ -372,9 +364,8 @@ int gb_wire_decode_header(const void *buf, size_t len, gb_wire_header *h, gb_err
         goto fail;
     }
     if ((seen & K_REQUIRED) != K_REQUIRED) {
-        static const char *const names[] = {"v", "t", "r", "i", "s", "p", "st",
-                                            "x", "m", "T", "a"};
-        for (int b = 0; b < 11; b++)
+        static const char *const names[] = {"v", "t", "r", "i", "s", "p", "st", "x", "T", "a"};
+        for (int b = 0; b < 10; b++)
             if ((K_REQUIRED & (1u << b)) && !(seen & (1u << b))) {
                 rc = gb_error_set(err, GB_EPROTO, "wire header field '%s': missing", names[b]);
                 goto fail;

@@ -15,10 +15,8 @@ static void same_header(const gb_wire_header *a, const gb_wire_header *b)
     int same = a->type == b->type && a->protocol == b->protocol && a->role == b->role &&
                a->index == b->index && a->seq == b->seq &&
                a->policy_version == b->policy_version && a->status == b->status &&
-               strcmp(a->text, b->text) == 0 && a->nmeta == b->nmeta &&
+               strcmp(a->text, b->text) == 0 &&
                a->ntensors == b->ntensors && a->nattrs == b->nattrs && a->nwords == b->nwords;
-    for (int i = 0; same && i < a->nmeta; i++)
-        same = a->meta[i] == b->meta[i];
     for (int k = 0; same && k < a->nattrs; k++) {
         const gb_wire_attr *x = &a->attrs[k], *y = &b->attrs[k];
         same = strcmp(x->key, y->key) == 0 && x->kind == y->kind && x->first == y->first &&
