@@ -14,7 +14,7 @@
  *          gb_replay_selector_names, gb_replay_attach, gb_replay_recovery,
  *          gb_replay_recovery_get, gb_replay_unlink, gb_replay_shm_name
  *
- * Model (see DESIGN.md, "The replay"):
+ * Model (docs/design.md, "The replay"):
  * - An item is a trajectory chunk of T steps. Each column is declared once (name, dtype, per-step
  *   shape) and is either per step (T values per item) or per item (one value, e.g. a bootstrap
  *   observation). A column table is one array of `capacity` blocks; block i of every table

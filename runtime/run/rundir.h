@@ -1,4 +1,4 @@
-/* runtime/run/rundir.h: a run's directory, as DESIGN.md fixes it, for every launch mode:
+/* runtime/run/rundir.h: a run's directory (docs/design.md), for every launch mode:
  *   <run_root>/<name>/<UTC timestamp>/ (or launch.run_dir, or --run-dir):
  *     config.yaml    the resolved config (loads back to the same structs)
  *     metrics.csv    one header line, then one row per report (columns chosen by the writer)
@@ -49,7 +49,8 @@ typedef struct gb_run_restart {
     double at_s;      /* seconds into the run */
 } gb_run_restart;
 
-/* What summary.json records (DESIGN.md's minimum, plus where the run stopped). */
+/* What summary.json records (docs/design.md, "The run contract"; runtime/run/contract.h lists the
+ * keys), plus where the run stopped. */
 typedef struct gb_run_summary {
     const char *mode;           /* "inline", "local", "slurm" */
     int64_t env_steps;          /* steps in the chunks the actors sent to the trainers */
@@ -75,12 +76,12 @@ typedef struct gb_run_summary {
      * left an actor and never reached a trainer; known only when ledger_complete (every actor
      * and trainer sent its final report), else written as null. Of received, nonfinite held a
      * NaN or an infinity and were not stored. rejected: malformed or not from the run's actors,
-     * outside these books (never in sent nor in received). */
+     * outside this ledger (never in sent nor in received). */
     int has_samples, ledger_complete;
     int64_t chunks_sent, chunks_dropped, chunks_received, chunks_discarded;
     /* chunks that actors which were killed or died had sent (their last report, or the highest
      * chunk number a trainer got from them) and no trainer received, and chunks that went down
-     * with a killed trainer (workers/roles/trainer_books.h); part of chunks_sent, so
+     * with a killed trainer (workers/roles/trainer_ledger.h); part of chunks_sent, so
      * lost = sent - received - lost_in_crash (0 when nothing else went missing) */
     int64_t chunks_lost_in_crash;
     const gb_run_restart *restarts; /* [nrestarts] in order */
