@@ -6,7 +6,7 @@
  * Slots: role R has count workers; the launcher starts the first `R.local` itself (all when
  * -1) and the joiners fill the rest in order. Once those are taken, actors (never policy
  * workers, whose number the actors' load balancing fixes) get slots beyond count, up to
- * actors.join_max, each used once: a joiner's index is never reused, so the trainers' books and
+ * actors.join_max, each used once: a joiner's index is never reused, so the trainers' ledger and
  * the metrics per actor process stay exact. A joined worker that leaves keeps its slot (its
  * counts stay in the run's totals); it is not replaced.
  *

@@ -133,14 +133,14 @@ void gb_run_ledger_take(const gb_metrics_collector *m, const gb_config *cfg,
     if (l->lost_in_crash)
         GB_WARN("sample ledger: %lld chunks sent never reached a trainer or went down with one "
                 "(lost_in_crash: restarted workers)", (long long)l->lost_in_crash);
-    /* A restarted trainer goes on with its predecessor's books (workers/roles/trainer_books.h), so
+    /* A restarted trainer goes on with its predecessor's ledger (workers/roles/trainer_ledger.h), so
      * trainer restarts keep the ledger exact, but for two cases that cannot be: a killed trainer
-     * whose books were in its own memory (no room in /dev/shm), and chunks an actor dropped
+     * whose ledger was in its own memory (no room in /dev/shm), and chunks an actor dropped
      * (a restarted trainer counts every number it did not get as lost; actors never drop). */
     int trainer_restarts = gb_watchdog_restarts_of(wd, "trainer");
-    if (l->complete && wd->books_lost) {
+    if (l->complete && wd->ledger_lost) {
         l->complete = 0;
-        GB_WARN("sample ledger incomplete: a killed trainer kept its books in process memory "
+        GB_WARN("sample ledger incomplete: a killed trainer kept its ledger in process memory "
                 "(its shared segment could not be made); what it received is not known "
                 "(summary.json: samples.lost = null)");
     } else if (l->complete && trainer_restarts && l->dropped) {

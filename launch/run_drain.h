@@ -1,5 +1,5 @@
 /* launch/run_drain.h: the end of a distributed run's sample stream: the workers stopped through
- * the run's states without losing a chunk in flight (runtime/streams/runctl.h), and the books of what
+ * the run's states without losing a chunk in flight (runtime/streams/runctl.h), and the ledger of what
  * the actors sent and the trainers received, for summary.json.
  * defines: gb_run_drain, gb_run_ledger, gb_run_ledger_take */
 #ifndef GB_LAUNCH_RUN_DRAIN_H
@@ -27,7 +27,7 @@
 void gb_run_drain(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_collector *mc,
                   const gb_config *cfg, gb_watchdog *wd);
 
-/* The sample stream's books at the end of a run, from every actor's and trainer's last report:
+/* The sample stream's ledger at the end of a run, from every actor's and trainer's last report:
  * whatever left an actor and never reached a trainer is lost, and is said so, never silent. */
 typedef struct gb_run_ledger {
     int complete;

@@ -5,7 +5,7 @@
  * parameter service (the trainer's next push refills it), a parameter relay (it fetches the
  * service's latest at start; its policy workers reconnect to it) and a lone trainer: it
  * re-attaches the replay its predecessor left in the run's shared memory (every committed item
- * kept), goes on with its predecessor's sample books (workers/roles/trainer_books.h) and reloads its
+ * kept), goes on with its predecessor's sample ledger (workers/roles/trainer_ledger.h) and reloads its
  * last model checkpoint (workers/roles/trainer.c). One of several data-parallel trainers does not
  * come back: the others wait in a collective for a rank that would have to rejoin a new group;
  * its death ends the run, as before.
@@ -33,7 +33,7 @@ static const char *const actor_counters[] = {"env_steps", "env_steps_sent", "epi
                                              "inference_timeouts"};
 static const char *const policy_counters[] = {"requests", "rows", "batches"};
 /* A trainer's chunks_received, chunks_nonfinite and chunks_discarded_at_stop go on in its
- * books in shared memory (workers/roles/trainer_books.h): a restarted one reports them whole. */
+ * ledger in shared memory (workers/roles/trainer_ledger.h): a restarted one reports them whole. */
 static const char *const trainer_counters[] = {"chunks_rejected"};
 
 int gb_watchdog_init(gb_watchdog *wd, const gb_config *cfg, gb_supervisor *sup,
@@ -116,16 +116,16 @@ static void remember_actor(gb_watchdog *wd, int index, int incarnation)
     };
 }
 
-/* Notes whether trainer c's process kept its sample books where its successor finds them
- * (books_shared = 1 in its last report). One that never reported is taken to have: the books
+/* Notes whether trainer c's process kept its sample ledger where its successor finds it
+ * (ledger_shared = 1 in its last report). One that never reported is taken to have: the ledger
  * are the first thing a trainer makes, and shared unless /dev/shm is full, which it reports. */
 static void remember_trainer(gb_watchdog *wd, const gb_child *c)
 {
     gb_error e = {0};
     gb_metrics_collector_poll(wd->mc, 0, &e);
     if (gb_metrics_incarnation(wd->mc, GB_ROLE_TRAINER, c->index) == c->incarnation &&
-        gb_metrics_get(wd->mc, GB_ROLE_TRAINER, c->index, "books_shared") != 1)
-        wd->books_lost = 1;
+        gb_metrics_get(wd->mc, GB_ROLE_TRAINER, c->index, "ledger_shared") != 1)
+        wd->ledger_lost = 1;
 }
 
 /* Restarts c (ended or killed) if the budget allows. Returns 0 when restarted, 1 when the run
@@ -245,19 +245,19 @@ int gb_watchdog_check(gb_watchdog *wd, gb_child **culprit, char *why, size_t n,
     return 0;
 }
 
-/* Trainer t's last tally (gb_sample_tally rows, *n of them); NULL when it sent none. */
-static const gb_sample_tally *trainer_tally(const gb_watchdog *wd, int t, int *n)
+/* Trainer t's last ledger (gb_ledger_row rows, *n of them); NULL when it sent none. */
+static const gb_ledger_row *trainer_ledger_rows(const gb_watchdog *wd, int t, int *n)
 {
     const int64_t *rows;
     int ncols;
     if (!gb_metrics_table(wd->mc, GB_ROLE_TRAINER, t, &rows, n, &ncols) ||
-        ncols != GB_SAMPLE_TALLY_COLS)
+        ncols != GB_LEDGER_COLS)
         return NULL;
-    return (const gb_sample_tally *)rows;
+    return (const gb_ledger_row *)rows;
 }
 
-/* Whether tally row y is from a dead actor process the watchdog remembers. */
-static int from_dead_actor(const gb_watchdog *wd, const gb_sample_tally *y)
+/* Whether ledger row y is from a dead actor process the watchdog remembers. */
+static int from_dead_actor(const gb_watchdog *wd, const gb_ledger_row *y)
 {
     for (int i = 0; i < wd->ndead; i++)
         if (wd->dead[i].index == y->sender && wd->dead[i].incarnation == y->incarnation)
@@ -269,11 +269,11 @@ void gb_watchdog_ledger(const gb_watchdog *wd, int64_t *lost_in_crash, int64_t *
 {
     *lost_in_crash = *sent_extra = 0;
     int trainers = (int)wd->cfg->trainer.count;
-    /* Live actor processes: what went down with a killed trainer, by the trainers' books. A
+    /* Live actor processes: what went down with a killed trainer, by the trainers' ledger. A
      * dead one's is in its sent - received below. */
     for (int t = 0; t < trainers; t++) {
         int n = 0;
-        const gb_sample_tally *y = trainer_tally(wd, t, &n);
+        const gb_ledger_row *y = trainer_ledger_rows(wd, t, &n);
         for (int r = 0; y && r < n; r++)
             if (!from_dead_actor(wd, &y[r]))
                 *lost_in_crash += y[r].lost_in_crash;
@@ -284,7 +284,7 @@ void gb_watchdog_ledger(const gb_watchdog *wd, int64_t *lost_in_crash, int64_t *
         int64_t received = 0, max_number = 0;
         for (int t = 0; t < trainers; t++) {
             int n = 0;
-            const gb_sample_tally *y = trainer_tally(wd, t, &n);
+            const gb_ledger_row *y = trainer_ledger_rows(wd, t, &n);
             for (int r = 0; y && r < n; r++) {
                 if (y[r].sender != d->index || y[r].incarnation != d->incarnation)
                     continue;

@@ -3,7 +3,7 @@
  * same role and index, as long as launch.restart allows (max_restarts within any window_s).
  * It keeps the restart log for summary.json and what the sample ledger needs to count the
  * chunks a dead actor sent that no trainer received (lost_in_crash); the chunks that went down
- * with a killed trainer come from the trainers' own books (workers/roles/trainer_books.h).
+ * with a killed trainer come from the trainers' own ledger (workers/roles/trainer_ledger.h).
  * defines: gb_watchdog, gb_watchdog_init, gb_watchdog_check, gb_watchdog_ledger,
  *          gb_watchdog_joiners_gone, gb_watchdog_free */
 #ifndef GB_LAUNCH_WATCHDOG_H
@@ -32,7 +32,7 @@ typedef struct gb_watchdog {
     int nrestarts, restarts_cap;
     gb_dead_actor *dead; /* [ndead] */
     int ndead, dead_cap;
-    int books_lost; /* a killed trainer kept its books in process memory: the ledger is unknown */
+    int ledger_lost; /* a killed trainer kept its ledger in process memory: the ledger is unknown */
 } gb_watchdog;
 
 /* Watches sup's children; mc gives their reports (and carries their counters over restarts:
@@ -51,7 +51,7 @@ int gb_watchdog_check(gb_watchdog *wd, gb_child **culprit, char *why, size_t n,
 /* The ledger's view of crashes: *lost_in_crash, the chunks dead actor processes sent (as last
  * reported, or as far as the highest chunk number a trainer got from them) that no trainer
  * received, plus the chunks of live ones that went down with a killed trainer (the trainers'
- * tally rows, gb_sample_tally.lost_in_crash); *sent_extra, the chunks dead actor processes sent
+ * ledger rows, gb_ledger_row.lost_in_crash); *sent_extra, the chunks dead actor processes sent
  * beyond their last report (add to chunks_sent). */
 void gb_watchdog_ledger(const gb_watchdog *wd, int64_t *lost_in_crash, int64_t *sent_extra);
 

@@ -22,7 +22,7 @@
  * Order. The service does not order versions by their number: its one publisher (trainer 0)
  * sends one version at a time, and that stream is the truth. A BEGIN replaces any unfinished
  * version; a version that verifies becomes the latest even when its number is lower than the
- * latest's (a trainer restarted from a checkpoint without the books that let it go on above its
+ * latest's (a trainer restarted from a checkpoint without the ledger that let it go on above its
  * predecessor's versions, workers/roles/trainer.c; or the latest came from somewhere else: the input is
  * not authenticated, so a forged version far ahead must not freeze every real one after it).
  * The service stamps each version it accepts with a serial, strictly increasing, taken from

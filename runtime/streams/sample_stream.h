@@ -72,20 +72,20 @@ gb_sample_sender_stats gb_sample_sender_get_stats(const gb_sample_sender *s);
 /* A chunk's seq: the sender's incarnation << GB_SAMPLE_SEQ_BITS | its chunk number (1, 2, ...;
  * a dropped chunk uses a number too). */
 #define GB_SAMPLE_SEQ_BITS 40
-#define GB_SAMPLE_TALLY_MAX 4096
+#define GB_LEDGER_ROWS_MAX 4096
 
 /* Chunks received from one sending process: what the launcher's sample ledger needs to count
  * what a crashed actor sent and no trainer got, and what went down with a crashed trainer
- * (launch/run_local.c; a trainer's rows: workers/roles/trainer_books.h). */
-typedef struct gb_sample_tally {
+ * (launch/run_local.c; a trainer's rows: workers/roles/trainer_ledger.h). */
+typedef struct gb_ledger_row {
     int64_t sender, incarnation; /* the sender's index and process incarnation */
     int64_t received;            /* well-formed chunks received from it */
     int64_t max_number;          /* the highest chunk number among them */
     int64_t lost_in_crash;       /* its chunks lost with a killed trainer */
-} gb_sample_tally;
-#define GB_SAMPLE_TALLY_COLS 5
-_Static_assert(sizeof(gb_sample_tally) == GB_SAMPLE_TALLY_COLS * sizeof(int64_t),
-               "a tally is one int64 row of GB_SAMPLE_TALLY_COLS");
+} gb_ledger_row;
+#define GB_LEDGER_COLS 5
+_Static_assert(sizeof(gb_ledger_row) == GB_LEDGER_COLS * sizeof(int64_t),
+               "a ledger is one int64 row of GB_LEDGER_COLS");
 
 typedef struct gb_sample_receiver_opts {
     const char *endpoint; /* bind address */

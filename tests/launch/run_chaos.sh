@@ -6,7 +6,7 @@
 # kill and restart it). The run must still solve; summary.json must list every restart with its
 # reason, the workers the script killed or stopped and no other; the sample ledger must balance
 # exactly (sent = received + lost_in_crash, lost = 0, never null: a restarted trainer goes on
-# with its predecessor's books); no worker and no shared-memory segment of the run may be left
+# with its predecessor's ledger); no worker and no shared-memory segment of the run may be left
 # when the launcher exits.
 # usage: run_chaos.sh GEARBOX CONFIG WORK_DIR [SEED]
 set -u
@@ -81,7 +81,7 @@ printf '%s\n' "${kills[@]}" | grep -qx trainer-0 || fail "the run ended before t
 [ -n "$stopped" ] || fail "the run ended before a worker was stopped"
 wait "$launcher"; status=$?
 grep -E "restarted|solved|ERROR|ledger" "$work/out.log" | tail -24
-grep -hE "re-attached|books taken over|versions go on|restored from" "$logs"/trainer-0.log
+grep -hE "re-attached|ledger taken over|versions go on|restored from" "$logs"/trainer-0.log
 s="$work/run/summary.json"
 [ -s "$s" ] || fail "no summary.json"
 [ "$status" -eq 0 ] || fail "exit status $status"

@@ -3,7 +3,7 @@
 # back: the launcher restarts it, it re-attaches the replay its predecessor left in the run's
 # shared memory (committed items kept) and reloads its last checkpoint, and the run still
 # solves. summary.json lists the restart and its sample ledger balances exactly (the restarted
-# trainer goes on with its predecessor's books); no replay segment outlives the run.
+# trainer goes on with its predecessor's ledger); no replay segment outlives the run.
 # usage: run_restart_trainer.sh GEARBOX CONFIG WORK_DIR
 set -u
 gearbox=$1 config=$2 work=$3
@@ -37,7 +37,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))["restarts"]
 assert [x["worker"] for x in r] == ["trainer-0"] and r[0]["reason"].startswith("killed by signal 9"), r
 PY
-# the restarted trainer went on with its predecessor's books: the ledger is exact
+# the restarted trainer went on with its predecessor's ledger: the ledger is exact
 sent=$(json_get "$s" chunks_sent) got=$(json_get "$s" chunks_received)
 crash=$(json_get "$s" lost_in_crash) lost=$(json_get "$s" lost)
 echo "sample ledger: sent $sent, received $got, lost_in_crash $crash, lost $lost"

@@ -12,10 +12,10 @@
  * committed item and dropping those that were being written; it also restores the model and
  * optimiser from its last checkpoint. Who removes the segment: this trainer when it ends
  * without an error (the run is over for it); after an error or a kill it stays for a restart,
- * and the launcher removes the run's segments when the run ends (gb_shm_unlink_run). Its books
+ * and the launcher removes the run's segments when the run ends (gb_shm_unlink_run). Its ledger
  * of the sample stream (what it received from each actor process) live in a run-owned segment
  * too, so that a restarted trainer goes on with them and counts what went down with its
- * predecessor (workers/roles/trainer_books.h): the launcher's sample ledger stays exact. */
+ * predecessor (workers/roles/trainer_ledger.h): the launcher's sample ledger stays exact. */
 #include "workers/roles/trainer_internal.h"
 
 #include "runtime/base/clock.h"
@@ -55,12 +55,12 @@ static int push_params(trainer *t, gb_error *err)
                               t->param_buf, t->param_bytes, err);
     if (rc == 0) {
         t->published_version = (int64_t)version;
-        gb_trainer_books_published(t->books, (int64_t)version);
+        gb_trainer_ledger_published(t->ledger, (int64_t)version);
     }
     return rc;
 }
 
-/* Sends a report: the trainer's counters, its books and the learner's columns of the run
+/* Sends a report: the trainer's counters, its ledger and the learner's columns of the run
  * contract (runtime/run/contract.h) under their column names. */
 static void report(trainer *t, double env_progress)
 {
@@ -77,20 +77,20 @@ static void report(trainer *t, double env_progress)
     gb_metrics_set(m, "replay_expired", (double)rs.expired);
     gb_metrics_set(m, "replay_items_recovered", (double)t->recovery.kept);
     gb_metrics_set(m, "replay_items_dropped_in_crash", (double)t->recovery.dropped_in_flight);
-    gb_books_totals bt = gb_trainer_books_totals(t->books);
+    gb_ledger_totals bt = gb_trainer_ledger_totals(t->ledger);
     gb_metrics_set(m, "chunks_received", (double)bt.received);
     gb_metrics_set(m, "chunks_nonfinite", (double)bt.nonfinite);
     gb_metrics_set(m, "chunks_discarded_at_stop", (double)bt.discarded);
     gb_metrics_set(m, "chunks_lost_in_crash", (double)bt.lost_in_crash);
-    gb_metrics_set(m, "books_shared", gb_trainer_books_shared(t->books));
+    gb_metrics_set(m, "ledger_shared", gb_trainer_ledger_shared(t->ledger));
     gb_metrics_set(m, "chunks_rejected",
                    (double)(ss.rejected + (uint64_t)atomic_load(&t->rejected_chunks)));
     /* chunks per actor process: the launcher's ledger counts what a crash lost */
-    if (!t->tally)
-        t->tally = calloc(GB_SAMPLE_TALLY_MAX, sizeof *t->tally);
-    if (t->tally) {
-        int nt = gb_trainer_books_tally(t->books, t->tally, GB_SAMPLE_TALLY_MAX);
-        gb_metrics_set_table(m, (const int64_t *)t->tally, nt, GB_SAMPLE_TALLY_COLS, NULL);
+    if (!t->ledger_rows)
+        t->ledger_rows = calloc(GB_LEDGER_ROWS_MAX, sizeof *t->ledger_rows);
+    if (t->ledger_rows) {
+        int nt = gb_trainer_ledger_rows(t->ledger, t->ledger_rows, GB_LEDGER_ROWS_MAX);
+        gb_metrics_set_table(m, (const int64_t *)t->ledger_rows, nt, GB_LEDGER_COLS, NULL);
     }
     gb_metrics_set(m, "progress", env_progress);
     /* the learner's columns: NaN where the algorithm has none, which the launcher writes empty
@@ -202,35 +202,35 @@ static int recover(trainer *t, gb_error *err)
     return 0;
 }
 
-/* The sample books (workers/roles/trainer_books.h): in the run's shared memory, where a restarted
+/* The sample ledger (workers/roles/trainer_ledger.h): in the run's shared memory, where a restarted
  * trainer finds them, else (no run directory, no room in /dev/shm) in this process's. Opened
- * before anything else, so that a trainer that took chunks left books behind. */
-static int open_books(trainer *t, gb_error *err)
+ * before anything else, so that a trainer that took chunks left a ledger behind. */
+static int open_ledger(trainer *t, gb_error *err)
 {
     gb_worker *w = t->w;
     gb_error e = {0};
-    if (w->run_dir && gb_trainer_books_open(&t->books, w->run_dir, w->index,
+    if (w->run_dir && gb_trainer_ledger_open(&t->ledger, w->run_dir, w->index,
                                             w->incarnation == 0, &e) == 0) {
-        if (gb_trainer_books_continued(t->books))
-            GB_INFO("trainer: sample books taken over from the previous process (%lld chunks "
-                    "received so far)", (long long)gb_trainer_books_totals(t->books).received);
+        if (gb_trainer_ledger_continued(t->ledger))
+            GB_INFO("trainer: sample ledger taken over from the previous process (%lld chunks "
+                    "received so far)", (long long)gb_trainer_ledger_totals(t->ledger).received);
         return 0;
     }
     if (w->run_dir)
-        GB_WARN("trainer: sample books in process memory: if this trainer is killed, the run's "
+        GB_WARN("trainer: sample ledger in process memory: if this trainer is killed, the run's "
                 "sample ledger will not be known: %s", e.msg);
-    return gb_trainer_books_open(&t->books, NULL, w->index, 1, err);
+    return gb_trainer_ledger_open(&t->ledger, NULL, w->index, 1, err);
 }
 
 /* A restarted trainer's model comes from its last checkpoint, older than what its predecessor
- * published since. Its versions go on above the last one published (kept in the books), so that
+ * published since. Its versions go on above the last one published (kept in the ledger), so that
  * version numbers only go up within a run: the replay's staleness floor (trainer.max_staleness)
  * was raised from the predecessor's versions, and chunks acted with lower ones would expire as
  * they arrive, leaving nothing to train on. Policy workers would take lower numbers too
  * (runtime/streams/params.h, "Order"). */
 static void continue_versions(trainer *t)
 {
-    int64_t last = gb_trainer_books_last_published(t->books);
+    int64_t last = gb_trainer_ledger_last_published(t->ledger);
     gb_torch_model *m = gb_learning_model(t->learning);
     if (last < 0 || (int64_t)gb_torch_model_version(m) > last)
         return;
@@ -263,14 +263,14 @@ static int checkpoint(trainer *t, gb_error *err)
     return rc;
 }
 
-/* The learning side of the start: the books, the group of trainers, the learner and its replay
+/* The learning side of the start: the ledger, the group of trainers, the learner and its replay
  * (re-attached or restored after a crash), the parameter buffer and --record's dataset. */
 static int open_learning(trainer *t, gb_error *err)
 {
     gb_worker *w = t->w;
     const gb_config *cfg = w->cfg;
     gb_env_spec spec;
-    int rc = open_books(t, err);
+    int rc = open_ledger(t, err);
     if (rc || (rc = gb_worker_env_space(cfg, &spec, &t->space, err)) ||
         (rc = gb_acting_layout_for(&spec, cfg->actors.chunk_len, &t->layout, err)) ||
         (rc = gb_torch_set_threads((int)cfg->trainer.threads, err)))
@@ -382,8 +382,8 @@ static int train(trainer *t, gb_error *err)
             publishing = 0;
         }
         /* Learning-rate annealing follows the env-step budget: estimated from stored chunks
-         * (by this trainer and its predecessors: the books) */
-        int64_t env_steps_seen = gb_trainer_books_totals(t->books).stored * t->layout.T;
+         * (by this trainer and its predecessors: the ledger) */
+        int64_t env_steps_seen = gb_trainer_ledger_totals(t->ledger).stored * t->layout.T;
         double progress = budget > 0 ? fmin(1.0, (double)env_steps_seen / budget) : 0.0;
         gb_learning_set_progress(t->learning, progress);
         if (!reporting_fast && atomic_load(&t->ending_seen)) {
@@ -450,12 +450,13 @@ static int finish(trainer *t, int rc, gb_error *err)
     gb_param_publisher_close(t->publisher);
     gb_sample_receiver_close(t->samples);
     free(t->param_buf);
-    free(t->tally);
+    free(t->ledger_rows);
     if (rc == 0 && t->replay && t->replay_shm[0]) /* ended cleanly: nothing will re-attach */
         gb_replay_unlink(t->replay, NULL);
     gb_learning_destroy(t->learning);
     gb_group_close(t->group);
-    gb_trainer_books_close(t->books, 0); /* its name stays for a restart; the launcher removes it */
+    /* its name stays for a restart; the launcher removes it */
+    gb_trainer_ledger_close(t->ledger, 0);
     return rc;
 }
 

@@ -1,5 +1,5 @@
 /* workers/roles/trainer_ingest.c: the trainer's ingest thread (see trainer_internal.h): chunks from
- * the sample stream, checked, counted in the books (workers/roles/trainer_books.h) and written
+ * the sample stream, checked, counted in the ledger (workers/roles/trainer_ledger.h) and written
  * straight into their replay blocks (allocate -> copy the frames in -> commit). */
 #include "workers/roles/trainer_internal.h"
 
@@ -14,7 +14,7 @@
 #define INGEST_BATCH 32 /* chunks taken per allocate/commit */
 
 /* Checks that a received chunk has exactly the layout's tensors and comes from one of the run's
- * actors; takes it into the books (*row: the row to settle it on) or counts it as rejected (the
+ * actors; takes it into the ledger (*row: the row to settle it on) or counts it as rejected (the
  * sample ledger, trainer_internal.h). Returns 1 when it is taken. */
 static int check_chunk(trainer *t, const gb_wire_msg *m, int *row)
 {
@@ -23,7 +23,7 @@ static int check_chunk(trainer *t, const gb_wire_msg *m, int *row)
     int ok = m->hdr.role == GB_ROLE_ACTOR && m->hdr.index >= 0 && m->hdr.index < actors &&
              gb_chunk_matches(&t->layout, m->hdr.tensors, m->hdr.ntensors);
     if (ok) {
-        *row = gb_trainer_books_take(t->books, m->hdr.index, m->hdr.seq);
+        *row = gb_trainer_ledger_take(t->ledger, m->hdr.index, m->hdr.seq);
         return 1;
     }
     long long k = atomic_fetch_add(&t->rejected_chunks, 1) + 1;
@@ -35,10 +35,10 @@ static int check_chunk(trainer *t, const gb_wire_msg *m, int *row)
 }
 
 /* Counts msgs [from, to) of a batch as received with fate (their rows in rows[]). */
-static void settle(trainer *t, const int *rows, int from, int to, gb_books_fate fate)
+static void settle(trainer *t, const int *rows, int from, int to, gb_ledger_fate fate)
 {
     for (int i = from; i < to; i++)
-        gb_trainer_books_settle(t->books, rows[i], fate);
+        gb_trainer_ledger_settle(t->ledger, rows[i], fate);
 }
 
 /* The chunk's columns in place in the message. */
@@ -50,7 +50,7 @@ static void chunk_columns(const gb_wire_msg *m, const void *cols[GB_CHUNK_NCOLS]
 
 /* A received chunk holding a NaN or an infinity is counted and not stored: one such chunk must
  * not poison the replay (a NaN priority, a NaN loss). Warned about at the 1st, 2nd, 4th, ...
- * Returns 1 when the chunk is finite; else it is settled (row: its books row). */
+ * Returns 1 when the chunk is finite; else it is settled (row: its ledger row). */
 static int check_finite(trainer *t, const gb_wire_msg *m, int row)
 {
     const void *cols[GB_CHUNK_NCOLS];
@@ -58,8 +58,8 @@ static int check_finite(trainer *t, const gb_wire_msg *m, int row)
     int c = gb_chunk_nonfinite(&t->layout, cols);
     if (c < 0)
         return 1;
-    gb_trainer_books_settle(t->books, row, GB_BOOKS_NONFINITE);
-    long long k = (long long)gb_trainer_books_totals(t->books).nonfinite;
+    gb_trainer_ledger_settle(t->ledger, row, GB_LEDGER_NONFINITE);
+    long long k = (long long)gb_trainer_ledger_totals(t->ledger).nonfinite;
     if (gb_log_due((uint64_t)k))
         GB_WARN("trainer: chunk from actor %d holds a non-finite '%s' value: not stored (%lld "
                 "such chunks so far; chunks_nonfinite)", m->hdr.index, t->layout.desc[c].name, k);
@@ -91,7 +91,7 @@ static void look_for_end(trainer *t, int *ending)
 /* Takes what is waiting (at least one, waiting up to 100 ms for it; 10 ms once the run ends, so
  * that the stop's join does not wait out the rest), at most `most` messages a round, refused
  * ones included: a stream of refused chunks (all non-finite, forged) must not keep this thread
- * from seeing the run end. Returns the number of chunks taken into msgs (rows: their books
+ * from seeing the run end. Returns the number of chunks taken into msgs (rows: their ledger rows
  * rows), or a negative error. */
 static int take_batch(trainer *t, gb_wire_msg *msgs, int *rows, int most, int ending,
                       gb_error *err)
@@ -129,7 +129,7 @@ static int allocate_one(trainer *t, int64_t *idx, int *ending, gb_error *err)
     return rc;
 }
 
-/* Writes msgs [0, n) into the replay and commits them, each counted in the books once it is
+/* Writes msgs [0, n) into the replay and commits them, each counted in the ledger once it is
  * committed (a chunk committed by a trainer killed before it counted it counts as lost, not
  * twice). All n in one allocate/commit when the rate limiter admits them now; else one item at
  * a time, each committed before the next is allocated: the limiter counts blocks being written
@@ -141,7 +141,7 @@ static int store_batch(trainer *t, gb_wire_msg *msgs, const int *rows, int n, in
                        gb_error *err)
 {
     int64_t idx[INGEST_BATCH], versions[INGEST_BATCH];
-    int settled = 0; /* msgs [0, settled) are counted in the books */
+    int settled = 0; /* msgs [0, settled) are counted in the ledger */
     int rc = gb_replay_allocate(t->replay, n, idx, 0, err);
     int batched = rc == 0;
     int step = batched ? n : 1;
@@ -152,7 +152,7 @@ static int store_batch(trainer *t, gb_wire_msg *msgs, const int *rows, int n, in
             *ending) {
             for (int i = first; i < n; i++)
                 gb_wire_msg_release(&msgs[i]);
-            settle(t, rows, first, n, GB_BOOKS_DISCARDED);
+            settle(t, rows, first, n, GB_LEDGER_DISCARDED);
             return 0;
         }
         if (rc)
@@ -166,7 +166,7 @@ static int store_batch(trainer *t, gb_wire_msg *msgs, const int *rows, int n, in
         }
         rc = gb_learning_commit(t->learning, step, &idx[first], &versions[first], err);
         if (rc == 0) {
-            settle(t, rows, first, first + step, GB_BOOKS_STORED);
+            settle(t, rows, first, first + step, GB_LEDGER_STORED);
             settled = first + step;
         }
     }
@@ -175,7 +175,7 @@ static int store_batch(trainer *t, gb_wire_msg *msgs, const int *rows, int n, in
     for (int i = 0; i < n; i++)
         gb_wire_msg_release(&msgs[i]); /* no-op for those already written */
     if (rc == GB_ETIMEOUT || rc == GB_ECLOSED) {
-        settle(t, rows, settled, n, GB_BOOKS_DISCARDED);
+        settle(t, rows, settled, n, GB_LEDGER_DISCARDED);
         return 1;
     }
     return rc;
@@ -185,7 +185,7 @@ void *gb_trainer_ingest_main(void *arg)
 {
     trainer *t = arg;
     gb_wire_msg msgs[INGEST_BATCH];
-    int rows[INGEST_BATCH]; /* each message's books row */
+    int rows[INGEST_BATCH]; /* each message's ledger row */
     for (int i = 0; i < INGEST_BATCH; i++)
         gb_wire_msg_init(&msgs[i]);
     int ending = 0; /* the launcher said the run is ending (gb_worker_run_ending) */
@@ -245,7 +245,7 @@ void gb_trainer_drain_at_stop(trainer *t)
             n++;
             if (record_chunk(t, &m, &err) != 0)
                 GB_WARN("trainer: recording a chunk at stop: %s", err.msg);
-            gb_trainer_books_settle(t->books, row, GB_BOOKS_DISCARDED);
+            gb_trainer_ledger_settle(t->ledger, row, GB_LEDGER_DISCARDED);
         }
         gb_wire_msg_release(&m);
     }

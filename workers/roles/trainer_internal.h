@@ -1,6 +1,6 @@
 /* workers/roles/trainer_internal.h: the trainer worker's state, shared by its two files: trainer.c
  * (start, the training loop, reports, checkpoints, stop) and trainer_ingest.c (the ingest
- * thread: sample stream -> books -> replay). Calls go one way: trainer.c -> trainer_ingest.c.
+ * thread: sample stream -> ledger -> replay). Calls go one way: trainer.c -> trainer_ingest.c.
  * defines: trainer, gb_trainer_ingest_main, gb_trainer_drain_at_stop, gb_trainer_record_open */
 #ifndef GB_WORKERS_TRAINER_INTERNAL_H
 #define GB_WORKERS_TRAINER_INTERNAL_H
@@ -12,7 +12,7 @@
 #include "workers/roles/checkpoint_set.h"
 #include "workers/roles/learner_report.h"
 #include "workers/roles/learning.h"
-#include "workers/roles/trainer_books.h"
+#include "workers/roles/trainer_ledger.h"
 #include "workers/roles/worker.h"
 
 #include <pthread.h>
@@ -32,12 +32,12 @@ typedef struct trainer {
     int ingest_started;
     int ingest_rc;
     gb_error ingest_err;
-    /* The sample ledger (launch/run_local.c): the books count chunks in this run's layout from
+    /* The sample ledger (launch/run_local.c): the ledger counts chunks in this run's layout from
      * one of its actors, once settled (stored, discarded at stop, non-finite), per actor process
      * and across this trainer's restarts, so that the actors' chunks_sent = received +
      * lost_in_crash. rejected = malformed or foreign chunks, never sent by an actor of the run:
-     * shown on their own, outside those books. */
-    gb_trainer_books *books;
+     * shown on their own, outside that ledger. */
+    gb_trainer_ledger *ledger;
     atomic_llong rejected_chunks;
     atomic_int ending_seen;    /* 1: the ingest thread saw the run is ending and confirmed it */
     void *param_buf;
@@ -46,7 +46,7 @@ typedef struct trainer {
     int param_count;
     int64_t published_version;
     gb_dataset_writer *record; /* gearbox run --record DIR: every chunk received, appended */
-    gb_sample_tally *tally;    /* [GB_SAMPLE_TALLY_MAX] for reports, allocated at the first */
+    gb_ledger_row *ledger_rows; /* [GB_LEDGER_ROWS_MAX] for reports, allocated at the first */
     gb_learner_report timing;  /* the learner's timings at the last report */
     char replay_shm[GB_SHM_NAME_MAX]; /* the run-owned replay segment's name, "" if anonymous */
     gb_checkpoint_files ckpt;         /* the last complete checkpoint set at start (step -1:
@@ -55,7 +55,7 @@ typedef struct trainer {
 } trainer;
 
 /* The ingest thread (arg: the trainer): takes chunks from the sample stream, checks them, counts
- * them in the books and commits them to the replay until the worker stops or the replay
+ * them in the ledger and commits them to the replay until the worker stops or the replay
  * closes; an error is left in t->ingest_rc and t->ingest_err, and stops the worker. */
 void *gb_trainer_ingest_main(void *arg);
 

@@ -1,6 +1,6 @@
-/* workers/roles/trainer_books.c: a trainer's sample-stream books in run-owned shared memory (see
- * trainer_books.h). */
-#include "workers/roles/trainer_books.h"
+/* workers/roles/trainer_ledger.c: a trainer's sample-stream ledger in run-owned shared memory (see
+ * trainer_ledger.h). */
+#include "workers/roles/trainer_ledger.h"
 
 #include "runtime/base/shm.h"
 
@@ -10,53 +10,53 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define BOOKS_MAGIC 0x736b6f6f42626700ull /* "\0gbBooks" */
-#define BOOKS_FORMAT 1
+#define LEDGER_MAGIC 0x736b6f6f42626700ull /* "\0gbBooks" */
+#define LEDGER_FORMAT 1
 
-/* A row: the tally the launcher sees, and the epoch of the books (one per process that opened
+/* A row: the ledger the launcher sees, and the epoch of the ledger (one per process that opened
  * them) that last took a chunk from that sender. */
-typedef struct books_row {
-    gb_sample_tally t;
+typedef struct ledger_row {
+    gb_ledger_row t;
     int64_t taken_epoch;
-} books_row;
+} ledger_row;
 
-typedef struct books_state {
-    gb_books_totals totals;
+typedef struct ledger_state {
+    gb_ledger_totals totals;
     int64_t nrows;
-} books_state;
+} ledger_state;
 
 /* One change: row (or -1: the totals only) becomes value, the state becomes state. */
-typedef struct books_intent {
+typedef struct ledger_intent {
     int64_t row;
-    books_row value;
-    books_state state;
-} books_intent;
+    ledger_row value;
+    ledger_state state;
+} ledger_intent;
 
-typedef struct books_seg {
+typedef struct ledger_seg {
     uint64_t magic; /* stored last when created: 0 means its creator died before finishing */
     uint64_t format;
     int64_t row_cap;
     int64_t epoch;          /* +1 at every open: rows taken in an older epoch had a crash since */
     int64_t last_published; /* -1: none */
     int64_t intent_valid;   /* 1: intent is complete and maybe not applied */
-    books_intent intent;
-    books_state state;
-    books_row rows[GB_SAMPLE_TALLY_MAX];
-} books_seg;
+    ledger_intent intent;
+    ledger_state state;
+    ledger_row rows[GB_LEDGER_ROWS_MAX];
+} ledger_seg;
 
-struct gb_trainer_books {
+struct gb_trainer_ledger {
     pthread_mutex_t lock;
-    gb_shm shm;     /* shared books; unused (base NULL) for process-memory ones */
-    books_seg *seg; /* into shm, or a heap copy */
+    gb_shm shm;     /* shared ledger; unused (base NULL) for process-memory ones */
+    ledger_seg *seg; /* into shm, or a heap copy */
     int continued;
 };
 
-void (*gb_trainer_books_fault_hook)(const char *where);
+void (*gb_trainer_ledger_fault_hook)(const char *where);
 
 static inline void fault_point(const char *where)
 {
-    if (gb_trainer_books_fault_hook)
-        gb_trainer_books_fault_hook(where);
+    if (gb_trainer_ledger_fault_hook)
+        gb_trainer_ledger_fault_hook(where);
 }
 
 /* Keeps the compiler from moving stores across it. That is all a crash needs: a SIGKILL stops
@@ -64,15 +64,15 @@ static inline void fault_point(const char *where)
  * (the processor does not drop executed stores); the lock orders the threads of one process. */
 static inline void barrier(void) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 
-static void apply_intent(books_seg *s)
+static void apply_intent(ledger_seg *s)
 {
     if (s->intent.row >= 0 && s->intent.row < s->row_cap)
         s->rows[s->intent.row] = s->intent.value;
     s->state = s->intent.state;
 }
 
-/* Makes one change crash-safe (see trainer_books.h); the lock held. value NULL: no row. */
-static void change(books_seg *s, int64_t row, const books_row *value, const books_state *state)
+/* Makes one change crash-safe (see trainer_ledger.h); the lock held. value NULL: no row. */
+static void change(ledger_seg *s, int64_t row, const ledger_row *value, const ledger_state *state)
 {
     s->intent.row = value ? row : -1;
     if (value)
@@ -90,16 +90,16 @@ static void change(books_seg *s, int64_t row, const books_row *value, const book
     barrier();
 }
 
-static void init_seg(books_seg *s)
+static void init_seg(ledger_seg *s)
 {
-    s->format = BOOKS_FORMAT;
-    s->row_cap = GB_SAMPLE_TALLY_MAX;
+    s->format = LEDGER_FORMAT;
+    s->row_cap = GB_LEDGER_ROWS_MAX;
     s->last_published = -1;
 }
 
 /* Maps the segment name: attached (*found = 1), or none usable (*found = 0: none, or one whose
  * creator died before finishing it, which is removed). */
-static int open_existing(gb_trainer_books *b, const char *name, int *found, gb_error *err)
+static int open_existing(gb_trainer_ledger *b, const char *name, int *found, gb_error *err)
 {
     *found = 0;
     int rc = gb_shm_open(&b->shm, name, 0, 0, err);
@@ -107,27 +107,27 @@ static int open_existing(gb_trainer_books *b, const char *name, int *found, gb_e
         return 0;
     if (rc)
         return rc;
-    books_seg *s = b->shm.base;
+    ledger_seg *s = b->shm.base;
     if (b->shm.size < sizeof *s || __atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) == 0) {
         gb_shm_free(&b->shm);
         shm_unlink(name);
         return 0;
     }
-    if (s->magic != BOOKS_MAGIC || s->format != BOOKS_FORMAT ||
-        s->row_cap != GB_SAMPLE_TALLY_MAX) {
+    if (s->magic != LEDGER_MAGIC || s->format != LEDGER_FORMAT ||
+        s->row_cap != GB_LEDGER_ROWS_MAX) {
         gb_shm_free(&b->shm);
-        return gb_error_set(err, GB_ECORRUPT, "trainer books: shared memory '%s' holds no "
-                            "books of format %d", name, BOOKS_FORMAT);
+        return gb_error_set(err, GB_ECORRUPT, "trainer ledger: shared memory '%s' holds no "
+                            "ledger of format %d", name, LEDGER_FORMAT);
     }
     *found = 1;
     return 0;
 }
 
-static int open_shared(gb_trainer_books *b, const char *run_dir, int index, int fresh,
+static int open_shared(gb_trainer_ledger *b, const char *run_dir, int index, int fresh,
                        gb_error *err)
 {
     char what[32], name[GB_SHM_NAME_MAX];
-    snprintf(what, sizeof what, "books-%d", index);
+    snprintf(what, sizeof what, "ledger-%d", index);
     int found = 0, rc = gb_shm_run_name(run_dir, what, name, sizeof name, err);
     if (rc == 0 && fresh)
         shm_unlink(name); /* none is the usual case */
@@ -136,7 +136,7 @@ static int open_shared(gb_trainer_books *b, const char *run_dir, int index, int 
     if (rc)
         return rc;
     if (found) {
-        books_seg *s = b->seg = b->shm.base;
+        ledger_seg *s = b->seg = b->shm.base;
         if (__atomic_load_n(&s->intent_valid, __ATOMIC_ACQUIRE)) { /* killed mid-change */
             apply_intent(s);
             barrier();
@@ -146,34 +146,34 @@ static int open_shared(gb_trainer_books *b, const char *run_dir, int index, int 
         b->continued = 1;
         return 0;
     }
-    if ((rc = gb_shm_create(&b->shm, sizeof(books_seg), name, 0, err)))
+    if ((rc = gb_shm_create(&b->shm, sizeof(ledger_seg), name, 0, err)))
         return rc;
-    b->shm.owner = 0; /* the run removes the name (or gb_trainer_books_close with unlink) */
-    books_seg *s = b->seg = b->shm.base;
+    b->shm.owner = 0; /* the run removes the name (or gb_trainer_ledger_close with unlink) */
+    ledger_seg *s = b->seg = b->shm.base;
     init_seg(s);
-    __atomic_store_n(&s->magic, BOOKS_MAGIC, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->magic, LEDGER_MAGIC, __ATOMIC_RELEASE);
     return 0;
 }
 
-int gb_trainer_books_open(gb_trainer_books **out, const char *run_dir, int index, int fresh,
+int gb_trainer_ledger_open(gb_trainer_ledger **out, const char *run_dir, int index, int fresh,
                           gb_error *err)
 {
     *out = NULL;
-    gb_trainer_books *b = calloc(1, sizeof *b);
+    gb_trainer_ledger *b = calloc(1, sizeof *b);
     if (!b)
-        return gb_error_set(err, GB_ENOMEM, "trainer books: out of memory");
+        return gb_error_set(err, GB_ENOMEM, "trainer ledger: out of memory");
     b->shm.fd = -1;
     int rc = 0;
     if (run_dir) {
         rc = open_shared(b, run_dir, index, fresh, err);
     } else if ((b->seg = calloc(1, sizeof *b->seg))) {
         init_seg(b->seg);
-        b->seg->magic = BOOKS_MAGIC;
+        b->seg->magic = LEDGER_MAGIC;
     } else {
-        rc = gb_error_set(err, GB_ENOMEM, "trainer books: out of memory");
+        rc = gb_error_set(err, GB_ENOMEM, "trainer ledger: out of memory");
     }
     if (rc) {
-        gb_error_prefix(err, "trainer books");
+        gb_error_prefix(err, "trainer ledger");
         free(b);
         return rc;
     }
@@ -182,21 +182,21 @@ int gb_trainer_books_open(gb_trainer_books **out, const char *run_dir, int index
     return 0;
 }
 
-int gb_trainer_books_continued(const gb_trainer_books *b) { return b->continued; }
+int gb_trainer_ledger_continued(const gb_trainer_ledger *b) { return b->continued; }
 
-int gb_trainer_books_shared(const gb_trainer_books *b) { return b->shm.base != NULL; }
+int gb_trainer_ledger_shared(const gb_trainer_ledger *b) { return b->shm.base != NULL; }
 
-int gb_trainer_books_take(gb_trainer_books *b, int64_t sender, uint64_t seq)
+int gb_trainer_ledger_take(gb_trainer_ledger *b, int64_t sender, uint64_t seq)
 {
     int64_t inc = (int64_t)(seq >> GB_SAMPLE_SEQ_BITS);
     int64_t number = (int64_t)(seq & ((1ULL << GB_SAMPLE_SEQ_BITS) - 1));
     pthread_mutex_lock(&b->lock);
-    books_seg *s = b->seg;
-    books_state st = s->state;
+    ledger_seg *s = b->seg;
+    ledger_state st = s->state;
     int64_t r = st.nrows - 1;
     while (r >= 0 && (s->rows[r].t.sender != sender || s->rows[r].t.incarnation != inc))
         r--;
-    books_row v;
+    ledger_row v;
     int changed = r < 0;
     if (r < 0) {
         if (st.nrows >= s->row_cap) {
@@ -204,14 +204,14 @@ int gb_trainer_books_take(gb_trainer_books *b, int64_t sender, uint64_t seq)
             return -1;
         }
         r = st.nrows++;
-        /* epoch 0: in the books' first epoch, a sender seen first needs no look back */
-        v = (books_row){.t = {.sender = sender, .incarnation = inc}, .taken_epoch = 0};
+        /* epoch 0: in the ledger's first epoch, a sender seen first needs no look back */
+        v = (ledger_row){.t = {.sender = sender, .incarnation = inc}, .taken_epoch = 0};
     } else {
         v = s->rows[r];
     }
     if (v.taken_epoch != s->epoch) {
         /* the first chunk from this sender since a crash: what came before it and was not
-         * received went down with a predecessor (trainer_books.h) */
+         * received went down with a predecessor (trainer_ledger.h) */
         int64_t lost = number - 1 - v.t.received;
         if (lost > v.t.lost_in_crash) {
             st.totals.lost_in_crash += lost - v.t.lost_in_crash;
@@ -230,17 +230,17 @@ int gb_trainer_books_take(gb_trainer_books *b, int64_t sender, uint64_t seq)
     return (int)r;
 }
 
-void gb_trainer_books_settle(gb_trainer_books *b, int row, gb_books_fate fate)
+void gb_trainer_ledger_settle(gb_trainer_ledger *b, int row, gb_ledger_fate fate)
 {
     pthread_mutex_lock(&b->lock);
-    books_seg *s = b->seg;
-    books_state st = s->state;
+    ledger_seg *s = b->seg;
+    ledger_state st = s->state;
     st.totals.received++;
-    st.totals.stored += fate == GB_BOOKS_STORED;
-    st.totals.discarded += fate == GB_BOOKS_DISCARDED;
-    st.totals.nonfinite += fate == GB_BOOKS_NONFINITE;
+    st.totals.stored += fate == GB_LEDGER_STORED;
+    st.totals.discarded += fate == GB_LEDGER_DISCARDED;
+    st.totals.nonfinite += fate == GB_LEDGER_NONFINITE;
     if (row >= 0 && row < st.nrows) {
-        books_row v = s->rows[row];
+        ledger_row v = s->rows[row];
         v.t.received++;
         change(s, row, &v, &st);
     } else {
@@ -249,27 +249,27 @@ void gb_trainer_books_settle(gb_trainer_books *b, int row, gb_books_fate fate)
     pthread_mutex_unlock(&b->lock);
 }
 
-void gb_trainer_books_published(gb_trainer_books *b, int64_t version)
+void gb_trainer_ledger_published(gb_trainer_ledger *b, int64_t version)
 {
     pthread_mutex_lock(&b->lock);
     __atomic_store_n(&b->seg->last_published, version, __ATOMIC_RELEASE); /* one 8-byte store */
     pthread_mutex_unlock(&b->lock);
 }
 
-int64_t gb_trainer_books_last_published(const gb_trainer_books *b)
+int64_t gb_trainer_ledger_last_published(const gb_trainer_ledger *b)
 {
     return __atomic_load_n(&b->seg->last_published, __ATOMIC_ACQUIRE);
 }
 
-gb_books_totals gb_trainer_books_totals(gb_trainer_books *b)
+gb_ledger_totals gb_trainer_ledger_totals(gb_trainer_ledger *b)
 {
     pthread_mutex_lock(&b->lock);
-    gb_books_totals t = b->seg->state.totals;
+    gb_ledger_totals t = b->seg->state.totals;
     pthread_mutex_unlock(&b->lock);
     return t;
 }
 
-int gb_trainer_books_tally(gb_trainer_books *b, gb_sample_tally *out, int cap)
+int gb_trainer_ledger_rows(gb_trainer_ledger *b, gb_ledger_row *out, int cap)
 {
     pthread_mutex_lock(&b->lock);
     int n = (int)b->seg->state.nrows;
@@ -279,7 +279,7 @@ int gb_trainer_books_tally(gb_trainer_books *b, gb_sample_tally *out, int cap)
     return n;
 }
 
-void gb_trainer_books_close(gb_trainer_books *b, int unlink)
+void gb_trainer_ledger_close(gb_trainer_ledger *b, int unlink)
 {
     if (!b)
         return;

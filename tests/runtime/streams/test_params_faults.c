@@ -141,7 +141,7 @@ static void test_forged_version_far_ahead(void)
 }
 
 /* A trainer killed while it published version 12, restarted from a checkpoint without the
- * books that let it go on above its versions (workers/roles/trainer.c), publishes 5 and 6: the
+ * ledger that let it go on above its versions (workers/roles/trainer.c), publishes 5 and 6: the
  * service drops the torn 12 and takes 5, and the subscriber, at 11, goes to 5 and then 6 (its
  * order is the service's, never the numbers'), so distribution does not freeze at 11. */
 static void test_restarted_publisher_lower_version(void)

@@ -387,8 +387,8 @@ static void test_tcp_in_flight_bounded(void)
 
 /* The receiver tallies chunks per sending process (index, incarnation in the seq's high bits):
  * the launcher's count of what a crashed actor sent and no trainer got. */
-/* A chunk's seq says which process of its actor sent it and its number there: the books of the
- * sample ledger (workers/roles/trainer_books.h) count per process from it. */
+/* A chunk's seq says which process of its actor sent it and its number there: the ledger of the
+ * sample ledger (workers/roles/trainer_ledger.h) count per process from it. */
 static void test_seq_per_process(void)
 {
     gb_error err;
