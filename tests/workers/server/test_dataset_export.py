@@ -27,7 +27,7 @@ except ImportError:
 
 GEARBOX, SRC, TMP = sys.argv[1:4]
 TMP = os.path.join(TMP, "dataset_export")
-sys.path.insert(0, os.path.join(SRC, "workers", "client", "python"))
+sys.path.insert(0, os.path.join(SRC, "workers", "server", "client", "python"))
 from gearbox_client import Client  # noqa: E402
 
 failures = []

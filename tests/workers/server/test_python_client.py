@@ -183,7 +183,7 @@ def check_curve(cfg):
 def run_protocol_example(endpoint):
     """The client written in docs/protocol.md from that page alone works against this
     server (its own asserts check what it gets)."""
-    doc = os.path.join(PYDIR, "..", "..", "..", "docs", "protocol.md")
+    doc = os.path.join(PYDIR, "..", "..", "..", "..", "docs", "protocol.md")
     with open(doc) as f:
         text = f.read()
     begin, end = "<!-- example: begin -->", "<!-- example: end -->"
