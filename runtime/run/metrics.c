@@ -7,6 +7,7 @@
 #include "runtime/streams/curve.h"
 #include "runtime/base/log.h"
 #include "runtime/streams/wire.h"
+#include "runtime/streams/wire_messages.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -189,15 +190,13 @@ static worker_values *worker_for(gb_metrics_collector *c, int role, int index)
  * GB_ENOTFOUND when its sender is not one of the run's workers (or the table is full). */
 static int ingest(gb_metrics_collector *c, const gb_wire_msg *m)
 {
+    if (gb_wire_schema_read(&gb_schema_metrics, &m->hdr, NULL, NULL)) /* its tensors' kinds */
+        return GB_EPROTO;
     int in = gb_wire_msg_find(m, "names"), iv = gb_wire_msg_find(m, "values");
     int ir = gb_wire_msg_find(m, "returns"), il = gb_wire_msg_find(m, "lengths");
-    if (m->hdr.type != GB_MSG_METRICS || in < 0 || iv < 0 || ir < 0 || il < 0)
-        return GB_EPROTO;
     gb_tensor_view names = gb_wire_msg_tensor(m, in), values = gb_wire_msg_tensor(m, iv);
     gb_tensor_view rets = gb_wire_msg_tensor(m, ir), lens = gb_wire_msg_tensor(m, il);
-    if (names.desc->dtype != GB_DTYPE_UINT8 || values.desc->dtype != GB_DTYPE_FLOAT64 ||
-        rets.desc->dtype != GB_DTYPE_FLOAT32 || lens.desc->dtype != GB_DTYPE_INT64 ||
-        rets.bytes / 4 != lens.bytes / 8 || rets.bytes / 4 > GB_METRICS_MAX_EPISODES)
+    if (rets.bytes / 4 != lens.bytes / 8 || rets.bytes / 4 > GB_METRICS_MAX_EPISODES)
         return GB_EPROTO;
     size_t nvalues = values.bytes / sizeof(double);
     if (nvalues > GB_METRICS_MAX_VALUES)
@@ -229,8 +228,7 @@ static int ingest(gb_metrics_collector *c, const gb_wire_msg *m)
     int it = gb_wire_msg_find(m, "table");
     if (it >= 0) {
         gb_tensor_view t = gb_wire_msg_tensor(m, it);
-        if (t.desc->dtype != GB_DTYPE_INT64 || t.desc->rank != 2 || t.desc->shape[1] < 1 ||
-            t.desc->shape[1] > GB_METRICS_TABLE_MAX_COLS ||
+        if (t.desc->shape[1] < 1 || t.desc->shape[1] > GB_METRICS_TABLE_MAX_COLS ||
             t.desc->shape[0] > GB_METRICS_TABLE_MAX_ROWS)
             return GB_EPROTO;
         if (t.bytes > w->table_cap) { /* grows to the largest table sent, then stays */

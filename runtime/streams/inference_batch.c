@@ -1,9 +1,10 @@
-/* runtime/streams/inference_batch.c: what both modes of the inference server do with requests: check
- * each one, keep the client bookkeeping, merge a batch, run the callback and answer every
+/* runtime/streams/inference_batch.c: what both modes of the inference server do with requests:
+ * check each one, keep the client bookkeeping, merge a batch, run the callback and answer every
  * request with its rows or an error. The serial loop (inference_server.c) and the pipelined one
  * (inference_pipelined.c) call it; it calls neither. */
 #include "runtime/streams/inference.h"
 #include "runtime/streams/inference_internal.h"
+#include "runtime/streams/wire_messages.h"
 
 #include "runtime/base/log.h"
 
@@ -84,8 +85,13 @@ int64_t gb_infer_request_rows(gb_infer_server *s, gb_wire_msg *m)
 {
     const gb_wire_header *h = &m->hdr;
     char why[200];
+    gb_error e;
     if (h->type != GB_MSG_INFER_REQUEST) {
         snprintf(why, sizeof why, "expected an infer_request, got %s", gb_msg_type_name(h->type));
+        goto bad;
+    }
+    if (gb_wire_schema_read(&gb_schema_infer_request, h, NULL, &e)) {
+        snprintf(why, sizeof why, "%.199s", e.msg);
         goto bad;
     }
     if (h->ntensors < 1) {

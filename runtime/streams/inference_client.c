@@ -1,7 +1,9 @@
-/* runtime/streams/inference_client.c: the inference stream's client (DEALER to every policy worker). */
+/* runtime/streams/inference_client.c: the inference stream's client (DEALER to every policy
+ * worker). */
 #include "runtime/streams/inference.h"
 #include "runtime/streams/curve.h"
 #include "runtime/streams/inference_internal.h"
+#include "runtime/streams/wire_messages.h"
 
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
@@ -193,6 +195,11 @@ int gb_infer_client_recv(gb_infer_client *c, gb_wire_msg *reply, int timeout_ms,
             return gb_error_set(err, GB_EPROTO, "inference request %llu: answered with a %s "
                                 "message", (unsigned long long)reply->hdr.seq,
                                 gb_msg_type_name(reply->hdr.type));
+        }
+        if ((rc = gb_wire_schema_read(&gb_schema_infer_reply, &reply->hdr, NULL, err))) {
+            c->st.rejected++;
+            gb_wire_msg_release(reply);
+            return rc;
         }
         if (reply->hdr.status != 0) {
             c->st.errors++;

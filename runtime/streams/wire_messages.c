@@ -1,4 +1,5 @@
-/* runtime/streams/wire_messages.c: the tables of the runtime's wire messages (see wire_messages.h). */
+/* runtime/streams/wire_messages.c: the tables of the runtime's wire messages (see wire_messages.h).
+ * */
 #include "runtime/streams/wire_messages.h"
 
 #include "runtime/streams/params.h"
@@ -32,6 +33,37 @@ const gb_wire_schema gb_schema_run_state = {
     .doc = "The registry's answer to a watch; status GB_EPROTO (text says why) for a malformed "
            "watch.",
     .attrs = run_state_attrs, .nattrs = GB_WIRE_N(run_state_attrs)};
+
+/* ---- the inference stream -------------------------------------------------------------------- */
+
+const gb_wire_schema gb_schema_infer_request = {
+    .name = "infer_request", .type = GB_MSG_INFER_REQUEST,
+    .doc = "An actor to a policy worker (DEALER to ROUTER): observations; its tensors are the "
+           "model's inputs, each with the request's rows as first dimension.",
+    .open_tensors = 1};
+
+const gb_wire_schema gb_schema_infer_reply = {
+    .name = "infer_reply", .type = GB_MSG_INFER_REPLY,
+    .doc = "The policy worker's answer: the model's outputs for the request's rows (actions, "
+           "log-probabilities, values), or status != 0 and text saying why.",
+    .open_tensors = 1};
+
+/* ---- metrics reports ------------------------------------------------------------------------- */
+
+static const gb_wire_tensor_spec metrics_tensors[] = {
+    GB_WIRE_TENSOR("names", GB_DTYPE_UINT8, 1, 1, "the values' names, each ended by a NUL"),
+    GB_WIRE_TENSOR("values", GB_DTYPE_FLOAT64, 1, 1, "one value per name"),
+    GB_WIRE_TENSOR("returns", GB_DTYPE_FLOAT32, 1, 1, "returns of episodes finished since the "
+                   "last report"),
+    GB_WIRE_TENSOR("lengths", GB_DTYPE_INT64, 1, 1, "their lengths, one per return"),
+    GB_WIRE_TENSOR("table", GB_DTYPE_INT64, 2, 0, "rows of counts (a trainer's ledger rows)"),
+};
+
+const gb_wire_schema gb_schema_metrics = {
+    .name = "metrics", .type = GB_MSG_METRICS,
+    .doc = "A worker to the launcher's metrics socket (PUSH to PULL), every report interval: its "
+           "counters, the episodes it finished, and a trainer's ledger rows.",
+    .tensors = metrics_tensors, .ntensors = GB_WIRE_N(metrics_tensors)};
 
 /* ---- the sample stream ----------------------------------------------------------------------- */
 
@@ -224,6 +256,7 @@ const gb_wire_schema gb_schema_reg_joined = {
     .tensors = reg_joined_tensors, .ntensors = GB_WIRE_N(reg_joined_tensors)};
 
 const gb_wire_schema *const gb_wire_runtime_schemas[] = {
+    &gb_schema_infer_request, &gb_schema_infer_reply,  &gb_schema_metrics,
     &gb_schema_sample,
     &gb_schema_param_begin,  &gb_schema_param_chunk,    &gb_schema_param_end,
     &gb_schema_param_info_req, &gb_schema_param_info,   &gb_schema_param_fetch,

@@ -4,7 +4,7 @@
  *          gb_wire_runtime_schemas, gb_wire_runtime_nschemas
  *
  * Who sends what is said by each table's doc line; docs/protocol.md prints every table. The data
- * server's messages (workers/server*) are declared beside it, with the same API. */
+ * server's messages (workers/server/) are declared beside it, with the same API. */
 #ifndef GB_RUNTIME_WIRE_MESSAGES_H
 #define GB_RUNTIME_WIRE_MESSAGES_H
 
@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-/* ---- run control (runtime/streams/runctl.h) ---------------------------------------------------------- */
+/* ---- run control (runtime/streams/runctl.h) -------------------------------------------------- */
 
 typedef struct gb_msg_run_watch {
     int64_t known;     /* the run's state as the worker knows it (gb_run_state) */
@@ -26,12 +26,23 @@ typedef struct gb_msg_run_state {
 
 extern const gb_wire_schema gb_schema_run_watch, gb_schema_run_state;
 
-/* ---- the sample stream (runtime/streams/sample_stream.h) ---------------------------------------------------- */
+/* ---- the inference stream (runtime/streams/inference.h) -------------------------------------- */
+
+/* No attributes: a request's tensors are the model's inputs, a reply's its outputs, each with
+ * the request's rows as first dimension (checked against the model by the server). */
+extern const gb_wire_schema gb_schema_infer_request, gb_schema_infer_reply;
+
+/* ---- metrics reports (runtime/run/metrics.h) ------------------------------------------------- */
+
+/* No attributes: a worker's report is its tensors (names, values, episodes, an optional table). */
+extern const gb_wire_schema gb_schema_metrics;
+
+/* ---- the sample stream (runtime/streams/sample_stream.h) ------------------------------------- */
 
 /* No attributes: a chunk's columns are its tensors, checked by runtime/streams/chunk.h. */
 extern const gb_wire_schema gb_schema_sample;
 
-/* ---- the parameter stream (runtime/streams/params.h) ------------------------------------------------- */
+/* ---- the parameter stream (runtime/streams/params.h) ----------------------------------------- */
 
 /* One struct for every parameter message: each table reads and writes its own members. */
 typedef struct gb_msg_param {
@@ -48,7 +59,7 @@ typedef struct gb_msg_param {
 extern const gb_wire_schema gb_schema_param_begin, gb_schema_param_chunk, gb_schema_param_end,
     gb_schema_param_info_req, gb_schema_param_info, gb_schema_param_fetch, gb_schema_param_data;
 
-/* ---- the registry (runtime/streams/registry.h) ------------------------------------------------------- */
+/* ---- the registry (runtime/streams/registry.h) ----------------------------------------------- */
 
 typedef struct gb_msg_reg_register {
     int64_t ttl_ms; /* the registration's lifetime (the registry caps it at its own maximum) */
