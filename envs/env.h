@@ -25,8 +25,8 @@
  *     resets it. An agent done before the others keeps receiving observations (the env's
  *     choice of what to show) and reward 0, and does not act.
  *
- * What gearbox's host does around these calls (envs/ring.c, workers/roles/acting.c, workers/roles/worker.c),
- * which a plugin may rely on and must allow for:
+ * What gearbox's host does around these calls (envs/ring.c, workers/roles/acting.c,
+ * workers/roles/worker.c), which a plugin may rely on and must allow for:
  *
  *   - Multi-agent done flags: the ring ends a copy's episode on the step where every agent's
  *     terminated or truncated is set *on that step*, and marks acting[a] = 0 for an agent whose

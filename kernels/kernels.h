@@ -30,7 +30,8 @@
 extern "C" {
 #endif
 
-/* Inside extern "C": runtime/base/error.h has no guard of its own, and the kernels are compiled as C++. */
+/* Inside extern "C": runtime/base/error.h has no guard of its own, and the kernels are compiled as
+ * C++. */
 #include "runtime/base/error.h"
 
 /* Index written where nothing could be selected (top-k beyond the selectable items, weighted or

@@ -1,10 +1,10 @@
 /* launch/cmd_worker.c: `gearbox worker --role R --index I --run-dir DIR --registry EP
- * --metrics EP`: one worker process, started by `gearbox run` (not by hand). It reads DIR/config.yaml, logs to
- * stderr (the launcher points that at DIR/logs/<role>-<index>.log), finds its peers through the
- * registry, reports to the launcher's metrics endpoint, follows the run's state through run
- * control (runtime/streams/runctl.h, on the registry's socket) and stops cleanly on SIGTERM/SIGINT.
- * gb_worker_process is that worker once its config is known: `gearbox join` (cmd_join.c) runs
- * it with the config the registry sent. */
+ * --metrics EP`: one worker process, started by `gearbox run` (not by hand). It reads
+ * DIR/config.yaml, logs to stderr (the launcher points that at DIR/logs/<role>-<index>.log), finds
+ * its peers through the registry, reports to the launcher's metrics endpoint, follows the run's
+ * state through run control (runtime/streams/runctl.h, on the registry's socket) and stops cleanly
+ * on SIGTERM/SIGINT. gb_worker_process is that worker once its config is known: `gearbox join`
+ * (cmd_join.c) runs it with the config the registry sent. */
 #include "launch/cli.h"
 #include "launch/commands.h"
 #include "runtime/config/config.h"

@@ -1,10 +1,10 @@
 /* launch/datawatch.h: ends a run whose environments produce nothing a trainer can use. Trainers
- * refuse chunks holding NaN or infinity (workers/roles/trainer.c: counted in chunks_nonfinite, warned
- * about at the 1st, 2nd, 4th, ...), so a plugin that emits a few such values costs a few chunks
- * and the run goes on. One that emits them all the time would leave the trainers with nothing to
- * learn from while the run ran on to its budget and exited 0; the launcher ends it instead, with
- * the cause, once the trainers have received `limit` chunks in a row (summed over trainers, as
- * their reports tell it) without a usable one.
+ * refuse chunks holding NaN or infinity (workers/roles/trainer.c: counted in chunks_nonfinite,
+ * warned about at the 1st, 2nd, 4th, ...), so a plugin that emits a few such values costs a few
+ * chunks and the run goes on. One that emits them all the time would leave the trainers with
+ * nothing to learn from while the run ran on to its budget and exited 0; the launcher ends it
+ * instead, with the cause, once the trainers have received `limit` chunks in a row (summed over
+ * trainers, as their reports tell it) without a usable one.
  * defines: gb_datawatch, gb_datawatch_init, gb_datawatch_check, GB_DATAWATCH_MIN_CHUNKS */
 #ifndef GB_LAUNCH_DATAWATCH_H
 #define GB_LAUNCH_DATAWATCH_H

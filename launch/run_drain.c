@@ -133,8 +133,8 @@ void gb_run_ledger_take(const gb_metrics_collector *m, const gb_config *cfg,
     if (l->lost_in_crash)
         GB_WARN("sample ledger: %lld chunks sent never reached a trainer or went down with one "
                 "(lost_in_crash: restarted workers)", (long long)l->lost_in_crash);
-    /* A restarted trainer goes on with its predecessor's ledger (workers/roles/trainer_ledger.h), so
-     * trainer restarts keep the ledger exact, but for two cases that cannot be: a killed trainer
+    /* A restarted trainer goes on with its predecessor's ledger (workers/roles/trainer_ledger.h),
+     * so trainer restarts keep the ledger exact, but for two cases that cannot be: a killed trainer
      * whose ledger was in its own memory (no room in /dev/shm), and chunks an actor dropped
      * (a restarted trainer counts every number it did not get as lost; actors never drop). */
     int trainer_restarts = gb_watchdog_restarts_of(wd, "trainer");

@@ -1,6 +1,6 @@
 /* launch/run_drain.h: the end of a distributed run's sample stream: the workers stopped through
- * the run's states without losing a chunk in flight (runtime/streams/runctl.h), and the ledger of what
- * the actors sent and the trainers received, for summary.json.
+ * the run's states without losing a chunk in flight (runtime/streams/runctl.h), and the ledger of
+ * what the actors sent and the trainers received, for summary.json.
  * defines: gb_run_drain, gb_run_ledger, gb_run_ledger_take */
 #ifndef GB_LAUNCH_RUN_DRAIN_H
 #define GB_LAUNCH_RUN_DRAIN_H

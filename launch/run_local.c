@@ -531,7 +531,8 @@ static void close_all(launch *L)
     if (L->joins_ready)
         gb_joins_free(&L->joins);
     gb_runctl_server_close(L->runctl);
-    /* the replay segments a trainer left for its restart (workers/roles/trainer.c): the run is over */
+    /* the replay segments a trainer left for its restart (workers/roles/trainer.c): the run is over
+     * */
     int removed = 0;
     if (gb_shm_unlink_run(L->rd.path, &removed, &L->err))
         GB_WARN("shared memory of the run: %s", L->err.msg);

@@ -5,9 +5,9 @@
  * parameter service (the trainer's next push refills it), a parameter relay (it fetches the
  * service's latest at start; its policy workers reconnect to it) and a lone trainer: it
  * re-attaches the replay its predecessor left in the run's shared memory (every committed item
- * kept), goes on with its predecessor's sample ledger (workers/roles/trainer_ledger.h) and reloads its
- * last model checkpoint (workers/roles/trainer.c). One of several data-parallel trainers does not
- * come back: the others wait in a collective for a rank that would have to rejoin a new group;
+ * kept), goes on with its predecessor's sample ledger (workers/roles/trainer_ledger.h) and reloads
+ * its last model checkpoint (workers/roles/trainer.c). One of several data-parallel trainers does
+ * not come back: the others wait in a collective for a rank that would have to rejoin a new group;
  * its death ends the run, as before.
  *
  * Whom to blame for silence: a worker blocked on backpressure stops reporting too (an actor

@@ -1,8 +1,8 @@
 /* replay/kinds.h: the replay's built-in kinds and their names, one home for both: removers,
  * selectors and dataset formats (replay/formats/). A leaf: no gearbox includes, nothing to link
  * (the name tables are static here), so the application config can read it to parse
- * trainer.replay.selector and friends (runtime/config/config_schema.c says why) and a client can name
- * kinds without the replay's code.
+ * trainer.replay.selector and friends (runtime/config/config_schema.c says why) and a client can
+ * name kinds without the replay's code.
  * defines: gb_remover_kind, gb_selector_kind, gb_dataset_format, GB_REPLAY_REMOVERS,
  *          GB_REPLAY_SELECTORS, GB_DATASET_FORMATS, gb_remover_kind_names,
  *          gb_selector_kind_names, gb_dataset_format_names */

@@ -34,7 +34,7 @@ int gb_bench_inference(int argc, char **argv, int json); /* bench_precision.c */
 int gb_bench_learner(int argc, char **argv, int json);
 int gb_bench_suite(int argc, char **argv, int json);
 
-/* ---- shared by the benchmarks (launch/bench/bench_util.c) ------------------------------------------ */
+/* ---- shared by the benchmarks (launch/bench/bench_util.c) ------------------------------------ */
 
 /* Sorts t[0..n) in place and returns its q-quantile (nearest rank; q = 0.5: the median). */
 double gb_bench_quantile(double *t, int n, double q);
@@ -50,7 +50,7 @@ void gb_bench_configs_dir(const char *probe, char *out, size_t cap);
  * targets). Returns 0, or -1 with errno set. */
 int gb_bench_remove_tree(const char *path);
 
-/* ---- reading back the JSON a run wrote (launch/bench/bench_json.c) -------------------------------- */
+/* ---- reading back the JSON a run wrote (launch/bench/bench_json.c) --------------------------- */
 
 /* Parses the JSON file at path into *doc, which the caller frees with json_decref. Returns 0,
  * GB_ENOTFOUND (no such file), GB_EIO (unreadable) or GB_ECORRUPT (not JSON: the message has
@@ -66,7 +66,7 @@ int gb_bench_json_number(const json_t *doc, const char *path, double *out, gb_er
 int gb_bench_json_string(const json_t *doc, const char *path, char *out, size_t cap,
                          gb_error *err);
 
-/* ---- options (launch/bench/bench_util.c) ----------------------------------------------------------- */
+/* ---- options (launch/bench/bench_util.c) ----------------------------------------------------- */
 
 /* Every benchmark's --json (cmd_bench.c reads it; the benchmarks accept and skip it). */
 #define GB_BENCH_OPTION_JSON {"json", no_argument, NULL, 0}
@@ -107,8 +107,9 @@ typedef struct gb_bench_net {
     char dir[64];
     int seq;          /* endpoint names */
     const char *only; /* --case NAME: run only that case */
-    int curve;        /* gearbox's sockets use CURVE (ctx has keys: runtime/streams/curve.h); the raw
-                         ZeroMQ reference stays plain tcp */
+    /* gearbox's sockets use CURVE (ctx has keys: runtime/streams/curve.h); the raw ZeroMQ
+       reference stays plain tcp */
+    int curve;
     double figures[16]; /* each measured row's headline (inference p50 us, sample Gbit/s), in
                            order: bench_streams compares a CURVE pass with a plain one */
     int nfigures;

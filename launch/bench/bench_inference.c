@@ -1,6 +1,6 @@
-/* launch/bench/bench_inference.c: the inference stream's cases of `gearbox bench streams`: round trips
- * at several batch sizes against a raw ZeroMQ REQ/REP moving the same bytes, and the pipelined
- * server's throughput against the serial one with a 1 ms forward. */
+/* launch/bench/bench_inference.c: the inference stream's cases of `gearbox bench streams`: round
+ * trips at several batch sizes against a raw ZeroMQ REQ/REP moving the same bytes, and the
+ * pipelined server's throughput against the serial one with a 1 ms forward. */
 #include "launch/bench/bench.h"
 #include "runtime/base/clock.h"
 #include "runtime/streams/inference.h"

@@ -1,5 +1,5 @@
-/* launch/bench/bench_kernels.c: `gearbox bench kernels`: zero-copy gather against pinned cudaMemcpy of
- * the same bytes and against the CPU-orchestrated path; weighted selection and top-k on the GPU
+/* launch/bench/bench_kernels.c: `gearbox bench kernels`: zero-copy gather against pinned cudaMemcpy
+ * of the same bytes and against the CPU-orchestrated path; weighted selection and top-k on the GPU
  * against their CPU references. GPU figures are CUDA-event times after warm-up; each case prints
  * the median (p50) of its repetitions. Without a device only the CPU cases run, and it says so. */
 #include <stdint.h>

@@ -1,5 +1,5 @@
-/* launch/bench/bench_learner.c: `gearbox bench learner`: the trainer's cost per training call of each
- * config's algorithm, on batches shaped as its trainer gets them (trainer.batch_size chunks of
+/* launch/bench/bench_learner.c: `gearbox bench learner`: the trainer's cost per training call of
+ * each config's algorithm, on batches shaped as its trainer gets them (trainer.batch_size chunks of
  * actors.chunk_len steps, random observations and actions in the env's spaces), so that the
  * learner's part of time to solve is measured apart from the run: CPU time of the calling thread
  * per call and per gradient step, and samples per CPU second. The reference in the same run is a

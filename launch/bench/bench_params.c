@@ -1,6 +1,6 @@
-/* launch/bench/bench_params.c: the parameter stream's case of `gearbox bench streams`: one publisher
- * through the parameter service to several subscribers, against a raw ZeroMQ PUB/SUB broadcast
- * of the same bytes. */
+/* launch/bench/bench_params.c: the parameter stream's case of `gearbox bench streams`: one
+ * publisher through the parameter service to several subscribers, against a raw ZeroMQ PUB/SUB
+ * broadcast of the same bytes. */
 #include "launch/bench/bench.h"
 #include "runtime/base/clock.h"
 #include "runtime/streams/params.h"

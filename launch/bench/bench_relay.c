@@ -1,6 +1,6 @@
-/* launch/bench/bench_relay.c: the parameter relay's case of `gearbox bench streams` (param_relay): one
- * publisher through the parameter service to 48 subscribers, directly and through 3 relays of 16
- * subscribers each (parameters.relay: per_host), in the same run: the service's bytes sent per
+/* launch/bench/bench_relay.c: the parameter relay's case of `gearbox bench streams` (param_relay):
+ * one publisher through the parameter service to 48 subscribers, directly and through 3 relays of
+ * 16 subscribers each (parameters.relay: per_host), in the same run: the service's bytes sent per
  * version, the time until all 48 subscribers have a version, and versions per second (each
  * version published once the previous reached everyone). One process, one host: the relays'
  * "hosts" share its loopback, so the times show the relay's extra hop, not a network's relief. */

@@ -1,5 +1,5 @@
-/* launch/bench/bench_replay.c: `gearbox bench replay`: the GEAR replay store on the CPU, through its
- * public API (replay/replay.h). Cases: insert (small and large items, items/s, steps/s, GB/s),
+/* launch/bench/bench_replay.c: `gearbox bench replay`: the GEAR replay store on the CPU, through
+ * its public API (replay/replay.h). Cases: insert (small and large items, items/s, steps/s, GB/s),
  * select (uniform, weighted, top-k at capacities 1e4..1e7, batch 256, p50), collect (>= 64 KB
  * items against a single-thread memcpy of the same bytes from memory, measured in the same run),
  * and sample_update (weighted select + collect + priority update of 256 from 1e6 small items), and,

@@ -1,6 +1,6 @@
 /* launch/bench/bench_replay_shards.c: `gearbox bench replay --case global_select`: global selection
- * over replay shards (workers/roles/shards.h) in a real Gloo group of 4 forked ranks, each holding one
- * shard, against references measured in the same run:
+ * over replay shards (workers/roles/shards.h) in a real Gloo group of 4 forked ranks, each holding
+ * one shard, against references measured in the same run:
  *  - weighted: gb_shards_select of a global batch of 1024 (256 per trainer, one uint8 column)
  *    from 4 shards of 1e6 items, p50/p99, against one replay of 4e6 items drawing 1024 locally
  *    (gb_replay_sample + release; measured in the parent before it forks, on a quiet machine);

@@ -1,5 +1,5 @@
-/* launch/bench/bench_sample.c: the sample stream's case of `gearbox bench streams`: chunk throughput
- * from one actor to one trainer against raw ZeroMQ PUSH/PULL moving the same bytes. */
+/* launch/bench/bench_sample.c: the sample stream's case of `gearbox bench streams`: chunk
+ * throughput from one actor to one trainer against raw ZeroMQ PUSH/PULL moving the same bytes. */
 #include "launch/bench/bench.h"
 #include "runtime/base/clock.h"
 #include "runtime/streams/sample_stream.h"

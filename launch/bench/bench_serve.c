@@ -1,5 +1,5 @@
-/* launch/bench/bench_serve.c: `gearbox bench serve`: the offline-RL data server against plain ZeroMQ.
- * Server and clients are separate processes over tcp loopback. For each client count (1, 4,
+/* launch/bench/bench_serve.c: `gearbox bench serve`: the offline-RL data server against plain
+ * ZeroMQ. Server and clients are separate processes over tcp loopback. For each client count (1, 4,
  * 16) it measures, interleaved in the same run:
  *   serve: gearbox's server (2 request threads) holding items of --item-bytes (default 64 KiB),
  *          clients sampling --batch items with the C client into their own buffers;
@@ -8,7 +8,8 @@
  * Each client count runs 3 interleaved rounds of --seconds per mode (default 1 s).
  * Throughput counts the item bytes delivered to clients per second (GB/s, 10^9 bytes). The
  * ratio gbps / raw_gbps is the figure of merit (target >= 0.6 at 4 clients, >= 64 KB items).
- * With python3 and pyzmq/msgpack/numpy, one Python client (workers/server/client/python/gearbox_client.py)
+ * With python3 and pyzmq/msgpack/numpy, one Python client
+ * (workers/server/client/python/gearbox_client.py)
  * is measured too, then (with torch) the PyTorch DataLoader path (gearbox_torch.py: in-process
  * and with 2 workers, against the plain client in the same run), and sampling across 2 servers
  * (gearbox_shards.py, against one server). Last, the memory a dataset of --memory-items 1-step

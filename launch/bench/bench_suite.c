@@ -1,6 +1,6 @@
-/* launch/bench/bench_suite.c: `gearbox bench suite [--json] [--seeds N] [--only NAME] [--set k=v ...]`:
- * time to solve on a fixed list of shipped configs, run the way a user runs them. Each seed of
- * each task is a child `gearbox run CONFIG --set experiment.seed=S --run-dir DIR` (fork/exec of
+/* launch/bench/bench_suite.c: `gearbox bench suite [--json] [--seeds N] [--only NAME] [--set k=v
+ * ...]`: time to solve on a fixed list of shipped configs, run the way a user runs them. Each seed
+ * of each task is a child `gearbox run CONFIG --set experiment.seed=S --run-dir DIR` (fork/exec of
  * this executable), timed from fork to exit on CLOCK_MONOTONIC; the run's summary.json says
  * whether it solved, why it stopped, its env steps and its own wall time. The threshold is the
  * config's experiment.target_return (after --set), read with the config loader: the configs own

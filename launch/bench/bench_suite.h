@@ -1,5 +1,5 @@
-/* launch/bench/bench_suite.h: what `gearbox bench suite`'s runner (bench_suite.c) hands to its report
- * (bench_suite_report.c): the tasks, their seeds' runs and the options.
+/* launch/bench/bench_suite.h: what `gearbox bench suite`'s runner (bench_suite.c) hands to its
+ * report (bench_suite_report.c): the tasks, their seeds' runs and the options.
  * defines: suite_run, suite_task, suite_opts, SUITE_*, gb_bench_suite_figures,
  *          gb_bench_suite_print_json, gb_bench_suite_print_table */
 #ifndef GB_LAUNCH_BENCH_SUITE_H

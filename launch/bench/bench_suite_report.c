@@ -1,5 +1,5 @@
-/* launch/bench/bench_suite_report.c: `gearbox bench suite`'s figures (medians over seeds, failed seeds
- * as failed, never as their time) and its report, as JSON or as a table. */
+/* launch/bench/bench_suite_report.c: `gearbox bench suite`'s figures (medians over seeds, failed
+ * seeds as failed, never as their time) and its report, as JSON or as a table. */
 #include "launch/bench/bench.h"
 #include "launch/bench/bench_suite.h"
 

@@ -1,4 +1,5 @@
-/* runtime/base/dtype.h: tensor element types shared by the wire format, the replay and environments.
+/* runtime/base/dtype.h: tensor element types shared by the wire format, the replay and
+ * environments.
  * defines: gb_dtype, GB_DTYPE_*, gb_dtype_size, gb_dtype_name, gb_dtype_parse, gb_dtype_valid */
 #ifndef GB_RUNTIME_DTYPE_H
 #define GB_RUNTIME_DTYPE_H

@@ -1,6 +1,6 @@
-/* runtime/config/config.c: loading the experiment config: YAML text walked into key paths, each value's
- * place (file:line:col) remembered, unknown keys refused with a hint; then the overrides and the
- * checks (gb_config_read). Values are set by config_set.c, checked across keys by
+/* runtime/config/config.c: loading the experiment config: YAML text walked into key paths, each
+ * value's place (file:line:col) remembered, unknown keys refused with a hint; then the overrides
+ * and the checks (gb_config_read). Values are set by config_set.c, checked across keys by
  * config_check.c. See config.h. */
 #include "runtime/config/config.h"
 #include "runtime/config/config_internal.h"

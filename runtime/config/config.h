@@ -1,7 +1,7 @@
 /* runtime/config/config.h: the experiment configuration: YAML file -> validated, typed C structs.
  * The schema (every key, its type, default, range or choices) is declared once, in
- * runtime/config/config_schema.c; loading, --set overrides, printing and comparison are all driven by
- * that table. Errors name file, line, column and key path:
+ * runtime/config/config_schema.c; loading, --set overrides, printing and comparison are all driven
+ * by that table. Errors name file, line, column and key path:
  *   configs/x.yaml:12:5: trainer.replay.capacity: expected a positive integer, got "-3"
  * defines: gb_config and its sections, gb_config_load, gb_config_load_string, gb_config_apply_set,
  *          gb_config_finish, gb_config_write, gb_config_equal, gb_config_arg */
@@ -58,7 +58,8 @@ typedef enum { GB_CURVE_AUTO = 0, GB_CURVE_ON = 1, GB_CURVE_OFF = 2 } gb_curve_m
 /* Several trainers: where each trains from (workers/roles/shards.h), and how they meet. */
 typedef enum { GB_SELECTION_LOCAL = 0, GB_SELECTION_GLOBAL = 1 } gb_selection;
 typedef enum { GB_STORE_FILE = 0, GB_STORE_TCP = 1 } gb_store_kind;
-/* parameters.relay: how policy workers get parameters (runtime/streams/params.h, workers/roles/param_relay.c) */
+/* parameters.relay: how policy workers get parameters (runtime/streams/params.h,
+ * workers/roles/param_relay.c) */
 typedef enum { GB_RELAY_NONE = 0, GB_RELAY_PER_HOST = 1 } gb_relay_mode;
 typedef enum { GB_LAUNCH_LOCAL = 0, GB_LAUNCH_SLURM = 1, GB_LAUNCH_INLINE = 2 } gb_launch_mode;
 typedef enum {

@@ -1,5 +1,5 @@
-/* runtime/config/config_schema.c: every experiment config key, declared once: type, default, range or
- * choices. The loader, --set, `gearbox check` and the comparison all read this table. Later
+/* runtime/config/config_schema.c: every experiment config key, declared once: type, default, range
+ * or choices. The loader, --set, `gearbox check` and the comparison all read this table. Later
  * issues extend the schema here (and the structs in config.h). */
 #include "runtime/config/config_schema.h"
 

@@ -1,5 +1,5 @@
-/* runtime/config/config_set.c: setting one config value by its key path: a YAML node parsed into its
- * field (integers, numbers, booleans, strings, enums, lists, arguments) against the schema in
+/* runtime/config/config_set.c: setting one config value by its key path: a YAML node parsed into
+ * its field (integers, numbers, booleans, strings, enums, lists, arguments) against the schema in
  * config_schema.c, the schema's defaults, and --set key.path=value overrides. See config.h. */
 #include "runtime/config/config.h"
 #include "runtime/config/config_internal.h"

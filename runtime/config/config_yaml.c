@@ -1,6 +1,6 @@
-/* runtime/config/config_yaml.c: the config's YAML text with its positions: a document parsed by libyaml,
- * nodes shown in messages, and errors placed at "<source>:line:col: key.path". The other config
- * files call it; it calls none of them. */
+/* runtime/config/config_yaml.c: the config's YAML text with its positions: a document parsed by
+ * libyaml, nodes shown in messages, and errors placed at "<source>:line:col: key.path". The other
+ * config files call it; it calls none of them. */
 #include "runtime/config/config.h"
 #include "runtime/config/config_internal.h"
 

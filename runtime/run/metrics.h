@@ -56,7 +56,8 @@ uint64_t gb_metrics_sender_dropped(const gb_metrics_sender *s);
 
 /* Sets the table of int64 rows sent with every report from now on (one per sender; a copy is
  * kept): what does not fit named values, e.g. a trainer's chunks received per actor process
- * (runtime/streams/sample_stream.h, gb_ledger_row). Returns 0, GB_EINVAL (beyond 65536 x 16) or GB_ENOMEM. */
+ * (runtime/streams/sample_stream.h, gb_ledger_row). Returns 0, GB_EINVAL (beyond 65536 x 16) or
+ * GB_ENOMEM. */
 int gb_metrics_set_table(gb_metrics_sender *s, const int64_t *data, int rows, int cols,
                          gb_error *err);
 

@@ -1,4 +1,5 @@
-/* runtime/run/rundir.c: run directories: folders, config.yaml, metrics.csv (and tb/), summary.json. */
+/* runtime/run/rundir.c: run directories: folders, config.yaml, metrics.csv (and tb/), summary.json.
+ * */
 #include "runtime/run/rundir.h"
 
 #include "runtime/run/tensorboard.h"

@@ -1,7 +1,8 @@
-/* runtime/streams/chunk.h: the trajectory-chunk format: the items that actors send on the sample stream
- * (runtime/streams/sample_stream.h), that the replay stores and that the algorithms train on; its column
- * layout, the builder that turns environment-ring steps into chunks, and the conversions to
- * the replay's columns (gb_chunk_column_item). This is the one place the format is defined.
+/* runtime/streams/chunk.h: the trajectory-chunk format: the items that actors send on the sample
+ * stream (runtime/streams/sample_stream.h), that the replay stores and that the algorithms train
+ * on; its column layout, the builder that turns environment-ring steps into chunks, and the
+ * conversions to the replay's columns (gb_chunk_column_item). This is the one place the format is
+ * defined.
  *
  * A chunk holds T consecutive steps of one stream (one agent of one environment copy).
  * Environments use *next-step reset* (Gymnasium 1.x's default autoreset mode): when step t ends

@@ -1,5 +1,5 @@
-/* runtime/streams/curve.c: CURVE key files, the per-context ZAP handler and the secured bind/connect
- * (see curve.h). */
+/* runtime/streams/curve.c: CURVE key files, the per-context ZAP handler and the secured
+ * bind/connect (see curve.h). */
 #include "runtime/streams/curve.h"
 
 #include "runtime/base/log.h"

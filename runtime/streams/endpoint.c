@@ -1,4 +1,5 @@
-/* runtime/streams/endpoint.c: the addresses workers bind and publish: ipc:// paths in the run directory,
+/* runtime/streams/endpoint.c: the addresses workers bind and publish: ipc:// paths in the run
+ * directory,
  * tcp:// on a configured interface (see endpoint.h). */
 #include "runtime/streams/endpoint.h"
 

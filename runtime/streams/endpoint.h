@@ -1,5 +1,6 @@
-/* runtime/streams/endpoint.h: the address a worker binds for one of its sockets, and the address peers
- * connect to. On one machine endpoints are ipc:// sockets in the run directory; across machines
+/* runtime/streams/endpoint.h: the address a worker binds for one of its sockets, and the address
+ * peers connect to. On one machine endpoints are ipc:// sockets in the run directory; across
+ * machines
  * tcp:// on the address or interface the config names (streams.interface). Nothing binds to all
  * interfaces unless that option is "*". Workers publish these through the registry
  * (runtime/streams/registry.h).

@@ -1,4 +1,5 @@
-/* runtime/streams/inference_internal.h: what the inference stream's files share (private to runtime/).
+/* runtime/streams/inference_internal.h: what the inference stream's files share (private to
+ * runtime/).
  * defines: the server struct and its pipelined stages, the socket option helpers, the request
  *          checks, batch merging and replies of inference_batch.c, and the pipelined mode's
  *          entry points. Calls run one way: inference_server.c -> inference_pipelined.c ->

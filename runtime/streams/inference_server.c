@@ -1,6 +1,6 @@
-/* runtime/streams/inference_server.c: the inference stream's batching server (ROUTER): open and close,
- * and the serial mode's poll; the pipelined mode is in inference_pipelined.c, and what both do
- * with requests (checks, merging, replies) in inference_batch.c. */
+/* runtime/streams/inference_server.c: the inference stream's batching server (ROUTER): open and
+ * close, and the serial mode's poll; the pipelined mode is in inference_pipelined.c, and what both
+ * do with requests (checks, merging, replies) in inference_batch.c. */
 #include "runtime/streams/inference.h"
 #include "runtime/streams/curve.h"
 #include "runtime/streams/inference_internal.h"

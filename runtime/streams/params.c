@@ -1,4 +1,5 @@
-/* runtime/streams/params.c: parameter blobs, the layout's wire form, and the publisher (see params.h). */
+/* runtime/streams/params.c: parameter blobs, the layout's wire form, and the publisher (see
+ * params.h). */
 #include "runtime/streams/params_impl.h"
 
 #include "runtime/base/crc32c.h"

@@ -1,5 +1,5 @@
-/* runtime/streams/params.h: the parameter stream: versioned parameter blobs from trainer 0 through the
- * parameter service to every policy worker.
+/* runtime/streams/params.h: the parameter stream: versioned parameter blobs from trainer 0 through
+ * the parameter service to every policy worker.
  * defines: gb_param_entry, gb_param_blob, gb_param_publisher, gb_param_service,
  *          gb_param_subscriber, gb_param_relay and their options and statistics
  *
@@ -23,9 +23,9 @@
  * sends one version at a time, and that stream is the truth. A BEGIN replaces any unfinished
  * version; a version that verifies becomes the latest even when its number is lower than the
  * latest's (a trainer restarted from a checkpoint without the ledger that let it go on above its
- * predecessor's versions, workers/roles/trainer.c; or the latest came from somewhere else: the input is
- * not authenticated, so a forged version far ahead must not freeze every real one after it).
- * The service stamps each version it accepts with a serial, strictly increasing, taken from
+ * predecessor's versions, workers/roles/trainer.c; or the latest came from somewhere else: the
+ * input is not authenticated, so a forged version far ahead must not freeze every real one after
+ * it). The service stamps each version it accepts with a serial, strictly increasing, taken from
  * the wall clock in ns (so a restarted service goes on above its predecessor's), and subscribers
  * order versions by that serial, never by number. An unfinished version is abandoned when no
  * chunk of it arrived for stall_ms, or when it is older than stall_ms plus its size at

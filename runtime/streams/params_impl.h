@@ -1,5 +1,5 @@
-/* runtime/streams/params_impl.h: parameter stream internals shared by params.c, params_service.c and
- * params_subscriber.c (not a public header).
+/* runtime/streams/params_impl.h: parameter stream internals shared by params.c, params_service.c
+ * and params_subscriber.c (not a public header).
  * defines: param_blob, param_blob_new, param_blob_free_zmq, param_layout_encode, PARAM_*,
  *          the relay's hooks into subscribers and services (param_tap_fn, param_*_relay_*) */
 #ifndef GB_RUNTIME_PARAMS_IMPL_H

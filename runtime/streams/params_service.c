@@ -1,5 +1,5 @@
-/* runtime/streams/params_service.c: the parameter service: checks incoming blobs, forwards them on PUB
- * as they arrive, keeps the latest verified one and serves INFO_REQ/FETCH (see params.h). A
+/* runtime/streams/params_service.c: the parameter service: checks incoming blobs, forwards them on
+ * PUB as they arrive, keeps the latest verified one and serves INFO_REQ/FETCH (see params.h). A
  * relay (params_relay.c) opens one without an input and feeds it through params_impl.h.
  * Bytes sent are counted per PUB peer (a socket monitor follows PUB's connections). */
 #include "runtime/streams/params_impl.h"

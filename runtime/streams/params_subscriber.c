@@ -1,6 +1,6 @@
-/* runtime/streams/params_subscriber.c: the parameter subscriber: assembles blobs from the PUB chunks,
- * repairs or joins late through FETCH, applies only complete, CRC-checked versions. Versions are
- * ordered by the service's serial, never by their number (params.h, "Order"). */
+/* runtime/streams/params_subscriber.c: the parameter subscriber: assembles blobs from the PUB
+ * chunks, repairs or joins late through FETCH, applies only complete, CRC-checked versions.
+ * Versions are ordered by the service's serial, never by their number (params.h, "Order"). */
 #include "runtime/streams/params_impl.h"
 
 #include "runtime/base/clock.h"

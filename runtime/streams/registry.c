@@ -1,6 +1,6 @@
-/* runtime/streams/registry.c: the endpoint registry's server, a ROUTER served from the launcher's thread:
- * registrations and their TTLs, lookups, joins and run control (see registry.h); the client is in
- * registry_client.c. */
+/* runtime/streams/registry.c: the endpoint registry's server, a ROUTER served from the launcher's
+ * thread: registrations and their TTLs, lookups, joins and run control (see registry.h); the client
+ * is in registry_client.c. */
 #include "runtime/streams/registry.h"
 
 #include "runtime/base/clock.h"

@@ -1,4 +1,5 @@
-/* runtime/streams/registry.h: the endpoint registry: how workers find each other, served by the launcher.
+/* runtime/streams/registry.h: the endpoint registry: how workers find each other, served by the
+ * launcher.
  * defines: gb_registry_server, gb_registry_client, gb_registry_entry and their functions
  *
  * Workers register "name -> endpoint" (names like "policy/0/inference"), look names up with a
@@ -6,9 +7,9 @@
  * ("trainer/" for all trainers' sample endpoints). A registration lives for its TTL; the client
  * re-registers everything every heartbeat from a background thread, so a worker that dies
  * disappears within one TTL, and a restarted registry is refilled within one heartbeat. The
- * endpoints themselves are made by runtime/streams/endpoint.h (a wildcard address is registered as the
- * host's name). The same socket carries run control (runtime/streams/runctl.h) and, for workers joining
- * a running run from another host (gearbox join), the request for a slot, answered with the
+ * endpoints themselves are made by runtime/streams/endpoint.h (a wildcard address is registered as
+ * the host's name). The same socket carries run control (runtime/streams/runctl.h) and, for workers
+ * joining a running run from another host (gearbox join), the request for a slot, answered with the
  * run's config, metrics endpoint and identity (gb_registry_join). */
 #ifndef GB_RUNTIME_REGISTRY_H
 #define GB_RUNTIME_REGISTRY_H
@@ -50,8 +51,9 @@ typedef int (*gb_registry_join_fn)(void *arg, int role, gb_registry_join_reply *
 typedef struct gb_registry_server_opts {
     const char *endpoint; /* bind address */
     int max_ttl_ms;       /* registrations asking for longer get this (> 0) */
-    struct gb_runctl_server *runctl; /* optional: run control (runtime/streams/runctl.h) served on the
-                                        same socket; the caller keeps it open longer */
+    /* optional: run control (runtime/streams/runctl.h) served on the same socket; the caller
+       keeps it open longer */
+    struct gb_runctl_server *runctl;
     gb_registry_join_fn join; /* optional: answers GB_MSG_REG_JOIN (without: GB_EUNSUPPORTED) */
     void *join_arg;
 } gb_registry_server_opts;

@@ -1,5 +1,5 @@
-/* runtime/streams/registry_client.c: the endpoint registry's client: requests with their timeouts, and
- * the heartbeat thread that keeps this worker's names registered (see registry.h). */
+/* runtime/streams/registry_client.c: the endpoint registry's client: requests with their timeouts,
+ * and the heartbeat thread that keeps this worker's names registered (see registry.h). */
 #include "runtime/streams/registry.h"
 
 #include "runtime/base/clock.h"

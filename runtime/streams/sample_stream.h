@@ -19,7 +19,7 @@ typedef struct gb_sample_sender_opts {
     int hwm;             /* messages queued per trainer before backpressure (> 0) */
     int send_timeout_ms; /* -1: block until queued (no drops); >= 0: drop after this long */
     int role, index;
-    int incarnation;   /* the sending process's (workers/roles/worker.h): the high bits of every seq */
+    int incarnation;   /* the sending process's (workers/roles/worker.h): every seq's high bits */
     int kernel_buffer; /* tcp:// send buffer bytes (ZMQ_SNDBUF); 0 = the OS's autotuned one,
                           which holds megabytes: thousands of small chunks in flight that the
                           high-water marks do not see, and so stale experience (see below) */

@@ -1,4 +1,5 @@
-/* runtime/streams/wire.h: the gearbox wire format: frame 0 a msgpack header, then one raw frame per tensor.
+/* runtime/streams/wire.h: the gearbox wire format: frame 0 a msgpack header, then one raw frame per
+ * tensor.
  * defines: gb_msg_type, gb_role, gb_tensor_desc, gb_wire_header, gb_wire_payload, gb_wire_msg,
  *          gb_wire_encode_header, gb_wire_decode_header, gb_wire_check_frames, gb_wire_send,
  *          gb_wire_reply,
@@ -19,7 +20,8 @@
  *   messages until they move to "a"; no runtime message carries it),
  *   "a" attributes (map, optional): named typed values, each an int64, a str, or an array of
  *   str. Each message kind declares its attributes (key, kind, required, bounds) and tensors
- *   in one table (runtime/streams/wire_schema.h; the runtime's in runtime/streams/wire_messages.c), checked by
+ *   in one table (runtime/streams/wire_schema.h; the runtime's in runtime/streams/wire_messages.c),
+ * checked by
  *   gb_wire_schema_read. Limits of every header, checked on receive: at most
  *   GB_WIRE_ATTRS_MAX entries, keys of 1..GB_WIRE_ATTR_KEY_MAX-1 bytes, each key once, at most
  *   GB_WIRE_WORDS_MAX strings over all entries, each of at most GB_WIRE_WORD_MAX-1 bytes and
@@ -33,7 +35,8 @@
  * reader in wire.c rather than msgpack-c's unpacker, because the unpacker allocates from a
  * container's declared element count before checking it against the input (5 hostile bytes can
  * ask for 96 GB) and allocates a zone per message; the reader allocates nothing and checks
- * every count against the bytes left. tests/runtime/streams/test_wire.c checks both against each other. */
+ * every count against the bytes left. tests/runtime/streams/test_wire.c checks both against each
+ * other. */
 #ifndef GB_RUNTIME_WIRE_H
 #define GB_RUNTIME_WIRE_H
 

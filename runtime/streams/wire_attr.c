@@ -1,5 +1,6 @@
-/* runtime/streams/wire_attr.c: a wire header's typed attributes ("a" in wire.h): setting them with their
- * limits checked, and typed reads; their encoding and bounds-checked decoding are in wire.c. */
+/* runtime/streams/wire_attr.c: a wire header's typed attributes ("a" in wire.h): setting them with
+ * their limits checked, and typed reads; their encoding and bounds-checked decoding are in wire.c.
+ * */
 #include "runtime/streams/wire.h"
 
 #include <stdio.h>

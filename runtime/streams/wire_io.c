@@ -1,5 +1,5 @@
-/* runtime/streams/wire_io.c: multipart send and receive of wire messages, with every frame checked and
- * tensor views realigned where ZeroMQ left them unaligned (see wire.h). */
+/* runtime/streams/wire_io.c: multipart send and receive of wire messages, with every frame checked
+ * and tensor views realigned where ZeroMQ left them unaligned (see wire.h). */
 #include "runtime/streams/wire.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
-/* tests/gpu/test_gpu_learning.c: the cuda trainer's learning step (workers/roles/learning.h) against the
- * cpu one, on real replays and learners. For each config given (DQN, PPO, SAC on vectors; DQN
- * with a CNN on uint8 frames): the same seeds, the same chunks, a FIFO replay (selection on the
- * CPU either way, so the batches are the same), STEPS steps on the cpu, then with
+/* tests/gpu/test_gpu_learning.c: the cuda trainer's learning step (workers/roles/learning.h)
+ * against the cpu one, on real replays and learners. For each config given (DQN, PPO, SAC on
+ * vectors; DQN with a CNN on uint8 frames): the same seeds, the same chunks, a FIFO replay
+ * (selection on the CPU either way, so the batches are the same), STEPS steps on the cpu, then with
  * trainer.device cuda for trainer.collect gpu_zero_copy and cpu_staged, each with and without
  * prefetch. Checked: the initial parameters are equal; every step's loss is within 1e-3
  * (relative) of the cpu's; at the end the distance between the cuda and cpu parameters is under

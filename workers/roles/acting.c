@@ -1,4 +1,5 @@
-/* workers/roles/acting.c: the acting step shared by the actor worker and inline mode (see acting.h). */
+/* workers/roles/acting.c: the acting step shared by the actor worker and inline mode (see
+ * acting.h). */
 #include "workers/roles/acting.h"
 
 #include "envs/host.h"

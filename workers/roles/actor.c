@@ -1,8 +1,8 @@
-/* workers/roles/actor.c: the actor worker = acting (workers/roles/acting.h) + the streams. While one group
- * of the environment ring waits for its actions on the inference stream, the others are
- * stepped; each (copy, agent) stream becomes fixed-length trajectory chunks (runtime/streams/chunk.h)
- * pushed to the trainers on the sample stream without a copy; finished episodes go to the
- * launcher's metrics. */
+/* workers/roles/actor.c: the actor worker = acting (workers/roles/acting.h) + the streams. While
+ * one group of the environment ring waits for its actions on the inference stream, the others are
+ * stepped; each (copy, agent) stream becomes fixed-length trajectory chunks
+ * (runtime/streams/chunk.h) pushed to the trainers on the sample stream without a copy; finished
+ * episodes go to the launcher's metrics. */
 #include "workers/roles/worker.h"
 
 #include "runtime/base/clock.h"
@@ -269,9 +269,9 @@ static void actor_leave(actor *a)
     }
 }
 
-/* The actor's role (workers/roles/worker.h): steps its environments with the policy workers' actions
- * and sends the trajectory chunks to the trainers until the worker stops. Returns 0 on a clean
- * stop or the first error (err filled). Blocks for the worker's life. */
+/* The actor's role (workers/roles/worker.h): steps its environments with the policy workers'
+ * actions and sends the trajectory chunks to the trainers until the worker stops. Returns 0 on a
+ * clean stop or the first error (err filled). Blocks for the worker's life. */
 int gb_actor_main(gb_worker *w, gb_error *err)
 {
     const gb_config *cfg = w->cfg;

@@ -1,4 +1,5 @@
-/* workers/roles/checkpoint_set.c: a trainer's checkpoint sets and their manifest (see checkpoint.h). */
+/* workers/roles/checkpoint_set.c: a trainer's checkpoint sets and their manifest (see
+ * checkpoint.h). */
 #include "workers/roles/checkpoint_set.h"
 
 #include <errno.h>

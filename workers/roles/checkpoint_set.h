@@ -1,5 +1,6 @@
-/* workers/roles/checkpoint_set.h: a trainer's checkpoint as one consistent set: the model (and optimiser)
- * file and the replay file from the same training step, named by a small manifest written last.
+/* workers/roles/checkpoint_set.h: a trainer's checkpoint as one consistent set: the model (and
+ * optimiser) file and the replay file from the same training step, named by a small manifest
+ * written last.
  * In <dir>:
  *   <name>.step<S>-<K>.model, <name>.step<S>-<K>.replay   the set (K: 0, or more when a set of
  *                                                          step S already exists)

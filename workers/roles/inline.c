@@ -1,6 +1,6 @@
-/* workers/roles/inline.c: inline mode = acting (workers/roles/acting.h) + the learner's own model + learning
- * (workers/roles/learning.h) in one loop, in one process, through the same replay and rate limiter
- * as a distributed trainer: the reference the distributed mode is compared against. */
+/* workers/roles/inline.c: inline mode = acting (workers/roles/acting.h) + the learner's own model +
+ * learning (workers/roles/learning.h) in one loop, in one process, through the same replay and rate
+ * limiter as a distributed trainer: the reference the distributed mode is compared against. */
 #include "workers/roles/inline.h"
 
 #include "runtime/base/clock.h"

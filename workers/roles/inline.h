@@ -27,13 +27,13 @@ typedef struct gb_inline_result {
 } gb_inline_result;
 
 /* Runs the experiment cfg in this process until a stop rule of the run contract says so
- * (runtime/run/contract.h: solved, max_env_steps, max_seconds) or *stop becomes nonzero (may be NULL):
- * acting (one ring of actors.count x actors.envs_per_actor copies in actors.splits groups, chunks
- * of actors.chunk_len steps) with the learner's own model, and learning through trainer.replay and
- * its rate limiter, exactly as a distributed trainer learns (PPO too: a FIFO replay whose items
- * are sampled once). One thread inserts and samples, so nothing waits: an insert the rate limiter
- * holds back runs training steps first, and after every group the learner trains as often as the
- * limiter allows. Writes rd's metrics.csv (the contract's columns) every
+ * (runtime/run/contract.h: solved, max_env_steps, max_seconds) or *stop becomes nonzero (may be
+ * NULL): acting (one ring of actors.count x actors.envs_per_actor copies in actors.splits groups,
+ * chunks of actors.chunk_len steps) with the learner's own model, and learning through
+ * trainer.replay and its rate limiter, exactly as a distributed trainer learns (PPO too: a FIFO
+ * replay whose items are sampled once). One thread inserts and samples, so nothing waits: an insert
+ * the rate limiter holds back runs training steps first, and after every group the learner trains
+ * as often as the limiter allows. Writes rd's metrics.csv (the contract's columns) every
  * experiment.metrics_interval_s and checkpoints/learner.ckpt at the end (and every
  * trainer.checkpoint_every_s); the caller writes summary.json from *res (gb_inline_summary), also
  * after an error (*res then says "error"). Blocks for the whole run. Returns 0 when the run ended

@@ -1,6 +1,6 @@
-/* workers/roles/learner_report.h: what a learner reports by the run contract (runtime/run/contract.h):
- * its statistics, the exploration epsilon and its timings as metrics.csv columns, for inline
- * mode's rows and the trainer's metrics alike.
+/* workers/roles/learner_report.h: what a learner reports by the run contract
+ * (runtime/run/contract.h): its statistics, the exploration epsilon and its timings as metrics.csv
+ * columns, for inline mode's rows and the trainer's metrics alike.
  * defines: gb_learner_report, gb_learner_report_start, gb_learner_report_row */
 #ifndef GB_WORKERS_LEARNER_REPORT_H
 #define GB_WORKERS_LEARNER_REPORT_H

@@ -1,6 +1,7 @@
-/* workers/roles/learning.h: the learning step every trainer shares (the trainer worker, inline mode):
- * a replay built from the chunk layout (runtime/streams/chunk.h), the rate limiter and the staleness
- * bound, selection, collection into the training batch, the algorithm's step, priority
+/* workers/roles/learning.h: the learning step every trainer shares (the trainer worker, inline
+ * mode):
+ * a replay built from the chunk layout (runtime/streams/chunk.h), the rate limiter and the
+ * staleness bound, selection, collection into the training batch, the algorithm's step, priority
  * updates and release. The trainer worker is ingest + learning; inline mode is acting
  * (workers/roles/acting.h) + learning in one loop, through the same replay and rate limiter.
  *
@@ -9,9 +10,9 @@
  * small all-reduce: every shard's rate limiter admits its share batch/count, nobody is stopping,
  * and the summed budget progress for lr annealing); each trains on batch/count items, drawn from
  * its own shard (trainer.replay.selection: local) or from one selection over the union of the
- * shards with the rows sent by their owners (global, workers/roles/shards.h); the learner all-reduces
- * the gradients, so every replica stays identical, which a parameter checksum compared across
- * the ranks every trainer.checksum_every steps checks (logged; a mismatch is an error).
+ * shards with the rows sent by their owners (global, workers/roles/shards.h); the learner
+ * all-reduces the gradients, so every replica stays identical, which a parameter checksum compared
+ * across the ranks every trainer.checksum_every steps checks (logged; a mismatch is an error).
  *
  * Collection: on the cpu the chosen rows are copied into staging buffers allocated once, which
  * libtorch then reads in place. With trainer.device cuda (one trainer) the observation columns

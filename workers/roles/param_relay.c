@@ -1,6 +1,6 @@
-/* workers/roles/param_relay.c: the parameter relay worker (parameters.relay: per_host): subscribes to
- * the parameter service and re-serves this host's policy workers (runtime/streams/params.h, "relay"),
- * registered as "relay/<host>/pub" and "relay/<host>/fetch" (gb_worker_host). */
+/* workers/roles/param_relay.c: the parameter relay worker (parameters.relay: per_host): subscribes
+ * to the parameter service and re-serves this host's policy workers (runtime/streams/params.h,
+ * "relay"), registered as "relay/<host>/pub" and "relay/<host>/fetch" (gb_worker_host). */
 #include "workers/roles/worker.h"
 
 #include "runtime/base/clock.h"

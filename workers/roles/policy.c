@@ -1,5 +1,5 @@
-/* workers/roles/policy.c: the policy worker: serves batched inference to the actors and swaps in new
- * parameters between batches. Three threads, as in SRL: the request thread (the worker's main
+/* workers/roles/policy.c: the policy worker: serves batched inference to the actors and swaps in
+ * new parameters between batches. Three threads, as in SRL: the request thread (the worker's main
  * loop) drives a pipelined inference server, receiving, validating and merging requests into the
  * next batch and sending replies; the server's inference thread runs one batched libtorch
  * forward per batch, meanwhile; the parameter thread follows the parameter stream and stages
@@ -136,7 +136,8 @@ static void *param_thread(void *arg)
             break;
         }
         /* 1: the subscriber took a version after the current one, in the service's order,
-         * whatever its number (runtime/streams/params.h, "Order"); the first one is applied at start */
+         * whatever its number (runtime/streams/params.h, "Order"); the first one is applied at
+         * start */
         if (rc == 1) {
             const gb_param_blob *b = gb_param_subscriber_acquire(p->sub);
             if (!b)
@@ -200,7 +201,8 @@ static int policy_first_params(policy *p, gb_error *err)
         return rc;
     GB_INFO("policy: parameters from %s (%s)", pub_name, p->pub_ep);
     /* A parameter version is this model's flat buffer: the subscriber refuses larger ones;
-     * frames are bounded by what the service takes (parameters.chunk_bytes, runtime/streams/params.h) */
+     * frames are bounded by what the service takes (parameters.chunk_bytes,
+     * runtime/streams/params.h) */
     const gb_param_entry *layout;
     int nlayout;
     uint64_t model_bytes;
@@ -273,9 +275,10 @@ static void policy_report(policy *p, gb_infer_server *server)
     gb_metrics_send(m, NULL);
 }
 
-/* The policy worker's role (workers/roles/worker.h): builds the model, applies the first parameters,
- * serves inference until the worker stops; the parameter thread follows the stream meanwhile.
- * Returns 0 on a clean stop or the first error (err filled). Blocks for the worker's life. */
+/* The policy worker's role (workers/roles/worker.h): builds the model, applies the first
+ * parameters, serves inference until the worker stops; the parameter thread follows the stream
+ * meanwhile. Returns 0 on a clean stop or the first error (err filled). Blocks for the worker's
+ * life. */
 int gb_policy_main(gb_worker *w, gb_error *err)
 {
     const gb_config *cfg = w->cfg;

@@ -1,4 +1,5 @@
-/* workers/roles/shards.c: global selection and remote collection over replay shards (see shards.h). */
+/* workers/roles/shards.c: global selection and remote collection over replay shards (see shards.h).
+ * */
 #include "workers/roles/shards.h"
 
 #include "runtime/base/rng.h"

@@ -32,8 +32,8 @@
 #include <sys/stat.h>
 
 /* Converts the learner model's layout into the parameter stream's, once. */
-/* The parameter stream carries the model's own layout table (runtime/streams/params.h); only the flat
- * buffer it is exported into is the trainer's. */
+/* The parameter stream carries the model's own layout table (runtime/streams/params.h); only the
+ * flat buffer it is exported into is the trainer's. */
 static int make_param_buffer(trainer *t, gb_error *err)
 {
     gb_torch_model_layout(gb_learning_model(t->learning), &t->param_layout, &t->param_count,

@@ -78,8 +78,8 @@ static int record_chunk(trainer *t, const gb_wire_msg *m, gb_error *err)
                                     (int32_t)t->layout.T, err);
 }
 
-/* Once the launcher has said the run is ending (runtime/streams/runctl.h): sets *ending and confirms
- * it (the launcher stops the actors once every trainer has). One atomic load per call. */
+/* Once the launcher has said the run is ending (runtime/streams/runctl.h): sets *ending and
+ * confirms it (the launcher stops the actors once every trainer has). One atomic load per call. */
 static void look_for_end(trainer *t, int *ending)
 {
     if (!*ending && (*ending = gb_worker_run_ending(t->w))) {

@@ -39,8 +39,8 @@ typedef struct gb_worker {
                    before the run ends */
 } gb_worker;
 
-/* The run's state as this worker last heard it (runtime/streams/runctl.h; GB_RUN_RUNNING without run
- * control). One atomic load. */
+/* The run's state as this worker last heard it (runtime/streams/runctl.h; GB_RUN_RUNNING without
+ * run control). One atomic load. */
 gb_run_state gb_worker_run_state(const gb_worker *w);
 
 /* 1 once the launcher said the run is ending: a trainer then stops waiting for its rate limiter
@@ -79,8 +79,8 @@ static inline int gb_worker_stop_requested(const gb_worker *w) { return atomic_l
 
 /* For a stopped actor that has sent its last chunk and its final report: confirms that it has
  * flushed, then keeps the process (and with it the sample connections) open until the run is
- * released (runtime/streams/runctl.h), which the launcher does once the trainers have received every
- * chunk the actors counted as sent, or until max_s passes. Closing earlier could lose queued
+ * released (runtime/streams/runctl.h), which the launcher does once the trainers have received
+ * every chunk the actors counted as sent, or until max_s passes. Closing earlier could lose queued
  * chunks: over ipc://, libzmq discards what a closed peer left in the kernel buffer while the
  * reader's queue is full. Returns 1 when released (at once without run control), 0 on timeout. */
 int gb_worker_wait_release(const gb_worker *w, double max_s);

@@ -1,6 +1,7 @@
-/* workers/server/server.c: the offline-RL data server's transport and life: the client-facing ROUTER,
- * the broker loop handing each request to an idle request thread, the request threads, open
- * and close; each request goes to server_dispatch.c (protocol: workers/server/server_protocol.h). */
+/* workers/server/server.c: the offline-RL data server's transport and life: the client-facing
+ * ROUTER, the broker loop handing each request to an idle request thread, the request threads, open
+ * and close; each request goes to server_dispatch.c (protocol: workers/server/server_protocol.h).
+ * */
 #include "workers/server/server.h"
 #include "workers/server/server_internal.h"
 

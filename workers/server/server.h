@@ -1,6 +1,7 @@
-/* workers/server/server.h: the offline-RL data server (`gearbox serve`): named tables (GEAR replays,
- * with the episode index of a D4RL or Minari dataset) served on a ZeroMQ ROUTER; its protocol
- * is workers/server/server_protocol.h (page: docs/protocol.md), its clients workers/server/client/.
+/* workers/server/server.h: the offline-RL data server (`gearbox serve`): named tables (GEAR
+ * replays, with the episode index of a D4RL or Minari dataset) served on a ZeroMQ ROUTER; its
+ * protocol is workers/server/server_protocol.h (page: docs/protocol.md), its clients
+ * workers/server/client/.
  * defines: gb_server, gb_server_opts, gb_server_stats, gb_server_open, gb_server_open_tables,
  *          gb_server_run, gb_server_checkpoint, gb_server_close, gb_server_endpoint,
  *          gb_server_get_stats, gb_server_opts_from_config, gb_server_tables,

@@ -1,5 +1,5 @@
-/* workers/server/server_episodes.c: the data server's episode index (which items hold which steps of
- * which episode) and the planning of the offline sampling modes over it: windows, transitions,
+/* workers/server/server_episodes.c: the data server's episode index (which items hold which steps
+ * of which episode) and the planning of the offline sampling modes over it: windows, transitions,
  * whole episodes and epochs with a cursor per client (protocol in docs/protocol.md, "Sampling
  * modes"). The data itself is gathered from the replay by server_offline.c.
  * defines: gb_episodes_create, gb_episodes_add, gb_episodes_free, gb_episodes_count,

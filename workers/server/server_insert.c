@@ -1,5 +1,5 @@
-/* workers/server/server_insert.c: the data server's writes: insert (whole items, checked against the
- * table's schema; an insert waiting for room holds its request thread) and priority updates of
+/* workers/server/server_insert.c: the data server's writes: insert (whole items, checked against
+ * the table's schema; an insert waiting for room holds its request thread) and priority updates of
  * sampled items. */
 #include "workers/server/server_internal.h"
 

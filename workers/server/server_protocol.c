@@ -1,6 +1,6 @@
-/* workers/server/server_protocol.c: the data server protocol's names (sampling modes, selectors) and
- * its message tables (workers/server/server_protocol.h); in the client library, which the server
- * links. */
+/* workers/server/server_protocol.c: the data server protocol's names (sampling modes, selectors)
+ * and its message tables (workers/server/server_protocol.h); in the client library, which the
+ * server links. */
 #include "workers/server/server_protocol.h"
 
 #include <stdint.h>

@@ -1,9 +1,10 @@
-/* workers/server/server_protocol.h: the data server's protocol (`gearbox serve`), declared once: its
- * operations, sampling modes, selectors and each message kind's attributes and tensors, as
- * tables (runtime/streams/wire_schema.h; defined in server_protocol.c). The server (workers/server*.c)
- * and the C client (workers/server/client/) use it; the Python client
- * (workers/server/client/python/gearbox_client.py) mirrors it; docs/protocol.md prints the tables for
- * people and for clients in other languages (tests/workers/server/test_serve_doc.c checks both copies).
+/* workers/server/server_protocol.h: the data server's protocol (`gearbox serve`), declared once:
+ * its operations, sampling modes, selectors and each message kind's attributes and tensors, as
+ * tables (runtime/streams/wire_schema.h; defined in server_protocol.c). The server
+ * (workers/server/) and the C client (workers/server/client/) use it; the Python client
+ * (workers/server/client/python/gearbox_client.py) mirrors it; docs/protocol.md prints the tables
+ * for people and for clients in other languages (tests/workers/server/test_serve_doc.c checks both
+ * copies).
  * defines: gb_serve_op, gb_serve_mode, gb_serve_mode_parse, gb_serve_mode_name,
  *          gb_serve_selector_name, gb_serve_selector_kind, GB_SERVE_MAX_TABLES,
  *          gb_serve_request, gb_serve_info, gb_serve_sampled, gb_serve_inserted,
@@ -70,7 +71,7 @@ const char *gb_serve_selector_name(int kind);
 /* A name -> kind: NULL, "" or "default" give -1; returns 0 or GB_EINVAL (unknown name). */
 int gb_serve_selector_kind(const char *name, int64_t *kind, gb_error *err);
 
-/* ---- the messages, declared as tables (runtime/streams/wire_schema.h) ---------------------------------
+/* ---- the messages, declared as tables (runtime/streams/wire_schema.h) ---------------------------
  * A request carries its operation in attribute "op" and is read with that operation's table;
  * a reply is read with the table of the operation it answers (matched by seq). An error reply
  * carries only status and text. */

@@ -1,6 +1,7 @@
-/* workers/server/server_reply.c: the data server's replies: reply buffers (reused, released by ZeroMQ
- * after the last frame is sent), error and success answers, and a sample reply's layout: the
- * columns it asks for and the metadata arrays beside them (protocol: workers/server/server_protocol.h).
+/* workers/server/server_reply.c: the data server's replies: reply buffers (reused, released by
+ * ZeroMQ after the last frame is sent), error and success answers, and a sample reply's layout: the
+ * columns it asks for and the metadata arrays beside them (protocol:
+ * workers/server/server_protocol.h).
  */
 #include "workers/server/server_internal.h"
 

@@ -25,8 +25,8 @@
  *   network). Discrete actions are int64, continuous actions float32 [A] in environment units.
  *
  * Trajectory chunks (what the algorithms train on; what actors send and the replay stores) are
- * defined in runtime/streams/chunk.h: T steps of one stream with next-step reset rows (valid 0) and one
- * per-item next_obs; gb_torch_batch below is a batch of them, column by column.
+ * defined in runtime/streams/chunk.h: T steps of one stream with next-step reset rows (valid 0) and
+ * one per-item next_obs; gb_torch_batch below is a batch of them, column by column.
  * Targets and fused losses: workers/torch/targets.h; the loss entry points tests call: testing.h */
 #ifndef GB_WORKERS_TORCH_BRIDGE_H
 #define GB_WORKERS_TORCH_BRIDGE_H
@@ -42,7 +42,8 @@ extern "C" {
 #include "runtime/config/config.h"
 #include "runtime/base/dtype.h"
 #include "runtime/base/error.h"
-#include "runtime/streams/params.h" /* gb_param_entry: the parameter layout, from trainer to policy */
+/* gb_param_entry: the parameter layout, from trainer to policy */
+#include "runtime/streams/params.h"
 
 /* Version 1: gb_torch_api and this file's types (gb_config and other runtime types are one build's
  * own); bumped when a layout or meaning changes: the loader refuses another version or size. */
@@ -210,10 +211,10 @@ typedef struct gb_torch_api {
 
     /* The layout of this model's flat parameter buffer: every parameter and buffer of the acting
      * network in a fixed order ("torso.0.weight", "log_std", ...), each entry's offset a multiple
-     * of GB_TORCH_PARAM_ALIGN. The table is the parameter stream's own type (runtime/streams/params.h),
-     * so the trainer publishes it and the policy worker imports a received blob's table as they
-     * are. *table points into the model (valid until destroy); *total is the buffer size in
-     * bytes. Never fails. */
+     * of GB_TORCH_PARAM_ALIGN. The table is the parameter stream's own type
+     * (runtime/streams/params.h), so the trainer publishes it and the policy worker imports a
+     * received blob's table as they are. *table points into the model (valid until destroy); *total
+     * is the buffer size in bytes. Never fails. */
     void (*model_layout)(const gb_torch_model *m, const gb_param_entry **table, int *count,
                          uint64_t *total);
 

@@ -1,7 +1,7 @@
-/* tests/launch/bench/test_bench_json.c: the benchmarks' JSON reading (launch/bench/bench_json.c) finds a key
- * by its exact path, not by the first text that looks like it (a strstr reader took the nested
- * "actors" for the top-level one, cut a string at its first escape and missed `"key" :`), and
- * says which key is missing or of another type; and their option parsing (getopt_long through
+/* tests/launch/bench/test_bench_json.c: the benchmarks' JSON reading (launch/bench/bench_json.c)
+ * finds a key by its exact path, not by the first text that looks like it (a strstr reader took the
+ * nested "actors" for the top-level one, cut a string at its first escape and missed `"key" :`),
+ * and says which key is missing or of another type; and their option parsing (getopt_long through
  * gb_bench_options) keeps order, values, positional arguments and refusals. */
 #include "launch/bench/bench.h"
 #include "test.h"

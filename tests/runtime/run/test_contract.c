@@ -1,5 +1,5 @@
-/* tests/runtime/run/test_contract.c: the run contract's table (runtime/run/contract.h): every column
- * named once, the learner statistics each algorithm reports, and the stop rules' order. */
+/* tests/runtime/run/test_contract.c: the run contract's table (runtime/run/contract.h): every
+ * column named once, the learner statistics each algorithm reports, and the stop rules' order. */
 #include "runtime/run/contract.h"
 #include "test.h"
 

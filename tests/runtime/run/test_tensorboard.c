@@ -1,5 +1,5 @@
-/* tests/runtime/run/test_tensorboard.c: TensorBoard event files (runtime/run/tensorboard.h): the TFRecord
- * masked CRC and framing against values from TensorBoard's own Python implementation
+/* tests/runtime/run/test_tensorboard.c: TensorBoard event files (runtime/run/tensorboard.h): the
+ * TFRecord masked CRC and framing against values from TensorBoard's own Python implementation
  * (tensorboard.compat.tensorflow_stub.pywrap_tensorflow.masked_crc32c), the protobuf-c encoding
  * of an Event against the bytes TensorBoard's event_pb2 serialises for the same message, a file
  * written and read back record by record, and metrics.csv rows mirrored into tb/ by the run

@@ -1,7 +1,8 @@
-/* tests/runtime/streams/relay_probe.c: the processes of the parameter relay test over several "hosts"
- * (relay_hosts.sh runs each in a network namespace): a parameter service with its publisher, a
- * relay, or a set of subscribers, over tcp on fixed ports (7101-7103 the service's, 7201-7202 a
- * relay's). Each writes small result files in DIR and runs until its work is done or SIGTERM.
+/* tests/runtime/streams/relay_probe.c: the processes of the parameter relay test over several
+ * "hosts" (relay_hosts.sh runs each in a network namespace): a parameter service with its
+ * publisher, a relay, or a set of subscribers, over tcp on fixed ports (7101-7103 the service's,
+ * 7201-7202 a relay's). Each writes small result files in DIR and runs until its work is done or
+ * SIGTERM.
  *
  *   relay_probe service DIR IP PEERS BYTES VERSIONS IFACE
  *       waits for PEERS on its PUB, writes DIR/service.ready, publishes warm-up versions every

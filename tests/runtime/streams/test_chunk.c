@@ -1,5 +1,5 @@
-/* tests/runtime/streams/test_chunk.c: the chunk builder against a hand-worked trajectory: rows, reset
- * rows after episode ends (also across chunk boundaries), next_obs, versions, the zero-copy
+/* tests/runtime/streams/test_chunk.c: the chunk builder against a hand-worked trajectory: rows,
+ * reset rows after episode ends (also across chunk boundaries), next_obs, versions, the zero-copy
  * hand-off's reference counting, and the ingest check for non-finite values. */
 #include "runtime/streams/chunk.h"
 #include "test.h"

@@ -1,8 +1,8 @@
-/* tests/runtime/streams/test_curve.c: CURVE on tcp:// (runtime/streams/curve.h) with real sockets. A run's key
- * files are made 0600 in a 0700 folder and read back; a malformed or world-readable key file is
- * refused. With the server's context attached to the run's keys, a registry, a trainer's sample
- * receiver and a policy's inference server on tcp://127.0.0.1 serve a client whose context has
- * the run's keys, and give nothing to three clients without them: plain tcp, CURVE with another
+/* tests/runtime/streams/test_curve.c: CURVE on tcp:// (runtime/streams/curve.h) with real sockets.
+ * A run's key files are made 0600 in a 0700 folder and read back; a malformed or world-readable key
+ * file is refused. With the server's context attached to the run's keys, a registry, a trainer's
+ * sample receiver and a policy's inference server on tcp://127.0.0.1 serve a client whose context
+ * has the run's keys, and give nothing to three clients without them: plain tcp, CURVE with another
  * run's keys (a wrong server key), CURVE with the right server key but an unknown client key
  * pair. Those get no reply, register nothing, have no chunk ingested and no request served, and
  * every one of them is counted by gb_curve_refused. ipc:// on the same attached context stays

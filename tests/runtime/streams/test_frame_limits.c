@@ -1,5 +1,5 @@
-/* tests/runtime/streams/test_frame_limits.c: every socket a peer can write to bounds the frames it takes
- * (gb_wire_set_max_frame): a peer sending a frame larger than the protocol can carry is
+/* tests/runtime/streams/test_frame_limits.c: every socket a peer can write to bounds the frames it
+ * takes (gb_wire_set_max_frame): a peer sending a frame larger than the protocol can carry is
  * disconnected before the frame is read (seen from the other end with a socket monitor), the
  * frame never reaches the receiver (its counters do not move), and legitimate peers go on being
  * served. Covers the inference server and client, the parameter subscriber and the parameter

@@ -1,5 +1,5 @@
-/* tests/runtime/streams/test_inference_pipelined.c: the pipelined inference server (request thread +
- * inference thread) with many client threads over ipc: replies matched to requests and rows, the
+/* tests/runtime/streams/test_inference_pipelined.c: the pipelined inference server (request thread
+ * + inference thread) with many client threads over ipc: replies matched to requests and rows, the
  * next batch gathered and malformed requests answered while a slow callback runs, callback errors
  * answered to every request of their batch, a clean close with a batch in the model, and the
  * same workload served by the serial and the pipelined server (times printed, not asserted). */

@@ -266,7 +266,8 @@ static void test_broadcast_late_join_torn(void)
     CHECK_EQ_INT(versions, 6); /* 1..5 and 8 */
     /* 6 (CRC) is abandoned; 7 (torn) is abandoned when 8 begins after it, or, when its
      * messages come after 8's (two connections, fair-queued), still unfinished at the end
-     * (abandoned only after the stall bound, runtime/streams/params.h "Order"); 8 completes either way */
+     * (abandoned only after the stall bound, runtime/streams/params.h "Order"); 8 completes either
+     * way */
     CHECK(abandoned + rejected >= 1 && abandoned + rejected <= 2);
     CHECK(fetches >= 1);
     fprintf(stderr, "  service: %llu versions, %llu abandoned, %llu ignored, %llu fetches served\n",

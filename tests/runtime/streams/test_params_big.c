@@ -1,6 +1,6 @@
-/* tests/runtime/streams/test_params_big.c: a parameter blob larger than 2^31 bytes round-trips through
- * the service to a subscriber that listens from the start (PUB path) and to one that joins late
- * (FETCH path, offsets past 2^31). The publisher streams the blob in pieces, so at most two
+/* tests/runtime/streams/test_params_big.c: a parameter blob larger than 2^31 bytes round-trips
+ * through the service to a subscriber that listens from the start (PUB path) and to one that joins
+ * late (FETCH path, offsets past 2^31). The publisher streams the blob in pieces, so at most two
  * copies exist at once (service + one subscriber). Label: slow. */
 #include "params_test.h"
 #include "test.h"

@@ -1,9 +1,9 @@
 /* tests/runtime/streams/test_params_faults.c: the parameter stream against a hostile or broken
- * publisher (runtime/streams/params.h, "Order"): an unfinished version with a huge number neither blocks
- * the real ones nor lives past its bound; a forged complete version far ahead does not freeze the
- * real ones after it, at the service or at a subscriber; a restarted publisher's lower numbers
- * are taken; a flood of malformed messages writes a handful of log lines, not one per message.
- * One process: the test drives the service and the subscriber itself. */
+ * publisher (runtime/streams/params.h, "Order"): an unfinished version with a huge number neither
+ * blocks the real ones nor lives past its bound; a forged complete version far ahead does not
+ * freeze the real ones after it, at the service or at a subscriber; a restarted publisher's lower
+ * numbers are taken; a flood of malformed messages writes a handful of log lines, not one per
+ * message. One process: the test drives the service and the subscriber itself. */
 #include "params_test.h"
 #include "runtime/base/log.h"
 #include "test.h"

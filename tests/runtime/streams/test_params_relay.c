@@ -1,5 +1,5 @@
-/* tests/runtime/streams/test_params_relay.c: parameter relays on one host (ipc://, one thread driving
- * every part): a service, 2 relays with 4 subscribers each. Every subscriber applies every
+/* tests/runtime/streams/test_params_relay.c: parameter relays on one host (ipc://, one thread
+ * driving every part): a service, 2 relays with 4 subscribers each. Every subscriber applies every
  * version in order with the right bytes; the service sends each version once a relay (its
  * sent_bytes), not once a subscriber; a late joiner starts from the latest; a relay closed and
  * opened again on the same endpoints serves its subscribers the next version. */

@@ -1,7 +1,7 @@
-/* tests/runtime/streams/test_registry.c: the endpoint registry served from a launcher thread, workers in
- * their own processes registering, looking up with a timeout, listing by prefix; a killed worker
- * disappears after its TTL; a clean close unregisters; endpoint helpers. Run control on the
- * registry's socket: workers learn each move of the run's state within a few poll periods,
+/* tests/runtime/streams/test_registry.c: the endpoint registry served from a launcher thread,
+ * workers in their own processes registering, looking up with a timeout, listing by prefix; a
+ * killed worker disappears after its TTL; a clean close unregisters; endpoint helpers. Run control
+ * on the registry's socket: workers learn each move of the run's state within a few poll periods,
  * confirmations reach the launcher, an actor's stop flag is set when the run starts flushing,
  * waiting for the release times out before it and returns after it, the state never goes back,
  * a late client learns the state at once, a malformed watch is answered and counted, and the

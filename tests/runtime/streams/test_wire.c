@@ -1,5 +1,5 @@
-/* tests/runtime/streams/test_wire.c: header encode/decode (against msgpack-c), every malformation named,
- * frame checks, and multipart send/receive with in-place views. Typed attributes ("a"):
+/* tests/runtime/streams/test_wire.c: header encode/decode (against msgpack-c), every malformation
+ * named, frame checks, and multipart send/receive with in-place views. Typed attributes ("a"):
  * test_wire_attr.c. */
 #include "runtime/base/dtype.h"
 #include "runtime/streams/wire.h"

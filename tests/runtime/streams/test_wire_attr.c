@@ -1,5 +1,5 @@
-/* tests/runtime/streams/test_wire_attr.c: typed header attributes ("a"): set, encode, decode (against
- * msgpack-c), the setters' limits, and every malformed attribute map named. */
+/* tests/runtime/streams/test_wire_attr.c: typed header attributes ("a"): set, encode, decode
+ * (against msgpack-c), the setters' limits, and every malformed attribute map named. */
 #include "runtime/streams/wire.h"
 #include "test.h"
 #include "wire_test.h"

@@ -1,5 +1,5 @@
-/* tests/runtime/streams/test_wire_doc.c: docs/protocol.md holds every runtime message table exactly as
- * gb_wire_schema_markdown prints it, between the markers below; the test fails when the page and
+/* tests/runtime/streams/test_wire_doc.c: docs/protocol.md holds every runtime message table exactly
+ * as gb_wire_schema_markdown prints it, between the markers below; the test fails when the page and
  * the tables disagree. `test_wire_doc --print` prints the section to paste into the page. */
 #include "runtime/streams/wire_messages.h"
 #include "test.h"

@@ -1,5 +1,6 @@
 /* tests/runtime/streams/test_wire_schema.c: the wire message tables' validator and writer
- * (runtime/streams/wire_schema.h): every check named, defaults, a round trip through the encoder. */
+ * (runtime/streams/wire_schema.h): every check named, defaults, a round trip through the encoder.
+ * */
 #include "runtime/streams/wire_schema.h"
 #include "test.h"
 

@@ -1,5 +1,5 @@
-/* tests/runtime/streams/wire_test.h: helpers shared by the wire header tests: a decode that must fail
- * with a named message, and the signature of the msgpack-c packers that build bad headers.
+/* tests/runtime/streams/wire_test.h: helpers shared by the wire header tests: a decode that must
+ * fail with a named message, and the signature of the msgpack-c packers that build bad headers.
  * defines: pack_fn, expect_bad, EXPECT_BAD */
 #ifndef GB_TESTS_STREAMS_WIRE_TEST_H
 #define GB_TESTS_STREAMS_WIRE_TEST_H

@@ -1,8 +1,9 @@
-/* tests/workers/roles/test_checkpoint.c: a trainer's checkpoint sets (workers/roles/checkpoint_set.h): the
- * manifest names a model and a replay file of one step; a set whose replay (or manifest) write
- * fails, as on a full disk, leaves the previous set current and complete, and nothing of its own.
- * The trainer used to write trainer-0.model and then trainer-0.replay in place: a failure
- * between the two left a model and a replay from different steps. */
+/* tests/workers/roles/test_checkpoint.c: a trainer's checkpoint sets
+ * (workers/roles/checkpoint_set.h): the manifest names a model and a replay file of one step; a set
+ * whose replay (or manifest) write fails, as on a full disk, leaves the previous set current and
+ * complete, and nothing of its own. The trainer used to write trainer-0.model and then
+ * trainer-0.replay in place: a failure between the two left a model and a replay from different
+ * steps. */
 #include "test.h"
 #include "workers/roles/checkpoint_set.h"
 

@@ -1,5 +1,5 @@
-/* tests/workers/roles/test_learning_prefetch.c: the learning step's prefetch (trainer.prefetch: batch
- * k+1 selected and collected into a second slot while batch k trains; the cuda trainer's
+/* tests/workers/roles/test_learning_prefetch.c: the learning step's prefetch (trainer.prefetch:
+ * batch k+1 selected and collected into a second slot while batch k trains; the cuda trainer's
  * pipeline) on the cpu path, and what a cuda trainer is refused with where there is no CUDA.
  * - Uniform replay, nothing inserted between steps: prefetching selects the same batches in the
  *   same order, so after the same steps the learner's parameters are bit-identical with and

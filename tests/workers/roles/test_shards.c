@@ -1,5 +1,6 @@
-/* tests/workers/roles/test_shards.c: global selection over replay shards (workers/roles/shards.h) against a
- * reference replay that holds the union. Three processes, one shard each, in a real Gloo group:
+/* tests/workers/roles/test_shards.c: global selection over replay shards (workers/roles/shards.h)
+ * against a reference replay that holds the union. Three processes, one shard each, in a real Gloo
+ * group:
  *  - weighted: chi-square of many draws against P(g) = w_g / sum w over the union, exact
  *    probabilities (the reference replay reports the same P(g)) and importance weights over the
  *    union's size; zero-priority items never drawn;

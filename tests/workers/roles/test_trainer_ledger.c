@@ -1,13 +1,13 @@
-/* tests/workers/roles/test_trainer_ledger.c: a trainer's sample ledger survives the trainer being killed
- * (workers/roles/trainer_ledger.h). In process memory and in a run's segment: rows, totals, the last
- * published version, a fresh start removing an old ledger. The crash rule: a restarted trainer's
- * first chunk from a sender numbered n makes that sender's received + lost_in_crash = n - 1,
- * over a chain of restarts too. Exactly once at the crash point: a child process takes and
+/* tests/workers/roles/test_trainer_ledger.c: a trainer's sample ledger survives the trainer being
+ * killed (workers/roles/trainer_ledger.h). In process memory and in a run's segment: rows, totals,
+ * the last published version, a fresh start removing an old ledger. The crash rule: a restarted
+ * trainer's first chunk from a sender numbered n makes that sender's received + lost_in_crash = n -
+ * 1, over a chain of restarts too. Exactly once at the crash point: a child process takes and
  * settles chunks from three senders (some skipped, as if lost in the socket buffers) and is
- * SIGKILLed after a random delay or at one of the ledger's own fault points (inside a change);
- * the parent, as the restarted trainer, finds every chunk the child said it settled counted
- * once, the one change in progress at the kill counted whole or not at all, and after its
- * first chunk from each sender the ledger balances exactly. */
+ * SIGKILLed after a random delay or at one of the ledger's own fault points (inside a change); the
+ * parent, as the restarted trainer, finds every chunk the child said it settled counted once, the
+ * one change in progress at the kill counted whole or not at all, and after its first chunk from
+ * each sender the ledger balances exactly. */
 #include "runtime/base/shm.h"
 #include "test.h"
 #include "workers/roles/trainer_ledger.h"

@@ -1,5 +1,5 @@
-/* tests/workers/server/make_d4rl.c: writes the test D4RL file of serve_util.h (values encode their row)
- * for the Python client's test. Usage: make_d4rl PATH ROWS */
+/* tests/workers/server/make_d4rl.c: writes the test D4RL file of serve_util.h (values encode their
+ * row) for the Python client's test. Usage: make_d4rl PATH ROWS */
 #include "serve_util.h"
 
 int main(int argc, char **argv)

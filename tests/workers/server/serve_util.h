@@ -1,6 +1,6 @@
-/* tests/workers/server/serve_util.h: helpers for the data-server tests: a D4RL-layout HDF5 file written
- * with the HDF5 C API (values encode their row, so any sampled step can be checked against the
- * source), and a server run on a thread of the test; for the C client tests (test_serve*.c) a
+/* tests/workers/server/serve_util.h: helpers for the data-server tests: a D4RL-layout HDF5 file
+ * written with the HDF5 C API (values encode their row, so any sampled step can be checked against
+ * the source), and a server run on a thread of the test; for the C client tests (test_serve*.c) a
  * server config, the items the file should load as, and a checker of sampled values.
  * defines: make_d4rl, test_server_start, test_server_stop, server_config, plan, sbuf, verify,
  *          serve_test_setup */

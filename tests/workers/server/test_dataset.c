@@ -1,6 +1,6 @@
-/* tests/workers/server/test_dataset.c: gearbox dataset files: write/read round trip, torn tail after a
- * killed writer, corrupted records and headers, directory listing, and a gearbox dataset served
- * by gb_server_load_dataset (dataset_last_items). Usage: test_dataset TMPDIR */
+/* tests/workers/server/test_dataset.c: gearbox dataset files: write/read round trip, torn tail
+ * after a killed writer, corrupted records and headers, directory listing, and a gearbox dataset
+ * served by gb_server_load_dataset (dataset_last_items). Usage: test_dataset TMPDIR */
 #include "test.h"
 
 #include "replay/formats/dataset.h"

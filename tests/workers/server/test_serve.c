@@ -1,6 +1,6 @@
-/* tests/workers/server/test_serve.c: the offline-RL data server with the C client, over tcp loopback:
- * D4RL ingest checked value by value against the source; sampling with step ranges, chosen
- * columns, limits and errors; clients choosing their selector per request, sampling at once,
+/* tests/workers/server/test_serve.c: the offline-RL data server with the C client, over tcp
+ * loopback: D4RL ingest checked value by value against the source; sampling with step ranges,
+ * chosen columns, limits and errors; clients choosing their selector per request, sampling at once,
  * each checked for its own distribution. Hostile clients, start-up and restart from a
  * checkpoint: test_serve_robust.c. Usage: test_serve TMPDIR */
 #include "serve_util.h"

@@ -1,10 +1,10 @@
-/* tests/workers/server/test_serve_curve.c: the data server with server.curve (runtime/streams/curve.h) on a real
- * tcp socket. Its key pair file is created 0600 when absent and reused after; with an allow-list
- * only the listed client key is served: a plain client, a client with a key pair the list does
- * not name, and a client with a wrong server key get no answer (GB_ETIMEOUT), the server handles
- * no request of theirs (its counters do not move) and counts every refusal; the allowed client
- * reads the info and samples. Without an allow-list any client with the server's public key is
- * served (a fresh pair per client), a plain one still is not. */
+/* tests/workers/server/test_serve_curve.c: the data server with server.curve
+ * (runtime/streams/curve.h) on a real tcp socket. Its key pair file is created 0600 when absent and
+ * reused after; with an allow-list only the listed client key is served: a plain client, a client
+ * with a key pair the list does not name, and a client with a wrong server key get no answer
+ * (GB_ETIMEOUT), the server handles no request of theirs (its counters do not move) and counts
+ * every refusal; the allowed client reads the info and samples. Without an allow-list any client
+ * with the server's public key is served (a fresh pair per client), a plain one still is not. */
 #include "runtime/streams/curve.h"
 #include "serve_util.h"
 #include "test.h"

@@ -1,8 +1,9 @@
-/* tests/workers/server/test_serve_doc.c: the data server's message tables (workers/server/server_protocol.c)
- * agree with their two copies: docs/protocol.md holds them exactly as gb_wire_schema_markdown
- * prints them, between the markers below, and the Python client's REQUEST_ATTRS and
- * REPLY_ATTRS (workers/server/client/python/gearbox_client.py) name each table's attributes in order.
- * `test_serve_doc --print` prints the page's section. */
+/* tests/workers/server/test_serve_doc.c: the data server's message tables
+ * (workers/server/server_protocol.c) agree with their two copies: docs/protocol.md holds them
+ * exactly as gb_wire_schema_markdown prints them, between the markers below, and the Python
+ * client's REQUEST_ATTRS and
+ * REPLY_ATTRS (workers/server/client/python/gearbox_client.py) name each table's attributes in
+ * order. `test_serve_doc --print` prints the page's section. */
 #include "test.h"
 #include "workers/server/server_protocol.h"
 

@@ -1,6 +1,6 @@
-/* tests/workers/server/test_serve_modes.c: the data server's offline sampling modes and several tables,
- * with the C client over tcp loopback, every served value checked against the source rows of
- * serve_util.h's D4RL file: windows of L steps crossing item boundaries (with their episode and
+/* tests/workers/server/test_serve_modes.c: the data server's offline sampling modes and several
+ * tables, with the C client over tcp loopback, every served value checked against the source rows
+ * of serve_util.h's D4RL file: windows of L steps crossing item boundaries (with their episode and
  * timestep columns), transitions (each alike: tail items not over-weighted), whole episodes
  * padded to the longest, epochs (each transition exactly once, cursors independent, a new
  * shuffle per epoch), and two tables (default and expert) with their own schema and selector;

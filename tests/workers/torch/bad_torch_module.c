@@ -1,5 +1,5 @@
-/* tests/workers/torch/bad_torch_module.c: libtorch bridge modules that do not fit this gearbox, one way
- * each, built once per BAD_MODE for test_torch_loader: a table of another ABI version, a table
+/* tests/workers/torch/bad_torch_module.c: libtorch bridge modules that do not fit this gearbox, one
+ * way each, built once per BAD_MODE for test_torch_loader: a table of another ABI version, a table
  * of another size, no entry symbol. None has a function in its table: the loader must refuse it
  * before anything is called. */
 #include "workers/torch/bridge.h"

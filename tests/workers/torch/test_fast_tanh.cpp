@@ -1,5 +1,5 @@
-// tests/workers/torch/test_fast_tanh.cpp: the vectorised tanh (workers/torch/fast_tanh.h) against tanh
-// in double precision over every float of [-10, 10] on a fine grid and at the edges (0, -0,
+// tests/workers/torch/test_fast_tanh.cpp: the vectorised tanh (workers/torch/fast_tanh.h) against
+// tanh in double precision over every float of [-10, 10] on a fine grid and at the edges (0, -0,
 // infinities, NaN, the largest floats, in place), and the module the networks use
 // (workers/torch/activation.hpp) against torch::tanh: values, gradients through autograd,
 // non-contiguous inputs, and the fallback for other dtypes.

@@ -1,4 +1,5 @@
-/* tests/workers/torch/test_group.c: the trainers' process group (workers/torch/group.h) across forked
+/* tests/workers/torch/test_group.c: the trainers' process group (workers/torch/group.h) across
+ * forked
  * processes: allreduce (sum, min, max on float32, float64, int64, int32, uint8), allgather,
  * broadcast from a non-zero root, all-to-all with uneven and zero sizes (every byte checked),
  * barrier, on a FileStore and on a TCPStore; and failures: a rendezvous that misses a rank, a

@@ -1,5 +1,5 @@
-/* tests/workers/torch/test_learner_group.c: data-parallel learners (gb_torch_learner_set_group) across
- * two forked ranks on a FileStore group:
+/* tests/workers/torch/test_learner_group.c: data-parallel learners (gb_torch_learner_set_group)
+ * across two forked ranks on a FileStore group:
  * - replicas: each algorithm (DQN, PPO, SAC) starts from different seeds per rank, takes rank 0's
  *   state at set_group, then trains on different batches per rank (uneven valid counts, and a
  *   step where one rank has no valid step at all): the checksums agree on both ranks after every

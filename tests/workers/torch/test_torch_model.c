@@ -1,5 +1,5 @@
-/* tests/workers/torch/test_torch_model.c: models and learners through the C API: inference shapes and
- * ranges, epsilon-greedy, parameter export -> import round trip (identical outputs), layout
+/* tests/workers/torch/test_torch_model.c: models and learners through the C API: inference shapes
+ * and ranges, epsilon-greedy, parameter export -> import round trip (identical outputs), layout
  * mismatch refusal, checkpoints, one DQN step checked against a hand-computed linear Q-network,
  * a training step of each algorithm, and one random stream per policy worker. argv[1]: a
  * scratch folder. */

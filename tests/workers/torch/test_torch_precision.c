@@ -1,6 +1,6 @@
-/* tests/workers/torch/test_torch_precision.c: reduced-precision inference (policy.precision): a model
- * in int8 or bf16 that imported an fp32 model's parameters gives that model's outputs within a
- * stated tolerance (PPO means and values, DQN Q-values, SAC actions and log-probabilities, with
+/* tests/workers/torch/test_torch_precision.c: reduced-precision inference (policy.precision): a
+ * model in int8 or bf16 that imported an fp32 model's parameters gives that model's outputs within
+ * a stated tolerance (PPO means and values, DQN Q-values, SAC actions and log-probabilities, with
  * tanh and relu + layer norm torsos, and a CNN's Q-values); a second import re-quantizes (the
  * outputs follow the new parameters, and export still gives the fp32 parameters bit for bit);
  * torchscript models and unknown precisions are refused. Each through both policy.kernels:

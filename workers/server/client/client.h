@@ -1,6 +1,6 @@
 /* workers/server/client/client.h: the C client of the offline-RL data server (`gearbox serve`;
- * protocol in workers/server/server_protocol.h). Library gearbox_client; needs only the runtime (wire
- * format, ZeroMQ).
+ * protocol in workers/server/server_protocol.h). Library gearbox_client; needs only the runtime
+ * (wire format, ZeroMQ).
  * defines: gb_client, gb_client_info, gb_client_column, gb_client_batch, gb_client_open,
  *          gb_client_open_curve,
  *          gb_client_close, gb_client_get_info, gb_client_sample, gb_client_insert,
@@ -68,8 +68,8 @@ int gb_client_open(gb_client **out, const char *endpoint, int timeout_ms, gb_err
 
 /* Like gb_client_open, to a server with server.curve on (tcp:// only): server_public is the
  * server's public key (Z85, 40 characters; `gearbox serve` prints it), key_file the client's
- * key pair file ("public <Z85>\nsecret <Z85>", mode 0600; runtime/streams/curve.h) whose public key the
- * server's allow-list names, or NULL for a fresh pair (a server without an allow-list).
+ * key pair file ("public <Z85>\nsecret <Z85>", mode 0600; runtime/streams/curve.h) whose public key
+ * the server's allow-list names, or NULL for a fresh pair (a server without an allow-list).
  * server_public NULL: the same as gb_client_open. A server that refuses the keys answers
  * nothing: calls then time out (GB_ETIMEOUT). Returns 0, GB_EINVAL, GB_EUNSUPPORTED (no CURVE),
  * the key file's errors (runtime/streams/curve.h), GB_EZMQ. */

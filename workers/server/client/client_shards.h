@@ -1,5 +1,5 @@
-/* workers/server/client/client_shards.h: one C client over several data servers, each holding a part
- * of the data: batches drawn across them with the probabilities one server holding the union
+/* workers/server/client/client_shards.h: one C client over several data servers, each holding a
+ * part of the data: batches drawn across them with the probabilities one server holding the union
  * would give (the method: docs/protocol.md, "Sampling across several servers"; the Python twin:
  * python/gearbox_shards.py). Library gearbox_client.
  * defines: gb_client_shards, gb_client_shards_open, gb_client_shards_close,
