@@ -3,7 +3,8 @@
 #  - ThreadSanitizer, one build (build-tsan) with libtorch on, so the workers are instrumented too:
 #    - the replay's concurrency tests (the replay does not use ZeroMQ): no suppressions;
 #    - the stream tests (the pipelined inference server's threads; the sample stream's counters
-#      read while another thread receives) with tests/runtime/streams/tsan.supp: Debian's libzmq is not
+#      read while another thread receives) with tests/runtime/streams/tsan.supp: Debian's libzmq is
+# not
 #      instrumented, so reports with a libzmq frame in a racing stack are its internals, not ours;
 #    - the workers: the torch bridge and inline learning tests, and a real multi-process run
 #      (gearbox run configs/cartpole_ppo.yaml: actor, policy, trainer and parameter service
@@ -34,7 +35,8 @@ re() { echo "^($(echo "$@" | tr ' ' '|'))$"; }
 # shellcheck disable=SC2086
 tsan - ctest --test-dir build-tsan --output-on-failure -R "$(re $replay_tests)"
 # shellcheck disable=SC2086
-tsan tests/runtime/streams/tsan.supp ctest --test-dir build-tsan --output-on-failure -R "$(re $stream_tests)"
+tsan tests/runtime/streams/tsan.supp ctest --test-dir build-tsan --output-on-failure \
+  -R "$(re $stream_tests)"
 # shellcheck disable=SC2086
 tsan tests/ci/tsan_workers.supp ctest --test-dir build-tsan --output-on-failure \
   -R "$(re $worker_tests)"

@@ -14,7 +14,8 @@ mkdir -p "$out/corpus" "$out/artifacts"
 "$cc" -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=undefined -I"$root" \
     "$here/fuzz_wire.c" "$root/runtime/streams/wire.c" "$root/runtime/streams/wire_decode.c" \
-    "$root/runtime/streams/wire_attr.c" "$root/runtime/streams/wire_schema.c" "$root/runtime/streams/wire_messages.c" \
+    "$root/runtime/streams/wire_attr.c" "$root/runtime/streams/wire_schema.c" \
+    "$root/runtime/streams/wire_messages.c" \
     "$root/runtime/base/dtype.c" "$root/runtime/base/error.c" \
     $(pkg-config --cflags --libs libzmq msgpack) -o "$out/fuzz_wire"
 "$out/fuzz_wire" -max_total_time="$secs" -print_final_stats=1 -max_len=9000 \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tests/launch/bench/bench_json.sh: a benchmark runs to the end in its short mode: exit status 0, and
-# its --json output is one valid JSON object per line (at least one). No timing is asserted.
+# tests/launch/bench/bench_json.sh: a benchmark runs to the end in its short mode: exit status 0,
+# and its --json output is one valid JSON object per line (at least one). No timing is asserted.
 # usage: bench_json.sh GEARBOX NAME [OPTIONS...]   (runs `gearbox bench NAME --json OPTIONS...`)
 set -u
 gearbox=$1 name=$2

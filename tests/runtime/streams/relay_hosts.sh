@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tests/runtime/streams/relay_hosts.sh: parameter relays across 3 "hosts" (network namespaces on a private
-# bridge, tcp over veth): 16 subscribers a host, first through one relay a host
+# tests/runtime/streams/relay_hosts.sh: parameter relays across 3 "hosts" (network namespaces on a
+# private bridge, tcp over veth): 16 subscribers a host, first through one relay a host
 # (parameters.relay: per_host), then straight from the service, in the same run. Checks that
 # through relays the service sends each version 3 times (its own count and the kernel's count of
 # its veth's bytes), straight 48 times, and that every subscriber applies every version in order

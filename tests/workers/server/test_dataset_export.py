@@ -1,5 +1,5 @@
-"""tests/workers/server/test_dataset_export.py: `gearbox dataset export` turns a real recording into a D4RL
-HDF5 file that h5py reads and `gearbox serve` serves.
+"""tests/workers/server/test_dataset_export.py: `gearbox dataset export` turns a real recording
+into a D4RL HDF5 file that h5py reads and `gearbox serve` serves.
 A short `gearbox run configs/cartpole_ppo.yaml --record DIR` (2 actors' streams interleaved in
 the recording), then `gearbox dataset export DIR -o out.hdf5`; read back with h5py:
 - the rows are exactly the recording's valid steps (this file parses the .gbds format itself,

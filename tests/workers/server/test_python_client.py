@@ -1,10 +1,10 @@
-"""tests/workers/server/test_python_client.py: the Python client against a real `gearbox serve` process
-over tcp: schema, every sampled value checked against the D4RL source (make_d4rl encodes each
-row in its values), step ranges and column subsets, torch tensors without a copy, several
-client processes at once, per-request selectors (uniform and weighted from one server, each
-checked for its exact probabilities and by chi-square; fifo by name; refusals listing what the
-server offers), insert, priority updates, checkpoint, and clear errors; and the example
-client of docs/protocol.md, written from that page alone.
+"""tests/workers/server/test_python_client.py: the Python client against a real `gearbox serve`
+process over tcp: schema, every sampled value checked against the D4RL source (make_d4rl encodes
+each row in its values), step ranges and column subsets, torch tensors without a copy, several
+client processes at once, per-request selectors (uniform and weighted from one server, each checked
+for its exact probabilities and by chi-square; fifo by name; refusals listing what the server
+offers), insert, priority updates, checkpoint, and clear errors; and the example client of
+docs/protocol.md, written from that page alone.
 Usage: test_python_client.py GEARBOX MAKE_D4RL PYTHON_DIR TMPDIR"""
 import multiprocessing as mp
 import os

@@ -1,8 +1,9 @@
-"""tests/workers/server/test_python_modes.py: the Python client's offline sampling modes and tables against
-a real `gearbox serve` process with two tables (server.tables): windows crossing item boundaries,
-transitions, whole episodes and epochs (each transition once per epoch, two cursors apart), every
-value checked against the D4RL source (make_d4rl encodes each row in its values), and requests
-naming each table. Usage: test_python_modes.py GEARBOX MAKE_D4RL PYTHON_DIR TMPDIR"""
+"""tests/workers/server/test_python_modes.py: the Python client's offline sampling modes and tables
+against a real `gearbox serve` process with two tables (server.tables): windows crossing item
+boundaries, transitions, whole episodes and epochs (each transition once per epoch, two cursors
+apart), every value checked against the D4RL source (make_d4rl encodes each row in its values), and
+requests naming each table.
+Usage: test_python_modes.py GEARBOX MAKE_D4RL PYTHON_DIR TMPDIR"""
 import os
 import subprocess
 import sys

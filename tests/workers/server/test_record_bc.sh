@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# tests/workers/server/test_record_bc.sh: an online run becomes an offline dataset, and behaviour cloning
-# from it works: `gearbox run configs/cartpole_ppo.yaml --record DIR` (until solved, at most
+# tests/workers/server/test_record_bc.sh: an online run becomes an offline dataset, and behaviour
+# cloning from it works: `gearbox run configs/cartpole_ppo.yaml --record DIR` (until solved, at most
 # 150 s), `gearbox serve configs/offline_server.yaml` on that DIR (newest 2000 chunks), then
-# workers/server/client/python/examples/offline_bc.py must reach a mean return >= 400 on CartPole-v1.
+# workers/server/client/python/examples/offline_bc.py must reach a mean return >= 400 on
+# CartPole-v1.
 # Usage: test_record_bc.sh GEARBOX SOURCE_DIR PYTHON TMPDIR. Exit 77 (skip) without torch.
 set -euo pipefail
 gearbox=$1 src=$2 py=$3 tmp=$4/record_bc
@@ -24,6 +25,7 @@ done
 endpoint=$(awk '/serving/ {print $NF}' "$tmp/serve.out")
 [ -n "$endpoint" ] || { echo "server did not start"; cat "$tmp/serve.err"; exit 1; }
 grep -q "serving 2000 items" "$tmp/serve.out" || { echo "expected 2000 items:"; cat "$tmp/serve.out"; exit 1; }
-"$py" "$src/workers/server/client/python/examples/offline_bc.py" --endpoint "$endpoint" --min-return 400
+"$py" "$src/workers/server/client/python/examples/offline_bc.py" --endpoint "$endpoint" \
+  --min-return 400
 kill $server
 wait $server

@@ -1,14 +1,14 @@
-"""tests/workers/server/test_serve_shards.py: gearbox_shards.ShardedClient over two real `gearbox serve`
-processes against a third that holds their union. Server B loads a 300-row D4RL file, C a
-500-row one (make_d4rl: values encode their row), and the union server A loads the 300-row file
-plus C's items (fetched with fifo, inserted). Every item gets priority 1 + (its first row mod
-7) on every server. Then, for weighted and uniform sampling: the probability the sharded client
-reports for each drawn item equals its exact global probability, priority^alpha / (the sum over
-both servers) (and A reports the same); its importance weights are (N * prob)^-beta over the
-batch's largest; and the counts of 20000 draws per item content match those probabilities by
-chi-square, for the sharded client and for A alike. GearboxDataset over both servers reports
-the same global probabilities. Inserts sharded by key land on the server shard_of(key) names;
-priority updates go back to the server each item came from.
+"""tests/workers/server/test_serve_shards.py: gearbox_shards.ShardedClient over two real `gearbox
+serve` processes against a third that holds their union. Server B loads a 300-row D4RL file, C a
+500-row one (make_d4rl: values encode their row), and the union server A loads the 300-row file plus
+C's items (fetched with fifo, inserted). Every item gets priority 1 + (its first row mod 7) on every
+server. Then, for weighted and uniform sampling: the probability the sharded client reports for each
+drawn item equals its exact global probability, priority^alpha / (the sum over both servers) (and A
+reports the same); its importance weights are (N * prob)^-beta over the batch's largest; and the
+counts of 20000 draws per item content match those probabilities by chi-square, for the sharded
+client and for A alike. GearboxDataset over both servers reports the same global probabilities.
+Inserts sharded by key land on the server shard_of(key) names; priority updates go back to the
+server each item came from.
 Usage: test_serve_shards.py GEARBOX MAKE_D4RL PYTHON_DIR TMPDIR"""
 import os
 import subprocess

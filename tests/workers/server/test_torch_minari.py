@@ -1,5 +1,5 @@
-"""tests/workers/server/test_torch_minari.py: gearbox_torch and Minari datasets against real `gearbox serve`
-processes over tcp.
+"""tests/workers/server/test_torch_minari.py: gearbox_torch and Minari datasets against real
+`gearbox serve` processes over tcp.
 - the Python client's asynchronous requests: several in flight, collected in any order, every
   value checked against the D4RL source (make_d4rl encodes each row in its values);
 - GearboxDataset: batches as torch tensors, every value checked, in a DataLoader without and

@@ -31,11 +31,12 @@ A server with ``server.curve: true`` (authenticated, encrypted tcp) needs its pu
 pair, or ``key_file="client.key"`` (a key pair file, ``public <Z85>`` / ``secret <Z85>`` lines,
 mode 0600) when the server allows only the keys listed in server.curve_clients.
 
-Wire format (runtime/streams/wire.h): each message is [msgpack header][one raw frame per tensor]. The
-protocol, each message kind a table of named attributes, is declared in
+Wire format (runtime/streams/wire.h): each message is [msgpack header][one raw frame per tensor].
+The protocol, each message kind a table of named attributes, is declared in
 workers/server/server_protocol.h (the tables in workers/server/server_protocol.c, printed in
-docs/protocol.md); REQUEST_ATTRS and REPLY_ATTRS below mirror them. Run ``python3 gearbox_client.py bench ENDPOINT BATCH SECONDS`` to
-measure sampling throughput (prints bytes/s and items/s).
+docs/protocol.md); REQUEST_ATTRS and REPLY_ATTRS below mirror them.
+Run ``python3 gearbox_client.py bench ENDPOINT BATCH SECONDS`` to measure sampling throughput
+(prints bytes/s and items/s).
 """
 
 import sys
