@@ -1,6 +1,7 @@
 /* runtime/run/contract.h: the run contract: what every run (inline, local, Slurm) reports, when it
  * stops and what it records, written once for inline mode (workers/roles/inline.c), the trainer
- * (workers/roles/trainer.c) and the launcher (launch/run_local.c).
+ * (workers/roles/trainer.c) and the launcher (launch/run_local.c) (docs/design.md, "The run
+ * contract").
  *
  * metrics.csv: one row every experiment.metrics_interval_s, these columns in this order (new
  * columns go at the end: a resumed run's metrics.csv from an earlier gearbox is widened,

@@ -1,6 +1,6 @@
 /* runtime/streams/wire_schema.h: wire messages declared as tables of named, typed attributes, and
  * the one validator that checks a received header against its table (as
- * runtime/config/config_schema.c does for configs).
+ * runtime/config/config_schema.c does for configs; docs/design.md, "Wire messages").
  * defines: gb_wire_attr_spec, gb_wire_tensor_spec, gb_wire_schema, gb_wire_strs,
  *          GB_WIRE_INT, GB_WIRE_STR, GB_WIRE_STRS, GB_WIRE_TENSOR, GB_WIRE_N,
  *          gb_wire_schema_read, gb_wire_schema_write, gb_wire_schema_markdown

@@ -1,7 +1,8 @@
-/* workers/roles/trainer_ledger.h: a trainer's ledger of the sample stream, kept in the run's shared
- * memory next to its replay ("/gearbox-<run id>-ledger-<index>") so that a restarted trainer goes
- * on with its predecessor's counts: the launcher's sample ledger (launch/run_local.c,
- * sent = received + lost_in_crash) stays exact across trainer crashes.
+/* workers/roles/trainer_ledger.h: a trainer's ledger of the sample stream (docs/design.md,
+ * Glossary), kept in the run's shared memory next to its replay
+ * ("/gearbox-<run id>-ledger-<index>") so that a restarted trainer goes on with its predecessor's
+ * counts: the launcher's sample ledger (launch/run_local.c, sent = received + lost_in_crash) stays
+ * exact across trainer crashes.
  * defines: gb_trainer_ledger, gb_ledger_fate, gb_ledger_totals, gb_trainer_ledger_open,
  *          gb_trainer_ledger_take, gb_trainer_ledger_settle, gb_trainer_ledger_published,
  *          gb_trainer_ledger_last_published, gb_trainer_ledger_continued,

@@ -1,7 +1,8 @@
 /* workers/torch/bridge.h: the libtorch bridge: models, PPO/DQN/SAC learners, parameter
  * export/import, checkpoints and the trainers' process group behind one versioned table of C
- * functions (gb_torch_api) and opaque handles. This is the only header the C side includes for
- * them (with group.h for the group's calls); the C++ lives in the .cpp files beside it.
+ * functions (gb_torch_api; docs/design.md, "The libtorch bridge") and opaque handles. This is the
+ * only header the C side includes for them (with group.h for the group's calls); the C++ lives in
+ * the .cpp files beside it.
  * defines: gb_torch_api, GB_TORCH_ABI_VERSION, GB_TORCH_ENTRY_SYMBOL, gb_torch, gb_torch_load,
  *          gb_torch_space, gb_torch_model, gb_torch_learner, gb_torch_batch, gb_torch_stats,
  *          gb_torch_act_out, gb_group, gb_group_opts, gb_group_op, and the call names
