@@ -11,9 +11,11 @@
 #include "runtime/base/log.h"
 #include "workers/roles/inline.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t stop_requested;
 
@@ -104,6 +106,25 @@ static int run_inline(const gb_config *cfg, const gb_cli *cli)
     return GB_EXIT_OK;
 }
 
+/* --record DIR: the folder the trainers write their datasets into exists and is writable
+ * before any worker starts (created with its parents), else the run is refused here: a trainer
+ * that cannot create its file would only be restarted until the run ends. Returns 0 or -1 (said
+ * on stderr). */
+static int prepare_record(const char *dir)
+{
+    gb_error err = {0};
+    if (gb_rundir_make_dirs(dir, &err) != 0) {
+        fprintf(stderr, "gearbox run: --record %s: %s\n", dir, err.msg);
+        return -1;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "gearbox run: --record %s: the folder is not writable: %s\n", dir,
+                strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int gb_cmd_run(int argc, char **argv)
 {
     if (gb_wants_help(argc, argv)) {
@@ -126,8 +147,11 @@ int gb_cmd_run(int argc, char **argv)
             return GB_EXIT_USAGE;
         }
     }
-    if (cfg.launch.mode == GB_LAUNCH_LOCAL || cfg.launch.mode == GB_LAUNCH_SLURM)
+    if (cfg.launch.mode == GB_LAUNCH_LOCAL || cfg.launch.mode == GB_LAUNCH_SLURM) {
+        if (cli.record && prepare_record(cli.record) != 0)
+            return GB_EXIT_USAGE;
         return gb_run_local(&cfg, &cli); /* --record: the trainers write the dataset */
+    }
     if (cli.resume) {
         fprintf(stderr, "gearbox run: --resume: launch.mode %s cannot be resumed (only local "
                         "runs write the checkpoints a resume starts from)\n",

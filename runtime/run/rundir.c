@@ -13,8 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* mkdir -p; returns 0 or GB_ESYS. */
-static int make_dirs(const char *path, gb_error *err)
+int gb_rundir_make_dirs(const char *path, gb_error *err)
 {
     char buf[GB_RUNDIR_PATH_MAX];
     size_t n = strlen(path);
@@ -159,14 +158,14 @@ int gb_rundir_create(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_er
     if (rc)
         return rc;
     char p[GB_RUNDIR_PATH_MAX];
-    if ((rc = make_dirs(rd->path, err)) != 0 || (rc = gb_rundir_lock(rd, err)) != 0)
+    if ((rc = gb_rundir_make_dirs(rd->path, err)) != 0 || (rc = gb_rundir_lock(rd, err)) != 0)
         return rc;
     if ((rc = holds_no_run(rd, err)) != 0 || (rc = gb_rundir_register(rd, err)) != 0)
         goto fail;
-    if ((rc = gb_rundir_file(rd, "logs", p, sizeof p, err)) != 0 || (rc = make_dirs(p, err)) != 0)
+    if ((rc = gb_rundir_file(rd, "logs", p, sizeof p, err)) != 0 || (rc = gb_rundir_make_dirs(p, err)) != 0)
         goto fail;
     if ((rc = gb_rundir_file(rd, "checkpoints", p, sizeof p, err)) != 0 ||
-        (rc = make_dirs(p, err)) != 0)
+        (rc = gb_rundir_make_dirs(p, err)) != 0)
         goto fail;
     if ((rc = write_config(rd, cfg, "resolved config of this run", err)) != 0)
         goto fail;
@@ -208,7 +207,7 @@ int gb_rundir_reopen(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_er
         }
     }
     if ((rc = gb_rundir_file(rd, "checkpoints", p, sizeof p, err)) != 0 ||
-        (rc = make_dirs(p, err)) != 0 ||
+        (rc = gb_rundir_make_dirs(p, err)) != 0 ||
         (rc = write_config(rd, cfg, "resolved config of this run, as resumed", err)) != 0)
         goto fail;
     return 0;

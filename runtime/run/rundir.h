@@ -117,6 +117,10 @@ int gb_rundir_create(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_er
  * resume's --set overrides). dir must hold config.yaml. Returns 0, GB_ESYS or GB_EINVAL. */
 int gb_rundir_reopen(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_error *err);
 
+/* mkdir -p path: creates it and every missing folder above it. Returns 0, GB_EINVAL (empty, too
+ * long, or it exists and is not a folder) or GB_ESYS (a mkdir or stat failed, named). */
+int gb_rundir_make_dirs(const char *path, gb_error *err);
+
 /* Writes "<run>/<rel>" into out (size n). Returns 0 or GB_EINVAL when it does not fit. */
 int gb_rundir_file(const gb_rundir *rd, const char *rel, char *out, size_t n, gb_error *err);
 
