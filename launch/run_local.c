@@ -126,8 +126,12 @@ static int bound_endpoint(const gb_registry_server *reg, const gb_metrics_collec
 static void announce_registry(const gb_rundir *rd, const gb_config *cfg, const char *reg_ep)
 {
     if (cfg->streams.transport == GB_TRANSPORT_TCP) {
-        GB_INFO("registry %s: workers on other hosts join with `gearbox join %s --role actor`",
-                reg_ep, reg_ep);
+        if (gb_config_streams_curve(&cfg->streams)) /* without the keys a joiner gets no answer */
+            GB_INFO("registry %s: workers on other hosts join with `gearbox join %s --role actor "
+                    "--keys DIR`, DIR a copy of %s/keys", reg_ep, reg_ep, rd->path);
+        else
+            GB_INFO("registry %s: workers on other hosts join with `gearbox join %s --role "
+                    "actor`", reg_ep, reg_ep);
         if (strncmp(reg_ep, "tcp://127.", 10) == 0)
             GB_WARN("streams.interface %s is a loopback address: no other host can join this "
                     "run", cfg->streams.interface);

@@ -26,6 +26,9 @@ done
 # without them it does not
 reg=$(cat "$run/registry")
 case "$reg" in tcp://*) ;; *) fail "registry endpoint $reg is not tcp" ;; esac
+# the join hint names the keys a joiner needs (without them it would wait and fail)
+grep -q "join with \`gearbox join $reg --role actor --keys DIR\`, DIR a copy of $run/keys" \
+  "$work/out.log" || fail "the join hint does not name the keys"
 policy_ep=$("$probe" lookup "$reg" policy/0/inference "$run/keys") || fail "no policy endpoint"
 trainer_ep=$("$probe" lookup "$reg" trainer/0/samples "$run/keys") || fail "no trainer endpoint"
 "$probe" lookup "$reg" policy/0/inference > /dev/null 2>&1 &&
