@@ -21,7 +21,7 @@ static const subcommand subcommands[] = {
     {"dataset", gb_cmd_dataset, "convert datasets: export a gearbox recording as D4RL HDF5"},
     {"check", gb_cmd_check, "validate a config and print it resolved, as YAML"},
     {"eval", gb_cmd_eval, "play episodes with a run's checkpoint: returns, optionally a video"},
-    {"bench", gb_cmd_bench, "run a benchmark: replay, streams, envs, kernels, serve, e2e"},
+    {"bench", gb_cmd_bench, "run a benchmark (gearbox bench --help lists them)"},
     {"env", gb_cmd_env, "list built-in environments or check an environment plugin"},
     {"worker", gb_cmd_worker, "run one worker process (started by `gearbox run`)"},
     {"join", gb_cmd_join, "start workers on this host that join a running run (tcp)"},
