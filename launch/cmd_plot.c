@@ -472,22 +472,33 @@ static int take_plot(void *ctx, int opt, const char *arg)
 }
 
 /* Reads each run's curve and config. Returns an exit status. */
-static int load_runs(plot_run *runs, const plot_args *a, const char *xcol)
+static int load_runs(plot_run *runs, plot_args *a, const char *xcol)
 {
+    int kept = 0; /* a run that failed early has nothing to draw: skipped, said on stderr */
     for (int i = 0; i < a->n; i++) {
-        runs[i].dir = a->dirs[i];
-        int rc = read_curve(&runs[i], a->metric, xcol);
-        if (rc)
-            return rc;
-        monotone(&runs[i]);
-        if (runs[i].n == 0) {
+        plot_run *r = &runs[kept];
+        *r = (plot_run){.dir = a->dirs[i]};
+        int rc = read_curve(r, a->metric, xcol);
+        if (rc == GB_EXIT_USAGE)
+            return rc; /* an unknown metric */
+        if (rc == 0)
+            monotone(r);
+        if (rc == 0 && r->n == 0)
             fprintf(stderr, "gearbox plot: %s/metrics.csv has no row with both %s and %s\n",
                     a->dirs[i], xcol, a->metric);
-            return GB_EXIT_FAILURE;
+        if (rc != 0 || r->n == 0) {
+            fprintf(stderr, "gearbox plot: skipping %s\n", a->dirs[i]);
+            free(r->x);
+            free(r->y);
+            continue;
         }
-        read_config(&runs[i]);
+        read_config(r);
+        a->dirs[kept++] = a->dirs[i];
     }
-    return GB_EXIT_OK;
+    a->n = kept;
+    if (kept == 0)
+        fprintf(stderr, "gearbox plot: no run to plot\n");
+    return kept ? GB_EXIT_OK : GB_EXIT_FAILURE;
 }
 
 /* Labels the runs and puts each in its group (runs[i].group: the index of the first run with

@@ -2,7 +2,8 @@
 # tests/launch/run_plot.sh: `gearbox plot` on two seeds of a short CartPole PPO run (one group:
 # their configs differ only in the seed) and on a DQN run beside them (a line of its own) writes
 # PNGs (their signature, and width x height from the IHDR header); an unknown metric fails
-# naming the columns there are; a folder without metrics.csv and a bad --x fail with the cause.
+# naming the columns there are; a folder without metrics.csv and a bad --x fail with the cause;
+# among other runs, a run without rows (it failed early) is skipped with a warning.
 # usage: run_plot.sh GEARBOX CONFIGS_DIR WORK_DIR
 set -u
 gearbox=$1 configs=$2 work=$3
@@ -59,6 +60,12 @@ grep -q "no column 'no_such_metric'; its columns: time_s,env_steps," "$work/bad.
 mkdir -p "$work/empty"
 "$gearbox" plot "$work/empty" > "$work/empty.out" 2>&1 && fail "a folder without metrics.csv plotted"
 grep -q "metrics.csv: No such file or directory" "$work/empty.out" || fail "$(cat "$work/empty.out")"
+# a run that failed before its first row, beside one that did not: skipped with a warning
+mkdir -p "$work/failed" && head -1 "$work/seed1/metrics.csv" > "$work/failed/metrics.csv"
+"$gearbox" plot "$work/seed1" "$work/failed" "$work/empty" -o "$work/some.png" \
+  > "$work/some.out" 2>&1 || fail "a failed run among good ones: $(cat "$work/some.out")"
+grep -q "skipping $work/failed" "$work/some.out" && grep -q "1 runs in 1 curves" "$work/some.out" ||
+  fail "$(cat "$work/some.out")"
 "$gearbox" plot "$work/seed1" --x minutes > "$work/x.out" 2>&1
 [ $? = 2 ] && grep -q "env_steps or seconds" "$work/x.out" || fail "--x minutes: $(cat "$work/x.out")"
 PATH=/nonexistent "$gearbox" plot "$work/seed1" > "$work/nognuplot.out" 2>&1 && fail "plotted without gnuplot"
