@@ -1,5 +1,6 @@
 /* launch/evals.c: evaluation videos during a run, as `gearbox eval` children (evals.h). */
 #include "launch/evals.h"
+#include "launch/json.h"
 
 #include "launch/video.h"
 #include "runtime/base/clock.h"
@@ -10,7 +11,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -82,15 +82,16 @@ static int log_results(gb_evals *ev, gb_error *err)
                                        "eval/length_mean"};
     double values[3];
     int rc = 0;
-    json_t *report = json_load_file(path, 0, NULL); /* gearbox eval --json's object */
-    for (int i = 0; i < 3; i++) {
-        json_t *v = json_object_get(report, keys[i]); /* NULL for a NULL report */
-        values[i] = json_is_number(v) ? json_number_value(v) : NAN;
-    }
+    json_t *report = NULL; /* gearbox eval --json's object */
+    gb_error jerr = {0};
+    int jrc = gb_json_load(path, &report, &jerr);
+    for (int i = 0; i < 3; i++)
+        if (gb_json_number(report, keys[i], &values[i], jrc ? NULL : &jerr) && i == 0 && !jrc)
+            jrc = jerr.code;
     json_decref(report);
-    if (!isfinite(values[0]))
-        GB_WARN("evaluation at %lld env steps: no return_mean in %s: its scalars are not logged",
-                at, path);
+    if (jrc || !isfinite(values[0]))
+        GB_WARN("evaluation at %lld env steps: no return_mean in %s (%s): its scalars are not "
+                "logged", at, path, jrc ? jerr.msg : "not a number");
     else if ((rc = gb_rundir_tb_scalars(ev->rd, ev->pid_env_steps, tags, values, 3, err)))
         return rc;
     snprintf(path, sizeof path, "%s/videos/eval_%lld.gif", ev->run_dir, at);

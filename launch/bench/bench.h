@@ -2,11 +2,12 @@
  * Each prints human-readable figures, or one JSON object per line with --json, and returns an
  * exit status like a subcommand (launch/commands.h). Benchmarks report ratios against a
  * reference measured in the same run (memcpy, raw ZeroMQ, ...), never pass/fail on time.
- * defines: gb_bench_entry, gb_bench_table, gb_bench_*, gb_bench_quantile, gb_bench_json_*,
+ * defines: gb_bench_entry, gb_bench_table, gb_bench_*, gb_bench_quantile,
  *          gb_bench_net, gb_bench_thread, gb_bench_replay_global_select */
 #ifndef GB_LAUNCH_BENCH_H
 #define GB_LAUNCH_BENCH_H
 
+#include "launch/json.h"
 #include "runtime/base/error.h"
 
 #include <getopt.h>
@@ -49,22 +50,6 @@ void gb_bench_configs_dir(const char *probe, char *out, size_t cap);
 /* Removes the folder path and everything under it (symbolic links themselves, not their
  * targets). Returns 0, or -1 with errno set. */
 int gb_bench_remove_tree(const char *path);
-
-/* ---- reading back the JSON a run wrote (launch/bench/bench_json.c) --------------------------- */
-
-/* Parses the JSON file at path into *doc, which the caller frees with json_decref. Returns 0,
- * GB_ENOTFOUND (no such file), GB_EIO (unreadable) or GB_ECORRUPT (not JSON: the message has
- * path:line:column); *doc is NULL on error. Reads the whole file (blocks on the disk). */
-int gb_bench_json_load(const char *path, json_t **doc, gb_error *err);
-
-/* The value at a key path in doc: object members by exact name, nested ones joined with dots
- * ("workers.actors"). Returns 0, GB_ENOTFOUND when a member on the path is absent, or GB_EINVAL
- * when the value, or a member on the way, has another type; err names the path.
- * number: into *out, true/false as 1/0 and null as NAN (NAN too on error).
- * string: into out (cap bytes, NUL-terminated; "" on error); GB_EFULL when it was cut. */
-int gb_bench_json_number(const json_t *doc, const char *path, double *out, gb_error *err);
-int gb_bench_json_string(const json_t *doc, const char *path, char *out, size_t cap,
-                         gb_error *err);
 
 /* ---- options (launch/bench/bench_util.c) ----------------------------------------------------- */
 

@@ -125,7 +125,7 @@ static int report(const e2e_opts *o, const char *run_dir, int status, int json)
     snprintf(path, sizeof path, "%s/summary.json", run_dir);
     json_t *summary;
     gb_error err = {0};
-    if (gb_bench_json_load(path, &summary, &err)) {
+    if (gb_json_load(path, &summary, &err)) {
         fprintf(stderr, "gearbox bench e2e: the run wrote no readable summary.json (exit status "
                 "%d: %s); see %s/logs\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1, err.msg,
                 run_dir);
@@ -133,7 +133,7 @@ static int report(const e2e_opts *o, const char *run_dir, int status, int json)
     }
     double f[NFIGURES];
     for (int i = 0; i < NFIGURES; i++)
-        if (gb_bench_json_number(summary, figure_keys[i], &f[i], &err))
+        if (gb_json_number(summary, figure_keys[i], &f[i], &err))
             fprintf(stderr, "gearbox bench e2e: %s: %s\n", path, err.msg);
     json_decref(summary);
     snprintf(path, sizeof path, "%s/metrics.csv", run_dir);

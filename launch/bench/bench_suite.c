@@ -110,15 +110,15 @@ static int read_summary(suite_run *r, const char *path, gb_error *err)
 {
     json_t *doc;
     double solved = NAN;
-    int rc = gb_bench_json_load(path, &doc, err);
+    int rc = gb_json_load(path, &doc, err);
     if (rc)
         return rc;
-    if (!(rc = gb_bench_json_number(doc, "solved", &solved, err)) &&
-        !(rc = gb_bench_json_string(doc, "exit_reason", r->exit_reason,
+    if (!(rc = gb_json_number(doc, "solved", &solved, err)) &&
+        !(rc = gb_json_string(doc, "exit_reason", r->exit_reason,
                                     sizeof r->exit_reason, err)) &&
-        !(rc = gb_bench_json_number(doc, "env_steps", &r->env_steps, err))) {
-        gb_bench_json_number(doc, "wall_seconds", &r->run_seconds, NULL);
-        gb_bench_json_number(doc, "episode_return_mean", &r->return_mean, NULL);
+        !(rc = gb_json_number(doc, "env_steps", &r->env_steps, err))) {
+        gb_json_number(doc, "wall_seconds", &r->run_seconds, NULL);
+        gb_json_number(doc, "episode_return_mean", &r->return_mean, NULL);
         if (isnan(solved) || isnan(r->env_steps) || !r->exit_reason[0])
             rc = gb_error_set(err, GB_EINVAL, "solved, exit_reason or env_steps is null");
     }

@@ -221,7 +221,6 @@ int gb_trainer_record_open(trainer *t, gb_error *err)
     gb_dataset_schema s = {.steps = ro->steps, .ncolumns = ro->ncolumns};
     memcpy(s.columns, ro->columns, (size_t)ro->ncolumns * sizeof s.columns[0]);
     char path[2048];
-    mkdir(t->w->record_dir, 0755);
     snprintf(path, sizeof path, "%s/trainer-%d%s", t->w->record_dir, t->w->index,
              GB_DATASET_EXT);
     int rc = gb_dataset_writer_open(&t->record, path, &s, err);

@@ -1,4 +1,4 @@
-/* tests/launch/bench/test_bench_json.c: the benchmarks' JSON reading (launch/bench/bench_json.c)
+/* tests/launch/bench/test_bench_json.c: the benchmarks' JSON reading (launch/json.c)
  * finds a key by its exact path, not by the first text that looks like it (a strstr reader took the
  * nested "actors" for the top-level one, cut a string at its first escape and missed `"key" :`),
  * and says which key is missing or of another type; and their option parsing (getopt_long through
@@ -45,22 +45,22 @@ static void test_exact_paths(void)
 {
     gb_error err = {0};
     json_t *doc = NULL;
-    CHECK_OK(gb_bench_json_load(write_doc("summary.json", summary), &doc, &err));
+    CHECK_OK(gb_json_load(write_doc("summary.json", summary), &doc, &err));
     double v = 0;
-    CHECK_OK(gb_bench_json_number(doc, "actors", &v, &err));
+    CHECK_OK(gb_json_number(doc, "actors", &v, &err));
     CHECK_NEAR(v, 5, 0); /* the strstr reader: 2, the workers' */
-    CHECK_OK(gb_bench_json_number(doc, "workers.actors", &v, &err));
+    CHECK_OK(gb_json_number(doc, "workers.actors", &v, &err));
     CHECK_NEAR(v, 2, 0);
-    CHECK_OK(gb_bench_json_number(doc, "solved", &v, &err));
+    CHECK_OK(gb_json_number(doc, "solved", &v, &err));
     CHECK_NEAR(v, 1, 0); /* the strstr reader: NAN (the space before the colon) */
-    CHECK_OK(gb_bench_json_number(doc, "env_steps", &v, &err));
+    CHECK_OK(gb_json_number(doc, "env_steps", &v, &err));
     CHECK_NEAR(v, 4000, 0); /* not env_steps_unsent's 12 */
-    CHECK_OK(gb_bench_json_number(doc, "resumed.from_env_steps", &v, &err));
+    CHECK_OK(gb_json_number(doc, "resumed.from_env_steps", &v, &err));
     CHECK_NEAR(v, 100, 0);
-    CHECK_OK(gb_bench_json_number(doc, "wall_seconds", &v, &err));
+    CHECK_OK(gb_json_number(doc, "wall_seconds", &v, &err));
     CHECK(isnan(v)); /* null: not measured */
     char s[64];
-    CHECK_OK(gb_bench_json_string(doc, "exit_reason", s, sizeof s, &err));
+    CHECK_OK(gb_json_string(doc, "exit_reason", s, sizeof s, &err));
     CHECK_MSG(strcmp(s, "target \"475\" reached") == 0, "'%s'", s); /* strstr: "target " */
     json_decref(doc);
 }
@@ -69,32 +69,32 @@ static void test_errors(void)
 {
     gb_error err = {0};
     json_t *doc = NULL;
-    CHECK_OK(gb_bench_json_load(write_doc("summary.json", summary), &doc, &err));
+    CHECK_OK(gb_json_load(write_doc("summary.json", summary), &doc, &err));
     double v = 0;
-    CHECK_EQ_INT(gb_bench_json_number(doc, "steps", &v, &err), GB_ENOTFOUND);
+    CHECK_EQ_INT(gb_json_number(doc, "steps", &v, &err), GB_ENOTFOUND);
     CHECK(isnan(v));
     CHECK_MSG(strstr(err.msg, "'steps'") != NULL, "%s", err.msg);
-    CHECK_EQ_INT(gb_bench_json_number(doc, "workers.joined", &v, &err), GB_ENOTFOUND);
-    CHECK_EQ_INT(gb_bench_json_number(doc, "exit_reason", &v, &err), GB_EINVAL);
+    CHECK_EQ_INT(gb_json_number(doc, "workers.joined", &v, &err), GB_ENOTFOUND);
+    CHECK_EQ_INT(gb_json_number(doc, "exit_reason", &v, &err), GB_EINVAL);
     CHECK_MSG(strstr(err.msg, "not a number") != NULL, "%s", err.msg);
-    CHECK_EQ_INT(gb_bench_json_number(doc, "actors.count", &v, &err), GB_EINVAL);
+    CHECK_EQ_INT(gb_json_number(doc, "actors.count", &v, &err), GB_EINVAL);
     CHECK_MSG(strstr(err.msg, "'actors' is not an object") != NULL, "%s", err.msg);
     char s[8];
-    CHECK_EQ_INT(gb_bench_json_string(doc, "solved", s, sizeof s, &err), GB_EINVAL);
+    CHECK_EQ_INT(gb_json_string(doc, "solved", s, sizeof s, &err), GB_EINVAL);
     CHECK_EQ_INT(s[0], 0);
-    CHECK_EQ_INT(gb_bench_json_string(doc, "exit_reason", s, sizeof s, &err), GB_EFULL);
+    CHECK_EQ_INT(gb_json_string(doc, "exit_reason", s, sizeof s, &err), GB_EFULL);
     CHECK_MSG(strcmp(s, "target ") == 0, "'%s'", s);
     json_decref(doc);
 
-    CHECK_EQ_INT(gb_bench_json_load(write_doc("cut.json", "{\"env_steps\": 4000,\n  \"so"), &doc,
+    CHECK_EQ_INT(gb_json_load(write_doc("cut.json", "{\"env_steps\": 4000,\n  \"so"), &doc,
                                     &err), GB_ECORRUPT);
     CHECK(doc == NULL);
     CHECK_MSG(strstr(err.msg, "cut.json:2:") != NULL, "%s", err.msg);
     char missing[160];
     snprintf(missing, sizeof missing, "%s/none.json", dir);
-    CHECK_EQ_INT(gb_bench_json_load(missing, &doc, &err), GB_ENOTFOUND);
-    CHECK_OK(gb_bench_json_load(write_doc("list.json", "[1, 2]"), &doc, &err));
-    CHECK_EQ_INT(gb_bench_json_number(doc, "a", &v, &err), GB_EINVAL);
+    CHECK_EQ_INT(gb_json_load(missing, &doc, &err), GB_ENOTFOUND);
+    CHECK_OK(gb_json_load(write_doc("list.json", "[1, 2]"), &doc, &err));
+    CHECK_EQ_INT(gb_json_number(doc, "a", &v, &err), GB_EINVAL);
     json_decref(doc);
 }
 

@@ -1,14 +1,12 @@
-/* launch/bench/bench_json.c: reading back the JSON a run wrote (summary.json, an evaluation's
- * results) with Jansson: typed values found by their exact key path, with errors that say which
- * key and why. */
-#include "launch/bench/bench.h"
+/* launch/json.c: reading back the JSON a run wrote, with Jansson (launch/json.h). */
+#include "launch/json.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-int gb_bench_json_load(const char *path, json_t **doc, gb_error *err)
+int gb_json_load(const char *path, json_t **doc, gb_error *err)
 {
     *doc = NULL;
     json_error_t je;
@@ -46,7 +44,7 @@ static int json_at(const json_t *doc, const char *path, json_t **out, gb_error *
     }
 }
 
-int gb_bench_json_number(const json_t *doc, const char *path, double *out, gb_error *err)
+int gb_json_number(const json_t *doc, const char *path, double *out, gb_error *err)
 {
     *out = NAN;
     json_t *v;
@@ -62,7 +60,7 @@ int gb_bench_json_number(const json_t *doc, const char *path, double *out, gb_er
     return 0;
 }
 
-int gb_bench_json_string(const json_t *doc, const char *path, char *out, size_t cap,
+int gb_json_string(const json_t *doc, const char *path, char *out, size_t cap,
                          gb_error *err)
 {
     out[0] = '\0';
