@@ -355,6 +355,10 @@ const char *gb_config_enum_name(const char *key_path, int value);
  * (`gearbox check --explain`). Returns 0, or GB_ENOTFOUND when key names no key or section. */
 int gb_config_explain(FILE *out, const char *key);
 
+/* Writes every key of the schema as Markdown tables, one per top-level section (the generated
+ * docs/config-reference.md). Returns 0, or GB_ESYS when writing to out failed. */
+int gb_config_markdown(FILE *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -500,3 +500,68 @@ int gb_config_explain(FILE *out, const char *key)
     }
     return found ? 0 : GB_ENOTFOUND;
 }
+
+/* A table cell of x: '|' escaped, so a choice list or a doc line cannot split the row. */
+static void md_cell(FILE *out, const char *x)
+{
+    for (; x && *x; x++) {
+        if (*x == '|')
+            fputc('\\', out);
+        fputc(*x, out);
+    }
+}
+
+/* A number of the schema as the reference writes it: inf, 2^53 or %g. */
+static void md_number(FILE *out, double v)
+{
+    if (v == INF || v == -INF)
+        fputs(v < 0 ? "-inf" : "inf", out);
+    else if (v == BIG)
+        fputs("2^53", out);
+    else
+        fprintf(out, "%g", v);
+}
+
+/* Writes the schema as a Markdown page, one table per top-level section in schema order: key,
+ * type, default, range or choices, meaning (docs/config-reference.md is this output). Returns 0,
+ * or GB_ESYS when out failed. */
+int gb_config_markdown(FILE *out)
+{
+    static const char *const kinds[] = {"int", "float", "bool", "string", "choice", "int list",
+                                        "mapping", "list of choices"};
+    char section[64] = "";
+    for (size_t i = 0; i < gb_config_nfields; i++) {
+        const gb_config_field *f = &gb_config_fields[i];
+        size_t n = strcspn(f->path, ".");
+        if (strlen(section) != n || strncmp(section, f->path, n) != 0) {
+            snprintf(section, sizeof section, "%.*s", (int)n, f->path);
+            fprintf(out, "\n## `%s`\n\n| key | type | default | range or choices | meaning |\n"
+                         "|---|---|---|---|---|\n", section);
+        }
+        fprintf(out, "| `%s` | %s%s | ", f->path, kinds[f->kind],
+                f->kind == GB_CK_FLOAT && f->nullable ? " or null" : "");
+        if (!f->def)
+            fputs("required", out);
+        else if (!f->def[0])
+            fputs("`\"\"`", out);
+        else {
+            fputs("`", out);
+            md_cell(out, f->def);
+            fputs("`", out);
+        }
+        fputs(" | ", out);
+        if (f->kind == GB_CK_INT || f->kind == GB_CK_FLOAT || f->kind == GB_CK_INT_LIST) {
+            fputs("[", out);
+            md_number(out, f->min);
+            fputs(", ", out);
+            md_number(out, f->max);
+            fputs("]", out);
+        }
+        for (const char *const *c = f->choices; c && *c; c++)
+            fprintf(out, "%s`%s`", c == f->choices ? "" : ", ", *c);
+        fputs(" | ", out);
+        md_cell(out, f->doc);
+        fputs(" |\n", out);
+    }
+    return ferror(out) ? GB_ESYS : 0;
+}

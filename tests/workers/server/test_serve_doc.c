@@ -4,7 +4,7 @@
  * client's REQUEST_ATTRS and
  * REPLY_ATTRS (workers/server/client/python/gearbox_client.py) name each table's attributes in
  * order. `test_serve_doc --print` prints the page's section. */
-#include "test.h"
+#include "doc_section.h"
 #include "workers/server/server_protocol.h"
 
 #include <stdio.h>
@@ -13,24 +13,6 @@
 
 #define BEGIN_MARK "<!-- serve tables: begin (printed by test_serve_doc --print) -->\n"
 #define END_MARK "<!-- serve tables: end -->\n"
-
-/* What f holds, NUL-terminated (malloc'd), or NULL. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long n = -1;
-    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n)
-        buf[n] = '\0';
-    else {
-        free(buf);
-        buf = NULL;
-    }
-    if (f)
-        fclose(f);
-    return buf;
-}
 
 /* Table s as gb_wire_schema_markdown prints it (malloc'd), or NULL. */
 static char *markdown(const gb_wire_schema *s)
@@ -113,7 +95,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s docs/protocol.md gearbox_client.py | --print\n", argv[0]);
         return 2;
     }
-    char *page = slurp(argv[1]), *py = slurp(argv[2]);
+    char *page = doc_read_all(argv[1]), *py = doc_read_all(argv[2]);
     CHECK_MSG(page && py, "cannot read %s or %s", argv[1], argv[2]);
     if (page)
         check_page(page, 0);
