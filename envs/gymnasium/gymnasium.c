@@ -473,7 +473,11 @@ static void *gym_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spe
             py_error_text(text, sizeof text);
         else
             snprintf(text, sizeof text, "out of memory");
-        fail(err, err_len, "%s: %s", id, text);
+        /* a missing package: say which Python lacks it (pygame, for render_mode rgb_array) */
+        int missing = strstr(text, "DependencyNotInstalled") == text ||
+                      strstr(text, "ModuleNotFoundError") == text;
+        fail(err, err_len, "%s: %s%s%s%s", id, text, missing ? " (in Python " : "",
+             missing ? py_python : "", missing ? ")" : "");
         PyGILState_Release(g);
         gym_destroy(c);
         return NULL;
