@@ -57,15 +57,17 @@ fi
 cd "$tmp"
 conf=$prefix/share/gearbox/configs/corridor_plugin.yaml
 grep -q "^  plugin: \"$prefix/lib[^\"]*/gearbox/examples/corridor_env.so\"\$" "$conf" || {
-    grep -n plugin "$conf"; echo "FAIL: the installed corridor_plugin.yaml does not name the installed plugin"; exit 1; }
+    grep -n plugin "$conf"
+    echo "FAIL: the installed corridor_plugin.yaml does not name the installed plugin"; exit 1; }
 "$prefix/bin/gearbox" check "$conf" >"$tmp/check.log" 2>&1 || {
-    cat "$tmp/check.log"; echo "FAIL: gearbox check of the installed corridor_plugin.yaml"; exit 1; }
+    cat "$tmp/check.log"; echo "FAIL: gearbox check of the installed corridor config"; exit 1; }
 "$prefix/bin/gearbox" run "$conf" --run-dir "$tmp/run" --set experiment.max_env_steps=3000 \
     --set launch.progress=off >"$tmp/run.log" 2>&1 || {
-    tail -n 20 "$tmp/run.log"; echo "FAIL: gearbox run of the installed corridor_plugin.yaml"; exit 1; }
+    tail -n 20 "$tmp/run.log"; echo "FAIL: gearbox run of the installed corridor config"; exit 1; }
 grep -q '"exit_reason": "max_env_steps"' "$tmp/run/summary.json" || {
-    cat "$tmp/run/summary.json"; echo "FAIL: the installed corridor run did not reach its steps"; exit 1; }
-echo "installed corridor_plugin.yaml: check and a run of $(grep -o '"env_steps": [0-9]*' "$tmp/run/summary.json")"
+    cat "$tmp/run/summary.json"; echo "FAIL: the installed corridor run fell short"; exit 1; }
+echo "installed corridor_plugin.yaml: check, and a run of" \
+    "$(grep -o '"env_steps": [0-9]*' "$tmp/run/summary.json")"
 
 # 7. The installed Python modules import (with the packages they need: gearbox's Python).
 pydir=$prefix/share/gearbox/python
@@ -79,7 +81,8 @@ PYTHONPATH=$pydir "$python" -c "import gearbox_client, gearbox_torch, gearbox_sh
 #    parsing answers --help), or says what to run when that Python is not there.
 bc=$pydir/examples/offline_bc.py
 /usr/bin/python3 -m venv --without-pip "$tmp/bare" || { echo "FAIL: making a bare venv"; exit 1; }
-"$tmp/bare/bin/python" -c "import numpy" 2>/dev/null && { echo "FAIL: the bare venv has numpy"; exit 1; }
+"$tmp/bare/bin/python" -c "import numpy" 2>/dev/null &&
+    { echo "FAIL: the bare venv has numpy"; exit 1; }
 GEARBOX_PYTHON=$python "$tmp/bare/bin/python" "$bc" --help >"$tmp/bc.out" 2>&1 &&
     grep -q "^usage: offline_bc.py" "$tmp/bc.out" || {
     cat "$tmp/bc.out"; echo "FAIL: offline_bc.py did not run with gearbox's Python"; exit 1; }
@@ -88,7 +91,7 @@ GEARBOX_PYTHON=$tmp/no-python "$tmp/bare/bin/python" "$bc" --steps 3 >"$tmp/bc.o
 [ "$rc" = 2 ] && grep -q "No module named 'numpy'" "$tmp/bc.out" &&
     grep -qF "    $tmp/no-python $bc --steps 3" "$tmp/bc.out" &&
     grep -qF "    $tmp/bare/bin/python -m pip install numpy torch pyzmq msgpack" "$tmp/bc.out" || {
-    cat "$tmp/bc.out"; echo "FAIL: offline_bc.py without numpy: exit $rc, not the message"; exit 1; }
+    cat "$tmp/bc.out"; echo "FAIL: offline_bc.py without numpy: exit $rc or the message"; exit 1; }
 echo "installed Python modules import; offline_bc.py finds gearbox's Python or says what to run"
 
 echo "installed gearbox: example plugin (#include <gearbox/envs/env.h>) built with"

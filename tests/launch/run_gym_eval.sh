@@ -29,19 +29,21 @@ name=gymnasium:$id
 
 # A Python of the test's own: gearbox's packages (gymnasium, pygame) plus the test module.
 "$python" -m venv --without-pip --system-site-packages "$work/py" || fail "making a venv"
-site=$("$python" -c 'import gymnasium, os; print(os.path.dirname(os.path.dirname(gymnasium.__file__)))')
+site=$("$python" -c 'import gymnasium as g, os; print(os.path.dirname(os.path.dirname(g.__file__)))')
 sp=$("$work/py/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 printf '%s\n%s\n' "$site" "$envs_dir" > "$sp/gearbox_test.pth"
-"$work/py/bin/python" -c "import gb_test_gym_envs" || fail "the test's Python cannot import the test module"
-"$python" -c "import gb_test_gym_envs" 2>/dev/null && fail "$python imports gb_test_gym_envs: the test proves nothing"
+"$work/py/bin/python" -c "import gb_test_gym_envs" || fail "the test's Python lacks the test module"
+"$python" -c "import gb_test_gym_envs" 2>/dev/null &&
+  fail "$python imports gb_test_gym_envs: the test would prove nothing"
 
 cd "$work" || fail "cd $work"
 GEARBOX_GYMNASIUM_PYTHON=$work/py/bin/python "$gearbox" run "$config" --run-dir "$work/run" \
   --set env.args.id=$id --set experiment.max_env_steps=30000 --set experiment.max_seconds=120 \
   --set launch.progress=off --set experiment.eval_every=10000 \
-  --set trainer.checkpoint_every_s=1 > "$work/run.log" 2>&1 || { tail "$work/run.log"; fail "the run"; }
-grep -q "python_path: \"$work/py/bin/python\"\|\"python_path\": \"$work/py/bin/python\"" \
-  "$work/run/config.yaml" || { cat "$work/run/config.yaml"; fail "config.yaml lacks the run's Python"; }
+  --set trainer.checkpoint_every_s=1 > "$work/run.log" 2>&1 ||
+  { tail "$work/run.log"; fail "the run"; }
+grep -q "\"python_path\": \"$work/py/bin/python\"" "$work/run/config.yaml" ||
+  { cat "$work/run/config.yaml"; fail "config.yaml lacks the run's Python"; }
 ok "the run's config.yaml keeps GEARBOX_GYMNASIUM_PYTHON as env.args.python_path"
 
 nvid=0
@@ -54,19 +56,24 @@ for v in "$work/run"/videos/eval_*.mp4; do
   [ "$e" = "$name" ] || fail "$j names the environment $e, not $name"
   nvid=$((nvid + 1))
 done
-[ "$nvid" -ge 1 ] || { grep -i evaluation "$work/run/logs/launcher.log"; fail "eval_every made no video"; }
+[ "$nvid" -ge 1 ] ||
+  { grep -i evaluation "$work/run/logs/launcher.log"; fail "eval_every made no video"; }
 ok "eval_every: $nvid video(s) of the Gymnasium environment, frames = steps played"
 
 unset GEARBOX_GYMNASIUM_PYTHON
 "$gearbox" eval "$work/run" --episodes 3 --deterministic --json > "$work/plain.json" \
-  2> "$work/plain.err" || { cat "$work/plain.err"; fail "gearbox eval without GEARBOX_GYMNASIUM_PYTHON"; }
-[ "$(json_get "$work/plain.json" env)" = "$name" ] || { cat "$work/plain.json"; fail "JSON env is not $name"; }
+  2> "$work/plain.err" ||
+  { cat "$work/plain.err"; fail "gearbox eval without GEARBOX_GYMNASIUM_PYTHON"; }
+[ "$(json_get "$work/plain.json" env)" = "$name" ] ||
+  { cat "$work/plain.json"; fail "JSON env is not $name"; }
 ok "eval without the variable runs the run's Python; the JSON names $name"
 
 "$gearbox" eval "$work/run" --episodes 3 --deterministic --json --video "$work/out.mp4" \
-  > "$work/video.json" 2> "$work/video.err" || { cat "$work/video.err"; fail "gearbox eval --video"; }
+  > "$work/video.json" 2> "$work/video.err" ||
+  { cat "$work/video.err"; fail "gearbox eval --video"; }
 steps=$(json_get "$work/video.json" steps) nf=$(frames "$work/out.mp4")
-size=$(ffprobe -v error -select_streams v:0 -show_entries stream=width,height -of csv=p=0 "$work/out.mp4")
+size=$(ffprobe -v error -select_streams v:0 -show_entries stream=width,height -of csv=p=0 \
+       "$work/out.mp4")
 echo "out.mp4: $nf frames, $steps steps, $size, title $(title "$work/out.mp4")"
 [ "$steps" -gt 0 ] && [ "$nf" = "$steps" ] || fail "the video has $nf frames for $steps steps"
 [ "$size" = "600,400" ] || fail "video size $size, expected Gymnasium CartPole's 600,400"
@@ -75,12 +82,15 @@ echo "out.mp4: $nf frames, $steps steps, $size, title $(title "$work/out.mp4")"
   fail "returns with --video $(json_get "$work/video.json" returns) differ from without"
 ok "eval --video: one frame per step ($nf), 600 x 400, titled $name, same returns as without"
 
-"$gearbox" eval "$work/run" --episodes 1 > "$work/eval.txt" 2>&1 || { cat "$work/eval.txt"; fail "text eval"; }
-grep -q "episodes of $name " "$work/eval.txt" || { cat "$work/eval.txt"; fail "text output lacks $name"; }
+"$gearbox" eval "$work/run" --episodes 1 > "$work/eval.txt" 2>&1 ||
+  { cat "$work/eval.txt"; fail "text eval"; }
+grep -q "episodes of $name " "$work/eval.txt" ||
+  { cat "$work/eval.txt"; fail "text output lacks $name"; }
 ok "eval: the text output names $name"
 
 mkdir -p "$work/human"
-sed 's/^\(    "id": .*\)$/\1\n    "render_mode": "human"/' "$work/run/config.yaml" > "$work/human/config.yaml"
+sed 's/^\(    "id": .*\)$/\1\n    "render_mode": "human"/' "$work/run/config.yaml" \
+  > "$work/human/config.yaml"
 grep -q render_mode "$work/human/config.yaml" || fail "could not write the render_mode config"
 "$gearbox" eval "$work/human" --checkpoint "$(ls "$work"/run/checkpoints/*.model | head -n 1)" \
   --video "$work/x.mp4" > /dev/null 2> "$work/human.err"
