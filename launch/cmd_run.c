@@ -127,7 +127,8 @@ static int prepare_record(const char *dir)
 }
 
 /* env.name gymnasium: $GEARBOX_GYMNASIUM_PYTHON, which the plugin prefers to
- * env.args.python_path, goes into the run's config as env.args.python_path, so that `gearbox
+ * env.args.python_path, goes into the run's config as env.args.python_path (made absolute, not
+ * resolved: a virtual environment's bin/python is a link that must stay one), so that `gearbox
  * eval` of the run (and its evaluation videos) later runs the same Python without the variable.
  * Returns 0, or -1 (said on stderr) when the path does not fit. */
 static int keep_gymnasium_python(gb_config *cfg)
@@ -139,14 +140,18 @@ static int keep_gymnasium_python(gb_config *cfg)
     int i = 0;
     while (i < a->n && strcmp(a->kv[i].key, "python_path") != 0)
         i++;
-    if (i == GB_CONFIG_ARGS_MAX || strlen(py) >= sizeof a->kv[i].value) {
-        fprintf(stderr, "gearbox run: GEARBOX_GYMNASIUM_PYTHON does not fit in env.args "
-                        "(at most %d arguments of %d characters)\n",
-                GB_CONFIG_ARGS_MAX, GB_CONFIG_ARG_VALUE_MAX - 1);
+    char cwd[GB_CONFIG_ARG_VALUE_MAX] = "";
+    if (py[0] != '/' && !getcwd(cwd, sizeof cwd))
+        cwd[0] = '\0';
+    if (i == GB_CONFIG_ARGS_MAX || (py[0] != '/' && !cwd[0]) ||
+        snprintf(a->kv[i].value, sizeof a->kv[i].value, "%s%s%s", cwd, cwd[0] ? "/" : "", py) >=
+            (int)sizeof a->kv[i].value) {
+        fprintf(stderr, "gearbox run: GEARBOX_GYMNASIUM_PYTHON %s does not fit in env.args "
+                        "(at most %d arguments, paths of %d characters)\n",
+                py, GB_CONFIG_ARGS_MAX, GB_CONFIG_ARG_VALUE_MAX - 1);
         return -1;
     }
     snprintf(a->kv[i].key, sizeof a->kv[i].key, "python_path");
-    snprintf(a->kv[i].value, sizeof a->kv[i].value, "%s", py);
     a->n += i == a->n;
     return 0;
 }

@@ -2,9 +2,9 @@
 # tests/launch/run_gym_eval.sh: `gearbox eval` and experiment.eval_every on a Gymnasium run.
 # The run's environment (gb_test_gym_envs:GbCartPole-v0, Gymnasium's CartPole under a name that
 # only a Python importing tests/envs/gymnasium/gb_test_gym_envs.py knows) runs in a Python of
-# the test's own, given by GEARBOX_GYMNASIUM_PYTHON at training time only; then:
-#   - the run's config.yaml keeps that Python (env.args.python_path);
-#   - gearbox eval of the run without the variable finds it and plays;
+# the test's own, given by GEARBOX_GYMNASIUM_PYTHON (a relative path) at training time only:
+#   - the run's config.yaml keeps that Python (env.args.python_path, made absolute);
+#   - gearbox eval of the run without the variable, from another folder, finds it and plays;
 #   - eval_every made videos during the run, each with frames (ffprobe) = the steps its JSON
 #     played, and the JSON names the environment by its id;
 #   - gearbox eval --video: an MP4 of 600 x 400 frames (Gymnasium's CartPole drawing), one per
@@ -37,14 +37,14 @@ printf '%s\n%s\n' "$site" "$envs_dir" > "$sp/gearbox_test.pth"
   fail "$python imports gb_test_gym_envs: the test would prove nothing"
 
 cd "$work" || fail "cd $work"
-GEARBOX_GYMNASIUM_PYTHON=$work/py/bin/python "$gearbox" run "$config" --run-dir "$work/run" \
+GEARBOX_GYMNASIUM_PYTHON=py/bin/python "$gearbox" run "$config" --run-dir "$work/run" \
   --set env.args.id=$id --set experiment.max_env_steps=30000 --set experiment.max_seconds=120 \
   --set launch.progress=off --set experiment.eval_every=10000 \
   --set trainer.checkpoint_every_s=1 > "$work/run.log" 2>&1 ||
   { tail "$work/run.log"; fail "the run"; }
 grep -q "\"python_path\": \"$work/py/bin/python\"" "$work/run/config.yaml" ||
   { cat "$work/run/config.yaml"; fail "config.yaml lacks the run's Python"; }
-ok "the run's config.yaml keeps GEARBOX_GYMNASIUM_PYTHON as env.args.python_path"
+ok "the run's config.yaml keeps GEARBOX_GYMNASIUM_PYTHON (relative) as an absolute python_path"
 
 nvid=0
 for v in "$work/run"/videos/eval_*.mp4; do
@@ -61,6 +61,7 @@ done
 ok "eval_every: $nvid video(s) of the Gymnasium environment, frames = steps played"
 
 unset GEARBOX_GYMNASIUM_PYTHON
+cd "$work/run" || fail "cd $work/run" # elsewhere than where the run started
 "$gearbox" eval "$work/run" --episodes 3 --deterministic --json > "$work/plain.json" \
   2> "$work/plain.err" ||
   { cat "$work/plain.err"; fail "gearbox eval without GEARBOX_GYMNASIUM_PYTHON"; }
