@@ -319,6 +319,10 @@ static int check_render(checker *k)
         say(k, "  render      not provided\n");
         return 0;
     }
+    if (k->spec.render_height == 0 && k->spec.render_width == 0) {
+        say(k, "  render      not asked for by these arguments (size 0 x 0)\n");
+        return 0;
+    }
     size_t n = (size_t)k->spec.render_height * (size_t)k->spec.render_width * 3;
     uint8_t *rgb = malloc(n + GUARD);
     if (!rgb)

@@ -160,8 +160,9 @@ typedef struct gb_env_spec {
     gb_env_obs_space obs;
     gb_env_action_space action;
     int64_t max_episode_steps; /* the environment's own time limit; 0 = none */
-    int32_t render_height;     /* render() output size; 0 when render is NULL */
-    int32_t render_width;
+    int32_t render_height;     /* render() output size; 0 when render is NULL, or when this */
+    int32_t render_width;      /* copy was not asked to render (an argument of the environment
+                                * may ask for it, as the gymnasium plugin's render_mode does) */
 } gb_env_spec;
 
 /* One copy's buffers, owned by the caller, sized from the spec (A = agents):

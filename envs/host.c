@@ -259,7 +259,8 @@ int gb_env_spec_validate(const gb_env_spec *s, const gb_env_interface *iface, gb
     }
     if (s->max_episode_steps < 0)
         return gb_error_set(err, GB_EINVAL, "%s: spec.max_episode_steps is negative", name);
-    if (iface->render) {
+    /* 0 x 0 with render given: this copy was not made to render (envs/env.h) */
+    if (iface->render && (s->render_height != 0 || s->render_width != 0)) {
         if (s->render_height < 1 || s->render_width < 1 || s->render_height > 8192 ||
             s->render_width > 8192)
             return gb_error_set(err, GB_EINVAL, "%s: render() given but render size is %dx%d",

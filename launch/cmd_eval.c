@@ -30,6 +30,9 @@
 #define EVAL_STEP_CAP 100000
 #define EVAL_MAX_EPISODES 100000
 
+/* The shipped plugin that runs any Gymnasium environment (envs/gymnasium): its interface name. */
+#define GB_EVAL_GYMNASIUM "gymnasium"
+
 static void eval_usage(FILE *out)
 {
     fprintf(out,
@@ -47,7 +50,9 @@ static void eval_usage(FILE *out)
             "                     the manifest NAME.checkpoint), or the path of a .model file\n"
             "  --video OUT.mp4    render every step and encode an H.264 MP4 with ffmpeg: one\n"
             "                     frame per step played (the state the action was chosen in);\n"
-            "                     odd frame sizes are padded to even with black\n"
+            "                     odd frame sizes are padded to even with black; env.name\n"
+            "                     gymnasium: the environment is made with render_mode\n"
+            "                     rgb_array (classic control draws with pygame)\n"
             "  --gif OUT.gif      with --video: also make the MP4 into an animated GIF (ffmpeg,\n"
             "                     %d frames per second, %d pixels wide), as TensorBoard shows\n"
             "                     videos (experiment.eval_every logs it as eval/video)\n"
@@ -198,6 +203,7 @@ typedef struct eval_state {
     uint8_t *terminated, *truncated, *acting, *done, *frame;
     double *returns, *lengths;
     gb_video video;
+    char env_name[GB_CONFIG_NAME_MAX + GB_CONFIG_ARG_VALUE_MAX]; /* for logs, JSON, the video */
 } eval_state;
 
 static void eval_free(eval_state *s)
@@ -255,7 +261,7 @@ static int play_episode(eval_state *s, const eval_opts *o, double epsilon, int64
     gb_env_buffers buf = {s->env_actions, s->obs, s->rewards, s->terminated, s->truncated,
                           s->acting};
     if (iface->reset(s->env, &buf) != 0)
-        return gb_error_set(err, GB_EIO, "%s: reset failed", iface->name);
+        return gb_error_set(err, GB_EIO, "%s: reset failed", s->env_name);
     memset(s->done, 0, (size_t)A);
     double total = 0;
     int64_t t = 0;
@@ -264,7 +270,7 @@ static int play_episode(eval_state *s, const eval_opts *o, double epsilon, int64
             int rc = iface->render(s->env, s->frame);
             if (rc != 0)
                 return gb_error_set(err, GB_EIO, "%s: render returned %d at step %lld",
-                                    iface->name, rc, (long long)t);
+                                    s->env_name, rc, (long long)t);
             if ((rc = gb_video_frame(&s->video, s->frame, err)))
                 return rc;
         }
@@ -274,7 +280,7 @@ static int play_episode(eval_state *s, const eval_opts *o, double epsilon, int64
         if (rc || (rc = to_env_actions(s, err)))
             return rc;
         if (iface->step(s->env, &buf) != 0)
-            return gb_error_set(err, GB_EIO, "%s: step %lld failed", iface->name, (long long)t);
+            return gb_error_set(err, GB_EIO, "%s: step %lld failed", s->env_name, (long long)t);
         t++;
         int all_done = 1;
         for (int a = 0; a < A; a++) {
@@ -308,20 +314,59 @@ static int load_model(eval_state *s, const eval_opts *o, const gb_config *cfg,
     return rc ? gb_error_prefix(err, "loading %s", ck->model) : 0;
 }
 
+/* The environment as logs, the JSON and the video's title name it: the interface's name, and
+ * for the gymnasium plugin (one interface, many environments) gymnasium:<env.args.id>. */
+static void name_env(eval_state *s, const gb_config *cfg)
+{
+    const char *id = gb_config_arg(&cfg->env.args, "id");
+    if (strcmp(s->src.iface->name, GB_EVAL_GYMNASIUM) == 0 && id && id[0])
+        snprintf(s->env_name, sizeof s->env_name, "%s:%s", GB_EVAL_GYMNASIUM, id);
+    else
+        snprintf(s->env_name, sizeof s->env_name, "%s", s->src.iface->name);
+}
+
+/* Creates the environment copy; with --video one that renders: the gymnasium plugin draws
+ * only when made with render_mode rgb_array (envs/gymnasium), which is added here unless the
+ * config sets render_mode itself. Returns 0, GB_EUNSUPPORTED (no frames to be had) or the
+ * error of create(). */
+static int make_env(eval_state *s, const eval_opts *o, const gb_config *cfg, uint64_t seed,
+                    gb_error *err)
+{
+    gb_env_args_store args;
+    gb_env_args_from_config(&args, &cfg->env.args);
+    const int gym = strcmp(s->src.iface->name, GB_EVAL_GYMNASIUM) == 0;
+    int rc;
+    if (o->video && gym && !gb_config_arg(&cfg->env.args, "render_mode") &&
+        (rc = gb_env_args_add(&args, "render_mode", "rgb_array", err)))
+        return rc;
+    if ((rc = gb_env_create(s->src.iface, &args.args, seed, &s->env, &s->spec, err)))
+        return rc;
+    if (o->video && !s->src.iface->render)
+        return gb_error_set(err, GB_EUNSUPPORTED,
+                            "%s has no render function: --video needs one (envs/env.h: "
+                            "gb_env_interface.render)", s->env_name);
+    const char *mode = gb_config_arg(&cfg->env.args, "render_mode");
+    if (o->video && (s->spec.render_height < 1 || s->spec.render_width < 1)) {
+        if (gym && mode)
+            return gb_error_set(err, GB_EUNSUPPORTED, "%s was made without frames to render: "
+                                "the run's env.args.render_mode is %s, --video needs rgb_array",
+                                s->env_name, mode);
+        return gb_error_set(err, GB_EUNSUPPORTED, "%s was made without frames to render "
+                            "(render size %d x %d)", s->env_name, s->spec.render_height,
+                            s->spec.render_width);
+    }
+    return 0;
+}
+
 static int eval_prepare(eval_state *s, const eval_opts *o, gb_config *cfg, uint64_t seed,
                         gb_checkpoint_files *ck, gb_error *err)
 {
     int rc = gb_env_source_open(&s->src, cfg->env.name, cfg->env.plugin, err);
     if (rc)
         return rc;
-    gb_env_args_store args;
-    gb_env_args_from_config(&args, &cfg->env.args);
-    if ((rc = gb_env_create(s->src.iface, &args.args, seed, &s->env, &s->spec, err)))
+    name_env(s, cfg);
+    if ((rc = make_env(s, o, cfg, seed, err)))
         return rc;
-    if (o->video && !s->src.iface->render)
-        return gb_error_set(err, GB_EUNSUPPORTED,
-                            "%s has no render function: --video needs one (envs/env.h: "
-                            "gb_env_interface.render)", s->src.iface->name);
     if ((rc = gb_learning_space(&s->spec, &s->space, err)))
         return rc;
     /* evaluation runs on this machine's CPU, whatever the run trained on */
@@ -353,7 +398,7 @@ static int eval_prepare(eval_state *s, const eval_opts *o, gb_config *cfg, uint6
         return gb_error_set(err, GB_ENOMEM, "out of memory for the evaluation buffers");
     if (o->video)
         return gb_video_open(&s->video, o->video, s->spec.render_width, s->spec.render_height,
-                             (int)o->fps, err);
+                             (int)o->fps, s->env_name, err);
     return 0;
 }
 
@@ -365,7 +410,7 @@ static void report(const eval_opts *o, const gb_config *cfg, const eval_state *s
     mean_std(s->lengths, o->episodes, &lm, &ls);
     if (!o->json) {
         printf("%s: %lld episodes of %s (%s), checkpoint %s (training step %lld)\n", o->run_dir,
-               o->episodes, s->src.iface->name, o->deterministic ? "deterministic" : "sampled",
+               o->episodes, s->env_name, o->deterministic ? "deterministic" : "sampled",
                ck->model, (long long)ck->step);
         printf("return  mean %.3f  std %.3f\nlength  mean %.1f  std %.1f\nsteps   %lld\n", rm,
                rs, lm, ls, (long long)steps);
@@ -379,7 +424,7 @@ static void report(const eval_opts *o, const gb_config *cfg, const eval_state *s
     printf("{\"run_dir\": ");
     gb_rundir_json_string(stdout, o->run_dir);
     printf(", \"env\": ");
-    gb_rundir_json_string(stdout, s->src.iface->name);
+    gb_rundir_json_string(stdout, s->env_name);
     printf(", \"algorithm\": ");
     const int algo = (int)cfg->trainer.algorithm.name;
     gb_rundir_json_string(stdout, gb_config_enum_name("trainer.algorithm.name", algo));

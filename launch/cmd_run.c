@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -125,6 +126,36 @@ static int prepare_record(const char *dir)
     return 0;
 }
 
+/* env.name gymnasium: $GEARBOX_GYMNASIUM_PYTHON, which the plugin prefers to
+ * env.args.python_path, goes into the run's config as env.args.python_path (made absolute, not
+ * resolved: a virtual environment's bin/python is a link that must stay one), so that `gearbox
+ * eval` of the run (and its evaluation videos) later runs the same Python without the variable.
+ * Returns 0, or -1 (said on stderr) when the path does not fit. */
+static int keep_gymnasium_python(gb_config *cfg)
+{
+    const char *py = getenv("GEARBOX_GYMNASIUM_PYTHON");
+    if (strcmp(cfg->env.name, "gymnasium") != 0 || !py || !py[0])
+        return 0;
+    gb_config_args *a = &cfg->env.args;
+    int i = 0;
+    while (i < a->n && strcmp(a->kv[i].key, "python_path") != 0)
+        i++;
+    char cwd[GB_CONFIG_ARG_VALUE_MAX] = "";
+    if (py[0] != '/' && !getcwd(cwd, sizeof cwd))
+        cwd[0] = '\0';
+    if (i == GB_CONFIG_ARGS_MAX || (py[0] != '/' && !cwd[0]) ||
+        snprintf(a->kv[i].value, sizeof a->kv[i].value, "%s%s%s", cwd, cwd[0] ? "/" : "", py) >=
+            (int)sizeof a->kv[i].value) {
+        fprintf(stderr, "gearbox run: GEARBOX_GYMNASIUM_PYTHON %s does not fit in env.args "
+                        "(at most %d arguments, paths of %d characters)\n",
+                py, GB_CONFIG_ARGS_MAX, GB_CONFIG_ARG_VALUE_MAX - 1);
+        return -1;
+    }
+    snprintf(a->kv[i].key, sizeof a->kv[i].key, "python_path");
+    a->n += i == a->n;
+    return 0;
+}
+
 int gb_cmd_run(int argc, char **argv)
 {
     if (gb_wants_help(argc, argv)) {
@@ -136,6 +167,8 @@ int gb_cmd_run(int argc, char **argv)
     int urc = gb_cli_load(argc, argv, GB_CLI_RUN_FLAGS, &cli, &cfg);
     if (urc != GB_EXIT_OK)
         return urc;
+    if (keep_gymnasium_python(&cfg) != 0)
+        return GB_EXIT_USAGE;
     if (cli.backend) {
         if (strcmp(cli.backend, "local") == 0)
             cfg.launch.mode = GB_LAUNCH_LOCAL;

@@ -28,7 +28,8 @@ static int on_path(const char *name)
     return 0;
 }
 
-int gb_video_open(gb_video *v, const char *path, int width, int height, int fps, gb_error *err)
+int gb_video_open(gb_video *v, const char *path, int width, int height, int fps,
+                  const char *title, gb_error *err)
 {
     memset(v, 0, sizeof *v);
     v->fd = -1;
@@ -37,6 +38,9 @@ int gb_video_open(gb_video *v, const char *path, int width, int height, int fps,
                             height, fps);
     if (snprintf(v->path, sizeof v->path, "%s", path) >= (int)sizeof v->path)
         return gb_error_set(err, GB_EINVAL, "video: path too long: %s", path);
+    char tag[512];
+    if (snprintf(tag, sizeof tag, "title=%s", title ? title : "") >= (int)sizeof tag)
+        return gb_error_set(err, GB_EINVAL, "video: title too long: %s", title);
     if (!on_path("ffmpeg"))
         return gb_error_set(err, GB_ENOTFOUND, "video: ffmpeg is not on PATH (Debian: apt-get "
                             "install ffmpeg; launch/install-deps.sh installs it)");
@@ -73,7 +77,7 @@ int gb_video_open(gb_video *v, const char *path, int width, int height, int fps,
         /* ffmpeg must not read the terminal or write anything but errors */
         execlp("ffmpeg", "ffmpeg", "-nostdin", "-y", "-loglevel", "error", "-f", "rawvideo",
                "-pix_fmt", "rgb24", "-s", size, "-r", rate, "-i", "pipe:0", "-c:v", "libx264",
-               "-pix_fmt", "yuv420p", "-r", rate, path, (char *)NULL);
+               "-pix_fmt", "yuv420p", "-r", rate, "-metadata", tag, path, (char *)NULL);
         fprintf(stderr, "video: exec ffmpeg: %s\n", strerror(errno));
         _exit(127);
     }

@@ -24,9 +24,12 @@ typedef struct gb_video {
 } gb_video;
 
 /* Starts `ffmpeg` (found on PATH) writing path (overwritten) as H.264 at fps frames per second
- * from width × height RGB frames. Returns 0; GB_EINVAL (sizes, path); GB_ENOTFOUND (no ffmpeg
- * on PATH, with a hint to install it); GB_ESYS (pipe, fork). */
-int gb_video_open(gb_video *v, const char *path, int width, int height, int fps, gb_error *err);
+ * from width × height RGB frames; title (NULL: none) goes into the file's title tag (the
+ * environment's name: ffprobe -show_entries format_tags=title). Returns 0; GB_EINVAL (sizes,
+ * path, title); GB_ENOTFOUND (no ffmpeg on PATH, with a hint to install it); GB_ESYS (pipe,
+ * fork). */
+int gb_video_open(gb_video *v, const char *path, int width, int height, int fps,
+                  const char *title, gb_error *err);
 
 /* Writes one frame (height × width × 3 bytes). Blocks while ffmpeg catches up. Returns 0 or
  * GB_EIO (ffmpeg exited: its messages went to stderr). */

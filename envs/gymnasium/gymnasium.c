@@ -14,6 +14,13 @@
  * Python loop all the same, copies each observation into a batch array of its own, and resets
  * an ended episode on the next step, which would fight the ring's same-step auto-reset.)
  *
+ * Render: Gymnasium decides at gym.make whether an environment draws (render_mode), so only a
+ * copy made with env.args.render_mode: rgb_array renders (`gearbox eval --video` asks for it).
+ * Its create() draws one frame after a seeded reset to learn the frame size for the spec (the
+ * first reset is seeded again, so the episodes are the same); render() copies Gymnasium's frame
+ * (its first three channels) into the caller's buffer. Other copies declare a render size of
+ * 0 x 0 and never import the drawing library (pygame for classic control).
+ *
  * The interpreter: initialized once per process (pthread_once), from the Python whose
  * site-packages hold gymnasium: $GEARBOX_GYMNASIUM_PYTHON, else env.args.python_path, else the
  * interpreter gearbox was built with (GEARBOX_PYTHON, gearbox's virtual environment). Python's
@@ -40,7 +47,7 @@
 /* The Python side: making an environment, translating its spaces, and the per-copy object whose
  * methods reset and step it into numpy views of the ring's buffers. */
 static const char helper_source[] =
-    "import ast, sys\n"
+    "import ast, os, sys\n"
     "import numpy as np\n"
     "import gymnasium as gym\n"
     "from gymnasium import spaces\n"
@@ -64,6 +71,11 @@ static const char helper_source[] =
     "class Copy:\n"
     "    def __init__(self, env_id, keys, values, seed):\n"
     "        kwargs = {k: _value(v) for k, v in zip(keys, values)}\n"
+    "        if kwargs.get('render_mode') == 'rgb_array':\n"
+    "            # pygame (classic control's drawing): no greeting on stdout (gearbox eval --json\n"
+    "            # writes there), no display or sound device wanted for off-screen frames.\n"
+    "            for k in ('PYGAME_HIDE_SUPPORT_PROMPT', 'SDL_VIDEODRIVER', 'SDL_AUDIODRIVER'):\n"
+    "                os.environ.setdefault(k, '1' if k.startswith('PYGAME') else 'dummy')\n"
     "        limit = kwargs.pop('max_episode_steps', None)\n"
     "        # max_episode_steps=-1: no TimeLimit wrapper; gearbox's host applies the limit.\n"
     "        self.env = gym.make(env_id, max_episode_steps=-1, **kwargs)\n"
@@ -97,6 +109,12 @@ static const char helper_source[] =
     "            raise TypeError(f'observation space {o} ({type(o).__name__}) is not '\n"
     "                            'supported: gearbox takes Box and Discrete')\n"
     "        self.obs_shape = shape\n"
+    "        self.render_hw = (0, 0)\n"
+    "        if kwargs.get('render_mode') == 'rgb_array':\n"
+    "            # The frame size goes into the spec now: reset (seeded as the first reset will\n"
+    "            # be again) and draw one frame.\n"
+    "            self.env.reset(seed=seed)\n"
+    "            self.render_hw = self._frame().shape[:2]\n"
     "        a = self.env.action_space\n"
     "        if isinstance(a, spaces.Discrete):\n"
     "            self.discrete, self.n, self.start = True, int(a.n), int(a.start)\n"
@@ -121,11 +139,8 @@ static const char helper_source[] =
     "        self.trunc = np.frombuffer(truncated, dtype=np.uint8)\n"
     "\n"
     "    def reset(self):\n"
-    "        if self.seed is not None:\n"
-    "            o, _ = self.env.reset(seed=self.seed)\n"
-    "            self.seed = None\n"
-    "        else:\n"
-    "            o, _ = self.env.reset()\n"
+    "        o, _ = self.env.reset(seed=self.seed)  # seeded once; None: the stream goes on\n"
+    "        self.seed = None\n"
     "        self.obs[...] = np.reshape(o, self.obs_shape)\n"
     "\n"
     "    def step(self):\n"
@@ -138,6 +153,21 @@ static const char helper_source[] =
     "        self.rew[0] = r\n"
     "        self.term[0] = bool(te)\n"
     "        self.trunc[0] = bool(tr)\n"
+    "\n"
+    "    def _frame(self):\n"
+    "        f = self.env.render()\n"
+    "        if not isinstance(f, np.ndarray) or f.ndim != 3 or f.shape[2] not in (3, 4):\n"
+    "            raise TypeError('render() with render_mode rgb_array gave '\n"
+    "                            f'{getattr(f, \"shape\", type(f).__name__)}, not an RGB frame')\n"
+    "        return f\n"
+    "\n"
+    "    def render(self, rgb):\n"
+    "        f = self._frame()\n"
+    "        if f.shape[:2] != self.render_hw:\n"
+    "            raise ValueError(f'render() gave a {f.shape[0]} x {f.shape[1]} frame after '\n"
+    "                             f'{self.render_hw[0]} x {self.render_hw[1]} ones')\n"
+    "        out = np.frombuffer(rgb, dtype=np.uint8).reshape(self.render_hw + (3,))\n"
+    "        out[...] = f[..., :3]\n"
     "\n"
     "    def close(self):\n"
     "        self.env.close()\n";
@@ -153,8 +183,10 @@ typedef struct gym_copy {
     PyObject *obj;      /* the helper's Copy */
     PyObject *m_reset;  /* bound methods, looked up once */
     PyObject *m_step;
+    PyObject *m_render;
     const void *bound_obs; /* the buffers the views were made for */
     char name[128];
+    int32_t render_h, render_w; /* spec's render size; 0 when not made to render */
     double *obs_low, *obs_high; /* spec bounds, owned */
     float *act_low, *act_high;
 } gym_copy;
@@ -263,6 +295,7 @@ static void gym_destroy(void *p)
         Py_XDECREF(r);
         Py_XDECREF(c->m_reset);
         Py_XDECREF(c->m_step);
+        Py_XDECREF(c->m_render);
         Py_DECREF(c->obj);
         PyGILState_Release(g);
     }
@@ -351,7 +384,16 @@ static int read_spec(gym_copy *c, gb_env_spec *spec)
         spec->action.high = c->act_high;
     }
     spec->max_episode_steps = limit;
-    return 0;
+    /* render size: (0, 0) unless the copy was made with render_mode rgb_array */
+    PyObject *hw = PyObject_GetAttrString(o, "render_hw");
+    if (!hw)
+        return -1;
+    if (PyTuple_Check(hw) && PyTuple_GET_SIZE(hw) == 2) {
+        spec->render_height = (int32_t)PyLong_AsLong(PyTuple_GET_ITEM(hw, 0));
+        spec->render_width = (int32_t)PyLong_AsLong(PyTuple_GET_ITEM(hw, 1));
+    }
+    Py_DECREF(hw);
+    return PyErr_Occurred() ? -1 : 0;
 }
 
 static void *gym_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spec, char *err,
@@ -420,18 +462,25 @@ static void *gym_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spe
     if (c->obj) {
         c->m_reset = PyObject_GetAttrString(c->obj, "reset");
         c->m_step = PyObject_GetAttrString(c->obj, "step");
+        c->m_render = PyObject_GetAttrString(c->obj, "render");
     }
-    if (!c->obj || !c->m_reset || !c->m_step || read_spec(c, spec) != 0) {
+    if (!c->obj || !c->m_reset || !c->m_step || !c->m_render || read_spec(c, spec) != 0) {
         char text[768];
         if (PyErr_Occurred())
             py_error_text(text, sizeof text);
         else
             snprintf(text, sizeof text, "out of memory");
-        fail(err, err_len, "%s: %s", id, text);
+        /* a missing package: say which Python lacks it (pygame, for render_mode rgb_array) */
+        int missing = strstr(text, "DependencyNotInstalled") == text ||
+                      strstr(text, "ModuleNotFoundError") == text;
+        fail(err, err_len, "%s: %s%s%s%s", id, text, missing ? " (in Python " : "",
+             missing ? py_python : "", missing ? ")" : "");
         PyGILState_Release(g);
         gym_destroy(c);
         return NULL;
     }
+    c->render_h = spec->render_height;
+    c->render_w = spec->render_width;
     PyGILState_Release(g);
     return c;
 }
@@ -503,6 +552,34 @@ static int gym_step(void *p, const gb_env_buffers *buf)
     return call(c, c->m_step, buf, "step");
 }
 
+/* Draws the copy's current state (Gymnasium's render() with render_mode rgb_array) into rgb,
+ * render_h x render_w x 3 bytes. Returns 0, or -1 (said on stderr) when the copy was not made to
+ * render or Gymnasium failed. */
+static int gym_render(void *p, uint8_t *rgb)
+{
+    gym_copy *c = p;
+    if (c->render_h < 1 || c->render_w < 1) {
+        fprintf(stderr, "gymnasium: %s: render: the copy was made without render_mode: "
+                        "rgb_array\n", c->name);
+        return -1;
+    }
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *view = PyMemoryView_FromMemory(
+        (char *)rgb, (Py_ssize_t)c->render_h * c->render_w * 3, PyBUF_WRITE);
+    PyObject *r = view ? PyObject_CallOneArg(c->m_render, view) : NULL;
+    int rc = 0;
+    if (!r) {
+        char text[768];
+        py_error_text(text, sizeof text);
+        fprintf(stderr, "gymnasium: %s: render failed: %s\n", c->name, text);
+        rc = -1;
+    }
+    Py_XDECREF(r);
+    Py_XDECREF(view);
+    PyGILState_Release(g);
+    return rc;
+}
+
 static const gb_env_interface iface = {
     GB_ENV_ABI_VERSION,
     sizeof(gb_env_interface),
@@ -512,7 +589,7 @@ static const gb_env_interface iface = {
     gym_reset,
     gym_step,
     gym_destroy,
-    NULL,
+    gym_render,
 };
 
 GB_ENV_EXPORT const gb_env_interface *gearbox_env_interface(void)

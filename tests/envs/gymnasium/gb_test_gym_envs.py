@@ -57,3 +57,7 @@ class Float64Count(gym.Env):
 gym.register("GbDictObs-v0", entry_point=DictObs)
 gym.register("GbTupleAction-v0", entry_point=TupleAction)
 gym.register("GbFloat64Count-v0", entry_point=Float64Count, max_episode_steps=7)
+# Gymnasium's own CartPole under a name only a Python that imports this module knows (gearbox
+# eval of a run must find the Python the run used: tests/launch/run_gym_eval.sh); it renders.
+gym.register("GbCartPole-v0", entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv",
+             max_episode_steps=500)

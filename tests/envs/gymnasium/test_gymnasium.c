@@ -3,7 +3,8 @@
  * (reference.py, same seed and actions: observations, rewards and flags must be equal, bit for
  * bit); kwargs conversion; spaces (float64 cast to float32, continuous actions); the time limit
  * applied once, by the host; copies stepped from two threads at once; the errors for a
- * missing or unknown id, an unsupported space and a bad kwarg; finding shipped plugins by name.
+ * missing or unknown id, an unsupported space and a bad kwarg; render (render_mode rgb_array);
+ * finding shipped plugins by name.
  * argv[1]: the Python with gymnasium (GEARBOX_PYTHON); argv[2]: this folder (reference.py and
  * the gb_test_gym_envs module). Exits 77 (skip) when that Python lacks gymnasium. */
 #include "envs/host.h"
@@ -297,6 +298,53 @@ static void test_shipped_lookup(void)
     CHECK_MSG(strstr(err.msg, "shipped plugins such as gymnasium"), "%s", err.msg);
 }
 
+/* Render: a copy made with render_mode rgb_array declares Gymnasium's frame size and draws
+ * (CartPole: a white 600 x 400 frame with the black cart), and its first reset gives the
+ * observation a copy without render_mode gives (the size is measured at create with a seeded
+ * reset); a copy made without it declares 0 x 0 and refuses to draw. */
+static void test_render(void)
+{
+    gb_error err = {0};
+    gb_env_spec plain_spec, spec;
+    static const char *const rgb[] = {"render_mode", "rgb_array", NULL};
+    void *plain = make("CartPole-v1", 5, &plain_spec, &err, NULL);
+    void *env = make("CartPole-v1", 5, &spec, &err, rgb);
+    CHECK_MSG(plain && env, "%s", err.msg);
+    if (!plain || !env)
+        goto done;
+    CHECK(src.iface->render != NULL);
+    CHECK_EQ_INT(plain_spec.render_height, 0);
+    CHECK_EQ_INT(plain_spec.render_width, 0);
+    CHECK_EQ_INT(spec.render_height, 400);
+    CHECK_EQ_INT(spec.render_width, 600);
+    float obs[4], plain_obs[4], rew;
+    int32_t action = 1;
+    uint8_t term, trunc, acting;
+    gb_env_buffers b = {&action, obs, &rew, &term, &trunc, &acting};
+    gb_env_buffers pb = {&action, plain_obs, &rew, &term, &trunc, &acting};
+    CHECK_EQ_INT(src.iface->reset(env, &b), 0);
+    CHECK_EQ_INT(src.iface->reset(plain, &pb), 0);
+    CHECK(memcmp(obs, plain_obs, sizeof obs) == 0);
+    CHECK_EQ_INT(src.iface->step(env, &b), 0);
+    size_t n = (size_t)spec.render_height * (size_t)spec.render_width * 3;
+    uint8_t *frame = malloc(n);
+    CHECK(frame != NULL);
+    if (frame) {
+        CHECK_EQ_INT(src.iface->render(env, frame), 0);
+        size_t white = 0, black = 0;
+        for (size_t i = 0; i < n; i += 3) {
+            white += frame[i] == 255 && frame[i + 1] == 255 && frame[i + 2] == 255;
+            black += frame[i] == 0 && frame[i + 1] == 0 && frame[i + 2] == 0;
+        }
+        CHECK_MSG(white > n / 3 / 2 && black > 500, "%zu white, %zu black pixels", white, black);
+        CHECK(src.iface->render(plain, frame) != 0); /* no render_mode: no frames */
+        free(frame);
+    }
+done:
+    src.iface->destroy(plain);
+    src.iface->destroy(env);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -324,6 +372,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_spaces_and_time_limit);
     TEST_RUN(test_threads);
     TEST_RUN(test_errors);
+    TEST_RUN(test_render);
     TEST_RUN(test_shipped_lookup);
     gb_env_source_close(&src);
     return test_main_result();

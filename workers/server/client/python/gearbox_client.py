@@ -42,9 +42,15 @@ Run ``python3 gearbox_client.py bench ENDPOINT BATCH SECONDS`` to measure sampli
 import sys
 import time
 
-import msgpack
-import numpy as np
-import zmq
+try:
+    import msgpack
+    import numpy as np
+    import zmq
+except ImportError as _e:  # say which Python has them, not only what is missing
+    raise ImportError("gearbox_client: %s in %s; gearbox's Python has numpy, pyzmq and msgpack "
+                      "(/opt/gearbox/python/bin/python, made by launch/install-deps.sh), or "
+                      "install them into this one: %s -m pip install numpy pyzmq msgpack"
+                      % (_e, sys.executable, sys.executable), name=_e.name) from _e
 
 PROTOCOL = 2  # runtime/streams/wire.h GB_WIRE_PROTOCOL
 MSG_SERVE_REQUEST = 16

@@ -8,6 +8,10 @@ Gymnasium dynamics, so nothing beyond numpy and torch is needed).
     gearbox serve configs/offline_server.yaml --set server.dataset=DIR &
     python3 workers/server/client/python/examples/offline_bc.py --endpoint tcp://127.0.0.1:5555
 
+A python3 without numpy, torch, pyzmq or msgpack runs it again with gearbox's Python
+(/opt/gearbox/python/bin/python, or $GEARBOX_PYTHON); without that either, it exits 2 saying
+what to run.
+
 With --loader N the batches come through gearbox_torch.GearboxDataset in a PyTorch DataLoader
 with N worker processes (each its own connection, several requests in flight); --loader 0 uses
 the plain client in this process.
@@ -21,11 +25,48 @@ import argparse
 import json
 import math
 import os
+import shlex
 import sys
 import time
 
-import numpy as np
-import torch
+# The Python that has what this example needs: gearbox's own environment, made by
+# launch/install-deps.sh (Debian's numpy, torch, pyzmq and msgpack visible in it), unless
+# $GEARBOX_PYTHON names another.
+GEARBOX_PYTHON = os.environ.get("GEARBOX_PYTHON") or "/opt/gearbox/python/bin/python"
+NEEDS = ("numpy", "torch", "zmq", "msgpack")
+PIP_NAMES = "numpy torch pyzmq msgpack"
+
+
+def _python_with_packages():
+    """Returns when this Python has NEEDS; otherwise runs this script again with GEARBOX_PYTHON
+    (once), or exits 2 saying exactly what to run."""
+    try:
+        for name in NEEDS:
+            __import__(name)
+        return
+    except ImportError as e:
+        missing = e
+    again = os.environ.get("GEARBOX_OFFLINE_BC_REEXEC") == "1"
+    if not again and os.access(GEARBOX_PYTHON, os.X_OK):
+        os.environ["GEARBOX_OFFLINE_BC_REEXEC"] = "1"
+        os.execv(GEARBOX_PYTHON, [GEARBOX_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
+    script = " ".join(shlex.quote(a) for a in [os.path.abspath(__file__)] + sys.argv[1:])
+    here = shlex.quote(sys.executable or "python3")
+    state = "lacks them too" if again else "is not there"
+    print("offline_bc.py: %s: %s (it needs %s). Run it with gearbox's Python:\n"
+          "    %s %s\n"
+          "(%s %s: `sudo bash launch/install-deps.sh` in gearbox's source tree makes "
+          "/opt/gearbox/python; GEARBOX_PYTHON=PATH names another), or install them into this "
+          "Python:\n"
+          "    %s -m pip install %s"
+          % (sys.executable, missing, PIP_NAMES.replace(" ", ", "), shlex.quote(GEARBOX_PYTHON),
+             script, GEARBOX_PYTHON, state, here, PIP_NAMES), file=sys.stderr)
+    sys.exit(2)
+
+
+_python_with_packages()
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from gearbox_client import Client  # noqa: E402
