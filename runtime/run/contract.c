@@ -75,12 +75,29 @@ int gb_contract_learner_column(int col)
     return col >= 0 && col < GB_NCOLS && table[col].learner;
 }
 
-/* Solved: a target, at least GB_RUN_WINDOW episodes, and the mean return of the last
- * GB_RUN_WINDOW at or above the target. */
-static int solved(const gb_config *cfg, int64_t episodes, double return_mean)
+double gb_contract_row_interval(const gb_config *cfg, double elapsed_s)
+{
+    double every = cfg->experiment.metrics_interval_s, early = elapsed_s / 10;
+    early = early > GB_RUN_ROW_MIN_S ? early : GB_RUN_ROW_MIN_S;
+    return early < every ? early : every;
+}
+
+const char *gb_contract_solved_by(const gb_config *cfg)
+{
+    return cfg->experiment.eval_every > 0 ? "evaluation" : "training_episodes";
+}
+
+int gb_contract_target_reached(const gb_config *cfg, int64_t episodes, double return_mean)
 {
     const double target = cfg->experiment.target_return;
     return !isnan(target) && episodes >= GB_RUN_WINDOW && return_mean >= target;
+}
+
+/* Solved by the training episodes: their verdict, and the window at the target. */
+static int solved(const gb_config *cfg, int64_t episodes, double return_mean)
+{
+    return cfg->experiment.eval_every <= 0 &&
+           gb_contract_target_reached(cfg, episodes, return_mean);
 }
 
 const char *gb_contract_stop_reason(const gb_config *cfg, int64_t env_steps, int64_t episodes,
@@ -100,6 +117,7 @@ void gb_contract_summary_init(gb_run_summary *s, const gb_config *cfg, const cha
     memset(s, 0, sizeof *s);
     s->mode = mode;
     s->exit_reason = "error";
+    s->solved_by = gb_contract_solved_by(cfg);
     s->episode_return_mean = NAN;
     s->target_return = cfg->experiment.target_return;
     s->actors = cfg->actors.count;
