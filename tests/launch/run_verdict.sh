@@ -57,7 +57,7 @@ status=$?
 tail -4 "$work/short.log"
 [ "$status" -eq 0 ] || fail "the run without learning failed (exit $status)"
 [ "$(json_get "$run/summary.json" solved)" = False ] ||
-  fail "a policy that cannot reach 20 was called solved: $(json_get "$run/summary.json" exit_reason)"
+  fail "a policy short of 20 was called solved: $(json_get "$run/summary.json" exit_reason)"
 grep -q "training episodes reached the target 20" "$run/logs/launcher.log" ||
   fail "the training episodes never reached 20: the test proves nothing"
 [ "$(json_get "$run/summary.json" exit_reason)" = max_seconds ] || fail "not ended by max_seconds"
