@@ -1,4 +1,5 @@
-/* launch/evals.c: evaluation videos during a run, as `gearbox eval` children (evals.h). */
+/* launch/evals.c: evaluations during a run, as `gearbox eval` children: their videos, and the
+ * verdict on them (evals.h). */
 #include "launch/evals.h"
 #include "launch/json.h"
 
@@ -205,6 +206,7 @@ static void start(gb_evals *ev, int64_t env_steps, int video)
     snprintf(log, sizeof log, "%s/logs/eval_%lld.log", ev->run_dir, (long long)env_steps);
     snprintf(episodes, sizeof episodes, "%lld", (long long)ev->episodes);
     snprintf(seed, sizeof seed, "%lld", (long long)ev->seed);
+    /* without a video the list ends before --video */
     const char *argv[] = {ev->exe, "eval", ev->run_dir, "--checkpoint", "trainer-0",
                           "--episodes", episodes, "--deterministic", "--json", "--seed", seed,
                           video ? "--video" : NULL, mp4, "--gif", gif, NULL};

@@ -1,4 +1,4 @@
-/* launch/evals.h: evaluation videos during a run (experiment.eval_every): each time the run's
+/* launch/evals.h: evaluations during a run (experiment.eval_every): each time the run's
  * env steps cross the next multiple of eval_every, the launcher starts `gearbox eval` as a child
  * process on the newest checkpoint (checkpoints/trainer-0), which writes
  * RUN_DIR/videos/eval_<env_steps>.mp4 (eval_episodes deterministic episodes), the same as a small
