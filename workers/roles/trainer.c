@@ -362,8 +362,9 @@ static int train(trainer *t, gb_error *err)
     double budget = (double)cfg->experiment.max_env_steps;
     int reporting_fast = 0;
     /* the launcher asks trainer 0 for a checkpoint to evaluate (launch/evals.h): one more
-     * request than seen so far writes one now */
-    int64_t checkpoints_seen = gb_runctl_client_checkpoints(w->runctl);
+     * request than seen so far writes one now (a restarted trainer 0: one, for a request its
+     * predecessor may not have met) */
+    int64_t checkpoints_seen = 0;
     /* With several trainers every step, and the stop, is agreed by all of them. */
     int publishing = t->publisher != NULL;
     for (;;) {
