@@ -200,7 +200,9 @@ int gb_inline_run(const gb_config *cfg, gb_rundir *rd, volatile sig_atomic_t *st
     const double t0 = gb_now_s();
     const char *reason = NULL;
     int rc = run_setup(r, err);
-    double next_report = t0 + cfg->experiment.metrics_interval_s;
+    /* rows denser in the first seconds (runtime/run/contract.h), the log line at most every
+     * metrics_interval_s */
+    double next_report = t0 + gb_contract_row_interval(cfg, 0), next_log = t0;
     double next_ckpt = cfg->trainer.checkpoint_every_s > 0 ? t0 + cfg->trainer.checkpoint_every_s
                                                            : INFINITY;
     gb_acting_stats st = {0};
@@ -224,11 +226,13 @@ int gb_inline_run(const gb_config *cfg, gb_rundir *rd, volatile sig_atomic_t *st
         reason = stop_reason(cfg, &st, now - t0, stop);
         if (now >= next_report || reason) {
             rc = write_metrics(r, &st, now - t0, err);
-            GB_INFO("inline: %.0fs env_steps %lld train_steps %lld episodes %lld return %.1f "
-                    "(%.0f steps/s)", now - t0, (long long)st.env_steps,
-                    (long long)gb_learning_train_steps(r->learning), (long long)st.episodes,
-                    st.return_mean, r->last_row[GB_COL_ENV_RATE]);
-            next_report = now + cfg->experiment.metrics_interval_s;
+            if (now >= next_log || reason)
+                GB_INFO("inline: %.0fs env_steps %lld train_steps %lld episodes %lld return %.1f "
+                        "(%.0f steps/s)", now - t0, (long long)st.env_steps,
+                        (long long)gb_learning_train_steps(r->learning), (long long)st.episodes,
+                        st.return_mean, r->last_row[GB_COL_ENV_RATE]);
+            next_log = now >= next_log ? now + cfg->experiment.metrics_interval_s : next_log;
+            next_report = now + gb_contract_row_interval(cfg, now - t0);
         }
         if (rc == 0 && now >= next_ckpt) {
             rc = save_checkpoint(r, err);
