@@ -10,8 +10,10 @@
 #   2. CartPole PPO as shipped, evaluations on: solved, by an evaluation at the target
 #      (summary.json's evaluation: reached_target, its return, episodes and checkpoint step).
 #   3. Both: the run's first 2 s have at least 10 metrics.csv rows (a short run's plot has a
-#      curve), the rates read more than 0 while the counts rise, and summary.json's
-#      episode_return_mean is the last row's return_mean_100.
+#      curve; once a second before), the rates read more than 0 while the counts rise, and
+#      summary.json's episode_return_mean is the last row's return_mean_100. An inline run of
+#      100000 env steps (1.5-4 s of stepping) the same, with at least 10 rows in all (its first
+#      comes after its set-up, 1-4 s here); its solved_by is "training_episodes" (none else).
 # usage: run_verdict.sh GEARBOX CONFIG WORK_DIR
 set -u
 gearbox=$1 config=$2 work=$3
@@ -22,11 +24,12 @@ ok() { passed=$((passed + 1)); echo "ok   $*"; }
 evals=(--set experiment.eval_every=100000000 --set experiment.eval_episodes=5
        --set launch.progress=off)
 
-# rows RUN: checks metrics.csv against summary.json (item 3 above); prints what it found.
+# rows RUN [MIN_ROWS]: checks metrics.csv against summary.json (item 3 above): at least 10 rows
+# in the first 2 s, or MIN_ROWS in all; prints what it found.
 rows() {
-  python3 - "$1" <<'PY'
+  python3 - "$1" "${2:-0}" <<'PY'
 import csv, json, math, sys
-run = sys.argv[1]
+run, min_rows = sys.argv[1], int(sys.argv[2])
 rows = list(csv.DictReader(open(f"{run}/metrics.csv")))
 s = json.load(open(f"{run}/summary.json"))
 t = [float(r["time_s"]) for r in rows]
@@ -34,8 +37,10 @@ early = sum(1 for x in t if x <= 2.0)
 print(f"{run}: {len(rows)} rows, {early} in the first 2 s; summary episode_return_mean "
       f"{s['episode_return_mean']}, last row return_mean_100 {rows[-1]['return_mean_100']}")
 bad = []
-if early < 10:
+if min_rows == 0 and early < 10:
     bad.append(f"{early} rows in the first 2 s (at least 10)")
+if len(rows) < min_rows:
+    bad.append(f"{len(rows)} rows (at least {min_rows})")
 if abs(float(rows[-1]["return_mean_100"]) - s["episode_return_mean"]) > 1e-6:
     bad.append("summary.json's episode_return_mean is not the last row's return_mean_100")
 for i, r in enumerate(rows):  # a rate over the last 2 s is > 0 when the count rose in them
@@ -93,4 +98,14 @@ PY
 ok "solved by an evaluation at the target"
 rows "$run" || fail "$run: rows"
 ok "solved: metrics.csv rows, rates and the summary's mean"
+
+# 3. inline: the same rows; its verdict rests on the training episodes
+run=$work/inline
+"$gearbox" run "$config" --run-dir "$run" --set launch.mode=inline \
+  --set experiment.max_env_steps=100000 --set experiment.target_return=1e9 --set launch.progress=off > "$work/inline.log" 2>&1 ||
+  { tail "$work/inline.log"; fail "the inline run failed"; }
+[ "$(json_get "$run/summary.json" solved_by)" = training_episodes ] || fail "inline: solved_by"
+[ "$(json_get "$run/summary.json" evaluation)" = null ] || fail "inline: an evaluation?"
+rows "$run" 10 || fail "$run: rows"
+ok "inline: metrics.csv rows, rates and the summary's mean; solved_by training_episodes"
 echo "$passed passed, 0 failed"

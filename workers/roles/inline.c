@@ -200,9 +200,10 @@ int gb_inline_run(const gb_config *cfg, gb_rundir *rd, volatile sig_atomic_t *st
     const double t0 = gb_now_s();
     const char *reason = NULL;
     int rc = run_setup(r, err);
-    /* rows denser in the first seconds (runtime/run/contract.h), the log line at most every
-     * metrics_interval_s */
-    double next_report = t0 + gb_contract_row_interval(cfg, 0), next_log = t0;
+    /* rows denser in the first seconds of stepping (runtime/run/contract.h), the log line at
+     * most every metrics_interval_s */
+    const double t1 = gb_now_s();
+    double next_report = t1 + gb_contract_row_interval(cfg, 0), next_log = t1;
     double next_ckpt = cfg->trainer.checkpoint_every_s > 0 ? t0 + cfg->trainer.checkpoint_every_s
                                                            : INFINITY;
     gb_acting_stats st = {0};
@@ -232,7 +233,7 @@ int gb_inline_run(const gb_config *cfg, gb_rundir *rd, volatile sig_atomic_t *st
                         (long long)gb_learning_train_steps(r->learning), (long long)st.episodes,
                         st.return_mean, r->last_row[GB_COL_ENV_RATE]);
             next_log = now >= next_log ? now + cfg->experiment.metrics_interval_s : next_log;
-            next_report = now + gb_contract_row_interval(cfg, now - t0);
+            next_report = now + gb_contract_row_interval(cfg, now - t1);
         }
         if (rc == 0 && now >= next_ckpt) {
             rc = save_checkpoint(r, err);
