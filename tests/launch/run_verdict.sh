@@ -102,7 +102,8 @@ ok "solved: metrics.csv rows, rates and the summary's mean"
 # 3. inline: the same rows; its verdict rests on the training episodes
 run=$work/inline
 "$gearbox" run "$config" --run-dir "$run" --set launch.mode=inline \
-  --set experiment.max_env_steps=100000 --set experiment.target_return=1e9 --set launch.progress=off > "$work/inline.log" 2>&1 ||
+  --set experiment.max_env_steps=100000 --set experiment.target_return=1e9 \
+  --set launch.progress=off > "$work/inline.log" 2>&1 ||
   { tail "$work/inline.log"; fail "the inline run failed"; }
 [ "$(json_get "$run/summary.json" solved_by)" = training_episodes ] || fail "inline: solved_by"
 [ "$(json_get "$run/summary.json" evaluation)" = null ] || fail "inline: an evaluation?"
