@@ -18,36 +18,6 @@ void gb_run_rows_base(const double *last, gb_run_base *b)
     b->segment = (int)or0(last[GB_COL_SEGMENT]) + 1;
 }
 
-void gb_run_rates_add(gb_run_rates *r, const double *row)
-{
-    r->t[r->next] = row[GB_COL_TIME];
-    r->env[r->next] = row[GB_COL_ENV_STEPS];
-    r->train[r->next] = row[GB_COL_TRAIN_STEPS];
-    r->next = (r->next + 1) % GB_RUN_RATES_MAX;
-    r->n += r->n < GB_RUN_RATES_MAX;
-}
-
-/* The rates of row against the newest row written at least GB_RUN_RATE_WINDOW_S before it, else
- * the start of this launch (b), else (the rows kept are all newer) the oldest row kept. */
-static void rates(const gb_run_rates *r, const gb_run_base *b, double *row)
-{
-    double t0 = b->time, env0 = b->env_steps, train0 = b->train_steps;
-    int k = 1, n = r ? r->n : 0, i = 0;
-    for (; k <= n; k++) { /* newest first */
-        i = (r->next - k + GB_RUN_RATES_MAX) % GB_RUN_RATES_MAX;
-        if (row[GB_COL_TIME] - r->t[i] >= GB_RUN_RATE_WINDOW_S)
-            break;
-    }
-    if (k <= n || n == GB_RUN_RATES_MAX) {
-        t0 = r->t[i];
-        env0 = r->env[i];
-        train0 = r->train[i];
-    }
-    double dt = row[GB_COL_TIME] - t0;
-    row[GB_COL_ENV_RATE] = dt > 0 ? (row[GB_COL_ENV_STEPS] - env0) / dt : 0;
-    row[GB_COL_TRAIN_RATE] = dt > 0 ? (row[GB_COL_TRAIN_STEPS] - train0) / dt : 0;
-}
-
 /* The counters: steps, episodes, rates, the replay's fill. */
 static void counters(const gb_metrics_collector *m, double t, const gb_run_rates *r,
                      const gb_run_base *b, double *row)
@@ -61,7 +31,7 @@ static void counters(const gb_metrics_collector *m, double t, const gb_run_rates
      * resumed trainer counts on from its checkpoint (before it reports: the last row's) */
     double train = gb_metrics_max(m, GB_ROLE_TRAINER, "train_steps");
     row[GB_COL_TRAIN_STEPS] = isnan(train) ? b->train_steps : train;
-    rates(r, b, row);
+    gb_run_rates_fill(r, b->time, b->env_steps, b->train_steps, row);
     row[GB_COL_SAMPLES] =
         b->samples + or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "samples_trained"));
     row[GB_COL_EPISODES] = b->episodes + (double)gb_metrics_episodes(m);

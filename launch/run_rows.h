@@ -1,8 +1,7 @@
 /* launch/run_rows.h: a distributed run's metrics.csv rows: the run contract's columns
  * (runtime/run/contract.h) from the workers' reports, where a resumed run's counters go on from,
  * and the progress line.
- * defines: gb_run_base, gb_run_rates, gb_run_rates_add, gb_run_rows_base, gb_run_rows_sample,
- *          gb_run_rows_progress */
+ * defines: gb_run_base, gb_run_rows_base, gb_run_rows_sample, gb_run_rows_progress */
 #ifndef GB_LAUNCH_RUN_ROWS_H
 #define GB_LAUNCH_RUN_ROWS_H
 
@@ -17,23 +16,11 @@ typedef struct gb_run_base {
     int segment; /* this launch's: 0, +1 per resume */
 } gb_run_base;
 
-/* The rows written lately (time, env steps, train steps), for the rates: over about
- * GB_RUN_RATE_WINDOW_S, since the workers' counts move only when their reports come (a rate
- * since the last row would read 0 between reports, and double after). Zeroed: none. */
-#define GB_RUN_RATES_MAX 64
-typedef struct gb_run_rates {
-    double t[GB_RUN_RATES_MAX], env[GB_RUN_RATES_MAX], train[GB_RUN_RATES_MAX];
-    int n, next;
-} gb_run_rates;
-
-/* Notes the row just written (row[GB_NCOLS]). */
-void gb_run_rates_add(gb_run_rates *r, const double *row);
-
 /* The base after a run whose last metrics.csv row is last[GB_NCOLS] (empty cells NaN). */
 void gb_run_rows_base(const double *last, gb_run_base *b);
 
 /* Fills row[GB_NCOLS] at t seconds into this launch from m's reports (b: where a resumed run
- * goes on from; rates: the rows written so far, for the rates). */
+ * goes on from; rates: the rows written so far, for the rates, runtime/run/contract.h). */
 void gb_run_rows_sample(const gb_metrics_collector *m, double t, const gb_run_rates *rates,
                         const gb_run_base *b, double *row);
 

@@ -75,6 +75,34 @@ int gb_contract_learner_column(int col)
     return col >= 0 && col < GB_NCOLS && table[col].learner;
 }
 
+void gb_run_rates_add(gb_run_rates *r, const double *row)
+{
+    r->t[r->next] = row[GB_COL_TIME];
+    r->env[r->next] = row[GB_COL_ENV_STEPS];
+    r->train[r->next] = row[GB_COL_TRAIN_STEPS];
+    r->next = (r->next + 1) % GB_RUN_RATES_MAX;
+    r->n += r->n < GB_RUN_RATES_MAX;
+}
+
+void gb_run_rates_fill(const gb_run_rates *r, double t0, double env0, double train0,
+                       double *row)
+{
+    int k = 1, n = r ? r->n : 0, i = 0;
+    for (; k <= n; k++) { /* newest first */
+        i = (r->next - k + GB_RUN_RATES_MAX) % GB_RUN_RATES_MAX;
+        if (row[GB_COL_TIME] - r->t[i] >= GB_RUN_RATE_WINDOW_S)
+            break;
+    }
+    if (k <= n || n == GB_RUN_RATES_MAX) {
+        t0 = r->t[i];
+        env0 = r->env[i];
+        train0 = r->train[i];
+    }
+    double dt = row[GB_COL_TIME] - t0;
+    row[GB_COL_ENV_RATE] = dt > 0 ? (row[GB_COL_ENV_STEPS] - env0) / dt : 0;
+    row[GB_COL_TRAIN_RATE] = dt > 0 ? (row[GB_COL_TRAIN_STEPS] - train0) / dt : 0;
+}
+
 double gb_contract_row_interval(const gb_config *cfg, double elapsed_s)
 {
     double every = cfg->experiment.metrics_interval_s, early = elapsed_s / 10;

@@ -12,9 +12,9 @@
  *   column              algorithms   distributed run (launcher)          inline run
  *   time_s              all          seconds, over every segment         seconds
  *   env_steps           all          steps in the chunks actors sent     steps taken
- *   env_steps_per_s     all          over the last GB_RUN_RATE_WINDOW_S  since the last row
+ *   env_steps_per_s     all          over the last GB_RUN_RATE_WINDOW_S  same
  *   train_steps         all          the trainers' largest               the learner's
- *   train_steps_per_s   all          over the last GB_RUN_RATE_WINDOW_S  since the last row
+ *   train_steps_per_s   all          over the last GB_RUN_RATE_WINDOW_S  same
  *   samples_trained     all          sum over trainers                   the learner's
  *   episodes            all          episodes finished                   same
  *   return_mean_100     all          mean of the last GB_RUN_WINDOW       same
@@ -78,7 +78,8 @@
  * auth_refused (CURVE runs), resumed (a resumed run), samples {chunks_sent, dropped,
  * chunks_received, discarded_at_stop, nonfinite, rejected, lost_in_crash, lost} (an inline
  * run's chunks go straight into its replay: sent = received, lost 0), restarts [].
- * defines: GB_RUN_WINDOW, GB_RUN_ROW_MIN_S, GB_RUN_RATE_WINDOW_S, gb_run_col, gb_contract_* */
+ * defines: GB_RUN_WINDOW, GB_RUN_ROW_MIN_S, GB_RUN_RATE_WINDOW_S, gb_run_col, gb_run_rates,
+ *          gb_run_rates_add, gb_run_rates_fill, gb_contract_* */
 #ifndef GB_RUNTIME_CONTRACT_H
 #define GB_RUNTIME_CONTRACT_H
 
@@ -89,8 +90,7 @@
 
 #define GB_RUN_WINDOW 100 /* episodes in return_mean_100, length_mean_100 and "solved" */
 #define GB_RUN_ROW_MIN_S 0.1 /* the shortest time between rows (gb_contract_row_interval) */
-#define GB_RUN_RATE_WINDOW_S 2.0 /* a distributed run's rates: over about this long, since
-                                    the workers' reports (what they count) come at intervals */
+#define GB_RUN_RATE_WINDOW_S 2.0 /* the rates in rows: over about this long (gb_run_rates) */
 
 /* metrics.csv's columns, in order (the table above). */
 typedef enum gb_run_col {
@@ -102,6 +102,26 @@ typedef enum gb_run_col {
     GB_COL_CLIP_FRACTION, GB_COL_EXPLAINED_VAR, GB_COL_TD_ABS, GB_COL_ALPHA, GB_COL_EPSILON,
     GB_COL_GRAD_NORM, GB_NCOLS
 } gb_run_col;
+
+/* The rows written lately (time, env steps, train steps), for env_steps_per_s and
+ * train_steps_per_s: over about GB_RUN_RATE_WINDOW_S in every mode. A distributed run's counts
+ * move only when the workers' reports come (a rate since the last row would read 0 between
+ * reports, and double after); an inline run's final row can follow the one before by a
+ * moment. Zeroed: none. */
+#define GB_RUN_RATES_MAX 64
+typedef struct gb_run_rates {
+    double t[GB_RUN_RATES_MAX], env[GB_RUN_RATES_MAX], train[GB_RUN_RATES_MAX];
+    int n, next;
+} gb_run_rates;
+
+/* Notes the row just written (row[GB_NCOLS]). */
+void gb_run_rates_add(gb_run_rates *r, const double *row);
+
+/* Fills row's rates from its time, env steps and train steps: against the newest row written
+ * at least GB_RUN_RATE_WINDOW_S before it, else the start (t0, env0, train0: where this launch
+ * began), else (the rows kept are all newer) the oldest row kept. r may be NULL (the start). */
+void gb_run_rates_fill(const gb_run_rates *r, double t0, double env0, double train0,
+                       double *row);
 
 /* metrics.csv's header: the names of the columns, [GB_NCOLS] in order. Static storage. */
 const char *const *gb_contract_columns(void);

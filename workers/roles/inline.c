@@ -28,7 +28,8 @@ typedef struct inline_run {
     double epsilon;
     int64_t chunks; /* inserted into the replay */
     gb_learner_report report;
-    double last_row[GB_NCOLS]; /* the last metrics.csv row written (rates since then) */
+    double last_row[GB_NCOLS]; /* the last metrics.csv row written */
+    gb_run_rates rates;        /* the rows written, for the rates */
 } inline_run;
 
 static void set_progress(inline_run *r, int64_t env_steps)
@@ -97,16 +98,12 @@ static int step_group(inline_run *r, int g, gb_error *err)
 static int write_metrics(inline_run *r, const gb_acting_stats *st, double t, gb_error *err)
 {
     double row[GB_NCOLS];
-    const double *prev = r->last_row;
     for (int c = 0; c < GB_NCOLS; c++)
         row[c] = NAN;
     row[GB_COL_TIME] = t;
     row[GB_COL_ENV_STEPS] = (double)st->env_steps;
     row[GB_COL_TRAIN_STEPS] = (double)gb_learning_train_steps(r->learning);
-    double dt = t - prev[GB_COL_TIME];
-    row[GB_COL_ENV_RATE] = dt > 0 ? (row[GB_COL_ENV_STEPS] - prev[GB_COL_ENV_STEPS]) / dt : 0;
-    row[GB_COL_TRAIN_RATE] =
-        dt > 0 ? (row[GB_COL_TRAIN_STEPS] - prev[GB_COL_TRAIN_STEPS]) / dt : 0;
+    gb_run_rates_fill(&r->rates, 0, 0, 0, row); /* over the last rows (contract.h) */
     row[GB_COL_SAMPLES] = (double)gb_learning_samples_trained(r->learning);
     row[GB_COL_EPISODES] = (double)st->episodes;
     row[GB_COL_RETURN] = st->return_mean;
@@ -121,6 +118,7 @@ static int write_metrics(inline_run *r, const gb_acting_stats *st, double t, gb_
     row[GB_COL_SEGMENT] = 0;
     gb_learner_report_row(&r->report, r->cfg, r->learning, st->env_steps, row);
     memcpy(r->last_row, row, sizeof row);
+    gb_run_rates_add(&r->rates, row);
     return gb_rundir_metrics_row(r->rd, row, GB_NCOLS, err);
 }
 
