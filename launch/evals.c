@@ -1,4 +1,5 @@
-/* launch/evals.c: evaluation videos during a run, as `gearbox eval` children (evals.h). */
+/* launch/evals.c: evaluations during a run, as `gearbox eval` children: their videos, and the
+ * verdict on them (evals.h). */
 #include "launch/evals.h"
 #include "launch/json.h"
 
@@ -20,19 +21,34 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-void gb_evals_init(gb_evals *ev, struct gb_rundir *rd, const char *run_dir, const char *exe,
-                   int64_t every, int64_t episodes, int64_t seed, int64_t env_steps)
+void gb_evals_init(gb_evals *ev, gb_rundir *rd, const char *run_dir, const char *exe,
+                   int64_t every, int64_t episodes, int64_t seed, double target,
+                   int64_t env_steps)
 {
     memset(ev, 0, sizeof *ev);
     ev->rd = rd;
     ev->every = every;
     ev->episodes = episodes;
     ev->seed = seed;
+    ev->target = every > 0 ? target : NAN;
     ev->last_step = -1;
+    ev->want_step = -1;
     if (every > 0)
         ev->next = (env_steps / every + 1) * every;
     snprintf(ev->run_dir, sizeof ev->run_dir, "%s", run_dir);
     snprintf(ev->exe, sizeof ev->exe, "%s", exe);
+}
+
+int gb_evals_verdict_due(gb_evals *ev, int64_t train_steps)
+{
+    if (ev->every <= 0 || isnan(ev->target) || ev->solved || ev->pending_verdict ||
+        ev->pid > 0 || gb_now_s() < ev->quiet_until)
+        return 0;
+    ev->pending_verdict = 1;
+    ev->want_step = train_steps;
+    GB_INFO("the training episodes reached the target %g: evaluating the policy (a checkpoint "
+            "of at least %lld training steps)", ev->target, (long long)train_steps);
+    return 1;
 }
 
 /* The GIF at path (at most GB_EVALS_GIF_MAX bytes) into a malloc'd *out of *len bytes. Returns
@@ -67,33 +83,51 @@ static int read_gif(const char *path, uint8_t **out, size_t *len)
     return 0;
 }
 
-/* Logs the finished evaluation at ev->pid_env_steps to TensorBoard: its JSON's scalars, its
- * GIF as the image eval/video. What it made that cannot be read is warned about and left out.
- * Returns 0 or the error of writing tb/. */
-static int log_results(gb_evals *ev, gb_error *err)
+/* Reads the finished evaluation's report (videos/eval_<env_steps>.json) into *r. Returns 0, or
+ * -1 with the reason logged. */
+static int read_report(const gb_evals *ev, gb_run_eval *r)
+{
+    char path[2400];
+    snprintf(path, sizeof path, "%s/videos/eval_%lld.json", ev->run_dir,
+             (long long)ev->pid_env_steps);
+    static const char *const keys[] = {"return_mean", "return_std", "length_mean", "episodes",
+                                       "checkpoint_step"};
+    double v[5];
+    json_t *report = NULL; /* gearbox eval --json's object */
+    gb_error jerr = {0};
+    int rc = gb_json_load(path, &report, &jerr);
+    for (int i = 0; i < 5 && rc == 0; i++)
+        rc = gb_json_number(report, keys[i], &v[i], &jerr);
+    json_decref(report);
+    if (rc || !isfinite(v[0])) {
+        GB_WARN("evaluation at %lld env steps: no results in %s (%s)",
+                (long long)ev->pid_env_steps, path, rc ? jerr.msg : "return_mean not a number");
+        return -1;
+    }
+    *r = (gb_run_eval){.valid = 1, .return_mean = v[0], .return_std = v[1],
+                       .length_mean = v[2], .episodes = (int64_t)v[3],
+                       .env_steps = ev->pid_env_steps, .checkpoint_step = (int64_t)v[4],
+                       .reached_target = !isnan(ev->target) && v[0] >= ev->target};
+    return 0;
+}
+
+/* Logs the finished evaluation r (valid 0: its report could not be read) to TensorBoard: its
+ * scalars, and its GIF (video: it made one) as the image eval/video. What cannot be read is
+ * warned about and left out. Returns 0 or the error of writing tb/. */
+static int log_results(gb_evals *ev, const gb_run_eval *r, int video, gb_error *err)
 {
     if (!ev->rd)
         return 0;
     long long at = (long long)ev->pid_env_steps;
-    char path[2400];
-    snprintf(path, sizeof path, "%s/videos/eval_%lld.json", ev->run_dir, at);
-    static const char *const keys[] = {"return_mean", "return_std", "length_mean"};
     static const char *const tags[] = {"eval/return_mean", "eval/return_std",
                                        "eval/length_mean"};
-    double values[3];
+    double values[3] = {r->return_mean, r->return_std, r->length_mean};
     int rc = 0;
-    json_t *report = NULL; /* gearbox eval --json's object */
-    gb_error jerr = {0};
-    int jrc = gb_json_load(path, &report, &jerr);
-    for (int i = 0; i < 3; i++)
-        if (gb_json_number(report, keys[i], &values[i], jrc ? NULL : &jerr) && i == 0 && !jrc)
-            jrc = jerr.code;
-    json_decref(report);
-    if (jrc || !isfinite(values[0]))
-        GB_WARN("evaluation at %lld env steps: no return_mean in %s (%s): its scalars are not "
-                "logged", at, path, jrc ? jerr.msg : "not a number");
-    else if ((rc = gb_rundir_tb_scalars(ev->rd, ev->pid_env_steps, tags, values, 3, err)))
+    if (r->valid && (rc = gb_rundir_tb_scalars(ev->rd, ev->pid_env_steps, tags, values, 3, err)))
         return rc;
+    if (!video)
+        return 0;
+    char path[2400];
     snprintf(path, sizeof path, "%s/videos/eval_%lld.gif", ev->run_dir, at);
     uint8_t *gif;
     size_t len;
@@ -112,14 +146,39 @@ static int log_results(gb_evals *ev, gb_error *err)
     return rc;
 }
 
-/* Logs how the evaluation child ended, and its results. Returns as log_results. */
+/* The verdict on the finished evaluation r: logged; the first at the target decides. */
+static void judge(gb_evals *ev, gb_run_eval *r)
+{
+    ev->finished++;
+    ev->last = *r;
+    char target[64] = "";
+    if (!isnan(ev->target))
+        snprintf(target, sizeof target, ": %s the target %g",
+                 r->reached_target ? "reaches" : "short of", ev->target);
+    GB_INFO("evaluation at %lld env steps: return %.2f +- %.2f over %lld deterministic "
+            "episodes of checkpoint step %lld%s", (long long)r->env_steps, r->return_mean,
+            r->return_std, (long long)r->episodes, (long long)r->checkpoint_step, target);
+    if (r->reached_target && !ev->solved) {
+        ev->solved = 1;
+        ev->decided = *r;
+    }
+}
+
+/* Logs how the evaluation child ended, its results and the verdict on them. Returns as
+ * log_results. */
 static int reaped(gb_evals *ev, int status, gb_error *err)
 {
     int rc = 0;
+    double took = gb_now_s() - ev->pid_started;
+    ev->quiet_until = gb_now_s() + took;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        GB_INFO("evaluation at %lld env steps done: videos/eval_%lld.mp4",
-                (long long)ev->pid_env_steps, (long long)ev->pid_env_steps);
-        rc = log_results(ev, err);
+        gb_run_eval r = {0};
+        if (ev->pid_video)
+            GB_INFO("evaluation at %lld env steps done: videos/eval_%lld.mp4",
+                    (long long)ev->pid_env_steps, (long long)ev->pid_env_steps);
+        if (read_report(ev, &r) == 0)
+            judge(ev, &r);
+        rc = log_results(ev, &r, ev->pid_video, err);
     } else {
         ev->failed++;
         GB_WARN("evaluation at %lld env steps failed (%s %d): see logs/eval_%lld.log",
@@ -131,21 +190,26 @@ static int reaped(gb_evals *ev, int status, gb_error *err)
     return rc;
 }
 
-/* Starts `gearbox eval` on checkpoint set trainer-0 for the evaluation at env_steps. */
-static void start(gb_evals *ev, int64_t env_steps)
+/* Starts `gearbox eval` on checkpoint set trainer-0 for the evaluation at env_steps, with a
+ * video or not. */
+static void start(gb_evals *ev, int64_t env_steps, int video)
 {
-    char video[2400], gif[2400], json[2400], log[2400], episodes[32], seed[32];
-    snprintf(video, sizeof video, "%s/videos", ev->run_dir);
-    if (mkdir(video, 0777) != 0 && errno != EEXIST) {
-        GB_WARN("evaluation: cannot make %s: %s", video, strerror(errno));
+    char dir[2400], mp4[2400], gif[2400], json[2400], log[2400], episodes[32], seed[32];
+    snprintf(dir, sizeof dir, "%s/videos", ev->run_dir);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        GB_WARN("evaluation: cannot make %s: %s", dir, strerror(errno));
         return;
     }
-    snprintf(video, sizeof video, "%s/videos/eval_%lld.mp4", ev->run_dir, (long long)env_steps);
+    snprintf(mp4, sizeof mp4, "%s/videos/eval_%lld.mp4", ev->run_dir, (long long)env_steps);
     snprintf(gif, sizeof gif, "%s/videos/eval_%lld.gif", ev->run_dir, (long long)env_steps);
     snprintf(json, sizeof json, "%s/videos/eval_%lld.json", ev->run_dir, (long long)env_steps);
     snprintf(log, sizeof log, "%s/logs/eval_%lld.log", ev->run_dir, (long long)env_steps);
     snprintf(episodes, sizeof episodes, "%lld", (long long)ev->episodes);
     snprintf(seed, sizeof seed, "%lld", (long long)ev->seed);
+    /* without a video the list ends before --video */
+    const char *argv[] = {ev->exe, "eval", ev->run_dir, "--checkpoint", "trainer-0",
+                          "--episodes", episodes, "--deterministic", "--json", "--seed", seed,
+                          video ? "--video" : NULL, mp4, "--gif", gif, NULL};
     pid_t pid = fork();
     if (pid < 0) {
         GB_WARN("evaluation: fork: %s", strerror(errno));
@@ -159,17 +223,18 @@ static void start(gb_evals *ev, int64_t env_steps)
             dup2(err, 2) < 0)
             _exit(126);
         signal(SIGINT, SIG_IGN); /* the launcher ends it (gb_evals_finish), not a Ctrl-C */
-        execl(ev->exe, ev->exe, "eval", ev->run_dir, "--checkpoint", "trainer-0",
-              "--episodes", episodes, "--deterministic", "--json", "--seed", seed, "--video",
-              video, "--gif", gif, (char *)NULL);
+        execv(ev->exe, (char *const *)argv);
         fprintf(stderr, "exec %s: %s\n", ev->exe, strerror(errno));
         _exit(127);
     }
     ev->pid = pid;
     ev->pid_env_steps = env_steps;
+    ev->pid_started = gb_now_s();
+    ev->pid_video = video;
     ev->started++;
-    GB_INFO("evaluation at %lld env steps started on checkpoint step %lld (pid %d)",
-            (long long)env_steps, (long long)ev->last_step, (int)pid);
+    GB_INFO("evaluation at %lld env steps started on checkpoint step %lld (pid %d)%s",
+            (long long)env_steps, (long long)ev->last_step, (int)pid,
+            video ? "" : ", for the verdict");
 }
 
 int gb_evals_poll(gb_evals *ev, int64_t env_steps, gb_error *err)
@@ -183,17 +248,21 @@ int gb_evals_poll(gb_evals *ev, int64_t env_steps, gb_error *err)
         ev->pending = 1;
         ev->next = (env_steps / ev->every + 1) * ev->every;
     }
-    if (!ev->pending || ev->pid > 0)
+    if ((!ev->pending && !ev->pending_verdict) || ev->pid > 0)
         return rc;
     char dir[2100];
     snprintf(dir, sizeof dir, "%s/checkpoints", ev->run_dir);
     gb_checkpoint_files ck;
     gb_error ignored = {0};
-    if (gb_checkpoint_find(dir, "trainer-0", &ck, &ignored) != 0 || ck.step == ev->last_step)
-        return rc; /* no checkpoint yet, or none newer than the last evaluated: wait for one */
+    /* none yet, none newer than the last evaluated, or (for the verdict) one older than the
+     * policy whose training episodes reached the target: wait for it */
+    if (gb_checkpoint_find(dir, "trainer-0", &ck, &ignored) != 0 || ck.step <= ev->last_step ||
+        (ev->pending_verdict && ck.step < ev->want_step))
+        return rc;
     ev->last_step = ck.step;
-    ev->pending = 0;
-    start(ev, env_steps);
+    int video = ev->pending;
+    ev->pending = ev->pending_verdict = 0;
+    start(ev, env_steps, video);
     return rc;
 }
 

@@ -1,4 +1,4 @@
-/* launch/evals.h: evaluation videos during a run (experiment.eval_every): each time the run's
+/* launch/evals.h: evaluations during a run (experiment.eval_every): each time the run's
  * env steps cross the next multiple of eval_every, the launcher starts `gearbox eval` as a child
  * process on the newest checkpoint (checkpoints/trainer-0), which writes
  * RUN_DIR/videos/eval_<env_steps>.mp4 (eval_episodes deterministic episodes), the same as a small
@@ -12,11 +12,23 @@
  * runs at a time: a crossing while one runs, or before a checkpoint newer than the last one
  * evaluated exists, waits for that (crossings in between merge into one). <env_steps> is the
  * run's count when the evaluation starts.
- * defines: gb_evals, gb_evals_init, gb_evals_poll, gb_evals_finish */
+ *
+ * The verdict (runtime/run/contract.h): with eval_every > 0 and a target_return, evaluations
+ * decide whether the run is solved. Each one's mean return is compared with the target; the
+ * first at or above it makes gb_evals.solved 1 and is kept as gb_evals.decided (logged, and in
+ * summary.json). When the training episodes' window reaches the target the launcher asks for
+ * an evaluation at once (gb_evals_verdict_due): it waits for a checkpoint written after the ask
+ * (trainer 0 writes one when asked, runtime/streams/runctl.h) and makes no video (it is for the
+ * verdict; its report is RUN_DIR/videos/eval_<env_steps>.json all the same). One that falls
+ * short lets the run go on; the next such evaluation waits for a newer checkpoint and for at
+ * least as long as the last one took, so evaluations take at most about half the launcher's
+ * time while the window stays at the target.
+ * defines: gb_evals, gb_evals_init, gb_evals_poll, gb_evals_verdict_due, gb_evals_finish */
 #ifndef GB_LAUNCH_EVALS_H
 #define GB_LAUNCH_EVALS_H
 
 #include "runtime/base/error.h"
+#include "runtime/run/rundir.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -24,30 +36,48 @@
 
 #define GB_EVALS_GIF_MAX (4 << 20) /* bytes of a GIF logged to TensorBoard */
 
-struct gb_rundir;
-
 typedef struct gb_evals {
     int64_t every, episodes, seed; /* 0 every: off, every call a no-op */
+    double target;                 /* the verdict's target_return; NAN: no verdict */
     int64_t next;                  /* env steps that trigger the next evaluation */
     int pending;                   /* a crossing waits for a checkpoint or the running child */
+    int pending_verdict;           /* an evaluation for the verdict waits likewise */
+    int64_t want_step;             /* ... for a checkpoint of at least this training step */
     int64_t last_step;             /* training step of the checkpoint last evaluated; -1 none */
     pid_t pid;                     /* the running `gearbox eval`; 0 none */
     int64_t pid_env_steps;         /* its <env_steps> */
+    double pid_started;            /* when it started (gb_now_s) */
+    int pid_video;                 /* it makes a video (a crossing's; not one for the verdict) */
+    double quiet_until;            /* no evaluation for the verdict is asked before this */
     int64_t started, failed;       /* counts, for the log */
     int64_t logged;                /* videos logged to TensorBoard (eval/video) */
-    struct gb_rundir *rd;          /* the run's directory (its TensorBoard writer); NULL: none */
+    int64_t finished;              /* evaluations that ended with results */
+    gb_run_eval last;              /* the last of those (valid 0: none) */
+    int solved;                    /* an evaluation reached the target: it is decided */
+    gb_run_eval decided;
+    gb_rundir *rd;                 /* the run's directory (its TensorBoard writer); NULL: none */
     char run_dir[2048], exe[PATH_MAX];
 } gb_evals;
 
 /* Prepares evaluations for the run in rd (NULL: nothing is logged to TensorBoard) at run_dir
  * with the gearbox executable exe, every `every` env steps (0: off) of `episodes` episodes,
- * seeded with seed; the run has already taken env_steps (a resumed run: the next crossing is the
- * first multiple above it). */
-void gb_evals_init(gb_evals *ev, struct gb_rundir *rd, const char *run_dir, const char *exe,
-                   int64_t every, int64_t episodes, int64_t seed, int64_t env_steps);
+ * seeded with seed, judged against target (NAN: no verdict, as with every 0); the run has
+ * already taken env_steps (a resumed run: the next crossing is the first multiple above it). */
+void gb_evals_init(gb_evals *ev, gb_rundir *rd, const char *run_dir, const char *exe,
+                   int64_t every, int64_t episodes, int64_t seed, double target,
+                   int64_t env_steps);
+
+/* The training episodes reached the target now, after train_steps training steps: asks for an
+ * evaluation for the verdict unless one is waiting or running, the last one ended less than
+ * its own duration ago, or the run is decided already. Returns 1 when it asked: the caller then
+ * asks trainer 0 for a checkpoint (gb_runctl_server_request_checkpoint), which the evaluation
+ * waits for (one of at least train_steps, newer than the last evaluated); else 0. Never
+ * blocks. */
+int gb_evals_verdict_due(gb_evals *ev, int64_t train_steps);
 
 /* Called from the launcher's loop with the run's env steps: reaps a finished evaluation
- * (logging how it ended, and its results to TensorBoard), notes a crossing, and starts an
+ * (logging how it ended, its results to TensorBoard, and the verdict: gb_evals.solved when it
+ * reached the target), notes a crossing, and starts an
  * evaluation when one is due and a new checkpoint exists. Never blocks (but for writing what
  * an evaluation made to tb/: a GIF of at most GB_EVALS_GIF_MAX bytes). An evaluation's failure
  * (its exit status, a missing or unreadable JSON or GIF) is logged, never fatal to the run.

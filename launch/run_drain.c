@@ -160,3 +160,15 @@ void gb_run_ledger_take(const gb_metrics_collector *m, const gb_config *cfg,
         GB_WARN("sample stream: actors dropped %lld chunks no trainer accepted in time",
                 (long long)l->dropped);
 }
+
+void gb_run_ledger_summary(const gb_run_ledger *l, gb_run_summary *s)
+{
+    s->ledger_complete = l->complete;
+    s->chunks_sent = l->sent;
+    s->chunks_dropped = l->dropped;
+    s->chunks_received = l->received;
+    s->chunks_discarded = l->discarded;
+    s->chunks_lost_in_crash = l->lost_in_crash;
+    s->chunks_nonfinite = l->nonfinite;
+    s->chunks_rejected = l->rejected;
+}

@@ -1,7 +1,7 @@
 /* launch/run_drain.h: the end of a distributed run's sample stream: the workers stopped through
  * the run's states without losing a chunk in flight (runtime/streams/runctl.h), and the ledger of
  * what the actors sent and the trainers received, for summary.json.
- * defines: gb_run_drain, gb_run_ledger, gb_run_ledger_take */
+ * defines: gb_run_drain, gb_run_ledger, gb_run_ledger_take, gb_run_ledger_summary */
 #ifndef GB_LAUNCH_RUN_DRAIN_H
 #define GB_LAUNCH_RUN_DRAIN_H
 
@@ -9,6 +9,7 @@
 #include "launch/watchdog.h"
 #include "runtime/config/config.h"
 #include "runtime/run/metrics.h"
+#include "runtime/run/rundir.h"
 #include "runtime/streams/runctl.h"
 
 #include <stdint.h>
@@ -38,5 +39,8 @@ typedef struct gb_run_ledger {
  * lost (the log). Never blocks. */
 void gb_run_ledger_take(const gb_metrics_collector *m, const gb_config *cfg,
                         const gb_watchdog *wd, gb_run_ledger *l);
+
+/* Copies the ledger l into summary.json's samples (s: has_samples aside). */
+void gb_run_ledger_summary(const gb_run_ledger *l, gb_run_summary *s);
 
 #endif

@@ -70,7 +70,7 @@ typedef struct launch {
     gb_watchdog wd;
     gb_joins joins; /* slots for workers joining from other hosts (gearbox join) */
     int joins_ready;
-    gb_evals evals; /* evaluation videos (experiment.eval_every); zeroed: off */
+    gb_evals evals; /* evaluations, and the verdict on them (experiment.eval_every); zeroed: off */
     gb_slurm_job slurm;
     const gb_slurm_job *job; /* &slurm on Slurm: every worker is one of its steps */
     gb_datawatch dw;
@@ -85,8 +85,9 @@ typedef struct launch {
     int relays; /* per_host parameter relays this launcher starts */
     double t0;
     gb_run_base base;
-    double row[GB_NCOLS], prev[GB_NCOLS];
-    int have_prev;
+    double row[GB_NCOLS];
+    gb_run_rates rates; /* the rows written, for the rates */
+    double decided_return, decided_length; /* the training episodes' window at the stop */
     int live, show; /* the progress line: in place (a terminal), shown at all */
     const char *exit_reason;
     int solved; /* the stop rule said solved, and nothing failed at the end but a worker */
@@ -296,7 +297,7 @@ static int open_outputs(launch *L)
     if (rc == 0)
         gb_evals_init(&L->evals, &L->rd, L->rd.path, L->exe, cfg->experiment.eval_every,
                       cfg->experiment.eval_episodes, cfg->experiment.seed,
-                      (int64_t)L->base.env_steps);
+                      cfg->experiment.target_return, (int64_t)L->base.env_steps);
     if (rc == 0 && L->on_slurm) { /* the run's job first: every worker is one of its steps */
         char slurm_log[2048];
         rc = gb_rundir_file(&L->rd, "logs/slurm.log", slurm_log, sizeof slurm_log, err);
@@ -357,8 +358,7 @@ static int write_row(launch *L, double now, double *next_plain)
         fail_with(L, "logs/launcher.log: write: %s", strerror(gb_log_file_errno()));
         return 1;
     }
-    memcpy(L->prev, L->row, sizeof L->row);
-    L->have_prev = 1;
+    gb_run_rates_add(&L->rates, L->row);
     if (L->show && (L->live || now >= *next_plain)) {
         gb_run_rows_progress(L->row, L->live);
         *next_plain = now + 5.0;
@@ -367,14 +367,16 @@ static int write_row(launch *L, double now, double *next_plain)
 }
 
 /* Watches the run until it must end; decides by the run contract's stop rules (on this
- * segment's episodes: the mean return's window) when it ends well (status 0). */
+ * segment's episodes: the mean return's window; with the verdict by evaluation, on the
+ * evaluations, one asked for at once when the window reaches the target) when it ends well
+ * (status 0). */
 static void watch(launch *L)
 {
     const gb_config *cfg = L->cfg;
     L->live = cfg->launch.progress == GB_PROGRESS_LINE ||
               (cfg->launch.progress == GB_PROGRESS_AUTO && isatty(STDERR_FILENO));
     L->show = cfg->launch.progress != GB_PROGRESS_OFF;
-    double next_row = L->t0 + cfg->experiment.metrics_interval_s, next_plain = L->t0 + 5.0;
+    double next_row = L->t0 + gb_contract_row_interval(cfg, 0), next_plain = L->t0 + 5.0;
     for (;;) {
         if (gb_metrics_collector_poll(L->mc, 50, &L->err) < 0) {
             snprintf(L->error_text, sizeof L->error_text, "metrics: %s", L->err.msg);
@@ -383,7 +385,7 @@ static void watch(launch *L)
         double now = gb_now_s();
         if (failed(L))
             return;
-        gb_run_rows_sample(L->mc, now - L->t0, L->have_prev ? L->prev : NULL, &L->base, L->row);
+        gb_run_rows_sample(L->mc, now - L->t0, &L->rates, &L->base, L->row);
         gb_runctl_server_set_env_steps(L->runctl, (int64_t)L->row[GB_COL_ENV_STEPS]);
         /* a finished evaluation goes to tb/: a write failure ends the run, as metrics.csv's */
         if (gb_evals_poll(&L->evals, (int64_t)L->row[GB_COL_ENV_STEPS], &L->err)) {
@@ -393,11 +395,17 @@ static void watch(launch *L)
         if (now >= next_row) {
             if (write_row(L, now, &next_plain))
                 return;
-            next_row = now + cfg->experiment.metrics_interval_s;
+            next_row = now + gb_contract_row_interval(cfg, now - L->t0);
         }
-        const char *reason = gb_contract_stop_reason(
-            cfg, (int64_t)L->row[GB_COL_ENV_STEPS], gb_metrics_episodes(L->mc),
-            gb_metrics_return_mean(L->mc), L->row[GB_COL_TIME]);
+        int64_t episodes = gb_metrics_episodes(L->mc);
+        double mean = gb_metrics_return_mean(L->mc);
+        if (gb_contract_target_reached(cfg, episodes, mean) &&
+            gb_evals_verdict_due(&L->evals, (int64_t)L->row[GB_COL_TRAIN_STEPS]))
+            gb_runctl_server_request_checkpoint(L->runctl); /* for the evaluation to play */
+        const char *reason = L->evals.solved ? "solved"
+                                             : gb_contract_stop_reason(
+                                                   cfg, (int64_t)L->row[GB_COL_ENV_STEPS],
+                                                   episodes, mean, L->row[GB_COL_TIME]);
         if (reason) {
             L->exit_reason = reason;
             L->status = 0;
@@ -426,7 +434,11 @@ static double drain(launch *L)
     /* Workers send a last report as they stop: take it. */
     if (L->mc) {
         gb_metrics_collector_poll(L->mc, 100, &L->err);
-        gb_run_rows_sample(L->mc, wall, L->have_prev ? L->prev : NULL, &L->base, L->row);
+        gb_run_rows_sample(L->mc, wall, &L->rates, &L->base, L->row);
+        /* the window the stop was decided on: episodes that finished while the workers
+         * stopped count in `episodes`, not in the mean (summary.json's is this row's) */
+        L->row[GB_COL_RETURN] = L->decided_return;
+        L->row[GB_COL_LENGTH] = L->decided_length;
         gb_rundir_metrics_row(&L->rd, L->row, GB_NCOLS, &L->err);
     }
     /* a video being made is finished, not cut off; one still waiting for a checkpoint is made
@@ -465,9 +477,9 @@ static int64_t auth_refused(const launch *L)
     return refused;
 }
 
-/* Writes summary.json (the run contract's keys) after a launch of wall seconds, whose stop
- * was decided on the mean return decided. A summary that cannot be written fails the run. */
-static void summarise(launch *L, double wall, double decided)
+/* Writes summary.json (the run contract's keys) after a launch of wall seconds. A summary that
+ * cannot be written fails the run. */
+static void summarise(launch *L, double wall)
 {
     const gb_config *cfg = L->cfg;
     gb_run_ledger ledger = {0};
@@ -483,20 +495,15 @@ static void summarise(launch *L, double wall, double decided)
         (int64_t)fmax(0.0, L->base.env_steps + taken - L->row[GB_COL_ENV_STEPS]);
     s.train_steps = (int64_t)L->row[GB_COL_TRAIN_STEPS];
     s.wall_seconds = L->base.time + wall;
-    s.episode_return_mean = decided;
+    s.episode_return_mean = L->decided_return; /* the last row's */
     s.episodes = (int64_t)L->base.episodes + (L->mc ? gb_metrics_episodes(L->mc) : 0);
     s.solved = L->solved;
+    s.evaluation = L->evals.solved ? L->evals.decided : L->evals.last;
+    s.evaluations = L->evals.finished;
     s.exit_reason = L->exit_reason;
     s.error = L->error_text[0] ? L->error_text : NULL;
     s.has_samples = L->mc != NULL;
-    s.ledger_complete = ledger.complete;
-    s.chunks_sent = ledger.sent;
-    s.chunks_dropped = ledger.dropped;
-    s.chunks_received = ledger.received;
-    s.chunks_discarded = ledger.discarded;
-    s.chunks_lost_in_crash = ledger.lost_in_crash;
-    s.chunks_nonfinite = ledger.nonfinite;
-    s.chunks_rejected = ledger.rejected;
+    gb_run_ledger_summary(&ledger, &s);
     s.restarts = L->wd.restarts;
     s.nrestarts = L->wd.nrestarts;
     if (L->joins_ready) {
@@ -515,8 +522,12 @@ static void summarise(launch *L, double wall, double decided)
         GB_ERROR("summary.json: %s", L->err.msg);
         L->status = 1;
     }
-    GB_INFO("%s after %.1f s: %lld env steps (%.0f/s), %lld train steps, mean return %.1f; "
-            "%s/summary.json", L->exit_reason, wall, (long long)s.env_steps,
+    char by[128] = "";
+    if (s.solved && s.evaluation.valid) /* the verdict by evaluation (launch/evals.h) */
+        snprintf(by, sizeof by, " (by evaluation: %.2f)", s.evaluation.return_mean);
+    GB_INFO("%s%s after %.1f s: %lld env steps (%.0f/s), %lld train steps, training episodes' "
+            "mean return %.1f; %s/summary.json", L->exit_reason, by, wall,
+            (long long)s.env_steps,
             wall > 0 ? ((double)s.env_steps - L->base.env_steps) / wall : 0.0,
             (long long)s.train_steps, s.episode_return_mean, L->rd.path);
 }
@@ -579,11 +590,11 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
         fail_with(&L, "%s", L.err.msg);
     else
         watch(&L);
-    /* The mean the stop was decided on (and `solved` judged by): episodes that finish while
-     * the workers stop still count in `episodes`, but do not move this figure. */
-    double decided = L.mc ? gb_metrics_return_mean(L.mc) : NAN;
+    /* the window the stop was decided on: the last row's and summary.json's (see drain) */
+    L.decided_return = L.mc ? gb_metrics_return_mean(L.mc) : NAN;
+    L.decided_length = L.mc ? gb_metrics_length_mean(L.mc) : NAN;
     double wall = drain(&L);
-    summarise(&L, wall, decided);
+    summarise(&L, wall);
     close_all(&L);
     return L.status;
 }

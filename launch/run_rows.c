@@ -18,8 +18,8 @@ void gb_run_rows_base(const double *last, gb_run_base *b)
     b->segment = (int)or0(last[GB_COL_SEGMENT]) + 1;
 }
 
-/* The counters: steps, episodes, rates (since prev), the replay's fill. */
-static void counters(const gb_metrics_collector *m, double t, const double *prev,
+/* The counters: steps, episodes, rates, the replay's fill. */
+static void counters(const gb_metrics_collector *m, double t, const gb_run_rates *r,
                      const gb_run_base *b, double *row)
 {
     row[GB_COL_TIME] = b->time + t;
@@ -31,11 +31,7 @@ static void counters(const gb_metrics_collector *m, double t, const double *prev
      * resumed trainer counts on from its checkpoint (before it reports: the last row's) */
     double train = gb_metrics_max(m, GB_ROLE_TRAINER, "train_steps");
     row[GB_COL_TRAIN_STEPS] = isnan(train) ? b->train_steps : train;
-    double dt = prev ? t - (prev[GB_COL_TIME] - b->time) : t;
-    double env0 = prev ? prev[GB_COL_ENV_STEPS] : b->env_steps;
-    double train0 = prev ? prev[GB_COL_TRAIN_STEPS] : b->train_steps;
-    row[GB_COL_ENV_RATE] = dt > 0 ? (row[GB_COL_ENV_STEPS] - env0) / dt : 0;
-    row[GB_COL_TRAIN_RATE] = dt > 0 ? (row[GB_COL_TRAIN_STEPS] - train0) / dt : 0;
+    gb_run_rates_fill(r, b->time, b->env_steps, b->train_steps, row);
     row[GB_COL_SAMPLES] =
         b->samples + or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "samples_trained"));
     row[GB_COL_EPISODES] = b->episodes + (double)gb_metrics_episodes(m);
@@ -49,10 +45,10 @@ static void counters(const gb_metrics_collector *m, double t, const double *prev
     row[GB_COL_SEGMENT] = b->segment;
 }
 
-void gb_run_rows_sample(const gb_metrics_collector *m, double t, const double *prev,
+void gb_run_rows_sample(const gb_metrics_collector *m, double t, const gb_run_rates *rates,
                         const gb_run_base *b, double *row)
 {
-    counters(m, t, prev, b, row);
+    counters(m, t, rates, b, row);
     row[GB_COL_VERSION] = gb_metrics_max(m, GB_ROLE_TRAINER, "policy_version");
     row[GB_COL_SERVED] = gb_metrics_min(m, GB_ROLE_POLICY, "policy_version");
     /* the trainer reports every metrics interval, the policy workers too: the served version

@@ -20,8 +20,8 @@ typedef struct gb_run_base {
 void gb_run_rows_base(const double *last, gb_run_base *b);
 
 /* Fills row[GB_NCOLS] at t seconds into this launch from m's reports (b: where a resumed run
- * goes on from; prev: the last row written, NULL before the first, for the rates). */
-void gb_run_rows_sample(const gb_metrics_collector *m, double t, const double *prev,
+ * goes on from; rates: the rows written so far, for the rates, runtime/run/contract.h). */
+void gb_run_rows_sample(const gb_metrics_collector *m, double t, const gb_run_rates *rates,
                         const gb_run_base *b, double *row);
 
 /* Writes the progress line of row to stderr: in place (live: a terminal) or one line each. */

@@ -4,7 +4,10 @@
  * this executable), timed from fork to exit on CLOCK_MONOTONIC; the run's summary.json says
  * whether it solved, why it stopped, its env steps and its own wall time. The threshold is the
  * config's experiment.target_return (after --set), read with the config loader: the configs own
- * their thresholds, with a comment saying why.
+ * their thresholds, with a comment saying why. A seed counts as solved only when an evaluation
+ * of its policy confirms it: the run's own deciding evaluation (summary.json, solved_by
+ * "evaluation"), else `gearbox eval --deterministic` of SUITE_EVAL_EPISODES episodes on its
+ * final checkpoint, whose mean return must reach the threshold (not timed: after the run).
  * defines: gb_bench_suite */
 #include "launch/bench/bench.h"
 #include "launch/bench/bench_suite.h"
@@ -53,6 +56,10 @@ static void suite_usage(FILE *out)
             "Time to solve on a fixed suite of shipped configs, run as a user runs them: each\n"
             "seed of each task is a separate `gearbox run CONFIG --set experiment.seed=S`,\n"
             "timed from fork to exit (process start to exit, start-up and stop included).\n"
+            "A seed is solved only when an evaluation of its policy confirms the run's word:\n"
+            "the run's own deciding evaluation (summary.json solved_by \"evaluation\"), else\n"
+            "`gearbox eval --deterministic --episodes 10` on its final checkpoint (after the\n"
+            "run, not timed), whose mean return must reach the threshold.\n"
             "Tasks (name: config, threshold = the config's experiment.target_return):\n");
     for (int i = 0; i < SUITE_NTASKS; i++)
         fprintf(out, "  %-24s configs/%s\n", suite_tasks[i].name, suite_tasks[i].config);
@@ -104,8 +111,9 @@ static double now_s(void)
 }
 
 /* The run's summary.json at path into r: solved, exit_reason and env_steps must be there;
- * wall_seconds and episode_return_mean are NAN when absent or null. Returns 0, or a GB_E* code
- * with err saying what is missing or wrong. */
+ * wall_seconds and episode_return_mean are NAN when absent or null; solved_by and the deciding
+ * evaluation when the run was solved by one. Returns 0, or a GB_E* code with err saying what is
+ * missing or wrong. */
 static int read_summary(suite_run *r, const char *path, gb_error *err)
 {
     json_t *doc;
@@ -119,12 +127,77 @@ static int read_summary(suite_run *r, const char *path, gb_error *err)
         !(rc = gb_json_number(doc, "env_steps", &r->env_steps, err))) {
         gb_json_number(doc, "wall_seconds", &r->run_seconds, NULL);
         gb_json_number(doc, "episode_return_mean", &r->return_mean, NULL);
+        gb_json_string(doc, "solved_by", r->solved_by, sizeof r->solved_by, NULL);
+        double reached = NAN;
+        gb_json_number(doc, "evaluation.reached_target", &reached, NULL);
+        if (solved == 1 && strcmp(r->solved_by, "evaluation") == 0 && reached == 1) {
+            r->confirmed_by = "run";
+            gb_json_number(doc, "evaluation.return_mean", &r->eval_return, NULL);
+            gb_json_number(doc, "evaluation.episodes", &r->eval_episodes, NULL);
+        }
         if (isnan(solved) || isnan(r->env_steps) || !r->exit_reason[0])
             rc = gb_error_set(err, GB_EINVAL, "solved, exit_reason or env_steps is null");
     }
-    r->solved = !rc && solved == 1;
+    r->run_solved = !rc && solved == 1;
     json_decref(doc);
     return rc;
+}
+
+/* Starts exe with args (NULL-ended), its stdout to out_path and stderr appended to log_path,
+ * and waits for it (a SIGTERM to the suite is passed on). Returns its exit status (128 +
+ * signal when killed), or -1 when fork failed. Blocks. */
+static int run_child(const char *exe, char **args, const char *out_path, const char *log_path)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int log = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        int out = out_path ? open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+                           : log;
+        if (log >= 0 && out >= 0) {
+            dup2(out, STDOUT_FILENO);
+            dup2(log, STDERR_FILENO);
+        }
+        execv(exe, args);
+        _exit(127);
+    }
+    suite_child = pid;
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    suite_child = 0;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* A seed the run called solved, without an evaluation of its own that decided: `gearbox eval
+ * RUN_DIR --deterministic --episodes SUITE_EVAL_EPISODES --json --seed S` on its final
+ * checkpoint, its JSON in RUN_DIR/confirm.json and its messages in the seed's log. Fills
+ * r->eval_return and r->eval_episodes, or r->error when it failed. Then the seed is solved
+ * when an evaluation reached the threshold. Blocks. */
+static void confirm(const char *exe, const char *run_dir, const suite_task *t, suite_run *r)
+{
+    if (r->run_solved && !r->confirmed_by && !suite_stop) {
+        char json[SUITE_PATH_MAX + 16], episodes[16], seed[16];
+        snprintf(json, sizeof json, "%s/confirm.json", run_dir);
+        snprintf(episodes, sizeof episodes, "%d", SUITE_EVAL_EPISODES);
+        snprintf(seed, sizeof seed, "%d", r->seed);
+        char *args[] = {(char *)exe, "eval", (char *)run_dir, "--deterministic", "--episodes",
+                        episodes, "--json", "--seed", seed, NULL};
+        int status = run_child(exe, args, json, r->log);
+        json_t *doc = NULL;
+        gb_error err = {0};
+        if (status != 0 || gb_json_load(json, &doc, &err) ||
+            gb_json_number(doc, "return_mean", &r->eval_return, &err) ||
+            gb_json_number(doc, "episodes", &r->eval_episodes, &err))
+            snprintf(r->error, sizeof r->error, "the evaluation confirming the solved run "
+                     "failed (gearbox eval: exit status %d%s%.200s)", status,
+                     err.msg[0] ? ": " : "", err.msg);
+        else
+            r->confirmed_by = "eval";
+        json_decref(doc);
+    }
+    r->solved = r->run_solved && r->confirmed_by && r->eval_return >= t->threshold;
 }
 
 /* Runs `exe run CONFIG --set experiment.seed=S --run-dir DIR/<task>-s<S> --set
@@ -158,28 +231,14 @@ static void suite_run_seed(const char *exe, const char *tmp, const suite_task *t
     args[n] = NULL;
 
     double t0 = now_s();
-    pid_t pid = fork();
-    if (pid < 0) {
+    int status = run_child(exe, args, NULL, log_path);
+    if (status < 0) {
         snprintf(r->error, sizeof r->error, "fork: %s", strerror(errno));
         return;
     }
-    if (pid == 0) {
-        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd >= 0) {
-            dup2(fd, STDOUT_FILENO);
-            dup2(fd, STDERR_FILENO);
-        }
-        execv(exe, args);
-        _exit(127);
-    }
-    suite_child = pid;
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    suite_child = 0;
     r->process_seconds = now_s() - t0;
     r->started = 1;
-    r->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r->exit_status = status;
 
     char path[SUITE_PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/summary.json", run_dir);
@@ -190,6 +249,8 @@ static void suite_run_seed(const char *exe, const char *tmp, const suite_task *t
         return;
     }
     r->has_summary = read_summary(r, path, &err) == 0;
+    if (r->has_summary && r->exit_status == 0)
+        confirm(exe, run_dir, t, r);
     if (!r->has_summary)
         snprintf(r->error, sizeof r->error, "no readable summary.json (gearbox run exited with "
                  "status %d): %.240s", r->exit_status, err.msg);
@@ -337,6 +398,22 @@ static int load_tasks(const suite_opts *o, const char *dir, suite_task *tasks, i
     return ntasks;
 }
 
+/* The seed's line on stderr: solved (and by what) or not, its figures. */
+static void report_seed(const suite_task *t, const suite_run *r)
+{
+    char by[160] = "";
+    if (r->run_solved)
+        snprintf(by, sizeof by, "; %s evaluation: %.2f over %.0f episodes%s",
+                 r->confirmed_by && strcmp(r->confirmed_by, "run") == 0 ? "the run's"
+                                                                        : "gearbox eval's",
+                 r->eval_return, r->eval_episodes,
+                 r->solved ? "" : ", below the threshold: the run's word is not confirmed");
+    fprintf(stderr, "%s seed %d: %s (%s%s%s), %.0f env steps, %.2f s process, %.2f s run, "
+            "mean return %.2f%s\n", t->name, r->seed, r->solved ? "solved" : "not solved",
+            r->exit_reason, r->solved_by[0] ? ", by " : "", r->solved_by, r->env_steps,
+            r->process_seconds, r->run_seconds, r->return_mean, by);
+}
+
 /* Every seed of every task that loaded, one after the other (until a stop request), each with
  * a line on stderr, then the task's figures. Returns 1 when every run is a result, else 0. */
 static int run_tasks(const char *exe, const char *tmp, suite_task *tasks, int ntasks,
@@ -352,16 +429,14 @@ static int run_tasks(const char *exe, const char *tmp, suite_task *tasks, int nt
             memset(r, 0, sizeof *r);
             r->seed = s;
             r->env_steps = r->run_seconds = r->return_mean = NAN;
+            r->eval_return = r->eval_episodes = NAN;
             suite_run_seed(exe, tmp, t, o, r);
             if (r->error[0]) {
                 ok = 0;
                 fprintf(stderr, "gearbox bench suite: %s seed %d: %s (see %s)\n", t->name, s,
                         r->error, r->log);
             } else
-                fprintf(stderr, "%s seed %d: %s (%s), %.0f env steps, %.2f s process, %.2f s "
-                        "run, mean return %.2f\n", t->name, s,
-                        r->solved ? "solved" : "not solved", r->exit_reason, r->env_steps,
-                        r->process_seconds, r->run_seconds, r->return_mean);
+                report_seed(t, r);
         }
         gb_bench_suite_figures(t);
     }

@@ -12,6 +12,7 @@
 #define SUITE_MAX_SETS 64
 #define SUITE_DIR_MAX 1024 /* the configs folder, the temporary folder */
 #define SUITE_PATH_MAX (SUITE_DIR_MAX + 128)
+#define SUITE_EVAL_EPISODES 10 /* episodes of the evaluation that confirms a solved seed */
 
 /* One seed of one task. */
 typedef struct suite_run {
@@ -20,7 +21,13 @@ typedef struct suite_run {
     int exit_status;        /* the child's exit status; 128 + signal when killed */
     double process_seconds; /* fork to exit */
     int has_summary;
-    int solved;
+    int solved;             /* the run said solved and an evaluation confirmed it */
+    int run_solved;         /* the run said solved (summary.json) */
+    char solved_by[24];     /* what the run's verdict rests on (summary.json; "" when absent) */
+    const char *confirmed_by; /* "run": its own deciding evaluation; "eval": gearbox eval
+                                 --deterministic of its final checkpoint; NULL: none ran */
+    double eval_return;     /* that evaluation's mean return; NAN: none */
+    double eval_episodes;   /* its episodes */
     char exit_reason[32];
     double env_steps, run_seconds, return_mean; /* from summary.json; NAN when absent */
     char log[SUITE_PATH_MAX]; /* the child's stdout and stderr */

@@ -95,8 +95,16 @@ void gb_bench_suite_print_json(const suite_task *tasks, int ntasks, const suite_
         printf(", \"runs\": [");
         for (int i = 0; i < t->nruns; i++) {
             const suite_run *r = &t->runs[i];
-            printf("%s{\"seed\": %d, \"solved\": %s, ", i ? ", " : "", r->seed,
-                   r->solved ? "true" : "false");
+            printf("%s{\"seed\": %d, \"solved\": %s, \"run_solved\": %s, ", i ? ", " : "",
+                   r->seed, r->solved ? "true" : "false", r->run_solved ? "true" : "false");
+            json_text("solved_by", r->solved_by);
+            printf(", ");
+            json_text("confirmed_by", r->confirmed_by);
+            printf(", ");
+            json_figure("evaluation_return_mean", r->eval_return, "%.2f");
+            printf(", ");
+            json_figure("evaluation_episodes", r->eval_episodes, "%.0f");
+            printf(", ");
             json_text("exit_reason", r->exit_reason);
             printf(", \"exit_status\": %d, ", r->exit_status);
             json_figure("process_seconds", r->started ? r->process_seconds : NAN, "%.2f");
@@ -151,10 +159,18 @@ void gb_bench_suite_print_table(const suite_task *tasks, int ntasks, const doubl
                cell(rate, sizeof rate, t->median_rate, "%.0f"));
         if (t->error[0])
             printf("  error: %s\n", t->error);
-        for (int i = 0; i < t->nruns; i++)
-            if (t->runs[i].error[0])
-                printf("  seed %d: error: %s\n", t->runs[i].seed, t->runs[i].error);
+        for (int i = 0; i < t->nruns; i++) {
+            const suite_run *r = &t->runs[i];
+            if (r->error[0])
+                printf("  seed %d: error: %s\n", r->seed, r->error);
+            else if (r->run_solved && !r->solved)
+                printf("  seed %d: the run said solved (by %s), an evaluation of its policy "
+                       "returned %.2f: not solved\n", r->seed,
+                       r->solved_by[0] ? r->solved_by : "?", r->eval_return);
+        }
     }
+    printf("solved: seeds whose run said solved and an evaluation of the policy confirmed it "
+           "(the run's own, or gearbox eval --deterministic of its final checkpoint)\n");
     printf("seconds: process start to exit of `gearbox run`; env_steps: median to solve; "
            "steps/s: env_steps / the run's wall_seconds\n"
            "load average before %.2f %.2f %.2f, after %.2f %.2f %.2f\n",

@@ -75,12 +75,57 @@ int gb_contract_learner_column(int col)
     return col >= 0 && col < GB_NCOLS && table[col].learner;
 }
 
-/* Solved: a target, at least GB_RUN_WINDOW episodes, and the mean return of the last
- * GB_RUN_WINDOW at or above the target. */
-static int solved(const gb_config *cfg, int64_t episodes, double return_mean)
+void gb_run_rates_add(gb_run_rates *r, const double *row)
+{
+    r->t[r->next] = row[GB_COL_TIME];
+    r->env[r->next] = row[GB_COL_ENV_STEPS];
+    r->train[r->next] = row[GB_COL_TRAIN_STEPS];
+    r->next = (r->next + 1) % GB_RUN_RATES_MAX;
+    r->n += r->n < GB_RUN_RATES_MAX;
+}
+
+void gb_run_rates_fill(const gb_run_rates *r, double t0, double env0, double train0,
+                       double *row)
+{
+    int k = 1, n = r ? r->n : 0, i = 0;
+    for (; k <= n; k++) { /* newest first */
+        i = (r->next - k + GB_RUN_RATES_MAX) % GB_RUN_RATES_MAX;
+        if (row[GB_COL_TIME] - r->t[i] >= GB_RUN_RATE_WINDOW_S)
+            break;
+    }
+    if (k <= n || n == GB_RUN_RATES_MAX) {
+        t0 = r->t[i];
+        env0 = r->env[i];
+        train0 = r->train[i];
+    }
+    double dt = row[GB_COL_TIME] - t0;
+    row[GB_COL_ENV_RATE] = dt > 0 ? (row[GB_COL_ENV_STEPS] - env0) / dt : 0;
+    row[GB_COL_TRAIN_RATE] = dt > 0 ? (row[GB_COL_TRAIN_STEPS] - train0) / dt : 0;
+}
+
+double gb_contract_row_interval(const gb_config *cfg, double elapsed_s)
+{
+    double every = cfg->experiment.metrics_interval_s, early = elapsed_s / 10;
+    early = early > GB_RUN_ROW_MIN_S ? early : GB_RUN_ROW_MIN_S;
+    return early < every ? early : every;
+}
+
+const char *gb_contract_solved_by(const gb_config *cfg)
+{
+    return cfg->experiment.eval_every > 0 ? "evaluation" : "training_episodes";
+}
+
+int gb_contract_target_reached(const gb_config *cfg, int64_t episodes, double return_mean)
 {
     const double target = cfg->experiment.target_return;
     return !isnan(target) && episodes >= GB_RUN_WINDOW && return_mean >= target;
+}
+
+/* Solved by the training episodes: their verdict, and the window at the target. */
+static int solved(const gb_config *cfg, int64_t episodes, double return_mean)
+{
+    return cfg->experiment.eval_every <= 0 &&
+           gb_contract_target_reached(cfg, episodes, return_mean);
 }
 
 const char *gb_contract_stop_reason(const gb_config *cfg, int64_t env_steps, int64_t episodes,
@@ -100,6 +145,7 @@ void gb_contract_summary_init(gb_run_summary *s, const gb_config *cfg, const cha
     memset(s, 0, sizeof *s);
     s->mode = mode;
     s->exit_reason = "error";
+    s->solved_by = gb_contract_solved_by(cfg);
     s->episode_return_mean = NAN;
     s->target_return = cfg->experiment.target_return;
     s->actors = cfg->actors.count;

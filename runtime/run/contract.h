@@ -3,16 +3,18 @@
  * (workers/roles/trainer.c) and the launcher (launch/run_local.c) (docs/design.md, "The run
  * contract").
  *
- * metrics.csv: one row every experiment.metrics_interval_s, these columns in this order (new
+ * metrics.csv: one row every experiment.metrics_interval_s, denser in a run's first seconds
+ * (gb_contract_row_interval: every 0.1 s in the first second, then a tenth of the time so far,
+ * so that a run of a second or two has a curve), these columns in this order (new
  * columns go at the end: a resumed run's metrics.csv from an earlier gearbox is widened,
  * gb_rundir_metrics_continue). Empty: NaN, a statistic the algorithm has not, or nothing yet.
  *
  *   column              algorithms   distributed run (launcher)          inline run
  *   time_s              all          seconds, over every segment         seconds
  *   env_steps           all          steps in the chunks actors sent     steps taken
- *   env_steps_per_s     all          since the last row                  same
+ *   env_steps_per_s     all          over the last GB_RUN_RATE_WINDOW_S  same
  *   train_steps         all          the trainers' largest               the learner's
- *   train_steps_per_s   all          since the last row                  same
+ *   train_steps_per_s   all          over the last GB_RUN_RATE_WINDOW_S  same
  *   samples_trained     all          sum over trainers                   the learner's
  *   episodes            all          episodes finished                   same
  *   return_mean_100     all          mean of the last GB_RUN_WINDOW       same
@@ -50,21 +52,34 @@
  * its statistics do not). One implementation for both: workers/roles/learner_report.h.
  *
  * Stop rules (gb_contract_stop_reason), checked after every report and in this order:
- *   solved          experiment.target_return is set, at least GB_RUN_WINDOW episodes finished
- *                   and the mean return of the last GB_RUN_WINDOW reached it
+ *   solved          experiment.target_return is set and the verdict (gb_contract_solved_by) says
+ *                   the policy reached it:
+ *                   "training_episodes" (experiment.eval_every 0, and every inline run): at
+ *                   least GB_RUN_WINDOW episodes finished and the mean return of the last
+ *                   GB_RUN_WINDOW (the training episodes, exploration included) reached it;
+ *                   "evaluation" (experiment.eval_every > 0, distributed runs): an evaluation of
+ *                   the policy (experiment.eval_episodes deterministic episodes of a checkpoint,
+ *                   launch/evals.h) had a mean return at or above it. The training episodes'
+ *                   window reaching the target (gb_contract_target_reached) only starts such
+ *                   an evaluation at once; one that falls short lets the run go on
  *   max_env_steps   env_steps (the column) reached experiment.max_env_steps (> 0)
  *   max_seconds     time_s (the column) reached experiment.max_seconds (> 0)
  * Besides these a run ends "interrupted" (SIGINT, SIGTERM), and a distributed one
  * "worker_died", "worker_failed", "unusable_data" or "error" (runtime/run/rundir.h).
  *
  * summary.json (runtime/run/rundir.h, gb_run_summary): the same keys in every mode for one config:
- * mode, env_steps, env_steps_unsent, train_steps, wall_seconds, episode_return_mean (the mean
- * the stop was decided on), episodes, target_return, solved (the stop rule said solved),
- * exit_reason, error (when the run failed), workers {actors, policies, trainers, joined}, envs,
+ * mode, env_steps, env_steps_unsent, train_steps, wall_seconds, episode_return_mean (the
+ * training episodes' mean when the stop was decided: the last metrics.csv row's return_mean_100),
+ * episodes, target_return, solved (the stop rule said solved), solved_by ("evaluation" or
+ * "training_episodes": what solved rests on), evaluation (null, or the evaluation that decided,
+ * else the last that finished: return_mean, return_std, length_mean, episodes, env_steps,
+ * checkpoint_step, reached_target), evaluations (how many finished), exit_reason, error (when
+ * the run failed), workers {actors, policies, trainers, joined}, envs,
  * auth_refused (CURVE runs), resumed (a resumed run), samples {chunks_sent, dropped,
  * chunks_received, discarded_at_stop, nonfinite, rejected, lost_in_crash, lost} (an inline
  * run's chunks go straight into its replay: sent = received, lost 0), restarts [].
- * defines: GB_RUN_WINDOW, gb_run_col, gb_contract_* */
+ * defines: GB_RUN_WINDOW, GB_RUN_ROW_MIN_S, GB_RUN_RATE_WINDOW_S, gb_run_col, gb_run_rates,
+ *          gb_run_rates_add, gb_run_rates_fill, gb_contract_* */
 #ifndef GB_RUNTIME_CONTRACT_H
 #define GB_RUNTIME_CONTRACT_H
 
@@ -74,6 +89,8 @@
 #include <stdint.h>
 
 #define GB_RUN_WINDOW 100 /* episodes in return_mean_100, length_mean_100 and "solved" */
+#define GB_RUN_ROW_MIN_S 0.1 /* the shortest time between rows (gb_contract_row_interval) */
+#define GB_RUN_RATE_WINDOW_S 2.0 /* the rates in rows: over about this long (gb_run_rates) */
 
 /* metrics.csv's columns, in order (the table above). */
 typedef enum gb_run_col {
@@ -86,6 +103,26 @@ typedef enum gb_run_col {
     GB_COL_GRAD_NORM, GB_NCOLS
 } gb_run_col;
 
+/* The rows written lately (time, env steps, train steps), for env_steps_per_s and
+ * train_steps_per_s: over about GB_RUN_RATE_WINDOW_S in every mode. A distributed run's counts
+ * move only when the workers' reports come (a rate since the last row would read 0 between
+ * reports, and double after); an inline run's final row can follow the one before by a
+ * moment. Zeroed: none. */
+#define GB_RUN_RATES_MAX 64
+typedef struct gb_run_rates {
+    double t[GB_RUN_RATES_MAX], env[GB_RUN_RATES_MAX], train[GB_RUN_RATES_MAX];
+    int n, next;
+} gb_run_rates;
+
+/* Notes the row just written (row[GB_NCOLS]). */
+void gb_run_rates_add(gb_run_rates *r, const double *row);
+
+/* Fills row's rates from its time, env steps and train steps: against the newest row written
+ * at least GB_RUN_RATE_WINDOW_S before it, else the start (t0, env0, train0: where this launch
+ * began), else (the rows kept are all newer) the oldest row kept. r may be NULL (the start). */
+void gb_run_rates_fill(const gb_run_rates *r, double t0, double env0, double train0,
+                       double *row);
+
 /* metrics.csv's header: the names of the columns, [GB_NCOLS] in order. Static storage. */
 const char *const *gb_contract_columns(void);
 
@@ -96,9 +133,24 @@ int gb_contract_reports(int algo, int col);
  * statistics, epsilon, collect_ms, train_ms and collect_share. */
 int gb_contract_learner_column(int col);
 
+/* Seconds from a row of metrics.csv to the next, and from a worker's report to its next, at
+ * elapsed_s seconds into the run (or into the worker's process): elapsed_s / 10, at least
+ * GB_RUN_ROW_MIN_S, at most experiment.metrics_interval_s (which also bounds the least). */
+double gb_contract_row_interval(const gb_config *cfg, double elapsed_s);
+
+/* What a run of cfg's verdict rests on: "evaluation" when experiment.eval_every > 0, else
+ * "training_episodes" (a static string). */
+const char *gb_contract_solved_by(const gb_config *cfg);
+
+/* 1 when the training episodes reach the target: one is set, at least GB_RUN_WINDOW episodes
+ * finished and return_mean (the last GB_RUN_WINDOW's) is at or above it; else 0. */
+int gb_contract_target_reached(const gb_config *cfg, int64_t episodes, double return_mean);
+
 /* Why the run stops now by the stop rules above ("solved", "max_env_steps", "max_seconds"; a
  * static string), or NULL to go on. episodes: those in the mean return's window (a resumed
- * run's launcher counts this segment's); seconds: time_s, over every segment. */
+ * run's launcher counts this segment's); seconds: time_s, over every segment. With the verdict
+ * by evaluation the training episodes never say solved here: the caller says solved once an
+ * evaluation reached the target (launch/evals.h), before asking this. */
 const char *gb_contract_stop_reason(const gb_config *cfg, int64_t env_steps, int64_t episodes,
                                     double return_mean, double seconds);
 

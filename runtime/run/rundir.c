@@ -417,6 +417,27 @@ static void json_number(FILE *f, double x)
         fputs("null", f);
 }
 
+/* summary.json's "evaluation" (null when none ran) and "evaluations". */
+static void write_evaluation(FILE *f, const gb_run_eval *e, int64_t evaluations)
+{
+    fputs(",\n  \"evaluation\": ", f);
+    if (!e->valid) {
+        fputs("null", f);
+    } else {
+        fputs("{\"return_mean\": ", f);
+        json_number(f, e->return_mean);
+        fputs(", \"return_std\": ", f);
+        json_number(f, e->return_std);
+        fputs(", \"length_mean\": ", f);
+        json_number(f, e->length_mean);
+        fprintf(f, ", \"episodes\": %lld, \"env_steps\": %lld, \"checkpoint_step\": %lld, "
+                   "\"reached_target\": %s}",
+                (long long)e->episodes, (long long)e->env_steps, (long long)e->checkpoint_step,
+                e->reached_target ? "true" : "false");
+    }
+    fprintf(f, ",\n  \"evaluations\": %lld", (long long)evaluations);
+}
+
 int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_error *err)
 {
     atomic_file a;
@@ -435,7 +456,10 @@ int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_err
     json_number(f, s->episode_return_mean);
     fprintf(f, ",\n  \"episodes\": %lld,\n  \"target_return\": ", (long long)s->episodes);
     json_number(f, s->target_return);
-    fprintf(f, ",\n  \"solved\": %s,\n  \"exit_reason\": ", s->solved ? "true" : "false");
+    fprintf(f, ",\n  \"solved\": %s,\n  \"solved_by\": ", s->solved ? "true" : "false");
+    gb_rundir_json_string(f, s->solved_by);
+    write_evaluation(f, &s->evaluation, s->evaluations);
+    fputs(",\n  \"exit_reason\": ", f);
     gb_rundir_json_string(f, s->exit_reason);
     if (s->error) {
         fputs(",\n  \"error\": ", f);

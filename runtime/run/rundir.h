@@ -49,6 +49,17 @@ typedef struct gb_run_restart {
     double at_s;      /* seconds into the run */
 } gb_run_restart;
 
+/* An evaluation of a run's policy (`gearbox eval --deterministic` on a checkpoint; launch/evals.h):
+ * summary.json's "evaluation". */
+typedef struct gb_run_eval {
+    int valid;                  /* 0: none ran (written as null) */
+    double return_mean, return_std, length_mean;
+    int64_t episodes;           /* episodes it played */
+    int64_t env_steps;          /* the run's env steps when it started */
+    int64_t checkpoint_step;    /* the training step of the checkpoint it played */
+    int reached_target;         /* return_mean >= the config's target_return */
+} gb_run_eval;
+
 /* What summary.json records (docs/design.md, "The run contract"; runtime/run/contract.h lists the
  * keys), plus where the run stopped. */
 typedef struct gb_run_summary {
@@ -62,7 +73,13 @@ typedef struct gb_run_summary {
                                    (what `solved` was judged on); NAN when none ended */
     int64_t episodes;           /* episodes finished */
     double target_return;       /* NAN when the config has none */
-    int solved;                 /* the mean of the last 100 reached the target */
+    int solved;                 /* the stop rule said solved (runtime/run/contract.h) */
+    const char *solved_by;      /* what `solved` rests on: "evaluation" (evaluations of the
+                                   policy decide) or "training_episodes" (the mean of the last
+                                   100 training episodes decides) */
+    gb_run_eval evaluation;     /* the evaluation that decided (solved by evaluation), else the
+                                   last one that finished; valid 0: none */
+    int64_t evaluations;        /* evaluations that finished with results */
     const char *exit_reason;    /* "solved", "max_env_steps", "max_seconds", "interrupted",
                                    "worker_died", "worker_failed" (one failed or had to be
                                    killed while the run stopped), "unusable_data" (every chunk

@@ -36,7 +36,9 @@ typedef struct confirmation {
 struct gb_runctl_server {
     atomic_int state;
     _Atomic int64_t env_steps; /* the run's env steps as the launcher last counted them */
+    _Atomic int64_t checkpoints; /* checkpoints asked of trainer 0 */
     int announced; /* the state the held watches were last answered with (registry thread) */
+    int64_t announced_checkpoints; /* likewise the checkpoint requests (registry thread) */
     held_watch *held; /* registry thread only */
     int nheld;
     pthread_mutex_t lock; /* guards confirmed, read by the launcher's thread */
@@ -87,6 +89,11 @@ gb_run_state gb_runctl_server_set(gb_runctl_server *s, gb_run_state state)
     return (gb_run_state)now;
 }
 
+int64_t gb_runctl_server_request_checkpoint(gb_runctl_server *s)
+{
+    return atomic_fetch_add(&s->checkpoints, 1) + 1;
+}
+
 void gb_runctl_server_set_env_steps(gb_runctl_server *s, int64_t env_steps)
 {
     atomic_store(&s->env_steps, env_steps);
@@ -131,7 +138,8 @@ static void answer(gb_runctl_server *s, void *sock, const void *route, size_t ro
     gb_wire_header_init(h, GB_MSG_RUN_STATE, GB_ROLE_LAUNCHER, 0);
     h->seq = seq;
     h->status = status;
-    gb_msg_run_state st = {atomic_load(&s->state), atomic_load(&s->env_steps)};
+    gb_msg_run_state st = {atomic_load(&s->state), atomic_load(&s->env_steps),
+                           atomic_load(&s->checkpoints)};
     snprintf(h->text, sizeof h->text, "%s", text);
     gb_error e;
     if (gb_wire_schema_write(&gb_schema_run_state, &st, h, &e) ||
@@ -176,8 +184,10 @@ int gb_runctl_server_handle(gb_runctl_server *s, void *sock, const gb_wire_msg *
 void gb_runctl_server_tick(gb_runctl_server *s, void *sock)
 {
     int state = atomic_load(&s->state);
-    int moved = state != s->announced;
+    int64_t checkpoints = atomic_load(&s->checkpoints);
+    int moved = state != s->announced || checkpoints != s->announced_checkpoints;
     s->announced = state;
+    s->announced_checkpoints = checkpoints;
     uint64_t old = gb_now_ns() - (uint64_t)GB_RUNCTL_HOLD_MS * 1000000ULL;
     for (int i = 0; i < s->nheld;) {
         if (moved || s->held[i].since_ns <= old) {
@@ -200,6 +210,7 @@ struct gb_runctl_client {
     atomic_int quit;
     atomic_int state;     /* as last heard */
     _Atomic int64_t env_steps; /* the run's env steps as last heard */
+    _Atomic int64_t checkpoints; /* checkpoints asked for, as last heard */
     atomic_int confirmed; /* what this worker confirms */
     gb_wire_header hdr;
     gb_wire_msg reply;
@@ -274,6 +285,8 @@ static void *client_main(void *arg)
                 heard_ns = gb_now_ns();
                 if (st.env_steps >= 0)
                     atomic_store(&c->env_steps, st.env_steps);
+                if (st.checkpoints >= 0)
+                    atomic_store(&c->checkpoints, st.checkpoints);
                 need = need || c->reply.hdr.seq == seq; /* the watch outstanding was answered */
             }
             gb_wire_msg_release(&c->reply);
@@ -348,6 +361,11 @@ void gb_runctl_client_close(gb_runctl_client *c)
 gb_run_state gb_runctl_client_state(const gb_runctl_client *c)
 {
     return (gb_run_state)atomic_load(&((gb_runctl_client *)c)->state);
+}
+
+int64_t gb_runctl_client_checkpoints(const gb_runctl_client *c)
+{
+    return c ? atomic_load(&((gb_runctl_client *)c)->checkpoints) : 0;
 }
 
 int64_t gb_runctl_client_env_steps(const gb_runctl_client *c)

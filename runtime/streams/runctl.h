@@ -28,7 +28,10 @@
  * Every answer also carries the run's env steps as the launcher last counted them (all actors,
  * all incarnations, earlier segments of a resumed run): a clock that survives a worker's restart
  * and a run's resume (the policy worker's exploration schedule runs on it), fresh to within
- * GB_RUNCTL_HOLD_MS.
+ * GB_RUNCTL_HOLD_MS. And the number of checkpoints the launcher has asked trainer 0 for
+ * (gb_runctl_server_request_checkpoint): a new request is answered to every held watch at once,
+ * so trainer 0 hears it within a poll and writes its checkpoint set (for an evaluation of the
+ * policy as it is now, launch/evals.h).
  *
  * Transport: each worker's client thread keeps one watch request (GB_MSG_RUN_WATCH: the state it
  * knows, the state it confirms) outstanding at the registry's ROUTER. The server answers it
@@ -82,6 +85,10 @@ gb_run_state gb_runctl_server_state(const gb_runctl_server *s);
 /* Sets the env-step count the next answers carry (from any thread). */
 void gb_runctl_server_set_env_steps(gb_runctl_server *s, int64_t env_steps);
 
+/* Asks trainer 0 for a checkpoint now (from any thread; never blocks): the count of requests
+ * goes up by one. Returns the new count. */
+int64_t gb_runctl_server_request_checkpoint(gb_runctl_server *s);
+
 /* How many workers of role have confirmed state (or a later one). Any thread. */
 int gb_runctl_server_confirmed(const gb_runctl_server *s, int role, gb_run_state state);
 
@@ -121,6 +128,10 @@ gb_run_state gb_runctl_client_state(const gb_runctl_client *c);
 /* The run's env steps as last heard from the launcher (0 before the first answer; c may be
  * NULL: 0). One atomic load. */
 int64_t gb_runctl_client_env_steps(const gb_runctl_client *c);
+
+/* Checkpoints the launcher has asked for so far, as last heard (0 before the first answer;
+ * c may be NULL: 0). A worker that saw n writes one when this exceeds n. One atomic load. */
+int64_t gb_runctl_client_checkpoints(const gb_runctl_client *c);
 
 /* Tells the launcher this worker has done what state asks of it (never blocks; sent by the
  * thread at once). Confirming an earlier state than already confirmed is a no-op. */

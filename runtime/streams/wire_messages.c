@@ -26,6 +26,8 @@ static const gb_wire_attr_spec run_state_attrs[] = {
     GB_WIRE_INT(gb_msg_run_state, state, 1, 0, LAST_STATE, 0, "the run's state now"),
     GB_WIRE_INT(gb_msg_run_state, env_steps, 0, 0, INT64_MAX, -1,
                 "the run's environment steps so far"),
+    GB_WIRE_INT(gb_msg_run_state, checkpoints, 0, 0, INT64_MAX, -1,
+                "checkpoints asked of trainer 0 so far: one more asks for one now"),
 };
 
 const gb_wire_schema gb_schema_run_state = {

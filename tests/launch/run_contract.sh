@@ -37,6 +37,16 @@ learner = ["loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fr
 print("learner:", " ".join(c for c in learner if rows and rows[-1].get(c, "") != ""))
 PY
 }
+# summary.json's episode_return_mean is the last metrics.csv row's return_mean_100 (one window)
+for mode in inline local; do
+  python3 - "$work/$mode" <<'PY' || fail "$mode: summary.json's mean is not the last row's"
+import csv, json, sys
+rows = list(csv.DictReader(open(f"{sys.argv[1]}/metrics.csv")))
+mean = json.load(open(f"{sys.argv[1]}/summary.json"))["episode_return_mean"]
+print(f"{sys.argv[1]}: episode_return_mean {mean}, last row {rows[-1]['return_mean_100']}")
+sys.exit(0 if abs(float(rows[-1]["return_mean_100"]) - mean) <= 1e-6 else 1)
+PY
+done
 describe "$work/inline" > "$work/inline.txt" || fail "cannot read the inline run's files"
 describe "$work/local" > "$work/local.txt" || fail "cannot read the local run's files"
 cat "$work/local.txt"

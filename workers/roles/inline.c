@@ -28,7 +28,8 @@ typedef struct inline_run {
     double epsilon;
     int64_t chunks; /* inserted into the replay */
     gb_learner_report report;
-    double last_row[GB_NCOLS]; /* the last metrics.csv row written (rates since then) */
+    double last_row[GB_NCOLS]; /* the last metrics.csv row written */
+    gb_run_rates rates;        /* the rows written, for the rates */
 } inline_run;
 
 static void set_progress(inline_run *r, int64_t env_steps)
@@ -97,16 +98,12 @@ static int step_group(inline_run *r, int g, gb_error *err)
 static int write_metrics(inline_run *r, const gb_acting_stats *st, double t, gb_error *err)
 {
     double row[GB_NCOLS];
-    const double *prev = r->last_row;
     for (int c = 0; c < GB_NCOLS; c++)
         row[c] = NAN;
     row[GB_COL_TIME] = t;
     row[GB_COL_ENV_STEPS] = (double)st->env_steps;
     row[GB_COL_TRAIN_STEPS] = (double)gb_learning_train_steps(r->learning);
-    double dt = t - prev[GB_COL_TIME];
-    row[GB_COL_ENV_RATE] = dt > 0 ? (row[GB_COL_ENV_STEPS] - prev[GB_COL_ENV_STEPS]) / dt : 0;
-    row[GB_COL_TRAIN_RATE] =
-        dt > 0 ? (row[GB_COL_TRAIN_STEPS] - prev[GB_COL_TRAIN_STEPS]) / dt : 0;
+    gb_run_rates_fill(&r->rates, 0, 0, 0, row); /* over the last rows (contract.h) */
     row[GB_COL_SAMPLES] = (double)gb_learning_samples_trained(r->learning);
     row[GB_COL_EPISODES] = (double)st->episodes;
     row[GB_COL_RETURN] = st->return_mean;
@@ -121,6 +118,7 @@ static int write_metrics(inline_run *r, const gb_acting_stats *st, double t, gb_
     row[GB_COL_SEGMENT] = 0;
     gb_learner_report_row(&r->report, r->cfg, r->learning, st->env_steps, row);
     memcpy(r->last_row, row, sizeof row);
+    gb_run_rates_add(&r->rates, row);
     return gb_rundir_metrics_row(r->rd, row, GB_NCOLS, err);
 }
 
@@ -200,7 +198,10 @@ int gb_inline_run(const gb_config *cfg, gb_rundir *rd, volatile sig_atomic_t *st
     const double t0 = gb_now_s();
     const char *reason = NULL;
     int rc = run_setup(r, err);
-    double next_report = t0 + cfg->experiment.metrics_interval_s;
+    /* rows denser in the first seconds of stepping (runtime/run/contract.h), the log line at
+     * most every metrics_interval_s */
+    const double t1 = gb_now_s();
+    double next_report = t1 + gb_contract_row_interval(cfg, 0), next_log = t1;
     double next_ckpt = cfg->trainer.checkpoint_every_s > 0 ? t0 + cfg->trainer.checkpoint_every_s
                                                            : INFINITY;
     gb_acting_stats st = {0};
@@ -224,11 +225,13 @@ int gb_inline_run(const gb_config *cfg, gb_rundir *rd, volatile sig_atomic_t *st
         reason = stop_reason(cfg, &st, now - t0, stop);
         if (now >= next_report || reason) {
             rc = write_metrics(r, &st, now - t0, err);
-            GB_INFO("inline: %.0fs env_steps %lld train_steps %lld episodes %lld return %.1f "
-                    "(%.0f steps/s)", now - t0, (long long)st.env_steps,
-                    (long long)gb_learning_train_steps(r->learning), (long long)st.episodes,
-                    st.return_mean, r->last_row[GB_COL_ENV_RATE]);
-            next_report = now + cfg->experiment.metrics_interval_s;
+            if (now >= next_log || reason)
+                GB_INFO("inline: %.0fs env_steps %lld train_steps %lld episodes %lld return %.1f "
+                        "(%.0f steps/s)", now - t0, (long long)st.env_steps,
+                        (long long)gb_learning_train_steps(r->learning), (long long)st.episodes,
+                        st.return_mean, r->last_row[GB_COL_ENV_RATE]);
+            next_log = now >= next_log ? now + cfg->experiment.metrics_interval_s : next_log;
+            next_report = now + gb_contract_row_interval(cfg, now - t1);
         }
         if (rc == 0 && now >= next_ckpt) {
             rc = save_checkpoint(r, err);

@@ -361,6 +361,10 @@ static int train(trainer *t, gb_error *err)
         next_checkpoint = gb_now_s() + cfg->trainer.checkpoint_every_s;
     double budget = (double)cfg->experiment.max_env_steps;
     int reporting_fast = 0;
+    /* the launcher asks trainer 0 for a checkpoint to evaluate (launch/evals.h): one more
+     * request than seen so far writes one now (a restarted trainer 0: one, for a request its
+     * predecessor may not have met) */
+    int64_t checkpoints_seen = 0;
     /* With several trainers every step, and the stop, is agreed by all of them. */
     int publishing = t->publisher != NULL;
     for (;;) {
@@ -395,7 +399,9 @@ static int train(trainer *t, gb_error *err)
             /* while the run ends the launcher waits on chunks_received: report often */
             next_report = gb_now_s() + (reporting_fast ? 0.02 : gb_worker_report_interval(w));
         }
-        if (gb_now_s() >= next_checkpoint) {
+        int64_t asked = w->index == 0 ? gb_runctl_client_checkpoints(w->runctl) : 0;
+        if (gb_now_s() >= next_checkpoint || asked > checkpoints_seen) {
+            checkpoints_seen = asked > checkpoints_seen ? asked : checkpoints_seen;
             if ((rc = checkpoint(t, err)))
                 return rc;
             next_checkpoint = gb_now_s() + cfg->trainer.checkpoint_every_s;

@@ -2,6 +2,8 @@
 #include "workers/roles/worker.h"
 
 #include "envs/host.h"
+#include "runtime/base/clock.h"
+#include "runtime/run/contract.h"
 #include "runtime/streams/endpoint.h"
 #include "runtime/base/log.h"
 #include "runtime/base/rng.h"
@@ -9,6 +11,7 @@
 #include "workers/roles/learning.h"
 
 #include <arpa/inet.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,9 +52,14 @@ uint64_t gb_worker_seed(const gb_worker *w, const char *what)
 
 double gb_worker_report_interval(const gb_worker *w)
 {
+    /* denser in the process's first seconds, as the launcher's rows (a short run's curve) */
+    static _Atomic uint64_t first_ns;
+    uint64_t none = 0, now = gb_now_ns();
+    atomic_compare_exchange_strong(&first_ns, &none, now);
+    double age = (double)(now - atomic_load(&first_ns)) * 1e-9;
+    double every = gb_contract_row_interval(w->cfg, age);
     double beat = w->cfg->launch.heartbeat_timeout_s / 5;
-    return w->cfg->experiment.metrics_interval_s < beat ? w->cfg->experiment.metrics_interval_s
-                                                         : beat;
+    return every < beat ? every : beat;
 }
 
 /* Whether host:port can be bound now (SO_REUSEADDR, as libzmq binds): a port another socket

@@ -59,7 +59,8 @@ void gb_worker_confirm_ending(gb_worker *w);
  * seeds a run always had. */
 uint64_t gb_worker_seed(const gb_worker *w, const char *what);
 
-/* Seconds between two reports to the launcher: the metrics interval, or a fifth of the launcher's
+/* Seconds between two reports to the launcher: the metrics interval (denser in the process's
+ * first seconds, runtime/run/contract.h, gb_contract_row_interval), or a fifth of the launcher's
  * heartbeat timeout when that is shorter. Reports are the workers' heartbeats: a worker whose
  * main loop sends none for launch.heartbeat_timeout_s is taken as hung, killed and restarted. */
 double gb_worker_report_interval(const gb_worker *w);

@@ -8,7 +8,14 @@
 #  2. the same, 1 seed, as shipped: the threshold is the config's (475), it solves, and the
 #     median and worst are its process time;
 #  3. a configs folder without the suite's configs: exit 1, the error named, run dirs kept;
-#  4. --only with an unknown task: exit 2.
+#  4. --only with an unknown task: exit 2;
+#  5. a seed the run calls solved that an evaluation does not confirm: CartPole PPO that cannot
+#     learn (lr 0) against a threshold of 20, which its stochastic training episodes reach and
+#     its deterministic policy does not: not solved (run_solved true, confirmed_by "eval", the
+#     evaluation's mean below 20), 0/1 in the table with a line saying why;
+#  6. with the run's own evaluations on (experiment.eval_every), its deciding evaluation
+#     confirms it (confirmed_by "run"). In 2 and 6 every solved seed carries the evaluation that
+#     confirmed it, at or above the threshold.
 # usage: bench_suite.sh GEARBOX CONFIGS_DIR WORK_DIR
 set -u
 gearbox=$1 configs=$2 work=$3
@@ -52,7 +59,20 @@ for r in runs:
                                                                     r["run_seconds"]))
 if not t["median_env_steps_per_s"] > 0:
     sys.exit("FAIL: median env steps/s %s" % t["median_env_steps_per_s"])
-if expect == "none":
+for r in runs:
+    for k in ("run_solved", "solved_by", "confirmed_by", "evaluation_return_mean",
+              "evaluation_episodes"):
+        if k not in r: sys.exit("FAIL: run lacks %s: %s" % (k, r))
+    if r["solved"] and not (r["run_solved"] and r["confirmed_by"] in ("run", "eval")
+                            and r["evaluation_return_mean"] >= threshold):
+        sys.exit("FAIL: a seed solved without an evaluation that confirms it: %s" % r)
+if expect == "unconfirmed":
+    r = runs[0]
+    if t["seeds_solved"] != 0 or r["solved"] or not r["run_solved"] \
+            or r["confirmed_by"] != "eval" or not r["evaluation_return_mean"] < threshold \
+            or r["evaluation_episodes"] != 10:
+        sys.exit("FAIL: the run's unconfirmed word counted: %s" % t)
+elif expect == "none":
     if t["seeds_solved"] != 0 or any(r["solved"] for r in runs):
         sys.exit("FAIL: solved with a threshold of 1e9? %s" % t)
     if any(r["exit_reason"] != "max_env_steps" for r in runs):
@@ -60,6 +80,9 @@ if expect == "none":
     for k in ("median_seconds_to_solve", "worst_seconds_to_solve", "median_env_steps_to_solve"):
         if t[k] is not None: sys.exit("FAIL: %s = %s with no seed solved" % (k, t[k]))
 else:
+    by = "run" if expect == "all_by_run" else "eval"
+    if any(r["confirmed_by"] != by for r in runs):
+        sys.exit("FAIL: confirmed_by %s, expected %s" % ([r["confirmed_by"] for r in runs], by))
     if t["seeds_solved"] != seeds or not all(r["solved"] for r in runs):
         sys.exit("FAIL: not every seed solved: %s" % t)
     times = sorted(r["process_seconds"] for r in runs)
@@ -113,4 +136,27 @@ sys.exit(0 if d["ok"] is False and t["error"] and t["runs"] == [] else "FAIL: %s
 "$gearbox" bench suite --only no_such_task > /dev/null 2>&1
 status=$?
 [ "$status" -eq 2 ] || fail "--only no_such_task: exit $status, expected 2"
+
+# 5. the run says solved (its training episodes), its policy does not
+nolearn=(--set trainer.algorithm.lr=0 --set experiment.target_return=20)
+"$gearbox" bench suite --json --only cartpole_ppo --seeds 1 --configs "$configs" "${nolearn[@]}" \
+  > "$work/unconfirmed.json" 2> "$work/unconfirmed.err"
+status=$?
+cat "$work/unconfirmed.err"
+[ "$status" -eq 0 ] || fail "unconfirmed suite exited with $status"
+check "$work/unconfirmed.json" 1 unconfirmed 20
+"$gearbox" bench suite --only cartpole_ppo --seeds 1 --configs "$configs" "${nolearn[@]}" \
+  > "$work/unconfirmed.txt" 2>&1 || fail "table form failed"
+grep -q '^cartpole_ppo .* 0/1 ' "$work/unconfirmed.txt" &&
+  grep -q "seed 1: the run said solved (by training_episodes), an evaluation of its policy" \
+    "$work/unconfirmed.txt" || { cat "$work/unconfirmed.txt"; fail "table: the unconfirmed seed"; }
+
+# 6. the run's own evaluations decide: its deciding evaluation confirms it
+"$gearbox" bench suite --json --only cartpole_ppo --seeds 1 --configs "$configs" \
+  --set experiment.eval_every=100000000 --set trainer.checkpoint_every_s=300 \
+  > "$work/by_run.json" 2> "$work/by_run.err"
+status=$?
+cat "$work/by_run.err"
+[ "$status" -eq 0 ] || fail "suite with evaluations exited with $status"
+check "$work/by_run.json" 1 all_by_run 475
 echo "1 passed, 0 failed"

@@ -53,6 +53,16 @@ static void test_stop_rules(void)
     CHECK(strcmp(gb_contract_stop_reason(&cfg, 1000, GB_RUN_WINDOW, 150, 60), "solved") == 0);
     CHECK(strcmp(gb_contract_stop_reason(&cfg, 1000, 0, NAN, 60), "max_env_steps") == 0);
     CHECK(strcmp(gb_contract_stop_reason(&cfg, 999, 0, NAN, 60), "max_seconds") == 0);
+    CHECK(strcmp(gb_contract_solved_by(&cfg), "training_episodes") == 0);
+    /* the verdict by evaluation: the training episodes reach the target, never solve */
+    cfg.experiment.eval_every = 1000;
+    CHECK(strcmp(gb_contract_solved_by(&cfg), "evaluation") == 0);
+    CHECK(gb_contract_target_reached(&cfg, GB_RUN_WINDOW, 150));
+    CHECK(!gb_contract_target_reached(&cfg, GB_RUN_WINDOW - 1, 150));
+    CHECK(gb_contract_stop_reason(&cfg, 10, GB_RUN_WINDOW, 150, 1) == NULL);
+    CHECK(strcmp(gb_contract_stop_reason(&cfg, 1000, GB_RUN_WINDOW, 150, 1), "max_env_steps") ==
+          0);
+    cfg.experiment.eval_every = 0;
     cfg.experiment.target_return = NAN; /* none: never solved */
     cfg.experiment.max_env_steps = cfg.experiment.max_seconds = 0; /* 0: no budget */
     CHECK(gb_contract_stop_reason(&cfg, 1 << 30, 1 << 20, 1e9, 1e6) == NULL);

@@ -393,6 +393,16 @@ static void test_runctl(void)
     CHECK(gb_runctl_client_env_steps(c[0]) == 12345);
     CHECK(gb_runctl_client_env_steps(NULL) == 0);
 
+    /* a checkpoint request reaches the workers at once: held watches are answered with it */
+    gb_sleep_ms(50);
+    CHECK(gb_runctl_client_checkpoints(c[0]) == 0 && gb_runctl_client_checkpoints(NULL) == 0);
+    CHECK(gb_runctl_server_request_checkpoint(rs) == 1);
+    double t0 = gb_now_s();
+    while (gb_runctl_client_checkpoints(c[0]) != 1 && gb_now_s() - t0 < 2.0)
+        gb_sleep_ms(1);
+    printf("  a checkpoint request heard in %.1f ms\n", 1e3 * (gb_now_s() - t0));
+    CHECK(gb_runctl_client_checkpoints(c[0]) == 1 && gb_now_s() - t0 < 0.25);
+
     /* the registry serves beside the held watches */
     gb_registry_client_opts co = {ep, 2000, 0, 600, GB_ROLE_LAUNCHER, 0};
     gb_registry_client *reg;
