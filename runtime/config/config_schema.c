@@ -53,7 +53,9 @@ const gb_config_field gb_config_fields[] = {
     STR("experiment.name", experiment.name, NULL, "experiment name (runs/<name>/...)"),
     INT("experiment.seed", experiment.seed, "1", 0, BIG, "seed of every RNG in the run"),
     FLOAT_OR_NULL("experiment.target_return", experiment.target_return, "null", -INF, INF,
-                  "solved when the mean of the last 100 episode returns reaches this"),
+                  "solved when this is reached: by an evaluation of the policy when "
+                  "experiment.eval_every is on, else by the mean of the last 100 training "
+                  "episodes"),
     INT("experiment.max_env_steps", experiment.max_env_steps, "10000000", 0, BIG,
         "environment-step budget (0 = unlimited)"),
     FLOAT("experiment.max_seconds", experiment.max_seconds, "600", 0, INF,
@@ -61,13 +63,14 @@ const gb_config_field gb_config_fields[] = {
     STR("experiment.run_root", experiment.run_root, "runs", "root folder of run directories"),
     ENUM("experiment.log_level", experiment.log_level, "info", log_levels, "logging level"),
     FLOAT("experiment.metrics_interval_s", experiment.metrics_interval_s, "1", 0.01, 3600,
-          "seconds between metric reports"),
+          "seconds between metrics.csv rows and worker reports once a run is past its first "
+          "seconds (denser before: every 0.1 s at first)"),
     INT("experiment.eval_every", experiment.eval_every, "0", 0, BIG,
-        "env steps between evaluation videos of the newest checkpoint, written to "
-        "RUN_DIR/videos/eval_<env_steps>.mp4 and .json by `gearbox eval` (0 = off; needs "
-        "trainer.checkpoint_every_s > 0, which sets how fresh the checkpoint is)"),
+        "env steps between evaluations of the newest checkpoint: videos in RUN_DIR/videos, and "
+        "the verdict (with a target_return the run is solved only when an evaluation reaches "
+        "it); 0 = off: the training episodes decide; needs trainer.checkpoint_every_s > 0"),
     INT("experiment.eval_episodes", experiment.eval_episodes, "2", 1, 1000,
-        "deterministic episodes in each evaluation video (experiment.eval_every)"),
+        "deterministic episodes in each evaluation (experiment.eval_every)"),
 
     STR("env.name", env.name, NULL, "built-in environment name, or \"plugin\""),
     STR("env.plugin", env.plugin, "", "shared library of a plugin environment"),
