@@ -9,6 +9,7 @@
  * defines: gb_cmd_join */
 #include "launch/cli.h"
 #include "launch/commands.h"
+#include "launch/validate.h"
 
 #include "runtime/config/config.h"
 #include "runtime/streams/curve.h"
@@ -60,7 +61,9 @@ static void join_usage(FILE *out)
             "  --keys DIR           a copy of the run's RUN_DIR/keys (a tcp run uses CURVE by\n"
             "                       default: without its keys the registry does not answer)\n\n"
             "exit status: 0 when the workers stopped cleanly (the run ended, or they left on a\n"
-            "signal), 1 when one failed or no slot was given, 2 usage error\n");
+            "signal), 1 when one failed or no slot was given, 2 usage error, or the run's\n"
+            "config cannot run here (its environment, a policy worker's cuda device: the\n"
+            "checks of gearbox check)\n");
 }
 
 /* The local address this host uses to reach the registry's host (tcp://HOST:PORT): what peers
@@ -94,7 +97,8 @@ static int address_towards(const char *endpoint, char *out, size_t cap, gb_error
 }
 
 /* Asks the registry for count slots of role and reads the run's config (the first answer's;
- * every answer carries the same), with streams.interface set to this host's address. */
+ * every answer carries the same), with streams.interface set to this host's address, and
+ * validates it for what runs here (launch/validate.h; GB_ECONFIG: this host cannot run it). */
 static int take_slots(const char *registry, const char *keys, int role, int count,
                       const char *interface, gb_config *cfg, gb_registry_join_reply *slots,
                       gb_error *err)
@@ -134,6 +138,12 @@ static int take_slots(const char *registry, const char *keys, int role, int coun
     }
     if (rc == 0)
         rc = gb_config_finish(cfg, marks, err);
+    /* what this host must have for the role (its environment, a policy worker's device), with
+     * the messages `gearbox check` gives: before any worker starts here */
+    gb_validate_here here = role == GB_ROLE_POLICY ? GB_VALIDATE_JOIN_POLICY
+                                                   : GB_VALIDATE_JOIN_ACTOR;
+    if (rc == 0 && role != GB_ROLE_RELAY)
+        rc = gb_validate_check(cfg, marks, &here, err);
     gb_config_marks_free(marks);
     return rc;
 }
