@@ -523,13 +523,15 @@ static void close_all(launch *L)
     if (L->joins_ready)
         gb_joins_free(&L->joins);
     gb_runctl_server_close(L->runctl);
-    /* the replay segments a trainer left for its restart (workers/roles/trainer.c): the run is over
-     * */
+    /* a trainer that stops cleanly at the run's end removes its segments itself
+     * (workers/roles/trainer.c); what is left is a failed or killed trainer's replay and
+     * ledger, kept for a restart: the run is over */
     int removed = 0;
     if (gb_shm_unlink_run(L->rd.path, &removed, &L->err))
         GB_WARN("shared memory of the run: %s", L->err.msg);
     else if (removed)
-        GB_INFO("removed %d shared-memory segments a trainer left", removed);
+        GB_WARN("removed %d shared-memory segments that a trainer which did not stop cleanly "
+                "left", removed);
     gb_rundir_close(&L->rd);
     gb_curve_detach(L->curve);
     if (L->zctx)
