@@ -425,8 +425,9 @@ static int first_error(int rc, gb_error *err, int code, const gb_error *e)
 static int finish(trainer *t, int rc, gb_error *err)
 {
     gb_worker_stop_self(t->w);
-    if (t->replay)
-        gb_replay_close(t->replay); /* wakes the ingest thread if it blocks on the replay */
+    /* the ingest thread sees the stop within 0.2 s (its waits on the socket and the replay are
+     * that short): the replay stays open for the chunks still arriving, which the final
+     * checkpoint keeps (gb_trainer_drain_at_stop) */
     if (t->ingest_started) {
         pthread_join(t->ingest, NULL);
         if (t->ingest_rc)
@@ -434,6 +435,8 @@ static int finish(trainer *t, int rc, gb_error *err)
     }
     if (t->samples && t->replay)
         gb_trainer_drain_at_stop(t);
+    if (t->replay)
+        gb_replay_close(t->replay);
     if (t->learning && t->samples) {
         gb_metrics_set(t->w->metrics, "final", 1);
         report(t, 0);
