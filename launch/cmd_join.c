@@ -96,9 +96,33 @@ static int address_towards(const char *endpoint, char *out, size_t cap, gb_error
     return rc;
 }
 
-/* Asks the registry for count slots of role and reads the run's config (the first answer's;
- * every answer carries the same), with streams.interface set to this host's address, and
- * validates it for what runs here (launch/validate.h; GB_ECONFIG: this host cannot run it). */
+/* The run's config from a join answer (every answer carries the same), with streams.interface
+ * set to this host's address, validated for what runs here (launch/validate.h: the role's
+ * environment and device; GB_ECONFIG: this host cannot run it). */
+static int read_config(const gb_registry_join_reply *slot, int role, const char *interface,
+                       gb_config *cfg, gb_error *err)
+{
+    gb_config_marks *marks = NULL;
+    int rc = gb_config_load_string(cfg, &marks, "the run's config (from its registry)",
+                                   slot->config, slot->config_len, err);
+    if (rc == 0 && cfg->streams.transport == GB_TRANSPORT_TCP) {
+        char set[GB_CONFIG_NAME_MAX + 32];
+        snprintf(set, sizeof set, "streams.interface=\"%s\"", interface);
+        rc = gb_config_apply_set(cfg, marks, set, 1, err);
+    }
+    if (rc == 0)
+        rc = gb_config_finish(cfg, marks, err);
+    /* with the messages `gearbox check` gives, before any worker starts here */
+    gb_validate_here here = role == GB_ROLE_POLICY ? GB_VALIDATE_JOIN_POLICY
+                                                   : GB_VALIDATE_JOIN_ACTOR;
+    if (rc == 0 && role != GB_ROLE_RELAY)
+        rc = gb_validate_check(cfg, marks, &here, err);
+    gb_config_marks_free(marks);
+    return rc;
+}
+
+/* Asks the registry for count slots of role and reads the run's config from the first answer
+ * (read_config): a host that cannot run it takes no further slot. */
 static int take_slots(const char *registry, const char *keys, int role, int count,
                       const char *interface, gb_config *cfg, gb_registry_join_reply *slots,
                       gb_error *err)
@@ -114,37 +138,20 @@ static int take_slots(const char *registry, const char *keys, int role, int coun
         rc = gb_curve_run_attach(&curve, zctx, keys, err);
     if (rc == 0)
         rc = gb_registry_client_open(&reg, zctx, &ro, err);
-    int taken = 0;
-    for (; rc == 0 && taken < count; taken++)
+    for (int taken = 0; rc == 0 && taken < count; taken++) {
         if ((rc = gb_registry_join(reg, role, &slots[taken], err))) {
             gb_error_prefix(err, "joining %s", registry);
             if (rc == GB_ETIMEOUT && !keys)
                 gb_error_prefix(err, "no answer without --keys (a tcp run uses CURVE unless "
                                 "streams.curve is off)");
+        } else if (taken == 0) {
+            rc = read_config(&slots[0], role, interface, cfg, err);
         }
+    }
     gb_registry_client_close(reg);
     gb_curve_detach(curve);
     if (zctx)
         zmq_ctx_term(zctx);
-    if (rc)
-        return rc;
-    gb_config_marks *marks = NULL;
-    rc = gb_config_load_string(cfg, &marks, "the run's config (from its registry)",
-                               slots[0].config, slots[0].config_len, err);
-    if (rc == 0 && cfg->streams.transport == GB_TRANSPORT_TCP) {
-        char set[GB_CONFIG_NAME_MAX + 32];
-        snprintf(set, sizeof set, "streams.interface=\"%s\"", interface);
-        rc = gb_config_apply_set(cfg, marks, set, 1, err);
-    }
-    if (rc == 0)
-        rc = gb_config_finish(cfg, marks, err);
-    /* what this host must have for the role (its environment, a policy worker's device), with
-     * the messages `gearbox check` gives: before any worker starts here */
-    gb_validate_here here = role == GB_ROLE_POLICY ? GB_VALIDATE_JOIN_POLICY
-                                                   : GB_VALIDATE_JOIN_ACTOR;
-    if (rc == 0 && role != GB_ROLE_RELAY)
-        rc = gb_validate_check(cfg, marks, &here, err);
-    gb_config_marks_free(marks);
     return rc;
 }
 

@@ -6,7 +6,8 @@
 # every launch mode (local, inline, slurm: refused before Slurm is asked). Before, run started
 # the workers, restarted them three times and exited 1 where check said 2, and check accepted a
 # cuda trainer on a machine without a GPU. Also: a relative env.plugin is found beside the config
-# file from any folder, and the resolved config names it absolutely.
+# file from any folder, and the resolved config names it absolutely; and `gearbox join` refuses a
+# run whose environment this host lacks, before starting any worker.
 # usage: run_validate.sh GEARBOX SOURCE_DIR WORK_DIR CORRIDOR_PLUGIN.so
 set -u
 gearbox=$1 src=$2 work=$3 corridor=$4
@@ -87,5 +88,29 @@ grep -q "^  plugin: \"$work/proj/lib/corridor_env.so\"" "$work/run_good_plugin/c
 # a --set path is typed where gearbox runs: found from the current folder
 (cd "$work/proj" && "$gearbox" check "$work/proj/configs/corridor.yaml" \
   --set env.plugin=lib/corridor_env.so > /dev/null) || fail "--set env.plugin relative to here"
+passed=$((passed + 1))
+
+# 5. gearbox join validates the run's config for its role on the joining host: a plugin this host
+# lacks (here: moved away after the run loaded it) is refused with exit 2 before any worker
+# starts, and takes one slot, not --count of them
+cp "$corridor" "$work/proj/lib/joined_env.so"
+"$gearbox" run "$work/proj/configs/corridor.yaml" --run-dir "$work/run_join" \
+  --set env.plugin="$work/proj/lib/joined_env.so" --set streams.transport=tcp \
+  --set streams.interface=127.0.0.1 --set actors.join_max=4 --set experiment.max_seconds=60 \
+  --set launch.progress=off > "$work/join_run.out" 2>&1 &
+launcher=$!
+wait_for_log "$work/run_join/logs/actor-0.log" "actor: " 60 || fail "join: the run did not start"
+mv "$work/proj/lib/joined_env.so" "$work/proj/lib/joined_env.so.gone"
+"$gearbox" join "$(cat "$work/run_join/registry")" --role actor --count 3 \
+  --keys "$work/run_join/keys" > "$work/join.out" 2>&1
+jrc=$?
+kill -TERM "$launcher"; wait "$launcher"
+[ "$jrc" -eq 2 ] || { cat "$work/join.out"; fail "join: exit $jrc, expected 2"; }
+grep -q "env.plugin: environment plugin $work/proj/lib/joined_env.so: No such file" "$work/join.out" ||
+  fail "join: the message: $(cat "$work/join.out")"
+! grep -q "workers (index" "$work/join.out" || fail "join: workers were started"
+[ "$(json_get "$work/run_join/summary.json" joined)" -le 1 ] ||
+  fail "join: $(json_get "$work/run_join/summary.json" joined) slots taken by a refused join"
+echo "join: refused on this host with exit 2: $(head -1 "$work/join.out" | cut -c1-150)"
 passed=$((passed + 1))
 echo "$passed passed, 0 failed"
