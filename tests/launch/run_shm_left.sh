@@ -24,7 +24,7 @@ start() {
 }
 left() { ls /dev/shm | grep -c -- "^$id" || true; }
 
-start clean --set experiment.max_seconds=4
+start clean --set experiment.max_env_steps=20000 --set experiment.max_seconds=120
 wait "$launcher"; status=$?
 [ "$status" -eq 0 ] || { tail "$work/clean.out"; fail "clean: exit status $status"; }
 ! grep -q "shared-memory segments" "$work/clean.out" ||

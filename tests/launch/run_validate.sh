@@ -15,7 +15,8 @@ gearbox=$1 src=$2 work=$3 corridor=$4
 rm -rf "$work"; mkdir -p "$work/elsewhere"
 cd "$work/elsewhere" || fail "cannot enter $work/elsewhere"
 passed=0
-quick=(--set experiment.max_seconds=3 --set experiment.target_return=1e9
+quick=(--set experiment.max_env_steps=20000 --set experiment.max_seconds=120
+       --set experiment.target_return=1e9
        --set launch.progress=off --set "experiment.run_root=$work/runs")
 
 # same CASE WANT CONFIG ARGS...: check and run (in a run directory of its own) give exit status
@@ -57,10 +58,16 @@ same bad_name_inline 2 "$cartpole" --set env.name=CartPole-v2 --set launch.mode=
   [ ! -e "$work/run_slurm" ] || { cat "$work/slurm.err"; fail "run --backend slurm: not refused alike"; }
 passed=$((passed + 1))
 
-# 2. the shipped plugin config from outside the repository: its relative env.plugin is found
-# neither beside the config nor here; the message names both paths tried
-same bad_plugin 2 "$src/configs/corridor_plugin.yaml"
-grep -q "env.plugin: no file build/envs/examples/corridor_env.so: tried .*/configs/build/envs/examples/corridor_env.so (beside the config file) and $work/elsewhere/build/envs/examples/corridor_env.so (the current folder)" \
+# 2. a plugin config used from outside its project (as configs/corridor_plugin.yaml was from
+# outside the repository root): its relative env.plugin is found neither beside the config nor
+# here; the message names both paths tried
+mkdir -p "$work/proj/configs" "$work/proj/lib"
+sed 's|^  plugin: .*|  plugin: build/envs/examples/corridor_env.so|' \
+  "$src/configs/corridor_plugin.yaml" > "$work/proj/configs/bad_plugin.yaml"
+same bad_plugin 2 "$work/proj/configs/bad_plugin.yaml"
+tried="tried $work/proj/configs/build/envs/examples/corridor_env.so (beside the config file)"
+tried+=" and $work/elsewhere/build/envs/examples/corridor_env.so (the current folder)"
+grep -q "bad_plugin.yaml:[0-9]*:[0-9]*: env.plugin: no file build/envs/examples/corridor_env.so: $tried" \
   "$work/bad_plugin.run.err" || fail "bad_plugin: the message: $(head -1 "$work/bad_plugin.run.err")"
 
 # 3. a cuda trainer (or policy worker) where no CUDA device is visible: refused by both
@@ -76,7 +83,6 @@ fi
 # 4. good configs pass both and run: a built-in, and a config elsewhere naming its plugin
 # relative to its own folder, used from a third folder
 same good 0 "$cartpole"
-mkdir -p "$work/proj/configs" "$work/proj/lib"
 cp "$corridor" "$work/proj/lib/corridor_env.so"
 sed 's|^  plugin: .*|  plugin: ../lib/corridor_env.so|' "$src/configs/corridor_plugin.yaml" \
   > "$work/proj/configs/corridor.yaml"
