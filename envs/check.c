@@ -435,6 +435,8 @@ static int run_checks(const char *target, const gb_env_check_options *o, check_s
         rc = gb_env_create(k.iface, o->args, o->seed, &k.c[ci].env, &spec, &err);
         if (rc) {
             fail(&k, "%s", err.msg);
+            if (ci == 0 && o->args && o->args->count > 0) /* refused the caller's arguments */
+                rc = k.sh->rc = GB_ECONFIG;
             goto done;
         }
         if (ci == 0) {

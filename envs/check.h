@@ -28,8 +28,9 @@ typedef struct gb_env_check_options {
 /* Checks the environment named `target`: a built-in name, or a path to a plugin (anything with
  * a '/' or ending in ".so"). Writes a report to opts->out. Returns 0 when every check passed,
  * GB_EINVAL when the environment misbehaved (the message says how: "crashed with SIGSEGV in
- * step 3 ...", "observation [0][1] is NaN at step 17", ...), GB_ENOTFOUND when it cannot be
- * loaded, GB_ESYS when fork/mmap failed. Blocks for the duration of the check. */
+ * step 3 ...", "observation [0][1] is NaN at step 17", ...), GB_ECONFIG when create() refused
+ * the arguments given (opts->args not empty; the environment's message), GB_ENOTFOUND when it
+ * cannot be loaded, GB_ESYS when fork/mmap failed. Blocks for the duration of the check. */
 int gb_env_check(const char *target, const gb_env_check_options *opts, gb_error *err);
 
 #endif

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +23,28 @@ _Static_assert((int)GB_ENV_FLOAT32 == (int)GB_DTYPE_FLOAT32 &&
 gb_dtype gb_env_dtype_to_gb(int32_t env_dtype)
 {
     return (gb_dtype)env_dtype;
+}
+
+/* The length of name without a version suffix "-v<digits>". */
+static size_t name_stem(const char *name)
+{
+    const char *v = strstr(name, "-v");
+    for (const char *next; v && (next = strstr(v + 2, "-v"));)
+        v = next;
+    if (!v || !v[2] || strspn(v + 2, "0123456789") != strlen(v + 2))
+        return strlen(name);
+    return (size_t)(v - name);
+}
+
+/* A built-in name differs from name only in its version or letter case ("CartPole-v2",
+ * "cartpole-v1"): the one meant, or NULL. */
+static const char *close_builtin(const char *name, const gb_env_interface *const *all, int n)
+{
+    size_t stem = name_stem(name);
+    for (int i = 0; i < n; i++)
+        if (name_stem(all[i]->name) == stem && strncasecmp(all[i]->name, name, stem) == 0)
+            return all[i]->name;
+    return NULL;
 }
 
 int gb_env_source_open(gb_env_source *src, const char *name, const char *plugin_path,
@@ -48,13 +71,15 @@ int gb_env_source_open(gb_env_source *src, const char *name, const char *plugin_
         for (int i = 0; i < n && used < sizeof names; i++)
             used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
                                      all[i]->name);
+        const char *meant = name ? close_builtin(name, all, n) : NULL;
         return gb_error_set(err, GB_ENOTFOUND,
-                            "unknown environment '%s' (built-ins: %s; shipped plugins such as "
-                            "gymnasium, found as " GB_ENV_SHIPPED_PREFIX "<name>.so in "
+                            "unknown environment '%s' (%s%s%sbuilt-ins: %s; shipped plugins "
+                            "such as gymnasium, found as " GB_ENV_SHIPPED_PREFIX "<name>.so in "
                             "$GEARBOX_ENV_PLUGIN_PATH, <gearbox>/../lib/gearbox/envs, "
                             GB_ENV_PLUGIN_INSTALL_DIR "; or \"plugin\" with env.plugin set to "
                             "a shared library)",
-                            name ? name : "(null)", names);
+                            name ? name : "(null)", meant ? "did you mean " : "",
+                            meant ? meant : "", meant ? "? " : "", names);
     }
     src->iface = iface;
     return 0;

@@ -30,7 +30,8 @@ static void env_usage(FILE *out)
             "  --seconds S             length of the speed measurement (default 1)\n"
             "  --timeout S             fail when the check takes longer (default 120)\n"
             "  --no-fork               run in this process (for a debugger)\n\n"
-            "exit status: 0 passed, 1 the environment misbehaved, 2 usage error or not found\n");
+            "exit status: 0 passed, 1 the environment misbehaved, 2 usage error, not found,\n"
+            "             or --args refused by the environment (its create())\n");
 }
 
 static int env_list(void)
@@ -190,7 +191,8 @@ static int env_check(int argc, char **argv)
     if (rc) {
         printf("FAIL: %s\n", err.msg);
         fflush(stdout);
-        return rc == GB_ENOTFOUND ? GB_EXIT_USAGE : GB_EXIT_FAILURE;
+        /* not found, or its arguments refused: the user's input (exit 2, as for a config) */
+        return rc == GB_ENOTFOUND || rc == GB_ECONFIG ? GB_EXIT_USAGE : GB_EXIT_FAILURE;
     }
     printf("PASS\n");
     return GB_EXIT_OK;

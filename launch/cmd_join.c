@@ -9,6 +9,7 @@
  * defines: gb_cmd_join */
 #include "launch/cli.h"
 #include "launch/commands.h"
+#include "launch/validate.h"
 
 #include "runtime/config/config.h"
 #include "runtime/streams/curve.h"
@@ -60,7 +61,9 @@ static void join_usage(FILE *out)
             "  --keys DIR           a copy of the run's RUN_DIR/keys (a tcp run uses CURVE by\n"
             "                       default: without its keys the registry does not answer)\n\n"
             "exit status: 0 when the workers stopped cleanly (the run ended, or they left on a\n"
-            "signal), 1 when one failed or no slot was given, 2 usage error\n");
+            "signal), 1 when one failed or no slot was given, 2 usage error, or the run's\n"
+            "config cannot run here (its environment, a policy worker's cuda device: the\n"
+            "checks of gearbox check)\n");
 }
 
 /* The local address this host uses to reach the registry's host (tcp://HOST:PORT): what peers
@@ -93,8 +96,33 @@ static int address_towards(const char *endpoint, char *out, size_t cap, gb_error
     return rc;
 }
 
-/* Asks the registry for count slots of role and reads the run's config (the first answer's;
- * every answer carries the same), with streams.interface set to this host's address. */
+/* The run's config from a join answer (every answer carries the same), with streams.interface
+ * set to this host's address, validated for what runs here (launch/validate.h: the role's
+ * environment and device; GB_ECONFIG: this host cannot run it). */
+static int read_config(const gb_registry_join_reply *slot, int role, const char *interface,
+                       gb_config *cfg, gb_error *err)
+{
+    gb_config_marks *marks = NULL;
+    int rc = gb_config_load_string(cfg, &marks, "the run's config (from its registry)",
+                                   slot->config, slot->config_len, err);
+    if (rc == 0 && cfg->streams.transport == GB_TRANSPORT_TCP) {
+        char set[GB_CONFIG_NAME_MAX + 32];
+        snprintf(set, sizeof set, "streams.interface=\"%s\"", interface);
+        rc = gb_config_apply_set(cfg, marks, set, 1, err);
+    }
+    if (rc == 0)
+        rc = gb_config_finish(cfg, marks, err);
+    /* with the messages `gearbox check` gives, before any worker starts here */
+    gb_validate_here here = role == GB_ROLE_POLICY ? GB_VALIDATE_JOIN_POLICY
+                                                   : GB_VALIDATE_JOIN_ACTOR;
+    if (rc == 0 && role != GB_ROLE_RELAY)
+        rc = gb_validate_check(cfg, marks, &here, err);
+    gb_config_marks_free(marks);
+    return rc;
+}
+
+/* Asks the registry for count slots of role and reads the run's config from the first answer
+ * (read_config): a host that cannot run it takes no further slot. */
 static int take_slots(const char *registry, const char *keys, int role, int count,
                       const char *interface, gb_config *cfg, gb_registry_join_reply *slots,
                       gb_error *err)
@@ -110,31 +138,20 @@ static int take_slots(const char *registry, const char *keys, int role, int coun
         rc = gb_curve_run_attach(&curve, zctx, keys, err);
     if (rc == 0)
         rc = gb_registry_client_open(&reg, zctx, &ro, err);
-    int taken = 0;
-    for (; rc == 0 && taken < count; taken++)
+    for (int taken = 0; rc == 0 && taken < count; taken++) {
         if ((rc = gb_registry_join(reg, role, &slots[taken], err))) {
             gb_error_prefix(err, "joining %s", registry);
             if (rc == GB_ETIMEOUT && !keys)
                 gb_error_prefix(err, "no answer without --keys (a tcp run uses CURVE unless "
                                 "streams.curve is off)");
+        } else if (taken == 0) {
+            rc = read_config(&slots[0], role, interface, cfg, err);
         }
+    }
     gb_registry_client_close(reg);
     gb_curve_detach(curve);
     if (zctx)
         zmq_ctx_term(zctx);
-    if (rc)
-        return rc;
-    gb_config_marks *marks = NULL;
-    rc = gb_config_load_string(cfg, &marks, "the run's config (from its registry)",
-                               slots[0].config, slots[0].config_len, err);
-    if (rc == 0 && cfg->streams.transport == GB_TRANSPORT_TCP) {
-        char set[GB_CONFIG_NAME_MAX + 32];
-        snprintf(set, sizeof set, "streams.interface=\"%s\"", interface);
-        rc = gb_config_apply_set(cfg, marks, set, 1, err);
-    }
-    if (rc == 0)
-        rc = gb_config_finish(cfg, marks, err);
-    gb_config_marks_free(marks);
     return rc;
 }
 

@@ -6,6 +6,7 @@
 #include "launch/cli.h"
 #include "launch/run_local.h"
 #include "launch/commands.h"
+#include "launch/validate.h"
 #include "runtime/run/rundir.h"
 #include "runtime/config/config.h"
 #include "runtime/base/log.h"
@@ -36,7 +37,9 @@ static void run_usage(FILE *out)
             "reached by the mean of the last 100 episodes) or a budget runs out\n"
             "(experiment.max_env_steps, experiment.max_seconds). Writes a run directory:\n"
             "<experiment.run_root>/<name>/<timestamp>/ with config.yaml, metrics.csv, logs/,\n"
-            "checkpoints/ and summary.json.\n\n"
+            "checkpoints/ and summary.json. Before anything starts, CONFIG.yaml passes the\n"
+            "checks of `gearbox check` (keys, environment, devices), or the run is refused\n"
+            "with the same message (exit status 2).\n\n"
             "  --set key.path=value   override one config key (YAML value)\n"
             "  --run-dir DIR          write the run directory here instead\n"
             "  --backend local|slurm  distributed launch (sets launch.mode)\n"
@@ -164,22 +167,13 @@ int gb_cmd_run(int argc, char **argv)
     }
     gb_cli cli;
     static gb_config cfg; /* large: keep it off the stack */
-    int urc = gb_cli_load(argc, argv, GB_CLI_RUN_FLAGS, &cli, &cfg);
+    /* the checks of `gearbox check`, before any worker or the run directory (--backend is
+     * launch.mode there) */
+    int urc = gb_validate_cli(argc, argv, GB_CLI_RUN_FLAGS, &cli, &cfg);
     if (urc != GB_EXIT_OK)
         return urc;
     if (keep_gymnasium_python(&cfg) != 0)
         return GB_EXIT_USAGE;
-    if (cli.backend) {
-        if (strcmp(cli.backend, "local") == 0)
-            cfg.launch.mode = GB_LAUNCH_LOCAL;
-        else if (strcmp(cli.backend, "slurm") == 0)
-            cfg.launch.mode = GB_LAUNCH_SLURM;
-        else {
-            fprintf(stderr, "gearbox run: --backend must be local or slurm, not \"%s\"\n",
-                    cli.backend);
-            return GB_EXIT_USAGE;
-        }
-    }
     if (cfg.launch.mode == GB_LAUNCH_LOCAL || cfg.launch.mode == GB_LAUNCH_SLURM) {
         if (cli.record && prepare_record(cli.record) != 0)
             return GB_EXIT_USAGE;

@@ -7,7 +7,6 @@
  * launcher with each worker started as a step of the run's Slurm job (launch/slurm.h). */
 #include "launch/run_local.h"
 
-#include "kernels/kernels.h"
 #include "launch/datawatch.h"
 #include "launch/evals.h"
 #include "launch/joins.h"
@@ -153,28 +152,6 @@ static int self_path(char *out, size_t n, gb_error *err)
     if (len <= 0)
         return gb_error_errno(err, "readlink /proc/self/exe");
     out[len] = '\0';
-    return 0;
-}
-
-/* A cuda trainer this build or machine cannot run fails here, before any worker starts (on
- * Slurm the trainers' nodes have the GPUs: only the build is checked; the trainer checks the
- * rest, libtorch's CUDA included). Returns 0 or the exit status 2. */
-static int preflight(const gb_config *cfg)
-{
-    const int on_slurm = cfg->launch.mode == GB_LAUNCH_SLURM;
-    if (cfg->trainer.device == GB_DEVICE_CUDA &&
-        (!gb_kernels_cuda_built() || (!on_slurm && gb_kernels_device_count() < 1))) {
-        fprintf(stderr, "%s: trainer.device: cuda: %s; use cpu\n", cfg->source,
-                !gb_kernels_cuda_built() ? "this gearbox was built without CUDA"
-                                         : "no CUDA device is visible here");
-        return 2;
-    }
-    if (cfg->policy.device == GB_DEVICE_CUDA && !on_slurm && gb_kernels_cuda_built() &&
-        gb_kernels_device_count() < 1) {
-        fprintf(stderr, "%s: policy.device: cuda: no CUDA device is visible here; use cpu\n",
-                cfg->source);
-        return 2;
-    }
     return 0;
 }
 
@@ -546,13 +523,15 @@ static void close_all(launch *L)
     if (L->joins_ready)
         gb_joins_free(&L->joins);
     gb_runctl_server_close(L->runctl);
-    /* the replay segments a trainer left for its restart (workers/roles/trainer.c): the run is over
-     * */
+    /* a trainer that stops cleanly at the run's end removes its segments itself
+     * (workers/roles/trainer.c); what is left is a failed or killed trainer's replay and
+     * ledger, kept for a restart: the run is over */
     int removed = 0;
     if (gb_shm_unlink_run(L->rd.path, &removed, &L->err))
         GB_WARN("shared memory of the run: %s", L->err.msg);
     else if (removed)
-        GB_INFO("removed %d shared-memory segments a trainer left", removed);
+        GB_WARN("removed %d shared-memory segments that a trainer which did not stop cleanly "
+                "left", removed);
     gb_rundir_close(&L->rd);
     gb_curve_detach(L->curve);
     if (L->zctx)
@@ -564,9 +543,7 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
 {
     static launch L; /* large (the supervisor's children, the joins' slots): not on the stack */
     gb_log_init("launcher", -1, (gb_log_level)cfg->experiment.log_level);
-    int rc = preflight(cfg);
-    if (rc)
-        return rc;
+    /* cfg passed launch/validate.h (gb_cmd_run): its environment and devices are there */
     L.cfg = cfg;
     L.cli = cli;
     L.on_slurm = cfg->launch.mode == GB_LAUNCH_SLURM;
@@ -576,7 +553,7 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
         return 1;
     L.zctx = zmq_ctx_new();
     L.t0 = gb_now_s();
-    rc = open_services(&L);
+    int rc = open_services(&L);
     if (rc == 0)
         rc = expect_workers(&L);
     if (rc == 0)

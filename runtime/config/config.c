@@ -202,12 +202,20 @@ void gb_config_marks_free(gb_config_marks *marks) { free(marks); }
 int gb_config_read(gb_config *cfg, const char *path, const char *const *sets, int nsets,
                    gb_error *err)
 {
+    return gb_config_read_checked(cfg, path, sets, nsets, NULL, NULL, err);
+}
+
+int gb_config_read_checked(gb_config *cfg, const char *path, const char *const *sets, int nsets,
+                           gb_config_check_fn check, void *arg, gb_error *err)
+{
     gb_config_marks *marks = NULL;
     int rc = gb_config_load(cfg, &marks, path, err);
     for (int i = 0; rc == 0 && i < nsets; i++)
         rc = gb_config_apply_set(cfg, marks, sets[i], i + 1, err);
     if (rc == 0)
         rc = gb_config_finish(cfg, marks, err);
+    if (rc == 0 && check)
+        rc = check(cfg, marks, arg, err);
     gb_config_marks_free(marks);
     return rc;
 }

@@ -4,7 +4,8 @@
  * by that table. Errors name file, line, column and key path:
  *   configs/x.yaml:12:5: trainer.replay.capacity: expected a positive integer, got "-3"
  * defines: gb_config and its sections, gb_config_load, gb_config_load_string, gb_config_apply_set,
- *          gb_config_finish, gb_config_write, gb_config_equal, gb_config_arg */
+ *          gb_config_finish, gb_config_read_checked, gb_config_fail_key, gb_config_key_origin,
+ *          gb_config_write, gb_config_equal, gb_config_arg */
 #ifndef GB_RUNTIME_CONFIG_H
 #define GB_RUNTIME_CONFIG_H
 
@@ -329,6 +330,29 @@ void gb_config_marks_free(gb_config_marks *marks);
 /* load + every override + finish. */
 int gb_config_read(gb_config *cfg, const char *path, const char *const *sets, int nsets,
                    gb_error *err);
+
+/* A check beyond the config's own: what running it needs from this machine (launch/validate.h).
+ * Called by gb_config_read_checked once every key is set and the config's own checks passed;
+ * it may change cfg (a path made absolute). Returns 0 or an error; one made with
+ * gb_config_fail_key names the place its key was set. */
+typedef int (*gb_config_check_fn)(gb_config *cfg, const gb_config_marks *marks, void *arg,
+                                  gb_error *err);
+
+/* gb_config_read, then check(cfg, marks, arg, err) when check is not NULL. Returns 0,
+ * GB_ECONFIG, or the check's error. */
+int gb_config_read_checked(gb_config *cfg, const char *path, const char *const *sets, int nsets,
+                           gb_config_check_fn check, void *arg, gb_error *err);
+
+/* An error about key (a schema key path) at the place it was set: its line in the file, or its
+ * --set; a key left at its default: its closest section in the file, or line 1. Formats
+ * "<source>:line:col: key: message" into err and returns GB_ECONFIG. */
+__attribute__((format(printf, 4, 5))) int gb_config_fail_key(const gb_config_marks *marks,
+                                                             const char *key, gb_error *err,
+                                                             const char *fmt, ...);
+
+/* Where key was set: 0 left at its default (or not a schema key), 1 in the file, 2 by a --set
+ * (or an override applied like one). */
+int gb_config_key_origin(const gb_config_marks *marks, const char *key);
 
 /* Writes the resolved config as YAML that loads back to an equal struct. */
 int gb_config_write(const gb_config *cfg, FILE *out);

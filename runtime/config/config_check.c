@@ -10,9 +10,8 @@
 #include <string.h>
 
 /* Error at the place key was set (or its closest set section, or line 1). */
-__attribute__((format(printf, 4, 5))) static int fail_key(const gb_config_marks *marks,
-                                                           const char *key, gb_error *err,
-                                                           const char *fmt, ...)
+static int vfail_key(const gb_config_marks *marks, const char *key, gb_error *err,
+                     const char *fmt, va_list ap)
 {
     const gb_config_field *f = gb_config_find_field(key, strlen(key));
     mark at = {1, 1, 0};
@@ -29,11 +28,38 @@ __attribute__((format(printf, 4, 5))) static int fail_key(const gb_config_marks 
             }
         }
     }
+    return gb_config_vfail(err, marks, at, key, strlen(key), fmt, ap);
+}
+
+__attribute__((format(printf, 4, 5))) static int fail_key(const gb_config_marks *marks,
+                                                           const char *key, gb_error *err,
+                                                           const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    int rc = gb_config_vfail(err, marks, at, key, strlen(key), fmt, ap);
+    int rc = vfail_key(marks, key, err, fmt, ap);
     va_end(ap);
     return rc;
+}
+
+/* See config.h. */
+int gb_config_fail_key(const gb_config_marks *marks, const char *key, gb_error *err,
+                       const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vfail_key(marks, key, err, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* See config.h. */
+int gb_config_key_origin(const gb_config_marks *marks, const char *key)
+{
+    const gb_config_field *f = gb_config_find_field(key, strlen(key));
+    if (!f || !marks->field[f - gb_config_fields].line)
+        return 0;
+    return marks->field[f - gb_config_fields].source == 0 ? 1 : 2;
 }
 
 /* Why name cannot be one folder of a path (run directories are <run_root>/<name>/...), or NULL
@@ -270,7 +296,6 @@ static int check_cluster(const gb_config *cfg, const gb_config_marks *marks, gb_
         return fail_key(marks, "streams.ttl_ms", err,
                         "must exceed streams.heartbeat_ms (%lld), got %lld",
                         (long long)cfg->streams.heartbeat_ms, (long long)cfg->streams.ttl_ms);
-    return 0;
     return 0;
 }
 

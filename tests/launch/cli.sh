@@ -54,7 +54,7 @@ expect_check_env() { # DESCRIPTION PATTERN --set ARGS...
   grep -q -- "$pat" /tmp/gb_cli_out.$$ ||
     { failed=$((failed + 1)); echo "FAIL check $what: no '$pat' in:"; head -3 /tmp/gb_cli_out.$$; }
 }
-expect_check_env "unknown env" "minimal.yaml: env: unknown environment 'NoSuchEnv-v0'" \
+expect_check_env "unknown env" "^--set\[1\]:1:10: env.name: unknown environment 'NoSuchEnv-v0'" \
   --set env.name=NoSuchEnv-v0
 expect_check_env "missing plugin" "environment plugin /nonexistent/env.so: No such file" \
   --set env.name=plugin --set env.plugin=/nonexistent/env.so
@@ -65,6 +65,13 @@ rm -f /tmp/gb_cli_broken.$$.so
 expect_check_env "bad env.args" "sutton_barto_reward must be 0 or 1" \
   --set env.args.sutton_barto_reward=5
 expect_check_env "unknown env.args key" "CartPole-v1" --set env.args.gravity=3
+# `gearbox env check` with --args the environment refuses: exit 2 (it was 1, as for a
+# misbehaving environment)
+expect 2 "env check bad --args" "$gearbox" env check CartPole-v1 --args sutton_barto_reward=5
+grep -q "sutton_barto_reward must be 0 or 1" /tmp/gb_cli_out.$$ ||
+  { failed=$((failed + 1)); echo "FAIL env check bad --args: the cause is not said"; }
+expect 0 "env check good --args" "$gearbox" env check CartPole-v1 --args sutton_barto_reward=1 \
+  --steps 200 --seconds 0.05
 # --explain: one key, a section, every key; an unknown key is a usage error.
 expect 0 "check --explain key" "$gearbox" check --explain experiment.eval_every
 grep -q '^experiment.eval_every  (int; default 0; range \[0, 2^53\])' /tmp/gb_cli_out.$$ &&

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/launch/run_sigterm.sh: SIGTERM (and SIGINT) mid-run stops every worker within 5 s and
-# still writes summary.json (exit_reason interrupted), and loses no sample chunk on the way.
+# still writes summary.json (exit_reason interrupted), and loses no sample chunk on the way:
+# none is discarded at stop, and DQN's final checkpoint keeps every chunk received.
 # usage: run_sigterm.sh GEARBOX CONFIG WORK_DIR SIGNAL
 set -u
 gearbox=$1 config=$2 work=$3 sig=${4:-TERM}
@@ -28,5 +29,20 @@ s="$work/run/summary.json"
 [ "$status" -ne 0 ] || fail "an interrupted run exited 0"
 # Stopping loses no chunk, even with the trainer holding the actors back (DQN's rate limiter).
 check_ledger "$s"
+# Stopping loses no experience: every chunk received went into the replay (none discarded at
+# stop: the actors' last chunks pass the rate limiter once the run ends, and those arriving after
+# the last training step are stored before the final checkpoint); with a replay that keeps its
+# items (DQN's, not PPO's queue of one round, which the learner empties) that checkpoint holds
+# them all.
+received=$(json_get "$s" chunks_received) discarded=$(json_get "$s" discarded_at_stop)
+[ "$discarded" = 0 ] || fail "$discarded of $received chunks discarded at stop"
+if grep -q "^ *name: dqn" "$config"; then
+  items=$(sed -n 's/.*checkpoint written ([0-9]* training steps; replay \([0-9]*\) items.*/\1/p' \
+    "$work/run/logs/trainer-0.log" | tail -1)
+  capacity=$(sed -n 's/^ *capacity: *\([0-9]*\).*/\1/p' "$config" | head -1)
+  want=$((received < capacity ? received : capacity))
+  [ "$items" = "$want" ] || fail "the final checkpoint holds ${items:-no} replay items, not $want"
+  echo "the final checkpoint's replay holds all $want chunks received"
+fi
 [ ! -e "$work/run/ending" ] || fail "the run directory still holds the 'ending' marker"
 echo "1 passed, 0 failed"

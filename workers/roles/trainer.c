@@ -13,9 +13,11 @@
  * optimiser from its last checkpoint. Who removes the segment: this trainer when it ends
  * without an error (the run is over for it); after an error or a kill it stays for a restart,
  * and the launcher removes the run's segments when the run ends (gb_shm_unlink_run). Its ledger
- * of the sample stream (what it received from each actor process) live in a run-owned segment
- * too, so that a restarted trainer goes on with them and counts what went down with its
- * predecessor (workers/roles/trainer_ledger.h): the launcher's sample ledger stays exact. */
+ * of the sample stream (what it received from each actor process) lives in a run-owned segment
+ * too, so that a restarted trainer goes on with it and counts what went down with its
+ * predecessor (workers/roles/trainer_ledger.h): the launcher's sample ledger stays exact. This
+ * trainer removes it when it ends without an error once the run is ending; so a clean run
+ * leaves no segment behind. */
 #include "workers/roles/trainer_internal.h"
 
 #include "runtime/base/clock.h"
@@ -423,8 +425,9 @@ static int first_error(int rc, gb_error *err, int code, const gb_error *e)
 static int finish(trainer *t, int rc, gb_error *err)
 {
     gb_worker_stop_self(t->w);
-    if (t->replay)
-        gb_replay_close(t->replay); /* wakes the ingest thread if it blocks on the replay */
+    /* the ingest thread sees the stop within 0.2 s (its waits on the socket and the replay are
+     * that short): the replay stays open for the chunks still arriving, which the final
+     * checkpoint keeps (gb_trainer_drain_at_stop) */
     if (t->ingest_started) {
         pthread_join(t->ingest, NULL);
         if (t->ingest_rc)
@@ -432,6 +435,8 @@ static int finish(trainer *t, int rc, gb_error *err)
     }
     if (t->samples && t->replay)
         gb_trainer_drain_at_stop(t);
+    if (t->replay)
+        gb_replay_close(t->replay);
     if (t->learning && t->samples) {
         gb_metrics_set(t->w->metrics, "final", 1);
         report(t, 0);
@@ -461,8 +466,10 @@ static int finish(trainer *t, int rc, gb_error *err)
         gb_replay_unlink(t->replay, NULL);
     gb_learning_destroy(t->learning);
     gb_group_close(t->group);
-    /* its name stays for a restart; the launcher removes it */
-    gb_trainer_ledger_close(t->ledger, 0);
+    /* The ledger's name stays for a successor (a restart goes on with its counts) unless the
+     * run is over for this trainer: it stopped cleanly after the launcher said the run ends.
+     * A clean run then leaves no segment; the launcher removes what a failed trainer left. */
+    gb_trainer_ledger_close(t->ledger, rc == 0 && gb_worker_run_ending(t->w));
     return rc;
 }
 

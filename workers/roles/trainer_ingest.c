@@ -115,18 +115,27 @@ static int take_batch(trainer *t, gb_wire_msg *msgs, int *rows, int most, int en
 }
 
 /* Allocates one replay block for a chunk, waiting for the rate limiter in steps of 0.2 s while
- * the run goes on. Once the run is ending, nothing waits for the rate limiter: the socket keeps
- * being read so the actors' last chunks arrive (counted as discarded). Returns as
- * gb_replay_allocate (GB_ETIMEOUT: the worker stops or the run ends). */
+ * the run goes on. Once the run is ending nothing is paced any more: the chunk takes a block past
+ * the rate limiter when the replay has room (its remover makes room), and waits only for room in
+ * a queue with remover none (PPO's round), which the learner, still training, empties. So the
+ * actors' last chunks reach the replay that the final checkpoint saves. Once this trainer stops
+ * (no more training) nothing waits: a chunk without room is discarded, counted. Returns as
+ * gb_replay_allocate (GB_ETIMEOUT: the worker stops with no room for it). */
 static int allocate_one(trainer *t, int64_t *idx, int *ending, gb_error *err)
 {
-    int rc;
-    do {
-        rc = gb_replay_allocate(t->replay, 1, idx, *ending ? 0 : 0.2, err);
-        if (rc == GB_ETIMEOUT)
-            look_for_end(t, ending);
-    } while (rc == GB_ETIMEOUT && !gb_worker_stopping(t->w) && !*ending);
-    return rc;
+    for (;;) {
+        int rc = *ending ? gb_replay_allocate_unlimited(t->replay, 1, idx, err)
+                         : gb_replay_allocate(t->replay, 1, idx, 0.2, err);
+        if (rc != GB_ETIMEOUT)
+            return rc;
+        if (gb_worker_stopping(t->w))
+            return gb_replay_allocate_unlimited(t->replay, 1, idx, err);
+        if (*ending) /* no room yet: wait for the learner (or the rate limiter) a little */
+            rc = gb_replay_allocate(t->replay, 1, idx, 0.05, err);
+        if (rc != GB_ETIMEOUT)
+            return rc;
+        look_for_end(t, ending);
+    }
 }
 
 /* Writes msgs [0, n) into the replay and commits them, each counted in the ledger once it is
@@ -142,7 +151,8 @@ static int store_batch(trainer *t, gb_wire_msg *msgs, const int *rows, int n, in
 {
     int64_t idx[INGEST_BATCH], versions[INGEST_BATCH];
     int settled = 0; /* msgs [0, settled) are counted in the ledger */
-    int rc = gb_replay_allocate(t->replay, n, idx, 0, err);
+    int rc = *ending ? gb_replay_allocate_unlimited(t->replay, n, idx, err)
+                     : gb_replay_allocate(t->replay, n, idx, 0, err);
     int batched = rc == 0;
     int step = batched ? n : 1;
     if (rc == GB_ETIMEOUT)
@@ -229,27 +239,55 @@ int gb_trainer_record_open(trainer *t, gb_error *err)
     return rc;
 }
 
+/* A chunk that arrived after the last training step: into the replay when it has room, past
+ * the rate limiter (nothing is paced any more), so the final checkpoint keeps it; else (a full
+ * queue with remover none: PPO's round) discarded. Settles it; returns 1 when stored. */
+static int store_at_stop(trainer *t, const gb_wire_msg *m, int row)
+{
+    int64_t idx, version = m->hdr.policy_version;
+    gb_error e = {0};
+    if (gb_replay_allocate_unlimited(t->replay, 1, &idx, &e) != 0) {
+        gb_trainer_ledger_settle(t->ledger, row, GB_LEDGER_DISCARDED);
+        return 0;
+    }
+    const void *cols[GB_CHUNK_NCOLS];
+    chunk_columns(m, cols);
+    gb_learning_write(t->learning, idx, cols);
+    if (gb_learning_commit(t->learning, 1, &idx, &version, &e) != 0) {
+        GB_WARN("trainer: storing a chunk at stop: %s", e.msg);
+        gb_replay_abort(t->replay, 1, &idx, NULL);
+        gb_trainer_ledger_settle(t->ledger, row, GB_LEDGER_DISCARDED);
+        return 0;
+    }
+    gb_trainer_ledger_settle(t->ledger, row, GB_LEDGER_STORED);
+    return 1;
+}
+
 void gb_trainer_drain_at_stop(trainer *t)
 {
     gb_wire_msg m;
     gb_wire_msg_init(&m);
     gb_error err = {0};
-    int64_t n = 0;
+    int64_t stored = 0, discarded = 0;
     for (double end = gb_now_s() + 2.0; gb_now_s() < end;) {
         int rc = gb_sample_recv(t->samples, &m, 50, &err);
         if (rc)
             break;
         int row;
-        if (check_chunk(t, &m, &row)) {
-            n++;
+        if (check_chunk(t, &m, &row) && check_finite(t, &m, row)) {
             if (record_chunk(t, &m, &err) != 0)
                 GB_WARN("trainer: recording a chunk at stop: %s", err.msg);
-            gb_trainer_ledger_settle(t->ledger, row, GB_LEDGER_DISCARDED);
+            if (store_at_stop(t, &m, row))
+                stored++;
+            else
+                discarded++;
         }
         gb_wire_msg_release(&m);
     }
     gb_wire_msg_release(&m);
-    if (n)
-        GB_INFO("trainer: %lld chunks arrived after training stopped (discarded%s)",
-                (long long)n, t->record ? ", recorded" : "");
+    if (stored || discarded)
+        GB_INFO("trainer: %lld chunks arrived after training stopped: %lld stored in the replay "
+                "(the final checkpoint keeps them), %lld discarded (no room)%s",
+                (long long)(stored + discarded), (long long)stored, (long long)discarded,
+                t->record ? "; all recorded" : "");
 }

@@ -59,10 +59,12 @@ typedef struct trainer {
  * closes; an error is left in t->ingest_rc and t->ingest_err, and stops the worker. */
 void *gb_trainer_ingest_main(void *arg);
 
-/* At stop, after the ingest thread ended: takes the chunks still queued on the sample stream
- * (the actors stop first and flush them here) and counts them as received but discarded, so the
- * launcher's ledger (actors' chunks_sent = trainers' chunks_received) shows any chunk lost in
- * transport. With --record they still go into the dataset. Blocks for at most 2 s. */
+/* At stop, after the ingest thread ended and before the replay closes: takes the chunks still
+ * queued on the sample stream (the actors stop first and flush them here) and stores each in the
+ * replay when it has room (past the rate limiter: the final checkpoint keeps them), else (a full
+ * queue with remover none, PPO's) counts it as received but discarded, so the launcher's ledger
+ * (actors' chunks_sent = trainers' chunks_received) shows any chunk lost in transport. With
+ * --record they all go into the dataset. Blocks for at most 2 s. */
 void gb_trainer_drain_at_stop(trainer *t);
 
 /* gearbox run --record DIR: opens DIR/trainer-<index>.gbds with the replay's columns as schema

@@ -59,8 +59,9 @@ typedef struct gb_ledger_totals {
  * when a predecessor left one (its counts go on: gb_trainer_ledger_continued) or created (zero
  * counts); fresh (1: the first trainer process of this launcher's run, incarnation 0) removes one
  * left from before and starts at zero. Without run_dir (NULL): ledger in process memory that die
- * with it. The segment's name stays when the ledger close (the launcher removes the run's
- * segments when the run ends): a trainer that ends cleanly and is started again still finds them.
+ * with it. The segment's name stays when the ledger closes without unlink (the launcher removes
+ * the run's segments when the run ends): a successor started again still finds it. The trainer
+ * unlinks it when it stops cleanly at the run's end (workers/roles/trainer.c).
  * Returns 0, or GB_EFULL / GB_ESYS / GB_ECORRUPT (a segment of that name that is not a ledger of
  * this format) / GB_ENOMEM, the ledger then NULL: the caller may go on with process-memory ledger.
  * Does not block. */
