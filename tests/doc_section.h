@@ -1,7 +1,7 @@
 /* tests/doc_section.h: a page of docs/ that holds a generated section between two marker lines,
  * checked against what the code generates (test_wire_doc, test_config_doc): read the page,
  * compare the section, say the first line that differs and how to regenerate it.
- * defines: doc_read_all, doc_compare, doc_section_main */
+ * defines: doc_read_all, doc_generate, doc_compare, doc_section_main */
 #ifndef GB_TESTS_DOC_SECTION_H
 #define GB_TESTS_DOC_SECTION_H
 
@@ -30,6 +30,25 @@ static inline char *doc_read_all(const char *path)
         return buf;
     free(buf);
     return NULL;
+}
+
+/* The section: begin, what write puts (it returns 0 or an error), then end (malloc'd,
+ * NUL-terminated; the caller frees it), or NULL when writing failed. */
+static inline char *doc_generate(const char *begin, int (*write)(FILE *), const char *end)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    fputs(begin, f);
+    int rc = write(f);
+    fputs(end, f);
+    if (fclose(f) != 0 || rc) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
 }
 
 /* 0 when page holds want (which starts with begin and ends with end) between its markers, else

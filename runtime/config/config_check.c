@@ -31,17 +31,6 @@ static int vfail_key(const gb_config_marks *marks, const char *key, gb_error *er
     return gb_config_vfail(err, marks, at, key, strlen(key), fmt, ap);
 }
 
-__attribute__((format(printf, 4, 5))) static int fail_key(const gb_config_marks *marks,
-                                                           const char *key, gb_error *err,
-                                                           const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = vfail_key(marks, key, err, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
 /* See config.h. */
 int gb_config_fail_key(const gb_config_marks *marks, const char *key, gb_error *err,
                        const char *fmt, ...)
@@ -52,6 +41,9 @@ int gb_config_fail_key(const gb_config_marks *marks, const char *key, gb_error *
     va_end(ap);
     return rc;
 }
+
+/* This file's short name for it. */
+#define fail_key gb_config_fail_key
 
 /* See config.h. */
 int gb_config_key_origin(const gb_config_marks *marks, const char *key)

@@ -9,26 +9,8 @@
 #define BEGIN_MARK "<!-- config keys: begin (printed by test_config_doc --print) -->\n"
 #define END_MARK "<!-- config keys: end -->\n"
 
-/* The section as the schema prints it (malloc'd, NUL-terminated), or NULL. */
-static char *generate(void)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return NULL;
-    fputs(BEGIN_MARK, f);
-    int rc = gb_config_markdown(f);
-    fputs("\n" END_MARK, f);
-    if (fclose(f) != 0 || rc) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
-
 int main(int argc, char **argv)
 {
-    return doc_section_main(argc, argv, generate(), BEGIN_MARK, END_MARK,
-                            "docs/config-reference.md");
+    char *want = doc_generate(BEGIN_MARK, gb_config_markdown, "\n" END_MARK);
+    return doc_section_main(argc, argv, want, BEGIN_MARK, END_MARK, "docs/config-reference.md");
 }
