@@ -23,6 +23,6 @@ static int write_tables(FILE *f)
 
 int main(int argc, char **argv)
 {
-    return doc_section_main(argc, argv, doc_generate(BEGIN_MARK, write_tables, END_MARK), BEGIN_MARK,
-                            END_MARK, "docs/protocol.md");
+    char *want = doc_generate(BEGIN_MARK, write_tables, END_MARK);
+    return doc_section_main(argc, argv, want, BEGIN_MARK, END_MARK, "docs/protocol.md");
 }
