@@ -10,7 +10,7 @@
 #      processes, each with its threads) with tests/ci/tsan_workers.supp (libzmq, libtorch,
 #      libgomp, BLAS: not instrumented). Every process inherits TSAN_OPTIONS: a race in our code
 #      makes the worker exit with status 66 and the run fail;
-#  - a bounded libFuzzer run (60 s) of the wire header decoder.
+#  - a bounded libFuzzer run (60 s) of the wire header decoder, beside the TSan ctest tests.
 # usage: tests/ci/extra.sh [build|test]: build only, test only (what was built), or both (default).
 # .ci/run builds while its main tests run and tests after them (the fuzz target, one clang call,
 # is built by the test step). On 2 cores the builds take about 10 minutes with a cold ccache
@@ -38,6 +38,12 @@ if [ "$what" != test ]; then
   cmake --build build-tsan -j"$jobs" --target gearbox $replay_tests $stream_tests $worker_tests
 fi
 [ "$what" != build ] || exit 0
+# The fuzzer (one process, one core, 60 s) runs beside the TSan unit and integration tests (one
+# at a time), its output to a log shown when it fails; not beside the real run below, whose
+# workers under TSan need the cores to drain their chunks within the launcher's stop.
+mkdir -p build-fuzz
+tests/fuzz/run_fuzz.sh 60 build-fuzz > build-fuzz/fuzz.log 2>&1 &
+fuzz=$!
 re() { echo "^($(echo "$@" | tr ' ' '|'))$"; }
 # shellcheck disable=SC2086
 tsan - ctest --test-dir build-tsan --output-on-failure -R "$(re $replay_tests)"
@@ -47,8 +53,13 @@ tsan tests/runtime/streams/tsan.supp ctest --test-dir build-tsan --output-on-fai
 # shellcheck disable=SC2086
 tsan tests/ci/tsan_workers.supp ctest --test-dir build-tsan --output-on-failure \
   -R "$(re $worker_tests)"
+if ! wait "$fuzz"; then
+  tail -n 60 build-fuzz/fuzz.log
+  echo "extra.sh: the fuzz run failed (the end of build-fuzz/fuzz.log is above)" >&2
+  exit 1
+fi
+grep -E "^(Done|stat::)" build-fuzz/fuzz.log || tail -n 3 build-fuzz/fuzz.log
 # A real distributed run under TSan: small budget (TSan slows libtorch's callers 5-15x); any
 # return counts, the point is that every process runs and stops without a report.
 tsan tests/ci/tsan_workers.supp tests/launch/run_learns.sh build-tsan/gearbox \
   configs/cartpole_ppo.yaml build-tsan/tsan-run 0 100000
-tests/fuzz/run_fuzz.sh 60 build-fuzz
