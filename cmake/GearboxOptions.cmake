@@ -38,6 +38,7 @@ endif()
 # use compiles each kernel once; without a visible GPU (a login node, a container, CI), sm_80
 # PTX only, which every GPU from Ampere on JIT-compiles at its first use (the driver caches it).
 # Each architecture more is another device compile of every kernel.
+
 # Sets OUT to the compute capabilities of this machine's GPUs as "<cc>-real", else "80-virtual".
 function(gearbox_local_cuda_architectures out)
   set(archs "")

@@ -4,7 +4,8 @@
 #    - the replay's concurrency tests (the replay does not use ZeroMQ): no suppressions;
 #    - the stream tests (the pipelined inference server's threads; the sample stream's counters
 #      read while another thread receives) with tests/runtime/streams/tsan.supp: Debian's libzmq
-#      is not instrumented, so reports with a libzmq frame in a racing stack are its internals, not ours;
+#      is not instrumented, so reports with a libzmq frame in a racing stack are its internals,
+#      not ours;
 #    - the workers: the torch bridge and inline learning tests, and a real multi-process run
 #      (gearbox run configs/cartpole_ppo.yaml: actor, policy, trainer and parameter service
 #      processes, each with its threads) with tests/ci/tsan_workers.supp (libzmq, libtorch,
