@@ -1,8 +1,18 @@
 # Compiler warnings, sanitizers and the CUDA architecture list, decided in one place.
 
-# Warnings apply to gearbox's own targets only (libtorch's headers are not -Wextra clean).
-set(GEARBOX_C_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
-set(GEARBOX_CXX_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
+# Warnings apply to gearbox's own targets only (libtorch's headers are not -Wextra clean). They
+# are errors only with GEARBOX_WERROR (CI and development builds): a user's compiler, newer than
+# the ones gearbox was tested with, may warn where they did not, and that must not stop a build.
+set(GEARBOX_C_WARNINGS -Wall -Wextra -Wno-unused-parameter)
+set(GEARBOX_CXX_WARNINGS -Wall -Wextra -Wno-unused-parameter)
+# The CUDA kernels' device code (kernels/CMakeLists.txt): every warning an error, the same way.
+set(GEARBOX_CUDA_WERROR "")
+if(GEARBOX_WERROR)
+  list(APPEND GEARBOX_C_WARNINGS -Werror)
+  list(APPEND GEARBOX_CXX_WARNINGS -Werror)
+  set(GEARBOX_CUDA_WERROR --Werror=all-warnings)
+  message(STATUS "gearbox: warnings are errors (GEARBOX_WERROR)")
+endif()
 
 # Applies the project's warnings to a target; every gearbox target calls it.
 function(gearbox_target_warnings target)
@@ -22,15 +32,42 @@ if(GEARBOX_SANITIZE)
   message(STATUS "gearbox: sanitizers ${GEARBOX_SANITIZE}")
 endif()
 
-# CUDA: on when nvcc is found, unless -DGEARBOX_CUDA=OFF. Default architectures: Ampere (sm_80)
-# and Hopper (sm_90) as real code, plus sm_90 PTX so newer GPUs JIT-compile it.
+# CUDA: on when nvcc is found, unless -DGEARBOX_CUDA=OFF. Architectures, unless
+# CMAKE_CUDA_ARCHITECTURES says (e.g. "80-real;90-real;90-virtual" for a cluster's mix of GPUs):
+# the GPUs this machine has (nvidia-smi's compute capabilities), as real code, so a build for
+# use compiles each kernel once; without a visible GPU (a login node, a container, CI), sm_80
+# PTX only, which every GPU from Ampere on JIT-compiles at its first use (the driver caches it).
+# Each architecture more is another device compile of every kernel.
+
+# Sets OUT to the compute capabilities of this machine's GPUs as "<cc>-real", else "80-virtual".
+function(gearbox_local_cuda_architectures out)
+  set(archs "")
+  find_program(GEARBOX_NVIDIA_SMI nvidia-smi)
+  if(GEARBOX_NVIDIA_SMI)
+    execute_process(COMMAND ${GEARBOX_NVIDIA_SMI} --query-gpu=compute_cap --format=csv,noheader
+                    OUTPUT_VARIABLE caps RESULT_VARIABLE rc ERROR_QUIET TIMEOUT 20)
+    if(rc EQUAL 0)
+      string(REGEX MATCHALL "[0-9]+\\.[0-9]+" caps "${caps}")
+      foreach(cap IN LISTS caps)
+        string(REPLACE "." "" cap "${cap}")
+        list(APPEND archs "${cap}-real")
+      endforeach()
+      list(REMOVE_DUPLICATES archs)
+    endif()
+  endif()
+  if(NOT archs)
+    set(archs "80-virtual")
+  endif()
+  set(${out} "${archs}" PARENT_SCOPE)
+endfunction()
+
 set(GEARBOX_HAVE_CUDA OFF)
 if(GEARBOX_CUDA)
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES "80-real;90-real;90-virtual")
+      gearbox_local_cuda_architectures(CMAKE_CUDA_ARCHITECTURES)
     endif()
     enable_language(CUDA)
     set(CMAKE_CUDA_STANDARD 17)

@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# launch/install-deps.sh: installs every Debian 12 package that gearbox's build and tests need.
+# launch/install-deps.sh: installs the Debian 12 packages gearbox needs, grouped by purpose.
+#
+#   launch/install-deps.sh              what building and running gearbox needs (group "run")
+#   launch/install-deps.sh GROUP...     "run" and the named groups (below)
+#   launch/install-deps.sh --all        every group: optional features and the tests (.ci/run)
+#   launch/install-deps.sh --list       the groups and their packages; installs nothing
+#
 # Idempotent and non-interactive: it installs only what is missing and says what that is.
 # CUDA (nvcc, CUB, NCCL) is not a Debian package: the build uses it when nvcc is on PATH.
 set -euo pipefail
 
-packages=(
-  # build
-  build-essential cmake pkg-config git
+# run: the build (compiler, CMake and the libraries gearbox links) and what the default features
+# need at run time. libtorch-dev alone brings ~420 packages on a bare Debian 12 (it pulls
+# python3-dev, HDF5's library and the video codecs' libraries in), so the features that cost a
+# handful of packages more are here rather than optional.
+group_run=(
+  build-essential cmake pkg-config
   libzmq3-dev libmsgpack-dev libyaml-dev libtorch-dev
   libjansson-dev  # JSON that gearbox reads back (summaries, benchmark results)
   # the trainers' process group (workers/torch/group.cpp): c10d's ProcessGroupGloo header
@@ -16,16 +25,24 @@ packages=(
   # (measured: the default run went from ~22k to ~165k env steps/s). The serial build, because
   # gearbox runs one BLAS user per worker process and several workers share the cores.
   libopenblas0-serial
-  libhdf5-dev  # D4RL ingest of the data server
   # TensorBoard event files (runtime/run/tensorboard.proto: protoc-c at build time, libprotobuf-c)
   protobuf-c-compiler libprotobuf-c-dev
-  # gearbox plot (launch/cmd_plot.c) draws with gnuplot's pngcairo terminal
-  gnuplot-nox
+  libhdf5-dev  # the data server's D4RL and Minari datasets, gearbox dataset export
+  gnuplot-nox  # gearbox plot (launch/cmd_plot.c) draws with gnuplot's pngcairo terminal
   python3-dev  # libpython3.11 to embed: the gymnasium environment plugin (envs/gymnasium)
-  # tests: fuzzing (clang + libFuzzer runtime), python reference scripts and clients
+)
+# video: gearbox eval --video and experiment.eval_every's videos (H.264 encoding; ~50 packages)
+group_video=(ffmpeg)
+# gymnasium: Gymnasium environments (env.name: gymnasium) need the gymnasium Python package, from
+# PyPI (launch/python-requirements.txt) in gearbox's own virtual environment (below)
+group_gymnasium=(python3-venv)
+# client: the data server's Python client (pyzmq, msgpack), its PyTorch and NumPy examples
+group_client=(python3-zmq python3-msgpack python3-torch python3-numpy)
+# tests: everything the ctest suite and .ci/run use beyond the groups above
+group_tests=(
+  git
+  # fuzzing (clang + libFuzzer runtime), python reference scripts
   clang libclang-rt-14-dev python3 python3-numpy python3-venv
-  # the data server's Python client (pyzmq, msgpack) and its PyTorch example
-  python3-zmq python3-msgpack python3-torch
   # gearbox dataset export's test reads the D4RL HDF5 it writes; Minari datasets in tests
   python3-h5py
   # tests/launch/run_hosts.sh: network namespaces, veth and a bridge (ip), pkill (procps)
@@ -33,13 +50,46 @@ packages=(
   # tests/launch/run_slurm.sh: a one-node Slurm cluster of its own (daemons, clients, munge
   # authentication), started from a temporary directory; none of their services is started here
   munge slurmctld slurmd slurm-client
-  # gearbox eval --video and experiment.eval_every: H.264 encoding (ffmpeg), frame counts in
-  # tests/launch/run_eval.sh (ffprobe, from the same package)
-  ffmpeg
 )
+all_groups=(run video gymnasium client tests)
+# Groups whose features run Python packages from launch/python-requirements.txt (the venv)
+venv_groups=" gymnasium tests "
+
+usage() {
+  echo "usage: launch/install-deps.sh [--all | --list | GROUP...]   (groups: ${all_groups[*]})"
+}
+groups=(run)
+case "${1:-}" in
+  --all) groups=("${all_groups[@]}"); shift ;;
+  --list)
+    for g in "${all_groups[@]}"; do
+      declare -n list="group_$g"
+      echo "$g: ${list[*]}"
+    done
+    exit 0 ;;
+  -h|--help) usage; exit 0 ;;
+esac
+for g in "$@"; do
+  if [[ " ${all_groups[*]} " != *" $g "* ]]; then
+    echo "install-deps: unknown group or option '$g'" >&2
+    usage >&2
+    exit 2
+  fi
+  [[ " ${groups[*]} " == *" $g "* ]] || groups+=("$g")
+done
+
+packages=()
+want_venv=0
+for g in "${groups[@]}"; do
+  declare -n list="group_$g"
+  for p in "${list[@]}"; do
+    [[ " ${packages[*]} " == *" $p "* ]] || packages+=("$p")
+  done
+  [[ "$venv_groups" != *" $g "* ]] || want_venv=1
+done
 
 if [ "$(id -u)" -ne 0 ]; then
-  echo "install-deps: must run as root to install packages (try: sudo $0)" >&2
+  echo "install-deps: must run as root to install packages (try: sudo $0 $*)" >&2
   exit 1
 fi
 if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
@@ -47,6 +97,7 @@ if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>
   echo "install-deps: needed packages: ${packages[*]}" >&2
   exit 1
 fi
+echo "install-deps: groups ${groups[*]}"
 
 missing=()
 for p in "${packages[@]}"; do
@@ -56,7 +107,8 @@ done
 
 # Python packages Debian does not ship (launch/python-requirements.txt) go into gearbox's own
 # virtual environment, never into the system's Python. Features and tests that need them run
-# ${GEARBOX_VENV}/bin/python (CMake's GEARBOX_PYTHON).
+# ${GEARBOX_VENV}/bin/python (CMake's GEARBOX_PYTHON, chosen when the build is configured: a
+# build configured before the environment existed must be configured again).
 GEARBOX_VENV=${GEARBOX_VENV:-/opt/gearbox/python}
 requirements="$(dirname "$0")/python-requirements.txt"
 python_packages() {
@@ -78,21 +130,21 @@ python_packages() {
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages already installed"
-  python_packages
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # Debian's postinst scripts start the services they install (munged, slurmctld, slurmd) through
+  # invoke-rc.d; a policy-rc.d that denies (exit 101) keeps them stopped: the tests start their
+  # own daemons with their own files. One already there (Docker images have one) is left as is.
+  policy=/usr/sbin/policy-rc.d
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# launch/install-deps.sh: no service starts while it installs\nexit 101\n' \
+      > "$policy"
+    chmod 755 "$policy"
+    trap 'rm -f "$policy"' EXIT
+  fi
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+  echo "install-deps: installed ${#missing[@]} packages"
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-# Debian's postinst scripts start the services they install (munged, slurmctld, slurmd) through
-# invoke-rc.d; a policy-rc.d that denies (exit 101) keeps them stopped: the tests start their own
-# daemons with their own files. One already there (Docker images have one) is left as it is.
-policy=/usr/sbin/policy-rc.d
-if [ ! -e "$policy" ]; then
-  printf '#!/bin/sh\n# launch/install-deps.sh: no service starts while it installs\nexit 101\n' > "$policy"
-  chmod 755 "$policy"
-  trap 'rm -f "$policy"' EXIT
-fi
-apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
-echo "install-deps: installed ${#missing[@]} packages"
-python_packages
+[ "$want_venv" = 0 ] || python_packages

@@ -43,7 +43,7 @@ int gb_video_open(gb_video *v, const char *path, int width, int height, int fps,
         return gb_error_set(err, GB_EINVAL, "video: title too long: %s", title);
     if (!on_path("ffmpeg"))
         return gb_error_set(err, GB_ENOTFOUND, "video: ffmpeg is not on PATH (Debian: apt-get "
-                            "install ffmpeg; launch/install-deps.sh installs it)");
+                            "install ffmpeg, or launch/install-deps.sh video)");
     v->width = width;
     v->height = height;
     v->out_w = width + (width & 1);
@@ -147,7 +147,7 @@ int gb_video_gif(const char *mp4, const char *gif, int fps, int width, gb_error 
         return gb_error_set(err, GB_EINVAL, "gif: bad rate %d or width %d", fps, width);
     if (!on_path("ffmpeg"))
         return gb_error_set(err, GB_ENOTFOUND, "gif: ffmpeg is not on PATH (Debian: apt-get "
-                            "install ffmpeg; launch/install-deps.sh installs it)");
+                            "install ffmpeg, or launch/install-deps.sh video)");
     /* one palette made for this clip (palettegen), then used to map its frames (paletteuse):
      * far better colours than GIF's default palette, at a few KB a frame */
     char filter[256];

@@ -266,8 +266,9 @@ static void py_init(void)
         py_error_text(text, sizeof text);
         snprintf(py_init_error, sizeof py_init_error,
                  "cannot import gymnasium with Python %s: %s (install it with "
-                 "`bash launch/install-deps.sh`, or point GEARBOX_GYMNASIUM_PYTHON or "
-                 "env.args.python_path at a Python that has it)",
+                 "`launch/install-deps.sh gymnasium`, then configure and build gearbox again; "
+                 "or point GEARBOX_GYMNASIUM_PYTHON or env.args.python_path at a Python that "
+                 "has it)",
                  py_python, text);
     } else {
         py_copy_class = PyDict_GetItemString(globals, "Copy");
