@@ -177,6 +177,10 @@ static int admit_locked(gb_replay *r, const gb_replay_request *req,
 static int named_selector(const gb_replay *r, int selector, const gb_replay_selector_ops **sel,
                           void **self, int *kind, gb_error *err)
 {
+    *sel = NULL; /* set on every path: an optimising compiler cannot see that errors are non-0 */
+    *kind = -1;
+    if (self)
+        *self = NULL;
     int k = selector == GB_REPLAY_SELECTOR_PRIMARY ? (int)r->opt.selector : selector;
     if (k < 0 || k >= GB_REPLAY_SELECTORS || !r->sel[k].ops)
         return no_selector(r, selector, err);

@@ -105,13 +105,11 @@ static int walk_mapping(loader *ld, const yaml_node_t *map, char *path, size_t p
     return 0;
 }
 
-static gb_config_marks marks_size_probe;
-
 /* Defaults, then the YAML text walked key by key into cfg. */
 static int load_text(gb_config *cfg, gb_config_marks **marks_out, const char *name,
                      const char *text, size_t len, gb_error *err)
 {
-    if (gb_config_nfields > sizeof marks_size_probe.field / sizeof(mark))
+    if (gb_config_nfields > sizeof(((gb_config_marks *)0)->field) / sizeof(mark))
         return gb_error_set(err, GB_ECONFIG, "internal: the schema outgrew gb_config_marks");
     gb_config_marks *marks = calloc(1, sizeof *marks);
     if (!marks)
