@@ -29,7 +29,8 @@ name=gymnasium:$id
 
 # A Python of the test's own: gearbox's packages (gymnasium, pygame) plus the test module.
 "$python" -m venv --without-pip --system-site-packages "$work/py" || fail "making a venv"
-site=$("$python" -c 'import gymnasium as g, os; print(os.path.dirname(os.path.dirname(g.__file__)))')
+site=$("$python" -c \
+  'import gymnasium as g, os; print(os.path.dirname(os.path.dirname(g.__file__)))')
 sp=$("$work/py/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 printf '%s\n%s\n' "$site" "$envs_dir" > "$sp/gearbox_test.pth"
 "$work/py/bin/python" -c "import gb_test_gym_envs" || fail "the test's Python lacks the test module"

@@ -18,7 +18,8 @@ start() {
     --set launch.progress=off "$@" > "$work/$name.out" 2>&1 &
   launcher=$!
   wait_for_log "$work/$name/logs/trainer-0.log" "trainer: .* on " 60 || fail "$name: no trainer"
-  trainer=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$work/$name/logs/trainer-0.log" | head -1)
+  trainer=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$work/$name/logs/trainer-0.log" \
+    | head -1)
   id=$(grep -o 'gearbox-[0-9a-f]\{16\}-' "/proc/$trainer/maps" | head -1)
   [ -n "$id" ] || fail "$name: the trainer (pid $trainer) maps no run segment"
 }
@@ -37,8 +38,10 @@ sleep 1
 kill -KILL "$trainer"
 wait "$launcher"; status=$?
 [ "$status" -eq 1 ] || fail "killed: exit status $status, expected 1"
-grep -q "WARN .*removed [1-9][0-9]* shared-memory segments that a trainer which did not stop cleanly left" \
+seg_msg="shared-memory segments that a trainer which did not stop cleanly left"
+grep -q "WARN .*removed [1-9][0-9]* $seg_msg" \
   "$work/killed.out" || { tail "$work/killed.out"; fail "killed: no warning about the segments"; }
 [ "$(left)" -eq 0 ] || fail "killed: $(left) segments ${id}* left in /dev/shm"
-echo "killed trainer: $(grep -o 'removed [0-9]* shared-memory segments' "$work/killed.out"), with a warning"
+echo "killed trainer: $(grep -o 'removed [0-9]* shared-memory segments' "$work/killed.out")," \
+  "with a warning"
 echo "2 passed, 0 failed"

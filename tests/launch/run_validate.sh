@@ -31,12 +31,15 @@ same() {
   local rrc=$?
   local cline rline
   cline=$(head -1 "$work/$what.check.err") rline=$(head -1 "$work/$what.run.err")
-  [ "$crc" -eq "$want" ] || { cat "$work/$what.check.err"; fail "$what: check exited $crc, not $want"; }
-  [ "$rrc" -eq "$want" ] || { tail "$work/$what.run.err"; fail "$what: run exited $rrc, not $want"; }
+  [ "$crc" -eq "$want" ] ||
+    { cat "$work/$what.check.err"; fail "$what: check exited $crc, not $want"; }
+  [ "$rrc" -eq "$want" ] ||
+    { tail "$work/$what.run.err"; fail "$what: run exited $rrc, not $want"; }
   if [ "$want" -ne 0 ]; then
     [ -n "$cline" ] && [ "$cline" = "$rline" ] ||
       fail "$what: first error lines differ:"$'\n'"  check: $cline"$'\n'"  run:   $rline"
-    [ ! -e "$work/run_$what" ] && [ ! -e "$work/runs" ] || fail "$what: a refused run made its run directory"
+    [ ! -e "$work/run_$what" ] && [ ! -e "$work/runs" ] ||
+      fail "$what: a refused run made its run directory"
     ! grep -q "started .* workers\|restarted" "$work/$what.run.err" ||
       fail "$what: a refused run started workers"
     [ $((SECONDS - start)) -lt 10 ] || fail "$what: the refusal took $((SECONDS - start)) s"
@@ -55,7 +58,8 @@ same bad_name_inline 2 "$cartpole" --set env.name=CartPole-v2 --set launch.mode=
 "$gearbox" run "$cartpole" --backend slurm --set env.name=CartPole-v2 "${quick[@]}" \
   --run-dir "$work/run_slurm" 2> "$work/slurm.err"
 [ $? -eq 2 ] && [ "$(head -1 "$work/slurm.err")" = "$(head -1 "$work/bad_name.check.err")" ] &&
-  [ ! -e "$work/run_slurm" ] || { cat "$work/slurm.err"; fail "run --backend slurm: not refused alike"; }
+  [ ! -e "$work/run_slurm" ] ||
+    { cat "$work/slurm.err"; fail "run --backend slurm: not refused alike"; }
 passed=$((passed + 1))
 
 # 2. a plugin config used from outside its project (as configs/corridor_plugin.yaml was from
@@ -67,13 +71,15 @@ sed 's|^  plugin: .*|  plugin: build/envs/examples/corridor_env.so|' \
 same bad_plugin 2 "$work/proj/configs/bad_plugin.yaml"
 tried="tried $work/proj/configs/build/envs/examples/corridor_env.so (beside the config file)"
 tried+=" and $work/elsewhere/build/envs/examples/corridor_env.so (the current folder)"
-grep -q "bad_plugin.yaml:[0-9]*:[0-9]*: env.plugin: no file build/envs/examples/corridor_env.so: $tried" \
-  "$work/bad_plugin.run.err" || fail "bad_plugin: the message: $(head -1 "$work/bad_plugin.run.err")"
+want_msg="env.plugin: no file build/envs/examples/corridor_env.so: $tried"
+grep -q "bad_plugin.yaml:[0-9]*:[0-9]*: $want_msg" "$work/bad_plugin.run.err" ||
+  fail "bad_plugin: the message: $(head -1 "$work/bad_plugin.run.err")"
 
 # 3. a cuda trainer (or policy worker) where no CUDA device is visible: refused by both
 if ! nvidia-smi -L > /dev/null 2>&1; then
   same cuda_trainer 2 "$cartpole" --set trainer.device=cuda
-  grep -Eq "^--set\[1\]:1:16: trainer.device: cuda: (no CUDA device is visible here|this gearbox was built without CUDA)" \
+  no_cuda="(no CUDA device is visible here|this gearbox was built without CUDA)"
+  grep -Eq "^--set\[1\]:1:16: trainer.device: cuda: $no_cuda" \
     "$work/cuda_trainer.run.err" || fail "cuda_trainer: the message"
   same cuda_trainer_inline 2 "$cartpole" --set trainer.device=cuda --set launch.mode=inline
 else
@@ -88,7 +94,8 @@ sed 's|^  plugin: .*|  plugin: ../lib/corridor_env.so|' "$src/configs/corridor_p
   > "$work/proj/configs/corridor.yaml"
 same good_plugin 0 "$work/proj/configs/corridor.yaml"
 grep -q "^  plugin: \"$work/proj/lib/corridor_env.so\"" "$work/good_plugin.check.out" ||
-  fail "check does not print the plugin's absolute path: $(grep plugin: "$work/good_plugin.check.out")"
+  fail "check does not print the plugin's absolute path:" \
+    "$(grep plugin: "$work/good_plugin.check.out")"
 grep -q "^  plugin: \"$work/proj/lib/corridor_env.so\"" "$work/run_good_plugin/config.yaml" ||
   fail "the run's config.yaml does not name the plugin absolutely"
 # a --set path is typed where gearbox runs: found from the current folder
@@ -112,7 +119,8 @@ mv "$work/proj/lib/joined_env.so" "$work/proj/lib/joined_env.so.gone"
 jrc=$?
 kill -TERM "$launcher"; wait "$launcher"
 [ "$jrc" -eq 2 ] || { cat "$work/join.out"; fail "join: exit $jrc, expected 2"; }
-grep -q "env.plugin: environment plugin $work/proj/lib/joined_env.so: No such file" "$work/join.out" ||
+grep -q "env.plugin: environment plugin $work/proj/lib/joined_env.so: No such file" \
+  "$work/join.out" ||
   fail "join: the message: $(cat "$work/join.out")"
 ! grep -q "workers (index" "$work/join.out" || fail "join: workers were started"
 [ "$(json_get "$work/run_join/summary.json" joined)" -le 1 ] ||
