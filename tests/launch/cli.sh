@@ -107,6 +107,21 @@ for f in "$src"/configs/*.yaml; do
     failed=$((failed + 1)); echo "FAIL resolved output of $f is not a fixed point"
   fi
 done
+# the command copied where no libtorch module lies beside it: an inline run fails (exit 1), and
+# the reason from the first place tried is readable (it once printed garbage: dlerror's buffer
+# reused by the second dlopen)
+lone=$(mktemp -d /tmp/gb_cli_lone.XXXXXX)
+cp "$gearbox" "$lone/gearbox"
+(cd "$lone" && env -u GEARBOX_TORCH_MODULE ./gearbox run "$src/configs/cartpole_ppo.yaml" \
+  --set launch.mode=inline --run-dir "$lone/run" >/tmp/gb_cli_out.$$ 2>&1)
+rc=$?
+why="$lone/libgearbox-torch.so ($lone/libgearbox-torch.so: cannot open shared object file"
+if [ "$rc" -eq 1 ] && grep -qF "libtorch module $why" /tmp/gb_cli_out.$$; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL no module: exit $rc"; grep -i "libtorch module" /tmp/gb_cli_out.$$
+fi
+rm -rf "$lone"
 rm -f /tmp/gb_cli_out.$$ /tmp/gb_cli_resolved.$$.yaml
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

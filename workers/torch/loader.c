@@ -71,20 +71,22 @@ static const gb_torch_api *module_table(void *h, const char *path)
 
 static void load_module(void)
 {
-    char path[PATH_MAX], first[PATH_MAX] = "";
+    char path[PATH_MAX], first[PATH_MAX] = "", why[512] = "no path for it";
     void *h = NULL;
-    const char *why = "no path for it";
     for (int attempt = 0; !h && module_path(attempt, path, sizeof path) == 0; attempt++) {
         if (attempt == 0)
             snprintf(first, sizeof first, "%s", path);
         h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        if (!h && attempt == 0)
-            why = dlerror(); /* the first place's reason: where the build puts it */
+        if (!h && attempt == 0) { /* the first place's reason: where the build puts it. A copy:
+                                   * the next dlopen reuses the buffer dlerror points into */
+            const char *e = dlerror();
+            snprintf(why, sizeof why, "%s", e ? e : "unknown reason");
+        }
     }
     if (!h) {
         snprintf(load_error, sizeof load_error,
                  "cannot load the libtorch module %s (%s); set GEARBOX_TORCH_MODULE to its path",
-                 first[0] ? first : GB_TORCH_MODULE_NAME, why ? why : "unknown reason");
+                 first[0] ? first : GB_TORCH_MODULE_NAME, why);
         return;
     }
     loaded = module_table(h, path); /* the module stays loaded for the process's life */
