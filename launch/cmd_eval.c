@@ -318,9 +318,8 @@ static int load_model(eval_state *s, const eval_opts *o, const gb_config *cfg,
  * for the gymnasium plugin (one interface, many environments) gymnasium:<env.args.id>. */
 static void name_env(eval_state *s, const gb_config *cfg)
 {
-    const char *id = gb_config_arg(&cfg->env.args, "id");
-    if (strcmp(s->src.iface->name, GB_EVAL_GYMNASIUM) == 0 && id && id[0])
-        snprintf(s->env_name, sizeof s->env_name, "%s:%s", GB_EVAL_GYMNASIUM, id);
+    if (strcmp(s->src.iface->name, GB_EVAL_GYMNASIUM) == 0)
+        gb_config_env_label(cfg, s->env_name, sizeof s->env_name);
     else
         snprintf(s->env_name, sizeof s->env_name, "%s", s->src.iface->name);
 }

@@ -449,3 +449,14 @@ const char *gb_config_arg(const gb_config_args *args, const char *key)
             return args->kv[i].value;
     return NULL;
 }
+
+/* See config.h. */
+const char *gb_config_env_label(const gb_config *cfg, char *buf, size_t n)
+{
+    const char *id = gb_config_arg(&cfg->env.args, "id");
+    if (strcmp(cfg->env.name, "gymnasium") == 0 && id && id[0])
+        snprintf(buf, n, "gymnasium:%s", id);
+    else
+        snprintf(buf, n, "%s", cfg->env.name);
+    return buf;
+}

@@ -60,6 +60,11 @@ done
 [ "$nvid" -ge 1 ] ||
   { grep -i evaluation "$work/run/logs/launcher.log"; fail "eval_every made no video"; }
 ok "eval_every: $nvid video(s) of the Gymnasium environment, frames = steps played"
+for role in actor-0 policy-0 trainer-0; do
+  grep -qF " $name" "$work/run/logs/$role.log" ||
+    { head -5 "$work/run/logs/$role.log"; fail "logs/$role.log does not name $name"; }
+done
+ok "the workers' logs name the environment $name"
 
 unset GEARBOX_GYMNASIUM_PYTHON
 cd "$work/run" || fail "cd $work/run" # elsewhere than where the run started

@@ -213,8 +213,10 @@ static int actor_connect(actor *a, char ***policy_eps, int *npolicy, char ***tra
     if ((rc = gb_infer_client_open(&a->infer, w->zctx, &io, err)) ||
         (rc = gb_sample_sender_open(&a->samples, w->zctx, &so, err)))
         return rc;
+    char env[GB_CONFIG_ENV_LABEL_MAX];
     GB_INFO("actor: %s, %d copies x %d agents in %d groups, chunks of %lld steps, %d policy and "
-            "%d trainer endpoints", cfg->env.name, gb_acting_copies(a->acting),
+            "%d trainer endpoints", gb_config_env_label(cfg, env, sizeof env),
+            gb_acting_copies(a->acting),
             gb_acting_spec(a->acting)->agents, a->S, (long long)cfg->actors.chunk_len, *npolicy,
             *ntrainer);
     return 0;

@@ -300,7 +300,9 @@ int gb_policy_main(gb_worker *w, gb_error *err)
     thread_started = 1;
     if ((rc = gb_registry_register(w->registry, name, gb_infer_server_endpoint(server), err)))
         goto done;
-    GB_INFO("policy: serving %s at %s, parameters version %lld", cfg->env.name,
+    char env[GB_CONFIG_ENV_LABEL_MAX];
+    GB_INFO("policy: serving %s at %s, parameters version %lld",
+            gb_config_env_label(cfg, env, sizeof env),
             gb_infer_server_endpoint(server), (long long)atomic_load(&p.applied_version));
 
     double next_report = gb_now_s();

@@ -344,9 +344,10 @@ static int open_streams(trainer *t, gb_error *err)
     if (pthread_create(&t->ingest, NULL, gb_trainer_ingest_main, t) != 0)
         return gb_error_errno(err, "pthread_create");
     t->ingest_started = 1;
+    char env[GB_CONFIG_ENV_LABEL_MAX];
     GB_INFO("trainer: %s on %s, replay of %lld chunks x %lld steps, batch %lld",
             gb_config_enum_name("trainer.algorithm.name", cfg->trainer.algorithm.name),
-            cfg->env.name, (long long)cfg->trainer.replay.capacity, (long long)t->layout.T,
+            gb_config_env_label(cfg, env, sizeof env), (long long)cfg->trainer.replay.capacity, (long long)t->layout.T,
             (long long)cfg->trainer.batch_size);
     return 0;
 }
