@@ -2,8 +2,9 @@
  * [--x env_steps|seconds]`: learning curves of runs from their metrics.csv, drawn by gnuplot
  * (pngcairo terminal). Runs whose config.yaml differ only in experiment.seed (and the run's name,
  * root and folder) form a group, drawn as the mean over its seeds with a min-max band on a
- * common x grid (each run linearly interpolated onto it, over the x range every run of the
- * group covers); other runs are lines of their own, labelled by their folder's name.
+ * common x grid (each run linearly interpolated onto it, from where every run has begun to
+ * where the last ends: one that ended sooner, solved, holds its last value); other runs are
+ * lines of their own, labelled by their folder's name.
  * defines: gb_cmd_plot */
 #include "launch/cli.h"
 #include "launch/commands.h"
@@ -279,22 +280,21 @@ static const char *const colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"
                                       "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 #define NCOLOURS (int)(sizeof colours / sizeof colours[0])
 
-/* The members of group g (their count), the x range all of them cover, and their seeds
- * ("1,2,3", cut short at cap). */
+/* The members of group g (their count), its x range (the latest first x to the latest last: a
+ * run that stopped sooner holds its last value), their seeds ("1,2,3", cut short at cap). */
 static int group_span(const plot_run *runs, int n, int g, double *lo, double *hi, char *seeds,
                       size_t cap)
 {
     int members = 0;
     size_t used = 0;
-    *lo = -INFINITY;
-    *hi = INFINITY;
+    *lo = *hi = -INFINITY;
     seeds[0] = '\0';
     for (int j = g; j < n; j++) {
         if (runs[j].group != g)
             continue;
         members++;
         *lo = fmax(*lo, runs[j].x[0]);
-        *hi = fmin(*hi, runs[j].x[runs[j].n - 1]);
+        *hi = fmax(*hi, runs[j].x[runs[j].n - 1]);
         if (used < cap)
             used += (size_t)snprintf(seeds + used, cap - used, "%s%lld", used ? "," : "",
                                      runs[j].seed);
