@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 extern const gb_env_interface gb_env_cartpole;                /* CartPole-v1 */
+extern const gb_env_interface gb_env_cartpole_novel;          /* CartPoleNoVel-v1 */
 extern const gb_env_interface gb_env_acrobot;                 /* Acrobot-v1 */
 extern const gb_env_interface gb_env_mountain_car;            /* MountainCar-v0 */
 extern const gb_env_interface gb_env_mountain_car_continuous; /* MountainCarContinuous-v0 */
@@ -25,10 +26,10 @@ const gb_env_interface *const *gb_env_builtins(int *count);
 const gb_env_interface *gb_env_builtin_find(const char *name);
 
 /* Sets the physical state of a copy created by built-in iface, as Gymnasium's env.unwrapped.state
- * holds it (CartPole: x, x_dot, theta, theta_dot; Acrobot: theta1, theta2, dtheta1, dtheta2;
- * MountainCar*: position, velocity; Pendulum: theta, theta_dot), and writes the matching
- * observation to obs (may be NULL). Returns 0, or -1 when iface has no settable state or n is
- * not its state size. For tests and tools, not the hot path. */
+ * holds it (CartPole, CartPoleNoVel: x, x_dot, theta, theta_dot; Acrobot: theta1, theta2,
+ * dtheta1, dtheta2; MountainCar*: position, velocity; Pendulum: theta, theta_dot), and writes the
+ * matching observation to obs (may be NULL). Returns 0, or -1 when iface has no settable state
+ * or n is not its state size. For tests and tools, not the hot path. */
 int gb_env_builtin_set_state(const gb_env_interface *iface, void *env, const double *state,
                              int n, void *obs);
 
