@@ -16,6 +16,7 @@ void gb_env_pendulum_set_state(void *env, const double *s, void *obs);
 static const gb_env_interface *const builtins[] = {
     &gb_env_cartpole, &gb_env_acrobot, &gb_env_mountain_car, &gb_env_mountain_car_continuous,
     &gb_env_pendulum, &gb_env_spread,  &gb_env_breakout, &gb_env_cartpole_novel,
+    &gb_env_recall,
 };
 
 const gb_env_interface *const *gb_env_builtins(int *count)

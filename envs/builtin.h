@@ -18,6 +18,7 @@ extern const gb_env_interface gb_env_mountain_car_continuous; /* MountainCarCont
 extern const gb_env_interface gb_env_pendulum;                /* Pendulum-v1 */
 extern const gb_env_interface gb_env_spread;                  /* Spread-v0 (multi-agent) */
 extern const gb_env_interface gb_env_breakout;                /* Breakout84-v0 (84x84 frames) */
+extern const gb_env_interface gb_env_recall;                  /* Recall-v0 (memory task) */
 
 /* The built-in interfaces, in listing order; *count receives their number. Static storage. */
 const gb_env_interface *const *gb_env_builtins(int *count);
