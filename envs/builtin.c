@@ -15,7 +15,8 @@ void gb_env_pendulum_set_state(void *env, const double *s, void *obs);
 
 static const gb_env_interface *const builtins[] = {
     &gb_env_cartpole, &gb_env_acrobot, &gb_env_mountain_car, &gb_env_mountain_car_continuous,
-    &gb_env_pendulum, &gb_env_spread,  &gb_env_breakout,
+    &gb_env_pendulum, &gb_env_spread,  &gb_env_breakout, &gb_env_cartpole_novel,
+    &gb_env_recall,
 };
 
 const gb_env_interface *const *gb_env_builtins(int *count)
@@ -43,6 +44,7 @@ int gb_env_builtin_set_state(const gb_env_interface *iface, void *env, const dou
         void (*set)(void *, const double *, void *);
     } hooks[] = {
         {&gb_env_cartpole, 4, gb_env_cartpole_set_state},
+        {&gb_env_cartpole_novel, 4, gb_env_cartpole_set_state},
         {&gb_env_acrobot, 4, gb_env_acrobot_set_state},
         {&gb_env_mountain_car, 2, gb_env_mountain_car_set_state},
         {&gb_env_mountain_car_continuous, 2, gb_env_mountain_car_continuous_set_state},

@@ -11,12 +11,14 @@
 #include <stddef.h>
 
 extern const gb_env_interface gb_env_cartpole;                /* CartPole-v1 */
+extern const gb_env_interface gb_env_cartpole_novel;          /* CartPoleNoVel-v1 */
 extern const gb_env_interface gb_env_acrobot;                 /* Acrobot-v1 */
 extern const gb_env_interface gb_env_mountain_car;            /* MountainCar-v0 */
 extern const gb_env_interface gb_env_mountain_car_continuous; /* MountainCarContinuous-v0 */
 extern const gb_env_interface gb_env_pendulum;                /* Pendulum-v1 */
 extern const gb_env_interface gb_env_spread;                  /* Spread-v0 (multi-agent) */
 extern const gb_env_interface gb_env_breakout;                /* Breakout84-v0 (84x84 frames) */
+extern const gb_env_interface gb_env_recall;                  /* Recall-v0 (memory task) */
 
 /* The built-in interfaces, in listing order; *count receives their number. Static storage. */
 const gb_env_interface *const *gb_env_builtins(int *count);
@@ -25,10 +27,10 @@ const gb_env_interface *const *gb_env_builtins(int *count);
 const gb_env_interface *gb_env_builtin_find(const char *name);
 
 /* Sets the physical state of a copy created by built-in iface, as Gymnasium's env.unwrapped.state
- * holds it (CartPole: x, x_dot, theta, theta_dot; Acrobot: theta1, theta2, dtheta1, dtheta2;
- * MountainCar*: position, velocity; Pendulum: theta, theta_dot), and writes the matching
- * observation to obs (may be NULL). Returns 0, or -1 when iface has no settable state or n is
- * not its state size. For tests and tools, not the hot path. */
+ * holds it (CartPole, CartPoleNoVel: x, x_dot, theta, theta_dot; Acrobot: theta1, theta2,
+ * dtheta1, dtheta2; MountainCar*: position, velocity; Pendulum: theta, theta_dot), and writes the
+ * matching observation to obs (may be NULL). Returns 0, or -1 when iface has no settable state
+ * or n is not its state size. For tests and tools, not the hot path. */
 int gb_env_builtin_set_state(const gb_env_interface *iface, void *env, const double *state,
                              int n, void *obs);
 

@@ -1,6 +1,8 @@
 /* envs/cartpole.c: CartPole-v1, Gymnasium's reference dynamics (Barto, Sutton & Anderson 1983):
  * float64 state, explicit Euler, float32 observations, reward 1 per step including the
  * terminating one, termination at |x| > 2.4 or |theta| > 12 degrees, time limit 500.
+ * CartPoleNoVel-v1 is the same simulator with the two velocities left out of the observation
+ * (float32[2]: x, theta), a partially observed task that needs memory (issue #31).
  * args: sutton_barto_reward (0/1: reward 0 per step and -1 at termination).
  * render: 400 x 300, the cart on its track and the pole, as Gymnasium draws it (scaled). */
 #include "envs/builtin.h"
@@ -14,6 +16,7 @@ typedef struct cartpole {
     double x, x_dot, theta, theta_dot;
     int steps_beyond_terminated; /* -1 while the episode runs (Gymnasium's None) */
     int sutton_barto;
+    int no_velocities; /* CartPoleNoVel-v1: observe x and theta only */
     gb_rng rng;
 } cartpole;
 
@@ -36,24 +39,33 @@ static const double cp_obs_high[4] = {CP_X_THRESHOLD * 2, INFINITY, CP_THETA_THR
 static const double cp_obs_low[4] = {-CP_X_THRESHOLD * 2, -INFINITY, -CP_THETA_THRESHOLD * 2,
                                      -INFINITY};
 
-static void *cp_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spec, char *err,
-                       size_t err_len)
+/* The positions' bounds alone, for CartPoleNoVel-v1. */
+static const double cp_novel_high[2] = {CP_X_THRESHOLD * 2, CP_THETA_THRESHOLD * 2};
+static const double cp_novel_low[2] = {-CP_X_THRESHOLD * 2, -CP_THETA_THRESHOLD * 2};
+
+/* Both interfaces' create(): no_velocities selects CartPoleNoVel-v1's observation. */
+static void *cp_create_common(const gb_env_args *args, uint64_t seed, gb_env_spec *spec,
+                              char *err, size_t err_len, int no_velocities)
 {
     static const char *const allowed[] = {"sutton_barto_reward", NULL};
-    if (gb_env_check_args(args, allowed, "CartPole-v1", err, err_len))
+    const char *name = no_velocities ? "CartPoleNoVel-v1" : "CartPole-v1";
+    if (gb_env_check_args(args, allowed, name, err, err_len))
         return NULL;
     long long sb = 0;
     if (gb_env_arg_int(args, "sutton_barto_reward", &sb) || (sb != 0 && sb != 1))
-        return gb_env_fail(err, err_len, "CartPole-v1: sutton_barto_reward must be 0 or 1");
+        return gb_env_fail(err, err_len, "%s: sutton_barto_reward must be 0 or 1", name);
     cartpole *e = calloc(1, sizeof *e);
     if (!e)
-        return gb_env_fail(err, err_len, "CartPole-v1: out of memory");
+        return gb_env_fail(err, err_len, "%s: out of memory", name);
     e->sutton_barto = (int)sb;
+    e->no_velocities = no_velocities;
     e->steps_beyond_terminated = -1;
     gb_rng_seed(&e->rng, seed);
     *spec = (gb_env_spec){.agents = 1,
-                          .obs = {.dtype = GB_ENV_FLOAT32, .ndim = 1, .shape = {4},
-                                  .low = cp_obs_low, .high = cp_obs_high},
+                          .obs = {.dtype = GB_ENV_FLOAT32, .ndim = 1,
+                                  .shape = {no_velocities ? 2 : 4},
+                                  .low = no_velocities ? cp_novel_low : cp_obs_low,
+                                  .high = no_velocities ? cp_novel_high : cp_obs_high},
                           .action = {.kind = GB_ENV_SPACE_DISCRETE, .n = 2},
                           .max_episode_steps = 500,
                           .render_height = CP_RENDER_H,
@@ -61,8 +73,25 @@ static void *cp_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spec
     return e;
 }
 
+static void *cp_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spec, char *err,
+                       size_t err_len)
+{
+    return cp_create_common(args, seed, spec, err, err_len, 0);
+}
+
+static void *cp_novel_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spec,
+                             char *err, size_t err_len)
+{
+    return cp_create_common(args, seed, spec, err, err_len, 1);
+}
+
 static inline void cp_obs(const cartpole *e, float *obs)
 {
+    if (e->no_velocities) {
+        obs[0] = (float)e->x;
+        obs[1] = (float)e->theta;
+        return;
+    }
     obs[0] = (float)e->x;
     obs[1] = (float)e->x_dot;
     obs[2] = (float)e->theta;
@@ -165,6 +194,18 @@ const gb_env_interface gb_env_cartpole = {
     .name = "CartPole-v1",
     .description = "balance a pole on a cart (Gymnasium CartPole-v1)",
     .create = cp_create,
+    .reset = cp_reset,
+    .step = cp_step,
+    .destroy = cp_destroy,
+    .render = cp_render,
+};
+
+const gb_env_interface gb_env_cartpole_novel = {
+    .abi_version = GB_ENV_ABI_VERSION,
+    .struct_size = sizeof(gb_env_interface),
+    .name = "CartPoleNoVel-v1",
+    .description = "CartPole-v1 observing positions only (needs memory)",
+    .create = cp_novel_create,
     .reset = cp_reset,
     .step = cp_step,
     .destroy = cp_destroy,

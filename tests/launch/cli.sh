@@ -72,6 +72,18 @@ grep -q "sutton_barto_reward must be 0 or 1" /tmp/gb_cli_out.$$ ||
   { failed=$((failed + 1)); echo "FAIL env check bad --args: the cause is not said"; }
 expect 0 "env check good --args" "$gearbox" env check CartPole-v1 --args sutton_barto_reward=1 \
   --steps 200 --seconds 0.05
+# the memory tasks: Recall-v0's delay and symbols, CartPoleNoVel-v1's arguments
+for bad in "Recall-v0 delay=0|delay must be an integer in \[1, 100000\]" \
+           "Recall-v0 symbols=1|symbols must be an integer in \[2, 64\]" \
+           "Recall-v0 delay=x|delay must be an integer" \
+           "CartPoleNoVel-v1 sutton_barto_reward=5|CartPoleNoVel-v1: sutton_barto_reward must be"; do
+  set -- ${bad%%|*}
+  expect 2 "env check $1 --args $2" "$gearbox" env check "$1" --args "$2"
+  grep -q "${bad#*|}" /tmp/gb_cli_out.$$ ||
+    { failed=$((failed + 1)); echo "FAIL env check $1 --args $2: the cause is not said"; }
+done
+expect 0 "env check Recall-v0 delay=20" "$gearbox" env check Recall-v0 --args delay=20 symbols=3 \
+  --steps 2000 --seconds 0.05
 # --explain: one key, a section, every key; an unknown key is a usage error.
 expect 0 "check --explain key" "$gearbox" check --explain experiment.eval_every
 grep -q '^experiment.eval_every  (int; default 0; range \[0, 2^53\])' /tmp/gb_cli_out.$$ &&
