@@ -426,6 +426,14 @@ static double drain(launch *L)
         L->exit_reason = "error";
         fail_with(L, "evaluation: %s", L->err.msg);
     }
+    /* an evaluation of a checkpoint from within the budget that reached the target after the
+     * budget stopped the run (it was running, or played the final checkpoint): solved */
+    if (L->evals.solved && L->status == 0 && (strcmp(L->exit_reason, "max_env_steps") == 0 ||
+                                              strcmp(L->exit_reason, "max_seconds") == 0)) {
+        GB_INFO("solved: the evaluation at %lld env steps reached the target",
+                (long long)L->evals.decided.env_steps);
+        L->exit_reason = "solved";
+    }
     /* a worker that failed while stopping changes the exit, not that the run was solved */
     L->solved = strcmp(L->exit_reason, "solved") == 0;
     char failed_workers[512];

@@ -61,7 +61,10 @@
  *                   the policy (experiment.eval_episodes deterministic episodes of a checkpoint,
  *                   launch/evals.h) had a mean return at or above it. The training episodes'
  *                   window reaching the target (gb_contract_target_reached) only starts such
- *                   an evaluation at once; one that falls short lets the run go on
+ *                   an evaluation at once; one that falls short lets the run go on. One
+ *                   that was running when a budget below stopped the run, or that plays the
+ *                   final checkpoint then, still decides: the policy it played was trained
+ *                   within the budget
  *   max_env_steps   env_steps (the column) reached experiment.max_env_steps (> 0)
  *   max_seconds     time_s (the column) reached experiment.max_seconds (> 0)
  * Besides these a run ends "interrupted" (SIGINT, SIGTERM), and a distributed one

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # tests/launch/run_learns.sh: a real distributed run (processes, sockets, files) learns well above
-# random within an env-step budget, and writes its run directory.
+# random within an env-step budget, and writes its run directory. The run stops as solved at
+# MIN_RETURN (unless the arguments set another target): DQN's mean return can fall back after
+# its peak, and the test asks whether it learns, not whether it stays there.
 # usage: run_learns.sh GEARBOX CONFIG WORK_DIR MIN_RETURN MAX_ENV_STEPS [--set KEY=VALUE ...]
 set -u
 gearbox=$1 config=$2 work=$3 min_return=$4 budget=$5
@@ -8,7 +10,8 @@ shift 5
 . "$(dirname "$0")/run_lib.sh"
 rm -rf "$work"; mkdir -p "$work"
 "$gearbox" run "$config" --run-dir "$work/run" --set experiment.max_env_steps="$budget" \
-  --set experiment.max_seconds=240 --set launch.progress=plain "$@" > "$work/out.log" 2>&1
+  --set experiment.max_seconds=240 --set experiment.target_return="$min_return" \
+  --set launch.progress=plain "$@" > "$work/out.log" 2>&1
 status=$?
 cat "$work/out.log" | tail -5
 s="$work/run/summary.json"

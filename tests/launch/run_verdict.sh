@@ -9,6 +9,11 @@
 #      summary.json says solved_by "evaluation" with that evaluation's figures.
 #   2. CartPole PPO as shipped, evaluations on: solved, by an evaluation at the target
 #      (summary.json's evaluation: reached_target, its return, episodes and checkpoint step).
+#   4. A budget that stops the run before its evaluation ends: CartPole PPO against a target
+#      of 5, which every policy reaches (a CartPole episode lasts at least 8 steps), with 2000
+#      env steps: the training episodes reach 5 at once, the budget stops the run well before
+#      an evaluation can end, and the evaluation then plays the final checkpoint, trained
+#      within the budget: it reaches 5, so the run is solved (it ended max_env_steps before).
 #   3. Both: the run's first 2 s have at least 10 metrics.csv rows (a short run's plot has a
 #      curve; once a second before), the rates read more than 0 while the counts rise, and
 #      summary.json's episode_return_mean is the last row's return_mean_100. An inline run of
@@ -98,6 +103,21 @@ PY
 ok "solved by an evaluation at the target"
 rows "$run" || fail "$run: rows"
 ok "solved: metrics.csv rows, rates and the summary's mean"
+
+# 4. The evaluation that decides ends after the budget stopped the run.
+run=$work/budget
+"$gearbox" run "$config" --run-dir "$run" --set experiment.target_return=5 \
+  --set experiment.max_env_steps=2000 --set launch.progress=off \
+  --set experiment.eval_every=1000000 --set experiment.eval_episodes=5 > "$work/budget.log" 2>&1
+status=$?
+tail -2 "$work/budget.log"
+reached=$(json_get "$run/summary.json" reached_target)
+reason=$(json_get "$run/summary.json" exit_reason)
+[ "$reached/$reason/$status" = True/solved/0 ] ||
+  fail "budget: evaluation reached_target $reached, exit_reason $reason, exit $status"
+[ "$(json_get "$run/summary.json" solved_by)" = evaluation ] || fail "budget: solved_by"
+after=$(grep -c "solved: the evaluation at" "$run/logs/launcher.log")
+ok "an evaluation after the budget decides: solved (decided after the stop: $after)"
 
 # 3. inline: the same rows; its verdict rests on the training episodes
 run=$work/inline
