@@ -85,8 +85,8 @@ static void load_module(void)
     }
     if (!h) {
         snprintf(load_error, sizeof load_error,
-                 "cannot load the libtorch module %s (%s); set GEARBOX_TORCH_MODULE to its path",
-                 first[0] ? first : GB_TORCH_MODULE_NAME, why);
+                 "cannot load the libtorch module %.3800s (%.400s); set GEARBOX_TORCH_MODULE to "
+                 "its path", first[0] ? first : GB_TORCH_MODULE_NAME, why);
         return;
     }
     loaded = module_table(h, path); /* the module stays loaded for the process's life */
