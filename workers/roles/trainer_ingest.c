@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #define INGEST_BATCH 32 /* chunks taken per allocate/commit */
+#define INGEST_END_WAIT_S 0.5 /* once the run is ending, how long a chunk may wait for room */
 
 /* Checks that a received chunk has exactly the layout's tensors and comes from one of the run's
  * actors; takes it into the ledger (*row: the row to settle it on) or counts it as rejected (the
@@ -83,6 +84,7 @@ static int record_chunk(trainer *t, const gb_wire_msg *m, gb_error *err)
 static void look_for_end(trainer *t, int *ending)
 {
     if (!*ending && (*ending = gb_worker_run_ending(t->w))) {
+        t->ending_at = gb_now_s();
         atomic_store(&t->ending_seen, 1);
         gb_worker_confirm_ending(t->w);
     }
@@ -118,8 +120,11 @@ static int take_batch(trainer *t, gb_wire_msg *msgs, int *rows, int most, int en
  * the run goes on. Once the run is ending nothing is paced any more: the chunk takes a block past
  * the rate limiter when the replay has room (its remover makes room), and waits only for room in
  * a queue with remover none (PPO's round), which the learner, still training, empties. So the
- * actors' last chunks reach the replay that the final checkpoint saves. Once this trainer stops
- * (no more training) nothing waits: a chunk without room is discarded, counted. Returns as
+ * actors' last chunks reach the replay that the final checkpoint saves. That wait ends
+ * INGEST_END_WAIT_S after the end was seen: several trainers train only together, and one whose
+ * queue is full may wait on a step the others cannot make (their shards short of a round); the
+ * launcher's drain gives the last chunks about 1.6 s. Once this trainer stops (no more
+ * training), or past that wait, a chunk without room is discarded, counted. Returns as
  * gb_replay_allocate (GB_ETIMEOUT: the worker stops with no room for it). */
 static int allocate_one(trainer *t, int64_t *idx, int *ending, gb_error *err)
 {
@@ -130,6 +135,8 @@ static int allocate_one(trainer *t, int64_t *idx, int *ending, gb_error *err)
             return rc;
         if (gb_worker_stopping(t->w))
             return gb_replay_allocate_unlimited(t->replay, 1, idx, err);
+        if (*ending && gb_now_s() - t->ending_at > INGEST_END_WAIT_S)
+            return GB_ETIMEOUT; /* discarded, counted (store_batch) */
         if (*ending) /* no room yet: wait for the learner (or the rate limiter) a little */
             rc = gb_replay_allocate(t->replay, 1, idx, 0.05, err);
         if (rc != GB_ETIMEOUT)

@@ -40,6 +40,7 @@ typedef struct trainer {
     gb_trainer_ledger *ledger;
     atomic_llong rejected_chunks;
     atomic_int ending_seen;    /* 1: the ingest thread saw the run is ending and confirmed it */
+    double ending_at;          /* when it saw that (gb_now_s; the ingest thread's own) */
     void *param_buf;
     uint64_t param_bytes;
     const gb_param_entry *param_layout; /* the learner model's, [param_count] */
