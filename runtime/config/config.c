@@ -217,3 +217,13 @@ int gb_config_read_checked(gb_config *cfg, const char *path, const char *const *
     gb_config_marks_free(marks);
     return rc;
 }
+
+/* See config.h. */
+int64_t gb_config_state_size(const gb_config *cfg)
+{
+    switch (cfg->policy.model.core) {
+    case GB_CORE_LSTM: return 2 * cfg->policy.model.core_size;
+    case GB_CORE_GRU: return cfg->policy.model.core_size;
+    default: return 0;
+    }
+}

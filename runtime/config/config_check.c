@@ -226,6 +226,19 @@ static int check_policy(const gb_config *cfg, const gb_config_marks *marks, gb_e
         cfg->policy.model.type == GB_MODEL_TORCHSCRIPT)
         return fail_key(marks, "policy.precision", err,
                         "reduced precision needs a built-in model (mlp or cnn), not torchscript");
+    if (cfg->policy.model.core != GB_CORE_NONE) {
+        if (cfg->policy.model.type == GB_MODEL_TORCHSCRIPT)
+            return fail_key(marks, "policy.model.core", err,
+                            "a core is part of a built-in model (mlp or cnn); a torchscript "
+                            "model brings its own layers");
+        if (cfg->trainer.algorithm.name != GB_ALGO_PPO)
+            return fail_key(marks, "policy.model.core", err,
+                            "a recurrent core trains with ppo for now (recurrent DQN, R2D2, "
+                            "and SAC with memory are not built yet)");
+        if (cfg->policy.precision != GB_PRECISION_FP32)
+            return fail_key(marks, "policy.precision", err,
+                            "a model with a core runs its inference in fp32 for now");
+    }
     if (cfg->policy.model.hidden.n == 0 && cfg->policy.model.type == GB_MODEL_MLP)
         return fail_key(marks, "policy.model.hidden", err, "an MLP needs at least one layer");
     return 0;

@@ -38,6 +38,7 @@ static const char *const kernels[] = {"gearbox", "libtorch", NULL};
 static const char *const collect_modes[] = {"gpu_zero_copy", "cpu_staged", NULL};
 static const char *const prefetch_modes[] = {"auto", "on", "off", NULL};
 static const char *const model_types[] = {"mlp", "cnn", "torchscript", NULL};
+static const char *const cores[] = {"none", "lstm", "gru", NULL};
 static const char *const activations[] = {"tanh", "relu", "elu", "gelu", NULL};
 static const char *const algorithms[] = {"ppo", "dqn", "sac", NULL};
 static const char *const target_updates[] = {"hard", "polyak", NULL};
@@ -128,6 +129,11 @@ const gb_config_field gb_config_fields[] = {
          "actor and critic share the torso"),
     STR("policy.model.torchscript", policy.model.torchscript, "",
         "TorchScript file when type is torchscript"),
+    ENUM("policy.model.core", policy.model.core, "none", cores,
+         "memory after the torso: none, lstm or gru (the state each environment carries from "
+         "step to step; actor and critic share torso and core)"),
+    INT("policy.model.core_size", policy.model.core_size, "128", 1, 1 << 16,
+        "hidden units of the core (an LSTM's state is twice this: h and c)"),
 
     INT("trainer.count", trainer.count, "1", 1, 1024, "trainer worker processes"),
     ENUM("trainer.device", trainer.device, "cpu", devices, "where training runs"),

@@ -46,9 +46,10 @@ extern "C" {
 /* gb_param_entry: the parameter layout, from trainer to policy */
 #include "runtime/streams/params.h"
 
-/* Version 1: gb_torch_api and this file's types (gb_config and other runtime types are one build's
+/* Version 2 (recurrent cores: model_state_size, model_act_state, gb_torch_batch.state0);
+ * version 1 had neither. gb_torch_api and this file's types (gb_config and other runtime types are one build's
  * own); bumped when a layout or meaning changes: the loader refuses another version or size. */
-#define GB_TORCH_ABI_VERSION 1u
+#define GB_TORCH_ABI_VERSION 2u
 
 /* The symbol the module exports: const gb_torch_api *gearbox_torch_api(void). */
 #define GB_TORCH_ENTRY_SYMBOL "gearbox_torch_api"
@@ -90,6 +91,16 @@ typedef struct gb_torch_space {
  *           h = self.body(obs); return self.pi(h), self.v(h)
  *   torch.jit.script(Net()).save("cartpole_ac.pt")
  * Its parameters train like a built-in model's and travel through export/import the same way.
+ *
+ * Cores (policy.model.core: lstm | gru; core_size H units): memory between the torso and the
+ * heads; actor and critic share torso and core. The state a row carries from one step to the
+ * next is S = model_state_size floats (gb_config_state_size: LSTM 2H as [h, c], GRU H), zeros at
+ * an episode's start. The model keeps no state of its own: the caller holds it (an actor, one
+ * row per environment copy and agent), passes it in with the observations and gets the next one
+ * back (model_act_state). Over a chunk (training) the state entering row 0 is the batch's
+ * state0, and the state entering row t > 0 is the one row t-1 produced, or zeros when row t-1
+ * is a reset row (valid 0: the new episode starts at row t); the per-item next_obs row follows
+ * row T-1 the same way. So the learner and an actor compute the same forward for the same rows.
  * ------------------------------------------------------------------------------------------- */
 typedef struct gb_torch_model gb_torch_model;
 
@@ -128,6 +139,8 @@ typedef struct gb_torch_batch {
     const float *weights;      /* [B] importance weights (prioritized replay); NULL = all 1 */
     int obs_on_device;         /* 1: obs and next_obs are in the learner's device memory (a
                                   cuda trainer's collection); the other columns are host */
+    const float *state0;       /* [B, S] a core's state entering each chunk's row 0 (the chunk's
+                                  state column); NULL = zeros; ignored without a core */
 } gb_torch_batch;
 
 /* What one training call reports (fields that do not apply to the algorithm are 0). */
@@ -209,6 +222,18 @@ typedef struct gb_torch_api {
     int (*model_act_noise)(gb_torch_model *m, const void *obs, int64_t n, int deterministic,
                            double epsilon, const float *noise, gb_torch_act_out *out,
                            gb_error *err);
+
+    /* Floats of recurrent state per row (see Cores above): 0 without a core. Never fails. */
+    int64_t (*model_state_size)(const gb_torch_model *m);
+
+    /* model_act_noise for a model with a core: state_in [n, S] is each row's state entering
+     * this step (zeros at an episode's start), state_out [n, S] receives the state it leaves
+     * (state_out may be state_in: updated in place). Without a core (S = 0) both are ignored
+     * and may be NULL, and this is model_act_noise. Returns 0, GB_EINVAL (S > 0 and a NULL
+     * state) or GB_ETORCH. */
+    int (*model_act_state)(gb_torch_model *m, const void *obs, int64_t n, int deterministic,
+                           double epsilon, const float *noise, const float *state_in,
+                           float *state_out, gb_torch_act_out *out, gb_error *err);
 
     /* The layout of this model's flat parameter buffer: every parameter and buffer of the acting
      * network in a fixed order ("torso.0.weight", "log_std", ...), each entry's offset a multiple
@@ -374,6 +399,8 @@ int gb_torch_load(gb_error *err);
 #define gb_torch_model_create(...) (gb_torch()->model_create(__VA_ARGS__))
 #define gb_torch_model_act(...) (gb_torch()->model_act(__VA_ARGS__))
 #define gb_torch_model_act_noise(...) (gb_torch()->model_act_noise(__VA_ARGS__))
+#define gb_torch_model_state_size(...) (gb_torch()->model_state_size(__VA_ARGS__))
+#define gb_torch_model_act_state(...) (gb_torch()->model_act_state(__VA_ARGS__))
 #define gb_torch_model_layout(...) (gb_torch()->model_layout(__VA_ARGS__))
 #define gb_torch_model_export(...) (gb_torch()->model_export(__VA_ARGS__))
 #define gb_torch_model_import(...) (gb_torch()->model_import(__VA_ARGS__))
