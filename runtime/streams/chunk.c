@@ -27,31 +27,34 @@ struct gb_chunk_builder {
     gb_chunk *queue;
     int qhead, qlen, qcap;
     uint64_t obs_bytes, action_bytes;
+    float *carry; /* [streams, S]: the state entering each stream's next row (S > 0) */
 };
 
 static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
 
 int gb_chunk_layout_init(gb_chunk_layout *l, int64_t T, gb_dtype obs_dtype, int obs_rank,
                          const int64_t *obs_shape, int discrete, int64_t action_dim,
-                         gb_error *err)
+                         int64_t state_size, gb_error *err)
 {
     memset(l, 0, sizeof *l);
     if (T < 1 || obs_rank < 1 || obs_rank > GB_WIRE_MAX_RANK - 1 || gb_dtype_size(obs_dtype) == 0 ||
-        (!discrete && action_dim < 1))
-        return gb_error_set(err, GB_EINVAL, "chunk layout: bad T (%lld), observation or action",
-                            (long long)T);
+        (!discrete && action_dim < 1) || state_size < 0)
+        return gb_error_set(err, GB_EINVAL, "chunk layout: bad T (%lld), observation, action or "
+                            "state size (%lld)", (long long)T, (long long)state_size);
     l->T = T;
     l->obs_dtype = obs_dtype;
     l->obs_rank = obs_rank;
     memcpy(l->obs_shape, obs_shape, (size_t)obs_rank * sizeof obs_shape[0]);
     l->discrete = discrete;
     l->action_dim = discrete ? 1 : action_dim;
+    l->state_size = state_size;
+    l->ncols = state_size > 0 ? GB_CHUNK_NCOLS : GB_CHUNK_NCOLS - 1;
     static const char *const names[GB_CHUNK_NCOLS] = {
         "obs", "next_obs", "action", "reward", "terminated", "truncated", "valid", "logp",
-        "version"};
+        "version", "state"};
     int64_t shape[GB_WIRE_MAX_RANK];
     uint64_t off = HEADER_BYTES;
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
+    for (int c = 0; c < l->ncols; c++) {
         int rank = 1;
         gb_dtype dt;
         shape[0] = T;
@@ -79,6 +82,10 @@ int gb_chunk_layout_init(gb_chunk_layout *l, int64_t T, gb_dtype obs_dtype, int 
             break;
         case GB_CHUNK_VERSION:
             dt = GB_DTYPE_INT64;
+            break;
+        case GB_CHUNK_STATE:
+            dt = GB_DTYPE_FLOAT32;
+            shape[0] = state_size;
             break;
         default:
             dt = GB_DTYPE_UINT8;
@@ -134,8 +141,8 @@ void gb_chunk_payloads(const gb_chunk_layout *l, const gb_chunk *c,
 {
     block_header *h = (block_header *)((char *)c->block - HEADER_BYTES);
     /* The holder's reference becomes the first frame's; each other frame adds one. */
-    atomic_fetch_add(&h->refs, GB_CHUNK_NCOLS - 1);
-    for (int i = 0; i < GB_CHUNK_NCOLS; i++) {
+    atomic_fetch_add(&h->refs, l->ncols - 1);
+    for (int i = 0; i < l->ncols; i++) {
         payloads[i].data = (char *)c->block + l->offset[i];
         payloads[i].free_fn = release_frame;
         payloads[i].hint = c->block;
@@ -159,6 +166,9 @@ int gb_chunk_builder_create(const gb_chunk_layout *l, int streams, gb_chunk_buil
     b->st = calloc((size_t)streams, sizeof *b->st);
     b->queue = calloc((size_t)b->qcap, sizeof *b->queue);
     if (!b->st || !b->queue)
+        goto nomem;
+    if (l->state_size > 0 &&
+        !(b->carry = calloc((size_t)streams * (size_t)l->state_size, sizeof *b->carry)))
         goto nomem;
     for (int s = 0; s < streams; s++) {
         b->st[s].block = block_new(l);
@@ -185,6 +195,7 @@ void gb_chunk_builder_destroy(gb_chunk_builder *b)
             gb_chunk_release(b->st[s].block);
     free(b->st);
     free(b->queue);
+    free(b->carry);
     free(b);
 }
 
@@ -197,13 +208,45 @@ static void write_obs_row(gb_chunk_builder *b, stream_state *st, const void *obs
            obs, b->obs_bytes);
 }
 
+/* Stream s's carry: the state entering its next row (S floats), or NULL without a core. */
+static float *carry_of(gb_chunk_builder *b, int s)
+{
+    return b->carry ? b->carry + (size_t)s * (size_t)b->layout.state_size : NULL;
+}
+
+/* The stream's next row is a new episode's first: its state is zeros. */
+static void zero_carry(gb_chunk_builder *b, int s)
+{
+    float *c = carry_of(b, s);
+    if (c)
+        memset(c, 0, (size_t)b->layout.state_size * sizeof *c);
+}
+
+/* The stream's block (re)starts at row 0: its state column is the carry as it is now. */
+static void begin_state(gb_chunk_builder *b, int s)
+{
+    const float *c = carry_of(b, s);
+    if (c)
+        memcpy(gb_chunk_column(&b->layout, b->st[s].block, GB_CHUNK_STATE), c,
+               b->layout.bytes[GB_CHUNK_STATE]);
+}
+
 void gb_chunk_start(gb_chunk_builder *b, int s, const void *obs)
 {
     stream_state *st = &b->st[s];
     st->row = 0;
     st->valid_rows = 0;
     st->newest_version = -1;
+    zero_carry(b, s);
+    begin_state(b, s);
     write_obs_row(b, st, obs);
+}
+
+void gb_chunk_set_state(gb_chunk_builder *b, int s, const float *state)
+{
+    float *c = carry_of(b, s);
+    if (c)
+        memcpy(c, state, (size_t)b->layout.state_size * sizeof *c);
 }
 
 void gb_chunk_act(gb_chunk_builder *b, int s, const void *action, float logp, int64_t version)
@@ -220,8 +263,9 @@ void gb_chunk_act(gb_chunk_builder *b, int s, const void *action, float logp, in
 }
 
 /* Row r is complete; advance. When the chunk is full, next_obs completes it: queue it and start
- * a new block. Returns 0 or GB_ENOMEM (then the finished chunk is dropped and the stream starts
- * again at row 0 of the block it had: it never holds a NULL block). */
+ * a new block, its state column the carry. Returns 0 or GB_ENOMEM (then the finished chunk is
+ * dropped and the stream starts again at row 0 of the block it had, its state the carry: it
+ * never holds a NULL block). */
 static int advance(gb_chunk_builder *b, int s, const void *next_obs, gb_error *err)
 {
     stream_state *st = &b->st[s];
@@ -232,10 +276,12 @@ static int advance(gb_chunk_builder *b, int s, const void *next_obs, gb_error *e
     st->row = 0;
     st->valid_rows = 0;
     st->newest_version = -1;
-    if (!fresh)
+    if (!fresh) {
+        begin_state(b, s);
         return gb_error_set(err, GB_ENOMEM, "chunk builder: out of memory for a new chunk "
                             "(stream %d: its last %lld steps are dropped)", s,
                             (long long)b->layout.T);
+    }
     memcpy(gb_chunk_column(&b->layout, st->block, GB_CHUNK_NEXT_OBS), next_obs, b->obs_bytes);
     if (b->qlen < b->qcap) {
         gb_chunk *q = &b->queue[(b->qhead + b->qlen++) % b->qcap];
@@ -247,6 +293,7 @@ static int advance(gb_chunk_builder *b, int s, const void *next_obs, gb_error *e
         gb_chunk_release(st->block); /* the caller never takes: cannot happen when used right */
     }
     st->block = fresh;
+    begin_state(b, s);
     return 0;
 }
 
@@ -269,6 +316,10 @@ int gb_chunk_step(gb_chunk_builder *b, int s, float reward, int terminated, int 
     set_row(b, st, reward, terminated, truncated, 1);
     int rc = advance(b, s, ended ? final_obs : obs, err);
     if (rc) {
+        if (ended) { /* it restarts at the new episode's first observation: from zeros */
+            zero_carry(b, s);
+            begin_state(b, s);
+        }
         write_obs_row(b, st, obs); /* the stream restarts at obs */
         return rc;
     }
@@ -285,6 +336,7 @@ int gb_chunk_step(gb_chunk_builder *b, int s, float reward, int terminated, int 
     ((int64_t *)gb_chunk_column(l, st->block, GB_CHUNK_VERSION))[st->row] =
         st->newest_version;
     set_row(b, st, 0.0f, 0, 0, 0);
+    zero_carry(b, s); /* the row after the reset row starts the new episode */
     rc = advance(b, s, obs, err);
     write_obs_row(b, st, obs);
     return rc;
@@ -304,16 +356,16 @@ void gb_chunk_column_item(const gb_chunk_layout *l, int c, int *ndim, const int6
                           int *per_item)
 {
     const gb_tensor_desc *d = &l->desc[c];
-    *per_item = c == GB_CHUNK_NEXT_OBS;
+    *per_item = c == GB_CHUNK_NEXT_OBS || c == GB_CHUNK_STATE;
     *ndim = *per_item ? d->rank : d->rank - 1;
     *shape = *per_item ? d->shape : d->shape + 1;
 }
 
 int gb_chunk_matches(const gb_chunk_layout *l, const gb_tensor_desc *descs, int n)
 {
-    if (n != GB_CHUNK_NCOLS)
+    if (n != l->ncols)
         return 0;
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
+    for (int c = 0; c < l->ncols; c++) {
         const gb_tensor_desc *a = &descs[c], *b = &l->desc[c];
         if (strcmp(a->name, b->name) != 0 || a->dtype != b->dtype || a->rank != b->rank ||
             memcmp(a->shape, b->shape, (size_t)a->rank * sizeof a->shape[0]) != 0)
@@ -339,7 +391,7 @@ static int f32_nonfinite(const void *p, size_t n)
 
 int gb_chunk_nonfinite(const gb_chunk_layout *l, const void *const cols[GB_CHUNK_NCOLS])
 {
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+    for (int c = 0; c < l->ncols; c++)
         if (l->desc[c].dtype == GB_DTYPE_FLOAT32 && f32_nonfinite(cols[c], l->bytes[c] / 4))
             return c;
     return -1;

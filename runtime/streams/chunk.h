@@ -20,6 +20,18 @@
  * Each finished chunk is one malloc'd block holding all its columns, handed to the caller
  * (gb_chunk_take): send it without a copy (gb_chunk_payloads: ZeroMQ frees it when sent) or copy
  * it into the replay and release it. Nothing is allocated per step; one block per chunk.
+ *
+ * Recurrent state (policy.model.core, workers/torch/bridge.h "Cores"): with S = state_size > 0
+ * floats of state per row, a chunk also carries, per item, the state the core had entering its
+ * row 0 (GB_CHUNK_STATE), so a learner can replay the rows from where the actor was. The
+ * builder keeps a carry per stream: the state the stream's last row produced, staged by
+ * gb_chunk_set_state before each gb_chunk_step. A chunk beginning at a row takes the carry as
+ * it is then; gb_chunk_start and the row after a reset row (a new episode's first row) begin
+ * from zeros. So a chunk beginning with a reset row (the final observation) carries the ended
+ * episode's last state, one beginning with a new episode's first row carries zeros, and one
+ * beginning mid-episode the state its row 0 was acted on with: the bridge's reset rule (zeros
+ * after a reset row), seen from the chunk's start. Without a core (S = 0) the column is absent
+ * (ncols = GB_CHUNK_NCOLS - 1) and chunks are what they were before cores existed.
  * defines: gb_chunk_builder, gb_chunk, gb_chunk_layout, gb_chunk_* */
 #ifndef GB_RUNTIME_CHUNK_H
 #define GB_RUNTIME_CHUNK_H
@@ -42,7 +54,9 @@ enum {
     GB_CHUNK_VALID,       /* [T] uint8: 0 on reset rows */
     GB_CHUNK_LOGP,        /* [T] float32: behaviour log-probability */
     GB_CHUNK_VERSION,     /* [T] int64: policy version that chose each row's action */
-    GB_CHUNK_NCOLS,
+    GB_CHUNK_STATE,       /* [S] float32, per item: a core's state entering row 0; only with a
+                             core (S > 0) */
+    GB_CHUNK_NCOLS,       /* the most columns a chunk has (layout.ncols: those it has) */
 };
 
 /* Shapes and sizes of every column of a chunk. */
@@ -53,6 +67,8 @@ typedef struct gb_chunk_layout {
     int64_t obs_shape[GB_WIRE_MAX_RANK - 1];
     int discrete;
     int64_t action_dim; /* 1 for discrete */
+    int64_t state_size; /* S: floats of recurrent state per row; 0 without a core */
+    int ncols;          /* columns present: GB_CHUNK_NCOLS with a state, one fewer without */
     gb_tensor_desc desc[GB_CHUNK_NCOLS]; /* name, dtype, full shape of each column */
     uint64_t bytes[GB_CHUNK_NCOLS];
     uint64_t offset[GB_CHUNK_NCOLS]; /* within a block, 64-byte aligned */
@@ -60,10 +76,11 @@ typedef struct gb_chunk_layout {
 } gb_chunk_layout;
 
 /* Fills a layout. obs_shape has obs_rank dims; action: discrete (int64 per row) or a float32
- * box of action_dim. Returns 0 or GB_EINVAL. */
+ * box of action_dim; state_size: S floats of a core's state per row (gb_config_state_size),
+ * 0 for none (then no state column). Returns 0 or GB_EINVAL. */
 int gb_chunk_layout_init(gb_chunk_layout *l, int64_t T, gb_dtype obs_dtype, int obs_rank,
                          const int64_t *obs_shape, int discrete, int64_t action_dim,
-                         gb_error *err);
+                         int64_t state_size, gb_error *err);
 
 /* A finished chunk: its block and where each column starts in it. */
 typedef struct gb_chunk {
@@ -81,8 +98,14 @@ int gb_chunk_builder_create(const gb_chunk_layout *l, int streams, gb_chunk_buil
 void gb_chunk_builder_destroy(gb_chunk_builder *b);
 const gb_chunk_layout *gb_chunk_builder_layout(const gb_chunk_builder *b);
 
-/* Starts stream s from its first observation (after a ring reset). */
+/* Starts stream s from its first observation (after a ring reset); its state from zeros. */
 void gb_chunk_start(gb_chunk_builder *b, int s, const void *obs);
+
+/* Stages the state [S] float32 that stream s's current row produced (the core's state_out for
+ * it), copied: call it before gb_chunk_step for that row. It is the state entering the next
+ * row, which a chunk beginning there records (see "Recurrent state" above). No-op without a
+ * core (S = 0). */
+void gb_chunk_set_state(gb_chunk_builder *b, int s, const float *state);
 
 /* Records the action chosen for stream s's current row (action: one int64 or action_dim floats,
  * in the form the policy produced), its log-probability and the policy version. */
@@ -100,7 +123,7 @@ int gb_chunk_step(gb_chunk_builder *b, int s, float reward, int terminated, int 
 int gb_chunk_take(gb_chunk_builder *b, gb_chunk *out);
 
 /* Column c as the replay stores it: per step ([T, *shape], *ndim dims after T) or per item
- * (next_obs: [*shape]). *shape points into the layout. */
+ * (next_obs, state: [*shape]). *shape points into the layout. */
 void gb_chunk_column_item(const gb_chunk_layout *l, int c, int *ndim, const int64_t **shape,
                           int *per_item);
 
@@ -109,7 +132,7 @@ void gb_chunk_column_item(const gb_chunk_layout *l, int c, int *ndim, const int6
 int gb_chunk_matches(const gb_chunk_layout *l, const gb_tensor_desc *descs, int n);
 
 /* Index of the first floating column (float32: observations when they are, next_obs, a
- * continuous action, reward, logp) of a chunk that holds a NaN or an infinity, or -1 when every
+ * continuous action, reward, logp, state) of a chunk that holds a NaN or an infinity, or -1 when every
  * value is finite. cols[c] as gb_chunk_column or a received message's tensors. One pass over
  * the floating bytes, vectorised, no allocation: cheap enough for every chunk at ingest. */
 int gb_chunk_nonfinite(const gb_chunk_layout *l, const void *const cols[GB_CHUNK_NCOLS]);
@@ -123,7 +146,7 @@ static inline void *gb_chunk_column(const gb_chunk_layout *l, void *block, int c
 /* Frees a block that was not handed to ZeroMQ. */
 void gb_chunk_release(void *block);
 
-/* Fills payloads[GB_CHUNK_NCOLS] to send the chunk's columns without a copy: ZeroMQ releases
+/* Fills payloads[0, l->ncols) to send the chunk's columns without a copy: ZeroMQ releases
  * the block after the last column is sent (a reference count in the block). On a send error
  * gb_wire_send calls the free functions itself, so the block is never leaked. */
 void gb_chunk_payloads(const gb_chunk_layout *l, const gb_chunk *c,

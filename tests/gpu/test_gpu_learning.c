@@ -57,7 +57,7 @@ static void fill(gb_learning *L)
 {
     gb_error err = {0};
     void *cols[GB_CHUNK_NCOLS];
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+    for (int c = 0; c < layout.ncols; c++)
         cols[c] = calloc(1, layout.bytes[c]);
     gb_rng rng;
     gb_rng_seed(&rng, 7);
@@ -88,7 +88,7 @@ static void fill(gb_learning *L)
         }
         CHECK_OK(gb_learning_insert(L, (const void *const *)cols, 0, 0, &err));
     }
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+    for (int c = 0; c < layout.ncols; c++)
         free(cols[c]);
 }
 
@@ -223,7 +223,8 @@ int main(int argc, char **argv)
         CHECK_OK(gb_config_read(&cfg, config_path, NULL, 0, &err));
         gb_env_spec spec;
         CHECK_OK(gb_worker_env_space(&cfg, &spec, &space, &err));
-        CHECK_OK(gb_acting_layout_for(&spec, cfg.actors.chunk_len, &layout, &err));
+        CHECK_OK(gb_acting_layout_for(&spec, cfg.actors.chunk_len, gb_config_state_size(&cfg),
+                                      &layout, &err));
         test_config();
     }
     return test_main_result();

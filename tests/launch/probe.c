@@ -63,9 +63,9 @@ static int send_chunk(void *ctx, const char *ep, const gb_chunk_layout *l, int i
         goto out;
     unsigned char *block = calloc(1, l->block_bytes);
     gb_wire_payload p[GB_CHUNK_NCOLS];
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+    for (int c = 0; c < l->ncols; c++)
         p[c] = (gb_wire_payload){block + l->offset[c], NULL, NULL, NULL};
-    rc = block ? gb_sample_send(s, 0, l->desc, p, GB_CHUNK_NCOLS, &err)
+    rc = block ? gb_sample_send(s, 0, l->desc, p, l->ncols, &err)
                : gb_error_set(&err, GB_ENOMEM, "out of memory");
     gb_sample_sender_close(s); /* lingers until it is delivered */
     free(block);
@@ -93,8 +93,8 @@ static int forge(const char *ep, long long T, long long obs_dim, int actors)
     /* well-formed chunks the run's trainers must not take */
     gb_chunk_layout l, wrong;
     int64_t shape[1] = {obs_dim}, wider[1] = {obs_dim + 1};
-    if (gb_chunk_layout_init(&l, T, GB_DTYPE_FLOAT32, 1, shape, 1, 1, &err) ||
-        gb_chunk_layout_init(&wrong, T, GB_DTYPE_FLOAT32, 1, wider, 1, 1, &err)) {
+    if (gb_chunk_layout_init(&l, T, GB_DTYPE_FLOAT32, 1, shape, 1, 1, 0, &err) ||
+        gb_chunk_layout_init(&wrong, T, GB_DTYPE_FLOAT32, 1, wider, 1, 1, 0, &err)) {
         fprintf(stderr, "probe: %s\n", err.msg);
         return 1;
     }

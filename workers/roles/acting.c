@@ -31,9 +31,12 @@ struct gb_acting {
     float *noise;
     double rho;
     gb_rng noise_rng;
+    int64_t state_size; /* S: floats of the policy's recurrent state per row; 0: no core */
+    float *state;       /* [K*A, S]: each row's state entering its next step (S > 0) */
 };
 
-int gb_acting_layout_for(const gb_env_spec *spec, int64_t T, gb_chunk_layout *l, gb_error *err)
+int gb_acting_layout_for(const gb_env_spec *spec, int64_t T, int64_t state_size,
+                         gb_chunk_layout *l, gb_error *err)
 {
     int discrete = spec->action.kind == GB_ENV_SPACE_DISCRETE;
     int64_t shape[GB_WIRE_MAX_RANK];
@@ -43,7 +46,7 @@ int gb_acting_layout_for(const gb_env_spec *spec, int64_t T, gb_chunk_layout *l,
     for (int i = 0; i < spec->obs.ndim; i++)
         shape[i] = spec->obs.shape[i];
     return gb_chunk_layout_init(l, T, gb_env_dtype_to_gb(spec->obs.dtype), spec->obs.ndim, shape,
-                                discrete, discrete ? 1 : spec->action.n, err);
+                                discrete, discrete ? 1 : spec->action.n, state_size, err);
 }
 
 int gb_acting_create(const gb_acting_opts *o, gb_acting **out, gb_error *err)
@@ -68,13 +71,17 @@ int gb_acting_create(const gb_acting_opts *o, gb_acting **out, gb_error *err)
     a->action_row_bytes = a->spec->action.kind == GB_ENV_SPACE_DISCRETE
                               ? sizeof(int64_t)
                               : (size_t)a->spec->action.n * sizeof(float);
+    a->state_size = gb_config_state_size(o->cfg);
     if ((rc = gb_env_ring_buffers_alloc(a->ring, &a->buf, err)) ||
         (rc = gb_env_ring_attach(a->ring, &a->buf, err)) ||
-        (rc = gb_acting_layout_for(a->spec, o->cfg->actors.chunk_len, &a->layout, err)) ||
+        (rc = gb_acting_layout_for(a->spec, o->cfg->actors.chunk_len, a->state_size, &a->layout,
+                                   err)) ||
         (rc = gb_chunk_builder_create(&a->layout, a->K * a->A, &a->chunks, err)))
         goto fail;
     a->prev_episodes = calloc((size_t)a->K, sizeof *a->prev_episodes);
-    if (!a->prev_episodes) {
+    if (a->state_size > 0)
+        a->state = calloc((size_t)a->K * a->A * (size_t)a->state_size, sizeof *a->state);
+    if (!a->prev_episodes || (a->state_size > 0 && !a->state)) {
         rc = gb_error_set(err, GB_ENOMEM, "acting: out of memory");
         goto fail;
     }
@@ -112,6 +119,7 @@ void gb_acting_destroy(gb_acting *a)
         gb_env_source_close(&a->src);
     free(a->prev_episodes);
     free(a->noise);
+    free(a->state);
     free(a);
 }
 
@@ -120,6 +128,16 @@ const gb_chunk_layout *gb_acting_layout(const gb_acting *a) { return &a->layout;
 int gb_acting_groups(const gb_acting *a) { return a->S; }
 int gb_acting_copies(const gb_acting *a) { return a->K; }
 size_t gb_acting_action_row_bytes(const gb_acting *a) { return a->action_row_bytes; }
+int64_t gb_acting_state_size(const gb_acting *a) { return a->state_size; }
+
+float *gb_acting_state(gb_acting *a, int g)
+{
+    if (!a->state)
+        return NULL;
+    int first, count;
+    gb_env_ring_group(a->ring, g, &first, &count);
+    return a->state + (size_t)first * a->A * (size_t)a->state_size;
+}
 
 const void *gb_acting_obs(const gb_acting *a, int g, int64_t *rows)
 {
@@ -216,6 +234,12 @@ int gb_acting_step(gb_acting *a, int g, const void *action, size_t action_bytes,
         int ended = stats[c].episodes != a->prev_episodes[c];
         for (int ag = 0; ag < a->A; ag++) {
             size_t i = (size_t)c * a->A + ag;
+            float *state = a->state ? a->state + i * (size_t)a->state_size : NULL;
+            if (state) {
+                gb_chunk_set_state(a->chunks, (int)i, state);
+                if (ended) /* the new episode starts from zeros (the builder's rule too) */
+                    memset(state, 0, (size_t)a->state_size * sizeof *state);
+            }
             rc = gb_chunk_step(a->chunks, (int)i, a->buf.rewards[i], a->buf.terminated[i],
                                a->buf.truncated[i], ended,
                                (const char *)a->buf.final_obs + i * a->obs_bytes,

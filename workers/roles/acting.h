@@ -18,12 +18,15 @@
 typedef struct gb_acting gb_acting;
 
 /* The chunk layout of T-step chunks of an environment with this spec (observation dtype and
- * shape; discrete actions as int64, boxes as float32): the one conversion from an environment
- * to the chunk format, used by actors and trainers alike. Returns 0 or GB_EINVAL. */
-int gb_acting_layout_for(const gb_env_spec *spec, int64_t T, gb_chunk_layout *l, gb_error *err);
+ * shape; discrete actions as int64, boxes as float32) and a policy carrying state_size floats
+ * of recurrent state per row (gb_config_state_size; 0: none): the one conversion from an
+ * environment to the chunk format, used by actors and trainers alike. Returns 0 or GB_EINVAL. */
+int gb_acting_layout_for(const gb_env_spec *spec, int64_t T, int64_t state_size,
+                         gb_chunk_layout *l, gb_error *err);
 
 typedef struct gb_acting_opts {
-    const gb_config *cfg; /* env (name, plugin, args, time limit), actors.chunk_len */
+    const gb_config *cfg; /* env (name, plugin, args, time limit), actors.chunk_len, the
+                             policy's state size (gb_config_state_size) */
     int copies, splits;   /* K environment copies stepped in S groups (S divides K) */
     uint64_t seed;        /* the ring's seed (gb_rng_seed_of(..., "envs")) */
     /* Called for every finished episode (may be NULL): its return (the mean over agents of
@@ -58,8 +61,24 @@ const float *gb_acting_noise(const gb_acting *a, int g);
  * dimension (float32) for boxes. */
 size_t gb_acting_action_row_bytes(const gb_acting *a);
 
+/* The policy's recurrent state (policy.model.core; workers/torch/bridge.h "Cores"). The acting
+ * owns one row of S floats per environment copy and agent, [K*A, S], zeros at creation: the
+ * state lives with the actor, so a request carries it to any policy worker and the reply brings
+ * the next one back, and no two copies ever share a row. S = gb_config_state_size(cfg);
+ * 0 without a core. */
+int64_t gb_acting_state_size(const gb_acting *a);
+
+/* Group g's state rows, [rows, S] float32 in the rows' order of gb_acting_obs, in place: the
+ * state entering the group's next step. Pass them to the model as state_in and have its
+ * state_out written over them (or copy a reply's into them) before gb_acting_step, which hands
+ * each row's state to the chunk builder and zeroes the rows of copies whose episode ended. NULL
+ * without a core. Valid for the acting's life. */
+float *gb_acting_state(gb_acting *a, int g);
+
 /* Applies the policy's answer for group g and steps it: action ([rows] int64 or [rows, A]
- * float32, action_bytes in all) and logp ([rows] float32, logp_bytes), chosen by `version`.
+ * float32, action_bytes in all) and logp ([rows] float32, logp_bytes), chosen by `version`;
+ * with a core, the state the policy left in the group's rows (gb_acting_state) goes to the
+ * chunks as each row's state_out, and the rows of copies whose episode ended become zeros.
  * A discrete action outside [0, n) is refused (GB_EPROTO); a continuous one goes to the
  * environment with NaN mapped to 0 and clipped to the action bounds, while the chunk keeps the
  * value the policy produced (PPO's log-probability is of that one). Then the group is stepped,

@@ -87,8 +87,8 @@ static int step_group(actor *a, int g, const gb_wire_msg *m, gb_error *err)
             return rc;
         gb_wire_payload p[GB_CHUNK_NCOLS];
         gb_chunk_payloads(a->layout, &chunk, p);
-        rc = gb_sample_send(a->samples, chunk.policy_version, a->layout->desc, p, GB_CHUNK_NCOLS,
-                            err);
+        rc = gb_sample_send(a->samples, chunk.policy_version, a->layout->desc, p,
+                            a->layout->ncols, err);
         if (rc == GB_ETIMEOUT)
             continue; /* dropped and counted by the stream */
         if (rc)

@@ -46,7 +46,7 @@ static int insert_chunk(inline_run *r, const gb_chunk *c, gb_error *err)
 {
     const gb_chunk_layout *l = gb_acting_layout(r->acting);
     const void *cols[GB_CHUNK_NCOLS];
-    for (int col = 0; col < GB_CHUNK_NCOLS; col++)
+    for (int col = 0; col < l->ncols; col++)
         cols[col] = gb_chunk_column(l, c->block, col);
     for (;;) {
         int rc = gb_learning_insert(r->learning, cols, c->policy_version, 0, err);

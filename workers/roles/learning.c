@@ -80,7 +80,7 @@ static int on_device(const gb_learning *L, int c)
 static int host_dst(const gb_learning *L, batch_slot *s, gb_replay_dst dst[GB_CHUNK_NCOLS])
 {
     int n = 0;
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+    for (int c = 0; c < L->layout.ncols; c++)
         if (!on_device(L, c))
             dst[n++] = (gb_replay_dst){.column = c, .data = s->host[c],
                                        .bytes = (size_t)L->Bl * L->layout.bytes[c]};
@@ -170,7 +170,7 @@ static int make_replay(gb_learning *L, const gb_learning_opts *o, gb_error *err)
         ro.timeout_s = 0; /* one thread inserts and samples: waiting would wait for itself */
     if (L->cuda && L->collect == GB_COLLECT_GPU_ZERO_COPY)
         ro.selector_ops = gb_replay_gpu_selector(ro.selector); /* weighted: on the GPU */
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
+    for (int c = 0; c < L->layout.ncols; c++) {
         int ndim, per_item;
         const int64_t *shape;
         gb_chunk_column_item(&L->layout, c, &ndim, &shape, &per_item);
@@ -193,7 +193,7 @@ static int make_replay(gb_learning *L, const gb_learning_opts *o, gb_error *err)
 static int alloc_slot(gb_learning *L, batch_slot *s, gb_error *err)
 {
     int rc = 0;
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+    for (int c = 0; c < L->layout.ncols; c++)
         if (!on_device(L, c) &&
             posix_memalign(&s->host[c], 64, (size_t)L->Bl * L->layout.bytes[c]) != 0)
             return gb_error_set(err, GB_ENOMEM, "out of memory for a training batch of %lld "
@@ -365,7 +365,7 @@ int64_t gb_learning_samples_trained(const gb_learning *L) { return L->samples_tr
 
 void gb_learning_write(gb_learning *L, int64_t idx, const void *const cols[GB_CHUNK_NCOLS])
 {
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+    for (int c = 0; c < L->layout.ncols; c++)
         memcpy(gb_replay_block(L->replay, c, idx), cols[c], L->layout.bytes[c]);
 }
 
@@ -414,6 +414,8 @@ static gb_torch_batch batch_view(const gb_learning *L, const batch_slot *s, int6
         .valid = s->host[GB_CHUNK_VALID],
         .logp = s->host[GB_CHUNK_LOGP],
         .weights = L->weighted ? weights : NULL,
+        /* a core's state entering row 0 (host, like the per-step scalars) */
+        .state0 = L->layout.state_size > 0 ? s->host[GB_CHUNK_STATE] : NULL,
     };
 }
 

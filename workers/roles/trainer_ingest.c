@@ -43,9 +43,10 @@ static void settle(trainer *t, const int *rows, int from, int to, gb_ledger_fate
 }
 
 /* The chunk's columns in place in the message. */
-static void chunk_columns(const gb_wire_msg *m, const void *cols[GB_CHUNK_NCOLS])
+static void chunk_columns(const trainer *t, const gb_wire_msg *m,
+                          const void *cols[GB_CHUNK_NCOLS])
 {
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+    for (int c = 0; c < t->layout.ncols; c++)
         cols[c] = gb_wire_msg_tensor(m, c).data;
 }
 
@@ -55,7 +56,7 @@ static void chunk_columns(const gb_wire_msg *m, const void *cols[GB_CHUNK_NCOLS]
 static int check_finite(trainer *t, const gb_wire_msg *m, int row)
 {
     const void *cols[GB_CHUNK_NCOLS];
-    chunk_columns(m, cols);
+    chunk_columns(t, m, cols);
     int c = gb_chunk_nonfinite(&t->layout, cols);
     if (c < 0)
         return 1;
@@ -74,7 +75,7 @@ static int record_chunk(trainer *t, const gb_wire_msg *m, gb_error *err)
     if (!t->record)
         return 0;
     const void *cols[GB_CHUNK_NCOLS];
-    chunk_columns(m, cols);
+    chunk_columns(t, m, cols);
     return gb_dataset_writer_append(t->record, cols, m->hdr.policy_version,
                                     (int32_t)t->layout.T, err);
 }
@@ -176,7 +177,7 @@ static int store_batch(trainer *t, gb_wire_msg *msgs, const int *rows, int n, in
             break;
         for (int i = first; i < first + step; i++) {
             const void *cols[GB_CHUNK_NCOLS];
-            chunk_columns(&msgs[i], cols);
+            chunk_columns(t, &msgs[i], cols);
             gb_learning_write(t->learning, idx[i], cols);
             versions[i] = msgs[i].hdr.policy_version;
             gb_wire_msg_release(&msgs[i]);
@@ -258,7 +259,7 @@ static int store_at_stop(trainer *t, const gb_wire_msg *m, int row)
         return 0;
     }
     const void *cols[GB_CHUNK_NCOLS];
-    chunk_columns(m, cols);
+    chunk_columns(t, m, cols);
     gb_learning_write(t->learning, idx, cols);
     if (gb_learning_commit(t->learning, 1, &idx, &version, &e) != 0) {
         GB_WARN("trainer: storing a chunk at stop: %s", e.msg);

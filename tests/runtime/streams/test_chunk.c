@@ -1,6 +1,8 @@
 /* tests/runtime/streams/test_chunk.c: the chunk builder against a hand-worked trajectory: rows,
  * reset rows after episode ends (also across chunk boundaries), next_obs, versions, the zero-copy
- * hand-off's reference counting, and the ingest check for non-finite values. */
+ * hand-off's reference counting, and the ingest check for non-finite values; the recurrent state
+ * column against the bridge's reset rule replayed over the rows, with episode ends at every
+ * position relative to the chunk boundaries. */
 #include "runtime/streams/chunk.h"
 #include "test.h"
 
@@ -21,7 +23,7 @@ static void test_rows_and_resets(void)
 {
     gb_error err = {0};
     int64_t shape[1] = {2};
-    CHECK_OK(gb_chunk_layout_init(&layout, 4, GB_DTYPE_FLOAT32, 1, shape, 1, 1, &err));
+    CHECK_OK(gb_chunk_layout_init(&layout, 4, GB_DTYPE_FLOAT32, 1, shape, 1, 1, 0, &err));
     CHECK_EQ_INT(layout.bytes[GB_CHUNK_OBS], 4 * 2 * 4);
     CHECK_EQ_INT(layout.offset[GB_CHUNK_REWARD] % 64, 0);
     gb_chunk_builder *b = NULL;
@@ -123,7 +125,7 @@ static void test_end_on_last_row(void)
     /* Zero-copy hand-off: the block lives until every frame's free function ran. */
     gb_wire_payload p[GB_CHUNK_NCOLS];
     gb_chunk_payloads(&layout, &c, p);
-    for (int i = 0; i < GB_CHUNK_NCOLS; i++) {
+    for (int i = 0; i < layout.ncols; i++) {
         CHECK(p[i].data == (char *)c.block + layout.offset[i]);
         p[i].free_fn((void *)p[i].data, p[i].hint); /* ASan catches a premature free */
     }
@@ -137,7 +139,7 @@ static void test_out_of_memory_restarts(void)
 {
     gb_error err = {0};
     int64_t shape[1] = {2};
-    CHECK_OK(gb_chunk_layout_init(&layout, 2, GB_DTYPE_FLOAT32, 1, shape, 1, 1, &err));
+    CHECK_OK(gb_chunk_layout_init(&layout, 2, GB_DTYPE_FLOAT32, 1, shape, 1, 1, 0, &err));
     gb_chunk_builder *b = NULL;
     CHECK_OK(gb_chunk_builder_create(&layout, 1, &b, &err));
     if (!b)
@@ -177,10 +179,10 @@ static void test_nonfinite(void)
     gb_error err = {0};
     int64_t shape[1] = {3};
     gb_chunk_layout l;
-    CHECK_OK(gb_chunk_layout_init(&l, 5, GB_DTYPE_FLOAT32, 1, shape, 0, 2, &err));
+    CHECK_OK(gb_chunk_layout_init(&l, 5, GB_DTYPE_FLOAT32, 1, shape, 0, 2, 0, &err));
     unsigned char *block = calloc(1, l.block_bytes + 1), *shifted = malloc(l.block_bytes + 1);
     const void *cols[GB_CHUNK_NCOLS];
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+    for (int c = 0; c < l.ncols; c++)
         cols[c] = block + l.offset[c];
     CHECK_EQ_INT(gb_chunk_nonfinite(&l, cols), -1);
     const float bad[3] = {NAN, INFINITY, -INFINITY};
@@ -198,7 +200,7 @@ static void test_nonfinite(void)
                 /* the same bytes one past a 4-byte boundary, as a wire frame may be */
                 memcpy(shifted + 1, block, l.block_bytes);
                 const void *sc[GB_CHUNK_NCOLS];
-                for (int d = 0; d < GB_CHUNK_NCOLS; d++)
+                for (int d = 0; d < l.ncols; d++)
                     sc[d] = shifted + 1 + l.offset[d];
                 found += gb_chunk_nonfinite(&l, sc) == c;
                 col[i] = 1e30f; /* large but finite */
@@ -213,15 +215,179 @@ static void test_nonfinite(void)
     free(block);
     free(shifted);
     /* uint8 observations are never non-finite */
-    CHECK_OK(gb_chunk_layout_init(&l, 5, GB_DTYPE_UINT8, 1, shape, 1, 1, &err));
+    CHECK_OK(gb_chunk_layout_init(&l, 5, GB_DTYPE_UINT8, 1, shape, 1, 1, 0, &err));
     block = malloc(l.block_bytes);
     memset(block, 0xff, l.block_bytes);
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+    for (int c = 0; c < l.ncols; c++)
         cols[c] = block + l.offset[c];
     memset(block + l.offset[GB_CHUNK_REWARD], 0, l.bytes[GB_CHUNK_REWARD]);
     memset(block + l.offset[GB_CHUNK_LOGP], 0, l.bytes[GB_CHUNK_LOGP]);
     CHECK_EQ_INT(gb_chunk_nonfinite(&l, cols), -1);
     free(block);
+}
+
+/* The state column's layout: present only with S > 0, per item [S] float32 after version; a
+ * layout without it is the one before cores, and neither matches the other. */
+static void test_state_layout(void)
+{
+    gb_error err = {0};
+    int64_t shape[1] = {3};
+    gb_chunk_layout none, with;
+    CHECK_OK(gb_chunk_layout_init(&none, 5, GB_DTYPE_FLOAT32, 1, shape, 1, 1, 0, &err));
+    CHECK_OK(gb_chunk_layout_init(&with, 5, GB_DTYPE_FLOAT32, 1, shape, 1, 1, 6, &err));
+    CHECK_EQ_INT(none.ncols, GB_CHUNK_NCOLS - 1);
+    CHECK_EQ_INT(none.state_size, 0);
+    CHECK_EQ_INT(none.bytes[GB_CHUNK_STATE], 0);
+    CHECK_EQ_INT(with.ncols, GB_CHUNK_NCOLS);
+    CHECK(strcmp(with.desc[GB_CHUNK_STATE].name, "state") == 0);
+    CHECK_EQ_INT(with.desc[GB_CHUNK_STATE].dtype, GB_DTYPE_FLOAT32);
+    CHECK_EQ_INT(with.desc[GB_CHUNK_STATE].rank, 1);
+    CHECK_EQ_INT(with.desc[GB_CHUNK_STATE].shape[0], 6);
+    CHECK_EQ_INT(with.bytes[GB_CHUNK_STATE], 6 * 4);
+    CHECK_EQ_INT(with.offset[GB_CHUNK_STATE] % 64, 0);
+    /* the columns before it are laid out as without a core */
+    for (int c = 0; c < none.ncols; c++)
+        CHECK(with.offset[c] == none.offset[c] && with.bytes[c] == none.bytes[c]);
+    CHECK(with.block_bytes > none.block_bytes);
+    int ndim, per_item;
+    const int64_t *ish;
+    gb_chunk_column_item(&with, GB_CHUNK_STATE, &ndim, &ish, &per_item);
+    CHECK(per_item == 1 && ndim == 1 && ish[0] == 6);
+    CHECK_EQ_INT(gb_chunk_matches(&with, with.desc, with.ncols), 1);
+    CHECK_EQ_INT(gb_chunk_matches(&none, none.desc, none.ncols), 1);
+    CHECK_EQ_INT(gb_chunk_matches(&with, none.desc, none.ncols), 0);
+    CHECK_EQ_INT(gb_chunk_matches(&none, with.desc, with.ncols), 0);
+    gb_chunk_layout wider;
+    CHECK_OK(gb_chunk_layout_init(&wider, 5, GB_DTYPE_FLOAT32, 1, shape, 1, 1, 8, &err));
+    CHECK_EQ_INT(gb_chunk_matches(&with, wider.desc, wider.ncols), 0);
+    CHECK(gb_chunk_layout_init(&wider, 5, GB_DTYPE_FLOAT32, 1, shape, 1, 1, -1, &err) ==
+          GB_EINVAL);
+    /* a NaN in the state is found like one in any floating column */
+    unsigned char *block = calloc(1, with.block_bytes);
+    const void *cols[GB_CHUNK_NCOLS];
+    for (int c = 0; c < with.ncols; c++)
+        cols[c] = block + with.offset[c];
+    CHECK_EQ_INT(gb_chunk_nonfinite(&with, cols), -1);
+    ((float *)(block + with.offset[GB_CHUNK_STATE]))[5] = NAN;
+    CHECK_EQ_INT(gb_chunk_nonfinite(&with, cols), GB_CHUNK_STATE);
+    free(block);
+}
+
+enum { ST_S = 3, ST_T = 4, ST_STEPS = 160 };
+
+/* Episode lengths 1, 2, ..., 7, again and again: with reset rows, ends fall at every position
+ * of a 4-row chunk. */
+static int ends_at(int step)
+{
+    int end = -1;
+    for (int len = 1;; len = len % 7 + 1) {
+        end += len;
+        if (end >= step)
+            return end == step;
+    }
+}
+
+/* The state column over many episodes against the bridge's rule replayed over the rows: row 0
+ * of the stream enters with zeros; the row after a valid row enters with the state that row
+ * produced (staged by gb_chunk_set_state); the row after a reset row with zeros. Each chunk's
+ * state column is what its row 0 entered with: a chunk beginning with a reset row carries the
+ * ended episode's last state, one beginning with a new episode's first row zeros, one
+ * mid-episode the state before it. obs[0] of every row is its index in the stream. */
+static void test_state_column(void)
+{
+    gb_error err = {0};
+    int64_t shape[1] = {2};
+    gb_chunk_layout l;
+    CHECK_OK(gb_chunk_layout_init(&l, ST_T, GB_DTYPE_FLOAT32, 1, shape, 1, 1, ST_S, &err));
+    gb_chunk_builder *b = NULL;
+    CHECK_OK(gb_chunk_builder_create(&l, 2, &b, &err));
+    if (!b)
+        return;
+    static float enter[2 * ST_STEPS + 2][ST_S]; /* the state each row enters with */
+    static int kind[2 * ST_STEPS + 2];           /* 0 mid-episode, 1 reset row, 2 new episode */
+    memset(enter, 0, sizeof enter);
+    kind[0] = 2;
+    int row = 0, chunks = 0, seen[3] = {0}, nonzero_reset = 0;
+    float o[2] = {0, 1}, f[2] = {0, 1};
+    gb_chunk_start(b, 1, o);
+    for (int t = 0; t < ST_STEPS; t++) {
+        int64_t a = t;
+        gb_chunk_act(b, 1, &a, 0, 1);
+        float out[ST_S] = {(float)t + 1, 0.5f * (float)t, -(float)t - 2}; /* never all zero */
+        gb_chunk_set_state(b, 1, out);
+        int ended = ends_at(t);
+        memcpy(enter[row + 1], out, sizeof out); /* the next row: the reset row, or the next */
+        kind[row + 1] = ended ? 1 : 0;
+        if (ended) {
+            memset(enter[row + 2], 0, sizeof enter[0]);
+            kind[row + 2] = 2;
+        }
+        f[0] = (float)(row + 1);
+        o[0] = (float)(row + (ended ? 2 : 1));
+        CHECK_OK(gb_chunk_step(b, 1, 1, ended, 0, ended, f, o, &err));
+        row += ended ? 2 : 1;
+        gb_chunk c;
+        while (gb_chunk_take(b, &c)) {
+            const float *obs = gb_chunk_column(&l, c.block, GB_CHUNK_OBS);
+            const float *st = gb_chunk_column(&l, c.block, GB_CHUNK_STATE);
+            int r0 = chunks * ST_T;
+            CHECK_MSG(obs[0] == (float)r0, "chunk %d starts at row %g, not %d", chunks, obs[0],
+                      r0);
+            CHECK_MSG(memcmp(st, enter[r0], sizeof enter[0]) == 0,
+                      "chunk %d (row %d, kind %d): state %g %g %g, expected %g %g %g", chunks,
+                      r0, kind[r0], st[0], st[1], st[2], enter[r0][0], enter[r0][1],
+                      enter[r0][2]);
+            seen[kind[r0]]++;
+            nonzero_reset += kind[r0] == 1 && st[0] != 0;
+            chunks++;
+            gb_chunk_release(c.block);
+        }
+    }
+    CHECK(chunks > 30);
+    /* every case met, more than once */
+    CHECK_MSG(seen[0] > 1 && seen[1] > 1 && seen[2] > 1, "mid %d, reset %d, new episode %d",
+              seen[0], seen[1], seen[2]);
+    CHECK_EQ_INT(nonzero_reset, seen[1]);
+    gb_chunk_builder_destroy(b);
+}
+
+/* Out of memory where a chunk finishes: the stream restarts at the observation it was given,
+ * from the carry mid-episode and from zeros when that observation starts a new episode. */
+static void test_state_out_of_memory(void)
+{
+    gb_error err = {0};
+    int64_t shape[1] = {2};
+    gb_chunk_layout l;
+    CHECK_OK(gb_chunk_layout_init(&l, 2, GB_DTYPE_FLOAT32, 1, shape, 1, 1, 2, &err));
+    for (int ended = 0; ended <= 1; ended++) {
+        gb_chunk_builder *b = NULL;
+        CHECK_OK(gb_chunk_builder_create(&l, 1, &b, &err));
+        if (!b)
+            return;
+        float o[2] = {0, 0};
+        int64_t a = 0;
+        gb_chunk_start(b, 0, o);
+        const float s1[2] = {1, 1}, s2[2] = {2, 2}, s3[2] = {3, 3};
+        gb_chunk_act(b, 0, &a, 0, 1);
+        gb_chunk_set_state(b, 0, s1);
+        CHECK_OK(gb_chunk_step(b, 0, 1, 0, 0, 0, o, o, &err));
+        gb_chunk_act(b, 0, &a, 0, 1);
+        gb_chunk_set_state(b, 0, s2);
+        gb_chunk_fail_next_allocs(1);
+        CHECK_EQ_INT(gb_chunk_step(b, 0, 1, ended, 0, ended, o, o, &err), GB_ENOMEM);
+        for (int t = 0; t < 2; t++) {
+            gb_chunk_act(b, 0, &a, 0, 1);
+            gb_chunk_set_state(b, 0, s3);
+            CHECK_OK(gb_chunk_step(b, 0, 1, 0, 0, 0, o, o, &err));
+        }
+        gb_chunk c;
+        CHECK(gb_chunk_take(b, &c));
+        const float *st = gb_chunk_column(&l, c.block, GB_CHUNK_STATE);
+        CHECK_MSG(ended ? st[0] == 0 && st[1] == 0 : st[0] == 2 && st[1] == 2,
+                  "ended %d: state %g %g", ended, st[0], st[1]);
+        gb_chunk_release(c.block);
+        gb_chunk_builder_destroy(b);
+    }
 }
 
 int main(void)
@@ -230,5 +396,8 @@ int main(void)
     TEST_RUN(test_end_on_last_row);
     TEST_RUN(test_out_of_memory_restarts);
     TEST_RUN(test_nonfinite);
+    TEST_RUN(test_state_layout);
+    TEST_RUN(test_state_column);
+    TEST_RUN(test_state_out_of_memory);
     return test_main_result();
 }

@@ -42,7 +42,7 @@ static int make_learning(gb_learning **L, gb_error *err)
 /* A chunk whose observations carry its id (obs[0] of every row). */
 static void chunk(uint64_t id, void *cols[GB_CHUNK_NCOLS])
 {
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+    for (int c = 0; c < layout.ncols; c++)
         memset(cols[c], 0, layout.bytes[c]);
     float *obs = cols[GB_CHUNK_OBS];
     int64_t row = (int64_t)(layout.bytes[GB_CHUNK_OBS] / sizeof(float)) / layout.T;
@@ -68,7 +68,7 @@ static int child(int fd)
         return 2;
     }
     void *cols[GB_CHUNK_NCOLS];
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
+    for (int c = 0; c < layout.ncols; c++)
         cols[c] = calloc(1, layout.bytes[c]);
     uint64_t id = 1;
     for (; id <= COMMITTED_BEFORE; id++) {
@@ -119,7 +119,8 @@ int main(int argc, char **argv)
     gb_log_init("test", 0, GB_LOG_WARN);
     gb_env_spec spec;
     CHECK_OK(gb_worker_env_space(&cfg, &spec, &space, &err));
-    CHECK_OK(gb_acting_layout_for(&spec, cfg.actors.chunk_len, &layout, &err));
+    CHECK_OK(gb_acting_layout_for(&spec, cfg.actors.chunk_len, gb_config_state_size(&cfg),
+                                  &layout, &err));
     snprintf(run_dir, sizeof run_dir, "%s/learning-attach-%d", argv[2], (int)getpid());
     mkdir(run_dir, 0755);
     snprintf(model_path, sizeof model_path, "%s/trainer-0.model", run_dir);
