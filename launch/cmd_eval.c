@@ -199,6 +199,8 @@ typedef struct eval_state {
     gb_torch_space space;
     gb_torch_learner *learner;
     void *obs, *env_actions, *model_actions;
+    float *state; /* [agents, S]: a core's state per agent, zeros at each episode's start */
+    int64_t state_size;
     float *rewards;
     uint8_t *terminated, *truncated, *acting, *done, *frame;
     double *returns, *lengths;
@@ -217,6 +219,7 @@ static void eval_free(eval_state *s)
     free(s->obs);
     free(s->env_actions);
     free(s->model_actions);
+    free(s->state);
     free(s->rewards);
     free(s->terminated);
     free(s->truncated);
@@ -263,6 +266,8 @@ static int play_episode(eval_state *s, const eval_opts *o, double epsilon, int64
     if (iface->reset(s->env, &buf) != 0)
         return gb_error_set(err, GB_EIO, "%s: reset failed", s->env_name);
     memset(s->done, 0, (size_t)A);
+    if (s->state)
+        memset(s->state, 0, (size_t)A * (size_t)s->state_size * sizeof *s->state);
     double total = 0;
     int64_t t = 0;
     for (;;) {
@@ -275,8 +280,11 @@ static int play_episode(eval_state *s, const eval_opts *o, double epsilon, int64
                 return rc;
         }
         gb_torch_act_out out = {.action = s->model_actions};
-        int rc = gb_torch_model_act(gb_torch_learner_model(s->learner), s->obs, A,
-                                    o->deterministic, epsilon, &out, err);
+        gb_torch_model *m = gb_torch_learner_model(s->learner);
+        int rc = s->state ? gb_torch_model_act_state(m, s->obs, A, o->deterministic, epsilon,
+                                                     NULL, s->state, s->state, &out, err)
+                          : gb_torch_model_act(m, s->obs, A, o->deterministic, epsilon, &out,
+                                               err);
         if (rc || (rc = to_env_actions(s, err)))
             return rc;
         if (iface->step(s->env, &buf) != 0)
@@ -382,6 +390,10 @@ static int eval_prepare(eval_state *s, const eval_opts *o, gb_config *cfg, uint6
     s->obs = calloc(A, gb_env_obs_bytes(&s->spec));
     s->env_actions = calloc(A, gb_env_action_bytes(&s->spec));
     s->model_actions = calloc(A, model_row);
+    s->state_size = gb_config_state_size(cfg);
+    if (s->state_size > 0 &&
+        !(s->state = calloc(A * (size_t)s->state_size, sizeof *s->state)))
+        return gb_error_set(err, GB_ENOMEM, "out of memory for the evaluation buffers");
     s->rewards = calloc(A, sizeof(float));
     s->terminated = calloc(A, 1);
     s->truncated = calloc(A, 1);

@@ -38,14 +38,16 @@ static void on_episode(void *ctx, double episode_return, int64_t length)
 }
 
 /* Sends group g's observations ([rows, *obs], as the chunk layout has them) to the policy
- * workers, and with actors.noise_correlation its rows' exploration noise ([rows, action dim]
- * float32, "noise"). */
+ * workers, with actors.noise_correlation its rows' exploration noise ([rows, action dim]
+ * float32, "noise"), and with a core its rows' state ([rows, S] float32, "state": it lives
+ * here, so any policy worker can answer, and the same request can be sent again). */
 static int request_actions(actor *a, int g, gb_error *err)
 {
     const gb_chunk_layout *l = a->layout;
     int64_t rows;
-    const void *data[2] = {gb_acting_obs(a->acting, g, &rows), gb_acting_noise(a->acting, g)};
-    gb_tensor_desc d[2];
+    const void *data[3] = {gb_acting_obs(a->acting, g, &rows), gb_acting_noise(a->acting, g),
+                           gb_acting_state(a->acting, g)};
+    gb_tensor_desc d[3];
     int64_t shape[GB_WIRE_MAX_RANK];
     shape[0] = rows;
     memcpy(shape + 1, l->obs_shape, (size_t)l->obs_rank * sizeof shape[0]);
@@ -53,12 +55,42 @@ static int request_actions(actor *a, int g, gb_error *err)
     int n = 1;
     if (!rc && data[1]) {
         const int64_t noise_shape[2] = {rows, l->action_dim};
-        rc = gb_wire_set_tensor(&d[1], "noise", GB_DTYPE_FLOAT32, 2, noise_shape, err);
-        n = 2;
+        rc = gb_wire_set_tensor(&d[n], "noise", GB_DTYPE_FLOAT32, 2, noise_shape, err);
+        n++;
+    }
+    if (!rc && data[2]) {
+        const int64_t state_shape[2] = {rows, l->state_size};
+        data[n] = data[2];
+        rc = gb_wire_set_tensor(&d[n], "state", GB_DTYPE_FLOAT32, 2, state_shape, err);
+        n++;
     }
     if (rc)
         return rc;
     return gb_infer_client_send(a->infer, d, data, n, &a->pending[g], err);
+}
+
+/* With a core: the reply's "state" ([rows, S] float32, the state each row leaves this step in)
+ * into group g's rows, checked like the actions. */
+static int take_state(actor *a, int g, const gb_wire_msg *m, gb_error *err)
+{
+    float *rows_state = gb_acting_state(a->acting, g);
+    if (!rows_state)
+        return 0;
+    int64_t rows;
+    gb_acting_obs(a->acting, g, &rows);
+    const int64_t S = a->layout->state_size;
+    int is = gb_wire_msg_find(m, "state");
+    if (is < 0)
+        return gb_error_set(err, GB_EPROTO, "policy reply without a state tensor (the policy "
+                            "has a core: policy.model.core)");
+    gb_tensor_view v = gb_wire_msg_tensor(m, is);
+    const gb_tensor_desc *d = &m->hdr.tensors[is];
+    if (d->dtype != GB_DTYPE_FLOAT32 || d->rank != 2 || d->shape[0] != rows ||
+        d->shape[1] != S || v.bytes != (size_t)rows * (size_t)S * sizeof(float))
+        return gb_error_set(err, GB_EPROTO, "policy reply: state must be float32 [%lld, %lld] "
+                            "(%zu bytes came)", (long long)rows, (long long)S, v.bytes);
+    memcpy(rows_state, v.data, v.bytes);
+    return 0;
 }
 
 static void report(actor *a);
@@ -70,7 +102,10 @@ static int step_group(actor *a, int g, const gb_wire_msg *m, gb_error *err)
     if (ia < 0 || il < 0)
         return gb_error_set(err, GB_EPROTO, "policy reply without action/logp tensors");
     gb_tensor_view act = gb_wire_msg_tensor(m, ia), logp = gb_wire_msg_tensor(m, il);
-    int rc = gb_acting_step(a->acting, g, act.data, act.bytes, logp.data, logp.bytes,
+    int rc = take_state(a, g, m, err);
+    if (rc)
+        return rc;
+    rc = gb_acting_step(a->acting, g, act.data, act.bytes, logp.data, logp.bytes,
                             m->hdr.policy_version, err);
     if (rc)
         return rc;
@@ -192,15 +227,19 @@ static int actor_connect(actor *a, char ***policy_eps, int *npolicy, char ***tra
                          ntrainer, err)))
         return rc;
     size_t arow = gb_acting_action_row_bytes(a->acting);
+    size_t srow = (size_t)gb_acting_state_size(a->acting) * sizeof(float);
+    size_t widest = arow > 4 ? arow : 4; /* an action row, or a logp */
+    widest = srow > widest ? srow : widest;
     gb_infer_client_opts io = {.endpoints = (const char *const *)*policy_eps,
                                .n_endpoints = *npolicy,
                                .timeout_ms = (int)cfg->streams.inference_timeout_ms,
                                .role = w->role,
                                .index = w->index,
-                               /* a reply holds actions and logp for at most the whole ring */
+                               /* a reply holds actions, logp (and state) for at most the
+                                * whole ring */
                                .max_frame = (uint64_t)gb_acting_copies(a->acting) *
                                             (uint64_t)gb_acting_spec(a->acting)->agents *
-                                            (arow > 4 ? arow : 4)};
+                                            widest};
     gb_sample_sender_opts so = {.endpoints = (const char *const *)*trainer_eps,
                                 .n_endpoints = *ntrainer,
                                 .hwm = (int)cfg->streams.sample_hwm,

@@ -63,16 +63,22 @@ static int insert_chunk(inline_run *r, const gb_chunk *c, gb_error *err)
     }
 }
 
-/* Acts for group g with the learner's model, steps it, inserts the finished chunks, then trains
- * as often as the rate limiter allows. */
+/* Acts for group g with the learner's model (with a core, on the group's state rows, updated
+ * in place), steps it, inserts the finished chunks, then trains as often as the rate limiter
+ * allows. */
 static int step_group(inline_run *r, int g, gb_error *err)
 {
     int64_t rows;
     const void *obs = gb_acting_obs(r->acting, g, &rows);
     gb_torch_act_out out = {r->actions, r->logp, NULL, NULL};
     int64_t version = (int64_t)gb_torch_model_version(r->model);
-    int rc = gb_torch_model_act_noise(r->model, obs, rows, r->cfg->policy.deterministic,
-                                      r->epsilon, gb_acting_noise(r->acting, g), &out, err);
+    const float *noise = gb_acting_noise(r->acting, g);
+    float *state = gb_acting_state(r->acting, g);
+    const int det = r->cfg->policy.deterministic;
+    int rc = state ? gb_torch_model_act_state(r->model, obs, rows, det, r->epsilon, noise, state,
+                                              state, &out, err)
+                   : gb_torch_model_act_noise(r->model, obs, rows, det, r->epsilon, noise, &out,
+                                              err);
     if (rc == 0)
         rc = gb_acting_step(r->acting, g, r->actions,
                             (size_t)rows * gb_acting_action_row_bytes(r->acting), r->logp,

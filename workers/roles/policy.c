@@ -6,7 +6,10 @@
  * each complete, verified blob, which the inference thread imports between batches (never
  * during one). With policy.pipelined false, the main loop runs the model itself between
  * receiving batches (the same import points). With policy.precision bf16 or int8 the model
- * runs in that precision, its reduced copies rebuilt from the fp32 parameters at each import. */
+ * runs in that precision, its reduced copies rebuilt from the fp32 parameters at each import.
+ * A model with a recurrent core (policy.model.core) keeps no state here: each request brings its
+ * rows' state and the reply takes the next one back (workers/roles/policy_request.h), so any
+ * policy worker serves any request and a restarted one has lost nothing. */
 #include "workers/roles/worker.h"
 
 #include "envs/env.h"
@@ -16,6 +19,7 @@
 #include "runtime/streams/params.h"
 #include "runtime/base/rng.h"
 #include "runtime/streams/wire.h"
+#include "workers/roles/policy_request.h"
 #include "workers/torch/bridge.h"
 
 #include <pthread.h>
@@ -30,12 +34,15 @@ typedef struct policy {
     int64_t rows_cap;
     void *action;  /* [rows_cap] int64 or [rows_cap, A] float32 */
     float *logp;   /* [rows_cap] */
+    int64_t state_size; /* S: floats of a core's state per row; 0 without a core */
+    float *state;  /* [rows_cap, S]: the rows' next state, replied as "state" (S > 0) */
     int64_t served_rows; /* inference thread only */
     /* parameter hand-off: the parameter thread stages, the inference thread applies */
     pthread_mutex_t lock;
     const gb_param_blob *staged;
     _Atomic int64_t applied_version;   /* written by the inference thread, read for metrics */
     _Atomic uint64_t import_failures;
+    _Atomic uint64_t refused; /* requests the model cannot take (gb_policy_request_check) */
     gb_param_subscriber *sub;
     char pub_ep[GB_REGISTRY_ENDPOINT_MAX], fetch_ep[GB_REGISTRY_ENDPOINT_MAX];
     gb_error param_err;
@@ -71,27 +78,12 @@ static void apply_staged(void *user)
 static int infer(void *user, const gb_infer_batch *in, gb_infer_outputs *out, gb_error *err)
 {
     policy *p = user;
-    if (in->ntensors < 1 || in->ntensors > 2 || strcmp(in->descs[0].name, "obs") != 0 ||
-        in->descs[0].dtype != p->space.obs_dtype || in->descs[0].rank != 1 + p->space.obs_ndim)
-        return gb_error_set(err, GB_EPROTO, "inference request: expected one tensor obs of "
-                            "rank %d and dtype %s (and noise)", 1 + p->space.obs_ndim,
-                            gb_dtype_name(p->space.obs_dtype));
-    /* the actors' exploration noise (actors.noise_correlation): [rows, action dim] float32 */
-    const float *noise = NULL;
-    if (in->ntensors == 2) {
-        const gb_tensor_desc *nd = &in->descs[1];
-        if (strcmp(nd->name, "noise") != 0 || nd->dtype != GB_DTYPE_FLOAT32 || nd->rank != 2 ||
-            p->space.discrete || nd->shape[1] != p->space.action_dim)
-            return gb_error_set(err, GB_EPROTO, "inference request: a second tensor must be "
-                                "noise, float32 [rows, %lld], for continuous actions",
-                                (long long)p->space.action_dim);
-        noise = in->inputs[1].data;
+    gb_policy_inputs x;
+    int rc = gb_policy_request_check(&p->space, p->state_size, in, &x, err);
+    if (rc) { /* answered with the error, counted with the malformed ones (rejected) */
+        atomic_fetch_add(&p->refused, (uint64_t)in->n_requests);
+        return rc;
     }
-    for (int d = 0; d < p->space.obs_ndim; d++)
-        if (in->descs[0].shape[1 + d] != p->space.obs_shape[d])
-            return gb_error_set(err, GB_EPROTO, "inference request: observation dimension %d is "
-                                "%lld, expected %lld", d, (long long)in->descs[0].shape[1 + d],
-                                (long long)p->space.obs_shape[d]);
     if (in->rows > p->rows_cap)
         return gb_error_set(err, GB_EINVAL, "batch of %d rows exceeds %lld", in->rows,
                             (long long)p->rows_cap);
@@ -106,8 +98,11 @@ static int infer(void *user, const gb_infer_batch *in, gb_infer_outputs *out, gb
                                        run_steps > steps ? run_steps : steps);
     }
     gb_torch_act_out o = {.action = p->action, .logp = p->logp};
-    int rc = gb_torch_model_act_noise(p->model, in->inputs[0].data, in->rows,
-                                      cfg->policy.deterministic, epsilon, noise, &o, err);
+    rc = p->state_size > 0
+             ? gb_torch_model_act_state(p->model, x.obs, in->rows, cfg->policy.deterministic,
+                                        epsilon, x.noise, x.state, p->state, &o, err)
+             : gb_torch_model_act_noise(p->model, x.obs, in->rows, cfg->policy.deterministic,
+                                        epsilon, x.noise, &o, err);
     if (rc)
         return rc;
     p->served_rows += in->rows;
@@ -120,6 +115,14 @@ static int infer(void *user, const gb_infer_batch *in, gb_infer_outputs *out, gb
     out->ntensors = 2;
     out->data[0] = p->action;
     out->data[1] = p->logp;
+    if (p->state_size > 0) {
+        const int64_t state_shape[2] = {in->rows, p->state_size};
+        if ((rc = gb_wire_set_tensor(&out->descs[2], "state", GB_DTYPE_FLOAT32, 2, state_shape,
+                                     err)))
+            return rc;
+        out->data[2] = p->state;
+        out->ntensors = 3;
+    }
     out->policy_version = atomic_load(&p->applied_version);
     return 0;
 }
@@ -182,6 +185,18 @@ static int policy_model(policy *p, gb_env_spec *spec, gb_error *err)
     p->logp = malloc((size_t)p->rows_cap * sizeof(float));
     if (!p->action || !p->logp)
         return gb_error_set(err, GB_ENOMEM, "out of memory");
+    /* the state each request brings and each reply takes back (gb_config_state_size) */
+    p->state_size = gb_config_state_size(cfg);
+    if (p->state_size > 0) {
+        int64_t model_s = gb_torch_model_state_size(p->model);
+        if (model_s != p->state_size)
+            return gb_error_set(err, GB_EINVAL, "policy: the model carries %lld floats of state "
+                                "a row, the config says %lld (policy.model.core, core_size)",
+                                (long long)model_s, (long long)p->state_size);
+        p->state = malloc((size_t)p->rows_cap * (size_t)p->state_size * sizeof(float));
+        if (!p->state)
+            return gb_error_set(err, GB_ENOMEM, "out of memory");
+    }
     return 0;
 }
 
@@ -238,13 +253,8 @@ static int policy_server_open(policy *p, const gb_env_spec *spec, gb_infer_serve
     int rc = gb_worker_endpoint(w, "inference", name, ep, sizeof ep, err);
     if (rc)
         return rc;
-    /* A request holds one group of an actor's ring, at most all its copies' observations: a
-     * client sending a larger frame is disconnected before it is read */
-    uint64_t obs_bytes = gb_dtype_size(p->space.obs_dtype);
-    for (int d = 0; d < p->space.obs_ndim; d++)
-        obs_bytes *= (uint64_t)p->space.obs_shape[d];
-    const uint64_t noise_bytes =
-        p->space.discrete ? 0 : (uint64_t)p->space.action_dim * sizeof(float);
+    /* A request holds one group of an actor's ring, at most all its copies' observations (and
+     * noise, state): a client sending a larger frame is disconnected before it is read */
     gb_infer_server_opts so = {.endpoint = ep,
                                .max_batch_rows = (int)cfg->policy.max_batch_rows,
                                .max_wait_ms = cfg->policy.max_wait_ms,
@@ -254,10 +264,11 @@ static int policy_server_open(policy *p, const gb_env_spec *spec, gb_infer_serve
                                .user = p,
                                .pipelined = (int)cfg->policy.pipelined,
                                .between = apply_staged,
-                               /* an actor's rows of observations, or of noise */
+                               /* an actor's rows of observations, noise or state */
                                .max_frame = (uint64_t)cfg->actors.envs_per_actor *
                                             (uint64_t)spec->agents *
-                                            (obs_bytes > noise_bytes ? obs_bytes : noise_bytes)};
+                                            gb_policy_request_row_bytes(&p->space,
+                                                                        p->state_size)};
     return gb_infer_server_open(server, w->zctx, &so, err);
 }
 
@@ -268,7 +279,8 @@ static void policy_report(policy *p, gb_infer_server *server)
     gb_infer_server_stats st = gb_infer_server_get_stats(server);
     gb_metrics_set(m, "served_rows", (double)st.rows);
     gb_metrics_set(m, "batches", (double)st.batches);
-    gb_metrics_set(m, "rejected", (double)st.rejected);
+    /* malformed requests, and well-formed ones this model cannot take */
+    gb_metrics_set(m, "rejected", (double)(st.rejected + atomic_load(&p->refused)));
     gb_metrics_set(m, "unsent", (double)st.unsent); /* replies lost: peer gone */
     gb_metrics_set(m, "policy_version", (double)atomic_load(&p->applied_version));
     gb_metrics_set(m, "import_failures", (double)atomic_load(&p->import_failures));
@@ -331,6 +343,7 @@ done:
     gb_torch_model_destroy(p.model);
     free(p.action);
     free(p.logp);
+    free(p.state);
     pthread_mutex_destroy(&p.lock);
     return rc;
 }
