@@ -132,9 +132,10 @@ void gb_chunk_column_item(const gb_chunk_layout *l, int c, int *ndim, const int6
 int gb_chunk_matches(const gb_chunk_layout *l, const gb_tensor_desc *descs, int n);
 
 /* Index of the first floating column (float32: observations when they are, next_obs, a
- * continuous action, reward, logp, state) of a chunk that holds a NaN or an infinity, or -1 when every
- * value is finite. cols[c] as gb_chunk_column or a received message's tensors. One pass over
- * the floating bytes, vectorised, no allocation: cheap enough for every chunk at ingest. */
+ * continuous action, reward, logp, state) of a chunk that holds a NaN or an infinity, or -1
+ * when every value is finite. cols[c] (c < l->ncols) as gb_chunk_column or a received
+ * message's tensors. One pass over the floating bytes, vectorised, no allocation: cheap enough
+ * for every chunk at ingest. */
 int gb_chunk_nonfinite(const gb_chunk_layout *l, const void *const cols[GB_CHUNK_NCOLS]);
 
 /* Pointer to column c of a chunk block. */

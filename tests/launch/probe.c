@@ -17,11 +17,18 @@
  *       registry) without the run's keys: a plain DEALER and a plain PUSH, then the same with
  *       CURVE, the server's right public key (read from SERVER_KEY_FILE's public line) and a
  *       client key pair of its own. Each sends a well-formed inference request and a sample
- *       chunk. Exit 0 when nothing came back within 3 s. */
+ *       chunk. Exit 0 when nothing came back within 3 s.
+ *   probe infer ENDPOINT OBS_DIM STATE_SIZE
+ *       asks a policy worker whose model has a recurrent core (STATE_SIZE floats of state a row)
+ *       for 2 rows of actions as an actor would: without a state, with a state one float too
+ *       wide, with a float64 state (each must be refused: GB_EPROTO), then with a well-formed
+ *       state (answered with action, logp and the rows' next state, float32 [2, STATE_SIZE],
+ *       finite, not all zeros). Exit 0 when all four went so. */
 #include "replay/formats/dataset.h"
 #include "runtime/streams/chunk.h"
 #include "runtime/base/clock.h"
 #include "runtime/streams/curve.h"
+#include "runtime/streams/inference.h"
 #include "runtime/streams/registry.h"
 #include "runtime/streams/sample_stream.h"
 #include "runtime/streams/wire.h"
@@ -270,8 +277,88 @@ static int unkeyed(const char *ep, const char *server_key_file)
     return answered;
 }
 
+/* One request of obs [2, obs_dim] zeros and, when width > 0, a state [2, width] of state_dtype
+ * (values 0.1). Returns the client's answer (0 or the server's code). */
+static int ask(gb_infer_client *c, int64_t obs_dim, gb_dtype state_dtype, int64_t width,
+               gb_wire_msg *reply, gb_error *err)
+{
+    static float obs[2 * 64];
+    static double state[2 * 4096];
+    for (size_t i = 0; i < sizeof state / sizeof state[0]; i++)
+        state[i] = 0.1;
+    static float state32[2 * 4096];
+    for (size_t i = 0; i < sizeof state32 / sizeof state32[0]; i++)
+        state32[i] = 0.1f;
+    gb_tensor_desc d[2];
+    const void *data[2] = {obs, state_dtype == GB_DTYPE_FLOAT64 ? (void *)state : state32};
+    int64_t os[2] = {2, obs_dim}, ss[2] = {2, width};
+    gb_wire_set_tensor(&d[0], "obs", GB_DTYPE_FLOAT32, 2, os, err);
+    int n = 1;
+    if (width > 0 && gb_wire_set_tensor(&d[n++], "state", state_dtype, 2, ss, err) != 0)
+        return GB_EINVAL;
+    return gb_infer_client_request(c, d, data, n, reply, err);
+}
+
+static int infer(const char *ep, long long obs_dim, long long S)
+{
+    if (obs_dim < 1 || obs_dim > 64 || S < 1 || S > 4095) {
+        fprintf(stderr, "probe infer: OBS_DIM 1..64, STATE_SIZE 1..4095\n");
+        return 2;
+    }
+    gb_error err = {0};
+    void *ctx = zmq_ctx_new();
+    const char *eps[1] = {ep};
+    gb_infer_client_opts o = {.endpoints = eps, .n_endpoints = 1, .timeout_ms = 10000,
+                              .role = GB_ROLE_ACTOR, .index = 0};
+    gb_infer_client *c = NULL;
+    gb_wire_msg reply;
+    gb_wire_msg_init(&reply);
+    int failed = 0;
+    if (gb_infer_client_open(&c, ctx, &o, &err)) {
+        fprintf(stderr, "probe: %s\n", err.msg);
+        return 1;
+    }
+    const struct { const char *what; gb_dtype dt; int64_t width; } bad[3] = {
+        {"without a state", GB_DTYPE_FLOAT32, 0}, {"with a state one float too wide", GB_DTYPE_FLOAT32, S + 1},
+        {"with a float64 state", GB_DTYPE_FLOAT64, S}};
+    for (int i = 0; i < 3; i++) {
+        int rc = ask(c, obs_dim, bad[i].dt, bad[i].width, &reply, &err);
+        printf("a request %s: %s (%d)%s%s\n", bad[i].what, rc ? "refused" : "answered", rc,
+               rc ? ": " : "", rc ? err.msg : "");
+        failed |= rc != GB_EPROTO;
+        gb_wire_msg_release(&reply);
+    }
+    int rc = ask(c, obs_dim, GB_DTYPE_FLOAT32, S, &reply, &err);
+    int is = rc ? -1 : gb_wire_msg_find(&reply, "state");
+    int ok = is >= 0 && gb_wire_msg_find(&reply, "action") >= 0 &&
+             gb_wire_msg_find(&reply, "logp") >= 0;
+    if (ok) {
+        const gb_tensor_desc *d = &reply.hdr.tensors[is];
+        gb_tensor_view v = gb_wire_msg_tensor(&reply, is);
+        ok = d->dtype == GB_DTYPE_FLOAT32 && d->rank == 2 && d->shape[0] == 2 &&
+             d->shape[1] == S && v.bytes == (size_t)(2 * S) * sizeof(float);
+        int nonzero = 0;
+        for (int64_t k = 0; ok && k < 2 * S; k++) {
+            float x;
+            memcpy(&x, (const char *)v.data + k * 4, 4);
+            ok &= x == x && x - x == 0; /* finite */
+            nonzero |= x != 0;
+        }
+        ok &= nonzero;
+    }
+    printf("a request with a state: %s\n", rc ? err.msg : ok ? "answered with the next state"
+                                                             : "answered, without a good state");
+    failed |= !ok;
+    gb_wire_msg_release(&reply);
+    gb_infer_client_close(c);
+    zmq_ctx_term(ctx);
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 5 && strcmp(argv[1], "infer") == 0)
+        return infer(argv[2], atoll(argv[3]), atoll(argv[4]));
     if ((argc == 4 || argc == 5) && strcmp(argv[1], "lookup") == 0)
         return lookup(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
     if (argc == 4 && strcmp(argv[1], "unkeyed") == 0)
@@ -282,6 +369,7 @@ int main(int argc, char **argv)
         return steps(argv[2]);
     fprintf(stderr, "usage: probe forge ENDPOINT T OBS_DIM ACTORS | probe steps DIR |\n"
                     "       probe lookup REGISTRY NAME [KEYS_DIR] |\n"
-                    "       probe unkeyed ENDPOINT SERVER_KEY_FILE\n");
+                    "       probe unkeyed ENDPOINT SERVER_KEY_FILE |\n"
+                    "       probe infer ENDPOINT OBS_DIM STATE_SIZE\n");
     return 2;
 }
