@@ -1,6 +1,7 @@
 /* tests/gpu/test_gpu_learning.c: the cuda trainer's learning step (workers/roles/learning.h)
  * against the cpu one, on real replays and learners. For each config given (DQN, PPO, SAC on
- * vectors; DQN with a CNN on uint8 frames): the same seeds, the same chunks, a FIFO replay
+ * vectors; DQN with a CNN on uint8 frames; PPO with an LSTM core, whose chunks' random state
+ * column is the batch's state0, kept on the host): the same seeds, the same chunks, a FIFO replay
  * (selection on the CPU either way, so the batches are the same), STEPS steps on the cpu, then with
  * trainer.device cuda for trainer.collect gpu_zero_copy and cpu_staged, each with and without
  * prefetch. Checked: the initial parameters are equal; every step's loss is within 1e-3
@@ -86,6 +87,8 @@ static void fill(gb_learning *L)
             ((uint8_t *)cols[GB_CHUNK_VALID])[t] = !(i % 5 == 0 && t == 3);
             ((uint8_t *)cols[GB_CHUNK_TERMINATED])[t] = t == layout.T - 1 && i % 3 == 0;
         }
+        for (int64_t k = 0; k < layout.state_size; k++) /* a core's state entering row 0 */
+            ((float *)cols[GB_CHUNK_STATE])[k] = (float)gb_rng_uniform(&rng) - 0.5f;
         CHECK_OK(gb_learning_insert(L, (const void *const *)cols, 0, 0, &err));
     }
     for (int c = 0; c < layout.ncols; c++)
