@@ -106,7 +106,7 @@ static int step_group(actor *a, int g, const gb_wire_msg *m, gb_error *err)
     if (rc)
         return rc;
     rc = gb_acting_step(a->acting, g, act.data, act.bytes, logp.data, logp.bytes,
-                            m->hdr.policy_version, err);
+                        m->hdr.policy_version, err);
     if (rc)
         return rc;
     gb_chunk chunk;
