@@ -1,12 +1,11 @@
 // workers/torch/model.cpp: the models' C API: create (from the config or a TorchScript file),
-// batched act from caller buffers, parameter layout, export and import as one flat buffer.
+// parameter layout, export and import as one flat buffer, precision (the acting forwards:
+// act.cpp).
 #include "workers/torch/model.hpp"
 #include "workers/torch/testing.h"
 #include "workers/torch/precision.hpp"
-#include "workers/torch/sampling.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -80,6 +79,11 @@ static int check_space(const gb_config *cfg, const gb_torch_space *sp, gb_error 
             return gb_error_set(err, GB_EUNSUPPORTED, "sac with a cnn model is not supported "
                                 "(its critics are MLPs over flattened observations)");
     }
+    if (cfg->policy.model.core != GB_CORE_NONE &&
+        (algo != GB_ALGO_PPO || cfg->policy.model.type == GB_MODEL_TORCHSCRIPT))
+        return gb_error_set(err, GB_EUNSUPPORTED, "policy.model.core: a recurrent core is part "
+                            "of a built-in model (mlp or cnn) trained with ppo (recurrent dqn "
+                            "and sac are not built)");
     if (cfg->policy.model.type == GB_MODEL_TORCHSCRIPT && !cfg->policy.model.torchscript[0])
         return gb_error_set(err, GB_EINVAL, "policy.model.type is torchscript but "
                             "policy.model.torchscript is empty");
@@ -140,6 +144,10 @@ int model_init(gb_torch_model *m, const gb_config *cfg, const gb_torch_space *sp
         torch::manual_seed(seed);
         m->net = make_net(cfg, sp, dev);
     }
+    if (m->net->state_size() != gb_config_state_size(cfg))
+        return gb_error_set(err, GB_EINVAL, "the network carries %lld floats of state a row, "
+                            "policy.model.core asks for %lld", (long long)m->net->state_size(),
+                            (long long)gb_config_state_size(cfg));
     if (m->algo == GB_ALGO_SAC) {
         std::vector<float> scale(sp->action_dim), bias(sp->action_dim);
         for (int64_t i = 0; i < sp->action_dim; i++) {
@@ -221,229 +229,6 @@ extern "C" int gbt_model_create(const gb_config *cfg, const gb_torch_space *spac
 }
 
 extern "C" void gbt_model_destroy(gb_torch_model *m) { delete m; }
-
-extern "C" int gbt_model_act(gb_torch_model *m, const void *obs, int64_t n,
-                             int deterministic, double epsilon, gb_torch_act_out *out,
-                             gb_error *err)
-{
-    return gbt_model_act_noise(m, obs, n, deterministic, epsilon, nullptr, out, err);
-}
-
-namespace {
-
-float *values_or_scratch(gb_torch_model *m, float *given, int64_t count)
-{
-    if (given)
-        return given;
-    std::vector<float> &v = m->scratch_values;
-    if ((int64_t)v.size() < count)
-        v.resize((size_t)count);
-    return v.data();
-}
-
-// Network outputs as host float rows, each head contiguous: q, logits [n][k]; mean, log_std
-// [n][d]; value [n]. The heads the algorithm does not use are null.
-struct HostHeads {
-    const float *q = nullptr, *logits = nullptr, *mean = nullptr, *log_std = nullptr;
-    const float *value = nullptr;
-};
-
-// Draws the actions from host rows in plain loops (sampling.h): one libtorch op at most (the
-// draws from the model's generator, in the same order whatever the model's device) instead of
-// a dozen a batch. Fills out's non-null fields.
-void sample_rows(gb_torch_model *m, const HostHeads &h, int64_t n, int deterministic,
-                 double epsilon, const float *noise, gb_torch_act_out *out)
-{
-    const gb_torch_space &sp = m->space;
-    int64_t *action = (int64_t *)out->action;
-    if (sp.discrete && !action) {
-        if ((int64_t)m->scratch_actions.size() < n)
-            m->scratch_actions.resize((size_t)n);
-        action = m->scratch_actions.data();
-    }
-    if (m->algo == GB_ALGO_DQN) {
-        torch::Tensor u;
-        if (!deterministic && epsilon > 0.0)
-            u = torch::rand({n, 2}, m->gen);
-        gb_sample_epsilon_greedy(h.q, n, sp.n_actions, epsilon,
-                                 u.defined() ? u.data_ptr<float>() : nullptr, action, out->value);
-        if (out->logp)
-            std::memset(out->logp, 0, sizeof(float) * (size_t)n);
-        if (out->q)
-            std::memcpy(out->q, h.q, sizeof(float) * (size_t)(n * sp.n_actions));
-        return;
-    }
-    if (m->algo == GB_ALGO_PPO && sp.discrete) {
-        torch::Tensor u;
-        if (!deterministic)
-            u = torch::rand({n}, m->gen);
-        gb_sample_categorical(h.logits, n, sp.n_actions,
-                              u.defined() ? u.data_ptr<float>() : nullptr, action, out->logp);
-    } else {
-        torch::Tensor drawn;
-        const float *z = nullptr;
-        if (!deterministic) {
-            if (!noise)
-                drawn = torch::randn({n, sp.action_dim}, m->gen);
-            z = noise ? noise : drawn.data_ptr<float>();
-        }
-        float *x = values_or_scratch(m, (float *)out->action, n * sp.action_dim);
-        if (m->algo == GB_ALGO_PPO) {
-            gb_sample_gaussian(h.mean, h.log_std, n, sp.action_dim, z, x, out->logp);
-        } else {
-            gb_sample_squashed(h.mean, h.log_std, n, sp.action_dim, z, m->act_scale_host.data(),
-                               m->act_bias_host.data(), x, out->logp);
-            if (out->value)
-                std::memset(out->value, 0, sizeof(float) * (size_t)n);
-            return;
-        }
-    }
-    if (out->value)
-        std::memcpy(out->value, h.value, sizeof(float) * (size_t)n);
-}
-
-// The heads the algorithm samples from: each tensor, where its host rows go and its width.
-struct HeadSlot {
-    const torch::Tensor *t;
-    const float **rows;
-    int64_t width;
-};
-
-// Fills slots (3 at most) with the heads of h that m's algorithm samples from; returns how many.
-int used_heads(const gb_torch_model *m, const Heads &h, HostHeads &hh, HeadSlot slots[3])
-{
-    const gb_torch_space &sp = m->space;
-    int64_t k = sp.discrete ? sp.n_actions : sp.action_dim;
-    if (m->algo == GB_ALGO_DQN) {
-        slots[0] = {&h.q, &hh.q, k};
-        return 1;
-    }
-    if (m->algo == GB_ALGO_PPO && sp.discrete) {
-        slots[0] = {&h.logits, &hh.logits, k};
-        slots[1] = {&h.value, &hh.value, 1};
-        return 2;
-    }
-    slots[0] = {&h.mean, &hh.mean, k};
-    slots[1] = {&h.log_std, &hh.log_std, k};
-    slots[2] = {&h.value, &hh.value, 1};
-    return m->algo == GB_ALGO_PPO ? 3 : 2; // SAC: no value head
-}
-
-// The heads of a cpu model: float rows in place (a copy only for another dtype or an expanded
-// log_std), then sample_rows.
-void act_cpu(gb_torch_model *m, const Heads &h, int64_t n, int deterministic, double epsilon,
-             const float *noise, gb_torch_act_out *out)
-{
-    HostHeads hh;
-    HeadSlot slots[3];
-    torch::Tensor keep[3];
-    int count = used_heads(m, h, hh, slots);
-    for (int i = 0; i < count; i++) {
-        keep[i] = slots[i].t->to(torch::kFloat32).contiguous();
-        *slots[i].rows = keep[i].data_ptr<float>();
-    }
-    sample_rows(m, hh, n, deterministic, epsilon, noise, out);
-}
-
-// Waits for the work queued so far on the current stream of dev (a cuda model's: its copies).
-void sync_stream(torch::Device dev)
-{
-    c10::impl::getDeviceGuardImpl(dev.type())->getStream(dev).synchronize();
-}
-
-// t, a 1-D buffer of dtype on dev (pinned on the host when dev is cuda and t is on the cpu),
-// holds at least count elements: reallocated (doubling at least) only when it is too small.
-void reserve(torch::Tensor &t, int64_t count, torch::ScalarType dtype, torch::Device dev,
-             bool pinned)
-{
-    if (t.defined() && t.numel() >= count)
-        return;
-    int64_t cap = std::max<int64_t>(count, t.defined() ? 2 * t.numel() : 0);
-    t = torch::empty({cap}, torch::TensorOptions().dtype(dtype).device(dev).pinned_memory(pinned));
-}
-
-// A cuda model's observations [n, *shape]: the caller's rows memcpy'd into the pinned staging
-// buffer, then one asynchronous copy to the device buffer, viewed as float [n, *shape] (uint8
-// frames converted on the device). The caller synchronises the stream before the next batch
-// (act's copy back); m->pending until then.
-torch::Tensor obs_staged(gb_torch_model *m, const void *obs, int64_t n)
-{
-    const gb_torch_space &sp = m->space;
-    std::vector<int64_t> shape{n};
-    int64_t bytes = n * (sp.obs_dtype == GB_DTYPE_UINT8 ? 1 : (int64_t)sizeof(float));
-    for (int i = 0; i < sp.obs_ndim; i++) {
-        shape.push_back(sp.obs_shape[i]);
-        bytes *= sp.obs_shape[i];
-    }
-    if (m->pending) { // the previous batch threw before its synchronise: its copy may still run
-        sync_stream(m->device);
-        m->pending = false;
-    }
-    torch::Device host(torch::kCPU);
-    reserve(m->obs_pinned, bytes, torch::kUInt8, host, m->device.is_cuda());
-    reserve(m->obs_dev, bytes, torch::kUInt8, m->device, false);
-    std::memcpy(m->obs_pinned.data_ptr(), obs, (size_t)bytes);
-    torch::Tensor x = m->obs_dev.narrow(0, 0, bytes);
-    x.copy_(m->obs_pinned.narrow(0, 0, bytes), /*non_blocking=*/true);
-    m->pending = true;
-    if (sp.obs_dtype == GB_DTYPE_UINT8)
-        return x.view(shape).to(torch::kFloat32);
-    return x.view(torch::kFloat32).view(shape);
-}
-
-// A cuda model's heads: the ones the algorithm samples from, in float32, packed on the device
-// head after head into one flat [n * W] tensor, one asynchronous copy into the pinned out_pinned,
-// one synchronise, then sample_rows over the host blocks ([n, width] each).
-void act_device(gb_torch_model *m, const Heads &h, int64_t n, int deterministic, double epsilon,
-                const float *noise, gb_torch_act_out *out)
-{
-    HostHeads hh;
-    HeadSlot slots[3];
-    int heads = used_heads(m, h, hh, slots);
-    torch::Tensor parts[3]; // [n * width] each
-    for (int i = 0; i < heads; i++) {
-        const torch::Tensor &t = *slots[i].t;
-        if (!t.defined() || t.numel() != n * slots[i].width)
-            throw std::runtime_error("act: a network head of an unexpected shape");
-        parts[i] = t.to(torch::kFloat32).reshape({-1});
-    }
-    torch::Tensor packed = heads == 1 ? parts[0] : torch::cat(at::TensorList(parts, heads));
-    int64_t count = packed.numel();
-    reserve(m->out_pinned, count, torch::kFloat32, torch::Device(torch::kCPU),
-            m->device.is_cuda());
-    torch::Tensor rows = m->out_pinned.narrow(0, 0, count);
-    rows.copy_(packed, /*non_blocking=*/true);
-    if (m->device.is_cuda())
-        sync_stream(m->device);
-    m->pending = false;
-    const float *p = rows.data_ptr<float>();
-    for (int i = 0; i < heads; i++) {
-        *slots[i].rows = p;
-        p += n * slots[i].width;
-    }
-    sample_rows(m, hh, n, deterministic, epsilon, noise, out);
-}
-
-} // namespace
-
-extern "C" int gbt_model_act_noise(gb_torch_model *m, const void *obs, int64_t n,
-                                   int deterministic, double epsilon, const float *noise,
-                                   gb_torch_act_out *out, gb_error *err)
-{
-    if (n <= 0)
-        return n == 0 ? 0 : gb_error_set(err, GB_EINVAL, "act: n = %lld", (long long)n);
-    return gb_torch_guard(err, "act", [&] {
-        torch::NoGradGuard no_grad;
-        if (m->device.is_cpu()) {
-            act_cpu(m, m->net->forward(obs_tensor(m, obs, n)), n, deterministic, epsilon, noise,
-                    out);
-            return 0;
-        }
-        Heads h = m->net->forward(obs_staged(m, obs, n));
-        act_device(m, h, n, deterministic, epsilon, noise, out);
-        return 0;
-    });
-}
 
 extern "C" void gbt_model_layout(const gb_torch_model *m, const gb_param_entry **table,
                                  int *count, uint64_t *total)
@@ -547,19 +332,6 @@ extern "C" int gbt_model_int8_engine(const char **name, gb_error *err)
 {
     return gb_torch_guard(err, "int8_engine", [&] {
         *name = int8_engine();
-        return 0;
-    });
-}
-
-extern "C" int gbt_model_forward(gb_torch_model *m, const void *obs, int64_t n,
-                                 gb_error *err)
-{
-    if (n <= 0)
-        return n == 0 ? 0 : gb_error_set(err, GB_EINVAL, "forward: n = %lld", (long long)n);
-    return gb_torch_guard(err, "forward", [&] {
-        torch::NoGradGuard no_grad;
-        Heads h = m->net->forward(obs_tensor(m, obs, n));
-        (void)h;
         return 0;
     });
 }

@@ -1,5 +1,5 @@
-// workers/torch/model.hpp: the model behind gb_torch_model (model.cpp): its acting network, its
-// parameter layout and what the learners need from it.
+// workers/torch/model.hpp: the model behind gb_torch_model (model.cpp; its acting forwards:
+// act.cpp): its acting network, its parameter layout and what the learners need from it.
 // defines: struct gb_torch_model, gbt::model_init, gbt::device_for, gbt::obs_tensor, gbt::flat
 #pragma once
 
@@ -26,9 +26,11 @@ struct gb_torch_model {
     std::vector<float> act_scale_host, act_bias_host; // SAC: act_scale, act_bias on the host
     // A cuda model's act: the observations in through obs_pinned (pinned host) -> obs_dev, the
     // heads out through out_pinned (pinned host, float); each grown to the largest batch, then
-    // reused. pending: a copy from obs_pinned may still run (act threw before its synchronise).
+    // reused (a core's state goes in through state_pinned -> state_dev and out with the heads).
+    // pending: a copy from obs_pinned may still run (act threw before its synchronise).
     torch::Tensor obs_pinned, obs_dev; // uint8 [capacity bytes]
     torch::Tensor out_pinned;          // float [capacity]
+    torch::Tensor state_pinned, state_dev; // a core's state in: float [capacity] each
     bool pending = false;
     torch::Tensor param_dev; // a cuda model's import: uint8 [total] on device, the flat blob
 };

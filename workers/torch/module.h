@@ -22,6 +22,10 @@ int gbt_model_act(gb_torch_model *m, const void *obs, int64_t n, int determinist
                   gb_torch_act_out *out, gb_error *err);
 int gbt_model_act_noise(gb_torch_model *m, const void *obs, int64_t n, int deterministic,
                         double epsilon, const float *noise, gb_torch_act_out *out, gb_error *err);
+int64_t gbt_model_state_size(const gb_torch_model *m);
+int gbt_model_act_state(gb_torch_model *m, const void *obs, int64_t n, int deterministic,
+                        double epsilon, const float *noise, const float *state_in,
+                        float *state_out, gb_torch_act_out *out, gb_error *err);
 void gbt_model_layout(const gb_torch_model *m, const gb_param_entry **table, int *count,
                       uint64_t *total);
 int gbt_model_export(const gb_torch_model *m, void *buf, size_t cap, uint64_t *version,

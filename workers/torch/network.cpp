@@ -1,7 +1,9 @@
 // workers/torch/network.cpp: the networks: MLP and Nature-CNN torsos with orthogonal init, the
-// per-algorithm heads (actor-critic, Q, squashed-Gaussian actor), TorchScript models, SAC critics.
+// per-algorithm heads (actor-critic, with or without a recurrent core; Q, squashed-Gaussian
+// actor), TorchScript models, SAC critics.
 #include "workers/torch/network.hpp"
 #include "workers/torch/activation.hpp"
+#include "workers/torch/core.hpp"
 #include "workers/torch/mlp_program.hpp"
 #include "workers/torch/precision.hpp"
 
@@ -133,11 +135,24 @@ struct HeadsModule : torch::nn::Module {
         return obs.flatten(1);
     }
     virtual Heads heads(const torch::Tensor &obs) = 0;
+    // Net's state_size, step and sequence (without a core: heads)
+    virtual int64_t state_size() const { return 0; }
+    virtual Heads step(const torch::Tensor &obs, const torch::Tensor &, torch::Tensor *)
+    {
+        return heads(obs);
+    }
+    virtual Heads sequence(const torch::Tensor &obs, int64_t, int64_t, const torch::Tensor &,
+                           const torch::Tensor &)
+    {
+        return heads(obs);
+    }
 };
 
-// PPO: actor and critic, shared torso or separate ones.
+// PPO: actor and critic, shared torso or separate ones; with a core (policy.model.core), torso
+// -> core -> heads, actor and critic sharing torso and core (policy.model.shared aside).
 struct ActorCritic : HeadsModule {
     torch::nn::Sequential torso{nullptr}, critic_torso{nullptr};
+    Core core{nullptr};
     torch::nn::Linear pi{nullptr}, v{nullptr};
     torch::Tensor log_std;
     bool discrete;
@@ -150,7 +165,11 @@ struct ActorCritic : HeadsModule {
         discrete = sp.discrete;
         int64_t w = 0, wc = 0;
         torso = register_module("torso", make_torso(mc, sp, 0, cnn, &w));
-        if (!mc.shared)
+        if (mc.core != GB_CORE_NONE) {
+            core = register_module("core", Core(mc.core, w, mc.core_size));
+            w = mc.core_size;
+        }
+        if (!mc.shared && !core)
             critic_torso = register_module("critic_torso", make_torso(mc, sp, 0, cnn, &wc));
         else
             wc = w;
@@ -163,22 +182,17 @@ struct ActorCritic : HeadsModule {
     bool plan(MlpProgram &p, int *a, int *b) override
     {
         int t = -1, c = -1;
+        if (core) // the program is a plain MLP's: a core runs through libtorch's modules
+            return false;
         if (!p.torso(torso, -1, &t) || (critic_torso && !p.torso(critic_torso, -1, &c)))
             return false;
         *a = p.head(pi, t);
         *b = p.head(v, critic_torso ? c : t);
         return true;
     }
-    Heads heads(const torch::Tensor &obs) override
+    // pi's and v's outputs as heads
+    Heads make_heads(const torch::Tensor &a, const torch::Tensor &b)
     {
-        torch::Tensor a, b; // pi's and v's outputs
-        if (!run_program(obs, &a, &b)) {
-            torch::Tensor x = prep(obs);
-            torch::Tensor h = seq(torso, x);
-            torch::Tensor hc = critic_torso ? seq(critic_torso, x) : h;
-            a = lin(pi, h);
-            b = lin(v, hc);
-        }
         Heads out;
         if (discrete) {
             out.logits = a;
@@ -188,6 +202,41 @@ struct ActorCritic : HeadsModule {
         }
         out.value = b.squeeze(-1);
         return out;
+    }
+    Heads heads(const torch::Tensor &obs) override
+    {
+        if (core)
+            throw Failure(GB_EINVAL, "the model has a recurrent core (policy.model.core): it "
+                                     "acts with each row's state (model_act_state)");
+        torch::Tensor a, b; // pi's and v's outputs
+        if (!run_program(obs, &a, &b)) {
+            torch::Tensor x = prep(obs);
+            torch::Tensor h = seq(torso, x);
+            torch::Tensor hc = critic_torso ? seq(critic_torso, x) : h;
+            a = lin(pi, h);
+            b = lin(v, hc);
+        }
+        return make_heads(a, b);
+    }
+    int64_t state_size() const override { return core ? core->state_size() : 0; }
+    Heads step(const torch::Tensor &obs, const torch::Tensor &state,
+               torch::Tensor *state_out) override
+    {
+        if (!core)
+            return heads(obs);
+        auto ys = core->step(seq(torso, prep(obs)), state);
+        *state_out = ys.second;
+        return make_heads(lin(pi, ys.first), lin(v, ys.first));
+    }
+    Heads sequence(const torch::Tensor &obs, int64_t B, int64_t T1, const torch::Tensor &state0,
+                   const torch::Tensor &reset_before) override
+    {
+        if (!core)
+            return heads(obs);
+        torch::Tensor f = seq(torso, prep(obs)); // [B*T1, F]
+        torch::Tensor y = core->sequence(f.view({B, T1, f.size(1)}), state0, reset_before)
+                              .reshape({B * T1, core->H});
+        return make_heads(lin(pi, y), lin(v, y));
     }
 };
 
@@ -265,6 +314,17 @@ struct BuiltinNet : Net {
     std::shared_ptr<HeadsModule> mod;
     explicit BuiltinNet(std::shared_ptr<HeadsModule> m) : mod(std::move(m)) {}
     Heads forward(const torch::Tensor &obs) override { return mod->heads(obs); }
+    int64_t state_size() const override { return mod->state_size(); }
+    Heads step(const torch::Tensor &obs, const torch::Tensor &state,
+               torch::Tensor *state_out) override
+    {
+        return mod->step(obs, state, state_out);
+    }
+    Heads sequence(const torch::Tensor &obs, int64_t B, int64_t T1, const torch::Tensor &state0,
+                   const torch::Tensor &reset_before) override
+    {
+        return mod->sequence(obs, B, T1, state0, reset_before);
+    }
     NamedTensors named_tensors() override
     {
         NamedTensors v;
@@ -278,6 +338,9 @@ struct BuiltinNet : Net {
     void set_training(bool on) override { mod->train(on); }
     void set_precision(int precision, int kernels) override
     {
+        if (precision != GB_PRECISION_FP32 && mod->state_size() > 0)
+            throw Failure(GB_EUNSUPPORTED, "a model with a core (policy.model.core) runs its "
+                                           "inference in fp32");
         mod->program.reset();
         bool cpu = true;
         for (const auto &p : mod->parameters(true))
@@ -387,6 +450,20 @@ struct ScriptNet : Net {
 };
 
 } // namespace
+
+Heads select_rows(const Heads &h, const torch::Tensor &idx)
+{
+    auto pick = [&](const torch::Tensor &t) {
+        return t.defined() ? t.index_select(0, idx) : torch::Tensor();
+    };
+    Heads out;
+    out.logits = pick(h.logits);
+    out.mean = pick(h.mean);
+    out.log_std = pick(h.log_std);
+    out.value = pick(h.value);
+    out.q = pick(h.q);
+    return out;
+}
 
 CriticImpl::CriticImpl(const gb_config_model &mc, int64_t in_dim)
 {

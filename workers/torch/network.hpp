@@ -1,6 +1,6 @@
 // workers/torch/network.hpp: the bridge's networks (network.cpp): built-in MLP/CNN policies,
 // TorchScript policies, SAC critics.
-// defines: gbt::Heads, gbt::Net, gbt::make_net, gbt::Critic, gbt::init_mutex
+// defines: gbt::Heads, gbt::select_rows, gbt::Net, gbt::make_net, gbt::Critic, gbt::init_mutex
 #pragma once
 
 #include "workers/torch/internal.hpp"
@@ -19,10 +19,38 @@ struct Heads {
     torch::Tensor q;       // [N, n]   DQN
 };
 
-// A policy network, built-in or TorchScript.
+// The rows idx ([k] int64 on their device) of every defined head.
+Heads select_rows(const Heads &h, const torch::Tensor &idx);
+
+// A policy network, built-in or TorchScript. A network with a recurrent core (state_size() S >
+// 0, workers/torch/core.hpp) acts through step and trains through sequence; its forward throws
+// (it never runs on a silent zero state). Without one, step and sequence are forward.
 struct Net {
     virtual ~Net() = default;
     virtual Heads forward(const torch::Tensor &obs) = 0; // obs: float [N, *obs_shape] on device
+    // Floats of state per row (bridge.h's Cores): 0 without a core.
+    virtual int64_t state_size() const { return 0; }
+    // One step: obs [N, *obs_shape], state [N, S] entering it -> heads, and *state_out [N, S]
+    // leaving it (left alone without a core).
+    virtual Heads step(const torch::Tensor &obs, const torch::Tensor &state,
+                       torch::Tensor *state_out)
+    {
+        (void)state;
+        (void)state_out;
+        return forward(obs);
+    }
+    // B sequences of T1 rows: obs [B*T1, *obs_shape] (sequence-major), state0 [B, S] entering
+    // row 0, reset_before [B, T1] float (1: state zeroed before the row) -> heads over the
+    // B*T1 rows, in the same order.
+    virtual Heads sequence(const torch::Tensor &obs, int64_t B, int64_t T1,
+                           const torch::Tensor &state0, const torch::Tensor &reset_before)
+    {
+        (void)B;
+        (void)T1;
+        (void)state0;
+        (void)reset_before;
+        return forward(obs);
+    }
     virtual NamedTensors named_tensors() = 0;           // parameters, then buffers; fixed order
     virtual std::vector<torch::Tensor> parameters() = 0;
     virtual void set_training(bool on) = 0;

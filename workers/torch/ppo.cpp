@@ -1,6 +1,7 @@
 // workers/torch/ppo.cpp: PPO: GAE over trajectory chunks, clipped objective, optional clipped
-// value loss, entropy bonus, advantage normalisation, minibatch epochs, gradient clipping.
-#include "workers/torch/algorithm.hpp"
+// value loss, entropy bonus, advantage normalisation, minibatch epochs, gradient clipping (a
+// recurrent core's sequences: ppo_seq.cpp).
+#include "workers/torch/ppo.hpp"
 #include "workers/torch/testing.h"
 #include "workers/torch/targets.h"
 
@@ -71,13 +72,6 @@ static gb_torch_ppo_terms fused_minibatch(const Heads &h, const torch::Tensor &a
     return terms;
 }
 
-// The batch's valid steps, gathered once for the epochs, one row each: observations, actions,
-// behaviour log-probabilities, advantages, returns and pre-update values (on the device).
-struct PpoSteps {
-    int64_t N = 0;
-    torch::Tensor o, act, old_logp, A, R, V0;
-};
-
 // Prioritized replay's chunk priorities: mean |advantage| over each chunk's valid steps.
 static void ppo_priorities(const gb_torch_batch *b, const torch::Tensor &adv, float *prio)
 {
@@ -91,10 +85,12 @@ static void ppo_priorities(const gb_torch_batch *b, const torch::Tensor &adv, fl
 }
 
 // Gathers the valid steps of b (obs: [B*(T+1), *obs] on the device; values [B, T+1], adv and ret
-// [B, T] on the CPU) and the explained variance of the returns by the pre-update values.
+// [B, T] on the CPU) and the explained variance of the returns by the pre-update values. Their
+// observations only when with_obs (a core's minibatches take whole chunks from obs instead).
 static PpoSteps ppo_steps(const gb_torch_learner *l, const gb_torch_batch *b,
                           const torch::Tensor &obs, const torch::Tensor &values,
-                          const torch::Tensor &adv, const torch::Tensor &ret, gb_torch_stats *st)
+                          const torch::Tensor &adv, const torch::Tensor &ret, bool with_obs,
+                          gb_torch_stats *st)
 {
     const int64_t B = b->B, T = b->T;
     const gb_torch_space &sp = l->model->space;
@@ -116,7 +112,8 @@ static PpoSteps ppo_steps(const gb_torch_learner *l, const gb_torch_batch *b,
     auto lopt = torch::TensorOptions().dtype(torch::kInt64);
     torch::Tensor step_idx = torch::from_blob(valid_steps.data(), {S.N}, lopt).clone();
     torch::Tensor row_idx = torch::from_blob(rows.data(), {S.N}, lopt).clone().to(dev);
-    S.o = obs.index_select(0, row_idx);
+    if (with_obs)
+        S.o = obs.index_select(0, row_idx);
     if (sp.discrete)
         S.act = cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, step_idx).to(dev);
     else
@@ -167,10 +164,34 @@ static gb_torch_ppo_terms libtorch_minibatch(const Heads &h, const torch::Tensor
     return terms;
 }
 
-// The epochs: `steps` optimiser steps of minibatches of up to mb valid steps each, per epoch;
-// epoch means of the terms into st.
-static void ppo_epochs(gb_torch_learner *l, const PpoSteps &S, int64_t steps, int64_t mb,
-                       gb_torch_stats *st)
+// Minibatches of independent steps: up to mb of the valid steps each, shuffled every epoch.
+struct StepMinibatches : PpoMinibatches {
+    gb_torch_learner *l;
+    const PpoSteps &S;
+    int64_t mb;
+    torch::Tensor perm;
+    StepMinibatches(gb_torch_learner *learner, const PpoSteps &steps, int64_t size)
+        : l(learner), S(steps), mb(size)
+    {
+    }
+    void shuffle() override
+    {
+        auto lopt = torch::TensorOptions().dtype(torch::kInt64);
+        perm = S.N > 0 ? torch::randperm(S.N, l->gen, lopt).to(l->device) : torch::Tensor();
+    }
+    bool get(int64_t k, Heads *h, torch::Tensor *idx) override
+    {
+        const int64_t start = k * mb, len = std::min(mb, S.N - start);
+        if (len <= 0)
+            return false;
+        *idx = perm.narrow(0, start, len);
+        *h = l->model->net->forward(S.o.index_select(0, *idx));
+        return true;
+    }
+};
+
+void ppo_epochs(gb_torch_learner *l, const PpoSteps &S, int64_t steps, PpoMinibatches &mbs,
+                gb_torch_stats *st)
 {
     const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
     const gb_config_ppo &pc = ac.ppo;
@@ -179,24 +200,22 @@ static void ppo_epochs(gb_torch_learner *l, const PpoSteps &S, int64_t steps, in
     const int64_t N = S.N;
     // On the CPU the loss and its gradients are one pass of C (fused_losses.c), backward runs
     // from the log-probabilities and values; aux holds each step's other inputs as one row.
-    const bool fused = l->device.is_cpu() && N > 0 && S.o.scalar_type() == torch::kFloat32;
+    const bool fused = l->device.is_cpu() && N > 0 &&
+                       (!S.o.defined() || S.o.scalar_type() == torch::kFloat32);
     const gb_torch_ppo_coefs coefs = {pc.clip, pc.value_coef, pc.entropy_coef,
                                       pc.clip_value != 0, pc.normalize_advantages != 0};
     torch::Tensor aux = fused ? torch::stack({S.old_logp, S.A, S.V0, S.R}, 1).contiguous()
                               : torch::Tensor();
-    auto lopt = torch::TensorOptions().dtype(torch::kInt64);
     l->opt->set_lr(st->lr);
     std::vector<torch::Tensor> params = m->net->parameters();
     double s_pol = 0, s_val = 0, s_ent = 0, s_kl = 0, s_cf = 0;
     int64_t count = 0, done = 0;
     for (int64_t e = 0; e < pc.epochs; e++) {
-        torch::Tensor perm = N > 0 ? torch::randperm(N, l->gen, lopt).to(l->device)
-                                   : torch::Tensor();
+        mbs.shuffle();
         for (int64_t k = 0; k < steps; k++) {
-            const int64_t start = k * mb, len = std::min(mb, N - start);
-            if (len > 0) {
-                torch::Tensor idx = perm.narrow(0, start, len);
-                Heads h = m->net->forward(S.o.index_select(0, idx));
+            Heads h;
+            torch::Tensor idx;
+            if (mbs.get(k, &h, &idx)) {
                 torch::Tensor a_mb = S.act.index_select(0, idx);
                 gb_torch_ppo_terms terms =
                     fused ? fused_minibatch(h, a_mb, aux.index_select(0, idx), sp, coefs,
@@ -234,24 +253,27 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
     const gb_config_ppo &pc = ac.ppo;
     const int64_t B = b->B, T = b->T;
+    const bool core = l->model->net->state_size() > 0;
 
     torch::Tensor obs = batch_obs(l, b); // [B*(T+1), *obs]
     torch::Tensor values;                // [B, T+1] pre-update V, CPU
     {
         torch::NoGradGuard no_grad;
-        values = l->model->net->forward(obs).value.to(torch::kCPU).to(torch::kFloat32)
-                     .contiguous();
+        Heads h = core ? ppo_seq_forward(l, b, obs) : l->model->net->forward(obs);
+        values = h.value.to(torch::kCPU).to(torch::kFloat32).contiguous();
     }
     torch::Tensor adv = torch::empty({B, T}), ret = torch::empty({B, T});
     gb_torch_gae(B, T, b->reward, values.data_ptr<float>(), b->terminated, b->truncated,
                  b->valid, ac.gamma, pc.gae_lambda, adv.data_ptr<float>(), ret.data_ptr<float>());
 
-    PpoSteps S = ppo_steps(l, b, obs, values, adv, ret, st);
+    PpoSteps S = ppo_steps(l, b, obs, values, adv, ret, !core, st);
     const int64_t N = S.N;
     if (prio)
         ppo_priorities(b, adv, prio);
     st->samples = N;
     st->lr = learner_lr(l, ac.lr);
+    if (core)
+        return ppo_seq_epochs(l, b, obs, S, st);
     // Minibatches per epoch: up to pc.minibatches of mb steps each. Data-parallel ranks hold
     // different numbers of valid steps, so the number of optimiser steps is agreed (the largest);
     // a rank with fewer minibatches (or none) takes part in the extra steps without a gradient.
@@ -260,7 +282,8 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     const int64_t steps = group_max(l, N > 0 ? (N + mb - 1) / mb : 0);
     if (steps == 0)
         return;
-    ppo_epochs(l, S, steps, mb, st);
+    StepMinibatches mbs(l, S, mb);
+    ppo_epochs(l, S, steps, mbs, st);
 }
 
 // PPO trains the acting model alone (actor and critic heads).

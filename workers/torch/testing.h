@@ -2,7 +2,7 @@
  * callable on caller arrays, and a writer of a TorchScript test module. Only tests call these
  * (they link the bridge, gearbox_torch); they are not in the table (workers/torch/bridge.h).
  * defines: gb_torch_squashed_gaussian_logp, gb_torch_ppo_loss, gb_torch_dqn_loss,
- *          gb_torch_sac_loss, gb_torch_write_test_script */
+ *          gb_torch_sac_loss, gb_torch_write_test_script, gb_torch_learner_sequence */
 #ifndef GB_WORKERS_TORCH_TESTING_H
 #define GB_WORKERS_TORCH_TESTING_H
 
@@ -53,6 +53,14 @@ int gb_torch_sac_loss(const float *q1, const float *q2, const float *q1t, const 
  * Returns 0 or GB_ETORCH. */
 int gb_torch_write_test_script(const char *path, int64_t obs_dim, int64_t n_actions,
                                uint64_t seed, gb_error *err);
+
+/* The forward a PPO learner trains on (recurrent PPO's; without a core the plain forward): its
+ * model over batch b's chunks as sequences from b->state0 with the reset rule of bridge.h's
+ * "Cores". logp [B, T] (may be NULL) receives the log-probabilities of b's actions, value
+ * [B, T+1] (may be NULL) the values, row T of each chunk next_obs's. Returns 0, GB_EINVAL or
+ * GB_ETORCH. */
+int gb_torch_learner_sequence(gb_torch_learner *l, const gb_torch_batch *b, float *logp,
+                              float *value, gb_error *err);
 
 #ifdef __cplusplus
 }

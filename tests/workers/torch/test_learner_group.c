@@ -1,9 +1,10 @@
 /* tests/workers/torch/test_learner_group.c: data-parallel learners (gb_torch_learner_set_group)
  * across two forked ranks on a FileStore group:
- * - replicas: each algorithm (DQN, PPO, SAC) starts from different seeds per rank, takes rank 0's
- *   state at set_group, then trains on different batches per rank (uneven valid counts, and a
- *   step where one rank has no valid step at all): the checksums agree on both ranks after every
- *   step, and differ from a learner without a group trained on rank 0's batches alone;
+ * - replicas: each algorithm (DQN, PPO, PPO with an LSTM core, SAC) starts from different seeds
+ *   per rank, takes rank 0's state at set_group, then trains on different batches per rank
+ *   (uneven valid counts, and a step where one rank has no valid step at all): the checksums
+ *   agree on both ranks after every step, and differ from a learner without a group trained on
+ *   rank 0's batches alone;
  * - the union: DQN steps of 2 ranks x 4 fully valid chunks equal steps of a learner without a
  *   group on the 8 chunks (each rank's mean gradient over the same number of valid steps: their
  *   mean is the union's mean gradient), in gradient norm and in every parameter;
@@ -121,7 +122,8 @@ static int replicas_rank(int rank, const char *store)
     const char *algo = replica_algo;
     gb_error err = {0};
     gb_config cfg;
-    if (make_cfg(&cfg, algo, "") != 0)
+    const int lstm = strcmp(algo, "ppo_lstm") == 0; /* minibatches of whole chunks */
+    if (make_cfg(&cfg, lstm ? "ppo" : algo, lstm ? ", core: lstm, core_size: 8" : "") != 0)
         return 1;
     gb_torch_space sp = strcmp(algo, "sac") == 0 ? box_space() : discrete_space();
     gb_group *g = open_pair(rank, store, 30.0);
@@ -187,6 +189,7 @@ static void replicas(const char *algo)
 
 static void test_replicas_dqn(void) { replicas("dqn"); }
 static void test_replicas_ppo(void) { replicas("ppo"); }
+static void test_replicas_ppo_lstm(void) { replicas("ppo_lstm"); }
 static void test_replicas_sac(void) { replicas("sac"); }
 
 /* ---- two ranks' step = one step on the union ------------------------------------------------ */
@@ -322,6 +325,7 @@ int main(void)
     }
     TEST_RUN(test_replicas_dqn);
     TEST_RUN(test_replicas_ppo);
+    TEST_RUN(test_replicas_ppo_lstm);
     TEST_RUN(test_replicas_sac);
     TEST_RUN(test_union);
     TEST_RUN(test_peer_leaves);

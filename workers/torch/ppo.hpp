@@ -1,0 +1,46 @@
+// workers/torch/ppo.hpp: what PPO's two ways of training share: the batch's valid steps, and
+// the epochs of minibatches whatever makes them: steps as independent rows (ppo.cpp) or, with a
+// recurrent core, whole chunks run as sequences from their state0 (ppo_seq.cpp).
+// defines: gbt::PpoSteps, gbt::PpoMinibatches, gbt::ppo_epochs, gbt::ppo_seq_forward,
+//          gbt::ppo_seq_epochs
+#pragma once
+
+#include "workers/torch/algorithm.hpp"
+
+namespace gbt {
+
+// The batch's valid steps, gathered once for the epochs, one row each, chunk after chunk and in
+// step order within a chunk: observations (undefined with a core), actions, behaviour
+// log-probabilities, advantages, returns and pre-update values (on the device).
+struct PpoSteps {
+    int64_t N = 0;
+    torch::Tensor o, act, old_logp, A, R, V0;
+};
+
+// The minibatches of the epochs. shuffle() starts an epoch; get(k, &h, &idx) makes optimiser
+// step k's minibatch: the network's heads over its steps (with autograd) and those steps' rows
+// in PpoSteps ([len] int64 on the device), or returns false when this rank has none for step k
+// (data-parallel: another rank has). Both throw on failure.
+struct PpoMinibatches {
+    virtual ~PpoMinibatches() = default;
+    virtual void shuffle() = 0;
+    virtual bool get(int64_t k, Heads *h, torch::Tensor *idx) = 0;
+};
+
+// The epochs: `steps` optimiser steps per epoch, each on mbs's minibatch k (a rank without one
+// takes part without a gradient); epoch means of the loss terms into st (ppo.cpp).
+void ppo_epochs(gb_torch_learner *l, const PpoSteps &S, int64_t steps, PpoMinibatches &mbs,
+                gb_torch_stats *st);
+
+// With a core (ppo_seq.cpp): the heads of b's B*(T+1) rows (obs: batch_obs's, the chunks' T
+// steps and next_obs) as one sequence forward per chunk from b->state0 (zeros when NULL),
+// with bridge.h's reset rule. Autograd as the caller's mode.
+Heads ppo_seq_forward(gb_torch_learner *l, const gb_torch_batch *b, const torch::Tensor &obs);
+
+// With a core: the epochs over minibatches of whole chunks (min(minibatches, B) of them,
+// chunks shuffled every epoch), each a sequence forward from its chunks' state0 with gradients
+// through the chunk, the loss over the valid steps (S).
+void ppo_seq_epochs(gb_torch_learner *l, const gb_torch_batch *b, const torch::Tensor &obs,
+                    const PpoSteps &S, gb_torch_stats *st);
+
+} // namespace gbt
