@@ -16,7 +16,7 @@
 
 static const char *scratch = ".";
 
-enum { B = 3, T = 7, OBS = 4, WARM = 5, MAXS = 64 };
+enum { B = 3, T = 7, OBS = 4, WARM = 5, MAXS = 128 };
 
 /* A batch of B chunks of T steps as actors make them, and what they saw. */
 typedef struct chunks {
@@ -77,8 +77,11 @@ static void act_chunks(gb_torch_model *m, const gb_torch_space *sp, chunks *x)
 
 static void make_core_cfg(gb_config *cfg, const char *core, int size)
 {
-    char extra[128];
-    snprintf(extra, sizeof extra, ", core: %s, core_size: %d", core, size);
+    char extra[192];
+    /* a transformer of 2 blocks of 2 heads looking 3 steps back: 2 x 3 x 16 + 3 = 99 floats */
+    snprintf(extra, sizeof extra, ", core: %s, core_size: %d%s", core, size,
+             strcmp(core, "transformer") == 0
+                 ? ", core_layers: 2, core_heads: 2, core_memory: 3" : "");
     CHECK(make_cfg(cfg, "ppo", extra) == 0);
     cfg->trainer.algorithm.ppo.epochs = 2;
     cfg->trainer.algorithm.ppo.minibatches = 2;
@@ -136,6 +139,7 @@ static void agreement(const char *core, gb_torch_space sp)
 static void test_agreement_lstm(void) { agreement("lstm", discrete_space()); }
 static void test_agreement_gru(void) { agreement("gru", discrete_space()); }
 static void test_agreement_lstm_box(void) { agreement("lstm", box_space()); }
+static void test_agreement_transformer(void) { agreement("transformer", discrete_space()); }
 
 /* One chunk's values through the learner's sequence forward. */
 static void seq_values(gb_torch_learner *l, const float *obs, const float *next, int n,
@@ -391,6 +395,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_agreement_lstm);
     TEST_RUN(test_agreement_gru);
     TEST_RUN(test_agreement_lstm_box);
+    TEST_RUN(test_agreement_transformer);
     TEST_RUN(test_cnn_core);
     TEST_RUN(test_reset_rule);
     TEST_RUN(test_model_contract);
