@@ -3,8 +3,8 @@
  * observations, then a query; the action at the query earns +1 when it names the cue, and the
  * episode ends (next-step reset: a reset row follows). Streams act with model_act_state as an
  * actor does (state carried across chunks, zeroed after a reset row; each chunk's state0), the
- * learner trains on the chunks. argv[1]: lstm, gru or transformer: the greedy accuracy at the query must pass
- * 0.9 within the budget; none: without a core the query looks the same whatever the cue, so the
+ * learner trains on the chunks. argv[1]: lstm, gru or transformer: the greedy accuracy at the
+ * query must pass 0.9 within the budget; none: without a core the query looks the same whatever the cue, so the
  * accuracy stays near chance (0.5) over the same budget. */
 #include "test.h"
 #include "workers/torch/bridge.h"
