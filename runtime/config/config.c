@@ -224,6 +224,10 @@ int64_t gb_config_state_size(const gb_config *cfg)
     switch (cfg->policy.model.core) {
     case GB_CORE_LSTM: return 2 * cfg->policy.model.core_size;
     case GB_CORE_GRU: return cfg->policy.model.core_size;
+    case GB_CORE_TRANSFORMER: {
+        const gb_config_model *m = &cfg->policy.model;
+        return m->core_layers * m->core_memory * m->core_size + m->core_memory;
+    }
     default: return 0;
     }
 }

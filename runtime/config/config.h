@@ -51,7 +51,7 @@ typedef enum { GB_COLLECT_GPU_ZERO_COPY = 0, GB_COLLECT_CPU_STAGED = 1 } gb_coll
 typedef enum { GB_PREFETCH_AUTO = 0, GB_PREFETCH_ON = 1, GB_PREFETCH_OFF = 2 } gb_prefetch_mode;
 typedef enum { GB_MODEL_MLP = 0, GB_MODEL_CNN = 1, GB_MODEL_TORCHSCRIPT = 2 } gb_model_type;
 /* policy.model.core: what carries memory from one step to the next, after the torso. */
-typedef enum { GB_CORE_NONE = 0, GB_CORE_LSTM = 1, GB_CORE_GRU = 2 } gb_core;
+typedef enum { GB_CORE_NONE = 0, GB_CORE_LSTM = 1, GB_CORE_GRU = 2, GB_CORE_TRANSFORMER = 3 } gb_core;
 typedef enum { GB_ACT_TANH = 0, GB_ACT_RELU = 1, GB_ACT_ELU = 2, GB_ACT_GELU = 3 } gb_activation;
 typedef enum { GB_ALGO_PPO = 0, GB_ALGO_DQN = 1, GB_ALGO_SAC = 2 } gb_algorithm;
 typedef enum { GB_TARGET_HARD = 0, GB_TARGET_POLYAK = 1 } gb_target_update;
@@ -113,7 +113,10 @@ typedef struct gb_config_model {
     int shared;                           /* bool: actor and critic share the torso */
     char torchscript[GB_CONFIG_PATH_MAX]; /* file when type is torchscript */
     int core;                             /* gb_core */
-    int64_t core_size;                    /* the core's hidden units */
+    int64_t core_size;                    /* the core's hidden units (transformer: width d) */
+    int64_t core_layers;                  /* transformer: blocks */
+    int64_t core_heads;                   /* transformer: attention heads (divide core_size) */
+    int64_t core_memory;                  /* transformer: steps each block looks back */
 } gb_config_model;
 
 typedef struct gb_config_policy {
@@ -383,7 +386,9 @@ const char *gb_config_env_label(const gb_config *cfg, char *buf, size_t n);
 
 /* Names of enum values (for logs): e.g. gb_config_enum_name("trainer.replay.selector", 1). */
 /* Floats of recurrent state the policy carries per row from one step to the next: 2 x core_size
- * for an LSTM (h, c), core_size for a GRU, 0 without a core. Actors, policy workers and
+ * for an LSTM (h, c), core_size for a GRU, core_layers x core_memory x core_size + core_memory
+ * for a transformer (each block's inputs at the last core_memory steps, and which slots hold
+ * one: workers/torch/transformer.hpp), 0 without a core. Actors, policy workers and
  * trainers size their state buffers and the chunk's state column from it. */
 int64_t gb_config_state_size(const gb_config *cfg);
 

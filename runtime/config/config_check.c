@@ -238,6 +238,12 @@ static int check_policy(const gb_config *cfg, const gb_config_marks *marks, gb_e
         if (cfg->policy.precision != GB_PRECISION_FP32)
             return fail_key(marks, "policy.precision", err,
                             "a model with a core runs its inference in fp32 for now");
+        if (cfg->policy.model.core == GB_CORE_TRANSFORMER &&
+            cfg->policy.model.core_size % cfg->policy.model.core_heads != 0)
+            return fail_key(marks, "policy.model.core_heads", err,
+                            "%lld heads do not divide policy.model.core_size = %lld",
+                            (long long)cfg->policy.model.core_heads,
+                            (long long)cfg->policy.model.core_size);
     }
     if (cfg->policy.model.hidden.n == 0 && cfg->policy.model.type == GB_MODEL_MLP)
         return fail_key(marks, "policy.model.hidden", err, "an MLP needs at least one layer");

@@ -38,7 +38,7 @@ static const char *const kernels[] = {"gearbox", "libtorch", NULL};
 static const char *const collect_modes[] = {"gpu_zero_copy", "cpu_staged", NULL};
 static const char *const prefetch_modes[] = {"auto", "on", "off", NULL};
 static const char *const model_types[] = {"mlp", "cnn", "torchscript", NULL};
-static const char *const cores[] = {"none", "lstm", "gru", NULL};
+static const char *const cores[] = {"none", "lstm", "gru", "transformer", NULL};
 static const char *const activations[] = {"tanh", "relu", "elu", "gelu", NULL};
 static const char *const algorithms[] = {"ppo", "dqn", "sac", NULL};
 static const char *const target_updates[] = {"hard", "polyak", NULL};
@@ -130,10 +130,19 @@ const gb_config_field gb_config_fields[] = {
     STR("policy.model.torchscript", policy.model.torchscript, "",
         "TorchScript file when type is torchscript"),
     ENUM("policy.model.core", policy.model.core, "none", cores,
-         "memory after the torso: none, lstm or gru (the state each environment carries from "
-         "step to step; actor and critic share torso and core)"),
+         "memory after the torso: none, lstm, gru or transformer (a gated transformer, GTrXL, "
+         "over the episode's last steps); each environment carries its state from step to "
+         "step; actor and critic share torso and core"),
     INT("policy.model.core_size", policy.model.core_size, "128", 1, 1 << 16,
-        "hidden units of the core (an LSTM's state is twice this: h and c)"),
+        "hidden units of the core (an LSTM's state is twice this: h and c; a transformer's "
+        "width)"),
+    INT("policy.model.core_layers", policy.model.core_layers, "2", 1, 64,
+        "transformer: gated blocks"),
+    INT("policy.model.core_heads", policy.model.core_heads, "4", 1, 256,
+        "transformer: attention heads per block (they divide core_size)"),
+    INT("policy.model.core_memory", policy.model.core_memory, "32", 1, 4096,
+        "transformer: steps each block looks back (its state holds each block's inputs at "
+        "that many steps)"),
 
     INT("trainer.count", trainer.count, "1", 1, 1024, "trainer worker processes"),
     ENUM("trainer.device", trainer.device, "cpu", devices, "where training runs"),

@@ -47,8 +47,9 @@ extern "C" {
 #include "runtime/streams/params.h"
 
 /* Version 2 (recurrent cores: model_state_size, model_act_state, gb_torch_batch.state0);
- * version 1 had neither. gb_torch_api and this file's types (gb_config and other runtime types are one build's
- * own); bumped when a layout or meaning changes: the loader refuses another version or size. */
+ * version 1 had neither. gb_torch_api and this file's types (gb_config and other runtime types
+ * are one build's own); bumped when a layout or meaning changes: the loader refuses another
+ * version or size. */
 #define GB_TORCH_ABI_VERSION 2u
 
 /* The symbol the module exports: const gb_torch_api *gearbox_torch_api(void). */
@@ -91,6 +92,8 @@ typedef struct gb_torch_space {
  *           h = self.body(obs); return self.pi(h), self.v(h)
  *   torch.jit.script(Net()).save("cartpole_ac.pt")
  * Its parameters train like a built-in model's and travel through export/import the same way.
+ * A TorchScript model has no core (policy.model.core needs a built-in model): its forward sees
+ * one observation batch and keeps no state between calls.
  *
  * Cores (policy.model.core: lstm | gru; core_size H units): memory between the torso and the
  * heads; actor and critic share torso and core. The state a row carries from one step to the
@@ -101,6 +104,11 @@ typedef struct gb_torch_space {
  * state0, and the state entering row t > 0 is the one row t-1 produced, or zeros when row t-1
  * is a reset row (valid 0: the new episode starts at row t); the per-item next_obs row follows
  * row T-1 the same way. So the learner and an actor compute the same forward for the same rows.
+ * The core's tensors ("core.ih.weight", "core.hh.weight" and their biases, libtorch's gate
+ * order: LSTM i, f, g, o; GRU r, z, n) are parameters like the others: export/import and
+ * checkpoints carry them. PPO trains a core on minibatches of whole chunks, each run from its
+ * state0 with gradients through the chunk (truncated at chunk boundaries); dqn and sac take
+ * no core (GB_EUNSUPPORTED).
  * ------------------------------------------------------------------------------------------- */
 typedef struct gb_torch_model gb_torch_model;
 
@@ -201,8 +209,8 @@ typedef struct gb_torch_api {
     /* Creates the acting network for cfg->trainer.algorithm.name on cfg->policy.device, seeded
      * from seed (initialisation uses libtorch's process-wide generator under a lock; sampling
      * uses a generator owned by the model). *out is owned by the caller (model_destroy).
-     * Returns 0, GB_EINVAL (space/config mismatch), GB_EUNSUPPORTED, GB_ENOTFOUND (torchscript
-     * file) or GB_ETORCH. */
+     * Returns 0, GB_EINVAL (space/config mismatch), GB_EUNSUPPORTED (e.g. a core with dqn, sac
+     * or torchscript), GB_ENOTFOUND (torchscript file) or GB_ETORCH. */
     int (*model_create)(const gb_config *cfg, const gb_torch_space *space, uint64_t seed,
                         gb_torch_model **out, gb_error *err);
     void (*model_destroy)(gb_torch_model *m); /* not NULL (the call name skips NULL) */
@@ -210,7 +218,8 @@ typedef struct gb_torch_api {
     /* One batched forward over n observations read in place from obs ([n, *obs_shape], the
      * space's dtype). deterministic: greedy/mean actions. epsilon: DQN's epsilon-greedy
      * probability (ignored by PPO and SAC). Blocks; no allocation proportional to anything but
-     * n. Returns 0 or GB_ETORCH. */
+     * n. Returns 0, GB_EINVAL (a model with a core: it acts through model_act_state, never on
+     * a silent zero state) or GB_ETORCH. */
     int (*model_act)(gb_torch_model *m, const void *obs, int64_t n, int deterministic,
                      double epsilon, gb_torch_act_out *out, gb_error *err);
 
@@ -218,7 +227,8 @@ typedef struct gb_torch_api {
      * standard-normal values (actors.noise_correlation's, workers/roles/acting.h) take the place of
      * the policy's own draws (PPO: a = mean + std noise; SAC: a = tanh(mean + std noise),
      * scaled), and the log-probabilities are those of the actions so made. NULL: drawn here.
-     * Ignored for discrete actions and when deterministic. */
+     * Ignored for discrete actions and when deterministic. GB_EINVAL on a model with a core,
+     * as model_act. */
     int (*model_act_noise)(gb_torch_model *m, const void *obs, int64_t n, int deterministic,
                            double epsilon, const float *noise, gb_torch_act_out *out,
                            gb_error *err);
@@ -272,8 +282,10 @@ typedef struct gb_torch_api {
      * parameter swap, never per batch); the parameters themselves, the layout and export stay
      * fp32. GB_PRECISION_FP32 with libtorch's kernels drops them. Only for a model whose
      * parameters change through import (not a learner's, which its optimizer changes in place).
-     * Returns 0, GB_EINVAL (not a gb_precision), GB_EUNSUPPORTED (int8 off the cpu; a
-     * torchscript model) or GB_ETORCH (no quantized engine in this libtorch). */
+     * A model with a core runs libtorch's modules in fp32 whatever the kernels (gearbox's
+     * program is a plain MLP's). Returns 0, GB_EINVAL (not a gb_precision), GB_EUNSUPPORTED
+     * (int8 off the cpu; bf16 or int8 with a torchscript model or a core) or GB_ETORCH (no
+     * quantized engine in this libtorch). */
     int (*model_set_precision)(gb_torch_model *m, int precision, gb_error *err);
 
     /* The quantized engine int8 runs on ("onednn", "qnnpack", "fbgemm", "x86": the fastest this
@@ -288,8 +300,8 @@ typedef struct gb_torch_api {
     const char *(*model_kernels)(const gb_torch_model *m);
 
     /* The network's forward alone over n observations (no sampling, outputs discarded): for
-     * benchmarks that separate the layers' cost from the distributions'. Returns 0 or
-     * GB_ETORCH. */
+     * benchmarks that separate the layers' cost from the distributions'. A model with a core
+     * steps from zero state. Returns 0 or GB_ETORCH. */
     int (*model_forward)(gb_torch_model *m, const void *obs, int64_t n, gb_error *err);
 
     /* Policy version: incremented by every training step of the learner that owns the model,

@@ -44,7 +44,11 @@ torch::Tensor CoreImpl::cell(const torch::Tensor &xp, const torch::Tensor &state
 std::pair<torch::Tensor, torch::Tensor> CoreImpl::step(const torch::Tensor &x,
                                                        const torch::Tensor &state)
 {
-    torch::Tensor s = cell(ih->forward(x), state);
+    torch::Tensor xp = ih->forward(x);
+    torch::Tensor s = fused && xp.device().is_cpu() && xp.scalar_type() == torch::kFloat32 &&
+                              !torch::GradMode::is_enabled()
+                          ? recurrent_step(kind, xp, state, hh->weight, hh->bias)
+                          : cell(xp, state);
     return {s.narrow(1, 0, H), s};
 }
 
@@ -53,6 +57,10 @@ torch::Tensor CoreImpl::sequence(const torch::Tensor &x, const torch::Tensor &st
 {
     const int64_t B = x.size(0), T1 = x.size(1);
     torch::Tensor xp = ih->forward(x);                  // [B, T1, G*H], one matmul
+    if (fused && xp.device().is_cpu() && xp.scalar_type() == torch::kFloat32)
+        return recurrent_sequence(kind, xp, state0.to(torch::kFloat32).contiguous(),
+                                  (1.0 - reset_before).to(torch::kFloat32), hh->weight,
+                                  hh->bias);
     torch::Tensor keep = (1.0 - reset_before).unsqueeze(-1); // [B, T1, 1]
     std::vector<torch::Tensor> ys;
     ys.reserve((size_t)T1);

@@ -28,6 +28,7 @@ struct CoreImpl : torch::nn::Module {
 
     int kind;
     int64_t H;
+    bool fused = true; // sequence on the CPU through recurrent_sequence (false: libtorch's ops)
     torch::nn::Linear ih{nullptr}, hh{nullptr};
 
   private:
@@ -35,5 +36,16 @@ struct CoreImpl : torch::nn::Module {
     torch::Tensor cell(const torch::Tensor &xp, const torch::Tensor &state);
 };
 TORCH_MODULE(Core);
+
+// The cores' sequence on the CPU in float32 as one autograd node (core_seq.cpp): kind
+// GB_CORE_LSTM or GB_CORE_GRU; xp [B, T, G*H] the rows' input projections, s0 [B, S], keep
+// [B, T] float (0: the state is zeroed before that row), w [G*H, H] and b [G*H] the recurrent
+// weights -> y [B, T, H]; gradients for xp, s0, w and b. CoreImpl::sequence's result, faster.
+torch::Tensor recurrent_sequence(int kind, const torch::Tensor &xp, const torch::Tensor &s0,
+                                 const torch::Tensor &keep, const torch::Tensor &w,
+                                 const torch::Tensor &b);
+// One step of n rows the same way, without gradients: xp [n, G*H], state [n, S] -> state'.
+torch::Tensor recurrent_step(int kind, const torch::Tensor &xp, const torch::Tensor &state,
+                             const torch::Tensor &w, const torch::Tensor &b);
 
 } // namespace gbt

@@ -3,8 +3,9 @@
 // defines: gbt::NamedTensors, gbt::Failure, gb_torch_guard (and brings module.h's gbt_* entry
 // points, whose bodies run in gb_torch_guard)
 // Nothing outside workers/torch/ includes this file. The bridge's headers depend one way:
-// internal.hpp <- network.hpp, distributions.hpp <- model.hpp <- algorithm.hpp, and
-// algorithm.hpp is what learner.cpp and the algorithms (ppo/dqn/sac.cpp) share.
+// internal.hpp <- core.hpp <- network.hpp, distributions.hpp <- model.hpp <- algorithm.hpp, and
+// algorithm.hpp is what learner.cpp and the algorithms (ppo/dqn/sac.cpp) share (ppo.hpp: PPO's
+// two files, ppo.cpp and ppo_seq.cpp).
 #pragma once
 
 #include "workers/torch/module.h" /* the bridge's types and the gbt_* functions its table holds */

@@ -1,5 +1,5 @@
-// workers/torch/model.hpp: the model behind gb_torch_model (model.cpp): its acting network, its
-// parameter layout and what the learners need from it.
+// workers/torch/model.hpp: the model behind gb_torch_model (model.cpp; its acting forwards:
+// act.cpp): its acting network, its parameter layout and what the learners need from it.
 // defines: struct gb_torch_model, gbt::model_init, gbt::device_for, gbt::obs_tensor, gbt::flat
 #pragma once
 

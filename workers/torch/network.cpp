@@ -4,6 +4,7 @@
 #include "workers/torch/network.hpp"
 #include "workers/torch/activation.hpp"
 #include "workers/torch/core.hpp"
+#include "workers/torch/transformer.hpp"
 #include "workers/torch/mlp_program.hpp"
 #include "workers/torch/precision.hpp"
 
@@ -152,7 +153,9 @@ struct HeadsModule : torch::nn::Module {
 // -> core -> heads, actor and critic sharing torso and core (policy.model.shared aside).
 struct ActorCritic : HeadsModule {
     torch::nn::Sequential torso{nullptr}, critic_torso{nullptr};
-    Core core{nullptr};
+    Core core{nullptr};              // lstm, gru
+    TransformerCore tcore{nullptr};  // transformer
+    int64_t core_out = 0;            // the core's output width
     torch::nn::Linear pi{nullptr}, v{nullptr};
     torch::Tensor log_std;
     bool discrete;
@@ -165,11 +168,14 @@ struct ActorCritic : HeadsModule {
         discrete = sp.discrete;
         int64_t w = 0, wc = 0;
         torso = register_module("torso", make_torso(mc, sp, 0, cnn, &w));
-        if (mc.core != GB_CORE_NONE) {
+        if (mc.core == GB_CORE_TRANSFORMER)
+            tcore = register_module("core", TransformerCore(w, mc.core_size, mc.core_layers,
+                                                            mc.core_heads, mc.core_memory));
+        else if (mc.core != GB_CORE_NONE)
             core = register_module("core", Core(mc.core, w, mc.core_size));
-            w = mc.core_size;
-        }
-        if (!mc.shared && !core)
+        if (has_core())
+            w = core_out = mc.core_size;
+        if (!mc.shared && !has_core())
             critic_torso = register_module("critic_torso", make_torso(mc, sp, 0, cnn, &wc));
         else
             wc = w;
@@ -182,7 +188,7 @@ struct ActorCritic : HeadsModule {
     bool plan(MlpProgram &p, int *a, int *b) override
     {
         int t = -1, c = -1;
-        if (core) // the program is a plain MLP's: a core runs through libtorch's modules
+        if (has_core()) // the program is a plain MLP's: a core runs through libtorch's modules
             return false;
         if (!p.torso(torso, -1, &t) || (critic_torso && !p.torso(critic_torso, -1, &c)))
             return false;
@@ -203,9 +209,10 @@ struct ActorCritic : HeadsModule {
         out.value = b.squeeze(-1);
         return out;
     }
+    bool has_core() const { return core || tcore; }
     Heads heads(const torch::Tensor &obs) override
     {
-        if (core)
+        if (has_core())
             throw Failure(GB_EINVAL, "the model has a recurrent core (policy.model.core): it "
                                      "acts with each row's state (model_act_state)");
         torch::Tensor a, b; // pi's and v's outputs
@@ -218,24 +225,35 @@ struct ActorCritic : HeadsModule {
         }
         return make_heads(a, b);
     }
-    int64_t state_size() const override { return core ? core->state_size() : 0; }
+    int64_t state_size() const override
+    {
+        return core ? core->state_size() : tcore ? tcore->state_size() : 0;
+    }
     Heads step(const torch::Tensor &obs, const torch::Tensor &state,
                torch::Tensor *state_out) override
     {
-        if (!core)
+        if (!has_core())
             return heads(obs);
-        auto ys = core->step(seq(torso, prep(obs)), state);
-        *state_out = ys.second;
-        return make_heads(lin(pi, ys.first), lin(v, ys.first));
+        torch::Tensor x = seq(torso, prep(obs)), y;
+        if (tcore) {
+            y = tcore->step(x, state, state_out);
+        } else {
+            auto ys = core->step(x, state);
+            y = ys.first;
+            *state_out = ys.second;
+        }
+        return make_heads(lin(pi, y), lin(v, y));
     }
     Heads sequence(const torch::Tensor &obs, int64_t B, int64_t T1, const torch::Tensor &state0,
                    const torch::Tensor &reset_before) override
     {
-        if (!core)
+        if (!has_core())
             return heads(obs);
         torch::Tensor f = seq(torso, prep(obs)); // [B*T1, F]
-        torch::Tensor y = core->sequence(f.view({B, T1, f.size(1)}), state0, reset_before)
-                              .reshape({B * T1, core->H});
+        f = f.view({B, T1, f.size(1)});
+        torch::Tensor y = (tcore ? tcore->sequence(f, state0, reset_before)
+                                 : core->sequence(f, state0, reset_before))
+                              .reshape({B * T1, core_out});
         return make_heads(lin(pi, y), lin(v, y));
     }
 };

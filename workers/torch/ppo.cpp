@@ -85,10 +85,12 @@ static void ppo_priorities(const gb_torch_batch *b, const torch::Tensor &adv, fl
 }
 
 // Gathers the valid steps of b (obs: [B*(T+1), *obs] on the device; values [B, T+1], adv and ret
-// [B, T] on the CPU) and the explained variance of the returns by the pre-update values.
+// [B, T] on the CPU) and the explained variance of the returns by the pre-update values. Their
+// observations only when with_obs (a core's minibatches take whole chunks from obs instead).
 static PpoSteps ppo_steps(const gb_torch_learner *l, const gb_torch_batch *b,
                           const torch::Tensor &obs, const torch::Tensor &values,
-                          const torch::Tensor &adv, const torch::Tensor &ret, gb_torch_stats *st)
+                          const torch::Tensor &adv, const torch::Tensor &ret, bool with_obs,
+                          gb_torch_stats *st)
 {
     const int64_t B = b->B, T = b->T;
     const gb_torch_space &sp = l->model->space;
@@ -110,7 +112,8 @@ static PpoSteps ppo_steps(const gb_torch_learner *l, const gb_torch_batch *b,
     auto lopt = torch::TensorOptions().dtype(torch::kInt64);
     torch::Tensor step_idx = torch::from_blob(valid_steps.data(), {S.N}, lopt).clone();
     torch::Tensor row_idx = torch::from_blob(rows.data(), {S.N}, lopt).clone().to(dev);
-    S.o = obs.index_select(0, row_idx);
+    if (with_obs)
+        S.o = obs.index_select(0, row_idx);
     if (sp.discrete)
         S.act = cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, step_idx).to(dev);
     else
@@ -197,7 +200,8 @@ void ppo_epochs(gb_torch_learner *l, const PpoSteps &S, int64_t steps, PpoMiniba
     const int64_t N = S.N;
     // On the CPU the loss and its gradients are one pass of C (fused_losses.c), backward runs
     // from the log-probabilities and values; aux holds each step's other inputs as one row.
-    const bool fused = l->device.is_cpu() && N > 0 && S.o.scalar_type() == torch::kFloat32;
+    const bool fused = l->device.is_cpu() && N > 0 &&
+                       (!S.o.defined() || S.o.scalar_type() == torch::kFloat32);
     const gb_torch_ppo_coefs coefs = {pc.clip, pc.value_coef, pc.entropy_coef,
                                       pc.clip_value != 0, pc.normalize_advantages != 0};
     torch::Tensor aux = fused ? torch::stack({S.old_logp, S.A, S.V0, S.R}, 1).contiguous()
@@ -262,7 +266,7 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     gb_torch_gae(B, T, b->reward, values.data_ptr<float>(), b->terminated, b->truncated,
                  b->valid, ac.gamma, pc.gae_lambda, adv.data_ptr<float>(), ret.data_ptr<float>());
 
-    PpoSteps S = ppo_steps(l, b, obs, values, adv, ret, st);
+    PpoSteps S = ppo_steps(l, b, obs, values, adv, ret, !core, st);
     const int64_t N = S.N;
     if (prio)
         ppo_priorities(b, adv, prio);

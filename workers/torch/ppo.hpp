@@ -10,8 +10,8 @@
 namespace gbt {
 
 // The batch's valid steps, gathered once for the epochs, one row each, chunk after chunk and in
-// step order within a chunk: observations, actions, behaviour log-probabilities, advantages,
-// returns and pre-update values (on the device).
+// step order within a chunk: observations (undefined with a core), actions, behaviour
+// log-probabilities, advantages, returns and pre-update values (on the device).
 struct PpoSteps {
     int64_t N = 0;
     torch::Tensor o, act, old_logp, A, R, V0;

@@ -152,7 +152,8 @@ extern "C" int gb_torch_learner_sequence(gb_torch_learner *l, const gb_torch_bat
             for (int64_t t = 0; t < T; t++)
                 rows.push_back(obs_row(bi, t, T));
         auto lopt = torch::TensorOptions().dtype(torch::kInt64);
-        Heads s = select_rows(h, torch::from_blob(rows.data(), {B * T}, lopt).clone().to(l->device));
+        torch::Tensor idx = torch::from_blob(rows.data(), {B * T}, lopt).clone();
+        Heads s = select_rows(h, idx.to(l->device));
         torch::Tensor lp =
             sp.discrete
                 ? categorical_logp(s.logits,

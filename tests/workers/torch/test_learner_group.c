@@ -1,9 +1,10 @@
 /* tests/workers/torch/test_learner_group.c: data-parallel learners (gb_torch_learner_set_group)
  * across two forked ranks on a FileStore group:
- * - replicas: each algorithm (DQN, PPO, PPO with an LSTM core, SAC) starts from different seeds per rank, takes rank 0's
- *   state at set_group, then trains on different batches per rank (uneven valid counts, and a
- *   step where one rank has no valid step at all): the checksums agree on both ranks after every
- *   step, and differ from a learner without a group trained on rank 0's batches alone;
+ * - replicas: each algorithm (DQN, PPO, PPO with an LSTM core, SAC) starts from different seeds
+ *   per rank, takes rank 0's state at set_group, then trains on different batches per rank
+ *   (uneven valid counts, and a step where one rank has no valid step at all): the checksums
+ *   agree on both ranks after every step, and differ from a learner without a group trained on
+ *   rank 0's batches alone;
  * - the union: DQN steps of 2 ranks x 4 fully valid chunks equal steps of a learner without a
  *   group on the 8 chunks (each rank's mean gradient over the same number of valid steps: their
  *   mean is the union's mean gradient), in gradient norm and in every parameter;

@@ -3,7 +3,7 @@
  * with the learner's sequence forward from state0; the reset rule (a reset row in the middle =
  * two sequences, the second from zero state; state0 honoured); state sizes; stateless act
  * refused; export/import and checkpoints carry the core; dqn/sac with a core refused; one
- * recurrent PPO step. argv[1]: a scratch folder. */
+ * recurrent PPO step, also with a cnn torso on uint8 frames. argv[1]: a scratch folder. */
 #include "test.h"
 #include "workers/torch_test_util.h"
 #include "workers/torch/testing.h"
@@ -16,7 +16,7 @@
 
 static const char *scratch = ".";
 
-enum { B = 3, T = 7, OBS = 4, WARM = 5, MAXS = 64 };
+enum { B = 3, T = 7, OBS = 4, WARM = 5, MAXS = 128 };
 
 /* A batch of B chunks of T steps as actors make them, and what they saw. */
 typedef struct chunks {
@@ -77,8 +77,11 @@ static void act_chunks(gb_torch_model *m, const gb_torch_space *sp, chunks *x)
 
 static void make_core_cfg(gb_config *cfg, const char *core, int size)
 {
-    char extra[128];
-    snprintf(extra, sizeof extra, ", core: %s, core_size: %d", core, size);
+    char extra[192];
+    /* a transformer of 2 blocks of 2 heads looking 3 steps back: 2 x 3 x 16 + 3 = 99 floats */
+    snprintf(extra, sizeof extra, ", core: %s, core_size: %d%s", core, size,
+             strcmp(core, "transformer") == 0
+                 ? ", core_layers: 2, core_heads: 2, core_memory: 3" : "");
     CHECK(make_cfg(cfg, "ppo", extra) == 0);
     cfg->trainer.algorithm.ppo.epochs = 2;
     cfg->trainer.algorithm.ppo.minibatches = 2;
@@ -136,6 +139,7 @@ static void agreement(const char *core, gb_torch_space sp)
 static void test_agreement_lstm(void) { agreement("lstm", discrete_space()); }
 static void test_agreement_gru(void) { agreement("gru", discrete_space()); }
 static void test_agreement_lstm_box(void) { agreement("lstm", box_space()); }
+static void test_agreement_transformer(void) { agreement("transformer", discrete_space()); }
 
 /* One chunk's values through the learner's sequence forward. */
 static void seq_values(gb_torch_learner *l, const float *obs, const float *next, int n,
@@ -203,6 +207,15 @@ static void test_model_contract(void)
             continue;
         CHECK_EQ_INT(gb_torch_model_state_size(m), gb_config_state_size(&cfg));
         CHECK_EQ_INT(gb_torch_model_state_size(m), k == 0 ? 24 : k == 1 ? 12 : 0);
+        if (k == 2) { /* without a core, act_state is act_noise and takes no state */
+            float o[2 * OBS], lp[2], v[2], lp2[2], v2[2];
+            int64_t a[2], a2[2];
+            fill(o, 2 * OBS, 5);
+            gb_torch_act_out out = {a, lp, v, NULL}, out2 = {a2, lp2, v2, NULL};
+            CHECK_OK(gb_torch_model_act_state(m, o, 2, 1, 0.0, NULL, NULL, NULL, &out, &err));
+            CHECK_OK(gb_torch_model_act_noise(m, o, 2, 1, 0.0, NULL, &out2, &err));
+            CHECK(memcmp(v, v2, sizeof v) == 0 && memcmp(a, a2, sizeof a) == 0);
+        }
         gb_torch_model_destroy(m);
     }
     gb_config cfg;
@@ -311,6 +324,67 @@ static void test_checkpoint(void)
     gb_torch_learner_destroy(l2);
 }
 
+/* A cnn torso on uint8 frames before a GRU: acting row by row = the learner's sequences, and a
+ * training step. */
+static void test_cnn_core(void)
+{
+    gb_error err = {0};
+    gb_config cfg;
+    make_core_cfg(&cfg, "gru", 8);
+    cfg.policy.model.type = GB_MODEL_CNN;
+    gb_torch_space sp;
+    memset(&sp, 0, sizeof sp);
+    sp.obs_dtype = GB_DTYPE_UINT8;
+    sp.obs_ndim = 3;
+    sp.obs_shape[0] = 1;
+    sp.obs_shape[1] = 36;
+    sp.obs_shape[2] = 36;
+    sp.discrete = 1;
+    sp.n_actions = 3;
+    gb_torch_learner *l = NULL;
+    CHECK_OK(gb_torch_learner_create(&cfg, &sp, 4, &l, &err));
+    if (!l)
+        return;
+    gb_torch_model *m = gb_torch_learner_model(l);
+    enum { CB = 2, CT = 4, O = 36 * 36 };
+    static uint8_t obs[CB * CT * O], next[CB * O], row[CB * O];
+    float state[CB * 8] = {0}, lp[CB * CT], v[CB * (CT + 1)], slp[CB * CT], sv[CB * (CT + 1)];
+    float rl[CB], rv[CB], rew[CB * CT] = {0};
+    int64_t a[CB * CT], ra[CB];
+    uint8_t valid[CB * CT] = {1, 0, 1, 1, 1, 1, 1, 1}, z[CB * CT] = {0};
+    gb_torch_act_out out = {ra, rl, rv, NULL};
+    for (int t = 0; t <= CT; t++) {
+        for (int i = 0; i < CB * O; i++)
+            row[i] = (uint8_t)(i * 7 + t * 31);
+        CHECK_OK(gb_torch_model_act_state(m, row, CB, 0, 0.0, NULL, state, state, &out, &err));
+        for (int bi = 0; bi < CB; bi++) {
+            v[bi * (CT + 1) + t] = rv[bi];
+            if (t == CT) {
+                memcpy(&next[bi * O], &row[bi * O], O);
+                continue;
+            }
+            memcpy(&obs[(bi * CT + t) * O], &row[bi * O], O);
+            a[bi * CT + t] = ra[bi];
+            lp[bi * CT + t] = rl[bi];
+            if (!valid[bi * CT + t])
+                memset(&state[bi * 8], 0, sizeof(float) * 8);
+        }
+    }
+    gb_torch_batch b = {CB, CT, obs, next, a, rew, z, z, valid, lp, NULL, 0, NULL};
+    CHECK_OK(gb_torch_learner_sequence(l, &b, slp, sv, &err));
+    double d = 0;
+    for (int i = 0; i < CB * CT; i++)
+        d = fmax(d, fabs(slp[i] - lp[i]));
+    for (int i = 0; i < CB * (CT + 1); i++)
+        d = fmax(d, fabs(sv[i] - v[i]));
+    fprintf(stderr, "  cnn gru: max |diff| actor vs learner %.3g\n", d);
+    CHECK(d < 1e-5);
+    gb_torch_stats st;
+    CHECK_OK(gb_torch_learner_train(l, &b, &st, NULL, &err));
+    CHECK(isfinite(st.loss) && st.samples == CB * CT - 1);
+    gb_torch_learner_destroy(l);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -321,6 +395,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_agreement_lstm);
     TEST_RUN(test_agreement_gru);
     TEST_RUN(test_agreement_lstm_box);
+    TEST_RUN(test_agreement_transformer);
+    TEST_RUN(test_cnn_core);
     TEST_RUN(test_reset_rule);
     TEST_RUN(test_model_contract);
     TEST_RUN(test_checkpoint);

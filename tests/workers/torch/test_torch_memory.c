@@ -3,8 +3,8 @@
  * observations, then a query; the action at the query earns +1 when it names the cue, and the
  * episode ends (next-step reset: a reset row follows). Streams act with model_act_state as an
  * actor does (state carried across chunks, zeroed after a reset row; each chunk's state0), the
- * learner trains on the chunks. argv[1]: lstm or gru: the greedy accuracy at the query must pass
- * 0.9 within the budget; none: without a core the query looks the same whatever the cue, so the
+ * learner trains on the chunks. argv[1]: lstm, gru or transformer: the greedy accuracy at the
+ * query must pass 0.9 within the budget; none: without a core the query looks the same whatever the cue, so the
  * accuracy stays near chance (0.5) over the same budget. */
 #include "test.h"
 #include "workers/torch/bridge.h"
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { N = 32, T = 16, OBS = 4, DELAY = 6, QUERY = DELAY + 1, ITERS = 150, MAXS = 128 };
+enum { N = 32, T = 16, OBS = 4, DELAY = 6, QUERY = DELAY + 1, ITERS = 150, MAXS = 320 };
 
 /* One stream: its phase in the episode (0: cue .. QUERY: query; -1: the reset row after the
  * query), its cue and its state. */
@@ -115,10 +115,11 @@ int main(int argc, char **argv)
     snprintf(text, sizeof text,
              "experiment: {name: memory, seed: 1}\n"
              "env: {name: CartPole-v1}\n"
-             "policy: {model: {type: mlp, hidden: [32], core: %s, core_size: 32}}\n"
+             "policy: {model: {type: mlp, hidden: [32], core: %s, core_size: 32%s}}\n"
              "trainer:\n  algorithm: {name: ppo, lr: 0.003, gamma: 0.9,\n"
              "    ppo: {epochs: 4, minibatches: 4, entropy_coef: 0.01}}\n",
-             core);
+             core, strcmp(core, "transformer") == 0
+                       ? ", core_layers: 1, core_heads: 4, core_memory: 8" : "");
     gb_config cfg;
     gb_config_marks *marks = NULL;
     int rc = gb_config_load_string(&cfg, &marks, "<test>", text, strlen(text), &err);
