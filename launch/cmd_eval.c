@@ -280,11 +280,10 @@ static int play_episode(eval_state *s, const eval_opts *o, double epsilon, int64
                 return rc;
         }
         gb_torch_act_out out = {.action = s->model_actions};
-        gb_torch_model *m = gb_torch_learner_model(s->learner);
-        int rc = s->state ? gb_torch_model_act_state(m, s->obs, A, o->deterministic, epsilon,
-                                                     NULL, s->state, s->state, &out, err)
-                          : gb_torch_model_act(m, s->obs, A, o->deterministic, epsilon, &out,
-                                               err);
+        /* s->state: NULL without a core (then this is model_act) */
+        int rc = gb_torch_model_act_state(gb_torch_learner_model(s->learner), s->obs, A,
+                                          o->deterministic, epsilon, NULL, s->state, s->state,
+                                          &out, err);
         if (rc || (rc = to_env_actions(s, err)))
             return rc;
         if (iface->step(s->env, &buf) != 0)

@@ -72,13 +72,10 @@ static int step_group(inline_run *r, int g, gb_error *err)
     const void *obs = gb_acting_obs(r->acting, g, &rows);
     gb_torch_act_out out = {r->actions, r->logp, NULL, NULL};
     int64_t version = (int64_t)gb_torch_model_version(r->model);
-    const float *noise = gb_acting_noise(r->acting, g);
-    float *state = gb_acting_state(r->acting, g);
-    const int det = r->cfg->policy.deterministic;
-    int rc = state ? gb_torch_model_act_state(r->model, obs, rows, det, r->epsilon, noise, state,
-                                              state, &out, err)
-                   : gb_torch_model_act_noise(r->model, obs, rows, det, r->epsilon, noise, &out,
-                                              err);
+    float *state = gb_acting_state(r->acting, g); /* NULL without a core */
+    int rc = gb_torch_model_act_state(r->model, obs, rows, r->cfg->policy.deterministic,
+                                      r->epsilon, gb_acting_noise(r->acting, g), state, state,
+                                      &out, err);
     if (rc == 0)
         rc = gb_acting_step(r->acting, g, r->actions,
                             (size_t)rows * gb_acting_action_row_bytes(r->acting), r->logp,

@@ -98,11 +98,9 @@ static int infer(void *user, const gb_infer_batch *in, gb_infer_outputs *out, gb
                                        run_steps > steps ? run_steps : steps);
     }
     gb_torch_act_out o = {.action = p->action, .logp = p->logp};
-    rc = p->state_size > 0
-             ? gb_torch_model_act_state(p->model, x.obs, in->rows, cfg->policy.deterministic,
-                                        epsilon, x.noise, x.state, p->state, &o, err)
-             : gb_torch_model_act_noise(p->model, x.obs, in->rows, cfg->policy.deterministic,
-                                        epsilon, x.noise, &o, err);
+    /* without a core (state_size 0) the states are NULL and this is model_act_noise */
+    rc = gb_torch_model_act_state(p->model, x.obs, in->rows, cfg->policy.deterministic, epsilon,
+                                  x.noise, x.state, p->state, &o, err);
     if (rc)
         return rc;
     p->served_rows += in->rows;
