@@ -46,7 +46,10 @@ static void usage(FILE *out)
             "on cpus with AVX-512 VNNI, else libtorch's; libtorch: libtorch's modules).\n"
             "S: CPU seconds per case (default 2, --quick 0.2), in 20 ms slices alternating\n"
             "between the cases; medians of the rounds.\n"
-            "GEARBOX_QENGINE=onednn|qnnpack picks int8's engine.\n");
+            "GEARBOX_QENGINE=onednn|qnnpack picks int8's engine.\n"
+            "A model with a core (--set policy.model.core=lstm|gru|transformer) takes each\n"
+            "row's state in and gives it back on every act, as at a policy worker, and runs in\n"
+            "fp32 only: --precision fp32.\n");
 }
 
 /* Comma-separated list into out (at most max); returns the count, or -1. */
@@ -87,15 +90,19 @@ static double thread_cpu_s(void)
  * without the time other processes of a loaded machine hold the core. Returns 0 or the
  * model's error. */
 static int time_calls(gb_torch_model *m, const void *obs, int64_t rows, int forward_only,
-                      double budget_s, void *action, float *logp, double *rate, gb_error *err)
+                      double budget_s, void *action, float *logp, float *state, double *rate,
+                      gb_error *err)
 {
     gb_torch_act_out o = {.action = action, .logp = logp};
     int64_t calls = 0;
     double t0 = thread_cpu_s(), t = t0;
     do {
         for (int i = 0; i < 8; i++) {
+            /* with a core each row's state goes in and comes back, as at a policy worker (the
+             * forward alone steps from zero state) */
             int rc = forward_only ? gb_torch_model_forward(m, obs, rows, err)
-                                  : gb_torch_model_act(m, obs, rows, 0, 0.0, &o, err);
+                                  : gb_torch_model_act_state(m, obs, rows, 0, 0.0, NULL, state,
+                                                             state, &o, err);
             if (rc)
                 return rc;
         }
@@ -216,6 +223,7 @@ typedef struct prec_bench {
     const char *engine; /* int8's quantized engine */
     void *obs, *action;
     float *logp;
+    float *state; /* [max_rows, S] with a core (policy.model.core), else NULL */
 } prec_bench;
 
 static void prec_bench_free(prec_bench *pb)
@@ -225,6 +233,7 @@ static void prec_bench_free(prec_bench *pb)
     free(pb->obs);
     free(pb->action);
     free(pb->logp);
+    free(pb->state);
 }
 
 /* One model per case, all from one seed (the same fp32 parameters), and the inputs. */
@@ -252,7 +261,10 @@ static int prec_bench_init(prec_bench *pb, gb_config *cfg, const prec_cases *c, 
     size_t action_row = space.discrete ? sizeof(int64_t) : sizeof(float) * (size_t)space.action_dim;
     pb->action = malloc((size_t)c->max_rows * action_row);
     pb->logp = malloc((size_t)c->max_rows * sizeof(float));
-    if (!pb->obs || !pb->action || !pb->logp)
+    int64_t S = gb_config_state_size(cfg);
+    if (S > 0)
+        pb->state = calloc((size_t)(c->max_rows * S), sizeof(float));
+    if (!pb->obs || !pb->action || !pb->logp || (S > 0 && !pb->state))
         return gb_error_set(err, GB_ENOMEM, "out of memory");
     gb_rng rng;
     gb_rng_seed(&rng, 7);
@@ -273,8 +285,12 @@ static void describe_model(const gb_config *cfg, char *model, size_t cap)
     for (int i = 0; i < cfg->policy.model.hidden.n && off < (int)cap - 16; i++)
         off += snprintf(model + off, cap - (size_t)off, "%s%lld", i ? ", " : "",
                         (long long)cfg->policy.model.hidden.v[i]);
-    snprintf(model + off, cap - (size_t)off, "] %s",
-             gb_config_enum_name("policy.model.activation", cfg->policy.model.activation));
+    off += snprintf(model + off, cap - (size_t)off, "] %s",
+                    gb_config_enum_name("policy.model.activation", cfg->policy.model.activation));
+    if (cfg->policy.model.core != GB_CORE_NONE && off < (int)cap)
+        snprintf(model + off, cap - (size_t)off, " + %s %lld",
+                 gb_config_enum_name("policy.model.core", cfg->policy.model.core),
+                 (long long)cfg->policy.model.core_size);
 }
 
 /* The medians over rounds of each case's act and forward rates and their ratios to case 0. */
@@ -294,9 +310,9 @@ static int measure_rows(prec_bench *pb, int ncases, int64_t rows, double slice, 
         for (int i = 0; i < ncases; i++) {
             int rc;
             if ((rc = time_calls(pb->models[i], pb->obs, rows, 0, slice, pb->action, pb->logp,
-                                 &SAMPLE(i, 0, r), err)) ||
+                                 pb->state, &SAMPLE(i, 0, r), err)) ||
                 (rc = time_calls(pb->models[i], pb->obs, rows, 1, slice, pb->action, pb->logp,
-                                 &SAMPLE(i, 1, r), err)))
+                                 pb->state, &SAMPLE(i, 1, r), err)))
                 return rc;
         }
         for (int i = 0; i < ncases; i++) {
