@@ -44,6 +44,11 @@ static const struct {
     {"mountaincar_continuous", "mountaincar_continuous_sac.yaml"},
     {"spread_ppo", "spread_ppo.yaml"},
     {"breakout_ppo", "breakout_ppo.yaml"},
+    /* tasks that need memory (a policy without one cannot solve them): recurrent PPO */
+    {"cartpole_novel_lstm", "cartpole_novel_lstm.yaml"},
+    {"cartpole_novel_transformer", "cartpole_novel_transformer.yaml"},
+    {"recall_lstm", "recall_lstm.yaml"},
+    {"recall_transformer", "recall_transformer.yaml"},
 };
 _Static_assert(sizeof suite_tasks / sizeof suite_tasks[0] == SUITE_NTASKS,
                "SUITE_NTASKS (bench_suite.h) counts suite_tasks");
@@ -62,7 +67,7 @@ static void suite_usage(FILE *out)
             "run, not timed), whose mean return must reach the threshold.\n"
             "Tasks (name: config, threshold = the config's experiment.target_return):\n");
     for (int i = 0; i < SUITE_NTASKS; i++)
-        fprintf(out, "  %-24s configs/%s\n", suite_tasks[i].name, suite_tasks[i].config);
+        fprintf(out, "  %-27s configs/%s\n", suite_tasks[i].name, suite_tasks[i].config);
     fprintf(out,
             "\nPer task it prints the threshold, seeds solved / seeds, the median and worst\n"
             "seconds to solve, the median env steps to solve (a seed that did not solve counts\n"

@@ -143,7 +143,7 @@ static const char *cell(char *buf, size_t cap, double v, const char *fmt)
 void gb_bench_suite_print_table(const suite_task *tasks, int ntasks, const double load0[3],
                                 const double load1[3])
 {
-    printf("%-23s %-36s %9s %6s %8s %8s %10s %10s\n", "task", "config", "threshold", "solved",
+    printf("%-27s %-36s %9s %6s %8s %8s %10s %10s\n", "task", "config", "threshold", "solved",
            "median_s", "worst_s", "env_steps", "steps/s");
     for (int k = 0; k < ntasks; k++) {
         const suite_task *t = &tasks[k];
@@ -151,7 +151,7 @@ void gb_bench_suite_print_table(const suite_task *tasks, int ntasks, const doubl
         char name[PATH_MAX + 16], th[32], sol[16], med[32], worst[32], steps[32], rate[32];
         snprintf(name, sizeof name, "configs/%s", cfg ? cfg + 1 : t->config);
         snprintf(sol, sizeof sol, "%d/%d", t->solved, t->nruns);
-        printf("%-23s %-36s %9s %6s %8s %8s %10s %10s\n", t->name, name,
+        printf("%-27s %-36s %9s %6s %8s %8s %10s %10s\n", t->name, name,
                cell(th, sizeof th, t->threshold, "%g"), sol,
                cell(med, sizeof med, t->median_s, "%.2f"),
                cell(worst, sizeof worst, t->worst_s, "%.2f"),

@@ -42,6 +42,18 @@ void activate(float *g, int64_t n, int G, int64_t H, int tanh_gate)
                 }
 }
 
+// What a backward through time returns: the input projections' gradients (dgs [T, B, G*H], the
+// gates' gradients of every step, as [B, T, G*H]), the initial state's, and the recurrent
+// weights' and bias's summed over the steps in one GEMM (h_in [T, B, H]: each step's input).
+tensor_list weight_grads(const torch::Tensor &dgs, const torch::Tensor &h_in,
+                         const torch::Tensor &ds)
+{
+    const int64_t T = dgs.size(0), B = dgs.size(1), GH = dgs.size(2), H = h_in.size(2);
+    torch::Tensor flat = dgs.view({T * B, GH});
+    return {dgs.permute({1, 0, 2}).contiguous(), ds, flat.t().mm(h_in.view({T * B, H})),
+            flat.sum(0)};
+}
+
 // Per-step tensors the backward reads ([T, B, ...]).
 struct Saved {
     torch::Tensor h_in, c_in, gates, tc; // LSTM: gates [T, B, 4H] activated, tanh(c')
@@ -107,16 +119,15 @@ tensor_list lstm_backward(const Saved &sv, const torch::Tensor &keep, const torc
                           const torch::Tensor &gy)
 {
     const int64_t T = sv.gates.size(0), B = sv.gates.size(1), H = w.size(1), BH = B * H;
-    torch::Tensor dxp = torch::empty({B, T, 4 * H}), dw = torch::zeros_like(w);
-    torch::Tensor db = torch::zeros({4 * H}), ds = torch::zeros({B, 2 * H});
-    torch::Tensor dg = torch::empty({B, 4 * H}), dhin = torch::empty({B, H});
+    torch::Tensor dgs = torch::empty({T, B, 4 * H}), ds = torch::zeros({B, 2 * H});
+    torch::Tensor dhin = torch::empty({B, H});
     const float *K = keep.data_ptr<float>(), *GY = gy.data_ptr<float>();
     const float *GA = sv.gates.data_ptr<float>(), *TC = sv.tc.data_ptr<float>();
-    const float *CIN = sv.c_in.data_ptr<float>(), *HIN = sv.h_in.data_ptr<float>();
-    float *DX = dxp.data_ptr<float>(), *D = dg.data_ptr<float>(), *DS = ds.data_ptr<float>();
-    float *DB = db.data_ptr<float>(), *DH = dhin.data_ptr<float>();
+    const float *CIN = sv.c_in.data_ptr<float>();
+    float *DS = ds.data_ptr<float>(), *DH = dhin.data_ptr<float>();
     for (int64_t t = T - 1; t >= 0; t--) {
         const float *G = GA + t * 4 * BH, *tc = TC + t * BH, *ci = CIN + t * BH;
+        float *D = dgs.data_ptr<float>() + t * 4 * BH; // this step's gate gradients [B, 4H]
         for (int64_t i = 0; i < B; i++) {
             const float *gi = G + i * 4 * H;
             float *di = D + i * 4 * H, *dh = DS + i * 2 * H, *dc = dh + H;
@@ -130,17 +141,13 @@ tensor_list lstm_backward(const Saved &sv, const torch::Tensor &keep, const torc
                 di[3 * H + j] = dht * t2 * og * (1.0f - og);
                 dc[j] = dct * fg * K[i * T + t]; // into c_in, then through the reset
             }
-            std::memcpy(DX + (i * T + t) * 4 * H, di, sizeof(float) * (size_t)(4 * H));
-            for (int64_t k = 0; k < 4 * H; k++)
-                DB[k] += di[k];
         }
-        dw.addmm_(dg.t(), view(const_cast<float *>(HIN + t * BH), B, H));
-        torch::mm_out(dhin, dg, w);
+        torch::mm_out(dhin, view(D, B, 4 * H), w);
         for (int64_t i = 0; i < B; i++)
             for (int64_t j = 0; j < H; j++)
                 DS[i * 2 * H + j] = DH[i * H + j] * K[i * T + t];
     }
-    return {dxp, ds, dw, db};
+    return weight_grads(dgs, sv.h_in, ds);
 }
 
 // GRU over T steps: xp [B, T, 3H], s0 [B, H], keep [B, T], w [3H, H], b [3H] -> ys [B, T, H];
@@ -194,15 +201,14 @@ tensor_list gru_backward(const Saved &sv, const torch::Tensor &keep, const torch
                          const torch::Tensor &gy)
 {
     const int64_t T = sv.gates.size(0), B = sv.gates.size(1), H = w.size(1), BH = B * H;
-    torch::Tensor dxp = torch::empty({B, T, 3 * H}), dw = torch::zeros_like(w);
-    torch::Tensor db = torch::zeros({3 * H}), dh = torch::zeros({B, H});
-    torch::Tensor dgh = torch::empty({B, 3 * H}), dhin = torch::empty({B, H});
+    torch::Tensor dxp = torch::empty({B, T, 3 * H}), dh = torch::zeros({B, H});
+    torch::Tensor dghs = torch::empty({T, B, 3 * H}), dhin = torch::empty({B, H});
     const float *K = keep.data_ptr<float>(), *GY = gy.data_ptr<float>();
     const float *GA = sv.gates.data_ptr<float>(), *GH = sv.gh.data_ptr<float>();
     const float *HIN = sv.h_in.data_ptr<float>();
-    float *DX = dxp.data_ptr<float>(), *dhp = dh.data_ptr<float>(), *DG = dgh.data_ptr<float>();
-    float *DB = db.data_ptr<float>(), *DH = dhin.data_ptr<float>();
+    float *DX = dxp.data_ptr<float>(), *dhp = dh.data_ptr<float>(), *DH = dhin.data_ptr<float>();
     for (int64_t t = T - 1; t >= 0; t--) {
+        float *DG = dghs.data_ptr<float>() + t * 3 * BH; // the recurrent GEMM's [B, 3H]
         const float *G = GA + t * 3 * BH, *GHt = GH + t * 3 * BH, *hi = HIN + t * BH;
         for (int64_t i = 0; i < B; i++) {
             const float *gi = G + i * 3 * H, *hh = GHt + i * 3 * H;
@@ -218,15 +224,13 @@ tensor_list gru_backward(const Saved &sv, const torch::Tensor &keep, const torch
                 dg[j] = drp, dg[H + j] = dzp, dg[2 * H + j] = dnp * r;
                 dhp[k] = dht * z; // the direct path; W's part added below
             }
-            for (int64_t k = 0; k < 3 * H; k++)
-                DB[k] += dg[k];
         }
-        dw.addmm_(dgh.t(), view(const_cast<float *>(hi), B, H));
-        torch::mm_out(dhin, dgh, w);
+        torch::mm_out(dhin, view(DG, B, 3 * H), w);
         for (int64_t k = 0; k < BH; k++)
             dhp[k] = (dhp[k] + DH[k]) * K[(k / H) * T + t];
     }
-    return {dxp, dh, dw, db};
+    tensor_list g = weight_grads(dghs, sv.h_in, dh);
+    return {dxp, dh, g[2], g[3]};
 }
 
 struct RecurrentSeq : torch::autograd::Function<RecurrentSeq> {
