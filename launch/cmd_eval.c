@@ -37,8 +37,8 @@ static void eval_usage(FILE *out)
 {
     fprintf(out,
             "usage: gearbox eval RUN_DIR [--episodes N] [--deterministic] [--checkpoint NAME]\n"
-            "                    [--video OUT.mp4 [--gif OUT.gif]] [--fps F] [--json] "
-            "[--seed S]\n\n"
+            "                    [--video OUT.mp4 [--gif OUT.gif] [--video-episodes K]]\n"
+            "                    [--fps F] [--json] [--seed S]\n\n"
             "Loads RUN_DIR/config.yaml and the run's last checkpoint, plays N episodes of its\n"
             "environment in this process and prints the mean and standard deviation of the\n"
             "episode returns (multi-agent: the mean over agents) and lengths.\n\n"
@@ -56,6 +56,7 @@ static void eval_usage(FILE *out)
             "  --gif OUT.gif      with --video: also make the MP4 into an animated GIF (ffmpeg,\n"
             "                     %d frames per second, %d pixels wide), as TensorBoard shows\n"
             "                     videos (experiment.eval_every logs it as eval/video)\n"
+            "  --video-episodes K with --video: film the first K episodes only (default all)\n"
             "  --fps F            frames per second of the video (default 30)\n"
             "  --json             print one JSON object instead of text: episodes, steps,\n"
             "                     return_mean, return_std, length_mean, length_std, returns,\n"
@@ -69,7 +70,7 @@ static void eval_usage(FILE *out)
 
 typedef struct eval_opts {
     const char *run_dir, *checkpoint, *video, *gif;
-    long long episodes, fps, seed;
+    long long episodes, fps, seed, video_episodes;
     int deterministic, json, have_seed;
 } eval_opts;
 
@@ -87,7 +88,7 @@ static int parse_count(const char *opt, const char *v, long long lo, long long h
 }
 
 enum { OPT_EPISODES = 256, OPT_FPS, OPT_SEED, OPT_CHECKPOINT, OPT_VIDEO, OPT_GIF,
-       OPT_DETERMINISTIC, OPT_JSON };
+       OPT_DETERMINISTIC, OPT_JSON, OPT_VIDEO_EPISODES };
 
 static const struct option eval_options[] = {
     {"episodes", required_argument, NULL, OPT_EPISODES},
@@ -96,6 +97,7 @@ static const struct option eval_options[] = {
     {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},
     {"video", required_argument, NULL, OPT_VIDEO},
     {"gif", required_argument, NULL, OPT_GIF},
+    {"video-episodes", required_argument, NULL, OPT_VIDEO_EPISODES},
     {"deterministic", no_argument, NULL, OPT_DETERMINISTIC},
     {"json", no_argument, NULL, OPT_JSON},
     {NULL, 0, NULL, 0},
@@ -113,6 +115,8 @@ static int take_eval(void *ctx, int opt, const char *arg)
     case OPT_CHECKPOINT: o->checkpoint = arg; return 0;
     case OPT_VIDEO: o->video = arg; return 0;
     case OPT_GIF: o->gif = arg; return 0;
+    case OPT_VIDEO_EPISODES:
+        return parse_count("--video-episodes", arg, 1, EVAL_MAX_EPISODES, &o->video_episodes);
     case OPT_DETERMINISTIC: o->deterministic = 1; return 0;
     case OPT_JSON: o->json = 1; return 0;
     case GB_CLI_NO_VALUE:
@@ -133,7 +137,7 @@ static int take_eval(void *ctx, int opt, const char *arg)
 
 static int parse_args(int argc, char **argv, eval_opts *o)
 {
-    *o = (eval_opts){.episodes = 10, .fps = 30};
+    *o = (eval_opts){.episodes = 10, .fps = 30, .video_episodes = EVAL_MAX_EPISODES};
     if (gb_cli_getopt(argc, argv, "", eval_options, take_eval, o) != 0)
         return -1;
     if (!o->run_dir) {
@@ -256,8 +260,8 @@ static int to_env_actions(eval_state *s, gb_error *err)
 
 /* Plays one episode; returns its return (mean over agents) and length through *ret, *len.
  * Returns 0 or the first error. */
-static int play_episode(eval_state *s, const eval_opts *o, double epsilon, int64_t limit,
-                        double *ret, int64_t *len, gb_error *err)
+static int play_episode(eval_state *s, const eval_opts *o, int filmed, double epsilon,
+                        int64_t limit, double *ret, int64_t *len, gb_error *err)
 {
     const gb_env_interface *iface = s->src.iface;
     const int A = s->spec.agents;
@@ -271,7 +275,7 @@ static int play_episode(eval_state *s, const eval_opts *o, double epsilon, int64
     double total = 0;
     int64_t t = 0;
     for (;;) {
-        if (o->video) {
+        if (filmed) {
             int rc = iface->render(s->env, s->frame);
             if (rc != 0)
                 return gb_error_set(err, GB_EIO, "%s: render returned %d at step %lld",
@@ -509,7 +513,8 @@ int gb_cmd_eval(int argc, char **argv)
     int64_t steps = 0;
     for (long long e = 0; e < o.episodes && rc == 0; e++) {
         int64_t len = 0;
-        rc = play_episode(&s, &o, epsilon, limit, &s.returns[e], &len, &err);
+        rc = play_episode(&s, &o, o.video && e < o.video_episodes, epsilon, limit,
+                          &s.returns[e], &len, &err);
         s.lengths[e] = (double)len;
         steps += len;
     }

@@ -206,10 +206,12 @@ static void start(gb_evals *ev, int64_t env_steps, int video)
     snprintf(log, sizeof log, "%s/logs/eval_%lld.log", ev->run_dir, (long long)env_steps);
     snprintf(episodes, sizeof episodes, "%lld", (long long)ev->episodes);
     snprintf(seed, sizeof seed, "%lld", (long long)ev->seed);
-    /* without a video the list ends before --video */
+    /* without a video the list ends before --video; the video films the first episode (all
+     * of them take seconds to encode, and the verdict waits for them) */
     const char *argv[] = {ev->exe, "eval", ev->run_dir, "--checkpoint", "trainer-0",
                           "--episodes", episodes, "--deterministic", "--json", "--seed", seed,
-                          video ? "--video" : NULL, mp4, "--gif", gif, NULL};
+                          video ? "--video" : NULL, mp4, "--gif", gif, "--video-episodes",
+                          "1", NULL};
     pid_t pid = fork();
     if (pid < 0) {
         GB_WARN("evaluation: fork: %s", strerror(errno));
