@@ -6,7 +6,8 @@
 # (tests/launch/probe.c infer): without a state, with one too wide or of float64 it is refused
 # (GB_EPROTO, logged by the policy worker), with a well-formed one answered with the next state.
 # The run ends at its time budget with exit 0, trained, its ledger balanced; `gearbox eval`
-# plays its checkpoint with a state per agent; inline mode runs the same config.
+# plays its checkpoint with a state per agent; the run resumes (--resume) and trains on; inline mode
+# runs the same config.
 # usage: run_core_state.sh GEARBOX CONFIG PROBE WORK_DIR
 set -u
 gearbox=$1 config=$2 probe=$3 work=$4
@@ -40,7 +41,18 @@ check_ledger "$s"
   fail "gearbox eval failed: $(tail -2 "$work/eval.log")"
 [ "$(json_get "$work/eval.json" episodes)" = 3 ] || fail "eval: $(cat "$work/eval.json")"
 
+# resume (the time budget counts the first 25 s too): the model, its optimiser and the replay
+# with its state column come back, and it trains on
+before=$(json_get "$s" train_steps)
+"$gearbox" run --resume "$run" --set experiment.max_seconds=35 --set launch.progress=off \
+  > "$work/resume.log" 2>&1 || fail "resume failed: $(tail -2 "$work/resume.log")"
+after=$(json_get "$s" train_steps)
+echo "resume: $before -> $after train steps"
+[ "$after" -gt "$before" ] || fail "resume: no training after the resume"
+grep -q "replay restored" "$run/logs/trainer-0.log" || fail "resume: the replay was not restored"
+
 "$gearbox" run "$config" --run-dir "$work/inline" "${core[@]}" --set launch.mode=inline \
+  --set experiment.eval_every=0 \
   --set experiment.max_seconds=8 --set experiment.max_env_steps=0 \
   --set experiment.target_return=1e9 --set launch.progress=off > "$work/inline.log" 2>&1 ||
   fail "inline run failed: $(tail -2 "$work/inline.log")"

@@ -2,7 +2,8 @@
 # tests/launch/run_learns.sh: a real distributed run (processes, sockets, files) learns well above
 # random within an env-step budget, and writes its run directory. The run stops as solved at
 # MIN_RETURN (unless the arguments set another target): DQN's mean return can fall back after
-# its peak, and the test asks whether it learns, not whether it stays there.
+# its peak, and the test asks whether it learns, not whether it stays there. A config with
+# evaluations is judged by the deciding evaluation's mean return.
 # usage: run_learns.sh GEARBOX CONFIG WORK_DIR MIN_RETURN MAX_ENV_STEPS [--set KEY=VALUE ...]
 set -u
 gearbox=$1 config=$2 work=$3 min_return=$4 budget=$5
@@ -23,6 +24,12 @@ done
 reason=$(json_get "$s" exit_reason)
 ret=$(json_get "$s" episode_return_mean)
 steps=$(json_get "$s" env_steps)
+# a config with evaluations (experiment.eval_every) is judged by its policy's: the deciding
+# evaluation's mean return, not the exploring training episodes'
+if [ "$(json_get "$s" solved_by)" = evaluation ]; then
+  ret=$(python3 -c "import json; print(json.load(open('$s'))['evaluation']['return_mean'])")
+  echo "solved by evaluation: its mean return $ret"
+fi
 echo "exit $status, $reason, mean return $ret after $steps env steps"
 [ "$status" -eq 0 ] || fail "exit status $status"
 case "$reason" in solved|max_env_steps) ;; *) fail "exit_reason $reason" ;; esac

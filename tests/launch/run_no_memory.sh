@@ -12,7 +12,8 @@ shift 5
 rm -rf "$work"; mkdir -p "$work"
 "$gearbox" run "$config" --run-dir "$work/run" --set policy.model.core=none \
   --set experiment.max_env_steps="$budget" --set experiment.max_seconds=240 \
-  --set launch.mode=inline --set launch.progress=plain "$@" > "$work/out.log" 2>&1
+  --set launch.mode=inline --set experiment.eval_every=0 --set launch.progress=plain "$@" \
+  > "$work/out.log" 2>&1
 status=$?
 tail -3 "$work/out.log"
 s="$work/run/summary.json"
