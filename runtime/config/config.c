@@ -221,6 +221,8 @@ int gb_config_read_checked(gb_config *cfg, const char *path, const char *const *
 /* See config.h. */
 int64_t gb_config_state_size(const gb_config *cfg)
 {
+    if (cfg->policy.model.type == GB_MODEL_TORCHSCRIPT)
+        return cfg->policy.model.torchscript_state;
     switch (cfg->policy.model.core) {
     case GB_CORE_LSTM: return 2 * cfg->policy.model.core_size;
     case GB_CORE_GRU: return cfg->policy.model.core_size;

@@ -117,6 +117,7 @@ typedef struct gb_config_model {
     int64_t core_layers;                  /* transformer: blocks */
     int64_t core_heads;                   /* transformer: attention heads (divide core_size) */
     int64_t core_memory;                  /* transformer: steps each block looks back */
+    int64_t torchscript_state;            /* floats of state a TorchScript model carries a row */
 } gb_config_model;
 
 typedef struct gb_config_policy {
@@ -388,7 +389,8 @@ const char *gb_config_env_label(const gb_config *cfg, char *buf, size_t n);
 /* Floats of recurrent state the policy carries per row from one step to the next: 2 x core_size
  * for an LSTM (h, c), core_size for a GRU, core_layers x core_memory x core_size + core_memory
  * for a transformer (each block's inputs at the last core_memory steps, and which slots hold
- * one: workers/torch/transformer.hpp), 0 without a core. Actors, policy workers and
+ * one: workers/torch/transformer.hpp), torchscript_state for a TorchScript model, 0 without a
+ * core. Actors, policy workers and
  * trainers size their state buffers and the chunk's state column from it. */
 int64_t gb_config_state_size(const gb_config *cfg);
 

@@ -245,6 +245,15 @@ static int check_policy(const gb_config *cfg, const gb_config_marks *marks, gb_e
                             (long long)cfg->policy.model.core_heads,
                             (long long)cfg->policy.model.core_size);
     }
+    if (cfg->policy.model.torchscript_state > 0) {
+        if (cfg->policy.model.type != GB_MODEL_TORCHSCRIPT)
+            return fail_key(marks, "policy.model.torchscript_state", err,
+                            "is for a TorchScript model (policy.model.type torchscript); a "
+                            "built-in model's memory is policy.model.core");
+        if (cfg->trainer.algorithm.name != GB_ALGO_PPO)
+            return fail_key(marks, "policy.model.torchscript_state", err,
+                            "a model with state trains with ppo for now");
+    }
     if (cfg->policy.model.hidden.n == 0 && cfg->policy.model.type == GB_MODEL_MLP)
         return fail_key(marks, "policy.model.hidden", err, "an MLP needs at least one layer");
     return 0;

@@ -129,6 +129,10 @@ const gb_config_field gb_config_fields[] = {
          "actor and critic share the torso"),
     STR("policy.model.torchscript", policy.model.torchscript, "",
         "TorchScript file when type is torchscript"),
+    INT("policy.model.torchscript_state", policy.model.torchscript_state, "0", 0, 1 << 24,
+        "floats of state a TorchScript model carries per row (0: none); its forward then "
+        "takes (obs, state) and returns its outputs and the next state, and it declares "
+        "state_size"),
     ENUM("policy.model.core", policy.model.core, "none", cores,
          "memory after the torso: none, lstm, gru or transformer (a gated transformer, GTrXL, "
          "over the episode's last steps); each environment carries its state from step to "

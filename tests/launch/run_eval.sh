@@ -54,7 +54,7 @@ for v in "$run"/videos/eval_*.mp4; do
 done
 [ "$nvid" -ge 1 ] || { grep -i evaluation "$run/logs/launcher.log"; fail "eval_every made no video"; }
 grep -q "evaluation at [0-9]* env steps done" "$run/logs/launcher.log" || fail "no evaluation logged as done"
-ok "eval_every: $nvid video(s) during the run, frames = steps played"
+ok "eval_every: $nvid video(s) during the run, each filming its first episode"
 "$python" "$(dirname "$0")/tb_eval_check.py" "$run" || fail "evaluations in TensorBoard"
 ok "eval_every: each evaluation in TensorBoard (eval/video GIF, eval/ scalars)"
 

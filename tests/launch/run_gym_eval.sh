@@ -5,8 +5,8 @@
 # the test's own, given by GEARBOX_GYMNASIUM_PYTHON (a relative path) at training time only:
 #   - the run's config.yaml keeps that Python (env.args.python_path, made absolute);
 #   - gearbox eval of the run without the variable, from another folder, finds it and plays;
-#   - eval_every made videos during the run, each with frames (ffprobe) = the steps its JSON
-#     played, and the JSON names the environment by its id;
+#   - eval_every made videos during the run, each filming its first episode (frames, by
+#     ffprobe, = that episode's steps in its JSON), and the JSON names the environment by its id;
 #   - gearbox eval --video: an MP4 of 600 x 400 frames (Gymnasium's CartPole drawing), one per
 #     step, titled with the id; the same returns as without --video (the render copy's episodes
 #     are the same); the text output names the id;
@@ -52,14 +52,15 @@ for v in "$work/run"/videos/eval_*.mp4; do
   [ -e "$v" ] || break
   j=${v%.mp4}.json
   s=$(json_get "$j" steps) f=$(frames "$v") e=$(json_get "$j" env)
-  echo "  $v: $s steps, $f frames, env $e"
-  [ "$s" -gt 0 ] && [ "$f" = "$s" ] || fail "$v: $f frames for $s steps"
+  first=$(python3 -c "import json; print(int(json.load(open('$j'))['lengths'][0]))")
+  echo "  $v: $s steps, $f frames (its first episode: $first steps), env $e"
+  [ "$first" -gt 0 ] && [ "$f" = "$first" ] || fail "$v: $f frames for a first episode of $first steps"
   [ "$e" = "$name" ] || fail "$j names the environment $e, not $name"
   nvid=$((nvid + 1))
 done
 [ "$nvid" -ge 1 ] ||
   { grep -i evaluation "$work/run/logs/launcher.log"; fail "eval_every made no video"; }
-ok "eval_every: $nvid video(s) of the Gymnasium environment, frames = steps played"
+ok "eval_every: $nvid video(s) of the Gymnasium environment, each filming its first episode"
 for role in actor-0 policy-0 trainer-0; do
   grep -qF " $name" "$work/run/logs/$role.log" ||
     { head -5 "$work/run/logs/$role.log"; fail "logs/$role.log does not name $name"; }

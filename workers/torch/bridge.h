@@ -92,13 +92,18 @@ typedef struct gb_torch_space {
  *           h = self.body(obs); return self.pi(h), self.v(h)
  *   torch.jit.script(Net()).save("cartpole_ac.pt")
  * Its parameters train like a built-in model's and travel through export/import the same way.
- * A TorchScript model has no core (policy.model.core needs a built-in model): its forward sees
- * one observation batch and keeps no state between calls.
+ * A TorchScript model has no core (policy.model.core needs a built-in model), but it may carry
+ * state of its own (PPO): with policy.model.torchscript_state = S > 0 the module declares an
+ * integer attribute state_size = S, and its forward(obs, state) takes the rows' state [N, S]
+ * (zeros at an episode's start) and returns its usual outputs followed by the next state [N, S],
+ * e.g. (logits, value, next_state). The learner runs it row by row over a chunk with the reset
+ * rule below (Cores), so it trains and acts on the same forward; it keeps nothing between calls.
  *
- * Cores (policy.model.core: lstm | gru; core_size H units): memory between the torso and the
- * heads; actor and critic share torso and core. The state a row carries from one step to the
- * next is S = model_state_size floats (gb_config_state_size: LSTM 2H as [h, c], GRU H), zeros at
- * an episode's start. The model keeps no state of its own: the caller holds it (an actor, one
+ * Cores (policy.model.core: lstm | gru | transformer; core_size H units): memory between the
+ * torso and the heads; actor and critic share torso and core. The state a row carries from one
+ * step to the next is S = model_state_size floats (gb_config_state_size: LSTM 2H as [h, c], GRU
+ * H, the transformer its blocks' inputs at its last steps: workers/torch/transformer.hpp), zeros
+ * at an episode's start. The model keeps no state of its own: the caller holds it (an actor, one
  * row per environment copy and agent), passes it in with the observations and gets the next one
  * back (model_act_state). Over a chunk (training) the state entering row 0 is the batch's
  * state0, and the state entering row t > 0 is the one row t-1 produced, or zeros when row t-1

@@ -84,6 +84,9 @@ static int check_space(const gb_config *cfg, const gb_torch_space *sp, gb_error 
         return gb_error_set(err, GB_EUNSUPPORTED, "policy.model.core: a recurrent core is part "
                             "of a built-in model (mlp or cnn) trained with ppo (recurrent dqn "
                             "and sac are not built)");
+    if (cfg->policy.model.torchscript_state > 0 && algo != GB_ALGO_PPO)
+        return gb_error_set(err, GB_EUNSUPPORTED, "policy.model.torchscript_state: a model "
+                            "with state trains with ppo (recurrent dqn and sac are not built)");
     if (cfg->policy.model.type == GB_MODEL_TORCHSCRIPT && !cfg->policy.model.torchscript[0])
         return gb_error_set(err, GB_EINVAL, "policy.model.type is torchscript but "
                             "policy.model.torchscript is empty");
@@ -146,7 +149,7 @@ int model_init(gb_torch_model *m, const gb_config *cfg, const gb_torch_space *sp
     }
     if (m->net->state_size() != gb_config_state_size(cfg))
         return gb_error_set(err, GB_EINVAL, "the network carries %lld floats of state a row, "
-                            "policy.model.core asks for %lld", (long long)m->net->state_size(),
+                            "the config asks for %lld", (long long)m->net->state_size(),
                             (long long)gb_config_state_size(cfg));
     if (m->algo == GB_ALGO_SAC) {
         std::vector<float> scale(sp->action_dim), bias(sp->action_dim);
@@ -354,6 +357,28 @@ extern "C" int gb_torch_write_test_script(const char *path, int64_t obs_dim, int
 def forward(self, obs):
     x = obs * self.obs_scale
     return torch.matmul(x, self.w_pi.t()), torch.matmul(x, self.w_v.t())
+)JIT");
+        m.save(path);
+        return 0;
+    });
+}
+
+extern "C" int gb_torch_write_test_script_state(const char *path, int64_t obs_dim,
+                                                int64_t n_actions, int64_t state_size,
+                                                uint64_t seed, gb_error *err)
+{
+    return gb_torch_guard(err, "write_test_script_state", [&] {
+        torch::jit::Module m("GearboxTestRecurrentActorCritic");
+        at::Generator gen = at::detail::createCPUGenerator(seed);
+        m.register_parameter("w_s", torch::randn({state_size, obs_dim + state_size}, gen) * 0.3,
+                             false);
+        m.register_parameter("w_pi", torch::randn({n_actions, state_size}, gen) * 0.1, false);
+        m.register_parameter("w_v", torch::randn({1, state_size}, gen) * 0.1, false);
+        m.register_attribute("state_size", c10::IntType::get(), state_size);
+        m.define(R"JIT(
+def forward(self, obs, state):
+    h = torch.tanh(torch.matmul(torch.cat([obs, state], 1), self.w_s.t()))
+    return torch.matmul(h, self.w_pi.t()), torch.matmul(h, self.w_v.t()), h
 )JIT");
         m.save(path);
         return 0;

@@ -396,77 +396,6 @@ struct BuiltinNet : Net {
     }
 };
 
-struct ScriptNet : Net {
-    torch::jit::Module mod;
-    int algo;
-    bool discrete;
-    ScriptNet(torch::jit::Module m, int a, bool d) : mod(std::move(m)), algo(a), discrete(d)
-    {
-        // parameters train, whatever requires_grad flag the export left on them
-        for (const auto &p : mod.parameters(true)) {
-            torch::Tensor t = p; // the same tensor, not a copy
-            if (t.is_floating_point())
-                t.requires_grad_(true);
-        }
-    }
-
-    static torch::Tensor vec(const torch::Tensor &t) { return t.reshape({t.size(0)}); }
-    Heads forward(const torch::Tensor &obs) override
-    {
-        torch::IValue out = mod.forward({obs});
-        Heads h;
-        if (algo == GB_ALGO_DQN) {
-            h.q = out.toTensor();
-            return h;
-        }
-        auto el = out.toTuple()->elements();
-        if (algo == GB_ALGO_PPO && discrete) {
-            if (el.size() != 2)
-                throw std::runtime_error("torchscript PPO (discrete) must return (logits, value)");
-            h.logits = el[0].toTensor();
-            h.value = vec(el[1].toTensor());
-        } else if (algo == GB_ALGO_PPO) {
-            if (el.size() != 3)
-                throw std::runtime_error(
-                    "torchscript PPO (continuous) must return (mean, log_std, value)");
-            h.mean = el[0].toTensor();
-            h.log_std = el[1].toTensor().expand_as(h.mean);
-            h.value = vec(el[2].toTensor());
-        } else {
-            if (el.size() != 2)
-                throw std::runtime_error("torchscript SAC actor must return (mean, log_std)");
-            h.mean = el[0].toTensor();
-            h.log_std = el[1].toTensor().expand_as(h.mean);
-        }
-        return h;
-    }
-    NamedTensors named_tensors() override
-    {
-        NamedTensors v;
-        for (const auto &p : mod.named_parameters(true))
-            v.emplace_back(p.name, p.value);
-        for (const auto &b : mod.named_buffers(true))
-            v.emplace_back(b.name, b.value);
-        return v;
-    }
-    std::vector<torch::Tensor> parameters() override
-    {
-        std::vector<torch::Tensor> v;
-        for (const auto &p : mod.parameters(true))
-            v.push_back(p);
-        return v;
-    }
-    void set_training(bool on) override { mod.train(on); }
-    void set_precision(int precision, int) override
-    {
-        if (precision != GB_PRECISION_FP32)
-            throw Failure(GB_EUNSUPPORTED, "reduced inference precision needs a built-in model "
-                                           "(mlp or cnn), not torchscript");
-    }
-    void refresh_precision() override {}
-    const char *kernels() const override { return "libtorch (torchscript)"; }
-};
-
 } // namespace
 
 Heads select_rows(const Heads &h, const torch::Tensor &idx)
@@ -504,7 +433,7 @@ std::shared_ptr<Net> make_net(const gb_config *cfg, const gb_torch_space *sp, to
     int algo = cfg->trainer.algorithm.name;
     if (mc.type == GB_MODEL_TORCHSCRIPT) {
         torch::jit::Module mod = torch::jit::load(mc.torchscript, dev);
-        return std::make_shared<ScriptNet>(std::move(mod), algo, sp->discrete != 0);
+        return make_script_net(std::move(mod), algo, sp->discrete != 0, mc.torchscript_state);
     }
     bool cnn = mc.type == GB_MODEL_CNN;
     bool u8 = sp->obs_dtype == GB_DTYPE_UINT8;

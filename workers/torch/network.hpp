@@ -1,6 +1,6 @@
 // workers/torch/network.hpp: the bridge's networks (network.cpp): built-in MLP/CNN policies,
 // TorchScript policies, SAC critics.
-// defines: gbt::Heads, gbt::select_rows, gbt::Net, gbt::make_net, gbt::Critic, gbt::init_mutex
+// defines: gbt::Heads, gbt::select_rows, gbt::Net, gbt::make_net, gbt::make_script_net, gbt::Critic, gbt::init_mutex
 #pragma once
 
 #include "workers/torch/internal.hpp"
@@ -73,6 +73,12 @@ std::mutex &init_mutex();
 // Builds the acting network of cfg's algorithm on dev. Throws on bad config. Draws its initial
 // weights from libtorch's global generator: hold init_mutex() and seed it first.
 std::shared_ptr<Net> make_net(const gb_config *cfg, const gb_torch_space *sp, torch::Device dev);
+
+// A loaded TorchScript module as the acting network of algo (script_net.cpp); state_size > 0:
+// its forward takes (obs, state) and returns its outputs and then the next state. Throws when
+// the module's state_size attribute (0 when absent) is not state_size.
+std::shared_ptr<Net> make_script_net(torch::jit::Module mod, int algo, bool discrete,
+                                     int64_t state_size);
 
 // SAC's Q(s, a): MLP over [flattened obs, action scaled to [-1, 1]].
 struct CriticImpl : torch::nn::Module {

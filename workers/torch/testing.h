@@ -2,7 +2,8 @@
  * callable on caller arrays, and a writer of a TorchScript test module. Only tests call these
  * (they link the bridge, gearbox_torch); they are not in the table (workers/torch/bridge.h).
  * defines: gb_torch_squashed_gaussian_logp, gb_torch_ppo_loss, gb_torch_dqn_loss,
- *          gb_torch_sac_loss, gb_torch_write_test_script, gb_torch_learner_sequence */
+ *          gb_torch_sac_loss, gb_torch_write_test_script, gb_torch_write_test_script_state,
+ *          gb_torch_learner_sequence */
 #ifndef GB_WORKERS_TORCH_TESTING_H
 #define GB_WORKERS_TORCH_TESTING_H
 
@@ -53,6 +54,12 @@ int gb_torch_sac_loss(const float *q1, const float *q2, const float *q1t, const 
  * Returns 0 or GB_ETORCH. */
 int gb_torch_write_test_script(const char *path, int64_t obs_dim, int64_t n_actions,
                                uint64_t seed, gb_error *err);
+
+/* The same with state_size floats of state a row (policy.model.torchscript_state): forward(obs,
+ * state) -> (h W_pi^T, h w_v^T, h) with h = tanh([obs, state] W_s^T), and the attribute
+ * state_size. Returns 0 or GB_ETORCH. */
+int gb_torch_write_test_script_state(const char *path, int64_t obs_dim, int64_t n_actions,
+                                     int64_t state_size, uint64_t seed, gb_error *err);
 
 /* The forward a PPO learner trains on (recurrent PPO's; without a core the plain forward): its
  * model over batch b's chunks as sequences from b->state0 with the reset rule of bridge.h's

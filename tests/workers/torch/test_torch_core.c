@@ -1,9 +1,10 @@
-/* tests/workers/torch/test_torch_core.c: recurrent cores (policy.model.core: lstm, gru) through
- * the C API: an actor's model_act_state stepped row by row over chunks with reset rows agrees
+/* tests/workers/torch/test_torch_core.c: models with state (policy.model.core lstm, gru,
+ * transformer; a TorchScript model with policy.model.torchscript_state) through the C API: an actor's model_act_state stepped row by row over chunks with reset rows agrees
  * with the learner's sequence forward from state0; the reset rule (a reset row in the middle =
  * two sequences, the second from zero state; state0 honoured); state sizes; stateless act
  * refused; export/import and checkpoints carry the core; dqn/sac with a core refused; one
- * recurrent PPO step, also with a cnn torso on uint8 frames. argv[1]: a scratch folder. */
+ * recurrent PPO step, also with a cnn torso on uint8 frames; a TorchScript model declaring another
+ * state size refused. argv[1]: a scratch folder. */
 #include "test.h"
 #include "workers/torch_test_util.h"
 #include "workers/torch/testing.h"
@@ -77,6 +78,19 @@ static void act_chunks(gb_torch_model *m, const gb_torch_space *sp, chunks *x)
 
 static void make_core_cfg(gb_config *cfg, const char *core, int size)
 {
+    if (strcmp(core, "torchscript") == 0) { /* a user's module with size floats of state */
+        gb_error err = {0};
+        CHECK(make_cfg(cfg, "ppo", "") == 0);
+        snprintf(cfg->policy.model.torchscript, sizeof cfg->policy.model.torchscript,
+                 "%s/recurrent.pt", scratch);
+        CHECK_OK(gb_torch_write_test_script_state(cfg->policy.model.torchscript, OBS, 3, size,
+                                                  5, &err));
+        cfg->policy.model.type = GB_MODEL_TORCHSCRIPT;
+        cfg->policy.model.torchscript_state = size;
+        cfg->trainer.algorithm.ppo.epochs = 2;
+        cfg->trainer.algorithm.ppo.minibatches = 2;
+        return;
+    }
     char extra[192];
     /* a transformer of 2 blocks of 2 heads looking 3 steps back: 2 x 3 x 16 + 3 = 99 floats */
     snprintf(extra, sizeof extra, ", core: %s, core_size: %d%s", core, size,
@@ -140,6 +154,21 @@ static void test_agreement_lstm(void) { agreement("lstm", discrete_space()); }
 static void test_agreement_gru(void) { agreement("gru", discrete_space()); }
 static void test_agreement_lstm_box(void) { agreement("lstm", box_space()); }
 static void test_agreement_transformer(void) { agreement("transformer", discrete_space()); }
+static void test_agreement_torchscript(void) { agreement("torchscript", discrete_space()); }
+
+/* A TorchScript model whose state_size attribute is not the config's is refused. */
+static void test_torchscript_state_mismatch(void)
+{
+    gb_error err = {0};
+    gb_config cfg;
+    make_core_cfg(&cfg, "torchscript", 16);
+    cfg.policy.model.torchscript_state = 8;
+    gb_torch_space sp = discrete_space();
+    gb_torch_model *m = NULL;
+    CHECK(gb_torch_model_create(&cfg, &sp, 3, &m, &err) == GB_EINVAL);
+    CHECK(strstr(err.msg, "state_size") != NULL);
+    gb_torch_model_destroy(m);
+}
 
 /* One chunk's values through the learner's sequence forward. */
 static void seq_values(gb_torch_learner *l, const float *obs, const float *next, int n,
@@ -396,6 +425,8 @@ int main(int argc, char **argv)
     TEST_RUN(test_agreement_gru);
     TEST_RUN(test_agreement_lstm_box);
     TEST_RUN(test_agreement_transformer);
+    TEST_RUN(test_agreement_torchscript);
+    TEST_RUN(test_torchscript_state_mismatch);
     TEST_RUN(test_cnn_core);
     TEST_RUN(test_reset_rule);
     TEST_RUN(test_model_contract);
