@@ -4,7 +4,8 @@
 # state in the actor, sends it with every request and trains on the chunks' state column; a
 # process on the machine asks the live policy worker for actions as an actor would
 # (tests/launch/probe.c infer): without a state, with one too wide or of float64 it is refused
-# (GB_EPROTO, logged by the policy worker), with a well-formed one answered with the next state.
+# (GB_EPROTO, logged by the policy worker), with a well-formed one answered with the next state;
+# then the policy worker is killed: restarted, it serves the actors' states as before.
 # The run ends at its time budget with exit 0, trained, its ledger balanced; `gearbox eval`
 # plays its checkpoint with a state per agent; the run resumes (--resume) and trains on; inline mode
 # runs the same config.
@@ -23,9 +24,24 @@ wait_for_log "$run/logs/actor-0.log" "actor: " 60 || fail "the run did not start
 [ -S "$run/sockets/policy-0-inference" ] || fail "no policy inference socket in $run/sockets"
 "$probe" infer "ipc://$run/sockets/policy-0-inference" 2 16 ||
   fail "the policy worker took a request it must refuse, or answered a good one without its state"
+# a policy worker killed mid-run holds no state: the launcher restarts it and the actors go on
+# with theirs (the run still exits 0 below, and trains after the restart)
+plog="$run/logs/policy-0.log"
+ppid=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$plog" | head -1)
+[ -n "$ppid" ] || fail "no pid in $plog"
+kill -KILL "$ppid"
+steps_at_kill=$(tail -1 "$run/metrics.csv" | cut -d, -f4)
 wait "$launcher"; status=$?
 tail -2 "$work/out.log"
 s="$run/summary.json"
+python3 - "$s" <<'PY' || fail "the killed policy worker was not restarted"
+import json, sys
+r = json.load(open(sys.argv[1]))["restarts"]
+print("restarts:", [(x["worker"], x["reason"][:40]) for x in r])
+assert any(x["worker"] == "policy-0" for x in r)
+PY
+[ "$(json_get "$s" train_steps)" -gt "${steps_at_kill:-0}" ] ||
+  fail "no training after the policy worker's restart ($steps_at_kill train steps at the kill)"
 [ -s "$s" ] || fail "no summary.json"
 echo "exit $status, $(json_get "$s" exit_reason), $(json_get "$s" train_steps) train steps," \
   "return $(json_get "$s" episode_return_mean)"
