@@ -73,7 +73,6 @@ torch::Tensor lstm_forward(const torch::Tensor &xp, const torch::Tensor &s0,
     sv->gates = torch::empty({T, B, 4 * H});
     sv->tc = torch::empty({T, B, H});
     torch::Tensor ys = torch::empty({B, T, H}), wt = w.t(), st = s0.contiguous().clone();
-    torch::Tensor hc = torch::empty({B, 2 * H});
     float *S = st.data_ptr<float>(); // [B, 2H]: h then c of each row
     const float *X = xp.data_ptr<float>(), *K = keep.data_ptr<float>();
     float *Y = ys.data_ptr<float>(), *HIN = sv->h_in.data_ptr<float>();

@@ -11,6 +11,7 @@
 #include "runtime/base/rng.h"
 #include "runtime/config/config.h"
 #include "test.h"
+#include "tests/workers/roles/chunk_test_util.h"
 #include "workers/roles/acting.h"
 #include "workers/roles/learning.h"
 #include "workers/roles/worker.h"
@@ -53,14 +54,8 @@ static void fill(gb_learning *L, int zero_state)
     gb_rng rng;
     gb_rng_seed(&rng, 7);
     for (int i = 0; i < ITEMS; i++) {
-        float *obs = cols[GB_CHUNK_OBS], *next = cols[GB_CHUNK_NEXT_OBS];
-        for (size_t k = 0; k < layout.bytes[GB_CHUNK_OBS] / sizeof(float); k++)
-            obs[k] = (float)gb_rng_uniform(&rng) - 0.5f;
-        for (size_t k = 0; k < layout.bytes[GB_CHUNK_NEXT_OBS] / sizeof(float); k++)
-            next[k] = (float)gb_rng_uniform(&rng) - 0.5f;
+        random_chunk_rows(&layout, cols, &rng);
         for (int64_t t = 0; t < layout.T; t++) {
-            ((int64_t *)cols[GB_CHUNK_ACTION])[t] = (int64_t)(gb_rng_next(&rng) % 2);
-            ((float *)cols[GB_CHUNK_REWARD])[t] = (float)gb_rng_uniform(&rng);
             ((float *)cols[GB_CHUNK_LOGP])[t] = -0.69f;
             ((uint8_t *)cols[GB_CHUNK_VALID])[t] = 1;
         }
