@@ -107,6 +107,22 @@ Transitions valid_transitions(const gb_torch_batch *b, int64_t n_step, double ga
     return tr;
 }
 
+SeqInputs seq_inputs(const gb_torch_learner *l, const gb_torch_batch *b)
+{
+    const int64_t B = b->B, T = b->T, S = l->model->net->state_size();
+    SeqInputs in;
+    in.state0 = b->state0 ? cpu_view(b->state0, {B, S}, torch::kFloat32).clone().to(l->device)
+                          : torch::zeros({B, S}, torch::TensorOptions().device(l->device));
+    in.reset = torch::zeros({B, T + 1});
+    float *r = in.reset.data_ptr<float>();
+    if (b->valid)
+        for (int64_t bi = 0; bi < B; bi++)
+            for (int64_t t = 1; t <= T; t++)
+                r[bi * (T + 1) + t] = b->valid[bi * T + t - 1] ? 0.0f : 1.0f;
+    in.reset = in.reset.to(l->device);
+    return in;
+}
+
 double learner_lr(const gb_torch_learner *l, double base)
 {
     if (!l->cfg.trainer.algorithm.lr_anneal)

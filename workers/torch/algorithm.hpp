@@ -86,6 +86,14 @@ torch::Tensor cpu_view(const void *p, std::vector<int64_t> shape, torch::ScalarT
 // Index of step (b, t) in the [B*(T+1)] obs rows.
 inline int64_t obs_row(int64_t b, int64_t t, int64_t T) { return b * (T + 1) + t; }
 
+// A batch's sequence inputs for a core (Net::sequence) on the learner's device: state0 [B, S]
+// (zeros when b has none) and reset_before [B, T+1] (row t > 0: 1 where row t-1 is a reset
+// row; row 0: 0, state0 enters). What recurrent PPO and R2D2 run their chunks from.
+struct SeqInputs {
+    torch::Tensor state0, reset;
+};
+SeqInputs seq_inputs(const gb_torch_learner *l, const gb_torch_batch *b);
+
 // The valid steps of a batch of chunks as N transitions with n-step returns (gb_torch_nstep):
 // what DQN (n = dqn.n_step) and SAC (n = 1) train on.
 struct Transitions {

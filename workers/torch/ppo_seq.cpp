@@ -11,28 +11,6 @@ namespace gbt {
 
 namespace {
 
-// A batch's sequence inputs on the learner's device: state0 [B, S] (zeros when b has none) and
-// reset_before [B, T+1] (row t > 0: 1 where row t-1 is a reset row; row 0: 0, state0 enters).
-struct SeqInputs {
-    torch::Tensor state0, reset;
-};
-
-SeqInputs seq_inputs(const gb_torch_learner *l, const gb_torch_batch *b)
-{
-    const int64_t B = b->B, T = b->T, S = l->model->net->state_size();
-    SeqInputs in;
-    in.state0 = b->state0 ? cpu_view(b->state0, {B, S}, torch::kFloat32).clone().to(l->device)
-                          : torch::zeros({B, S}, torch::TensorOptions().device(l->device));
-    in.reset = torch::zeros({B, T + 1});
-    float *r = in.reset.data_ptr<float>();
-    if (b->valid)
-        for (int64_t bi = 0; bi < B; bi++)
-            for (int64_t t = 1; t <= T; t++)
-                r[bi * (T + 1) + t] = b->valid[bi * T + t - 1] ? 0.0f : 1.0f;
-    in.reset = in.reset.to(l->device);
-    return in;
-}
-
 // obs rows [B*T1, *shape] viewed as [B, T1, *shape]
 torch::Tensor by_chunk(const torch::Tensor &obs, int64_t B, int64_t T1)
 {
