@@ -233,3 +233,9 @@ int64_t gb_config_state_size(const gb_config *cfg)
     default: return 0;
     }
 }
+
+/* See config.h. */
+int64_t gb_config_burn_in(const gb_config *cfg)
+{
+    return cfg->trainer.algorithm.name == GB_ALGO_DQN ? cfg->trainer.algorithm.dqn.burn_in : 0;
+}

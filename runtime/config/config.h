@@ -156,6 +156,8 @@ typedef struct gb_config_dqn {
     double epsilon_end;
     int64_t epsilon_decay_steps;
     double huber_delta;
+    int64_t burn_in;     /* R2D2: rows repeated before each chunk's new rows, no loss */
+    int value_rescale;   /* bool: R2D2's h(x) on the targets */
 } gb_config_dqn;
 
 typedef struct gb_config_sac {
@@ -393,6 +395,10 @@ const char *gb_config_env_label(const gb_config *cfg, char *buf, size_t n);
  * core. Actors, policy workers and
  * trainers size their state buffers and the chunk's state column from it. */
 int64_t gb_config_state_size(const gb_config *cfg);
+
+/* Rows of R2D2's burn-in that each chunk repeats from the end of its stream's previous one
+ * (trainer.algorithm.dqn.burn_in with dqn; 0 otherwise): a chunk has actors.chunk_len + this. */
+int64_t gb_config_burn_in(const gb_config *cfg);
 
 const char *gb_config_enum_name(const char *key_path, int value);
 

@@ -231,10 +231,10 @@ static int check_policy(const gb_config *cfg, const gb_config_marks *marks, gb_e
             return fail_key(marks, "policy.model.core", err,
                             "a core is part of a built-in model (mlp or cnn); a torchscript "
                             "model brings its own layers");
-        if (cfg->trainer.algorithm.name != GB_ALGO_PPO)
+        if (cfg->trainer.algorithm.name == GB_ALGO_SAC)
             return fail_key(marks, "policy.model.core", err,
-                            "a recurrent core trains with ppo for now (recurrent DQN, R2D2, "
-                            "and SAC with memory are not built yet)");
+                            "a recurrent core trains with ppo or dqn (R2D2); SAC with memory "
+                            "is not built yet");
         if (cfg->policy.precision != GB_PRECISION_FP32)
             return fail_key(marks, "policy.precision", err,
                             "a model with a core runs its inference in fp32 for now");
@@ -254,6 +254,10 @@ static int check_policy(const gb_config *cfg, const gb_config_marks *marks, gb_e
             return fail_key(marks, "policy.model.torchscript_state", err,
                             "a model with state trains with ppo for now");
     }
+    if (cfg->trainer.algorithm.name == GB_ALGO_DQN && cfg->trainer.algorithm.dqn.burn_in > 0 &&
+        cfg->policy.model.core == GB_CORE_NONE)
+        return fail_key(marks, "trainer.algorithm.dqn.burn_in", err,
+                        "burn-in warms a core's state up: it needs policy.model.core");
     if (cfg->policy.model.hidden.n == 0 && cfg->policy.model.type == GB_MODEL_MLP)
         return fail_key(marks, "policy.model.hidden", err, "an MLP needs at least one layer");
     return 0;

@@ -221,6 +221,11 @@ const gb_config_field gb_config_fields[] = {
         "10000", 0, BIG, "env steps over which epsilon decays linearly"),
     FLOAT("trainer.algorithm.dqn.huber_delta", trainer.algorithm.dqn.huber_delta, "1", 0, INF,
           "Huber loss threshold"),
+    INT("trainer.algorithm.dqn.burn_in", trainer.algorithm.dqn.burn_in, "0", 0, 1 << 16,
+        "R2D2 with a core: rows each chunk repeats from its stream's previous one, run only to "
+        "warm the core's state up from the stored one (no loss, no gradient)"),
+    BOOL("trainer.algorithm.dqn.value_rescale", trainer.algorithm.dqn.value_rescale, "false",
+         "R2D2's invertible value rescaling of the n-step targets"),
     FLOAT("trainer.algorithm.sac.tau", trainer.algorithm.sac.tau, "0.005", 0, 1,
           "Polyak coefficient"),
     FLOAT("trainer.algorithm.sac.init_alpha", trainer.algorithm.sac.init_alpha, "0.2", 0, INF,

@@ -28,6 +28,8 @@ struct gb_chunk_builder {
     int qhead, qlen, qcap;
     uint64_t obs_bytes, action_bytes;
     float *carry; /* [streams, S]: the state entering each stream's next row (S > 0) */
+    float *overlap_state; /* [streams, S]: the state entering row T - overlap of each stream's
+                             chunk, the next chunk's state (overlap > 0 and S > 0) */
 };
 
 static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
@@ -103,6 +105,16 @@ int gb_chunk_layout_init(gb_chunk_layout *l, int64_t T, gb_dtype obs_dtype, int 
     return 0;
 }
 
+int gb_chunk_layout_set_overlap(gb_chunk_layout *l, int64_t overlap, gb_error *err)
+{
+    if (overlap < 0 || overlap >= l->T)
+        return gb_error_set(err, GB_EINVAL, "chunk layout: %lld rows of overlap in chunks of "
+                            "%lld (at least one new row a chunk)", (long long)overlap,
+                            (long long)l->T);
+    l->overlap = overlap;
+    return 0;
+}
+
 static atomic_int fail_allocs; /* gb_chunk_fail_next_allocs */
 
 void gb_chunk_fail_next_allocs(int n) { atomic_store(&fail_allocs, n); }
@@ -167,8 +179,11 @@ int gb_chunk_builder_create(const gb_chunk_layout *l, int streams, gb_chunk_buil
     b->queue = calloc((size_t)b->qcap, sizeof *b->queue);
     if (!b->st || !b->queue)
         goto nomem;
-    if (l->state_size > 0 &&
-        !(b->carry = calloc((size_t)streams * (size_t)l->state_size, sizeof *b->carry)))
+    size_t states = (size_t)streams * (size_t)l->state_size;
+    if (l->state_size > 0 && !(b->carry = calloc(states, sizeof *b->carry)))
+        goto nomem;
+    if (l->state_size > 0 && l->overlap > 0 &&
+        !(b->overlap_state = calloc(states, sizeof *b->overlap_state)))
         goto nomem;
     for (int s = 0; s < streams; s++) {
         b->st[s].block = block_new(l);
@@ -196,6 +211,7 @@ void gb_chunk_builder_destroy(gb_chunk_builder *b)
     free(b->st);
     free(b->queue);
     free(b->carry);
+    free(b->overlap_state);
     free(b);
 }
 
@@ -231,6 +247,50 @@ static void begin_state(gb_chunk_builder *b, int s)
                b->layout.bytes[GB_CHUNK_STATE]);
 }
 
+/* The per-step columns (a row of each is bytes / T). */
+static const int step_cols[] = {GB_CHUNK_OBS,       GB_CHUNK_ACTION, GB_CHUNK_REWARD,
+                                GB_CHUNK_TERMINATED, GB_CHUNK_TRUNCATED, GB_CHUNK_VALID,
+                                GB_CHUNK_LOGP,      GB_CHUNK_VERSION};
+#define NSTEP_COLS ((int)(sizeof step_cols / sizeof step_cols[0]))
+
+/* A stream with nothing to repeat: its block's first `overlap` rows become padding (zeros, not
+ * valid), its state column the carry (zeros: the caller zeroed it), its next row `overlap`. */
+static void pad_start(gb_chunk_builder *b, int s)
+{
+    const gb_chunk_layout *l = &b->layout;
+    stream_state *st = &b->st[s];
+    for (int i = 0; i < NSTEP_COLS; i++)
+        memset(gb_chunk_column(l, st->block, step_cols[i]), 0,
+               (size_t)(l->bytes[step_cols[i]] / (uint64_t)l->T * (uint64_t)l->overlap));
+    st->row = l->overlap;
+    begin_state(b, s);
+}
+
+/* Stream s goes on in its block (fresh, or the one it had after a failed allocation) from the
+ * full chunk `from`: its last `overlap` rows repeated as rows 0.. (memmove: from may be the
+ * block itself), the state entering them as the state column, the next row `overlap`. Without
+ * overlap: row 0, its state the carry. */
+static void go_on_from(gb_chunk_builder *b, int s, void *from)
+{
+    const gb_chunk_layout *l = &b->layout;
+    stream_state *st = &b->st[s];
+    st->row = l->overlap;
+    if (l->overlap == 0) {
+        begin_state(b, s);
+        return;
+    }
+    for (int i = 0; i < NSTEP_COLS; i++) {
+        int c = step_cols[i];
+        uint64_t row = l->bytes[c] / (uint64_t)l->T;
+        memmove(gb_chunk_column(l, st->block, c),
+                (char *)gb_chunk_column(l, from, c) + row * (uint64_t)(l->T - l->overlap),
+                (size_t)(row * (uint64_t)l->overlap));
+    }
+    if (b->overlap_state)
+        memcpy(gb_chunk_column(l, st->block, GB_CHUNK_STATE),
+               b->overlap_state + (size_t)s * (size_t)l->state_size, l->bytes[GB_CHUNK_STATE]);
+}
+
 void gb_chunk_start(gb_chunk_builder *b, int s, const void *obs)
 {
     stream_state *st = &b->st[s];
@@ -238,7 +298,7 @@ void gb_chunk_start(gb_chunk_builder *b, int s, const void *obs)
     st->valid_rows = 0;
     st->newest_version = -1;
     zero_carry(b, s);
-    begin_state(b, s);
+    pad_start(b, s);
     write_obs_row(b, st, obs);
 }
 
@@ -262,38 +322,41 @@ void gb_chunk_act(gb_chunk_builder *b, int s, const void *action, float logp, in
         st->newest_version = version;
 }
 
-/* Row r is complete; advance. When the chunk is full, next_obs completes it: queue it and start
- * a new block, its state column the carry. Returns 0 or GB_ENOMEM (then the finished chunk is
- * dropped and the stream starts again at row 0 of the block it had, its state the carry: it
- * never holds a NULL block). */
+/* Row r is complete; advance. When the chunk is full, next_obs completes it: queue it and go
+ * on in a new block (go_on_from). Returns 0 or GB_ENOMEM (then the finished chunk is dropped and
+ * the stream goes on in the block it had, as it would in a new one: it never holds a NULL
+ * block). */
 static int advance(gb_chunk_builder *b, int s, const void *next_obs, gb_error *err)
 {
     stream_state *st = &b->st[s];
-    if (++st->row < b->layout.T)
+    const gb_chunk_layout *l = &b->layout;
+    if (++st->row == l->T - l->overlap && b->overlap_state) /* the next chunk's state */
+        memcpy(b->overlap_state + (size_t)s * (size_t)l->state_size, carry_of(b, s),
+               l->bytes[GB_CHUNK_STATE]);
+    if (st->row < l->T)
         return 0;
-    void *fresh = block_new(&b->layout);
+    void *fresh = block_new(l), *full = st->block;
     int64_t valid = st->valid_rows, version = st->newest_version;
-    st->row = 0;
     st->valid_rows = 0;
     st->newest_version = -1;
     if (!fresh) {
-        begin_state(b, s);
+        go_on_from(b, s, full);
         return gb_error_set(err, GB_ENOMEM, "chunk builder: out of memory for a new chunk "
                             "(stream %d: its last %lld steps are dropped)", s,
-                            (long long)b->layout.T);
+                            (long long)(l->T - l->overlap));
     }
-    memcpy(gb_chunk_column(&b->layout, st->block, GB_CHUNK_NEXT_OBS), next_obs, b->obs_bytes);
+    memcpy(gb_chunk_column(l, full, GB_CHUNK_NEXT_OBS), next_obs, b->obs_bytes);
+    st->block = fresh;
+    go_on_from(b, s, full);
     if (b->qlen < b->qcap) {
         gb_chunk *q = &b->queue[(b->qhead + b->qlen++) % b->qcap];
-        q->block = st->block;
+        q->block = full;
         q->stream = s;
         q->policy_version = version;
         q->steps = valid;
     } else {
-        gb_chunk_release(st->block); /* the caller never takes: cannot happen when used right */
+        gb_chunk_release(full); /* the caller never takes: cannot happen when used right */
     }
-    st->block = fresh;
-    begin_state(b, s);
     return 0;
 }
 
@@ -318,7 +381,7 @@ int gb_chunk_step(gb_chunk_builder *b, int s, float reward, int terminated, int 
     if (rc) {
         if (ended) { /* it restarts at the new episode's first observation: from zeros */
             zero_carry(b, s);
-            begin_state(b, s);
+            pad_start(b, s);
         }
         write_obs_row(b, st, obs); /* the stream restarts at obs */
         return rc;

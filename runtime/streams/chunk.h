@@ -68,6 +68,8 @@ typedef struct gb_chunk_layout {
     int discrete;
     int64_t action_dim; /* 1 for discrete */
     int64_t state_size; /* S: floats of recurrent state per row; 0 without a core */
+    int64_t overlap;    /* rows each chunk repeats from the end of the stream's previous one
+                           (a burn-in prefix: gb_chunk_layout_set_overlap); 0 by default */
     int ncols;          /* columns present: GB_CHUNK_NCOLS with a state, one fewer without */
     gb_tensor_desc desc[GB_CHUNK_NCOLS]; /* name, dtype, full shape of each column */
     uint64_t bytes[GB_CHUNK_NCOLS];
@@ -82,12 +84,22 @@ int gb_chunk_layout_init(gb_chunk_layout *l, int64_t T, gb_dtype obs_dtype, int 
                          const int64_t *obs_shape, int discrete, int64_t action_dim,
                          int64_t state_size, gb_error *err);
 
+/* Makes each chunk begin with the last `overlap` rows of the stream's previous chunk (R2D2's
+ * burn-in: a learner replays them only to warm a core's state up, and trains on the T - overlap
+ * rows after them), so that every row is trained on once and its core state is warmed up from
+ * real steps. The state column is then the state entering the chunk's row 0 (the first repeated
+ * row). A stream's first chunk (and one restarted after gb_chunk_start) has nothing to repeat:
+ * its first `overlap` rows are padding rows, zeros marked not valid like reset rows, so the
+ * learner's reset rule starts row `overlap` from zeros. A chunk's `steps` counts only its new
+ * rows. 0 <= overlap < T; returns 0 or GB_EINVAL. */
+int gb_chunk_layout_set_overlap(gb_chunk_layout *l, int64_t overlap, gb_error *err);
+
 /* A finished chunk: its block and where each column starts in it. */
 typedef struct gb_chunk {
     void *block;    /* owned by the holder until released or given to ZeroMQ */
     int stream;     /* copy * agents + agent */
     int64_t policy_version; /* the newest version among its rows */
-    int64_t steps;  /* valid rows */
+    int64_t steps;  /* valid rows, those repeated from the previous chunk aside (overlap) */
 } gb_chunk;
 
 typedef struct gb_chunk_builder gb_chunk_builder;

@@ -35,8 +35,8 @@ struct gb_acting {
     float *state;       /* [K*A, S]: each row's state entering its next step (S > 0) */
 };
 
-int gb_acting_layout_for(const gb_env_spec *spec, int64_t T, int64_t state_size,
-                         gb_chunk_layout *l, gb_error *err)
+int gb_acting_layout_for(const gb_env_spec *spec, const gb_config *cfg, gb_chunk_layout *l,
+                         gb_error *err)
 {
     int discrete = spec->action.kind == GB_ENV_SPACE_DISCRETE;
     int64_t shape[GB_WIRE_MAX_RANK];
@@ -45,8 +45,12 @@ int gb_acting_layout_for(const gb_env_spec *spec, int64_t T, int64_t state_size,
                             spec->obs.ndim, GB_WIRE_MAX_RANK - 1);
     for (int i = 0; i < spec->obs.ndim; i++)
         shape[i] = spec->obs.shape[i];
-    return gb_chunk_layout_init(l, T, gb_env_dtype_to_gb(spec->obs.dtype), spec->obs.ndim, shape,
-                                discrete, discrete ? 1 : spec->action.n, state_size, err);
+    int64_t burn_in = gb_config_burn_in(cfg);
+    int rc = gb_chunk_layout_init(l, cfg->actors.chunk_len + burn_in,
+                                  gb_env_dtype_to_gb(spec->obs.dtype), spec->obs.ndim, shape,
+                                  discrete, discrete ? 1 : spec->action.n,
+                                  gb_config_state_size(cfg), err);
+    return rc ? rc : gb_chunk_layout_set_overlap(l, burn_in, err);
 }
 
 int gb_acting_create(const gb_acting_opts *o, gb_acting **out, gb_error *err)
@@ -74,8 +78,7 @@ int gb_acting_create(const gb_acting_opts *o, gb_acting **out, gb_error *err)
     a->state_size = gb_config_state_size(o->cfg);
     if ((rc = gb_env_ring_buffers_alloc(a->ring, &a->buf, err)) ||
         (rc = gb_env_ring_attach(a->ring, &a->buf, err)) ||
-        (rc = gb_acting_layout_for(a->spec, o->cfg->actors.chunk_len, a->state_size, &a->layout,
-                                   err)) ||
+        (rc = gb_acting_layout_for(a->spec, o->cfg, &a->layout, err)) ||
         (rc = gb_chunk_builder_create(&a->layout, a->K * a->A, &a->chunks, err)))
         goto fail;
     a->prev_episodes = calloc((size_t)a->K, sizeof *a->prev_episodes);

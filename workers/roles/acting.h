@@ -17,16 +17,18 @@
 
 typedef struct gb_acting gb_acting;
 
-/* The chunk layout of T-step chunks of an environment with this spec (observation dtype and
- * shape; discrete actions as int64, boxes as float32) and a policy carrying state_size floats
- * of recurrent state per row (gb_config_state_size; 0: none): the one conversion from an
- * environment to the chunk format, used by actors and trainers alike. Returns 0 or GB_EINVAL. */
-int gb_acting_layout_for(const gb_env_spec *spec, int64_t T, int64_t state_size,
-                         gb_chunk_layout *l, gb_error *err);
+/* The chunk layout of cfg's chunks for an environment with this spec (observation dtype and
+ * shape; discrete actions as int64, boxes as float32): actors.chunk_len new rows, after R2D2's
+ * burn-in rows repeated from the stream's previous chunk (gb_config_burn_in: the layout's
+ * overlap), and the policy's recurrent state (gb_config_state_size; 0: none). The one
+ * conversion from an environment to the chunk format, used by actors and trainers alike.
+ * Returns 0 or GB_EINVAL. */
+int gb_acting_layout_for(const gb_env_spec *spec, const gb_config *cfg, gb_chunk_layout *l,
+                         gb_error *err);
 
 typedef struct gb_acting_opts {
-    const gb_config *cfg; /* env (name, plugin, args, time limit), actors.chunk_len, the
-                             policy's state size (gb_config_state_size) */
+    const gb_config *cfg; /* env (name, plugin, args, time limit), the chunk layout
+                             (gb_acting_layout_for) */
     int copies, splits;   /* K environment copies stepped in S groups (S divides K) */
     uint64_t seed;        /* the ring's seed (gb_rng_seed_of(..., "envs")) */
     /* Called for every finished episode (may be NULL): its return (the mean over agents of

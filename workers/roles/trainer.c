@@ -274,8 +274,7 @@ static int open_learning(trainer *t, gb_error *err)
     gb_env_spec spec;
     int rc = open_ledger(t, err);
     if (rc || (rc = gb_worker_env_space(cfg, &spec, &t->space, err)) ||
-        (rc = gb_acting_layout_for(&spec, cfg->actors.chunk_len, gb_config_state_size(cfg),
-                                   &t->layout, err)) ||
+        (rc = gb_acting_layout_for(&spec, cfg, &t->layout, err)) ||
         (rc = gb_torch_set_threads((int)cfg->trainer.threads, err)))
         return rc;
     uint64_t seed = (uint64_t)cfg->experiment.seed;

@@ -111,4 +111,17 @@ Transitions valid_transitions(const gb_torch_batch *b, int64_t n_step, double ga
 double td_priorities(const Transitions &tr, int64_t B, int64_t T, const torch::Tensor &td,
                      float *prio);
 
+// R2D2 (dqn_seq.cpp): the online network's Q with gradients and the target network's without,
+// over every obs row [B*(T+1), n] of a batch (obs: batch_obs), each chunk replayed from its
+// state0 with dqn.burn_in rows of burn-in (their rows' Q: zeros, never trained on); and the
+// transitions of tr whose step lies after the burn-in.
+struct QRows {
+    torch::Tensor q, qt;
+};
+// R2D2's value rescaling (dqn.cpp): h(x) = sign(x) (sqrt(|x| + 1) - 1) + 0.001 x, its inverse.
+torch::Tensor value_h(const torch::Tensor &x);
+torch::Tensor value_h_inverse(const torch::Tensor &x);
+QRows r2d2_rows(gb_torch_learner *l, const gb_torch_batch *b, const torch::Tensor &obs);
+Transitions after_burn_in(const Transitions &tr, int64_t T, int64_t burn_in);
+
 } // namespace gbt

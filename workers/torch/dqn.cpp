@@ -1,5 +1,7 @@
 // workers/torch/dqn.cpp: DQN over trajectory chunks: n-step targets inside chunks, double Q,
-// target network (hard or Polyak), Huber loss, prioritized-replay weights and new priorities.
+// target network (hard or Polyak), Huber loss, prioritized-replay weights and new priorities;
+// with a core, R2D2 (the chunks replayed from their stored state after a burn-in: dqn_seq.cpp)
+// and its value rescaling.
 #include "workers/torch/algorithm.hpp"
 #include "workers/torch/testing.h"
 #include "workers/torch/targets.h"
@@ -23,6 +25,19 @@ static torch::Tensor dqn_loss(const torch::Tensor &q, const torch::Tensor &y,
     return (w.defined() ? l * w : l).mean();
 }
 
+// R2D2's h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x and its inverse (Pohlen et al., 2018).
+static const double rescale_eps = 1e-3;
+torch::Tensor value_h(const torch::Tensor &x)
+{
+    return x.sign() * ((x.abs() + 1.0).sqrt() - 1.0) + rescale_eps * x;
+}
+torch::Tensor value_h_inverse(const torch::Tensor &x)
+{
+    const double e = rescale_eps;
+    torch::Tensor r = ((1.0 + 4.0 * e * (x.abs() + 1.0 + e)).sqrt() - 1.0) / (2.0 * e);
+    return x.sign() * (r * r - 1.0);
+}
+
 static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
 {
     const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
@@ -30,8 +45,11 @@ static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     gb_torch_model *m = l->model;
     const int64_t B = b->B, T = b->T;
     torch::Device dev = l->device;
+    const bool recurrent = m->net->state_size() > 0;
 
     Transitions tr = valid_transitions(b, dc.n_step, ac.gamma, dev);
+    if (recurrent)
+        tr = after_burn_in(tr, T, dc.burn_in);
     const int64_t N = tr.N;
     st->samples = N;
     st->lr = learner_lr(l, ac.lr);
@@ -42,11 +60,18 @@ static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
         torch::Tensor act =
             cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, tr.step_idx).to(dev);
         torch::Tensor obs = batch_obs(l, b);
-        torch::Tensor q_all = m->net->forward(obs).q; // [B*(T+1), n], with grad
+        QRows rows; // [B*(T+1), n]; q with grad
+        if (recurrent)
+            rows = r2d2_rows(l, b, obs);
+        else
+            rows.q = m->net->forward(obs).q;
+        torch::Tensor q_all = rows.q;
         q = q_all.index_select(0, tr.row_idx).gather(1, act.view({-1, 1})).squeeze(1);
         {
             torch::NoGradGuard no_grad;
-            torch::Tensor qt = l->target->forward(obs.index_select(0, tr.brow_idx)).q;
+            torch::Tensor qt = recurrent
+                                   ? rows.qt.index_select(0, tr.brow_idx)
+                                   : l->target->forward(obs.index_select(0, tr.brow_idx)).q;
             torch::Tensor next;
             if (dc.double_q) {
                 torch::Tensor a_star =
@@ -55,7 +80,8 @@ static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
             } else {
                 next = std::get<0>(qt.max(1));
             }
-            y = tr.ret + tr.disc * next;
+            y = dc.value_rescale ? value_h(tr.ret + tr.disc * value_h_inverse(next))
+                                 : tr.ret + tr.disc * next;
         }
         l->opt->zero_grad();
         if (dev.is_cpu() && q.scalar_type() == torch::kFloat32) {
@@ -130,6 +156,16 @@ extern "C" int gb_torch_dqn_loss(const float *q, const float *y, const float *w,
         *out = gbt::dqn_loss(t(q), t(y), wt, delta).item<double>();
         if (td)
             torch::from_blob(td, {n}, torch::kFloat32).copy_(t(y) - t(q));
+        return 0;
+    });
+}
+
+extern "C" int gb_torch_value_rescale(const float *x, int64_t n, int inverse, float *out,
+                                      gb_error *err)
+{
+    return gb_torch_guard(err, "value_rescale", [&] {
+        torch::Tensor t = gbt::cpu_view(x, {n}, torch::kFloat32);
+        torch::from_blob(out, {n}).copy_(inverse ? gbt::value_h_inverse(t) : gbt::value_h(t));
         return 0;
     });
 }

@@ -80,10 +80,10 @@ static int check_space(const gb_config *cfg, const gb_torch_space *sp, gb_error 
                                 "(its critics are MLPs over flattened observations)");
     }
     if (cfg->policy.model.core != GB_CORE_NONE &&
-        (algo != GB_ALGO_PPO || cfg->policy.model.type == GB_MODEL_TORCHSCRIPT))
+        (algo == GB_ALGO_SAC || cfg->policy.model.type == GB_MODEL_TORCHSCRIPT))
         return gb_error_set(err, GB_EUNSUPPORTED, "policy.model.core: a recurrent core is part "
-                            "of a built-in model (mlp or cnn) trained with ppo (recurrent dqn "
-                            "and sac are not built)");
+                            "of a built-in model (mlp or cnn) trained with ppo or dqn (sac "
+                            "with memory is not built)");
     if (cfg->policy.model.torchscript_state > 0 && algo != GB_ALGO_PPO)
         return gb_error_set(err, GB_EUNSUPPORTED, "policy.model.torchscript_state: a model "
                             "with state trains with ppo (recurrent dqn and sac are not built)");

@@ -136,8 +136,54 @@ struct HeadsModule : torch::nn::Module {
         return obs.flatten(1);
     }
     virtual Heads heads(const torch::Tensor &obs) = 0;
+
+    // policy.model.core between the torso and the heads (none: both null)
+    Core core{nullptr};              // lstm, gru
+    TransformerCore tcore{nullptr};  // transformer
+    int64_t core_out = 0;            // the core's output width
+    // Registers mc's core after a torso of width *w, which becomes the core's width.
+    void add_core(const gb_config_model &mc, int64_t *w)
+    {
+        if (mc.core == GB_CORE_TRANSFORMER)
+            tcore = register_module("core", TransformerCore(*w, mc.core_size, mc.core_layers,
+                                                            mc.core_heads, mc.core_memory));
+        else if (mc.core != GB_CORE_NONE)
+            core = register_module("core", Core(mc.core, *w, mc.core_size));
+        if (has_core())
+            *w = core_out = mc.core_size;
+    }
+    bool has_core() const { return core || tcore; }
+    // The refusal of a stateless forward on a model with a core.
+    void no_core() const
+    {
+        if (has_core())
+            throw Failure(GB_EINVAL, "the model has a recurrent core (policy.model.core): it "
+                                     "acts with each row's state (model_act_state)");
+    }
+    // The core over torso features: one step (x [N, F], state [N, S] -> y, *state_out), or
+    // B sequences of T1 rows (f [B*T1, F] -> y [B*T1, core_out]).
+    torch::Tensor core_step(const torch::Tensor &x, const torch::Tensor &state,
+                            torch::Tensor *state_out)
+    {
+        if (tcore)
+            return tcore->step(x, state, state_out);
+        auto ys = core->step(x, state);
+        *state_out = ys.second;
+        return ys.first;
+    }
+    torch::Tensor core_sequence(const torch::Tensor &f, int64_t B, int64_t T1,
+                                const torch::Tensor &state0, const torch::Tensor &reset_before)
+    {
+        torch::Tensor x = f.view({B, T1, f.size(1)});
+        return (tcore ? tcore->sequence(x, state0, reset_before)
+                      : core->sequence(x, state0, reset_before))
+            .reshape({B * T1, core_out});
+    }
     // Net's state_size, step and sequence (without a core: heads)
-    virtual int64_t state_size() const { return 0; }
+    virtual int64_t state_size() const
+    {
+        return core ? core->state_size() : tcore ? tcore->state_size() : 0;
+    }
     virtual Heads step(const torch::Tensor &obs, const torch::Tensor &, torch::Tensor *)
     {
         return heads(obs);
@@ -153,9 +199,6 @@ struct HeadsModule : torch::nn::Module {
 // -> core -> heads, actor and critic sharing torso and core (policy.model.shared aside).
 struct ActorCritic : HeadsModule {
     torch::nn::Sequential torso{nullptr}, critic_torso{nullptr};
-    Core core{nullptr};              // lstm, gru
-    TransformerCore tcore{nullptr};  // transformer
-    int64_t core_out = 0;            // the core's output width
     torch::nn::Linear pi{nullptr}, v{nullptr};
     torch::Tensor log_std;
     bool discrete;
@@ -168,13 +211,7 @@ struct ActorCritic : HeadsModule {
         discrete = sp.discrete;
         int64_t w = 0, wc = 0;
         torso = register_module("torso", make_torso(mc, sp, 0, cnn, &w));
-        if (mc.core == GB_CORE_TRANSFORMER)
-            tcore = register_module("core", TransformerCore(w, mc.core_size, mc.core_layers,
-                                                            mc.core_heads, mc.core_memory));
-        else if (mc.core != GB_CORE_NONE)
-            core = register_module("core", Core(mc.core, w, mc.core_size));
-        if (has_core())
-            w = core_out = mc.core_size;
+        add_core(mc, &w);
         if (!mc.shared && !has_core())
             critic_torso = register_module("critic_torso", make_torso(mc, sp, 0, cnn, &wc));
         else
@@ -209,12 +246,9 @@ struct ActorCritic : HeadsModule {
         out.value = b.squeeze(-1);
         return out;
     }
-    bool has_core() const { return core || tcore; }
     Heads heads(const torch::Tensor &obs) override
     {
-        if (has_core())
-            throw Failure(GB_EINVAL, "the model has a recurrent core (policy.model.core): it "
-                                     "acts with each row's state (model_act_state)");
+        no_core();
         torch::Tensor a, b; // pi's and v's outputs
         if (!run_program(obs, &a, &b)) {
             torch::Tensor x = prep(obs);
@@ -225,23 +259,12 @@ struct ActorCritic : HeadsModule {
         }
         return make_heads(a, b);
     }
-    int64_t state_size() const override
-    {
-        return core ? core->state_size() : tcore ? tcore->state_size() : 0;
-    }
     Heads step(const torch::Tensor &obs, const torch::Tensor &state,
                torch::Tensor *state_out) override
     {
         if (!has_core())
             return heads(obs);
-        torch::Tensor x = seq(torso, prep(obs)), y;
-        if (tcore) {
-            y = tcore->step(x, state, state_out);
-        } else {
-            auto ys = core->step(x, state);
-            y = ys.first;
-            *state_out = ys.second;
-        }
+        torch::Tensor y = core_step(seq(torso, prep(obs)), state, state_out);
         return make_heads(lin(pi, y), lin(v, y));
     }
     Heads sequence(const torch::Tensor &obs, int64_t B, int64_t T1, const torch::Tensor &state0,
@@ -249,16 +272,12 @@ struct ActorCritic : HeadsModule {
     {
         if (!has_core())
             return heads(obs);
-        torch::Tensor f = seq(torso, prep(obs)); // [B*T1, F]
-        f = f.view({B, T1, f.size(1)});
-        torch::Tensor y = (tcore ? tcore->sequence(f, state0, reset_before)
-                                 : core->sequence(f, state0, reset_before))
-                              .reshape({B * T1, core_out});
+        torch::Tensor y = core_sequence(seq(torso, prep(obs)), B, T1, state0, reset_before);
         return make_heads(lin(pi, y), lin(v, y));
     }
 };
 
-// DQN: Q-values.
+// DQN: Q-values; with a core (R2D2), torso -> core -> Q.
 struct QNet : HeadsModule {
     torch::nn::Sequential torso{nullptr};
     torch::nn::Linear head{nullptr};
@@ -269,12 +288,13 @@ struct QNet : HeadsModule {
         in_features = prod(sp);
         int64_t w = 0;
         torso = register_module("torso", make_torso(mc, sp, 0, cnn, &w));
+        add_core(mc, &w);
         head = register_module("q", linear(w, sp.n_actions, 1.0));
     }
     bool plan(MlpProgram &p, int *a, int *b) override
     {
         int t = -1;
-        if (!p.torso(torso, -1, &t))
+        if (has_core() || !p.torso(torso, -1, &t))
             return false;
         *a = p.head(head, t);
         *b = -1;
@@ -282,10 +302,29 @@ struct QNet : HeadsModule {
     }
     Heads heads(const torch::Tensor &obs) override
     {
+        no_core();
         Heads out;
         torch::Tensor unused;
         if (!run_program(obs, &out.q, &unused))
             out.q = lin(head, seq(torso, prep(obs)));
+        return out;
+    }
+    Heads step(const torch::Tensor &obs, const torch::Tensor &state,
+               torch::Tensor *state_out) override
+    {
+        if (!has_core())
+            return heads(obs);
+        Heads out;
+        out.q = lin(head, core_step(seq(torso, prep(obs)), state, state_out));
+        return out;
+    }
+    Heads sequence(const torch::Tensor &obs, int64_t B, int64_t T1, const torch::Tensor &state0,
+                   const torch::Tensor &reset_before) override
+    {
+        if (!has_core())
+            return heads(obs);
+        Heads out;
+        out.q = lin(head, core_sequence(seq(torso, prep(obs)), B, T1, state0, reset_before));
         return out;
     }
 };

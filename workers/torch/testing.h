@@ -3,7 +3,7 @@
  * (they link the bridge, gearbox_torch); they are not in the table (workers/torch/bridge.h).
  * defines: gb_torch_squashed_gaussian_logp, gb_torch_ppo_loss, gb_torch_dqn_loss,
  *          gb_torch_sac_loss, gb_torch_write_test_script, gb_torch_write_test_script_state,
- *          gb_torch_learner_sequence */
+ *          gb_torch_learner_sequence, gb_torch_learner_q_rows, gb_torch_value_rescale */
 #ifndef GB_WORKERS_TORCH_TESTING_H
 #define GB_WORKERS_TORCH_TESTING_H
 
@@ -68,6 +68,17 @@ int gb_torch_write_test_script_state(const char *path, int64_t obs_dim, int64_t 
  * GB_ETORCH. */
 int gb_torch_learner_sequence(gb_torch_learner *l, const gb_torch_batch *b, float *logp,
                               float *value, gb_error *err);
+
+/* The online Q-values a DQN learner trains on, q [B, T+1, n actions] (row T: next_obs's):
+ * without a core its forward of every row; with one (R2D2), each chunk replayed from b->state0,
+ * its first dqn.burn_in rows stepped one at a time, the rest as one sequence from the state
+ * they leave (the Q of the burn-in rows from their steps). Returns 0, GB_EINVAL or GB_ETORCH. */
+int gb_torch_learner_q_rows(gb_torch_learner *l, const gb_torch_batch *b, float *q,
+                            gb_error *err);
+
+/* R2D2's value rescaling as dqn.value_rescale applies it to n values: h(x) = sign(x)
+ * (sqrt(|x| + 1) - 1) + 0.001 x, or its inverse. Returns 0 or GB_ETORCH. */
+int gb_torch_value_rescale(const float *x, int64_t n, int inverse, float *out, gb_error *err);
 
 #ifdef __cplusplus
 }

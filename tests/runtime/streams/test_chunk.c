@@ -2,7 +2,8 @@
  * reset rows after episode ends (also across chunk boundaries), next_obs, versions, the zero-copy
  * hand-off's reference counting, and the ingest check for non-finite values; the recurrent state
  * column against the bridge's reset rule replayed over the rows, with episode ends at every
- * position relative to the chunk boundaries. */
+ * position relative to the chunk boundaries; chunks that repeat the previous chunk's last rows
+ * (R2D2's burn-in overlap), padded at a stream's start, also across a failed allocation. */
 #include "runtime/streams/chunk.h"
 #include "test.h"
 
@@ -390,6 +391,98 @@ static void test_state_out_of_memory(void)
     }
 }
 
+/* Overlap: chunks of OV_T rows whose first OV_K repeat the previous chunk's last ones. Every row
+ * of every chunk is checked against the stream's record (obs[0] = the row's index in the
+ * stream, its valid flag, the state it entered with); a stream's first chunk begins with OV_K
+ * padding rows (zeros, not valid) and zero state; steps counts only the new rows; next_obs is
+ * the row after the last. One allocation fails mid-episode where a chunk finishes: that chunk
+ * is lost, and the next one still repeats its last rows with their state. */
+enum { OV_T = 7, OV_K = 3, OV_STEPS = 200 };
+
+static void check_overlap_chunk(const gb_chunk_layout *l, const gb_chunk *c,
+                                float (*enter)[ST_S], const uint8_t *valid, int64_t *n0)
+{
+    const float *obs = gb_chunk_column(l, c->block, GB_CHUNK_OBS);
+    const float *next = gb_chunk_column(l, c->block, GB_CHUNK_NEXT_OBS);
+    const uint8_t *v = gb_chunk_column(l, c->block, GB_CHUNK_VALID);
+    const float *st = gb_chunk_column(l, c->block, GB_CHUNK_STATE);
+    *n0 = (int64_t)obs[2 * OV_K]; /* the first new row */
+    int bad = 0, new_valid = 0;
+    for (int j = 0; j < OV_T; j++) {
+        int64_t r = *n0 - OV_K + j;
+        if (r < 0) /* padding */
+            bad += obs[2 * j] != 0 || v[j] != 0;
+        else
+            bad += obs[2 * j] != (float)r || v[j] != valid[r];
+        if (j >= OV_K)
+            new_valid += v[j];
+    }
+    CHECK_MSG(bad == 0, "chunk at row %lld: %d rows differ from the stream's", (long long)*n0,
+              bad);
+    CHECK_EQ_INT(c->steps, new_valid);
+    CHECK(next[0] == (float)(*n0 + OV_T - OV_K));
+    float zero[ST_S] = {0};
+    const float *want = *n0 - OV_K < 0 ? zero : enter[*n0 - OV_K];
+    CHECK_MSG(memcmp(st, want, sizeof zero) == 0, "chunk at row %lld: state %g, expected %g",
+              (long long)*n0, st[0], want[0]);
+}
+
+static void test_overlap(void)
+{
+    gb_error err = {0};
+    int64_t shape[1] = {2};
+    gb_chunk_layout l;
+    CHECK_OK(gb_chunk_layout_init(&l, OV_T, GB_DTYPE_FLOAT32, 1, shape, 1, 1, ST_S, &err));
+    CHECK(gb_chunk_layout_set_overlap(&l, OV_T, &err) == GB_EINVAL); /* no new row */
+    CHECK_OK(gb_chunk_layout_set_overlap(&l, OV_K, &err));
+    gb_chunk_builder *b = NULL;
+    CHECK_OK(gb_chunk_builder_create(&l, 1, &b, &err));
+    if (!b)
+        return;
+    static float enter[2 * OV_STEPS + 2][ST_S];
+    static uint8_t valid[2 * OV_STEPS + 2];
+    memset(enter, 0, sizeof enter);
+    int row = 0, chunks = 0, failed = 0, gaps = 0;
+    int64_t last = -(OV_T - OV_K); /* as if a chunk had ended before the stream's first row */
+    float o[2] = {0, 0}, f[2] = {0, 0};
+    gb_chunk_start(b, 0, o);
+    for (int t = 0; t < OV_STEPS; t++) {
+        int64_t a = t;
+        gb_chunk_act(b, 0, &a, 0, 1);
+        float out[ST_S] = {(float)t + 1, 0.5f * (float)t, -(float)t - 2};
+        gb_chunk_set_state(b, 0, out);
+        int ended = ends_at(t);
+        valid[row] = 1;
+        memcpy(enter[row + 1], out, sizeof out);
+        if (ended) {
+            valid[row + 1] = 0;
+            memset(enter[row + 2], 0, sizeof enter[0]);
+        }
+        f[0] = (float)(row + 1);
+        o[0] = (float)(row + (ended ? 2 : 1));
+        int fail = !failed && t >= 40 && !ended && (row + 1) % (OV_T - OV_K) == 0;
+        if (fail)
+            gb_chunk_fail_next_allocs(1);
+        CHECK_EQ_INT(gb_chunk_step(b, 0, 1, ended, 0, ended, f, o, &err),
+                     fail ? GB_ENOMEM : 0);
+        failed |= fail;
+        row += ended ? 2 : 1;
+        gb_chunk c;
+        while (gb_chunk_take(b, &c)) {
+            int64_t n0 = -1;
+            check_overlap_chunk(&l, &c, enter, valid, &n0);
+            CHECK(n0 % (OV_T - OV_K) == 0);
+            gaps += n0 != last + (OV_T - OV_K);
+            last = n0;
+            chunks++;
+            gb_chunk_release(c.block);
+        }
+    }
+    CHECK(failed && chunks > 40);
+    CHECK_EQ_INT(gaps, 1); /* the chunk lost to the failed allocation, and no other */
+    gb_chunk_builder_destroy(b);
+}
+
 int main(void)
 {
     TEST_RUN(test_rows_and_resets);
@@ -399,5 +492,6 @@ int main(void)
     TEST_RUN(test_state_layout);
     TEST_RUN(test_state_column);
     TEST_RUN(test_state_out_of_memory);
+    TEST_RUN(test_overlap);
     return test_main_result();
 }

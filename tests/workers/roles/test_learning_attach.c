@@ -119,8 +119,7 @@ int main(int argc, char **argv)
     gb_log_init("test", 0, GB_LOG_WARN);
     gb_env_spec spec;
     CHECK_OK(gb_worker_env_space(&cfg, &spec, &space, &err));
-    CHECK_OK(gb_acting_layout_for(&spec, cfg.actors.chunk_len, gb_config_state_size(&cfg),
-                                  &layout, &err));
+    CHECK_OK(gb_acting_layout_for(&spec, &cfg, &layout, &err));
     snprintf(run_dir, sizeof run_dir, "%s/learning-attach-%d", argv[2], (int)getpid());
     mkdir(run_dir, 0755);
     snprintf(model_path, sizeof model_path, "%s/trainer-0.model", run_dir);

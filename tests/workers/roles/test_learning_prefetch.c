@@ -191,8 +191,7 @@ int main(int argc, char **argv)
     CHECK_OK(gb_config_read(&cfg, config_path, NULL, 0, &err));
     gb_env_spec spec;
     CHECK_OK(gb_worker_env_space(&cfg, &spec, &space, &err));
-    CHECK_OK(gb_acting_layout_for(&spec, cfg.actors.chunk_len, gb_config_state_size(&cfg),
-                                  &layout, &err));
+    CHECK_OK(gb_acting_layout_for(&spec, &cfg, &layout, &err));
     test_same_parameters();
     test_weighted_no_pins();
     test_staleness();

@@ -159,8 +159,7 @@ int main(int argc, char **argv)
     }
     gb_env_spec spec;
     CHECK_OK(gb_worker_env_space(&cfg, &spec, &space, &err));
-    CHECK_OK(gb_acting_layout_for(&spec, cfg.actors.chunk_len, gb_config_state_size(&cfg),
-                                  &layout, &err));
+    CHECK_OK(gb_acting_layout_for(&spec, &cfg, &layout, &err));
     CHECK_EQ_INT(layout.state_size, S);
     CHECK_EQ_INT(gb_torch_set_threads(1, &err), 0);
     test_replay_column(argv[2]);
