@@ -49,6 +49,8 @@ static const struct {
     {"cartpole_novel_transformer", "cartpole_novel_transformer.yaml"},
     {"recall_lstm", "recall_lstm.yaml"},
     {"recall_transformer", "recall_transformer.yaml"},
+    /* the same memory task with recurrent DQN (R2D2: stored state, burn-in, prioritised) */
+    {"recall_r2d2", "recall_r2d2.yaml"},
 };
 _Static_assert(sizeof suite_tasks / sizeof suite_tasks[0] == SUITE_NTASKS,
                "SUITE_NTASKS (bench_suite.h) counts suite_tasks");
