@@ -118,6 +118,8 @@ typedef struct gb_config_model {
     int64_t core_heads;                   /* transformer: attention heads (divide core_size) */
     int64_t core_memory;                  /* transformer: steps each block looks back */
     int64_t torchscript_state;            /* floats of state a TorchScript model carries a row */
+    int normalize_obs;                    /* bool: running mean/variance of the observations */
+    double obs_clip;                      /* normalised observations clipped to +- this */
 } gb_config_model;
 
 typedef struct gb_config_policy {

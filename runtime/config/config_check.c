@@ -258,6 +258,10 @@ static int check_policy(const gb_config *cfg, const gb_config_marks *marks, gb_e
         cfg->policy.model.core == GB_CORE_NONE)
         return fail_key(marks, "trainer.algorithm.dqn.burn_in", err,
                         "burn-in warms a core's state up: it needs policy.model.core");
+    if (cfg->policy.model.normalize_obs && cfg->policy.model.type != GB_MODEL_MLP)
+        return fail_key(marks, "policy.model.normalize_obs", err,
+                        "normalises the vector observations of an mlp model (a cnn scales its "
+                        "frames to [0, 1]; a torchscript model brings its own)");
     if (cfg->policy.model.hidden.n == 0 && cfg->policy.model.type == GB_MODEL_MLP)
         return fail_key(marks, "policy.model.hidden", err, "an MLP needs at least one layer");
     return 0;

@@ -130,9 +130,13 @@ const gb_config_field gb_config_fields[] = {
     STR("policy.model.torchscript", policy.model.torchscript, "",
         "TorchScript file when type is torchscript"),
     INT("policy.model.torchscript_state", policy.model.torchscript_state, "0", 0, 1 << 24,
-        "floats of state a TorchScript model carries per row (0: none); its forward then "
-        "takes (obs, state) and returns its outputs and the next state, and it declares "
-        "state_size"),
+        "floats of state a TorchScript model carries per row (0: none); it declares state_size "
+        "and its forward takes (obs, state) and returns its outputs, then the next state"),
+    BOOL("policy.model.normalize_obs", policy.model.normalize_obs, "false",
+         "observations minus their running mean over their running deviation, clipped (the "
+         "statistics: the trainers', from every chunk, shipped with the parameters)"),
+    FLOAT("policy.model.obs_clip", policy.model.obs_clip, "10", 0, INF,
+          "normalised observations are clipped to [-obs_clip, obs_clip]"),
     ENUM("policy.model.core", policy.model.core, "none", cores,
          "memory after the torso: none, lstm, gru or transformer (a gated transformer, GTrXL, "
          "over the episode's last steps); each environment carries its state from step to "

@@ -92,7 +92,8 @@ gb_torch_model *gb_learning_model(gb_learning *L);
 
 /* Copies one chunk's columns (cols[c] laid out as the chunk layout says, e.g. a chunk block's
  * columns or a received message's tensors) into replay item idx, allocated and not yet
- * committed (gb_replay_allocate). */
+ * committed (gb_replay_allocate). With policy.model.normalize_obs its new valid rows'
+ * observations go to the learner's running statistics (gb_torch_learner_observe). */
 void gb_learning_write(gb_learning *L, int64_t idx, const void *const cols[GB_CHUNK_NCOLS]);
 
 /* Commits n written items with their policy versions (every item is T steps long). With several

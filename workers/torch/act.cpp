@@ -240,18 +240,18 @@ int act_rows(gb_torch_model *m, const void *obs, int64_t n, int deterministic, d
     torch::Tensor next; // [n, S] the state leaving the step
     if (m->device.is_cpu()) {
         if (S == 0) {
-            act_cpu(m, m->net->forward(obs_tensor(m, obs, n)), n, deterministic, epsilon, noise,
-                    out);
+            act_cpu(m, m->net->forward(m->net->normalize(obs_tensor(m, obs, n))), n,
+                    deterministic, epsilon, noise, out);
             return 0;
         }
         torch::Tensor in = torch::from_blob(const_cast<float *>(state_in), {n, S});
-        Heads h = m->net->step(obs_tensor(m, obs, n), in, &next);
+        Heads h = m->net->step(m->net->normalize(obs_tensor(m, obs, n)), in, &next);
         // before the heads' draws, and state_out may be state_in: next is a tensor of its own
         torch::from_blob(state_out, {n, S}).copy_(next);
         act_cpu(m, h, n, deterministic, epsilon, noise, out);
         return 0;
     }
-    torch::Tensor x = obs_staged(m, obs, n);
+    torch::Tensor x = m->net->normalize(obs_staged(m, obs, n));
     if (S == 0) {
         act_device(m, m->net->forward(x), n, deterministic, epsilon, noise, nullptr, nullptr,
                    out);
@@ -323,7 +323,7 @@ extern "C" int gbt_model_forward(gb_torch_model *m, const void *obs, int64_t n,
         return n == 0 ? 0 : gb_error_set(err, GB_EINVAL, "forward: n = %lld", (long long)n);
     return gb_torch_guard(err, "forward", [&] {
         torch::NoGradGuard no_grad;
-        torch::Tensor x = obs_tensor(m, obs, n);
+        torch::Tensor x = m->net->normalize(obs_tensor(m, obs, n));
         const int64_t S = m->net->state_size();
         torch::Tensor next; // a core's: from zero state (a cost measurement, outputs discarded)
         Heads h = S == 0 ? m->net->forward(x)

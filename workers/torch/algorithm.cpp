@@ -52,7 +52,7 @@ torch::Tensor batch_obs(const gb_torch_learner *l, const gb_torch_batch *b)
     one.insert(one.end(), shape.begin() + 1, shape.end());
     std::vector<int64_t> rows{B * (T + 1)};
     rows.insert(rows.end(), shape.begin() + 1, shape.end());
-    return torch::cat({steps.view(chunk), last.view(one)}, 1).view(rows);
+    return l->model->net->normalize(torch::cat({steps.view(chunk), last.view(one)}, 1).view(rows));
 }
 
 double td_priorities(const Transitions &tr, int64_t B, int64_t T, const torch::Tensor &td,

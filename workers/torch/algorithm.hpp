@@ -14,6 +14,10 @@
 #include <memory>
 #include <vector>
 
+namespace gbt {
+struct ObsPending; // obs_stats.cpp
+}
+
 struct gb_torch_learner {
     gb_config cfg;
     gb_torch_model *model = nullptr; // owned
@@ -33,9 +37,21 @@ struct gb_torch_learner {
     // data-parallel training (gbt_learner_set_group): the group (not owned), bucket size
     gb_group *group = nullptr;
     size_t bucket_bytes = 0;
+    // policy.model.normalize_obs: observations seen since the last step (obs_stats.cpp)
+    std::shared_ptr<gbt::ObsPending> obs_pending;
 };
 
 namespace gbt {
+
+// The running statistics of the observations (obs_stats.cpp): what learner_observe adds up on
+// any thread, and what each training step merges into the acting network's ObsStats first.
+// Merges what was observed since the last call (summed over l->group's ranks first, so the
+// replicas stay identical) into the model's statistics and the target network's copy. Called
+// at the start of every training step; nothing without policy.model.normalize_obs.
+void merge_obs_stats(gb_torch_learner *l);
+// Makes (at the learner's creation) or empties the sums, their shift the statistics' mean now:
+// after the statistics were replaced (load, set_group). Nothing without them.
+void reset_obs_pending(gb_torch_learner *l);
 
 // One algorithm. init builds its networks beyond the acting model (targets, critics) and its
 // optimisers into l (l->cfg, l->device, l->gen and l->model are set); train runs one training
@@ -80,7 +96,8 @@ NamedTensors module_tensors(torch::nn::Module &m); // parameters, then buffers
 
 
 // Batches (algorithm.cpp).
-// obs and next_obs as one float tensor [B*(T+1), *shape] on the learner's device (one copy).
+// obs and next_obs as one float tensor [B*(T+1), *shape] on the learner's device (one copy),
+// as the network sees them (Net::normalize).
 torch::Tensor batch_obs(const gb_torch_learner *l, const gb_torch_batch *b);
 torch::Tensor cpu_view(const void *p, std::vector<int64_t> shape, torch::ScalarType t);
 // Index of step (b, t) in the [B*(T+1)] obs rows.

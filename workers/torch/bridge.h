@@ -50,7 +50,7 @@ extern "C" {
  * version 1 had neither. gb_torch_api and this file's types (gb_config and other runtime types
  * are one build's own); bumped when a layout or meaning changes: the loader refuses another
  * version or size. */
-#define GB_TORCH_ABI_VERSION 2u
+#define GB_TORCH_ABI_VERSION 3u
 
 /* The symbol the module exports: const gb_torch_api *gearbox_torch_api(void). */
 #define GB_TORCH_ENTRY_SYMBOL "gearbox_torch_api"
@@ -336,6 +336,15 @@ typedef struct gb_torch_api {
     int (*learner_train)(gb_torch_learner *l, const gb_torch_batch *batch, gb_torch_stats *stats,
                          float *priorities, gb_error *err);
 
+    /* Adds n observations (float32 rows of the model's observation size; mask: [n], a row
+     * counts where it is non-zero; NULL: all) to policy.model.normalize_obs's running
+     * statistics; they are merged into the model (and so into its exported parameters and
+     * checkpoints) at the start of the next learner_train, summed over the learner's group
+     * first. Any thread, concurrently with learner_train (a trainer's ingest). A model without
+     * the statistics ignores them. Returns 0, GB_EINVAL or GB_ETORCH. */
+    int (*learner_observe)(gb_torch_learner *l, const float *obs, int64_t n,
+                           const uint8_t *mask, gb_error *err);
+
     /* Tells the learner how far through its budget the run is (0..1), for lr annealing
      * (trainer.algorithm.lr_anneal: lr = lr0 * (1 - progress)). */
     void (*learner_set_progress)(gb_torch_learner *l, double progress);
@@ -430,6 +439,7 @@ int gb_torch_load(gb_error *err);
 #define gb_torch_learner_create(...) (gb_torch()->learner_create(__VA_ARGS__))
 #define gb_torch_learner_model(...) (gb_torch()->learner_model(__VA_ARGS__))
 #define gb_torch_learner_train(...) (gb_torch()->learner_train(__VA_ARGS__))
+#define gb_torch_learner_observe(...) (gb_torch()->learner_observe(__VA_ARGS__))
 #define gb_torch_learner_set_progress(...) (gb_torch()->learner_set_progress(__VA_ARGS__))
 #define gb_torch_learner_train_steps(...) (gb_torch()->learner_train_steps(__VA_ARGS__))
 #define gb_torch_learner_save(...) (gb_torch()->learner_save(__VA_ARGS__))

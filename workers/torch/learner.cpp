@@ -156,6 +156,7 @@ extern "C" int gbt_learner_create(const gb_config *cfg, const gb_torch_space *sp
         if (r)
             return r;
         learner_init(l, cfg, space, seed);
+        reset_obs_pending(l);
         return 0;
     });
     if (rc) {
@@ -205,6 +206,7 @@ extern "C" int gbt_learner_train(gb_torch_learner *l, const gb_torch_batch *b,
     gb_torch_stats *st = stats ? stats : &local;
     std::memset(st, 0, sizeof *st);
     return gb_torch_guard(err, "train", [&] {
+        merge_obs_stats(l); // the statistics first: the step trains on what the actors will see
         l->model->net->set_training(true);
         algorithm_for(algo).train(l, b, st, priorities);
         l->model->net->set_training(false);
@@ -302,6 +304,7 @@ extern "C" int gbt_learner_load(gb_torch_learner *l, const char *path, gb_error 
         torch::serialize::InputArchive ar;
         ar.load_from(path, l->device);
         int rc = read_state(l, ar, (std::string("checkpoint ") + path).c_str(), err);
+        reset_obs_pending(l);
         torch::Tensor rng;
         if (rc == 0 && ar.try_read("rng", rng)) {
             std::lock_guard<std::mutex> lock(l->gen.mutex());
@@ -356,6 +359,7 @@ extern "C" int gbt_learner_set_group(gb_torch_learner *l, gb_group *g, size_t bu
         for (auto *opt : {l->opt.get(), l->opt_q.get(), l->opt_alpha.get()})
             if (opt)
                 drop_grads(opt->params());
+        reset_obs_pending(l); // every rank's sums relative to rank 0's mean
         return 0;
     });
     if (rc == 0)

@@ -84,6 +84,10 @@ static int check_space(const gb_config *cfg, const gb_torch_space *sp, gb_error 
         return gb_error_set(err, GB_EUNSUPPORTED, "policy.model.core: a recurrent core is part "
                             "of a built-in model (mlp or cnn) trained with ppo or dqn (sac "
                             "with memory is not built)");
+    if (cfg->policy.model.normalize_obs &&
+        (cfg->policy.model.type != GB_MODEL_MLP || sp->obs_dtype != GB_DTYPE_FLOAT32))
+        return gb_error_set(err, GB_EUNSUPPORTED, "policy.model.normalize_obs: for an mlp model "
+                            "of float32 observations");
     if (cfg->policy.model.torchscript_state > 0 && algo != GB_ALGO_PPO)
         return gb_error_set(err, GB_EUNSUPPORTED, "policy.model.torchscript_state: a model "
                             "with state trains with ppo (recurrent dqn and sac are not built)");

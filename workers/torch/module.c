@@ -29,6 +29,7 @@ static const gb_torch_api table = {
     .learner_destroy = gbt_learner_destroy,
     .learner_model = gbt_learner_model,
     .learner_train = gbt_learner_train,
+    .learner_observe = gbt_learner_observe,
     .learner_set_progress = gbt_learner_set_progress,
     .learner_train_steps = gbt_learner_train_steps,
     .learner_save = gbt_learner_save,

@@ -137,6 +137,29 @@ struct HeadsModule : torch::nn::Module {
     }
     virtual Heads heads(const torch::Tensor &obs) = 0;
 
+    // policy.model.normalize_obs (Net's normalize and obs_stats)
+    ObsStats stats;
+    double clip = 0.0;
+    void add_obs_stats(const gb_config_model &mc)
+    {
+        if (!mc.normalize_obs)
+            return;
+        auto o = torch::TensorOptions().dtype(torch::kFloat64);
+        stats.mean = register_buffer("obs_mean", torch::zeros({in_features}, o));
+        stats.var = register_buffer("obs_var", torch::ones({in_features}, o));
+        stats.count = register_buffer("obs_count", torch::zeros({1}, o));
+        clip = mc.obs_clip;
+    }
+    torch::Tensor normalize(const torch::Tensor &obs) const
+    {
+        if (!stats.defined())
+            return obs;
+        torch::Tensor x = obs.reshape({obs.size(0), in_features});
+        torch::Tensor m = stats.mean.to(x.scalar_type());
+        torch::Tensor r = (stats.var + 1e-8).rsqrt().to(x.scalar_type());
+        return ((x - m) * r).clamp_(-clip, clip).view(obs.sizes());
+    }
+
     // policy.model.core between the torso and the heads (none: both null)
     Core core{nullptr};              // lstm, gru
     TransformerCore tcore{nullptr};  // transformer
@@ -371,6 +394,8 @@ struct BuiltinNet : Net {
     std::shared_ptr<HeadsModule> mod;
     explicit BuiltinNet(std::shared_ptr<HeadsModule> m) : mod(std::move(m)) {}
     Heads forward(const torch::Tensor &obs) override { return mod->heads(obs); }
+    torch::Tensor normalize(const torch::Tensor &obs) override { return mod->normalize(obs); }
+    ObsStats obs_stats() override { return mod->stats; }
     int64_t state_size() const override { return mod->state_size(); }
     Heads step(const torch::Tensor &obs, const torch::Tensor &state,
                torch::Tensor *state_out) override
@@ -483,6 +508,7 @@ std::shared_ptr<Net> make_net(const gb_config *cfg, const gb_torch_space *sp, to
         mod = std::make_shared<QNet>(mc, *sp, cnn, u8);
     else
         mod = std::make_shared<SacActor>(mc, *sp, cnn, u8);
+    mod->add_obs_stats(mc);
     mod->to(dev);
     return std::make_shared<BuiltinNet>(mod);
 }

@@ -22,6 +22,14 @@ struct Heads {
 // The rows idx ([k] int64 on their device) of every defined head.
 Heads select_rows(const Heads &h, const torch::Tensor &idx);
 
+// policy.model.normalize_obs's running statistics of the observations, float64 buffers of the
+// acting network (exported with its parameters, checkpointed): mean [D], var [D], count [1]
+// over D = an observation's values. Undefined without them.
+struct ObsStats {
+    torch::Tensor mean, var, count;
+    bool defined() const { return mean.defined(); }
+};
+
 // A policy network, built-in or TorchScript. A network with a recurrent core (state_size() S >
 // 0, workers/torch/core.hpp) acts through step and trains through sequence; its forward throws
 // (it never runs on a silent zero state). Without one, step and sequence are forward.
@@ -51,6 +59,11 @@ struct Net {
         (void)reset_before;
         return forward(obs);
     }
+    // obs [N, *shape] (float, on the network's device) as the network sees them: with
+    // policy.model.normalize_obs, (obs - mean) / sqrt(var + 1e-8) clipped to +- obs_clip;
+    // without, as they are. Every forward's caller applies it (act, the learners' batches).
+    virtual torch::Tensor normalize(const torch::Tensor &obs) { return obs; }
+    virtual ObsStats obs_stats() { return {}; }
     virtual NamedTensors named_tensors() = 0;           // parameters, then buffers; fixed order
     virtual std::vector<torch::Tensor> parameters() = 0;
     virtual void set_training(bool on) = 0;
