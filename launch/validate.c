@@ -1,6 +1,7 @@
 /* launch/validate.c: the one validation of a config before anything of a run starts (see
  * validate.h): env.plugin's path, the environment, the devices. */
 #include "launch/validate.h"
+#include "launch/footprint.h"
 
 #include "envs/host.h"
 #include "kernels/kernels.h"
@@ -103,7 +104,8 @@ static int resolve_plugin(gb_config *cfg, const gb_config_marks *marks, gb_error
  * or env.plugin), create one copy with env.args and the config's seed, and convert its spaces
  * for the learner. Errors at env.plugin or env.name (not found, not loadable), env.args (the
  * copy refused them) or env.name (spaces the algorithms cannot take). */
-static int check_env(gb_config *cfg, const gb_config_marks *marks, gb_error *err)
+static int check_env(gb_config *cfg, const gb_config_marks *marks, gb_env_spec *spec,
+                     gb_error *err)
 {
     int rc = resolve_plugin(cfg, marks, err);
     if (rc)
@@ -114,9 +116,8 @@ static int check_env(gb_config *cfg, const gb_config_marks *marks, gb_error *err
     if (gb_env_source_open(&src, cfg->env.name, cfg->env.plugin, &e) != 0)
         return gb_config_fail_key(marks, where, err, "%s", e.msg);
     gb_env_source_close(&src);
-    gb_env_spec spec;
     gb_torch_space space;
-    if ((rc = gb_worker_env_space(cfg, &spec, &space, &e)) != 0) {
+    if ((rc = gb_worker_env_space(cfg, spec, &space, &e)) != 0) {
         if (rc == GB_ENOMEM)
             return gb_error_set(err, rc, "%s", e.msg);
         return gb_config_fail_key(marks, cfg->env.args.n ? "env.args" : where, err, "%s", e.msg);
@@ -148,7 +149,11 @@ static int check_devices(const gb_config *cfg, const gb_config_marks *marks, int
 int gb_validate_check(gb_config *cfg, const gb_config_marks *marks, void *arg, gb_error *err)
 {
     gb_validate_here here = arg ? *(const gb_validate_here *)arg : GB_VALIDATE_RUN;
-    int rc = check_env(cfg, marks, err);
+    gb_env_spec spec;
+    gb_footprint fp;
+    int rc = check_env(cfg, marks, &spec, err);
+    if (rc == 0 && here == GB_VALIDATE_RUN)
+        rc = gb_footprint_check(cfg, marks, &spec, &fp, err);
     if (rc)
         return rc;
     /* trainer_here: 1 here, 0 on Slurm's nodes, -1 none; policy_here: 1 here, else 0 */
