@@ -7,6 +7,7 @@
  * (cmd_join.c) runs it with the config the registry sent. */
 #include "launch/cli.h"
 #include "launch/commands.h"
+#include "launch/supervisor.h"
 #include "runtime/config/config.h"
 #include "runtime/streams/curve.h"
 #include "runtime/base/log.h"
@@ -253,10 +254,12 @@ int gb_worker_process(const gb_config *cfg, const gb_worker_process_opts *o)
     if (rc == 0 && gb_log_stderr_errno())
         rc = gb_error_set(&err, GB_EIO, "writing this worker's log failed: %s",
                           strerror(gb_log_stderr_errno()));
-    if (rc)
+    if (rc) {
         GB_ERROR("%s", err.msg);
-    else
+        gb_supervisor_last_words(err.msg); /* the launcher's summary says why, disk full or not */
+    } else {
         GB_INFO("worker stopped");
+    }
     close_links(&l);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
     /* Everything of the worker's own is closed and written: the process ends here, without

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,26 +29,89 @@ void gb_supervisor_child_setup(int log_fd, pid_t parent)
     signal(SIGPIPE, SIG_DFL);
 }
 
-/* Forks c's command line with stdout and stderr appended to its log. */
-static int start(gb_child *c, gb_error *err)
+extern char **environ;
+
+void gb_supervisor_last_words(const char *msg)
+{
+    const char *v = getenv(GB_LAST_WORDS_ENV);
+    char *end = NULL;
+    long fd = v ? strtol(v, &end, 10) : -1;
+    struct stat st;
+    if (fd < 3 || !end || *end || fstat((int)fd, &st) != 0 || !S_ISFIFO(st.st_mode))
+        return;
+    size_t len = strnlen(msg, 255);
+    ssize_t w = write((int)fd, msg, len);
+    (void)w;
+    close((int)fd);
+}
+
+/* The environment of a child with last words: the launcher's, and GEARBOX_LAST_WORDS_FD=fd
+ * (made before the fork: nothing but async-signal-safe calls after it). NULL: out of memory. */
+static char **words_environ(int fd, char *var, size_t cap)
+{
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **env = calloc(n + 2, sizeof *env);
+    if (!env)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], GB_LAST_WORDS_ENV "=", sizeof GB_LAST_WORDS_ENV) != 0)
+            env[k++] = environ[i];
+    snprintf(var, cap, GB_LAST_WORDS_ENV "=%d", fd);
+    env[k++] = var;
+    env[k] = NULL;
+    return env;
+}
+
+/* Forks c's command line with stdout and stderr appended to its log; with words (a local
+ * worker), a pipe for its last words. */
+static int start(gb_child *c, int words, gb_error *err)
 {
     int fd = open(c->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
         return gb_error_errno(err, "open %s", c->log_path);
+    if (c->words_fd >= 0)
+        close(c->words_fd);
+    c->words_fd = -1;
+    c->last_words[0] = '\0';
+    int p[2] = {-1, -1};
+    char var[64];
+    char **env = NULL;
+    if (words && pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0 &&
+        !(env = words_environ(p[1], var, sizeof var))) {
+        close(p[0]);
+        close(p[1]);
+        p[0] = p[1] = -1;
+    }
     pid_t parent = getpid();
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
         close(fd);
+        if (p[0] >= 0) {
+            close(p[0]);
+            close(p[1]);
+        }
+        free(env);
         return gb_error_errno(err, "fork for %s-%d", c->role, c->index);
     }
     if (pid == 0) {
         gb_supervisor_child_setup(fd, parent);
+        if (env) { /* the write end stays open across exec */
+            fcntl(p[1], F_SETFD, 0);
+            execve(c->argv[0], c->argv, env);
+        }
         execv(c->argv[0], c->argv);
         dprintf(STDERR_FILENO, "exec %s: %s\n", c->argv[0], strerror(errno));
         _exit(127);
     }
     close(fd);
+    free(env);
+    if (p[1] >= 0)
+        close(p[1]);
+    c->words_fd = p[0];
     setpgid(pid, pid); /* also from the parent: no race with the first signal */
     c->pid = pid;
     c->running = 1;
@@ -87,8 +151,9 @@ int gb_supervisor_spawn(gb_supervisor *s, const char *role, int index, char *con
     snprintf(c->role, sizeof c->role, "%s", role);
     c->index = index;
     snprintf(c->log_path, sizeof c->log_path, "%s", log_path);
+    c->words_fd = -1;
     int rc = keep_argv(c, argv, err);
-    if (rc == 0 && (rc = start(c, err)) == 0)
+    if (rc == 0 && (rc = start(c, !s->stop_hook, err)) == 0)
         s->n++;
     return rc;
 }
@@ -111,7 +176,7 @@ int gb_supervisor_restart(gb_supervisor *s, gb_child *c, gb_error *err)
     }
     c->incarnation++;
     snprintf(c->argv[n - 1], 16, "%d", c->incarnation);
-    return start(c, err);
+    return start(c, !s->stop_hook, err);
 }
 
 void gb_supervisor_kill(gb_supervisor *s, gb_child *c)
@@ -143,6 +208,21 @@ void gb_supervisor_kill(gb_supervisor *s, gb_child *c)
     c->status = status;
 }
 
+/* What an ended child wrote to its last-words pipe (one line, cut to fit), then the pipe
+ * closed. */
+static void read_last_words(gb_child *c)
+{
+    if (c->words_fd < 0)
+        return;
+    ssize_t got = read(c->words_fd, c->last_words, sizeof c->last_words - 1);
+    c->last_words[got > 0 ? got : 0] = '\0';
+    char *nl = strchr(c->last_words, '\n');
+    if (nl)
+        *nl = '\0';
+    close(c->words_fd);
+    c->words_fd = -1;
+}
+
 gb_child *gb_supervisor_reap(gb_supervisor *s)
 {
     gb_child *first = NULL;
@@ -154,6 +234,7 @@ gb_child *gb_supervisor_reap(gb_supervisor *s)
             if (r == c->pid || (r < 0 && errno == ECHILD)) {
                 c->running = 0;
                 c->status = r == c->pid ? status : 0;
+                read_last_words(c);
             }
         }
         if (!c->running && !c->reported && !first) {
@@ -227,7 +308,7 @@ int gb_supervisor_failures(const gb_supervisor *s, char *buf, size_t n)
         const gb_child *c = &s->children[i];
         if (c->running)
             continue;
-        char how[128];
+        char how[384];
         if (c->killed)
             snprintf(how, sizeof how, "did not stop within the grace and was killed");
         else if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0)
@@ -247,7 +328,9 @@ int gb_supervisor_failures(const gb_supervisor *s, char *buf, size_t n)
 
 void gb_child_describe(const gb_child *c, char *buf, size_t n)
 {
-    if (WIFEXITED(c->status))
+    if (WIFEXITED(c->status) && c->last_words[0])
+        snprintf(buf, n, "exited with status %d (%s)", WEXITSTATUS(c->status), c->last_words);
+    else if (WIFEXITED(c->status))
         snprintf(buf, n, "exited with status %d", WEXITSTATUS(c->status));
     else if (WIFSIGNALED(c->status))
         snprintf(buf, n, "killed by signal %d (%s)", WTERMSIG(c->status),

@@ -29,6 +29,12 @@ typedef struct gb_child {
     char *argv[GB_CHILD_MAX_ARGS + 1];
     char args[GB_CHILD_ARGS_BYTES];
     int killed; /* 1 when gb_supervisor_stop_all had to SIGKILL it (it outlived the grace) */
+    /* Its last words: the error a worker that fails writes to the pipe named by
+     * GEARBOX_LAST_WORDS_FD before it exits (gb_worker_last_words), read when it is reaped, so
+     * that the run's error says why even when its log could not be written (a full disk).
+     * words_fd: the pipe's read end (-1: none: a Slurm step's srun) */
+    int words_fd;
+    char last_words[256];
 } gb_child;
 
 typedef struct gb_supervisor {
@@ -55,6 +61,13 @@ typedef struct gb_supervisor {
  * process group, SIGTERM when the launcher dies (_exit(1) if it already has), stdout and stderr
  * to log_fd, stdin from /dev/null, default SIGINT/SIGTERM/SIGPIPE. Then the caller execs. */
 void gb_supervisor_child_setup(int log_fd, pid_t parent);
+
+/* The environment variable naming a worker's last-words pipe (gb_child.last_words). */
+#define GB_LAST_WORDS_ENV "GEARBOX_LAST_WORDS_FD"
+
+/* In a worker about to fail: writes msg (one line) to the last-words pipe its launcher gave it
+ * (GB_LAST_WORDS_ENV), if any and if it is a pipe. Never blocks; no allocation. */
+void gb_supervisor_last_words(const char *msg);
 
 int gb_supervisor_spawn(gb_supervisor *s, const char *role, int index, char *const argv[],
                         const char *log_path, gb_error *err);

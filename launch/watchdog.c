@@ -222,7 +222,7 @@ int gb_watchdog_check(gb_watchdog *wd, gb_child **culprit, char *why, size_t n,
 {
     gb_child *c;
     while ((c = gb_supervisor_reap(wd->sup))) {
-        char how[128];
+        char how[384];
         gb_child_describe(c, how, sizeof how);
         if (restart(wd, c, how, why, n)) {
             *culprit = c;

@@ -435,7 +435,7 @@ static int finish(trainer *t, int rc, gb_error *err)
             rc = first_error(rc, err, t->ingest_rc, &t->ingest_err);
     }
     if (t->samples && t->replay)
-        gb_trainer_drain_at_stop(t);
+        gb_trainer_drain_at_stop(t, rc != 0);
     if (t->replay)
         gb_replay_close(t->replay);
     if (t->learning && t->samples) {

@@ -271,7 +271,7 @@ static int store_at_stop(trainer *t, const gb_wire_msg *m, int row)
     return 1;
 }
 
-void gb_trainer_drain_at_stop(trainer *t)
+void gb_trainer_drain_at_stop(trainer *t, int failing)
 {
     gb_wire_msg m;
     gb_wire_msg_init(&m);
@@ -285,10 +285,15 @@ void gb_trainer_drain_at_stop(trainer *t)
         if (check_chunk(t, &m, &row) && check_finite(t, &m, row)) {
             if (record_chunk(t, &m, &err) != 0)
                 GB_WARN("trainer: recording a chunk at stop: %s", err.msg);
-            if (store_at_stop(t, &m, row))
+            if (store_at_stop(t, &m, row)) {
                 stored++;
-            else
+            } else {
                 discarded++;
+                if (failing) { /* see trainer_internal.h */
+                    gb_wire_msg_release(&m);
+                    break;
+                }
+            }
         }
         gb_wire_msg_release(&m);
     }
