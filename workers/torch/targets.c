@@ -34,6 +34,40 @@ void gb_torch_gae(int64_t B, int64_t T, const float *reward, const float *value,
     }
 }
 
+void gb_torch_vtrace(int64_t B, int64_t T, const float *reward, const float *value,
+                     const uint8_t *terminated, const uint8_t *truncated, const uint8_t *valid,
+                     const float *log_rho, double gamma, double lambda, double rho_bar,
+                     double c_bar, float *vs, float *adv)
+{
+    for (int64_t b = 0; b < B; b++) {
+        const float *r = reward + b * T, *lr = log_rho + b * T;
+        const float *v = value + b * (T + 1);
+        const uint8_t *term = terminated + b * T, *trunc = truncated + b * T;
+        const uint8_t *ok = valid ? valid + b * T : NULL;
+        float *out_vs = vs + b * T, *a = adv + b * T;
+        double next_diff = 0.0; /* vs_{t+1} - V(x_{t+1}); 0 past an episode or chunk end */
+        for (int64_t t = T - 1; t >= 0; t--) {
+            if (ok && !ok[t]) {
+                out_vs[t] = v[t];
+                a[t] = 0.0f;
+                next_diff = 0.0;
+                continue;
+            }
+            double ratio = exp((double)lr[t]);
+            double rho = ratio < rho_bar ? ratio : rho_bar;
+            double c = lambda * (ratio < c_bar ? ratio : c_bar);
+            int ended = term[t] || trunc[t];
+            double next_v = term[t] ? 0.0 : (double)v[t + 1];
+            double next_vs = term[t] ? 0.0 : next_v + (ended ? 0.0 : next_diff);
+            double delta = rho * (r[t] + gamma * next_v - v[t]);
+            double diff = delta + (ended ? 0.0 : gamma * c * next_diff);
+            out_vs[t] = (float)(v[t] + diff);
+            a[t] = (float)(rho * (r[t] + gamma * next_vs - v[t]));
+            next_diff = diff;
+        }
+    }
+}
+
 void gb_torch_nstep(int64_t B, int64_t T, int64_t n, double gamma, const float *reward,
                     const uint8_t *terminated, const uint8_t *truncated, const uint8_t *valid,
                     float *ret, float *disc, int64_t *boot)

@@ -2,7 +2,7 @@
  * fused_losses.c: the CPU learners' losses with their gradients in one pass). The algorithms call
  * these; the tests check them against independently computed values. Not part of the table
  * (workers/torch/bridge.h): only the bridge's own files and its tests, which link it, call them.
- * defines: gb_torch_gae, gb_torch_nstep, gb_torch_huber_td, gb_torch_chunk_priorities,
+ * defines: gb_torch_gae, gb_torch_vtrace, gb_torch_nstep, gb_torch_huber_td, gb_torch_chunk_priorities,
  *          gb_torch_ppo_fused, gb_torch_ppo_coefs, gb_torch_ppo_terms, gb_torch_sac_critic_fused,
  *          gb_torch_sac_actor_fused */
 #ifndef GB_WORKERS_TORCH_TARGETS_H
@@ -21,6 +21,21 @@ extern "C" {
 void gb_torch_gae(int64_t B, int64_t T, const float *reward, const float *value,
                   const uint8_t *terminated, const uint8_t *truncated, const uint8_t *valid,
                   double gamma, double lambda, float *adv, float *ret);
+
+/* V-trace (Espeholt et al., 2018, IMPALA) over B chunks of T steps acted by a behaviour
+ * policy mu, for a learner policy pi: log_rho [B, T] = log pi(a_t|x_t) - log mu(a_t|x_t);
+ * rho_t = min(rho_bar, e^log_rho), c_t = lambda min(c_bar, e^log_rho). value [B, T+1] as GAE's.
+ * delta_t = rho_t (r_t + gamma V(x_{t+1}) - V(x_t)) (no bootstrap after a terminated step; a
+ * truncated one bootstraps from the final observation); vs_t - V(x_t) = delta_t + gamma c_t
+ * (vs_{t+1} - V(x_{t+1})), the recursion cut at an episode end and vs_T = V(x_T) at the chunk's
+ * end. vs [B, T]: the value targets; adv [B, T]: the policy gradient's advantages rho_t (r_t +
+ * gamma vs_{t+1} - V(x_t)) (vs_{t+1} = V(x_{t+1}) past an episode or chunk end). Reset steps
+ * (valid 0): adv 0, vs V. With log_rho all 0, rho_bar, c_bar >= 1, vs is GAE's return and adv
+ * is GAE(lambda = 1)'s one-step form. */
+void gb_torch_vtrace(int64_t B, int64_t T, const float *reward, const float *value,
+                     const uint8_t *terminated, const uint8_t *truncated, const uint8_t *valid,
+                     const float *log_rho, double gamma, double lambda, double rho_bar,
+                     double c_bar, float *vs, float *adv);
 
 /* n-step targets inside chunks: for each valid step t, G = sum_{k<m} gamma^k r[t+k] where the
  * window of m <= n steps stops after an episode end or at the chunk's end; boot[t] = t + m (the

@@ -1,8 +1,12 @@
 /* tests/workers/torch/test_torch_targets.c: GAE and n-step targets against values computed by hand
- * (next-step-reset chunks: terminated vs truncated bootstrapping, reset steps, chunk ends). */
+ * (next-step-reset chunks: terminated vs truncated bootstrapping, reset steps, chunk ends);
+ * V-trace against IMPALA's definition as a sum, and against GAE on-policy. */
 #include "test.h"
 #include "workers/torch/bridge.h"
 #include "workers/torch/targets.h"
+
+#include <math.h>
+#include <string.h>
 
 /* One chunk, T = 6: episode 1 terminates at step 1 (step 2 is its reset step); episode 2 is
  * truncated at step 4 (step 5 is its reset step). obs[2] and obs[5] are final observations. */
@@ -96,6 +100,79 @@ static void test_nstep_chunk_end(void)
     CHECK_EQ_INT(boot[2], 3);
 }
 
+/* IMPALA's definition, directly: vs_s = V(x_s) + sum_{t=s}^{e} gamma^(t-s) (prod_{i=s}^{t-1}
+ * c_i) delta_t, e the last step of s's episode inside the chunk; adv_s = rho_s (r_s + gamma
+ * vs_{s+1} - V(x_s)) with vs_{s+1} = V(x_{s+1}) past e (0 after a terminated step). */
+static void vtrace_by_sum(int T, const float *r, const float *v, const uint8_t *term,
+                          const uint8_t *trunc, const uint8_t *ok, const float *lr, double g,
+                          double lambda, double rb, double cb, double *vs, double *adv)
+{
+    for (int s = 0; s < T; s++) {
+        if (!ok[s]) {
+            vs[s] = v[s];
+            adv[s] = 0;
+            continue;
+        }
+        double sum = 0, w = 1;
+        for (int t = s; t < T; t++) {
+            double ratio = exp(lr[t]);
+            double rho = fmin(rb, ratio), c = lambda * fmin(cb, ratio);
+            double nv = term[t] ? 0.0 : v[t + 1];
+            sum += w * rho * (r[t] + g * nv - v[t]);
+            if (term[t] || trunc[t])
+                break;
+            w *= g * c;
+        }
+        vs[s] = v[s] + sum;
+    }
+    for (int s = 0; s < T; s++) {
+        if (!ok[s])
+            continue;
+        double rho = fmin(rb, exp(lr[s]));
+        double next = term[s] ? 0.0 : (trunc[s] || s == T - 1) ? v[s + 1] : vs[s + 1];
+        adv[s] = rho * (r[s] + g * next - v[s]);
+    }
+}
+
+static void test_vtrace(void)
+{
+    enum { NB = 3, NT = 9 };
+    float r[NB * NT], v[NB * (NT + 1)], lr[NB * NT], vs[NB * NT], adv[NB * NT];
+    uint8_t term[NB * NT] = {0}, trunc[NB * NT] = {0}, ok[NB * NT];
+    memset(ok, 1, sizeof ok);
+    unsigned s = 7;
+    for (int i = 0; i < NB * (NT + 1); i++) {
+        s = s * 1103515245u + 12345u;
+        v[i] = (float)((s >> 8) % 1000) / 250.0f - 2.0f;
+    }
+    for (int i = 0; i < NB * NT; i++) {
+        s = s * 1103515245u + 12345u;
+        r[i] = (float)((s >> 8) % 1000) / 500.0f - 1.0f;
+        s = s * 1103515245u + 12345u;
+        lr[i] = (float)((s >> 8) % 1000) / 500.0f - 1.0f; /* ratios e^-1 .. e^1 */
+    }
+    term[0 * NT + 2] = 1, ok[0 * NT + 3] = 0;   /* an episode terminates mid-chunk */
+    trunc[1 * NT + 5] = 1, ok[1 * NT + 6] = 0;  /* one is truncated */
+    ok[2 * NT + 0] = 0;                          /* a chunk starting with a reset row */
+    const double g = 0.95, lambda = 0.9, rb = 1.0, cb = 0.8;
+    gb_torch_vtrace(NB, NT, r, v, term, trunc, ok, lr, g, lambda, rb, cb, vs, adv);
+    for (int b = 0; b < NB; b++) {
+        double want_vs[NT], want_adv[NT];
+        vtrace_by_sum(NT, r + b * NT, v + b * (NT + 1), term + b * NT, trunc + b * NT,
+                      ok + b * NT, lr + b * NT, g, lambda, rb, cb, want_vs, want_adv);
+        for (int t = 0; t < NT; t++) {
+            CHECK_NEAR(vs[b * NT + t], want_vs[t], 1e-5);
+            CHECK_NEAR(adv[b * NT + t], want_adv[t], 1e-5);
+        }
+    }
+    /* on-policy (every ratio 1): the value targets are GAE(lambda)'s returns */
+    float zero[NB * NT] = {0}, gadv[NB * NT], gret[NB * NT];
+    gb_torch_vtrace(NB, NT, r, v, term, trunc, ok, zero, g, lambda, 1.0, 1.0, vs, adv);
+    gb_torch_gae(NB, NT, r, v, term, trunc, ok, g, lambda, gadv, gret);
+    for (int i = 0; i < NB * NT; i++)
+        CHECK_NEAR(vs[i], gret[i], 1e-5);
+}
+
 static void test_epsilon_schedule(void)
 {
     gb_config_dqn dqn = {0};
@@ -114,5 +191,6 @@ int main(void)
     TEST_RUN(test_nstep_episode_ends);
     TEST_RUN(test_nstep_chunk_end);
     TEST_RUN(test_epsilon_schedule);
+    TEST_RUN(test_vtrace);
     return test_main_result();
 }
