@@ -6,6 +6,9 @@
 
 #include <stddef.h>
 
+#define BIG 9.007199254740992e15 /* 2^53: integers stay exact as doubles (the largest bound) */
+#define INF __builtin_inf()
+
 typedef enum gb_config_kind {
     GB_CK_INT,      /* int64_t */
     GB_CK_FLOAT,    /* double; `nullable` allows null -> NAN */
