@@ -176,6 +176,8 @@ typedef struct gb_config_algorithm {
     double gamma;
     double max_grad_norm; /* 0 = no clipping */
     int lr_anneal;        /* bool: linear to 0 over the env-step budget */
+    int reward_scale;     /* bool: rewards over the deviation of the discounted return */
+    double reward_clip;   /* scaled rewards clipped to +- this */
     gb_config_ppo ppo;
     gb_config_dqn dqn;
     gb_config_sac sac;

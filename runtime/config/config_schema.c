@@ -191,6 +191,12 @@ const gb_config_field gb_config_fields[] = {
           "gradient-norm clipping (0 = off)"),
     BOOL("trainer.algorithm.lr_anneal", trainer.algorithm.lr_anneal, "false",
          "anneal the learning rate linearly to 0 over the env-step budget"),
+    BOOL("trainer.algorithm.reward_scale", trainer.algorithm.reward_scale, "false",
+         "train on rewards divided by the running deviation of the discounted return (each "
+         "stream's, carried by its chunks; the statistics merged over the trainers and "
+         "checkpointed), then clipped"),
+    FLOAT("trainer.algorithm.reward_clip", trainer.algorithm.reward_clip, "10", 0, INF,
+          "scaled rewards are clipped to [-reward_clip, reward_clip]"),
     FLOAT("trainer.algorithm.ppo.gae_lambda", trainer.algorithm.ppo.gae_lambda, "0.95", 0, 1,
           "GAE lambda"),
     FLOAT("trainer.algorithm.ppo.clip", trainer.algorithm.ppo.clip, "0.2", 0, 10,

@@ -105,6 +105,15 @@ int gb_chunk_layout_init(gb_chunk_layout *l, int64_t T, gb_dtype obs_dtype, int 
     return 0;
 }
 
+int gb_chunk_layout_set_return_carry(gb_chunk_layout *l, double gamma, gb_error *err)
+{
+    if (l->state_size < 1)
+        return gb_error_set(err, GB_EINVAL, "chunk layout: a return carry needs a state column");
+    l->return_carry = 1;
+    l->gamma = gamma;
+    return 0;
+}
+
 int gb_chunk_layout_set_overlap(gb_chunk_layout *l, int64_t overlap, gb_error *err)
 {
     if (overlap < 0 || overlap >= l->T)
@@ -305,8 +314,18 @@ void gb_chunk_start(gb_chunk_builder *b, int s, const void *obs)
 void gb_chunk_set_state(gb_chunk_builder *b, int s, const float *state)
 {
     float *c = carry_of(b, s);
-    if (c)
-        memcpy(c, state, (size_t)b->layout.state_size * sizeof *c);
+    int64_t n = b->layout.state_size - b->layout.return_carry;
+    if (c && n > 0)
+        memcpy(c, state, (size_t)n * sizeof *c);
+}
+
+/* A valid row's reward into the stream's discounted return (the carry's last float). */
+static void carry_reward(gb_chunk_builder *b, int s, float reward)
+{
+    if (!b->layout.return_carry)
+        return;
+    float *r = carry_of(b, s) + b->layout.state_size - 1;
+    *r = (float)(b->layout.gamma * (double)*r + (double)reward);
 }
 
 void gb_chunk_act(gb_chunk_builder *b, int s, const void *action, float logp, int64_t version)
@@ -377,6 +396,7 @@ int gb_chunk_step(gb_chunk_builder *b, int s, float reward, int terminated, int 
 {
     stream_state *st = &b->st[s];
     set_row(b, st, reward, terminated, truncated, 1);
+    carry_reward(b, s, reward);
     int rc = advance(b, s, ended ? final_obs : obs, err);
     if (rc) {
         if (ended) { /* it restarts at the new episode's first observation: from zeros */

@@ -70,6 +70,9 @@ typedef struct gb_chunk_layout {
     int64_t state_size; /* S: floats of recurrent state per row; 0 without a core */
     int64_t overlap;    /* rows each chunk repeats from the end of the stream's previous one
                            (a burn-in prefix: gb_chunk_layout_set_overlap); 0 by default */
+    int return_carry;   /* 1: the state column's last float is the stream's discounted return
+                           entering row 0 (gb_chunk_layout_set_return_carry); 0 by default */
+    double gamma;       /* its discount */
     int ncols;          /* columns present: GB_CHUNK_NCOLS with a state, one fewer without */
     gb_tensor_desc desc[GB_CHUNK_NCOLS]; /* name, dtype, full shape of each column */
     uint64_t bytes[GB_CHUNK_NCOLS];
@@ -94,6 +97,14 @@ int gb_chunk_layout_init(gb_chunk_layout *l, int64_t T, gb_dtype obs_dtype, int 
  * rows. 0 <= overlap < T; returns 0 or GB_EINVAL. */
 int gb_chunk_layout_set_overlap(gb_chunk_layout *l, int64_t overlap, gb_error *err);
 
+/* Makes the state column's last float (state_size >= 1) the discounted return of the stream's
+ * episode so far, entering the chunk's row 0: R = gamma R + reward after each valid row, 0 at
+ * an episode's start (the builder keeps it; gb_chunk_set_state stages the first state_size - 1
+ * floats, a core's). A trainer replays R over the chunk's rows for reward scaling
+ * (trainer.algorithm.reward_scale) without the stream's earlier chunks. Returns 0 or
+ * GB_EINVAL (no state column). */
+int gb_chunk_layout_set_return_carry(gb_chunk_layout *l, double gamma, gb_error *err);
+
 /* A finished chunk: its block and where each column starts in it. */
 typedef struct gb_chunk {
     void *block;    /* owned by the holder until released or given to ZeroMQ */
@@ -114,7 +125,7 @@ const gb_chunk_layout *gb_chunk_builder_layout(const gb_chunk_builder *b);
 void gb_chunk_start(gb_chunk_builder *b, int s, const void *obs);
 
 /* Stages the state [S] float32 that stream s's current row produced (the core's state_out for
- * it), copied: call it before gb_chunk_step for that row. It is the state entering the next
+ * it; S = state_size - return_carry), copied: call it before gb_chunk_step for that row. It is the state entering the next
  * row, which a chunk beginning there records (see "Recurrent state" above). No-op without a
  * core (S = 0). */
 void gb_chunk_set_state(gb_chunk_builder *b, int s, const float *state);

@@ -46,10 +46,13 @@ int gb_acting_layout_for(const gb_env_spec *spec, const gb_config *cfg, gb_chunk
     for (int i = 0; i < spec->obs.ndim; i++)
         shape[i] = spec->obs.shape[i];
     int64_t burn_in = gb_config_burn_in(cfg);
+    int carry = cfg->trainer.algorithm.reward_scale != 0; /* the return, after a core's state */
     int rc = gb_chunk_layout_init(l, cfg->actors.chunk_len + burn_in,
                                   gb_env_dtype_to_gb(spec->obs.dtype), spec->obs.ndim, shape,
                                   discrete, discrete ? 1 : spec->action.n,
-                                  gb_config_state_size(cfg), err);
+                                  gb_config_state_size(cfg) + carry, err);
+    if (rc == 0 && carry)
+        rc = gb_chunk_layout_set_return_carry(l, cfg->trainer.algorithm.gamma, err);
     return rc ? rc : gb_chunk_layout_set_overlap(l, burn_in, err);
 }
 

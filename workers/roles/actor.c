@@ -59,7 +59,7 @@ static int request_actions(actor *a, int g, gb_error *err)
         n++;
     }
     if (!rc && data[2]) {
-        const int64_t state_shape[2] = {rows, l->state_size};
+        const int64_t state_shape[2] = {rows, gb_acting_state_size(a->acting)};
         data[n] = data[2];
         rc = gb_wire_set_tensor(&d[n], "state", GB_DTYPE_FLOAT32, 2, state_shape, err);
         n++;
@@ -78,7 +78,7 @@ static int take_state(actor *a, int g, const gb_wire_msg *m, gb_error *err)
         return 0;
     int64_t rows;
     gb_acting_obs(a->acting, g, &rows);
-    const int64_t S = a->layout->state_size;
+    const int64_t S = gb_acting_state_size(a->acting);
     int is = gb_wire_msg_find(m, "state");
     if (is < 0)
         return gb_error_set(err, GB_EPROTO, "policy reply without a state tensor (the policy "

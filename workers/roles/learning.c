@@ -367,14 +367,7 @@ void gb_learning_write(gb_learning *L, int64_t idx, const void *const cols[GB_CH
 {
     for (int c = 0; c < L->layout.ncols; c++)
         memcpy(gb_replay_block(L->replay, c, idx), cols[c], L->layout.bytes[c]);
-    if (!L->cfg->policy.model.normalize_obs)
-        return;
-    /* the running statistics see each new row once (a burn-in's repeated rows aside) */
-    const int64_t k = L->layout.overlap, D = (int64_t)L->layout.bytes[GB_CHUNK_NEXT_OBS] / 4;
-    gb_error e = {0};
-    if (gb_torch_learner_observe(L->learner, (const float *)cols[GB_CHUNK_OBS] + k * D,
-                                 L->layout.T - k, (const uint8_t *)cols[GB_CHUNK_VALID] + k, &e))
-        GB_WARN("learning: the observations' statistics: %s", e.msg);
+    gb_learning_observe(L->cfg, &L->layout, L->learner, cols);
 }
 
 int gb_learning_commit(gb_learning *L, int64_t n, const int64_t *idx, const int64_t *versions,
@@ -422,8 +415,9 @@ static gb_torch_batch batch_view(const gb_learning *L, const batch_slot *s, int6
         .valid = s->host[GB_CHUNK_VALID],
         .logp = s->host[GB_CHUNK_LOGP],
         .weights = L->weighted ? weights : NULL,
-        /* a core's state entering row 0 (host, like the per-step scalars) */
+        /* a core's state entering row 0 (host, like the per-step scalars), then the return */
         .state0 = L->layout.state_size > 0 ? s->host[GB_CHUNK_STATE] : NULL,
+        .state_stride = L->layout.state_size,
     };
 }
 

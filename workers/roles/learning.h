@@ -92,9 +92,18 @@ gb_torch_model *gb_learning_model(gb_learning *L);
 
 /* Copies one chunk's columns (cols[c] laid out as the chunk layout says, e.g. a chunk block's
  * columns or a received message's tensors) into replay item idx, allocated and not yet
- * committed (gb_replay_allocate). With policy.model.normalize_obs its new valid rows'
- * observations go to the learner's running statistics (gb_torch_learner_observe). */
+ * committed (gb_replay_allocate), and its new rows to the learner's running statistics
+ * (gb_learning_observe). */
 void gb_learning_write(gb_learning *L, int64_t idx, const void *const cols[GB_CHUNK_NCOLS]);
+
+/* A chunk's new rows (a burn-in's repeated rows aside) into the learner's running statistics
+ * (gb_torch_learner_observe): with policy.model.normalize_obs its valid rows' observations;
+ * with trainer.algorithm.reward_scale the discounted return of each valid row's episode after
+ * its reward, replayed from the return the chunk carries (the layout's return carry). Each row
+ * once: called where chunks enter the replay. A failure is logged, not returned (statistics,
+ * not data). learning_stats.c. */
+void gb_learning_observe(const gb_config *cfg, const gb_chunk_layout *l,
+                         gb_torch_learner *learner, const void *const cols[GB_CHUNK_NCOLS]);
 
 /* Commits n written items with their policy versions (every item is T steps long). With several
  * trainers under global selection it also stamps their commit time (the fifo/lifo merge). */

@@ -111,7 +111,11 @@ SeqInputs seq_inputs(const gb_torch_learner *l, const gb_torch_batch *b)
 {
     const int64_t B = b->B, T = b->T, S = l->model->net->state_size();
     SeqInputs in;
-    in.state0 = b->state0 ? cpu_view(b->state0, {B, S}, torch::kFloat32).clone().to(l->device)
+    const int64_t stride = b->state_stride > 0 ? b->state_stride : S;
+    in.state0 = b->state0 ? cpu_view(b->state0, {B, stride}, torch::kFloat32)
+                                .narrow(1, 0, S)
+                                .clone()
+                                .to(l->device)
                           : torch::zeros({B, S}, torch::TensorOptions().device(l->device));
     in.reset = torch::zeros({B, T + 1});
     float *r = in.reset.data_ptr<float>();

@@ -37,8 +37,11 @@ struct gb_torch_learner {
     // data-parallel training (gbt_learner_set_group): the group (not owned), bucket size
     gb_group *group = nullptr;
     size_t bucket_bytes = 0;
-    // policy.model.normalize_obs: observations seen since the last step (obs_stats.cpp)
+    // policy.model.normalize_obs, trainer.algorithm.reward_scale: rows seen since the last
+    // step (obs_stats.cpp); the returns' statistics: float64 [3] count, mean, variance
     std::shared_ptr<gbt::ObsPending> obs_pending;
+    torch::Tensor return_stats;
+    std::vector<float> scaled_rewards; // a step's rewards, scaled (kept: no allocation a step)
 };
 
 namespace gbt {
@@ -46,9 +49,13 @@ namespace gbt {
 // The running statistics of the observations (obs_stats.cpp): what learner_observe adds up on
 // any thread, and what each training step merges into the acting network's ObsStats first.
 // Merges what was observed since the last call (summed over l->group's ranks first, so the
-// replicas stay identical) into the model's statistics and the target network's copy. Called
-// at the start of every training step; nothing without policy.model.normalize_obs.
+// replicas stay identical) into the model's statistics and the target network's copy, and the
+// returns into l->return_stats. Called at the start of every training step; nothing without
+// policy.model.normalize_obs or trainer.algorithm.reward_scale.
 void merge_obs_stats(gb_torch_learner *l);
+// b's rewards divided by the returns' deviation and clipped (trainer.algorithm.reward_scale),
+// into scaled ([B*T], resized), and b pointing at them; b unchanged without reward_scale.
+void scale_rewards(const gb_torch_learner *l, gb_torch_batch *b, std::vector<float> &scaled);
 // Makes (at the learner's creation) or empties the sums, their shift the statistics' mean now:
 // after the statistics were replaced (load, set_group). Nothing without them.
 void reset_obs_pending(gb_torch_learner *l);

@@ -154,6 +154,8 @@ typedef struct gb_torch_batch {
                                   cuda trainer's collection); the other columns are host */
     const float *state0;       /* [B, S] a core's state entering each chunk's row 0 (the chunk's
                                   state column); NULL = zeros; ignored without a core */
+    int64_t state_stride;      /* floats from one chunk's state0 to the next (the column may
+                                  hold more than the core's: the return carry); 0 = S */
 } gb_torch_batch;
 
 /* What one training call reports (fields that do not apply to the algorithm are 0). */
@@ -330,20 +332,24 @@ typedef struct gb_torch_api {
      * gradient step on every valid step's n-step target, then the target update; SAC: one
      * critic, actor and temperature step, then the Polyak update. priorities (may be NULL)
      * receives [B] new priorities for prioritized replay (DQN/SAC: 0.9 max + 0.1 mean of |TD|
-     * over the chunk's valid steps, as R2D2; PPO: mean |advantage|). Increments the model
+     * over the chunk's valid steps, as R2D2; PPO: mean |advantage|). With
+     * trainer.algorithm.reward_scale it trains on the rewards divided by the deviation of the
+     * observed returns (learner_observe), clipped to reward_clip. Increments the model
      * version. Blocks for the whole computation. Returns 0, GB_EINVAL (malformed batch) or
      * GB_ETORCH. */
     int (*learner_train)(gb_torch_learner *l, const gb_torch_batch *batch, gb_torch_stats *stats,
                          float *priorities, gb_error *err);
 
-    /* Adds n observations (float32 rows of the model's observation size; mask: [n], a row
-     * counts where it is non-zero; NULL: all) to policy.model.normalize_obs's running
-     * statistics; they are merged into the model (and so into its exported parameters and
-     * checkpoints) at the start of the next learner_train, summed over the learner's group
-     * first. Any thread, concurrently with learner_train (a trainer's ingest). A model without
-     * the statistics ignores them. Returns 0, GB_EINVAL or GB_ETORCH. */
-    int (*learner_observe)(gb_torch_learner *l, const float *obs, int64_t n,
-                           const uint8_t *mask, gb_error *err);
+    /* Adds n rows to the running statistics: obs (float32 rows of the model's observation
+     * size; NULL: none) to policy.model.normalize_obs's, returns ([n] each row's discounted
+     * return of its episode so far; NULL: none) to trainer.algorithm.reward_scale's; mask ([n],
+     * a row counts where it is non-zero; NULL: all). They are merged at the start of the next
+     * learner_train (summed over the learner's group first): the observations' into the model
+     * (so into its exported parameters and checkpoints), the returns' into the learner's
+     * checkpointed scale. Any thread, concurrently with learner_train (a trainer's ingest).
+     * Statistics the config does not ask for are ignored. Returns 0, GB_EINVAL or GB_ETORCH. */
+    int (*learner_observe)(gb_torch_learner *l, const float *obs, const float *returns,
+                           int64_t n, const uint8_t *mask, gb_error *err);
 
     /* Tells the learner how far through its budget the run is (0..1), for lr annealing
      * (trainer.algorithm.lr_anneal: lr = lr0 * (1 - progress)). */

@@ -37,6 +37,8 @@ static NamedTensors checkpoint_tensors(gb_torch_learner *l)
     add("model", l->model->net->named_tensors());
     if (l->target)
         add("target", l->target->named_tensors());
+    if (l->return_stats.defined()) // trainer.algorithm.reward_scale
+        v.emplace_back("return_stats", l->return_stats);
     if (l->q1) {
         add("q1", module_tensors(*l->q1));
         add("q2", module_tensors(*l->q2));
@@ -207,8 +209,10 @@ extern "C" int gbt_learner_train(gb_torch_learner *l, const gb_torch_batch *b,
     std::memset(st, 0, sizeof *st);
     return gb_torch_guard(err, "train", [&] {
         merge_obs_stats(l); // the statistics first: the step trains on what the actors will see
+        gb_torch_batch scaled_batch = *b;
+        scale_rewards(l, &scaled_batch, l->scaled_rewards);
         l->model->net->set_training(true);
-        algorithm_for(algo).train(l, b, st, priorities);
+        algorithm_for(algo).train(l, &scaled_batch, st, priorities);
         l->model->net->set_training(false);
         l->train_steps++;
         l->model->version++;

@@ -42,8 +42,8 @@ int gbt_learner_create(const gb_config *cfg, const gb_torch_space *space, uint64
                        gb_torch_learner **out, gb_error *err);
 void gbt_learner_destroy(gb_torch_learner *l);
 gb_torch_model *gbt_learner_model(gb_torch_learner *l);
-int gbt_learner_observe(gb_torch_learner *l, const float *obs, int64_t n, const uint8_t *mask,
-                        gb_error *err);
+int gbt_learner_observe(gb_torch_learner *l, const float *obs, const float *returns, int64_t n,
+                        const uint8_t *mask, gb_error *err);
 int gbt_learner_train(gb_torch_learner *l, const gb_torch_batch *batch, gb_torch_stats *stats,
                       float *priorities, gb_error *err);
 void gbt_learner_set_progress(gb_torch_learner *l, double progress);

@@ -3,7 +3,8 @@
  * hand-off's reference counting, and the ingest check for non-finite values; the recurrent state
  * column against the bridge's reset rule replayed over the rows, with episode ends at every
  * position relative to the chunk boundaries; chunks that repeat the previous chunk's last rows
- * (R2D2's burn-in overlap), padded at a stream's start, also across a failed allocation. */
+ * (R2D2's burn-in overlap), padded at a stream's start, also across a failed allocation; the
+ * discounted return a chunk carries for reward scaling. */
 #include "runtime/streams/chunk.h"
 #include "test.h"
 
@@ -483,6 +484,59 @@ static void test_overlap(void)
     gb_chunk_builder_destroy(b);
 }
 
+/* The return carry: with gamma 0.5, rewards 1, 2, 3, ... and episodes of 1..7 steps, each
+ * chunk's state column holds R entering its row 0, replayed here: R = 0.5 R + r after a valid
+ * row, zero after the reset row; a chunk beginning with the reset row carries the ended
+ * episode's R. Without a state column the carry is refused. */
+static void test_return_carry(void)
+{
+    gb_error err = {0};
+    int64_t shape[1] = {2};
+    gb_chunk_layout l;
+    CHECK_OK(gb_chunk_layout_init(&l, 3, GB_DTYPE_FLOAT32, 1, shape, 1, 1, 0, &err));
+    CHECK(gb_chunk_layout_set_return_carry(&l, 0.5, &err) == GB_EINVAL);
+    CHECK_OK(gb_chunk_layout_init(&l, 3, GB_DTYPE_FLOAT32, 1, shape, 1, 1, 1, &err));
+    CHECK_OK(gb_chunk_layout_set_return_carry(&l, 0.5, &err));
+    gb_chunk_builder *b = NULL;
+    CHECK_OK(gb_chunk_builder_create(&l, 1, &b, &err));
+    if (!b)
+        return;
+    static float enter[400];
+    float R = 0, o[2] = {0, 0};
+    int row = 0, chunks = 0, bad = 0, nonzero_reset = 0;
+    gb_chunk_start(b, 0, o);
+    for (int t = 0; t < 150; t++) {
+        int64_t a = 0;
+        gb_chunk_act(b, 0, &a, 0, 1);
+        int ended = ends_at(t);
+        float r = (float)(t % 4 + 1);
+        enter[row] = R;
+        R = 0.5f * R + r;
+        if (ended) {
+            enter[row + 1] = R; /* the reset row */
+            R = 0;
+        }
+        o[0] = (float)(row + (ended ? 2 : 1));
+        float f[2] = {(float)(row + 1), 0};
+        CHECK_OK(gb_chunk_step(b, 0, r, ended, 0, ended, f, o, &err));
+        row += ended ? 2 : 1;
+        gb_chunk c;
+        while (gb_chunk_take(b, &c)) {
+            const float *st = gb_chunk_column(&l, c.block, GB_CHUNK_STATE);
+            const uint8_t *v = gb_chunk_column(&l, c.block, GB_CHUNK_VALID);
+            int r0 = chunks * 3;
+            bad += st[0] != enter[r0];
+            nonzero_reset += !v[0] && st[0] != 0;
+            chunks++;
+            gb_chunk_release(c.block);
+        }
+    }
+    CHECK(chunks > 40);
+    CHECK_EQ_INT(bad, 0);
+    CHECK(nonzero_reset > 1); /* chunks beginning with a reset row carry the ended return */
+    gb_chunk_builder_destroy(b);
+}
+
 int main(void)
 {
     TEST_RUN(test_rows_and_resets);
@@ -493,5 +547,6 @@ int main(void)
     TEST_RUN(test_state_column);
     TEST_RUN(test_state_out_of_memory);
     TEST_RUN(test_overlap);
+    TEST_RUN(test_return_carry);
     return test_main_result();
 }

@@ -58,7 +58,7 @@ static void make_batch(batch *x, const gb_torch_space *sp, int B, unsigned seed,
     for (int k = 0; k < n_invalid && k < B * T; k++)
         x->valid[(k * 5) % (B * T)] = 0;
     gb_torch_batch b = {B, T, x->obs, x->next, sp->discrete ? (void *)x->dact : (void *)x->cact,
-                        x->rew, x->term, x->trunc, x->valid, x->logp, NULL, 0, NULL};
+                        x->rew, x->term, x->trunc, x->valid, x->logp, NULL, 0, NULL, 0};
     x->b = b;
 }
 

@@ -72,7 +72,7 @@ static void act_chunks(gb_torch_model *m, const gb_torch_space *sp, chunks *x)
     for (int bi = 0; bi < B; bi++)
         x->value[bi * (T + 1) + T] = v[bi];
     gb_torch_batch b = {B, T, x->obs, x->next, sp->discrete ? (void *)x->dact : (void *)x->cact,
-                        x->rew, x->term, x->trunc, x->valid, x->logp, NULL, 0, x->state0};
+                        x->rew, x->term, x->trunc, x->valid, x->logp, NULL, 0, x->state0, 0};
     x->b = b;
 }
 
@@ -178,7 +178,7 @@ static void seq_values(gb_torch_learner *l, const float *obs, const float *next,
     int64_t a[16] = {0};
     float r[16] = {0}, lp[16] = {0};
     uint8_t z[16] = {0};
-    gb_torch_batch b = {1, n, obs, next, a, r, z, z, valid, lp, NULL, 0, state0};
+    gb_torch_batch b = {1, n, obs, next, a, r, z, z, valid, lp, NULL, 0, state0, 0};
     CHECK_OK(gb_torch_learner_sequence(l, &b, NULL, v, &err));
 }
 
@@ -396,7 +396,7 @@ static void test_cnn_core(void)
                 memset(&state[bi * 8], 0, sizeof(float) * 8);
         }
     }
-    gb_torch_batch b = {CB, CT, obs, next, a, rew, z, z, valid, lp, NULL, 0, NULL};
+    gb_torch_batch b = {CB, CT, obs, next, a, rew, z, z, valid, lp, NULL, 0, NULL, 0};
     CHECK_OK(gb_torch_learner_sequence(l, &b, slp, sv, &err));
     double d = 0;
     for (int i = 0; i < CB * CT; i++)

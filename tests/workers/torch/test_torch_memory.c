@@ -167,7 +167,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < N; i++)
             observe(&st[i], &next[i * OBS]);
         gb_torch_batch b = {N, T, obs, next, act, rew, term, trunc, valid, logp, NULL, 0,
-                            with_core ? state0 : NULL};
+                            with_core ? state0 : NULL, 0};
         gb_torch_stats stats;
         CHECK_OK(gb_torch_learner_train(l, &b, &stats, NULL, &err));
         if (iters % 5)

@@ -270,7 +270,7 @@ static void test_dqn_step_by_hand(void)
     const int64_t act[3] = {0, 1, 0};
     const float rew[3] = {1.0f, 2.0f, 0.0f};
     const uint8_t term[3] = {0, 1, 0}, trunc[3] = {0, 0, 0}, valid[3] = {1, 1, 0};
-    gb_torch_batch b = {1, 3, obs, next, act, rew, term, trunc, valid, NULL, NULL, 0, NULL};
+    gb_torch_batch b = {1, 3, obs, next, act, rew, term, trunc, valid, NULL, NULL, 0, NULL, 0};
     /* n = 2, gamma 0.9: step 0: G = 1 + 0.9*2, terminal within the window: y0 = 2.8;
      * step 1: y1 = 2. q0 = Q(s0)[0] = 1*1 + 0.5*0 + 0.1 = 1.1; q1 = Q(s1)[1] = 2 - 0.2 = 1.8.
      * loss = mean(0.5 (y - q)^2) = (0.5*1.7^2 + 0.5*0.2^2) / 2 = 0.7325 */
@@ -341,7 +341,7 @@ static void train_and_checkpoint(const char *algo, gb_torch_space sp)
     for (int i = 0; i < B; i++)
         w[i] = 0.5f + 0.25f * i;
     gb_torch_batch b = {B, T, obs, next, sp.discrete ? (void *)dact : (void *)cact, rew,
-                        term, trunc, valid, logp, w, 0, NULL};
+                        term, trunc, valid, logp, w, 0, NULL, 0};
     gb_torch_model *m = gb_torch_learner_model(l);
     const gb_param_entry *table;
     int count;
@@ -433,7 +433,7 @@ static void test_cnn(void)
     CHECK_OK(gb_torch_model_act(m, obs, B * T, 0, 0.0, &out, &err));
     float rew[B * T] = {1, 0, 1, 0, 1, 0};
     uint8_t z[B * T] = {0};
-    gb_torch_batch b = {B, T, obs, next, a, rew, z, z, NULL, lp, NULL, 0, NULL};
+    gb_torch_batch b = {B, T, obs, next, a, rew, z, z, NULL, lp, NULL, 0, NULL, 0};
     gb_torch_stats st;
     CHECK_OK(gb_torch_learner_train(l, &b, &st, NULL, &err));
     CHECK(isfinite(st.loss));
@@ -487,7 +487,7 @@ static void test_torchscript(void)
     gb_torch_act_out out = {a, lp, v, NULL}, out2 = {a2, lp2, v2, NULL};
     CHECK_OK(gb_torch_model_act(m, obs, B * T, 0, 0.0, &out, &err));
     uint8_t z[B * T] = {0};
-    gb_torch_batch b = {B, T, obs, next, a, rew, z, z, NULL, lp, NULL, 0, NULL};
+    gb_torch_batch b = {B, T, obs, next, a, rew, z, z, NULL, lp, NULL, 0, NULL, 0};
     char *before = malloc(total), *after = malloc(total);
     CHECK_OK(gb_torch_model_export(m, before, total, NULL, &err));
     gb_torch_stats st;

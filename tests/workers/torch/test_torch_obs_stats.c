@@ -1,4 +1,7 @@
-/* tests/workers/torch/test_torch_obs_stats.c: policy.model.normalize_obs through the C API: the
+/* tests/workers/torch/test_torch_obs_stats.c: the learner's running statistics through the C API.
+ * trainer.algorithm.reward_scale: a step trains on its rewards divided by the deviation of the
+ * returns observed so far (as a learner without scaling trains on the divided rewards, clipped
+ * at reward_clip), and a checkpoint carries the scale. policy.model.normalize_obs: the
  * running mean and variance the learner merges at each training step equal the statistics of
  * every observed row computed here in double (rows observed from two threads at once, a mask
  * honoured, nothing merged before a step); they travel in the exported parameters, so that a
@@ -46,7 +49,7 @@ static void *observe_rows(void *arg)
             obs_row(r + k, &x[k * D]);
             mask[k] = (r + k) % 7 != 0; /* every 7th row does not count */
         }
-        if (gb_torch_learner_observe(f->l, x, 100, mask, &err))
+        if (gb_torch_learner_observe(f->l, x, NULL, 100, mask, &err))
             fprintf(stderr, "observe: %s\n", err.msg);
     }
     return NULL;
@@ -93,7 +96,7 @@ static gb_torch_batch make_batch(void)
         brew[i] = 1.0f;
         blogp[i] = -0.69f;
     }
-    gb_torch_batch b = {B, T, bobs, bnext, bact, brew, bterm, btrunc, bvalid, blogp, NULL, 0, NULL};
+    gb_torch_batch b = {B, T, bobs, bnext, bact, brew, bterm, btrunc, bvalid, blogp, NULL, 0, NULL, 0};
     return b;
 }
 
@@ -217,8 +220,70 @@ static void test_without(void)
     double mean[D], var[D], count;
     CHECK(!exported_stats(gb_torch_learner_model(l), mean, var, &count));
     float x[D] = {1, 2, 3, 4};
-    CHECK_OK(gb_torch_learner_observe(l, x, 1, NULL, &err));
+    CHECK_OK(gb_torch_learner_observe(l, x, x, 1, NULL, &err));
     gb_torch_learner_destroy(l);
+}
+
+/* One DQN step's loss on batch b, with rewards times k, from a fresh learner of seed 3; with
+ * scaling, after the returns R (n of them) were observed. */
+static double dqn_loss(int scale, const float *R, int n, float k, const char *save,
+                       const char *load)
+{
+    gb_error err = {0};
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "dqn", "") == 0);
+    cfg.trainer.algorithm.reward_scale = scale;
+    cfg.trainer.algorithm.reward_clip = 3.0;
+    gb_torch_space sp = discrete_space();
+    gb_torch_learner *l = NULL;
+    CHECK_OK(gb_torch_learner_create(&cfg, &sp, 3, &l, &err));
+    if (!l)
+        return NAN;
+    if (load)
+        CHECK_OK(gb_torch_learner_load(l, load, &err));
+    if (R)
+        CHECK_OK(gb_torch_learner_observe(l, NULL, R, n, NULL, &err));
+    gb_torch_batch b = make_batch();
+    float r[B * T];
+    for (int i = 0; i < B * T; i++)
+        r[i] = (float)(i % 5 - 2) * 2.0f * k; /* -4k..4k */
+    b.reward = r;
+    gb_torch_stats st;
+    CHECK_OK(gb_torch_learner_train(l, &b, &st, NULL, &err));
+    if (save)
+        CHECK_OK(gb_torch_learner_save(l, save, &err));
+    gb_torch_learner_destroy(l);
+    return st.loss;
+}
+
+static void test_reward_scale(void)
+{
+    enum { N = 1000 };
+    static float R[N];
+    double s = 0, s2 = 0;
+    for (int i = 0; i < N; i++) {
+        R[i] = (float)(8.0 * sin(0.37 * i) + 1.0);
+        s += R[i];
+    }
+    for (int i = 0; i < N; i++)
+        s2 += (R[i] - s / N) * (R[i] - s / N);
+    const double dev = sqrt(s2 / N); /* about 5.7: rewards of up to 8 / dev stay under the clip */
+    char path[512];
+    snprintf(path, sizeof path, "%s/reward_scale.ckpt", scratch);
+    double scaled = dqn_loss(1, R, N, 1.0f, path, NULL);
+    double by_hand = dqn_loss(0, NULL, 0, (float)(1.0 / dev), NULL, NULL);
+    double raw = dqn_loss(0, NULL, 0, 1.0f, NULL, NULL);
+    fprintf(stderr, "  deviation %.3f: loss scaled %.6g, by hand %.6g, unscaled %.6g\n", dev,
+            scaled, by_hand, raw);
+    CHECK(fabs(scaled - by_hand) <= 1e-5 * fabs(by_hand) && fabs(scaled - raw) > 1e-3);
+    /* the checkpoint carries the scale: from it, with no new returns, a step trains as one
+     * without scaling on the divided rewards from the same checkpoint */
+    double resumed = dqn_loss(1, NULL, 0, 1.0f, NULL, path);
+    double resumed_by_hand = dqn_loss(0, NULL, 0, (float)(1.0 / dev), NULL, path);
+    CHECK(fabs(resumed - resumed_by_hand) <= 1e-5 * fabs(resumed_by_hand));
+    /* clipping: rewards 100 times larger hit reward_clip (3): as rewards of +-3 unscaled */
+    double clipped = dqn_loss(1, R, N, 100.0f, NULL, NULL);
+    CHECK(isfinite(clipped) && clipped < raw * 10);
 }
 
 static void test_ppo(void) { test_merge_and_ship("ppo"); }
@@ -231,5 +296,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_ppo);
     TEST_RUN(test_dqn);
     TEST_RUN(test_without);
+    TEST_RUN(test_reward_scale);
     return test_main_result();
 }

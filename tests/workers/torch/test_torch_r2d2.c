@@ -66,7 +66,7 @@ static void act_chunks(gb_torch_model *m, chunks *x)
     for (int bi = 0; bi < B; bi++)
         memcpy(&x->q[(bi * (T + 1) + T) * NA], &qrow[bi * NA], sizeof(float) * NA);
     gb_torch_batch b = {B, T, x->obs, x->next, x->act, x->rew, x->term, x->trunc, x->valid,
-                        x->logp, NULL, 0, x->state0};
+                        x->logp, NULL, 0, x->state0, 0};
     x->b = b;
 }
 
