@@ -35,15 +35,23 @@ static void draw_ground(view *v, double z)
     double first = floor((v->x0 - GB_MJ_RENDER_WIDTH / 2.0 / PX_PER_M) * 2.0) / 2.0;
     for (double x = first; col(v, x) < GB_MJ_RENDER_WIDTH; x += 0.5)
         if (((long)floor(x * 2.0)) % 2 == 0)
-            gb_draw_rect(c, col(v, x), top, col(v, x + 0.5), top + 6, GB_RGB(90, 100, 90));
+            gb_draw_rect(c, col(v, x), top, col(v, x + 0.5), top + 12, GB_RGB(95, 105, 95));
     gb_draw_rect(c, 0, top, GB_MJ_RENDER_WIDTH, top + 1, GB_RGB(60, 60, 60));
 }
 
-/* The geom's colour (its material's when it has one), darkened on the far side. */
+/* The geom's rgba as MuJoCo's renderer picks it: its own when set (not the default grey) or
+ * when it has no material, else its material's. */
+static const float *geom_rgba(const mjModel *m, int g)
+{
+    const float *own = m->geom_rgba + 4 * g;
+    int grey = own[0] == 0.5f && own[1] == 0.5f && own[2] == 0.5f && own[3] == 1.0f;
+    return m->geom_matid[g] >= 0 && grey ? m->mat_rgba + 4 * m->geom_matid[g] : own;
+}
+
+/* The geom's colour, darkened on the far side. */
 static uint32_t geom_colour(const mjModel *m, int g, int far)
 {
-    const float *rgba = m->geom_matid[g] >= 0 ? m->mat_rgba + 4 * m->geom_matid[g]
-                                               : m->geom_rgba + 4 * g;
+    const float *rgba = geom_rgba(m, g);
     double k = far ? 0.65 : 1.0;
     int r = (int)(fminf(fmaxf(rgba[0], 0.f), 1.f) * 255 * k);
     int gr = (int)(fminf(fmaxf(rgba[1], 0.f), 1.f) * 255 * k);
@@ -109,9 +117,7 @@ int gb_mj_render(void *env, uint8_t *rgb)
     for (int far = 1; far >= 0; far--)
         for (int g = 0; g < m->ngeom; g++) {
             int is_far = d->geom_xpos[3 * g + 1] > y_mid + 1e-6;
-            float alpha = m->geom_matid[g] >= 0 ? m->mat_rgba[4 * m->geom_matid[g] + 3]
-                                                : m->geom_rgba[4 * g + 3];
-            if (is_far == far && m->geom_group[g] <= 2 && alpha > 0)
+            if (is_far == far && m->geom_group[g] <= 2 && geom_rgba(m, g)[3] > 0)
                 draw_geom(&v, m, d, g, far);
         }
     return 0;

@@ -10,7 +10,8 @@
  * Same library, same model file, same operations in the same order: the float64 values are
  * identical, so gearbox's float32 observation and reward must equal Gymnasium's float64 ones
  * rounded to float32, bit for bit (the test prints the largest difference seen, expected 0).
- * Also: reset noise (uniform or normal, of reset_noise_scale) and argument errors.
+ * Also: reset noise (uniform or normal, of reset_noise_scale), argument errors, and render()
+ * following the state.
  * argv[1]: the data folder. */
 #include "envs/builtin.h"
 #include "envs/host.h"
@@ -332,6 +333,52 @@ static void test_bad_args(void)
     refused(&gb_env_hopper, "ctrl_cost_weight", "nan", "finite number");
 }
 
+/* The mean row of the body's pixels (neither sky nor ground: above the ground line) in a
+ * render of Hopper set to qpos; -1 when none. */
+static double body_row(const gb_env_interface *iface, void *env, const double *qpos, uint8_t *rgb,
+                       int h, int w)
+{
+    double state[12] = {0};
+    memcpy(state, qpos, 6 * sizeof(double));
+    CHECK_EQ_INT(gb_env_builtin_set_state(iface, env, state, 12, NULL), 0);
+    CHECK_EQ_INT(iface->render(env, rgb), 0);
+    const uint8_t *sky = rgb; /* the top-left pixel */
+    double sum = 0, n = 0;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            const uint8_t *p = rgb + 3 * ((size_t)y * (size_t)w + (size_t)x);
+            if (memcmp(p, sky, 3) != 0 && y < h - 60) {
+                sum += y;
+                n++;
+            }
+        }
+    return n ? sum / n : -1;
+}
+
+/* render() draws the state: raising the hopper (off the ground) by 0.3 m raises its pixels by
+ * 0.3 m at 120 pixels a metre; moving it along x (the view follows it) leaves them in place. */
+static void test_render_follows_state(void)
+{
+    gb_error err = {0};
+    const gb_env_interface *iface = &gb_env_hopper;
+    void *env = NULL;
+    gb_env_spec spec;
+    CHECK_OK(gb_env_create(iface, NULL, 1, &env, &spec, &err));
+    if (!env)
+        return;
+    const int h = spec.render_height, w = spec.render_width;
+    uint8_t *rgb = malloc((size_t)h * (size_t)w * 3);
+    const double stand[6] = {0, 1.45, 0, 0, 0, 0}, high[6] = {0, 1.75, 0, 0, 0, 0},
+                 ahead[6] = {3, 1.45, 0, 0, 0, 0};
+    double r0 = body_row(iface, env, stand, rgb, h, w), r1 = body_row(iface, env, high, rgb, h, w);
+    double r2 = body_row(iface, env, ahead, rgb, h, w);
+    CHECK_MSG(r0 > 0 && fabs((r0 - r1) - 0.3 * 120) < 2, "raised by 0.3 m: rows %.1f -> %.1f", r0,
+              r1);
+    CHECK_MSG(fabs(r2 - r0) < 0.5, "moved along x: rows %.1f -> %.1f", r0, r2);
+    free(rgb);
+    iface->destroy(env);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -342,5 +389,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_ant);
     TEST_RUN(test_reset_noise);
     TEST_RUN(test_bad_args);
+    TEST_RUN(test_render_follows_state);
     return test_main_result();
 }
