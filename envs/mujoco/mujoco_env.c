@@ -116,12 +116,14 @@ void *gb_mj_create(const gb_mj_task *task, const gb_env_args *args, uint64_t see
                  (task->contact_cost && p.include_cfrc_ext_in_observation ? 6 * (e->nbody - 1)
                                                                            : 0);
     e->dt = e->m->opt.timestep * (double)p.frame_skip;
-    /* action bounds, then scratch for the cost sums: nu floats, 6 * nbody doubles */
-    e->act_low = malloc(sizeof(float) * 3 * (size_t)e->nu + sizeof(double) * 6 * (size_t)e->nbody);
-    if (!e->act_low) {
+    /* one block: the contact cost's scratch (6 * nbody doubles), the action bounds and the
+     * control cost's scratch (nu floats each) */
+    e->scratch = malloc(sizeof(double) * 6 * (size_t)e->nbody + sizeof(float) * 3 * (size_t)e->nu);
+    if (!e->scratch) {
         gb_env_fail(err, err_len, "%s: out of memory", task->name);
         goto err;
     }
+    e->act_low = (float *)(e->scratch + 6 * e->nbody);
     e->act_high = e->act_low + e->nu;
     for (int i = 0; i < e->nu; i++) {
         e->act_low[i] = (float)e->m->actuator_ctrlrange[2 * i];
@@ -150,7 +152,7 @@ void gb_mj_destroy(void *env)
         e->mj->delete_data(e->d);
     if (e->m)
         e->mj->delete_model(e->m);
-    free(e->act_low);
+    free(e->scratch);
     free(e);
 }
 
@@ -214,7 +216,7 @@ static double ctrl_cost(const gb_mj_env *e, const float *a)
 /* contact_cost_weight * np.sum(np.square(np.clip(cfrc_ext, low, high))) over every body. */
 static double contact_cost(const gb_mj_env *e)
 {
-    double *sq = (double *)(e->act_low + 3 * e->nu);
+    double *sq = e->scratch;
     const double lo = e->p.contact_force_range[0], hi = e->p.contact_force_range[1];
     const size_t n = 6 * (size_t)e->nbody;
     for (size_t i = 0; i < n; i++) {

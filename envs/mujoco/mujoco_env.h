@@ -60,6 +60,7 @@ struct gb_mj_env {
     int need_rne;   /* call mj_rnePostConstraint after stepping (cfrc_ext is read) */
     int obs_dim;
     double dt;      /* model timestep * frame_skip */
+    double *scratch;           /* the allocation act_low and act_high point into */
     float *act_low, *act_high; /* nu each, from actuator_ctrlrange */
     gb_rng rng;
 };
