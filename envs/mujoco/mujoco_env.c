@@ -67,7 +67,7 @@ static int load_model(gb_mj_env *e, char *err, size_t err_len)
         return -1;
     /* Gymnasium's own model files warn of nothing a user can act on */
     gb_mj_quiet_warnings(strcmp(e->p.xml_file, t->defaults.xml_file) == 0);
-    e->m = e->mj->load_xml(path, NULL, why, (int)sizeof why);
+    e->m = gb_mj_model_acquire(e->mj, path, why, sizeof why);
     gb_mj_quiet_warnings(0);
     if (!e->m) {
         snprintf(err, err_len, "%s: cannot load the model %s: %s", t->name, path, why);
@@ -151,7 +151,7 @@ void gb_mj_destroy(void *env)
     if (e->d)
         e->mj->delete_data(e->d);
     if (e->m)
-        e->mj->delete_model(e->m);
+        gb_mj_model_release(e->mj, e->m);
     free(e->scratch);
     free(e);
 }

@@ -51,7 +51,7 @@ typedef struct gb_mj_task {
 struct gb_mj_env {
     const gb_mj_task *task;
     const gb_mj_api *mj;
-    mjModel *m;
+    const mjModel *m; /* shared by the process's copies of the same file (gb_mj_model_acquire) */
     mjData *d;
     gb_mj_params p;
     int nq, nv, nu, nbody;

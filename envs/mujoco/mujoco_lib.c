@@ -113,6 +113,66 @@ const gb_mj_api *gb_mj_load(char *err, size_t err_len)
     return NULL;
 }
 
+/* The shared models: a short list (one entry per model file a process uses). */
+typedef struct model_entry {
+    struct model_entry *next;
+    mjModel *m;
+    long refs;
+    char path[];
+} model_entry;
+
+static model_entry *models;
+static pthread_mutex_t models_lock = PTHREAD_MUTEX_INITIALIZER;
+
+const mjModel *gb_mj_model_acquire(const gb_mj_api *mj, const char *path, char *err,
+                                   size_t err_len)
+{
+    mjModel *m = NULL;
+    pthread_mutex_lock(&models_lock);
+    for (model_entry *x = models; x && !m; x = x->next)
+        if (strcmp(x->path, path) == 0) {
+            x->refs++;
+            m = x->m;
+        }
+    model_entry *x = m ? NULL : malloc(sizeof *x + strlen(path) + 1);
+    if (!m && !x)
+        snprintf(err, err_len, "out of memory");
+    if (x) {
+        char why[1000] = "";
+        x->m = m = mj->load_xml(path, NULL, why, (int)sizeof why);
+        if (m) {
+            x->refs = 1;
+            strcpy(x->path, path);
+            x->next = models;
+            models = x;
+        } else {
+            snprintf(err, err_len, "%s", why);
+            free(x);
+        }
+    }
+    pthread_mutex_unlock(&models_lock);
+    return m;
+}
+
+void gb_mj_model_release(const gb_mj_api *mj, const mjModel *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&models_lock);
+    for (model_entry **p = &models; *p; p = &(*p)->next) {
+        model_entry *x = *p;
+        if (x->m != m)
+            continue;
+        if (--x->refs == 0) {
+            *p = x->next;
+            mj->delete_model(x->m);
+            free(x);
+        }
+        break;
+    }
+    pthread_mutex_unlock(&models_lock);
+}
+
 void gb_mj_quiet_warnings(int on)
 {
     quiet = on;

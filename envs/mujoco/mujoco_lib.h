@@ -3,7 +3,8 @@
  * against the headers of PyPI's `mujoco` wheel (the build Gymnasium uses) and opens that wheel's
  * libmujoco.so.<version>, so that the `gearbox` binary runs on machines without MuJoCo and
  * only these environments need it.
- * defines: gb_mj_api, gb_mj_load, gb_mj_quiet_warnings, gb_mj_assets_dir */
+ * defines: gb_mj_api, gb_mj_load, gb_mj_model_acquire, gb_mj_model_release,
+ *          gb_mj_quiet_warnings, gb_mj_assets_dir */
 #ifndef GB_ENVS_MUJOCO_LIB_H
 #define GB_ENVS_MUJOCO_LIB_H
 
@@ -31,6 +32,17 @@ typedef struct gb_mj_api {
  * (what was tried and how to install the library) when it cannot be opened, lacks a function,
  * or is another version than the headers gearbox was built with. The table lives until exit. */
 const gb_mj_api *gb_mj_load(char *err, size_t err_len);
+
+/* The compiled model of the file at path, shared by every copy of this process that loads the
+ * same path (mj_step reads a model and never writes it, so copies on other threads may share
+ * it): compiled at the first call, counted, freed by gb_mj_model_release at the last. Sharing
+ * keeps many copies' working set small and create() cheap. Returns NULL with MuJoCo's message
+ * in err (err_len bytes) when the file does not compile, or on no memory. Thread-safe. */
+const mjModel *gb_mj_model_acquire(const gb_mj_api *mj, const char *path, char *err,
+                                   size_t err_len);
+
+/* Drops one reference taken by gb_mj_model_acquire (NULL is a no-op). Thread-safe. */
+void gb_mj_model_release(const gb_mj_api *mj, const mjModel *m);
 
 /* on = 1: MuJoCo's warnings raised by this thread are dropped until on = 0 (the shipped models'
  * compile-time notices, e.g. HalfCheetah's deprecated settotalmass, printed in every process
