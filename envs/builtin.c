@@ -12,11 +12,17 @@ void gb_env_acrobot_set_state(void *env, const double *s, void *obs);
 void gb_env_mountain_car_set_state(void *env, const double *s, void *obs);
 void gb_env_mountain_car_continuous_set_state(void *env, const double *s, void *obs);
 void gb_env_pendulum_set_state(void *env, const double *s, void *obs);
+#ifdef GB_HAVE_MUJOCO
+int gb_env_mujoco_set_state(void *env, const double *state, int n, void *obs);
+#endif
 
 static const gb_env_interface *const builtins[] = {
     &gb_env_cartpole, &gb_env_acrobot, &gb_env_mountain_car, &gb_env_mountain_car_continuous,
     &gb_env_pendulum, &gb_env_spread,  &gb_env_breakout, &gb_env_cartpole_novel,
     &gb_env_recall,
+#ifdef GB_HAVE_MUJOCO
+    &gb_env_hopper, &gb_env_half_cheetah, &gb_env_walker2d, &gb_env_ant,
+#endif
 };
 
 const gb_env_interface *const *gb_env_builtins(int *count)
@@ -58,6 +64,12 @@ int gb_env_builtin_set_state(const gb_env_interface *iface, void *env, const dou
         hooks[i].set(env, state, obs);
         return 0;
     }
+#ifdef GB_HAVE_MUJOCO
+    /* their state size depends on the model: the hook checks n */
+    if (iface == &gb_env_hopper || iface == &gb_env_half_cheetah || iface == &gb_env_walker2d ||
+        iface == &gb_env_ant)
+        return gb_env_mujoco_set_state(env, state, n, obs);
+#endif
     return -1;
 }
 

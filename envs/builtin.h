@@ -19,6 +19,12 @@ extern const gb_env_interface gb_env_pendulum;                /* Pendulum-v1 */
 extern const gb_env_interface gb_env_spread;                  /* Spread-v0 (multi-agent) */
 extern const gb_env_interface gb_env_breakout;                /* Breakout84-v0 (84x84 frames) */
 extern const gb_env_interface gb_env_recall;                  /* Recall-v0 (memory task) */
+/* MuJoCo locomotion (envs/mujoco), built in when gearbox was built with MuJoCo's headers
+ * (GB_HAVE_MUJOCO; gb_env_builtin_find tells at run time); the library is opened at create. */
+extern const gb_env_interface gb_env_hopper;       /* Hopper-v5 */
+extern const gb_env_interface gb_env_half_cheetah; /* HalfCheetah-v5 */
+extern const gb_env_interface gb_env_walker2d;     /* Walker2d-v5 */
+extern const gb_env_interface gb_env_ant;          /* Ant-v5 */
 
 /* The built-in interfaces, in listing order; *count receives their number. Static storage. */
 const gb_env_interface *const *gb_env_builtins(int *count);
@@ -28,8 +34,11 @@ const gb_env_interface *gb_env_builtin_find(const char *name);
 
 /* Sets the physical state of a copy created by built-in iface, as Gymnasium's env.unwrapped.state
  * holds it (CartPole, CartPoleNoVel: x, x_dot, theta, theta_dot; Acrobot: theta1, theta2,
- * dtheta1, dtheta2; MountainCar*: position, velocity; Pendulum: theta, theta_dot), and writes the
- * matching observation to obs (may be NULL). Returns 0, or -1 when iface has no settable state
+ * dtheta1, dtheta2; MountainCar*: position, velocity; Pendulum: theta, theta_dot; the MuJoCo
+ * environments: qpos then qvel (nq + nv values, as Gymnasium's set_state right after reset), or
+ * the state a step leaves: qpos, qvel, qacc_warmstart, main body's xpos (nq + 2 nv + 3; see
+ * envs/mujoco/mujoco_env.c)), and writes the matching
+ * observation to obs (may be NULL). Returns 0, or -1 when iface has no settable state
  * or n is not its state size. For tests and tools, not the hot path. */
 int gb_env_builtin_set_state(const gb_env_interface *iface, void *env, const double *state,
                              int n, void *obs);

@@ -34,7 +34,8 @@ group_run=(
 # video: gearbox eval --video and experiment.eval_every's videos (H.264 encoding; ~50 packages)
 group_video=(ffmpeg)
 # gymnasium: Gymnasium environments (env.name: gymnasium) need the gymnasium Python package, from
-# PyPI (launch/python-requirements.txt) in gearbox's own virtual environment (below)
+# PyPI (launch/python-requirements.txt) in gearbox's own virtual environment (below); so do the
+# built-in MuJoCo environments (PyPI's mujoco: configure the build after installing it)
 group_gymnasium=(python3-venv)
 # client: the data server's Python client (pyzmq, msgpack), its PyTorch and NumPy examples
 group_client=(python3-zmq python3-msgpack python3-torch python3-numpy)
