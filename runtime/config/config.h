@@ -119,6 +119,7 @@ typedef struct gb_config_model {
     int64_t core_memory;                  /* transformer: steps each block looks back */
     int64_t torchscript_state;            /* floats of state a TorchScript model carries a row */
     int normalize_obs;                    /* bool: running mean/variance of the observations */
+    double log_std_init;                  /* PPO, boxes: the initial log standard deviation */
     double obs_clip;                      /* normalised observations clipped to +- this */
 } gb_config_model;
 

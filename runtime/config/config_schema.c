@@ -136,6 +136,8 @@ const gb_config_field gb_config_fields[] = {
          "statistics: the trainers', from every chunk, shipped with the parameters)"),
     FLOAT("policy.model.obs_clip", policy.model.obs_clip, "10", 0, INF,
           "normalised observations are clipped to [-obs_clip, obs_clip]"),
+    FLOAT("policy.model.log_std_init", policy.model.log_std_init, "0", -20, 2,
+          "ppo with continuous actions: the policy's initial log standard deviation"),
     ENUM("policy.model.core", policy.model.core, "none", cores,
          "memory after the torso: none, lstm, gru or transformer (a gated transformer, GTrXL, "
          "over the episode's last steps); each environment carries its state from step to "

@@ -243,7 +243,8 @@ struct ActorCritic : HeadsModule {
         pi = register_module("pi", linear(w, outs, 0.01));
         v = register_module("v", linear(wc, 1, 1.0));
         if (!discrete)
-            log_std = register_parameter("log_std", torch::zeros({sp.action_dim}));
+            log_std = register_parameter("log_std",
+                                         torch::full({sp.action_dim}, mc.log_std_init));
     }
     bool plan(MlpProgram &p, int *a, int *b) override
     {
