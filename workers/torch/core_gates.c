@@ -15,9 +15,12 @@ static inline void sigmoid_inplace(float *x, int64_t n)
 }
 
 GB_CLONES
-void gb_lstm_forward_row(int64_t H, float *restrict g, const float *restrict c,
-                         float *restrict c2, float *restrict tc, float *restrict h2)
+void gb_lstm_forward_row(int64_t H, const float *restrict x, const float *restrict b,
+                         float *restrict g, const float *restrict c, float *restrict c2,
+                         float *restrict tc, float *restrict h2)
 {
+    for (int64_t k = 0; k < 4 * H; k++) /* as libtorch's cell: xp + (h W^T + b) */
+        g[k] = x[k] + (g[k] + b[k]);
     sigmoid_inplace(g, 2 * H);     /* i, f */
     gb_tanh_forward(g + 2 * H, g + 2 * H, (size_t)H); /* g */
     sigmoid_inplace(g + 3 * H, H); /* o */
@@ -51,9 +54,12 @@ void gb_lstm_backward_row(int64_t H, const float *restrict g, const float *restr
 }
 
 GB_CLONES
-void gb_gru_forward_row(int64_t H, const float *restrict x, const float *restrict gh,
-                        const float *restrict h, float *restrict g, float *restrict h2)
+void gb_gru_forward_row(int64_t H, const float *restrict x, const float *restrict b,
+                        float *restrict gh, const float *restrict h, float *restrict g,
+                        float *restrict h2)
 {
+    for (int64_t k = 0; k < 3 * H; k++)
+        gh[k] += b[k];
     for (int64_t k = 0; k < 2 * H; k++)
         g[k] = x[k] + gh[k];
     sigmoid_inplace(g, 2 * H); /* r, z */
@@ -83,20 +89,3 @@ void gb_gru_backward_row(int64_t H, const float *restrict g, const float *restri
     }
 }
 
-GB_CLONES
-void gb_add_bias_rows(int64_t n, int64_t w, const float *x, int64_t ldx, const float *b, float *y,
-                      int64_t ldy)
-{
-    for (int64_t i = 0; i < n; i++) {
-        float *restrict yi = y + i * ldy;
-        const float *restrict bi = b;
-        if (x) {
-            const float *restrict xi = x + i * ldx;
-            for (int64_t k = 0; k < w; k++)
-                yi[k] = xi[k] + bi[k];
-        } else {
-            for (int64_t k = 0; k < w; k++)
-                yi[k] = bi[k];
-        }
-    }
-}

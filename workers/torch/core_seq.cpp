@@ -93,17 +93,17 @@ struct Fwd {
     float *S, *Y, *h_in, *c_in, *gates, *tc, *gh;
 };
 
-// One step's recurrent GEMM: rows [B, G*H] of out (ld T*G*H) += h_in's rows (ld T*H) x wt.
+// One step's recurrent GEMM: rows [B, G*H] of out (ld T*G*H) = h_in's rows (ld T*H) x wt.
 void step_gemm(const Fwd &f, float *out, int64_t GH, int64_t t)
 {
     const int64_t B = f.B, T = f.T, H = f.H;
-    rows_view(out + t * GH, B, GH, T * GH).addmm_(rows_view(f.h_in + t * H, B, H, T * H), f.wt);
+    torch::Tensor o = rows_view(out + t * GH, B, GH, T * GH);
+    torch::mm_out(o, rows_view(f.h_in + t * H, B, H, T * H), f.wt);
 }
 
 void lstm_forward(const Fwd &f)
 {
     const int64_t B = f.B, T = f.T, H = f.H;
-    gb_add_bias_rows(B * T, 4 * H, f.X, 4 * H, f.b, f.gates, 4 * H); // x W_ih^T + b_ih + b_hh
     for (int64_t t = 0; t < T; t++) {
         for (int64_t i = 0; i < B; i++) {
             const float k = f.K ? f.K[i * T + t] : 1.0f;
@@ -116,8 +116,8 @@ void lstm_forward(const Fwd &f)
         for (int64_t i = 0; i < B; i++) {
             const int64_t r = i * T + t;
             float *h2 = f.Y + r * H, *s = f.S + i * 2 * H;
-            gb_lstm_forward_row(H, f.gates + r * 4 * H, f.c_in + r * H, s + H, f.tc + r * H,
-                                h2);
+            gb_lstm_forward_row(H, f.X + r * 4 * H, f.b, f.gates + r * 4 * H, f.c_in + r * H,
+                                s + H, f.tc + r * H, h2);
             std::memcpy(s, h2, sizeof(float) * (size_t)H);
         }
     }
@@ -126,7 +126,6 @@ void lstm_forward(const Fwd &f)
 void gru_forward(const Fwd &f)
 {
     const int64_t B = f.B, T = f.T, H = f.H;
-    gb_add_bias_rows(B * T, 3 * H, nullptr, 0, f.b, f.gh, 3 * H);
     for (int64_t t = 0; t < T; t++) {
         for (int64_t i = 0; i < B; i++) {
             const float k = f.K ? f.K[i * T + t] : 1.0f;
@@ -137,7 +136,7 @@ void gru_forward(const Fwd &f)
         step_gemm(f, f.gh, 3 * H, t);
         for (int64_t i = 0; i < B; i++) {
             const int64_t r = i * T + t;
-            gb_gru_forward_row(H, f.X + r * 3 * H, f.gh + r * 3 * H, f.h_in + r * H,
+            gb_gru_forward_row(H, f.X + r * 3 * H, f.b, f.gh + r * 3 * H, f.h_in + r * H,
                                f.gates + r * 3 * H, f.Y + r * H);
             std::memcpy(f.S + i * H, f.Y + r * H, sizeof(float) * (size_t)H);
         }
@@ -149,7 +148,7 @@ tensor_list lstm_backward(const Saved &sv, const float *K, const torch::Tensor &
                           const torch::Tensor &gy)
 {
     const int64_t B = sv.gates.size(0), T = sv.gates.size(1), H = w.size(1);
-    torch::Tensor dg = torch::empty({B, T, 4 * H}), ds = torch::zeros({B, 2 * H});
+    torch::Tensor dg = scratch({B, T, 4 * H}), ds = torch::zeros({B, 2 * H});
     torch::Tensor dhin = scratch({B, H});
     const float *GY = gy.data_ptr<float>(), *GA = sv.gates.data_ptr<float>();
     const float *TC = sv.tc.data_ptr<float>(), *CIN = sv.c_in.data_ptr<float>();
@@ -173,7 +172,7 @@ tensor_list gru_backward(const Saved &sv, const float *K, const torch::Tensor &w
                          const torch::Tensor &gy)
 {
     const int64_t B = sv.gates.size(0), T = sv.gates.size(1), H = w.size(1);
-    torch::Tensor dxp = torch::empty({B, T, 3 * H}), dh = torch::zeros({B, H});
+    torch::Tensor dxp = scratch({B, T, 3 * H}), dh = torch::zeros({B, H});
     torch::Tensor dgh = scratch({B, T, 3 * H}), dhin = scratch({B, H});
     const float *GY = gy.data_ptr<float>(), *GA = sv.gates.data_ptr<float>();
     const float *GH = sv.gh.data_ptr<float>(), *HIN = sv.h_in.data_ptr<float>();
