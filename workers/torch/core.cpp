@@ -56,7 +56,9 @@ torch::Tensor CoreImpl::sequence(const torch::Tensor &x, const torch::Tensor &st
                                  const torch::Tensor &reset_before)
 {
     const int64_t B = x.size(0), T1 = x.size(1);
-    torch::Tensor xp = ih->forward(x);                  // [B, T1, G*H], one matmul
+    // [B, T1, G*H], one matmul: on the rows as a matrix, libtorch 1.13's Linear is one addmm
+    // (bias in the GEMM); on [B, T1, F] it is a matmul and a separate pass adding the bias
+    torch::Tensor xp = ih->forward(x.reshape({B * T1, x.size(2)})).view({B, T1, -1});
     if (fused && xp.device().is_cpu() && xp.scalar_type() == torch::kFloat32)
         return recurrent_sequence(kind, xp, state0.to(torch::kFloat32).contiguous(),
                                   (1.0 - reset_before).to(torch::kFloat32), hh->weight,

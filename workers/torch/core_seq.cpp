@@ -1,13 +1,15 @@
 // workers/torch/core_seq.cpp: the recurrent cores' sequence forward on the CPU as one autograd
 // node per chunk (core.hpp: recurrent_sequence): the time loop in C++ with one GEMM per step and
-// the gates' arithmetic in plain loops, and a hand-written backward through time. Built from
-// libtorch's per-step operations the same loop costs ~15 operations and as many autograd nodes
-// a step (about 250 us for 16 rows of 64 units, nearly all of it overhead); here a step is one
-// GEMM forward and two backward.
+// the gates' arithmetic in vectorised C (core_gates.c), and a hand-written backward through time.
+// Built from libtorch's per-step operations the same loop costs ~15 operations and as many
+// autograd nodes a step (about 250 us for 16 rows of 64 units, nearly all of it overhead); here a
+// step is one GEMM forward and one backward, the weights' gradients one GEMM over all the steps.
+// Every per-step buffer is laid out [B, T, ...] (a step's rows strided by T) so that the inputs'
+// gradient is the backward's own buffer and the weights' GEMM reads the forward's without a copy;
+// the buffers come from a per-thread pool (scratch), reused once their last holder is gone.
 #include "workers/torch/core.hpp"
-#include "workers/torch/fast_tanh.h"
+#include "workers/torch/core_gates.h"
 
-#include <cmath>
 #include <cstring>
 
 namespace gbt {
@@ -17,219 +19,199 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-// Views of caller memory as tensors for one GEMM (no copy).
-inline torch::Tensor view(float *p, int64_t rows, int64_t cols)
+// Caller memory as a [rows, cols] matrix whose rows are ld floats apart (no copy): a step's rows
+// of a [B, T, cols] buffer are ld = T * cols apart.
+inline torch::Tensor rows_view(float *p, int64_t rows, int64_t cols, int64_t ld)
 {
-    return torch::from_blob(p, {rows, cols}, torch::kFloat32);
+    return torch::from_blob(p, {rows, cols}, {ld, 1}, torch::kFloat32);
 }
 
-// Gate activations in place over n rows of G gates of H units each: sigmoid for every gate but
-// `tanh_gate` (tanh): sigmoid(x) = (1 + tanh(x / 2)) / 2, so one vectorised tanh does them all.
-void activate(float *g, int64_t n, int G, int64_t H, int tanh_gate)
+// A float32 tensor of the given shape from this thread's pool: one whose storage nothing else
+// holds any more (the autograd node that kept it for its backward is gone), of about the size,
+// or a new one. Its contents are undefined. Saves the allocation and its page faults per call.
+torch::Tensor scratch(at::IntArrayRef shape)
 {
-    for (int64_t i = 0; i < n; i++)
-        for (int k = 0; k < G; k++)
-            if (k != tanh_gate)
-                for (int64_t j = 0; j < H; j++)
-                    g[(i * G + k) * H + j] *= 0.5f;
-    gb_tanh_forward(g, g, (size_t)(n * G * H));
-    for (int64_t i = 0; i < n; i++)
-        for (int k = 0; k < G; k++)
-            if (k != tanh_gate)
-                for (int64_t j = 0; j < H; j++) {
-                    float *v = &g[(i * G + k) * H + j];
-                    *v = 0.5f + 0.5f * *v;
-                }
+    thread_local std::vector<torch::Tensor> pool;
+    int64_t n = 1;
+    for (int64_t d : shape)
+        n *= d;
+    for (const torch::Tensor &t : pool)
+        if (t.storage().use_count() == 1 && t.numel() >= n && t.numel() <= 2 * n + 4096)
+            return t.narrow(0, 0, n).view(shape);
+    if (pool.size() >= 64) // many sizes or many graphs alive: drop a free one, or stop pooling
+        for (size_t i = 0; i < pool.size(); i++)
+            if (pool[i].storage().use_count() == 1) {
+                pool.erase(pool.begin() + (ptrdiff_t)i);
+                break;
+            }
+    if (pool.size() >= 64)
+        return torch::empty(shape);
+    pool.push_back(torch::empty({n}));
+    return pool.back().view(shape);
 }
 
-// What a backward through time returns: the input projections' gradients (dgs [T, B, G*H], the
-// gates' gradients of every step, as [B, T, G*H]), the initial state's, and the recurrent
-// weights' and bias's summed over the steps in one GEMM (h_in [T, B, H]: each step's input).
-tensor_list weight_grads(const torch::Tensor &dgs, const torch::Tensor &h_in,
-                         const torch::Tensor &ds)
-{
-    const int64_t T = dgs.size(0), B = dgs.size(1), GH = dgs.size(2), H = h_in.size(2);
-    torch::Tensor flat = dgs.view({T * B, GH});
-    return {dgs.permute({1, 0, 2}).contiguous(), ds, flat.t().mm(h_in.view({T * B, H})),
-            flat.sum(0)};
-}
-
-// Per-step tensors the backward reads ([T, B, ...]).
+// What a forward leaves for the backward: the per-step tensors ([B, T, ...]).
 struct Saved {
-    torch::Tensor h_in, c_in, gates, tc; // LSTM: gates [T, B, 4H] activated, tanh(c')
-    torch::Tensor gh;                    // GRU: gates [T, B, 3H] (r, z, n) and W_hn h + b_hn
+    torch::Tensor h_in, c_in, gates, tc; // LSTM: h, c entering (after resets), gates, tanh(c')
+    torch::Tensor gh;                    // GRU: h W_hh^T + b_hh ([B, T, 3H]); gates: r, z, n
 };
 
-// LSTM over T steps: xp [B, T, 4H] (input projection with its bias), s0 [B, 2H], keep [B, T]
-// (0: the state is zeroed before that step), w [4H, H], b [4H] -> ys [B, T, H]; *last (may be
-// nullptr) receives the state after the last step [B, 2H].
-torch::Tensor lstm_forward(const torch::Tensor &xp, const torch::Tensor &s0,
-                           const torch::Tensor &keep, const torch::Tensor &w,
-                           const torch::Tensor &b, Saved *sv, torch::Tensor *last)
+// The per-step buffers of a forward over B x T rows: from the pool.
+Saved saved_buffers(int kind, int64_t B, int64_t T, int64_t H)
 {
-    const int64_t B = xp.size(0), T = xp.size(1), H = w.size(1), BH = B * H;
-    sv->h_in = torch::empty({T, B, H});
-    sv->c_in = torch::empty({T, B, H});
-    sv->gates = torch::empty({T, B, 4 * H});
-    sv->tc = torch::empty({T, B, H});
-    torch::Tensor ys = torch::empty({B, T, H}), wt = w.t(), st = s0.contiguous().clone();
-    float *S = st.data_ptr<float>(); // [B, 2H]: h then c of each row
-    const float *X = xp.data_ptr<float>(), *K = keep.data_ptr<float>();
-    float *Y = ys.data_ptr<float>(), *HIN = sv->h_in.data_ptr<float>();
-    float *CIN = sv->c_in.data_ptr<float>(), *GA = sv->gates.data_ptr<float>();
-    float *TC = sv->tc.data_ptr<float>();
-    for (int64_t t = 0; t < T; t++) {
-        float *hi = HIN + t * BH, *ci = CIN + t * BH, *g = GA + t * 4 * BH, *tc = TC + t * BH;
-        for (int64_t i = 0; i < B; i++)
-            for (int64_t j = 0; j < H; j++) {
-                hi[i * H + j] = S[i * 2 * H + j] * K[i * T + t];
-                ci[i * H + j] = S[i * 2 * H + H + j] * K[i * T + t];
-            }
-        torch::Tensor gv = view(g, B, 4 * H);
-        torch::addmm_out(gv, b, view(hi, B, H), wt); // the recurrent part of every gate
-        for (int64_t i = 0; i < B; i++) {
-            const float *xi = X + (i * T + t) * 4 * H;
-            for (int64_t k = 0; k < 4 * H; k++)
-                g[i * 4 * H + k] += xi[k];
-        }
-        activate(g, B, 4, H, 2); // i, f, g, o
-        for (int64_t i = 0; i < B; i++)
-            for (int64_t j = 0; j < H; j++) {
-                const float *gi = g + i * 4 * H;
-                tc[i * H + j] = gi[H + j] * ci[i * H + j] + gi[j] * gi[2 * H + j];
-            }
-        for (int64_t i = 0; i < B; i++)
-            std::memcpy(S + i * 2 * H + H, tc + i * H, sizeof(float) * (size_t)H); // c'
-        gb_tanh_forward(tc, tc, (size_t)BH);
-        for (int64_t i = 0; i < B; i++)
-            for (int64_t j = 0; j < H; j++) {
-                float h2 = g[i * 4 * H + 3 * H + j] * tc[i * H + j];
-                S[i * 2 * H + j] = h2;
-                Y[(i * T + t) * H + j] = h2;
-            }
+    Saved sv;
+    sv.h_in = scratch({B, T, H});
+    if (kind == GB_CORE_LSTM) {
+        sv.c_in = scratch({B, T, H});
+        sv.gates = scratch({B, T, 4 * H});
+        sv.tc = scratch({B, T, H});
+    } else {
+        sv.gates = scratch({B, T, 3 * H});
+        sv.gh = scratch({B, T, 3 * H});
     }
-    if (last)
-        *last = st;
-    return ys;
+    return sv;
+}
+
+// The weights' gradients summed over every step in one GEMM: dg [B, T, G*H] the recurrent
+// GEMM's output gradients, h_in [B, T, H] its inputs -> {dW [G*H, H], db [G*H]}.
+tensor_list weight_grads(const torch::Tensor &dg, const torch::Tensor &h_in)
+{
+    const int64_t BT = dg.size(0) * dg.size(1), GH = dg.size(2), H = h_in.size(2);
+    torch::Tensor flat = dg.view({BT, GH});
+    return {flat.t().mm(h_in.view({BT, H})), flat.sum(0)};
+}
+
+// A forward's inputs and buffers as floats: B sequences of T steps of H units; X [B, T, G*H]
+// the input projections, K [B*T] the keep flags (nullptr: all 1), b [G*H] the recurrent bias,
+// wt the recurrent weights transposed ([H, G*H], w.t() or a contiguous copy); S [B, state] in:
+// the state entering, out: the state after the last step; Y [B, T, H] receives h of every
+// step; the per-step buffers as Saved's (those of the other core unused).
+struct Fwd {
+    int64_t B, T, H;
+    const float *X, *K, *b;
+    torch::Tensor wt;
+    float *S, *Y, *h_in, *c_in, *gates, *tc, *gh;
+};
+
+// One step's recurrent GEMM: rows [B, G*H] of out (ld T*G*H) = h_in's rows (ld T*H) x wt.
+void step_gemm(const Fwd &f, float *out, int64_t GH, int64_t t)
+{
+    const int64_t B = f.B, T = f.T, H = f.H;
+    torch::Tensor o = rows_view(out + t * GH, B, GH, T * GH);
+    torch::mm_out(o, rows_view(f.h_in + t * H, B, H, T * H), f.wt);
+}
+
+void lstm_forward(const Fwd &f)
+{
+    const int64_t B = f.B, T = f.T, H = f.H;
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t i = 0; i < B; i++) {
+            const float k = f.K ? f.K[i * T + t] : 1.0f;
+            float *hi = f.h_in + (i * T + t) * H, *ci = f.c_in + (i * T + t) * H;
+            const float *s = f.S + i * 2 * H;
+            for (int64_t j = 0; j < H; j++)
+                hi[j] = s[j] * k, ci[j] = s[H + j] * k;
+        }
+        step_gemm(f, f.gates, 4 * H, t);
+        for (int64_t i = 0; i < B; i++) {
+            const int64_t r = i * T + t;
+            float *h2 = f.Y + r * H, *s = f.S + i * 2 * H;
+            gb_lstm_forward_row(H, f.X + r * 4 * H, f.b, f.gates + r * 4 * H, f.c_in + r * H,
+                                s + H, f.tc + r * H, h2);
+            std::memcpy(s, h2, sizeof(float) * (size_t)H);
+        }
+    }
+}
+
+void gru_forward(const Fwd &f)
+{
+    const int64_t B = f.B, T = f.T, H = f.H;
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t i = 0; i < B; i++) {
+            const float k = f.K ? f.K[i * T + t] : 1.0f;
+            float *hi = f.h_in + (i * T + t) * H;
+            for (int64_t j = 0; j < H; j++)
+                hi[j] = f.S[i * H + j] * k;
+        }
+        step_gemm(f, f.gh, 3 * H, t);
+        for (int64_t i = 0; i < B; i++) {
+            const int64_t r = i * T + t;
+            gb_gru_forward_row(H, f.X + r * 3 * H, f.b, f.gh + r * 3 * H, f.h_in + r * H,
+                               f.gates + r * 3 * H, f.Y + r * H);
+            std::memcpy(f.S + i * H, f.Y + r * H, sizeof(float) * (size_t)H);
+        }
+    }
 }
 
 // The LSTM's backward through time: gy [B, T, H] -> gradients of xp, s0, w, b.
-tensor_list lstm_backward(const Saved &sv, const torch::Tensor &keep, const torch::Tensor &w,
+tensor_list lstm_backward(const Saved &sv, const float *K, const torch::Tensor &w,
                           const torch::Tensor &gy)
 {
-    const int64_t T = sv.gates.size(0), B = sv.gates.size(1), H = w.size(1), BH = B * H;
-    torch::Tensor dgs = torch::empty({T, B, 4 * H}), ds = torch::zeros({B, 2 * H});
-    torch::Tensor dhin = torch::empty({B, H});
-    const float *K = keep.data_ptr<float>(), *GY = gy.data_ptr<float>();
-    const float *GA = sv.gates.data_ptr<float>(), *TC = sv.tc.data_ptr<float>();
-    const float *CIN = sv.c_in.data_ptr<float>();
-    float *DS = ds.data_ptr<float>(), *DH = dhin.data_ptr<float>();
+    const int64_t B = sv.gates.size(0), T = sv.gates.size(1), H = w.size(1);
+    torch::Tensor dg = scratch({B, T, 4 * H}), ds = torch::zeros({B, 2 * H});
+    torch::Tensor dhin = scratch({B, H});
+    const float *GY = gy.data_ptr<float>(), *GA = sv.gates.data_ptr<float>();
+    const float *TC = sv.tc.data_ptr<float>(), *CIN = sv.c_in.data_ptr<float>();
+    float *D = dg.data_ptr<float>(), *DS = ds.data_ptr<float>(), *DH = dhin.data_ptr<float>();
     for (int64_t t = T - 1; t >= 0; t--) {
-        const float *G = GA + t * 4 * BH, *tc = TC + t * BH, *ci = CIN + t * BH;
-        float *D = dgs.data_ptr<float>() + t * 4 * BH; // this step's gate gradients [B, 4H]
         for (int64_t i = 0; i < B; i++) {
-            const float *gi = G + i * 4 * H;
-            float *di = D + i * 4 * H, *dh = DS + i * 2 * H, *dc = dh + H;
-            for (int64_t j = 0; j < H; j++) {
-                float ig = gi[j], fg = gi[H + j], gg = gi[2 * H + j], og = gi[3 * H + j];
-                float t2 = tc[i * H + j], dht = dh[j] + GY[(i * T + t) * H + j];
-                float dct = dc[j] + dht * og * (1.0f - t2 * t2);
-                di[j] = dct * gg * ig * (1.0f - ig);
-                di[H + j] = dct * ci[i * H + j] * fg * (1.0f - fg);
-                di[2 * H + j] = dct * ig * (1.0f - gg * gg);
-                di[3 * H + j] = dht * t2 * og * (1.0f - og);
-                dc[j] = dct * fg * K[i * T + t]; // into c_in, then through the reset
-            }
+            const int64_t r = i * T + t;
+            gb_lstm_backward_row(H, GA + r * 4 * H, TC + r * H, CIN + r * H, GY + r * H,
+                                 DS + i * 2 * H, DS + i * 2 * H + H, K[r], D + r * 4 * H);
         }
-        torch::mm_out(dhin, view(D, B, 4 * H), w);
+        torch::mm_out(dhin, rows_view(D + t * 4 * H, B, 4 * H, T * 4 * H), w);
         for (int64_t i = 0; i < B; i++)
             for (int64_t j = 0; j < H; j++)
                 DS[i * 2 * H + j] = DH[i * H + j] * K[i * T + t];
     }
-    return weight_grads(dgs, sv.h_in, ds);
+    tensor_list wg = weight_grads(dg, sv.h_in);
+    return {dg, ds, wg[0], wg[1]};
 }
 
-// GRU over T steps: xp [B, T, 3H], s0 [B, H], keep [B, T], w [3H, H], b [3H] -> ys [B, T, H];
-// *last (may be nullptr): the state after the last step.
-torch::Tensor gru_forward(const torch::Tensor &xp, const torch::Tensor &s0,
-                          const torch::Tensor &keep, const torch::Tensor &w,
-                          const torch::Tensor &b, Saved *sv, torch::Tensor *last)
-{
-    const int64_t B = xp.size(0), T = xp.size(1), H = w.size(1), BH = B * H;
-    sv->h_in = torch::empty({T, B, H});
-    sv->gates = torch::empty({T, B, 3 * H});
-    sv->gh = torch::empty({T, B, 3 * H});
-    torch::Tensor ys = torch::empty({B, T, H}), wt = w.t(), st = s0.contiguous().clone();
-    float *S = st.data_ptr<float>();
-    const float *X = xp.data_ptr<float>(), *K = keep.data_ptr<float>();
-    float *Y = ys.data_ptr<float>(), *HIN = sv->h_in.data_ptr<float>();
-    float *GA = sv->gates.data_ptr<float>(), *GH = sv->gh.data_ptr<float>();
-    for (int64_t t = 0; t < T; t++) {
-        float *hi = HIN + t * BH, *g = GA + t * 3 * BH, *gh = GH + t * 3 * BH;
-        for (int64_t k = 0; k < BH; k++)
-            hi[k] = S[k] * K[(k / H) * T + t];
-        torch::Tensor ghv = view(gh, B, 3 * H);
-        torch::addmm_out(ghv, b, view(hi, B, H), wt);
-        for (int64_t i = 0; i < B; i++) { // r, z: x + W h; n: x + r (W_hn h + b_hn), below
-            const float *xi = X + (i * T + t) * 3 * H, *hh = gh + i * 3 * H;
-            float *gi = g + i * 3 * H;
-            for (int64_t k = 0; k < 2 * H; k++)
-                gi[k] = xi[k] + hh[k];
-        }
-        activate(g, B, 3, H, -1); // sigmoid of all three; n's slot is rewritten below
-        for (int64_t i = 0; i < B; i++) {
-            const float *xi = X + (i * T + t) * 3 * H, *hh = gh + i * 3 * H;
-            float *gi = g + i * 3 * H;
-            for (int64_t j = 0; j < H; j++)
-                gi[2 * H + j] = xi[2 * H + j] + gi[j] * hh[2 * H + j];
-            gb_tanh_forward(gi + 2 * H, gi + 2 * H, (size_t)H);
-            for (int64_t j = 0; j < H; j++) {
-                float z = gi[H + j], n = gi[2 * H + j];
-                float h2 = n + z * (hi[i * H + j] - n);
-                S[i * H + j] = h2;
-                Y[(i * T + t) * H + j] = h2;
-            }
-        }
-    }
-    if (last)
-        *last = st;
-    return ys;
-}
-
-tensor_list gru_backward(const Saved &sv, const torch::Tensor &keep, const torch::Tensor &w,
+tensor_list gru_backward(const Saved &sv, const float *K, const torch::Tensor &w,
                          const torch::Tensor &gy)
 {
-    const int64_t T = sv.gates.size(0), B = sv.gates.size(1), H = w.size(1), BH = B * H;
-    torch::Tensor dxp = torch::empty({B, T, 3 * H}), dh = torch::zeros({B, H});
-    torch::Tensor dghs = torch::empty({T, B, 3 * H}), dhin = torch::empty({B, H});
-    const float *K = keep.data_ptr<float>(), *GY = gy.data_ptr<float>();
-    const float *GA = sv.gates.data_ptr<float>(), *GH = sv.gh.data_ptr<float>();
-    const float *HIN = sv.h_in.data_ptr<float>();
-    float *DX = dxp.data_ptr<float>(), *dhp = dh.data_ptr<float>(), *DH = dhin.data_ptr<float>();
+    const int64_t B = sv.gates.size(0), T = sv.gates.size(1), H = w.size(1);
+    torch::Tensor dxp = scratch({B, T, 3 * H}), dh = torch::zeros({B, H});
+    torch::Tensor dgh = scratch({B, T, 3 * H}), dhin = scratch({B, H});
+    const float *GY = gy.data_ptr<float>(), *GA = sv.gates.data_ptr<float>();
+    const float *GH = sv.gh.data_ptr<float>(), *HIN = sv.h_in.data_ptr<float>();
+    float *DX = dxp.data_ptr<float>(), *DG = dgh.data_ptr<float>();
+    float *dhp = dh.data_ptr<float>(), *DH = dhin.data_ptr<float>();
     for (int64_t t = T - 1; t >= 0; t--) {
-        float *DG = dghs.data_ptr<float>() + t * 3 * BH; // the recurrent GEMM's [B, 3H]
-        const float *G = GA + t * 3 * BH, *GHt = GH + t * 3 * BH, *hi = HIN + t * BH;
         for (int64_t i = 0; i < B; i++) {
-            const float *gi = G + i * 3 * H, *hh = GHt + i * 3 * H;
-            float *dx = DX + (i * T + t) * 3 * H, *dg = DG + i * 3 * H;
-            for (int64_t j = 0; j < H; j++) {
-                const int64_t k = i * H + j;
-                float r = gi[j], z = gi[H + j], n = gi[2 * H + j];
-                float dht = dhp[k] + GY[(i * T + t) * H + j];
-                float dnp = dht * (1.0f - z) * (1.0f - n * n);
-                float dzp = dht * (hi[k] - n) * z * (1.0f - z);
-                float drp = dnp * hh[2 * H + j] * r * (1.0f - r);
-                dx[j] = drp, dx[H + j] = dzp, dx[2 * H + j] = dnp;
-                dg[j] = drp, dg[H + j] = dzp, dg[2 * H + j] = dnp * r;
-                dhp[k] = dht * z; // the direct path; W's part added below
-            }
+            const int64_t r = i * T + t;
+            gb_gru_backward_row(H, GA + r * 3 * H, GH + r * 3 * H, HIN + r * H, GY + r * H,
+                                dhp + i * H, DX + r * 3 * H, DG + r * 3 * H);
         }
-        torch::mm_out(dhin, view(DG, B, 3 * H), w);
-        for (int64_t k = 0; k < BH; k++)
-            dhp[k] = (dhp[k] + DH[k]) * K[(k / H) * T + t];
+        torch::mm_out(dhin, rows_view(DG + t * 3 * H, B, 3 * H, T * 3 * H), w);
+        for (int64_t i = 0; i < B; i++)
+            for (int64_t j = 0; j < H; j++)
+                dhp[i * H + j] = (dhp[i * H + j] + DH[i * H + j]) * K[i * T + t];
     }
-    tensor_list g = weight_grads(dghs, sv.h_in, dh);
-    return {dxp, dh, g[2], g[3]};
+    tensor_list wg = weight_grads(dgh, sv.h_in);
+    return {dxp, dh, wg[0], wg[1]};
+}
+
+// Either core's forward over xp [B, T, G*H] (contiguous) from s0 [B, S] (contiguous), into
+// sv's buffers; keep [B, T] contiguous -> y [B, T, H].
+torch::Tensor seq_forward(int kind, const torch::Tensor &xp, const torch::Tensor &s0,
+                          const torch::Tensor &keep, const torch::Tensor &w,
+                          const torch::Tensor &b, const Saved &sv)
+{
+    const int64_t B = xp.size(0), T = xp.size(1), H = w.size(1);
+    torch::Tensor ys = torch::empty({B, T, H}), s = scratch({s0.numel()});
+    s.copy_(s0.view({s0.numel()}));
+    auto ptr = [](const torch::Tensor &t) { return t.defined() ? t.data_ptr<float>() : nullptr; };
+    // [H, G*H] contiguous: the steps' GEMMs run about twice as fast as on w.t()
+    Fwd f{B, T, H, xp.data_ptr<float>(), keep.data_ptr<float>(), b.data_ptr<float>(),
+          w.t().contiguous(), s.data_ptr<float>(), ys.data_ptr<float>(), ptr(sv.h_in),
+          ptr(sv.c_in), ptr(sv.gates), ptr(sv.tc), ptr(sv.gh)};
+    if (kind == GB_CORE_LSTM)
+        lstm_forward(f);
+    else
+        gru_forward(f);
+    return ys;
 }
 
 struct RecurrentSeq : torch::autograd::Function<RecurrentSeq> {
@@ -237,20 +219,18 @@ struct RecurrentSeq : torch::autograd::Function<RecurrentSeq> {
                                  const torch::Tensor &s0, const torch::Tensor &keep,
                                  const torch::Tensor &w, const torch::Tensor &b, int64_t kind)
     {
-        Saved sv;
-        torch::Tensor x = xp.contiguous(), k = keep.contiguous();
-        torch::Tensor ys = kind == GB_CORE_LSTM ? lstm_forward(x, s0, k, w, b, &sv, nullptr)
-                                                : gru_forward(x, s0, k, w, b, &sv, nullptr);
+        const int64_t B = xp.size(0), T = xp.size(1), H = w.size(1);
+        Saved sv = saved_buffers((int)kind, B, T, H);
+        torch::Tensor k = keep.contiguous();
+        torch::Tensor ys = seq_forward((int)kind, xp.contiguous(), s0.contiguous(), k, w, b, sv);
         ctx->saved_data["kind"] = kind;
         ctx->save_for_backward({k, w});
         // the per-step tensors are made here, not graph inputs: kept as plain values
-        if (kind == GB_CORE_LSTM) {
-            ctx->saved_data["h_in"] = sv.h_in, ctx->saved_data["c_in"] = sv.c_in;
-            ctx->saved_data["gates"] = sv.gates, ctx->saved_data["tc"] = sv.tc;
-        } else {
-            ctx->saved_data["h_in"] = sv.h_in, ctx->saved_data["gates"] = sv.gates;
+        ctx->saved_data["h_in"] = sv.h_in, ctx->saved_data["gates"] = sv.gates;
+        if (kind == GB_CORE_LSTM)
+            ctx->saved_data["c_in"] = sv.c_in, ctx->saved_data["tc"] = sv.tc;
+        else
             ctx->saved_data["gh"] = sv.gh;
-        }
         return ys;
     }
     static tensor_list backward(AutogradContext *ctx, tensor_list grads)
@@ -259,14 +239,15 @@ struct RecurrentSeq : torch::autograd::Function<RecurrentSeq> {
         auto saved = ctx->get_saved_variables();
         auto get = [&](const char *name) { return ctx->saved_data[name].toTensor(); };
         Saved sv;
-        sv.h_in = get("h_in");
+        sv.h_in = get("h_in"), sv.gates = get("gates");
         if (kind == GB_CORE_LSTM)
-            sv.c_in = get("c_in"), sv.gates = get("gates"), sv.tc = get("tc");
+            sv.c_in = get("c_in"), sv.tc = get("tc");
         else
-            sv.gates = get("gates"), sv.gh = get("gh");
+            sv.gh = get("gh");
         torch::Tensor gy = grads[0].contiguous();
-        tensor_list g = kind == GB_CORE_LSTM ? lstm_backward(sv, saved[0], saved[1], gy)
-                                             : gru_backward(sv, saved[0], saved[1], gy);
+        const float *K = saved[0].data_ptr<float>();
+        tensor_list g = kind == GB_CORE_LSTM ? lstm_backward(sv, K, saved[1], gy)
+                                             : gru_backward(sv, K, saved[1], gy);
         return {g[0], g[1], torch::Tensor(), g[2], g[3], torch::Tensor()};
     }
 };
@@ -277,21 +258,35 @@ torch::Tensor recurrent_sequence(int kind, const torch::Tensor &xp, const torch:
                                  const torch::Tensor &keep, const torch::Tensor &w,
                                  const torch::Tensor &b)
 {
-    return RecurrentSeq::apply(xp, s0, keep, w, b, (int64_t)kind);
+    const bool grad = torch::GradMode::is_enabled() &&
+                      (xp.requires_grad() || s0.requires_grad() || w.requires_grad() ||
+                       b.requires_grad());
+    if (grad)
+        return RecurrentSeq::apply(xp, s0, keep, w, b, (int64_t)kind);
+    // no backward to come (the pre-update values): nothing kept, every buffer back to the pool
+    Saved sv = saved_buffers(kind, xp.size(0), xp.size(1), w.size(1));
+    return seq_forward(kind, xp.contiguous(), s0.contiguous(), keep.contiguous(), w, b, sv);
 }
 
 torch::Tensor recurrent_step(int kind, const torch::Tensor &xp, const torch::Tensor &state,
                              const torch::Tensor &w, const torch::Tensor &b)
 {
-    const int64_t n = xp.size(0);
-    Saved sv;
-    torch::Tensor x = xp.contiguous().view({n, 1, xp.size(1)}), next;
-    torch::Tensor keep = torch::ones({n, 1});
-    torch::Tensor s = state.to(torch::kFloat32).contiguous();
+    torch::NoGradGuard no_grad;
+    const int64_t n = xp.size(0), H = w.size(1), G = kind == GB_CORE_LSTM ? 4 : 3;
+    torch::Tensor next = state.to(torch::kFloat32).contiguous().clone(); // [n, S], the result
+    torch::Tensor x = xp.contiguous();
+    // this thread's buffers, reused: y, h_in, c_in, tc (n x H each), gates, gh (n x G*H each)
+    thread_local std::vector<float> buf;
+    buf.resize((size_t)(n * H * (4 + 2 * G)));
+    float *p = buf.data();
+    // one step: w.t() as it is (a transposed copy would cost what its faster GEMM saves)
+    Fwd f{n, 1, H, x.data_ptr<float>(), nullptr, b.data_ptr<float>(), w.t(),
+          next.data_ptr<float>(), p, p + n * H, p + 2 * n * H, p + 4 * n * H,
+          p + 3 * n * H, p + (4 + G) * n * H};
     if (kind == GB_CORE_LSTM)
-        lstm_forward(x, s, keep, w, b, &sv, &next);
+        lstm_forward(f);
     else
-        gru_forward(x, s, keep, w, b, &sv, &next);
+        gru_forward(f);
     return next;
 }
 

@@ -3,15 +3,6 @@
  * and vectorises nothing on AVX2 or SSE2. */
 #include "workers/torch/fast_tanh.h"
 
-/* ThreadSanitizer builds take the default clone only: the clones' resolver (an ifunc) runs while
- * the library is relocated, before TSan's runtime is set up, and crashed every process that
- * loaded it. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
-#define GB_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define GB_CLONES
-#endif
-
 /* Beyond this tanh rounds to +-1 in float; the rational form is fitted up to it. */
 #define CLAMP 7.90531110763549805f
 

@@ -5,11 +5,21 @@
  * The function is a rational minimax approximation (odd degree-13 numerator over an even
  * degree-6 denominator, as Eigen's float tanh) on [-7.905, 7.905], clamped outside it: at most
  * 4e-7 from tanh in absolute terms over all floats, tanh(0) = 0, odd, and NaN in gives NaN out.
- * defines: gb_tanh_forward, gb_tanh_backward */
+ * defines: gb_tanh_forward, gb_tanh_backward, GB_CLONES */
 #ifndef GB_WORKERS_TORCH_FAST_TANH_H
 #define GB_WORKERS_TORCH_FAST_TANH_H
 
 #include <stddef.h>
+
+/* GB_CLONES before a C function compiles it for AVX-512, AVX2 and SSE2, chosen once at load.
+ * ThreadSanitizer builds take the default clone only: the clones' resolver (an ifunc) runs while
+ * the library is relocated, before TSan's runtime is set up, and crashed every process that
+ * loaded it. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
+#define GB_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define GB_CLONES
+#endif
 
 #ifdef __cplusplus
 extern "C" {

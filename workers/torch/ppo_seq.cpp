@@ -76,7 +76,11 @@ struct ChunkMinibatches : PpoMinibatches {
         torch::Tensor o = obs.index_select(0, c).narrow(1, 0, T).reshape(shape);
         Heads all = l->model->net->sequence(o, len, T, in.state0.index_select(0, c),
                                             in.reset.index_select(0, c).narrow(1, 0, T));
-        *h = select_rows(all, torch::from_blob(sel.data(), {n}, lopt).clone().to(l->device));
+        // every step valid: the heads' rows are the steps already (no gather, no scatter back)
+        *h = n == len * T ? all
+                          : select_rows(all, torch::from_blob(sel.data(), {n}, lopt)
+                                                 .clone()
+                                                 .to(l->device));
         *idx = torch::from_blob(rows.data(), {n}, lopt).clone().to(l->device);
         return true;
     }
