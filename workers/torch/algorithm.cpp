@@ -107,6 +107,22 @@ Transitions valid_transitions(const gb_torch_batch *b, int64_t n_step, double ga
     return tr;
 }
 
+torch::Tensor by_chunk(const torch::Tensor &obs, int64_t B, int64_t T1)
+{
+    std::vector<int64_t> shape{B, T1};
+    for (int64_t d = 1; d < obs.dim(); d++)
+        shape.push_back(obs.size(d));
+    return obs.view(shape);
+}
+
+torch::Tensor flat_chunks(const torch::Tensor &x)
+{
+    std::vector<int64_t> shape{x.size(0) * x.size(1)};
+    for (int64_t d = 2; d < x.dim(); d++)
+        shape.push_back(x.size(d));
+    return x.reshape(shape);
+}
+
 SeqInputs seq_inputs(const gb_torch_learner *l, const gb_torch_batch *b)
 {
     const int64_t B = b->B, T = b->T, S = l->model->net->state_size();

@@ -107,6 +107,10 @@ NamedTensors module_tensors(torch::nn::Module &m); // parameters, then buffers
 // as the network sees them (Net::normalize).
 torch::Tensor batch_obs(const gb_torch_learner *l, const gb_torch_batch *b);
 torch::Tensor cpu_view(const void *p, std::vector<int64_t> shape, torch::ScalarType t);
+// obs rows [B*T1, *shape] viewed as [B, T1, *shape] (chunk-major), and back: [B, T1, *shape]
+// as [B*T1, *shape].
+torch::Tensor by_chunk(const torch::Tensor &obs, int64_t B, int64_t T1);
+torch::Tensor flat_chunks(const torch::Tensor &x);
 // Index of step (b, t) in the [B*(T+1)] obs rows.
 inline int64_t obs_row(int64_t b, int64_t t, int64_t T) { return b * (T + 1) + t; }
 

@@ -12,24 +12,6 @@ namespace gbt {
 
 namespace {
 
-// obs rows [B*T1, *shape] viewed as [B, T1, *shape]
-torch::Tensor rows_by_chunk(const torch::Tensor &obs, int64_t B, int64_t T1)
-{
-    std::vector<int64_t> shape{B, T1};
-    for (int64_t d = 1; d < obs.dim(); d++)
-        shape.push_back(obs.size(d));
-    return obs.view(shape);
-}
-
-// rows [B, T1, *shape] as [B*T1, *shape]
-torch::Tensor rows_flat(const torch::Tensor &x)
-{
-    std::vector<int64_t> shape{x.size(0) * x.size(1)};
-    for (int64_t d = 2; d < x.dim(); d++)
-        shape.push_back(x.size(d));
-    return x.reshape(shape);
-}
-
 // net's Q over every row [B, T+1] of the chunks (obs [B, T+1, *shape]) from in.state0: rows
 // [0, K) stepped one at a time without gradients (their Q in *burn_q [B, K, n] when asked),
 // rows [K, T] as one sequence from the state they leave, with gradients when grad mode is on.
@@ -57,7 +39,7 @@ torch::Tensor replay_rows(Net &net, const torch::Tensor &obs, const SeqInputs &i
         *burn_q = torch::stack(qs, 1);
     torch::Tensor reset = in.reset.narrow(1, K, T1 - K).clone();
     reset.select(1, 0).zero_();
-    Heads h = net.sequence(rows_flat(obs.narrow(1, K, T1 - K)), B, T1 - K, state, reset);
+    Heads h = net.sequence(flat_chunks(obs.narrow(1, K, T1 - K)), B, T1 - K, state, reset);
     return h.q.view({B, T1 - K, h.q.size(1)});
 }
 
@@ -70,7 +52,7 @@ QRows r2d2_rows(gb_torch_learner *l, const gb_torch_batch *b, const torch::Tenso
         throw Failure(GB_EINVAL, "r2d2: a burn-in of " + std::to_string(K) +
                                      " rows in chunks of " + std::to_string(T));
     SeqInputs in = seq_inputs(l, b);
-    torch::Tensor rows = rows_by_chunk(obs, B, T + 1);
+    torch::Tensor rows = by_chunk(obs, B, T + 1);
     torch::Tensor q = replay_rows(*l->model->net, rows, in, K, nullptr); // [B, T+1-K, n]
     torch::Tensor qt;
     {
@@ -126,7 +108,7 @@ extern "C" int gb_torch_learner_q_rows(gb_torch_learner *l, const gb_torch_batch
             all = l->model->net->forward(obs).q;
         } else {
             torch::Tensor burn;
-            torch::Tensor rows = rows_by_chunk(obs, B, T + 1);
+            torch::Tensor rows = by_chunk(obs, B, T + 1);
             all = replay_rows(*l->model->net, rows, seq_inputs(l, b), K, &burn);
             if (K > 0)
                 all = torch::cat({burn, all}, 1);

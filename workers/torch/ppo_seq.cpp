@@ -11,15 +11,6 @@ namespace gbt {
 
 namespace {
 
-// obs rows [B*T1, *shape] viewed as [B, T1, *shape]
-torch::Tensor by_chunk(const torch::Tensor &obs, int64_t B, int64_t T1)
-{
-    std::vector<int64_t> shape{B, T1};
-    for (int64_t d = 1; d < obs.dim(); d++)
-        shape.push_back(obs.size(d));
-    return obs.view(shape);
-}
-
 // Minibatches of whole chunks: cpm chunks each (the last may have fewer), shuffled every epoch;
 // each one's heads from a sequence forward over its chunks' T steps, kept at the valid steps.
 struct ChunkMinibatches : PpoMinibatches {
