@@ -51,6 +51,8 @@ static const struct {
     {"recall_transformer", "recall_transformer.yaml"},
     /* the same memory task with recurrent DQN (R2D2: stored state, burn-in, prioritised) */
     {"recall_r2d2", "recall_r2d2.yaml"},
+    /* MuJoCo locomotion in C, with normalised observations and scaled rewards */
+    {"halfcheetah_ppo", "halfcheetah_ppo.yaml"},
 };
 _Static_assert(sizeof suite_tasks / sizeof suite_tasks[0] == SUITE_NTASKS,
                "SUITE_NTASKS (bench_suite.h) counts suite_tasks");
