@@ -147,6 +147,9 @@ typedef struct gb_config_ppo {
     int64_t epochs;
     int64_t minibatches;
     int normalize_advantages; /* bool */
+    int vtrace;               /* bool: V-trace targets and advantages in place of GAE's */
+    double vtrace_rho_bar;    /* V-trace's truncation of the importance weights (rho) */
+    double vtrace_c_bar;      /* and of the traces (c) */
 } gb_config_ppo;
 
 typedef struct gb_config_dqn {

@@ -215,6 +215,14 @@ const gb_config_field gb_config_fields[] = {
         "minibatches per epoch"),
     BOOL("trainer.algorithm.ppo.normalize_advantages",
          trainer.algorithm.ppo.normalize_advantages, "true", "normalise advantages per minibatch"),
+    BOOL("trainer.algorithm.ppo.vtrace", trainer.algorithm.ppo.vtrace, "false",
+         "V-trace (IMPALA): value targets and advantages corrected by truncated importance "
+         "weights of the learner's policy over the actors', so that stale chunks train (raise "
+         "trainer.max_staleness) instead of GAE's, which assume the chunks on-policy"),
+    FLOAT("trainer.algorithm.ppo.vtrace_rho_bar", trainer.algorithm.ppo.vtrace_rho_bar, "1",
+          0, INF, "V-trace: the importance weights' truncation (rho)"),
+    FLOAT("trainer.algorithm.ppo.vtrace_c_bar", trainer.algorithm.ppo.vtrace_c_bar, "1", 0,
+          INF, "V-trace: the traces' truncation (c), times gae_lambda"),
     INT("trainer.algorithm.dqn.n_step", trainer.algorithm.dqn.n_step, "1", 1, 1000,
         "n-step returns"),
     ENUM("trainer.algorithm.dqn.target_update", trainer.algorithm.dqn.target_update, "hard",

@@ -1,6 +1,6 @@
-// workers/torch/ppo.cpp: PPO: GAE over trajectory chunks, clipped objective, optional clipped
-// value loss, entropy bonus, advantage normalisation, minibatch epochs, gradient clipping (a
-// recurrent core's sequences: ppo_seq.cpp).
+// workers/torch/ppo.cpp: PPO: GAE (or V-trace, for stale chunks) over trajectory chunks,
+// clipped objective, optional clipped value loss, entropy bonus, advantage normalisation,
+// minibatch epochs, gradient clipping (a recurrent core's sequences: ppo_seq.cpp).
 #include "workers/torch/ppo.hpp"
 #include "workers/torch/testing.h"
 #include "workers/torch/targets.h"
@@ -248,6 +248,31 @@ void ppo_epochs(gb_torch_learner *l, const PpoSteps &S, int64_t steps, PpoMiniba
     }
 }
 
+// V-trace's log importance weights [B, T] (CPU): the learner's policy before the update (the
+// pre-update forward's heads h over the [B*(T+1)] rows) against the actors' (b->logp), for
+// each step's action.
+static torch::Tensor vtrace_log_rho(const gb_torch_learner *l, const gb_torch_batch *b,
+                                    const Heads &h)
+{
+    const int64_t B = b->B, T = b->T;
+    const gb_torch_space &sp = l->model->space;
+    std::vector<int64_t> rows((size_t)(B * T));
+    for (int64_t bi = 0; bi < B; bi++)
+        for (int64_t t = 0; t < T; t++)
+            rows[(size_t)(bi * T + t)] = obs_row(bi, t, T);
+    torch::Tensor idx = torch::from_blob(rows.data(), {B * T}, torch::kInt64).to(l->device);
+    Heads s = select_rows(h, idx);
+    torch::Tensor lp =
+        sp.discrete
+            ? categorical_logp(s.logits, cpu_view(b->action, {B * T}, torch::kInt64)
+                                             .to(l->device))
+            : gaussian_logp(s.mean, s.log_std,
+                            cpu_view(b->action, {B * T, sp.action_dim}, torch::kFloat32)
+                                .to(l->device));
+    torch::Tensor mu = cpu_view(b->logp, {B * T}, torch::kFloat32);
+    return (lp.to(torch::kCPU).to(torch::kFloat32) - mu).view({B, T}).contiguous();
+}
+
 static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
 {
     const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
@@ -257,14 +282,24 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
 
     torch::Tensor obs = batch_obs(l, b); // [B*(T+1), *obs]
     torch::Tensor values;                // [B, T+1] pre-update V, CPU
+    torch::Tensor log_rho;               // V-trace: [B, T] log pi - log mu, CPU
     {
         torch::NoGradGuard no_grad;
         Heads h = core ? ppo_seq_forward(l, b, obs) : l->model->net->forward(obs);
         values = h.value.to(torch::kCPU).to(torch::kFloat32).contiguous();
+        if (pc.vtrace)
+            log_rho = vtrace_log_rho(l, b, h);
     }
     torch::Tensor adv = torch::empty({B, T}), ret = torch::empty({B, T});
-    gb_torch_gae(B, T, b->reward, values.data_ptr<float>(), b->terminated, b->truncated,
-                 b->valid, ac.gamma, pc.gae_lambda, adv.data_ptr<float>(), ret.data_ptr<float>());
+    if (pc.vtrace)
+        gb_torch_vtrace(B, T, b->reward, values.data_ptr<float>(), b->terminated, b->truncated,
+                        b->valid, log_rho.data_ptr<float>(), ac.gamma, pc.gae_lambda,
+                        pc.vtrace_rho_bar, pc.vtrace_c_bar, ret.data_ptr<float>(),
+                        adv.data_ptr<float>());
+    else
+        gb_torch_gae(B, T, b->reward, values.data_ptr<float>(), b->terminated, b->truncated,
+                     b->valid, ac.gamma, pc.gae_lambda, adv.data_ptr<float>(),
+                     ret.data_ptr<float>());
 
     PpoSteps S = ppo_steps(l, b, obs, values, adv, ret, !core, st);
     const int64_t N = S.N;

@@ -1,0 +1,91 @@
+/* tests/workers/torch/test_torch_vtrace.c: PPO with trainer.algorithm.ppo.vtrace through the C
+ * API: on chunks the learner's own policy acted (every importance weight 1), with lambda 1,
+ * V-trace's targets and advantages are GAE(1)'s, so the step is the same as without V-trace;
+ * on chunks of another policy (the behaviour log-probabilities moved) the steps differ, and the
+ * truncation rho_bar matters. (The targets themselves: test_torch_targets.) */
+#include "test.h"
+#include "workers/torch_test_util.h"
+
+#include <math.h>
+#include <string.h>
+
+enum { B = 4, T = 16, OBS = 4 };
+
+static float obs[B * T * OBS], next[B * OBS], rew[B * T], logp[B * T];
+static int64_t act[B * T];
+static uint8_t term[B * T], trunc_[B * T], valid[B * T];
+
+/* The batch: the learner's own model acts on fixed observations (seed 3), an episode ends mid
+ * chunk. */
+static gb_torch_batch make_batch(const gb_config *cfg)
+{
+    gb_error err = {0};
+    gb_torch_space sp = discrete_space();
+    gb_torch_learner *l = NULL;
+    CHECK_OK(gb_torch_learner_create(cfg, &sp, 3, &l, &err));
+    fill(obs, B * T * OBS, 11);
+    fill(next, B * OBS, 12);
+    float v[B * T];
+    gb_torch_act_out out = {act, logp, v, NULL};
+    if (l)
+        CHECK_OK(gb_torch_model_act(gb_torch_learner_model(l), obs, B * T, 0, 0.0, &out, &err));
+    gb_torch_learner_destroy(l);
+    memset(valid, 1, sizeof valid);
+    for (int i = 0; i < B * T; i++)
+        rew[i] = (float)(i % 3);
+    term[5] = 1, valid[6] = 0, rew[6] = 0;
+    gb_torch_batch b = {B, T, obs, next, act, rew, term, trunc_, valid, logp, NULL, 0, NULL, 0};
+    return b;
+}
+
+static gb_torch_stats step(const gb_config *cfg, const gb_torch_batch *b)
+{
+    gb_error err = {0};
+    gb_torch_space sp = discrete_space();
+    gb_torch_learner *l = NULL;
+    gb_torch_stats st;
+    memset(&st, 0, sizeof st);
+    CHECK_OK(gb_torch_learner_create(cfg, &sp, 3, &l, &err));
+    if (l)
+        CHECK_OK(gb_torch_learner_train(l, b, &st, NULL, &err));
+    gb_torch_learner_destroy(l);
+    return st;
+}
+
+static void test_vtrace_steps(void)
+{
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "ppo", "") == 0);
+    cfg.trainer.algorithm.ppo.gae_lambda = 1.0;
+    cfg.trainer.algorithm.ppo.epochs = 1;
+    cfg.trainer.algorithm.ppo.minibatches = 1;
+    cfg.trainer.algorithm.ppo.normalize_advantages = 0;
+    gb_torch_batch b = make_batch(&cfg);
+    gb_torch_stats gae = step(&cfg, &b);
+    cfg.trainer.algorithm.ppo.vtrace = 1;
+    gb_torch_stats vt = step(&cfg, &b);
+    fprintf(stderr, "  on-policy: loss %.7g (gae) %.7g (v-trace), value loss %.7g %.7g\n",
+            gae.loss, vt.loss, gae.value_loss, vt.value_loss);
+    CHECK(fabs(gae.loss - vt.loss) <= 1e-5 * fabs(gae.loss) + 1e-6);
+    CHECK(fabs(gae.value_loss - vt.value_loss) <= 1e-5 * fabs(gae.value_loss) + 1e-6);
+    /* chunks of another policy: the actors' log-probabilities lower on some steps (weights
+     * above 1: truncated to 1 by rho_bar 1, not by 100) and higher on others (below 1) */
+    for (int i = 0; i < B * T; i += 2)
+        logp[i] += i % 4 == 0 ? -0.7f : 0.7f;
+    gb_torch_stats off = step(&cfg, &b);
+    cfg.trainer.algorithm.ppo.vtrace_rho_bar = 100.0;
+    cfg.trainer.algorithm.ppo.vtrace_c_bar = 100.0;
+    gb_torch_stats loose = step(&cfg, &b);
+    cfg.trainer.algorithm.ppo.vtrace = 0;
+    gb_torch_stats off_gae = step(&cfg, &b);
+    fprintf(stderr, "  off-policy: value loss %.7g (v-trace, rho_bar 1) %.7g (rho_bar 100) %.7g "
+            "(gae)\n", off.value_loss, loose.value_loss, off_gae.value_loss);
+    CHECK(isfinite(off.loss) && fabs(off.value_loss - off_gae.value_loss) > 1e-4);
+    CHECK(fabs(off.value_loss - loose.value_loss) > 1e-4);
+}
+
+int main(void)
+{
+    TEST_RUN(test_vtrace_steps);
+    return test_main_result();
+}
