@@ -14,7 +14,11 @@ import subprocess
 import sys
 import time
 
-import numpy as np
+if __name__ == "__main__" and (len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help")):
+    print(__doc__)
+    sys.exit(0 if len(sys.argv) >= 2 else 2)
+
+import numpy as np  # noqa: E402 (after --help, which needs nothing)
 
 ENVS = ["Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5"]
 
@@ -60,8 +64,6 @@ def gearbox_rates(gearbox, name, seconds):
 
 
 def main():
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
     gearbox = sys.argv[1]
     seconds = float(sys.argv[sys.argv.index("--seconds") + 1]) if "--seconds" in sys.argv else 3
     try:

@@ -248,11 +248,7 @@ void ppo_epochs(gb_torch_learner *l, const PpoSteps &S, int64_t steps, PpoMiniba
     }
 }
 
-// V-trace's log importance weights [B, T] (CPU): the learner's policy before the update (the
-// pre-update forward's heads h over the [B*(T+1)] rows) against the actors' (b->logp), for
-// each step's action.
-static torch::Tensor vtrace_log_rho(const gb_torch_learner *l, const gb_torch_batch *b,
-                                    const Heads &h)
+torch::Tensor batch_logp(const gb_torch_learner *l, const gb_torch_batch *b, const Heads &h)
 {
     const int64_t B = b->B, T = b->T;
     const gb_torch_space &sp = l->model->space;
@@ -260,17 +256,25 @@ static torch::Tensor vtrace_log_rho(const gb_torch_learner *l, const gb_torch_ba
     for (int64_t bi = 0; bi < B; bi++)
         for (int64_t t = 0; t < T; t++)
             rows[(size_t)(bi * T + t)] = obs_row(bi, t, T);
-    torch::Tensor idx = torch::from_blob(rows.data(), {B * T}, torch::kInt64).to(l->device);
+    torch::Tensor idx =
+        torch::from_blob(rows.data(), {B * T}, torch::kInt64).clone().to(l->device);
     Heads s = select_rows(h, idx);
-    torch::Tensor lp =
-        sp.discrete
-            ? categorical_logp(s.logits, cpu_view(b->action, {B * T}, torch::kInt64)
-                                             .to(l->device))
-            : gaussian_logp(s.mean, s.log_std,
-                            cpu_view(b->action, {B * T, sp.action_dim}, torch::kFloat32)
-                                .to(l->device));
-    torch::Tensor mu = cpu_view(b->logp, {B * T}, torch::kFloat32);
-    return (lp.to(torch::kCPU).to(torch::kFloat32) - mu).view({B, T}).contiguous();
+    if (sp.discrete)
+        return categorical_logp(s.logits,
+                                cpu_view(b->action, {B * T}, torch::kInt64).to(l->device));
+    return gaussian_logp(s.mean, s.log_std,
+                         cpu_view(b->action, {B * T, sp.action_dim}, torch::kFloat32)
+                             .to(l->device));
+}
+
+// V-trace's log importance weights [B, T] (CPU): the learner's policy before the update (the
+// pre-update forward's heads h) against the actors' (b->logp), for each step's action.
+static torch::Tensor vtrace_log_rho(const gb_torch_learner *l, const gb_torch_batch *b,
+                                    const Heads &h)
+{
+    torch::Tensor lp = batch_logp(l, b, h).to(torch::kCPU).to(torch::kFloat32);
+    torch::Tensor mu = cpu_view(b->logp, {b->B * b->T}, torch::kFloat32);
+    return (lp - mu).view({b->B, b->T}).contiguous();
 }
 
 static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)

@@ -32,6 +32,10 @@ struct PpoMinibatches {
 void ppo_epochs(gb_torch_learner *l, const PpoSteps &S, int64_t steps, PpoMinibatches &mbs,
                 gb_torch_stats *st);
 
+// The log-probabilities [B*T] (on the learner's device) of b's actions under heads h of b's
+// B*(T+1) obs rows (ppo.cpp): what V-trace weighs the actors' by, and the tests compare.
+torch::Tensor batch_logp(const gb_torch_learner *l, const gb_torch_batch *b, const Heads &h);
+
 // With a core (ppo_seq.cpp): the heads of b's B*(T+1) rows (obs: batch_obs's, the chunks' T
 // steps and next_obs) as one sequence forward per chunk from b->state0 (zeros when NULL),
 // with bridge.h's reset rule. Autograd as the caller's mode.

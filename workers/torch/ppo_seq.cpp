@@ -114,27 +114,11 @@ extern "C" int gb_torch_learner_sequence(gb_torch_learner *l, const gb_torch_bat
     return gb_torch_guard(err, "sequence", [&] {
         torch::NoGradGuard no_grad;
         const int64_t B = b->B, T = b->T;
-        const gb_torch_space &sp = l->model->space;
         Heads h = ppo_seq_forward(l, b, batch_obs(l, b)); // rows [B*(T+1)]
         if (value)
             torch::from_blob(value, {B * (T + 1)}).copy_(h.value.to(torch::kCPU));
-        if (!logp)
-            return 0;
-        std::vector<int64_t> rows;
-        for (int64_t bi = 0; bi < B; bi++)
-            for (int64_t t = 0; t < T; t++)
-                rows.push_back(obs_row(bi, t, T));
-        auto lopt = torch::TensorOptions().dtype(torch::kInt64);
-        torch::Tensor idx = torch::from_blob(rows.data(), {B * T}, lopt).clone();
-        Heads s = select_rows(h, idx.to(l->device));
-        torch::Tensor lp =
-            sp.discrete
-                ? categorical_logp(s.logits,
-                                   cpu_view(b->action, {B * T}, torch::kInt64).to(l->device))
-                : gaussian_logp(s.mean, s.log_std,
-                                cpu_view(b->action, {B * T, sp.action_dim}, torch::kFloat32)
-                                    .to(l->device));
-        torch::from_blob(logp, {B * T}).copy_(lp.to(torch::kCPU));
+        if (logp)
+            torch::from_blob(logp, {B * T}).copy_(batch_logp(l, b, h).to(torch::kCPU));
         return 0;
     });
 }
