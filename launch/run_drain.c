@@ -127,6 +127,7 @@ void gb_run_ledger_take(const gb_metrics_collector *m, const gb_config *cfg,
     l->discarded = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_discarded_at_stop"));
     l->nonfinite = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_nonfinite"));
     l->rejected = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_rejected"));
+    l->trained = (int64_t)or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_trained"));
     int64_t sent_extra = 0;
     gb_watchdog_ledger(wd, &l->lost_in_crash, &sent_extra);
     l->sent += sent_extra;
@@ -171,4 +172,5 @@ void gb_run_ledger_summary(const gb_run_ledger *l, gb_run_summary *s)
     s->chunks_lost_in_crash = l->lost_in_crash;
     s->chunks_nonfinite = l->nonfinite;
     s->chunks_rejected = l->rejected;
+    s->chunks_trained = l->trained;
 }

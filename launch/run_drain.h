@@ -33,6 +33,7 @@ void gb_run_drain(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_collector
 typedef struct gb_run_ledger {
     int complete;
     int64_t sent, dropped, received, discarded, lost_in_crash, nonfinite, rejected;
+    int64_t trained; /* of received, drawn by a learner at least once */
 } gb_run_ledger;
 
 /* Takes the ledger from m's last reports and wd's crash counts; warns about what is missing or

@@ -42,6 +42,9 @@ static void counters(const gb_metrics_collector *m, double t, const gb_run_rates
     row[GB_COL_REPLAY_FILL] = cap > 0 ? row[GB_COL_REPLAY_SIZE] / cap : NAN;
     row[GB_COL_DROPS] = or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "sample_drops"));
     row[GB_COL_REJECTED] = or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_rejected"));
+    double received = gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_received");
+    row[GB_COL_TRAINED_SHARE] =
+        received > 0 ? or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "chunks_trained")) / received : NAN;
     row[GB_COL_SEGMENT] = b->segment;
 }
 

@@ -24,7 +24,8 @@
 
 #define CK_MAGIC "GBREPLAY"
 #define CK_END "GBRPLEND"
-#define CK_VERSION 1u
+/* Version 2 appended first_samples to the header; version 1 files are read too (as 0). */
+#define CK_VERSION 2u
 
 typedef struct ck_column {
     char name[GB_REPLAY_NAME_MAX];
@@ -49,7 +50,10 @@ typedef struct ck_header {
     double rng_spare;
     int64_t rng_has_spare;
     ck_column columns[GB_REPLAY_MAX_COLUMNS];
+    uint64_t first_samples; /* version 2 */
 } ck_header;
+
+#define CK_HEADER_V1 offsetof(ck_header, first_samples)
 
 typedef struct ck_record {
     int64_t index;
@@ -117,6 +121,7 @@ static void header_counters(const gb_replay *r, ck_header *h)
     h->samples = r->c->samples;
     h->evicted = r->c->evicted;
     h->sampled_out = r->c->sampled_out;
+    h->first_samples = r->c->first_samples;
     h->expired = r->c->expired;
     h->aborted = r->c->aborted;
     h->updates = r->c->updates;
@@ -302,14 +307,19 @@ static int read_header(ck_in *in, ck_header *h)
     }
     setvbuf(in->f, NULL, _IOFBF, 1 << 20);
     uint32_t crc = 0;
-    if (get(in, h, sizeof *h, &crc, "header"))
+    if (get(in, h, CK_HEADER_V1, &crc, "header"))
         return in->rc;
     if (memcmp(h->magic, CK_MAGIC, 8) != 0)
         return in->rc = gb_error_set(in->err, GB_ECORRUPT, "replay restore: %s is not a replay "
                                      "checkpoint (bad magic)", in->path);
+    h->first_samples = 0;
+    if (h->version == CK_VERSION && h->header_bytes == sizeof *h &&
+        get(in, (char *)h + CK_HEADER_V1, sizeof *h - CK_HEADER_V1, &crc, "header"))
+        return in->rc;
     if (check_crc(in, crc, "header"))
         return in->rc;
-    if (h->version != CK_VERSION || h->header_bytes != sizeof *h)
+    const int v1 = h->version == 1 && h->header_bytes == CK_HEADER_V1;
+    if (!v1 && (h->version != CK_VERSION || h->header_bytes != sizeof *h))
         return in->rc = gb_error_set(in->err, GB_ECORRUPT, "replay restore: %s has format "
                                      "version %u (%u header bytes); this gearbox reads version "
                                      "%u", in->path, h->version, h->header_bytes, CK_VERSION);
@@ -465,6 +475,7 @@ static void restore_counters(gb_replay *r, const ck_header *h)
     r->c->samples = h->samples;
     r->c->evicted = h->evicted;
     r->c->sampled_out = h->sampled_out;
+    r->c->first_samples = h->first_samples;
     r->c->expired = h->expired;
     r->c->aborted = h->aborted;
     r->c->updates = h->updates;

@@ -72,7 +72,7 @@ void gb_collect_pool_free(gb_collect_pool *p);
 #define GB_REPLAY_SHM_MAGIC 0x4742525053484d31ULL /* "GBRPSHM1" */
 /* The segment's format: bumped whenever the header, the status arrays or the layout change, so
  * that a replay never attaches to a segment written by another gearbox. */
-#define GB_REPLAY_SHM_VERSION 2u
+#define GB_REPLAY_SHM_VERSION 3u
 /* Segment start: the header (4 KiB), then the writer port (remote.c), then the status arrays. */
 #define GB_REPLAY_SHM_HEADER (64u << 10)
 #define GB_REPLAY_PORT_OFFSET 4096u
@@ -92,6 +92,7 @@ typedef struct gb_replay_counters {
     int32_t pad;
     /* What attaches recovered, over the segment's life (gb_replay_recovery). */
     uint64_t attaches, recovered, dropped_in_flight, dropped_invalid;
+    uint64_t first_samples; /* draws of an item never drawn before: items trained on, ever */
 } gb_replay_counters;
 
 typedef struct gb_replay_shm_header {

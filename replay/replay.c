@@ -284,6 +284,7 @@ void gb_replay_stats_get(gb_replay *r, gb_replay_stats *s)
     s->samples = r->c->samples;
     s->evicted = r->c->evicted;
     s->sampled_out = r->c->sampled_out;
+    s->first_samples = r->c->first_samples;
     s->expired = r->c->expired;
     s->aborted = r->c->aborted;
     s->updates = r->c->updates;

@@ -380,6 +380,7 @@ typedef struct gb_replay_stats {
     uint64_t samples;       /* draws, ever (rate limiter counter) */
     uint64_t evicted;       /* removed by the remover to make room */
     uint64_t sampled_out;   /* removed after max_times_sampled */
+    uint64_t first_samples; /* items drawn at least once, ever (what trained on them) */
     uint64_t expired;       /* removed by the staleness floor */
     uint64_t aborted;       /* blocks returned by gb_replay_abort */
     uint64_t updates, stale_updates;

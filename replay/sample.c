@@ -97,7 +97,8 @@ static void take(gb_replay *r, gb_replay_selection *s, int64_t k, int64_t i)
 {
     gb_replay_status *st = &r->st;
     st->item[i].pins++;
-    st->item[i].times_sampled++;
+    if (st->item[i].times_sampled++ == 0)
+        r->c->first_samples++;
     GB_REPLAY_FAULT_POINT("sample: item counted");
     s->key[k] = st->item[i].seq;
     if (r->opt.max_times_sampled > 0 && st->state[i] == GB_ITEM_COMMITTED &&

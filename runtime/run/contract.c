@@ -44,7 +44,8 @@
     X(GB_COL_TD_ABS,        "td_abs_mean",         DQN | SAC,  1) \
     X(GB_COL_ALPHA,         "alpha",               SAC,        1) \
     X(GB_COL_EPSILON,       "epsilon",             DQN,        1) \
-    X(GB_COL_GRAD_NORM,     "grad_norm",           ALL,        1)
+    X(GB_COL_GRAD_NORM,     "grad_norm",           ALL,        1) \
+    X(GB_COL_TRAINED_SHARE, "trained_share",       ALL,        0)
 
 static const char *const names[GB_NCOLS] = {
 #define NAME(col, name, algos, learner) [col] = name,

@@ -43,6 +43,8 @@
  *   alpha               SAC          learner statistic                   the learner's
  *   epsilon             DQN          exploration at the run's env steps  same
  *   grad_norm           all          learner statistic                   the learner's
+ *   trained_share       all          chunks trained on at least once /   same, of the chunks
+ *                                    chunks the trainers received        inserted
  *
  * A learner statistic (gb_contract_learner_column) is what the algorithm computes in its last
  * training step (workers/torch/bridge.h, gb_torch_stats); a trainer reports it as a metric of
@@ -79,8 +81,10 @@
  * checkpoint_step, reached_target), evaluations (how many finished), exit_reason, error (when
  * the run failed), workers {actors, policies, trainers, joined}, envs,
  * auth_refused (CURVE runs), resumed (a resumed run), samples {chunks_sent, dropped,
- * chunks_received, discarded_at_stop, nonfinite, rejected, lost_in_crash, lost} (an inline
- * run's chunks go straight into its replay: sent = received, lost 0), restarts [].
+ * chunks_received, discarded_at_stop, nonfinite, rejected, lost_in_crash, lost, chunks_trained,
+ * trained_share} (an inline run's chunks go straight into its replay: sent = received, lost 0;
+ * chunks_trained: received chunks a learner drew at least once, the rest expired as stale,
+ * were evicted or were still waiting), restarts [].
  * defines: GB_RUN_WINDOW, GB_RUN_ROW_MIN_S, GB_RUN_RATE_WINDOW_S, gb_run_col, gb_run_rates,
  *          gb_run_rates_add, gb_run_rates_fill, gb_contract_* */
 #ifndef GB_RUNTIME_CONTRACT_H
@@ -103,7 +107,7 @@ typedef enum gb_run_col {
     GB_COL_DROPS, GB_COL_REJECTED, GB_COL_SEGMENT, GB_COL_POLICY_LOSS, GB_COL_VALUE_LOSS,
     GB_COL_KL, GB_COL_Q, GB_COL_LR, GB_COL_COLLECT_MS, GB_COL_TRAIN_MS, GB_COL_COLLECT_SHARE,
     GB_COL_CLIP_FRACTION, GB_COL_EXPLAINED_VAR, GB_COL_TD_ABS, GB_COL_ALPHA, GB_COL_EPSILON,
-    GB_COL_GRAD_NORM, GB_NCOLS
+    GB_COL_GRAD_NORM, GB_COL_TRAINED_SHARE, GB_NCOLS
 } gb_run_col;
 
 /* The rows written lately (time, env steps, train steps), for env_steps_per_s and

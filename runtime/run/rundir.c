@@ -487,10 +487,15 @@ int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_err
                 (long long)s->chunks_nonfinite, (long long)s->chunks_rejected,
                 (long long)s->chunks_lost_in_crash);
         if (s->ledger_complete)
-            fprintf(f, "%lld}", (long long)(s->chunks_sent - s->chunks_received -
-                                            s->chunks_lost_in_crash));
+            fprintf(f, "%lld", (long long)(s->chunks_sent - s->chunks_received -
+                                           s->chunks_lost_in_crash));
         else
-            fputs("null}", f);
+            fputs("null", f);
+        fprintf(f, ", \"chunks_trained\": %lld, \"trained_share\": ",
+                (long long)s->chunks_trained);
+        json_number(f, s->chunks_received > 0
+                           ? (double)s->chunks_trained / (double)s->chunks_received : NAN);
+        fputc('}', f);
     }
     fprintf(f, ",\n  \"restarts\": [");
     for (int i = 0; i < s->nrestarts; i++) {

@@ -104,6 +104,7 @@ typedef struct gb_run_summary {
     const gb_run_restart *restarts; /* [nrestarts] in order */
     int nrestarts;
     int64_t chunks_nonfinite, chunks_rejected;
+    int64_t chunks_trained; /* of received, drawn by a learner at least once (replay counters) */
     int64_t joined;       /* workers that joined from other hosts (gearbox join; relays too) */
     int64_t auth_refused; /* connections refused for want of the run's CURVE keys, by the
                              launcher and every worker; -1: the run uses no CURVE */

@@ -199,7 +199,8 @@ const char *gb_tensorboard_group(const char *column)
                    "td_abs_mean"}},
         {"perf", {"env_steps_per_s", "train_steps_per_s", "time_s", "wall_s", "train_steps",
                   "samples_trained"}},
-        {"replay", {"replay_size", "replay_fill", "sample_drops", "chunks_rejected"}},
+        {"replay", {"replay_size", "replay_fill", "sample_drops", "chunks_rejected",
+                    "trained_share"}},
         {"policy", {"policy_version", "served_version_min", "version_lag"}},
         {"run", {"segment"}},
     };

@@ -173,6 +173,43 @@ static void test_layout_and_write(void)
 
 /* The eviction-vs-reader rule: a pinned item that the remover takes out is no longer selectable,
  * but its block is not reused until the reader releases it. */
+/* first_samples counts the items drawn at least once, not the draws: a second draw of an item
+ * adds nothing, an item evicted unsampled never counts. */
+static void test_first_samples(void)
+{
+    gb_error err = {0};
+    gb_replay_options o;
+    util_options(&o, 4, 2);
+    o.selector = GB_SELECTOR_FIFO;
+    gb_replay *r;
+    CHECK_OK(gb_replay_create(&o, &r, &err));
+    gb_replay_selection s;
+    CHECK_OK(gb_replay_selection_init(&s, 4, &err));
+    gb_replay_request q = gb_replay_request_default(2);
+    gb_replay_stats st;
+    for (uint64_t id = 0; id < 7; id++) {
+        int64_t i;
+        CHECK_OK(gb_replay_allocate(r, 1, &i, 0, &err)); /* from id 4 on: evicts the oldest */
+        util_write(r, i, id, 2);
+        CHECK_OK(gb_replay_commit(r, 1, &i, NULL, NULL, NULL, &err));
+        if (id == 1 || id == 2) { /* the two oldest, twice each */
+            CHECK_OK(gb_replay_sample(r, &q, &s, &err));
+            gb_replay_release(r, &s);
+        }
+    }
+    gb_replay_stats_get(r, &st);
+    /* drawn: ids 0, 1 (at id 1 and again at id 2); ids 2 to 6 never; 3 evicted unsampled */
+    CHECK_EQ_INT(st.samples, 4);
+    CHECK_EQ_INT(st.first_samples, 2);
+    CHECK_EQ_INT(st.evicted, 3);
+    CHECK_OK(gb_replay_sample(r, &q, &s, &err)); /* the oldest left: ids 3 and 4 */
+    gb_replay_release(r, &s);
+    gb_replay_stats_get(r, &st);
+    CHECK_EQ_INT(st.first_samples, 4);
+    gb_replay_selection_free(&s);
+    gb_replay_free(r);
+}
+
 static void test_eviction_vs_reader(void)
 {
     gb_error err = {0};
@@ -341,6 +378,7 @@ int main(void)
     TEST_RUN(test_collect_pool);
     TEST_RUN(test_validation);
     TEST_RUN(test_layout_and_write);
+    TEST_RUN(test_first_samples);
     TEST_RUN(test_eviction_vs_reader);
     TEST_RUN(test_view_other_process);
     return test_main_result();

@@ -27,6 +27,7 @@ typedef struct inline_run {
     float *logp;   /* [rows of the largest group] */
     double epsilon;
     int64_t chunks; /* inserted into the replay */
+    uint64_t trained_base; /* the replay's first_samples when this launch began (a resume's) */
     gb_learner_report report;
     double last_row[GB_NCOLS]; /* the last metrics.csv row written */
     gb_run_rates rates;        /* the rows written, for the rates */
@@ -119,6 +120,8 @@ static int write_metrics(inline_run *r, const gb_acting_stats *st, double t, gb_
     row[GB_COL_LAG] = 0;
     row[GB_COL_DROPS] = row[GB_COL_REJECTED] = 0; /* no sample stream */
     row[GB_COL_SEGMENT] = 0;
+    row[GB_COL_TRAINED_SHARE] = /* over the replay's life, a resumed run's too */
+        rs.inserts > 0 ? (double)rs.first_samples / (double)rs.inserts : NAN;
     gb_learner_report_row(&r->report, r->cfg, r->learning, st->env_steps, row);
     memcpy(r->last_row, row, sizeof row);
     gb_run_rates_add(&r->rates, row);
@@ -168,6 +171,9 @@ static int run_setup(inline_run *r, gb_error *err)
     if ((rc = gb_learning_create(&lo, &r->learning, err)))
         return rc;
     r->model = gb_learning_model(r->learning);
+    gb_replay_stats rs;
+    gb_replay_stats_get(gb_learning_replay(r->learning), &rs);
+    r->trained_base = rs.first_samples;
     int64_t rows = (int64_t)(gb_acting_copies(r->acting) / gb_acting_groups(r->acting)) *
                    gb_acting_spec(r->acting)->agents;
     r->actions = calloc((size_t)rows, gb_acting_action_row_bytes(r->acting));
@@ -252,6 +258,11 @@ int gb_inline_run(const gb_config *cfg, gb_rundir *rd, volatile sig_atomic_t *st
     res->episodes = st.episodes;
     res->envs = r->acting ? gb_acting_copies(r->acting) : 0;
     res->chunks = r->chunks;
+    if (r->learning) {
+        gb_replay_stats rs;
+        gb_replay_stats_get(gb_learning_replay(r->learning), &rs);
+        res->chunks_trained = (int64_t)(rs.first_samples - r->trained_base);
+    }
     res->wall_seconds = gb_now_s() - t0;
     res->return_mean = st.return_mean;
     res->solved = rc == 0 && reason && strcmp(reason, "solved") == 0;
@@ -285,4 +296,5 @@ void gb_inline_summary(const gb_config *cfg, const gb_inline_result *res, const 
     s->envs = res->envs;
     /* the sample stream is a call: every finished chunk goes straight into the replay */
     s->chunks_sent = s->chunks_received = res->chunks;
+    s->chunks_trained = res->chunks_trained;
 }

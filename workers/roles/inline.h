@@ -19,6 +19,7 @@ typedef struct gb_inline_result {
     int64_t episodes;
     int64_t envs;               /* environment copies in the ring */
     int64_t chunks;             /* finished chunks inserted into the replay */
+    int64_t chunks_trained;     /* of those, drawn by the learner at least once */
     double wall_seconds;
     double return_mean;         /* of the last (up to) GB_RUN_WINDOW episodes; NAN before the
                                    first */
