@@ -162,7 +162,8 @@ int gb_rundir_create(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_er
         return rc;
     if ((rc = holds_no_run(rd, err)) != 0 || (rc = gb_rundir_register(rd, err)) != 0)
         goto fail;
-    if ((rc = gb_rundir_file(rd, "logs", p, sizeof p, err)) != 0 || (rc = gb_rundir_make_dirs(p, err)) != 0)
+    if ((rc = gb_rundir_file(rd, "logs", p, sizeof p, err)) != 0 ||
+        (rc = gb_rundir_make_dirs(p, err)) != 0)
         goto fail;
     if ((rc = gb_rundir_file(rd, "checkpoints", p, sizeof p, err)) != 0 ||
         (rc = gb_rundir_make_dirs(p, err)) != 0)

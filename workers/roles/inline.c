@@ -219,7 +219,8 @@ int gb_inline_run(const gb_config *cfg, gb_rundir *rd, volatile sig_atomic_t *st
     if (rc == 0)
         GB_INFO("inline: %s on %s, %d envs in %d groups, chunks of %lld, batch %lld",
                 gb_config_enum_name("trainer.algorithm.name", cfg->trainer.algorithm.name),
-                gb_config_env_label(cfg, env, sizeof env), gb_acting_copies(r->acting), gb_acting_groups(r->acting),
+                gb_config_env_label(cfg, env, sizeof env), gb_acting_copies(r->acting),
+                gb_acting_groups(r->acting),
                 (long long)cfg->actors.chunk_len, (long long)cfg->trainer.batch_size);
     while (rc == 0) {
         for (int g = 0; g < gb_acting_groups(r->acting) && rc == 0; g++) {

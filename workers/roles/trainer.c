@@ -355,7 +355,8 @@ static int open_streams(trainer *t, gb_error *err)
     char env[GB_CONFIG_ENV_LABEL_MAX];
     GB_INFO("trainer: %s on %s, replay of %lld chunks x %lld steps, batch %lld",
             gb_config_enum_name("trainer.algorithm.name", cfg->trainer.algorithm.name),
-            gb_config_env_label(cfg, env, sizeof env), (long long)cfg->trainer.replay.capacity, (long long)t->layout.T,
+            gb_config_env_label(cfg, env, sizeof env), (long long)cfg->trainer.replay.capacity,
+            (long long)t->layout.T,
             (long long)cfg->trainer.batch_size);
     return 0;
 }
