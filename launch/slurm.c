@@ -226,23 +226,30 @@ static long long scan_log(const char *path, int *granted, char *last, size_t las
     return id;
 }
 
+/* What the run's job asks for on one node: every step's share (launch.slurm.<role>). */
+static void job_request(const gb_config *cfg, long long *cpus, long long *gpus, long long *mem)
+{
+    const struct { const char *role; int64_t count; } roles[] = {
+        {"params", 1}, {"trainer", cfg->trainer.count}, {"policy", cfg->policy.count},
+        {"actor", cfg->actors.count},
+        {"relay", cfg->parameters.relay == GB_RELAY_PER_HOST}}; /* a relay: params' resources */
+    *cpus = *gpus = *mem = 0;
+    for (int r = 0; r < 5; r++) {
+        const gb_config_slurm_role *sr = role_of(cfg, roles[r].role);
+        *cpus += sr->cpus * roles[r].count;
+        *gpus += sr->gpus * roles[r].count;
+        *mem += sr->mem_mb * roles[r].count;
+    }
+}
+
 /* The salloc command line of the run's job into argv (MAX_ARGS entries, the strings in buf):
  * the whole run's resources on one node (every step's share), or whole nodes. */
 static int salloc_argv(const gb_slurm_job *j, const gb_config *cfg, char **argv, char *buf,
                        size_t bufcap, gb_error *err)
 {
     const gb_config_slurm *s = &cfg->launch.slurm;
-    const struct { const char *role; int64_t count; } roles[] = {
-        {"params", 1}, {"trainer", cfg->trainer.count}, {"policy", cfg->policy.count},
-        {"actor", cfg->actors.count},
-        {"relay", cfg->parameters.relay == GB_RELAY_PER_HOST}}; /* a relay: params' resources */
-    long long cpus = 0, gpus = 0, mem = 0;
-    for (int r = 0; r < 5; r++) {
-        const gb_config_slurm_role *sr = role_of(cfg, roles[r].role);
-        cpus += sr->cpus * roles[r].count;
-        gpus += sr->gpus * roles[r].count;
-        mem += sr->mem_mb * roles[r].count;
-    }
+    long long cpus, gpus, mem;
+    job_request(cfg, &cpus, &gpus, &mem);
     char opt[GB_CONFIG_PATH_MAX + 32];
     size_t used = 0;
     int n = 0, rc = 0;
@@ -312,15 +319,78 @@ static int start_salloc(gb_slurm_job *j, char *const argv[], gb_error *err)
     return 0;
 }
 
+/* A pending job's reason (squeue %r) into reason; "" when squeue does not say. */
+static void pending_reason(const gb_slurm_job *j, char *reason, size_t cap)
+{
+    char id[32];
+    snprintf(id, sizeof id, "%lld", j->id);
+    char *argv[] = {"squeue", "-j", id, "-h", "-o", "%r", NULL};
+    int st = run_capture(argv, j->log_path, 10, reason, cap);
+    if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        reason[0] = '\0';
+    reason[strcspn(reason, " \t\r\n")] = '\0';
+}
+
+/* The settings to change when Slurm's reason says the job can never start as asked, or NULL
+ * when it may still start (Resources, Priority, a node down, a group limit: other jobs end). */
+static const char *hopeless(const char *reason)
+{
+    static const struct { const char *reason, *fix; } never[] = {
+        {"PartitionConfig", "the request exceeds what the partition's nodes have: lower "
+                            "launch.slurm.<role>.cpus, gpus or mem_mb, or name another "
+                            "launch.slurm.partition"},
+        {"PartitionNodeLimit", "lower launch.slurm.nodes or name another launch.slurm.partition"},
+        {"PartitionTimeLimit", "shorten launch.slurm.time_limit or name another partition"},
+        {"BadConstraints", "the constraints cannot be met: check launch.slurm.salloc_args"},
+        {"InvalidAccount", "check launch.slurm.account"},
+        {"InvalidQOS", "check the QOS in launch.slurm.salloc_args"},
+    };
+    for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
+        if (strcmp(reason, never[i].reason) == 0)
+            return never[i].fix;
+    /* QOS and association limits per job (QOSMaxCpuPerJobLimit, AssocMaxWallDurationPerJob...):
+     * no other job's end lifts them */
+    if (strstr(reason, "PerJob"))
+        return "the job exceeds a per-job limit of its QOS or account: lower "
+               "launch.slurm.<role>.cpus, gpus, mem_mb or launch.slurm.time_limit";
+    return NULL;
+}
+
+/* A pending job's reason, asked every second: one Slurm will never grant ends the wait with the
+ * reason and the settings to change; another is said once each time it changes. Returns 0 (go
+ * on waiting) or GB_ECONFIG. */
+static int check_pending(gb_slurm_job *j, char *said, size_t cap, gb_error *err)
+{
+    char reason[128];
+    pending_reason(j, reason, sizeof reason);
+    if (!reason[0] || strcmp(reason, "None") == 0 || strcmp(reason, said) == 0)
+        return 0; /* "None": not evaluated yet, or granted since */
+    snprintf(said, cap, "%s", reason);
+    const char *fix = hopeless(reason);
+    if (!fix) {
+        GB_INFO("slurm job %lld (%s) is pending (Reason=%s): the run starts when Slurm grants it",
+                j->id, j->name, reason);
+        return 0;
+    }
+    long long cpus, gpus, mem;
+    job_request(j->cfg, &cpus, &gpus, &mem);
+    return gb_error_set(err, GB_ECONFIG, "slurm: job %lld can never start: Slurm holds it with "
+                        "Reason=%s (the run asks for %lld CPUs, %lld GPUs and %lld MB on %lld "
+                        "node(s)%s%s): %s", j->id, reason, cpus, gpus, mem,
+                        (long long)j->cfg->launch.slurm.nodes,
+                        j->cfg->launch.slurm.partition[0] ? " of partition " : "",
+                        j->cfg->launch.slurm.partition, fix);
+}
+
 /* Follows salloc's log until the job is granted (then, for per_host relays on several nodes,
  * reads its nodes' names), salloc ends, or *interrupted. Returns 0, GB_ESYS or GB_EINTR. */
 static int wait_granted(gb_slurm_job *j, atomic_int *interrupted, gb_error *err)
 {
     const gb_config *cfg = j->cfg;
     pid_t pid = j->salloc;
-    char last[512] = "";
+    char last[512] = "", said[128] = "";
     int granted = 0, said_pending = 0;
-    for (;;) {
+    for (int tick = 0;; tick++) {
         j->id = scan_log(j->log_path, &granted, last, sizeof last);
         if (granted) {
             GB_INFO("slurm job %lld (%s) granted: watch it with `squeue -j %lld`, its steps "
@@ -334,6 +404,11 @@ static int wait_granted(gb_slurm_job *j, atomic_int *interrupted, gb_error *err)
             GB_INFO("slurm job %lld (%s) is pending: the run starts when Slurm grants it",
                     j->id, j->name);
             said_pending = 1;
+        }
+        if (j->id && tick % 20 == 0) {
+            int rc = check_pending(j, said, sizeof said, err);
+            if (rc)
+                return rc;
         }
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid) {

@@ -14,7 +14,10 @@
 #  (d) the same with restarts allowed: the watchdog starts a new step for actor-0, the run solves;
 #  (e) a job Slurm refuses (a partition that does not exist): a non-zero exit with salloc's
 #      reason;
-#  (f) SIGTERM while the job is pending behind another: the pending job is cancelled.
+#  (f) SIGTERM while the job is pending behind another: the launcher says Slurm's reason
+#      (Resources) and the pending job is cancelled;
+#  (g) a job no node can ever run (more CPUs than the node has): refused within seconds with
+#      Slurm's reason (PartitionConfig) and the settings to change, nothing left in squeue.
 # Skipped (exit 77) where no cluster can be made: not root, or Slurm/munge not installed.
 # usage: run_slurm.sh GEARBOX CONFIG WORK_DIR
 set -u
@@ -189,7 +192,9 @@ salloc --no-shell --job-name=blocker --cpus-per-task=16 > "$work/blocker.log" 2>
 "$gearbox" run "$config" --backend slurm --run-dir "$work/pending" --set launch.progress=off \
   > "$work/pending.log" 2>&1 &
 launcher=$!
-wait_for_log "$work/pending/logs/launcher.log" "is pending" 30 || fail "(f) the job did not pend"
+wait_for_log "$work/pending/logs/launcher.log" "is pending (Reason=" 30 ||
+  fail "(f) the job did not pend, or its reason was not said"
+grep -m1 "is pending (Reason=" "$work/pending/logs/launcher.log"
 kill -TERM "$launcher"
 wait "$launcher"; status=$?
 echo "(f) launcher exited with $status after SIGTERM while pending"
@@ -199,4 +204,17 @@ for _ in $(seq 50); do [ "$(squeue -h -o %j)" = blocker ] && break; sleep 0.2; d
 scancel --name=blocker
 no_jobs || fail "(f) the blocking job is left"
 
-echo "6 passed, 0 failed"
+# --- (g) a job no node can run (64 CPUs for the trainer, 16 on the node): refused at once ------
+t=$SECONDS
+"$gearbox" run "$config" --backend slurm --run-dir "$work/never" --set launch.slurm.trainer.cpus=64 \
+  --set launch.progress=off > "$work/never.log" 2>&1
+status=$?
+echo "(g) launcher exited with $status after $((SECONDS - t)) s:"
+grep -m1 "never start\|salloc exited" "$work/never.log"
+[ "$status" -ne 0 ] || fail "(g) a job that can never start exited 0"
+[ $((SECONDS - t)) -le 30 ] || fail "(g) the launcher waited $((SECONDS - t)) s on a hopeless job"
+grep -q "never start.*Reason=PartitionConfig.*launch.slurm.<role>.cpus" "$work/never.log" ||
+  fail "(g) neither Slurm's reason nor the settings to change were said: $(cat "$work/never.log")"
+no_jobs || fail "(g) the job is left in squeue"
+
+echo "7 passed, 0 failed"
