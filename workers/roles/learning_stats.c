@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-enum { MAX_ROWS = 4096 }; /* the longest chunk whose returns are replayed on the stack */
+enum { SEG_ROWS = 4096 }; /* rows whose returns are replayed on the stack at a time */
 
 void gb_learning_observe(const gb_config *cfg, const gb_chunk_layout *l,
                          gb_torch_learner *learner, const void *const cols[GB_CHUNK_NCOLS])
@@ -16,26 +16,33 @@ void gb_learning_observe(const gb_config *cfg, const gb_chunk_layout *l,
         return;
     const int64_t k = l->overlap, T = l->T, D = (int64_t)l->bytes[GB_CHUNK_NEXT_OBS] / 4;
     const uint8_t *valid = cols[GB_CHUNK_VALID];
-    float returns[MAX_ROWS];
-    if (ret && T <= MAX_ROWS) { /* R after each valid row's reward, 0 after an episode's end */
-        const float *reward = cols[GB_CHUNK_REWARD];
-        const uint8_t *term = cols[GB_CHUNK_TERMINATED], *trunc = cols[GB_CHUNK_TRUNCATED];
-        double R = ((const float *)cols[GB_CHUNK_STATE])[l->state_size - 1];
-        for (int64_t t = 0; t < T; t++) {
+    const float *reward = cols[GB_CHUNK_REWARD];
+    const uint8_t *term = cols[GB_CHUNK_TERMINATED], *trunc = cols[GB_CHUNK_TRUNCATED];
+    double R = ret ? ((const float *)cols[GB_CHUNK_STATE])[l->state_size - 1] : 0.0;
+    float returns[SEG_ROWS];
+    /* segment by segment, R carried over: a chunk of any length */
+    for (int64_t s = 0; s < T; s += SEG_ROWS) {
+        const int64_t e = s + SEG_ROWS < T ? s + SEG_ROWS : T, from = s > k ? s : k;
+        for (int64_t t = s; ret && t < e; t++) { /* R after each valid row's reward */
             if (!valid[t]) { /* a reset row (or padding): the next row starts an episode */
                 R = 0.0;
-                returns[t] = 0.0f;
+                returns[t - s] = 0.0f;
                 continue;
             }
             R = l->gamma * R + (double)reward[t];
-            returns[t] = (float)R;
+            returns[t - s] = (float)R;
             if (term[t] || trunc[t])
                 R = 0.0;
         }
+        if (from >= e) /* the overlap's rows: observed in the chunk before */
+            continue;
+        gb_error err = {0};
+        if (gb_torch_learner_observe(learner,
+                                     obs ? (const float *)cols[GB_CHUNK_OBS] + from * D : NULL,
+                                     ret ? returns + (from - s) : NULL, e - from, valid + from,
+                                     &err)) {
+            GB_WARN("learning: the running statistics: %s", err.msg);
+            return;
+        }
     }
-    gb_error e = {0};
-    if (gb_torch_learner_observe(learner, obs ? (const float *)cols[GB_CHUNK_OBS] + k * D : NULL,
-                                 ret && T <= MAX_ROWS ? returns + k : NULL, T - k, valid + k,
-                                 &e))
-        GB_WARN("learning: the running statistics: %s", e.msg);
 }

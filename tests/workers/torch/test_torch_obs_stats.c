@@ -9,6 +9,7 @@
  * checkpoints carry them; for PPO and DQN; a model without them has none and ignores what it
  * is given. argv[1]: a scratch folder. */
 #include "test.h"
+#include "workers/roles/learning.h"
 #include "workers/torch_test_util.h"
 
 #include <math.h>
@@ -286,6 +287,69 @@ static void test_reward_scale(void)
     CHECK(isfinite(clipped) && clipped < raw * 10);
 }
 
+/* A chunk longer than gb_learning_observe's segment (4096 rows of returns at a time): every new
+ * row's return is observed, R carried across segments and reset at episode ends, the overlap's
+ * rows skipped. DQN's scaled loss after it equals the loss after the same returns by hand (the
+ * old code observed no return of a chunk over 4096 rows). */
+static void test_long_chunk(void)
+{
+    enum { LT = 9000, K = 5 };
+    static float obs[LT * D], reward[LT], state[1], R[LT];
+    static int64_t act[LT];
+    static uint8_t term[LT], trunc[LT], valid[LT];
+    gb_error err = {0};
+    gb_chunk_layout l;
+    const int64_t shape[1] = {D};
+    CHECK_OK(gb_chunk_layout_init(&l, LT, GB_DTYPE_FLOAT32, 1, shape, 1, 1, 1, &err));
+    CHECK_OK(gb_chunk_layout_set_overlap(&l, K, &err));
+    CHECK_OK(gb_chunk_layout_set_return_carry(&l, 0.9, &err));
+    state[0] = 2.5f; /* the return entering row 0 */
+    double r = state[0];
+    const int n = LT - K; /* the new rows: R[t - K], 0 on a reset row (masked out) */
+    for (int t = 0; t < LT; t++) {
+        reward[t] = (float)(3.0 * sin(0.01 * t) + 0.5);
+        valid[t] = t % 3001 != 1000; /* a reset row in each of the first segments */
+        term[t] = t % 2500 == 7;
+        if (!valid[t]) {
+            r = 0;
+            continue;
+        }
+        r = 0.9 * r + reward[t];
+        if (t >= K)
+            R[t - K] = (float)r;
+        if (term[t])
+            r = 0;
+    }
+    const void *cols[GB_CHUNK_NCOLS] = {0};
+    cols[GB_CHUNK_OBS] = obs, cols[GB_CHUNK_ACTION] = act, cols[GB_CHUNK_REWARD] = reward;
+    cols[GB_CHUNK_TERMINATED] = term, cols[GB_CHUNK_TRUNCATED] = trunc;
+    cols[GB_CHUNK_VALID] = valid, cols[GB_CHUNK_STATE] = state;
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "dqn", "") == 0);
+    cfg.trainer.algorithm.reward_scale = 1;
+    cfg.trainer.algorithm.reward_clip = 3.0;
+    gb_torch_space sp = discrete_space();
+    double loss[2];
+    for (int k = 0; k < 2; k++) {
+        gb_torch_learner *lr = NULL;
+        CHECK_OK(gb_torch_learner_create(&cfg, &sp, 3, &lr, &err));
+        if (!lr)
+            return;
+        if (k == 0)
+            gb_learning_observe(&cfg, &l, lr, cols);
+        else
+            CHECK_OK(gb_torch_learner_observe(lr, NULL, R, n, valid + K, &err));
+        gb_torch_batch b = make_batch();
+        gb_torch_stats st;
+        CHECK_OK(gb_torch_learner_train(lr, &b, &st, NULL, &err));
+        loss[k] = st.loss;
+        gb_torch_learner_destroy(lr);
+    }
+    fprintf(stderr, "  %d rows: loss %.9g through the chunk, %.9g by hand\n", LT, loss[0],
+            loss[1]);
+    CHECK(fabs(loss[0] - loss[1]) <= 1e-6 * fabs(loss[1]));
+}
+
 static void test_ppo(void) { test_merge_and_ship("ppo"); }
 static void test_dqn(void) { test_merge_and_ship("dqn"); }
 
@@ -297,5 +361,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_dqn);
     TEST_RUN(test_without);
     TEST_RUN(test_reward_scale);
+    TEST_RUN(test_long_chunk);
     return test_main_result();
 }
