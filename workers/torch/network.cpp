@@ -155,10 +155,24 @@ struct HeadsModule : torch::nn::Module {
         if (!stats.defined())
             return obs;
         torch::Tensor x = obs.reshape({obs.size(0), in_features});
-        torch::Tensor m = stats.mean.to(x.scalar_type());
-        torch::Tensor r = (stats.var + 1e-8).rsqrt().to(x.scalar_type());
-        return ((x - m) * r).clamp_(-clip, clip).view(obs.sizes());
+        // the float64 statistics as x's type: made again only when they changed (a merge, an
+        // import or a load writes them in place, bumping their versions, or replaces them)
+        const at::TensorImpl *key = stats.mean.unsafeGetTensorImpl();
+        const uint32_t version = stats.mean._version() + stats.var._version();
+        if (!cached.mean.defined() || cached.key != key || cached.version != version ||
+            cached.mean.scalar_type() != x.scalar_type() || cached.mean.device() != x.device()) {
+            torch::NoGradGuard no_grad;
+            cached.mean = stats.mean.to(x.scalar_type());
+            cached.rstd = (stats.var + 1e-8).rsqrt().to(x.scalar_type());
+            cached.key = key, cached.version = version;
+        }
+        return ((x - cached.mean) * cached.rstd).clamp_(-clip, clip).view(obs.sizes());
     }
+    struct {
+        torch::Tensor mean, rstd;
+        const at::TensorImpl *key = nullptr;
+        uint32_t version = 0;
+    } mutable cached;
 
     // policy.model.core between the torso and the heads (none: both null)
     Core core{nullptr};              // lstm, gru
