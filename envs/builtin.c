@@ -11,6 +11,9 @@ void gb_env_acrobot_set_state(void *env, const double *s, void *obs);
 void gb_env_mountain_car_set_state(void *env, const double *s, void *obs);
 void gb_env_mountain_car_continuous_set_state(void *env, const double *s, void *obs);
 void gb_env_pendulum_set_state(void *env, const double *s, void *obs);
+#ifdef GB_HAVE_ATARI
+int gb_env_atari_lives(void *env);
+#endif
 #ifdef GB_HAVE_MUJOCO
 int gb_env_mujoco_set_state(void *env, const double *state, int n, void *obs);
 #endif
@@ -21,6 +24,9 @@ static const gb_env_interface *const builtins[] = {
     &gb_env_recall,
 #ifdef GB_HAVE_MUJOCO
     &gb_env_hopper, &gb_env_half_cheetah, &gb_env_walker2d, &gb_env_ant,
+#endif
+#ifdef GB_HAVE_ATARI
+    &gb_env_atari,
 #endif
 };
 
@@ -68,6 +74,17 @@ int gb_env_builtin_set_state(const gb_env_interface *iface, void *env, const dou
     if (iface == &gb_env_hopper || iface == &gb_env_half_cheetah || iface == &gb_env_walker2d ||
         iface == &gb_env_ant)
         return gb_env_mujoco_set_state(env, state, n, obs);
+#endif
+    return -1;
+}
+
+int gb_env_builtin_lives(const gb_env_interface *iface, void *env)
+{
+#ifdef GB_HAVE_ATARI
+    if (iface == &gb_env_atari)
+        return gb_env_atari_lives(env);
+#else
+    (void)iface, (void)env;
 #endif
     return -1;
 }
