@@ -9,8 +9,8 @@
  * stopping at the end of the episode) with a max over the last two frames (max_pool), grey and
  * resize (an area average like OpenCV's INTER_AREA, the one AtariPreprocessing uses), episodic
  * life (a lost life ends the episode for training; the game goes on), reward clipping (the sign),
- * frame stack (the last frame_stack frames, oldest first, along the first axis). At reset, up to
- * noop_max no-op actions (action 0, a uniform count in 1..noop_max) under the frame skip.
+ * frame stack (the last frame_stack frames, oldest first, along the first axis). At reset,
+ * 1..noop_max (uniform) no-op frames (action 0) below the frame skip, as AtariPreprocessing's.
  * defines: gb_env_wrap_params, gb_env_wrapped, gb_env_wrap_params_default, gb_env_wrap_active,
  *          gb_env_wrap_init, gb_env_wrap_is, gb_env_wrap_create, gb_env_wrap_episode_end */
 #ifndef GB_ENVS_WRAP_H

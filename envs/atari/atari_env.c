@@ -16,6 +16,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#define GB_ATARI_DEFAULT_GAME "pong" /* env.args.game when not given */
+
 typedef struct atari {
     gb_ale *ale;
     int rgb;
@@ -67,6 +69,7 @@ static int parse_bool(const gb_env_args *args, const char *key, int *out)
 }
 
 typedef struct atari_args {
+    const char *game;
     char rom[PATH_MAX];
     int rgb, full, frameskip;
     double repeat_p;
@@ -81,8 +84,9 @@ static int parse(const gb_env_args *args, atari_args *a, char *err, size_t err_l
     long long skip = 1;
     *a = (atari_args){.repeat_p = 0.25, .max_frames = 108000, .mode = -1, .difficulty = -1};
     const char *game = gb_env_arg(args, "game"), *obs = gb_env_arg(args, "obs_type");
-    const char *bad = !game ? "env.args.game is required (e.g. breakout, pong)"
-                      : obs && strcmp(obs, "grayscale") && strcmp(obs, "rgb")
+    if (!game)
+        game = GB_ATARI_DEFAULT_GAME;
+    const char *bad = obs && strcmp(obs, "grayscale") && strcmp(obs, "rgb")
                           ? "obs_type must be grayscale or rgb"
                       : parse_bool(args, "full_action_space", &a->full)
                           ? "full_action_space must be true or false"
@@ -106,6 +110,7 @@ static int parse(const gb_env_args *args, atari_args *a, char *err, size_t err_l
         snprintf(err, err_len, "atari: %s", bad);
         return -1;
     }
+    a->game = game;
     a->rgb = obs && strcmp(obs, "rgb") == 0;
     a->frameskip = (int)skip;
     char id[128];
@@ -140,7 +145,7 @@ static void *atari_create(const gb_env_args *args, uint64_t seed, gb_env_spec *s
                         sizeof why);
     if (!e->ale) {
         free(e);
-        return gb_env_fail(err, err_len, "atari: %s: %s", gb_env_arg(args, "game"), why);
+        return gb_env_fail(err, err_len, "atari: %s: %s", a.game, why);
     }
     e->rgb = a.rgb;
     e->frameskip = a.frameskip;
@@ -203,5 +208,6 @@ int gb_env_atari_lives(void *env)
 
 const gb_env_interface gb_env_atari = {
     GB_ENV_ABI_VERSION, sizeof(gb_env_interface), "atari",
-    "Atari 2600 games through the Arcade Learning Environment (ale-py's; env.args.game)",
+    "Atari 2600 games through the Arcade Learning Environment (ale-py's): env.args.game "
+    "(default " GB_ATARI_DEFAULT_GAME ")",
     atari_create, atari_reset, atari_step, atari_destroy, atari_render};

@@ -78,7 +78,7 @@ const gb_config_field gb_config_fields[] = {
         "truncation limit (0 = the environment's own)"),
     ARGS("env.args", env.args, "arguments for the environment's create()"),
     INT("env.wrappers.noop_max", env.wrappers.noop_max, "0", 0, 1000,
-        "at each reset, a uniform 1..noop_max no-op actions (action 0) under the frame skip; "
+        "at each reset, 1..noop_max (uniform) no-op frames (action 0), below the frame skip; "
         "0 = off"),
     INT("env.wrappers.frame_skip", env.wrappers.frame_skip, "1", 1, 1000,
         "each action repeated this many frames, rewards summed (stops at the episode's end)"),
