@@ -13,6 +13,7 @@ void gb_env_mountain_car_continuous_set_state(void *env, const double *s, void *
 void gb_env_pendulum_set_state(void *env, const double *s, void *obs);
 #ifdef GB_HAVE_ATARI
 int gb_env_atari_lives(void *env);
+int gb_env_atari_blind_step(void *env, const gb_env_buffers *buf);
 #endif
 #ifdef GB_HAVE_MUJOCO
 int gb_env_mujoco_set_state(void *env, const double *state, int n, void *obs);
@@ -87,4 +88,15 @@ int gb_env_builtin_lives(const gb_env_interface *iface, void *env)
     (void)iface, (void)env;
 #endif
     return -1;
+}
+
+gb_env_blind_step_fn gb_env_builtin_blind_step(const gb_env_interface *iface)
+{
+#ifdef GB_HAVE_ATARI
+    if (iface == &gb_env_atari)
+        return gb_env_atari_blind_step;
+#else
+    (void)iface;
+#endif
+    return NULL;
 }

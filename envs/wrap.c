@@ -5,6 +5,7 @@
 #include "envs/wrap_image.h"
 #include "runtime/base/rng.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,8 @@ typedef struct wrap {
     uint8_t *hist;      /* the last `stack` frames, circular; head is the newest */
     int head;
     gb_area_tab *xtab, *ytab;
-    int nx, ny;
+    int nx, ny, per; /* per: terms of each output in a padded xtab (0: not padded) */
+    gb_env_blind_step_fn blind; /* a step without the observation, where the inner has one */
     float *rowbuf, *rowsum;
     float reward; /* the inner step's outputs */
     uint8_t term, trunc, acting;
@@ -48,6 +50,46 @@ gb_env_wrap_params gb_env_wrap_params_default(void)
     return (gb_env_wrap_params){.frame_skip = 1, .max_pool = 1, .frame_stack = 1};
 }
 
+int gb_env_wrap_params_set(gb_env_wrap_params *p, const char *key, const char *value, char *err,
+                           size_t err_len)
+{
+    static const struct {
+        const char *key;
+        size_t at;
+        int is_bool;
+        long long lo, hi;
+    } keys[] = {
+        {"noop_max", offsetof(gb_env_wrap_params, noop_max), 0, 0, 1000},
+        {"frame_skip", offsetof(gb_env_wrap_params, frame_skip), 0, 1, 1000},
+        {"max_pool", offsetof(gb_env_wrap_params, max_pool), 1, 0, 1},
+        {"screen_size", offsetof(gb_env_wrap_params, screen_size), 0, 0, 4096},
+        {"grey", offsetof(gb_env_wrap_params, grey), 1, 0, 1},
+        {"episodic_life", offsetof(gb_env_wrap_params, episodic_life), 1, 0, 1},
+        {"clip_reward", offsetof(gb_env_wrap_params, clip_reward), 1, 0, 1},
+        {"frame_stack", offsetof(gb_env_wrap_params, frame_stack), 0, 1, 64},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (strcmp(key, keys[i].key) != 0)
+            continue;
+        char *end = NULL;
+        long long v = strcmp(value, "true") == 0 ? 1 : strcmp(value, "false") == 0 ? 0
+                                                       : strtoll(value, &end, 10);
+        if ((end && (end == value || *end)) || v < keys[i].lo || v > keys[i].hi) {
+            snprintf(err, err_len, "wrapper %s: '%s' is not %s in [%lld, %lld]", key, value,
+                     keys[i].is_bool ? "a boolean" : "an integer", keys[i].lo, keys[i].hi);
+            return -1;
+        }
+        if (keys[i].is_bool)
+            *(int *)((char *)p + keys[i].at) = (int)v;
+        else
+            *(int64_t *)((char *)p + keys[i].at) = v;
+        return 0;
+    }
+    snprintf(err, err_len, "unknown wrapper '%s' (noop_max, frame_skip, max_pool, screen_size, "
+             "grey, episodic_life, clip_reward, frame_stack)", key);
+    return -1;
+}
+
 int gb_env_wrap_active(const gb_env_wrap_params *p)
 {
     return p->noop_max > 0 || p->frame_skip > 1 || p->screen_size > 0 || p->grey ||
@@ -59,13 +101,17 @@ int gb_env_wrap_is(const gb_env_interface *iface)
     return iface && iface->create == direct_create;
 }
 
-/* One inner step (or reset when actions is NULL) writing its observation to obs. */
+/* One inner step (or reset when actions is NULL) writing its observation to obs (NULL: a skipped
+ * frame, whose observation nobody reads: to scratch, or not at all where the inner can). */
 static int inner_call(wrap *w, const void *actions, void *obs)
 {
-    gb_env_buffers ib = {actions, obs, &w->reward, &w->term, &w->trunc, &w->acting};
+    gb_env_buffers ib = {actions, obs ? obs : w->scratch, &w->reward, &w->term, &w->trunc,
+                         &w->acting};
     w->reward = 0;
     w->term = w->trunc = 0;
-    return actions ? w->inner->step(w->env, &ib) : w->inner->reset(w->env, &ib);
+    if (!actions)
+        return w->inner->reset(w->env, &ib);
+    return !obs && w->blind ? w->blind(w->env, &ib) : w->inner->step(w->env, &ib);
 }
 
 /* The action frame_skip times (fewer when the episode ends): the summed reward in *r, the last
@@ -76,13 +122,15 @@ static int skip_step(wrap *w, const void *actions, float *r)
     const int64_t k = w->p.frame_skip;
     float sum = 0;
     for (int64_t t = 0; t < k; t++) {
-        uint8_t *to = t == k - 1 ? w->raw[0] : t == k - 2 ? w->raw[1] : w->scratch;
+        uint8_t *to = t == k - 1                  ? w->raw[0]
+                      : t == k - 2 && w->p.max_pool ? w->raw[1]
+                                                    : NULL;
         if (inner_call(w, actions, to))
             return -1;
         sum += w->reward;
         if (w->term | w->trunc) { /* the episode's last frame, not pooled */
             if (to != w->raw[0])
-                memcpy(w->raw[0], to, w->in_bytes);
+                memcpy(w->raw[0], to ? to : w->scratch, w->in_bytes);
             *r = sum;
             return 0;
         }
@@ -109,8 +157,8 @@ static void image(wrap *w, const uint8_t *src, uint8_t *dst)
     const uint8_t *hwc = src;
     if (w->p.screen_size) {
         uint8_t *out = cn == 1 ? dst : w->resized;
-        gb_area_resize(src, w->iw, cn, out, w->ow, w->xtab, w->nx, w->ytab, w->ny, w->rowbuf,
-                       w->rowsum);
+        gb_area_resize(src, w->iw, cn, out, w->ow, w->xtab, w->nx, w->per, w->ytab, w->ny,
+                       w->rowbuf, w->rowsum);
         hwc = out;
     }
     if (cn == 1) {
@@ -332,13 +380,31 @@ static void wrapped_spec(const wrap *w, const gb_env_spec *in, gb_env_spec *out)
     out->max_episode_steps = in->max_episode_steps ? (in->max_episode_steps + k - 1) / k : 0;
 }
 
+/* The resize's tables (wrap_image.h) in t: the x terms (padded for one channel), the y terms. */
+static void build_tables(wrap *w, gb_area_tab *t, size_t xraw)
+{
+    int cn = w->p.grey ? 1 : w->icn;
+    w->ytab = t;
+    w->ny = gb_area_tab_build(w->ih, w->oh, 1, w->ytab);
+    gb_area_tab *x = w->ytab + 2 * w->ih;
+    w->nx = gb_area_tab_build(w->iw, w->ow, cn, x);
+    w->xtab = x;
+    if (cn == 1) {
+        w->xtab = x + xraw;
+        w->per = gb_area_tab_pad(x, w->nx, w->ow, w->xtab);
+        w->nx = w->per * w->ow;
+    }
+}
+
 /* One block for every buffer: raw[0], raw[1], scratch, grey, resized, hist, tables, rows. */
 static int allocate(wrap *w)
 {
     size_t in = (w->in_bytes + 63) & ~(size_t)63;
     size_t pix = (size_t)w->ih * (size_t)w->iw, out = (size_t)w->oh * (size_t)w->ow * 3;
     size_t hist = (size_t)w->stack * w->frame_bytes;
-    size_t tabs = w->p.screen_size ? (size_t)2 * (size_t)(w->iw * 3 + w->ih) : 0;
+    size_t xraw = (size_t)2 * (size_t)w->iw * 3; /* OpenCV's bound: 2 ssize terms (x cn) */
+    size_t xpad = w->ow ? (size_t)w->ow * (size_t)(2 * w->iw / w->ow + 3) : 0;
+    size_t tabs = w->p.screen_size ? (size_t)2 * (size_t)w->ih + xraw + xpad : 0;
     size_t rows = w->p.screen_size ? (size_t)w->ow * 3 * 2 : 0;
     size_t total = 3 * in + pix + out + hist + 64 + tabs * sizeof(gb_area_tab) +
                    rows * sizeof(float);
@@ -351,15 +417,10 @@ static int allocate(wrap *w)
     w->hist = w->resized + out;
     uint8_t *t = w->hist + hist;
     t += (64 - (uintptr_t)t % 64) % 64;
-    w->xtab = (gb_area_tab *)t;
-    w->ytab = w->xtab + 2 * w->iw * 3;
-    w->rowbuf = (float *)(w->xtab + tabs);
+    w->rowbuf = (float *)((gb_area_tab *)t + tabs);
     w->rowsum = w->rowbuf + w->ow * 3;
-    if (w->p.screen_size) {
-        int cn = w->p.grey ? 1 : w->icn;
-        w->nx = gb_area_tab_build(w->iw, w->ow, cn, w->xtab);
-        w->ny = gb_area_tab_build(w->ih, w->oh, 1, w->ytab);
-    }
+    if (w->p.screen_size)
+        build_tables(w, (gb_area_tab *)t, xraw);
     return 0;
 }
 
@@ -372,6 +433,7 @@ void *gb_env_wrap_create(const gb_env_interface *iface, const gb_env_args *args,
         return gb_env_fail(err, err_len, "%s: out of memory", iface->name);
     w->inner = ww->inner;
     w->p = ww->p;
+    w->blind = gb_env_builtin_blind_step(ww->inner);
     gb_rng_seed_for(&w->rng, seed, "noop", 0);
     gb_env_spec in;
     gb_error e = {0};

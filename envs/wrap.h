@@ -11,13 +11,15 @@
  * life (a lost life ends the episode for training; the game goes on), reward clipping (the sign),
  * frame stack (the last frame_stack frames, oldest first, along the first axis). At reset,
  * 1..noop_max (uniform) no-op frames (action 0) below the frame skip, as AtariPreprocessing's.
- * defines: gb_env_wrap_params, gb_env_wrapped, gb_env_wrap_params_default, gb_env_wrap_active,
+ * defines: gb_env_wrap_params, gb_env_wrapped, gb_env_wrap_params_default,
+ *          gb_env_wrap_params_set, gb_env_wrap_active,
  *          gb_env_wrap_init, gb_env_wrap_is, gb_env_wrap_create, gb_env_wrap_episode_end */
 #ifndef GB_ENVS_WRAP_H
 #define GB_ENVS_WRAP_H
 
 #include "envs/env.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The settings (env.wrappers in the config; every one off by default). */
@@ -44,6 +46,11 @@ typedef struct gb_env_wrapped {
 
 /* The settings that change nothing. */
 gb_env_wrap_params gb_env_wrap_params_default(void);
+
+/* Sets one setting from text, as env.wrappers.KEY: VALUE would (tools' --wrap KEY=VALUE).
+ * Returns 0, or -1 with a message in err for an unknown key or a bad value. */
+int gb_env_wrap_params_set(gb_env_wrap_params *p, const char *key, const char *value, char *err,
+                           size_t err_len);
 
 /* 1 when p asks for any wrapper. */
 int gb_env_wrap_active(const gb_env_wrap_params *p);

@@ -30,29 +30,90 @@ int gb_area_tab_build(int ssize, int dsize, int cn, gb_area_tab *tab)
     return k;
 }
 
+int gb_area_tab_pad(const gb_area_tab *tab, int n, int dsize, gb_area_tab *out)
+{
+    int per = 0;
+    for (int k = 0, run = 0; k < n; k++) {
+        run = k && tab[k].di == tab[k - 1].di ? run + 1 : 1;
+        per = run > per ? run : per;
+    }
+    for (int dx = 0, k = 0; dx < dsize; dx++) {
+        int t = 0;
+        for (; k < n && tab[k].di == dx; k++, t++)
+            out[dx * per + t] = tab[k];
+        for (; t < per; t++) /* + 0 * s[si]: the sum does not change */
+            out[dx * per + t] = (gb_area_tab){out[dx * per].si, dx, 0.0f};
+    }
+    return per;
+}
+
 static inline uint8_t to_byte(float v)
 {
     long r = lrintf(v); /* cvRound: to nearest, ties to even */
     return (uint8_t)(r < 0 ? 0 : r > 255 ? 255 : r);
 }
 
+/* The horizontal sums of one source row into buf: OpenCV's buf[di] += S[si] * alpha over the
+ * terms in order, each output's terms being consecutive, so that one output is summed in a
+ * register and different outputs do not wait on each other. */
+static void row_sums(const uint8_t *s, int cn, const gb_area_tab *xtab, int nx, int per,
+                     float *buf)
+{
+    if (per == 3) { /* padded, one channel: 3 terms for every output (shrinking by 1-2x) */
+        for (int k = 0, dx = 0; k < nx; k += 3, dx++) {
+            float acc = 0.0f + (float)s[xtab[k].si] * xtab[k].alpha;
+            acc += (float)s[xtab[k + 1].si] * xtab[k + 1].alpha;
+            buf[dx] = acc + (float)s[xtab[k + 2].si] * xtab[k + 2].alpha;
+        }
+        return;
+    }
+    if (per) { /* padded, one channel: the same number of terms for every output, no branch */
+        for (int k = 0, dx = 0; k < nx; k += per, dx++) {
+            float acc = 0.0f;
+            for (int t = 0; t < per; t++)
+                acc += (float)s[xtab[k + t].si] * xtab[k + t].alpha;
+            buf[dx] = acc;
+        }
+        return;
+    }
+    if (cn == 1) {
+        for (int k = 0; k < nx;) {
+            const int di = xtab[k].di;
+            float acc = 0.0f;
+            do {
+                acc += (float)s[xtab[k].si] * xtab[k].alpha;
+                k++;
+            } while (k < nx && xtab[k].di == di);
+            buf[di] = acc;
+        }
+        return;
+    }
+    for (int k = 0; k < nx;) {
+        const int di = xtab[k].di;
+        for (int c = 0; c < cn; c++)
+            buf[di + c] = 0.0f;
+        do {
+            for (int c = 0; c < cn; c++)
+                buf[di + c] += (float)s[xtab[k].si + c] * xtab[k].alpha;
+            k++;
+        } while (k < nx && xtab[k].di == di);
+    }
+}
+
 void gb_area_resize(const uint8_t *src, int sw, int cn, uint8_t *dst, int dw,
-                    const gb_area_tab *xtab, int nx, const gb_area_tab *ytab, int ny, float *buf,
-                    float *sum)
+                    const gb_area_tab *xtab, int nx, int per, const gb_area_tab *ytab, int ny,
+                    float *buf, float *sum)
 {
     const int n = dw * cn;
     const size_t stride = (size_t)sw * (size_t)cn;
-    int prev = ytab[0].di;
+    int prev = ytab[0].di, row = -1;
     memset(sum, 0, (size_t)n * sizeof *sum);
     for (int j = 0; j < ny; j++) {
         const float beta = ytab[j].alpha;
         const int dy = ytab[j].di;
-        const uint8_t *s = src + (size_t)ytab[j].si * stride;
-        memset(buf, 0, (size_t)n * sizeof *buf);
-        for (int k = 0; k < nx; k++) {
-            const float alpha = xtab[k].alpha;
-            for (int c = 0; c < cn; c++)
-                buf[xtab[k].di + c] += (float)s[xtab[k].si + c] * alpha;
+        if (ytab[j].si != row) { /* a row shared by two outputs is summed once: same values */
+            row = ytab[j].si;
+            row_sums(src + (size_t)row * stride, cn, xtab, nx, per, buf);
         }
         if (dy != prev) {
             uint8_t *d = dst + (size_t)prev * (size_t)n;

@@ -169,7 +169,9 @@ static int atari_reset(void *env, const gb_env_buffers *buf)
     return 0;
 }
 
-static int atari_step(void *env, const gb_env_buffers *buf)
+/* A step without the screen, except on the game's last (envs/builtin.h:
+ * gb_env_builtin_blind_step). */
+int gb_env_atari_blind_step(void *env, const gb_env_buffers *buf)
 {
     atari *e = env;
     int32_t a = *(const int32_t *)buf->actions;
@@ -181,7 +183,18 @@ static int atari_step(void *env, const gb_env_buffers *buf)
     buf->rewards[0] = (float)reward;
     buf->terminated[0] = (uint8_t)gb_ale_game_over(e->ale);
     buf->truncated[0] = (uint8_t)gb_ale_truncated(e->ale);
-    gb_ale_screen(e->ale, e->rgb, buf->obs);
+    if (buf->terminated[0] | buf->truncated[0])
+        gb_ale_screen(e->ale, e->rgb, buf->obs);
+    return 0;
+}
+
+static int atari_step(void *env, const gb_env_buffers *buf)
+{
+    atari *e = env;
+    if (gb_env_atari_blind_step(env, buf))
+        return -1;
+    if (!(buf->terminated[0] | buf->truncated[0]))
+        gb_ale_screen(e->ale, e->rgb, buf->obs);
     return 0;
 }
 
