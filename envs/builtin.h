@@ -2,7 +2,8 @@
  * copy in a recorded state (the Gymnasium reference data sets start states explicitly, since
  * the two PRNGs differ).
  * defines: gb_env_builtins, gb_env_builtin_find, gb_env_builtin_set_state, gb_env_check_args,
- *          gb_env_builtin_lives, gb_env_builtin_blind_step, gb_env_fail, the gb_env_* built-in interfaces */
+ *          gb_env_builtin_lives, gb_env_builtin_blind_step, gb_env_fail, the gb_env_* built-in
+ *          interfaces */
 #ifndef GB_ENVS_BUILTIN_H
 #define GB_ENVS_BUILTIN_H
 

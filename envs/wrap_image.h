@@ -2,7 +2,8 @@
  * element-wise max of two frames, RGB to grey, and an area-average resize, each written to give
  * the bytes OpenCV gives (cv::max, cv::cvtColor COLOR_RGB2GRAY, cv::resize INTER_AREA when
  * shrinking), since Gymnasium's AtariPreprocessing is the reference. No allocation.
- * defines: gb_area_tab, gb_area_tab_build, gb_area_tab_pad, gb_area_resize, gb_frame_max, gb_rgb_to_grey */
+ * defines: gb_area_tab, gb_area_tab_build, gb_area_tab_pad, gb_area_resize, gb_frame_max,
+ *          gb_rgb_to_grey */
 #ifndef GB_ENVS_WRAP_IMAGE_H
 #define GB_ENVS_WRAP_IMAGE_H
 

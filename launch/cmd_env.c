@@ -75,7 +75,16 @@ static int env_list(void)
     return GB_EXIT_OK;
 }
 
-enum { OPT_ARGS = 256, OPT_WRAP, OPT_SEED, OPT_STEPS, OPT_MAX_STEPS, OPT_SECONDS, OPT_TIMEOUT, OPT_NO_FORK };
+enum {
+    OPT_ARGS = 256,
+    OPT_WRAP,
+    OPT_SEED,
+    OPT_STEPS,
+    OPT_MAX_STEPS,
+    OPT_SECONDS,
+    OPT_TIMEOUT,
+    OPT_NO_FORK
+};
 
 static const struct option check_options[] = {
     {"args", no_argument, NULL, OPT_ARGS},
