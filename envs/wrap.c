@@ -435,12 +435,16 @@ void *gb_env_wrap_create(const gb_env_interface *iface, const gb_env_args *args,
     w->p = ww->p;
     w->blind = gb_env_builtin_blind_step(ww->inner);
     gb_rng_seed_for(&w->rng, seed, "noop", 0);
-    gb_env_spec in;
+    gb_env_spec in = {0};
     gb_error e = {0};
-    if (gb_env_create(ww->inner, args, seed, &w->env, &in, &e)) {
-        snprintf(err, err_len, "%s", e.msg);
+    w->env = ww->inner->create(args, seed, &in, err, err_len); /* its own message, unprefixed */
+    if (!w->env) {
         free(w);
         return NULL;
+    }
+    if (gb_env_spec_validate(&in, ww->inner, &e)) {
+        snprintf(err, err_len, "%s", e.msg);
+        goto err;
     }
     if (plan(w, &in, iface->name, err, err_len))
         goto err;

@@ -403,8 +403,8 @@ int gb_config_server_table(const gb_config *cfg, const char *name, gb_config *ou
 const char *gb_config_arg(const gb_config_args *args, const char *key);
 
 /* The environment as logs and reports name it, written to buf (n bytes; GB_CONFIG_ENV_LABEL_MAX
- * holds any) and returned: env.name, or gymnasium:<env.args.id> for the gymnasium plugin (one
- * interface, many environments). */
+ * holds any) and returned: env.name, or gymnasium:<env.args.id> for the gymnasium plugin and
+ * atari:<env.args.game> for the Atari environment (one interface, many environments). */
 #define GB_CONFIG_ENV_LABEL_MAX (GB_CONFIG_NAME_MAX + GB_CONFIG_ARG_VALUE_MAX)
 const char *gb_config_env_label(const gb_config *cfg, char *buf, size_t n);
 
