@@ -199,7 +199,10 @@ static int wrap_reset(void *env, const gb_env_buffers *buf)
 {
     wrap *w = env;
     static const int32_t noop = 0;
-    if (w->pending) { /* after a lost life the game goes on: one no-op step (SB3's) */
+    /* After a lost life the game goes on: one no-op step (SB3's EpisodicLifeEnv). Should the
+     * game end within it (the frame limit), a new one starts and that game's return, which the
+     * host has not been told, is not reported. */
+    if (w->pending) {
         w->pending = 0;
         float r;
         if (skip_step(w, &noop, &r))
@@ -217,8 +220,8 @@ static int wrap_reset(void *env, const gb_env_buffers *buf)
     w->game_length = 0;
     int64_t noops = w->p.noop_max > 0 ? 1 + (int64_t)gb_rng_below(&w->rng, (uint64_t)w->p.noop_max)
                                       : 0;
-    for (int64_t i = 0; i < noops; i++) {
-        if (inner_call(w, &noop, w->raw[0]))
+    for (int64_t i = 0; i < noops; i++) { /* only the last one's frame is looked at */
+        if (inner_call(w, &noop, i == noops - 1 ? w->raw[0] : NULL))
             return -1;
         if ((w->term | w->trunc) && inner_call(w, NULL, w->raw[0]))
             return -1;
