@@ -9,9 +9,10 @@
  * the compiler passes them as the method expects (by hidden reference / return slot). Both sides
  * use the system's libstdc++ (the extension module links it dynamically), so those types have
  * one layout. The object itself lives in storage of this file: ale_interface.hpp (ALE 0.12)
- * declares four std::unique_ptr members and an int, 40 bytes; kObjectBytes is several times
- * that, and the loader refuses an ALE whose version is not the one launch/python-requirements.txt
- * pins, since a later one may change the members. Exceptions ALE throws (a bad ROM, a bad mode)
+ * declares four std::unique_ptr members and an int, 40 bytes, and the wheel's own bindings
+ * allocate 40 (operator new(0x28) before the constructor, in 0.12.1's disassembly);
+ * kObjectBytes is several times that, and the loader refuses an ALE whose version is not the
+ * one launch/python-requirements.txt pins, since a later one may change the members. Exceptions ALE throws (a bad ROM, a bad mode)
  * are caught here and become error messages. */
 #include "envs/atari/ale_lib.h"
 
