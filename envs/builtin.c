@@ -11,6 +11,10 @@ void gb_env_acrobot_set_state(void *env, const double *s, void *obs);
 void gb_env_mountain_car_set_state(void *env, const double *s, void *obs);
 void gb_env_mountain_car_continuous_set_state(void *env, const double *s, void *obs);
 void gb_env_pendulum_set_state(void *env, const double *s, void *obs);
+#ifdef GB_HAVE_ATARI
+int gb_env_atari_lives(void *env);
+int gb_env_atari_blind_step(void *env, const gb_env_buffers *buf);
+#endif
 #ifdef GB_HAVE_MUJOCO
 int gb_env_mujoco_set_state(void *env, const double *state, int n, void *obs);
 #endif
@@ -21,6 +25,9 @@ static const gb_env_interface *const builtins[] = {
     &gb_env_recall,
 #ifdef GB_HAVE_MUJOCO
     &gb_env_hopper, &gb_env_half_cheetah, &gb_env_walker2d, &gb_env_ant,
+#endif
+#ifdef GB_HAVE_ATARI
+    &gb_env_atari,
 #endif
 };
 
@@ -70,4 +77,26 @@ int gb_env_builtin_set_state(const gb_env_interface *iface, void *env, const dou
         return gb_env_mujoco_set_state(env, state, n, obs);
 #endif
     return -1;
+}
+
+int gb_env_builtin_lives(const gb_env_interface *iface, void *env)
+{
+#ifdef GB_HAVE_ATARI
+    if (iface == &gb_env_atari)
+        return gb_env_atari_lives(env);
+#else
+    (void)iface, (void)env;
+#endif
+    return -1;
+}
+
+gb_env_blind_step_fn gb_env_builtin_blind_step(const gb_env_interface *iface)
+{
+#ifdef GB_HAVE_ATARI
+    if (iface == &gb_env_atari)
+        return gb_env_atari_blind_step;
+#else
+    (void)iface;
+#endif
+    return NULL;
 }

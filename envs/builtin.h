@@ -2,7 +2,8 @@
  * copy in a recorded state (the Gymnasium reference data sets start states explicitly, since
  * the two PRNGs differ).
  * defines: gb_env_builtins, gb_env_builtin_find, gb_env_builtin_set_state, gb_env_check_args,
- *          gb_env_fail, the gb_env_* built-in interfaces */
+ *          gb_env_builtin_lives, gb_env_builtin_blind_step, gb_env_fail, the gb_env_* built-in
+ *          interfaces */
 #ifndef GB_ENVS_BUILTIN_H
 #define GB_ENVS_BUILTIN_H
 
@@ -25,6 +26,9 @@ extern const gb_env_interface gb_env_hopper;       /* Hopper-v5 */
 extern const gb_env_interface gb_env_half_cheetah; /* HalfCheetah-v5 */
 extern const gb_env_interface gb_env_walker2d;     /* Walker2d-v5 */
 extern const gb_env_interface gb_env_ant;          /* Ant-v5 */
+/* Atari through the ALE (envs/atari; env.args.game), built in unless configured off
+ * (GB_HAVE_ATARI); ale-py's library is opened at create. */
+extern const gb_env_interface gb_env_atari;
 
 /* The built-in interfaces, in listing order; *count receives their number. Static storage. */
 const gb_env_interface *const *gb_env_builtins(int *count);
@@ -42,6 +46,16 @@ const gb_env_interface *gb_env_builtin_find(const char *name);
  * or n is not its state size. For tests and tools, not the hot path. */
 int gb_env_builtin_set_state(const gb_env_interface *iface, void *env, const double *state,
                              int n, void *obs);
+
+/* The lives left in the game of a copy created by iface (Atari), or -1 when iface has no lives.
+ * For the episodic-life wrapper (envs/wrap.h). */
+int gb_env_builtin_lives(const gb_env_interface *iface, void *env);
+
+/* A step whose observation nobody reads (a frame the frame-skip wrapper skips), for a built-in
+ * that can leave it out (Atari: no screen fetched); NULL for the others, whose step() then
+ * serves. Writes rewards and flags, and obs only on the step that ends the episode. */
+typedef int (*gb_env_blind_step_fn)(void *env, const gb_env_buffers *buf);
+gb_env_blind_step_fn gb_env_builtin_blind_step(const gb_env_interface *iface);
 
 /* Rejects keys not in allowed (NULL-terminated): returns 0, or -1 with a message in err. */
 int gb_env_check_args(const gb_env_args *args, const char *const *allowed, const char *env_name,

@@ -426,6 +426,8 @@ static int run_checks(const char *target, const gb_env_check_options *o, check_s
         sh->rc = rc;
         return rc;
     }
+    if (o->wrap)
+        gb_env_source_wrap(&src, o->wrap, 0);
     k.iface = src.iface;
     say(&k, "  interface   %s (environment ABI %u)%s%s\n", k.iface->name, k.iface->abi_version,
         k.iface->description ? ": " : "", k.iface->description ? k.iface->description : "");

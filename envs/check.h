@@ -9,6 +9,7 @@
 #define GB_ENVS_CHECK_H
 
 #include "envs/env.h"
+#include "envs/wrap.h"
 #include "runtime/base/error.h"
 
 #include <stdint.h>
@@ -16,6 +17,7 @@
 
 typedef struct gb_env_check_options {
     const gb_env_args *args;   /* the environment's arguments (NULL = none) */
+    const gb_env_wrap_params *wrap; /* preprocessing wrappers around it (NULL = none) */
     uint64_t seed;             /* seed of the copies under test */
     int64_t steps;             /* random-action steps of the lockstep run (default 10000) */
     int64_t max_episode_steps; /* > 0 overrides the environment's own limit */

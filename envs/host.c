@@ -179,6 +179,22 @@ int gb_env_plugin_open(gb_env_source *src, const char *path, gb_error *err)
     return 0;
 }
 
+void gb_env_source_wrap(gb_env_source *src, const gb_env_wrap_params *p, int for_eval)
+{
+    if (!src->iface || gb_env_wrap_is(src->iface) || !gb_env_wrap_active(p))
+        return;
+    gb_env_wrap_init(&src->wrapped, src->iface, p, for_eval);
+    src->iface = &src->wrapped.iface;
+}
+
+void gb_env_source_wrap_config(gb_env_source *src, const gb_config_env *env, int for_eval)
+{
+    const gb_config_wrappers *c = &env->wrappers;
+    gb_env_wrap_params p = {c->noop_max,     c->frame_skip,  c->max_pool,    c->screen_size,
+                            c->grey,         c->episodic_life, c->clip_reward, c->frame_stack};
+    gb_env_source_wrap(src, &p, for_eval);
+}
+
 void gb_env_source_close(gb_env_source *src)
 {
     if (src->dl)
@@ -329,7 +345,9 @@ int gb_env_create(const gb_env_interface *iface, const gb_env_args *args, uint64
     char msg[512] = "";
     memset(spec, 0, sizeof *spec);
     static const gb_env_args none = {0, NULL, NULL};
-    void *e = iface->create(args ? args : &none, seed, spec, msg, sizeof msg);
+    void *e = gb_env_wrap_is(iface)
+                  ? gb_env_wrap_create(iface, args ? args : &none, seed, spec, msg, sizeof msg)
+                  : iface->create(args ? args : &none, seed, spec, msg, sizeof msg);
     if (!e)
         return gb_error_set(err, GB_EINVAL, "%s: create failed: %s", iface->name,
                             msg[0] ? msg : "(no message)");

@@ -2,7 +2,7 @@
  * or path (plugin, through dlopen), checking what it declares, converting config arguments,
  * and creating validated copies. The environment ring (envs/ring.h) builds on this.
  * defines: gb_env_source, gb_env_source_open, gb_env_shipped_find, gb_env_plugin_open,
- *          gb_env_source_close,
+ *          gb_env_source_wrap, gb_env_source_close,
  *          gb_env_interface_validate, gb_env_spec_validate, gb_env_obs_bytes,
  *          gb_env_action_bytes, gb_env_args_store, gb_env_args_from_config, gb_env_args_add,
  *          gb_env_create, gb_env_dtype_to_gb */
@@ -10,6 +10,7 @@
 #define GB_ENVS_HOST_H
 
 #include "envs/env.h"
+#include "envs/wrap.h"
 #include "runtime/config/config.h"
 #include "runtime/base/dtype.h"
 #include "runtime/base/error.h"
@@ -21,6 +22,7 @@ typedef struct gb_env_source {
     const gb_env_interface *iface;
     void *dl;                       /* dlopen handle for a plugin, NULL for a built-in */
     char path[GB_CONFIG_PATH_MAX]; /* plugin path, "" for a built-in */
+    gb_env_wrapped wrapped;         /* iface points here once wrapped (gb_env_source_wrap) */
 } gb_env_source;
 
 /* Resolves an environment as the config names it: `name` is a built-in's name, a shipped
@@ -43,6 +45,15 @@ int gb_env_shipped_find(const char *name, char *out, size_t cap);
  * calls it and checks the interface (gb_env_interface_validate). Errors as above; on error
  * nothing stays loaded. */
 int gb_env_plugin_open(gb_env_source *src, const char *path, gb_error *err);
+
+/* Puts the preprocessing wrappers (envs/wrap.h) of the config's env.wrappers around an opened
+ * source: its iface becomes the wrapper's (the source must then stay where it is). A no-op when
+ * no wrapper is asked for. for_eval drops the training-only ones (episodic life, reward
+ * clipping). Whether the wrappers fit the environment is checked when a copy is created. */
+void gb_env_source_wrap(gb_env_source *src, const gb_env_wrap_params *p, int for_eval);
+
+/* gb_env_source_wrap with the config's env.wrappers. */
+void gb_env_source_wrap_config(gb_env_source *src, const gb_config_env *env, int for_eval);
 
 /* Unloads a plugin (after every copy made from it is destroyed); a no-op for built-ins and a
  * zeroed source. */
@@ -80,7 +91,8 @@ void gb_env_args_from_config(gb_env_args_store *st, const gb_config_args *cfg);
  * Returns 0 or GB_EFULL past GB_CONFIG_ARGS_MAX. */
 int gb_env_args_add(gb_env_args_store *st, const char *key, const char *value, gb_error *err);
 
-/* Creates one copy with create(), then validates its spec; on an invalid spec the copy is
+/* Creates one copy with create() (a wrapped interface's through gb_env_wrap_create), then
+ * validates its spec; on an invalid spec the copy is
  * destroyed. Returns 0 with *env and *spec set, or GB_EINVAL with the environment's message. */
 int gb_env_create(const gb_env_interface *iface, const gb_env_args *args, uint64_t seed,
                   void **env, gb_env_spec *spec, gb_error *err);

@@ -88,6 +88,7 @@ int gb_env_ring_from_config(const gb_config_env *env, uint64_t seed, int copies,
     int rc = gb_env_source_open(src, env->name, env->plugin, err);
     if (rc)
         return rc;
+    gb_env_source_wrap_config(src, env, 0);
     gb_env_args_store args;
     gb_env_args_from_config(&args, &env->args);
     rc = gb_env_ring_create(src->iface, &args.args, seed, copies, splits, env->max_episode_steps,
@@ -212,19 +213,26 @@ void gb_env_ring_group(const gb_env_ring *r, int group, int *first, int *count)
     *count = per;
 }
 
-/* The episode of copy i ended on this step: statistics, final observation, auto-reset. */
-static int finish_episode(gb_env_ring *r, int i, gb_error *err)
+/* The episode of copy i ended on this step (cut: by the ring's time limit): statistics, final
+ * observation, auto-reset. Behind the episodic-life or reward-clipping wrappers, the statistics
+ * are the game's (envs/wrap.h): a lost life is not an episode, a return is in the game's points,
+ * and the time limit counts the game's steps. */
+static int finish_episode(gb_env_ring *r, int i, int cut, gb_error *err)
 {
     ring_copy *c = &r->copy[i];
     gb_env_copy_stats *s = &r->stats[i];
-    s->last_return = s->episode_return;
-    s->last_length = s->episode_length;
-    s->episodes++;
-    r->done_count++;
-    r->done_return_sum += s->episode_return;
-    r->done_length_sum += s->episode_length;
-    s->episode_return = 0;
-    s->episode_length = 0;
+    double ret = s->episode_return;
+    int64_t len = s->episode_length;
+    if (gb_env_wrap_episode_end(r->iface, c->env, cut, &ret, &len) != 0) {
+        s->last_return = ret;
+        s->last_length = len;
+        s->episodes++;
+        r->done_count++;
+        r->done_return_sum += ret;
+        r->done_length_sum += len;
+        s->episode_return = 0;
+        s->episode_length = 0;
+    }
     if (c->final_obs)
         memcpy(c->final_obs, c->buf.obs, r->obs_bytes);
     return reset_copy(r, i, err);
@@ -252,10 +260,11 @@ int gb_env_ring_step(gb_env_ring *r, int group, gb_error *err)
             gb_env_copy_stats *s = &r->stats[i];
             s->episode_return += c->buf.rewards[0];
             s->episode_length++;
-            if (limit && s->episode_length >= limit)
+            int cut = limit && s->episode_length >= limit;
+            if (cut)
                 c->buf.truncated[0] = 1;
             if (c->buf.terminated[0] | c->buf.truncated[0]) {
-                int rc = finish_episode(r, i, err);
+                int rc = finish_episode(r, i, cut, err);
                 if (rc)
                     return rc;
             }
@@ -277,12 +286,13 @@ int gb_env_ring_step(gb_env_ring *r, int group, gb_error *err)
         }
         s->episode_return += sum * inv_agents;
         s->episode_length++;
-        if (limit && s->episode_length >= limit) {
+        int cut = limit && s->episode_length >= limit;
+        if (cut) {
             memset(c->buf.truncated, 1, (size_t)agents);
             all_done = 1;
         }
         if (all_done) {
-            int rc = finish_episode(r, i, err);
+            int rc = finish_episode(r, i, cut, err);
             if (rc)
                 return rc;
             if (!turn_based)

@@ -1,4 +1,5 @@
-/* launch/cmd_env.c: `gearbox env list` and `gearbox env check TARGET [--args k=v ...]`. */
+/* launch/cmd_env.c: `gearbox env list` and `gearbox env check TARGET [--args k=v ...]
+ * [--wrap k=v ...]`. */
 #include "envs/builtin.h"
 #include "envs/check.h"
 #include "envs/host.h"
@@ -13,7 +14,8 @@ static void env_usage(FILE *out)
 {
     fprintf(out,
             "usage: gearbox env list\n"
-            "       gearbox env check PLUGIN.so|NAME [--args KEY=VALUE ...] [--seed N]\n"
+            "       gearbox env check PLUGIN.so|NAME [--args KEY=VALUE ...]\n"
+            "                         [--wrap KEY=VALUE ...] [--seed N]\n"
             "                         [--steps N] [--max-episode-steps N] [--seconds S]\n"
             "                         [--timeout S] [--no-fork]\n\n"
             "list   the built-in environments with their spaces and time limits\n"
@@ -24,6 +26,8 @@ static void env_usage(FILE *out)
             "       steps per second. Runs in a child process: a crash or a hang is reported.\n\n"
             "options:\n"
             "  --args KEY=VALUE ...    the environment's arguments (env.args in a config)\n"
+            "  --wrap KEY=VALUE ...    preprocessing wrappers around it (env.wrappers), e.g.\n"
+            "                          frame_skip=4 screen_size=84 frame_stack=4 noop_max=30\n"
             "  --seed N                seed of the copies (default 1)\n"
             "  --steps N               lockstep steps (default 10000)\n"
             "  --max-episode-steps N   override the environment's time limit\n"
@@ -71,10 +75,20 @@ static int env_list(void)
     return GB_EXIT_OK;
 }
 
-enum { OPT_ARGS = 256, OPT_SEED, OPT_STEPS, OPT_MAX_STEPS, OPT_SECONDS, OPT_TIMEOUT, OPT_NO_FORK };
+enum {
+    OPT_ARGS = 256,
+    OPT_WRAP,
+    OPT_SEED,
+    OPT_STEPS,
+    OPT_MAX_STEPS,
+    OPT_SECONDS,
+    OPT_TIMEOUT,
+    OPT_NO_FORK
+};
 
 static const struct option check_options[] = {
     {"args", no_argument, NULL, OPT_ARGS},
+    {"wrap", no_argument, NULL, OPT_WRAP},
     {"seed", required_argument, NULL, OPT_SEED},
     {"steps", required_argument, NULL, OPT_STEPS},
     {"max-episode-steps", required_argument, NULL, OPT_MAX_STEPS},
@@ -86,8 +100,9 @@ static const struct option check_options[] = {
 
 typedef struct check_args {
     const char *target;
-    int in_args; /* after --args: positionals are KEY=VALUE until the next option */
+    int in_args; /* after --args (1) or --wrap (2): positionals are KEY=VALUE until an option */
     gb_env_args_store args;
+    gb_env_wrap_params wrap;
     gb_env_check_options o;
 } check_args;
 
@@ -113,6 +128,23 @@ static int take_env_arg(check_args *c, const char *arg)
     gb_error err = {0};
     if (gb_env_args_add(&c->args, kv, eq + 1, &err)) {
         fprintf(stderr, "gearbox env check: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* KEY=VALUE of --wrap: one preprocessing wrapper's setting (env.wrappers.KEY). */
+static int take_wrap(check_args *c, const char *arg)
+{
+    char key[64], msg[256];
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof key) {
+        fprintf(stderr, "gearbox env check: --wrap expects KEY=VALUE, got '%s'\n", arg);
+        return -1;
+    }
+    snprintf(key, sizeof key, "%.*s", (int)(eq - arg), arg);
+    if (gb_env_wrap_params_set(&c->wrap, key, eq + 1, msg, sizeof msg)) {
+        fprintf(stderr, "gearbox env check: --wrap: %s\n", msg);
         return -1;
     }
     return 0;
@@ -148,13 +180,17 @@ static int take_check(void *ctx, int opt, const char *arg)
 {
     check_args *c = ctx;
     int in_args = c->in_args;
-    c->in_args = opt == OPT_ARGS || (in_args && opt == GB_CLI_POSITIONAL);
+    c->in_args = opt == OPT_ARGS   ? 1
+                 : opt == OPT_WRAP ? 2
+                 : opt == GB_CLI_POSITIONAL ? in_args
+                                            : 0;
     switch (opt) {
     case OPT_ARGS: return 0;
+    case OPT_WRAP: return 0;
     case OPT_NO_FORK: c->o.no_fork = 1; return 0;
     case GB_CLI_POSITIONAL:
         if (in_args)
-            return take_env_arg(c, arg);
+            return in_args == 2 ? take_wrap(c, arg) : take_env_arg(c, arg);
         if (c->target) {
             fprintf(stderr, "gearbox env check: more than one target ('%s', '%s')\n",
                     c->target, arg);
@@ -175,7 +211,8 @@ static int take_check(void *ctx, int opt, const char *arg)
 static int env_check(int argc, char **argv)
 {
     static check_args c; /* the store is large */
-    c = (check_args){.o = {.seed = 1, .steps = 10000, .speed_seconds = 1.0, .timeout_s = 120.0,
+    c = (check_args){.wrap = gb_env_wrap_params_default(),
+                     .o = {.seed = 1, .steps = 10000, .speed_seconds = 1.0, .timeout_s = 120.0,
                            .out = stdout}};
     if (gb_cli_getopt(argc, argv, "", check_options, take_check, &c) != 0)
         return GB_EXIT_USAGE;
@@ -187,6 +224,7 @@ static int env_check(int argc, char **argv)
         return GB_EXIT_USAGE;
     }
     o.args = &c.args.args;
+    o.wrap = gb_env_wrap_active(&c.wrap) ? &c.wrap : NULL;
     int rc = gb_env_check(target, &o, &err);
     if (rc) {
         printf("FAIL: %s\n", err.msg);

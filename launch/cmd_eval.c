@@ -374,6 +374,7 @@ static int eval_prepare(eval_state *s, const eval_opts *o, gb_config *cfg, uint6
     int rc = gb_env_source_open(&s->src, cfg->env.name, cfg->env.plugin, err);
     if (rc)
         return rc;
+    gb_env_source_wrap_config(&s->src, &cfg->env, 1); /* whole games in the game's points */
     name_env(s, cfg);
     if ((rc = make_env(s, o, cfg, seed, err)))
         return rc;

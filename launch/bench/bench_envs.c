@@ -1,11 +1,14 @@
 /* launch/bench/bench_envs.c: `gearbox bench envs [--json] [--env NAME [--args KEY=VALUE ...]]
- * [--ring K] [--seconds S]`: steps per second of every built-in environment (or of the one
- * named: a built-in or a shipped plugin such as gymnasium, with its arguments) on one core,
+ * [--wrap KEY=VALUE ...] [--ring K] [--seconds S]`: steps per second of every built-in
+ * environment (or of the one named: a built-in or a shipped plugin such as gymnasium, with its
+ * arguments, under the preprocessing wrappers --wrap sets as env.wrappers would) on one core,
  * alone (mode "single": one copy stepped directly, resets included) and in an environment ring
  * of K copies (mode "ring":
  * gb_env_ring_step with auto-reset, time limits and statistics, actions copied in each step as
  * an actor would). The single-copy rate measured in the same run is the reference: vs_single
- * is ring / single, the ring's overhead (or gain, from batching cache-friendly copies). */
+ * is ring / single, the ring's overhead (or gain, from batching cache-friendly copies). The
+ * JSON rows also give steps per CPU second of the stepping thread (steps_per_cpu_s), the figure
+ * that holds on a machine other processes load. */
 #include "envs/builtin.h"
 #include "envs/host.h"
 #include "envs/ring.h"
@@ -17,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define ACTION_BLOCKS 64
 
@@ -36,6 +40,16 @@ static void random_actions(const gb_env_spec *s, gb_rng *rng, uint8_t *dst, size
     }
 }
 
+/* This thread's CPU seconds: rates per CPU second hold on a loaded machine, where wall-clock
+ * rates swing with the other processes' load. */
+static double cpu_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* rate[0]: steps per wall-clock second; rate[1]: per CPU second of this thread. */
 static int bench_single(const gb_env_interface *iface, const gb_env_args *args, double seconds,
                         double *rate, gb_error *err)
 {
@@ -64,7 +78,7 @@ static int bench_single(const gb_env_interface *iface, const gb_env_args *args, 
         goto out;
     }
     int64_t steps = 0, len = 0, limit = s.max_episode_steps;
-    double t0 = gb_now_s(), t1 = t0;
+    double t0 = gb_now_s(), t1 = t0, c0 = cpu_now_s();
     while (t1 - t0 < seconds) {
         for (int i = 0; i < 4096; i++, steps++) {
             b.actions = acts + (size_t)(steps & (ACTION_BLOCKS - 1)) * act;
@@ -85,7 +99,8 @@ static int bench_single(const gb_env_interface *iface, const gb_env_args *args, 
         }
         t1 = gb_now_s();
     }
-    *rate = (double)steps / (t1 - t0);
+    rate[0] = (double)steps / (t1 - t0);
+    rate[1] = (double)steps / (cpu_now_s() - c0);
 out:
     free(acts);
     free(obs);
@@ -119,7 +134,7 @@ static int bench_ring(const gb_env_interface *iface, const gb_env_args *args, in
     if ((rc = gb_env_ring_reset(ring, err)))
         goto out;
     int64_t rounds = 0;
-    double t0 = gb_now_s(), t1 = t0;
+    double t0 = gb_now_s(), t1 = t0, c0 = cpu_now_s();
     while (t1 - t0 < seconds) {
         for (int i = 0; i < 64; i++, rounds++) {
             memcpy(b.actions, acts + (size_t)(rounds & (ACTION_BLOCKS - 1)) * block, block);
@@ -128,7 +143,8 @@ static int bench_ring(const gb_env_interface *iface, const gb_env_args *args, in
         }
         t1 = gb_now_s();
     }
-    *rate = (double)rounds * copies / (t1 - t0);
+    rate[0] = (double)rounds * copies / (t1 - t0);
+    rate[1] = (double)rounds * copies / (cpu_now_s() - c0);
 out:
     free(acts);
     gb_env_ring_buffers_free(&b);
@@ -139,18 +155,39 @@ out:
 static void bench_usage(FILE *out)
 {
     fprintf(out, "usage: gearbox bench envs [--json] [--env NAME [--args KEY=VALUE ...]] "
-                 "[--ring K] [--seconds S per measurement, default 0.3]\n"
+                 "[--wrap KEY=VALUE ...] [--ring K] [--seconds S per measurement, default 0.3]\n"
                  "  NAME: a built-in, or a shipped plugin with its env.args, e.g.\n"
-                 "  --env gymnasium --args id=CartPole-v1\n");
+                 "  --env gymnasium --args id=CartPole-v1\n"
+                 "  --wrap: the preprocessing wrappers (env.wrappers), e.g. --env atari --args "
+                 "game=pong --wrap frame_skip=4 screen_size=84 frame_stack=4; steps are then "
+                 "the wrapped environment's\n");
 }
 
 typedef struct envs_opts {
     const char *only;
     int copies;
     double seconds;
-    int in_args; /* the last option was --args: KEY=VALUE arguments may follow */
+    int in_args; /* the last option was --args (1) or --wrap (2): KEY=VALUE pairs may follow */
     gb_env_args_store args;
+    gb_env_wrap_params wrap;
 } envs_opts;
+
+/* --wrap KEY=VALUE ...: one wrapper setting. Returns 0 or -1. */
+static int add_wrap(envs_opts *o, const char *pair)
+{
+    char key[64], msg[256];
+    const char *eq = strchr(pair, '=');
+    if (!eq || (size_t)(eq - pair) >= sizeof key) {
+        fprintf(stderr, "gearbox bench envs: --wrap takes KEY=VALUE, not '%s'\n", pair);
+        return -1;
+    }
+    snprintf(key, sizeof key, "%.*s", (int)(eq - pair), pair);
+    if (gb_env_wrap_params_set(&o->wrap, key, eq + 1, msg, sizeof msg)) {
+        fprintf(stderr, "gearbox bench envs: --wrap: %s\n", msg);
+        return -1;
+    }
+    return 0;
+}
 
 /* --args KEY=VALUE ...: one pair, split in place (argv is ours). Returns 0 or -1. */
 static int add_arg(envs_opts *o, const char *pair)
@@ -174,7 +211,7 @@ static int on_option(void *ctx, int val, const char *arg)
 {
     envs_opts *o = ctx;
     int after_args = o->in_args;
-    o->in_args = val == 'a' || (val == 1 && after_args);
+    o->in_args = val == 'a' ? 1 : val == 'w' ? 2 : val == 1 ? after_args : 0;
     switch (val) {
     case 'e':
         o->only = arg;
@@ -187,9 +224,11 @@ static int on_option(void *ctx, int val, const char *arg)
         return 0;
     case 'a':
         return add_arg(o, arg);
-    default: /* 1: a KEY=VALUE after --args, else not an option */
+    case 'w':
+        return add_wrap(o, arg);
+    default: /* 1: a KEY=VALUE after --args or --wrap, else not an option */
         if (after_args && arg[0] != '-' && strchr(arg, '='))
-            return add_arg(o, arg);
+            return after_args == 2 ? add_wrap(o, arg) : add_arg(o, arg);
         fprintf(stderr, "gearbox bench envs: unknown option '%s'\n", arg);
         bench_usage(stderr);
         return -1;
@@ -205,8 +244,8 @@ int gb_bench_envs(int argc, char **argv, int json)
     static const struct option longs[] = {
         {"env", required_argument, NULL, 'e'},  {"args", required_argument, NULL, 'a'},
         {"ring", required_argument, NULL, 'r'}, {"seconds", required_argument, NULL, 's'},
-        GB_BENCH_OPTION_JSON, {0}};
-    envs_opts o = {.copies = 256, .seconds = 0.3};
+        {"wrap", required_argument, NULL, 'w'},  GB_BENCH_OPTION_JSON, {0}};
+    envs_opts o = {.copies = 256, .seconds = 0.3, .wrap = gb_env_wrap_params_default()};
     gb_env_args_from_config(&o.args, NULL);
     if (gb_bench_options(argc, argv, longs, 1, on_option, &o, bench_usage))
         return GB_EXIT_USAGE;
@@ -221,12 +260,18 @@ int gb_bench_envs(int argc, char **argv, int json)
     int n, ran = 0;
     const gb_env_interface *const *all = gb_env_builtins(&n);
     gb_env_source shipped = {0};
-    if (only && !gb_env_builtin_find(only)) { /* a shipped plugin (e.g. gymnasium) */
+    int wrapped = gb_env_wrap_active(&o.wrap);
+    if (wrapped && !only) {
+        fprintf(stderr, "gearbox bench envs: --wrap needs --env\n");
+        return GB_EXIT_USAGE;
+    }
+    if (only && (wrapped || !gb_env_builtin_find(only))) { /* a shipped plugin, or wrapped */
         gb_error err = {0};
         if (gb_env_source_open(&shipped, only, NULL, &err)) {
             fprintf(stderr, "gearbox bench envs: %s\n", err.msg);
             return GB_EXIT_USAGE;
         }
+        gb_env_source_wrap(&shipped, &o.wrap, 0);
         all = &shipped.iface;
         n = 1;
     }
@@ -239,25 +284,29 @@ int gb_bench_envs(int argc, char **argv, int json)
             continue;
         ran++;
         gb_error err = {0};
-        double single = 0, ring = 0;
+        double single[2] = {0}, ring[2] = {0};
         char label[160];
         const char *id = gb_env_arg(&args->args, "id");
+        if (!id)
+            id = gb_env_arg(&args->args, "game");
         snprintf(label, sizeof label, "%s%s%s", e->name, shipped.iface && id ? ":" : "",
                  shipped.iface && id ? id : "");
-        if (bench_single(e, &args->args, seconds, &single, &err) ||
-            bench_ring(e, &args->args, copies, seconds, &ring, &err)) {
+        if (bench_single(e, &args->args, seconds, single, &err) ||
+            bench_ring(e, &args->args, copies, seconds, ring, &err)) {
             fprintf(stderr, "gearbox bench envs: %s\n", err.msg);
             gb_env_source_close(&shipped);
             return GB_EXIT_FAILURE;
         }
         if (json) {
             printf("{\"bench\": \"envs\", \"env\": \"%s\", \"mode\": \"single\", \"ring\": 1, "
-                   "\"steps_per_s\": %.6g}\n", label, single);
+                   "\"steps_per_s\": %.6g, \"steps_per_cpu_s\": %.6g}\n", label, single[0],
+                   single[1]);
             printf("{\"bench\": \"envs\", \"env\": \"%s\", \"mode\": \"ring\", \"ring\": %d, "
-                   "\"steps_per_s\": %.6g, \"vs_single\": %.4g}\n", label, copies, ring,
-                   ring / single);
+                   "\"steps_per_s\": %.6g, \"steps_per_cpu_s\": %.6g, \"vs_single\": %.4g}\n",
+                   label, copies, ring[0], ring[1], ring[0] / single[0]);
         } else {
-            printf("%-26s %14.4g %14.4g %10.3f\n", label, single, ring, ring / single);
+            printf("%-26s %14.4g %14.4g %10.3f\n", label, single[0], ring[0],
+                   ring[0] / single[0]);
         }
         fflush(stdout);
     }

@@ -86,11 +86,24 @@ typedef struct gb_config_experiment {
     int64_t eval_episodes; /* episodes in each of them */
 } gb_config_experiment;
 
+/* env.wrappers: the preprocessing wrappers (envs/wrap.h) put around the environment. */
+typedef struct gb_config_wrappers {
+    int64_t noop_max;    /* 0 = off */
+    int64_t frame_skip;  /* 1 = off */
+    int max_pool;        /* bool */
+    int64_t screen_size; /* 0 = off */
+    int grey;            /* bool */
+    int episodic_life;   /* bool */
+    int clip_reward;     /* bool */
+    int64_t frame_stack; /* 1 = off */
+} gb_config_wrappers;
+
 typedef struct gb_config_env {
     char name[GB_CONFIG_NAME_MAX];   /* built-in name (CartPole-v1, ...) or "plugin" */
     char plugin[GB_CONFIG_PATH_MAX]; /* shared library path when name is "plugin" */
     int64_t max_episode_steps;       /* 0 = the environment's own limit */
     gb_config_args args;             /* passed to the environment's create() */
+    gb_config_wrappers wrappers;
 } gb_config_env;
 
 typedef struct gb_config_actors {
@@ -390,8 +403,8 @@ int gb_config_server_table(const gb_config *cfg, const char *name, gb_config *ou
 const char *gb_config_arg(const gb_config_args *args, const char *key);
 
 /* The environment as logs and reports name it, written to buf (n bytes; GB_CONFIG_ENV_LABEL_MAX
- * holds any) and returned: env.name, or gymnasium:<env.args.id> for the gymnasium plugin (one
- * interface, many environments). */
+ * holds any) and returned: env.name, or gymnasium:<env.args.id> for the gymnasium plugin and
+ * atari:<env.args.game> for the Atari environment (one interface, many environments). */
 #define GB_CONFIG_ENV_LABEL_MAX (GB_CONFIG_NAME_MAX + GB_CONFIG_ARG_VALUE_MAX)
 const char *gb_config_env_label(const gb_config *cfg, char *buf, size_t n);
 

@@ -77,6 +77,27 @@ const gb_config_field gb_config_fields[] = {
     INT("env.max_episode_steps", env.max_episode_steps, "0", 0, BIG,
         "truncation limit (0 = the environment's own)"),
     ARGS("env.args", env.args, "arguments for the environment's create()"),
+    INT("env.wrappers.noop_max", env.wrappers.noop_max, "0", 0, 1000,
+        "at each reset, 1..noop_max (uniform) no-op frames (action 0), below the frame skip; "
+        "0 = off"),
+    INT("env.wrappers.frame_skip", env.wrappers.frame_skip, "1", 1, 1000,
+        "each action repeated this many frames, rewards summed (stops at the episode's end)"),
+    BOOL("env.wrappers.max_pool", env.wrappers.max_pool, "true",
+         "with frame_skip > 1, the observation is the element-wise max of the last two frames "
+         "(uint8 frames only)"),
+    INT("env.wrappers.screen_size", env.wrappers.screen_size, "0", 0, 4096,
+        "frames shrunk to screen_size x screen_size by an area average (OpenCV's INTER_AREA), "
+        "channels first; 0 = off"),
+    BOOL("env.wrappers.grey", env.wrappers.grey, "false",
+         "RGB frames to one grey channel (OpenCV's RGB2GRAY weights)"),
+    BOOL("env.wrappers.episodic_life", env.wrappers.episodic_life, "false",
+         "a lost life ends the episode for training while the game goes on (environments "
+         "with lives: atari); metrics report whole games; off in evaluations"),
+    BOOL("env.wrappers.clip_reward", env.wrappers.clip_reward, "false",
+         "rewards replaced by their sign for training; metrics report the game's own; off in "
+         "evaluations"),
+    INT("env.wrappers.frame_stack", env.wrappers.frame_stack, "1", 1, 64,
+        "the observation is the last frame_stack frames, oldest first, along the first axis"),
 
     INT("actors.count", actors.count, "1", 1, 4096, "actor worker processes"),
     INT("actors.envs_per_actor", actors.envs_per_actor, "16", 1, 1 << 20,

@@ -454,8 +454,11 @@ const char *gb_config_arg(const gb_config_args *args, const char *key)
 const char *gb_config_env_label(const gb_config *cfg, char *buf, size_t n)
 {
     const char *id = gb_config_arg(&cfg->env.args, "id");
+    const char *game = gb_config_arg(&cfg->env.args, "game");
     if (strcmp(cfg->env.name, "gymnasium") == 0 && id && id[0])
         snprintf(buf, n, "gymnasium:%s", id);
+    else if (strcmp(cfg->env.name, "atari") == 0 && game && game[0])
+        snprintf(buf, n, "atari:%s", game);
     else
         snprintf(buf, n, "%s", cfg->env.name);
     return buf;

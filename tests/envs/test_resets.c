@@ -154,8 +154,10 @@ static void test_seeding(void)
         }
         CHECK_MSG(memcmp(obs[0], obs[1], bytes) == 0, "%s: same seed, different start",
                   iface->name);
-        CHECK_MSG(memcmp(obs[0], obs[2], bytes) != 0, "%s: seeds 5 and 6 give the same start",
-                  iface->name);
+        /* an Atari game starts on the same screen whatever the seed, in ale-py too: the seed
+         * drives the sticky actions (and env.wrappers.noop_max the no-ops) */
+        CHECK_MSG(memcmp(obs[0], obs[2], bytes) != 0 || strcmp(iface->name, "atari") == 0,
+                  "%s: seeds 5 and 6 give the same start", iface->name);
         for (int c = 0; c < 3; c++)
             free(obs[c]);
     }

@@ -163,6 +163,7 @@ int gb_worker_env_space(const gb_config *cfg, gb_env_spec *spec, gb_torch_space 
     int rc = gb_env_source_open(&src, cfg->env.name, cfg->env.plugin, err);
     if (rc)
         return rc;
+    gb_env_source_wrap_config(&src, &cfg->env, 0);
     gb_env_args_store args;
     gb_env_args_from_config(&args, &cfg->env.args);
     void *env = NULL;
