@@ -87,6 +87,7 @@ typedef struct launch {
     double row[GB_NCOLS];
     gb_run_rates rates; /* the rows written, for the rates */
     double decided_return, decided_length; /* the training episodes' window at the stop */
+    gb_run_vouch vouch; /* the episodes' claim against the trainers' received steps */
     int live, show; /* the progress line: in place (a terminal), shown at all */
     const char *exit_reason;
     int solved; /* the stop rule said solved, and nothing failed at the end but a worker */
@@ -376,6 +377,10 @@ static void watch(launch *L)
         }
         int64_t episodes = gb_metrics_episodes(L->mc);
         double mean = gb_metrics_return_mean(L->mc);
+        /* episodes the trainers' received steps cannot cover decide nothing yet (run_rows.h) */
+        if (!gb_run_rows_vouched(L->mc, gb_contract_target_reached(cfg, episodes, mean),
+                                 &L->vouch))
+            episodes = 0;
         if (gb_contract_target_reached(cfg, episodes, mean) &&
             gb_evals_verdict_due(&L->evals, (int64_t)L->row[GB_COL_TRAIN_STEPS]))
             gb_runctl_server_request_checkpoint(L->runctl); /* for the evaluation to play */
@@ -476,6 +481,13 @@ static void summarise(launch *L, double wall)
     gb_run_summary s;
     gb_contract_summary_init(&s, cfg, L->on_slurm ? "slurm" : "local");
     s.env_steps = (int64_t)L->row[GB_COL_ENV_STEPS];
+    /* the actors' claim, bounded by what the trainers received (a report is a claim) */
+    double received = L->mc ? L->base.env_steps + gb_run_rows_received_steps(L->mc) : 0;
+    if (L->mc && (double)s.env_steps > received) {
+        GB_WARN("the actors report %lld env steps sent, the trainers received %.0f: counted %.0f",
+                (long long)s.env_steps, received - L->base.env_steps, received);
+        s.env_steps = (int64_t)received;
+    }
     s.env_steps_unsent =
         (int64_t)fmax(0.0, L->base.env_steps + taken - L->row[GB_COL_ENV_STEPS]);
     s.train_steps = (int64_t)L->row[GB_COL_TRAIN_STEPS];
@@ -497,6 +509,10 @@ static void summarise(launch *L, double wall)
         pthread_mutex_unlock(&L->joins.lock);
     }
     s.auth_refused = auth_refused(L);
+    if (L->mc)
+        s.reports_rejected = (int64_t)(gb_metrics_collector_rejected(L->mc) +
+                                       gb_metrics_collector_unexpected(L->mc) +
+                                       gb_metrics_collector_refused(L->mc));
     s.segment = L->base.segment;
     s.segment_env_steps = (int64_t)L->base.env_steps;
     s.segment_seconds = wall;
