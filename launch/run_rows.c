@@ -90,6 +90,23 @@ int gb_run_rows_vouched(const gb_metrics_collector *m, int reached, gb_run_vouch
     return 0;
 }
 
+int64_t gb_run_rows_env_steps(const gb_metrics_collector *m, const gb_run_base *b,
+                              const double *row)
+{
+    double claimed = row[GB_COL_ENV_STEPS], received = b->env_steps + gb_run_rows_received_steps(m);
+    if (claimed <= received)
+        return (int64_t)claimed;
+    GB_WARN("the actors report %.0f env steps sent, the trainers received %.0f: counted %.0f",
+            claimed - b->env_steps, received - b->env_steps, received);
+    return (int64_t)received;
+}
+
+int64_t gb_run_rows_reports_rejected(const gb_metrics_collector *m)
+{
+    return (int64_t)(gb_metrics_collector_rejected(m) + gb_metrics_collector_unexpected(m) +
+                     gb_metrics_collector_refused(m));
+}
+
 static void human(double v, char *buf, size_t n)
 {
     if (isnan(v))

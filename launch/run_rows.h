@@ -2,7 +2,8 @@
  * (runtime/run/contract.h) from the workers' reports, where a resumed run's counters go on from,
  * and the progress line.
  * defines: gb_run_base, gb_run_rows_base, gb_run_rows_sample, gb_run_rows_progress,
- *          gb_run_vouch, gb_run_rows_received_steps, gb_run_rows_vouched */
+ *          gb_run_vouch, gb_run_rows_received_steps, gb_run_rows_vouched,
+ *          gb_run_rows_env_steps, gb_run_rows_reports_rejected */
 #ifndef GB_LAUNCH_RUN_ROWS_H
 #define GB_LAUNCH_RUN_ROWS_H
 
@@ -42,6 +43,14 @@ double gb_run_rows_received_steps(const gb_metrics_collector *m);
  * claims (the actors report an episode before its last chunk reaches a trainer: the verdict waits
  * for those chunks rather than taking the claim). Returns 1 when it may; v keeps the claim. */
 int gb_run_rows_vouched(const gb_metrics_collector *m, int reached, gb_run_vouch *v);
+
+/* The env steps a run counts at its end (summary.json): the last row's (the actors' claim),
+ * at most b's plus what the trainers received; says so in the log when it cuts the claim. */
+int64_t gb_run_rows_env_steps(const gb_metrics_collector *m, const gb_run_base *b,
+                              const double *row);
+
+/* Reports the collector refused: malformed, from no worker of the run, or for what they say. */
+int64_t gb_run_rows_reports_rejected(const gb_metrics_collector *m);
 
 /* Writes the progress line of row to stderr: in place (live: a terminal) or one line each. */
 void gb_run_rows_progress(const double *row, int live);

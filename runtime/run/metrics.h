@@ -33,8 +33,9 @@ int gb_metrics_sender_open(gb_metrics_sender **out, void *zctx, const char *endp
 void gb_metrics_sender_close(gb_metrics_sender *s);
 
 /* Sets a value sent with every report from now on: a cumulative counter (env_steps) or a gauge
- * (replay_size); an infinity is sent as NaN (no value). Names longer than GB_METRICS_NAME_MAX-1 are cut; beyond GB_METRICS_MAX_VALUES
- * names, new names are ignored (returns GB_EFULL). Never blocks. */
+ * (replay_size); an infinity is sent as NaN (no value). Names longer than
+ * GB_METRICS_NAME_MAX-1 are cut; beyond GB_METRICS_MAX_VALUES names, new names are ignored
+ * (returns GB_EFULL). Never blocks. */
 int gb_metrics_set(gb_metrics_sender *s, const char *name, double value);
 
 /* Records a finished episode (its return and length); one with a non-finite return (or a length
