@@ -128,6 +128,23 @@ static worker_values *worker_for(gb_metrics_collector *c, int role, int index)
     return w;
 }
 
+/* Adds a taken report's episodes to the window and the counts. */
+static void take_episodes(gb_metrics_collector *c, worker_values *w, const metrics_report *r)
+{
+    for (size_t i = 0; i < r->neps; i++) {
+        int64_t len;
+        memcpy(&c->window_returns[c->window_next], (const char *)r->returns + i * 4, 4);
+        memcpy(&len, (const char *)r->lengths + i * 8, 8);
+        c->window_lengths[c->window_next] = len;
+        c->window_next = (c->window_next + 1) % GB_RUN_WINDOW;
+        if (c->window_n < GB_RUN_WINDOW)
+            c->window_n++;
+        w->episode_steps += len; /* bounded by its env_steps (gb_metrics_check_report) */
+        c->episode_steps += len;
+    }
+    c->episodes += (int64_t)r->neps;
+}
+
 /* Applies one received report; returns 0, GB_EPROTO when its tensors are not as specified,
  * GB_ENOTFOUND when its sender is not one of the run's workers (or the table is full),
  * GB_EINVAL when it is refused for what it says (metrics.h: metrics_check.c). */
@@ -209,21 +226,7 @@ static int ingest(gb_metrics_collector *c, const gb_wire_msg *m)
         }
         w->values[slot] = v;
     }
-    size_t neps = rets.bytes / sizeof(float);
-    for (size_t i = 0; i < neps; i++) {
-        memcpy(&c->window_returns[c->window_next], (const char *)rets.data + i * 4, 4);
-        memcpy(&c->window_lengths[c->window_next], (const char *)lens.data + i * 8, 8);
-        c->window_next = (c->window_next + 1) % GB_RUN_WINDOW;
-        if (c->window_n < GB_RUN_WINDOW)
-            c->window_n++;
-    }
-    for (size_t i = 0; i < neps; i++) {
-        int64_t len;
-        memcpy(&len, (const char *)lens.data + i * 8, 8);
-        w->episode_steps += len; /* bounded by its env_steps (gb_metrics_check_report) */
-        c->episode_steps += len;
-    }
-    c->episodes += (int64_t)neps;
+    take_episodes(c, w, &r);
     return 0;
 }
 
