@@ -104,13 +104,22 @@ static int sender_allowed(const gb_metrics_collector *c, int role, int index)
     return role > 0 && role < GB_METRICS_ROLES && index >= 0 && index < c->expected[role];
 }
 
-/* The reporter's row, added on its first report; NULL when the table is full (only without
- * declared workers: declared ones always fit) or out of memory. */
-static worker_values *worker_for(gb_metrics_collector *c, int role, int index)
+/* The reporter's row; NULL before its first report was taken. */
+static worker_values *find_worker(gb_metrics_collector *c, int role, int index)
 {
     for (int i = 0; i < c->nworkers; i++)
         if (c->workers[i].role == role && c->workers[i].index == index)
             return &c->workers[i];
+    return NULL;
+}
+
+/* The reporter's row, added on its first report; NULL when the table is full (only without
+ * declared workers: declared ones always fit) or out of memory. */
+static worker_values *worker_for(gb_metrics_collector *c, int role, int index)
+{
+    worker_values *found = find_worker(c, role, index);
+    if (found)
+        return found;
     if (c->nworkers >= GB_METRICS_MAX_REPORTERS)
         return NULL;
     if (c->nworkers == c->cap) {
@@ -175,28 +184,32 @@ static int ingest(gb_metrics_collector *c, const gb_wire_msg *m)
         return GB_EPROTO;
     if (!sender_allowed(c, m->hdr.role, m->hdr.index))
         return GB_ENOTFOUND;
-    worker_values *w = worker_for(c, m->hdr.role, m->hdr.index);
-    if (!w)
-        return GB_ENOTFOUND;
+    int it = gb_wire_msg_find(m, "table");
+    gb_tensor_view t = it >= 0 ? gb_wire_msg_tensor(m, it) : (gb_tensor_view){0};
+    if (it >= 0 && (t.desc->shape[1] < 1 || t.desc->shape[1] > GB_METRICS_TABLE_MAX_COLS ||
+                    t.desc->shape[0] > GB_METRICS_TABLE_MAX_ROWS))
+        return GB_EPROTO;
+    /* judged before the sender gets a row: a refused report leaves no trace but its count
+     * (a row without a report would read as a worker silent since the epoch) */
+    static const worker_values never_reported;
+    worker_values *w = find_worker(c, m->hdr.role, m->hdr.index);
+    const worker_values *seen = w ? w : &never_reported;
     uint64_t inc = m->hdr.seq >> GB_METRICS_INCARNATION_SHIFT;
     uint64_t issued = gb_metrics_issued_incarnation(c, m->hdr.role, m->hdr.index);
-    if (inc < w->incarnation || inc < w->retired_below || inc < issued) {
+    if (inc < seen->incarnation || inc < seen->retired_below || inc < issued) {
         c->stale++; /* queued before its process died; a newer one reports now */
         return 0;
     }
     metrics_report r = {.role = m->hdr.role, .incarnation = inc, .nvalues = nvalues,
                         .names = starts, .values = values.data, .neps = rets.bytes / 4,
                         .returns = rets.data, .lengths = lens.data};
-    if (inc > issued || !gb_metrics_check_report(c, w, &r))
+    if (inc > issued || !gb_metrics_check_report(c, seen, &r))
         return GB_EINVAL; /* an incarnation never issued, or values the run cannot have */
+    if (!w && !(w = worker_for(c, m->hdr.role, m->hdr.index)))
+        return GB_ENOTFOUND;
     if (inc > w->incarnation)
         new_incarnation(c, w, inc);
-    int it = gb_wire_msg_find(m, "table");
     if (it >= 0) {
-        gb_tensor_view t = gb_wire_msg_tensor(m, it);
-        if (t.desc->shape[1] < 1 || t.desc->shape[1] > GB_METRICS_TABLE_MAX_COLS ||
-            t.desc->shape[0] > GB_METRICS_TABLE_MAX_ROWS)
-            return GB_EPROTO;
         if (t.bytes > w->table_cap) { /* grows to the largest table sent, then stays */
             int64_t *bigger = realloc(w->table, t.bytes);
             if (!bigger)

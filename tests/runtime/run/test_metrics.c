@@ -364,6 +364,11 @@ static void test_reports_checked(void)
     CHECK_EQ_INT(claim(c, ctx, GB_ROLE_ACTOR, 0, 0, 3, steps_sent, nan_gauge, 0, 0, 0), 1);
     CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 0, "env_steps"), 1100, 0);
     CHECK_EQ_INT((int)gb_metrics_collector_refused(c), 6);
+    /* refused before actor 1 ever reported: no trace of it (not a worker silent since 0) */
+    CHECK_EQ_INT(claim(c, ctx, GB_ROLE_ACTOR, 1, 3, 3, steps_sent, honest, 0, 0, 0), 0);
+    CHECK(isnan(gb_metrics_last_report_s(c, GB_ROLE_ACTOR, 1)));
+    CHECK_EQ_INT(gb_metrics_incarnation(c, GB_ROLE_ACTOR, 1), -1);
+    CHECK_EQ_INT(gb_metrics_workers(c, GB_ROLE_ACTOR), 1);
     /* the launcher restarts actor 1: its incarnation 1 is taken, 0 is stale, 2 refused */
     CHECK_EQ_INT(claim(c, ctx, GB_ROLE_ACTOR, 1, 0, 3, steps_sent, honest, 0, 0, 0), 1);
     CHECK_OK(gb_metrics_collector_issue(c, GB_ROLE_ACTOR, 1, 1, &err));
@@ -372,7 +377,7 @@ static void test_reports_checked(void)
     CHECK_EQ_INT(claim(c, ctx, GB_ROLE_ACTOR, 1, 1, 3, steps_sent, honest, 0, 0, 0), 1);
     CHECK_EQ_INT(gb_metrics_incarnation(c, GB_ROLE_ACTOR, 1), 1);
     CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 1, "env_steps"), 2000, 0); /* carried */
-    CHECK_EQ_INT((int)gb_metrics_collector_refused(c), 7);
+    CHECK_EQ_INT((int)gb_metrics_collector_refused(c), 8);
     gb_metrics_collector_close(c);
     zmq_ctx_term(ctx);
     char sock[300];
