@@ -87,6 +87,7 @@ typedef struct launch {
     double row[GB_NCOLS];
     gb_run_rates rates; /* the rows written, for the rates */
     double decided_return, decided_length; /* the training episodes' window at the stop */
+    gb_run_vouch vouch; /* the episodes' claim against the trainers' received steps */
     int live, show; /* the progress line: in place (a terminal), shown at all */
     const char *exit_reason;
     int solved; /* the stop rule said solved, and nothing failed at the end but a worker */
@@ -376,9 +377,12 @@ static void watch(launch *L)
         }
         int64_t episodes = gb_metrics_episodes(L->mc);
         double mean = gb_metrics_return_mean(L->mc);
-        if (gb_contract_target_reached(cfg, episodes, mean) &&
-            gb_evals_verdict_due(&L->evals, (int64_t)L->row[GB_COL_TRAIN_STEPS]))
+        int reached = gb_contract_target_reached(cfg, episodes, mean);
+        if (reached && gb_evals_verdict_due(&L->evals, (int64_t)L->row[GB_COL_TRAIN_STEPS]))
             gb_runctl_server_request_checkpoint(L->runctl); /* for the evaluation to play */
+        /* episodes the trainers' received steps do not cover decide nothing yet (run_rows.h) */
+        if (cfg->experiment.eval_every <= 0 && !gb_run_rows_vouched(L->mc, reached, &L->vouch))
+            episodes = 0;
         const char *reason = L->evals.solved ? "solved"
                                              : gb_contract_stop_reason(
                                                    cfg, (int64_t)L->row[GB_COL_ENV_STEPS],
@@ -426,6 +430,12 @@ static double drain(launch *L)
         L->exit_reason = "error";
         fail_with(L, "evaluation: %s", L->err.msg);
     }
+    /* a window at the target whose last chunks were on their way when the budget stopped
+     * the run: solved once the trainers received them (run_rows.h) */
+    if (L->mc && L->vouch.need > 0 && gb_run_rows_vouched(L->mc, 1, &L->vouch) &&
+        L->status == 0 && (strcmp(L->exit_reason, "max_env_steps") == 0 ||
+                           strcmp(L->exit_reason, "max_seconds") == 0))
+        L->exit_reason = "solved";
     /* an evaluation of a checkpoint from within the budget that reached the target after the
      * budget stopped the run (it was running, or played the final checkpoint): solved */
     if (L->evals.solved && L->status == 0 && (strcmp(L->exit_reason, "max_env_steps") == 0 ||
@@ -475,7 +485,8 @@ static void summarise(launch *L, double wall)
     taken = isnan(taken) ? 0 : taken;
     gb_run_summary s;
     gb_contract_summary_init(&s, cfg, L->on_slurm ? "slurm" : "local");
-    s.env_steps = (int64_t)L->row[GB_COL_ENV_STEPS];
+    s.env_steps = L->mc ? gb_run_rows_env_steps(L->mc, &L->base, L->row)
+                        : (int64_t)L->row[GB_COL_ENV_STEPS];
     s.env_steps_unsent =
         (int64_t)fmax(0.0, L->base.env_steps + taken - L->row[GB_COL_ENV_STEPS]);
     s.train_steps = (int64_t)L->row[GB_COL_TRAIN_STEPS];
@@ -497,6 +508,7 @@ static void summarise(launch *L, double wall)
         pthread_mutex_unlock(&L->joins.lock);
     }
     s.auth_refused = auth_refused(L);
+    s.reports_rejected = L->mc ? gb_run_rows_reports_rejected(L->mc) : 0;
     s.segment = L->base.segment;
     s.segment_env_steps = (int64_t)L->base.env_steps;
     s.segment_seconds = wall;

@@ -1,6 +1,7 @@
 /* launch/run_rows.c: a distributed run's metrics.csv rows and progress line (see run_rows.h). */
 #include "launch/run_rows.h"
 
+#include "runtime/base/log.h"
 #include "runtime/streams/wire.h"
 
 #include <math.h>
@@ -63,6 +64,47 @@ void gb_run_rows_sample(const gb_metrics_collector *m, double t, const gb_run_ra
     for (int c = 0; c < GB_NCOLS; c++)
         if (gb_contract_learner_column(c))
             row[c] = gb_metrics_get(m, GB_ROLE_TRAINER, 0, names[c]);
+}
+
+double gb_run_rows_received_steps(const gb_metrics_collector *m)
+{
+    return or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "env_steps_received"));
+}
+
+int gb_run_rows_vouched(const gb_metrics_collector *m, int reached, gb_run_vouch *v)
+{
+    if (!reached) {
+        v->need = 0;
+        return 0;
+    }
+    if (v->need == 0) {
+        int64_t claimed = gb_metrics_episode_steps(m);
+        v->need = claimed > 1 ? claimed : 1;
+    }
+    double got = gb_run_rows_received_steps(m);
+    if (got >= (double)v->need)
+        return 1;
+    if (!v->said++)
+        GB_INFO("the training episodes reached the target; the verdict waits until the trainers "
+                "have received the %lld steps they span (%.0f so far)", (long long)v->need, got);
+    return 0;
+}
+
+int64_t gb_run_rows_env_steps(const gb_metrics_collector *m, const gb_run_base *b,
+                              const double *row)
+{
+    double claimed = row[GB_COL_ENV_STEPS], received = b->env_steps + gb_run_rows_received_steps(m);
+    if (claimed <= received)
+        return (int64_t)claimed;
+    GB_WARN("the actors report %.0f env steps sent, the trainers received %.0f: counted %.0f",
+            claimed - b->env_steps, received - b->env_steps, received);
+    return (int64_t)received;
+}
+
+int64_t gb_run_rows_reports_rejected(const gb_metrics_collector *m)
+{
+    return (int64_t)(gb_metrics_collector_rejected(m) + gb_metrics_collector_unexpected(m) +
+                     gb_metrics_collector_refused(m));
 }
 
 static void human(double v, char *buf, size_t n)

@@ -1,7 +1,9 @@
 /* launch/run_rows.h: a distributed run's metrics.csv rows: the run contract's columns
  * (runtime/run/contract.h) from the workers' reports, where a resumed run's counters go on from,
  * and the progress line.
- * defines: gb_run_base, gb_run_rows_base, gb_run_rows_sample, gb_run_rows_progress */
+ * defines: gb_run_base, gb_run_rows_base, gb_run_rows_sample, gb_run_rows_progress,
+ *          gb_run_vouch, gb_run_rows_received_steps, gb_run_rows_vouched,
+ *          gb_run_rows_env_steps, gb_run_rows_reports_rejected */
 #ifndef GB_LAUNCH_RUN_ROWS_H
 #define GB_LAUNCH_RUN_ROWS_H
 
@@ -23,6 +25,32 @@ void gb_run_rows_base(const double *last, gb_run_base *b);
  * goes on from; rates: the rows written so far, for the rates, runtime/run/contract.h). */
 void gb_run_rows_sample(const gb_metrics_collector *m, double t, const gb_run_rates *rates,
                         const gb_run_base *b, double *row);
+
+/* What the trainers vouch for (runtime/run/metrics.h: a report is a claim): the steps in the
+ * chunks they received (env_steps_received), against which the episodes that decide a run are
+ * checked. need: the steps the episodes had claimed when the window first reached the target;
+ * 0 while it has not. */
+typedef struct gb_run_vouch {
+    int64_t need;
+    int said; /* the deferral was logged */
+} gb_run_vouch;
+
+/* The steps every trainer received (their env_steps_received summed; 0 before any report). */
+double gb_run_rows_received_steps(const gb_metrics_collector *m);
+
+/* Whether the training episodes' window, which reached the target (reached = 1) or not, may
+ * decide the run: only once the trainers have received at least the steps every episode so far
+ * claims (the actors report an episode before its last chunk reaches a trainer: the verdict waits
+ * for those chunks rather than taking the claim). Returns 1 when it may; v keeps the claim. */
+int gb_run_rows_vouched(const gb_metrics_collector *m, int reached, gb_run_vouch *v);
+
+/* The env steps a run counts at its end (summary.json): the last row's (the actors' claim),
+ * at most b's plus what the trainers received; says so in the log when it cuts the claim. */
+int64_t gb_run_rows_env_steps(const gb_metrics_collector *m, const gb_run_base *b,
+                              const double *row);
+
+/* Reports the collector refused: malformed, from no worker of the run, or for what they say. */
+int64_t gb_run_rows_reports_rejected(const gb_metrics_collector *m);
 
 /* Writes the progress line of row to stderr: in place (live: a terminal) or one line each. */
 void gb_run_rows_progress(const double *row, int live);

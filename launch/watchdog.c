@@ -35,6 +35,11 @@ static const char *const policy_counters[] = {"requests", "rows", "batches"};
 /* A trainer's chunks_received, chunks_nonfinite and chunks_discarded_at_stop go on in its
  * ledger in shared memory (workers/roles/trainer_ledger.h): a restarted one reports them whole. */
 static const char *const trainer_counters[] = {"chunks_rejected"};
+/* Counters that only grow within one process (a report that says otherwise is refused:
+ * runtime/run/metrics.h); the ledger's go on across a trainer's restarts in its shared memory. */
+static const char *const trainer_growing[] = {"chunks_received", "chunks_nonfinite",
+                                              "chunks_discarded_at_stop", "chunks_lost_in_crash",
+                                              "env_steps_received", "samples_trained"};
 
 int gb_watchdog_init(gb_watchdog *wd, const gb_config *cfg, gb_supervisor *sup,
                      gb_metrics_collector *mc, double t0, gb_error *err)
@@ -55,6 +60,12 @@ int gb_watchdog_init(gb_watchdog *wd, const gb_config *cfg, gb_supervisor *sup,
         rc = gb_metrics_collector_carry(mc, GB_ROLE_TRAINER, trainer_counters,
                                         (int)(sizeof trainer_counters / sizeof *trainer_counters),
                                         err);
+    if (rc == 0)
+        rc = gb_metrics_collector_counters(mc, GB_ROLE_TRAINER, trainer_growing,
+                                           (int)(sizeof trainer_growing / sizeof *trainer_growing),
+                                           err);
+    /* no environment declares a reward range (envs/env.h): the run's guard bounds returns */
+    gb_metrics_collector_bound_returns(mc, cfg->trainer.chunk_guard.max_abs_reward);
     return rc;
 }
 
@@ -167,7 +178,10 @@ static int restart(gb_watchdog *wd, gb_child *c, const char *what, char *why, si
     snprintf(r->reason, sizeof r->reason, "%s", what);
     r->at_s = t;
     gb_error err = {0};
-    if (gb_supervisor_restart(wd->sup, c, &err)) {
+    /* the new process's reports are the only ones taken from now on (its predecessors' are
+     * stale, any later incarnation forged) */
+    if (gb_supervisor_restart(wd->sup, c, &err) ||
+        gb_metrics_collector_issue(wd->mc, role_of(c), c->index, c->incarnation, &err)) {
         snprintf(why, n, "worker %s-%d %s; restarting it failed: %s", c->role, c->index, what,
                  err.msg);
         return 1;

@@ -227,6 +227,14 @@ typedef struct gb_config_rendezvous {
     double timeout_s;              /* the rendezvous and every collective */
 } gb_config_rendezvous;
 
+/* trainer.chunk_guard: bounds on a received chunk's values where the environment declares none
+ * (workers/roles/trainer_ingest.c); a chunk beyond them is refused (chunks_rejected). */
+typedef struct gb_config_chunk_guard {
+    double max_abs_reward; /* also bounds an episode's return per step (runtime/run/metrics.h) */
+    double max_abs_obs;    /* float observations */
+    double max_abs_action; /* continuous actions, as the policy sampled them (before clipping) */
+} gb_config_chunk_guard;
+
 typedef struct gb_config_trainer {
     int64_t count;
     int device;  /* gb_device */
@@ -242,6 +250,7 @@ typedef struct gb_config_trainer {
     gb_config_rendezvous rendezvous;
     gb_config_algorithm algorithm;
     gb_config_replay replay;
+    gb_config_chunk_guard chunk_guard;
 } gb_config_trainer;
 
 typedef struct gb_config_streams {

@@ -199,6 +199,17 @@ const gb_config_field gb_config_fields[] = {
         "parameters (0 = never)"),
     INT("trainer.bucket_bytes", trainer.bucket_bytes, "26214400", 1024, BIG,
         "several trainers: gradients are all-reduced in buckets of at most this many bytes"),
+    FLOAT("trainer.chunk_guard.max_abs_reward", trainer.chunk_guard.max_abs_reward, "1e6",
+          1e-6, 3e38, "a received chunk with a reward beyond +-this is refused, not trained on "
+          "(summary.json samples.rejected), and a reported episode whose return is beyond its "
+          "length times this is refused (reports_rejected): a guard against absurd values where "
+          "the environment declares no reward range"),
+    FLOAT("trainer.chunk_guard.max_abs_obs", trainer.chunk_guard.max_abs_obs, "1e6", 1e-6, 3e38,
+          "a received chunk with a float observation beyond +-this is refused (samples.rejected)"),
+    FLOAT("trainer.chunk_guard.max_abs_action", trainer.chunk_guard.max_abs_action, "1e6", 1e-6,
+          3e38, "a received chunk with a continuous action beyond +-this (as the policy sampled "
+          "it, before the environment's clipping) is refused (samples.rejected); discrete "
+          "actions are checked against the action space"),
     ENUM("trainer.rendezvous.store", trainer.rendezvous.store, "file", stores,
          "several trainers meet through a file in the run directory or trainer 0's TCP store"),
     STR("trainer.rendezvous.host", trainer.rendezvous.host, "127.0.0.1",

@@ -1,6 +1,7 @@
 /* runtime/run/metrics.c: the metrics stream's launcher side, the collector (see metrics.h; the
  * workers' side is metrics_sender.c). */
 #include "runtime/run/metrics.h"
+#include "runtime/run/metrics_internal.h"
 
 #include "runtime/base/clock.h"
 #include "runtime/run/contract.h"
@@ -14,79 +15,19 @@
 #include <string.h>
 #include <zmq.h>
 
-/* The largest tensor of a well-formed report: its table (the names, values and episodes are
- * smaller). */
-#define METRICS_MAX_FRAME \
-    ((uint64_t)GB_METRICS_TABLE_MAX_ROWS * GB_METRICS_TABLE_MAX_COLS * sizeof(int64_t))
-
-typedef struct worker_values {
-    int role, index;
-    int n;
-    char names[GB_METRICS_MAX_VALUES][GB_METRICS_NAME_MAX];
-    double values[GB_METRICS_MAX_VALUES];
-    double carried[GB_METRICS_MAX_VALUES]; /* what earlier incarnations counted (carry names) */
-    uint64_t incarnation;
-    uint64_t retired_below; /* reports of older incarnations are stale (collector_retire) */
-    double last_s; /* gb_now_s() of the last report taken */
-    int64_t *table; /* the last table this incarnation sent, [table_rows, table_cols] */
-    int table_rows, table_cols;
-    size_t table_cap; /* bytes allocated at table */
-} worker_values;
-
-#define GB_METRICS_MAX_CARRY 32
-#define GB_METRICS_ROLES GB_ROLE_END /* gb_role values (runtime/streams/wire.h) below this */
-
-struct gb_metrics_collector {
-    void *sock;
-    worker_values *workers;
-    int nworkers, cap;
-    int64_t episodes;
-    float window_returns[GB_RUN_WINDOW];
-    int64_t window_lengths[GB_RUN_WINDOW];
-    int window_next, window_n;
-    uint64_t rejected, stale, unexpected;
-    int64_t expected[GB_METRICS_ROLES]; /* workers per role; -1 = role not declared */
-    int has_expected;
-    gb_wire_msg msg;
-    /* counters that continue across a worker's restarts, per role */
-    struct { int role; char name[GB_METRICS_NAME_MAX]; } carry[GB_METRICS_MAX_CARRY];
-    int ncarry;
-};
-
-int gb_metrics_collector_carry(gb_metrics_collector *c, int role, const char *const *names,
-                               int n, gb_error *err)
-{
-    for (int i = 0; i < n; i++) {
-        if (c->ncarry == GB_METRICS_MAX_CARRY)
-            return gb_error_set(err, GB_EFULL, "metrics: more than %d carried counters",
-                                GB_METRICS_MAX_CARRY);
-        c->carry[c->ncarry].role = role;
-        snprintf(c->carry[c->ncarry].name, GB_METRICS_NAME_MAX, "%s", names[i]);
-        c->ncarry++;
-    }
-    return 0;
-}
-
-static int carried(const gb_metrics_collector *c, int role, const char *name)
-{
-    for (int i = 0; i < c->ncarry; i++)
-        if (c->carry[i].role == role && strcmp(c->carry[i].name, name) == 0)
-            return 1;
-    return 0;
-}
-
 /* A report from a newer process of w's worker: the counters that carry over add what the
  * previous process last reported to the new one's; every other value starts afresh. */
 static void new_incarnation(const gb_metrics_collector *c, worker_values *w, uint64_t inc)
 {
     for (int j = 0; j < w->n; j++) {
-        if (carried(c, w->role, w->names[j]))
+        if (gb_metrics_counter_kind(c, w->role, w->names[j]) == 2)
             w->carried[j] += w->values[j];
         else
             w->carried[j] = 0;
         w->values[j] = NAN;
     }
     w->incarnation = inc;
+    w->episode_steps = 0;
 }
 
 int gb_metrics_collector_open(gb_metrics_collector **out, void *zctx, const char *endpoint,
@@ -134,6 +75,7 @@ void gb_metrics_collector_close(gb_metrics_collector *c)
     for (int i = 0; i < c->nworkers; i++)
         free(c->workers[i].table);
     free(c->workers);
+    free(c->issued);
     free(c);
 }
 
@@ -162,13 +104,22 @@ static int sender_allowed(const gb_metrics_collector *c, int role, int index)
     return role > 0 && role < GB_METRICS_ROLES && index >= 0 && index < c->expected[role];
 }
 
-/* The reporter's row, added on its first report; NULL when the table is full (only without
- * declared workers: declared ones always fit) or out of memory. */
-static worker_values *worker_for(gb_metrics_collector *c, int role, int index)
+/* The reporter's row; NULL before its first report was taken. */
+static worker_values *find_worker(gb_metrics_collector *c, int role, int index)
 {
     for (int i = 0; i < c->nworkers; i++)
         if (c->workers[i].role == role && c->workers[i].index == index)
             return &c->workers[i];
+    return NULL;
+}
+
+/* The reporter's row, added on its first report; NULL when the table is full (only without
+ * declared workers: declared ones always fit) or out of memory. */
+static worker_values *worker_for(gb_metrics_collector *c, int role, int index)
+{
+    worker_values *found = find_worker(c, role, index);
+    if (found)
+        return found;
     if (c->nworkers >= GB_METRICS_MAX_REPORTERS)
         return NULL;
     if (c->nworkers == c->cap) {
@@ -186,8 +137,26 @@ static worker_values *worker_for(gb_metrics_collector *c, int role, int index)
     return w;
 }
 
+/* Adds a taken report's episodes to the window and the counts. */
+static void take_episodes(gb_metrics_collector *c, worker_values *w, const metrics_report *r)
+{
+    for (size_t i = 0; i < r->neps; i++) {
+        int64_t len;
+        memcpy(&c->window_returns[c->window_next], (const char *)r->returns + i * 4, 4);
+        memcpy(&len, (const char *)r->lengths + i * 8, 8);
+        c->window_lengths[c->window_next] = len;
+        c->window_next = (c->window_next + 1) % GB_RUN_WINDOW;
+        if (c->window_n < GB_RUN_WINDOW)
+            c->window_n++;
+        w->episode_steps += len; /* bounded by its env_steps (gb_metrics_check_report) */
+        c->episode_steps += len;
+    }
+    c->episodes += (int64_t)r->neps;
+}
+
 /* Applies one received report; returns 0, GB_EPROTO when its tensors are not as specified,
- * GB_ENOTFOUND when its sender is not one of the run's workers (or the table is full). */
+ * GB_ENOTFOUND when its sender is not one of the run's workers (or the table is full),
+ * GB_EINVAL when it is refused for what it says (metrics.h: metrics_check.c). */
 static int ingest(gb_metrics_collector *c, const gb_wire_msg *m)
 {
     if (gb_wire_schema_read(&gb_schema_metrics, &m->hdr, NULL, NULL)) /* its tensors' kinds */
@@ -215,22 +184,32 @@ static int ingest(gb_metrics_collector *c, const gb_wire_msg *m)
         return GB_EPROTO;
     if (!sender_allowed(c, m->hdr.role, m->hdr.index))
         return GB_ENOTFOUND;
-    worker_values *w = worker_for(c, m->hdr.role, m->hdr.index);
-    if (!w)
-        return GB_ENOTFOUND;
+    int it = gb_wire_msg_find(m, "table");
+    gb_tensor_view t = it >= 0 ? gb_wire_msg_tensor(m, it) : (gb_tensor_view){0};
+    if (it >= 0 && (t.desc->shape[1] < 1 || t.desc->shape[1] > GB_METRICS_TABLE_MAX_COLS ||
+                    t.desc->shape[0] > GB_METRICS_TABLE_MAX_ROWS))
+        return GB_EPROTO;
+    /* judged before the sender gets a row: a refused report leaves no trace but its count
+     * (a row without a report would read as a worker silent since the epoch) */
+    static const worker_values never_reported;
+    worker_values *w = find_worker(c, m->hdr.role, m->hdr.index);
+    const worker_values *seen = w ? w : &never_reported;
     uint64_t inc = m->hdr.seq >> GB_METRICS_INCARNATION_SHIFT;
-    if (inc < w->incarnation || inc < w->retired_below) {
+    uint64_t issued = gb_metrics_issued_incarnation(c, m->hdr.role, m->hdr.index);
+    if (inc < seen->incarnation || inc < seen->retired_below || inc < issued) {
         c->stale++; /* queued before its process died; a newer one reports now */
         return 0;
     }
+    metrics_report r = {.role = m->hdr.role, .incarnation = inc, .nvalues = nvalues,
+                        .names = starts, .values = values.data, .neps = rets.bytes / 4,
+                        .returns = rets.data, .lengths = lens.data};
+    if (inc > issued || !gb_metrics_check_report(c, seen, &r))
+        return GB_EINVAL; /* an incarnation never issued, or values the run cannot have */
+    if (!w && !(w = worker_for(c, m->hdr.role, m->hdr.index)))
+        return GB_ENOTFOUND;
     if (inc > w->incarnation)
         new_incarnation(c, w, inc);
-    int it = gb_wire_msg_find(m, "table");
     if (it >= 0) {
-        gb_tensor_view t = gb_wire_msg_tensor(m, it);
-        if (t.desc->shape[1] < 1 || t.desc->shape[1] > GB_METRICS_TABLE_MAX_COLS ||
-            t.desc->shape[0] > GB_METRICS_TABLE_MAX_ROWS)
-            return GB_EPROTO;
         if (t.bytes > w->table_cap) { /* grows to the largest table sent, then stays */
             int64_t *bigger = realloc(w->table, t.bytes);
             if (!bigger)
@@ -260,15 +239,7 @@ static int ingest(gb_metrics_collector *c, const gb_wire_msg *m)
         }
         w->values[slot] = v;
     }
-    size_t neps = rets.bytes / sizeof(float);
-    for (size_t i = 0; i < neps; i++) {
-        memcpy(&c->window_returns[c->window_next], (const char *)rets.data + i * 4, 4);
-        memcpy(&c->window_lengths[c->window_next], (const char *)lens.data + i * 8, 8);
-        c->window_next = (c->window_next + 1) % GB_RUN_WINDOW;
-        if (c->window_n < GB_RUN_WINDOW)
-            c->window_n++;
-    }
-    c->episodes += (int64_t)neps;
+    take_episodes(c, w, &r);
     return 0;
 }
 
@@ -296,7 +267,15 @@ int gb_metrics_collector_poll(gb_metrics_collector *c, int timeout_ms, gb_error 
         }
         int irc = rc == 0 ? ingest(c, &c->msg) : rc;
         /* any local process can write here, as often as it likes: warnings rate-limited */
-        if (irc == GB_ENOTFOUND) {
+        if (irc == GB_EINVAL) {
+            if (gb_log_due(++c->refused))
+                GB_WARN("metrics: refused a report from %s %d (incarnation %llu): an "
+                        "incarnation the launcher did not issue, or values the run cannot have "
+                        "(%llu so far; reports_rejected)", gb_role_name(c->msg.hdr.role),
+                        c->msg.hdr.index,
+                        (unsigned long long)(c->msg.hdr.seq >> GB_METRICS_INCARNATION_SHIFT),
+                        (unsigned long long)c->refused);
+        } else if (irc == GB_ENOTFOUND) {
             if (gb_log_due(++c->unexpected))
                 GB_WARN("metrics: dropped a report from %s %d, not a worker of this run (%llu "
                         "so far)", gb_role_name(c->msg.hdr.role), c->msg.hdr.index,

@@ -33,11 +33,13 @@ int gb_metrics_sender_open(gb_metrics_sender **out, void *zctx, const char *endp
 void gb_metrics_sender_close(gb_metrics_sender *s);
 
 /* Sets a value sent with every report from now on: a cumulative counter (env_steps) or a gauge
- * (replay_size). Names longer than GB_METRICS_NAME_MAX-1 are cut; beyond GB_METRICS_MAX_VALUES
- * names, new names are ignored (returns GB_EFULL). Never blocks. */
+ * (replay_size); an infinity is sent as NaN (no value). Names longer than
+ * GB_METRICS_NAME_MAX-1 are cut; beyond GB_METRICS_MAX_VALUES names, new names are ignored
+ * (returns GB_EFULL). Never blocks. */
 int gb_metrics_set(gb_metrics_sender *s, const char *name, double value);
 
-/* Records a finished episode (its return and length). Never blocks; beyond
+/* Records a finished episode (its return and length); one with a non-finite return (or a length
+ * below 1) is left out, as the collector would refuse the report. Never blocks; beyond
  * GB_METRICS_MAX_EPISODES unsent episodes the oldest are dropped from the report (the
  * cumulative "episodes" count the sender keeps is still exact). */
 void gb_metrics_episode(gb_metrics_sender *s, float episode_return, int64_t length);
@@ -142,5 +144,41 @@ int gb_metrics_collector_expect(gb_metrics_collector *c, int role, int64_t count
 /* Reports dropped because their sender is not one of the expected workers (or, without
  * expectations, because the table already holds GB_METRICS_MAX_REPORTERS reporters). */
 uint64_t gb_metrics_collector_unexpected(const gb_metrics_collector *c);
+
+/* What a well-formed report from one of the run's workers must also be to be taken; one that is
+ * not is dropped whole and counted (gb_metrics_collector_refused), and its sender's values, table
+ * and heartbeat stay as they were:
+ * - its incarnation is the one the launcher issued for that worker (0 unless
+ *   gb_metrics_collector_issue said otherwise): an older one is stale (a report its dead process
+ *   left queued, gb_metrics_collector_stale), a newer one was never issued;
+ * - no value is infinite (NaN is a gauge's "no value": a trainer's learner columns before its
+ *   first step); a counter (a carried name, gb_metrics_collector_carry, or one named by
+ *   gb_metrics_collector_counters) is finite, >= 0 and does not go back within an incarnation;
+ * - each episode's return is finite and its length >= 1; the lengths of every episode of the
+ *   incarnation add up to no more than its own "env_steps" (an episode is counted when it ends,
+ *   before the chunk holding its last steps is sent, so the steps taken, not those sent, bound
+ *   it); with gb_metrics_collector_bound_returns, |return| <= length * max_abs_reward. */
+
+/* Names more counters of role (see above) that do not carry over restarts. Returns 0 or
+ * GB_EFULL. */
+int gb_metrics_collector_counters(gb_metrics_collector *c, int role, const char *const *names,
+                                  int n, gb_error *err);
+
+/* Bounds an episode's return by its length times max_abs_reward (> 0; the environment's reward
+ * bound, or the run's guard trainer.chunk_guard.max_abs_reward where it declares none). */
+void gb_metrics_collector_bound_returns(gb_metrics_collector *c, double max_abs_reward);
+
+/* Records the incarnation the launcher gave worker (role, index)'s process it just started (a
+ * restart: 1, 2, ...); reports of earlier ones are stale from now on, later ones refused. Returns
+ * 0 or GB_ENOMEM. */
+int gb_metrics_collector_issue(gb_metrics_collector *c, int role, int index, int incarnation,
+                               gb_error *err);
+
+/* Reports refused for what they say (see above) so far. */
+uint64_t gb_metrics_collector_refused(const gb_metrics_collector *c);
+
+/* The steps of every episode taken so far (their lengths summed): what the run's episodes claim
+ * the actors played, for the launcher to check against the steps the trainers received. */
+int64_t gb_metrics_episode_steps(const gb_metrics_collector *c);
 
 #endif

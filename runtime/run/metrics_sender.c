@@ -6,6 +6,7 @@
 #include "runtime/base/log.h"
 #include "runtime/streams/wire.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
@@ -65,6 +66,8 @@ void gb_metrics_sender_close(gb_metrics_sender *s)
 
 int gb_metrics_set(gb_metrics_sender *s, const char *name, double value)
 {
+    if (isinf(value)) /* the collector refuses reports holding one (metrics.h): no value */
+        value = NAN;
     for (int i = 0; i < s->nvalues; i++) {
         if (strncmp(s->names[i], name, GB_METRICS_NAME_MAX - 1) == 0) {
             s->values[i] = value;
@@ -80,6 +83,11 @@ int gb_metrics_set(gb_metrics_sender *s, const char *name, double value)
 
 void gb_metrics_episode(gb_metrics_sender *s, float episode_return, int64_t length)
 {
+    /* the collector refuses a report holding such an episode (metrics.h), and with it the
+     * worker's heartbeat: an environment that returned NaN shows in the trainers' count of
+     * non-finite chunks instead */
+    if (!isfinite(episode_return) || length < 1)
+        return;
     if (s->nepisodes == GB_METRICS_MAX_EPISODES) {
         /* Keep the newest: shift out the oldest half at once (rare). */
         int keep = GB_METRICS_MAX_EPISODES / 2;

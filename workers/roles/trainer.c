@@ -85,6 +85,7 @@ static void report(trainer *t, double env_progress)
     gb_metrics_set(m, "chunks_nonfinite", (double)bt.nonfinite);
     gb_metrics_set(m, "chunks_discarded_at_stop", (double)bt.discarded);
     gb_metrics_set(m, "chunks_lost_in_crash", (double)bt.lost_in_crash);
+    gb_metrics_set(m, "env_steps_received", (double)bt.steps);
     gb_metrics_set(m, "ledger_shared", gb_trainer_ledger_shared(t->ledger));
     gb_metrics_set(m, "chunks_rejected",
                    (double)(ss.rejected + (uint64_t)atomic_load(&t->rejected_chunks)));

@@ -7,6 +7,7 @@
 #include "runtime/base/log.h"
 #include "runtime/streams/wire.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,40 +15,103 @@
 #define INGEST_BATCH 32 /* chunks taken per allocate/commit */
 #define INGEST_END_WAIT_S 0.5 /* once the run is ending, how long a chunk may wait for room */
 
-/* Checks that a received chunk has exactly the layout's tensors and comes from one of the run's
- * actors; takes it into the ledger (*row: the row to settle it on) or counts it as rejected (the
- * sample ledger, trainer_internal.h). Returns 1 when it is taken. */
-static int check_chunk(trainer *t, const gb_wire_msg *m, int *row)
-{
-    /* the run's actors, and those that joined it beyond its count (gearbox join) */
-    int64_t actors = t->w->cfg->actors.count + t->w->cfg->actors.join_max;
-    int ok = m->hdr.role == GB_ROLE_ACTOR && m->hdr.index >= 0 && m->hdr.index < actors &&
-             gb_chunk_matches(&t->layout, m->hdr.tensors, m->hdr.ntensors);
-    if (ok) {
-        *row = gb_trainer_ledger_take(t->ledger, m->hdr.index, m->hdr.seq);
-        return 1;
-    }
-    long long k = atomic_fetch_add(&t->rejected_chunks, 1) + 1;
-    if (gb_log_due((uint64_t)k))
-        GB_WARN("trainer: refused a sample from %s %d: not one of the run's %lld actors, or not "
-                "in this run's chunk layout (%lld such so far; chunks_rejected)",
-                gb_role_name(m->hdr.role), m->hdr.index, (long long)actors, k);
-    return ok;
-}
-
-/* Counts msgs [from, to) of a batch as received with fate (their rows in rows[]). */
-static void settle(trainer *t, const int *rows, int from, int to, gb_ledger_fate fate)
-{
-    for (int i = from; i < to; i++)
-        gb_trainer_ledger_settle(t->ledger, rows[i], fate);
-}
-
 /* The chunk's columns in place in the message. */
 static void chunk_columns(const trainer *t, const gb_wire_msg *m,
                           const void *cols[GB_CHUNK_NCOLS])
 {
     for (int c = 0; c < t->layout.ncols; c++)
         cols[c] = gb_wire_msg_tensor(m, c).data;
+}
+
+/* 1 when one of the n floats at p lies beyond +-bound (a NaN does not: check_finite's). */
+static int beyond(const void *p, uint64_t n, double bound)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        float x;
+        memcpy(&x, (const char *)p + i * sizeof x, sizeof x);
+        if (fabs((double)x) > bound)
+            return 1;
+    }
+    return 0;
+}
+
+/* The name of the first column of a chunk (its layout checked) holding a value no actor of this
+ * run can have sent, or NULL: a reward, float observation or continuous action beyond the guard
+ * (trainer.chunk_guard; the environments declare no reward range, envs/env.h), a discrete action
+ * outside the action space on a valid row (a reset row's action is ignored). Finite but absurd
+ * values (a reward of 1e30) would otherwise train: the Q-values diverge and stay so. */
+static const char *out_of_bounds(const trainer *t, const gb_wire_msg *m)
+{
+    const gb_config_chunk_guard *g = &t->w->cfg->trainer.chunk_guard;
+    const gb_chunk_layout *l = &t->layout;
+    const void *cols[GB_CHUNK_NCOLS];
+    chunk_columns(t, m, cols);
+    if (beyond(cols[GB_CHUNK_REWARD], (uint64_t)l->T, g->max_abs_reward))
+        return "reward";
+    if (l->obs_dtype == GB_DTYPE_FLOAT32 &&
+        (beyond(cols[GB_CHUNK_OBS], l->bytes[GB_CHUNK_OBS] / sizeof(float), g->max_abs_obs) ||
+         beyond(cols[GB_CHUNK_NEXT_OBS], l->bytes[GB_CHUNK_NEXT_OBS] / sizeof(float),
+                g->max_abs_obs)))
+        return "obs";
+    if (!l->discrete)
+        return beyond(cols[GB_CHUNK_ACTION], l->bytes[GB_CHUNK_ACTION] / sizeof(float),
+                      g->max_abs_action) ? "action" : NULL;
+    const uint8_t *valid = cols[GB_CHUNK_VALID];
+    for (int64_t r = 0; r < l->T; r++) {
+        int64_t a;
+        memcpy(&a, (const char *)cols[GB_CHUNK_ACTION] + r * (int64_t)sizeof a, sizeof a);
+        if (valid[r] && (a < 0 || a >= t->space.n_actions))
+            return "action";
+    }
+    return NULL;
+}
+
+/* The chunk's new valid rows (those after the rows it repeats, layout.overlap): its steps. */
+static int64_t chunk_steps(const trainer *t, const gb_wire_msg *m)
+{
+    const uint8_t *valid = gb_wire_msg_tensor(m, GB_CHUNK_VALID).data;
+    int64_t steps = 0;
+    for (int64_t r = t->layout.overlap; r < t->layout.T; r++)
+        steps += valid[r] != 0;
+    return steps;
+}
+
+/* Checks that a received chunk has exactly the layout's tensors, comes from one of the run's
+ * actors and holds values within bounds (out_of_bounds); takes it into the ledger (*row: the row
+ * to settle it on) or counts it as rejected (the sample ledger, trainer_internal.h). A refused
+ * chunk never reaches the ledger: neither its number (a forged one would count the sender's
+ * real chunks as lost after a crash) nor its arrival (received more than sent: a negative
+ * loss). Returns 1 when it is taken. */
+static int check_chunk(trainer *t, const gb_wire_msg *m, int *row)
+{
+    /* the run's actors, and those that joined it beyond its count (gearbox join) */
+    int64_t actors = t->w->cfg->actors.count + t->w->cfg->actors.join_max;
+    int ok = m->hdr.role == GB_ROLE_ACTOR && m->hdr.index >= 0 && m->hdr.index < actors &&
+             gb_chunk_matches(&t->layout, m->hdr.tensors, m->hdr.ntensors);
+    const char *bad = ok ? out_of_bounds(t, m) : NULL;
+    if (ok && !bad) {
+        *row = gb_trainer_ledger_take(t->ledger, m->hdr.index, m->hdr.seq);
+        return 1;
+    }
+    long long k = atomic_fetch_add(&t->rejected_chunks, 1) + 1;
+    if (gb_log_due((uint64_t)k) && bad)
+        GB_WARN("trainer: refused a chunk from actor %d: a '%s' value beyond the run's bounds "
+                "(trainer.chunk_guard, the action space; %lld refused chunks so far; "
+                "chunks_rejected)", m->hdr.index, bad, k);
+    else if (gb_log_due((uint64_t)k))
+        GB_WARN("trainer: refused a sample from %s %d: not one of the run's %lld actors, or not "
+                "in this run's chunk layout (%lld such so far; chunks_rejected)",
+                gb_role_name(m->hdr.role), m->hdr.index, (long long)actors, k);
+    return 0;
+}
+
+/* Counts msgs [from, to) of a batch as received with fate (their rows in rows[], their steps in
+ * steps[]). */
+static void settle(trainer *t, const int *rows, const int64_t *steps, int from, int to,
+                   gb_ledger_fate fate)
+{
+    for (int i = from; i < to; i++)
+        gb_trainer_ledger_settle_steps(t->ledger, rows[i], fate, steps[i]);
 }
 
 /* A received chunk holding a NaN or an infinity is counted and not stored: one such chunk must
@@ -60,7 +124,7 @@ static int check_finite(trainer *t, const gb_wire_msg *m, int row)
     int c = gb_chunk_nonfinite(&t->layout, cols);
     if (c < 0)
         return 1;
-    gb_trainer_ledger_settle(t->ledger, row, GB_LEDGER_NONFINITE);
+    gb_trainer_ledger_settle_steps(t->ledger, row, GB_LEDGER_NONFINITE, chunk_steps(t, m));
     long long k = (long long)gb_trainer_ledger_totals(t->ledger).nonfinite;
     if (gb_log_due((uint64_t)k))
         GB_WARN("trainer: chunk from actor %d holds a non-finite '%s' value: not stored (%lld "
@@ -96,8 +160,8 @@ static void look_for_end(trainer *t, int *ending)
  * ones included: a stream of refused chunks (all non-finite, forged) must not keep this thread
  * from seeing the run end. Returns the number of chunks taken into msgs (rows: their ledger rows
  * rows), or a negative error. */
-static int take_batch(trainer *t, gb_wire_msg *msgs, int *rows, int most, int ending,
-                      gb_error *err)
+static int take_batch(trainer *t, gb_wire_msg *msgs, int *rows, int64_t *steps, int most,
+                      int ending, gb_error *err)
 {
     int n = 0;
     for (int taken = 0; n < most && taken < most; taken++) {
@@ -112,6 +176,7 @@ static int take_batch(trainer *t, gb_wire_msg *msgs, int *rows, int most, int en
         }
         if ((rc = record_chunk(t, &msgs[n], err)))
             return rc;
+        steps[n] = chunk_steps(t, &msgs[n]);
         n++;
     }
     return n;
@@ -154,8 +219,8 @@ static int allocate_one(trainer *t, int64_t *idx, int *ending, gb_error *err)
  * with it every insert, forever. Releases every message. Returns 0, 1 when the trainer stops
  * (the replay closed: what it held is discarded), or a negative error (the trainer ends and its
  * successor counts what was not committed as lost). */
-static int store_batch(trainer *t, gb_wire_msg *msgs, const int *rows, int n, int *ending,
-                       gb_error *err)
+static int store_batch(trainer *t, gb_wire_msg *msgs, const int *rows, const int64_t *steps,
+                       int n, int *ending, gb_error *err)
 {
     int64_t idx[INGEST_BATCH], versions[INGEST_BATCH];
     int settled = 0; /* msgs [0, settled) are counted in the ledger */
@@ -170,7 +235,7 @@ static int store_batch(trainer *t, gb_wire_msg *msgs, const int *rows, int n, in
             *ending) {
             for (int i = first; i < n; i++)
                 gb_wire_msg_release(&msgs[i]);
-            settle(t, rows, first, n, GB_LEDGER_DISCARDED);
+            settle(t, rows, steps, first, n, GB_LEDGER_DISCARDED);
             return 0;
         }
         if (rc)
@@ -184,7 +249,7 @@ static int store_batch(trainer *t, gb_wire_msg *msgs, const int *rows, int n, in
         }
         rc = gb_learning_commit(t->learning, step, &idx[first], &versions[first], err);
         if (rc == 0) {
-            settle(t, rows, first, first + step, GB_LEDGER_STORED);
+            settle(t, rows, steps, first, first + step, GB_LEDGER_STORED);
             settled = first + step;
         }
     }
@@ -193,7 +258,7 @@ static int store_batch(trainer *t, gb_wire_msg *msgs, const int *rows, int n, in
     for (int i = 0; i < n; i++)
         gb_wire_msg_release(&msgs[i]); /* no-op for those already written */
     if (rc == GB_ETIMEOUT || rc == GB_ECLOSED) {
-        settle(t, rows, settled, n, GB_LEDGER_DISCARDED);
+        settle(t, rows, steps, settled, n, GB_LEDGER_DISCARDED);
         return 1;
     }
     return rc;
@@ -204,6 +269,7 @@ void *gb_trainer_ingest_main(void *arg)
     trainer *t = arg;
     gb_wire_msg msgs[INGEST_BATCH];
     int rows[INGEST_BATCH]; /* each message's ledger row */
+    int64_t steps[INGEST_BATCH]; /* and its steps */
     for (int i = 0; i < INGEST_BATCH; i++)
         gb_wire_msg_init(&msgs[i]);
     int ending = 0; /* the launcher said the run is ending (gb_worker_run_ending) */
@@ -216,12 +282,12 @@ void *gb_trainer_ingest_main(void *arg)
     int rc = 0; /* < 0: an error; 1: the replay closed */
     while (!gb_worker_stopping(t->w)) {
         look_for_end(t, &ending);
-        int n = take_batch(t, msgs, rows, most, ending, &t->ingest_err);
+        int n = take_batch(t, msgs, rows, steps, most, ending, &t->ingest_err);
         if (n < 0) {
             rc = n;
             break;
         }
-        if (n > 0 && (rc = store_batch(t, msgs, rows, n, &ending, &t->ingest_err)))
+        if (n > 0 && (rc = store_batch(t, msgs, rows, steps, n, &ending, &t->ingest_err)))
             break;
     }
     for (int i = 0; i < INGEST_BATCH; i++)
@@ -252,10 +318,10 @@ int gb_trainer_record_open(trainer *t, gb_error *err)
  * queue with remover none: PPO's round) discarded. Settles it; returns 1 when stored. */
 static int store_at_stop(trainer *t, const gb_wire_msg *m, int row)
 {
-    int64_t idx, version = m->hdr.policy_version;
+    int64_t idx, version = m->hdr.policy_version, steps = chunk_steps(t, m);
     gb_error e = {0};
     if (gb_replay_allocate_unlimited(t->replay, 1, &idx, &e) != 0) {
-        gb_trainer_ledger_settle(t->ledger, row, GB_LEDGER_DISCARDED);
+        gb_trainer_ledger_settle_steps(t->ledger, row, GB_LEDGER_DISCARDED, steps);
         return 0;
     }
     const void *cols[GB_CHUNK_NCOLS];
@@ -264,10 +330,10 @@ static int store_at_stop(trainer *t, const gb_wire_msg *m, int row)
     if (gb_learning_commit(t->learning, 1, &idx, &version, &e) != 0) {
         GB_WARN("trainer: storing a chunk at stop: %s", e.msg);
         gb_replay_abort(t->replay, 1, &idx, NULL);
-        gb_trainer_ledger_settle(t->ledger, row, GB_LEDGER_DISCARDED);
+        gb_trainer_ledger_settle_steps(t->ledger, row, GB_LEDGER_DISCARDED, steps);
         return 0;
     }
-    gb_trainer_ledger_settle(t->ledger, row, GB_LEDGER_STORED);
+    gb_trainer_ledger_settle_steps(t->ledger, row, GB_LEDGER_STORED, steps);
     return 1;
 }
 

@@ -35,8 +35,9 @@ typedef struct trainer {
     /* The sample ledger (launch/run_local.c): the ledger counts chunks in this run's layout from
      * one of its actors, once settled (stored, discarded at stop, non-finite), per actor process
      * and across this trainer's restarts, so that the actors' chunks_sent = received +
-     * lost_in_crash. rejected = malformed or foreign chunks, never sent by an actor of the run:
-     * shown on their own, outside that ledger. */
+     * lost_in_crash. rejected = malformed or foreign chunks, or chunks holding values beyond
+     * the run's bounds (trainer.chunk_guard, the action space): taken as never sent by an actor
+     * of the run, shown on their own, outside that ledger. */
     gb_trainer_ledger *ledger;
     atomic_llong rejected_chunks;
     atomic_int ending_seen;    /* 1: the ingest thread saw the run is ending and confirmed it */

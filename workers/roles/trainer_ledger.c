@@ -11,7 +11,7 @@
 #include <sys/mman.h>
 
 #define LEDGER_MAGIC 0x736b6f6f42626700ull /* "\0gbBooks" */
-#define LEDGER_FORMAT 1
+#define LEDGER_FORMAT 2 /* 2: totals.steps */
 
 /* A row: the ledger the launcher sees, and the epoch of the ledger (one per process that opened
  * them) that last took a chunk from that sender. */
@@ -232,10 +232,17 @@ int gb_trainer_ledger_take(gb_trainer_ledger *b, int64_t sender, uint64_t seq)
 
 void gb_trainer_ledger_settle(gb_trainer_ledger *b, int row, gb_ledger_fate fate)
 {
+    gb_trainer_ledger_settle_steps(b, row, fate, 0);
+}
+
+void gb_trainer_ledger_settle_steps(gb_trainer_ledger *b, int row, gb_ledger_fate fate,
+                                    int64_t steps)
+{
     pthread_mutex_lock(&b->lock);
     ledger_seg *s = b->seg;
     ledger_state st = s->state;
     st.totals.received++;
+    st.totals.steps += steps;
     st.totals.stored += fate == GB_LEDGER_STORED;
     st.totals.discarded += fate == GB_LEDGER_DISCARDED;
     st.totals.nonfinite += fate == GB_LEDGER_NONFINITE;

@@ -4,7 +4,8 @@
  * counts: the launcher's sample ledger (launch/run_local.c, sent = received + lost_in_crash) stays
  * exact across trainer crashes.
  * defines: gb_trainer_ledger, gb_ledger_fate, gb_ledger_totals, gb_trainer_ledger_open,
- *          gb_trainer_ledger_take, gb_trainer_ledger_settle, gb_trainer_ledger_published,
+ *          gb_trainer_ledger_take, gb_trainer_ledger_settle, gb_trainer_ledger_settle_steps,
+ *          gb_trainer_ledger_published,
  *          gb_trainer_ledger_last_published, gb_trainer_ledger_continued,
  *          gb_trainer_ledger_totals, gb_trainer_ledger_rows, gb_trainer_ledger_close,
  *          gb_trainer_ledger_fault_hook
@@ -53,6 +54,9 @@ typedef struct gb_ledger_totals {
     int64_t received;                    /* = stored + discarded + nonfinite */
     int64_t stored, discarded, nonfinite;
     int64_t lost_in_crash;               /* the rows' lost_in_crash, summed */
+    int64_t steps;                       /* the received chunks' new valid rows (agent steps),
+                                            summed: what the actors' episodes and env steps are
+                                            checked against (launch/run_rows.h) */
 } gb_ledger_totals;
 
 /* Opens trainer index's ledger: with run_dir, the run-owned segment "ledger-<index>", attached
@@ -81,6 +85,9 @@ int gb_trainer_ledger_take(gb_trainer_ledger *b, int64_t sender, uint64_t seq);
 
 /* Counts a taken chunk as received, with its fate; row from gb_trainer_ledger_take. */
 void gb_trainer_ledger_settle(gb_trainer_ledger *b, int row, gb_ledger_fate fate);
+/* The same, for a chunk that holds steps new valid rows (totals.steps). */
+void gb_trainer_ledger_settle_steps(gb_trainer_ledger *b, int row, gb_ledger_fate fate,
+                                    int64_t steps);
 
 /* Notes the parameter version last published (trainer 0), for a successor to go on from. */
 void gb_trainer_ledger_published(gb_trainer_ledger *b, int64_t version);

@@ -119,6 +119,42 @@ static void test_overrides(void)
     CHECK_MSG(gb_config_equal(&a, &b, &diff), "differs at %s", diff ? diff : "?");
 }
 
+/* trainer.chunk_guard (issue 35): finite, generous defaults; set, it survives the round trip;
+ * zero, negative or infinite bounds are refused naming the key; --explain documents it. */
+static void test_chunk_guard(void)
+{
+    gb_error err = {0};
+    char path[1024];
+    snprintf(path, sizeof path, "%s/configs/good/minimal.yaml", data_dir);
+    CHECK_OK(gb_config_read(&a, path, NULL, 0, &err));
+    CHECK_NEAR(a.trainer.chunk_guard.max_abs_reward, 1e6, 0);
+    CHECK_NEAR(a.trainer.chunk_guard.max_abs_obs, 1e6, 0);
+    CHECK_NEAR(a.trainer.chunk_guard.max_abs_action, 1e6, 0);
+    const char *set[] = {"trainer.chunk_guard.max_abs_reward=250.5",
+                         "trainer.chunk_guard.max_abs_obs=1e9"};
+    CHECK_OK(gb_config_read(&a, path, set, 2, &err));
+    CHECK_NEAR(a.trainer.chunk_guard.max_abs_reward, 250.5, 0);
+    CHECK_NEAR(a.trainer.chunk_guard.max_abs_obs, 1e9, 0);
+    CHECK_OK(round_trip(&a, &b, &err));
+    const char *diff = NULL;
+    CHECK_MSG(gb_config_equal(&a, &b, &diff), "differs at %s", diff ? diff : "?");
+    const char *bad[] = {"trainer.chunk_guard.max_abs_reward=0",
+                         "trainer.chunk_guard.max_abs_obs=-1",
+                         "trainer.chunk_guard.max_abs_action=inf"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_MSG(gb_config_read(&a, path, &bad[i], 1, &err) != 0, "%s accepted", bad[i]);
+        CHECK_MSG(strstr(err.msg, "trainer.chunk_guard.max_abs_") != NULL, "%s: %s", bad[i],
+                  err.msg);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    CHECK_OK(gb_config_explain(mem, "trainer.chunk_guard.max_abs_reward"));
+    fclose(mem);
+    CHECK_MSG(text && strstr(text, "refused"), "--explain: %s", text ? text : "");
+    free(text);
+}
+
 static void test_awkward_values_round_trip(void)
 {
     gb_error err = {0};
@@ -204,6 +240,7 @@ int main(int argc, char **argv)
     data_dir = argv[2];
     TEST_RUN(test_minimal_defaults);
     TEST_RUN(test_overrides);
+    TEST_RUN(test_chunk_guard);
     TEST_RUN(test_replay_defaults_per_algorithm);
     TEST_RUN(test_awkward_values_round_trip);
     TEST_RUN(test_every_shipped_config_round_trips);

@@ -125,6 +125,7 @@ static void test_window_keeps_last_100(void)
     CHECK_OK(gb_metrics_sender_open(&s, ctx, endpoint, GB_ROLE_TRAINER, 0, &err));
     if (!c || !s)
         return;
+    gb_metrics_set(s, "env_steps", 250); /* episodes are no longer than the steps taken */
     for (int i = 0; i < 250; i++) {
         gb_metrics_episode(s, (float)i, 1);
         if (i % 50 == 49)
@@ -192,6 +193,7 @@ static void test_restarted_worker(void)
     CHECK(!isnan(first));
     report_as(c, ctx, 0, 150, 8, NULL, 0);
     CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 3, "env_steps"), 150, 0);
+    CHECK_OK(gb_metrics_collector_issue(c, GB_ROLE_ACTOR, 3, 1, &err)); /* the launcher's */
     report_as(c, ctx, 1, 20, 9, NULL, 0); /* restarted: 150 carried */
     CHECK_EQ_INT(gb_metrics_incarnation(c, GB_ROLE_ACTOR, 3), 1);
     CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 3, "env_steps"), 170, 0);
@@ -200,6 +202,7 @@ static void test_restarted_worker(void)
     CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 3, "env_steps"), 170, 0);
     CHECK_EQ_INT((int)gb_metrics_collector_stale(c), 1);
     int64_t table[8] = {0, 2, 30, 31, 1, 0, 5, 5};
+    CHECK_OK(gb_metrics_collector_issue(c, GB_ROLE_ACTOR, 3, 2, &err));
     report_as(c, ctx, 2, 5, 10, table, 2);
     CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 3, "env_steps"), 175, 0);
     CHECK_NEAR(gb_metrics_sum(c, GB_ROLE_ACTOR, "env_steps"), 175, 0);
@@ -217,6 +220,7 @@ static void test_restarted_worker(void)
     report_as(c, ctx, 2, 50, 11, NULL, 0);
     CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 3, "env_steps"), 175, 0);
     CHECK_EQ_INT((int)gb_metrics_collector_stale(c), 2);
+    CHECK_OK(gb_metrics_collector_issue(c, GB_ROLE_ACTOR, 3, 3, &err));
     report_as(c, ctx, 3, 1, 12, NULL, 0);
     CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 3, "env_steps"), 176, 0);
     CHECK_EQ_INT(gb_metrics_incarnation(c, GB_ROLE_ACTOR, 3), 3);
@@ -285,6 +289,103 @@ static void test_unexpected_senders_rejected(void)
     rmdir(dir);
 }
 
+/* Sends one report as (role, index) of incarnation inc: values names[i] = values[i], neps
+ * episodes of return ret and length len; returns 1 when the collector took it, 0 when it refused
+ * it, -1 when it counted it stale. */
+static int claim(gb_metrics_collector *c, void *ctx, int role, int index, int inc, int nvalues,
+                 const char *const *names, const double *values, int neps, float ret,
+                 int64_t len)
+{
+    gb_error err = {0};
+    gb_metrics_sender *s = NULL;
+    CHECK_OK(gb_metrics_sender_open(&s, ctx, endpoint, role, index, &err));
+    if (!s)
+        return 0;
+    gb_metrics_sender_set_incarnation(s, inc);
+    for (int i = 0; i < nvalues; i++)
+        gb_metrics_set(s, names[i], values[i]);
+    for (int i = 0; i < neps; i++)
+        gb_metrics_episode(s, ret, len);
+    uint64_t refused = gb_metrics_collector_refused(c), stale = gb_metrics_collector_stale(c);
+    CHECK_OK(gb_metrics_send(s, &err));
+    gb_metrics_sender_close(s);
+    for (int tries = 0; tries < 300; tries++) {
+        int taken = gb_metrics_collector_poll(c, 10, &err); /* stale ones count as taken */
+        if (gb_metrics_collector_refused(c) > refused)
+            return 0;
+        if (gb_metrics_collector_stale(c) > stale)
+            return -1;
+        if (taken > 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Issue 35: a report is a claim. One from an incarnation the launcher did not issue, with a
+ * non-finite or negative counter, a counter going back, or episodes longer than the steps its
+ * worker took, is refused whole and counted; what the collector holds stays. */
+static void test_reports_checked(void)
+{
+    char dir[] = "/tmp/gb_metrics_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(endpoint, sizeof endpoint, "ipc://%s/r", dir);
+    void *ctx = zmq_ctx_new();
+    gb_metrics_collector *c = NULL;
+    gb_error err = {0};
+    CHECK_OK(gb_metrics_collector_open(&c, ctx, endpoint, &err));
+    if (!c)
+        return;
+    CHECK_OK(gb_metrics_collector_expect(c, GB_ROLE_ACTOR, 2, &err));
+    const char *carry[] = {"env_steps", "chunks_sent"};
+    CHECK_OK(gb_metrics_collector_carry(c, GB_ROLE_ACTOR, carry, 2, &err));
+    gb_metrics_collector_bound_returns(c, 1.0);
+    const char *steps_sent[] = {"env_steps", "chunks_sent", "gauge"};
+    double honest[] = {1000, 10, 1};
+    CHECK_EQ_INT(claim(c, ctx, GB_ROLE_ACTOR, 0, 0, 3, steps_sent, honest, 2, 20, 20), 1);
+    CHECK_EQ_INT(gb_metrics_episodes(c), 2);
+    CHECK_EQ_INT(gb_metrics_episode_steps(c), 40);
+    double t0 = gb_metrics_last_report_s(c, GB_ROLE_ACTOR, 0);
+    /* an incarnation never issued: refused, actor 0's heartbeat and values unmoved */
+    CHECK_EQ_INT(claim(c, ctx, GB_ROLE_ACTOR, 0, 7, 3, steps_sent, honest, 0, 0, 0), 0);
+    CHECK_EQ_INT(gb_metrics_incarnation(c, GB_ROLE_ACTOR, 0), 0);
+    CHECK_NEAR(gb_metrics_last_report_s(c, GB_ROLE_ACTOR, 0), t0, 0);
+    /* 100 episodes of 500 steps from a worker that took 1000: refused */
+    CHECK_EQ_INT(claim(c, ctx, GB_ROLE_ACTOR, 0, 0, 3, steps_sent, honest, 100, 500, 500), 0);
+    CHECK_EQ_INT(gb_metrics_episodes(c), 2);
+    /* a return beyond length x max_abs_reward (1 here): refused */
+    CHECK_EQ_INT(claim(c, ctx, GB_ROLE_ACTOR, 0, 0, 3, steps_sent, honest, 1, 50, 20), 0);
+    /* counters: negative, NaN, going back: refused; a NaN gauge is "no value": taken */
+    double negative[] = {1000, -1e18, 1}, nan_counter[] = {NAN, 10, 1}, back[] = {999, 10, 1};
+    double nan_gauge[] = {1100, 11, NAN};
+    CHECK_EQ_INT(claim(c, ctx, GB_ROLE_ACTOR, 0, 0, 3, steps_sent, negative, 0, 0, 0), 0);
+    CHECK_EQ_INT(claim(c, ctx, GB_ROLE_ACTOR, 0, 0, 3, steps_sent, nan_counter, 0, 0, 0), 0);
+    CHECK_EQ_INT(claim(c, ctx, GB_ROLE_ACTOR, 0, 0, 3, steps_sent, back, 0, 0, 0), 0);
+    CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 0, "chunks_sent"), 10, 0);
+    CHECK_EQ_INT(claim(c, ctx, GB_ROLE_ACTOR, 0, 0, 3, steps_sent, nan_gauge, 0, 0, 0), 1);
+    CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 0, "env_steps"), 1100, 0);
+    CHECK_EQ_INT((int)gb_metrics_collector_refused(c), 6);
+    /* refused before actor 1 ever reported: no trace of it (not a worker silent since 0) */
+    CHECK_EQ_INT(claim(c, ctx, GB_ROLE_ACTOR, 1, 3, 3, steps_sent, honest, 0, 0, 0), 0);
+    CHECK(isnan(gb_metrics_last_report_s(c, GB_ROLE_ACTOR, 1)));
+    CHECK_EQ_INT(gb_metrics_incarnation(c, GB_ROLE_ACTOR, 1), -1);
+    CHECK_EQ_INT(gb_metrics_workers(c, GB_ROLE_ACTOR), 1);
+    /* the launcher restarts actor 1: its incarnation 1 is taken, 0 is stale, 2 refused */
+    CHECK_EQ_INT(claim(c, ctx, GB_ROLE_ACTOR, 1, 0, 3, steps_sent, honest, 0, 0, 0), 1);
+    CHECK_OK(gb_metrics_collector_issue(c, GB_ROLE_ACTOR, 1, 1, &err));
+    CHECK_EQ_INT(claim(c, ctx, GB_ROLE_ACTOR, 1, 0, 3, steps_sent, honest, 0, 0, 0), -1);
+    CHECK_EQ_INT(claim(c, ctx, GB_ROLE_ACTOR, 1, 2, 3, steps_sent, honest, 0, 0, 0), 0);
+    CHECK_EQ_INT(claim(c, ctx, GB_ROLE_ACTOR, 1, 1, 3, steps_sent, honest, 0, 0, 0), 1);
+    CHECK_EQ_INT(gb_metrics_incarnation(c, GB_ROLE_ACTOR, 1), 1);
+    CHECK_NEAR(gb_metrics_get(c, GB_ROLE_ACTOR, 1, "env_steps"), 2000, 0); /* carried */
+    CHECK_EQ_INT((int)gb_metrics_collector_refused(c), 8);
+    gb_metrics_collector_close(c);
+    zmq_ctx_term(ctx);
+    char sock[300];
+    snprintf(sock, sizeof sock, "%s/r", dir);
+    unlink(sock);
+    rmdir(dir);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -292,5 +393,6 @@ int main(void)
     TEST_RUN(test_window_keeps_last_100);
     TEST_RUN(test_restarted_worker);
     TEST_RUN(test_unexpected_senders_rejected);
+    TEST_RUN(test_reports_checked);
     return test_main_result();
 }

@@ -68,10 +68,10 @@ static void test_process_memory(void)
     CHECK_EQ_INT(gb_trainer_ledger_last_published(b), -1);
     int r = gb_trainer_ledger_take(b, 1, seq_of(0, 1));
     CHECK_EQ_INT(r, 0);
-    gb_trainer_ledger_settle(b, r, GB_LEDGER_STORED);
+    gb_trainer_ledger_settle_steps(b, r, GB_LEDGER_STORED, 32);
     r = gb_trainer_ledger_take(b, 1, seq_of(2, 5)); /* actor 1's third process, from its 5th */
     CHECK_EQ_INT(r, 1);
-    gb_trainer_ledger_settle(b, r, GB_LEDGER_NONFINITE);
+    gb_trainer_ledger_settle_steps(b, r, GB_LEDGER_NONFINITE, 7);
     CHECK_EQ_INT(gb_trainer_ledger_take(b, 1, seq_of(0, 2)), 0);
     gb_trainer_ledger_settle(b, 0, GB_LEDGER_DISCARDED);
     gb_trainer_ledger_published(b, 17);
@@ -89,6 +89,7 @@ static void test_process_memory(void)
     CHECK_EQ_INT(t.stored, 1);
     CHECK_EQ_INT(t.discarded, 1);
     CHECK_EQ_INT(t.nonfinite, 1);
+    CHECK_EQ_INT(t.steps, 39); /* every received chunk's steps, whatever its fate */
     CHECK(consistent(b));
     gb_trainer_ledger_close(b, 0);
 }
@@ -105,7 +106,7 @@ static void test_restarts(void)
     for (int64_t n = 1; n <= 5; n++) /* 1..5 taken, 1..3 settled: 4 and 5 in its hands */
         CHECK_EQ_INT(gb_trainer_ledger_take(b, 0, seq_of(0, n)), 0);
     for (int k = 0; k < 3; k++)
-        gb_trainer_ledger_settle(b, 0, GB_LEDGER_STORED);
+        gb_trainer_ledger_settle_steps(b, 0, GB_LEDGER_STORED, 30 + k);
     gb_trainer_ledger_published(b, 40);
     gb_trainer_ledger_close(b, 0); /* killed: the segment stays */
 
@@ -113,6 +114,7 @@ static void test_restarts(void)
     CHECK(gb_trainer_ledger_continued(b));
     CHECK_EQ_INT(gb_trainer_ledger_last_published(b), 40);
     CHECK_EQ_INT(gb_trainer_ledger_totals(b).received, 3);
+    CHECK_EQ_INT(gb_trainer_ledger_totals(b).steps, 93); /* the steps received go on too */
     int r = gb_trainer_ledger_take(b, 0, seq_of(0, 9)); /* 6..8 went with the socket */
     gb_ledger_row y;
     CHECK(row_of(b, 0, 0, &y));
