@@ -491,7 +491,8 @@ done:
 static const char *where(const check_shared *sh)
 {
     static char buf[128];
-    if (strcmp((const char *)sh->phase, "step") == 0 || strcmp((const char *)sh->phase, "reset") == 0)
+    if (strcmp((const char *)sh->phase, "step") == 0 ||
+        strcmp((const char *)sh->phase, "reset") == 0)
         snprintf(buf, sizeof buf, "%s (copy %c, step %lld)", sh->phase, sh->copy ? 'B' : 'A',
                  (long long)sh->step);
     else

@@ -12,13 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-_Static_assert((int)GB_ENV_FLOAT32 == (int)GB_DTYPE_FLOAT32 &&
-                   (int)GB_ENV_FLOAT64 == (int)GB_DTYPE_FLOAT64 &&
-                   (int)GB_ENV_INT8 == (int)GB_DTYPE_INT8 && (int)GB_ENV_INT16 == (int)GB_DTYPE_INT16 &&
-                   (int)GB_ENV_INT32 == (int)GB_DTYPE_INT32 && (int)GB_ENV_INT64 == (int)GB_DTYPE_INT64 &&
-                   (int)GB_ENV_UINT8 == (int)GB_DTYPE_UINT8 &&
-                   (int)GB_ENV_UINT16 == (int)GB_DTYPE_UINT16,
-               "env.h dtype codes must equal runtime/base/dtype.h's");
+_Static_assert(
+    (int)GB_ENV_FLOAT32 == (int)GB_DTYPE_FLOAT32 && (int)GB_ENV_FLOAT64 == (int)GB_DTYPE_FLOAT64 &&
+        (int)GB_ENV_INT8 == (int)GB_DTYPE_INT8 && (int)GB_ENV_INT16 == (int)GB_DTYPE_INT16 &&
+        (int)GB_ENV_INT32 == (int)GB_DTYPE_INT32 && (int)GB_ENV_INT64 == (int)GB_DTYPE_INT64 &&
+        (int)GB_ENV_UINT8 == (int)GB_DTYPE_UINT8 && (int)GB_ENV_UINT16 == (int)GB_DTYPE_UINT16,
+    "env.h dtype codes must equal runtime/base/dtype.h's");
 
 gb_dtype gb_env_dtype_to_gb(int32_t env_dtype)
 {

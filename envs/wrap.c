@@ -90,6 +90,18 @@ int gb_env_wrap_params_set(gb_env_wrap_params *p, const char *key, const char *v
     return -1;
 }
 
+int gb_env_wrap_params_pair(gb_env_wrap_params *p, const char *pair, char *err, size_t err_len)
+{
+    char key[64];
+    const char *eq = strchr(pair, '=');
+    if (!eq || eq == pair || (size_t)(eq - pair) >= sizeof key) {
+        snprintf(err, err_len, "expects KEY=VALUE, got '%s'", pair);
+        return -1;
+    }
+    snprintf(key, sizeof key, "%.*s", (int)(eq - pair), pair);
+    return gb_env_wrap_params_set(p, key, eq + 1, err, err_len);
+}
+
 int gb_env_wrap_active(const gb_env_wrap_params *p)
 {
     return p->noop_max > 0 || p->frame_skip > 1 || p->screen_size > 0 || p->grey ||

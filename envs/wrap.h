@@ -12,7 +12,7 @@
  * frame stack (the last frame_stack frames, oldest first, along the first axis). At reset,
  * 1..noop_max (uniform) no-op frames (action 0) below the frame skip, as AtariPreprocessing's.
  * defines: gb_env_wrap_params, gb_env_wrapped, gb_env_wrap_params_default,
- *          gb_env_wrap_params_set, gb_env_wrap_active,
+ *          gb_env_wrap_params_set, gb_env_wrap_params_pair, gb_env_wrap_active,
  *          gb_env_wrap_init, gb_env_wrap_is, gb_env_wrap_create, gb_env_wrap_episode_end */
 #ifndef GB_ENVS_WRAP_H
 #define GB_ENVS_WRAP_H
@@ -51,6 +51,10 @@ gb_env_wrap_params gb_env_wrap_params_default(void);
  * Returns 0, or -1 with a message in err for an unknown key or a bad value. */
 int gb_env_wrap_params_set(gb_env_wrap_params *p, const char *key, const char *value, char *err,
                            size_t err_len);
+
+/* The same from "KEY=VALUE" (a tool's --wrap argument). Returns 0, or -1 with a message in
+ * err (not KEY=VALUE, an unknown key, a bad value). */
+int gb_env_wrap_params_pair(gb_env_wrap_params *p, const char *pair, char *err, size_t err_len);
 
 /* 1 when p asks for any wrapper. */
 int gb_env_wrap_active(const gb_env_wrap_params *p);

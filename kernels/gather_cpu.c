@@ -84,7 +84,9 @@ int gb_kernels_gather_cpu(const gb_kernels_column *cols, int ncols, const int64_
             uint64_t valid = len;
             if (steps->lengths) {
                 int64_t v = (int64_t)steps->lengths[i] - (int64_t)first;
-                valid = v <= 0 ? 0 : (uint64_t)v >= steps->count ? len : (uint64_t)v * col->step_bytes;
+                valid = v <= 0                        ? 0
+                        : (uint64_t)v >= steps->count ? len
+                                                      : (uint64_t)v * col->step_bytes;
             }
             memcpy(dst + (uint64_t)i * len, src + off, valid);
             memset(dst + (uint64_t)i * len + valid, 0, len - valid);

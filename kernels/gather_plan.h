@@ -36,7 +36,8 @@ typedef struct gb_kernels_gather_plan {
     const int32_t *lengths; /* (k,) or NULL */
     uint64_t first;         /* first step when starts is NULL */
     uint64_t units;         /* total units */
-    const unsigned long long *call_bad; /* kernel: nonzero when the call's check found a bad index */
+    /* kernel: nonzero when the call's check found a bad index */
+    const unsigned long long *call_bad;
 } gb_kernels_gather_plan;
 
 /* Fills plan with columns cols[0..min(ncols, GB_KERNELS_MAX_COLUMNS)) (already checked by

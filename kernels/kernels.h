@@ -184,7 +184,8 @@ int gb_kernels_gather(gb_kernels_ctx *ctx, const gb_kernels_column *cols, int nc
 /* The CPU-orchestrated collection, kept for comparison and for tables that are not registered:
  * waits for the stream (the staging buffer may still be in use), gathers on the CPU into
  * `staging` (pinned host memory, staging_bytes long), then enqueues one host-to-device copy per
- * column to cols[c].dst. cols[c].src, indices and steps are host memory. Blocks for the CPU part. */
+ * column to cols[c].dst. cols[c].src, indices and steps are host memory. Blocks for the CPU
+ * part. */
 int gb_kernels_gather_staged(gb_kernels_ctx *ctx, const gb_kernels_column *cols, int ncols,
                              const int64_t *indices, int64_t k, const gb_kernels_steps *steps,
                              void *staging, size_t staging_bytes, gb_error *err);

@@ -8,7 +8,8 @@
 
 uint64_t gb_kernels_seed(uint64_t seed, uint64_t call)
 {
-    return gb_kernels_mix64(gb_kernels_mix64(seed) ^ (call * GB_KERNELS_GOLDEN + 0x3c6ef372fe94f82bULL));
+    return gb_kernels_mix64(gb_kernels_mix64(seed) ^
+                            (call * GB_KERNELS_GOLDEN + 0x3c6ef372fe94f82bULL));
 }
 
 static void fill_none(int64_t *indices, float *probs, int64_t k)

@@ -136,14 +136,8 @@ static int take_env_arg(check_args *c, const char *arg)
 /* KEY=VALUE of --wrap: one preprocessing wrapper's setting (env.wrappers.KEY). */
 static int take_wrap(check_args *c, const char *arg)
 {
-    char key[64], msg[256];
-    const char *eq = strchr(arg, '=');
-    if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof key) {
-        fprintf(stderr, "gearbox env check: --wrap expects KEY=VALUE, got '%s'\n", arg);
-        return -1;
-    }
-    snprintf(key, sizeof key, "%.*s", (int)(eq - arg), arg);
-    if (gb_env_wrap_params_set(&c->wrap, key, eq + 1, msg, sizeof msg)) {
+    char msg[256];
+    if (gb_env_wrap_params_pair(&c->wrap, arg, msg, sizeof msg)) {
         fprintf(stderr, "gearbox env check: --wrap: %s\n", msg);
         return -1;
     }

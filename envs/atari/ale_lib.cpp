@@ -12,8 +12,8 @@
  * declares four std::unique_ptr members and an int, 40 bytes, and the wheel's own bindings
  * allocate 40 (operator new(0x28) before the constructor, in 0.12.1's disassembly);
  * kObjectBytes is several times that, and the loader refuses an ALE whose version is not the
- * one launch/python-requirements.txt pins, since a later one may change the members. Exceptions ALE throws (a bad ROM, a bad mode)
- * are caught here and become error messages. */
+ * one launch/python-requirements.txt pins, since a later one may change the members. Exceptions ALE
+ * throws (a bad ROM, a bad mode) are caught here and become error messages. */
 #include "envs/atari/ale_lib.h"
 
 #include <dlfcn.h>
@@ -190,7 +190,8 @@ void load_once(void)
     if (!lib) {
         const char *why = dlerror();
         snprintf(load_error, sizeof load_error,
-                 "cannot open the ALE library %s%s (%s): " GB_ALE_HINT, path, env && *env ? " from GEARBOX_ALE_LIB" : "", why ? why : "?");
+                 "cannot open the ALE library %s%s (%s): " GB_ALE_HINT, path,
+                 env && *env ? " from GEARBOX_ALE_LIB" : "", why ? why : "?");
         return;
     }
     if (!check_version(lib, path) || !resolve_all(lib, path))

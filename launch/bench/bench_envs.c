@@ -175,14 +175,8 @@ typedef struct envs_opts {
 /* --wrap KEY=VALUE ...: one wrapper setting. Returns 0 or -1. */
 static int add_wrap(envs_opts *o, const char *pair)
 {
-    char key[64], msg[256];
-    const char *eq = strchr(pair, '=');
-    if (!eq || (size_t)(eq - pair) >= sizeof key) {
-        fprintf(stderr, "gearbox bench envs: --wrap takes KEY=VALUE, not '%s'\n", pair);
-        return -1;
-    }
-    snprintf(key, sizeof key, "%.*s", (int)(eq - pair), pair);
-    if (gb_env_wrap_params_set(&o->wrap, key, eq + 1, msg, sizeof msg)) {
+    char msg[256];
+    if (gb_env_wrap_params_pair(&o->wrap, pair, msg, sizeof msg)) {
         fprintf(stderr, "gearbox bench envs: --wrap: %s\n", msg);
         return -1;
     }

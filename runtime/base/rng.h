@@ -1,8 +1,8 @@
 /* runtime/base/rng.h: per-object pseudo-random numbers (xoshiro256**, seeded through SplitMix64).
  * Every object that draws (environment, actor, selector) owns a gb_rng seeded from
  * (experiment seed, role, index), so the same seed gives the same run on one worker.
- * defines: gb_rng, gb_rng_seed, gb_rng_seed_for, gb_rng_seed_of, gb_rng_next, gb_rng_below, gb_rng_uniform,
- *          gb_rng_uniform_f, gb_rng_normal, gb_rng_jump */
+ * defines: gb_rng, gb_rng_seed, gb_rng_seed_for, gb_rng_seed_of, gb_rng_next, gb_rng_below,
+ *          gb_rng_uniform, gb_rng_uniform_f, gb_rng_normal, gb_rng_jump */
 #ifndef GB_RUNTIME_RNG_H
 #define GB_RUNTIME_RNG_H
 

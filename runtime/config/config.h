@@ -51,7 +51,12 @@ typedef enum { GB_COLLECT_GPU_ZERO_COPY = 0, GB_COLLECT_CPU_STAGED = 1 } gb_coll
 typedef enum { GB_PREFETCH_AUTO = 0, GB_PREFETCH_ON = 1, GB_PREFETCH_OFF = 2 } gb_prefetch_mode;
 typedef enum { GB_MODEL_MLP = 0, GB_MODEL_CNN = 1, GB_MODEL_TORCHSCRIPT = 2 } gb_model_type;
 /* policy.model.core: what carries memory from one step to the next, after the torso. */
-typedef enum { GB_CORE_NONE = 0, GB_CORE_LSTM = 1, GB_CORE_GRU = 2, GB_CORE_TRANSFORMER = 3 } gb_core;
+typedef enum {
+    GB_CORE_NONE = 0,
+    GB_CORE_LSTM = 1,
+    GB_CORE_GRU = 2,
+    GB_CORE_TRANSFORMER = 3
+} gb_core;
 typedef enum { GB_ACT_TANH = 0, GB_ACT_RELU = 1, GB_ACT_ELU = 2, GB_ACT_GELU = 3 } gb_activation;
 typedef enum { GB_ALGO_PPO = 0, GB_ALGO_DQN = 1, GB_ALGO_SAC = 2 } gb_algorithm;
 typedef enum { GB_TARGET_HARD = 0, GB_TARGET_POLYAK = 1 } gb_target_update;

@@ -17,8 +17,8 @@
  * (launch/evals.h) adds eval/return_mean, eval/return_std, eval/length_mean and the image
  * eval/video (an animated GIF) at its env steps.
  * defines: gb_tensorboard, gb_tensorboard_open, gb_tensorboard_scalars, gb_tensorboard_image,
- *          gb_tensorboard_row, gb_tensorboard_group, gb_tensorboard_close, gb_tensorboard_masked_crc,
- *          gb_tensorboard_frame, GB_TENSORBOARD_* */
+ *          gb_tensorboard_row, gb_tensorboard_group, gb_tensorboard_close,
+ *          gb_tensorboard_masked_crc, gb_tensorboard_frame, GB_TENSORBOARD_* */
 #ifndef GB_RUNTIME_TENSORBOARD_H
 #define GB_RUNTIME_TENSORBOARD_H
 

@@ -125,9 +125,9 @@ const gb_chunk_layout *gb_chunk_builder_layout(const gb_chunk_builder *b);
 void gb_chunk_start(gb_chunk_builder *b, int s, const void *obs);
 
 /* Stages the state [S] float32 that stream s's current row produced (the core's state_out for
- * it; S = state_size - return_carry), copied: call it before gb_chunk_step for that row. It is the state entering the next
- * row, which a chunk beginning there records (see "Recurrent state" above). No-op without a
- * core (S = 0). */
+ * it; S = state_size - return_carry), copied: call it before gb_chunk_step for that row. It is the
+ * state entering the next row, which a chunk beginning there records (see "Recurrent state" above).
+ * No-op without a core (S = 0). */
 void gb_chunk_set_state(gb_chunk_builder *b, int s, const float *state);
 
 /* Records the action chosen for stream s's current row (action: one int64 or action_dim floats,

@@ -72,7 +72,10 @@ static void to_dev(void *d, const void *h, size_t bytes)
     CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
     CK(cudaDeviceSynchronize());
 }
-static void to_host(void *h, const void *d, size_t bytes) { CK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost)); }
+static void to_host(void *h, const void *d, size_t bytes)
+{
+    CK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+}
 
 /* Priorities: a tenth zero, a tenth negative, NaN and inf here and there, the rest spread over
  * six decades; with ties, values are rounded so many are equal. */
@@ -269,7 +272,8 @@ static void scatter_case(int64_t capacity, int64_t m)
     float *val = host((size_t)m * 4);
     for (int64_t i = 0; i < m; i++) {
         /* Half the indices from a small range, so repeats are common. */
-        idx[i] = (int64_t)gb_rng_below(&rng, i % 2 ? (uint64_t)capacity : 1 + (uint64_t)capacity / 100);
+        idx[i] =
+            (int64_t)gb_rng_below(&rng, i % 2 ? (uint64_t)capacity : 1 + (uint64_t)capacity / 100);
         val[i] = (float)gb_rng_uniform(&rng);
     }
     float *dm = dev((size_t)capacity * 4), *dv = dev((size_t)m * 4);
@@ -327,7 +331,8 @@ static void gather_case(const spec *specs, int ncols, uint64_t capacity, uint32_
         total += capacity * (T * specs[c].step_bytes + specs[c].pad);
         total = (total + 4095) & ~4095ULL;
     }
-    unsigned char *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    unsigned char *base =
+        mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     CHECK(base != MAP_FAILED);
     if (base == MAP_FAILED)
         return;

@@ -46,9 +46,10 @@ static int batch_matches(const table *t, const unsigned char *dst, const int64_t
         for (uint32_t st = 0; st < s->count; st++) {
             uint32_t step = (s->starts ? s->starts[i] : s->first) + st;
             for (uint64_t b = 0; b < t->step_bytes; b++) {
-                unsigned char want = s->lengths && (int64_t)step >= s->lengths[i]
-                                         ? 0
-                                         : t->base[(uint64_t)idx[i] * t->stride + step * t->step_bytes + b];
+                unsigned char want =
+                    s->lengths && (int64_t)step >= s->lengths[i]
+                        ? 0
+                        : t->base[(uint64_t)idx[i] * t->stride + step * t->step_bytes + b];
                 unsigned char got = dst[((uint64_t)i * s->count + st) * t->step_bytes + b];
                 if (want != got) {
                     fprintf(stderr, "  item %lld step %u byte %llu: %u != %u\n", (long long)i,
@@ -99,7 +100,8 @@ static void test_gather_columns(void)
             memset(dst[c], POISON, K * T * step_bytes[c]);
         CHECK_OK(gb_kernels_gather_cpu(cols, NC, idx, K, &ranges[r], &err));
         for (int c = 0; c < NC; c++)
-            CHECK_MSG(batch_matches(&t[c], dst[c], idx, K, &ranges[r]), "range %zu column %d", r, c);
+            CHECK_MSG(batch_matches(&t[c], dst[c], idx, K, &ranges[r]), "range %zu column %d", r,
+                      c);
     }
     for (int c = 0; c < NC; c++) {
         free(t[c].base);

@@ -57,8 +57,9 @@ static void run_case(const colspec *spec, int ncols, uint64_t capacity, uint32_t
         CHECK(took >= 1 && took <= GB_KERNELS_MAX_COLUMNS);
         for (int c = 0; c < took; c++)
             if (spec[c0 + c].want_width)
-                CHECK_MSG(plan.col[c].width == spec[c0 + c].want_width, "column %d width %u, want %u",
-                          c0 + c, plan.col[c].width, spec[c0 + c].want_width);
+                CHECK_MSG(plan.col[c].width == spec[c0 + c].want_width,
+                          "column %d width %u, want %u", c0 + c, plan.col[c].width,
+                          spec[c0 + c].want_width);
         for (uint64_t u = 0; u < plan.units; u++) {
             gb_kernels_gather_unit w = gb_kernels_gather_unit_at(&plan, u);
             CHECK(w.bytes > 0 && w.bytes <= GB_KERNELS_GATHER_CHUNK && w.valid <= w.bytes);
@@ -121,7 +122,8 @@ static void test_offset_width(void)
 
 static void test_big_rows(void)
 {
-    /* 1 MiB steps: 128 units per step, lengths cut rows at step boundaries inside a unit's range. */
+    /* 1 MiB steps: 128 units per step, lengths cut rows at step boundaries inside a unit's
+     * range. */
     const colspec big[] = {{1 << 20, 0, 16}, {(1 << 20) + 4, 0, 4}};
     run_case(big, 2, 6, 4, 5, (gb_kernels_steps){0, 3, NULL, NULL}, 1, 1);
     const colspec odd[] = {{10000, 3, 1}}; /* units end inside steps */

@@ -30,7 +30,10 @@ static double chi_square(const int64_t *count, const double *p, int64_t cells, i
     return chi;
 }
 
-static int chi_ok(double chi, int64_t df) { return chi < (double)df + 6.0 * sqrt(2.0 * (double)df); }
+static int chi_ok(double chi, int64_t df)
+{
+    return chi < (double)df + 6.0 * sqrt(2.0 * (double)df);
+}
 
 static void test_draws(void)
 {
@@ -243,7 +246,8 @@ static void test_uniform(void)
         cand[j] = 1000 + 3 * j;
     }
     for (int c = 0; c < CALLS; c++) {
-        CHECK_OK(gb_kernels_select_uniform_cpu(N, NULL, K, gb_kernels_seed(2, c), idx, probs, &err));
+        CHECK_OK(
+            gb_kernels_select_uniform_cpu(N, NULL, K, gb_kernels_seed(2, c), idx, probs, &err));
         for (int i = 0; i < K; i++) {
             CHECK(idx[i] >= 0 && idx[i] < N);
             if (idx[i] >= 0 && idx[i] < N)

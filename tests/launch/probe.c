@@ -319,7 +319,8 @@ static int infer(const char *ep, long long obs_dim, long long S)
         return 1;
     }
     const struct { const char *what; gb_dtype dt; int64_t width; } bad[3] = {
-        {"without a state", GB_DTYPE_FLOAT32, 0}, {"with a state one float too wide", GB_DTYPE_FLOAT32, S + 1},
+        {"without a state", GB_DTYPE_FLOAT32, 0},
+        {"with a state one float too wide", GB_DTYPE_FLOAT32, S + 1},
         {"with a float64 state", GB_DTYPE_FLOAT64, S}};
     for (int i = 0; i < 3; i++) {
         int rc = ask(c, obs_dim, bad[i].dt, bad[i].width, &reply, &err);

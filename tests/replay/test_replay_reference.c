@@ -351,7 +351,8 @@ static void run_sequence(int remover, int selector, int64_t max_times, int64_t c
     gb_replay_stats stats;
     gb_replay_stats_get(r, &stats);
     CHECK(stats.inserts == m.next_seq);
-    CHECK((uint64_t)stats.size + stats.evicted + stats.sampled_out + stats.expired == stats.inserts);
+    CHECK((uint64_t)stats.size + stats.evicted + stats.sampled_out + stats.expired ==
+          stats.inserts);
     CHECK_EQ_INT(stats.retired_pinned, 0);
     CHECK_EQ_INT(stats.free_blocks + stats.size, capacity);
     gb_replay_selection_free(&s);

@@ -35,7 +35,8 @@ static void distribution(int selector, double alpha, uint64_t seed)
         CHECK_OK(gb_replay_commit(r, 1, &i, &pr[k], NULL, NULL, &err));
         idx_of[k] = i;
         /* alpha 0 is uniform over every item, zero priorities included (p^0 = 1). */
-        w[k] = selector == GB_SELECTOR_WEIGHTED && alpha > 0 ? (pr[k] > 0 ? pow(pr[k], alpha) : 0) : 1;
+        w[k] =
+            selector == GB_SELECTOR_WEIGHTED && alpha > 0 ? (pr[k] > 0 ? pow(pr[k], alpha) : 0) : 1;
         total += w[k];
     }
     gb_replay_selection s;

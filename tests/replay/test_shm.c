@@ -51,7 +51,9 @@ static void test_memfd_other_process(void)
     }
     int status = 0;
     CHECK(waitpid(pid, &status, 0) == pid);
-    CHECK_MSG(WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == ASAN_ABORT), "child status %d", status);
+    CHECK_MSG(WIFSIGNALED(status) &&
+                  (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == ASAN_ABORT),
+              "child status %d", status);
     CHECK(p[0] == 1);
     /* Read-write mapping through an inherited descriptor sees and makes changes. */
     pid = fork();

@@ -22,8 +22,14 @@ static inline void util_options(gb_replay_options *o, int64_t capacity, int64_t 
     gb_replay_add_column(o, "boot", GB_DTYPE_FLOAT32, 1, &four, 1, NULL);
 }
 
-static inline float util_obs(uint64_t id, int64_t t, int j) { return (float)(id % 100000) + (float)t * 0.5f + (float)j * 0.125f; }
-static inline int32_t util_act(uint64_t id, int64_t t) { return (int32_t)((id * 7 + (uint64_t)t) & 0x7fffffff); }
+static inline float util_obs(uint64_t id, int64_t t, int j)
+{
+    return (float)(id % 100000) + (float)t * 0.5f + (float)j * 0.125f;
+}
+static inline int32_t util_act(uint64_t id, int64_t t)
+{
+    return (int32_t)((id * 7 + (uint64_t)t) & 0x7fffffff);
+}
 
 /* Writes item contents for id into block idx (in place). */
 static inline void util_write(gb_replay *r, int64_t idx, uint64_t id, int64_t steps)

@@ -1,6 +1,7 @@
 // workers/torch/network.hpp: the bridge's networks (network.cpp): built-in MLP/CNN policies,
 // TorchScript policies, SAC critics.
-// defines: gbt::Heads, gbt::select_rows, gbt::Net, gbt::make_net, gbt::make_script_net, gbt::Critic, gbt::init_mutex
+// defines: gbt::Heads, gbt::select_rows, gbt::Net, gbt::make_net, gbt::make_script_net,
+//          gbt::Critic, gbt::init_mutex
 #pragma once
 
 #include "workers/torch/internal.hpp"

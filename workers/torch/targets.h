@@ -2,9 +2,9 @@
  * fused_losses.c: the CPU learners' losses with their gradients in one pass). The algorithms call
  * these; the tests check them against independently computed values. Not part of the table
  * (workers/torch/bridge.h): only the bridge's own files and its tests, which link it, call them.
- * defines: gb_torch_gae, gb_torch_vtrace, gb_torch_nstep, gb_torch_huber_td, gb_torch_chunk_priorities,
- *          gb_torch_ppo_fused, gb_torch_ppo_coefs, gb_torch_ppo_terms, gb_torch_sac_critic_fused,
- *          gb_torch_sac_actor_fused */
+ * defines: gb_torch_gae, gb_torch_vtrace, gb_torch_nstep, gb_torch_huber_td,
+ *          gb_torch_chunk_priorities, gb_torch_ppo_fused, gb_torch_ppo_coefs, gb_torch_ppo_terms,
+ *          gb_torch_sac_critic_fused, gb_torch_sac_actor_fused */
 #ifndef GB_WORKERS_TORCH_TARGETS_H
 #define GB_WORKERS_TORCH_TARGETS_H
 

@@ -503,7 +503,7 @@ static void test_load_not_rate_limited(void)
     test_server_stop(&ts);
 }
 
-/* ---- checkpoint and restart -------------------------------------------------------------------- */
+/* ---- checkpoint and restart ------------------------------------------------------------- */
 
 static int64_t sample_all_fifo(const char *ep, unsigned char **blob, size_t *bytes,
                                gb_client_info *info)

@@ -1,10 +1,11 @@
 /* tests/workers/torch/test_torch_core.c: models with state (policy.model.core lstm, gru,
- * transformer; a TorchScript model with policy.model.torchscript_state) through the C API: an actor's model_act_state stepped row by row over chunks with reset rows agrees
- * with the learner's sequence forward from state0; the reset rule (a reset row in the middle =
- * two sequences, the second from zero state; state0 honoured); state sizes; stateless act
- * refused; export/import and checkpoints carry the core; sac with a core refused; one
- * recurrent PPO step, also with a cnn torso on uint8 frames; a TorchScript model declaring another
- * state size refused. argv[1]: a scratch folder. */
+ * transformer; a TorchScript model with policy.model.torchscript_state) through the C API: an
+ * actor's model_act_state stepped row by row over chunks with reset rows agrees with the learner's
+ * sequence forward from state0; the reset rule (a reset row in the middle = two sequences, the
+ * second from zero state; state0 honoured); state sizes; stateless act refused; export/import and
+ * checkpoints carry the core; sac with a core refused; one recurrent PPO step, also with a cnn
+ * torso on uint8 frames; a TorchScript model declaring another state size refused. argv[1]: a
+ * scratch folder. */
 #include "test.h"
 #include "workers/torch_test_util.h"
 #include "workers/torch/testing.h"

@@ -4,8 +4,8 @@
  * episode ends (next-step reset: a reset row follows). Streams act with model_act_state as an
  * actor does (state carried across chunks, zeroed after a reset row; each chunk's state0), the
  * learner trains on the chunks. argv[1]: lstm, gru or transformer: the greedy accuracy at the
- * query must pass 0.9 within the budget; none: without a core the query looks the same whatever the cue, so the
- * accuracy stays near chance (0.5) over the same budget. */
+ * query must pass 0.9 within the budget; none: without a core the query looks the same whatever the
+ * cue, so the accuracy stays near chance (0.5) over the same budget. */
 #include "test.h"
 #include "workers/torch/bridge.h"
 

@@ -97,7 +97,8 @@ static gb_torch_batch make_batch(void)
         brew[i] = 1.0f;
         blogp[i] = -0.69f;
     }
-    gb_torch_batch b = {B, T, bobs, bnext, bact, brew, bterm, btrunc, bvalid, blogp, NULL, 0, NULL, 0};
+    gb_torch_batch b = {B,      T,      bobs,  bnext, bact, brew, bterm, btrunc,
+                        bvalid, blogp,  NULL,  0,     NULL, 0};
     return b;
 }
 
@@ -152,8 +153,9 @@ static void test_merge_and_ship(const char *algo)
         dm = fmax(dm, fabs(mean[i] - s[i] / n));
         dv = fmax(dv, fabs(var[i] - s2[i] / n) / (s2[i] / n));
     }
-    fprintf(stderr, "  %s: %g rows, max |mean diff| %.3g, max relative var diff %.3g (var[3] %.2f)\n",
-            algo, n, dm, dv, var[3]);
+    fprintf(stderr,
+            "  %s: %g rows, max |mean diff| %.3g, max relative var diff %.3g (var[3] %.2f)\n", algo,
+            n, dm, dv, var[3]);
     CHECK(dm < 1e-9 && dv < 1e-9 && fabs(var[3] - 16.0) < 0.5);
     /* a second batch of rows merges with the first (Chan's update) */
     feed more = {l, ROWS, ROWS + 700};
@@ -200,7 +202,8 @@ static void test_merge_and_ship(const char *algo)
         CHECK_OK(gb_torch_learner_load(l2, path, &err));
         double m2[D], va2[D], c2;
         CHECK(exported_stats(gb_torch_learner_model(l2), m2, va2, &c2));
-        CHECK(c2 == count2 && memcmp(m2, mean, sizeof m2) == 0 && memcmp(va2, var, sizeof va2) == 0);
+        CHECK(c2 == count2 && memcmp(m2, mean, sizeof m2) == 0 &&
+              memcmp(va2, var, sizeof va2) == 0);
         gb_torch_learner_destroy(l2);
     }
     gb_torch_model_destroy(pm);
