@@ -3,13 +3,14 @@
  * and creating validated copies. The environment ring (envs/ring.h) builds on this.
  * defines: gb_env_source, gb_env_source_open, gb_env_shipped_find, gb_env_plugin_open,
  *          gb_env_source_wrap, gb_env_source_close,
- *          gb_env_interface_validate, gb_env_spec_validate, gb_env_obs_bytes,
- *          gb_env_action_bytes, gb_env_args_store, gb_env_args_from_config, gb_env_args_add,
+ *          gb_env_interface_validate (a spec's checks and sizes: spec.h),
+ *          gb_env_args_store, gb_env_args_from_config, gb_env_args_add,
  *          gb_env_create, gb_env_dtype_to_gb */
 #ifndef GB_ENVS_HOST_H
 #define GB_ENVS_HOST_H
 
 #include "envs/env.h"
+#include "envs/spec.h"
 #include "envs/wrap.h"
 #include "runtime/config/config.h"
 #include "runtime/base/dtype.h"
@@ -63,15 +64,6 @@ void gb_env_source_close(gb_env_source *src);
  * Returns 0 or GB_EINVAL. `what` names it in messages (a path or a name). */
 int gb_env_interface_validate(const gb_env_interface *iface, const char *what, gb_error *err);
 
-/* Checks a spec as create() filled it (agents, dtype, shape, action kind and bounds, render
- * size against iface->render). Returns 0 or GB_EINVAL naming the field. */
-int gb_env_spec_validate(const gb_env_spec *spec, const gb_env_interface *iface, gb_error *err);
-
-/* Per-agent sizes in bytes of one observation and one action (spec must be valid). */
-size_t gb_env_obs_bytes(const gb_env_spec *spec);
-size_t gb_env_action_bytes(const gb_env_spec *spec);
-/* Elements in one agent's observation. */
-size_t gb_env_obs_numel(const gb_env_spec *spec);
 
 /* The runtime dtype of an env dtype code (the two share numbering; checked at compile time). */
 gb_dtype gb_env_dtype_to_gb(int32_t env_dtype);

@@ -1,7 +1,7 @@
 /* envs/wrap.c: the preprocessing wrappers (see wrap.h): a wrapped copy, its reset and step. */
 #include "envs/wrap.h"
 #include "envs/builtin.h"
-#include "envs/host.h"
+#include "envs/spec.h"
 #include "envs/wrap_image.h"
 #include "runtime/base/rng.h"
 
