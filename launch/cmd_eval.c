@@ -326,12 +326,13 @@ static int load_model(eval_state *s, const eval_opts *o, const gb_config *cfg,
 }
 
 /* The environment as logs, the JSON and the video's title name it: the interface's name, and
- * for the gymnasium plugin (one interface, many environments) gymnasium:<env.args.id>. */
+ * for one interface of many environments the run's label (gymnasium:<env.args.id>,
+ * atari:<env.args.game>). */
 static void name_env(eval_state *s, const gb_config *cfg)
 {
-    if (strcmp(s->src.iface->name, GB_EVAL_GYMNASIUM) == 0)
-        gb_config_env_label(cfg, s->env_name, sizeof s->env_name);
-    else
+    /* an argument that names the task (gymnasium:<id>, atari:<game>) makes the label */
+    gb_config_env_label(cfg, s->env_name, sizeof s->env_name);
+    if (strcmp(s->env_name, cfg->env.name) == 0)
         snprintf(s->env_name, sizeof s->env_name, "%s", s->src.iface->name);
 }
 
