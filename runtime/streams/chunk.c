@@ -457,25 +457,47 @@ int gb_chunk_matches(const gb_chunk_layout *l, const gb_tensor_desc *descs, int 
     return 1;
 }
 
-/* 1 when any of n float32 values is NaN or infinite: exponent bits all ones. Bit tests, no
- * branch in the loop and no early exit, so the compiler vectorises it (and -ffast-math cannot
- * fold it away as it may fold isfinite). Data from the wire need not be aligned: memcpy. */
-static int f32_nonfinite(const void *p, size_t n)
+/* One pass over n float32 values: sets *nonfinite when one is NaN or infinite (exponent bits all
+ * ones) and returns the largest magnitude among the others and the infinities, as the bits of a
+ * non-negative float: for those values the order of |x| is the order of its bits as unsigned
+ * integers (a NaN's bits lie above an infinity's and are left out). Integer compares, no branch
+ * in the loop and no early exit, so the compiler vectorises it (and -ffast-math cannot fold it
+ * away as it may fold isfinite). Data from the wire need not be aligned: memcpy. */
+static uint32_t f32_scan(const void *p, size_t n, int *nonfinite)
 {
     const unsigned char *b = p;
-    uint32_t bad = 0;
+    uint32_t bad = 0, most = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t w;
         memcpy(&w, b + 4 * i, 4);
         bad |= (uint32_t)((w & 0x7f800000u) == 0x7f800000u);
+        uint32_t mag = w & 0x7fffffffu;
+        mag = mag > 0x7f800000u ? 0 : mag;
+        most = mag > most ? mag : most;
     }
-    return bad != 0;
+    *nonfinite = bad != 0;
+    return most;
+}
+
+void gb_chunk_scan_floats(const gb_chunk_layout *l, const void *const cols[GB_CHUNK_NCOLS],
+                          gb_chunk_scan *s)
+{
+    s->nonfinite = -1;
+    for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
+        s->max_abs[c] = 0;
+        if (c >= l->ncols || l->desc[c].dtype != GB_DTYPE_FLOAT32)
+            continue;
+        int bad;
+        uint32_t bits = f32_scan(cols[c], l->bytes[c] / 4, &bad);
+        memcpy(&s->max_abs[c], &bits, sizeof bits);
+        if (bad && s->nonfinite < 0)
+            s->nonfinite = c;
+    }
 }
 
 int gb_chunk_nonfinite(const gb_chunk_layout *l, const void *const cols[GB_CHUNK_NCOLS])
 {
-    for (int c = 0; c < l->ncols; c++)
-        if (l->desc[c].dtype == GB_DTYPE_FLOAT32 && f32_nonfinite(cols[c], l->bytes[c] / 4))
-            return c;
-    return -1;
+    gb_chunk_scan s;
+    gb_chunk_scan_floats(l, cols, &s);
+    return s.nonfinite;
 }

@@ -161,6 +161,19 @@ int gb_chunk_matches(const gb_chunk_layout *l, const gb_tensor_desc *descs, int 
  * for every chunk at ingest. */
 int gb_chunk_nonfinite(const gb_chunk_layout *l, const void *const cols[GB_CHUNK_NCOLS]);
 
+/* What one pass over a chunk's float32 columns finds (gb_chunk_scan_floats). */
+typedef struct gb_chunk_scan {
+    int nonfinite; /* the first float32 column holding a NaN or an infinity, or -1 */
+    float max_abs[GB_CHUNK_NCOLS]; /* per float32 column the largest |value| (an infinity counts,
+                                      a NaN does not); 0 for the other columns */
+} gb_chunk_scan;
+
+/* gb_chunk_nonfinite's pass, which also finds each float32 column's largest magnitude: what a
+ * trainer checks every received chunk for (non-finite values, values beyond its bounds) in one
+ * read of the floating bytes. cols as for gb_chunk_nonfinite. */
+void gb_chunk_scan_floats(const gb_chunk_layout *l, const void *const cols[GB_CHUNK_NCOLS],
+                          gb_chunk_scan *s);
+
 /* Pointer to column c of a chunk block. */
 static inline void *gb_chunk_column(const gb_chunk_layout *l, void *block, int c)
 {

@@ -7,7 +7,6 @@
 #include "runtime/base/log.h"
 #include "runtime/streams/wire.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,39 +22,24 @@ static void chunk_columns(const trainer *t, const gb_wire_msg *m,
         cols[c] = gb_wire_msg_tensor(m, c).data;
 }
 
-/* 1 when one of the n floats at p lies beyond +-bound (a NaN does not: check_finite's). */
-static int beyond(const void *p, uint64_t n, double bound)
-{
-    for (uint64_t i = 0; i < n; i++) {
-        float x;
-        memcpy(&x, (const char *)p + i * sizeof x, sizeof x);
-        if (fabs((double)x) > bound)
-            return 1;
-    }
-    return 0;
-}
-
 /* The name of the first column of a chunk (its layout checked) holding a value no actor of this
  * run can have sent, or NULL: a reward, float observation or continuous action beyond the guard
- * (trainer.chunk_guard; the environments declare no reward range, envs/env.h), a discrete action
- * outside the action space on a valid row (a reset row's action is ignored). Finite but absurd
- * values (a reward of 1e30) would otherwise train: the Q-values diverge and stay so. */
-static const char *out_of_bounds(const trainer *t, const gb_wire_msg *m)
+ * (trainer.chunk_guard; the environments declare no reward range, envs/env.h; sc: the chunk's
+ * float scan, in which a NaN counts as no magnitude: check_chunk's), a discrete action outside
+ * the action space on a valid row (a reset row's action is ignored). Finite but absurd values
+ * (a reward of 1e30) would otherwise train: the Q-values diverge and stay so. */
+static const char *out_of_bounds(const trainer *t, const void *const cols[GB_CHUNK_NCOLS],
+                                 const gb_chunk_scan *sc)
 {
     const gb_config_chunk_guard *g = &t->w->cfg->trainer.chunk_guard;
     const gb_chunk_layout *l = &t->layout;
-    const void *cols[GB_CHUNK_NCOLS];
-    chunk_columns(t, m, cols);
-    if (beyond(cols[GB_CHUNK_REWARD], (uint64_t)l->T, g->max_abs_reward))
+    if (sc->max_abs[GB_CHUNK_REWARD] > g->max_abs_reward)
         return "reward";
-    if (l->obs_dtype == GB_DTYPE_FLOAT32 &&
-        (beyond(cols[GB_CHUNK_OBS], l->bytes[GB_CHUNK_OBS] / sizeof(float), g->max_abs_obs) ||
-         beyond(cols[GB_CHUNK_NEXT_OBS], l->bytes[GB_CHUNK_NEXT_OBS] / sizeof(float),
-                g->max_abs_obs)))
+    if (l->obs_dtype == GB_DTYPE_FLOAT32 && (sc->max_abs[GB_CHUNK_OBS] > g->max_abs_obs ||
+                                              sc->max_abs[GB_CHUNK_NEXT_OBS] > g->max_abs_obs))
         return "obs";
     if (!l->discrete)
-        return beyond(cols[GB_CHUNK_ACTION], l->bytes[GB_CHUNK_ACTION] / sizeof(float),
-                      g->max_abs_action) ? "action" : NULL;
+        return sc->max_abs[GB_CHUNK_ACTION] > g->max_abs_action ? "action" : NULL;
     const uint8_t *valid = cols[GB_CHUNK_VALID];
     for (int64_t r = 0; r < l->T; r++) {
         int64_t a;
@@ -81,17 +65,35 @@ static int64_t chunk_steps(const trainer *t, const gb_wire_msg *m)
  * to settle it on) or counts it as rejected (the sample ledger, trainer_internal.h). A refused
  * chunk never reaches the ledger: neither its number (a forged one would count the sender's
  * real chunks as lost after a crash) nor its arrival (received more than sent: a negative
- * loss). Returns 1 when it is taken. */
+ * loss). A taken chunk holding a NaN or an infinity is then counted and not stored
+ * (chunks_nonfinite): one such chunk must not poison the replay (a NaN priority, a NaN loss).
+ * The floating columns are read once for both checks (gb_chunk_scan_floats). Warned about at
+ * the 1st, 2nd, 4th, ... Returns 1 when the chunk is to be stored. */
 static int check_chunk(trainer *t, const gb_wire_msg *m, int *row)
 {
     /* the run's actors, and those that joined it beyond its count (gearbox join) */
     int64_t actors = t->w->cfg->actors.count + t->w->cfg->actors.join_max;
     int ok = m->hdr.role == GB_ROLE_ACTOR && m->hdr.index >= 0 && m->hdr.index < actors &&
              gb_chunk_matches(&t->layout, m->hdr.tensors, m->hdr.ntensors);
-    const char *bad = ok ? out_of_bounds(t, m) : NULL;
+    const void *cols[GB_CHUNK_NCOLS];
+    gb_chunk_scan sc;
+    const char *bad = NULL;
+    if (ok) {
+        chunk_columns(t, m, cols);
+        gb_chunk_scan_floats(&t->layout, cols, &sc);
+        bad = out_of_bounds(t, cols, &sc);
+    }
     if (ok && !bad) {
         *row = gb_trainer_ledger_take(t->ledger, m->hdr.index, m->hdr.seq);
-        return 1;
+        if (sc.nonfinite < 0)
+            return 1;
+        gb_trainer_ledger_settle_steps(t->ledger, *row, GB_LEDGER_NONFINITE, chunk_steps(t, m));
+        long long k = (long long)gb_trainer_ledger_totals(t->ledger).nonfinite;
+        if (gb_log_due((uint64_t)k))
+            GB_WARN("trainer: chunk from actor %d holds a non-finite '%s' value: not stored "
+                    "(%lld such chunks so far; chunks_nonfinite)", m->hdr.index,
+                    t->layout.desc[sc.nonfinite].name, k);
+        return 0;
     }
     long long k = atomic_fetch_add(&t->rejected_chunks, 1) + 1;
     if (gb_log_due((uint64_t)k) && bad)
@@ -112,24 +114,6 @@ static void settle(trainer *t, const int *rows, const int64_t *steps, int from, 
 {
     for (int i = from; i < to; i++)
         gb_trainer_ledger_settle_steps(t->ledger, rows[i], fate, steps[i]);
-}
-
-/* A received chunk holding a NaN or an infinity is counted and not stored: one such chunk must
- * not poison the replay (a NaN priority, a NaN loss). Warned about at the 1st, 2nd, 4th, ...
- * Returns 1 when the chunk is finite; else it is settled (row: its ledger row). */
-static int check_finite(trainer *t, const gb_wire_msg *m, int row)
-{
-    const void *cols[GB_CHUNK_NCOLS];
-    chunk_columns(t, m, cols);
-    int c = gb_chunk_nonfinite(&t->layout, cols);
-    if (c < 0)
-        return 1;
-    gb_trainer_ledger_settle_steps(t->ledger, row, GB_LEDGER_NONFINITE, chunk_steps(t, m));
-    long long k = (long long)gb_trainer_ledger_totals(t->ledger).nonfinite;
-    if (gb_log_due((uint64_t)k))
-        GB_WARN("trainer: chunk from actor %d holds a non-finite '%s' value: not stored (%lld "
-                "such chunks so far; chunks_nonfinite)", m->hdr.index, t->layout.desc[c].name, k);
-    return 0;
 }
 
 /* gearbox run --record: appends a received chunk to the dataset (no-op without --record).
@@ -170,7 +154,7 @@ static int take_batch(trainer *t, gb_wire_msg *msgs, int *rows, int64_t *steps, 
             break;
         if (rc)
             return rc;
-        if (!check_chunk(t, &msgs[n], &rows[n]) || !check_finite(t, &msgs[n], rows[n])) {
+        if (!check_chunk(t, &msgs[n], &rows[n])) {
             gb_wire_msg_release(&msgs[n]);
             continue;
         }
@@ -348,7 +332,7 @@ void gb_trainer_drain_at_stop(trainer *t, int failing)
         if (rc)
             break;
         int row;
-        if (check_chunk(t, &m, &row) && check_finite(t, &m, row)) {
+        if (check_chunk(t, &m, &row)) {
             if (record_chunk(t, &m, &err) != 0)
                 GB_WARN("trainer: recording a chunk at stop: %s", err.msg);
             if (store_at_stop(t, &m, row)) {

@@ -537,12 +537,60 @@ static void test_return_carry(void)
     gb_chunk_builder_destroy(b);
 }
 
+/* gb_chunk_scan_floats gives each float32 column's largest magnitude as a naive pass over the
+ * values would (a NaN left out, an infinity counted, negatives by their magnitude, subnormals
+ * too), and the first non-finite column as gb_chunk_nonfinite does. */
+static void test_scan_max_abs(void)
+{
+    gb_error err = {0};
+    int64_t shape[1] = {7};
+    gb_chunk_layout l;
+    CHECK_OK(gb_chunk_layout_init(&l, 9, GB_DTYPE_FLOAT32, 1, shape, 0, 3, 0, &err));
+    unsigned char *block = calloc(1, l.block_bytes);
+    const void *cols[GB_CHUNK_NCOLS];
+    for (int c = 0; c < l.ncols; c++)
+        cols[c] = block + l.offset[c];
+    const float special[] = {NAN, -0.0f, 1e-42f, -3.3e38f, 2.5f, -7.25f};
+    unsigned seed = 7;
+    for (int round = 0; round < 200; round++) {
+        for (int c = 0; c < l.ncols; c++) {
+            if (l.desc[c].dtype != GB_DTYPE_FLOAT32)
+                continue;
+            float *col = (float *)(block + l.offset[c]);
+            for (uint64_t i = 0; i < l.bytes[c] / 4; i++) {
+                seed = seed * 1103515245u + 12345u;
+                col[i] = (seed >> 28) < 3 ? special[(seed >> 8) % 6]
+                                          : ((float)((seed >> 8) % 20001) - 10000.0f) / 7.0f;
+            }
+        }
+        if (round == 100) /* one infinity in the reward: counted, and the column is the first */
+            ((float *)(block + l.offset[GB_CHUNK_REWARD]))[2] = -INFINITY;
+        gb_chunk_scan sc;
+        gb_chunk_scan_floats(&l, cols, &sc);
+        CHECK_EQ_INT(sc.nonfinite, gb_chunk_nonfinite(&l, cols));
+        for (int c = 0; c < GB_CHUNK_NCOLS; c++) {
+            float want = 0;
+            if (c < l.ncols && l.desc[c].dtype == GB_DTYPE_FLOAT32) {
+                const float *col = (const float *)(block + l.offset[c]);
+                for (uint64_t i = 0; i < l.bytes[c] / 4; i++)
+                    if (!isnan(col[i]) && fabsf(col[i]) > want)
+                        want = fabsf(col[i]);
+            }
+            CHECK(sc.max_abs[c] == want);
+        }
+        if (round == 100)
+            CHECK(isinf(sc.max_abs[GB_CHUNK_REWARD]));
+    }
+    free(block);
+}
+
 int main(void)
 {
     TEST_RUN(test_rows_and_resets);
     TEST_RUN(test_end_on_last_row);
     TEST_RUN(test_out_of_memory_restarts);
     TEST_RUN(test_nonfinite);
+    TEST_RUN(test_scan_max_abs);
     TEST_RUN(test_state_layout);
     TEST_RUN(test_state_column);
     TEST_RUN(test_state_out_of_memory);
