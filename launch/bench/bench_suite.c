@@ -53,6 +53,8 @@ static const struct {
     {"recall_r2d2", "recall_r2d2.yaml"},
     /* MuJoCo locomotion in C, with normalised observations and scaled rewards */
     {"halfcheetah_ppo", "halfcheetah_ppo.yaml"},
+    /* Atari (the ALE's Breakout) under the standard preprocessing, PPO with V-trace */
+    {"atari_breakout_ppo", "atari_breakout_ppo.yaml"},
 };
 _Static_assert(sizeof suite_tasks / sizeof suite_tasks[0] == SUITE_NTASKS,
                "SUITE_NTASKS (bench_suite.h) counts suite_tasks");
