@@ -4,7 +4,8 @@
 # (the TensorBoard event writer's library and its compiler, which the build runs) and what
 # protoc-c links; and, in debs/fallback/ (not unpacked by env.sh), Gloo's headers, which
 # run_on_device.sh adds only where PyTorch's libtorch does not ship its own (2.15.0's wheel
-# ships none). Run here (package registries reachable), before the first device command;
+# ships none); and in wheels/, ale-py's wheel for the device's Python (3.12, or PYVER) that the
+# atari stage unpacks for its ALE library and ROMs. Run here (package registries reachable), before the first device command;
 # .device-kit/env.sh unpacks every deb in debs/ there. CMake finds protoc-c through
 # CMAKE_PREFIX_PATH (the kit's prefix), the loader its libraries through LD_LIBRARY_PATH.
 set -euo pipefail
@@ -21,3 +22,7 @@ ls -l ./*protobuf* ./*protoc* | awk '{print "kit_extras:", $5, $9}'
 mkdir -p fallback
 (cd fallback && apt-get download libgloo-dev >/dev/null &&
   ls -l ./*.deb | awk '{print "kit_extras:", $5, "fallback/" $9}')
+mkdir -p ../wheels
+python3 -m pip download --quiet "ale-py==0.12.1" --only-binary=:all: --no-deps \
+  --python-version "${PYVER:-3.12}" --platform manylinux_2_28_x86_64 -d ../wheels
+ls -l ../wheels/ale_py-*.whl | awk '{print "kit_extras:", $5, "wheels/" $9}'

@@ -8,6 +8,9 @@
 #   ppo    configs/cartpole_ppo.yaml to solve, on the cpu, then trainer and policy on cuda
 #   breakout  configs/breakout_dqn.yaml for BREAKOUT_S seconds (default 150) with a replay of
 #          95000 chunks (10.7 GB of frames), on the cpu, then with cuda
+#   atari  configs/atari_breakout_ppo.yaml (the ALE's Breakout, PPO with V-trace) for ATARI_S
+#          seconds (default 240) with trainer and policy on cuda and 8 actors x 16 envs; the
+#          ALE from the ale-py wheel in .device-kit/wheels (tests/gpu/kit_extras.sh)
 # Everything goes to ${OUT:-build-gpu/out}: a log per stage, the JSON of the benches, the runs'
 # summary.json and metrics.csv. Uses .device-kit/ (../shared/device-kit/prepare, plus
 # tests/gpu/kit_extras.sh for the packages the kit lacks) when present.
@@ -18,7 +21,7 @@ if [ $# -eq 0 ] || [ "$1" = --help ] || [ "$1" = -h ]; then
 fi
 for stage in "$@"; do
   case $stage in
-    build|tests|learn|bench|ppo|breakout) ;;
+    build|tests|learn|bench|ppo|breakout|atari) ;;
     *) echo "run_on_device.sh: no stage '$stage' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -147,6 +150,31 @@ print(json.dumps({"run": sys.argv[2], "collect_ms": col("collect_ms"), "train_ms
                   "collect_share": col("collect_share")}))
 EOF
   done
+}
+
+# The ALE for gearbox's atari environment from ale-py's wheel, unpacked (a wheel is a zip): its
+# library (GEARBOX_ALE_LIB; the ROMs lie beside it) and the Python library that the extension's
+# symbols need (GEARBOX_ALE_PYLIB), which only a Python built as a shared library has.
+ale_from_wheel() {
+  local whl pylib
+  whl=$(ls .device-kit/wheels/ale_py-*.whl 2>/dev/null | head -1)
+  [ -n "$whl" ] || { echo "atari: no ale-py wheel in .device-kit/wheels (kit_extras.sh)"; return 1; }
+  rm -rf /tmp/gbale && python3 -m zipfile -e "$whl" /tmp/gbale || return 1
+  GEARBOX_ALE_LIB=$(ls /tmp/gbale/ale_py/_ale_py*.so | head -1)
+  pylib=$(python3 -c 'import os, sysconfig as s; v = s.get_config_var
+print(os.path.join(v("LIBDIR"), v("LDLIBRARY")) if v("Py_ENABLE_SHARED") else "")')
+  [ -n "$pylib" ] && [ -f "$pylib" ] ||
+    { echo "atari: $(python3 -V) is not built as a shared library: no libpython to load"; return 1; }
+  export GEARBOX_ALE_LIB GEARBOX_ALE_PYLIB=$pylib
+  echo "atari: ALE $GEARBOX_ALE_LIB, Python $GEARBOX_ALE_PYLIB"
+}
+
+stage_atari() {
+  ale_from_wheel || return 1
+  gb env check atari --args game=breakout --steps 2000 >"$out/atari_check.log" 2>&1 ||
+    { tail -5 "$out/atari_check.log"; return 1; }
+  run atari_cuda configs/atari_breakout_ppo.yaml experiment.max_seconds="${ATARI_S:-240}" \
+    trainer.device=cuda policy.device=cuda actors.count=8 launch.stop_timeout_s=120
 }
 
 for stage in "$@"; do
