@@ -15,6 +15,7 @@
  * one launch/python-requirements.txt pins, since a later one may change the members. Exceptions ALE
  * throws (a bad ROM, a bad mode) are caught here and become error messages. */
 #include "envs/atari/ale_lib.h"
+#include "envs/wheel_lib.h"
 
 #include <dlfcn.h>
 
@@ -176,24 +177,13 @@ bool check_version(void *lib, const char *path)
 
 void load_once(void)
 {
-    const char *env = getenv("GEARBOX_ALE_LIB");
-    const char *path = env && *env ? env : GB_ALE_LIB;
-    if (!*path) {
-        snprintf(load_error, sizeof load_error,
-                 "the ALE library was not found when gearbox was configured and GEARBOX_ALE_LIB "
-                 "is not set: " GB_ALE_HINT);
+    const char *path;
+    void *lib = load_python() ? gb_wheel_lib_open("the ALE library", "GEARBOX_ALE_LIB", GB_ALE_LIB,
+                                                  0, GB_ALE_HINT, &path, load_error,
+                                                  sizeof load_error)
+                              : nullptr;
+    if (!lib)
         return;
-    }
-    if (!load_python())
-        return;
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        const char *why = dlerror();
-        snprintf(load_error, sizeof load_error,
-                 "cannot open the ALE library %s%s (%s): " GB_ALE_HINT, path,
-                 env && *env ? " from GEARBOX_ALE_LIB" : "", why ? why : "?");
-        return;
-    }
     if (!check_version(lib, path) || !resolve_all(lib, path))
         return; /* the library stays open: dlclose could run destructors mid-process */
     const char *roms = getenv("GEARBOX_ALE_ROMS");

@@ -2,6 +2,8 @@
  * (see mujoco_lib.h for why it is opened at run time). */
 #include "envs/mujoco/mujoco_lib.h"
 
+#include "envs/wheel_lib.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -17,7 +19,8 @@
 
 #define GB_MJ_INSTALL_HINT                                                                        \
     "install it with launch/install-deps.sh (PyPI's mujoco==%d.%d.%d into gearbox's Python "   \
-    "environment), or point GEARBOX_MUJOCO_LIB at that wheel's mujoco/libmujoco.so.%d.%d.%d"
+    "environment, then configure gearbox again), or point GEARBOX_MUJOCO_LIB at that wheel's "  \
+    "mujoco/libmujoco.so.%d.%d.%d"
 
 #define GB_MJ_MAX_WARNINGS 5
 
@@ -50,24 +53,13 @@ static void on_warning(const char *msg)
 static void load_once(void)
 {
     const int v = mjVERSION_HEADER, major = v / 1000000, minor = v / 1000 % 1000, patch = v % 1000;
-    const char *env = getenv("GEARBOX_MUJOCO_LIB");
-    const char *path = env && *env ? env : GB_MUJOCO_LIB;
-    if (!*path) {
-        snprintf(load_error, sizeof load_error,
-                 "MuJoCo's library was not found when gearbox was configured and "
-                 "GEARBOX_MUJOCO_LIB is not set: " GB_MJ_INSTALL_HINT " (then configure again)",
-                 major, minor, patch, major, minor, patch);
+    char hint[300];
+    snprintf(hint, sizeof hint, GB_MJ_INSTALL_HINT, major, minor, patch, major, minor, patch);
+    const char *path;
+    void *lib = gb_wheel_lib_open("MuJoCo's library", "GEARBOX_MUJOCO_LIB", GB_MUJOCO_LIB, 0, hint,
+                                  &path, load_error, sizeof load_error);
+    if (!lib)
         return;
-    }
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        const char *why = dlerror();
-        snprintf(load_error, sizeof load_error,
-                 "cannot open MuJoCo's library %s%s (%s): " GB_MJ_INSTALL_HINT, path,
-                 env && *env ? " from GEARBOX_MUJOCO_LIB" : "", why ? why : "?", major, minor,
-                 patch, major, minor, patch);
-        return;
-    }
     struct {
         const char *name;
         void **slot;
@@ -94,10 +86,8 @@ static void load_once(void)
      * has them. */
     if (api.version() != v) {
         snprintf(load_error, sizeof load_error,
-                 "MuJoCo library %s is version %s; gearbox was built with %d.%d.%d's headers: "
-                 GB_MJ_INSTALL_HINT,
-                 path, api.version_string(), major, minor, patch, major, minor, patch, major,
-                 minor, patch);
+                 "MuJoCo library %s is version %s; gearbox was built with %d.%d.%d's headers: %s",
+                 path, api.version_string(), major, minor, patch, hint);
         return;
     }
     loaded = 1;
