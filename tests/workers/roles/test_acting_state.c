@@ -171,7 +171,7 @@ static void test_no_core(void)
         return;
     CHECK_EQ_INT(gb_acting_state_size(a), 0);
     CHECK(gb_acting_state(a, 0) == NULL);
-    CHECK_EQ_INT(gb_acting_layout(a)->ncols, GB_CHUNK_NCOLS - 1);
+    CHECK_EQ_INT(gb_acting_layout(a)->ncols, GB_CHUNK_STATE);
     gb_acting_destroy(a);
 }
 
