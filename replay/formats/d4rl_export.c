@@ -146,6 +146,11 @@ static int open_src(src *s, const char *const *paths, int npaths, gb_error *err)
             s->extra[s->nextra++] = c;
         }
     }
+    if (find_col(s->schema, "obs_past", NULL) >= 0) /* runtime/streams/chunk.h "Frame stacks" */
+        return gb_error_set(err, GB_EUNSUPPORTED, "%s: recorded with env.wrappers.frame_stack, "
+                            "each frame stored once (obs holds each step's newest frame, "
+                            "obs_past the older frames of row 0): the export does not rebuild "
+                            "whole observations from them", paths[0]);
     if (s->bytes[X_NEXT] != s->bytes[X_OBS] ||
         s->schema->columns[s->col[X_NEXT]].dtype != s->schema->columns[s->col[X_OBS]].dtype)
         return gb_error_set(err, GB_EINVAL, "%s: next_obs differs from obs in type or shape",
