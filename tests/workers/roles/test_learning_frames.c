@@ -21,7 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ITEMS = 40, STEPS = 5, WAYS = 2 }; /* 5 batches of 8: each item once */ /* way 0: whole observations; 1: frames */
+/* STEPS batches of 8 train on each item once; way 0: whole observations, 1: frames */
+enum { ITEMS = 40, STEPS = 5, WAYS = 2 };
 
 /* Steps one copy of cfg's environment with random actions into a builder per layout until each
  * has ITEMS chunks (blocks[way][i]). */
