@@ -6,7 +6,8 @@
  * seeds take the same chunks, train the same steps (the batch's observations rebuilt where they
  * are collected; normalize_obs's statistics from the rebuilt rows) and must end with
  * bit-identical parameters. Also reported: the replay's bytes per stored step, both ways.
- * usage: test_learning_frames CONFIG... (tests/workers/dqn_cartpole.yaml, ppo_cartpole.yaml) */
+ * usage: test_learning_frames CONFIG... (tests/workers/dqn_cartpole.yaml, ppo_cartpole.yaml,
+ * configs/breakout_dqn.yaml: CartPole's 4 floats, Breakout84's 84x84 frames) */
 #include "envs/host.h"
 #include "envs/ring.h"
 #include "replay/replay.h"
@@ -111,13 +112,15 @@ static void check_config(const char *path)
     const char *sets[] = {"trainer.replay.capacity=64", "trainer.replay.min_size=8",
                           "trainer.replay.samples_per_insert=0", "trainer.batch_size=8",
                           "trainer.replay.remover=fifo", "trainer.replay.selector=uniform",
-                          "env.wrappers.frame_stack=4", "policy.model.normalize_obs=true",
-                          "actors.chunk_len=8"};
+                          "env.wrappers.frame_stack=4", "actors.chunk_len=8",
+                          "env.max_episode_steps=29"}; /* episode ends at every row */
     gb_config cfg;
     gb_error err = {0};
     CHECK_OK(gb_config_read(&cfg, path, sets, (int)(sizeof sets / sizeof sets[0]), &err));
     if (err.code)
         return;
+    /* normalize_obs's statistics (an mlp's) from the rebuilt rows too */
+    cfg.policy.model.normalize_obs = cfg.policy.model.type == GB_MODEL_MLP;
     gb_env_spec spec;
     gb_torch_space space;
     gb_chunk_layout l[WAYS];
