@@ -39,9 +39,9 @@ static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
  * the action, the state size and the frame stack. */
 static int place_columns(gb_chunk_layout *l, gb_error *err)
 {
-    static const char *const names[GB_CHUNK_NCOLS] = {
+    static const char *const names[GB_CHUNK_STATE + 1] = {
         "obs", "next_obs", "action", "reward", "terminated", "truncated", "valid", "logp",
-        "version", "state", "obs_past"};
+        "version", "state"};
     const int64_t T = l->T, k = l->frame_stack, *obs_shape = l->obs_shape;
     const int obs_rank = l->obs_rank;
     l->ncols = l->state_size > 0 ? GB_CHUNK_STATE + 1 : GB_CHUNK_STATE;
@@ -91,7 +91,8 @@ static int place_columns(gb_chunk_layout *l, gb_error *err)
             dt = GB_DTYPE_UINT8;
             break;
         }
-        int rc = gb_wire_set_tensor(&l->desc[c], names[c], dt, rank, shape, err);
+        int rc = gb_wire_set_tensor(&l->desc[c], c == l->past_col ? "obs_past" : names[c], dt,
+                                    rank, shape, err);
         if (rc == 0)
             rc = gb_tensor_desc_bytes(&l->desc[c], &l->bytes[c], err);
         if (rc)

@@ -292,6 +292,14 @@ static void test_refuses_foreign_stacks(void)
     CHECK_OK(gb_chunk_layout_set_frame_stack(&l, 3, &err));
     CHECK_EQ_INT(l.ncols, GB_CHUNK_STATE + 1);
     CHECK_EQ_INT(l.past_col, GB_CHUNK_STATE);
+    CHECK(strcmp(l.desc[l.past_col].name, "obs_past") == 0);
+    gb_chunk_layout with_core;
+    CHECK_OK(gb_chunk_layout_init(&with_core, 4, GB_DTYPE_UINT8, 3, shape, 1, 1, 5, &err));
+    CHECK_OK(gb_chunk_layout_set_frame_stack(&with_core, 3, &err));
+    CHECK_EQ_INT(with_core.past_col, GB_CHUNK_STATE + 1);
+    CHECK(strcmp(with_core.desc[GB_CHUNK_STATE].name, "state") == 0);
+    CHECK(strcmp(with_core.desc[with_core.past_col].name, "obs_past") == 0);
+    CHECK_EQ_INT(with_core.ncols, GB_CHUNK_NCOLS);
     CHECK_EQ_INT(l.desc[GB_CHUNK_OBS].shape[1], 1);
     CHECK_EQ_INT(l.desc[l.past_col].shape[0], 2);
     gb_chunk_builder *b = NULL;
