@@ -3,6 +3,7 @@
 #include "replay/formats/d4rl.h"
 
 #include "runtime/base/log.h"
+#include "runtime/streams/chunk.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,11 @@ typedef struct src {
     uint64_t extra_bytes[GB_REPLAY_MAX_COLUMNS];
     int nextra;
     void *buf[GB_REPLAY_MAX_COLUMNS]; /* one record */
+    /* A recording of frame stacks stored a frame a row (runtime/streams/chunk.h "Frame
+     * stacks"): the chunk layout that rebuilds them, and the record's whole observations */
+    gb_chunk_layout stack;
+    int past;    /* obs_past's schema column */
+    void *whole; /* [T, one observation], or NULL: obs holds whole observations */
 } src;
 
 /* Per record: what chains records of one stream (its first observation continues the record
@@ -77,13 +83,47 @@ static int read_rec(src *s, int64_t i, int32_t *length, gb_error *err)
     while (f > 0 && s->first[f] > i)
         f--;
     int64_t version;
-    return gb_dataset_reader_read(s->readers[f], i - s->first[f], s->buf, &version, length, err);
+    int rc = gb_dataset_reader_read(s->readers[f], i - s->first[f], s->buf, &version, length,
+                                    err);
+    if (rc == 0 && s->whole)
+        gb_chunk_stack_expand(&s->stack, 1, s->buf[s->col[X_OBS]], s->buf[s->past],
+                              s->buf[s->col[X_VALID]], s->whole);
+    return rc;
 }
 
 /* Step t of D4RL column x in the record just read. */
 static const unsigned char *at(const src *s, int x, int64_t t)
 {
-    return (const unsigned char *)s->buf[s->col[x]] + (uint64_t)t * s->bytes[x];
+    const void *b = x == X_OBS && s->whole ? s->whole : s->buf[s->col[x]];
+    return (const unsigned char *)b + (uint64_t)t * s->bytes[x];
+}
+
+/* A recording with obs_past (column past): the layout that rebuilds its stacks, its whole
+ * observations next_obs's shape; obs then reads them (s->bytes[X_OBS] one observation). Returns
+ * 0, or GB_EINVAL (columns no frame-stack layout has) or GB_ENOMEM. */
+static int open_stack(src *s, int past, const char *path, gb_error *err)
+{
+    const gb_replay_column *o = &s->schema->columns[s->col[X_OBS]],
+                           *n = &s->schema->columns[s->col[X_NEXT]];
+    int64_t k = o->ndim == n->ndim && o->ndim > 0 && o->shape[0] > 0 ? n->shape[0] / o->shape[0]
+                                                                     : 0;
+    gb_error e = {0};
+    int rc = k < 2 ? GB_EINVAL
+                   : gb_chunk_layout_init(&s->stack, s->schema->steps, n->dtype, n->ndim,
+                                          n->shape, 1, 1, 0, &e);
+    if (rc == 0)
+        rc = gb_chunk_layout_set_frame_stack(&s->stack, k, &e);
+    if (rc || o->dtype != n->dtype || s->stack.frame_bytes != s->bytes[X_OBS] ||
+        s->stack.bytes[GB_CHUNK_OBS] / (uint64_t)s->schema->steps != s->bytes[X_OBS] ||
+        gb_dataset_column_bytes(s->schema, past) != s->stack.bytes[s->stack.past_col] ||
+        !s->schema->columns[past].per_item)
+        return gb_error_set(err, GB_EINVAL, "%s: obs, obs_past and next_obs are not one frame "
+                            "stack's columns (runtime/streams/chunk.h \"Frame stacks\")", path);
+    s->past = past;
+    s->bytes[X_OBS] = s->bytes[X_NEXT];
+    if (!(s->whole = malloc((size_t)s->schema->steps * s->bytes[X_NEXT])))
+        return gb_error_set(err, GB_ENOMEM, "out of memory");
+    return 0;
 }
 
 /* The observation after step t of the record in s->buf. */
@@ -146,6 +186,10 @@ static int open_src(src *s, const char *const *paths, int npaths, gb_error *err)
             s->extra[s->nextra++] = c;
         }
     }
+    int past = find_col(s->schema, "obs_past", NULL);
+    int rc = past >= 0 && s->next_per_item ? open_stack(s, past, paths[0], err) : 0;
+    if (rc)
+        return rc;
     if (s->bytes[X_NEXT] != s->bytes[X_OBS] ||
         s->schema->columns[s->col[X_NEXT]].dtype != s->schema->columns[s->col[X_OBS]].dtype)
         return gb_error_set(err, GB_EINVAL, "%s: next_obs differs from obs in type or shape",
@@ -165,6 +209,7 @@ static void close_src(src *s)
         free(s->buf[c]);
     free(s->readers);
     free(s->first);
+    free(s->whole);
 }
 
 /* Pass 1: each record's valid rows and its chain hashes; then the links between records. */
@@ -319,7 +364,9 @@ static int write_columns(src *s, hid_t file, unsigned char *const *o, unsigned c
     for (int x = 0; x < X_NCOLS && rc == 0; x++) {
         if (x == X_VALID)
             continue;
-        const gb_replay_column *c = &sc->columns[s->col[x == X_NEXT ? X_OBS : x]];
+        /* observations are obs's shape, or next_obs's whole ones where frames are rebuilt */
+        const int obs_like = s->whole ? X_NEXT : X_OBS;
+        const gb_replay_column *c = &sc->columns[s->col[x == X_NEXT || x == X_OBS ? obs_like : x]];
         hsize_t dims[GB_REPLAY_MAX_DIMS + 1] = {(hsize_t)N};
         for (int k = 0; k < c->ndim; k++)
             dims[k + 1] = (hsize_t)c->shape[k];

@@ -30,9 +30,80 @@ struct gb_chunk_builder {
     float *carry; /* [streams, S]: the state entering each stream's next row (S > 0) */
     float *overlap_state; /* [streams, S]: the state entering row T - overlap of each stream's
                              chunk, the next chunk's state (overlap > 0 and S > 0) */
+    void *stack; /* one observation: a stack rebuilt from stored frames (frame_stack > 1) */
 };
 
 static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
+
+/* Names, dtypes, shapes, sizes and offsets of the layout's columns, from T, the observation,
+ * the action, the state size and the frame stack. */
+static int place_columns(gb_chunk_layout *l, gb_error *err)
+{
+    static const char *const names[GB_CHUNK_STATE + 1] = {
+        "obs", "next_obs", "action", "reward", "terminated", "truncated", "valid", "logp",
+        "version", "state"};
+    const int64_t T = l->T, k = l->frame_stack, *obs_shape = l->obs_shape;
+    const int obs_rank = l->obs_rank;
+    l->ncols = l->state_size > 0 ? GB_CHUNK_STATE + 1 : GB_CHUNK_STATE;
+    l->past_col = k > 1 ? l->ncols++ : -1;
+    int64_t shape[GB_WIRE_MAX_RANK];
+    uint64_t off = HEADER_BYTES;
+    for (int c = 0; c < l->ncols; c++) {
+        int rank = 1;
+        gb_dtype dt;
+        shape[0] = l->T;
+        if (c == l->past_col) { /* the k-1 older frames of row 0: [(k-1)*C, ...] */
+            dt = l->obs_dtype;
+            memcpy(shape, obs_shape, (size_t)obs_rank * sizeof obs_shape[0]);
+            shape[0] = obs_shape[0] / k * (k - 1);
+            rank = obs_rank;
+        } else switch (c) {
+        case GB_CHUNK_OBS: /* with a frame stack, each row's newest frame: [T, C, ...] */
+            dt = l->obs_dtype;
+            memcpy(shape + 1, obs_shape, (size_t)obs_rank * sizeof obs_shape[0]);
+            shape[1] = obs_shape[0] / k;
+            rank = 1 + obs_rank;
+            break;
+        case GB_CHUNK_NEXT_OBS:
+            dt = l->obs_dtype;
+            memcpy(shape, obs_shape, (size_t)obs_rank * sizeof obs_shape[0]);
+            rank = obs_rank;
+            break;
+        case GB_CHUNK_ACTION:
+            dt = l->discrete ? GB_DTYPE_INT64 : GB_DTYPE_FLOAT32;
+            if (!l->discrete) {
+                shape[1] = l->action_dim;
+                rank = 2;
+            }
+            break;
+        case GB_CHUNK_REWARD:
+        case GB_CHUNK_LOGP:
+            dt = GB_DTYPE_FLOAT32;
+            break;
+        case GB_CHUNK_VERSION:
+            dt = GB_DTYPE_INT64;
+            break;
+        case GB_CHUNK_STATE:
+            dt = GB_DTYPE_FLOAT32;
+            shape[0] = l->state_size;
+            break;
+        default:
+            dt = GB_DTYPE_UINT8;
+            break;
+        }
+        int rc = gb_wire_set_tensor(&l->desc[c], c == l->past_col ? "obs_past" : names[c], dt,
+                                    rank, shape, err);
+        if (rc == 0)
+            rc = gb_tensor_desc_bytes(&l->desc[c], &l->bytes[c], err);
+        if (rc)
+            return rc;
+        l->offset[c] = off - HEADER_BYTES; /* relative to the payload */
+        off = align64(off + l->bytes[c]);
+    }
+    l->block_bytes = off - HEADER_BYTES;
+    l->frame_bytes = l->bytes[GB_CHUNK_OBS] / (uint64_t)T;
+    return 0;
+}
 
 int gb_chunk_layout_init(gb_chunk_layout *l, int64_t T, gb_dtype obs_dtype, int obs_rank,
                          const int64_t *obs_shape, int discrete, int64_t action_dim,
@@ -50,59 +121,18 @@ int gb_chunk_layout_init(gb_chunk_layout *l, int64_t T, gb_dtype obs_dtype, int 
     l->discrete = discrete;
     l->action_dim = discrete ? 1 : action_dim;
     l->state_size = state_size;
-    l->ncols = state_size > 0 ? GB_CHUNK_NCOLS : GB_CHUNK_NCOLS - 1;
-    static const char *const names[GB_CHUNK_NCOLS] = {
-        "obs", "next_obs", "action", "reward", "terminated", "truncated", "valid", "logp",
-        "version", "state"};
-    int64_t shape[GB_WIRE_MAX_RANK];
-    uint64_t off = HEADER_BYTES;
-    for (int c = 0; c < l->ncols; c++) {
-        int rank = 1;
-        gb_dtype dt;
-        shape[0] = T;
-        switch (c) {
-        case GB_CHUNK_OBS:
-            dt = obs_dtype;
-            memcpy(shape + 1, obs_shape, (size_t)obs_rank * sizeof obs_shape[0]);
-            rank = 1 + obs_rank;
-            break;
-        case GB_CHUNK_NEXT_OBS:
-            dt = obs_dtype;
-            memcpy(shape, obs_shape, (size_t)obs_rank * sizeof obs_shape[0]);
-            rank = obs_rank;
-            break;
-        case GB_CHUNK_ACTION:
-            dt = discrete ? GB_DTYPE_INT64 : GB_DTYPE_FLOAT32;
-            if (!discrete) {
-                shape[1] = action_dim;
-                rank = 2;
-            }
-            break;
-        case GB_CHUNK_REWARD:
-        case GB_CHUNK_LOGP:
-            dt = GB_DTYPE_FLOAT32;
-            break;
-        case GB_CHUNK_VERSION:
-            dt = GB_DTYPE_INT64;
-            break;
-        case GB_CHUNK_STATE:
-            dt = GB_DTYPE_FLOAT32;
-            shape[0] = state_size;
-            break;
-        default:
-            dt = GB_DTYPE_UINT8;
-            break;
-        }
-        int rc = gb_wire_set_tensor(&l->desc[c], names[c], dt, rank, shape, err);
-        if (rc == 0)
-            rc = gb_tensor_desc_bytes(&l->desc[c], &l->bytes[c], err);
-        if (rc)
-            return rc;
-        l->offset[c] = off - HEADER_BYTES; /* relative to the payload */
-        off = align64(off + l->bytes[c]);
-    }
-    l->block_bytes = off - HEADER_BYTES;
-    return 0;
+    l->frame_stack = 1;
+    return place_columns(l, err);
+}
+
+int gb_chunk_layout_set_frame_stack(gb_chunk_layout *l, int64_t k, gb_error *err)
+{
+    if (k < 1 || l->obs_shape[0] % k != 0)
+        return gb_error_set(err, GB_EINVAL, "chunk layout: a stack of %lld frames in "
+                            "observations of %lld along the first axis", (long long)k,
+                            (long long)l->obs_shape[0]);
+    l->frame_stack = k;
+    return place_columns(l, err);
 }
 
 int gb_chunk_layout_set_return_carry(gb_chunk_layout *l, double gamma, gb_error *err)
@@ -194,6 +224,8 @@ int gb_chunk_builder_create(const gb_chunk_layout *l, int streams, gb_chunk_buil
     if (l->state_size > 0 && l->overlap > 0 &&
         !(b->overlap_state = calloc(states, sizeof *b->overlap_state)))
         goto nomem;
+    if (l->frame_stack > 1 && !(b->stack = malloc(b->obs_bytes)))
+        goto nomem;
     for (int s = 0; s < streams; s++) {
         b->st[s].block = block_new(l);
         if (!b->st[s].block)
@@ -221,16 +253,42 @@ void gb_chunk_builder_destroy(gb_chunk_builder *b)
     free(b->queue);
     free(b->carry);
     free(b->overlap_state);
+    free(b->stack);
     free(b);
 }
 
 const gb_chunk_layout *gb_chunk_builder_layout(const gb_chunk_builder *b) { return &b->layout; }
 
+/* Stream s's current row's observation: whole, or (frame stack) its newest frame, and at row 0
+ * its older frames to obs_past. */
 static void write_obs_row(gb_chunk_builder *b, stream_state *st, const void *obs)
 {
-    memcpy((char *)gb_chunk_column(&b->layout, st->block, GB_CHUNK_OBS) +
-               (uint64_t)st->row * b->obs_bytes,
-           obs, b->obs_bytes);
+    const gb_chunk_layout *l = &b->layout;
+    const uint64_t older = b->obs_bytes - l->frame_bytes; /* 0 without a frame stack */
+    memcpy((char *)gb_chunk_column(l, st->block, GB_CHUNK_OBS) + (uint64_t)st->row * l->frame_bytes,
+           (const char *)obs + older, l->frame_bytes);
+    if (l->past_col >= 0 && st->row == 0)
+        memcpy(gb_chunk_column(l, st->block, l->past_col), obs, older);
+}
+
+/* Row r's whole observation as the stored frames of block rebuild it, into b->stack. */
+static void rebuild_row(gb_chunk_builder *b, void *block, int64_t r)
+{
+    const gb_chunk_layout *l = &b->layout;
+    gb_chunk_stack_row(l, gb_chunk_column(l, block, GB_CHUNK_OBS),
+                       gb_chunk_column(l, block, l->past_col),
+                       gb_chunk_column(l, block, GB_CHUNK_VALID), r, b->stack);
+}
+
+/* With a frame stack: 1 when the observation just written at the stream's row is not what its
+ * stored frames rebuild (only its newest frame was stored), else 0. */
+static int stack_differs(gb_chunk_builder *b, int s, const void *obs)
+{
+    stream_state *st = &b->st[s];
+    if (b->layout.past_col < 0 || st->row == 0)
+        return 0;
+    rebuild_row(b, st->block, st->row);
+    return memcmp(b->stack, obs, b->obs_bytes) != 0;
 }
 
 /* Stream s's carry: the state entering its next row (S floats), or NULL without a core. */
@@ -272,6 +330,8 @@ static void pad_start(gb_chunk_builder *b, int s)
         memset(gb_chunk_column(l, st->block, step_cols[i]), 0,
                (size_t)(l->bytes[step_cols[i]] / (uint64_t)l->T * (uint64_t)l->overlap));
     st->row = l->overlap;
+    if (l->past_col >= 0 && l->overlap > 0) /* padding rows' stacks are zeros */
+        memset(gb_chunk_column(l, st->block, l->past_col), 0, l->bytes[l->past_col]);
     begin_state(b, s);
 }
 
@@ -288,6 +348,8 @@ static void go_on_from(gb_chunk_builder *b, int s, void *from)
         begin_state(b, s);
         return;
     }
+    if (l->past_col >= 0) /* the repeated row 0's stack, before the move overwrites it */
+        rebuild_row(b, from, l->T - l->overlap);
     for (int i = 0; i < NSTEP_COLS; i++) {
         int c = step_cols[i];
         uint64_t row = l->bytes[c] / (uint64_t)l->T;
@@ -295,6 +357,8 @@ static void go_on_from(gb_chunk_builder *b, int s, void *from)
                 (char *)gb_chunk_column(l, from, c) + row * (uint64_t)(l->T - l->overlap),
                 (size_t)(row * (uint64_t)l->overlap));
     }
+    if (l->past_col >= 0)
+        memcpy(gb_chunk_column(l, st->block, l->past_col), b->stack, l->bytes[l->past_col]);
     if (b->overlap_state)
         memcpy(gb_chunk_column(l, st->block, GB_CHUNK_STATE),
                b->overlap_state + (size_t)s * (size_t)l->state_size, l->bytes[GB_CHUNK_STATE]);
@@ -391,6 +455,15 @@ static void set_row(gb_chunk_builder *b, stream_state *st, float reward, int ter
     st->valid_rows += valid;
 }
 
+/* The stack check's error (see gb_chunk_step). */
+static int stack_error(int s, gb_error *err)
+{
+    return gb_error_set(err, GB_ECORRUPT, "chunk builder: stream %d: an observation's older "
+                        "frames are not the frames of its stream's rows before it (this "
+                        "environment does not stack frames as env.wrappers.frame_stack does; "
+                        "runtime/streams/chunk.h \"Frame stacks\")", s);
+}
+
 int gb_chunk_step(gb_chunk_builder *b, int s, float reward, int terminated, int truncated,
                   int ended, const void *final_obs, const void *obs, gb_error *err)
 {
@@ -408,10 +481,11 @@ int gb_chunk_step(gb_chunk_builder *b, int s, float reward, int terminated, int 
     }
     if (!ended) {
         write_obs_row(b, st, obs);
-        return 0;
+        return stack_differs(b, s, obs) ? stack_error(s, err) : 0;
     }
     /* The reset row: the final observation, an ignored action, no reward, not valid. */
     write_obs_row(b, st, final_obs);
+    int differs = stack_differs(b, s, final_obs);
     const gb_chunk_layout *l = &b->layout;
     memset((char *)gb_chunk_column(l, st->block, GB_CHUNK_ACTION) +
                (uint64_t)st->row * b->action_bytes, 0, b->action_bytes);
@@ -422,6 +496,8 @@ int gb_chunk_step(gb_chunk_builder *b, int s, float reward, int terminated, int 
     zero_carry(b, s); /* the row after the reset row starts the new episode */
     rc = advance(b, s, obs, err);
     write_obs_row(b, st, obs);
+    if (rc == 0 && (stack_differs(b, s, obs) || differs))
+        rc = stack_error(s, err);
     return rc;
 }
 
@@ -439,7 +515,7 @@ void gb_chunk_column_item(const gb_chunk_layout *l, int c, int *ndim, const int6
                           int *per_item)
 {
     const gb_tensor_desc *d = &l->desc[c];
-    *per_item = c == GB_CHUNK_NEXT_OBS || c == GB_CHUNK_STATE;
+    *per_item = c == GB_CHUNK_NEXT_OBS || c == GB_CHUNK_STATE || c == l->past_col;
     *ndim = *per_item ? d->rank : d->rank - 1;
     *shape = *per_item ? d->shape : d->shape + 1;
 }

@@ -31,7 +31,21 @@
  * episode's last state, one beginning with a new episode's first row carries zeros, and one
  * beginning mid-episode the state its row 0 was acted on with: the bridge's reset rule (zeros
  * after a reset row), seen from the chunk's start. Without a core (S = 0) the column is absent
- * (ncols = GB_CHUNK_NCOLS - 1) and chunks are what they were before cores existed.
+ * (ncols = GB_CHUNK_STATE) and chunks are what they were before cores existed.
+ *
+ * Frame stacks (env.wrappers.frame_stack k > 1, gb_chunk_layout_set_frame_stack): an
+ * observation [k*C, ...] is the last k frames [C, ...], oldest first. A chunk then stores each
+ * frame once: the obs column holds each row's newest frame only ([T, C, ...]) and one per-item
+ * column, obs_past ([(k-1)*C, ...], the last column), holds the k-1 older frames of row 0's
+ * stack; next_obs stays whole. Row r's stack is rebuilt by one rule (gb_chunk_stack_expand),
+ * the wrapper's (envs/wrap.c): slot j of row r (j = k-1 the newest) is row r-(k-1-j)'s frame,
+ * clamped at the row's episode start, where an episode starts at every row r >= 1 whose row
+ * r-1 is not valid (the row after a reset row, or after a padding row: a stack filled with
+ * the first frame, as the wrapper's reset fills it); slots before row 0 with no episode start
+ * in 1..r are obs_past's. A reset row continues the ended episode (its final observation is a
+ * pushed frame), padding rows are zeros (their stacks are zeros: obs_past is zeros below them),
+ * and a lost life under episodic_life is an episode end like any other (the wrapper's reset
+ * fills the stack after it). The builder checks every stack it is given against the rule.
  * defines: gb_chunk_builder, gb_chunk, gb_chunk_layout, gb_chunk_* */
 #ifndef GB_RUNTIME_CHUNK_H
 #define GB_RUNTIME_CHUNK_H
@@ -56,7 +70,8 @@ enum {
     GB_CHUNK_VERSION,     /* [T] int64: policy version that chose each row's action */
     GB_CHUNK_STATE,       /* [S] float32, per item: a core's state entering row 0; only with a
                              core (S > 0) */
-    GB_CHUNK_NCOLS,       /* the most columns a chunk has (layout.ncols: those it has) */
+    GB_CHUNK_NCOLS = GB_CHUNK_STATE + 2, /* the most columns a chunk has (layout.ncols: those it
+                                            has); the last may be obs_past (layout.past_col) */
 };
 
 /* Shapes and sizes of every column of a chunk. */
@@ -68,6 +83,10 @@ typedef struct gb_chunk_layout {
     int discrete;
     int64_t action_dim; /* 1 for discrete */
     int64_t state_size; /* S: floats of recurrent state per row; 0 without a core */
+    int64_t frame_stack; /* k: frames in an observation stored once each (1: whole
+                            observations; gb_chunk_layout_set_frame_stack) */
+    int past_col;       /* with k > 1: the obs_past column's index (the last); else -1 */
+    uint64_t frame_bytes; /* one row of the obs column: an observation / k */
     int64_t overlap;    /* rows each chunk repeats from the end of the stream's previous one
                            (a burn-in prefix: gb_chunk_layout_set_overlap); 0 by default */
     int return_carry;   /* 1: the state column's last float is the stream's discounted return
@@ -86,6 +105,24 @@ typedef struct gb_chunk_layout {
 int gb_chunk_layout_init(gb_chunk_layout *l, int64_t T, gb_dtype obs_dtype, int obs_rank,
                          const int64_t *obs_shape, int discrete, int64_t action_dim,
                          int64_t state_size, gb_error *err);
+
+/* Stores observations of k frames ([k*C, ...], obs_shape[0] divisible by k) as frames: the
+ * obs column [T, C, ...] (each row's newest frame) and a last column obs_past [(k-1)*C, ...]
+ * (see "Frame stacks" above). k = 1 keeps whole observations. Call it after
+ * gb_chunk_layout_init, before the other setters. Returns 0 or GB_EINVAL. */
+int gb_chunk_layout_set_frame_stack(gb_chunk_layout *l, int64_t k, gb_error *err);
+
+/* Rebuilds the whole observations of n items' rows: obs [n, T, frame_bytes] (the obs column's
+ * rows), past [n, past bytes] (obs_past), valid [n, T] (the valid column), each item's blocks
+ * contiguous (strides: the columns' bytes), into out [n, T, k * frame_bytes], the observation
+ * each row had. The one rule (see "Frame stacks" above); no allocation. */
+void gb_chunk_stack_expand(const gb_chunk_layout *l, int64_t n, const void *obs,
+                           const void *past, const uint8_t *valid, void *out);
+
+/* The same for row r of one item (obs [T, frame_bytes], past, valid [T]) into out (one
+ * observation). */
+void gb_chunk_stack_row(const gb_chunk_layout *l, const void *obs, const void *past,
+                        const uint8_t *valid, int64_t r, void *out);
 
 /* Makes each chunk begin with the last `overlap` rows of the stream's previous chunk (R2D2's
  * burn-in: a learner replays them only to warm a core's state up, and trains on the T - overlap
@@ -138,7 +175,9 @@ void gb_chunk_act(gb_chunk_builder *b, int s, const void *action, float logp, in
  * (then final_obs is the episode's last observation and obs the reset observation); else obs is
  * the next observation. A chunk finished by this step is queued (gb_chunk_take). Returns 0, or
  * GB_ENOMEM when a new block cannot be allocated: the chunk being finished is then dropped, the
- * stream restarts at obs in the block it had, and the builder stays usable. */
+ * stream restarts at obs in the block it had, and the builder stays usable. With frame
+ * stacks, GB_ECORRUPT when obs's older frames are not what the stored rows rebuild (see "Frame
+ * stacks": the environment's stacking is not the wrapper's); the stream goes on. */
 int gb_chunk_step(gb_chunk_builder *b, int s, float reward, int terminated, int truncated,
                   int ended, const void *final_obs, const void *obs, gb_error *err);
 
@@ -146,7 +185,7 @@ int gb_chunk_step(gb_chunk_builder *b, int s, float reward, int terminated, int 
 int gb_chunk_take(gb_chunk_builder *b, gb_chunk *out);
 
 /* Column c as the replay stores it: per step ([T, *shape], *ndim dims after T) or per item
- * (next_obs, state: [*shape]). *shape points into the layout. */
+ * (next_obs, state, obs_past: [*shape]). *shape points into the layout. */
 void gb_chunk_column_item(const gb_chunk_layout *l, int c, int *ndim, const int64_t **shape,
                           int *per_item);
 

@@ -51,6 +51,8 @@ int gb_acting_layout_for(const gb_env_spec *spec, const gb_config *cfg, gb_chunk
                                   gb_env_dtype_to_gb(spec->obs.dtype), spec->obs.ndim, shape,
                                   discrete, discrete ? 1 : spec->action.n,
                                   gb_config_state_size(cfg) + carry, err);
+    if (rc == 0) /* the wrapper's stacks, stored a frame a row (chunk.h "Frame stacks") */
+        rc = gb_chunk_layout_set_frame_stack(l, cfg->env.wrappers.frame_stack, err);
     if (rc == 0 && carry)
         rc = gb_chunk_layout_set_return_carry(l, cfg->trainer.algorithm.gamma, err);
     return rc ? rc : gb_chunk_layout_set_overlap(l, burn_in, err);
@@ -236,8 +238,12 @@ int gb_acting_step(gb_acting *a, int g, const void *action, size_t action_bytes,
     const gb_env_copy_stats *stats = gb_env_ring_stats(a->ring);
     int chunk_rc = 0;
     for (int c = first; c < first + count; c++) {
-        /* The ring counts an episode when every agent of the copy is done. */
-        int ended = stats[c].episodes != a->prev_episodes[c];
+        /* The ring counts an episode when every agent of the copy is done; it resets the copy
+         * then, and also at a lost life behind episodic_life (a training episode's end, which
+         * the ring's statistics do not count: envs/wrap.h), where the single agent's
+         * terminated says so. Either way the chunk gets its reset row (chunk.h). */
+        int counted = stats[c].episodes != a->prev_episodes[c];
+        int ended = counted || (a->A == 1 && (a->buf.terminated[c] | a->buf.truncated[c]));
         for (int ag = 0; ag < a->A; ag++) {
             size_t i = (size_t)c * a->A + ag;
             float *state = a->state ? a->state + i * (size_t)a->state_size : NULL;
@@ -253,7 +259,7 @@ int gb_acting_step(gb_acting *a, int g, const void *action, size_t action_bytes,
             if (rc && !chunk_rc)
                 chunk_rc = rc; /* the stream restarted; finish the group first */
         }
-        if (ended) {
+        if (counted) {
             a->prev_episodes[c] = stats[c].episodes;
             count_episode(a, &stats[c]);
         }

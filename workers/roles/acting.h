@@ -21,7 +21,9 @@ typedef struct gb_acting gb_acting;
  * shape; discrete actions as int64, boxes as float32): actors.chunk_len new rows, after R2D2's
  * burn-in rows repeated from the stream's previous chunk (gb_config_burn_in: the layout's
  * overlap), and the policy's recurrent state (gb_config_state_size; 0: none) followed, with
- * trainer.algorithm.reward_scale, by the discounted return (the layout's return carry). The one
+ * trainer.algorithm.reward_scale, by the discounted return (the layout's return carry); with
+ * env.wrappers.frame_stack k > 1, observations stored a frame a row (the layout's frame stack,
+ * runtime/streams/chunk.h "Frame stacks"). The one
  * conversion from an environment to the chunk format, used by actors and trainers alike.
  * Returns 0 or GB_EINVAL. */
 int gb_acting_layout_for(const gb_env_spec *spec, const gb_config *cfg, gb_chunk_layout *l,

@@ -4,7 +4,6 @@
 
 #include "envs/host.h"
 #include "kernels/kernels.h"
-#include "replay/from_config.h"
 #include "replay/gpu.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
@@ -22,6 +21,9 @@
  *   host-to-device copy per column (cpu_staged). The per-step scalars (actions, rewards, flags,
  *   behaviour log-probabilities) are read on the host by the learner's n-step and GAE code, so
  *   they are collected into host staging as on the cpu.
+ * With a frame stack (the layout stores each frame once: runtime/streams/chunk.h), obs and
+ * obs_past are collected to the host on both, and the rows' whole observations rebuilt there
+ * (gb_chunk_stack_expand) into `stacked`, which the cuda trainer copies to the device.
  * With prefetch, two slots take turns: batch k+1 is selected and its collection enqueued before
  * batch k trains, so the gather runs on its own stream while the training step runs on
  * libtorch's. */
@@ -36,6 +38,7 @@ typedef struct batch_slot {
     void *host[GB_CHUNK_NCOLS]; /* host staging [Bl, column bytes] (cuda: not obs, next_obs) */
     void *dev[NDEV];            /* cuda: obs, next_obs [Bl, column bytes] in device memory */
     void *pinned[NDEV];         /* cuda, cpu_staged: their pinned staging */
+    void *stacked;              /* frame stack: [Bl, T, *obs_shape] rebuilt (cuda: pinned) */
     double collect_us;          /* host part (CPU gather), then the device part added */
 } batch_slot;
 
@@ -68,9 +71,19 @@ struct gb_learning {
     gb_torch_stats last;
 };
 
+/* The first device column collected by the gather (obs is rebuilt on the host with a frame
+ * stack, then copied). */
+static int first_dev(const gb_learning *L) { return L->layout.frame_stack > 1; }
+
+/* Bytes of one item's whole observations [T, *obs_shape]. */
+static size_t whole_obs_bytes(const gb_learning *L)
+{
+    return (size_t)L->layout.T * L->layout.bytes[GB_CHUNK_NEXT_OBS];
+}
+
 static int on_device(const gb_learning *L, int c)
 {
-    for (int i = 0; L->cuda && i < NDEV; i++)
+    for (int i = first_dev(L); L->cuda && i < NDEV; i++)
         if (device_cols[i] == c)
             return 1;
     return 0;
@@ -92,33 +105,46 @@ static int host_dst(const gb_learning *L, batch_slot *s, gb_replay_dst dst[GB_CH
  * to run, on libtorch's stream: the gather waits for that stream first. */
 static int device_collect(gb_learning *L, batch_slot *s, gb_error *err)
 {
+    const int f = first_dev(L), nd = NDEV - f;
     gb_replay_dst dst[NDEV];
-    for (int i = 0; i < NDEV; i++)
-        dst[i] = (gb_replay_dst){.column = device_cols[i], .data = s->dev[i],
-                                 .bytes = (size_t)L->Bl * L->layout.bytes[device_cols[i]]};
+    for (int i = f; i < NDEV; i++)
+        dst[i - f] = (gb_replay_dst){.column = device_cols[i], .data = s->dev[i],
+                                     .bytes = (size_t)L->Bl * L->layout.bytes[device_cols[i]]};
     int rc = gb_kernels_after_default_stream(L->kctx, err);
     if (rc == 0 && L->collect == GB_COLLECT_CPU_STAGED) {
         gb_replay_dst pin[NDEV];
-        for (int i = 0; i < NDEV; i++)
-            pin[i] = (gb_replay_dst){.column = dst[i].column, .data = s->pinned[i],
+        for (int i = 0; i < nd; i++)
+            pin[i] = (gb_replay_dst){.column = dst[i].column, .data = s->pinned[i + f],
                                      .bytes = dst[i].bytes};
         double t0 = gb_now_s();
-        rc = gb_replay_collect(L->replay, &s->sel, pin, NDEV, NULL, err);
+        rc = gb_replay_collect(L->replay, &s->sel, pin, nd, NULL, err);
         s->collect_us += (gb_now_s() - t0) * 1e6;
         if (rc == 0)
             rc = gb_kernels_timer_start(L->kctx, err);
-        for (int i = 0; rc == 0 && i < NDEV; i++)
+        for (int i = 0; rc == 0 && i < nd; i++)
             rc = gb_kernels_copy(L->kctx, dst[i].data, pin[i].data,
                                  (size_t)s->sel.n * L->layout.bytes[dst[i].column], err);
     } else if (rc == 0) {
         rc = gb_kernels_timer_start(L->kctx, err);
         if (rc == 0)
-            rc = gb_replay_gpu_collect(L->rgpu, &s->sel, dst, NDEV, NULL, err);
+            rc = gb_replay_gpu_collect(L->rgpu, &s->sel, dst, nd, NULL, err);
     }
+    if (rc == 0 && f) /* the whole observations rebuilt on the host */
+        rc = gb_kernels_copy(L->kctx, s->dev[0], s->stacked,
+                             (size_t)s->sel.n * whole_obs_bytes(L), err);
     if (rc == 0)
         rc = gb_kernels_timer_mark(L->kctx, err);
     s->timing = rc == 0;
     return rc;
+}
+
+/* With a frame stack: the n collected items' whole observations from their frames. */
+static void rebuild_obs(const gb_learning *L, batch_slot *s, int64_t n)
+{
+    const gb_chunk_layout *l = &L->layout;
+    if (l->frame_stack > 1)
+        gb_chunk_stack_expand(l, n, s->host[GB_CHUNK_OBS], s->host[l->past_col],
+                              s->host[GB_CHUNK_VALID], s->stacked);
 }
 
 /* Collects a slot's selection: the host columns now, the device ones enqueued (cuda). */
@@ -128,6 +154,8 @@ static int collect_slot(gb_learning *L, batch_slot *s, gb_error *err)
     int nd = host_dst(L, s, dst);
     double t0 = gb_now_s();
     int rc = gb_replay_collect(L->replay, &s->sel, dst, nd, NULL, err);
+    if (rc == 0)
+        rebuild_obs(L, s, s->sel.n);
     s->collect_us = (gb_now_s() - t0) * 1e6;
     if (rc == 0 && L->cuda)
         rc = device_collect(L, s, err);
@@ -150,46 +178,6 @@ static int finish_slot(gb_learning *L, batch_slot *s, gb_error *err)
     return rc;
 }
 
-/* The replay's columns are the chunk's; next_obs is per item. */
-static int make_replay(gb_learning *L, const gb_learning_opts *o, gb_error *err)
-{
-    const gb_config_replay *rc_cfg = &o->cfg->trainer.replay;
-    if (o->inline_mode && rc_cfg->samples_per_insert <= 0 && rc_cfg->max_times_sampled == 0)
-        return gb_error_set(err, GB_EINVAL,
-                            "trainer.replay.samples_per_insert: inline mode needs a ratio > 0 "
-                            "when items can be sampled more than once (max_times_sampled 0): "
-                            "in one thread nothing else would ever hold the learner back");
-    gb_replay_options ro;
-    gb_replay_options_default(&ro);
-    gb_replay_options_from_config(&ro, rc_cfg);
-    ro.steps = L->layout.T;
-    ro.seed = o->replay_seed;
-    ro.shm_name = o->replay_shm_name;
-    ro.shm_persistent = o->replay_shm_name != NULL;
-    if (o->inline_mode)
-        ro.timeout_s = 0; /* one thread inserts and samples: waiting would wait for itself */
-    if (L->cuda && L->collect == GB_COLLECT_GPU_ZERO_COPY)
-        ro.selector_ops = gb_replay_gpu_selector(ro.selector); /* weighted: on the GPU */
-    for (int c = 0; c < L->layout.ncols; c++) {
-        int ndim, per_item;
-        const int64_t *shape;
-        gb_chunk_column_item(&L->layout, c, &ndim, &shape, &per_item);
-        int rc = gb_replay_add_column(&ro, L->layout.desc[c].name, L->layout.desc[c].dtype, ndim,
-                                      shape, per_item, err);
-        if (rc)
-            return rc;
-    }
-    int rc = gb_replay_create(&ro, &L->replay, err);
-    if (rc == GB_EFULL && ro.shm_name) { /* no room in /dev/shm: run, but without the safety */
-        GB_WARN("learning: the replay goes to anonymous memory and will not survive a crash of "
-                "this trainer: %s", err ? err->msg : "");
-        ro.shm_name = NULL;
-        ro.shm_persistent = 0;
-        rc = gb_replay_create(&ro, &L->replay, err);
-    }
-    return rc;
-}
-
 static int alloc_slot(gb_learning *L, batch_slot *s, gb_error *err)
 {
     int rc = 0;
@@ -198,10 +186,16 @@ static int alloc_slot(gb_learning *L, batch_slot *s, gb_error *err)
             posix_memalign(&s->host[c], 64, (size_t)L->Bl * L->layout.bytes[c]) != 0)
             return gb_error_set(err, GB_ENOMEM, "out of memory for a training batch of %lld "
                                 "chunks", (long long)L->Bl);
+    size_t stacked = (size_t)L->Bl * whole_obs_bytes(L);
+    if (first_dev(L))
+        rc = L->cuda ? gb_kernels_host_alloc(stacked, &s->stacked, err)
+             : posix_memalign(&s->stacked, 64, stacked) == 0 ? 0
+             : gb_error_set(err, GB_ENOMEM, "out of memory for a training batch's observations");
     for (int i = 0; L->cuda && rc == 0 && i < NDEV; i++) {
-        size_t bytes = (size_t)L->Bl * L->layout.bytes[device_cols[i]];
+        size_t bytes = i == 0 && first_dev(L) ? stacked
+                                              : (size_t)L->Bl * L->layout.bytes[device_cols[i]];
         rc = gb_kernels_device_alloc(bytes, &s->dev[i], err);
-        if (rc == 0 && L->collect == GB_COLLECT_CPU_STAGED)
+        if (rc == 0 && L->collect == GB_COLLECT_CPU_STAGED && i >= first_dev(L))
             rc = gb_kernels_host_alloc(bytes, &s->pinned[i], err);
     }
     if (rc)
@@ -212,8 +206,12 @@ static int alloc_slot(gb_learning *L, batch_slot *s, gb_error *err)
     return rc;
 }
 
-static void free_slot(batch_slot *s)
+static void free_slot(const gb_learning *L, batch_slot *s)
 {
+    if (L->cuda)
+        gb_kernels_host_free(s->stacked);
+    else
+        free(s->stacked);
     if (s->sel_init)
         gb_replay_selection_free(&s->sel);
     for (int c = 0; c < GB_CHUNK_NCOLS; c++)
@@ -304,7 +302,9 @@ int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *e
             gb_error_prefix(err, "learning: restoring %s", o->model_checkpoint);
     }
     if (rc == 0)
-        rc = make_replay(L, o, err);
+        rc = gb_learning_replay_create(o, &L->layout,
+                                       L->cuda && L->collect == GB_COLLECT_GPU_ZERO_COPY,
+                                       &L->replay, err);
     if (rc == 0 && L->cuda)
         rc = open_device(L, err);
     if (rc == 0)
@@ -341,7 +341,7 @@ void gb_learning_destroy(gb_learning *L)
     for (int i = 0; i < 2; i++) {
         if (L->replay)
             gb_replay_release(L->replay, &L->slot[i].sel);
-        free_slot(&L->slot[i]);
+        free_slot(L, &L->slot[i]);
     }
     gb_replay_gpu_close(L->rgpu);
     gb_kernels_ctx_destroy(L->kctx);
@@ -405,7 +405,7 @@ static gb_torch_batch batch_view(const gb_learning *L, const batch_slot *s, int6
     return (gb_torch_batch){
         .B = n,
         .T = L->layout.T,
-        .obs = L->cuda ? s->dev[0] : s->host[GB_CHUNK_OBS],
+        .obs = L->cuda ? s->dev[0] : s->stacked ? s->stacked : s->host[GB_CHUNK_OBS],
         .next_obs = L->cuda ? s->dev[1] : s->host[GB_CHUNK_NEXT_OBS],
         .obs_on_device = L->cuda,
         .action = s->host[GB_CHUNK_ACTION],
@@ -534,6 +534,8 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
         gb_replay_dst dst[GB_CHUNK_NCOLS];
         int nd = host_dst(L, s, dst); /* several trainers: cpu only (config_check.c) */
         rc = gb_shards_select(L->shards, &req, &s->sel, dst, nd, L->weights, &n, err);
+        if (rc == 0)
+            rebuild_obs(L, s, n);
         weights = L->weights;
         if (rc == 0 && n == 0) { /* every rank got the same answer: nobody trains */
             gb_replay_release(L->replay, &s->sel);

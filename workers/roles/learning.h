@@ -96,6 +96,13 @@ gb_torch_model *gb_learning_model(gb_learning *L);
  * (gb_learning_observe). */
 void gb_learning_write(gb_learning *L, int64_t idx, const void *const cols[GB_CHUNK_NCOLS]);
 
+/* The replay of a learner made with o: its columns are the chunk layout's (next_obs, a core's
+ * state and a frame stack's obs_past per item), its options trainer.replay's; gpu_selector: a
+ * weighted selection runs on the GPU (gpu_zero_copy). Returns 0 or gb_replay_create's error
+ * (GB_EINVAL for a ratio inline mode cannot keep). learning_replay.c. */
+int gb_learning_replay_create(const gb_learning_opts *o, const gb_chunk_layout *l,
+                              int gpu_selector, gb_replay **out, gb_error *err);
+
 /* A chunk's new rows (a burn-in's repeated rows aside) into the learner's running statistics
  * (gb_torch_learner_observe): with policy.model.normalize_obs its valid rows' observations;
  * with trainer.algorithm.reward_scale the discounted return of each valid row's episode after

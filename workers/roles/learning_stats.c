@@ -4,6 +4,7 @@
 
 #include "runtime/base/log.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 enum { SEG_ROWS = 4096 }; /* rows whose returns are replayed on the stack at a time */
@@ -19,6 +20,16 @@ void gb_learning_observe(const gb_config *cfg, const gb_chunk_layout *l,
     const float *reward = cols[GB_CHUNK_REWARD];
     const uint8_t *term = cols[GB_CHUNK_TERMINATED], *trunc = cols[GB_CHUNK_TRUNCATED];
     double R = ret ? ((const float *)cols[GB_CHUNK_STATE])[l->state_size - 1] : 0.0;
+    const float *rows = obs ? cols[GB_CHUNK_OBS] : NULL;
+    float *whole = NULL; /* a frame stack's rows' whole observations (chunk.h "Frame stacks") */
+    if (obs && l->frame_stack > 1) {
+        if (!(whole = malloc((size_t)T * l->bytes[GB_CHUNK_NEXT_OBS]))) {
+            GB_WARN("learning: the running statistics: out of memory");
+            return;
+        }
+        gb_chunk_stack_expand(l, 1, cols[GB_CHUNK_OBS], cols[l->past_col], valid, whole);
+        rows = whole;
+    }
     float returns[SEG_ROWS];
     /* segment by segment, R carried over: a chunk of any length */
     for (int64_t s = 0; s < T; s += SEG_ROWS) {
@@ -38,11 +49,12 @@ void gb_learning_observe(const gb_config *cfg, const gb_chunk_layout *l,
             continue;
         gb_error err = {0};
         if (gb_torch_learner_observe(learner,
-                                     obs ? (const float *)cols[GB_CHUNK_OBS] + from * D : NULL,
+                                     rows ? rows + from * D : NULL,
                                      ret ? returns + (from - s) : NULL, e - from, valid + from,
                                      &err)) {
             GB_WARN("learning: the running statistics: %s", err.msg);
-            return;
+            break;
         }
     }
+    free(whole);
 }

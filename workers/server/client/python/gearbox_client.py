@@ -8,7 +8,7 @@ returns torch tensors over the same memory (still no copy).
     c = Client("tcp://127.0.0.1:5555")
     print(c.info()["columns"])
     b = c.sample(256, columns=["obs", "action", "valid"])
-    b["obs"].shape        # (256, T, *obs_shape)
+    b["obs"].shape        # (256, T, *obs_shape); a frame-stacked recording's: see below
     b.index, b.key, b.prob, b.weight, b.length
     c.update_priorities(b.index, new_priorities, key=b.key)
     p = [c.sample_async(256) for _ in range(4)]   # four requests in flight
@@ -25,6 +25,11 @@ inside episodes, ``mode="transition"`` every transition alike, ``mode="episode"`
 and ``mode="epoch", cursor="me"`` each transition once per epoch (``b.end`` on its last batch);
 these add ``episode`` and ``timestep`` columns. ``table="expert"`` names one of the server's
 tables (``info()["tables"]``). docs/protocol.md has the details.
+
+A table recorded with ``env.wrappers.frame_stack`` k > 1 stores each frame once: ``obs`` holds
+each step's newest frame and the per-item ``obs_past`` the older frames of the item's first
+step; ``rebuild_frame_stacks(b["obs"], b["obs_past"], b["valid"])`` gives the whole
+observations of items sampled whole (``next_obs`` is stored whole).
 
 A server with ``server.curve: true`` (authenticated, encrypted tcp) needs its public key, which
 ``gearbox serve`` prints: ``Client(ep, server_key="<40 Z85 chars>")`` with a fresh client key
@@ -91,6 +96,29 @@ SELECTOR_NAMES = {k: name for name, k in SELECTORS.items()}
 
 ERRORS = {-1: "invalid", -2: "nomem", -3: "io", -5: "timeout", -6: "proto", -10: "closed",
           -11: "full", -12: "again", -13: "notfound", -14: "unsupported", -15: "corrupt"}
+
+
+def rebuild_frame_stacks(obs, obs_past, valid):
+    """Whole observations from a table recorded with env.wrappers.frame_stack k > 1, where each
+    frame is stored once (runtime/streams/chunk.h "Frame stacks"): obs [n, T, C, ...] holds each
+    row's newest frame, obs_past [n, (k-1)*C, ...] the k-1 older frames of row 0's stack, valid
+    [n, T] the valid column; items sampled whole (t0 = t1 = 0). Returns [n, T, k*C, ...], the
+    observations the policy saw, by the rule gb_chunk_stack_expand applies: slot j of row r is
+    row r-(k-1-j)'s frame, clamped at the row's episode start (a row after a row that is not
+    valid: the stack there is its first frame k times), and obs_past's before row 0."""
+    obs, obs_past, valid = np.asarray(obs), np.asarray(obs_past), np.asarray(valid)
+    n, T, C = obs.shape[0], obs.shape[1], obs.shape[2]
+    k = obs_past.shape[1] // C + 1
+    # frames -(k-1)..T-1 of each item: obs_past's, then the rows'
+    frames = np.concatenate([obs_past.reshape((n, k - 1) + obs.shape[2:]), obs], axis=1)
+    r = np.arange(T)[:, None]
+    src = r - (k - 1) + np.arange(k)[None, :]                      # [T, k] row of each slot
+    out = np.empty((n, T, k) + obs.shape[2:], dtype=obs.dtype)
+    for i in range(n):
+        starts = np.where(np.r_[False, valid[i][:-1] == 0], np.arange(T), -k)
+        start = np.maximum.accumulate(starts)[:, None]             # [T, 1] latest episode start
+        out[i] = frames[i][np.maximum(src, start) + (k - 1)]
+    return out.reshape((n, T, k * C) + obs.shape[3:])
 
 
 class ServerError(RuntimeError):
