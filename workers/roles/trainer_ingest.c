@@ -35,8 +35,10 @@ static const char *out_of_bounds(const trainer *t, const void *const cols[GB_CHU
     const gb_chunk_layout *l = &t->layout;
     if (sc->max_abs[GB_CHUNK_REWARD] > g->max_abs_reward)
         return "reward";
-    if (l->obs_dtype == GB_DTYPE_FLOAT32 && (sc->max_abs[GB_CHUNK_OBS] > g->max_abs_obs ||
-                                              sc->max_abs[GB_CHUNK_NEXT_OBS] > g->max_abs_obs))
+    if (l->obs_dtype == GB_DTYPE_FLOAT32 &&
+        (sc->max_abs[GB_CHUNK_OBS] > g->max_abs_obs ||
+         sc->max_abs[GB_CHUNK_NEXT_OBS] > g->max_abs_obs ||
+         (l->past_col >= 0 && sc->max_abs[l->past_col] > g->max_abs_obs)))
         return "obs";
     if (!l->discrete)
         return sc->max_abs[GB_CHUNK_ACTION] > g->max_abs_action ? "action" : NULL;
