@@ -158,8 +158,14 @@ class Run:
         """Waits for the command to end and returns summary.json as a dict. Raises RunFailed
         (status, the log's last lines) when it exited non-zero, unless stop() asked for the end
         and the summary says "interrupted"; subprocess.TimeoutExpired after timeout seconds (the
-        run goes on). Blocks."""
-        rc = self._proc.wait(timeout)
+        run goes on). A KeyboardInterrupt while it waits (Jupyter's interrupt reaches only this
+        process) stops the run, waits for its end and is raised again. Blocks."""
+        try:
+            rc = self._proc.wait(timeout)
+        except KeyboardInterrupt:
+            self.interrupt()
+            self._proc.wait()
+            raise
         if not self._console.closed:
             self._console.close()
         if self._temp_dir:

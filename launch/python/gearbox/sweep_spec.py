@@ -21,6 +21,7 @@ import itertools
 import math
 import os
 import random
+import re
 
 import yaml
 
@@ -170,11 +171,26 @@ class Sweep:
         return None
 
 
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader reading numbers as YAML 1.2 (and gearbox's libyaml configs) do:
+    1.0e9 and 1e-4 are floats (YAML 1.1 wants a dot and a signed exponent: 1.0e+9)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                   |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                   |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+                   |[-+]?\.(?:inf|Inf|INF)
+                   |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
+
+
 def load_sweep(path):
     """Reads and checks the sweep file at path. Raises SweepError naming the file and key."""
     try:
         with open(path, encoding="utf-8") as f:
-            spec = yaml.safe_load(f)
+            spec = yaml.load(f, Loader=_Loader)  # noqa: S506 (a SafeLoader)
     except OSError as e:
         raise SweepError(f"{path}: {e.strerror}") from e
     except yaml.YAMLError as e:

@@ -85,6 +85,10 @@ check({p["act"] for p in plan} == {"tanh", "relu"} and {p["n"] for p in plan} ==
       "choice and value lists draw from their values")
 check(rnd.planned() == plan, "the same seed draws the same trials")
 check(math.isclose(rnd.params[0].low, 1e-4), "bounds kept")
+nums = load_sweep(write("numbers.yaml", HEAD + "set: {experiment.target_return: 1.0e9}\n"
+                        "params: {trainer.algorithm.lr: [1e-3, 3.0e-4, .5]}\n"))
+check(nums.fixed["experiment.target_return"] == 1e9 and nums.params[0].values == [1e-3, 3e-4, .5],
+      "1.0e9 and 1e-3 are numbers, as in gearbox's configs (YAML 1.1 read them as strings)")
 try:
     load_sweep(write("notmap.yaml", "- 1\n"))
     check(False, "a sweep file that is not a mapping is refused")
