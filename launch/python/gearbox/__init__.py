@@ -14,13 +14,13 @@ from gearbox.command import (CommandNotFound, RunFailed, check_version, command_
 from gearbox.metrics import RunData, read_metrics, read_run, read_summary
 from gearbox.runs import Run, evaluate, resume, run
 from gearbox.sweeps import sweep
-from gearbox.tracking import to_mlflow
+from gearbox.tracking import to_mlflow, to_wandb
 
 __version__ = package_version()
 
 __all__ = ["CommandNotFound", "Run", "RunData", "RunFailed", "__version__", "command_version",
            "evaluate", "find_command", "read_metrics", "read_run", "read_summary", "resume",
-           "run", "sweep", "to_mlflow"]
+           "run", "sweep", "to_mlflow", "to_wandb"]
 
 
 def _check_command_at_import():

@@ -51,8 +51,9 @@ printf '#!/bin/sh\necho "gearbox 9.9.9"\n' > "$work/bin/gearbox"; chmod +x "$wor
 out=$(GEARBOX_BIN="$work/bin/gearbox" "$venv_py" -c 'import gearbox' 2>&1) &&
   fail "a command of version 9.9.9 was accepted"
 echo "$out" | tail -1
-echo "$out" | grep -q "ImportError: gearbox: the command $work/bin/gearbox is version 9.9.9 but this Python package is $version" ||
-  fail "the version mismatch is not said: $out"
+expect="ImportError: gearbox: the command $work/bin/gearbox is version 9.9.9"
+expect="$expect but this Python package is $version"
+echo "$out" | grep -qF "$expect" || fail "the version mismatch is not said: $out"
 
 "$work/venv/bin/gearbox-sweep" --help > "$work/sweep-help.txt" || fail "gearbox-sweep --help"
 grep -q "usage: gearbox-sweep" "$work/sweep-help.txt" || fail "gearbox-sweep's usage"

@@ -2,7 +2,9 @@
 MLflow's local file store as it goes (its rows at step env_steps, the config as params, the
 summary as tags and summary.* metrics, config.yaml and summary.json as artifacts, the MLflow run
 FINISHED), and the same run directory afterwards gives the same metric histories; a stopped run
-ends KILLED. Exits 77 (skipped) when MLflow is not installed.
+ends KILLED. gearbox.to_wandb writes the run offline into its run directory (W&B's run file holds
+the rows' values, the config and the summary; W&B 0.31 has no reader of it in Python). Exits 77
+(skipped) when MLflow or wandb is not installed.
 Usage: test_tracking.py GEARBOX SOURCE_ROOT WORK_DIR (the package is SOURCE_ROOT/launch/python)"""
 import math
 import os
@@ -14,9 +16,13 @@ os.environ["GEARBOX_BIN"] = GEARBOX
 sys.path.insert(0, os.path.join(SRC, "launch", "python"))
 try:
     import mlflow  # noqa: F401
-except ImportError:
-    print("MLflow is not installed (launch/python-requirements.txt): skipped")
+    import wandb  # noqa: F401
+except ImportError as e:
+    print(f"{e.name} is not installed (launch/python-requirements.txt): skipped")
     sys.exit(77)
+import glob  # noqa: E402
+import json  # noqa: E402
+
 import gearbox  # noqa: E402
 
 failures = []
@@ -59,6 +65,23 @@ for key in ("return_mean_100", "env_steps", "loss"):
     check(a == b and a, f"{key}: the run directory afterwards gives the live history")
 check(client.get_run(after_id).info.experiment_id != got.info.experiment_id,
       "experiment= names the MLflow experiment")
+
+os.environ["WANDB_SILENT"] = "true"
+folder = gearbox.to_wandb(r.run_dir)
+wandb.teardown()  # W&B's service writes the run file after finish() returned: wait for it
+files = glob.glob(os.path.join(r.run_dir, "wandb", "offline-run-*", "run-*.wandb"))
+check(len(files) == 1 and os.path.dirname(files[0]) == folder,
+      f"W&B's offline run in the run directory: {folder}")
+with open(files[0], "rb") as f:
+    blob = f.read()
+print(f"W&B's run file: {len(blob)} bytes")
+last = [row for row in rows if not math.isnan(row["return_mean_100"])][-1]
+for what, text in (("a metrics column", "return_mean_100"),
+                   ("the last row's return", json.dumps(last["return_mean_100"])),
+                   ("the last row's step", str(int(last["env_steps"]))),
+                   ("a config key", "gae_lambda"), ("the summary", "summary.exit_reason"),
+                   ("its value", '"solved"')):
+    check(text.encode() in blob, f"W&B's run file holds {what} ({text})")
 
 r = gearbox.run(config, overrides={"experiment.target_return": 1e9},
                 run_dir=os.path.join(WORK, "stopped"), wait=False)
