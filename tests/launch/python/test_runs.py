@@ -7,26 +7,15 @@ the new segment's; a failing run raising RunFailed with status 1 and the log's e
 Usage: test_runs.py GEARBOX SOURCE_ROOT WORK_DIR (the package is SOURCE_ROOT/launch/python)"""
 import math
 import os
-import shutil
-import sys
 
-GEARBOX, SRC, WORK = sys.argv[1:4]
-os.environ["GEARBOX_BIN"] = GEARBOX
-sys.path.insert(0, os.path.join(SRC, "launch", "python"))
+from harness import check, finish, setup
+
+GEARBOX, SRC, WORK = setup()
 import gearbox  # noqa: E402
 import yaml  # noqa: E402
 
-failures = []
 
 
-def check(cond, what):
-    print(("ok:   " if cond else "FAIL: ") + what, file=sys.stderr if not cond else sys.stdout)
-    if not cond:
-        failures.append(what)
-
-
-shutil.rmtree(WORK, ignore_errors=True)
-os.makedirs(WORK)
 with open(os.path.join(SRC, "configs", "cartpole_ppo.yaml"), encoding="utf-8") as f:
     base = yaml.safe_load(f)
 base["experiment"]["run_root"] = os.path.join(WORK, "runs")
@@ -106,7 +95,4 @@ except gearbox.RunFailed as e:
     check(s is not None and s["exit_reason"] == "worker_failed",
           f"its summary: {s and s['exit_reason']}")
 
-if failures:
-    print(f"{len(failures)} checks failed", file=sys.stderr)
-    sys.exit(1)
-print("all checks passed")
+finish()

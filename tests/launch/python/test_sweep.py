@@ -6,25 +6,16 @@ Usage: test_sweep.py GEARBOX SOURCE_ROOT WORK_DIR (the package is SOURCE_ROOT/la
 import csv
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import yaml
+from harness import check, finish, setup
 
-GEARBOX, SRC, WORK = sys.argv[1:4]
+GEARBOX, SRC, WORK = setup()
 PKG = os.path.join(SRC, "launch", "python")
-failures = []
 
 
-def check(cond, what):
-    print(("ok:   " if cond else "FAIL: ") + what, file=sys.stderr if not cond else sys.stdout)
-    if not cond:
-        failures.append(what)
-
-
-shutil.rmtree(WORK, ignore_errors=True)
-os.makedirs(WORK)
 spec = os.path.join(WORK, "lr.yaml")
 LRS = [0.0003, 0.001, 0.002, 0.004]
 with open(spec, "w", encoding="utf-8") as f:
@@ -38,7 +29,7 @@ params:
   trainer.algorithm.lr: {LRS}
 """)
 out_dir = os.path.join(WORK, "sweep")
-env = dict(os.environ, GEARBOX_BIN=GEARBOX, PYTHONPATH=PKG)
+env = dict(os.environ, PYTHONPATH=PKG)
 p = subprocess.run([sys.executable, "-c", "import sys, gearbox.sweeps as s; sys.exit(s.main())",
                     spec, "--dir", out_dir], env=env, capture_output=True, text=True,
                    check=False)
@@ -76,7 +67,4 @@ with open(os.path.join(out_dir, "objective.png"), "rb") as f:
     png = f.read()
 check(png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000, f"objective.png ({len(png)} bytes)")
 
-if failures:
-    print(f"{len(failures)} checks failed", file=sys.stderr)
-    sys.exit(1)
-print("all checks passed")
+finish()

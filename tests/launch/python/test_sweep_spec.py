@@ -8,24 +8,15 @@ import csv
 import io
 import math
 import os
-import shutil
-import sys
 from contextlib import redirect_stderr, redirect_stdout
 
-GEARBOX, SRC, WORK = sys.argv[1:4]
-os.environ["GEARBOX_BIN"] = GEARBOX
-sys.path.insert(0, os.path.join(SRC, "launch", "python"))
+from harness import check, finish, setup
+
+GEARBOX, SRC, WORK = setup()
 from gearbox.sweep_spec import SweepError, load_sweep  # noqa: E402
 from gearbox.sweeps import main  # noqa: E402
 
 BASE = os.path.join(SRC, "configs", "cartpole_ppo.yaml")
-failures = []
-
-
-def check(cond, what):
-    print(("ok:   " if cond else "FAIL: ") + what, file=sys.stderr if not cond else sys.stdout)
-    if not cond:
-        failures.append(what)
 
 
 def write(name, text):
@@ -43,8 +34,6 @@ def cli(args):
     return rc, out.getvalue(), err.getvalue()
 
 
-shutil.rmtree(WORK, ignore_errors=True)
-os.makedirs(WORK)
 HEAD = f"base: {BASE}\nobjective: {{key: wall_seconds, direction: min}}\n"
 BAD = {
     "unknown_key.yaml": (HEAD + "params: {a: [1]}\nparalel: 2\n", "'paralel'"),
@@ -113,7 +102,4 @@ check("trial-000" in open(os.path.join(out, "sweep.json"), encoding="utf-8").rea
 rc, _, err = cli([path, "--dir", out])
 check(rc == 2 and "already holds a sweep" in err, f"a used sweep folder is refused: {err}")
 
-if failures:
-    print(f"{len(failures)} checks failed", file=sys.stderr)
-    sys.exit(1)
-print("all checks passed")
+finish()
