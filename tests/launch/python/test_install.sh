@@ -64,7 +64,7 @@ grep -q "usage: gearbox-sweep" "$work/sweep-help.txt" || fail "gearbox-sweep's u
 mkdir -p "$work/path" && ln -s "$gearbox" "$work/path/gearbox"
 (cd "$work" && env -u GEARBOX_BIN PATH="$work/path:$PATH" "$venv_py" -c '
 import sys, gearbox
-r = gearbox.run(sys.argv[1], overrides={"experiment.max_seconds": 60}, run_dir="run")
+r = gearbox.run(sys.argv[1], overrides={"experiment.max_seconds": 120}, run_dir="run")
 s = r.summary
 print("solved", s["solved"], "in", s["wall_seconds"], "s,", s["env_steps"], "env steps")
 sys.exit(0 if s["solved"] else 1)' "$src/configs/cartpole_ppo.yaml") ||

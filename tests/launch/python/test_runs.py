@@ -19,7 +19,7 @@ import yaml  # noqa: E402
 with open(os.path.join(SRC, "configs", "cartpole_ppo.yaml"), encoding="utf-8") as f:
     base = yaml.safe_load(f)
 base["experiment"]["run_root"] = os.path.join(WORK, "runs")
-base["experiment"]["max_seconds"] = 60
+base["experiment"]["max_seconds"] = 120
 
 # a dict config, the default run directory, rows followed while the run goes
 r = gearbox.run(base, overrides={"experiment.seed": 2, "experiment.name": "from_dict"},

@@ -1,7 +1,7 @@
 """tests/launch/python/test_sweep.py: gearbox-sweep runs a 4-trial grid over
-trainer.algorithm.lr on CartPole PPO (a short budget), 2 trials at a time: every trial a run
-directory under the sweep's folder, the table (trials.csv, sweep.json, printed) naming the trial
-with the best objective, and the plot (a PNG).
+trainer.algorithm.lr on CartPole PPO (20k env steps each, whatever the load), 2 trials at a
+time: every trial a run directory under the sweep's folder, the table (trials.csv, sweep.json,
+printed) naming the trial with the best objective, and the plot (a PNG).
 Usage: test_sweep.py GEARBOX SOURCE_ROOT WORK_DIR (the package is SOURCE_ROOT/launch/python)"""
 import csv
 import json
@@ -21,7 +21,7 @@ LRS = [0.0003, 0.001, 0.002, 0.004]
 with open(spec, "w", encoding="utf-8") as f:
     f.write(f"""name: lr_grid
 base: {os.path.join(SRC, "configs", "cartpole_ppo.yaml")}
-set: {{experiment.max_seconds: 4, launch.progress: "off"}}
+set: {{experiment.max_env_steps: 20000, experiment.max_seconds: 120, launch.progress: "off"}}
 method: grid
 parallel: 2
 objective: {{key: episode_return_mean, direction: max}}

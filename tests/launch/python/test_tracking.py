@@ -27,7 +27,7 @@ import gearbox  # noqa: E402
 
 store = os.path.join(WORK, "mlruns")
 config = os.path.join(SRC, "configs", "cartpole_ppo.yaml")
-r = gearbox.run(config, overrides={"experiment.max_seconds": 60},
+r = gearbox.run(config, overrides={"experiment.max_seconds": 120},
                 run_dir=os.path.join(WORK, "run"), wait=False)
 live_id = gearbox.to_mlflow(r, tracking_uri=store)
 client = mlflow.MlflowClient(tracking_uri=store)
