@@ -8,6 +8,7 @@
  * Exits 77 (skip) where the ALE cannot be opened. */
 #include "runtime/config/config.h"
 #include "test.h"
+#include "tests/workers/config_text.h"
 #include "workers/roles/acting.h"
 
 #include <stdio.h>
@@ -18,15 +19,7 @@ static gb_config cfg;
 
 static int load(const char *text)
 {
-    gb_error err = {0};
-    gb_config_marks *marks = NULL;
-    int rc = gb_config_load_string(&cfg, &marks, "<test>", text, strlen(text), &err);
-    if (!rc)
-        rc = gb_config_finish(&cfg, marks, &err);
-    gb_config_marks_free(marks);
-    if (rc)
-        fprintf(stderr, "config: %s\n", err.msg);
-    return rc;
+    return config_text(&cfg, text);
 }
 
 static int games;

@@ -5,6 +5,7 @@
  * (gb_torch_model_act_noise): the same noise gives the same actions, zero noise the mean action,
  * for SAC's squashed Gaussian and PPO's Gaussian. */
 #include "test.h"
+#include "tests/workers/config_text.h"
 #include "workers/torch_test_util.h"
 
 #include "envs/env.h"
@@ -20,15 +21,7 @@ static gb_config cfg;
 
 static int load(const char *text)
 {
-    gb_error err = {0};
-    gb_config_marks *marks = NULL;
-    int rc = gb_config_load_string(&cfg, &marks, "<test>", text, strlen(text), &err);
-    if (!rc)
-        rc = gb_config_finish(&cfg, marks, &err);
-    gb_config_marks_free(marks);
-    if (rc)
-        fprintf(stderr, "config: %s\n", err.msg);
-    return rc;
+    return config_text(&cfg, text);
 }
 
 static gb_acting *make(int copies)

@@ -10,6 +10,7 @@
 #include "test.h"
 
 #include "runtime/base/rng.h"
+#include "tests/workers/config_text.h"
 #include "workers/roles/acting.h"
 
 #include <stdlib.h>
@@ -22,15 +23,7 @@ static int64_t episodes_seen;
 
 static int load(const char *text)
 {
-    gb_error err = {0};
-    gb_config_marks *marks = NULL;
-    int rc = gb_config_load_string(&cfg, &marks, "<test>", text, strlen(text), &err);
-    if (!rc)
-        rc = gb_config_finish(&cfg, marks, &err);
-    gb_config_marks_free(marks);
-    if (rc)
-        fprintf(stderr, "config: %s\n", err.msg);
-    return rc;
+    return config_text(&cfg, text);
 }
 
 static void on_episode(void *ctx, double ret, int64_t len)
