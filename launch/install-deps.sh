@@ -39,6 +39,11 @@ group_video=(ffmpeg)
 group_gymnasium=(python3-venv)
 # client: the data server's Python client (pyzmq, msgpack), its PyTorch and NumPy examples
 group_client=(python3-zmq python3-msgpack python3-torch python3-numpy)
+# python: the gearbox Python package (launch/python: runs, sweeps and tracking from Python,
+# docs/guide/python.md) installed into gearbox's virtual environment, with only what it needs
+# (PyYAML); its optional parts (Optuna, matplotlib, MLflow, W&B) come with the gymnasium or
+# tests groups' packages (launch/python-requirements.txt)
+group_python=(python3-venv python3-yaml)
 # tests: everything the ctest suite and .ci/run use beyond the groups above
 group_tests=(
   git
@@ -52,7 +57,7 @@ group_tests=(
   # authentication), started from a temporary directory; none of their services is started here
   munge slurmctld slurmd slurm-client
 )
-all_groups=(run video gymnasium client tests)
+all_groups=(run video gymnasium client python tests)
 # Groups whose features run Python packages from launch/python-requirements.txt (the venv)
 venv_groups=" gymnasium tests "
 
@@ -112,6 +117,10 @@ done
 # build configured before the environment existed must be configured again).
 GEARBOX_VENV=${GEARBOX_VENV:-/opt/gearbox/python}
 requirements="$(dirname "$0")/python-requirements.txt"
+make_venv() {
+  [ -x "$GEARBOX_VENV/bin/python" ] ||
+    /usr/bin/python3 -m venv --system-site-packages "$GEARBOX_VENV"
+}
 python_packages() {
   local wanted stamp
   wanted=$(grep -v '^[[:space:]]*\(#\|$\)' "$requirements" | sed 's/[[:space:]]*#.*//' || true)
@@ -120,7 +129,7 @@ python_packages() {
     echo "install-deps: the Python environment $GEARBOX_VENV is up to date"
     return 0
   fi
-  [ -x "$GEARBOX_VENV/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$GEARBOX_VENV"
+  make_venv
   if [ -n "$wanted" ]; then
     echo "install-deps: installing Python packages into $GEARBOX_VENV:" $wanted
     # shellcheck disable=SC2086
@@ -149,3 +158,10 @@ else
   echo "install-deps: installed ${#missing[@]} packages"
 fi
 [ "$want_venv" = 0 ] || python_packages
+# the Python package, into the same environment (made here when no other group made it)
+if [[ " ${groups[*]} " == *" python "* ]]; then
+  make_venv
+  echo "install-deps: installing the gearbox Python package into $GEARBOX_VENV"
+  "$GEARBOX_VENV/bin/python" -m pip install -q --disable-pip-version-check \
+    "$(dirname "$0")/python" </dev/null
+fi

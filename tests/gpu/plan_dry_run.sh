@@ -4,6 +4,7 @@
 # (links in WORKDIR/bin): every CUDA step must report skipped, every other step ok, and the
 # call must leave its three files. Run from the project root (ctest's WORKING_DIRECTORY).
 set -uo pipefail
+[ $# -ge 2 ] || { echo "usage: tests/gpu/plan_dry_run.sh WORKDIR BINARY..." >&2; exit 2; }
 work=$1
 shift
 rm -rf "$work"
