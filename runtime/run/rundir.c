@@ -69,17 +69,26 @@ static int choose_path(gb_rundir *rd, const gb_config *cfg, const char *dir, gb_
     struct tm tm;
     if (!gmtime_r(&now, &tm))
         return gb_error_errno(err, "gmtime");
-    char stamp[32];
+    char stamp[32], parent[GB_RUNDIR_PATH_MAX];
     strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    int w = snprintf(parent, sizeof parent, "%s/%s", cfg->experiment.run_root,
+                     cfg->experiment.name);
+    if (w < 0 || (size_t)w >= sizeof parent)
+        return gb_error_set(err, GB_EINVAL, "run directory path too long");
+    int rc = gb_rundir_make_dirs(parent, err);
+    if (rc)
+        return rc;
+    /* mkdir reserves the name: runs started in the same second (a sweep, a shell loop, the
+     * Python package) each get their own folder */
     for (int k = 0; k < 1000; k++) {
-        int w = k == 0 ? snprintf(rd->path, sizeof rd->path, "%s/%s/%s", cfg->experiment.run_root,
-                                  cfg->experiment.name, stamp)
-                       : snprintf(rd->path, sizeof rd->path, "%s/%s/%s-%d",
-                                  cfg->experiment.run_root, cfg->experiment.name, stamp, k);
+        w = k == 0 ? snprintf(rd->path, sizeof rd->path, "%s/%s", parent, stamp)
+                   : snprintf(rd->path, sizeof rd->path, "%s/%s-%d", parent, stamp, k);
         if (w < 0 || (size_t)w >= sizeof rd->path)
             return gb_error_set(err, GB_EINVAL, "run directory path too long");
-        if (!exists(rd->path))
+        if (mkdir(rd->path, 0777) == 0)
             return 0;
+        if (errno != EEXIST)
+            return gb_error_errno(err, "mkdir %s", rd->path);
     }
     return gb_error_set(err, GB_EINVAL, "too many runs named %s in this second",
                         cfg->experiment.name);

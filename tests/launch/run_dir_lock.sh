@@ -3,7 +3,9 @@
 # of a live run is refused (naming the pid that holds it) and leaves the live run alone; once
 # that run has ended, running into its folder again is refused too (it would truncate its
 # metrics.csv and overwrite its checkpoints). The folder's name is not ASCII: such paths work.
-# Both once ran: the two runs cross-connected and both exited 0.
+# Both once ran: the two runs cross-connected and both exited 0. Runs started in the same second
+# without --run-dir each get their own folder (mkdir reserves the name; the window in which two
+# could choose the same one was microseconds wide, and this does not hit it reliably).
 # usage: run_dir_lock.sh GEARBOX CONFIG WORK_DIR
 set -u
 gearbox=$1 config=$2 work=$3
@@ -47,4 +49,17 @@ rm "$run/summary.json"
   fail "a run into an interrupted run's folder exited 0"
 grep -q "already holds a run (metrics.csv)" "$work/fourth.log" || { cat "$work/fourth.log"; fail "no reason"; }
 [ "$(wc -l < "$run/metrics.csv")" = "$rows" ] || fail "metrics.csv of the interrupted run was truncated"
-echo "4 passed, 0 failed"
+# Three runs at once, each choosing its own folder under run_root.
+pids=()
+for i in 1 2 3; do
+  "$gearbox" run "$config" --set experiment.run_root="$work/root" --set launch.mode=inline \
+    --set experiment.max_seconds=3 --set experiment.target_return=1e9 \
+    --set launch.progress=off > "$work/same-$i.log" 2>&1 &
+  pids+=($!)
+done
+for i in 0 1 2; do
+  wait "${pids[$i]}" || { cat "$work/same-$((i + 1)).log"; fail "run $((i + 1)) of three started together failed"; }
+done
+made=$(find "$work/root" -name summary.json | wc -l)
+[ "$made" = 3 ] || { find "$work/root"; fail "three runs started together left $made summaries"; }
+echo "5 passed, 0 failed"
