@@ -121,7 +121,10 @@ extern "C" int gb_kernels_ctx_reserve(gb_kernels_ctx *ctx, int64_t n, int64_t k,
     return gb_kernels_arena(ctx, bytes, &p, err);
 }
 
-extern "C" void *gb_kernels_ctx_stream(gb_kernels_ctx *ctx) { return ctx ? (void *)ctx->stream : NULL; }
+extern "C" void *gb_kernels_ctx_stream(gb_kernels_ctx *ctx)
+{
+    return ctx ? (void *)ctx->stream : NULL;
+}
 
 extern "C" int gb_kernels_sync(gb_kernels_ctx *ctx, gb_error *err)
 {
@@ -148,7 +151,10 @@ extern "C" int gb_kernels_sync(gb_kernels_ctx *ctx, gb_error *err)
     return 0;
 }
 
-extern "C" double gb_kernels_last_total(const gb_kernels_ctx *ctx) { return ctx ? ctx->last_total : 0.0; }
+extern "C" double gb_kernels_last_total(const gb_kernels_ctx *ctx)
+{
+    return ctx ? ctx->last_total : 0.0;
+}
 
 extern "C" int gb_kernels_host_register(void *ptr, size_t bytes, int read_only, void **dev_ptr,
                                         gb_error *err)
@@ -186,7 +192,8 @@ extern "C" int gb_kernels_host_unregister(void *ptr, gb_error *err)
 extern "C" int gb_kernels_host_alloc(size_t bytes, void **out, gb_error *err)
 {
     *out = NULL;
-    GB_CUDA_CHECK(cudaHostAlloc(out, bytes ? bytes : 1, cudaHostAllocMapped | cudaHostAllocPortable));
+    GB_CUDA_CHECK(
+        cudaHostAlloc(out, bytes ? bytes : 1, cudaHostAllocMapped | cudaHostAllocPortable));
     return 0;
 }
 

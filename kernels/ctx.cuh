@@ -1,4 +1,5 @@
-/* kernels/ctx.cuh: the GPU context's layout and the CUDA error helpers (private to the .cu files of kernels/).
+/* kernels/ctx.cuh: the GPU context's layout and the CUDA error helpers (private to the .cu files
+ * of kernels/).
  * defines: gb_kernels_ctx, gb_kernels_status, GB_CUDA_CHECK, gb_kernels_cuda_fail,
  *          gb_kernels_arena, gb_kernels_align, gb_kernels_begin_call */
 #ifndef GB_KERNELS_CTX_CUH
@@ -25,7 +26,8 @@ struct gb_kernels_ctx {
     size_t arena_bytes;
     gb_kernels_status *status;    /* device */
     gb_kernels_status *hstatus;   /* pinned host copy, read by gb_kernels_sync */
-    unsigned long long *call_bad; /* device: set by a call's check kernel, read by its work kernel */
+    unsigned long long *call_bad; /* device: set by a call's check kernel, read by its work
+                                     kernel */
     cudaEvent_t timer[2];
     cudaEvent_t fence; /* gb_kernels_after_default_stream */
     double last_total;

@@ -113,6 +113,13 @@ int gb_kernels_copy(gb_kernels_ctx *ctx, void *dst, const void *src, size_t byte
     return no_cuda(err, "device copy");
 }
 
+int gb_kernels_stack_expand(gb_kernels_ctx *ctx, int64_t n, int64_t T, int64_t k,
+                            uint64_t frame_bytes, const void *frames, const void *past,
+                            const uint8_t *valid, void *out, gb_error *err)
+{
+    return no_cuda(err, "frame stack rebuild");
+}
+
 int gb_kernels_timer_start(gb_kernels_ctx *ctx, gb_error *err) { return no_cuda(err, "timer"); }
 
 int gb_kernels_timer_stop(gb_kernels_ctx *ctx, double *us, gb_error *err)

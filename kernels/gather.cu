@@ -4,10 +4,11 @@
  * CPU reference: kernels/gather_cpu.c.
  *
  * Work is split into units of at most GB_KERNELS_GATHER_CHUNK bytes of one batch row of one
- * column (kernels/gather_plan.h), one warp per unit: big rows (images) spread over many warps, and each lane keeps four loads in flight, which
- * is what hides the latency of reads crossing PCIe/NVLink-C2C. A column uses 16-byte loads when
- * its table base, stride, step offset, row length and batch address are multiples of 16, else
- * the widest of 8/4/2/1 that divides them all (bool and 3 x float32 rows stay correct). */
+ * column (kernels/gather_plan.h), one warp per unit: big rows (images) spread over many warps,
+ * and each lane keeps four loads in flight, which is what hides the latency of reads crossing
+ * PCIe/NVLink-C2C. A column uses 16-byte loads when its table base, stride, step offset, row
+ * length and batch address are multiples of 16, else the widest of 8/4/2/1 that divides them
+ * all (bool and 3 x float32 rows stay correct). */
 #include <limits.h>
 #include <string.h>
 

@@ -17,8 +17,9 @@
  *
  * defines: gb_kernels_device_count, gb_kernels_cuda_built, gb_kernels_ctx, gb_kernels_ctx_*,
  *          gb_kernels_sync, gb_kernels_column, gb_kernels_steps, gb_kernels_select_*,
- *          gb_kernels_scatter*, gb_kernels_gather*, gb_kernels_host_*, gb_kernels_device_*,
- *          gb_kernels_copy, gb_kernels_timer_*, gb_kernels_after_default_stream,
+ *          gb_kernels_scatter*, gb_kernels_gather*, gb_kernels_stack_expand, gb_kernels_host_*,
+ *          gb_kernels_device_*, gb_kernels_copy, gb_kernels_timer_*,
+ *          gb_kernels_after_default_stream,
  *          GB_KERNELS_NONE, GB_KERNELS_MAX_COLUMNS */
 #ifndef GB_KERNELS_KERNELS_H
 #define GB_KERNELS_KERNELS_H
@@ -189,6 +190,16 @@ int gb_kernels_gather(gb_kernels_ctx *ctx, const gb_kernels_column *cols, int nc
 int gb_kernels_gather_staged(gb_kernels_ctx *ctx, const gb_kernels_column *cols, int ncols,
                              const int64_t *indices, int64_t k, const gb_kernels_steps *steps,
                              void *staging, size_t staging_bytes, gb_error *err);
+
+/* Frame stacks rebuilt on the device (the rule of runtime/streams/chunk_stack_rule.h; CPU
+ * reference gb_chunk_stack_expand, which gives the same bytes): n items of T rows whose stacks
+ * hold k >= 2 frames of frame_bytes each, from frames [n, T, frame_bytes] (each row's newest
+ * frame), past [n, k - 1, frame_bytes] (obs_past) and valid [n, T] into out
+ * [n, T, k, frame_bytes]; all device memory. Enqueued on the context's stream; never blocks.
+ * Returns 0, GB_EINVAL, GB_EUNSUPPORTED without CUDA, GB_ECUDA. */
+int gb_kernels_stack_expand(gb_kernels_ctx *ctx, int64_t n, int64_t T, int64_t k,
+                            uint64_t frame_bytes, const void *frames, const void *past,
+                            const uint8_t *valid, void *out, gb_error *err);
 
 /* ---- memory ---------------------------------------------------------------------------------- */
 

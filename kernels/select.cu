@@ -59,11 +59,20 @@ static int scatter_temp_bytes(int64_t m, int end_bit, size_t *bytes, gb_error *e
     return 0;
 }
 
-static size_t weighted_scratch(int64_t n, size_t temp) { return gb_kernels_align((size_t)n * 8) + gb_kernels_align(temp); }
-static size_t topk_scratch(int64_t n, size_t temp) { return 4 * gb_kernels_align((size_t)n * 4) + gb_kernels_align(temp); }
+static size_t weighted_scratch(int64_t n, size_t temp)
+{
+    return gb_kernels_align((size_t)n * 8) + gb_kernels_align(temp);
+}
+
+static size_t topk_scratch(int64_t n, size_t temp)
+{
+    return 4 * gb_kernels_align((size_t)n * 4) + gb_kernels_align(temp);
+}
+
 static size_t scatter_scratch(int64_t m, size_t temp)
 {
-    return 2 * gb_kernels_align((size_t)m * 8) + 2 * gb_kernels_align((size_t)m * 4) + gb_kernels_align(temp);
+    return 2 * gb_kernels_align((size_t)m * 8) + 2 * gb_kernels_align((size_t)m * 4) +
+           gb_kernels_align(temp);
 }
 
 int gb_kernels_select_scratch(int64_t n, int64_t m, size_t *bytes, gb_error *err)
@@ -224,7 +233,8 @@ extern "C" int gb_kernels_select_weighted(gb_kernels_ctx *ctx, const float *prio
     if (k == 0)
         return 0;
     if (n == 0) {
-        fill_none_kernel<<<blocks_for(k), THREADS, 0, ctx->stream>>>(k, indices, probs, ctx->status);
+        fill_none_kernel<<<blocks_for(k), THREADS, 0, ctx->stream>>>(k, indices, probs,
+                                                                    ctx->status);
         GB_CUDA_CHECK(cudaGetLastError());
         return 0;
     }
@@ -258,7 +268,8 @@ extern "C" int gb_kernels_select_uniform(gb_kernels_ctx *ctx, int64_t n, const i
     if (k == 0)
         return 0;
     if (n == 0)
-        fill_none_kernel<<<blocks_for(k), THREADS, 0, ctx->stream>>>(k, indices, probs, ctx->status);
+        fill_none_kernel<<<blocks_for(k), THREADS, 0, ctx->stream>>>(k, indices, probs,
+                                                                    ctx->status);
     else
         uniform_kernel<<<blocks_for(k), THREADS, 0, ctx->stream>>>(n, candidates, k, seed, indices,
                                                                    probs);

@@ -1,6 +1,7 @@
 /* runtime/streams/chunk_stack.c: whole observations rebuilt from a chunk's stored frames (the
  * rule of chunk.h's "Frame stacks"). */
 #include "runtime/streams/chunk.h"
+#include "runtime/streams/chunk_stack_rule.h"
 
 #include <string.h>
 
@@ -9,19 +10,9 @@ void gb_chunk_stack_row(const gb_chunk_layout *l, const void *obs, const void *p
 {
     const int64_t k = l->frame_stack;
     const uint64_t fb = l->frame_bytes;
-    /* The row's episode start, if one lies within the k-1 rows its stack reaches back: the
-     * latest row i >= 1 after a row that is not valid (a reset or padding row). */
-    int64_t start = -k;
-    for (int64_t i = r; i >= 1 && i > r - k + 1; i--)
-        if (!valid[i - 1]) {
-            start = i;
-            break;
-        }
     char *dst = out;
-    for (int64_t j = 0; j < k; j++, dst += fb) { /* slot j: row r - (k-1-j), oldest first */
-        int64_t src = r - (k - 1 - j);
-        if (src < start)
-            src = start; /* the wrapper's reset filled every slot with the first frame */
+    for (int64_t j = 0; j < k; j++, dst += fb) {
+        int64_t src = gb_chunk_stack_source(valid, r, k, j);
         const char *from = src >= 0 ? (const char *)obs + (uint64_t)src * fb
                                     : (const char *)past + (uint64_t)(k - 1 + src) * fb;
         memcpy(dst, from, fb);

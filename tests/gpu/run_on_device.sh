@@ -203,7 +203,7 @@ if [ $call = call1 ]; then
   step bench_kernels 90 cpu bench_json bench_kernels kernels "${quick[@]}"
   step learner 150 gpu "$bin/test_gpu_learning" tests/workers/dqn_cartpole.yaml \
     tests/workers/ppo_cartpole.yaml configs/pendulum_sac.yaml configs/breakout_dqn.yaml \
-    tests/gpu/ppo_lstm.yaml tests/gpu/dqn_r2d2.yaml
+    tests/gpu/ppo_lstm.yaml tests/gpu/dqn_r2d2.yaml tests/gpu/ppo_framestack.yaml
   step policy 60 gpu "$bin/test_gpu_policy"
   step ppo_cpu 60 cpu run_gb ppo_cpu configs/cartpole_ppo.yaml
   step ppo_cuda 90 gpu run_gb ppo_cuda configs/cartpole_ppo.yaml trainer.device=cuda \

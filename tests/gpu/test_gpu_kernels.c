@@ -1,5 +1,6 @@
 /* tests/gpu/test_gpu_kernels.c: every GPU kernel against its CPU reference on fresh random inputs
- * at several sizes. Outputs are poisoned before each call; every CUDA call and launch is checked.
+ * at several sizes (the frame-stack rebuild against runtime/streams' gb_chunk_stack_expand).
+ * Outputs are poisoned before each call; every CUDA call and launch is checked.
  * Exits 77 (skip) where there is no CUDA build or no device. */
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "kernels/draw.h"
 #include "kernels/kernels.h"
 #include "runtime/base/rng.h"
+#include "runtime/streams/chunk.h"
 #include "test.h"
 
 #ifndef GEARBOX_HAVE_CUDA
@@ -489,6 +491,56 @@ static void test_gather_64bit_offsets(void)
     CK(cudaFree(di));
 }
 
+/* Frame stacks of k frames (each frame c x h x w bytes) for n items of T rows, about one row in
+ * eight not valid (resets, padding), rebuilt on the device and on the CPU: the same bytes. */
+static void stack_case(int64_t k, int64_t c, int64_t h, int64_t w, int64_t T, int64_t n)
+{
+    gb_error err = {0};
+    gb_chunk_layout l;
+    const int64_t shape[3] = {k * c, h, w};
+    OK(gb_chunk_layout_init(&l, T, GB_DTYPE_UINT8, 3, shape, 1, 1, 0, &err));
+    OK(gb_chunk_layout_set_frame_stack(&l, k, &err));
+    const size_t fb = l.frame_bytes, frames_b = (size_t)(n * T) * fb,
+                 past_b = (size_t)(n * (k - 1)) * fb, out_b = frames_b * (size_t)k;
+    uint8_t *frames = host(frames_b), *past = host(past_b), *valid = host((size_t)(n * T));
+    uint8_t *want = host(out_b), *got = host(out_b);
+    for (size_t i = 0; i < frames_b; i++)
+        frames[i] = (uint8_t)gb_rng_next(&rng);
+    for (size_t i = 0; i < past_b; i++)
+        past[i] = (uint8_t)gb_rng_next(&rng);
+    for (int64_t i = 0; i < n * T; i++)
+        valid[i] = gb_rng_below(&rng, 8) != 0;
+    gb_chunk_stack_expand(&l, n, frames, past, valid, want);
+    uint8_t *df = dev(frames_b), *dp = dev(past_b), *dv = dev((size_t)(n * T)), *dout = dev(out_b);
+    to_dev(df, frames, frames_b);
+    to_dev(dp, past, past_b);
+    to_dev(dv, valid, (size_t)(n * T));
+    OK(gb_kernels_stack_expand(ctx, n, T, k, fb, df, dp, dv, dout, &err));
+    OK(gb_kernels_sync(ctx, &err));
+    to_host(got, dout, out_b);
+    CHECK_MSG(memcmp(got, want, out_b) == 0, "k %lld, frame %zu bytes, T %lld, n %lld",
+              (long long)k, fb, (long long)T, (long long)n);
+    CK(cudaFree(df));
+    CK(cudaFree(dp));
+    CK(cudaFree(dv));
+    CK(cudaFree(dout));
+    free(frames);
+    free(past);
+    free(valid);
+    free(want);
+    free(got);
+}
+
+static void test_stack_expand(void)
+{
+    stack_case(4, 1, 84, 84, 32, 16); /* Atari: 16-byte words */
+    stack_case(2, 3, 5, 1, 16, 7);    /* 15-byte frames: byte copies */
+    stack_case(8, 1, 3, 4, 9, 5);     /* 12-byte frames: 4-byte words */
+    stack_case(3, 1, 8, 1, 1, 3);     /* one row a chunk: every stack reaches into obs_past */
+    gb_error err = {0};
+    CHECK(gb_kernels_stack_expand(ctx, 1, 4, 1, 16, NULL, NULL, NULL, NULL, &err) == GB_EINVAL);
+}
+
 int main(void)
 {
     int n = gb_kernels_device_count();
@@ -506,6 +558,7 @@ int main(void)
     TEST_RUN(test_scatter);
     TEST_RUN(test_gather);
     TEST_RUN(test_gather_64bit_offsets);
+    TEST_RUN(test_stack_expand);
     gb_kernels_ctx_destroy(ctx);
     CK(cudaGetLastError());
     return test_main_result();

@@ -1,15 +1,16 @@
 /* tests/gpu/test_gpu_learning.c: the cuda trainer's learning step (workers/roles/learning.h)
  * against the cpu one, on real replays and learners. For each config given (DQN, PPO, SAC on
  * vectors; DQN with a CNN on uint8 frames; PPO with an LSTM core, whose chunks' random state
- * column is the batch's state0, kept on the host): the same seeds, the same chunks, a FIFO replay
- * (selection on the CPU either way, so the batches are the same), STEPS steps on the cpu, then with
- * trainer.device cuda for trainer.collect gpu_zero_copy and cpu_staged, each with and without
- * prefetch. Checked: the initial parameters are equal; every step's loss is within 1e-3
+ * column is the batch's state0, kept on the host; PPO on frames stored once under a frame stack,
+ * whose stacks the cuda trainer rebuilds on the device): the same seeds, the same chunks, a FIFO
+ * replay (selection on the CPU either way, so the batches are the same), STEPS steps on the cpu,
+ * then with trainer.device cuda for trainer.collect gpu_zero_copy and cpu_staged, each with and
+ * without prefetch. Checked: the initial parameters are equal; every step's loss is within 1e-3
  * (relative) of the cpu's; at the end the distance between the cuda and cpu parameters is under
  * 5 % of how far the cpu's moved (wrong rows would make it about 100 %; frames through the CNN:
- * 2e-2 and 25 %, for cuDNN's TF32 convolutions); the collection was
- * timed. Then weighted, uniform and top-k replays train on the GPU's selectors. Prints each
- * run's collection and step times. Exits 77 without a CUDA device.
+ * 2e-2 and 25 %, for cuDNN's TF32 convolutions); the collection was timed. Then weighted,
+ * uniform and top-k replays train on the GPU's selectors. Prints each run's collection and step
+ * times. Exits 77 without a CUDA device.
  * usage: test_gpu_learning CONFIG... */
 #include "kernels/kernels.h"
 #include "replay/replay.h"
@@ -64,7 +65,9 @@ static void fill(gb_learning *L)
     gb_rng_seed(&rng, 7);
     int u8 = space.obs_dtype == GB_DTYPE_UINT8;
     for (int i = 0; i < ITEMS; i++) {
-        for (int c = GB_CHUNK_OBS; c <= GB_CHUNK_NEXT_OBS; c++) {
+        for (int c = GB_CHUNK_OBS; c < layout.ncols; c++) {
+            if (c > GB_CHUNK_NEXT_OBS && c != layout.past_col)
+                continue; /* the observations: obs, next_obs and a frame stack's obs_past */
             size_t bytes = layout.bytes[c];
             if (u8)
                 for (size_t k = 0; k < bytes; k++)

@@ -1,253 +1,14 @@
 /* workers/roles/learning.c: the learning step shared by the trainer worker and inline mode (see
  * learning.h). */
-#include "workers/roles/learning.h"
+#include "workers/roles/learning_internal.h"
 
 #include "envs/host.h"
-#include "kernels/kernels.h"
-#include "replay/gpu.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* How the chosen items reach the learner.
- * - cpu trainer: gb_replay_collect copies every column into host staging allocated once
- *   (64-byte rows), which the learner reads in place.
- * - cuda trainer: the observation columns (obs, next_obs: nearly all the bytes) go to device
- *   buffers, by the gather kernel reading the page-locked tables (gpu_zero_copy, after a GPU
- *   selection for weighted replays) or by a CPU gather into pinned staging and one
- *   host-to-device copy per column (cpu_staged). The per-step scalars (actions, rewards, flags,
- *   behaviour log-probabilities) are read on the host by the learner's n-step and GAE code, so
- *   they are collected into host staging as on the cpu.
- * With a frame stack (the layout stores each frame once: runtime/streams/chunk.h), obs and
- * obs_past are collected to the host on both, and the rows' whole observations rebuilt there
- * (gb_chunk_stack_expand) into `stacked`, which the cuda trainer copies to the device.
- * With prefetch, two slots take turns: batch k+1 is selected and its collection enqueued before
- * batch k trains, so the gather runs on its own stream while the training step runs on
- * libtorch's. */
-enum { NDEV = 2 };
-static const int device_cols[NDEV] = {GB_CHUNK_OBS, GB_CHUNK_NEXT_OBS};
-
-typedef struct batch_slot {
-    gb_replay_selection sel;
-    int sel_init;
-    int live;                   /* selected and collected (or enqueued), not yet trained */
-    int timing;                 /* cuda: the context's timer holds this slot's collection */
-    void *host[GB_CHUNK_NCOLS]; /* host staging [Bl, column bytes] (cuda: not obs, next_obs) */
-    void *dev[NDEV];            /* cuda: obs, next_obs [Bl, column bytes] in device memory */
-    void *pinned[NDEV];         /* cuda, cpu_staged: their pinned staging */
-    void *stacked;              /* frame stack: [Bl, T, *obs_shape] rebuilt (cuda: pinned) */
-    double collect_us;          /* host part (CPU gather), then the device part added */
-} batch_slot;
-
-struct gb_learning {
-    const gb_config *cfg;
-    gb_chunk_layout layout;
-    gb_torch_learner *learner;
-    gb_replay *replay;
-    int cuda;             /* trainer.device cuda */
-    int collect;          /* gb_collect_mode (cuda) */
-    int prefetch;         /* two slots, the next batch collected while this one trains */
-    gb_kernels_ctx *kctx; /* cuda: the collection stream */
-    gb_replay_gpu *rgpu;  /* cuda, gpu_zero_copy: the page-locked, mapped tables */
-    batch_slot slot[2];   /* slot[cur] trains next; slot[cur ^ 1] is the prefetched one */
-    int cur;
-    double collect_ms, train_ms; /* sums over the trained batches (gb_learning_timings) */
-    int weighted;
-    int64_t B;  /* the global batch */
-    int64_t Bl; /* this trainer's part: B / trainers */
-    gb_group *group;   /* several trainers; NULL: one */
-    gb_shards *shards; /* several trainers: the agreement, and global selection */
-    int global;        /* trainer.replay.selection: global */
-    float *weights;    /* [Bl] global selection's importance weights */
-    uint64_t *checksums; /* [trainers] every replica's parameter checksum (check_replicas) */
-    double progress;   /* this trainer's budget progress (gb_learning_set_progress) */
-    float *priorities_f;           /* [B]: the learner's new priorities */
-    double *priorities;            /* [B]: as the replay takes them */
-    int64_t train_steps, samples_trained;
-    int restored; /* the learner came from opts.model_checkpoint */
-    gb_torch_stats last;
-};
-
-/* The first device column collected by the gather (obs is rebuilt on the host with a frame
- * stack, then copied). */
-static int first_dev(const gb_learning *L) { return L->layout.frame_stack > 1; }
-
-/* Bytes of one item's whole observations [T, *obs_shape]. */
-static size_t whole_obs_bytes(const gb_learning *L)
-{
-    return (size_t)L->layout.T * L->layout.bytes[GB_CHUNK_NEXT_OBS];
-}
-
-static int on_device(const gb_learning *L, int c)
-{
-    for (int i = first_dev(L); L->cuda && i < NDEV; i++)
-        if (device_cols[i] == c)
-            return 1;
-    return 0;
-}
-
-/* The host destinations of a slot (every column on the cpu; the small ones with cuda). */
-static int host_dst(const gb_learning *L, batch_slot *s, gb_replay_dst dst[GB_CHUNK_NCOLS])
-{
-    int n = 0;
-    for (int c = 0; c < L->layout.ncols; c++)
-        if (!on_device(L, c))
-            dst[n++] = (gb_replay_dst){.column = c, .data = s->host[c],
-                                       .bytes = (size_t)L->Bl * L->layout.bytes[c]};
-    return n;
-}
-
-/* Enqueues the device part of a slot's collection on the collection stream, between the
- * context's timer events. Its buffers were last read by the training step before the one about
- * to run, on libtorch's stream: the gather waits for that stream first. */
-static int device_collect(gb_learning *L, batch_slot *s, gb_error *err)
-{
-    const int f = first_dev(L), nd = NDEV - f;
-    gb_replay_dst dst[NDEV];
-    for (int i = f; i < NDEV; i++)
-        dst[i - f] = (gb_replay_dst){.column = device_cols[i], .data = s->dev[i],
-                                     .bytes = (size_t)L->Bl * L->layout.bytes[device_cols[i]]};
-    int rc = gb_kernels_after_default_stream(L->kctx, err);
-    if (rc == 0 && L->collect == GB_COLLECT_CPU_STAGED) {
-        gb_replay_dst pin[NDEV];
-        for (int i = 0; i < nd; i++)
-            pin[i] = (gb_replay_dst){.column = dst[i].column, .data = s->pinned[i + f],
-                                     .bytes = dst[i].bytes};
-        double t0 = gb_now_s();
-        rc = gb_replay_collect(L->replay, &s->sel, pin, nd, NULL, err);
-        s->collect_us += (gb_now_s() - t0) * 1e6;
-        if (rc == 0)
-            rc = gb_kernels_timer_start(L->kctx, err);
-        for (int i = 0; rc == 0 && i < nd; i++)
-            rc = gb_kernels_copy(L->kctx, dst[i].data, pin[i].data,
-                                 (size_t)s->sel.n * L->layout.bytes[dst[i].column], err);
-    } else if (rc == 0) {
-        rc = gb_kernels_timer_start(L->kctx, err);
-        if (rc == 0)
-            rc = gb_replay_gpu_collect(L->rgpu, &s->sel, dst, nd, NULL, err);
-    }
-    if (rc == 0 && f) /* the whole observations rebuilt on the host */
-        rc = gb_kernels_copy(L->kctx, s->dev[0], s->stacked,
-                             (size_t)s->sel.n * whole_obs_bytes(L), err);
-    if (rc == 0)
-        rc = gb_kernels_timer_mark(L->kctx, err);
-    s->timing = rc == 0;
-    return rc;
-}
-
-/* With a frame stack: the n collected items' whole observations from their frames. */
-static void rebuild_obs(const gb_learning *L, batch_slot *s, int64_t n)
-{
-    const gb_chunk_layout *l = &L->layout;
-    if (l->frame_stack > 1)
-        gb_chunk_stack_expand(l, n, s->host[GB_CHUNK_OBS], s->host[l->past_col],
-                              s->host[GB_CHUNK_VALID], s->stacked);
-}
-
-/* Collects a slot's selection: the host columns now, the device ones enqueued (cuda). */
-static int collect_slot(gb_learning *L, batch_slot *s, gb_error *err)
-{
-    gb_replay_dst dst[GB_CHUNK_NCOLS];
-    int nd = host_dst(L, s, dst);
-    double t0 = gb_now_s();
-    int rc = gb_replay_collect(L->replay, &s->sel, dst, nd, NULL, err);
-    if (rc == 0)
-        rebuild_obs(L, s, s->sel.n);
-    s->collect_us = (gb_now_s() - t0) * 1e6;
-    if (rc == 0 && L->cuda)
-        rc = device_collect(L, s, err);
-    return rc;
-}
-
-/* Waits for a slot's device collection (usually done: it ran while the step before trained)
- * and adds its time by the CUDA events. After this, libtorch's work enqueued from the host is
- * ordered after the gather. */
-static int finish_slot(gb_learning *L, batch_slot *s, gb_error *err)
-{
-    if (!L->cuda || !s->timing)
-        return 0;
-    double us = 0.0;
-    int rc = gb_kernels_sync(L->kctx, err);
-    if (rc == 0)
-        rc = gb_kernels_timer_read(L->kctx, &us, err);
-    s->collect_us += us;
-    s->timing = 0;
-    return rc;
-}
-
-static int alloc_slot(gb_learning *L, batch_slot *s, gb_error *err)
-{
-    int rc = 0;
-    for (int c = 0; c < L->layout.ncols; c++)
-        if (!on_device(L, c) &&
-            posix_memalign(&s->host[c], 64, (size_t)L->Bl * L->layout.bytes[c]) != 0)
-            return gb_error_set(err, GB_ENOMEM, "out of memory for a training batch of %lld "
-                                "chunks", (long long)L->Bl);
-    size_t stacked = (size_t)L->Bl * whole_obs_bytes(L);
-    if (first_dev(L))
-        rc = L->cuda ? gb_kernels_host_alloc(stacked, &s->stacked, err)
-             : posix_memalign(&s->stacked, 64, stacked) == 0 ? 0
-             : gb_error_set(err, GB_ENOMEM, "out of memory for a training batch's observations");
-    for (int i = 0; L->cuda && rc == 0 && i < NDEV; i++) {
-        size_t bytes = i == 0 && first_dev(L) ? stacked
-                                              : (size_t)L->Bl * L->layout.bytes[device_cols[i]];
-        rc = gb_kernels_device_alloc(bytes, &s->dev[i], err);
-        if (rc == 0 && L->collect == GB_COLLECT_CPU_STAGED && i >= first_dev(L))
-            rc = gb_kernels_host_alloc(bytes, &s->pinned[i], err);
-    }
-    if (rc)
-        return rc;
-    /* a shard's part of a global selection can be the whole batch */
-    rc = gb_replay_selection_init(&s->sel, L->B, err);
-    s->sel_init = rc == 0;
-    return rc;
-}
-
-static void free_slot(const gb_learning *L, batch_slot *s)
-{
-    if (L->cuda)
-        gb_kernels_host_free(s->stacked);
-    else
-        free(s->stacked);
-    if (s->sel_init)
-        gb_replay_selection_free(&s->sel);
-    for (int c = 0; c < GB_CHUNK_NCOLS; c++)
-        free(s->host[c]);
-    for (int i = 0; i < NDEV; i++) {
-        gb_kernels_device_free(s->dev[i]);
-        gb_kernels_host_free(s->pinned[i]);
-    }
-}
-
-static int alloc_staging(gb_learning *L, gb_error *err)
-{
-    int rc = 0;
-    for (int i = 0; rc == 0 && i < (L->prefetch ? 2 : 1); i++)
-        rc = alloc_slot(L, &L->slot[i], err);
-    if (rc)
-        return rc;
-    L->priorities_f = malloc((size_t)L->Bl * sizeof *L->priorities_f);
-    L->priorities = malloc((size_t)L->Bl * sizeof *L->priorities);
-    L->weights = malloc((size_t)L->Bl * sizeof *L->weights);
-    if (!L->priorities_f || !L->priorities || !L->weights)
-        return gb_error_set(err, GB_ENOMEM, "out of memory");
-    return 0;
-}
-
-/* trainer.device cuda: what the build and the machine must have, the collection stream, and
- * (gpu_zero_copy) the replay's tables page-locked and mapped. */
-static int open_device(gb_learning *L, gb_error *err)
-{
-    int rc = gb_kernels_ctx_create(0, NULL, &L->kctx, err);
-    if (rc == 0 && L->collect == GB_COLLECT_GPU_ZERO_COPY)
-        rc = gb_replay_gpu_open(L->replay, L->kctx, L->Bl, &L->rgpu, err);
-    if (rc)
-        gb_error_prefix(err, "learning: trainer.device cuda");
-    return rc;
-}
 
 static int cuda_usable(gb_error *err)
 {
@@ -306,9 +67,9 @@ int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *e
                                        L->cuda && L->collect == GB_COLLECT_GPU_ZERO_COPY,
                                        &L->replay, err);
     if (rc == 0 && L->cuda)
-        rc = open_device(L, err);
+        rc = gb_learning_open_device(L, err);
     if (rc == 0)
-        rc = alloc_staging(L, err);
+        rc = gb_learning_alloc_staging(L, err);
     if (rc == 0 && L->group)
         rc = gb_torch_learner_set_group(L->learner, L->group,
                                         (size_t)cfg->trainer.bucket_bytes, err);
@@ -341,7 +102,7 @@ void gb_learning_destroy(gb_learning *L)
     for (int i = 0; i < 2; i++) {
         if (L->replay)
             gb_replay_release(L->replay, &L->slot[i].sel);
-        free_slot(L, &L->slot[i]);
+        gb_learning_free_slot(L, &L->slot[i]);
     }
     gb_replay_gpu_close(L->rgpu);
     gb_kernels_ctx_destroy(L->kctx);
@@ -399,27 +160,6 @@ int gb_learning_insert(gb_learning *L, const void *const cols[GB_CHUNK_NCOLS], i
     return gb_learning_commit(L, 1, &idx, &version, err);
 }
 
-static gb_torch_batch batch_view(const gb_learning *L, const batch_slot *s, int64_t n,
-                                 const float *weights)
-{
-    return (gb_torch_batch){
-        .B = n,
-        .T = L->layout.T,
-        .obs = L->cuda ? s->dev[0] : s->stacked ? s->stacked : s->host[GB_CHUNK_OBS],
-        .next_obs = L->cuda ? s->dev[1] : s->host[GB_CHUNK_NEXT_OBS],
-        .obs_on_device = L->cuda,
-        .action = s->host[GB_CHUNK_ACTION],
-        .reward = s->host[GB_CHUNK_REWARD],
-        .terminated = s->host[GB_CHUNK_TERMINATED],
-        .truncated = s->host[GB_CHUNK_TRUNCATED],
-        .valid = s->host[GB_CHUNK_VALID],
-        .logp = s->host[GB_CHUNK_LOGP],
-        .weights = L->weighted ? weights : NULL,
-        /* a core's state entering row 0 (host, like the per-step scalars), then the return */
-        .state0 = L->layout.state_size > 0 ? s->host[GB_CHUNK_STATE] : NULL,
-        .state_stride = L->layout.state_size,
-    };
-}
 
 void gb_learning_set_progress(gb_learning *L, double progress)
 {
@@ -466,7 +206,7 @@ static int prefetch_next(gb_learning *L, const gb_replay_request *now, gb_error 
     if (rc == GB_ETIMEOUT)
         return 0;
     if (rc == 0)
-        rc = collect_slot(L, s, err);
+        rc = gb_learning_collect_slot(L, s, err);
     if (rc)
         gb_replay_release(L->replay, &s->sel);
     s->live = rc == 0;
@@ -478,7 +218,7 @@ static int prefetch_next(gb_learning *L, const gb_replay_request *now, gb_error 
 static int train_slot(gb_learning *L, batch_slot *s, int64_t n, const float *weights,
                       gb_error *err)
 {
-    gb_torch_batch b = batch_view(L, s, n, weights);
+    gb_torch_batch b = gb_learning_batch_view(L, s, n, weights);
     double t0 = gb_now_s();
     int rc = gb_torch_learner_train(L->learner, &b, &L->last,
                                     L->weighted ? L->priorities_f : NULL, err);
@@ -532,10 +272,10 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
     const float *weights = s->sel.weight;
     if (L->global) {
         gb_replay_dst dst[GB_CHUNK_NCOLS];
-        int nd = host_dst(L, s, dst); /* several trainers: cpu only (config_check.c) */
+        int nd = gb_learning_host_dst(L, s, dst); /* several trainers: cpu only (config_check.c) */
         rc = gb_shards_select(L->shards, &req, &s->sel, dst, nd, L->weights, &n, err);
         if (rc == 0)
-            rebuild_obs(L, s, n);
+            gb_learning_rebuild_obs(L, s, n);
         weights = L->weights;
         if (rc == 0 && n == 0) { /* every rank got the same answer: nobody trains */
             gb_replay_release(L->replay, &s->sel);
@@ -547,12 +287,12 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
             if (rc == GB_ETIMEOUT && !L->group)
                 return 0;
             if (rc == 0)
-                rc = collect_slot(L, s, err);
+                rc = gb_learning_collect_slot(L, s, err);
         }
         s->live = 0;
         n = s->sel.n;
         if (rc == 0)
-            rc = finish_slot(L, s, err);
+            rc = gb_learning_finish_slot(L, s, err);
         if (rc == 0 && L->prefetch)
             rc = prefetch_next(L, &req, err);
     }
