@@ -38,4 +38,9 @@ check_ledger() {
   [ "$sent" != null ] && [ "$sent" -gt 0 ] || fail "no chunks_sent in $1"
   [ "$lost" = 0 ] && [ "$sent" = "$got" ] || fail "sample chunks lost: sent $sent, received $got, lost $lost"
   [ "$dropped" = 0 ] || fail "$dropped chunks dropped"
+  local trained
+  trained=$(json_get "$1" chunks_trained)
+  echo "chunks trained: $trained of $got"
+  [ "$trained" != null ] && [ "$trained" -ge 0 ] && [ "$trained" -le "$got" ] ||
+    fail "chunks_trained $trained is not between 0 and the $got chunks received"
 }

@@ -27,7 +27,6 @@ typedef struct inline_run {
     float *logp;   /* [rows of the largest group] */
     double epsilon;
     int64_t chunks; /* inserted into the replay */
-    uint64_t trained_base; /* the replay's first_samples when this launch began (a resume's) */
     gb_learner_report report;
     double last_row[GB_NCOLS]; /* the last metrics.csv row written */
     gb_run_rates rates;        /* the rows written, for the rates */
@@ -171,9 +170,7 @@ static int run_setup(inline_run *r, gb_error *err)
     if ((rc = gb_learning_create(&lo, &r->learning, err)))
         return rc;
     r->model = gb_learning_model(r->learning);
-    gb_replay_stats rs;
-    gb_replay_stats_get(gb_learning_replay(r->learning), &rs);
-    r->trained_base = rs.first_samples;
+    gb_learning_mark_trained(r->learning); /* a resume's replay: what it drew before */
     int64_t rows = (int64_t)(gb_acting_copies(r->acting) / gb_acting_groups(r->acting)) *
                    gb_acting_spec(r->acting)->agents;
     r->actions = calloc((size_t)rows, gb_acting_action_row_bytes(r->acting));
@@ -259,11 +256,8 @@ int gb_inline_run(const gb_config *cfg, gb_rundir *rd, volatile sig_atomic_t *st
     res->episodes = st.episodes;
     res->envs = r->acting ? gb_acting_copies(r->acting) : 0;
     res->chunks = r->chunks;
-    if (r->learning) {
-        gb_replay_stats rs;
-        gb_replay_stats_get(gb_learning_replay(r->learning), &rs);
-        res->chunks_trained = (int64_t)(rs.first_samples - r->trained_base);
-    }
+    if (r->learning)
+        res->chunks_trained = gb_learning_chunks_trained(r->learning);
     res->wall_seconds = gb_now_s() - t0;
     res->return_mean = st.return_mean;
     res->solved = rc == 0 && reason && strcmp(reason, "solved") == 0;

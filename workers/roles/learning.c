@@ -124,6 +124,20 @@ const gb_torch_stats *gb_learning_last(const gb_learning *L) { return &L->last; 
 int64_t gb_learning_train_steps(const gb_learning *L) { return L->train_steps; }
 int64_t gb_learning_samples_trained(const gb_learning *L) { return L->samples_trained; }
 
+void gb_learning_mark_trained(gb_learning *L)
+{
+    gb_replay_stats rs;
+    gb_replay_stats_get(L->replay, &rs);
+    L->trained_mark = rs.first_samples;
+}
+
+int64_t gb_learning_chunks_trained(const gb_learning *L)
+{
+    gb_replay_stats rs;
+    gb_replay_stats_get(L->replay, &rs);
+    return (int64_t)(rs.first_samples - L->trained_mark);
+}
+
 void gb_learning_write(gb_learning *L, int64_t idx, const void *const cols[GB_CHUNK_NCOLS])
 {
     for (int c = 0; c < L->layout.ncols; c++)

@@ -154,6 +154,13 @@ const gb_torch_stats *gb_learning_last(const gb_learning *L);
 int64_t gb_learning_train_steps(const gb_learning *L);
 int64_t gb_learning_samples_trained(const gb_learning *L);
 
+/* chunks_trained (the trained share): the replay's items drawn at least once since the mark,
+ * which gb_learning_mark_trained sets to what the replay has drawn now (0 until called: count
+ * from the replay's beginning, as a trainer whose ledger continues does). Call it once the
+ * replay is restored or re-attached. */
+void gb_learning_mark_trained(gb_learning *L);
+int64_t gb_learning_chunks_trained(const gb_learning *L);
+
 /* Writes the learner to model_path and, when replay_path is not NULL, the replay to replay_path
  * (each to a temporary file, then renamed). Returns 0 or the first error. */
 int gb_learning_checkpoint(gb_learning *L, const char *model_path, const char *replay_path,

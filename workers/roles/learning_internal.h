@@ -68,6 +68,7 @@ struct gb_learning {
     float *priorities_f;           /* [B]: the learner's new priorities */
     double *priorities;            /* [B]: as the replay takes them */
     int64_t train_steps, samples_trained;
+    uint64_t trained_mark; /* the replay's first_samples at gb_learning_mark_trained */
     int restored; /* the learner came from opts.model_checkpoint */
     gb_torch_stats last;
 };

@@ -77,7 +77,7 @@ static void report(trainer *t, double env_progress)
     gb_metrics_set(m, "replay_capacity", (double)rs.capacity);
     gb_metrics_set(m, "replay_inserts", (double)rs.inserts);
     gb_metrics_set(m, "replay_expired", (double)rs.expired);
-    gb_metrics_set(m, "chunks_trained", (double)(rs.first_samples - t->trained_base));
+    gb_metrics_set(m, "chunks_trained", (double)gb_learning_chunks_trained(t->learning));
     gb_metrics_set(m, "replay_items_recovered", (double)t->recovery.kept);
     gb_metrics_set(m, "replay_items_dropped_in_crash", (double)t->recovery.dropped_in_flight);
     gb_ledger_totals bt = gb_trainer_ledger_totals(t->ledger);
@@ -303,11 +303,8 @@ static int open_learning(trainer *t, gb_error *err)
         return rc;
     /* chunks_trained counts among the chunks this ledger received: a new ledger (a resumed
      * run) starts from what the restored replay had already drawn */
-    if (!gb_trainer_ledger_continued(t->ledger)) {
-        gb_replay_stats rs;
-        gb_replay_stats_get(t->replay, &rs);
-        t->trained_base = rs.first_samples;
-    }
+    if (!gb_trainer_ledger_continued(t->ledger))
+        gb_learning_mark_trained(t->learning);
     continue_versions(t);
     if ((rc = make_param_buffer(t, err)))
         return rc;

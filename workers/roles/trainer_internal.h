@@ -54,7 +54,6 @@ typedef struct trainer {
     gb_checkpoint_files ckpt;         /* the last complete checkpoint set at start (step -1:
                                          none) */
     gb_replay_recovery recovery;      /* what the replay kept from a killed predecessor */
-    uint64_t trained_base; /* the replay's first_samples that predate this ledger's received */
 } trainer;
 
 /* The ingest thread (arg: the trainer): takes chunks from the sample stream, checks them, counts
