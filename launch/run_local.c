@@ -485,10 +485,9 @@ static void summarise(launch *L, double wall)
     taken = isnan(taken) ? 0 : taken;
     gb_run_summary s;
     gb_contract_summary_init(&s, cfg, L->on_slurm ? "slurm" : "local");
-    s.env_steps = L->mc ? gb_run_rows_env_steps(L->mc, &L->base, L->row)
+    s.env_steps = L->mc ? gb_run_rows_env_steps(L->mc, &L->base)
                         : (int64_t)L->row[GB_COL_ENV_STEPS];
-    s.env_steps_unsent =
-        (int64_t)fmax(0.0, L->base.env_steps + taken - L->row[GB_COL_ENV_STEPS]);
+    s.env_steps_unsent = (int64_t)fmax(0.0, taken - (L->mc ? gb_run_rows_sent_steps(L->mc) : 0));
     s.train_steps = (int64_t)L->row[GB_COL_TRAIN_STEPS];
     s.wall_seconds = L->base.time + wall;
     s.episode_return_mean = L->decided_return; /* the last row's */

@@ -24,10 +24,12 @@ static void counters(const gb_metrics_collector *m, double t, const gb_run_rates
                      const gb_run_base *b, double *row)
 {
     row[GB_COL_TIME] = b->time + t;
-    /* steps in the chunks the actors sent: those still being filled when the run stops (or
-     * dropped) never reach a trainer (summary.json: env_steps_unsent) */
-    row[GB_COL_ENV_STEPS] =
-        b->env_steps + or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "env_steps_sent"));
+    /* steps in the chunks the actors sent (those still being filled when the run stops, or
+     * dropped, never reach a trainer: summary.json's env_steps_unsent), as far as the trainers
+     * have received them: a report cannot claim more than arrived (the budget, the progress the
+     * learners' schedules follow and the verdict's env steps go by this) */
+    row[GB_COL_ENV_STEPS] = b->env_steps + fmin(gb_run_rows_sent_steps(m),
+                                                gb_run_rows_received_steps(m));
     /* data-parallel trainers take each step together: a step is one, not one per trainer. A
      * resumed trainer counts on from its checkpoint (before it reports: the last row's) */
     double train = gb_metrics_max(m, GB_ROLE_TRAINER, "train_steps");
@@ -71,6 +73,11 @@ double gb_run_rows_received_steps(const gb_metrics_collector *m)
     return or0(gb_metrics_sum(m, GB_ROLE_TRAINER, "env_steps_received"));
 }
 
+double gb_run_rows_sent_steps(const gb_metrics_collector *m)
+{
+    return or0(gb_metrics_sum(m, GB_ROLE_ACTOR, "env_steps_sent"));
+}
+
 int gb_run_rows_vouched(const gb_metrics_collector *m, int reached, gb_run_vouch *v)
 {
     if (!reached) {
@@ -90,15 +97,14 @@ int gb_run_rows_vouched(const gb_metrics_collector *m, int reached, gb_run_vouch
     return 0;
 }
 
-int64_t gb_run_rows_env_steps(const gb_metrics_collector *m, const gb_run_base *b,
-                              const double *row)
+int64_t gb_run_rows_env_steps(const gb_metrics_collector *m, const gb_run_base *b)
 {
-    double claimed = row[GB_COL_ENV_STEPS], received = b->env_steps + gb_run_rows_received_steps(m);
+    double claimed = gb_run_rows_sent_steps(m), received = gb_run_rows_received_steps(m);
     if (claimed <= received)
-        return (int64_t)claimed;
+        return (int64_t)(b->env_steps + claimed);
     GB_WARN("the actors report %.0f env steps sent, the trainers received %.0f: counted %.0f",
-            claimed - b->env_steps, received - b->env_steps, received);
-    return (int64_t)received;
+            claimed, received, b->env_steps + received);
+    return (int64_t)(b->env_steps + received);
 }
 
 int64_t gb_run_rows_reports_rejected(const gb_metrics_collector *m)

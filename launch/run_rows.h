@@ -2,7 +2,8 @@
  * (runtime/run/contract.h) from the workers' reports, where a resumed run's counters go on from,
  * and the progress line.
  * defines: gb_run_base, gb_run_rows_base, gb_run_rows_sample, gb_run_rows_progress,
- *          gb_run_vouch, gb_run_rows_received_steps, gb_run_rows_vouched,
+ *          gb_run_vouch, gb_run_rows_received_steps, gb_run_rows_sent_steps,
+ *          gb_run_rows_vouched,
  *          gb_run_rows_env_steps, gb_run_rows_reports_rejected */
 #ifndef GB_LAUNCH_RUN_ROWS_H
 #define GB_LAUNCH_RUN_ROWS_H
@@ -35,8 +36,11 @@ typedef struct gb_run_vouch {
     int said; /* the deferral was logged */
 } gb_run_vouch;
 
-/* The steps every trainer received (their env_steps_received summed; 0 before any report). */
+/* The steps every trainer received (their env_steps_received summed; 0 before any report), and
+ * the steps the actors say they sent in chunks (env_steps_sent summed). A row's env_steps is the
+ * smaller of the two (over this segment). */
 double gb_run_rows_received_steps(const gb_metrics_collector *m);
+double gb_run_rows_sent_steps(const gb_metrics_collector *m);
 
 /* Whether the training episodes' window, which reached the target (reached = 1) or not, may
  * decide the run: only once the trainers have received at least the steps every episode so far
@@ -44,10 +48,10 @@ double gb_run_rows_received_steps(const gb_metrics_collector *m);
  * for those chunks rather than taking the claim). Returns 1 when it may; v keeps the claim. */
 int gb_run_rows_vouched(const gb_metrics_collector *m, int reached, gb_run_vouch *v);
 
-/* The env steps a run counts at its end (summary.json): the last row's (the actors' claim),
- * at most b's plus what the trainers received; says so in the log when it cuts the claim. */
-int64_t gb_run_rows_env_steps(const gb_metrics_collector *m, const gb_run_base *b,
-                              const double *row);
+/* The env steps a run counts at its end (summary.json): b's plus the steps in the chunks the
+ * actors say they sent, at most b's plus what the trainers received; says so in the log when it
+ * cuts the claim. */
+int64_t gb_run_rows_env_steps(const gb_metrics_collector *m, const gb_run_base *b);
 
 /* Reports the collector refused: malformed, from no worker of the run, or for what they say. */
 int64_t gb_run_rows_reports_rejected(const gb_metrics_collector *m);

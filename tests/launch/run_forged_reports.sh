@@ -8,7 +8,8 @@
 #   restarted as hung, the ledger's counts stay sane;
 # - the same 100 episodes as an actor slot no process holds, with a million steps claimed: taken,
 #   but the verdict waits until the trainers have received the steps the episodes claim, by when
-#   the real episodes have filled the window again;
+#   the real episodes have filled the window again; and the million steps it says it sent are
+#   not counted in metrics.csv's env_steps (they never reached a trainer);
 # - 200 well-formed chunks stamped as actor 0 with reward 1e30: refused before they train and
 #   counted as rejected (samples.rejected), never as received: the ledger balances (lost 0).
 # Before the fix the run ended "solved" (or worker_hung) and samples.lost was -200.
@@ -41,7 +42,8 @@ sleep 1
 # as actor 2, a slot for an actor joining from another host (actors.join_max) that none took:
 # no real report to contradict it, and steps enough for its episodes; the trainers have not
 # received the steps these episodes claim, so they decide nothing until they have
-"$forger" report "$met" actor 2 0 100 500 500 env_steps=1000000 || fail "could not send the report"
+"$forger" report "$met" actor 2 0 100 500 500 env_steps=1000000 env_steps_sent=1000000 ||
+  fail "could not send the report"
 sleep 2
 wait "$launcher"; status=$?
 tail -3 "$work/out.log"
@@ -62,9 +64,13 @@ echo "exit $status, $reason, solved $solved, return mean $mean, $refused reports
 [ "$restarts" = "[]" ] || fail "workers restarted: $restarts"
 python3 -c 'import sys; m = float(sys.argv[1]); sys.exit(not (0 < m < 200))' "$mean" ||
   fail "episode_return_mean $mean: not the training episodes' own"
-# every env step counted is in a chunk a trainer received
+# every env step counted is in a chunk a trainer received, in every row of metrics.csv too (the
+# budget, the learners' progress and the verdicts go by the rows)
 [ "$env_steps" -gt 0 ] && [ "$env_steps" -le $((received * T)) ] ||
   fail "env_steps $env_steps beyond the $received chunks of $T steps received"
+most=$(python3 -c 'import csv, sys
+print(max(int(float(r["env_steps"])) for r in csv.DictReader(open(sys.argv[1]))))' "$run/metrics.csv")
+[ "$most" -le "$env_steps" ] || fail "metrics.csv counted $most env steps, the run $env_steps"
 grep -q "refused a chunk from actor 0: a 'reward' value" "$run/logs/trainer-0.log" ||
   fail "the trainer did not say it refused the forged chunks"
 grep -q "the verdict waits until the trainers have received" "$run/logs/launcher.log" ||
