@@ -3,6 +3,7 @@
 #include "launch/validate.h"
 #include "launch/footprint.h"
 #include "launch/model_check.h"
+#include "launch/trackers.h"
 
 #include "envs/host.h"
 #include "kernels/kernels.h"
@@ -155,6 +156,8 @@ int gb_validate_check(gb_config *cfg, const gb_config_marks *marks, void *arg, g
     int rc = check_env(cfg, marks, &spec, err);
     if (rc == 0 && here == GB_VALIDATE_RUN)
         rc = gb_footprint_check(cfg, marks, &spec, &fp, err);
+    if (rc == 0 && here == GB_VALIDATE_RUN)
+        rc = gb_trackers_check(cfg, marks, err);
     if (rc)
         return rc;
     /* trainer_here: 1 here, 0 on Slurm's nodes, -1 none; policy_here: 1 here, else 0 */

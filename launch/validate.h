@@ -6,7 +6,8 @@
  * worker will) and the devices (a cuda trainer or policy worker needs a CUDA build, and a visible
  * device where it runs here), the memory what runs here will take (launch/footprint.h)
  * against this machine's, and a TorchScript model's outputs on the environment's observations
- * against its spaces (launch/model_check.h; not for actors joining). Every error names the place its key was set
+ * against its spaces (launch/model_check.h; not for actors joining), and experiment.trackers'
+ * Python and packages (launch/trackers.h). Every error names the place its key was set
  * ("configs/x.yaml:12:9: env.name: ..." or "--set[1]:1:10: env.name: ...") and is a config
  * error: exit status 2.
  *

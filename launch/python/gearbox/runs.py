@@ -64,40 +64,9 @@ def _free_run_dir(resolved):
     raise RuntimeError(f"too many runs named {exp.get('name')} in this second under {parent}")
 
 
-class Run:
-    """One `gearbox run` process and its run directory. run_dir: the folder; summary: the
-    summary.json dict once wait() returned; returncode: the exit status once it ended."""
-
-    def __init__(self, args, run_dir, metrics_offset=0, temp_dir=None):
-        self.run_dir = run_dir
-        self.args = args
-        self.summary = None
-        self._stop_requested = False
-        self._metrics_offset = metrics_offset
-        self._temp_dir = temp_dir
-        os.makedirs(os.path.join(run_dir, "logs"), exist_ok=True)
-        self.console_path = os.path.join(run_dir, CONSOLE)
-        self._console = open(self.console_path, "a", encoding="utf-8")
-        try:
-            self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._console,
-                                          stderr=subprocess.STDOUT)
-        except OSError:
-            self._console.close()
-            raise
-
-    @property
-    def pid(self):
-        """The process id of the gearbox command (its launcher)."""
-        return self._proc.pid
-
-    @property
-    def returncode(self):
-        """The exit status, or None while the command runs. Does not block."""
-        return self._proc.poll()
-
-    def running(self):
-        """True while the command runs. Does not block."""
-        return self._proc.poll() is None
+class RowFollower:
+    """metrics.csv's rows followed while a run goes: for classes with run_dir,
+    _metrics_offset (bytes of metrics.csv before this segment) and running()."""
 
     def rows(self, poll_s=0.2):
         """Yields metrics.csv's rows (dicts of floats, nan for an empty cell) as they are
@@ -136,6 +105,42 @@ class Run:
             if ended:
                 return
             time.sleep(poll_s)
+
+
+class Run(RowFollower):
+    """One `gearbox run` process and its run directory. run_dir: the folder; summary: the
+    summary.json dict once wait() returned; returncode: the exit status once it ended."""
+
+    def __init__(self, args, run_dir, metrics_offset=0, temp_dir=None):
+        self.run_dir = run_dir
+        self.args = args
+        self.summary = None
+        self._stop_requested = False
+        self._metrics_offset = metrics_offset
+        self._temp_dir = temp_dir
+        os.makedirs(os.path.join(run_dir, "logs"), exist_ok=True)
+        self.console_path = os.path.join(run_dir, CONSOLE)
+        self._console = open(self.console_path, "a", encoding="utf-8")
+        try:
+            self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._console,
+                                          stderr=subprocess.STDOUT)
+        except OSError:
+            self._console.close()
+            raise
+
+    @property
+    def pid(self):
+        """The process id of the gearbox command (its launcher)."""
+        return self._proc.pid
+
+    @property
+    def returncode(self):
+        """The exit status, or None while the command runs. Does not block."""
+        return self._proc.poll()
+
+    def running(self):
+        """True while the command runs. Does not block."""
+        return self._proc.poll() is None
 
     def interrupt(self):
         """Sends SIGINT (as Ctrl-C) when the command still runs and returns at once; wait()
