@@ -5,6 +5,7 @@
  * process: ring -> model -> algorithm). */
 #include "launch/cli.h"
 #include "launch/run_local.h"
+#include "launch/trackers.h"
 #include "launch/commands.h"
 #include "launch/validate.h"
 #include "runtime/run/rundir.h"
@@ -59,7 +60,8 @@ static void run_usage(FILE *out)
             "metrics and cancels the job when the run ends (see README: Running on a Slurm\n"
             "cluster).\n\n"
             "exit status: 0 the run ended (solved or budget spent; see summary.json),\n"
-            "             2 usage or config error, 1 runtime failure\n");
+            "             2 usage or config error, 1 runtime failure (or a tracker of\n"
+            "             experiment.trackers failed: summary.json says which and why)\n");
 }
 
 /* launch.mode inline: the whole run in this process, into a new run directory. Returns the
@@ -80,6 +82,8 @@ static int run_inline(const gb_config *cfg, const gb_cli *cli)
         return GB_EXIT_FAILURE;
     }
     GB_INFO("run directory %s", rd.path);
+    gb_trackers trackers;
+    gb_trackers_start(&trackers, cfg, rd.path);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -92,6 +96,7 @@ static int run_inline(const gb_config *cfg, const gb_cli *cli)
     gb_inline_summary(cfg, &res, rc ? err.msg : NULL, &sum);
     gb_error serr = {0};
     int src = gb_rundir_write_summary(&rd, &sum, &serr);
+    int tracker_failed = gb_trackers_finish(&trackers, rd.path);
     gb_rundir_close(&rd);
     if (rc) {
         GB_ERROR("inline run failed: %s", err.msg);
@@ -107,7 +112,7 @@ static int run_inline(const gb_config *cfg, const gb_cli *cli)
            rd.path, res.exit_reason, (long long)res.env_steps, (long long)res.train_steps,
            res.wall_seconds, res.return_mean, res.solved ? "true" : "false");
     gb_log_close();
-    return GB_EXIT_OK;
+    return tracker_failed ? GB_EXIT_FAILURE : GB_EXIT_OK; /* the tracker's cause: on stderr */
 }
 
 /* --record DIR: the folder the trainers write their datasets into exists and is writable

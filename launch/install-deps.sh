@@ -41,9 +41,12 @@ group_gymnasium=(python3-venv)
 group_client=(python3-zmq python3-msgpack python3-torch python3-numpy)
 # python: the gearbox Python package (launch/python: runs, sweeps and tracking from Python,
 # docs/guide/python.md) installed into gearbox's virtual environment, with only what it needs
-# (PyYAML); its optional parts (Optuna, matplotlib, MLflow, W&B) come with the gymnasium or
-# tests groups' packages (launch/python-requirements.txt)
-group_python=(python3-venv python3-yaml)
+# (PyYAML) and PyTorch for custom models (gearbox.export_model, run(model=...)): Debian's, the
+# same 1.13 as the libtorch the workers load (a TorchScript file from a newer PyTorch may not
+# load there), seen by the venv through its system site packages; on top of group run's
+# libtorch it adds about 130 MB. Its optional parts (Optuna, matplotlib, MLflow, W&B) come with
+# the gymnasium or tests groups' packages (launch/python-requirements.txt)
+group_python=(python3-venv python3-yaml python3-torch)
 # tests: everything the ctest suite and .ci/run use beyond the groups above
 group_tests=(
   git

@@ -15,6 +15,7 @@
 #include "launch/run_spawn.h"
 #include "launch/slurm.h"
 #include "launch/supervisor.h"
+#include "launch/trackers.h"
 #include "launch/watchdog.h"
 #include "runtime/base/clock.h"
 #include "runtime/run/contract.h"
@@ -73,6 +74,7 @@ typedef struct launch {
     gb_slurm_job slurm;
     const gb_slurm_job *job; /* &slurm on Slurm: every worker is one of its steps */
     gb_datawatch dw;
+    gb_trackers trackers; /* experiment.trackers' followers */
     void *zctx;
     gb_curve *curve;
     registry_thread reg;
@@ -570,12 +572,11 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     L.status = 1;
     if (open_rundir(&L))
         return 1;
+    gb_trackers_start(&L.trackers, cfg, L.rd.path);
     L.zctx = zmq_ctx_new();
     L.t0 = gb_now_s();
     int rc = open_services(&L);
-    if (rc == 0)
-        rc = expect_workers(&L);
-    if (rc == 0)
+    if (rc == 0 && (rc = expect_workers(&L)) == 0)
         rc = open_outputs(&L);
     gb_run_spawn_opts so = {.cfg = cfg, .sup = &L.sup, .rd = &L.rd, .exe = L.exe,
                             .reg_ep = L.reg_ep, .met_ep = L.met_ep, .record = cli->record,
@@ -591,6 +592,8 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     L.decided_length = L.mc ? gb_metrics_length_mean(L.mc) : NAN;
     double wall = drain(&L);
     summarise(&L, wall);
+    if (gb_trackers_finish(&L.trackers, L.rd.path) && L.status == 0)
+        L.status = 1; /* a tracker failed: said on stderr and in summary.json */
     close_all(&L);
     return L.status;
 }

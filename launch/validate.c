@@ -2,6 +2,8 @@
  * validate.h): env.plugin's path, the environment, the devices. */
 #include "launch/validate.h"
 #include "launch/footprint.h"
+#include "launch/model_check.h"
+#include "launch/trackers.h"
 
 #include "envs/host.h"
 #include "kernels/kernels.h"
@@ -154,6 +156,8 @@ int gb_validate_check(gb_config *cfg, const gb_config_marks *marks, void *arg, g
     int rc = check_env(cfg, marks, &spec, err);
     if (rc == 0 && here == GB_VALIDATE_RUN)
         rc = gb_footprint_check(cfg, marks, &spec, &fp, err);
+    if (rc == 0 && here == GB_VALIDATE_RUN)
+        rc = gb_trackers_check(cfg, marks, err);
     if (rc)
         return rc;
     /* trainer_here: 1 here, 0 on Slurm's nodes, -1 none; policy_here: 1 here, else 0 */
@@ -164,7 +168,11 @@ int gb_validate_check(gb_config *cfg, const gb_config_marks *marks, void *arg, g
         policy_here = 0; /* inline acts with the learner's own model */
     else if (here != GB_VALIDATE_RUN)
         trainer_here = -1, policy_here = here == GB_VALIDATE_JOIN_POLICY;
-    return check_devices(cfg, marks, trainer_here, policy_here, err);
+    rc = check_devices(cfg, marks, trainer_here, policy_here, err);
+    /* a TorchScript model's outputs against the environment's spaces, before any worker */
+    if (rc == 0 && here != GB_VALIDATE_JOIN_ACTOR)
+        rc = gb_model_check(cfg, marks, err);
+    return rc;
 }
 
 int gb_validate_cli(int argc, char **argv, int flags, gb_cli *cli, gb_config *cfg)

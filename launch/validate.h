@@ -4,8 +4,10 @@
  * running it needs from this machine: the environment (env.plugin's path resolved, the library
  * loaded, one copy created with env.args and its spaces converted for the learner, as every
  * worker will) and the devices (a cuda trainer or policy worker needs a CUDA build, and a visible
- * device where it runs here), and the memory what runs here will take (launch/footprint.h)
- * against this machine's. Every error names the place its key was set
+ * device where it runs here), the memory what runs here will take (launch/footprint.h)
+ * against this machine's, and a TorchScript model's outputs on the environment's observations
+ * against its spaces (launch/model_check.h; not for actors joining), and experiment.trackers'
+ * Python and packages (launch/trackers.h). Every error names the place its key was set
  * ("configs/x.yaml:12:9: env.name: ..." or "--set[1]:1:10: env.name: ...") and is a config
  * error: exit status 2.
  *

@@ -48,6 +48,7 @@ static const char *const stores[] = {"file", "tcp", NULL};
 static const char *const relay_modes[] = {"none", "per_host", NULL};
 static const char *const launch_modes[] = {"local", "slurm", "inline", NULL};
 static const char *const progress_modes[] = {"auto", "line", "plain", "off", NULL};
+static const char *const trackers[] = {"mlflow", "wandb", NULL};
 
 const gb_config_field gb_config_fields[] = {
     STR("experiment.name", experiment.name, NULL, "experiment name (runs/<name>/...)"),
@@ -71,6 +72,17 @@ const gb_config_field gb_config_fields[] = {
         "it); 0 = off: the training episodes decide; needs trainer.checkpoint_every_s > 0"),
     INT("experiment.eval_episodes", experiment.eval_episodes, "2", 1, 1000,
         "deterministic episodes in each evaluation (experiment.eval_every)"),
+    ENUM_LIST("experiment.trackers", experiment.trackers, "[]", trackers,
+              "trackers the run's metrics rows, config and summary also go to, each fed by a "
+              "Python follower (gearbox.follow) beside the launcher: mlflow (MLflow's local "
+              "store, experiment.mlflow_uri), wandb (Weights & Biases offline, RUN_DIR/wandb); "
+              "a tracker that fails is named in summary.json and fails the command"),
+    STR("experiment.trackers_python", experiment.trackers_python, "",
+        "the Python the trackers run in (with the gearbox package and mlflow or wandb); "
+        "\"\": $GEARBOX_PYTHON, else gearbox's venv"),
+    STR("experiment.mlflow_uri", experiment.mlflow_uri, "",
+        "MLflow tracking URI of experiment.trackers' mlflow: a folder (its file store), "
+        "file:PATH or sqlite:///PATH.db; \"\": <experiment.run_root>/mlruns"),
 
     STR("env.name", env.name, NULL, "built-in environment name, or \"plugin\""),
     STR("env.plugin", env.plugin, "", "shared library of a plugin environment"),

@@ -512,7 +512,7 @@ std::shared_ptr<Net> make_net(const gb_config *cfg, const gb_torch_space *sp, to
     int algo = cfg->trainer.algorithm.name;
     if (mc.type == GB_MODEL_TORCHSCRIPT) {
         torch::jit::Module mod = torch::jit::load(mc.torchscript, dev);
-        return make_script_net(std::move(mod), algo, sp->discrete != 0, mc.torchscript_state);
+        return make_script_net(std::move(mod), algo, *sp, mc.torchscript_state, mc.torchscript);
     }
     bool cnn = mc.type == GB_MODEL_CNN;
     bool u8 = sp->obs_dtype == GB_DTYPE_UINT8;

@@ -88,11 +88,13 @@ std::mutex &init_mutex();
 // weights from libtorch's global generator: hold init_mutex() and seed it first.
 std::shared_ptr<Net> make_net(const gb_config *cfg, const gb_torch_space *sp, torch::Device dev);
 
-// A loaded TorchScript module as the acting network of algo (script_net.cpp); state_size > 0:
-// its forward takes (obs, state) and returns its outputs and then the next state. Throws when
-// the module's state_size attribute (0 when absent) is not state_size.
-std::shared_ptr<Net> make_script_net(torch::jit::Module mod, int algo, bool discrete,
-                                     int64_t state_size);
+// A loaded TorchScript module (from the file path, named in errors) as the acting network of
+// algo for the space sp (script_net.cpp); state_size > 0: its forward takes (obs, state) and
+// returns its outputs and then the next state. Throws when the module's state_size attribute
+// (0 when absent) is not state_size; each forward throws a Failure (GB_EINVAL) naming the
+// expected and the actual shapes when an output does not fit sp's actions.
+std::shared_ptr<Net> make_script_net(torch::jit::Module mod, int algo, const gb_torch_space &sp,
+                                     int64_t state_size, const std::string &path);
 
 // SAC's Q(s, a): MLP over [flattened obs, action scaled to [-1, 1]].
 struct CriticImpl : torch::nn::Module {

@@ -4,6 +4,7 @@
     r = gearbox.run("configs/cartpole_ppo.yaml", overrides={"trainer.algorithm.lr": 1e-3})
     print(r.summary["solved"], r.summary["wall_seconds"])
     summary, rows = gearbox.read_run(r.run_dir)
+    r = gearbox.run("configs/recall_lstm.yaml", model=MyGRUPolicy())  # a torch.nn.Module
 
 The command is GEARBOX_BIN, else `gearbox` on PATH; importing checks that its version is this
 package's (ImportError when not). Without a command, import works (read_run does not need one)
@@ -12,15 +13,17 @@ from gearbox._version import package_version
 from gearbox.command import (CommandNotFound, RunFailed, check_version, command_version,
                              find_command)
 from gearbox.metrics import RunData, read_metrics, read_run, read_summary
-from gearbox.runs import Run, evaluate, resume, run
+from gearbox.models import ModelMismatch, export_model
+from gearbox.runs import Run, check_config, evaluate, resume, run
 from gearbox.sweeps import sweep
 from gearbox.tracking import to_mlflow, to_wandb
 
 __version__ = package_version()
 
-__all__ = ["CommandNotFound", "Run", "RunData", "RunFailed", "__version__", "command_version",
-           "evaluate", "find_command", "read_metrics", "read_run", "read_summary", "resume",
-           "run", "sweep", "to_mlflow", "to_wandb"]
+__all__ = ["CommandNotFound", "ModelMismatch", "Run", "RunData", "RunFailed", "__version__",
+           "check_config", "command_version", "evaluate", "export_model", "find_command",
+           "read_metrics", "read_run", "read_summary", "resume", "run", "sweep", "to_mlflow",
+           "to_wandb"]
 
 
 def _check_command_at_import():

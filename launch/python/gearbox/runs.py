@@ -64,40 +64,9 @@ def _free_run_dir(resolved):
     raise RuntimeError(f"too many runs named {exp.get('name')} in this second under {parent}")
 
 
-class Run:
-    """One `gearbox run` process and its run directory. run_dir: the folder; summary: the
-    summary.json dict once wait() returned; returncode: the exit status once it ended."""
-
-    def __init__(self, args, run_dir, metrics_offset=0, temp_dir=None):
-        self.run_dir = run_dir
-        self.args = args
-        self.summary = None
-        self._stop_requested = False
-        self._metrics_offset = metrics_offset
-        self._temp_dir = temp_dir
-        os.makedirs(os.path.join(run_dir, "logs"), exist_ok=True)
-        self.console_path = os.path.join(run_dir, CONSOLE)
-        self._console = open(self.console_path, "a", encoding="utf-8")
-        try:
-            self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._console,
-                                          stderr=subprocess.STDOUT)
-        except OSError:
-            self._console.close()
-            raise
-
-    @property
-    def pid(self):
-        """The process id of the gearbox command (its launcher)."""
-        return self._proc.pid
-
-    @property
-    def returncode(self):
-        """The exit status, or None while the command runs. Does not block."""
-        return self._proc.poll()
-
-    def running(self):
-        """True while the command runs. Does not block."""
-        return self._proc.poll() is None
+class RowFollower:
+    """metrics.csv's rows followed while a run goes: for classes with run_dir,
+    _metrics_offset (bytes of metrics.csv before this segment) and running()."""
 
     def rows(self, poll_s=0.2):
         """Yields metrics.csv's rows (dicts of floats, nan for an empty cell) as they are
@@ -136,6 +105,42 @@ class Run:
             if ended:
                 return
             time.sleep(poll_s)
+
+
+class Run(RowFollower):
+    """One `gearbox run` process and its run directory. run_dir: the folder; summary: the
+    summary.json dict once wait() returned; returncode: the exit status once it ended."""
+
+    def __init__(self, args, run_dir, metrics_offset=0, temp_dir=None):
+        self.run_dir = run_dir
+        self.args = args
+        self.summary = None
+        self._stop_requested = False
+        self._metrics_offset = metrics_offset
+        self._temp_dir = temp_dir
+        os.makedirs(os.path.join(run_dir, "logs"), exist_ok=True)
+        self.console_path = os.path.join(run_dir, CONSOLE)
+        self._console = open(self.console_path, "a", encoding="utf-8")
+        try:
+            self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._console,
+                                          stderr=subprocess.STDOUT)
+        except OSError:
+            self._console.close()
+            raise
+
+    @property
+    def pid(self):
+        """The process id of the gearbox command (its launcher)."""
+        return self._proc.pid
+
+    @property
+    def returncode(self):
+        """The exit status, or None while the command runs. Does not block."""
+        return self._proc.poll()
+
+    def running(self):
+        """True while the command runs. Does not block."""
+        return self._proc.poll() is None
 
     def interrupt(self):
         """Sends SIGINT (as Ctrl-C) when the command still runs and returns at once; wait()
@@ -226,19 +231,68 @@ def _config_file(config):
     return path, None
 
 
-def run(config, overrides=None, run_dir=None, wait=True, backend=None, record=None):
+def check_config(config, overrides=None):
+    """`gearbox check` of config (a YAML file's path or a dict) with overrides: the resolved
+    config as a dict. Raises RunFailed (status 2, the message naming the key) when the command
+    refuses it. Blocks for the check."""
+    path, temp_dir = _config_file(config)
+    try:
+        return yaml.safe_load(run_short(["check", path] + set_args(overrides),
+                                        "gearbox check")) or {}
+    finally:
+        if temp_dir:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _with_model(path, overrides, model, temp_dir):
+    """run()'s model=: the module exported into a temporary file, the config checked with it
+    (ModelMismatch naming the module); run() then moves the file into the run directory.
+    Returns (the resolved config, the overrides with the model's keys, the file's temporary
+    path, the temporary folder to remove afterwards or None when it is temp_dir)."""
+    from gearbox import models  # noqa: PLC0415 (needs torch: imported only for a model)
+    folder = temp_dir or tempfile.mkdtemp(prefix="gearbox-model-")
+    exported, size = models.save(model, os.path.join(folder, "model.pt"))
+    sets = {**(overrides or {}), **models.model_overrides(exported, size)}
+    try:
+        resolved = models.checked(model, lambda: yaml.safe_load(
+            run_short(["check", path] + set_args(sets), "gearbox check")) or {})
+    except BaseException:
+        if not temp_dir:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return resolved, sets, exported, (None if temp_dir else folder)
+
+
+def run(config, overrides=None, run_dir=None, wait=True, backend=None, record=None,
+        model=None):
     """Starts `gearbox run` on config (a YAML file's path, or a dict of the same content) with
     overrides ({"trainer.algorithm.lr": 1e-3}: --set), into run_dir (default: the command's own
     choice, <experiment.run_root>/<name>/<timestamp>). The config is checked first (gearbox
     check): a bad one raises RunFailed (status 2, the message naming the key) before anything
-    starts. Returns the Run; with wait=True, after it ended (run.summary holds summary.json) and
-    raising RunFailed when it failed. Blocks for the check, and for the run when wait."""
+    starts. model: a torch.nn.Module (gearbox.models) to run as the policy's model: exported to
+    TorchScript as RUN_DIR/model.pt, policy.model set to it (type torchscript, its state_size as
+    torchscript_state, no built-in core); the check runs it on the environment's observations
+    first and raises ModelMismatch (a RunFailed naming the module and the shapes) when its
+    outputs do not fit. Returns the Run; with wait=True, after it ended (run.summary holds
+    summary.json) and raising RunFailed when it failed. Blocks for the check, and for the run
+    when wait."""
     path, temp_dir = _config_file(config)
+    model_dir = None
     try:
-        sets = set_args(overrides)
-        resolved = yaml.safe_load(run_short(["check", path] + sets, "gearbox check")) or {}
+        if model is None:
+            sets = overrides
+            resolved = yaml.safe_load(run_short(["check", path] + set_args(sets),
+                                                "gearbox check")) or {}
+        else:
+            resolved, sets, exported, model_dir = _with_model(path, overrides, model, temp_dir)
         if run_dir is None:
             run_dir = _free_run_dir(resolved)
+        if model is not None:  # the model lives with its run (resume, eval)
+            os.makedirs(run_dir, exist_ok=True)
+            final = os.path.join(os.path.abspath(os.fspath(run_dir)), "model.pt")
+            shutil.move(exported, final)
+            sets["policy.model.torchscript"] = final
+        sets = set_args(sets)
         args = [find_command(), "run", path] + sets + ["--run-dir", os.fspath(run_dir)]
         if backend:
             args += ["--backend", backend]
@@ -249,6 +303,9 @@ def run(config, overrides=None, run_dir=None, wait=True, backend=None, record=No
         if temp_dir:
             shutil.rmtree(temp_dir, ignore_errors=True)
         raise
+    finally:
+        if model_dir:
+            shutil.rmtree(model_dir, ignore_errors=True)
     if wait:
         r.wait()
     return r

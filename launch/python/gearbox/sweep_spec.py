@@ -15,6 +15,8 @@ asks for: every combination (grid), independent draws (random), or Optuna's sugg
       trainer.algorithm.lr: {log_uniform: [1.0e-4, 1.0e-2]}
       policy.model.activation: {choice: [tanh, relu]}
     dir: sweeps/cartpole_lr               # default sweeps/<name>/<YYYYmmddTHHMMSSZ>
+    launch: local                         # local (this machine) | slurm (one job array)
+    slurm_args: [--partition=cpu]         # with slurm: more sbatch arguments
 
 Paths (base, dir) are relative to the current directory, as the gearbox command's are."""
 import itertools
@@ -28,7 +30,8 @@ import yaml
 METHODS = ("grid", "random", "optuna")
 DISTRIBUTIONS = ("uniform", "log_uniform", "choice")
 KEYS = ("name", "base", "set", "method", "trials", "seed", "parallel", "objective", "params",
-        "dir")
+        "dir", "launch", "slurm_args")
+LAUNCHES = ("local", "slurm")
 
 
 class SweepError(ValueError):
@@ -104,7 +107,8 @@ def _positive_int(where, spec, key, default):
 
 class Sweep:
     """A checked sweep file: name, base (a path or a dict), fixed (overrides), method, trials,
-    seed, parallel, objective_key, direction ("min" or "max"), params (list of Param), dir."""
+    seed, parallel, objective_key, direction ("min" or "max"), params (list of Param), dir,
+    launch ("local" or "slurm"), slurm_args."""
 
     def __init__(self, spec, where):
         unknown = sorted(set(spec) - set(KEYS))
@@ -144,6 +148,16 @@ class Sweep:
                 raise SweepError(f"{where}: params.{drawn[0]}: method grid needs a list of "
                                  f"values (a distribution is for random or optuna)")
         self.dir = spec.get("dir")
+        self.launch = spec.get("launch", "local")
+        if self.launch not in LAUNCHES:
+            raise SweepError(f"{where}: launch: expected local or slurm, got {self.launch!r}")
+        self.slurm_args = spec.get("slurm_args") or []
+        if not isinstance(self.slurm_args, list) or (self.slurm_args and self.launch != "slurm"):
+            raise SweepError(f"{where}: slurm_args: a list of sbatch arguments, with launch: "
+                             f"slurm")
+        if self.launch == "slurm" and self.method == "optuna":
+            raise SweepError(f"{where}: launch: slurm runs trials known in advance (method "
+                             f"grid or random); optuna picks each from the results before it")
 
     def _objective(self, obj):
         where = self.where

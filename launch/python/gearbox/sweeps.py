@@ -1,5 +1,6 @@
 """gearbox/sweeps.py: runs a sweep (gearbox.sweep(), the gearbox-sweep command): every trial a
-normal run directory <dir>/trial-NNN, up to `parallel` at once on this machine; then the table
+normal run directory <dir>/trial-NNN, up to `parallel` at once on this machine (or as one Slurm
+job array: launch: slurm, gearbox/sweep_slurm.py); then the table
 (trials.csv, printed), sweep.json and the plot (objective.png) naming the best trial. A failed
 trial is recorded as failed with its exit status and last message, never dropped."""
 import argparse
@@ -13,6 +14,7 @@ import time
 from gearbox.command import CommandNotFound, RunFailed
 from gearbox.metrics import read_summary
 from gearbox.runs import run as start_run
+from gearbox.sweep_slurm import run_array
 from gearbox.sweep_report import best_trial, format_table, write_json, write_plot, write_table
 from gearbox.sweep_spec import SweepError, load_sweep, summary_field
 
@@ -161,7 +163,9 @@ def sweep(path, sweep_dir=None, parallel=None, trials=None, quiet=False):
     ts = _Trials(spec, sweep_dir)
     interrupted = None
     try:
-        if spec.method == "optuna":
+        if spec.launch == "slurm":
+            run_array(ts, spec, sweep_dir)
+        elif spec.method == "optuna":
             _run_optuna(ts, spec)
         else:
             _run_planned(ts, spec.planned(), spec.parallel)

@@ -4,8 +4,8 @@
  * sequence forward from state0; the reset rule (a reset row in the middle = two sequences, the
  * second from zero state; state0 honoured); state sizes; stateless act refused; export/import and
  * checkpoints carry the core; sac with a core refused; one recurrent PPO step, also with a cnn
- * torso on uint8 frames; a TorchScript model declaring another state size refused. argv[1]: a
- * scratch folder. */
+ * torso on uint8 frames; a TorchScript model declaring another state size refused, and one
+ * whose outputs do not fit the action space. argv[1]: a scratch folder. */
 #include "test.h"
 #include "workers/torch_test_util.h"
 #include "workers/torch/testing.h"
@@ -168,6 +168,48 @@ static void test_torchscript_state_mismatch(void)
     gb_torch_model *m = NULL;
     CHECK(gb_torch_model_create(&cfg, &sp, 3, &m, &err) == GB_EINVAL);
     CHECK(strstr(err.msg, "state_size") != NULL);
+    gb_torch_model_destroy(m);
+}
+
+/* A TorchScript model whose outputs do not fit the space is refused at its first forward, the
+ * message naming the file, the expected and the actual shapes: logits for 3 actions where the
+ * space has 5; PPO over a box of 2 (mean [N, 3]); the stateless module's 2 outputs where a
+ * stateful one's 3 are due. */
+static void test_torchscript_shape_mismatch(void)
+{
+    gb_error err = {0};
+    gb_config cfg;
+    make_core_cfg(&cfg, "torchscript", 16);
+    gb_torch_space sp = discrete_space();
+    sp.n_actions = 5; /* the module returns 3 logits a row */
+    gb_torch_model *m = NULL;
+    CHECK_OK(gb_torch_model_create(&cfg, &sp, 3, &m, &err));
+    float obs[B * OBS], state[B * 16] = {0};
+    int64_t a[B];
+    fill(obs, B * OBS, 7);
+    gb_torch_act_out out = {a, NULL, NULL, NULL};
+    if (m) {
+        CHECK(gb_torch_model_act_state(m, obs, B, 0, 0.0, NULL, state, state, &out, &err) ==
+              GB_EINVAL);
+        fprintf(stderr, "  %s\n", err.msg);
+        CHECK(strstr(err.msg, "recurrent.pt") && strstr(err.msg, "logits of shape [3, 3]") &&
+              strstr(err.msg, "not [3, 5]") && strstr(err.msg, "5 discrete actions"));
+    }
+    gb_torch_model_destroy(m);
+    m = NULL;
+    sp = box_space();
+    sp.obs_shape[0] = OBS;
+    sp.action_dim = 3;
+    sp.action_low[2] = -1.0f;
+    sp.action_high[2] = 1.0f;
+    CHECK_OK(gb_torch_model_create(&cfg, &sp, 3, &m, &err));
+    if (m) {
+        float ca[B * 3];
+        gb_torch_act_out cout = {ca, NULL, NULL, NULL};
+        CHECK(gb_torch_model_act_state(m, obs, B, 0, 0.0, NULL, state, state, &cout, &err) ==
+              GB_EINVAL);
+        CHECK(strstr(err.msg, "3 outputs, not 4") && strstr(err.msg, "mean [N, 3]"));
+    }
     gb_torch_model_destroy(m);
 }
 
@@ -425,6 +467,7 @@ int main(int argc, char **argv)
     TEST_RUN(test_agreement_transformer);
     TEST_RUN(test_agreement_torchscript);
     TEST_RUN(test_torchscript_state_mismatch);
+    TEST_RUN(test_torchscript_shape_mismatch);
     TEST_RUN(test_cnn_core);
     TEST_RUN(test_reset_rule);
     TEST_RUN(test_model_contract);
