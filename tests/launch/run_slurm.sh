@@ -53,33 +53,7 @@ trap cleanup EXIT
 trap 'exit 1' TERM INT # the EXIT trap runs on a timeout's SIGTERM too
 
 # --- the cluster -------------------------------------------------------------------------------
-mkdir -p "$D/spool"
-slurm_start_munge
-
-node=$(hostname -s)
-port=$((20000 + RANDOM % 20000))
-cat > "$D/slurm.conf" <<EOF
-ClusterName=gbtest
-SlurmctldHost=$node(127.0.0.1)
-SlurmctldPort=$port
-SlurmdPort=$((port + 1))
-EOF
-slurm_conf_common >> "$D/slurm.conf"
-cat >> "$D/slurm.conf" <<EOF
-NodeName=$node NodeAddr=127.0.0.1 CPUs=16 State=UNKNOWN
-PartitionName=gbtest Nodes=ALL Default=YES MaxTime=INFINITE State=UP
-EOF
-export SLURM_CONF=$D/slurm.conf
-slurmctld -D -i > "$D/log/slurmctld.out" 2>&1 &
-pids+=($!)
-slurmd -D > "$D/log/slurmd.out" 2>&1 &
-pids+=($!)
-up=0
-for _ in $(seq 100); do
-  [ "$(sinfo -h -N -o %t 2>/dev/null)" = idle ] && { up=1; break; }
-  sleep 0.2
-done
-[ $up = 1 ] || { tail -n 20 "$D"/log/*; fail "the test cluster did not come up"; }
+slurm_start_one_node gbtest
 echo "cluster up: $(sinfo -h -o '%P %D %C %t')"
 
 job_name=gearbox:$(sed -n 's/^  name: *//p' "$config" | head -1) # experiment.name

@@ -1,5 +1,6 @@
-# tests/launch/slurm_lib.sh: what the test Slurm clusters share (run_slurm.sh: one node;
-# run_slurm_nodes.sh: nodes that are namespaces): munged with its own key and socket in the
+# tests/launch/slurm_lib.sh: what the test Slurm clusters share (run_slurm.sh and
+# python/test_sweep_slurm.sh: one node, slurm_start_one_node; run_slurm_nodes.sh: nodes that
+# are namespaces): munged with its own key and socket in the
 # cluster's folder, and the slurm.conf settings both use. Sourced after run_lib.sh, with D (the
 # cluster's folder, removed by the caller) and pids (the daemons the caller stops) set.
 
@@ -49,4 +50,36 @@ SlurmdParameters=config_overrides
 ReturnToService=2
 KillWait=5
 EOF
+}
+
+# Makes and starts a one-node cluster NAME (partition NAME, 16 CPUs) on this host: munged, the
+# slurm.conf in $D (SLURM_CONF exported), slurmctld and slurmd; waits until the node is idle.
+# usage: slurm_start_one_node NAME
+slurm_start_one_node() {
+  local name=$1 node port up=0
+  mkdir -p "$D/spool"
+  slurm_start_munge
+  node=$(hostname -s)
+  port=$((20000 + RANDOM % 20000))
+  cat > "$D/slurm.conf" <<EOF
+ClusterName=$name
+SlurmctldHost=$node(127.0.0.1)
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
+EOF
+  slurm_conf_common >> "$D/slurm.conf"
+  cat >> "$D/slurm.conf" <<EOF
+NodeName=$node NodeAddr=127.0.0.1 CPUs=16 State=UNKNOWN
+PartitionName=$name Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+EOF
+  export SLURM_CONF=$D/slurm.conf
+  slurmctld -D -i > "$D/log/slurmctld.out" 2>&1 &
+  pids+=($!)
+  slurmd -D > "$D/log/slurmd.out" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do
+    [ "$(sinfo -h -N -o %t 2>/dev/null)" = idle ] && { up=1; break; }
+    sleep 0.2
+  done
+  [ $up = 1 ] || { tail -n 20 "$D"/log/*; fail "the test cluster did not come up"; }
 }

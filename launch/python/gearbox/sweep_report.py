@@ -101,7 +101,8 @@ def write_plot(path, sweep, trials, best):
                        label=best["trial"], zorder=3)
             ax.legend(loc="best", fontsize=8)
         ax.set_xlabel(p.key)
-        ax.set_ylabel(f"{sweep.objective_key} ({sweep.direction})")
+        better = "lower" if sweep.direction == "min" else "higher"
+        ax.set_ylabel(f"{sweep.objective_key} ({better} is better)")
         ax.grid(True, alpha=0.3)
     title = f"{sweep.name}: {len(scored)} trials"
     if unplotted:

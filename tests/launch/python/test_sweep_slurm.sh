@@ -51,32 +51,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' TERM INT
 
-mkdir -p "$D/spool"
-slurm_start_munge
-node=$(hostname -s)
-port=$((20000 + RANDOM % 20000))
-cat > "$D/slurm.conf" <<EOF
-ClusterName=gbsweep
-SlurmctldHost=$node(127.0.0.1)
-SlurmctldPort=$port
-SlurmdPort=$((port + 1))
-EOF
-slurm_conf_common >> "$D/slurm.conf"
-cat >> "$D/slurm.conf" <<EOF
-NodeName=$node NodeAddr=127.0.0.1 CPUs=16 State=UNKNOWN
-PartitionName=gbsweep Nodes=ALL Default=YES MaxTime=INFINITE State=UP
-EOF
-export SLURM_CONF=$D/slurm.conf
-slurmctld -D -i > "$D/log/slurmctld.out" 2>&1 &
-pids+=($!)
-slurmd -D > "$D/log/slurmd.out" 2>&1 &
-pids+=($!)
-up=0
-for _ in $(seq 100); do
-  [ "$(sinfo -h -N -o %t 2>/dev/null)" = idle ] && { up=1; break; }
-  sleep 0.2
-done
-[ $up = 1 ] || { tail -n 20 "$D"/log/*; fail "the test cluster did not come up"; }
+slurm_start_one_node gbsweep
 
 cat > "$work/grid.yaml" <<EOF
 name: lr_on_slurm
