@@ -180,7 +180,9 @@ static int admit(worker *w, int recv_rc, const gb_error *recv_err, srv_request *
         snprintf(text, sizeof text, "request of %llu bytes (its frames together) is over the "
                  "server's limit of %lld bytes (server.max_request_bytes): split it",
                  (unsigned long long)bytes, (long long)s->o.max_request_bytes);
-        return gb_server_send_error(w, m, GB_EINVAL, text);
+        int rc = gb_server_send_error(w, m, GB_EINVAL, text);
+        gb_wire_msg_refuse(m); /* its memory back now (m->route, copied, stays) */
+        return rc;
     }
     if (m->hdr.type != GB_MSG_SERVE_REQUEST || gb_wire_attr_int(&m->hdr, "op", &op, &e) ||
         op < GB_SERVE_INFO || op >= GB_SERVE_OP_END) {

@@ -1,7 +1,8 @@
 /* tests/workers/server/test_serve_bounds.c: the data server's memory against a client that asks
  * and never reads: another process sends sample requests on a socket it never reads; the
  * server must refuse it past server.max_pending_replies (counted), keep its own memory bounded
- * and go on serving a well-behaved client beside it. Usage: test_serve_bounds TMPDIR */
+ * and go on serving a well-behaved client beside it; and one that sends multipart requests of
+ * hundreds of MB, refused, counted and given back. Usage: test_serve_bounds TMPDIR */
 #include "serve_util.h"
 #include "test.h"
 
@@ -57,8 +58,39 @@ static void greedy_child(int fd)
         pause();
 }
 
-static pid_t greedy_pid;
-static int greedy_fd;
+/* The sender of oversized messages, forked as greedy_child is: MANY_MESSAGES messages of
+ * MANY_FRAMES frames of 2 MB each (under the frame bound of twice max_request_bytes, 1 MB here,
+ * so that ZeroMQ takes them whole), then it waits to be killed. */
+#define MANY_MESSAGES 4
+#define MANY_FRAMES 150
+static void many_frames_child(int fd)
+{
+    char ep[256] = {0};
+    if (read(fd, ep, sizeof ep - 1) <= 0)
+        _exit(1);
+    void *zctx = zmq_ctx_new(), *d = zmq_socket(zctx, ZMQ_DEALER);
+    if (zmq_connect(d, ep) != 0)
+        _exit(1);
+    gb_error err = {0};
+    gb_wire_header h;
+    gb_wire_header_init(&h, GB_MSG_SERVE_REQUEST, GB_ROLE_CLIENT, 0);
+    gb_wire_attr_set_int(&h, "op", GB_SERVE_INSERT, &err);
+    unsigned char hb[GB_WIRE_HEADER_MAX];
+    size_t hl;
+    gb_wire_encode_header(&h, hb, sizeof hb, &hl, &err);
+    size_t bytes = 2000000;
+    char *frame = calloc(1, bytes);
+    for (int m = 0; m < MANY_MESSAGES; m++) {
+        zmq_send(d, hb, hl, ZMQ_SNDMORE);
+        for (int i = 0; i < MANY_FRAMES; i++)
+            zmq_send(d, frame, bytes, i + 1 < MANY_FRAMES ? ZMQ_SNDMORE : 0);
+    }
+    for (;;)
+        pause();
+}
+
+static pid_t greedy_pid, many_pid;
+static int greedy_fd, many_fd;
 
 /* One sample from a fresh, well-behaved client. Returns 1 when served. */
 static int good_sample(const char *ep)
@@ -129,6 +161,36 @@ static void test_unread_replies_bounded(void)
     test_server_stop(&ts);
 }
 
+/* Oversized multipart requests are refused, counted, and their memory given back: ZeroMQ
+ * holds each message whole before the server can read it (ZMQ_MAXMSGSIZE bounds a frame, not
+ * their count), so the peak is what the peer sent, but once refused the server's RSS comes
+ * back within 32 MB of where it was (before, most of it stayed). */
+static void test_many_frames_refused(void)
+{
+    gb_error err = {0};
+    test_server ts;
+    CHECK_OK(test_server_start(&ts, server_config(""), &err)); /* max_request_bytes 1000000 */
+    if (!ts.server)
+        return;
+    const char *ep = gb_server_endpoint(ts.server);
+    CHECK(good_sample(ep));
+    long long before = rss_bytes();
+    uint64_t rejected0 = gb_server_get_stats(ts.server).rejected;
+    CHECK(write(many_fd, ep, strlen(ep)) == (ssize_t)strlen(ep));
+    TEST_WAIT_UNTIL(gb_server_get_stats(ts.server).rejected >= rejected0 + MANY_MESSAGES, 60000);
+    struct timespec settle = {0, 300000000};
+    nanosleep(&settle, NULL);
+    long long after = rss_bytes();
+    fprintf(stderr, "  %d messages of %d frames of 2 MB: %llu refused; server RSS %.1f -> "
+            "%.1f MB\n", MANY_MESSAGES, MANY_FRAMES,
+            (unsigned long long)(gb_server_get_stats(ts.server).rejected - rejected0),
+            (double)before / 1e6, (double)after / 1e6);
+    CHECK_EQ_INT(gb_server_get_stats(ts.server).rejected - rejected0, MANY_MESSAGES);
+    CHECK(before > 0 && after > 0 && after - before < 32000000);
+    CHECK(good_sample(ep));
+    test_server_stop(&ts);
+}
+
 int main(int argc, char **argv)
 {
     int fds[2];
@@ -140,12 +202,23 @@ int main(int argc, char **argv)
     }
     close(fds[0]);
     greedy_fd = fds[1];
+    if (pipe(fds) != 0)
+        return 1;
+    if ((many_pid = fork()) == 0) {
+        close(fds[1]);
+        many_frames_child(fds[0]);
+    }
+    close(fds[0]);
+    many_fd = fds[1];
     if (serve_test_setup(argc, argv, "d4rl_bounds.h5") != 0)
         return 1;
+    TEST_RUN(test_many_frames_refused);
     TEST_RUN(test_unread_replies_bounded);
-    if (greedy_pid > 0) {
-        kill(greedy_pid, SIGKILL);
-        waitpid(greedy_pid, NULL, 0);
-    }
+    pid_t kids[2] = {greedy_pid, many_pid};
+    for (int i = 0; i < 2; i++)
+        if (kids[i] > 0) {
+            kill(kids[i], SIGKILL);
+            waitpid(kids[i], NULL, 0);
+        }
     return test_main_result();
 }
