@@ -98,7 +98,8 @@ static void log_stats(const gb_server *s)
             (unsigned long long)st.requests[GB_SERVE_UPDATE],
             (unsigned long long)st.requests[GB_SERVE_CHECKPOINT],
             (unsigned long long)st.errors, (unsigned long long)st.rejected,
-            (unsigned long long)st.refused, (unsigned long long)st.items_sent, (double)st.bytes_sent / 1e9);
+            (unsigned long long)st.refused, (unsigned long long)st.items_sent,
+            (double)st.bytes_sent / 1e9);
 }
 
 int gb_cmd_serve(int argc, char **argv)

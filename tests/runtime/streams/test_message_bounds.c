@@ -1,9 +1,12 @@
 /* tests/runtime/streams/test_message_bounds.c: the memory a flooding peer costs the launcher's
- * endpoints: another process sends the registry multipart messages of thousands of frames each
- * under the frame bound, and the metrics collector reports of near the largest frame while it
- * is not being read. The attacked side must refuse and count them, its resident memory must stay
- * within a bound said at each test, and a well-behaved peer beside must go on being served. */
+ * endpoints and a policy: another process sends the registry multipart messages of thousands of
+ * frames each under the frame bound, the metrics collector reports of near the largest frame
+ * and a policy's inference server requests of its largest frame, while they are not being
+ * read. The attacked side must refuse and count them, its resident memory must stay within a
+ * bound said at each test, and a well-behaved peer beside must go on being served. */
+#include "runtime/base/clock.h"
 #include "runtime/run/metrics.h"
+#include "runtime/streams/inference.h"
 #include "runtime/streams/registry.h"
 #include "runtime/streams/wire.h"
 #include "runtime/streams/wire_messages.h"
@@ -45,19 +48,24 @@ static void reset_peak(void)
 
 /* ---- the attacker: a child process forked before any thread or ZeroMQ context exists -------- */
 
-enum { ATTACK_REGISTRY, ATTACK_METRICS };
+enum { ATTACK_REGISTRY, ATTACK_METRICS, ATTACK_INFERENCE, ATTACKS };
 #define REG_MESSAGES 4     /* registry: messages of ... */
 #define REG_FRAMES 2000    /* ... this many frames of ... */
 #define REG_FRAME 60000    /* ... 60 KB each, under its frame bound (64 KiB of header slack) */
 #define MET_MESSAGES 40    /* metrics: reports of one table frame of ~8 MB */
+#define INF_REQUESTS 400   /* inference: requests of one row of ... */
+#define INF_FLOATS 262144  /* ... 1 MiB of observation each (the server's frame bound) */
 
 static void attack(int kind, const char *ep)
 {
-    void *zctx = zmq_ctx_new(), *s = zmq_socket(zctx, kind == ATTACK_REGISTRY ? ZMQ_DEALER
-                                                                              : ZMQ_PUSH);
+    void *zctx = zmq_ctx_new(), *s = zmq_socket(zctx, kind == ATTACK_METRICS ? ZMQ_PUSH
+                                                                            : ZMQ_DEALER);
     int linger = -1, hwm = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    int one = 1, small = 4096; /* never reads its replies */
+    zmq_setsockopt(s, ZMQ_RCVHWM, &one, sizeof one);
+    zmq_setsockopt(s, ZMQ_RCVBUF, &small, sizeof small);
     if (zmq_connect(s, ep) != 0)
         _exit(1);
     gb_error err = {0};
@@ -73,6 +81,19 @@ static void attack(int kind, const char *ep)
             for (int i = 0; i < REG_FRAMES; i++)
                 zmq_send(s, frame, sizeof frame, i + 1 < REG_FRAMES ? ZMQ_SNDMORE : 0);
         }
+    } else if (kind == ATTACK_INFERENCE) {
+        int64_t shape[2] = {1, INF_FLOATS};
+        float *obs = calloc(INF_FLOATS, sizeof *obs);
+        gb_wire_header_init(&h, GB_MSG_INFER_REQUEST, GB_ROLE_ACTOR, 0);
+        h.ntensors = 1;
+        gb_wire_set_tensor(&h.tensors[0], "obs", GB_DTYPE_FLOAT32, 2, shape, &err);
+        for (int m = 0; m < INF_REQUESTS; m++) {
+            h.seq = (uint64_t)m + 1;
+            gb_wire_payload p = {obs, NULL, NULL, NULL};
+            if (gb_wire_send(s, NULL, 0, &h, &p, 0, &err))
+                _exit(1);
+        }
+        free(obs);
     } else {
         int64_t shape[2] = {GB_METRICS_TABLE_MAX_ROWS - 1, GB_METRICS_TABLE_MAX_COLS};
         size_t bytes = (size_t)shape[0] * (size_t)shape[1] * 8;
@@ -97,7 +118,7 @@ typedef struct attacker {
     int fd; /* write the endpoint here to start it */
 } attacker;
 
-static attacker attackers[2];
+static attacker attackers[ATTACKS];
 
 static void fork_attacker(int kind)
 {
@@ -251,6 +272,82 @@ static void test_metrics_flood(void)
     st_rmdir(dir);
 }
 
+/* ---- the inference server (a policy worker) -------------------------------------------------- */
+
+static float reply_out[1];
+
+static int first_plus_one(void *user, const gb_infer_batch *in, gb_infer_outputs *out,
+                          gb_error *err)
+{
+    (void)user;
+    reply_out[0] = ((const float *)in->inputs[0].data)[0] + 1;
+    int64_t shape[1] = {in->rows};
+    out->ntensors = 1;
+    out->data[0] = reply_out;
+    return gb_wire_set_tensor(&out->descs[0], "value", GB_DTYPE_FLOAT32, 1, shape, err);
+}
+
+/* A peer sends INF_REQUESTS requests of 1 MiB while the policy is busy (not reading for a
+ * second) and reads no reply. At most 64 of them wait (what a client of gearbox keeps in flight at
+ * most: INFER_MAX_OUTSTANDING), 64 MiB, and 64 MB of slack; before, ZeroMQ queued 1000 a peer
+ * (all 400 MiB here). A well-behaved client is served after. */
+static void test_inference_flood(void)
+{
+    gb_error err;
+    char dir[64], ep[128];
+    st_tmpdir(dir, sizeof dir);
+    snprintf(ep, sizeof ep, "ipc://%s/policy", dir);
+    void *ctx = zmq_ctx_new();
+    gb_infer_server_opts so = {.endpoint = ep, .max_batch_rows = 1, .max_wait_ms = 0,
+                               .role = GB_ROLE_POLICY, .fn = first_plus_one,
+                               .max_frame = INF_FLOATS * sizeof(float)};
+    gb_infer_server *s;
+    CHECK_OK(gb_infer_server_open(&s, ctx, &so, &err));
+    reset_peak();
+    long long rss0 = vm_bytes("VmRSS:");
+    CHECK(start_attacker(ATTACK_INFERENCE, ep));
+    struct timespec busy = {1, 0};
+    nanosleep(&busy, NULL);
+    TEST_WAIT_UNTIL(gb_infer_server_poll(s, 10, &err) >= 0 && attacker_done(ATTACK_INFERENCE) &&
+                        gb_infer_server_get_stats(s).received >= INF_REQUESTS,
+                    WAIT_MS);
+    gb_infer_server_stats st = gb_infer_server_get_stats(s);
+    long long hwm1 = vm_bytes("VmHWM:"), rss1 = vm_bytes("VmRSS:");
+    fprintf(stderr, "  inference: %d requests of 1 MiB, replies unread: %llu served, %llu "
+            "unsent; RSS %.1f -> %.1f MB, peak %.1f MB\n", INF_REQUESTS,
+            (unsigned long long)st.requests, (unsigned long long)st.unsent, rss0 / 1e6,
+            rss1 / 1e6, hwm1 / 1e6);
+    CHECK_EQ_INT(st.received, INF_REQUESTS);
+    CHECK_MSG(hwm1 - rss0 < 64LL * (INF_FLOATS * 4 + 65536) + 64000000,
+              "the policy queued a flood");
+    const char *eps[1] = {ep};
+    gb_infer_client_opts co = {.endpoints = eps, .n_endpoints = 1, .timeout_ms = WAIT_MS,
+                               .role = GB_ROLE_ACTOR, .index = 1};
+    gb_infer_client *c;
+    CHECK_OK(gb_infer_client_open(&c, ctx, &co, &err));
+    float x[4] = {10, 0, 0, 0};
+    gb_tensor_desc d;
+    int64_t shape[2] = {1, 4};
+    CHECK_OK(gb_wire_set_tensor(&d, "obs", GB_DTYPE_FLOAT32, 2, shape, &err));
+    const void *data[1] = {x};
+    uint64_t id;
+    CHECK_OK(gb_infer_client_send(c, &d, data, 1, &id, &err));
+    gb_wire_msg reply;
+    gb_wire_msg_init(&reply);
+    int rc = GB_EAGAIN;
+    for (double end = gb_now_s() + WAIT_MS / 1000.0; rc == GB_EAGAIN && gb_now_s() < end;) {
+        gb_infer_server_poll(s, 5, &err);
+        rc = gb_infer_client_recv(c, &reply, 5, &err);
+    }
+    CHECK_MSG(rc == 0 && ((const float *)gb_wire_msg_tensor(&reply, 0).data)[0] == 11,
+              "the well-behaved client was not served: %d %s", rc, err.msg);
+    gb_wire_msg_release(&reply);
+    gb_infer_client_close(c);
+    gb_infer_server_close(s);
+    zmq_ctx_term(ctx);
+    st_rmdir(dir);
+}
+
 /* Each test in a process of its own, forked before any thread exists (so that one test's
  * memory does not hide the next one's), with its attacker forked from it in turn. */
 static int run_alone(int kind)
@@ -260,8 +357,10 @@ static int run_alone(int kind)
         fork_attacker(kind);
         if (kind == ATTACK_REGISTRY)
             TEST_RUN(test_registry_flood);
-        else
+        else if (kind == ATTACK_METRICS)
             TEST_RUN(test_metrics_flood);
+        else
+            TEST_RUN(test_inference_flood);
         if (attackers[kind].pid > 0) {
             kill(attackers[kind].pid, SIGKILL);
             waitpid(attackers[kind].pid, NULL, 0);
@@ -276,5 +375,6 @@ int main(void)
 {
     int ok = run_alone(ATTACK_REGISTRY);
     ok &= run_alone(ATTACK_METRICS);
+    ok &= run_alone(ATTACK_INFERENCE);
     return ok ? 0 : 1;
 }
