@@ -90,14 +90,16 @@ static void log_stats(const gb_server *s)
 {
     gb_server_stats st = gb_server_get_stats(s);
     GB_INFO("stopping: %llu info, %llu sample, %llu insert, %llu update, %llu checkpoint "
-            "requests; %llu errors, %llu malformed; %llu items, %.3f GB sent",
+            "requests; %llu errors, %llu malformed, %llu refused (replies unread); %llu items, "
+            "%.3f GB sent",
             (unsigned long long)st.requests[GB_SERVE_INFO],
             (unsigned long long)st.requests[GB_SERVE_SAMPLE],
             (unsigned long long)st.requests[GB_SERVE_INSERT],
             (unsigned long long)st.requests[GB_SERVE_UPDATE],
             (unsigned long long)st.requests[GB_SERVE_CHECKPOINT],
             (unsigned long long)st.errors, (unsigned long long)st.rejected,
-            (unsigned long long)st.items_sent, (double)st.bytes_sent / 1e9);
+            (unsigned long long)st.refused, (unsigned long long)st.items_sent,
+            (double)st.bytes_sent / 1e9);
 }
 
 int gb_cmd_serve(int argc, char **argv)

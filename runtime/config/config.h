@@ -335,6 +335,7 @@ typedef struct gb_config_server {
     int64_t max_batch_rows;     /* per request: items sampled, inserted or updated */
     int64_t max_batch_bytes;    /* per request: reply data bytes */
     int64_t max_request_bytes;  /* per request, its frames together (larger: an error reply) */
+    int64_t max_pending_replies; /* sample replies a client may leave unread (over: refused) */
     double max_wait_s;          /* longest a request may wait (rate limiter, room) */
     char dataset[GB_CONFIG_PATH_MAX]; /* file, or directory of *.gbds files; "" = none */
     int dataset_format;         /* gb_dataset_format (replay/kinds.h) */

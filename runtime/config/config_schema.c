@@ -422,6 +422,10 @@ const gb_config_field gb_config_fields[] = {
     INT("server.max_request_bytes", server.max_request_bytes, "268435456", 1024, BIG,
         "largest request accepted, its frames together (a larger one gets an error reply; "
         "one frame over twice this disconnects its sender)"),
+    INT("server.max_pending_replies", server.max_pending_replies, "8", 1, 1 << 16,
+        "sample replies one client may leave unread; past it its samples are refused with an "
+        "error and counted (bounds the server's memory at this many times max_batch_bytes a "
+        "client)"),
     FLOAT("server.max_wait_s", server.max_wait_s, "10", 0, 3600,
           "longest a request waits for the rate limiter or for room"),
     STR("server.dataset", server.dataset, "",

@@ -40,7 +40,11 @@ int gb_metrics_collector_open(gb_metrics_collector **out, void *zctx, const char
     for (int r = 0; r < GB_METRICS_ROLES; r++)
         c->expected[r] = -1;
     c->sock = zmq_socket(zctx, ZMQ_PULL);
-    int hwm = 10000, linger = 0;
+    /* Reports queued per peer between two polls: a worker sends one a report interval, so 16
+     * is many seconds of a stalled launcher (then its sender drops reports, which carry
+     * totals); a flooding peer is held back at 16 reports, at most 16 tables of
+     * METRICS_MAX_FRAME (~128 MB; 10000 let one peer queue 80 GB). */
+    int hwm = 16, linger = 0;
     /* the largest tensor a report may hold is its table: a peer sending a larger frame is
      * disconnected before it is read */
     if (!c->sock || zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
@@ -287,7 +291,10 @@ int gb_metrics_collector_poll(gb_metrics_collector *c, int timeout_ms, gb_error 
         } else {
             taken++;
         }
-        gb_wire_msg_release(&c->msg);
+        if (irc)
+            gb_wire_msg_refuse(&c->msg); /* its memory back: a peer may send many */
+        else
+            gb_wire_msg_release(&c->msg);
     }
 }
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CLIENT_MAX_OUTSTANDING 64
+#define CLIENT_MAX_OUTSTANDING INFER_MAX_OUTSTANDING
 
 struct gb_infer_client {
     void *sock;

@@ -13,6 +13,9 @@
 #include <stdint.h>
 #include <zmq.h>
 
+/* Requests a client keeps in flight at most, and so what the server queues for each (its
+ * ROUTER's ZMQ_RCVHWM and ZMQ_SNDHWM): one number, so that a client never meets the bound */
+#define INFER_MAX_OUTSTANDING 64
 #define SERVER_MAX_CLIENTS 512
 #define SERVER_ACTIVE_WINDOW_NS 1000000000ULL /* a client seen this recently is expected */
 #define SERVER_MAX_REQUESTS 1024              /* requests per batch (each may hold many rows) */

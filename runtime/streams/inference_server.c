@@ -63,9 +63,17 @@ int gb_infer_server_open(gb_infer_server **out, void *zctx, const gb_infer_serve
         rc = gb_wire_zmq_error(err, "inference server: zmq_socket(ROUTER)");
         goto fail;
     }
-    /* ROUTER_MANDATORY: a reply to a client that is gone fails (EHOSTUNREACH) instead of
-     * vanishing inside ZeroMQ, so that it is counted (stats.unsent) */
-    if ((rc = gb_infer_set_int_opt(s->sock, ZMQ_LINGER, 0, err, "inference server: ZMQ_LINGER")) ||
+    /* Requests and replies queued per client: a gearbox client keeps at most
+     * INFER_MAX_OUTSTANDING requests in flight (gb_infer_client_send), so it never meets this;
+     * a peer that floods is held back at that many requests of max_frame (ZeroMQ's default of
+     * 1000 let one queue 1000), and replies it leaves unread past it are dropped and counted
+     * (stats.unsent). ROUTER_MANDATORY: a reply to a client that is gone or full fails
+     * (EHOSTUNREACH, EAGAIN) instead of vanishing inside ZeroMQ, so that it is counted. */
+    if ((rc = gb_infer_set_int_opt(s->sock, ZMQ_RCVHWM, INFER_MAX_OUTSTANDING, err,
+                                   "inference server: ZMQ_RCVHWM")) ||
+        (rc = gb_infer_set_int_opt(s->sock, ZMQ_SNDHWM, INFER_MAX_OUTSTANDING, err,
+                                   "inference server: ZMQ_SNDHWM")) ||
+        (rc = gb_infer_set_int_opt(s->sock, ZMQ_LINGER, 0, err, "inference server: ZMQ_LINGER")) ||
         (rc = gb_infer_set_int_opt(s->sock, ZMQ_ROUTER_MANDATORY, 1, err,
                                    "inference server: ZMQ_ROUTER_MANDATORY")) ||
         (o->max_frame > 0 && (rc = gb_wire_set_max_frame(s->sock, o->max_frame, err))))

@@ -3,7 +3,8 @@
  * defines: gb_msg_type, gb_role, gb_tensor_desc, gb_wire_header, gb_wire_payload, gb_wire_msg,
  *          gb_wire_encode_header, gb_wire_decode_header, gb_wire_check_frames, gb_wire_send,
  *          gb_wire_reply,
- *          gb_wire_recv, gb_wire_msg_init, gb_wire_msg_release, gb_wire_msg_tensor,
+ *          gb_wire_recv, gb_wire_msg_init, gb_wire_msg_release, gb_wire_msg_refuse,
+ *          gb_wire_msg_tensor,
  *          gb_wire_msg_find, gb_wire_msg_text,
  *          gb_tensor_desc_bytes, gb_wire_set_tensor, gb_role_name, gb_role_from_name,
  *          gb_msg_type_name,
@@ -271,12 +272,20 @@ int gb_wire_msg_text(const gb_wire_msg *m, const char *name, char *out, size_t c
 /* Closes m's frames (views become invalid). m can be reused. */
 void gb_wire_msg_release(gb_wire_msg *m);
 
+/* Releases m after its receiver refused it, its memory given back to the system when it held
+ * GB_WIRE_TRIM_BYTES or more (a refused message must not stay in the process's RSS). */
+void gb_wire_msg_refuse(gb_wire_msg *m);
+
 /* Maps a failed ZeroMQ call to a GB_E* code with "what: zmq_strerror" in err. */
 int gb_wire_zmq_error(gb_error *err, const char *what);
 
 /* Room for a message's header frame beside its largest tensor frame (names, shapes and meta of
  * GB_WIRE_MAX_TENSORS tensors fit in a few KiB; 64 KiB leaves slack). */
 #define GB_WIRE_HEADER_SLACK (64u << 10)
+
+/* A message refused after this many bytes were read has its memory given back to the system
+ * at once (malloc_trim; see give_back in wire_io.c). */
+#define GB_WIRE_TRIM_BYTES (1u << 20)
 
 /* Bounds what a peer may send this socket: ZMQ_MAXMSGSIZE = largest_frame + GB_WIRE_HEADER_SLACK
  * (every frame of a gearbox message is a header or one tensor). libzmq then drops the

@@ -163,6 +163,7 @@ void gb_server_opts_from_config(gb_server_opts *o, const gb_config_server *c)
                           .max_batch_rows = c->max_batch_rows,
                           .max_batch_bytes = c->max_batch_bytes,
                           .max_request_bytes = c->max_request_bytes,
+                          .max_pending_replies = c->max_pending_replies,
                           .max_wait_s = c->max_wait_s,
                           .checkpoint = c->checkpoint};
 }
@@ -198,7 +199,7 @@ static int check_open(const gb_server_tables *t, const gb_server_opts *o, gb_err
     }
     if (!o->endpoint || !o->endpoint[0] || o->threads < 1 || o->threads > 999 ||
         o->max_batch_rows < 1 || o->max_batch_bytes < 1 || o->max_request_bytes < 1 ||
-        o->max_wait_s < 0)
+        o->max_pending_replies < 0 || o->max_wait_s < 0)
         return gb_error_set(err, GB_EINVAL, "server: bad options (endpoint, threads 1..999, "
                             "positive limits)");
     return 0;
@@ -299,10 +300,13 @@ int gb_server_open_tables(gb_server **out, void *zctx, const gb_server_tables *t
     }
     s->r = s->tables[0].r;
     s->o = *o;
+    if (s->o.max_pending_replies == 0)
+        s->o.max_pending_replies = GB_SERVER_MAX_PENDING_REPLIES;
     snprintf(s->checkpoint, sizeof s->checkpoint, "%s", o->checkpoint ? o->checkpoint : "");
     pthread_mutex_init(&s->ckpt_mu, NULL);
     pthread_mutex_init(&s->pool_mu, NULL);
     pthread_mutex_init(&s->park_mu, NULL);
+    pthread_mutex_init(&s->client_mu, NULL);
     if ((rc = open_sockets(s, o, err)))
         goto fail;
     s->nthreads = o->threads;
@@ -373,6 +377,7 @@ void gb_server_close(gb_server *s)
         pthread_mutex_destroy(&s->ckpt_mu);
         pthread_mutex_destroy(&s->pool_mu);
         pthread_mutex_destroy(&s->park_mu);
+        pthread_mutex_destroy(&s->client_mu);
         free(s);
     }
 }
@@ -385,6 +390,8 @@ gb_server_stats gb_server_get_stats(const gb_server *s)
         st.requests[i] = atomic_load(&((gb_server *)s)->requests[i]);
     st.errors = atomic_load(&((gb_server *)s)->errors);
     st.rejected = atomic_load(&((gb_server *)s)->rejected);
+    st.refused = atomic_load(&((gb_server *)s)->refused);
+    st.clients_waiting = gb_server_clients_waiting((gb_server *)s);
     st.items_sent = atomic_load(&((gb_server *)s)->items_sent);
     st.bytes_sent = atomic_load(&((gb_server *)s)->bytes_sent);
     st.parked = atomic_load(&((gb_server *)s)->parked_total);

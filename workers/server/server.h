@@ -34,6 +34,10 @@
 
 #define GB_SERVER_MAX_TABLES GB_SERVE_MAX_TABLES /* workers/server/server_protocol.h */
 #define GB_SERVER_DEFAULT_TABLE "default"
+/* server.max_pending_replies' default: a client keeping a few samples in flight (the Python
+ * loader's prefetch is 4) never meets it; one that never reads holds at most this many replies
+ * of server.max_batch_bytes each */
+#define GB_SERVER_MAX_PENDING_REPLIES 8
 
 typedef struct gb_server_opts {
     const char *endpoint;      /* bind address; "tcp://HOST:*" or port 0 picks a free port */
@@ -41,6 +45,9 @@ typedef struct gb_server_opts {
     int64_t max_batch_rows;    /* > 0 */
     int64_t max_batch_bytes;   /* > 0 */
     int64_t max_request_bytes; /* > 0 */
+    /* sample replies one client may have queued and not yet read; past it its samples are
+     * refused with an error (counted: refused). 0: GB_SERVER_MAX_PENDING_REPLIES */
+    int64_t max_pending_replies;
     double max_wait_s;         /* >= 0 */
     const char *checkpoint;    /* NULL or "": no checkpoints */
 } gb_server_opts;
@@ -53,6 +60,8 @@ typedef struct gb_server_stats {
     uint64_t requests[GB_SERVE_OP_END];
     uint64_t errors;                    /* answered with an error status (limits, bad values) */
     uint64_t rejected;                  /* malformed messages */
+    uint64_t refused;                   /* samples refused: max_pending_replies unread */
+    int clients_waiting;                /* clients with replies queued for them now */
     uint64_t items_sent, bytes_sent;    /* sample replies */
     uint64_t parked;                    /* sample requests that waited parked (no thread held) */
     int64_t parked_now;                 /* waiting now */

@@ -133,6 +133,14 @@ void gb_server_drop_parked(gb_server *s)
  * (returns GB_SERVE_PARK, w->m then parked) or answered with why it cannot be. */
 static int sample(worker *w, const srv_request *r, gb_error *err)
 {
+    if (!gb_server_client_may_send(w->s, r->m)) {
+        char text[GB_WIRE_TEXT_MAX];
+        atomic_fetch_add(&w->s->refused, 1);
+        snprintf(text, sizeof text, "sample: refused, this client has %lld replies not yet read "
+                 "(server.max_pending_replies): read them before asking for more",
+                 (long long)w->s->o.max_pending_replies);
+        return gb_server_send_error(w, r->m, GB_EFULL, text);
+    }
     int mode = gb_serve_mode_parse(r->q.mode);
     if (mode < 0)
         return gb_server_send_error(w, r->m, GB_EINVAL, "sample: unknown mode (expected item, "
@@ -172,7 +180,9 @@ static int admit(worker *w, int recv_rc, const gb_error *recv_err, srv_request *
         snprintf(text, sizeof text, "request of %llu bytes (its frames together) is over the "
                  "server's limit of %lld bytes (server.max_request_bytes): split it",
                  (unsigned long long)bytes, (long long)s->o.max_request_bytes);
-        return gb_server_send_error(w, m, GB_EINVAL, text);
+        int rc = gb_server_send_error(w, m, GB_EINVAL, text);
+        gb_wire_msg_refuse(m); /* its memory back now (m->route, copied, stays) */
+        return rc;
     }
     if (m->hdr.type != GB_MSG_SERVE_REQUEST || gb_wire_attr_int(&m->hdr, "op", &op, &e) ||
         op < GB_SERVE_INFO || op >= GB_SERVE_OP_END) {

@@ -49,10 +49,13 @@ struct parked {
     double since, deadline; /* gb_now_s() */
 };
 
+typedef struct srv_client srv_client; /* server_clients.c */
+
 typedef struct rbuf rbuf;
 struct rbuf {
     rbuf *next;
     struct gb_server *s;
+    srv_client *client; /* whose reply it holds (NULL: not counted), released with the buffer */
     size_t cap;
     atomic_int refs;
     unsigned char *data; /* 64-byte aligned, cap bytes */
@@ -81,6 +84,9 @@ struct gb_server {
     parked *park_head, *park_tail;
     int nparked;
     atomic_ullong parked_total;
+    pthread_mutex_t client_mu;
+    srv_client *clients;    /* those with replies out (server_clients.c) */
+    atomic_ullong refused;  /* requests refused: their client held max_pending_replies */
     int close_waits, leak;
     struct worker *workers;
 };
@@ -126,6 +132,13 @@ double gb_server_sample_wait_s(const gb_server *s, const gb_serve_request *q);
 
 /* A sample request in an offline mode (not rate-limited, never parked: it reads the dataset). */
 int gb_server_op_sample_offline(worker *w, const srv_request *r, int mode, gb_error *err);
+
+/* ---- server_clients.c: replies out per client (server.max_pending_replies) ------------------ */
+
+int gb_server_client_may_send(gb_server *s, const gb_wire_msg *m);
+srv_client *gb_server_client_hold(gb_server *s, const gb_wire_msg *m);
+void gb_server_client_release(gb_server *s, srv_client *c);
+int gb_server_clients_waiting(gb_server *s);
 
 /* ---- server_reply.c: reply buffers and answers ----------------------------------------------- */
 

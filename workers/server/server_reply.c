@@ -61,6 +61,9 @@ void gb_server_rbuf_free(void *data, void *hint)
     rbuf *b = hint;
     if (atomic_fetch_sub(&b->refs, 1) == 1) {
         gb_server *s = b->s;
+        if (b->client)
+            gb_server_client_release(s, b->client);
+        b->client = NULL;
         pool_put(s, b);
         atomic_fetch_sub(&s->buffers_out, 1); /* last: close may free s after this */
     }
@@ -282,6 +285,7 @@ int gb_server_sample_reply_send(worker *w, const srv_request *r, sample_reply *s
         pl[nt++] = frame(sr, sr->timestep);
     }
     h->ntensors = nt;
+    sr->b->client = gb_server_client_hold(s, r->m);
     atomic_store(&sr->b->refs, h->ntensors);
     atomic_fetch_add(&s->buffers_out, 1);
     atomic_fetch_add(&s->items_sent, (unsigned long long)n);
