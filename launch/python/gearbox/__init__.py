@@ -14,7 +14,8 @@ from gearbox.command import (CommandNotFound, RunFailed, check_version, command_
                              find_command)
 from gearbox.metrics import RunData, read_metrics, read_run, read_summary
 from gearbox.models import ModelMismatch, export_model
-from gearbox.runs import Run, check_config, evaluate, resume, run
+from gearbox.configs import check_config
+from gearbox.runs import Run, evaluate, resume, run
 from gearbox.sweeps import sweep
 from gearbox.tracking import to_mlflow, to_wandb
 

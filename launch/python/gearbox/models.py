@@ -14,6 +14,7 @@ import inspect
 import os
 
 from gearbox.command import RunFailed
+from gearbox.configs import check_config
 
 MODEL_KEY = "policy.model.torchscript"
 
@@ -135,6 +136,5 @@ def export_model(module, path, config=None, overrides=None):
     path, size = save(module, path)
     sets = model_overrides(path, size)
     if config is not None:
-        from gearbox.runs import check_config  # noqa: PLC0415 (runs imports this module)
         checked(module, lambda: check_config(config, {**(overrides or {}), **sets}))
     return sets

@@ -3,7 +3,6 @@ follows its metrics rows, stops it as Ctrl-C does, waits for its summary, resume
 runs. Exit status rules are the command's: 0 the run ended (summary.json says how), 2 usage or
 config error, 1 failure; anything but 0 raises RunFailed (a stop() asked for is not a failure)."""
 import json
-import math
 import os
 import shutil
 import signal
@@ -14,25 +13,11 @@ import time
 import yaml
 
 from gearbox.command import RunFailed, find_command, run_short
+from gearbox.configs import config_file, check_config, set_args
 from gearbox.metrics import parse_header, parse_row, read_summary
 
 CONSOLE = os.path.join("logs", "console.log")  # the command's stdout and stderr, in the run
 TAIL_LINES = 20
-
-
-def yaml_value(value):
-    """A Python value as the YAML text of one --set override (JSON is YAML's flow style)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
-    return json.dumps(value)
-
-
-def set_args(overrides):
-    """--set key=value arguments for a dict {dotted.key: value}."""
-    args = []
-    for key, value in (overrides or {}).items():
-        args += ["--set", f"{key}={yaml_value(value)}"]
-    return args
 
 
 def _tail(path, n=TAIL_LINES):
@@ -216,34 +201,6 @@ class Run(RowFollower):
         return f"<gearbox.Run {self.run_dir} pid {self.pid} {state}>"
 
 
-def _config_file(config):
-    """(path, temp_dir): config's path, or a dict written as YAML to a new temporary folder
-    (removed when the run ends)."""
-    if isinstance(config, dict):
-        temp_dir = tempfile.mkdtemp(prefix="gearbox-config-")
-        path = os.path.join(temp_dir, "config-from-dict.yaml")
-        with open(path, "w", encoding="utf-8") as f:
-            yaml.safe_dump(config, f, sort_keys=False)
-        return path, temp_dir
-    path = os.fspath(config)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"gearbox.run: no config file {path}")
-    return path, None
-
-
-def check_config(config, overrides=None):
-    """`gearbox check` of config (a YAML file's path or a dict) with overrides: the resolved
-    config as a dict. Raises RunFailed (status 2, the message naming the key) when the command
-    refuses it. Blocks for the check."""
-    path, temp_dir = _config_file(config)
-    try:
-        return yaml.safe_load(run_short(["check", path] + set_args(overrides),
-                                        "gearbox check")) or {}
-    finally:
-        if temp_dir:
-            shutil.rmtree(temp_dir, ignore_errors=True)
-
-
 def _with_model(path, overrides, model, temp_dir):
     """run()'s model=: the module exported into a temporary file, the config checked with it
     (ModelMismatch naming the module); run() then moves the file into the run directory.
@@ -276,7 +233,7 @@ def run(config, overrides=None, run_dir=None, wait=True, backend=None, record=No
     outputs do not fit. Returns the Run; with wait=True, after it ended (run.summary holds
     summary.json) and raising RunFailed when it failed. Blocks for the check, and for the run
     when wait."""
-    path, temp_dir = _config_file(config)
+    path, temp_dir = config_file(config)
     model_dir = None
     try:
         if model is None:

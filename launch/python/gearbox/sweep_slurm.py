@@ -18,7 +18,7 @@ import yaml
 
 from gearbox.command import find_command
 from gearbox.metrics import read_summary
-from gearbox.runs import set_args
+from gearbox.configs import set_args
 from gearbox.sweep_spec import SweepError, summary_field
 
 FINISHED = ("solved", "max_env_steps", "max_seconds")  # the run ended: gearbox run exits 0
