@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static int test_failures_;
@@ -73,6 +74,20 @@ static int test_checks_;
             nanosleep(&nap_, NULL);                                                              \
         }                                                                                        \
     } while (0)
+
+/* A field of this process's /proc/self/status in bytes ("VmRSS:", "VmHWM:": kB there), or -1. */
+static inline long long test_vm_bytes(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, key, strlen(key)) == 0 && sscanf(line + strlen(key), "%lld", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
+}
 
 /* Returns main's exit status and prints a summary line. */
 static inline int test_main_result(void)

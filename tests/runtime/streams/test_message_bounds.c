@@ -22,20 +22,6 @@
 
 #define WAIT_MS 20000
 
-/* VmRSS or VmHWM ("VmRSS:", "VmHWM:") of this process in bytes, or -1. */
-static long long vm_bytes(const char *key)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, key, strlen(key)) == 0 && sscanf(line + strlen(key), "%lld", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb < 0 ? -1 : kb * 1024;
-}
-
 /* Resets VmHWM to the present VmRSS (Linux: clear_refs 5), so each test sees its own peak. */
 static void reset_peak(void)
 {
@@ -184,14 +170,14 @@ static void test_registry_flood(void)
     gb_registry_server *rs;
     CHECK_OK(gb_registry_server_open(&rs, ctx, &so, &err));
     reset_peak();
-    long long hwm0 = vm_bytes("VmHWM:"), rss0 = vm_bytes("VmRSS:");
+    long long hwm0 = test_vm_bytes("VmHWM:"), rss0 = test_vm_bytes("VmRSS:");
     /* the attacker sends everything while the registry is not read (the launcher busy) */
     CHECK(start_attacker(ATTACK_REGISTRY, ep));
     TEST_WAIT_UNTIL(attacker_done(ATTACK_REGISTRY), WAIT_MS);
     TEST_WAIT_UNTIL(gb_registry_server_poll(rs, 10, &err) == 0 &&
                         gb_registry_server_rejected(rs) >= REG_MESSAGES,
                     WAIT_MS);
-    long long hwm1 = vm_bytes("VmHWM:"), rss1 = vm_bytes("VmRSS:");
+    long long hwm1 = test_vm_bytes("VmHWM:"), rss1 = test_vm_bytes("VmRSS:");
     fprintf(stderr, "  registry: %d messages of %d x %d B: %llu rejected; RSS %.1f -> %.1f MB, "
             "peak %.1f -> %.1f MB\n", REG_MESSAGES, REG_FRAMES, REG_FRAME,
             (unsigned long long)gb_registry_server_rejected(rs), rss0 / 1e6, rss1 / 1e6,
@@ -236,7 +222,7 @@ static void test_metrics_flood(void)
     gb_metrics_collector *mc;
     CHECK_OK(gb_metrics_collector_open(&mc, ctx, ep, &err));
     reset_peak();
-    long long hwm0 = vm_bytes("VmHWM:"), rss0 = vm_bytes("VmRSS:");
+    long long hwm0 = test_vm_bytes("VmHWM:"), rss0 = test_vm_bytes("VmRSS:");
     /* the attacker sends while the collector is not read for a second (the launcher busy),
      * then is read every 10 ms until everything was refused */
     CHECK(start_attacker(ATTACK_METRICS, ep));
@@ -246,7 +232,7 @@ static void test_metrics_flood(void)
                         attacker_done(ATTACK_METRICS) &&
                         gb_metrics_collector_rejected(mc) >= MET_MESSAGES,
                     WAIT_MS);
-    long long hwm1 = vm_bytes("VmHWM:"), rss1 = vm_bytes("VmRSS:");
+    long long hwm1 = test_vm_bytes("VmHWM:"), rss1 = test_vm_bytes("VmRSS:");
     fprintf(stderr, "  metrics: %d reports of ~8 MB: %llu rejected; RSS %.1f -> %.1f MB, "
             "peak %.1f -> %.1f MB\n", MET_MESSAGES,
             (unsigned long long)gb_metrics_collector_rejected(mc), rss0 / 1e6, rss1 / 1e6,
@@ -304,7 +290,7 @@ static void test_inference_flood(void)
     gb_infer_server *s;
     CHECK_OK(gb_infer_server_open(&s, ctx, &so, &err));
     reset_peak();
-    long long rss0 = vm_bytes("VmRSS:");
+    long long rss0 = test_vm_bytes("VmRSS:");
     CHECK(start_attacker(ATTACK_INFERENCE, ep));
     struct timespec busy = {1, 0};
     nanosleep(&busy, NULL);
@@ -312,7 +298,7 @@ static void test_inference_flood(void)
                         gb_infer_server_get_stats(s).received >= INF_REQUESTS,
                     WAIT_MS);
     gb_infer_server_stats st = gb_infer_server_get_stats(s);
-    long long hwm1 = vm_bytes("VmHWM:"), rss1 = vm_bytes("VmRSS:");
+    long long hwm1 = test_vm_bytes("VmHWM:"), rss1 = test_vm_bytes("VmRSS:");
     fprintf(stderr, "  inference: %d requests of 1 MiB, replies unread: %llu served, %llu "
             "unsent; RSS %.1f -> %.1f MB, peak %.1f MB\n", INF_REQUESTS,
             (unsigned long long)st.requests, (unsigned long long)st.unsent, rss0 / 1e6,

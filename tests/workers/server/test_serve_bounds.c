@@ -14,20 +14,6 @@
 
 #define GREEDY_REQUESTS 1000 /* sample(256 items of 8 steps) each, ~100 KB a reply */
 
-/* This process's resident memory in bytes (VmRSS of /proc/self/status), or -1. */
-static long long rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %lld kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb < 0 ? -1 : kb * 1024;
-}
-
 /* The greedy client, in a child process forked before any thread or ZeroMQ context exists: it
  * reads the endpoint from fd, sends GREEDY_REQUESTS sample requests, reads nothing (its receive
  * queue is one message and the smallest kernel buffer) and waits to be killed. */
@@ -127,7 +113,7 @@ static void test_unread_replies_bounded(void)
         return;
     const char *ep = gb_server_endpoint(ts.server);
     CHECK(good_sample(ep));
-    long long before = rss_bytes();
+    long long before = test_vm_bytes("VmRSS:");
     CHECK(write(greedy_fd, ep, strlen(ep)) == (ssize_t)strlen(ep));
     /* every request answered or refused */
     TEST_WAIT_UNTIL(gb_server_get_stats(ts.server).requests[GB_SERVE_SAMPLE] +
@@ -137,7 +123,7 @@ static void test_unread_replies_bounded(void)
     struct timespec settle = {0, 300000000};
     nanosleep(&settle, NULL);
     gb_server_stats st = gb_server_get_stats(ts.server);
-    long long after = rss_bytes();
+    long long after = test_vm_bytes("VmRSS:");
     uint64_t served = st.requests[GB_SERVE_SAMPLE];
     double reply = served ? (double)st.bytes_sent / (double)served : 0;
     double bound = (8 + 3) * reply + 32e6;
@@ -174,13 +160,13 @@ static void test_many_frames_refused(void)
         return;
     const char *ep = gb_server_endpoint(ts.server);
     CHECK(good_sample(ep));
-    long long before = rss_bytes();
+    long long before = test_vm_bytes("VmRSS:");
     uint64_t rejected0 = gb_server_get_stats(ts.server).rejected;
     CHECK(write(many_fd, ep, strlen(ep)) == (ssize_t)strlen(ep));
     TEST_WAIT_UNTIL(gb_server_get_stats(ts.server).rejected >= rejected0 + MANY_MESSAGES, 60000);
     struct timespec settle = {0, 300000000};
     nanosleep(&settle, NULL);
-    long long after = rss_bytes();
+    long long after = test_vm_bytes("VmRSS:");
     fprintf(stderr, "  %d messages of %d frames of 2 MB: %llu refused; server RSS %.1f -> "
             "%.1f MB\n", MANY_MESSAGES, MANY_FRAMES,
             (unsigned long long)(gb_server_get_stats(ts.server).rejected - rejected0),
