@@ -63,6 +63,14 @@ static int chunks_all_received(const stop_view *v)
                or0(gb_metrics_sum(v->m, GB_ROLE_ACTOR, "chunks_sent")) + (double)sent_extra;
 }
 
+/* The supervisor's wait: the workers' reports read meanwhile (their last ones among them). */
+static void read_reports(void *arg, int ms)
+{
+    gb_error e = {0};
+    if (gb_metrics_collector_poll(arg, ms, &e) < 0)
+        gb_sleep_ms(ms);
+}
+
 void gb_run_drain(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_collector *mc,
                   const gb_config *cfg, gb_watchdog *wd)
 {
@@ -73,6 +81,10 @@ void gb_run_drain(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_collector
     double grace = whole < 4.5 ? whole : 4.5;
     double t0 = gb_now_s();
     stop_view v = {mc, rc, cfg, wd, 0};
+    if (mc) { /* reports read while the workers stop, not left to fill their queues */
+        sup->while_waiting = read_reports;
+        sup->waiting_arg = mc;
+    }
     /* actors joined from other hosts (gearbox join) that were killed will send no final
      * report: count what the trainers got from them, and do not wait for them */
     if (mc) {
@@ -96,6 +108,7 @@ void gb_run_drain(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_collector
             GB_WARN("%d actors still running after their release; stopping the rest now", slow);
     }
     int killed = gb_supervisor_stop_all(sup, whole - (gb_now_s() - t0));
+    sup->while_waiting = NULL;
     if (killed)
         GB_WARN("%d workers did not stop within %.1f s (launch.stop_timeout_s) and were killed",
                 killed, whole);

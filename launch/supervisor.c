@@ -261,13 +261,22 @@ static int running_of(const gb_supervisor *s, const char *role)
     return n;
 }
 
+/* 10 ms of waiting for children: the while_waiting hook's, or a sleep. */
+static void wait_a_little(gb_supervisor *s)
+{
+    if (s->while_waiting)
+        s->while_waiting(s->waiting_arg, 10);
+    else
+        gb_sleep_ms(10);
+}
+
 int gb_supervisor_wait_role(gb_supervisor *s, const char *role, double grace_s)
 {
     double deadline = gb_now_s() + grace_s;
     while (running_of(s, role) && gb_now_s() < deadline) {
         gb_supervisor_reap(s);
         if (running_of(s, role))
-            gb_sleep_ms(10);
+            wait_a_little(s);
     }
     return running_of(s, role);
 }
@@ -284,7 +293,7 @@ int gb_supervisor_stop_all(gb_supervisor *s, double grace_s)
     while (gb_supervisor_running(s) && gb_now_s() < deadline) {
         gb_supervisor_reap(s);
         if (gb_supervisor_running(s))
-            gb_sleep_ms(10);
+            wait_a_little(s);
     }
     int killed = 0;
     for (int i = 0; i < s->n; i++) {

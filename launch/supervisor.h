@@ -49,6 +49,11 @@ typedef struct gb_supervisor {
     void (*stop_hook)(void *arg);
     void *stop_arg;
     double kill_term_s;
+    /* while_waiting, when set, is called with up to 10 ms to spend instead of a sleep while
+     * gb_supervisor_wait_role and gb_supervisor_stop_all wait: the launcher reads the workers'
+     * reports there, so that a stopping worker's last report finds room (its queue holds 16). */
+    void (*while_waiting)(void *arg, int ms);
+    void *waiting_arg;
 } gb_supervisor;
 
 /* Starts argv (argv[0] a path) as a child whose stdout and stderr append to log_path.

@@ -7,9 +7,12 @@ config-only user (exit status 2, the key and the shapes); then the example's rec
 (launch/python/examples/recall_gru.py, a GRU cell) solving Recall N = 20 through gearbox.run,
 its model.pt kept in the run directory and evaluated there.
 Usage: test_models.py GEARBOX SOURCE_ROOT WORK_DIR (exits 77, skipped, without PyTorch)"""
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 from harness import check, finish, setup
@@ -26,7 +29,10 @@ sys.path.insert(0, os.path.join(SRC, "launch", "python", "examples"))
 from recall_gru import GRUPolicy  # noqa: E402
 
 RECALL = os.path.join(SRC, "configs", "recall_lstm.yaml")
-RUNS = os.path.join(WORK, "runs")
+# run directories under /tmp: a run's ipc sockets live in it, and Unix socket paths stop at
+# 107 bytes (a CI clone's build tree is deep enough to pass that with the default names)
+RUNS = tempfile.mkdtemp(prefix="gb-models-")
+atexit.register(shutil.rmtree, RUNS, True)
 OVER = {"experiment.run_root": RUNS}
 
 
