@@ -195,7 +195,7 @@ void gb_trackers_start(gb_trackers *t, const gb_config *cfg, const char *run_dir
 {
     memset(t, 0, sizeof *t);
     const gb_config_int_list *tr = &cfg->experiment.trackers;
-    char py[GB_CONFIG_PATH_MAX], uri[GB_CONFIG_PATH_MAX + PATH_MAX], cwd[PATH_MAX] = "";
+    char py[GB_CONFIG_PATH_MAX], uri[GB_CONFIG_PATH_MAX + PATH_MAX + 16], cwd[PATH_MAX] = "";
     python_path(cfg, py, sizeof py);
     const char *root = cfg->experiment.run_root;
     if (cfg->experiment.mlflow_uri[0])
