@@ -146,6 +146,32 @@ static int log_results(gb_evals *ev, const gb_run_eval *r, int video, gb_error *
     return rc;
 }
 
+/* gb_checkpoint_write's writer for a set that is another set's model file, hard-linked (a
+ * link is atomic and costs no copy; the trainer's later sets remove its name, not the file). */
+static int link_model(void *ctx, const char *model_path, const char *replay_path, gb_error *err)
+{
+    (void)replay_path;
+    if (link((const char *)ctx, model_path) != 0)
+        return gb_error_set(err, GB_ESYS, "link %s -> %s: %s", (const char *)ctx, model_path,
+                            strerror(errno));
+    return 0;
+}
+
+/* Pins the model of the checkpoint set `from` as the set `to` (no replay) in the run's
+ * checkpoints/ at the same step. Returns 0, or -1 with the reason logged. */
+static int pin_set(const gb_evals *ev, const gb_checkpoint_files *from, const char *to)
+{
+    char dir[2100];
+    snprintf(dir, sizeof dir, "%s/checkpoints", ev->run_dir);
+    gb_error err = {0};
+    if (gb_checkpoint_write(dir, to, from->step, 0, link_model, (void *)from->model, &err)) {
+        GB_WARN("evaluation: cannot keep checkpoint step %lld as %s/%s.checkpoint: %s",
+                (long long)from->step, dir, to, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
 /* The verdict on the finished evaluation r: logged; the first at the target decides. */
 static void judge(gb_evals *ev, gb_run_eval *r)
 {
@@ -161,6 +187,15 @@ static void judge(gb_evals *ev, gb_run_eval *r)
     if (r->reached_target && !ev->solved) {
         ev->solved = 1;
         ev->decided = *r;
+        /* the policy the verdict rests on stays: the trainers go on until they stop */
+        char dir[2100];
+        gb_checkpoint_files played;
+        gb_error ignored = {0};
+        snprintf(dir, sizeof dir, "%s/checkpoints", ev->run_dir);
+        if (ev->pid_set[0] && gb_checkpoint_find(dir, ev->pid_set, &played, &ignored) == 0 &&
+            pin_set(ev, &played, "solved") == 0)
+            GB_INFO("the policy that solved it: checkpoints/solved.checkpoint (step %lld)",
+                    (long long)played.step);
     }
 }
 
@@ -190,9 +225,9 @@ static int reaped(gb_evals *ev, int status, gb_error *err)
     return rc;
 }
 
-/* Starts `gearbox eval` on checkpoint set trainer-0 for the evaluation at env_steps, with a
- * video or not. */
-static void start(gb_evals *ev, int64_t env_steps, int video)
+/* Starts `gearbox eval` on checkpoint set `set` for the evaluation at env_steps, with a video
+ * or not. */
+static void start(gb_evals *ev, const char *set, int64_t env_steps, int video)
 {
     char dir[2400], mp4[2400], gif[2400], json[2400], log[2400], episodes[32], seed[32];
     snprintf(dir, sizeof dir, "%s/videos", ev->run_dir);
@@ -208,7 +243,7 @@ static void start(gb_evals *ev, int64_t env_steps, int video)
     snprintf(seed, sizeof seed, "%lld", (long long)ev->seed);
     /* without a video the list ends before --video; the video films the first episode (all
      * of them take seconds to encode, and the verdict waits for them) */
-    const char *argv[] = {ev->exe, "eval", ev->run_dir, "--checkpoint", "trainer-0",
+    const char *argv[] = {ev->exe, "eval", ev->run_dir, "--checkpoint", set,
                           "--episodes", episodes, "--deterministic", "--json", "--seed", seed,
                           video ? "--video" : NULL, mp4, "--gif", gif, "--video-episodes",
                           "1", NULL};
@@ -230,6 +265,7 @@ static void start(gb_evals *ev, int64_t env_steps, int video)
         _exit(127);
     }
     ev->pid = pid;
+    snprintf(ev->pid_set, sizeof ev->pid_set, "%s", set);
     ev->pid_env_steps = env_steps;
     ev->pid_started = gb_now_s();
     ev->pid_video = video;
@@ -264,7 +300,10 @@ int gb_evals_poll(gb_evals *ev, int64_t env_steps, gb_error *err)
     ev->last_step = ck.step;
     int video = ev->pending;
     ev->pending = ev->pending_verdict = 0;
-    start(ev, env_steps, video);
+    /* it plays a pinned copy: the trainer's next set removes this one's files, and a verdict
+     * must name the policy it played */
+    start(ev, pin_set(ev, &ck, "evaluating") == 0 ? "evaluating" : "trainer-0", env_steps,
+          video);
     return rc;
 }
 

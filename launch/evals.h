@@ -13,16 +13,23 @@
  * evaluated exists, waits for that (crossings in between merge into one). <env_steps> is the
  * run's count when the evaluation starts.
  *
+ * Each evaluation plays the set checkpoints/evaluating.checkpoint: trainer 0's newest model,
+ * hard-linked when the evaluation starts (the trainer's next set removes its own files, not the
+ * link), so the step an evaluation reports is the policy it played.
+ *
  * The verdict (runtime/run/contract.h): with eval_every > 0 and a target_return, evaluations
  * decide whether the run is solved. Each one's mean return is compared with the target; the
  * first at or above it makes gb_evals.solved 1 and is kept as gb_evals.decided (logged, and in
- * summary.json). When the training episodes' window reaches the target the launcher asks for
- * an evaluation at once (gb_evals_verdict_due): it waits for a checkpoint written after the ask
- * (trainer 0 writes one when asked, runtime/streams/runctl.h) and makes no video (it is for the
- * verdict; its report is RUN_DIR/videos/eval_<env_steps>.json all the same). One that falls
- * short lets the run go on; the next such evaluation waits for a newer checkpoint and for at
- * least as long as the last one took, so evaluations take at most about half the launcher's
- * time while the window stays at the target.
+ * summary.json), and its policy is kept as the set checkpoints/solved.checkpoint (the
+ * trainers go on until they stop: `gearbox eval RUN_DIR --checkpoint solved` plays the policy
+ * the verdict rests on, the default trainer-0 the last one). When the training episodes'
+ * window reaches the target the launcher asks for an evaluation at once (gb_evals_verdict_due):
+ * it waits for a checkpoint written after the ask (trainer 0 writes one when asked,
+ * runtime/streams/runctl.h) and makes no video (it is for the verdict; its report is
+ * RUN_DIR/videos/eval_<env_steps>.json all the same). One that falls short lets the run go on;
+ * the next such evaluation waits for a newer checkpoint and for at least as long as the last
+ * one took, so evaluations take at most about half the launcher's time while the window stays
+ * at the target.
  * defines: gb_evals, gb_evals_init, gb_evals_poll, gb_evals_verdict_due, gb_evals_finish */
 #ifndef GB_LAUNCH_EVALS_H
 #define GB_LAUNCH_EVALS_H
@@ -45,6 +52,7 @@ typedef struct gb_evals {
     int64_t want_step;             /* ... for a checkpoint of at least this training step */
     int64_t last_step;             /* training step of the checkpoint last evaluated; -1 none */
     pid_t pid;                     /* the running `gearbox eval`; 0 none */
+    char pid_set[32];              /* the checkpoint set it plays ("evaluating": pinned) */
     int64_t pid_env_steps;         /* its <env_steps> */
     double pid_started;            /* when it started (gb_now_s) */
     int pid_video;                 /* it makes a video (a crossing's; not one for the verdict) */

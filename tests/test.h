@@ -75,6 +75,19 @@ static int test_checks_;
         }                                                                                        \
     } while (0)
 
+/* 1 when built with AddressSanitizer: its quarantine keeps freed memory mapped (256 MB by
+ * default), so an RSS figure after a free says nothing there. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN 1
+#endif
+#endif
+#ifndef TEST_ASAN
+#define TEST_ASAN 0
+#endif
+
 /* A field of this process's /proc/self/status in bytes ("VmRSS:", "VmHWM:": kB there), or -1. */
 static inline long long test_vm_bytes(const char *key)
 {

@@ -8,7 +8,8 @@
 #      training episodes reach the target, finds the policy short, goes on to max_seconds, and
 #      summary.json says solved_by "evaluation" with that evaluation's figures.
 #   2. CartPole PPO as shipped, evaluations on: solved, by an evaluation at the target
-#      (summary.json's evaluation: reached_target, its return, episodes and checkpoint step).
+#      (summary.json's evaluation: reached_target, its return, episodes and checkpoint step);
+#      that checkpoint kept as the set checkpoints/solved, and playing as well again.
 #   4. A budget that stops the run before its evaluation ends: CartPole PPO against a target
 #      of 5, which every policy reaches (a CartPole episode lasts at least 8 steps), with 2000
 #      env steps: the training episodes reach 5 at once, the budget stops the run well before
@@ -101,6 +102,19 @@ assert e["return_mean"] >= 475 and e["episodes"] == 5 and e["checkpoint_step"] >
 assert e["env_steps"] > 0
 PY
 ok "solved by an evaluation at the target"
+# the policy the verdict rests on is kept, and plays as the verdict said
+step=$(json_get "$run/summary.json" checkpoint_step)
+grep -qx "step $step" "$run/checkpoints/solved.checkpoint" ||
+  fail "checkpoints/solved.checkpoint does not name step $step"
+"$gearbox" eval "$run" --checkpoint solved --episodes 3 --deterministic --json \
+  > "$work/solved_eval.json" 2> "$work/solved_eval.log" || fail "gearbox eval --checkpoint solved"
+python3 - "$work/solved_eval.json" "$step" <<'PY' || fail "the kept policy"
+import json, sys
+e = json.load(open(sys.argv[1]))
+print(f"checkpoint solved: step {e['checkpoint_step']}, return {e['return_mean']}")
+assert e["checkpoint_step"] == int(sys.argv[2]) and e["return_mean"] >= 475
+PY
+ok "the solved policy kept as checkpoints/solved (step $step) and evaluated again"
 rows "$run" || fail "$run: rows"
 ok "solved: metrics.csv rows, rates and the summary's mean"
 

@@ -286,10 +286,11 @@ def resume(run_dir, overrides=None, wait=True):
 
 
 def evaluate(run_dir, episodes=10, deterministic=False, checkpoint=None, seed=None):
-    """Plays episodes with the run's last checkpoint (or checkpoint: a set name or a .model
-    path) in this process (gearbox eval --json) and returns its JSON as a dict: return_mean,
-    return_std, returns, lengths, checkpoint, ... Raises RunFailed when the command fails (2:
-    not a run directory or no checkpoint). Blocks."""
+    """Plays episodes with the run's last checkpoint (or checkpoint: a set name, e.g. "solved"
+    for the policy a run's verdict rests on, or a .model path) in this process (gearbox eval
+    --json) and returns its JSON as a dict: return_mean, return_std, returns, lengths,
+    checkpoint, ... Raises RunFailed when the command fails (2: not a run directory or no
+    checkpoint). Blocks."""
     args = ["eval", os.fspath(run_dir), "--json", "--episodes", str(int(episodes))]
     if deterministic:
         args.append("--deterministic")

@@ -5,7 +5,8 @@ ModelMismatch naming the module and both shapes; a forward without the declared 
 in Python; export_model's file refused the same way by `gearbox check` and `gearbox run` for a
 config-only user (exit status 2, the key and the shapes); then the example's recurrent module
 (launch/python/examples/recall_gru.py, a GRU cell) solving Recall N = 20 through gearbox.run,
-its model.pt kept in the run directory and evaluated there.
+its model.pt kept in the run directory, and the policy its verdict rests on (the checkpoint set
+"solved") evaluated there again on other episodes.
 Usage: test_models.py GEARBOX SOURCE_ROOT WORK_DIR (exits 77, skipped, without PyTorch)"""
 import atexit
 import os
@@ -131,17 +132,27 @@ check(not os.path.exists(os.path.join(WORK, "cli_run", "config.yaml")),
       "gearbox run started nothing")
 
 # the example's GRU module solves Recall N = 20 through gearbox.run
+torch.manual_seed(1)  # the module's first weights, as the example's --seed
 r = gearbox.run(RECALL, overrides={**OVER, "experiment.seed": 1, "experiment.max_seconds": 240},
                 model=GRUPolicy())
 s = r.summary
+e = s.get("evaluation") or {}
 print(f"recall_gru seed 1: {s['exit_reason']}, {s['env_steps']} env steps, "
-      f"{s['wall_seconds']:.1f} s")
+      f"{s['wall_seconds']:.1f} s, solved_by {s.get('solved_by')}: evaluation at "
+      f"{e.get('env_steps')} env steps of checkpoint step {e.get('checkpoint_step')} "
+      f"(of {s['train_steps']}): {e.get('return_mean')}")
 check(s["solved"] is True, f"the GRU module solved Recall N = 20: {s['exit_reason']}")
 model_pt = os.path.join(os.path.abspath(r.run_dir), "model.pt")
 with open(os.path.join(r.run_dir, "config.yaml"), encoding="utf-8") as f:
     text = f.read()
 check(os.path.isfile(model_pt) and model_pt in text and "torchscript_state: 64" in text,
       "the run keeps its model.pt and its config names it")
-ev = gearbox.evaluate(r.run_dir, episodes=20, deterministic=True)
-check(ev["return_mean"] >= 0.9, f"evaluated from its run directory: {ev['return_mean']}")
+# the policy the verdict rests on, kept as the set "solved", played again on other episodes
+ev = gearbox.evaluate(r.run_dir, episodes=20, deterministic=True, checkpoint="solved", seed=7)
+check(ev["checkpoint_step"] == e.get("checkpoint_step") and ev["return_mean"] >= 0.9,
+      f"the solved policy evaluated from its run directory: step {ev['checkpoint_step']}, "
+      f"{ev['return_mean']}")
+# the last checkpoint (the trainers went on while the verdict's evaluation played): reported
+last = gearbox.evaluate(r.run_dir, episodes=20, deterministic=True)
+print(f"the last checkpoint (step {last['checkpoint_step']}): {last['return_mean']}")
 finish()

@@ -172,7 +172,10 @@ static void test_many_frames_refused(void)
             (unsigned long long)(gb_server_get_stats(ts.server).rejected - rejected0),
             (double)before / 1e6, (double)after / 1e6);
     CHECK_EQ_INT(gb_server_get_stats(ts.server).rejected - rejected0, MANY_MESSAGES);
-    CHECK(before > 0 && after > 0 && after - before < 32000000);
+    if (TEST_ASAN) /* what the server freed sits in the sanitizer's quarantine */
+        fprintf(stderr, "  (RSS not checked under AddressSanitizer)\n");
+    else
+        CHECK(before > 0 && after > 0 && after - before < 32000000);
     CHECK(good_sample(ep));
     test_server_stop(&ts);
 }
