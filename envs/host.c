@@ -240,6 +240,18 @@ void gb_env_args_from_config(gb_env_args_store *st, const gb_config_args *cfg)
     st->args = (gb_env_args){.count = n, .keys = st->keys, .values = st->values};
 }
 
+int gb_env_source_open_config(gb_env_source *src, const gb_config_env *env, int for_eval,
+                              gb_env_args_store *args, gb_error *err)
+{
+    int rc = gb_env_source_open(src, env->name, env->plugin, err);
+    if (rc)
+        return rc;
+    gb_env_source_wrap_config(src, env, for_eval);
+    if (args)
+        gb_env_args_from_config(args, &env->args);
+    return 0;
+}
+
 int gb_env_args_add(gb_env_args_store *st, const char *key, const char *value, gb_error *err)
 {
     st->args.keys = st->keys;

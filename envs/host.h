@@ -4,7 +4,8 @@
  * defines: gb_env_source, gb_env_source_open, gb_env_shipped_find, gb_env_plugin_open,
  *          gb_env_source_wrap, gb_env_source_close,
  *          gb_env_interface_validate (a spec's checks and sizes: spec.h),
- *          gb_env_args_store, gb_env_args_from_config, gb_env_args_add,
+ *          gb_env_args_store, gb_env_args_from_config, gb_env_source_open_config,
+ *          gb_env_args_add,
  *          gb_env_create, gb_env_dtype_to_gb */
 #ifndef GB_ENVS_HOST_H
 #define GB_ENVS_HOST_H
@@ -78,6 +79,13 @@ typedef struct gb_env_args_store {
 
 /* Fills st from the config's env.args mapping (pointers into cfg). */
 void gb_env_args_from_config(gb_env_args_store *st, const gb_config_args *cfg);
+
+/* What every user of a config's environment does first: gb_env_source_open of env.name and
+ * env.plugin, gb_env_source_wrap_config (for_eval as there) and, when args is not NULL,
+ * gb_env_args_from_config of env.args. Returns 0 or gb_env_source_open's error (nothing
+ * open). */
+int gb_env_source_open_config(gb_env_source *src, const gb_config_env *env, int for_eval,
+                              gb_env_args_store *args, gb_error *err);
 
 /* Adds one key and value (pointers kept, not copied); a key already present is replaced.
  * Returns 0 or GB_EFULL past GB_CONFIG_ARGS_MAX. */

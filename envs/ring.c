@@ -85,12 +85,10 @@ int gb_env_ring_from_config(const gb_config_env *env, uint64_t seed, int copies,
                             gb_env_source *src, gb_env_ring **out, gb_error *err)
 {
     *out = NULL;
-    int rc = gb_env_source_open(src, env->name, env->plugin, err);
+    gb_env_args_store args;
+    int rc = gb_env_source_open_config(src, env, 0, &args, err);
     if (rc)
         return rc;
-    gb_env_source_wrap_config(src, env, 0);
-    gb_env_args_store args;
-    gb_env_args_from_config(&args, &env->args);
     rc = gb_env_ring_create(src->iface, &args.args, seed, copies, splits, env->max_episode_steps,
                             out, err);
     if (rc)

@@ -372,10 +372,10 @@ static int make_env(eval_state *s, const eval_opts *o, const gb_config *cfg, uin
 static int eval_prepare(eval_state *s, const eval_opts *o, gb_config *cfg, uint64_t seed,
                         gb_checkpoint_files *ck, gb_error *err)
 {
-    int rc = gb_env_source_open(&s->src, cfg->env.name, cfg->env.plugin, err);
+    /* for_eval: whole games in the game's points */
+    int rc = gb_env_source_open_config(&s->src, &cfg->env, 1, NULL, err);
     if (rc)
         return rc;
-    gb_env_source_wrap_config(&s->src, &cfg->env, 1); /* whole games in the game's points */
     name_env(s, cfg);
     if ((rc = make_env(s, o, cfg, seed, err)))
         return rc;

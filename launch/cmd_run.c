@@ -96,7 +96,7 @@ static int run_inline(const gb_config *cfg, const gb_cli *cli)
     gb_inline_summary(cfg, &res, rc ? err.msg : NULL, &sum);
     gb_error serr = {0};
     int src = gb_rundir_write_summary(&rd, &sum, &serr);
-    int tracker_failed = gb_trackers_finish(&trackers, rd.path);
+    int tracker_failed = gb_trackers_finish(&trackers, &rd, src ? NULL : &sum);
     gb_rundir_close(&rd);
     if (rc) {
         GB_ERROR("inline run failed: %s", err.msg);

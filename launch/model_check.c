@@ -32,12 +32,10 @@ static int reset_observations(const gb_config *cfg, gb_torch_space *space, void 
     gb_env_source src;
     void *envs[MAX_COPIES] = {0};
     uint8_t *buf = NULL, *acting = NULL;
-    int rc = gb_env_source_open(&src, cfg->env.name, cfg->env.plugin, err);
+    gb_env_args_store args;
+    int rc = gb_env_source_open_config(&src, &cfg->env, 0, &args, err);
     if (rc)
         return rc;
-    gb_env_source_wrap_config(&src, &cfg->env, 0);
-    gb_env_args_store args;
-    gb_env_args_from_config(&args, &cfg->env.args);
     gb_env_spec spec;
     size_t per = 0;
     int copies = 1;

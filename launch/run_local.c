@@ -89,6 +89,7 @@ typedef struct launch {
     double row[GB_NCOLS];
     gb_run_rates rates; /* the rows written, for the rates */
     double decided_return, decided_length; /* the training episodes' window at the stop */
+    gb_run_summary summary; /* what summary.json holds */
     gb_run_vouch vouch; /* the episodes' claim against the trainers' received steps */
     int live, show; /* the progress line: in place (a terminal), shown at all */
     const char *exit_reason;
@@ -460,23 +461,9 @@ static double drain(launch *L)
 
 /* ---- summarise ------------------------------------------------------------------------- */
 
-/* Connections refused for want of the run's keys: the launcher's own sockets and every
- * worker's; -1 without CURVE. */
-static int64_t auth_refused(const launch *L)
-{
-    if (!L->curve)
-        return -1;
-    int64_t refused = (int64_t)gb_curve_refused(L->curve);
-    for (int role = 1; L->mc && role < GB_ROLE_END; role++) {
-        double v = gb_metrics_sum(L->mc, role, "auth_refused");
-        refused += isnan(v) ? 0 : (int64_t)v;
-    }
-    return refused;
-}
-
-/* Writes summary.json (the run contract's keys) after a launch of wall seconds. A summary that
- * cannot be written fails the run. */
-static void summarise(launch *L, double wall)
+/* Writes summary.json (the run contract's keys) after a launch of wall seconds, and keeps what
+ * it holds in L->summary. A summary that cannot be written fails the run: returns -1, else 0. */
+static int summarise(launch *L, double wall)
 {
     const gb_config *cfg = L->cfg;
     gb_run_ledger ledger = {0};
@@ -508,12 +495,14 @@ static void summarise(launch *L, double wall)
         s.joined = L->joins.joined;
         pthread_mutex_unlock(&L->joins.lock);
     }
-    s.auth_refused = auth_refused(L);
+    s.auth_refused = gb_run_rows_auth_refused(L->mc, L->curve);
     s.reports_rejected = L->mc ? gb_run_rows_reports_rejected(L->mc) : 0;
     s.segment = L->base.segment;
     s.segment_env_steps = (int64_t)L->base.env_steps;
     s.segment_seconds = wall;
-    if (gb_rundir_write_summary(&L->rd, &s, &L->err)) {
+    L->summary = s; /* the trackers' outcome is added to it (gb_trackers_finish) */
+    int rc = gb_rundir_write_summary(&L->rd, &s, &L->err) ? -1 : 0;
+    if (rc) {
         /* the run's record is lost: say why where the user sees it, and fail */
         fprintf(stderr, "gearbox run: summary.json not written: %s (the run ended: %s%s%s)\n",
                 L->err.msg, L->exit_reason, L->error_text[0] ? ": " : "", L->error_text);
@@ -528,6 +517,7 @@ static void summarise(launch *L, double wall)
             (long long)s.env_steps,
             wall > 0 ? ((double)s.env_steps - L->base.env_steps) / wall : 0.0,
             (long long)s.train_steps, s.episode_return_mean, L->rd.path);
+    return rc;
 }
 
 /* ---- close ----------------------------------------------------------------------------- */
@@ -591,8 +581,8 @@ int gb_run_local(const gb_config *cfg, const gb_cli *cli)
     L.decided_return = L.mc ? gb_metrics_return_mean(L.mc) : NAN;
     L.decided_length = L.mc ? gb_metrics_length_mean(L.mc) : NAN;
     double wall = drain(&L);
-    summarise(&L, wall);
-    if (gb_trackers_finish(&L.trackers, L.rd.path) && L.status == 0)
+    const gb_run_summary *written = summarise(&L, wall) == 0 ? &L.summary : NULL;
+    if (gb_trackers_finish(&L.trackers, &L.rd, written) && L.status == 0)
         L.status = 1; /* a tracker failed: said on stderr and in summary.json */
     close_all(&L);
     return L.status;

@@ -2,6 +2,7 @@
 #include "launch/run_rows.h"
 
 #include "runtime/base/log.h"
+#include "runtime/streams/curve.h"
 #include "runtime/streams/wire.h"
 
 #include <math.h>
@@ -111,6 +112,18 @@ int64_t gb_run_rows_reports_rejected(const gb_metrics_collector *m)
 {
     return (int64_t)(gb_metrics_collector_rejected(m) + gb_metrics_collector_unexpected(m) +
                      gb_metrics_collector_refused(m));
+}
+
+int64_t gb_run_rows_auth_refused(const gb_metrics_collector *m, const gb_curve *curve)
+{
+    if (!curve)
+        return -1;
+    int64_t refused = (int64_t)gb_curve_refused(curve);
+    for (int role = 1; m && role < GB_ROLE_END; role++) {
+        double v = gb_metrics_sum(m, role, "auth_refused");
+        refused += isnan(v) ? 0 : (int64_t)v;
+    }
+    return refused;
 }
 
 static void human(double v, char *buf, size_t n)

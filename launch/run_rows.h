@@ -4,12 +4,13 @@
  * defines: gb_run_base, gb_run_rows_base, gb_run_rows_sample, gb_run_rows_progress,
  *          gb_run_vouch, gb_run_rows_received_steps, gb_run_rows_sent_steps,
  *          gb_run_rows_vouched,
- *          gb_run_rows_env_steps, gb_run_rows_reports_rejected */
+ *          gb_run_rows_env_steps, gb_run_rows_reports_rejected, gb_run_rows_auth_refused */
 #ifndef GB_LAUNCH_RUN_ROWS_H
 #define GB_LAUNCH_RUN_ROWS_H
 
 #include "runtime/run/contract.h"
 #include "runtime/run/metrics.h"
+#include "runtime/streams/curve.h"
 
 /* Where a resumed run's counters go on from (all 0 for a run's first launch): its metrics.csv's
  * last row. Env steps, episodes, samples and time add up over segments; train steps come from
@@ -55,6 +56,10 @@ int64_t gb_run_rows_env_steps(const gb_metrics_collector *m, const gb_run_base *
 
 /* Reports the collector refused: malformed, from no worker of the run, or for what they say. */
 int64_t gb_run_rows_reports_rejected(const gb_metrics_collector *m);
+
+/* Connections refused for want of the run's keys: the launcher's own sockets (curve) and every
+ * worker's (their reports in m, NULL: none); -1 without CURVE (curve NULL). */
+int64_t gb_run_rows_auth_refused(const gb_metrics_collector *m, const gb_curve *curve);
 
 /* Writes the progress line of row to stderr: in place (live: a terminal) or one line each. */
 void gb_run_rows_progress(const double *row, int live);

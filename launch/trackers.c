@@ -236,61 +236,11 @@ void gb_trackers_start(gb_trackers *t, const gb_config *cfg, const char *run_dir
     free_env(envp);
 }
 
-/* Adds "trackers" before summary.json's closing brace (the file as rundir.c wrote it, ending
- * "\n}\n"), written whole or not at all. Returns 0 or -1 (errno). */
-static int add_to_summary(const gb_trackers *t, char why[][256], const char *run_dir)
-{
-    char path[PATH_MAX + 32], tmp[PATH_MAX + 40];
-    snprintf(path, sizeof path, "%s/summary.json", run_dir);
-    snprintf(tmp, sizeof tmp, "%s/summary.json.tmp", run_dir);
-    FILE *in = fopen(path, "rb");
-    if (!in)
-        return -1;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    int c;
-    while (mem && (c = fgetc(in)) != EOF)
-        fputc(c, mem);
-    fclose(in);
-    if (!mem || fclose(mem) != 0)
-        return -1;
-    char *end = strrchr(text, '}');
-    FILE *out = end ? fopen(tmp, "wb") : NULL;
-    if (!out) {
-        free(text);
-        return -1;
-    }
-    while (end > text && (end[-1] == '\n' || end[-1] == ' '))
-        end--;
-    fwrite(text, 1, (size_t)(end - text), out);
-    fputs(",\n  \"trackers\": {", out);
-    for (int i = 0; i < t->n; i++) {
-        const char *name = tracker_names[t->kind[i]];
-        fprintf(out, "%s\"%s\": {\"ok\": %s, \"error\": ", i ? ", " : "", name,
-                why[i][0] ? "false" : "true");
-        if (why[i][0])
-            gb_rundir_json_string(out, why[i]);
-        else
-            fputs("null", out);
-        fprintf(out, ", \"log\": \"logs/tracker-%s.log\"}", name);
-    }
-    fputs("}\n}\n", out);
-    free(text);
-    int rc = fflush(out) == 0 && fsync(fileno(out)) == 0 ? 0 : -1;
-    if (fclose(out) != 0)
-        rc = -1;
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = -1;
-    if (rc)
-        unlink(tmp);
-    return rc;
-}
-
-int gb_trackers_finish(gb_trackers *t, const char *run_dir)
+int gb_trackers_finish(gb_trackers *t, const gb_rundir *rd, const gb_run_summary *written)
 {
     if (t->n == 0)
         return 0;
+    const char *run_dir = rd->path;
     for (int i = 0; i < t->n; i++)
         if (t->fd[i] >= 0) {
             close(t->fd[i]); /* the run ended: the follower logs what is left and the summary */
@@ -342,9 +292,16 @@ int gb_trackers_finish(gb_trackers *t, const char *run_dir)
             GB_INFO("tracker %s: done", name);
         }
     }
-    if (add_to_summary(t, why, run_dir) != 0) {
+    gb_run_tracker out[GB_TRACKERS_MAX];
+    for (int i = 0; i < t->n; i++)
+        out[i] = (gb_run_tracker){tracker_names[t->kind[i]], why[i][0] ? why[i] : NULL};
+    gb_run_summary s = written ? *written : (gb_run_summary){0};
+    s.trackers = out;
+    s.ntrackers = t->n;
+    gb_error err = {0};
+    if (written && gb_rundir_write_summary(rd, &s, &err) != 0) {
         fprintf(stderr, "gearbox run: summary.json: adding the trackers' outcome: %s\n",
-                strerror(errno));
+                err.msg);
         failed += failed == 0;
     }
     return failed;

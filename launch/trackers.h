@@ -2,8 +2,9 @@
  * the launcher (python -m gearbox.follow RUN_DIR NAME, launch/python/gearbox/follow.py), which
  * writes the run's metrics rows to the tracker as they come, then its summary. The follower's
  * stdin is a pipe the launcher holds open while the run goes and closes once summary.json is
- * written; the launcher then waits for it and puts each tracker's outcome into summary.json
- * ("trackers": {"mlflow": {"ok": true, "error": null, "log": "logs/tracker-mlflow.log"}}). A
+ * written; the launcher then waits for it and writes summary.json again with each tracker's
+ * outcome ("trackers": {"mlflow": {"ok": true, "error": null, "log":
+ * "logs/tracker-mlflow.log"}}). A
  * tracker that failed fails the command (exit status 1) and says how to export the run later.
  * The Python: experiment.trackers_python, else $GEARBOX_PYTHON, else gearbox's venv (the
  * build's GEARBOX_PYTHON); the follower gets GEARBOX_BIN (this command) and, when the source
@@ -14,6 +15,7 @@
 
 #include "runtime/base/error.h"
 #include "runtime/config/config.h"
+#include "runtime/run/rundir.h"
 
 #include <sys/types.h>
 
@@ -42,10 +44,12 @@ int gb_trackers_check(const gb_config *cfg, const gb_config_marks *marks, gb_err
  * workers started later do not hold them. Does not block. */
 void gb_trackers_start(gb_trackers *t, const gb_config *cfg, const char *run_dir);
 
-/* After summary.json is written: closes the followers' stdin, waits for each (at most
- * GB_TRACKERS_WAIT_S, then it is ended), adds "trackers" to run_dir/summary.json and says on
+/* After summary.json is written (written: what it holds; NULL when it could not be written):
+ * closes the followers' stdin, waits for each (at most GB_TRACKERS_WAIT_S, then it is ended),
+ * writes the summary again with each tracker's outcome (gb_run_summary.trackers) and says on
  * stderr why each failed tracker failed and how to export the run afterwards. Returns the
- * number of trackers that failed (0: all done, or none asked for). Blocks. */
-int gb_trackers_finish(gb_trackers *t, const char *run_dir);
+ * number of trackers that failed (0: all done, or none asked for), one more when the summary
+ * could not be written again. Blocks. */
+int gb_trackers_finish(gb_trackers *t, const gb_rundir *rd, const gb_run_summary *written);
 
 #endif

@@ -85,7 +85,8 @@
  * chunks_received, discarded_at_stop, nonfinite, rejected, lost_in_crash, lost, chunks_trained,
  * trained_share} (an inline run's chunks go straight into its replay: sent = received, lost 0;
  * chunks_trained: received chunks a learner drew at least once, the rest expired as stale,
- * were evicted or were still waiting), restarts [].
+ * were evicted or were still waiting), restarts [], trackers {NAME: {ok, error, log}} (with
+ * experiment.trackers, once they finished).
  * defines: GB_RUN_WINDOW, GB_RUN_ROW_MIN_S, GB_RUN_RATE_WINDOW_S, gb_run_col, gb_run_rates,
  *          gb_run_rates_add, gb_run_rates_fill, gb_contract_* */
 #ifndef GB_RUNTIME_CONTRACT_H

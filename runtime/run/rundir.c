@@ -519,7 +519,19 @@ int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_err
         fputc('}', f);
     }
     fputs(s->nrestarts ? "\n  ]" : "]", f);
-    fputs("\n}\n", f);
+    if (s->ntrackers > 0)
+        fputs(",\n  \"trackers\": {", f);
+    for (int i = 0; i < s->ntrackers; i++) {
+        fputs(i ? ", " : "", f);
+        gb_rundir_json_string(f, s->trackers[i].name);
+        fprintf(f, ": {\"ok\": %s, \"error\": ", s->trackers[i].error ? "false" : "true");
+        if (s->trackers[i].error)
+            gb_rundir_json_string(f, s->trackers[i].error);
+        else
+            fputs("null", f);
+        fprintf(f, ", \"log\": \"logs/tracker-%s.log\"}", s->trackers[i].name);
+    }
+    fputs(s->ntrackers > 0 ? "}\n}\n" : "\n}\n", f);
     return atomic_commit(&a, 1, err);
 }
 

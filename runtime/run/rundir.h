@@ -60,6 +60,13 @@ typedef struct gb_run_eval {
     int reached_target;         /* return_mean >= the config's target_return */
 } gb_run_eval;
 
+/* An experiment tracker's outcome (experiment.trackers, launch/trackers.h): in summary.json's
+ * "trackers" as {"NAME": {"ok", "error", "log": "logs/tracker-NAME.log"}}. */
+typedef struct gb_run_tracker {
+    const char *name;  /* "mlflow", "wandb" */
+    const char *error; /* NULL: it logged the whole run */
+} gb_run_tracker;
+
 /* What summary.json records (docs/design.md, "The run contract"; runtime/run/contract.h lists the
  * keys), plus where the run stopped. */
 typedef struct gb_run_summary {
@@ -103,6 +110,8 @@ typedef struct gb_run_summary {
     int64_t chunks_lost_in_crash;
     const gb_run_restart *restarts; /* [nrestarts] in order */
     int nrestarts;
+    const gb_run_tracker *trackers; /* [ntrackers]; 0: none asked for, or not finished yet */
+    int ntrackers;
     int64_t chunks_nonfinite, chunks_rejected;
     int64_t chunks_trained; /* of received, drawn by a learner at least once (replay counters) */
     int64_t joined;       /* workers that joined from other hosts (gearbox join; relays too) */

@@ -160,12 +160,10 @@ int gb_worker_env_space(const gb_config *cfg, gb_env_spec *spec, gb_torch_space 
                         gb_error *err)
 {
     gb_env_source src;
-    int rc = gb_env_source_open(&src, cfg->env.name, cfg->env.plugin, err);
+    gb_env_args_store args;
+    int rc = gb_env_source_open_config(&src, &cfg->env, 0, &args, err);
     if (rc)
         return rc;
-    gb_env_source_wrap_config(&src, &cfg->env, 0);
-    gb_env_args_store args;
-    gb_env_args_from_config(&args, &cfg->env.args);
     void *env = NULL;
     rc = gb_env_create(src.iface, &args.args, (uint64_t)cfg->experiment.seed, &env, spec, err);
     if (rc == 0) {
