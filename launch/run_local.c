@@ -206,6 +206,9 @@ static int open_services(launch *L)
     if (rc == 0)
         rc = gb_endpoint_make(L->met_ep, sizeof L->met_ep, cfg->streams.transport, L->rd.path,
                               cfg->streams.interface, "metrics", err);
+    if (rc == 0) /* the workers' sockets too, before any starts */
+        rc = gb_worker_sockets_fit(cfg, L->rd.path, cfg->parameters.relay ==
+                                   GB_RELAY_PER_HOST ? gb_slurm_relays(cfg) : 0, err);
     if (rc == 0)
         rc = gb_runctl_server_open(&L->runctl, err);
     if (rc == 0)

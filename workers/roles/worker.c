@@ -80,6 +80,32 @@ static int port_free(const char *host, int port)
     return ok;
 }
 
+int gb_worker_sockets_fit(const gb_config *cfg, const char *run_dir, int relays, gb_error *err)
+{
+    if (cfg->streams.transport != GB_TRANSPORT_IPC)
+        return 0;
+    /* each role's longest socket name, at its highest index */
+    const struct {
+        int role;
+        const char *name;
+        int64_t count;
+    } sockets[] = {{GB_ROLE_TRAINER, "samples", cfg->trainer.count},
+                   {GB_ROLE_POLICY, "inference", cfg->policy.count},
+                   {GB_ROLE_PARAMS, "fetch", 1},
+                   {GB_ROLE_RELAY, "fetch", relays}};
+    for (size_t i = 0; i < sizeof sockets / sizeof sockets[0]; i++) {
+        char full[128], ep[GB_REGISTRY_ENDPOINT_MAX];
+        if (sockets[i].count <= 0)
+            continue;
+        snprintf(full, sizeof full, "%s-%lld-%s", gb_role_name(sockets[i].role),
+                 (long long)sockets[i].count - 1, sockets[i].name);
+        int rc = gb_endpoint_make(ep, sizeof ep, GB_TRANSPORT_IPC, run_dir, NULL, full, err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 int gb_worker_endpoint(const gb_worker *w, const char *name, const char *regname, char *out,
                        size_t cap, gb_error *err)
 {

@@ -2,7 +2,8 @@
  * ZeroMQ context, registry client, metrics sender, run-control client and stop flag; and the
  * role entry points that `gearbox worker --role R --index I --run-dir DIR` dispatches to.
  * defines: gb_worker, gb_actor_main, gb_policy_main, gb_trainer_main, gb_params_main,
- *          gb_worker_endpoint, gb_worker_stopping, gb_worker_run_state, gb_worker_run_ending,
+ *          gb_worker_endpoint, gb_worker_sockets_fit,
+ *          gb_worker_stopping, gb_worker_run_state, gb_worker_run_ending,
  *          gb_worker_confirm_ending, gb_worker_wait_release, gb_worker_report_interval,
  *          gb_relay_main, gb_worker_host, gb_worker_params_names */
 #ifndef GB_WORKERS_WORKER_H
@@ -93,6 +94,13 @@ int gb_worker_wait_release(const gb_worker *w, double max_s);
  * its peers reconnect), else any. Returns 0 or the codes of gb_endpoint_make. */
 int gb_worker_endpoint(const gb_worker *w, const char *name, const char *regname, char *out,
                        size_t cap, gb_error *err);
+
+/* Before any worker starts: whether the ipc socket of every worker cfg runs on this host (the
+ * trainers, policy workers, parameter service and `relays` parameter relays; the names
+ * gb_worker_endpoint gets in trainer.c, policy.c, param_service.c and param_relay.c) fits the
+ * 107 bytes of a Unix socket path in run_dir. Returns 0 (also on tcp) or gb_endpoint_make's
+ * GB_EINVAL naming the longest path; a run that went on would see those workers fail. */
+int gb_worker_sockets_fit(const gb_config *cfg, const char *run_dir, int relays, gb_error *err);
 
 /* The environment's spec as the config names it (one copy is created and destroyed to read
  * it), and the matching space for the networks (gb_learning_space, read before the copy is
