@@ -222,6 +222,8 @@ static int store_batch(trainer *t, gb_wire_msg *msgs, const int *rows, const int
             for (int i = first; i < n; i++)
                 gb_wire_msg_release(&msgs[i]);
             settle(t, rows, steps, first, n, GB_LEDGER_DISCARDED);
+            GB_INFO("trainer: %d chunks discarded (no room) %.1f s after the run began ending",
+                    n - first, gb_now_s() - t->ending_at);
             return 0;
         }
         if (rc)
@@ -245,6 +247,9 @@ static int store_batch(trainer *t, gb_wire_msg *msgs, const int *rows, const int
         gb_wire_msg_release(&msgs[i]); /* no-op for those already written */
     if (rc == GB_ETIMEOUT || rc == GB_ECLOSED) {
         settle(t, rows, steps, settled, n, GB_LEDGER_DISCARDED);
+        if (n > settled)
+            GB_INFO("trainer: %d chunks discarded (no room) as the trainer stopped",
+                    n - settled);
         return 1;
     }
     return rc;
