@@ -39,14 +39,7 @@ launcher=""
 cleanup() {
   # a launcher a failed check left running stops first (it cancels its own job)
   if [ -n "$launcher" ] && kill -TERM "$launcher" 2>/dev/null; then wait "$launcher"; fi
-  if [ -n "${SLURM_CONF:-}" ] && [ -s "$D/slurmctld.pid" ]; then
-    # whatever a failed check left: cancel it while slurmd can still kill its steps
-    ids=$(squeue -h -o %A 2>/dev/null)
-    [ -z "$ids" ] || scancel $ids 2>/dev/null
-    for _ in $(seq 50); do [ -z "$(squeue -h -o %A 2>/dev/null)" ] && break; sleep 0.2; done
-  fi
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  slurm_stop
   rm -rf "$D"
 }
 trap cleanup EXIT

@@ -57,13 +57,7 @@ cleanup() {
     echo "--- the cluster's logs (exit $rc) ---"; tail -n 15 "$D"/log/*.log
   fi
   if [ -n "$launcher" ] && kill -TERM "$launcher" 2>/dev/null; then wait "$launcher"; fi
-  if [ -s "$D/slurmctld.pid" ]; then
-    ids=$(ctl squeue -h -o %A 2>/dev/null)
-    [ -z "$ids" ] || ctl scancel $ids 2>/dev/null
-    for _ in $(seq 50); do [ -z "$(ctl squeue -h -o %A 2>/dev/null)" ] && break; sleep 0.2; done
-  fi
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  slurm_stop ctl
   for h in $names; do ip netns del "$pre-$h" 2>/dev/null; done
   ip netns del "$pre-br" 2>/dev/null
   rm -rf "$D"

@@ -39,13 +39,7 @@ echo "ok: optuna with launch: slurm refused"
 D=$(mktemp -d /tmp/gbsweep.XXXXXX)
 pids=()
 cleanup() {
-  if [ -n "${SLURM_CONF:-}" ] && [ -s "$D/slurmctld.pid" ]; then
-    ids=$(squeue -h -o %A 2>/dev/null)
-    [ -z "$ids" ] || scancel $ids 2>/dev/null
-    for _ in $(seq 50); do [ -z "$(squeue -h -o %A 2>/dev/null)" ] && break; sleep 0.2; done
-  fi
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  slurm_stop
   rm -rf "$D"
 }
 trap cleanup EXIT
