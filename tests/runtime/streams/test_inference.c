@@ -361,8 +361,12 @@ static void test_timeout(void)
     gb_infer_server_opts so = {ep, 8, 0, GB_ROLE_POLICY, 0, policy_fn, &pol, 0, NULL, 0};
     gb_infer_server *s;
     CHECK_OK(gb_infer_server_open(&s, ctx, &so, &err));
+    /* a longer client timeout here: the second request's reply must come back within it on a
+     * loaded machine under the sanitizers (200 ms once did not) */
+    gb_infer_client_opts co2 = co;
+    co2.timeout_ms = 1500;
     gb_infer_client *c2;
-    CHECK_OK(gb_infer_client_open(&c2, ctx, &co, &err));
+    CHECK_OK(gb_infer_client_open(&c2, ctx, &co2, &err));
     gb_sleep_ms(100); /* connect */
     rc = gb_infer_client_request(c2, &d, data, 1, &m, &err);
     CHECK_EQ_INT(rc, GB_ETIMEOUT);
@@ -371,7 +375,7 @@ static void test_timeout(void)
     uint64_t id;
     CHECK_OK(gb_infer_client_send(c2, &d, data, 1, &id, &err));
     CHECK_EQ_INT(gb_infer_server_poll(s, 1000, &err), 1);
-    CHECK_OK(gb_infer_client_recv(c2, &m, 1000, &err));
+    CHECK_OK(gb_infer_client_recv(c2, &m, 3000, &err));
     CHECK(m.hdr.seq == id);
     gb_wire_msg_release(&m);
     CHECK_EQ_INT(gb_infer_client_get_stats(c2).stale, 1);
