@@ -174,6 +174,8 @@ typedef struct gb_config_ppo {
     int vtrace;               /* bool: V-trace targets and advantages in place of GAE's */
     double vtrace_rho_bar;    /* V-trace's truncation of the importance weights (rho) */
     double vtrace_c_bar;      /* and of the traces (c) */
+    int vtrace_proximal;      /* bool: clip the ratio against the learner's policy before the
+                                 update, not the actors' (the decoupled objective) */
 } gb_config_ppo;
 
 typedef struct gb_config_dqn {

@@ -202,6 +202,9 @@ static int check_trainer(const gb_config *cfg, const gb_config_marks *marks, gb_
         return fail_key(marks, "parameters.relay", err,
                         "launch.mode inline has no parameter stream to relay; per_host needs "
                         "launch.mode local or slurm");
+    if (tr->algorithm.ppo.vtrace_proximal && !tr->algorithm.ppo.vtrace)
+        return fail_key(marks, "trainer.algorithm.ppo.vtrace_proximal", err,
+                        "it changes how V-trace clips: set trainer.algorithm.ppo.vtrace too");
     if (tr->count > 1 && tr->rendezvous.store == GB_STORE_TCP && tr->rendezvous.port == 0)
         return fail_key(marks, "trainer.rendezvous.port", err,
                         "trainer.rendezvous.store is tcp, so trainer 0 needs a port to listen on");

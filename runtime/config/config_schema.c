@@ -267,6 +267,11 @@ const gb_config_field gb_config_fields[] = {
           0, INF, "V-trace: the importance weights' truncation (rho)"),
     FLOAT("trainer.algorithm.ppo.vtrace_c_bar", trainer.algorithm.ppo.vtrace_c_bar, "1", 0,
           INF, "V-trace: the traces' truncation (c), times gae_lambda"),
+    BOOL("trainer.algorithm.ppo.vtrace_proximal", trainer.algorithm.ppo.vtrace_proximal, "false",
+         "V-trace: PPO's ratio and clip against the learner's policy before the update (the "
+         "decoupled objective of Hilton et al. 2021, the behaviour's truncated importance "
+         "weight staying in the advantages) instead of against the actors' policy, whose "
+         "ratio on a stale chunk is mostly clipped away"),
     INT("trainer.algorithm.dqn.n_step", trainer.algorithm.dqn.n_step, "1", 1, 1000,
         "n-step returns"),
     ENUM("trainer.algorithm.dqn.target_update", trainer.algorithm.dqn.target_update, "hard",

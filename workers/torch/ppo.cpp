@@ -87,10 +87,12 @@ static void ppo_priorities(const gb_torch_batch *b, const torch::Tensor &adv, fl
 // Gathers the valid steps of b (obs: [B*(T+1), *obs] on the device; values [B, T+1], adv and ret
 // [B, T] on the CPU) and the explained variance of the returns by the pre-update values. Their
 // observations only when with_obs (a core's minibatches take whole chunks from obs instead).
+// The ratio's old log-probabilities: prox_logp [B*T] (CPU) when defined (V-trace's proximal
+// policy, the learner's before the update), else the actors' (b->logp).
 static PpoSteps ppo_steps(const gb_torch_learner *l, const gb_torch_batch *b,
                           const torch::Tensor &obs, const torch::Tensor &values,
-                          const torch::Tensor &adv, const torch::Tensor &ret, bool with_obs,
-                          gb_torch_stats *st)
+                          const torch::Tensor &adv, const torch::Tensor &ret,
+                          const torch::Tensor &prox_logp, bool with_obs, gb_torch_stats *st)
 {
     const int64_t B = b->B, T = b->T;
     const gb_torch_space &sp = l->model->space;
@@ -120,7 +122,9 @@ static PpoSteps ppo_steps(const gb_torch_learner *l, const gb_torch_batch *b,
         S.act = cpu_view(b->action, {B * T, sp.action_dim}, torch::kFloat32)
                     .index_select(0, step_idx)
                     .to(dev);
-    S.old_logp = cpu_view(b->logp, {B * T}, torch::kFloat32).index_select(0, step_idx).to(dev);
+    torch::Tensor old = prox_logp.defined() ? prox_logp
+                                            : cpu_view(b->logp, {B * T}, torch::kFloat32);
+    S.old_logp = old.index_select(0, step_idx).to(dev);
     S.A = adv.view({B * T}).index_select(0, step_idx).to(dev);
     S.R = ret.view({B * T}).index_select(0, step_idx).to(dev);
     S.V0 = values.view({B, T + 1}).narrow(1, 0, T).reshape({B * T})
@@ -268,13 +272,14 @@ torch::Tensor batch_logp(const gb_torch_learner *l, const gb_torch_batch *b, con
 }
 
 // V-trace's log importance weights [B, T] (CPU): the learner's policy before the update (the
-// pre-update forward's heads h) against the actors' (b->logp), for each step's action.
+// pre-update forward's heads h) against the actors' (b->logp), for each step's action; *lp
+// receives the learner's log-probabilities [B*T] (CPU).
 static torch::Tensor vtrace_log_rho(const gb_torch_learner *l, const gb_torch_batch *b,
-                                    const Heads &h)
+                                    const Heads &h, torch::Tensor *lp)
 {
-    torch::Tensor lp = batch_logp(l, b, h).to(torch::kCPU).to(torch::kFloat32);
+    *lp = batch_logp(l, b, h).to(torch::kCPU).to(torch::kFloat32).contiguous();
     torch::Tensor mu = cpu_view(b->logp, {b->B * b->T}, torch::kFloat32);
-    return (lp - mu).view({b->B, b->T}).contiguous();
+    return (*lp - mu).view({b->B, b->T}).contiguous();
 }
 
 static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
@@ -287,12 +292,13 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     torch::Tensor obs = batch_obs(l, b); // [B*(T+1), *obs]
     torch::Tensor values;                // [B, T+1] pre-update V, CPU
     torch::Tensor log_rho;               // V-trace: [B, T] log pi - log mu, CPU
+    torch::Tensor lp;                    // V-trace: [B*T] log pi before the update, CPU
     {
         torch::NoGradGuard no_grad;
         Heads h = core ? ppo_seq_forward(l, b, obs) : l->model->net->forward(obs);
         values = h.value.to(torch::kCPU).to(torch::kFloat32).contiguous();
         if (pc.vtrace)
-            log_rho = vtrace_log_rho(l, b, h);
+            log_rho = vtrace_log_rho(l, b, h, &lp);
     }
     torch::Tensor adv = torch::empty({B, T}), ret = torch::empty({B, T});
     if (pc.vtrace)
@@ -305,7 +311,10 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
                      b->valid, ac.gamma, pc.gae_lambda, adv.data_ptr<float>(),
                      ret.data_ptr<float>());
 
-    PpoSteps S = ppo_steps(l, b, obs, values, adv, ret, !core, st);
+    // the decoupled objective: the ratio against the learner's policy before the update, the
+    // actors' only in the advantages' truncated importance weights
+    torch::Tensor prox = pc.vtrace && pc.vtrace_proximal ? lp : torch::Tensor();
+    PpoSteps S = ppo_steps(l, b, obs, values, adv, ret, prox, !core, st);
     const int64_t N = S.N;
     if (prio)
         ppo_priorities(b, adv, prio);

@@ -2,7 +2,8 @@
  * API: on chunks the learner's own policy acted (every importance weight 1), with lambda 1,
  * V-trace's targets and advantages are GAE(1)'s, so the step is the same as without V-trace;
  * on chunks of another policy (the behaviour log-probabilities moved) the steps differ, and the
- * truncation rho_bar matters. (The targets themselves: test_torch_targets.) */
+ * truncation rho_bar matters; vtrace_proximal clips against the learner's policy. (The targets
+ * themselves: test_torch_targets.) */
 #include "test.h"
 #include "workers/torch_test_util.h"
 
@@ -84,8 +85,38 @@ static void test_vtrace_steps(void)
     CHECK(fabs(off.value_loss - loose.value_loss) > 1e-4);
 }
 
+/* trainer.algorithm.ppo.vtrace_proximal: PPO's ratio against the learner's own policy before
+ * the update. On chunks the learner acted, the same step as against the actors'; on stale ones
+ * (the actors' log-probabilities 0.7 away: ratios of 2 and 1/2) the first minibatch's ratios
+ * are all 1 (nothing clipped, no divergence) where against the actors' half are clipped. */
+static void test_vtrace_proximal(void)
+{
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "ppo", "") == 0);
+    cfg.trainer.algorithm.ppo.epochs = 1;
+    cfg.trainer.algorithm.ppo.minibatches = 1;
+    cfg.trainer.algorithm.ppo.vtrace = 1;
+    gb_torch_batch b = make_batch(&cfg);
+    gb_torch_stats mu = step(&cfg, &b);
+    cfg.trainer.algorithm.ppo.vtrace_proximal = 1;
+    gb_torch_stats prox = step(&cfg, &b);
+    CHECK(fabs(mu.loss - prox.loss) <= 1e-5 * fabs(mu.loss) + 1e-6);
+    for (int i = 0; i < B * T; i += 2)
+        logp[i] += i % 4 == 0 ? -0.7f : 0.7f;
+    cfg.trainer.algorithm.ppo.vtrace_proximal = 0;
+    mu = step(&cfg, &b);
+    cfg.trainer.algorithm.ppo.vtrace_proximal = 1;
+    prox = step(&cfg, &b);
+    fprintf(stderr, "  stale chunks: clip fraction %.3f against the actors', %.3f against the "
+            "learner's; approx kl %.4f, %.4f\n", mu.clip_fraction, prox.clip_fraction,
+            mu.approx_kl, prox.approx_kl);
+    CHECK(mu.clip_fraction > 0.3 && prox.clip_fraction == 0.0);
+    CHECK(fabs(prox.approx_kl) < 1e-6 && isfinite(prox.loss));
+}
+
 int main(void)
 {
     TEST_RUN(test_vtrace_steps);
+    TEST_RUN(test_vtrace_proximal);
     return test_main_result();
 }
