@@ -23,6 +23,7 @@
 #define GB_REGISTRY_NAME_MAX 128
 #define GB_REGISTRY_ENDPOINT_MAX 256
 #define GB_REGISTRY_MAX_ENTRIES 4096
+#define GB_REGISTRY_MAX_PER_IDENTITY 64 /* live names one worker may hold (with identities) */
 
 typedef struct gb_registry_entry {
     char name[GB_REGISTRY_NAME_MAX];
@@ -79,7 +80,9 @@ int gb_registry_server_run(gb_registry_server *s, const atomic_int *stop, gb_err
  * writes: call them from that thread or after gb_registry_server_run returned. */
 int gb_registry_server_count(const gb_registry_server *s);
 
-/* Malformed requests seen. */
+/* Requests rejected: malformed, or (with identities, curve.h) beyond what the sender's
+ * identity may: a name outside its own "<role>/<index>/", a live name another identity holds, more
+ * than GB_REGISTRY_MAX_PER_IDENTITY names, a run-control watch as another worker. */
 uint64_t gb_registry_server_rejected(const gb_registry_server *s);
 
 /* ---- client (a worker) ----------------------------------------------------------------------- */
