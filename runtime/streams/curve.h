@@ -7,7 +7,7 @@
  *          gb_curve_bind_monitored, gb_curve_note_failed_handshake,
  *          gb_curve_run_attach, gb_curve_server_attach, gb_curve_ident,
  *          gb_curve_key_valid, gb_curve_identities_create, gb_curve_identities_read,
- *          gb_curve_identity_attach, gb_curve_identity_file
+ *          gb_curve_identity_attach, gb_curve_identity_file, gb_curve_keypair_save
  *
  * Security is a property of a ZeroMQ context: gb_curve_attach(zctx, keys) makes every tcp://
  * socket that a module binds or connects on zctx through gb_curve_bind / gb_curve_connect use
@@ -78,6 +78,11 @@ int gb_curve_available(void);
  * O_EXCL). public_out (GB_CURVE_KEY_Z85 bytes) receives the public key when not NULL.
  * Returns 0, GB_EUNSUPPORTED (no CURVE in libzmq) or GB_ESYS. */
 int gb_curve_keypair_write(const char *path, char *public_out, gb_error *err);
+
+/* Writes the key pair (public_key, secret: Z85) to path, created 0600 (refused if it exists).
+ * Returns 0, GB_EINVAL (a malformed key) or GB_ESYS. */
+int gb_curve_keypair_save(const char *path, const char *public_key, const char *secret,
+                          gb_error *err);
 
 /* Reads a key file. secret may be NULL (only the public key is read; a file without a secret is
  * then fine). A file with a secret must not be readable by group or others (GB_EINVAL, saying to

@@ -21,6 +21,28 @@ int gb_curve_key_valid(const char *z)
     return strlen(z) == 40 && zmq_z85_decode(bin, z) != NULL;
 }
 
+int gb_curve_keypair_save(const char *path, const char *public_key, const char *secret,
+                          gb_error *err)
+{
+    if (!gb_curve_key_valid(public_key) || !gb_curve_key_valid(secret))
+        return gb_error_set(err, GB_EINVAL, "key file %s: a malformed key", path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return gb_error_errno(err, "create key file %s", path);
+    char text[256];
+    int n = snprintf(text, sizeof text,
+                     "# gearbox CURVE key pair (ZeroMQ Z85); the secret key stays in this file\n"
+                     "public %s\nsecret %s\n", public_key, secret);
+    ssize_t w = n > 0 && (size_t)n < sizeof text ? write(fd, text, (size_t)n) : -1;
+    int rc = (w != n || fsync(fd) != 0) ? gb_error_errno(err, "write key file %s", path) : 0;
+    explicit_bzero(text, sizeof text);
+    if (close(fd) != 0 && rc == 0)
+        rc = gb_error_errno(err, "close key file %s", path);
+    if (rc)
+        unlink(path);
+    return rc;
+}
+
 int gb_curve_keypair_write(const char *path, char *public_out, gb_error *err)
 {
     char pub[GB_CURVE_KEY_Z85], sec[GB_CURVE_KEY_Z85];
@@ -30,22 +52,9 @@ int gb_curve_keypair_write(const char *path, char *public_out, gb_error *err)
     if (zmq_curve_keypair(pub, sec) != 0)
         return gb_error_set(err, GB_EUNSUPPORTED, "zmq_curve_keypair: %s",
                             zmq_strerror(zmq_errno()));
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return gb_error_errno(err, "create key file %s", path);
-    char text[256];
-    int n = snprintf(text, sizeof text,
-                     "# gearbox CURVE key pair (ZeroMQ Z85); the secret key stays in this file\n"
-                     "public %s\nsecret %s\n", pub, sec);
-    ssize_t w = n > 0 && (size_t)n < sizeof text ? write(fd, text, (size_t)n) : -1;
-    int rc = (w != n || fsync(fd) != 0) ? gb_error_errno(err, "write key file %s", path) : 0;
+    int rc = gb_curve_keypair_save(path, pub, sec, err);
     explicit_bzero(sec, sizeof sec);
-    explicit_bzero(text, sizeof text);
-    if (close(fd) != 0 && rc == 0)
-        rc = gb_error_errno(err, "close key file %s", path);
-    if (rc)
-        unlink(path);
-    else if (public_out)
+    if (rc == 0 && public_out)
         memcpy(public_out, pub, sizeof pub);
     return rc;
 }

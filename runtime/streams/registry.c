@@ -352,14 +352,16 @@ static int grant(gb_wire_header *h, gb_wire_payload *pl, const gb_registry_join_
     int rc = gb_wire_schema_write(&gb_schema_reg_joined, &joined, h, err);
     if (rc)
         return rc;
-    const char *strs[3] = {r->config, r->metrics, r->run};
-    const char *names[3] = {"config", "metrics", "run"};
-    for (int i = 0; i < 3; i++) {
-        int64_t n = (int64_t)(i == 0 ? r->config_len : strlen(strs[i]));
-        gb_wire_set_tensor(&h->tensors[i], names[i], GB_DTYPE_UINT8, 1, &n, NULL);
+    const char *strs[5] = {r->config, r->metrics, r->run, r->key, r->identities};
+    const char *names[5] = {"config", "metrics", "run", "key", "identities"};
+    int n = r->key[0] && r->identities ? 5 : 3; /* the slot's credential, in a run with them */
+    for (int i = 0; i < n; i++) {
+        int64_t len = (int64_t)(i == 0 ? r->config_len : i == 4 ? r->identities_len
+                                                                : strlen(strs[i]));
+        gb_wire_set_tensor(&h->tensors[i], names[i], GB_DTYPE_UINT8, 1, &len, NULL);
         pl[i].data = strs[i];
     }
-    h->ntensors = 3;
+    h->ntensors = n;
     return 0;
 }
 
@@ -370,7 +372,7 @@ static void serve_join(gb_registry_server *s, const gb_wire_msg *m)
     gb_wire_header *h = &s->hdr;
     gb_wire_header_init(h, GB_MSG_REG_REPLY, GB_ROLE_LAUNCHER, 0);
     h->seq = m->hdr.seq;
-    gb_wire_payload pl[3] = {{0}, {0}, {0}};
+    gb_wire_payload pl[5] = {{0}, {0}, {0}, {0}, {0}};
     gb_registry_join_reply r = {0};
     gb_msg_reg_join q;
     gb_error e;

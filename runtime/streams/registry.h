@@ -41,6 +41,12 @@ typedef struct gb_registry_join_reply {
     const char *config; /* the run's resolved config (YAML); server: the launcher's (kept
                            alive while the server runs); client: malloc'd, see _free */
     size_t config_len;
+    /* a run that gives its workers identities (runtime/streams/curve.h): the slot's own key
+       pair (the text of its key file) and the run's identities (keys/identities' text; server:
+       the launcher's, kept alive; client: malloc'd, see _free); "" and NULL otherwise */
+    char key[256];
+    const char *identities;
+    size_t identities_len;
 } gb_registry_join_reply;
 
 /* The launcher's answer to a join for role (called on the registry's thread): fills out (not
