@@ -248,7 +248,8 @@ int gb_curve_attach(gb_curve **out, void *zctx, const gb_curve_opts *o, gb_error
                             "libsodium): authenticated tcp is not available");
     const gb_curve_keys *k = o->keys;
     int serves = k->server_secret[0] != '\0';
-    if (!gb_curve_key_valid(k->server_public) || (serves && !gb_curve_key_valid(k->server_secret)) ||
+    if (!gb_curve_key_valid(k->server_public) ||
+        (serves && !gb_curve_key_valid(k->server_secret)) ||
         (k->client_secret[0] && (!gb_curve_key_valid(k->client_public) ||
                                  !gb_curve_key_valid(k->client_secret))))
         return gb_error_set(err, GB_EINVAL, "CURVE: a malformed key");
