@@ -18,12 +18,16 @@
  *   forger infer ENDPOINT INDEX OBS_DIM
  *       asks a policy worker's inference ENDPOINT for one row of actions as actor INDEX
  *       (observation zeros). Exit 0 when answered, 3 when refused.
+ *   forger params ENDPOINT VERSION
+ *       publishes parameter version VERSION (one float32 tensor "w" of 64 zeros) to the
+ *       parameter service's input ENDPOINT as trainer 0. Exit 0 when it was sent.
  * With GB_TEST_KEYS=RUN_DIR/keys it proves the identity it claims (ROLE/INDEX, actor/INDEX), or
  * GB_TEST_AS's (test_as.h): a worker's credential, used to speak as itself or as another. */
 #include "runtime/base/clock.h"
 #include "runtime/run/metrics.h"
 #include "runtime/streams/chunk.h"
 #include "runtime/streams/inference.h"
+#include "runtime/streams/params.h"
 #include "runtime/streams/registry.h"
 #include "runtime/streams/runctl.h"
 #include "runtime/streams/wire_messages.h"
@@ -224,6 +228,27 @@ static int infer1(const char *ep, int index, long long obs_dim)
     return rc == 0 ? 0 : rc == GB_ETIMEOUT ? 1 : 3;
 }
 
+static int params(const char *ep, long long version)
+{
+    int role;
+    gb_curve *curve;
+    void *ctx = context_as("trainer", 0, &role, &curve);
+    gb_param_publisher_opts o = {.service_endpoint = ep, .chunk_bytes = 1 << 20,
+                                 .timeout_ms = 5000, .role = GB_ROLE_TRAINER, .index = 0};
+    gb_param_publisher *p = NULL;
+    gb_param_entry e = {.name = "w", .dtype = GB_DTYPE_FLOAT32, .rank = 1, .shape = {64}};
+    static float zeros[64];
+    gb_error err = {0};
+    int rc = gb_param_publisher_open(&p, ctx, &o, &err);
+    if (rc == 0)
+        rc = gb_param_publish(p, version, &e, 1, zeros, sizeof zeros, &err);
+    gb_sleep_ms(1000); /* delivered before the close */
+    gb_param_publisher_close(p);
+    context_done(ctx, curve);
+    printf("parameters version %lld as trainer 0: %s\n", version, rc ? err.msg : "sent");
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 9 && strcmp(argv[1], "report") == 0)
@@ -235,6 +260,8 @@ int main(int argc, char **argv)
         return reg(argv[2], argv[3], atoi(argv[4]), argv[5], argv[6]);
     if (argc == 5 && strcmp(argv[1], "watch") == 0)
         return watch(argv[2], argv[3], atoi(argv[4]));
+    if (argc == 4 && strcmp(argv[1], "params") == 0)
+        return params(argv[2], atoll(argv[3]));
     if (argc == 5 && strcmp(argv[1], "infer") == 0)
         return infer1(argv[2], atoi(argv[3]), atoll(argv[4]));
     fprintf(stderr, "usage: forger report ENDPOINT ROLE INDEX INCARNATION EPISODES RETURN "
@@ -242,6 +269,7 @@ int main(int argc, char **argv)
             "       forger chunks ENDPOINT T OBS_DIM INDEX COUNT REWARD\n"
             "       forger register REGISTRY ROLE INDEX NAME ENDPOINT\n"
             "       forger watch REGISTRY ROLE INDEX\n"
-            "       forger infer ENDPOINT INDEX OBS_DIM\n");
+            "       forger infer ENDPOINT INDEX OBS_DIM\n"
+            "       forger params ENDPOINT VERSION\n");
     return 2;
 }

@@ -8,8 +8,8 @@
 #   (reward 1): refused and counted (reports_rejected, chunks rejected), never in the ledger;
 # - a registration of policy/0/inference and of trainer/0/samples (pointing elsewhere):
 #   refused, and both names still point to their owners' sockets;
-# - a run-control watch as actor 0 confirming the flush, and an inference request as actor 0:
-#   refused;
+# - a run-control watch as actor 0 confirming the flush, an inference request as actor 0, and a
+#   parameter version as trainer 0 (to the parameter service's input): refused;
 # - chunks from a process with no credential at all: refused at the handshake (the trainer's
 #   log counts the refused connection).
 # The summary stays true: not solved (lr 0: only a forgery could reach the target), ended at its
@@ -41,6 +41,7 @@ export GB_TEST_KEYS="$run/keys"
 as_actor0() { GB_TEST_AS=actor/0 "$probe" lookup "$reg" "$1"; }
 policy_ep=$(as_actor0 policy/0/inference) || fail "no policy/0/inference"
 trainer_ep=$(as_actor0 trainer/0/samples) || fail "no trainer/0/samples"
+params_in=$(as_actor0 params/0/in) || fail "no params/0/in"
 
 # actor 1's credential, claiming to be actor 0 (or to hold another worker's names)
 export GB_TEST_AS=actor/1
@@ -54,6 +55,7 @@ export GB_TEST_AS=actor/1
 [ $? -eq 3 ] || fail "run control took a watch from actor 1 as actor 0"
 "$forger" infer "$policy_ep" 0 4
 [ $? -eq 3 ] || fail "the policy answered actor 1 asking as actor 0"
+"$forger" params "$params_in" 1000000000 || fail "could not send the parameters"
 # its own names, as itself: taken (the checks refuse the lie, not the worker)
 "$forger" register "$reg" actor 1 actor/1/extra "ipc://$work/extra" ||
   fail "actor 1 could not register a name of its own"
@@ -85,6 +87,8 @@ grep -q "refused a chunk as actor 0 sent by actor/1" "$run/logs/trainer-0.log" |
   fail "the trainer did not say it refused actor 1's chunks as actor 0"
 grep -q "may register names under 'actor/1/' only" "$run/logs/launcher.log" ||
   fail "the registry did not say why it refused actor 1"
+grep -q "parameters as trainer 0 sent by actor/1" "$run/logs/params-0.log" ||
+  fail "the parameter service did not say it refused actor 1's parameters as trainer 0"
 grep -q "rejected a request from actor 0.*sent by actor/1" "$run/logs/policy-0.log" ||
   fail "the policy worker did not say it refused the request"
 grep -q "refused a connection.*handshake failed" "$run/logs/trainer-0.log" ||
