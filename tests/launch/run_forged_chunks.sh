@@ -28,7 +28,8 @@ T=$(actors_key chunk_len) count=$(actors_key count) join_max=$(actors_key join_m
   fail "no actors.chunk_len/count/join_max in $run/config.yaml"
 actors=$((count + join_max))
 # as actor 0 (its own credential: the run refuses a process without one, run_forged_identity.sh)
-GB_TEST_KEYS="$run/keys" "$probe" forge "$ep" "$T" 4 "$actors" || fail "the probe could not send everything, or the trainer kept the oversized frame's connection"
+GB_TEST_KEYS="$run/keys" "$probe" forge "$ep" "$T" 4 "$actors" ||
+  fail "the probe could not send everything, or the trainer kept the oversized frame's connection"
 wait "$launcher"; status=$?
 tail -3 "$work/out.log"
 s="$run/summary.json"
