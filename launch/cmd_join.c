@@ -146,8 +146,8 @@ static int take_slots(const char *registry, const char *keys, int role, int coun
         if ((rc = gb_registry_join(reg, role, &slots[taken], err))) {
             gb_error_prefix(err, "joining %s", registry);
             if (rc == GB_ETIMEOUT && !keys)
-                gb_error_prefix(err, "no answer without --keys (a tcp run uses CURVE unless "
-                                "streams.curve is off)");
+                gb_error_prefix(err, "no answer without --keys (a run gives each worker its "
+                                "own keys unless streams.curve is off)");
         } else if (taken == 0) {
             rc = read_config(&slots[0], role, interface, cfg, err);
         }

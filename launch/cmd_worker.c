@@ -47,8 +47,9 @@ static void worker_usage(FILE *out)
                  "Runs one worker process of a run. `gearbox run` starts these; you do not need\n"
                  "to. The worker reads DIR/config.yaml, finds its peers through the registry and\n"
                  "reports to the launcher's metrics endpoint; SIGTERM stops it cleanly.\n"
-                 "--keys DIR: the run's CURVE keys (default DIR/keys) when streams.curve is\n"
-                 "on.\n");
+                 "--keys DIR: the run's keys (default DIR/keys), where this worker's own key\n"
+                 "pair is (ROLE-I.key): it proves its identity with it unless streams.curve is\n"
+                 "off.\n");
 }
 
 static const struct {
