@@ -17,16 +17,17 @@
  * mechanism) peer or one with a wrong server key fails the handshake, one with an unknown client
  * key is refused by ZAP; both are counted (gb_curve_refused) and logged. Server sockets also set
  * ZMQ_ZAP_ENFORCE_DOMAIN, so a server whose ZAP handler is gone refuses everyone rather than
- * accepting anyone. ipc:// and inproc:// sockets, and every socket of a context not attached,
- * are plain: on one host the run directory's file permissions guard them. Failed handshakes are
+ * accepting anyone. inproc:// sockets, ipc:// ones of a context without identities (below), and
+ * every socket of a context not attached, are plain. Failed handshakes are
  * seen through a socket monitor on each secured server socket (zmq_socket_monitor). libzmq keeps
  * one monitor a socket: a module with its own monitor binds with gb_curve_bind_monitored and
  * reports the failed handshakes its monitor sees (gb_curve_note_failed_handshake).
  *
  * A run's keys: RUN_DIR/keys/ (0700) holds server.key and client.key (0600 each), each a text
- * file "public <Z85>\nsecret <Z85>\n" (40 characters each). A process started elsewhere (a remote
- * `gearbox join`) needs a copy of that folder; a data-server client needs the server's public
- * key and a key pair of its own whose public key the server allows.
+ * file "public <Z85>\nsecret <Z85>\n" (40 characters each). A remote `gearbox join` needs copies
+ * of those two (client.key is the launcher's identity: it may look names up and ask for slots,
+ * and the run sends each slot its own pair); a data-server client needs the server's public key
+ * and a key pair of its own whose public key the server allows.
  *
  * Identities (a run's workers, issue 35): the launcher mints one key pair a worker,
  * RUN_DIR/keys/<role>-<index>.key (0600), and lists every identity with its public key in
