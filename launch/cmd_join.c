@@ -18,6 +18,7 @@
 #include "runtime/streams/wire.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netdb.h>
 #include <signal.h>
@@ -58,8 +59,11 @@ static void join_usage(FILE *out)
             "  --interface ADDR     address (or interface name) this host's workers bind and\n"
             "                       publish; default: the address this host reaches the\n"
             "                       registry from\n"
-            "  --keys DIR           a copy of the run's RUN_DIR/keys (a tcp run uses CURVE by\n"
-            "                       default: without its keys the registry does not answer)\n\n"
+            "  --keys DIR           a folder with copies of the run's RUN_DIR/keys/server.key\n"
+            "                       and client.key (a tcp run uses CURVE by default: without\n"
+            "                       them the registry does not answer); the run sends each\n"
+            "                       slot its own key pair, kept in a private folder while the\n"
+            "                       workers run\n\n"
             "exit status: 0 when the workers stopped cleanly (the run ended, or they left on a\n"
             "signal), 1 when one failed or no slot was given, 2 usage error, or the run's\n"
             "config cannot run here (its environment, a policy worker's cuda device: the\n"
@@ -142,8 +146,8 @@ static int take_slots(const char *registry, const char *keys, int role, int coun
         if ((rc = gb_registry_join(reg, role, &slots[taken], err))) {
             gb_error_prefix(err, "joining %s", registry);
             if (rc == GB_ETIMEOUT && !keys)
-                gb_error_prefix(err, "no answer without --keys (a tcp run uses CURVE unless "
-                                "streams.curve is off)");
+                gb_error_prefix(err, "no answer without --keys (a run gives each worker its "
+                                "own keys unless streams.curve is off)");
         } else if (taken == 0) {
             rc = read_config(&slots[0], role, interface, cfg, err);
         }
@@ -256,11 +260,75 @@ static int parse_join(int argc, char **argv, join_args *a)
     return GB_EXIT_OK;
 }
 
+/* A joined host holds only its own slots' credentials (runtime/streams/curve.h): when the run
+ * answered each slot with its key pair, they go with the run's identities and a copy of the
+ * server key (from keys, the folder --keys names) into a new private folder (0700, files 0600)
+ * that the workers read, dir (cap bytes); removed by drop_slot_keys. Returns 0 with dir "" for
+ * a run without identities, or the error. */
+static int slot_keys(const char *keys, const gb_registry_join_reply *slots, int n,
+                     const char *const *roles, char *dir, size_t cap, gb_error *err)
+{
+    dir[0] = '\0';
+    if (!slots[0].key[0] || !slots[0].identities)
+        return 0;
+    if (!keys)
+        return gb_error_set(err, GB_EINVAL, "the run gives each worker its own keys: join with "
+                            "--keys DIR (a copy of RUN_DIR/%s/server.key and client.key)",
+                            GB_CURVE_KEYS_DIR);
+    snprintf(dir, cap, "%s/gearbox-join-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(dir))
+        return gb_error_errno(err, "mkdtemp %s", dir);
+    char path[2200], pub[GB_CURVE_KEY_Z85], sec[GB_CURVE_KEY_Z85], name[GB_CURVE_ID_MAX];
+    snprintf(path, sizeof path, "%s/server.key", keys);
+    int rc = gb_curve_keypair_read(path, pub, sec, err);
+    if (rc == 0) {
+        snprintf(path, sizeof path, "%s/server.key", dir);
+        rc = gb_curve_keypair_save(path, pub, sec, err);
+    }
+    snprintf(path, sizeof path, "%s/identities", dir);
+    FILE *f = rc == 0 ? fopen(path, "wxe") : NULL;
+    if (rc == 0 && (!f || fwrite(slots[0].identities, 1, slots[0].identities_len, f) !=
+                               slots[0].identities_len))
+        rc = gb_error_errno(err, "write %s", path);
+    if (f && fclose(f) != 0 && rc == 0)
+        rc = gb_error_errno(err, "close %s", path);
+    for (int k = 0; rc == 0 && k < n; k++) {
+        snprintf(name, sizeof name, "%s/%d", roles[k], slots[k].index);
+        if (sscanf(slots[k].key, "%40s %40s", pub, sec) != 2)
+            rc = gb_error_set(err, GB_EPROTO, "the run sent no key pair for %s", name);
+        if (rc == 0)
+            rc = gb_curve_identity_file(dir, name, path, sizeof path, err);
+        if (rc == 0)
+            rc = gb_curve_keypair_save(path, pub, sec, err);
+    }
+    explicit_bzero(sec, sizeof sec);
+    return rc;
+}
+
+/* Removes the folder slot_keys made (its files are one level deep). */
+static void drop_slot_keys(const char *dir)
+{
+    if (!dir[0])
+        return;
+    char cmd_path[2200];
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] != '.') {
+            snprintf(cmd_path, sizeof cmd_path, "%s/%s", dir, e->d_name);
+            unlink(cmd_path);
+        }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
 /* Forks one process a slot (the relay's first, when there is one) running gb_worker_process
  * with the run's config, until all are started or this command is signalled. Returns how many
  * were started (their pids in pids). */
 static int start_workers(const join_args *a, const gb_config *cfg,
-                         const gb_registry_join_reply *slots, int relay, pid_t *pids)
+                         const gb_registry_join_reply *slots, int relay, const char *keys,
+                         pid_t *pids)
 {
     /* the run directory is the launcher's: only a worker on its host (ipc) uses it */
     const char *run_dir = cfg->streams.transport == GB_TRANSPORT_IPC ? slots[0].run : NULL;
@@ -285,7 +353,7 @@ static int start_workers(const join_args *a, const gb_config *cfg,
                                         .index = slots[k].index,
                                         .incarnation = slots[k].incarnation, .run_dir = run_dir,
                                         .registry = a->registry, .metrics = slots[k].metrics,
-                                        .keys = a->keys, .joined = 1};
+                                        .keys = keys, .joined = 1};
             _exit(gb_worker_process(cfg, &o));
         }
         pids[started] = pid;
@@ -338,8 +406,17 @@ int gb_cmd_join(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     static pid_t pids[JOIN_MAX_COUNT + 1];
-    int total = count + relay, started = start_workers(&a, &cfg, slots, relay, pids);
+    static char keys[2048];
+    const char *roles[JOIN_MAX_COUNT + 1];
+    for (int i = 0; i < count + relay; i++)
+        roles[i] = i < count ? a.role_name : "relay";
+    int total = count + relay, started = 0;
+    if (slot_keys(a.keys, slots, total, roles, keys, sizeof keys, &err) == 0)
+        started = start_workers(&a, &cfg, slots, relay, keys[0] ? keys : a.keys, pids);
+    else
+        fprintf(stderr, "gearbox join: %s\n", err.msg);
     int failed = wait_workers(pids, started);
+    drop_slot_keys(keys);
     for (int i = 0; i < total; i++)
         gb_registry_join_reply_free(&slots[i]);
     fprintf(stderr, "gearbox join: %d of %d workers stopped cleanly\n", started - failed, total);

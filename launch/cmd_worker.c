@@ -7,6 +7,7 @@
  * (cmd_join.c) runs it with the config the registry sent. */
 #include "launch/cli.h"
 #include "launch/commands.h"
+#include "launch/run_identity.h"
 #include "launch/supervisor.h"
 #include "runtime/config/config.h"
 #include "runtime/streams/curve.h"
@@ -46,8 +47,9 @@ static void worker_usage(FILE *out)
                  "Runs one worker process of a run. `gearbox run` starts these; you do not need\n"
                  "to. The worker reads DIR/config.yaml, finds its peers through the registry and\n"
                  "reports to the launcher's metrics endpoint; SIGTERM stops it cleanly.\n"
-                 "--keys DIR: the run's CURVE keys (default DIR/keys) when streams.curve is\n"
-                 "on.\n");
+                 "--keys DIR: the run's keys (default DIR/keys), where this worker's own key\n"
+                 "pair is (ROLE-I.key): it proves its identity with it unless streams.curve is\n"
+                 "off.\n");
 }
 
 static const struct {
@@ -142,19 +144,21 @@ typedef struct worker_links {
     gb_runctl_client *runctl;
 } worker_links;
 
-/* Every tcp socket of this process uses the run's keys: attached before any is opened. */
+/* Every socket of this process speaks as this worker (its own key pair, launch/run_identity.h):
+ * attached before any is opened. */
 static int attach_keys(worker_links *l, const gb_config *cfg, const gb_worker_process_opts *o,
-                       gb_error *err)
+                       int role, gb_error *err)
 {
-    if (!gb_config_streams_curve(&cfg->streams))
+    if (!gb_run_identities_on(cfg))
         return 0;
     if (!o->keys && !o->run_dir)
-        return gb_error_set(err, GB_EINVAL, "the run uses CURVE on tcp: this worker needs the "
-                            "run's keys folder (gearbox join --keys DIR, a copy of RUN_DIR/%s)",
+        return gb_error_set(err, GB_EINVAL, "the run gives each worker its own keys: this worker "
+                            "needs them (gearbox join --keys DIR, a copy of RUN_DIR/%s)",
                             GB_CURVE_KEYS_DIR);
     char kd[2048];
     snprintf(kd, sizeof kd, "%s/%s", o->run_dir ? o->run_dir : "", GB_CURVE_KEYS_DIR);
-    return gb_curve_run_attach(&l->curve, l->zctx, o->keys ? o->keys : kd, err);
+    return gb_run_identity_attach(&l->curve, l->zctx, o->keys ? o->keys : kd, role, o->index,
+                                  err);
 }
 
 /* Opens the worker's context, keys, registry client, metrics sender and run control. Returns
@@ -171,7 +175,7 @@ static int open_links(worker_links *l, const gb_config *cfg, const gb_worker_pro
                                   .index = o->index};
     int rc = l->zctx ? 0 : gb_error_set(err, GB_EZMQ, "zmq_ctx_new failed");
     if (rc == 0)
-        rc = attach_keys(l, cfg, o, err);
+        rc = attach_keys(l, cfg, o, role, err);
     if (rc == 0)
         rc = gb_registry_client_open(&l->reg, l->zctx, &ro, err);
     if (rc == 0)

@@ -1,6 +1,7 @@
 /* launch/joins.c: slots for workers that join a running run from other hosts (see joins.h). */
 #include "launch/joins.h"
 
+#include "runtime/streams/curve.h"
 #include "runtime/streams/wire.h"
 
 #include <stdio.h>
@@ -34,6 +35,22 @@ int gb_joins_init(gb_joins *j, const gb_config *cfg, const char *metrics_ep, con
     }
     snprintf(j->metrics, sizeof j->metrics, "%s", metrics_ep);
     snprintf(j->run, sizeof j->run, "%s", run);
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s/identities", run, GB_CURVE_KEYS_DIR);
+    FILE *ids = fopen(path, "re"); /* absent: a run without identities */
+    if (ids) {
+        f = open_memstream(&j->identities, &j->identities_len);
+        int c, bad = !f;
+        while (!bad && (c = fgetc(ids)) != EOF)
+            bad = fputc(c, f) == EOF;
+        fclose(ids);
+        if ((f && fclose(f) != 0) || bad) {
+            free(j->config);
+            free(j->identities);
+            j->config = j->identities = NULL;
+            return gb_error_set(err, GB_ENOMEM, "joins: %s could not be read", path);
+        }
+    }
     j->actor_next = gb_joins_local(cfg, GB_ROLE_ACTOR);
     j->actor_end = cfg->actors.count + cfg->actors.join_max;
     j->policy_next = gb_joins_local(cfg, GB_ROLE_POLICY);
@@ -49,8 +66,34 @@ void gb_joins_free(gb_joins *j)
     if (!j->config)
         return;
     free(j->config);
-    j->config = NULL;
+    free(j->identities);
+    j->config = j->identities = NULL;
     pthread_mutex_destroy(&j->lock);
+}
+
+/* The slot's own key pair, "<public> <secret>", and the run's identities into out: what a joined
+ * host holds of the run's keys. Returns 0 or GB_ENOTFOUND with why. */
+static int slot_key(const gb_joins *j, int role, gb_registry_join_reply *out, char *why,
+                    size_t cap)
+{
+    char kd[2048], name[GB_CURVE_ID_MAX], path[2200], pub[GB_CURVE_KEY_Z85],
+        sec[GB_CURVE_KEY_Z85];
+    gb_error e = {0};
+    snprintf(kd, sizeof kd, "%s/%s", j->run, GB_CURVE_KEYS_DIR);
+    snprintf(name, sizeof name, "%s/%d", gb_role_name(role), out->index);
+    int rc = gb_curve_identity_file(kd, name, path, sizeof path, &e);
+    if (rc == 0)
+        rc = gb_curve_keypair_read(path, pub, sec, &e);
+    if (rc == 0) {
+        snprintf(out->key, sizeof out->key, "%s %s", pub, sec);
+        out->identities = j->identities;
+        out->identities_len = j->identities_len;
+    } else {
+        snprintf(why, cap, "no key pair for %s: %s", name, e.msg);
+        rc = GB_ENOTFOUND;
+    }
+    explicit_bzero(sec, sizeof sec);
+    return rc;
 }
 
 int gb_joins_answer(void *arg, int role, gb_registry_join_reply *out, char *why, size_t cap)
@@ -88,5 +131,5 @@ int gb_joins_answer(void *arg, int role, gb_registry_join_reply *out, char *why,
     snprintf(out->run, sizeof out->run, "%s", j->run);
     out->config = j->config;
     out->config_len = j->config_len;
-    return 0;
+    return j->identities ? slot_key(j, role, out, why, cap) : 0;
 }

@@ -34,6 +34,8 @@ typedef struct gb_joins {
     int64_t policy_next, policy_end; /* next free policy slot; end: count */
     int64_t relay_next, relay_end;   /* per_host relays: 1 .. policy.count; none without */
     int64_t joined;                  /* workers that joined so far */
+    char *identities; /* RUN_DIR/keys/identities' text (a run with identities), else NULL */
+    size_t identities_len;
 } gb_joins;
 
 /* How many workers of role (GB_ROLE_ACTOR/POLICY) the launcher starts itself. */
@@ -43,7 +45,9 @@ int64_t gb_joins_local(const gb_config *cfg, int role);
  * collector expects this many; 0 without per_host relays. */
 int64_t gb_joins_relays(const gb_config *cfg);
 
-/* Writes cfg as YAML for the joiners and sets the slots. Returns 0, GB_ENOMEM, GB_ESYS. */
+/* Writes cfg as YAML for the joiners and sets the slots; in a run with identities (RUN_DIR/keys/
+ * identities, launch/run_identity.h) each slot is answered with its own key pair and the run's
+ * identities, and nothing else of the keys folder. Returns 0, GB_ENOMEM, GB_ESYS. */
 int gb_joins_init(gb_joins *j, const gb_config *cfg, const char *metrics_ep, const char *run,
                   gb_error *err);
 void gb_joins_free(gb_joins *j);

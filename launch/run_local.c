@@ -11,6 +11,7 @@
 #include "launch/evals.h"
 #include "launch/joins.h"
 #include "launch/run_drain.h"
+#include "launch/run_identity.h"
 #include "launch/run_rows.h"
 #include "launch/run_spawn.h"
 #include "launch/slurm.h"
@@ -188,16 +189,9 @@ static int open_services(launch *L)
     const gb_config *cfg = L->cfg;
     gb_error *err = &L->err;
     int rc = L->zctx ? 0 : gb_error_set(err, GB_EZMQ, "zmq_ctx_new failed");
-    /* tcp with CURVE: the run's key pairs, made once (a resume keeps them), in RUN_DIR/keys;
-     * every worker loads them from there (gearbox worker --keys) */
-    if (rc == 0 && gb_config_streams_curve(&cfg->streams)) {
-        char kd[2048];
-        snprintf(kd, sizeof kd, "%s/%s", L->rd.path, GB_CURVE_KEYS_DIR);
-        if (!L->cli->resume)
-            rc = gb_curve_run_keys_create(L->rd.path, err);
-        if (rc == 0)
-            rc = gb_curve_run_attach(&L->curve, L->zctx, kd, err);
-    }
+    /* a key pair a worker in RUN_DIR/keys (a resume keeps them): CURVE on tcp, PLAIN on ipc */
+    if (rc == 0)
+        rc = gb_run_identities_open(cfg, L->rd.path, L->zctx, &L->curve, err);
     /* on tcp every endpoint is on streams.interface, the launcher's too: workers on other
      * hosts reach them (launch/joins.h) */
     if (rc == 0)
@@ -498,7 +492,8 @@ static int summarise(launch *L, double wall)
         s.joined = L->joins.joined;
         pthread_mutex_unlock(&L->joins.lock);
     }
-    s.auth_refused = gb_run_rows_auth_refused(L->mc, L->curve);
+    s.auth_refused = gb_run_rows_auth_refused(L->mc, gb_config_streams_curve(&L->cfg->streams)
+                                                          ? L->curve : NULL); /* tcp's */
     s.reports_rejected = L->mc ? gb_run_rows_reports_rejected(L->mc) : 0;
     s.segment = L->base.segment;
     s.segment_env_steps = (int64_t)L->base.env_steps;

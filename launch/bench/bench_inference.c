@@ -177,7 +177,8 @@ static void rtt_print(gb_bench_net *b, int rows, const char *label, size_t bytes
     else
         printf("inference_rtt%s  rows %5d x %-12s %8zu B  p50 %8.1f us  p99 %8.1f us  "
                "raw REQ/REP p50 %8.1f us  ratio %.2f (target <= 1.3)\n",
-               b->curve ? " (CURVE)" : "", rows, label, bytes, p50, p99, rp50, p50 / rp50);
+               b->curve ? (b->tcp ? " (CURVE)" : " (PLAIN)") : "",
+               rows, label, bytes, p50, p99, rp50, p50 / rp50);
     gb_bench_net_figure(b, p50);
     fflush(stdout);
 }

@@ -165,7 +165,8 @@ static int bench_sample(gb_bench_net *b, size_t chunk)
     else
         printf("sample_throughput%s  chunk %8zu B  %6ld chunks  %7.2f Gbit/s  raw PUSH/PULL "
                "%7.2f Gbit/s  ratio %.2f (target >= 0.8)  drops %ld\n",
-               b->curve ? " (CURVE)" : "", chunk, count, gbps, raw_gbps, gbps / raw_gbps, drops);
+               b->curve ? (b->tcp ? " (CURVE)" : " (PLAIN)") : "",
+               chunk, count, gbps, raw_gbps, gbps / raw_gbps, drops);
     gb_bench_net_figure(b, gbps);
     fflush(stdout);
     return failed;

@@ -348,7 +348,8 @@ const gb_config_field gb_config_fields[] = {
         "a worker silent this long is dropped from the registry"),
     ENUM("streams.curve", streams.curve, "auto", curve_modes,
          "CURVE authentication and encryption of tcp sockets with the run's keys "
-         "(RUN_DIR/keys); auto = on for tcp; ipc never uses it"),
+         "(RUN_DIR/keys, a key pair a worker); auto = on for tcp; on ipc the same keys prove "
+         "each worker's identity (ZeroMQ PLAIN) unless off"),
 
     INT("parameters.chunk_bytes", parameters.chunk_bytes, "4194304", 4096, 1LL << 31,
         "parameter blobs travel in chunks of this many bytes"),

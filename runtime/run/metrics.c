@@ -269,6 +269,14 @@ int gb_metrics_collector_poll(gb_metrics_collector *c, int timeout_ms, gb_error 
                 *err = rerr;
             return rc;
         }
+        if (rc == 0 && !gb_wire_peer_is(&c->msg, c->msg.hdr.role, c->msg.hdr.index)) {
+            if (gb_log_due(++c->refused)) /* a worker reports as itself only (curve.h) */
+                GB_WARN("metrics: refused a report as %s %d sent by %s (%llu so far; "
+                        "reports_rejected)", gb_role_name(c->msg.hdr.role), c->msg.hdr.index,
+                        c->msg.peer, (unsigned long long)c->refused);
+            gb_wire_msg_refuse(&c->msg);
+            continue;
+        }
         int irc = rc == 0 ? ingest(c, &c->msg) : rc;
         /* any local process can write here, as often as it likes: warnings rate-limited */
         if (irc == GB_EINVAL) {

@@ -1,18 +1,15 @@
-/* runtime/streams/curve.c: CURVE key files, the per-context ZAP handler and the secured
- * bind/connect (see curve.h). */
+/* runtime/streams/curve.c: the per-context ZAP handler (CURVE keys and PLAIN tokens mapped to
+ * identities) and the secured bind/connect (see curve.h; the key files are curve_keys.c). */
 #include "runtime/streams/curve.h"
 
 #include "runtime/base/log.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zmq.h>
 
 #ifndef ZMQ_ZAP_ENFORCE_DOMAIN
@@ -30,167 +27,6 @@
 
 int gb_curve_available(void) { return zmq_has("curve") ? 1 : 0; }
 
-/* ---- key files ---- */
-
-static int valid_z85_key(const char *z)
-{
-    uint8_t bin[32];
-    return strlen(z) == 40 && zmq_z85_decode(bin, z) != NULL;
-}
-
-int gb_curve_keypair_write(const char *path, char *public_out, gb_error *err)
-{
-    char pub[GB_CURVE_KEY_Z85], sec[GB_CURVE_KEY_Z85];
-    if (!gb_curve_available())
-        return gb_error_set(err, GB_EUNSUPPORTED, "this libzmq has no CURVE (built without "
-                            "libsodium): authenticated tcp is not available");
-    if (zmq_curve_keypair(pub, sec) != 0)
-        return gb_error_set(err, GB_EUNSUPPORTED, "zmq_curve_keypair: %s",
-                            zmq_strerror(zmq_errno()));
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return gb_error_errno(err, "create key file %s", path);
-    char text[256];
-    int n = snprintf(text, sizeof text,
-                     "# gearbox CURVE key pair (ZeroMQ Z85); the secret key stays in this file\n"
-                     "public %s\nsecret %s\n", pub, sec);
-    ssize_t w = n > 0 && (size_t)n < sizeof text ? write(fd, text, (size_t)n) : -1;
-    int rc = (w != n || fsync(fd) != 0) ? gb_error_errno(err, "write key file %s", path) : 0;
-    explicit_bzero(sec, sizeof sec);
-    explicit_bzero(text, sizeof text);
-    if (close(fd) != 0 && rc == 0)
-        rc = gb_error_errno(err, "close key file %s", path);
-    if (rc)
-        unlink(path);
-    else if (public_out)
-        memcpy(public_out, pub, sizeof pub);
-    return rc;
-}
-
-/* Copies the key of a "<word> <Z85>" line into out when the word matches; 1 when it did. */
-static int key_line(const char *line, const char *word, char *out)
-{
-    size_t k = strlen(word);
-    if (strncmp(line, word, k) != 0 || (line[k] != ' ' && line[k] != '\t'))
-        return 0;
-    line += k;
-    while (*line == ' ' || *line == '\t')
-        line++;
-    size_t n = strcspn(line, " \t\r\n");
-    if (n >= GB_CURVE_KEY_Z85)
-        n = GB_CURVE_KEY_Z85 - 1;
-    memcpy(out, line, n);
-    out[n] = '\0';
-    return 1;
-}
-
-int gb_curve_keypair_read(const char *path, char *public_key, char *secret, gb_error *err)
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return errno == ENOENT ? gb_error_set(err, GB_ENOTFOUND, "key file %s: not found", path)
-                               : gb_error_errno(err, "open key file %s", path);
-    char line[256], pub[GB_CURVE_KEY_Z85] = "", sec[GB_CURVE_KEY_Z85] = "";
-    int rc = 0, lineno = 0;
-    while (rc == 0 && fgets(line, sizeof line, f)) {
-        lineno++;
-        if (line[0] == '#' || line[0] == '\n' || line[0] == '\0')
-            continue;
-        char *dst = key_line(line, "public", pub) ? pub : key_line(line, "secret", sec) ? sec : 0;
-        if (!dst || !valid_z85_key(dst))
-            rc = gb_error_set(err, GB_EINVAL, "key file %s:%d: expected \"public <Z85 key>\" or "
-                              "\"secret <Z85 key>\" (40 characters)", path, lineno);
-    }
-    struct stat st;
-    if (rc == 0 && fstat(fileno(f), &st) != 0)
-        rc = gb_error_errno(err, "stat %s", path);
-    fclose(f);
-    explicit_bzero(line, sizeof line);
-    if (rc == 0 && !pub[0])
-        rc = gb_error_set(err, GB_EINVAL, "key file %s: no public key", path);
-    if (rc == 0 && secret && !sec[0])
-        rc = gb_error_set(err, GB_EINVAL, "key file %s: no secret key", path);
-    if (rc == 0 && secret && sec[0] && (st.st_mode & 077))
-        rc = gb_error_set(err, GB_EINVAL, "key file %s holds a secret key but is readable by "
-                          "others (mode %03o): chmod 600 it", path, (unsigned)(st.st_mode & 0777));
-    if (rc == 0) {
-        memcpy(public_key, pub, sizeof pub);
-        if (secret)
-            memcpy(secret, sec, sizeof sec);
-    }
-    explicit_bzero(sec, sizeof sec);
-    return rc;
-}
-
-int gb_curve_run_keys_create(const char *run_dir, gb_error *err)
-{
-    char dir[1024], path[1100];
-    int n = snprintf(dir, sizeof dir, "%s/%s", run_dir, GB_CURVE_KEYS_DIR);
-    if (n < 0 || (size_t)n >= sizeof dir)
-        return gb_error_set(err, GB_EINVAL, "run directory path too long");
-    if (mkdir(dir, 0700) != 0)
-        return gb_error_errno(err, "mkdir %s", dir);
-    snprintf(path, sizeof path, "%s/server.key", dir);
-    int rc = gb_curve_keypair_write(path, NULL, err);
-    if (rc == 0) {
-        snprintf(path, sizeof path, "%s/client.key", dir);
-        rc = gb_curve_keypair_write(path, NULL, err);
-    }
-    return rc;
-}
-
-int gb_curve_run_keys_load(const char *keys_dir, gb_curve_keys *keys, gb_error *err)
-{
-    char path[1100];
-    memset(keys, 0, sizeof *keys);
-    snprintf(path, sizeof path, "%s/server.key", keys_dir);
-    int rc = gb_curve_keypair_read(path, keys->server_public, keys->server_secret, err);
-    if (rc == 0) {
-        snprintf(path, sizeof path, "%s/client.key", keys_dir);
-        rc = gb_curve_keypair_read(path, keys->client_public, keys->client_secret, err);
-    }
-    if (rc)
-        explicit_bzero(keys, sizeof *keys);
-    return rc;
-}
-
-int gb_curve_allow_list_read(const char *path, char (*keys)[GB_CURVE_KEY_Z85], int cap, int *n,
-                             gb_error *err)
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return errno == ENOENT ? gb_error_set(err, GB_ENOTFOUND, "allow-list %s: not found", path)
-                               : gb_error_errno(err, "open allow-list %s", path);
-    char line[256], key[GB_CURVE_KEY_Z85];
-    int rc = 0, lineno = 0;
-    *n = 0;
-    while (rc == 0 && fgets(line, sizeof line, f)) {
-        lineno++;
-        char *p = line;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p == '#' || *p == '\n' || *p == '\r' || *p == '\0' || key_line(p, "secret", key))
-            continue;
-        if (!key_line(p, "public", key)) {
-            size_t k = strcspn(p, " \t\r\n");
-            if (k >= GB_CURVE_KEY_Z85)
-                k = GB_CURVE_KEY_Z85 - 1;
-            memcpy(key, p, k);
-            key[k] = '\0';
-        }
-        if (!valid_z85_key(key))
-            rc = gb_error_set(err, GB_EINVAL, "allow-list %s:%d: not a Z85 public key "
-                              "(40 characters)", path, lineno);
-        else if (*n >= cap)
-            rc = gb_error_set(err, GB_EFULL, "allow-list %s: more than %d keys", path, cap);
-        else
-            memcpy(keys[(*n)++], key, sizeof key);
-    }
-    explicit_bzero(line, sizeof line);
-    fclose(f);
-    return rc;
-}
-
 /* ---- the context table and the ZAP handler ---- */
 
 struct gb_curve {
@@ -198,6 +34,9 @@ struct gb_curve {
     gb_curve_keys keys;
     uint8_t (*allowed)[32];
     int nallowed, allow_any;
+    gb_curve_ident *idents; /* a run's identities: their keys' User-Ids; ipc:// is PLAIN too */
+    uint8_t (*ident_keys)[32];
+    int nidents;
     void *zap; /* REP at ZAP_ENDPOINT; the handler thread's */
     pthread_t thread;
     int has_thread;
@@ -241,8 +80,56 @@ static int recv_frame(void *sock, char *buf, size_t cap, int *more)
     return (int)n;
 }
 
+/* The identity whose public key is key (32 bytes), or NULL. */
+static const char *identity_of_key(const gb_curve *c, const void *key)
+{
+    for (int i = 0; i < c->nidents; i++)
+        if (memcmp(c->ident_keys[i], key, 32) == 0)
+            return c->idents[i].name;
+    return NULL;
+}
+
+/* A PLAIN handshake (ipc:// in a run): the user name is an identity, the password that
+ * identity's secret key (Z85), proven by deriving its public key. Returns the identity or NULL
+ * with *why set. */
+static const char *plain_identity(const gb_curve *c, const char *user, const char *password,
+                                  int password_len, const char **why)
+{
+    char pub[GB_CURVE_KEY_Z85];
+    uint8_t bin[32];
+    *why = "PLAIN: unknown identity or a wrong token";
+    if (password_len != 40 || !gb_curve_key_valid(password) ||
+        zmq_curve_public(pub, password) != 0 || !zmq_z85_decode(bin, pub))
+        return NULL;
+    const char *name = identity_of_key(c, bin);
+    explicit_bzero(pub, sizeof pub);
+    return name && strcmp(name, user) == 0 ? name : NULL;
+}
+
+/* Answers whether the credentials of a ZAP request (frames 5..: mechanism, credentials) are
+ * allowed: the identity to answer as User-Id ("" for an allowed key that is no identity), or
+ * NULL with *why set. */
+static const char *zap_decide(const gb_curve *c, char (*f)[256], const int *len, int nf,
+                              const char **why)
+{
+    if (nf >= 7 && strcmp(f[5], "CURVE") == 0 && len[6] == 32) {
+        const char *name = identity_of_key(c, f[6]);
+        if (name)
+            return name;
+        *why = "client public key not allowed";
+        int ok = c->allow_any;
+        for (int i = 0; !ok && i < c->nallowed; i++)
+            ok = memcmp(c->allowed[i], f[6], 32) == 0;
+        return ok ? "" : NULL;
+    }
+    if (nf >= 8 && strcmp(f[5], "PLAIN") == 0 && c->nidents > 0)
+        return plain_identity(c, f[6], f[7], len[7], why);
+    *why = nf >= 6 ? "not a CURVE (tcp) or PLAIN (ipc) handshake" : "malformed ZAP request";
+    return NULL;
+}
+
 /* One ZAP request (RFC 27): version, request id, domain, address, identity, mechanism,
- * credentials; answered 200 for an allowed CURVE client key, else 400. */
+ * credentials; answered 200 with the sender's identity as User-Id (zap_decide), else 400. */
 static void zap_serve_one(gb_curve *c)
 {
     char f[8][256];
@@ -258,27 +145,22 @@ static void zap_serve_one(gb_curve *c)
     }
     if (nf < 2)
         return; /* nothing to answer to */
-    int ok = 0;
     const char *why = "malformed ZAP request";
-    if (nf >= 7 && strcmp(f[0], "1.0") == 0 && strcmp(f[5], "CURVE") == 0 && len[6] == 32) {
-        why = "client public key not allowed";
-        ok = c->allow_any;
-        for (int i = 0; !ok && i < c->nallowed; i++)
-            ok = memcmp(c->allowed[i], f[6], 32) == 0;
-    } else if (nf >= 6 && strcmp(f[5], "CURVE") != 0) {
-        why = "not a CURVE handshake";
-    }
-    if (ok)
+    const char *user = nf >= 7 && strcmp(f[0], "1.0") == 0 ? zap_decide(c, f, len, nf, &why)
+                                                           : NULL;
+    if (nf >= 8)
+        explicit_bzero(f[7], sizeof f[7]); /* a PLAIN password */
+    if (user)
         atomic_fetch_add(&c->accepted, 1);
     else
         count_refusal(c, why, nf >= 4 ? f[3] : NULL);
-    const char *status = ok ? "200" : "400", *text = ok ? "OK" : "refused";
+    const char *status = user ? "200" : "400", *text = user ? "OK" : "refused";
     zmq_send(c->zap, "1.0", 3, ZMQ_SNDMORE);
     zmq_send(c->zap, f[1], (size_t)(len[1] < 255 ? len[1] : 255), ZMQ_SNDMORE);
     zmq_send(c->zap, status, 3, ZMQ_SNDMORE);
     zmq_send(c->zap, text, strlen(text), ZMQ_SNDMORE);
-    zmq_send(c->zap, "", 0, ZMQ_SNDMORE); /* user id */
-    zmq_send(c->zap, "", 0, 0);           /* metadata */
+    zmq_send(c->zap, user ? user : "", user ? strlen(user) : 0, ZMQ_SNDMORE); /* User-Id */
+    zmq_send(c->zap, "", 0, 0);                                                /* metadata */
 }
 
 /* One event from a server socket's monitor: handshakes that failed before ZAP are refusals: a
@@ -303,7 +185,7 @@ static int monitor_event(gb_curve *c, void *mon)
         return 1;
     if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
         event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-        count_refusal(c, "CURVE handshake failed (no keys or a wrong server key)", NULL);
+        count_refusal(c, "handshake failed (no credentials, or a wrong server key)", NULL);
     return 0;
 }
 
@@ -352,6 +234,8 @@ static void curve_free(gb_curve *c)
         zmq_close(c->zap);
     explicit_bzero(&c->keys, sizeof c->keys);
     free(c->allowed);
+    free(c->idents);
+    free(c->ident_keys);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
@@ -364,14 +248,21 @@ int gb_curve_attach(gb_curve **out, void *zctx, const gb_curve_opts *o, gb_error
                             "libsodium): authenticated tcp is not available");
     const gb_curve_keys *k = o->keys;
     int serves = k->server_secret[0] != '\0';
-    if (!valid_z85_key(k->server_public) || (serves && !valid_z85_key(k->server_secret)) ||
-        (k->client_secret[0] && (!valid_z85_key(k->client_public) ||
-                                 !valid_z85_key(k->client_secret))))
+    if (!gb_curve_key_valid(k->server_public) ||
+        (serves && !gb_curve_key_valid(k->server_secret)) ||
+        (k->client_secret[0] && (!gb_curve_key_valid(k->client_public) ||
+                                 !gb_curve_key_valid(k->client_secret))))
         return gb_error_set(err, GB_EINVAL, "CURVE: a malformed key");
-    if (serves && !o->allow_any && o->nallowed <= 0)
+    if (serves && !o->allow_any && o->nallowed <= 0 && o->nidents <= 0)
         return gb_error_set(err, GB_EINVAL, "CURVE: a server needs the client keys it allows");
     gb_curve *c = calloc(1, sizeof *c);
-    if (!c || (o->nallowed > 0 && !(c->allowed = calloc((size_t)o->nallowed, 32)))) {
+    if (!c || (o->nallowed > 0 && !(c->allowed = calloc((size_t)o->nallowed, 32))) ||
+        (o->nidents > 0 && (!(c->idents = calloc((size_t)o->nidents, sizeof *c->idents)) ||
+                            !(c->ident_keys = calloc((size_t)o->nidents, 32))))) {
+        if (c) {
+            free(c->allowed);
+            free(c->idents);
+        }
         free(c);
         return gb_error_set(err, GB_ENOMEM, "CURVE: out of memory");
     }
@@ -381,10 +272,18 @@ int gb_curve_attach(gb_curve **out, void *zctx, const gb_curve_opts *o, gb_error
     pthread_mutex_init(&c->mu, NULL);
     int rc = 0;
     for (int i = 0; rc == 0 && i < o->nallowed; i++) {
-        if (!valid_z85_key(o->allowed[i]))
+        if (!gb_curve_key_valid(o->allowed[i]))
             rc = gb_error_set(err, GB_EINVAL, "CURVE: allowed client key %d is not a Z85 key", i);
         else
             zmq_z85_decode(c->allowed[c->nallowed++], o->allowed[i]);
+    }
+    for (int i = 0; rc == 0 && i < o->nidents; i++) {
+        if (!gb_curve_key_valid(o->idents[i].public_key) || !o->idents[i].name[0])
+            rc = gb_error_set(err, GB_EINVAL, "CURVE: identity %d has no name or a bad key", i);
+        else {
+            c->idents[c->nidents] = o->idents[i];
+            zmq_z85_decode(c->ident_keys[c->nidents++], o->idents[i].public_key);
+        }
     }
     pthread_mutex_lock(&table_mu);
     int slot = -1;
@@ -417,59 +316,6 @@ int gb_curve_attach(gb_curve **out, void *zctx, const gb_curve_opts *o, gb_error
     }
     *out = c;
     return 0;
-}
-
-int gb_curve_run_attach(gb_curve **out, void *zctx, const char *keys_dir, gb_error *err)
-{
-    gb_curve_keys keys;
-    *out = NULL;
-    int rc = gb_curve_run_keys_load(keys_dir, &keys, err);
-    if (rc == 0) {
-        const char *allowed[1] = {keys.client_public};
-        gb_curve_opts o = {.keys = &keys, .allowed = allowed, .nallowed = 1};
-        rc = gb_curve_attach(out, zctx, &o, err);
-    }
-    explicit_bzero(&keys, sizeof keys);
-    return rc;
-}
-
-int gb_curve_server_attach(gb_curve **out, void *zctx, const char *key_file,
-                           const char *allow_file, char *public_out, gb_error *err)
-{
-    gb_curve_keys keys = {0};
-    char (*allowed)[GB_CURVE_KEY_Z85] = NULL;
-    const char **ptrs = NULL;
-    int n = 0;
-    *out = NULL;
-    int rc = gb_curve_keypair_read(key_file, keys.server_public, keys.server_secret, err);
-    if (rc == GB_ENOTFOUND) {
-        rc = gb_curve_keypair_write(key_file, NULL, err);
-        if (rc == 0) {
-            GB_INFO("created the server key pair %s (mode 0600)", key_file);
-            rc = gb_curve_keypair_read(key_file, keys.server_public, keys.server_secret, err);
-        }
-    }
-    if (rc == 0 && allow_file && allow_file[0]) {
-        allowed = calloc(GB_CURVE_MAX_ALLOWED, sizeof *allowed);
-        ptrs = calloc(GB_CURVE_MAX_ALLOWED, sizeof *ptrs);
-        rc = allowed && ptrs ? gb_curve_allow_list_read(allow_file, allowed,
-                                                        GB_CURVE_MAX_ALLOWED, &n, err)
-                             : gb_error_set(err, GB_ENOMEM, "CURVE: out of memory");
-        if (rc == 0 && n == 0)
-            rc = gb_error_set(err, GB_EINVAL, "allow-list %s: no key", allow_file);
-        for (int i = 0; rc == 0 && i < n; i++)
-            ptrs[i] = allowed[i];
-    }
-    if (rc == 0) {
-        gb_curve_opts o = {.keys = &keys, .allowed = ptrs, .nallowed = n, .allow_any = n == 0};
-        rc = gb_curve_attach(out, zctx, &o, err);
-    }
-    if (rc == 0 && public_out)
-        memcpy(public_out, keys.server_public, GB_CURVE_KEY_Z85);
-    explicit_bzero(&keys, sizeof keys);
-    free(allowed);
-    free(ptrs);
-    return rc;
 }
 
 void gb_curve_detach(gb_curve *c)
@@ -540,10 +386,22 @@ static int watch_handshakes(gb_curve *c, void *sock)
     return 0;
 }
 
+static int is_ipc(const char *endpoint) { return strncmp(endpoint, "ipc://", 6) == 0; }
+
+/* The ZAP domain, enforced: a server whose handler is gone refuses everyone. */
+static int zap_enforced(void *sock)
+{
+    int one = 1;
+    return zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, ZAP_DOMAIN, strlen(ZAP_DOMAIN)) != 0 ||
+                   zmq_setsockopt(sock, ZMQ_ZAP_ENFORCE_DOMAIN, &one, sizeof one) != 0
+               ? -1
+               : 0;
+}
+
 static int bind_secured(void *zctx, void *sock, const char *endpoint, int watch)
 {
-    gb_curve *c = is_tcp(endpoint) ? gb_curve_of(zctx) : NULL;
-    if (c) {
+    gb_curve *c = gb_curve_of(zctx);
+    if (c && is_tcp(endpoint)) {
         int one = 1;
         if (!c->keys.server_secret[0]) {
             errno = EINVAL; /* a client-only context cannot serve over CURVE */
@@ -551,9 +409,13 @@ static int bind_secured(void *zctx, void *sock, const char *endpoint, int watch)
         }
         if (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
             zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, c->keys.server_secret, 40) != 0 ||
-            zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, ZAP_DOMAIN, strlen(ZAP_DOMAIN)) != 0 ||
-            zmq_setsockopt(sock, ZMQ_ZAP_ENFORCE_DOMAIN, &one, sizeof one) != 0 ||
-            (watch && watch_handshakes(c, sock) != 0))
+            zap_enforced(sock) != 0 || (watch && watch_handshakes(c, sock) != 0))
+            return -1;
+    } else if (c && c->nidents > 0 && is_ipc(endpoint)) {
+        /* PLAIN: the handshake names the identity and proves it; messages go as they are */
+        int one = 1;
+        if (zmq_setsockopt(sock, ZMQ_PLAIN_SERVER, &one, sizeof one) != 0 ||
+            zap_enforced(sock) != 0 || (watch && watch_handshakes(c, sock) != 0))
             return -1;
     }
     return zmq_bind(sock, endpoint);
@@ -573,13 +435,13 @@ void gb_curve_note_failed_handshake(void *zctx)
 {
     gb_curve *c = gb_curve_of(zctx);
     if (c)
-        count_refusal(c, "CURVE handshake failed (no keys or a wrong server key)", NULL);
+        count_refusal(c, "handshake failed (no credentials, or a wrong server key)", NULL);
 }
 
 int gb_curve_connect(void *zctx, void *sock, const char *endpoint)
 {
-    gb_curve *c = is_tcp(endpoint) ? gb_curve_of(zctx) : NULL;
-    if (c) {
+    gb_curve *c = gb_curve_of(zctx);
+    if (c && is_tcp(endpoint)) {
         if (!c->keys.client_secret[0]) {
             errno = EINVAL; /* a server-only context has no client key pair */
             return -1;
@@ -587,6 +449,15 @@ int gb_curve_connect(void *zctx, void *sock, const char *endpoint)
         if (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, c->keys.server_public, 40) != 0 ||
             zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, c->keys.client_public, 40) != 0 ||
             zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, c->keys.client_secret, 40) != 0)
+            return -1;
+    } else if (c && c->nidents > 0 && is_ipc(endpoint)) {
+        if (!c->keys.client_secret[0] || !c->keys.identity[0]) {
+            errno = EINVAL; /* no identity to speak as */
+            return -1;
+        }
+        if (zmq_setsockopt(sock, ZMQ_PLAIN_USERNAME, c->keys.identity,
+                           strlen(c->keys.identity)) != 0 ||
+            zmq_setsockopt(sock, ZMQ_PLAIN_PASSWORD, c->keys.client_secret, 40) != 0)
             return -1;
     }
     return zmq_connect(sock, endpoint);

@@ -5,7 +5,9 @@
  *          gb_curve_allow_list_read, gb_curve_attach, gb_curve_detach, gb_curve_of,
  *          gb_curve_refused, gb_curve_accepted, gb_curve_bind, gb_curve_connect,
  *          gb_curve_bind_monitored, gb_curve_note_failed_handshake,
- *          gb_curve_run_attach, gb_curve_server_attach
+ *          gb_curve_run_attach, gb_curve_server_attach, gb_curve_ident,
+ *          gb_curve_key_valid, gb_curve_identities_create, gb_curve_identities_read,
+ *          gb_curve_identity_attach, gb_curve_identity_file, gb_curve_keypair_save
  *
  * Security is a property of a ZeroMQ context: gb_curve_attach(zctx, keys) makes every tcp://
  * socket that a module binds or connects on zctx through gb_curve_bind / gb_curve_connect use
@@ -15,16 +17,31 @@
  * mechanism) peer or one with a wrong server key fails the handshake, one with an unknown client
  * key is refused by ZAP; both are counted (gb_curve_refused) and logged. Server sockets also set
  * ZMQ_ZAP_ENFORCE_DOMAIN, so a server whose ZAP handler is gone refuses everyone rather than
- * accepting anyone. ipc:// and inproc:// sockets, and every socket of a context not attached,
- * are plain: on one host the run directory's file permissions guard them. Failed handshakes are
+ * accepting anyone. inproc:// sockets, ipc:// ones of a context without identities (below), and
+ * every socket of a context not attached, are plain. Failed handshakes are
  * seen through a socket monitor on each secured server socket (zmq_socket_monitor). libzmq keeps
  * one monitor a socket: a module with its own monitor binds with gb_curve_bind_monitored and
  * reports the failed handshakes its monitor sees (gb_curve_note_failed_handshake).
  *
  * A run's keys: RUN_DIR/keys/ (0700) holds server.key and client.key (0600 each), each a text
- * file "public <Z85>\nsecret <Z85>\n" (40 characters each). A process started elsewhere (a remote
- * `gearbox join`) needs a copy of that folder; a data-server client needs the server's public
- * key and a key pair of its own whose public key the server allows. */
+ * file "public <Z85>\nsecret <Z85>\n" (40 characters each). A remote `gearbox join` needs copies
+ * of those two (client.key is the launcher's identity: it may look names up and ask for slots,
+ * and the run sends each slot its own pair); a data-server client needs the server's public key
+ * and a key pair of its own whose public key the server allows.
+ *
+ * Identities (a run's workers, issue 35): the launcher mints one key pair a worker,
+ * RUN_DIR/keys/<role>-<index>.key (0600), and lists every identity with its public key in
+ * RUN_DIR/keys/identities ("launcher" is client.key). A worker attaches with its own pair
+ * (gb_curve_identity_attach), and the ZAP handler of every process of the run answers the
+ * identity whose key a client proved as the ZAP User-Id, so a receiver reads who sent a message
+ * with zmq_msg_gets(frame, "User-Id") (gb_wire_msg.peer) and checks it against what the message
+ * claims. On tcp:// the proof is the CURVE handshake. On ipc:// a context with identities uses
+ * ZeroMQ's PLAIN mechanism: user name the identity, password the identity's secret key (Z85),
+ * which the handler proves by deriving the public key it lists (zmq_curve_public); PLAIN costs
+ * the handshake only, nothing per message, and the password crosses a unix socket the kernel
+ * keeps between the two processes. The receiver does learn its clients' ipc passwords: on one
+ * host every process of the user can read the keys folder anyway; what the scheme stops is a
+ * worker, or a joined host, speaking as another. */
 #ifndef GB_RUNTIME_CURVE_H
 #define GB_RUNTIME_CURVE_H
 
@@ -35,13 +52,25 @@
 #define GB_CURVE_KEY_Z85 41 /* a Z85 key: 40 characters and the NUL */
 #define GB_CURVE_KEYS_DIR "keys"  /* under the run directory */
 #define GB_CURVE_MAX_ALLOWED 256  /* client public keys a ZAP handler accepts */
+#define GB_CURVE_ID_MAX 32        /* an identity: "<role>/<index>" or "launcher", and the NUL */
+#define GB_CURVE_LAUNCHER "launcher"
 
 typedef struct gb_curve_keys {
     char server_public[GB_CURVE_KEY_Z85];
     char server_secret[GB_CURVE_KEY_Z85]; /* "" in a process that serves nothing (a client) */
     char client_public[GB_CURVE_KEY_Z85]; /* "" in a process that connects to nothing */
     char client_secret[GB_CURVE_KEY_Z85];
+    char identity[GB_CURVE_ID_MAX]; /* the client pair's identity in a run ("" outside one) */
 } gb_curve_keys;
+
+/* One identity of a run: its name ("actor/3") and its key pair's public key. */
+typedef struct gb_curve_ident {
+    char name[GB_CURVE_ID_MAX];
+    char public_key[GB_CURVE_KEY_Z85];
+} gb_curve_ident;
+
+/* 1 when z is a 40-character Z85 key, else 0. */
+int gb_curve_key_valid(const char *z);
 
 /* 1 when this libzmq has CURVE (zmq_has("curve")), else 0. */
 int gb_curve_available(void);
@@ -50,6 +79,11 @@ int gb_curve_available(void);
  * O_EXCL). public_out (GB_CURVE_KEY_Z85 bytes) receives the public key when not NULL.
  * Returns 0, GB_EUNSUPPORTED (no CURVE in libzmq) or GB_ESYS. */
 int gb_curve_keypair_write(const char *path, char *public_out, gb_error *err);
+
+/* Writes the key pair (public_key, secret: Z85) to path, created 0600 (refused if it exists).
+ * Returns 0, GB_EINVAL (a malformed key) or GB_ESYS. */
+int gb_curve_keypair_save(const char *path, const char *public_key, const char *secret,
+                          gb_error *err);
 
 /* Reads a key file. secret may be NULL (only the public key is read; a file without a secret is
  * then fine). A file with a secret must not be readable by group or others (GB_EINVAL, saying to
@@ -77,6 +111,10 @@ typedef struct gb_curve_opts {
     int nallowed;
     int allow_any; /* 1: any client that knows the server's public key (encryption and server
                       authentication only; `gearbox serve` without an allow-list) */
+    const gb_curve_ident *idents; /* a run's identities (copied): a client proving one of these
+                                     keys is answered that name as User-Id; with any, ipc://
+                                     sockets use PLAIN */
+    int nidents;
 } gb_curve_opts;
 
 typedef struct gb_curve gb_curve;
@@ -100,6 +138,29 @@ int gb_curve_run_attach(gb_curve **out, void *zctx, const char *keys_dir, gb_err
  * gb_curve_keypair_write and gb_curve_attach. */
 int gb_curve_server_attach(gb_curve **out, void *zctx, const char *key_file,
                            const char *allow_file, char *public_out, gb_error *err);
+
+/* The file of identity's key pair in keys_dir ("actor/3": keys_dir/actor-3.key; "launcher":
+ * keys_dir/client.key) into out. Returns 0 or GB_EINVAL (too long, or a name with other than
+ * letters, digits, '/' and '_'). */
+int gb_curve_identity_file(const char *keys_dir, const char *identity, char *out, size_t cap,
+                           gb_error *err);
+
+/* Mints a key pair for each of names[0..n) that has none yet in run_dir/keys (a resume keeps
+ * them) and writes run_dir/keys/identities (all of them and "launcher": client.key), replacing
+ * it whole. Call after gb_curve_run_keys_create. Returns 0 or the codes of
+ * gb_curve_keypair_write/read and GB_ESYS. */
+int gb_curve_identities_create(const char *run_dir, const char *const *names, int n,
+                               gb_error *err);
+
+/* Reads keys_dir/identities into a new array (*out, the caller frees it) of *n. Returns 0,
+ * GB_ENOTFOUND, GB_EINVAL (a bad line: its number), GB_ENOMEM, GB_ESYS. */
+int gb_curve_identities_read(const char *keys_dir, gb_curve_ident **out, int *n, gb_error *err);
+
+/* A run's process speaking as identity (NULL: the launcher): the server pair (server.key; its
+ * secret only where the folder holds it), identity's own pair and the run's identities, attached
+ * to zctx (on ipc:// too: PLAIN). Returns 0 or the codes of the readers and gb_curve_attach. */
+int gb_curve_identity_attach(gb_curve **out, void *zctx, const char *keys_dir,
+                             const char *identity, gb_error *err);
 
 /* Stops the ZAP handler, closes its sockets and forgets the context. NULL is a no-op. */
 void gb_curve_detach(gb_curve *c);

@@ -98,6 +98,10 @@ int64_t gb_infer_request_rows(gb_infer_server *s, gb_wire_msg *m)
         snprintf(why, sizeof why, "request without tensors");
         goto bad;
     }
+    if (!gb_wire_peer_is(m, h->role, h->index)) { /* an actor asks as itself only (curve.h) */
+        snprintf(why, sizeof why, "sent by %s", m->peer);
+        goto bad;
+    }
     for (int t = 0; t < h->ntensors; t++)
         if (h->tensors[t].rank < 1 || h->tensors[t].shape[0] < 1 ||
             h->tensors[t].shape[0] != h->tensors[0].shape[0]) {

@@ -365,6 +365,14 @@ static int on_input(gb_param_service *s, gb_wire_msg *m, uint64_t now, gb_error 
     const gb_wire_schema *kind = param_stream_kind(m->hdr.type);
     gb_msg_param q = {0};
     gb_error e;
+    /* with identities (curve.h): a trainer publishes, as itself; another's message is refused
+     * without touching the version under way */
+    if (m->peer[0] && (strncmp(m->peer, "trainer/", 8) != 0 ||
+                       !gb_wire_peer_is(m, m->hdr.role, m->hdr.index))) {
+        reject(s, "parameters as %s %d sent by %s", gb_role_name(m->hdr.role), m->hdr.index,
+               m->peer);
+        return 0;
+    }
     if (!kind) {
         reject(s, "a %s message on the input", gb_msg_type_name(m->hdr.type));
         return 0;

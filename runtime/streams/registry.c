@@ -19,6 +19,7 @@ typedef struct reg_ent {
     char name[GB_REGISTRY_NAME_MAX];
     char endpoint[GB_REGISTRY_ENDPOINT_MAX];
     int role, index;
+    char owner[GB_WIRE_PEER_MAX]; /* the identity that registered it ("" without identities) */
     uint64_t expires_ns;
 } reg_ent;
 
@@ -160,8 +161,9 @@ static void note_rejected(gb_registry_server *s, const gb_wire_msg *m, const cha
 {
     s->rejected++;
     if (gb_log_due(s->rejected))
-        GB_WARN("registry: rejected a request from %s %d (%llu so far): %s",
-                gb_role_name(m->hdr.role), m->hdr.index, (unsigned long long)s->rejected, why);
+        GB_WARN("registry: rejected a request from %s %d%s%s (%llu so far): %s",
+                gb_role_name(m->hdr.role), m->hdr.index, m->peer[0] ? " sent by " : "", m->peer,
+                (unsigned long long)s->rejected, why);
 }
 
 static int cmp_ent(const void *a, const void *b)
@@ -182,6 +184,40 @@ static void refuse(gb_wire_header *h, int code, const char *fmt, ...)
     h->status = code;
 }
 
+/* With identities (m->peer set, curve.h): may the sender register name, which entry i (-1: none)
+ * holds now? A worker registers names under its own "<role>/<index>/" only (a relay, whose
+ * names are its host's, under "relay/"), never re-points a live name another identity holds,
+ * and holds at most GB_REGISTRY_MAX_PER_IDENTITY names. Returns 0, or a GB_E* code with the
+ * refusal said in h. */
+static int owner_check(const gb_registry_server *s, const gb_wire_msg *m, const char *name,
+                       int i, gb_wire_header *h)
+{
+    if (!m->peer[0])
+        return 0;
+    char prefix[GB_WIRE_PEER_MAX + 1];
+    int relay = strncmp(m->peer, "relay/", 6) == 0;
+    snprintf(prefix, sizeof prefix, "%s/", relay ? "relay" : m->peer);
+    if (strncmp(name, prefix, strlen(prefix)) != 0) {
+        refuse(h, GB_EINVAL, "register: %s may register names under '%s' only, not '%s'",
+               m->peer, prefix, name);
+        return GB_EINVAL;
+    }
+    if (i >= 0 && strcmp(s->ents[i].owner, m->peer) != 0) {
+        refuse(h, GB_EINVAL, "register: '%s' is held by %s until it expires", name,
+               s->ents[i].owner);
+        return GB_EINVAL;
+    }
+    int held = 0;
+    for (int k = 0; i < 0 && k < s->n; k++)
+        held += strcmp(s->ents[k].owner, m->peer) == 0;
+    if (held >= GB_REGISTRY_MAX_PER_IDENTITY) {
+        refuse(h, GB_EFULL, "register: %s holds %d names already (the most one worker may)",
+               m->peer, held);
+        return GB_EFULL;
+    }
+    return 0;
+}
+
 static void on_register(gb_registry_server *s, const gb_wire_msg *m, gb_wire_header *h,
                         uint64_t now)
 {
@@ -196,6 +232,8 @@ static void on_register(gb_registry_server *s, const gb_wire_msg *m, gb_wire_hea
     }
     int64_t ttl = q.ttl_ms < s->max_ttl_ms ? q.ttl_ms : s->max_ttl_ms;
     int i = find(s, name);
+    if (owner_check(s, m, name, i, h))
+        return;
     if (i < 0 && s->n == GB_REGISTRY_MAX_ENTRIES) {
         refuse(h, GB_EFULL, "registry full (%d names)", s->n);
         return;
@@ -208,6 +246,7 @@ static void on_register(gb_registry_server *s, const gb_wire_msg *m, gb_wire_hea
     reg_ent *ent = &s->ents[i];
     memcpy(ent->name, name, sizeof name);
     memcpy(ent->endpoint, ep, sizeof ep);
+    memcpy(ent->owner, m->peer, sizeof ent->owner);
     ent->role = m->hdr.role;
     ent->index = m->hdr.index;
     ent->expires_ns = now + (uint64_t)ttl * 1000000ULL;
@@ -225,6 +264,10 @@ static void on_unregister(gb_registry_server *s, const gb_wire_msg *m, gb_wire_h
     int i = find(s, name);
     if (i < 0) {
         refuse(h, GB_ENOTFOUND, "unregister: no such name");
+        return;
+    }
+    if (m->peer[0] && strcmp(s->ents[i].owner, m->peer) != 0) {
+        refuse(h, GB_EINVAL, "unregister: '%s' is held by %s", name, s->ents[i].owner);
         return;
     }
     remember(s, &s->ents[i]);
@@ -292,8 +335,10 @@ static void serve(gb_registry_server *s, gb_wire_msg *m, uint64_t now)
     default:
         refuse(h, GB_EPROTO, "registry: unexpected %s message", gb_msg_type_name(m->hdr.type));
     }
-    if (h->status == GB_EPROTO)
-        note_rejected(s, m, h->text);
+    if (h->status == GB_EPROTO || (m->peer[0] && (h->status == GB_EINVAL ||
+                                                  (h->status == GB_EFULL &&
+                                                   m->hdr.type == GB_MSG_REG_REGISTER))))
+        note_rejected(s, m, h->text); /* malformed, or beyond what the sender's identity may */
     gb_error e;
     if (gb_wire_send(s->sock, m->route, m->route_len, h, pl, ZMQ_DONTWAIT, &e))
         GB_DEBUG("registry: reply not sent: %s", e.msg);
@@ -307,14 +352,16 @@ static int grant(gb_wire_header *h, gb_wire_payload *pl, const gb_registry_join_
     int rc = gb_wire_schema_write(&gb_schema_reg_joined, &joined, h, err);
     if (rc)
         return rc;
-    const char *strs[3] = {r->config, r->metrics, r->run};
-    const char *names[3] = {"config", "metrics", "run"};
-    for (int i = 0; i < 3; i++) {
-        int64_t n = (int64_t)(i == 0 ? r->config_len : strlen(strs[i]));
-        gb_wire_set_tensor(&h->tensors[i], names[i], GB_DTYPE_UINT8, 1, &n, NULL);
+    const char *strs[5] = {r->config, r->metrics, r->run, r->key, r->identities};
+    const char *names[5] = {"config", "metrics", "run", "key", "identities"};
+    int n = r->key[0] && r->identities ? 5 : 3; /* the slot's credential, in a run with them */
+    for (int i = 0; i < n; i++) {
+        int64_t len = (int64_t)(i == 0 ? r->config_len : i == 4 ? r->identities_len
+                                                                : strlen(strs[i]));
+        gb_wire_set_tensor(&h->tensors[i], names[i], GB_DTYPE_UINT8, 1, &len, NULL);
         pl[i].data = strs[i];
     }
-    h->ntensors = 3;
+    h->ntensors = n;
     return 0;
 }
 
@@ -325,7 +372,7 @@ static void serve_join(gb_registry_server *s, const gb_wire_msg *m)
     gb_wire_header *h = &s->hdr;
     gb_wire_header_init(h, GB_MSG_REG_REPLY, GB_ROLE_LAUNCHER, 0);
     h->seq = m->hdr.seq;
-    gb_wire_payload pl[3] = {{0}, {0}, {0}};
+    gb_wire_payload pl[5] = {{0}, {0}, {0}, {0}, {0}};
     gb_registry_join_reply r = {0};
     gb_msg_reg_join q;
     gb_error e;
@@ -373,8 +420,9 @@ int gb_registry_server_poll(gb_registry_server *s, int timeout_ms, gb_error *err
             serve_join(s, &s->msg);
         else if (s->msg.hdr.type != GB_MSG_RUN_WATCH || !s->runctl)
             serve(s, &s->msg, gb_now_ns());
-        else if (gb_runctl_server_handle(s->runctl, s->sock, &s->msg) != 0)
-            note_rejected(s, &s->msg, "a malformed run-control watch");
+        else if ((rc = gb_runctl_server_handle(s->runctl, s->sock, &s->msg)) != 0)
+            note_rejected(s, &s->msg, rc == GB_EINVAL ? "a run-control watch as another worker"
+                                                      : "a malformed run-control watch");
         gb_wire_msg_release(&s->msg);
     }
     if (s->runctl)

@@ -23,6 +23,7 @@
 #define GB_REGISTRY_NAME_MAX 128
 #define GB_REGISTRY_ENDPOINT_MAX 256
 #define GB_REGISTRY_MAX_ENTRIES 4096
+#define GB_REGISTRY_MAX_PER_IDENTITY 64 /* live names one worker may hold (with identities) */
 
 typedef struct gb_registry_entry {
     char name[GB_REGISTRY_NAME_MAX];
@@ -40,6 +41,12 @@ typedef struct gb_registry_join_reply {
     const char *config; /* the run's resolved config (YAML); server: the launcher's (kept
                            alive while the server runs); client: malloc'd, see _free */
     size_t config_len;
+    /* a run that gives its workers identities (runtime/streams/curve.h): the slot's own key
+       pair (the text of its key file) and the run's identities (keys/identities' text; server:
+       the launcher's, kept alive; client: malloc'd, see _free); "" and NULL otherwise */
+    char key[256];
+    const char *identities;
+    size_t identities_len;
 } gb_registry_join_reply;
 
 /* The launcher's answer to a join for role (called on the registry's thread): fills out (not
@@ -79,7 +86,9 @@ int gb_registry_server_run(gb_registry_server *s, const atomic_int *stop, gb_err
  * writes: call them from that thread or after gb_registry_server_run returned. */
 int gb_registry_server_count(const gb_registry_server *s);
 
-/* Malformed requests seen. */
+/* Requests rejected: malformed, or (with identities, curve.h) beyond what the sender's
+ * identity may: a name outside its own "<role>/<index>/", a live name another identity holds, more
+ * than GB_REGISTRY_MAX_PER_IDENTITY names, a run-control watch as another worker. */
 uint64_t gb_registry_server_rejected(const gb_registry_server *s);
 
 /* ---- client (a worker) ----------------------------------------------------------------------- */

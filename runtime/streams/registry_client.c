@@ -410,6 +410,23 @@ int gb_registry_join(gb_registry_client *c, int role, gb_registry_join_reply *ou
     text[v.bytes] = '\0';
     out->config = text;
     out->config_len = v.bytes;
+    int ik = gb_wire_msg_find(m, "key"), ii = gb_wire_msg_find(m, "identities");
+    if (ik >= 0 && ii >= 0) { /* the slot's own credential (curve.h) */
+        if ((rc = gb_wire_msg_text(m, "key", out->key, sizeof out->key, 0, err))) {
+            gb_registry_join_reply_free(out);
+            return gb_error_prefix(err, "registry: malformed join reply");
+        }
+        gb_tensor_view iv = gb_wire_msg_tensor(m, ii);
+        char *ids = malloc(iv.bytes + 1);
+        if (!ids) {
+            gb_registry_join_reply_free(out);
+            return gb_error_set(err, GB_ENOMEM, "registry client: out of memory");
+        }
+        memcpy(ids, iv.data, iv.bytes);
+        ids[iv.bytes] = '\0';
+        out->identities = ids;
+        out->identities_len = iv.bytes;
+    }
     out->index = (int)joined.index;
     out->incarnation = (int)joined.incarnation;
     return 0;
@@ -419,4 +436,7 @@ void gb_registry_join_reply_free(gb_registry_join_reply *r)
 {
     free((char *)r->config);
     r->config = NULL;
+    free((char *)r->identities);
+    r->identities = NULL;
+    explicit_bzero(r->key, sizeof r->key);
 }

@@ -156,6 +156,10 @@ int gb_runctl_server_handle(gb_runctl_server *s, void *sock, const gb_wire_msg *
         answer(s, sock, m->route, m->route_len, q->seq, GB_EPROTO, e.msg);
         return GB_EPROTO;
     }
+    if (!gb_wire_peer_is(m, q->role, q->index)) { /* a worker confirms as itself only */
+        answer(s, sock, m->route, m->route_len, q->seq, GB_EINVAL, "a watch as another worker");
+        return GB_EINVAL;
+    }
     confirm(s, q->role, q->index, (int)watch.confirmed);
     if (watch.known != atomic_load(&s->state)) {
         answer(s, sock, m->route, m->route_len, q->seq, 0, "");

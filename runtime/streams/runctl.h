@@ -95,8 +95,9 @@ int gb_runctl_server_confirmed(const gb_runctl_server *s, int role, gb_run_state
 /* For the thread that owns the ROUTER socket `sock` (the registry's): handles one
  * GB_MSG_RUN_WATCH message (a gb_wire_msg with its route) and, in gb_runctl_server_tick
  * (call it after every poll), answers the held watches once the state moved or they are
- * GB_RUNCTL_HOLD_MS old. A malformed watch is answered with GB_EPROTO; returns 0 or GB_EPROTO
- * (for the caller's rejected count). */
+ * GB_RUNCTL_HOLD_MS old. A malformed watch is answered with GB_EPROTO, one from a worker
+ * speaking as another (its proven identity, gb_wire_peer_is) with GB_EINVAL; returns 0 or that
+ * code (for the caller's rejected count). */
 struct gb_wire_msg;
 int gb_runctl_server_handle(gb_runctl_server *s, void *sock, const struct gb_wire_msg *m);
 void gb_runctl_server_tick(gb_runctl_server *s, void *sock);

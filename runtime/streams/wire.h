@@ -162,11 +162,15 @@ typedef struct gb_wire_payload {
  * is not is copied once, into this message's arena when it fits (no allocation), else into a
  * malloc'd block. Large frames, the ones that matter for speed, arrive in their own
  * allocation and are read in place. */
+#define GB_WIRE_PEER_MAX 32
+
 typedef struct gb_wire_msg {
     gb_wire_header hdr;
     unsigned char route[GB_WIRE_ROUTE_MAX]; /* routing identity (ROUTER receive), else empty */
     size_t route_len;
     int delimited; /* a REQ peer's empty delimiter frame followed the identity (gb_wire_reply) */
+    char peer[GB_WIRE_PEER_MAX]; /* the sender's proven identity (ZAP User-Id: "actor/3"), ""
+                                    on a socket without identities (curve.h) */
     int nframes; /* tensor frames held (== hdr.ntensors after a successful receive) */
     zmq_msg_t frames[GB_WIRE_MAX_TENSORS];
     const void *data[GB_WIRE_MAX_TENSORS]; /* each view's bytes (frame or realigned copy) */
@@ -179,6 +183,11 @@ typedef struct gb_tensor_view {
     const void *data; /* in the ZeroMQ frame (or its realigned copy); aligned to the dtype */
     size_t bytes;
 } gb_tensor_view;
+
+/* 1 when m came from worker (role, index) as its sender proved (m->peer, the ZAP User-Id
+ * "actor/3"), or from a socket without identities (m->peer ""); 0 when another identity sent
+ * it. A receiver rejects and counts what fails this, like any malformed message. */
+int gb_wire_peer_is(const gb_wire_msg *m, int role, int index);
 
 const char *gb_role_name(int role);     /* "actor", ...; "invalid" when out of range */
 int gb_role_from_name(const char *name); /* gb_role_name's inverse; GB_ROLE_NONE when unknown */

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #ifdef __GLIBC__
 #include <malloc.h> /* malloc_trim */
@@ -130,6 +131,7 @@ void gb_wire_msg_init(gb_wire_msg *m)
     m->nframes = 0;
     m->route_len = 0;
     m->delimited = 0;
+    m->peer[0] = '\0';
     m->hdr.type = 0;
     m->hdr.ntensors = 0;
 }
@@ -254,6 +256,7 @@ int gb_wire_recv(void *sock, gb_wire_msg *m, int routed, int flags, gb_error *er
     gb_wire_msg_release(m);
     m->route_len = 0;
     m->delimited = 0;
+    m->peer[0] = '\0';
     m->hdr.type = 0;
     m->hdr.ntensors = 0;
     zmq_msg_init(&head);
@@ -287,6 +290,8 @@ int gb_wire_recv(void *sock, gb_wire_msg *m, int routed, int flags, gb_error *er
         }
     }
     int more = zmq_msg_more(&head);
+    const char *user = zmq_msg_gets(&head, "User-Id");
+    snprintf(m->peer, sizeof m->peer, "%s", user ? user : "");
     rc = gb_wire_decode_header(zmq_msg_data(&head), zmq_msg_size(&head), &m->hdr, err);
     zmq_msg_close(&head);
     if (rc) {
@@ -370,4 +375,13 @@ int gb_wire_set_max_frame(void *sock, uint64_t largest_frame, gb_error *err)
     if (zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max, sizeof max) != 0)
         return gb_wire_zmq_error(err, "ZMQ_MAXMSGSIZE");
     return 0;
+}
+
+int gb_wire_peer_is(const gb_wire_msg *m, int role, int index)
+{
+    if (!m->peer[0])
+        return 1;
+    char want[GB_WIRE_PEER_MAX];
+    snprintf(want, sizeof want, "%s/%d", gb_role_name(role), index);
+    return strcmp(m->peer, want) == 0;
 }

@@ -248,6 +248,9 @@ static const gb_wire_tensor_spec reg_joined_tensors[] = {
     TEXT_TENSOR("config", 1, "the run's resolved config (YAML)"),
     TEXT_TENSOR("metrics", 1, "the launcher's metrics endpoint"),
     TEXT_TENSOR("run", 1, "the run's identity (its run directory)"),
+    TEXT_TENSOR("key", 0, "the slot's own key pair, \"<public> <secret>\" (Z85), in a run with "
+                "identities"),
+    TEXT_TENSOR("identities", 0, "the run's identities and their public keys (keys/identities)"),
 };
 
 const gb_wire_schema gb_schema_reg_joined = {

@@ -23,7 +23,9 @@
  *       for 2 rows of actions as an actor would: without a state, with a state one float too
  *       wide, with a float64 state (each must be refused: GB_EPROTO), then with a well-formed
  *       state (answered with action, logp and the rows' next state, float32 [2, STATE_SIZE],
- *       finite, not all zeros). Exit 0 when all four went so. */
+ *       finite, not all zeros). Exit 0 when all four went so.
+ * forge and infer prove actor 0's identity (or GB_TEST_AS's) with GB_TEST_KEYS=RUN_DIR/keys
+ * (test_as.h): the run's workers refuse a process without a worker's credential. */
 #include "replay/formats/dataset.h"
 #include "runtime/streams/chunk.h"
 #include "runtime/base/clock.h"
@@ -32,6 +34,7 @@
 #include "runtime/streams/registry.h"
 #include "runtime/streams/sample_stream.h"
 #include "runtime/streams/wire.h"
+#include "test_as.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +53,7 @@ static void *raw_push(void *ctx, const char *ep, void **monitor)
         *monitor = zmq_socket(ctx, ZMQ_PAIR);
         zmq_connect(*monitor, "inproc://probe-monitor");
     }
-    if (zmq_connect(s, ep) != 0) {
+    if (gb_curve_connect(ctx, s, ep) != 0) { /* with the credential of test_as.h, if any */
         fprintf(stderr, "probe: connect %s: %s\n", ep, zmq_strerror(zmq_errno()));
         exit(1);
     }
@@ -86,6 +89,7 @@ static int forge(const char *ep, long long T, long long obs_dim, int actors)
 {
     gb_error err = {0};
     void *ctx = zmq_ctx_new();
+    gb_curve *as = test_as_attach(ctx, "actor/0");
     int failed = 0;
 
     /* garbage: one frame that is no wire header */
@@ -148,6 +152,7 @@ static int forge(const char *ep, long long T, long long obs_dim, int actors)
     int zero = 0;
     zmq_setsockopt(big, ZMQ_LINGER, &zero, sizeof zero);
     zmq_close(big);
+    test_as_detach(as);
     zmq_ctx_term(ctx);
     return failed || !dropped;
 }
@@ -206,6 +211,8 @@ static int lookup(const char *registry, const char *name, const char *keys_dir)
     gb_registry_client_opts o = {registry, 10000, 0, 60000, GB_ROLE_CLIENT, 0};
     char ep[GB_REGISTRY_ENDPOINT_MAX];
     int rc = keys_dir ? gb_curve_run_attach(&curve, ctx, keys_dir, &err) : 0;
+    if (!keys_dir)
+        curve = test_as_attach(ctx, "actor/0"); /* a worker's credential (ipc), if given */
     if (rc == 0)
         rc = gb_registry_client_open(&c, ctx, &o, &err);
     if (rc == 0)
@@ -307,6 +314,7 @@ static int infer(const char *ep, long long obs_dim, long long S)
     }
     gb_error err = {0};
     void *ctx = zmq_ctx_new();
+    gb_curve *as = test_as_attach(ctx, "actor/0");
     const char *eps[1] = {ep};
     gb_infer_client_opts o = {.endpoints = eps, .n_endpoints = 1, .timeout_ms = 10000,
                               .role = GB_ROLE_ACTOR, .index = 0};
@@ -352,6 +360,7 @@ static int infer(const char *ep, long long obs_dim, long long S)
     failed |= !ok;
     gb_wire_msg_release(&reply);
     gb_infer_client_close(c);
+    test_as_detach(as);
     zmq_ctx_term(ctx);
     return failed;
 }

@@ -22,7 +22,7 @@ core=(--set policy.model.core=lstm --set policy.model.core_size=8) # S = 16
 launcher=$!
 wait_for_log "$run/logs/actor-0.log" "actor: " 60 || fail "the run did not start"
 [ -S "$run/sockets/policy-0-inference" ] || fail "no policy inference socket in $run/sockets"
-"$probe" infer "ipc://$run/sockets/policy-0-inference" 2 16 ||
+GB_TEST_KEYS="$run/keys" "$probe" infer "ipc://$run/sockets/policy-0-inference" 2 16 ||
   fail "the policy worker took a request it must refuse, or answered a good one without its state"
 # a policy worker killed mid-run holds no state: the launcher restarts it and the actors go on
 # with theirs (the run still exits 0 below, and trains after the restart)

@@ -27,7 +27,9 @@ T=$(actors_key chunk_len) count=$(actors_key count) join_max=$(actors_key join_m
 [ -n "$T" ] && [ -n "$count" ] && [ -n "$join_max" ] ||
   fail "no actors.chunk_len/count/join_max in $run/config.yaml"
 actors=$((count + join_max))
-"$probe" forge "$ep" "$T" 4 "$actors" || fail "the probe could not send everything, or the trainer kept the oversized frame's connection"
+# as actor 0 (its own credential: the run refuses a process without one, run_forged_identity.sh)
+GB_TEST_KEYS="$run/keys" "$probe" forge "$ep" "$T" 4 "$actors" ||
+  fail "the probe could not send everything, or the trainer kept the oversized frame's connection"
 wait "$launcher"; status=$?
 tail -3 "$work/out.log"
 s="$run/summary.json"
@@ -38,7 +40,7 @@ echo "exit $status, $reason, $rejected messages rejected"
 [ "$reason" = max_seconds ] || fail "exit_reason $reason"
 [ "$rejected" -ge 3 ] || fail "the trainer counted $rejected rejected messages, expected >= 3"
 [ "$(json_get "$s" train_steps)" -gt 0 ] || fail "no training"
-grep -q "refused a sample from actor $actors" "$run/logs/trainer-0.log" ||
+grep -qE "refused a (sample from|chunk as) actor $actors" "$run/logs/trainer-0.log" ||
   fail "the trainer did not say it refused the forged chunk"
 check_ledger "$s"
 [ -z "$(run_processes "$run")" ] || fail "workers still running after the run ended"

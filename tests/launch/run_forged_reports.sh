@@ -32,6 +32,9 @@ met="ipc://$run/sockets/metrics" samples="ipc://$run/sockets/trainer-0-samples"
 [ -S "$run/sockets/trainer-0-samples" ] || fail "no trainer sample socket in $run/sockets"
 T=$(awk '/^[a-z]/ {s = $1} s == "actors:" && $1 == "chunk_len:" {print $2}' "$run/config.yaml")
 [ -n "$T" ] || fail "no actors.chunk_len in $run/config.yaml"
+# each claim is made by the worker it names, with its own credential (test_as.h): a worker lying
+# about itself (one speaking as another: run_forged_identity.sh)
+export GB_TEST_KEYS="$run/keys"
 "$forger" report "$met" actor 1 7 0 0 0 env_steps=1 || fail "could not send the report"
 "$forger" report "$met" actor 0 0 100 500 500 || fail "could not send the report"
 "$forger" report "$met" actor 0 0 0 0 0 chunks_sent=-1e18 env_steps_sent=nan ||

@@ -74,7 +74,7 @@ start_run() {
   registry=$(cat "$work/$name/registry")
   run_keys=$work/$name/keys
   local end=$((SECONDS + 10))
-  while [ ! -s "$run_keys/client.key" ]; do
+  while [ ! -s "$run_keys/identities" ]; do
     [ $SECONDS -lt $end ] || fail "$name: no CURVE keys in $run_keys (tcp runs use CURVE)"
     sleep 0.1
   done
@@ -83,9 +83,11 @@ start_run() {
 }
 
 # join NAME HOST ROLE COUNT: `gearbox join` on HOST (pid in $joined), with its own copy of the
-# run's CURVE keys, as a user copies RUN_DIR/keys to another machine.
+# run's server and join keys, as a user copies them to another machine: the run sends each slot
+# its own key pair (the joined host holds no other worker's)
 join() {
-  rm -rf "$work/keys-$1"; cp -a "$run_keys" "$work/keys-$1"
+  rm -rf "$work/keys-$1"; mkdir -m 700 "$work/keys-$1"
+  cp -p "$run_keys/server.key" "$run_keys/client.key" "$work/keys-$1/"
   (on "$2" "$gearbox" join "$registry" --role "$3" --count "$4" --keys "$work/keys-$1" \
     > "$work/$1.log" 2>&1) &
   joined=$!; pids+=("$joined")

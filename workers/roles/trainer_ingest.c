@@ -75,8 +75,10 @@ static int check_chunk(trainer *t, const gb_wire_msg *m, int *row)
 {
     /* the run's actors, and those that joined it beyond its count (gearbox join) */
     int64_t actors = t->w->cfg->actors.count + t->w->cfg->actors.join_max;
+    /* sent by the actor it names, as its connection proved (the ZAP User-Id, curve.h) */
+    int self = gb_wire_peer_is(m, GB_ROLE_ACTOR, m->hdr.index);
     int ok = m->hdr.role == GB_ROLE_ACTOR && m->hdr.index >= 0 && m->hdr.index < actors &&
-             gb_chunk_matches(&t->layout, m->hdr.tensors, m->hdr.ntensors);
+             self && gb_chunk_matches(&t->layout, m->hdr.tensors, m->hdr.ntensors);
     const void *cols[GB_CHUNK_NCOLS];
     gb_chunk_scan sc;
     const char *bad = NULL;
@@ -98,7 +100,11 @@ static int check_chunk(trainer *t, const gb_wire_msg *m, int *row)
         return 0;
     }
     long long k = atomic_fetch_add(&t->rejected_chunks, 1) + 1;
-    if (gb_log_due((uint64_t)k) && bad)
+    if (gb_log_due((uint64_t)k) && !self)
+        GB_WARN("trainer: refused a chunk as %s %d sent by %s: an actor sends as itself only "
+                "(%lld refused chunks so far; chunks_rejected)", gb_role_name(m->hdr.role),
+                m->hdr.index, m->peer, k);
+    else if (gb_log_due((uint64_t)k) && bad)
         GB_WARN("trainer: refused a chunk from actor %d: a '%s' value beyond the run's bounds "
                 "(trainer.chunk_guard, the action space; %lld refused chunks so far; "
                 "chunks_rejected)", m->hdr.index, bad, k);
