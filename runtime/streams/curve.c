@@ -27,6 +27,12 @@
 
 int gb_curve_available(void) { return zmq_has("curve") ? 1 : 0; }
 
+int gb_curve_key_valid(const char *z)
+{
+    uint8_t bin[32];
+    return strlen(z) == 40 && zmq_z85_decode(bin, z) != NULL;
+}
+
 /* ---- the context table and the ZAP handler ---- */
 
 struct gb_curve {

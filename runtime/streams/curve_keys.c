@@ -15,12 +15,6 @@
 
 /* ---- key files ---- */
 
-int gb_curve_key_valid(const char *z)
-{
-    uint8_t bin[32];
-    return strlen(z) == 40 && zmq_z85_decode(bin, z) != NULL;
-}
-
 int gb_curve_keypair_save(const char *path, const char *public_key, const char *secret,
                           gb_error *err)
 {
