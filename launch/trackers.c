@@ -151,7 +151,8 @@ int gb_trackers_check(const gb_config *cfg, const gb_config_marks *marks, gb_err
     python_path(cfg, py, sizeof py);
     const char *key = cfg->experiment.trackers_python[0] ? "experiment.trackers_python"
                                                          : "experiment.trackers";
-    const char *argv[5 + GB_TRACKERS_MAX] = {py, "-m", "gearbox.follow", "--probe"}; /* NULL-ended */
+    /* NULL-ended */
+    const char *argv[5 + GB_TRACKERS_MAX] = {py, "-m", "gearbox.follow", "--probe"};
     for (int i = 0; i < tr->n; i++)
         argv[4 + i] = tracker_names[tr->v[i]];
     int fds[2] = {-1, -1}, devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
