@@ -1,4 +1,4 @@
-/* launch/cmd_join.c: `gearbox join REGISTRY_ENDPOINT --role actor|policy [--count K]
+/* launch/cmd_join.c: `gearbox join REGISTRY_ENDPOINT --role actor|policy|trainer [--count K]
  * [--interface ADDR]`: workers on this host join a run that a launcher on another host is
  * running. Each asks the run's registry for a slot (launch/joins.h), which answers with its
  * index and the run's resolved config, metrics endpoint and identity: nothing is read from the
@@ -12,6 +12,7 @@
 #include "launch/validate.h"
 
 #include "runtime/config/config.h"
+#include "runtime/run/rundir.h"
 #include "runtime/streams/curve.h"
 #include "runtime/streams/endpoint.h"
 #include "runtime/streams/registry.h"
@@ -43,8 +44,8 @@ static void on_join_signal(int sig) { atomic_store(&join_signal, sig); }
 static void join_usage(FILE *out)
 {
     fprintf(out,
-            "usage: gearbox join REGISTRY_ENDPOINT --role actor|policy [--count K]\n"
-            "                    [--interface ADDR] [--keys DIR]\n\n"
+            "usage: gearbox join REGISTRY_ENDPOINT --role actor|policy|trainer [--count K]\n"
+            "                    [--interface ADDR] [--keys DIR] [--dir DIR]\n\n"
             "Starts K workers (default 1) on this host that join a running run: they get the\n"
             "run's config and their slots from its registry (the launcher prints the endpoint,\n"
             "e.g. tcp://10.1.0.1:40125, and writes it to RUN_DIR/registry), report to its\n"
@@ -55,6 +56,10 @@ static void join_usage(FILE *out)
             "                       (policy.local < policy.count); with parameters.relay\n"
             "                       per_host this host's parameter relay joins with them\n"
             "                       (one `gearbox join --role policy` a host: use --count)\n"
+            "  --role trainer       trainers fill the slots trainer.local left (trainer 0 is\n"
+            "                       the launcher's); they must join within\n"
+            "                       trainer.rendezvous.timeout_s of the run's start, and a\n"
+            "                       joined trainer stays to the end (the run needs every one)\n"
             "  --count K            how many workers to start (default 1)\n"
             "  --interface ADDR     address (or interface name) this host's workers bind and\n"
             "                       publish; default: the address this host reaches the\n"
@@ -63,7 +68,10 @@ static void join_usage(FILE *out)
             "                       and client.key (a tcp run uses CURVE by default: without\n"
             "                       them the registry does not answer); the run sends each\n"
             "                       slot its own key pair, kept in a private folder while the\n"
-            "                       workers run\n\n"
+            "                       workers run\n"
+            "  --dir DIR            trainers: where they keep their checkpoints and name their\n"
+            "                       replay's shared memory on this host (default\n"
+            "                       ./gearbox-join/<the run's folder name>)\n\n"
             "exit status: 0 when the workers stopped cleanly (the run ended, or they left on a\n"
             "signal), 1 when one failed or no slot was given, 2 usage error, or the run's\n"
             "config cannot run here (its environment, a policy worker's cuda device: the\n"
@@ -117,8 +125,9 @@ static int read_config(const gb_registry_join_reply *slot, int role, const char 
     if (rc == 0)
         rc = gb_config_finish(cfg, marks, err);
     /* with the messages `gearbox check` gives, before any worker starts here */
-    gb_validate_here here = role == GB_ROLE_POLICY ? GB_VALIDATE_JOIN_POLICY
-                                                   : GB_VALIDATE_JOIN_ACTOR;
+    gb_validate_here here = role == GB_ROLE_POLICY    ? GB_VALIDATE_JOIN_POLICY
+                            : role == GB_ROLE_TRAINER ? GB_VALIDATE_JOIN_TRAINER
+                                                      : GB_VALIDATE_JOIN_ACTOR;
     if (rc == 0 && role != GB_ROLE_RELAY)
         rc = gb_validate_check(cfg, marks, &here, err);
     gb_config_marks_free(marks);
@@ -209,11 +218,11 @@ static int wait_workers(pid_t *pids, int n)
 }
 
 typedef struct join_args {
-    const char *registry, *role_name, *interface, *keys;
+    const char *registry, *role_name, *interface, *keys, *dir;
     int count;
 } join_args;
 
-enum { OPT_ROLE = 256, OPT_COUNT, OPT_INTERFACE, OPT_KEYS };
+enum { OPT_ROLE = 256, OPT_COUNT, OPT_INTERFACE, OPT_KEYS, OPT_DIR };
 
 static int take_join(void *ctx, int opt, const char *arg)
 {
@@ -223,6 +232,7 @@ static int take_join(void *ctx, int opt, const char *arg)
     case OPT_COUNT: a->count = atoi(arg); return 0;
     case OPT_INTERFACE: a->interface = arg; return 0;
     case OPT_KEYS: a->keys = arg; return 0;
+    case OPT_DIR: a->dir = arg; return 0;
     case GB_CLI_POSITIONAL:
         if (!a->registry) {
             a->registry = arg;
@@ -244,15 +254,17 @@ static int parse_join(int argc, char **argv, join_args *a)
         {"count", required_argument, NULL, OPT_COUNT},
         {"interface", required_argument, NULL, OPT_INTERFACE},
         {"keys", required_argument, NULL, OPT_KEYS},
+        {"dir", required_argument, NULL, OPT_DIR},
         {NULL, 0, NULL, 0},
     };
     *a = (join_args){.count = 1};
     if (gb_cli_getopt(argc, argv, "", options, take_join, a) != 0)
         return GB_EXIT_USAGE;
     int role = a->role_name ? gb_role_from_name(a->role_name) : GB_ROLE_NONE;
-    if (!a->registry || (role != GB_ROLE_ACTOR && role != GB_ROLE_POLICY) || a->count < 1 ||
-        a->count > JOIN_MAX_COUNT) {
-        fprintf(stderr, "gearbox join: need REGISTRY_ENDPOINT, --role actor|policy and "
+    if (!a->registry ||
+        (role != GB_ROLE_ACTOR && role != GB_ROLE_POLICY && role != GB_ROLE_TRAINER) ||
+        a->count < 1 || a->count > JOIN_MAX_COUNT) {
+        fprintf(stderr, "gearbox join: need REGISTRY_ENDPOINT, --role actor|policy|trainer and "
                 "1 <= --count <= %d\n", JOIN_MAX_COUNT);
         join_usage(stderr);
         return GB_EXIT_USAGE;
@@ -323,15 +335,31 @@ static void drop_slot_keys(const char *dir)
     rmdir(dir);
 }
 
+/* Where trainers joined here keep their checkpoints and name their replay's shared memory:
+ * dir, else ./gearbox-join/<the run's folder name>; made (with its parents) when missing.
+ * Returns 0 or GB_EINVAL/GB_ESYS. */
+static int trainer_place(const char *dir, const char *run, char *out, size_t cap, gb_error *err)
+{
+    const char *base = strrchr(run, '/');
+    base = base ? base + 1 : run;
+    int n = dir ? snprintf(out, cap, "%s", dir) : snprintf(out, cap, "gearbox-join/%s", base);
+    if (n < 0 || (size_t)n >= cap || (!dir && !base[0]))
+        return gb_error_set(err, GB_EINVAL, "trainers' folder: no name from '%s'", run);
+    return gb_rundir_make_dirs(out, err);
+}
+
 /* Forks one process a slot (the relay's first, when there is one) running gb_worker_process
  * with the run's config, until all are started or this command is signalled. Returns how many
  * were started (their pids in pids). */
 static int start_workers(const join_args *a, const gb_config *cfg,
                          const gb_registry_join_reply *slots, int relay, const char *keys,
-                         pid_t *pids)
+                         const char *trainer_dir, pid_t *pids)
 {
-    /* the run directory is the launcher's: only a worker on its host (ipc) uses it */
-    const char *run_dir = cfg->streams.transport == GB_TRANSPORT_IPC ? slots[0].run : NULL;
+    /* the run directory is the launcher's: only a worker on its host (ipc) uses it; trainers
+     * here keep theirs in trainer_dir */
+    const char *run_dir = cfg->streams.transport == GB_TRANSPORT_IPC ? slots[0].run
+                          : trainer_dir[0]                           ? trainer_dir
+                                                                     : NULL;
     pid_t parent = getpid();
     int started = 0, count = a->count, total = count + relay;
     for (; started < total && !atomic_load(&join_signal); started++) {
@@ -411,8 +439,12 @@ int gb_cmd_join(int argc, char **argv)
     for (int i = 0; i < count + relay; i++)
         roles[i] = i < count ? a.role_name : "relay";
     int total = count + relay, started = 0;
-    if (slot_keys(a.keys, slots, total, roles, keys, sizeof keys, &err) == 0)
-        started = start_workers(&a, &cfg, slots, relay, keys[0] ? keys : a.keys, pids);
+    static char trainer_dir[2048];
+    if (slot_keys(a.keys, slots, total, roles, keys, sizeof keys, &err) == 0 &&
+        (role != GB_ROLE_TRAINER ||
+         trainer_place(a.dir, slots[0].run, trainer_dir, sizeof trainer_dir, &err) == 0))
+        started = start_workers(&a, &cfg, slots, relay, keys[0] ? keys : a.keys, trainer_dir,
+                                pids);
     else
         fprintf(stderr, "gearbox join: %s\n", err.msg);
     int failed = wait_workers(pids, started);

@@ -10,8 +10,12 @@
 
 int64_t gb_joins_local(const gb_config *cfg, int role)
 {
-    const int64_t count = role == GB_ROLE_ACTOR ? cfg->actors.count : cfg->policy.count;
-    const int64_t local = role == GB_ROLE_ACTOR ? cfg->actors.local : cfg->policy.local;
+    const int64_t count = role == GB_ROLE_ACTOR    ? cfg->actors.count
+                          : role == GB_ROLE_POLICY ? cfg->policy.count
+                                                   : cfg->trainer.count;
+    const int64_t local = role == GB_ROLE_ACTOR    ? cfg->actors.local
+                          : role == GB_ROLE_POLICY ? cfg->policy.local
+                                                   : cfg->trainer.local;
     return local < 0 ? count : local;
 }
 
@@ -55,6 +59,8 @@ int gb_joins_init(gb_joins *j, const gb_config *cfg, const char *metrics_ep, con
     j->actor_end = cfg->actors.count + cfg->actors.join_max;
     j->policy_next = gb_joins_local(cfg, GB_ROLE_POLICY);
     j->policy_end = cfg->policy.count;
+    j->trainer_next = gb_joins_local(cfg, GB_ROLE_TRAINER);
+    j->trainer_end = cfg->trainer.count;
     j->relay_next = 1; /* relay 0 is the launcher's */
     j->relay_end = gb_joins_relays(cfg);
     pthread_mutex_init(&j->lock, NULL);
@@ -99,25 +105,28 @@ static int slot_key(const gb_joins *j, int role, gb_registry_join_reply *out, ch
 int gb_joins_answer(void *arg, int role, gb_registry_join_reply *out, char *why, size_t cap)
 {
     gb_joins *j = arg;
-    if (role != GB_ROLE_ACTOR && role != GB_ROLE_POLICY &&
+    if (role != GB_ROLE_ACTOR && role != GB_ROLE_POLICY && role != GB_ROLE_TRAINER &&
         !(role == GB_ROLE_RELAY && j->relay_end > 0)) {
-        snprintf(why, cap, "only actors, policy workers and (with parameters.relay per_host) "
-                 "their hosts' relays join a run, not %s", gb_role_name(role));
+        snprintf(why, cap, "only actors, policy workers, trainers and (with parameters.relay "
+                 "per_host) their hosts' relays join a run, not %s", gb_role_name(role));
         return GB_EINVAL;
     }
     pthread_mutex_lock(&j->lock);
-    int64_t *next = role == GB_ROLE_ACTOR    ? &j->actor_next
-                    : role == GB_ROLE_POLICY ? &j->policy_next
-                                             : &j->relay_next;
-    int64_t end = role == GB_ROLE_ACTOR ? j->actor_end
-                  : role == GB_ROLE_POLICY ? j->policy_end
-                                           : j->relay_end;
+    int64_t *next = role == GB_ROLE_ACTOR     ? &j->actor_next
+                    : role == GB_ROLE_POLICY  ? &j->policy_next
+                    : role == GB_ROLE_TRAINER ? &j->trainer_next
+                                              : &j->relay_next;
+    int64_t end = role == GB_ROLE_ACTOR     ? j->actor_end
+                  : role == GB_ROLE_POLICY  ? j->policy_end
+                  : role == GB_ROLE_TRAINER ? j->trainer_end
+                                            : j->relay_end;
     int rc = 0;
     if (*next >= end) {
         snprintf(why, cap, "no %s slot left: all %lld are taken (%s)", gb_role_name(role),
-                 (long long)end, role == GB_ROLE_ACTOR    ? "actors.count + actors.join_max"
-                                 : role == GB_ROLE_POLICY ? "policy.count"
-                                                          : "1 + policy.count relays");
+                 (long long)end, role == GB_ROLE_ACTOR     ? "actors.count + actors.join_max"
+                                 : role == GB_ROLE_POLICY  ? "policy.count"
+                                 : role == GB_ROLE_TRAINER ? "trainer.count"
+                                                           : "1 + policy.count relays");
         rc = GB_EFULL;
     } else {
         out->index = (int)(*next)++;

@@ -3,8 +3,8 @@
  * registry's thread (runtime/streams/registry.h, gb_registry_join_fn).
  * defines: gb_joins, gb_joins_init, gb_joins_answer, gb_joins_free, gb_joins_local
  *
- * Slots: role R has count workers; the launcher starts the first `R.local` itself (all when
- * -1) and the joiners fill the rest in order. Once those are taken, actors (never policy
+ * Slots: role R (actors, policy workers, trainers) has count workers; the launcher starts the
+ * first `R.local` itself (all when -1) and the joiners fill the rest in order. Once those are taken, actors (never policy
  * workers, whose number the actors' load balancing fixes) get slots beyond count, up to
  * actors.join_max, each used once: a joiner's index is never reused, so the trainers' ledger and
  * the metrics per actor process stay exact. A joined worker that leaves keeps its slot (its
@@ -32,13 +32,14 @@ typedef struct gb_joins {
     char run[GB_REGISTRY_ENDPOINT_MAX];
     int64_t actor_next, actor_end;   /* next free actor slot; end: count + join_max */
     int64_t policy_next, policy_end; /* next free policy slot; end: count */
+    int64_t trainer_next, trainer_end; /* next free trainer slot; end: count */
     int64_t relay_next, relay_end;   /* per_host relays: 1 .. policy.count; none without */
     int64_t joined;                  /* workers that joined so far */
     char *identities; /* RUN_DIR/keys/identities' text (a run with identities), else NULL */
     size_t identities_len;
 } gb_joins;
 
-/* How many workers of role (GB_ROLE_ACTOR/POLICY) the launcher starts itself. */
+/* How many workers of role (GB_ROLE_ACTOR/POLICY/TRAINER) the launcher starts itself. */
 int64_t gb_joins_local(const gb_config *cfg, int role);
 
 /* Relay indexes a run may have (0 the launcher's, then one per joining host): the metrics

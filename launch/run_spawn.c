@@ -52,7 +52,7 @@ int gb_run_spawn(const gb_run_spawn_opts *o, gb_error *err)
     static const int roles[] = {GB_ROLE_PARAMS, GB_ROLE_RELAY, GB_ROLE_TRAINER,
                                 GB_ROLE_POLICY, GB_ROLE_ACTOR};
     static const char *const names[] = {"params", "relay", "trainer", "policy", "actor"};
-    const int64_t count[] = {1, o->relays, cfg->trainer.count,
+    const int64_t count[] = {1, o->relays, gb_joins_local(cfg, GB_ROLE_TRAINER),
                              gb_joins_local(cfg, GB_ROLE_POLICY),
                              gb_joins_local(cfg, GB_ROLE_ACTOR)};
     for (int r = 0; r < (int)(sizeof roles / sizeof roles[0]); r++) {
@@ -64,6 +64,7 @@ int gb_run_spawn(const gb_run_spawn_opts *o, gb_error *err)
     GB_INFO("started %lld actors x %lld envs, %lld policy, %lld trainer workers and the "
             "parameter service%s", (long long)gb_joins_local(cfg, GB_ROLE_ACTOR),
             (long long)cfg->actors.envs_per_actor, (long long)gb_joins_local(cfg, GB_ROLE_POLICY),
-            (long long)cfg->trainer.count, o->job ? " as steps of the slurm job" : "");
+            (long long)gb_joins_local(cfg, GB_ROLE_TRAINER),
+            o->job ? " as steps of the slurm job" : "");
     return 0;
 }

@@ -382,8 +382,8 @@ static int check_pending(gb_slurm_job *j, char *said, size_t cap, gb_error *err)
                         j->cfg->launch.slurm.partition, fix);
 }
 
-/* Follows salloc's log until the job is granted (then, for per_host relays on several nodes,
- * reads its nodes' names), salloc ends, or *interrupted. Returns 0, GB_ESYS or GB_EINTR. */
+/* Follows salloc's log until the job is granted (then, for per_host relays or several trainers
+ * on several nodes, reads its nodes' names), salloc ends, or *interrupted. Returns 0, GB_ESYS or GB_EINTR. */
 static int wait_granted(gb_slurm_job *j, atomic_int *interrupted, gb_error *err)
 {
     const gb_config *cfg = j->cfg;
@@ -395,8 +395,10 @@ static int wait_granted(gb_slurm_job *j, atomic_int *interrupted, gb_error *err)
         if (granted) {
             GB_INFO("slurm job %lld (%s) granted: watch it with `squeue -j %lld`, its steps "
                     "with `squeue -s -j %lld`", j->id, j->name, j->id, j->id);
-            /* per_host relays on several nodes: one a node, so the nodes' names */
-            return cfg->launch.slurm.nodes > 1 && cfg->parameters.relay == GB_RELAY_PER_HOST
+            /* per_host relays (one a node) or several trainers (spread over them) on several
+             * nodes: the nodes' names */
+            return cfg->launch.slurm.nodes > 1 && (cfg->parameters.relay == GB_RELAY_PER_HOST ||
+                                                   cfg->trainer.count > 1)
                        ? job_nodes(j, err)
                        : 0;
         }
@@ -472,6 +474,10 @@ int gb_slurm_step_argv(const gb_slurm_job *j, const char *role, int index,
         PUSHF("--nodelist=%s", node);
         PUSHF("--export=ALL,GEARBOX_HOST=%s", node);
     }
+    /* several trainers on several nodes: trainer i on node i mod nodes (their replay shards
+     * and learning spread over the job's machines, not wherever Slurm packs them) */
+    if (j->nnodes > 1 && j->cfg->trainer.count > 1 && strcmp(role, "trainer") == 0)
+        PUSHF("--nodelist=%s", j->nodes[index % j->nnodes]);
     PUSHF("--cpus-per-task=%lld", (long long)sr->cpus);
     if (sr->gpus)
         PUSHF("--gpus=%lld", (long long)sr->gpus);

@@ -167,7 +167,8 @@ int gb_validate_check(gb_config *cfg, const gb_config_marks *marks, void *arg, g
     else if (here == GB_VALIDATE_RUN && cfg->launch.mode == GB_LAUNCH_INLINE)
         policy_here = 0; /* inline acts with the learner's own model */
     else if (here != GB_VALIDATE_RUN)
-        trainer_here = -1, policy_here = here == GB_VALIDATE_JOIN_POLICY;
+        trainer_here = here == GB_VALIDATE_JOIN_TRAINER ? 1 : -1,
+        policy_here = here == GB_VALIDATE_JOIN_POLICY;
     rc = check_devices(cfg, marks, trainer_here, policy_here, err);
     /* a TorchScript model's outputs against the environment's spaces, before any worker */
     if (rc == 0 && here != GB_VALIDATE_JOIN_ACTOR)

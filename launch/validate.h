@@ -29,6 +29,7 @@ typedef enum gb_validate_here {
                                 workers on Slurm's nodes (only the build is checked for cuda) */
     GB_VALIDATE_JOIN_ACTOR,  /* actors joining a run: its environment */
     GB_VALIDATE_JOIN_POLICY, /* policy workers joining: the environment and policy.device */
+    GB_VALIDATE_JOIN_TRAINER, /* trainers joining: the environment and trainer.device */
 } gb_validate_here;
 
 /* gb_config_check_fn (runtime/config/config.h) with arg a gb_validate_here * (NULL:

@@ -65,7 +65,7 @@ typedef enum { GB_TRANSPORT_IPC = 0, GB_TRANSPORT_TCP = 1 } gb_transport;
 typedef enum { GB_CURVE_AUTO = 0, GB_CURVE_ON = 1, GB_CURVE_OFF = 2 } gb_curve_mode;
 /* Several trainers: where each trains from (workers/roles/shards.h), and how they meet. */
 typedef enum { GB_SELECTION_LOCAL = 0, GB_SELECTION_GLOBAL = 1 } gb_selection;
-typedef enum { GB_STORE_FILE = 0, GB_STORE_TCP = 1 } gb_store_kind;
+typedef enum { GB_STORE_FILE = 0, GB_STORE_TCP = 1, GB_STORE_REGISTRY = 2 } gb_store_kind;
 /* parameters.relay: how policy workers get parameters (runtime/streams/params.h,
  * workers/roles/param_relay.c) */
 typedef enum { GB_RELAY_NONE = 0, GB_RELAY_PER_HOST = 1 } gb_relay_mode;
@@ -234,7 +234,8 @@ typedef struct gb_config_replay {
 } gb_config_replay;
 
 typedef struct gb_config_rendezvous {
-    int store;                     /* gb_store_kind: file (in the run directory) or tcp */
+    int store; /* gb_store_kind: file (in the run directory), tcp (host:port) or registry (trainer
+                  0's TCP store on its streams address, found through the registry) */
     char host[GB_CONFIG_NAME_MAX]; /* tcp: trainer 0's address; also every trainer's Gloo address */
     int64_t port;                  /* tcp: trainer 0's store port */
     double timeout_s;              /* the rendezvous and every collective */
@@ -250,6 +251,7 @@ typedef struct gb_config_chunk_guard {
 
 typedef struct gb_config_trainer {
     int64_t count;
+    int64_t local; /* how many of count the launcher starts itself (-1: all); the rest join */
     int device;  /* gb_device */
     int collect;  /* gb_collect_mode (device cuda) */
     int prefetch; /* gb_prefetch_mode */

@@ -169,6 +169,37 @@ static int check_replay(const gb_config *cfg, const gb_config_marks *marks, gb_e
     return 0;
 }
 
+/* Trainers that join from other hosts (trainer.local < count): trainer 0 stays beside the
+ * launcher (it publishes the parameters and writes the checkpoints evaluations play), the others
+ * reach the run over tcp and meet at a store they can reach (not a file in the run directory,
+ * which another host does not see). */
+static int check_trainer_hosts(const gb_config *cfg, const gb_config_marks *marks, gb_error *err)
+{
+    const gb_config_trainer *tr = &cfg->trainer;
+    if (tr->local > tr->count)
+        return fail_key(marks, "trainer.local", err, "must not exceed trainer.count (%lld), got "
+                        "%lld", (long long)tr->count, (long long)tr->local);
+    if (tr->local == 0)
+        return fail_key(marks, "trainer.local", err,
+                        "trainer 0 runs beside the launcher (it publishes the parameters and "
+                        "writes the checkpoints evaluations play): at least 1, or -1 for all");
+    if (tr->local < 0 || tr->local == tr->count)
+        return 0;
+    if (cfg->launch.mode != GB_LAUNCH_LOCAL)
+        return fail_key(marks, "trainer.local", err,
+                        "trainers join a run of launch.mode local (gearbox join); on Slurm the "
+                        "job's nodes hold them (launch.slurm.nodes)");
+    if (cfg->streams.transport != GB_TRANSPORT_TCP)
+        return fail_key(marks, "trainer.local", err,
+                        "trainers on other hosts reach the run over tcp: set streams.transport "
+                        "tcp (and streams.interface)");
+    if (tr->rendezvous.store == GB_STORE_FILE)
+        return fail_key(marks, "trainer.rendezvous.store", err,
+                        "a file in the run directory cannot be reached from the hosts that "
+                        "trainers join from: use registry (or tcp with trainer 0's address)");
+    return 0;
+}
+
 /* The trainers: batch split, evaluations, counts, devices, prefetch, rendezvous. */
 static int check_trainer(const gb_config *cfg, const gb_config_marks *marks, gb_error *err)
 {
@@ -208,7 +239,7 @@ static int check_trainer(const gb_config *cfg, const gb_config_marks *marks, gb_
     if (tr->count > 1 && tr->rendezvous.store == GB_STORE_TCP && tr->rendezvous.port == 0)
         return fail_key(marks, "trainer.rendezvous.port", err,
                         "trainer.rendezvous.store is tcp, so trainer 0 needs a port to listen on");
-    return 0;
+    return check_trainer_hosts(cfg, marks, err);
 }
 
 /* The policy workers' model and precision. */

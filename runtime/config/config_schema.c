@@ -44,7 +44,7 @@ static const char *const target_updates[] = {"hard", "polyak", NULL};
 static const char *const transports[] = {"ipc", "tcp", NULL};
 static const char *const curve_modes[] = {"auto", "on", "off", NULL};
 static const char *const selections[] = {"local", "global", NULL};
-static const char *const stores[] = {"file", "tcp", NULL};
+static const char *const stores[] = {"file", "tcp", "registry", NULL};
 static const char *const relay_modes[] = {"none", "per_host", NULL};
 static const char *const launch_modes[] = {"local", "slurm", "inline", NULL};
 static const char *const progress_modes[] = {"auto", "line", "plain", "off", NULL};
@@ -187,6 +187,10 @@ const gb_config_field gb_config_fields[] = {
         "that many steps)"),
 
     INT("trainer.count", trainer.count, "1", 1, 1024, "trainer worker processes"),
+    INT("trainer.local", trainer.local, "-1", -1, 1024,
+        "trainers the launcher starts itself (-1: all; at least 1: trainer 0 runs beside the "
+        "launcher); the rest of count join from other hosts (gearbox join --role trainer) "
+        "within trainer.rendezvous.timeout_s of the run's start"),
     ENUM("trainer.device", trainer.device, "cpu", devices, "where training runs"),
     ENUM("trainer.collect", trainer.collect, "gpu_zero_copy", collect_modes,
          "device cuda: how the chosen rows reach the GPU: gpu_zero_copy (GEAR's path: selection "
@@ -223,11 +227,15 @@ const gb_config_field gb_config_fields[] = {
           "it, before the environment's clipping) is refused (samples.rejected); discrete "
           "actions are checked against the action space"),
     ENUM("trainer.rendezvous.store", trainer.rendezvous.store, "file", stores,
-         "several trainers meet through a file in the run directory or trainer 0's TCP store"),
+         "several trainers meet through a file in the run directory (one host, or a shared "
+         "filesystem), trainer 0's TCP store at host:port, or (registry) trainer 0's TCP store "
+         "on its streams.interface address, found through the run's registry: trainers on "
+         "several hosts (trainer.local, gearbox join --role trainer)"),
     STR("trainer.rendezvous.host", trainer.rendezvous.host, "127.0.0.1",
-        "tcp store: trainer 0's address; the address the trainers' collectives use"),
+        "tcp store: trainer 0's address; on one host (streams.transport ipc) also the address "
+        "the trainers' collectives use (over tcp each trainer's streams.interface address)"),
     INT("trainer.rendezvous.port", trainer.rendezvous.port, "0", 0, 65535,
-        "tcp store: trainer 0's port (required with store: tcp)"),
+        "tcp store: trainer 0's port (required with store: tcp); registry: 0 = any free port"),
     FLOAT("trainer.rendezvous.timeout_s", trainer.rendezvous.timeout_s, "30", 0.1, 86400,
           "several trainers: the rendezvous and every collective wait at most this long"),
     ENUM("trainer.algorithm.name", trainer.algorithm.name, NULL, algorithms, "algorithm"),

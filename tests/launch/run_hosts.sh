@@ -14,84 +14,19 @@
 set -u
 gearbox=$1 config=$2 work=$3
 . "$(dirname "$0")/run_lib.sh"
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
-ip netns list > /dev/null 2>&1 || { echo "SKIP: no 'ip netns'"; exit 77; }
+. "$(dirname "$0")/netns_lib.sh"
 rm -rf "$work"; mkdir -p "$work"
+netns_hosts "h1 h2 h3 h4"
 
-suffix=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
-pre=gbn$suffix
-net=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
-bridge_ns=$pre-br
-hosts="h1 h2 h3 h4"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  for h in $hosts; do ip netns del "$pre-$h" 2>/dev/null; done
-  ip netns del "$bridge_ns" 2>/dev/null
-}
-trap cleanup EXIT
-
-# The bridge lives in a namespace of its own: nothing is added to this machine's network.
-# a container without CAP_NET_ADMIN has `ip` but cannot make namespaces: nothing to test there
-ip netns add "$bridge_ns" 2> "$work/netns.err" ||
-  { echo "SKIP: cannot create network namespaces: $(cat "$work/netns.err")"; exit 77; }
-ip -n "$bridge_ns" link add br0 type bridge || fail "bridge"
-ip -n "$bridge_ns" link set br0 up
-ip -n "$bridge_ns" link set lo up
-i=0
-for h in $hosts; do
-  i=$((i + 1))
-  ns=$pre-$h
-  ip netns add "$ns" || fail "ip netns add $ns"
-  ip -n "$bridge_ns" link add "p$i" type veth peer name eth0 netns "$ns" || fail "veth $h"
-  ip -n "$bridge_ns" link set "p$i" master br0 up
-  ip -n "$ns" addr add "$net.$i/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-done
-echo "hosts: $pre-{h1..h4} on $net.0/24"
-
-# on HOST CMD...: runs CMD in HOST's namespace as this (sub)shell's process itself (exec), so
-# that $! of `on ... &` is CMD's pid: signals reach it, not a shell around it.
-# Each namespace has its host's name for gearbox (GEARBOX_HOST: the per_host relays' key; the
-# namespaces share this machine's hostname).
-on() { local h=$1; shift; exec ip netns exec "$pre-$h" env GEARBOX_HOST="$h" "$@"; }
-
-# start_run NAME [--set ...]: the launcher on h1 (pid in $launcher), its registry in $registry.
+# start_run NAME [--set ...]: the launcher on h1 (netns_lib.sh), starting no actor or policy
+# worker itself
 start_run() {
   local name=$1; shift
-  (on h1 "$gearbox" run "$config" --run-dir "$work/$name" --set streams.transport=tcp \
-    --set streams.interface="$net.1" --set actors.local=0 --set policy.local=0 \
-    --set actors.count=2 --set launch.progress=plain --set experiment.metrics_interval_s=0.5 "$@" \
-    > "$work/$name.log" 2>&1) &
-  launcher=$!; pids+=("$launcher")
-  local end=$((SECONDS + 20))
-  while [ ! -s "$work/$name/registry" ]; do
-    [ $SECONDS -lt $end ] && kill -0 "$launcher" 2>/dev/null ||
-      { tail -20 "$work/$name.log"; fail "$name: no registry endpoint in $work/$name/registry"; }
-    sleep 0.1
-  done
-  registry=$(cat "$work/$name/registry")
-  run_keys=$work/$name/keys
-  local end=$((SECONDS + 10))
-  while [ ! -s "$run_keys/identities" ]; do
-    [ $SECONDS -lt $end ] || fail "$name: no CURVE keys in $run_keys (tcp runs use CURVE)"
-    sleep 0.1
-  done
-  echo "$name: registry $registry"
-  case "$registry" in tcp://$net.1:*) ;; *) fail "registry endpoint $registry is not on h1's $net.1" ;; esac
+  netns_start_run "$name" h1 --set actors.local=0 --set policy.local=0 --set actors.count=2 "$@"
 }
 
-# join NAME HOST ROLE COUNT: `gearbox join` on HOST (pid in $joined), with its own copy of the
-# run's server and join keys, as a user copies them to another machine: the run sends each slot
-# its own key pair (the joined host holds no other worker's)
-join() {
-  rm -rf "$work/keys-$1"; mkdir -m 700 "$work/keys-$1"
-  cp -p "$run_keys/server.key" "$run_keys/client.key" "$work/keys-$1/"
-  (on "$2" "$gearbox" join "$registry" --role "$3" --count "$4" --keys "$work/keys-$1" \
-    > "$work/$1.log" 2>&1) &
-  joined=$!; pids+=("$joined")
-}
+# join NAME HOST ROLE COUNT (netns_lib.sh)
+join() { netns_join "$@"; }
 
 # ---- run A: solves over tcp, roles on three hosts ----------------------------------------------
 # parameters through a relay a host (parameters.relay per_host): the launcher's on h1, and

@@ -15,7 +15,7 @@
 # Every namespace has eth0 on the bridge: streams.interface=eth0 names an interface every "host"
 # has, as it would on a cluster. Then:
 #  (a) CartPole PPO with launch.slurm.nodes=NODES, parameters.relay=per_host, policy.count=NODES
-#      solves; squeue -s showed steps on more than one node, one relay step per node
+#      and two trainers (trainer k on node k mod NODES, data-parallel over the network) solves; squeue -s showed steps on more than one node, one relay step per node
 #      (relay-<k> on the k-th node); every policy worker subscribed to its own node's relay;
 #      the parameter service sent each version once per relay (its bytes per version = NODES x
 #      the blob: its last log line and the relays'), with CURVE on (tcp's default);
@@ -146,7 +146,9 @@ node_of() { echo "gbn$(($1 + 1))"; } # node k of the allocation (Slurm lists gbn
 
 # --- (a) PPO solves over NODES nodes, one relay step on each --------------------------------------
 start=$SECONDS
-launch "$work/solve" --set launch.progress=plain > "$work/solve.log" 2>&1 &
+launch "$work/solve" --set launch.progress=plain --set trainer.count=2 \
+  --set trainer.replay.min_size=16 --set trainer.replay.capacity=16 \
+  --set trainer.checksum_every=4 > "$work/solve.log" 2>&1 &
 launcher=$!
 seen=""
 while kill -0 "$launcher" 2>/dev/null; do
@@ -179,6 +181,21 @@ for k in $(seq 0 $((nodes - 1))); do
     fail "(a) policy-$k did not subscribe to $node's relay:" \
       "$(grep 'parameters from' "$logs/policy-$k.log")"
 done
+# the two trainers: trainer k on node k (trainer i on node i mod nodes), each with its
+# collectives on its own node's address, met through a file store on the shared run directory,
+# and their replicas stayed equal
+for k in 0 1; do
+  node=$(node_of $((k % nodes)))
+  grep -qx "trainer-$k $node" <<< "$steps" || fail "(a) squeue -s never showed trainer-$k on $node"
+  grep -q "rank $k of 2 trainers (file rendezvous at .*, collectives on $net\.$((k % nodes + 2))," \
+    "$logs/trainer-$k.log" ||
+    fail "(a) trainer-$k's collectives not on $node's address: $(grep rank "$logs/trainer-$k.log")"
+  grep -o "step [0-9]* parameter checksum [0-9a-f]*" "$logs/trainer-$k.log" > "$work/sums-$k"
+done
+[ "$(wc -l < "$work/sums-0")" -ge 2 ] && cmp -s "$work/sums-0" "$work/sums-1" ||
+  fail "(a) the trainers' parameter checksums differ or are missing"
+echo "(a) trainers on $(node_of 0) and $(node_of $((1 % nodes))): parameters equal at" \
+  "$(wc -l < "$work/sums-0") checks"
 # each version left the parameter service once a relay: its subscribers were the NODES relays
 # (every policy worker took its node's relay), and its bytes per version are NODES x the blob a
 # relay sends its one policy worker per version

@@ -13,8 +13,10 @@
 #include "runtime/streams/wire.h"
 #include "workers/roles/acting.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define EPISODE_REPORT_S 0.05 /* the longest finished episodes wait before they are reported */
 
@@ -174,42 +176,48 @@ static void free_list(char **l, int n)
     free(l);
 }
 
-/* Looks up every endpoint under prefix (waiting for `count` of them) whose name ends in
- * suffix. *out is the caller's (free_list). */
+/* Looks up every endpoint under prefix whose name ends in suffix, waiting up to timeout_ms for
+ * `count` of them (other names under prefix, like trainer 0's rendezvous, do not count). *out
+ * is the caller's (free_list). */
 static int lookup_all(gb_worker *w, const char *prefix, int count, const char *suffix,
-                      char ***out, int *n, gb_error *err)
+                      int timeout_ms, char ***out, int *n, gb_error *err)
 {
-    gb_registry_entry *e = NULL;
-    int found = 0;
-    int rc = gb_registry_list(w->registry, prefix, count, (int)w->cfg->streams.registry_timeout_ms,
-                              &e, &found, err);
-    if (rc)
-        return rc;
-    char **eps = calloc((size_t)found + 1, sizeof *eps);
-    int k = 0;
-    size_t sl = strlen(suffix);
-    for (int i = 0; eps && i < found; i++) {
-        size_t l = strlen(e[i].name);
-        if (l < sl || strcmp(e[i].name + l - sl, suffix) != 0)
-            continue;
-        if (!(eps[k] = strdup(e[i].endpoint))) {
-            free_list(eps, k);
-            eps = NULL;
-            break;
+    const double deadline = gb_now_s() + timeout_ms / 1000.0;
+    const size_t sl = strlen(suffix);
+    for (;;) {
+        gb_registry_entry *e = NULL;
+        int found = 0, left = (int)((deadline - gb_now_s()) * 1000.0);
+        int rc = gb_registry_list(w->registry, prefix, count, left > 1 ? left : 1, &e, &found,
+                                  err);
+        if (rc)
+            return rc;
+        char **eps = calloc((size_t)found + 1, sizeof *eps);
+        int k = 0;
+        for (int i = 0; eps && i < found; i++) {
+            size_t l = strlen(e[i].name);
+            if (l < sl || strcmp(e[i].name + l - sl, suffix) != 0)
+                continue;
+            if (!(eps[k] = strdup(e[i].endpoint))) {
+                free_list(eps, k);
+                eps = NULL;
+                break;
+            }
+            k++;
         }
-        k++;
-    }
-    free(e);
-    if (!eps)
-        return gb_error_set(err, GB_ENOMEM, "out of memory");
-    if (k < count) {
+        free(e);
+        if (!eps)
+            return gb_error_set(err, GB_ENOMEM, "out of memory");
+        if (k >= count) {
+            *out = eps;
+            *n = k;
+            return 0;
+        }
         free_list(eps, k);
-        return gb_error_set(err, GB_ETIMEOUT, "found %d of %d %s*%s endpoints", k, count, prefix,
-                            suffix);
+        if (gb_now_s() >= deadline || gb_worker_stopping(w))
+            return gb_error_set(err, GB_ETIMEOUT, "found %d of %d %s*%s endpoints", k, count,
+                                prefix, suffix);
+        usleep(50000);
     }
-    *out = eps;
-    *n = k;
-    return 0;
 }
 
 /* Connects the actor to every policy worker's inference endpoint and every trainer's sample
@@ -221,10 +229,16 @@ static int actor_connect(actor *a, char ***policy_eps, int *npolicy, char ***tra
     gb_worker *w = a->w;
     const gb_config *cfg = w->cfg;
     int rc;
-    if ((rc = lookup_all(w, "policy/", (int)cfg->policy.count, "/inference", policy_eps,
+    /* trainers that join from other hosts may take up to their rendezvous timeout to be
+     * there (they register their sample streams once the group has formed) */
+    int ms = (int)cfg->streams.registry_timeout_ms;
+    int trainer_ms = (int)fmax((double)ms, cfg->trainer.rendezvous.timeout_s * 1000.0 + ms);
+    if ((rc = lookup_all(w, "policy/", (int)cfg->policy.count, "/inference", ms, policy_eps,
                          npolicy, err)) ||
-        (rc = lookup_all(w, "trainer/", (int)cfg->trainer.count, "/samples", trainer_eps,
-                         ntrainer, err)))
+        (rc = lookup_all(w, "trainer/", (int)cfg->trainer.count, "/samples",
+                         cfg->trainer.local >= 0 && cfg->trainer.local < cfg->trainer.count
+                             ? trainer_ms : ms,
+                         trainer_eps, ntrainer, err)))
         return rc;
     size_t arow = gb_acting_action_row_bytes(a->acting);
     size_t srow = (size_t)gb_acting_state_size(a->acting) * sizeof(float);

@@ -110,36 +110,6 @@ static void report(trainer *t, double env_progress)
     gb_metrics_send(m, NULL);
 }
 
-/* Several trainers: joins the data-parallel group (workers/torch/group.h), rank = index, through
- * the store trainer.rendezvous names (a file in the run directory, or trainer 0's TCP store). */
-static int join_group(trainer *t, gb_error *err)
-{
-    const gb_config_trainer *tc = &t->w->cfg->trainer;
-    if (tc->count == 1)
-        return 0;
-    char dir[2048], store[2200];
-    snprintf(dir, sizeof dir, "%s/rendezvous", t->w->run_dir);
-    mkdir(dir, 0755);
-    snprintf(store, sizeof store, "%s/trainers", dir);
-    gb_group_opts go = {
-        .rank = t->w->index,
-        .size = (int)tc->count,
-        .store_path = tc->rendezvous.store == GB_STORE_FILE ? store : NULL,
-        .tcp_host = tc->rendezvous.host,
-        .tcp_port = (int)tc->rendezvous.port,
-        .device_host = tc->rendezvous.host,
-        .prefix = "trainers",
-        .timeout_s = tc->rendezvous.timeout_s,
-    };
-    int rc = gb_group_open(&go, &t->group, err);
-    if (rc == 0)
-        GB_INFO("trainer: rank %d of %lld trainers (%s rendezvous, %s selection)", t->w->index,
-                (long long)tc->count,
-                gb_config_enum_name("trainer.rendezvous.store", tc->rendezvous.store),
-                gb_config_enum_name("trainer.replay.selection", tc->replay.selection));
-    return rc;
-}
-
 /* Where this trainer's checkpoint sets live: <run>/checkpoints, named trainer-<index>. */
 static void checkpoint_place(const trainer *t, char *dir, size_t n, char name[32])
 {
@@ -288,7 +258,7 @@ static int open_learning(trainer *t, gb_error *err)
         .replay_seed = gb_rng_seed_of(seed, "trainer", (uint64_t)w->index, "replay"),
         .shared_seed = gb_rng_seed_of(seed, "trainers", 0, "global-selection"),
     };
-    if ((rc = join_group(t, err)))
+    if ((rc = gb_trainer_join_group(t, err)))
         return rc;
     lo.group = t->group;
     if ((rc = crash_safe_opts(t, &lo, err)) || (rc = gb_learning_create(&lo, &t->learning, err)))
@@ -473,6 +443,13 @@ static int finish(trainer *t, int rc, gb_error *err)
     if (rc == 0 && t->replay && t->replay_shm[0]) /* ended cleanly: nothing will re-attach */
         gb_replay_unlink(t->replay, NULL);
     gb_learning_destroy(t->learning);
+    if (t->group) {
+        int64_t sent = 0, received = 0;
+        gb_group_traffic(t->group, &sent, &received);
+        GB_INFO("trainer: all-to-all traffic with the other trainers (agreement, selection, "
+                "rows, priorities, small all-reduces): %lld bytes sent, %lld received",
+                (long long)sent, (long long)received);
+    }
     gb_group_close(t->group);
     /* The ledger's name stays for a successor (a restart goes on with its counts) unless the
      * run is over for this trainer: it stopped cleanly after the launcher said the run ends.

@@ -1,7 +1,9 @@
-/* workers/roles/trainer_internal.h: the trainer worker's state, shared by its two files: trainer.c
- * (start, the training loop, reports, checkpoints, stop) and trainer_ingest.c (the ingest
- * thread: sample stream -> ledger -> replay). Calls go one way: trainer.c -> trainer_ingest.c.
- * defines: trainer, gb_trainer_ingest_main, gb_trainer_drain_at_stop, gb_trainer_record_open */
+/* workers/roles/trainer_internal.h: the trainer worker's state, shared by its files: trainer.c
+ * (start, the training loop, reports, checkpoints, stop), trainer_ingest.c (the ingest
+ * thread: sample stream -> ledger -> replay) and trainer_group.c (several trainers' group).
+ * Calls go one way: trainer.c -> trainer_ingest.c, trainer_group.c.
+ * defines: trainer, gb_trainer_ingest_main, gb_trainer_drain_at_stop, gb_trainer_record_open,
+ *          gb_trainer_join_group */
 #ifndef GB_WORKERS_TRAINER_INTERNAL_H
 #define GB_WORKERS_TRAINER_INTERNAL_H
 
@@ -75,5 +77,9 @@ void gb_trainer_drain_at_stop(trainer *t, int failing);
 /* gearbox run --record DIR: opens DIR/trainer-<index>.gbds with the replay's columns as schema
  * (the chunk's columns, next_obs per item). Returns 0 or the dataset writer's error. */
 int gb_trainer_record_open(trainer *t, gb_error *err);
+
+/* Several trainers: joins the data-parallel group through the store trainer.rendezvous names
+ * (trainer_group.c) into t->group; nothing with one trainer. Returns 0 or the group's error. */
+int gb_trainer_join_group(trainer *t, gb_error *err);
 
 #endif

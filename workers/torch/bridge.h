@@ -50,7 +50,7 @@ extern "C" {
  * version 1 had neither. gb_torch_api and this file's types (gb_config and other runtime types
  * are one build's own); bumped when a layout or meaning changes: the loader refuses another
  * version or size. */
-#define GB_TORCH_ABI_VERSION 3u
+#define GB_TORCH_ABI_VERSION 4u
 
 /* The symbol the module exports: const gb_torch_api *gearbox_torch_api(void). */
 #define GB_TORCH_ENTRY_SYMBOL "gearbox_torch_api"
@@ -188,11 +188,16 @@ typedef struct gb_group_opts {
                                 file must not exist before the group opens (a stale one from an
                                 earlier group would mix rendezvous) */
     const char *tcp_host;    /* TCPStore when store_path is NULL: rank 0 listens on tcp_port */
-    int tcp_port;
+    int tcp_port;            /* 1..65535; rank 0 with store_ready: 0 = any free port */
     const char *device_host; /* the address this rank's Gloo connections use ("127.0.0.1" on one
                                 machine; NULL = 127.0.0.1) */
     const char *prefix;      /* store key prefix, so several groups can share a store (NULL: "") */
     double timeout_s;        /* rendezvous and every collective (> 0) */
+    /* rank 0 of a TCPStore (optional): called once the store listens, with its port, before
+       the group waits for the other ranks (which may learn the port from what this publishes);
+       an error it returns fails the open */
+    int (*store_ready)(void *arg, int port, gb_error *err);
+    void *store_ready_arg;
 } gb_group_opts;
 
 typedef enum { GB_GROUP_SUM = 0, GB_GROUP_MIN = 1, GB_GROUP_MAX = 2 } gb_group_op;
@@ -409,6 +414,7 @@ typedef struct gb_torch_api {
     int (*group_alltoall)(gb_group *g, const void *in, const size_t *send_bytes, void *out,
                           const size_t *recv_bytes, gb_error *err);
     int (*group_barrier)(gb_group *g, gb_error *err);
+    void (*group_traffic)(const gb_group *g, int64_t *sent, int64_t *received);
 } gb_torch_api;
 
 typedef const gb_torch_api *(*gb_torch_entry_fn)(void);

@@ -37,6 +37,7 @@ struct gb_group {
     bool failed = false; // a call failed: the group refuses every later call
     std::vector<uint8_t> small_out, small_in; // a small all-reduce's all-to-all (grow-only)
     std::vector<int64_t> split_send, split_recv; // all-to-all split sizes (sized once)
+    int64_t sent = 0, received = 0; // all-to-all payload to and from other ranks (gb_group_traffic)
 };
 
 namespace {
@@ -148,6 +149,8 @@ void small_allreduce(gb_group *g, gb_dtype dtype, void *buf, int64_t count, gb_g
     c10d::AllToAllOptions ao;
     ao.timeout = g->timeout;
     wait_for(g, g->pg->alltoall_base(output, input, g->split_send, g->split_send, ao));
+    g->sent += (int64_t)((n - 1) * bytes);
+    g->received += (int64_t)((n - 1) * bytes);
     const uint8_t *in = g->small_in.data();
     switch (dtype) {
     case GB_DTYPE_FLOAT32: reduce_copies((float *)buf, in, count, g->size, op); break;
@@ -167,8 +170,9 @@ extern "C" int gbt_group_open(const gb_group_opts *o, gb_group **out, gb_error *
         return gb_error_set(err, GB_EINVAL, "group: rank %d of size %d", o->rank, o->size);
     if (!(o->timeout_s > 0) || !std::isfinite(o->timeout_s))
         return gb_error_set(err, GB_EINVAL, "group: timeout_s must be > 0 (got %g)", o->timeout_s);
+    const int any_port = o->rank == 0 && o->store_ready; /* rank 0 may take any free port */
     if (!(o->store_path && o->store_path[0]) &&
-        !(o->tcp_host && o->tcp_host[0] && o->tcp_port > 0 && o->tcp_port < 65536))
+        !(o->tcp_host && o->tcp_host[0] && o->tcp_port >= !any_port && o->tcp_port < 65536))
         return gb_error_set(err, GB_EINVAL, "group: needs a store_path, or a tcp_host and a "
                             "tcp_port in 1..65535 (got %d)", o->tcp_port);
     gb_group *g = new (std::nothrow) gb_group();
@@ -177,6 +181,7 @@ extern "C" int gbt_group_open(const gb_group_opts *o, gb_group **out, gb_error *
     g->rank = o->rank;
     g->size = o->size;
     g->timeout = std::chrono::milliseconds((int64_t)std::ceil(o->timeout_s * 1000.0));
+    int ready_rc = 0;
     int rc = group_call(g, "group open", err, [&] {
         c10::intrusive_ptr<c10d::Store> base;
         if (o->store_path && o->store_path[0]) {
@@ -187,9 +192,15 @@ extern "C" int gbt_group_open(const gb_group_opts *o, gb_group **out, gb_error *
             so.port = (uint16_t)o->tcp_port;
             so.isServer = o->rank == 0;
             so.numWorkers = (size_t)o->size;
-            so.waitWorkers = true;
+            // with store_ready the others learn the port after the store listens: rank 0 must
+            // not wait for them here (Gloo's rendezvous below waits for every rank anyway)
+            so.waitWorkers = !o->store_ready;
             so.timeout = g->timeout;
-            base = c10::make_intrusive<c10d::TCPStore>(std::string(o->tcp_host), so);
+            auto tcp = c10::make_intrusive<c10d::TCPStore>(std::string(o->tcp_host), so);
+            if (o->rank == 0 && o->store_ready &&
+                (ready_rc = o->store_ready(o->store_ready_arg, (int)tcp->getPort(), err)))
+                return;
+            base = tcp;
         }
         g->store = c10::make_intrusive<c10d::PrefixStore>(o->prefix ? o->prefix : "", base);
         auto opts = c10d::ProcessGroupGloo::Options::create(g->timeout);
@@ -197,6 +208,8 @@ extern "C" int gbt_group_open(const gb_group_opts *o, gb_group **out, gb_error *
             o->device_host && o->device_host[0] ? o->device_host : "127.0.0.1"));
         g->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(g->store, o->rank, o->size, opts);
     });
+    if (rc == 0 && ready_rc)
+        rc = ready_rc; // err filled by store_ready
     if (rc) {
         gbt_group_close(g);
         return rc;
@@ -309,7 +322,15 @@ extern "C" int gbt_group_alltoall(gb_group *g, const void *in, const size_t *sen
         c10d::AllToAllOptions ao;
         ao.timeout = g->timeout;
         wait_for(g, g->pg->alltoall_base(output, input, g->split_recv, g->split_send, ao));
+        g->sent += (int64_t)(st - send_bytes[g->rank]);
+        g->received += (int64_t)(rt - recv_bytes[g->rank]);
     });
+}
+
+extern "C" void gbt_group_traffic(const gb_group *g, int64_t *sent, int64_t *received)
+{
+    *sent = g ? g->sent : 0;
+    *received = g ? g->received : 0;
 }
 
 extern "C" int gbt_group_barrier(gb_group *g, gb_error *err)

@@ -55,4 +55,10 @@ static inline void gb_group_close(gb_group *g)
 
 #define gb_group_barrier(...) (gb_torch()->group_barrier(__VA_ARGS__))
 
+/* The payload bytes this rank's all-to-alls (and the small all-reduces made of one: the step's
+ * agreement, a small model's gradient buckets) have sent to and received from the other ranks
+ * since the group opened, the part a rank keeps excluded: what the sharded replay's global
+ * selection and remote collection put on the network, with those all-reduces. */
+#define gb_group_traffic(...) (gb_torch()->group_traffic(__VA_ARGS__))
+
 #endif

@@ -46,6 +46,7 @@ static const gb_torch_api table = {
     .group_broadcast = gbt_group_broadcast,
     .group_alltoall = gbt_group_alltoall,
     .group_barrier = gbt_group_barrier,
+    .group_traffic = gbt_group_traffic,
 };
 
 /* The module's entry point: its table, static, never NULL. */

@@ -2,7 +2,8 @@
  * forked
  * processes: allreduce (sum, min, max on float32, float64, int64, int32, uint8), allgather,
  * broadcast from a non-zero root, all-to-all with uneven and zero sizes (every byte checked),
- * barrier, on a FileStore and on a TCPStore; and failures: a rendezvous that misses a rank, a
+ * barrier, on a FileStore and on a TCPStore (also on any free port that rank 0 publishes), the
+ * all-to-all traffic count; and failures: a rendezvous that misses a rank, a
  * peer that exits and a peer that hangs make the calls fail with an error instead of hanging.
  * The parent never calls libtorch: every rank is a child forked from a clean process. */
 #include "workers/ranks_util.h"
@@ -51,7 +52,8 @@ static gb_group_opts file_opts(int size, double timeout_s)
     static char path[64][256];
     int k = store_seq++ % 64;
     snprintf(path[k], sizeof path[k], "%s/store%d", dir, store_seq);
-    gb_group_opts o = {0, size, path[k], NULL, 0, NULL, "test/", timeout_s};
+    gb_group_opts o = {.size = size, .store_path = path[k], .prefix = "test/",
+                       .timeout_s = timeout_s};
     return o;
 }
 
@@ -215,7 +217,13 @@ static void check_alltoall(gb_group *g, int rank, int size)
         for (size_t k = 0; k < send[d]; k++)
             in[at++] = part_byte(rank, d, k);
     memset(out, 0xee, rt + 1);
+    int64_t sent0, received0, sent1, received1;
+    gb_group_traffic(g, &sent0, &received0);
     CHECK_OK(gb_group_alltoall(g, in, send, out, recv, &err));
+    /* the traffic counts what went to and came from the others, not the own part */
+    gb_group_traffic(g, &sent1, &received1);
+    CHECK_EQ_INT(sent1 - sent0, (int64_t)(st - send[rank]));
+    CHECK_EQ_INT(received1 - received0, (int64_t)(rt - recv[rank]));
     int right = 1;
     at = 0;
     for (int s = 0; s < size; s++)
@@ -257,8 +265,54 @@ static void test_tcp_store(void)
 {
     int port = free_port();
     CHECK(port > 0);
-    gb_group_opts o = {0, 3, NULL, "127.0.0.1", port, "127.0.0.1", "tcp/", 20.0};
+    gb_group_opts o = {.size = 3, .tcp_host = "127.0.0.1", .tcp_port = port,
+                       .device_host = "127.0.0.1", .prefix = "tcp/", .timeout_s = 20.0};
     CHECK_EQ_INT(run_ranks(o, collectives_rank, 90), 0);
+}
+
+/* Rank 0's store on any free port: store_ready writes the port it got where the others read it
+ * (as trainer 0 publishes it in the registry: workers/roles/trainer_group.c). */
+static int write_port(void *arg, int port, gb_error *err)
+{
+    char path[300], tmp[310];
+    snprintf(path, sizeof path, "%s/%s", dir, (const char *)arg);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
+        return gb_error_errno(err, "write %s", path);
+    return port > 0 ? 0 : gb_error_set(err, GB_EINVAL, "store_ready: port %d", port);
+}
+
+static int any_port_rank(gb_group_opts *o)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/%s", dir, (const char *)o->store_ready_arg);
+    for (int tries = 0; o->rank != 0 && o->tcp_port == 0 && tries < 2000; tries++) {
+        FILE *f = fopen(path, "r");
+        if (!f || fscanf(f, "%d", &o->tcp_port) != 1)
+            usleep(10000);
+        if (f)
+            fclose(f);
+    }
+    CHECK(o->rank == 0 || o->tcp_port > 0);
+    return collectives_rank(o);
+}
+
+static void test_tcp_store_any_port(void)
+{
+    gb_group_opts o = {.size = 3, .tcp_host = "127.0.0.1", .tcp_port = 0,
+                       .device_host = "127.0.0.1", .prefix = "any/", .timeout_s = 20.0,
+                       .store_ready = write_port, .store_ready_arg = "store-port"};
+    CHECK_EQ_INT(run_ranks(o, any_port_rank, 90), 0);
+    /* a port of 0 without store_ready, or on another rank than 0, is refused */
+    gb_group *g = NULL;
+    gb_error err = {0};
+    o.store_ready = NULL;
+    CHECK(gb_group_open(&o, &g, &err) == GB_EINVAL);
+    o.store_ready = write_port;
+    o.rank = 1;
+    CHECK(gb_group_open(&o, &g, &err) == GB_EINVAL);
+    CHECK(g == NULL);
 }
 
 /* Two groups on one store, told apart by their prefixes, in the same two processes. */
@@ -376,7 +430,7 @@ static void test_bad_options(void)
     CHECK(g == NULL);
     o = file_opts(2, 0.0);
     CHECK(gb_group_open(&o, &g, &err) == GB_EINVAL);
-    gb_group_opts none = {0, 2, NULL, NULL, 0, NULL, NULL, 1.0};
+    gb_group_opts none = {.size = 2, .timeout_s = 1.0};
     CHECK(gb_group_open(&none, &g, &err) == GB_EINVAL);
     gb_group_close(NULL);
 }
@@ -390,6 +444,7 @@ int main(void)
     TEST_RUN(test_bad_options);
     TEST_RUN(test_file_store);
     TEST_RUN(test_tcp_store);
+    TEST_RUN(test_tcp_store_any_port);
     TEST_RUN(test_prefixes);
     TEST_RUN(test_failures);
     ranks_remove_dir(dir);

@@ -98,7 +98,8 @@ static const char *store_path(const char *name)
 static gb_group *open_pair(int rank, const char *store, double timeout_s)
 {
     gb_error err = {0};
-    gb_group_opts o = {rank, 2, store, NULL, 0, NULL, "learner/", timeout_s};
+    gb_group_opts o = {.rank = rank, .size = 2, .store_path = store, .prefix = "learner/",
+                       .timeout_s = timeout_s};
     gb_group *g = NULL;
     CHECK_OK(gb_group_open(&o, &g, &err));
     return g;
