@@ -222,6 +222,7 @@ static int open_services(launch *L)
         announce_registry(&L->rd, cfg, L->reg_ep);
     if (rc == 0)
         rc = gb_watchdog_init(&L->wd, cfg, &L->sup, L->mc, L->t0, err);
+    L->wd.runctl = L->runctl; /* a restarted one of several trainers: the group's next generation */
     gb_datawatch_init(&L->dw, cfg);
     return rc;
 }

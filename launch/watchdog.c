@@ -76,12 +76,14 @@ void gb_watchdog_free(gb_watchdog *wd)
     memset(wd, 0, sizeof *wd);
 }
 
+/* Every role the launcher starts; one of several trainers only where the others can form their
+ * group again with its restart (run control tells them the group's next generation). */
 static int restartable(const gb_watchdog *wd, const gb_child *c)
 {
     int role = role_of(c);
     return role == GB_ROLE_ACTOR || role == GB_ROLE_POLICY || role == GB_ROLE_PARAMS ||
            role == GB_ROLE_RELAY ||
-           (role == GB_ROLE_TRAINER && wd->cfg->trainer.count == 1);
+           (role == GB_ROLE_TRAINER && (wd->cfg->trainer.count == 1 || wd->runctl));
 }
 
 /* Restarts within the last window_s. */
@@ -146,7 +148,8 @@ static int restart(gb_watchdog *wd, gb_child *c, const char *what, char *why, si
     double t = gb_now_s() - wd->t0;
     const gb_config_restart *rb = &wd->cfg->launch.restart;
     if (!restartable(wd, c)) {
-        snprintf(why, n, "worker %s-%d %s (one of several trainers is not restarted)", c->role,
+        snprintf(why, n, "worker %s-%d %s (one of several trainers, with no run control to form "
+                 "their group again)", c->role,
                  c->index, what);
         return 1;
     }
@@ -178,6 +181,11 @@ static int restart(gb_watchdog *wd, gb_child *c, const char *what, char *why, si
     snprintf(r->reason, sizeof r->reason, "%s", what);
     r->at_s = t;
     gb_error err = {0};
+    /* one of several trainers: the survivors and the restarted one meet as the group's next
+     * generation (workers/roles/trainer_group.c) */
+    if (role_of(c) == GB_ROLE_TRAINER && wd->cfg->trainer.count > 1)
+        GB_INFO("trainers: the group re-forms as generation %lld with the restarted trainer-%d",
+                (long long)gb_runctl_server_next_trainer_group(wd->runctl), c->index);
     /* the new process's reports are the only ones taken from now on (its predecessors' are
      * stale, any later incarnation forged) */
     if (gb_supervisor_restart(wd->sup, c, &err) ||
@@ -279,13 +287,51 @@ static int from_dead_actor(const gb_watchdog *wd, const gb_ledger_row *y)
     return 0;
 }
 
+/* Several trainers, one of them restarted: an actor process numbers its chunks once for all
+ * the trainers (its PUSH socket picks the trainer), so a restarted trainer cannot tell which of
+ * the numbers it never saw were meant for it, and its rows' lost_in_crash count the others'
+ * too. The books merge here instead: of a live actor process's chunks up to the highest number
+ * any trainer received, those no trainer received went down with a killed one (actors never
+ * drop a chunk while the trainers live; at the end every chunk in flight has arrived). */
+static int64_t union_gaps(const gb_watchdog *wd, int trainers)
+{
+    int64_t lost = 0;
+    for (int t = 0; t < trainers; t++) {
+        int n = 0;
+        const gb_ledger_row *y = trainer_ledger_rows(wd, t, &n);
+        for (int r = 0; y && r < n; r++) {
+            if (from_dead_actor(wd, &y[r]))
+                continue;
+            int seen = 0; /* the process was summed at an earlier trainer's row */
+            int64_t max_number = 0, received = 0;
+            for (int u = 0; u < trainers && !seen; u++) {
+                int m = 0;
+                const gb_ledger_row *z = trainer_ledger_rows(wd, u, &m);
+                for (int q = 0; z && q < m && !seen; q++) {
+                    if (z[q].sender != y[r].sender || z[q].incarnation != y[r].incarnation)
+                        continue;
+                    seen = u < t || (u == t && q < r);
+                    max_number = z[q].max_number > max_number ? z[q].max_number : max_number;
+                    received += z[q].received;
+                }
+            }
+            if (!seen && max_number > received)
+                lost += max_number - received;
+        }
+    }
+    return lost;
+}
+
 void gb_watchdog_ledger(const gb_watchdog *wd, int64_t *lost_in_crash, int64_t *sent_extra)
 {
     *lost_in_crash = *sent_extra = 0;
     int trainers = (int)wd->cfg->trainer.count;
     /* Live actor processes: what went down with a killed trainer, by the trainers' ledger. A
      * dead one's is in its sent - received below. */
-    for (int t = 0; t < trainers; t++) {
+    int merged = trainers > 1 && gb_watchdog_restarts_of(wd, "trainer") > 0;
+    if (merged)
+        *lost_in_crash = union_gaps(wd, trainers);
+    for (int t = 0; t < trainers && !merged; t++) {
         int n = 0;
         const gb_ledger_row *y = trainer_ledger_rows(wd, t, &n);
         for (int r = 0; y && r < n; r++)

@@ -13,6 +13,7 @@
 #include "runtime/config/config.h"
 #include "runtime/run/metrics.h"
 #include "runtime/run/rundir.h"
+#include "runtime/streams/runctl.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -33,6 +34,8 @@ typedef struct gb_watchdog {
     gb_dead_actor *dead; /* [ndead] */
     int ndead, dead_cap;
     int ledger_lost; /* a killed trainer kept its ledger in process memory: the ledger is unknown */
+    gb_runctl_server *runctl; /* optional: restarting one of several trainers moves the
+                                 trainers' group to its next generation here */
 } gb_watchdog;
 
 /* Watches sup's children; mc gives their reports (and carries their counters over restarts:

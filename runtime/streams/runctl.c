@@ -37,8 +37,9 @@ struct gb_runctl_server {
     atomic_int state;
     _Atomic int64_t env_steps; /* the run's env steps as the launcher last counted them */
     _Atomic int64_t checkpoints; /* checkpoints asked of trainer 0 */
+    _Atomic int64_t trainer_group; /* the trainers' group generation */
     int announced; /* the state the held watches were last answered with (registry thread) */
-    int64_t announced_checkpoints; /* likewise the checkpoint requests (registry thread) */
+    int64_t announced_checkpoints, announced_group; /* likewise (registry thread) */
     held_watch *held; /* registry thread only */
     int nheld;
     pthread_mutex_t lock; /* guards confirmed, read by the launcher's thread */
@@ -94,6 +95,11 @@ int64_t gb_runctl_server_request_checkpoint(gb_runctl_server *s)
     return atomic_fetch_add(&s->checkpoints, 1) + 1;
 }
 
+int64_t gb_runctl_server_next_trainer_group(gb_runctl_server *s)
+{
+    return atomic_fetch_add(&s->trainer_group, 1) + 1;
+}
+
 void gb_runctl_server_set_env_steps(gb_runctl_server *s, int64_t env_steps)
 {
     atomic_store(&s->env_steps, env_steps);
@@ -139,7 +145,7 @@ static void answer(gb_runctl_server *s, void *sock, const void *route, size_t ro
     h->seq = seq;
     h->status = status;
     gb_msg_run_state st = {atomic_load(&s->state), atomic_load(&s->env_steps),
-                           atomic_load(&s->checkpoints)};
+                           atomic_load(&s->checkpoints), atomic_load(&s->trainer_group)};
     snprintf(h->text, sizeof h->text, "%s", text);
     gb_error e;
     if (gb_wire_schema_write(&gb_schema_run_state, &st, h, &e) ||
@@ -188,10 +194,12 @@ int gb_runctl_server_handle(gb_runctl_server *s, void *sock, const gb_wire_msg *
 void gb_runctl_server_tick(gb_runctl_server *s, void *sock)
 {
     int state = atomic_load(&s->state);
-    int64_t checkpoints = atomic_load(&s->checkpoints);
-    int moved = state != s->announced || checkpoints != s->announced_checkpoints;
+    int64_t checkpoints = atomic_load(&s->checkpoints), group = atomic_load(&s->trainer_group);
+    int moved = state != s->announced || checkpoints != s->announced_checkpoints ||
+                group != s->announced_group;
     s->announced = state;
     s->announced_checkpoints = checkpoints;
+    s->announced_group = group;
     uint64_t old = gb_now_ns() - (uint64_t)GB_RUNCTL_HOLD_MS * 1000000ULL;
     for (int i = 0; i < s->nheld;) {
         if (moved || s->held[i].since_ns <= old) {
@@ -215,6 +223,7 @@ struct gb_runctl_client {
     atomic_int state;     /* as last heard */
     _Atomic int64_t env_steps; /* the run's env steps as last heard */
     _Atomic int64_t checkpoints; /* checkpoints asked for, as last heard */
+    _Atomic int64_t trainer_group; /* the trainers' group generation as last heard; -1: none */
     atomic_int confirmed; /* what this worker confirms */
     gb_wire_header hdr;
     gb_wire_msg reply;
@@ -291,6 +300,8 @@ static void *client_main(void *arg)
                     atomic_store(&c->env_steps, st.env_steps);
                 if (st.checkpoints >= 0)
                     atomic_store(&c->checkpoints, st.checkpoints);
+                if (st.trainer_group >= 0)
+                    atomic_store(&c->trainer_group, st.trainer_group);
                 need = need || c->reply.hdr.seq == seq; /* the watch outstanding was answered */
             }
             gb_wire_msg_release(&c->reply);
@@ -316,6 +327,7 @@ int gb_runctl_client_open(gb_runctl_client **out, void *zctx, const gb_runctl_cl
     atomic_init(&c->quit, 0);
     atomic_init(&c->state, GB_RUN_RUNNING);
     atomic_init(&c->confirmed, GB_RUN_RUNNING);
+    atomic_init(&c->trainer_group, -1);
     gb_wire_msg_init(&c->reply);
     int linger = 0;
     if (!(c->sock = zmq_socket(zctx, ZMQ_DEALER))) {
@@ -370,6 +382,11 @@ gb_run_state gb_runctl_client_state(const gb_runctl_client *c)
 int64_t gb_runctl_client_checkpoints(const gb_runctl_client *c)
 {
     return c ? atomic_load(&((gb_runctl_client *)c)->checkpoints) : 0;
+}
+
+int64_t gb_runctl_client_trainer_group(const gb_runctl_client *c)
+{
+    return c ? atomic_load(&((gb_runctl_client *)c)->trainer_group) : 0;
 }
 
 int64_t gb_runctl_client_env_steps(const gb_runctl_client *c)

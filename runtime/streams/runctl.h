@@ -31,7 +31,8 @@
  * GB_RUNCTL_HOLD_MS. And the number of checkpoints the launcher has asked trainer 0 for
  * (gb_runctl_server_request_checkpoint): a new request is answered to every held watch at once,
  * so trainer 0 hears it within a poll and writes its checkpoint set (for an evaluation of the
- * policy as it is now, launch/evals.h).
+ * policy as it is now, launch/evals.h). And the generation of the trainers' group, which goes up
+ * when the launcher restarts one of several trainers: the others form the group again with it.
  *
  * Transport: each worker's client thread keeps one watch request (GB_MSG_RUN_WATCH: the state it
  * knows, the state it confirms) outstanding at the registry's ROUTER. The server answers it
@@ -89,6 +90,11 @@ void gb_runctl_server_set_env_steps(gb_runctl_server *s, int64_t env_steps);
  * goes up by one. Returns the new count. */
 int64_t gb_runctl_server_request_checkpoint(gb_runctl_server *s);
 
+/* Several trainers: a trainer is being restarted, so the survivors and it form their group
+ * again as the next generation (workers/roles/trainer_group.c); the count goes up by one, and
+ * every held watch hears it at once. From any thread; never blocks. Returns the new count. */
+int64_t gb_runctl_server_next_trainer_group(gb_runctl_server *s);
+
 /* How many workers of role have confirmed state (or a later one). Any thread. */
 int gb_runctl_server_confirmed(const gb_runctl_server *s, int role, gb_run_state state);
 
@@ -133,6 +139,10 @@ int64_t gb_runctl_client_env_steps(const gb_runctl_client *c);
 /* Checkpoints the launcher has asked for so far, as last heard (0 before the first answer;
  * c may be NULL: 0). A worker that saw n writes one when this exceeds n. One atomic load. */
 int64_t gb_runctl_client_checkpoints(const gb_runctl_client *c);
+
+/* The trainers' group generation as last heard (0 at a run's start, +1 per trainer restart;
+ * gb_runctl_server_next_trainer_group): -1 before the first answer; c NULL: 0. One atomic load. */
+int64_t gb_runctl_client_trainer_group(const gb_runctl_client *c);
 
 /* Tells the launcher this worker has done what state asks of it (never blocks; sent by the
  * thread at once). Confirming an earlier state than already confirmed is a no-op. */

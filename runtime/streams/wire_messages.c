@@ -28,6 +28,9 @@ static const gb_wire_attr_spec run_state_attrs[] = {
                 "the run's environment steps so far"),
     GB_WIRE_INT(gb_msg_run_state, checkpoints, 0, 0, INT64_MAX, -1,
                 "checkpoints asked of trainer 0 so far: one more asks for one now"),
+    GB_WIRE_INT(gb_msg_run_state, trainer_group, 0, 0, INT64_MAX, -1,
+                "the trainers' group generation: one more when one of several trainers is "
+                "restarted (the others form the group again with it)"),
 };
 
 const gb_wire_schema gb_schema_run_state = {

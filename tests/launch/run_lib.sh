@@ -28,6 +28,18 @@ wait_for_log() {
 
 fail() { echo "FAIL: $*"; exit 1; }
 
+# check_crash_ledger SUMMARY: a run whose workers were killed: its sample ledger balances
+# exactly (sent = received + lost_in_crash, lost 0, never null) and nothing was dropped.
+check_crash_ledger() {
+  local sent got crash lost dropped
+  sent=$(json_get "$1" chunks_sent) got=$(json_get "$1" chunks_received)
+  crash=$(json_get "$1" lost_in_crash) lost=$(json_get "$1" lost) dropped=$(json_get "$1" dropped)
+  echo "sample ledger: sent $sent, received $got, lost_in_crash $crash, lost $lost," \
+    "dropped $dropped"
+  [ "$lost" = 0 ] && [ "$dropped" = 0 ] && [ "$sent" -eq $((got + crash)) ] ||
+    fail "the sample ledger does not balance"
+}
+
 # check_ledger SUMMARY: the sample stream lost nothing: every chunk an actor sent reached a
 # trainer (samples.lost = 0, sent = received) and none was dropped.
 check_ledger() {

@@ -38,10 +38,7 @@ r = json.load(open(sys.argv[1]))["restarts"]
 assert [x["worker"] for x in r] == ["trainer-0"] and r[0]["reason"].startswith("killed by signal 9"), r
 PY
 # the restarted trainer went on with its predecessor's ledger: the ledger is exact
-sent=$(json_get "$s" chunks_sent) got=$(json_get "$s" chunks_received)
-crash=$(json_get "$s" lost_in_crash) lost=$(json_get "$s" lost)
-echo "sample ledger: sent $sent, received $got, lost_in_crash $crash, lost $lost"
-[ "$lost" = 0 ] && [ "$sent" -eq $((got + crash)) ] || fail "the sample ledger does not balance"
+check_crash_ledger "$s"
 seg=$(sed -n 's/.*(segment \/\(gearbox-[^)]*\)).*/\1/p' "$log" | head -1)
 [ -n "$seg" ] || fail "no segment name in $log"
 [ ! -e "/dev/shm/$seg" ] || fail "/dev/shm/$seg outlived the run"

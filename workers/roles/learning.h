@@ -84,6 +84,12 @@ int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *e
  * (gb_replay_close on gb_learning_replay) and joined. */
 void gb_learning_destroy(gb_learning *L);
 
+/* Several trainers, after their group failed and re-formed as g (same rank and size;
+ * workers/roles/trainer_group.c): the learner takes the state of the rank that trained furthest
+ * (gb_torch_learner_set_group), the shards' shared draw starts again from shared_seed (equal on
+ * every rank). Collective. Returns 0 or the group's errors. */
+int gb_learning_regroup(gb_learning *L, gb_group *g, uint64_t shared_seed, gb_error *err);
+
 gb_replay *gb_learning_replay(gb_learning *L);
 /* 1 when create loaded the learner from opts.model_checkpoint, else 0. */
 int gb_learning_restored(const gb_learning *L);

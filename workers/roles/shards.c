@@ -170,16 +170,21 @@ void gb_shards_destroy(gb_shards *S)
 {
     if (!S)
         return;
-    void *bufs[] = {S->stamp,      S->mass,      S->agreed,     S->cands,    S->merge,
-                    S->mine,       S->peek_idx,  S->peek_prio,  S->label,    S->slots,
-                    S->filled,     S->own_idx,   S->own_key,    S->own_prob, S->send_rows,
-                    S->my_pos,     S->my_index,  S->my_local,   S->my_key,   S->my_prob,
-                    S->my_weight,  S->recv_rows, S->send_bytes, S->recv_bytes, S->prio_send,
-                    S->prio_recv,  S->sendbuf,   S->recvbuf,    S->prio_in,  S->upd_prio,
-                    S->upd_idx,    S->upd_key};
+    void *bufs[] = {S->stamp, S->mass, S->agreed, S->cands, S->merge, S->mine, S->peek_idx,
+                    S->peek_prio, S->label, S->slots, S->filled, S->own_idx, S->own_key,
+                    S->own_prob, S->send_rows, S->my_pos, S->my_index, S->my_local, S->my_key,
+                    S->my_prob, S->my_weight, S->recv_rows, S->send_bytes, S->recv_bytes,
+                    S->prio_send, S->prio_recv, S->sendbuf, S->recvbuf, S->prio_in, S->upd_prio,
+                    S->upd_idx, S->upd_key};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(S);
+}
+
+void gb_shards_regroup(gb_shards *S, gb_group *g, uint64_t seed)
+{
+    S->g = g;
+    gb_rng_seed(&S->rng, seed);
 }
 
 void gb_shards_stamp(gb_shards *S, int64_t n, const int64_t *idx, const int64_t *stamp)

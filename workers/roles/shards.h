@@ -56,6 +56,10 @@ typedef struct gb_shards_opts {
 int gb_shards_create(const gb_shards_opts *o, gb_shards **out, gb_error *err);
 void gb_shards_destroy(gb_shards *S); /* NULL: no-op */
 
+/* After the trainers' group re-formed (workers/roles/trainer_group.c): the collectives go over g
+ * (same rank and size), the shared draw starts again from seed (equal on every rank). */
+void gb_shards_regroup(gb_shards *S, gb_group *g, uint64_t seed);
+
 /* Records the commit time of n items about to be committed (still WRITING), for the fifo/lifo
  * merge. stamp: NULL = now (ns, CLOCK_REALTIME); else one per item (tests use insertion order).
  * Callable from the ingest thread while another selects. */

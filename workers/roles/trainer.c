@@ -256,11 +256,11 @@ static int open_learning(trainer *t, gb_error *err)
         .layout = &t->layout,
         .learner_seed = gb_rng_seed_of(seed, "trainer", (uint64_t)w->index, "learner"),
         .replay_seed = gb_rng_seed_of(seed, "trainer", (uint64_t)w->index, "replay"),
-        .shared_seed = gb_rng_seed_of(seed, "trainers", 0, "global-selection"),
     };
     if ((rc = gb_trainer_join_group(t, err)))
         return rc;
     lo.group = t->group;
+    lo.shared_seed = gb_trainer_shared_seed(t); /* the group's generation's */
     if ((rc = crash_safe_opts(t, &lo, err)) || (rc = gb_learning_create(&lo, &t->learning, err)))
         return rc;
     t->replay = gb_learning_replay(t->learning);
@@ -354,6 +354,10 @@ static int train(trainer *t, gb_error *err)
                                   gb_worker_stopping(w), err);
         if (rc == 2)
             return 0;
+        /* a trainer of the group died or hung: form the group again with its restart */
+        if (rc < 0 && gb_group_failed(t->group) && !gb_worker_stopping(w) &&
+            !gb_worker_run_ending(w) && (rc = gb_trainer_regroup(t, err)) == 0)
+            continue;
         if (rc < 0)
             return rc;
         if (rc == 1 && publishing &&

@@ -8,10 +8,21 @@
  *    know nothing but the registry.
  * Each trainer's collectives (Gloo) use its own address: over tcp the one streams.interface
  * gives this host (the one its other sockets publish), on one host rendezvous.host.
- * defines: gb_trainer_join_group */
+ *
+ * A group that fails (a trainer died or hung: a collective errs or times out) forms again, as
+ * torchrun's elastic agent re-forms its workers: the launcher restarts the trainer that failed
+ * and moves the group's generation on (run control, runtime/streams/runctl.h); the survivors
+ * close the failed group, wait for that generation, and meet the restarted trainer in a new
+ * rendezvous of that generation (a store file or key prefix of its own). The restarted trainer
+ * re-attaches its replay shard and ledger from shared memory (trainer.c); everyone then takes
+ * the state of the trainer that trained furthest (gb_learning_regroup). Trainer 0 serves a
+ * registry store again on the port it had, where the others' lookups still point.
+ * defines: gb_trainer_join_group, gb_trainer_regroup */
 #include "workers/roles/trainer_internal.h"
 
+#include "runtime/base/clock.h"
 #include "runtime/base/log.h"
+#include "runtime/base/rng.h"
 #include "runtime/streams/endpoint.h"
 
 #include <stdio.h>
@@ -49,7 +60,7 @@ static int own_address(const gb_worker *w, char *out, size_t cap, gb_error *err)
 }
 
 typedef struct store_place {
-    gb_worker *w;
+    trainer *t;
     const char *host;
 } store_place;
 
@@ -59,21 +70,16 @@ static int publish_store(void *arg, int port, gb_error *err)
     const store_place *p = arg;
     char ep[GB_REGISTRY_ENDPOINT_MAX];
     snprintf(ep, sizeof ep, "tcp://%s:%d", p->host, port);
-    int rc = gb_registry_register(p->w->registry, RENDEZVOUS_NAME, ep, err);
+    p->t->store_port = port;
+    int rc = gb_registry_register(p->t->w->registry, RENDEZVOUS_NAME, ep, err);
     if (rc == 0)
         GB_INFO("trainer: the trainers' store listens on %s (registry: %s)", ep, RENDEZVOUS_NAME);
     return rc ? gb_error_prefix(err, "trainer: registering the trainers' store") : 0;
 }
 
-/* Trainers 1..: trainer 0's registry store, host and port from RENDEZVOUS_NAME (waiting up to
- * the rendezvous timeout for it to appear). Returns 0, GB_ETIMEOUT, GB_EPROTO. */
-static int find_store(gb_worker *w, char *host, size_t cap, int *port, gb_error *err)
+/* "tcp://HOST:PORT" into host (cap bytes) and *port. Returns 0 or GB_EPROTO. */
+static int parse_store(const char *ep, char *host, size_t cap, int *port, gb_error *err)
 {
-    char ep[GB_REGISTRY_ENDPOINT_MAX];
-    int ms = (int)(w->cfg->trainer.rendezvous.timeout_s * 1000.0);
-    int rc = gb_registry_lookup(w->registry, RENDEZVOUS_NAME, ep, sizeof ep, ms, err);
-    if (rc)
-        return gb_error_prefix(err, "trainer: trainer 0's store (is trainer 0 running?)");
     const char *h = strncmp(ep, "tcp://", 6) == 0 ? ep + 6 : NULL;
     const char *colon = h ? strrchr(h, ':') : NULL;
     char *end = NULL;
@@ -87,33 +93,81 @@ static int find_store(gb_worker *w, char *host, size_t cap, int *port, gb_error 
     return 0;
 }
 
+/* Trainers 1..: trainer 0's registry store, host and port from RENDEZVOUS_NAME (waiting up to
+ * the rendezvous timeout for it to appear). Returns 0, GB_ETIMEOUT, GB_EPROTO. */
+static int find_store(gb_worker *w, char *host, size_t cap, int *port, gb_error *err)
+{
+    char ep[GB_REGISTRY_ENDPOINT_MAX];
+    int ms = (int)(w->cfg->trainer.rendezvous.timeout_s * 1000.0);
+    int rc = gb_registry_lookup(w->registry, RENDEZVOUS_NAME, ep, sizeof ep, ms, err);
+    if (rc)
+        return gb_error_prefix(err, "trainer: trainer 0's store (is trainer 0 running?)");
+    return parse_store(ep, host, cap, port, err);
+}
+
+/* Trainer 0's registry store port: trainer.rendezvous.port when set, else the one this process
+ * served before (a re-formed group), else a restarted trainer 0's predecessor's (where the
+ * others' lookups point), else 0: any free one. */
+static int store_port(trainer *t)
+{
+    gb_worker *w = t->w;
+    char ep[GB_REGISTRY_ENDPOINT_MAX], host[256];
+    int port = 0;
+    gb_error e = {0};
+    if (w->cfg->trainer.rendezvous.port > 0)
+        return (int)w->cfg->trainer.rendezvous.port;
+    if (t->store_port > 0)
+        return t->store_port;
+    if (w->incarnation > 0 &&
+        gb_registry_lookup_last(w->registry, RENDEZVOUS_NAME, ep, sizeof ep, &e) == 0 &&
+        parse_store(ep, host, sizeof host, &port, &e) == 0)
+        return port;
+    return 0;
+}
+
+/* The group's generation to meet in: 0 at a run's start; a restarted trainer's, the one the
+ * launcher moved to as it restarted it (run control: waits for its first answer). */
+static int64_t generation_now(const gb_worker *w)
+{
+    int64_t g = gb_runctl_client_trainer_group(w->runctl);
+    for (double end = gb_now_s() + 10.0; g < 0 && w->incarnation > 0 && gb_now_s() < end;
+         gb_sleep_ms(5))
+        g = gb_runctl_client_trainer_group(w->runctl);
+    return g < 0 ? 0 : g;
+}
+
 int gb_trainer_join_group(trainer *t, gb_error *err)
 {
     gb_worker *w = t->w;
     const gb_config_trainer *tc = &w->cfg->trainer;
     if (tc->count == 1)
         return 0;
-    char self[256], store_host[256], dir[2048], store[2200];
+    char self[256], store_host[256], dir[2048], store[2200], prefix[64];
     int rc = own_address(w, self, sizeof self, err);
     if (rc)
         return gb_error_prefix(err, "trainer: the address of this trainer's collectives");
+    t->generation = generation_now(w);
+    snprintf(prefix, sizeof prefix, "trainers/s%d/g%lld/", w->segment, (long long)t->generation);
     gb_group_opts go = {
         .rank = w->index,
         .size = (int)tc->count,
         .tcp_host = tc->rendezvous.host,
         .tcp_port = (int)tc->rendezvous.port,
         .device_host = self,
-        .prefix = "trainers",
+        .prefix = prefix,
         .timeout_s = tc->rendezvous.timeout_s,
     };
-    store_place place = {.w = w, .host = self};
+    store_place place = {.t = t, .host = self};
     if (tc->rendezvous.store == GB_STORE_FILE) {
+        /* a file per run segment and generation: a failed group's stays behind, unused */
         snprintf(dir, sizeof dir, "%s/rendezvous", w->run_dir);
         mkdir(dir, 0755);
-        snprintf(store, sizeof store, "%s/trainers", dir);
+        snprintf(store, sizeof store, "%s/trainers-s%d-g%lld", dir, w->segment,
+                 (long long)t->generation);
         go.store_path = store;
     } else if (tc->rendezvous.store == GB_STORE_REGISTRY && w->index == 0) {
         go.tcp_host = self;
+        go.tcp_port = store_port(t);
         go.store_ready = publish_store;
         go.store_ready_arg = &place;
     } else if (tc->rendezvous.store == GB_STORE_REGISTRY) {
@@ -124,9 +178,53 @@ int gb_trainer_join_group(trainer *t, gb_error *err)
     rc = gb_group_open(&go, &t->group, err);
     if (rc == 0)
         GB_INFO("trainer: rank %d of %lld trainers (%s rendezvous at %s, collectives on %s, "
-                "%s selection)", w->index, (long long)tc->count,
+                "%s selection, generation %lld)", w->index, (long long)tc->count,
                 gb_config_enum_name("trainer.rendezvous.store", tc->rendezvous.store),
                 go.store_path ? go.store_path : go.tcp_host, self,
-                gb_config_enum_name("trainer.replay.selection", tc->replay.selection));
+                gb_config_enum_name("trainer.replay.selection", tc->replay.selection),
+                (long long)t->generation);
     return rc;
+}
+
+uint64_t gb_trainer_shared_seed(const trainer *t)
+{
+    return gb_rng_seed_of((uint64_t)t->w->cfg->experiment.seed, "trainers",
+                          (uint64_t)t->generation, "global-selection");
+}
+
+int gb_trainer_regroup(trainer *t, gb_error *err)
+{
+    gb_worker *w = t->w;
+    const double t0 = gb_now_s();
+    const double wait_s = w->cfg->launch.heartbeat_timeout_s + w->cfg->trainer.rendezvous.timeout_s;
+    GB_WARN("trainer: the trainers' group (generation %lld) failed: %s; waiting for the launcher "
+            "to restart the trainer that failed", (long long)t->generation, err->msg);
+    gb_group_close(t->group);
+    t->group = NULL;
+    int rc = 0;
+    for (int64_t failed = t->generation;;) {
+        /* the launcher moves the generation on as it restarts the trainer that failed */
+        while (gb_runctl_client_trainer_group(w->runctl) <= failed) {
+            if (gb_worker_stopping(w) || gb_worker_run_ending(w) || gb_now_s() - t0 > wait_s)
+                return gb_error_set(err, GB_ECLOSED, "trainer: the trainers' group failed and "
+                                    "did not form again (%s within %.0f s)",
+                                    gb_worker_run_ending(w) ? "the run ended"
+                                                            : "no trainer was restarted",
+                                    wait_s);
+            gb_sleep_ms(5);
+        }
+        *err = (gb_error){0};
+        if ((rc = gb_trainer_join_group(t, err)) == 0)
+            break;
+        /* another trainer failed meanwhile: the generation moved on again; meet in that one */
+        if (gb_runctl_client_trainer_group(w->runctl) <= t->generation)
+            return gb_error_prefix(err, "trainer: forming the trainers' group again");
+        failed = t->generation;
+    }
+    if ((rc = gb_learning_regroup(t->learning, t->group, gb_trainer_shared_seed(t), err)))
+        return gb_error_prefix(err, "trainer: taking the state after the group formed again");
+    GB_INFO("trainer: the trainers' group formed again as generation %lld %.2f s after it "
+            "failed; training goes on from step %lld", (long long)t->generation,
+            gb_now_s() - t0, (long long)gb_learning_train_steps(t->learning));
+    return 0;
 }

@@ -25,6 +25,8 @@ typedef struct trainer {
     gb_torch_space space;
     gb_chunk_layout layout;
     gb_group *group;       /* several trainers: the data-parallel group; NULL: one trainer */
+    int64_t generation;    /* the group's generation (trainer_group.c) */
+    int store_port;        /* trainer 0 of a registry store: the port it served on, 0: none */
     gb_learning *learning; /* learner, replay, staging: workers/roles/learning.h */
     gb_replay *replay;     /* the learning's, for ingest */
     gb_sample_receiver *samples;
@@ -79,7 +81,18 @@ void gb_trainer_drain_at_stop(trainer *t, int failing);
 int gb_trainer_record_open(trainer *t, gb_error *err);
 
 /* Several trainers: joins the data-parallel group through the store trainer.rendezvous names
- * (trainer_group.c) into t->group; nothing with one trainer. Returns 0 or the group's error. */
+ * (trainer_group.c) into t->group, as the generation run control says (t->generation);
+ * nothing with one trainer. Returns 0 or the group's error. */
 int gb_trainer_join_group(trainer *t, gb_error *err);
+
+/* The seed of the shards' shared draw in t's generation: equal on every trainer. */
+uint64_t gb_trainer_shared_seed(const trainer *t);
+
+/* After a collective failed (gb_group_failed; err says how): closes the group, waits for the
+ * launcher to restart the trainer that failed (the next generation), joins the group again and
+ * takes the state of the trainer that trained furthest. Returns 0, or GB_ECLOSED when no
+ * restart came within the heartbeat and rendezvous timeouts (or the run ended), or the
+ * group's error. */
+int gb_trainer_regroup(trainer *t, gb_error *err);
 
 #endif

@@ -375,8 +375,9 @@ typedef struct gb_torch_api {
 
     /* Data-parallel training over g (workers/torch/group.h; NULL: back to local training): the
      * learner's tensors (networks, targets, critics, temperature), optimiser states and
-     * counters (train steps, model version) become rank 0's now (broadcast), and from then on
-     * every optimiser step all-reduces the gradients (summed in buckets of at most
+     * counters (train steps, model version) become the root rank's now (broadcast; the root:
+     * the rank with the most train steps, the lowest such: rank 0 when all are equal), and
+     * from then on every optimiser step all-reduces the gradients (summed in buckets of at most
      * bucket_bytes, 0 = 25 MiB, then divided by the number of ranks that had a gradient for the
      * parameter: the group size, unless a rank had no valid step in its batch) before clipping
      * and stepping, so every replica stays bit-identical. Every rank must then call
@@ -387,7 +388,7 @@ typedef struct gb_torch_api {
      * minibatch. The learner keeps g (owned by the caller; close it only after set_group(NULL)
      * or destroy). After a group error in train the replicas may differ: call set_group again
      * (with a new group) to resynchronise. Collective: every rank calls it. Returns 0 or the
-     * group's errors (GB_ETIMEOUT, GB_ECLOSED, GB_ETORCH), or GB_ECORRUPT when rank 0's state
+     * group's errors (GB_ETIMEOUT, GB_ECLOSED, GB_ETORCH), or GB_ECORRUPT when the root's state
      * does not fit this learner (another configuration) on some rank (every rank then fails,
      * and the learner is back to local training). */
     int (*learner_set_group)(gb_torch_learner *l, gb_group *g, size_t bucket_bytes,
@@ -415,6 +416,7 @@ typedef struct gb_torch_api {
                           const size_t *recv_bytes, gb_error *err);
     int (*group_barrier)(gb_group *g, gb_error *err);
     void (*group_traffic)(const gb_group *g, int64_t *sent, int64_t *received);
+    int (*group_failed)(const gb_group *g);
 } gb_torch_api;
 
 typedef const gb_torch_api *(*gb_torch_entry_fn)(void);

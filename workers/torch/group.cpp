@@ -327,6 +327,8 @@ extern "C" int gbt_group_alltoall(gb_group *g, const void *in, const size_t *sen
     });
 }
 
+extern "C" int gbt_group_failed(const gb_group *g) { return g && g->failed; }
+
 extern "C" void gbt_group_traffic(const gb_group *g, int64_t *sent, int64_t *received)
 {
     *sent = g ? g->sent : 0;

@@ -61,4 +61,8 @@ static inline void gb_group_close(gb_group *g)
  * selection and remote collection put on the network, with those all-reduces. */
 #define gb_group_traffic(...) (gb_torch()->group_traffic(__VA_ARGS__))
 
+/* 1 once a call of the group failed (a peer died or hung, a timeout): the group is unusable;
+ * close it (and re-form another, workers/roles/trainer_group.c). NULL: 0. */
+#define gb_group_failed(...) (gb_torch()->group_failed(__VA_ARGS__))
+
 #endif

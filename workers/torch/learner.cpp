@@ -326,9 +326,18 @@ extern "C" int gbt_learner_set_group(gb_torch_learner *l, gb_group *g, size_t bu
     if (!g)
         return 0;
     int rc = gb_torch_guard(err, "set_group", [&] {
-        // rank 0's state, serialised as a checkpoint is, to every rank: its size, then its bytes
+        // The root: the rank that trained furthest, the lowest such (rank 0 at a start, where
+        // every rank has trained as far; after a re-formed group, a survivor rather than a
+        // restarted trainer's older checkpoint). Its state, serialised as a checkpoint is, to
+        // every rank: its size, then its bytes.
+        const int64_t span = 4096; // > any group size (trainer.count <= 1024)
+        int64_t key = l->train_steps * span + (span - 1 - gbt_group_rank(g));
+        int r = gbt_group_allreduce(g, GB_DTYPE_INT64, &key, 1, GB_GROUP_MAX, err);
+        if (r)
+            return r;
+        const int root = (int)(span - 1 - key % span);
         std::string blob;
-        if (gbt_group_rank(g) == 0) {
+        if (gbt_group_rank(g) == root) {
             torch::serialize::OutputArchive ar;
             write_state(l, ar);
             ar.save_to([&](const void *p, size_t n) {
@@ -337,17 +346,16 @@ extern "C" int gbt_learner_set_group(gb_torch_learner *l, gb_group *g, size_t bu
             });
         }
         int64_t n = (int64_t)blob.size();
-        int r = gbt_group_broadcast(g, &n, sizeof n, 0, err);
-        if (r)
+        if ((r = gbt_group_broadcast(g, &n, sizeof n, root, err)))
             return r;
         blob.resize((size_t)n);
-        if ((r = gbt_group_broadcast(g, &blob[0], blob.size(), 0, err)))
+        if ((r = gbt_group_broadcast(g, &blob[0], blob.size(), root, err)))
             return r;
         int64_t bad = 0;
-        if (gbt_group_rank(g) != 0) {
+        if (gbt_group_rank(g) != root) {
             torch::serialize::InputArchive ar;
             ar.load_from(blob.data(), blob.size(), l->device);
-            bad = read_state(l, ar, "rank 0's state", err) != 0;
+            bad = read_state(l, ar, "the root rank's state", err) != 0;
         }
         // every rank succeeds, or every rank fails
         gb_error gerr = {};
@@ -357,8 +365,8 @@ extern "C" int gbt_learner_set_group(gb_torch_learner *l, gb_group *g, size_t bu
         if (bad)
             return err->code;
         if (any_bad)
-            return gb_error_set(err, GB_ECORRUPT, "another rank could not take rank 0's state "
-                                "(another configuration?)");
+            return gb_error_set(err, GB_ECORRUPT, "another rank could not take the root rank's "
+                                "state (another configuration?)");
         // the same (no) gradients everywhere, so that the first step's all-reduce agrees
         for (auto *opt : {l->opt.get(), l->opt_q.get(), l->opt_alpha.get()})
             if (opt)

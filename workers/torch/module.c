@@ -47,6 +47,7 @@ static const gb_torch_api table = {
     .group_alltoall = gbt_group_alltoall,
     .group_barrier = gbt_group_barrier,
     .group_traffic = gbt_group_traffic,
+    .group_failed = gbt_group_failed,
 };
 
 /* The module's entry point: its table, static, never NULL. */
