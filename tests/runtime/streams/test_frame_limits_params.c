@@ -68,22 +68,32 @@ static int sub_reaches(gb_param_service *svc, gb_param_subscriber *s, int64_t v)
     return 0;
 }
 
+/* A parameter service on ctx taking chunks of max_chunk bytes at most, at the ipc endpoints
+ * "in", "pub" and "fetch" (128 bytes each) in a fresh directory dir (64 bytes). */
+static gb_param_service *service_open(void *ctx, char *dir, uint64_t max_chunk, char *in_ep,
+                                      char *pub_ep, char *fetch_ep)
+{
+    gb_error err;
+    st_tmpdir(dir, 64);
+    endpoint_in(dir, "in", in_ep, 128);
+    endpoint_in(dir, "pub", pub_ep, 128);
+    endpoint_in(dir, "fetch", fetch_ep, 128);
+    gb_param_service_opts so = {.in_endpoint = in_ep, .pub_endpoint = pub_ep,
+                                .fetch_endpoint = fetch_ep, .role = GB_ROLE_PARAMS,
+                                .max_chunk_bytes = max_chunk};
+    gb_param_service *svc = NULL;
+    CHECK_OK(gb_param_service_open(&svc, ctx, &so, &err));
+    return svc;
+}
+
 /* Through the real service: a version larger than the subscriber's model is refused (counted,
  * nothing allocated), the subscriber keeps its version, and the next proper one is applied. */
 static void test_param_subscriber_refuses(void)
 {
     gb_error err;
     char dir[64], in_ep[128], pub_ep[128], fetch_ep[128];
-    st_tmpdir(dir, sizeof dir);
-    endpoint_in(dir, "in", in_ep, sizeof in_ep);
-    endpoint_in(dir, "pub", pub_ep, sizeof pub_ep);
-    endpoint_in(dir, "fetch", fetch_ep, sizeof fetch_ep);
     void *ctx = zmq_ctx_new();
-    gb_param_service_opts so = {.in_endpoint = in_ep, .pub_endpoint = pub_ep,
-                                .fetch_endpoint = fetch_ep, .role = GB_ROLE_PARAMS,
-                                .max_chunk_bytes = BIG};
-    gb_param_service *svc;
-    CHECK_OK(gb_param_service_open(&svc, ctx, &so, &err));
+    gb_param_service *svc = service_open(ctx, dir, BIG, in_ep, pub_ep, fetch_ep);
     gb_param_publisher_opts po = {.service_endpoint = in_ep, .chunk_bytes = BIG,
                                   .timeout_ms = WAIT_MS, .role = GB_ROLE_TRAINER};
     gb_param_publisher *p;
@@ -141,16 +151,8 @@ static void test_param_service_input(void)
 {
     gb_error err;
     char dir[64], in_ep[128], pub_ep[128], fetch_ep[128];
-    st_tmpdir(dir, sizeof dir);
-    endpoint_in(dir, "in", in_ep, sizeof in_ep);
-    endpoint_in(dir, "pub", pub_ep, sizeof pub_ep);
-    endpoint_in(dir, "fetch", fetch_ep, sizeof fetch_ep);
     void *ctx = zmq_ctx_new();
-    gb_param_service_opts so = {.in_endpoint = in_ep, .pub_endpoint = pub_ep,
-                                .fetch_endpoint = fetch_ep, .role = GB_ROLE_PARAMS,
-                                .max_chunk_bytes = 4096};
-    gb_param_service *svc;
-    CHECK_OK(gb_param_service_open(&svc, ctx, &so, &err));
+    gb_param_service *svc = service_open(ctx, dir, 4096, in_ep, pub_ep, fetch_ep);
     gb_param_publisher_opts po = {.service_endpoint = in_ep, .chunk_bytes = 8192,
                                   .timeout_ms = WAIT_MS, .role = GB_ROLE_TRAINER};
     gb_param_publisher *wide, *p;
