@@ -5,7 +5,7 @@
  *          gb_wire_reply,
  *          gb_wire_recv, gb_wire_msg_init, gb_wire_msg_release, gb_wire_msg_refuse,
  *          gb_wire_msg_tensor,
- *          gb_wire_msg_find, gb_wire_msg_text,
+ *          gb_wire_msg_find, gb_wire_msg_text, gb_wire_peer_is, gb_wire_msg_set_peer,
  *          gb_tensor_desc_bytes, gb_wire_set_tensor, gb_role_name, gb_role_from_name,
  *          gb_msg_type_name,
  *          gb_wire_attr, gb_wire_attr_set_int, gb_wire_attr_set_str, gb_wire_attr_set_strs,
@@ -171,6 +171,8 @@ typedef struct gb_wire_msg {
     int delimited; /* a REQ peer's empty delimiter frame followed the identity (gb_wire_reply) */
     char peer[GB_WIRE_PEER_MAX]; /* the sender's proven identity (ZAP User-Id: "actor/3"), ""
                                     on a socket without identities (curve.h) */
+    int peer_role, peer_index; /* peer read once as "<role>/<index>" (gb_wire_msg_set_peer);
+                                  peer_role -1 when peer is "" or no worker's ("relay/host") */
     int nframes; /* tensor frames held (== hdr.ntensors after a successful receive) */
     zmq_msg_t frames[GB_WIRE_MAX_TENSORS];
     const void *data[GB_WIRE_MAX_TENSORS]; /* each view's bytes (frame or realigned copy) */
@@ -186,8 +188,14 @@ typedef struct gb_tensor_view {
 
 /* 1 when m came from worker (role, index) as its sender proved (m->peer, the ZAP User-Id
  * "actor/3"), or from a socket without identities (m->peer ""); 0 when another identity sent
- * it. A receiver rejects and counts what fails this, like any malformed message. */
+ * it. A receiver rejects and counts what fails this, like any malformed message. Compares the
+ * role and index gb_wire_recv read from the identity: no formatting per message. */
 int gb_wire_peer_is(const gb_wire_msg *m, int role, int index);
+
+/* Sets m's sender identity to user (NULL or "": none; truncated to GB_WIRE_PEER_MAX - 1 bytes)
+ * and reads it as "<role>/<index>", the name gb_role_name and %d print, into m->peer_role and
+ * m->peer_index. gb_wire_recv calls it with each message's User-Id. */
+void gb_wire_msg_set_peer(gb_wire_msg *m, const char *user);
 
 const char *gb_role_name(int role);     /* "actor", ...; "invalid" when out of range */
 int gb_role_from_name(const char *name); /* gb_role_name's inverse; GB_ROLE_NONE when unknown */

@@ -3,6 +3,7 @@
 #include "runtime/streams/wire.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,7 +132,7 @@ void gb_wire_msg_init(gb_wire_msg *m)
     m->nframes = 0;
     m->route_len = 0;
     m->delimited = 0;
-    m->peer[0] = '\0';
+    gb_wire_msg_set_peer(m, NULL);
     m->hdr.type = 0;
     m->hdr.ntensors = 0;
 }
@@ -256,7 +257,7 @@ int gb_wire_recv(void *sock, gb_wire_msg *m, int routed, int flags, gb_error *er
     gb_wire_msg_release(m);
     m->route_len = 0;
     m->delimited = 0;
-    m->peer[0] = '\0';
+    gb_wire_msg_set_peer(m, NULL);
     m->hdr.type = 0;
     m->hdr.ntensors = 0;
     zmq_msg_init(&head);
@@ -290,8 +291,7 @@ int gb_wire_recv(void *sock, gb_wire_msg *m, int routed, int flags, gb_error *er
         }
     }
     int more = zmq_msg_more(&head);
-    const char *user = zmq_msg_gets(&head, "User-Id");
-    snprintf(m->peer, sizeof m->peer, "%s", user ? user : "");
+    gb_wire_msg_set_peer(m, zmq_msg_gets(&head, "User-Id"));
     rc = gb_wire_decode_header(zmq_msg_data(&head), zmq_msg_size(&head), &m->hdr, err);
     zmq_msg_close(&head);
     if (rc) {
@@ -377,11 +377,47 @@ int gb_wire_set_max_frame(void *sock, uint64_t largest_frame, gb_error *err)
     return 0;
 }
 
+/* The index of an identity as %d prints it: an optional '-', then digits with no leading 0
+ * ("0" alone), within int. Returns 1 and sets *out, else 0 ("03", "-0", "+3", "3x", ""). */
+static int read_index(const char *p, int *out)
+{
+    int neg = *p == '-';
+    p += neg;
+    if (*p < '0' || *p > '9' || (*p == '0' && (p[1] || neg)))
+        return 0;
+    long long v = 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+        if ((v = v * 10 + (*p - '0')) > (long long)INT_MAX + 1)
+            return 0;
+    if (*p || (!neg && v > INT_MAX))
+        return 0;
+    *out = (int)(neg ? -v : v);
+    return 1;
+}
+
+void gb_wire_msg_set_peer(gb_wire_msg *m, const char *user)
+{
+    size_t n = user ? strnlen(user, sizeof m->peer - 1) : 0;
+    if (n)
+        memcpy(m->peer, user, n);
+    m->peer[n] = '\0';
+    m->peer_role = -1;
+    m->peer_index = 0;
+    const char *slash = n ? memchr(m->peer, '/', n) : NULL;
+    if (!slash)
+        return;
+    size_t len = (size_t)(slash - m->peer);
+    for (int r = 0; r < GB_ROLE_END; r++) {
+        const char *name = gb_role_name(r);
+        if (strlen(name) == len && memcmp(name, m->peer, len) == 0) {
+            if (read_index(slash + 1, &m->peer_index))
+                m->peer_role = r;
+            return;
+        }
+    }
+}
+
 int gb_wire_peer_is(const gb_wire_msg *m, int role, int index)
 {
-    if (!m->peer[0])
-        return 1;
-    char want[GB_WIRE_PEER_MAX];
-    snprintf(want, sizeof want, "%s/%d", gb_role_name(role), index);
-    return strcmp(m->peer, want) == 0;
+    return !m->peer[0] || (m->peer_role >= 0 && m->peer_role == role && m->peer_index == index);
 }

@@ -67,11 +67,7 @@ unset GB_TEST_AS GB_TEST_KEYS
 
 wait "$launcher"; status=$?
 tail -3 "$work/out.log"
-s="$run/summary.json"
-[ -s "$s" ] || fail "no summary.json"
-reason=$(json_get "$s" exit_reason) solved=$(json_get "$s" solved)
-refused=$(json_get "$s" reports_rejected) rejected=$(json_get "$s" rejected)
-env_steps=$(json_get "$s" env_steps) received=$(json_get "$s" chunks_received)
+read_summary "$run"
 echo "exit $status, $reason, solved $solved, $refused reports and $rejected chunks rejected," \
      "env_steps $env_steps, chunks received $received"
 [ "$status" -eq 0 ] || fail "exit status $status ($(json_get "$s" error))"

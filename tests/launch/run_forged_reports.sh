@@ -50,11 +50,7 @@ sleep 1
 sleep 2
 wait "$launcher"; status=$?
 tail -3 "$work/out.log"
-s="$run/summary.json"
-[ -s "$s" ] || fail "no summary.json"
-reason=$(json_get "$s" exit_reason) solved=$(json_get "$s" solved)
-refused=$(json_get "$s" reports_rejected) rejected=$(json_get "$s" rejected)
-env_steps=$(json_get "$s" env_steps) received=$(json_get "$s" chunks_received)
+read_summary "$run"
 mean=$(json_get "$s" episode_return_mean) restarts=$(json_get "$s" restarts)
 echo "exit $status, $reason, solved $solved, return mean $mean, $refused reports and" \
      "$rejected chunks rejected, env_steps $env_steps, chunks received $received," \

@@ -40,6 +40,17 @@ check_crash_ledger() {
     fail "the sample ledger does not balance"
 }
 
+# read_summary RUN: reads RUN/summary.json (fails without one) into s (its path), reason
+# (exit_reason), solved, refused (reports_rejected), rejected (samples.rejected: chunks),
+# env_steps and received (chunks_received).
+read_summary() {
+  s="$1/summary.json"
+  [ -s "$s" ] || fail "no summary.json"
+  reason=$(json_get "$s" exit_reason) solved=$(json_get "$s" solved)
+  refused=$(json_get "$s" reports_rejected) rejected=$(json_get "$s" rejected)
+  env_steps=$(json_get "$s" env_steps) received=$(json_get "$s" chunks_received)
+}
+
 # check_ledger SUMMARY: the sample stream lost nothing: every chunk an actor sent reached a
 # trainer (samples.lost = 0, sent = received) and none was dropped.
 check_ledger() {

@@ -16,17 +16,18 @@ int gb_relay_main(gb_worker *w, gb_error *err)
     int tmo = (int)w->cfg->streams.registry_timeout_ms;
     gb_param_relay *r = NULL;
     char names[2][GB_REGISTRY_NAME_MAX];
-    static const char *const which[] = {"pub", "fetch"};
+    static const char *const which[] = {GB_SOCKET_PARAMS_PUB, GB_SOCKET_PARAMS_FETCH};
     int rc;
     if ((rc = gb_worker_host(host, sizeof host, err)))
         return rc;
     for (int i = 0; i < 2; i++)
         snprintf(names[i], sizeof names[i], "relay/%s/%s", host, which[i]);
-    if ((rc = gb_registry_lookup(w->registry, "params/0/pub", up_pub, sizeof up_pub, tmo, err)) ||
-        (rc = gb_registry_lookup(w->registry, "params/0/fetch", up_fetch, sizeof up_fetch, tmo,
-                                 err)) ||
-        (rc = gb_worker_endpoint(w, "pub", names[0], pub, sizeof pub, err)) ||
-        (rc = gb_worker_endpoint(w, "fetch", names[1], fetch, sizeof fetch, err)))
+    if ((rc = gb_registry_lookup(w->registry, "params/0/" GB_SOCKET_PARAMS_PUB, up_pub,
+                                 sizeof up_pub, tmo, err)) ||
+        (rc = gb_registry_lookup(w->registry, "params/0/" GB_SOCKET_PARAMS_FETCH, up_fetch,
+                                 sizeof up_fetch, tmo, err)) ||
+        (rc = gb_worker_endpoint(w, which[0], names[0], pub, sizeof pub, err)) ||
+        (rc = gb_worker_endpoint(w, which[1], names[1], fetch, sizeof fetch, err)))
         return rc;
     gb_param_relay_opts o = {.up_pub_endpoint = up_pub,
                              .up_fetch_endpoint = up_fetch,

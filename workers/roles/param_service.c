@@ -14,13 +14,14 @@ int gb_params_main(gb_worker *w, gb_error *err)
         fetch[GB_REGISTRY_ENDPOINT_MAX];
     gb_param_service *s = NULL;
     char names[3][64];
-    static const char *const which[] = {"in", "pub", "fetch"};
+    static const char *const which[] = {GB_SOCKET_PARAMS_IN, GB_SOCKET_PARAMS_PUB,
+                                        GB_SOCKET_PARAMS_FETCH};
     for (int i = 0; i < 3; i++)
         snprintf(names[i], sizeof names[i], "params/%d/%s", w->index, which[i]);
     int rc;
-    if ((rc = gb_worker_endpoint(w, "in", names[0], in, sizeof in, err)) ||
-        (rc = gb_worker_endpoint(w, "pub", names[1], pub, sizeof pub, err)) ||
-        (rc = gb_worker_endpoint(w, "fetch", names[2], fetch, sizeof fetch, err)))
+    if ((rc = gb_worker_endpoint(w, which[0], names[0], in, sizeof in, err)) ||
+        (rc = gb_worker_endpoint(w, which[1], names[1], pub, sizeof pub, err)) ||
+        (rc = gb_worker_endpoint(w, which[2], names[2], fetch, sizeof fetch, err)))
         return rc;
     gb_param_service_opts o = {.in_endpoint = in, .pub_endpoint = pub, .fetch_endpoint = fetch,
                                .role = w->role, .index = w->index,

@@ -247,8 +247,8 @@ static int policy_server_open(policy *p, const gb_env_spec *spec, gb_infer_serve
     gb_worker *w = p->w;
     const gb_config *cfg = w->cfg;
     char ep[GB_REGISTRY_ENDPOINT_MAX];
-    snprintf(name, name_cap, "policy/%d/inference", w->index);
-    int rc = gb_worker_endpoint(w, "inference", name, ep, sizeof ep, err);
+    snprintf(name, name_cap, "policy/%d/%s", w->index, GB_SOCKET_INFERENCE);
+    int rc = gb_worker_endpoint(w, GB_SOCKET_INFERENCE, name, ep, sizeof ep, err);
     if (rc)
         return rc;
     /* A request holds one group of an actor's ring, at most all its copies' observations (and

@@ -89,10 +89,10 @@ int gb_worker_sockets_fit(const gb_config *cfg, const char *run_dir, int relays,
         int role;
         const char *name;
         int64_t count;
-    } sockets[] = {{GB_ROLE_TRAINER, "samples", cfg->trainer.count},
-                   {GB_ROLE_POLICY, "inference", cfg->policy.count},
-                   {GB_ROLE_PARAMS, "fetch", 1},
-                   {GB_ROLE_RELAY, "fetch", relays}};
+    } sockets[] = {{GB_ROLE_TRAINER, GB_SOCKET_SAMPLES, cfg->trainer.count},
+                   {GB_ROLE_POLICY, GB_SOCKET_INFERENCE, cfg->policy.count},
+                   {GB_ROLE_PARAMS, GB_SOCKET_PARAMS_FETCH, 1},
+                   {GB_ROLE_RELAY, GB_SOCKET_PARAMS_FETCH, relays}};
     for (size_t i = 0; i < sizeof sockets / sizeof sockets[0]; i++) {
         char full[128], ep[GB_REGISTRY_ENDPOINT_MAX];
         if (sockets[i].count <= 0)
@@ -169,16 +169,16 @@ int gb_worker_params_names(const gb_worker *w, char *pub, char *fetch, size_t ca
                            gb_error *err)
 {
     if (w->cfg->parameters.relay == GB_RELAY_NONE) {
-        snprintf(pub, cap, "params/0/pub");
-        snprintf(fetch, cap, "params/0/fetch");
+        snprintf(pub, cap, "params/0/%s", GB_SOCKET_PARAMS_PUB);
+        snprintf(fetch, cap, "params/0/%s", GB_SOCKET_PARAMS_FETCH);
         return 0;
     }
     char host[64];
     int rc = gb_worker_host(host, sizeof host, err);
     if (rc)
         return rc;
-    snprintf(pub, cap, "relay/%s/pub", host);
-    snprintf(fetch, cap, "relay/%s/fetch", host);
+    snprintf(pub, cap, "relay/%s/%s", host, GB_SOCKET_PARAMS_PUB);
+    snprintf(fetch, cap, "relay/%s/%s", host, GB_SOCKET_PARAMS_FETCH);
     return 0;
 }
 

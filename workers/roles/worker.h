@@ -2,7 +2,7 @@
  * ZeroMQ context, registry client, metrics sender, run-control client and stop flag; and the
  * role entry points that `gearbox worker --role R --index I --run-dir DIR` dispatches to.
  * defines: gb_worker, gb_actor_main, gb_policy_main, gb_trainer_main, gb_params_main,
- *          gb_worker_endpoint, gb_worker_sockets_fit,
+ *          gb_worker_endpoint, gb_worker_sockets_fit, GB_SOCKET_*,
  *          gb_worker_stopping, gb_worker_run_state, gb_worker_run_ending,
  *          gb_worker_confirm_ending, gb_worker_wait_release, gb_worker_report_interval,
  *          gb_relay_main, gb_worker_host, gb_worker_params_names */
@@ -87,7 +87,16 @@ static inline int gb_worker_stop_requested(const gb_worker *w) { return atomic_l
  * reader's queue is full. Returns 1 when released (at once without run control), 0 on timeout. */
 int gb_worker_wait_release(const gb_worker *w, double max_s);
 
-/* The address this worker binds for socket `name` (e.g. "inference"): an ipc:// path in the
+/* The sockets workers bind: gb_worker_endpoint's `name`, which ends the socket's ipc path
+ * ("<role>-<index>-<name>") and the name its worker registers it under ("policy/0/inference"),
+ * so that gb_worker_sockets_fit checks the paths the role entry points bind. */
+#define GB_SOCKET_SAMPLES "samples"     /* a trainer's: the actors' chunks */
+#define GB_SOCKET_INFERENCE "inference" /* a policy worker's: the actors' requests */
+#define GB_SOCKET_PARAMS_IN "in"        /* the parameter service's: the trainers' versions */
+#define GB_SOCKET_PARAMS_PUB "pub"      /* the parameter service's and a relay's broadcast */
+#define GB_SOCKET_PARAMS_FETCH "fetch"  /* the parameter service's and a relay's requests */
+
+/* The address this worker binds for socket `name` (GB_SOCKET_*): an ipc:// path in the
  * run directory (the same for every process of the worker) or tcp:// on streams.interface,
  * registered under regname by the caller once bound. Over tcp the port is the one regname last
  * had on this address when the registry knows it and it is free (a restarted worker binds where
@@ -96,10 +105,10 @@ int gb_worker_endpoint(const gb_worker *w, const char *name, const char *regname
                        size_t cap, gb_error *err);
 
 /* Before any worker starts: whether the ipc socket of every worker cfg runs on this host (the
- * trainers, policy workers, parameter service and `relays` parameter relays; the names
- * gb_worker_endpoint gets in trainer.c, policy.c, param_service.c and param_relay.c) fits the
- * 107 bytes of a Unix socket path in run_dir. Returns 0 (also on tcp) or gb_endpoint_make's
- * GB_EINVAL naming the longest path; a run that went on would see those workers fail. */
+ * trainers, policy workers, parameter service and `relays` parameter relays, each at its
+ * longest GB_SOCKET_* name) fits the 107 bytes of a Unix socket path in run_dir. Returns 0
+ * (also on tcp) or gb_endpoint_make's GB_EINVAL naming the longest path; a run that went on
+ * would see those workers fail. */
 int gb_worker_sockets_fit(const gb_config *cfg, const char *run_dir, int relays, gb_error *err);
 
 /* The environment's spec as the config names it (one copy is created and destroyed to read

@@ -2,104 +2,20 @@
  * takes (gb_wire_set_max_frame): a peer sending a frame larger than the protocol can carry is
  * disconnected before the frame is read (seen from the other end with a socket monitor), the
  * frame never reaches the receiver (its counters do not move), and legitimate peers go on being
- * served. Covers the inference server and client, the parameter subscriber and the parameter
- * service's request socket, the registry server (which carries run control) and client, and the
- * metrics collector. The sample receiver has its own in test_sample.c. */
+ * served. Covers the inference server and client, the registry server (which carries run
+ * control) and client, and the metrics collector; the parameter stream's sockets are in
+ * test_frame_limits_params.c, the sample receiver's in test_sample.c. */
+#include "frame_limits_test.h"
 #include "runtime/base/clock.h"
-#include "runtime/streams/inference.h"
 #include "runtime/run/metrics.h"
-#include "runtime/streams/params.h"
+#include "runtime/streams/inference.h"
 #include "runtime/streams/registry.h"
-#include "runtime/streams/wire_messages.h"
 #include "streams_test.h"
 #include "test.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
-
-#define BIG (1u << 20) /* an oversized frame: far above every bound set here */
-#define WAIT_MS 10000  /* the longest any step below may take on a loaded machine */
-
-/* ---- helpers --------------------------------------------------------------------------------- */
-
-/* A PAIR socket receiving sock's events of mask (zmq_socket_monitor). */
-static void *monitor_open(void *ctx, void *sock, int mask)
-{
-    static int n;
-    char ep[64];
-    snprintf(ep, sizeof ep, "inproc://frame-limits-monitor-%d", n++);
-    CHECK(zmq_socket_monitor(sock, ep, mask) == 0);
-    void *pair = zmq_socket(ctx, ZMQ_PAIR);
-    int linger = 0;
-    zmq_setsockopt(pair, ZMQ_LINGER, &linger, sizeof linger);
-    CHECK(zmq_connect(pair, ep) == 0);
-    return pair;
-}
-
-/* 1 when an event of mask is waiting on the monitor (each event: a 6-byte frame, the endpoint). */
-static int monitor_saw(void *pair, int mask)
-{
-    int seen = 0;
-    for (;;) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, pair, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&m);
-            return seen;
-        }
-        uint16_t ev = 0;
-        if (zmq_msg_size(&m) >= sizeof ev)
-            memcpy(&ev, zmq_msg_data(&m), sizeof ev);
-        int more = zmq_msg_more(&m);
-        while (more && zmq_msg_recv(&m, pair, 0) >= 0)
-            more = zmq_msg_more(&m);
-        zmq_msg_close(&m);
-        seen |= (ev & mask) != 0;
-    }
-}
-
-static void monitor_close(void *sock, void *pair)
-{
-    zmq_socket_monitor(sock, NULL, 0);
-    zmq_close(pair);
-}
-
-static void *socket_on(void *ctx, int type)
-{
-    void *s = zmq_socket(ctx, type);
-    int linger = 0;
-    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-    return s;
-}
-
-/* Sends a well-formed message of type whose one uint8 tensor `name` has bytes bytes (zeros),
- * with the attributes attrs of kind sc when sc is set. */
-static int send_sized(void *sock, const void *route, size_t route_len, int type, int role,
-                      const char *name, uint64_t bytes, uint64_t seq, const gb_wire_schema *sc,
-                      const void *attrs)
-{
-    unsigned char *zeros = calloc(1, bytes ? bytes : 1);
-    gb_error err;
-    gb_wire_header h;
-    gb_wire_header_init(&h, type, role, 0);
-    h.seq = seq;
-    if (sc)
-        CHECK_OK(gb_wire_schema_write(sc, attrs, &h, &err));
-    int64_t n = (int64_t)bytes;
-    h.ntensors = 1;
-    CHECK_OK(gb_wire_set_tensor(&h.tensors[0], name, GB_DTYPE_UINT8, 1, &n, &err));
-    gb_wire_payload p = {zeros, NULL, NULL, NULL};
-    int rc = gb_wire_send(sock, route, route_len, &h, &p, 0, &err);
-    CHECK_MSG(rc == 0, "send: %s", err.msg);
-    free(zeros);
-    return rc;
-}
-
-static void endpoint_in(const char *dir, const char *name, char *out, size_t cap)
-{
-    snprintf(out, cap, "ipc://%s/%s", dir, name);
-}
 
 /* ---- inference server ------------------------------------------------------------------------ */
 
@@ -272,188 +188,6 @@ static void test_inference_client(void)
     gb_infer_server_close(good);
     monitor_close(bad, mon);
     zmq_close(bad);
-    zmq_ctx_term(ctx);
-    st_rmdir(dir);
-}
-
-/* ---- parameter subscriber -------------------------------------------------------------------- */
-
-/* A service (here a stand-in for its PUB) sending a 16 MiB frame to a subscriber whose service
- * takes 4 KiB chunks (so it forwards at most those, or a layout of GB_PARAM_MAX_ENTRIES entries:
- * 13 MiB) is disconnected; the frame is never read. */
-static void test_param_subscriber_frame(void)
-{
-    gb_error err;
-    char dir[64], pub_ep[128], fetch_ep[128];
-    st_tmpdir(dir, sizeof dir);
-    endpoint_in(dir, "pub", pub_ep, sizeof pub_ep);
-    endpoint_in(dir, "fetch", fetch_ep, sizeof fetch_ep);
-    void *ctx = zmq_ctx_new();
-    void *pub = socket_on(ctx, ZMQ_PUB), *fetch = socket_on(ctx, ZMQ_ROUTER);
-    void *mon = monitor_open(ctx, pub, ZMQ_EVENT_DISCONNECTED);
-    CHECK(zmq_bind(pub, pub_ep) == 0 && zmq_bind(fetch, fetch_ep) == 0);
-    gb_param_subscriber_opts o = {.pub_endpoint = pub_ep, .fetch_endpoint = fetch_ep,
-                                  .timeout_ms = 2000, .role = GB_ROLE_POLICY,
-                                  .chunk_bytes = 4096, .max_bytes = 4096, .max_entries = 4};
-    gb_param_subscriber *s;
-    CHECK_OK(gb_param_subscriber_open(&s, ctx, &o, &err));
-    /* PUB drops what it sends before the subscription arrives: send until the drop is seen */
-    gb_msg_param q = {.version = 1, .serial = 1};
-    int dropped = 0;
-    for (double end = gb_now_s() + WAIT_MS / 1000.0; !dropped && gb_now_s() < end;) {
-        send_sized(pub, NULL, 0, GB_MSG_PARAM_CHUNK, GB_ROLE_PARAMS, "data", 16 * BIG, 1,
-                   &gb_schema_param_chunk, &q);
-        for (int i = 0; i < 10 && !dropped; i++) {
-            gb_param_subscriber_poll(s, 5, &err);
-            dropped = monitor_saw(mon, ZMQ_EVENT_DISCONNECTED);
-        }
-    }
-    CHECK_MSG(dropped, "the subscriber did not disconnect the service sending 16 MiB");
-    gb_param_subscriber_stats st = gb_param_subscriber_get_stats(s);
-    CHECK_EQ_INT(st.rejected, 0); /* never read, so never judged */
-    CHECK_EQ_INT(gb_param_subscriber_version(s), -1);
-    gb_param_subscriber_close(s);
-    monitor_close(pub, mon);
-    zmq_close(pub);
-    zmq_close(fetch);
-    zmq_ctx_term(ctx);
-    st_rmdir(dir);
-}
-
-/* Runs the service and the subscriber until the subscriber has version v (or WAIT_MS). */
-static int sub_reaches(gb_param_service *svc, gb_param_subscriber *s, int64_t v)
-{
-    gb_error err;
-    for (double end = gb_now_s() + WAIT_MS / 1000.0; gb_now_s() < end;) {
-        gb_param_service_poll(svc, 0, &err);
-        gb_param_subscriber_poll(s, 5, &err);
-        if (gb_param_subscriber_version(s) == v)
-            return 1;
-    }
-    return 0;
-}
-
-/* Through the real service: a version larger than the subscriber's model is refused (counted,
- * nothing allocated), the subscriber keeps its version, and the next proper one is applied. */
-static void test_param_subscriber_refuses(void)
-{
-    gb_error err;
-    char dir[64], in_ep[128], pub_ep[128], fetch_ep[128];
-    st_tmpdir(dir, sizeof dir);
-    endpoint_in(dir, "in", in_ep, sizeof in_ep);
-    endpoint_in(dir, "pub", pub_ep, sizeof pub_ep);
-    endpoint_in(dir, "fetch", fetch_ep, sizeof fetch_ep);
-    void *ctx = zmq_ctx_new();
-    gb_param_service_opts so = {.in_endpoint = in_ep, .pub_endpoint = pub_ep,
-                                .fetch_endpoint = fetch_ep, .role = GB_ROLE_PARAMS,
-                                .max_chunk_bytes = BIG};
-    gb_param_service *svc;
-    CHECK_OK(gb_param_service_open(&svc, ctx, &so, &err));
-    gb_param_publisher_opts po = {.service_endpoint = in_ep, .chunk_bytes = BIG,
-                                  .timeout_ms = WAIT_MS, .role = GB_ROLE_TRAINER};
-    gb_param_publisher *p;
-    CHECK_OK(gb_param_publisher_open(&p, ctx, &po, &err));
-    gb_param_subscriber_opts o = {.pub_endpoint = pub_ep, .fetch_endpoint = fetch_ep,
-                                  .timeout_ms = 2000, .recheck_ms = 50, .role = GB_ROLE_POLICY,
-                                  .chunk_bytes = BIG, .max_bytes = 4096, .max_entries = 1};
-    gb_param_subscriber *s;
-    CHECK_OK(gb_param_subscriber_open(&s, ctx, &o, &err));
-    static unsigned char blob[BIG];
-    gb_param_entry e = {.name = "w", .dtype = GB_DTYPE_UINT8, .rank = 1, .shape = {4096}};
-    CHECK_OK(gb_param_publish(p, 1, &e, 1, blob, 4096, &err));
-    CHECK(sub_reaches(svc, s, 1));
-    e.shape[0] = BIG;
-    CHECK_OK(gb_param_publish(p, 2, &e, 1, blob, BIG, &err));
-    TEST_WAIT_UNTIL(gb_param_service_poll(svc, 0, &err) == 0 &&
-                        gb_param_subscriber_poll(s, 5, &err) >= 0 &&
-                        gb_param_subscriber_get_stats(s).rejected > 0 &&
-                        gb_param_service_version(svc) == 2,
-                    WAIT_MS);
-    CHECK(gb_param_service_version(svc) == 2);
-    CHECK(gb_param_subscriber_get_stats(s).rejected > 0);
-    CHECK_EQ_INT(gb_param_subscriber_version(s), 1);
-    /* a peer sending the service's request socket a 1 MiB frame is dropped unread; the
-     * subscriber still gets the next version */
-    void *bad = socket_on(ctx, ZMQ_DEALER);
-    void *mon = monitor_open(ctx, bad, ZMQ_EVENT_DISCONNECTED);
-    CHECK(zmq_connect(bad, fetch_ep) == 0);
-    uint64_t service_rejected = gb_param_service_get_stats(svc).rejected;
-    send_sized(bad, NULL, 0, GB_MSG_PARAM_FETCH, GB_ROLE_POLICY, "data", BIG, 1, NULL, NULL);
-    int dropped = 0;
-    TEST_WAIT_UNTIL(gb_param_service_poll(svc, 0, &err) == 0 &&
-                        (dropped = monitor_saw(mon, ZMQ_EVENT_DISCONNECTED)),
-                    WAIT_MS);
-    CHECK_MSG(dropped, "the service did not disconnect the peer sending 1 MiB");
-    e.shape[0] = 2048;
-    CHECK_OK(gb_param_publish(p, 3, &e, 1, blob, 2048, &err));
-    CHECK(sub_reaches(svc, s, 3));
-    CHECK_EQ_INT(gb_param_service_get_stats(svc).rejected, service_rejected);
-    monitor_close(bad, mon);
-    zmq_close(bad);
-    gb_param_subscriber_stats st = gb_param_subscriber_get_stats(s);
-    CHECK_EQ_INT(st.applied, 2);
-    gb_param_subscriber_close(s);
-    gb_param_publisher_close(p);
-    gb_param_service_close(svc);
-    zmq_ctx_term(ctx);
-    st_rmdir(dir);
-}
-
-/* The service taking 4 KiB chunks: a version announcing larger ones is rejected, a publisher
- * sending a 16 MiB frame (above a chunk and the largest layout) is disconnected unread, and a
- * proper version is taken after both. */
-static void test_param_service_input(void)
-{
-    gb_error err;
-    char dir[64], in_ep[128], pub_ep[128], fetch_ep[128];
-    st_tmpdir(dir, sizeof dir);
-    endpoint_in(dir, "in", in_ep, sizeof in_ep);
-    endpoint_in(dir, "pub", pub_ep, sizeof pub_ep);
-    endpoint_in(dir, "fetch", fetch_ep, sizeof fetch_ep);
-    void *ctx = zmq_ctx_new();
-    gb_param_service_opts so = {.in_endpoint = in_ep, .pub_endpoint = pub_ep,
-                                .fetch_endpoint = fetch_ep, .role = GB_ROLE_PARAMS,
-                                .max_chunk_bytes = 4096};
-    gb_param_service *svc;
-    CHECK_OK(gb_param_service_open(&svc, ctx, &so, &err));
-    gb_param_publisher_opts po = {.service_endpoint = in_ep, .chunk_bytes = 8192,
-                                  .timeout_ms = WAIT_MS, .role = GB_ROLE_TRAINER};
-    gb_param_publisher *wide, *p;
-    CHECK_OK(gb_param_publisher_open(&wide, ctx, &po, &err));
-    po.chunk_bytes = 4096;
-    CHECK_OK(gb_param_publisher_open(&p, ctx, &po, &err));
-    static unsigned char blob[16384];
-    gb_param_entry e = {.name = "w", .dtype = GB_DTYPE_UINT8, .rank = 1, .shape = {16384}};
-    CHECK_OK(gb_param_publish(wide, 1, &e, 1, blob, sizeof blob, &err));
-    TEST_WAIT_UNTIL(gb_param_service_poll(svc, 5, &err) == 0 &&
-                        gb_param_service_get_stats(svc).rejected > 0,
-                    WAIT_MS);
-    CHECK(gb_param_service_get_stats(svc).rejected > 0);
-
-    void *bad = socket_on(ctx, ZMQ_PUSH);
-    void *mon = monitor_open(ctx, bad, ZMQ_EVENT_DISCONNECTED);
-    CHECK(zmq_connect(bad, in_ep) == 0);
-    uint64_t rejected = gb_param_service_get_stats(svc).rejected;
-    gb_msg_param q = {.version = 2};
-    send_sized(bad, NULL, 0, GB_MSG_PARAM_CHUNK, GB_ROLE_TRAINER, "data", 16 * BIG, 1,
-               &gb_schema_param_chunk, &q);
-    int dropped = 0;
-    TEST_WAIT_UNTIL(gb_param_service_poll(svc, 5, &err) == 0 &&
-                        (dropped = monitor_saw(mon, ZMQ_EVENT_DISCONNECTED)),
-                    WAIT_MS);
-    CHECK_MSG(dropped, "the service did not disconnect the publisher sending 16 MiB");
-
-    CHECK_OK(gb_param_publish(p, 3, &e, 1, blob, sizeof blob, &err));
-    TEST_WAIT_UNTIL(gb_param_service_poll(svc, 5, &err) == 0 &&
-                        gb_param_service_version(svc) == 3,
-                    WAIT_MS);
-    CHECK_EQ_INT(gb_param_service_version(svc), 3);
-    CHECK_EQ_INT(gb_param_service_get_stats(svc).rejected, rejected); /* never read */
-    monitor_close(bad, mon);
-    zmq_close(bad);
-    gb_param_publisher_close(wide);
-    gb_param_publisher_close(p);
-    gb_param_service_close(svc);
     zmq_ctx_term(ctx);
     st_rmdir(dir);
 }
@@ -662,9 +396,6 @@ int main(void)
 {
     TEST_RUN(test_inference_server);
     TEST_RUN(test_inference_client);
-    TEST_RUN(test_param_subscriber_frame);
-    TEST_RUN(test_param_subscriber_refuses);
-    TEST_RUN(test_param_service_input);
     TEST_RUN(test_registry_server);
     TEST_RUN(test_registry_client);
     TEST_RUN(test_metrics_collector);

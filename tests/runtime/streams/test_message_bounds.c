@@ -4,6 +4,7 @@
  * and a policy's inference server requests of its largest frame, while they are not being
  * read. The attacked side must refuse and count them, its resident memory must stay within a
  * bound said at each test, and a well-behaved peer beside must go on being served. */
+#include "hostile_peer.h"
 #include "runtime/base/clock.h"
 #include "runtime/run/metrics.h"
 #include "runtime/streams/inference.h"
@@ -44,16 +45,8 @@ enum { ATTACK_REGISTRY, ATTACK_METRICS, ATTACK_INFERENCE, ATTACKS };
 
 static void attack(int kind, const char *ep)
 {
-    void *zctx = zmq_ctx_new(), *s = zmq_socket(zctx, kind == ATTACK_METRICS ? ZMQ_PUSH
-                                                                            : ZMQ_DEALER);
-    int linger = -1, hwm = 0;
-    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    int one = 1, small = 4096; /* never reads its replies */
-    zmq_setsockopt(s, ZMQ_RCVHWM, &one, sizeof one);
-    zmq_setsockopt(s, ZMQ_RCVBUF, &small, sizeof small);
-    if (zmq_connect(s, ep) != 0)
-        _exit(1);
+    void *zctx; /* linger: every message out before the child goes; no bound on its queue */
+    void *s = hostile_socket(&zctx, kind == ATTACK_METRICS ? ZMQ_PUSH : ZMQ_DEALER, ep, -1, 0);
     gb_error err = {0};
     gb_wire_header h;
     unsigned char hb[GB_WIRE_HEADER_MAX];

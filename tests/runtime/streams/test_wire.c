@@ -1,5 +1,6 @@
 /* tests/runtime/streams/test_wire.c: header encode/decode (against msgpack-c), every malformation
- * named, frame checks, and multipart send/receive with in-place views. Typed attributes ("a"):
+ * named, frame checks, multipart send/receive with in-place views, and the sender identity
+ * check (gb_wire_peer_is) against the string compare it replaced. Typed attributes ("a"):
  * test_wire_attr.c. */
 #include "runtime/base/dtype.h"
 #include "runtime/streams/wire.h"
@@ -514,6 +515,51 @@ void free_fn(void *data, void *hint)
     ++*(int *)hint;
 }
 
+/* The identity check (gb_wire_peer_is, on the role and index read once at receive) against the
+ * string it replaced: the User-Id equal to "<gb_role_name(role)>/<index>" as %d prints it, or
+ * empty. Every role, and indices at int's edges, against identities near each. */
+static int peer_is_reference(const char *peer, int role, int index)
+{
+    char want[GB_WIRE_PEER_MAX], held[GB_WIRE_PEER_MAX];
+    snprintf(held, sizeof held, "%s", peer);
+    snprintf(want, sizeof want, "%s/%d", gb_role_name(role), index);
+    return !held[0] || strcmp(held, want) == 0;
+}
+
+static void test_peer_is(void)
+{
+    static const char *const peers[] = {
+        "", "actor/0", "actor/3", "actor/03", "actor/-0", "actor/+3", "actor/3x", "actor/ 3",
+        "actor/", "actor", "/3", "actor//3", "actor/3/", "Actor/3", "actors/3", "acto/3",
+        "none/3", "relay/host-a", "relay/3", "launcher/0", "trainer/2147483647",
+        "trainer/2147483648", "trainer/-2147483648", "trainer/-2147483649",
+        "policy/99999999999999999999", "actor/1234567890123456789012345678", "params/0",
+        "client/-1", "server/7", "launcher"};
+    static const int indices[] = {INT32_MIN, -1, 0, 1, 3, 7, 99, INT32_MAX};
+    int checked = 0, differ = 0;
+    gb_wire_msg m;
+    gb_wire_msg_init(&m);
+    CHECK(gb_wire_peer_is(&m, GB_ROLE_ACTOR, 5)); /* a fresh message: no identity */
+    for (size_t k = 0; k < sizeof peers / sizeof peers[0]; k++) {
+        gb_wire_msg_set_peer(&m, peers[k]);
+        for (int role = GB_ROLE_NONE; role < GB_ROLE_END; role++)
+            for (size_t i = 0; i < sizeof indices / sizeof indices[0]; i++) {
+                int got = gb_wire_peer_is(&m, role, indices[i]);
+                int want = peer_is_reference(peers[k], role, indices[i]);
+                checked++;
+                differ += got != want;
+                CHECK_MSG(got == want, "'%s' as %s %d: %d, expected %d", peers[k],
+                          gb_role_name(role), indices[i], got, want);
+            }
+        /* a role out of range is no worker: only a message without identity passes */
+        CHECK_EQ_INT(gb_wire_peer_is(&m, GB_ROLE_END, 0), !peers[k][0]);
+        CHECK_EQ_INT(gb_wire_peer_is(&m, -1, 0), !peers[k][0]);
+    }
+    gb_wire_msg_set_peer(&m, NULL);
+    CHECK(m.peer[0] == '\0' && gb_wire_peer_is(&m, GB_ROLE_TRAINER, 0));
+    printf("  peer_is: %d checks against the formatted reference, %d differ\n", checked, differ);
+}
+
 int main(void)
 {
     TEST_RUN(test_dtype);
@@ -522,5 +568,6 @@ int main(void)
     TEST_RUN(test_malformed);
     TEST_RUN(test_send_recv);
     TEST_RUN(test_realign_ipc);
+    TEST_RUN(test_peer_is);
     return test_main_result();
 }

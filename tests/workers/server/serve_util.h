@@ -1,9 +1,10 @@
 /* tests/workers/server/serve_util.h: helpers for the data-server tests: a D4RL-layout HDF5 file
  * written with the HDF5 C API (values encode their row, so any sampled step can be checked against
  * the source), and a server run on a thread of the test; for the C client tests (test_serve*.c) a
- * server config, the items the file should load as, and a checker of sampled values.
+ * server config, the items the file should load as, a client opened with the server's info and
+ * a checker of sampled values.
  * defines: make_d4rl, test_server_start, test_server_stop, server_config, plan, sbuf, verify,
- *          serve_test_setup */
+ *          client_open_info, serve_test_setup */
 #ifndef GB_TESTS_SERVE_UTIL_H
 #define GB_TESTS_SERVE_UTIL_H
 
@@ -254,6 +255,15 @@ static inline void sbuf_free(sbuf *b)
 {
     for (int c = 0; c < b->info.ncolumns; c++)
         free(b->data[c]);
+}
+
+/* Opens a client on ep (timeout_ms for each request) and reads the server's info into *info.
+ * Returns 0 or the first error (message in err); the caller closes *c either way. */
+static inline int client_open_info(gb_client **c, const char *ep, int timeout_ms,
+                                   gb_client_info *info, gb_error *err)
+{
+    int rc = gb_client_open(c, ep, timeout_ms, err);
+    return rc ? rc : gb_client_get_info(*c, info, err);
 }
 
 /* Checks every value of n sampled items of steps [t0, t1) against the source. Returns the

@@ -108,9 +108,8 @@ static void test_sample_every_value(void)
         return;
     }
     gb_client *c = NULL;
-    CHECK_OK(gb_client_open(&c, gb_server_endpoint(ts.server), 5000, &err));
     sbuf b = {0};
-    CHECK_OK(gb_client_get_info(c, &b.info, &err));
+    CHECK_OK(client_open_info(&c, gb_server_endpoint(ts.server), 5000, &b.info, &err));
     CHECK_EQ_INT(b.info.size, nplan);
     CHECK_EQ_INT(b.info.steps, T_STEPS);
     CHECK(strcmp(b.info.selector, "uniform") == 0);
@@ -191,8 +190,7 @@ static void *sel_main(void *arg)
     gb_error err = {0};
     gb_client *c = NULL;
     sbuf *b = calloc(1, sizeof *b);
-    if (!b || gb_client_open(&c, g->endpoint, 5000, &err) ||
-        gb_client_get_info(c, &b->info, &err)) {
+    if (!b || client_open_info(&c, g->endpoint, 5000, &b->info, &err)) {
         g->errors++;
         free(b);
         gb_client_close(c);
@@ -248,8 +246,7 @@ static void test_selectors_per_request(void)
     const char *ep = gb_server_endpoint(ts.server);
     gb_client *c = NULL;
     gb_client_info info;
-    CHECK_OK(gb_client_open(&c, ep, 5000, &err));
-    CHECK_OK(gb_client_get_info(c, &info, &err));
+    CHECK_OK(client_open_info(&c, ep, 5000, &info, &err));
     CHECK(strcmp(info.selector, "uniform") == 0);
     CHECK_MSG(strcmp(info.selectors, "uniform,weighted,fifo,lifo") == 0, "%s", info.selectors);
     CHECK(gb_client_has_selector(&info, "weighted") && !gb_client_has_selector(&info, "topk"));

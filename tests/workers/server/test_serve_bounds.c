@@ -3,6 +3,7 @@
  * server must refuse it past server.max_pending_replies (counted), keep its own memory bounded
  * and go on serving a well-behaved client beside it; and one that sends multipart requests of
  * hundreds of MB, refused, counted and given back. Usage: test_serve_bounds TMPDIR */
+#include "hostile_peer.h"
 #include "serve_util.h"
 #include "test.h"
 
@@ -22,13 +23,7 @@ static void greedy_child(int fd)
     char ep[256] = {0};
     if (read(fd, ep, sizeof ep - 1) <= 0)
         _exit(1);
-    void *zctx = zmq_ctx_new(), *d = zmq_socket(zctx, ZMQ_DEALER);
-    int one = 1, small = 4096, zero = 0;
-    zmq_setsockopt(d, ZMQ_RCVHWM, &one, sizeof one);
-    zmq_setsockopt(d, ZMQ_RCVBUF, &small, sizeof small);
-    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
-    if (zmq_connect(d, ep) != 0)
-        _exit(1);
+    void *zctx, *d = hostile_socket(&zctx, ZMQ_DEALER, ep, 0, -1);
     gb_error err = {0};
     gb_wire_header h;
     gb_wire_header_init(&h, GB_MSG_SERVE_REQUEST, GB_ROLE_CLIENT, 0);
@@ -84,7 +79,7 @@ static int good_sample(const char *ep)
     gb_error err = {0};
     gb_client *c = NULL;
     sbuf b = {0};
-    int ok = gb_client_open(&c, ep, 5000, &err) == 0 && gb_client_get_info(c, &b.info, &err) == 0;
+    int ok = client_open_info(&c, ep, 5000, &b.info, &err) == 0;
     if (ok) {
         sbuf_alloc(&b, 32);
         gb_client_sample_req req = {.batch = 32, .timeout_ms = -1};

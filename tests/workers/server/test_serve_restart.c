@@ -13,7 +13,7 @@ static int64_t sample_all_fifo(const char *ep, unsigned char **blob, size_t *byt
 {
     gb_error err = {0};
     gb_client *c = NULL;
-    if (gb_client_open(&c, ep, 5000, &err) || gb_client_get_info(c, info, &err))
+    if (client_open_info(&c, ep, 5000, info, &err))
         return -1;
     sbuf b = {.info = *info};
     sbuf_alloc(&b, info->size);
@@ -57,8 +57,7 @@ static void test_checkpoint_restart(void)
     /* change the store so that it differs from the dataset: insert 3 items, update priorities */
     gb_client *c = NULL;
     gb_client_info info;
-    CHECK_OK(gb_client_open(&c, ep, 5000, &err));
-    CHECK_OK(gb_client_get_info(c, &info, &err));
+    CHECK_OK(client_open_info(&c, ep, 5000, &info, &err));
     sbuf b = {.info = info};
     sbuf_alloc(&b, 3);
     for (int k = 0; k < info.ncolumns; k++)
