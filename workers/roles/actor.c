@@ -233,9 +233,9 @@ static int actor_connect(actor *a, char ***policy_eps, int *npolicy, char ***tra
      * there (they register their sample streams once the group has formed) */
     int ms = (int)cfg->streams.registry_timeout_ms;
     int trainer_ms = (int)fmax((double)ms, cfg->trainer.rendezvous.timeout_s * 1000.0 + ms);
-    if ((rc = lookup_all(w, "policy/", (int)cfg->policy.count, "/inference", ms, policy_eps,
-                         npolicy, err)) ||
-        (rc = lookup_all(w, "trainer/", (int)cfg->trainer.count, "/samples",
+    if ((rc = lookup_all(w, "policy/", (int)cfg->policy.count, "/" GB_SOCKET_INFERENCE, ms,
+                         policy_eps, npolicy, err)) ||
+        (rc = lookup_all(w, "trainer/", (int)cfg->trainer.count, "/" GB_SOCKET_SAMPLES,
                          cfg->trainer.local >= 0 && cfg->trainer.local < cfg->trainer.count
                              ? trainer_ms : ms,
                          trainer_eps, ntrainer, err)))

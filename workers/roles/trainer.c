@@ -288,8 +288,8 @@ static int open_streams(trainer *t, gb_error *err)
     gb_worker *w = t->w;
     const gb_config *cfg = w->cfg;
     char ep[GB_REGISTRY_ENDPOINT_MAX], name[64];
-    snprintf(name, sizeof name, "trainer/%d/samples", w->index);
-    int rc = gb_worker_endpoint(w, "samples", name, ep, sizeof ep, err);
+    snprintf(name, sizeof name, "trainer/%d/%s", w->index, GB_SOCKET_SAMPLES);
+    int rc = gb_worker_endpoint(w, GB_SOCKET_SAMPLES, name, ep, sizeof ep, err);
     if (rc)
         return rc;
     gb_sample_receiver_opts ro = {
