@@ -19,9 +19,10 @@
 #      (relay-<k> on the k-th node); every policy worker subscribed to its own node's relay;
 #      the parameter service sent each version once per relay (its bytes per version = NODES x
 #      the blob: its last log line and the relays'), with CURVE on (tcp's default);
-#  (b) a relay step killed (SIGKILL to its worker): the watchdog
-#      starts it again on the same node; SIGTERM to the launcher then leaves nothing in squeue
-#      and no `gearbox worker` in any namespace.
+#  (b) with two trainers, a relay step killed (SIGKILL to its worker): the watchdog starts it
+#      again on the same node; trainer 1 killed: its step starts again on its node and the two
+#      trainers form their group again; SIGTERM to the launcher then leaves nothing in squeue
+#      and no `gearbox worker` in any namespace, and the sample ledger balances.
 # Why the launcher runs in ctl and not in this machine's namespaces: salloc and srun give the
 # nodes the address they reached slurmctld/slurmd from for their callbacks (job granted, step
 # I/O); from ctl that is ctl's bridge address, which every node reaches. No /etc/hosts entry is
@@ -230,7 +231,9 @@ no_workers "$work/solve" || fail "(a) workers left after the run"
 # --- (b) a relay killed comes back on its node; then SIGTERM to the launcher ------------------
 last=$((nodes - 1)) node=$(node_of $((nodes - 1)))
 launch "$work/term" --set experiment.target_return=1e9 --set experiment.max_env_steps=0 \
-  --set experiment.max_seconds=120 --set launch.progress=off > "$work/term.log" 2>&1 &
+  --set experiment.max_seconds=120 --set launch.progress=off --set trainer.count=2 \
+  --set trainer.replay.min_size=16 --set trainer.replay.capacity=16 \
+  --set launch.heartbeat_timeout_s=5 > "$work/term.log" 2>&1 &
 launcher=$!
 rlog=$work/term/logs/relay-$last.log
 wait_for_log "$rlog" "relay: serving host" 60 ||
@@ -249,6 +252,20 @@ done
 where=$(ctl squeue -s -h -o '%j %N' | awk -v j="relay-$last" '$1 == j {print $2}')
 echo "(b) relay-$last killed and restarted: its step runs on ${where:-?}"
 [ "$where" = "$node" ] || fail "(b) the restarted relay-$last runs on '$where', not $node"
+# trainer 1 (on the second node) killed: its step is started again there and the two trainers
+# form their group again (generation 1) over the network
+tnode=$(node_of $((1 % nodes)))
+tlog0=$work/term/logs/trainer-0.log
+wait_for_log "$tlog0" "rank 0 of 2 trainers" 60 || fail "(b) the trainers did not meet"
+victim=$(pgrep -f -- "^$gearbox worker --role trainer --index 1 --run-dir $work/term" | head -1)
+[ -n "$victim" ] || fail "(b) trainer-1's worker process not found"
+kill -KILL "$victim"
+wait_for_log "$tlog0" "formed again as generation 1" 30 ||
+  { tail -5 "$tlog0"; fail "(b) the trainers' group did not form again"; }
+where=$(ctl squeue -s -h -o '%j %N' | awk '$1 == "trainer-1" {print $2}')
+echo "(b) trainer-1 killed: $(grep -o "formed again as generation 1 [0-9.]* s after it failed" \
+  "$tlog0"); its step runs on ${where:-?} again"
+[ "$where" = "$tnode" ] || fail "(b) the restarted trainer-1 runs on '$where', not $tnode"
 [ -n "$(workers_of "$work/term")" ] || fail "(b) no workers found"
 t=$SECONDS
 kill -TERM "$launcher"
@@ -257,6 +274,7 @@ launcher=""
 echo "(b) launcher exited with $status $((SECONDS - t)) s after SIGTERM"
 [ "$status" -ne 0 ] || fail "(b) an interrupted run exited 0"
 [ "$(json_get "$work/term/summary.json" exit_reason)" = interrupted ] || fail "(b) exit_reason"
+check_crash_ledger "$work/term/summary.json"
 no_jobs || fail "(b) the job is still in squeue after SIGTERM"
 no_workers "$work/term" || fail "(b) workers left after SIGTERM"
 
