@@ -10,6 +10,7 @@
 #include "launch/commands.h"
 #include "workers/roles/learning.h" /* gb_torch_space */
 #include "workers/roles/worker.h"
+#include "workers/torch/group.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -139,6 +140,12 @@ static int check_devices(const gb_config *cfg, const gb_config_marks *marks, int
         return gb_config_fail_key(marks, "trainer.device", err, "cuda: %s; use cpu",
                                   !built ? "this gearbox was built without CUDA"
                                          : "no CUDA device is visible here");
+    /* several trainers' gradients over NCCL: a libtorch that has it (loads the module) */
+    if (trainer_here >= 0 && cfg->trainer.count > 1 && cfg->trainer.backend == GB_BACKEND_NCCL &&
+        !gb_group_has_nccl())
+        return gb_config_fail_key(marks, "trainer.backend", err,
+                                  "nccl: this gearbox's libtorch has no NCCL (Debian's is "
+                                  "CPU-only); build against PyTorch's CUDA wheel, or use gloo");
     /* a policy worker's model is libtorch's: a build without gearbox's kernels may still act
      * on a GPU */
     if (policy_here > 0 && cfg->policy.device == GB_DEVICE_CUDA && built &&

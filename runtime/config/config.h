@@ -66,6 +66,8 @@ typedef enum { GB_CURVE_AUTO = 0, GB_CURVE_ON = 1, GB_CURVE_OFF = 2 } gb_curve_m
 /* Several trainers: where each trains from (workers/roles/shards.h), and how they meet. */
 typedef enum { GB_SELECTION_LOCAL = 0, GB_SELECTION_GLOBAL = 1 } gb_selection;
 typedef enum { GB_STORE_FILE = 0, GB_STORE_TCP = 1, GB_STORE_REGISTRY = 2 } gb_store_kind;
+/* trainer.backend: the library of the trainers' gradient all-reduce */
+typedef enum { GB_BACKEND_AUTO = 0, GB_BACKEND_GLOO = 1, GB_BACKEND_NCCL = 2 } gb_backend;
 /* parameters.relay: how policy workers get parameters (runtime/streams/params.h,
  * workers/roles/param_relay.c) */
 typedef enum { GB_RELAY_NONE = 0, GB_RELAY_PER_HOST = 1 } gb_relay_mode;
@@ -252,6 +254,7 @@ typedef struct gb_config_chunk_guard {
 typedef struct gb_config_trainer {
     int64_t count;
     int64_t local; /* how many of count the launcher starts itself (-1: all); the rest join */
+    int backend;   /* gb_backend: several trainers' gradient all-reduce (auto: nccl on cuda) */
     int device;  /* gb_device */
     int collect;  /* gb_collect_mode (device cuda) */
     int prefetch; /* gb_prefetch_mode */

@@ -221,10 +221,15 @@ static int check_trainer(const gb_config *cfg, const gb_config_marks *marks, gb_
         return fail_key(marks, "trainer.count", err,
                         "launch.mode inline runs one learner in one process; several trainers "
                         "need launch.mode local");
-    if (tr->count > 1 && tr->device == GB_DEVICE_CUDA)
-        return fail_key(marks, "trainer.device", err,
-                        "several trainers on GPUs (gradients over NCCL) are not implemented "
-                        "yet: use trainer.count 1 with cuda, or several trainers on the cpu");
+    if (tr->count > 1 && tr->device == GB_DEVICE_CUDA &&
+        tr->replay.selection == GB_SELECTION_GLOBAL)
+        return fail_key(marks, "trainer.replay.selection", err,
+                        "global selection gathers the chosen rows into host memory, which "
+                        "trainers on GPUs (trainer.device cuda) do not collect from: use local");
+    if (tr->backend == GB_BACKEND_NCCL && tr->device != GB_DEVICE_CUDA)
+        return fail_key(marks, "trainer.backend", err,
+                        "nccl all-reduces GPU memory: it needs trainer.device cuda (use gloo or "
+                        "auto on the cpu)");
     if (tr->count > 1 && tr->prefetch == GB_PREFETCH_ON)
         return fail_key(marks, "trainer.prefetch", err,
                         "several trainers agree on every step before they select, so a batch "

@@ -45,6 +45,7 @@ static const char *const transports[] = {"ipc", "tcp", NULL};
 static const char *const curve_modes[] = {"auto", "on", "off", NULL};
 static const char *const selections[] = {"local", "global", NULL};
 static const char *const stores[] = {"file", "tcp", "registry", NULL};
+static const char *const backends[] = {"auto", "gloo", "nccl", NULL};
 static const char *const relay_modes[] = {"none", "per_host", NULL};
 static const char *const launch_modes[] = {"local", "slurm", "inline", NULL};
 static const char *const progress_modes[] = {"auto", "line", "plain", "off", NULL};
@@ -192,6 +193,11 @@ const gb_config_field gb_config_fields[] = {
         "launcher); the rest of count join from other hosts (gearbox join --role trainer) "
         "within trainer.rendezvous.timeout_s of the run's start"),
     ENUM("trainer.device", trainer.device, "cpu", devices, "where training runs"),
+    ENUM("trainer.backend", trainer.backend, "auto", backends,
+         "several trainers: the library of their gradient all-reduce: gloo (host memory; GPU "
+         "gradients are staged through it), nccl (GPU memory, trainer.device cuda, a libtorch "
+         "built with NCCL: PyTorch's CUDA builds, not Debian's), auto (nccl on cuda, else "
+         "gloo). The sharded replay's collectives are Gloo's on host memory either way"),
     ENUM("trainer.collect", trainer.collect, "gpu_zero_copy", collect_modes,
          "device cuda: how the chosen rows reach the GPU: gpu_zero_copy (GEAR's path: selection "
          "on the GPU, the gather kernel reads the rows from the page-locked replay tables straight "

@@ -156,6 +156,10 @@ int gb_trainer_join_group(trainer *t, gb_error *err)
         .device_host = self,
         .prefix = prefix,
         .timeout_s = tc->rendezvous.timeout_s,
+        /* trainer.backend: nccl, or auto on cuda where this libtorch has it */
+        .nccl = tc->backend == GB_BACKEND_NCCL ||
+                (tc->backend == GB_BACKEND_AUTO && tc->device == GB_DEVICE_CUDA &&
+                 gb_group_has_nccl()),
     };
     store_place place = {.t = t, .host = self};
     if (tc->rendezvous.store == GB_STORE_FILE) {
@@ -178,11 +182,12 @@ int gb_trainer_join_group(trainer *t, gb_error *err)
     rc = gb_group_open(&go, &t->group, err);
     if (rc == 0)
         GB_INFO("trainer: rank %d of %lld trainers (%s rendezvous at %s, collectives on %s, "
-                "%s selection, generation %lld)", w->index, (long long)tc->count,
+                "%s selection, generation %lld, gradients over %s)", w->index,
+                (long long)tc->count,
                 gb_config_enum_name("trainer.rendezvous.store", tc->rendezvous.store),
                 go.store_path ? go.store_path : go.tcp_host, self,
                 gb_config_enum_name("trainer.replay.selection", tc->replay.selection),
-                (long long)t->generation);
+                (long long)t->generation, go.nccl ? "nccl" : "gloo");
     return rc;
 }
 

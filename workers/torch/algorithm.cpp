@@ -2,6 +2,7 @@
 // annealing, gradient clipping and all-reduce (data-parallel training), target-network updates,
 // and the table of algorithms.
 #include "workers/torch/algorithm.hpp"
+#include "workers/torch/group.hpp"
 #include "workers/torch/targets.h"
 
 #include "workers/torch/module.h"
@@ -171,7 +172,9 @@ int64_t group_max(gb_torch_learner *l, int64_t v)
 }
 
 // One bucket: params[first, last) share a dtype. Laid out as [flags (one per parameter: 1 where
-// this rank has a gradient) | gradients, flattened], all-reduced (sum) in one call.
+// this rank has a gradient) | gradients, flattened], all-reduced (sum) in one call: in device
+// memory over NCCL where the group has it and the parameters are on the GPU, else in host
+// memory over Gloo (workers/torch/group.hpp).
 static bool sync_bucket(gb_torch_learner *l, const std::vector<torch::Tensor> &params,
                         size_t first, size_t last)
 {
@@ -180,7 +183,10 @@ static bool sync_bucket(gb_torch_learner *l, const std::vector<torch::Tensor> &p
     int64_t numel = 0;
     for (size_t i = first; i < last; i++)
         numel += params[i].numel();
-    torch::Tensor flat = torch::zeros({nflags + numel}, torch::TensorOptions().dtype(t));
+    const bool on_device = params[first].is_cuda() && gbt_group_nccl(l->group);
+    torch::Tensor flat = torch::zeros(
+        {nflags + numel},
+        torch::TensorOptions().dtype(t).device(on_device ? params[first].device() : torch::kCPU));
     std::vector<double> flags((size_t)nflags, 0.0);
     int64_t at = nflags;
     for (size_t i = first; i < last; i++) {
@@ -193,8 +199,7 @@ static bool sync_bucket(gb_torch_learner *l, const std::vector<torch::Tensor> &p
     }
     flat.narrow(0, 0, nflags).copy_(torch::from_blob(flags.data(), {nflags}, torch::kFloat64));
     gb_error err = {};
-    gb_dtype dt = t == torch::kFloat64 ? GB_DTYPE_FLOAT64 : GB_DTYPE_FLOAT32;
-    if (gbt_group_allreduce(l->group, dt, flat.data_ptr(), flat.numel(), GB_GROUP_SUM, &err))
+    if (gbt_group_allreduce_tensor(l->group, flat, GB_GROUP_SUM, &err))
         throw Failure(err.code, err.msg);
     // how many ranks had each gradient (small integers: exact in either dtype)
     torch::from_blob(flags.data(), {nflags}, torch::kFloat64).copy_(flat.narrow(0, 0, nflags));

@@ -198,6 +198,9 @@ typedef struct gb_group_opts {
        an error it returns fails the open */
     int (*store_ready)(void *arg, int port, gb_error *err);
     void *store_ready_arg;
+    int nccl; /* 1: also an NCCL group, which all-reduces device tensors (the learner's gradient
+                 buckets on cuda) on the current CUDA device; GB_EUNSUPPORTED where this
+                 libtorch has no NCCL (group_has_nccl) */
 } gb_group_opts;
 
 typedef enum { GB_GROUP_SUM = 0, GB_GROUP_MIN = 1, GB_GROUP_MAX = 2 } gb_group_op;
@@ -417,6 +420,7 @@ typedef struct gb_torch_api {
     int (*group_barrier)(gb_group *g, gb_error *err);
     void (*group_traffic)(const gb_group *g, int64_t *sent, int64_t *received);
     int (*group_failed)(const gb_group *g);
+    int (*group_has_nccl)(void);
 } gb_torch_api;
 
 typedef const gb_torch_api *(*gb_torch_entry_fn)(void);

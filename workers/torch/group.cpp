@@ -12,12 +12,16 @@
 // - A peer that exits makes the next call fail at once with Gloo's "Connection reset by peer" or
 //   "Connection closed by peer"; a peer that hangs makes it fail after the timeout (Gloo's own
 //   "Timed out waiting ..." or the work's "Operation timed out!").
+#include "workers/torch/group.hpp"
 #include "workers/torch/module.h"
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -38,6 +42,9 @@ struct gb_group {
     std::vector<uint8_t> small_out, small_in; // a small all-reduce's all-to-all (grow-only)
     std::vector<int64_t> split_send, split_recv; // all-to-all split sizes (sized once)
     int64_t sent = 0, received = 0; // all-to-all payload to and from other ranks (gb_group_traffic)
+#ifdef USE_C10D_NCCL
+    c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl; // device tensors (opts.nccl)
+#endif
 };
 
 namespace {
@@ -175,6 +182,10 @@ extern "C" int gbt_group_open(const gb_group_opts *o, gb_group **out, gb_error *
         !(o->tcp_host && o->tcp_host[0] && o->tcp_port >= !any_port && o->tcp_port < 65536))
         return gb_error_set(err, GB_EINVAL, "group: needs a store_path, or a tcp_host and a "
                             "tcp_port in 1..65535 (got %d)", o->tcp_port);
+    if (o->nccl && !gbt_group_has_nccl())
+        return gb_error_set(err, GB_EUNSUPPORTED, "group: this libtorch has no NCCL (Debian's "
+                            "is CPU-only): trainers on GPUs need a build against PyTorch's CUDA "
+                            "wheel (tests/gpu/build_for_device.sh), or trainer.backend gloo");
     gb_group *g = new (std::nothrow) gb_group();
     if (!g)
         return gb_error_set(err, GB_ENOMEM, "group: out of memory");
@@ -207,6 +218,15 @@ extern "C" int gbt_group_open(const gb_group_opts *o, gb_group **out, gb_error *
         opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(
             o->device_host && o->device_host[0] ? o->device_host : "127.0.0.1"));
         g->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(g->store, o->rank, o->size, opts);
+#ifdef USE_C10D_NCCL
+        if (o->nccl) { // its own keys in the same store; the device: each rank's current one
+            auto nopts = c10d::ProcessGroupNCCL::Options::create();
+            nopts->timeout = g->timeout;
+            g->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+                c10::make_intrusive<c10d::PrefixStore>("nccl/", g->store), o->rank, o->size,
+                nopts);
+        }
+#endif
     });
     if (rc == 0 && ready_rc)
         rc = ready_rc; // err filled by store_ready
@@ -225,6 +245,9 @@ extern "C" void gbt_group_close(gb_group *g)
     if (!g)
         return;
     try {
+#ifdef USE_C10D_NCCL
+        g->nccl.reset();
+#endif
         g->pg.reset();
         g->store.reset();
     } catch (...) {
@@ -262,6 +285,49 @@ extern "C" int gbt_group_allreduce(gb_group *g, gb_dtype dtype, void *buf, int64
         ao.timeout = g->timeout;
         wait_for(g, g->pg->allreduce(ts, ao));
     });
+}
+
+extern "C" int gbt_group_has_nccl(void)
+{
+#ifdef USE_C10D_NCCL
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int gbt_group_nccl(const gb_group *g)
+{
+#ifdef USE_C10D_NCCL
+    return g && g->nccl ? 1 : 0;
+#else
+    (void)g;
+    return 0;
+#endif
+}
+
+int gbt_group_allreduce_tensor(gb_group *g, torch::Tensor &t, gb_group_op op, gb_error *err)
+{
+    const gb_dtype dt = t.scalar_type() == torch::kFloat64 ? GB_DTYPE_FLOAT64 : GB_DTYPE_FLOAT32;
+    if (!t.is_cuda())
+        return gbt_group_allreduce(g, dt, t.data_ptr(), t.numel(), op, err);
+#ifdef USE_C10D_NCCL
+    if (g->nccl)
+        return group_call(g, "allreduce (nccl)", err, [&] {
+            std::vector<at::Tensor> ts{t};
+            c10d::AllreduceOptions ao;
+            ao.reduceOp = op == GB_GROUP_SUM   ? c10d::ReduceOp::SUM
+                          : op == GB_GROUP_MIN ? c10d::ReduceOp::MIN
+                                               : c10d::ReduceOp::MAX;
+            ao.timeout = g->timeout;
+            wait_for(g, g->nccl->allreduce(ts, ao));
+        });
+#endif
+    torch::Tensor host = t.to(torch::kCPU).contiguous(); // staged through Gloo
+    int rc = gbt_group_allreduce(g, dt, host.data_ptr(), host.numel(), op, err);
+    if (rc == 0)
+        t.copy_(host);
+    return rc;
 }
 
 extern "C" int gbt_group_allgather(gb_group *g, const void *in, size_t bytes, void *out,

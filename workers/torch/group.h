@@ -1,5 +1,5 @@
 /* workers/torch/group.h: the trainers' process group: libtorch's c10d collectives
- * (ProcessGroupGloo on CPU memory; ProcessGroupNCCL for device memory once the GPU trainer exists)
+ * (ProcessGroupGloo on CPU memory; ProcessGroupNCCL for the GPU trainers' gradients)
  * over a c10d store rendezvous (a FileStore in the run directory, or a TCPStore that rank 0
  * serves). Nothing here is home-made: the calls wrap c10d's, on tensors that view the caller's
  * buffers (no copy in or out).
@@ -16,7 +16,9 @@
  * thread at a time per group.
  *
  * Debian's libtorch 1.13 is CPU-only (no ProcessGroupNCCL symbols): groups are Gloo groups on
- * CPU memory. Gloo has no flat allgather: gb_group_allgather gathers into views of out, through
+ * CPU memory. Built against a libtorch with NCCL (USE_C10D_NCCL: PyTorch's CUDA wheels), a group
+ * opened with opts.nccl also holds a ProcessGroupNCCL on the same store, which the learner's
+ * gradient buckets on the GPU go through (workers/torch/group.hpp); the rest stays Gloo's. Gloo has no flat allgather: gb_group_allgather gathers into views of out, through
  * a buffer of Gloo's own. */
 #ifndef GB_WORKERS_TORCH_GROUP_H
 #define GB_WORKERS_TORCH_GROUP_H
@@ -64,5 +66,9 @@ static inline void gb_group_close(gb_group *g)
 /* 1 once a call of the group failed (a peer died or hung, a timeout): the group is unusable;
  * close it (and re-form another, workers/roles/trainer_group.c). NULL: 0. */
 #define gb_group_failed(...) (gb_torch()->group_failed(__VA_ARGS__))
+
+/* 1 when this module's libtorch has NCCL (PyTorch's CUDA builds; Debian's has none), so that
+ * gb_group_opts.nccl can be asked for. */
+#define gb_group_has_nccl() (gb_torch()->group_has_nccl())
 
 #endif

@@ -48,6 +48,7 @@ static const gb_torch_api table = {
     .group_barrier = gbt_group_barrier,
     .group_traffic = gbt_group_traffic,
     .group_failed = gbt_group_failed,
+    .group_has_nccl = gbt_group_has_nccl,
 };
 
 /* The module's entry point: its table, static, never NULL. */

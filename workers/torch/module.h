@@ -66,6 +66,7 @@ int gbt_group_alltoall(gb_group *g, const void *in, const size_t *send_bytes, vo
 int gbt_group_barrier(gb_group *g, gb_error *err);
 void gbt_group_traffic(const gb_group *g, int64_t *sent, int64_t *received);
 int gbt_group_failed(const gb_group *g);
+int gbt_group_has_nccl(void);
 
 #ifdef __cplusplus
 }

@@ -160,10 +160,12 @@ static void test_cuda_refused(void)
 {
     gb_config cfg;
     gb_error err = {0};
-    const char *two[] = {"trainer.device=cuda", "trainer.count=2", "launch.mode=local"};
-    int rc = read_config(&cfg, two, 3, &err);
-    CHECK_MSG(rc == GB_ECONFIG, "two cuda trainers: %d %s", rc, err.msg);
-    CHECK_MSG(strstr(err.msg, "trainer.device") != NULL, "%s", err.msg);
+    /* several trainers on GPUs: global selection (rows gathered in host memory) is refused */
+    const char *two[] = {"trainer.device=cuda", "trainer.count=2", "launch.mode=local",
+                         "trainer.replay.selection=global"};
+    int rc = read_config(&cfg, two, 4, &err);
+    CHECK_MSG(rc == GB_ECONFIG, "two cuda trainers, global selection: %d %s", rc, err.msg);
+    CHECK_MSG(strstr(err.msg, "trainer.replay.selection") != NULL, "%s", err.msg);
     if (gb_kernels_device_count() > 0) {
         printf("a CUDA device is present: the refusal without one is not checked here\n");
         return;

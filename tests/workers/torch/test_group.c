@@ -432,6 +432,14 @@ static void test_bad_options(void)
     CHECK(gb_group_open(&o, &g, &err) == GB_EINVAL);
     gb_group_opts none = {.size = 2, .timeout_s = 1.0};
     CHECK(gb_group_open(&none, &g, &err) == GB_EINVAL);
+    /* an NCCL group where this libtorch has none (Debian's) is refused, saying what to do */
+    if (!gb_group_has_nccl()) {
+        o = file_opts(1, 1.0);
+        o.nccl = 1;
+        CHECK(gb_group_open(&o, &g, &err) == GB_EUNSUPPORTED);
+        CHECK(strstr(err.msg, "no NCCL") != NULL);
+        CHECK(g == NULL);
+    }
     gb_group_close(NULL);
 }
 
