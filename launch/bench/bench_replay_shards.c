@@ -277,7 +277,8 @@ static int part_weighted(const gs_plan *p, gb_group *g, int rank, gb_error *err)
         if (p->json)
             printf("{\"bench\":\"replay\",\"case\":\"global_select\",\"part\":\"weighted\","
                    "\"ranks\":%d,\"hosts\":\"%s\",\"shard_items\":%lld,\"batch\":%lld,"
-                   "\"per_trainer\":%lld,\"reps\":%d,\"p50_us\":%.1f,\"p99_us\":%.1f,\"collectives_p50_us\":%.1f,"
+                   "\"per_trainer\":%lld,\"reps\":%d,\"p50_us\":%.1f,\"p99_us\":%.1f,"
+                   "\"collectives_p50_us\":%.1f,"
                    "\"agree_select_p50_us\":%.1f,\"step_collectives_p50_us\":%.1f,"
                    "\"local_items\":%lld,\"local_p50_us\":%.1f,\"local_p99_us\":%.1f,"
                    "\"ratio\":%.2f}\n", p->ranks, hosts(p), (long long)p->shard_items,
@@ -365,8 +366,8 @@ static int part_collect(const gs_plan *p, gb_group *g, int rank, gb_error *err)
                    "  gb_shards_select                  %6.3f GB/s p50  (p10 %.3f; p50 %.0f us)\n"
                    "  raw all-to-all, same splits       %6.3f GB/s p50  select / it: %.2f\n",
                    p->ranks, (long long)p->collect_items, (long long)p->row_bytes,
-                   (long long)p->collect_batch, (long long)Bl, reps, hosts(p), bytes, gbps, p10, us, a2a,
-                   gbps / a2a);
+                   (long long)p->collect_batch, (long long)Bl, reps, hosts(p), bytes, gbps, p10,
+                   us, a2a, gbps / a2a);
         fflush(stdout);
     }
     raw_free(&x);
