@@ -3,7 +3,8 @@
  * exit status like a subcommand (launch/commands.h). Benchmarks report ratios against a
  * reference measured in the same run (memcpy, raw ZeroMQ, ...), never pass/fail on time.
  * defines: gb_bench_entry, gb_bench_table, gb_bench_*, gb_bench_quantile,
- *          gb_bench_net, gb_bench_thread, gb_bench_replay_global_select */
+ *          gb_bench_net, gb_bench_thread, gb_bench_gs_net, gb_bench_replay_global_select,
+ *          gb_bench_parse_tcp */
 #ifndef GB_LAUNCH_BENCH_H
 #define GB_LAUNCH_BENCH_H
 
@@ -53,6 +54,10 @@ int gb_bench_remove_tree(const char *path);
 
 /* ---- options (launch/bench/bench_util.c) ----------------------------------------------------- */
 
+/* Splits "tcp://HOST:PORT" (PORT 0..65535) into host (cap bytes) and *port. Returns 0, or -1
+ * when ep is not of that form (nothing is printed). */
+int gb_bench_parse_tcp(const char *ep, char *host, size_t cap, int *port);
+
 /* Every benchmark's --json (cmd_bench.c reads it; the benchmarks accept and skip it). */
 #define GB_BENCH_OPTION_JSON {"json", no_argument, NULL, 0}
 
@@ -72,14 +77,24 @@ int gb_bench_options(int argc, char **argv, const struct option *longs, int posi
 
 /* ---- `gearbox bench replay --case global_select` (bench_replay_shards.c) -------------------- */
 
+/* One rank of a group spread over machines (--ranks, --rank, --store, --interface). */
+typedef struct gb_bench_gs_net {
+    int ranks, rank;       /* this process is rank `rank` of `ranks` (ranks 0: not given) */
+    char store_host[256];  /* rank 0 serves the group's TCPStore on store_host:store_port */
+    int store_port;        /* rank 0 only: 0 = any free port (printed on stderr) */
+    const char *interface; /* this rank's Gloo device address (NULL: 127.0.0.1) */
+} gb_bench_gs_net;
+
 /* Built only with the trainers' group (libtorch; GEARBOX_BENCH_GLOBAL_SELECT defined).
- * Forks 4 ranks, each with one replay shard in a Gloo group on a FileStore in a fresh temporary
- * directory: weighted global selection against one local replay of the union, and remote
- * collection of 64 KiB rows against a raw all-to-all; rank 0 prints. quick: small shards, few
- * reps; reps: the weighted part's repetitions (the collection part takes at most 200). Call it
- * before anything in this process touches libtorch. Returns 0, or 1 when a measurement failed
- * (the message is on stderr). */
-int gb_bench_replay_global_select(int json, int quick, int reps);
+ * net NULL: forks 4 ranks, each with one replay shard in a Gloo group on a FileStore in a fresh
+ * temporary directory (call it before anything in this process touches libtorch); else this
+ * process is net->rank of net->ranks over tcp, each started by the user (on its own host),
+ * rank 0 measuring the local reference before it joins. Both: weighted global selection against
+ * one local replay of the union, and remote collection of 64 KiB rows against a raw
+ * all-to-all; rank 0 prints. quick: small shards, few reps; reps: the weighted part's
+ * repetitions (the collection part takes at most 200). Returns 0, or 1 when a measurement
+ * failed (the message is on stderr). */
+int gb_bench_replay_global_select(int json, int quick, int reps, const gb_bench_gs_net *net);
 
 /* ---- the cases of `gearbox bench streams` (bench_streams.c runs them) ------------------------ */
 

@@ -3,10 +3,11 @@
  * select (uniform, weighted, top-k at capacities 1e4..1e7, batch 256, p50), collect (>= 64 KB
  * items against a single-thread memcpy of the same bytes from memory, measured in the same run),
  * and sample_update (weighted select + collect + priority update of 256 from 1e6 small items), and,
- * only when asked for by --case, global_select (replay shards in a forked group of 4 ranks:
- * bench_replay_shards.c).
+ * only when asked for by --case, global_select (replay shards in a forked group of 4 ranks, or
+ * this process as one rank of a group over tcp: bench_replay_shards.c).
  * Options: --json, --case NAME, --max-capacity N (largest select capacity, default 1e7),
- * --reps N, --quick. */
+ * --reps N, --quick; global_select's --ranks N, --rank R, --store tcp://HOST:PORT,
+ * --interface ADDR. */
 #include "launch/bench/bench.h"
 #include "launch/commands.h"
 #include "replay/replay.h"
@@ -393,13 +394,26 @@ static void bench_usage(FILE *out)
                  "             (without --case: every one but global_select, which forks 4 ranks\n"
                  "             holding replay shards of 1e6 items in a Gloo group)\n"
                  "--quick: capacities up to 1e4, 0.1 s per insert case, shards of 1e4 (a smoke\n"
-                 "         run, as ctest's bench label runs it).\n");
+                 "         run, as ctest's bench label runs it).\n"
+                 "global_select over machines, instead of 4 forked ranks: start one command a\n"
+                 "rank, on any host, with the same sizes and options:\n"
+                 "  gearbox bench replay --case global_select --ranks N --rank R\n"
+                 "      --store tcp://HOST:PORT [--interface ADDR] [--quick] [--reps N]\n"
+                 "--ranks N: the group's size (dividing 256); --rank R: this process's, 0..N-1\n"
+                 "           (rank 0 prints, with hosts: tcp)\n"
+                 "--store tcp://HOST:PORT: rank 0 serves the group's TCPStore there (rank 0: port\n"
+                 "           0 = any free one, printed on stderr); the others connect to it\n"
+                 "--interface ADDR: the address of this rank's Gloo connections (default\n"
+                 "           127.0.0.1: every rank on this machine)\n");
 }
 
 typedef struct replay_opts {
     bopts b;
     double insert_s; /* per insert case */
     int quick, only; /* only: a case_names index, -1: every one but global_select */
+    gb_bench_gs_net net;  /* global_select over tcp (net.ranks 0: forked) */
+    const char *rank;     /* --rank as given */
+    const char *store;    /* --store as given */
 } replay_opts;
 
 static int on_option(void *ctx, int val, const char *arg)
@@ -424,10 +438,46 @@ static int on_option(void *ctx, int val, const char *arg)
     case 'm':
         o->b.max_capacity = (int64_t)strtod(arg, NULL);
         return 0;
+    case 'n':
+        o->net.ranks = atoi(arg);
+        return 0;
+    case 'k':
+        o->rank = arg;
+        return 0;
+    case 's':
+        o->store = arg;
+        return 0;
+    case 'i':
+        o->net.interface = arg;
+        return 0;
     default: /* --reps */
         o->b.reps = atoi(arg);
         return 0;
     }
+}
+
+/* Checks global_select's options over tcp (all or none; only with --case global_select) and
+ * fills o->net. Returns 0, or -1 after saying why on stderr. */
+static int net_options(replay_opts *o)
+{
+    gb_bench_gs_net *n = &o->net;
+    if (!n->ranks && !o->rank && !o->store && !n->interface)
+        return 0;
+    const char *why = NULL;
+    char *end = NULL;
+    n->rank = o->rank ? (int)strtol(o->rank, &end, 10) : -1;
+    if (o->only != CASE_GLOBAL_SELECT)
+        why = "--ranks, --rank, --store and --interface are options of --case global_select";
+    else if (!o->rank || !o->store || n->ranks < 2)
+        why = "a rank over tcp needs --ranks N (N >= 2), --rank R and --store tcp://HOST:PORT";
+    else if (*end || n->rank < 0 || n->rank >= n->ranks)
+        why = "--rank must be one of 0..N-1";
+    else if (gb_bench_parse_tcp(o->store, n->store_host, sizeof n->store_host, &n->store_port) ||
+             (n->store_port == 0 && n->rank != 0))
+        why = "--store must be tcp://HOST:PORT (port 0, any free one, only on rank 0)";
+    if (why)
+        fprintf(stderr, "gearbox bench replay: %s\n", why);
+    return why ? -1 : 0;
 }
 
 /* insert: small items, one and 64 per call; large items. */
@@ -493,17 +543,20 @@ int gb_bench_replay(int argc, char **argv, int json)
     static const struct option longs[] = {
         {"quick", no_argument, NULL, 'q'}, {"case", required_argument, NULL, 'c'},
         {"max-capacity", required_argument, NULL, 'm'}, {"reps", required_argument, NULL, 'r'},
+        {"ranks", required_argument, NULL, 'n'}, {"rank", required_argument, NULL, 'k'},
+        {"store", required_argument, NULL, 's'}, {"interface", required_argument, NULL, 'i'},
         GB_BENCH_OPTION_JSON, {0}};
     replay_opts o = {.b = {json, 1000, 10000000, 2}, .insert_s = 0.5, .only = -1};
-    if (gb_bench_options(argc, argv, longs, 0, on_option, &o, bench_usage))
+    if (gb_bench_options(argc, argv, longs, 0, on_option, &o, bench_usage) || net_options(&o))
         return GB_EXIT_USAGE;
     bopts *b = &o.b;
     if (b->reps < 10)
         b->reps = 10;
     if (o.only == CASE_GLOBAL_SELECT) {
 #ifdef GEARBOX_BENCH_GLOBAL_SELECT
-        return gb_bench_replay_global_select(json, o.quick, b->reps) ? GB_EXIT_FAILURE
-                                                                     : GB_EXIT_OK;
+        const gb_bench_gs_net *net = o.net.ranks ? &o.net : NULL;
+        return gb_bench_replay_global_select(json, o.quick, b->reps, net) ? GB_EXIT_FAILURE
+                                                                          : GB_EXIT_OK;
 #else
         fprintf(stderr, "gearbox bench replay: global_select needs the trainers' group (libtorch); "
                         "this gearbox was built without it\n");

@@ -2,7 +2,8 @@
  * finds a key by its exact path, not by the first text that looks like it (a strstr reader took the
  * nested "actors" for the top-level one, cut a string at its first escape and missed `"key" :`),
  * and says which key is missing or of another type; and their option parsing (getopt_long through
- * gb_bench_options) keeps order, values, positional arguments and refusals. */
+ * gb_bench_options) keeps order, values, positional arguments and refusals, and a
+ * tcp://HOST:PORT option splits into its host and port or is refused whole. */
 #include "launch/bench/bench.h"
 #include "test.h"
 
@@ -158,6 +159,21 @@ static void test_options(void)
     CHECK_EQ_INT(usages, 3); /* the callback says why itself */
 }
 
+static void test_parse_tcp(void)
+{
+    char host[16] = "unchanged";
+    int port = -1;
+    CHECK_EQ_INT(gb_bench_parse_tcp("tcp://10.1.2.3:29500", host, sizeof host, &port), 0);
+    CHECK_MSG(strcmp(host, "10.1.2.3") == 0 && port == 29500, "%s %d", host, port);
+    CHECK_EQ_INT(gb_bench_parse_tcp("tcp://h:0", host, sizeof host, &port), 0);
+    CHECK_MSG(strcmp(host, "h") == 0 && port == 0, "%s %d", host, port);
+    const char *bad[] = {"10.1.2.3:5", "tcp://h", "tcp://h:", "tcp://:5", "tcp://h:5x",
+                         "tcp://h:65536", "tcp://h:-1", "tcp://a-very-long-host-name:5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_MSG(gb_bench_parse_tcp(bad[i], host, sizeof host, &port) == -1, "%s", bad[i]);
+    CHECK_MSG(strcmp(host, "h") == 0 && port == 0, "refused: unchanged (%s %d)", host, port);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -167,6 +183,7 @@ int main(void)
     TEST_RUN(test_exact_paths);
     TEST_RUN(test_errors);
     TEST_RUN(test_options);
+    TEST_RUN(test_parse_tcp);
     gb_bench_remove_tree(dir);
     return test_main_result();
 }
