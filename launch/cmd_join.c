@@ -83,16 +83,14 @@ static void join_usage(FILE *out)
  * route). Returns 0 or GB_EINVAL/GB_ENOTFOUND/GB_ESYS. */
 static int address_towards(const char *endpoint, char *out, size_t cap, gb_error *err)
 {
-    const char *p = strncmp(endpoint, "tcp://", 6) == 0 ? endpoint + 6 : NULL;
-    const char *colon = p ? strrchr(p, ':') : NULL;
-    if (!colon || colon == p || (size_t)(colon - p) >= 256)
+    char host[256], service[16];
+    int port;
+    if (gb_endpoint_tcp_split(endpoint, host, sizeof host, &port) != 0)
         return gb_error_set(err, GB_EINVAL, "registry endpoint '%s': expected tcp://HOST:PORT",
                             endpoint);
-    char host[256];
-    memcpy(host, p, (size_t)(colon - p));
-    host[colon - p] = '\0';
+    snprintf(service, sizeof service, "%d", port);
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *ai = NULL;
-    int g = getaddrinfo(host, colon + 1, &hints, &ai);
+    int g = getaddrinfo(host, service, &hints, &ai);
     if (g != 0)
         return gb_error_set(err, GB_ENOTFOUND, "registry host '%s': %s", host, gai_strerror(g));
     int fd = socket(AF_INET, SOCK_DGRAM, 0), rc = 0;

@@ -3,8 +3,7 @@
  * exit status like a subcommand (launch/commands.h). Benchmarks report ratios against a
  * reference measured in the same run (memcpy, raw ZeroMQ, ...), never pass/fail on time.
  * defines: gb_bench_entry, gb_bench_table, gb_bench_*, gb_bench_quantile,
- *          gb_bench_net, gb_bench_thread, gb_bench_gs_net, gb_bench_replay_global_select,
- *          gb_bench_parse_tcp */
+ *          gb_bench_net, gb_bench_thread, gb_bench_gs_net, gb_bench_replay_global_select */
 #ifndef GB_LAUNCH_BENCH_H
 #define GB_LAUNCH_BENCH_H
 
@@ -54,9 +53,6 @@ int gb_bench_remove_tree(const char *path);
 
 /* ---- options (launch/bench/bench_util.c) ----------------------------------------------------- */
 
-/* Splits "tcp://HOST:PORT" (PORT 0..65535) into host (cap bytes) and *port. Returns 0, or -1
- * when ep is not of that form (nothing is printed). */
-int gb_bench_parse_tcp(const char *ep, char *host, size_t cap, int *port);
 
 /* Every benchmark's --json (cmd_bench.c reads it; the benchmarks accept and skip it). */
 #define GB_BENCH_OPTION_JSON {"json", no_argument, NULL, 0}

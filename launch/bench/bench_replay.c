@@ -9,6 +9,7 @@
  * --reps N, --quick; global_select's --ranks N, --rank R, --store tcp://HOST:PORT,
  * --interface ADDR. */
 #include "launch/bench/bench.h"
+#include "runtime/streams/endpoint.h"
 #include "launch/commands.h"
 #include "replay/replay.h"
 #include "runtime/base/clock.h"
@@ -472,7 +473,7 @@ static int net_options(replay_opts *o)
         why = "a rank over tcp needs --ranks N (N >= 2), --rank R and --store tcp://HOST:PORT";
     else if (*end || n->rank < 0 || n->rank >= n->ranks)
         why = "--rank must be one of 0..N-1";
-    else if (gb_bench_parse_tcp(o->store, n->store_host, sizeof n->store_host, &n->store_port) ||
+    else if (gb_endpoint_tcp_split(o->store, n->store_host, sizeof n->store_host, &n->store_port) ||
              (n->store_port == 0 && n->rank != 0))
         why = "--store must be tcp://HOST:PORT (port 0, any free one, only on rank 0)";
     if (why)

@@ -66,20 +66,6 @@ int gb_bench_options(int argc, char **argv, const struct option *longs, int posi
     return gb_cli_getopt(argc, argv, "", longs, take_bench_option, &t) ? -1 : 0;
 }
 
-int gb_bench_parse_tcp(const char *ep, char *host, size_t cap, int *port)
-{
-    const char *h = strncmp(ep, "tcp://", 6) == 0 ? ep + 6 : NULL;
-    const char *colon = h ? strrchr(h, ':') : NULL;
-    char *end = NULL;
-    long p = colon && colon[1] ? strtol(colon + 1, &end, 10) : -1;
-    if (p < 0 || p > 65535 || *end || colon == h || (size_t)(colon - h) >= cap)
-        return -1; /* p < 0: no colon, or nothing after it */
-    memcpy(host, h, (size_t)(colon - h));
-    host[colon - h] = '\0';
-    *port = (int)p;
-    return 0;
-}
-
 int gb_bench_net_want(const gb_bench_net *b, const char *name)
 {
     return !b->only || strcmp(b->only, name) == 0;

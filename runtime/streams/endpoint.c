@@ -8,6 +8,7 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -87,5 +88,19 @@ int gb_endpoint_connectable(const char *bound, char *out, size_t cap, gb_error *
     }
     if (n < 0 || (size_t)n >= cap)
         return gb_error_set(err, GB_EINVAL, "endpoint '%s' too long", bound);
+    return 0;
+}
+
+int gb_endpoint_tcp_split(const char *ep, char *host, size_t cap, int *port)
+{
+    const char *h = strncmp(ep, "tcp://", 6) == 0 ? ep + 6 : NULL;
+    const char *colon = h ? strrchr(h, ':') : NULL;
+    char *end = NULL;
+    long p = colon && colon[1] ? strtol(colon + 1, &end, 10) : -1;
+    if (p < 0 || p > 65535 || *end || colon == h || (size_t)(colon - h) >= cap)
+        return -1; /* p < 0: no colon, or nothing after it */
+    memcpy(host, h, (size_t)(colon - h));
+    host[colon - h] = '\0';
+    *port = (int)p;
     return 0;
 }

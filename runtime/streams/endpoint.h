@@ -4,7 +4,7 @@
  * tcp:// on the address or interface the config names (streams.interface). Nothing binds to all
  * interfaces unless that option is "*". Workers publish these through the registry
  * (runtime/streams/registry.h).
- * defines: gb_endpoint_make, gb_endpoint_connectable */
+ * defines: gb_endpoint_make, gb_endpoint_connectable, gb_endpoint_tcp_split */
 #ifndef GB_RUNTIME_ENDPOINT_H
 #define GB_RUNTIME_ENDPOINT_H
 
@@ -24,5 +24,9 @@ int gb_endpoint_make(char *out, size_t cap, int transport, const char *run_dir,
 /* Turns a bound endpoint (ZMQ_LAST_ENDPOINT) into one peers can connect to: a wildcard address
  * "tcp://0.0.0.0:P" becomes "tcp://<hostname>:P"; others are copied. Returns 0 or GB_EINVAL. */
 int gb_endpoint_connectable(const char *bound, char *out, size_t cap, gb_error *err);
+
+/* "tcp://HOST:PORT" into host (cap bytes, NUL-terminated) and *port (0..65535); nothing is
+ * written unless it parses. Returns 0 or -1. */
+int gb_endpoint_tcp_split(const char *ep, char *host, size_t cap, int *port);
 
 #endif

@@ -80,16 +80,9 @@ static int publish_store(void *arg, int port, gb_error *err)
 /* "tcp://HOST:PORT" into host (cap bytes) and *port. Returns 0 or GB_EPROTO. */
 static int parse_store(const char *ep, char *host, size_t cap, int *port, gb_error *err)
 {
-    const char *h = strncmp(ep, "tcp://", 6) == 0 ? ep + 6 : NULL;
-    const char *colon = h ? strrchr(h, ':') : NULL;
-    char *end = NULL;
-    long p = colon ? strtol(colon + 1, &end, 10) : 0;
-    if (!colon || colon == h || (size_t)(colon - h) >= cap || *end || p < 1 || p > 65535)
+    if (gb_endpoint_tcp_split(ep, host, cap, port) != 0 || *port < 1)
         return gb_error_set(err, GB_EPROTO, "trainer: '%s' under %s is no tcp://HOST:PORT", ep,
                             RENDEZVOUS_NAME);
-    memcpy(host, h, (size_t)(colon - h));
-    host[colon - h] = '\0';
-    *port = (int)p;
     return 0;
 }
 

@@ -5,6 +5,7 @@
  * gb_bench_options) keeps order, values, positional arguments and refusals, and a
  * tcp://HOST:PORT option splits into its host and port or is refused whole. */
 #include "launch/bench/bench.h"
+#include "runtime/streams/endpoint.h"
 #include "test.h"
 
 #include <math.h>
@@ -163,14 +164,14 @@ static void test_parse_tcp(void)
 {
     char host[16] = "unchanged";
     int port = -1;
-    CHECK_EQ_INT(gb_bench_parse_tcp("tcp://10.1.2.3:29500", host, sizeof host, &port), 0);
+    CHECK_EQ_INT(gb_endpoint_tcp_split("tcp://10.1.2.3:29500", host, sizeof host, &port), 0);
     CHECK_MSG(strcmp(host, "10.1.2.3") == 0 && port == 29500, "%s %d", host, port);
-    CHECK_EQ_INT(gb_bench_parse_tcp("tcp://h:0", host, sizeof host, &port), 0);
+    CHECK_EQ_INT(gb_endpoint_tcp_split("tcp://h:0", host, sizeof host, &port), 0);
     CHECK_MSG(strcmp(host, "h") == 0 && port == 0, "%s %d", host, port);
     const char *bad[] = {"10.1.2.3:5", "tcp://h", "tcp://h:", "tcp://:5", "tcp://h:5x",
                          "tcp://h:65536", "tcp://h:-1", "tcp://a-very-long-host-name:5"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        CHECK_MSG(gb_bench_parse_tcp(bad[i], host, sizeof host, &port) == -1, "%s", bad[i]);
+        CHECK_MSG(gb_endpoint_tcp_split(bad[i], host, sizeof host, &port) == -1, "%s", bad[i]);
     CHECK_MSG(strcmp(host, "h") == 0 && port == 0, "refused: unchanged (%s %d)", host, port);
 }
 
