@@ -24,13 +24,20 @@ netns_hosts() {
   net=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
   pids=()
   trap netns_cleanup EXIT
+  netns_bridge "$hosts"
+}
+
+# netns_bridge "NAMES": the bridge namespace $pre-br and a namespace $pre-NAME per name on it
+# ($net.1, $net.2, ... in that order), for $pre and $net the caller set; skips (exit 77) where
+# namespaces cannot be made. Removing them is the caller's (netns_cleanup).
+netns_bridge() {
   ip netns add "$pre-br" 2> "$work/netns.err" ||
     { echo "SKIP: cannot create network namespaces: $(cat "$work/netns.err")"; exit 77; }
   ip -n "$pre-br" link add br0 type bridge || fail "bridge"
   ip -n "$pre-br" link set br0 up
   ip -n "$pre-br" link set lo up
   local i=0 h ns
-  for h in $hosts; do
+  for h in $1; do
     i=$((i + 1))
     ns=$pre-$h
     ip netns add "$ns" || fail "ip netns add $ns"
@@ -40,7 +47,7 @@ netns_hosts() {
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
   done
-  echo "hosts: $(for h in $hosts; do printf '%s ' "$pre-$h"; done)on $net.0/24"
+  echo "hosts: $(for h in $1; do printf '%s ' "$pre-$h"; done)on $net.0/24"
 }
 
 netns_cleanup() {

@@ -34,6 +34,7 @@ set -u
 gearbox=$(readlink -f "$1") config=$(readlink -f "$2") work=$3 nodes=${4:-2}
 . "$(dirname "$0")/run_lib.sh"
 . "$(dirname "$0")/slurm_lib.sh"
+. "$(dirname "$0")/netns_lib.sh"
 
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: a test Slurm cluster needs root"; exit 77; }
 for tool in munged munge slurmctld slurmd salloc srun squeue scancel sinfo scontrol ip unshare \
@@ -70,22 +71,7 @@ trap 'exit 1' TERM INT # the EXIT trap runs on a timeout's SIGTERM too
 ctl() { ip netns exec "$pre-ctl" env SLURM_CONF="$D/slurm.conf" "$@"; }
 
 # --- the network: a bridge in a namespace of its own, eth0 of every host on it ----------------
-ip netns add "$pre-br" 2> "$work/netns.err" ||
-  { echo "SKIP: cannot create network namespaces: $(cat "$work/netns.err")"; exit 77; }
-ip -n "$pre-br" link add br0 type bridge || fail "bridge"
-ip -n "$pre-br" link set br0 up
-i=1
-for h in $names; do
-  ns=$pre-$h
-  ip netns add "$ns" || fail "ip netns add $ns"
-  ip -n "$pre-br" link add "p$i" type veth peer name eth0 netns "$ns" || fail "veth $h"
-  ip -n "$pre-br" link set "p$i" master br0 up
-  ip -n "$ns" addr add "$net.$i/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-  i=$((i + 1))
-done
-echo "hosts: $pre-{$(echo $names | tr ' ' ,)} on $net.0/24"
+netns_bridge "$names"
 
 # --- munge -------------------------------------------------------------------------------------
 slurm_start_munge

@@ -94,6 +94,16 @@ template <class F> int group_call(gb_group *g, const char *what, gb_error *err, 
                         msg.c_str());
 }
 
+c10d::AllreduceOptions allreduce_opts(const gb_group *g, gb_group_op op)
+{
+    c10d::AllreduceOptions ao;
+    ao.reduceOp = op == GB_GROUP_SUM   ? c10d::ReduceOp::SUM
+                  : op == GB_GROUP_MIN ? c10d::ReduceOp::MIN
+                                       : c10d::ReduceOp::MAX;
+    ao.timeout = g->timeout;
+    return ao;
+}
+
 void wait_for(gb_group *g, const c10::intrusive_ptr<c10d::Work> &work)
 {
     work->wait(g->timeout);
@@ -278,12 +288,7 @@ extern "C" int gbt_group_allreduce(gb_group *g, gb_dtype dtype, void *buf, int64
             (size_t)count * gb_dtype_size(dtype) * (size_t)g->size <= kSmallAllreduceBytes)
             return small_allreduce(g, dtype, buf, count, op);
         std::vector<at::Tensor> ts{torch::from_blob(buf, {count}, t)};
-        c10d::AllreduceOptions ao;
-        ao.reduceOp = op == GB_GROUP_SUM   ? c10d::ReduceOp::SUM
-                      : op == GB_GROUP_MIN ? c10d::ReduceOp::MIN
-                                           : c10d::ReduceOp::MAX;
-        ao.timeout = g->timeout;
-        wait_for(g, g->pg->allreduce(ts, ao));
+        wait_for(g, g->pg->allreduce(ts, allreduce_opts(g, op)));
     });
 }
 
@@ -315,12 +320,7 @@ int gbt_group_allreduce_tensor(gb_group *g, torch::Tensor &t, gb_group_op op, gb
     if (g->nccl)
         return group_call(g, "allreduce (nccl)", err, [&] {
             std::vector<at::Tensor> ts{t};
-            c10d::AllreduceOptions ao;
-            ao.reduceOp = op == GB_GROUP_SUM   ? c10d::ReduceOp::SUM
-                          : op == GB_GROUP_MIN ? c10d::ReduceOp::MIN
-                                               : c10d::ReduceOp::MAX;
-            ao.timeout = g->timeout;
-            wait_for(g, g->nccl->allreduce(ts, ao));
+            wait_for(g, g->nccl->allreduce(ts, allreduce_opts(g, op)));
         });
 #endif
     torch::Tensor host = t.to(torch::kCPU).contiguous(); // staged through Gloo
