@@ -9,6 +9,7 @@
  * defines: gb_cmd_join */
 #include "launch/cli.h"
 #include "launch/commands.h"
+#include "launch/run_identity.h"
 #include "launch/validate.h"
 
 #include "runtime/config/config.h"
@@ -58,8 +59,9 @@ static void join_usage(FILE *out)
             "                       (one `gearbox join --role policy` a host: use --count)\n"
             "  --role trainer       trainers fill the slots trainer.local left (trainer 0 is\n"
             "                       the launcher's); they must join within\n"
-            "                       trainer.rendezvous.timeout_s of the run's start, and a\n"
-            "                       joined trainer stays to the end (the run needs every one)\n"
+            "                       trainer.rendezvous.timeout_s of the run's start; one that\n"
+            "                       dies is started again here (launch.restart.max_restarts\n"
+            "                       times) and the trainers form their group again with it\n"
             "  --count K            how many workers to start (default 1)\n"
             "  --interface ADDR     address (or interface name) this host's workers bind and\n"
             "                       publish; default: the address this host reaches the\n"
@@ -166,9 +168,13 @@ static int take_slots(const char *registry, const char *keys, int role, int coun
     return rc;
 }
 
+/* Starts worker k again after it failed (again(ctx, k): its new pid, or 0 when it is not). */
+typedef pid_t (*join_again_fn)(void *ctx, int k);
+
 /* Waits for every child; on this command's SIGINT/SIGTERM passes SIGTERM on and kills what
- * still runs JOIN_LEAVE_GRACE_S later. Returns 0 when all exited 0. */
-static int wait_workers(pid_t *pids, int n)
+ * still runs JOIN_LEAVE_GRACE_S later. A child that fails before that is started again where
+ * again says so (joined trainers). Returns 0 when all exited 0. */
+static int wait_workers(pid_t *pids, int n, join_again_fn again, void *ctx)
 {
     int live = n, failed = 0, forwarded = 0;
     struct timespec t0 = {0}, now;
@@ -181,10 +187,13 @@ static int wait_workers(pid_t *pids, int n)
                     pids[i] = 0;
                     live--;
                     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                        failed++;
                         fprintf(stderr, "gearbox join: worker (pid %d) %s %d\n", (int)pid,
                                 WIFEXITED(status) ? "exited with status" : "killed by signal",
                                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+                        if (!forwarded && again && (pids[i] = again(ctx, i)) > 0)
+                            live++;
+                        else
+                            failed++;
                     }
                 }
             continue;
@@ -346,45 +355,103 @@ static int trainer_place(const char *dir, const char *run, char *out, size_t cap
     return gb_rundir_make_dirs(out, err);
 }
 
-/* Forks one process a slot (the relay's first, when there is one) running gb_worker_process
- * with the run's config, until all are started or this command is signalled. Returns how many
- * were started (their pids in pids). */
-static int start_workers(const join_args *a, const gb_config *cfg,
-                         const gb_registry_join_reply *slots, int relay, const char *keys,
-                         const char *trainer_dir, pid_t *pids)
+/* What the workers of this join are started from, again too. */
+typedef struct join_run {
+    const join_args *a;
+    const gb_config *cfg;
+    gb_registry_join_reply *slots; /* [count + relay] */
+    int relay;                     /* slots[count]: this host's relay */
+    const char *keys;              /* the folder the workers read their keys from */
+    const char *run_dir;           /* see start_workers */
+    pid_t parent;
+    int restarts[JOIN_MAX_COUNT + 1]; /* per slot: started again so far */
+} join_run;
+
+/* Forks the worker of slot k running gb_worker_process. Returns its pid, or -1. */
+static pid_t fork_worker(const join_run *r, int k)
 {
-    /* the run directory is the launcher's: only a worker on its host (ipc) uses it; trainers
-     * here keep theirs in trainer_dir */
-    const char *run_dir = cfg->streams.transport == GB_TRANSPORT_IPC ? slots[0].run
-                          : trainer_dir[0]                           ? trainer_dir
-                                                                     : NULL;
-    pid_t parent = getpid();
-    int started = 0, count = a->count, total = count + relay;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        perror("gearbox join: fork");
+    if (pid != 0)
+        return pid;
+    /* a worker dies with this command (killed, say): it must not outlive its parent */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != r->parent)
+        _exit(GB_EXIT_FAILURE);
+    const gb_registry_join_reply *slot = &r->slots[k];
+    gb_worker_process_opts o = {.role = k == r->a->count ? "relay" : r->a->role_name,
+                                .index = slot->index, .incarnation = slot->incarnation,
+                                .run_dir = r->run_dir, .registry = r->a->registry,
+                                .metrics = slot->metrics, .keys = r->keys, .joined = 1};
+    _exit(gb_worker_process(r->cfg, &o));
+}
+
+/* Forks one process a slot (the relay's first, when there is one), until all are started or
+ * this command is signalled. The run directory is the launcher's: only a worker on its host
+ * (ipc) uses it; trainers here keep theirs in trainer_dir. Returns how many were started (their
+ * pids in pids). */
+static int start_workers(join_run *r, const char *trainer_dir, pid_t *pids)
+{
+    r->run_dir = r->cfg->streams.transport == GB_TRANSPORT_IPC ? r->slots[0].run
+                 : trainer_dir[0]                              ? trainer_dir
+                                                               : NULL;
+    r->parent = getpid();
+    int started = 0, count = r->a->count, total = count + r->relay;
     for (; started < total && !atomic_load(&join_signal); started++) {
         /* the relay first (slots[count]): the policy workers look it up by this host's name */
-        int k = relay ? (started == 0 ? count : started - 1) : started;
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid < 0) {
-            perror("gearbox join: fork");
+        int k = r->relay ? (started == 0 ? count : started - 1) : started;
+        if ((pids[started] = fork_worker(r, k)) < 0) {
             atomic_store(&join_signal, SIGTERM); /* the ones started leave again */
             break;
         }
-        if (pid == 0) {
-            /* a worker dies with this command (killed, say): it must not outlive its parent */
-            prctl(PR_SET_PDEATHSIG, SIGTERM);
-            if (getppid() != parent)
-                _exit(GB_EXIT_FAILURE);
-            gb_worker_process_opts o = {.role = k == count ? "relay" : a->role_name,
-                                        .index = slots[k].index,
-                                        .incarnation = slots[k].incarnation, .run_dir = run_dir,
-                                        .registry = a->registry, .metrics = slots[k].metrics,
-                                        .keys = keys, .joined = 1};
-            _exit(gb_worker_process(cfg, &o));
-        }
-        pids[started] = pid;
     }
     return started;
+}
+
+/* join_again_fn for trainers (no relay: pids index k is slot k): the launcher is asked for
+ * the slot again as that trainer (its own key pair), which gives the next incarnation and moves
+ * the trainers' group on; then its worker starts again (it re-attaches its replay and ledger
+ * from this host's shared memory), up to launch.restart.max_restarts times a slot. */
+static pid_t trainer_again(void *ctx, int k)
+{
+    join_run *r = ctx;
+    if (strcmp(r->a->role_name, "trainer") != 0 ||
+        r->restarts[k] >= r->cfg->launch.restart.max_restarts)
+        return 0;
+    int index = r->slots[k].index;
+    void *zctx = zmq_ctx_new();
+    gb_curve *curve = NULL;
+    gb_registry_client *reg = NULL;
+    gb_registry_join_reply again;
+    gb_error err = {0};
+    gb_registry_client_opts ro = {.endpoint = r->a->registry, .timeout_ms = 10000,
+                                  .heartbeat_ms = 0, .ttl_ms = 1, .role = GB_ROLE_TRAINER,
+                                  .index = index};
+    int rc = zctx ? 0 : gb_error_set(&err, GB_EZMQ, "zmq_ctx_new failed");
+    if (rc == 0 && r->keys && gb_run_identities_on(r->cfg))
+        rc = gb_run_identity_attach(&curve, zctx, r->keys, GB_ROLE_TRAINER, index, &err);
+    if (rc == 0)
+        rc = gb_registry_client_open(&reg, zctx, &ro, &err);
+    if (rc == 0 && (rc = gb_registry_join_again(reg, GB_ROLE_TRAINER, index, &again, &err)) == 0) {
+        r->slots[k].incarnation = again.incarnation;
+        gb_registry_join_reply_free(&again);
+    }
+    gb_registry_client_close(reg);
+    gb_curve_detach(curve);
+    if (zctx)
+        zmq_ctx_term(zctx);
+    if (rc) {
+        fprintf(stderr, "gearbox join: trainer %d cannot take its slot again: %s\n", index,
+                err.msg);
+        return 0;
+    }
+    r->restarts[k]++;
+    pid_t pid = fork_worker(r, k);
+    fprintf(stderr, "gearbox join: trainer %d started again (incarnation %d, pid %d)\n", index,
+            r->slots[k].incarnation, (int)pid);
+    return pid > 0 ? pid : 0;
 }
 
 int gb_cmd_join(int argc, char **argv)
@@ -438,14 +505,17 @@ int gb_cmd_join(int argc, char **argv)
         roles[i] = i < count ? a.role_name : "relay";
     int total = count + relay, started = 0;
     static char trainer_dir[2048];
+    static join_run run;
+    run = (join_run){.a = &a, .cfg = &cfg, .slots = slots, .relay = relay};
     if (slot_keys(a.keys, slots, total, roles, keys, sizeof keys, &err) == 0 &&
         (role != GB_ROLE_TRAINER ||
-         trainer_place(a.dir, slots[0].run, trainer_dir, sizeof trainer_dir, &err) == 0))
-        started = start_workers(&a, &cfg, slots, relay, keys[0] ? keys : a.keys, trainer_dir,
-                                pids);
-    else
+         trainer_place(a.dir, slots[0].run, trainer_dir, sizeof trainer_dir, &err) == 0)) {
+        run.keys = keys[0] ? keys : a.keys;
+        started = start_workers(&run, trainer_dir, pids);
+    } else {
         fprintf(stderr, "gearbox join: %s\n", err.msg);
-    int failed = wait_workers(pids, started);
+    }
+    int failed = wait_workers(pids, started, trainer_again, &run);
     drop_slot_keys(keys);
     for (int i = 0; i < total; i++)
         gb_registry_join_reply_free(&slots[i]);

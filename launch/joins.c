@@ -1,6 +1,7 @@
 /* launch/joins.c: slots for workers that join a running run from other hosts (see joins.h). */
 #include "launch/joins.h"
 
+#include "runtime/base/log.h"
 #include "runtime/streams/curve.h"
 #include "runtime/streams/wire.h"
 
@@ -59,8 +60,15 @@ int gb_joins_init(gb_joins *j, const gb_config *cfg, const char *metrics_ep, con
     j->actor_end = cfg->actors.count + cfg->actors.join_max;
     j->policy_next = gb_joins_local(cfg, GB_ROLE_POLICY);
     j->policy_end = cfg->policy.count;
-    j->trainer_next = gb_joins_local(cfg, GB_ROLE_TRAINER);
+    j->trainer_next = j->trainer_first = gb_joins_local(cfg, GB_ROLE_TRAINER);
     j->trainer_end = cfg->trainer.count;
+    j->trainer_incarnation = calloc((size_t)cfg->trainer.count, sizeof *j->trainer_incarnation);
+    if (!j->trainer_incarnation) {
+        free(j->config);
+        free(j->identities);
+        j->config = j->identities = NULL;
+        return gb_error_set(err, GB_ENOMEM, "joins: out of memory");
+    }
     j->relay_next = 1; /* relay 0 is the launcher's */
     j->relay_end = gb_joins_relays(cfg);
     pthread_mutex_init(&j->lock, NULL);
@@ -73,6 +81,7 @@ void gb_joins_free(gb_joins *j)
         return;
     free(j->config);
     free(j->identities);
+    free(j->trainer_incarnation);
     j->config = j->identities = NULL;
     pthread_mutex_destroy(&j->lock);
 }
@@ -102,16 +111,45 @@ static int slot_key(const gb_joins *j, int role, gb_registry_join_reply *out, ch
     return rc;
 }
 
-int gb_joins_answer(void *arg, int role, gb_registry_join_reply *out, char *why, size_t cap)
+/* A joined trainer's slot asked for again (its worker restarted by its gearbox join): the next
+ * incarnation, issued to the metrics collector, and the trainers' group's next generation.
+ * Under j->lock. Returns 0 or GB_EINVAL with why. */
+static int trainer_again(gb_joins *j, int again, int proven, gb_registry_join_reply *out,
+                         char *why, size_t cap)
 {
-    gb_joins *j = arg;
+    gb_error e = {0};
+    if (again < j->trainer_first || again >= j->trainer_next) {
+        snprintf(why, cap, "trainer %d is no slot this run gave a joiner", again);
+        return GB_EINVAL;
+    }
+    if (!proven) {
+        snprintf(why, cap, "trainer %d's slot is asked for again only as that trainer (its key "
+                 "pair)", again);
+        return GB_EINVAL;
+    }
+    out->index = again;
+    out->incarnation = ++j->trainer_incarnation[again];
+    if (j->mc && gb_metrics_collector_issue(j->mc, GB_ROLE_TRAINER, again, out->incarnation,
+                                            &e)) {
+        snprintf(why, cap, "%s", e.msg);
+        return GB_EINVAL;
+    }
+    j->trainer_restarts++;
+    if (j->runctl)
+        GB_INFO("trainers: the group re-forms as generation %lld with the restarted joined "
+                "trainer %d", (long long)gb_runctl_server_next_trainer_group(j->runctl), again);
+    return 0;
+}
+
+/* A new slot of role, under j->lock. Returns 0, GB_EINVAL or GB_EFULL with why. */
+static int new_slot(gb_joins *j, int role, gb_registry_join_reply *out, char *why, size_t cap)
+{
     if (role != GB_ROLE_ACTOR && role != GB_ROLE_POLICY && role != GB_ROLE_TRAINER &&
         !(role == GB_ROLE_RELAY && j->relay_end > 0)) {
         snprintf(why, cap, "only actors, policy workers, trainers and (with parameters.relay "
                  "per_host) their hosts' relays join a run, not %s", gb_role_name(role));
         return GB_EINVAL;
     }
-    pthread_mutex_lock(&j->lock);
     int64_t *next = role == GB_ROLE_ACTOR     ? &j->actor_next
                     : role == GB_ROLE_POLICY  ? &j->policy_next
                     : role == GB_ROLE_TRAINER ? &j->trainer_next
@@ -120,18 +158,34 @@ int gb_joins_answer(void *arg, int role, gb_registry_join_reply *out, char *why,
                   : role == GB_ROLE_POLICY  ? j->policy_end
                   : role == GB_ROLE_TRAINER ? j->trainer_end
                                             : j->relay_end;
-    int rc = 0;
     if (*next >= end) {
         snprintf(why, cap, "no %s slot left: all %lld are taken (%s)", gb_role_name(role),
                  (long long)end, role == GB_ROLE_ACTOR     ? "actors.count + actors.join_max"
                                  : role == GB_ROLE_POLICY  ? "policy.count"
                                  : role == GB_ROLE_TRAINER ? "trainer.count"
                                                            : "1 + policy.count relays");
-        rc = GB_EFULL;
-    } else {
-        out->index = (int)(*next)++;
-        out->incarnation = 0;
-        j->joined++;
+        return GB_EFULL;
+    }
+    out->index = (int)(*next)++;
+    out->incarnation = 0;
+    j->joined++;
+    return 0;
+}
+
+int gb_joins_answer(void *arg, int role, int again, int proven, gb_registry_join_reply *out,
+                    char *why, size_t cap)
+{
+    gb_joins *j = arg;
+    int rc;
+    pthread_mutex_lock(&j->lock);
+    if (again < 0)
+        rc = new_slot(j, role, out, why, cap);
+    else if (role == GB_ROLE_TRAINER)
+        rc = trainer_again(j, again, proven, out, why, cap);
+    else {
+        snprintf(why, cap, "only a joined trainer's slot is asked for again, not a %s's",
+                 gb_role_name(role));
+        rc = GB_EINVAL;
     }
     pthread_mutex_unlock(&j->lock);
     if (rc)

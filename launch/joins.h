@@ -10,6 +10,10 @@
  * the metrics per actor process stay exact. A joined worker that leaves keeps its slot (its
  * counts stay in the run's totals); it is not replaced.
  *
+ * A joined trainer's slot can be asked for again, by that slot's identity, when its worker died
+ * and `gearbox join` starts it again: the same index, the next incarnation, and the trainers'
+ * group moves to its next generation (run control) so the others form it again with it.
+ *
  * Relays: with parameters.relay per_host the launcher runs relay 0 for its own host; a host
  * whose policy workers join runs its own relay (gearbox join starts it), which takes a relay
  * slot here: 1 .. policy.count, one per joining host at most. */
@@ -18,7 +22,9 @@
 
 #include "runtime/config/config.h"
 #include "runtime/base/error.h"
+#include "runtime/run/metrics.h"
 #include "runtime/streams/registry.h"
+#include "runtime/streams/runctl.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -32,7 +38,14 @@ typedef struct gb_joins {
     char run[GB_REGISTRY_ENDPOINT_MAX];
     int64_t actor_next, actor_end;   /* next free actor slot; end: count + join_max */
     int64_t policy_next, policy_end; /* next free policy slot; end: count */
-    int64_t trainer_next, trainer_end; /* next free trainer slot; end: count */
+    int64_t trainer_first, trainer_next, trainer_end; /* the first joined trainer slot, the next
+                                                          free one; end: count */
+    int *trainer_incarnation; /* [trainer.count] the last incarnation given each trainer slot */
+    int64_t trainer_restarts;  /* joined trainers' slots asked for again so far */
+    gb_runctl_server *runctl;  /* set by the caller: a joined trainer's restart moves the
+                                  trainers' group to its next generation */
+    gb_metrics_collector *mc;  /* set by the caller: the restarted trainer's incarnation is
+                                  issued there, so that its reports are taken */
     int64_t relay_next, relay_end;   /* per_host relays: 1 .. policy.count; none without */
     int64_t joined;                  /* workers that joined so far */
     char *identities; /* RUN_DIR/keys/identities' text (a run with identities), else NULL */
@@ -54,6 +67,7 @@ int gb_joins_init(gb_joins *j, const gb_config *cfg, const char *metrics_ep, con
 void gb_joins_free(gb_joins *j);
 
 /* gb_registry_join_fn with arg a gb_joins: a slot, or GB_EFULL / GB_EINVAL with why. */
-int gb_joins_answer(void *arg, int role, gb_registry_join_reply *out, char *why, size_t cap);
+int gb_joins_answer(void *arg, int role, int again, int proven, gb_registry_join_reply *out,
+                    char *why, size_t cap);
 
 #endif

@@ -222,7 +222,10 @@ static int open_services(launch *L)
         announce_registry(&L->rd, cfg, L->reg_ep);
     if (rc == 0)
         rc = gb_watchdog_init(&L->wd, cfg, &L->sup, L->mc, L->t0, err);
-    L->wd.runctl = L->runctl; /* a restarted one of several trainers: the group's next generation */
+    /* a restarted one of several trainers, the launcher's or a joined one: the group's next
+     * generation */
+    L->wd.runctl = L->joins.runctl = L->runctl;
+    L->joins.mc = L->mc;
     gb_datawatch_init(&L->dw, cfg);
     return rc;
 }

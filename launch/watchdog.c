@@ -328,7 +328,8 @@ void gb_watchdog_ledger(const gb_watchdog *wd, int64_t *lost_in_crash, int64_t *
     int trainers = (int)wd->cfg->trainer.count;
     /* Live actor processes: what went down with a killed trainer, by the trainers' ledger. A
      * dead one's is in its sent - received below. */
-    int merged = trainers > 1 && gb_watchdog_restarts_of(wd, "trainer") > 0;
+    int merged = trainers > 1 && (gb_watchdog_restarts_of(wd, "trainer") > 0 ||
+                                  (wd->runctl && gb_runctl_server_trainer_group(wd->runctl) > 0));
     if (merged)
         *lost_in_crash = union_gaps(wd, trainers);
     for (int t = 0; t < trainers && !merged; t++) {

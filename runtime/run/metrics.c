@@ -37,6 +37,7 @@ int gb_metrics_collector_open(gb_metrics_collector **out, void *zctx, const char
     if (!c)
         return gb_error_set(err, GB_ENOMEM, "metrics: out of memory");
     gb_wire_msg_init(&c->msg);
+    pthread_mutex_init(&c->issued_lock, NULL);
     for (int r = 0; r < GB_METRICS_ROLES; r++)
         c->expected[r] = -1;
     c->sock = zmq_socket(zctx, ZMQ_PULL);
@@ -80,6 +81,7 @@ void gb_metrics_collector_close(gb_metrics_collector *c)
         free(c->workers[i].table);
     free(c->workers);
     free(c->issued);
+    pthread_mutex_destroy(&c->issued_lock);
     free(c);
 }
 

@@ -51,14 +51,19 @@ void gb_metrics_collector_bound_returns(gb_metrics_collector *c, double max_abs_
 
 uint64_t gb_metrics_issued_incarnation(const gb_metrics_collector *c, int role, int index)
 {
+    pthread_mutex_t *lock = &((gb_metrics_collector *)c)->issued_lock;
+    uint64_t inc = 0;
+    pthread_mutex_lock(lock);
     for (int i = 0; i < c->nissued; i++)
         if (c->issued[i].role == role && c->issued[i].index == index)
-            return c->issued[i].incarnation;
-    return 0;
+            inc = c->issued[i].incarnation;
+    pthread_mutex_unlock(lock);
+    return inc;
 }
 
-int gb_metrics_collector_issue(gb_metrics_collector *c, int role, int index, int incarnation,
-                               gb_error *err)
+/* gb_metrics_collector_issue under issued_lock. */
+static int issue_locked(gb_metrics_collector *c, int role, int index, int incarnation,
+                        gb_error *err)
 {
     for (int i = 0; i < c->nissued; i++)
         if (c->issued[i].role == role && c->issued[i].index == index) {
@@ -75,6 +80,15 @@ int gb_metrics_collector_issue(gb_metrics_collector *c, int role, int index, int
     }
     c->issued[c->nissued++] = (issued_incarnation){role, index, (uint64_t)incarnation};
     return 0;
+}
+
+int gb_metrics_collector_issue(gb_metrics_collector *c, int role, int index, int incarnation,
+                               gb_error *err)
+{
+    pthread_mutex_lock(&c->issued_lock);
+    int rc = issue_locked(c, role, index, incarnation, err);
+    pthread_mutex_unlock(&c->issued_lock);
+    return rc;
 }
 
 uint64_t gb_metrics_collector_refused(const gb_metrics_collector *c) { return c->refused; }

@@ -10,6 +10,7 @@
 #include "runtime/run/metrics.h"
 #include "runtime/streams/wire.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,6 +58,7 @@ struct gb_metrics_collector {
     double max_abs_reward; /* > 0: an episode's return is at most its length times this */
     issued_incarnation *issued; /* [nissued]: only workers restarted at least once */
     int nissued, issued_cap;
+    pthread_mutex_t issued_lock; /* issue may come from the registry's thread (launch/joins.h) */
     gb_wire_msg msg;
     /* counters, per role: carry = 1 for those that continue across a worker's restarts */
     struct { int role, carry; char name[GB_METRICS_NAME_MAX]; } carry[GB_METRICS_MAX_CARRY];

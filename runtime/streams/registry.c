@@ -382,7 +382,10 @@ static void serve_join(gb_registry_server *s, const gb_wire_msg *m)
         note_rejected(s, m, h->text);
     } else if (!s->join) {
         refuse(h, GB_EUNSUPPORTED, "this run takes no joining workers");
-    } else if ((h->status = s->join(s->join_arg, (int)q.role, &r, h->text, sizeof h->text))) {
+    } else if ((h->status = s->join(s->join_arg, (int)q.role, (int)q.again,
+                                    q.again < 0 || !m->peer[0] ||
+                                        gb_wire_peer_is(m, (int)q.role, (int)q.again),
+                                    &r, h->text, sizeof h->text))) {
         GB_INFO("registry: a %s was refused a slot: %s", gb_role_name((int)q.role), h->text);
     } else if ((rc = grant(h, pl, &r, &e))) {
         gb_wire_header_init(h, GB_MSG_REG_REPLY, GB_ROLE_LAUNCHER, 0);

@@ -51,9 +51,11 @@ typedef struct gb_registry_join_reply {
 
 /* The launcher's answer to a join for role (called on the registry's thread): fills out (not
  * config when the launcher set it once in the opts) and returns 0, or a GB_E* code with why
- * (cap bytes) said to the joiner. */
-typedef int (*gb_registry_join_fn)(void *arg, int role, gb_registry_join_reply *out, char *why,
-                                   size_t cap);
+ * (cap bytes) said to the joiner. again: -1 for a new slot, else the index of a slot of role
+ * asked for again (its worker is restarted); proven: the joiner proved that slot's identity
+ * (ZAP User-Id), or the run has no identities. */
+typedef int (*gb_registry_join_fn)(void *arg, int role, int again, int proven,
+                                   gb_registry_join_reply *out, char *why, size_t cap);
 
 typedef struct gb_registry_server_opts {
     const char *endpoint; /* bind address */
@@ -146,5 +148,11 @@ int gb_registry_list(gb_registry_client *c, const char *prefix, int min_count, i
 int gb_registry_join(gb_registry_client *c, int role, gb_registry_join_reply *out,
                      gb_error *err);
 void gb_registry_join_reply_free(gb_registry_join_reply *r);
+
+/* gb_registry_join for slot `again` of role, which this joiner held: its worker died and is
+ * started again. Ask it as that slot's identity (a client attached with its key pair); the
+ * answer is the same index with the next incarnation. Same returns as gb_registry_join. */
+int gb_registry_join_again(gb_registry_client *c, int role, int again,
+                           gb_registry_join_reply *out, gb_error *err);
 
 #endif

@@ -391,8 +391,14 @@ int gb_registry_lookup(gb_registry_client *c, const char *name, char *endpoint, 
 int gb_registry_join(gb_registry_client *c, int role, gb_registry_join_reply *out,
                      gb_error *err)
 {
+    return gb_registry_join_again(c, role, -1, out, err);
+}
+
+int gb_registry_join_again(gb_registry_client *c, int role, int again,
+                           gb_registry_join_reply *out, gb_error *err)
+{
     memset(out, 0, sizeof *out);
-    gb_msg_reg_join q = {role};
+    gb_msg_reg_join q = {role, again};
     int rc = call(c, &c->main, &gb_schema_reg_join, &q, NULL, NULL, c->o.timeout_ms, err);
     if (rc)
         return rc;

@@ -100,6 +100,11 @@ int64_t gb_runctl_server_next_trainer_group(gb_runctl_server *s)
     return atomic_fetch_add(&s->trainer_group, 1) + 1;
 }
 
+int64_t gb_runctl_server_trainer_group(const gb_runctl_server *s)
+{
+    return atomic_load(&((gb_runctl_server *)s)->trainer_group);
+}
+
 void gb_runctl_server_set_env_steps(gb_runctl_server *s, int64_t env_steps)
 {
     atomic_store(&s->env_steps, env_steps);

@@ -94,6 +94,7 @@ int64_t gb_runctl_server_request_checkpoint(gb_runctl_server *s);
  * again as the next generation (workers/roles/trainer_group.c); the count goes up by one, and
  * every held watch hears it at once. From any thread; never blocks. Returns the new count. */
 int64_t gb_runctl_server_next_trainer_group(gb_runctl_server *s);
+int64_t gb_runctl_server_trainer_group(const gb_runctl_server *s); /* the generation now */
 
 /* How many workers of role have confirmed state (or a later one). Any thread. */
 int gb_runctl_server_confirmed(const gb_runctl_server *s, int role, gb_run_state state);

@@ -235,6 +235,10 @@ const gb_wire_schema gb_schema_reg_reply = {
 
 static const gb_wire_attr_spec reg_join_attrs[] = {
     GB_WIRE_INT(gb_msg_reg_join, role, 1, 0, GB_ROLE_END - 1, 0, "the role asked for (gb_role)"),
+    GB_WIRE_INT(gb_msg_reg_join, again, 0, -1, INT32_MAX, -1,
+                "the index of a slot the joiner held and asks for again (its worker died and is "
+                "started again: the next incarnation), asked as that slot's identity; -1 or "
+                "absent: a new slot"),
 };
 
 const gb_wire_schema gb_schema_reg_join = {

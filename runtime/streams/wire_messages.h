@@ -78,7 +78,8 @@ typedef struct gb_msg_reg_lookup {
 } gb_msg_reg_lookup;
 
 typedef struct gb_msg_reg_join {
-    int64_t role; /* the gb_role asked for */
+    int64_t role;  /* the gb_role asked for */
+    int64_t again; /* a slot of role the joiner held and asks for again, -1: a new one */
 } gb_msg_reg_join;
 
 typedef struct gb_msg_reg_joined {

@@ -10,7 +10,9 @@
 #          target run_dqn_2trainers uses (200), with its settings; what trainer 1's all-to-alls
 #          sent and received (agreement, selection, rows, priorities, and the gradients' small
 #          all-reduces, which go as one all-to-all) must have crossed h2's veth, and both are
-#          printed beside it.
+#          printed beside it; and the joined trainer's worker is SIGKILLed mid-run: gearbox
+#          join starts it again (the slot's next incarnation, asked for as that trainer), the
+#          two form their group again and the run solves, its ledger exact (lost 0).
 # Both: the replicas' parameter checksums agree, the sample ledger is exact, the joined trainer
 # keeps its checkpoint in its own folder on h2, and the launcher started no trainer 1.
 # usage: run_trainer_hosts.sh GEARBOX PPO_CONFIG DQN_CONFIG WORK_DIR  (root and `ip netns`
@@ -34,6 +36,7 @@ two_hosts() {
   read -r tx0 rx0 < <(netns_bytes h2)
   netns_join "${name}_trainer" h2 trainer 1 --dir "$work/${name}_h2"
   local join_pid=$joined status join_status
+  [ -z "${KILL_JOINED:-}" ] || kill_joined "$name" "$join_pid"
   wait "$launcher"; status=$?
   wait "$join_pid"; join_status=$?
   read -r tx1 rx1 < <(netns_bytes h2)
@@ -47,7 +50,7 @@ two_hosts() {
   [ "$status" = 0 ] && [ "$(json_get "$s" exit_reason)" = solved ] || fail "run $name did not solve"
   [ "$join_status" = 0 ] || fail "run $name: the joined trainer failed: $(tail -5 "$tlog")"
   [ "$(json_get "$s" joined)" = 1 ] || fail "run $name: joined $(json_get "$s" joined), not 1"
-  check_ledger "$s"
+  if [ -n "${KILL_JOINED:-}" ]; then check_crash_ledger "$s"; else check_ledger "$s"; fi
   grep -q "rank 1 of 2 trainers (registry rendezvous at $net.1, collectives on $net.2" "$tlog" ||
     fail "run $name: trainer 1 did not meet trainer 0's store on h1 from h2"
   grep -q "rank 0 of 2 trainers (registry rendezvous at $net.1, collectives on $net.1" \
@@ -55,19 +58,46 @@ two_hosts() {
   [ ! -e "$work/$name/logs/trainer-1.log" ] || fail "run $name: the launcher started trainer 1"
   [ -s "$work/${name}_h2/checkpoints/trainer-1.checkpoint" ] ||
     fail "run $name: no checkpoint of trainer 1 in its folder on h2"
-  grep -o "step [0-9]* parameter checksum [0-9a-f]*" "$work/$name/logs/trainer-0.log" \
-    > "$work/$name.sums0"
-  grep -o "step [0-9]* parameter checksum [0-9a-f]*" "$tlog" > "$work/$name.sums1"
+  # the checks both made since the group last formed (a killed trainer may have missed the last
+  # one before it died)
+  local since="generation ${KILL_JOINED:+1}"
+  sed -n "/rank 0 of 2 trainers.*$since/,\$p" "$work/$name/logs/trainer-0.log" |
+    grep -o "step [0-9]* parameter checksum [0-9a-f]*" > "$work/$name.sums0"
+  sed -n "/rank 1 of 2 trainers.*$since/,\$p" "$tlog" |
+    grep -o "step [0-9]* parameter checksum [0-9a-f]*" > "$work/$name.sums1"
   [ "$(wc -l < "$work/$name.sums0")" -ge 2 ] && cmp -s "$work/$name.sums0" "$work/$name.sums1" ||
     fail "run $name: the two trainers' parameter checksums differ or are missing"
   echo "run $name: parameters equal on both hosts at $(wc -l < "$work/$name.sums0") checks;" \
        "h2's eth0 sent $tx bytes, received $rx"
 }
 
+# kill_joined NAME JOIN_PID: SIGKILLs the joined trainer's worker (a child of gearbox join on
+# h2) once the trainers train; gearbox join starts it again as the slot's next incarnation and
+# the two trainers form their group again as generation 1 within 2x the heartbeat timeout
+kill_joined() {
+  local t0 pid took
+  wait_for_log "$work/$1/logs/trainer-0.log" "parameter checksum" 120 ||
+    fail "run $1: the trainers never trained"
+  pid=$(pgrep -P "$2" | head -1)
+  [ -n "$pid" ] || fail "run $1: no worker under gearbox join"
+  t0=$(date +%s.%N)
+  kill -KILL "$pid"
+  wait_for_log "$work/$1/logs/trainer-0.log" "formed again as generation 1" 30 ||
+    fail "run $1: the group did not form again after the joined trainer was killed"
+  took=$(python3 -c "import time; print(f'{time.time() - $t0:.2f}')")
+  grep -q "trainer 1 started again (incarnation 1" "$work/${1}_trainer.log" ||
+    fail "run $1: gearbox join did not start trainer 1 again"
+  echo "run $1: the joined trainer killed on h2; the group worked again $took s later"
+  python3 -c "import sys; sys.exit(0 if $took < 2 * $heartbeat else 1)" ||
+    fail "run $1: $took s to form the group again (2x heartbeat: $((2 * heartbeat)) s)"
+}
+heartbeat=5
+
 two_hosts p "$ppo" --set experiment.max_seconds=150 --set trainer.replay.min_size=16 \
   --set trainer.replay.capacity=16
 
-two_hosts d "$dqn" --set trainer.replay.selection=global --set experiment.max_seconds=380 \
+KILL_JOINED=1 two_hosts d "$dqn" --set launch.heartbeat_timeout_s=$heartbeat \
+  --set trainer.replay.selection=global --set experiment.max_seconds=380 \
   --set experiment.target_return=200 --set trainer.algorithm.lr=0.0005 \
   --set trainer.replay.samples_per_insert=32 --set trainer.algorithm.dqn.epsilon_decay_steps=10000
 read -r sent received < <(sed -n \

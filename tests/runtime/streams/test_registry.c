@@ -434,17 +434,23 @@ static void test_runctl(void)
 /* The launcher's side of gearbox join, as a test gives it: slots 3 and 4, then none. */
 typedef struct join_slots {
     int next, end;
+    int again; /* incarnations given to slots asked for again */
 } join_slots;
 
-static int give_slot(void *arg, int role, gb_registry_join_reply *out, char *why, size_t cap)
+static int give_slot(void *arg, int role, int again, int proven, gb_registry_join_reply *out,
+                     char *why, size_t cap)
 {
     join_slots *j = arg;
-    if (role != GB_ROLE_ACTOR || j->next >= j->end) {
+    if (again >= 0 && (again >= j->next || !proven)) {
+        snprintf(why, cap, "slot %d was never given", again);
+        return GB_EINVAL;
+    }
+    if (again < 0 && (role != GB_ROLE_ACTOR || j->next >= j->end)) {
         snprintf(why, cap, "no slot left");
         return GB_EFULL;
     }
-    out->index = j->next++;
-    out->incarnation = 0;
+    out->index = again >= 0 ? again : j->next++;
+    out->incarnation = again >= 0 ? ++j->again : 0;
     snprintf(out->metrics, sizeof out->metrics, "tcp://10.9.9.9:4000");
     snprintf(out->run, sizeof out->run, "/runs/x");
     out->config = "experiment:\n  name: joined\n";
@@ -460,7 +466,7 @@ static void test_join(void)
 {
     gb_error err;
     void *ctx = zmq_ctx_new();
-    join_slots slots = {3, 5};
+    join_slots slots = {3, 5, 0};
     gb_registry_server_opts so = {.endpoint = "tcp://127.0.0.1:*", .max_ttl_ms = 10000,
                                   .join = give_slot, .join_arg = &slots};
     reg_thread t = {0};
@@ -489,6 +495,13 @@ static void test_join(void)
     CHECK_EQ_INT(gb_registry_join(c, GB_ROLE_ACTOR, &r, &err), GB_EFULL);
     CHECK(strstr(err.msg, "no slot left") != NULL);
     CHECK_EQ_INT(gb_registry_join(c, GB_ROLE_TRAINER, &r, &err), GB_EFULL);
+    /* a slot asked for again (its worker restarted): the same index, the next incarnation */
+    CHECK_OK(gb_registry_join_again(c, GB_ROLE_ACTOR, 3, &r, &err));
+    CHECK_EQ_INT(r.index, 3);
+    CHECK_EQ_INT(r.incarnation, 1);
+    gb_registry_join_reply_free(&r);
+    CHECK_EQ_INT(gb_registry_join_again(c, GB_ROLE_ACTOR, 9, &r, &err), GB_EINVAL);
+    CHECK(strstr(err.msg, "never given") != NULL);
 
     CHECK_OK(gb_registry_register(c, "policy/0/inference", "tcp://0.0.0.0:5555", &err));
     char got[256];
