@@ -60,5 +60,5 @@ for k in 0 1; do
 done
 # after each re-form the replicas agree again (every checksum compared equal: a mismatch ends
 # the run), and the last checks came after the second re-form
-grep -q "generation 2)" "$logs/trainer-0.log" || fail "trainer 0 did not join generation 2"
+grep -q "generation 2, " "$logs/trainer-0.log" || fail "trainer 0 did not join generation 2"
 echo "1 passed, 0 failed"
