@@ -41,7 +41,10 @@ static void *ac_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spec
                           .action = {.kind = GB_ENV_SPACE_DISCRETE, .n = 3},
                           .max_episode_steps = 500,
                           .render_height = AC_RENDER_SIZE,
-                          .render_width = AC_RENDER_SIZE};
+                          .render_width = AC_RENDER_SIZE,
+                          .flags = GB_ENV_REWARD_RANGE, /* -1 a step, 0 at the goal */
+                          .reward_low = -1.0f,
+                          .reward_high = 0.0f};
     return e;
 }
 

@@ -51,7 +51,10 @@ static void *bo_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spec
                           .action = {.kind = GB_ENV_SPACE_DISCRETE, .n = 3},
                           .max_episode_steps = 10000,
                           .render_height = BO_SIZE,
-                          .render_width = BO_SIZE};
+                          .render_width = BO_SIZE,
+                          .flags = GB_ENV_REWARD_RANGE, /* one brick a step at most */
+                          .reward_low = 0.0f,
+                          .reward_high = 1.0f};
     return e;
 }
 

@@ -69,7 +69,11 @@ static void *cp_create_common(const gb_env_args *args, uint64_t seed, gb_env_spe
                           .action = {.kind = GB_ENV_SPACE_DISCRETE, .n = 2},
                           .max_episode_steps = 500,
                           .render_height = CP_RENDER_H,
-                          .render_width = CP_RENDER_W};
+                          .render_width = CP_RENDER_W,
+                          /* 1 a step (0 once terminated); Sutton & Barto's: 0, -1 at the end */
+                          .flags = GB_ENV_REWARD_RANGE,
+                          .reward_low = sb ? -1.0f : 0.0f,
+                          .reward_high = sb ? 0.0f : 1.0f};
     return e;
 }
 

@@ -216,6 +216,11 @@ static int validate_outputs(checker *k, const char *call, int64_t t)
         if (!isfinite(r))
             return fail(k, "reward [agent %d] is %s at step %lld", a, isnan(r) ? "NaN" : "infinite",
                         (long long)t);
+        if (!gb_env_reward_in_range(&k->spec, r))
+            return fail(k, "reward [agent %d] is %g at step %lld, outside the declared range "
+                           "[%g, %g] (gearbox refuses such chunks)",
+                        a, (double)r, (long long)t, (double)k->spec.reward_low,
+                        (double)k->spec.reward_high);
         if (A->term[a] > 1 || A->trunc[a] > 1)
             return fail(k, "terminated/truncated [agent %d] are %d/%d at step %lld: flags must "
                            "be 0 or 1 (not written?)",
@@ -467,7 +472,12 @@ static int run_checks(const char *target, const gb_env_check_options *o, check_s
         else
             say(&k, "Box(%d) in [%g, %g]%s", k.spec.action.n, (double)k.spec.action.low[0],
                 (double)k.spec.action.high[0], k.spec.action.n > 1 ? "..." : "");
-        say(&k, "; time limit %lld%s\n", (long long)k.limit, k.limit ? "" : " (none)");
+        say(&k, "; time limit %lld%s", (long long)k.limit, k.limit ? "" : " (none)");
+        if (k.spec.flags & GB_ENV_REWARD_RANGE)
+            say(&k, "; rewards in [%g, %g]\n", (double)k.spec.reward_low,
+                (double)k.spec.reward_high);
+        else
+            say(&k, "; rewards: no range declared\n");
     }
     for (int ci = 0; ci < 2; ci++)
         if ((rc = alloc_copy(&k, &k.c[ci])))

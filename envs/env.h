@@ -77,7 +77,7 @@ extern "C" {
 #endif
 
 /* Version 1: the layout in this file. */
-#define GB_ENV_ABI_VERSION 1u
+#define GB_ENV_ABI_VERSION 2u
 
 /* The symbol a plugin exports: const gb_env_interface *gearbox_env_interface(void). */
 #define GB_ENV_ENTRY_SYMBOL "gearbox_env_interface"
@@ -127,7 +127,9 @@ enum {
 
 /* spec.flags */
 enum {
-    GB_ENV_TURN_BASED = 1u << 0, /* writes buffers->acting at reset and step */
+    GB_ENV_TURN_BASED = 1u << 0,   /* writes buffers->acting at reset and step */
+    GB_ENV_REWARD_RANGE = 1u << 1, /* every reward step writes lies in
+                                      [spec.reward_low, spec.reward_high] */
 };
 
 /* The observation space: a box of `dtype` elements of `shape` (C order), per agent.
@@ -163,6 +165,11 @@ typedef struct gb_env_spec {
     int32_t render_height;     /* render() output size; 0 when render is NULL, or when this */
     int32_t render_width;      /* copy was not asked to render (an argument of the environment
                                 * may ask for it, as the gymnasium plugin's render_mode does) */
+    /* With GB_ENV_REWARD_RANGE in flags: the bounds of every reward step writes (each agent's,
+     * each step; finite, low <= high). gearbox then refuses chunks holding a reward outside
+     * them and reported episodes whose return no episode of that length can have: declare
+     * them where the task defines them (CartPole: [0, 1]), never where they are a guess. */
+    float reward_low, reward_high;
 } gb_env_spec;
 
 /* One copy's buffers, owned by the caller, sized from the spec (A = agents):

@@ -59,7 +59,10 @@ static void *mc_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spec
                           .action = {.kind = GB_ENV_SPACE_DISCRETE, .n = 3},
                           .max_episode_steps = 200,
                           .render_height = MC_RENDER_H,
-                          .render_width = MC_RENDER_W};
+                          .render_width = MC_RENDER_W,
+                          .flags = GB_ENV_REWARD_RANGE, /* -1 every step */
+                          .reward_low = -1.0f,
+                          .reward_high = -1.0f};
     return e;
 }
 
@@ -77,6 +80,8 @@ static void *mcc_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spe
                           .max_episode_steps = 999,
                           .render_height = MC_RENDER_H,
                           .render_width = MC_RENDER_W};
+    /* no reward range: Gymnasium's reward takes the action as given, before its clipping
+     * (100 at the goal less 0.1 a^2), so an action of any size has a reward */
     return e;
 }
 

@@ -46,7 +46,12 @@ static void *pd_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spec
                                      .high = pd_action_high},
                           .max_episode_steps = 200,
                           .render_height = PD_RENDER_SIZE,
-                          .render_width = PD_RENDER_SIZE};
+                          .render_width = PD_RENDER_SIZE,
+                          /* -(angle^2 + 0.1 speed^2 + 0.001 torque^2): angle in [-pi, pi],
+                           * speed in [-8, 8], torque in [-2, 2] */
+                          .flags = GB_ENV_REWARD_RANGE,
+                          .reward_low = (float)-(M_PI * M_PI + 6.4 + 0.004),
+                          .reward_high = 0.0f};
     return e;
 }
 

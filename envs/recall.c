@@ -57,7 +57,10 @@ static void *rc_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spec
                           .action = {.kind = GB_ENV_SPACE_DISCRETE, .n = (int32_t)symbols},
                           .max_episode_steps = 0,
                           .render_height = RC_RENDER_H,
-                          .render_width = RC_RENDER_W};
+                          .render_width = RC_RENDER_W,
+                          .flags = GB_ENV_REWARD_RANGE, /* +1 or -1 at the answer, else 0 */
+                          .reward_low = -1.0f,
+                          .reward_high = 1.0f};
     return e;
 }
 

@@ -29,9 +29,15 @@ int gb_env_spec_validate(const gb_env_spec *s, const gb_env_interface *iface, gb
     if (s->agents < 1 || s->agents > (1 << 20))
         return gb_error_set(err, GB_EINVAL, "%s: spec.agents is %d, expected 1..%d", name,
                             s->agents, 1 << 20);
-    if (s->flags & ~(uint32_t)GB_ENV_TURN_BASED)
+    const uint32_t known = GB_ENV_TURN_BASED | GB_ENV_REWARD_RANGE;
+    if (s->flags & ~known)
         return gb_error_set(err, GB_EINVAL, "%s: spec.flags has unknown bits 0x%x", name,
-                            s->flags & ~(uint32_t)GB_ENV_TURN_BASED);
+                            s->flags & ~known);
+    if ((s->flags & GB_ENV_REWARD_RANGE) &&
+        !(isfinite(s->reward_low) && isfinite(s->reward_high) && s->reward_low <= s->reward_high))
+        return gb_error_set(err, GB_EINVAL, "%s: spec.reward_low/high are [%g, %g]: a reward "
+                            "range must be finite with low <= high", name,
+                            (double)s->reward_low, (double)s->reward_high);
     if (gb_env_dtype_size(s->obs.dtype) == 0)
         return gb_error_set(err, GB_EINVAL, "%s: spec.obs.dtype %d is not a GB_ENV_* type",
                             name, s->obs.dtype);
@@ -82,4 +88,13 @@ int gb_env_spec_validate(const gb_env_spec *s, const gb_env_interface *iface, gb
                                 name, s->render_height, s->render_width);
     }
     return 0;
+}
+
+int gb_env_reward_in_range(const gb_env_spec *spec, double r)
+{
+    if (!(spec->flags & GB_ENV_REWARD_RANGE))
+        return 1;
+    /* a float32 computed in float64 (Pendulum's cost) may round a ulp past a bound */
+    double lo = spec->reward_low, hi = spec->reward_high;
+    return r >= lo - 1e-6 * fmax(1.0, fabs(lo)) && r <= hi + 1e-6 * fmax(1.0, fabs(hi));
 }

@@ -393,6 +393,17 @@ static void wrapped_spec(const wrap *w, const gb_env_spec *in, gb_env_spec *out)
         out->obs.low = out->obs.high = NULL;
     int64_t k = w->p.frame_skip;
     out->max_episode_steps = in->max_episode_steps ? (in->max_episode_steps + k - 1) / k : 0;
+    /* a step's reward: the sum of 1..k inner ones (fewer once the episode ends), then the
+     * sign when clipped, whatever the inner range */
+    if (in->flags & GB_ENV_REWARD_RANGE) {
+        out->reward_low = in->reward_low < 0 ? in->reward_low * (float)k : in->reward_low;
+        out->reward_high = in->reward_high > 0 ? in->reward_high * (float)k : in->reward_high;
+    }
+    if (w->p.clip_reward) {
+        out->flags |= GB_ENV_REWARD_RANGE;
+        out->reward_low = (in->flags & GB_ENV_REWARD_RANGE) && in->reward_low >= 0 ? 0.0f : -1.0f;
+        out->reward_high = (in->flags & GB_ENV_REWARD_RANGE) && in->reward_high <= 0 ? 0.0f : 1.0f;
+    }
 }
 
 /* The resize's tables (wrap_image.h) in t: the x terms (padded for one channel), the y terms. */

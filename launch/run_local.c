@@ -17,6 +17,7 @@
 #include "launch/slurm.h"
 #include "launch/supervisor.h"
 #include "launch/trackers.h"
+#include "launch/validate.h"
 #include "launch/watchdog.h"
 #include "runtime/base/clock.h"
 #include "runtime/run/contract.h"
@@ -222,6 +223,9 @@ static int open_services(launch *L)
         announce_registry(&L->rd, cfg, L->reg_ep);
     if (rc == 0)
         rc = gb_watchdog_init(&L->wd, cfg, &L->sup, L->mc, L->t0, err);
+    double low, high; /* the environment's own rewards: reported returns within their range */
+    if (rc == 0 && gb_validate_reward_range(cfg, &low, &high))
+        gb_metrics_collector_bound_return_range(L->mc, low, high);
     /* a restarted one of several trainers, the launcher's or a joined one: the group's next
      * generation */
     L->wd.runctl = L->joins.runctl = L->runctl;

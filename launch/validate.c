@@ -212,3 +212,17 @@ int gb_validate_cli(int argc, char **argv, int flags, gb_cli *cli, gb_config *cf
     }
     return GB_EXIT_OK;
 }
+
+int gb_validate_reward_range(const gb_config *cfg, double *low, double *high)
+{
+    gb_env_spec spec;
+    gb_torch_space space;
+    gb_error e = {0};
+    if (cfg->env.wrappers.episodic_life || cfg->env.wrappers.clip_reward ||
+        gb_worker_env_space(cfg, &spec, &space, &e) != 0 ||
+        !(spec.flags & GB_ENV_REWARD_RANGE))
+        return 0;
+    *low = spec.reward_low;
+    *high = spec.reward_high;
+    return 1;
+}

@@ -16,7 +16,7 @@
  * round. The first that exists is written back as an absolute path: the resolved config (check's
  * output, the run's config.yaml) names the same library for every worker, a resume and eval,
  * whatever their folder. An error names every path tried.
- * defines: gb_validate_here, gb_validate_check, gb_validate_cli */
+ * defines: gb_validate_here, gb_validate_check, gb_validate_cli, gb_validate_reward_range */
 #ifndef GB_LAUNCH_VALIDATE_H
 #define GB_LAUNCH_VALIDATE_H
 
@@ -43,5 +43,11 @@ int gb_validate_check(gb_config *cfg, const gb_config_marks *marks, void *arg, g
  * to stderr, the first line the same for check and run. Returns GB_EXIT_OK, GB_EXIT_USAGE
  * (usage, config or environment error) or GB_EXIT_FAILURE (out of memory). */
 int gb_validate_cli(int argc, char **argv, int flags, gb_cli *cli, gb_config *cfg);
+
+/* What a reported episode's return per step lies in: the environment's declared reward range
+ * (GB_ENV_REWARD_RANGE, after its wrappers), where it declares one and the episodes the actors
+ * report are its own (not behind episodic_life or clip_reward, whose episodes are the game's:
+ * envs/wrap.h). Makes one copy of the environment. Returns 1 with *low and *high, else 0. */
+int gb_validate_reward_range(const gb_config *cfg, double *low, double *high);
 
 #endif

@@ -64,7 +64,8 @@ int gb_watchdog_init(gb_watchdog *wd, const gb_config *cfg, gb_supervisor *sup,
         rc = gb_metrics_collector_counters(mc, GB_ROLE_TRAINER, trainer_growing,
                                            (int)(sizeof trainer_growing / sizeof *trainer_growing),
                                            err);
-    /* no environment declares a reward range (envs/env.h): the run's guard bounds returns */
+    /* the run's guard bounds returns; where the environment declares a reward range, the
+     * launcher narrows the bound to it (gb_validate_reward_range) */
     gb_metrics_collector_bound_returns(mc, cfg->trainer.chunk_guard.max_abs_reward);
     return rc;
 }

@@ -168,6 +168,11 @@ int gb_metrics_collector_counters(gb_metrics_collector *c, int role, const char 
  * bound, or the run's guard trainer.chunk_guard.max_abs_reward where it declares none). */
 void gb_metrics_collector_bound_returns(gb_metrics_collector *c, double max_abs_reward);
 
+/* Where the environment declares its rewards' range (GB_ENV_REWARD_RANGE, envs/env.h): an
+ * episode's return must also lie within its length times [low, high] (less a float32 sum's
+ * rounding); a report with one that does not is refused whole. */
+void gb_metrics_collector_bound_return_range(gb_metrics_collector *c, double low, double high);
+
 /* Records the incarnation the launcher gave worker (role, index)'s process it just started (a
  * restart: 1, 2, ...); reports of earlier ones are stale from now on, later ones refused. Returns
  * 0 or GB_ENOMEM. */

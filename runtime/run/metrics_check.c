@@ -44,6 +44,21 @@ int gb_metrics_counter_kind(const gb_metrics_collector *c, int role, const char 
     return 0;
 }
 
+void gb_metrics_collector_bound_return_range(gb_metrics_collector *c, double low, double high)
+{
+    c->reward_range = 1;
+    c->reward_low = low;
+    c->reward_high = high;
+}
+
+/* A return of len steps each rewarded in [reward_low, reward_high], summed in float32: within
+ * len times the bounds, less a float32 sum's rounding. */
+static int return_in_range(const gb_metrics_collector *c, double ret, double len)
+{
+    double tol = 1e-4 * len * fmax(1.0, fmax(fabs(c->reward_low), fabs(c->reward_high)));
+    return ret >= len * c->reward_low - tol && ret <= len * c->reward_high + tol;
+}
+
 void gb_metrics_collector_bound_returns(gb_metrics_collector *c, double max_abs_reward)
 {
     c->max_abs_reward = max_abs_reward > 0 ? max_abs_reward : 0;
@@ -150,6 +165,8 @@ int gb_metrics_check_report(const gb_metrics_collector *c, const worker_values *
         if (!isfinite(ret) || len < 1 || (double)len > steps)
             return 0;
         if (c->max_abs_reward > 0 && fabs((double)ret) > (double)len * c->max_abs_reward)
+            return 0;
+        if (c->reward_range && !return_in_range(c, (double)ret, (double)len))
             return 0;
         total += (double)len;
         if (total > steps)

@@ -56,6 +56,8 @@ struct gb_metrics_collector {
     int64_t expected[GB_METRICS_ROLES]; /* workers per role; -1 = role not declared */
     int has_expected;
     double max_abs_reward; /* > 0: an episode's return is at most its length times this */
+    int reward_range;               /* the environment declares its rewards' range: */
+    double reward_low, reward_high; /* gb_metrics_collector_bound_return_range */
     issued_incarnation *issued; /* [nissued]: only workers restarted at least once */
     int nissued, issued_cap;
     pthread_mutex_t issued_lock; /* issue may come from the registry's thread (launch/joins.h) */

@@ -17,6 +17,8 @@
 #define HANG 9        /* loops forever in step 2 */
 #define STEP_FAILS 10 /* step returns -1 at step 7 */
 #define EXIT_IN_STEP 11
+#define REWARD_RANGE 12 /* declares rewards in [0, 1], gives 2 at step 6 */
+#define BAD_RANGE 13    /* declares a reward range [1, 0] */
 
 #ifndef BAD_MODE
 #define BAD_MODE GOOD
@@ -46,6 +48,11 @@ static void *bad_create(const gb_env_args *args, uint64_t seed, gb_env_spec *spe
     spec->action.kind = GB_ENV_SPACE_DISCRETE;
     spec->action.n = BAD_MODE == INVALID_SPACE ? 0 : 2;
     spec->max_episode_steps = 50;
+    if (BAD_MODE == REWARD_RANGE || BAD_MODE == BAD_RANGE) {
+        spec->flags = GB_ENV_REWARD_RANGE;
+        spec->reward_low = BAD_MODE == BAD_RANGE ? 1.0f : 0.0f;
+        spec->reward_high = BAD_MODE == BAD_RANGE ? 0.0f : 1.0f;
+    }
     return b;
 }
 
@@ -84,7 +91,7 @@ static int bad_step(void *env, const gb_env_buffers *buf)
     observe(b, buf->obs);
     if (BAD_MODE == NAN_OBS && b->t == 5)
         ((float *)buf->obs)[1] = 0.0f / 0.0f;
-    buf->rewards[0] = 1.0f;
+    buf->rewards[0] = BAD_MODE == REWARD_RANGE && b->t == 6 ? 2.0f : 1.0f;
     buf->terminated[0] = b->t >= 20;
     buf->truncated[0] = 0;
     return 0;

@@ -58,6 +58,9 @@ static void test_checker_catches_misbehaviour(void)
     expect_check_failure("hang", GB_EINVAL, "hung in step (copy A, step 2)");
     expect_check_failure("stepfails", GB_EINVAL, "step returned -1");
     expect_check_failure("exit", GB_EINVAL, "ended the process");
+    expect_check_failure("rewardrange", GB_EINVAL,
+                         "reward [agent 0] is 2 at step 6, outside the declared range [0, 1]");
+    expect_check_failure("badrange", GB_EINVAL, "a reward range must be finite with low <= high");
 }
 
 static void test_loader_errors(void)

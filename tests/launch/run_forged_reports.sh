@@ -11,7 +11,9 @@
 #   the real episodes have filled the window again; and the million steps it says it sent are
 #   not counted in metrics.csv's env_steps (they never reached a trainer);
 # - 200 well-formed chunks stamped as actor 0 with reward 1e30: refused before they train and
-#   counted as rejected (samples.rejected), never as received: the ledger balances (lost 0).
+#   counted as rejected (samples.rejected), never as received: the ledger balances (lost 0);
+#   and, inside the run's guard but outside the environment's declared reward range (CartPole:
+#   [0, 1]), 50 chunks with reward 5 and an episode of 10 steps returning 50: refused too.
 # Before the fix the run ended "solved" (or worker_hung) and samples.lost was -200.
 # usage: run_forged_reports.sh GEARBOX CONFIG FORGER WORK_DIR
 set -u
@@ -40,6 +42,10 @@ export GB_TEST_KEYS="$run/keys"
 "$forger" report "$met" actor 0 0 0 0 0 chunks_sent=-1e18 env_steps_sent=nan ||
   fail "could not send the report"
 "$forger" chunks "$samples" "$T" 4 0 200 1e30 || fail "could not send the chunks"
+# within the run's guard (trainer.chunk_guard, 1e6) but outside CartPole's declared reward range
+# [0, 1] (envs/env.h): 50 chunks with reward 5 each step, and an episode of 10 steps returning 50
+"$forger" chunks "$samples" "$T" 4 0 50 5 || fail "could not send the chunks"
+"$forger" report "$met" actor 0 0 1 50 10 || fail "could not send the report"
 sleep 1
 "$forger" report "$met" actor 0 0 100 500 500 || fail "could not send the report"
 # as actor 2, a slot for an actor joining from another host (actors.join_max) that none took:
@@ -58,8 +64,8 @@ echo "exit $status, $reason, solved $solved, return mean $mean, $refused reports
 [ "$status" -eq 0 ] || fail "exit status $status ($(json_get "$s" error))"
 [ "$reason" = max_seconds ] || fail "exit_reason $reason (a forged report decided the run)"
 [ "$solved" = False ] || fail "solved is $solved"
-[ "$refused" != null ] && [ "$refused" -ge 4 ] || fail "reports_rejected $refused, expected >= 4"
-[ "$rejected" -ge 200 ] || fail "samples.rejected $rejected, expected >= 200"
+[ "$refused" != null ] && [ "$refused" -ge 5 ] || fail "reports_rejected $refused, expected >= 5"
+[ "$rejected" -ge 250 ] || fail "samples.rejected $rejected, expected >= 250"
 [ "$restarts" = "[]" ] || fail "workers restarted: $restarts"
 python3 -c 'import sys; m = float(sys.argv[1]); sys.exit(not (0 < m < 200))' "$mean" ||
   fail "episode_return_mean $mean: not the training episodes' own"

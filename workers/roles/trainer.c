@@ -243,10 +243,10 @@ static int open_learning(trainer *t, gb_error *err)
 {
     gb_worker *w = t->w;
     const gb_config *cfg = w->cfg;
-    gb_env_spec spec;
+    gb_env_spec *spec = &t->spec;
     int rc = open_ledger(t, err);
-    if (rc || (rc = gb_worker_env_space(cfg, &spec, &t->space, err)) ||
-        (rc = gb_acting_layout_for(&spec, cfg, &t->layout, err)) ||
+    if (rc || (rc = gb_worker_env_space(cfg, spec, &t->space, err)) ||
+        (rc = gb_acting_layout_for(spec, cfg, &t->layout, err)) ||
         (rc = gb_torch_set_threads((int)cfg->trainer.threads, err)))
         return rc;
     uint64_t seed = (uint64_t)cfg->experiment.seed;

@@ -3,10 +3,12 @@
  * straight into their replay blocks (allocate -> copy the frames in -> commit). */
 #include "workers/roles/trainer_internal.h"
 
+#include "envs/spec.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
 #include "runtime/streams/wire.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,11 +25,12 @@ static void chunk_columns(const trainer *t, const gb_wire_msg *m,
 }
 
 /* The name of the first column of a chunk (its layout checked) holding a value no actor of this
- * run can have sent, or NULL: a reward, float observation or continuous action beyond the guard
- * (trainer.chunk_guard; the environments declare no reward range, envs/env.h; sc: the chunk's
- * float scan, in which a NaN counts as no magnitude: check_chunk's), a discrete action outside
- * the action space on a valid row (a reset row's action is ignored). Finite but absurd values
- * (a reward of 1e30) would otherwise train: the Q-values diverge and stay so. */
+ * run can have sent, or NULL: a reward outside the environment's declared range on a valid row
+ * (GB_ENV_REWARD_RANGE, envs/env.h), a reward, float observation or continuous action beyond
+ * the guard (trainer.chunk_guard; sc: the chunk's float scan, in which a NaN counts as no
+ * magnitude: check_chunk's; a NaN is counted as non-finite, not here), a discrete action
+ * outside the action space on a valid row (a reset row's action is ignored). Finite but absurd
+ * values (a reward of 1e30) would otherwise train: the Q-values diverge and stay so. */
 static const char *out_of_bounds(const trainer *t, const void *const cols[GB_CHUNK_NCOLS],
                                  const gb_chunk_scan *sc)
 {
@@ -35,6 +38,14 @@ static const char *out_of_bounds(const trainer *t, const void *const cols[GB_CHU
     const gb_chunk_layout *l = &t->layout;
     if (sc->max_abs[GB_CHUNK_REWARD] > g->max_abs_reward)
         return "reward";
+    const uint8_t *valid = cols[GB_CHUNK_VALID];
+    if (t->spec.flags & GB_ENV_REWARD_RANGE)
+        for (int64_t r = 0; r < l->T; r++) {
+            float rw;
+            memcpy(&rw, (const char *)cols[GB_CHUNK_REWARD] + r * (int64_t)sizeof rw, sizeof rw);
+            if (valid[r] && !isnan(rw) && !gb_env_reward_in_range(&t->spec, rw))
+                return "reward";
+        }
     if (l->obs_dtype == GB_DTYPE_FLOAT32 &&
         (sc->max_abs[GB_CHUNK_OBS] > g->max_abs_obs ||
          sc->max_abs[GB_CHUNK_NEXT_OBS] > g->max_abs_obs ||
@@ -42,7 +53,6 @@ static const char *out_of_bounds(const trainer *t, const void *const cols[GB_CHU
         return "obs";
     if (!l->discrete)
         return sc->max_abs[GB_CHUNK_ACTION] > g->max_abs_action ? "action" : NULL;
-    const uint8_t *valid = cols[GB_CHUNK_VALID];
     for (int64_t r = 0; r < l->T; r++) {
         int64_t a;
         memcpy(&a, (const char *)cols[GB_CHUNK_ACTION] + r * (int64_t)sizeof a, sizeof a);

@@ -23,6 +23,7 @@
 typedef struct trainer {
     gb_worker *w;
     gb_torch_space space;
+    gb_env_spec spec; /* the environment's (its bound pointers cleared): its reward range */
     gb_chunk_layout layout;
     gb_group *group;       /* several trainers: the data-parallel group; NULL: one trainer */
     int64_t generation;    /* the group's generation (trainer_group.c) */
