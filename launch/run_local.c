@@ -503,6 +503,7 @@ static int summarise(launch *L, double wall)
     s.auth_refused = gb_run_rows_auth_refused(L->mc, gb_config_streams_curve(&L->cfg->streams)
                                                           ? L->curve : NULL); /* tcp's */
     s.reports_rejected = L->mc ? gb_run_rows_reports_rejected(L->mc) : 0;
+    s.registry_rejected = L->reg.server ? (int64_t)gb_registry_server_rejected(L->reg.server) : 0;
     s.segment = L->base.segment;
     s.segment_env_steps = (int64_t)L->base.env_steps;
     s.segment_seconds = wall;

@@ -480,6 +480,7 @@ int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_err
             (long long)s->actors, (long long)s->policies, (long long)s->trainers,
             (long long)s->joined, (long long)s->envs);
     fprintf(f, ",\n  \"reports_rejected\": %lld", (long long)s->reports_rejected);
+    fprintf(f, ",\n  \"registry_rejected\": %lld", (long long)s->registry_rejected);
     if (s->auth_refused >= 0)
         fprintf(f, ",\n  \"auth_refused\": %lld", (long long)s->auth_refused);
     if (s->segment > 0) {

@@ -118,6 +118,8 @@ typedef struct gb_run_summary {
     int64_t reports_rejected; /* metrics reports the launcher refused: malformed, from no
                                  worker of the run, an incarnation it did not issue, or values
                                  the run cannot have (runtime/run/metrics.h) */
+    int64_t registry_rejected; /* registry requests refused: malformed, or beyond the sender's
+                                  identity (another's name, runtime/streams/registry.h) */
     int64_t auth_refused; /* connections refused for want of the run's CURVE keys, by the
                              launcher and every worker; -1: the run uses no CURVE */
     /* A resumed run (gearbox run --resume): env_steps, episodes and wall_seconds count over

@@ -34,7 +34,7 @@ struct gb_registry_server {
     int n;
     reg_ent *former; /* the last endpoint of every name that expired or was unregistered */
     int nformer;
-    uint64_t rejected;
+    _Atomic uint64_t rejected; /* read by the launcher's thread (summary.json) */
     gb_wire_msg msg;
     gb_wire_header hdr;
     char *list_names, *list_eps; /* reply scratch */
@@ -112,7 +112,10 @@ const char *gb_registry_server_endpoint(const gb_registry_server *s) { return s-
 
 int gb_registry_server_count(const gb_registry_server *s) { return s->n; }
 
-uint64_t gb_registry_server_rejected(const gb_registry_server *s) { return s->rejected; }
+uint64_t gb_registry_server_rejected(const gb_registry_server *s)
+{
+    return atomic_load(&((gb_registry_server *)s)->rejected);
+}
 
 /* Keeps the endpoint of a name that goes away, so that the next process of the same worker
  * can bind where its peers still connect (gb_registry_lookup_last). One entry per name; when
@@ -159,11 +162,11 @@ static int find(const gb_registry_server *s, const char *name)
  * can write to the registry, as often as it likes. */
 static void note_rejected(gb_registry_server *s, const gb_wire_msg *m, const char *why)
 {
-    s->rejected++;
-    if (gb_log_due(s->rejected))
+    uint64_t n = atomic_fetch_add(&s->rejected, 1) + 1;
+    if (gb_log_due(n))
         GB_WARN("registry: rejected a request from %s %d%s%s (%llu so far): %s",
                 gb_role_name(m->hdr.role), m->hdr.index, m->peer[0] ? " sent by " : "", m->peer,
-                (unsigned long long)s->rejected, why);
+                (unsigned long long)n, why);
 }
 
 static int cmp_ent(const void *a, const void *b)

@@ -84,11 +84,11 @@ int gb_registry_server_poll(gb_registry_server *s, int timeout_ms, gb_error *err
  * control); for a launcher thread. Returns 0 when stopped, or poll's error. */
 int gb_registry_server_run(gb_registry_server *s, const atomic_int *stop, gb_error *err);
 
-/* Live registrations now. This and gb_registry_server_rejected read state the serving thread
- * writes: call them from that thread or after gb_registry_server_run returned. */
+/* Live registrations now. It reads state the serving thread writes: call it from that thread or
+ * after gb_registry_server_run returned. */
 int gb_registry_server_count(const gb_registry_server *s);
 
-/* Requests rejected: malformed, or (with identities, curve.h) beyond what the sender's
+/* Requests rejected (any thread): malformed, or (with identities, curve.h) beyond what the sender's
  * identity may: a name outside its own "<role>/<index>/", a live name another identity holds, more
  * than GB_REGISTRY_MAX_PER_IDENTITY names, a run-control watch as another worker. */
 uint64_t gb_registry_server_rejected(const gb_registry_server *s);

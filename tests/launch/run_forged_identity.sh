@@ -75,6 +75,9 @@ echo "exit $status, $reason, solved $solved, $refused reports and $rejected chun
 [ "$solved" = False ] || fail "solved is $solved"
 [ "$refused" != null ] && [ "$refused" -ge 1 ] || fail "reports_rejected $refused, expected >= 1"
 [ "$rejected" -ge 50 ] || fail "samples.rejected $rejected, expected >= 50"
+# two registrations of others' names and a watch as actor 0: the registry's refusals
+reg_rejected=$(json_get "$s" registry_rejected)
+[ "$reg_rejected" -ge 3 ] || fail "registry_rejected $reg_rejected, expected >= 3"
 [ "$env_steps" -gt 0 ] && [ "$env_steps" -le $((received * T)) ] ||
   fail "env_steps $env_steps beyond the $received chunks of $T steps received"
 grep -q "refused a report as actor 0 sent by actor/1" "$run/logs/launcher.log" ||
