@@ -4,11 +4,11 @@
  * defines: gb_joins, gb_joins_init, gb_joins_answer, gb_joins_free, gb_joins_local
  *
  * Slots: role R (actors, policy workers, trainers) has count workers; the launcher starts the
- * first `R.local` itself (all when -1) and the joiners fill the rest in order. Once those are taken, actors (never policy
- * workers, whose number the actors' load balancing fixes) get slots beyond count, up to
- * actors.join_max, each used once: a joiner's index is never reused, so the trainers' ledger and
- * the metrics per actor process stay exact. A joined worker that leaves keeps its slot (its
- * counts stay in the run's totals); it is not replaced.
+ * first `R.local` itself (all when -1) and the joiners fill the rest in order. Once those are
+ * taken, actors (never policy workers, whose number the actors' load balancing fixes) get slots
+ * beyond count, up to actors.join_max, each used once: a joiner's index is never reused, so the
+ * trainers' ledger and the metrics per actor process stay exact. A joined worker that leaves
+ * keeps its slot (its counts stay in the run's totals); it is not replaced.
  *
  * A joined trainer's slot can be asked for again, by that slot's identity, when its worker died
  * and `gearbox join` starts it again: the same index, the next incarnation, and the trainers'

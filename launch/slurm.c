@@ -383,7 +383,8 @@ static int check_pending(gb_slurm_job *j, char *said, size_t cap, gb_error *err)
 }
 
 /* Follows salloc's log until the job is granted (then, for per_host relays or several trainers
- * on several nodes, reads its nodes' names), salloc ends, or *interrupted. Returns 0, GB_ESYS or GB_EINTR. */
+ * on several nodes, reads its nodes' names), salloc ends, or *interrupted. Returns 0, GB_ESYS
+ * or GB_EINTR. */
 static int wait_granted(gb_slurm_job *j, atomic_int *interrupted, gb_error *err)
 {
     const gb_config *cfg = j->cfg;

@@ -18,8 +18,9 @@
  * Debian's libtorch 1.13 is CPU-only (no ProcessGroupNCCL symbols): groups are Gloo groups on
  * CPU memory. Built against a libtorch with NCCL (USE_C10D_NCCL: PyTorch's CUDA wheels), a group
  * opened with opts.nccl also holds a ProcessGroupNCCL on the same store, which the learner's
- * gradient buckets on the GPU go through (workers/torch/group.hpp); the rest stays Gloo's. Gloo has no flat allgather: gb_group_allgather gathers into views of out, through
- * a buffer of Gloo's own. */
+ * gradient buckets on the GPU go through (workers/torch/group.hpp); the rest stays Gloo's. Gloo
+ * has no flat allgather: gb_group_allgather gathers into views of out, through a buffer of
+ * Gloo's own. */
 #ifndef GB_WORKERS_TORCH_GROUP_H
 #define GB_WORKERS_TORCH_GROUP_H
 
