@@ -128,9 +128,11 @@ static void test_unread_replies_bounded(void)
             (double)after / 1e6, bound / 1e6);
     CHECK(before > 0 && after > 0 && (double)(after - before) < bound);
     /* most are refused: the ones served are those held and those the kernel's socket buffers
-     * took (a reply written there is no longer the server's memory) */
+     * took (a reply written there is no longer the server's memory). Whether any is still held
+     * now depends on how far the kernel grew the server's send buffer meanwhile (once in CI it
+     * took all 17 served: clients_waiting 0), so only the refusals are checked: a refusal is
+     * made only while the client holds max_pending_replies */
     CHECK(st.refused >= GREEDY_REQUESTS - 100);
-    CHECK(st.clients_waiting >= 1);
     /* a well-behaved client beside it is served */
     CHECK(good_sample(ep));
     /* the greedy client gone, its replies are let go and its entry with them */
