@@ -12,6 +12,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -445,6 +446,9 @@ static void test_bad_options(void)
 
 int main(void)
 {
+    /* as in `gearbox worker`: a write to a peer that left is an error return, not a SIGPIPE (one
+     * CI run lost rank 0 of test_failures' exiting peer to it: signal 13) */
+    signal(SIGPIPE, SIG_IGN);
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
         return 1;
