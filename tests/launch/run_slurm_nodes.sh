@@ -15,7 +15,8 @@
 # Every namespace has eth0 on the bridge: streams.interface=eth0 names an interface every "host"
 # has, as it would on a cluster. Then:
 #  (a) CartPole PPO with launch.slurm.nodes=NODES, parameters.relay=per_host, policy.count=NODES
-#      and two trainers (trainer k on node k mod NODES, data-parallel over the network) solves; squeue -s showed steps on more than one node, one relay step per node
+#      and two trainers (trainer k on node k mod NODES, data-parallel over the network) solves,
+#      though trainer 1 is SIGKILLed as the group forms (the two form it again; ledger exact); squeue -s showed steps on more than one node, one relay step per node
 #      (relay-<k> on the k-th node); every policy worker subscribed to its own node's relay;
 #      the parameter service sent each version once per relay (its bytes per version = NODES x
 #      the blob: its last log line and the relays'), with CURVE on (tcp's default);
@@ -137,10 +138,17 @@ launch "$work/solve" --set launch.progress=plain --set trainer.count=2 \
   --set trainer.replay.min_size=16 --set trainer.replay.capacity=16 \
   --set trainer.checksum_every=4 > "$work/solve.log" 2>&1 &
 launcher=$!
-seen=""
+seen="" killed=""
 while kill -0 "$launcher" 2>/dev/null; do
   seen+=$(ctl squeue -s -h -o '%j %N' 2>/dev/null)$'\n'
-  sleep 0.5
+  # trainer 1 SIGKILLed as soon as the group has formed: its step comes back on its node, the
+  # two trainers form the group again, and the run still solves
+  if [ -z "$killed" ] && grep -q "rank 1 of 2 trainers" "$work/solve/logs/trainer-1.log" 2>/dev/null
+  then
+    killed=$(pgrep -f -- "^$gearbox worker --role trainer --index 1 --run-dir $work/solve" | head -1)
+    [ -n "$killed" ] && kill -KILL "$killed"
+  fi
+  sleep 0.2
 done
 wait "$launcher"; status=$?
 launcher=""
@@ -153,6 +161,12 @@ s=$work/solve/summary.json
 [ "$(json_get "$s" mode)" = slurm ] || fail "(a) summary.json mode $(json_get "$s" mode)"
 echo "(a) solved: $(json_get "$s" env_steps) env steps in $(json_get "$s" wall_seconds) s" \
   "of run time"
+[ -n "$killed" ] || fail "(a) trainer 1 was never killed"
+grep -q "formed again as generation 1" "$work/solve/logs/trainer-0.log" ||
+  fail "(a) the trainers' group did not form again after trainer 1 was killed"
+echo "(a) trainer 1 killed: $(grep -o "formed again as generation 1 [0-9.]* s after it failed" \
+  "$work/solve/logs/trainer-0.log")"
+check_crash_ledger "$s"
 steps=$(sort -u <<< "$seen" | grep -v '^$')
 echo "(a) steps seen in squeue -s:" $(tr '\n' ';' <<< "$steps")
 used=$(awk '$2 ~ /^gbn/ {print $2}' <<< "$steps" | sort -u | wc -l)
@@ -177,7 +191,9 @@ for k in 0 1; do
   grep -q "rank $k of 2 trainers (file rendezvous at .*, collectives on $net\.$((k % nodes + 2))," \
     "$logs/trainer-$k.log" ||
     fail "(a) trainer-$k's collectives not on $node's address: $(grep rank "$logs/trainer-$k.log")"
-  grep -o "step [0-9]* parameter checksum [0-9a-f]*" "$logs/trainer-$k.log" > "$work/sums-$k"
+  # the checks both made since the group formed again (the killed one may have missed one)
+  sed -n "/rank $k of 2 trainers.*generation 1,/,\$p" "$logs/trainer-$k.log" |
+    grep -o "step [0-9]* parameter checksum [0-9a-f]*" > "$work/sums-$k"
 done
 [ "$(wc -l < "$work/sums-0")" -ge 2 ] && cmp -s "$work/sums-0" "$work/sums-1" ||
   fail "(a) the trainers' parameter checksums differ or are missing"
