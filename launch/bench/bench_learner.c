@@ -34,9 +34,10 @@ static void usage(FILE *out)
             "The trainer's learner alone, per config (default: configs/cartpole_ppo.yaml,\n"
             "cartpole_dqn.yaml, pendulum_sac.yaml): training calls on batches shaped as the\n"
             "trainer gets them (trainer.batch_size chunks of actors.chunk_len steps, random\n"
-            "observations and actions), timed in CPU seconds of the calling thread\n"
-            "(trainer.threads as configured): per call, per gradient step, samples per CPU\n"
-            "second, against a forward of the acting model over the same rows in the same run.\n"
+            "observations and actions), timed in CPU seconds of the process (trainer.threads\n"
+            "and trainer.minibatch_threads as configured; the threads' CPU summed): per call,\n"
+            "per gradient step, samples per CPU second, wall-clock time per call, against a\n"
+            "forward of the acting model over the same rows in the same run.\n"
             "S: CPU seconds per config (default 2, --quick 0.2).\n");
 }
 
@@ -44,6 +45,21 @@ static double thread_cpu_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The process's CPU seconds: every learner thread's (trainer.minibatch_threads). */
+static double process_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -119,12 +135,12 @@ static int batch_make(bench_batch *x, const gb_torch_space *sp, int64_t B, int64
 }
 
 typedef struct learner_figures {
-    double call_us, step_us, samples_per_s, forward_us;
+    double call_us, step_us, samples_per_s, forward_us, wall_us;
     int64_t calls, steps, rows;
 } learner_figures;
 
-/* Trains on the batch for at least budget_s CPU seconds of this thread (after two warm-up
- * calls), then times a forward of the acting model over the same rows. */
+/* Trains on the batch for at least budget_s CPU seconds of the process (after two warm-up
+ * calls), then times a forward of the acting model over the same rows (this thread's). */
 static int time_learner(const gb_config *cfg, const gb_torch_space *sp, double budget_s,
                         learner_figures *f, gb_error *err)
 {
@@ -140,16 +156,17 @@ static int time_learner(const gb_config *cfg, const gb_torch_space *sp, double b
         rc = gb_torch_learner_train(l, &x.b, &st, x.priorities, err);
     memset(f, 0, sizeof *f);
     f->rows = B * T;
-    double t0 = thread_cpu_s(), t = t0;
+    double t0 = process_cpu_s(), t = t0, w0 = wall_s();
     while (!rc && t - t0 < budget_s) {
         memset(&st, 0, sizeof st);
         rc = gb_torch_learner_train(l, &x.b, &st, x.priorities, err);
         f->calls++;
         f->steps += st.gradient_steps;
-        t = thread_cpu_s();
+        t = process_cpu_s();
     }
     if (!rc) {
         double s = t - t0;
+        f->wall_us = (wall_s() - w0) / (double)f->calls * 1e6;
         f->call_us = s / (double)f->calls * 1e6;
         f->step_us = f->steps ? s / (double)f->steps * 1e6 : 0.0;
         f->samples_per_s = (double)(f->calls * f->rows) / s;
@@ -242,17 +259,18 @@ int gb_bench_learner(int argc, char **argv, int json)
             printf("{\"bench\": \"learner\", \"config\": \"%s\", \"algorithm\": \"%s\", "
                    "\"env\": \"%s\", \"rows\": %lld, \"calls\": %lld, \"gradient_steps\": %lld, "
                    "\"call_us\": %.1f, \"step_us\": %.1f, \"samples_per_cpu_s\": %.0f, "
-                   "\"forward_us\": %.1f, \"step_over_forward\": %.2f}\n",
+                   "\"forward_us\": %.1f, \"step_over_forward\": %.2f, \"wall_us\": %.1f}\n",
                    configs[c], algo, cfg.env.name, (long long)f.rows, (long long)f.calls,
                    (long long)f.steps, f.call_us, f.step_us, f.samples_per_s, f.forward_us,
-                   f.forward_us > 0 ? f.step_us / f.forward_us : 0.0);
+                   f.forward_us > 0 ? f.step_us / f.forward_us : 0.0, f.wall_us);
         else
             printf("learner  %-4s %-16s %5lld rows  %8.1f us/call  %4.1f steps/call  "
-                   "%7.1f us/step (x%.1f a forward of %.1f us)  %9.0f samples/cpu-s\n",
+                   "%7.1f us/step (x%.1f a forward of %.1f us)  %9.0f samples/cpu-s  "
+                   "%8.1f us/call wall\n",
                    algo, cfg.env.name, (long long)f.rows, f.call_us,
                    f.calls ? (double)f.steps / (double)f.calls : 0.0, f.step_us,
                    f.forward_us > 0 ? f.step_us / f.forward_us : 0.0, f.forward_us,
-                   f.samples_per_s);
+                   f.samples_per_s, f.wall_us);
         fflush(stdout);
     }
     return GB_EXIT_OK;

@@ -14,8 +14,9 @@ BIN=$work/bin OUT=$work/out DEADLINE_S=400 tests/gpu/run_on_device.sh call1 --dr
 echo "run_on_device.sh exited $?"
 python3 - "$work/out" <<'PY'
 import json, os, sys
-gpu = {"kernels_gpu", "replay_gpu", "learner", "policy", "ppo_cuda"}
-cpu = {"binaries", "module", "kernels_cpu", "bench_kernels", "ppo_cpu", "global_select"}
+gpu = {"kernels_gpu", "replay_gpu", "learner", "policy", "ppo_cuda", "transformer_large"}
+cpu = {"binaries", "module", "kernels_cpu", "bench_kernels", "ppo_cpu", "transformer_config",
+       "global_select"}
 steps = [json.loads(l) for l in open(os.path.join(sys.argv[1], "steps.jsonl"))]
 seen = {s["step"]: s for s in steps}
 bad = [s for s in steps if s["status"] != ("skipped" if s["step"] in gpu else "ok")]

@@ -208,6 +208,9 @@ if [ $call = call1 ]; then
   step ppo_cpu 60 cpu run_gb ppo_cpu configs/cartpole_ppo.yaml
   step ppo_cuda 90 gpu run_gb ppo_cuda configs/cartpole_ppo.yaml trainer.device=cuda \
     policy.device=cuda
+  step transformer_config 20 cpu "$GB" check tests/gpu/ppo_transformer_large.yaml
+  step transformer_large 75 gpu bench_json transformer_large learner \
+    tests/gpu/ppo_transformer_large.yaml --seconds 20 --set trainer.device=cuda
   step global_select 120 cpu bench_json global_select replay --case global_select "${quick[@]}"
 else
   step breakout_dqn 200 gpu run_gb breakout_dqn configs/breakout_dqn.yaml \
