@@ -134,25 +134,50 @@ static int read_config(const gb_registry_join_reply *slot, int role, const char 
     return rc;
 }
 
+/* A registry client that only asks (no heartbeat thread: ttl must exceed it), on a context of
+ * its own, speaking as role/index: with the run's client key (keys, index < 0), or with that
+ * worker's own key pair (index >= 0), or (keys NULL) without credentials. */
+typedef struct asker {
+    void *zctx;
+    gb_curve *curve;
+    gb_registry_client *reg;
+} asker;
+
+static int asker_open(asker *k, const char *registry, const char *keys, int role, int index,
+                      gb_error *err)
+{
+    memset(k, 0, sizeof *k);
+    gb_registry_client_opts ro = {.endpoint = registry, .timeout_ms = 10000, .heartbeat_ms = 0,
+                                  .ttl_ms = 1, .role = role, .index = index < 0 ? 0 : index};
+    k->zctx = zmq_ctx_new();
+    int rc = k->zctx ? 0 : gb_error_set(err, GB_EZMQ, "zmq_ctx_new failed");
+    if (rc == 0 && keys)
+        rc = index < 0 ? gb_curve_run_attach(&k->curve, k->zctx, keys, err)
+                       : gb_run_identity_attach(&k->curve, k->zctx, keys, role, index, err);
+    if (rc == 0)
+        rc = gb_registry_client_open(&k->reg, k->zctx, &ro, err);
+    return rc;
+}
+
+static void asker_close(asker *k)
+{
+    gb_registry_client_close(k->reg);
+    gb_curve_detach(k->curve);
+    if (k->zctx)
+        zmq_ctx_term(k->zctx);
+    memset(k, 0, sizeof *k);
+}
+
 /* Asks the registry for count slots of role and reads the run's config from the first answer
  * (read_config): a host that cannot run it takes no further slot. */
 static int take_slots(const char *registry, const char *keys, int role, int count,
                       const char *interface, gb_config *cfg, gb_registry_join_reply *slots,
                       gb_error *err)
 {
-    void *zctx = zmq_ctx_new();
-    gb_registry_client *reg = NULL;
-    gb_curve *curve = NULL;
-    /* no heartbeat thread: this client only asks; ttl must exceed it */
-    gb_registry_client_opts ro = {.endpoint = registry, .timeout_ms = 10000, .heartbeat_ms = 0,
-                                  .ttl_ms = 1, .role = role, .index = 0};
-    int rc = zctx ? 0 : gb_error_set(err, GB_EZMQ, "zmq_ctx_new failed");
-    if (rc == 0 && keys)
-        rc = gb_curve_run_attach(&curve, zctx, keys, err);
-    if (rc == 0)
-        rc = gb_registry_client_open(&reg, zctx, &ro, err);
+    asker k;
+    int rc = asker_open(&k, registry, keys, role, -1, err);
     for (int taken = 0; rc == 0 && taken < count; taken++) {
-        if ((rc = gb_registry_join(reg, role, &slots[taken], err))) {
+        if ((rc = gb_registry_join(k.reg, role, &slots[taken], err))) {
             gb_error_prefix(err, "joining %s", registry);
             if (rc == GB_ETIMEOUT && !keys)
                 gb_error_prefix(err, "no answer without --keys (a run gives each worker its "
@@ -161,10 +186,7 @@ static int take_slots(const char *registry, const char *keys, int role, int coun
             rc = read_config(&slots[0], role, interface, cfg, err);
         }
     }
-    gb_registry_client_close(reg);
-    gb_curve_detach(curve);
-    if (zctx)
-        zmq_ctx_term(zctx);
+    asker_close(&k);
     return rc;
 }
 
@@ -421,27 +443,18 @@ static pid_t trainer_again(void *ctx, int k)
         r->restarts[k] >= r->cfg->launch.restart.max_restarts)
         return 0;
     int index = r->slots[k].index;
-    void *zctx = zmq_ctx_new();
-    gb_curve *curve = NULL;
-    gb_registry_client *reg = NULL;
     gb_registry_join_reply again;
     gb_error err = {0};
-    gb_registry_client_opts ro = {.endpoint = r->a->registry, .timeout_ms = 10000,
-                                  .heartbeat_ms = 0, .ttl_ms = 1, .role = GB_ROLE_TRAINER,
-                                  .index = index};
-    int rc = zctx ? 0 : gb_error_set(&err, GB_EZMQ, "zmq_ctx_new failed");
-    if (rc == 0 && r->keys && gb_run_identities_on(r->cfg))
-        rc = gb_run_identity_attach(&curve, zctx, r->keys, GB_ROLE_TRAINER, index, &err);
-    if (rc == 0)
-        rc = gb_registry_client_open(&reg, zctx, &ro, &err);
-    if (rc == 0 && (rc = gb_registry_join_again(reg, GB_ROLE_TRAINER, index, &again, &err)) == 0) {
+    asker q;
+    int rc = asker_open(&q, r->a->registry,
+                        r->keys && gb_run_identities_on(r->cfg) ? r->keys : NULL,
+                        GB_ROLE_TRAINER, index, &err);
+    if (rc == 0 &&
+        (rc = gb_registry_join_again(q.reg, GB_ROLE_TRAINER, index, &again, &err)) == 0) {
         r->slots[k].incarnation = again.incarnation;
         gb_registry_join_reply_free(&again);
     }
-    gb_registry_client_close(reg);
-    gb_curve_detach(curve);
-    if (zctx)
-        zmq_ctx_term(zctx);
+    asker_close(&q);
     if (rc) {
         fprintf(stderr, "gearbox join: trainer %d cannot take its slot again: %s\n", index,
                 err.msg);
