@@ -9,9 +9,11 @@
  * defines: gb_cmd_join */
 #include "launch/cli.h"
 #include "launch/commands.h"
+#include "launch/restart_window.h"
 #include "launch/run_identity.h"
 #include "launch/validate.h"
 
+#include "runtime/base/clock.h"
 #include "runtime/config/config.h"
 #include "runtime/run/rundir.h"
 #include "runtime/streams/curve.h"
@@ -61,7 +63,8 @@ static void join_usage(FILE *out)
             "                       the launcher's); they must join within\n"
             "                       trainer.rendezvous.timeout_s of the run's start; one that\n"
             "                       dies is started again here (launch.restart.max_restarts\n"
-            "                       times) and the trainers form their group again with it\n"
+            "                       times within window_s) and the trainers form their group\n"
+            "                       again with it\n"
             "  --count K            how many workers to start (default 1)\n"
             "  --interface ADDR     address (or interface name) this host's workers bind and\n"
             "                       publish; default: the address this host reaches the\n"
@@ -386,7 +389,7 @@ typedef struct join_run {
     const char *keys;              /* the folder the workers read their keys from */
     const char *run_dir;           /* see start_workers */
     pid_t parent;
-    int restarts[JOIN_MAX_COUNT + 1]; /* per slot: started again so far */
+    gb_restart_window restarts[JOIN_MAX_COUNT + 1]; /* per slot: when it was started again */
 } join_run;
 
 /* Forks the worker of slot k running gb_worker_process. Returns its pid, or -1. */
@@ -435,13 +438,21 @@ static int start_workers(join_run *r, const char *trainer_dir, pid_t *pids)
 /* join_again_fn for trainers (no relay: pids index k is slot k): the launcher is asked for
  * the slot again as that trainer (its own key pair), which gives the next incarnation and moves
  * the trainers' group on; then its worker starts again (it re-attaches its replay and ledger
- * from this host's shared memory), up to launch.restart.max_restarts times a slot. */
+ * from this host's shared memory), up to launch.restart.max_restarts times a slot within any
+ * window_s (the watchdog's window, counted here per slot). */
 static pid_t trainer_again(void *ctx, int k)
 {
     join_run *r = ctx;
+    const gb_config_restart *rb = &r->cfg->launch.restart;
+    const double now = gb_now_s();
     if (strcmp(r->a->role_name, "trainer") != 0 ||
-        r->restarts[k] >= r->cfg->launch.restart.max_restarts)
+        !gb_restart_window_allows(&r->restarts[k], now, rb->max_restarts, rb->window_s)) {
+        if (strcmp(r->a->role_name, "trainer") == 0)
+            fprintf(stderr, "gearbox join: trainer %d is not started again: %lld restarts "
+                    "within %g s already (launch.restart)\n", r->slots[k].index,
+                    (long long)rb->max_restarts, rb->window_s);
         return 0;
+    }
     int index = r->slots[k].index;
     gb_registry_join_reply again;
     gb_error err = {0};
@@ -460,7 +471,7 @@ static pid_t trainer_again(void *ctx, int k)
                 err.msg);
         return 0;
     }
-    r->restarts[k]++;
+    gb_restart_window_note(&r->restarts[k], now); /* without memory: counts as not noted */
     pid_t pid = fork_worker(r, k);
     fprintf(stderr, "gearbox join: trainer %d started again (incarnation %d, pid %d)\n", index,
             r->slots[k].incarnation, (int)pid);
@@ -529,6 +540,8 @@ int gb_cmd_join(int argc, char **argv)
         fprintf(stderr, "gearbox join: %s\n", err.msg);
     }
     int failed = wait_workers(pids, started, trainer_again, &run);
+    for (int i = 0; i < total; i++)
+        gb_restart_window_free(&run.restarts[i]);
     drop_slot_keys(keys);
     for (int i = 0; i < total; i++)
         gb_registry_join_reply_free(&slots[i]);
