@@ -445,12 +445,12 @@ static pid_t trainer_again(void *ctx, int k)
     join_run *r = ctx;
     const gb_config_restart *rb = &r->cfg->launch.restart;
     const double now = gb_now_s();
-    if (strcmp(r->a->role_name, "trainer") != 0 ||
-        !gb_restart_window_allows(&r->restarts[k], now, rb->max_restarts, rb->window_s)) {
-        if (strcmp(r->a->role_name, "trainer") == 0)
-            fprintf(stderr, "gearbox join: trainer %d is not started again: %lld restarts "
-                    "within %g s already (launch.restart)\n", r->slots[k].index,
-                    (long long)rb->max_restarts, rb->window_s);
+    if (strcmp(r->a->role_name, "trainer") != 0)
+        return 0;
+    if (!gb_restart_window_allows(&r->restarts[k], now, rb->max_restarts, rb->window_s)) {
+        fprintf(stderr, "gearbox join: trainer %d is not started again: %lld restarts within "
+                "%g s already (launch.restart)\n", r->slots[k].index,
+                (long long)rb->max_restarts, rb->window_s);
         return 0;
     }
     int index = r->slots[k].index;

@@ -40,15 +40,6 @@ static void random_actions(const gb_env_spec *s, gb_rng *rng, uint8_t *dst, size
     }
 }
 
-/* This thread's CPU seconds: rates per CPU second hold on a loaded machine, where wall-clock
- * rates swing with the other processes' load. */
-static double cpu_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* rate[0]: steps per wall-clock second; rate[1]: per CPU second of this thread. */
 static int bench_single(const gb_env_interface *iface, const gb_env_args *args, double seconds,
                         double *rate, gb_error *err)
@@ -78,7 +69,7 @@ static int bench_single(const gb_env_interface *iface, const gb_env_args *args, 
         goto out;
     }
     int64_t steps = 0, len = 0, limit = s.max_episode_steps;
-    double t0 = gb_now_s(), t1 = t0, c0 = cpu_now_s();
+    double t0 = gb_now_s(), t1 = t0, c0 = gb_thread_cpu_s();
     while (t1 - t0 < seconds) {
         for (int i = 0; i < 4096; i++, steps++) {
             b.actions = acts + (size_t)(steps & (ACTION_BLOCKS - 1)) * act;
@@ -100,7 +91,7 @@ static int bench_single(const gb_env_interface *iface, const gb_env_args *args, 
         t1 = gb_now_s();
     }
     rate[0] = (double)steps / (t1 - t0);
-    rate[1] = (double)steps / (cpu_now_s() - c0);
+    rate[1] = (double)steps / (gb_thread_cpu_s() - c0);
 out:
     free(acts);
     free(obs);
@@ -134,7 +125,7 @@ static int bench_ring(const gb_env_interface *iface, const gb_env_args *args, in
     if ((rc = gb_env_ring_reset(ring, err)))
         goto out;
     int64_t rounds = 0;
-    double t0 = gb_now_s(), t1 = t0, c0 = cpu_now_s();
+    double t0 = gb_now_s(), t1 = t0, c0 = gb_thread_cpu_s();
     while (t1 - t0 < seconds) {
         for (int i = 0; i < 64; i++, rounds++) {
             memcpy(b.actions, acts + (size_t)(rounds & (ACTION_BLOCKS - 1)) * block, block);
@@ -144,7 +135,7 @@ static int bench_ring(const gb_env_interface *iface, const gb_env_args *args, in
         t1 = gb_now_s();
     }
     rate[0] = (double)rounds * copies / (t1 - t0);
-    rate[1] = (double)rounds * copies / (cpu_now_s() - c0);
+    rate[1] = (double)rounds * copies / (gb_thread_cpu_s() - c0);
 out:
     free(acts);
     gb_env_ring_buffers_free(&b);

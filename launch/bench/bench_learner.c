@@ -6,6 +6,7 @@
  * forward of the acting model over the same rows (what the learner's steps are made of).
  * defines: gb_bench_learner */
 #include "launch/bench/bench.h"
+#include "runtime/base/clock.h"
 #include "launch/commands.h"
 
 #include "envs/env.h"
@@ -34,33 +35,11 @@ static void usage(FILE *out)
             "The trainer's learner alone, per config (default: configs/cartpole_ppo.yaml,\n"
             "cartpole_dqn.yaml, pendulum_sac.yaml): training calls on batches shaped as the\n"
             "trainer gets them (trainer.batch_size chunks of actors.chunk_len steps, random\n"
-            "observations and actions), timed in CPU seconds of the process (trainer.threads\n"
-            "and trainer.minibatch_threads as configured; the threads' CPU summed): per call,\n"
-            "per gradient step, samples per CPU second, wall-clock time per call, against a\n"
-            "forward of the acting model over the same rows in the same run.\n"
+            "observations and actions), timed in CPU seconds of the process (trainer.threads as\n"
+            "configured; every thread's CPU summed): per call, per gradient step, samples per\n"
+            "CPU second, wall-clock time per call, against a forward of the acting model over\n"
+            "the same rows in the same run.\n"
             "S: CPU seconds per config (default 2, --quick 0.2).\n");
-}
-
-static double thread_cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* The process's CPU seconds: every learner thread's (trainer.minibatch_threads). */
-static double process_cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double wall_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* A batch of random data in the space's shapes: every step valid, terminations now and then. */
@@ -140,7 +119,7 @@ typedef struct learner_figures {
 } learner_figures;
 
 /* Trains on the batch for at least budget_s CPU seconds of the process (after two warm-up
- * calls), then times a forward of the acting model over the same rows (this thread's). */
+ * calls), then times a forward of the acting model over the same rows on the same clock. */
 static int time_learner(const gb_config *cfg, const gb_torch_space *sp, double budget_s,
                         learner_figures *f, gb_error *err)
 {
@@ -156,27 +135,27 @@ static int time_learner(const gb_config *cfg, const gb_torch_space *sp, double b
         rc = gb_torch_learner_train(l, &x.b, &st, x.priorities, err);
     memset(f, 0, sizeof *f);
     f->rows = B * T;
-    double t0 = process_cpu_s(), t = t0, w0 = wall_s();
+    double t0 = gb_process_cpu_s(), t = t0, w0 = gb_now_s();
     while (!rc && t - t0 < budget_s) {
         memset(&st, 0, sizeof st);
         rc = gb_torch_learner_train(l, &x.b, &st, x.priorities, err);
         f->calls++;
         f->steps += st.gradient_steps;
-        t = process_cpu_s();
+        t = gb_process_cpu_s();
     }
     if (!rc) {
         double s = t - t0;
-        f->wall_us = (wall_s() - w0) / (double)f->calls * 1e6;
+        f->wall_us = (gb_now_s() - w0) / (double)f->calls * 1e6;
         f->call_us = s / (double)f->calls * 1e6;
         f->step_us = f->steps ? s / (double)f->steps * 1e6 : 0.0;
         f->samples_per_s = (double)(f->calls * f->rows) / s;
         gb_torch_model *m = gb_torch_learner_model(l);
         int64_t n = 0;
-        t0 = t = thread_cpu_s();
+        t0 = t = gb_process_cpu_s();
         while (!rc && t - t0 < budget_s / 4) {
             rc = gb_torch_model_forward(m, x.obs, f->rows, err);
             n++;
-            t = thread_cpu_s();
+            t = gb_process_cpu_s();
         }
         f->forward_us = (t - t0) / (double)n * 1e6;
     }

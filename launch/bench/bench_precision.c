@@ -77,13 +77,6 @@ static int precision_of(const char *name)
     return -1;
 }
 
-static double thread_cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Acts (or runs the forward alone) on rows observations, in groups of 8 calls, for at least
  * budget_s seconds of this thread's CPU time: *rate = rows * calls / CPU seconds. With
  * policy.threads 1 libtorch computes on the calling thread, so CPU time is the model's cost
@@ -95,7 +88,7 @@ static int time_calls(gb_torch_model *m, const void *obs, int64_t rows, int forw
 {
     gb_torch_act_out o = {.action = action, .logp = logp};
     int64_t calls = 0;
-    double t0 = thread_cpu_s(), t = t0;
+    double t0 = gb_thread_cpu_s(), t = t0;
     do {
         for (int i = 0; i < 8; i++) {
             /* with a core each row's state goes in and comes back, as at a policy worker (the
@@ -107,7 +100,7 @@ static int time_calls(gb_torch_model *m, const void *obs, int64_t rows, int forw
                 return rc;
         }
         calls += 8;
-        t = thread_cpu_s();
+        t = gb_thread_cpu_s();
     } while (t - t0 < budget_s);
     *rate = (double)(rows * calls) / (t - t0);
     return 0;

@@ -1,5 +1,5 @@
-/* runtime/base/clock.h: monotonic and wall clocks.
- * defines: gb_now_ns, gb_now_s, gb_wall_s, gb_sleep_ms */
+/* runtime/base/clock.h: monotonic, wall and CPU clocks.
+ * defines: gb_now_ns, gb_now_s, gb_wall_s, gb_thread_cpu_s, gb_process_cpu_s, gb_sleep_ms */
 #ifndef GB_RUNTIME_CLOCK_H
 #define GB_RUNTIME_CLOCK_H
 
@@ -22,6 +22,23 @@ static inline double gb_wall_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU seconds of the calling thread (a benchmark's rate per CPU second holds on a loaded machine,
+ * where wall-clock rates swing with the other processes' load). */
+static inline double gb_thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU seconds of the whole process, every thread's (libtorch's intra-op threads included). */
+static inline double gb_process_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 

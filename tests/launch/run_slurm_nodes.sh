@@ -16,7 +16,8 @@
 # has, as it would on a cluster. Then:
 #  (a) CartPole PPO with launch.slurm.nodes=NODES, parameters.relay=per_host, policy.count=NODES
 #      and two trainers (trainer k on node k mod NODES, data-parallel over the network) solves,
-#      though trainer 1 is SIGKILLed as the group forms (the two form it again; ledger exact); squeue -s showed steps on more than one node, one relay step per node
+#      though trainer 1 is SIGKILLed as the group forms (the two form it again; ledger exact);
+#      squeue -s showed steps on more than one node, one relay step per node
 #      (relay-<k> on the k-th node); every policy worker subscribed to its own node's relay;
 #      the parameter service sent each version once per relay (its bytes per version = NODES x
 #      the blob: its last log line and the relays'), with CURVE on (tcp's default);
