@@ -9,11 +9,14 @@ set -u
 gearbox=$1 config=$2 work=$3
 . "$(dirname "$0")/run_lib.sh"
 rm -rf "$work"; mkdir -p "$work"
-# twice the config's 300k env steps: DQN's mean return can collapse on the way (CI, 2026-11-25:
-# 395 at 227k, 85 a second later, 386 at the 300k budget), and what this checks is that the
-# restarted trainer goes on learning, not the config's sample efficiency
+# twice the config's 300k env steps and a threshold of 300, not the suite's 475: DQN's mean
+# return can collapse on the way (CI, 2026-11-25: 395 at 227k, 85 a second later, 386 at the
+# 300k budget; CI, 2026-11-29: 475 not reached in 600k), and what this checks is that the
+# restarted trainer goes on learning (killed a second after its first checkpoint, at a mean
+# return of 170-180 in the runs here), not the config's sample efficiency (run_learns judges it)
 "$gearbox" run "$config" --run-dir "$work/run" --set trainer.checkpoint_every_s=2 \
   --set experiment.max_seconds=300 --set experiment.max_env_steps=600000 \
+  --set experiment.target_return=300 \
   --set launch.progress=plain > "$work/out.log" 2>&1 &
 launcher=$!
 log="$work/run/logs/trainer-0.log"
