@@ -53,6 +53,9 @@ static const struct {
     {"recall_r2d2", "recall_r2d2.yaml"},
     /* MuJoCo locomotion in C, with normalised observations and scaled rewards */
     {"halfcheetah_ppo", "halfcheetah_ppo.yaml"},
+    {"halfcheetah_sac", "halfcheetah_sac.yaml"},
+    {"hopper_ppo", "hopper_ppo.yaml"},
+    {"hopper_sac", "hopper_sac.yaml"},
     /* Atari (the ALE's Breakout) under the standard preprocessing, PPO with V-trace */
     {"atari_breakout_ppo", "atari_breakout_ppo.yaml"},
 };
