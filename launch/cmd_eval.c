@@ -9,6 +9,7 @@
 #include "envs/host.h"
 #include "launch/cli.h"
 #include "launch/commands.h"
+#include "launch/json.h"
 #include "launch/video.h"
 #include "runtime/config/config.h"
 #include "runtime/run/rundir.h"
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* --gif: frames per second and width (pixels) of the GIF made from the MP4 */
 #define EVAL_GIF_FPS 15
@@ -39,15 +41,19 @@ static void eval_usage(FILE *out)
             "usage: gearbox eval RUN_DIR [--episodes N] [--deterministic] [--checkpoint NAME]\n"
             "                    [--video OUT.mp4 [--gif OUT.gif] [--video-episodes K]]\n"
             "                    [--fps F] [--json] [--seed S]\n\n"
-            "Loads RUN_DIR/config.yaml and the run's last checkpoint, plays N episodes of its\n"
-            "environment in this process and prints the mean and standard deviation of the\n"
-            "episode returns (multi-agent: the mean over agents) and lengths.\n\n"
+            "Loads RUN_DIR/config.yaml and the policy the run delivered, plays N episodes of\n"
+            "its environment in this process and prints the mean and standard deviation of\n"
+            "the episode returns (multi-agent: the mean over agents) and lengths. The policy\n"
+            "delivered: when the run ended solved by an evaluation, the policy that evaluation\n"
+            "played (checkpoints/solved; the trainer trains on until its workers stop, and its\n"
+            "last checkpoint can play worse); otherwise the run's last checkpoint.\n\n"
             "  --episodes N       episodes to play (default 10)\n"
             "  --deterministic    greedy actions (PPO: argmax or the Gaussian mean; SAC: the\n"
             "                     mean; DQN: argmax); otherwise actions are sampled (DQN:\n"
             "                     epsilon-greedy with trainer.algorithm.dqn.epsilon_end)\n"
-            "  --checkpoint NAME  a checkpoint set in RUN_DIR/checkpoints (default trainer-0,\n"
-            "                     the manifest NAME.checkpoint), or the path of a .model file\n"
+            "  --checkpoint NAME  a checkpoint set in RUN_DIR/checkpoints (the manifest\n"
+            "                     NAME.checkpoint: trainer-0 is the last, solved the one the\n"
+            "                     deciding evaluation played), or the path of a .model file\n"
             "  --video OUT.mp4    render every step and encode an H.264 MP4 with ffmpeg: one\n"
             "                     frame per step played (the state the action was chosen in);\n"
             "                     odd frame sizes are padded to even with black; env.name\n"
@@ -151,12 +157,40 @@ static int parse_args(int argc, char **argv, eval_opts *o)
     return 0;
 }
 
+/* The set a plain `gearbox eval RUN_DIR` plays: the policy the run delivered. A run that ended
+ * solved by an evaluation (summary.json) delivered the policy that evaluation played, pinned
+ * as checkpoints/solved: its trainer went on training until the workers stopped, and that last
+ * set can play worse (SAC on Hopper: 560-2294 where the evaluated policy made 2687-3215,
+ * docs/benchmarks.md). Any other run (or a solved one whose pin is gone): its last set. */
+static const char *delivered_checkpoint(const char *run_dir)
+{
+    char path[GB_CHECKPOINT_PATH_MAX];
+    snprintf(path, sizeof path, "%s/summary.json", run_dir);
+    json_t *doc = NULL;
+    gb_error err = {0};
+    if (gb_json_load(path, &doc, &err) != 0)
+        return "trainer-0";
+    char reason[32], by[32];
+    int solved = gb_json_string(doc, "exit_reason", reason, sizeof reason, &err) == 0 &&
+                 gb_json_string(doc, "solved_by", by, sizeof by, &err) == 0 &&
+                 strcmp(reason, "solved") == 0 && strcmp(by, "evaluation") == 0;
+    json_decref(doc);
+    snprintf(path, sizeof path, "%s/checkpoints/solved.checkpoint", run_dir);
+    if (!solved || access(path, R_OK) != 0)
+        return "trainer-0";
+    fprintf(stderr,
+            "gearbox eval: %s ended solved by an evaluation: playing the policy it played "
+            "(checkpoints/solved; --checkpoint trainer-0 plays the last)\n",
+            run_dir);
+    return "solved";
+}
+
 /* The model file to load: --checkpoint as a path (it names a .model file or holds a '/'), else
  * the set RUN_DIR/checkpoints/NAME.checkpoint names. Returns GB_EXIT_OK or GB_EXIT_USAGE with
  * the reason printed. */
 static int find_model(const eval_opts *o, const gb_config *cfg, gb_checkpoint_files *ck)
 {
-    const char *name = o->checkpoint ? o->checkpoint : "trainer-0";
+    const char *name = o->checkpoint ? o->checkpoint : delivered_checkpoint(o->run_dir);
     size_t n = strlen(name);
     if (strchr(name, '/') || (n > 6 && strcmp(name + n - 6, ".model") == 0)) {
         FILE *f = fopen(name, "rb");

@@ -115,6 +115,21 @@ print(f"checkpoint solved: step {e['checkpoint_step']}, return {e['return_mean']
 assert e["checkpoint_step"] == int(sys.argv[2]) and e["return_mean"] >= 475
 PY
 ok "the solved policy kept as checkpoints/solved (step $step) and evaluated again"
+# a plain `gearbox eval` of the run plays the policy it delivered: the one the verdict rests on
+# (the trainer trained on until its workers stopped); --checkpoint trainer-0 plays the last
+"$gearbox" eval "$run" --episodes 1 --deterministic --json > "$work/plain_eval.json" \
+  2> "$work/plain_eval.log" || fail "gearbox eval of the solved run"
+"$gearbox" eval "$run" --checkpoint trainer-0 --episodes 1 --deterministic --json \
+  > "$work/last_eval.json" 2> /dev/null || fail "gearbox eval --checkpoint trainer-0"
+grep -q "ended solved by an evaluation" "$work/plain_eval.log" ||
+  fail "gearbox eval does not say it plays the solved policy: $(cat "$work/plain_eval.log")"
+python3 - "$work/plain_eval.json" "$work/last_eval.json" "$step" <<'PY' || fail "the delivered policy"
+import json, sys
+plain, last = (json.load(open(p)) for p in sys.argv[1:3])
+print(f"plain eval: step {plain['checkpoint_step']}; trainer-0: step {last['checkpoint_step']}")
+assert plain["checkpoint_step"] == int(sys.argv[3]) <= last["checkpoint_step"]
+PY
+ok "gearbox eval plays the solved policy by default, trainer-0 on request"
 rows "$run" || fail "$run: rows"
 ok "solved: metrics.csv rows, rates and the summary's mean"
 

@@ -286,8 +286,9 @@ def resume(run_dir, overrides=None, wait=True):
 
 
 def evaluate(run_dir, episodes=10, deterministic=False, checkpoint=None, seed=None):
-    """Plays episodes with the run's last checkpoint (or checkpoint: a set name, e.g. "solved"
-    for the policy a run's verdict rests on, or a .model path) in this process (gearbox eval
+    """Plays episodes with the policy the run delivered (its last checkpoint, or the policy
+    its deciding evaluation played when it ended solved by one), or with checkpoint (a set name:
+    "trainer-0" the last, "solved"; or a .model path), in this process (gearbox eval
     --json) and returns its JSON as a dict: return_mean, return_std, returns, lengths,
     checkpoint, ... Raises RunFailed when the command fails (2: not a run directory or no
     checkpoint). Blocks."""
