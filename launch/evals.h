@@ -22,10 +22,10 @@
  * first at or above it makes gb_evals.solved 1 and is kept as gb_evals.decided (logged, and in
  * summary.json), and its policy is kept as the set checkpoints/solved.checkpoint (the
  * trainers go on until they stop: a plain `gearbox eval RUN_DIR` of a run that ended solved
- * plays the policy the verdict rests on, `--checkpoint trainer-0` the last one). When the training episodes'
- * window reaches the target the launcher asks for an evaluation at once (gb_evals_verdict_due):
- * it waits for a checkpoint written after the ask (trainer 0 writes one when asked,
- * runtime/streams/runctl.h) and makes no video (it is for the verdict; its report is
+ * plays the policy the verdict rests on, `--checkpoint trainer-0` the last one). When the
+ * training episodes' window reaches the target the launcher asks for an evaluation at once
+ * (gb_evals_verdict_due): it waits for a checkpoint written after the ask (trainer 0 writes one
+ * when asked, runtime/streams/runctl.h) and makes no video (it is for the verdict; its report is
  * RUN_DIR/videos/eval_<env_steps>.json all the same). One that falls short lets the run go on;
  * the next such evaluation waits for a newer checkpoint and for at least as long as the last
  * one took, so evaluations take at most about half the launcher's time while the window stays
