@@ -123,8 +123,7 @@ ok "the solved policy kept as checkpoints/solved (step $step) and evaluated agai
   > "$work/last_eval.json" 2> /dev/null || fail "gearbox eval --checkpoint trainer-0"
 grep -q "ended solved by an evaluation" "$work/plain_eval.log" ||
   fail "gearbox eval does not say it plays the solved policy: $(cat "$work/plain_eval.log")"
-python3 - "$work/plain_eval.json" "$work/last_eval.json" "$step" <<'PY' ||
-  fail "the delivered policy"
+python3 - "$work/plain_eval.json" "$work/last_eval.json" "$step" <<'PY' || fail "delivered"
 import json, sys
 plain, last = (json.load(open(p)) for p in sys.argv[1:3])
 print(f"plain eval: step {plain['checkpoint_step']}; trainer-0: step {last['checkpoint_step']}")
