@@ -6,8 +6,10 @@
 #include "launch/video.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
+#include "runtime/run/metrics.h"
 #include "runtime/run/rundir.h"
 #include "runtime/run/tensorboard.h"
+#include "runtime/streams/wire.h"
 #include "workers/roles/checkpoint_set.h"
 
 #include <errno.h>
@@ -21,22 +23,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-void gb_evals_init(gb_evals *ev, gb_rundir *rd, const char *run_dir, const char *exe,
-                   int64_t every, int64_t episodes, int64_t seed, double target,
-                   int64_t env_steps)
+void gb_evals_init(gb_evals *ev, const gb_evals_opts *o)
 {
     memset(ev, 0, sizeof *ev);
-    ev->rd = rd;
-    ev->every = every;
-    ev->episodes = episodes;
-    ev->seed = seed;
-    ev->target = every > 0 ? target : NAN;
+    ev->rd = o->rd;
+    ev->every = o->every;
+    ev->episodes = o->episodes;
+    ev->seed = o->seed;
+    ev->target = o->every > 0 ? o->target : NAN;
+    ev->ctl = o->ctl;
+    ev->hold = o->hold && o->ctl && !isnan(ev->target);
     ev->last_step = -1;
     ev->want_step = -1;
-    if (every > 0)
-        ev->next = (env_steps / every + 1) * every;
-    snprintf(ev->run_dir, sizeof ev->run_dir, "%s", run_dir);
-    snprintf(ev->exe, sizeof ev->exe, "%s", exe);
+    if (o->every > 0)
+        ev->next = ((int64_t)o->env_steps / o->every + 1) * o->every;
+    snprintf(ev->run_dir, sizeof ev->run_dir, "%s", o->run_dir);
+    snprintf(ev->exe, sizeof ev->exe, "%s", o->exe);
 }
 
 int gb_evals_verdict_due(gb_evals *ev, int64_t train_steps)
@@ -48,7 +50,20 @@ int gb_evals_verdict_due(gb_evals *ev, int64_t train_steps)
     ev->want_step = train_steps;
     GB_INFO("the training episodes reached the target %g: evaluating the policy (a checkpoint "
             "of at least %lld training steps)", ev->target, (long long)train_steps);
+    if (ev->ctl && !ev->hold) /* held: gb_evals_poll asks for it */
+        gb_runctl_server_request_checkpoint(ev->ctl);
     return 1;
+}
+
+/* Lets the trainers learn again after a held evaluation (none: no-op). */
+static void release(gb_evals *ev)
+{
+    if (ev->hold_req == 0)
+        return;
+    gb_runctl_server_release(ev->ctl);
+    GB_INFO("evaluation: the trainers' learning released (request %lld)",
+            (long long)ev->hold_req);
+    ev->hold_req = 0;
 }
 
 /* The GIF at path (at most GB_EVALS_GIF_MAX bytes) into a malloc'd *out of *len bytes. Returns
@@ -222,6 +237,8 @@ static int reaped(gb_evals *ev, int status, gb_error *err)
                 (long long)ev->pid_env_steps);
     }
     ev->pid = 0;
+    if (!ev->solved) /* held: the run goes on learning; solved, it ends on the policy played */
+        release(ev);
     return rc;
 }
 
@@ -270,12 +287,72 @@ static void start(gb_evals *ev, const char *set, int64_t env_steps, int video)
     ev->pid_started = gb_now_s();
     ev->pid_video = video;
     ev->started++;
-    GB_INFO("evaluation at %lld env steps started on checkpoint step %lld (pid %d)%s",
+    GB_INFO("evaluation at %lld env steps started on checkpoint step %lld (pid %d)%s%s",
             (long long)env_steps, (long long)ev->last_step, (int)pid,
-            video ? "" : ", for the verdict");
+            video ? "" : ", for the verdict", ev->hold_req ? ", the trainers held at it" : "");
 }
 
-int gb_evals_poll(gb_evals *ev, int64_t env_steps, gb_error *err)
+/* Starts the evaluation due (a crossing's, with a video; or the verdict's) on checkpoint ck at
+ * env_steps. It plays a pinned copy: the trainer's next set removes this one's files, and a
+ * verdict must name the policy it played. */
+static void start_on(gb_evals *ev, const gb_checkpoint_files *ck, int64_t env_steps)
+{
+    ev->last_step = ck->step;
+    int video = ev->pending;
+    ev->pending = ev->pending_verdict = 0;
+    start(ev, pin_set(ev, ck, "evaluating") == 0 ? "evaluating" : "trainer-0", env_steps, video);
+}
+
+/* Starts the evaluation due on trainer 0's newest checkpoint, once one newer than the last
+ * evaluated exists (for the verdict: one of at least want_step); else it waits. */
+static void start_newest(gb_evals *ev, int64_t env_steps)
+{
+    char dir[2100];
+    snprintf(dir, sizeof dir, "%s/checkpoints", ev->run_dir);
+    gb_checkpoint_files ck;
+    gb_error ignored = {0};
+    if (gb_checkpoint_find(dir, "trainer-0", &ck, &ignored) != 0 || ck.step <= ev->last_step ||
+        (ev->pending_verdict && ck.step < ev->want_step))
+        return;
+    start_on(ev, &ck, env_steps);
+}
+
+/* A held evaluation: asks for the checkpoint and the hold, then starts once trainer 0 holds at
+ * that request and its checkpoint set is of the step it holds at. Past GB_EVALS_HOLD_WAIT_S the
+ * hold is released and the newest checkpoint played. */
+static void start_held(gb_evals *ev, int64_t env_steps, const gb_metrics_collector *mc)
+{
+    if (ev->hold_req == 0) {
+        ev->hold_req = gb_runctl_server_request_hold(ev->ctl);
+        ev->hold_asked = gb_now_s();
+        return;
+    }
+    char dir[2100];
+    snprintf(dir, sizeof dir, "%s/checkpoints", ev->run_dir);
+    gb_checkpoint_files ck;
+    gb_error ignored = {0};
+    double held = gb_metrics_get(mc, GB_ROLE_TRAINER, 0, "held"); /* NaN: none reported */
+    double held_step = gb_metrics_get(mc, GB_ROLE_TRAINER, 0, "held_step");
+    if (held != (double)ev->hold_req || gb_checkpoint_find(dir, "trainer-0", &ck, &ignored) ||
+        (double)ck.step != held_step) {
+        if (gb_now_s() - ev->hold_asked < GB_EVALS_HOLD_WAIT_S)
+            return;
+        GB_WARN("evaluation: trainer 0 did not hold at a checkpoint within %.0f s (request "
+                "%lld): evaluating the newest checkpoint while the trainers learn on",
+                GB_EVALS_HOLD_WAIT_S, (long long)ev->hold_req);
+        ev->hold_missed++;
+        release(ev);
+        start_newest(ev, env_steps);
+        return;
+    }
+    ev->holds++;
+    start_on(ev, &ck, env_steps);
+    if (ev->pid <= 0) /* it could not start: nothing to hold for */
+        release(ev);
+}
+
+int gb_evals_poll(gb_evals *ev, int64_t env_steps, const gb_metrics_collector *mc,
+                  gb_error *err)
 {
     if (ev->every <= 0)
         return 0;
@@ -288,22 +365,10 @@ int gb_evals_poll(gb_evals *ev, int64_t env_steps, gb_error *err)
     }
     if ((!ev->pending && !ev->pending_verdict) || ev->pid > 0)
         return rc;
-    char dir[2100];
-    snprintf(dir, sizeof dir, "%s/checkpoints", ev->run_dir);
-    gb_checkpoint_files ck;
-    gb_error ignored = {0};
-    /* none yet, none newer than the last evaluated, or (for the verdict) one older than the
-     * policy whose training episodes reached the target: wait for it */
-    if (gb_checkpoint_find(dir, "trainer-0", &ck, &ignored) != 0 || ck.step <= ev->last_step ||
-        (ev->pending_verdict && ck.step < ev->want_step))
-        return rc;
-    ev->last_step = ck.step;
-    int video = ev->pending;
-    ev->pending = ev->pending_verdict = 0;
-    /* it plays a pinned copy: the trainer's next set removes this one's files, and a verdict
-     * must name the policy it played */
-    start(ev, pin_set(ev, &ck, "evaluating") == 0 ? "evaluating" : "trainer-0", env_steps,
-          video);
+    if (ev->hold && mc)
+        start_held(ev, env_steps, mc);
+    else
+        start_newest(ev, env_steps);
     return rc;
 }
 
@@ -343,7 +408,7 @@ int gb_evals_finish(gb_evals *ev, int64_t env_steps, double wait_s, gb_error *er
     gb_error later = {0};
     int rc = wait_child(ev, wait_s, err);
     ev->next = INT64_MAX; /* no new crossing: only one still pending starts */
-    int rc2 = gb_evals_poll(ev, env_steps, rc ? &later : err);
+    int rc2 = gb_evals_poll(ev, env_steps, NULL, rc ? &later : err);
     rc = rc ? rc : rc2;
     rc2 = wait_child(ev, wait_s, rc ? &later : err);
     return rc ? rc : rc2;

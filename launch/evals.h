@@ -30,18 +30,31 @@
  * the next such evaluation waits for a newer checkpoint and for at least as long as the last
  * one took, so evaluations take at most about half the launcher's time while the window stays
  * at the target.
- * defines: gb_evals, gb_evals_init, gb_evals_poll, gb_evals_verdict_due, gb_evals_finish */
+ *
+ * Held evaluations (experiment.eval_hold, with a verdict): every evaluation, a crossing's or
+ * the verdict's, asks trainer 0 for a checkpoint and a hold (gb_runctl_server_request_hold):
+ * trainer 0 writes the checkpoint, then the trainers take no step, and trainer 0 reports the
+ * request and the step it holds at (its metrics "held" and "held_step"). The
+ * evaluation plays that checkpoint; one that falls short (or fails) releases the hold and the
+ * run goes on; one that reaches the target keeps it, so the run ends on the policy it evaluated:
+ * the trainers' final checkpoint is that policy. A trainer 0 that does not hold within
+ * GB_EVALS_HOLD_WAIT_S (a restart, a checkpoint that takes long) is not waited for: the hold is
+ * released and that evaluation plays the newest checkpoint, as without the hold.
+ * defines: gb_evals, gb_evals_opts, gb_evals_init, gb_evals_poll,
+ *          gb_evals_verdict_due, gb_evals_finish */
 #ifndef GB_LAUNCH_EVALS_H
 #define GB_LAUNCH_EVALS_H
 
 #include "runtime/base/error.h"
 #include "runtime/run/rundir.h"
+#include "runtime/streams/runctl.h"
 
 #include <limits.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #define GB_EVALS_GIF_MAX (4 << 20) /* bytes of a GIF logged to TensorBoard */
+#define GB_EVALS_HOLD_WAIT_S 60.0  /* the longest an evaluation waits for trainer 0's hold */
 
 typedef struct gb_evals {
     int64_t every, episodes, seed; /* 0 every: off, every call a no-op */
@@ -57,6 +70,11 @@ typedef struct gb_evals {
     double pid_started;            /* when it started (gb_now_s) */
     int pid_video;                 /* it makes a video (a crossing's; not one for the verdict) */
     double quiet_until;            /* no evaluation for the verdict is asked before this */
+    gb_runctl_server *ctl;         /* where checkpoints (and holds) are asked for; NULL: none */
+    int hold;                      /* held evaluations (see the top) */
+    int64_t hold_req;              /* the held request asked for and not released; 0: none */
+    double hold_asked;             /* when it was asked (gb_now_s) */
+    int64_t holds, hold_missed;    /* held evaluations started; holds not met in time */
     int64_t started, failed;       /* counts, for the log */
     int64_t logged;                /* videos logged to TensorBoard (eval/video) */
     int64_t finished;              /* evaluations that ended with results */
@@ -67,23 +85,29 @@ typedef struct gb_evals {
     char run_dir[2048], exe[PATH_MAX];
 } gb_evals;
 
-/* Prepares evaluations for the run in rd (NULL: nothing is logged to TensorBoard) at run_dir
- * with the gearbox executable exe, every `every` env steps (0: off) of `episodes` episodes,
- * seeded with seed, judged against target (NAN: no verdict, as with every 0); the run has
- * already taken env_steps (a resumed run: the next crossing is the first multiple above it). */
-void gb_evals_init(gb_evals *ev, gb_rundir *rd, const char *run_dir, const char *exe,
-                   int64_t every, int64_t episodes, int64_t seed, double target,
-                   int64_t env_steps);
+typedef struct gb_evals_opts {
+    gb_rundir *rd;          /* the run's directory: NULL, nothing is logged to TensorBoard */
+    const char *run_dir, *exe; /* its path; the gearbox executable */
+    int64_t every, episodes, seed; /* every `every` env steps (0: off), `episodes` episodes */
+    double target;          /* the verdict's target (NAN: no verdict, as with every 0) */
+    double env_steps;       /* the run's already (resumed: the next crossing is above it) */
+    gb_runctl_server *ctl;  /* the run's control, where checkpoints are asked for; NULL: none */
+    int hold;               /* held evaluations (experiment.eval_hold; needs ctl and a verdict) */
+} gb_evals_opts;
+
+/* Prepares evaluations as o says. */
+void gb_evals_init(gb_evals *ev, const gb_evals_opts *o);
 
 /* The training episodes reached the target now, after train_steps training steps: asks for an
  * evaluation for the verdict unless one is waiting or running, the last one ended less than
- * its own duration ago, or the run is decided already. Returns 1 when it asked: the caller then
- * asks trainer 0 for a checkpoint (gb_runctl_server_request_checkpoint), which the evaluation
- * waits for (one of at least train_steps, newer than the last evaluated); else 0. Never
- * blocks. */
+ * its own duration ago, or the run is decided already. Returns 1 when it asked, else 0. It
+ * asks trainer 0 for a checkpoint (through ctl: at once, or a held one from gb_evals_poll),
+ * which the evaluation waits for (one of at least train_steps, newer than the last evaluated).
+ * Never blocks. */
 int gb_evals_verdict_due(gb_evals *ev, int64_t train_steps);
 
-/* Called from the launcher's loop with the run's env steps: reaps a finished evaluation
+/* Called from the launcher's loop with the run's env steps and its workers' reports (mc, where
+ * trainer 0's hold is heard; NULL once the workers stopped: nothing is held then): reaps a finished evaluation
  * (logging how it ended, its results to TensorBoard, and the verdict: gb_evals.solved when it
  * reached the target), notes a crossing, and starts an
  * evaluation when one is due and a new checkpoint exists. Never blocks (but for writing what
@@ -91,7 +115,9 @@ int gb_evals_verdict_due(gb_evals *ev, int64_t train_steps);
  * (its exit status, a missing or unreadable JSON or GIF) is logged, never fatal to the run.
  * Returns 0, or GB_ESYS/GB_ENOMEM when writing tb/ failed (a full disk: that ends the run, as
  * metrics.csv's errors do). */
-int gb_evals_poll(gb_evals *ev, int64_t env_steps, gb_error *err);
+struct gb_metrics_collector;
+int gb_evals_poll(gb_evals *ev, int64_t env_steps, const struct gb_metrics_collector *mc,
+                  gb_error *err);
 
 /* At the end of the run, after the workers stopped (the trainers' final checkpoints written):
  * waits up to wait_s for a running evaluation; then a crossing still waiting for a checkpoint

@@ -281,9 +281,11 @@ static int open_outputs(launch *L)
     if (rc == 0)
         rc = self_path(L->exe, sizeof L->exe, err);
     if (rc == 0)
-        gb_evals_init(&L->evals, &L->rd, L->rd.path, L->exe, cfg->experiment.eval_every,
-                      cfg->experiment.eval_episodes, cfg->experiment.seed,
-                      cfg->experiment.target_return, (int64_t)L->base.env_steps);
+        gb_evals_init(&L->evals, &(gb_evals_opts){
+            .rd = &L->rd, .run_dir = L->rd.path, .exe = L->exe, .env_steps = L->base.env_steps,
+            .every = cfg->experiment.eval_every, .episodes = cfg->experiment.eval_episodes,
+            .seed = cfg->experiment.seed, .target = cfg->experiment.target_return,
+            .ctl = L->runctl, .hold = cfg->experiment.eval_hold});
     if (rc == 0 && L->on_slurm) { /* the run's job first: every worker is one of its steps */
         char slurm_log[2048];
         rc = gb_rundir_file(&L->rd, "logs/slurm.log", slurm_log, sizeof slurm_log, err);
@@ -374,7 +376,7 @@ static void watch(launch *L)
         gb_run_rows_sample(L->mc, now - L->t0, &L->rates, &L->base, L->row);
         gb_runctl_server_set_env_steps(L->runctl, (int64_t)L->row[GB_COL_ENV_STEPS]);
         /* a finished evaluation goes to tb/: a write failure ends the run, as metrics.csv's */
-        if (gb_evals_poll(&L->evals, (int64_t)L->row[GB_COL_ENV_STEPS], &L->err)) {
+        if (gb_evals_poll(&L->evals, (int64_t)L->row[GB_COL_ENV_STEPS], L->mc, &L->err)) {
             fail_with(L, "evaluation: %s", L->err.msg);
             return;
         }
@@ -386,8 +388,8 @@ static void watch(launch *L)
         int64_t episodes = gb_metrics_episodes(L->mc);
         double mean = gb_metrics_return_mean(L->mc);
         int reached = gb_contract_target_reached(cfg, episodes, mean);
-        if (reached && gb_evals_verdict_due(&L->evals, (int64_t)L->row[GB_COL_TRAIN_STEPS]))
-            gb_runctl_server_request_checkpoint(L->runctl); /* for the evaluation to play */
+        if (reached) /* an evaluation for the verdict, unless one is under way */
+            gb_evals_verdict_due(&L->evals, (int64_t)L->row[GB_COL_TRAIN_STEPS]);
         /* episodes the trainers' received steps do not cover decide nothing yet (run_rows.h) */
         if (cfg->experiment.eval_every <= 0 && !gb_run_rows_vouched(L->mc, reached, &L->vouch))
             episodes = 0;

@@ -219,7 +219,7 @@ static void rank_free(gs_rank *k)
 /* The trainers' agreement to take a step (untimed where the select is timed alone). */
 static int agree(gs_rank *k, const gb_replay_request *share, gb_error *err)
 {
-    int rc = gb_shards_agree(k->S, share, 0, 0, NULL, err);
+    int rc = gb_shards_agree(k->S, share, 0, 0, 0, NULL, err);
     if (rc == 1)
         return 0;
     return rc ? rc : gb_error_set(err, GB_EINVAL, "bench: the shards did not agree to a step");

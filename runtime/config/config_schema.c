@@ -73,6 +73,12 @@ const gb_config_field gb_config_fields[] = {
         "it); 0 = off: the training episodes decide; needs trainer.checkpoint_every_s > 0"),
     INT("experiment.eval_episodes", experiment.eval_episodes, "2", 1, 1000,
         "deterministic episodes in each evaluation (experiment.eval_every)"),
+    BOOL("experiment.eval_hold", experiment.eval_hold, "true",
+         "with a verdict (target_return and eval_every): each evaluation plays a checkpoint "
+         "trainer 0 writes when asked, and the trainers take no step until it ends; one short "
+         "of the target lets them go on, one that reaches it ends the run on the policy it "
+         "played (the final checkpoint is that policy). false: evaluations play the newest "
+         "checkpoint while training goes on"),
     ENUM_LIST("experiment.trackers", experiment.trackers, "[]", trackers,
               "trackers the run's metrics rows, config and summary also go to, each fed by a "
               "Python follower (gearbox.follow) beside the launcher: mlflow (MLflow's local "

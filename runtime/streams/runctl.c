@@ -37,9 +37,10 @@ struct gb_runctl_server {
     atomic_int state;
     _Atomic int64_t env_steps; /* the run's env steps as the launcher last counted them */
     _Atomic int64_t checkpoints; /* checkpoints asked of trainer 0 */
+    _Atomic int64_t hold; /* the request trainer 0 holds its learning at; 0: none */
     _Atomic int64_t trainer_group; /* the trainers' group generation */
     int announced; /* the state the held watches were last answered with (registry thread) */
-    int64_t announced_checkpoints, announced_group; /* likewise (registry thread) */
+    int64_t announced_checkpoints, announced_hold, announced_group; /* likewise (registry thread) */
     held_watch *held; /* registry thread only */
     int nheld;
     pthread_mutex_t lock; /* guards confirmed, read by the launcher's thread */
@@ -94,6 +95,18 @@ int64_t gb_runctl_server_request_checkpoint(gb_runctl_server *s)
 {
     return atomic_fetch_add(&s->checkpoints, 1) + 1;
 }
+
+int64_t gb_runctl_server_request_hold(gb_runctl_server *s)
+{
+    /* the hold first: a client that hears the new count hears the hold with it (one answer;
+     * the client stores the hold before the count) */
+    int64_t n = atomic_load(&s->checkpoints) + 1;
+    atomic_store(&s->hold, n);
+    atomic_store(&s->checkpoints, n);
+    return n;
+}
+
+void gb_runctl_server_release(gb_runctl_server *s) { atomic_store(&s->hold, 0); }
 
 int64_t gb_runctl_server_next_trainer_group(gb_runctl_server *s)
 {
@@ -150,7 +163,8 @@ static void answer(gb_runctl_server *s, void *sock, const void *route, size_t ro
     h->seq = seq;
     h->status = status;
     gb_msg_run_state st = {atomic_load(&s->state), atomic_load(&s->env_steps),
-                           atomic_load(&s->checkpoints), atomic_load(&s->trainer_group)};
+                           atomic_load(&s->checkpoints), atomic_load(&s->trainer_group),
+                           atomic_load(&s->hold)};
     snprintf(h->text, sizeof h->text, "%s", text);
     gb_error e;
     if (gb_wire_schema_write(&gb_schema_run_state, &st, h, &e) ||
@@ -200,10 +214,12 @@ void gb_runctl_server_tick(gb_runctl_server *s, void *sock)
 {
     int state = atomic_load(&s->state);
     int64_t checkpoints = atomic_load(&s->checkpoints), group = atomic_load(&s->trainer_group);
+    int64_t hold = atomic_load(&s->hold);
     int moved = state != s->announced || checkpoints != s->announced_checkpoints ||
-                group != s->announced_group;
+                hold != s->announced_hold || group != s->announced_group;
     s->announced = state;
     s->announced_checkpoints = checkpoints;
+    s->announced_hold = hold;
     s->announced_group = group;
     uint64_t old = gb_now_ns() - (uint64_t)GB_RUNCTL_HOLD_MS * 1000000ULL;
     for (int i = 0; i < s->nheld;) {
@@ -228,6 +244,7 @@ struct gb_runctl_client {
     atomic_int state;     /* as last heard */
     _Atomic int64_t env_steps; /* the run's env steps as last heard */
     _Atomic int64_t checkpoints; /* checkpoints asked for, as last heard */
+    _Atomic int64_t hold; /* the request to hold at, as last heard; 0: none */
     _Atomic int64_t trainer_group; /* the trainers' group generation as last heard; -1: none */
     atomic_int confirmed; /* what this worker confirms */
     gb_wire_header hdr;
@@ -303,6 +320,8 @@ static void *client_main(void *arg)
                 heard_ns = gb_now_ns();
                 if (st.env_steps >= 0)
                     atomic_store(&c->env_steps, st.env_steps);
+                if (st.hold >= 0) /* before the count it goes with (request_hold) */
+                    atomic_store(&c->hold, st.hold);
                 if (st.checkpoints >= 0)
                     atomic_store(&c->checkpoints, st.checkpoints);
                 if (st.trainer_group >= 0)
@@ -387,6 +406,11 @@ gb_run_state gb_runctl_client_state(const gb_runctl_client *c)
 int64_t gb_runctl_client_checkpoints(const gb_runctl_client *c)
 {
     return c ? atomic_load(&((gb_runctl_client *)c)->checkpoints) : 0;
+}
+
+int64_t gb_runctl_client_hold(const gb_runctl_client *c)
+{
+    return c ? atomic_load(&((gb_runctl_client *)c)->hold) : 0;
 }
 
 int64_t gb_runctl_client_trainer_group(const gb_runctl_client *c)

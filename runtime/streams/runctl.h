@@ -31,7 +31,11 @@
  * GB_RUNCTL_HOLD_MS. And the number of checkpoints the launcher has asked trainer 0 for
  * (gb_runctl_server_request_checkpoint): a new request is answered to every held watch at once,
  * so trainer 0 hears it within a poll and writes its checkpoint set (for an evaluation of the
- * policy as it is now, launch/evals.h). And the generation of the trainers' group, which goes up
+ * policy as it is now, launch/evals.h); and, when the launcher asked for a held one
+ * (gb_runctl_server_request_hold), that request's number: trainer 0 writes the checkpoint, then
+ * takes no training step (nor, through their agreement, do the other trainers) until the
+ * launcher releases the hold, so that the policy an evaluation plays is the trainers' policy
+ * still, and the run's final one when the evaluation ends the run. And the generation of the trainers' group, which goes up
  * when the launcher restarts one of several trainers: the others form the group again with it.
  *
  * Transport: each worker's client thread keeps one watch request (GB_MSG_RUN_WATCH: the state it
@@ -90,6 +94,12 @@ void gb_runctl_server_set_env_steps(gb_runctl_server *s, int64_t env_steps);
  * goes up by one. Returns the new count. */
 int64_t gb_runctl_server_request_checkpoint(gb_runctl_server *s);
 
+/* Asks trainer 0 for a checkpoint as gb_runctl_server_request_checkpoint does, and for a hold of
+ * the trainers' learning once it is written, until gb_runctl_server_release (or the run's end:
+ * a hold stays). Returns the request's number (the new count). */
+int64_t gb_runctl_server_request_hold(gb_runctl_server *s);
+void gb_runctl_server_release(gb_runctl_server *s);
+
 /* Several trainers: a trainer is being restarted, so the survivors and it form their group
  * again as the next generation (workers/roles/trainer_group.c); the count goes up by one, and
  * every held watch hears it at once. From any thread; never blocks. Returns the new count. */
@@ -140,6 +150,11 @@ int64_t gb_runctl_client_env_steps(const gb_runctl_client *c);
 /* Checkpoints the launcher has asked for so far, as last heard (0 before the first answer;
  * c may be NULL: 0). A worker that saw n writes one when this exceeds n. One atomic load. */
 int64_t gb_runctl_client_checkpoints(const gb_runctl_client *c);
+
+/* The checkpoint request trainer 0 is to hold its learning at once it wrote that checkpoint, as
+ * last heard (0: none; c NULL: 0). Read after gb_runctl_client_checkpoints: a count that
+ * includes a held request is never seen without its hold. One atomic load. */
+int64_t gb_runctl_client_hold(const gb_runctl_client *c);
 
 /* The trainers' group generation as last heard (0 at a run's start, +1 per trainer restart;
  * gb_runctl_server_next_trainer_group): -1 before the first answer; c NULL: 0. One atomic load. */

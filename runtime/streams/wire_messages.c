@@ -31,6 +31,9 @@ static const gb_wire_attr_spec run_state_attrs[] = {
     GB_WIRE_INT(gb_msg_run_state, trainer_group, 0, 0, INT64_MAX, -1,
                 "the trainers' group generation: one more when one of several trainers is "
                 "restarted (the others form the group again with it)"),
+    GB_WIRE_INT(gb_msg_run_state, hold, 0, 0, INT64_MAX, -1,
+                "the checkpoint request at which trainer 0 holds the trainers' learning while "
+                "an evaluation plays that checkpoint; 0: none"),
 };
 
 const gb_wire_schema gb_schema_run_state = {

@@ -58,10 +58,12 @@ ok "eval_every: $nvid video(s) during the run, each filming its first episode"
 "$python" "$(dirname "$0")/tb_eval_check.py" "$run" || fail "evaluations in TensorBoard"
 ok "eval_every: each evaluation in TensorBoard (eval/video GIF, eval/ scalars)"
 
-# A run too short for any periodic checkpoint (checkpoint_every_s 300): its crossings wait, and
-# the evaluation is made from the final checkpoint at the end, named by the final env steps.
+# A run too short for any periodic checkpoint (checkpoint_every_s 300), its evaluations not held
+# (experiment.eval_hold false: they play the newest checkpoint): its crossings wait, and the
+# evaluation is made from the final checkpoint at the end, named by the final env steps.
 "$gearbox" run "$config" --run-dir "$work/short" --set experiment.max_env_steps=5000 \
   --set launch.progress=off --set experiment.target_return=1e9 --set experiment.eval_every=1000 \
+  --set experiment.eval_hold=false \
   --set experiment.eval_episodes=1 > "$work/short.log" 2>&1 || { tail "$work/short.log"; fail "short run"; }
 final=$(json_get "$work/short/summary.json" env_steps)
 ls "$work/short/videos"

@@ -9,7 +9,9 @@
 #      summary.json says solved_by "evaluation" with that evaluation's figures.
 #   2. CartPole PPO as shipped, evaluations on: solved, by an evaluation at the target
 #      (summary.json's evaluation: reached_target, its return, episodes and checkpoint step);
-#      that checkpoint kept as the set checkpoints/solved, and playing as well again.
+#      that checkpoint kept as the set checkpoints/solved, and playing as well again; the
+#      evaluation held the learning, so it is the trainer's final checkpoint too (and in 1, the
+#      short evaluations released it: the run learned on).
 #   4. A budget that stops the run before its evaluation ends: CartPole PPO against a target
 #      of 5, which every policy reaches (a CartPole episode lasts at least 8 steps), with 2000
 #      env steps: the training episodes reach 5 at once, the budget stops the run well before
@@ -81,6 +83,13 @@ python3 -c "import sys; sys.exit(0 if float('$mean') < 20 else 1)" ||
   fail "no evaluation counted"
 grep -q "short of the target 20" "$run/logs/launcher.log" || fail "the short evaluation not logged"
 ok "training episodes at the target, the policy at $mean over $n evaluation(s): not solved"
+# each evaluation held the learning at its checkpoint (experiment.eval_hold), and the short one
+# let it go on: the final checkpoint is past the last step held at
+held=$(grep -o "learning held at step [0-9]*" "$run/logs/trainer-0.log" | tail -1)
+last=$(sed -n 's/^step //p' "$run/checkpoints/trainer-0.checkpoint")
+grep -q "learning again from step ${held##* }" "$run/logs/trainer-0.log" && [ -n "$held" ] &&
+  [ "$last" -gt "${held##* }" ] || fail "held evaluations: '$held', released?, final step $last"
+ok "a short evaluation released the held learning (${held}; final checkpoint step $last)"
 rows "$run" || fail "$run: rows"
 ok "no learning: metrics.csv rows, rates and the summary's mean"
 
@@ -115,8 +124,8 @@ print(f"checkpoint solved: step {e['checkpoint_step']}, return {e['return_mean']
 assert e["checkpoint_step"] == int(sys.argv[2]) and e["return_mean"] >= 475
 PY
 ok "the solved policy kept as checkpoints/solved (step $step) and evaluated again"
-# a plain `gearbox eval` of the run plays the policy it delivered: the one the verdict rests on
-# (the trainer trained on until its workers stopped); --checkpoint trainer-0 plays the last
+# a plain `gearbox eval` of the run plays the policy it delivered: the one the verdict rests on,
+# which is the trainer's last too: the evaluation held the learning (experiment.eval_hold)
 "$gearbox" eval "$run" --episodes 1 --deterministic --json > "$work/plain_eval.json" \
   2> "$work/plain_eval.log" || fail "gearbox eval of the solved run"
 "$gearbox" eval "$run" --checkpoint trainer-0 --episodes 1 --deterministic --json \
@@ -127,9 +136,9 @@ python3 - "$work/plain_eval.json" "$work/last_eval.json" "$step" <<'PY' || fail 
 import json, sys
 plain, last = (json.load(open(p)) for p in sys.argv[1:3])
 print(f"plain eval: step {plain['checkpoint_step']}; trainer-0: step {last['checkpoint_step']}")
-assert plain["checkpoint_step"] == int(sys.argv[3]) <= last["checkpoint_step"]
+assert plain["checkpoint_step"] == int(sys.argv[3]) == last["checkpoint_step"]
 PY
-ok "gearbox eval plays the solved policy by default, trainer-0 on request"
+ok "gearbox eval plays the solved policy by default, and it is the run's final one"
 rows "$run" || fail "$run: rows"
 ok "solved: metrics.csv rows, rates and the summary's mean"
 

@@ -282,6 +282,10 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
         }
         return 2;
     }
+    if (L->held && !L->group) { /* nothing to agree on: wait as the rate limiter would */
+        gb_sleep_ms((int)(timeout_s * 1000));
+        return 0;
+    }
     gb_replay_request req = gb_replay_request_default(L->Bl);
     req.timeout_s = timeout_s;
     int64_t version = (int64_t)gb_torch_model_version(gb_torch_learner_model(L->learner));
@@ -290,7 +294,10 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
     int rc = 0;
     if (L->group) {
         double progress;
-        if ((rc = gb_shards_agree(L->shards, &req, stop, L->progress, &progress, err)) != 1)
+        if (L->held && !stop) /* the others wait in their rate limiters meanwhile */
+            gb_sleep_ms((int)(timeout_s * 1000));
+        if ((rc = gb_shards_agree(L->shards, &req, stop, L->held, L->progress, &progress,
+                                  err)) != 1)
             return rc;
         gb_torch_learner_set_progress(L->learner, progress);
         req.admitted = 1; /* every shard said yes to its share */
@@ -336,6 +343,8 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
         return rc;
     return 1;
 }
+
+void gb_learning_hold(gb_learning *L, int held) { L->held = held != 0; }
 
 void gb_learning_timings(const gb_learning *L, double *collect_ms, double *train_ms)
 {

@@ -138,6 +138,11 @@ int gb_learning_insert(gb_learning *L, const void *const cols[GB_CHUNK_NCOLS], i
  * differ or the loss is not finite: the message names the loss and the step). */
 int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err);
 
+/* held 1: gb_learning_step takes no step (it waits timeout_s and returns 0; with several
+ * trainers its agreement says "not yet" to every rank) until held 0; a stop still stops. For an
+ * evaluation of the policy as it is (runtime/streams/runctl.h, the hold). */
+void gb_learning_hold(gb_learning *L, int held);
+
 /* The trained batches' collection and training steps so far, summed, in milliseconds (divide
  * by the difference of gb_learning_train_steps for a mean per step). Collection: the
  * host copies plus, with cuda, the device part between CUDA events (the gather kernel, or the

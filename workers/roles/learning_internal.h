@@ -65,6 +65,7 @@ struct gb_learning {
     float *weights;    /* [Bl] global selection's importance weights */
     uint64_t *checksums; /* [trainers] every replica's parameter checksum (check_replicas) */
     double progress;   /* this trainer's budget progress (gb_learning_set_progress) */
+    int held;          /* gb_learning_hold: no step is taken */
     float *priorities_f;           /* [B]: the learner's new priorities */
     double *priorities;            /* [B]: as the replay takes them */
     int64_t train_steps, samples_trained;

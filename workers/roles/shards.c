@@ -201,13 +201,13 @@ static int selector_kind(const gb_shards *S, const gb_replay_request *req)
                : req->selector;
 }
 
-int gb_shards_agree(gb_shards *S, const gb_replay_request *share, int stop, double progress,
-                    double *progress_sum, gb_error *err)
+int gb_shards_agree(gb_shards *S, const gb_replay_request *share, int stop, int hold,
+                    double progress, double *progress_sum, gb_error *err)
 {
-    int rc = stop ? 0 : gb_replay_ready(S->r, share, err);
+    int rc = stop || hold ? 0 : gb_replay_ready(S->r, share, err);
     if (rc && rc != GB_ETIMEOUT)
         return rc;
-    int ready = !stop && rc == 0;
+    int ready = !stop && !hold && rc == 0;
     double *v = S->agreed;
     memset(v, 0, (3 + 2 * (size_t)S->size) * sizeof *v);
     v[0] = !stop && !ready;

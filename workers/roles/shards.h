@@ -67,13 +67,14 @@ void gb_shards_stamp(gb_shards *S, int64_t n, const int64_t *idx, const int64_t 
 
 /* Do all the trainers take a step now? Every rank calls it together: one all-reduce of (shards
  * whose rate limiter does not yet admit their share -- gb_replay_ready of share, normally
- * batch/N, waiting up to its timeout --, ranks that want to stop, the summed progress) and, for a
+ * batch/N, waiting up to its timeout -- or that hold, ranks that want to stop, the summed
+ * progress) and, for a
  * global weighted or uniform draw, every shard's weight sum and size (which gb_shards_select then
  * uses instead of gathering them again). Returns 1 (go: every shard admits its share), 0 (not
  * yet), 2 (some rank wants to stop: all stop), or the replay's or the group's errors.
  * progress_sum (may be NULL) receives the sum of the ranks' progress. */
-int gb_shards_agree(gb_shards *S, const gb_replay_request *share, int stop, double progress,
-                    double *progress_sum, gb_error *err);
+int gb_shards_agree(gb_shards *S, const gb_replay_request *share, int stop, int hold,
+                    double progress, double *progress_sum, gb_error *err);
 
 /* One global selection and collection; every rank calls it together, after agreeing to take a
  * step (gb_shards_agree said go). req: the selector (the primary or another

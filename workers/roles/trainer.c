@@ -97,6 +97,8 @@ static void report(trainer *t, double env_progress)
         gb_metrics_set_table(m, (const int64_t *)t->ledger_rows, nt, GB_LEDGER_COLS, NULL);
     }
     gb_metrics_set(m, "progress", env_progress);
+    gb_metrics_set(m, "held", (double)t->held_at); /* launch/evals.h: held evaluations */
+    gb_metrics_set(m, "held_step", (double)t->held_step);
     /* the learner's columns: NaN where the algorithm has none, which the launcher writes empty
      * (metrics.csv) or leaves out (TensorBoard), as it does everything before this process's
      * first step; epsilon at the launcher's env step count (the policy workers' schedule) */
@@ -329,6 +331,25 @@ static int open_streams(trainer *t, gb_error *err)
     return 0;
 }
 
+/* Trainer 0 holds the learning once it wrote the checkpoint of the held request `hold` (the
+ * launcher evaluates it: runtime/streams/runctl.h) and learns again when the launcher releases
+ * it; the change is reported at once (*next_report). written: the requests met so far. */
+static void follow_hold(trainer *t, int64_t hold, int64_t written, double *next_report)
+{
+    int64_t at = hold > 0 && written >= hold ? hold : 0;
+    if (at == t->held_at)
+        return;
+    t->held_at = at;
+    t->held_step = gb_learning_train_steps(t->learning);
+    gb_learning_hold(t->learning, at > 0);
+    if (at)
+        GB_INFO("trainer: learning held at step %lld for an evaluation (request %lld)",
+                (long long)t->held_step, (long long)at);
+    else
+        GB_INFO("trainer: learning again from step %lld", (long long)t->held_step);
+    *next_report = 0;
+}
+
 /* The training loop, until the learning step says every trainer agreed to stop: trains,
  * publishes every trainer.push_params_every steps, reports and checkpoints. Returns 0 or the
  * error that ended it. */
@@ -343,7 +364,7 @@ static int train(trainer *t, gb_error *err)
     int reporting_fast = 0;
     /* the launcher asks trainer 0 for a checkpoint to evaluate (launch/evals.h): one more
      * request than seen so far writes one now (a restarted trainer 0: one, for a request its
-     * predecessor may not have met) */
+     * predecessor may not have met), and a held request holds the learning after it */
     int64_t checkpoints_seen = 0;
     /* With several trainers every step, and the stop, is agreed by all of them. */
     int publishing = t->publisher != NULL;
@@ -384,12 +405,14 @@ static int train(trainer *t, gb_error *err)
             next_report = gb_now_s() + (reporting_fast ? 0.02 : gb_worker_report_interval(w));
         }
         int64_t asked = w->index == 0 ? gb_runctl_client_checkpoints(w->runctl) : 0;
+        int64_t hold = w->index == 0 ? gb_runctl_client_hold(w->runctl) : 0; /* after asked */
         if (gb_now_s() >= next_checkpoint || asked > checkpoints_seen) {
             checkpoints_seen = asked > checkpoints_seen ? asked : checkpoints_seen;
             if ((rc = checkpoint(t, err)))
                 return rc;
             next_checkpoint = gb_now_s() + cfg->trainer.checkpoint_every_s;
         }
+        follow_hold(t, hold, checkpoints_seen, &next_report);
     }
 }
 

@@ -403,6 +403,22 @@ static void test_runctl(void)
     printf("  a checkpoint request heard in %.1f ms\n", 1e3 * (gb_now_s() - t0));
     CHECK(gb_runctl_client_checkpoints(c[0]) == 1 && gb_now_s() - t0 < 0.25);
 
+    /* a held request: the hold comes with its count (never the count without it), at once;
+     * a release likewise */
+    CHECK(gb_runctl_client_hold(c[0]) == 0 && gb_runctl_client_hold(NULL) == 0);
+    CHECK(gb_runctl_server_request_hold(rs) == 2);
+    t0 = gb_now_s();
+    int64_t asked = 0;
+    while ((asked = gb_runctl_client_checkpoints(c[1])) != 2 && gb_now_s() - t0 < 2.0)
+        CHECK(asked == 1 || gb_runctl_client_hold(c[1]) == 2); /* count read first, as trainers */
+    CHECK(asked == 2 && gb_runctl_client_hold(c[1]) == 2 && gb_now_s() - t0 < 0.25);
+    gb_runctl_server_release(rs);
+    t0 = gb_now_s();
+    while (gb_runctl_client_hold(c[1]) != 0 && gb_now_s() - t0 < 2.0)
+        gb_sleep_ms(1);
+    CHECK(gb_runctl_client_hold(c[1]) == 0 && gb_runctl_client_checkpoints(c[1]) == 2 &&
+          gb_now_s() - t0 < 0.25);
+
     /* the registry serves beside the held watches */
     gb_registry_client_opts co = {ep, 2000, 0, 600, GB_ROLE_LAUNCHER, 0};
     gb_registry_client *reg;
