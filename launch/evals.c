@@ -214,37 +214,48 @@ static void judge(gb_evals *ev, gb_run_eval *r)
     }
 }
 
-/* Logs how the evaluation child ended, its results and the verdict on them. Returns as
- * log_results. */
+static void start(gb_evals *ev, const char *set, int64_t env_steps, int mode);
+
+/* Logs how the evaluation child ended, its results and the verdict on them (a film: its GIF);
+ * then releases a hold the verdict does not keep, and films a held crossing's first episode.
+ * Returns as log_results. */
 static int reaped(gb_evals *ev, int status, gb_error *err)
 {
-    int rc = 0;
-    double took = gb_now_s() - ev->pid_started;
-    ev->quiet_until = gb_now_s() + took;
+    int rc = 0, mode = ev->pid_mode;
+    if (mode != GB_EVALS_FILM)
+        ev->quiet_until = gb_now_s() + (gb_now_s() - ev->pid_started);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         gb_run_eval r = {0};
-        if (ev->pid_video)
+        if (mode != GB_EVALS_PLAY)
             GB_INFO("evaluation at %lld env steps done: videos/eval_%lld.mp4",
                     (long long)ev->pid_env_steps, (long long)ev->pid_env_steps);
-        if (read_report(ev, &r) == 0)
+        if (mode != GB_EVALS_FILM && read_report(ev, &r) == 0)
             judge(ev, &r);
-        rc = log_results(ev, &r, ev->pid_video, err);
+        rc = log_results(ev, &r, mode != GB_EVALS_PLAY, err);
     } else {
         ev->failed++;
-        GB_WARN("evaluation at %lld env steps failed (%s %d): see logs/eval_%lld.log",
+        GB_WARN("evaluation at %lld env steps failed (%s %d): see logs/eval_%lld%s.log",
                 (long long)ev->pid_env_steps, WIFEXITED(status) ? "exit status" : "signal",
                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-                (long long)ev->pid_env_steps);
+                (long long)ev->pid_env_steps, mode == GB_EVALS_FILM ? ".film" : "");
     }
     ev->pid = 0;
     if (!ev->solved) /* held: the run goes on learning; solved, it ends on the policy played */
         release(ev);
+    if (mode == GB_EVALS_PLAY && ev->film_after) { /* the same policy, the hold let go */
+        char set[32];
+        snprintf(set, sizeof set, "%s", ev->pid_set);
+        ev->film_after = 0;
+        start(ev, set, ev->pid_env_steps, GB_EVALS_FILM);
+    }
     return rc;
 }
 
-/* Starts `gearbox eval` on checkpoint set `set` for the evaluation at env_steps, with a video
- * or not. */
-static void start(gb_evals *ev, const char *set, int64_t env_steps, int video)
+/* Starts `gearbox eval` on checkpoint set `set` for the evaluation at env_steps: its episodes
+ * (GB_EVALS_PLAY), those and the video of the first (GB_EVALS_PLAY_FILM), or only the video of
+ * the first (GB_EVALS_FILM: one episode, the same as the first of the others, deterministic and
+ * seeded alike; its JSON is not kept). */
+static void start(gb_evals *ev, const char *set, int64_t env_steps, int mode)
 {
     char dir[2400], mp4[2400], gif[2400], json[2400], log[2400], episodes[32], seed[32];
     snprintf(dir, sizeof dir, "%s/videos", ev->run_dir);
@@ -252,25 +263,27 @@ static void start(gb_evals *ev, const char *set, int64_t env_steps, int video)
         GB_WARN("evaluation: cannot make %s: %s", dir, strerror(errno));
         return;
     }
+    int film = mode == GB_EVALS_FILM;
     snprintf(mp4, sizeof mp4, "%s/videos/eval_%lld.mp4", ev->run_dir, (long long)env_steps);
     snprintf(gif, sizeof gif, "%s/videos/eval_%lld.gif", ev->run_dir, (long long)env_steps);
     snprintf(json, sizeof json, "%s/videos/eval_%lld.json", ev->run_dir, (long long)env_steps);
-    snprintf(log, sizeof log, "%s/logs/eval_%lld.log", ev->run_dir, (long long)env_steps);
-    snprintf(episodes, sizeof episodes, "%lld", (long long)ev->episodes);
+    snprintf(log, sizeof log, "%s/logs/eval_%lld%s.log", ev->run_dir, (long long)env_steps,
+             film ? ".film" : "");
+    snprintf(episodes, sizeof episodes, "%lld", film ? 1LL : (long long)ev->episodes);
     snprintf(seed, sizeof seed, "%lld", (long long)ev->seed);
     /* without a video the list ends before --video; the video films the first episode (all
      * of them take seconds to encode, and the verdict waits for them) */
     const char *argv[] = {ev->exe, "eval", ev->run_dir, "--checkpoint", set,
                           "--episodes", episodes, "--deterministic", "--json", "--seed", seed,
-                          video ? "--video" : NULL, mp4, "--gif", gif, "--video-episodes",
-                          "1", NULL};
+                          mode != GB_EVALS_PLAY ? "--video" : NULL, mp4, "--gif", gif,
+                          "--video-episodes", "1", NULL};
     pid_t pid = fork();
     if (pid < 0) {
         GB_WARN("evaluation: fork: %s", strerror(errno));
         return;
     }
     if (pid == 0) {
-        int out = open(json, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        int out = open(film ? "/dev/null" : json, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
         int err = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
         int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (out < 0 || err < 0 || in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
@@ -285,11 +298,17 @@ static void start(gb_evals *ev, const char *set, int64_t env_steps, int video)
     snprintf(ev->pid_set, sizeof ev->pid_set, "%s", set);
     ev->pid_env_steps = env_steps;
     ev->pid_started = gb_now_s();
-    ev->pid_video = video;
+    ev->pid_mode = mode;
+    if (film) {
+        GB_INFO("evaluation at %lld env steps: filming its first episode (pid %d)",
+                (long long)env_steps, (int)pid);
+        return;
+    }
     ev->started++;
     GB_INFO("evaluation at %lld env steps started on checkpoint step %lld (pid %d)%s%s",
             (long long)env_steps, (long long)ev->last_step, (int)pid,
-            video ? "" : ", for the verdict", ev->hold_req ? ", the trainers held at it" : "");
+            ev->pid_verdict ? ", for the verdict" : "",
+            ev->hold_req ? ", the trainers held at it" : "");
 }
 
 /* Starts the evaluation due (a crossing's, with a video; or the verdict's) on checkpoint ck at
@@ -299,8 +318,12 @@ static void start_on(gb_evals *ev, const gb_checkpoint_files *ck, int64_t env_st
 {
     ev->last_step = ck->step;
     int video = ev->pending;
+    ev->pid_verdict = !video;
     ev->pending = ev->pending_verdict = 0;
-    start(ev, pin_set(ev, ck, "evaluating") == 0 ? "evaluating" : "trainer-0", env_steps, video);
+    /* held: the video is filmed after the verdict, so that the hold lasts only the episodes */
+    ev->film_after = video && ev->hold_req;
+    int mode = video && !ev->hold_req ? GB_EVALS_PLAY_FILM : GB_EVALS_PLAY;
+    start(ev, pin_set(ev, ck, "evaluating") == 0 ? "evaluating" : "trainer-0", env_steps, mode);
 }
 
 /* Starts the evaluation due on trainer 0's newest checkpoint, once one newer than the last
@@ -408,6 +431,7 @@ int gb_evals_finish(gb_evals *ev, int64_t env_steps, double wait_s, gb_error *er
     gb_error later = {0};
     int rc = wait_child(ev, wait_s, err);
     ev->next = INT64_MAX; /* no new crossing: only one still pending starts */
+    ev->hold_req = 0;      /* the workers stopped: the final checkpoint is what any hold kept */
     int rc2 = gb_evals_poll(ev, env_steps, NULL, rc ? &later : err);
     rc = rc ? rc : rc2;
     rc2 = wait_child(ev, wait_s, rc ? &later : err);

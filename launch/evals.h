@@ -39,7 +39,10 @@
  * run goes on; one that reaches the target keeps it, so the run ends on the policy it evaluated:
  * the trainers' final checkpoint is that policy. A trainer 0 that does not hold within
  * GB_EVALS_HOLD_WAIT_S (a restart, a checkpoint that takes long) is not waited for: the hold is
- * released and that evaluation plays the newest checkpoint, as without the hold.
+ * released and that evaluation plays the newest checkpoint, as without the hold. A held
+ * crossing's video is filmed after its verdict, by a second child (GB_EVALS_FILM) that plays its
+ * first episode again (deterministic and seeded alike: the same episode), so that the hold
+ * lasts only the episodes, not the encoding.
  * defines: gb_evals, gb_evals_opts, gb_evals_init, gb_evals_poll,
  *          gb_evals_verdict_due, gb_evals_finish */
 #ifndef GB_LAUNCH_EVALS_H
@@ -56,6 +59,8 @@
 #define GB_EVALS_GIF_MAX (4 << 20) /* bytes of a GIF logged to TensorBoard */
 #define GB_EVALS_HOLD_WAIT_S 60.0  /* the longest an evaluation waits for trainer 0's hold */
 
+enum { GB_EVALS_PLAY, GB_EVALS_PLAY_FILM, GB_EVALS_FILM }; /* what an evaluation child does */
+
 typedef struct gb_evals {
     int64_t every, episodes, seed; /* 0 every: off, every call a no-op */
     double target;                 /* the verdict's target_return; NAN: no verdict */
@@ -68,7 +73,9 @@ typedef struct gb_evals {
     char pid_set[32];              /* the checkpoint set it plays ("evaluating": pinned) */
     int64_t pid_env_steps;         /* its <env_steps> */
     double pid_started;            /* when it started (gb_now_s) */
-    int pid_video;                 /* it makes a video (a crossing's; not one for the verdict) */
+    int pid_mode;                  /* what it does: GB_EVALS_PLAY, _PLAY_FILM or _FILM */
+    int pid_verdict;               /* it is the verdict's (no crossing's) */
+    int film_after;                /* a held crossing's video is filmed once it ends */
     double quiet_until;            /* no evaluation for the verdict is asked before this */
     gb_runctl_server *ctl;         /* where checkpoints (and holds) are asked for; NULL: none */
     int hold;                      /* held evaluations (see the top) */

@@ -1,7 +1,7 @@
 /* launch/restart_window.h: launch.restart's sliding window: at most max_restarts restarts within
- * any window_s seconds (a failure long ago uses up nothing), counted as the watchdog counts the
- * launcher's restarts (there over all its workers). gearbox join keeps one per joined trainer:
- * it sees only its own. The times are a monotonic clock's, in seconds.
+ * any window_s seconds (a failure long ago uses up nothing). The launcher's watchdog keeps one
+ * over all its workers (launch/watchdog.h); gearbox join keeps one per joined trainer: it sees
+ * only its own. The times are a monotonic clock's, in seconds.
  * defines: gb_restart_window, gb_restart_window_allows, gb_restart_window_note,
  *          gb_restart_window_free */
 #ifndef GB_LAUNCH_RESTART_WINDOW_H

@@ -73,6 +73,7 @@ int gb_watchdog_init(gb_watchdog *wd, const gb_config *cfg, gb_supervisor *sup,
 void gb_watchdog_free(gb_watchdog *wd)
 {
     free(wd->restarts);
+    gb_restart_window_free(&wd->window);
     free(wd->dead);
     memset(wd, 0, sizeof *wd);
 }
@@ -87,14 +88,18 @@ static int restartable(const gb_watchdog *wd, const gb_child *c)
            (role == GB_ROLE_TRAINER && (wd->cfg->trainer.count == 1 || wd->runctl));
 }
 
-/* Restarts within the last window_s. */
-static int64_t recent(const gb_watchdog *wd, double t)
+/* Room for one more restart in wd->restarts. Returns 0, or -1 without memory. */
+static int grow_restarts(gb_watchdog *wd)
 {
-    int64_t n = 0;
-    const double since = t - wd->cfg->launch.restart.window_s;
-    for (int i = wd->nrestarts - 1; i >= 0 && wd->restarts[i].at_s > since; i--)
-        n++;
-    return n;
+    if (wd->nrestarts < wd->restarts_cap)
+        return 0;
+    int cap = wd->restarts_cap ? 2 * wd->restarts_cap : 16;
+    gb_run_restart *r = realloc(wd->restarts, (size_t)cap * sizeof *r);
+    if (!r)
+        return -1;
+    wd->restarts = r;
+    wd->restarts_cap = cap;
+    return 0;
 }
 
 /* Notes what actor (index, incarnation)'s process had reported (the sample ledger's view of
@@ -154,7 +159,7 @@ static int restart(gb_watchdog *wd, gb_child *c, const char *what, char *why, si
                  c->index, what);
         return 1;
     }
-    if (recent(wd, t) >= rb->max_restarts) {
+    if (!gb_restart_window_allows(&wd->window, t, rb->max_restarts, rb->window_s)) {
         snprintf(why, n, "worker %s-%d %s; no restart left (launch.restart allows %lld within "
                  "%g s)", c->role, c->index, what, (long long)rb->max_restarts, rb->window_s);
         return 1;
@@ -166,16 +171,10 @@ static int restart(gb_watchdog *wd, gb_child *c, const char *what, char *why, si
     /* a report the dead process left on its way arriving now would change the counts the
      * collector carries, but not what was remembered above: the ledger would not balance */
     gb_metrics_collector_retire(wd->mc, role_of(c), c->index, c->incarnation);
-    if (wd->nrestarts == wd->restarts_cap) {
-        int cap = wd->restarts_cap ? 2 * wd->restarts_cap : 16;
-        gb_run_restart *r = realloc(wd->restarts, (size_t)cap * sizeof *r);
-        if (!r) {
-            snprintf(why, n, "worker %s-%d %s; out of memory to restart it", c->role, c->index,
-                     what);
-            return 1;
-        }
-        wd->restarts = r;
-        wd->restarts_cap = cap;
+    if (grow_restarts(wd) || gb_restart_window_note(&wd->window, t)) {
+        snprintf(why, n, "worker %s-%d %s; out of memory to restart it", c->role, c->index,
+                 what);
+        return 1;
     }
     gb_run_restart *r = &wd->restarts[wd->nrestarts++];
     snprintf(r->worker, sizeof r->worker, "%s-%d", c->role, c->index);

@@ -9,6 +9,7 @@
 #ifndef GB_LAUNCH_WATCHDOG_H
 #define GB_LAUNCH_WATCHDOG_H
 
+#include "launch/restart_window.h"
 #include "launch/supervisor.h"
 #include "runtime/config/config.h"
 #include "runtime/run/metrics.h"
@@ -31,6 +32,7 @@ typedef struct gb_watchdog {
     double t0;
     gb_run_restart *restarts; /* [nrestarts] */
     int nrestarts, restarts_cap;
+    gb_restart_window window; /* their times: launch.restart's sliding window */
     gb_dead_actor *dead; /* [ndead] */
     int ndead, dead_cap;
     int ledger_lost; /* a killed trainer kept its ledger in process memory: the ledger is unknown */
