@@ -122,7 +122,8 @@ static int read_report(const gb_evals *ev, gb_run_eval *r)
     *r = (gb_run_eval){.valid = 1, .return_mean = v[0], .return_std = v[1],
                        .length_mean = v[2], .episodes = (int64_t)v[3],
                        .env_steps = ev->pid_env_steps, .checkpoint_step = (int64_t)v[4],
-                       .reached_target = !isnan(ev->target) && v[0] >= ev->target};
+                       .reached_target = !isnan(ev->target) && v[0] >= ev->target,
+                       .held = ev->hold_req != 0}; /* released only after this */
     return 0;
 }
 

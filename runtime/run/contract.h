@@ -78,7 +78,8 @@
  * episodes, target_return, solved (the stop rule said solved), solved_by ("evaluation" or
  * "training_episodes": what solved rests on), evaluation (null, or the evaluation that decided,
  * else the last that finished: return_mean, return_std, length_mean, episodes, env_steps,
- * checkpoint_step, reached_target), evaluations (how many finished), exit_reason, error (when
+ * checkpoint_step, reached_target, held: the trainers held at its checkpoint while it played,
+ * so that one that decided is the run's final policy), evaluations (how many finished), exit_reason, error (when
  * the run failed), workers {actors, policies, trainers, joined}, envs,
  * reports_rejected (metrics reports the launcher refused), auth_refused (CURVE runs), resumed
  * (a resumed run), samples {chunks_sent, dropped,

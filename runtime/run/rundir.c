@@ -441,9 +441,9 @@ static void write_evaluation(FILE *f, const gb_run_eval *e, int64_t evaluations)
         fputs(", \"length_mean\": ", f);
         json_number(f, e->length_mean);
         fprintf(f, ", \"episodes\": %lld, \"env_steps\": %lld, \"checkpoint_step\": %lld, "
-                   "\"reached_target\": %s}",
+                   "\"reached_target\": %s, \"held\": %s}",
                 (long long)e->episodes, (long long)e->env_steps, (long long)e->checkpoint_step,
-                e->reached_target ? "true" : "false");
+                e->reached_target ? "true" : "false", e->held ? "true" : "false");
     }
     fprintf(f, ",\n  \"evaluations\": %lld", (long long)evaluations);
 }

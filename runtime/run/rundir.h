@@ -58,6 +58,8 @@ typedef struct gb_run_eval {
     int64_t env_steps;          /* the run's env steps when it started */
     int64_t checkpoint_step;    /* the training step of the checkpoint it played */
     int reached_target;         /* return_mean >= the config's target_return */
+    int held;                   /* the trainers were held at that checkpoint while it played
+                                   (experiment.eval_hold): deciding, it is the final policy */
 } gb_run_eval;
 
 /* An experiment tracker's outcome (experiment.trackers, launch/trackers.h): in summary.json's

@@ -108,6 +108,7 @@ import json, sys
 e = json.load(open(sys.argv[1]))["evaluation"]
 print("deciding evaluation:", e)
 assert e["return_mean"] >= 475 and e["episodes"] == 5 and e["checkpoint_step"] >= 0
+assert e["held"] is True
 assert e["env_steps"] > 0
 PY
 ok "solved by an evaluation at the target"
