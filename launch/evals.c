@@ -203,7 +203,7 @@ static void judge(gb_evals *ev, gb_run_eval *r)
     if (r->reached_target && !ev->solved) {
         ev->solved = 1;
         ev->decided = *r;
-        /* the policy the verdict rests on stays: the trainers go on until they stop */
+        /* the policy the verdict rests on stays (without a hold the trainers go on) */
         char dir[2100];
         gb_checkpoint_files played;
         gb_error ignored = {0};

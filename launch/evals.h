@@ -20,9 +20,9 @@
  * The verdict (runtime/run/contract.h): with eval_every > 0 and a target_return, evaluations
  * decide whether the run is solved. Each one's mean return is compared with the target; the
  * first at or above it makes gb_evals.solved 1 and is kept as gb_evals.decided (logged, and in
- * summary.json), and its policy is kept as the set checkpoints/solved.checkpoint (the
- * trainers go on until they stop: a plain `gearbox eval RUN_DIR` of a run that ended solved
- * plays the policy the verdict rests on, `--checkpoint trainer-0` the last one). When the
+ * summary.json), and its policy is kept as the set checkpoints/solved.checkpoint (a plain
+ * `gearbox eval RUN_DIR` of a run that ended solved plays it; `--checkpoint trainer-0` the last
+ * one, the same policy when the evaluation was held, else a few steps later). When the
  * training episodes' window reaches the target the launcher asks for an evaluation at once
  * (gb_evals_verdict_due): it waits for a checkpoint written after the ask (trainer 0 writes one
  * when asked, runtime/streams/runctl.h) and makes no video (it is for the verdict; its report is
