@@ -68,7 +68,10 @@ static void eval_usage(FILE *out)
             "                     return_mean, return_std, length_mean, length_std, returns,\n"
             "                     lengths, frames, checkpoint, checkpoint_step, ...\n"
             "  --seed S           seed of the environment and of sampled actions (default: the\n"
-            "                     run's experiment.seed)\n\n"
+            "                     run's experiment.seed)\n"
+            "  --wait-stdin       load the model library, then wait for a line on standard\n"
+            "                     input before reading the checkpoint (the launcher's held\n"
+            "                     evaluations start it while the trainers are asked to hold)\n\n"
             "exit status: 0 done, 1 failure while playing or encoding, 2 usage error, not a run\n"
             "directory, no checkpoint, or --video for an environment without render\n",
             EVAL_GIF_FPS, EVAL_GIF_WIDTH);
@@ -77,7 +80,7 @@ static void eval_usage(FILE *out)
 typedef struct eval_opts {
     const char *run_dir, *checkpoint, *video, *gif;
     long long episodes, fps, seed, video_episodes;
-    int deterministic, json, have_seed;
+    int deterministic, json, have_seed, wait_stdin;
 } eval_opts;
 
 static int parse_count(const char *opt, const char *v, long long lo, long long hi, long long *out)
@@ -94,7 +97,7 @@ static int parse_count(const char *opt, const char *v, long long lo, long long h
 }
 
 enum { OPT_EPISODES = 256, OPT_FPS, OPT_SEED, OPT_CHECKPOINT, OPT_VIDEO, OPT_GIF,
-       OPT_DETERMINISTIC, OPT_JSON, OPT_VIDEO_EPISODES };
+       OPT_DETERMINISTIC, OPT_JSON, OPT_VIDEO_EPISODES, OPT_WAIT_STDIN };
 
 static const struct option eval_options[] = {
     {"episodes", required_argument, NULL, OPT_EPISODES},
@@ -106,6 +109,7 @@ static const struct option eval_options[] = {
     {"video-episodes", required_argument, NULL, OPT_VIDEO_EPISODES},
     {"deterministic", no_argument, NULL, OPT_DETERMINISTIC},
     {"json", no_argument, NULL, OPT_JSON},
+    {"wait-stdin", no_argument, NULL, OPT_WAIT_STDIN},
     {NULL, 0, NULL, 0},
 };
 
@@ -125,6 +129,7 @@ static int take_eval(void *ctx, int opt, const char *arg)
         return parse_count("--video-episodes", arg, 1, EVAL_MAX_EPISODES, &o->video_episodes);
     case OPT_DETERMINISTIC: o->deterministic = 1; return 0;
     case OPT_JSON: o->json = 1; return 0;
+    case OPT_WAIT_STDIN: o->wait_stdin = 1; return 0;
     case GB_CLI_NO_VALUE:
         fprintf(stderr, "gearbox eval: %s needs a value\n", arg);
         return -1;
@@ -159,8 +164,9 @@ static int parse_args(int argc, char **argv, eval_opts *o)
 
 /* The set a plain `gearbox eval RUN_DIR` plays: the policy the run delivered. A run that ended
  * solved by an evaluation (summary.json) delivered the policy that evaluation played, pinned
- * as checkpoints/solved: its trainer went on training until the workers stopped, and that last
- * set can play worse (SAC on Hopper: 560-2294 where the evaluated policy made 2687-3215,
+ * as checkpoints/solved: its last set too when the evaluation held the trainers
+ * (experiment.eval_hold); without the hold they trained on until the workers stopped, and that
+ * last set can play worse (SAC on Hopper: 560-2294 where the evaluated policy made 2687-3215,
  * docs/benchmarks.md). Any other run (or a solved one whose pin is gone): its last set. */
 static const char *delivered_checkpoint(const char *run_dir)
 {
@@ -503,6 +509,21 @@ static void report(const eval_opts *o, const gb_config *cfg, const eval_state *s
     printf(", \"frames\": %lld}\n", (long long)s->video.frames);
 }
 
+/* --wait-stdin: loads libtorch (most of a small evaluation's start: about 0.4 s here), then
+ * waits for a line on standard input. Returns 0, or -1 when the input ends without one (the
+ * launcher gave up on this evaluation). A library that does not load fails later, as without. */
+static int wait_for_go(void)
+{
+    gb_error ignored = {0};
+    gb_torch_load(&ignored);
+    char line[16];
+    if (!fgets(line, sizeof line, stdin)) {
+        fprintf(stderr, "gearbox eval: standard input ended before the go (--wait-stdin)\n");
+        return -1;
+    }
+    return 0;
+}
+
 int gb_cmd_eval(int argc, char **argv)
 {
     if (gb_wants_help(argc, argv)) {
@@ -526,6 +547,8 @@ int gb_cmd_eval(int argc, char **argv)
         fprintf(stderr, "gearbox eval: %s\n", err.msg);
         return GB_EXIT_USAGE;
     }
+    if (o.wait_stdin && wait_for_go() != 0)
+        return GB_EXIT_FAILURE;
     gb_checkpoint_files ck = {0};
     int urc = find_model(&o, &cfg, &ck);
     if (urc != GB_EXIT_OK)

@@ -33,6 +33,7 @@ void gb_evals_init(gb_evals *ev, const gb_evals_opts *o)
     ev->target = o->every > 0 ? o->target : NAN;
     ev->ctl = o->ctl;
     ev->hold = o->hold && o->ctl && !isnan(ev->target);
+    ev->go_fd = -1;
     ev->last_step = -1;
     ev->want_step = -1;
     if (o->every > 0)
@@ -215,7 +216,7 @@ static void judge(gb_evals *ev, gb_run_eval *r)
     }
 }
 
-static void start(gb_evals *ev, const char *set, int64_t env_steps, int mode);
+static void start(gb_evals *ev, const char *set, int64_t env_steps, int mode, int wait);
 
 /* Logs how the evaluation child ended, its results and the verdict on them (a film: its GIF);
  * then releases a hold the verdict does not keep, and films a held crossing's first episode.
@@ -241,22 +242,37 @@ static int reaped(gb_evals *ev, int status, gb_error *err)
                 (long long)ev->pid_env_steps, mode == GB_EVALS_FILM ? ".film" : "");
     }
     ev->pid = 0;
+    if (ev->go_fd >= 0) { /* it ended before its go: this evaluation is dropped, not retried */
+        close(ev->go_fd);
+        ev->go_fd = -1;
+        ev->pending = ev->pending_verdict = 0;
+    }
     if (!ev->solved) /* held: the run goes on learning; solved, it ends on the policy played */
         release(ev);
     if (mode == GB_EVALS_PLAY && ev->film_after) { /* the same policy, the hold let go */
         char set[32];
         snprintf(set, sizeof set, "%s", ev->pid_set);
         ev->film_after = 0;
-        start(ev, set, ev->pid_env_steps, GB_EVALS_FILM);
+        start(ev, set, ev->pid_env_steps, GB_EVALS_FILM, 0);
     }
     return rc;
+}
+
+/* Logs that the evaluation at ev->pid_env_steps plays checkpoint step ev->last_step now. */
+static void log_started(const gb_evals *ev)
+{
+    GB_INFO("evaluation at %lld env steps started on checkpoint step %lld (pid %d)%s%s",
+            (long long)ev->pid_env_steps, (long long)ev->last_step, (int)ev->pid,
+            ev->pid_verdict ? ", for the verdict" : "",
+            ev->hold_req ? ", the trainers held at it" : "");
 }
 
 /* Starts `gearbox eval` on checkpoint set `set` for the evaluation at env_steps: its episodes
  * (GB_EVALS_PLAY), those and the video of the first (GB_EVALS_PLAY_FILM), or only the video of
  * the first (GB_EVALS_FILM: one episode, the same as the first of the others, deterministic and
- * seeded alike; its JSON is not kept). */
-static void start(gb_evals *ev, const char *set, int64_t env_steps, int mode)
+ * seeded alike; its JSON is not kept). wait: it loads its library and waits for its go on
+ * ev->go_fd (gearbox eval --wait-stdin; go_held). */
+static void start(gb_evals *ev, const char *set, int64_t env_steps, int mode, int wait)
 {
     char dir[2400], mp4[2400], gif[2400], json[2400], log[2400], episodes[32], seed[32];
     snprintf(dir, sizeof dir, "%s/videos", ev->run_dir);
@@ -272,21 +288,35 @@ static void start(gb_evals *ev, const char *set, int64_t env_steps, int mode)
              film ? ".film" : "");
     snprintf(episodes, sizeof episodes, "%lld", film ? 1LL : (long long)ev->episodes);
     snprintf(seed, sizeof seed, "%lld", (long long)ev->seed);
-    /* without a video the list ends before --video; the video films the first episode (all
-     * of them take seconds to encode, and the verdict waits for them) */
-    const char *argv[] = {ev->exe, "eval", ev->run_dir, "--checkpoint", set,
-                          "--episodes", episodes, "--deterministic", "--json", "--seed", seed,
-                          mode != GB_EVALS_PLAY ? "--video" : NULL, mp4, "--gif", gif,
-                          "--video-episodes", "1", NULL};
+    /* the video films the first episode (all of them take seconds to encode, and the verdict
+     * waits for them) */
+    const char *argv[20] = {ev->exe, "eval", ev->run_dir, "--checkpoint", set, "--episodes",
+                            episodes, "--deterministic", "--json", "--seed", seed};
+    int n = 11;
+    if (wait)
+        argv[n++] = "--wait-stdin";
+    if (mode != GB_EVALS_PLAY) {
+        const char *video[] = {"--video", mp4, "--gif", gif, "--video-episodes", "1"};
+        for (int i = 0; i < 6; i++)
+            argv[n++] = video[i];
+    }
+    argv[n] = NULL;
+    int go[2] = {-1, -1};
+    if (wait && pipe2(go, O_CLOEXEC) != 0) {
+        GB_WARN("evaluation: pipe: %s", strerror(errno));
+        return;
+    }
     pid_t pid = fork();
     if (pid < 0) {
         GB_WARN("evaluation: fork: %s", strerror(errno));
+        if (wait)
+            close(go[0]), close(go[1]);
         return;
     }
     if (pid == 0) {
         int out = open(film ? "/dev/null" : json, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
         int err = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-        int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        int in = wait ? go[0] : open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (out < 0 || err < 0 || in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
             dup2(err, 2) < 0)
             _exit(126);
@@ -294,6 +324,10 @@ static void start(gb_evals *ev, const char *set, int64_t env_steps, int mode)
         execv(ev->exe, (char *const *)argv);
         fprintf(stderr, "exec %s: %s\n", ev->exe, strerror(errno));
         _exit(127);
+    }
+    if (wait) {
+        close(go[0]);
+        ev->go_fd = go[1];
     }
     ev->pid = pid;
     snprintf(ev->pid_set, sizeof ev->pid_set, "%s", set);
@@ -306,10 +340,8 @@ static void start(gb_evals *ev, const char *set, int64_t env_steps, int mode)
         return;
     }
     ev->started++;
-    GB_INFO("evaluation at %lld env steps started on checkpoint step %lld (pid %d)%s%s",
-            (long long)env_steps, (long long)ev->last_step, (int)pid,
-            ev->pid_verdict ? ", for the verdict" : "",
-            ev->hold_req ? ", the trainers held at it" : "");
+    if (!wait)
+        log_started(ev);
 }
 
 /* Starts the evaluation due (a crossing's, with a video; or the verdict's) on checkpoint ck at
@@ -321,10 +353,8 @@ static void start_on(gb_evals *ev, const gb_checkpoint_files *ck, int64_t env_st
     int video = ev->pending;
     ev->pid_verdict = !video;
     ev->pending = ev->pending_verdict = 0;
-    /* held: the video is filmed after the verdict, so that the hold lasts only the episodes */
-    ev->film_after = video && ev->hold_req;
-    int mode = video && !ev->hold_req ? GB_EVALS_PLAY_FILM : GB_EVALS_PLAY;
-    start(ev, pin_set(ev, ck, "evaluating") == 0 ? "evaluating" : "trainer-0", env_steps, mode);
+    start(ev, pin_set(ev, ck, "evaluating") == 0 ? "evaluating" : "trainer-0", env_steps,
+          video ? GB_EVALS_PLAY_FILM : GB_EVALS_PLAY, 0);
 }
 
 /* Starts the evaluation due on trainer 0's newest checkpoint, once one newer than the last
@@ -341,38 +371,56 @@ static void start_newest(gb_evals *ev, int64_t env_steps)
     start_on(ev, &ck, env_steps);
 }
 
-/* A held evaluation: asks for the checkpoint and the hold, then starts once trainer 0 holds at
- * that request and its checkpoint set is of the step it holds at. Past GB_EVALS_HOLD_WAIT_S the
- * hold is released and the newest checkpoint played. */
-static void start_held(gb_evals *ev, int64_t env_steps, const gb_metrics_collector *mc)
+/* A held evaluation: asks for the checkpoint and the hold, and starts its process, which loads
+ * its library meanwhile and waits for its go (go_held). */
+static void start_held(gb_evals *ev, int64_t env_steps)
 {
-    if (ev->hold_req == 0) {
-        ev->hold_req = gb_runctl_server_request_hold(ev->ctl);
-        ev->hold_asked = gb_now_s();
-        return;
-    }
+    ev->hold_req = gb_runctl_server_request_hold(ev->ctl);
+    ev->hold_asked = gb_now_s();
+    start(ev, "evaluating", env_steps, GB_EVALS_PLAY, 1);
+    if (ev->pid <= 0) /* it could not start: nothing to hold for (the next poll tries again) */
+        release(ev);
+}
+
+/* The waiting process's go: once trainer 0 holds at the request and its checkpoint set is of
+ * the step it holds at, that set is pinned and played. final (the workers stopped): at once, on
+ * the final set. Past GB_EVALS_HOLD_WAIT_S the hold is released and the newest set played; with
+ * no set at all by then the process is stopped (reaped as failed). */
+static void go_held(gb_evals *ev, const gb_metrics_collector *mc, int final)
+{
     char dir[2100];
     snprintf(dir, sizeof dir, "%s/checkpoints", ev->run_dir);
     gb_checkpoint_files ck;
     gb_error ignored = {0};
-    double held = gb_metrics_get(mc, GB_ROLE_TRAINER, 0, "held"); /* NaN: none reported */
-    double held_step = gb_metrics_get(mc, GB_ROLE_TRAINER, 0, "held_step");
-    if (held != (double)ev->hold_req || gb_checkpoint_find(dir, "trainer-0", &ck, &ignored) ||
-        (double)ck.step != held_step) {
-        if (gb_now_s() - ev->hold_asked < GB_EVALS_HOLD_WAIT_S)
-            return;
+    int found = gb_checkpoint_find(dir, "trainer-0", &ck, &ignored) == 0;
+    double held = mc ? gb_metrics_get(mc, GB_ROLE_TRAINER, 0, "held") : NAN; /* NaN: none */
+    double held_step = mc ? gb_metrics_get(mc, GB_ROLE_TRAINER, 0, "held_step") : NAN;
+    int ready = found && held == (double)ev->hold_req && (double)ck.step == held_step;
+    int late = final || gb_now_s() - ev->hold_asked >= GB_EVALS_HOLD_WAIT_S;
+    if (!ready && !late)
+        return;
+    if (!ready && !final) {
         GB_WARN("evaluation: trainer 0 did not hold at a checkpoint within %.0f s (request "
                 "%lld): evaluating the newest checkpoint while the trainers learn on",
                 GB_EVALS_HOLD_WAIT_S, (long long)ev->hold_req);
         ev->hold_missed++;
+    }
+    if (!ready)
         release(ev);
-        start_newest(ev, env_steps);
+    if (!found || pin_set(ev, &ck, "evaluating") != 0) {
+        kill(ev->pid, SIGKILL);
         return;
     }
-    ev->holds++;
-    start_on(ev, &ck, env_steps);
-    if (ev->pid <= 0) /* it could not start: nothing to hold for */
-        release(ev);
+    ev->last_step = ck.step;
+    ev->pid_verdict = !ev->pending;
+    ev->film_after = ev->pending; /* filmed after the verdict: the hold lasts the episodes */
+    ev->pending = ev->pending_verdict = 0;
+    ev->holds += ready;
+    if (write(ev->go_fd, "go\n", 3) != 3)
+        GB_WARN("evaluation: its go: %s", strerror(errno)); /* it ends: reaped as failed */
+    close(ev->go_fd);
+    ev->go_fd = -1;
+    log_started(ev);
 }
 
 int gb_evals_poll(gb_evals *ev, int64_t env_steps, const gb_metrics_collector *mc,
@@ -387,10 +435,12 @@ int gb_evals_poll(gb_evals *ev, int64_t env_steps, const gb_metrics_collector *m
         ev->pending = 1;
         ev->next = (env_steps / ev->every + 1) * ev->every;
     }
+    if (ev->go_fd >= 0 && ev->pid > 0)
+        go_held(ev, mc, mc == NULL);
     if ((!ev->pending && !ev->pending_verdict) || ev->pid > 0)
         return rc;
     if (ev->hold && mc)
-        start_held(ev, env_steps, mc);
+        start_held(ev, env_steps);
     else
         start_newest(ev, env_steps);
     return rc;
@@ -425,10 +475,13 @@ static int wait_child(gb_evals *ev, double wait_s, gb_error *err)
     }
 }
 
-int gb_evals_finish(gb_evals *ev, int64_t env_steps, double wait_s, gb_error *err)
+int gb_evals_finish(gb_evals *ev, int64_t env_steps, double wait_s,
+                    const gb_metrics_collector *mc, gb_error *err)
 {
     if (ev->every <= 0)
         return 0;
+    if (ev->go_fd >= 0 && ev->pid > 0) /* waiting for its go: the final set, held or not */
+        go_held(ev, mc, 1);
     gb_error later = {0};
     int rc = wait_child(ev, wait_s, err);
     ev->next = INT64_MAX; /* no new crossing: only one still pending starts */

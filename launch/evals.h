@@ -39,7 +39,9 @@
  * run goes on; one that reaches the target keeps it, so the run ends on the policy it evaluated:
  * the trainers' final checkpoint is that policy. A trainer 0 that does not hold within
  * GB_EVALS_HOLD_WAIT_S (a restart, a checkpoint that takes long) is not waited for: the hold is
- * released and that evaluation plays the newest checkpoint, as without the hold. A held
+ * released and that evaluation plays the newest checkpoint, as without the hold. Its process
+ * starts with the ask and loads its library while trainer 0 writes the checkpoint (`gearbox
+ * eval --wait-stdin`: about 0.4 s of a small evaluation's 0.5), then plays on its go. A held
  * crossing's video is filmed after its verdict, by a second child (GB_EVALS_FILM) that plays its
  * first episode again (deterministic and seeded alike: the same episode), so that the hold
  * lasts only the episodes, not the encoding.
@@ -76,6 +78,7 @@ typedef struct gb_evals {
     int pid_mode;                  /* what it does: GB_EVALS_PLAY, _PLAY_FILM or _FILM */
     int pid_verdict;               /* it is the verdict's (no crossing's) */
     int film_after;                /* a held crossing's video is filmed once it ends */
+    int go_fd;                     /* a held evaluation's process waits for its go here; -1 */
     double quiet_until;            /* no evaluation for the verdict is asked before this */
     gb_runctl_server *ctl;         /* where checkpoints (and holds) are asked for; NULL: none */
     int hold;                      /* held evaluations (see the top) */
@@ -126,11 +129,13 @@ struct gb_metrics_collector;
 int gb_evals_poll(gb_evals *ev, int64_t env_steps, const struct gb_metrics_collector *mc,
                   gb_error *err);
 
-/* At the end of the run, after the workers stopped (the trainers' final checkpoints written):
- * waits up to wait_s for a running evaluation; then a crossing still waiting for a checkpoint
+/* At the end of the run, after the workers stopped (the trainers' final checkpoints written;
+ * mc: their reports, for whether trainer 0 held): a held evaluation still waiting for its
+ * checkpoint plays the final one; then it waits up to wait_s for a running evaluation; then a crossing still waiting for a checkpoint
  * starts its evaluation on the final one, and that is waited for likewise. One still running
  * after wait_s is stopped (SIGTERM, then SIGKILL after 5 s) and reaped. env_steps: the run's
  * final count. Blocks. Returns as gb_evals_poll (the first error; it goes on regardless). */
-int gb_evals_finish(gb_evals *ev, int64_t env_steps, double wait_s, gb_error *err);
+int gb_evals_finish(gb_evals *ev, int64_t env_steps, double wait_s,
+                    const struct gb_metrics_collector *mc, gb_error *err);
 
 #endif

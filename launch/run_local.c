@@ -434,7 +434,8 @@ static double drain(launch *L)
     }
     /* a video being made is finished, not cut off; one still waiting for a checkpoint is made
      * from the final one (the trainers wrote it as they stopped) */
-    if (gb_evals_finish(&L->evals, (int64_t)L->row[GB_COL_ENV_STEPS], 120, &L->err) &&
+    if (gb_evals_finish(&L->evals, (int64_t)L->row[GB_COL_ENV_STEPS], 120, L->mc,
+                        &L->err) &&
         L->status == 0) {
         L->status = 1;
         L->exit_reason = "error";
