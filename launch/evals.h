@@ -117,10 +117,10 @@ void gb_evals_init(gb_evals *ev, const gb_evals_opts *o);
 int gb_evals_verdict_due(gb_evals *ev, int64_t train_steps);
 
 /* Called from the launcher's loop with the run's env steps and its workers' reports (mc, where
- * trainer 0's hold is heard; NULL once the workers stopped: nothing is held then): reaps a finished evaluation
- * (logging how it ended, its results to TensorBoard, and the verdict: gb_evals.solved when it
- * reached the target), notes a crossing, and starts an
- * evaluation when one is due and a new checkpoint exists. Never blocks (but for writing what
+ * trainer 0's hold is heard; NULL once the workers stopped: nothing is held then): reaps a
+ * finished evaluation (logging how it ended, its results to TensorBoard, and the verdict:
+ * gb_evals.solved when it reached the target), notes a crossing, and starts an evaluation when
+ * one is due and a new checkpoint exists (held: asks for it). Never blocks (but for writing what
  * an evaluation made to tb/: a GIF of at most GB_EVALS_GIF_MAX bytes). An evaluation's failure
  * (its exit status, a missing or unreadable JSON or GIF) is logged, never fatal to the run.
  * Returns 0, or GB_ESYS/GB_ENOMEM when writing tb/ failed (a full disk: that ends the run, as
@@ -131,8 +131,9 @@ int gb_evals_poll(gb_evals *ev, int64_t env_steps, const struct gb_metrics_colle
 
 /* At the end of the run, after the workers stopped (the trainers' final checkpoints written;
  * mc: their reports, for whether trainer 0 held): a held evaluation still waiting for its
- * checkpoint plays the final one; then it waits up to wait_s for a running evaluation; then a crossing still waiting for a checkpoint
- * starts its evaluation on the final one, and that is waited for likewise. One still running
+ * checkpoint plays the final one; then it waits up to wait_s for a running evaluation; then a
+ * crossing still waiting for a checkpoint starts its evaluation on the final one, and that is
+ * waited for likewise. One still running
  * after wait_s is stopped (SIGTERM, then SIGKILL after 5 s) and reaped. env_steps: the run's
  * final count. Blocks. Returns as gb_evals_poll (the first error; it goes on regardless). */
 int gb_evals_finish(gb_evals *ev, int64_t env_steps, double wait_s,

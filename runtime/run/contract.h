@@ -79,8 +79,8 @@
  * "training_episodes": what solved rests on), evaluation (null, or the evaluation that decided,
  * else the last that finished: return_mean, return_std, length_mean, episodes, env_steps,
  * checkpoint_step, reached_target, held: the trainers held at its checkpoint while it played,
- * so that one that decided is the run's final policy), evaluations (how many finished), exit_reason, error (when
- * the run failed), workers {actors, policies, trainers, joined}, envs,
+ * so that one that decided is the run's final policy), evaluations (how many finished),
+ * exit_reason, error (when the run failed), workers {actors, policies, trainers, joined}, envs,
  * reports_rejected (metrics reports the launcher refused), auth_refused (CURVE runs), resumed
  * (a resumed run), samples {chunks_sent, dropped,
  * chunks_received, discarded_at_stop, nonfinite, rejected, lost_in_crash, lost, chunks_trained,

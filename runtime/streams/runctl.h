@@ -35,8 +35,9 @@
  * (gb_runctl_server_request_hold), that request's number: trainer 0 writes the checkpoint, then
  * takes no training step (nor, through their agreement, do the other trainers) until the
  * launcher releases the hold, so that the policy an evaluation plays is the trainers' policy
- * still, and the run's final one when the evaluation ends the run. And the generation of the trainers' group, which goes up
- * when the launcher restarts one of several trainers: the others form the group again with it.
+ * still, and the run's final one when the evaluation ends the run. And the generation of the
+ * trainers' group, which goes up when the launcher restarts one of several trainers: the others
+ * form the group again with it.
  *
  * Transport: each worker's client thread keeps one watch request (GB_MSG_RUN_WATCH: the state it
  * knows, the state it confirms) outstanding at the registry's ROUTER. The server answers it
