@@ -83,9 +83,10 @@ python3 -c "import sys; sys.exit(0 if float('$mean') < 20 else 1)" ||
   fail "no evaluation counted"
 grep -q "short of the target 20" "$run/logs/launcher.log" || fail "the short evaluation not logged"
 ok "training episodes at the target, the policy at $mean over $n evaluation(s): not solved"
-# each evaluation held the learning at its checkpoint (experiment.eval_hold), and the short one
-# let it go on: the final checkpoint is past the last step held at
-held=$(grep -o "learning held at step [0-9]*" "$run/logs/trainer-0.log" | tail -1)
+# each evaluation held the learning at its checkpoint (experiment.eval_hold), and a short one
+# let it go on: the final checkpoint is past the first step held at (the last hold can come as
+# the run stops, released only after the trainers did)
+held=$(grep -o "learning held at step [0-9]*" "$run/logs/trainer-0.log" | head -1)
 last=$(sed -n 's/^step //p' "$run/checkpoints/trainer-0.checkpoint")
 grep -q "learning again from step ${held##* }" "$run/logs/trainer-0.log" && [ -n "$held" ] &&
   [ "$last" -gt "${held##* }" ] || fail "held evaluations: '$held', released?, final step $last"
