@@ -394,7 +394,8 @@ static void go_held(gb_evals *ev, const gb_metrics_collector *mc, int final)
     gb_error ignored = {0};
     int found = gb_checkpoint_find(dir, "trainer-0", &ck, &ignored) == 0;
     double held = mc ? gb_metrics_get(mc, GB_ROLE_TRAINER, 0, "held") : NAN; /* NaN: none */
-    double held_step = mc ? gb_metrics_get(mc, GB_ROLE_TRAINER, 0, "held_step") : NAN;
+    /* held, its train_steps is the step it holds at */
+    double held_step = mc ? gb_metrics_get(mc, GB_ROLE_TRAINER, 0, "train_steps") : NAN;
     int ready = found && held == (double)ev->hold_req && (double)ck.step == held_step;
     int late = final || gb_now_s() - ev->hold_asked >= GB_EVALS_HOLD_WAIT_S;
     if (!ready && !late)

@@ -34,7 +34,7 @@
  * Held evaluations (experiment.eval_hold, with a verdict): every evaluation, a crossing's or
  * the verdict's, asks trainer 0 for a checkpoint and a hold (gb_runctl_server_request_hold):
  * trainer 0 writes the checkpoint, then the trainers take no step, and trainer 0 reports the
- * request and the step it holds at (its metrics "held" and "held_step"). The
+ * request it holds at (its metric "held"; its train_steps are then the step). The
  * evaluation plays that checkpoint; one that falls short (or fails) releases the hold and the
  * run goes on; one that reaches the target keeps it, so the run ends on the policy it evaluated:
  * the trainers' final checkpoint is that policy. A trainer 0 that does not hold within

@@ -282,9 +282,10 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
         }
         return 2;
     }
-    if (L->held && !L->group) { /* nothing to agree on: wait as the rate limiter would */
+    if (L->held && !stop) { /* no step: wait as the rate limiter would (the others in theirs) */
         gb_sleep_ms((int)(timeout_s * 1000));
-        return 0;
+        if (!L->group)
+            return 0; /* several trainers: the agreement below says "not yet" to all */
     }
     gb_replay_request req = gb_replay_request_default(L->Bl);
     req.timeout_s = timeout_s;
@@ -294,8 +295,6 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
     int rc = 0;
     if (L->group) {
         double progress;
-        if (L->held && !stop) /* the others wait in their rate limiters meanwhile */
-            gb_sleep_ms((int)(timeout_s * 1000));
         if ((rc = gb_shards_agree(L->shards, &req, stop, L->held, L->progress, &progress,
                                   err)) != 1)
             return rc;

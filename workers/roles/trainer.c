@@ -98,7 +98,6 @@ static void report(trainer *t, double env_progress)
     }
     gb_metrics_set(m, "progress", env_progress);
     gb_metrics_set(m, "held", (double)t->held_at); /* launch/evals.h: held evaluations */
-    gb_metrics_set(m, "held_step", (double)t->held_step);
     /* the learner's columns: NaN where the algorithm has none, which the launcher writes empty
      * (metrics.csv) or leaves out (TensorBoard), as it does everything before this process's
      * first step; epsilon at the launcher's env step count (the policy workers' schedule) */
@@ -340,13 +339,13 @@ static void follow_hold(trainer *t, int64_t hold, int64_t written, double *next_
     if (at == t->held_at)
         return;
     t->held_at = at;
-    t->held_step = gb_learning_train_steps(t->learning);
+    long long step = (long long)gb_learning_train_steps(t->learning);
     gb_learning_hold(t->learning, at > 0);
     if (at)
-        GB_INFO("trainer: learning held at step %lld for an evaluation (request %lld)",
-                (long long)t->held_step, (long long)at);
+        GB_INFO("trainer: learning held at step %lld for an evaluation (request %lld)", step,
+                (long long)at);
     else
-        GB_INFO("trainer: learning again from step %lld", (long long)t->held_step);
+        GB_INFO("trainer: learning again from step %lld", step);
     *next_report = 0;
 }
 
