@@ -174,12 +174,27 @@ static int link_model(void *ctx, const char *model_path, const char *replay_path
     return 0;
 }
 
+/* The run's checkpoints/ folder into dir (2100 bytes). */
+static void checkpoints_dir(const gb_evals *ev, char dir[2100])
+{
+    snprintf(dir, 2100, "%s/checkpoints", ev->run_dir);
+}
+
+/* The checkpoint set `name` (trainer-0, evaluating, ...) into ck. Returns 1 when there is one. */
+static int find_set(const gb_evals *ev, const char *name, gb_checkpoint_files *ck)
+{
+    char dir[2100];
+    checkpoints_dir(ev, dir);
+    gb_error ignored = {0};
+    return gb_checkpoint_find(dir, name, ck, &ignored) == 0;
+}
+
 /* Pins the model of the checkpoint set `from` as the set `to` (no replay) in the run's
  * checkpoints/ at the same step. Returns 0, or -1 with the reason logged. */
 static int pin_set(const gb_evals *ev, const gb_checkpoint_files *from, const char *to)
 {
     char dir[2100];
-    snprintf(dir, sizeof dir, "%s/checkpoints", ev->run_dir);
+    checkpoints_dir(ev, dir);
     gb_error err = {0};
     if (gb_checkpoint_write(dir, to, from->step, 0, link_model, (void *)from->model, &err)) {
         GB_WARN("evaluation: cannot keep checkpoint step %lld as %s/%s.checkpoint: %s",
@@ -205,11 +220,8 @@ static void judge(gb_evals *ev, gb_run_eval *r)
         ev->solved = 1;
         ev->decided = *r;
         /* the policy the verdict rests on stays (without a hold the trainers go on) */
-        char dir[2100];
         gb_checkpoint_files played;
-        gb_error ignored = {0};
-        snprintf(dir, sizeof dir, "%s/checkpoints", ev->run_dir);
-        if (ev->pid_set[0] && gb_checkpoint_find(dir, ev->pid_set, &played, &ignored) == 0 &&
+        if (ev->pid_set[0] && find_set(ev, ev->pid_set, &played) &&
             pin_set(ev, &played, "solved") == 0)
             GB_INFO("the policy that solved it: checkpoints/solved.checkpoint (step %lld)",
                     (long long)played.step);
@@ -361,11 +373,8 @@ static void start_on(gb_evals *ev, const gb_checkpoint_files *ck, int64_t env_st
  * evaluated exists (for the verdict: one of at least want_step); else it waits. */
 static void start_newest(gb_evals *ev, int64_t env_steps)
 {
-    char dir[2100];
-    snprintf(dir, sizeof dir, "%s/checkpoints", ev->run_dir);
     gb_checkpoint_files ck;
-    gb_error ignored = {0};
-    if (gb_checkpoint_find(dir, "trainer-0", &ck, &ignored) != 0 || ck.step <= ev->last_step ||
+    if (!find_set(ev, "trainer-0", &ck) || ck.step <= ev->last_step ||
         (ev->pending_verdict && ck.step < ev->want_step))
         return;
     start_on(ev, &ck, env_steps);
@@ -388,16 +397,15 @@ static void start_held(gb_evals *ev, int64_t env_steps)
  * no set at all by then the process is stopped (reaped as failed). */
 static void go_held(gb_evals *ev, const gb_metrics_collector *mc, int final)
 {
-    char dir[2100];
-    snprintf(dir, sizeof dir, "%s/checkpoints", ev->run_dir);
-    gb_checkpoint_files ck;
-    gb_error ignored = {0};
-    int found = gb_checkpoint_find(dir, "trainer-0", &ck, &ignored) == 0;
     double held = mc ? gb_metrics_get(mc, GB_ROLE_TRAINER, 0, "held") : NAN; /* NaN: none */
     /* held, its train_steps is the step it holds at */
     double held_step = mc ? gb_metrics_get(mc, GB_ROLE_TRAINER, 0, "train_steps") : NAN;
-    int ready = found && held == (double)ev->hold_req && (double)ck.step == held_step;
     int late = final || gb_now_s() - ev->hold_asked >= GB_EVALS_HOLD_WAIT_S;
+    if (held != (double)ev->hold_req && !late)
+        return; /* not held yet: the manifest is read only once it says so */
+    gb_checkpoint_files ck;
+    int found = find_set(ev, "trainer-0", &ck);
+    int ready = found && held == (double)ev->hold_req && (double)ck.step == held_step;
     if (!ready && !late)
         return;
     if (!ready && !final) {

@@ -11,7 +11,8 @@
  * plays it); a GIF over GB_EVALS_GIF_MAX bytes is left out with a warning. One evaluation
  * runs at a time: a crossing while one runs, or before a checkpoint newer than the last one
  * evaluated exists, waits for that (crossings in between merge into one). <env_steps> is the
- * run's count when the evaluation starts.
+ * run's count when the evaluation starts, or for a held one when it asks for its hold (its
+ * process starts then).
  *
  * Each evaluation plays the set checkpoints/evaluating.checkpoint: trainer 0's newest model,
  * hard-linked when the evaluation starts (the trainer's next set removes its own files, not the

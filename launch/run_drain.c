@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 static double or0(double v) { return isnan(v) ? 0 : v; }
 
@@ -71,6 +72,14 @@ static void read_reports(void *arg, int ms)
         gb_sleep_ms(ms);
 }
 
+/* A trainer whose last report says it is writing a checkpoint (workers/roles/trainer.c): the
+ * stop waits for it rather than lose the run's last model (a loaded disk's fsync took 24 s). */
+static int writing_checkpoint(void *arg, const gb_child *c)
+{
+    return strcmp(c->role, "trainer") == 0 &&
+           gb_metrics_get(arg, GB_ROLE_TRAINER, c->index, "checkpointing") == 1;
+}
+
 void gb_run_drain(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_collector *mc,
                   const gb_config *cfg, gb_watchdog *wd)
 {
@@ -84,6 +93,9 @@ void gb_run_drain(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_collector
     if (mc) { /* reports read while the workers stop, not left to fill their queues */
         sup->while_waiting = read_reports;
         sup->waiting_arg = mc;
+        sup->busy = writing_checkpoint;
+        sup->busy_arg = mc;
+        sup->busy_max_s = cfg->launch.stop_checkpoint_s;
     }
     /* actors joined from other hosts (gearbox join) that were killed will send no final
      * report: count what the trainers got from them, and do not wait for them */
@@ -109,6 +121,7 @@ void gb_run_drain(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_collector
     }
     int killed = gb_supervisor_stop_all(sup, whole - (gb_now_s() - t0));
     sup->while_waiting = NULL;
+    sup->busy = NULL;
     if (killed)
         GB_WARN("%d workers did not stop within %.1f s (launch.stop_timeout_s) and were killed",
                 killed, whole);

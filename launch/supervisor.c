@@ -2,6 +2,7 @@
 #include "launch/supervisor.h"
 
 #include "runtime/base/clock.h"
+#include "runtime/base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -281,6 +282,19 @@ int gb_supervisor_wait_role(gb_supervisor *s, const char *role, double grace_s)
     return running_of(s, role);
 }
 
+/* Whether c may run on at now, past the stop's deadline: it is busy (s->busy), or was within
+ * the last settle seconds (it still has to end after its work). */
+static int may_run_on(gb_supervisor *s, gb_child *c, double now, double last, double settle)
+{
+    if (s->busy && now < last && s->busy(s->busy_arg, c)) {
+        if (c->busy_until == 0)
+            GB_INFO("%s-%d is writing its checkpoint: the stop waits for it (up to %.0f s)",
+                    c->role, c->index, last - now);
+        c->busy_until = now + settle < last ? now + settle : last;
+    }
+    return now < c->busy_until;
+}
+
 int gb_supervisor_stop_all(gb_supervisor *s, double grace_s)
 {
     if (s->stop_hook && gb_supervisor_running(s))
@@ -290,21 +304,30 @@ int gb_supervisor_stop_all(gb_supervisor *s, double grace_s)
             if (s->children[i].running)
                 kill(-s->children[i].pid, SIGTERM); /* the whole group: what a worker forked */
     double deadline = gb_now_s() + grace_s;
-    while (gb_supervisor_running(s) && gb_now_s() < deadline) {
-        gb_supervisor_reap(s);
-        if (gb_supervisor_running(s))
-            wait_a_little(s);
-    }
+    double last = deadline + (s->busy_max_s > 0 ? s->busy_max_s : 0);
+    double settle = grace_s > 2 ? grace_s : 2;
+    for (int i = 0; i < s->n; i++)
+        s->children[i].busy_until = 0;
     int killed = 0;
-    for (int i = 0; i < s->n; i++) {
-        gb_child *c = &s->children[i];
-        if (!c->running)
-            continue;
-        gb_supervisor_kill(s, c);
-        c->killed = 1;
-        killed++;
+    for (;;) {
+        gb_supervisor_reap(s);
+        double now = gb_now_s();
+        int left = 0;
+        for (int i = 0; i < s->n; i++) {
+            gb_child *c = &s->children[i];
+            if (!c->running || may_run_on(s, c, now, last, settle) ||
+                now < deadline) {
+                left += c->running;
+                continue;
+            }
+            gb_supervisor_kill(s, c);
+            c->killed = 1;
+            killed++;
+        }
+        if (!left)
+            return killed;
+        wait_a_little(s);
     }
-    return killed;
 }
 
 int gb_supervisor_failures(const gb_supervisor *s, char *buf, size_t n)

@@ -29,6 +29,7 @@ typedef struct gb_child {
     char *argv[GB_CHILD_MAX_ARGS + 1];
     char args[GB_CHILD_ARGS_BYTES];
     int killed; /* 1 when gb_supervisor_stop_all had to SIGKILL it (it outlived the grace) */
+    double busy_until; /* gb_supervisor_stop_all: it may run on until then (gb_supervisor.busy) */
     /* Its last words: the error a worker that fails writes to the pipe named by
      * GEARBOX_LAST_WORDS_FD before it exits (gb_worker_last_words), read when it is reaped, so
      * that the run's error says why even when its log could not be written (a full disk).
@@ -54,6 +55,13 @@ typedef struct gb_supervisor {
      * reports there, so that a stopping worker's last report finds room (its queue holds 16). */
     void (*while_waiting)(void *arg, int ms);
     void *waiting_arg;
+    /* busy, when set, says whether a running child is doing work a stop must not cut short (a
+     * trainer writing its checkpoint: launch/run_drain.c): gb_supervisor_stop_all waits for it
+     * past the grace, until it has not been busy for a grace (at least 2 s), by up to busy_max_s
+     * in all. */
+    int (*busy)(void *arg, const gb_child *c);
+    void *busy_arg;
+    double busy_max_s;
 } gb_supervisor;
 
 /* Starts argv (argv[0] a path) as a child whose stdout and stderr append to log_path.
@@ -98,7 +106,8 @@ int gb_supervisor_running(const gb_supervisor *s);
 int gb_supervisor_wait_role(gb_supervisor *s, const char *role, double grace_s);
 
 /* Sends SIGTERM to every running child, waits up to grace_s seconds for them all, then SIGKILLs
- * the rest and reaps them. Returns the number that had to be killed. */
+ * the rest and reaps them; a child that s->busy says is busy is waited for longer (see there).
+ * Returns the number that had to be killed. */
 int gb_supervisor_stop_all(gb_supervisor *s, double grace_s);
 
 /* Children that ended as a failure: exited non-zero, killed by a signal other than the SIGTERM

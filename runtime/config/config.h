@@ -325,6 +325,7 @@ typedef struct gb_config_launch {
     int mode;                         /* gb_launch_mode */
     char run_dir[GB_CONFIG_PATH_MAX]; /* "" = <run_root>/<name>/<timestamp> */
     double stop_timeout_s;            /* children get this long after SIGTERM */
+    double stop_checkpoint_s; /* and a trainer writing a checkpoint up to this long more */
     int progress;                     /* gb_progress_mode */
     double heartbeat_timeout_s;       /* a worker silent this long is hung: killed, restarted */
     gb_config_restart restart;

@@ -384,6 +384,8 @@ const gb_config_field gb_config_fields[] = {
         "run directory (\"\" = <run_root>/<name>/<timestamp>)"),
     FLOAT("launch.stop_timeout_s", launch.stop_timeout_s, "5", 0, 3600,
           "seconds children get after SIGTERM"),
+    FLOAT("launch.stop_checkpoint_s", launch.stop_checkpoint_s, "120", 0, 86400,
+          "how much longer a stop waits for a trainer that is writing a checkpoint"),
     ENUM("launch.progress", launch.progress, "auto", progress_modes,
          "progress display: auto (a live line on a terminal), line, plain, off"),
     FLOAT("launch.heartbeat_timeout_s", launch.heartbeat_timeout_s, "30", 0.5, 86400,

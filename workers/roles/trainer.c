@@ -229,7 +229,12 @@ static int checkpoint(trainer *t, gb_error *err)
     int64_t step = gb_learning_train_steps(t->learning);
     uint64_t before = 0, after = 0;
     int64_t n = gb_replay_digest(t->replay, &before);
+    /* said first: a stop waits for a trainer writing a checkpoint (launch.stop_checkpoint_s) */
+    gb_metrics_set(t->w->metrics, "checkpointing", 1);
+    gb_metrics_send(t->w->metrics, NULL);
     int rc = gb_checkpoint_write(dir, name, step, 1, write_learning, t->learning, err);
+    gb_metrics_set(t->w->metrics, "checkpointing", 0);
+    gb_metrics_send(t->w->metrics, NULL);
     if (rc == 0 && gb_replay_digest(t->replay, &after) == n && after == before)
         GB_INFO("trainer: checkpoint written (%lld training steps; replay %lld items, digest "
                 "%016llx)", (long long)step, (long long)n, (unsigned long long)before);
