@@ -179,6 +179,8 @@ typedef struct gb_config_ppo {
     double vtrace_c_bar;      /* and of the traces (c) */
     int vtrace_proximal;      /* bool: clip the ratio against the learner's policy before the
                                  update, not the actors' (the decoupled objective) */
+    int vtrace_one_pass;      /* bool: with epochs 1 and no core, targets from each minibatch's
+                                 own forward (ppo.cpp) */
 } gb_config_ppo;
 
 typedef struct gb_config_dqn {

@@ -292,6 +292,11 @@ const gb_config_field gb_config_fields[] = {
          "decoupled objective of Hilton et al. 2021, the behaviour's truncated importance "
          "weight staying in the advantages) instead of against the actors' policy, whose "
          "ratio on a stale chunk is mostly clipped away"),
+    BOOL("trainer.algorithm.ppo.vtrace_one_pass", trainer.algorithm.ppo.vtrace_one_pass,
+         "false",
+         "V-trace with one epoch and no recurrent core: each minibatch of whole chunks is "
+         "forwarded once, and its targets come from that forward (IMPALA's one pass) instead "
+         "of from a forward over the batch before the update (minibatches of steps)"),
     INT("trainer.algorithm.dqn.n_step", trainer.algorithm.dqn.n_step, "1", 1, 1000,
         "n-step returns"),
     ENUM("trainer.algorithm.dqn.target_update", trainer.algorithm.dqn.target_update, "hard",

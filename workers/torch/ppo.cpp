@@ -84,6 +84,14 @@ static void ppo_priorities(const gb_torch_batch *b, const torch::Tensor &adv, fl
     torch::from_blob(prio, {B}, torch::kFloat32).copy_(pr);
 }
 
+// The explained variance of S's returns by its pre-update values.
+static double explained_variance(const PpoSteps &S)
+{
+    torch::Tensor Rc = S.R.to(torch::kCPU), Vc = S.V0.to(torch::kCPU);
+    double var = Rc.var(false).item<double>();
+    return var > 0 ? 1.0 - (Rc - Vc).var(false).item<double>() / var : 0.0;
+}
+
 // Gathers the valid steps of b (obs: [B*(T+1), *obs] on the device; values [B, T+1], adv and ret
 // [B, T] on the CPU) and the explained variance of the returns by the pre-update values. Their
 // observations only when with_obs (a core's minibatches take whole chunks from obs instead).
@@ -129,9 +137,7 @@ static PpoSteps ppo_steps(const gb_torch_learner *l, const gb_torch_batch *b,
     S.R = ret.view({B * T}).index_select(0, step_idx).to(dev);
     S.V0 = values.view({B, T + 1}).narrow(1, 0, T).reshape({B * T})
                .index_select(0, step_idx).to(dev);
-    torch::Tensor Rc = S.R.to(torch::kCPU), Vc = S.V0.to(torch::kCPU);
-    double var = Rc.var(false).item<double>();
-    st->explained_var = var > 0 ? 1.0 - (Rc - Vc).var(false).item<double>() / var : 0.0;
+    st->explained_var = explained_variance(S);
     return S;
 }
 
@@ -203,13 +209,12 @@ void ppo_epochs(gb_torch_learner *l, const PpoSteps &S, int64_t steps, PpoMiniba
     const gb_torch_space &sp = m->space;
     const int64_t N = S.N;
     // On the CPU the loss and its gradients are one pass of C (fused_losses.c), backward runs
-    // from the log-probabilities and values; aux holds each step's other inputs as one row.
+    // from the log-probabilities and values; aux holds each step's other inputs as one row,
+    // gathered per minibatch (one pass of V-trace fills S's rows as it makes the minibatch).
     const bool fused = l->device.is_cpu() && N > 0 &&
                        (!S.o.defined() || S.o.scalar_type() == torch::kFloat32);
     const gb_torch_ppo_coefs coefs = {pc.clip, pc.value_coef, pc.entropy_coef,
                                       pc.clip_value != 0, pc.normalize_advantages != 0};
-    torch::Tensor aux = fused ? torch::stack({S.old_logp, S.A, S.V0, S.R}, 1).contiguous()
-                              : torch::Tensor();
     l->opt->set_lr(st->lr);
     std::vector<torch::Tensor> params = m->net->parameters();
     double s_pol = 0, s_val = 0, s_ent = 0, s_kl = 0, s_cf = 0;
@@ -222,8 +227,13 @@ void ppo_epochs(gb_torch_learner *l, const PpoSteps &S, int64_t steps, PpoMiniba
             if (mbs.get(k, &h, &idx)) {
                 torch::Tensor a_mb = S.act.index_select(0, idx);
                 gb_torch_ppo_terms terms =
-                    fused ? fused_minibatch(h, a_mb, aux.index_select(0, idx), sp, coefs,
-                                            l->opt.get())
+                    fused ? fused_minibatch(h, a_mb,
+                                            torch::stack({S.old_logp.index_select(0, idx),
+                                                          S.A.index_select(0, idx),
+                                                          S.V0.index_select(0, idx),
+                                                          S.R.index_select(0, idx)},
+                                                         1),
+                                            sp, coefs, l->opt.get())
                           : libtorch_minibatch(h, a_mb, S, idx, sp, pc, l->opt.get());
                 s_pol += terms.policy;
                 s_val += terms.value;
@@ -282,6 +292,136 @@ static torch::Tensor vtrace_log_rho(const gb_torch_learner *l, const gb_torch_ba
     return (*lp - mu).view({b->B, b->T}).contiguous();
 }
 
+// V-trace in one pass (trainer.algorithm.ppo.vtrace_one_pass, one epoch, no core), as IMPALA
+// learns: minibatch k is whole chunks, forwarded once with gradients; its V-trace targets and
+// advantages come from that forward's values and log-probabilities (detached) and go into S's
+// rows of its steps (A, R, V0, and old_logp when proximal) before its loss. No forward over
+// the batch before the update: when every step is trained once, that forward is a quarter of
+// the update's cost. The first minibatch's targets are the two-pass way's; a later one's come
+// from the parameters the steps before it made.
+struct OnePassMinibatches : PpoMinibatches {
+    gb_torch_learner *l;
+    const gb_torch_batch *b;
+    const torch::Tensor &obs;
+    PpoSteps &S;
+    int64_t per;               // chunks a minibatch
+    std::vector<int64_t> srow; // [B*T]: the step's row in S (-1: not valid)
+    std::vector<int64_t> order;
+    torch::Tensor adv; // [B*T] CPU: every step's advantage once made (priorities)
+    OnePassMinibatches(gb_torch_learner *learner, const gb_torch_batch *batch,
+                       const torch::Tensor &o, PpoSteps &steps, int64_t chunks)
+        : l(learner), b(batch), obs(o), S(steps), per(chunks), srow((size_t)(b->B * b->T), -1),
+          adv(torch::zeros({b->B * b->T}))
+    {
+        int64_t n = 0;
+        for (int64_t i = 0; i < b->B * b->T; i++)
+            if (!b->valid || b->valid[i])
+                srow[(size_t)i] = n++;
+    }
+    void shuffle() override
+    {
+        auto lopt = torch::TensorOptions().dtype(torch::kInt64);
+        torch::Tensor p = torch::randperm(b->B, l->gen, lopt);
+        order.assign(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + b->B);
+    }
+    bool get(int64_t k, Heads *h, torch::Tensor *idx) override;
+};
+
+// Makes S.A, S.R, S.V0 (and S.old_logp) of minibatch k's chunks from its forward (above).
+bool OnePassMinibatches::get(int64_t k, Heads *h, torch::Tensor *idx)
+{
+    const int64_t B = b->B, T = b->T, c0 = k * per, bm = std::min(per, B - c0);
+    if (bm <= 0)
+        return false;
+    const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
+    const gb_config_ppo &pc = ac.ppo;
+    const int64_t n = bm * T;
+    std::vector<int64_t> orows, hrows, steps, keep, into;
+    std::vector<float> r((size_t)n), mu((size_t)n);
+    std::vector<uint8_t> term((size_t)n, 0), trunc((size_t)n, 0), valid((size_t)n, 1);
+    for (int64_t j = 0; j < bm; j++) {
+        const int64_t bi = order[(size_t)(c0 + j)];
+        for (int64_t t = 0; t <= T; t++)
+            orows.push_back(obs_row(bi, t, T));
+        for (int64_t t = 0; t < T; t++) {
+            const int64_t i = bi * T + t, q = j * T + t;
+            hrows.push_back(j * (T + 1) + t);
+            steps.push_back(i);
+            r[(size_t)q] = b->reward[i];
+            mu[(size_t)q] = b->logp[i];
+            term[(size_t)q] = b->terminated ? b->terminated[i] : 0;
+            trunc[(size_t)q] = b->truncated ? b->truncated[i] : 0;
+            valid[(size_t)q] = b->valid ? b->valid[i] : 1;
+            if (valid[(size_t)q]) {
+                keep.push_back(q);
+                into.push_back(srow[(size_t)i]);
+            }
+        }
+    }
+    if (keep.empty())
+        return false;
+    auto rows = [&](std::vector<int64_t> &v) {
+        return torch::from_blob(v.data(), {(int64_t)v.size()}, torch::kInt64).clone();
+    };
+    torch::Device dev = l->device;
+    Heads all = l->model->net->forward(obs.index_select(0, rows(orows).to(dev)));
+    Heads hs = select_rows(all, rows(hrows).to(dev));
+    torch::Tensor step_idx = rows(steps);
+    const gb_torch_space &sp = l->model->space;
+    torch::Tensor lp;
+    {
+        torch::NoGradGuard no_grad;
+        lp = sp.discrete
+                 ? categorical_logp(hs.logits,
+                                    cpu_view(b->action, {B * T}, torch::kInt64)
+                                        .index_select(0, step_idx)
+                                        .to(dev))
+                 : gaussian_logp(hs.mean, hs.log_std,
+                                 cpu_view(b->action, {B * T, sp.action_dim}, torch::kFloat32)
+                                     .index_select(0, step_idx)
+                                     .to(dev));
+        lp = lp.to(torch::kCPU).to(torch::kFloat32).contiguous();
+    }
+    torch::Tensor v = all.value.detach().to(torch::kCPU).to(torch::kFloat32).contiguous();
+    torch::Tensor log_rho = (lp - torch::from_blob(mu.data(), {n}, torch::kFloat32)).contiguous();
+    torch::Tensor a = torch::empty({n}), ret = torch::empty({n});
+    gb_torch_vtrace(bm, T, r.data(), v.data_ptr<float>(), term.data(), trunc.data(), valid.data(),
+                    log_rho.data_ptr<float>(), ac.gamma, pc.gae_lambda, pc.vtrace_rho_bar,
+                    pc.vtrace_c_bar, ret.data_ptr<float>(), a.data_ptr<float>());
+    torch::Tensor kq = rows(keep), ki = rows(into).to(dev);
+    adv.index_copy_(0, step_idx.index_select(0, kq), a.index_select(0, kq));
+    S.A.index_copy_(0, ki, a.index_select(0, kq).to(dev));
+    S.R.index_copy_(0, ki, ret.index_select(0, kq).to(dev));
+    S.V0.index_copy_(0, ki, v.view({bm, T + 1}).narrow(1, 0, T).reshape({n}).index_select(0, kq)
+                                .to(dev));
+    if (pc.vtrace_proximal)
+        S.old_logp.index_copy_(0, ki, lp.index_select(0, kq).to(dev));
+    *h = select_rows(hs, kq.to(dev));
+    *idx = ki;
+    return true;
+}
+
+static void ppo_one_pass(gb_torch_learner *l, const gb_torch_batch *b, const torch::Tensor &obs,
+                         gb_torch_stats *st, float *prio)
+{
+    const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
+    const int64_t B = b->B, T = b->T;
+    torch::Tensor zero_v = torch::zeros({B, T + 1}), zero = torch::zeros({B, T});
+    PpoSteps S = ppo_steps(l, b, obs, zero_v, zero, zero, torch::Tensor(), false, st);
+    st->samples = S.N;
+    st->lr = learner_lr(l, ac.lr);
+    const int64_t nmb = std::max<int64_t>(1, std::min<int64_t>(ac.ppo.minibatches, B));
+    const int64_t per = (B + nmb - 1) / nmb;
+    const int64_t steps = group_max(l, S.N > 0 ? (B + per - 1) / per : 0);
+    if (steps == 0)
+        return;
+    OnePassMinibatches mbs(l, b, obs, S, per);
+    ppo_epochs(l, S, steps, mbs, st);
+    st->explained_var = explained_variance(S);
+    if (prio)
+        ppo_priorities(b, mbs.adv.view({B, T}), prio);
+}
+
 static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
 {
     const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
@@ -290,6 +430,8 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     const bool core = l->model->net->state_size() > 0;
 
     torch::Tensor obs = batch_obs(l, b); // [B*(T+1), *obs]
+    if (pc.vtrace && pc.vtrace_one_pass && pc.epochs == 1 && !core)
+        return ppo_one_pass(l, b, obs, st, prio);
     torch::Tensor values;                // [B, T+1] pre-update V, CPU
     torch::Tensor log_rho;               // V-trace: [B, T] log pi - log mu, CPU
     torch::Tensor lp;                    // V-trace: [B*T] log pi before the update, CPU

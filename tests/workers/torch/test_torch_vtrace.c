@@ -2,7 +2,8 @@
  * API: on chunks the learner's own policy acted (every importance weight 1), with lambda 1,
  * V-trace's targets and advantages are GAE(1)'s, so the step is the same as without V-trace;
  * on chunks of another policy (the behaviour log-probabilities moved) the steps differ, and the
- * truncation rho_bar matters; vtrace_proximal clips against the learner's policy. (The targets
+ * truncation rho_bar matters; vtrace_proximal clips against the learner's policy; one pass
+ * (vtrace_one_pass) steps as two do with one minibatch. (The targets
  * themselves: test_torch_targets.) */
 #include "test.h"
 #include "workers/torch_test_util.h"
@@ -114,9 +115,49 @@ static void test_vtrace_proximal(void)
     CHECK(fabs(prox.approx_kl) < 1e-6 && isfinite(prox.loss));
 }
 
+static int near(double a, double b) { return fabs(a - b) <= 1e-5 * fabs(b) + 1e-6; }
+
+/* trainer.algorithm.ppo.vtrace_one_pass (one epoch): each minibatch's targets from its own
+ * forward. With one minibatch that forward is at the parameters the two-pass way's forward
+ * before the update sees, so the step is the same: loss terms, gradient norm, explained
+ * variance, on stale chunks, against the actors' policy and the learner's (proximal). With two
+ * minibatches, two optimiser steps of whole chunks. */
+static void test_vtrace_one_pass(void)
+{
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "ppo", "") == 0);
+    cfg.trainer.algorithm.ppo.epochs = 1;
+    cfg.trainer.algorithm.ppo.minibatches = 1;
+    cfg.trainer.algorithm.ppo.vtrace = 1;
+    gb_torch_batch b = make_batch(&cfg);
+    for (int i = 0; i < B * T; i += 2)
+        logp[i] += i % 4 == 0 ? -0.7f : 0.7f;
+    for (int prox = 0; prox < 2; prox++) {
+        cfg.trainer.algorithm.ppo.vtrace_proximal = prox;
+        cfg.trainer.algorithm.ppo.vtrace_one_pass = 1;
+        gb_torch_stats one = step(&cfg, &b);
+        cfg.trainer.algorithm.ppo.vtrace_one_pass = 0;
+        gb_torch_stats two = step(&cfg, &b);
+        fprintf(stderr, "  proximal %d: loss %.7g (one pass) %.7g (two), grad norm %.7g %.7g, "
+                "explained variance %.5f %.5f\n", prox, one.loss, two.loss, one.grad_norm,
+                two.grad_norm, one.explained_var, two.explained_var);
+        CHECK(near(one.loss, two.loss) && near(one.policy_loss, two.policy_loss));
+        CHECK(near(one.value_loss, two.value_loss) && near(one.entropy, two.entropy));
+        CHECK(near(one.grad_norm, two.grad_norm) && near(one.clip_fraction, two.clip_fraction));
+        CHECK(near(one.explained_var, two.explained_var) && one.samples == two.samples);
+        CHECK(one.gradient_steps == 1 && one.samples == B * T - 1);
+    }
+    cfg.trainer.algorithm.ppo.vtrace_proximal = 0;
+    cfg.trainer.algorithm.ppo.vtrace_one_pass = 1;
+    cfg.trainer.algorithm.ppo.minibatches = 2;
+    gb_torch_stats two_mb = step(&cfg, &b);
+    CHECK(two_mb.gradient_steps == 2 && isfinite(two_mb.loss) && two_mb.grad_norm > 0);
+}
+
 int main(void)
 {
     TEST_RUN(test_vtrace_steps);
     TEST_RUN(test_vtrace_proximal);
+    TEST_RUN(test_vtrace_one_pass);
     return test_main_result();
 }
