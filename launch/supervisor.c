@@ -283,7 +283,7 @@ int gb_supervisor_wait_role(gb_supervisor *s, const char *role, double grace_s)
 }
 
 /* Whether c may run on at now, past the stop's deadline: it is busy (s->busy), or was within
- * the last settle seconds (it still has to end after its work). */
+ * the last settle seconds (it still has to end after its work). Says so when it starts to. */
 static int may_run_on(gb_supervisor *s, gb_child *c, double now, double last, double settle)
 {
     if (s->busy && now < last && s->busy(s->busy_arg, c)) {
@@ -315,8 +315,7 @@ int gb_supervisor_stop_all(gb_supervisor *s, double grace_s)
         int left = 0;
         for (int i = 0; i < s->n; i++) {
             gb_child *c = &s->children[i];
-            if (!c->running || may_run_on(s, c, now, last, settle) ||
-                now < deadline) {
+            if (!c->running || now < deadline || may_run_on(s, c, now, last, settle)) {
                 left += c->running;
                 continue;
             }

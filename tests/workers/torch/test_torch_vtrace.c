@@ -86,6 +86,16 @@ static void test_vtrace_steps(void)
     CHECK(fabs(off.value_loss - loose.value_loss) > 1e-4);
 }
 
+/* PPO with V-trace, one epoch of one minibatch, and the batch (make_batch). */
+static gb_torch_batch one_step_vtrace(gb_config *cfg)
+{
+    CHECK(make_cfg(cfg, "ppo", "") == 0);
+    cfg->trainer.algorithm.ppo.epochs = 1;
+    cfg->trainer.algorithm.ppo.minibatches = 1;
+    cfg->trainer.algorithm.ppo.vtrace = 1;
+    return make_batch(cfg);
+}
+
 /* trainer.algorithm.ppo.vtrace_proximal: PPO's ratio against the learner's own policy before
  * the update. On chunks the learner acted, the same step as against the actors'; on stale ones
  * (the actors' log-probabilities 0.7 away: ratios of 2 and 1/2) the first minibatch's ratios
@@ -93,11 +103,7 @@ static void test_vtrace_steps(void)
 static void test_vtrace_proximal(void)
 {
     gb_config cfg;
-    CHECK(make_cfg(&cfg, "ppo", "") == 0);
-    cfg.trainer.algorithm.ppo.epochs = 1;
-    cfg.trainer.algorithm.ppo.minibatches = 1;
-    cfg.trainer.algorithm.ppo.vtrace = 1;
-    gb_torch_batch b = make_batch(&cfg);
+    gb_torch_batch b = one_step_vtrace(&cfg);
     gb_torch_stats mu = step(&cfg, &b);
     cfg.trainer.algorithm.ppo.vtrace_proximal = 1;
     gb_torch_stats prox = step(&cfg, &b);
@@ -125,11 +131,7 @@ static int near(double a, double b) { return fabs(a - b) <= 1e-5 * fabs(b) + 1e-
 static void test_vtrace_one_pass(void)
 {
     gb_config cfg;
-    CHECK(make_cfg(&cfg, "ppo", "") == 0);
-    cfg.trainer.algorithm.ppo.epochs = 1;
-    cfg.trainer.algorithm.ppo.minibatches = 1;
-    cfg.trainer.algorithm.ppo.vtrace = 1;
-    gb_torch_batch b = make_batch(&cfg);
+    gb_torch_batch b = one_step_vtrace(&cfg);
     for (int i = 0; i < B * T; i += 2)
         logp[i] += i % 4 == 0 ? -0.7f : 0.7f;
     for (int prox = 0; prox < 2; prox++) {
