@@ -44,6 +44,7 @@ static const struct {
     {"mountaincar_continuous", "mountaincar_continuous_sac.yaml"},
     {"spread_ppo", "spread_ppo.yaml"},
     {"breakout_ppo", "breakout_ppo.yaml"},
+    {"breakout_ppo_vtrace", "breakout_ppo_vtrace.yaml"}, /* the same, V-trace on older chunks */
     /* tasks that need memory (a policy without one cannot solve them): recurrent PPO */
     {"cartpole_novel_lstm", "cartpole_novel_lstm.yaml"},
     {"cartpole_novel_transformer", "cartpole_novel_transformer.yaml"},

@@ -7,7 +7,7 @@
 
 #include "runtime/config/config.h"
 
-#define SUITE_NTASKS 17 /* the tasks of bench_suite.c's suite_tasks */
+#define SUITE_NTASKS 18 /* the tasks of bench_suite.c's suite_tasks */
 #define SUITE_MAX_SEEDS 64
 #define SUITE_MAX_SETS 64
 #define SUITE_DIR_MAX 1024 /* the configs folder, the temporary folder */
