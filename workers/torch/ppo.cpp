@@ -299,6 +299,9 @@ static torch::Tensor vtrace_log_rho(const gb_torch_learner *l, const gb_torch_ba
 // the batch before the update: when every step is trained once, that forward is a quarter of
 // the update's cost. The first minibatch's targets are the two-pass way's; a later one's come
 // from the parameters the steps before it made.
+struct OnePassMinibatches;
+static bool one_pass_minibatch(OnePassMinibatches &m, int64_t k, Heads *h, torch::Tensor *idx);
+
 struct OnePassMinibatches : PpoMinibatches {
     gb_torch_learner *l;
     const gb_torch_batch *b;
@@ -324,12 +327,20 @@ struct OnePassMinibatches : PpoMinibatches {
         torch::Tensor p = torch::randperm(b->B, l->gen, lopt);
         order.assign(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + b->B);
     }
-    bool get(int64_t k, Heads *h, torch::Tensor *idx) override;
+    bool get(int64_t k, Heads *h, torch::Tensor *idx) override
+    {
+        return one_pass_minibatch(*this, k, h, idx);
+    }
 };
 
-// Makes S.A, S.R, S.V0 (and S.old_logp) of minibatch k's chunks from its forward (above).
-bool OnePassMinibatches::get(int64_t k, Heads *h, torch::Tensor *idx)
+// OnePassMinibatches::get: makes S.A, S.R, S.V0 (and S.old_logp) of minibatch k's chunks from
+// its forward (above).
+static bool one_pass_minibatch(OnePassMinibatches &m, int64_t k, Heads *h, torch::Tensor *idx)
 {
+    gb_torch_learner *l = m.l;
+    const gb_torch_batch *b = m.b;
+    PpoSteps &S = m.S;
+    const int64_t per = m.per;
     const int64_t B = b->B, T = b->T, c0 = k * per, bm = std::min(per, B - c0);
     if (bm <= 0)
         return false;
@@ -340,7 +351,7 @@ bool OnePassMinibatches::get(int64_t k, Heads *h, torch::Tensor *idx)
     std::vector<float> r((size_t)n), mu((size_t)n);
     std::vector<uint8_t> term((size_t)n, 0), trunc((size_t)n, 0), valid((size_t)n, 1);
     for (int64_t j = 0; j < bm; j++) {
-        const int64_t bi = order[(size_t)(c0 + j)];
+        const int64_t bi = m.order[(size_t)(c0 + j)];
         for (int64_t t = 0; t <= T; t++)
             orows.push_back(obs_row(bi, t, T));
         for (int64_t t = 0; t < T; t++) {
@@ -354,7 +365,7 @@ bool OnePassMinibatches::get(int64_t k, Heads *h, torch::Tensor *idx)
             valid[(size_t)q] = b->valid ? b->valid[i] : 1;
             if (valid[(size_t)q]) {
                 keep.push_back(q);
-                into.push_back(srow[(size_t)i]);
+                into.push_back(m.srow[(size_t)i]);
             }
         }
     }
@@ -364,7 +375,7 @@ bool OnePassMinibatches::get(int64_t k, Heads *h, torch::Tensor *idx)
         return torch::from_blob(v.data(), {(int64_t)v.size()}, torch::kInt64).clone();
     };
     torch::Device dev = l->device;
-    Heads all = l->model->net->forward(obs.index_select(0, rows(orows).to(dev)));
+    Heads all = l->model->net->forward(m.obs.index_select(0, rows(orows).to(dev)));
     Heads hs = select_rows(all, rows(hrows).to(dev));
     torch::Tensor step_idx = rows(steps);
     const gb_torch_space &sp = l->model->space;
@@ -389,7 +400,7 @@ bool OnePassMinibatches::get(int64_t k, Heads *h, torch::Tensor *idx)
                     log_rho.data_ptr<float>(), ac.gamma, pc.gae_lambda, pc.vtrace_rho_bar,
                     pc.vtrace_c_bar, ret.data_ptr<float>(), a.data_ptr<float>());
     torch::Tensor kq = rows(keep), ki = rows(into).to(dev);
-    adv.index_copy_(0, step_idx.index_select(0, kq), a.index_select(0, kq));
+    m.adv.index_copy_(0, step_idx.index_select(0, kq), a.index_select(0, kq));
     S.A.index_copy_(0, ki, a.index_select(0, kq).to(dev));
     S.R.index_copy_(0, ki, ret.index_select(0, kq).to(dev));
     S.V0.index_copy_(0, ki, v.view({bm, T + 1}).narrow(1, 0, T).reshape({n}).index_select(0, kq)
