@@ -186,7 +186,12 @@ int gb_runctl_server_handle(gb_runctl_server *s, void *sock, const gb_wire_msg *
         return GB_EINVAL;
     }
     confirm(s, q->role, q->index, (int)watch.confirmed);
-    if (watch.known != atomic_load(&s->state)) {
+    /* Stale: answered now. A watch sent before the worker heard a request the held watches
+     * were answered with would otherwise wait a whole hold for it (test_registry under TSan). */
+    if (watch.known != atomic_load(&s->state) ||
+        (watch.known_ckpts >= 0 && watch.known_ckpts != atomic_load(&s->checkpoints)) ||
+        (watch.known_hold >= 0 && watch.known_hold != atomic_load(&s->hold)) ||
+        (watch.known_group >= 0 && watch.known_group != atomic_load(&s->trainer_group))) {
         answer(s, sock, m->route, m->route_len, q->seq, 0, "");
         return 0;
     }
@@ -256,7 +261,8 @@ static int watch(gb_runctl_client *c, uint64_t seq, int confirmed, gb_error *err
     gb_wire_header *h = &c->hdr;
     gb_wire_header_init(h, GB_MSG_RUN_WATCH, c->o.role, c->o.index);
     h->seq = seq;
-    gb_msg_run_watch w = {atomic_load(&c->state), confirmed};
+    gb_msg_run_watch w = {atomic_load(&c->state), confirmed, atomic_load(&c->checkpoints),
+                          atomic_load(&c->hold), atomic_load(&c->trainer_group)};
     int rc = gb_wire_schema_write(&gb_schema_run_watch, &w, h, err);
     return rc ? rc : gb_wire_send(c->sock, NULL, 0, h, NULL, ZMQ_DONTWAIT, err);
 }

@@ -39,9 +39,10 @@
  * trainers' group, which goes up when the launcher restarts one of several trainers: the others
  * form the group again with it.
  *
- * Transport: each worker's client thread keeps one watch request (GB_MSG_RUN_WATCH: the state it
- * knows, the state it confirms) outstanding at the registry's ROUTER. The server answers it
- * (GB_MSG_RUN_STATE: the state now) at once when the worker's knowledge is stale, else holds it
+ * Transport: each worker's client thread keeps one watch request (GB_MSG_RUN_WATCH: the state,
+ * checkpoint requests, hold and group generation it knows; the state it confirms) outstanding at
+ * the registry's ROUTER. The server answers it (GB_MSG_RUN_STATE: all of them now) at once when
+ * any of the worker's knowledge is stale, else holds it
  * until the state moves or GB_RUNCTL_HOLD_MS pass. So a worker learns a move within one poll of
  * the registry thread (GB_RUNCTL_POLL_MS), with no traffic while nothing changes; a confirmation
  * is sent as a new watch, at once. A client that hears nothing for GB_RUNCTL_RESEND_MS (a

@@ -14,12 +14,18 @@ static const gb_wire_attr_spec run_watch_attrs[] = {
                 "the run's state as the worker knows it"),
     GB_WIRE_INT(gb_msg_run_watch, confirmed, 1, 0, LAST_STATE, 0,
                 "the state the worker confirms it reached"),
+    GB_WIRE_INT(gb_msg_run_watch, known_ckpts, 0, 0, INT64_MAX, -1,
+                "the checkpoint requests as the worker last heard them"),
+    GB_WIRE_INT(gb_msg_run_watch, known_hold, 0, 0, INT64_MAX, -1,
+                "the hold as the worker last heard it"),
+    GB_WIRE_INT(gb_msg_run_watch, known_group, 0, 0, INT64_MAX, -1,
+                "the trainers' group generation as the worker last heard it"),
 };
 
 const gb_wire_schema gb_schema_run_watch = {
     .name = "run_watch", .type = GB_MSG_RUN_WATCH,
-    .doc = "A worker to the registry: answered at once when `known` is stale, else held until "
-           "the state moves or 1 s passes (runtime/streams/runctl.h).",
+    .doc = "A worker to the registry: answered at once when `known` or a `known_*` it sends is "
+           "stale, else held until the state moves or 1 s passes (runtime/streams/runctl.h).",
     .attrs = run_watch_attrs, .nattrs = GB_WIRE_N(run_watch_attrs)};
 
 static const gb_wire_attr_spec run_state_attrs[] = {

@@ -17,6 +17,7 @@
 typedef struct gb_msg_run_watch {
     int64_t known;     /* the run's state as the worker knows it (gb_run_state) */
     int64_t confirmed; /* the state the worker confirms it reached */
+    int64_t known_ckpts, known_hold, known_group; /* as last heard; -1 when not sent */
 } gb_msg_run_watch;
 
 typedef struct gb_msg_run_state {

@@ -30,7 +30,8 @@ tsan() { # tsan SUPPRESSIONS_FILE|- COMMAND...: runs COMMAND with fatal TSan rep
 }
 replay_tests="test_replay_concurrency test_replay_basic test_replay_ratelimit test_replay_checkpoint
   test_replay_remote test_replay_selectors test_replay_shard_ops"
-stream_tests="test_inference test_inference_pipelined test_sample test_malformed_peer test_registry"
+stream_tests="test_inference test_inference_pipelined test_sample test_malformed_peer test_registry
+  test_runctl"
 worker_tests="test_torch_model test_torch_losses test_inline_learn"
 if [ "$what" != test ]; then
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGEARBOX_SANITIZE=thread \

@@ -180,7 +180,7 @@ static int watch(const char *ep, const char *role_name, int index)
     zmq_setsockopt(s, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
     gb_wire_header h;
     gb_wire_header_init(&h, GB_MSG_RUN_WATCH, role, index);
-    gb_msg_run_watch w = {GB_RUN_RUNNING, GB_RUN_FLUSHING};
+    gb_msg_run_watch w = {GB_RUN_RUNNING, GB_RUN_FLUSHING, -1, -1, -1};
     gb_error err = {0};
     gb_wire_msg reply;
     gb_wire_msg_init(&reply);

@@ -1,17 +1,14 @@
 /* tests/runtime/streams/test_registry.c: the endpoint registry served from a launcher thread,
  * workers in their own processes registering, looking up with a timeout, listing by prefix; a
- * killed worker disappears after its TTL; a clean close unregisters; endpoint helpers. Run control
- * on the registry's socket: workers learn each move of the run's state within a few poll periods,
- * confirmations reach the launcher, an actor's stop flag is set when the run starts flushing,
- * waiting for the release times out before it and returns after it, the state never goes back,
- * a late client learns the state at once, a malformed watch is answered and counted, and the
- * registry keeps serving beside it. gearbox join's request for a slot and the run's config;
- * wildcard endpoints published as reachable names; a joined worker stops once its launcher is
- * silent. */
+ * killed worker disappears after its TTL; a clean close unregisters; endpoint helpers. gearbox
+ * join's request for a slot and the run's config; wildcard endpoints published as reachable
+ * names; a joined worker stops once its launcher is silent. (Run control on the registry's
+ * socket: test_runctl.c.) */
 #include "runtime/streams/endpoint.h"
 #include "runtime/streams/registry.h"
 #include "runtime/streams/runctl.h"
 #include "runtime/streams/wire.h"
+#include "registry_thread.h"
 #include "streams_test.h"
 #include "test.h"
 
@@ -19,19 +16,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-typedef struct reg_thread {
-    gb_registry_server *s;
-    atomic_int stop;
-    int rc;
-} reg_thread;
-
-static void *reg_run(void *arg)
-{
-    reg_thread *t = arg;
-    gb_error err;
-    t->rc = gb_registry_server_run(t->s, &t->stop, &err);
-    return NULL;
-}
 
 typedef struct worker_arg {
     char registry[256];
@@ -254,200 +238,6 @@ static void test_endpoints(void)
     st_rmdir(dir);
 }
 
-/* Seconds until every client's state is at least state (or -1 after max_s). */
-static double until_all(gb_runctl_client **c, int n, gb_run_state state, double max_s)
-{
-    double t0 = gb_now_s();
-    while (gb_now_s() - t0 < max_s) {
-        int all = 1;
-        for (int i = 0; i < n; i++)
-            all = all && gb_runctl_client_state(c[i]) >= state;
-        if (all)
-            return gb_now_s() - t0;
-        gb_sleep_ms(1);
-    }
-    return -1;
-}
-
-static int until_confirmed(const gb_runctl_server *s, int role, gb_run_state state, int want,
-                           double max_s)
-{
-    for (double end = gb_now_s() + max_s; gb_now_s() < end; gb_sleep_ms(2))
-        if (gb_runctl_server_confirmed(s, role, state) >= want)
-            return 1;
-    return gb_runctl_server_confirmed(s, role, state) >= want;
-}
-
-/* The run's state moves forward through its stages and reaches the clients c[0..2] (two
- * trainers and an actor that stops at flushing), then a client that starts late. */
-static void runctl_moves(gb_runctl_server *rs, gb_runctl_client **c, atomic_int *stops,
-                         void *ctx, const char *ep)
-{
-    gb_error err;
-    /* ending reaches every worker within a few poll periods */
-    CHECK_EQ_INT(gb_runctl_server_set(rs, GB_RUN_ENDING), GB_RUN_ENDING);
-    double took = until_all(c, 3, GB_RUN_ENDING, 2.0);
-    printf("  ending heard by 3 clients in %.1f ms\n", 1e3 * took);
-    CHECK(took >= 0 && took < 0.25);
-    gb_runctl_client_confirm(c[0], GB_RUN_ENDING);
-    gb_runctl_client_confirm(c[1], GB_RUN_ENDING);
-    gb_runctl_client_confirm(c[1], GB_RUN_RUNNING); /* an earlier state: no-op */
-    CHECK(until_confirmed(rs, GB_ROLE_TRAINER, GB_RUN_ENDING, 2, 1.0));
-    CHECK_EQ_INT(gb_runctl_server_confirmed(rs, GB_ROLE_ACTOR, GB_RUN_ENDING), 0);
-    CHECK_EQ_INT(atomic_load(&stops[2]), 0);
-
-    /* flushing stops the actor, not the trainers */
-    gb_runctl_server_set(rs, GB_RUN_FLUSHING);
-    CHECK(until_all(c, 3, GB_RUN_FLUSHING, 2.0) >= 0);
-    CHECK_EQ_INT(atomic_load(&stops[2]), 1);
-    CHECK_EQ_INT(atomic_load(&stops[0]) + atomic_load(&stops[1]), 0);
-    gb_runctl_client_confirm(c[2], GB_RUN_FLUSHING);
-    CHECK(until_confirmed(rs, GB_ROLE_ACTOR, GB_RUN_FLUSHING, 1, 1.0));
-    CHECK_EQ_INT(gb_runctl_client_wait(c[2], GB_RUN_RELEASED, 0.1), 0);
-
-    /* drained, released; the state never goes back */
-    gb_runctl_server_set(rs, GB_RUN_DRAINED);
-    gb_runctl_server_set(rs, GB_RUN_RELEASED);
-    CHECK_EQ_INT(gb_runctl_client_wait(c[2], GB_RUN_RELEASED, 2.0), 1);
-    CHECK_EQ_INT(gb_runctl_server_set(rs, GB_RUN_ENDING), GB_RUN_RELEASED);
-    CHECK_EQ_INT(gb_runctl_server_state(rs), GB_RUN_RELEASED);
-
-    /* a client that starts late learns the state at once */
-    gb_runctl_server_set_env_steps(rs, 777); /* and the clock with it (a restarted worker) */
-    gb_runctl_client_opts lo = {.endpoint = ep, .role = GB_ROLE_POLICY, .index = 0};
-    gb_runctl_client *late;
-    CHECK_OK(gb_runctl_client_open(&late, ctx, &lo, &err));
-    took = until_all(&late, 1, GB_RUN_RELEASED, 2.0);
-    CHECK(took >= 0 && took < 0.5);
-    CHECK(gb_runctl_client_env_steps(late) == 777);
-    gb_runctl_client_close(late);
-
-}
-
-/* A malformed watch is answered with GB_EPROTO naming the sender and the attribute. */
-static void runctl_malformed(void *ctx, const char *ep)
-{
-    gb_error err;
-    void *raw = zmq_socket(ctx, ZMQ_DEALER);
-    int linger = 0;
-    zmq_setsockopt(raw, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_connect(raw, ep);
-    gb_wire_header h;
-    gb_wire_header_init(&h, GB_MSG_RUN_WATCH, GB_ROLE_ACTOR, 7);
-    h.seq = 9;
-    CHECK_OK(gb_wire_attr_set_int(&h, "known", 0, &err));
-    CHECK_OK(gb_wire_attr_set_int(&h, "confirmed", 42, &err)); /* no such state */
-    CHECK_OK(gb_wire_send(raw, NULL, 0, &h, NULL, 0, &err));
-    gb_wire_msg m;
-    gb_wire_msg_init(&m);
-    CHECK_OK(gb_wire_recv(raw, &m, 0, 0, &err));
-    CHECK_EQ_INT(m.hdr.type, GB_MSG_RUN_STATE);
-    CHECK_EQ_INT(m.hdr.status, GB_EPROTO);
-    CHECK_EQ_INT(m.hdr.seq, 9);
-    CHECK(strstr(m.hdr.text, "run_watch from actor 7") && strstr(m.hdr.text, "'confirmed'"));
-    gb_wire_msg_release(&m);
-    zmq_close(raw);
-}
-
-static void test_runctl(void)
-{
-    gb_error err;
-    char dir[64], ep[256];
-    st_tmpdir(dir, sizeof dir);
-    snprintf(ep, sizeof ep, "ipc://%s/registry", dir);
-    void *ctx = zmq_ctx_new();
-    gb_runctl_server *rs;
-    CHECK_OK(gb_runctl_server_open(&rs, &err));
-    CHECK_EQ_INT(gb_runctl_server_state(rs), GB_RUN_RUNNING);
-    gb_registry_server_opts so = {.endpoint = ep, .max_ttl_ms = 10000, .runctl = rs};
-    reg_thread t = {0};
-    atomic_init(&t.stop, 0);
-    CHECK_OK(gb_registry_server_open(&t.s, ctx, &so, &err));
-    pthread_t th;
-    pthread_create(&th, NULL, reg_run, &t);
-
-    /* two trainers and an actor; only the actor stops on flushing */
-    atomic_int stops[3];
-    gb_runctl_client *c[3];
-    for (int i = 0; i < 3; i++) {
-        atomic_init(&stops[i], 0);
-        gb_runctl_client_opts o = {.endpoint = ep,
-                                   .role = i < 2 ? GB_ROLE_TRAINER : GB_ROLE_ACTOR,
-                                   .index = i < 2 ? i : 0,
-                                   .stop = &stops[i],
-                                   .stop_at = i < 2 ? GB_RUN_RUNNING : GB_RUN_FLUSHING};
-        CHECK_OK(gb_runctl_client_open(&c[i], ctx, &o, &err));
-    }
-    gb_runctl_client_opts bad = {.endpoint = ep, .stop_at = GB_RUN_STATE_END};
-    gb_runctl_client *none = NULL;
-    CHECK(gb_runctl_client_open(&none, ctx, &bad, &err) == GB_EINVAL && none == NULL);
-    gb_sleep_ms(200); /* every watch is held now */
-    for (int i = 0; i < 3; i++)
-        CHECK_EQ_INT(gb_runctl_client_state(c[i]), GB_RUN_RUNNING);
-    CHECK_EQ_INT(gb_runctl_server_confirmed(rs, GB_ROLE_TRAINER, GB_RUN_ENDING), 0);
-
-    /* the run's env-step clock reaches the workers with the next answer (at most a hold) */
-    gb_runctl_server_set_env_steps(rs, 12345);
-    for (int tries = 0; tries < 300 && gb_runctl_client_env_steps(c[0]) != 12345; tries++)
-        usleep(10000);
-    CHECK(gb_runctl_client_env_steps(c[0]) == 12345);
-    CHECK(gb_runctl_client_env_steps(NULL) == 0);
-
-    /* a checkpoint request reaches the workers at once: held watches are answered with it */
-    gb_sleep_ms(50);
-    CHECK(gb_runctl_client_checkpoints(c[0]) == 0 && gb_runctl_client_checkpoints(NULL) == 0);
-    CHECK(gb_runctl_server_request_checkpoint(rs) == 1);
-    double t0 = gb_now_s();
-    while (gb_runctl_client_checkpoints(c[0]) != 1 && gb_now_s() - t0 < 2.0)
-        gb_sleep_ms(1);
-    printf("  a checkpoint request heard in %.1f ms\n", 1e3 * (gb_now_s() - t0));
-    CHECK(gb_runctl_client_checkpoints(c[0]) == 1 && gb_now_s() - t0 < 0.25);
-
-    /* a held request: the hold comes with its count (never the count without it), at once;
-     * a release likewise */
-    CHECK(gb_runctl_client_hold(c[0]) == 0 && gb_runctl_client_hold(NULL) == 0);
-    CHECK(gb_runctl_server_request_hold(rs) == 2);
-    t0 = gb_now_s();
-    int64_t asked = 0;
-    while ((asked = gb_runctl_client_checkpoints(c[1])) != 2 && gb_now_s() - t0 < 2.0)
-        gb_sleep_ms(1);
-    /* the count read first, as trainers do: its hold is there with it */
-    CHECK(asked == 2 && gb_runctl_client_hold(c[1]) == 2 && gb_now_s() - t0 < 0.25);
-    gb_runctl_server_release(rs);
-    t0 = gb_now_s();
-    while (gb_runctl_client_hold(c[1]) != 0 && gb_now_s() - t0 < 2.0)
-        gb_sleep_ms(1);
-    CHECK(gb_runctl_client_hold(c[1]) == 0 && gb_runctl_client_checkpoints(c[1]) == 2 &&
-          gb_now_s() - t0 < 0.25);
-
-    /* the registry serves beside the held watches */
-    gb_registry_client_opts co = {ep, 2000, 0, 600, GB_ROLE_LAUNCHER, 0};
-    gb_registry_client *reg;
-    CHECK_OK(gb_registry_client_open(&reg, ctx, &co, &err));
-    CHECK_OK(gb_registry_register(reg, "trainer/0/sample", "ipc:///x", &err));
-    char found[64];
-    CHECK_OK(gb_registry_lookup(reg, "trainer/0/sample", found, sizeof found, 1000, &err));
-
-    runctl_moves(rs, c, stops, ctx, ep);
-    runctl_malformed(ctx, ep); /* counted (below); the server goes on */
-    CHECK_OK(gb_registry_lookup(reg, "trainer/0/sample", found, sizeof found, 1000, &err));
-
-    CHECK(strcmp(gb_run_state_name(GB_RUN_DRAINED), "drained") == 0);
-    CHECK(strcmp(gb_run_state_name(GB_RUN_STATE_END), "invalid") == 0);
-    gb_registry_client_close(reg);
-    for (int i = 0; i < 3; i++)
-        gb_runctl_client_close(c[i]);
-    gb_runctl_client_close(NULL);
-    atomic_store(&t.stop, 1);
-    pthread_join(th, NULL);
-    CHECK_EQ_INT(t.rc, 0);
-    CHECK(gb_registry_server_rejected(t.s) >= 1);
-    gb_registry_server_close(t.s);
-    gb_runctl_server_close(rs);
-    zmq_ctx_term(ctx);
-    st_rmdir(dir);
-}
-
 /* The launcher's side of gearbox join, as a test gives it: slots 3 and 4, then none. */
 typedef struct join_slots {
     int next, end;
@@ -577,7 +367,6 @@ int main(void)
 {
     TEST_RUN(test_registry_processes);
     TEST_RUN(test_endpoints);
-    TEST_RUN(test_runctl);
     TEST_RUN(test_join);
     return test_main_result();
 }
