@@ -33,6 +33,7 @@ void gb_evals_init(gb_evals *ev, const gb_evals_opts *o)
     ev->target = o->every > 0 ? o->target : NAN;
     ev->ctl = o->ctl;
     ev->hold = o->hold && o->ctl && !isnan(ev->target);
+    ev->hold_wait_s = o->hold_wait_s > 0 ? o->hold_wait_s : 60.0;
     ev->go_fd = -1;
     ev->last_step = -1;
     ev->want_step = -1;
@@ -393,14 +394,14 @@ static void start_held(gb_evals *ev, int64_t env_steps)
 
 /* The waiting process's go: once trainer 0 holds at the request and its checkpoint set is of
  * the step it holds at, that set is pinned and played. final (the workers stopped): at once, on
- * the final set. Past GB_EVALS_HOLD_WAIT_S the hold is released and the newest set played; with
+ * the final set. Past hold_wait_s the hold is released and the newest set played; with
  * no set at all by then the process is stopped (reaped as failed). */
 static void go_held(gb_evals *ev, const gb_metrics_collector *mc, int final)
 {
     double held = mc ? gb_metrics_get(mc, GB_ROLE_TRAINER, 0, "held") : NAN; /* NaN: none */
     /* held, its train_steps is the step it holds at */
     double held_step = mc ? gb_metrics_get(mc, GB_ROLE_TRAINER, 0, "train_steps") : NAN;
-    int late = final || gb_now_s() - ev->hold_asked >= GB_EVALS_HOLD_WAIT_S;
+    int late = final || gb_now_s() - ev->hold_asked >= ev->hold_wait_s;
     if (held != (double)ev->hold_req && !late)
         return; /* not held yet: the manifest is read only once it says so */
     gb_checkpoint_files ck;
@@ -409,9 +410,9 @@ static void go_held(gb_evals *ev, const gb_metrics_collector *mc, int final)
     if (!ready && !late)
         return;
     if (!ready && !final) {
-        GB_WARN("evaluation: trainer 0 did not hold at a checkpoint within %.0f s (request "
+        GB_WARN("evaluation: trainer 0 did not hold at a checkpoint within %g s (request "
                 "%lld): evaluating the newest checkpoint while the trainers learn on",
-                GB_EVALS_HOLD_WAIT_S, (long long)ev->hold_req);
+                ev->hold_wait_s, (long long)ev->hold_req);
         ev->hold_missed++;
     }
     if (!ready)

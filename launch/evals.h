@@ -39,7 +39,7 @@
  * evaluation plays that checkpoint; one that falls short (or fails) releases the hold and the
  * run goes on; one that reaches the target keeps it, so the run ends on the policy it evaluated:
  * the trainers' final checkpoint is that policy. A trainer 0 that does not hold within
- * GB_EVALS_HOLD_WAIT_S (a restart, a checkpoint that takes long) is not waited for: the hold is
+ * hold_wait_s (experiment.eval_hold_wait_s: a restart, a checkpoint that takes long) is not waited for: the hold is
  * released and that evaluation plays the newest checkpoint, as without the hold. Its process
  * starts with the ask and loads its library while trainer 0 writes the checkpoint (`gearbox
  * eval --wait-stdin`: about 0.4 s of a small evaluation's 0.5), then plays on its go. A held
@@ -60,7 +60,6 @@
 #include <sys/types.h>
 
 #define GB_EVALS_GIF_MAX (4 << 20) /* bytes of a GIF logged to TensorBoard */
-#define GB_EVALS_HOLD_WAIT_S 60.0  /* the longest an evaluation waits for trainer 0's hold */
 
 enum { GB_EVALS_PLAY, GB_EVALS_PLAY_FILM, GB_EVALS_FILM }; /* what an evaluation child does */
 
@@ -85,6 +84,7 @@ typedef struct gb_evals {
     int hold;                      /* held evaluations (see the top) */
     int64_t hold_req;              /* the held request asked for and not released; 0: none */
     double hold_asked;             /* when it was asked (gb_now_s) */
+    double hold_wait_s;            /* the longest it is waited for (gb_evals_opts) */
     int64_t holds, hold_missed;    /* held evaluations started; holds not met in time */
     int64_t started, failed;       /* counts, for the log */
     int64_t logged;                /* videos logged to TensorBoard (eval/video) */
@@ -104,6 +104,7 @@ typedef struct gb_evals_opts {
     double env_steps;       /* the run's already (resumed: the next crossing is above it) */
     gb_runctl_server *ctl;  /* the run's control, where checkpoints are asked for; NULL: none */
     int hold;               /* held evaluations (experiment.eval_hold; needs ctl and a verdict) */
+    double hold_wait_s;     /* the longest one waits for trainer 0 to hold; <= 0: 60 s */
 } gb_evals_opts;
 
 /* Prepares evaluations as o says. */

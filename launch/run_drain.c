@@ -72,12 +72,15 @@ static void read_reports(void *arg, int ms)
         gb_sleep_ms(ms);
 }
 
-/* A trainer whose last report says it is writing a checkpoint (workers/roles/trainer.c): the
- * stop waits for it rather than lose the run's last model (a loaded disk's fsync took 24 s). */
-static int writing_checkpoint(void *arg, const gb_child *c)
+/* What a trainer's last report says it is writing (workers/roles/trainer.c: "writing" 1, a
+ * checkpoint; 2, --record's dataset), or NULL: the stop waits for it rather than lose the
+ * run's last model or its recorded data (a loaded disk's fsync took 24 s). */
+static const char *writing(void *arg, const gb_child *c)
 {
-    return strcmp(c->role, "trainer") == 0 &&
-           gb_metrics_get(arg, GB_ROLE_TRAINER, c->index, "checkpointing") == 1;
+    if (strcmp(c->role, "trainer") != 0)
+        return NULL;
+    double w = gb_metrics_get(arg, GB_ROLE_TRAINER, c->index, "writing");
+    return w == 1 ? "its checkpoint" : w == 2 ? "its recorded dataset" : NULL;
 }
 
 void gb_run_drain(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_collector *mc,
@@ -93,7 +96,7 @@ void gb_run_drain(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_collector
     if (mc) { /* reports read while the workers stop, not left to fill their queues */
         sup->while_waiting = read_reports;
         sup->waiting_arg = mc;
-        sup->busy = writing_checkpoint;
+        sup->busy = writing;
         sup->busy_arg = mc;
         sup->busy_max_s = cfg->launch.stop_checkpoint_s;
     }

@@ -285,7 +285,8 @@ static int open_outputs(launch *L)
             .rd = &L->rd, .run_dir = L->rd.path, .exe = L->exe, .env_steps = L->base.env_steps,
             .every = cfg->experiment.eval_every, .episodes = cfg->experiment.eval_episodes,
             .seed = cfg->experiment.seed, .target = cfg->experiment.target_return,
-            .ctl = L->runctl, .hold = cfg->experiment.eval_hold});
+            .ctl = L->runctl, .hold = cfg->experiment.eval_hold,
+            .hold_wait_s = cfg->experiment.eval_hold_wait_s});
     if (rc == 0 && L->on_slurm) { /* the run's job first: every worker is one of its steps */
         char slurm_log[2048];
         rc = gb_rundir_file(&L->rd, "logs/slurm.log", slurm_log, sizeof slurm_log, err);

@@ -286,10 +286,11 @@ int gb_supervisor_wait_role(gb_supervisor *s, const char *role, double grace_s)
  * the last settle seconds (it still has to end after its work). Says so when it starts to. */
 static int may_run_on(gb_supervisor *s, gb_child *c, double now, double last, double settle)
 {
-    if (s->busy && now < last && s->busy(s->busy_arg, c)) {
+    const char *what = s->busy && now < last ? s->busy(s->busy_arg, c) : NULL;
+    if (what) {
         if (c->busy_until == 0)
-            GB_INFO("%s-%d is writing its checkpoint: the stop waits for it (up to %.0f s)",
-                    c->role, c->index, last - now);
+            GB_INFO("%s-%d is writing %s: the stop waits for it (up to %.0f s)", c->role,
+                    c->index, what, last - now);
         c->busy_until = now + settle < last ? now + settle : last;
     }
     return now < c->busy_until;

@@ -55,11 +55,11 @@ typedef struct gb_supervisor {
      * reports there, so that a stopping worker's last report finds room (its queue holds 16). */
     void (*while_waiting)(void *arg, int ms);
     void *waiting_arg;
-    /* busy, when set, says whether a running child is doing work a stop must not cut short (a
-     * trainer writing its checkpoint: launch/run_drain.c): gb_supervisor_stop_all waits for it
-     * past the grace, until it has not been busy for a grace (at least 2 s), by up to busy_max_s
-     * in all. */
-    int (*busy)(void *arg, const gb_child *c);
+    /* busy, when set, says what work a running child is doing that a stop must not cut short
+     * ("its checkpoint": a trainer writing one, launch/run_drain.c), or NULL: none.
+     * gb_supervisor_stop_all waits for it past the grace, until it has not been busy for a
+     * grace (at least 2 s), by up to busy_max_s in all. */
+    const char *(*busy)(void *arg, const gb_child *c);
     void *busy_arg;
     double busy_max_s;
 } gb_supervisor;

@@ -92,6 +92,7 @@ typedef struct gb_config_experiment {
     int64_t eval_every;    /* env steps between evaluation videos (RUN_DIR/videos); 0 = off */
     int64_t eval_episodes; /* episodes in each of them */
     int eval_hold;         /* with a verdict: the trainers hold while an evaluation plays */
+    double eval_hold_wait_s; /* the longest an evaluation waits for trainer 0 to hold */
     gb_config_int_list trackers;            /* gb_tracker values: followers beside the run */
     char trackers_python[GB_CONFIG_PATH_MAX]; /* their Python; "" = $GEARBOX_PYTHON or the venv's */
     char mlflow_uri[GB_CONFIG_PATH_MAX];    /* MLflow's store; "" = <run_root>/mlruns */

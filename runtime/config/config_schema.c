@@ -79,6 +79,10 @@ const gb_config_field gb_config_fields[] = {
          "of the target lets them go on, one that reaches it ends the run on the policy it "
          "played (the final checkpoint is that policy). false: evaluations play the newest "
          "checkpoint while training goes on"),
+    FLOAT("experiment.eval_hold_wait_s", experiment.eval_hold_wait_s, "60", 0.1, 86400,
+          "the longest a held evaluation waits for trainer 0 to write its checkpoint and "
+          "hold (a restart, a slow disk); past it the hold is released and the evaluation "
+          "plays the newest checkpoint while the trainers learn on"),
     ENUM_LIST("experiment.trackers", experiment.trackers, "[]", trackers,
               "trackers the run's metrics rows, config and summary also go to, each fed by a "
               "Python follower (gearbox.follow) beside the launcher: mlflow (MLflow's local "
@@ -390,7 +394,8 @@ const gb_config_field gb_config_fields[] = {
     FLOAT("launch.stop_timeout_s", launch.stop_timeout_s, "5", 0, 3600,
           "seconds children get after SIGTERM"),
     FLOAT("launch.stop_checkpoint_s", launch.stop_checkpoint_s, "120", 0, 86400,
-          "how much longer a stop waits for a trainer that is writing a checkpoint"),
+          "how much longer a stop waits for a trainer that is writing a checkpoint or "
+          "closing its --record dataset"),
     ENUM("launch.progress", launch.progress, "auto", progress_modes,
          "progress display: auto (a live line on a terminal), line, plain, off"),
     FLOAT("launch.heartbeat_timeout_s", launch.heartbeat_timeout_s, "30", 0.5, 86400,

@@ -3,7 +3,11 @@
 # grace (launch.stop_timeout_s) because its fsync is slow (slow_fsync.c: 6 s, preloaded) is
 # waited for, not killed: the run ends solved, exit 0, with the final checkpoint at the last
 # training step, and the launcher says why it waits. With launch.stop_checkpoint_s shorter than
-# the write, the trainer is killed and the run fails (worker_failed, exit 1), as before.
+# the write, the trainer is killed and the run fails (worker_failed, exit 1), as before. A held
+# evaluation whose checkpoint is the slow one: past experiment.eval_hold_wait_s (1 s) the hold
+# is let go (the launcher says so), that evaluation is dropped (no checkpoint yet), and the
+# evaluations after it hold and decide the run: solved, exit 0. A --record dataset whose
+# closing fsync is the slow one is waited for likewise: solved, exit 0, every chunk recorded.
 # usage: run_slow_checkpoint.sh GEARBOX CONFIG SLOW_FSYNC_LIB WORK_DIR
 set -u
 gearbox=$1 config=$2 lib=$3 work=$4
@@ -16,12 +20,18 @@ runs() {
     --set trainer.checkpoint_every_s=0 --set launch.stop_timeout_s=2 \
     --set launch.progress=off "$@" > "$work/$name.log" 2>&1
 }
-runs waits; status=$?
-s="$work/waits/summary.json"
-[ "$status" -eq 0 ] || { tail -20 "$work/waits.log"; fail "the run exited $status"; }
-[ "$(json_get "$s" exit_reason)" = solved ] || fail "exit_reason $(json_get "$s" exit_reason)"
-grep -q "slow_fsync: 6 s before fsync of .*checkpoints/trainer-0" "$work/waits/logs/trainer-0.log" ||
-  fail "the trainer's checkpoint was not slowed (the preload did not take)"
+# solved CASE STATUS SLOWED: the run ended solved, exit 0, and the slow fsync was of a path
+# matching SLOWED (a grep pattern); sets s to its summary
+solved() {
+  local name=$1 status=$2 slowed=$3 reason
+  s="$work/$name/summary.json"
+  [ "$status" -eq 0 ] || { tail -20 "$work/$name.log"; fail "$name: the run exited $status"; }
+  reason=$(json_get "$s" exit_reason)
+  [ "$reason" = solved ] || fail "$name: exit_reason $reason"
+  grep -q "slow_fsync: 6 s before fsync of .*$slowed" "$work/$name/logs/trainer-0.log" ||
+    fail "$name: no fsync of $slowed was slowed (the preload did not take)"
+}
+runs waits; solved waits $? "checkpoints/trainer-0"
 grep -q "trainer-0 is writing its checkpoint: the stop waits for it" "$work/waits.log" ||
   fail "the launcher did not say it waits for the checkpoint"
 steps=$(json_get "$s" train_steps)
@@ -31,8 +41,24 @@ echo "a 6 s final checkpoint with a 2 s grace: waited for; solved, exit 0, check
 runs cut --set launch.stop_checkpoint_s=1; status=$?
 s="$work/cut/summary.json"
 [ "$status" -ne 0 ] || fail "a trainer killed in its checkpoint, and the run exited 0"
-[ "$(json_get "$s" exit_reason)" = worker_failed ] || fail "exit_reason $(json_get "$s" exit_reason)"
+reason=$(json_get "$s" exit_reason)
+[ "$reason" = worker_failed ] || fail "exit_reason $reason"
 grep -q "trainer-0 did not stop within the grace and was killed" "$s" ||
   fail "summary.json's error does not name the killed trainer: $(json_get "$s" error)"
 echo "launch.stop_checkpoint_s 1: the trainer killed, worker_failed, exit $status"
-echo "2 passed, 0 failed"
+runs held --set experiment.eval_every=5000 --set experiment.eval_hold_wait_s=1 \
+  --set trainer.checkpoint_every_s=1000
+solved held $? "checkpoints/trainer-0"
+grep -q "trainer 0 did not hold at a checkpoint within 1 s (request 1)" "$work/held.log" ||
+  fail "held: the launcher did not give up the first hold after 1 s"
+sed -n '/did not hold at a checkpoint/,$p' "$work/held.log" | grep -q "the trainers held at it" ||
+  fail "held: no evaluation held the trainers after the missed hold"
+echo "a held evaluation's 6 s checkpoint with eval_hold_wait_s 1: let go; a later hold decided"
+(export GB_TEST_SLOW_FSYNC_MATCH=.gbds; runs record --record "$work/recorded")
+solved record $? "recorded/trainer-0.gbds"
+grep -q "trainer-0 is writing its recorded dataset: the stop waits for it" "$work/record.log" ||
+  fail "record: the launcher did not say it waits for the dataset"
+grep -q "trainer: recorded [1-9][0-9]* chunks" "$work/record/logs/trainer-0.log" ||
+  fail "record: the dataset was not closed"
+echo "a --record dataset's 6 s closing fsync with a 2 s grace: waited for; solved, exit 0"
+echo "4 passed, 0 failed"

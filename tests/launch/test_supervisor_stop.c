@@ -13,10 +13,10 @@
 static double t0;
 
 /* "writing" for the first 2 s: the child named 0; always: the child named 2 */
-static int busy(void *arg, const gb_child *c)
+static const char *busy(void *arg, const gb_child *c)
 {
     (void)arg;
-    return c->index == 2 || (c->index == 0 && gb_now_s() - t0 < 2.0);
+    return c->index == 2 || (c->index == 0 && gb_now_s() - t0 < 2.0) ? "its checkpoint" : NULL;
 }
 
 static void spawn(gb_supervisor *s, int index, const char *script, const char *dir)

@@ -219,6 +219,15 @@ static int write_learning(void *ctx, const char *model, const char *replay, gb_e
     return gb_learning_checkpoint(ctx, model, replay, err);
 }
 
+/* Says in a report at once what this trainer writes now (the metric "writing": 1 its checkpoint,
+ * 2 --record's dataset, 0 nothing): a stop waits for a trainer writing (launch/run_drain.c,
+ * launch.stop_checkpoint_s). */
+static void say_writing(trainer *t, int what)
+{
+    gb_metrics_set(t->w->metrics, "writing", what);
+    gb_metrics_send(t->w->metrics, NULL);
+}
+
 /* checkpoints/trainer-<index>.checkpoint names the model and replay files of one step
  * (workers/roles/checkpoint_set.h): a failed write (ENOSPC) leaves the previous pair current. */
 static int checkpoint(trainer *t, gb_error *err)
@@ -229,12 +238,9 @@ static int checkpoint(trainer *t, gb_error *err)
     int64_t step = gb_learning_train_steps(t->learning);
     uint64_t before = 0, after = 0;
     int64_t n = gb_replay_digest(t->replay, &before);
-    /* said first: a stop waits for a trainer writing a checkpoint (launch.stop_checkpoint_s) */
-    gb_metrics_set(t->w->metrics, "checkpointing", 1);
-    gb_metrics_send(t->w->metrics, NULL);
+    say_writing(t, 1);
     int rc = gb_checkpoint_write(dir, name, step, 1, write_learning, t->learning, err);
-    gb_metrics_set(t->w->metrics, "checkpointing", 0);
-    gb_metrics_send(t->w->metrics, NULL);
+    say_writing(t, 0);
     if (rc == 0 && gb_replay_digest(t->replay, &after) == n && after == before)
         GB_INFO("trainer: checkpoint written (%lld training steps; replay %lld items, digest "
                 "%016llx)", (long long)step, (long long)n, (unsigned long long)before);
@@ -460,7 +466,10 @@ static int finish(trainer *t, int rc, gb_error *err)
     if (t->record) { /* --record: flush and close the dataset */
         gb_error rerr = {0};
         int64_t items = gb_dataset_writer_count(t->record);
-        if (gb_dataset_writer_close(t->record, &rerr) != 0) {
+        say_writing(t, 2); /* its fsync: the stop waits for it too */
+        int closed = gb_dataset_writer_close(t->record, &rerr);
+        say_writing(t, 0);
+        if (closed != 0) {
             GB_ERROR("trainer: closing the recorded dataset failed: %s", rerr.msg);
             rc = first_error(rc, err, rerr.code, &rerr);
         } else {
