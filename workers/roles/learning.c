@@ -70,11 +70,6 @@ int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *e
         rc = gb_learning_open_device(L, err);
     if (rc == 0)
         rc = gb_learning_alloc_staging(L, err);
-    if (rc == 0 && L->group)
-        rc = gb_torch_learner_set_group(L->learner, L->group,
-                                        (size_t)cfg->trainer.bucket_bytes, err);
-    if (rc == 0 && L->group) /* the root's (a re-formed group's survivor's, gb_learning_regroup) */
-        L->train_steps = gb_torch_learner_train_steps(L->learner);
     if (rc == 0 && L->group && !(L->checksums = calloc((size_t)ranks, sizeof *L->checksums)))
         rc = gb_error_set(err, GB_ENOMEM, "learning: out of memory");
     if (rc == 0 && L->group) {
@@ -118,7 +113,7 @@ void gb_learning_destroy(gb_learning *L)
     free(L);
 }
 
-int gb_learning_regroup(gb_learning *L, gb_group *g, uint64_t shared_seed, gb_error *err)
+int gb_learning_join_group(gb_learning *L, gb_group *g, uint64_t shared_seed, gb_error *err)
 {
     L->group = g;
     int rc = gb_torch_learner_set_group(L->learner, g, (size_t)L->cfg->trainer.bucket_bytes, err);

@@ -71,24 +71,26 @@ typedef struct gb_learning_opts {
 } gb_learning_opts;
 
 /* Creates the learner, the replay (trainer.replay, one column per chunk column, next_obs per
- * item) and the staging. With a group, the learner starts from rank 0's parameters (collective:
- * every rank creates its learning together). In inline mode no call waits, so the rate
- * limiter's ratio must be able to hold back the learner: a replay whose items are sampled more
- * than once (max_times_sampled 0) needs samples_per_insert > 0 (GB_EINVAL otherwise, naming the
- * key). Returns 0, GB_EUNSUPPORTED (cuda without a CUDA build, device or libtorch), GB_EINVAL,
- * GB_ENOMEM or the learner's and the replay's errors (GB_EINVAL / GB_ECORRUPT for a replay
- * segment or model checkpoint of another configuration). */
+ * item) and the staging. With a group, the batch's split and the shards are made for it, and
+ * gb_learning_join_group (collective) then starts every rank from the same state. In inline mode
+ * no call waits, so the rate limiter's ratio must be able to hold back the learner: a replay whose
+ * items are sampled more than once (max_times_sampled 0) needs samples_per_insert > 0 (GB_EINVAL
+ * otherwise, naming the key). Returns 0, GB_EUNSUPPORTED (cuda without a CUDA build, device or
+ * libtorch), GB_EINVAL, GB_ENOMEM or the learner's and the replay's errors (GB_EINVAL /
+ * GB_ECORRUPT for a replay segment or model checkpoint of another configuration). */
 int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *err);
 
 /* Frees everything (NULL: no-op). A thread still using the replay must be woken first
  * (gb_replay_close on gb_learning_replay) and joined. */
 void gb_learning_destroy(gb_learning *L);
 
-/* Several trainers, after their group failed and re-formed as g (same rank and size;
- * workers/roles/trainer_group.c): the learner takes the state of the rank that trained furthest
- * (gb_torch_learner_set_group), the shards' shared draw starts again from shared_seed (equal on
- * every rank). Collective. Returns 0 or the group's errors. */
-int gb_learning_regroup(gb_learning *L, gb_group *g, uint64_t shared_seed, gb_error *err);
+/* Several trainers, once create made every rank's learning for group g and again after the
+ * group failed and re-formed as g (same rank and size; workers/roles/trainer_group.c): the
+ * learner takes the state of the rank that trained furthest (gb_torch_learner_set_group: rank
+ * 0's at a start), the shards' shared draw starts again from shared_seed (equal on every rank).
+ * Collective; nothing trains before it. Returns 0 or the group's errors (a peer that died as
+ * the group formed fails it: gb_group_failed, form the group again). */
+int gb_learning_join_group(gb_learning *L, gb_group *g, uint64_t shared_seed, gb_error *err);
 
 gb_replay *gb_learning_replay(gb_learning *L);
 /* 1 when create loaded the learner from opts.model_checkpoint, else 0. */

@@ -275,6 +275,12 @@ static int open_learning(trainer *t, gb_error *err)
     lo.shared_seed = gb_trainer_shared_seed(t); /* the group's generation's */
     if ((rc = crash_safe_opts(t, &lo, err)) || (rc = gb_learning_create(&lo, &t->learning, err)))
         return rc;
+    /* every trainer starts from the same state; a trainer that died as the group formed fails
+     * this first collective, and the group forms again with its restart, as in training */
+    if (t->group && (rc = gb_learning_join_group(t->learning, t->group, lo.shared_seed, err)) &&
+        (!gb_group_failed(t->group) || gb_worker_stopping(w) ||
+         (rc = gb_trainer_regroup(t, err))))
+        return rc;
     t->replay = gb_learning_replay(t->learning);
     gb_learner_report_start(&t->timing, t->learning);
     GB_INFO("trainer %d: learning on %s, batches collected by the %s path%s", w->index,

@@ -15,8 +15,11 @@
  * close the failed group, wait for that generation, and meet the restarted trainer in a new
  * rendezvous of that generation (a store file or key prefix of its own). The restarted trainer
  * re-attaches its replay shard and ledger from shared memory (trainer.c); everyone then takes
- * the state of the trainer that trained furthest (gb_learning_regroup). Trainer 0 serves a
- * registry store again on the port it had, where the others' lookups still point.
+ * the state of the trainer that trained furthest (gb_learning_join_group). Trainer 0 serves a
+ * registry store again on the port it had, where the others' lookups still point. A trainer
+ * that dies as the group forms (in its first collective, gb_learning_join_group) is met the
+ * same way. The group's calls and rendezvous give up as soon as the generation moves past
+ * theirs (generation_gone): the launcher knows a trainer died before Gloo always does.
  * defines: gb_trainer_join_group, gb_trainer_regroup */
 #include "workers/roles/trainer_internal.h"
 
@@ -129,12 +132,20 @@ static int64_t generation_now(const gb_worker *w)
     return g < 0 ? 0 : g;
 }
 
-int gb_trainer_join_group(trainer *t, gb_error *err)
+/* gb_group_opts.abandon: the launcher moved the group's generation past this trainer's (a
+ * trainer failed and is started again), so a collective or rendezvous of this generation waits
+ * for nobody: give it up at once (Gloo may not notice a dead peer: workers/torch/group.cpp). */
+static int generation_gone(void *arg)
+{
+    const trainer *t = arg;
+    return gb_runctl_client_trainer_group(t->w->runctl) > t->generation;
+}
+
+/* Joins the group of the generation run control says now. */
+static int join_once(trainer *t, gb_error *err)
 {
     gb_worker *w = t->w;
     const gb_config_trainer *tc = &w->cfg->trainer;
-    if (tc->count == 1)
-        return 0;
     char self[256], store_host[256], dir[2048], store[2200], prefix[64];
     int rc = own_address(w, self, sizeof self, err);
     if (rc)
@@ -153,6 +164,8 @@ int gb_trainer_join_group(trainer *t, gb_error *err)
         .nccl = tc->backend == GB_BACKEND_NCCL ||
                 (tc->backend == GB_BACKEND_AUTO && tc->device == GB_DEVICE_CUDA &&
                  gb_group_has_nccl()),
+        .abandon = generation_gone,
+        .abandon_arg = t,
     };
     store_place place = {.t = t, .host = self};
     if (tc->rendezvous.store == GB_STORE_FILE) {
@@ -184,6 +197,22 @@ int gb_trainer_join_group(trainer *t, gb_error *err)
     return rc;
 }
 
+int gb_trainer_join_group(trainer *t, gb_error *err)
+{
+    if (t->w->cfg->trainer.count == 1)
+        return 0;
+    for (;;) {
+        int rc = join_once(t, err);
+        /* another trainer failed while this one waited for the others: the generation moved
+         * on; meet in the new one */
+        if (rc == 0 || !generation_gone(t) || gb_worker_stopping(t->w))
+            return rc;
+        GB_INFO("trainer: generation %lld of the trainers' group was given up before it formed "
+                "(%s); joining the next", (long long)t->generation, err->msg);
+        *err = (gb_error){0};
+    }
+}
+
 uint64_t gb_trainer_shared_seed(const trainer *t)
 {
     return gb_rng_seed_of((uint64_t)t->w->cfg->experiment.seed, "trainers",
@@ -195,32 +224,32 @@ int gb_trainer_regroup(trainer *t, gb_error *err)
     gb_worker *w = t->w;
     const double t0 = gb_now_s();
     const double wait_s = w->cfg->launch.heartbeat_timeout_s + w->cfg->trainer.rendezvous.timeout_s;
-    GB_WARN("trainer: the trainers' group (generation %lld) failed: %s; waiting for the launcher "
-            "to restart the trainer that failed", (long long)t->generation, err->msg);
-    gb_group_close(t->group);
-    t->group = NULL;
-    int rc = 0;
-    for (int64_t failed = t->generation;;) {
+    for (;;) {
+        GB_WARN("trainer: the trainers' group (generation %lld) failed: %s; waiting for the "
+                "launcher to restart the trainer that failed", (long long)t->generation,
+                err->msg);
+        gb_group_close(t->group);
+        t->group = NULL;
         /* the launcher moves the generation on as it restarts the trainer that failed */
-        while (gb_runctl_client_trainer_group(w->runctl) <= failed) {
-            if (gb_worker_stopping(w) || gb_worker_run_ending(w) || gb_now_s() - t0 > wait_s)
+        for (const double since = gb_now_s(); !generation_gone(t); gb_sleep_ms(5))
+            if (gb_worker_stopping(w) || gb_worker_run_ending(w) || gb_now_s() - since > wait_s)
                 return gb_error_set(err, GB_ECLOSED, "trainer: the trainers' group failed and "
                                     "did not form again (%s within %.0f s)",
                                     gb_worker_run_ending(w) ? "the run ended"
                                                             : "no trainer was restarted",
                                     wait_s);
-            gb_sleep_ms(5);
-        }
         *err = (gb_error){0};
-        if ((rc = gb_trainer_join_group(t, err)) == 0)
-            break;
-        /* another trainer failed meanwhile: the generation moved on again; meet in that one */
-        if (gb_runctl_client_trainer_group(w->runctl) <= t->generation)
+        int rc = gb_trainer_join_group(t, err);
+        if (rc)
             return gb_error_prefix(err, "trainer: forming the trainers' group again");
-        failed = t->generation;
+        rc = gb_learning_join_group(t->learning, t->group, gb_trainer_shared_seed(t), err);
+        if (rc == 0)
+            break;
+        /* a trainer failed again as the group formed: wait for its restart in turn */
+        if (!gb_group_failed(t->group) || gb_worker_stopping(w))
+            return gb_error_prefix(err, "trainer: taking the state after the group formed "
+                                   "again");
     }
-    if ((rc = gb_learning_regroup(t->learning, t->group, gb_trainer_shared_seed(t), err)))
-        return gb_error_prefix(err, "trainer: taking the state after the group formed again");
     GB_INFO("trainer: the trainers' group formed again as generation %lld %.2f s after it "
             "failed; training goes on from step %lld", (long long)t->generation,
             gb_now_s() - t0, (long long)gb_learning_train_steps(t->learning));

@@ -50,7 +50,7 @@ extern "C" {
  * version 1 had neither. gb_torch_api and this file's types (gb_config and other runtime types
  * are one build's own); bumped when a layout or meaning changes: the loader refuses another
  * version or size. */
-#define GB_TORCH_ABI_VERSION 4u
+#define GB_TORCH_ABI_VERSION 5u
 
 /* The symbol the module exports: const gb_torch_api *gearbox_torch_api(void). */
 #define GB_TORCH_ENTRY_SYMBOL "gearbox_torch_api"
@@ -201,6 +201,13 @@ typedef struct gb_group_opts {
     int nccl; /* 1: also an NCCL group, which all-reduces device tensors (the learner's gradient
                  buckets on cuda) on the current CUDA device; GB_EUNSUPPORTED where this
                  libtorch has no NCCL (group_has_nccl) */
+    /* optional: asked about every 0.1 s while the open waits for the other ranks or a call
+       waits for its collective, in the caller's thread; nonzero: the group is gone (another
+       member failed and the caller knows it another way, e.g. the launcher's run control), and
+       the wait gives up at once with GB_ECLOSED instead of waiting out timeout_s (Gloo may
+       not notice a dead peer: group.cpp) */
+    int (*abandon)(void *arg);
+    void *abandon_arg;
 } gb_group_opts;
 
 typedef enum { GB_GROUP_SUM = 0, GB_GROUP_MIN = 1, GB_GROUP_MAX = 2 } gb_group_op;

@@ -12,6 +12,16 @@
 // - A peer that exits makes the next call fail at once with Gloo's "Connection reset by peer" or
 //   "Connection closed by peer"; a peer that hangs makes it fail after the timeout (Gloo's own
 //   "Timed out waiting ..." or the work's "Operation timed out!").
+// - Except: a send that Gloo could not write in place (the socket's buffer full, or the peer
+//   already gone: EPIPE) waits in the pair's queue, and when the pair then fails, Gloo signals
+//   the queued sends of bound buffers only (tcp::Pair::signalException looks at op.buf, not
+//   op.ubuf; Debian's 2022 Gloo and Gloo's main branch alike): the collective's send waits out
+//   the whole timeout although its peer is dead. Seen in tests/launch/run_slurm_nodes.sh (a
+//   trainer killed just after the group formed, over a bridge with a 1448-byte MSS): the
+//   survivor sat in UnboundBuffer::waitSend and was killed as hung. Hence opts.abandon: a call
+//   waits in slices of kAbandonPollMs and asks it in between; an abandoned call closes the
+//   group's connections (no data moves into or out of the caller's buffers after it returns)
+//   and leaves the collective to its Gloo thread, which ends at the timeout (gbt_group_close).
 #include "workers/torch/group.hpp"
 #include "workers/torch/module.h"
 
@@ -29,8 +39,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 struct gb_group {
@@ -42,12 +55,36 @@ struct gb_group {
     std::vector<uint8_t> small_out, small_in; // a small all-reduce's all-to-all (grow-only)
     std::vector<int64_t> split_send, split_recv; // all-to-all split sizes (sized once)
     int64_t sent = 0, received = 0; // all-to-all payload to and from other ranks (gb_group_traffic)
+    int (*abandon)(void *) = nullptr; // opts.abandon
+    void *abandon_arg = nullptr;
+    c10::intrusive_ptr<c10d::Work> stuck; // an abandoned call's collective (gbt_group_close)
 #ifdef USE_C10D_NCCL
     c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl; // device tensors (opts.nccl)
 #endif
 };
 
 namespace {
+
+// How often a waiting call asks opts.abandon.
+constexpr int64_t kAbandonPollMs = 100;
+
+// A call given up because opts.abandon said the group is gone.
+struct abandoned_error : std::runtime_error {
+    abandoned_error() : std::runtime_error("given up: another member of the group failed") {}
+};
+
+// c10d keeps a Gloo group's contexts protected: reached through a derived class's member pointer.
+struct GlooContexts : c10d::ProcessGroupGloo {
+    static std::vector<std::shared_ptr<::gloo::Context>> &of(c10d::ProcessGroupGloo &pg)
+    {
+        return pg.*(&GlooContexts::contexts_);
+    }
+};
+
+// Abandoned groups, never freed (their Gloo threads may still wait in a collective): reachable,
+// so that leak checkers do not count them.
+std::mutex abandoned_mutex;
+std::vector<gb_group *> abandoned_groups;
 
 bool contains(const std::string &haystack, const char *needle)
 {
@@ -80,6 +117,10 @@ template <class F> int group_call(gb_group *g, const char *what, gb_error *err, 
     try {
         body();
         return 0;
+    } catch (const abandoned_error &e) {
+        g->failed = true;
+        return gb_error_set(err, GB_ECLOSED, "%s (rank %d of %d): %s", what, g->rank, g->size,
+                            e.what());
     } catch (const c10::Error &e) {
         msg = e.what_without_backtrace();
     } catch (const std::bad_alloc &) {
@@ -104,9 +145,64 @@ c10d::AllreduceOptions allreduce_opts(const gb_group *g, gb_group_op op)
     return ao;
 }
 
+// Gives the call up (opts.abandon said so): closes every connection of the group, so that its
+// collective, still waiting in a Gloo thread, moves no more bytes, and keeps the work for close.
+[[noreturn]] void give_up(gb_group *g, const c10::intrusive_ptr<c10d::Work> &work)
+{
+    g->stuck = work;
+    if (g->pg)
+        for (auto &context : GlooContexts::of(*g->pg))
+            context->closeConnections();
+    throw abandoned_error();
+}
+
+// Waits for a call's work: at most the group's timeout, and with opts.abandon in slices, asking
+// it between them (the work's timed wait throws "Operation timed out!" at the end of a slice
+// while the work is still running, or as it ends: then waiting again returns its own result;
+// a work that ended with an error rethrows that error).
 void wait_for(gb_group *g, const c10::intrusive_ptr<c10d::Work> &work)
 {
-    work->wait(g->timeout);
+    if (!g->abandon) {
+        work->wait(g->timeout);
+        return;
+    }
+    const auto end = std::chrono::steady_clock::now() + g->timeout;
+    for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            end - std::chrono::steady_clock::now());
+        try {
+            work->wait(std::min(left, std::chrono::milliseconds(kAbandonPollMs)));
+            return;
+        } catch (...) {
+            if (left.count() <= kAbandonPollMs) // the whole timeout waited
+                throw;
+        }
+        if (work->isCompleted()) { // it ended as the slice did: its own result
+            work->wait(g->timeout);
+            return;
+        }
+        if (g->abandon(g->abandon_arg))
+            give_up(g, work);
+    }
+}
+
+// With opts.abandon, before Gloo's rendezvous (which waits for every rank up to the timeout,
+// unasked): each rank says it is here under "present/<rank>" and waits, asking opts.abandon,
+// until every rank is. A rank that waits for a generation the caller gave up on stops at once.
+void wait_present(gb_group *g)
+{
+    g->store->set("present/" + std::to_string(g->rank), std::vector<uint8_t>{1});
+    std::vector<std::string> keys;
+    for (int r = 0; r < g->size; r++)
+        keys.push_back("present/" + std::to_string(r));
+    const auto end = std::chrono::steady_clock::now() + g->timeout;
+    while (!g->store->check(keys)) {
+        if (g->abandon(g->abandon_arg))
+            throw abandoned_error();
+        if (std::chrono::steady_clock::now() >= end)
+            throw std::runtime_error("timed out waiting for the other ranks to join");
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
 }
 
 torch::Tensor bytes_view(const void *p, size_t bytes)
@@ -202,6 +298,8 @@ extern "C" int gbt_group_open(const gb_group_opts *o, gb_group **out, gb_error *
     g->rank = o->rank;
     g->size = o->size;
     g->timeout = std::chrono::milliseconds((int64_t)std::ceil(o->timeout_s * 1000.0));
+    g->abandon = o->abandon;
+    g->abandon_arg = o->abandon_arg;
     int ready_rc = 0;
     int rc = group_call(g, "group open", err, [&] {
         c10::intrusive_ptr<c10d::Store> base;
@@ -224,6 +322,8 @@ extern "C" int gbt_group_open(const gb_group_opts *o, gb_group **out, gb_error *
             base = tcp;
         }
         g->store = c10::make_intrusive<c10d::PrefixStore>(o->prefix ? o->prefix : "", base);
+        if (g->abandon)
+            wait_present(g);
         auto opts = c10d::ProcessGroupGloo::Options::create(g->timeout);
         opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(
             o->device_host && o->device_host[0] ? o->device_host : "127.0.0.1"));
@@ -250,10 +350,21 @@ extern "C" int gbt_group_open(const gb_group_opts *o, gb_group **out, gb_error *
 
 // Destroying the process group joins its worker threads: a collective still in flight after a
 // failed call ends (Gloo's own timeout) before close returns, so the call's buffers are free.
+// An abandoned call's collective may wait out the whole timeout: its group is not destroyed but
+// left to its threads (its connections closed, it touches no caller buffer again), never freed.
 extern "C" void gbt_group_close(gb_group *g)
 {
     if (!g)
         return;
+    if (g->stuck && !g->stuck->isCompleted()) {
+        try {
+            std::lock_guard<std::mutex> lock(abandoned_mutex);
+            abandoned_groups.push_back(g);
+        } catch (...) {
+            // out of memory: left unlisted, still not freed
+        }
+        return;
+    }
     try {
 #ifdef USE_C10D_NCCL
         g->nccl.reset();

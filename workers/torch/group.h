@@ -9,11 +9,14 @@
  * Every call is collective: every rank must make the same calls in the same order with matching
  * sizes. Every call waits at most opts.timeout_s; a peer that died makes the call fail at once
  * (its connections close) or, if it hangs, after the timeout, with GB_ECLOSED or GB_ETIMEOUT and a
- * message that names the call and this rank. After a failed call the group is unusable: every
- * later call returns GB_ECLOSED; close it, and only then reuse or free the failed call's buffers
- * (c10d may still be working on them until close has joined its threads). An allreduce,
- * allgather or broadcast of zero values returns at once (every rank passes the same size). One
- * thread at a time per group.
+ * message that names the call and this rank. Gloo does not always notice a dead peer (a send it
+ * could not write in place waits out the timeout: group.cpp); opts.abandon, asked every 0.1 s of a
+ * wait, ends it at once with GB_ECLOSED ("given up"). After a failed call the group is unusable:
+ * every later call returns GB_ECLOSED; close it, and only then reuse or free the failed call's
+ * buffers (c10d may still be working on them until close has joined its threads; a given-up call's
+ * group has its connections closed first and is left to its threads). An allreduce, allgather or
+ * broadcast of zero values returns at once (every rank passes the same size). One thread at a time
+ * per group.
  *
  * Debian's libtorch 1.13 is CPU-only (no ProcessGroupNCCL symbols): groups are Gloo groups on
  * CPU memory. Built against a libtorch with NCCL (USE_C10D_NCCL: PyTorch's CUDA wheels), a group
