@@ -56,6 +56,9 @@ cmake -S . -B "$dev" -DCMAKE_BUILD_TYPE=Release -DGEARBOX_TESTS=ON \
 grep -q "^TORCH_LIBRARY:.*=$PWD/$torch/lib/libtorch.so" "$dev/CMakeCache.txt" ||
   { echo "build_for_device.sh: CMake did not take the wheel's libtorch ($dev/CMakeCache.txt)" >&2
     exit 1; }
+# the wheel exports its own Gloo (workers/torch/CMakeLists.txt): Debian's must not be linked
+grep -q "^GB_TORCH_EXPORTS_GLOO:INTERNAL=1" "$dev/CMakeCache.txt" ||
+  { echo "build_for_device.sh: the wheel's libtorch_cpu does not export Gloo" >&2; exit 1; }
 cmake --build "$dev" -j"$(nproc)" --target "${targets[@]}"
 
 rm -rf "$carry"
