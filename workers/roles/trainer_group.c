@@ -132,13 +132,33 @@ static int64_t generation_now(const gb_worker *w)
     return g < 0 ? 0 : g;
 }
 
-/* gb_group_opts.abandon: the launcher moved the group's generation past this trainer's (a
- * trainer failed and is started again), so a collective or rendezvous of this generation waits
- * for nobody: give it up at once (Gloo may not notice a dead peer: workers/torch/group.cpp). */
-static int generation_gone(void *arg)
+/* The launcher moved the group's generation past this trainer's: a trainer failed and is
+ * started again, so a collective or rendezvous of this generation waits for nobody. */
+static int generation_gone(const trainer *t)
 {
-    const trainer *t = arg;
     return gb_runctl_client_trainer_group(t->w->runctl) > t->generation;
+}
+
+/* While this trainer waits for the others (a collective, a rendezvous, a restart), it keeps
+ * reporting its last values: the watchdog is to take the trainer that hangs, not the ones that
+ * wait for it. */
+static void beat(trainer *t)
+{
+    double now = gb_now_s();
+    if (t->w->metrics && now >= t->next_beat) {
+        gb_metrics_send(t->w->metrics, NULL);
+        t->next_beat = now + gb_worker_report_interval(t->w);
+    }
+}
+
+/* gb_group_opts.abandon, asked every 0.1 s while a collective or the rendezvous waits: beats,
+ * and gives the wait up at once when the generation is gone (Gloo may not notice a dead peer:
+ * workers/torch/group.cpp). */
+static int while_waiting(void *arg)
+{
+    trainer *t = arg;
+    beat(t);
+    return generation_gone(t);
 }
 
 /* Joins the group of the generation run control says now. */
@@ -164,7 +184,7 @@ static int join_once(trainer *t, gb_error *err)
         .nccl = tc->backend == GB_BACKEND_NCCL ||
                 (tc->backend == GB_BACKEND_AUTO && tc->device == GB_DEVICE_CUDA &&
                  gb_group_has_nccl()),
-        .abandon = generation_gone,
+        .abandon = while_waiting,
         .abandon_arg = t,
     };
     store_place place = {.t = t, .host = self};
@@ -231,13 +251,15 @@ int gb_trainer_regroup(trainer *t, gb_error *err)
         gb_group_close(t->group);
         t->group = NULL;
         /* the launcher moves the generation on as it restarts the trainer that failed */
-        for (const double since = gb_now_s(); !generation_gone(t); gb_sleep_ms(5))
+        for (const double since = gb_now_s(); !generation_gone(t); gb_sleep_ms(5)) {
+            beat(t);
             if (gb_worker_stopping(w) || gb_worker_run_ending(w) || gb_now_s() - since > wait_s)
                 return gb_error_set(err, GB_ECLOSED, "trainer: the trainers' group failed and "
                                     "did not form again (%s within %.0f s)",
                                     gb_worker_run_ending(w) ? "the run ended"
                                                             : "no trainer was restarted",
                                     wait_s);
+        }
         *err = (gb_error){0};
         int rc = gb_trainer_join_group(t, err);
         if (rc)

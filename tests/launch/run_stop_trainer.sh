@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# tests/launch/run_stop_trainer.sh: one of two data-parallel trainers SIGSTOPped (it hangs, it
+# does not die): the watchdog takes it for hung after launch.heartbeat_timeout_s and restarts it,
+# and only it: the other trainer, waiting for it in a collective all that time, keeps reporting
+# (workers/roles/trainer_group.c), so it is not taken for hung too; the two form the group again
+# as generation 1 and train on. Then SIGTERM: summary.json lists the one restart and the sample
+# ledger balances.
+# usage: run_stop_trainer.sh GEARBOX CONFIG WORK_DIR
+set -u
+gearbox=$1 config=$2 work=$3
+. "$(dirname "$0")/run_lib.sh"
+rm -rf "$work"; mkdir -p "$work"
+heartbeat=3
+"$gearbox" run "$config" --run-dir "$work/run" --set trainer.count=2 \
+  --set experiment.target_return=1e9 --set experiment.max_env_steps=0 \
+  --set experiment.max_seconds=120 --set launch.heartbeat_timeout_s=$heartbeat \
+  --set launch.progress=off --set trainer.checksum_every=20 > "$work/out.log" 2>&1 &
+launcher=$!
+trap 'kill -CONT "${victim:-0}" 2>/dev/null; kill -TERM $launcher 2>/dev/null' EXIT
+logs=$work/run/logs
+wait_for_log "$logs/trainer-0.log" "parameter checksum" 60 || fail "the trainers never trained"
+victim=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$logs/trainer-1.log" | head -1)
+[ -n "$victim" ] || fail "no pid in trainer-1's log"
+kill -STOP "$victim"; echo "SIGSTOP trainer-1 (pid $victim)"
+wait_for_log "$logs/trainer-0.log" "formed again as generation 1" $((3 * heartbeat + 30)) ||
+  { tail -5 "$logs/trainer-0.log"; grep -i hung "$logs/launcher.log"; fail "no generation 1"; }
+echo "$(grep -o "worker trainer-1 hung: no report for [0-9.]* s" "$logs/launcher.log");" \
+     "$(grep -o "formed again as generation 1 [0-9.]* s after it failed" "$logs/trainer-0.log")"
+grep -q "worker trainer-1 hung" "$logs/launcher.log" || fail "trainer-1 was not taken for hung"
+sleep 2 # generation 1 trains a while
+kill -TERM "$launcher"
+wait "$launcher"; status=$?
+trap - EXIT
+s=$work/run/summary.json
+[ -s "$s" ] || fail "no summary.json (exit $status)"
+[ "$(json_get "$s" exit_reason)" = interrupted ] || fail "exit_reason $(json_get "$s" exit_reason)"
+python3 - "$s" <<'EOF' || fail "restarts in summary.json: the waiting trainer was taken too"
+import json, sys
+r = [x["worker"] for x in json.load(open(sys.argv[1]))["restarts"]]
+print("restarts:", r)
+sys.exit(0 if r == ["trainer-1"] else 1)
+EOF
+check_crash_ledger "$s"
+grep -q "generation 1, " "$logs/trainer-1.log" || fail "the restarted trainer-1 did not join"
+echo "1 passed, 0 failed"
