@@ -1,17 +1,10 @@
 /* tests/workers/torch/test_group.c: the trainers' process group (workers/torch/group.h) across
- * forked
- * processes: allreduce (sum, min, max on float32, float64, int64, int32, uint8), allgather,
- * broadcast from a non-zero root, all-to-all with uneven and zero sizes (every byte checked),
- * barrier, on a FileStore and on a TCPStore (also on any free port that rank 0 publishes), the
- * all-to-all traffic count; and failures: a rendezvous that misses a rank, a
- * peer that exits and a peer that hangs make the calls fail with an error instead of hanging;
- * and giving up (gb_group_opts.abandon): a call and a rendezvous said gone end at once, a peer
- * killed in the middle of a large all-to-all never leaves the other waiting out the timeout.
+ * forked processes: allreduce (sum, min, max on float32, float64, int64, int32, uint8),
+ * allgather, broadcast from a non-zero root, all-to-all with uneven and zero sizes (every byte
+ * checked), barrier, on a FileStore and on a TCPStore (also on any free port that rank 0
+ * publishes), the all-to-all traffic count, bad options. Failures: test_group_failures.c.
  * The parent never calls libtorch: every rank is a child forked from a clean process. */
-#include "workers/ranks_util.h"
-#include "test.h"
-#include "workers/torch/group.h"
-#include "runtime/base/clock.h"
+#include "workers/torch/group_ranks.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,41 +19,6 @@
 #include <unistd.h>
 
 enum { MAX_RANKS = 4 };
-
-static char dir[] = "/tmp/gb_group_XXXXXX";
-static int store_seq; /* a fresh FileStore path per group */
-
-/* Each rank runs a rank_fn on a copy of the options with its own rank. */
-typedef int (*rank_fn)(gb_group_opts *o);
-typedef struct {
-    gb_group_opts o;
-    rank_fn fn;
-} rank_job;
-
-static int run_job(int rank, int size, void *arg)
-{
-    rank_job *job = arg;
-    gb_group_opts o = job->o;
-    o.rank = rank;
-    return job->fn(&o);
-}
-
-/* Forks o.size ranks of fn; returns how many failed (ranks_util.h). */
-static int run_ranks(gb_group_opts o, rank_fn fn, int limit_s)
-{
-    rank_job job = {o, fn};
-    return ranks_run(o.size, run_job, &job, limit_s);
-}
-
-static gb_group_opts file_opts(int size, double timeout_s)
-{
-    static char path[64][256];
-    int k = store_seq++ % 64;
-    snprintf(path[k], sizeof path[k], "%s/store%d", dir, store_seq);
-    gb_group_opts o = {.size = size, .store_path = path[k], .prefix = "test/",
-                       .timeout_s = timeout_s};
-    return o;
-}
 
 /* A TCP port that was free a moment ago (bound to port 0, read back, released). */
 static int free_port(void)
@@ -280,7 +238,7 @@ static void test_tcp_store(void)
 static int write_port(void *arg, int port, gb_error *err)
 {
     char path[300], tmp[310];
-    snprintf(path, sizeof path, "%s/%s", dir, (const char *)arg);
+    snprintf(path, sizeof path, "%s/%s", group_dir, (const char *)arg);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
@@ -291,7 +249,7 @@ static int write_port(void *arg, int port, gb_error *err)
 static int any_port_rank(gb_group_opts *o)
 {
     char path[300];
-    snprintf(path, sizeof path, "%s/%s", dir, (const char *)o->store_ready_arg);
+    snprintf(path, sizeof path, "%s/%s", group_dir, (const char *)o->store_ready_arg);
     for (int tries = 0; o->rank != 0 && o->tcp_port == 0 && tries < 2000; tries++) {
         FILE *f = fopen(path, "r");
         if (!f || fscanf(f, "%d", &o->tcp_port) != 1)
@@ -346,216 +304,6 @@ static void test_prefixes(void)
     CHECK_EQ_INT(run_ranks(file_opts(2, 20.0), two_groups_rank, 60), 0);
 }
 
-/* ---- failures ------------------------------------------------------------------------------ */
-
-enum { FAIL_TIMEOUT_S = 3 };
-
-/* Rank 1 of 2 never comes: the rendezvous fails with a timeout. */
-static int lonely_rank(gb_group_opts *o)
-{
-    if (o->rank == 1)
-        return 0;
-    gb_error err = {0};
-    gb_group *g = NULL;
-    int rc = gb_group_open(o, &g, &err);
-    CHECK_MSG(rc == GB_ETIMEOUT, "open returned %d: %s", rc, err.msg);
-    CHECK(g == NULL);
-    gb_group_close(g);
-    return test_failures_;
-}
-
-/* Rank 1 joins, then exits before the first collective: rank 0's allreduce fails (its
- * connection closes), and the group refuses every later call. */
-static int exiting_rank(gb_group_opts *o)
-{
-    gb_error err = {0};
-    gb_group *g = NULL;
-    CHECK_OK(gb_group_open(o, &g, &err));
-    if (!g)
-        return 1;
-    /* both past the rendezvous first: rank 0 may still be connecting when rank 1's open returns */
-    CHECK_OK(gb_group_barrier(g, &err));
-    if (o->rank == 1)
-        _exit(0);
-    float x[1000] = {0};
-    int rc = gb_group_allreduce(g, GB_DTYPE_FLOAT32, x, 1000, GB_GROUP_SUM, &err);
-    CHECK_MSG(rc == GB_ECLOSED || rc == GB_ETIMEOUT, "allreduce returned %d: %s", rc, err.msg);
-    CHECK_MSG(strstr(err.msg, "allreduce (rank 0 of 2)") != NULL, "%s", err.msg);
-    fprintf(stderr, "peer exited: %s: %s\n", gb_strerror(rc), err.msg);
-    CHECK(gb_group_barrier(g, &err) == GB_ECLOSED);
-    gb_group_close(g);
-    return test_failures_;
-}
-
-/* Rank 1 joins, then hangs (blocks on a pipe until rank 0 has checked its call): rank 0's
- * collective fails with a timeout. */
-static int hang_pipe[2];
-
-static int hanging_rank(gb_group_opts *o)
-{
-    gb_error err = {0};
-    gb_group *g = NULL;
-    CHECK_OK(gb_group_open(o, &g, &err));
-    if (!g)
-        return 1;
-    if (o->rank == 1) {
-        char c;
-        while (read(hang_pipe[0], &c, 1) < 0 && errno == EINTR)
-            ;
-        _exit(0);
-    }
-    uint8_t buf[64] = {0};
-    int rc = gb_group_broadcast(g, buf, sizeof buf, 1, &err);
-    CHECK_MSG(rc == GB_ETIMEOUT, "broadcast returned %d: %s", rc, err.msg);
-    CHECK_MSG(strstr(err.msg, "broadcast (rank 0 of 2)") != NULL, "%s", err.msg);
-    fprintf(stderr, "peer hung: %s: %s\n", gb_strerror(rc), err.msg);
-    gb_group_close(g);
-    CHECK(write(hang_pipe[1], "x", 1) == 1); /* rank 1 may go */
-    return test_failures_;
-}
-
-/* ---- giving up (gb_group_opts.abandon) ---------------------------------------------------- */
-
-enum { LONG_TIMEOUT_S = 30 };
-static char gone_flag[300]; /* exists once the group is gone: what abandon asks */
-
-static int gone(void *arg)
-{
-    (void)arg;
-    return access(gone_flag, F_OK) == 0;
-}
-
-static void set_gone(void) /* async-signal-safe: called in children forked from ranks */
-{
-    int fd = open(gone_flag, O_CREAT | O_WRONLY, 0644);
-    if (fd >= 0)
-        close(fd);
-}
-
-/* Rank 1 joins and hangs; the group is said gone 0.3 s into rank 0's broadcast: the call gives
- * up at once (GB_ECLOSED, not the 30 s timeout), later calls are refused, and close returns
- * though the collective still waits in Gloo's thread. */
-static int abandoned_call_rank(gb_group_opts *o)
-{
-    gb_error err = {0};
-    gb_group *g = NULL;
-    CHECK_OK(gb_group_open(o, &g, &err));
-    if (!g)
-        return 1;
-    if (o->rank == 1) {
-        char c;
-        while (read(hang_pipe[0], &c, 1) < 0 && errno == EINTR)
-            ;
-        _exit(0);
-    }
-    pid_t child = fork(); /* says the group is gone while rank 0 waits */
-    if (child == 0) {
-        usleep(300 * 1000);
-        set_gone();
-        _exit(0);
-    }
-    uint8_t buf[64] = {0};
-    double t0 = gb_now_s();
-    int rc = gb_group_broadcast(g, buf, sizeof buf, 1, &err);
-    double waited = gb_now_s() - t0;
-    CHECK_MSG(rc == GB_ECLOSED && strstr(err.msg, "given up"), "broadcast returned %d: %s", rc,
-              err.msg);
-    CHECK_MSG(waited < LONG_TIMEOUT_S / 2, "gave up after %.1f s", waited);
-    fprintf(stderr, "abandoned: gave up %.2f s into the call: %s\n", waited, err.msg);
-    CHECK(gb_group_failed(g) && gb_group_barrier(g, &err) == GB_ECLOSED);
-    t0 = gb_now_s();
-    gb_group_close(g);
-    fprintf(stderr, "abandoned: closed in %.3f s\n", gb_now_s() - t0);
-    CHECK(gb_now_s() - t0 < LONG_TIMEOUT_S / 2);
-    CHECK(write(hang_pipe[1], "x", 1) == 1);
-    waitpid(child, NULL, 0);
-    return test_failures_;
-}
-
-/* Rank 1 never comes; the group is said gone 0.3 s into rank 0's rendezvous: the open gives up
- * (GB_ECLOSED) instead of waiting out the timeout. */
-static int abandoned_open_rank(gb_group_opts *o)
-{
-    if (o->rank == 1) {
-        usleep(300 * 1000);
-        set_gone();
-        return 0;
-    }
-    gb_error err = {0};
-    gb_group *g = NULL;
-    double t0 = gb_now_s();
-    int rc = gb_group_open(o, &g, &err);
-    CHECK_MSG(rc == GB_ECLOSED && g == NULL, "open returned %d: %s", rc, err.msg);
-    CHECK_MSG(gb_now_s() - t0 < LONG_TIMEOUT_S / 2, "gave up after %.1f s", gb_now_s() - t0);
-    return test_failures_;
-}
-
-/* Rank 1 is killed in the middle of a 64 MB all-to-all (it says so first): rank 0's call ends,
- * closed by its peer or given up, and never waits out the timeout. Gloo can leave a send that
- * did not fit the socket's buffer waiting after its pair failed (workers/torch/group.cpp). */
-static int killed_in_alltoall_rank(gb_group_opts *o)
-{
-    gb_error err = {0};
-    gb_group *g = NULL;
-    CHECK_OK(gb_group_open(o, &g, &err));
-    if (!g)
-        return 1;
-    CHECK_OK(gb_group_barrier(g, &err));
-    const size_t part = 32u << 20;
-    uint8_t *in = calloc(2, part), *out = calloc(2, part);
-    size_t sizes[2] = {part, part};
-    if (o->rank == 1 && fork() == 0) { /* the killer: rank 1 dies 20 ms into the call */
-        usleep(20 * 1000);
-        set_gone();
-        kill(getppid(), SIGKILL);
-        _exit(0);
-    }
-    double t0 = gb_now_s();
-    int rc = gb_group_alltoall(g, in, sizes, out, sizes, &err);
-    if (o->rank == 0) {
-        fprintf(stderr, "peer killed in a 64 MB all-to-all: %s after %.2f s: %s\n",
-                gb_strerror(rc), gb_now_s() - t0, err.msg);
-        CHECK_MSG(rc == GB_ECLOSED, "alltoall returned %d: %s", rc, err.msg);
-    }
-    gb_group_close(g);
-    free(in);
-    free(out);
-    return o->rank == 0 ? test_failures_ : 0;
-}
-
-static gb_group_opts abandon_opts(void)
-{
-    unlink(gone_flag);
-    gb_group_opts o = file_opts(2, LONG_TIMEOUT_S);
-    o.abandon = gone;
-    return o;
-}
-
-static void test_abandon(void)
-{
-    snprintf(gone_flag, sizeof gone_flag, "%s/gone", dir);
-    CHECK(pipe(hang_pipe) == 0);
-    CHECK_EQ_INT(run_ranks(abandon_opts(), abandoned_call_rank, 60), 0);
-    close(hang_pipe[0]);
-    close(hang_pipe[1]);
-    CHECK_EQ_INT(run_ranks(abandon_opts(), abandoned_open_rank, 60), 0);
-    /* the kill lands at different points of the transfer; rank 1, killed, counts as failed */
-    for (int i = 0; i < 3; i++)
-        CHECK_EQ_INT(run_ranks(abandon_opts(), killed_in_alltoall_rank, 60), 1);
-    unlink(gone_flag);
-}
-
-static void test_failures(void)
-{
-    /* limits: the timeout plus a generous margin for a loaded machine */
-    CHECK_EQ_INT(run_ranks(file_opts(2, FAIL_TIMEOUT_S), lonely_rank, 60), 0);
-    CHECK_EQ_INT(run_ranks(file_opts(2, FAIL_TIMEOUT_S), exiting_rank, 60), 0);
-    CHECK(pipe(hang_pipe) == 0);
-    CHECK_EQ_INT(run_ranks(file_opts(2, FAIL_TIMEOUT_S), hanging_rank, 60), 0);
-    close(hang_pipe[0]);
-    close(hang_pipe[1]);
-}
-
 static void test_bad_options(void)
 {
     gb_error err = {0};
@@ -584,7 +332,7 @@ int main(void)
     /* as in `gearbox worker`: a write to a peer that left is an error return, not a SIGPIPE (one
      * CI run lost rank 0 of test_failures' exiting peer to it: signal 13) */
     signal(SIGPIPE, SIG_IGN);
-    if (!mkdtemp(dir)) {
+    if (!mkdtemp(group_dir)) {
         perror("mkdtemp");
         return 1;
     }
@@ -593,8 +341,6 @@ int main(void)
     TEST_RUN(test_tcp_store);
     TEST_RUN(test_tcp_store_any_port);
     TEST_RUN(test_prefixes);
-    TEST_RUN(test_failures);
-    TEST_RUN(test_abandon);
-    ranks_remove_dir(dir);
+    ranks_remove_dir(group_dir);
     return test_main_result();
 }
