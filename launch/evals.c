@@ -247,7 +247,7 @@ static int reaped(gb_evals *ev, int status, gb_error *err)
         if (mode != GB_EVALS_FILM && read_report(ev, &r) == 0)
             judge(ev, &r);
         rc = log_results(ev, &r, mode != GB_EVALS_PLAY, err);
-    } else {
+    } else if (!ev->pid_dropped) { /* a dropped one was said when it was stopped */
         ev->failed++;
         GB_WARN("evaluation at %lld env steps failed (%s %d): see logs/eval_%lld%s.log",
                 (long long)ev->pid_env_steps, WIFEXITED(status) ? "exit status" : "signal",
@@ -255,6 +255,7 @@ static int reaped(gb_evals *ev, int status, gb_error *err)
                 (long long)ev->pid_env_steps, mode == GB_EVALS_FILM ? ".film" : "");
     }
     ev->pid = 0;
+    ev->pid_dropped = 0;
     if (ev->go_fd >= 0) { /* it ended before its go: this evaluation is dropped, not retried */
         close(ev->go_fd);
         ev->go_fd = -1;
@@ -395,7 +396,7 @@ static void start_held(gb_evals *ev, int64_t env_steps)
 /* The waiting process's go: once trainer 0 holds at the request and its checkpoint set is of
  * the step it holds at, that set is pinned and played. final (the workers stopped): at once, on
  * the final set. Past hold_wait_s the hold is released and the newest set played; with
- * no set at all by then the process is stopped (reaped as failed). */
+ * no set at all by then the process is stopped (that evaluation dropped, said so). */
 static void go_held(gb_evals *ev, const gb_metrics_collector *mc, int final)
 {
     double held = mc ? gb_metrics_get(mc, GB_ROLE_TRAINER, 0, "held") : NAN; /* NaN: none */
@@ -417,6 +418,11 @@ static void go_held(gb_evals *ev, const gb_metrics_collector *mc, int final)
     }
     if (!ready)
         release(ev);
+    if (!found) {
+        GB_INFO("evaluation at %lld env steps dropped: no checkpoint to play yet",
+                (long long)ev->pid_env_steps);
+        ev->pid_dropped = 1;
+    }
     if (!found || pin_set(ev, &ck, "evaluating") != 0) {
         kill(ev->pid, SIGKILL);
         return;

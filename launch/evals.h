@@ -79,6 +79,7 @@ typedef struct gb_evals {
     int pid_verdict;               /* it is the verdict's (no crossing's) */
     int film_after;                /* a held crossing's video is filmed once it ends */
     int go_fd;                     /* a held evaluation's process waits for its go here; -1 */
+    int pid_dropped;               /* its process stopped before its go: nothing to play yet */
     double quiet_until;            /* no evaluation for the verdict is asked before this */
     gb_runctl_server *ctl;         /* where checkpoints (and holds) are asked for; NULL: none */
     int hold;                      /* held evaluations (see the top) */

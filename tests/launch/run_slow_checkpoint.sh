@@ -53,6 +53,9 @@ grep -q "trainer 0 did not hold at a checkpoint within 1 s (request 1)" "$work/h
   fail "held: the launcher did not give up the first hold after 1 s"
 sed -n '/did not hold at a checkpoint/,$p' "$work/held.log" | grep -q "the trainers held at it" ||
   fail "held: no evaluation held the trainers after the missed hold"
+grep -q "evaluation at [0-9]* env steps dropped: no checkpoint to play yet" "$work/held.log" &&
+  ! grep -q "evaluation at [0-9]* env steps failed" "$work/held.log" ||
+  fail "held: the evaluation with nothing to play was not said dropped (or was called failed)"
 echo "a held evaluation's 6 s checkpoint with eval_hold_wait_s 1: let go; a later hold decided"
 (export GB_TEST_SLOW_FSYNC_MATCH=.gbds; runs record --record "$work/recorded")
 solved record $? "recorded/trainer-0.gbds"
