@@ -151,7 +151,7 @@ static void beat(trainer *t)
     }
 }
 
-/* gb_group_opts.abandon, asked every 0.1 s while a collective or the rendezvous waits: beats,
+/* gb_group_opts.abandon, asked while a collective or the rendezvous waits (bridge.h): beats,
  * and gives the wait up at once when the generation is gone (Gloo may not notice a dead peer:
  * workers/torch/group.cpp). */
 static int while_waiting(void *arg)

@@ -201,11 +201,11 @@ typedef struct gb_group_opts {
     int nccl; /* 1: also an NCCL group, which all-reduces device tensors (the learner's gradient
                  buckets on cuda) on the current CUDA device; GB_EUNSUPPORTED where this
                  libtorch has no NCCL (group_has_nccl) */
-    /* optional: asked about every 0.1 s while the open waits for the other ranks or a call
-       waits for its collective, in the caller's thread; nonzero: the group is gone (another
-       member failed and the caller knows it another way, e.g. the launcher's run control), and
-       the wait gives up at once with GB_ECLOSED instead of waiting out timeout_s (Gloo may
-       not notice a dead peer: group.cpp) */
+    /* optional: asked every 20 ms while the open waits for the other ranks and every 0.1 s
+       while a call waits for its collective, in the caller's thread; nonzero: the group is
+       gone (another member failed and the caller knows it another way, e.g. the launcher's
+       run control), and the wait gives up at once with GB_ECLOSED instead of waiting out
+       timeout_s (Gloo may not notice a dead peer: group.cpp) */
     int (*abandon)(void *arg);
     void *abandon_arg;
 } gb_group_opts;
