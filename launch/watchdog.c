@@ -136,14 +136,16 @@ static void remember_actor(gb_watchdog *wd, int index, int incarnation)
 }
 
 /* Notes whether trainer c's process kept its sample ledger where its successor finds it
- * (ledger_shared = 1 in its last report). One that never reported is taken to have: the ledger
- * are the first thing a trainer makes, and shared unless /dev/shm is full, which it reports. */
+ * (ledger_shared = 1 in its last report). Only a process that said 0 did not: one that never
+ * reported, or reported without saying (none does: the trainer sets it as it opens the ledger,
+ * before its first report, even one sent while it waits for its group), is taken to have: the
+ * ledger is the first thing a trainer makes, shared unless /dev/shm is full. */
 static void remember_trainer(gb_watchdog *wd, const gb_child *c)
 {
     gb_error e = {0};
     gb_metrics_collector_poll(wd->mc, 0, &e);
     if (gb_metrics_incarnation(wd->mc, GB_ROLE_TRAINER, c->index) == c->incarnation &&
-        gb_metrics_get(wd->mc, GB_ROLE_TRAINER, c->index, "ledger_shared") != 1)
+        gb_metrics_get(wd->mc, GB_ROLE_TRAINER, c->index, "ledger_shared") == 0)
         wd->ledger_lost = 1;
 }
 

@@ -5,6 +5,10 @@
 # (workers/roles/trainer_group.c), so it is not taken for hung too; the two form the group again
 # as generation 1 and train on. Then SIGTERM: summary.json lists the one restart and the sample
 # ledger balances.
+# (b) a trainer killed while it waits for the group to form (the other SIGSTOPped before it
+# joined): it reported while it waited, before its first report of counts; the launcher still
+# knows its sample ledger survives it (it said so as it opened it), the run solves and the
+# ledger balances (lost 0, not null).
 # usage: run_stop_trainer.sh GEARBOX CONFIG WORK_DIR
 set -u
 gearbox=$1 config=$2 work=$3
@@ -42,4 +46,40 @@ sys.exit(0 if r == ["trainer-1"] else 1)
 EOF
 check_crash_ledger "$s"
 grep -q "generation 1, " "$logs/trainer-1.log" || fail "the restarted trainer-1 did not join"
-echo "1 passed, 0 failed"
+echo "(a) passed"
+
+# --- (b) trainer-0 killed while it waits for trainer-1 to meet it ------------------------------
+"$gearbox" run "$config" --run-dir "$work/form" --set trainer.count=2 \
+  --set launch.progress=off > "$work/form.log" 2>&1 &
+launcher=$!
+trap 'kill -CONT "${held:-0}" 2>/dev/null; kill -TERM $launcher 2>/dev/null' EXIT
+held=""
+for _ in $(seq 1000); do
+  held=$(pgrep -f -- "worker --role trainer --index 1 --run-dir $work/form" | head -1)
+  [ -n "$held" ] && break; sleep 0.01
+done
+[ -n "$held" ] || fail "(b) trainer-1 never started"
+kill -STOP "$held"
+logs=$work/form/logs
+wait_for_log "$logs/trainer-0.log" "worker started" 30 || fail "(b) trainer-0 never started"
+victim=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$logs/trainer-0.log" | head -1)
+sleep 1.5 # trainer-0 waits in the rendezvous for trainer-1, reporting while it waits
+grep -q "rank 0 of 2" "$logs/trainer-0.log" && fail "(b) the group formed with trainer-1 stopped"
+kill -KILL "$victim"; kill -CONT "$held"
+echo "(b) SIGKILL trainer-0 (pid $victim) waiting for the group; trainer-1 (pid $held) let go"
+wait "$launcher"; status=$?
+trap - EXIT
+s=$work/form/summary.json
+[ "$status" = 0 ] || { tail -5 "$work/form.log"; fail "(b) the run exited $status"; }
+grep -q "sample ledger incomplete" "$work/form.log" &&
+  fail "(b) $(grep -o "sample ledger incomplete.*" "$work/form.log")"
+python3 - "$s" <<'EOF' || fail "(b) restarts in summary.json: trainer-0's alone expected"
+import json, sys
+r = [x["worker"] for x in json.load(open(sys.argv[1]))["restarts"]]
+print("(b) restarts:", r)
+sys.exit(0 if r == ["trainer-0"] else 1)
+EOF
+check_crash_ledger "$s"
+grep -q "rank 1 of 2 trainers.*generation 1, " "$logs/trainer-1.log" ||
+  fail "(b) trainer-1 did not meet the restarted trainer-0 in generation 1"
+echo "2 passed, 0 failed"

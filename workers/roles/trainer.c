@@ -189,12 +189,20 @@ static int open_ledger(trainer *t, gb_error *err)
         if (gb_trainer_ledger_continued(t->ledger))
             GB_INFO("trainer: sample ledger taken over from the previous process (%lld chunks "
                     "received so far)", (long long)gb_trainer_ledger_totals(t->ledger).received);
-        return 0;
+    } else {
+        if (w->run_dir)
+            GB_WARN("trainer: sample ledger in process memory: if this trainer is killed, the "
+                    "run's sample ledger will not be known: %s", e.msg);
+        int rc = gb_trainer_ledger_open(&t->ledger, NULL, w->index, 1, err);
+        if (rc)
+            return rc;
     }
-    if (w->run_dir)
-        GB_WARN("trainer: sample ledger in process memory: if this trainer is killed, the run's "
-                "sample ledger will not be known: %s", e.msg);
-    return gb_trainer_ledger_open(&t->ledger, NULL, w->index, 1, err);
+    /* set now, not first in report(): a trainer waiting for its group reports before its first
+     * report() (trainer_group.c, beat), and the launcher reads a report without it as a ledger
+     * kept in process memory (launch/watchdog.c, remember_trainer) */
+    if (w->metrics)
+        gb_metrics_set(w->metrics, "ledger_shared", gb_trainer_ledger_shared(t->ledger));
+    return 0;
 }
 
 /* A restarted trainer's model comes from its last checkpoint, older than what its predecessor
