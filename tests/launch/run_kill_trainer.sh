@@ -47,12 +47,7 @@ echo "exit $status, $(json_get "$s" exit_reason) after $(json_get "$s" env_steps
      "mean return $(json_get "$s" episode_return_mean)"
 [ "$status" = 0 ] && [ "$(json_get "$s" exit_reason)" = solved ] || fail "the run did not solve"
 check_crash_ledger "$s"
-python3 - "$s" <<'EOF' || fail "restarts in summary.json"
-import json, sys
-r = [x["worker"] for x in json.load(open(sys.argv[1]))["restarts"]]
-print("restarts:", r)
-sys.exit(0 if r == ["trainer-1", "trainer-0"] else 1)
-EOF
+check_restarts "$s" trainer-1 trainer-0
 # the restarted trainers took their predecessors' replay and ledger, and the survivor's state
 for k in 0 1; do
   grep -q "replay re-attached" "$logs/trainer-$k.log" || fail "trainer-$k did not re-attach its replay"

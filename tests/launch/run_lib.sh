@@ -72,3 +72,15 @@ print(int(bool(json.load(open(sys.argv[1])).get("resumed"))))' "$1")
   [ "$resumed" = 1 ] || [ "$trained" -le "$got" ] ||
     fail "chunks_trained $trained is more than the $got chunks received"
 }
+
+# check_restarts SUMMARY WORKER...: summary.json's restarts are these workers', in this order
+# (none: no argument after SUMMARY).
+check_restarts() {
+  local s=$1; shift
+  python3 - "$s" "$@" <<'PY' || fail "restarts in summary.json: expected [$*]"
+import json, sys
+r = [x["worker"] for x in json.load(open(sys.argv[1]))["restarts"]]
+print("restarts:", r)
+sys.exit(0 if r == sys.argv[2:] else 1)
+PY
+}
