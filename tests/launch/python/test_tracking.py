@@ -68,8 +68,15 @@ with open(files[0], "rb") as f:
     blob = f.read()
 print(f"W&B's run file: {len(blob)} bytes")
 last = [row for row in rows if not math.isnan(row["return_mean_100"])][-1]
+
+
+def wandb_number(v):
+    """A float as W&B's run file writes it: the shortest form, without ".0" (487.0 is "487")."""
+    return str(int(v)) if float(v).is_integer() else json.dumps(v)
+
+
 for what, text in (("a metrics column", "return_mean_100"),
-                   ("the last row's return", json.dumps(last["return_mean_100"])),
+                   ("the last row's return", wandb_number(last["return_mean_100"])),
                    ("the last row's step", str(int(last["env_steps"]))),
                    ("a config key", "gae_lambda"), ("the summary", "summary.exit_reason"),
                    ("its value", '"solved"')):
