@@ -3,8 +3,9 @@
 # (trainer 1, then trainer 0 once the group works again): each time the launcher restarts it, the
 # survivor closes the failed group and the two form it again as the next generation (the
 # restarted one re-attaches its replay shard and ledger from shared memory and takes the
-# survivor's state, which trained further); the run goes on and solves, its sample ledger exact
-# (lost 0), and each re-formed group works again within 2x the heartbeat timeout of the kill.
+# survivor's state, which trained further); the run learns on to the target return its
+# arguments set (solved), its sample ledger exact (lost 0), and each re-formed group works again
+# within 2x the heartbeat timeout of the kill.
 # usage: run_kill_trainer.sh GEARBOX CONFIG WORK_DIR [--set ...]
 set -u
 gearbox=$1 config=$2 work=$3
