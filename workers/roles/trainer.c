@@ -86,7 +86,6 @@ static void report(trainer *t, double env_progress)
     gb_metrics_set(m, "chunks_discarded_at_stop", (double)bt.discarded);
     gb_metrics_set(m, "chunks_lost_in_crash", (double)bt.lost_in_crash);
     gb_metrics_set(m, "env_steps_received", (double)bt.steps);
-    gb_metrics_set(m, "ledger_shared", gb_trainer_ledger_shared(t->ledger));
     gb_metrics_set(m, "chunks_rejected",
                    (double)(ss.rejected + (uint64_t)atomic_load(&t->rejected_chunks)));
     /* chunks per actor process: the launcher's ledger counts what a crash lost */
@@ -197,9 +196,10 @@ static int open_ledger(trainer *t, gb_error *err)
         if (rc)
             return rc;
     }
-    /* set now, not first in report(): a trainer waiting for its group reports before its first
-     * report() (trainer_group.c, beat), and the launcher reads a report without it as a ledger
-     * kept in process memory (launch/watchdog.c, remember_trainer) */
+    /* set once, here, and sent with every report from now on (where the ledger lives does not
+     * change): also with the ones a trainer sends while it waits for its group, before its first
+     * report() (trainer_group.c, beat); the launcher reads it as a killed trainer's
+     * (launch/watchdog.c, remember_trainer) */
     if (w->metrics)
         gb_metrics_set(w->metrics, "ledger_shared", gb_trainer_ledger_shared(t->ledger));
     return 0;
