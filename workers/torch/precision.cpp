@@ -58,6 +58,18 @@ bool elementwise(const torch::nn::Module *m)
            dynamic_cast<const torch::nn::IdentityImpl *>(m);
 }
 
+// Whether the int8 engine's u8 x s8 products saturate (see LowPrecision::reduce_range_).
+bool saturating_int8(const char *engine)
+{
+    bool x86 = std::strcmp(engine, "x86") == 0 || std::strcmp(engine, "fbgemm") == 0 ||
+               std::strcmp(engine, "onednn") == 0;
+#if defined(__x86_64__) || defined(__i386__)
+    return x86 && !__builtin_cpu_supports("avx512vnni");
+#else
+    return false; // onednn elsewhere (aarch64) and qnnpack widen before they add
+#endif
+}
+
 } // namespace
 
 const char *int8_engine()
@@ -99,8 +111,7 @@ void LowPrecision::build(torch::nn::Module &mod, int p)
 {
     torch::NoGradGuard no_grad;
     std::unordered_map<const torch::nn::Module *, Layer> layers;
-    if (p == GB_PRECISION_INT8)
-        int8_engine();
+    bool reduce_range = p == GB_PRECISION_INT8 && saturating_int8(int8_engine());
     if (p != GB_PRECISION_FP32) {
         for (const auto &m : mod.modules(/*include_self=*/true)) {
             auto *lin = dynamic_cast<torch::nn::LinearImpl *>(m.get());
@@ -127,6 +138,7 @@ void LowPrecision::build(torch::nn::Module &mod, int p)
     }
     layers_ = std::move(layers); // only now: a failure above leaves the previous copies
     precision_ = p;
+    reduce_range_ = reduce_range;
 }
 
 torch::Tensor LowPrecision::linear(torch::nn::Linear &l, const torch::Tensor &x) const
@@ -137,7 +149,8 @@ torch::Tensor LowPrecision::linear(torch::nn::Linear &l, const torch::Tensor &x)
     const Layer &q = it->second;
     if (precision_ == GB_PRECISION_INT8) // x [N, in] fp32 -> [N, out] fp32
         return q.packed->apply_dynamic(
-            x.scalar_type() == torch::kFloat32 ? x.contiguous() : x.to(torch::kFloat32), false);
+            x.scalar_type() == torch::kFloat32 ? x.contiguous() : x.to(torch::kFloat32),
+            reduce_range_);
     return at::linear(x.scalar_type() == torch::kBFloat16 ? x : x.to(torch::kBFloat16), q.w,
                       q.b);
 }
