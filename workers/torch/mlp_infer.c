@@ -1,6 +1,7 @@
 /* workers/torch/mlp_infer.c: gb_mlp (mlp_infer.h). Rows go through the program in blocks of
  * BLOCK; every layer of a block computes 4 rows x 64 outputs at a time in registers (AVX-512:
- * 16 accumulators), from weights laid out for it when loaded:
+ * 16 accumulators; fp32 on AVX2: 4 rows x 16 outputs, 8), from weights laid out for it when
+ * loaded:
  *   fp32: wt[in][out16], the transpose, so that one input feature meets 64 outputs in 4 loads;
  *   int8: wq[out16 / 16][in4 / 4][16][4], vpdpbusd's operand: 16 outputs x 4 inputs a vector.
  * out16 and in4 round out and in up to 16 and 4; padding weights and biases are zero, so padded
@@ -17,6 +18,7 @@
 #include <immintrin.h>
 #define GB_MLP_X86 1
 #define GB_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+#define GB_AVX2 __attribute__((target("avx2,fma")))
 #define GB_INLINE static inline __attribute__((always_inline))
 #endif
 
@@ -34,7 +36,7 @@ struct layer {
 };
 
 struct gb_mlp {
-    int n, in0, in0_4, portable;
+    int n, in0, in0_4, path; /* path: GB_MLP_PATH_* */
     struct layer *l;
     float *x;     /* [BLOCK][in0_4]: the block's input rows, zero-padded */
     uint8_t *xq;  /* [BLOCK][max in4]: an int8 layer's quantized input rows */
@@ -55,6 +57,21 @@ static void *zalloc(size_t bytes)
     if (p)
         memset(p, 0, n ? n : 64);
     return p;
+}
+
+int gb_mlp_fp32_fast(void)
+{
+#ifdef GB_MLP_X86
+    static int have = -1;
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = gb_mlp_int8_fast() ||
+               (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+    }
+    return have;
+#else
+    return 0;
+#endif
 }
 
 int gb_mlp_int8_fast(void)
@@ -154,9 +171,9 @@ oom:
     return NULL;
 }
 
-void gb_mlp_portable(gb_mlp *m, int on)
+void gb_mlp_path(gb_mlp *m, int path)
 {
-    m->portable = on != 0;
+    m->path = path;
 }
 
 int gb_mlp_load(gb_mlp *m, int i, const float *w, const float *b)
@@ -399,6 +416,37 @@ GB_INLINE GB_AVX512 void int8_tile(const gb_mlp *m, const struct layer *l, int r
     }
 }
 
+/* fp32 on AVX2 and FMA: 4 rows x 16 outputs (2 vectors of 8) a tile */
+static GB_AVX2 void fp32_avx2(const struct layer *l, const float *x, int ldx, int rows)
+{
+    const __m256 zero = _mm256_setzero_ps();
+    for (int r0 = 0; r0 < rows; r0 += 4)
+        for (int j0 = 0; j0 < l->out16; j0 += 16) {
+            __m256 acc[4][2];
+            for (int r = 0; r < 4; r++) {
+                acc[r][0] = _mm256_load_ps(l->b + j0);
+                acc[r][1] = _mm256_load_ps(l->b + j0 + 8);
+            }
+            const float *xr = x + (size_t)r0 * ldx;
+            for (int k = 0; k < l->s.in; k++) {
+                const float *wk = l->wt + (size_t)k * l->out16 + j0;
+                const __m256 w0 = _mm256_load_ps(wk), w1 = _mm256_load_ps(wk + 8);
+                for (int r = 0; r < 4; r++) {
+                    const __m256 xb = _mm256_broadcast_ss(xr + (size_t)r * ldx + k);
+                    acc[r][0] = _mm256_fmadd_ps(xb, w0, acc[r][0]);
+                    acc[r][1] = _mm256_fmadd_ps(xb, w1, acc[r][1]);
+                }
+            }
+            for (int r = 0; r < 4; r++)
+                for (int v = 0; v < 2; v++) {
+                    /* max(0, NaN) is NaN, as torch.relu */
+                    __m256 o = l->s.act == GB_MLP_ACT_RELU ? _mm256_max_ps(zero, acc[r][v])
+                                                           : acc[r][v];
+                    _mm256_store_ps(l->y + (size_t)(r0 + r) * l->out16 + j0 + 8 * v, o);
+                }
+        }
+}
+
 static GB_AVX512 void int8_avx512(const gb_mlp *m, const struct layer *l, int rows)
 {
     const int blocks = l->out16 / 16;
@@ -417,9 +465,8 @@ static GB_AVX512 void int8_avx512(const gb_mlp *m, const struct layer *l, int ro
 void gb_mlp_forward(gb_mlp *m, const float *x, int64_t rows, float *const *outs)
 {
 #ifdef GB_MLP_X86
-    const int fast = !m->portable && gb_mlp_int8_fast();
-#else
-    const int fast = 0;
+    const int fast = m->path == GB_MLP_PATH_BEST && gb_mlp_int8_fast();
+    const int avx2 = m->path != GB_MLP_PATH_PORTABLE && gb_mlp_fp32_fast();
 #endif
     for (int64_t r0 = 0; r0 < rows; r0 += BLOCK) {
         const int n = rows - r0 < BLOCK ? (int)(rows - r0) : BLOCK;
@@ -447,6 +494,8 @@ void gb_mlp_forward(gb_mlp *m, const float *x, int64_t rows, float *const *outs)
 #ifdef GB_MLP_X86
                 if (fast)
                     fp32_avx512(l, in, ld, n4);
+                else if (avx2)
+                    fp32_avx2(l, in, ld, n4);
                 else
 #endif
                     fp32_portable(l, in, ld, n4);

@@ -443,9 +443,11 @@ struct BuiltinNet : Net {
         for (const auto &p : mod->parameters(true))
             cpu = cpu && p.device().is_cpu();
         // gearbox's kernels where they are fast (the portable path is a reference, slower
-        // than libtorch), for fp32 and int8 (bf16 is libtorch's)
-        if (kernels == GB_KERNELS_GEARBOX && precision != GB_PRECISION_BF16 && !mod->cnn &&
-            cpu && gb_mlp_int8_fast()) {
+        // than libtorch): fp32 on AVX2 or AVX-512, int8 on AVX-512 VNNI (bf16 is libtorch's)
+        bool fast = precision == GB_PRECISION_FP32   ? gb_mlp_fp32_fast()
+                    : precision == GB_PRECISION_INT8 ? gb_mlp_int8_fast()
+                                                     : false;
+        if (kernels == GB_KERNELS_GEARBOX && fast && !mod->cnn && cpu) {
             auto p = std::make_unique<MlpProgram>(precision, mod->in_features);
             if (mod->plan(*p, &mod->program_a, &mod->program_b)) {
                 p->finish();

@@ -1,6 +1,7 @@
 /* tests/workers/torch/test_mlp_infer.c: gearbox's MLP inference kernels (workers/torch/mlp_infer.h)
  * against a forward in double: fp32 programs within float rounding, int8 programs within the
- * quantization error, the AVX-512 paths against the portable ones (where the cpu has them),
+ * quantization error, the AVX-512 and AVX2 paths against the portable ones (where the cpu has
+ * them),
  * batches that are not multiples of the kernels' 4-row tiles or 32-row blocks, widths that are
  * not multiples of 4 or 16, layers reading earlier layers (two torsos, two heads), missing
  * biases, rows with a NaN or an inf that spoil only their own outputs, and bad programs refused.
@@ -80,21 +81,21 @@ static void reference(const program *p, const float *x, int rows, double **outs)
     }
 }
 
-static gb_mlp *build(const program *p, int portable)
+static gb_mlp *build(const program *p, int path)
 {
     char err[256] = "";
     gb_mlp *m = gb_mlp_create(p->s, p->n, err, sizeof err);
     CHECK_MSG(m != NULL, "%s", err);
     if (!m)
         return NULL;
-    gb_mlp_portable(m, portable);
+    gb_mlp_path(m, path);
     for (int i = 0; i < p->n; i++)
         CHECK(gb_mlp_load(m, i, p->w[i], p->b[i]) == 0);
     return m;
 }
 
-/* Runs p over rows inputs on both paths; checks every layer's output against the double
- * forward. */
+/* Runs p over rows inputs on the best path, the AVX2 one and the portable one; checks every
+ * layer's output against the double forward and the vector paths' against the portable's. */
 static void check_program(const char *name, const program *p, int rows)
 {
     const int in = p->s[0].in;
@@ -102,29 +103,33 @@ static void check_program(const char *name, const program *p, int rows)
     for (int k = 0; k < rows * in; k++)
         x[k] = uniform() * 3.0f;
     double *ref[MAX_LAYERS];
-    float *fast[MAX_LAYERS], *port[MAX_LAYERS];
+    float *fast[MAX_LAYERS], *port[MAX_LAYERS], *avx2[MAX_LAYERS];
     for (int i = 0; i < p->n; i++) {
         size_t n = (size_t)(rows * p->s[i].out);
         ref[i] = malloc(sizeof(double) * n);
         fast[i] = malloc(sizeof(float) * n);
         port[i] = malloc(sizeof(float) * n);
+        avx2[i] = malloc(sizeof(float) * n);
     }
     reference(p, x, rows, ref);
-    gb_mlp *mf = build(p, 0), *mp = build(p, 1);
-    if (mf && mp) {
+    gb_mlp *mf = build(p, GB_MLP_PATH_BEST), *mp = build(p, GB_MLP_PATH_PORTABLE);
+    gb_mlp *ma = build(p, GB_MLP_PATH_AVX2);
+    if (mf && mp && ma) {
         gb_mlp_forward(mf, x, rows, fast);
         gb_mlp_forward(mp, x, rows, port);
+        gb_mlp_forward(ma, x, rows, avx2);
     }
     int int8 = 0;
     for (int i = 0; i < p->n; i++)
         int8 |= p->s[i].int8;
-    for (int i = 0; mf && mp && i < p->n; i++) {
+    for (int i = 0; mf && mp && ma && i < p->n; i++) {
         double max_ref = 0, d_fast = 0, d_port = 0, d_paths = 0;
         for (int k = 0; k < rows * p->s[i].out; k++) {
             max_ref = fmax(max_ref, fabs(ref[i][k]));
             d_fast = fmax(d_fast, fabs(fast[i][k] - ref[i][k]));
             d_port = fmax(d_port, fabs(port[i][k] - ref[i][k]));
             d_paths = fmax(d_paths, fabs((double)fast[i][k] - port[i][k]));
+            d_paths = fmax(d_paths, fabs((double)avx2[i][k] - port[i][k]));
         }
         double tol = int8 ? 0.05 * max_ref + 1e-3 : 1e-5 * max_ref + 1e-5;
         double tol_paths = int8 ? 0.01 * max_ref + 1e-5 : 1e-5 * max_ref + 1e-6;
@@ -139,10 +144,12 @@ static void check_program(const char *name, const program *p, int rows)
     }
     gb_mlp_destroy(mf);
     gb_mlp_destroy(mp);
+    gb_mlp_destroy(ma);
     for (int i = 0; i < p->n; i++) {
         free(ref[i]);
         free(fast[i]);
         free(port[i]);
+        free(avx2[i]);
     }
     free(x);
 }
@@ -181,7 +188,7 @@ static void test_odd_widths(int int8)
 /* A row with a NaN and a row with an inf: their outputs are NaN (int8: the row cannot be
  * quantized; fp32: NaN propagates, and inf meets weights of both signs), every other row's are
  * those of the same batch without them. */
-static void test_nonfinite(int int8, int portable)
+static void test_nonfinite(int int8, int path)
 {
     const gb_mlp_layer_spec s[3] = {{-1, 20, 32, GB_MLP_ACT_TANH, int8},
                                     {0, 32, 32, GB_MLP_ACT_RELU, int8},
@@ -192,7 +199,7 @@ static void test_nonfinite(int int8, int portable)
     float x[ROWS * 20], y_clean[ROWS * 2], y_bad[ROWS * 2];
     for (int k = 0; k < ROWS * 20; k++)
         x[k] = uniform();
-    gb_mlp *m = build(&p, portable);
+    gb_mlp *m = build(&p, path);
     if (m) {
         float *outs[3] = {NULL, NULL, y_clean};
         gb_mlp_forward(m, x, ROWS, outs);
@@ -240,12 +247,14 @@ static void test_refusals(void)
 
 int main(void)
 {
-    printf("AVX-512 VNNI paths: %s\n", gb_mlp_int8_fast() ? "yes" : "no (portable only)");
+    printf("AVX-512 VNNI paths: %s; fp32 on vectors (AVX2 or AVX-512): %s\n",
+           gb_mlp_int8_fast() ? "yes" : "no (portable)", gb_mlp_fp32_fast() ? "yes" : "no");
     for (int int8 = 0; int8 < 2; int8++) {
         test_actor_critic(int8);
         test_odd_widths(int8);
-        test_nonfinite(int8, 0);
-        test_nonfinite(int8, 1);
+        test_nonfinite(int8, GB_MLP_PATH_BEST);
+        test_nonfinite(int8, GB_MLP_PATH_AVX2);
+        test_nonfinite(int8, GB_MLP_PATH_PORTABLE);
     }
     test_refusals();
     return test_main_result();
