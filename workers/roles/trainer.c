@@ -285,9 +285,9 @@ static int open_learning(trainer *t, gb_error *err)
         return rc;
     /* every trainer starts from the same state; a trainer that died as the group formed fails
      * this first collective, and the group forms again with its restart, as in training */
-    if (t->group && (rc = gb_learning_join_group(t->learning, t->group, lo.shared_seed, err)) &&
-        (!gb_group_failed(t->group) || gb_worker_stopping(w) ||
-         (rc = gb_trainer_regroup(t, err))))
+    if (t->group && (rc = gb_trainer_recover_group(
+                         t, gb_learning_join_group(t->learning, t->group, lo.shared_seed, err),
+                         err)))
         return rc;
     t->replay = gb_learning_replay(t->learning);
     gb_learner_report_start(&t->timing, t->learning);
@@ -400,8 +400,7 @@ static int train(trainer *t, gb_error *err)
         if (rc == 2)
             return 0;
         /* a trainer of the group died or hung: form the group again with its restart */
-        if (rc < 0 && gb_group_failed(t->group) && !gb_worker_stopping(w) &&
-            !gb_worker_run_ending(w) && (rc = gb_trainer_regroup(t, err)) == 0)
+        if (rc < 0 && (rc = gb_trainer_recover_group(t, rc, err)) == 0)
             continue;
         if (rc < 0)
             return rc;

@@ -20,7 +20,7 @@
  * that dies as the group forms (in its first collective, gb_learning_join_group) is met the
  * same way. The group's calls and rendezvous give up as soon as the generation moves past
  * theirs (generation_gone): the launcher knows a trainer died before Gloo always does.
- * defines: gb_trainer_join_group, gb_trainer_regroup */
+ * defines: gb_trainer_join_group, gb_trainer_regroup, gb_trainer_recover_group */
 #include "workers/roles/trainer_internal.h"
 
 #include "runtime/base/clock.h"
@@ -276,4 +276,12 @@ int gb_trainer_regroup(trainer *t, gb_error *err)
             "failed; training goes on from step %lld", (long long)t->generation,
             gb_now_s() - t0, (long long)gb_learning_train_steps(t->learning));
     return 0;
+}
+
+int gb_trainer_recover_group(trainer *t, int rc, gb_error *err)
+{
+    if (rc >= 0 || !gb_group_failed(t->group) || gb_worker_stopping(t->w) ||
+        gb_worker_run_ending(t->w))
+        return rc;
+    return gb_trainer_regroup(t, err);
 }

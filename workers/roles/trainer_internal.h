@@ -98,4 +98,10 @@ uint64_t gb_trainer_shared_seed(const trainer *t);
  * group's error. */
 int gb_trainer_regroup(trainer *t, gb_error *err);
 
+/* rc: a call over the group (a training step, the first collective). When it failed because
+ * the group failed, and the worker is neither stopping nor its run ending (peers that leave
+ * then are not failures), forms the group again (gb_trainer_regroup). Returns 0 when the group
+ * formed again, else rc or the regroup's error; rc itself when it did not fail (>= 0). */
+int gb_trainer_recover_group(trainer *t, int rc, gb_error *err);
+
 #endif
