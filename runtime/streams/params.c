@@ -271,9 +271,10 @@ static int pub_send(gb_param_publisher *p, gb_wire_header *h, const gb_wire_sche
 int gb_param_publish_begin(gb_param_publisher *p, int64_t version, const gb_param_entry *layout,
                            int nlayout, uint64_t total_bytes, gb_error *err)
 {
-    if (version <= p->last_version)
-        return gb_error_set(err, GB_EINVAL, "parameter version %lld: versions must increase "
-                            "(last %lld)", (long long)version, (long long)p->last_version);
+    if (version < p->last_version)
+        return gb_error_set(err, GB_EINVAL, "parameter version %lld: versions must not "
+                            "decrease (last %lld)", (long long)version,
+                            (long long)p->last_version);
     if (total_bytes > (uint64_t)INT64_MAX)
         return gb_error_set(err, GB_EINVAL, "parameter blob too large");
     int rc = gb_param_layout_check(layout, nlayout, total_bytes, err);

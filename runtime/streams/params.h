@@ -98,7 +98,9 @@ void gb_param_publisher_close(gb_param_publisher *p);
  * total_bytes (the data need not exist in one piece; the CRC is computed on the way), end.
  * Each call blocks while the service's queue is full, up to the timeout (GB_ETIMEOUT; the
  * partial version is then abandoned by the service when a newer one begins). Versions must
- * increase (GB_EINVAL). Return 0 or GB_EINVAL/GB_ETIMEOUT/GB_ENOMEM/GB_EZMQ/GB_ECLOSED. */
+ * not decrease (GB_EINVAL); the last one again is a resend (the same parameters, for a service
+ * that restarted without them: it and its subscribers take it as a new latest, by serial).
+ * Return 0 or GB_EINVAL/GB_ETIMEOUT/GB_ENOMEM/GB_EZMQ/GB_ECLOSED. */
 int gb_param_publish_begin(gb_param_publisher *p, int64_t version, const gb_param_entry *layout,
                            int nlayout, uint64_t total_bytes, gb_error *err);
 int gb_param_publish_write(gb_param_publisher *p, const void *data, size_t len, gb_error *err);
