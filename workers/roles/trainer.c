@@ -4,7 +4,8 @@
  * chunks from the sample stream and writes each straight into its replay block (allocate ->
  * copy the frames in -> commit); the train thread (this one) runs the learning step (rate
  * limiter, staleness bound, select, collect, train, priorities) and pushes parameters to the
- * parameter service every trainer.push_params_every steps.
+ * parameter service every trainer.push_params_every steps (and after 3 s without a push, for a
+ * restarted service).
  *
  * A trainer killed mid-run loses no committed trajectory: its replay lives in the run-owned
  * shared memory segment "/gearbox-<run id>-replay-<index>" (replay.h, "Surviving the owner's
@@ -47,6 +48,10 @@ static int make_param_buffer(trainer *t, gb_error *err)
     return 0;
 }
 
+/* Seconds without a push after which trainer 0 sends its parameters again (the loop in
+ * train()). */
+#define REPUBLISH_IDLE_S 3.0
+
 static int push_params(trainer *t, gb_error *err)
 {
     uint64_t version = 0;
@@ -57,6 +62,7 @@ static int push_params(trainer *t, gb_error *err)
                               t->param_buf, t->param_bytes, err);
     if (rc == 0) {
         t->published_version = (int64_t)version;
+        t->published_at = gb_now_s();
         gb_trainer_ledger_published(t->ledger, (int64_t)version);
     }
     return rc;
@@ -404,8 +410,14 @@ static int train(trainer *t, gb_error *err)
             continue;
         if (rc < 0)
             return rc;
-        if (rc == 1 && publishing &&
-            gb_learning_train_steps(t->learning) % cfg->trainer.push_params_every == 0 &&
+        /* the parameters go out every push_params_every steps, and again after
+         * REPUBLISH_IDLE_S without a push: a restarted parameter service holds nothing until
+         * the next push, and while a restarted policy worker waits for it no action is served,
+         * no sample comes and no step is taken (run_chaos once: policy and service killed
+         * in turn, the run stuck until its restarts ran out) */
+        int due = rc == 1 &&
+                  gb_learning_train_steps(t->learning) % cfg->trainer.push_params_every == 0;
+        if (publishing && (due || gb_now_s() - t->published_at >= REPUBLISH_IDLE_S) &&
             (rc = push_params(t, err))) {
             if (!gb_worker_stopping(w))
                 return rc;
