@@ -4,8 +4,9 @@
  *          gb_param_subscriber, gb_param_relay and their options and statistics
  *
  * A blob is one flat buffer plus a layout table (name, dtype, shape, byte offset per tensor),
- * a version (strictly increasing) and a CRC-32C of the buffer. There is no size limit: blobs
- * travel in chunks (parameters.chunk_bytes), and a 2^31-byte-plus blob is tested.
+ * a version (never decreasing: the last one again is a resend) and a CRC-32C of the buffer.
+ * There is no size limit: blobs travel in chunks (parameters.chunk_bytes), and a
+ * 2^31-byte-plus blob is tested.
  *
  *   publisher (PUSH) --BEGIN, CHUNK..., END--> service (PULL)
  *   service (PUB)    --BEGIN, CHUNK..., END--> subscribers (SUB), forwarded as chunks arrive
