@@ -108,7 +108,7 @@ static int rtt_pair_open(rtt_pair *p, gb_bench_net *b, size_t reply_bytes, gb_er
     if (rc)
         return rc;
     const char *eps[1] = {gb_infer_server_endpoint(p->s)};
-    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, 0, 0};
+    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, 0, 0, 0};
     if ((rc = gb_infer_client_open(&p->c, b->ctx, &co, err)))
         return rc;
     if ((rc = gb_bench_net_raw_pair(b, ZMQ_REP, ZMQ_REQ, "bench-rep", 0, &p->rep, &p->req,
@@ -260,7 +260,7 @@ static void *pipe_client_thread(void *arg)
     pipe_client *a = arg;
     gb_error err;
     const char *eps[1] = {a->ep};
-    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, a->index, 0};
+    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, a->index, 0, 0};
     gb_infer_client *c;
     if ((a->rc = gb_infer_client_open(&c, a->b->ctx, &co, &err)))
         return NULL;

@@ -47,6 +47,9 @@ typedef struct gb_infer_client_opts {
     uint64_t max_frame; /* the largest tensor a reply can hold (rows of one request x the
                            widest output row): a server sending a larger frame is
                            disconnected (gb_wire_set_max_frame); 0: no bound */
+    int send_timeout_ms; /* how long a send waits for a connected server; 0: timeout_ms. A
+                            caller that must stay responsive (an actor's heartbeat) sends
+                            in shorter slices and tries again */
 } gb_infer_client_opts;
 
 typedef struct gb_infer_client_stats {
@@ -67,7 +70,7 @@ void gb_infer_client_close(gb_infer_client *c);
 /* Sends a request with n tensors (descs[i].shape[0] = rows for all i; data[i] copied) and
  * returns its id in *id. Does not wait for the reply; several may be outstanding (at most 64).
  * Returns 0, GB_EINVAL, GB_EFULL (64 outstanding), GB_ETIMEOUT (no server accepted it within
- * the timeout). */
+ * send_timeout_ms). */
 int gb_infer_client_send(gb_infer_client *c, const gb_tensor_desc *descs,
                          const void *const *data, int n, uint64_t *id, gb_error *err);
 

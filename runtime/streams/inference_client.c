@@ -22,7 +22,8 @@ struct gb_infer_client {
     uint64_t out_id[CLIENT_MAX_OUTSTANDING];
     uint64_t out_deadline[CLIENT_MAX_OUTSTANDING];
     char where[512]; /* endpoints, for messages */
-    int rcvtimeo;    /* ZMQ_RCVTIMEO now set on sock */
+    int send_timeout_ms; /* ZMQ_SNDTIMEO */
+    int rcvtimeo;        /* ZMQ_RCVTIMEO now set on sock */
     gb_wire_header hdr;
     gb_infer_client_stats st;
 };
@@ -40,6 +41,7 @@ int gb_infer_client_open(gb_infer_client **out, void *zctx, const gb_infer_clien
         return gb_error_set(err, GB_ENOMEM, "inference client: out of memory");
     int rc;
     c->timeout_ms = o->timeout_ms;
+    c->send_timeout_ms = o->send_timeout_ms > 0 ? o->send_timeout_ms : o->timeout_ms;
     c->rcvtimeo = -1;
     c->role = o->role;
     c->index = o->index;
@@ -51,7 +53,7 @@ int gb_infer_client_open(gb_infer_client **out, void *zctx, const gb_infer_clien
     if ((rc = gb_infer_set_int_opt(c->sock, ZMQ_LINGER, 0, err, "inference client: ZMQ_LINGER")) ||
         (rc = gb_infer_set_int_opt(c->sock, ZMQ_IMMEDIATE, 1, err,
                                    "inference client: ZMQ_IMMEDIATE")) ||
-        (rc = gb_infer_set_int_opt(c->sock, ZMQ_SNDTIMEO, o->timeout_ms, err,
+        (rc = gb_infer_set_int_opt(c->sock, ZMQ_SNDTIMEO, c->send_timeout_ms, err,
                                    "inference client: ZMQ_SNDTIMEO")) ||
         (o->max_frame > 0 && (rc = gb_wire_set_max_frame(c->sock, o->max_frame, err))))
         goto fail;
@@ -109,7 +111,7 @@ int gb_infer_client_send(gb_infer_client *c, const gb_tensor_desc *descs, const 
     if (rc) {
         if (rc == GB_ETIMEOUT)
             gb_error_set(err, GB_ETIMEOUT, "inference request %llu: no policy worker accepted it "
-                         "within %d ms (%s)", (unsigned long long)h->seq, c->timeout_ms,
+                         "within %d ms (%s)", (unsigned long long)h->seq, c->send_timeout_ms,
                          c->where);
         return rc;
     }

@@ -137,15 +137,24 @@ static int step_group(actor *a, int g, const gb_wire_msg *m, gb_error *err)
 }
 
 /* request_actions until one is accepted: while no policy worker is connected (one restarting)
- * the send times out; the actor keeps reporting meanwhile (it is waiting, not hung) and gives up
- * only when asked to stop. */
+ * the send times out after a report interval (the client's send timeout); the actor reports
+ * (it is waiting, not hung: a send that waited the whole inference timeout once outlasted a
+ * 3 s heartbeat), warns once per inference timeout waited, and gives up only when asked to
+ * stop. */
 static int resend(actor *a, int g, gb_error *err)
 {
+    const double warn_every = (double)a->w->cfg->streams.inference_timeout_ms / 1000.0;
+    double since = gb_now_s(), warned = since;
     for (;;) {
         int rc = request_actions(a, g, err);
         if (rc != GB_ETIMEOUT || gb_worker_stopping(a->w))
             return rc;
-        GB_WARN("actor: %s; trying again", err->msg);
+        double now = gb_now_s();
+        if (now - warned >= warn_every) {
+            GB_WARN("actor: no policy worker accepted a request for %.0f s (%s); trying again",
+                    now - since, err->msg);
+            warned = now;
+        }
         report(a);
     }
 }
@@ -247,6 +256,10 @@ static int actor_connect(actor *a, char ***policy_eps, int *npolicy, char ***tra
     gb_infer_client_opts io = {.endpoints = (const char *const *)*policy_eps,
                                .n_endpoints = *npolicy,
                                .timeout_ms = (int)cfg->streams.inference_timeout_ms,
+                               /* sends wait in heartbeat slices (resend reports between) */
+                               .send_timeout_ms = (int)fmax(1.0, 1000.0 * fmin(
+                                   cfg->launch.heartbeat_timeout_s / 5,
+                                   (double)cfg->streams.inference_timeout_ms / 1000.0)),
                                .role = w->role,
                                .index = w->index,
                                /* a reply holds actions, logp (and state) for at most the

@@ -248,7 +248,7 @@ static int try_infer(servers *s, client_kind kind)
     void *ctx = client_ctx(kind, &curve);
     const char *eps[1] = {gb_infer_server_endpoint(s->infer)};
     gb_infer_client_opts o = {eps, 1, kind == RIGHT_KEYS ? WAIT_MS : DENY_MS, GB_ROLE_ACTOR, 0,
-                              0};
+                              0, 0};
     gb_infer_client *c = NULL;
     int rc = gb_infer_client_open(&c, ctx, &o, &err);
     float obs[3] = {1, 2, 3};

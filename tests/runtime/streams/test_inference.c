@@ -117,7 +117,7 @@ static int client_main(void *arg)
     const char *eps[NSERVERS];
     for (int i = 0; i < NSERVERS; i++)
         eps[i] = a->eps[i];
-    gb_infer_client_opts o = {eps, NSERVERS, 10000, GB_ROLE_ACTOR, a->index, 0};
+    gb_infer_client_opts o = {eps, NSERVERS, 10000, GB_ROLE_ACTOR, a->index, 0, 0};
     gb_infer_client *c;
     if (gb_infer_client_open(&c, ctx, &o, &err)) {
         fprintf(stderr, "client %d: %s\n", a->index, err.msg);
@@ -254,7 +254,7 @@ static void test_batching(void)
     gb_infer_server *s;
     CHECK_OK(gb_infer_server_open(&s, ctx, &so, &err));
     const char *ep[1] = {"inproc://batching"};
-    gb_infer_client_opts co = {ep, 1, 5000, GB_ROLE_ACTOR, 0, 0};
+    gb_infer_client_opts co = {ep, 1, 5000, GB_ROLE_ACTOR, 0, 0, 0};
     gb_infer_client *c;
     CHECK_OK(gb_infer_client_open(&c, ctx, &co, &err));
     float obs[16 * 3];
@@ -342,7 +342,7 @@ static void test_timeout(void)
     st_tmpdir(dir, sizeof dir);
     snprintf(ep, sizeof ep, "ipc://%s/nobody", dir);
     const char *eps[1] = {ep};
-    gb_infer_client_opts co = {eps, 1, 200, GB_ROLE_ACTOR, 0, 0};
+    gb_infer_client_opts co = {eps, 1, 200, GB_ROLE_ACTOR, 0, 0, 0};
     gb_infer_client *c;
     CHECK_OK(gb_infer_client_open(&c, ctx, &co, &err));
     float obs[3] = {1, 2, 3};
@@ -354,6 +354,20 @@ static void test_timeout(void)
     CHECK_EQ_INT(rc, GB_ETIMEOUT);
     CHECK(strstr(err.msg, ep) != NULL);
     fprintf(stderr, "  timeout message: %s\n", err.msg);
+
+    /* a shorter send timeout than the request's (an actor that must keep its heartbeat): the
+     * send gives up after its own slice, not the 60 s a reply may take */
+    gb_infer_client_opts cs = co;
+    cs.timeout_ms = 60000;
+    cs.send_timeout_ms = 100;
+    gb_infer_client *c3;
+    CHECK_OK(gb_infer_client_open(&c3, ctx, &cs, &err));
+    uint64_t t0 = gb_now_ns(), sid;
+    CHECK_EQ_INT(gb_infer_client_send(c3, &d, data, 1, &sid, &err), GB_ETIMEOUT);
+    CHECK((gb_now_ns() - t0) / 1000000 < 30000);
+    CHECK(strstr(err.msg, "within 100 ms") != NULL);
+    CHECK_EQ_INT(gb_infer_client_get_stats(c3).requests, 0);
+    gb_infer_client_close(c3);
 
     /* a server that accepts but never answers: the reply timeout, then a late reply is stale */
     static policy pol;
@@ -414,7 +428,7 @@ static void test_unsent_reply(void)
     gb_infer_server *s;
     CHECK_OK(gb_infer_server_open(&s, ctx, &so, &err));
     const char *ep[1] = {"inproc://vanish"};
-    gb_infer_client_opts co = {ep, 1, 5000, GB_ROLE_ACTOR, 0, 0};
+    gb_infer_client_opts co = {ep, 1, 5000, GB_ROLE_ACTOR, 0, 0, 0};
     float obs[3] = {1, 2, 3};
     const void *data[1] = {obs};
     gb_tensor_desc d = obs_desc(1, 3);

@@ -160,7 +160,7 @@ static gb_infer_client *open_client(void *ctx, const char *ep, int index)
 {
     gb_error err;
     const char *eps[1] = {ep};
-    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, index, 0};
+    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, index, 0, 0};
     gb_infer_client *c = NULL;
     CHECK_OK(gb_infer_client_open(&c, ctx, &co, &err));
     return c;
@@ -218,7 +218,7 @@ static void *client_main(void *arg)
     client_thread *a = arg;
     gb_error err;
     const char *eps[1] = {a->ep};
-    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, a->index, 0};
+    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, a->index, 0, 0};
     gb_infer_client *c;
     if (gb_infer_client_open(&c, a->ctx, &co, &err)) {
         a->bad = 1;

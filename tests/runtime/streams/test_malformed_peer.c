@@ -288,7 +288,7 @@ static void valid_request(void *ctx, const char *endpoint)
 {
     gb_error err;
     const char *eps[1] = {endpoint};
-    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, 0, 0};
+    gb_infer_client_opts co = {eps, 1, 10000, GB_ROLE_ACTOR, 0, 0, 0};
     gb_infer_client *c;
     CHECK_OK(gb_infer_client_open(&c, ctx, &co, &err));
     float obs[5 * 2];
