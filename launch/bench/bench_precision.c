@@ -43,7 +43,7 @@ static void usage(FILE *out)
             "(policy.threads 1) of act (forward and sampling) and of the forward alone, and the\n"
             "ratio to the first case (fp32 through the first kernels). Each precision runs\n"
             "through each policy.kernels named (gearbox: gearbox's own forward of a plain MLP,\n"
-            "fp32 on cpus with AVX2 or AVX-512 and int8 with AVX-512 VNNI, else libtorch's;\n"
+            "fp32 and int8 on cpus with AVX2 and FMA or AVX-512, else libtorch's;\n"
             "libtorch: libtorch's modules).\n"
             "S: CPU seconds per case (default 2, --quick 0.2), in 20 ms slices alternating\n"
             "between the cases; medians of the rounds.\n"

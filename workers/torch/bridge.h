@@ -316,9 +316,9 @@ typedef struct gb_torch_api {
     int (*model_int8_engine)(const char **name, gb_error *err);
 
     /* What runs the model's inference forward since its last model_set_precision: "gearbox
-     * fp32" or "gearbox int8 (avx512-vnni)" (policy.kernels gearbox: a plain MLP on a cpu with
-     * AVX-512 VNNI, workers/torch/mlp_infer.h), else "libtorch fp32", "libtorch int8",
-     * "libtorch bf16" or "libtorch (torchscript)". Static. */
+     * fp32", "gearbox int8 (avx512-vnni)" or "gearbox int8 (avx2)" (policy.kernels gearbox: a
+     * plain MLP on a cpu with AVX-512 or AVX2 and FMA, workers/torch/mlp_infer.h), else
+     * "libtorch fp32", "libtorch int8", "libtorch bf16" or "libtorch (torchscript)". Static. */
     const char *(*model_kernels)(const gb_torch_model *m);
 
     /* The network's forward alone over n observations (no sampling, outputs discarded): for

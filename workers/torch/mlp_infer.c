@@ -1,13 +1,16 @@
 /* workers/torch/mlp_infer.c: gb_mlp (mlp_infer.h). Rows go through the program in blocks of
  * BLOCK; every layer of a block computes 4 rows x 64 outputs at a time in registers (AVX-512:
- * 16 accumulators; fp32 on AVX2: 4 rows x 16 outputs, 8), from weights laid out for it when
- * loaded:
+ * 16 accumulators; on AVX2: 4 rows x 16 outputs, 8), from weights laid out for it when loaded:
  *   fp32: wt[in][out16], the transpose, so that one input feature meets 64 outputs in 4 loads;
- *   int8: wq[out16 / 16][in4 / 4][16][4], vpdpbusd's operand: 16 outputs x 4 inputs a vector.
+ *   int8: wq[out16 / 16][in4 / 4][16][4], vpdpbusd's operand: 16 outputs x 4 inputs a vector;
+ *         and w16[out16 / 8][in4 / 2][8][2], the same weights widened to int16 for AVX2's
+ *         vpmaddwd (8 outputs x 2 inputs a vector, the inputs widened likewise: exact, where
+ *         AVX2's u8 x s8 vpmaddubsw would saturate its int16 pair sums).
  * out16 and in4 round out and in up to 16 and 4; padding weights and biases are zero, so padded
  * outputs are 0 (tanh and relu keep 0) and padded inputs add nothing. */
 #include "workers/torch/mlp_infer.h"
 #include "workers/torch/fast_tanh.h"
+#include "workers/torch/mlp_infer_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -18,31 +21,8 @@
 #include <immintrin.h>
 #define GB_MLP_X86 1
 #define GB_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
-#define GB_AVX2 __attribute__((target("avx2,fma")))
 #define GB_INLINE static inline __attribute__((always_inline))
 #endif
-
-#define BLOCK 32 /* rows a block: a multiple of 4 */
-
-struct layer {
-    gb_mlp_layer_spec s;
-    int in4, out16;
-    float *wt;     /* fp32: [in][out16] */
-    int8_t *wq;    /* int8: [out16 / 16][in4 / 4][64] */
-    float *ws;     /* int8: [out16] weight scales */
-    int32_t *wsum; /* int8: [out16] sums of the quantized weights */
-    float *b;      /* [out16] */
-    float *y;      /* [BLOCK][out16]: the block's output */
-};
-
-struct gb_mlp {
-    int n, in0, in0_4, path; /* path: GB_MLP_PATH_* */
-    struct layer *l;
-    float *x;     /* [BLOCK][in0_4]: the block's input rows, zero-padded */
-    uint8_t *xq;  /* [BLOCK][max in4]: an int8 layer's quantized input rows */
-    float *xs;    /* [BLOCK]: their scales (NaN: a row with a non-finite input) */
-    int32_t *xz;  /* [BLOCK]: their zero points */
-};
 
 static int round_up(int v, int m)
 {
@@ -59,22 +39,8 @@ static void *zalloc(size_t bytes)
     return p;
 }
 
-int gb_mlp_fp32_fast(void)
-{
-#ifdef GB_MLP_X86
-    static int have = -1;
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = gb_mlp_int8_fast() ||
-               (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
-    }
-    return have;
-#else
-    return 0;
-#endif
-}
-
-int gb_mlp_int8_fast(void)
+/* the AVX-512 paths' instructions (VNNI included) */
+static int have_avx512(void)
 {
 #ifdef GB_MLP_X86
     static int have = -1;
@@ -89,14 +55,44 @@ int gb_mlp_int8_fast(void)
 #endif
 }
 
+static int have_avx2(void)
+{
+#ifdef GB_MLP_X86
+    static int have = -1;
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    }
+    return have;
+#else
+    return 0;
+#endif
+}
+
+int gb_mlp_fp32_fast(void)
+{
+    return have_avx512() || have_avx2();
+}
+
+int gb_mlp_int8_fast(void)
+{
+    return have_avx512() || have_avx2();
+}
+
+int gb_mlp_int8_vnni(void)
+{
+    return have_avx512();
+}
+
 void gb_mlp_destroy(gb_mlp *m)
 {
     if (!m)
         return;
     for (int i = 0; m->l && i < m->n; i++) {
-        struct layer *l = &m->l[i];
+        struct gb_mlp_layer *l = &m->l[i];
         free(l->wt);
         free(l->wq);
+        free(l->w16);
         free(l->ws);
         free(l->wsum);
         free(l->b);
@@ -105,6 +101,7 @@ void gb_mlp_destroy(gb_mlp *m)
     free(m->l);
     free(m->x);
     free(m->xq);
+    free(m->x16);
     free(m->xs);
     free(m->xz);
     free(m);
@@ -142,7 +139,7 @@ gb_mlp *gb_mlp_create(const gb_mlp_layer_spec *specs, int n, char *err, size_t e
     m->in0_4 = round_up(m->in0, 4);
     int max_in4 = 4;
     for (int i = 0; i < n; i++) {
-        struct layer *l = &m->l[i];
+        struct gb_mlp_layer *l = &m->l[i];
         l->s = specs[i];
         l->in4 = round_up(l->s.in, 4);
         l->out16 = round_up(l->s.out, 16);
@@ -154,7 +151,8 @@ gb_mlp *gb_mlp_create(const gb_mlp_layer_spec *specs, int n, char *err, size_t e
             goto oom;
         if (l->s.int8) {
             if (!(l->wq = zalloc(o * (size_t)l->in4)) || !(l->ws = zalloc(o * sizeof(float))) ||
-                !(l->wsum = zalloc(o * sizeof(int32_t))))
+                !(l->wsum = zalloc(o * sizeof(int32_t))) ||
+                !(l->w16 = zalloc(o * (size_t)l->in4 * sizeof(int16_t))))
                 goto oom;
         } else if (!(l->wt = zalloc((size_t)l->s.in * o * sizeof(float)))) {
             goto oom;
@@ -162,6 +160,7 @@ gb_mlp *gb_mlp_create(const gb_mlp_layer_spec *specs, int n, char *err, size_t e
     }
     if (!(m->x = zalloc((size_t)BLOCK * (size_t)m->in0_4 * sizeof(float))) ||
         !(m->xq = zalloc((size_t)BLOCK * (size_t)max_in4)) ||
+        !(m->x16 = zalloc((size_t)BLOCK * (size_t)max_in4 * sizeof(int16_t))) ||
         !(m->xs = zalloc(BLOCK * sizeof(float))) || !(m->xz = zalloc(BLOCK * sizeof(int32_t))))
         goto oom;
     return m;
@@ -180,7 +179,7 @@ int gb_mlp_load(gb_mlp *m, int i, const float *w, const float *b)
 {
     if (i < 0 || i >= m->n)
         return -1;
-    struct layer *l = &m->l[i];
+    struct gb_mlp_layer *l = &m->l[i];
     const int in = l->s.in, out = l->s.out, k4n = l->in4 / 4;
     for (int j = 0; j < out; j++)
         l->b[j] = b ? b[j] : 0.0f;
@@ -201,6 +200,8 @@ int gb_mlp_load(gb_mlp *m, int i, const float *w, const float *b)
             long q = lrintf(row[k] / scale);
             q = q > 127 ? 127 : q < -127 ? -127 : q;
             l->wq[((size_t)(j / 16) * k4n + k / 4) * 64 + (j % 16) * 4 + k % 4] = (int8_t)q;
+            l->w16[((size_t)(j / 8) * (l->in4 / 2) + k / 2) * 16 + (j % 8) * 2 + k % 2] =
+                (int16_t)q;
             sum += (int32_t)q;
         }
         l->ws[j] = scale;
@@ -214,7 +215,7 @@ int gb_mlp_load(gb_mlp *m, int i, const float *w, const float *b)
 /* Row r's quantization parameters from its in features: the range [min, max], widened to hold
  * 0, mapped onto 0..255. Returns 1/scale; a row with a non-finite feature gets a NaN scale, so
  * that its outputs are NaN as in fp32. */
-static float row_params(float mn, float mx, int bad, float *scale, int32_t *zero)
+float gb_mlp_row_params(float mn, float mx, int bad, float *scale, int32_t *zero)
 {
     float s = (mx - mn) / 255.0f;
     if (bad || !isfinite(s)) {
@@ -247,7 +248,7 @@ static void quantize_rows_portable(gb_mlp *m, const float *x, int ldx, int in, i
             mn = v[k] < mn ? v[k] : mn;
             mx = v[k] > mx ? v[k] : mx;
         }
-        const float inv = row_params(mn, mx, bad, &m->xs[r], &m->xz[r]);
+        const float inv = gb_mlp_row_params(mn, mx, bad, &m->xs[r], &m->xz[r]);
         uint8_t *q = m->xq + (size_t)r * in4;
         for (int k = 0; k < in; k++)
             q[k] = bad ? 0 : quantize(v[k], inv, m->xz[r]);
@@ -256,7 +257,7 @@ static void quantize_rows_portable(gb_mlp *m, const float *x, int ldx, int in, i
     }
 }
 
-static void int8_portable(gb_mlp *m, const struct layer *l, int rows)
+static void int8_portable(gb_mlp *m, const struct gb_mlp_layer *l, int rows)
 {
     const int k4n = l->in4 / 4;
     for (int r = 0; r < rows; r++) {
@@ -275,7 +276,7 @@ static void int8_portable(gb_mlp *m, const struct layer *l, int rows)
     }
 }
 
-static void fp32_portable(const struct layer *l, const float *x, int ldx, int rows)
+static void fp32_portable(const struct gb_mlp_layer *l, const float *x, int ldx, int rows)
 {
     for (int r = 0; r < rows; r++) {
         float *y = l->y + (size_t)r * l->out16;
@@ -296,8 +297,8 @@ static void fp32_portable(const struct layer *l, const float *x, int ldx, int ro
 #ifdef GB_MLP_X86
 
 /* 4 rows x NV vectors of 16 outputs, starting at output column j0 */
-GB_INLINE GB_AVX512 void fp32_tile(const struct layer *l, const float *x, int ldx, int r0, int j0,
-                                   const int NV)
+GB_INLINE GB_AVX512 void fp32_tile(const struct gb_mlp_layer *l, const float *x, int ldx,
+                                   int r0, int j0, const int NV)
 {
     __m512 acc[4][4];
     for (int r = 0; r < 4; r++)
@@ -323,7 +324,7 @@ GB_INLINE GB_AVX512 void fp32_tile(const struct layer *l, const float *x, int ld
         }
 }
 
-static GB_AVX512 void fp32_avx512(const struct layer *l, const float *x, int ldx, int rows)
+static GB_AVX512 void fp32_avx512(const struct gb_mlp_layer *l, const float *x, int ldx, int rows)
 {
     for (int r0 = 0; r0 < rows; r0 += 4)
         for (int j0 = 0; j0 < l->out16; j0 += 64) {
@@ -353,8 +354,8 @@ static GB_AVX512 void quantize_rows_avx512(gb_mlp *m, const float *x, int ldx, i
             mx = _mm512_max_ps(mx, f);
         }
         int32_t *zero = &m->xz[r];
-        const float inv = row_params(_mm512_reduce_min_ps(mn), _mm512_reduce_max_ps(mx), bad != 0,
-                                     &m->xs[r], zero);
+        const float inv = gb_mlp_row_params(_mm512_reduce_min_ps(mn), _mm512_reduce_max_ps(mx),
+                                            bad != 0, &m->xs[r], zero);
         uint8_t *q = m->xq + (size_t)r * in4;
         const __m512 vinv = _mm512_set1_ps(inv);
         const __m512i vz = _mm512_set1_epi32(*zero), lo = _mm512_setzero_si512();
@@ -376,7 +377,7 @@ static GB_AVX512 void quantize_rows_avx512(gb_mlp *m, const float *x, int ldx, i
 }
 
 /* 4 rows x NV blocks of 16 outputs, starting at output block jb */
-GB_INLINE GB_AVX512 void int8_tile(const gb_mlp *m, const struct layer *l, int r0, int jb,
+GB_INLINE GB_AVX512 void int8_tile(const gb_mlp *m, const struct gb_mlp_layer *l, int r0, int jb,
                                    const int NV)
 {
     const int k4n = l->in4 / 4;
@@ -416,38 +417,7 @@ GB_INLINE GB_AVX512 void int8_tile(const gb_mlp *m, const struct layer *l, int r
     }
 }
 
-/* fp32 on AVX2 and FMA: 4 rows x 16 outputs (2 vectors of 8) a tile */
-static GB_AVX2 void fp32_avx2(const struct layer *l, const float *x, int ldx, int rows)
-{
-    const __m256 zero = _mm256_setzero_ps();
-    for (int r0 = 0; r0 < rows; r0 += 4)
-        for (int j0 = 0; j0 < l->out16; j0 += 16) {
-            __m256 acc[4][2];
-            for (int r = 0; r < 4; r++) {
-                acc[r][0] = _mm256_load_ps(l->b + j0);
-                acc[r][1] = _mm256_load_ps(l->b + j0 + 8);
-            }
-            const float *xr = x + (size_t)r0 * ldx;
-            for (int k = 0; k < l->s.in; k++) {
-                const float *wk = l->wt + (size_t)k * l->out16 + j0;
-                const __m256 w0 = _mm256_load_ps(wk), w1 = _mm256_load_ps(wk + 8);
-                for (int r = 0; r < 4; r++) {
-                    const __m256 xb = _mm256_broadcast_ss(xr + (size_t)r * ldx + k);
-                    acc[r][0] = _mm256_fmadd_ps(xb, w0, acc[r][0]);
-                    acc[r][1] = _mm256_fmadd_ps(xb, w1, acc[r][1]);
-                }
-            }
-            for (int r = 0; r < 4; r++)
-                for (int v = 0; v < 2; v++) {
-                    /* max(0, NaN) is NaN, as torch.relu */
-                    __m256 o = l->s.act == GB_MLP_ACT_RELU ? _mm256_max_ps(zero, acc[r][v])
-                                                           : acc[r][v];
-                    _mm256_store_ps(l->y + (size_t)(r0 + r) * l->out16 + j0 + 8 * v, o);
-                }
-        }
-}
-
-static GB_AVX512 void int8_avx512(const gb_mlp *m, const struct layer *l, int rows)
+static GB_AVX512 void int8_avx512(const gb_mlp *m, const struct gb_mlp_layer *l, int rows)
 {
     const int blocks = l->out16 / 16;
     for (int r0 = 0; r0 < rows; r0 += 4)
@@ -465,8 +435,8 @@ static GB_AVX512 void int8_avx512(const gb_mlp *m, const struct layer *l, int ro
 void gb_mlp_forward(gb_mlp *m, const float *x, int64_t rows, float *const *outs)
 {
 #ifdef GB_MLP_X86
-    const int fast = m->path == GB_MLP_PATH_BEST && gb_mlp_int8_fast();
-    const int avx2 = m->path != GB_MLP_PATH_PORTABLE && gb_mlp_fp32_fast();
+    const int fast = m->path == GB_MLP_PATH_BEST && have_avx512();
+    const int avx2 = m->path != GB_MLP_PATH_PORTABLE && have_avx2();
 #endif
     for (int64_t r0 = 0; r0 < rows; r0 += BLOCK) {
         const int n = rows - r0 < BLOCK ? (int)(rows - r0) : BLOCK;
@@ -476,7 +446,7 @@ void gb_mlp_forward(gb_mlp *m, const float *x, int64_t rows, float *const *outs)
                    (size_t)m->in0 * sizeof(float));
         memset(m->x + (size_t)n * m->in0_4, 0, (size_t)(n4 - n) * m->in0_4 * sizeof(float));
         for (int i = 0; i < m->n; i++) {
-            const struct layer *l = &m->l[i];
+            const struct gb_mlp_layer *l = &m->l[i];
             const float *in = l->s.src < 0 ? m->x : m->l[l->s.src].y;
             const int ld = l->s.src < 0 ? m->in0_4 : m->l[l->s.src].out16;
             if (l->s.int8) {
@@ -484,6 +454,9 @@ void gb_mlp_forward(gb_mlp *m, const float *x, int64_t rows, float *const *outs)
                 if (fast) {
                     quantize_rows_avx512(m, in, ld, l->s.in, l->in4, n4);
                     int8_avx512(m, l, n4);
+                } else if (avx2) {
+                    gb_mlp_quantize_avx2(m, in, ld, l->s.in, l->in4, n4);
+                    gb_mlp_int8_avx2(m, l, n4);
                 } else
 #endif
                 {
@@ -495,7 +468,7 @@ void gb_mlp_forward(gb_mlp *m, const float *x, int64_t rows, float *const *outs)
                 if (fast)
                     fp32_avx512(l, in, ld, n4);
                 else if (avx2)
-                    fp32_avx2(l, in, ld, n4);
+                    gb_mlp_fp32_avx2(l, in, ld, n4);
                 else
 #endif
                     fp32_portable(l, in, ld, n4);

@@ -7,9 +7,11 @@
  * symmetrically per output channel (scale max|w| / 127) when loaded, each input row quantized
  * to uint8 with its own scale and zero point as it enters the layer, products summed in int32,
  * the sum scaled back to fp32 and the bias added. On CPUs with AVX-512 VNNI the sums are
- * vpdpbusd's (64 products an instruction); elsewhere a portable path gives the same sums.
- * fp32 layers run on AVX-512 there, on AVX2 and FMA where the cpu has only those (most AMD
- * cpus before Zen 4, Intel's before Skylake-SP), else on the portable path.
+ * vpdpbusd's (64 products an instruction); on AVX2 and FMA (most AMD cpus before Zen 4, Intel's
+ * before Skylake-SP) vpmaddwd's over inputs and weights widened to int16 (16 products an
+ * instruction, as many as fp32's FMAs: int8 is no faster than fp32 there, but gives the same
+ * numbers as everywhere else); elsewhere a portable path gives the same sums. fp32 layers run
+ * on AVX-512, on AVX2 and FMA, or on the portable path likewise.
  * Libtorch 1.13's own int8 Linear costs about 16 us a call at any batch on the development
  * machine, more than the fp32 one at 64 features, which is why the default [64, 64] MLP ran
  * slower in int8 than in fp32 through it.
@@ -18,7 +20,7 @@
  * that an actor and a critic torso, or two heads on one torso, are one program. Not thread-safe:
  * one caller at a time (the policy worker's inference thread), scratch is the program's own.
  * defines: gb_mlp, gb_mlp_layer_spec, gb_mlp_create, gb_mlp_destroy, gb_mlp_load, gb_mlp_forward,
- *          gb_mlp_fp32_fast, gb_mlp_int8_fast, gb_mlp_path */
+ *          gb_mlp_fp32_fast, gb_mlp_int8_fast, gb_mlp_int8_vnni, gb_mlp_path */
 #ifndef GB_WORKERS_TORCH_MLP_INFER_H
 #define GB_WORKERS_TORCH_MLP_INFER_H
 
@@ -58,11 +60,15 @@ void gb_mlp_forward(gb_mlp *m, const float *x, int64_t rows, float *const *outs)
  * path (slower than libtorch's). */
 int gb_mlp_fp32_fast(void);
 
-/* 1 when int8 layers run on AVX-512 VNNI here (the fast path), 0 when on the portable one. */
+/* 1 when int8 layers run on vectors here (AVX-512 VNNI, or AVX2 and FMA), 0 when on the
+ * portable path (slower than libtorch's). */
 int gb_mlp_int8_fast(void);
 
-/* Tests: the paths m may take. BEST: the fastest this cpu has; AVX2: fp32 on AVX2 at most (int8
- * portable); PORTABLE: the reference the vector ones must agree with. */
+/* 1 when int8 layers run on AVX-512 VNNI here (the fastest int8 path). */
+int gb_mlp_int8_vnni(void);
+
+/* Tests: the paths m may take. BEST: the fastest this cpu has; AVX2: AVX2 at most (fp32 and
+ * int8); PORTABLE: the reference the vector ones must agree with. */
 enum { GB_MLP_PATH_BEST = 0, GB_MLP_PATH_PORTABLE = 1, GB_MLP_PATH_AVX2 = 2 };
 void gb_mlp_path(gb_mlp *m, int path);
 

@@ -33,8 +33,14 @@ public:
     void reload();
     // Layers a's and b's outputs (b < 0: none) for x [n, in] (fp32, cpu).
     void run(const torch::Tensor &x, int a, int b, torch::Tensor *ta, torch::Tensor *tb);
-    // "gearbox fp32" or "gearbox int8": what the forward runs on, for logs and benchmarks.
-    const char *kernels() const { return int8_ ? "gearbox int8 (avx512-vnni)" : "gearbox fp32"; }
+    // "gearbox fp32" or "gearbox int8 (avx512-vnni|avx2)": what the forward runs on, for logs
+    // and benchmarks.
+    const char *kernels() const
+    {
+        return !int8_ ? "gearbox fp32"
+               : gb_mlp_int8_vnni() ? "gearbox int8 (avx512-vnni)"
+                                    : "gearbox int8 (avx2)";
+    }
 
 private:
     std::vector<gb_mlp_layer_spec> specs_;

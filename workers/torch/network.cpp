@@ -443,7 +443,7 @@ struct BuiltinNet : Net {
         for (const auto &p : mod->parameters(true))
             cpu = cpu && p.device().is_cpu();
         // gearbox's kernels where they are fast (the portable path is a reference, slower
-        // than libtorch): fp32 on AVX2 or AVX-512, int8 on AVX-512 VNNI (bf16 is libtorch's)
+        // than libtorch): fp32 and int8 on AVX2 or AVX-512 (bf16 is libtorch's)
         bool fast = precision == GB_PRECISION_FP32   ? gb_mlp_fp32_fast()
                     : precision == GB_PRECISION_INT8 ? gb_mlp_int8_fast()
                                                      : false;

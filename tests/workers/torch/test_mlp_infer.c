@@ -10,7 +10,9 @@
  *   fp32: rel 1e-5, abs 1e-5 (the tanh approximation is within 4e-7)
  *   int8: rel 0.05, abs 1e-3 (as test_torch_precision)
  *   fast against portable, int8: rel 0.01 (a last-bit difference before a layer can move one
- *   input by one quantization step) */
+ *   input by one quantization step); but an int8 layer whose inputs come from int8 layers or
+ *   the input rows only: the AVX2 path's outputs equal the portable path's exactly (the same
+ *   quantization, the same int32 sums, the same float epilogue) */
 #include "test.h"
 #include "workers/torch/mlp_infer.h"
 
@@ -119,12 +121,16 @@ static void check_program(const char *name, const program *p, int rows)
         gb_mlp_forward(mp, x, rows, port);
         gb_mlp_forward(ma, x, rows, avx2);
     }
-    int int8 = 0;
-    for (int i = 0; i < p->n; i++)
+    int int8 = 0, exact[MAX_LAYERS];
+    for (int i = 0; i < p->n; i++) {
         int8 |= p->s[i].int8;
+        exact[i] = p->s[i].int8 && (p->s[i].src < 0 || exact[p->s[i].src]);
+    }
     for (int i = 0; mf && mp && ma && i < p->n; i++) {
         double max_ref = 0, d_fast = 0, d_port = 0, d_paths = 0;
+        int differ = 0;
         for (int k = 0; k < rows * p->s[i].out; k++) {
+            differ += exact[i] && memcmp(&avx2[i][k], &port[i][k], sizeof(float)) != 0;
             max_ref = fmax(max_ref, fabs(ref[i][k]));
             d_fast = fmax(d_fast, fabs(fast[i][k] - ref[i][k]));
             d_port = fmax(d_port, fabs(port[i][k] - ref[i][k]));
@@ -139,6 +145,8 @@ static void check_program(const char *name, const program *p, int rows)
         CHECK(d_fast <= tol);
         CHECK(d_port <= tol);
         CHECK(d_paths <= tol_paths);
+        CHECK_MSG(differ == 0, "%s layer %d: %d outputs of the AVX2 int8 path differ from the "
+                  "portable path's", name, i, differ);
         if (int8 && p->s[i].int8)
             CHECK(d_port > 0); /* it did quantize */
     }
@@ -247,8 +255,9 @@ static void test_refusals(void)
 
 int main(void)
 {
-    printf("AVX-512 VNNI paths: %s; fp32 on vectors (AVX2 or AVX-512): %s\n",
-           gb_mlp_int8_fast() ? "yes" : "no (portable)", gb_mlp_fp32_fast() ? "yes" : "no");
+    printf("AVX-512 VNNI paths: %s; fp32 and int8 on vectors (AVX2 or AVX-512): %s, %s\n",
+           gb_mlp_int8_vnni() ? "yes" : "no", gb_mlp_fp32_fast() ? "yes" : "no",
+           gb_mlp_int8_fast() ? "yes" : "no");
     for (int int8 = 0; int8 < 2; int8++) {
         test_actor_critic(int8);
         test_odd_widths(int8);
