@@ -24,7 +24,7 @@ launcher=$!
 logs="$work/run/logs"
 wait_for_log "$logs/actor-1.log" "actor: " 60 || fail "the run did not start"
 # the pid of a worker's newest process, from its log
-pid_of() { sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$logs/$1.log" | tail -1; }
+pid_of() { worker_pids "$logs/$1.log" | tail -1; }
 # what a worker's log says once its newest process is at work
 ready_line() {
   case $1 in

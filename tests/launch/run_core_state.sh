@@ -27,7 +27,7 @@ GB_TEST_KEYS="$run/keys" "$probe" infer "ipc://$run/sockets/policy-0-inference" 
 # a policy worker killed mid-run holds no state: the launcher restarts it and the actors go on
 # with theirs (the run still exits 0 below, and trains after the restart)
 plog="$run/logs/policy-0.log"
-ppid=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$plog" | head -1)
+ppid=$(worker_pids "$plog" | head -1)
 [ -n "$ppid" ] || fail "no pid in $plog"
 kill -KILL "$ppid"
 steps_at_kill=$(tail -1 "$run/metrics.csv" | cut -d, -f4)

@@ -16,7 +16,7 @@ launcher=$!
 log="$work/run/logs/actor-0.log"
 wait_for_log "$log" "actor: " 60 || fail "the run did not start"
 sleep 1
-pid=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$log" | head -1)
+pid=$(worker_pids "$log" | head -1)
 [ -n "$pid" ] || fail "no pid in $log"
 kill -KILL "$pid"
 wait "$launcher"; status=$?

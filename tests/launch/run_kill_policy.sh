@@ -17,7 +17,7 @@ launcher=$!
 plog="$run/logs/policy-0.log"
 wait_for_log "$run/logs/actor-0.log" "actor: " 60 || fail "the run did not start"
 sleep 2
-ppid=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$plog" | head -1)
+ppid=$(worker_pids "$plog" | head -1)
 [ -n "$ppid" ] || fail "no pid in $plog"
 kill -KILL "$ppid"
 steps_at_kill=$(tail -1 "$run/metrics.csv" | cut -d, -f4)

@@ -23,7 +23,7 @@ logs="$work/run/logs"
 # the group formed again as GENERATION; prints how long that took from the kill
 kill_trainer() {
   local k=$1 gen=$2 other=$((1 - $1)) pid killed_at
-  pid=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$logs/trainer-$k.log" | tail -1)
+  pid=$(worker_pids "$logs/trainer-$k.log" | tail -1)
   [ -n "$pid" ] || fail "no pid in trainer-$k's log"
   killed_at=$(date +%s.%N)
   kill -KILL "$pid"

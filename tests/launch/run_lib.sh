@@ -28,6 +28,10 @@ wait_for_log() {
 
 fail() { echo "FAIL: $*"; exit 1; }
 
+# worker_pids LOG: the pids of a worker's processes, oldest first, from its log (LOG: a worker's
+# log file under the run's logs/)
+worker_pids() { sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$1"; }
+
 # check_crash_ledger SUMMARY: a run whose workers were killed: its sample ledger balances
 # exactly (sent = received + lost_in_crash, lost 0, never null) and nothing was dropped.
 check_crash_ledger() {

@@ -38,7 +38,7 @@ rm -rf "$k"; mkdir -p "$k"
 launcher=$!
 log=$k/run/logs/relay-0.log
 wait_for_log "$log" "relay: serving host" 60 || fail "the relay did not start"
-pid=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$log" | head -1)
+pid=$(worker_pids "$log" | head -1)
 [ -n "$pid" ] || fail "no pid in $log"
 kill -KILL "$pid"
 if [ "$transport" = tcp ]; then
@@ -48,7 +48,7 @@ if [ "$transport" = tcp ]; then
   [ -n "$first" ] && [ "$first" = "$again" ] ||
     fail "the restarted relay serves at '$again', its predecessor at '$first'"
   plog=$k/run/logs/params-0.log
-  ppid=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$plog" | head -1)
+  ppid=$(worker_pids "$plog" | head -1)
   [ -n "$ppid" ] || fail "no pid in $plog"
   kill -KILL "$ppid"
   wait_for_log "$plog" "binding .* again" 60 ||

@@ -22,7 +22,7 @@ launcher=$!
 log="$work/run/logs/trainer-0.log"
 wait_for_log "$log" "checkpoint written" 120 || fail "no checkpoint written"
 sleep 1
-pid=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$log" | head -1)
+pid=$(worker_pids "$log" | head -1)
 [ -n "$pid" ] || fail "no pid in $log"
 # the run's replay segments, found through the trainer's log line naming it
 kill -KILL "$pid"; echo "SIGKILL trainer-0 (pid $pid)"

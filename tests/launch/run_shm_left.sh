@@ -18,8 +18,7 @@ start() {
     --set launch.progress=off "$@" > "$work/$name.out" 2>&1 &
   launcher=$!
   wait_for_log "$work/$name/logs/trainer-0.log" "trainer: .* on " 60 || fail "$name: no trainer"
-  trainer=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$work/$name/logs/trainer-0.log" \
-    | head -1)
+  trainer=$(worker_pids "$work/$name/logs/trainer-0.log" | head -1)
   id=$(grep -o 'gearbox-[0-9a-f]\{16\}-' "/proc/$trainer/maps" | head -1)
   [ -n "$id" ] || fail "$name: the trainer (pid $trainer) maps no run segment"
 }

@@ -23,7 +23,7 @@ launcher=$!
 trap 'kill -CONT "${victim:-0}" 2>/dev/null; kill -TERM $launcher 2>/dev/null' EXIT
 logs=$work/run/logs
 wait_for_log "$logs/trainer-0.log" "parameter checksum" 60 || fail "the trainers never trained"
-victim=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$logs/trainer-1.log" | head -1)
+victim=$(worker_pids "$logs/trainer-1.log" | head -1)
 [ -n "$victim" ] || fail "no pid in trainer-1's log"
 kill -STOP "$victim"; echo "SIGSTOP trainer-1 (pid $victim)"
 wait_for_log "$logs/trainer-0.log" "formed again as generation 1" $((3 * heartbeat + 30)) ||
@@ -57,7 +57,7 @@ done
 kill -STOP "$held"
 logs=$work/form/logs
 wait_for_log "$logs/trainer-0.log" "worker started" 30 || fail "(b) trainer-0 never started"
-victim=$(sed -n 's/.*worker started (pid \([0-9]*\)).*/\1/p' "$logs/trainer-0.log" | head -1)
+victim=$(worker_pids "$logs/trainer-0.log" | head -1)
 sleep 1.5 # trainer-0 waits in the rendezvous for trainer-1, reporting while it waits
 grep -q "rank 0 of 2" "$logs/trainer-0.log" && fail "(b) the group formed with trainer-1 stopped"
 kill -KILL "$victim"; kill -CONT "$held"
