@@ -10,7 +10,8 @@
  * outputs are 0 (tanh and relu keep 0) and padded inputs add nothing. */
 #include "workers/torch/mlp_infer.h"
 #include "workers/torch/fast_tanh.h"
-#include "workers/torch/mlp_infer_internal.h"
+#include "workers/torch/mlp_infer_avx2.h"
+#include "workers/torch/mlp_layout.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -211,25 +212,6 @@ int gb_mlp_load(gb_mlp *m, int i, const float *w, const float *b)
 }
 
 /* ---- portable paths: the reference ---- */
-
-/* Row r's quantization parameters from its in features: the range [min, max], widened to hold
- * 0, mapped onto 0..255. Returns 1/scale; a row with a non-finite feature gets a NaN scale, so
- * that its outputs are NaN as in fp32. */
-float gb_mlp_row_params(float mn, float mx, int bad, float *scale, int32_t *zero)
-{
-    float s = (mx - mn) / 255.0f;
-    if (bad || !isfinite(s)) {
-        *scale = NAN;
-        *zero = 0;
-        return 0.0f;
-    }
-    if (s == 0.0f)
-        s = 1.0f;
-    const float inv = 1.0f / s;
-    *scale = s;
-    *zero = (int32_t)lrintf(-mn * inv);
-    return inv;
-}
 
 static uint8_t quantize(float v, float inv, int32_t zero)
 {

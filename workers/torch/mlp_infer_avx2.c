@@ -1,7 +1,7 @@
-/* workers/torch/mlp_infer_avx2.c: gb_mlp's paths on AVX2 and FMA (mlp_infer_internal.h): fp32 in
+/* workers/torch/mlp_infer_avx2.c: gb_mlp's paths on AVX2 and FMA (mlp_infer_avx2.h): fp32 in
  * tiles of 4 rows x 16 outputs; int8 quantized as the portable path does and summed with
  * vpmaddwd over int16 inputs and weights, exactly the portable path's sums. */
-#include "workers/torch/mlp_infer_internal.h"
+#include "workers/torch/mlp_infer_avx2.h"
 
 #include <string.h>
 
