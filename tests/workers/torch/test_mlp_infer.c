@@ -121,7 +121,7 @@ static void check_program(const char *name, const program *p, int rows)
         gb_mlp_forward(mp, x, rows, port);
         gb_mlp_forward(ma, x, rows, avx2);
     }
-    int int8 = 0, exact[MAX_LAYERS];
+    int int8 = 0, exact[MAX_LAYERS] = {0};
     for (int i = 0; i < p->n; i++) {
         int8 |= p->s[i].int8;
         exact[i] = p->s[i].int8 && (p->s[i].src < 0 || exact[p->s[i].src]);
