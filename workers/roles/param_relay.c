@@ -13,7 +13,6 @@ int gb_relay_main(gb_worker *w, gb_error *err)
 {
     char up_pub[GB_REGISTRY_ENDPOINT_MAX], up_fetch[GB_REGISTRY_ENDPOINT_MAX];
     char pub[GB_REGISTRY_ENDPOINT_MAX], fetch[GB_REGISTRY_ENDPOINT_MAX], host[64];
-    int tmo = (int)w->cfg->streams.registry_timeout_ms;
     gb_param_relay *r = NULL;
     char names[2][GB_REGISTRY_NAME_MAX];
     static const char *const which[] = {GB_SOCKET_PARAMS_PUB, GB_SOCKET_PARAMS_FETCH};
@@ -22,10 +21,10 @@ int gb_relay_main(gb_worker *w, gb_error *err)
         return rc;
     for (int i = 0; i < 2; i++)
         snprintf(names[i], sizeof names[i], "relay/%s/%s", host, which[i]);
-    if ((rc = gb_registry_lookup(w->registry, "params/0/" GB_SOCKET_PARAMS_PUB, up_pub,
-                                 sizeof up_pub, tmo, err)) ||
-        (rc = gb_registry_lookup(w->registry, "params/0/" GB_SOCKET_PARAMS_FETCH, up_fetch,
-                                 sizeof up_fetch, tmo, err)) ||
+    if ((rc = gb_worker_lookup(w, "params/0/" GB_SOCKET_PARAMS_PUB, up_pub, sizeof up_pub,
+                               err)) ||
+        (rc = gb_worker_lookup(w, "params/0/" GB_SOCKET_PARAMS_FETCH, up_fetch, sizeof up_fetch,
+                               err)) ||
         (rc = gb_worker_endpoint(w, which[0], names[0], pub, sizeof pub, err)) ||
         (rc = gb_worker_endpoint(w, which[1], names[1], fetch, sizeof fetch, err)))
         return rc;

@@ -198,19 +198,25 @@ static int policy_model(policy *p, gb_env_spec *spec, gb_error *err)
     return 0;
 }
 
+/* gb_worker_wait's attempt: the subscriber's first version. */
+static int first_version(void *arg, int ms, gb_error *err)
+{
+    return gb_param_subscriber_wait(arg, 0, ms, err);
+}
+
 /* Subscribes to the parameter stream and applies its first version, so that actors act with the
- * trainer's initial weights, not ours. Blocks up to streams.registry_timeout_ms for each. */
+ * trainer's initial weights, not ours. Waits up to streams.registry_timeout_ms for each endpoint
+ * and for the first version, reporting meanwhile (gb_worker_wait): a policy worker restarted
+ * with the parameter service waits for it. */
 static int policy_first_params(policy *p, gb_error *err)
 {
     gb_worker *w = p->w;
     const gb_config *cfg = w->cfg;
-    int tmo = (int)cfg->streams.registry_timeout_ms;
     char pub_name[GB_REGISTRY_NAME_MAX], fetch_name[GB_REGISTRY_NAME_MAX];
     int rc;
     if ((rc = gb_worker_params_names(w, pub_name, fetch_name, sizeof pub_name, err)) ||
-        (rc = gb_registry_lookup(w->registry, pub_name, p->pub_ep, sizeof p->pub_ep, tmo, err)) ||
-        (rc = gb_registry_lookup(w->registry, fetch_name, p->fetch_ep, sizeof p->fetch_ep, tmo,
-                                 err)))
+        (rc = gb_worker_lookup(w, pub_name, p->pub_ep, sizeof p->pub_ep, err)) ||
+        (rc = gb_worker_lookup(w, fetch_name, p->fetch_ep, sizeof p->fetch_ep, err)))
         return rc;
     GB_INFO("policy: parameters from %s (%s)", pub_name, p->pub_ep);
     /* A parameter version is this model's flat buffer: the subscriber refuses larger ones;
@@ -230,7 +236,7 @@ static int policy_first_params(policy *p, gb_error *err)
                                    .max_bytes = model_bytes,
                                    .max_entries = nlayout};
     if ((rc = gb_param_subscriber_open(&p->sub, w->zctx, &po, err)) ||
-        (rc = gb_param_subscriber_wait(p->sub, 0, tmo, err)))
+        (rc = gb_worker_wait(w, "the first parameters", first_version, p->sub, err)))
         return rc;
     p->staged = gb_param_subscriber_acquire(p->sub);
     apply_staged(p); /* before the inference thread exists: it owns the model from now on */

@@ -334,8 +334,7 @@ static int open_streams(trainer *t, gb_error *err)
         return rc;
     if (w->index == 0) {
         char in_ep[GB_REGISTRY_ENDPOINT_MAX];
-        if ((rc = gb_registry_lookup(w->registry, "params/0/in", in_ep, sizeof in_ep,
-                                     (int)cfg->streams.registry_timeout_ms, err)))
+        if ((rc = gb_worker_lookup(w, "params/0/in", in_ep, sizeof in_ep, err)))
             return rc;
         gb_param_publisher_opts po = {.service_endpoint = in_ep,
                                       .chunk_bytes = (uint64_t)cfg->parameters.chunk_bytes,

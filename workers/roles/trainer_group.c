@@ -142,14 +142,7 @@ static int generation_gone(const trainer *t)
 /* While this trainer waits for the others (a collective, a rendezvous, a restart), it keeps
  * reporting its last values: the watchdog is to take the trainer that hangs, not the ones that
  * wait for it. */
-static void beat(trainer *t)
-{
-    double now = gb_now_s();
-    if (t->w->metrics && now >= t->next_beat) {
-        gb_metrics_send(t->w->metrics, NULL);
-        t->next_beat = now + gb_worker_report_interval(t->w);
-    }
-}
+static void beat(trainer *t) { gb_worker_beat(t->w); }
 
 /* gb_group_opts.abandon, asked while a collective or the rendezvous waits (bridge.h): beats,
  * and gives the wait up at once when the generation is gone (Gloo may not notice a dead peer:

@@ -27,7 +27,6 @@ typedef struct trainer {
     gb_chunk_layout layout;
     gb_group *group;       /* several trainers: the data-parallel group; NULL: one trainer */
     int64_t generation;    /* the group's generation (trainer_group.c) */
-    double next_beat;      /* while a collective waits: when to report next (trainer_group.c) */
     int store_port;        /* trainer 0 of a registry store: the port it served on, 0: none */
     gb_learning *learning; /* learner, replay, staging: workers/roles/learning.h */
     gb_replay *replay;     /* the learning's, for ingest */

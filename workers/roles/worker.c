@@ -62,6 +62,54 @@ double gb_worker_report_interval(const gb_worker *w)
     return every < beat ? every : beat;
 }
 
+void gb_worker_beat(gb_worker *w)
+{
+    double now = gb_now_s();
+    if (w->metrics && now >= w->next_beat) {
+        gb_metrics_send(w->metrics, NULL);
+        w->next_beat = now + gb_worker_report_interval(w);
+    }
+}
+
+int gb_worker_wait(gb_worker *w, const char *what,
+                   int (*attempt)(void *arg, int ms, gb_error *err), void *arg, gb_error *err)
+{
+    const long long whole = (long long)w->cfg->streams.registry_timeout_ms;
+    const double deadline = gb_now_s() + (double)whole / 1000.0;
+    for (;;) {
+        gb_worker_beat(w);
+        double now = gb_now_s(), until = w->next_beat < deadline ? w->next_beat : deadline;
+        int ms = until > now ? (int)((until - now) * 1000.0) + 1 : 1;
+        int rc = attempt(arg, ms, err);
+        if (rc != GB_ETIMEOUT)
+            return rc;
+        if (gb_now_s() >= deadline || gb_worker_stopping(w))
+            return gb_error_set(err, GB_ETIMEOUT, "%s: not there within %lld ms "
+                                "(streams.registry_timeout_ms)", what, whole);
+    }
+}
+
+typedef struct lookup_args {
+    gb_worker *w;
+    const char *name;
+    char *ep;
+    size_t cap;
+} lookup_args;
+
+static int try_lookup(void *arg, int ms, gb_error *err)
+{
+    lookup_args *a = arg;
+    return gb_registry_lookup(a->w->registry, a->name, a->ep, a->cap, ms, err);
+}
+
+int gb_worker_lookup(gb_worker *w, const char *name, char *ep, size_t cap, gb_error *err)
+{
+    char what[GB_REGISTRY_NAME_MAX + 32];
+    snprintf(what, sizeof what, "registry name '%s'", name);
+    lookup_args a = {w, name, ep, cap};
+    return gb_worker_wait(w, what, try_lookup, &a, err);
+}
+
 /* Whether host:port can be bound now (SO_REUSEADDR, as libzmq binds): a port another socket
  * took since is not offered back. host "*" is every address. */
 static int port_free(const char *host, int port)

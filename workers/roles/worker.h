@@ -5,6 +5,7 @@
  *          gb_worker_endpoint, gb_worker_sockets_fit, GB_SOCKET_*,
  *          gb_worker_stopping, gb_worker_run_state, gb_worker_run_ending,
  *          gb_worker_confirm_ending, gb_worker_wait_release, gb_worker_report_interval,
+ *          gb_worker_beat, gb_worker_wait, gb_worker_lookup,
  *          gb_relay_main, gb_worker_host, gb_worker_params_names */
 #ifndef GB_WORKERS_WORKER_H
 #define GB_WORKERS_WORKER_H
@@ -38,6 +39,7 @@ typedef struct gb_worker {
                                (replay/formats/dataset.h) in DIR; NULL = off */
     int joined; /* 1: joined a running run from another host (gearbox join): it may leave
                    before the run ends */
+    double next_beat; /* gb_worker_beat: when the next report is due (gb_now_s) */
 } gb_worker;
 
 /* The run's state as this worker last heard it (runtime/streams/runctl.h; GB_RUN_RUNNING without
@@ -65,6 +67,23 @@ uint64_t gb_worker_seed(const gb_worker *w, const char *what);
  * heartbeat timeout when that is shorter. Reports are the workers' heartbeats: a worker whose
  * main loop sends none for launch.heartbeat_timeout_s is taken as hung, killed and restarted. */
 double gb_worker_report_interval(const gb_worker *w);
+
+/* Sends a report (the values set so far) when one is due (gb_worker_report_interval): the
+ * heartbeat of a worker that waits outside its main loop. No-op without a metrics sender. */
+void gb_worker_beat(gb_worker *w);
+
+/* A wait of `what` for a peer, at start: attempt(arg, ms, err) waits up to ms and returns 0,
+ * GB_ETIMEOUT (not yet: asked again) or an error (returned). Tried in slices of the report
+ * interval with gb_worker_beat between them, for up to streams.registry_timeout_ms in all, so
+ * that a worker waiting for a peer that restarts is not taken as hung (the launcher's grace at
+ * start is one registry timeout, and a worker may wait for several things in turn), and one
+ * waiting too long fails with its own message. Returns 0, attempt's error, or GB_ETIMEOUT naming
+ * what and the setting (also when the worker is asked to stop meanwhile). */
+int gb_worker_wait(gb_worker *w, const char *what,
+                   int (*attempt)(void *arg, int ms, gb_error *err), void *arg, gb_error *err);
+
+/* gb_registry_lookup of name as a gb_worker_wait: the endpoint into ep (cap bytes). */
+int gb_worker_lookup(gb_worker *w, const char *name, char *ep, size_t cap, gb_error *err);
 
 /* 1 once the worker has been asked to stop, or stopped itself (gb_worker_stop_self). */
 static inline int gb_worker_stopping(const gb_worker *w)
