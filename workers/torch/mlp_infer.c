@@ -1,6 +1,7 @@
 /* workers/torch/mlp_infer.c: gb_mlp (mlp_infer.h). Rows go through the program in blocks of
- * BLOCK; every layer of a block computes 4 rows x 64 outputs at a time in registers (AVX-512:
- * 16 accumulators; on AVX2: 4 rows x 16 outputs, 8), from weights laid out for it when loaded:
+ * GB_MLP_BLOCK; every layer of a block computes 4 rows x 64 outputs at a time in registers
+ * (AVX-512: 16 accumulators; on AVX2: 4 rows x 16 outputs, 8), from weights laid out for it when
+ * loaded:
  *   fp32: wt[in][out16], the transpose, so that one input feature meets 64 outputs in 4 loads;
  *   int8: wq[out16 / 16][in4 / 4][16][4], vpdpbusd's operand: 16 outputs x 4 inputs a vector;
  *         and w16[out16 / 8][in4 / 2][8][2], the same weights widened to int16 for AVX2's
@@ -70,12 +71,7 @@ static int have_avx2(void)
 #endif
 }
 
-int gb_mlp_fp32_fast(void)
-{
-    return have_avx512() || have_avx2();
-}
-
-int gb_mlp_int8_fast(void)
+int gb_mlp_fast(void)
 {
     return have_avx512() || have_avx2();
 }
@@ -148,7 +144,7 @@ gb_mlp *gb_mlp_create(const gb_mlp_layer_spec *specs, int n, char *err, size_t e
             max_in4 = l->in4;
         size_t o = (size_t)l->out16;
         if (!(l->b = zalloc(o * sizeof(float))) ||
-            !(l->y = zalloc((size_t)BLOCK * o * sizeof(float))))
+            !(l->y = zalloc((size_t)GB_MLP_BLOCK * o * sizeof(float))))
             goto oom;
         if (l->s.int8) {
             if (!(l->wq = zalloc(o * (size_t)l->in4)) || !(l->ws = zalloc(o * sizeof(float))) ||
@@ -159,10 +155,11 @@ gb_mlp *gb_mlp_create(const gb_mlp_layer_spec *specs, int n, char *err, size_t e
             goto oom;
         }
     }
-    if (!(m->x = zalloc((size_t)BLOCK * (size_t)m->in0_4 * sizeof(float))) ||
-        !(m->xq = zalloc((size_t)BLOCK * (size_t)max_in4)) ||
-        !(m->x16 = zalloc((size_t)BLOCK * (size_t)max_in4 * sizeof(int16_t))) ||
-        !(m->xs = zalloc(BLOCK * sizeof(float))) || !(m->xz = zalloc(BLOCK * sizeof(int32_t))))
+    if (!(m->x = zalloc((size_t)GB_MLP_BLOCK * (size_t)m->in0_4 * sizeof(float))) ||
+        !(m->xq = zalloc((size_t)GB_MLP_BLOCK * (size_t)max_in4)) ||
+        !(m->x16 = zalloc((size_t)GB_MLP_BLOCK * (size_t)max_in4 * sizeof(int16_t))) ||
+        !(m->xs = zalloc(GB_MLP_BLOCK * sizeof(float))) ||
+        !(m->xz = zalloc(GB_MLP_BLOCK * sizeof(int32_t))))
         goto oom;
     return m;
 oom:
@@ -420,8 +417,8 @@ void gb_mlp_forward(gb_mlp *m, const float *x, int64_t rows, float *const *outs)
     const int fast = m->path == GB_MLP_PATH_BEST && have_avx512();
     const int avx2 = m->path != GB_MLP_PATH_PORTABLE && have_avx2();
 #endif
-    for (int64_t r0 = 0; r0 < rows; r0 += BLOCK) {
-        const int n = rows - r0 < BLOCK ? (int)(rows - r0) : BLOCK;
+    for (int64_t r0 = 0; r0 < rows; r0 += GB_MLP_BLOCK) {
+        const int n = rows - r0 < GB_MLP_BLOCK ? (int)(rows - r0) : GB_MLP_BLOCK;
         const int n4 = round_up(n, 4);
         for (int r = 0; r < n; r++)
             memcpy(m->x + (size_t)r * m->in0_4, x + (size_t)(r0 + r) * m->in0,

@@ -1,7 +1,7 @@
 /* workers/torch/mlp_layout.h: gb_mlp's insides, shared by its portable and AVX-512 paths
  * (mlp_infer.c) and its AVX2 ones (mlp_infer_avx2.c): the program, its layers' weights as each
  * path reads them (mlp_infer.c says how they are laid out) and each row's quantization.
- * defines: struct gb_mlp_layer, struct gb_mlp, BLOCK, gb_mlp_row_params */
+ * defines: struct gb_mlp_layer, struct gb_mlp, GB_MLP_BLOCK, gb_mlp_row_params */
 #ifndef GB_WORKERS_TORCH_MLP_LAYOUT_H
 #define GB_WORKERS_TORCH_MLP_LAYOUT_H
 
@@ -9,7 +9,7 @@
 
 #include <math.h>
 
-#define BLOCK 32 /* rows a block: a multiple of 4 */
+#define GB_MLP_BLOCK 32 /* rows a block: a multiple of 4 */
 
 struct gb_mlp_layer {
     gb_mlp_layer_spec s;
@@ -20,17 +20,17 @@ struct gb_mlp_layer {
     float *ws;     /* int8: [out16] weight scales */
     int32_t *wsum; /* int8: [out16] sums of the quantized weights */
     float *b;      /* [out16] */
-    float *y;      /* [BLOCK][out16]: the block's output */
+    float *y;      /* [GB_MLP_BLOCK][out16]: the block's output */
 };
 
 struct gb_mlp {
     int n, in0, in0_4, path; /* path: GB_MLP_PATH_* */
     struct gb_mlp_layer *l;
-    float *x;     /* [BLOCK][in0_4]: the block's input rows, zero-padded */
-    uint8_t *xq;  /* [BLOCK][max in4]: an int8 layer's quantized input rows */
-    int16_t *x16; /* [BLOCK][max in4]: the same, widened (the AVX2 path) */
-    float *xs;    /* [BLOCK]: their scales (NaN: a row with a non-finite input) */
-    int32_t *xz;  /* [BLOCK]: their zero points */
+    float *x;     /* [GB_MLP_BLOCK][in0_4]: the block's input rows, zero-padded */
+    uint8_t *xq;  /* [GB_MLP_BLOCK][max in4]: an int8 layer's quantized input rows */
+    int16_t *x16; /* [GB_MLP_BLOCK][max in4]: the same, widened (the AVX2 path) */
+    float *xs;    /* [GB_MLP_BLOCK]: their scales (NaN: a row with a non-finite input) */
+    int32_t *xz;  /* [GB_MLP_BLOCK]: their zero points */
 };
 
 /* Row r's quantization parameters from its in features: the range [min, max], widened to hold

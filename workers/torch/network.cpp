@@ -444,9 +444,8 @@ struct BuiltinNet : Net {
             cpu = cpu && p.device().is_cpu();
         // gearbox's kernels where they are fast (the portable path is a reference, slower
         // than libtorch): fp32 and int8 on AVX2 or AVX-512 (bf16 is libtorch's)
-        bool fast = precision == GB_PRECISION_FP32   ? gb_mlp_fp32_fast()
-                    : precision == GB_PRECISION_INT8 ? gb_mlp_int8_fast()
-                                                     : false;
+        bool fast = (precision == GB_PRECISION_FP32 || precision == GB_PRECISION_INT8) &&
+                    gb_mlp_fast();
         if (kernels == GB_KERNELS_GEARBOX && fast && !mod->cnn && cpu) {
             auto p = std::make_unique<MlpProgram>(precision, mod->in_features);
             if (mod->plan(*p, &mod->program_a, &mod->program_b)) {

@@ -113,15 +113,13 @@ static int copy_params(gb_torch_model *src, gb_torch_model *dst, uint64_t versio
 }
 
 /* Whether gearbox's kernels run a model of this config (a plain MLP: no layer norm, tanh or
- * relu; fp32 on a cpu with AVX2 or AVX-512, int8 with AVX-512 VNNI) */
+ * relu; fp32 or int8 on a cpu with AVX2 or AVX-512, gb_mlp_fast) */
 static int gearbox_runs(const gb_config *cfg, int precision)
 {
     const gb_config_model *mc = &cfg->policy.model;
     return cfg->policy.kernels == GB_KERNELS_GEARBOX && mc->type == GB_MODEL_MLP &&
            !mc->layer_norm && (mc->activation == GB_ACT_TANH || mc->activation == GB_ACT_RELU) &&
-           (precision == GB_PRECISION_FP32   ? gb_mlp_fp32_fast()
-            : precision == GB_PRECISION_INT8 ? gb_mlp_int8_fast()
-                                             : 0);
+           (precision == GB_PRECISION_FP32 || precision == GB_PRECISION_INT8) && gb_mlp_fast();
 }
 
 /* One algorithm and torso at one precision through kernels: the reduced model follows the
