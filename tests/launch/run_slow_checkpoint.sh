@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/launch/run_slow_checkpoint.sh: a trainer whose final checkpoint outlasts the stop's
-# grace (launch.stop_timeout_s) because its fsync is slow (slow_fsync.c: 6 s, preloaded) is
+# grace (launch.stop_timeout_s) because its fsync is slow (slow_fsync.c: 4 s, preloaded) is
 # waited for, not killed: the run ends solved, exit 0, with the final checkpoint at the last
 # training step, and the launcher says why it waits. With launch.stop_checkpoint_s shorter than
 # the write, the trainer is killed and the run fails (worker_failed, exit 1), as before. A held
@@ -13,10 +13,10 @@ set -u
 gearbox=$1 config=$2 lib=$3 work=$4
 . "$(dirname "$0")/run_lib.sh"
 rm -rf "$work"; mkdir -p "$work"
-# runs CASE [--set ...]: CartPole to its target, the final checkpoint's fsync 6 s, a 2 s grace
+# runs CASE [--set ...]: CartPole to its target, the final checkpoint's fsync 4 s, a 2 s grace
 runs() {
   local name=$1; shift
-  GB_TEST_SLOW_FSYNC_S=6 LD_PRELOAD="$lib" "$gearbox" run "$config" --run-dir "$work/$name" \
+  GB_TEST_SLOW_FSYNC_S=4 LD_PRELOAD="$lib" "$gearbox" run "$config" --run-dir "$work/$name" \
     --set trainer.checkpoint_every_s=0 --set launch.stop_timeout_s=2 \
     --set launch.progress=off "$@" > "$work/$name.log" 2>&1
 }
@@ -28,7 +28,7 @@ solved() {
   [ "$status" -eq 0 ] || { tail -20 "$work/$name.log"; fail "$name: the run exited $status"; }
   reason=$(json_get "$s" exit_reason)
   [ "$reason" = solved ] || fail "$name: exit_reason $reason"
-  grep -q "slow_fsync: 6 s before fsync of .*$slowed" "$work/$name/logs/trainer-0.log" ||
+  grep -q "slow_fsync: 4 s before fsync of .*$slowed" "$work/$name/logs/trainer-0.log" ||
     fail "$name: no fsync of $slowed was slowed (the preload did not take)"
 }
 runs waits; solved waits $? "checkpoints/trainer-0"
@@ -37,7 +37,7 @@ grep -q "trainer-0 is writing its checkpoint: the stop waits for it" "$work/wait
 steps=$(json_get "$s" train_steps)
 grep -q "checkpoint written ($steps training steps" "$work/waits/logs/trainer-0.log" ||
   fail "no final checkpoint at the last training step ($steps)"
-echo "a 6 s final checkpoint with a 2 s grace: waited for; solved, exit 0, checkpoint at $steps"
+echo "a 4 s final checkpoint with a 2 s grace: waited for; solved, exit 0, checkpoint at $steps"
 runs cut --set launch.stop_checkpoint_s=1; status=$?
 s="$work/cut/summary.json"
 [ "$status" -ne 0 ] || fail "a trainer killed in its checkpoint, and the run exited 0"
@@ -56,12 +56,12 @@ sed -n '/did not hold at a checkpoint/,$p' "$work/held.log" | grep -q "the train
 grep -q "evaluation at [0-9]* env steps dropped: no checkpoint to play yet" "$work/held.log" &&
   ! grep -q "evaluation at [0-9]* env steps failed" "$work/held.log" ||
   fail "held: the evaluation with nothing to play was not said dropped (or was called failed)"
-echo "a held evaluation's 6 s checkpoint with eval_hold_wait_s 1: let go; a later hold decided"
+echo "a held evaluation's 4 s checkpoint with eval_hold_wait_s 1: let go; a later hold decided"
 (export GB_TEST_SLOW_FSYNC_MATCH=.gbds; runs record --record "$work/recorded")
 solved record $? "recorded/trainer-0.gbds"
 grep -q "trainer-0 is writing its recorded dataset: the stop waits for it" "$work/record.log" ||
   fail "record: the launcher did not say it waits for the dataset"
 grep -q "trainer: recorded [1-9][0-9]* chunks" "$work/record/logs/trainer-0.log" ||
   fail "record: the dataset was not closed"
-echo "a --record dataset's 6 s closing fsync with a 2 s grace: waited for; solved, exit 0"
+echo "a --record dataset's 4 s closing fsync with a 2 s grace: waited for; solved, exit 0"
 echo "4 passed, 0 failed"
