@@ -83,7 +83,9 @@ int gb_worker_wait(gb_worker *w, const char *what,
         int rc = attempt(arg, ms, err);
         if (rc != GB_ETIMEOUT)
             return rc;
-        if (gb_now_s() >= deadline || gb_worker_stopping(w))
+        if (gb_worker_stopping(w)) /* a stop's interrupted wait, as zmq_poll's EINTR */
+            return gb_error_set(err, GB_EINTR, "stopped while waiting for %s", what);
+        if (gb_now_s() >= deadline)
             return gb_error_set(err, GB_ETIMEOUT, "%s: not there within %lld ms "
                                 "(streams.registry_timeout_ms)", what, whole);
     }

@@ -77,8 +77,8 @@ void gb_worker_beat(gb_worker *w);
  * interval with gb_worker_beat between them, for up to streams.registry_timeout_ms in all, so
  * that a worker waiting for a peer that restarts is not taken as hung (the launcher's grace at
  * start is one registry timeout, and a worker may wait for several things in turn), and one
- * waiting too long fails with its own message. Returns 0, attempt's error, or GB_ETIMEOUT naming
- * what and the setting (also when the worker is asked to stop meanwhile). */
+ * waiting too long fails with its own message. Returns 0, attempt's error, GB_ETIMEOUT naming
+ * what and the setting, or GB_EINTR when the worker is asked to stop meanwhile. */
 int gb_worker_wait(gb_worker *w, const char *what,
                    int (*attempt)(void *arg, int ms, gb_error *err), void *arg, gb_error *err);
 
