@@ -139,18 +139,14 @@ static int generation_gone(const trainer *t)
     return gb_runctl_client_trainer_group(t->w->runctl) > t->generation;
 }
 
-/* While this trainer waits for the others (a collective, a rendezvous, a restart), it keeps
- * reporting its last values: the watchdog is to take the trainer that hangs, not the ones that
- * wait for it. */
-static void beat(trainer *t) { gb_worker_beat(t->w); }
-
-/* gb_group_opts.abandon, asked while a collective or the rendezvous waits (bridge.h): beats,
- * and gives the wait up at once when the generation is gone (Gloo may not notice a dead peer:
- * workers/torch/group.cpp). */
+/* gb_group_opts.abandon, asked while a collective or the rendezvous waits (bridge.h): beats
+ * (while this trainer waits for the others it keeps reporting its last values: the watchdog is
+ * to take the trainer that hangs, not the ones that wait for it), and gives the wait up at once
+ * when the generation is gone (Gloo may not notice a dead peer: workers/torch/group.cpp). */
 static int while_waiting(void *arg)
 {
     trainer *t = arg;
-    beat(t);
+    gb_worker_beat(t->w);
     return generation_gone(t);
 }
 
@@ -245,7 +241,7 @@ int gb_trainer_regroup(trainer *t, gb_error *err)
         t->group = NULL;
         /* the launcher moves the generation on as it restarts the trainer that failed */
         for (const double since = gb_now_s(); !generation_gone(t); gb_sleep_ms(5)) {
-            beat(t);
+            gb_worker_beat(w);
             if (gb_worker_stopping(w) || gb_worker_run_ending(w) || gb_now_s() - since > wait_s)
                 return gb_error_set(err, GB_ECLOSED, "trainer: the trainers' group failed and "
                                     "did not form again (%s within %.0f s)",
