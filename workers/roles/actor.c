@@ -185,48 +185,75 @@ static void free_list(char **l, int n)
     free(l);
 }
 
-/* Looks up every endpoint under prefix whose name ends in suffix, waiting up to timeout_ms for
- * `count` of them (other names under prefix, like trainer 0's rendezvous, do not count). *out
- * is the caller's (free_list). */
-static int lookup_all(gb_worker *w, const char *prefix, int count, const char *suffix,
-                      int timeout_ms, char ***out, int *n, gb_error *err)
+typedef struct listing {
+    gb_worker *w;
+    const char *prefix, *suffix;
+    int count;
+    char **eps; /* the caller's once found (free_list) */
+    int n;
+    char last[GB_ERROR_MSG_MAX]; /* why the last attempt was not enough */
+} listing;
+
+/* A gb_worker_wait attempt: every endpoint under l->prefix whose name ends in l->suffix, once
+ * there are l->count of them (other names under prefix, like trainer 0's rendezvous, do not
+ * count); GB_ETIMEOUT while fewer are. */
+static int try_list(void *arg, int ms, gb_error *err)
 {
-    const double deadline = gb_now_s() + timeout_ms / 1000.0;
-    const size_t sl = strlen(suffix);
-    for (;;) {
-        gb_registry_entry *e = NULL;
-        int found = 0, left = (int)((deadline - gb_now_s()) * 1000.0);
-        int rc = gb_registry_list(w->registry, prefix, count, left > 1 ? left : 1, &e, &found,
-                                  err);
-        if (rc)
-            return rc;
-        char **eps = calloc((size_t)found + 1, sizeof *eps);
-        int k = 0;
-        for (int i = 0; eps && i < found; i++) {
-            size_t l = strlen(e[i].name);
-            if (l < sl || strcmp(e[i].name + l - sl, suffix) != 0)
-                continue;
-            if (!(eps[k] = strdup(e[i].endpoint))) {
-                free_list(eps, k);
-                eps = NULL;
-                break;
-            }
-            k++;
+    listing *l = arg;
+    gb_registry_entry *e = NULL;
+    int found = 0;
+    int rc = gb_registry_list(l->w->registry, l->prefix, l->count, ms, &e, &found, err);
+    if (rc == GB_ETIMEOUT)
+        snprintf(l->last, sizeof l->last, "%s", err->msg);
+    if (rc)
+        return rc;
+    const size_t sl = strlen(l->suffix);
+    char **eps = calloc((size_t)found + 1, sizeof *eps);
+    int k = 0;
+    for (int i = 0; eps && i < found; i++) {
+        size_t n = strlen(e[i].name);
+        if (n < sl || strcmp(e[i].name + n - sl, l->suffix) != 0)
+            continue;
+        if (!(eps[k] = strdup(e[i].endpoint))) {
+            free_list(eps, k);
+            eps = NULL;
+            break;
         }
-        free(e);
-        if (!eps)
-            return gb_error_set(err, GB_ENOMEM, "out of memory");
-        if (k >= count) {
-            *out = eps;
-            *n = k;
-            return 0;
-        }
-        free_list(eps, k);
-        if (gb_now_s() >= deadline || gb_worker_stopping(w))
-            return gb_error_set(err, GB_ETIMEOUT, "found %d of %d %s*%s endpoints", k, count,
-                                prefix, suffix);
-        usleep(50000);
+        k++;
     }
+    free(e);
+    if (!eps)
+        return gb_error_set(err, GB_ENOMEM, "out of memory");
+    if (k >= l->count) {
+        l->eps = eps;
+        l->n = k;
+        return 0;
+    }
+    free_list(eps, k);
+    usleep((useconds_t)(ms < 50 ? ms : 50) * 1000u); /* enough names, not yet these */
+    snprintf(l->last, sizeof l->last, "found %d", k);
+    return GB_ETIMEOUT;
+}
+
+/* Looks up `count` endpoints under prefix ending in suffix, waiting up to timeout_ms (which
+ * `setting` decides) with the worker's reports meanwhile (gb_worker_wait_ms). *out is the
+ * caller's (free_list). */
+static int lookup_all(gb_worker *w, const char *prefix, int count, const char *suffix,
+                      long long timeout_ms, const char *setting, char ***out, int *n,
+                      gb_error *err)
+{
+    listing l = {w, prefix, suffix, count, NULL, 0, ""};
+    char what[96];
+    snprintf(what, sizeof what, "%d %s*%s endpoints", count, prefix, suffix);
+    int rc = gb_worker_wait_ms(w, what, timeout_ms, setting, try_list, &l, err);
+    if (rc == GB_ETIMEOUT) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        gb_error_set(err, rc, "%s; last: %s", msg, l.last);
+    }
+    *out = l.eps;
+    *n = l.n;
+    return rc;
 }
 
 /* Connects the actor to every policy worker's inference endpoint and every trainer's sample
@@ -240,13 +267,15 @@ static int actor_connect(actor *a, char ***policy_eps, int *npolicy, char ***tra
     int rc;
     /* trainers that join from other hosts may take up to their rendezvous timeout to be
      * there (they register their sample streams once the group has formed) */
-    int ms = (int)cfg->streams.registry_timeout_ms;
-    int trainer_ms = (int)fmax((double)ms, cfg->trainer.rendezvous.timeout_s * 1000.0 + ms);
+    const long long ms = (long long)cfg->streams.registry_timeout_ms;
+    const int joining = cfg->trainer.local >= 0 && cfg->trainer.local < cfg->trainer.count;
     if ((rc = lookup_all(w, "policy/", (int)cfg->policy.count, "/" GB_SOCKET_INFERENCE, ms,
-                         policy_eps, npolicy, err)) ||
+                         "streams.registry_timeout_ms", policy_eps, npolicy, err)) ||
         (rc = lookup_all(w, "trainer/", (int)cfg->trainer.count, "/" GB_SOCKET_SAMPLES,
-                         cfg->trainer.local >= 0 && cfg->trainer.local < cfg->trainer.count
-                             ? trainer_ms : ms,
+                         joining ? ms + (long long)(cfg->trainer.rendezvous.timeout_s * 1000.0)
+                                 : ms,
+                         joining ? "streams.registry_timeout_ms + trainer.rendezvous.timeout_s"
+                                 : "streams.registry_timeout_ms",
                          trainer_eps, ntrainer, err)))
         return rc;
     size_t arow = gb_acting_action_row_bytes(a->acting);

@@ -71,11 +71,10 @@ void gb_worker_beat(gb_worker *w)
     }
 }
 
-int gb_worker_wait(gb_worker *w, const char *what,
-                   int (*attempt)(void *arg, int ms, gb_error *err), void *arg, gb_error *err)
+int gb_worker_wait_ms(gb_worker *w, const char *what, long long timeout_ms, const char *setting,
+                      int (*attempt)(void *arg, int ms, gb_error *err), void *arg, gb_error *err)
 {
-    const long long whole = (long long)w->cfg->streams.registry_timeout_ms;
-    const double deadline = gb_now_s() + (double)whole / 1000.0;
+    const double deadline = gb_now_s() + (double)timeout_ms / 1000.0;
     for (;;) {
         gb_worker_beat(w);
         double now = gb_now_s(), until = w->next_beat < deadline ? w->next_beat : deadline;
@@ -86,9 +85,16 @@ int gb_worker_wait(gb_worker *w, const char *what,
         if (gb_worker_stopping(w)) /* a stop's interrupted wait, as zmq_poll's EINTR */
             return gb_error_set(err, GB_EINTR, "stopped while waiting for %s", what);
         if (gb_now_s() >= deadline)
-            return gb_error_set(err, GB_ETIMEOUT, "%s: not there within %lld ms "
-                                "(streams.registry_timeout_ms)", what, whole);
+            return gb_error_set(err, GB_ETIMEOUT, "%s: not there within %lld ms (%s)", what,
+                                timeout_ms, setting);
     }
+}
+
+int gb_worker_wait(gb_worker *w, const char *what,
+                   int (*attempt)(void *arg, int ms, gb_error *err), void *arg, gb_error *err)
+{
+    return gb_worker_wait_ms(w, what, (long long)w->cfg->streams.registry_timeout_ms,
+                             "streams.registry_timeout_ms", attempt, arg, err);
 }
 
 typedef struct lookup_args {

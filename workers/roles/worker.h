@@ -5,7 +5,7 @@
  *          gb_worker_endpoint, gb_worker_sockets_fit, GB_SOCKET_*,
  *          gb_worker_stopping, gb_worker_run_state, gb_worker_run_ending,
  *          gb_worker_confirm_ending, gb_worker_wait_release, gb_worker_report_interval,
- *          gb_worker_beat, gb_worker_wait, gb_worker_lookup,
+ *          gb_worker_beat, gb_worker_wait, gb_worker_wait_ms, gb_worker_lookup,
  *          gb_relay_main, gb_worker_host, gb_worker_params_names */
 #ifndef GB_WORKERS_WORKER_H
 #define GB_WORKERS_WORKER_H
@@ -81,6 +81,10 @@ void gb_worker_beat(gb_worker *w);
  * what and the setting, or GB_EINTR when the worker is asked to stop meanwhile. */
 int gb_worker_wait(gb_worker *w, const char *what,
                    int (*attempt)(void *arg, int ms, gb_error *err), void *arg, gb_error *err);
+
+/* gb_worker_wait for up to timeout_ms, which the setting(s) named in `setting` decide. */
+int gb_worker_wait_ms(gb_worker *w, const char *what, long long timeout_ms, const char *setting,
+                      int (*attempt)(void *arg, int ms, gb_error *err), void *arg, gb_error *err);
 
 /* gb_registry_lookup of name as a gb_worker_wait: the endpoint into ep (cap bytes). */
 int gb_worker_lookup(gb_worker *w, const char *name, char *ep, size_t cap, gb_error *err);

@@ -1,5 +1,5 @@
 /* tests/workers/roles/test_worker_wait.c: a worker's waits for its peers at start
- * (gb_worker_wait, gb_worker_lookup in workers/roles/worker.h), against a real registry and a
+ * (gb_worker_wait, gb_worker_wait_ms, gb_worker_lookup in workers/roles/worker.h), against a real registry and a
  * real metrics collector over ipc://. While it waits the worker keeps reporting (the launcher's
  * heartbeat: a restarted policy worker waiting for a restarting parameter service is not
  * "hung"), it finds a name registered late, it fails with its own message naming what it waited
@@ -60,6 +60,13 @@ static int refuses(void *arg, int ms, gb_error *err)
     return gb_error_set(err, GB_EPROTO, "refused");
 }
 
+static int try_lookup_fetch(void *arg, int ms, gb_error *err)
+{
+    gb_worker *w = arg;
+    char ep[GB_REGISTRY_ENDPOINT_MAX];
+    return gb_registry_lookup(w->registry, "params/0/fetch", ep, sizeof ep, ms, err);
+}
+
 static void test_waits(void)
 {
     CHECK(config_text(&cfg, "experiment: {name: t}\nenv: {name: CartPole-v1}\n"
@@ -109,6 +116,17 @@ static void test_waits(void)
     TEST_WAIT_UNTIL(reports_in(mc) - before >= 10, 2000);
     CHECK_MSG(reports_in(mc) - before >= 10, "%d reports in %.2f s", reports_in(mc) - before,
               took);
+
+    /* a wait whose length another setting decides (the actor's for trainers that join from
+     * other hosts) ends then, naming that setting */
+    t0 = gb_now_s();
+    rc = gb_worker_wait_ms(&w, "trainer endpoints", 1200, "trainer.rendezvous.timeout_s",
+                           try_lookup_fetch, &w, &err);
+    took = gb_now_s() - t0;
+    CHECK_EQ_INT(rc, GB_ETIMEOUT);
+    CHECK(took >= 1.15 && took < 2.4);
+    CHECK_MSG(strstr(err.msg, "trainer endpoints") && strstr(err.msg, "1200 ms") &&
+              strstr(err.msg, "trainer.rendezvous.timeout_s"), "%s", err.msg);
 
     /* an error other than a timeout is the caller's at once; a stop ends the wait */
     CHECK_EQ_INT(gb_worker_wait(&w, "x", refuses, NULL, &err), GB_EPROTO);
