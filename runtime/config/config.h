@@ -263,6 +263,7 @@ typedef struct gb_config_trainer {
     int collect;  /* gb_collect_mode (device cuda) */
     int prefetch; /* gb_prefetch_mode */
     int64_t threads;
+    int kernels; /* gb_kernels: what computes DQN's forward and backward of a plain MLP */
     int64_t batch_size;        /* trajectory items per training step */
     int64_t max_staleness;     /* policy versions; -1 = unbounded */
     int64_t push_params_every; /* train steps between parameter pushes */

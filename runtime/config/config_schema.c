@@ -218,6 +218,10 @@ const gb_config_field gb_config_fields[] = {
          "device cuda, off on the cpu; one trainer, not inline): the next selection does not "
          "see step k's priority updates"),
     INT("trainer.threads", trainer.threads, "1", 1, 1024, "libtorch intra-op threads"),
+    ENUM("trainer.kernels", trainer.kernels, "gearbox", kernels,
+         "what runs a DQN learner's forward and backward of a plain MLP Q-network (Linear "
+         "layers with tanh or relu, no core) on the cpu: gearbox's own (workers/torch/"
+         "mlp_train.c; the gradients go to libtorch's optimiser) or always libtorch's autograd"),
     INT("trainer.batch_size", trainer.batch_size, "64", 1, 1 << 24,
         "trajectory items per training step"),
     INT("trainer.max_staleness", trainer.max_staleness, "-1", -1, BIG,

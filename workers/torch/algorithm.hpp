@@ -16,6 +16,7 @@
 
 namespace gbt {
 struct ObsPending; // obs_stats.cpp
+struct DqnKernels; // dqn.cpp
 }
 
 struct gb_torch_learner {
@@ -23,8 +24,10 @@ struct gb_torch_learner {
     gb_torch_model *model = nullptr; // owned
     torch::Device device{torch::kCPU};
     at::Generator gen;               // minibatch shuffles and training noise
-    // DQN
+    // DQN; its forward and backward in C where the network allows (trainer.kernels: none when
+    // libtorch's autograd runs them)
     std::shared_ptr<gbt::Net> target;
+    std::shared_ptr<gbt::DqnKernels> dqn_kernels;
     // SAC
     gbt::Critic q1{nullptr}, q2{nullptr}, q1t{nullptr}, q2t{nullptr};
     torch::Tensor log_alpha;

@@ -1,11 +1,14 @@
 // workers/torch/dqn.cpp: DQN over trajectory chunks: n-step targets inside chunks, double Q,
 // target network (hard or Polyak), Huber loss, prioritized-replay weights and new priorities;
 // with a core, R2D2 (the chunks replayed from their stored state after a burn-in: dqn_seq.cpp)
-// and its value rescaling.
+// and its value rescaling. On the CPU a plain MLP's forward and backward run in gearbox's own C
+// (mlp_train.h, trainer.kernels), the rest of the step as with libtorch's.
 #include "workers/torch/algorithm.hpp"
+#include "workers/torch/mlp_train.h"
 #include "workers/torch/testing.h"
 #include "workers/torch/targets.h"
 
+#include <cstring>
 #include <vector>
 
 namespace gbt {
@@ -38,6 +41,95 @@ torch::Tensor value_h_inverse(const torch::Tensor &x)
     return x.sign() * (r * r - 1.0);
 }
 
+// The online and target networks' layers for mlp_train.h, and the step's buffers (kept: no
+// allocation a step once the batch's shape has been seen).
+struct DqnKernels {
+    std::vector<torch::nn::Linear> online, target;
+    std::vector<int> acts;
+    std::vector<gb_mlp_train_layer> lo, lt;
+    std::vector<float> ws, wst, xt, dq, q, y, grad;
+};
+
+// The layers' current weights (and, for the online network, gradients: after zero_grad, views
+// of FlatAdam's flat gradient) as mlp_train.h takes them.
+static void point_layers(const std::vector<torch::nn::Linear> &lin, const std::vector<int> &acts,
+                         bool grads, std::vector<gb_mlp_train_layer> *out)
+{
+    out->resize(lin.size());
+    for (size_t i = 0; i < lin.size(); i++) {
+        const torch::nn::Linear &m = lin[i];
+        gb_mlp_train_layer &d = (*out)[i];
+        auto ptr = [](const torch::Tensor &t) {
+            if (!t.defined())
+                return (float *)nullptr;
+            if (!t.is_contiguous() || t.scalar_type() != torch::kFloat32 || !t.device().is_cpu())
+                throw std::logic_error("dqn kernels: a parameter is not contiguous cpu float");
+            return t.data_ptr<float>();
+        };
+        d.in = (int)m->options.in_features();
+        d.out = (int)m->options.out_features();
+        d.act = acts[i];
+        d.w = ptr(m->weight);
+        d.b = m->bias.defined() ? ptr(m->bias) : nullptr;
+        d.dw = grads ? ptr(m->weight.grad()) : nullptr;
+        d.db = grads && m->bias.defined() ? ptr(m->bias.grad()) : nullptr;
+    }
+}
+
+// DQN's loss over tr on the online network's Q (every obs row) and the target network's (the
+// bootstrap rows), its gradient added into the online parameters' (zeroed first); returns the
+// loss, |TD| into td ([N], made here) and the mean of the trained Q into *q_mean. The same
+// arithmetic as the libtorch path below (double Q: the first of equal maxima, as argmax).
+static double dqn_kernels_step(gb_torch_learner *l, DqnKernels &k, const torch::Tensor &obs,
+                               const Transitions &tr, const torch::Tensor &act,
+                               torch::Tensor *td, double *q_mean)
+{
+    const gb_config_dqn &dc = l->cfg.trainer.algorithm.dqn;
+    const torch::Tensor x = obs.contiguous();
+    const int R = (int)x.size(0), in = (int)(x.numel() / (R ? R : 1)), N = (int)tr.N;
+    const int nl = (int)k.online.size();
+    l->opt->zero_grad();
+    point_layers(k.online, k.acts, true, &k.lo);
+    point_layers(k.target, k.acts, false, &k.lt);
+    const int A = k.lo.back().out;
+    const float *xp = x.data_ptr<float>();
+    k.ws.resize(gb_mlp_train_floats(k.lo.data(), nl, R));
+    const float *Q = gb_mlp_train_forward(k.lo.data(), nl, xp, R, k.ws.data());
+    const int64_t *row = tr.row_idx.data_ptr<int64_t>(), *brow = tr.brow_idx.data_ptr<int64_t>();
+    const int64_t *a = act.data_ptr<int64_t>();
+    k.xt.resize((size_t)N * (size_t)in);
+    for (int i = 0; i < N; i++)
+        std::memcpy(&k.xt[(size_t)i * in], xp + brow[i] * in, sizeof(float) * (size_t)in);
+    k.wst.resize(gb_mlp_train_floats(k.lt.data(), nl, N));
+    const float *Qt = gb_mlp_train_forward(k.lt.data(), nl, k.xt.data(), N, k.wst.data());
+    const float *ret = tr.ret.data_ptr<float>(), *disc = tr.disc.data_ptr<float>();
+    k.q.resize((size_t)N);
+    k.y.resize((size_t)N);
+    k.grad.resize((size_t)N);
+    double sum = 0.0;
+    for (int i = 0; i < N; i++) {
+        const float *qb = Q + brow[i] * A, *qt = Qt + (size_t)i * A;
+        int best = 0;
+        for (int j = 1; j < A; j++)
+            if (dc.double_q ? qb[j] > qb[best] : qt[j] > qt[best])
+                best = j;
+        k.q[(size_t)i] = Q[row[i] * A + a[i]];
+        k.y[(size_t)i] = ret[i] + disc[i] * qt[best];
+        sum += k.q[(size_t)i];
+    }
+    *q_mean = sum / N;
+    torch::Tensor w = tr.weight.defined() ? tr.weight.contiguous() : torch::Tensor();
+    *td = torch::empty({N});
+    const double loss = gb_torch_huber_td(k.q.data(), k.y.data(),
+                                          w.defined() ? w.data_ptr<float>() : nullptr, N,
+                                          dc.huber_delta, k.grad.data(), td->data_ptr<float>());
+    k.dq.assign((size_t)R * (size_t)A, 0.0f);
+    for (int i = 0; i < N; i++)
+        k.dq[(size_t)(row[i] * A + a[i])] += k.grad[(size_t)i];
+    gb_mlp_train_backward(k.lo.data(), nl, xp, R, k.ws.data(), k.dq.data());
+    return loss;
+}
+
 static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
 {
     const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
@@ -55,8 +147,12 @@ static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     st->lr = learner_lr(l, ac.lr);
     std::vector<torch::Tensor> params = m->net->parameters();
     torch::Tensor q, y, td; // td: |y - q| of the valid steps, CPU float [N]
-    double loss = 0.0;
-    if (N > 0) {
+    double loss = 0.0, q_mean = 0.0;
+    DqnKernels *kern = l->dqn_kernels.get();
+    if (N > 0 && kern && !recurrent && !dc.value_rescale) {
+        torch::Tensor act = cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, tr.step_idx);
+        loss = dqn_kernels_step(l, *kern, batch_obs(l, b), tr, act, &td, &q_mean);
+    } else if (N > 0) {
         torch::Tensor act =
             cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, tr.step_idx).to(dev);
         torch::Tensor obs = batch_obs(l, b);
@@ -100,6 +196,7 @@ static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
             loss = lt.item<double>();
             td = (y - q.detach()).abs().to(torch::kCPU).to(torch::kFloat32).contiguous();
         }
+        q_mean = q.detach().mean().item<double>();
     } else {
         td_priorities(tr, B, T, td, prio);
         drop_grads(params); // data-parallel: in the group's step without a gradient of our own
@@ -114,7 +211,7 @@ static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     torch::NoGradGuard no_grad;
     if (N > 0) {
         st->loss = st->value_loss = loss;
-        st->q_mean = q.detach().mean().item<double>();
+        st->q_mean = q_mean;
         st->td_abs_mean = td_priorities(tr, B, T, td, prio);
     }
 
@@ -141,11 +238,24 @@ static void dqn_init(gb_torch_learner *l, const gb_torch_space *sp, uint64_t)
     // after the optimiser has made the online parameters views of its flat tensor
     l->targets.link(l->target->named_tensors(), m->net->named_tensors(),
                     m->net->parameters().size(), l->opt->flat_params());
+    // the forward and backward in C: a plain MLP on the cpu in float32 (trainer.kernels)
+    auto k = std::make_shared<DqnKernels>();
+    std::vector<int> target_acts;
+    if (l->cfg.trainer.kernels == GB_KERNELS_GEARBOX && l->device.is_cpu() &&
+        m->net->state_size() == 0 && m->net->mlp_chain(&k->online, &k->acts) &&
+        l->target->mlp_chain(&k->target, &target_acts) && target_acts == k->acts &&
+        m->net->parameters()[0].scalar_type() == torch::kFloat32)
+        l->dqn_kernels = k;
 }
 
 const Algorithm dqn_algorithm = {"dqn", dqn_init, dqn_train};
 
 } // namespace gbt
+
+extern "C" int gb_torch_learner_own_kernels(const gb_torch_learner *l)
+{
+    return l->dqn_kernels != nullptr;
+}
 
 extern "C" int gb_torch_dqn_loss(const float *q, const float *y, const float *w, int64_t n,
                                  double delta, double *out, float *td, gb_error *err)

@@ -51,6 +51,18 @@ int MlpProgram::head(torch::nn::Linear &l, int src)
     return (int)specs_.size() - 1;
 }
 
+bool MlpProgram::chain(std::vector<torch::nn::Linear> *layers, std::vector<int> *acts) const
+{
+    for (size_t i = 0; i < specs_.size(); i++)
+        if (specs_[i].src != (int)i - 1)
+            return false;
+    *layers = linears_;
+    acts->clear();
+    for (const gb_mlp_layer_spec &s : specs_)
+        acts->push_back(s.act);
+    return !specs_.empty();
+}
+
 void MlpProgram::finish()
 {
     char err[256];

@@ -27,6 +27,9 @@ public:
     bool torso(torch::nn::Sequential &s, int src, int *last);
     // Adds a Linear (no activation) reading src; returns its index. Throws on a width mismatch.
     int head(torch::nn::Linear &l, int src);
+    // When the layers added so far form a chain (each reads the one before it, the first the
+    // input rows): them and their activations (GB_MLP_ACT_*). False otherwise.
+    bool chain(std::vector<torch::nn::Linear> *layers, std::vector<int> *acts) const;
     // Creates the program and loads the weights. Throws.
     void finish();
     // The weights again from the modules (after a parameter change).

@@ -464,6 +464,13 @@ struct BuiltinNet : Net {
         else if (mod->low.precision() != GB_PRECISION_FP32)
             mod->low.build(*mod, mod->low.precision());
     }
+    bool mlp_chain(std::vector<torch::nn::Linear> *layers, std::vector<int> *acts) override
+    {
+        MlpProgram p(GB_PRECISION_FP32, mod->in_features);
+        int a = -1, b = -1;
+        return !mod->cnn && mod->state_size() == 0 && mod->plan(p, &a, &b) && b < 0 &&
+               p.chain(layers, acts);
+    }
     const char *kernels() const override
     {
         if (mod->program)

@@ -79,6 +79,16 @@ struct Net {
     virtual void refresh_precision() = 0;
     // What runs the inference forward now ("gearbox fp32", "libtorch int8", ...); static.
     virtual const char *kernels() const = 0;
+    // A plain MLP with one output (Linear layers in a chain, each followed by tanh, relu or
+    // nothing; no convolution, core or layer norm): its Linear layers in order and each one's
+    // activation (mlp_infer.h's GB_MLP_ACT_*), for a learner's own forward and backward
+    // (mlp_train.h). False for any other network.
+    virtual bool mlp_chain(std::vector<torch::nn::Linear> *layers, std::vector<int> *acts)
+    {
+        (void)layers;
+        (void)acts;
+        return false;
+    }
 };
 
 // Held while seeding libtorch's process-wide generator and initialising a network from it.
