@@ -1,5 +1,6 @@
 // workers/torch/optimizer.cpp: gbt::FlatAdam (see optimizer.hpp).
 #include "workers/torch/optimizer.hpp"
+#include "workers/torch/flat_kernels.h"
 
 #include <array>
 #include <cmath>
@@ -8,6 +9,12 @@
 namespace gbt {
 
 static const double beta1 = 0.9, beta2 = 0.999;
+
+// A flat buffer the loops of flat_kernels.h take: float32 in host memory, contiguous.
+static bool cpu_float(const torch::Tensor &t)
+{
+    return t.device().is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous();
+}
 
 torch::Tensor flatten_parameters(const std::vector<torch::Tensor> &params)
 {
@@ -100,10 +107,17 @@ void FlatAdam::step()
             at += n;
         }
     }
-    exp_avg_.mul_(beta1).add_(grad_, 1.0 - beta1);
-    exp_avg_sq_.mul_(beta2).addcmul_(grad_, grad_, 1.0 - beta2);
-    torch::Tensor denom = (exp_avg_sq_.sqrt() / std::sqrt(bc2)).add_(eps_);
-    param_.addcdiv_(exp_avg_, denom, -lr_ / bc1);
+    if (cpu_float(param_)) { // one loop (flat_kernels.h), not eight dispatched operations
+        gb_flat_adam(param_.data_ptr<float>(), grad_.data_ptr<float>(),
+                     exp_avg_.data_ptr<float>(), exp_avg_sq_.data_ptr<float>(),
+                     (size_t)param_.numel(), (float)beta1, (float)beta2, (float)(lr_ / bc1),
+                     (float)std::sqrt(bc2), (float)eps_);
+    } else {
+        exp_avg_.mul_(beta1).add_(grad_, 1.0 - beta1);
+        exp_avg_sq_.mul_(beta2).addcmul_(grad_, grad_, 1.0 - beta2);
+        torch::Tensor denom = (exp_avg_sq_.sqrt() / std::sqrt(bc2)).add_(eps_);
+        param_.addcdiv_(exp_avg_, denom, -lr_ / bc1);
+    }
     for (const auto &k : kept) {
         const int64_t n = k.second[0].numel();
         param_.narrow(0, k.first, n).copy_(k.second[0]);
@@ -116,10 +130,17 @@ double FlatAdam::clip_grad_norm(double max_norm)
 {
     torch::NoGradGuard no_grad;
     gather_grads();
-    const double norm = grad_.norm().item<double>();
+    const bool flat = cpu_float(grad_);
+    const double norm = flat ? std::sqrt(gb_flat_sumsq(grad_.data_ptr<float>(),
+                                                       (size_t)grad_.numel()))
+                             : grad_.norm().item<double>();
     const double coef = max_norm / (norm + 1e-6);
-    if (max_norm > 0 && coef < 1.0)
-        grad_.mul_(coef);
+    if (max_norm > 0 && coef < 1.0) {
+        if (flat)
+            gb_flat_scale(grad_.data_ptr<float>(), (size_t)grad_.numel(), (float)coef);
+        else
+            grad_.mul_(coef);
+    }
     return norm;
 }
 

@@ -2,6 +2,7 @@
 #include "workers/torch/target_net.hpp"
 
 #include "workers/torch/algorithm.hpp"
+#include "workers/torch/flat_kernels.h"
 
 namespace gbt {
 
@@ -43,7 +44,11 @@ void TargetLink::link(const NamedTensors &dst, const NamedTensors &src, size_t n
 void TargetLink::polyak(double tau)
 {
     torch::NoGradGuard no_grad;
-    if (dst_flat_.defined())
+    if (dst_flat_.defined() && dst_flat_.device().is_cpu() &&
+        dst_flat_.scalar_type() == torch::kFloat32) // one loop, not a dispatched lerp_
+        gb_flat_lerp(dst_flat_.data_ptr<float>(), src_flat_.data_ptr<float>(),
+                     (size_t)dst_flat_.numel(), (float)tau);
+    else if (dst_flat_.defined())
         dst_flat_.lerp_(src_flat_, tau);
     if (!dst_.empty())
         polyak_update(dst_, src_, tau);
