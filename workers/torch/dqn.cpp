@@ -150,7 +150,8 @@ static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     double loss = 0.0, q_mean = 0.0;
     DqnKernels *kern = l->dqn_kernels.get();
     if (N > 0 && kern && !recurrent && !dc.value_rescale) {
-        torch::Tensor act = cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, tr.step_idx);
+        torch::Tensor act =
+            cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, tr.step_idx);
         loss = dqn_kernels_step(l, *kern, batch_obs(l, b), tr, act, &td, &q_mean);
     } else if (N > 0) {
         torch::Tensor act =

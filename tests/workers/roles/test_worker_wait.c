@@ -1,11 +1,11 @@
 /* tests/workers/roles/test_worker_wait.c: a worker's waits for its peers at start
- * (gb_worker_wait, gb_worker_wait_ms, gb_worker_lookup in workers/roles/worker.h), against a real registry and a
- * real metrics collector over ipc://. While it waits the worker keeps reporting (the launcher's
- * heartbeat: a restarted policy worker waiting for a restarting parameter service is not
- * "hung"), it finds a name registered late, it fails with its own message naming what it waited
- * for and the setting once streams.registry_timeout_ms has passed, and it gives up at once when
- * asked to stop (GB_EINTR: an interrupted wait, which a requested stop does not count as a
- * failure). */
+ * (gb_worker_wait, gb_worker_wait_ms, gb_worker_lookup in workers/roles/worker.h), against a
+ * real registry and a real metrics collector over ipc://. While it waits the worker keeps
+ * reporting (the launcher's heartbeat: a restarted policy worker waiting for a restarting
+ * parameter service is not "hung"), it finds a name registered late, it fails with its own
+ * message naming what it waited for and the setting once streams.registry_timeout_ms (or the
+ * length a caller gives) has passed, and it gives up at once when asked to stop (GB_EINTR: an
+ * interrupted wait, which a requested stop does not count as a failure). */
 #include "test.h"
 
 #include "runtime/base/clock.h"
