@@ -148,15 +148,14 @@ static void dqn_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     std::vector<torch::Tensor> params = m->net->parameters();
     torch::Tensor q, y, td; // td: |y - q| of the valid steps, CPU float [N]
     double loss = 0.0, q_mean = 0.0;
-    DqnKernels *kern = l->dqn_kernels.get();
-    if (N > 0 && kern && !recurrent && !dc.value_rescale) {
-        torch::Tensor act =
-            cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, tr.step_idx);
-        loss = dqn_kernels_step(l, *kern, batch_obs(l, b), tr, act, &td, &q_mean);
+    torch::Tensor act, obs;
+    if (N > 0) {
+        act = cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, tr.step_idx).to(dev);
+        obs = batch_obs(l, b);
+    }
+    if (N > 0 && l->dqn_kernels) { // (only where they apply: dqn_init)
+        loss = dqn_kernels_step(l, *l->dqn_kernels, obs, tr, act, &td, &q_mean);
     } else if (N > 0) {
-        torch::Tensor act =
-            cpu_view(b->action, {B * T}, torch::kInt64).index_select(0, tr.step_idx).to(dev);
-        torch::Tensor obs = batch_obs(l, b);
         QRows rows; // [B*(T+1), n]; q with grad
         if (recurrent)
             rows = r2d2_rows(l, b, obs);
@@ -239,11 +238,12 @@ static void dqn_init(gb_torch_learner *l, const gb_torch_space *sp, uint64_t)
     // after the optimiser has made the online parameters views of its flat tensor
     l->targets.link(l->target->named_tensors(), m->net->named_tensors(),
                     m->net->parameters().size(), l->opt->flat_params());
-    // the forward and backward in C: a plain MLP on the cpu in float32 (trainer.kernels)
+    // the forward and backward in C: a plain MLP (no core: mlp_chain) on the cpu in float32,
+    // without value rescaling (trainer.kernels)
     auto k = std::make_shared<DqnKernels>();
     std::vector<int> target_acts;
     if (l->cfg.trainer.kernels == GB_KERNELS_GEARBOX && l->device.is_cpu() &&
-        m->net->state_size() == 0 && m->net->mlp_chain(&k->online, &k->acts) &&
+        !l->cfg.trainer.algorithm.dqn.value_rescale && m->net->mlp_chain(&k->online, &k->acts) &&
         l->target->mlp_chain(&k->target, &target_acts) && target_acts == k->acts &&
         m->net->parameters()[0].scalar_type() == torch::kFloat32)
         l->dqn_kernels = k;

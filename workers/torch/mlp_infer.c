@@ -15,6 +15,7 @@
 #include "workers/torch/mlp_layout.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,11 +46,13 @@ static void *zalloc(size_t bytes)
 static int have_avx512(void)
 {
 #ifdef GB_MLP_X86
-    static int have = -1;
+    static _Atomic int known = -1; /* two threads may ask first at once: the same answer */
+    int have = atomic_load_explicit(&known, memory_order_relaxed);
     if (have < 0) {
         __builtin_cpu_init();
         have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+        atomic_store_explicit(&known, have, memory_order_relaxed);
     }
     return have;
 #else
@@ -60,16 +63,20 @@ static int have_avx512(void)
 static int have_avx2(void)
 {
 #ifdef GB_MLP_X86
-    static int have = -1;
+    static _Atomic int known = -1; /* as have_avx512's */
+    int have = atomic_load_explicit(&known, memory_order_relaxed);
     if (have < 0) {
         __builtin_cpu_init();
         have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        atomic_store_explicit(&known, have, memory_order_relaxed);
     }
     return have;
 #else
     return 0;
 #endif
 }
+
+int gb_mlp_avx2(void) { return have_avx2(); }
 
 int gb_mlp_fast(void)
 {

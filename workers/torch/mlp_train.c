@@ -3,7 +3,6 @@
 #include "workers/torch/fast_tanh.h"
 #include "workers/torch/mlp_infer.h"
 
-#include <stdatomic.h>
 
 /* eight floats, loaded and stored at any float's alignment */
 typedef float v8 __attribute__((vector_size(32), aligned(4), may_alias));
@@ -82,14 +81,7 @@ void gb_mlp_train_gemm(int m, int n, int k, const float *a, int lda, const float
                        float *c, int ldc, int add)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    static _Atomic int avx2 = -1; /* two threads may both ask the cpu: the same answer */
-    int has = atomic_load_explicit(&avx2, memory_order_relaxed);
-    if (has < 0) {
-        __builtin_cpu_init();
-        has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-        atomic_store_explicit(&avx2, has, memory_order_relaxed);
-    }
-    if (has) {
+    if (gb_mlp_avx2()) {
         gemm_avx2(m, n, k, a, lda, b, ldb, c, ldc, add);
         return;
     }
