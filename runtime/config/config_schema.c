@@ -221,7 +221,8 @@ const gb_config_field gb_config_fields[] = {
     ENUM("trainer.kernels", trainer.kernels, "gearbox", kernels,
          "what runs a DQN learner's forward and backward of a plain MLP Q-network (Linear "
          "layers with tanh or relu, no core) on the cpu: gearbox's own (workers/torch/"
-         "mlp_train.c; the gradients go to libtorch's optimiser) or always libtorch's autograd"),
+         "mlp_train.c; the gradients go to libtorch's optimiser) or always libtorch's autograd "
+         "(the trainer's log says which runs)"),
     INT("trainer.batch_size", trainer.batch_size, "64", 1, 1 << 24,
         "trajectory items per training step"),
     INT("trainer.max_staleness", trainer.max_staleness, "-1", -1, BIG,

@@ -297,8 +297,10 @@ static int open_learning(trainer *t, gb_error *err)
         return rc;
     t->replay = gb_learning_replay(t->learning);
     gb_learner_report_start(&t->timing, t->learning);
-    GB_INFO("trainer %d: learning on %s, batches collected by the %s path%s", w->index,
+    GB_INFO("trainer %d: learning on %s (the network's forward and backward: %s), batches "
+            "collected by the %s path%s", w->index,
             cfg->trainer.device == GB_DEVICE_CUDA ? "cuda" : "the cpu",
+            gb_torch_learner_kernels(gb_learning_learner(t->learning)),
             gb_learning_collect_path(t->learning),
             gb_learning_prefetching(t->learning) ? ", the next batch prefetched" : "");
     if ((rc = recover(t, err)))

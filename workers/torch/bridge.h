@@ -46,11 +46,11 @@ extern "C" {
 /* gb_param_entry: the parameter layout, from trainer to policy */
 #include "runtime/streams/params.h"
 
-/* Version 2 (recurrent cores: model_state_size, model_act_state, gb_torch_batch.state0);
+/* Version 6 added learner_kernels; version 2 (recurrent cores: model_state_size, model_act_state, gb_torch_batch.state0);
  * version 1 had neither. gb_torch_api and this file's types (gb_config and other runtime types
  * are one build's own); bumped when a layout or meaning changes: the loader refuses another
  * version or size. */
-#define GB_TORCH_ABI_VERSION 5u
+#define GB_TORCH_ABI_VERSION 6u
 
 /* The symbol the module exports: const gb_torch_api *gearbox_torch_api(void). */
 #define GB_TORCH_ENTRY_SYMBOL "gearbox_torch_api"
@@ -373,6 +373,11 @@ typedef struct gb_torch_api {
     /* Training steps taken so far (restored by load). */
     int64_t (*learner_train_steps)(const gb_torch_learner *l);
 
+    /* What computes the learner's network forward and backward: "gearbox C" (DQN with
+     * trainer.kernels gearbox on a plain MLP, on the cpu, float32, without value rescaling:
+     * workers/torch/mlp_train.h), else "libtorch autograd". Static. */
+    const char *(*learner_kernels)(const gb_torch_learner *l);
+
     /* Saves every network, optimiser state and counter to path (serialised in memory, written
      * to path.tmp, fsynced, renamed: a crash or a full disk leaves the previous checkpoint
      * intact and no path.tmp). Returns 0, GB_EIO (the file and the system's reason, e.g. "No
@@ -467,6 +472,7 @@ int gb_torch_load(gb_error *err);
 #define gb_torch_learner_observe(...) (gb_torch()->learner_observe(__VA_ARGS__))
 #define gb_torch_learner_set_progress(...) (gb_torch()->learner_set_progress(__VA_ARGS__))
 #define gb_torch_learner_train_steps(...) (gb_torch()->learner_train_steps(__VA_ARGS__))
+#define gb_torch_learner_kernels(...) (gb_torch()->learner_kernels(__VA_ARGS__))
 #define gb_torch_learner_save(...) (gb_torch()->learner_save(__VA_ARGS__))
 #define gb_torch_learner_load(...) (gb_torch()->learner_load(__VA_ARGS__))
 #define gb_torch_learner_set_group(...) (gb_torch()->learner_set_group(__VA_ARGS__))

@@ -253,11 +253,6 @@ const Algorithm dqn_algorithm = {"dqn", dqn_init, dqn_train};
 
 } // namespace gbt
 
-extern "C" int gb_torch_learner_own_kernels(const gb_torch_learner *l)
-{
-    return l->dqn_kernels != nullptr;
-}
-
 extern "C" int gb_torch_dqn_loss(const float *q, const float *y, const float *w, int64_t n,
                                  double delta, double *out, float *td, gb_error *err)
 {

@@ -189,6 +189,11 @@ extern "C" int64_t gbt_learner_train_steps(const gb_torch_learner *l)
     return l->train_steps;
 }
 
+extern "C" const char *gbt_learner_kernels(const gb_torch_learner *l)
+{
+    return l->dqn_kernels ? "gearbox C" : "libtorch autograd";
+}
+
 extern "C" int gbt_learner_train(gb_torch_learner *l, const gb_torch_batch *b,
                                  gb_torch_stats *stats, float *priorities, gb_error *err)
 {

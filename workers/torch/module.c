@@ -32,6 +32,7 @@ static const gb_torch_api table = {
     .learner_observe = gbt_learner_observe,
     .learner_set_progress = gbt_learner_set_progress,
     .learner_train_steps = gbt_learner_train_steps,
+    .learner_kernels = gbt_learner_kernels,
     .learner_save = gbt_learner_save,
     .learner_load = gbt_learner_load,
     .learner_set_group = gbt_learner_set_group,

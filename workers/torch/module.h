@@ -48,6 +48,7 @@ int gbt_learner_train(gb_torch_learner *l, const gb_torch_batch *batch, gb_torch
                       float *priorities, gb_error *err);
 void gbt_learner_set_progress(gb_torch_learner *l, double progress);
 int64_t gbt_learner_train_steps(const gb_torch_learner *l);
+const char *gbt_learner_kernels(const gb_torch_learner *l);
 int gbt_learner_save(const gb_torch_learner *l, const char *path, gb_error *err);
 int gbt_learner_load(gb_torch_learner *l, const char *path, gb_error *err);
 int gbt_learner_set_group(gb_torch_learner *l, gb_group *g, size_t bucket_bytes, gb_error *err);

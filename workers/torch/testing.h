@@ -3,8 +3,7 @@
  * (they link the bridge, gearbox_torch); they are not in the table (workers/torch/bridge.h).
  * defines: gb_torch_squashed_gaussian_logp, gb_torch_ppo_loss, gb_torch_dqn_loss,
  *          gb_torch_sac_loss, gb_torch_write_test_script, gb_torch_write_test_script_state,
- *          gb_torch_learner_sequence, gb_torch_learner_q_rows, gb_torch_value_rescale,
- *          gb_torch_learner_own_kernels */
+ *          gb_torch_learner_sequence, gb_torch_learner_q_rows, gb_torch_value_rescale */
 #ifndef GB_WORKERS_TORCH_TESTING_H
 #define GB_WORKERS_TORCH_TESTING_H
 
@@ -80,10 +79,6 @@ int gb_torch_learner_q_rows(gb_torch_learner *l, const gb_torch_batch *b, float 
 /* R2D2's value rescaling as dqn.value_rescale applies it to n values: h(x) = sign(x)
  * (sqrt(|x| + 1) - 1) + 0.001 x, or its inverse. Returns 0 or GB_ETORCH. */
 int gb_torch_value_rescale(const float *x, int64_t n, int inverse, float *out, gb_error *err);
-
-/* 1 when a DQN learner runs its forward and backward on gearbox's kernels (mlp_train.h,
- * trainer.kernels: gearbox and a plain MLP on the cpu), 0 when on libtorch's autograd. */
-int gb_torch_learner_own_kernels(const gb_torch_learner *l);
 
 #ifdef __cplusplus
 }
