@@ -47,9 +47,9 @@ extern "C" {
 #include "runtime/streams/params.h"
 
 /* Version 6 added learner_kernels; version 2 recurrent cores (model_state_size,
- * model_act_state, gb_torch_batch.state0), which version 1 had not. gb_torch_api and this file's types (gb_config and other runtime types
- * are one build's own); bumped when a layout or meaning changes: the loader refuses another
- * version or size. */
+ * model_act_state, gb_torch_batch.state0), which version 1 had not. gb_torch_api and this
+ * file's types (gb_config and other runtime types are one build's own); bumped when a layout or
+ * meaning changes: the loader refuses another version or size. */
 #define GB_TORCH_ABI_VERSION 6u
 
 /* The symbol the module exports: const gb_torch_api *gearbox_torch_api(void). */
