@@ -38,7 +38,8 @@ static void usage(FILE *out)
             "observations and actions), timed in CPU seconds of the process (trainer.threads as\n"
             "configured; every thread's CPU summed): per call, per gradient step, samples per\n"
             "CPU second, wall-clock time per call, against a forward of the acting model over\n"
-            "the same rows in the same run.\n"
+            "the same rows in the same run, and what computes the network's forward and\n"
+            "backward (\"gearbox C\" or \"libtorch autograd\": trainer.kernels).\n"
             "S: CPU seconds per config (default 2, --quick 0.2).\n");
 }
 
@@ -116,6 +117,7 @@ static int batch_make(bench_batch *x, const gb_torch_space *sp, int64_t B, int64
 typedef struct learner_figures {
     double call_us, step_us, samples_per_s, forward_us, wall_us;
     int64_t calls, steps, rows;
+    const char *kernels; /* what computes the forward and backward (learner_kernels) */
 } learner_figures;
 
 /* Trains on the batch for at least budget_s CPU seconds of the process (after two warm-up
@@ -135,6 +137,7 @@ static int time_learner(const gb_config *cfg, const gb_torch_space *sp, double b
         rc = gb_torch_learner_train(l, &x.b, &st, x.priorities, err);
     memset(f, 0, sizeof *f);
     f->rows = B * T;
+    f->kernels = l ? gb_torch_learner_kernels(l) : "";
     double t0 = gb_process_cpu_s(), t = t0, w0 = gb_now_s();
     while (!rc && t - t0 < budget_s) {
         memset(&st, 0, sizeof st);
@@ -238,18 +241,19 @@ int gb_bench_learner(int argc, char **argv, int json)
             printf("{\"bench\": \"learner\", \"config\": \"%s\", \"algorithm\": \"%s\", "
                    "\"env\": \"%s\", \"rows\": %lld, \"calls\": %lld, \"gradient_steps\": %lld, "
                    "\"call_us\": %.1f, \"step_us\": %.1f, \"samples_per_cpu_s\": %.0f, "
-                   "\"forward_us\": %.1f, \"step_over_forward\": %.2f, \"wall_us\": %.1f}\n",
+                   "\"forward_us\": %.1f, \"step_over_forward\": %.2f, \"wall_us\": %.1f, "
+                   "\"kernels\": \"%s\"}\n",
                    configs[c], algo, cfg.env.name, (long long)f.rows, (long long)f.calls,
                    (long long)f.steps, f.call_us, f.step_us, f.samples_per_s, f.forward_us,
-                   f.forward_us > 0 ? f.step_us / f.forward_us : 0.0, f.wall_us);
+                   f.forward_us > 0 ? f.step_us / f.forward_us : 0.0, f.wall_us, f.kernels);
         else
             printf("learner  %-4s %-16s %5lld rows  %8.1f us/call  %4.1f steps/call  "
                    "%7.1f us/step (x%.1f a forward of %.1f us)  %9.0f samples/cpu-s  "
-                   "%8.1f us/call wall\n",
+                   "%8.1f us/call wall  (%s)\n",
                    algo, cfg.env.name, (long long)f.rows, f.call_us,
                    f.calls ? (double)f.steps / (double)f.calls : 0.0, f.step_us,
                    f.forward_us > 0 ? f.step_us / f.forward_us : 0.0, f.forward_us,
-                   f.samples_per_s, f.wall_us);
+                   f.samples_per_s, f.wall_us, f.kernels);
         fflush(stdout);
     }
     return GB_EXIT_OK;

@@ -45,6 +45,14 @@ for b in $("$gearbox" bench --help | awk '/^benchmarks:/ {on = 1; next} on && NF
     { failed=$((failed + 1)); echo "FAIL bench $b --help has no usage"; }
   expect 2 "bench $b unknown option" "$gearbox" bench "$b" --frob
 done
+# `bench learner` names what computed the network's forward and backward (trainer.kernels)
+for k in "gearbox|gearbox C" "libtorch|libtorch autograd"; do
+  expect 0 "bench learner kernels ${k%%|*}" "$gearbox" bench learner --json --quick \
+    "$src/configs/cartpole_dqn.yaml" --set trainer.kernels="${k%%|*}"
+  grep -q "\"kernels\": \"${k#*|}\"" /tmp/gb_cli_out.$$ ||
+    { failed=$((failed + 1)); echo "FAIL bench learner: no kernels ${k#*|}"
+      head -3 /tmp/gb_cli_out.$$; }
+done
 # `check` loads the environment and creates one copy: an unknown name, a missing or broken
 # plugin and bad env.args fail there (exit 2, the cause named), not only at `run`.
 minimal=$src/tests/data/configs/good/minimal.yaml
