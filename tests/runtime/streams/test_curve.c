@@ -293,14 +293,18 @@ static void test_unkeyed_clients_get_nothing(void)
     CHECK_EQ_INT(atomic_load(&s.chunks), 1);
     CHECK_EQ_INT(try_infer(&s, RIGHT_KEYS), 0);
     CHECK_EQ_INT(atomic_load(&s.served), 1);
-    CHECK_EQ_INT(gb_curve_refused(s.curve), 0);
+    /* The keyed client was accepted: its name registered, its chunk ingested, its request
+     * served. The refusal count is not asked to be 0 here: the servers listen on ports the
+     * system chose on 127.0.0.1, and a client of another test (ctest runs two at once) still
+     * reconnecting to a port its own server has closed can reach one of them and be refused.
+     * The bad clients below are counted from here on, each by the count's own increase. */
     uint64_t accepted = gb_curve_accepted(s.curve);
     CHECK(accepted >= 3);
 
     /* without them: no answer, nothing registered, ingested or served; each refusal counted */
     const client_kind bad[3] = {PLAIN, OTHER_RUN, UNKNOWN_CLIENT};
     const char *names[3] = {"actor/2/plain", "actor/3/other-run", "actor/4/unknown-client"};
-    uint64_t refused = 0;
+    uint64_t refused = gb_curve_refused(s.curve);
     for (int i = 0; i < 3; i++) {
         CHECK_MSG(try_register(&s, bad[i], names[i]) == GB_ETIMEOUT, "registry, client %d", i);
         TEST_WAIT_UNTIL(gb_curve_refused(s.curve) > refused, WAIT_MS);
