@@ -3,7 +3,6 @@
 #include "workers/torch/fast_tanh.h"
 #include "workers/torch/mlp_infer.h"
 
-
 /* eight floats, loaded and stored at any float's alignment */
 typedef float v8 __attribute__((vector_size(32), aligned(4), may_alias));
 
