@@ -52,6 +52,9 @@ group_tests=(
   git
   # fuzzing (clang + libFuzzer runtime), python reference scripts
   clang libclang-rt-14-dev python3 python3-numpy python3-venv
+  # LLVM's linker: a build with the tests links libtorch about 60 times, 8x less CPU than GNU ld
+  # (cmake/GearboxOptions.cmake, GEARBOX_LINKER)
+  lld
   # gearbox dataset export's test reads the D4RL HDF5 it writes; Minari datasets in tests
   python3-h5py
   # tests/launch/run_hosts.sh: network namespaces, veth and a bridge (ip), pkill (procps)
