@@ -228,7 +228,8 @@ const gb_config_field gb_config_fields[] = {
     INT("trainer.max_staleness", trainer.max_staleness, "-1", -1, BIG,
         "max policy-version lag of trained samples (-1 = unbounded)"),
     INT("trainer.push_params_every", trainer.push_params_every, "1", 1, BIG,
-        "training steps between parameter pushes"),
+        "training steps between parameter pushes (each copies the network to every policy "
+        "worker: a learner of thousands of small steps a second, as DQN's, wants 8-32)"),
     FLOAT("trainer.checkpoint_every_s", trainer.checkpoint_every_s, "300", 0, INF,
           "seconds between checkpoints, what a crashed run resumes from (0 = only at the end)"),
     INT("trainer.checksum_every", trainer.checksum_every, "100", 0, BIG,
