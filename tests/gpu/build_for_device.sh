@@ -47,8 +47,9 @@ wheel.extractall(sys.argv[2], [n for n in wheel.namelist() if n.startswith(keep)
 EOF
 fi
 
-# TORCH_CUDA_ARCH_LIST: find_package(Torch) would otherwise add -gencode for 11 architectures
-cmake -S . -B "$dev" -DCMAKE_BUILD_TYPE=Release -DGEARBOX_TESTS=ON \
+# TORCH_CUDA_ARCH_LIST: find_package(Torch) would otherwise add -gencode for 11 architectures;
+# GEARBOX_LINKER=default: the system's linker, with which this plan's binaries were checked
+cmake -S . -B "$dev" -DCMAKE_BUILD_TYPE=Release -DGEARBOX_TESTS=ON -DGEARBOX_LINKER=default \
   "-DCMAKE_PREFIX_PATH=$PWD/$torch;$PWD/$torch/share/cmake" \
   -DTORCH_CUDA_ARCH_LIST="$((arch / 10)).$((arch % 10))" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
   -DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined -DCMAKE_DISABLE_FIND_PACKAGE_HDF5=ON \
