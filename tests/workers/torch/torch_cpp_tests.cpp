@@ -1,6 +1,6 @@
 // tests/workers/torch/torch_cpp_tests.cpp: the bridge's C++ tests as one program,
-// `torch_cpp_tests NAME` running the test NAME.cpp (each file is still a whole program of its
-// own). Every C++ file that includes libtorch's headers spends most of its compile parsing them
+// `torch_cpp_tests NAME` running the test NAME.cpp (each file still compiles alone, main and
+// all). Every C++ file that includes libtorch's headers spends most of its compile parsing them
 // (about 27 s of CPU at -O2, twice that in the sanitizer build): one program parses them once
 // where five did, and links libtorch once.
 // Every header the files include comes first, at file scope; each file then goes into a
