@@ -27,6 +27,8 @@ typedef struct held_watch {
     unsigned char route[GB_WIRE_ROUTE_MAX];
     size_t route_len;
     uint64_t seq, since_ns;
+    int state; /* what the run was when the watch was held: it is answered when that moves */
+    int64_t checkpoints, hold, group;
 } held_watch;
 
 typedef struct confirmation {
@@ -39,8 +41,6 @@ struct gb_runctl_server {
     _Atomic int64_t checkpoints; /* checkpoints asked of trainer 0 */
     _Atomic int64_t hold; /* the request trainer 0 holds its learning at; 0: none */
     _Atomic int64_t trainer_group; /* the trainers' group generation */
-    int announced; /* the state the held watches were last answered with (registry thread) */
-    int64_t announced_checkpoints, announced_hold, announced_group; /* likewise (registry thread) */
     held_watch *held; /* registry thread only */
     int nheld;
     pthread_mutex_t lock; /* guards confirmed, read by the launcher's thread */
@@ -187,11 +187,16 @@ int gb_runctl_server_handle(gb_runctl_server *s, void *sock, const gb_wire_msg *
     }
     confirm(s, q->role, q->index, (int)watch.confirmed);
     /* Stale: answered now. A watch sent before the worker heard a request the held watches
-     * were answered with would otherwise wait a whole hold for it (test_registry under TSan). */
-    if (watch.known != atomic_load(&s->state) ||
-        (watch.known_ckpts >= 0 && watch.known_ckpts != atomic_load(&s->checkpoints)) ||
-        (watch.known_hold >= 0 && watch.known_hold != atomic_load(&s->hold)) ||
-        (watch.known_group >= 0 && watch.known_group != atomic_load(&s->trainer_group))) {
+     * were answered with would otherwise wait a whole hold for it (test_registry under TSan).
+     * The run is read once: a move after this read is one the held watch does not know. */
+    held_watch now = {.state = atomic_load(&s->state),
+                      .checkpoints = atomic_load(&s->checkpoints),
+                      .hold = atomic_load(&s->hold),
+                      .group = atomic_load(&s->trainer_group)};
+    if (watch.known != now.state ||
+        (watch.known_ckpts >= 0 && watch.known_ckpts != now.checkpoints) ||
+        (watch.known_hold >= 0 && watch.known_hold != now.hold) ||
+        (watch.known_group >= 0 && watch.known_group != now.group)) {
         answer(s, sock, m->route, m->route_len, q->seq, 0, "");
         return 0;
     }
@@ -212,24 +217,28 @@ int gb_runctl_server_handle(gb_runctl_server *s, void *sock, const gb_wire_msg *
     w->route_len = m->route_len;
     w->seq = q->seq;
     w->since_ns = gb_now_ns();
+    w->state = now.state;
+    w->checkpoints = now.checkpoints;
+    w->hold = now.hold;
+    w->group = now.group;
     return 0;
 }
 
 void gb_runctl_server_tick(gb_runctl_server *s, void *sock)
 {
+    /* Each held watch against what the run was when it was held, not against the last tick: a
+     * move answered at once to a stale watch (above) before any tick saw it must not answer a
+     * watch held after it, which already knows it (test_runctl under TSan). */
     int state = atomic_load(&s->state);
     int64_t checkpoints = atomic_load(&s->checkpoints), group = atomic_load(&s->trainer_group);
     int64_t hold = atomic_load(&s->hold);
-    int moved = state != s->announced || checkpoints != s->announced_checkpoints ||
-                hold != s->announced_hold || group != s->announced_group;
-    s->announced = state;
-    s->announced_checkpoints = checkpoints;
-    s->announced_hold = hold;
-    s->announced_group = group;
     uint64_t old = gb_now_ns() - (uint64_t)GB_RUNCTL_HOLD_MS * 1000000ULL;
     for (int i = 0; i < s->nheld;) {
-        if (moved || s->held[i].since_ns <= old) {
-            answer(s, sock, s->held[i].route, s->held[i].route_len, s->held[i].seq, 0, "");
+        const held_watch *w = &s->held[i];
+        int moved = state != w->state || checkpoints != w->checkpoints || hold != w->hold ||
+                    group != w->group;
+        if (moved || w->since_ns <= old) {
+            answer(s, sock, w->route, w->route_len, w->seq, 0, "");
             s->held[i] = s->held[--s->nheld];
         } else {
             i++;
