@@ -5,8 +5,10 @@
 #     the task's fields, the threshold as the run sees it (1e9: --set applies), 0/2 solved
 #     with the medians and the worst written as null (failed), never as a time, each run's
 #     exit_reason max_env_steps; its run directories removed afterwards;
-#  2. the same, 1 seed, as shipped: the threshold is the config's (475), it solves, and the
-#     median and worst are its process time;
+#  2. the same, 1 seed, as shipped: the threshold is the config's (475), the run solves, and
+#     the evaluation of its final policy decides: confirmed, the median and worst are its process
+#     time; not (the greedy policy can fall short), 0/1 with the evaluation's mean, which must
+#     be far above random play;
 #  3. a configs folder without the suite's configs: exit 1, the error named, run dirs kept;
 #  4. --only with an unknown task: exit 2;
 #  5. a seed the run calls solved that an evaluation does not confirm: CartPole PPO that cannot
@@ -66,6 +68,23 @@ for r in runs:
     if r["solved"] and not (r["run_solved"] and r["confirmed_by"] in ("run", "eval")
                             and r["evaluation_return_mean"] >= threshold):
         sys.exit("FAIL: a seed solved without an evaluation that confirms it: %s" % r)
+if expect == "eval_decides":
+    # A seed whose training episodes reached the threshold is solved only if the evaluation of
+    # its final policy confirms it; the greedy policy can fall short (372 after a training mean
+    # of 497, once in about 25 CI runs). Either way the accounting must be right, and a policy
+    # that learnt evaluates far above random play (about 22).
+    r = runs[0]
+    if not r["run_solved"] or r["confirmed_by"] != "eval" or r["evaluation_episodes"] != 10:
+        sys.exit("FAIL: the run did not solve, or no evaluation of its policy: %s" % r)
+    if r["solved"]:
+        expect = "all"
+    elif not 150 <= r["evaluation_return_mean"] < threshold or t["seeds_solved"] != 0 \
+            or t["median_seconds_to_solve"] is not None:
+        sys.exit("FAIL: an unconfirmed seed's accounting, or a policy that learnt nothing: %s"
+                 % t)
+    else:
+        print("seed 1: the run solved, its greedy policy evaluated at %s: not confirmed"
+              % r["evaluation_return_mean"])
 if expect == "unconfirmed":
     r = runs[0]
     if t["seeds_solved"] != 0 or r["solved"] or not r["run_solved"] \
@@ -79,7 +98,7 @@ elif expect == "none":
         sys.exit("FAIL: exit reasons %s" % [r["exit_reason"] for r in runs])
     for k in ("median_seconds_to_solve", "worst_seconds_to_solve", "median_env_steps_to_solve"):
         if t[k] is not None: sys.exit("FAIL: %s = %s with no seed solved" % (k, t[k]))
-else:
+elif expect != "eval_decides":
     by = "run" if expect == "all_by_run" else "eval"
     if any(r["confirmed_by"] != by for r in runs):
         sys.exit("FAIL: confirmed_by %s, expected %s" % ([r["confirmed_by"] for r in runs], by))
@@ -105,13 +124,13 @@ cat "$work/capped.err"
 check "$work/capped.json" 2 none 1e9
 [ -z "$(ls -A "$TMPDIR")" ] || fail "run directories left behind: $(ls "$TMPDIR")"
 
-# 2. uncapped: seed 1 solves (the config's own budget)
+# 2. uncapped: seed 1 solves (the config's own budget), confirmed by an evaluation of its policy
 "$gearbox" bench suite --json --only cartpole_ppo --seeds 1 --configs "$configs" \
   > "$work/solved.json" 2> "$work/solved.err"
 status=$?
 cat "$work/solved.err"
 [ "$status" -eq 0 ] || fail "suite exited with $status"
-check "$work/solved.json" 1 all 475
+check "$work/solved.json" 1 eval_decides 475
 # the table form of the same
 "$gearbox" bench suite --only cartpole_ppo --seeds 1 --configs "$configs" \
   --set experiment.max_env_steps=3000 --set experiment.target_return=1e9 > "$work/table.txt" 2>&1 ||
