@@ -46,6 +46,7 @@ static inline int ranks_run(int size, ranks_fn fn, void *arg, int limit_s)
     for (int r = 0; r < size; r++) {
         pids[r] = fork();
         if (pids[r] == 0) {
+            test_failures_ = 0; /* the rank's own checks, not the parent's failures so far */
             int failures = fn(r, size, arg);
             fflush(stderr);
             _exit(failures > 100 ? 100 : failures);
