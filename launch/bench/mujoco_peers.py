@@ -10,6 +10,7 @@ resets included. Prints a table and the ratios gearbox / peer. EnvPool is not on
 dependencies: run this with a Python that has it (pip install envpool; gymnasium too).
 """
 import json
+import os
 import subprocess
 import sys
 import time
@@ -33,6 +34,7 @@ def timed(step, n, seconds):
 
 def gymnasium_rate(name, seconds):
     import gymnasium as gym
+    had_log = os.path.exists("MUJOCO_LOG.TXT")
     env = gym.make(name)
     env.reset(seed=1)
     rng = np.random.default_rng(0)
@@ -41,7 +43,10 @@ def gymnasium_rate(name, seconds):
         _, _, term, trunc, _ = env.step(rng.uniform(-1, 1, env.action_space.shape))
         if term or trunc:
             env.reset()
-    return timed(step, 1, seconds)
+    rate = timed(step, 1, seconds)
+    if not had_log and os.path.exists("MUJOCO_LOG.TXT"):  # MuJoCo's warnings (settotalmass)
+        os.remove("MUJOCO_LOG.TXT")  # written to the working folder: a checkout's root
+    return rate
 
 
 def envpool_rate(name, n, seconds):
