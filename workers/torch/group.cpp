@@ -1,7 +1,8 @@
 // workers/torch/group.cpp: the trainers' process group (workers/torch/group.h) over libtorch's
 // c10d: a FileStore or TCPStore rendezvous (under a PrefixStore) and ProcessGroupGloo; every call
 // wraps the caller's buffers in tensors (torch::from_blob) and waits for c10d's work object.
-// defines: struct gb_group, gb_group_* (group.h)
+// defines: gb_group_* (group.h); the group's state and how its calls wait and end early:
+//          group_wait.hpp
 //
 // What c10d 1.13's Gloo backend offers and what this file does about it:
 // - allgather: ProcessGroupGloo has no _allgather_base ("no support for _allgather_base in Gloo
@@ -9,131 +10,43 @@
 //   gathers into a flat buffer of its own and copies into the views).
 // - alltoall: alltoall_base with split sizes is supported on CPU tensors of any dtype; uint8
 //   tensors make the sizes bytes.
-// - A peer that exits makes the next call fail at once with Gloo's "Connection reset by peer" or
-//   "Connection closed by peer"; a peer that hangs makes it fail after the timeout (Gloo's own
-//   "Timed out waiting ..." or the work's "Operation timed out!").
-// - Except: a send that Gloo could not write in place (the socket's buffer full, or the peer
-//   already gone: EPIPE) waits in the pair's queue, and when the pair then fails, Gloo signals
-//   the queued sends of bound buffers only (tcp::Pair::signalException looks at op.buf, not
-//   op.ubuf; Debian's 2022 Gloo and Gloo's main branch alike): the collective's send waits out
-//   the whole timeout although its peer is dead. Seen in tests/launch/run_slurm_nodes.sh (a
-//   trainer killed just after the group formed, over a bridge with a 1448-byte MSS): the
-//   survivor sat in UnboundBuffer::waitSend and was killed as hung. Hence opts.abandon: a call
-//   waits in slices of kAbandonPollMs and asks it in between; an abandoned call closes the
-//   group's connections (no data moves into or out of the caller's buffers after it returns)
-//   and leaves the collective to its Gloo thread, which ends at the timeout (gbt_group_close).
+// - A call that gives up (opts.abandon) closes the group's connections, through which Gloo moves
+//   no more bytes, but not the collective's thread, which goes on with the local step it is in,
+//   or starts the collective only then (group_wait.cpp), and the local steps use the buffers:
+//   all-to-all's copy of this rank's own part, allgather's copy in and its copy out, a large
+//   all-reduce's reductions. Under load a CI run lost a rank to it (SIGSEGV: Gloo's 32 MB
+//   own-part copy ran on as the test freed the buffers of the all-to-all that gave up). So
+//   with opts.abandon no call leaves Gloo a local step on the caller's buffers: an all-to-all
+//   copies its own part itself and moves the others with empty own parts (alltoall_apart: one
+//   all-to-all for two ranks, two for more; no copy added), an allgather and a large
+//   all-reduce work on the group's own buffers (staged: copied in, and out once the call
+//   succeeded), which an abandoned group keeps, and a broadcast, which has no local step,
+//   stays in place.
 #include "workers/torch/group.hpp"
+#include "workers/torch/group_wait.hpp"
 #include "workers/torch/module.h"
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#ifdef USE_C10D_NCCL
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
-#include <torch/torch.h>
 
-#include <algorithm>
-#include <cctype>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <mutex>
-#include <new>
-#include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
-struct gb_group {
-    c10::intrusive_ptr<c10d::Store> store;
-    c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
-    int rank = 0, size = 0;
-    std::chrono::milliseconds timeout{0};
-    bool failed = false; // a call failed: the group refuses every later call
-    std::vector<uint8_t> small_out, small_in; // a small all-reduce's all-to-all (grow-only)
-    std::vector<int64_t> split_send, split_recv; // all-to-all split sizes (sized once)
-    int64_t sent = 0, received = 0; // all-to-all payload to and from other ranks (gb_group_traffic)
-    int (*abandon)(void *) = nullptr; // opts.abandon
-    void *abandon_arg = nullptr;
-    c10::intrusive_ptr<c10d::Work> stuck; // an abandoned call's collective (gbt_group_close)
-#ifdef USE_C10D_NCCL
-    c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl; // device tensors (opts.nccl)
-#endif
-};
+using gbt_wait::group_call;
+using gbt_wait::wait_for;
+using gbt_wait::wait_present;
+using gbt_wait::works;
 
 namespace {
-
-// How often a waiting call asks opts.abandon.
-constexpr int64_t kAbandonPollMs = 100;
-
-// A call given up because opts.abandon said the group is gone.
-struct abandoned_error : std::runtime_error {
-    abandoned_error() : std::runtime_error("given up: another member of the group failed") {}
-};
-
-// c10d keeps a Gloo group's contexts protected: reached through a derived class's member pointer.
-struct GlooContexts : c10d::ProcessGroupGloo {
-    static std::vector<std::shared_ptr<::gloo::Context>> &of(c10d::ProcessGroupGloo &pg)
-    {
-        return pg.*(&GlooContexts::contexts_);
-    }
-};
 
 // Abandoned groups, never freed (their Gloo threads may still wait in a collective): reachable,
 // so that leak checkers do not count them.
 std::mutex abandoned_mutex;
 std::vector<gb_group *> abandoned_groups;
-
-bool contains(const std::string &haystack, const char *needle)
-{
-    return haystack.find(needle) != std::string::npos;
-}
-
-// The error code for a c10d or Gloo failure, from its message (c10d has a TimeoutError class,
-// but Gloo's transport and the work's own timeout raise plain errors).
-int code_of(const std::string &msg)
-{
-    std::string m = msg;
-    std::transform(m.begin(), m.end(), m.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (contains(m, "timed out") || contains(m, "timeout"))
-        return GB_ETIMEOUT;
-    if (contains(m, "closed by peer") || contains(m, "reset by peer") ||
-        contains(m, "connection closed") || contains(m, "broken pipe") ||
-        contains(m, "connection refused") || contains(m, "socket closed"))
-        return GB_ECLOSED;
-    return GB_ETORCH;
-}
-
-// Runs body (which waits for its work), turning an exception into GB_ETIMEOUT, GB_ECLOSED or
-// GB_ETORCH with "what (rank r of n): message"; a failure marks the group failed.
-template <class F> int group_call(gb_group *g, const char *what, gb_error *err, F &&body)
-{
-    if (g->failed)
-        return gb_error_set(err, GB_ECLOSED, "%s (rank %d of %d): the group failed in an earlier "
-                            "call; close it", what, g->rank, g->size);
-    std::string msg;
-    try {
-        body();
-        return 0;
-    } catch (const abandoned_error &e) {
-        g->failed = true;
-        return gb_error_set(err, GB_ECLOSED, "%s (rank %d of %d): %s", what, g->rank, g->size,
-                            e.what());
-    } catch (const c10::Error &e) {
-        msg = e.what_without_backtrace();
-    } catch (const std::bad_alloc &) {
-        g->failed = true;
-        return gb_error_set(err, GB_ENOMEM, "%s (rank %d of %d): out of memory", what, g->rank,
-                            g->size);
-    } catch (const std::exception &e) {
-        msg = e.what();
-    }
-    g->failed = true;
-    return gb_error_set(err, code_of(msg), "%s (rank %d of %d): %s", what, g->rank, g->size,
-                        msg.c_str());
-}
 
 c10d::AllreduceOptions allreduce_opts(const gb_group *g, gb_group_op op)
 {
@@ -145,70 +58,31 @@ c10d::AllreduceOptions allreduce_opts(const gb_group *g, gb_group_op op)
     return ao;
 }
 
-// Gives the call up (opts.abandon said so): closes every connection of the group, so that its
-// collective, still waiting in a Gloo thread, moves no more bytes, and keeps the work for close.
-[[noreturn]] void give_up(gb_group *g, const c10::intrusive_ptr<c10d::Work> &work)
-{
-    g->stuck = work;
-    if (g->pg)
-        for (auto &context : GlooContexts::of(*g->pg))
-            context->closeConnections();
-    throw abandoned_error();
-}
-
-// Waits for a call's work: at most the group's timeout, and with opts.abandon in slices, asking
-// it between them (the work's timed wait throws "Operation timed out!" at the end of a slice
-// while the work is still running, or as it ends: then waiting again returns its own result;
-// a work that ended with an error rethrows that error).
-void wait_for(gb_group *g, const c10::intrusive_ptr<c10d::Work> &work)
-{
-    if (!g->abandon) {
-        work->wait(g->timeout);
-        return;
-    }
-    const auto end = std::chrono::steady_clock::now() + g->timeout;
-    for (;;) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            end - std::chrono::steady_clock::now());
-        try {
-            work->wait(std::min(left, std::chrono::milliseconds(kAbandonPollMs)));
-            return;
-        } catch (...) {
-            if (left.count() <= kAbandonPollMs) // the whole timeout waited
-                throw;
-        }
-        if (work->isCompleted()) { // it ended as the slice did: its own result
-            work->wait(g->timeout);
-            return;
-        }
-        if (g->abandon(g->abandon_arg))
-            give_up(g, work);
-    }
-}
-
-// With opts.abandon, before Gloo's rendezvous (which waits for every rank up to the timeout,
-// unasked): each rank says it is here under "present/<rank>" and waits, asking opts.abandon,
-// until every rank is. A rank that waits for a generation the caller gave up on stops at once.
-void wait_present(gb_group *g)
-{
-    g->store->set("present/" + std::to_string(g->rank), std::vector<uint8_t>{1});
-    std::vector<std::string> keys;
-    for (int r = 0; r < g->size; r++)
-        keys.push_back("present/" + std::to_string(r));
-    const auto end = std::chrono::steady_clock::now() + g->timeout;
-    while (!g->store->check(keys)) {
-        if (g->abandon(g->abandon_arg))
-            throw abandoned_error();
-        if (std::chrono::steady_clock::now() >= end)
-            throw std::runtime_error("timed out waiting for the other ranks to join");
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-}
-
 torch::Tensor bytes_view(const void *p, size_t bytes)
 {
     static uint8_t none; // from_blob wants a pointer even for zero bytes
     return torch::from_blob(p ? const_cast<void *>(p) : &none, {(int64_t)bytes}, torch::kUInt8);
+}
+
+// The buffer a call's collective works on: with opts.abandon the group's (the file's head), at
+// least bytes, holding a copy of from where from is not NULL; else the caller's (no copy).
+uint8_t *staged(gb_group *g, std::vector<uint8_t> &stage, const void *caller, size_t bytes,
+                const void *from)
+{
+    if (!g->abandon)
+        return (uint8_t *)const_cast<void *>(caller);
+    if (stage.size() < bytes)
+        stage.resize(bytes);
+    if (from && bytes)
+        std::memcpy(stage.data(), from, bytes);
+    return stage.data();
+}
+
+// A staged result back into the caller's buffer (nothing where the call worked in place).
+void unstage(const uint8_t *stage, void *caller, size_t bytes)
+{
+    if (stage != caller && bytes)
+        std::memcpy(caller, stage, bytes);
 }
 
 bool dtype_of(gb_dtype d, torch::ScalarType *t)
@@ -350,13 +224,17 @@ extern "C" int gbt_group_open(const gb_group_opts *o, gb_group **out, gb_error *
 
 // Destroying the process group joins its worker threads: a collective still in flight after a
 // failed call ends (Gloo's own timeout) before close returns, so the call's buffers are free.
-// An abandoned call's collective may wait out the whole timeout: its group is not destroyed but
-// left to its threads (its connections closed, it touches no caller buffer again), never freed.
+// One a call left running as it ended early (group_wait.cpp's end_pending) may wait out the
+// whole timeout: its group is not destroyed but left to its threads (its connections closed,
+// it touches no caller buffer again), never freed.
 extern "C" void gbt_group_close(gb_group *g)
 {
     if (!g)
         return;
-    if (g->stuck && !g->stuck->isCompleted()) {
+    bool running = false;
+    for (auto &w : g->stuck)
+        running = running || !w->isCompleted();
+    if (running) {
         try {
             std::lock_guard<std::mutex> lock(abandoned_mutex);
             abandoned_groups.push_back(g);
@@ -398,8 +276,11 @@ extern "C" int gbt_group_allreduce(gb_group *g, gb_dtype dtype, void *buf, int64
         if (g->size > 1 &&
             (size_t)count * gb_dtype_size(dtype) * (size_t)g->size <= kSmallAllreduceBytes)
             return small_allreduce(g, dtype, buf, count, op);
-        std::vector<at::Tensor> ts{torch::from_blob(buf, {count}, t)};
+        const size_t bytes = (size_t)count * gb_dtype_size(dtype);
+        uint8_t *work = staged(g, g->stage_out, buf, bytes, buf);
+        std::vector<at::Tensor> ts{torch::from_blob(work, {count}, t)};
         wait_for(g, g->pg->allreduce(ts, allreduce_opts(g, op)));
+        unstage(work, buf, bytes);
     });
 }
 
@@ -449,13 +330,17 @@ extern "C" int gbt_group_allgather(gb_group *g, const void *in, size_t bytes, vo
     return group_call(g, "allgather", err, [&] {
         if (bytes == 0)
             return;
-        std::vector<at::Tensor> input{bytes_view(in, bytes)};
+        const size_t all = bytes * (size_t)g->size;
+        const uint8_t *src = staged(g, g->stage_in, in, bytes, in);
+        uint8_t *dst = staged(g, g->stage_out, out, all, nullptr);
+        std::vector<at::Tensor> input{bytes_view(src, bytes)};
         std::vector<std::vector<at::Tensor>> output(1);
         for (int r = 0; r < g->size; r++)
-            output[0].push_back(bytes_view((char *)out + (size_t)r * bytes, bytes));
+            output[0].push_back(bytes_view(dst + (size_t)r * bytes, bytes));
         c10d::AllgatherOptions ao;
         ao.timeout = g->timeout;
         wait_for(g, g->pg->allgather(output, input, ao));
+        unstage(dst, out, all);
     });
 }
 
@@ -477,6 +362,61 @@ extern "C" int gbt_group_broadcast(gb_group *g, void *buf, size_t bytes, int roo
     });
 }
 
+namespace {
+
+// An all-to-all with opts.abandon, in which Gloo's threads touch the caller's buffers only
+// through the group's connections (which a given-up call closes; the file's head): its own part
+// copied here, in the caller's thread, and the others moved by two concurrent all-to-alls on
+// c10d's two threads, each with an empty own part (Gloo's local copy, the step that outlived a
+// given-up call, copies nothing): "down" sends each rank's parts for the ranks below it and
+// receives those from the ranks above, "up" the other way. Parts in rank order, so each one's
+// views are contiguous. Every rank makes both calls in the same order. Two ranks make one call:
+// each has ranks on one side only, so one view skips its own part (two would cost a second
+// collective's latency: p50 over 40 calls of 64 KiB parts, forked ranks here, ~0.1-0.4 ms).
+void alltoall_apart(gb_group *g, const uint8_t *in, const size_t *send_bytes, uint8_t *out,
+                    const size_t *recv_bytes)
+{
+    const size_t n = (size_t)g->size, me = (size_t)g->rank;
+    for (auto *v : {&g->down_send, &g->down_recv, &g->up_send, &g->up_recv})
+        v->assign(n, 0); // no allocation after the first call
+    size_t below_send = 0, below_recv = 0, above_send = 0, above_recv = 0;
+    for (size_t r = 0; r < n; r++) {
+        if (r < me) {
+            g->down_send[r] = (int64_t)send_bytes[r];
+            g->up_recv[r] = (int64_t)recv_bytes[r];
+            below_send += send_bytes[r];
+            below_recv += recv_bytes[r];
+        } else if (r > me) {
+            g->up_send[r] = (int64_t)send_bytes[r];
+            g->down_recv[r] = (int64_t)recv_bytes[r];
+            above_send += send_bytes[r];
+            above_recv += recv_bytes[r];
+        }
+    }
+    const size_t own_in = below_send, own_out = below_recv, own = send_bytes[me];
+    c10d::AllToAllOptions ao;
+    ao.timeout = g->timeout;
+    at::Tensor down_in = bytes_view(in, below_send),
+               down_out = bytes_view(out ? out + own_out + own : nullptr, above_recv),
+               up_in = bytes_view(in ? in + own_in + own : nullptr, above_send),
+               up_out = bytes_view(out, below_recv);
+    works ws;
+    if (n == 2) { // the other rank is below (down) or above (up): one call, one side
+        const bool down = me == 1;
+        ws.push_back(g->pg->alltoall_base(down ? up_out : down_out, down ? down_in : up_in,
+                                          down ? g->up_recv : g->down_recv,
+                                          down ? g->down_send : g->up_send, ao));
+    } else {
+        ws.push_back(g->pg->alltoall_base(down_out, down_in, g->down_recv, g->down_send, ao));
+        ws.push_back(g->pg->alltoall_base(up_out, up_in, g->up_recv, g->up_send, ao));
+    }
+    if (own) // while the others move
+        std::memcpy(out + own_out, in + own_in, own);
+    wait_for(g, ws);
+}
+
+} // namespace
+
 extern "C" int gbt_group_alltoall(gb_group *g, const void *in, const size_t *send_bytes,
                                   void *out, const size_t *recv_bytes, gb_error *err)
 {
@@ -488,17 +428,24 @@ extern "C" int gbt_group_alltoall(gb_group *g, const void *in, const size_t *sen
     if ((st > 0 && !in) || (rt > 0 && !out))
         return gb_error_set(err, GB_EINVAL, "alltoall: NULL buffer for %zu bytes out, %zu in",
                             st, rt);
+    if (send_bytes[g->rank] != recv_bytes[g->rank])
+        return gb_error_set(err, GB_EINVAL, "alltoall: rank %d sends itself %zu bytes but "
+                            "receives %zu", g->rank, send_bytes[g->rank], recv_bytes[g->rank]);
     return group_call(g, "alltoall", err, [&] {
-        g->split_send.resize((size_t)g->size); // no allocation after the first call
-        g->split_recv.resize((size_t)g->size);
-        for (int r = 0; r < g->size; r++) {
-            g->split_send[(size_t)r] = (int64_t)send_bytes[r];
-            g->split_recv[(size_t)r] = (int64_t)recv_bytes[r];
+        if (g->abandon && g->size > 1) {
+            alltoall_apart(g, (const uint8_t *)in, send_bytes, (uint8_t *)out, recv_bytes);
+        } else {
+            g->split_send.resize((size_t)g->size); // no allocation after the first call
+            g->split_recv.resize((size_t)g->size);
+            for (int r = 0; r < g->size; r++) {
+                g->split_send[(size_t)r] = (int64_t)send_bytes[r];
+                g->split_recv[(size_t)r] = (int64_t)recv_bytes[r];
+            }
+            at::Tensor input = bytes_view(in, st), output = bytes_view(out, rt);
+            c10d::AllToAllOptions ao;
+            ao.timeout = g->timeout;
+            wait_for(g, g->pg->alltoall_base(output, input, g->split_recv, g->split_send, ao));
         }
-        at::Tensor input = bytes_view(in, st), output = bytes_view(out, rt);
-        c10d::AllToAllOptions ao;
-        ao.timeout = g->timeout;
-        wait_for(g, g->pg->alltoall_base(output, input, g->split_recv, g->split_send, ao));
         g->sent += (int64_t)(st - send_bytes[g->rank]);
         g->received += (int64_t)(rt - recv_bytes[g->rank]);
     });

@@ -2,7 +2,8 @@
  * (ProcessGroupGloo on CPU memory; ProcessGroupNCCL for the GPU trainers' gradients)
  * over a c10d store rendezvous (a FileStore in the run directory, or a TCPStore that rank 0
  * serves). Nothing here is home-made: the calls wrap c10d's, on tensors that view the caller's
- * buffers (no copy in or out).
+ * buffers (no copy in or out; with opts.abandon an allgather and an all-reduce over 256 KiB
+ * copy through the group's own buffers: below).
  * defines: the call names gb_group_* (through the bridge's table, workers/torch/bridge.h, which
  *          also defines the types gb_group, gb_group_opts and gb_group_op)
  *
@@ -13,10 +14,12 @@
  * could not write in place waits out the timeout: group.cpp); opts.abandon, asked every 0.1 s of a
  * wait, ends it at once with GB_ECLOSED ("given up"). After a failed call the group is unusable:
  * every later call returns GB_ECLOSED; close it, and only then reuse or free the failed call's
- * buffers (c10d may still be working on them until close has joined its threads; a given-up call's
- * group has its connections closed first and is left to its threads). An allreduce, allgather or
- * broadcast of zero values returns at once (every rank passes the same size). One thread at a time
- * per group.
+ * buffers (c10d may still be working on them until close has joined its threads). With
+ * opts.abandon the buffers are the caller's again as soon as any call returns, given up or
+ * failed: the collective c10d may still run (until its timeout; close leaves such a group to its
+ * threads) moves no more bytes, and no local step of it works on them (group.cpp). An
+ * allreduce, allgather or broadcast of zero values returns at once (every rank passes the same
+ * size). One thread at a time per group.
  *
  * Debian's libtorch 1.13 is CPU-only (no ProcessGroupNCCL symbols): groups are Gloo groups on
  * CPU memory. Built against a libtorch with NCCL (USE_C10D_NCCL: PyTorch's CUDA wheels), a group

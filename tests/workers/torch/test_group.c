@@ -2,8 +2,9 @@
  * forked processes: allreduce (sum, min, max on float32, float64, int64, int32, uint8),
  * allgather, broadcast from a non-zero root, all-to-all with uneven and zero sizes (every byte
  * checked), barrier, on a FileStore and on a TCPStore (also on any free port that rank 0
- * publishes), the all-to-all traffic count, bad options. Failures: test_group_failures.c.
- * The parent never calls libtorch: every rank is a child forked from a clean process. */
+ * publishes), with opts.abandon set (its own paths), the all-to-all traffic count, bad
+ * options. Failures: test_group_failures.c. The parent never calls libtorch: every rank is a
+ * child forked from a clean process. */
 #include "workers/torch/group_ranks.h"
 
 #include <arpa/inet.h>
@@ -224,6 +225,24 @@ static void test_file_store(void)
     CHECK_EQ_INT(run_ranks(file_opts(3, 20.0), collectives_rank, 90), 0);
 }
 
+/* With opts.abandon (never gone here) the calls work otherwise (group.cpp): allreduce and
+ * allgather on the group's own buffers, all-to-all with empty own parts (as two where some rank
+ * has ranks both below and above it, as in four). */
+static int never_gone(void *arg)
+{
+    (void)arg;
+    return 0;
+}
+
+static void test_abandon_set(void)
+{
+    for (int size = 2; size <= 4; size += 2) { /* two ranks make one all-to-all, more two */
+        gb_group_opts o = file_opts(size, 20.0);
+        o.abandon = never_gone;
+        CHECK_EQ_INT(run_ranks(o, collectives_rank, 90), 0);
+    }
+}
+
 static void test_tcp_store(void)
 {
     int port = free_port();
@@ -338,6 +357,7 @@ int main(void)
     }
     TEST_RUN(test_bad_options);
     TEST_RUN(test_file_store);
+    TEST_RUN(test_abandon_set);
     TEST_RUN(test_tcp_store);
     TEST_RUN(test_tcp_store_any_port);
     TEST_RUN(test_prefixes);

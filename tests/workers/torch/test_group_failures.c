@@ -1,8 +1,9 @@
 /* tests/workers/torch/test_group_failures.c: the trainers' process group (workers/torch/group.h)
  * when a rank fails, across forked processes: a rendezvous that misses a rank, a peer that exits
  * and a peer that hangs make the calls fail with an error instead of hanging; and giving up
- * (gb_group_opts.abandon): a call and a rendezvous said gone end at once, and a peer killed in
- * the middle of a large all-to-all never leaves the other waiting out the timeout. */
+ * (gb_group_opts.abandon): a call and a rendezvous said gone end at once, a given-up call's
+ * buffers are the caller's again when it returns, and a peer killed in the middle of a large
+ * all-to-all never leaves the other waiting out the timeout. */
 #include "workers/torch/group_ranks.h"
 #include "runtime/base/clock.h"
 
@@ -140,6 +141,50 @@ static int abandoned_call_rank(gb_group_opts *o)
     return test_failures_;
 }
 
+/* Rank 1 joins and hangs; the group is said gone 0.3 s into rank 0's 2 MB all-to-all: the call
+ * gives up with its own part copied and nothing from rank 1, and Gloo's threads touch neither
+ * buffer after it returned (Gloo's own local copy did, into freed memory, before group.cpp
+ * gave it an empty own part): what the caller writes there stays, and they are free at once. */
+static int abandoned_alltoall_rank(gb_group_opts *o)
+{
+    gb_error err = {0};
+    gb_group *g = open_hung(o, &err);
+    if (!g)
+        return 1;
+    pid_t child = fork(); /* says the group is gone while rank 0 waits */
+    if (child == 0) {
+        usleep(300 * 1000);
+        set_gone();
+        _exit(0);
+    }
+    const size_t part = 1u << 20;
+    uint8_t *in = malloc(2 * part), *out = malloc(2 * part);
+    memset(in, 0x22, 2 * part);
+    memset(out, 0x5a, 2 * part);
+    size_t sizes[2] = {part, part};
+    int rc = gb_group_alltoall(g, in, sizes, out, sizes, &err);
+    CHECK_MSG(rc == GB_ECLOSED && strstr(err.msg, "given up"), "alltoall returned %d: %s", rc,
+              err.msg);
+    size_t wrong = 0;
+    for (size_t i = 0; i < 2 * part; i++)
+        wrong += out[i] != (i < part ? 0x22 : 0x5a);
+    CHECK_MSG(wrong == 0, "%zu bytes of the given-up all-to-all's out are not its own part or "
+              "untouched", wrong);
+    memset(in, 0x11, 2 * part);
+    memset(out, 0xa5, 2 * part);
+    usleep(200 * 1000); /* time for a collective still at work to write */
+    size_t changed = 0;
+    for (size_t i = 0; i < 2 * part; i++)
+        changed += (in[i] != 0x11) + (out[i] != 0xa5);
+    CHECK_MSG(changed == 0, "%zu bytes of the caller's buffers changed after the call", changed);
+    free(in);
+    free(out);
+    gb_group_close(g);
+    CHECK(write(hang_pipe[1], "x", 1) == 1);
+    waitpid(child, NULL, 0);
+    return test_failures_;
+}
+
 /* Rank 1 never comes; the group is said gone 0.3 s into rank 0's rendezvous: the open gives up
  * (GB_ECLOSED) instead of waiting out the timeout. */
 static int abandoned_open_rank(gb_group_opts *o)
@@ -202,6 +247,10 @@ static void test_abandon(void)
     snprintf(gone_flag, sizeof gone_flag, "%s/gone", group_dir);
     CHECK(pipe(hang_pipe) == 0);
     CHECK_EQ_INT(run_ranks(abandon_opts(), abandoned_call_rank, 60), 0);
+    close(hang_pipe[0]);
+    close(hang_pipe[1]);
+    CHECK(pipe(hang_pipe) == 0);
+    CHECK_EQ_INT(run_ranks(abandon_opts(), abandoned_alltoall_rank, 60), 0);
     close(hang_pipe[0]);
     close(hang_pipe[1]);
     CHECK_EQ_INT(run_ranks(abandon_opts(), abandoned_open_rank, 60), 0);
