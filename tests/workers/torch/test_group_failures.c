@@ -108,6 +108,18 @@ static void set_gone(void) /* async-signal-safe: called in children forked from 
         close(fd);
 }
 
+/* Forks a child that says the group is gone 0.3 s from now; its pid. */
+static pid_t gone_soon(void)
+{
+    pid_t child = fork();
+    if (child == 0) {
+        usleep(300 * 1000);
+        set_gone();
+        _exit(0);
+    }
+    return child;
+}
+
 /* Rank 1 joins and hangs; the group is said gone 0.3 s into rank 0's broadcast: the call gives
  * up at once (GB_ECLOSED, not the 30 s timeout), later calls are refused, and close returns
  * though the collective still waits in Gloo's thread. */
@@ -117,12 +129,7 @@ static int abandoned_call_rank(gb_group_opts *o)
     gb_group *g = open_hung(o, &err);
     if (!g)
         return 1;
-    pid_t child = fork(); /* says the group is gone while rank 0 waits */
-    if (child == 0) {
-        usleep(300 * 1000);
-        set_gone();
-        _exit(0);
-    }
+    pid_t child = gone_soon(); /* while rank 0 waits */
     uint8_t buf[64] = {0};
     double t0 = gb_now_s();
     int rc = gb_group_broadcast(g, buf, sizeof buf, 1, &err);
@@ -151,12 +158,7 @@ static int abandoned_alltoall_rank(gb_group_opts *o)
     gb_group *g = open_hung(o, &err);
     if (!g)
         return 1;
-    pid_t child = fork(); /* says the group is gone while rank 0 waits */
-    if (child == 0) {
-        usleep(300 * 1000);
-        set_gone();
-        _exit(0);
-    }
+    pid_t child = gone_soon(); /* while rank 0 waits */
     const size_t part = 1u << 20;
     uint8_t *in = malloc(2 * part), *out = malloc(2 * part);
     memset(in, 0x22, 2 * part);
