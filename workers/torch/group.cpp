@@ -372,7 +372,8 @@ namespace {
 // receives those from the ranks above, "up" the other way. Parts in rank order, so each one's
 // views are contiguous. Every rank makes both calls in the same order. Two ranks make one call:
 // each has ranks on one side only, so one view skips its own part (two would cost a second
-// collective's latency: p50 over 40 calls of 64 KiB parts, forked ranks here, ~0.1-0.4 ms).
+// collective's latency: p50 over 40 calls of 64 KiB parts, forked ranks here, ~0.1-0.4 ms);
+// one rank alone makes none (its own part is all there is).
 void alltoall_apart(gb_group *g, const uint8_t *in, const size_t *send_bytes, uint8_t *out,
                     const size_t *recv_bytes)
 {
@@ -406,7 +407,7 @@ void alltoall_apart(gb_group *g, const uint8_t *in, const size_t *send_bytes, ui
         ws.push_back(g->pg->alltoall_base(down ? up_out : down_out, down ? down_in : up_in,
                                           down ? g->up_recv : g->down_recv,
                                           down ? g->down_send : g->up_send, ao));
-    } else {
+    } else if (n > 2) { // one rank alone has nothing to move
         ws.push_back(g->pg->alltoall_base(down_out, down_in, g->down_recv, g->down_send, ao));
         ws.push_back(g->pg->alltoall_base(up_out, up_in, g->up_recv, g->up_send, ao));
     }
@@ -432,7 +433,7 @@ extern "C" int gbt_group_alltoall(gb_group *g, const void *in, const size_t *sen
         return gb_error_set(err, GB_EINVAL, "alltoall: rank %d sends itself %zu bytes but "
                             "receives %zu", g->rank, send_bytes[g->rank], recv_bytes[g->rank]);
     return group_call(g, "alltoall", err, [&] {
-        if (g->abandon && g->size > 1) {
+        if (g->abandon) {
             alltoall_apart(g, (const uint8_t *)in, send_bytes, (uint8_t *)out, recv_bytes);
         } else {
             g->split_send.resize((size_t)g->size); // no allocation after the first call
