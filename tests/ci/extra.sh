@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/ci/extra.sh: the checks .ci/run adds after the main and sanitizer test runs:
+# tests/ci/extra.sh: the checks .ci/run adds to the main and sanitizer test runs:
 #  - ThreadSanitizer, one build (build-tsan) with libtorch on, so the workers are instrumented too:
 #    - the replay's concurrency tests (the replay does not use ZeroMQ): no suppressions;
 #    - the stream tests (the pipelined inference server's threads; the sample stream's counters
@@ -12,14 +12,19 @@
 #      libgomp, BLAS: not instrumented). Every process inherits TSAN_OPTIONS: a race in our code
 #      makes the worker exit with status 66 and the run fail;
 #  - a bounded libFuzzer run (60 s) of the wire header decoder, beside the TSan ctest tests.
-# usage: tests/ci/extra.sh [build|test]: build only, test only (what was built), or both (default).
-# .ci/run builds while its main tests run and tests after them (the fuzz target, one clang call,
-# is built by the test step). On 2 cores the builds take about 10 minutes with a cold ccache
-# (mostly the instrumented libtorch bridge).
+# usage: tests/ci/extra.sh [build|test|quiet|tail]: build only, test only (what was built), or
+# both (default). The tests are two parts: quiet (the TSan ctest tests but the timed ones, and the
+# fuzzer), which .ci/run runs at the lowest CPU priority beside its main tests, and tail (the
+# timed TSan tests and the real run, which need the cores), which it runs after them; test is
+# quiet then tail.
+# .ci/run builds while its main tests run (the fuzz target, one clang call, is built by the quiet
+# part). On 2 cores the builds take about 10 minutes with a cold ccache (mostly the instrumented
+# libtorch bridge).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 what=${1:-all}
-case "$what" in build|test|all) ;; *) echo "usage: $0 [build|test]" >&2; exit 2 ;; esac
+case "$what" in build|test|quiet|tail|all) ;; *) echo "usage: $0 [build|test|quiet|tail]" >&2
+  exit 2 ;; esac
 jobs=$(nproc)
 tsan() { # tsan SUPPRESSIONS_FILE|- COMMAND...: runs COMMAND with fatal TSan reports
   local supp=$1
@@ -33,7 +38,7 @@ replay_tests="test_replay_concurrency test_replay_basic test_replay_ratelimit te
 stream_tests="test_inference test_inference_pipelined test_sample test_malformed_peer test_registry
   test_runctl"
 worker_tests="test_torch_model test_torch_losses test_inline_learn"
-if [ "$what" != test ]; then
+if [ "$what" = build ] || [ "$what" = all ]; then
   # line tables only (-g1), as .ci/run's ASan build: reports keep file and line, a third less CPU
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGEARBOX_SANITIZE=thread \
     -DGEARBOX_CUDA=OFF -DGEARBOX_TORCH=ON -DGEARBOX_TESTS=ON -DGEARBOX_WERROR=ON \
@@ -43,27 +48,34 @@ if [ "$what" != test ]; then
   cmake --build build-tsan -j"$jobs" --target gearbox $replay_tests $stream_tests $worker_tests
 fi
 [ "$what" != build ] || exit 0
-# The fuzzer (one process, one core, 60 s) runs beside the TSan unit and integration tests (one
-# at a time), its output to a log shown when it fails; not beside the real run below, whose
-# workers under TSan need the cores to drain their chunks within the launcher's stop.
-mkdir -p build-fuzz
-tests/fuzz/run_fuzz.sh 60 build-fuzz > build-fuzz/fuzz.log 2>&1 &
-fuzz=$!
 re() { echo "^($(echo "$@" | tr ' ' '|'))$"; }
-# shellcheck disable=SC2086
-tsan - ctest --test-dir build-tsan --output-on-failure -R "$(re $replay_tests)"
-# shellcheck disable=SC2086
-tsan tests/runtime/streams/tsan.supp ctest --test-dir build-tsan --output-on-failure \
-  -R "$(re $stream_tests)"
-# shellcheck disable=SC2086
-tsan tests/ci/tsan_workers.supp ctest --test-dir build-tsan --output-on-failure \
-  -R "$(re $worker_tests)"
-if ! wait "$fuzz"; then
-  tail -n 60 build-fuzz/fuzz.log
-  echo "extra.sh: the fuzz run failed (the end of build-fuzz/fuzz.log is above)" >&2
-  exit 1
+if [ "$what" != tail ]; then
+  # The fuzzer (one process, one core, 60 s) runs beside the TSan unit and integration tests (one
+  # at a time), its output to a log shown when it fails; not beside the real run below, whose
+  # workers under TSan need the cores to drain their chunks within the launcher's stop.
+  mkdir -p build-fuzz
+  tests/fuzz/run_fuzz.sh 60 build-fuzz > build-fuzz/fuzz.log 2>&1 &
+  fuzz=$!
+  # shellcheck disable=SC2086
+  tsan - ctest --test-dir build-tsan --output-on-failure -LE timed -R "$(re $replay_tests)"
+  # shellcheck disable=SC2086
+  tsan tests/runtime/streams/tsan.supp ctest --test-dir build-tsan --output-on-failure -LE timed \
+    -R "$(re $stream_tests)"
+  # shellcheck disable=SC2086
+  tsan tests/ci/tsan_workers.supp ctest --test-dir build-tsan --output-on-failure -LE timed \
+    -R "$(re $worker_tests)"
+  if ! wait "$fuzz"; then
+    tail -n 60 build-fuzz/fuzz.log
+    echo "extra.sh: the fuzz run failed (the end of build-fuzz/fuzz.log is above)" >&2
+    exit 1
+  fi
+  grep -E "^(Done|stat::)" build-fuzz/fuzz.log || tail -n 3 build-fuzz/fuzz.log
 fi
-grep -E "^(Done|stat::)" build-fuzz/fuzz.log || tail -n 3 build-fuzz/fuzz.log
+[ "$what" != quiet ] || exit 0
+# The timed ones of those tests (label timed: test_runctl), at the cores' normal priority.
+# shellcheck disable=SC2086
+tsan tests/runtime/streams/tsan.supp ctest --test-dir build-tsan --output-on-failure -L timed \
+  -R "$(re $replay_tests $stream_tests $worker_tests)"
 # A real distributed run under TSan: small budget (TSan slows libtorch's callers 5-15x); any
 # return counts, the point is that every process runs and stops without a report.
 tsan tests/ci/tsan_workers.supp tests/launch/run_learns.sh build-tsan/gearbox \
