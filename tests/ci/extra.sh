@@ -57,12 +57,12 @@ if [ "$what" != tail ]; then
   tests/fuzz/run_fuzz.sh 60 build-fuzz > build-fuzz/fuzz.log 2>&1 &
   fuzz=$!
   # shellcheck disable=SC2086
-  tsan - ctest --test-dir build-tsan --output-on-failure -LE timed -R "$(re $replay_tests)"
+  tsan - ctest --test-dir build-tsan --output-on-failure -LE '^timed$' -R "$(re $replay_tests)"
   # shellcheck disable=SC2086
-  tsan tests/runtime/streams/tsan.supp ctest --test-dir build-tsan --output-on-failure -LE timed \
-    -R "$(re $stream_tests)"
+  tsan tests/runtime/streams/tsan.supp ctest --test-dir build-tsan --output-on-failure \
+    -LE '^timed$' -R "$(re $stream_tests)"
   # shellcheck disable=SC2086
-  tsan tests/ci/tsan_workers.supp ctest --test-dir build-tsan --output-on-failure -LE timed \
+  tsan tests/ci/tsan_workers.supp ctest --test-dir build-tsan --output-on-failure -LE '^timed$' \
     -R "$(re $worker_tests)"
   if ! wait "$fuzz"; then
     tail -n 60 build-fuzz/fuzz.log
@@ -74,7 +74,7 @@ fi
 [ "$what" != quiet ] || exit 0
 # The timed ones of those tests (label timed: test_runctl), at the cores' normal priority.
 # shellcheck disable=SC2086
-tsan tests/runtime/streams/tsan.supp ctest --test-dir build-tsan --output-on-failure -L timed \
+tsan tests/runtime/streams/tsan.supp ctest --test-dir build-tsan --output-on-failure -L '^timed$' \
   -R "$(re $replay_tests $stream_tests $worker_tests)"
 # A real distributed run under TSan: small budget (TSan slows libtorch's callers 5-15x); any
 # return counts, the point is that every process runs and stops without a report.
