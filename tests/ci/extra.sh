@@ -11,7 +11,8 @@
 #      processes, each with its threads) with tests/ci/tsan_workers.supp (libzmq, libtorch,
 #      libgomp, BLAS: not instrumented). Every process inherits TSAN_OPTIONS: a race in our code
 #      makes the worker exit with status 66 and the run fail;
-#  - a bounded libFuzzer run (60 s) of the wire header decoder, beside the TSan ctest tests.
+#  - a bounded libFuzzer run (8M inputs, at most 240 s) of the wire header decoder, beside the
+#    TSan ctest tests.
 # usage: tests/ci/extra.sh [build|test|quiet|tail]: build only, test only (what was built), or
 # both (default). The tests are two parts: quiet (the TSan ctest tests but the timed ones, and the
 # fuzzer), which .ci/run runs at the lowest CPU priority beside its main tests, and tail (the
@@ -50,11 +51,13 @@ fi
 [ "$what" != build ] || exit 0
 re() { echo "^($(echo "$@" | tr ' ' '|'))$"; }
 if [ "$what" != tail ]; then
-  # The fuzzer (one process, one core, 60 s) runs beside the TSan unit and integration tests (one
-  # at a time), its output to a log shown when it fails; not beside the real run below, whose
-  # workers under TSan need the cores to drain their chunks within the launcher's stop.
+  # The fuzzer (one process, one core) runs beside the TSan unit and integration tests (one at a
+  # time), its output to a log shown when it fails; not beside the real run below, whose workers
+  # under TSan need the cores to drain their chunks within the launcher's stop. Bounded by inputs
+  # (8M; 60 s of a whole core of the 2-core AMD EPYC made 8.8M), with 240 s at most, since
+  # .ci/run gives it only the idle CPU.
   mkdir -p build-fuzz
-  tests/fuzz/run_fuzz.sh 60 build-fuzz > build-fuzz/fuzz.log 2>&1 &
+  tests/fuzz/run_fuzz.sh 240 build-fuzz 8000000 > build-fuzz/fuzz.log 2>&1 &
   fuzz=$!
   # shellcheck disable=SC2086
   tsan - ctest --test-dir build-tsan --output-on-failure -LE '^timed$' -R "$(re $replay_tests)"
