@@ -58,6 +58,14 @@ stop_round=$((trainer_round == 3 ? 4 : 3 + RANDOM % 2))
 kills=() stopped=""
 # once the launcher stops the workers (the run solved), a worker killed fails the run: no more
 ending() { ! kill -0 "$launcher" 2>/dev/null || grep -q "stopping the workers" "$logs/launcher.log"; }
+# A kill is made with the launcher held (SIGSTOP), from the last look at its log until the victim
+# is dead (a zombie): a stop the launcher decides after that finds the death first (its watchdog
+# runs before it decides) and restarts the worker; one it decided before is in its log, and the
+# round kills nothing. (Without the hold a kill once landed just after the run solved: the
+# trainer died in the stop, and the run failed as it must.)
+hold() { kill -STOP "$launcher" 2>/dev/null; }
+release() { kill -CONT "$launcher" 2>/dev/null; }
+gone() { [ ! -e "/proc/$1" ] || grep -q "^State:.*Z" "/proc/$1/status" 2>/dev/null; }
 for round in $(seq 1 $rounds); do
   sleep 1
   ending && break
@@ -73,9 +81,13 @@ for round in $(seq 1 $rounds); do
   fi
   v=${victims[$((RANDOM % ${#victims[@]}))]}
   [ "$round" -eq "$trainer_round" ] && v=trainer-0
-  wait_ready "$v" && ! ending || break
+  wait_ready "$v" || break
   p=$(pid_of "$v")
+  hold
+  ending && { release; break; }
   [ -n "$p" ] && kill -KILL "$p" 2>/dev/null && { echo "round $round: SIGKILL $v (pid $p)"; kills+=("$v"); }
+  for _ in $(seq 100); do [ -z "$p" ] || gone "$p" && break; sleep 0.01; done
+  release
 done
 printf '%s\n' "${kills[@]}" | grep -qx trainer-0 || fail "the run ended before the trainer was killed"
 [ -n "$stopped" ] || fail "the run ended before a worker was stopped"
