@@ -7,9 +7,9 @@
 #   run P: CartPole PPO over the two trainers solves (the config's 475);
 #   run D: CartPole DQN with prioritized replay and global selection (one weighted draw over
 #          both shards, rows gathered by their owners and sent over the network) learns to a
-#          mean return of 120 (random play: 22), run_kill_trainer's target, with
-#          run_dqn_2trainers' settings (at 200 it was the suite's longest test: 120 at 57 s, 200
-#          at 150 s in one CI run; two DQN trainers take about 4 ms a step on 2 cores); what trainer 1's all-to-alls
+#          mean return of 150 (random play: 22) with run_dqn_2trainers' settings (larger
+#          steps: two DQN trainers take about 4 ms a step on 2 cores; 120 took 57 s in one CI
+#          run with the smaller steps those settings had before); what trainer 1's all-to-alls
 #          sent and received (agreement, selection, rows, priorities, and the gradients' small
 #          all-reduces, which go as one all-to-all) must have crossed h2's veth, and both are
 #          printed beside it; and the joined trainer's worker is SIGKILLed mid-run: gearbox
@@ -100,8 +100,9 @@ two_hosts p "$ppo" --set experiment.max_seconds=150 --set trainer.replay.min_siz
 
 KILL_JOINED=1 two_hosts d "$dqn" --set launch.heartbeat_timeout_s=$heartbeat \
   --set trainer.replay.selection=global --set experiment.max_seconds=380 \
-  --set experiment.target_return=120 --set trainer.algorithm.lr=0.0005 \
-  --set trainer.replay.samples_per_insert=32 --set trainer.algorithm.dqn.epsilon_decay_steps=10000
+  --set experiment.target_return=150 --set trainer.replay.samples_per_insert=32 \
+  --set trainer.batch_size=32 --set trainer.algorithm.dqn.tau=0.02 \
+  --set trainer.algorithm.dqn.epsilon_decay_steps=10000
 read -r sent received < <(sed -n \
   's/.*all-to-all traffic .*: \([0-9]*\) bytes sent, \([0-9]*\) received.*/\1 \2/p' "$tlog")
 [ -n "${sent:-}" ] && [ "$sent" -gt 0 ] && [ "$received" -gt 0 ] ||
