@@ -16,7 +16,7 @@ gearbox=$1 config=$2 probe=$3 work=$4
 rm -rf "$work"; mkdir -p "$work"
 run="$work/run"
 core=(--set policy.model.core=lstm --set policy.model.core_size=8) # S = 16
-"$gearbox" run "$config" --run-dir "$run" "${core[@]}" --set experiment.max_seconds=25 \
+"$gearbox" run "$config" --run-dir "$run" "${core[@]}" --set experiment.max_seconds=14 \
   --set experiment.max_env_steps=0 --set experiment.target_return=1e9 \
   --set trainer.checkpoint_every_s=2 --set launch.progress=off > "$work/out.log" 2>&1 &
 launcher=$!
@@ -57,10 +57,10 @@ check_ledger "$s"
   fail "gearbox eval failed: $(tail -2 "$work/eval.log")"
 [ "$(json_get "$work/eval.json" episodes)" = 3 ] || fail "eval: $(cat "$work/eval.json")"
 
-# resume (the time budget counts the first 25 s too): the model, its optimiser and the replay
+# resume (the time budget counts the first 14 s too): the model, its optimiser and the replay
 # with its state column come back, and it trains on
 before=$(json_get "$s" train_steps)
-"$gearbox" run --resume "$run" --set experiment.max_seconds=35 --set launch.progress=off \
+"$gearbox" run --resume "$run" --set experiment.max_seconds=22 --set launch.progress=off \
   > "$work/resume.log" 2>&1 || fail "resume failed: $(tail -2 "$work/resume.log")"
 after=$(json_get "$s" train_steps)
 echo "resume: $before -> $after train steps"
@@ -69,7 +69,7 @@ grep -q "replay restored" "$run/logs/trainer-0.log" || fail "resume: the replay 
 
 "$gearbox" run "$config" --run-dir "$work/inline" "${core[@]}" --set launch.mode=inline \
   --set experiment.eval_every=0 \
-  --set experiment.max_seconds=8 --set experiment.max_env_steps=0 \
+  --set experiment.max_seconds=5 --set experiment.max_env_steps=0 \
   --set experiment.target_return=1e9 --set launch.progress=off > "$work/inline.log" 2>&1 ||
   fail "inline run failed: $(tail -2 "$work/inline.log")"
 [ "$(json_get "$work/inline/summary.json" train_steps)" -gt 0 ] || fail "inline: no training"

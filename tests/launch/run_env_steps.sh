@@ -13,7 +13,7 @@ gearbox=$1 config=$2 probe=$3 work=$4
 rm -rf "$work"; mkdir -p "$work"
 run="$work/run"
 "$gearbox" run "$config" --run-dir "$run" --record "$work/data" \
-  --set experiment.max_seconds=15 --set experiment.max_env_steps=0 \
+  --set experiment.max_seconds=6 --set experiment.max_env_steps=0 \
   --set experiment.target_return=1e9 --set launch.progress=off > "$work/out.log" 2>&1
 status=$?
 tail -3 "$work/out.log"

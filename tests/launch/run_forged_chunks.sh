@@ -13,7 +13,7 @@ gearbox=$1 config=$2 probe=$3 work=$4
 rm -rf "$work"; mkdir -p "$work"
 run="$work/run"
 # ends at max_seconds (exit 0), never solved first: the probe must find the run alive
-"$gearbox" run "$config" --run-dir "$run" --set experiment.max_seconds=25 \
+"$gearbox" run "$config" --run-dir "$run" --set experiment.max_seconds=10 \
   --set experiment.max_env_steps=0 --set experiment.target_return=1e9 \
   --set launch.progress=off > "$work/out.log" 2>&1 &
 launcher=$!

@@ -22,7 +22,7 @@ gearbox=$1 config=$2 forger=$3 work=$4
 rm -rf "$work"; mkdir -p "$work"
 run="$work/run"
 # lr 0: the policy never improves, so only a forged claim could reach the target of 500
-"$gearbox" run "$config" --run-dir "$run" --set experiment.max_seconds=22 \
+"$gearbox" run "$config" --run-dir "$run" --set experiment.max_seconds=16 \
   --set experiment.max_env_steps=0 --set experiment.target_return=500 \
   --set experiment.eval_every=0 --set trainer.algorithm.lr=0 --set actors.count=2 \
   --set launch.heartbeat_timeout_s=4 --set launch.progress=off > "$work/out.log" 2>&1 &
