@@ -137,9 +137,11 @@ static void header_counters(const gb_replay *r, ck_header *h)
 /* Snapshots the metadata into h, rec (the live items, each pinned) and freeq (the free queue,
  * then the blocks being written or pinned, which are free after a restore), under the lock.
  * Sets h->items and h->free_blocks. */
-static void snapshot(gb_replay *r, ck_header *h, ck_record *rec, int64_t *freeq)
+static void snapshot(gb_replay *r, ck_header *h, ck_record *rec, int64_t *freeq,
+                     uint64_t *digest)
 {
     pthread_mutex_lock(&r->mu);
+    gb_replay_digest_locked(r, digest); /* of exactly what the file will hold */
     header_schema(r, h);
     const gb_replay_status *st = &r->st;
     int64_t n = st->size, nf = 0;
@@ -234,7 +236,8 @@ int gb_replay_checkpoint(gb_replay *r, const char *path, gb_error *err)
         return gb_error_set(err, GB_ENOMEM, "replay checkpoint: out of memory");
     }
     /* Snapshot the metadata and pin every item under the lock; stream with no lock held. */
-    snapshot(r, h, rec, freeq);
+    uint64_t digest = 0;
+    snapshot(r, h, rec, freeq, &digest);
     ck_out o = {NULL, tmp, err, 0};
     write_file(r, &o, h, rec, freeq);
     if (!o.rc && rename(tmp, path) != 0)
@@ -246,6 +249,10 @@ int gb_replay_checkpoint(gb_replay *r, const char *path, gb_error *err)
     pthread_mutex_lock(&r->mu);
     for (int64_t k = 0; k < (int64_t)h->items; k++)
         gb_index_unpin(r, rec[k].index);
+    if (!o.rc) {
+        r->ckpt_items = (int64_t)h->items;
+        r->ckpt_digest = digest;
+    }
     pthread_mutex_unlock(&r->mu);
     free(h);
     free(rec);

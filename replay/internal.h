@@ -220,7 +220,15 @@ struct gb_replay {
     int port_running;
     uint64_t port_seen; /* the request sequence when serving began: the port thread serves
                            every request after it, also one sent before the thread ran */
+
+    /* What the last successful gb_replay_checkpoint wrote (its snapshot's digest and items;
+     * ckpt_items -1 before one): gb_replay_checkpoint_digest. Under mu. */
+    int64_t ckpt_items;
+    uint64_t ckpt_digest;
 };
+
+/* gb_replay_digest with r->mu held (replay.c). */
+int64_t gb_replay_digest_locked(gb_replay *r, uint64_t *digest);
 
 /* Index manager (index.c). All of these run with r->mu held. */
 enum { GB_REMOVE_EVICT, GB_REMOVE_SAMPLED_OUT, GB_REMOVE_EXPIRED };

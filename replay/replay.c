@@ -53,6 +53,7 @@ int gb_replay_create(const gb_replay_options *o, gb_replay **out, gb_error *err)
     r->ncol = o->ncolumns;
     r->timeout_s = o->timeout_s;
     r->beta = o->beta;
+    r->ckpt_items = -1;
     r->shm.fd = -1;
     gb_ratelimit_set(&r->rl, o->min_size, o->samples_per_insert, o->error_buffer, r->max_size,
                      o->max_times_sampled, NULL);
@@ -244,11 +245,10 @@ static uint64_t digest_mix(uint64_t h, uint64_t v)
     return h ^ (h >> 31);
 }
 
-int64_t gb_replay_digest(gb_replay *r, uint64_t *digest)
+int64_t gb_replay_digest_locked(gb_replay *r, uint64_t *digest)
 {
     uint64_t h = 0x6a09e667f3bcc908ULL;
     int64_t n = 0;
-    pthread_mutex_lock(&r->mu);
     const gb_replay_status *st = &r->st;
     for (int64_t i = 0; i < st->capacity; i++) {
         if (st->state[i] != GB_ITEM_COMMITTED)
@@ -265,8 +265,24 @@ int64_t gb_replay_digest(gb_replay *r, uint64_t *digest)
     }
     h = digest_mix(h, r->c->inserts);
     h = digest_mix(h, r->c->samples);
-    pthread_mutex_unlock(&r->mu);
     *digest = h;
+    return n;
+}
+
+int64_t gb_replay_digest(gb_replay *r, uint64_t *digest)
+{
+    pthread_mutex_lock(&r->mu);
+    int64_t n = gb_replay_digest_locked(r, digest);
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+int64_t gb_replay_checkpoint_digest(gb_replay *r, uint64_t *digest)
+{
+    pthread_mutex_lock(&r->mu);
+    int64_t n = r->ckpt_items;
+    *digest = r->ckpt_digest;
+    pthread_mutex_unlock(&r->mu);
     return n;
 }
 

@@ -7,7 +7,7 @@
  *          gb_replay_insert, gb_replay_sample, gb_replay_release, gb_replay_collect,
  *          gb_replay_update_priorities, gb_replay_expire, gb_replay_set_rate_limit,
  *          gb_replay_checkpoint, gb_replay_restore, gb_replay_stats, gb_replay_digest,
- *          gb_replay_tables,
+ *          gb_replay_checkpoint_digest, gb_replay_tables,
  *          gb_replay_status_view, gb_replay_selector_ops, gb_replay_gather,
  *          gb_replay_importance_weights, gb_replay_serve_writers, gb_replay_writer_*,
  *          gb_replay_selectors, gb_replay_selector_name, gb_replay_selector_parse,
@@ -399,6 +399,11 @@ void gb_replay_stats_get(gb_replay *r, gb_replay_stats *st);
  * with the same priorities (data is checked by the checkpoint's CRCs). Returns the number of
  * committed items; *digest the value. */
 int64_t gb_replay_digest(gb_replay *r, uint64_t *digest);
+
+/* The digest of what the last successful gb_replay_checkpoint wrote, taken in its snapshot (what
+ * gb_replay_digest said at that instant, and says after a gb_replay_restore of that file, though
+ * items came and went while it streamed). Returns its committed items, -1 before any. */
+int64_t gb_replay_checkpoint_digest(gb_replay *r, uint64_t *digest);
 const gb_replay_options *gb_replay_options_of(const gb_replay *r);
 
 /* The selectors a request may name, as a bit mask (1u << gb_selector_kind): the primary, the
