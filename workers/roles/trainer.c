@@ -253,13 +253,15 @@ static int checkpoint(trainer *t, gb_error *err)
     say_writing(t, 1);
     int rc = gb_checkpoint_write(dir, name, step, 1, write_learning, t->learning, err);
     say_writing(t, 0);
-    /* the digest of the replay's snapshot the file holds (what a restore of it reports), though
-     * the ingest thread, or another rank's all-to-all, changed the replay while it streamed */
-    uint64_t digest = 0;
-    int64_t n = gb_replay_checkpoint_digest(t->replay, &digest);
-    if (rc == 0)
+    if (rc == 0) {
+        /* the digest of the replay's snapshot the file holds (what a restore of it reports),
+         * though the ingest thread, or another rank's all-to-all, changed the replay while it
+         * streamed */
+        uint64_t digest = 0;
+        int64_t n = gb_replay_checkpoint_digest(t->replay, &digest);
         GB_INFO("trainer: checkpoint written (%lld training steps; replay %lld items, digest "
                 "%016llx)", (long long)step, (long long)n, (unsigned long long)digest);
+    }
     return rc;
 }
 
