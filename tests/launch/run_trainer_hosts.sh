@@ -6,10 +6,11 @@
 # TCP store there (trainer.rendezvous.store registry) and its collectives run on h2's address.
 #   run P: CartPole PPO over the two trainers solves (the config's 475);
 #   run D: CartPole DQN with prioritized replay and global selection (one weighted draw over
-#          both shards, rows gathered by their owners and sent over the network) learns to a
-#          mean return of 150 (random play: 22) with run_dqn_2trainers' settings (larger
-#          steps: two DQN trainers take about 4 ms a step on 2 cores; 120 took 57 s in one CI
-#          run with the smaller steps those settings had before); what trainer 1's all-to-alls
+#          both shards, rows gathered by their owners and sent over the network) learns to the
+#          target its settings name (DQN_SETTINGS: run_dqn_2trainers' own, from CMake: a mean
+#          return of 150, random play 22, in larger steps: two DQN trainers take about 4 ms a
+#          step on 2 cores; 120 took 57 s in one CI run with the smaller steps those settings
+#          had before); what trainer 1's all-to-alls
 #          sent and received (agreement, selection, rows, priorities, and the gradients' small
 #          all-reduces, which go as one all-to-all) must have crossed h2's veth, and both are
 #          printed beside it; and the joined trainer's worker is SIGKILLed mid-run: gearbox
@@ -17,10 +18,11 @@
 #          two form their group again and the run solves, its ledger exact (lost 0).
 # Both: the replicas' parameter checksums agree, the sample ledger is exact, the joined trainer
 # keeps its checkpoint in its own folder on h2, and the launcher started no trainer 1.
-# usage: run_trainer_hosts.sh GEARBOX PPO_CONFIG DQN_CONFIG WORK_DIR  (root and `ip netns`
-# needed, else skipped: 77)
+# usage: run_trainer_hosts.sh GEARBOX PPO_CONFIG DQN_CONFIG WORK_DIR [DQN_SETTINGS...]  (root
+# and `ip netns` needed, else skipped: 77; DQN_SETTINGS: run D's --set arguments)
 set -u
 gearbox=$1 ppo=$2 dqn=$3 work=$4
+shift 4
 . "$(dirname "$0")/run_lib.sh"
 . "$(dirname "$0")/netns_lib.sh"
 rm -rf "$work"; mkdir -p "$work"
@@ -99,10 +101,7 @@ two_hosts p "$ppo" --set experiment.max_seconds=150 --set trainer.replay.min_siz
   --set trainer.replay.capacity=16
 
 KILL_JOINED=1 two_hosts d "$dqn" --set launch.heartbeat_timeout_s=$heartbeat \
-  --set trainer.replay.selection=global --set experiment.max_seconds=380 \
-  --set experiment.target_return=150 --set trainer.replay.samples_per_insert=32 \
-  --set trainer.batch_size=32 --set trainer.algorithm.dqn.tau=0.02 \
-  --set trainer.algorithm.dqn.epsilon_decay_steps=10000
+  --set experiment.max_seconds=380 "$@"
 read -r sent received < <(sed -n \
   's/.*all-to-all traffic .*: \([0-9]*\) bytes sent, \([0-9]*\) received.*/\1 \2/p' "$tlog")
 [ -n "${sent:-}" ] && [ "$sent" -gt 0 ] && [ "$received" -gt 0 ] ||
