@@ -4,7 +4,7 @@
 #include "test.h"
 
 /* Under AddressSanitizer (abort_on_error=1) the fault is reported and the child aborts. */
-#if defined(__SANITIZE_ADDRESS__)
+#if TEST_ASAN
 #define ASAN_ABORT SIGABRT
 #else
 #define ASAN_ABORT SIGSEGV
