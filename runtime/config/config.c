@@ -235,6 +235,15 @@ int64_t gb_config_state_size(const gb_config *cfg)
 }
 
 /* See config.h. */
+double gb_config_dqn_epsilon(const gb_config_dqn *dqn, int64_t env_steps)
+{
+    if (dqn->epsilon_decay_steps <= 0 || env_steps >= dqn->epsilon_decay_steps)
+        return dqn->epsilon_end;
+    double f = (double)env_steps / (double)dqn->epsilon_decay_steps;
+    return dqn->epsilon_start + f * (dqn->epsilon_end - dqn->epsilon_start);
+}
+
+/* See config.h. */
 int64_t gb_config_burn_in(const gb_config *cfg)
 {
     return cfg->trainer.algorithm.name == GB_ALGO_DQN ? cfg->trainer.algorithm.dqn.burn_in : 0;

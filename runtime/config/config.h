@@ -455,6 +455,11 @@ int64_t gb_config_state_size(const gb_config *cfg);
  * (trainer.algorithm.dqn.burn_in with dqn; 0 otherwise): a chunk has actors.chunk_len + this. */
 int64_t gb_config_burn_in(const gb_config *cfg);
 
+/* DQN's linear epsilon schedule: epsilon_start -> epsilon_end over epsilon_decay_steps env steps
+ * (epsilon_end from then on, or at once when the decay is 0). The policy worker, inline mode and
+ * the learner's report each ask it. */
+double gb_config_dqn_epsilon(const gb_config_dqn *dqn, int64_t env_steps);
+
 const char *gb_config_enum_name(const char *key_path, int value);
 
 /* Writes the schema's documentation (type, default, range or choices, meaning) of key, of every

@@ -223,7 +223,7 @@ int gb_inline_run(const gb_config *cfg, gb_rundir *rd, volatile sig_atomic_t *st
         for (int g = 0; g < gb_acting_groups(r->acting) && rc == 0; g++) {
             gb_acting_stats_get(r->acting, &st);
             if (cfg->trainer.algorithm.name == GB_ALGO_DQN)
-                r->epsilon = gb_torch_dqn_epsilon(&cfg->trainer.algorithm.dqn, st.env_steps);
+                r->epsilon = gb_config_dqn_epsilon(&cfg->trainer.algorithm.dqn, st.env_steps);
             rc = step_group(r, g, err);
         }
         if (rc)

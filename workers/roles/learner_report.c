@@ -34,7 +34,7 @@ void gb_learner_report_row(gb_learner_report *r, const gb_config *cfg, const gb_
     const int trained = s->gradient_steps > 0;
     double v[GB_NCOLS];
     statistics(s, v);
-    v[GB_COL_EPSILON] = gb_torch_dqn_epsilon(&cfg->trainer.algorithm.dqn, env_steps);
+    v[GB_COL_EPSILON] = gb_config_dqn_epsilon(&cfg->trainer.algorithm.dqn, env_steps);
     /* collection against the training step, per step since the last report (CUDA events for
      * the device part of a cuda learner's collection) */
     double collect_ms, train_ms;

@@ -94,7 +94,7 @@ static int infer(void *user, const gb_infer_batch *in, gb_infer_outputs *out, gb
          * count when that is ahead (a restarted policy worker, a resumed run) */
         int64_t steps = p->served_rows * cfg->policy.count;
         int64_t run_steps = gb_runctl_client_env_steps(p->w->runctl);
-        epsilon = gb_torch_dqn_epsilon(&cfg->trainer.algorithm.dqn,
+        epsilon = gb_config_dqn_epsilon(&cfg->trainer.algorithm.dqn,
                                        run_steps > steps ? run_steps : steps);
     }
     gb_torch_act_out o = {.action = p->action, .logp = p->logp};

@@ -6,8 +6,8 @@
  * defines: gb_torch_api, GB_TORCH_ABI_VERSION, GB_TORCH_ENTRY_SYMBOL, gb_torch, gb_torch_load,
  *          gb_torch_space, gb_torch_model, gb_torch_learner, gb_torch_batch, gb_torch_stats,
  *          gb_torch_act_out, gb_group, gb_group_opts, gb_group_op, and the call names
- *          gb_torch_set_threads, gb_torch_cuda_available, gb_torch_model_*, gb_torch_learner_*,
- *          gb_torch_dqn_epsilon (macros that call through the table)
+ *          gb_torch_set_threads, gb_torch_cuda_available, gb_torch_model_*, gb_torch_learner_*
+ *          (macros that call through the table)
  *
  * The table: the bridge is built twice from the same objects, as the static library the tests
  * and tools link and as the module libgearbox-torch.so, which exports the table through one
@@ -46,11 +46,12 @@ extern "C" {
 /* gb_param_entry: the parameter layout, from trainer to policy */
 #include "runtime/streams/params.h"
 
-/* Version 6 added learner_kernels; version 2 recurrent cores (model_state_size,
+/* Version 7 dropped dqn_epsilon (now gb_config_dqn_epsilon: a policy worker without libtorch
+ * asks it too); version 6 added learner_kernels; version 2 recurrent cores (model_state_size,
  * model_act_state, gb_torch_batch.state0), which version 1 had not. gb_torch_api and this
  * file's types (gb_config and other runtime types are one build's own); bumped when a layout or
  * meaning changes: the loader refuses another version or size. */
-#define GB_TORCH_ABI_VERSION 6u
+#define GB_TORCH_ABI_VERSION 7u
 
 /* The symbol the module exports: const gb_torch_api *gearbox_torch_api(void). */
 #define GB_TORCH_ENTRY_SYMBOL "gearbox_torch_api"
@@ -414,10 +415,6 @@ typedef struct gb_torch_api {
      * group. */
     uint64_t (*learner_checksum)(const gb_torch_learner *l);
 
-    /* DQN's linear epsilon schedule: epsilon_start -> epsilon_end over epsilon_decay_steps env
-     * steps. */
-    double (*dqn_epsilon)(const gb_config_dqn *dqn, int64_t env_steps);
-
     /* The process group's calls: workers/torch/group.h says what each does. */
     int (*group_open)(const gb_group_opts *o, gb_group **out, gb_error *err);
     void (*group_close)(gb_group *g); /* not NULL (the call name skips NULL) */
@@ -477,7 +474,6 @@ int gb_torch_load(gb_error *err);
 #define gb_torch_learner_load(...) (gb_torch()->learner_load(__VA_ARGS__))
 #define gb_torch_learner_set_group(...) (gb_torch()->learner_set_group(__VA_ARGS__))
 #define gb_torch_learner_checksum(...) (gb_torch()->learner_checksum(__VA_ARGS__))
-#define gb_torch_dqn_epsilon(...) (gb_torch()->dqn_epsilon(__VA_ARGS__))
 
 /* Destroying NULL is a no-op that loads nothing (a worker's cleanup after an early failure). */
 static inline void gb_torch_model_destroy(gb_torch_model *m)

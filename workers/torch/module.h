@@ -2,8 +2,7 @@
  * one for each gb_torch_api field, named gbt_<field>; their contracts are the fields' comments
  * in workers/torch/bridge.h. Only the bridge's own files include this: everything else calls
  * through the table.
- * defines: gbt_set_threads, gbt_cuda_available, gbt_model_*, gbt_learner_*, gbt_dqn_epsilon,
- *          gbt_group_* */
+ * defines: gbt_set_threads, gbt_cuda_available, gbt_model_*, gbt_learner_*, gbt_group_* */
 #ifndef GB_WORKERS_TORCH_MODULE_H
 #define GB_WORKERS_TORCH_MODULE_H
 
@@ -53,7 +52,6 @@ int gbt_learner_save(const gb_torch_learner *l, const char *path, gb_error *err)
 int gbt_learner_load(gb_torch_learner *l, const char *path, gb_error *err);
 int gbt_learner_set_group(gb_torch_learner *l, gb_group *g, size_t bucket_bytes, gb_error *err);
 uint64_t gbt_learner_checksum(const gb_torch_learner *l);
-double gbt_dqn_epsilon(const gb_config_dqn *dqn, int64_t env_steps);
 int gbt_group_open(const gb_group_opts *o, gb_group **out, gb_error *err);
 void gbt_group_close(gb_group *g);
 int gbt_group_rank(const gb_group *g);

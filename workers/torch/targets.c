@@ -109,11 +109,3 @@ void gb_torch_nstep(int64_t B, int64_t T, int64_t n, double gamma, const float *
         }
     }
 }
-
-double gbt_dqn_epsilon(const gb_config_dqn *dqn, int64_t env_steps)
-{
-    if (dqn->epsilon_decay_steps <= 0 || env_steps >= dqn->epsilon_decay_steps)
-        return dqn->epsilon_end;
-    double f = (double)env_steps / (double)dqn->epsilon_decay_steps;
-    return dqn->epsilon_start + f * (dqn->epsilon_end - dqn->epsilon_start);
-}

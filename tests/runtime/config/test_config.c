@@ -1,5 +1,6 @@
 /* tests/runtime/config/test_config.c: config loading, defaults, overrides, and the round trip:
- * every file in configs/ -> resolved YAML -> load again gives identical structs.
+ * every file in configs/ -> resolved YAML -> load again gives identical structs; the values the
+ * config derives (DQN's epsilon schedule).
  * usage: test_config CONFIGS_DIR TEST_DATA_DIR */
 #include "replay/kinds.h"
 #include "runtime/config/config.h"
@@ -230,6 +231,21 @@ static void test_equal_detects_differences(void)
     CHECK(!gb_config_equal(&a, &b, &diff) && strcmp(diff, "env.args") == 0);
 }
 
+/* DQN's epsilon schedule: linear from start to end over the decay steps, then the end. */
+static void test_dqn_epsilon_schedule(void)
+{
+    gb_config_dqn dqn = {0};
+    dqn.epsilon_start = 1.0;
+    dqn.epsilon_end = 0.1;
+    dqn.epsilon_decay_steps = 1000;
+    CHECK_NEAR(gb_config_dqn_epsilon(&dqn, 0), 1.0, 1e-12);
+    CHECK_NEAR(gb_config_dqn_epsilon(&dqn, 500), 0.55, 1e-12);
+    CHECK_NEAR(gb_config_dqn_epsilon(&dqn, 999), 0.1009, 1e-12);
+    CHECK_NEAR(gb_config_dqn_epsilon(&dqn, 5000), 0.1, 1e-12);
+    dqn.epsilon_decay_steps = 0;
+    CHECK_NEAR(gb_config_dqn_epsilon(&dqn, 0), 0.1, 1e-12);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -245,5 +261,6 @@ int main(int argc, char **argv)
     TEST_RUN(test_awkward_values_round_trip);
     TEST_RUN(test_every_shipped_config_round_trips);
     TEST_RUN(test_equal_detects_differences);
+    TEST_RUN(test_dqn_epsilon_schedule);
     return test_main_result();
 }

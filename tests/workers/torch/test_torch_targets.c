@@ -173,24 +173,12 @@ static void test_vtrace(void)
         CHECK_NEAR(vs[i], gret[i], 1e-5);
 }
 
-static void test_epsilon_schedule(void)
-{
-    gb_config_dqn dqn = {0};
-    dqn.epsilon_start = 1.0;
-    dqn.epsilon_end = 0.1;
-    dqn.epsilon_decay_steps = 1000;
-    CHECK_NEAR(gb_torch_dqn_epsilon(&dqn, 0), 1.0, 1e-12);
-    CHECK_NEAR(gb_torch_dqn_epsilon(&dqn, 500), 0.55, 1e-12);
-    CHECK_NEAR(gb_torch_dqn_epsilon(&dqn, 5000), 0.1, 1e-12);
-}
-
 int main(void)
 {
     TEST_RUN(test_gae_episode_ends);
     TEST_RUN(test_gae_chunk_end_and_batch);
     TEST_RUN(test_nstep_episode_ends);
     TEST_RUN(test_nstep_chunk_end);
-    TEST_RUN(test_epsilon_schedule);
     TEST_RUN(test_vtrace);
     return test_main_result();
 }
