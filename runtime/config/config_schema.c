@@ -151,7 +151,8 @@ const gb_config_field gb_config_fields[] = {
     ENUM("policy.kernels", policy.kernels, "gearbox", kernels,
          "what runs a plain MLP policy's forward (Linear layers with tanh or relu) in fp32 and "
          "int8 on the cpu: gearbox's own kernels (workers/torch/mlp_infer.c; where the cpu has "
-         "AVX2 and FMA or AVX-512, else libtorch) or always libtorch's modules"),
+         "AVX2 and FMA or AVX-512, else libtorch), with which a policy worker does not load "
+         "libtorch at all (workers/roles/policy_mlp.h), or always libtorch's modules"),
     INT("policy.threads", policy.threads, "1", 1, 1024, "libtorch intra-op threads"),
     INT("policy.max_batch_rows", policy.max_batch_rows, "4096", 1, 1 << 24,
         "inference batch row limit"),

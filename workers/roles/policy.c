@@ -9,7 +9,10 @@
  * runs in that precision, its reduced copies rebuilt from the fp32 parameters at each import.
  * A model with a recurrent core (policy.model.core) keeps no state here: each request brings its
  * rows' state and the reply takes the next one back (workers/roles/policy_request.h), so any
- * policy worker serves any request and a restarted one has lost nothing. */
+ * policy worker serves any request and a restarted one has lost nothing.
+ * A plain MLP on gearbox's kernels (policy.kernels gearbox, fp32 or int8, on the cpu) runs
+ * without libtorch (workers/roles/policy_mlp.h: the same program and draws as the bridge's model
+ * would run); any other model is the bridge's, and the worker loads libtorch for it. */
 #include "workers/roles/worker.h"
 
 #include "envs/env.h"
@@ -19,6 +22,7 @@
 #include "runtime/streams/params.h"
 #include "runtime/base/rng.h"
 #include "runtime/streams/wire.h"
+#include "workers/roles/policy_mlp.h"
 #include "workers/roles/policy_request.h"
 #include "workers/torch/bridge.h"
 
@@ -30,7 +34,8 @@
 typedef struct policy {
     gb_worker *w;
     gb_torch_space space;
-    gb_torch_model *model;
+    gb_policy_mlp *mlp;     /* the model without libtorch, or NULL: */
+    gb_torch_model *model;  /* the bridge's */
     int64_t rows_cap;
     void *action;  /* [rows_cap] int64 or [rows_cap, A] float32 */
     float *logp;   /* [rows_cap] */
@@ -63,8 +68,10 @@ static void apply_staged(void *user)
     /* the blob's layout is the parameter stream's gb_param_entry table, which the model imports
      * as it is (checked entry by entry against its own) */
     gb_error err = {0};
-    int rc = gb_torch_model_import(p->model, b->data, b->bytes, b->layout, b->nlayout,
-                                   (uint64_t)b->version, &err);
+    int rc = p->mlp ? gb_policy_mlp_import(p->mlp, b->data, b->bytes, b->layout, b->nlayout,
+                                           (uint64_t)b->version, &err)
+                    : gb_torch_model_import(p->model, b->data, b->bytes, b->layout, b->nlayout,
+                                            (uint64_t)b->version, &err);
     if (rc == 0) {
         atomic_store(&p->applied_version, b->version);
     } else {
@@ -99,8 +106,10 @@ static int infer(void *user, const gb_infer_batch *in, gb_infer_outputs *out, gb
     }
     gb_torch_act_out o = {.action = p->action, .logp = p->logp};
     /* without a core (state_size 0) the states are NULL and this is model_act_noise */
-    rc = gb_torch_model_act_state(p->model, x.obs, in->rows, cfg->policy.deterministic, epsilon,
-                                  x.noise, x.state, p->state, &o, err);
+    rc = p->mlp ? gb_policy_mlp_act(p->mlp, x.obs, in->rows, cfg->policy.deterministic, epsilon,
+                                    x.noise, &o, err)
+                : gb_torch_model_act_state(p->model, x.obs, in->rows, cfg->policy.deterministic,
+                                           epsilon, x.noise, x.state, p->state, &o, err);
     if (rc)
         return rc;
     p->served_rows += in->rows;
@@ -153,29 +162,50 @@ static void *param_thread(void *arg)
     return NULL;
 }
 
-/* The model and its output buffers: the environment's spaces into p->space and *spec, libtorch's
- * threads, the model in policy.precision (logged with the kernels that run it), room for the
- * largest batch. */
-static int policy_model(policy *p, gb_env_spec *spec, gb_error *err)
+/* The bridge's model in policy.precision, libtorch loaded for it; *kernels: what runs it, *engine:
+ * libtorch's quantized engine for int8 on its kernels ("" otherwise). */
+static int bridge_model(policy *p, const char **kernels, const char **engine, gb_error *err)
 {
     const gb_config *cfg = p->w->cfg;
-    int rc = gb_worker_env_space(cfg, spec, &p->space, err);
-    if (rc || (rc = gb_torch_load(err)) ||
+    int rc;
+    if ((rc = gb_torch_load(err)) ||
         (rc = gb_torch_set_threads((int)cfg->policy.threads, err)) ||
         (rc = gb_torch_model_create(cfg, &p->space, gb_worker_seed(p->w, "model"), &p->model,
                                     err)) ||
         (rc = gb_torch_model_set_precision(p->model, cfg->policy.precision, err)))
         return rc;
-    const char *kernels = gb_torch_model_kernels(p->model), *engine = "";
-    if (cfg->policy.precision == GB_PRECISION_INT8 && strncmp(kernels, "libtorch", 8) == 0 &&
-        (rc = gb_torch_model_int8_engine(&engine, err)))
+    *kernels = gb_torch_model_kernels(p->model);
+    *engine = "";
+    if (cfg->policy.precision == GB_PRECISION_INT8 && strncmp(*kernels, "libtorch", 8) == 0)
+        return gb_torch_model_int8_engine(engine, err);
+    return 0;
+}
+
+/* The model and its output buffers: the environment's spaces into p->space and *spec, the model
+ * in policy.precision, without libtorch where it can be (logged with the kernels that run it and
+ * why libtorch runs it otherwise), room for the largest batch. */
+static int policy_model(policy *p, gb_env_spec *spec, gb_error *err)
+{
+    const gb_config *cfg = p->w->cfg;
+    int rc = gb_worker_env_space(cfg, spec, &p->space, err);
+    if (rc)
         return rc;
-    GB_INFO("policy: inference in %s through %s%s%s%s",
+    gb_error why = {0};
+    const char *kernels, *engine = "";
+    rc = gb_policy_mlp_open(cfg, &p->space, gb_worker_seed(p->w, "model"), &p->mlp, &why);
+    if (rc == 0)
+        kernels = gb_policy_mlp_kernels(p->mlp);
+    else if (rc != GB_EUNSUPPORTED)
+        return *err = why, rc;
+    else if ((rc = bridge_model(p, &kernels, &engine, err)))
+        return rc;
+    GB_INFO("policy: inference in %s through %s%s%s%s%s%s",
             gb_config_enum_name("policy.precision", cfg->policy.precision), kernels,
             engine[0] ? ", quantized engine " : "", engine,
             cfg->policy.precision != GB_PRECISION_FP32 || strncmp(kernels, "gearbox", 7) == 0
                 ? " (rebuilt from the fp32 parameters at each swap)"
-                : "");
+                : "",
+            p->mlp ? ", without libtorch" : "; the bridge's model, for ", p->mlp ? "" : why.msg);
     p->rows_cap = cfg->policy.max_batch_rows + cfg->actors.envs_per_actor * spec->agents;
     size_t arow =
         p->space.discrete ? sizeof(int64_t) : (size_t)p->space.action_dim * sizeof(float);
@@ -186,7 +216,7 @@ static int policy_model(policy *p, gb_env_spec *spec, gb_error *err)
     /* the state each request brings and each reply takes back (gb_config_state_size) */
     p->state_size = gb_config_state_size(cfg);
     if (p->state_size > 0) {
-        int64_t model_s = gb_torch_model_state_size(p->model);
+        int64_t model_s = p->model ? gb_torch_model_state_size(p->model) : 0;
         if (model_s != p->state_size)
             return gb_error_set(err, GB_EINVAL, "policy: the model carries %lld floats of state "
                                 "a row, the config says %lld (policy.model.core, core_size)",
@@ -225,7 +255,10 @@ static int policy_first_params(policy *p, gb_error *err)
     const gb_param_entry *layout;
     int nlayout;
     uint64_t model_bytes;
-    gb_torch_model_layout(p->model, &layout, &nlayout, &model_bytes);
+    if (p->mlp)
+        gb_policy_mlp_layout(p->mlp, &layout, &nlayout, &model_bytes);
+    else
+        gb_torch_model_layout(p->model, &layout, &nlayout, &model_bytes);
     gb_param_subscriber_opts po = {.pub_endpoint = p->pub_ep,
                                    .fetch_endpoint = p->fetch_ep,
                                    .timeout_ms = 2000,
@@ -317,9 +350,10 @@ int gb_policy_main(gb_worker *w, gb_error *err)
     if ((rc = gb_registry_register(w->registry, name, gb_infer_server_endpoint(server), err)))
         goto done;
     char env[GB_CONFIG_ENV_LABEL_MAX];
-    GB_INFO("policy: serving %s at %s, parameters version %lld",
-            gb_config_env_label(cfg, env, sizeof env),
-            gb_infer_server_endpoint(server), (long long)atomic_load(&p.applied_version));
+    GB_INFO("policy: serving %s at %s, parameters version %lld, libtorch %s",
+            gb_config_env_label(cfg, env, sizeof env), gb_infer_server_endpoint(server),
+            (long long)atomic_load(&p.applied_version),
+            gb_torch_loaded() ? "loaded" : "not loaded");
 
     double next_report = gb_now_s();
     while (!gb_worker_stopping(w)) { /* the request thread */
@@ -344,6 +378,7 @@ done:
     if (p.staged)
         gb_param_blob_release(p.staged);
     gb_param_subscriber_close(p.sub);
+    gb_policy_mlp_close(p.mlp);
     gb_torch_model_destroy(p.model);
     free(p.action);
     free(p.logp);

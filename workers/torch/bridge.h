@@ -4,10 +4,10 @@
  * only header the C side includes for them (with group.h for the group's calls); the C++ lives in
  * the .cpp files beside it.
  * defines: gb_torch_api, GB_TORCH_ABI_VERSION, GB_TORCH_ENTRY_SYMBOL, gb_torch, gb_torch_load,
- *          gb_torch_space, gb_torch_model, gb_torch_learner, gb_torch_batch, gb_torch_stats,
- *          gb_torch_act_out, gb_group, gb_group_opts, gb_group_op, and the call names
- *          gb_torch_set_threads, gb_torch_cuda_available, gb_torch_model_*, gb_torch_learner_*
- *          (macros that call through the table)
+ *          gb_torch_loaded, gb_torch_space, gb_torch_model, gb_torch_learner, gb_torch_batch,
+ *          gb_torch_stats, gb_torch_act_out, gb_group, gb_group_opts, gb_group_op, and the call
+ *          names gb_torch_set_threads, gb_torch_cuda_available, gb_torch_model_*,
+ *          gb_torch_learner_* (macros that call through the table)
  *
  * The table: the bridge is built twice from the same objects, as the static library the tests
  * and tools link and as the module libgearbox-torch.so, which exports the table through one
@@ -445,6 +445,10 @@ const gb_torch_api *gb_torch(void);
 
 /* Loads the table now (gb_torch without the exit): 0, or GB_EIO with the reason in err. */
 int gb_torch_load(gb_error *err);
+
+/* 1 when libtorch is in this process: the command has loaded the module (whether or not its
+ * table fitted), or the program links the bridge; 0 when nothing has called for it yet. */
+int gb_torch_loaded(void);
 
 /* The call names. */
 #define gb_torch_set_threads(...) (gb_torch()->set_threads(__VA_ARGS__))

@@ -6,12 +6,14 @@
  * as the gearbox_torch library the tests link), whose one exported table (GB_TORCH_ENTRY_SYMBOL)
  * every call name of bridge.h and group.h goes through. Only the trainer, the policy worker,
  * inline runs and the benchmarks that run models pay for libtorch.
- * defines: gb_torch, gb_torch_load (the command's; module.c has the linked library's) */
+ * defines: gb_torch, gb_torch_load, gb_torch_loaded (the command's; module.c has the linked
+ *          library's) */
 #include "workers/torch/bridge.h"
 
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,7 @@
 #define GB_TORCH_MODULE_NAME "libgearbox-torch.so"
 
 static const gb_torch_api *loaded;
+static atomic_int opened; /* 1 once dlopen mapped the module (and libtorch with it) */
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static char load_error[PATH_MAX + 512];
 
@@ -89,7 +92,13 @@ static void load_module(void)
                  "its path", first[0] ? first : GB_TORCH_MODULE_NAME, why);
         return;
     }
+    atomic_store(&opened, 1);
     loaded = module_table(h, path); /* the module stays loaded for the process's life */
+}
+
+int gb_torch_loaded(void)
+{
+    return atomic_load(&opened);
 }
 
 /* Loads the module on the first call (every thread waits for that one); later calls return its

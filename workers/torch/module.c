@@ -2,7 +2,8 @@
  * symbol that hands it out (GB_TORCH_ENTRY_SYMBOL, which workers/torch/loader.c looks up in
  * libgearbox-torch.so). In the static library the tests and tools link, gb_torch() returns it
  * directly.
- * defines: gearbox_torch_api, and gb_torch / gb_torch_load for the library that links it */
+ * defines: gearbox_torch_api, and gb_torch / gb_torch_load / gb_torch_loaded for the library
+ *          that links it */
 #include "workers/torch/module.h"
 
 static const gb_torch_api table = {
@@ -61,6 +62,12 @@ __attribute__((visibility("default"))) const gb_torch_api *gearbox_torch_api(voi
 const gb_torch_api *gb_torch(void)
 {
     return &table;
+}
+
+/* Linked in, libtorch is always there. */
+int gb_torch_loaded(void)
+{
+    return 1;
 }
 
 /* Linked in, there is nothing to load: always 0. */

@@ -1,0 +1,448 @@
+/* workers/roles/policy_mlp.c: a policy worker's model without libtorch (policy_mlp.h). The
+ * program's layers and the parameter layout are built together, in the order the bridge's
+ * networks register them (workers/torch/network.cpp: ActorCritic, QNet, SacActor; libtorch lists
+ * a module's own parameters before its children's, and the buffers after every parameter). */
+#include "workers/roles/policy_mlp.h"
+
+#include "runtime/base/rng.h"
+#include "workers/torch/mlp_infer.h"
+#include "workers/torch/sampling.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The narrowest layer int8 quantizes, both ways (the bridge's kMinInt8Width). */
+#define MIN_INT8_WIDTH 16
+
+struct gb_policy_mlp {
+    int algo;
+    gb_torch_space space;
+    int in;         /* an observation's values */
+    int outs;       /* the action head's width: actions (discrete) or action dimensions */
+    int int8;       /* policy.precision int8 */
+    gb_param_entry *layout;
+    int nlayout, layout_cap;
+    uint64_t total;
+    gb_mlp_layer_spec *specs;
+    int *weight_entry; /* each layer's weight's layout entry (its bias is the next one) */
+    int nlayers, layers_cap;
+    gb_mlp *mlp;
+    float **layer_outs;    /* [nlayers]: where gb_mlp_forward writes each layer (heads only) */
+    int head_a, head_b;    /* the layers whose outputs the heads are (head_b -1: none) */
+    int log_std_entry;     /* PPO, boxes: the log_std parameter's entry; else -1 */
+    int stats_entry;       /* policy.model.normalize_obs: obs_mean's entry (obs_var's next) */
+    float *obs_mean, *obs_rstd; /* [in] the statistics as floats, as the bridge's forward */
+    float clip;
+    float *log_std;        /* [outs]: PPO's log_std parameter */
+    float *act_scale, *act_bias; /* SAC: [outs] */
+    gb_rng rng;
+    uint64_t version;
+    /* scratch for a batch, grown to the largest one */
+    int64_t cap;
+    float *x;        /* [cap, in] normalised observations */
+    float *ha, *hb;  /* [cap, outs] the heads' outputs (hb: PPO's value is [cap, 1]) */
+    float *draws;    /* [cap, max(2, outs)] uniform or normal draws */
+    float *rows_ls;  /* [cap, outs] the rows' log standard deviations */
+    int64_t *actions;
+    float *actions_f;
+};
+
+/* Appends an entry of dtype and shape (rank 1 or 2; d1 0 for rank 1) at the next aligned offset;
+ * returns its index, or -1 out of memory. */
+static int add_entry(gb_policy_mlp *m, const char *name, gb_dtype dtype, int64_t d0, int64_t d1)
+{
+    if (m->nlayout == m->layout_cap) {
+        int cap = m->layout_cap ? 2 * m->layout_cap : 16;
+        gb_param_entry *t = realloc(m->layout, (size_t)cap * sizeof *t);
+        if (!t)
+            return -1;
+        m->layout = t;
+        m->layout_cap = cap;
+    }
+    gb_param_entry *e = &m->layout[m->nlayout];
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->dtype = dtype;
+    e->rank = d1 > 0 ? 2 : 1;
+    e->shape[0] = d0;
+    e->shape[1] = d1;
+    uint64_t off = (m->total + GB_TORCH_PARAM_ALIGN - 1) / GB_TORCH_PARAM_ALIGN *
+                   GB_TORCH_PARAM_ALIGN;
+    e->offset = off;
+    m->total = off + (uint64_t)(d0 * (d1 > 0 ? d1 : 1)) * gb_dtype_size(dtype);
+    return m->nlayout++;
+}
+
+/* A Linear layer named prefix (prefix.weight [out, in], prefix.bias [out]) reading src (-1: the
+ * observations), with activation act; returns its index, or -1 out of memory. */
+static int add_linear(gb_policy_mlp *m, const char *prefix, int src, int out, int act)
+{
+    if (m->nlayers == m->layers_cap) {
+        int cap = m->layers_cap ? 2 * m->layers_cap : 8;
+        gb_mlp_layer_spec *s = realloc(m->specs, (size_t)cap * sizeof *s);
+        if (!s)
+            return -1;
+        m->specs = s;
+        int *w = realloc(m->weight_entry, (size_t)cap * sizeof *w);
+        if (!w)
+            return -1;
+        m->weight_entry = w;
+        m->layers_cap = cap;
+    }
+    int in = src < 0 ? m->in : m->specs[src].out;
+    char name[GB_PARAM_NAME_MAX];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    int w = add_entry(m, name, GB_DTYPE_FLOAT32, out, in);
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    if (w < 0 || add_entry(m, name, GB_DTYPE_FLOAT32, out, 0) < 0)
+        return -1;
+    m->specs[m->nlayers] = (gb_mlp_layer_spec){
+        .src = src,
+        .in = in,
+        .out = out,
+        .act = act,
+        .int8 = m->int8 && in >= MIN_INT8_WIDTH && out >= MIN_INT8_WIDTH};
+    m->weight_entry[m->nlayers] = w;
+    return m->nlayers++;
+}
+
+/* The torso named name: the hidden list's Linear layers (name.0, name.2, ...: each followed by
+ * its activation module in the bridge's Sequential) from the observations. Its last layer's
+ * index (-1 with no hidden layer: the heads read the observations), or -2 out of memory. */
+static int add_torso(gb_policy_mlp *m, const gb_config_model *mc, const char *name)
+{
+    int at = -1;
+    int act = mc->activation == GB_ACT_RELU ? GB_MLP_ACT_RELU : GB_MLP_ACT_TANH;
+    for (int i = 0; i < mc->hidden.n; i++) {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "%s.%d", name, 2 * i);
+        if ((at = add_linear(m, prefix, at, (int)mc->hidden.v[i], act)) < 0)
+            return -2;
+    }
+    return at;
+}
+
+/* The networks' layers and layout (network.cpp's ActorCritic, QNet, SacActor); 0 or GB_ENOMEM. */
+static int build(gb_policy_mlp *m, const gb_config_model *mc, gb_error *err)
+{
+    int t, c = -1;
+    m->log_std_entry = m->stats_entry = -1;
+    if (m->algo == GB_ALGO_PPO && !m->space.discrete &&
+        (m->log_std_entry = add_entry(m, "log_std", GB_DTYPE_FLOAT32, m->outs, 0)) < 0)
+        goto nomem;
+    if ((t = add_torso(m, mc, "torso")) < -1)
+        goto nomem;
+    if (m->algo == GB_ALGO_PPO) {
+        if (!mc->shared && (c = add_torso(m, mc, "critic_torso")) < -1)
+            goto nomem;
+        if ((m->head_a = add_linear(m, "pi", t, m->outs, GB_MLP_ACT_NONE)) < 0 ||
+            (m->head_b = add_linear(m, "v", mc->shared ? t : c, 1, GB_MLP_ACT_NONE)) < 0)
+            goto nomem;
+    } else if (m->algo == GB_ALGO_DQN) {
+        m->head_b = -1;
+        if ((m->head_a = add_linear(m, "q", t, m->outs, GB_MLP_ACT_NONE)) < 0)
+            goto nomem;
+    } else if ((m->head_a = add_linear(m, "mean", t, m->outs, GB_MLP_ACT_NONE)) < 0 ||
+               (m->head_b = add_linear(m, "log_std", t, m->outs, GB_MLP_ACT_NONE)) < 0) {
+        goto nomem;
+    }
+    if (mc->normalize_obs &&
+        ((m->stats_entry = add_entry(m, "obs_mean", GB_DTYPE_FLOAT64, m->in, 0)) < 0 ||
+         add_entry(m, "obs_var", GB_DTYPE_FLOAT64, m->in, 0) < 0 ||
+         add_entry(m, "obs_count", GB_DTYPE_FLOAT64, 1, 0) < 0))
+        goto nomem;
+    if (!(m->layer_outs = calloc((size_t)m->nlayers, sizeof *m->layer_outs)))
+        goto nomem;
+    char msg[256];
+    if (!(m->mlp = gb_mlp_create(m->specs, m->nlayers, msg, sizeof msg)))
+        return gb_error_set(err, GB_EINVAL, "policy model: %s", msg);
+    return 0;
+nomem:
+    return gb_error_set(err, GB_ENOMEM, "policy model: out of memory");
+}
+
+/* GB_EUNSUPPORTED naming what needs libtorch, or 0 when this model can run cfg's. */
+static int supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *err)
+{
+    const gb_config_policy *p = &cfg->policy;
+    const gb_config_model *mc = &p->model;
+    const char *why = NULL;
+    int algo = cfg->trainer.algorithm.name;
+    int64_t in = 1;
+    for (int i = 0; i < sp->obs_ndim; i++)
+        in *= sp->obs_shape[i];
+    if (p->kernels != GB_KERNELS_GEARBOX)
+        why = "policy.kernels is libtorch";
+    else if (p->device != GB_DEVICE_CPU)
+        why = "policy.device is cuda";
+    else if (p->precision != GB_PRECISION_FP32 && p->precision != GB_PRECISION_INT8)
+        why = "policy.precision bf16 runs on libtorch's kernels";
+    else if (mc->type != GB_MODEL_MLP)
+        why = "policy.model.type is not mlp";
+    else if (mc->core != GB_CORE_NONE)
+        why = "policy.model.core";
+    else if (mc->layer_norm)
+        why = "policy.model.layer_norm";
+    else if (mc->activation != GB_ACT_TANH && mc->activation != GB_ACT_RELU)
+        why = "policy.model.activation is neither tanh nor relu";
+    else if (!gb_mlp_fast())
+        why = "this cpu has neither AVX2 with FMA nor AVX-512 (gearbox's kernels would be "
+              "slower than libtorch's)";
+    else if (sp->obs_dtype != GB_DTYPE_FLOAT32 || sp->obs_ndim < 1 || in < 1 || in > (1 << 24))
+        why = "observations that are not float32";
+    else if (algo != GB_ALGO_PPO && algo != GB_ALGO_DQN && algo != GB_ALGO_SAC)
+        why = "an algorithm of its own";
+    else if (sp->discrete ? sp->n_actions < 1 || sp->n_actions > (1 << 24) || algo == GB_ALGO_SAC
+                          : sp->action_dim < 1 || sp->action_dim > GB_TORCH_MAX_ACTION_DIM ||
+                                algo == GB_ALGO_DQN)
+        why = "its action space (the bridge's model says what is wrong with it)";
+    for (int i = 0; !why && i < mc->hidden.n; i++)
+        if (mc->hidden.v[i] < 1 || mc->hidden.v[i] > (1 << 24))
+            why = "policy.model.hidden";
+    for (int64_t i = 0; !why && algo == GB_ALGO_SAC && i < sp->action_dim; i++)
+        if (!isfinite(sp->action_low[i]) || !isfinite(sp->action_high[i]) ||
+            !(sp->action_high[i] > sp->action_low[i]))
+            why = "its action bounds (the bridge's model says what is wrong with them)";
+    return why ? gb_error_set(err, GB_EUNSUPPORTED, "%s", why) : 0;
+}
+
+void gb_policy_mlp_close(gb_policy_mlp *m)
+{
+    if (!m)
+        return;
+    gb_mlp_destroy(m->mlp);
+    free(m->layout);
+    free(m->specs);
+    free(m->weight_entry);
+    free(m->layer_outs);
+    free(m->obs_mean);
+    free(m->obs_rstd);
+    free(m->log_std);
+    free(m->act_scale);
+    free(m->act_bias);
+    free(m->x);
+    free(m->ha);
+    free(m->hb);
+    free(m->draws);
+    free(m->rows_ls);
+    free(m->actions);
+    free(m->actions_f);
+    free(m);
+}
+
+int gb_policy_mlp_open(const gb_config *cfg, const gb_torch_space *sp, uint64_t seed,
+                       gb_policy_mlp **out, gb_error *err)
+{
+    *out = NULL;
+    int rc = supported(cfg, sp, err);
+    if (rc)
+        return rc;
+    gb_policy_mlp *m = calloc(1, sizeof *m);
+    if (!m)
+        return gb_error_set(err, GB_ENOMEM, "policy model: out of memory");
+    m->algo = cfg->trainer.algorithm.name;
+    m->space = *sp;
+    m->in = 1;
+    for (int i = 0; i < sp->obs_ndim; i++)
+        m->in *= (int)sp->obs_shape[i];
+    m->outs = (int)(sp->discrete ? sp->n_actions : sp->action_dim);
+    m->int8 = cfg->policy.precision == GB_PRECISION_INT8;
+    m->clip = (float)cfg->policy.model.obs_clip;
+    /* from the seed the bridge's model takes for its generator, mixed the same way (the draws
+     * still differ: that generator is libtorch's Mersenne twister) */
+    gb_rng_seed(&m->rng, seed ^ 0x5851f42d4c957f2dULL);
+    if ((rc = build(m, &cfg->policy.model, err)))
+        goto fail;
+    m->obs_mean = calloc((size_t)m->in, sizeof(float));
+    m->obs_rstd = malloc((size_t)m->in * sizeof(float));
+    m->log_std = calloc((size_t)m->outs, sizeof(float));
+    m->act_scale = malloc((size_t)m->outs * sizeof(float));
+    m->act_bias = malloc((size_t)m->outs * sizeof(float));
+    if (!m->obs_mean || !m->obs_rstd || !m->log_std || !m->act_scale || !m->act_bias) {
+        rc = gb_error_set(err, GB_ENOMEM, "policy model: out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < m->in; i++)
+        m->obs_rstd[i] = 1.0f;
+    for (int i = 0; m->algo == GB_ALGO_SAC && i < m->outs; i++) {
+        m->act_scale[i] = 0.5f * (sp->action_high[i] - sp->action_low[i]);
+        m->act_bias[i] = 0.5f * (sp->action_high[i] + sp->action_low[i]);
+    }
+    *out = m;
+    return 0;
+fail:
+    gb_policy_mlp_close(m);
+    return rc;
+}
+
+void gb_policy_mlp_layout(const gb_policy_mlp *m, const gb_param_entry **table, int *count,
+                          uint64_t *total)
+{
+    *table = m->layout;
+    *count = m->nlayout;
+    *total = m->total;
+}
+
+int gb_policy_mlp_import(gb_policy_mlp *m, const void *buf, size_t len,
+                         const gb_param_entry *table, int count, uint64_t version,
+                         gb_error *err)
+{
+    if (count != m->nlayout)
+        return gb_error_set(err, GB_EINVAL, "import: %d tensors sent, model has %d", count,
+                            m->nlayout);
+    if (len != m->total)
+        return gb_error_set(err, GB_EINVAL, "import: %zu bytes sent, model needs %llu", len,
+                            (unsigned long long)m->total);
+    for (int i = 0; i < count; i++) {
+        const gb_param_entry *a = &table[i], *b = &m->layout[i];
+        int same = strncmp(a->name, b->name, sizeof a->name) == 0 && a->dtype == b->dtype &&
+                   a->rank == b->rank && a->offset == b->offset;
+        for (int d = 0; same && d < b->rank; d++)
+            same = a->shape[d] == b->shape[d];
+        if (!same)
+            return gb_error_set(err, GB_EINVAL, "import: entry %d (%.*s) does not match the "
+                                "model's %s", i, (int)sizeof a->name, a->name, b->name);
+    }
+    const char *base = buf;
+    for (int i = 0; i < m->nlayers; i++) {
+        const gb_param_entry *w = &m->layout[m->weight_entry[i]], *b = w + 1;
+        gb_mlp_load(m->mlp, i, (const float *)(base + w->offset),
+                    (const float *)(base + b->offset));
+    }
+    if (m->log_std_entry >= 0)
+        memcpy(m->log_std, base + m->layout[m->log_std_entry].offset,
+               (size_t)m->outs * sizeof(float));
+    if (m->stats_entry >= 0) { /* the bridge's: mean and (var + 1e-8)^-1/2 in double, as floats */
+        const double *mean = (const double *)(base + m->layout[m->stats_entry].offset);
+        const double *var = (const double *)(base + m->layout[m->stats_entry + 1].offset);
+        for (int i = 0; i < m->in; i++) {
+            m->obs_mean[i] = (float)mean[i];
+            m->obs_rstd[i] = (float)(1.0 / sqrt(var[i] + 1e-8));
+        }
+    }
+    m->version = version;
+    return 0;
+}
+
+/* The scratch for n rows; 0 or GB_ENOMEM. */
+static int reserve(gb_policy_mlp *m, int64_t n, gb_error *err)
+{
+    if (n <= m->cap)
+        return 0;
+    int64_t cap = n > 2 * m->cap ? n : 2 * m->cap;
+    size_t rows = (size_t)cap, k = (size_t)m->outs, wide = k > 2 ? k : 2;
+    float *x = realloc(m->x, rows * (size_t)m->in * sizeof *x);
+    if (x)
+        m->x = x;
+    float *ha = realloc(m->ha, rows * k * sizeof *ha);
+    if (ha)
+        m->ha = ha;
+    float *hb = realloc(m->hb, rows * k * sizeof *hb);
+    if (hb)
+        m->hb = hb;
+    float *draws = realloc(m->draws, rows * wide * sizeof *draws);
+    if (draws)
+        m->draws = draws;
+    float *ls = realloc(m->rows_ls, rows * k * sizeof *ls);
+    if (ls)
+        m->rows_ls = ls;
+    int64_t *a = realloc(m->actions, rows * sizeof *a);
+    if (a)
+        m->actions = a;
+    float *af = realloc(m->actions_f, rows * k * sizeof *af);
+    if (af)
+        m->actions_f = af;
+    if (!x || !ha || !hb || !draws || !ls || !a || !af)
+        return gb_error_set(err, GB_ENOMEM, "policy model: out of memory for %lld rows",
+                            (long long)n);
+    m->cap = cap;
+    return 0;
+}
+
+/* count uniform draws in [0, 1) into m->draws */
+static const float *uniforms(gb_policy_mlp *m, int64_t count)
+{
+    for (int64_t i = 0; i < count; i++)
+        m->draws[i] = gb_rng_uniform_f(&m->rng);
+    return m->draws;
+}
+
+/* The draws of act.cpp's sample_rows, from the heads' rows ha (and hb). */
+static void sample(gb_policy_mlp *m, int64_t n, int deterministic, double epsilon,
+                   const float *noise, gb_torch_act_out *out)
+{
+    const int64_t k = m->outs;
+    if (m->space.discrete) {
+        int64_t *action = out->action ? out->action : m->actions;
+        if (m->algo == GB_ALGO_DQN) {
+            const float *u = !deterministic && epsilon > 0.0 ? uniforms(m, 2 * n) : NULL;
+            gb_sample_epsilon_greedy(m->ha, n, k, epsilon, u, action, out->value);
+            if (out->logp)
+                memset(out->logp, 0, sizeof(float) * (size_t)n);
+            if (out->q)
+                memcpy(out->q, m->ha, sizeof(float) * (size_t)(n * k));
+            return;
+        }
+        gb_sample_categorical(m->ha, n, k, deterministic ? NULL : uniforms(m, n), action,
+                              out->logp);
+    } else {
+        const float *z = NULL;
+        if (!deterministic && noise) {
+            z = noise;
+        } else if (!deterministic) {
+            for (int64_t i = 0; i < n * k; i++)
+                m->draws[i] = (float)gb_rng_normal(&m->rng);
+            z = m->draws;
+        }
+        float *x = out->action ? out->action : m->actions_f;
+        if (m->algo == GB_ALGO_SAC) { /* log_std's Linear squashed into [-5, 2] */
+            for (int64_t i = 0; i < n * k; i++)
+                m->rows_ls[i] = -5.0f + 3.5f * (tanhf(m->hb[i]) + 1.0f);
+            gb_sample_squashed(m->ha, m->rows_ls, n, k, z, m->act_scale, m->act_bias, x,
+                               out->logp);
+            if (out->value)
+                memset(out->value, 0, sizeof(float) * (size_t)n);
+            return;
+        }
+        for (int64_t i = 0; i < n; i++)
+            memcpy(m->rows_ls + i * k, m->log_std, sizeof(float) * (size_t)k);
+        gb_sample_gaussian(m->ha, m->rows_ls, n, k, z, x, out->logp);
+    }
+    if (out->value) /* PPO: v's [n, 1] */
+        memcpy(out->value, m->hb, sizeof(float) * (size_t)n);
+}
+
+int gb_policy_mlp_act(gb_policy_mlp *m, const float *obs, int64_t n, int deterministic,
+                      double epsilon, const float *noise, gb_torch_act_out *out, gb_error *err)
+{
+    if (n <= 0)
+        return n == 0 ? 0 : gb_error_set(err, GB_EINVAL, "act: n = %lld", (long long)n);
+    int rc = reserve(m, n, err);
+    if (rc)
+        return rc;
+    const float *x = obs;
+    if (m->stats_entry >= 0) { /* ((obs - mean) * rstd) clamped, in float as the bridge's */
+        const int64_t in = m->in;
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t i = 0; i < in; i++) {
+                float v = (obs[r * in + i] - m->obs_mean[i]) * m->obs_rstd[i];
+                m->x[r * in + i] = v < -m->clip ? -m->clip : v > m->clip ? m->clip : v;
+            }
+        x = m->x;
+    }
+    m->layer_outs[m->head_a] = m->ha; /* (reallocated with the scratch) */
+    if (m->head_b >= 0)
+        m->layer_outs[m->head_b] = m->hb;
+    gb_mlp_forward(m->mlp, x, n, m->layer_outs);
+    sample(m, n, deterministic, epsilon, noise, out);
+    return 0;
+}
+
+const char *gb_policy_mlp_kernels(const gb_policy_mlp *m)
+{
+    return !m->int8 ? "gearbox fp32"
+           : gb_mlp_int8_vnni() ? "gearbox int8 (avx512-vnni)"
+                                : "gearbox int8 (avx2)";
+}
