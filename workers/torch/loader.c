@@ -4,8 +4,9 @@
  * registration); the launcher, actors, the parameter service, `serve` and `check` never call
  * it. So the command does not link libtorch: the bridge is built as a module (the same objects
  * as the gearbox_torch library the tests link), whose one exported table (GB_TORCH_ENTRY_SYMBOL)
- * every call name of bridge.h and group.h goes through. Only the trainer, the policy worker,
- * inline runs and the benchmarks that run models pay for libtorch.
+ * every call name of bridge.h and group.h goes through. Only the trainer, inline runs, the
+ * benchmarks that run models and a policy worker whose model is not a plain MLP on gearbox's
+ * kernels (workers/roles/policy_mlp.h) pay for libtorch.
  * defines: gb_torch, gb_torch_load, gb_torch_loaded (the command's; module.c has the linked
  *          library's) */
 #include "workers/torch/bridge.h"
