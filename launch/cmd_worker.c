@@ -12,6 +12,7 @@
 #include "runtime/config/config.h"
 #include "runtime/streams/curve.h"
 #include "runtime/base/log.h"
+#include "runtime/base/sanitizers.h"
 #include "runtime/run/metrics.h"
 #include "runtime/streams/registry.h"
 #include "runtime/streams/runctl.h"
@@ -25,18 +26,6 @@
 #include <unistd.h>
 #include <zmq.h>
 
-/* 1 in a sanitizer build, whose workers return from main for LeakSanitizer to check them (GCC
- * defines __SANITIZE_ADDRESS__ and __SANITIZE_THREAD__; clang answers __has_feature) */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define WORKER_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define WORKER_SANITIZED 1
-#endif
-#endif
-#ifndef WORKER_SANITIZED
-#define WORKER_SANITIZED 0
-#endif
 
 static atomic_int stop_flag;
 static pid_t launcher_pid; /* the parent at start: the launcher */
@@ -278,7 +267,7 @@ int gb_worker_process(const gb_config *cfg, const gb_worker_process_opts *o)
         GB_INFO("worker stopped");
     }
     close_links(&l);
-#if !WORKER_SANITIZED
+#if !GB_ASAN && !GB_TSAN
     /* Everything of the worker's own is closed and written: the process ends here, without
      * what libtorch registered for exit in the policy worker and the trainer (static
      * destructors, the unmapping of its 286 libraries), which took about 0.1 s of every run's

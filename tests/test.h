@@ -4,6 +4,8 @@
 #ifndef GB_TESTS_TEST_H
 #define GB_TESTS_TEST_H
 
+#include "runtime/base/sanitizers.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,16 +79,7 @@ static int test_checks_;
 
 /* 1 when built with AddressSanitizer: its quarantine keeps freed memory mapped (256 MB by
  * default), so an RSS figure after a free says nothing there. */
-#if defined(__SANITIZE_ADDRESS__)
-#define TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TEST_ASAN 1
-#endif
-#endif
-#ifndef TEST_ASAN
-#define TEST_ASAN 0
-#endif
+#define TEST_ASAN GB_ASAN
 
 /* A field of this process's /proc/self/status in bytes ("VmRSS:", "VmHWM:": kB there), or -1. */
 static inline long long test_vm_bytes(const char *key)

@@ -9,13 +9,15 @@
 #ifndef GB_WORKERS_TORCH_FAST_TANH_H
 #define GB_WORKERS_TORCH_FAST_TANH_H
 
+#include "runtime/base/sanitizers.h"
+
 #include <stddef.h>
 
 /* GB_CLONES before a C function compiles it for AVX-512, AVX2 and SSE2, chosen once at load.
  * ThreadSanitizer builds take the default clone only: the clones' resolver (an ifunc) runs while
  * the library is relocated, before TSan's runtime is set up, and crashed every process that
  * loaded it. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !GB_TSAN
 #define GB_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define GB_CLONES
