@@ -10,12 +10,12 @@
 #          target its settings name (DQN_SETTINGS: run_dqn_2trainers' own, from CMake: a mean
 #          return of 150, random play 22, in larger steps: two DQN trainers take about 4 ms a
 #          step on 2 cores; 120 took 57 s in one CI run with the smaller steps those settings
-#          had before); what trainer 1's all-to-alls
-#          sent and received (agreement, selection, rows, priorities, and the gradients' small
-#          all-reduces, which go as one all-to-all) must have crossed h2's veth, and both are
-#          printed beside it; and the joined trainer's worker is SIGKILLed mid-run: gearbox
-#          join starts it again (the slot's next incarnation, asked for as that trainer), the
-#          two form their group again and the run solves, its ledger exact (lost 0).
+#          had before); what trainer 1's all-to-alls sent and received (agreement, selection,
+#          rows, priorities, and the gradients' small all-reduces, which go as one all-to-all)
+#          must have crossed h2's veth, and both are printed beside it; and the joined
+#          trainer's worker is SIGKILLed mid-run: gearbox join starts it again (the slot's next
+#          incarnation, asked for as that trainer), the two form their group again and the run
+#          solves, its ledger exact (lost 0).
 # Both: the replicas' parameter checksums agree, the sample ledger is exact, the joined trainer
 # keeps its checkpoint in its own folder on h2, and the launcher started no trainer 1.
 # usage: run_trainer_hosts.sh GEARBOX PPO_CONFIG DQN_CONFIG WORK_DIR [DQN_SETTINGS...]  (root
