@@ -146,8 +146,8 @@ static int check_devices(const gb_config *cfg, const gb_config_marks *marks, int
         return gb_config_fail_key(marks, "trainer.backend", err,
                                   "nccl: this gearbox's libtorch has no NCCL (Debian's is "
                                   "CPU-only); build against PyTorch's CUDA wheel, or use gloo");
-    /* a policy worker's model is libtorch's: a build without gearbox's kernels may still act
-     * on a GPU */
+    /* a policy worker on cuda runs the bridge's model (libtorch's): a build without gearbox's
+     * kernels may still act on a GPU */
     if (policy_here > 0 && cfg->policy.device == GB_DEVICE_CUDA && built &&
         gb_kernels_device_count() < 1)
         return gb_config_fail_key(marks, "policy.device", err,
