@@ -1,9 +1,9 @@
 /* workers/roles/policy.c: the policy worker: serves batched inference to the actors and swaps in
  * new parameters between batches. Three threads, as in SRL: the request thread (the worker's main
  * loop) drives a pipelined inference server, receiving, validating and merging requests into the
- * next batch and sending replies; the server's inference thread runs one batched libtorch
- * forward per batch, meanwhile; the parameter thread follows the parameter stream and stages
- * each complete, verified blob, which the inference thread imports between batches (never
+ * next batch and sending replies; the server's inference thread runs one batched forward per
+ * batch, meanwhile; the parameter thread follows the parameter stream and stages each complete,
+ * verified blob, which the inference thread imports between batches (never
  * during one). With policy.pipelined false, the main loop runs the model itself between
  * receiving batches (the same import points). With policy.precision bf16 or int8 the model
  * runs in that precision, its reduced copies rebuilt from the fp32 parameters at each import.
@@ -191,13 +191,15 @@ static int policy_model(policy *p, gb_env_spec *spec, gb_error *err)
     if (rc)
         return rc;
     gb_error why = {0};
-    const char *kernels, *engine = "";
+    const char *kernels = "", *engine = "";
     rc = gb_policy_mlp_open(cfg, &p->space, gb_worker_seed(p->w, "model"), &p->mlp, &why);
-    if (rc == 0)
+    if (rc == GB_EUNSUPPORTED) /* why says what asks for libtorch */
+        rc = bridge_model(p, &kernels, &engine, err);
+    else if (rc == 0)
         kernels = gb_policy_mlp_kernels(p->mlp);
-    else if (rc != GB_EUNSUPPORTED)
-        return *err = why, rc;
-    else if ((rc = bridge_model(p, &kernels, &engine, err)))
+    else if (err)
+        *err = why;
+    if (rc)
         return rc;
     GB_INFO("policy: inference in %s through %s%s%s%s%s%s",
             gb_config_enum_name("policy.precision", cfg->policy.precision), kernels,
