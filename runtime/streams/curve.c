@@ -22,7 +22,7 @@
 #define ZAP_DOMAIN "gearbox"
 #define MAX_CONTEXTS 16
 #define MAX_MONITORS 256 /* secured server sockets of one context */
-#define POLL_MS 100      /* how often the handler looks for new monitors and the stop flag */
+#define POLL_MS 100      /* how often the handler looks for new monitors (a stop wakes it) */
 #define LOG_FIRST 10     /* refusals logged one by one; then one line per 1000 */
 
 int gb_curve_available(void) { return zmq_has("curve") ? 1 : 0; }
@@ -44,6 +44,7 @@ struct gb_curve {
     uint8_t (*ident_keys)[32];
     int nidents;
     void *zap; /* REP at ZAP_ENDPOINT; the handler thread's */
+    void *wake_rx, *wake_tx; /* an inproc PAIR: curve_free's message ends the handler's poll */
     pthread_t thread;
     int has_thread;
     atomic_int stop;
@@ -198,7 +199,7 @@ static int monitor_event(gb_curve *c, void *mon)
 static void *zap_main(void *arg)
 {
     gb_curve *c = arg;
-    zmq_pollitem_t items[1 + MAX_MONITORS];
+    zmq_pollitem_t items[2 + MAX_MONITORS];
     while (!atomic_load(&c->stop)) {
         pthread_mutex_lock(&c->mu);
         for (int i = 0; i < c->npending && c->nmonitors < MAX_MONITORS; i++)
@@ -206,18 +207,21 @@ static void *zap_main(void *arg)
         c->npending = 0;
         pthread_mutex_unlock(&c->mu);
         items[0] = (zmq_pollitem_t){.socket = c->zap, .events = ZMQ_POLLIN};
+        items[1] = (zmq_pollitem_t){.socket = c->wake_rx, .events = ZMQ_POLLIN};
         for (int i = 0; i < c->nmonitors; i++)
-            items[1 + i] = (zmq_pollitem_t){.socket = c->monitors[i], .events = ZMQ_POLLIN};
-        int n = zmq_poll(items, 1 + c->nmonitors, POLL_MS);
+            items[2 + i] = (zmq_pollitem_t){.socket = c->monitors[i], .events = ZMQ_POLLIN};
+        int n = zmq_poll(items, 2 + c->nmonitors, POLL_MS);
         if (n < 0) {
             if (zmq_errno() == ETERM)
                 break;
             continue; /* EINTR */
         }
+        if (items[1].revents & ZMQ_POLLIN)
+            break; /* curve_free: stop */
         if (items[0].revents & ZMQ_POLLIN)
             zap_serve_one(c);
         for (int i = c->nmonitors - 1; i >= 0; i--)
-            if ((items[1 + i].revents & ZMQ_POLLIN) && monitor_event(c, c->monitors[i])) {
+            if ((items[2 + i].revents & ZMQ_POLLIN) && monitor_event(c, c->monitors[i])) {
                 zmq_close(c->monitors[i]);
                 c->monitors[i] = c->monitors[--c->nmonitors];
             }
@@ -225,13 +229,21 @@ static void *zap_main(void *arg)
     return NULL;
 }
 
-/* Stops c's ZAP handler (when it runs), closes its sockets, wipes its keys and frees it: the
- * end of gb_curve_detach, and of a gb_curve_attach that failed (no thread, no monitor yet). */
+/* Stops c's ZAP handler (when it runs: woken at once, not at its next poll's timeout, which
+ * held every worker's exit by up to 100 ms), closes its sockets, wipes its keys and frees it:
+ * the end of gb_curve_detach, and of a gb_curve_attach that failed (no thread, no monitor yet). */
 static void curve_free(gb_curve *c)
 {
     atomic_store(&c->stop, 1);
+    if (c->has_thread && zmq_send(c->wake_tx, "", 0, ZMQ_DONTWAIT) < 0)
+        GB_WARN("CURVE: cannot wake the ZAP handler (%s): it stops at its next poll",
+                zmq_strerror(zmq_errno()));
     if (c->has_thread)
         pthread_join(c->thread, NULL);
+    if (c->wake_tx)
+        zmq_close(c->wake_tx);
+    if (c->wake_rx)
+        zmq_close(c->wake_rx);
     for (int i = 0; i < c->nmonitors; i++)
         zmq_close(c->monitors[i]);
     for (int i = 0; i < c->npending; i++)
@@ -303,10 +315,19 @@ int gb_curve_attach(gb_curve **out, void *zctx, const gb_curve_opts *o, gb_error
         rc = gb_error_set(err, GB_EFULL, "CURVE: more than %d secured contexts", MAX_CONTEXTS);
     if (rc == 0 && serves) {
         int zero = 0;
+        char wake[64];
+        snprintf(wake, sizeof wake, "inproc://gearbox.curve.wake.%p", (void *)c);
         if (!(c->zap = zmq_socket(zctx, ZMQ_REP)) ||
             zmq_setsockopt(c->zap, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
             zmq_bind(c->zap, ZAP_ENDPOINT) != 0)
             rc = gb_error_set(err, GB_EZMQ, "CURVE: ZAP handler at %s: %s", ZAP_ENDPOINT,
+                              zmq_strerror(zmq_errno()));
+        else if (!(c->wake_rx = zmq_socket(zctx, ZMQ_PAIR)) ||
+                 !(c->wake_tx = zmq_socket(zctx, ZMQ_PAIR)) ||
+                 zmq_setsockopt(c->wake_rx, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+                 zmq_setsockopt(c->wake_tx, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+                 zmq_bind(c->wake_rx, wake) != 0 || zmq_connect(c->wake_tx, wake) != 0)
+            rc = gb_error_set(err, GB_EZMQ, "CURVE: the ZAP handler's wake-up pair: %s",
                               zmq_strerror(zmq_errno()));
         else if (pthread_create(&c->thread, NULL, zap_main, c) != 0)
             rc = gb_error_set(err, GB_ESYS, "CURVE: cannot start the ZAP handler thread");
