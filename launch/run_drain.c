@@ -131,6 +131,26 @@ void gb_run_drain(gb_supervisor *sup, gb_runctl_server *rc, gb_metrics_collector
     GB_DEBUG("workers stopped in %.2f s", gb_now_s() - t0);
 }
 
+/* 1 when every actor and trainer has sent its last report. */
+static int finals_in(const gb_metrics_collector *m, const gb_config *cfg)
+{
+    for (int64_t i = 0; i < cfg->actors.count; i++)
+        if (gb_metrics_get(m, GB_ROLE_ACTOR, (int)i, "final") != 1)
+            return 0;
+    for (int64_t i = 0; i < cfg->trainer.count; i++)
+        if (gb_metrics_get(m, GB_ROLE_TRAINER, (int)i, "final") != 1)
+            return 0;
+    return 1;
+}
+
+void gb_run_last_reports(gb_metrics_collector *m, const gb_config *cfg)
+{
+    gb_error e = {0};
+    for (double end = gb_now_s() + 0.1; !finals_in(m, cfg) && gb_now_s() < end;)
+        gb_metrics_collector_poll(m, 10, &e);
+    gb_metrics_collector_poll(m, 0, &e);
+}
+
 void gb_run_ledger_take(const gb_metrics_collector *m, const gb_config *cfg,
                         const gb_watchdog *wd, gb_run_ledger *l)
 {

@@ -1,7 +1,8 @@
 /* launch/run_drain.h: the end of a distributed run's sample stream: the workers stopped through
  * the run's states without losing a chunk in flight (runtime/streams/runctl.h), and the ledger of
  * what the actors sent and the trainers received, for summary.json.
- * defines: gb_run_drain, gb_run_ledger, gb_run_ledger_take, gb_run_ledger_summary */
+ * defines: gb_run_drain, gb_run_last_reports, gb_run_ledger, gb_run_ledger_take,
+ *          gb_run_ledger_summary */
 #ifndef GB_LAUNCH_RUN_DRAIN_H
 #define GB_LAUNCH_RUN_DRAIN_H
 
@@ -35,6 +36,11 @@ typedef struct gb_run_ledger {
     int64_t sent, dropped, received, discarded, lost_in_crash, nonfinite, rejected;
     int64_t trained; /* of received, drawn by a learner at least once */
 } gb_run_ledger;
+
+/* Takes the reports the workers sent as they stopped, after gb_run_drain: until every actor and
+ * trainer has sent its last one (value "final": what the ledger reads), for up to 100 ms (a
+ * killed worker's never comes), then whatever else is queued, without waiting. */
+void gb_run_last_reports(gb_metrics_collector *m, const gb_config *cfg);
 
 /* Takes the ledger from m's last reports and wd's crash counts; warns about what is missing or
  * lost (the log). Never blocks. */

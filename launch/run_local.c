@@ -423,9 +423,9 @@ static double drain(launch *L)
         GB_ERROR("%s", L->err.msg);
         L->status = 1;
     }
-    /* Workers send a last report as they stop: take it. */
+    /* Workers send a last report as they stop: take it (not a fixed 100 ms wait any more). */
     if (L->mc) {
-        gb_metrics_collector_poll(L->mc, 100, &L->err);
+        gb_run_last_reports(L->mc, L->cfg);
         gb_run_rows_sample(L->mc, wall, &L->rates, &L->base, L->row);
         /* the window the stop was decided on: episodes that finished while the workers
          * stopped count in `episodes`, not in the mean (summary.json's is this row's) */
