@@ -1,7 +1,7 @@
 /* tests/workers/torch_test_util.h: what the libtorch bridge's tests share: a small config for
  * an algorithm (MLP [16, 16], lr 0.01, gamma 0.9), a discrete (CartPole-like: 4 floats, 3
  * actions) and a box (3 floats, 2 bounded actions) space, and deterministic filler values.
- * defines: make_cfg, discrete_space, box_space, fill */
+ * defines: load_cfg_text, make_cfg, discrete_space, box_space, fill */
 #ifndef GB_TESTS_WORKERS_TORCH_TEST_UTIL_H
 #define GB_TESTS_WORKERS_TORCH_TEST_UTIL_H
 
@@ -11,15 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
-static inline int make_cfg(gb_config *cfg, const char *algo, const char *model_extra)
+/* cfg from the YAML text (named <test> in its errors, which are printed): 0 or the error. */
+static inline int load_cfg_text(gb_config *cfg, const char *text)
 {
-    char text[2048];
-    snprintf(text, sizeof text,
-             "experiment: {name: t, seed: 3}\n"
-             "env: {name: CartPole-v1}\n"
-             "policy: {model: {type: mlp, hidden: [16, 16]%s}}\n"
-             "trainer:\n  algorithm: {name: %s, lr: 0.01, gamma: 0.9}\n",
-             model_extra, algo);
     gb_error err;
     memset(&err, 0, sizeof err); /* (not = {0}: C++ tests include this too) */
     gb_config_marks *marks = NULL;
@@ -30,6 +24,18 @@ static inline int make_cfg(gb_config *cfg, const char *algo, const char *model_e
     if (rc)
         fprintf(stderr, "config: %s\n", err.msg);
     return rc;
+}
+
+static inline int make_cfg(gb_config *cfg, const char *algo, const char *model_extra)
+{
+    char text[2048];
+    snprintf(text, sizeof text,
+             "experiment: {name: t, seed: 3}\n"
+             "env: {name: CartPole-v1}\n"
+             "policy: {model: {type: mlp, hidden: [16, 16]%s}}\n"
+             "trainer:\n  algorithm: {name: %s, lr: 0.01, gamma: 0.9}\n",
+             model_extra, algo);
+    return load_cfg_text(cfg, text);
 }
 
 static inline gb_torch_space discrete_space(void)

@@ -23,11 +23,11 @@ struct gb_policy_mlp {
     int outs;       /* the action head's width: actions (discrete) or action dimensions */
     int int8;       /* policy.precision int8 */
     gb_param_entry *layout;
-    int nlayout, layout_cap;
+    int nlayout;
     uint64_t total;
     gb_mlp_layer_spec *specs;
     int *weight_entry; /* each layer's weight's layout entry (its bias is the next one) */
-    int nlayers, layers_cap;
+    int nlayers;
     gb_mlp *mlp;
     float **layer_outs;    /* [nlayers]: where gb_mlp_forward writes each layer (heads only) */
     int head_a, head_b;    /* the layers whose outputs the heads are (head_b -1: none) */
@@ -39,28 +39,21 @@ struct gb_policy_mlp {
     float *act_scale, *act_bias; /* SAC: [outs] */
     gb_rng rng;
     uint64_t version;
-    /* scratch for a batch, grown to the largest one */
+    /* scratch for a batch, grown to the largest one: parts of one block */
     int64_t cap;
-    float *x;        /* [cap, in] normalised observations */
-    float *ha, *hb;  /* [cap, outs] the heads' outputs (hb: PPO's value is [cap, 1]) */
-    float *draws;    /* [cap, max(2, outs)] uniform or normal draws */
-    float *rows_ls;  /* [cap, outs] the rows' log standard deviations */
-    int64_t *actions;
-    float *actions_f;
+    void *scratch;
+    int64_t *actions; /* [cap] discrete actions nobody asked for */
+    float *x;         /* [cap, in] normalised observations */
+    float *ha, *hb;   /* [cap, outs] the heads' outputs (hb: PPO's value is [cap, 1]) */
+    float *rows_ls;   /* [cap, outs] the rows' log standard deviations */
+    float *actions_f; /* [cap, outs] continuous actions nobody asked for */
+    float *draws;     /* [cap, max(2, outs)] uniform or normal draws */
 };
 
-/* Appends an entry of dtype and shape (rank 1 or 2; d1 0 for rank 1) at the next aligned offset;
- * returns its index, or -1 out of memory. */
+/* Appends an entry of dtype and shape (rank 1 or 2; d1 0 for rank 1) at the next aligned offset
+ * (room for it made by build); returns its index. */
 static int add_entry(gb_policy_mlp *m, const char *name, gb_dtype dtype, int64_t d0, int64_t d1)
 {
-    if (m->nlayout == m->layout_cap) {
-        int cap = m->layout_cap ? 2 * m->layout_cap : 16;
-        gb_param_entry *t = realloc(m->layout, (size_t)cap * sizeof *t);
-        if (!t)
-            return -1;
-        m->layout = t;
-        m->layout_cap = cap;
-    }
     gb_param_entry *e = &m->layout[m->nlayout];
     memset(e, 0, sizeof *e);
     snprintf(e->name, sizeof e->name, "%s", name);
@@ -76,41 +69,27 @@ static int add_entry(gb_policy_mlp *m, const char *name, gb_dtype dtype, int64_t
 }
 
 /* A Linear layer named prefix (prefix.weight [out, in], prefix.bias [out]) reading src (-1: the
- * observations), with activation act; returns its index, or -1 out of memory. */
+ * observations), with activation act; returns its index. */
 static int add_linear(gb_policy_mlp *m, const char *prefix, int src, int out, int act)
 {
-    if (m->nlayers == m->layers_cap) {
-        int cap = m->layers_cap ? 2 * m->layers_cap : 8;
-        gb_mlp_layer_spec *s = realloc(m->specs, (size_t)cap * sizeof *s);
-        if (!s)
-            return -1;
-        m->specs = s;
-        int *w = realloc(m->weight_entry, (size_t)cap * sizeof *w);
-        if (!w)
-            return -1;
-        m->weight_entry = w;
-        m->layers_cap = cap;
-    }
     int in = src < 0 ? m->in : m->specs[src].out;
     char name[GB_PARAM_NAME_MAX];
     snprintf(name, sizeof name, "%s.weight", prefix);
-    int w = add_entry(m, name, GB_DTYPE_FLOAT32, out, in);
+    m->weight_entry[m->nlayers] = add_entry(m, name, GB_DTYPE_FLOAT32, out, in);
     snprintf(name, sizeof name, "%s.bias", prefix);
-    if (w < 0 || add_entry(m, name, GB_DTYPE_FLOAT32, out, 0) < 0)
-        return -1;
+    add_entry(m, name, GB_DTYPE_FLOAT32, out, 0);
     m->specs[m->nlayers] = (gb_mlp_layer_spec){
         .src = src,
         .in = in,
         .out = out,
         .act = act,
         .int8 = m->int8 && in >= MIN_INT8_WIDTH && out >= MIN_INT8_WIDTH};
-    m->weight_entry[m->nlayers] = w;
     return m->nlayers++;
 }
 
 /* The torso named name: the hidden list's Linear layers (name.0, name.2, ...: each followed by
  * its activation module in the bridge's Sequential) from the observations. Its last layer's
- * index (-1 with no hidden layer: the heads read the observations), or -2 out of memory. */
+ * index (-1 with no hidden layer: the heads read the observations). */
 static int add_torso(gb_policy_mlp *m, const gb_config_model *mc, const char *name)
 {
     int at = -1;
@@ -118,8 +97,7 @@ static int add_torso(gb_policy_mlp *m, const gb_config_model *mc, const char *na
     for (int i = 0; i < mc->hidden.n; i++) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "%s.%d", name, 2 * i);
-        if ((at = add_linear(m, prefix, at, (int)mc->hidden.v[i], act)) < 0)
-            return -2;
+        at = add_linear(m, prefix, at, (int)mc->hidden.v[i], act);
     }
     return at;
 }
@@ -127,40 +105,37 @@ static int add_torso(gb_policy_mlp *m, const gb_config_model *mc, const char *na
 /* The networks' layers and layout (network.cpp's ActorCritic, QNet, SacActor); 0 or GB_ENOMEM. */
 static int build(gb_policy_mlp *m, const gb_config_model *mc, gb_error *err)
 {
-    int t, c = -1;
-    m->log_std_entry = m->stats_entry = -1;
-    if (m->algo == GB_ALGO_PPO && !m->space.discrete &&
-        (m->log_std_entry = add_entry(m, "log_std", GB_DTYPE_FLOAT32, m->outs, 0)) < 0)
-        goto nomem;
-    if ((t = add_torso(m, mc, "torso")) < -1)
-        goto nomem;
+    /* two torsos and two heads at most; two entries a layer, log_std and three statistics */
+    const size_t layers = 2 * (size_t)mc->hidden.n + 2, entries = 2 * layers + 4;
+    m->specs = calloc(layers, sizeof *m->specs);
+    m->weight_entry = calloc(layers, sizeof *m->weight_entry);
+    m->layer_outs = calloc(layers, sizeof *m->layer_outs);
+    m->layout = calloc(entries, sizeof *m->layout);
+    if (!m->specs || !m->weight_entry || !m->layer_outs || !m->layout)
+        return gb_error_set(err, GB_ENOMEM, "policy model: out of memory");
+    m->log_std_entry = m->stats_entry = m->head_b = -1;
+    if (m->algo == GB_ALGO_PPO && !m->space.discrete)
+        m->log_std_entry = add_entry(m, "log_std", GB_DTYPE_FLOAT32, m->outs, 0);
+    int t = add_torso(m, mc, "torso");
     if (m->algo == GB_ALGO_PPO) {
-        if (!mc->shared && (c = add_torso(m, mc, "critic_torso")) < -1)
-            goto nomem;
-        if ((m->head_a = add_linear(m, "pi", t, m->outs, GB_MLP_ACT_NONE)) < 0 ||
-            (m->head_b = add_linear(m, "v", mc->shared ? t : c, 1, GB_MLP_ACT_NONE)) < 0)
-            goto nomem;
+        int c = mc->shared ? t : add_torso(m, mc, "critic_torso");
+        m->head_a = add_linear(m, "pi", t, m->outs, GB_MLP_ACT_NONE);
+        m->head_b = add_linear(m, "v", c, 1, GB_MLP_ACT_NONE);
     } else if (m->algo == GB_ALGO_DQN) {
-        m->head_b = -1;
-        if ((m->head_a = add_linear(m, "q", t, m->outs, GB_MLP_ACT_NONE)) < 0)
-            goto nomem;
-    } else if ((m->head_a = add_linear(m, "mean", t, m->outs, GB_MLP_ACT_NONE)) < 0 ||
-               (m->head_b = add_linear(m, "log_std", t, m->outs, GB_MLP_ACT_NONE)) < 0) {
-        goto nomem;
+        m->head_a = add_linear(m, "q", t, m->outs, GB_MLP_ACT_NONE);
+    } else {
+        m->head_a = add_linear(m, "mean", t, m->outs, GB_MLP_ACT_NONE);
+        m->head_b = add_linear(m, "log_std", t, m->outs, GB_MLP_ACT_NONE);
     }
-    if (mc->normalize_obs &&
-        ((m->stats_entry = add_entry(m, "obs_mean", GB_DTYPE_FLOAT64, m->in, 0)) < 0 ||
-         add_entry(m, "obs_var", GB_DTYPE_FLOAT64, m->in, 0) < 0 ||
-         add_entry(m, "obs_count", GB_DTYPE_FLOAT64, 1, 0) < 0))
-        goto nomem;
-    if (!(m->layer_outs = calloc((size_t)m->nlayers, sizeof *m->layer_outs)))
-        goto nomem;
+    if (mc->normalize_obs) {
+        m->stats_entry = add_entry(m, "obs_mean", GB_DTYPE_FLOAT64, m->in, 0);
+        add_entry(m, "obs_var", GB_DTYPE_FLOAT64, m->in, 0);
+        add_entry(m, "obs_count", GB_DTYPE_FLOAT64, 1, 0);
+    }
     char msg[256];
     if (!(m->mlp = gb_mlp_create(m->specs, m->nlayers, msg, sizeof msg)))
         return gb_error_set(err, GB_EINVAL, "policy model: %s", msg);
     return 0;
-nomem:
-    return gb_error_set(err, GB_ENOMEM, "policy model: out of memory");
 }
 
 /* GB_EUNSUPPORTED naming what needs libtorch, or 0 when this model can run cfg's. */
@@ -222,13 +197,7 @@ void gb_policy_mlp_close(gb_policy_mlp *m)
     free(m->log_std);
     free(m->act_scale);
     free(m->act_bias);
-    free(m->x);
-    free(m->ha);
-    free(m->hb);
-    free(m->draws);
-    free(m->rows_ls);
-    free(m->actions);
-    free(m->actions_f);
+    free(m->scratch);
     free(m);
 }
 
@@ -326,37 +295,27 @@ int gb_policy_mlp_import(gb_policy_mlp *m, const void *buf, size_t len,
     return 0;
 }
 
-/* The scratch for n rows; 0 or GB_ENOMEM. */
+/* The scratch for n rows, one block (its contents need not survive a growth); 0 or GB_ENOMEM. */
 static int reserve(gb_policy_mlp *m, int64_t n, gb_error *err)
 {
     if (n <= m->cap)
         return 0;
     int64_t cap = n > 2 * m->cap ? n : 2 * m->cap;
     size_t rows = (size_t)cap, k = (size_t)m->outs, wide = k > 2 ? k : 2;
-    float *x = realloc(m->x, rows * (size_t)m->in * sizeof *x);
-    if (x)
-        m->x = x;
-    float *ha = realloc(m->ha, rows * k * sizeof *ha);
-    if (ha)
-        m->ha = ha;
-    float *hb = realloc(m->hb, rows * k * sizeof *hb);
-    if (hb)
-        m->hb = hb;
-    float *draws = realloc(m->draws, rows * wide * sizeof *draws);
-    if (draws)
-        m->draws = draws;
-    float *ls = realloc(m->rows_ls, rows * k * sizeof *ls);
-    if (ls)
-        m->rows_ls = ls;
-    int64_t *a = realloc(m->actions, rows * sizeof *a);
-    if (a)
-        m->actions = a;
-    float *af = realloc(m->actions_f, rows * k * sizeof *af);
-    if (af)
-        m->actions_f = af;
-    if (!x || !ha || !hb || !draws || !ls || !a || !af)
+    size_t floats = rows * ((size_t)m->in + 4 * k + wide);
+    void *block = malloc(rows * sizeof(int64_t) + floats * sizeof(float));
+    if (!block)
         return gb_error_set(err, GB_ENOMEM, "policy model: out of memory for %lld rows",
                             (long long)n);
+    free(m->scratch);
+    m->scratch = block;
+    m->actions = block; /* the int64s first: every part stays aligned */
+    m->x = (float *)(m->actions + rows);
+    m->ha = m->x + rows * (size_t)m->in;
+    m->hb = m->ha + rows * k;
+    m->rows_ls = m->hb + rows * k;
+    m->actions_f = m->rows_ls + rows * k;
+    m->draws = m->actions_f + rows * k;
     m->cap = cap;
     return 0;
 }

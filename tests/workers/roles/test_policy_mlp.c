@@ -34,15 +34,7 @@ static int config(gb_config *cfg, const char *algo, const char *model, const cha
              "policy: {model: {type: mlp, %s}%s}\n"
              "trainer:\n  algorithm: {name: %s}\n",
              model, extra, algo);
-    gb_error err = {0};
-    gb_config_marks *marks = NULL;
-    int rc = gb_config_load_string(cfg, &marks, "<test>", text, strlen(text), &err);
-    if (rc == 0)
-        rc = gb_config_finish(cfg, marks, &err);
-    gb_config_marks_free(marks);
-    if (rc)
-        fprintf(stderr, "config: %s\n", err.msg);
-    return rc;
+    return load_cfg_text(cfg, text);
 }
 
 /* The bridge's model, exported parameters made less plain: log_std and the observation
