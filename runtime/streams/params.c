@@ -5,6 +5,7 @@
 #include "runtime/base/crc32c.h"
 #include "runtime/streams/curve.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -188,6 +189,8 @@ nomem:
 
 struct gb_param_publisher {
     void *sock;
+    void *mon;              /* sock's connections (ZMQ_EVENT_CONNECTED), read by reconnected */
+    uint64_t connects, connects_seen;
     gb_param_publisher_opts o;
     uint64_t seq;
     int64_t last_version;
@@ -230,6 +233,22 @@ int gb_param_publisher_open(gb_param_publisher **out, void *zctx,
         rc = gb_wire_zmq_error(err, "parameter publisher: setsockopt");
         goto fail;
     }
+    /* the monitor's reading end before the connect, so that no connection goes unseen; its
+     * queue unbounded and the monitor stopped before it closes (libzmq's I/O thread sends the
+     * events blocking: params_service.c, follow_peers) */
+    static atomic_ullong next_monitor;
+    char mon_ep[64];
+    int unbounded = 0, zero = 0;
+    snprintf(mon_ep, sizeof mon_ep, "inproc://gb-params-publisher-%llu",
+             (unsigned long long)atomic_fetch_add(&next_monitor, 1));
+    if (zmq_socket_monitor(p->sock, mon_ep, ZMQ_EVENT_CONNECTED) != 0 ||
+        !(p->mon = zmq_socket(zctx, ZMQ_PAIR)) ||
+        zmq_setsockopt(p->mon, ZMQ_LINGER, &zero, sizeof zero) ||
+        zmq_setsockopt(p->mon, ZMQ_RCVHWM, &unbounded, sizeof unbounded) ||
+        zmq_connect(p->mon, mon_ep) != 0) {
+        rc = gb_wire_zmq_error(err, "parameter publisher: its connections' monitor");
+        goto fail;
+    }
     if (gb_curve_connect(zctx, p->sock, o->service_endpoint) != 0) {
         rc = gb_wire_zmq_error(err, "parameter publisher: connect");
         gb_error_prefix(err, "%s", o->service_endpoint);
@@ -248,9 +267,33 @@ void gb_param_publisher_close(gb_param_publisher *p)
         return;
     if (p->chunk_open)
         zmq_msg_close(&p->chunk);
+    if (p->sock && p->mon)
+        zmq_socket_monitor(p->sock, NULL, 0);
+    if (p->mon)
+        zmq_close(p->mon);
     if (p->sock)
         zmq_close(p->sock);
     free(p);
+}
+
+int gb_param_publisher_reconnected(gb_param_publisher *p)
+{
+    zmq_msg_t frame;
+    zmq_msg_init(&frame);
+    /* each event is two frames: its number and value, then the endpoint */
+    while (zmq_msg_recv(&frame, p->mon, ZMQ_DONTWAIT) >= 0) {
+        if (zmq_msg_size(&frame) >= 2) {
+            uint16_t event;
+            memcpy(&event, zmq_msg_data(&frame), sizeof event);
+            p->connects += event == ZMQ_EVENT_CONNECTED;
+        }
+        if (zmq_msg_more(&frame))
+            zmq_msg_recv(&frame, p->mon, ZMQ_DONTWAIT);
+    }
+    zmq_msg_close(&frame);
+    int again = p->connects > 1 && p->connects > p->connects_seen;
+    p->connects_seen = p->connects;
+    return again;
 }
 
 /* Sends h with q's attributes (kind sc) and the payload pl. */

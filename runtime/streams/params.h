@@ -95,6 +95,11 @@ int gb_param_publisher_open(gb_param_publisher **out, void *zctx,
                             const gb_param_publisher_opts *o, gb_error *err);
 void gb_param_publisher_close(gb_param_publisher *p);
 
+/* 1 when the connection to the service was made again since the last call: a restarted
+ * service, which holds nothing until a version comes (the caller sends its last one again);
+ * the first connection does not count. Never blocks. */
+int gb_param_publisher_reconnected(gb_param_publisher *p);
+
 /* Streams one version: begin (layout copied), any number of writes totalling exactly
  * total_bytes (the data need not exist in one piece; the CRC is computed on the way), end.
  * Each call blocks while the service's queue is full, up to the timeout (GB_ETIMEOUT; the

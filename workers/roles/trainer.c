@@ -48,10 +48,6 @@ static int make_param_buffer(trainer *t, gb_error *err)
     return 0;
 }
 
-/* Seconds without a push after which trainer 0 sends its parameters again (the loop in
- * train()). */
-#define REPUBLISH_IDLE_S 3.0
-
 static int push_params(trainer *t, gb_error *err)
 {
     uint64_t version = 0;
@@ -62,7 +58,6 @@ static int push_params(trainer *t, gb_error *err)
                               t->param_buf, t->param_bytes, err);
     if (rc == 0) {
         t->published_version = (int64_t)version;
-        t->published_at = gb_now_s();
         gb_trainer_ledger_published(t->ledger, (int64_t)version);
     }
     return rc;
@@ -413,14 +408,15 @@ static int train(trainer *t, gb_error *err)
             continue;
         if (rc < 0)
             return rc;
-        /* the parameters go out every push_params_every steps, and again after
-         * REPUBLISH_IDLE_S without a push: a restarted parameter service holds nothing until
-         * the next push, and while a restarted policy worker waits for it no action is served,
-         * no sample comes and no step is taken (run_chaos once: policy and service killed
-         * in turn, the run stuck until its restarts ran out) */
+        /* the parameters go out every push_params_every steps, and again as soon as the
+         * publisher connects to a restarted parameter service: that holds nothing until the
+         * next push, and while a restarted policy worker waits for it no action is served, no
+         * sample comes and no step is taken (run_chaos once: policy and service killed in
+         * turn, the run stuck until its restarts ran out). (It was every 3 s without a push,
+         * the whole model again and again while the trainer was held or starved.) */
         int due = rc == 1 &&
                   gb_learning_train_steps(t->learning) % cfg->trainer.push_params_every == 0;
-        if (publishing && (due || gb_now_s() - t->published_at >= REPUBLISH_IDLE_S) &&
+        if (publishing && (due || gb_param_publisher_reconnected(t->publisher)) &&
             (rc = push_params(t, err))) {
             if (!gb_worker_stopping(w))
                 return rc;

@@ -52,7 +52,6 @@ typedef struct trainer {
     const gb_param_entry *param_layout; /* the learner model's, [param_count] */
     int param_count;
     int64_t published_version;
-    double published_at; /* gb_now_s() of the last push */
     int64_t held_at; /* trainer 0: the held request it holds at (0: none) */
     gb_dataset_writer *record; /* gearbox run --record DIR: every chunk received, appended */
     gb_ledger_row *ledger_rows; /* [GB_LEDGER_ROWS_MAX] for reports, allocated at the first */

@@ -1,6 +1,7 @@
 /* tests/runtime/streams/test_params.c: the parameter stream across processes: a service process,
  * subscribers that are there from the start and ones that join late, torn and corrupt versions
- * that must never be applied, and PUB drops repaired by fetching. */
+ * that must never be applied, PUB drops repaired by fetching, and a publisher that sees its service
+ * restart. */
 #include "params_test.h"
 #include "runtime/streams/wire.h"
 #include "runtime/streams/wire_messages.h"
@@ -355,6 +356,53 @@ static void test_pub_drops_repaired(void)
     st_rmdir(dir);
 }
 
+/* A publisher tells when it connected to a restarted service (which holds nothing: the trainer
+ * sends its last version again), not for its first connection. The service's own context, as a
+ * service process would have. */
+static void test_publisher_sees_restarted_service(void)
+{
+    gb_error err;
+    char dir[64], in[256], pub[256], fetch[256];
+    st_tmpdir(dir, sizeof dir);
+    snprintf(in, sizeof in, "ipc://%s/in", dir);
+    snprintf(pub, sizeof pub, "ipc://%s/pub", dir);
+    snprintf(fetch, sizeof fetch, "ipc://%s/fetch", dir);
+    void *ctx = zmq_ctx_new();
+    gb_param_service_opts so = {in, pub, fetch, 2, GB_ROLE_PARAMS, 0, 0, 0};
+    gb_param_publisher_opts po = {in, 1 << 16, 5000, GB_ROLE_TRAINER, 0};
+    gb_param_publisher *p = NULL;
+    uint8_t data[4096];
+    pt_fill(data, 0, sizeof data, 1);
+    for (int round = 0; round < 2; round++) {
+        void *sctx = zmq_ctx_new();
+        svc_thread t = {0};
+        atomic_init(&t.stop, 0);
+        CHECK_OK(gb_param_service_open(&t.s, sctx, &so, &err));
+        pthread_t th;
+        pthread_create(&th, NULL, svc_run, &t);
+        if (round == 0) {
+            CHECK_OK(gb_param_publisher_open(&p, ctx, &po, &err));
+            CHECK_OK(gb_param_publish(p, 1, NULL, 0, data, sizeof data, &err));
+            TEST_WAIT_UNTIL(gb_param_service_version(t.s) == 1, 5000);
+            CHECK_EQ_INT(gb_param_publisher_reconnected(p), 0); /* the first connection */
+        } else {
+            TEST_WAIT_UNTIL(gb_param_publisher_reconnected(p), 5000);
+            CHECK(gb_param_service_version(t.s) < 1); /* the new one has nothing */
+            CHECK_OK(gb_param_publish(p, 1, NULL, 0, data, sizeof data, &err));
+            TEST_WAIT_UNTIL(gb_param_service_version(t.s) == 1, 5000);
+            CHECK_EQ_INT(gb_param_service_version(t.s), 1);
+            CHECK_EQ_INT(gb_param_publisher_reconnected(p), 0); /* said once */
+        }
+        atomic_store(&t.stop, 1);
+        pthread_join(th, NULL);
+        gb_param_service_close(t.s);
+        zmq_ctx_term(sctx);
+    }
+    gb_param_publisher_close(p);
+    zmq_ctx_term(ctx);
+    st_rmdir(dir);
+}
+
 static void test_layout_checks(void)
 {
     gb_error err;
@@ -378,5 +426,6 @@ int main(void)
     TEST_RUN(test_layout_checks);
     TEST_RUN(test_broadcast_late_join_torn);
     TEST_RUN(test_pub_drops_repaired);
+    TEST_RUN(test_publisher_sees_restarted_service);
     return test_main_result();
 }
