@@ -4,8 +4,8 @@
  * chunks from the sample stream and writes each straight into its replay block (allocate ->
  * copy the frames in -> commit); the train thread (this one) runs the learning step (rate
  * limiter, staleness bound, select, collect, train, priorities) and pushes parameters to the
- * parameter service every trainer.push_params_every steps (and after 3 s without a push, for a
- * restarted service).
+ * parameter service every trainer.push_params_every steps (and again when its publisher connects
+ * to a restarted service).
  *
  * A trainer killed mid-run loses no committed trajectory: its replay lives in the run-owned
  * shared memory segment "/gearbox-<run id>-replay-<index>" (replay.h, "Surviving the owner's
