@@ -292,14 +292,20 @@ static void *svc_run(void *arg)
     return NULL;
 }
 
+/* A scratch folder (dir: 64 bytes) and a service's three ipc endpoints in it (256 bytes each). */
+static void service_endpoints(char *dir, char *in, char *pub, char *fetch)
+{
+    st_tmpdir(dir, 64);
+    snprintf(in, 256, "ipc://%s/in", dir);
+    snprintf(pub, 256, "ipc://%s/pub", dir);
+    snprintf(fetch, 256, "ipc://%s/fetch", dir);
+}
+
 static void test_pub_drops_repaired(void)
 {
     gb_error err;
     char dir[64], in[256], pub[256], fetch[256];
-    st_tmpdir(dir, sizeof dir);
-    snprintf(in, sizeof in, "ipc://%s/in", dir);
-    snprintf(pub, sizeof pub, "ipc://%s/pub", dir);
-    snprintf(fetch, sizeof fetch, "ipc://%s/fetch", dir);
+    service_endpoints(dir, in, pub, fetch);
     void *ctx = zmq_ctx_new();
     gb_param_service_opts so = {in, pub, fetch, 2, GB_ROLE_PARAMS, 0, 0, 0};
     svc_thread t = {0};
@@ -363,10 +369,7 @@ static void test_publisher_sees_restarted_service(void)
 {
     gb_error err;
     char dir[64], in[256], pub[256], fetch[256];
-    st_tmpdir(dir, sizeof dir);
-    snprintf(in, sizeof in, "ipc://%s/in", dir);
-    snprintf(pub, sizeof pub, "ipc://%s/pub", dir);
-    snprintf(fetch, sizeof fetch, "ipc://%s/fetch", dir);
+    service_endpoints(dir, in, pub, fetch);
     void *ctx = zmq_ctx_new();
     gb_param_service_opts so = {in, pub, fetch, 2, GB_ROLE_PARAMS, 0, 0, 0};
     gb_param_publisher_opts po = {in, 1 << 16, 5000, GB_ROLE_TRAINER, 0};
