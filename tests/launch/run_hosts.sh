@@ -115,9 +115,15 @@ doomed=$(sed -n 's/.*(index \([0-9]*\)).*/\1/p' "$work/b_doomed.log")
 grep -q "actor $doomed (joined from another host) left without a final report" \
   "$work/b/logs/launcher.log" || fail "the launcher did not count the killed actor $doomed as gone"
 check_ledger "$s"
+# the joined h4 actors' steps count: each that left cleanly says how many chunks it sent (the
+# ledger above holds them among the received ones)
+sent=$(sed -n 's/.*actor: leaving after \([0-9]*\) chunks sent.*/\1/p' "$work/b_extra.log")
+[ -n "$sent" ] && [ "$sent" -gt 0 ] || fail "the h4 actor that left cleanly sent no chunks"
+echo "the h4 actor that left cleanly sent $sent chunks"
 # env steps/s from metrics.csv: before (5 s .. the join) and while joined (2 s after the join
-# .. the leave)
-python3 - "$work/b/metrics.csv" "$join_t" "$leave_t" <<'EOF' || fail "env steps/s did not rise"
+# .. the leave), printed, not judged: on 2 loaded cores the rise is the machine's (2.0x quiet,
+# 1.05-1.45x in CIs once the one actor before the join ran faster)
+python3 - "$work/b/metrics.csv" "$join_t" "$leave_t" <<'EOF' || fail "too few metrics rows"
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 join_t, leave_t = float(sys.argv[2]), float(sys.argv[3])
@@ -130,9 +136,6 @@ def rate(a, b):
 before, during = rate(3.0, join_t - 1.0), rate(join_t + 1.0, leave_t)
 print(f"env steps/s: {before:.0f} with h3's actor, {during:.0f} while h4's two were in too "
       f"({during / before:.2f}x)")
-# 2.0x on a quiet machine; 1.19x once in CI with other tests loading the 2 cores: a rise of
-# 10% says the joined actors' steps count, without timing the machine
-sys.exit(0 if during > 1.1 * before else 1)
 EOF
 grep -q "leave the run" "$work/b_extra.log" || fail "the h4 join did not say it left"
 echo "1 passed, 0 failed"

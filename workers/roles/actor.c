@@ -355,6 +355,9 @@ static void actor_leave(actor *a)
     gb_worker *w = a->w;
     gb_metrics_set(w->metrics, "final", 1);
     report(a);
+    GB_INFO("actor: leaving after %llu chunks sent (%.0f env steps in them)",
+            (unsigned long long)a->chunks_sent,
+            (double)a->rows_sent / (double)gb_acting_spec(a->acting)->agents);
     if (w->joined && gb_worker_run_state(w) < GB_RUN_FLUSHING) {
         /* leaving a run that goes on (gearbox join): the trainers get a moment to read what
          * this actor queued before its connections close; the run is not waited for */
