@@ -45,6 +45,29 @@ int gb_param_blob_find(const gb_param_blob *b, const char *name)
     return -1;
 }
 
+int gb_param_layout_fits(const gb_param_entry *sent, int count, size_t len,
+                         const gb_param_entry *own, int own_count, uint64_t own_bytes,
+                         gb_error *err)
+{
+    if (count != own_count)
+        return gb_error_set(err, GB_EINVAL, "import: %d tensors sent, model has %d", count,
+                            own_count);
+    if (len != own_bytes)
+        return gb_error_set(err, GB_EINVAL, "import: %zu bytes sent, model needs %llu", len,
+                            (unsigned long long)own_bytes);
+    for (int i = 0; i < count; i++) {
+        const gb_param_entry *a = &sent[i], *b = &own[i];
+        int same = strncmp(a->name, b->name, sizeof a->name) == 0 && a->dtype == b->dtype &&
+                   a->rank == b->rank && a->offset == b->offset;
+        for (int d = 0; same && d < b->rank; d++)
+            same = a->shape[d] == b->shape[d];
+        if (!same)
+            return gb_error_set(err, GB_EINVAL, "import: entry %d (%.*s) does not match the "
+                                "model's %s", i, (int)sizeof a->name, a->name, b->name);
+    }
+    return 0;
+}
+
 int gb_param_layout_check(const gb_param_entry *layout, int n, uint64_t bytes, gb_error *err)
 {
     if (n < 0 || n > GB_PARAM_MAX_ENTRIES)

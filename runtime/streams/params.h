@@ -1,7 +1,8 @@
 /* runtime/streams/params.h: the parameter stream: versioned parameter blobs from trainer 0 through
  * the parameter service to every policy worker.
  * defines: gb_param_entry, gb_param_blob, gb_param_publisher, gb_param_service,
- *          gb_param_subscriber, gb_param_relay and their options and statistics
+ *          gb_param_subscriber, gb_param_relay and their options and statistics,
+ *          gb_param_layout_check, gb_param_layout_fits
  *
  * A blob is one flat buffer plus a layout table (name, dtype, shape, byte offset per tensor),
  * a version (never decreasing: the last one again is a resend) and a CRC-32C of the buffer.
@@ -79,6 +80,13 @@ int gb_param_blob_find(const gb_param_blob *b, const char *name);
  * non-negative dimensions, each entry inside [0, bytes) without overflow. Returns 0 or
  * GB_EINVAL naming the entry. */
 int gb_param_layout_check(const gb_param_entry *layout, int n, uint64_t bytes, gb_error *err);
+
+/* Whether a blob (layout sent, count entries, len bytes) fits a model laid out as own (own_count
+ * entries, own_bytes): the same count and size, and every entry the same name, dtype, rank,
+ * shape and offset. 0, or GB_EINVAL naming the first difference ("import: ..."). */
+int gb_param_layout_fits(const gb_param_entry *sent, int count, size_t len,
+                         const gb_param_entry *own, int own_count, uint64_t own_bytes,
+                         gb_error *err);
 
 /* ---- publisher (trainer) --------------------------------------------------------------------- */
 

@@ -258,22 +258,9 @@ int gb_policy_mlp_import(gb_policy_mlp *m, const void *buf, size_t len,
                          const gb_param_entry *table, int count, uint64_t version,
                          gb_error *err)
 {
-    if (count != m->nlayout)
-        return gb_error_set(err, GB_EINVAL, "import: %d tensors sent, model has %d", count,
-                            m->nlayout);
-    if (len != m->total)
-        return gb_error_set(err, GB_EINVAL, "import: %zu bytes sent, model needs %llu", len,
-                            (unsigned long long)m->total);
-    for (int i = 0; i < count; i++) {
-        const gb_param_entry *a = &table[i], *b = &m->layout[i];
-        int same = strncmp(a->name, b->name, sizeof a->name) == 0 && a->dtype == b->dtype &&
-                   a->rank == b->rank && a->offset == b->offset;
-        for (int d = 0; same && d < b->rank; d++)
-            same = a->shape[d] == b->shape[d];
-        if (!same)
-            return gb_error_set(err, GB_EINVAL, "import: entry %d (%.*s) does not match the "
-                                "model's %s", i, (int)sizeof a->name, a->name, b->name);
-    }
+    int rc = gb_param_layout_fits(table, count, len, m->layout, m->nlayout, m->total, err);
+    if (rc)
+        return rc;
     const char *base = buf;
     for (int i = 0; i < m->nlayers; i++) {
         const gb_param_entry *w = &m->layout[m->weight_entry[i]], *b = w + 1;
@@ -401,7 +388,5 @@ int gb_policy_mlp_act(gb_policy_mlp *m, const float *obs, int64_t n, int determi
 
 const char *gb_policy_mlp_kernels(const gb_policy_mlp *m)
 {
-    return !m->int8 ? "gearbox fp32"
-           : gb_mlp_int8_vnni() ? "gearbox int8 (avx512-vnni)"
-                                : "gearbox int8 (avx2)";
+    return gb_mlp_kernels_name(m->int8);
 }

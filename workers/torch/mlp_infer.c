@@ -88,6 +88,13 @@ int gb_mlp_int8_vnni(void)
     return have_avx512();
 }
 
+const char *gb_mlp_kernels_name(int int8)
+{
+    return !int8 ? "gearbox fp32"
+           : gb_mlp_int8_vnni() ? "gearbox int8 (avx512-vnni)"
+                                : "gearbox int8 (avx2)";
+}
+
 void gb_mlp_destroy(gb_mlp *m)
 {
     if (!m)

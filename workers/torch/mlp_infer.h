@@ -20,7 +20,7 @@
  * that an actor and a critic torso, or two heads on one torso, are one program. Not thread-safe:
  * one caller at a time (the policy worker's inference thread), scratch is the program's own.
  * defines: gb_mlp, gb_mlp_layer_spec, gb_mlp_create, gb_mlp_destroy, gb_mlp_load, gb_mlp_forward,
- *          gb_mlp_fast, gb_mlp_avx2, gb_mlp_int8_vnni, gb_mlp_path */
+ *          gb_mlp_fast, gb_mlp_avx2, gb_mlp_int8_vnni, gb_mlp_kernels_name, gb_mlp_path */
 #ifndef GB_WORKERS_TORCH_MLP_INFER_H
 #define GB_WORKERS_TORCH_MLP_INFER_H
 
@@ -65,6 +65,10 @@ int gb_mlp_fast(void);
 
 /* 1 when int8 layers run on AVX-512 VNNI here (the fastest int8 path). */
 int gb_mlp_int8_vnni(void);
+
+/* What a program in fp32 (int8 0) or int8 runs on here, for logs and benchmarks: "gearbox fp32",
+ * "gearbox int8 (avx512-vnni)" or "gearbox int8 (avx2)". */
+const char *gb_mlp_kernels_name(int int8);
 
 /* Tests: the paths m may take. BEST: the fastest this cpu has; AVX2: AVX2 at most (fp32 and
  * int8); PORTABLE: the reference the vector ones must agree with. */

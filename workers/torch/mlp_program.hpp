@@ -38,12 +38,7 @@ public:
     void run(const torch::Tensor &x, int a, int b, torch::Tensor *ta, torch::Tensor *tb);
     // "gearbox fp32" or "gearbox int8 (avx512-vnni|avx2)": what the forward runs on, for logs
     // and benchmarks.
-    const char *kernels() const
-    {
-        return !int8_ ? "gearbox fp32"
-               : gb_mlp_int8_vnni() ? "gearbox int8 (avx512-vnni)"
-                                    : "gearbox int8 (avx2)";
-    }
+    const char *kernels() const { return gb_mlp_kernels_name(int8_); }
 
 private:
     std::vector<gb_mlp_layer_spec> specs_;

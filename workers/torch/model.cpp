@@ -269,22 +269,10 @@ extern "C" int gbt_model_import(gb_torch_model *m, const void *buf, size_t len,
                                 const gb_param_entry *table, int count, uint64_t version,
                                 gb_error *err)
 {
-    if (count != (int)m->layout.size())
-        return gb_error_set(err, GB_EINVAL, "import: %d tensors sent, model has %zu", count,
-                            m->layout.size());
-    if (len != m->total)
-        return gb_error_set(err, GB_EINVAL, "import: %zu bytes sent, model needs %llu", len,
-                            (unsigned long long)m->total);
-    for (int i = 0; i < count; i++) {
-        const gb_param_entry &a = table[i], &b = m->layout[i];
-        bool same = std::strncmp(a.name, b.name, sizeof a.name) == 0 && a.dtype == b.dtype &&
-                    a.rank == b.rank && a.offset == b.offset;
-        for (int d = 0; same && d < b.rank; d++)
-            same = a.shape[d] == b.shape[d];
-        if (!same)
-            return gb_error_set(err, GB_EINVAL, "import: entry %d (%.*s) does not match the "
-                                "model's %s", i, (int)sizeof a.name, a.name, b.name);
-    }
+    int rc = gb_param_layout_fits(table, count, len, m->layout.data(), (int)m->layout.size(),
+                                  m->total, err);
+    if (rc)
+        return rc;
     return gb_torch_guard(err, "import", [&] {
         torch::NoGradGuard no_grad;
         if (m->device.is_cpu()) {
