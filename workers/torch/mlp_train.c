@@ -6,86 +6,168 @@
 /* eight floats, loaded and stored at any float's alignment */
 typedef float v8 __attribute__((vector_size(32), aligned(4), may_alias));
 
-/* c = (or +=) a b over a block of rows [i0, i0 + 4) (rows < 4: the last block) and the
- * columns [0, n16) in tiles of 16, then the columns [n16, n) one at a time. */
+#define LD(p) (*(const v8 *)(p))
+
+/* c = (or +=) a b, a read as it is ([m][k], row lda) or, ta, transposed ([k][m], row lda: the
+ * element (i, p) at a[p * lda + i]). Rows in blocks of 4 and columns in tiles of 16 (eight
+ * accumulators, named so that they stay in registers), the last rows a tile of 16 columns at a
+ * time, then the columns [n16, n) one at a time. */
 static inline __attribute__((always_inline)) void
-gemm_body(int m, int n, int k, const float *restrict a, int lda, const float *restrict b, int ldb,
-          float *restrict c, int ldc, int add)
+gemm_body(int m, int n, int k, const float *restrict a, int lda, int ta, const float *restrict b,
+          int ldb, float *restrict c, int ldc, int add)
 {
+#define A_AT(i, p) (ta ? a[(size_t)(p) * lda + (i)] : a[(size_t)(i) * lda + (p)])
     const int n16 = n - n % 16;
+    const v8 zero = {0};
     int i = 0;
     for (; i + 4 <= m; i += 4) {
+        /* row r of the block, column p: ar[r * rs + p * ps] */
+        const float *ar = ta ? a + i : a + (size_t)i * lda;
+        const size_t rs = ta ? 1 : (size_t)lda, ps = ta ? (size_t)lda : 1;
         for (int j = 0; j < n16; j += 16) {
-            v8 acc[4][2];
-            for (int r = 0; r < 4; r++) {
-                const float *cr = c + (size_t)(i + r) * ldc + j;
-                acc[r][0] = add ? *(const v8 *)cr : (v8){0};
-                acc[r][1] = add ? *(const v8 *)(cr + 8) : (v8){0};
+            float *c0 = c + (size_t)i * ldc + j, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
+            v8 x00 = add ? LD(c0) : zero, x01 = add ? LD(c0 + 8) : zero;
+            v8 x10 = add ? LD(c1) : zero, x11 = add ? LD(c1 + 8) : zero;
+            v8 x20 = add ? LD(c2) : zero, x21 = add ? LD(c2 + 8) : zero;
+            v8 x30 = add ? LD(c3) : zero, x31 = add ? LD(c3 + 8) : zero;
+            const float *bp = b + j, *ap = ar;
+            for (int p = 0; p < k; p++, bp += ldb, ap += ps) {
+                const v8 b0 = LD(bp), b1 = LD(bp + 8);
+                const float s0 = ap[0], s1 = ap[rs], s2 = ap[2 * rs], s3 = ap[3 * rs];
+                x00 += s0 * b0;
+                x01 += s0 * b1;
+                x10 += s1 * b0;
+                x11 += s1 * b1;
+                x20 += s2 * b0;
+                x21 += s2 * b1;
+                x30 += s3 * b0;
+                x31 += s3 * b1;
             }
-            for (int p = 0; p < k; p++) {
-                const float *bp = b + (size_t)p * ldb + j;
-                const v8 b0 = *(const v8 *)bp, b1 = *(const v8 *)(bp + 8);
-                for (int r = 0; r < 4; r++) {
-                    const float ar = a[(size_t)(i + r) * lda + p];
-                    acc[r][0] += ar * b0;
-                    acc[r][1] += ar * b1;
-                }
-            }
-            for (int r = 0; r < 4; r++) {
-                float *cr = c + (size_t)(i + r) * ldc + j;
-                *(v8 *)cr = acc[r][0];
-                *(v8 *)(cr + 8) = acc[r][1];
-            }
+            *(v8 *)c0 = x00;
+            *(v8 *)(c0 + 8) = x01;
+            *(v8 *)c1 = x10;
+            *(v8 *)(c1 + 8) = x11;
+            *(v8 *)c2 = x20;
+            *(v8 *)(c2 + 8) = x21;
+            *(v8 *)c3 = x30;
+            *(v8 *)(c3 + 8) = x31;
         }
     }
     for (; i < m; i++) { /* the last rows, a tile of 16 columns at a time */
         for (int j = 0; j < n16; j += 16) {
             float *cr = c + (size_t)i * ldc + j;
-            v8 c0 = add ? *(const v8 *)cr : (v8){0}, c1 = add ? *(const v8 *)(cr + 8) : (v8){0};
+            v8 c0 = add ? LD(cr) : zero, c1 = add ? LD(cr + 8) : zero;
             for (int p = 0; p < k; p++) {
                 const float *bp = b + (size_t)p * ldb + j;
-                const float ar = a[(size_t)i * lda + p];
-                c0 += ar * *(const v8 *)bp;
-                c1 += ar * *(const v8 *)(bp + 8);
+                const float ar = A_AT(i, p);
+                c0 += ar * LD(bp);
+                c1 += ar * LD(bp + 8);
             }
             *(v8 *)cr = c0;
             *(v8 *)(cr + 8) = c1;
         }
     }
-    for (int r = 0; r < m && n16 < n; r++) /* the last columns (a Q head's 2 actions) */
+    for (int r = 0; r < m && n16 < n; r++) /* the last columns */
         for (int j = n16; j < n; j++) {
             float s = add ? c[(size_t)r * ldc + j] : 0.0f;
             for (int p = 0; p < k; p++)
-                s += a[(size_t)r * lda + p] * b[(size_t)p * ldb + j];
+                s += A_AT(r, p) * b[(size_t)p * ldb + j];
             c[(size_t)r * ldc + j] = s;
+        }
+#undef A_AT
+}
+
+/* c = (or +=) a b^T: a [m][k] (row lda), b [n][k] (row ldb): each element a dot product of two
+ * rows, 8 lanes at a time. For few columns (a head's outputs), where gemm_body's tiles do not
+ * apply. */
+static inline __attribute__((always_inline)) void
+gemm_nt_body(int m, int n, int k, const float *restrict a, int lda, const float *restrict b,
+             int ldb, float *restrict c, int ldc, int add)
+{
+    const int k8 = k - k % 8;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            const float *ar = a + (size_t)i * lda, *br = b + (size_t)j * ldb;
+            v8 acc = {0};
+            for (int p = 0; p < k8; p += 8)
+                acc += LD(ar + p) * LD(br + p);
+            float s = 0.0f;
+            for (int e = 0; e < 8; e++)
+                s += acc[e];
+            for (int p = k8; p < k; p++)
+                s += ar[p] * br[p];
+            c[(size_t)i * ldc + j] = add ? c[(size_t)i * ldc + j] + s : s;
         }
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2,fma"))) static void gemm_avx2(int m, int n, int k, const float *a,
-                                                          int lda, const float *b, int ldb,
-                                                          float *c, int ldc, int add)
+                                                          int lda, int ta, const float *b,
+                                                          int ldb, float *c, int ldc, int add)
 {
-    gemm_body(m, n, k, a, lda, b, ldb, c, ldc, add);
+    if (ta)
+        gemm_body(m, n, k, a, lda, 1, b, ldb, c, ldc, add);
+    else
+        gemm_body(m, n, k, a, lda, 0, b, ldb, c, ldc, add);
+}
+__attribute__((target("avx2,fma"))) static void gemm_nt_avx2(int m, int n, int k,
+                                                             const float *a, int lda,
+                                                             const float *b, int ldb, float *c,
+                                                             int ldc, int add)
+{
+    gemm_nt_body(m, n, k, a, lda, b, ldb, c, ldc, add);
 }
 #endif
 
-static void gemm_portable(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                          float *c, int ldc, int add)
+static void gemm_portable(int m, int n, int k, const float *a, int lda, int ta, const float *b,
+                          int ldb, float *c, int ldc, int add)
 {
-    gemm_body(m, n, k, a, lda, b, ldb, c, ldc, add);
+    if (ta)
+        gemm_body(m, n, k, a, lda, 1, b, ldb, c, ldc, add);
+    else
+        gemm_body(m, n, k, a, lda, 0, b, ldb, c, ldc, add);
+}
+
+static void gemm_nt_portable(int m, int n, int k, const float *a, int lda, const float *b,
+                             int ldb, float *c, int ldc, int add)
+{
+    gemm_nt_body(m, n, k, a, lda, b, ldb, c, ldc, add);
+}
+
+static void gemm(int m, int n, int k, const float *a, int lda, int ta, const float *b, int ldb,
+                 float *c, int ldc, int add)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (gb_mlp_avx2()) {
+        gemm_avx2(m, n, k, a, lda, ta, b, ldb, c, ldc, add);
+        return;
+    }
+#endif
+    gemm_portable(m, n, k, a, lda, ta, b, ldb, c, ldc, add);
 }
 
 void gb_mlp_train_gemm(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                        float *c, int ldc, int add)
 {
+    gemm(m, n, k, a, lda, 0, b, ldb, c, ldc, add);
+}
+
+void gb_mlp_train_gemm_tn(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                          float *c, int ldc, int add)
+{
+    gemm(m, n, k, a, lda, 1, b, ldb, c, ldc, add);
+}
+
+void gb_mlp_train_gemm_nt(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                          float *c, int ldc, int add)
+{
 #if defined(__x86_64__) && defined(__GNUC__)
     if (gb_mlp_avx2()) {
-        gemm_avx2(m, n, k, a, lda, b, ldb, c, ldc, add);
+        gemm_nt_avx2(m, n, k, a, lda, b, ldb, c, ldc, add);
         return;
     }
 #endif
-    gemm_portable(m, n, k, a, lda, b, ldb, c, ldc, add);
+    gemm_nt_portable(m, n, k, a, lda, b, ldb, c, ldc, add);
 }
 
 /* t ([cols][rows]) = s ([rows][cols]) transposed */
@@ -110,13 +192,13 @@ static int widest(const gb_mlp_train_layer *l, int nl, size_t *outs, size_t *wei
     return w;
 }
 
-/* The workspace: every layer's output (n rows each), one transposed weight (the forward's),
- * two gradients of n rows and one transposed gradient (the backward's). */
+/* The workspace: every layer's output (n rows each), one weight's room (the forward's
+ * transposed weight, the backward's transposed weight gradient) and two gradients of n rows. */
 size_t gb_mlp_train_floats(const gb_mlp_train_layer *l, int nl, int n)
 {
     size_t outs, weights;
     int w = widest(l, nl, &outs, &weights);
-    return (size_t)n * outs + weights + 3 * (size_t)n * (size_t)w;
+    return (size_t)n * outs + weights + 2 * (size_t)n * (size_t)w;
 }
 
 float *gb_mlp_train_forward(const gb_mlp_train_layer *l, int nl, const float *x, int n, float *ws)
@@ -127,8 +209,12 @@ float *gb_mlp_train_forward(const gb_mlp_train_layer *l, int nl, const float *x,
     const float *in = x;
     for (int i = 0; i < nl; i++) {
         const int fi = l[i].in, fo = l[i].out;
-        transpose(l[i].w, fo, fi, wt);
-        gb_mlp_train_gemm(n, fo, fi, in, fi, wt, fo, y, fo, 0);
+        if (fo < 16) { /* a head's few outputs: dot products of the rows with the weight's */
+            gb_mlp_train_gemm_nt(n, fo, fi, in, fi, l[i].w, fi, y, fo, 0);
+        } else {
+            transpose(l[i].w, fo, fi, wt);
+            gb_mlp_train_gemm(n, fo, fi, in, fi, wt, fo, y, fo, 0);
+        }
         for (int r = 0; l[i].b && r < n; r++)
             for (int j = 0; j < fo; j++)
                 y[(size_t)r * fo + j] += l[i].b[j];
@@ -144,13 +230,28 @@ float *gb_mlp_train_forward(const gb_mlp_train_layer *l, int nl, const float *x,
     return (float *)in;
 }
 
+/* dw ([fo][fi]) += g^T in over n rows (g [n][fo], in [n][fi]); with few inputs and more outputs
+ * (a first layer's) as its transpose in^T g into tmp ([fi][fo]), whose columns are the wider. */
+static void weight_grad(int n, int fi, int fo, const float *g, const float *in, float *dw,
+                        float *tmp)
+{
+    if (fi >= 16 || fi >= fo) {
+        gb_mlp_train_gemm_tn(fo, fi, n, g, fo, in, fi, dw, fi, 1);
+        return;
+    }
+    gb_mlp_train_gemm_tn(fi, fo, n, in, fi, g, fo, tmp, fo, 0);
+    for (int o = 0; o < fo; o++)
+        for (int j = 0; j < fi; j++)
+            dw[(size_t)o * fi + j] += tmp[(size_t)j * fo + o];
+}
+
 void gb_mlp_train_backward(const gb_mlp_train_layer *l, int nl, const float *x, int n, float *ws,
                            float *dy)
 {
     size_t outs, weights;
     const int w = widest(l, nl, &outs, &weights);
-    float *gbuf[2], *gt = ws + (size_t)n * outs + weights + 2 * (size_t)n * (size_t)w;
-    gbuf[0] = ws + (size_t)n * outs + weights;
+    float *gbuf[2], *tmp = ws + (size_t)n * outs;
+    gbuf[0] = tmp + weights;
     gbuf[1] = gbuf[0] + (size_t)n * (size_t)w;
     float *y = ws + (size_t)n * outs, *g = dy;
     for (int i = nl - 1, next = 0; i >= 0; i--) {
@@ -166,10 +267,8 @@ void gb_mlp_train_backward(const gb_mlp_train_layer *l, int nl, const float *x, 
         for (int r = 0; l[i].db && r < n; r++)
             for (int j = 0; j < fo; j++)
                 l[i].db[j] += g[(size_t)r * fo + j];
-        if (l[i].dw) {
-            transpose(g, n, fo, gt);
-            gb_mlp_train_gemm(fo, fi, n, gt, n, in, fi, l[i].dw, fi, 1);
-        }
+        if (l[i].dw)
+            weight_grad(n, fi, fo, g, in, l[i].dw, tmp);
         if (i > 0) {
             gb_mlp_train_gemm(n, fi, fo, g, fo, l[i].w, fi, gbuf[next], fi, 0);
             g = gbuf[next];

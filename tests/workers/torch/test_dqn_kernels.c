@@ -17,44 +17,54 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The three products (a b, a^T b, a b^T) against double loops, over shapes with every kind of
+ * tail and strides wider than the rows. */
 static void test_gemm(void)
 {
-    const int shapes[][3] = {{1, 1, 1},  {3, 17, 5},  {4, 16, 64}, {72, 64, 64},
-                             {5, 33, 7}, {64, 4, 72}, {2, 64, 72}, {9, 2, 64}};
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        const int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
-        const int lda = k + 3, ldb = n + 5, ldc = n + 2; /* strides wider than the rows */
-        float *a = malloc(sizeof(float) * (size_t)(m * lda));
-        float *b = malloc(sizeof(float) * (size_t)(k * ldb));
-        float *c = malloc(sizeof(float) * (size_t)(m * ldc));
-        float *c_init = malloc(sizeof(float) * (size_t)(m * ldc));
-        fill(a, m * lda, 11u + (unsigned)s);
-        fill(b, k * ldb, 23u + (unsigned)s);
-        fill(c_init, m * ldc, 37u);
-        for (int add = 0; add <= 1; add++) {
-            memcpy(c, c_init, sizeof(float) * (size_t)(m * ldc));
-            gb_mlp_train_gemm(m, n, k, a, lda, b, ldb, c, ldc, add);
-            double worst = 0;
-            for (int i = 0; i < m; i++)
-                for (int j = 0; j < ldc; j++) {
-                    const float init = c_init[i * ldc + j];
-                    if (j >= n) { /* beyond the product's columns: untouched */
-                        CHECK(c[i * ldc + j] == init);
-                        continue;
+    const int shapes[][3] = {{1, 1, 1},  {3, 17, 5},  {4, 16, 64}, {72, 64, 64}, {5, 33, 7},
+                             {64, 4, 72}, {2, 64, 72}, {9, 2, 64}, {512, 2, 64}, {4, 64, 512}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int form = 0; form < 3; form++) { /* a b, a^T b, a b^T */
+            const int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+            const int arows = form == 1 ? k : m, acols = form == 1 ? m : k;
+            const int brows = form == 2 ? n : k, bcols = form == 2 ? k : n;
+            const int lda = acols + 3, ldb = bcols + 5, ldc = n + 2;
+            float *a = malloc(sizeof(float) * (size_t)(arows * lda));
+            float *b = malloc(sizeof(float) * (size_t)(brows * ldb));
+            float *c = malloc(sizeof(float) * (size_t)(m * ldc));
+            float *c_init = malloc(sizeof(float) * (size_t)(m * ldc));
+            fill(a, arows * lda, 11u + (unsigned)s);
+            fill(b, brows * ldb, 23u + (unsigned)s);
+            fill(c_init, m * ldc, 37u);
+            for (int add = 0; add <= 1; add++) {
+                memcpy(c, c_init, sizeof(float) * (size_t)(m * ldc));
+                void (*f)(int, int, int, const float *, int, const float *, int, float *, int,
+                          int) = form == 0   ? gb_mlp_train_gemm
+                                 : form == 1 ? gb_mlp_train_gemm_tn
+                                             : gb_mlp_train_gemm_nt;
+                f(m, n, k, a, lda, b, ldb, c, ldc, add);
+                double worst = 0;
+                for (int i = 0; i < m; i++)
+                    for (int j = 0; j < ldc; j++) {
+                        const float init = c_init[i * ldc + j];
+                        if (j >= n) { /* beyond the product's columns: untouched */
+                            CHECK(c[i * ldc + j] == init);
+                            continue;
+                        }
+                        double ref = add ? init : 0.0;
+                        for (int p = 0; p < k; p++)
+                            ref += (double)(form == 1 ? a[p * lda + i] : a[i * lda + p]) *
+                                   (form == 2 ? b[j * ldb + p] : b[p * ldb + j]);
+                        worst = fmax(worst, fabs(c[i * ldc + j] - ref));
                     }
-                    double ref = add ? init : 0.0;
-                    for (int p = 0; p < k; p++)
-                        ref += (double)a[i * lda + p] * b[p * ldb + j];
-                    worst = fmax(worst, fabs(c[i * ldc + j] - ref));
-                }
-            CHECK_MSG(worst < 1e-5 * (k + 1), "gemm %dx%dx%d add %d: max diff %.3g", m, n, k, add,
-                      worst);
+                CHECK_MSG(worst < 1e-5 * (k + 1), "gemm form %d %dx%dx%d add %d: max diff %.3g",
+                          form, m, n, k, add, worst);
+            }
+            free(c_init);
+            free(a);
+            free(b);
+            free(c);
         }
-        free(c_init);
-        free(a);
-        free(b);
-        free(c);
-    }
 }
 
 enum { ROWS = 7, IN = 5 };
