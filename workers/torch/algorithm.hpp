@@ -17,6 +17,7 @@
 namespace gbt {
 struct ObsPending; // obs_stats.cpp
 struct DqnKernels; // dqn.cpp
+struct PpoKernels; // ppo_kernels.cpp
 }
 
 struct gb_torch_learner {
@@ -28,6 +29,8 @@ struct gb_torch_learner {
     // libtorch's autograd runs them)
     std::shared_ptr<gbt::Net> target;
     std::shared_ptr<gbt::DqnKernels> dqn_kernels;
+    // PPO's forward and backward in C where the network allows (trainer.kernels; none: autograd)
+    std::shared_ptr<gbt::PpoKernels> ppo_kernels;
     // SAC
     gbt::Critic q1{nullptr}, q2{nullptr}, q1t{nullptr}, q2t{nullptr};
     torch::Tensor log_alpha;

@@ -374,9 +374,10 @@ typedef struct gb_torch_api {
     /* Training steps taken so far (restored by load). */
     int64_t (*learner_train_steps)(const gb_torch_learner *l);
 
-    /* What computes the learner's network forward and backward: "gearbox C" (DQN with
-     * trainer.kernels gearbox on a plain MLP, on the cpu, float32, without value rescaling:
-     * workers/torch/mlp_train.h), else "libtorch autograd". Static. */
+    /* What computes the learner's network forward and backward: "gearbox C" (trainer.kernels
+     * gearbox on a plain MLP, on the cpu, float32: DQN without value rescaling, PPO with
+     * separate actor and critic torsos; workers/torch/mlp_train.h), else "libtorch autograd".
+     * Static. */
     const char *(*learner_kernels)(const gb_torch_learner *l);
 
     /* Saves every network, optimiser state and counter to path (serialised in memory, written

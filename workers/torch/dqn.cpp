@@ -44,37 +44,10 @@ torch::Tensor value_h_inverse(const torch::Tensor &x)
 // The online and target networks' layers for mlp_train.h, and the step's buffers (kept: no
 // allocation a step once the batch's shape has been seen).
 struct DqnKernels {
-    std::vector<torch::nn::Linear> online, target;
-    std::vector<int> acts;
+    MlpChain online, target;
     std::vector<gb_mlp_train_layer> lo, lt;
     std::vector<float> ws, wst, xt, dq, q, y, grad;
 };
-
-// The layers' current weights (and, for the online network, gradients: after zero_grad, views
-// of FlatAdam's flat gradient) as mlp_train.h takes them.
-static void point_layers(const std::vector<torch::nn::Linear> &lin, const std::vector<int> &acts,
-                         bool grads, std::vector<gb_mlp_train_layer> *out)
-{
-    out->resize(lin.size());
-    for (size_t i = 0; i < lin.size(); i++) {
-        const torch::nn::Linear &m = lin[i];
-        gb_mlp_train_layer &d = (*out)[i];
-        auto ptr = [](const torch::Tensor &t) {
-            if (!t.defined())
-                return (float *)nullptr;
-            if (!t.is_contiguous() || t.scalar_type() != torch::kFloat32 || !t.device().is_cpu())
-                throw std::logic_error("dqn kernels: a parameter is not contiguous cpu float");
-            return t.data_ptr<float>();
-        };
-        d.in = (int)m->options.in_features();
-        d.out = (int)m->options.out_features();
-        d.act = acts[i];
-        d.w = ptr(m->weight);
-        d.b = m->bias.defined() ? ptr(m->bias) : nullptr;
-        d.dw = grads ? ptr(m->weight.grad()) : nullptr;
-        d.db = grads && m->bias.defined() ? ptr(m->bias.grad()) : nullptr;
-    }
-}
 
 // DQN's loss over tr on the online network's Q (every obs row) and the target network's (the
 // bootstrap rows), its gradient added into the online parameters' (zeroed first); returns the
@@ -87,10 +60,10 @@ static double dqn_kernels_step(gb_torch_learner *l, DqnKernels &k, const torch::
     const gb_config_dqn &dc = l->cfg.trainer.algorithm.dqn;
     const torch::Tensor x = obs.contiguous();
     const int R = (int)x.size(0), in = (int)(x.numel() / (R ? R : 1)), N = (int)tr.N;
-    const int nl = (int)k.online.size();
+    const int nl = (int)k.online.layers.size();
     l->opt->zero_grad();
-    point_layers(k.online, k.acts, true, &k.lo);
-    point_layers(k.target, k.acts, false, &k.lt);
+    k.online.train_layers(true, &k.lo);
+    k.target.train_layers(false, &k.lt);
     const int A = k.lo.back().out;
     const float *xp = x.data_ptr<float>();
     k.ws.resize(gb_mlp_train_floats(k.lo.data(), nl, R));
@@ -238,13 +211,14 @@ static void dqn_init(gb_torch_learner *l, const gb_torch_space *sp, uint64_t)
     // after the optimiser has made the online parameters views of its flat tensor
     l->targets.link(l->target->named_tensors(), m->net->named_tensors(),
                     m->net->parameters().size(), l->opt->flat_params());
-    // the forward and backward in C: a plain MLP (no core: mlp_chain) on the cpu in float32,
-    // without value rescaling (trainer.kernels)
+    // the forward and backward in C: a plain MLP (no core) with one head, on the cpu in
+    // float32, without value rescaling (trainer.kernels)
     auto k = std::make_shared<DqnKernels>();
-    std::vector<int> target_acts;
+    MlpChain none, target_none;
     if (l->cfg.trainer.kernels == GB_KERNELS_GEARBOX && l->device.is_cpu() &&
-        !l->cfg.trainer.algorithm.dqn.value_rescale && m->net->mlp_chain(&k->online, &k->acts) &&
-        l->target->mlp_chain(&k->target, &target_acts) && target_acts == k->acts &&
+        !l->cfg.trainer.algorithm.dqn.value_rescale && m->net->mlp_chains(&k->online, &none) &&
+        none.layers.empty() && l->target->mlp_chains(&k->target, &target_none) &&
+        k->target.acts == k->online.acts &&
         m->net->parameters()[0].scalar_type() == torch::kFloat32)
         l->dqn_kernels = k;
 }

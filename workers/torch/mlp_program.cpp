@@ -51,16 +51,40 @@ int MlpProgram::head(torch::nn::Linear &l, int src)
     return (int)specs_.size() - 1;
 }
 
-bool MlpProgram::chain(std::vector<torch::nn::Linear> *layers, std::vector<int> *acts) const
+bool MlpProgram::chain_to(int last, MlpChain *out) const
 {
-    for (size_t i = 0; i < specs_.size(); i++)
-        if (specs_[i].src != (int)i - 1)
-            return false;
-    *layers = linears_;
-    acts->clear();
-    for (const gb_mlp_layer_spec &s : specs_)
-        acts->push_back(s.act);
-    return !specs_.empty();
+    out->layers.clear();
+    out->acts.clear();
+    if (last < 0 || last >= (int)specs_.size())
+        return false;
+    for (int i = last; i >= 0; i = specs_[(size_t)i].src) { // sources come before their readers
+        out->layers.insert(out->layers.begin(), linears_[(size_t)i]);
+        out->acts.insert(out->acts.begin(), specs_[(size_t)i].act);
+    }
+    return true;
+}
+
+void MlpChain::train_layers(bool grads, std::vector<gb_mlp_train_layer> *out) const
+{
+    out->resize(layers.size());
+    auto ptr = [](const torch::Tensor &t) {
+        if (!t.defined())
+            return (float *)nullptr;
+        if (!t.is_contiguous() || t.scalar_type() != torch::kFloat32 || !t.device().is_cpu())
+            throw std::logic_error("mlp chain: a parameter is not contiguous cpu float");
+        return t.data_ptr<float>();
+    };
+    for (size_t i = 0; i < layers.size(); i++) {
+        const torch::nn::Linear &m = layers[i];
+        gb_mlp_train_layer &d = (*out)[i];
+        d.in = (int)m->options.in_features();
+        d.out = (int)m->options.out_features();
+        d.act = acts[i];
+        d.w = ptr(m->weight);
+        d.b = m->bias.defined() ? ptr(m->bias) : nullptr;
+        d.dw = grads ? ptr(m->weight.grad()) : nullptr;
+        d.db = grads && m->bias.defined() ? ptr(m->bias.grad()) : nullptr;
+    }
 }
 
 void MlpProgram::finish()

@@ -3,15 +3,28 @@
 // Linear layers become the program's layers (int8 where policy.precision asks for it and the
 // layer is at least 16 wide both ways, as LowPrecision), and the weights are copied, quantized
 // for int8, when it is built and after every parameter change.
-// defines: gbt::MlpProgram
+// defines: gbt::MlpChain, gbt::MlpProgram
 #pragma once
 
 #include "workers/torch/internal.hpp"
 #include "workers/torch/mlp_infer.h"
+#include "workers/torch/mlp_train.h"
 
 #include <vector>
 
 namespace gbt {
+
+// Linear layers in a chain (each reads the one before it, the first the input rows) and each
+// one's activation (GB_MLP_ACT_*): what a learner's own forward and backward run
+// (mlp_train.h).
+struct MlpChain {
+    std::vector<torch::nn::Linear> layers;
+    std::vector<int> acts;
+    // The layers' current weights (and with grads their gradients: after zero_grad, views of
+    // FlatAdam's flat gradient) as mlp_train.h takes them. Throws on a parameter that is not
+    // contiguous float32 on the cpu.
+    void train_layers(bool grads, std::vector<gb_mlp_train_layer> *out) const;
+};
 
 class MlpProgram {
 public:
@@ -27,9 +40,11 @@ public:
     bool torso(torch::nn::Sequential &s, int src, int *last);
     // Adds a Linear (no activation) reading src; returns its index. Throws on a width mismatch.
     int head(torch::nn::Linear &l, int src);
-    // When the layers added so far form a chain (each reads the one before it, the first the
-    // input rows): them and their activations (GB_MLP_ACT_*). False otherwise.
-    bool chain(std::vector<torch::nn::Linear> *layers, std::vector<int> *acts) const;
+    // The chain from the input rows to layer last, through each layer's source. False when
+    // last is not a layer.
+    bool chain_to(int last, MlpChain *out) const;
+    // The layers added so far.
+    size_t size() const { return specs_.size(); }
     // Creates the program and loads the weights. Throws.
     void finish();
     // The weights again from the modules (after a parameter change).

@@ -464,12 +464,15 @@ struct BuiltinNet : Net {
         else if (mod->low.precision() != GB_PRECISION_FP32)
             mod->low.build(*mod, mod->low.precision());
     }
-    bool mlp_chain(std::vector<torch::nn::Linear> *layers, std::vector<int> *acts) override
+    bool mlp_chains(MlpChain *a, MlpChain *b) override
     {
         MlpProgram p(GB_PRECISION_FP32, mod->in_features);
-        int a = -1, b = -1;
-        return !mod->cnn && mod->state_size() == 0 && mod->plan(p, &a, &b) && b < 0 &&
-               p.chain(layers, acts);
+        int ha = -1, hb = -1;
+        *b = MlpChain{};
+        if (mod->cnn || mod->state_size() > 0 || !mod->plan(p, &ha, &hb) || !p.chain_to(ha, a) ||
+            (hb >= 0 && !p.chain_to(hb, b)))
+            return false;
+        return a->layers.size() + b->layers.size() == p.size(); // each layer on one chain
     }
     const char *kernels() const override
     {

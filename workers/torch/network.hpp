@@ -5,6 +5,7 @@
 #pragma once
 
 #include "workers/torch/internal.hpp"
+#include "workers/torch/mlp_program.hpp"
 
 #include <memory>
 #include <mutex>
@@ -79,14 +80,15 @@ struct Net {
     virtual void refresh_precision() = 0;
     // What runs the inference forward now ("gearbox fp32", "libtorch int8", ...); static.
     virtual const char *kernels() const = 0;
-    // A plain MLP with one output (Linear layers in a chain, each followed by tanh, relu or
-    // nothing; no convolution, core or layer norm): its Linear layers in order and each one's
-    // activation (mlp_infer.h's GB_MLP_ACT_*), for a learner's own forward and backward
-    // (mlp_train.h). False for any other network.
-    virtual bool mlp_chain(std::vector<torch::nn::Linear> *layers, std::vector<int> *acts)
+    // A plain MLP (Linear layers, each followed by tanh, relu or nothing; no convolution, core
+    // or layer norm) whose heads each end a chain of their own (no layer shared): the chain to
+    // head a (DQN's Q, PPO's pi) and to head b (PPO's v; empty where there is one head), for a
+    // learner's own forward and backward (mlp_train.h). False for any other network (PPO's
+    // shared torso too).
+    virtual bool mlp_chains(MlpChain *a, MlpChain *b)
     {
-        (void)layers;
-        (void)acts;
+        (void)a;
+        (void)b;
         return false;
     }
 };

@@ -1,6 +1,7 @@
 // workers/torch/ppo.cpp: PPO: GAE (or V-trace, for stale chunks) over trajectory chunks,
 // clipped objective, optional clipped value loss, entropy bonus, advantage normalisation,
-// minibatch epochs, gradient clipping (a recurrent core's sequences: ppo_seq.cpp).
+// minibatch epochs, gradient clipping (a recurrent core's sequences: ppo_seq.cpp; a plain MLP's
+// forward and backward in gearbox's C: ppo_kernels.cpp).
 #include "workers/torch/ppo.hpp"
 #include "workers/torch/testing.h"
 #include "workers/torch/targets.h"
@@ -184,6 +185,7 @@ struct StepMinibatches : PpoMinibatches {
         : l(learner), S(steps), mb(size)
     {
     }
+    bool rows_only() const override { return true; }
     void shuffle() override
     {
         auto lopt = torch::TensorOptions().dtype(torch::kInt64);
@@ -195,7 +197,8 @@ struct StepMinibatches : PpoMinibatches {
         if (len <= 0)
             return false;
         *idx = perm.narrow(0, start, len);
-        *h = l->model->net->forward(S.o.index_select(0, *idx));
+        if (h)
+            *h = l->model->net->forward(S.o.index_select(0, *idx));
         return true;
     }
 };
@@ -215,6 +218,8 @@ void ppo_epochs(gb_torch_learner *l, const PpoSteps &S, int64_t steps, PpoMiniba
                        (!S.o.defined() || S.o.scalar_type() == torch::kFloat32);
     const gb_torch_ppo_coefs coefs = {pc.clip, pc.value_coef, pc.entropy_coef,
                                       pc.clip_value != 0, pc.normalize_advantages != 0};
+    // gearbox's own forward and backward (trainer.kernels) where they apply
+    const bool kernels = mbs.rows_only() && ppo_kernels_apply(l, S.o);
     l->opt->set_lr(st->lr);
     std::vector<torch::Tensor> params = m->net->parameters();
     double s_pol = 0, s_val = 0, s_ent = 0, s_kl = 0, s_cf = 0;
@@ -224,10 +229,11 @@ void ppo_epochs(gb_torch_learner *l, const PpoSteps &S, int64_t steps, PpoMiniba
         for (int64_t k = 0; k < steps; k++) {
             Heads h;
             torch::Tensor idx;
-            if (mbs.get(k, &h, &idx)) {
-                torch::Tensor a_mb = S.act.index_select(0, idx);
+            if (mbs.get(k, kernels ? nullptr : &h, &idx)) {
+                torch::Tensor a_mb = kernels ? torch::Tensor() : S.act.index_select(0, idx);
                 gb_torch_ppo_terms terms =
-                    fused ? fused_minibatch(h, a_mb,
+                    kernels ? ppo_kernels_minibatch(l, S, idx, coefs)
+                    : fused ? fused_minibatch(h, a_mb,
                                             torch::stack({S.old_logp.index_select(0, idx),
                                                           S.A.index_select(0, idx),
                                                           S.V0.index_select(0, idx),
@@ -448,7 +454,9 @@ static void ppo_train(gb_torch_learner *l, const gb_torch_batch *b, gb_torch_sta
     torch::Tensor lp;                    // V-trace: [B*T] log pi before the update, CPU
     {
         torch::NoGradGuard no_grad;
-        Heads h = core ? ppo_seq_forward(l, b, obs) : l->model->net->forward(obs);
+        Heads h = core                          ? ppo_seq_forward(l, b, obs)
+                  : ppo_kernels_apply(l, obs) ? ppo_kernels_forward(l, obs)
+                                              : l->model->net->forward(obs);
         values = h.value.to(torch::kCPU).to(torch::kFloat32).contiguous();
         if (pc.vtrace)
             log_rho = vtrace_log_rho(l, b, h, &lp);
@@ -492,6 +500,8 @@ static void ppo_init(gb_torch_learner *l, const gb_torch_space *, uint64_t)
 {
     double lr = l->cfg.trainer.algorithm.lr;
     l->opt = std::make_unique<FlatAdam>(l->model->net->parameters(), lr, 1e-5);
+    // after the optimiser has made the gradients views of its flat one
+    l->ppo_kernels = ppo_kernels_for(l);
 }
 
 const Algorithm ppo_algorithm = {"ppo", ppo_init, ppo_train};

@@ -1,0 +1,211 @@
+// workers/torch/ppo_kernels.cpp: PPO's minibatch step on gearbox's own C (trainer.kernels:
+// gearbox) for a plain MLP with separate actor and critic torsos on the cpu: both chains'
+// forward and backward (mlp_train.h), the distribution's log-probabilities and entropy and their
+// gradients in loops, the clipped objective in fused_losses.c. The gradients go into libtorch's
+// flat gradient, so the optimiser, the clipping and the data-parallel all-reduce run as before
+// (ppo.cpp's epochs). The same arithmetic as the autograd path (ppo.cpp's fused_minibatch, the
+// distributions of distributions.cpp), in float as libtorch's.
+#include "workers/torch/ppo.hpp"
+#include "workers/torch/targets.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace gbt {
+
+// The chains, log_std (boxes), and a step's buffers (kept: no allocation a step once the
+// minibatch's size has been seen).
+struct PpoKernels {
+    MlpChain actor, critic;
+    torch::Tensor log_std; // boxes: the parameter; its gradient a view of the flat gradient
+    std::vector<gb_mlp_train_layer> la, lc;
+    std::vector<float> x, wsa, wsc, aux, logp, ent, g_logp, g_value, dpi, act_f;
+    std::vector<int64_t> acts;
+};
+
+std::shared_ptr<PpoKernels> ppo_kernels_for(gb_torch_learner *l)
+{
+    Net &net = *l->model->net;
+    auto k = std::make_shared<PpoKernels>();
+    if (l->cfg.trainer.kernels != GB_KERNELS_GEARBOX || !l->device.is_cpu() ||
+        !net.mlp_chains(&k->actor, &k->critic) || k->critic.layers.empty() ||
+        net.parameters()[0].scalar_type() != torch::kFloat32)
+        return nullptr;
+    if (!l->model->space.discrete) {
+        for (auto &kv : net.named_tensors())
+            if (kv.first == "log_std")
+                k->log_std = kv.second;
+        if (!k->log_std.defined())
+            return nullptr;
+    }
+    return k;
+}
+
+bool ppo_kernels_apply(const gb_torch_learner *l, const torch::Tensor &obs)
+{
+    return l->ppo_kernels && obs.defined() && obs.device().is_cpu() &&
+           obs.scalar_type() == torch::kFloat32;
+}
+
+static const float kHalfLog2Pi = 0.91893853320467274178f; // 0.5 log(2 pi)
+
+// Categorical rows of logits x [n, A]: the log-probabilities of the actions a into logp and the
+// entropies into ent; x becomes log_softmax(x).
+static void categorical_terms(float *x, int64_t n, int A, const int64_t *a, float *logp,
+                              float *ent)
+{
+    for (int64_t i = 0; i < n; i++, x += A) {
+        float mx = x[0], sum = 0.0f, h = 0.0f;
+        for (int j = 1; j < A; j++)
+            mx = x[j] > mx ? x[j] : mx;
+        for (int j = 0; j < A; j++)
+            sum += std::exp(x[j] - mx);
+        const float lse = mx + std::log(sum);
+        for (int j = 0; j < A; j++) {
+            x[j] -= lse;
+            h -= std::exp(x[j]) * x[j];
+        }
+        logp[i] = x[a[i]];
+        ent[i] = h;
+    }
+}
+
+// Into the place of categorical_terms' log_softmax rows, the logits' gradient of g_logp[i]
+// logp[i] + ge ent[i]: d logp = onehot(a) - p, d ent = -p (log p + ent).
+static void categorical_grads(float *x, int64_t n, int A, const int64_t *a, const float *ent,
+                              const float *g_logp, float ge)
+{
+    for (int64_t i = 0; i < n; i++, x += A)
+        for (int j = 0; j < A; j++) {
+            const float p = std::exp(x[j]);
+            x[j] = g_logp[i] * ((float)(j == a[i]) - p) - ge * p * (x[j] + ent[i]);
+        }
+}
+
+// Gaussian rows of means m [n, A] with one log_std ls [A] for every row: the log-probabilities
+// of the actions act into logp, the entropies into ent; m becomes the standardised actions z.
+static void gaussian_terms(float *m, int64_t n, int A, const float *ls, const float *act,
+                           float *logp, float *ent)
+{
+    float h = 0.0f;
+    for (int j = 0; j < A; j++)
+        h += 0.5f + kHalfLog2Pi + ls[j];
+    for (int64_t i = 0; i < n; i++, m += A, act += A) {
+        float s = 0.0f;
+        for (int j = 0; j < A; j++) {
+            const float z = (act[j] - m[j]) * std::exp(-ls[j]);
+            s += -0.5f * z * z - ls[j] - kHalfLog2Pi;
+            m[j] = z;
+        }
+        logp[i] = s;
+        ent[i] = h;
+    }
+}
+
+// Into the place of gaussian_terms' z rows, the means' gradient of g_logp[i] logp[i]
+// (z e^-ls); log_std's (z^2 - 1, and ge for each row's entropy) added into dls.
+static void gaussian_grads(float *z, int64_t n, int A, const float *ls, const float *g_logp,
+                           float ge, float *dls)
+{
+    for (int64_t i = 0; i < n; i++, z += A)
+        for (int j = 0; j < A; j++) {
+            dls[j] += g_logp[i] * (z[j] * z[j] - 1.0f) + ge;
+            z[j] = g_logp[i] * z[j] * std::exp(-ls[j]);
+        }
+}
+
+Heads ppo_kernels_forward(gb_torch_learner *l, const torch::Tensor &obs)
+{
+    PpoKernels &k = *l->ppo_kernels;
+    const torch::Tensor x = obs.contiguous();
+    const int n = (int)x.size(0), na = (int)k.actor.layers.size();
+    const int nc = (int)k.critic.layers.size();
+    k.actor.train_layers(false, &k.la);
+    k.critic.train_layers(false, &k.lc);
+    const int A = k.la.back().out;
+    torch::Tensor a = torch::empty({n, A}), v = torch::empty({n});
+    k.wsa.resize(gb_mlp_train_floats(k.la.data(), na, n));
+    k.wsc.resize(gb_mlp_train_floats(k.lc.data(), nc, n));
+    const float *pa = gb_mlp_train_forward(k.la.data(), na, x.data_ptr<float>(), n, k.wsa.data());
+    const float *pv = gb_mlp_train_forward(k.lc.data(), nc, x.data_ptr<float>(), n, k.wsc.data());
+    std::memcpy(a.data_ptr<float>(), pa, sizeof(float) * (size_t)n * (size_t)A);
+    std::memcpy(v.data_ptr<float>(), pv, sizeof(float) * (size_t)n);
+    Heads h;
+    if (l->model->space.discrete) {
+        h.logits = a;
+    } else {
+        h.mean = a;
+        h.log_std = k.log_std.detach().expand_as(a);
+    }
+    h.value = v;
+    return h;
+}
+
+gb_torch_ppo_terms ppo_kernels_minibatch(gb_torch_learner *l, const PpoSteps &S,
+                                         const torch::Tensor &idx, const gb_torch_ppo_coefs &c)
+{
+    PpoKernels &k = *l->ppo_kernels;
+    const bool discrete = l->model->space.discrete;
+    const torch::Tensor o = S.o.contiguous(), rows = idx.contiguous();
+    const int64_t n = rows.size(0), in = o.numel() / std::max<int64_t>(1, S.N);
+    const int64_t *row = rows.data_ptr<int64_t>();
+    // the minibatch's observations and its steps' other inputs (fused_losses.c's aux rows)
+    const float *obs = o.data_ptr<float>();
+    const float *cols[4] = {S.old_logp.data_ptr<float>(), S.A.data_ptr<float>(),
+                            S.V0.data_ptr<float>(), S.R.data_ptr<float>()};
+    k.x.resize((size_t)(n * in));
+    k.aux.resize((size_t)(4 * n));
+    for (int64_t i = 0; i < n; i++) {
+        std::memcpy(&k.x[(size_t)(i * in)], obs + row[i] * in, sizeof(float) * (size_t)in);
+        for (int j = 0; j < 4; j++)
+            k.aux[(size_t)(4 * i + j)] = cols[j][row[i]];
+    }
+    l->opt->zero_grad(); // every gradient a view of the flat gradient, zeroed
+    k.actor.train_layers(true, &k.la);
+    k.critic.train_layers(true, &k.lc);
+    const int na = (int)k.la.size(), nc = (int)k.lc.size(), ni = (int)n, A = k.la.back().out;
+    k.wsa.resize(gb_mlp_train_floats(k.la.data(), na, ni));
+    k.wsc.resize(gb_mlp_train_floats(k.lc.data(), nc, ni));
+    const float *pi = gb_mlp_train_forward(k.la.data(), na, k.x.data(), ni, k.wsa.data());
+    const float *v = gb_mlp_train_forward(k.lc.data(), nc, k.x.data(), ni, k.wsc.data());
+    k.dpi.assign(pi, pi + n * A);
+    k.logp.resize((size_t)n);
+    k.ent.resize((size_t)n);
+    k.g_logp.resize((size_t)n);
+    k.g_value.resize((size_t)n);
+    std::vector<int64_t> &acts = k.acts;
+    const float *ls = nullptr;
+    if (discrete) {
+        const int64_t *a = S.act.data_ptr<int64_t>();
+        acts.resize((size_t)n);
+        for (int64_t i = 0; i < n; i++)
+            acts[(size_t)i] = a[row[i]];
+        categorical_terms(k.dpi.data(), n, A, acts.data(), k.logp.data(), k.ent.data());
+    } else {
+        const float *a = S.act.data_ptr<float>();
+        k.act_f.resize((size_t)(n * A));
+        for (int64_t i = 0; i < n; i++)
+            std::memcpy(&k.act_f[(size_t)(i * A)], a + row[i] * A, sizeof(float) * (size_t)A);
+        ls = k.log_std.data_ptr<float>();
+        gaussian_terms(k.dpi.data(), n, A, ls, k.act_f.data(), k.logp.data(), k.ent.data());
+    }
+    gb_torch_ppo_terms terms = {};
+    for (int64_t i = 0; i < n; i++)
+        terms.entropy += k.ent[(size_t)i];
+    terms.entropy /= (double)std::max<int64_t>(1, n);
+    gb_torch_ppo_fused(n, k.logp.data(), v, k.aux.data(), &c, k.g_logp.data(), k.g_value.data(),
+                       &terms);
+    // the entropy's gradient only where it counts (as the autograd path, which then skips it)
+    const float ge = c.entropy_coef != 0.0 ? (float)(-c.entropy_coef / (double)n) : 0.0f;
+    if (discrete)
+        categorical_grads(k.dpi.data(), n, A, acts.data(), k.ent.data(), k.g_logp.data(), ge);
+    else
+        gaussian_grads(k.dpi.data(), n, A, ls, k.g_logp.data(), ge,
+                       k.log_std.grad().data_ptr<float>());
+    gb_mlp_train_backward(k.la.data(), na, k.x.data(), ni, k.wsa.data(), k.dpi.data());
+    gb_mlp_train_backward(k.lc.data(), nc, k.x.data(), ni, k.wsc.data(), k.g_value.data());
+    return terms;
+}
+
+} // namespace gbt
