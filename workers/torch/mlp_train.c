@@ -8,73 +8,64 @@ typedef float v8 __attribute__((vector_size(32), aligned(4), may_alias));
 
 #define LD(p) (*(const v8 *)(p))
 
+/* The tile of R rows (at most 6) by 16 columns at c: c (+)= a's R rows (row r, column p at
+ * ar[r * rs + p * ps]) times b's 16 columns. Its 2R accumulators stay in registers: R is a
+ * constant where it is inlined, and the loops over it are unrolled. */
+static inline __attribute__((always_inline)) void
+tile(const int R, int k, const float *restrict ar, size_t rs, size_t ps, const float *restrict b,
+     int ldb, float *restrict c, int ldc, int add)
+{
+    const v8 zero = {0};
+    v8 x[6][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        x[r][0] = add ? LD(c + (size_t)r * ldc) : zero;
+        x[r][1] = add ? LD(c + (size_t)r * ldc + 8) : zero;
+    }
+    for (int p = 0; p < k; p++, b += ldb, ar += ps) {
+        const v8 b0 = LD(b), b1 = LD(b + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            const float s = ar[r * rs];
+            x[r][0] += s * b0;
+            x[r][1] += s * b1;
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        *(v8 *)(c + (size_t)r * ldc) = x[r][0];
+        *(v8 *)(c + (size_t)r * ldc + 8) = x[r][1];
+    }
+}
+
 /* c = (or +=) a b, a read as it is ([m][k], row lda) or, ta, transposed ([k][m], row lda: the
- * element (i, p) at a[p * lda + i]). Rows in blocks of 4 and columns in tiles of 16 (eight
- * accumulators, named so that they stay in registers), the last rows a tile of 16 columns at a
- * time, then the columns [n16, n) one at a time. */
+ * element (i, p) at a[p * lda + i]). Rows in blocks of 6 (twelve accumulators: enough to cover
+ * the FMAs' latency), the last ones 4, 2 and 1 at a time, by columns in tiles of 16, then the
+ * columns [n16, n) one at a time. */
 static inline __attribute__((always_inline)) void
 gemm_body(int m, int n, int k, const float *restrict a, int lda, int ta, const float *restrict b,
           int ldb, float *restrict c, int ldc, int add)
 {
-#define A_AT(i, p) (ta ? a[(size_t)(p) * lda + (i)] : a[(size_t)(i) * lda + (p)])
     const int n16 = n - n % 16;
-    const v8 zero = {0};
+    const size_t rs = ta ? 1 : (size_t)lda, ps = ta ? (size_t)lda : 1;
     int i = 0;
-    for (; i + 4 <= m; i += 4) {
-        /* row r of the block, column p: ar[r * rs + p * ps] */
-        const float *ar = ta ? a + i : a + (size_t)i * lda;
-        const size_t rs = ta ? 1 : (size_t)lda, ps = ta ? (size_t)lda : 1;
-        for (int j = 0; j < n16; j += 16) {
-            float *c0 = c + (size_t)i * ldc + j, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
-            v8 x00 = add ? LD(c0) : zero, x01 = add ? LD(c0 + 8) : zero;
-            v8 x10 = add ? LD(c1) : zero, x11 = add ? LD(c1 + 8) : zero;
-            v8 x20 = add ? LD(c2) : zero, x21 = add ? LD(c2 + 8) : zero;
-            v8 x30 = add ? LD(c3) : zero, x31 = add ? LD(c3 + 8) : zero;
-            const float *bp = b + j, *ap = ar;
-            for (int p = 0; p < k; p++, bp += ldb, ap += ps) {
-                const v8 b0 = LD(bp), b1 = LD(bp + 8);
-                const float s0 = ap[0], s1 = ap[rs], s2 = ap[2 * rs], s3 = ap[3 * rs];
-                x00 += s0 * b0;
-                x01 += s0 * b1;
-                x10 += s1 * b0;
-                x11 += s1 * b1;
-                x20 += s2 * b0;
-                x21 += s2 * b1;
-                x30 += s3 * b0;
-                x31 += s3 * b1;
-            }
-            *(v8 *)c0 = x00;
-            *(v8 *)(c0 + 8) = x01;
-            *(v8 *)c1 = x10;
-            *(v8 *)(c1 + 8) = x11;
-            *(v8 *)c2 = x20;
-            *(v8 *)(c2 + 8) = x21;
-            *(v8 *)c3 = x30;
-            *(v8 *)(c3 + 8) = x31;
-        }
-    }
-    for (; i < m; i++) { /* the last rows, a tile of 16 columns at a time */
-        for (int j = 0; j < n16; j += 16) {
-            float *cr = c + (size_t)i * ldc + j;
-            v8 c0 = add ? LD(cr) : zero, c1 = add ? LD(cr + 8) : zero;
-            for (int p = 0; p < k; p++) {
-                const float *bp = b + (size_t)p * ldb + j;
-                const float ar = A_AT(i, p);
-                c0 += ar * LD(bp);
-                c1 += ar * LD(bp + 8);
-            }
-            *(v8 *)cr = c0;
-            *(v8 *)(cr + 8) = c1;
-        }
-    }
+#define GB_TILES(R)                                                                              \
+    for (; i + (R) <= m; i += (R))                                                               \
+        for (int j = 0; j < n16; j += 16)                                                        \
+            tile((R), k, ta ? a + i : a + (size_t)i * lda, rs, ps, b + j, ldb,                   \
+                 c + (size_t)i * ldc + j, ldc, add);
+    GB_TILES(6)
+    GB_TILES(4)
+    GB_TILES(2)
+    GB_TILES(1)
+#undef GB_TILES
     for (int r = 0; r < m && n16 < n; r++) /* the last columns */
         for (int j = n16; j < n; j++) {
             float s = add ? c[(size_t)r * ldc + j] : 0.0f;
             for (int p = 0; p < k; p++)
-                s += A_AT(r, p) * b[(size_t)p * ldb + j];
+                s += a[ta ? (size_t)p * lda + r : (size_t)r * lda + p] * b[(size_t)p * ldb + j];
             c[(size_t)r * ldc + j] = s;
         }
-#undef A_AT
 }
 
 /* c = (or +=) a b^T: a [m][k] (row lda), b [n][k] (row ldb): each element a dot product of two
@@ -170,12 +161,17 @@ void gb_mlp_train_gemm_nt(int m, int n, int k, const float *a, int lda, const fl
     gemm_nt_portable(m, n, k, a, lda, b, ldb, c, ldc, add);
 }
 
-/* t ([cols][rows]) = s ([rows][cols]) transposed */
+/* t ([cols][rows]) = s ([rows][cols]) transposed, in blocks of 16 x 16 (a 256 x 256 weight's
+ * strided writes one at a time missed the cache on each) */
 static void transpose(const float *restrict s, int rows, int cols, float *restrict t)
 {
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < cols; j++)
-            t[(size_t)j * rows + r] = s[(size_t)r * cols + j];
+    for (int r0 = 0; r0 < rows; r0 += 16)
+        for (int j0 = 0; j0 < cols; j0 += 16) {
+            const int r1 = r0 + 16 < rows ? r0 + 16 : rows, j1 = j0 + 16 < cols ? j0 + 16 : cols;
+            for (int r = r0; r < r1; r++)
+                for (int j = j0; j < j1; j++)
+                    t[(size_t)j * rows + r] = s[(size_t)r * cols + j];
+        }
 }
 
 static int widest(const gb_mlp_train_layer *l, int nl, size_t *outs, size_t *weights)

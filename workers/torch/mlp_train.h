@@ -4,11 +4,13 @@
  * rows, 64-unit layers) libtorch's per-operation dispatch and autograd bookkeeping, not the
  * arithmetic, take much of the step's time: on the AMD EPYC machine one Linear's forward and
  * backward at 72 x 64 x 64 costs 81-95 us against about 20 us of multiply-adds. Here a layer is
- * a product in 4 x 16 register tiles (AVX2 and FMA where the cpu has them, the same code on SSE2
- * otherwise), its bias and activation: at 512 x 64 x 64, 50-67 GFLOP/s on that machine,
- * OpenBLAS's sgemm 48-55 (one core); a head's few outputs are dot products of rows, and a
- * weight's gradient is taken in whichever orientation has the wider columns (the columns past a
- * multiple of 16 go one at a time).
+ * a product in 6 x 16 register tiles (AVX2 and FMA where the cpu has them, the same code on SSE2
+ * otherwise), its bias and activation: on one core of that machine 72-76 GFLOP/s at
+ * 512 x 64 x 64 (OpenBLAS's sgemm 55-60 in the same program), 57-59 at 64 x 256 x 256 (65-67);
+ * a head's few outputs are dot products of rows, and a weight's gradient is taken in whichever
+ * orientation has the wider columns (the columns past a multiple of 16 go one at a time). At a
+ * [256, 256] network's 64-row minibatches (halfcheetah_ppo) the products are the step, and it
+ * costs what libtorch's does.
  * The weights stay where libtorch keeps them (torch Linear's [out][in] row-major weight and its
  * bias), and the gradients are added into libtorch's gradient tensors (FlatAdam's flat view):
  * the optimiser, the gradient clipping and the data-parallel all-reduce run as before.
