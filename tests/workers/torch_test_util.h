@@ -1,14 +1,16 @@
 /* tests/workers/torch_test_util.h: what the libtorch bridge's tests share: a small config for
  * an algorithm (MLP [16, 16], lr 0.01, gamma 0.9), a discrete (CartPole-like: 4 floats, 3
  * actions) and a box (3 floats, 2 bounded actions) space, and deterministic filler values.
- * defines: load_cfg_text, make_cfg, discrete_space, box_space, fill */
+ * defines: load_cfg_text, make_cfg, discrete_space, box_space, fill, learners_max_diff */
 #ifndef GB_TESTS_WORKERS_TORCH_TEST_UTIL_H
 #define GB_TESTS_WORKERS_TORCH_TEST_UTIL_H
 
 #include "runtime/config/config.h"
 #include "workers/torch/bridge.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* cfg from the YAML text (named <test> in its errors, which are printed): 0 or the error. */
@@ -72,6 +74,36 @@ static inline void fill(float *x, int n, unsigned seed)
         seed = seed * 1103515245u + 12345u;
         x[i] = (float)((seed >> 8) % 2000) / 1000.0f - 1.0f;
     }
+}
+
+/* The largest difference between two learners' float32 parameters (their models' exports):
+ * INFINITY when the layouts differ or an export fails (printed). */
+static inline double learners_max_diff(gb_torch_learner *a, gb_torch_learner *b)
+{
+    gb_torch_learner *l[2] = {a, b};
+    float *p[2] = {NULL, NULL};
+    uint64_t bytes[2] = {0, 0};
+    int ok = 1;
+    for (int i = 0; i < 2; i++) {
+        gb_error err;
+        memset(&err, 0, sizeof err);
+        const gb_param_entry *layout;
+        int count = 0;
+        uint64_t version;
+        gb_torch_model *m = gb_torch_learner_model(l[i]);
+        gb_torch_model_layout(m, &layout, &count, &bytes[i]);
+        p[i] = (float *)malloc(bytes[i] ? bytes[i] : 1);
+        if (!p[i] || gb_torch_model_export(m, p[i], bytes[i], &version, &err)) {
+            fprintf(stderr, "learners_max_diff: export: %s\n", err.msg);
+            ok = 0;
+        }
+    }
+    double d = ok && bytes[0] == bytes[1] ? 0.0 : INFINITY;
+    for (size_t i = 0; d < INFINITY && i < bytes[0] / sizeof(float); i++)
+        d = fmax(d, fabs((double)p[0][i] - (double)p[1][i]));
+    free(p[0]);
+    free(p[1]);
+    return d;
 }
 
 #endif

@@ -192,32 +192,6 @@ static void make_batch(batch *x, unsigned seed, int weights)
     x->b = b;
 }
 
-static float *params(gb_torch_learner *l, size_t *n)
-{
-    gb_error err = {0};
-    const gb_param_entry *layout;
-    int count = 0;
-    uint64_t bytes = 0;
-    gb_torch_model_layout(gb_torch_learner_model(l), &layout, &count, &bytes);
-    float *p = malloc(bytes);
-    uint64_t version;
-    CHECK_OK(gb_torch_model_export(gb_torch_learner_model(l), p, bytes, &version, &err));
-    *n = bytes / sizeof(float);
-    return p;
-}
-
-static double max_diff(gb_torch_learner *a, gb_torch_learner *b)
-{
-    size_t na, nb;
-    float *pa = params(a, &na), *pb = params(b, &nb);
-    double d = na == nb ? 0.0 : INFINITY;
-    for (size_t i = 0; i < na && na == nb; i++)
-        d = fmax(d, fabs(pa[i] - pb[i]));
-    free(pa);
-    free(pb);
-    return d;
-}
-
 static void learners_agree(const char *activation, int double_q, int weights)
 {
     gb_error err = {0};
@@ -241,7 +215,7 @@ static void learners_agree(const char *activation, int double_q, int weights)
         return;
     CHECK(strcmp(gb_torch_learner_kernels(own), "gearbox C") == 0);
     CHECK(strcmp(gb_torch_learner_kernels(ref), "libtorch autograd") == 0);
-    CHECK(max_diff(own, ref) == 0.0); /* the same initial weights */
+    CHECK(learners_max_diff(own, ref) == 0.0); /* the same initial weights */
     static batch x;
     double after_one = 0, worst_stat = 0;
     for (int step = 0; step < 20; step++) {
@@ -261,9 +235,9 @@ static void learners_agree(const char *activation, int double_q, int weights)
             worst_stat = fmax(worst_stat, fabs(po[i] - pr[i]) / (1e-3 + fabs(pr[i])));
         CHECK(so.samples == sr.samples && so.samples > 0 && so.gradient_steps == 1);
         if (step == 0)
-            after_one = max_diff(own, ref);
+            after_one = learners_max_diff(own, ref);
     }
-    const double after_twenty = max_diff(own, ref);
+    const double after_twenty = learners_max_diff(own, ref);
     fprintf(stderr, "  %s, double_q %d, weights %d: parameters after 1 step %.3g, after 20 %.3g;"
                     " stats and priorities %.3g relative\n",
             activation, double_q, weights, after_one, after_twenty, worst_stat);

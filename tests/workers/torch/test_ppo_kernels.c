@@ -56,31 +56,6 @@ static void make_batch(batch *x, const gb_torch_space *sp, unsigned seed)
     x->b = b;
 }
 
-static float *params(gb_torch_learner *l, size_t *n)
-{
-    gb_error err = {0};
-    const gb_param_entry *layout;
-    int count = 0;
-    uint64_t bytes = 0, version;
-    gb_torch_model_layout(gb_torch_learner_model(l), &layout, &count, &bytes);
-    float *p = malloc(bytes);
-    CHECK_OK(gb_torch_model_export(gb_torch_learner_model(l), p, bytes, &version, &err));
-    *n = bytes / sizeof(float);
-    return p;
-}
-
-static double max_diff(gb_torch_learner *a, gb_torch_learner *b)
-{
-    size_t na, nb;
-    float *pa = params(a, &na), *pb = params(b, &nb);
-    double d = na == nb ? 0.0 : INFINITY;
-    for (size_t i = 0; i < na && na == nb; i++)
-        d = fmax(d, fabs(pa[i] - pb[i]));
-    free(pa);
-    free(pb);
-    return d;
-}
-
 static double rel(double a, double b) { return fabs(a - b) / (1e-3 + fabs(b)); }
 
 static void learners_agree(int discrete, const char *extra, double entropy_coef, int clip_value,
@@ -108,7 +83,7 @@ static void learners_agree(int discrete, const char *extra, double entropy_coef,
         return;
     CHECK(strcmp(gb_torch_learner_kernels(own), "gearbox C") == 0);
     CHECK(strcmp(gb_torch_learner_kernels(ref), "libtorch autograd") == 0);
-    CHECK(max_diff(own, ref) == 0.0); /* the same initial weights */
+    CHECK(learners_max_diff(own, ref) == 0.0); /* the same initial weights */
     static batch x;
     double after_one = 0, worst = 0;
     for (int call = 0; call < 10; call++) {
@@ -132,11 +107,11 @@ static void learners_agree(int discrete, const char *extra, double entropy_coef,
         CHECK(so.samples == sr.samples && so.samples > 0);
         CHECK(so.gradient_steps == sr.gradient_steps && so.gradient_steps == 16);
         if (call == 0) {
-            after_one = max_diff(own, ref);
+            after_one = learners_max_diff(own, ref);
             CHECK(sr.clip_fraction > 0.0); /* the clipped branch is exercised */
         }
     }
-    const double after_ten = max_diff(own, ref);
+    const double after_ten = learners_max_diff(own, ref);
     fprintf(stderr, "  %s%s, entropy %g, clip_value %d, normalize %d, vtrace %d: parameters "
                     "after 1 call %.3g, after 10 %.3g; stats and priorities %.3g relative\n",
             discrete ? "categorical" : "gaussian", extra, entropy_coef, clip_value, normalize,
