@@ -1,7 +1,8 @@
 /* tests/workers/torch_test_util.h: what the libtorch bridge's tests share: a small config for
  * an algorithm (MLP [16, 16], lr 0.01, gamma 0.9), a discrete (CartPole-like: 4 floats, 3
  * actions) and a box (3 floats, 2 bounded actions) space, and deterministic filler values.
- * defines: load_cfg_text, make_cfg, discrete_space, box_space, fill, learners_max_diff */
+ * defines: load_cfg_text, make_cfg, discrete_space, box_space, fill, learners_max_diff,
+ *          kernels_learner_pair */
 #ifndef GB_TESTS_WORKERS_TORCH_TEST_UTIL_H
 #define GB_TESTS_WORKERS_TORCH_TEST_UTIL_H
 
@@ -104,6 +105,34 @@ static inline double learners_max_diff(gb_torch_learner *a, gb_torch_learner *b)
     free(p[0]);
     free(p[1]);
     return d;
+}
+
+/* Two learners of cfg for sp from the same seed: *own on gearbox's kernels (trainer.kernels
+ * gearbox), *ref on libtorch's autograd (cfg's kernels left libtorch). 0 when both exist, say
+ * so and start from the same weights; else -1, printed (what exists is still returned). */
+static inline int kernels_learner_pair(gb_config *cfg, const gb_torch_space *sp,
+                                       gb_torch_learner **own, gb_torch_learner **ref)
+{
+    gb_error err;
+    memset(&err, 0, sizeof err);
+    *own = *ref = NULL;
+    cfg->trainer.kernels = GB_KERNELS_GEARBOX;
+    if (gb_torch_learner_create(cfg, sp, 5, own, &err) == 0) {
+        cfg->trainer.kernels = GB_KERNELS_LIBTORCH;
+        gb_torch_learner_create(cfg, sp, 5, ref, &err);
+    }
+    if (!*own || !*ref) {
+        fprintf(stderr, "kernels_learner_pair: %s\n", err.msg);
+        return -1;
+    }
+    const char *k_own = gb_torch_learner_kernels(*own), *k_ref = gb_torch_learner_kernels(*ref);
+    if (strcmp(k_own, "gearbox C") != 0 || strcmp(k_ref, "libtorch autograd") != 0 ||
+        learners_max_diff(*own, *ref) != 0.0) {
+        fprintf(stderr, "kernels_learner_pair: kernels %s and %s, initial weights %s\n", k_own,
+                k_ref, learners_max_diff(*own, *ref) == 0.0 ? "equal" : "differ");
+        return -1;
+    }
+    return 0;
 }
 
 #endif
