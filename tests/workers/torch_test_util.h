@@ -109,7 +109,7 @@ static inline double learners_max_diff(gb_torch_learner *a, gb_torch_learner *b)
 
 /* Two learners of cfg for sp from the same seed: *own on gearbox's kernels (trainer.kernels
  * gearbox), *ref on libtorch's autograd (cfg's kernels left libtorch). 0 when both exist, say
- * so and start from the same weights; else -1, printed (what exists is still returned). */
+ * so and start from the same weights; else -1, printed. Both exist or neither (NULL). */
 static inline int kernels_learner_pair(gb_config *cfg, const gb_torch_space *sp,
                                        gb_torch_learner **own, gb_torch_learner **ref)
 {
@@ -123,6 +123,8 @@ static inline int kernels_learner_pair(gb_config *cfg, const gb_torch_space *sp,
     }
     if (!*own || !*ref) {
         fprintf(stderr, "kernels_learner_pair: %s\n", err.msg);
+        gb_torch_learner_destroy(*own);
+        *own = NULL;
         return -1;
     }
     const char *k_own = gb_torch_learner_kernels(*own), *k_ref = gb_torch_learner_kernels(*ref);

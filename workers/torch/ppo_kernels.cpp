@@ -115,20 +115,30 @@ static void gaussian_grads(float *z, int64_t n, int A, const float *ls, const fl
         }
 }
 
+// Both chains' forward of n rows x, their layers pointed at the current weights (with grads,
+// also at the gradients): the actor's outputs [n, A] into *pi and the critic's [n] into *v,
+// inside the workspaces (which a backward of the same rows then reads).
+static void forward_chains(PpoKernels &k, const float *x, int n, bool grads, const float **pi,
+                           const float **v)
+{
+    k.actor.train_layers(grads, &k.la);
+    k.critic.train_layers(grads, &k.lc);
+    const int na = (int)k.la.size(), nc = (int)k.lc.size();
+    k.wsa.resize(gb_mlp_train_floats(k.la.data(), na, n));
+    k.wsc.resize(gb_mlp_train_floats(k.lc.data(), nc, n));
+    *pi = gb_mlp_train_forward(k.la.data(), na, x, n, k.wsa.data());
+    *v = gb_mlp_train_forward(k.lc.data(), nc, x, n, k.wsc.data());
+}
+
 Heads ppo_kernels_forward(gb_torch_learner *l, const torch::Tensor &obs)
 {
     PpoKernels &k = *l->ppo_kernels;
     const torch::Tensor x = obs.contiguous();
-    const int n = (int)x.size(0), na = (int)k.actor.layers.size();
-    const int nc = (int)k.critic.layers.size();
-    k.actor.train_layers(false, &k.la);
-    k.critic.train_layers(false, &k.lc);
+    const int n = (int)x.size(0);
+    const float *pa, *pv;
+    forward_chains(k, x.data_ptr<float>(), n, false, &pa, &pv);
     const int A = k.la.back().out;
     torch::Tensor a = torch::empty({n, A}), v = torch::empty({n});
-    k.wsa.resize(gb_mlp_train_floats(k.la.data(), na, n));
-    k.wsc.resize(gb_mlp_train_floats(k.lc.data(), nc, n));
-    const float *pa = gb_mlp_train_forward(k.la.data(), na, x.data_ptr<float>(), n, k.wsa.data());
-    const float *pv = gb_mlp_train_forward(k.lc.data(), nc, x.data_ptr<float>(), n, k.wsc.data());
     std::memcpy(a.data_ptr<float>(), pa, sizeof(float) * (size_t)n * (size_t)A);
     std::memcpy(v.data_ptr<float>(), pv, sizeof(float) * (size_t)n);
     Heads h;
@@ -162,13 +172,10 @@ gb_torch_ppo_terms ppo_kernels_minibatch(gb_torch_learner *l, const PpoSteps &S,
             k.aux[(size_t)(4 * i + j)] = cols[j][row[i]];
     }
     l->opt->zero_grad(); // every gradient a view of the flat gradient, zeroed
-    k.actor.train_layers(true, &k.la);
-    k.critic.train_layers(true, &k.lc);
-    const int na = (int)k.la.size(), nc = (int)k.lc.size(), ni = (int)n, A = k.la.back().out;
-    k.wsa.resize(gb_mlp_train_floats(k.la.data(), na, ni));
-    k.wsc.resize(gb_mlp_train_floats(k.lc.data(), nc, ni));
-    const float *pi = gb_mlp_train_forward(k.la.data(), na, k.x.data(), ni, k.wsa.data());
-    const float *v = gb_mlp_train_forward(k.lc.data(), nc, k.x.data(), ni, k.wsc.data());
+    const int ni = (int)n;
+    const float *pi, *v;
+    forward_chains(k, k.x.data(), ni, true, &pi, &v);
+    const int na = (int)k.la.size(), nc = (int)k.lc.size(), A = k.la.back().out;
     k.dpi.assign(pi, pi + n * A);
     k.logp.resize((size_t)n);
     k.ent.resize((size_t)n);
