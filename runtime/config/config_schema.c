@@ -221,10 +221,10 @@ const gb_config_field gb_config_fields[] = {
     INT("trainer.threads", trainer.threads, "1", 1, 1024, "libtorch intra-op threads"),
     ENUM("trainer.kernels", trainer.kernels, "gearbox", kernels,
          "what runs a learner's forward and backward of a plain MLP (Linear layers with tanh "
-         "or relu, no core, no layer norm) on the cpu, DQN's Q-network or PPO's actor and "
-         "critic with separate torsos: gearbox's own (workers/torch/mlp_train.c; the gradients "
-         "go to libtorch's optimiser) or always libtorch's autograd (the trainer's log says "
-         "which runs)"),
+         "or relu, no core, no layer norm) on the cpu, DQN's Q-network, PPO's actor and "
+         "critic with separate torsos, SAC's actor and critics: gearbox's own "
+         "(workers/torch/mlp_train.c; the gradients go to libtorch's optimiser) or always "
+         "libtorch's autograd (the trainer's log says which runs)"),
     INT("trainer.batch_size", trainer.batch_size, "64", 1, 1 << 24,
         "trajectory items per training step"),
     INT("trainer.max_staleness", trainer.max_staleness, "-1", -1, BIG,

@@ -18,6 +18,7 @@ namespace gbt {
 struct ObsPending; // obs_stats.cpp
 struct DqnKernels; // dqn.cpp
 struct PpoKernels; // ppo_kernels.cpp
+struct SacKernels; // sac_kernels.cpp
 }
 
 struct gb_torch_learner {
@@ -31,8 +32,9 @@ struct gb_torch_learner {
     std::shared_ptr<gbt::DqnKernels> dqn_kernels;
     // PPO's forward and backward in C where the network allows (trainer.kernels; none: autograd)
     std::shared_ptr<gbt::PpoKernels> ppo_kernels;
-    // SAC
+    // SAC; its steps in C where the networks allow (trainer.kernels; none: autograd)
     gbt::Critic q1{nullptr}, q2{nullptr}, q1t{nullptr}, q2t{nullptr};
+    std::shared_ptr<gbt::SacKernels> sac_kernels;
     torch::Tensor log_alpha;
     double target_entropy = 0.0;
     std::unique_ptr<gbt::FlatAdam> opt, opt_q, opt_alpha;

@@ -99,7 +99,7 @@ static double dqn_kernels_step(gb_torch_learner *l, DqnKernels &k, const torch::
     k.dq.assign((size_t)R * (size_t)A, 0.0f);
     for (int i = 0; i < N; i++)
         k.dq[(size_t)(row[i] * A + a[i])] += k.grad[(size_t)i];
-    gb_mlp_train_backward(k.lo.data(), nl, xp, R, k.ws.data(), k.dq.data());
+    gb_mlp_train_backward(k.lo.data(), nl, xp, R, k.ws.data(), k.dq.data(), nullptr);
     return loss;
 }
 

@@ -191,7 +191,8 @@ extern "C" int64_t gbt_learner_train_steps(const gb_torch_learner *l)
 
 extern "C" const char *gbt_learner_kernels(const gb_torch_learner *l)
 {
-    return l->dqn_kernels || l->ppo_kernels ? "gearbox C" : "libtorch autograd";
+    return l->dqn_kernels || l->ppo_kernels || l->sac_kernels ? "gearbox C"
+                                                                : "libtorch autograd";
 }
 
 extern "C" int gbt_learner_train(gb_torch_learner *l, const gb_torch_batch *b,

@@ -24,6 +24,12 @@ struct MlpChain {
     // FlatAdam's flat gradient) as mlp_train.h takes them. Throws on a parameter that is not
     // contiguous float32 on the cpu.
     void train_layers(bool grads, std::vector<gb_mlp_train_layer> *out) const;
+    // Layers [from, to) as a chain of their own.
+    MlpChain part(size_t from, size_t to) const
+    {
+        return {{layers.begin() + (long)from, layers.begin() + (long)to},
+                {acts.begin() + (long)from, acts.begin() + (long)to}};
+    }
 };
 
 class MlpProgram {

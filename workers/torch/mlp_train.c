@@ -242,7 +242,7 @@ static void weight_grad(int n, int fi, int fo, const float *g, const float *in, 
 }
 
 void gb_mlp_train_backward(const gb_mlp_train_layer *l, int nl, const float *x, int n, float *ws,
-                           float *dy)
+                           float *dy, float *dx)
 {
     size_t outs, weights;
     const int w = widest(l, nl, &outs, &weights);
@@ -269,6 +269,8 @@ void gb_mlp_train_backward(const gb_mlp_train_layer *l, int nl, const float *x, 
             gb_mlp_train_gemm(n, fi, fo, g, fo, l[i].w, fi, gbuf[next], fi, 0);
             g = gbuf[next];
             next ^= 1;
+        } else if (dx) {
+            gb_mlp_train_gemm(n, fi, fo, g, fo, l[i].w, fi, dx, fi, 0);
         }
     }
 }

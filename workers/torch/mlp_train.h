@@ -44,9 +44,10 @@ float *gb_mlp_train_forward(const gb_mlp_train_layer *l, int nl, const float *x,
 
 /* The backward of the forward just run into ws (the same l, x and n): dy ([n][l[nl-1].out]) is
  * the loss's gradient with respect to the last layer's output, overwritten. Adds each layer's
- * weight and bias gradients into its dw and db. */
+ * weight and bias gradients into its dw and db, and writes the gradient with respect to x into
+ * dx ([n][l[0].in]) unless it is NULL. */
 void gb_mlp_train_backward(const gb_mlp_train_layer *l, int nl, const float *x, int n, float *ws,
-                           float *dy);
+                           float *dy, float *dx);
 
 /* c ([m][n], row ldc) = a ([m][k], row lda) times b ([k][n], row ldb), or added to c when add.
  * _tn: a transposed (a is [k][m], row lda); _nt: b transposed (b is [n][k], row ldb: dot

@@ -474,6 +474,25 @@ struct BuiltinNet : Net {
             return false;
         return a->layers.size() + b->layers.size() == p.size(); // each layer on one chain
     }
+    bool mlp_torso_heads(MlpChain *torso, MlpChain *a, MlpChain *b) override
+    {
+        MlpProgram p(GB_PRECISION_FP32, mod->in_features);
+        int ha = -1, hb = -1;
+        MlpChain ca, cb;
+        if (mod->cnn || mod->state_size() > 0 || !mod->plan(p, &ha, &hb) || !p.chain_to(ha, &ca) ||
+            !p.chain_to(hb, &cb) || ca.layers.size() != cb.layers.size())
+            return false;
+        const size_t n = ca.layers.size() - 1; // the torso's layers, then one head each
+        for (size_t i = 0; i < n; i++)
+            if (ca.layers[i].ptr() != cb.layers[i].ptr())
+                return false;
+        if (n + 2 != p.size())
+            return false;
+        *torso = ca.part(0, n);
+        *a = ca.part(n, n + 1);
+        *b = cb.part(n, n + 1);
+        return true;
+    }
     const char *kernels() const override
     {
         if (mod->program)

@@ -91,6 +91,16 @@ struct Net {
         (void)b;
         return false;
     }
+    // A plain MLP (as mlp_chains) whose two heads are Linear layers reading one torso's last
+    // layer (SAC's actor: mean and log_std): the torso's chain (empty: the heads read the input
+    // rows) and each head as a chain of one layer. False for any other network.
+    virtual bool mlp_torso_heads(MlpChain *torso, MlpChain *a, MlpChain *b)
+    {
+        (void)torso;
+        (void)a;
+        (void)b;
+        return false;
+    }
 };
 
 // Held while seeding libtorch's process-wide generator and initialising a network from it.

@@ -210,8 +210,9 @@ gb_torch_ppo_terms ppo_kernels_minibatch(gb_torch_learner *l, const PpoSteps &S,
     else
         gaussian_grads(k.dpi.data(), n, A, ls, k.g_logp.data(), ge,
                        k.log_std.grad().data_ptr<float>());
-    gb_mlp_train_backward(k.la.data(), na, k.x.data(), ni, k.wsa.data(), k.dpi.data());
-    gb_mlp_train_backward(k.lc.data(), nc, k.x.data(), ni, k.wsc.data(), k.g_value.data());
+    gb_mlp_train_backward(k.la.data(), na, k.x.data(), ni, k.wsa.data(), k.dpi.data(), nullptr);
+    gb_mlp_train_backward(k.lc.data(), nc, k.x.data(), ni, k.wsc.data(), k.g_value.data(),
+                          nullptr);
     return terms;
 }
 

@@ -1,6 +1,8 @@
 // workers/torch/sac.cpp: SAC over trajectory chunks: twin Q critics with Polyak targets, a
-// tanh-squashed Gaussian actor, learned temperature against a target entropy.
-#include "workers/torch/algorithm.hpp"
+// tanh-squashed Gaussian actor, learned temperature against a target entropy. On the CPU a plain
+// MLP actor's and critics' forward and backward run in gearbox's own C (sac_kernels.cpp,
+// trainer.kernels), the rest of the step as with libtorch's.
+#include "workers/torch/sac.hpp"
 #include "workers/torch/testing.h"
 #include "workers/torch/targets.h"
 
@@ -52,13 +54,6 @@ std::pair<torch::Tensor, torch::Tensor> sample(gb_torch_learner *l, const Heads 
 
 } // namespace
 
-// What the critics' step leaves for the actor's and the statistics: the valid steps'
-// observations (o, and of flattened), the critic's Q1, |y - q1| (td: CPU float [N]) and its loss.
-struct SacStep {
-    torch::Tensor o, of, q1, td;
-    double qloss = 0.0;
-};
-
 // The critics' loss on the valid steps (o, a) against y, and its gradients; fills s.td and
 // s.qloss. On the CPU the loss and its gradients are one pass of C (fused_losses.c), and
 // backward runs from the critics' outputs.
@@ -109,13 +104,18 @@ static bool critic_step(gb_torch_learner *l, const gb_torch_batch *b, const Tran
         s.o = obs.index_select(0, tr.row_idx);
         s.of = flat(s.o);
         torch::Tensor of2 = flat(o2), y;
-        {
-            torch::NoGradGuard no_grad;
-            auto [a2, logp2] = sample(l, m->net->forward(o2));
-            y = sac_target(tr.ret, tr.disc, l->q1t->forward(of2, a2), l->q2t->forward(of2, a2),
-                           logp2, alpha);
+        if (l->sac_kernels) { // (only where they apply: sac_init)
+            y = sac_kernels_target(l, tr, of2, alpha);
+            sac_kernels_critic(l, tr, a, y, s);
+        } else {
+            {
+                torch::NoGradGuard no_grad;
+                auto [a2, logp2] = sample(l, m->net->forward(o2));
+                y = sac_target(tr.ret, tr.disc, l->q1t->forward(of2, a2),
+                               l->q2t->forward(of2, a2), logp2, alpha);
+            }
+            critic_backward(l, tr, a, y, s);
         }
-        critic_backward(l, tr, a, y, s);
     } else {
         td_priorities(tr, B, T, s.td, prio);
         drop_grads(qp);
@@ -136,7 +136,9 @@ static void actor_step(gb_torch_learner *l, const SacStep &s, int64_t N, double 
                        double *logp_mean)
 {
     const gb_config_algorithm &ac = l->cfg.trainer.algorithm;
-    if (N > 0) {
+    if (N > 0 && l->sac_kernels) {
+        *aloss = sac_kernels_actor(l, s, alpha, logp_mean);
+    } else if (N > 0) {
         auto [api, logp] = sample(l, l->model->net->forward(s.o));
         torch::Tensor q1p = l->q1->forward(s.of, api), q2p = l->q2->forward(s.of, api);
         std::vector<torch::Tensor> outs, grads;
@@ -274,6 +276,7 @@ static void sac_init(gb_torch_learner *l, const gb_torch_space *sp, uint64_t see
         std::make_unique<FlatAdam>(std::vector<torch::Tensor>{l->log_alpha}, ac.sac.alpha_lr);
     l->target_entropy = std::isnan(ac.sac.target_entropy) ? -(double)sp->action_dim
                                                           : ac.sac.target_entropy;
+    l->sac_kernels = sac_kernels_for(l);
 }
 
 const Algorithm sac_algorithm = {"sac", sac_init, sac_train};

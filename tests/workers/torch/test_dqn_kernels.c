@@ -1,11 +1,11 @@
 /* tests/workers/torch/test_dqn_kernels.c: DQN's forward and backward in gearbox's own C
  * (workers/torch/mlp_train.h, trainer.kernels: gearbox). The product against double loops over
- * shapes with every kind of tail and row strides; an MLP's forward and gradients against a
- * reference in double (relu, tanh, no activation, a layer without bias); and a DQN learner on
- * the kernels against one on libtorch's autograd from the same initial weights and batches (odd
- * widths, relu and tanh, double Q or not, importance weights or not, invalid steps): the same
- * loss, Q, |TD|, gradient norm and priorities, and the same parameters after one step and after
- * twenty (the target network's Polyak updates included). */
+ * shapes with every kind of tail and row strides; an MLP's forward and gradients (its input's
+ * too) against a reference in double (relu, tanh, no activation, a layer without bias); and a
+ * DQN learner on the kernels against one on libtorch's autograd from the same initial weights
+ * and batches (odd widths, relu and tanh, double Q or not, importance weights or not, invalid
+ * steps): the same loss, Q, |TD|, gradient norm and priorities, and the same parameters after
+ * one step and after twenty (the target network's Polyak updates included). */
 #include "test.h"
 #include "workers/torch_test_util.h"
 #include "workers/torch/mlp_infer.h"
@@ -69,9 +69,10 @@ static void test_gemm(void)
 
 enum { ROWS = 7, IN = 5 };
 
-/* The forward and gradients of layers l over x in double, with the loss sum(y * dy). */
+/* The forward and gradients of layers l over x in double, with the loss sum(y * dy): the
+ * weights' and biases', and x's into dx. */
 static void reference(const gb_mlp_train_layer *l, int nl, const float *x, const float *dy,
-                      double *out, double *dw[], double *db[])
+                      double *out, double *dw[], double *db[], double *dx)
 {
     double h[4][ROWS * 64], pre[4][ROWS * 64];
     for (int i = 0; i < nl; i++)
@@ -106,7 +107,7 @@ static void reference(const gb_mlp_train_layer *l, int nl, const float *x, const
                                               (i ? h[i - 1][r * l[i].in + p] : x[r * IN + p]);
             }
         }
-        for (int r = 0; r < ROWS && i > 0; r++)
+        for (int r = 0; r < ROWS; r++)
             for (int p = 0; p < l[i].in; p++) {
                 double s = 0;
                 for (int j = 0; j < l[i].out; j++)
@@ -115,6 +116,8 @@ static void reference(const gb_mlp_train_layer *l, int nl, const float *x, const
             }
         memcpy(g, gp, sizeof g);
     }
+    for (int e = 0; e < ROWS * IN; e++)
+        dx[e] = g[e];
 }
 
 static void test_mlp(int act)
@@ -138,15 +141,18 @@ static void test_mlp(int act)
     fill(dy, ROWS * 3, 8u);
     float *ws = malloc(sizeof(float) * gb_mlp_train_floats(l, NL, ROWS));
     const float *y = gb_mlp_train_forward(l, NL, x, ROWS, ws);
-    double ref_y[ROWS * 3], rdw[NL][64 * 64], rdb[NL][64];
+    double ref_y[ROWS * 3], rdw[NL][64 * 64], rdb[NL][64], rdx[ROWS * IN];
     double *pdw[NL] = {rdw[0], rdw[1], rdw[2]}, *pdb[NL] = {rdb[0], rdb[1], rdb[2]};
-    reference(l, NL, x, dy, ref_y, pdw, pdb);
+    reference(l, NL, x, dy, ref_y, pdw, pdb, rdx);
     double worst = 0;
     for (int e = 0; e < ROWS * 3; e++)
         worst = fmax(worst, fabs(y[e] - ref_y[e]));
     CHECK_MSG(worst < 1e-5, "act %d: forward max diff %.3g", act, worst);
-    gb_mlp_train_backward(l, NL, x, ROWS, ws, dy);
+    float dx[ROWS * IN];
+    gb_mlp_train_backward(l, NL, x, ROWS, ws, dy, dx);
     worst = 0;
+    for (int e = 0; e < ROWS * IN; e++)
+        worst = fmax(worst, fabs(dx[e] - rdx[e]));
     for (int i = 0; i < NL; i++) {
         for (int e = 0; e < widths[i] * widths[i + 1]; e++)
             worst = fmax(worst, fabs(dw[i][e] - 0.5 - rdw[i][e]));
