@@ -3,6 +3,7 @@
 // and data-parallel training's start (rank 0's state to every rank) and checksum.
 #include "workers/torch/algorithm.hpp"
 
+#include "workers/torch/mlp_program.hpp"
 #include "workers/torch/module.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -153,6 +154,7 @@ extern "C" int gbt_learner_create(const gb_config *cfg, const gb_torch_space *sp
     if (!l)
         return gb_error_set(err, GB_ENOMEM, "learner: out of memory");
     int rc = gb_torch_guard(err, "learner_create", [&] {
+        use_blas_for_large_products();
         l->model = new gb_torch_model();
         int r = model_init(l->model, cfg, space, seed, device_for(cfg->trainer.device), err);
         if (r)

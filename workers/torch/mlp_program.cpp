@@ -3,6 +3,7 @@
 #include "workers/torch/activation.hpp"
 #include "workers/torch/precision.hpp"
 
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -62,6 +63,30 @@ bool MlpProgram::chain_to(int last, MlpChain *out) const
         out->acts.insert(out->acts.begin(), specs_[(size_t)i].act);
     }
     return true;
+}
+
+// c = op(a) op(b) (+ c) through libtorch's mm on views of the caller's rows (no copies).
+static void blas_product(int ta, int tb, int m, int n, int k, const float *a, int lda,
+                         const float *b, int ldb, float *c, int ldc, int add)
+{
+    auto view = [](const float *p, int64_t rows, int64_t cols, int64_t ld, bool t) {
+        torch::Tensor v = torch::from_blob(const_cast<float *>(p), {rows, cols}, {ld, 1},
+                                           torch::kFloat32);
+        return t ? v.t() : v;
+    };
+    torch::Tensor A = ta ? view(a, k, m, lda, true) : view(a, m, k, lda, false);
+    torch::Tensor B = tb ? view(b, n, k, ldb, true) : view(b, k, n, ldb, false);
+    torch::Tensor C = view(c, m, n, ldc, false);
+    if (add)
+        C.addmm_(A, B);
+    else
+        torch::mm_out(C, A, B);
+}
+
+void use_blas_for_large_products()
+{
+    static std::once_flag once;
+    std::call_once(once, [] { gb_mlp_train_set_large(blas_product); });
 }
 
 void MlpChain::train_layers(bool grads, std::vector<gb_mlp_train_layer> *out) const

@@ -32,6 +32,10 @@ struct MlpChain {
     }
 };
 
+// Sends mlp_train.h's products from a size up to libtorch's matrix product (its BLAS), which
+// beats the tiles there; once per process, before a learner's first step (learner creation).
+void use_blas_for_large_products();
+
 class MlpProgram {
 public:
     // in: the features of the input rows

@@ -1,22 +1,23 @@
 /* workers/torch/mlp_train.h: a plain MLP's forward and backward in C (Linear layers in a chain,
- * each followed by tanh, relu or nothing), for a CPU learner's step on a small network: DQN's
- * and PPO's (dqn.cpp, ppo_kernels.cpp). At the sizes these learners train (tens to hundreds of
- * rows, 64-unit layers) libtorch's per-operation dispatch and autograd bookkeeping, not the
- * arithmetic, take much of the step's time: on the AMD EPYC machine one Linear's forward and
- * backward at 72 x 64 x 64 costs 81-95 us against about 20 us of multiply-adds. Here a layer is
- * a product in 6 x 16 register tiles (AVX2 and FMA where the cpu has them, the same code on SSE2
- * otherwise), its bias and activation: on one core of that machine 72-76 GFLOP/s at
- * 512 x 64 x 64 (OpenBLAS's sgemm 55-60 in the same program), 57-59 at 64 x 256 x 256 (65-67);
- * a head's few outputs are dot products of rows, and a weight's gradient is taken in whichever
- * orientation has the wider columns (the columns past a multiple of 16 go one at a time). At a
- * [256, 256] network's 64-row minibatches (halfcheetah_ppo) the products are the step, and it
- * costs what libtorch's does.
+ * each followed by tanh, relu or nothing), for a CPU learner's step on a small network: DQN's,
+ * PPO's and SAC's (dqn.cpp, ppo_kernels.cpp, sac_kernels.cpp). At the sizes these learners
+ * train (tens to hundreds of rows, 64-unit layers) libtorch's per-operation dispatch and autograd
+ * bookkeeping, not the arithmetic, take much of the step's time: on the AMD EPYC machine one
+ * Linear's forward and backward at 72 x 64 x 64 costs 81-95 us against about 20 us of
+ * multiply-adds. Here a layer is a product in 6 x 16 register tiles (AVX2 and FMA where the cpu
+ * has them, the same code on SSE2 otherwise), its bias and activation: on one core of that
+ * machine 72-76 GFLOP/s at 512 x 64 x 64 (OpenBLAS's sgemm 55-60 in the same program), 57-59 at
+ * 64 x 256 x 256 (65-67); a head's few outputs are dot products of rows, and a weight's gradient
+ * is taken in whichever orientation has the wider columns (the columns past a multiple of 16 go
+ * one at a time). Large products between layers 128 or more wide go to libtorch's BLAS once a
+ * learner exists (gb_mlp_train_set_large): there it is the faster.
  * The weights stay where libtorch keeps them (torch Linear's [out][in] row-major weight and its
  * bias), and the gradients are added into libtorch's gradient tensors (FlatAdam's flat view):
  * the optimiser, the gradient clipping and the data-parallel all-reduce run as before.
  * tanh is gearbox's (fast_tanh.h), as the built-in networks' FastTanh.
  * defines: gb_mlp_train_layer, gb_mlp_train_floats, gb_mlp_train_forward, gb_mlp_train_backward,
- *          gb_mlp_train_gemm, gb_mlp_train_gemm_tn, gb_mlp_train_gemm_nt */
+ *          gb_mlp_train_gemm, gb_mlp_train_gemm_tn, gb_mlp_train_gemm_nt,
+ *          gb_mlp_train_set_large */
 #ifndef GB_WORKERS_TORCH_MLP_TRAIN_H
 #define GB_WORKERS_TORCH_MLP_TRAIN_H
 
@@ -58,6 +59,15 @@ void gb_mlp_train_gemm_tn(int m, int n, int k, const float *a, int lda, const fl
                           float *c, int ldc, int add);
 void gb_mlp_train_gemm_nt(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                           float *c, int ldc, int add);
+
+/* Large products (millions of multiply-adds between layers 128 or more wide) go to fn from now
+ * on (NULL: none; the tiles compute every product), which computes c = op(a) op(b) (added to c
+ * when add), op transposing a when ta and b when tb: the learner sets libtorch's BLAS, faster
+ * than the tiles there. Process-wide; set it before any product runs. */
+typedef void (*gb_mlp_train_large_fn)(int ta, int tb, int m, int n, int k, const float *a,
+                                      int lda, const float *b, int ldb, float *c, int ldc,
+                                      int add);
+void gb_mlp_train_set_large(gb_mlp_train_large_fn fn);
 
 #ifdef __cplusplus
 }

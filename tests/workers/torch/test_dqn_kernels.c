@@ -1,6 +1,7 @@
 /* tests/workers/torch/test_dqn_kernels.c: DQN's forward and backward in gearbox's own C
  * (workers/torch/mlp_train.h, trainer.kernels: gearbox). The product against double loops over
- * shapes with every kind of tail and row strides; an MLP's forward and gradients (its input's
+ * shapes with every kind of tail and row strides (and the large ones, which go to libtorch's
+ * BLAS once a learner exists); an MLP's forward and gradients (its input's
  * too) against a reference in double (relu, tanh, no activation, a layer without bias); and a
  * DQN learner on the kernels against one on libtorch's autograd from the same initial weights
  * and batches (odd widths, relu and tanh, double Q or not, importance weights or not, invalid
@@ -17,13 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The three products (a b, a^T b, a b^T) against double loops, over shapes with every kind of
- * tail and strides wider than the rows. */
-static void test_gemm(void)
+/* The three products (a b, a^T b, a b^T) against double loops, over the shapes (m, n, k) with
+ * strides wider than the rows. */
+static void check_gemm(const int (*shapes)[3], size_t count)
 {
-    const int shapes[][3] = {{1, 1, 1},  {3, 17, 5},  {4, 16, 64}, {72, 64, 64}, {5, 33, 7},
-                             {64, 4, 72}, {2, 64, 72}, {9, 2, 64}, {512, 2, 64}, {4, 64, 512}};
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (size_t s = 0; s < count; s++)
         for (int form = 0; form < 3; form++) { /* a b, a^T b, a b^T */
             const int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
             const int arows = form == 1 ? k : m, acols = form == 1 ? m : k;
@@ -65,6 +64,29 @@ static void test_gemm(void)
             free(b);
             free(c);
         }
+}
+
+/* The tiles, over shapes with every kind of tail */
+static void test_gemm(void)
+{
+    const int shapes[][3] = {{1, 1, 1},  {3, 17, 5},  {4, 16, 64}, {72, 64, 64}, {5, 33, 7},
+                             {64, 4, 72}, {2, 64, 72}, {9, 2, 64}, {512, 2, 64}, {4, 64, 512}};
+    check_gemm(shapes, sizeof shapes / sizeof shapes[0]);
+}
+
+/* Once a learner exists, the large products go to libtorch's BLAS (mlp_train.h): each form, with
+ * and without adding, strided; the small ones still on the tiles. */
+static void test_gemm_large(void)
+{
+    gb_error err = {0};
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "dqn", "") == 0);
+    gb_torch_space sp = discrete_space();
+    gb_torch_learner *l = NULL;
+    CHECK_OK(gb_torch_learner_create(&cfg, &sp, 5, &l, &err));
+    gb_torch_learner_destroy(l);
+    const int shapes[][3] = {{64, 256, 256}, {256, 23, 256}, {130, 129, 140}, {512, 64, 64}};
+    check_gemm(shapes, sizeof shapes / sizeof shapes[0]);
 }
 
 enum { ROWS = 7, IN = 5 };
@@ -274,6 +296,7 @@ static void test_not_applied(void)
 int main(void)
 {
     TEST_RUN(test_gemm);
+    TEST_RUN(test_gemm_large);
     TEST_RUN(test_mlp_relu);
     TEST_RUN(test_mlp_tanh);
     TEST_RUN(test_learners);

@@ -56,14 +56,15 @@ static void make_batch(batch *x, unsigned seed, int weights)
 
 static double rel(double a, double b) { return fabs(a - b) / (1e-3 + fabs(b)); }
 
-static void learners_agree(const char *extra, int learn_alpha, int weights, double clip)
+static void learners_agree_wide(const char *extra, int learn_alpha, int weights, double clip,
+                               int w0, int w1)
 {
     gb_error err = {0};
     gb_config cfg;
     CHECK(make_cfg(&cfg, "sac", extra) == 0);
     cfg.policy.model.hidden.n = 2;
-    cfg.policy.model.hidden.v[0] = 37; /* odd widths: every tail of the tiles */
-    cfg.policy.model.hidden.v[1] = 21;
+    cfg.policy.model.hidden.v[0] = w0;
+    cfg.policy.model.hidden.v[1] = w1;
     cfg.trainer.algorithm.lr = 0.003;
     cfg.trainer.algorithm.max_grad_norm = clip;
     cfg.trainer.algorithm.sac.learn_alpha = learn_alpha;
@@ -99,9 +100,9 @@ static void learners_agree(const char *extra, int learn_alpha, int weights, doub
             after_one = learners_max_diff(own, ref);
     }
     const double after_all = learners_max_diff(own, ref);
-    fprintf(stderr, "  sac%s, learn_alpha %d, weights %d, clip %g: actor parameters after 1 "
-                    "step %.3g, after 30 %.3g; stats and priorities %.3g relative\n",
-            extra, learn_alpha, weights, clip, after_one, after_all, worst);
+    fprintf(stderr, "  sac [%d, %d]%s, learn_alpha %d, weights %d, clip %g: actor parameters "
+                    "after 1 step %.3g, after 30 %.3g; stats and priorities %.3g relative\n",
+            w0, w1, extra, learn_alpha, weights, clip, after_one, after_all, worst);
     CHECK(after_one < 1e-5); /* one Adam step of lr 0.003 */
     CHECK(after_all < 1e-4);
     CHECK(worst < 1e-4);
@@ -109,7 +110,15 @@ static void learners_agree(const char *extra, int learn_alpha, int weights, doub
     gb_torch_learner_destroy(ref);
 }
 
+/* odd widths: every tail of the tiles */
+static void learners_agree(const char *extra, int learn_alpha, int weights, double clip)
+{
+    learners_agree_wide(extra, learn_alpha, weights, clip, 37, 21);
+}
+
 static void test_tanh(void) { learners_agree("", 1, 0, 0.0); }
+/* layers wide enough that the larger products go to libtorch's BLAS (mlp_train.h) */
+static void test_wide(void) { learners_agree_wide(", activation: relu", 1, 1, 0.0, 160, 136); }
 static void test_relu_weights(void) { learners_agree(", activation: relu", 1, 1, 0.0); }
 static void test_fixed_alpha_clipped(void) { learners_agree("", 0, 1, 0.5); }
 static void test_normalized_obs(void)
@@ -139,6 +148,7 @@ int main(void)
     TEST_RUN(test_relu_weights);
     TEST_RUN(test_fixed_alpha_clipped);
     TEST_RUN(test_normalized_obs);
+    TEST_RUN(test_wide);
     TEST_RUN(test_not_applied);
     return test_main_result();
 }
