@@ -6,7 +6,9 @@
 #      read while another thread receives) with tests/runtime/streams/tsan.supp: Debian's libzmq
 #      is not instrumented, so reports with a libzmq frame in a racing stack are its internals,
 #      not ours;
-#    - the workers: the torch bridge and inline learning tests, and a real multi-process run
+#    - the workers: the torch bridge's tests, an inline run of its env-step budget (PPO on
+#      CartPole, 30k env steps, 58 training steps: the threads' interplay; the learning itself
+#      is the release build's test_inline_learn), and a real multi-process run
 #      (gearbox run configs/cartpole_ppo.yaml: actor, policy, trainer and parameter service
 #      processes, each with its threads) with tests/ci/tsan_workers.supp (libzmq, libtorch,
 #      libgomp, BLAS: not instrumented). Every process inherits TSAN_OPTIONS: a race in our code
@@ -66,7 +68,11 @@ if [ "$what" != tail ]; then
     -LE '^timed$' -R "$(re $stream_tests)"
   # shellcheck disable=SC2086
   tsan tests/ci/tsan_workers.supp ctest --test-dir build-tsan --output-on-failure -LE '^timed$' \
-    -R "$(re $worker_tests)"
+    -R "$(re $worker_tests)" -E '^test_inline_learn'
+  mkdir -p build-tsan/inline-budget
+  tsan tests/ci/tsan_workers.supp build-tsan/tests/workers/test_inline_learn \
+    tests/workers/ppo_cartpole.yaml build-tsan/inline-budget experiment.target_return=null \
+    experiment.max_env_steps=30000
   if ! wait "$fuzz"; then
     tail -n 60 build-fuzz/fuzz.log
     echo "extra.sh: the fuzz run failed (the end of build-fuzz/fuzz.log is above)" >&2
