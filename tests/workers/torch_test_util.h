@@ -2,7 +2,7 @@
  * an algorithm (MLP [16, 16], lr 0.01, gamma 0.9), a discrete (CartPole-like: 4 floats, 3
  * actions) and a box (3 floats, 2 bounded actions) space, and deterministic filler values.
  * defines: load_cfg_text, make_cfg, discrete_space, box_space, fill, learners_max_diff,
- *          kernels_learner_pair */
+ *          kernels_learner_pair, train_pair, worst_rel */
 #ifndef GB_TESTS_WORKERS_TORCH_TEST_UTIL_H
 #define GB_TESTS_WORKERS_TORCH_TEST_UTIL_H
 
@@ -133,6 +133,37 @@ static inline int kernels_learner_pair(gb_config *cfg, const gb_torch_space *sp,
         fprintf(stderr, "kernels_learner_pair: kernels %s and %s, initial weights %s\n", k_own,
                 k_ref, learners_max_diff(*own, *ref) == 0.0 ? "equal" : "differ");
         return -1;
+    }
+    return 0;
+}
+
+/* The largest relative difference of n pairs {value, reference} (1e-3 in the denominator keeps
+ * values near 0 absolute), or worst if larger. */
+static inline double worst_rel(double worst, const double (*pairs)[2], size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        worst = fmax(worst, fabs(pairs[i][0] - pairs[i][1]) / (1e-3 + fabs(pairs[i][1])));
+    return worst;
+}
+
+/* One training call of each learner of a pair on b (at most 64 chunks): their statistics into
+ * *so and *sr, and *worst raised to the largest relative difference of their new priorities.
+ * 0, or -1 when a call failed (printed). */
+static inline int train_pair(gb_torch_learner *own, gb_torch_learner *ref,
+                             const gb_torch_batch *b, gb_torch_stats *so, gb_torch_stats *sr,
+                             double *worst)
+{
+    gb_error err;
+    memset(&err, 0, sizeof err);
+    float po[64], pr[64];
+    if (b->B > 64 || gb_torch_learner_train(own, b, so, po, &err) ||
+        gb_torch_learner_train(ref, b, sr, pr, &err)) {
+        fprintf(stderr, "train_pair: %s\n", b->B > 64 ? "more than 64 chunks" : err.msg);
+        return -1;
+    }
+    for (int64_t i = 0; i < b->B; i++) {
+        const double p[1][2] = {{po[i], pr[i]}};
+        *worst = worst_rel(*worst, p, 1);
     }
     return 0;
 }

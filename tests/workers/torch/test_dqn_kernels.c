@@ -222,7 +222,6 @@ static void make_batch(batch *x, unsigned seed, int weights)
 
 static void learners_agree(const char *activation, int double_q, int weights)
 {
-    gb_error err = {0};
     gb_config cfg;
     char extra[64];
     snprintf(extra, sizeof extra, ", activation: %s", activation);
@@ -244,18 +243,12 @@ static void learners_agree(const char *activation, int double_q, int weights)
     for (int step = 0; step < 20; step++) {
         make_batch(&x, 1000u + (unsigned)step, weights);
         gb_torch_stats so, sr;
-        float po[B], pr[B];
-        CHECK_OK(gb_torch_learner_train(own, &x.b, &so, po, &err));
-        CHECK_OK(gb_torch_learner_train(ref, &x.b, &sr, pr, &err));
+        CHECK(train_pair(own, ref, &x.b, &so, &sr, &worst_stat) == 0);
         const double stats[][2] = {{so.loss, sr.loss},
                                    {so.q_mean, sr.q_mean},
                                    {so.td_abs_mean, sr.td_abs_mean},
                                    {so.grad_norm, sr.grad_norm}};
-        for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++)
-            worst_stat = fmax(worst_stat, fabs(stats[i][0] - stats[i][1]) /
-                                              (1e-3 + fabs(stats[i][1])));
-        for (int i = 0; i < B; i++)
-            worst_stat = fmax(worst_stat, fabs(po[i] - pr[i]) / (1e-3 + fabs(pr[i])));
+        worst_stat = worst_rel(worst_stat, stats, sizeof stats / sizeof stats[0]);
         CHECK(so.samples == sr.samples && so.samples > 0 && so.gradient_steps == 1);
         if (step == 0)
             after_one = learners_max_diff(own, ref);

@@ -56,12 +56,9 @@ static void make_batch(batch *x, const gb_torch_space *sp, unsigned seed)
     x->b = b;
 }
 
-static double rel(double a, double b) { return fabs(a - b) / (1e-3 + fabs(b)); }
-
 static void learners_agree(int discrete, const char *extra, double entropy_coef, int clip_value,
                            int normalize, int vtrace)
 {
-    gb_error err = {0};
     gb_config cfg;
     CHECK(make_cfg(&cfg, "ppo", extra) == 0);
     cfg.policy.model.hidden.n = 2;
@@ -84,9 +81,7 @@ static void learners_agree(int discrete, const char *extra, double entropy_coef,
     for (int call = 0; call < 10; call++) {
         make_batch(&x, &sp, 300u + (unsigned)call);
         gb_torch_stats so, sr;
-        float po[B], pr[B];
-        CHECK_OK(gb_torch_learner_train(own, &x.b, &so, po, &err));
-        CHECK_OK(gb_torch_learner_train(ref, &x.b, &sr, pr, &err));
+        CHECK(train_pair(own, ref, &x.b, &so, &sr, &worst) == 0);
         const double s[][2] = {{so.loss, sr.loss},
                                {so.policy_loss, sr.policy_loss},
                                {so.value_loss, sr.value_loss},
@@ -95,10 +90,7 @@ static void learners_agree(int discrete, const char *extra, double entropy_coef,
                                {so.clip_fraction, sr.clip_fraction},
                                {so.explained_var, sr.explained_var},
                                {so.grad_norm, sr.grad_norm}};
-        for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
-            worst = fmax(worst, rel(s[i][0], s[i][1]));
-        for (int i = 0; i < B; i++)
-            worst = fmax(worst, rel(po[i], pr[i]));
+        worst = worst_rel(worst, s, sizeof s / sizeof s[0]);
         CHECK(so.samples == sr.samples && so.samples > 0);
         CHECK(so.gradient_steps == sr.gradient_steps && so.gradient_steps == 16);
         if (call == 0) {

@@ -54,12 +54,9 @@ static void make_batch(batch *x, unsigned seed, int weights)
     x->b = b;
 }
 
-static double rel(double a, double b) { return fabs(a - b) / (1e-3 + fabs(b)); }
-
 static void learners_agree_wide(const char *extra, int learn_alpha, int weights, double clip,
                                int w0, int w1)
 {
-    gb_error err = {0};
     gb_config cfg;
     CHECK(make_cfg(&cfg, "sac", extra) == 0);
     cfg.policy.model.hidden.n = 2;
@@ -79,9 +76,7 @@ static void learners_agree_wide(const char *extra, int learn_alpha, int weights,
     for (int step = 0; step < 30; step++) {
         make_batch(&x, 500u + (unsigned)step, weights);
         gb_torch_stats so, sr;
-        float po[B], pr[B];
-        CHECK_OK(gb_torch_learner_train(own, &x.b, &so, po, &err));
-        CHECK_OK(gb_torch_learner_train(ref, &x.b, &sr, pr, &err));
+        CHECK(train_pair(own, ref, &x.b, &so, &sr, &worst) == 0);
         const double s[][2] = {{so.loss, sr.loss},
                                {so.policy_loss, sr.policy_loss},
                                {so.value_loss, sr.value_loss},
@@ -90,10 +85,7 @@ static void learners_agree_wide(const char *extra, int learn_alpha, int weights,
                                {so.td_abs_mean, sr.td_abs_mean},
                                {so.alpha, sr.alpha},
                                {so.grad_norm, sr.grad_norm}};
-        for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
-            worst = fmax(worst, rel(s[i][0], s[i][1]));
-        for (int i = 0; i < B; i++)
-            worst = fmax(worst, rel(po[i], pr[i]));
+        worst = worst_rel(worst, s, sizeof s / sizeof s[0]);
         CHECK(so.samples == sr.samples && so.samples > 0);
         CHECK(so.gradient_steps == 1 && sr.gradient_steps == 1);
         if (step == 0)
