@@ -464,7 +464,9 @@ struct BuiltinNet : Net {
         else if (mod->low.precision() != GB_PRECISION_FP32)
             mod->low.build(*mod, mod->low.precision());
     }
-    bool mlp_chains(MlpChain *a, MlpChain *b) override
+    // A plain MLP's chains from the input rows to each head (b empty where there is one) and the
+    // number of its layers. False for any other network.
+    bool head_chains(MlpChain *a, MlpChain *b, size_t *layers)
     {
         MlpProgram p(GB_PRECISION_FP32, mod->in_features);
         int ha = -1, hb = -1;
@@ -472,21 +474,27 @@ struct BuiltinNet : Net {
         if (mod->cnn || mod->state_size() > 0 || !mod->plan(p, &ha, &hb) || !p.chain_to(ha, a) ||
             (hb >= 0 && !p.chain_to(hb, b)))
             return false;
-        return a->layers.size() + b->layers.size() == p.size(); // each layer on one chain
+        *layers = p.size();
+        return true;
+    }
+    bool mlp_chains(MlpChain *a, MlpChain *b) override
+    {
+        size_t layers = 0;
+        return head_chains(a, b, &layers) &&
+               a->layers.size() + b->layers.size() == layers; // each layer on one chain
     }
     bool mlp_torso_heads(MlpChain *torso, MlpChain *a, MlpChain *b) override
     {
-        MlpProgram p(GB_PRECISION_FP32, mod->in_features);
-        int ha = -1, hb = -1;
         MlpChain ca, cb;
-        if (mod->cnn || mod->state_size() > 0 || !mod->plan(p, &ha, &hb) || !p.chain_to(ha, &ca) ||
-            !p.chain_to(hb, &cb) || ca.layers.size() != cb.layers.size())
+        size_t layers = 0;
+        if (!head_chains(&ca, &cb, &layers) || cb.layers.empty() ||
+            ca.layers.size() != cb.layers.size())
             return false;
         const size_t n = ca.layers.size() - 1; // the torso's layers, then one head each
         for (size_t i = 0; i < n; i++)
             if (ca.layers[i].ptr() != cb.layers[i].ptr())
                 return false;
-        if (n + 2 != p.size())
+        if (n + 2 != layers)
             return false;
         *torso = ca.part(0, n);
         *a = ca.part(n, n + 1);
