@@ -30,7 +30,7 @@ static int worker_main(void *arg)
     gb_error err;
     gb_sleep_ms(a->delay_ms);
     void *ctx = zmq_ctx_new();
-    gb_registry_client_opts o = {a->registry, 2000, 100, 600, GB_ROLE_POLICY, a->index};
+    gb_registry_client_opts o = {a->registry, 2000, 100, 2000, GB_ROLE_POLICY, a->index};
     gb_registry_client *c;
     if (gb_registry_client_open(&c, ctx, &o, &err)) {
         fprintf(stderr, "worker: %s\n", err.msg);
@@ -124,7 +124,8 @@ static void test_registry_processes(void)
         snprintf(wa[i].registry, sizeof wa[i].registry, "%s", ep);
         wa[i].index = i;
         wa[i].delay_ms = 300 + 100 * i; /* start after the launcher looks them up */
-        wa[i].linger_ms = i == 1 ? 60000 : 1500;
+        /* long enough that the "3 of 5" listing below sees them all on a loaded machine */
+        wa[i].linger_ms = i == 1 ? 60000 : 3000;
         pids[i] = st_fork(worker_main, &wa[i]);
     }
     void *ctx = zmq_ctx_new();
@@ -134,7 +135,9 @@ static void test_registry_processes(void)
     CHECK_OK(gb_registry_server_open(&t.s, ctx, &so, &err));
     pthread_t th;
     pthread_create(&th, NULL, reg_run, &t);
-    gb_registry_client_opts co = {ep, 2000, 100, 600, GB_ROLE_LAUNCHER, 0};
+    /* TTLs of 2 s: a sanitized build at nice 19 on 2 busy cores can miss heartbeats for over
+     * half a second, which must not expire a live name mid-test */
+    gb_registry_client_opts co = {ep, 2000, 100, 2000, GB_ROLE_LAUNCHER, 0};
     gb_registry_client *c;
     CHECK_OK(gb_registry_client_open(&c, ctx, &co, &err));
     CHECK_OK(gb_registry_register(c, "trainer/0/sample", "tcp://10.1.2.3:5555", &err));
@@ -159,7 +162,7 @@ static void test_registry_processes(void)
     rc = gb_registry_list(c, "policy/", 5, 300, &e, &n, &err);
     CHECK_EQ_INT(rc, GB_ETIMEOUT);
     CHECK(strstr(err.msg, "3 of 5") != NULL);
-    /* kill worker 1 without a goodbye: it is gone within its TTL (600 ms) plus slack; workers 0
+    /* kill worker 1 without a goodbye: it is gone within its TTL (2 s) plus slack; workers 0
      * and 2 close cleanly and unregister */
     gb_sleep_ms(500);
     kill(pids[1], SIGKILL);
@@ -173,7 +176,7 @@ static void test_registry_processes(void)
     CHECK_EQ_INT(left, 0);
     registry_kept(c);
     /* the launcher's own name stays alive through its heartbeats, well past the TTL */
-    gb_sleep_ms(1500);
+    gb_sleep_ms(3000);
     CHECK_OK(gb_registry_lookup(c, "trainer/0/sample", found, sizeof found, 100, &err));
     CHECK_OK(gb_registry_unregister(c, "trainer/0/sample", &err));
     CHECK_EQ_INT(count_prefix(c, ""), 0);
