@@ -4,7 +4,7 @@
 // and its value rescaling. On the CPU a plain MLP's forward and backward run in gearbox's own C
 // (mlp_train.h, trainer.kernels), the rest of the step as with libtorch's.
 #include "workers/torch/algorithm.hpp"
-#include "workers/torch/mlp_train.h"
+#include "workers/torch/mlp_program.hpp"
 #include "workers/torch/testing.h"
 #include "workers/torch/targets.h"
 
@@ -44,9 +44,8 @@ torch::Tensor value_h_inverse(const torch::Tensor &x)
 // The online and target networks' layers for mlp_train.h, and the step's buffers (kept: no
 // allocation a step once the batch's shape has been seen).
 struct DqnKernels {
-    MlpChain online, target;
-    std::vector<gb_mlp_train_layer> lo, lt;
-    std::vector<float> ws, wst, xt, dq, q, y, grad;
+    MlpPass online, target;
+    std::vector<float> xt, dq, q, y, grad;
 };
 
 // DQN's loss over tr on the online network's Q (every obs row) and the target network's (the
@@ -60,21 +59,16 @@ static double dqn_kernels_step(gb_torch_learner *l, DqnKernels &k, const torch::
     const gb_config_dqn &dc = l->cfg.trainer.algorithm.dqn;
     const torch::Tensor x = obs.contiguous();
     const int R = (int)x.size(0), in = (int)(x.numel() / (R ? R : 1)), N = (int)tr.N;
-    const int nl = (int)k.online.layers.size();
     l->opt->zero_grad();
-    k.online.train_layers(true, &k.lo);
-    k.target.train_layers(false, &k.lt);
-    const int A = k.lo.back().out;
+    const int A = k.online.out();
     const float *xp = x.data_ptr<float>();
-    k.ws.resize(gb_mlp_train_floats(k.lo.data(), nl, R));
-    const float *Q = gb_mlp_train_forward(k.lo.data(), nl, xp, R, k.ws.data());
+    const float *Q = k.online.forward(xp, R, true);
     const int64_t *row = tr.row_idx.data_ptr<int64_t>(), *brow = tr.brow_idx.data_ptr<int64_t>();
     const int64_t *a = act.data_ptr<int64_t>();
     k.xt.resize((size_t)N * (size_t)in);
     for (int i = 0; i < N; i++)
         std::memcpy(&k.xt[(size_t)i * in], xp + brow[i] * in, sizeof(float) * (size_t)in);
-    k.wst.resize(gb_mlp_train_floats(k.lt.data(), nl, N));
-    const float *Qt = gb_mlp_train_forward(k.lt.data(), nl, k.xt.data(), N, k.wst.data());
+    const float *Qt = k.target.forward(k.xt.data(), N, false);
     const float *ret = tr.ret.data_ptr<float>(), *disc = tr.disc.data_ptr<float>();
     k.q.resize((size_t)N);
     k.y.resize((size_t)N);
@@ -99,7 +93,7 @@ static double dqn_kernels_step(gb_torch_learner *l, DqnKernels &k, const torch::
     k.dq.assign((size_t)R * (size_t)A, 0.0f);
     for (int i = 0; i < N; i++)
         k.dq[(size_t)(row[i] * A + a[i])] += k.grad[(size_t)i];
-    gb_mlp_train_backward(k.lo.data(), nl, xp, R, k.ws.data(), k.dq.data(), nullptr);
+    k.online.backward(xp, R, k.dq.data(), nullptr);
     return loss;
 }
 
@@ -216,9 +210,10 @@ static void dqn_init(gb_torch_learner *l, const gb_torch_space *sp, uint64_t)
     auto k = std::make_shared<DqnKernels>();
     MlpChain none, target_none;
     if (l->cfg.trainer.kernels == GB_KERNELS_GEARBOX && l->device.is_cpu() &&
-        !l->cfg.trainer.algorithm.dqn.value_rescale && m->net->mlp_chains(&k->online, &none) &&
-        none.layers.empty() && l->target->mlp_chains(&k->target, &target_none) &&
-        k->target.acts == k->online.acts &&
+        !l->cfg.trainer.algorithm.dqn.value_rescale && m->net->mlp_chains(&k->online.chain, &none) &&
+        none.layers.empty() && !k->online.chain.layers.empty() &&
+        l->target->mlp_chains(&k->target.chain, &target_none) &&
+        k->target.chain.acts == k->online.chain.acts &&
         m->net->parameters()[0].scalar_type() == torch::kFloat32)
         l->dqn_kernels = k;
 }

@@ -112,6 +112,21 @@ void MlpChain::train_layers(bool grads, std::vector<gb_mlp_train_layer> *out) co
     }
 }
 
+const float *MlpPass::forward(const float *x, int n, bool grads)
+{
+    if (chain.layers.empty())
+        return x;
+    chain.train_layers(grads, &l);
+    ws.resize(gb_mlp_train_floats(l.data(), (int)l.size(), n));
+    return gb_mlp_train_forward(l.data(), (int)l.size(), x, n, ws.data());
+}
+
+void MlpPass::backward(const float *x, int n, float *dy, float *dx)
+{
+    if (!chain.layers.empty())
+        gb_mlp_train_backward(l.data(), (int)l.size(), x, n, ws.data(), dy, dx);
+}
+
 void MlpProgram::finish()
 {
     char err[256];

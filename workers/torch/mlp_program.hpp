@@ -3,7 +3,7 @@
 // Linear layers become the program's layers (int8 where policy.precision asks for it and the
 // layer is at least 16 wide both ways, as LowPrecision), and the weights are copied, quantized
 // for int8, when it is built and after every parameter change.
-// defines: gbt::MlpChain, gbt::MlpProgram
+// defines: gbt::MlpChain, gbt::MlpPass, gbt::MlpProgram
 #pragma once
 
 #include "workers/torch/internal.hpp"
@@ -30,6 +30,24 @@ struct MlpChain {
         return {{layers.begin() + (long)from, layers.begin() + (long)to},
                 {acts.begin() + (long)from, acts.begin() + (long)to}};
     }
+};
+
+// A chain pointed at its current weights for each pass, and the workspace of its last forward
+// (which its backward reads): what a learner's kernels keep for each network (kept between
+// steps: no allocation once the batch's size has been seen).
+struct MlpPass {
+    MlpChain chain;
+    std::vector<gb_mlp_train_layer> l;
+    std::vector<float> ws;
+    // The forward of n rows x ([n, in]; an empty chain returns x): the last layer's output
+    // [n, out()] inside ws. grads: the layers point at their gradients too, which the backward
+    // then adds into (else it skips them).
+    const float *forward(const float *x, int n, bool grads);
+    // The backward of the last forward (the same x and n): dy, the output's gradient, is
+    // overwritten; the input's gradient into dx unless it is NULL.
+    void backward(const float *x, int n, float *dy, float *dx);
+    // The output's features (the last layer's)
+    int out() const { return (int)chain.layers.back()->options.out_features(); }
 };
 
 // Sends mlp_train.h's products from a size up to libtorch's matrix product (its BLAS), which

@@ -17,10 +17,9 @@ namespace gbt {
 // The chains, log_std (boxes), and a step's buffers (kept: no allocation a step once the
 // minibatch's size has been seen).
 struct PpoKernels {
-    MlpChain actor, critic;
+    MlpPass actor, critic;
     torch::Tensor log_std; // boxes: the parameter; its gradient a view of the flat gradient
-    std::vector<gb_mlp_train_layer> la, lc;
-    std::vector<float> x, wsa, wsc, aux, logp, ent, g_logp, g_value, dpi, act_f;
+    std::vector<float> x, aux, logp, ent, g_logp, g_value, dpi, act_f;
     std::vector<int64_t> acts;
 };
 
@@ -29,7 +28,8 @@ std::shared_ptr<PpoKernels> ppo_kernels_for(gb_torch_learner *l)
     Net &net = *l->model->net;
     auto k = std::make_shared<PpoKernels>();
     if (l->cfg.trainer.kernels != GB_KERNELS_GEARBOX || !l->device.is_cpu() ||
-        !net.mlp_chains(&k->actor, &k->critic) || k->critic.layers.empty() ||
+        !net.mlp_chains(&k->actor.chain, &k->critic.chain) || k->actor.chain.layers.empty() ||
+        k->critic.chain.layers.empty() ||
         net.parameters()[0].scalar_type() != torch::kFloat32)
         return nullptr;
     if (!l->model->space.discrete) {
@@ -115,29 +115,14 @@ static void gaussian_grads(float *z, int64_t n, int A, const float *ls, const fl
         }
 }
 
-// Both chains' forward of n rows x, their layers pointed at the current weights (with grads,
-// also at the gradients): the actor's outputs [n, A] into *pi and the critic's [n] into *v,
-// inside the workspaces (which a backward of the same rows then reads).
-static void forward_chains(PpoKernels &k, const float *x, int n, bool grads, const float **pi,
-                           const float **v)
-{
-    k.actor.train_layers(grads, &k.la);
-    k.critic.train_layers(grads, &k.lc);
-    const int na = (int)k.la.size(), nc = (int)k.lc.size();
-    k.wsa.resize(gb_mlp_train_floats(k.la.data(), na, n));
-    k.wsc.resize(gb_mlp_train_floats(k.lc.data(), nc, n));
-    *pi = gb_mlp_train_forward(k.la.data(), na, x, n, k.wsa.data());
-    *v = gb_mlp_train_forward(k.lc.data(), nc, x, n, k.wsc.data());
-}
-
 Heads ppo_kernels_forward(gb_torch_learner *l, const torch::Tensor &obs)
 {
     PpoKernels &k = *l->ppo_kernels;
     const torch::Tensor x = obs.contiguous();
     const int n = (int)x.size(0);
-    const float *pa, *pv;
-    forward_chains(k, x.data_ptr<float>(), n, false, &pa, &pv);
-    const int A = k.la.back().out;
+    const float *pa = k.actor.forward(x.data_ptr<float>(), n, false);
+    const float *pv = k.critic.forward(x.data_ptr<float>(), n, false);
+    const int A = k.actor.out();
     torch::Tensor a = torch::empty({n, A}), v = torch::empty({n});
     std::memcpy(a.data_ptr<float>(), pa, sizeof(float) * (size_t)n * (size_t)A);
     std::memcpy(v.data_ptr<float>(), pv, sizeof(float) * (size_t)n);
@@ -173,9 +158,9 @@ gb_torch_ppo_terms ppo_kernels_minibatch(gb_torch_learner *l, const PpoSteps &S,
     }
     l->opt->zero_grad(); // every gradient a view of the flat gradient, zeroed
     const int ni = (int)n;
-    const float *pi, *v;
-    forward_chains(k, k.x.data(), ni, true, &pi, &v);
-    const int na = (int)k.la.size(), nc = (int)k.lc.size(), A = k.la.back().out;
+    const float *pi = k.actor.forward(k.x.data(), ni, true);
+    const float *v = k.critic.forward(k.x.data(), ni, true);
+    const int A = k.actor.out();
     k.dpi.assign(pi, pi + n * A);
     k.logp.resize((size_t)n);
     k.ent.resize((size_t)n);
@@ -210,9 +195,8 @@ gb_torch_ppo_terms ppo_kernels_minibatch(gb_torch_learner *l, const PpoSteps &S,
     else
         gaussian_grads(k.dpi.data(), n, A, ls, k.g_logp.data(), ge,
                        k.log_std.grad().data_ptr<float>());
-    gb_mlp_train_backward(k.la.data(), na, k.x.data(), ni, k.wsa.data(), k.dpi.data(), nullptr);
-    gb_mlp_train_backward(k.lc.data(), nc, k.x.data(), ni, k.wsc.data(), k.g_value.data(),
-                          nullptr);
+    k.actor.backward(k.x.data(), ni, k.dpi.data(), nullptr);
+    k.critic.backward(k.x.data(), ni, k.g_value.data(), nullptr);
     return terms;
 }
 

@@ -14,33 +14,10 @@
 
 namespace gbt {
 
-// One chain pointed at its current weights for each pass, and the workspace of its last forward
-// (which its backward reads).
-struct SacPass {
-    MlpChain chain;
-    std::vector<gb_mlp_train_layer> l;
-    std::vector<float> ws;
-    // The forward of n rows x (an empty chain returns x); grads: the backward adds the weights'
-    // gradients (else it skips them).
-    const float *forward(const float *x, int n, bool grads)
-    {
-        if (chain.layers.empty())
-            return x;
-        chain.train_layers(grads, &l);
-        ws.resize(gb_mlp_train_floats(l.data(), (int)l.size(), n));
-        return gb_mlp_train_forward(l.data(), (int)l.size(), x, n, ws.data());
-    }
-    void backward(const float *x, int n, float *dy, float *dx)
-    {
-        if (!chain.layers.empty())
-            gb_mlp_train_backward(l.data(), (int)l.size(), x, n, ws.data(), dy, dx);
-    }
-};
-
 // The actor's torso and heads, the critics (q1, q2, q1t, q2t) and a step's buffers (kept: no
 // allocation a step once the batch's size has been seen).
 struct SacKernels {
-    SacPass torso, mean, raw, q[4];
+    MlpPass torso, mean, raw, q[4];
     int D = 0, A = 0;      // observation features, action dimensions
     float log_scale = 0.0f; // sum of the log action scales (the squashed density's)
     // the last draw: heads' outputs (inside their passes), noise, log_std, u, a, log-probability
