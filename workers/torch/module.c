@@ -5,6 +5,7 @@
  * defines: gearbox_torch_api, and gb_torch / gb_torch_load / gb_torch_loaded for the library
  *          that links it */
 #include "workers/torch/module.h"
+#include "workers/torch/blas_cpu.h"
 
 static const gb_torch_api table = {
     .abi_version = GB_TORCH_ABI_VERSION,
@@ -56,6 +57,14 @@ static const gb_torch_api table = {
 __attribute__((visibility("default"))) const gb_torch_api *gearbox_torch_api(void)
 {
     return &table;
+}
+
+/* When the module is loaded (after libtorch and its BLAS, whose constructors run first), or
+ * before main where the library is linked: OpenBLAS's kernels fitted to the cpu before any
+ * product runs. */
+__attribute__((constructor)) static void fit_blas(void)
+{
+    (void)gbt_blas_fit_cpu();
 }
 
 /* The table linked in (the gearbox command has loader.c's instead). Never fails. */
