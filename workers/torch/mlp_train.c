@@ -3,10 +3,14 @@
 #include "workers/torch/fast_tanh.h"
 #include "workers/torch/mlp_infer.h"
 
-/* eight floats, loaded and stored at any float's alignment */
+#include <stdatomic.h>
+
+/* eight floats, loaded and stored at any float's alignment; sixteen, for AVX-512 */
 typedef float v8 __attribute__((vector_size(32), aligned(4), may_alias));
+typedef float v16 __attribute__((vector_size(64), aligned(4), may_alias));
 
 #define LD(p) (*(const v8 *)(p))
+#define LD16(p) (*(const v16 *)(p))
 
 /* The tile of R rows (at most 6) by 16 columns at c: c (+)= a's R rows (row r, column p at
  * ar[r * rs + p * ps]) times b's 16 columns. Its 2R accumulators stay in registers: R is a
@@ -38,20 +42,49 @@ tile(const int R, int k, const float *restrict ar, size_t rs, size_t ps, const f
     }
 }
 
+/* tile's with AVX-512's registers: R rows (at most 12: 24 of the 32 registers) by 32 columns.
+ * Each element's sum runs in the same order as in tile's, so both give the same floats. */
+static inline __attribute__((always_inline)) void
+tile32(const int R, int k, const float *restrict ar, size_t rs, size_t ps,
+       const float *restrict b, int ldb, float *restrict c, int ldc, int add)
+{
+    const v16 zero = {0};
+    v16 x[12][2];
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++) {
+        x[r][0] = add ? LD16(c + (size_t)r * ldc) : zero;
+        x[r][1] = add ? LD16(c + (size_t)r * ldc + 16) : zero;
+    }
+    for (int p = 0; p < k; p++, b += ldb, ar += ps) {
+        const v16 b0 = LD16(b), b1 = LD16(b + 16);
+#pragma GCC unroll 12
+        for (int r = 0; r < R; r++) {
+            const float s = ar[r * rs];
+            x[r][0] += s * b0;
+            x[r][1] += s * b1;
+        }
+    }
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++) {
+        *(v16 *)(c + (size_t)r * ldc) = x[r][0];
+        *(v16 *)(c + (size_t)r * ldc + 16) = x[r][1];
+    }
+}
+
 /* c = (or +=) a b, a read as it is ([m][k], row lda) or, ta, transposed ([k][m], row lda: the
  * element (i, p) at a[p * lda + i]). Rows in blocks of 6 (twelve accumulators: enough to cover
  * the FMAs' latency), the last ones 4, 2 and 1 at a time, by columns in tiles of 16, then the
  * columns [n16, n) one at a time. */
 static inline __attribute__((always_inline)) void
 gemm_body(int m, int n, int k, const float *restrict a, int lda, int ta, const float *restrict b,
-          int ldb, float *restrict c, int ldc, int add)
+          int ldb, float *restrict c, int ldc, int add, int j0)
 {
-    const int n16 = n - n % 16;
+    const int n16 = j0 + (n - j0) / 16 * 16;
     const size_t rs = ta ? 1 : (size_t)lda, ps = ta ? (size_t)lda : 1;
     int i = 0;
 #define GB_TILES(R)                                                                              \
     for (; i + (R) <= m; i += (R))                                                               \
-        for (int j = 0; j < n16; j += 16)                                                        \
+        for (int j = j0; j < n16; j += 16)                                                       \
             tile((R), k, ta ? a + i : a + (size_t)i * lda, rs, ps, b + j, ldb,                   \
                  c + (size_t)i * ldc + j, ldc, add);
     GB_TILES(6)
@@ -66,6 +99,28 @@ gemm_body(int m, int n, int k, const float *restrict a, int lda, int ta, const f
                 s += a[ta ? (size_t)p * lda + r : (size_t)r * lda + p] * b[(size_t)p * ldb + j];
             c[(size_t)r * ldc + j] = s;
         }
+}
+
+/* gemm_body with AVX-512's tiles: the columns [0, n32) in tiles of 12 rows by 32 (then 4, 2 and
+ * 1 rows), the rest as gemm_body's. */
+static inline __attribute__((always_inline)) void
+gemm_body32(int m, int n, int k, const float *restrict a, int lda, int ta,
+            const float *restrict b, int ldb, float *restrict c, int ldc, int add)
+{
+    const int n32 = n - n % 32;
+    const size_t rs = ta ? 1 : (size_t)lda, ps = ta ? (size_t)lda : 1;
+    int i = 0;
+#define GB_TILES(R)                                                                              \
+    for (; i + (R) <= m; i += (R))                                                               \
+        for (int j = 0; j < n32; j += 32)                                                        \
+            tile32((R), k, ta ? a + i : a + (size_t)i * lda, rs, ps, b + j, ldb,                 \
+                   c + (size_t)i * ldc + j, ldc, add);
+    GB_TILES(12)
+    GB_TILES(4)
+    GB_TILES(2)
+    GB_TILES(1)
+#undef GB_TILES
+    gemm_body(m, n, k, a, lda, ta, b, ldb, c, ldc, add, n32);
 }
 
 /* c = (or +=) a b^T: a [m][k] (row lda), b [n][k] (row ldb): each element a dot product of two
@@ -92,14 +147,37 @@ gemm_nt_body(int m, int n, int k, const float *restrict a, int lda, const float 
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f,avx2,fma"))) static void
+gemm_avx512(int m, int n, int k, const float *a, int lda, int ta, const float *b, int ldb,
+            float *c, int ldc, int add)
+{
+    if (ta)
+        gemm_body32(m, n, k, a, lda, 1, b, ldb, c, ldc, add);
+    else
+        gemm_body32(m, n, k, a, lda, 0, b, ldb, c, ldc, add);
+}
 __attribute__((target("avx2,fma"))) static void gemm_avx2(int m, int n, int k, const float *a,
                                                           int lda, int ta, const float *b,
                                                           int ldb, float *c, int ldc, int add)
 {
     if (ta)
-        gemm_body(m, n, k, a, lda, 1, b, ldb, c, ldc, add);
+        gemm_body(m, n, k, a, lda, 1, b, ldb, c, ldc, add, 0);
     else
-        gemm_body(m, n, k, a, lda, 0, b, ldb, c, ldc, add);
+        gemm_body(m, n, k, a, lda, 0, b, ldb, c, ldc, add, 0);
+}
+
+/* AVX-512 F (and the OS's support for its registers) */
+static int have_avx512f(void)
+{
+    static _Atomic int known = -1; /* two threads may ask first at once: the same answer */
+    int have = atomic_load_explicit(&known, memory_order_relaxed);
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
+               __builtin_cpu_supports("fma");
+        atomic_store_explicit(&known, have, memory_order_relaxed);
+    }
+    return have;
 }
 __attribute__((target("avx2,fma"))) static void gemm_nt_avx2(int m, int n, int k,
                                                              const float *a, int lda,
@@ -114,9 +192,9 @@ static void gemm_portable(int m, int n, int k, const float *a, int lda, int ta, 
                           int ldb, float *c, int ldc, int add)
 {
     if (ta)
-        gemm_body(m, n, k, a, lda, 1, b, ldb, c, ldc, add);
+        gemm_body(m, n, k, a, lda, 1, b, ldb, c, ldc, add, 0);
     else
-        gemm_body(m, n, k, a, lda, 0, b, ldb, c, ldc, add);
+        gemm_body(m, n, k, a, lda, 0, b, ldb, c, ldc, add, 0);
 }
 
 static void gemm_nt_portable(int m, int n, int k, const float *a, int lda, const float *b,
@@ -129,6 +207,10 @@ static void gemm(int m, int n, int k, const float *a, int lda, int ta, const flo
                  float *c, int ldc, int add)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
+    if (have_avx512f()) {
+        gemm_avx512(m, n, k, a, lda, ta, b, ldb, c, ldc, add);
+        return;
+    }
     if (gb_mlp_avx2()) {
         gemm_avx2(m, n, k, a, lda, ta, b, ldb, c, ldc, add);
         return;

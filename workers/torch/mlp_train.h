@@ -4,10 +4,11 @@
  * train (tens to hundreds of rows, 64-unit layers) libtorch's per-operation dispatch and autograd
  * bookkeeping, not the arithmetic, take much of the step's time: on the AMD EPYC machine one
  * Linear's forward and backward at 72 x 64 x 64 costs 81-95 us against about 20 us of
- * multiply-adds. Here a layer is a product in 6 x 16 register tiles (AVX2 and FMA where the cpu
- * has them, the same code on SSE2 otherwise), its bias and activation: on one core of that
- * machine 72-76 GFLOP/s at 512 x 64 x 64 (OpenBLAS's sgemm 55-60 in the same program), 57-59 at
- * 64 x 256 x 256 (65-67); a head's few outputs are dot products of rows, and a weight's gradient
+ * multiply-adds. Here a layer is a product in register tiles (12 x 32 with AVX-512, 6 x 16
+ * with AVX2 and FMA, the same code on SSE2 otherwise), its bias and activation: on one core of
+ * that machine (AVX2) 72-76 GFLOP/s at 512 x 64 x 64 (OpenBLAS's sgemm 55-60 in the same
+ * program), 57-59 at 64 x 256 x 256 (65-67); on the Intel Xeon with AVX-512 146-155 at both
+ * (OpenBLAS's SkylakeX kernels 110-125; 85 in 6 x 16 tiles); a head's few outputs are dot products of rows, and a weight's gradient
  * is taken in whichever orientation has the wider columns (the columns past a multiple of 16 go
  * one at a time). Large products between layers 128 or more wide go to libtorch's BLAS once a
  * learner exists (gb_mlp_train_set_large): there it is the faster.
