@@ -67,14 +67,15 @@ static void check_gemm(const int (*shapes)[3], size_t count)
 }
 
 /* The tiles, over shapes with every kind of tail: rows past blocks of 12 (AVX-512's tiles) and
- * of 6 (AVX2's), columns past tiles of 32 (AVX-512), of 16, and single ones. Which tiles run is
- * the cpu's: this machine's path is the one checked. */
+ * of 6 (AVX2's), columns past tiles of 32 (AVX-512), of 16, and single ones, over more than one
+ * panel of the last columns (256 rows of b). Which tiles run is the cpu's: this machine's path
+ * is the one checked. */
 static void test_gemm(void)
 {
     const int shapes[][3] = {{1, 1, 1},   {3, 17, 5},  {4, 16, 64}, {72, 64, 64},
                              {5, 33, 7},  {64, 4, 72}, {2, 64, 72}, {9, 2, 64},
                              {512, 2, 64}, {4, 64, 512}, {25, 80, 9}, {14, 63, 5},
-                             {31, 112, 3}, {13, 32, 40}};
+                             {31, 112, 3}, {13, 32, 40}, {7, 19, 600}, {13, 40, 300}};
     check_gemm(shapes, sizeof shapes / sizeof shapes[0]);
 }
 
