@@ -10,66 +10,42 @@ typedef float v8 __attribute__((vector_size(32), aligned(4), may_alias));
 typedef float v16 __attribute__((vector_size(64), aligned(4), may_alias));
 
 #define LD(p) (*(const v8 *)(p))
-#define LD16(p) (*(const v16 *)(p))
 
-/* The tile of R rows (at most 6) by 16 columns at c: c (+)= a's R rows (row r, column p at
- * ar[r * rs + p * ps]) times b's 16 columns. Its 2R accumulators stay in registers: R is a
- * constant where it is inlined, and the loops over it are unrolled. */
-static inline __attribute__((always_inline)) void
-tile(const int R, int k, const float *restrict ar, size_t rs, size_t ps, const float *restrict b,
-     int ldb, float *restrict c, int ldc, int add)
-{
-    const v8 zero = {0};
-    v8 x[6][2];
-#pragma GCC unroll 6
-    for (int r = 0; r < R; r++) {
-        x[r][0] = add ? LD(c + (size_t)r * ldc) : zero;
-        x[r][1] = add ? LD(c + (size_t)r * ldc + 8) : zero;
+/* A tile of R rows by 2L columns (two vectors V of L floats) at c: c (+)= a's R rows (row r,
+ * column p at ar[r * rs + p * ps]) times b's 2L columns. Its 2R accumulators stay in registers:
+ * R (at most MAXR) is a constant where it is inlined, and the loops over it are unrolled.
+ * tile: 6 x 16 in AVX2's (or SSE2's) registers; tile32: 12 x 32 in AVX-512's (24 of its 32).
+ * Each element's sum runs in the same order in both: they give the same floats. */
+#define GB_TILE(NAME, V, L, MAXR)                                                                \
+    static inline __attribute__((always_inline)) void NAME(                                      \
+        const int R, int k, const float *restrict ar, size_t rs, size_t ps,                      \
+        const float *restrict b, int ldb, float *restrict c, int ldc, int add)                   \
+    {                                                                                            \
+        const V zero = {0};                                                                      \
+        V x[MAXR][2];                                                                            \
+        _Pragma("GCC unroll 12") for (int r = 0; r < R; r++)                                     \
+        {                                                                                        \
+            x[r][0] = add ? *(const V *)(c + (size_t)r * ldc) : zero;                            \
+            x[r][1] = add ? *(const V *)(c + (size_t)r * ldc + L) : zero;                        \
+        }                                                                                        \
+        for (int p = 0; p < k; p++, b += ldb, ar += ps) {                                        \
+            const V b0 = *(const V *)b, b1 = *(const V *)(b + L);                                \
+            _Pragma("GCC unroll 12") for (int r = 0; r < R; r++)                                 \
+            {                                                                                    \
+                const float s = ar[r * rs];                                                      \
+                x[r][0] += s * b0;                                                               \
+                x[r][1] += s * b1;                                                               \
+            }                                                                                    \
+        }                                                                                        \
+        _Pragma("GCC unroll 12") for (int r = 0; r < R; r++)                                     \
+        {                                                                                        \
+            *(V *)(c + (size_t)r * ldc) = x[r][0];                                               \
+            *(V *)(c + (size_t)r * ldc + L) = x[r][1];                                           \
+        }                                                                                        \
     }
-    for (int p = 0; p < k; p++, b += ldb, ar += ps) {
-        const v8 b0 = LD(b), b1 = LD(b + 8);
-#pragma GCC unroll 6
-        for (int r = 0; r < R; r++) {
-            const float s = ar[r * rs];
-            x[r][0] += s * b0;
-            x[r][1] += s * b1;
-        }
-    }
-#pragma GCC unroll 6
-    for (int r = 0; r < R; r++) {
-        *(v8 *)(c + (size_t)r * ldc) = x[r][0];
-        *(v8 *)(c + (size_t)r * ldc + 8) = x[r][1];
-    }
-}
-
-/* tile's with AVX-512's registers: R rows (at most 12: 24 of the 32 registers) by 32 columns.
- * Each element's sum runs in the same order as in tile's, so both give the same floats. */
-static inline __attribute__((always_inline)) void
-tile32(const int R, int k, const float *restrict ar, size_t rs, size_t ps,
-       const float *restrict b, int ldb, float *restrict c, int ldc, int add)
-{
-    const v16 zero = {0};
-    v16 x[12][2];
-#pragma GCC unroll 12
-    for (int r = 0; r < R; r++) {
-        x[r][0] = add ? LD16(c + (size_t)r * ldc) : zero;
-        x[r][1] = add ? LD16(c + (size_t)r * ldc + 16) : zero;
-    }
-    for (int p = 0; p < k; p++, b += ldb, ar += ps) {
-        const v16 b0 = LD16(b), b1 = LD16(b + 16);
-#pragma GCC unroll 12
-        for (int r = 0; r < R; r++) {
-            const float s = ar[r * rs];
-            x[r][0] += s * b0;
-            x[r][1] += s * b1;
-        }
-    }
-#pragma GCC unroll 12
-    for (int r = 0; r < R; r++) {
-        *(v16 *)(c + (size_t)r * ldc) = x[r][0];
-        *(v16 *)(c + (size_t)r * ldc + 16) = x[r][1];
-    }
-}
+GB_TILE(tile, v8, 8, 6)
+GB_TILE(tile32, v16, 16, 12)
+#undef GB_TILE
 
 /* The columns [j0, n) of c = (or +=) a b, fewer than W (16: tile's, 32: tile32's), in the same
  * tiles: b's columns copied into a panel W wide padded with zeros, KC of its rows at a time,
