@@ -47,6 +47,11 @@ char *gb_bench_slurp(const char *path);
  * tree's this gearbox was built from (GEARBOX_CONFIGS_DIR), else "configs". */
 void gb_bench_configs_dir(const char *probe, char *out, size_t cap);
 
+/* The BLAS libtorch's products run on, once the bridge is loaded: "OpenBLAS <its kernels>"
+ * (Haswell, SkylakeX, ...: workers/torch/blas_cpu.h), or "not OpenBLAS". For the figures of
+ * benchmarks whose products go to it (they differ 2x and more between kernels). */
+const char *gb_bench_blas(void);
+
 /* Removes the folder path and everything under it (symbolic links themselves, not their
  * targets). Returns 0, or -1 with errno set. */
 int gb_bench_remove_tree(const char *path);

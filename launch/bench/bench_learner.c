@@ -39,7 +39,8 @@ static void usage(FILE *out)
             "configured; every thread's CPU summed): per call, per gradient step, samples per\n"
             "CPU second, wall-clock time per call, against a forward of the acting model over\n"
             "the same rows in the same run, and what computes the network's forward and\n"
-            "backward (\"gearbox C\" or \"libtorch autograd\": trainer.kernels).\n"
+            "backward (\"gearbox C\" or \"libtorch autograd\": trainer.kernels) and the BLAS\n"
+            "libtorch's products run on (\"OpenBLAS SkylakeX\": its kernels).\n"
             "S: CPU seconds per config (default 2, --quick 0.2).\n");
 }
 
@@ -242,18 +243,19 @@ int gb_bench_learner(int argc, char **argv, int json)
                    "\"env\": \"%s\", \"rows\": %lld, \"calls\": %lld, \"gradient_steps\": %lld, "
                    "\"call_us\": %.1f, \"step_us\": %.1f, \"samples_per_cpu_s\": %.0f, "
                    "\"forward_us\": %.1f, \"step_over_forward\": %.2f, \"wall_us\": %.1f, "
-                   "\"kernels\": \"%s\"}\n",
+                   "\"kernels\": \"%s\", \"blas\": \"%s\"}\n",
                    configs[c], algo, cfg.env.name, (long long)f.rows, (long long)f.calls,
                    (long long)f.steps, f.call_us, f.step_us, f.samples_per_s, f.forward_us,
-                   f.forward_us > 0 ? f.step_us / f.forward_us : 0.0, f.wall_us, f.kernels);
+                   f.forward_us > 0 ? f.step_us / f.forward_us : 0.0, f.wall_us, f.kernels,
+                   gb_bench_blas());
         else
             printf("learner  %-4s %-16s %5lld rows  %8.1f us/call  %4.1f steps/call  "
                    "%7.1f us/step (x%.1f a forward of %.1f us)  %9.0f samples/cpu-s  "
-                   "%8.1f us/call wall  (%s)\n",
+                   "%8.1f us/call wall  (%s; %s)\n",
                    algo, cfg.env.name, (long long)f.rows, f.call_us,
                    f.calls ? (double)f.steps / (double)f.calls : 0.0, f.step_us,
                    f.forward_us > 0 ? f.step_us / f.forward_us : 0.0, f.forward_us,
-                   f.samples_per_s, f.wall_us, f.kernels);
+                   f.samples_per_s, f.wall_us, f.kernels, gb_bench_blas());
         fflush(stdout);
     }
     return GB_EXIT_OK;

@@ -4,9 +4,11 @@
 #include "launch/bench/bench.h"
 #include "launch/cli.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <ftw.h>
 #include <limits.h>
+#include <stdint.h>
 #include <sys/stat.h>
 
 #include <stdio.h>
@@ -137,4 +139,17 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 int gb_bench_remove_tree(const char *path)
 {
     return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *gb_bench_blas(void)
+{
+    static char name[64];
+    void *h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD);
+    char *(*corename)(void) = h ? (char *(*)(void))(uintptr_t)dlsym(h, "openblas_get_corename")
+                                : NULL;
+    snprintf(name, sizeof name, "%s%.40s", corename ? "OpenBLAS " : "not OpenBLAS",
+             corename ? corename() : "");
+    if (h)
+        dlclose(h);
+    return name;
 }

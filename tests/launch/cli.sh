@@ -53,6 +53,9 @@ for k in "gearbox|gearbox C" "libtorch|libtorch autograd"; do
     { failed=$((failed + 1)); echo "FAIL bench learner: no kernels ${k#*|}"
       head -3 /tmp/gb_cli_out.$$; }
 done
+# ... and the BLAS libtorch's products run on: OpenBLAS and its kernels, or another
+grep -Eq '"blas": "(OpenBLAS [A-Za-z0-9_]+|not OpenBLAS)"' /tmp/gb_cli_out.$$ ||
+  { failed=$((failed + 1)); echo "FAIL bench learner: no blas"; head -3 /tmp/gb_cli_out.$$; }
 # `check` loads the environment and creates one copy: an unknown name, a missing or broken
 # plugin and bad env.args fail there (exit 2, the cause named), not only at `run`.
 minimal=$src/tests/data/configs/good/minimal.yaml
