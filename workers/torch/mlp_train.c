@@ -165,6 +165,20 @@ gemm_nt_body(int m, int n, int k, const float *restrict a, int lda, const float 
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+/* AVX-512 F (and the OS's support for its registers) */
+static int have_avx512f(void)
+{
+    static _Atomic int known = -1; /* two threads may ask first at once: the same answer */
+    int have = atomic_load_explicit(&known, memory_order_relaxed);
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
+               __builtin_cpu_supports("fma");
+        atomic_store_explicit(&known, have, memory_order_relaxed);
+    }
+    return have;
+}
+
 __attribute__((target("avx512f,avx2,fma"))) static void
 gemm_avx512(int m, int n, int k, const float *a, int lda, int ta, const float *b, int ldb,
             float *c, int ldc, int add)
@@ -184,19 +198,6 @@ __attribute__((target("avx2,fma"))) static void gemm_avx2(int m, int n, int k, c
         gemm_body(m, n, k, a, lda, 0, b, ldb, c, ldc, add);
 }
 
-/* AVX-512 F (and the OS's support for its registers) */
-static int have_avx512f(void)
-{
-    static _Atomic int known = -1; /* two threads may ask first at once: the same answer */
-    int have = atomic_load_explicit(&known, memory_order_relaxed);
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
-               __builtin_cpu_supports("fma");
-        atomic_store_explicit(&known, have, memory_order_relaxed);
-    }
-    return have;
-}
 __attribute__((target("avx2,fma"))) static void gemm_nt_avx2(int m, int n, int k,
                                                              const float *a, int lda,
                                                              const float *b, int ldb, float *c,
