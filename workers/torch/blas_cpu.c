@@ -24,9 +24,7 @@ static int is_narrow(const char *core)
     return 0;
 }
 
-/* The widest of OpenBLAS's x86 cores this cpu (and its OS) runs: AVX-512's SkylakeX, AVX2's
- * Haswell, or NULL. */
-static const char *widest_core(void)
+const char *gbt_blas_widest_core(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
@@ -54,7 +52,7 @@ const char *gbt_blas_fit_cpu(void)
     corename_fn corename = (corename_fn)(uintptr_t)dlsym(h, "openblas_get_corename");
     dynamic_fn quit = (dynamic_fn)(uintptr_t)dlsym(h, "gotoblas_dynamic_quit");
     dynamic_fn init = (dynamic_fn)(uintptr_t)dlsym(h, "gotoblas_dynamic_init");
-    const char *want = widest_core(), *core = corename ? corename() : NULL;
+    const char *want = gbt_blas_widest_core(), *core = corename ? corename() : NULL;
     if (!core || !quit || !init || !want || !is_narrow(core) || getenv("OPENBLAS_CORETYPE")) {
         dlclose(h);
         return NULL; /* not a build that picks its kernels at run time, or nothing to mend */

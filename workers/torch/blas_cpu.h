@@ -6,7 +6,7 @@
  * (OPENBLAS_CORETYPE unset) and it took kernels without AVX2 for a cpu with AVX2 and FMA, this
  * makes it choose again: SkylakeX's kernels where the cpu has AVX-512, Haswell's where it has
  * AVX2. Called once, when the bridge is loaded (module.c), before any product.
- * defines: gbt_blas_fit_cpu */
+ * defines: gbt_blas_fit_cpu, gbt_blas_widest_core */
 #ifndef GB_WORKERS_TORCH_BLAS_CPU_H
 #define GB_WORKERS_TORCH_BLAS_CPU_H
 
@@ -17,6 +17,10 @@ extern "C" {
 /* Mends OpenBLAS's choice where it took narrow kernels for a wide cpu, logging what it did;
  * returns that line (static), or NULL when there was nothing to mend. */
 const char *gbt_blas_fit_cpu(void);
+
+/* The widest of OpenBLAS's x86 kernels this cpu (and its OS) runs: "SkylakeX" with AVX-512 (F,
+ * BW, DQ, VL, CD), "Haswell" with AVX2 and FMA, else NULL. */
+const char *gbt_blas_widest_core(void);
 
 #ifdef __cplusplus
 }
