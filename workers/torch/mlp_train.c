@@ -323,6 +323,38 @@ size_t gb_mlp_train_floats(const gb_mlp_train_layer *l, int nl, int n)
     return (size_t)n * outs + weights + 2 * (size_t)n * (size_t)w;
 }
 
+/* A layer's output rows y ([n][fo]) plus its bias b (NULL: none), then relu where asked: row by
+ * row, each row once through the cache, in the cpu's widest vectors (GB_CLONES; the rest of this
+ * file is compiled for the baseline x86-64). */
+GB_CLONES
+static void bias_relu(float *restrict y, int n, int fo, const float *restrict b, int relu)
+{
+    for (int r = 0; r < n; r++, y += fo) {
+        if (b)
+            for (int j = 0; j < fo; j++)
+                y[j] += b[j];
+        if (relu)
+            for (int j = 0; j < fo; j++)
+                y[j] = y[j] > 0.0f ? y[j] : 0.0f;
+    }
+}
+
+/* The backward's: the output's gradient g ([n][fo]) through relu (where y, the output, is not
+ * positive: 0) where asked, and added into db (NULL: skipped) row by row. */
+GB_CLONES
+static void relu_bias_grad(float *restrict g, const float *restrict y, int n, int fo, int relu,
+                           float *restrict db)
+{
+    for (int r = 0; r < n; r++, g += fo, y += fo) {
+        if (relu)
+            for (int j = 0; j < fo; j++)
+                g[j] = y[j] > 0.0f ? g[j] : 0.0f;
+        if (db)
+            for (int j = 0; j < fo; j++)
+                db[j] += g[j];
+    }
+}
+
 float *gb_mlp_train_forward(const gb_mlp_train_layer *l, int nl, const float *x, int n, float *ws)
 {
     size_t outs, weights;
@@ -337,14 +369,9 @@ float *gb_mlp_train_forward(const gb_mlp_train_layer *l, int nl, const float *x,
             transpose(l[i].w, fo, fi, wt);
             gb_mlp_train_gemm(n, fo, fi, in, fi, wt, fo, y, fo, 0);
         }
-        for (int r = 0; l[i].b && r < n; r++)
-            for (int j = 0; j < fo; j++)
-                y[(size_t)r * fo + j] += l[i].b[j];
+        bias_relu(y, n, fo, l[i].b, l[i].act == GB_MLP_ACT_RELU);
         const size_t all = (size_t)n * (size_t)fo;
-        if (l[i].act == GB_MLP_ACT_RELU)
-            for (size_t e = 0; e < all; e++)
-                y[e] = y[e] > 0.0f ? y[e] : 0.0f;
-        else if (l[i].act == GB_MLP_ACT_TANH)
+        if (l[i].act == GB_MLP_ACT_TANH)
             gb_tanh_forward(y, y, all);
         in = y;
         y += all;
@@ -381,14 +408,9 @@ void gb_mlp_train_backward(const gb_mlp_train_layer *l, int nl, const float *x, 
         const size_t all = (size_t)n * (size_t)fo;
         y -= all; /* this layer's output */
         const float *in = i > 0 ? y - (size_t)n * (size_t)fi : x;
-        if (l[i].act == GB_MLP_ACT_RELU)
-            for (size_t e = 0; e < all; e++)
-                g[e] = y[e] > 0.0f ? g[e] : 0.0f;
-        else if (l[i].act == GB_MLP_ACT_TANH)
+        if (l[i].act == GB_MLP_ACT_TANH)
             gb_tanh_backward(y, g, g, all);
-        for (int r = 0; l[i].db && r < n; r++)
-            for (int j = 0; j < fo; j++)
-                l[i].db[j] += g[(size_t)r * fo + j];
+        relu_bias_grad(g, y, n, fo, l[i].act == GB_MLP_ACT_RELU, l[i].db);
         if (l[i].dw)
             weight_grad(n, fi, fo, g, in, l[i].dw, tmp);
         if (i > 0) {
