@@ -72,28 +72,30 @@ done
 
 # ---- run B: a fourth host's actors join, raise env steps/s, leave ------------------------------
 # No target: the run ends at its time budget. Phases (seconds of the launcher's clock): warm-up
-# to 3, before 3..~9, h4's actors join at ~9 and leave 8 s after they are in, end at 40 (a margin
-# for a loaded machine: a killed actor must be silent 2 s before the end to be seen as gone).
+# to 3, before 3..~6, h4's actors join at ~6 and leave 6 s after they are in (at ~13-14 s on a
+# quiet machine, ~24 s where their join takes the 10 s allowed), end at 32 (a margin for a loaded
+# machine: a killed actor must be silent 2 s before the end to be seen as gone, and is seen about
+# 3 s after its kill).
 # The run has actors.count 1: h3's actor takes slot 0, h4's join beyond the count (slots 1 and 2,
 # actors.join_max). It is made actor-bound, so that an actor that joins adds what it makes: each
 # actor steps 4 environments in one group (it waits for every answer of the policy worker: its
 # rate is the inference round trip's), and the trainer takes one pass over each batch. (PPO's 4
 # epochs of 4 minibatches make the trainer the bound: on 2 busy cores, 128 environments in 4
 # groups made 110k env steps/s with one actor and 124k with three; 8 in one group 54k and 58k.)
-start_run b --set experiment.target_return=null --set experiment.max_seconds=40 \
+start_run b --set experiment.target_return=null --set experiment.max_seconds=32 \
   --set experiment.max_env_steps=0 --set actors.count=1 --set actors.envs_per_actor=4 \
   --set actors.splits=1 --set trainer.algorithm.ppo.epochs=1 \
   --set trainer.algorithm.ppo.minibatches=1
 join b_policy h2 policy 1; policy_pid=$joined
 join b_actors h3 actor 1; actors_pid=$joined
-sleep 9
+sleep 6
 join b_extra h4 actor 1; extra_pid=$joined
 join b_doomed h4 actor 1; doomed_pid=$joined
 wait_for_log "$work/b/logs/launcher.log" "actor 2 joined the run" 10 ||
   fail "the h4 actors did not join"
 sleep 1
 join_t=$(tail -1 "$work/b/metrics.csv" | cut -d, -f1)
-sleep 8
+sleep 6
 leave_t=$(tail -1 "$work/b/metrics.csv" | cut -d, -f1)
 # one leaves as asked; the other's host "dies": its worker and gearbox join killed outright
 kill -TERM "$extra_pid"
