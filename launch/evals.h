@@ -39,13 +39,13 @@
  * evaluation plays that checkpoint; one that falls short (or fails) releases the hold and the
  * run goes on; one that reaches the target keeps it, so the run ends on the policy it evaluated:
  * the trainers' final checkpoint is that policy. A trainer 0 that does not hold within
- * hold_wait_s (experiment.eval_hold_wait_s: a restart, a checkpoint that takes long) is not waited for: the hold is
- * released and that evaluation plays the newest checkpoint, as without the hold. Its process
- * starts with the ask and loads its library while trainer 0 writes the checkpoint (`gearbox
- * eval --wait-stdin`: about 0.4 s of a small evaluation's 0.5), then plays on its go. A held
- * crossing's video is filmed after its verdict, by a second child (GB_EVALS_FILM) that plays its
- * first episode again (deterministic and seeded alike: the same episode), so that the hold
- * lasts only the episodes, not the encoding.
+ * hold_wait_s (experiment.eval_hold_wait_s: a restart, a checkpoint that takes long) is not
+ * waited for: the hold is released and that evaluation plays the newest checkpoint, as without
+ * the hold. Its process starts with the ask and loads its library while trainer 0 writes the
+ * checkpoint (`gearbox eval --wait-stdin`: about 0.4 s of a small evaluation's 0.5), then plays
+ * on its go. A held crossing's video is filmed after its verdict, by a second child
+ * (GB_EVALS_FILM) that plays its first episode again (deterministic and seeded alike: the same
+ * episode), so that the hold lasts only the episodes, not the encoding.
  * defines: gb_evals, gb_evals_opts, gb_evals_init, gb_evals_poll,
  *          gb_evals_verdict_due, gb_evals_finish */
 #ifndef GB_LAUNCH_EVALS_H

@@ -210,8 +210,9 @@ static void dqn_init(gb_torch_learner *l, const gb_torch_space *sp, uint64_t)
     auto k = std::make_shared<DqnKernels>();
     MlpChain none, target_none;
     if (l->cfg.trainer.kernels == GB_KERNELS_GEARBOX && l->device.is_cpu() &&
-        !l->cfg.trainer.algorithm.dqn.value_rescale && m->net->mlp_chains(&k->online.chain, &none) &&
-        none.layers.empty() && !k->online.chain.layers.empty() &&
+        !l->cfg.trainer.algorithm.dqn.value_rescale &&
+        m->net->mlp_chains(&k->online.chain, &none) && none.layers.empty() &&
+        !k->online.chain.layers.empty() &&
         l->target->mlp_chains(&k->target.chain, &target_none) &&
         k->target.chain.acts == k->online.chain.acts &&
         m->net->parameters()[0].scalar_type() == torch::kFloat32)

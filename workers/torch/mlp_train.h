@@ -8,10 +8,12 @@
  * with AVX2 and FMA, the same code on SSE2 otherwise), its bias and activation: on one core of
  * that machine (AVX2) 72-76 GFLOP/s at 512 x 64 x 64 (OpenBLAS's sgemm 55-60 in the same
  * program), 57-59 at 64 x 256 x 256 (65-67); on the Intel Xeon with AVX-512 146-155 at both
- * (OpenBLAS's SkylakeX kernels 110-125; 85 in 6 x 16 tiles); a head's few outputs are dot products of rows, and a weight's gradient
- * is taken in whichever orientation has the wider columns (the columns past a multiple of 16 go
- * one at a time). Large products between layers 128 or more wide go to libtorch's BLAS once a
- * learner exists (gb_mlp_train_set_large): there it is the faster.
+ * (OpenBLAS's SkylakeX kernels 110-125; 85 in 6 x 16 tiles); a head's few outputs are dot
+ * products of rows, a weight's gradient is taken in whichever orientation has the wider
+ * columns, and the columns past the last whole tile go through one padded with zeros. A layer's
+ * bias and relu are one vectorised pass over its rows. Large products between layers 128 or more
+ * wide go to libtorch's BLAS once a learner exists (gb_mlp_train_set_large): there it is the
+ * faster.
  * The weights stay where libtorch keeps them (torch Linear's [out][in] row-major weight and its
  * bias), and the gradients are added into libtorch's gradient tensors (FlatAdam's flat view):
  * the optimiser, the gradient clipping and the data-parallel all-reduce run as before.

@@ -1,9 +1,10 @@
 /* tests/workers/torch/test_blas_cpu.c: libtorch's OpenBLAS fitted to the cpu (blas_cpu.h). The
- * library's constructor (module.c's, linked with gb_torch) ran before main: on a cpu with AVX2 and FMA, OpenBLAS now runs kernels
- * that use them, whatever it took the cpu for. Then the bad choice made on purpose (OpenBLAS's
- * Prescott, as Debian 12's takes for a cpu model it does not know): with OPENBLAS_CORETYPE set
- * it is the user's and stays; unset, it is mended to the widest kernels the cpu runs. Skipped
- * (77) where libtorch's BLAS is not a build of OpenBLAS that picks its kernels at run time. */
+ * library's constructor (module.c's, linked with gb_torch) ran before main: on a cpu with AVX2
+ * and FMA, OpenBLAS now runs kernels that use them, whatever it took the cpu for. Then the bad
+ * choice made on purpose (OpenBLAS's Prescott, as Debian 12's takes for a cpu model it does not
+ * know): with OPENBLAS_CORETYPE set it is the user's and stays; unset, it is mended to the
+ * widest kernels the cpu runs. Skipped (77) where libtorch's BLAS is not a build of OpenBLAS
+ * that picks its kernels at run time. */
 #include "test.h"
 #include "workers/torch/blas_cpu.h"
 #include "workers/torch/bridge.h"
