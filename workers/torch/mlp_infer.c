@@ -78,6 +78,22 @@ static int have_avx2(void)
 
 int gb_mlp_avx2(void) { return have_avx2(); }
 
+int gb_mlp_avx512f(void)
+{
+#ifdef GB_MLP_X86
+    static _Atomic int known = -1; /* as have_avx512's */
+    int have = atomic_load_explicit(&known, memory_order_relaxed);
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("avx512f") && have_avx2();
+        atomic_store_explicit(&known, have, memory_order_relaxed);
+    }
+    return have;
+#else
+    return 0;
+#endif
+}
+
 int gb_mlp_fast(void)
 {
     return have_avx512() || have_avx2();

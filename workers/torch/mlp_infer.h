@@ -20,7 +20,8 @@
  * that an actor and a critic torso, or two heads on one torso, are one program. Not thread-safe:
  * one caller at a time (the policy worker's inference thread), scratch is the program's own.
  * defines: gb_mlp, gb_mlp_layer_spec, gb_mlp_create, gb_mlp_destroy, gb_mlp_load, gb_mlp_forward,
- *          gb_mlp_fast, gb_mlp_avx2, gb_mlp_int8_vnni, gb_mlp_kernels_name, gb_mlp_path */
+ *          gb_mlp_fast, gb_mlp_avx2, gb_mlp_avx512f, gb_mlp_int8_vnni, gb_mlp_kernels_name,
+ *          gb_mlp_path */
 #ifndef GB_WORKERS_TORCH_MLP_INFER_H
 #define GB_WORKERS_TORCH_MLP_INFER_H
 
@@ -58,6 +59,9 @@ void gb_mlp_forward(gb_mlp *m, const float *x, int64_t rows, float *const *outs)
 
 /* 1 when the cpu has AVX2 and FMA (asked once; also mlp_train.c's products' path). */
 int gb_mlp_avx2(void);
+
+/* 1 when the cpu has AVX-512 F besides AVX2 and FMA (asked once; mlp_train.c's wider tiles). */
+int gb_mlp_avx512f(void);
 
 /* 1 when fp32 and int8 layers run on vectors here (AVX-512 with VNNI, or AVX2 and FMA), 0 when
  * on the portable path (slower than libtorch's). */

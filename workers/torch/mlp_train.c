@@ -3,8 +3,6 @@
 #include "workers/torch/fast_tanh.h"
 #include "workers/torch/mlp_infer.h"
 
-#include <stdatomic.h>
-
 /* eight floats, loaded and stored at any float's alignment; sixteen, for AVX-512 */
 typedef float v8 __attribute__((vector_size(32), aligned(4), may_alias));
 typedef float v16 __attribute__((vector_size(64), aligned(4), may_alias));
@@ -13,16 +11,17 @@ typedef float v16 __attribute__((vector_size(64), aligned(4), may_alias));
 
 /* A tile of R rows by 2L columns (two vectors V of L floats) at c: c (+)= a's R rows (row r,
  * column p at ar[r * rs + p * ps]) times b's 2L columns. Its 2R accumulators stay in registers:
- * R (at most MAXR) is a constant where it is inlined, and the loops over it are unrolled.
- * tile: 6 x 16 in AVX2's (or SSE2's) registers; tile32: 12 x 32 in AVX-512's (24 of its 32).
- * Each element's sum runs in the same order in both: they give the same floats. */
-#define GB_TILE(NAME, V, L, MAXR)                                                                \
+ * R (at most 12) is a constant where it is inlined, and the loops over it are unrolled.
+ * tile: 16 columns in AVX2's (or SSE2's) registers, 6 rows at most in their 16; tile32: 32
+ * columns in AVX-512's, 12 rows (24 of its 32 registers). Each element's sum runs in the same
+ * order in both: they give the same floats. */
+#define GB_TILE(NAME, V, L)                                                                      \
     static inline __attribute__((always_inline)) void NAME(                                      \
         const int R, int k, const float *restrict ar, size_t rs, size_t ps,                      \
         const float *restrict b, int ldb, float *restrict c, int ldc, int add)                   \
     {                                                                                            \
         const V zero = {0};                                                                      \
-        V x[MAXR][2];                                                                            \
+        V x[12][2];                                                                              \
         _Pragma("GCC unroll 12") for (int r = 0; r < R; r++)                                     \
         {                                                                                        \
             x[r][0] = add ? *(const V *)(c + (size_t)r * ldc) : zero;                            \
@@ -43,9 +42,20 @@ typedef float v16 __attribute__((vector_size(64), aligned(4), may_alias));
             *(V *)(c + (size_t)r * ldc + L) = x[r][1];                                           \
         }                                                                                        \
     }
-GB_TILE(tile, v8, 8, 6)
-GB_TILE(tile32, v16, 16, 12)
+GB_TILE(tile, v8, 8)
+GB_TILE(tile32, v16, 16)
 #undef GB_TILE
+
+/* tile (W = 16) or tile32 (W = 32): W is a constant where it is inlined */
+static inline __attribute__((always_inline)) void
+tile_w(const int W, const int R, int k, const float *restrict ar, size_t rs, size_t ps,
+       const float *restrict b, int ldb, float *restrict c, int ldc, int add)
+{
+    if (W == 32)
+        tile32(R, k, ar, rs, ps, b, ldb, c, ldc, add);
+    else
+        tile(R, k, ar, rs, ps, b, ldb, c, ldc, add);
+}
 
 /* The columns [j0, n) of c = (or +=) a b, fewer than W (16: tile's, 32: tile32's), in the same
  * tiles: b's columns copied into a panel W wide padded with zeros, KC of its rows at a time,
@@ -73,10 +83,7 @@ tail_columns(const int W, int m, int n, int k, const float *restrict a, int lda,
             for (int r = 0; r < (R); r++)                                                        \
                 for (int j = 0; j < W; j++)                                                      \
                     ct[r * W + j] = more && j < w ? c[(size_t)(i + r) * ldc + j0 + j] : 0.0f;    \
-            if (W == 32)                                                                         \
-                tile32((R), kc, ar, rs, ps, panel, W, ct, W, 1);                                 \
-            else                                                                                 \
-                tile((R), kc, ar, rs, ps, panel, W, ct, W, 1);                                   \
+            tile_w(W, (R), kc, ar, rs, ps, panel, W, ct, W, 1);                                 \
             for (int r = 0; r < (R); r++)                                                        \
                 for (int j = 0; j < w; j++)                                                      \
                     c[(size_t)(i + r) * ldc + j0 + j] = ct[r * W + j];                           \
@@ -94,51 +101,33 @@ tail_columns(const int W, int m, int n, int k, const float *restrict a, int lda,
 }
 
 /* c = (or +=) a b, a read as it is ([m][k], row lda) or, ta, transposed ([k][m], row lda: the
- * element (i, p) at a[p * lda + i]). Rows in blocks of 6 (twelve accumulators: enough to cover
- * the FMAs' latency), the last ones 4, 2 and 1 at a time, by columns in tiles of 16, then the
- * columns [n16, n) one at a time. */
+ * element (i, p) at a[p * lda + i]), in tiles W columns wide (16: AVX2's or SSE2's; 32:
+ * AVX-512's, where a tile of 32 in zmm registers costs what one of 16 in ymm does). Rows in
+ * blocks of 6 (12 with AVX-512: accumulators enough to cover the FMAs' latency), the last ones
+ * 4, 2 and 1 at a time; the columns past the last whole tile by tail_columns. */
 static inline __attribute__((always_inline)) void
-gemm_body(int m, int n, int k, const float *restrict a, int lda, int ta, const float *restrict b,
-          int ldb, float *restrict c, int ldc, int add)
+gemm_body(const int W, int m, int n, int k, const float *restrict a, int lda, int ta,
+          const float *restrict b, int ldb, float *restrict c, int ldc, int add)
 {
-    const int n16 = n - n % 16;
+    const int nw = n - n % W;
     const size_t rs = ta ? 1 : (size_t)lda, ps = ta ? (size_t)lda : 1;
     int i = 0;
 #define GB_TILES(R)                                                                              \
     for (; i + (R) <= m; i += (R))                                                               \
-        for (int j = 0; j < n16; j += 16)                                                        \
-            tile((R), k, ta ? a + i : a + (size_t)i * lda, rs, ps, b + j, ldb,                   \
-                 c + (size_t)i * ldc + j, ldc, add);
-    GB_TILES(6)
-    GB_TILES(4)
-    GB_TILES(2)
-    GB_TILES(1)
-#undef GB_TILES
-    if (n16 < n)
-        tail_columns(16, m, n, k, a, lda, ta, b, ldb, c, ldc, add, n16);
-}
-
-/* gemm_body with AVX-512's tiles: the columns [0, n32) in tiles of 12 rows by 32 (then 4, 2 and
- * 1 rows), the rest in tiles of 32 too (tail_columns). */
-static inline __attribute__((always_inline)) void
-gemm_body32(int m, int n, int k, const float *restrict a, int lda, int ta,
-            const float *restrict b, int ldb, float *restrict c, int ldc, int add)
-{
-    const int n32 = n - n % 32;
-    const size_t rs = ta ? 1 : (size_t)lda, ps = ta ? (size_t)lda : 1;
-    int i = 0;
-#define GB_TILES(R)                                                                              \
-    for (; i + (R) <= m; i += (R))                                                               \
-        for (int j = 0; j < n32; j += 32)                                                        \
-            tile32((R), k, ta ? a + i : a + (size_t)i * lda, rs, ps, b + j, ldb,                 \
+        for (int j = 0; j < nw; j += W)                                                          \
+            tile_w(W, (R), k, ta ? a + i : a + (size_t)i * lda, rs, ps, b + j, ldb,              \
                    c + (size_t)i * ldc + j, ldc, add);
-    GB_TILES(12)
+    if (W == 32) {
+        GB_TILES(12)
+    } else {
+        GB_TILES(6)
+    }
     GB_TILES(4)
     GB_TILES(2)
     GB_TILES(1)
 #undef GB_TILES
-    if (n32 < n) /* a tile of 32 in zmm registers costs what one of 16 in ymm does */
-        tail_columns(32, m, n, k, a, lda, ta, b, ldb, c, ldc, add, n32);
+    if (nw < n)
+        tail_columns(W, m, n, k, a, lda, ta, b, ldb, c, ldc, add, nw);
 }
 
 /* c = (or +=) a b^T: a [m][k] (row lda), b [n][k] (row ldb): each element a dot product of two
@@ -165,37 +154,23 @@ gemm_nt_body(int m, int n, int k, const float *restrict a, int lda, const float 
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-/* AVX-512 F (and the OS's support for its registers) */
-static int have_avx512f(void)
-{
-    static _Atomic int known = -1; /* two threads may ask first at once: the same answer */
-    int have = atomic_load_explicit(&known, memory_order_relaxed);
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
-               __builtin_cpu_supports("fma");
-        atomic_store_explicit(&known, have, memory_order_relaxed);
-    }
-    return have;
-}
-
 __attribute__((target("avx512f,avx2,fma"))) static void
 gemm_avx512(int m, int n, int k, const float *a, int lda, int ta, const float *b, int ldb,
             float *c, int ldc, int add)
 {
     if (ta)
-        gemm_body32(m, n, k, a, lda, 1, b, ldb, c, ldc, add);
+        gemm_body(32, m, n, k, a, lda, 1, b, ldb, c, ldc, add);
     else
-        gemm_body32(m, n, k, a, lda, 0, b, ldb, c, ldc, add);
+        gemm_body(32, m, n, k, a, lda, 0, b, ldb, c, ldc, add);
 }
 __attribute__((target("avx2,fma"))) static void gemm_avx2(int m, int n, int k, const float *a,
                                                           int lda, int ta, const float *b,
                                                           int ldb, float *c, int ldc, int add)
 {
     if (ta)
-        gemm_body(m, n, k, a, lda, 1, b, ldb, c, ldc, add);
+        gemm_body(16, m, n, k, a, lda, 1, b, ldb, c, ldc, add);
     else
-        gemm_body(m, n, k, a, lda, 0, b, ldb, c, ldc, add);
+        gemm_body(16, m, n, k, a, lda, 0, b, ldb, c, ldc, add);
 }
 
 __attribute__((target("avx2,fma"))) static void gemm_nt_avx2(int m, int n, int k,
@@ -211,9 +186,9 @@ static void gemm_portable(int m, int n, int k, const float *a, int lda, int ta, 
                           int ldb, float *c, int ldc, int add)
 {
     if (ta)
-        gemm_body(m, n, k, a, lda, 1, b, ldb, c, ldc, add);
+        gemm_body(16, m, n, k, a, lda, 1, b, ldb, c, ldc, add);
     else
-        gemm_body(m, n, k, a, lda, 0, b, ldb, c, ldc, add);
+        gemm_body(16, m, n, k, a, lda, 0, b, ldb, c, ldc, add);
 }
 
 static void gemm_nt_portable(int m, int n, int k, const float *a, int lda, const float *b,
@@ -226,7 +201,7 @@ static void gemm(int m, int n, int k, const float *a, int lda, int ta, const flo
                  float *c, int ldc, int add)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (have_avx512f()) {
+    if (gb_mlp_avx512f()) {
         gemm_avx512(m, n, k, a, lda, ta, b, ldb, c, ldc, add);
         return;
     }
