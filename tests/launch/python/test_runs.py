@@ -5,8 +5,11 @@ bad config raising RunFailed with the command's message before any run directory
 giving the summary with exit_reason "interrupted"; resume() continuing it to solved, its rows
 the new segment's; a failing run raising RunFailed with status 1 and the log's end.
 Usage: test_runs.py GEARBOX SOURCE_ROOT WORK_DIR (the package is SOURCE_ROOT/launch/python)"""
+import atexit
 import math
 import os
+import shutil
+import tempfile
 
 from harness import check, finish, setup
 
@@ -18,13 +21,17 @@ import yaml  # noqa: E402
 
 with open(os.path.join(SRC, "configs", "cartpole_ppo.yaml"), encoding="utf-8") as f:
     base = yaml.safe_load(f)
-base["experiment"]["run_root"] = os.path.join(WORK, "runs")
+# the run root in a short folder: <root>/<name>/<stamp>/sockets/ holds the run's ipc sockets,
+# whose paths Unix limits to 107 bytes, and the build tree of a clone can be deep
+ROOT = tempfile.mkdtemp(prefix="gb-runs-")
+atexit.register(shutil.rmtree, ROOT, True)
+base["experiment"]["run_root"] = ROOT
 base["experiment"]["max_seconds"] = 120
 
 # a dict config, the default run directory, rows followed while the run goes
 r = gearbox.run(base, overrides={"experiment.seed": 2, "experiment.name": "from_dict"},
                 wait=False)
-check(os.path.dirname(r.run_dir) == os.path.join(WORK, "runs", "from_dict"),
+check(os.path.dirname(r.run_dir) == os.path.join(ROOT, "from_dict"),
       f"the default run directory is <run_root>/<name>/<stamp>: {r.run_dir}")
 rows, live = [], 0
 for row in r.rows():
