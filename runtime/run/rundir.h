@@ -12,8 +12,9 @@
  *                    live run a directory
  * A run also has an entry in the run table of this machine ($GEARBOX_RUN_TABLE, else
  * /tmp/gearbox-runs-<uid>/<id>, naming the run's folder) until it ends cleanly; a later run
- * removes what a run that died left (ipc socket files in sockets/, POSIX shm segments named
- * /gearbox-<id>-*) once no process holds that run's lock.
+ * removes what a run that died left (ipc socket files in sockets/ or the short folder it links
+ * to, runtime/streams/endpoint.h; POSIX shm segments named /gearbox-<id>-*) once no process
+ * holds that run's lock.
  * defines: gb_rundir, gb_run_summary, gb_rundir_create, gb_rundir_reopen, gb_rundir_file,
  *          gb_rundir_metrics_open, gb_rundir_metrics_continue, gb_rundir_metrics_row,
  *          gb_rundir_tb_scalars, gb_rundir_tb_image, gb_rundir_write_summary, gb_rundir_close,

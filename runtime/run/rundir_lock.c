@@ -3,6 +3,7 @@
  * segments named after it) removed by a later run once nothing holds the dead run's lock. */
 #include "runtime/run/rundir.h"
 #include "runtime/base/shm.h"
+#include "runtime/streams/endpoint.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -36,27 +37,6 @@ static int table_dir(char *out, size_t n, gb_error *err)
     if (!S_ISDIR(st.st_mode) || st.st_uid != getuid())
         return gb_error_set(err, GB_EINVAL, "run table %s is not a folder of this user", out);
     return 0;
-}
-
-/* Removes the socket files in <run>/sockets (nothing else) and the folder once empty. */
-static int remove_sockets(const char *run)
-{
-    char dir[GB_RUNDIR_PATH_MAX + 16], p[GB_RUNDIR_PATH_MAX + 300];
-    snprintf(dir, sizeof dir, "%s/sockets", run);
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    int removed = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        struct stat st;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (lstat(p, &st) == 0 && S_ISSOCK(st.st_mode) && unlink(p) == 0)
-            removed++;
-    }
-    closedir(d);
-    rmdir(dir); /* fails, harmlessly, when something else is in it */
-    return removed;
 }
 
 /* Unlinks the run's POSIX shm segments (gb_shm_unlink_id), best effort. Returns how many. */
@@ -109,8 +89,10 @@ int gb_rundir_reap_dead(gb_error *err)
             close(fd); /* a live process (the launcher or one of its workers) holds it */
             continue;
         }
-        /* Nothing alive holds the run: what it left is garbage. */
-        int socks = fd >= 0 ? remove_sockets(run) : 0;
+        /* Nothing alive holds the run: what it left is garbage (a short socket folder in /tmp
+         * too, found by the id, also once the run's folder is gone). */
+        int socks = fd >= 0 || access(run, F_OK) != 0
+                        ? gb_endpoint_ipc_remove(fd >= 0 ? run : NULL, e->d_name) : 0;
         int segs = remove_segments(e->d_name);
         unlink(entry);
         if (fd >= 0)
@@ -198,7 +180,7 @@ void gb_rundir_unlock(gb_rundir *rd)
         return;
     if (rd->table_entry[0]) {
         /* the run's processes have ended: what they left goes now, and with it the entry */
-        remove_sockets(rd->path);
+        gb_endpoint_ipc_remove(rd->path, rd->id);
         remove_segments(rd->id);
         unlink(rd->table_entry);
         rd->table_entry[0] = '\0';

@@ -23,7 +23,7 @@ set -u
 gearbox=$1 configs=$2 work=$3
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$work"; mkdir -p "$work"
-# the runs' ipc sockets live in their run directories: keep the path short (Unix sockets: 107 bytes)
+# the runs' folders in a temporary folder, removed at exit
 export TMPDIR=$(mktemp -d /tmp/gbsuite.XXXXXX)
 trap 'rm -rf "$TMPDIR"' EXIT
 

@@ -30,8 +30,7 @@ sys.path.insert(0, os.path.join(SRC, "launch", "python", "examples"))
 from recall_gru import GRUPolicy  # noqa: E402
 
 RECALL = os.path.join(SRC, "configs", "recall_lstm.yaml")
-# run directories under /tmp: a run's ipc sockets live in it, and Unix socket paths stop at
-# 107 bytes (a CI clone's build tree is deep enough to pass that with the default names)
+# run directories in a temporary folder, removed at exit
 RUNS = tempfile.mkdtemp(prefix="gb-models-")
 atexit.register(shutil.rmtree, RUNS, True)
 OVER = {"experiment.run_root": RUNS}

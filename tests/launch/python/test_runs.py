@@ -21,8 +21,7 @@ import yaml  # noqa: E402
 
 with open(os.path.join(SRC, "configs", "cartpole_ppo.yaml"), encoding="utf-8") as f:
     base = yaml.safe_load(f)
-# the run root in a short folder: <root>/<name>/<stamp>/sockets/ holds the run's ipc sockets,
-# whose paths Unix limits to 107 bytes, and the build tree of a clone can be deep
+# the run root in a temporary folder, removed at exit
 ROOT = tempfile.mkdtemp(prefix="gb-runs-")
 atexit.register(shutil.rmtree, ROOT, True)
 base["experiment"]["run_root"] = ROOT

@@ -4,6 +4,7 @@
  * join's request for a slot and the run's config; wildcard endpoints published as reachable
  * names; a joined worker stops once its launcher is silent. (Run control on the registry's
  * socket: test_runctl.c.) */
+#include "runtime/base/shm.h"
 #include "runtime/streams/endpoint.h"
 #include "runtime/streams/registry.h"
 #include "runtime/streams/runctl.h"
@@ -14,6 +15,8 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 
@@ -203,20 +206,52 @@ static void test_endpoints(void)
     char want[256];
     snprintf(want, sizeof want, "ipc://%s/sockets/policy-0-inference", dir);
     CHECK(strcmp(out, want) == 0);
-    char longdir[300];
-    memset(longdir, 'a', 120);
-    char as[111];
+    /* a run folder too deep for socket paths: the sockets go to a short folder named after the
+     * run id, <run>/sockets links to it, and a socket bound there takes connections */
+    char longdir[300], as[111], sockets[400], id[GB_SHM_RUN_ID_LEN + 1], shortdir[128];
     memset(as, 'a', 110);
     as[110] = '\0';
-    snprintf(longdir, sizeof longdir, "/tmp/%s", as);
-    mkdir(longdir, 0700);
-    CHECK(gb_endpoint_make(out, sizeof out, 0, longdir, NULL, "policy/0/inference", &err) ==
-          GB_EINVAL);
-    CHECK(strstr(err.msg, "107") != NULL);
-    char sockets[400];
+    snprintf(longdir, sizeof longdir, "%s/%s", dir, as);
+    CHECK(mkdir(longdir, 0700) == 0);
+    CHECK_OK(gb_endpoint_make(out, sizeof out, 0, longdir, NULL, "policy/0/inference", &err));
+    CHECK_OK(gb_shm_run_id(longdir, id, &err));
+    snprintf(shortdir, sizeof shortdir, "/tmp/gearbox-sockets-%u/%s", (unsigned)getuid(), id);
+    snprintf(want, sizeof want, "ipc://%s/policy-0-inference", shortdir);
+    CHECK(strcmp(out, want) == 0);
     snprintf(sockets, sizeof sockets, "%s/sockets", longdir);
-    rmdir(sockets);
-    rmdir(longdir);
+    char target[256] = "";
+    CHECK(readlink(sockets, target, sizeof target - 1) > 0 && strcmp(target, shortdir) == 0);
+    struct stat st;
+    CHECK(stat(shortdir, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
+    void *lctx = zmq_ctx_new(), *pull = zmq_socket(lctx, ZMQ_PULL);
+    void *push = zmq_socket(lctx, ZMQ_PUSH);
+    CHECK(zmq_bind(pull, out) == 0);
+    CHECK(zmq_connect(push, out) == 0);
+    CHECK(zmq_send(push, "x", 1, 0) == 1);
+    char got[4];
+    CHECK(zmq_recv(pull, got, sizeof got, 0) == 1);
+    /* the same folder a second time (every process of the run asks); the 107 bytes still hold a
+     * name */
+    CHECK_OK(gb_endpoint_make(out, sizeof out, 0, longdir, NULL, "trainer/0/samples", &err));
+    CHECK(strncmp(out + 6, shortdir, strlen(shortdir)) == 0);
+    memset(as, 'n', 80);
+    as[80] = '\0';
+    CHECK(gb_endpoint_make(out, sizeof out, 0, longdir, NULL, as, &err) == GB_EINVAL);
+    CHECK(strstr(err.msg, "107") != NULL);
+    /* removal: the socket file (not another file), the short folder once empty, the link */
+    CHECK(stat(shortdir, &st) == 0);
+    CHECK_EQ_INT(gb_endpoint_ipc_remove(longdir, id), 1); /* the bound socket's file */
+    CHECK(stat(shortdir, &st) != 0 && lstat(sockets, &st) != 0);
+    zmq_close(push);
+    zmq_close(pull);
+    zmq_ctx_term(lctx);
+    /* a dead run whose folder is gone: found by its id alone */
+    CHECK_OK(gb_endpoint_ipc_dir(longdir, shortdir, sizeof shortdir, &err));
+    CHECK(stat(shortdir, &st) == 0);
+    unlink(sockets);
+    CHECK_EQ_INT(gb_endpoint_ipc_remove(NULL, id), 0);
+    CHECK(stat(shortdir, &st) != 0);
+    CHECK(rmdir(longdir) == 0);
     CHECK_OK(gb_endpoint_make(out, sizeof out, 1, dir, "127.0.0.1", "x", &err));
     CHECK(strcmp(out, "tcp://127.0.0.1:*") == 0);
     CHECK_OK(gb_endpoint_make(out, sizeof out, 1, dir, "lo", "x", &err));
