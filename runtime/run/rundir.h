@@ -8,6 +8,8 @@
  *     logs/          <role>-<index>.log per worker
  *     checkpoints/   model/optimiser (and replay) checkpoints
  *     summary.json   written when the run ends (atomically: temporary file, then rename)
+ *     sockets/       the workers' ipc sockets, or a link to their short folder in /tmp when this
+ *                    one is too deep for socket paths (runtime/streams/endpoint.h)
  *     run.lock       flock'ed by the run for its whole life (the launcher's pid inside): one
  *                    live run a directory
  * A run also has an entry in the run table of this machine ($GEARBOX_RUN_TABLE, else
