@@ -41,6 +41,7 @@ struct gb_runctl_server {
     _Atomic int64_t checkpoints; /* checkpoints asked of trainer 0 */
     _Atomic int64_t hold; /* the request trainer 0 holds its learning at; 0: none */
     _Atomic int64_t trainer_group; /* the trainers' group generation */
+    atomic_int drained; /* 1 once the state went through drained */
     held_watch *held; /* registry thread only */
     int nheld;
     pthread_mutex_t lock; /* guards confirmed, read by the launcher's thread */
@@ -84,6 +85,8 @@ void gb_runctl_server_close(gb_runctl_server *s)
 gb_run_state gb_runctl_server_set(gb_runctl_server *s, gb_run_state state)
 {
     int now = atomic_load(&s->state);
+    if (state == GB_RUN_DRAINED && now < (int)state)
+        atomic_store(&s->drained, 1); /* before the state: an answer with it carries the flag */
     while (now < (int)state && !atomic_compare_exchange_weak(&s->state, &now, (int)state)) {
     }
     now = atomic_load(&s->state);
@@ -164,7 +167,8 @@ static void answer(gb_runctl_server *s, void *sock, const void *route, size_t ro
     h->status = status;
     gb_msg_run_state st = {atomic_load(&s->state), atomic_load(&s->env_steps),
                            atomic_load(&s->checkpoints), atomic_load(&s->trainer_group),
-                           atomic_load(&s->hold)};
+                           atomic_load(&s->hold), 0};
+    st.drained = atomic_load(&s->drained); /* after the state: never a drained run's flag late */
     snprintf(h->text, sizeof h->text, "%s", text);
     gb_error e;
     if (gb_wire_schema_write(&gb_schema_run_state, &st, h, &e) ||
@@ -260,6 +264,7 @@ struct gb_runctl_client {
     _Atomic int64_t checkpoints; /* checkpoints asked for, as last heard */
     _Atomic int64_t hold; /* the request to hold at, as last heard; 0: none */
     _Atomic int64_t trainer_group; /* the trainers' group generation as last heard; -1: none */
+    atomic_int drained;   /* 1 once an answer said the run was drained */
     atomic_int confirmed; /* what this worker confirms */
     gb_wire_header hdr;
     gb_wire_msg reply;
@@ -331,6 +336,8 @@ static void *client_main(void *arg)
             if (gb_wire_schema_read(&gb_schema_run_state, &c->reply.hdr, &st, &err) == 0) {
                 if (c->reply.hdr.status)
                     GB_WARN("run control: %s", c->reply.hdr.text);
+                if (st.drained > 0) /* before the state it goes with */
+                    atomic_store(&c->drained, 1);
                 heard(c, (int)st.state);
                 heard_ns = gb_now_ns();
                 if (st.env_steps >= 0)
@@ -421,6 +428,11 @@ gb_run_state gb_runctl_client_state(const gb_runctl_client *c)
 int64_t gb_runctl_client_checkpoints(const gb_runctl_client *c)
 {
     return c ? atomic_load(&((gb_runctl_client *)c)->checkpoints) : 0;
+}
+
+int gb_runctl_client_drained(const gb_runctl_client *c)
+{
+    return c ? atomic_load(&((gb_runctl_client *)c)->drained) : 0;
 }
 
 int64_t gb_runctl_client_hold(const gb_runctl_client *c)

@@ -17,9 +17,11 @@
  *                        1/4 of the stop grace passed      is set), send what they hold and a
  *                                                          final report, confirm FLUSHING, and
  *                                                          keep their sockets open
- *   drained   launcher   the trainers received every       (nothing new: a fact worth keeping;
- *                        chunk the actors counted as       the sample ledger balances)
- *                        sent (the metrics' sample ledger)
+ *   drained   launcher   the trainers received every       nothing new, but every later answer
+ *                        chunk the actors counted as       says the run went through it
+ *                        sent (the metrics' sample ledger) (gb_runctl_client_drained): a
+ *                                                          trainer that stops then waits for no
+ *                                                          stragglers; the sample ledger balances
  *   released  launcher   right after drained, or when      actors close and exit; then the
  *                        0.35 of the grace passed without  launcher stops the other workers
  *                        it (skipping drained: the ledger  (SIGTERM, SIGKILL after the grace)
@@ -152,6 +154,12 @@ int64_t gb_runctl_client_env_steps(const gb_runctl_client *c);
 /* Checkpoints the launcher has asked for so far, as last heard (0 before the first answer;
  * c may be NULL: 0). A worker that saw n writes one when this exceeds n. One atomic load. */
 int64_t gb_runctl_client_checkpoints(const gb_runctl_client *c);
+
+/* 1 once the launcher said the run was drained (the trainers had received every chunk the
+ * actors counted as sent: nothing is left in flight), else 0 (c NULL: 0); set before the state
+ * it came with, so a worker that reads released and then this knows whether the release
+ * followed a drain. One atomic load. */
+int gb_runctl_client_drained(const gb_runctl_client *c);
 
 /* The checkpoint request trainer 0 is to hold its learning at once it wrote that checkpoint, as
  * last heard (0: none; c NULL: 0). Read after gb_runctl_client_checkpoints: a count that

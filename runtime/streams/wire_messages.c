@@ -40,6 +40,9 @@ static const gb_wire_attr_spec run_state_attrs[] = {
     GB_WIRE_INT(gb_msg_run_state, hold, 0, 0, INT64_MAX, -1,
                 "the checkpoint request at which trainer 0 holds the trainers' learning while "
                 "an evaluation plays that checkpoint; 0: none"),
+    GB_WIRE_INT(gb_msg_run_state, drained, 0, 0, 1, -1,
+                "1 once the run was drained: the trainers had received every chunk the actors "
+                "sent (a released run that was not drained answers 0)"),
 };
 
 const gb_wire_schema gb_schema_run_state = {

@@ -27,6 +27,7 @@ typedef struct gb_msg_run_state {
     int64_t trainer_group; /* the trainers' group generation, -1 when not sent */
     int64_t hold; /* the checkpoint request trainer 0 holds its learning at (0: none), -1 when
                      not sent */
+    int64_t drained; /* 1: the run was drained (every chunk sent was received), -1 when not sent */
 } gb_msg_run_state;
 
 extern const gb_wire_schema gb_schema_run_watch, gb_schema_run_state;

@@ -6,6 +6,7 @@
 #include "envs/spec.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
+#include "runtime/streams/runctl.h"
 #include "runtime/streams/wire.h"
 
 #include <math.h>
@@ -350,8 +351,10 @@ void gb_trainer_drain_at_stop(trainer *t, int failing)
     gb_wire_msg_init(&m);
     gb_error err = {0};
     int64_t stored = 0, discarded = 0;
+    /* after a drained run nothing is in flight: what is queued, without waiting for more */
+    const int silence_ms = gb_runctl_client_drained(t->w->runctl) ? 0 : 50;
     for (double end = gb_now_s() + 2.0; gb_now_s() < end;) {
-        int rc = gb_sample_recv(t->samples, &m, 50, &err);
+        int rc = gb_sample_recv(t->samples, &m, silence_ms, &err);
         if (rc)
             break;
         int row;

@@ -72,10 +72,12 @@ void *gb_trainer_ingest_main(void *arg);
  * replay when it has room (past the rate limiter: the final checkpoint keeps them), else (a full
  * queue with remover none, PPO's) counts it as received but discarded, so the launcher's ledger
  * (actors' chunks_sent = trainers' chunks_received) shows any chunk lost in transport. With
- * --record they all go into the dataset. Blocks for at most 2 s. failing: this trainer stops on
- * its own error, not with the run: it takes chunks only while they fit, and stops at the first
- * that does not (the rest stay queued, holding the actors back until it is restarted) rather
- * than let the actors run on unthrottled into chunks it throws away. */
+ * --record they all go into the dataset. It stops after 50 ms without one, or at once when the
+ * queue is empty after a drained run (gb_runctl_client_drained: nothing is in flight), and
+ * blocks for at most 2 s. failing: this trainer stops on its own error, not with the run: it
+ * takes chunks only while they fit, and stops at the first that does not (the rest stay queued,
+ * holding the actors back until it is restarted) rather than let the actors run on unthrottled
+ * into chunks it throws away. */
 void gb_trainer_drain_at_stop(trainer *t, int failing);
 
 /* gearbox run --record DIR: opens DIR/trainer-<index>.gbds with the replay's columns as schema

@@ -4,7 +4,8 @@
  * returns after it, the state never goes back, a late client learns the state at once,
  * checkpoint requests, holds and releases reach the workers at once, a watch sent before its
  * worker heard the latest request is answered at once, a malformed watch is answered and counted,
- * and the registry keeps serving beside the held watches. */
+ * the registry keeps serving beside the held watches, and a release tells whether the run was
+ * drained first. */
 #include "runtime/streams/registry.h"
 #include "runtime/streams/runctl.h"
 #include "runtime/streams/wire.h"
@@ -72,11 +73,16 @@ static void runctl_moves(gb_runctl_server *rs, gb_runctl_client **c, atomic_int 
     gb_runctl_client_confirm(c[2], GB_RUN_FLUSHING);
     CHECK(until_confirmed(rs, GB_ROLE_ACTOR, GB_RUN_FLUSHING, 1, 1.0));
     CHECK_EQ_INT(gb_runctl_client_wait(c[2], GB_RUN_RELEASED, 0.1), 0);
+    CHECK_EQ_INT(gb_runctl_client_drained(c[0]), 0);
 
-    /* drained, released; the state never goes back */
+    /* drained, released (a client that hears only the release knows the drain: the trainers
+     * then wait for no straggling chunk); the state never goes back */
     gb_runctl_server_set(rs, GB_RUN_DRAINED);
     gb_runctl_server_set(rs, GB_RUN_RELEASED);
     CHECK_EQ_INT(gb_runctl_client_wait(c[2], GB_RUN_RELEASED, 2.0), 1);
+    CHECK(until_all(c, 3, GB_RUN_RELEASED, 2.0) >= 0);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(gb_runctl_client_drained(c[i]), 1);
     CHECK_EQ_INT(gb_runctl_server_set(rs, GB_RUN_ENDING), GB_RUN_RELEASED);
     CHECK_EQ_INT(gb_runctl_server_state(rs), GB_RUN_RELEASED);
 
@@ -88,6 +94,7 @@ static void runctl_moves(gb_runctl_server *rs, gb_runctl_client **c, atomic_int 
     took = until_all(&late, 1, GB_RUN_RELEASED, 2.0);
     CHECK(took >= 0 && took < AT_ONCE_S);
     CHECK(gb_runctl_client_env_steps(late) == 777);
+    CHECK_EQ_INT(gb_runctl_client_drained(late), 1);
     gb_runctl_client_close(late);
 
 }
@@ -262,8 +269,46 @@ static void test_runctl(void)
     st_rmdir(dir);
 }
 
+/* A run released without the drain (the stop grace's share passed first): no client is told it
+ * was drained, so a trainer still waits for stragglers. */
+static void test_release_undrained(void)
+{
+    gb_error err;
+    char dir[64], ep[256];
+    st_tmpdir(dir, sizeof dir);
+    snprintf(ep, sizeof ep, "ipc://%s/registry", dir);
+    void *ctx = zmq_ctx_new();
+    gb_runctl_server *rs;
+    CHECK_OK(gb_runctl_server_open(&rs, &err));
+    gb_registry_server_opts so = {.endpoint = ep, .max_ttl_ms = 10000, .runctl = rs};
+    reg_thread t = {0};
+    atomic_init(&t.stop, 0);
+    CHECK_OK(gb_registry_server_open(&t.s, ctx, &so, &err));
+    pthread_t th;
+    pthread_create(&th, NULL, reg_run, &t);
+    gb_runctl_client_opts o = {.endpoint = ep, .role = GB_ROLE_TRAINER, .index = 0};
+    gb_runctl_client *c;
+    CHECK_OK(gb_runctl_client_open(&c, ctx, &o, &err));
+    gb_runctl_server_set(rs, GB_RUN_FLUSHING);
+    gb_runctl_server_set(rs, GB_RUN_RELEASED);
+    CHECK_EQ_INT(gb_runctl_client_wait(c, GB_RUN_RELEASED, 2.0), 1);
+    CHECK_EQ_INT(gb_runctl_client_drained(c), 0);
+    CHECK_EQ_INT(gb_runctl_client_drained(NULL), 0);
+    gb_runctl_server_set(rs, GB_RUN_DRAINED); /* too late: the state does not go back */
+    gb_sleep_ms(50);
+    CHECK_EQ_INT(gb_runctl_client_drained(c), 0);
+    gb_runctl_client_close(c);
+    atomic_store(&t.stop, 1);
+    pthread_join(th, NULL);
+    gb_registry_server_close(t.s);
+    gb_runctl_server_close(rs);
+    zmq_ctx_term(ctx);
+    st_rmdir(dir);
+}
+
 int main(void)
 {
     TEST_RUN(test_runctl);
+    TEST_RUN(test_release_undrained);
     return test_main_result();
 }
