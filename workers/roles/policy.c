@@ -138,8 +138,10 @@ static void *param_thread(void *arg)
 {
     policy *p = arg;
     gb_worker *w = p->w;
+    /* 10 ms: the stop joins this thread after the signal woke the request thread, and every
+     * run's end waited for the rest of a longer poll (50 ms: the last worker to stop) */
     while (!gb_worker_stopping(w)) {
-        int rc = gb_param_subscriber_poll(p->sub, 50, &p->param_err);
+        int rc = gb_param_subscriber_poll(p->sub, 10, &p->param_err);
         if (rc < 0 && rc != GB_ENOMEM) {
             p->param_rc = rc;
             gb_worker_stop_self(w);
