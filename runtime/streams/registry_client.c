@@ -38,6 +38,8 @@ struct gb_registry_client {
     int thread_started;
     pthread_t thread;
     atomic_int stop;
+    pthread_mutex_t wake_mu; /* with wake: the heartbeat's wait, cut short by the close */
+    pthread_cond_t wake;
     void *zctx;
 };
 
@@ -137,7 +139,12 @@ static void *heartbeat_main(void *arg)
     uint64_t next = gb_now_ns() + (uint64_t)c->o.heartbeat_ms * 1000000ULL;
     while (!atomic_load(&c->stop)) {
         if (gb_now_ns() < next) {
-            gb_sleep_ms(next - gb_now_ns() > 20000000ULL ? 20 : 1);
+            /* until the next round or the close (the stop would otherwise wait out a sleep) */
+            struct timespec at = {(time_t)(next / 1000000000ULL), (long)(next % 1000000000ULL)};
+            pthread_mutex_lock(&c->wake_mu);
+            if (!atomic_load(&c->stop))
+                pthread_cond_timedwait(&c->wake, &c->wake_mu, &at);
+            pthread_mutex_unlock(&c->wake_mu);
             continue;
         }
         next += (uint64_t)c->o.heartbeat_ms * 1000000ULL;
@@ -172,6 +179,12 @@ int gb_registry_client_open(gb_registry_client **out, void *zctx,
     c->o.endpoint = c->endpoint;
     atomic_init(&c->stop, 0);
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->wake_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* gb_now_ns's clock */
+    pthread_cond_init(&c->wake, &ca);
+    pthread_condattr_destroy(&ca);
     int rc = conn_open(&c->main, zctx, c->endpoint, err);
     if (rc)
         goto fail;
@@ -196,7 +209,10 @@ void gb_registry_client_close(gb_registry_client *c)
     if (!c)
         return;
     if (c->thread_started) {
+        pthread_mutex_lock(&c->wake_mu);
         atomic_store(&c->stop, 1);
+        pthread_cond_signal(&c->wake);
+        pthread_mutex_unlock(&c->wake_mu);
         pthread_join(c->thread, NULL);
     }
     gb_error err;
@@ -205,6 +221,8 @@ void gb_registry_client_close(gb_registry_client *c)
              c->o.timeout_ms < 500 ? c->o.timeout_ms : 500, &err);
     conn_close(&c->main);
     pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->wake);
+    pthread_mutex_destroy(&c->wake_mu);
     free(c->mine);
     free(c);
 }
