@@ -408,9 +408,12 @@ int gb_registry_server_poll(gb_registry_server *s, int timeout_ms, gb_error *err
     gb_error local;
     if (!err)
         err = &local;
-    zmq_pollitem_t it = {s->sock, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll(&it, 1, timeout_ms) < 0)
+    zmq_pollitem_t it[2] = {{s->sock, 0, ZMQ_POLLIN, 0},
+                            {NULL, gb_runctl_server_wake_fd(s->runctl), ZMQ_POLLIN, 0}};
+    if (zmq_poll(it, s->runctl ? 2 : 1, timeout_ms) < 0)
         return gb_wire_zmq_error(err, "registry: zmq_poll");
+    if (s->runctl && (it[1].revents & ZMQ_POLLIN))
+        gb_runctl_server_woken(s->runctl); /* the tick below answers what moved */
     for (;;) {
         expire(s, gb_now_ns());
         int rc = gb_wire_recv(s->sock, &s->msg, 1, ZMQ_DONTWAIT, err);

@@ -12,6 +12,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 static const char *const state_names[GB_RUN_STATE_END] = {
     "running", "ending", "flushing", "drained", "released"};
@@ -42,6 +44,7 @@ struct gb_runctl_server {
     _Atomic int64_t hold; /* the request trainer 0 holds its learning at; 0: none */
     _Atomic int64_t trainer_group; /* the trainers' group generation */
     atomic_int drained; /* 1 once the state went through drained */
+    int wake_fd; /* an eventfd: a move wakes the registry's thread to answer it now */
     held_watch *held; /* registry thread only */
     int nheld;
     pthread_mutex_t lock; /* guards confirmed, read by the launcher's thread */
@@ -67,9 +70,37 @@ int gb_runctl_server_open(gb_runctl_server **out, gb_error *err)
         return gb_error_set(err, GB_ENOMEM, "run control: out of memory");
     }
     atomic_init(&s->state, GB_RUN_RUNNING);
+    s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s->wake_fd < 0) {
+        int rc = gb_error_errno(err, "run control: eventfd");
+        free(s->held);
+        free(s->confirmed);
+        free(s);
+        return rc;
+    }
     pthread_mutex_init(&s->lock, NULL);
     *out = s;
     return 0;
+}
+
+/* Wakes the registry's thread (gb_runctl_server_wake_fd): what moved is answered at once, not
+ * at its next poll period. */
+static void wake(gb_runctl_server *s)
+{
+    uint64_t one = 1;
+    if (write(s->wake_fd, &one, sizeof one) < 0) {
+        /* EAGAIN: the counter is full of wakes not yet taken; the thread will wake anyway */
+    }
+}
+
+int gb_runctl_server_wake_fd(const gb_runctl_server *s) { return s ? s->wake_fd : -1; }
+
+void gb_runctl_server_woken(gb_runctl_server *s)
+{
+    uint64_t n;
+    if (read(s->wake_fd, &n, sizeof n) < 0) {
+        /* EAGAIN: nothing to take */
+    }
 }
 
 void gb_runctl_server_close(gb_runctl_server *s)
@@ -77,6 +108,7 @@ void gb_runctl_server_close(gb_runctl_server *s)
     if (!s)
         return;
     pthread_mutex_destroy(&s->lock);
+    close(s->wake_fd);
     free(s->held);
     free(s->confirmed);
     free(s);
@@ -90,13 +122,16 @@ gb_run_state gb_runctl_server_set(gb_runctl_server *s, gb_run_state state)
     while (now < (int)state && !atomic_compare_exchange_weak(&s->state, &now, (int)state)) {
     }
     now = atomic_load(&s->state);
+    wake(s);
     GB_DEBUG("run control: %s", gb_run_state_name(now));
     return (gb_run_state)now;
 }
 
 int64_t gb_runctl_server_request_checkpoint(gb_runctl_server *s)
 {
-    return atomic_fetch_add(&s->checkpoints, 1) + 1;
+    int64_t n = atomic_fetch_add(&s->checkpoints, 1) + 1;
+    wake(s);
+    return n;
 }
 
 int64_t gb_runctl_server_request_hold(gb_runctl_server *s)
@@ -106,14 +141,21 @@ int64_t gb_runctl_server_request_hold(gb_runctl_server *s)
     int64_t n = atomic_load(&s->checkpoints) + 1;
     atomic_store(&s->hold, n);
     atomic_store(&s->checkpoints, n);
+    wake(s);
     return n;
 }
 
-void gb_runctl_server_release(gb_runctl_server *s) { atomic_store(&s->hold, 0); }
+void gb_runctl_server_release(gb_runctl_server *s)
+{
+    atomic_store(&s->hold, 0);
+    wake(s);
+}
 
 int64_t gb_runctl_server_next_trainer_group(gb_runctl_server *s)
 {
-    return atomic_fetch_add(&s->trainer_group, 1) + 1;
+    int64_t g = atomic_fetch_add(&s->trainer_group, 1) + 1;
+    wake(s);
+    return g;
 }
 
 int64_t gb_runctl_server_trainer_group(const gb_runctl_server *s)

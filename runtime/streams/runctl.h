@@ -44,12 +44,12 @@
  * Transport: each worker's client thread keeps one watch request (GB_MSG_RUN_WATCH: the state,
  * checkpoint requests, hold and group generation it knows; the state it confirms) outstanding at
  * the registry's ROUTER. The server answers it (GB_MSG_RUN_STATE: all of them now) at once when
- * any of the worker's knowledge is stale, else holds it
- * until the state moves or GB_RUNCTL_HOLD_MS pass. So a worker learns a move within one poll of
- * the registry thread (GB_RUNCTL_POLL_MS), with no traffic while nothing changes; a confirmation
- * is sent as a new watch, at once. A client that hears nothing for GB_RUNCTL_RESEND_MS (a
- * launcher restarting, a lost message) asks again. Reading the state is one atomic load: cheap
- * enough for every loop iteration.
+ * any of the worker's knowledge is stale, else holds it until the state moves or
+ * GB_RUNCTL_HOLD_MS pass. So a worker learns a move at once (the move wakes the registry's
+ * thread: gb_runctl_server_wake_fd), with no traffic while nothing changes; a confirmation is
+ * sent as a new watch, at once. A client that hears nothing for GB_RUNCTL_RESEND_MS (a launcher
+ * restarting, a lost message) asks again. Reading the state is one atomic load: cheap enough
+ * for every loop iteration.
  *
  * SIGTERM/SIGINT stay the outside "please stop" (to the launcher, and from it to the workers
  * that are not actors once the actors are released); SIGKILL is for workers past the grace. */
@@ -72,7 +72,7 @@ typedef enum gb_run_state {
 
 #define GB_RUNCTL_HOLD_MS 1000  /* the longest the server holds a watch unanswered */
 #define GB_RUNCTL_RESEND_MS 2500 /* a client with no answer for this long asks again */
-#define GB_RUNCTL_POLL_MS 10    /* the registry thread's poll period: a move's latency */
+#define GB_RUNCTL_POLL_MS 10    /* the poll period of the registry's thread and the clients */
 #define GB_RUNCTL_MAX_WORKERS 1024
 
 /* "running", "ending", ...; "invalid" outside the enum. */
@@ -122,6 +122,14 @@ int gb_runctl_server_confirmed(const gb_runctl_server *s, int role, gb_run_state
 struct gb_wire_msg;
 int gb_runctl_server_handle(gb_runctl_server *s, void *sock, const struct gb_wire_msg *m);
 void gb_runctl_server_tick(gb_runctl_server *s, void *sock);
+
+/* A descriptor that turns readable when the run moves (its state, a checkpoint request, a hold
+ * or its release, the trainers' group): the registry's thread polls it beside its socket, so a
+ * move is answered to the held watches at once instead of at the next poll period (each of a
+ * run's stages took up to GB_RUNCTL_POLL_MS more). Take the wake with gb_runctl_server_woken
+ * before the tick. -1 for NULL. */
+int gb_runctl_server_wake_fd(const gb_runctl_server *s);
+void gb_runctl_server_woken(gb_runctl_server *s);
 
 /* ---- client (a worker) ----------------------------------------------------------------------- */
 

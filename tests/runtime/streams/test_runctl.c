@@ -4,8 +4,8 @@
  * returns after it, the state never goes back, a late client learns the state at once,
  * checkpoint requests, holds and releases reach the workers at once, a watch sent before its
  * worker heard the latest request is answered at once, a malformed watch is answered and counted,
- * the registry keeps serving beside the held watches, and a release tells whether the run was
- * drained first. */
+ * the registry keeps serving beside the held watches, a release tells whether the run was
+ * drained first, and every move wakes the registry's thread. */
 #include "runtime/streams/registry.h"
 #include "runtime/streams/runctl.h"
 #include "runtime/streams/wire.h"
@@ -14,6 +14,7 @@
 #include "streams_test.h"
 #include "test.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -306,8 +307,39 @@ static void test_release_undrained(void)
     st_rmdir(dir);
 }
 
+/* Every move makes the wake descriptor readable (the registry's thread answers it at once), and
+ * taking the wake empties it. */
+static void test_wake(void)
+{
+    gb_error err;
+    gb_runctl_server *rs;
+    CHECK_OK(gb_runctl_server_open(&rs, &err));
+    struct pollfd p = {gb_runctl_server_wake_fd(rs), POLLIN, 0};
+    CHECK(p.fd >= 0 && gb_runctl_server_wake_fd(NULL) == -1);
+    CHECK_EQ_INT(poll(&p, 1, 0), 0);
+    for (int move = 0; move < 5; move++) {
+        if (move == 0)
+            gb_runctl_server_set(rs, GB_RUN_ENDING);
+        else if (move == 1)
+            gb_runctl_server_request_checkpoint(rs);
+        else if (move == 2)
+            gb_runctl_server_request_hold(rs);
+        else if (move == 3)
+            gb_runctl_server_release(rs);
+        else
+            gb_runctl_server_next_trainer_group(rs);
+        CHECK_EQ_INT(poll(&p, 1, 0), 1);
+        gb_runctl_server_woken(rs);
+        CHECK_EQ_INT(poll(&p, 1, 0), 0);
+    }
+    gb_runctl_server_set_env_steps(rs, 5); /* a clock, not a move: it goes with the next answer */
+    CHECK_EQ_INT(poll(&p, 1, 0), 0);
+    gb_runctl_server_close(rs);
+}
+
 int main(void)
 {
+    TEST_RUN(test_wake);
     TEST_RUN(test_runctl);
     TEST_RUN(test_release_undrained);
     return test_main_result();
