@@ -307,6 +307,7 @@ struct gb_runctl_client {
     _Atomic int64_t hold; /* the request to hold at, as last heard; 0: none */
     _Atomic int64_t trainer_group; /* the trainers' group generation as last heard; -1: none */
     atomic_int drained;   /* 1 once an answer said the run was drained */
+    int quit_fd;          /* an eventfd the close writes: the thread's poll ends at once */
     atomic_int confirmed; /* what this worker confirms */
     gb_wire_header hdr;
     gb_wire_msg reply;
@@ -365,13 +366,13 @@ static void *client_main(void *arg)
             } /* else (the launcher's queue full or gone): try again after the resend period */
             sent_ns = now;
         }
-        zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&it, 1, GB_RUNCTL_POLL_MS) < 0 && zmq_errno() != EINTR) {
+        zmq_pollitem_t it[2] = {{c->sock, 0, ZMQ_POLLIN, 0}, {NULL, c->quit_fd, ZMQ_POLLIN, 0}};
+        if (zmq_poll(it, 2, GB_RUNCTL_POLL_MS) < 0 && zmq_errno() != EINTR) {
             GB_WARN("run control: zmq_poll: %s", zmq_strerror(zmq_errno()));
             gb_sleep_ms(GB_RUNCTL_POLL_MS);
             continue;
         }
-        if (!(it.revents & ZMQ_POLLIN))
+        if (!(it[0].revents & ZMQ_POLLIN))
             continue;
         gb_msg_run_state st;
         while (gb_wire_recv(c->sock, &c->reply, 0, ZMQ_DONTWAIT, &err) == 0) {
@@ -417,6 +418,11 @@ int gb_runctl_client_open(gb_runctl_client **out, void *zctx, const gb_runctl_cl
     atomic_init(&c->confirmed, GB_RUN_RUNNING);
     atomic_init(&c->trainer_group, -1);
     gb_wire_msg_init(&c->reply);
+    c->quit_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (c->quit_fd < 0) {
+        rc = gb_error_errno(err, "run control: eventfd");
+        goto fail;
+    }
     int linger = 0;
     if (!(c->sock = zmq_socket(zctx, ZMQ_DEALER))) {
         rc = gb_wire_zmq_error(err, "run control: zmq_socket(DEALER)");
@@ -454,11 +460,17 @@ void gb_runctl_client_close(gb_runctl_client *c)
         return;
     if (c->thread_started) {
         atomic_store(&c->quit, 1);
+        uint64_t one = 1;
+        if (write(c->quit_fd, &one, sizeof one) < 0) {
+            /* cannot fail on a fresh eventfd; the thread would end at its next poll anyway */
+        }
         pthread_join(c->thread, NULL);
     }
     gb_wire_msg_release(&c->reply);
     if (c->sock)
         zmq_close(c->sock);
+    if (c->quit_fd >= 0)
+        close(c->quit_fd);
     free(c);
 }
 
