@@ -307,7 +307,7 @@ struct gb_runctl_client {
     _Atomic int64_t hold; /* the request to hold at, as last heard; 0: none */
     _Atomic int64_t trainer_group; /* the trainers' group generation as last heard; -1: none */
     atomic_int drained;   /* 1 once an answer said the run was drained */
-    int quit_fd;          /* an eventfd the close writes: the thread's poll ends at once */
+    int wake_fd; /* an eventfd the close and a confirmation write: the thread's poll ends */
     atomic_int confirmed; /* what this worker confirms */
     gb_wire_header hdr;
     gb_wire_msg reply;
@@ -339,6 +339,15 @@ static void heard(gb_runctl_client *c, int state)
     GB_DEBUG("run control: %s", gb_run_state_name(state));
 }
 
+/* Ends the client thread's poll: it sends a confirmation or sees its close at once. */
+static void wake_client(gb_runctl_client *c)
+{
+    uint64_t one = 1;
+    if (write(c->wake_fd, &one, sizeof one) < 0) {
+        /* EAGAIN: wakes not yet taken fill the counter; the thread wakes for those */
+    }
+}
+
 /* Keeps one watch outstanding; sends a new one when the last is answered, when this worker
  * confirms something, or after GB_RUNCTL_RESEND_MS of silence. */
 static void *client_main(void *arg)
@@ -366,11 +375,17 @@ static void *client_main(void *arg)
             } /* else (the launcher's queue full or gone): try again after the resend period */
             sent_ns = now;
         }
-        zmq_pollitem_t it[2] = {{c->sock, 0, ZMQ_POLLIN, 0}, {NULL, c->quit_fd, ZMQ_POLLIN, 0}};
+        zmq_pollitem_t it[2] = {{c->sock, 0, ZMQ_POLLIN, 0}, {NULL, c->wake_fd, ZMQ_POLLIN, 0}};
         if (zmq_poll(it, 2, GB_RUNCTL_POLL_MS) < 0 && zmq_errno() != EINTR) {
             GB_WARN("run control: zmq_poll: %s", zmq_strerror(zmq_errno()));
             gb_sleep_ms(GB_RUNCTL_POLL_MS);
             continue;
+        }
+        if (it[1].revents & ZMQ_POLLIN) { /* a confirmation to send (the loop's top) or a close */
+            uint64_t n;
+            if (read(c->wake_fd, &n, sizeof n) < 0) {
+                /* EAGAIN: taken already */
+            }
         }
         if (!(it[0].revents & ZMQ_POLLIN))
             continue;
@@ -418,8 +433,8 @@ int gb_runctl_client_open(gb_runctl_client **out, void *zctx, const gb_runctl_cl
     atomic_init(&c->confirmed, GB_RUN_RUNNING);
     atomic_init(&c->trainer_group, -1);
     gb_wire_msg_init(&c->reply);
-    c->quit_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (c->quit_fd < 0) {
+    c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (c->wake_fd < 0) {
         rc = gb_error_errno(err, "run control: eventfd");
         goto fail;
     }
@@ -460,17 +475,14 @@ void gb_runctl_client_close(gb_runctl_client *c)
         return;
     if (c->thread_started) {
         atomic_store(&c->quit, 1);
-        uint64_t one = 1;
-        if (write(c->quit_fd, &one, sizeof one) < 0) {
-            /* cannot fail on a fresh eventfd; the thread would end at its next poll anyway */
-        }
+        wake_client(c);
         pthread_join(c->thread, NULL);
     }
     gb_wire_msg_release(&c->reply);
     if (c->sock)
         zmq_close(c->sock);
-    if (c->quit_fd >= 0)
-        close(c->quit_fd);
+    if (c->wake_fd >= 0)
+        close(c->wake_fd);
     free(c);
 }
 
@@ -509,6 +521,8 @@ void gb_runctl_client_confirm(gb_runctl_client *c, gb_run_state state)
     int was = atomic_load(&c->confirmed);
     while (was < (int)state && !atomic_compare_exchange_weak(&c->confirmed, &was, (int)state)) {
     }
+    if (was < (int)state)
+        wake_client(c); /* sent now, not after the rest of the thread's poll */
 }
 
 int gb_runctl_client_wait(const gb_runctl_client *c, gb_run_state state, double max_s)
