@@ -397,9 +397,9 @@ static int train(trainer *t, gb_error *err)
     /* With several trainers every step, and the stop, is agreed by all of them. */
     int publishing = t->publisher != NULL;
     for (;;) {
-        /* a step waits up to 0.1 s for samples; while the run ends, 10 ms, so that the reports
-         * the launcher waits on (chunks_received, every 20 ms below) are not held back */
-        int rc = gb_learning_step(t->learning, reporting_fast ? 0.01 : 0.1,
+        /* a step waits up to 0.1 s for samples; while the run ends, 5 ms, so that the reports
+         * the launcher waits on (chunks_received, every 5 ms below) are not held back */
+        int rc = gb_learning_step(t->learning, reporting_fast ? 0.005 : 0.1,
                                   gb_worker_stopping(w), err);
         if (rc == 2)
             return 0;
@@ -436,7 +436,7 @@ static int train(trainer *t, gb_error *err)
         if (gb_now_s() >= next_report) {
             report(t, progress);
             /* while the run ends the launcher waits on chunks_received: report often */
-            next_report = gb_now_s() + (reporting_fast ? 0.02 : gb_worker_report_interval(w));
+            next_report = gb_now_s() + (reporting_fast ? 0.005 : gb_worker_report_interval(w));
         }
         int64_t asked = w->index == 0 ? gb_runctl_client_checkpoints(w->runctl) : 0;
         int64_t hold = w->index == 0 ? gb_runctl_client_hold(w->runctl) : 0; /* after asked */
