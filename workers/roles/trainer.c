@@ -414,6 +414,13 @@ static int train(trainer *t, gb_error *err)
          * sample comes and no step is taken (run_chaos once: policy and service killed in
          * turn, the run stuck until its restarts ran out). (It was every 3 s without a push,
          * the whole model again and again while the trainer was held or starved.) */
+        /* Once the actors flush (the run's state flushing), or this worker stops, no action is
+         * served any more: no push either. The parameter service is stopped with the trainers
+         * after the release, and a push that met it gone blocked for the publisher's 2 s send
+         * timeout, past a short stop grace (run_slow_checkpoint, CI 2026-12-02, once the stop
+         * got quicker). */
+        if (publishing && (gb_worker_run_state(w) >= GB_RUN_FLUSHING || gb_worker_stopping(w)))
+            publishing = 0;
         int due = rc == 1 &&
                   gb_learning_train_steps(t->learning) % cfg->trainer.push_params_every == 0;
         if (publishing && (due || gb_param_publisher_reconnected(t->publisher)) &&
