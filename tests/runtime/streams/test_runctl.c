@@ -162,22 +162,51 @@ static void runctl_malformed(void *ctx, const char *ep)
     zmq_close(raw);
 }
 
+/* A run-control server served by a registry thread at an ipc endpoint in a fresh folder. */
+typedef struct served {
+    char dir[64], ep[256];
+    void *ctx;
+    gb_runctl_server *rs;
+    reg_thread t;
+    pthread_t th;
+    uint64_t rejected; /* the registry's rejected count once its thread stopped */
+} served;
+
+static void serve(served *s)
+{
+    gb_error err;
+    st_tmpdir(s->dir, sizeof s->dir);
+    snprintf(s->ep, sizeof s->ep, "ipc://%s/registry", s->dir);
+    s->ctx = zmq_ctx_new();
+    CHECK_OK(gb_runctl_server_open(&s->rs, &err));
+    CHECK_EQ_INT(gb_runctl_server_state(s->rs), GB_RUN_RUNNING);
+    gb_registry_server_opts so = {.endpoint = s->ep, .max_ttl_ms = 10000, .runctl = s->rs};
+    memset(&s->t, 0, sizeof s->t);
+    atomic_init(&s->t.stop, 0);
+    CHECK_OK(gb_registry_server_open(&s->t.s, s->ctx, &so, &err));
+    pthread_create(&s->th, NULL, reg_run, &s->t);
+}
+
+static void unserve(served *s)
+{
+    atomic_store(&s->t.stop, 1);
+    pthread_join(s->th, NULL);
+    CHECK_EQ_INT(s->t.rc, 0);
+    s->rejected = gb_registry_server_rejected(s->t.s);
+    gb_registry_server_close(s->t.s);
+    gb_runctl_server_close(s->rs);
+    zmq_ctx_term(s->ctx);
+    st_rmdir(s->dir);
+}
+
 static void test_runctl(void)
 {
     gb_error err;
-    char dir[64], ep[256];
-    st_tmpdir(dir, sizeof dir);
-    snprintf(ep, sizeof ep, "ipc://%s/registry", dir);
-    void *ctx = zmq_ctx_new();
-    gb_runctl_server *rs;
-    CHECK_OK(gb_runctl_server_open(&rs, &err));
-    CHECK_EQ_INT(gb_runctl_server_state(rs), GB_RUN_RUNNING);
-    gb_registry_server_opts so = {.endpoint = ep, .max_ttl_ms = 10000, .runctl = rs};
-    reg_thread t = {0};
-    atomic_init(&t.stop, 0);
-    CHECK_OK(gb_registry_server_open(&t.s, ctx, &so, &err));
-    pthread_t th;
-    pthread_create(&th, NULL, reg_run, &t);
+    served sv;
+    serve(&sv);
+    void *ctx = sv.ctx;
+    gb_runctl_server *rs = sv.rs;
+    const char *ep = sv.ep;
 
     /* two trainers and an actor; only the actor stops on flushing */
     atomic_int stops[3];
@@ -260,14 +289,8 @@ static void test_runctl(void)
     for (int i = 0; i < 3; i++)
         gb_runctl_client_close(c[i]);
     gb_runctl_client_close(NULL);
-    atomic_store(&t.stop, 1);
-    pthread_join(th, NULL);
-    CHECK_EQ_INT(t.rc, 0);
-    CHECK(gb_registry_server_rejected(t.s) >= 1);
-    gb_registry_server_close(t.s);
-    gb_runctl_server_close(rs);
-    zmq_ctx_term(ctx);
-    st_rmdir(dir);
+    unserve(&sv);
+    CHECK(sv.rejected >= 1);
 }
 
 /* A run released without the drain (the stop grace's share passed first): no client is told it
@@ -275,21 +298,12 @@ static void test_runctl(void)
 static void test_release_undrained(void)
 {
     gb_error err;
-    char dir[64], ep[256];
-    st_tmpdir(dir, sizeof dir);
-    snprintf(ep, sizeof ep, "ipc://%s/registry", dir);
-    void *ctx = zmq_ctx_new();
-    gb_runctl_server *rs;
-    CHECK_OK(gb_runctl_server_open(&rs, &err));
-    gb_registry_server_opts so = {.endpoint = ep, .max_ttl_ms = 10000, .runctl = rs};
-    reg_thread t = {0};
-    atomic_init(&t.stop, 0);
-    CHECK_OK(gb_registry_server_open(&t.s, ctx, &so, &err));
-    pthread_t th;
-    pthread_create(&th, NULL, reg_run, &t);
-    gb_runctl_client_opts o = {.endpoint = ep, .role = GB_ROLE_TRAINER, .index = 0};
+    served sv;
+    serve(&sv);
+    gb_runctl_server *rs = sv.rs;
+    gb_runctl_client_opts o = {.endpoint = sv.ep, .role = GB_ROLE_TRAINER, .index = 0};
     gb_runctl_client *c;
-    CHECK_OK(gb_runctl_client_open(&c, ctx, &o, &err));
+    CHECK_OK(gb_runctl_client_open(&c, sv.ctx, &o, &err));
     gb_runctl_server_set(rs, GB_RUN_FLUSHING);
     gb_runctl_server_set(rs, GB_RUN_RELEASED);
     CHECK_EQ_INT(gb_runctl_client_wait(c, GB_RUN_RELEASED, 2.0), 1);
@@ -299,12 +313,7 @@ static void test_release_undrained(void)
     gb_sleep_ms(50);
     CHECK_EQ_INT(gb_runctl_client_drained(c), 0);
     gb_runctl_client_close(c);
-    atomic_store(&t.stop, 1);
-    pthread_join(th, NULL);
-    gb_registry_server_close(t.s);
-    gb_runctl_server_close(rs);
-    zmq_ctx_term(ctx);
-    st_rmdir(dir);
+    unserve(&sv);
 }
 
 /* Every move makes the wake descriptor readable (the registry's thread answers it at once), and
