@@ -42,57 +42,42 @@ static void *zalloc(size_t bytes)
     return p;
 }
 
-/* the AVX-512 paths' instructions (VNNI included) */
-static int have_avx512(void)
+enum {
+    CPU_KNOWN = 1,   /* asked */
+    CPU_AVX2 = 2,    /* AVX2 and FMA */
+    CPU_AVX512 = 4,  /* the AVX-512 paths' instructions (F, BW, VL, VNNI) */
+    CPU_AVX512F = 8, /* AVX-512 F besides AVX2 and FMA (mlp_train.c's wider tiles) */
+};
+
+/* What the cpu (and its OS) runs of the above, asked once: two threads may ask first at once
+ * and get the same answer. */
+static int cpu_features(void)
 {
+    int f = CPU_KNOWN;
 #ifdef GB_MLP_X86
-    static _Atomic int known = -1; /* two threads may ask first at once: the same answer */
+    static _Atomic int known = 0;
     int have = atomic_load_explicit(&known, memory_order_relaxed);
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-        atomic_store_explicit(&known, have, memory_order_relaxed);
-    }
-    return have;
-#else
-    return 0;
+    if (have)
+        return have;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        f |= CPU_AVX2;
+    if (__builtin_cpu_supports("avx512f") && (f & CPU_AVX2))
+        f |= CPU_AVX512F;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+        f |= CPU_AVX512;
+    atomic_store_explicit(&known, f, memory_order_relaxed);
 #endif
+    return f;
 }
 
-static int have_avx2(void)
-{
-#ifdef GB_MLP_X86
-    static _Atomic int known = -1; /* as have_avx512's */
-    int have = atomic_load_explicit(&known, memory_order_relaxed);
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-        atomic_store_explicit(&known, have, memory_order_relaxed);
-    }
-    return have;
-#else
-    return 0;
-#endif
-}
+static int have_avx512(void) { return (cpu_features() & CPU_AVX512) != 0; }
+static int have_avx2(void) { return (cpu_features() & CPU_AVX2) != 0; }
 
 int gb_mlp_avx2(void) { return have_avx2(); }
 
-int gb_mlp_avx512f(void)
-{
-#ifdef GB_MLP_X86
-    static _Atomic int known = -1; /* as have_avx512's */
-    int have = atomic_load_explicit(&known, memory_order_relaxed);
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx512f") && have_avx2();
-        atomic_store_explicit(&known, have, memory_order_relaxed);
-    }
-    return have;
-#else
-    return 0;
-#endif
-}
+int gb_mlp_avx512f(void) { return (cpu_features() & CPU_AVX512F) != 0; }
 
 int gb_mlp_fast(void)
 {
