@@ -83,25 +83,31 @@ int gb_runctl_server_open(gb_runctl_server **out, gb_error *err)
     return 0;
 }
 
-/* Wakes the registry's thread (gb_runctl_server_wake_fd): what moved is answered at once, not
- * at its next poll period. */
-static void wake(gb_runctl_server *s)
+/* An eventfd's wake: written (EAGAIN: the counter is full of wakes not yet taken, and the
+ * poller wakes for those) and taken (EAGAIN: nothing to take). */
+static void efd_wake(int fd)
 {
     uint64_t one = 1;
-    if (write(s->wake_fd, &one, sizeof one) < 0) {
-        /* EAGAIN: the counter is full of wakes not yet taken; the thread will wake anyway */
+    if (write(fd, &one, sizeof one) < 0) {
+        /* see above */
     }
 }
+
+static void efd_take(int fd)
+{
+    uint64_t n;
+    if (read(fd, &n, sizeof n) < 0) {
+        /* see above */
+    }
+}
+
+/* Wakes the registry's thread (gb_runctl_server_wake_fd): what moved is answered at once, not
+ * at its next poll period. */
+static void wake(gb_runctl_server *s) { efd_wake(s->wake_fd); }
 
 int gb_runctl_server_wake_fd(const gb_runctl_server *s) { return s ? s->wake_fd : -1; }
 
-void gb_runctl_server_woken(gb_runctl_server *s)
-{
-    uint64_t n;
-    if (read(s->wake_fd, &n, sizeof n) < 0) {
-        /* EAGAIN: nothing to take */
-    }
-}
+void gb_runctl_server_woken(gb_runctl_server *s) { efd_take(s->wake_fd); }
 
 void gb_runctl_server_close(gb_runctl_server *s)
 {
@@ -340,13 +346,7 @@ static void heard(gb_runctl_client *c, int state)
 }
 
 /* Ends the client thread's poll: it sends a confirmation or sees its close at once. */
-static void wake_client(gb_runctl_client *c)
-{
-    uint64_t one = 1;
-    if (write(c->wake_fd, &one, sizeof one) < 0) {
-        /* EAGAIN: wakes not yet taken fill the counter; the thread wakes for those */
-    }
-}
+static void wake_client(gb_runctl_client *c) { efd_wake(c->wake_fd); }
 
 /* Keeps one watch outstanding; sends a new one when the last is answered, when this worker
  * confirms something, or after GB_RUNCTL_RESEND_MS of silence. */
@@ -381,12 +381,8 @@ static void *client_main(void *arg)
             gb_sleep_ms(GB_RUNCTL_POLL_MS);
             continue;
         }
-        if (it[1].revents & ZMQ_POLLIN) { /* a confirmation to send (the loop's top) or a close */
-            uint64_t n;
-            if (read(c->wake_fd, &n, sizeof n) < 0) {
-                /* EAGAIN: taken already */
-            }
-        }
+        if (it[1].revents & ZMQ_POLLIN) /* a confirmation to send (the loop's top) or a close */
+            efd_take(c->wake_fd);
         if (!(it[0].revents & ZMQ_POLLIN))
             continue;
         gb_msg_run_state st;
