@@ -1,10 +1,11 @@
 /* workers/torch/fused_losses.c: the CPU learners' losses with their gradients in one pass of
- * plain C each (DQN's Huber TD loss and chunk priorities, PPO's clipped objective, SAC's critic
- * and actor losses), where libtorch spends a dozen small operations and as many autograd nodes
- * on vectors of a few hundred numbers. The algorithms then run backward from the network's
- * outputs with these gradients. Each computes what its libtorch loss (dqn.cpp, ppo.cpp,
- * sac.cpp) computes, including how libtorch's max, min and clamp pass gradients at ties and
- * bounds; tests/workers/torch/test_torch_losses.c compares them. */
+ * plain C each (DQN's Huber TD loss and chunk priorities, PPO's clipped objective and its
+ * distributions' terms, SAC's critic and actor losses), where libtorch spends a dozen small
+ * operations and as many autograd nodes on vectors of a few hundred numbers. The algorithms
+ * then run backward from the network's outputs with these gradients. Each computes what its
+ * libtorch loss (dqn.cpp, ppo.cpp, sac.cpp) computes, including how libtorch's max, min and
+ * clamp pass gradients at ties and bounds; tests/workers/torch/test_torch_losses.c compares
+ * them. */
 #include "workers/torch/targets.h"
 
 #include <math.h>
@@ -153,4 +154,63 @@ double gb_torch_sac_actor_fused(const float *logp, const float *q1, const float 
     }
     *logp_mean = sl / (double)n;
     return s / (double)n;
+}
+
+static const float half_log_2pi = 0.91893853320467274178f; /* 0.5 log(2 pi) */
+
+void gb_torch_categorical_terms(float *x, int64_t n, int A, const int64_t *a, float *logp,
+                                float *ent)
+{
+    for (int64_t i = 0; i < n; i++, x += A) {
+        float mx = x[0], sum = 0.0f, h = 0.0f;
+        for (int j = 1; j < A; j++)
+            mx = x[j] > mx ? x[j] : mx;
+        for (int j = 0; j < A; j++)
+            sum += expf(x[j] - mx);
+        const float lse = mx + logf(sum);
+        for (int j = 0; j < A; j++) {
+            x[j] -= lse;
+            h -= expf(x[j]) * x[j];
+        }
+        logp[i] = x[a[i]];
+        ent[i] = h;
+    }
+}
+
+void gb_torch_categorical_grads(float *x, int64_t n, int A, const int64_t *a, const float *ent,
+                                const float *g_logp, float ge)
+{
+    for (int64_t i = 0; i < n; i++, x += A)
+        for (int j = 0; j < A; j++) {
+            const float p = expf(x[j]);
+            x[j] = g_logp[i] * ((float)(j == a[i]) - p) - ge * p * (x[j] + ent[i]);
+        }
+}
+
+void gb_torch_gaussian_terms(float *m, int64_t n, int A, const float *ls, const float *act,
+                             float *logp, float *ent)
+{
+    float h = 0.0f;
+    for (int j = 0; j < A; j++)
+        h += 0.5f + half_log_2pi + ls[j];
+    for (int64_t i = 0; i < n; i++, m += A, act += A) {
+        float s = 0.0f;
+        for (int j = 0; j < A; j++) {
+            const float z = (act[j] - m[j]) * expf(-ls[j]);
+            s += -0.5f * z * z - ls[j] - half_log_2pi;
+            m[j] = z;
+        }
+        logp[i] = s;
+        ent[i] = h;
+    }
+}
+
+void gb_torch_gaussian_grads(float *z, int64_t n, int A, const float *ls, const float *g_logp,
+                             float ge, float *dls)
+{
+    for (int64_t i = 0; i < n; i++, z += A)
+        for (int j = 0; j < A; j++) {
+            dls[j] += g_logp[i] * (z[j] * z[j] - 1.0f) + ge;
+            z[j] = g_logp[i] * z[j] * expf(-ls[j]);
+        }
 }

@@ -1,14 +1,14 @@
 // workers/torch/ppo_kernels.cpp: PPO's minibatch step on gearbox's own C (trainer.kernels:
 // gearbox) for a plain MLP with separate actor and critic torsos on the cpu: both chains'
 // forward and backward (mlp_train.h), the distribution's log-probabilities and entropy and their
-// gradients in loops, the clipped objective in fused_losses.c. The gradients go into libtorch's
-// flat gradient, so the optimiser, the clipping and the data-parallel all-reduce run as before
+// gradients in loops and the clipped objective (fused_losses.c, which the trainer's learner
+// without libtorch shares: workers/roles/ppo_mlp.c). The gradients go into libtorch's flat
+// gradient, so the optimiser, the clipping and the data-parallel all-reduce run as before
 // (ppo.cpp's epochs). The same arithmetic as the autograd path (ppo.cpp's fused_minibatch, the
 // distributions of distributions.cpp), in float as libtorch's.
 #include "workers/torch/ppo.hpp"
 #include "workers/torch/targets.h"
 
-#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -46,73 +46,6 @@ bool ppo_kernels_apply(const gb_torch_learner *l, const torch::Tensor &obs)
 {
     return l->ppo_kernels && obs.defined() && obs.device().is_cpu() &&
            obs.scalar_type() == torch::kFloat32;
-}
-
-static const float kHalfLog2Pi = 0.91893853320467274178f; // 0.5 log(2 pi)
-
-// Categorical rows of logits x [n, A]: the log-probabilities of the actions a into logp and the
-// entropies into ent; x becomes log_softmax(x).
-static void categorical_terms(float *x, int64_t n, int A, const int64_t *a, float *logp,
-                              float *ent)
-{
-    for (int64_t i = 0; i < n; i++, x += A) {
-        float mx = x[0], sum = 0.0f, h = 0.0f;
-        for (int j = 1; j < A; j++)
-            mx = x[j] > mx ? x[j] : mx;
-        for (int j = 0; j < A; j++)
-            sum += std::exp(x[j] - mx);
-        const float lse = mx + std::log(sum);
-        for (int j = 0; j < A; j++) {
-            x[j] -= lse;
-            h -= std::exp(x[j]) * x[j];
-        }
-        logp[i] = x[a[i]];
-        ent[i] = h;
-    }
-}
-
-// Into the place of categorical_terms' log_softmax rows, the logits' gradient of g_logp[i]
-// logp[i] + ge ent[i]: d logp = onehot(a) - p, d ent = -p (log p + ent).
-static void categorical_grads(float *x, int64_t n, int A, const int64_t *a, const float *ent,
-                              const float *g_logp, float ge)
-{
-    for (int64_t i = 0; i < n; i++, x += A)
-        for (int j = 0; j < A; j++) {
-            const float p = std::exp(x[j]);
-            x[j] = g_logp[i] * ((float)(j == a[i]) - p) - ge * p * (x[j] + ent[i]);
-        }
-}
-
-// Gaussian rows of means m [n, A] with one log_std ls [A] for every row: the log-probabilities
-// of the actions act into logp, the entropies into ent; m becomes the standardised actions z.
-static void gaussian_terms(float *m, int64_t n, int A, const float *ls, const float *act,
-                           float *logp, float *ent)
-{
-    float h = 0.0f;
-    for (int j = 0; j < A; j++)
-        h += 0.5f + kHalfLog2Pi + ls[j];
-    for (int64_t i = 0; i < n; i++, m += A, act += A) {
-        float s = 0.0f;
-        for (int j = 0; j < A; j++) {
-            const float z = (act[j] - m[j]) * std::exp(-ls[j]);
-            s += -0.5f * z * z - ls[j] - kHalfLog2Pi;
-            m[j] = z;
-        }
-        logp[i] = s;
-        ent[i] = h;
-    }
-}
-
-// Into the place of gaussian_terms' z rows, the means' gradient of g_logp[i] logp[i]
-// (z e^-ls); log_std's (z^2 - 1, and ge for each row's entropy) added into dls.
-static void gaussian_grads(float *z, int64_t n, int A, const float *ls, const float *g_logp,
-                           float ge, float *dls)
-{
-    for (int64_t i = 0; i < n; i++, z += A)
-        for (int j = 0; j < A; j++) {
-            dls[j] += g_logp[i] * (z[j] * z[j] - 1.0f) + ge;
-            z[j] = g_logp[i] * z[j] * std::exp(-ls[j]);
-        }
 }
 
 Heads ppo_kernels_forward(gb_torch_learner *l, const torch::Tensor &obs)
@@ -173,14 +106,16 @@ gb_torch_ppo_terms ppo_kernels_minibatch(gb_torch_learner *l, const PpoSteps &S,
         acts.resize((size_t)n);
         for (int64_t i = 0; i < n; i++)
             acts[(size_t)i] = a[row[i]];
-        categorical_terms(k.dpi.data(), n, A, acts.data(), k.logp.data(), k.ent.data());
+        gb_torch_categorical_terms(k.dpi.data(), n, A, acts.data(), k.logp.data(),
+                                   k.ent.data());
     } else {
         const float *a = S.act.data_ptr<float>();
         k.act_f.resize((size_t)(n * A));
         for (int64_t i = 0; i < n; i++)
             std::memcpy(&k.act_f[(size_t)(i * A)], a + row[i] * A, sizeof(float) * (size_t)A);
         ls = k.log_std.data_ptr<float>();
-        gaussian_terms(k.dpi.data(), n, A, ls, k.act_f.data(), k.logp.data(), k.ent.data());
+        gb_torch_gaussian_terms(k.dpi.data(), n, A, ls, k.act_f.data(), k.logp.data(),
+                                k.ent.data());
     }
     gb_torch_ppo_terms terms = {};
     for (int64_t i = 0; i < n; i++)
@@ -191,9 +126,10 @@ gb_torch_ppo_terms ppo_kernels_minibatch(gb_torch_learner *l, const PpoSteps &S,
     // the entropy's gradient only where it counts (as the autograd path, which then skips it)
     const float ge = c.entropy_coef != 0.0 ? (float)(-c.entropy_coef / (double)n) : 0.0f;
     if (discrete)
-        categorical_grads(k.dpi.data(), n, A, acts.data(), k.ent.data(), k.g_logp.data(), ge);
+        gb_torch_categorical_grads(k.dpi.data(), n, A, acts.data(), k.ent.data(),
+                                   k.g_logp.data(), ge);
     else
-        gaussian_grads(k.dpi.data(), n, A, ls, k.g_logp.data(), ge,
+        gb_torch_gaussian_grads(k.dpi.data(), n, A, ls, k.g_logp.data(), ge,
                        k.log_std.grad().data_ptr<float>());
     k.actor.backward(k.x.data(), ni, k.dpi.data(), nullptr);
     k.critic.backward(k.x.data(), ni, k.g_value.data(), nullptr);

@@ -1,9 +1,9 @@
 /* workers/torch/targets.c: return targets computed on the CPU in plain C: GAE(lambda), n-step
  * returns inside trajectory chunks, DQN's epsilon schedule. The algorithms call these. */
-#include "workers/torch/module.h"
 #include "workers/torch/targets.h"
 
 #include <math.h>
+#include <stddef.h>
 
 void gb_torch_gae(int64_t B, int64_t T, const float *reward, const float *value,
                   const uint8_t *terminated, const uint8_t *truncated, const uint8_t *valid,

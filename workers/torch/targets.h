@@ -1,10 +1,13 @@
 /* workers/torch/targets.h: the bridge's plain-C arithmetic (targets.c: GAE and n-step returns;
  * fused_losses.c: the CPU learners' losses with their gradients in one pass). The algorithms call
  * these; the tests check them against independently computed values. Not part of the table
- * (workers/torch/bridge.h): only the bridge's own files and its tests, which link it, call them.
+ * (workers/torch/bridge.h): the bridge's own files, its tests and the trainer's PPO learner
+ * without libtorch (workers/roles/ppo_mlp.c) call them; they are in gearbox_mlp, which needs no
+ * libtorch.
  * defines: gb_torch_gae, gb_torch_vtrace, gb_torch_nstep, gb_torch_huber_td,
  *          gb_torch_chunk_priorities, gb_torch_ppo_fused, gb_torch_ppo_coefs, gb_torch_ppo_terms,
- *          gb_torch_sac_critic_fused, gb_torch_sac_actor_fused */
+ *          gb_torch_categorical_terms, gb_torch_categorical_grads, gb_torch_gaussian_terms,
+ *          gb_torch_gaussian_grads, gb_torch_sac_critic_fused, gb_torch_sac_actor_fused */
 #ifndef GB_WORKERS_TORCH_TARGETS_H
 #define GB_WORKERS_TORCH_TARGETS_H
 
@@ -76,6 +79,25 @@ typedef struct gb_torch_ppo_terms {
 void gb_torch_ppo_fused(int64_t n, const float *new_logp, const float *value,
                         const float *aux, const gb_torch_ppo_coefs *c, float *g_logp,
                         float *g_value, gb_torch_ppo_terms *out);
+
+/* PPO's distributions over a minibatch's n rows of the policy head's A outputs, for the fused
+ * loss's inputs and from its gradients (the arithmetic of distributions.cpp, in float).
+ * categorical_terms: rows of logits x [n, A]: the log-probabilities of the actions a into logp,
+ * the entropies into ent; x becomes log_softmax(x). categorical_grads: into the place of those
+ * log_softmax rows, the logits' gradient of g_logp[i] logp[i] + ge ent[i] (d logp = onehot(a) -
+ * p, d ent = -p (log p + ent)). gaussian_terms: rows of means m [n, A] with one log_std ls [A]
+ * for every row: the log-probabilities of the actions act [n, A] into logp, the entropies into
+ * ent; m becomes the standardised actions z. gaussian_grads: into the place of those z rows, the
+ * means' gradient of g_logp[i] logp[i] (z e^-ls); log_std's (z^2 - 1, and ge for each row's
+ * entropy) added into dls [A]. */
+void gb_torch_categorical_terms(float *x, int64_t n, int A, const int64_t *a, float *logp,
+                                float *ent);
+void gb_torch_categorical_grads(float *x, int64_t n, int A, const int64_t *a, const float *ent,
+                                const float *g_logp, float ge);
+void gb_torch_gaussian_terms(float *m, int64_t n, int A, const float *ls, const float *act,
+                             float *logp, float *ent);
+void gb_torch_gaussian_grads(float *z, int64_t n, int A, const float *ls, const float *g_logp,
+                             float ge, float *dls);
 
 /* SAC's critic loss and its gradients in one pass over n samples (the CPU learner's; the
  * arithmetic of gb_torch_sac_loss's critic): returns mean(w (q1 - y)^2) + mean(w (q2 - y)^2),
