@@ -46,12 +46,13 @@ extern "C" {
 /* gb_param_entry: the parameter layout, from trainer to policy */
 #include "runtime/streams/params.h"
 
-/* Version 7 dropped dqn_epsilon (now gb_config_dqn_epsilon: a policy worker without libtorch
- * asks it too); version 6 added learner_kernels; version 2 recurrent cores (model_state_size,
+/* Version 8 added learner_set_flat (a trainer's PPO learner without libtorch hands over); 7
+ * dropped dqn_epsilon (now gb_config_dqn_epsilon: a policy worker without libtorch asks it
+ * too); version 6 added learner_kernels; version 2 recurrent cores (model_state_size,
  * model_act_state, gb_torch_batch.state0), which version 1 had not. gb_torch_api and this
  * file's types (gb_config and other runtime types are one build's own); bumped when a layout or
  * meaning changes: the loader refuses another version or size. */
-#define GB_TORCH_ABI_VERSION 7u
+#define GB_TORCH_ABI_VERSION 8u
 
 /* The symbol the module exports: const gb_torch_api *gearbox_torch_api(void). */
 #define GB_TORCH_ENTRY_SYMBOL "gearbox_torch_api"
@@ -416,6 +417,16 @@ typedef struct gb_torch_api {
      * group. */
     uint64_t (*learner_checksum)(const gb_torch_learner *l);
 
+    /* The learner's optimiser state and counters from flat arrays of n floats each, in the
+     * order of its trainable parameters (libtorch's parameters() of the network, as its flat
+     * Adam keeps them): params, Adam's first and second moments, Adam's step count, and
+     * train_steps. What a PPO learner of the same configuration trained without libtorch hands
+     * over (workers/roles/ppo_mlp.h). Returns 0, or GB_EINVAL when n is not the learner's count
+     * or the learner has more than one optimiser (nothing changed then). */
+    int (*learner_set_flat)(gb_torch_learner *l, const float *params, const float *exp_avg,
+                            const float *exp_avg_sq, int64_t n, int64_t adam_steps,
+                            int64_t train_steps, gb_error *err);
+
     /* The process group's calls: workers/torch/group.h says what each does. */
     int (*group_open)(const gb_group_opts *o, gb_group **out, gb_error *err);
     void (*group_close)(gb_group *g); /* not NULL (the call name skips NULL) */
@@ -479,6 +490,7 @@ int gb_torch_loaded(void);
 #define gb_torch_learner_load(...) (gb_torch()->learner_load(__VA_ARGS__))
 #define gb_torch_learner_set_group(...) (gb_torch()->learner_set_group(__VA_ARGS__))
 #define gb_torch_learner_checksum(...) (gb_torch()->learner_checksum(__VA_ARGS__))
+#define gb_torch_learner_set_flat(...) (gb_torch()->learner_set_flat(__VA_ARGS__))
 
 /* Destroying NULL is a no-op that loads nothing (a worker's cleanup after an early failure). */
 static inline void gb_torch_model_destroy(gb_torch_model *m)

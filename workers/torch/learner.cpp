@@ -402,3 +402,20 @@ extern "C" uint64_t gbt_learner_checksum(const gb_torch_learner *cl)
     }
     return h;
 }
+
+extern "C" int gbt_learner_set_flat(gb_torch_learner *l, const float *params,
+                                    const float *exp_avg, const float *exp_avg_sq, int64_t n,
+                                    int64_t adam_steps, int64_t train_steps, gb_error *err)
+{
+    if (l->opt_q || l->opt_alpha || l->target)
+        return gb_error_set(err, GB_EINVAL, "learner: set_flat takes one optimiser's state "
+                            "(ppo's), this learner has more");
+    return gb_torch_guard(err, "learner_set_flat", [&] {
+        if (!l->opt->set_state(params, exp_avg, exp_avg_sq, n, adam_steps))
+            return gb_error_set(err, GB_EINVAL, "learner: set_flat of %lld parameters, the "
+                                "learner has %lld", (long long)n,
+                                (long long)l->opt->flat_params().numel());
+        l->train_steps = train_steps;
+        return 0;
+    });
+}

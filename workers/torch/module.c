@@ -39,6 +39,7 @@ static const gb_torch_api table = {
     .learner_load = gbt_learner_load,
     .learner_set_group = gbt_learner_set_group,
     .learner_checksum = gbt_learner_checksum,
+    .learner_set_flat = gbt_learner_set_flat,
     .group_open = gbt_group_open,
     .group_close = gbt_group_close,
     .group_rank = gbt_group_rank,

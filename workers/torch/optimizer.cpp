@@ -151,6 +151,20 @@ void FlatAdam::save(torch::serialize::OutputArchive &ar) const
     ar.write("steps", torch::tensor({steps_}, torch::kInt64));
 }
 
+bool FlatAdam::set_state(const float *params, const float *m, const float *v, int64_t n,
+                         int64_t steps)
+{
+    torch::NoGradGuard no_grad;
+    if (n != param_.numel())
+        return false;
+    auto host = [&](const float *p) { return torch::from_blob((void *)p, {n}, torch::kFloat32); };
+    param_.copy_(host(params));
+    exp_avg_.copy_(host(m));
+    exp_avg_sq_.copy_(host(v));
+    steps_ = steps;
+    return true;
+}
+
 void FlatAdam::load(torch::serialize::InputArchive &ar)
 {
     torch::NoGradGuard no_grad;

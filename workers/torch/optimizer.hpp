@@ -41,6 +41,9 @@ public:
     double clip_grad_norm(double max_norm);
     void save(torch::serialize::OutputArchive &ar) const;
     void load(torch::serialize::InputArchive &ar); // throws when the shapes differ
+    // The parameters, both moments (n floats each, in the flat order) and the step count, from
+    // host arrays (a learner that trained without libtorch). False when n is not the count.
+    bool set_state(const float *params, const float *m, const float *v, int64_t n, int64_t steps);
 
 private:
     bool gather_grads();
