@@ -2,7 +2,7 @@
  * an algorithm (MLP [16, 16], lr 0.01, gamma 0.9), a discrete (CartPole-like: 4 floats, 3
  * actions) and a box (3 floats, 2 bounded actions) space, and deterministic filler values.
  * defines: load_cfg_text, make_cfg, discrete_space, box_space, fill, learners_max_diff,
- *          kernels_learner_pair, train_pair, worst_rel */
+ *          kernels_learner_pair, train_pair, worst_rel, test_batch, make_test_batch */
 #ifndef GB_TESTS_WORKERS_TORCH_TEST_UTIL_H
 #define GB_TESTS_WORKERS_TORCH_TEST_UTIL_H
 
@@ -166,6 +166,49 @@ static inline int train_pair(gb_torch_learner *own, gb_torch_learner *ref,
         *worst = worst_rel(*worst, p, 1);
     }
     return 0;
+}
+
+/* A PPO batch of TB_B chunks of TB_T steps for discrete_space or box_space. */
+enum { TB_B = 16, TB_T = 16, TB_OBS_MAX = 4, TB_ACT_MAX = 2 };
+
+typedef struct test_batch {
+    float obs[TB_B * TB_T * TB_OBS_MAX], next[TB_B * TB_OBS_MAX], rew[TB_B * TB_T];
+    float logp[TB_B * TB_T], act_f[TB_B * TB_T * TB_ACT_MAX];
+    int64_t act[TB_B * TB_T];
+    uint8_t term[TB_B * TB_T], trunc[TB_B * TB_T], valid[TB_B * TB_T];
+    gb_torch_batch b;
+} test_batch;
+
+/* A batch for space sp whose behaviour log-probabilities are near the learner's (old, the
+ * ratios around 1, some clipped), with invalid, terminated and truncated steps. */
+static inline void make_test_batch(test_batch *x, const gb_torch_space *sp, unsigned seed)
+{
+    enum { N = TB_B * TB_T };
+    memset(x, 0, sizeof *x);
+    const int obs = (int)sp->obs_shape[0];
+    fill(x->obs, N * obs, seed);
+    fill(x->next, TB_B * obs, seed + 1);
+    fill(x->rew, N, seed + 2);
+    fill(x->logp, N, seed + 3);
+    fill(x->act_f, N * (int)sp->action_dim, seed + 4);
+    for (int i = 0; i < N; i++) {
+        x->logp[i] = (sp->discrete ? -1.1f : -2.5f) + 0.3f * x->logp[i];
+        x->act[i] = (i * 7 + (int)seed) % (sp->discrete ? (int)sp->n_actions : 1);
+        x->valid[i] = (i + (int)seed) % 11 != 0;
+        x->term[i] = (i + (int)seed) % 13 == 0;
+        x->trunc[i] = (i + (int)seed) % 17 == 0;
+    }
+    memset(&x->b, 0, sizeof x->b);
+    x->b.B = TB_B;
+    x->b.T = TB_T;
+    x->b.obs = x->obs;
+    x->b.next_obs = x->next;
+    x->b.action = sp->discrete ? (const void *)x->act : (const void *)x->act_f;
+    x->b.reward = x->rew;
+    x->b.terminated = x->term;
+    x->b.truncated = x->trunc;
+    x->b.valid = x->valid;
+    x->b.logp = x->logp;
 }
 
 #endif

@@ -15,47 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { B = 16, T = 16, OBS_MAX = 4, ACT_MAX = 2 };
-
-typedef struct batch {
-    float obs[B * T * OBS_MAX], next[B * OBS_MAX], rew[B * T], logp[B * T];
-    float act_f[B * T * ACT_MAX];
-    int64_t act[B * T];
-    uint8_t term[B * T], trunc[B * T], valid[B * T];
-    gb_torch_batch b;
-} batch;
-
-/* A batch for space sp whose behaviour log-probabilities are near the learner's (old, the
- * ratios around 1, some clipped) */
-static void make_batch(batch *x, const gb_torch_space *sp, unsigned seed)
-{
-    memset(x, 0, sizeof *x);
-    const int obs = (int)sp->obs_shape[0];
-    fill(x->obs, B * T * obs, seed);
-    fill(x->next, B * obs, seed + 1);
-    fill(x->rew, B * T, seed + 2);
-    fill(x->logp, B * T, seed + 3);
-    fill(x->act_f, B * T * (int)sp->action_dim, seed + 4);
-    for (int i = 0; i < B * T; i++) {
-        x->logp[i] = (sp->discrete ? -1.1f : -2.5f) + 0.3f * x->logp[i];
-        x->act[i] = (i * 7 + (int)seed) % (sp->discrete ? (int)sp->n_actions : 1);
-        x->valid[i] = (i + (int)seed) % 11 != 0;
-        x->term[i] = (i + (int)seed) % 13 == 0;
-        x->trunc[i] = (i + (int)seed) % 17 == 0;
-    }
-    gb_torch_batch b = {.B = B,
-                        .T = T,
-                        .obs = x->obs,
-                        .next_obs = x->next,
-                        .action = sp->discrete ? (const void *)x->act : (const void *)x->act_f,
-                        .reward = x->rew,
-                        .terminated = x->term,
-                        .truncated = x->trunc,
-                        .valid = x->valid,
-                        .logp = x->logp};
-    x->b = b;
-}
-
 static void learners_agree(int discrete, const char *extra, double entropy_coef, int clip_value,
                            int normalize, int vtrace)
 {
@@ -76,10 +35,10 @@ static void learners_agree(int discrete, const char *extra, double entropy_coef,
     CHECK(kernels_learner_pair(&cfg, &sp, &own, &ref) == 0);
     if (!own) /* (and no ref) */
         return;
-    static batch x;
+    static test_batch x;
     double after_one = 0, worst = 0;
     for (int call = 0; call < 10; call++) {
-        make_batch(&x, &sp, 300u + (unsigned)call);
+        make_test_batch(&x, &sp, 300u + (unsigned)call);
         gb_torch_stats so, sr;
         CHECK(train_pair(own, ref, &x.b, &so, &sr, &worst) == 0);
         const double s[][2] = {{so.loss, sr.loss},

@@ -1,0 +1,293 @@
+/* tests/workers/roles/test_ppo_mlp.c: the trainer's PPO learner without libtorch
+ * (workers/roles/ppo_mlp.h) against the bridge's (trainer.kernels gearbox). Its layout is the
+ * bridge model's, entry by entry; its initial weights are orthogonal with the bridge's gains;
+ * the bridge's learner takes its state (gb_torch_learner_set_flat) and the two then train on
+ * the same batches: categorical and Gaussian heads, tanh and relu, odd widths, the entropy
+ * bonus, the clipped value loss and advantage normalisation on and off, invalid steps,
+ * priorities. One minibatch an epoch, so that the two draw the same minibatches (their shuffles
+ * are their own generators'): the loss terms, gradient norm, explained variance and priorities
+ * agree, and so do the parameters after one call and after ten. What it cannot train as the
+ * bridge would, it refuses, naming the key. */
+#include "test.h"
+#include "workers/roles/ppo_mlp.h"
+#include "workers/torch_test_util.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The largest difference between q's parameters and l's (their exports), INFINITY when they
+ * are laid out differently. */
+static double max_diff(const gb_ppo_mlp *q, gb_torch_learner *l)
+{
+    const gb_param_entry *ta, *tb;
+    int na, nb;
+    uint64_t bytes_a, bytes_b, va, vb;
+    gb_ppo_mlp_layout(q, &ta, &na, &bytes_a);
+    gb_torch_model *m = gb_torch_learner_model(l);
+    gb_torch_model_layout(m, &tb, &nb, &bytes_b);
+    if (na != nb || bytes_a != bytes_b)
+        return INFINITY;
+    float *a = calloc(1, bytes_a), *b = calloc(1, bytes_b);
+    gb_error err = {0};
+    double d = INFINITY;
+    if (a && b && gb_ppo_mlp_export(q, a, bytes_a, &va, &err) == 0 &&
+        gb_torch_model_export(m, b, bytes_b, &vb, &err) == 0 && va == vb) {
+        d = 0.0;
+        for (size_t i = 0; i < bytes_a / sizeof(float); i++)
+            d = fmax(d, fabs((double)a[i] - (double)b[i]));
+    }
+    free(a);
+    free(b);
+    return d;
+}
+
+/* The bridge's learner of cfg with q's state: 0, or -1 (printed). */
+static int take_over(const gb_config *cfg, const gb_torch_space *sp, gb_ppo_mlp *q,
+                     gb_torch_learner **out)
+{
+    gb_error err = {0};
+    const float *p, *m, *v;
+    int64_t n, steps;
+    gb_ppo_mlp_flat(q, &p, &m, &v, &n, &steps);
+    if (gb_torch_learner_create(cfg, sp, 99, out, &err) ||
+        gb_torch_learner_set_flat(*out, p, m, v, n, steps, gb_ppo_mlp_train_steps(q), &err)) {
+        fprintf(stderr, "take_over: %s\n", err.msg);
+        return -1;
+    }
+    gb_torch_model_set_version(gb_torch_learner_model(*out), gb_ppo_mlp_version(q));
+    return 0;
+}
+
+static void check_layout_and_init(int discrete, const char *extra)
+{
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "ppo", extra) == 0);
+    cfg.policy.model.hidden.n = 2;
+    cfg.policy.model.hidden.v[0] = 37;
+    cfg.policy.model.hidden.v[1] = 21;
+    cfg.policy.model.log_std_init = -0.5;
+    cfg.trainer.kernels = GB_KERNELS_GEARBOX;
+    gb_torch_space sp = discrete ? discrete_space() : box_space();
+    gb_ppo_mlp *q = NULL;
+    gb_torch_learner *l = NULL;
+    gb_error err = {0};
+    CHECK_OK(gb_ppo_mlp_open(&cfg, &sp, 7, &q, &err));
+    CHECK_OK(gb_torch_learner_create(&cfg, &sp, 7, &l, &err));
+    if (!q || !l)
+        return;
+    const gb_param_entry *ta, *tb;
+    int na, nb;
+    uint64_t bytes_a, bytes_b;
+    gb_ppo_mlp_layout(q, &ta, &na, &bytes_a);
+    gb_torch_model_layout(gb_torch_learner_model(l), &tb, &nb, &bytes_b);
+    CHECK(na == nb && bytes_a == bytes_b);
+    for (int i = 0; i < na && i < nb; i++)
+        CHECK_MSG(strcmp(ta[i].name, tb[i].name) == 0 && ta[i].dtype == tb[i].dtype &&
+                      ta[i].rank == tb[i].rank && ta[i].shape[0] == tb[i].shape[0] &&
+                      ta[i].shape[1] == tb[i].shape[1] && ta[i].offset == tb[i].offset,
+                  "entry %d: %s against the bridge's %s", i, ta[i].name, tb[i].name);
+    /* orthogonal rows (or columns) of norm gain; zero biases; log_std at its initial value */
+    float *w = calloc(1, bytes_a);
+    CHECK_OK(gb_ppo_mlp_export(q, w, bytes_a, NULL, &err));
+    for (int i = 0; w && i < na; i++) {
+        const float *x = (const float *)((const char *)w + ta[i].offset);
+        const int64_t rows = ta[i].shape[0], cols = ta[i].shape[1];
+        if (ta[i].rank == 1) {
+            const double want = strcmp(ta[i].name, "log_std") == 0 ? -0.5 : 0.0;
+            for (int64_t j = 0; j < rows; j++)
+                CHECK_MSG(x[j] == (float)want, "%s[%lld] = %g", ta[i].name, (long long)j, x[j]);
+            continue;
+        }
+        const double gain = strncmp(ta[i].name, "pi.", 3) == 0  ? 0.01
+                            : strncmp(ta[i].name, "v.", 2) == 0 ? 1.0
+                                                                : sqrt(2.0);
+        const int64_t k = rows <= cols ? rows : cols; /* the orthogonal vectors */
+        double worst = 0.0;
+        for (int64_t a = 0; a < k; a++)
+            for (int64_t b = 0; b < k; b++) {
+                double d = 0.0;
+                for (int64_t j = 0; j < (rows <= cols ? cols : rows); j++)
+                    d += rows <= cols ? (double)x[a * cols + j] * x[b * cols + j]
+                                      : (double)x[j * cols + a] * x[j * cols + b];
+                worst = fmax(worst, fabs(d - (a == b ? gain * gain : 0.0)) / (gain * gain));
+            }
+        CHECK_MSG(worst < 1e-5, "%s: not orthogonal (%g)", ta[i].name, worst);
+    }
+    free(w);
+    gb_ppo_mlp_close(q);
+    gb_torch_learner_destroy(l);
+}
+
+static void test_layout_and_init(void)
+{
+    check_layout_and_init(1, "");
+    check_layout_and_init(0, ", activation: relu");
+}
+
+static void learners_agree(int discrete, const char *extra, double entropy_coef, int clip_value,
+                           int normalize)
+{
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "ppo", extra) == 0);
+    cfg.policy.model.hidden.n = 2;
+    cfg.policy.model.hidden.v[0] = 37; /* odd widths: every tail of the tiles */
+    cfg.policy.model.hidden.v[1] = 21;
+    cfg.trainer.kernels = GB_KERNELS_GEARBOX;
+    cfg.trainer.algorithm.ppo.entropy_coef = entropy_coef;
+    cfg.trainer.algorithm.ppo.clip_value = clip_value;
+    cfg.trainer.algorithm.ppo.normalize_advantages = normalize;
+    cfg.trainer.algorithm.ppo.epochs = 4;
+    cfg.trainer.algorithm.ppo.minibatches = 1;
+    cfg.trainer.algorithm.lr = 0.003;
+    cfg.trainer.algorithm.lr_anneal = 1;
+    gb_torch_space sp = discrete ? discrete_space() : box_space();
+    gb_ppo_mlp *q = NULL;
+    gb_torch_learner *l = NULL;
+    gb_error err = {0};
+    CHECK_OK(gb_ppo_mlp_open(&cfg, &sp, 11, &q, &err));
+    if (!q || take_over(&cfg, &sp, q, &l)) {
+        CHECK(0);
+        gb_ppo_mlp_close(q);
+        return;
+    }
+    CHECK(strcmp(gb_torch_learner_kernels(l), "gearbox C") == 0);
+    CHECK(max_diff(q, l) == 0.0);
+    static test_batch x;
+    double after_one = 0, worst = 0;
+    for (int call = 0; call < 10; call++) {
+        make_test_batch(&x, &sp, 500u + (unsigned)call);
+        gb_ppo_mlp_set_progress(q, 0.05 * call);
+        gb_torch_learner_set_progress(l, 0.05 * call);
+        gb_torch_stats so, sr;
+        float po[TB_B], pr[TB_B];
+        CHECK_OK(gb_ppo_mlp_train(q, &x.b, &so, po, &err));
+        CHECK_OK(gb_torch_learner_train(l, &x.b, &sr, pr, &err));
+        const double s[][2] = {{so.loss, sr.loss},
+                               {so.policy_loss, sr.policy_loss},
+                               {so.value_loss, sr.value_loss},
+                               {so.entropy, sr.entropy},
+                               {so.approx_kl, sr.approx_kl},
+                               {so.clip_fraction, sr.clip_fraction},
+                               {so.explained_var, sr.explained_var},
+                               {so.grad_norm, sr.grad_norm},
+                               {so.lr, sr.lr}};
+        worst = worst_rel(worst, s, sizeof s / sizeof s[0]);
+        for (int i = 0; i < TB_B; i++) {
+            const double p[1][2] = {{po[i], pr[i]}};
+            worst = worst_rel(worst, p, 1);
+        }
+        CHECK(so.samples == sr.samples && so.samples > 0);
+        CHECK(so.gradient_steps == sr.gradient_steps && so.gradient_steps == 4);
+        if (call == 0) {
+            after_one = max_diff(q, l);
+            CHECK(sr.clip_fraction > 0.0); /* the clipped branch is exercised */
+        }
+    }
+    const double after_ten = max_diff(q, l);
+    CHECK(gb_ppo_mlp_train_steps(q) == gb_torch_learner_train_steps(l));
+    fprintf(stderr, "  %s%s, entropy %g, clip_value %d, normalize %d: parameters after 1 call "
+                    "%.3g, after 10 %.3g; stats and priorities %.3g relative\n",
+            discrete ? "categorical" : "gaussian", extra, entropy_coef, clip_value, normalize,
+            after_one, after_ten, worst);
+    CHECK(after_one < 1e-5); /* 4 Adam steps of lr 0.003 */
+    CHECK(after_ten < 1e-4);
+    CHECK(worst < 1e-4);
+    gb_ppo_mlp_close(q);
+    gb_torch_learner_destroy(l);
+}
+
+static void test_agrees(void)
+{
+    learners_agree(1, "", 0.01, 1, 1);
+    learners_agree(1, ", activation: relu", 0.0, 0, 0);
+    learners_agree(0, "", 0.01, 1, 1);
+    learners_agree(0, ", activation: relu", 0.0, 0, 1);
+}
+
+/* Several minibatches an epoch (the shuffles differ from the bridge's): it still trains, and a
+ * learner of the bridge takes over where it stopped and trains on. */
+static void test_minibatches(void)
+{
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "ppo", "") == 0);
+    cfg.trainer.kernels = GB_KERNELS_GEARBOX;
+    cfg.trainer.algorithm.ppo.epochs = 3;
+    cfg.trainer.algorithm.ppo.minibatches = 5; /* of about 233 valid steps: a short last one */
+    gb_torch_space sp = discrete_space();
+    gb_ppo_mlp *q = NULL;
+    gb_torch_learner *l = NULL;
+    gb_error err = {0};
+    CHECK_OK(gb_ppo_mlp_open(&cfg, &sp, 3, &q, &err));
+    if (!q)
+        return;
+    static test_batch x;
+    gb_torch_stats st;
+    for (int call = 0; call < 3; call++) {
+        make_test_batch(&x, &sp, 700u + (unsigned)call);
+        CHECK_OK(gb_ppo_mlp_train(q, &x.b, &st, NULL, &err));
+        CHECK(st.gradient_steps == 15 && isfinite(st.loss) && st.grad_norm > 0.0);
+    }
+    CHECK(gb_ppo_mlp_version(q) == 3 && gb_ppo_mlp_train_steps(q) == 3);
+    CHECK(take_over(&cfg, &sp, q, &l) == 0);
+    if (l) {
+        CHECK(max_diff(q, l) == 0.0 && gb_torch_learner_train_steps(l) == 3);
+        CHECK_OK(gb_torch_learner_train(l, &x.b, &st, NULL, &err));
+        CHECK(isfinite(st.loss) && gb_torch_model_version(gb_torch_learner_model(l)) == 4);
+        /* another count of parameters is refused */
+        const float *p, *m, *v;
+        int64_t n, steps;
+        gb_ppo_mlp_flat(q, &p, &m, &v, &n, &steps);
+        CHECK(gb_torch_learner_set_flat(l, p, m, v, n - 1, steps, 3, &err) == GB_EINVAL);
+        gb_torch_learner_destroy(l);
+    }
+    /* a malformed batch */
+    x.b.logp = NULL;
+    CHECK(gb_ppo_mlp_train(q, &x.b, &st, NULL, &err) == GB_EINVAL);
+    gb_ppo_mlp_close(q);
+}
+
+/* What it cannot train as the bridge would, it refuses, naming the key. */
+static void test_refuses(void)
+{
+    const struct {
+        const char *algo, *extra, *key;
+        int kernels;
+    } cases[] = {
+        {"ppo", ", shared: true", "policy.model.shared", GB_KERNELS_GEARBOX},
+        {"ppo", ", layer_norm: true", "policy.model.layer_norm", GB_KERNELS_GEARBOX},
+        {"ppo", ", normalize_obs: true", "policy.model.normalize_obs", GB_KERNELS_GEARBOX},
+        {"ppo", ", activation: elu", "policy.model.activation", GB_KERNELS_GEARBOX},
+        {"ppo", "", "trainer.kernels", GB_KERNELS_LIBTORCH},
+        {"dqn", "", "trainer.algorithm", GB_KERNELS_GEARBOX},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gb_config cfg;
+        CHECK(make_cfg(&cfg, cases[i].algo, cases[i].extra) == 0);
+        cfg.trainer.kernels = cases[i].kernels;
+        gb_torch_space sp = discrete_space();
+        gb_ppo_mlp *q = NULL;
+        gb_error err = {0};
+        CHECK(gb_ppo_mlp_open(&cfg, &sp, 1, &q, &err) == GB_EUNSUPPORTED && !q);
+        CHECK_MSG(strstr(err.msg, cases[i].key) != NULL, "%s: %s", cases[i].key, err.msg);
+    }
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "ppo", "") == 0);
+    cfg.trainer.kernels = GB_KERNELS_GEARBOX;
+    cfg.trainer.algorithm.ppo.vtrace = 1;
+    gb_torch_space sp = discrete_space();
+    gb_ppo_mlp *q = NULL;
+    gb_error err = {0};
+    CHECK(gb_ppo_mlp_open(&cfg, &sp, 1, &q, &err) == GB_EUNSUPPORTED);
+    CHECK(strstr(err.msg, "vtrace") != NULL);
+}
+
+int main(void)
+{
+    TEST_RUN(test_layout_and_init);
+    TEST_RUN(test_agrees);
+    TEST_RUN(test_minibatches);
+    TEST_RUN(test_refuses);
+    return test_main_result();
+}

@@ -1,0 +1,76 @@
+/* workers/roles/ppo_mlp.h: PPO's learner for a plain MLP without libtorch, which a trainer runs
+ * while the bridge module loads (workers/roles/learning.h, "The start without libtorch").
+ * Loading libtorch takes 0.4-0.6 s of a trainer's start on the 2-core development machine (289
+ * libraries, its operator registration), a third of a CartPole run; the policy worker serves
+ * without it (policy_mlp.h) and waits for the trainer's first parameters.
+ *
+ * What it learns is what the bridge's PPO learner learns with trainer.kernels gearbox for the
+ * same configuration (ppo.cpp's epochs with ppo_kernels.cpp's minibatch step): the same network
+ * (workers/torch/network.cpp's ActorCritic with separate actor and critic torsos: hidden Linear
+ * layers each followed by tanh or relu, pi and v heads, log_std for boxes; orthogonal weights
+ * with gains sqrt 2, 0.01 and 1, zero biases), GAE targets, the valid steps in minibatches
+ * shuffled every epoch, the clipped objective with its options, the gradient-norm clip and Adam
+ * (betas 0.9 and 0.999, eps 1e-5) over one flat buffer, lr annealing, the statistics and the
+ * chunk priorities. Its arithmetic is the bridge's own C (gearbox_mlp: mlp_train.h,
+ * targets.h, flat_kernels.h); its random numbers (the initial weights, the shuffles) are its
+ * own generator's (runtime/base/rng.h), so a seed fixes them but they are not the bridge's.
+ * tests/workers/roles/test_ppo_mlp.c trains it beside the bridge's learner from the same state.
+ *
+ * The flat state (parameters, Adam's moments, its step count) is in libtorch's parameter order,
+ * which the bridge's learner takes over (gb_torch_learner_set_flat); the parameter layout
+ * (names, shapes, 64-byte aligned offsets) is the bridge model's (gb_torch_model_layout), so
+ * its exports go out on the parameter stream as the bridge's would.
+ * Not thread-safe: one caller at a time.
+ * defines: gb_ppo_mlp, gb_ppo_mlp_open, gb_ppo_mlp_close, gb_ppo_mlp_train,
+ *          gb_ppo_mlp_set_progress, gb_ppo_mlp_layout, gb_ppo_mlp_export, gb_ppo_mlp_version,
+ *          gb_ppo_mlp_set_version, gb_ppo_mlp_train_steps, gb_ppo_mlp_flat */
+#ifndef GB_WORKERS_ROLES_PPO_MLP_H
+#define GB_WORKERS_ROLES_PPO_MLP_H
+
+#include "runtime/base/error.h"
+#include "runtime/config/config.h"
+#include "runtime/streams/params.h"
+#include "workers/torch/bridge.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gb_ppo_mlp gb_ppo_mlp;
+
+/* The learner of cfg (trainer.algorithm ppo) for the space sp, its weights drawn from seed.
+ * GB_EUNSUPPORTED, with the reason in err (the config key that asks for libtorch), when this
+ * learner cannot train cfg's model as the bridge's would: another algorithm, not a plain MLP
+ * with separate torsos, trainer.kernels libtorch, a cuda trainer, normalised observations,
+ * reward scaling, V-trace, observations other than float32. GB_ENOMEM. */
+int gb_ppo_mlp_open(const gb_config *cfg, const gb_torch_space *sp, uint64_t seed,
+                    gb_ppo_mlp **out, gb_error *err);
+void gb_ppo_mlp_close(gb_ppo_mlp *p);
+
+/* gb_torch_learner_train's contract (bridge.h) for PPO: one training call on b (host memory),
+ * stats into st (may be NULL), one new priority per chunk into prio when not NULL; the train
+ * steps and the version go up by one. GB_EINVAL for a malformed batch, GB_ENOMEM. */
+int gb_ppo_mlp_train(gb_ppo_mlp *p, const gb_torch_batch *b, gb_torch_stats *st, float *prio,
+                     gb_error *err);
+
+/* How far through its budget the run is (0..1), for lr annealing. */
+void gb_ppo_mlp_set_progress(gb_ppo_mlp *p, double progress);
+
+/* The parameter layout (owned by p; the bridge model's for this configuration) and its bytes. */
+void gb_ppo_mlp_layout(const gb_ppo_mlp *p, const gb_param_entry **table, int *count,
+                       uint64_t *total);
+
+/* The parameters into buf (cap bytes, at least the layout's total) as the layout says, and the
+ * version. GB_EINVAL when cap is too small. */
+int gb_ppo_mlp_export(const gb_ppo_mlp *p, void *buf, size_t cap, uint64_t *version,
+                      gb_error *err);
+
+uint64_t gb_ppo_mlp_version(const gb_ppo_mlp *p);
+void gb_ppo_mlp_set_version(gb_ppo_mlp *p, uint64_t version);
+int64_t gb_ppo_mlp_train_steps(const gb_ppo_mlp *p);
+
+/* The flat state, n floats each in libtorch's parameter order (owned by p), and Adam's step
+ * count: what gb_torch_learner_set_flat takes. */
+void gb_ppo_mlp_flat(const gb_ppo_mlp *p, const float **params, const float **exp_avg,
+                     const float **exp_avg_sq, int64_t *n, int64_t *adam_steps);
+
+#endif
