@@ -43,4 +43,15 @@ last=$(python3 -c 'import csv, sys; print(int(float(list(csv.DictReader(open(sys
 [ "$last" = "$steps" ] || fail "metrics.csv's last row has $last env steps, summary.json $steps"
 check_ledger "$s"
 [ -z "$(run_processes "$work/run")" ] || fail "workers still running after the run ended"
+# a trainer that began learning without libtorch (workers/roles/learning.h) handed its learner
+# over once libtorch had loaded: before its final checkpoint at the latest; EXPECT_TRAINER_LOG
+# (the test's environment): a line its log must have
+t="$work/run/logs/trainer-0.log"
+if grep -q "without libtorch until it loads" "$t"; then
+  grep -q "libtorch loaded; its learner takes over after [0-9]* training steps" "$t" ||
+    fail "the trainer learned without libtorch and never handed its learner over"
+fi
+if [ -n "${EXPECT_TRAINER_LOG:-}" ]; then
+  grep -q "$EXPECT_TRAINER_LOG" "$t" || fail "logs/trainer-0.log lacks '$EXPECT_TRAINER_LOG'"
+fi
 echo "1 passed, 0 failed"

@@ -146,10 +146,9 @@ static int run_setup(inline_run *r, gb_error *err)
 {
     const gb_config *cfg = r->cfg;
     uint64_t seed = (uint64_t)cfg->experiment.seed;
-    int rc = gb_torch_set_threads((int)cfg->trainer.threads, err);
-    if (rc)
-        return rc;
-    /* One process plays actor 0 (every copy in one ring), policy 0 and trainer 0. */
+    int rc;
+    /* One process plays actor 0 (every copy in one ring), policy 0 and trainer 0 (libtorch's
+     * threads: gb_learning_create sets them). */
     gb_acting_opts ao = {
         .cfg = cfg,
         .copies = (int)(cfg->actors.count * cfg->actors.envs_per_actor),

@@ -49,9 +49,13 @@ int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *e
     if (L->B % ranks != 0)
         rc = gb_error_set(err, GB_EINVAL, "trainer.batch_size %lld does not split over %d "
                           "trainers", (long long)L->B, ranks);
-    if (rc == 0)
+    int early = rc == 0 ? gb_learning_early_open(L, o, err) : 0;
+    if (early < 0)
+        rc = early;
+    else if (rc == 0 && !early &&
+             (rc = gb_torch_set_threads((int)cfg->trainer.threads, err)) == 0)
         rc = gb_torch_learner_create(cfg, o->space, o->learner_seed, &L->learner, err);
-    if (rc == 0 && o->model_checkpoint) {
+    if (rc == 0 && !early && o->model_checkpoint) {
         rc = gb_torch_learner_load(L->learner, o->model_checkpoint, err);
         if (rc == 0) {
             L->train_steps = gb_torch_learner_train_steps(L->learner);
@@ -109,6 +113,7 @@ void gb_learning_destroy(gb_learning *L)
     free(L->checksums);
     gb_shards_destroy(L->shards);
     gb_replay_free(L->replay);
+    gb_learning_early_close(L);
     gb_torch_learner_destroy(L->learner);
     free(L);
 }
@@ -127,7 +132,47 @@ int gb_learning_join_group(gb_learning *L, gb_group *g, uint64_t shared_seed, gb
 gb_replay *gb_learning_replay(gb_learning *L) { return L->replay; }
 int gb_learning_restored(const gb_learning *L) { return L->restored; }
 gb_torch_learner *gb_learning_learner(gb_learning *L) { return L->learner; }
-gb_torch_model *gb_learning_model(gb_learning *L) { return gb_torch_learner_model(L->learner); }
+gb_torch_model *gb_learning_model(gb_learning *L)
+{
+    return L->learner ? gb_torch_learner_model(L->learner) : NULL;
+}
+
+void gb_learning_param_layout(const gb_learning *L, const gb_param_entry **table, int *count,
+                              uint64_t *total)
+{
+    if (L->early) /* the same as the bridge's (checked when it takes over) */
+        gb_ppo_mlp_layout(L->early, table, count, total);
+    else
+        gb_torch_model_layout(gb_torch_learner_model(L->learner), table, count, total);
+}
+
+int gb_learning_export(const gb_learning *L, void *buf, size_t cap, uint64_t *version,
+                       gb_error *err)
+{
+    return L->early_live ? gb_ppo_mlp_export(L->early, buf, cap, version, err)
+                         : gb_torch_model_export(gb_torch_learner_model(L->learner), buf, cap,
+                                                 version, err);
+}
+
+uint64_t gb_learning_version(const gb_learning *L)
+{
+    return L->early_live ? gb_ppo_mlp_version(L->early)
+                         : gb_torch_model_version(gb_torch_learner_model(L->learner));
+}
+
+void gb_learning_set_version(gb_learning *L, uint64_t version)
+{
+    if (L->early_live)
+        gb_ppo_mlp_set_version(L->early, version);
+    else
+        gb_torch_model_set_version(gb_torch_learner_model(L->learner), version);
+}
+
+const char *gb_learning_kernels(const gb_learning *L)
+{
+    return L->early_live ? "gearbox C, without libtorch until it loads"
+                         : gb_torch_learner_kernels(L->learner);
+}
 const gb_torch_stats *gb_learning_last(const gb_learning *L) { return &L->last; }
 int64_t gb_learning_train_steps(const gb_learning *L) { return L->train_steps; }
 int64_t gb_learning_samples_trained(const gb_learning *L) { return L->samples_trained; }
@@ -150,7 +195,10 @@ void gb_learning_write(gb_learning *L, int64_t idx, const void *const cols[GB_CH
 {
     for (int c = 0; c < L->layout.ncols; c++)
         memcpy(gb_replay_block(L->replay, c, idx), cols[c], L->layout.bytes[c]);
-    gb_learning_observe(L->cfg, &L->layout, L->learner, cols);
+    /* (the statistics never start without libtorch: L->learner is read only where they are
+     * kept, and then never changes) */
+    if (L->cfg->policy.model.normalize_obs || L->layout.return_carry)
+        gb_learning_observe(L->cfg, &L->layout, L->learner, cols);
 }
 
 int gb_learning_commit(gb_learning *L, int64_t n, const int64_t *idx, const int64_t *versions,
@@ -186,7 +234,9 @@ int gb_learning_insert(gb_learning *L, const void *const cols[GB_CHUNK_NCOLS], i
 void gb_learning_set_progress(gb_learning *L, double progress)
 {
     L->progress = progress;
-    if (!L->group)
+    if (L->early_live)
+        gb_ppo_mlp_set_progress(L->early, progress);
+    else if (!L->group)
         gb_torch_learner_set_progress(L->learner, progress);
 }
 
@@ -242,8 +292,9 @@ static int train_slot(gb_learning *L, batch_slot *s, int64_t n, const float *wei
 {
     gb_torch_batch b = gb_learning_batch_view(L, s, n, weights);
     double t0 = gb_now_s();
-    int rc = gb_torch_learner_train(L->learner, &b, &L->last,
-                                    L->weighted ? L->priorities_f : NULL, err);
+    float *prio = L->weighted ? L->priorities_f : NULL;
+    int rc = L->early_live ? gb_ppo_mlp_train(L->early, &b, &L->last, prio, err)
+                           : gb_torch_learner_train(L->learner, &b, &L->last, prio, err);
     L->train_ms += (gb_now_s() - t0) * 1e3;
     L->collect_ms += s->collect_us * 1e-3;
     /* A non-finite loss means the parameters are lost too (the step already applied its
@@ -282,12 +333,14 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
         if (!L->group)
             return 0; /* several trainers: the agreement below says "not yet" to all */
     }
+    int rc = gb_learning_early_take_over(L, 0, err); /* once libtorch has loaded */
+    if (rc)
+        return rc;
     gb_replay_request req = gb_replay_request_default(L->Bl);
     req.timeout_s = timeout_s;
-    int64_t version = (int64_t)gb_torch_model_version(gb_torch_learner_model(L->learner));
+    int64_t version = (int64_t)gb_learning_version(L);
     if (L->cfg->trainer.max_staleness >= 0)
         req.min_policy_version = version - L->cfg->trainer.max_staleness;
-    int rc = 0;
     if (L->group) {
         double progress;
         if ((rc = gb_shards_agree(L->shards, &req, stop, L->held, L->progress, &progress,
@@ -358,7 +411,9 @@ const char *gb_learning_collect_path(const gb_learning *L)
 int gb_learning_checkpoint(gb_learning *L, const char *model_path, const char *replay_path,
                            gb_error *err)
 {
-    int rc = gb_torch_learner_save(L->learner, model_path, err);
+    int rc = gb_learning_early_take_over(L, 1, err); /* the bridge writes the checkpoint */
+    if (rc == 0)
+        rc = gb_torch_learner_save(L->learner, model_path, err);
     if (rc == 0 && replay_path)
         rc = gb_replay_checkpoint(L->replay, replay_path, err);
     return rc;

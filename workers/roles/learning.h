@@ -27,6 +27,16 @@
  * buffers; the next selection then does not see step k's priority updates, and its staleness
  * floor is the one the learner will have when it trains. A machine or build without CUDA
  * refuses cuda (GB_EUNSUPPORTED, saying which part is missing), never runs it on the host.
+ *
+ * The start without libtorch: a trainer (not inline mode) that starts fresh (no checkpoint to
+ * restore), alone (trainer.count 1), with PPO on a model workers/roles/ppo_mlp.h can train as
+ * the bridge would (the default config's), trains from its first step on that learner in C
+ * while a thread loads the bridge module (libtorch: 0.4-0.6 s on the 2-core development
+ * machine) and makes the bridge's learner. At the first step after the load the bridge's
+ * learner takes the C learner's state over (parameters, Adam's, the counters: the same
+ * arithmetic goes on) and trains from then on; a checkpoint before that waits for the load and
+ * the handover (the bridge writes checkpoints). The layout and exported parameters are the
+ * same either side. Every other configuration loads the bridge in create, as before.
  * defines: gb_learning, gb_learning_opts, gb_learning_*, gb_learning_space */
 #ifndef GB_WORKERS_LEARNING_H
 #define GB_WORKERS_LEARNING_H
@@ -95,8 +105,23 @@ int gb_learning_join_group(gb_learning *L, gb_group *g, uint64_t shared_seed, gb
 gb_replay *gb_learning_replay(gb_learning *L);
 /* 1 when create loaded the learner from opts.model_checkpoint, else 0. */
 int gb_learning_restored(const gb_learning *L);
+/* The bridge's learner and its model: NULL while the learner without libtorch trains (above);
+ * never NULL in inline mode. */
 gb_torch_learner *gb_learning_learner(gb_learning *L);
 gb_torch_model *gb_learning_model(gb_learning *L);
+
+/* What the trainer publishes, whichever learner trains: the parameter layout (owned by L, valid
+ * until destroy) and its bytes; the parameters exported into buf (gb_torch_model_export's
+ * contract) with their version; the version, and setting it (a restarted trainer's versions go
+ * on from the last published); what computes the forward and backward (gb_torch_learner_kernels,
+ * or the learner without libtorch's). */
+void gb_learning_param_layout(const gb_learning *L, const gb_param_entry **table, int *count,
+                              uint64_t *total);
+int gb_learning_export(const gb_learning *L, void *buf, size_t cap, uint64_t *version,
+                       gb_error *err);
+uint64_t gb_learning_version(const gb_learning *L);
+void gb_learning_set_version(gb_learning *L, uint64_t version);
+const char *gb_learning_kernels(const gb_learning *L);
 
 /* Copies one chunk's columns (cols[c] laid out as the chunk layout says, e.g. a chunk block's
  * columns or a received message's tensors) into replay item idx, allocated and not yet

@@ -1,16 +1,22 @@
 /* workers/roles/learning_internal.h: the learning step's state, shared by its files:
- * learning.c (create, insert, the step, checkpoints) and learning_collect.c (how a selected
- * batch reaches the learner: host staging, the device gather, frame stacks). Calls go one way:
- * learning.c -> learning_collect.c.
+ * learning.c (create, insert, the step, checkpoints), learning_collect.c (how a selected
+ * batch reaches the learner: host staging, the device gather, frame stacks) and
+ * learning_early.c (the start without libtorch). Calls go one way: learning.c ->
+ * learning_collect.c, learning_early.c.
  * defines: gb_learning (the struct), batch_slot, gb_learning_host_dst, gb_learning_rebuild_obs,
  *          gb_learning_collect_slot, gb_learning_finish_slot, gb_learning_alloc_staging,
- *          gb_learning_free_slot, gb_learning_open_device, gb_learning_batch_view */
+ *          gb_learning_free_slot, gb_learning_open_device, gb_learning_batch_view,
+ *          gb_learning_early_open, gb_learning_early_take_over, gb_learning_early_close */
 #ifndef GB_WORKERS_LEARNING_INTERNAL_H
 #define GB_WORKERS_LEARNING_INTERNAL_H
 
 #include "kernels/kernels.h"
 #include "replay/gpu.h"
 #include "workers/roles/learning.h"
+#include "workers/roles/ppo_mlp.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
 
 /* How the chosen items reach the learner.
  * - cpu trainer: gb_replay_collect copies every column into host staging allocated once
@@ -72,6 +78,19 @@ struct gb_learning {
     uint64_t trained_mark; /* the replay's first_samples at gb_learning_mark_trained */
     int restored; /* the learner came from opts.model_checkpoint */
     gb_torch_stats last;
+    /* The start without libtorch (learning.h; learning_early.c): early trains while the loader
+     * thread loads the bridge and makes its learner (loaded, or load_err), which then takes
+     * over. early stays (its layout is the one the trainer publishes with) until destroy. */
+    gb_ppo_mlp *early;
+    int early_live;   /* early trains (learner is NULL) */
+    pthread_t loader;
+    int loader_live;  /* started and not yet joined */
+    atomic_int loader_done;
+    gb_torch_learner *loaded;
+    int load_rc;
+    gb_error load_err;
+    gb_torch_space space;
+    uint64_t learner_seed;
 };
 
 /* The host destinations of a slot (every column on the cpu; the small ones with cuda) into dst;
@@ -98,6 +117,16 @@ void gb_learning_free_slot(const gb_learning *L, batch_slot *s);
 /* trainer.device cuda: the collection stream and (gpu_zero_copy) the replay's tables
  * page-locked and mapped. Blocks. */
 int gb_learning_open_device(gb_learning *L, gb_error *err);
+
+/* The start without libtorch (learning_early.c). open: when o allows it (learning.h), makes
+ * L->early and starts the loader thread: 1; 0 when o does not allow it (nothing made); or an
+ * error. take_over: once the loader is done (wait: waits for it), hands early's state to the
+ * bridge's learner, which trains from then on; 0 when it did or nothing is to be done, or an
+ * error (the bridge failed to load, or its learner does not fit early's state). close: joins
+ * the loader and frees what take_over did not hand on. */
+int gb_learning_early_open(gb_learning *L, const gb_learning_opts *o, gb_error *err);
+int gb_learning_early_take_over(gb_learning *L, int wait, gb_error *err);
+void gb_learning_early_close(gb_learning *L);
 
 /* The learner's view of a collected slot of n items. */
 gb_torch_batch gb_learning_batch_view(const gb_learning *L, const batch_slot *s, int64_t n,

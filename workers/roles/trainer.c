@@ -39,8 +39,7 @@
  * flat buffer it is exported into is the trainer's. */
 static int make_param_buffer(trainer *t, gb_error *err)
 {
-    gb_torch_model_layout(gb_learning_model(t->learning), &t->param_layout, &t->param_count,
-                          &t->param_bytes);
+    gb_learning_param_layout(t->learning, &t->param_layout, &t->param_count, &t->param_bytes);
     t->param_buf = malloc(t->param_bytes ? t->param_bytes : 1);
     if (!t->param_buf)
         return gb_error_set(err, GB_ENOMEM, "out of memory for %llu parameter bytes",
@@ -51,8 +50,7 @@ static int make_param_buffer(trainer *t, gb_error *err)
 static int push_params(trainer *t, gb_error *err)
 {
     uint64_t version = 0;
-    int rc = gb_torch_model_export(gb_learning_model(t->learning), t->param_buf,
-                                   t->param_bytes, &version, err);
+    int rc = gb_learning_export(t->learning, t->param_buf, t->param_bytes, &version, err);
     if (rc == 0)
         rc = gb_param_publish(t->publisher, (int64_t)version, t->param_layout, t->param_count,
                               t->param_buf, t->param_bytes, err);
@@ -215,12 +213,12 @@ static int open_ledger(trainer *t, gb_error *err)
 static void continue_versions(trainer *t)
 {
     int64_t last = gb_trainer_ledger_last_published(t->ledger);
-    gb_torch_model *m = gb_learning_model(t->learning);
-    if (last < 0 || (int64_t)gb_torch_model_version(m) > last)
+    gb_learning *L = t->learning;
+    if (last < 0 || (int64_t)gb_learning_version(L) > last)
         return;
     GB_INFO("trainer: parameter versions go on from %lld (the last one published), not from "
-            "the checkpoint's %lld", (long long)last + 1, (long long)gb_torch_model_version(m));
-    gb_torch_model_set_version(m, (uint64_t)last + 1);
+            "the checkpoint's %lld", (long long)last + 1, (long long)gb_learning_version(L));
+    gb_learning_set_version(L, (uint64_t)last + 1);
 }
 
 static int write_learning(void *ctx, const char *model, const char *replay, gb_error *err)
@@ -269,8 +267,7 @@ static int open_learning(trainer *t, gb_error *err)
     gb_env_spec *spec = &t->spec;
     int rc = open_ledger(t, err);
     if (rc || (rc = gb_worker_env_space(cfg, spec, &t->space, err)) ||
-        (rc = gb_acting_layout_for(spec, cfg, &t->layout, err)) ||
-        (rc = gb_torch_set_threads((int)cfg->trainer.threads, err)))
+        (rc = gb_acting_layout_for(spec, cfg, &t->layout, err)))
         return rc;
     uint64_t seed = (uint64_t)cfg->experiment.seed;
     gb_learning_opts lo = {
@@ -280,6 +277,11 @@ static int open_learning(trainer *t, gb_error *err)
         .learner_seed = gb_rng_seed_of(seed, "trainer", (uint64_t)w->index, "learner"),
         .replay_seed = gb_rng_seed_of(seed, "trainer", (uint64_t)w->index, "replay"),
     };
+    /* Several trainers: libtorch loads before the group's generation is read (the group opens
+     * right after; a load of seconds between them would open a generation already gone). One
+     * trainer loads it in gb_learning_create, or beside its first steps (learning.h). */
+    if (cfg->trainer.count > 1 && (rc = gb_torch_set_threads((int)cfg->trainer.threads, err)))
+        return rc;
     if ((rc = gb_trainer_join_group(t, err)))
         return rc;
     lo.group = t->group;
@@ -297,7 +299,7 @@ static int open_learning(trainer *t, gb_error *err)
     GB_INFO("trainer %d: learning on %s (the network's forward and backward: %s), batches "
             "collected by the %s path%s", w->index,
             cfg->trainer.device == GB_DEVICE_CUDA ? "cuda" : "the cpu",
-            gb_torch_learner_kernels(gb_learning_learner(t->learning)),
+            gb_learning_kernels(t->learning),
             gb_learning_collect_path(t->learning),
             gb_learning_prefetching(t->learning) ? ", the next batch prefetched" : "");
     if ((rc = recover(t, err)))
