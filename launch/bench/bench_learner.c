@@ -3,7 +3,9 @@
  * actors.chunk_len steps, random observations and actions in the env's spaces), so that the
  * learner's part of time to solve is measured apart from the run: CPU time of the calling thread
  * per call and per gradient step, and samples per CPU second. The reference in the same run is a
- * forward of the acting model over the same rows (what the learner's steps are made of).
+ * forward of the acting model over the same rows (what the learner's steps are made of). A PPO
+ * config whose trainer starts without libtorch (workers/roles/ppo_mlp.h) gets a second row for
+ * that learner on the same batch.
  * defines: gb_bench_learner */
 #include "launch/bench/bench.h"
 #include "runtime/base/clock.h"
@@ -13,6 +15,7 @@
 #include "runtime/config/config.h"
 #include "runtime/base/rng.h"
 #include "workers/torch/bridge.h"
+#include "workers/roles/ppo_mlp.h"
 #include "workers/roles/worker.h"
 
 #include <stdint.h>
@@ -40,7 +43,9 @@ static void usage(FILE *out)
             "CPU second, wall-clock time per call, against a forward of the acting model over\n"
             "the same rows in the same run, and what computes the network's forward and\n"
             "backward (\"gearbox C\" or \"libtorch autograd\": trainer.kernels) and the BLAS\n"
-            "libtorch's products run on (\"OpenBLAS SkylakeX\": its kernels).\n"
+            "libtorch's products run on (\"OpenBLAS SkylakeX\": its kernels). A PPO config\n"
+            "whose trainer learns while libtorch loads gets a second row for that learner\n"
+            "(\"gearbox C without libtorch\").\n"
             "S: CPU seconds per config (default 2, --quick 0.2).\n");
 }
 
@@ -121,28 +126,31 @@ typedef struct learner_figures {
     const char *kernels; /* what computes the forward and backward (learner_kernels) */
 } learner_figures;
 
-/* Trains on the batch for at least budget_s CPU seconds of the process (after two warm-up
- * calls), then times a forward of the acting model over the same rows on the same clock. */
-static int time_learner(const gb_config *cfg, const gb_torch_space *sp, double budget_s,
-                        learner_figures *f, gb_error *err)
+/* One training call of a learner: the bridge's, or the one a trainer starts with. */
+typedef struct bench_learner {
+    gb_torch_learner *torch;
+    gb_ppo_mlp *early;
+} bench_learner;
+
+static int train_once(bench_learner *l, bench_batch *x, gb_torch_stats *st, gb_error *err)
 {
-    bench_batch x;
-    const int64_t B = cfg->trainer.batch_size, T = cfg->actors.chunk_len;
-    if (batch_make(&x, sp, B, T))
-        return gb_error_set(err, GB_ENOMEM, "bench learner: no memory for a batch of %lld x "
-                            "%lld steps", (long long)B, (long long)T);
-    gb_torch_learner *l = NULL;
-    int rc = gb_torch_learner_create(cfg, sp, 1, &l, err);
+    memset(st, 0, sizeof *st);
+    return l->early ? gb_ppo_mlp_train(l->early, &x->b, st, x->priorities, err)
+                    : gb_torch_learner_train(l->torch, &x->b, st, x->priorities, err);
+}
+
+/* Trains l on the batch for at least budget_s CPU seconds of the process (after two warm-up
+ * calls) into f. */
+static int time_calls(bench_learner *l, bench_batch *x, double budget_s, learner_figures *f,
+                      gb_error *err)
+{
     gb_torch_stats st;
+    int rc = 0;
     for (int i = 0; !rc && i < 2; i++)
-        rc = gb_torch_learner_train(l, &x.b, &st, x.priorities, err);
-    memset(f, 0, sizeof *f);
-    f->rows = B * T;
-    f->kernels = l ? gb_torch_learner_kernels(l) : "";
+        rc = train_once(l, x, &st, err);
     double t0 = gb_process_cpu_s(), t = t0, w0 = gb_now_s();
     while (!rc && t - t0 < budget_s) {
-        memset(&st, 0, sizeof st);
-        rc = gb_torch_learner_train(l, &x.b, &st, x.priorities, err);
+        rc = train_once(l, x, &st, err);
         f->calls++;
         f->steps += st.gradient_steps;
         t = gb_process_cpu_s();
@@ -153,19 +161,75 @@ static int time_learner(const gb_config *cfg, const gb_torch_space *sp, double b
         f->call_us = s / (double)f->calls * 1e6;
         f->step_us = f->steps ? s / (double)f->steps * 1e6 : 0.0;
         f->samples_per_s = (double)(f->calls * f->rows) / s;
-        gb_torch_model *m = gb_torch_learner_model(l);
+    }
+    return rc;
+}
+
+/* The bridge's learner on the batch, then a forward of the acting model over the same rows on
+ * the same clock, into f; into *early (early->calls 0 when the trainer would not start with
+ * it) the learner a trainer of cfg starts with while libtorch loads. */
+static int time_learner(const gb_config *cfg, const gb_torch_space *sp, double budget_s,
+                        learner_figures *f, learner_figures *early, gb_error *err)
+{
+    bench_batch x;
+    const int64_t B = cfg->trainer.batch_size, T = cfg->actors.chunk_len;
+    if (batch_make(&x, sp, B, T))
+        return gb_error_set(err, GB_ENOMEM, "bench learner: no memory for a batch of %lld x "
+                            "%lld steps", (long long)B, (long long)T);
+    bench_learner l = {0};
+    int rc = gb_torch_learner_create(cfg, sp, 1, &l.torch, err);
+    memset(f, 0, sizeof *f);
+    memset(early, 0, sizeof *early);
+    f->rows = early->rows = B * T;
+    f->kernels = l.torch ? gb_torch_learner_kernels(l.torch) : "";
+    early->kernels = "gearbox C without libtorch";
+    if (!rc)
+        rc = time_calls(&l, &x, budget_s, f, err);
+    if (!rc) {
+        gb_torch_model *m = gb_torch_learner_model(l.torch);
         int64_t n = 0;
-        t0 = t = gb_process_cpu_s();
+        double t0 = gb_process_cpu_s(), t = t0;
         while (!rc && t - t0 < budget_s / 4) {
             rc = gb_torch_model_forward(m, x.obs, f->rows, err);
             n++;
             t = gb_process_cpu_s();
         }
-        f->forward_us = (t - t0) / (double)n * 1e6;
+        f->forward_us = early->forward_us = (t - t0) / (double)n * 1e6;
     }
-    gb_torch_learner_destroy(l);
+    gb_error why = {0};
+    if (!rc && gb_ppo_mlp_open(cfg, sp, 1, &l.early, &why) == 0)
+        rc = time_calls(&l, &x, budget_s, early, err);
+    gb_ppo_mlp_close(l.early);
+    gb_torch_learner_destroy(l.torch);
     batch_free(&x);
     return rc;
+}
+
+/* One row (or JSON line) of figures f for the config at path config. */
+static void print_row(const gb_config *cfg, const char *config, const learner_figures *f,
+                      int json)
+{
+    const char *algo = gb_config_enum_name("trainer.algorithm.name",
+                                           (int)cfg->trainer.algorithm.name);
+    if (json)
+        printf("{\"bench\": \"learner\", \"config\": \"%s\", \"algorithm\": \"%s\", "
+               "\"env\": \"%s\", \"rows\": %lld, \"calls\": %lld, \"gradient_steps\": %lld, "
+               "\"call_us\": %.1f, \"step_us\": %.1f, \"samples_per_cpu_s\": %.0f, "
+               "\"forward_us\": %.1f, \"step_over_forward\": %.2f, \"wall_us\": %.1f, "
+               "\"kernels\": \"%s\", \"blas\": \"%s\"}\n",
+               config, algo, cfg->env.name, (long long)f->rows, (long long)f->calls,
+               (long long)f->steps, f->call_us, f->step_us, f->samples_per_s, f->forward_us,
+               f->forward_us > 0 ? f->step_us / f->forward_us : 0.0, f->wall_us, f->kernels,
+               gb_bench_blas());
+    else
+        printf("learner  %-4s %-16s %5lld rows  %8.1f us/call  %4.1f steps/call  "
+               "%7.1f us/step (x%.1f a forward of %.1f us)  %9.0f samples/cpu-s  "
+               "%8.1f us/call wall  (%s; %s)\n",
+               algo, cfg->env.name, (long long)f->rows, f->call_us,
+               f->calls ? (double)f->steps / (double)f->calls : 0.0, f->step_us,
+               f->forward_us > 0 ? f->step_us / f->forward_us : 0.0, f->forward_us,
+               f->samples_per_s, f->wall_us, f->kernels, gb_bench_blas());
+    fflush(stdout);
 }
 
 typedef struct learner_opts {
@@ -224,39 +288,21 @@ int gb_bench_learner(int argc, char **argv, int json)
     for (int c = 0; c < nconfigs; c++) {
         gb_env_spec spec;
         gb_torch_space space;
-        learner_figures f;
+        learner_figures f, early;
         int rc = gb_config_read(&cfg, configs[c], sets, nsets, &err);
         if (!rc)
             rc = gb_worker_env_space(&cfg, &spec, &space, &err);
         if (!rc)
             rc = gb_torch_set_threads((int)cfg.trainer.threads, &err);
         if (!rc)
-            rc = time_learner(&cfg, &space, seconds, &f, &err);
+            rc = time_learner(&cfg, &space, seconds, &f, &early, &err);
         if (rc) {
             fprintf(stderr, "gearbox bench learner: %s: %s\n", configs[c], err.msg);
             return GB_EXIT_FAILURE;
         }
-        const char *algo = gb_config_enum_name("trainer.algorithm.name",
-                                               (int)cfg.trainer.algorithm.name);
-        if (json)
-            printf("{\"bench\": \"learner\", \"config\": \"%s\", \"algorithm\": \"%s\", "
-                   "\"env\": \"%s\", \"rows\": %lld, \"calls\": %lld, \"gradient_steps\": %lld, "
-                   "\"call_us\": %.1f, \"step_us\": %.1f, \"samples_per_cpu_s\": %.0f, "
-                   "\"forward_us\": %.1f, \"step_over_forward\": %.2f, \"wall_us\": %.1f, "
-                   "\"kernels\": \"%s\", \"blas\": \"%s\"}\n",
-                   configs[c], algo, cfg.env.name, (long long)f.rows, (long long)f.calls,
-                   (long long)f.steps, f.call_us, f.step_us, f.samples_per_s, f.forward_us,
-                   f.forward_us > 0 ? f.step_us / f.forward_us : 0.0, f.wall_us, f.kernels,
-                   gb_bench_blas());
-        else
-            printf("learner  %-4s %-16s %5lld rows  %8.1f us/call  %4.1f steps/call  "
-                   "%7.1f us/step (x%.1f a forward of %.1f us)  %9.0f samples/cpu-s  "
-                   "%8.1f us/call wall  (%s; %s)\n",
-                   algo, cfg.env.name, (long long)f.rows, f.call_us,
-                   f.calls ? (double)f.steps / (double)f.calls : 0.0, f.step_us,
-                   f.forward_us > 0 ? f.step_us / f.forward_us : 0.0, f.forward_us,
-                   f.samples_per_s, f.wall_us, f.kernels, gb_bench_blas());
-        fflush(stdout);
+        print_row(&cfg, configs[c], &f, json);
+        if (early.calls)
+            print_row(&cfg, configs[c], &early, json);
     }
     return GB_EXIT_OK;
 }

@@ -2,7 +2,8 @@
  * an algorithm (MLP [16, 16], lr 0.01, gamma 0.9), a discrete (CartPole-like: 4 floats, 3
  * actions) and a box (3 floats, 2 bounded actions) space, and deterministic filler values.
  * defines: load_cfg_text, make_cfg, discrete_space, box_space, fill, learners_max_diff,
- *          kernels_learner_pair, train_pair, worst_rel, test_batch, make_test_batch */
+ *          kernels_learner_pair, train_pair, worst_rel, ppo_stats_worst, test_batch,
+ *          make_test_batch */
 #ifndef GB_TESTS_WORKERS_TORCH_TEST_UTIL_H
 #define GB_TESTS_WORKERS_TORCH_TEST_UTIL_H
 
@@ -144,6 +145,23 @@ static inline double worst_rel(double worst, const double (*pairs)[2], size_t n)
     for (size_t i = 0; i < n; i++)
         worst = fmax(worst, fabs(pairs[i][0] - pairs[i][1]) / (1e-3 + fabs(pairs[i][1])));
     return worst;
+}
+
+/* worst_rel over two PPO calls' statistics (so against the reference sr): the loss and its
+ * terms, the explained variance, the gradient norm and the lr. */
+static inline double ppo_stats_worst(double worst, const gb_torch_stats *so,
+                                     const gb_torch_stats *sr)
+{
+    const double s[][2] = {{so->loss, sr->loss},
+                           {so->policy_loss, sr->policy_loss},
+                           {so->value_loss, sr->value_loss},
+                           {so->entropy, sr->entropy},
+                           {so->approx_kl, sr->approx_kl},
+                           {so->clip_fraction, sr->clip_fraction},
+                           {so->explained_var, sr->explained_var},
+                           {so->grad_norm, sr->grad_norm},
+                           {so->lr, sr->lr}};
+    return worst_rel(worst, s, sizeof s / sizeof s[0]);
 }
 
 /* One training call of each learner of a pair on b (at most 64 chunks): their statistics into

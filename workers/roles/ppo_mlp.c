@@ -495,7 +495,7 @@ int gb_ppo_mlp_train(gb_ppo_mlp *q, const gb_torch_batch *b, gb_torch_stats *sta
         return gb_error_set(err, GB_ENOMEM, "ppo learner: out of memory");
     const gb_torch_ppo_coefs coefs = {pc->clip, pc->value_coef, pc->entropy_coef,
                                       pc->clip_value != 0, pc->normalize_advantages != 0};
-    double s_pol = 0, s_val = 0, s_ent = 0, s_kl = 0, s_cf = 0;
+    gb_torch_ppo_terms sum = {0};
     int64_t count = 0;
     for (int64_t e = 0; steps > 0 && e < pc->epochs; e++) {
         for (int64_t i = 0; i < N; i++) /* Fisher-Yates */
@@ -510,24 +510,14 @@ int gb_ppo_mlp_train(gb_ppo_mlp *q, const gb_torch_batch *b, gb_torch_stats *sta
             gb_torch_ppo_terms terms;
             if (minibatch(q, b, perm + start, (int)len, &coefs, &terms))
                 return gb_error_set(err, GB_ENOMEM, "ppo learner: out of memory");
-            s_pol += terms.policy;
-            s_val += terms.value;
-            s_ent += terms.entropy;
-            s_kl += terms.approx_kl;
-            s_cf += terms.clip_fraction;
+            gb_torch_ppo_terms_add(&sum, &terms);
             st->loss = terms.total;
             count++;
             st->grad_norm = optimise(q, st->lr);
         }
     }
     st->gradient_steps = count;
-    if (count) {
-        st->policy_loss = s_pol / (double)count;
-        st->value_loss = s_val / (double)count;
-        st->entropy = s_ent / (double)count;
-        st->approx_kl = s_kl / (double)count;
-        st->clip_fraction = s_cf / (double)count;
-    }
+    gb_torch_ppo_terms_means(&sum, count, st);
     q->train_steps++;
     q->version++;
     return 0;

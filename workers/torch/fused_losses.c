@@ -214,3 +214,23 @@ void gb_torch_gaussian_grads(float *z, int64_t n, int A, const float *ls, const 
             z[j] = g_logp[i] * z[j] * expf(-ls[j]);
         }
 }
+
+void gb_torch_ppo_terms_add(gb_torch_ppo_terms *sum, const gb_torch_ppo_terms *t)
+{
+    sum->policy += t->policy;
+    sum->value += t->value;
+    sum->entropy += t->entropy;
+    sum->approx_kl += t->approx_kl;
+    sum->clip_fraction += t->clip_fraction;
+}
+
+void gb_torch_ppo_terms_means(const gb_torch_ppo_terms *sum, int64_t count, gb_torch_stats *st)
+{
+    if (count <= 0)
+        return;
+    st->policy_loss = sum->policy / (double)count;
+    st->value_loss = sum->value / (double)count;
+    st->entropy = sum->entropy / (double)count;
+    st->approx_kl = sum->approx_kl / (double)count;
+    st->clip_fraction = sum->clip_fraction / (double)count;
+}

@@ -222,7 +222,7 @@ void ppo_epochs(gb_torch_learner *l, const PpoSteps &S, int64_t steps, PpoMiniba
     const bool kernels = mbs.rows_only() && ppo_kernels_apply(l, S.o);
     l->opt->set_lr(st->lr);
     std::vector<torch::Tensor> params = m->net->parameters();
-    double s_pol = 0, s_val = 0, s_ent = 0, s_kl = 0, s_cf = 0;
+    gb_torch_ppo_terms sum = {};
     int64_t count = 0, done = 0;
     for (int64_t e = 0; e < pc.epochs; e++) {
         mbs.shuffle();
@@ -241,11 +241,7 @@ void ppo_epochs(gb_torch_learner *l, const PpoSteps &S, int64_t steps, PpoMiniba
                                                          1),
                                             sp, coefs, l->opt.get())
                           : libtorch_minibatch(h, a_mb, S, idx, sp, pc, l->opt.get());
-                s_pol += terms.policy;
-                s_val += terms.value;
-                s_ent += terms.entropy;
-                s_kl += terms.approx_kl;
-                s_cf += terms.clip_fraction;
+                gb_torch_ppo_terms_add(&sum, &terms);
                 st->loss = terms.total;
                 count++;
             } else { // data-parallel: no minibatch here for this step; other ranks have one
@@ -259,13 +255,7 @@ void ppo_epochs(gb_torch_learner *l, const PpoSteps &S, int64_t steps, PpoMiniba
         }
     }
     st->gradient_steps = done;
-    if (count) {
-        st->policy_loss = s_pol / count;
-        st->value_loss = s_val / count;
-        st->entropy = s_ent / count;
-        st->approx_kl = s_kl / count;
-        st->clip_fraction = s_cf / count;
-    }
+    gb_torch_ppo_terms_means(&sum, count, st);
 }
 
 torch::Tensor batch_logp(const gb_torch_learner *l, const gb_torch_batch *b, const Heads &h)

@@ -6,10 +6,13 @@
  * libtorch.
  * defines: gb_torch_gae, gb_torch_vtrace, gb_torch_nstep, gb_torch_huber_td,
  *          gb_torch_chunk_priorities, gb_torch_ppo_fused, gb_torch_ppo_coefs, gb_torch_ppo_terms,
- *          gb_torch_categorical_terms, gb_torch_categorical_grads, gb_torch_gaussian_terms,
- *          gb_torch_gaussian_grads, gb_torch_sac_critic_fused, gb_torch_sac_actor_fused */
+ *          gb_torch_ppo_terms_add, gb_torch_ppo_terms_means, gb_torch_categorical_terms,
+ *          gb_torch_categorical_grads, gb_torch_gaussian_terms, gb_torch_gaussian_grads,
+ *          gb_torch_sac_critic_fused, gb_torch_sac_actor_fused */
 #ifndef GB_WORKERS_TORCH_TARGETS_H
 #define GB_WORKERS_TORCH_TARGETS_H
+
+#include "workers/torch/bridge.h" /* gb_torch_stats */
 
 #include <stdint.h>
 
@@ -79,6 +82,12 @@ typedef struct gb_torch_ppo_terms {
 void gb_torch_ppo_fused(int64_t n, const float *new_logp, const float *value,
                         const float *aux, const gb_torch_ppo_coefs *c, float *g_logp,
                         float *g_value, gb_torch_ppo_terms *out);
+
+/* A training call's PPO statistics: sum adds one minibatch's terms t (policy, value, entropy,
+ * approx_kl, clip_fraction); means writes the means of count such into st's policy_loss,
+ * value_loss, entropy, approx_kl and clip_fraction (nothing when count is 0). */
+void gb_torch_ppo_terms_add(gb_torch_ppo_terms *sum, const gb_torch_ppo_terms *t);
+void gb_torch_ppo_terms_means(const gb_torch_ppo_terms *sum, int64_t count, gb_torch_stats *st);
 
 /* PPO's distributions over a minibatch's n rows of the policy head's A outputs, for the fused
  * loss's inputs and from its gradients (the arithmetic of distributions.cpp, in float).

@@ -164,16 +164,7 @@ static void learners_agree(int discrete, const char *extra, double entropy_coef,
         float po[TB_B], pr[TB_B];
         CHECK_OK(gb_ppo_mlp_train(q, &x.b, &so, po, &err));
         CHECK_OK(gb_torch_learner_train(l, &x.b, &sr, pr, &err));
-        const double s[][2] = {{so.loss, sr.loss},
-                               {so.policy_loss, sr.policy_loss},
-                               {so.value_loss, sr.value_loss},
-                               {so.entropy, sr.entropy},
-                               {so.approx_kl, sr.approx_kl},
-                               {so.clip_fraction, sr.clip_fraction},
-                               {so.explained_var, sr.explained_var},
-                               {so.grad_norm, sr.grad_norm},
-                               {so.lr, sr.lr}};
-        worst = worst_rel(worst, s, sizeof s / sizeof s[0]);
+        worst = ppo_stats_worst(worst, &so, &sr);
         for (int i = 0; i < TB_B; i++) {
             const double p[1][2] = {{po[i], pr[i]}};
             worst = worst_rel(worst, p, 1);

@@ -41,15 +41,7 @@ static void learners_agree(int discrete, const char *extra, double entropy_coef,
         make_test_batch(&x, &sp, 300u + (unsigned)call);
         gb_torch_stats so, sr;
         CHECK(train_pair(own, ref, &x.b, &so, &sr, &worst) == 0);
-        const double s[][2] = {{so.loss, sr.loss},
-                               {so.policy_loss, sr.policy_loss},
-                               {so.value_loss, sr.value_loss},
-                               {so.entropy, sr.entropy},
-                               {so.approx_kl, sr.approx_kl},
-                               {so.clip_fraction, sr.clip_fraction},
-                               {so.explained_var, sr.explained_var},
-                               {so.grad_norm, sr.grad_norm}};
-        worst = worst_rel(worst, s, sizeof s / sizeof s[0]);
+        worst = ppo_stats_worst(worst, &so, &sr);
         CHECK(so.samples == sr.samples && so.samples > 0);
         CHECK(so.gradient_steps == sr.gradient_steps && so.gradient_steps == 16);
         if (call == 0) {
