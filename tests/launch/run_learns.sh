@@ -48,7 +48,7 @@ check_ledger "$s"
 # (the test's environment): a line its log must have
 t="$work/run/logs/trainer-0.log"
 if grep -q "without libtorch until it loads" "$t"; then
-  grep -q "libtorch loaded; its learner takes over after [0-9]* training steps" "$t" ||
+  grep -q "libtorch loaded in [0-9.]* s; its learner takes over after [0-9]* training steps" "$t" ||
     fail "the trainer learned without libtorch and never handed its learner over"
 fi
 if [ -n "${EXPECT_TRAINER_LOG:-}" ]; then

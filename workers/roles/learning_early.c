@@ -20,7 +20,7 @@ static void *load_bridge(void *arg)
         rc = gb_torch_learner_create(L->cfg, &L->space, L->learner_seed, &L->loaded,
                                      &L->load_err);
     L->load_rc = rc;
-    GB_DEBUG("learning: the bridge loaded in %.3f s (rc %d)", gb_now_s() - t0, rc);
+    L->load_s = gb_now_s() - t0;
     atomic_store(&L->loader_done, 1);
     return NULL;
 }
@@ -80,30 +80,34 @@ static int same_layout(gb_learning *L, gb_error *err)
 
 int gb_learning_early_take_over(gb_learning *L, int wait, gb_error *err)
 {
-    if (!L->early_live || (!wait && !atomic_load(&L->loader_done)))
+    if (!L->early_live)
         return 0;
-    pthread_join(L->loader, NULL);
-    L->loader_live = 0;
-    L->early_live = 0;
-    if (L->load_rc) {
-        *err = L->load_err;
-        return gb_error_prefix(err, "learning: loading the bridge");
+    if (L->loader_live) {
+        if (!wait && !atomic_load(&L->loader_done))
+            return 0;
+        pthread_join(L->loader, NULL);
+        L->loader_live = 0;
+        if (L->load_rc)
+            gb_error_prefix(&L->load_err, "learning: loading the bridge");
+        const float *p, *m, *v;
+        int64_t n, adam_steps;
+        gb_ppo_mlp_flat(L->early, &p, &m, &v, &n, &adam_steps);
+        if (L->load_rc == 0 && (L->load_rc = same_layout(L, &L->load_err)) == 0)
+            L->load_rc = gb_torch_learner_set_flat(L->loaded, p, m, v, n, adam_steps,
+                                                   gb_ppo_mlp_train_steps(L->early),
+                                                   &L->load_err);
     }
-    const float *p, *m, *v;
-    int64_t n, adam_steps;
-    gb_ppo_mlp_flat(L->early, &p, &m, &v, &n, &adam_steps);
-    int rc = same_layout(L, err);
-    if (rc == 0)
-        rc = gb_torch_learner_set_flat(L->loaded, p, m, v, n, adam_steps,
-                                       gb_ppo_mlp_train_steps(L->early), err);
-    if (rc)
-        return rc;
+    if (L->load_rc) { /* the learner without libtorch stays; every later call says why */
+        *err = L->load_err;
+        return L->load_rc;
+    }
     gb_torch_model_set_version(gb_torch_learner_model(L->loaded), gb_ppo_mlp_version(L->early));
     gb_torch_learner_set_progress(L->loaded, L->progress);
     L->learner = L->loaded;
     L->loaded = NULL;
-    GB_INFO("learning: libtorch loaded; its learner takes over after %lld training steps "
-            "without it", (long long)gb_ppo_mlp_train_steps(L->early));
+    L->early_live = 0;
+    GB_INFO("learning: libtorch loaded in %.2f s; its learner takes over after %lld training "
+            "steps without it", L->load_s, (long long)gb_ppo_mlp_train_steps(L->early));
     return 0;
 }
 

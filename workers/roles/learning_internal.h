@@ -87,8 +87,9 @@ struct gb_learning {
     int loader_live;  /* started and not yet joined */
     atomic_int loader_done;
     gb_torch_learner *loaded;
-    int load_rc;
+    int load_rc;        /* the load's, or the handover's: then early goes on training */
     gb_error load_err;
+    double load_s;      /* how long the load took */
     gb_torch_space space;
     uint64_t learner_seed;
 };
@@ -122,8 +123,9 @@ int gb_learning_open_device(gb_learning *L, gb_error *err);
  * L->early and starts the loader thread: 1; 0 when o does not allow it (nothing made); or an
  * error. take_over: once the loader is done (wait: waits for it), hands early's state to the
  * bridge's learner, which trains from then on; 0 when it did or nothing is to be done, or an
- * error (the bridge failed to load, or its learner does not fit early's state). close: joins
- * the loader and frees what take_over did not hand on. */
+ * error (the bridge failed to load, or its learner does not fit early's state: early then stays
+ * the learner, and every later call returns the same error). close: joins the loader and frees
+ * what take_over did not hand on. */
 int gb_learning_early_open(gb_learning *L, const gb_learning_opts *o, gb_error *err);
 int gb_learning_early_take_over(gb_learning *L, int wait, gb_error *err);
 void gb_learning_early_close(gb_learning *L);
