@@ -7,6 +7,7 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ---- blobs and layouts ----------------------------------------------------------------------- */
@@ -43,6 +44,19 @@ int gb_param_blob_find(const gb_param_blob *b, const char *name)
         if (strcmp(b->layout[i].name, name) == 0)
             return i;
     return -1;
+}
+
+void gb_param_entry_append(gb_param_entry *e, uint64_t *total, uint64_t align, const char *name,
+                           gb_dtype dtype, int64_t d0, int64_t d1)
+{
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->dtype = dtype;
+    e->rank = d1 > 0 ? 2 : 1;
+    e->shape[0] = d0;
+    e->shape[1] = d1;
+    e->offset = (*total + align - 1) / align * align;
+    *total = e->offset + (uint64_t)(d0 * (d1 > 0 ? d1 : 1)) * gb_dtype_size(dtype);
 }
 
 int gb_param_layout_fits(const gb_param_entry *sent, int count, size_t len,

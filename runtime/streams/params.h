@@ -2,7 +2,7 @@
  * the parameter service to every policy worker.
  * defines: gb_param_entry, gb_param_blob, gb_param_publisher, gb_param_service,
  *          gb_param_subscriber, gb_param_relay and their options and statistics,
- *          gb_param_layout_check, gb_param_layout_fits
+ *          gb_param_layout_check, gb_param_layout_fits, gb_param_entry_append
  *
  * A blob is one flat buffer plus a layout table (name, dtype, shape, byte offset per tensor),
  * a version (never decreasing: the last one again is a resend) and a CRC-32C of the buffer.
@@ -80,6 +80,12 @@ int gb_param_blob_find(const gb_param_blob *b, const char *name);
  * non-negative dimensions, each entry inside [0, bytes) without overflow. Returns 0 or
  * GB_EINVAL naming the entry. */
 int gb_param_layout_check(const gb_param_entry *layout, int n, uint64_t bytes, gb_error *err);
+
+/* Fills e with a tensor named name of dtype and shape [d0] (d1 0) or [d0, d1], at the first
+ * offset at or after *total that is a multiple of align, and moves *total past it: how a
+ * model's layout is built entry after entry (align: GB_TORCH_PARAM_ALIGN). */
+void gb_param_entry_append(gb_param_entry *e, uint64_t *total, uint64_t align, const char *name,
+                           gb_dtype dtype, int64_t d0, int64_t d1);
 
 /* Whether a blob (layout sent, count entries, len bytes) fits a model laid out as own (own_count
  * entries, own_bytes): the same count and size, and every entry the same name, dtype, rank,

@@ -55,8 +55,8 @@ int gb_learning_early_open(gb_learning *L, const gb_learning_opts *o, gb_error *
     return 1;
 }
 
-/* GB_ECORRUPT unless the bridge's model is laid out as early's (names, dtypes, shapes,
- * offsets): the flat state would land in the wrong tensors. */
+/* 0 when the bridge's model is laid out as early's (names, dtypes, shapes, offsets), else
+ * GB_ECORRUPT naming the first difference: the flat state would land in the wrong tensors. */
 static int same_layout(gb_learning *L, gb_error *err)
 {
     const gb_param_entry *a, *b;
@@ -64,18 +64,10 @@ static int same_layout(gb_learning *L, gb_error *err)
     uint64_t ta, tb;
     gb_ppo_mlp_layout(L->early, &a, &na, &ta);
     gb_torch_model_layout(gb_torch_learner_model(L->loaded), &b, &nb, &tb);
-    for (int i = 0; i < na && i < nb; i++)
-        if (strcmp(a[i].name, b[i].name) != 0 || a[i].dtype != b[i].dtype ||
-            a[i].rank != b[i].rank || a[i].offset != b[i].offset ||
-            memcmp(a[i].shape, b[i].shape, sizeof a[i].shape) != 0)
-            return gb_error_set(err, GB_ECORRUPT, "learning: the bridge's parameter %d is %s, "
-                                "the learner without libtorch's %s: they cannot hand over", i,
-                                b[i].name, a[i].name);
-    if (na != nb || ta != tb)
-        return gb_error_set(err, GB_ECORRUPT, "learning: the bridge's model has %d parameters "
-                            "(%llu bytes), the learner without libtorch's %d (%llu)", nb,
-                            (unsigned long long)tb, na, (unsigned long long)ta);
-    return 0;
+    if (gb_param_layout_fits(a, na, (size_t)ta, b, nb, tb, err) == 0)
+        return 0;
+    err->code = GB_ECORRUPT; /* not an input's fault: the two learners disagree */
+    return gb_error_prefix(err, "learning: the learner without libtorch cannot hand over");
 }
 
 int gb_learning_early_take_over(gb_learning *L, int wait, gb_error *err)
@@ -89,13 +81,14 @@ int gb_learning_early_take_over(gb_learning *L, int wait, gb_error *err)
         L->loader_live = 0;
         if (L->load_rc)
             gb_error_prefix(&L->load_err, "learning: loading the bridge");
-        const float *p, *m, *v;
-        int64_t n, adam_steps;
-        gb_ppo_mlp_flat(L->early, &p, &m, &v, &n, &adam_steps);
-        if (L->load_rc == 0 && (L->load_rc = same_layout(L, &L->load_err)) == 0)
+        else if ((L->load_rc = same_layout(L, &L->load_err)) == 0) {
+            const float *p, *m, *v;
+            int64_t n, adam_steps;
+            gb_ppo_mlp_flat(L->early, &p, &m, &v, &n, &adam_steps);
             L->load_rc = gb_torch_learner_set_flat(L->loaded, p, m, v, n, adam_steps,
                                                    gb_ppo_mlp_train_steps(L->early),
                                                    &L->load_err);
+        }
     }
     if (L->load_rc) { /* the learner without libtorch stays; every later call says why */
         *err = L->load_err;

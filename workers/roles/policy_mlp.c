@@ -54,17 +54,8 @@ struct gb_policy_mlp {
  * (room for it made by build); returns its index. */
 static int add_entry(gb_policy_mlp *m, const char *name, gb_dtype dtype, int64_t d0, int64_t d1)
 {
-    gb_param_entry *e = &m->layout[m->nlayout];
-    memset(e, 0, sizeof *e);
-    snprintf(e->name, sizeof e->name, "%s", name);
-    e->dtype = dtype;
-    e->rank = d1 > 0 ? 2 : 1;
-    e->shape[0] = d0;
-    e->shape[1] = d1;
-    uint64_t off = (m->total + GB_TORCH_PARAM_ALIGN - 1) / GB_TORCH_PARAM_ALIGN *
-                   GB_TORCH_PARAM_ALIGN;
-    e->offset = off;
-    m->total = off + (uint64_t)(d0 * (d1 > 0 ? d1 : 1)) * gb_dtype_size(dtype);
+    gb_param_entry_append(&m->layout[m->nlayout], &m->total, GB_TORCH_PARAM_ALIGN, name, dtype,
+                          d0, d1);
     return m->nlayout++;
 }
 

@@ -99,19 +99,10 @@ static int supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *e
 /* Appends a float32 entry of shape [d0] or [d0, d1] (d1 0: rank 1); returns its index. */
 static int add_entry(gb_ppo_mlp *q, const char *name, int64_t d0, int64_t d1)
 {
-    gb_param_entry *e = &q->layout[q->nlayout];
-    memset(e, 0, sizeof *e);
-    snprintf(e->name, sizeof e->name, "%s", name);
-    e->dtype = GB_DTYPE_FLOAT32;
-    e->rank = d1 > 0 ? 2 : 1;
-    e->shape[0] = d0;
-    e->shape[1] = d1;
-    e->offset = (q->total + GB_TORCH_PARAM_ALIGN - 1) / GB_TORCH_PARAM_ALIGN *
-                GB_TORCH_PARAM_ALIGN;
-    const int64_t count = d0 * (d1 > 0 ? d1 : 1);
-    q->total = e->offset + (uint64_t)count * 4;
+    gb_param_entry_append(&q->layout[q->nlayout], &q->total, GB_TORCH_PARAM_ALIGN, name,
+                          GB_DTYPE_FLOAT32, d0, d1);
     q->flat_at[q->nlayout] = q->n;
-    q->n += count;
+    q->n += d0 * (d1 > 0 ? d1 : 1);
     return q->nlayout++;
 }
 

@@ -280,7 +280,7 @@ static int open_learning(trainer *t, gb_error *err)
     /* Several trainers: libtorch loads before the group's generation is read (the group opens
      * right after; a load of seconds between them would open a generation already gone). One
      * trainer loads it in gb_learning_create, or beside its first steps (learning.h). */
-    if (cfg->trainer.count > 1 && (rc = gb_torch_set_threads((int)cfg->trainer.threads, err)))
+    if (cfg->trainer.count > 1 && (rc = gb_torch_load(err)))
         return rc;
     if ((rc = gb_trainer_join_group(t, err)))
         return rc;

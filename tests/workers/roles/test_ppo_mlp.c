@@ -82,12 +82,7 @@ static void check_layout_and_init(int discrete, const char *extra)
     uint64_t bytes_a, bytes_b;
     gb_ppo_mlp_layout(q, &ta, &na, &bytes_a);
     gb_torch_model_layout(gb_torch_learner_model(l), &tb, &nb, &bytes_b);
-    CHECK(na == nb && bytes_a == bytes_b);
-    for (int i = 0; i < na && i < nb; i++)
-        CHECK_MSG(strcmp(ta[i].name, tb[i].name) == 0 && ta[i].dtype == tb[i].dtype &&
-                      ta[i].rank == tb[i].rank && ta[i].shape[0] == tb[i].shape[0] &&
-                      ta[i].shape[1] == tb[i].shape[1] && ta[i].offset == tb[i].offset,
-                  "entry %d: %s against the bridge's %s", i, ta[i].name, tb[i].name);
+    CHECK_OK(gb_param_layout_fits(ta, na, (size_t)bytes_a, tb, nb, bytes_b, &err));
     /* orthogonal rows (or columns) of norm gain; zero biases; log_std at its initial value */
     float *w = calloc(1, bytes_a);
     CHECK_OK(gb_ppo_mlp_export(q, w, bytes_a, NULL, &err));
