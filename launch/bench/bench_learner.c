@@ -4,8 +4,8 @@
  * learner's part of time to solve is measured apart from the run: CPU time of the calling thread
  * per call and per gradient step, and samples per CPU second. The reference in the same run is a
  * forward of the acting model over the same rows (what the learner's steps are made of). A PPO
- * config whose trainer starts without libtorch (workers/roles/ppo_mlp.h) gets a second row for
- * that learner on the same batch.
+ * or DQN config whose trainer starts without libtorch (workers/roles/ppo_mlp.h, dqn_mlp.h) gets
+ * a second row for that learner on the same batch.
  * defines: gb_bench_learner */
 #include "launch/bench/bench.h"
 #include "runtime/base/clock.h"
@@ -15,6 +15,7 @@
 #include "runtime/config/config.h"
 #include "runtime/base/rng.h"
 #include "workers/torch/bridge.h"
+#include "workers/roles/dqn_mlp.h"
 #include "workers/roles/ppo_mlp.h"
 #include "workers/roles/worker.h"
 
@@ -43,8 +44,8 @@ static void usage(FILE *out)
             "CPU second, wall-clock time per call, against a forward of the acting model over\n"
             "the same rows in the same run, and what computes the network's forward and\n"
             "backward (\"gearbox C\" or \"libtorch autograd\": trainer.kernels) and the BLAS\n"
-            "libtorch's products run on (\"OpenBLAS SkylakeX\": its kernels). A PPO config\n"
-            "whose trainer learns while libtorch loads gets a second row for that learner\n"
+            "libtorch's products run on (\"OpenBLAS SkylakeX\": its kernels). A PPO or DQN\n"
+            "config whose trainer learns while libtorch loads gets a second row for that learner\n"
             "(\"gearbox C without libtorch\").\n"
             "S: CPU seconds per config (default 2, --quick 0.2).\n");
 }
@@ -129,14 +130,18 @@ typedef struct learner_figures {
 /* One training call of a learner: the bridge's, or the one a trainer starts with. */
 typedef struct bench_learner {
     gb_torch_learner *torch;
-    gb_ppo_mlp *early;
+    gb_ppo_mlp *early_ppo;
+    gb_dqn_mlp *early_dqn;
 } bench_learner;
 
 static int train_once(bench_learner *l, bench_batch *x, gb_torch_stats *st, gb_error *err)
 {
     memset(st, 0, sizeof *st);
-    return l->early ? gb_ppo_mlp_train(l->early, &x->b, st, x->priorities, err)
-                    : gb_torch_learner_train(l->torch, &x->b, st, x->priorities, err);
+    if (l->early_ppo)
+        return gb_ppo_mlp_train(l->early_ppo, &x->b, st, x->priorities, err);
+    if (l->early_dqn)
+        return gb_dqn_mlp_train(l->early_dqn, &x->b, st, x->priorities, err);
+    return gb_torch_learner_train(l->torch, &x->b, st, x->priorities, err);
 }
 
 /* Trains l on the batch for at least budget_s CPU seconds of the process (after two warm-up
@@ -197,9 +202,12 @@ static int time_learner(const gb_config *cfg, const gb_torch_space *sp, double b
         f->forward_us = early->forward_us = (t - t0) / (double)n * 1e6;
     }
     gb_error why = {0};
-    if (!rc && gb_ppo_mlp_open(cfg, sp, 1, &l.early, &why) == 0)
+    if (!rc && (cfg->trainer.algorithm.name == GB_ALGO_DQN
+                    ? gb_dqn_mlp_open(cfg, sp, 1, &l.early_dqn, &why)
+                    : gb_ppo_mlp_open(cfg, sp, 1, &l.early_ppo, &why)) == 0)
         rc = time_calls(&l, &x, budget_s, early, err);
-    gb_ppo_mlp_close(l.early);
+    gb_ppo_mlp_close(l.early_ppo);
+    gb_dqn_mlp_close(l.early_dqn);
     gb_torch_learner_destroy(l.torch);
     batch_free(&x);
     return rc;

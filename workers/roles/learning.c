@@ -140,30 +140,32 @@ gb_torch_model *gb_learning_model(gb_learning *L)
 void gb_learning_param_layout(const gb_learning *L, const gb_param_entry **table, int *count,
                               uint64_t *total)
 {
-    if (L->early) /* the same as the bridge's (checked when it takes over) */
-        gb_ppo_mlp_layout(L->early, table, count, total);
-    else
+    if (L->early) { /* the same as the bridge's (checked when it takes over) */
+        *table = L->early->layout;
+        *count = L->early->nlayout;
+        *total = L->early->total;
+    } else
         gb_torch_model_layout(gb_torch_learner_model(L->learner), table, count, total);
 }
 
 int gb_learning_export(const gb_learning *L, void *buf, size_t cap, uint64_t *version,
                        gb_error *err)
 {
-    return L->early_live ? gb_ppo_mlp_export(L->early, buf, cap, version, err)
+    return L->early_live ? gb_flat_mlp_export(L->early, buf, cap, version, err)
                          : gb_torch_model_export(gb_torch_learner_model(L->learner), buf, cap,
                                                  version, err);
 }
 
 uint64_t gb_learning_version(const gb_learning *L)
 {
-    return L->early_live ? gb_ppo_mlp_version(L->early)
+    return L->early_live ? L->early->version
                          : gb_torch_model_version(gb_torch_learner_model(L->learner));
 }
 
 void gb_learning_set_version(gb_learning *L, uint64_t version)
 {
     if (L->early_live)
-        gb_ppo_mlp_set_version(L->early, version);
+        L->early->version = version;
     else
         gb_torch_model_set_version(gb_torch_learner_model(L->learner), version);
 }
@@ -235,7 +237,7 @@ void gb_learning_set_progress(gb_learning *L, double progress)
 {
     L->progress = progress;
     if (L->early_live)
-        gb_ppo_mlp_set_progress(L->early, progress);
+        gb_flat_mlp_set_progress(L->early, progress);
     else if (!L->group)
         gb_torch_learner_set_progress(L->learner, progress);
 }
@@ -293,7 +295,7 @@ static int train_slot(gb_learning *L, batch_slot *s, int64_t n, const float *wei
     gb_torch_batch b = gb_learning_batch_view(L, s, n, weights);
     double t0 = gb_now_s();
     float *prio = L->weighted ? L->priorities_f : NULL;
-    int rc = L->early_live ? gb_ppo_mlp_train(L->early, &b, &L->last, prio, err)
+    int rc = L->early_live ? gb_learning_early_train(L, &b, prio, err)
                            : gb_torch_learner_train(L->learner, &b, &L->last, prio, err);
     L->train_ms += (gb_now_s() - t0) * 1e3;
     L->collect_ms += s->collect_us * 1e-3;

@@ -29,14 +29,15 @@
  * refuses cuda (GB_EUNSUPPORTED, saying which part is missing), never runs it on the host.
  *
  * The start without libtorch: a trainer (not inline mode) that starts fresh (no checkpoint to
- * restore), alone (trainer.count 1), with PPO on a model workers/roles/ppo_mlp.h can train as
- * the bridge would (the default config's), trains from its first step on that learner in C
- * while a thread loads the bridge module (libtorch: 0.4-0.6 s on the 2-core development
- * machine) and makes the bridge's learner. At the first step after the load the bridge's
- * learner takes the C learner's state over (parameters, Adam's, the counters: the same
- * arithmetic goes on) and trains from then on; a checkpoint before that waits for the load and
- * the handover (the bridge writes checkpoints). The layout and exported parameters are the
- * same either side. Every other configuration loads the bridge in create, as before.
+ * restore), alone (trainer.count 1), with PPO or DQN on a model workers/roles/ppo_mlp.h or
+ * dqn_mlp.h can train as the bridge would (the classic-control configs'), trains from its first
+ * step on that learner in C while a thread loads the bridge module (libtorch: 0.4-0.6 s on the
+ * 2-core development machine) and makes the bridge's learner. At the first step after the load
+ * the bridge's learner takes the C learner's state over (parameters, Adam's, DQN's target
+ * network, the counters: the same arithmetic goes on) and trains from then on; a checkpoint
+ * before that waits for the load and the handover (the bridge writes checkpoints). The layout
+ * and exported parameters are the same either side. Every other configuration loads the bridge
+ * in create, as before.
  * defines: gb_learning, gb_learning_opts, gb_learning_*, gb_learning_space */
 #ifndef GB_WORKERS_LEARNING_H
 #define GB_WORKERS_LEARNING_H

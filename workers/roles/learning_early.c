@@ -1,6 +1,7 @@
-/* workers/roles/learning_early.c: the start without libtorch (learning.h): the trainer's PPO
- * learner in C (ppo_mlp.h) trains while a thread loads the bridge module and makes the bridge's
- * learner, which then takes the C learner's state over at the start of a step. */
+/* workers/roles/learning_early.c: the start without libtorch (learning.h): the trainer's PPO or
+ * DQN learner in C (ppo_mlp.h, dqn_mlp.h) trains while a thread loads the bridge module and
+ * makes the bridge's learner, which then takes the C learner's state over at the start of a
+ * step. */
 #include "workers/roles/learning_internal.h"
 
 #include "runtime/base/clock.h"
@@ -32,7 +33,14 @@ int gb_learning_early_open(gb_learning *L, const gb_learning_opts *o, gb_error *
         (o->model_checkpoint && access(o->model_checkpoint, F_OK) == 0))
         return 0; /* inline mode acts on the bridge's model; groups and restores start there */
     gb_error why = {0};
-    int rc = gb_ppo_mlp_open(cfg, o->space, o->learner_seed, &L->early, &why);
+    int rc;
+    if (cfg->trainer.algorithm.name == GB_ALGO_DQN) {
+        rc = gb_dqn_mlp_open(cfg, o->space, o->learner_seed, &L->early_dqn, &why);
+        L->early = rc == 0 ? gb_dqn_mlp_net(L->early_dqn) : NULL;
+    } else {
+        rc = gb_ppo_mlp_open(cfg, o->space, o->learner_seed, &L->early_ppo, &why);
+        L->early = rc == 0 ? gb_ppo_mlp_net(L->early_ppo) : NULL;
+    }
     if (rc == GB_EUNSUPPORTED) {
         GB_DEBUG("learning: the bridge's learner from the start: %s", why.msg);
         return 0;
@@ -43,28 +51,43 @@ int gb_learning_early_open(gb_learning *L, const gb_learning_opts *o, gb_error *
     }
     L->space = *o->space;
     L->learner_seed = o->learner_seed;
-    atomic_store(&L->loader_done, 0);
-    if ((rc = pthread_create(&L->loader, NULL, load_bridge, L)) != 0) {
-        gb_ppo_mlp_close(L->early);
-        L->early = NULL;
-        return gb_error_set(err, GB_ENOMEM, "learning: starting the bridge's loader: %s",
-                            strerror(rc));
-    }
-    L->loader_live = 1;
     L->early_live = 1;
     return 1;
+}
+
+/* The loader thread, started at the first step or checkpoint rather than in create: the
+ * dynamic loader's lock, which dlopen holds for most of the load, is one pthread_create takes
+ * too (for the new thread's TLS), and a trainer that made its ingest thread during the load
+ * waited 0.3 s for it before receiving its first chunk. A thread that cannot start is the
+ * load's failure. */
+static void start_loader(gb_learning *L)
+{
+    L->loader_started = 1;
+    atomic_store(&L->loader_done, 0);
+    int e = pthread_create(&L->loader, NULL, load_bridge, L);
+    if (e == 0)
+        L->loader_live = 1;
+    else
+        L->load_rc = gb_error_set(&L->load_err, GB_ENOMEM, "learning: starting the bridge's loader: %s",
+                                  strerror(e));
+}
+
+int gb_learning_early_train(gb_learning *L, const gb_torch_batch *b, float *prio, gb_error *err)
+{
+    return L->early_dqn ? gb_dqn_mlp_train(L->early_dqn, b, &L->last, prio, err)
+                        : gb_ppo_mlp_train(L->early_ppo, b, &L->last, prio, err);
 }
 
 /* 0 when the bridge's model is laid out as early's (names, dtypes, shapes, offsets), else
  * GB_ECORRUPT naming the first difference: the flat state would land in the wrong tensors. */
 static int same_layout(gb_learning *L, gb_error *err)
 {
-    const gb_param_entry *a, *b;
-    int na, nb;
-    uint64_t ta, tb;
-    gb_ppo_mlp_layout(L->early, &a, &na, &ta);
+    const gb_param_entry *b;
+    int nb;
+    uint64_t tb;
     gb_torch_model_layout(gb_torch_learner_model(L->loaded), &b, &nb, &tb);
-    if (gb_param_layout_fits(a, na, (size_t)ta, b, nb, tb, err) == 0)
+    const gb_flat_mlp *f = L->early;
+    if (gb_param_layout_fits(f->layout, f->nlayout, (size_t)f->total, b, nb, tb, err) == 0)
         return 0;
     err->code = GB_ECORRUPT; /* not an input's fault: the two learners disagree */
     return gb_error_prefix(err, "learning: the learner without libtorch cannot hand over");
@@ -74,6 +97,8 @@ int gb_learning_early_take_over(gb_learning *L, int wait, gb_error *err)
 {
     if (!L->early_live)
         return 0;
+    if (!L->loader_started)
+        start_loader(L);
     if (L->loader_live) {
         if (!wait && !atomic_load(&L->loader_done))
             return 0;
@@ -82,11 +107,10 @@ int gb_learning_early_take_over(gb_learning *L, int wait, gb_error *err)
         if (L->load_rc)
             gb_error_prefix(&L->load_err, "learning: loading the bridge");
         else if ((L->load_rc = same_layout(L, &L->load_err)) == 0) {
-            const float *p, *m, *v;
-            int64_t n, adam_steps;
-            gb_ppo_mlp_flat(L->early, &p, &m, &v, &n, &adam_steps);
-            L->load_rc = gb_torch_learner_set_flat(L->loaded, p, m, v, n, adam_steps,
-                                                   gb_ppo_mlp_train_steps(L->early),
+            const gb_flat_mlp *f = L->early;
+            const float *target = L->early_dqn ? gb_dqn_mlp_target(L->early_dqn) : NULL;
+            L->load_rc = gb_torch_learner_set_flat(L->loaded, f->p, f->m, f->v, target, f->n,
+                                                   f->adam_steps, f->train_steps,
                                                    &L->load_err);
         }
     }
@@ -94,13 +118,13 @@ int gb_learning_early_take_over(gb_learning *L, int wait, gb_error *err)
         *err = L->load_err;
         return L->load_rc;
     }
-    gb_torch_model_set_version(gb_torch_learner_model(L->loaded), gb_ppo_mlp_version(L->early));
+    gb_torch_model_set_version(gb_torch_learner_model(L->loaded), L->early->version);
     gb_torch_learner_set_progress(L->loaded, L->progress);
     L->learner = L->loaded;
     L->loaded = NULL;
     L->early_live = 0;
     GB_INFO("learning: libtorch loaded in %.2f s; its learner takes over after %lld training "
-            "steps without it", L->load_s, (long long)gb_ppo_mlp_train_steps(L->early));
+            "steps without it", L->load_s, (long long)L->early->train_steps);
     return 0;
 }
 
@@ -111,6 +135,9 @@ void gb_learning_early_close(gb_learning *L)
     L->loader_live = 0;
     gb_torch_learner_destroy(L->loaded);
     L->loaded = NULL;
-    gb_ppo_mlp_close(L->early);
+    gb_ppo_mlp_close(L->early_ppo);
+    gb_dqn_mlp_close(L->early_dqn);
+    L->early_ppo = NULL;
+    L->early_dqn = NULL;
     L->early = NULL;
 }

@@ -6,13 +6,15 @@
  * defines: gb_learning (the struct), batch_slot, gb_learning_host_dst, gb_learning_rebuild_obs,
  *          gb_learning_collect_slot, gb_learning_finish_slot, gb_learning_alloc_staging,
  *          gb_learning_free_slot, gb_learning_open_device, gb_learning_batch_view,
- *          gb_learning_early_open, gb_learning_early_take_over, gb_learning_early_close */
+ *          gb_learning_early_open, gb_learning_early_train, gb_learning_early_take_over,
+ *          gb_learning_early_close */
 #ifndef GB_WORKERS_LEARNING_INTERNAL_H
 #define GB_WORKERS_LEARNING_INTERNAL_H
 
 #include "kernels/kernels.h"
 #include "replay/gpu.h"
 #include "workers/roles/learning.h"
+#include "workers/roles/dqn_mlp.h"
 #include "workers/roles/ppo_mlp.h"
 
 #include <pthread.h>
@@ -78,13 +80,17 @@ struct gb_learning {
     uint64_t trained_mark; /* the replay's first_samples at gb_learning_mark_trained */
     int restored; /* the learner came from opts.model_checkpoint */
     gb_torch_stats last;
-    /* The start without libtorch (learning.h; learning_early.c): early trains while the loader
-     * thread loads the bridge and makes its learner (loaded, or load_err), which then takes
-     * over. early stays (its layout is the one the trainer publishes with) until destroy. */
-    gb_ppo_mlp *early;
+    /* The start without libtorch (learning.h; learning_early.c): early_ppo or early_dqn
+     * trains while the loader thread loads the bridge and makes its learner (loaded, or
+     * load_err), which then takes over. early is its network and counters; it stays (its layout
+     * is the one the trainer publishes with) until destroy. */
+    gb_ppo_mlp *early_ppo;
+    gb_dqn_mlp *early_dqn;
+    gb_flat_mlp *early;
     int early_live;   /* early trains (learner is NULL) */
     pthread_t loader;
-    int loader_live;  /* started and not yet joined */
+    int loader_started; /* at the first step or checkpoint (learning_early.c: start_loader) */
+    int loader_live;    /* started and not yet joined */
     atomic_int loader_done;
     gb_torch_learner *loaded;
     int load_rc;        /* the load's, or the handover's: then early goes on training */
@@ -120,13 +126,15 @@ void gb_learning_free_slot(const gb_learning *L, batch_slot *s);
 int gb_learning_open_device(gb_learning *L, gb_error *err);
 
 /* The start without libtorch (learning_early.c). open: when o allows it (learning.h), makes
- * L->early and starts the loader thread: 1; 0 when o does not allow it (nothing made); or an
- * error. take_over: once the loader is done (wait: waits for it), hands early's state to the
+ * L->early (PPO's or DQN's learner) and starts the loader thread: 1; 0 when o does not allow it
+ * (nothing made); or an error. train: gb_torch_learner_train's contract for early, the stats
+ * into L->last. take_over: once the loader is done (wait: waits for it), hands early's state to the
  * bridge's learner, which trains from then on; 0 when it did or nothing is to be done, or an
  * error (the bridge failed to load, or its learner does not fit early's state: early then stays
  * the learner, and every later call returns the same error). close: joins the loader and frees
  * what take_over did not hand on. */
 int gb_learning_early_open(gb_learning *L, const gb_learning_opts *o, gb_error *err);
+int gb_learning_early_train(gb_learning *L, const gb_torch_batch *b, float *prio, gb_error *err);
 int gb_learning_early_take_over(gb_learning *L, int wait, gb_error *err);
 void gb_learning_early_close(gb_learning *L);
 

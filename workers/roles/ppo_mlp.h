@@ -16,20 +16,19 @@
  * own generator's (runtime/base/rng.h), so a seed fixes them but they are not the bridge's.
  * tests/workers/roles/test_ppo_mlp.c trains it beside the bridge's learner from the same state.
  *
- * The flat state (parameters, Adam's moments, its step count) is in libtorch's parameter order,
- * which the bridge's learner takes over (gb_torch_learner_set_flat); the parameter layout
- * (names, shapes, 64-byte aligned offsets) is the bridge model's (gb_torch_model_layout), so
- * its exports go out on the parameter stream as the bridge's would.
+ * The flat state (flat_mlp.h: parameters, Adam's moments, its step count) is in libtorch's
+ * parameter order, which the bridge's learner takes over (gb_torch_learner_set_flat); the
+ * parameter layout (names, shapes, 64-byte aligned offsets) is the bridge model's
+ * (gb_torch_model_layout), so its exports go out on the parameter stream as the bridge's would.
+ * dqn_mlp.h is DQN's counterpart.
  * Not thread-safe: one caller at a time.
- * defines: gb_ppo_mlp, gb_ppo_mlp_open, gb_ppo_mlp_close, gb_ppo_mlp_train,
- *          gb_ppo_mlp_set_progress, gb_ppo_mlp_layout, gb_ppo_mlp_export, gb_ppo_mlp_version,
- *          gb_ppo_mlp_set_version, gb_ppo_mlp_train_steps, gb_ppo_mlp_flat */
+ * defines: gb_ppo_mlp, gb_ppo_mlp_open, gb_ppo_mlp_close, gb_ppo_mlp_train, gb_ppo_mlp_net */
 #ifndef GB_WORKERS_ROLES_PPO_MLP_H
 #define GB_WORKERS_ROLES_PPO_MLP_H
 
 #include "runtime/base/error.h"
 #include "runtime/config/config.h"
-#include "runtime/streams/params.h"
+#include "workers/roles/flat_mlp.h"
 #include "workers/torch/bridge.h"
 
 #include <stddef.h>
@@ -52,25 +51,8 @@ void gb_ppo_mlp_close(gb_ppo_mlp *p);
 int gb_ppo_mlp_train(gb_ppo_mlp *p, const gb_torch_batch *b, gb_torch_stats *st, float *prio,
                      gb_error *err);
 
-/* How far through its budget the run is (0..1), for lr annealing. */
-void gb_ppo_mlp_set_progress(gb_ppo_mlp *p, double progress);
-
-/* The parameter layout (owned by p; the bridge model's for this configuration) and its bytes. */
-void gb_ppo_mlp_layout(const gb_ppo_mlp *p, const gb_param_entry **table, int *count,
-                       uint64_t *total);
-
-/* The parameters into buf (cap bytes, at least the layout's total) as the layout says, and the
- * version. GB_EINVAL when cap is too small. */
-int gb_ppo_mlp_export(const gb_ppo_mlp *p, void *buf, size_t cap, uint64_t *version,
-                      gb_error *err);
-
-uint64_t gb_ppo_mlp_version(const gb_ppo_mlp *p);
-void gb_ppo_mlp_set_version(gb_ppo_mlp *p, uint64_t version);
-int64_t gb_ppo_mlp_train_steps(const gb_ppo_mlp *p);
-
-/* The flat state, n floats each in libtorch's parameter order (owned by p), and Adam's step
- * count: what gb_torch_learner_set_flat takes. */
-void gb_ppo_mlp_flat(const gb_ppo_mlp *p, const float **params, const float **exp_avg,
-                     const float **exp_avg_sq, int64_t *n, int64_t *adam_steps);
+/* The network, its flat state (in libtorch's parameter order: what gb_torch_learner_set_flat
+ * takes) and the counters (owned by p): layout, export, version, training steps, progress. */
+gb_flat_mlp *gb_ppo_mlp_net(gb_ppo_mlp *p);
 
 #endif

@@ -46,13 +46,14 @@ extern "C" {
 /* gb_param_entry: the parameter layout, from trainer to policy */
 #include "runtime/streams/params.h"
 
-/* Version 8 added learner_set_flat (a trainer's PPO learner without libtorch hands over); 7
- * dropped dqn_epsilon (now gb_config_dqn_epsilon: a policy worker without libtorch asks it
- * too); version 6 added learner_kernels; version 2 recurrent cores (model_state_size,
+/* Version 9 gave learner_set_flat the target network's parameters (DQN's learner without
+ * libtorch hands over too); 8 added learner_set_flat (a trainer's PPO learner without libtorch
+ * hands over); 7 dropped dqn_epsilon (now gb_config_dqn_epsilon: a policy worker without
+ * libtorch asks it too); version 6 added learner_kernels; version 2 recurrent cores (model_state_size,
  * model_act_state, gb_torch_batch.state0), which version 1 had not. gb_torch_api and this
  * file's types (gb_config and other runtime types are one build's own); bumped when a layout or
  * meaning changes: the loader refuses another version or size. */
-#define GB_TORCH_ABI_VERSION 8u
+#define GB_TORCH_ABI_VERSION 9u
 
 /* The symbol the module exports: const gb_torch_api *gearbox_torch_api(void). */
 #define GB_TORCH_ENTRY_SYMBOL "gearbox_torch_api"
@@ -419,13 +420,15 @@ typedef struct gb_torch_api {
 
     /* The learner's optimiser state and counters from flat arrays of n floats each, in the
      * order of its trainable parameters (libtorch's parameters() of the network, as its flat
-     * Adam keeps them): params, Adam's first and second moments, Adam's step count, and
-     * train_steps. What a PPO learner of the same configuration trained without libtorch hands
-     * over (workers/roles/ppo_mlp.h). Returns 0, or GB_EINVAL when n is not the learner's count
+     * Adam keeps them): params, Adam's first and second moments, the target network's
+     * parameters (DQN's; NULL for a learner without one), Adam's step count, and train_steps.
+     * What a PPO or DQN learner of the same configuration trained without libtorch hands over
+     * (workers/roles/ppo_mlp.h, dqn_mlp.h). Returns 0, or GB_EINVAL when n is not the learner's
+     * count, target is NULL for a learner with a target network or not NULL for one without,
      * or the learner has more than one optimiser (nothing changed then). */
     int (*learner_set_flat)(gb_torch_learner *l, const float *params, const float *exp_avg,
-                            const float *exp_avg_sq, int64_t n, int64_t adam_steps,
-                            int64_t train_steps, gb_error *err);
+                            const float *exp_avg_sq, const float *target, int64_t n,
+                            int64_t adam_steps, int64_t train_steps, gb_error *err);
 
     /* The process group's calls: workers/torch/group.h says what each does. */
     int (*group_open)(const gb_group_opts *o, gb_group **out, gb_error *err);

@@ -404,17 +404,39 @@ extern "C" uint64_t gbt_learner_checksum(const gb_torch_learner *cl)
 }
 
 extern "C" int gbt_learner_set_flat(gb_torch_learner *l, const float *params,
-                                    const float *exp_avg, const float *exp_avg_sq, int64_t n,
-                                    int64_t adam_steps, int64_t train_steps, gb_error *err)
+                                    const float *exp_avg, const float *exp_avg_sq,
+                                    const float *target, int64_t n, int64_t adam_steps,
+                                    int64_t train_steps, gb_error *err)
 {
-    if (l->opt_q || l->opt_alpha || l->target)
+    if (l->opt_q || l->opt_alpha)
         return gb_error_set(err, GB_EINVAL, "learner: set_flat takes one optimiser's state "
-                            "(ppo's), this learner has more");
+                            "(ppo's or dqn's), this learner has more");
+    if (!l->target != !target)
+        return gb_error_set(err, GB_EINVAL, "learner: set_flat %s a target network's "
+                            "parameters, this learner has %s", target ? "with" : "without",
+                            l->target ? "one" : "none");
     return gb_torch_guard(err, "learner_set_flat", [&] {
+        torch::NoGradGuard no_grad;
+        std::vector<torch::Tensor> tp;
+        int64_t count = 0;
+        if (target)
+            for (auto &p : l->target->parameters()) { // the online network's order and shapes
+                tp.push_back(p);
+                count += p.numel();
+            }
+        if (target && count != n)
+            return gb_error_set(err, GB_EINVAL, "learner: set_flat of %lld parameters, the "
+                                "target network has %lld", (long long)n, (long long)count);
         if (!l->opt->set_state(params, exp_avg, exp_avg_sq, n, adam_steps))
             return gb_error_set(err, GB_EINVAL, "learner: set_flat of %lld parameters, the "
                                 "learner has %lld", (long long)n,
                                 (long long)l->opt->flat_params().numel());
+        int64_t at = 0;
+        for (auto &p : tp) {
+            p.copy_(torch::from_blob(const_cast<float *>(target) + at, p.sizes(),
+                                     torch::kFloat32));
+            at += p.numel();
+        }
         l->train_steps = train_steps;
         return 0;
     });

@@ -53,8 +53,8 @@ int gbt_learner_load(gb_torch_learner *l, const char *path, gb_error *err);
 int gbt_learner_set_group(gb_torch_learner *l, gb_group *g, size_t bucket_bytes, gb_error *err);
 uint64_t gbt_learner_checksum(const gb_torch_learner *l);
 int gbt_learner_set_flat(gb_torch_learner *l, const float *params, const float *exp_avg,
-                         const float *exp_avg_sq, int64_t n, int64_t adam_steps,
-                         int64_t train_steps, gb_error *err);
+                         const float *exp_avg_sq, const float *target, int64_t n,
+                         int64_t adam_steps, int64_t train_steps, gb_error *err);
 int gbt_group_open(const gb_group_opts *o, gb_group **out, gb_error *err);
 void gbt_group_close(gb_group *g);
 int gbt_group_rank(const gb_group *g);

@@ -9,6 +9,7 @@
  * agree, and so do the parameters after one call and after ten. What it cannot train as the
  * bridge would, it refuses, naming the key. */
 #include "test.h"
+#include "workers/roles/flat_test_util.h"
 #include "workers/roles/ppo_mlp.h"
 #include "workers/torch_test_util.h"
 
@@ -17,47 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The largest difference between q's parameters and l's (their exports), INFINITY when they
- * are laid out differently. */
-static double max_diff(const gb_ppo_mlp *q, gb_torch_learner *l)
+static double max_diff(gb_ppo_mlp *q, gb_torch_learner *l)
 {
-    const gb_param_entry *ta, *tb;
-    int na, nb;
-    uint64_t bytes_a, bytes_b, va, vb;
-    gb_ppo_mlp_layout(q, &ta, &na, &bytes_a);
-    gb_torch_model *m = gb_torch_learner_model(l);
-    gb_torch_model_layout(m, &tb, &nb, &bytes_b);
-    if (na != nb || bytes_a != bytes_b)
-        return INFINITY;
-    float *a = calloc(1, bytes_a), *b = calloc(1, bytes_b);
-    gb_error err = {0};
-    double d = INFINITY;
-    if (a && b && gb_ppo_mlp_export(q, a, bytes_a, &va, &err) == 0 &&
-        gb_torch_model_export(m, b, bytes_b, &vb, &err) == 0 && va == vb) {
-        d = 0.0;
-        for (size_t i = 0; i < bytes_a / sizeof(float); i++)
-            d = fmax(d, fabs((double)a[i] - (double)b[i]));
-    }
-    free(a);
-    free(b);
-    return d;
+    return flat_max_diff(gb_ppo_mlp_net(q), l);
 }
 
-/* The bridge's learner of cfg with q's state: 0, or -1 (printed). */
 static int take_over(const gb_config *cfg, const gb_torch_space *sp, gb_ppo_mlp *q,
                      gb_torch_learner **out)
 {
-    gb_error err = {0};
-    const float *p, *m, *v;
-    int64_t n, steps;
-    gb_ppo_mlp_flat(q, &p, &m, &v, &n, &steps);
-    if (gb_torch_learner_create(cfg, sp, 99, out, &err) ||
-        gb_torch_learner_set_flat(*out, p, m, v, n, steps, gb_ppo_mlp_train_steps(q), &err)) {
-        fprintf(stderr, "take_over: %s\n", err.msg);
-        return -1;
-    }
-    gb_torch_model_set_version(gb_torch_learner_model(*out), gb_ppo_mlp_version(q));
-    return 0;
+    return flat_take_over(cfg, sp, gb_ppo_mlp_net(q), NULL, out);
 }
 
 static void check_layout_and_init(int discrete, const char *extra)
@@ -77,15 +46,16 @@ static void check_layout_and_init(int discrete, const char *extra)
     CHECK_OK(gb_torch_learner_create(&cfg, &sp, 7, &l, &err));
     if (!q || !l)
         return;
-    const gb_param_entry *ta, *tb;
-    int na, nb;
-    uint64_t bytes_a, bytes_b;
-    gb_ppo_mlp_layout(q, &ta, &na, &bytes_a);
+    const gb_param_entry *ta = gb_ppo_mlp_net(q)->layout, *tb;
+    const int na = gb_ppo_mlp_net(q)->nlayout;
+    const uint64_t bytes_a = gb_ppo_mlp_net(q)->total;
+    int nb;
+    uint64_t bytes_b;
     gb_torch_model_layout(gb_torch_learner_model(l), &tb, &nb, &bytes_b);
     CHECK_OK(gb_param_layout_fits(ta, na, (size_t)bytes_a, tb, nb, bytes_b, &err));
     /* orthogonal rows (or columns) of norm gain; zero biases; log_std at its initial value */
     float *w = calloc(1, bytes_a);
-    CHECK_OK(gb_ppo_mlp_export(q, w, bytes_a, NULL, &err));
+    CHECK_OK(gb_flat_mlp_export(gb_ppo_mlp_net(q), w, bytes_a, NULL, &err));
     for (int i = 0; w && i < na; i++) {
         const float *x = (const float *)((const char *)w + ta[i].offset);
         const int64_t rows = ta[i].shape[0], cols = ta[i].shape[1];
@@ -153,7 +123,7 @@ static void learners_agree(int discrete, const char *extra, double entropy_coef,
     double after_one = 0, worst = 0;
     for (int call = 0; call < 10; call++) {
         make_test_batch(&x, &sp, 500u + (unsigned)call);
-        gb_ppo_mlp_set_progress(q, 0.05 * call);
+        gb_flat_mlp_set_progress(gb_ppo_mlp_net(q), 0.05 * call);
         gb_torch_learner_set_progress(l, 0.05 * call);
         gb_torch_stats so, sr;
         float po[TB_B], pr[TB_B];
@@ -172,7 +142,7 @@ static void learners_agree(int discrete, const char *extra, double entropy_coef,
         }
     }
     const double after_ten = max_diff(q, l);
-    CHECK(gb_ppo_mlp_train_steps(q) == gb_torch_learner_train_steps(l));
+    CHECK(gb_ppo_mlp_net(q)->train_steps == gb_torch_learner_train_steps(l));
     fprintf(stderr, "  %s%s, entropy %g, clip_value %d, normalize %d: parameters after 1 call "
                     "%.3g, after 10 %.3g; stats and priorities %.3g relative\n",
             discrete ? "categorical" : "gaussian", extra, entropy_coef, clip_value, normalize,
@@ -215,17 +185,19 @@ static void test_minibatches(void)
         CHECK_OK(gb_ppo_mlp_train(q, &x.b, &st, NULL, &err));
         CHECK(st.gradient_steps == 15 && isfinite(st.loss) && st.grad_norm > 0.0);
     }
-    CHECK(gb_ppo_mlp_version(q) == 3 && gb_ppo_mlp_train_steps(q) == 3);
+    CHECK(gb_ppo_mlp_net(q)->version == 3 && gb_ppo_mlp_net(q)->train_steps == 3);
     CHECK(take_over(&cfg, &sp, q, &l) == 0);
     if (l) {
         CHECK(max_diff(q, l) == 0.0 && gb_torch_learner_train_steps(l) == 3);
         CHECK_OK(gb_torch_learner_train(l, &x.b, &st, NULL, &err));
         CHECK(isfinite(st.loss) && gb_torch_model_version(gb_torch_learner_model(l)) == 4);
-        /* another count of parameters is refused */
-        const float *p, *m, *v;
-        int64_t n, steps;
-        gb_ppo_mlp_flat(q, &p, &m, &v, &n, &steps);
-        CHECK(gb_torch_learner_set_flat(l, p, m, v, n - 1, steps, 3, &err) == GB_EINVAL);
+        /* another count of parameters, or a target network PPO has not, is refused */
+        const gb_flat_mlp *f = gb_ppo_mlp_net(q);
+        CHECK(gb_torch_learner_set_flat(l, f->p, f->m, f->v, NULL, f->n - 1, f->adam_steps, 3,
+                                        &err) == GB_EINVAL);
+        CHECK(gb_torch_learner_set_flat(l, f->p, f->m, f->v, f->p, f->n, f->adam_steps, 3,
+                                        &err) == GB_EINVAL);
+        CHECK(strstr(err.msg, "target") != NULL);
         gb_torch_learner_destroy(l);
     }
     /* a malformed batch */
