@@ -1,6 +1,7 @@
-/* workers/roles/dqn_mlp.h: DQN's learner for a plain MLP without libtorch, which a trainer runs
- * while the bridge module loads (workers/roles/learning.h, "The start without libtorch"), as
- * ppo_mlp.h does for PPO.
+/* workers/roles/dqn_mlp.h: DQN's learner for a plain MLP without libtorch, which a trainer that
+ * starts fresh trains on from its first step to its last, libtorch's learner only writing the
+ * checkpoints from its state (workers/roles/learning.h, "The start without libtorch"); PPO's
+ * is ppo_mlp.h.
  *
  * What it learns is what the bridge's DQN learner learns with trainer.kernels gearbox for the
  * same configuration (dqn.cpp's dqn_train with dqn_kernels_step): the same Q network
@@ -15,7 +16,8 @@
  * tests/workers/roles/test_dqn_mlp.c trains it beside the bridge's learner from the same state.
  *
  * The flat state (flat_mlp.h) is in libtorch's parameter order, and so is the target network's
- * (gb_dqn_mlp_target): what the bridge's learner takes over (gb_torch_learner_set_flat).
+ * (gb_dqn_mlp_target): what a checkpoint copies into the bridge's learner to write
+ * (gb_torch_learner_set_flat).
  * Not thread-safe: one caller at a time.
  * defines: gb_dqn_mlp, gb_dqn_mlp_open, gb_dqn_mlp_close, gb_dqn_mlp_train, gb_dqn_mlp_net,
  *          gb_dqn_mlp_target */

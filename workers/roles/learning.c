@@ -172,8 +172,10 @@ void gb_learning_set_version(gb_learning *L, uint64_t version)
 
 const char *gb_learning_kernels(const gb_learning *L)
 {
-    return L->early_live ? "gearbox C, without libtorch until it loads"
-                         : gb_torch_learner_kernels(L->learner);
+    if (L->early_live)
+        return L->early_dqn ? "gearbox C; libtorch, once loaded, only writes the checkpoints"
+                            : "gearbox C, without libtorch until it loads";
+    return gb_torch_learner_kernels(L->learner);
 }
 const gb_torch_stats *gb_learning_last(const gb_learning *L) { return &L->last; }
 int64_t gb_learning_train_steps(const gb_learning *L) { return L->train_steps; }
@@ -335,7 +337,7 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
         if (!L->group)
             return 0; /* several trainers: the agreement below says "not yet" to all */
     }
-    int rc = gb_learning_early_take_over(L, 0, err); /* once libtorch has loaded */
+    int rc = gb_learning_early_poll(L, err); /* PPO's hands over once libtorch has loaded */
     if (rc)
         return rc;
     gb_replay_request req = gb_replay_request_default(L->Bl);
@@ -413,9 +415,10 @@ const char *gb_learning_collect_path(const gb_learning *L)
 int gb_learning_checkpoint(gb_learning *L, const char *model_path, const char *replay_path,
                            gb_error *err)
 {
-    int rc = gb_learning_early_take_over(L, 1, err); /* the bridge writes the checkpoint */
+    gb_torch_learner *saver; /* the bridge writes the checkpoint */
+    int rc = gb_learning_early_sync(L, &saver, err);
     if (rc == 0)
-        rc = gb_torch_learner_save(L->learner, model_path, err);
+        rc = gb_torch_learner_save(saver, model_path, err);
     if (rc == 0 && replay_path)
         rc = gb_replay_checkpoint(L->replay, replay_path, err);
     return rc;

@@ -32,12 +32,15 @@
  * restore), alone (trainer.count 1), with PPO or DQN on a model workers/roles/ppo_mlp.h or
  * dqn_mlp.h can train as the bridge would (the classic-control configs'), trains from its first
  * step on that learner in C while a thread loads the bridge module (libtorch: 0.4-0.6 s on the
- * 2-core development machine) and makes the bridge's learner. At the first step after the load
- * the bridge's learner takes the C learner's state over (parameters, Adam's, DQN's target
- * network, the counters: the same arithmetic goes on) and trains from then on; a checkpoint
- * before that waits for the load and the handover (the bridge writes checkpoints). The layout
- * and exported parameters are the same either side. Every other configuration loads the bridge
- * in create, as before.
+ * 2-core development machine; started at the first step, after the trainer's own threads) and
+ * makes the bridge's learner. PPO: at the first step after the load the bridge's learner takes
+ * the C learner's state over (parameters, Adam's, the counters: the same arithmetic goes on)
+ * and trains from then on; a checkpoint before that waits for the load and the handover.
+ * DQN: the C learner trains for the whole run (its step draws nothing at random, so the
+ * checkpoint holds all of its state), and each checkpoint copies its state, target network
+ * included, into the bridge's learner, which writes it. The bridge writes every checkpoint, and
+ * a restore starts on the bridge's learner. The layout and exported parameters are the same
+ * either side. Every other configuration loads the bridge in create, as before.
  * defines: gb_learning, gb_learning_opts, gb_learning_*, gb_learning_space */
 #ifndef GB_WORKERS_LEARNING_H
 #define GB_WORKERS_LEARNING_H

@@ -68,8 +68,8 @@ static void start_loader(gb_learning *L)
     if (e == 0)
         L->loader_live = 1;
     else
-        L->load_rc = gb_error_set(&L->load_err, GB_ENOMEM, "learning: starting the bridge's loader: %s",
-                                  strerror(e));
+        L->load_rc = gb_error_set(&L->load_err, GB_ENOMEM,
+                                  "learning: starting the bridge's loader: %s", strerror(e));
 }
 
 int gb_learning_early_train(gb_learning *L, const gb_torch_batch *b, float *prio, gb_error *err)
@@ -93,10 +93,19 @@ static int same_layout(gb_learning *L, gb_error *err)
     return gb_error_prefix(err, "learning: the learner without libtorch cannot hand over");
 }
 
-int gb_learning_early_take_over(gb_learning *L, int wait, gb_error *err)
+/* Whether early trains for the whole run, libtorch's learner only writing the checkpoints from
+ * its state: DQN's step draws nothing at random, so the checkpoint holds all of early's state
+ * (the parameters, Adam's, the target network, the counters), and early's step is the bridge's
+ * arithmetic without the tensors around it (about 0.85x the CPU of a cartpole_dqn run). PPO's
+ * shuffles draw from early's own generator, which the bridge's checkpoint does not hold (a
+ * resume restores the bridge's): its learner takes over once it has loaded. */
+static int keeps_training(const gb_learning *L) { return L->early_dqn != NULL; }
+
+/* Starts the loader the first time; joins it once it is done (wait: waits for it) and checks its
+ * learner against early: 1 when L->loaded is ready, 0 not yet, or the error (kept: every later
+ * call returns it, early training on). */
+static int loaded(gb_learning *L, int wait, gb_error *err)
 {
-    if (!L->early_live)
-        return 0;
     if (!L->loader_started)
         start_loader(L);
     if (L->loader_live) {
@@ -106,25 +115,70 @@ int gb_learning_early_take_over(gb_learning *L, int wait, gb_error *err)
         L->loader_live = 0;
         if (L->load_rc)
             gb_error_prefix(&L->load_err, "learning: loading the bridge");
-        else if ((L->load_rc = same_layout(L, &L->load_err)) == 0) {
-            const gb_flat_mlp *f = L->early;
-            const float *target = L->early_dqn ? gb_dqn_mlp_target(L->early_dqn) : NULL;
-            L->load_rc = gb_torch_learner_set_flat(L->loaded, f->p, f->m, f->v, target, f->n,
-                                                   f->adam_steps, f->train_steps,
-                                                   &L->load_err);
-        }
+        else
+            L->load_rc = same_layout(L, &L->load_err);
+        if (L->load_rc == 0 && keeps_training(L))
+            GB_INFO("learning: libtorch loaded in %.2f s, after %lld training steps; it writes "
+                    "the checkpoints, the learning goes on in gearbox's C", L->load_s,
+                    (long long)L->early->train_steps);
     }
-    if (L->load_rc) { /* the learner without libtorch stays; every later call says why */
+    if (L->load_rc) {
         *err = L->load_err;
         return L->load_rc;
     }
-    gb_torch_model_set_version(gb_torch_learner_model(L->loaded), L->early->version);
+    return 1;
+}
+
+/* early's state into the bridge's learner (an error is kept, as loaded's). */
+static int sync_loaded(gb_learning *L, gb_error *err)
+{
+    const gb_flat_mlp *f = L->early;
+    const float *target = L->early_dqn ? gb_dqn_mlp_target(L->early_dqn) : NULL;
+    L->load_rc = gb_torch_learner_set_flat(L->loaded, f->p, f->m, f->v, target, f->n,
+                                           f->adam_steps, f->train_steps, &L->load_err);
+    if (L->load_rc) {
+        *err = L->load_err;
+        return L->load_rc;
+    }
+    gb_torch_model_set_version(gb_torch_learner_model(L->loaded), f->version);
     gb_torch_learner_set_progress(L->loaded, L->progress);
+    return 0;
+}
+
+/* The bridge's learner, synced, trains from now on. */
+static void hand_over(gb_learning *L)
+{
     L->learner = L->loaded;
     L->loaded = NULL;
     L->early_live = 0;
     GB_INFO("learning: libtorch loaded in %.2f s; its learner takes over after %lld training "
             "steps without it", L->load_s, (long long)L->early->train_steps);
+}
+
+int gb_learning_early_poll(gb_learning *L, gb_error *err)
+{
+    if (!L->early_live)
+        return 0;
+    int rc = loaded(L, 0, err);
+    if (rc <= 0 || keeps_training(L))
+        return rc < 0 ? rc : 0;
+    if ((rc = sync_loaded(L, err)))
+        return rc;
+    hand_over(L);
+    return 0;
+}
+
+int gb_learning_early_sync(gb_learning *L, gb_torch_learner **saver, gb_error *err)
+{
+    *saver = L->learner;
+    if (!L->early_live)
+        return 0;
+    int rc = loaded(L, 1, err);
+    if (rc < 0 || (rc = sync_loaded(L, err)))
+        return rc;
+    if (!keeps_training(L))
+        hand_over(L);
+    *saver = L->early_live ? L->loaded : L->learner;
     return 0;
 }
 

@@ -6,8 +6,8 @@
  * defines: gb_learning (the struct), batch_slot, gb_learning_host_dst, gb_learning_rebuild_obs,
  *          gb_learning_collect_slot, gb_learning_finish_slot, gb_learning_alloc_staging,
  *          gb_learning_free_slot, gb_learning_open_device, gb_learning_batch_view,
- *          gb_learning_early_open, gb_learning_early_train, gb_learning_early_take_over,
- *          gb_learning_early_close */
+ *          gb_learning_early_open, gb_learning_early_train, gb_learning_early_poll,
+ *          gb_learning_early_sync, gb_learning_early_close */
 #ifndef GB_WORKERS_LEARNING_INTERNAL_H
 #define GB_WORKERS_LEARNING_INTERNAL_H
 
@@ -82,7 +82,8 @@ struct gb_learning {
     gb_torch_stats last;
     /* The start without libtorch (learning.h; learning_early.c): early_ppo or early_dqn
      * trains while the loader thread loads the bridge and makes its learner (loaded, or
-     * load_err), which then takes over. early is its network and counters; it stays (its layout
+     * load_err), which then takes PPO's over, and writes DQN's checkpoints from its state (DQN's
+     * early trains for the whole run). early is its network and counters; it stays (its layout
      * is the one the trainer publishes with) until destroy. */
     gb_ppo_mlp *early_ppo;
     gb_dqn_mlp *early_dqn;
@@ -126,16 +127,19 @@ void gb_learning_free_slot(const gb_learning *L, batch_slot *s);
 int gb_learning_open_device(gb_learning *L, gb_error *err);
 
 /* The start without libtorch (learning_early.c). open: when o allows it (learning.h), makes
- * L->early (PPO's or DQN's learner) and starts the loader thread: 1; 0 when o does not allow it
+ * L->early (PPO's or DQN's learner) to train from the first step: 1; 0 when o does not allow it
  * (nothing made); or an error. train: gb_torch_learner_train's contract for early, the stats
- * into L->last. take_over: once the loader is done (wait: waits for it), hands early's state to the
- * bridge's learner, which trains from then on; 0 when it did or nothing is to be done, or an
- * error (the bridge failed to load, or its learner does not fit early's state: early then stays
- * the learner, and every later call returns the same error). close: joins the loader and frees
- * what take_over did not hand on. */
+ * into L->last. poll (at each step): starts the loader thread the first time; once it is done,
+ * PPO's hands early's state to the bridge's learner, which trains from then on (DQN's early
+ * trains on: learning_early.c, keeps_training); 0, or an error (the bridge failed to load, or
+ * its learner does not fit early's state: early then stays the learner, and every later call
+ * returns the same error). sync (a checkpoint): waits for the load, copies early's state into
+ * the bridge's learner (PPO's then takes over) and says which learner writes the checkpoint.
+ * close: joins the loader and frees what was not handed on. */
 int gb_learning_early_open(gb_learning *L, const gb_learning_opts *o, gb_error *err);
 int gb_learning_early_train(gb_learning *L, const gb_torch_batch *b, float *prio, gb_error *err);
-int gb_learning_early_take_over(gb_learning *L, int wait, gb_error *err);
+int gb_learning_early_poll(gb_learning *L, gb_error *err);
+int gb_learning_early_sync(gb_learning *L, gb_torch_learner **saver, gb_error *err);
 void gb_learning_early_close(gb_learning *L);
 
 /* The learner's view of a collected slot of n items. */

@@ -18,6 +18,7 @@
 #include "runtime/base/rng.h"
 #include "test.h"
 #include "tests/workers/roles/chunk_test_util.h"
+#include "tests/workers/roles/learning_test_util.h"
 #include "workers/roles/acting.h"
 #include "workers/roles/learning.h"
 #include "workers/roles/worker.h"
@@ -72,26 +73,6 @@ static gb_learning *filled(gb_config *cfg, const char *const *sets, int nsets)
     return L;
 }
 
-/* An FNV-1a hash of the learner's parameters as the trainer exports them (the learner without
- * libtorch's or the bridge's: learning.h, "The start without libtorch"). */
-static uint64_t params_hash(const gb_learning *L)
-{
-    const gb_param_entry *table;
-    int count;
-    uint64_t total, version, h = 1469598103934665603ull;
-    gb_learning_param_layout(L, &table, &count, &total);
-    uint8_t *buf = malloc(total);
-    gb_error err = {0};
-    CHECK(buf != NULL);
-    if (!buf)
-        return 0;
-    CHECK_OK(gb_learning_export(L, buf, total, &version, &err));
-    for (uint64_t i = 0; i < total; i++)
-        h = (h ^ buf[i]) * 1099511628211ull;
-    free(buf);
-    return h;
-}
-
 static uint64_t train_uniform(const char *prefetch, int64_t *steps)
 {
     gb_config cfg;
@@ -103,7 +84,7 @@ static uint64_t train_uniform(const char *prefetch, int64_t *steps)
     for (int k = 0; k < STEPS; k++)
         CHECK_EQ_INT(gb_learning_step(L, 0, 0, &err), 1);
     *steps = gb_learning_train_steps(L);
-    uint64_t sum = params_hash(L);
+    uint64_t sum = learning_params_hash(L);
     CHECK_EQ_INT(gb_learning_step(L, 0, 1, &err), 2);
     gb_learning_destroy(L);
     return sum;
