@@ -121,13 +121,14 @@ static int store_port(trainer *t)
     return 0;
 }
 
-/* The group's generation to meet in: 0 at a run's start; a restarted trainer's, the one the
- * launcher moved to as it restarted it (run control: waits for its first answer). */
+/* The group's generation to meet in, as run control says it (waiting for its first answer, 10 s
+ * at most): 0 at a run's start; a restarted trainer's, the one the launcher moved to as it
+ * restarted it; and a first trainer's that starts late (stopped, or slow to load) may find it
+ * moved on already, another trainer having failed and been restarted meanwhile. */
 static int64_t generation_now(const gb_worker *w)
 {
     int64_t g = gb_runctl_client_trainer_group(w->runctl);
-    for (double end = gb_now_s() + 10.0; g < 0 && w->incarnation > 0 && gb_now_s() < end;
-         gb_sleep_ms(5))
+    for (double end = gb_now_s() + 10.0; g < 0 && gb_now_s() < end; gb_sleep_ms(5))
         g = gb_runctl_client_trainer_group(w->runctl);
     return g < 0 ? 0 : g;
 }

@@ -152,7 +152,10 @@ void wait_for(gb_group *g, const c10::intrusive_ptr<c10d::Work> &work)
 
 // With opts.abandon, before Gloo's rendezvous (which waits for every rank up to the timeout,
 // unasked): each rank says it is here under "present/<rank>" and waits, asking opts.abandon,
-// until every rank is. A rank that waits for a generation the caller gave up on stops at once.
+// until every rank is. A rank that waits for a generation the caller gave up on stops at once;
+// so does one that finds every rank present in a generation already given up (a rank that
+// arrived late, as a trainer stopped while the others moved on: the dead ranks' keys stay in
+// the store, and Gloo would wait out the timeout for their addresses).
 void wait_present(gb_group *g)
 {
     g->store->set("present/" + std::to_string(g->rank), std::vector<uint8_t>{1});
@@ -160,9 +163,11 @@ void wait_present(gb_group *g)
     for (int r = 0; r < g->size; r++)
         keys.push_back("present/" + std::to_string(r));
     const auto end = std::chrono::steady_clock::now() + g->timeout;
-    while (!g->store->check(keys)) {
+    for (;;) {
         if (g->abandon(g->abandon_arg))
             throw abandoned_error();
+        if (g->store->check(keys))
+            return;
         if (std::chrono::steady_clock::now() >= end)
             throw std::runtime_error("timed out waiting for the other ranks to join");
         std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -1,9 +1,10 @@
 /* tests/workers/torch/test_group_failures.c: the trainers' process group (workers/torch/group.h)
  * when a rank fails, across forked processes: a rendezvous that misses a rank, a peer that exits
  * and a peer that hangs make the calls fail with an error instead of hanging; and giving up
- * (gb_group_opts.abandon): a call and a rendezvous said gone end at once, a given-up call's
- * buffers are the caller's again when it returns, and a peer killed in the middle of a large
- * all-to-all never leaves the other waiting out the timeout. */
+ * (gb_group_opts.abandon): a call and a rendezvous said gone end at once (also one that finds
+ * every rank present in a group already given up), a given-up call's buffers are the caller's
+ * again when it returns, and a peer killed in the middle of a large all-to-all never leaves the
+ * other waiting out the timeout. */
 #include "workers/torch/group_ranks.h"
 #include "runtime/base/clock.h"
 
@@ -205,6 +206,33 @@ static int abandoned_open_rank(gb_group_opts *o)
     return test_failures_;
 }
 
+/* The group was given up before rank 1 came (a trainer stopped while the others moved on):
+ * rank 0 said it was here and was killed as it waited, and the group was said gone. Rank 1,
+ * arriving after, finds both ranks present: its open gives up at once (GB_ECLOSED) instead of
+ * waiting out Gloo's rendezvous for rank 0's address. */
+static int late_to_gone_rank(gb_group_opts *o)
+{
+    gb_error err = {0};
+    gb_group *g = NULL;
+    if (o->rank == 0) {
+        if (fork() == 0) { /* the killer: the group is gone 0.3 s into rank 0's wait */
+            usleep(300 * 1000);
+            set_gone();
+            kill(getppid(), SIGKILL);
+            _exit(0);
+        }
+        gb_group_open(o, &g, &err);
+        return 1; /* not reached: killed in the open */
+    }
+    usleep(800 * 1000);
+    double t0 = gb_now_s();
+    int rc = gb_group_open(o, &g, &err);
+    CHECK_MSG(rc == GB_ECLOSED && g == NULL, "open returned %d: %s", rc, err.msg);
+    CHECK_MSG(gb_now_s() - t0 < LONG_TIMEOUT_S / 2, "gave up after %.1f s", gb_now_s() - t0);
+    gb_group_close(g);
+    return test_failures_;
+}
+
 /* Rank 1 is killed in the middle of a 64 MB all-to-all (it says so first): rank 0's call ends,
  * closed by its peer or given up, and never waits out the timeout. Gloo can leave a send that
  * did not fit the socket's buffer waiting after its pair failed (workers/torch/group.cpp). */
@@ -256,6 +284,8 @@ static void test_abandon(void)
     close(hang_pipe[0]);
     close(hang_pipe[1]);
     CHECK_EQ_INT(run_ranks(abandon_opts(), abandoned_open_rank, 60), 0);
+    /* rank 0, killed, counts as failed */
+    CHECK_EQ_INT(run_ranks(abandon_opts(), late_to_gone_rank, 60), 1);
     /* the kill lands at different points of the transfer; rank 1, killed, counts as failed */
     for (int i = 0; i < 3; i++)
         CHECK_EQ_INT(run_ranks(abandon_opts(), killed_in_alltoall_rank, 60), 1);
