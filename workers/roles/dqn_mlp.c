@@ -84,9 +84,7 @@ int gb_dqn_mlp_open(const gb_config *cfg, const gb_torch_space *sp, uint64_t see
         return gb_error_set(err, GB_ENOMEM, "dqn learner: out of memory");
     d->ac = cfg->trainer.algorithm;
     d->A = (int)sp->n_actions;
-    d->in = 1;
-    for (int i = 0; i < sp->obs_ndim; i++)
-        d->in *= (int)sp->obs_shape[i];
+    d->in = (int)gb_flat_mlp_features(sp);
     gb_rng_seed_for(&d->rng, seed, "dqn_mlp", 0);
     if ((rc = build(d, &cfg->policy.model, err))) {
         gb_dqn_mlp_close(d);

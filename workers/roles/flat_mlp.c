@@ -22,22 +22,38 @@ void *gb_flat_grow(gb_flat_buf *b, size_t bytes)
     return b->p;
 }
 
+const char *gb_flat_mlp_model_refusal(const gb_config_model *mc)
+{
+    if (mc->type != GB_MODEL_MLP)
+        return "policy.model.type is not mlp";
+    if (mc->core != GB_CORE_NONE)
+        return "policy.model.core";
+    if (mc->layer_norm)
+        return "policy.model.layer_norm";
+    if (mc->activation != GB_ACT_TANH && mc->activation != GB_ACT_RELU)
+        return "policy.model.activation is neither tanh nor relu";
+    return NULL;
+}
+
+int64_t gb_flat_mlp_features(const gb_torch_space *sp)
+{
+    int64_t in = 1;
+    for (int i = 0; i < sp->obs_ndim; i++)
+        in *= sp->obs_shape[i];
+    return in;
+}
+
 int gb_flat_mlp_supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *err)
 {
     const gb_config_model *mc = &cfg->policy.model;
-    const char *why = NULL;
+    const char *why = NULL, *model = gb_flat_mlp_model_refusal(mc);
+    const int64_t in = gb_flat_mlp_features(sp);
     if (cfg->trainer.kernels != GB_KERNELS_GEARBOX)
         why = "trainer.kernels is libtorch";
     else if (cfg->trainer.device != GB_DEVICE_CPU)
         why = "trainer.device is cuda";
-    else if (mc->type != GB_MODEL_MLP)
-        why = "policy.model.type is not mlp";
-    else if (mc->core != GB_CORE_NONE)
-        why = "policy.model.core";
-    else if (mc->layer_norm)
-        why = "policy.model.layer_norm";
-    else if (mc->activation != GB_ACT_TANH && mc->activation != GB_ACT_RELU)
-        why = "policy.model.activation is neither tanh nor relu";
+    else if (model)
+        why = model;
     else if (mc->normalize_obs)
         why = "policy.model.normalize_obs";
     else if (cfg->trainer.algorithm.reward_scale)
@@ -47,10 +63,7 @@ int gb_flat_mlp_supported(const gb_config *cfg, const gb_torch_space *sp, gb_err
     else if (sp->discrete ? sp->n_actions < 1 || sp->n_actions > (1 << 24)
                           : sp->action_dim < 1 || sp->action_dim > GB_TORCH_MAX_ACTION_DIM)
         why = "its action space";
-    int64_t in = 1;
-    for (int i = 0; !why && i < sp->obs_ndim; i++)
-        in *= sp->obs_shape[i];
-    if (!why && (in < 1 || in > (1 << 24)))
+    else if (in < 1 || in > (1 << 24))
         why = "its observations' size";
     for (int i = 0; !why && i < mc->hidden.n; i++)
         if (mc->hidden.v[i] < 1 || mc->hidden.v[i] > (1 << 16))

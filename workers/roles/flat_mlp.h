@@ -6,7 +6,8 @@
  * the bridge's model exports; and the learner's counters (version, training steps, progress).
  * Which configurations they can train as the bridge would: gb_flat_mlp_supported.
  * Not thread-safe: one caller at a time.
- * defines: gb_flat_mlp, gb_flat_buf, gb_flat_grow, gb_flat_mlp_supported, gb_flat_mlp_reserve,
+ * defines: gb_flat_mlp, gb_flat_buf, gb_flat_grow, gb_flat_mlp_model_refusal,
+ *          gb_flat_mlp_features, gb_flat_mlp_supported, gb_flat_mlp_reserve,
  *          gb_flat_mlp_entry, gb_flat_mlp_torso, gb_flat_mlp_linear, gb_flat_mlp_alloc,
  *          gb_flat_mlp_init_layer, gb_flat_mlp_step, gb_flat_mlp_export,
  *          gb_flat_mlp_set_progress, gb_flat_mlp_free */
@@ -43,6 +44,14 @@ typedef struct gb_flat_buf {
 
 /* b's memory, at least bytes of it; NULL when out of memory (b unchanged). */
 void *gb_flat_grow(gb_flat_buf *b, size_t bytes);
+
+/* NULL when mc is a plain MLP that gearbox's own kernels run (Linear layers each followed by tanh
+ * or relu; no core, no layer norm), else the key that says otherwise (a static string): what
+ * the learners here and the policy worker's model without libtorch (policy_mlp.h) both ask. */
+const char *gb_flat_mlp_model_refusal(const gb_config_model *mc);
+
+/* The features of one observation of sp: the product of its shape. */
+int64_t gb_flat_mlp_features(const gb_torch_space *sp);
 
 /* 0 when cfg's model is one these learners lay out and train as the bridge does for space sp:
  * trainer.kernels gearbox on the cpu, a plain MLP (no core, no layer norm, tanh or relu; no

@@ -5,6 +5,7 @@
 #include "workers/roles/policy_mlp.h"
 
 #include "runtime/base/rng.h"
+#include "workers/roles/flat_mlp.h"
 #include "workers/torch/mlp_infer.h"
 #include "workers/torch/sampling.h"
 
@@ -134,25 +135,17 @@ static int supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *e
 {
     const gb_config_policy *p = &cfg->policy;
     const gb_config_model *mc = &p->model;
-    const char *why = NULL;
+    const char *why = NULL, *model = gb_flat_mlp_model_refusal(mc);
     int algo = cfg->trainer.algorithm.name;
-    int64_t in = 1;
-    for (int i = 0; i < sp->obs_ndim; i++)
-        in *= sp->obs_shape[i];
+    const int64_t in = gb_flat_mlp_features(sp);
     if (p->kernels != GB_KERNELS_GEARBOX)
         why = "policy.kernels is libtorch";
     else if (p->device != GB_DEVICE_CPU)
         why = "policy.device is cuda";
     else if (p->precision != GB_PRECISION_FP32 && p->precision != GB_PRECISION_INT8)
         why = "policy.precision bf16 runs on libtorch's kernels";
-    else if (mc->type != GB_MODEL_MLP)
-        why = "policy.model.type is not mlp";
-    else if (mc->core != GB_CORE_NONE)
-        why = "policy.model.core";
-    else if (mc->layer_norm)
-        why = "policy.model.layer_norm";
-    else if (mc->activation != GB_ACT_TANH && mc->activation != GB_ACT_RELU)
-        why = "policy.model.activation is neither tanh nor relu";
+    else if (model)
+        why = model;
     else if (!gb_mlp_fast())
         why = "this cpu has neither AVX2 with FMA nor AVX-512 (gearbox's kernels would be "
               "slower than libtorch's)";

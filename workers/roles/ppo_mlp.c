@@ -96,9 +96,7 @@ int gb_ppo_mlp_open(const gb_config *cfg, const gb_torch_space *sp, uint64_t see
     q->ac = cfg->trainer.algorithm;
     q->discrete = sp->discrete;
     q->A = (int)(sp->discrete ? sp->n_actions : sp->action_dim);
-    q->in = 1;
-    for (int i = 0; i < sp->obs_ndim; i++)
-        q->in *= (int)sp->obs_shape[i];
+    q->in = (int)gb_flat_mlp_features(sp);
     gb_rng_seed_for(&q->rng, seed, "ppo_mlp", 0);
     if ((rc = build(q, &cfg->policy.model, err))) {
         gb_ppo_mlp_close(q);
