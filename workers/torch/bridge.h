@@ -49,10 +49,10 @@ extern "C" {
 /* Version 9 gave learner_set_flat the target network's parameters (DQN's learner without
  * libtorch hands over too); 8 added learner_set_flat (a trainer's PPO learner without libtorch
  * hands over); 7 dropped dqn_epsilon (now gb_config_dqn_epsilon: a policy worker without
- * libtorch asks it too); version 6 added learner_kernels; version 2 recurrent cores (model_state_size,
- * model_act_state, gb_torch_batch.state0), which version 1 had not. gb_torch_api and this
- * file's types (gb_config and other runtime types are one build's own); bumped when a layout or
- * meaning changes: the loader refuses another version or size. */
+ * libtorch asks it too); version 6 added learner_kernels; version 2 recurrent cores
+ * (model_state_size, model_act_state, gb_torch_batch.state0), which version 1 had not.
+ * gb_torch_api and this file's types (gb_config and other runtime types are one build's own);
+ * bumped when a layout or meaning changes: the loader refuses another version or size. */
 #define GB_TORCH_ABI_VERSION 9u
 
 /* The symbol the module exports: const gb_torch_api *gearbox_torch_api(void). */
