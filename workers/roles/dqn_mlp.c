@@ -111,7 +111,7 @@ void gb_dqn_mlp_close(gb_dqn_mlp *d)
 }
 
 gb_flat_mlp *gb_dqn_mlp_net(gb_dqn_mlp *d) { return &d->f; }
-const float *gb_dqn_mlp_target(const gb_dqn_mlp *d) { return d->tp; }
+float *gb_dqn_mlp_target(gb_dqn_mlp *d) { return d->tp; }
 
 /* The batch's observation rows [B*(T+1), in] (each chunk's T steps, then its next_obs) into x,
  * the n-step targets of every step, and the valid steps' indices, rows and bootstrap rows.

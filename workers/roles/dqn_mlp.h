@@ -1,7 +1,7 @@
-/* workers/roles/dqn_mlp.h: DQN's learner for a plain MLP without libtorch, which a trainer that
- * starts fresh trains on from its first step to its last, libtorch's learner only writing the
- * checkpoints from its state (workers/roles/learning.h, "The start without libtorch"); PPO's
- * is ppo_mlp.h.
+/* workers/roles/dqn_mlp.h: DQN's learner for a plain MLP without libtorch, which a lone trainer
+ * trains on from its first step to its last (a restored one from the checkpoint's state on),
+ * libtorch's learner only writing the checkpoints from its state (workers/roles/learning.h,
+ * "The start without libtorch"); PPO's is ppo_mlp.h.
  *
  * What it learns is what the bridge's DQN learner learns with trainer.kernels gearbox for the
  * same configuration (dqn.cpp's dqn_train with dqn_kernels_step): the same Q network
@@ -17,7 +17,8 @@
  *
  * The flat state (flat_mlp.h) is in libtorch's parameter order, and so is the target network's
  * (gb_dqn_mlp_target): what a checkpoint copies into the bridge's learner to write
- * (gb_torch_learner_set_flat).
+ * (gb_torch_learner_set_flat), and what a restored run's learner is filled from
+ * (gb_torch_learner_get_flat).
  * Not thread-safe: one caller at a time.
  * defines: gb_dqn_mlp, gb_dqn_mlp_open, gb_dqn_mlp_close, gb_dqn_mlp_train, gb_dqn_mlp_net,
  *          gb_dqn_mlp_target */
@@ -51,7 +52,8 @@ int gb_dqn_mlp_train(gb_dqn_mlp *d, const gb_torch_batch *b, gb_torch_stats *st,
 /* The online network, its flat state and the counters (owned by d; flat_mlp.h). */
 gb_flat_mlp *gb_dqn_mlp_net(gb_dqn_mlp *d);
 
-/* The target network's parameters: gb_dqn_mlp_net(d)->n floats in the online network's order. */
-const float *gb_dqn_mlp_target(const gb_dqn_mlp *d);
+/* The target network's parameters: gb_dqn_mlp_net(d)->n floats in the online network's order
+ * (writable, as the network's flat state: a restored run's learner is filled in place). */
+float *gb_dqn_mlp_target(gb_dqn_mlp *d);
 
 #endif

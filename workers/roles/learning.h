@@ -38,9 +38,10 @@
  * and trains from then on; a checkpoint before that waits for the load and the handover.
  * DQN: the C learner trains for the whole run (its step draws nothing at random, so the
  * checkpoint holds all of its state), and each checkpoint copies its state, target network
- * included, into the bridge's learner, which writes it. The bridge writes every checkpoint, and
- * a restore starts on the bridge's learner. The layout and exported parameters are the same
- * either side. Every other configuration loads the bridge in create, as before.
+ * included, into the bridge's learner, which writes it; a restored DQN trainer (a resume, a
+ * restart) loads the checkpoint into the bridge's learner and goes on in C from its state. The
+ * bridge writes every checkpoint. The layout and exported parameters are the same either side.
+ * Every other configuration loads the bridge in create, as before.
  * defines: gb_learning, gb_learning_opts, gb_learning_*, gb_learning_space */
 #ifndef GB_WORKERS_LEARNING_H
 #define GB_WORKERS_LEARNING_H

@@ -182,6 +182,46 @@ int gb_learning_early_sync(gb_learning *L, gb_torch_learner **saver, gb_error *e
     return 0;
 }
 
+int gb_learning_early_resume(gb_learning *L, const gb_learning_opts *o, gb_error *err)
+{
+    const gb_config *cfg = o->cfg;
+    if (o->inline_mode || o->group || cfg->trainer.count != 1 ||
+        cfg->trainer.algorithm.name != GB_ALGO_DQN)
+        return 0;
+    gb_error why = {0};
+    int rc = gb_dqn_mlp_open(cfg, o->space, o->learner_seed, &L->early_dqn, &why);
+    if (rc == GB_EUNSUPPORTED)
+        return 0;
+    if (rc) {
+        *err = why;
+        return rc;
+    }
+    L->early = gb_dqn_mlp_net(L->early_dqn);
+    L->loaded = L->learner; /* loaded from the checkpoint: it writes the next ones */
+    L->learner = NULL;
+    gb_flat_mlp *f = L->early;
+    if ((rc = same_layout(L, err)) == 0)
+        rc = gb_torch_learner_get_flat(L->loaded, f->p, f->m, f->v,
+                                       gb_dqn_mlp_target(L->early_dqn), f->n, &f->adam_steps,
+                                       &f->train_steps, err);
+    if (rc) { /* the bridge's learner trains on, as it would have */
+        GB_WARN("learning: the restored run goes on in libtorch's learner: %s", err->msg);
+        *err = (gb_error){0};
+        L->learner = L->loaded;
+        L->loaded = NULL;
+        gb_dqn_mlp_close(L->early_dqn);
+        L->early_dqn = NULL;
+        L->early = NULL;
+        return 0;
+    }
+    f->version = gb_torch_model_version(gb_torch_learner_model(L->loaded));
+    L->loader_started = 1; /* nothing to load: the checkpoint's learner is here */
+    L->early_live = 1;
+    GB_INFO("learning: restored from the checkpoint at training step %lld; the learning goes "
+            "on in gearbox's C, libtorch writes the checkpoints", (long long)f->train_steps);
+    return 1;
+}
+
 void gb_learning_early_close(gb_learning *L)
 {
     if (L->loader_live)

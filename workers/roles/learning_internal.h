@@ -7,7 +7,7 @@
  *          gb_learning_collect_slot, gb_learning_finish_slot, gb_learning_alloc_staging,
  *          gb_learning_free_slot, gb_learning_open_device, gb_learning_batch_view,
  *          gb_learning_early_open, gb_learning_early_train, gb_learning_early_poll,
- *          gb_learning_early_sync, gb_learning_early_close */
+ *          gb_learning_early_sync, gb_learning_early_resume, gb_learning_early_close */
 #ifndef GB_WORKERS_LEARNING_INTERNAL_H
 #define GB_WORKERS_LEARNING_INTERNAL_H
 
@@ -135,11 +135,15 @@ int gb_learning_open_device(gb_learning *L, gb_error *err);
  * its learner does not fit early's state: early then stays the learner, and every later call
  * returns the same error). sync (a checkpoint): waits for the load, copies early's state into
  * the bridge's learner (PPO's then takes over) and says which learner writes the checkpoint.
- * close: joins the loader and frees what was not handed on. */
+ * resume: after L->learner was restored from a checkpoint, DQN's early continues from its
+ * state (gb_torch_learner_get_flat; the restored learner writes the next checkpoints): 1; 0
+ * when o does not allow it or the states do not fit (L->learner trains on, as before); or an
+ * error (memory). close: joins the loader and frees what was not handed on. */
 int gb_learning_early_open(gb_learning *L, const gb_learning_opts *o, gb_error *err);
 int gb_learning_early_train(gb_learning *L, const gb_torch_batch *b, float *prio, gb_error *err);
 int gb_learning_early_poll(gb_learning *L, gb_error *err);
 int gb_learning_early_sync(gb_learning *L, gb_torch_learner **saver, gb_error *err);
+int gb_learning_early_resume(gb_learning *L, const gb_learning_opts *o, gb_error *err);
 void gb_learning_early_close(gb_learning *L);
 
 /* The learner's view of a collected slot of n items. */

@@ -47,12 +47,13 @@ extern "C" {
 #include "runtime/streams/params.h"
 
 /* Version 9 gave learner_set_flat the target network's parameters (DQN's learner without
- * libtorch hands over too); 8 added learner_set_flat (a trainer's PPO learner without libtorch
- * hands over); 7 dropped dqn_epsilon (now gb_config_dqn_epsilon: a policy worker without
- * libtorch asks it too); version 6 added learner_kernels; version 2 recurrent cores
- * (model_state_size, model_act_state, gb_torch_batch.state0), which version 1 had not.
- * gb_torch_api and this file's types (gb_config and other runtime types are one build's own);
- * bumped when a layout or meaning changes: the loader refuses another version or size. */
+ * libtorch hands over too) and added learner_get_flat (it continues restored runs); 8 added
+ * learner_set_flat (a trainer's PPO learner without libtorch hands over); 7 dropped dqn_epsilon
+ * (now gb_config_dqn_epsilon: a policy worker without libtorch asks it too); version 6 added
+ * learner_kernels; version 2 recurrent cores (model_state_size, model_act_state,
+ * gb_torch_batch.state0), which version 1 had not. gb_torch_api and this file's types
+ * (gb_config and other runtime types are one build's own); bumped when a layout or meaning
+ * changes: the loader refuses another version or size. */
 #define GB_TORCH_ABI_VERSION 9u
 
 /* The symbol the module exports: const gb_torch_api *gearbox_torch_api(void). */
@@ -429,6 +430,11 @@ typedef struct gb_torch_api {
     int (*learner_set_flat)(gb_torch_learner *l, const float *params, const float *exp_avg,
                             const float *exp_avg_sq, const float *target, int64_t n,
                             int64_t adam_steps, int64_t train_steps, gb_error *err);
+    /* The other way, the same arrays and refusals: what a learner without libtorch continues a
+     * restored run from (workers/roles/dqn_mlp.h). */
+    int (*learner_get_flat)(const gb_torch_learner *l, float *params, float *exp_avg,
+                            float *exp_avg_sq, float *target, int64_t n, int64_t *adam_steps,
+                            int64_t *train_steps, gb_error *err);
 
     /* The process group's calls: workers/torch/group.h says what each does. */
     int (*group_open)(const gb_group_opts *o, gb_group **out, gb_error *err);
@@ -494,6 +500,7 @@ int gb_torch_loaded(void);
 #define gb_torch_learner_set_group(...) (gb_torch()->learner_set_group(__VA_ARGS__))
 #define gb_torch_learner_checksum(...) (gb_torch()->learner_checksum(__VA_ARGS__))
 #define gb_torch_learner_set_flat(...) (gb_torch()->learner_set_flat(__VA_ARGS__))
+#define gb_torch_learner_get_flat(...) (gb_torch()->learner_get_flat(__VA_ARGS__))
 
 /* Destroying NULL is a no-op that loads nothing (a worker's cleanup after an early failure). */
 static inline void gb_torch_model_destroy(gb_torch_model *m)

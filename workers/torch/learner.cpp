@@ -403,6 +403,52 @@ extern "C" uint64_t gbt_learner_checksum(const gb_torch_learner *cl)
     return h;
 }
 
+// The target network's parameters of l (DQN's; none: empty), in the online network's order.
+static std::vector<torch::Tensor> target_params(const gb_torch_learner *l, int64_t *count)
+{
+    std::vector<torch::Tensor> tp;
+    *count = 0;
+    if (l->target)
+        for (auto &p : l->target->parameters()) {
+            tp.push_back(p);
+            *count += p.numel();
+        }
+    return tp;
+}
+
+extern "C" int gbt_learner_get_flat(const gb_torch_learner *cl, float *params, float *exp_avg,
+                                    float *exp_avg_sq, float *target, int64_t n,
+                                    int64_t *adam_steps, int64_t *train_steps, gb_error *err)
+{
+    gb_torch_learner *l = const_cast<gb_torch_learner *>(cl);
+    if (l->opt_q || l->opt_alpha)
+        return gb_error_set(err, GB_EINVAL, "learner: get_flat gives one optimiser's state "
+                            "(ppo's or dqn's), this learner has more");
+    if (!l->target != !target)
+        return gb_error_set(err, GB_EINVAL, "learner: get_flat %s a target network's "
+                            "parameters, this learner has %s", target ? "with" : "without",
+                            l->target ? "one" : "none");
+    return gb_torch_guard(err, "learner_get_flat", [&] {
+        torch::NoGradGuard no_grad;
+        int64_t count = 0;
+        std::vector<torch::Tensor> tp = target_params(l, &count);
+        if (target && count != n)
+            return gb_error_set(err, GB_EINVAL, "learner: get_flat of %lld parameters, the "
+                                "target network has %lld", (long long)n, (long long)count);
+        if (!l->opt->get_state(params, exp_avg, exp_avg_sq, n, adam_steps))
+            return gb_error_set(err, GB_EINVAL, "learner: get_flat of %lld parameters, the "
+                                "learner has %lld", (long long)n,
+                                (long long)l->opt->flat_params().numel());
+        int64_t at = 0;
+        for (auto &p : tp) {
+            torch::from_blob(target + at, p.sizes(), torch::kFloat32).copy_(p);
+            at += p.numel();
+        }
+        *train_steps = l->train_steps;
+        return 0;
+    });
+}
+
 extern "C" int gbt_learner_set_flat(gb_torch_learner *l, const float *params,
                                     const float *exp_avg, const float *exp_avg_sq,
                                     const float *target, int64_t n, int64_t adam_steps,
@@ -417,13 +463,8 @@ extern "C" int gbt_learner_set_flat(gb_torch_learner *l, const float *params,
                             l->target ? "one" : "none");
     return gb_torch_guard(err, "learner_set_flat", [&] {
         torch::NoGradGuard no_grad;
-        std::vector<torch::Tensor> tp;
         int64_t count = 0;
-        if (target)
-            for (auto &p : l->target->parameters()) { // the online network's order and shapes
-                tp.push_back(p);
-                count += p.numel();
-            }
+        std::vector<torch::Tensor> tp = target_params(l, &count);
         if (target && count != n)
             return gb_error_set(err, GB_EINVAL, "learner: set_flat of %lld parameters, the "
                                 "target network has %lld", (long long)n, (long long)count);

@@ -55,6 +55,9 @@ uint64_t gbt_learner_checksum(const gb_torch_learner *l);
 int gbt_learner_set_flat(gb_torch_learner *l, const float *params, const float *exp_avg,
                          const float *exp_avg_sq, const float *target, int64_t n,
                          int64_t adam_steps, int64_t train_steps, gb_error *err);
+int gbt_learner_get_flat(const gb_torch_learner *l, float *params, float *exp_avg,
+                         float *exp_avg_sq, float *target, int64_t n, int64_t *adam_steps,
+                         int64_t *train_steps, gb_error *err);
 int gbt_group_open(const gb_group_opts *o, gb_group **out, gb_error *err);
 void gbt_group_close(gb_group *g);
 int gbt_group_rank(const gb_group *g);

@@ -165,6 +165,19 @@ bool FlatAdam::set_state(const float *params, const float *m, const float *v, in
     return true;
 }
 
+bool FlatAdam::get_state(float *params, float *m, float *v, int64_t n, int64_t *steps) const
+{
+    torch::NoGradGuard no_grad;
+    if (n != param_.numel())
+        return false;
+    auto host = [&](float *p) { return torch::from_blob(p, {n}, torch::kFloat32); };
+    host(params).copy_(param_);
+    host(m).copy_(exp_avg_);
+    host(v).copy_(exp_avg_sq_);
+    *steps = steps_;
+    return true;
+}
+
 void FlatAdam::load(torch::serialize::InputArchive &ar)
 {
     torch::NoGradGuard no_grad;

@@ -44,6 +44,8 @@ public:
     // The parameters, both moments (n floats each, in the flat order) and the step count, from
     // host arrays (a learner that trained without libtorch). False when n is not the count.
     bool set_state(const float *params, const float *m, const float *v, int64_t n, int64_t steps);
+    // The same into host arrays (a learner without libtorch continuing a restored run).
+    bool get_state(float *params, float *m, float *v, int64_t n, int64_t *steps) const;
 
 private:
     bool gather_grads();

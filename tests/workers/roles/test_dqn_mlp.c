@@ -9,6 +9,7 @@
  * agree call for call: the loss, mean Q, mean |TD|, gradient norm, lr and the chunks'
  * priorities, and the parameters after one call and after twenty (the target's differences
  * show in the later losses). A batch without a valid step changes nothing but the counters.
+ * A trained bridge learner's state (a restored run's) continues in it alike (get_flat).
  * What it cannot train as the bridge would, it refuses, naming the key. */
 #include "test.h"
 #include "workers/roles/dqn_mlp.h"
@@ -232,6 +233,53 @@ static void test_edges(void)
     gb_dqn_mlp_close(d);
 }
 
+/* A restored run: the bridge's learner trained (as from a checkpoint) gives its state to a
+ * learner without libtorch (gb_torch_learner_get_flat), which then trains as the bridge's
+ * goes on training. */
+static void test_continues_restored(void)
+{
+    gb_config cfg;
+    dqn_cfg(&cfg, "");
+    gb_torch_space sp = discrete_space();
+    gb_torch_learner *l = NULL;
+    gb_dqn_mlp *d = NULL;
+    gb_error err = {0};
+    CHECK_OK(gb_torch_learner_create(&cfg, &sp, 4, &l, &err));
+    CHECK_OK(gb_dqn_mlp_open(&cfg, &sp, 9, &d, &err));
+    if (!l || !d)
+        return;
+    static test_batch x;
+    gb_torch_stats so, sr;
+    for (int call = 0; call < 5; call++) {
+        make_test_batch(&x, &sp, 300u + (unsigned)call);
+        CHECK_OK(gb_torch_learner_train(l, &x.b, &sr, NULL, &err));
+    }
+    gb_flat_mlp *f = gb_dqn_mlp_net(d);
+    CHECK(flat_max_diff(f, l) > 0.0); /* other initial weights, other counters */
+    CHECK_OK(gb_torch_learner_get_flat(l, f->p, f->m, f->v, gb_dqn_mlp_target(d), f->n,
+                                       &f->adam_steps, &f->train_steps, &err));
+    f->version = gb_torch_model_version(gb_torch_learner_model(l));
+    CHECK(f->train_steps == 5 && f->adam_steps == 5);
+    CHECK(flat_max_diff(f, l) == 0.0);
+    double worst = 0.0;
+    for (int call = 0; call < 5; call++) { /* the target network came too: the losses agree */
+        make_test_batch(&x, &sp, 400u + (unsigned)call);
+        CHECK_OK(gb_dqn_mlp_train(d, &x.b, &so, NULL, &err));
+        CHECK_OK(gb_torch_learner_train(l, &x.b, &sr, NULL, &err));
+        const double s[][2] = {{so.loss, sr.loss}, {so.grad_norm, sr.grad_norm}};
+        worst = worst_rel(worst, s, 2);
+    }
+    CHECK_MSG(worst < 1e-6, "stats %.3g relative", worst);
+    CHECK(flat_max_diff(f, l) < 1e-6);
+    /* the same refusals as set_flat's */
+    CHECK(gb_torch_learner_get_flat(l, f->p, f->m, f->v, NULL, f->n, &f->adam_steps,
+                                    &f->train_steps, &err) == GB_EINVAL);
+    CHECK(gb_torch_learner_get_flat(l, f->p, f->m, f->v, gb_dqn_mlp_target(d), f->n + 1,
+                                    &f->adam_steps, &f->train_steps, &err) == GB_EINVAL);
+    gb_dqn_mlp_close(d);
+    gb_torch_learner_destroy(l);
+}
+
 /* What it cannot train as the bridge would, it refuses, naming the key. */
 static void test_refuses(void)
 {
@@ -272,6 +320,7 @@ int main(void)
     TEST_RUN(test_layout_and_init);
     TEST_RUN(test_agrees);
     TEST_RUN(test_edges);
+    TEST_RUN(test_continues_restored);
     TEST_RUN(test_refuses);
     return test_main_result();
 }
