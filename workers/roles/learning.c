@@ -142,7 +142,7 @@ gb_torch_model *gb_learning_model(gb_learning *L)
 void gb_learning_param_layout(const gb_learning *L, const gb_param_entry **table, int *count,
                               uint64_t *total)
 {
-    if (L->early) { /* the same as the bridge's (checked when it takes over) */
+    if (L->early) { /* the same as the bridge's (checked once both exist) */
         *table = L->early->layout;
         *count = L->early->nlayout;
         *total = L->early->total;

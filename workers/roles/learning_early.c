@@ -1,7 +1,7 @@
 /* workers/roles/learning_early.c: the start without libtorch (learning.h): the trainer's PPO or
  * DQN learner in C (ppo_mlp.h, dqn_mlp.h) trains while a thread loads the bridge module and
- * makes the bridge's learner, which then takes the C learner's state over at the start of a
- * step. */
+ * makes the bridge's learner; PPO's then takes the C learner's state over at the start of a
+ * step, DQN's writes the C learner's checkpoints, and a restored DQN trainer goes on in C. */
 #include "workers/roles/learning_internal.h"
 
 #include "runtime/base/clock.h"
@@ -31,7 +31,8 @@ int gb_learning_early_open(gb_learning *L, const gb_learning_opts *o, gb_error *
     const gb_config *cfg = o->cfg;
     if (o->inline_mode || o->group || cfg->trainer.count != 1 ||
         (o->model_checkpoint && access(o->model_checkpoint, F_OK) == 0))
-        return 0; /* inline mode acts on the bridge's model; groups and restores start there */
+        return 0; /* inline mode acts on the bridge's model; groups and restores start there
+                   * (a restored DQN learner then goes on in C: gb_learning_early_resume) */
     gb_error why = {0};
     int rc;
     if (cfg->trainer.algorithm.name == GB_ALGO_DQN) {
@@ -90,7 +91,7 @@ static int same_layout(gb_learning *L, gb_error *err)
     if (gb_param_layout_fits(f->layout, f->nlayout, (size_t)f->total, b, nb, tb, err) == 0)
         return 0;
     err->code = GB_ECORRUPT; /* not an input's fault: the two learners disagree */
-    return gb_error_prefix(err, "learning: the learner without libtorch cannot hand over");
+    return gb_error_prefix(err, "learning: the learner without libtorch and libtorch's differ");
 }
 
 /* Whether early trains for the whole run, libtorch's learner only writing the checkpoints from

@@ -416,18 +416,27 @@ static std::vector<torch::Tensor> target_params(const gb_torch_learner *l, int64
     return tp;
 }
 
+// set_flat's and get_flat's refusals (bridge.h): GB_EINVAL, or 0.
+static int flat_refused(const gb_torch_learner *l, const void *target, const char *call,
+                        gb_error *err)
+{
+    if (l->opt_q || l->opt_alpha)
+        return gb_error_set(err, GB_EINVAL, "learner: %s is one optimiser's state (ppo's or "
+                            "dqn's), this learner has more", call);
+    if (!l->target != !target)
+        return gb_error_set(err, GB_EINVAL, "learner: %s %s a target network's parameters, "
+                            "this learner has %s", call, target ? "with" : "without",
+                            l->target ? "one" : "none");
+    return 0;
+}
+
 extern "C" int gbt_learner_get_flat(const gb_torch_learner *cl, float *params, float *exp_avg,
                                     float *exp_avg_sq, float *target, int64_t n,
                                     int64_t *adam_steps, int64_t *train_steps, gb_error *err)
 {
     gb_torch_learner *l = const_cast<gb_torch_learner *>(cl);
-    if (l->opt_q || l->opt_alpha)
-        return gb_error_set(err, GB_EINVAL, "learner: get_flat gives one optimiser's state "
-                            "(ppo's or dqn's), this learner has more");
-    if (!l->target != !target)
-        return gb_error_set(err, GB_EINVAL, "learner: get_flat %s a target network's "
-                            "parameters, this learner has %s", target ? "with" : "without",
-                            l->target ? "one" : "none");
+    if (int rc = flat_refused(l, target, "get_flat", err))
+        return rc;
     return gb_torch_guard(err, "learner_get_flat", [&] {
         torch::NoGradGuard no_grad;
         int64_t count = 0;
@@ -454,13 +463,8 @@ extern "C" int gbt_learner_set_flat(gb_torch_learner *l, const float *params,
                                     const float *target, int64_t n, int64_t adam_steps,
                                     int64_t train_steps, gb_error *err)
 {
-    if (l->opt_q || l->opt_alpha)
-        return gb_error_set(err, GB_EINVAL, "learner: set_flat takes one optimiser's state "
-                            "(ppo's or dqn's), this learner has more");
-    if (!l->target != !target)
-        return gb_error_set(err, GB_EINVAL, "learner: set_flat %s a target network's "
-                            "parameters, this learner has %s", target ? "with" : "without",
-                            l->target ? "one" : "none");
+    if (int rc = flat_refused(l, target, "set_flat", err))
+        return rc;
     return gb_torch_guard(err, "learner_set_flat", [&] {
         torch::NoGradGuard no_grad;
         int64_t count = 0;
