@@ -205,15 +205,9 @@ static int loss_and_grad(gb_dqn_mlp *d, const gb_torch_batch *b, int64_t N, doub
 int gb_dqn_mlp_train(gb_dqn_mlp *d, const gb_torch_batch *b, gb_torch_stats *stats, float *prio,
                      gb_error *err)
 {
-    if (b->B < 1 || b->T < 1)
-        return gb_error_set(err, GB_EINVAL, "train: batch of %lld x %lld steps", (long long)b->B,
-                            (long long)b->T);
-    if (!b->obs || !b->next_obs || !b->action || !b->reward || !b->terminated || !b->truncated)
-        return gb_error_set(err, GB_EINVAL, "train: obs, next_obs, action, reward, terminated "
-                            "and truncated are required");
-    if (b->obs_on_device)
-        return gb_error_set(err, GB_EINVAL, "train: the batch's observations are in device "
-                            "memory, the learner is on the cpu");
+    int rc = gb_flat_mlp_check_batch(b, 0, err);
+    if (rc)
+        return rc;
     for (int64_t i = 0; i < b->B * b->T; i++) {
         const int64_t a = ((const int64_t *)b->action)[i];
         if ((!b->valid || b->valid[i]) && (a < 0 || a >= d->A))

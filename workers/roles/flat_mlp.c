@@ -71,6 +71,22 @@ int gb_flat_mlp_supported(const gb_config *cfg, const gb_torch_space *sp, gb_err
     return why ? gb_error_set(err, GB_EUNSUPPORTED, "%s", why) : 0;
 }
 
+int gb_flat_mlp_check_batch(const gb_torch_batch *b, int need_logp, gb_error *err)
+{
+    if (b->B < 1 || b->T < 1)
+        return gb_error_set(err, GB_EINVAL, "train: batch of %lld x %lld steps", (long long)b->B,
+                            (long long)b->T);
+    if (!b->obs || !b->next_obs || !b->action || !b->reward || !b->terminated ||
+        !b->truncated || (need_logp && !b->logp))
+        return gb_error_set(err, GB_EINVAL, "train: obs, next_obs, action, reward, terminated%s "
+                            "and %s are required", need_logp ? ", truncated" : "",
+                            need_logp ? "logp" : "truncated");
+    if (b->obs_on_device)
+        return gb_error_set(err, GB_EINVAL, "train: the batch's observations are in device "
+                            "memory, the learner is on the cpu");
+    return 0;
+}
+
 int gb_flat_mlp_reserve(gb_flat_mlp *f, int entries, gb_error *err)
 {
     f->layout = calloc((size_t)entries, sizeof *f->layout);

@@ -7,7 +7,8 @@
  * Which configurations they can train as the bridge would: gb_flat_mlp_supported.
  * Not thread-safe: one caller at a time.
  * defines: gb_flat_mlp, gb_flat_buf, gb_flat_grow, gb_flat_mlp_model_refusal,
- *          gb_flat_mlp_features, gb_flat_mlp_supported, gb_flat_mlp_reserve,
+ *          gb_flat_mlp_features, gb_flat_mlp_supported, gb_flat_mlp_check_batch,
+ *          gb_flat_mlp_reserve,
  *          gb_flat_mlp_entry, gb_flat_mlp_torso, gb_flat_mlp_linear, gb_flat_mlp_alloc,
  *          gb_flat_mlp_init_layer, gb_flat_mlp_step, gb_flat_mlp_export,
  *          gb_flat_mlp_set_progress, gb_flat_mlp_free */
@@ -58,6 +59,10 @@ int64_t gb_flat_mlp_features(const gb_torch_space *sp);
  * normalised observations, no reward scaling), float32 observations, sizes in range; else
  * GB_EUNSUPPORTED naming the key that asks for libtorch. The algorithm's own checks are its. */
 int gb_flat_mlp_supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *err);
+
+/* GB_EINVAL when b is not a batch these learners can train on: no step, a column missing (logp
+ * too when need_logp: PPO's), observations in device memory; else 0. */
+int gb_flat_mlp_check_batch(const gb_torch_batch *b, int need_logp, gb_error *err);
 
 /* Room for entries layout entries (before the first gb_flat_mlp_entry). GB_ENOMEM. */
 int gb_flat_mlp_reserve(gb_flat_mlp *f, int entries, gb_error *err);

@@ -247,16 +247,9 @@ static int64_t targets(gb_ppo_mlp *q, const gb_torch_batch *b, gb_torch_stats *s
 int gb_ppo_mlp_train(gb_ppo_mlp *q, const gb_torch_batch *b, gb_torch_stats *stats, float *prio,
                      gb_error *err)
 {
-    if (b->B < 1 || b->T < 1)
-        return gb_error_set(err, GB_EINVAL, "train: batch of %lld x %lld steps", (long long)b->B,
-                            (long long)b->T);
-    if (!b->obs || !b->next_obs || !b->action || !b->reward || !b->terminated ||
-        !b->truncated || !b->logp)
-        return gb_error_set(err, GB_EINVAL, "train: obs, next_obs, action, reward, terminated, "
-                            "truncated and logp are required");
-    if (b->obs_on_device)
-        return gb_error_set(err, GB_EINVAL, "train: the batch's observations are in device "
-                            "memory, the learner is on the cpu");
+    int rc = gb_flat_mlp_check_batch(b, 1, err);
+    if (rc)
+        return rc;
     gb_torch_stats local;
     gb_torch_stats *st = stats ? stats : &local;
     memset(st, 0, sizeof *st);
