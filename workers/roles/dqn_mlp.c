@@ -129,12 +129,7 @@ static int64_t transitions(gb_dqn_mlp *d, const gb_torch_batch *b)
     int64_t *brow = gb_flat_grow(&d->brow, sizeof(int64_t) * (size_t)BT);
     if (!X || !G || !disc || !boot || !step || !row || !brow)
         return -1;
-    for (int64_t bi = 0; bi < B; bi++) {
-        memcpy(X + (size_t)(bi * (T + 1)) * in, (const float *)b->obs + (size_t)(bi * T) * in,
-               sizeof(float) * (size_t)T * in);
-        memcpy(X + (size_t)(bi * (T + 1) + T) * in, (const float *)b->next_obs + (size_t)bi * in,
-               sizeof(float) * in);
-    }
+    gb_flat_mlp_obs_rows(b, in, X);
     gb_torch_nstep(B, T, d->ac.dqn.n_step, d->ac.gamma, b->reward, b->terminated, b->truncated,
                    b->valid, G, disc, boot);
     int64_t N = 0;

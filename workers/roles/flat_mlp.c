@@ -87,6 +87,17 @@ int gb_flat_mlp_check_batch(const gb_torch_batch *b, int need_logp, gb_error *er
     return 0;
 }
 
+void gb_flat_mlp_obs_rows(const gb_torch_batch *b, size_t in, float *X)
+{
+    const int64_t B = b->B, T = b->T;
+    for (int64_t bi = 0; bi < B; bi++) {
+        memcpy(X + (size_t)(bi * (T + 1)) * in, (const float *)b->obs + (size_t)(bi * T) * in,
+               sizeof(float) * (size_t)T * in);
+        memcpy(X + (size_t)(bi * (T + 1) + T) * in, (const float *)b->next_obs + (size_t)bi * in,
+               sizeof(float) * in);
+    }
+}
+
 int gb_flat_mlp_reserve(gb_flat_mlp *f, int entries, gb_error *err)
 {
     f->layout = calloc((size_t)entries, sizeof *f->layout);

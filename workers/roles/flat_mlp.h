@@ -8,7 +8,7 @@
  * Not thread-safe: one caller at a time.
  * defines: gb_flat_mlp, gb_flat_buf, gb_flat_grow, gb_flat_mlp_model_refusal,
  *          gb_flat_mlp_features, gb_flat_mlp_supported, gb_flat_mlp_check_batch,
- *          gb_flat_mlp_reserve,
+ *          gb_flat_mlp_obs_rows, gb_flat_mlp_reserve,
  *          gb_flat_mlp_entry, gb_flat_mlp_torso, gb_flat_mlp_linear, gb_flat_mlp_alloc,
  *          gb_flat_mlp_init_layer, gb_flat_mlp_step, gb_flat_mlp_export,
  *          gb_flat_mlp_set_progress, gb_flat_mlp_free */
@@ -63,6 +63,10 @@ int gb_flat_mlp_supported(const gb_config *cfg, const gb_torch_space *sp, gb_err
 /* GB_EINVAL when b is not a batch these learners can train on: no step, a column missing (logp
  * too when need_logp: PPO's), observations in device memory; else 0. */
 int gb_flat_mlp_check_batch(const gb_torch_batch *b, int need_logp, gb_error *err);
+
+/* The batch's observation rows into X ([B*(T+1)][in]): each chunk's T steps, then its
+ * next_obs (the rows a chunk's values and bootstraps are read from). */
+void gb_flat_mlp_obs_rows(const gb_torch_batch *b, size_t in, float *X);
 
 /* Room for entries layout entries (before the first gb_flat_mlp_entry). GB_ENOMEM. */
 int gb_flat_mlp_reserve(gb_flat_mlp *f, int entries, gb_error *err);

@@ -200,12 +200,7 @@ static int64_t targets(gb_ppo_mlp *q, const gb_torch_batch *b, gb_torch_stats *s
                                sizeof(float) * gb_mlp_train_floats(q->critic, q->nc, (int)R));
     if (!X || !values || !adv || !ret || !srow || !sstep || !ws_c)
         return -1;
-    for (int64_t bi = 0; bi < B; bi++) {
-        memcpy(X + (size_t)(bi * (T + 1)) * in, (const float *)b->obs + (size_t)(bi * T) * in,
-               sizeof(float) * (size_t)T * in);
-        memcpy(X + (size_t)(bi * (T + 1) + T) * in, (const float *)b->next_obs + (size_t)bi * in,
-               sizeof(float) * in);
-    }
+    gb_flat_mlp_obs_rows(b, in, X);
     memcpy(values, gb_mlp_train_forward(q->critic, q->nc, X, (int)R, ws_c),
            sizeof(float) * (size_t)R);
     const gb_config_algorithm *ac = &q->ac;
