@@ -32,6 +32,10 @@ from=$(sed -n 's/.*parameter versions go on from \([0-9]*\) .*/\1/p' "$log" | ta
 [ -n "$restored" ] && [ -n "$from" ] || fail "the restarted trainer did not go on above the published versions"
 steps=$(json_get "$s" train_steps)
 echo "restored at step $restored, versions from $from; $steps train steps at the end"
+# the restarted trainer's PPO learner goes on in gearbox's C from the restored state, its
+# shuffles those the killed one would have drawn (workers/roles/learning.h)
+grep -q "restored from the checkpoint at training step $restored; the learning goes on in" "$log" ||
+  fail "the restored PPO learner did not go on in gearbox's C"
 # trained on after the restart: a frozen trainer adds a step or two
 [ "$steps" -ge $((restored + 20)) ] || fail "training stopped after the restart ($restored -> $steps steps)"
 python3 - "$work/run/metrics.csv" "$from" <<'PY' || fail "versions went down, or the policy did not serve the new ones"

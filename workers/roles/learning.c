@@ -175,8 +175,7 @@ void gb_learning_set_version(gb_learning *L, uint64_t version)
 const char *gb_learning_kernels(const gb_learning *L)
 {
     if (L->early_live)
-        return L->early_dqn ? "gearbox C; libtorch, once loaded, only writes the checkpoints"
-                            : "gearbox C, without libtorch until it loads";
+        return "gearbox C; libtorch, once loaded, only writes the checkpoints";
     return gb_torch_learner_kernels(L->learner);
 }
 const gb_torch_stats *gb_learning_last(const gb_learning *L) { return &L->last; }
@@ -339,7 +338,7 @@ int gb_learning_step(gb_learning *L, double timeout_s, int stop, gb_error *err)
         if (!L->group)
             return 0; /* several trainers: the agreement below says "not yet" to all */
     }
-    int rc = gb_learning_early_poll(L, err); /* PPO's hands over once libtorch has loaded */
+    int rc = gb_learning_early_poll(L, err); /* joins the loader once it is done */
     if (rc)
         return rc;
     gb_replay_request req = gb_replay_request_default(L->Bl);

@@ -33,15 +33,14 @@
  * dqn_mlp.h can train as the bridge would (the classic-control configs'), trains from its first
  * step on that learner in C while a thread loads the bridge module (libtorch: 0.4-0.6 s on the
  * 2-core development machine; started at the first step, after the trainer's own threads) and
- * makes the bridge's learner. PPO: at the first step after the load the bridge's learner takes
- * the C learner's state over (parameters, Adam's, the counters: the same arithmetic goes on)
- * and trains from then on; a checkpoint before that waits for the load and the handover.
- * DQN: the C learner trains for the whole run (its step draws nothing at random, so the
- * checkpoint holds all of its state), and each checkpoint copies its state, target network
- * included, into the bridge's learner, which writes it; a restored DQN trainer (a resume, a
- * restart) loads the checkpoint into the bridge's learner and goes on in C from its state. The
- * bridge writes every checkpoint. The layout and exported parameters are the same either side.
- * Every other configuration loads the bridge in create, as before.
+ * makes the bridge's learner. The C learner trains for the whole run: its checkpoint state is
+ * the bridge's (parameters, Adam's, the counters, DQN's target network; PPO's shuffles are
+ * drawn from a stream of the seed and the training step, so no generator state is missing),
+ * and each checkpoint copies it into the bridge's learner, which writes it (a checkpoint
+ * before the load waits for it). A restored trainer (a resume, a restart) loads the checkpoint
+ * into the bridge's learner and goes on in C from its state. The layout and exported
+ * parameters are the same either side. Every other configuration loads the bridge in create,
+ * as before.
  * defines: gb_learning, gb_learning_opts, gb_learning_*, gb_learning_space */
 #ifndef GB_WORKERS_LEARNING_H
 #define GB_WORKERS_LEARNING_H

@@ -1,7 +1,7 @@
-/* workers/roles/learning_early.c: the start without libtorch (learning.h): the trainer's PPO or
- * DQN learner in C (ppo_mlp.h, dqn_mlp.h) trains while a thread loads the bridge module and
- * makes the bridge's learner; PPO's then takes the C learner's state over at the start of a
- * step, DQN's writes the C learner's checkpoints, and a restored DQN trainer goes on in C. */
+/* workers/roles/learning_early.c: the learning without libtorch (learning.h): the trainer's PPO
+ * or DQN learner in C (ppo_mlp.h, dqn_mlp.h) trains from the first step while a thread loads
+ * the bridge module and makes the bridge's learner, which then only writes the C learner's
+ * checkpoints from its state; a restored trainer goes on in C from the checkpoint's state. */
 #include "workers/roles/learning_internal.h"
 
 #include "runtime/base/clock.h"
@@ -26,13 +26,20 @@ static void *load_bridge(void *arg)
     return NULL;
 }
 
-int gb_learning_early_open(gb_learning *L, const gb_learning_opts *o, gb_error *err)
+static void close_early(gb_learning *L)
+{
+    gb_ppo_mlp_close(L->early_ppo);
+    gb_dqn_mlp_close(L->early_dqn);
+    L->early_ppo = NULL;
+    L->early_dqn = NULL;
+    L->early = NULL;
+}
+
+/* The C learner of o's config into L->early: 1, 0 when it cannot train it (the reason at debug
+ * level), or an error. */
+static int open_early(gb_learning *L, const gb_learning_opts *o, gb_error *err)
 {
     const gb_config *cfg = o->cfg;
-    if (o->inline_mode || o->group || cfg->trainer.count != 1 ||
-        (o->model_checkpoint && access(o->model_checkpoint, F_OK) == 0))
-        return 0; /* inline mode acts on the bridge's model; groups and restores start there
-                   * (a restored DQN learner then goes on in C: gb_learning_early_resume) */
     gb_error why = {0};
     int rc;
     if (cfg->trainer.algorithm.name == GB_ALGO_DQN) {
@@ -43,13 +50,25 @@ int gb_learning_early_open(gb_learning *L, const gb_learning_opts *o, gb_error *
         L->early = rc == 0 ? gb_ppo_mlp_net(L->early_ppo) : NULL;
     }
     if (rc == GB_EUNSUPPORTED) {
-        GB_DEBUG("learning: the bridge's learner from the start: %s", why.msg);
+        GB_DEBUG("learning: the bridge's learner: %s", why.msg);
         return 0;
     }
     if (rc) {
         *err = why;
         return rc;
     }
+    return 1;
+}
+
+int gb_learning_early_open(gb_learning *L, const gb_learning_opts *o, gb_error *err)
+{
+    if (o->inline_mode || o->group || o->cfg->trainer.count != 1 ||
+        (o->model_checkpoint && access(o->model_checkpoint, F_OK) == 0))
+        return 0; /* inline mode acts on the bridge's model; groups and restores start there
+                   * (a restored learner then goes on in C: gb_learning_early_resume) */
+    int rc = open_early(L, o, err);
+    if (rc <= 0)
+        return rc;
     L->space = *o->space;
     L->learner_seed = o->learner_seed;
     L->early_live = 1;
@@ -94,14 +113,6 @@ static int same_layout(gb_learning *L, gb_error *err)
     return gb_error_prefix(err, "learning: the learner without libtorch and libtorch's differ");
 }
 
-/* Whether early trains for the whole run, libtorch's learner only writing the checkpoints from
- * its state: DQN's step draws nothing at random, so the checkpoint holds all of early's state
- * (the parameters, Adam's, the target network, the counters), and early's step is the bridge's
- * arithmetic without the tensors around it (about 0.85x the CPU of a cartpole_dqn run). PPO's
- * shuffles draw from early's own generator, which the bridge's checkpoint does not hold (a
- * resume restores the bridge's): its learner takes over once it has loaded. */
-static int keeps_training(const gb_learning *L) { return L->early_dqn != NULL; }
-
 /* Starts the loader the first time; joins it once it is done (wait: waits for it) and checks its
  * learner against early: 1 when L->loaded is ready, 0 not yet, or the error (kept: every later
  * call returns it, early training on). */
@@ -118,7 +129,7 @@ static int loaded(gb_learning *L, int wait, gb_error *err)
             gb_error_prefix(&L->load_err, "learning: loading the bridge");
         else
             L->load_rc = same_layout(L, &L->load_err);
-        if (L->load_rc == 0 && keeps_training(L))
+        if (L->load_rc == 0)
             GB_INFO("learning: libtorch loaded in %.2f s, after %lld training steps; it writes "
                     "the checkpoints, the learning goes on in gearbox's C", L->load_s,
                     (long long)L->early->train_steps);
@@ -146,27 +157,12 @@ static int sync_loaded(gb_learning *L, gb_error *err)
     return 0;
 }
 
-/* The bridge's learner, synced, trains from now on. */
-static void hand_over(gb_learning *L)
-{
-    L->learner = L->loaded;
-    L->loaded = NULL;
-    L->early_live = 0;
-    GB_INFO("learning: libtorch loaded in %.2f s; its learner takes over after %lld training "
-            "steps without it", L->load_s, (long long)L->early->train_steps);
-}
-
 int gb_learning_early_poll(gb_learning *L, gb_error *err)
 {
     if (!L->early_live)
         return 0;
     int rc = loaded(L, 0, err);
-    if (rc <= 0 || keeps_training(L))
-        return rc < 0 ? rc : 0;
-    if ((rc = sync_loaded(L, err)))
-        return rc;
-    hand_over(L);
-    return 0;
+    return rc < 0 ? rc : 0;
 }
 
 int gb_learning_early_sync(gb_learning *L, gb_torch_learner **saver, gb_error *err)
@@ -177,42 +173,30 @@ int gb_learning_early_sync(gb_learning *L, gb_torch_learner **saver, gb_error *e
     int rc = loaded(L, 1, err);
     if (rc < 0 || (rc = sync_loaded(L, err)))
         return rc;
-    if (!keeps_training(L))
-        hand_over(L);
-    *saver = L->early_live ? L->loaded : L->learner;
+    *saver = L->loaded;
     return 0;
 }
 
 int gb_learning_early_resume(gb_learning *L, const gb_learning_opts *o, gb_error *err)
 {
-    const gb_config *cfg = o->cfg;
-    if (o->inline_mode || o->group || cfg->trainer.count != 1 ||
-        cfg->trainer.algorithm.name != GB_ALGO_DQN)
+    if (o->inline_mode || o->group || o->cfg->trainer.count != 1)
         return 0;
-    gb_error why = {0};
-    int rc = gb_dqn_mlp_open(cfg, o->space, o->learner_seed, &L->early_dqn, &why);
-    if (rc == GB_EUNSUPPORTED)
-        return 0;
-    if (rc) {
-        *err = why;
+    int rc = open_early(L, o, err);
+    if (rc <= 0)
         return rc;
-    }
-    L->early = gb_dqn_mlp_net(L->early_dqn);
     L->loaded = L->learner; /* loaded from the checkpoint: it writes the next ones */
     L->learner = NULL;
     gb_flat_mlp *f = L->early;
     if ((rc = same_layout(L, err)) == 0)
         rc = gb_torch_learner_get_flat(L->loaded, f->p, f->m, f->v,
-                                       gb_dqn_mlp_target(L->early_dqn), f->n, &f->adam_steps,
-                                       &f->train_steps, err);
+                                       L->early_dqn ? gb_dqn_mlp_target(L->early_dqn) : NULL,
+                                       f->n, &f->adam_steps, &f->train_steps, err);
     if (rc) { /* the bridge's learner trains on, as it would have */
         GB_WARN("learning: the restored run goes on in libtorch's learner: %s", err->msg);
         *err = (gb_error){0};
         L->learner = L->loaded;
         L->loaded = NULL;
-        gb_dqn_mlp_close(L->early_dqn);
-        L->early_dqn = NULL;
-        L->early = NULL;
+        close_early(L);
         return 0;
     }
     f->version = gb_torch_model_version(gb_torch_learner_model(L->loaded));
@@ -230,9 +214,5 @@ void gb_learning_early_close(gb_learning *L)
     L->loader_live = 0;
     gb_torch_learner_destroy(L->loaded);
     L->loaded = NULL;
-    gb_ppo_mlp_close(L->early_ppo);
-    gb_dqn_mlp_close(L->early_dqn);
-    L->early_ppo = NULL;
-    L->early_dqn = NULL;
-    L->early = NULL;
+    close_early(L);
 }

@@ -80,11 +80,11 @@ struct gb_learning {
     uint64_t trained_mark; /* the replay's first_samples at gb_learning_mark_trained */
     int restored; /* the learner came from opts.model_checkpoint */
     gb_torch_stats last;
-    /* The start without libtorch (learning.h; learning_early.c): early_ppo or early_dqn
-     * trains while the loader thread loads the bridge and makes its learner (loaded, or
-     * load_err), which then takes PPO's over, and writes DQN's checkpoints from its state (DQN's
-     * early trains for the whole run). early is its network and counters; it stays (its layout
-     * is the one the trainer publishes with) until destroy. */
+    /* The learning without libtorch (learning.h; learning_early.c): early_ppo or early_dqn
+     * trains for the whole run while the loader thread loads the bridge and makes its learner
+     * (loaded, or load_err), which writes the checkpoints from early's state. early is its
+     * network and counters; it stays (its layout is the one the trainer publishes with) until
+     * destroy. */
     gb_ppo_mlp *early_ppo;
     gb_dqn_mlp *early_dqn;
     gb_flat_mlp *early;
@@ -94,7 +94,7 @@ struct gb_learning {
     int loader_live;    /* started and not yet joined */
     atomic_int loader_done;
     gb_torch_learner *loaded;
-    int load_rc;        /* the load's, or the handover's: then early goes on training */
+    int load_rc;        /* the load's, or the state copy's: early goes on training */
     gb_error load_err;
     double load_s;      /* how long the load took */
     gb_torch_space space;
@@ -126,19 +126,18 @@ void gb_learning_free_slot(const gb_learning *L, batch_slot *s);
  * page-locked and mapped. Blocks. */
 int gb_learning_open_device(gb_learning *L, gb_error *err);
 
-/* The start without libtorch (learning_early.c). open: when o allows it (learning.h), makes
- * L->early (PPO's or DQN's learner) to train from the first step: 1; 0 when o does not allow it
- * (nothing made); or an error. train: gb_torch_learner_train's contract for early, the stats
- * into L->last. poll (at each step): starts the loader thread the first time; once it is done,
- * PPO's hands early's state to the bridge's learner, which trains from then on (DQN's early
- * trains on: learning_early.c, keeps_training); 0, or an error (the bridge failed to load, or
- * its learner does not fit early's state: early then stays the learner, and every later call
- * returns the same error). sync (a checkpoint): waits for the load, copies early's state into
- * the bridge's learner (PPO's then takes over) and says which learner writes the checkpoint.
- * resume: after L->learner was restored from a checkpoint, DQN's early continues from its
- * state (gb_torch_learner_get_flat; the restored learner writes the next checkpoints): 1; 0
- * when o does not allow it or the states do not fit (L->learner trains on, as before); or an
- * error (memory). close: joins the loader and frees what was not handed on. */
+/* The learning without libtorch (learning_early.c). open: when o allows it (learning.h), makes
+ * L->early (PPO's or DQN's learner) to train from the first step to the last: 1; 0 when o does
+ * not allow it (nothing made); or an error. train: gb_torch_learner_train's contract for early,
+ * the stats into L->last. poll (at each step): starts the loader thread the first time and
+ * joins it once it is done; 0, or an error (the bridge failed to load, or its learner does not
+ * fit early's state: early trains on, and every later call returns the same error). sync (a
+ * checkpoint): waits for the load, copies early's state into the bridge's learner and says
+ * which learner writes the checkpoint (that one). resume: after L->learner was restored from a
+ * checkpoint, early continues from its state (gb_torch_learner_get_flat; the restored learner
+ * writes the next checkpoints): 1; 0 when o does not allow it or the states do not fit
+ * (L->learner trains on, as before); or an error (memory). close: joins the loader and frees
+ * both. */
 int gb_learning_early_open(gb_learning *L, const gb_learning_opts *o, gb_error *err);
 int gb_learning_early_train(gb_learning *L, const gb_torch_batch *b, float *prio, gb_error *err);
 int gb_learning_early_poll(gb_learning *L, gb_error *err);

@@ -19,7 +19,8 @@ struct gb_ppo_mlp {
     float *log_std, *dlog_std; /* boxes: in f.p and f.g; else NULL */
     gb_mlp_train_layer *actor, *critic; /* torso then pi; critic torso then v */
     int na, nc;
-    gb_rng rng;
+    uint64_t seed;
+    gb_rng rng; /* the initial weights', then each call's shuffles (seeded by its step) */
     gb_flat_buf x, values, adv, ret, srow, sstep, perm; /* a batch's */
     /* a minibatch's */
     gb_flat_buf xb, aux, acts, act_f, logp, ent, g_logp, g_value, dpi, ws_a, ws_c;
@@ -97,6 +98,7 @@ int gb_ppo_mlp_open(const gb_config *cfg, const gb_torch_space *sp, uint64_t see
     q->discrete = sp->discrete;
     q->A = (int)(sp->discrete ? sp->n_actions : sp->action_dim);
     q->in = (int)gb_flat_mlp_features(sp);
+    q->seed = seed;
     gb_rng_seed_for(&q->rng, seed, "ppo_mlp", 0);
     if ((rc = build(q, &cfg->policy.model, err))) {
         gb_ppo_mlp_close(q);
@@ -267,6 +269,9 @@ int gb_ppo_mlp_train(gb_ppo_mlp *q, const gb_torch_batch *b, gb_torch_stats *sta
                                       pc->clip_value != 0, pc->normalize_advantages != 0};
     gb_torch_ppo_terms sum = {0};
     int64_t count = 0;
+    /* the shuffles' stream is a function of the seed and the step, not a state the checkpoint
+     * would have to hold: a learner restored at step n shuffles as the one that wrote it */
+    gb_rng_seed_for(&q->rng, q->seed, "ppo_mlp shuffles", (uint64_t)q->f.train_steps);
     for (int64_t e = 0; steps > 0 && e < pc->epochs; e++) {
         for (int64_t i = 0; i < N; i++) /* Fisher-Yates */
             perm[i] = i;

@@ -1,5 +1,7 @@
-/* workers/roles/ppo_mlp.h: PPO's learner for a plain MLP without libtorch, which a trainer runs
- * while the bridge module loads (workers/roles/learning.h, "The start without libtorch").
+/* workers/roles/ppo_mlp.h: PPO's learner for a plain MLP without libtorch, which a lone trainer
+ * trains on from its first step to its last (a restored one from the checkpoint's state on),
+ * libtorch's learner only writing the checkpoints from its state (workers/roles/learning.h,
+ * "The start without libtorch").
  * Loading libtorch takes 0.4-0.6 s of a trainer's start on the 2-core development machine (289
  * libraries, its operator registration), a third of a CartPole run; the policy worker serves
  * without it (policy_mlp.h) and waits for the trainer's first parameters.
@@ -14,10 +16,14 @@
  * chunk priorities. Its arithmetic is the bridge's own C (gearbox_mlp: mlp_train.h,
  * targets.h, flat_kernels.h); its random numbers (the initial weights, the shuffles) are its
  * own generator's (runtime/base/rng.h), so a seed fixes them but they are not the bridge's.
- * tests/workers/roles/test_ppo_mlp.c trains it beside the bridge's learner from the same state.
+ * Each call's shuffles are drawn from a stream of the seed and its training step, so the flat
+ * state and the step are all a checkpoint needs for a restored learner to go on as this one
+ * would have. tests/workers/roles/test_ppo_mlp.c trains it beside the bridge's learner from the
+ * same state.
  *
  * The flat state (flat_mlp.h: parameters, Adam's moments, its step count) is in libtorch's
- * parameter order, which the bridge's learner takes over (gb_torch_learner_set_flat); the
+ * parameter order, which the bridge's learner takes (gb_torch_learner_set_flat) and gives
+ * back (gb_torch_learner_get_flat); the
  * parameter layout (names, shapes, 64-byte aligned offsets) is the bridge model's
  * (gb_torch_model_layout), so its exports go out on the parameter stream as the bridge's would.
  * dqn_mlp.h is DQN's counterpart.

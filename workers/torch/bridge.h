@@ -423,15 +423,16 @@ typedef struct gb_torch_api {
      * order of its trainable parameters (libtorch's parameters() of the network, as its flat
      * Adam keeps them): params, Adam's first and second moments, the target network's
      * parameters (DQN's; NULL for a learner without one), Adam's step count, and train_steps.
-     * What a PPO or DQN learner of the same configuration trained without libtorch hands over
-     * (workers/roles/ppo_mlp.h, dqn_mlp.h). Returns 0, or GB_EINVAL when n is not the learner's
-     * count, target is NULL for a learner with a target network or not NULL for one without,
-     * or the learner has more than one optimiser (nothing changed then). */
+     * What a PPO or DQN learner of the same configuration trained without libtorch has libtorch
+     * write in a checkpoint (workers/roles/ppo_mlp.h, dqn_mlp.h). Returns 0, or GB_EINVAL when
+     * n is not the learner's count, target is NULL for a learner with a target network or not
+     * NULL for one without, or the learner has more than one optimiser (nothing changed
+     * then). */
     int (*learner_set_flat)(gb_torch_learner *l, const float *params, const float *exp_avg,
                             const float *exp_avg_sq, const float *target, int64_t n,
                             int64_t adam_steps, int64_t train_steps, gb_error *err);
     /* The other way, the same arrays and refusals: what a learner without libtorch continues a
-     * restored run from (workers/roles/dqn_mlp.h). */
+     * restored run from (workers/roles/ppo_mlp.h, dqn_mlp.h). */
     int (*learner_get_flat)(const gb_torch_learner *l, float *params, float *exp_avg,
                             float *exp_avg_sq, float *target, int64_t n, int64_t *adam_steps,
                             int64_t *train_steps, gb_error *err);

@@ -6,8 +6,9 @@
  * bonus, the clipped value loss and advantage normalisation on and off, invalid steps,
  * priorities. One minibatch an epoch, so that the two draw the same minibatches (their shuffles
  * are their own generators'): the loss terms, gradient norm, explained variance and priorities
- * agree, and so do the parameters after one call and after ten. What it cannot train as the
- * bridge would, it refuses, naming the key. */
+ * agree, and so do the parameters after one call and after ten. A learner restored from a
+ * checkpoint trains on as the one that wrote it would have. What it cannot train as the bridge
+ * would, it refuses, naming the key. */
 #include "test.h"
 #include "workers/roles/flat_test_util.h"
 #include "workers/roles/ppo_mlp.h"
@@ -17,6 +18,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static double max_diff(gb_ppo_mlp *q, gb_torch_learner *l)
 {
@@ -206,6 +208,74 @@ static void test_minibatches(void)
     gb_ppo_mlp_close(q);
 }
 
+/* A learner restored from a checkpoint (the trainer's resume: its state into the bridge's
+ * learner, saved, loaded into another, and out into a new C learner) draws the shuffles the one
+ * that wrote it would have: the two train on, several minibatches an epoch, to the same
+ * parameters bit for bit. One restored at another step shuffles otherwise. */
+static void test_continues_restored(void)
+{
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "ppo", "") == 0);
+    cfg.trainer.kernels = GB_KERNELS_GEARBOX;
+    cfg.trainer.algorithm.ppo.epochs = 2;
+    cfg.trainer.algorithm.ppo.minibatches = 4;
+    gb_torch_space sp = discrete_space();
+    gb_ppo_mlp *a = NULL, *r = NULL, *late = NULL;
+    gb_torch_learner *l = NULL, *l2 = NULL, *mid = NULL;
+    gb_error err = {0};
+    CHECK_OK(gb_ppo_mlp_open(&cfg, &sp, 5, &a, &err));
+    CHECK_OK(gb_ppo_mlp_open(&cfg, &sp, 5, &r, &err));
+    CHECK_OK(gb_ppo_mlp_open(&cfg, &sp, 5, &late, &err));
+    CHECK_OK(gb_torch_learner_create(&cfg, &sp, 99, &l2, &err));
+    char dir[] = "/tmp/test_ppo_mlp.XXXXXX", path[64];
+    if (!a || !r || !late || !l2 || !mkdtemp(dir)) {
+        CHECK(0);
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/learner.ckpt", dir);
+    gb_flat_mlp *fa = gb_ppo_mlp_net(a), *fr = gb_ppo_mlp_net(r), *fl = gb_ppo_mlp_net(late);
+    static test_batch x;
+    gb_torch_stats st;
+    for (int call = 0; call < 3; call++) {
+        make_test_batch(&x, &sp, 900u + (unsigned)call);
+        CHECK_OK(gb_ppo_mlp_train(a, &x.b, &st, NULL, &err));
+        if (call == 1 && take_over(&cfg, &sp, a, &mid) == 0) /* late: restored at step 2 */
+            CHECK_OK(gb_torch_learner_get_flat(mid, fl->p, fl->m, fl->v, NULL, fl->n,
+                                               &fl->adam_steps, &fl->train_steps, &err));
+    }
+    CHECK(take_over(&cfg, &sp, a, &l) == 0);
+    if (l) {
+        CHECK_OK(gb_torch_learner_save(l, path, &err));
+        CHECK_OK(gb_torch_learner_load(l2, path, &err));
+        unlink(path);
+    }
+    rmdir(dir);
+    CHECK_OK(gb_torch_learner_get_flat(l2, fr->p, fr->m, fr->v, NULL, fr->n, &fr->adam_steps,
+                                       &fr->train_steps, &err));
+    CHECK(fr->train_steps == 3 && fr->adam_steps == fa->adam_steps);
+    memcpy(fl->p, fa->p, sizeof *fa->p * (size_t)fa->n); /* all of a's state but its step */
+    memcpy(fl->m, fa->m, sizeof *fa->m * (size_t)fa->n);
+    memcpy(fl->v, fa->v, sizeof *fa->v * (size_t)fa->n);
+    fl->adam_steps = fa->adam_steps;
+    CHECK(fl->train_steps == 2);
+    for (int call = 0; call < 3; call++) {
+        make_test_batch(&x, &sp, 950u + (unsigned)call);
+        CHECK_OK(gb_ppo_mlp_train(a, &x.b, &st, NULL, &err));
+        CHECK_OK(gb_ppo_mlp_train(r, &x.b, &st, NULL, &err));
+        CHECK_OK(gb_ppo_mlp_train(late, &x.b, &st, NULL, &err));
+    }
+    CHECK(memcmp(fa->p, fr->p, sizeof *fa->p * (size_t)fa->n) == 0);
+    CHECK(memcmp(fa->v, fr->v, sizeof *fa->v * (size_t)fa->n) == 0);
+    CHECK(memcmp(fa->p, fl->p, sizeof *fa->p * (size_t)fa->n) != 0);
+out:
+    gb_ppo_mlp_close(a);
+    gb_ppo_mlp_close(r);
+    gb_ppo_mlp_close(late);
+    gb_torch_learner_destroy(l);
+    gb_torch_learner_destroy(l2);
+    gb_torch_learner_destroy(mid);
+}
+
 /* What it cannot train as the bridge would, it refuses, naming the key. */
 static void test_refuses(void)
 {
@@ -246,6 +316,7 @@ int main(void)
     TEST_RUN(test_layout_and_init);
     TEST_RUN(test_agrees);
     TEST_RUN(test_minibatches);
+    TEST_RUN(test_continues_restored);
     TEST_RUN(test_refuses);
     return test_main_result();
 }
