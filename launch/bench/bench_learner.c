@@ -4,8 +4,9 @@
  * learner's part of time to solve is measured apart from the run: CPU time of the calling thread
  * per call and per gradient step, and samples per CPU second. The reference in the same run is a
  * forward of the acting model over the same rows (what the learner's steps are made of). A PPO
- * or DQN config whose trainer starts without libtorch (workers/roles/ppo_mlp.h, dqn_mlp.h) gets
- * a second row for that learner on the same batch.
+ * or DQN config whose trainer learns without libtorch's tensors (workers/roles/ppo_mlp.h,
+ * dqn_mlp.h) gets a second row for that learner on the same batch, its large products on
+ * libtorch's BLAS as in a run once libtorch has loaded.
  * defines: gb_bench_learner */
 #include "launch/bench/bench.h"
 #include "runtime/base/clock.h"
@@ -15,6 +16,7 @@
 #include "runtime/config/config.h"
 #include "runtime/base/rng.h"
 #include "workers/torch/bridge.h"
+#include "workers/torch/mlp_train.h"
 #include "workers/roles/dqn_mlp.h"
 #include "workers/roles/ppo_mlp.h"
 #include "workers/roles/worker.h"
@@ -45,8 +47,9 @@ static void usage(FILE *out)
             "the same rows in the same run, and what computes the network's forward and\n"
             "backward (\"gearbox C\" or \"libtorch autograd\": trainer.kernels) and the BLAS\n"
             "libtorch's products run on (\"OpenBLAS SkylakeX\": its kernels). A PPO or DQN\n"
-            "config whose trainer learns while libtorch loads gets a second row for that learner\n"
-            "(\"gearbox C without libtorch\").\n"
+            "config whose trainer learns without libtorch's tensors gets a second row for that\n"
+            "learner (\"gearbox C learner\"; its large products on libtorch's BLAS, as in a\n"
+            "run once libtorch has loaded).\n"
             "S: CPU seconds per config (default 2, --quick 0.2).\n");
 }
 
@@ -171,8 +174,8 @@ static int time_calls(bench_learner *l, bench_batch *x, double budget_s, learner
 }
 
 /* The bridge's learner on the batch, then a forward of the acting model over the same rows on
- * the same clock, into f; into *early (early->calls 0 when the trainer would not start with
- * it) the learner a trainer of cfg starts with while libtorch loads. */
+ * the same clock, into f; into *early (early->calls 0 when the trainer would not learn on it)
+ * the learner a lone trainer of cfg learns on without libtorch's tensors. */
 static int time_learner(const gb_config *cfg, const gb_torch_space *sp, double budget_s,
                         learner_figures *f, learner_figures *early, gb_error *err)
 {
@@ -187,7 +190,7 @@ static int time_learner(const gb_config *cfg, const gb_torch_space *sp, double b
     memset(early, 0, sizeof *early);
     f->rows = early->rows = B * T;
     f->kernels = l.torch ? gb_torch_learner_kernels(l.torch) : "";
-    early->kernels = "gearbox C without libtorch";
+    early->kernels = "gearbox C learner";
     if (!rc)
         rc = time_calls(&l, &x, budget_s, f, err);
     if (!rc) {
@@ -202,6 +205,7 @@ static int time_learner(const gb_config *cfg, const gb_torch_space *sp, double b
         f->forward_us = early->forward_us = (t - t0) / (double)n * 1e6;
     }
     gb_error why = {0};
+    gb_mlp_train_set_large(gb_torch()->large_product); /* as learning_early.c's use_blas */
     if (!rc && (cfg->trainer.algorithm.name == GB_ALGO_DQN
                     ? gb_dqn_mlp_open(cfg, sp, 1, &l.early_dqn, &why)
                     : gb_ppo_mlp_open(cfg, sp, 1, &l.early_ppo, &why)) == 0)

@@ -46,15 +46,16 @@ extern "C" {
 /* gb_param_entry: the parameter layout, from trainer to policy */
 #include "runtime/streams/params.h"
 
-/* Version 9 gave learner_set_flat the target network's parameters (DQN's learner without
- * libtorch hands over too) and added learner_get_flat (it continues restored runs); 8 added
- * learner_set_flat (a trainer's PPO learner without libtorch hands over); 7 dropped dqn_epsilon
- * (now gb_config_dqn_epsilon: a policy worker without libtorch asks it too); version 6 added
- * learner_kernels; version 2 recurrent cores (model_state_size, model_act_state,
- * gb_torch_batch.state0), which version 1 had not. gb_torch_api and this file's types
- * (gb_config and other runtime types are one build's own); bumped when a layout or meaning
- * changes: the loader refuses another version or size. */
-#define GB_TORCH_ABI_VERSION 9u
+/* Version 10 added large_product (the learners without libtorch take libtorch's BLAS for their
+ * large products once it has loaded); 9 gave learner_set_flat the target network's parameters
+ * (DQN's learner without libtorch hands over too) and added learner_get_flat (it continues
+ * restored runs); 8 added learner_set_flat (a trainer's PPO learner without libtorch hands
+ * over); 7 dropped dqn_epsilon (now gb_config_dqn_epsilon: a policy worker without libtorch
+ * asks it too); version 6 added learner_kernels; version 2 recurrent cores (model_state_size,
+ * model_act_state, gb_torch_batch.state0), which version 1 had not. gb_torch_api and this
+ * file's types (gb_config and other runtime types are one build's own); bumped when a layout or
+ * meaning changes: the loader refuses another version or size. */
+#define GB_TORCH_ABI_VERSION 10u
 
 /* The symbol the module exports: const gb_torch_api *gearbox_torch_api(void). */
 #define GB_TORCH_ENTRY_SYMBOL "gearbox_torch_api"
@@ -436,6 +437,14 @@ typedef struct gb_torch_api {
     int (*learner_get_flat)(const gb_torch_learner *l, float *params, float *exp_avg,
                             float *exp_avg_sq, float *target, int64_t n, int64_t *adam_steps,
                             int64_t *train_steps, gb_error *err);
+
+    /* c = op(a) op(b) (added to c when add; op transposes a when ta, b when tb) through
+     * libtorch's matrix product, on views of the caller's row-major arrays: what the bridge's
+     * learners give workers/torch/mlp_train.h's large products (gb_mlp_train_set_large), and a
+     * process's learner without libtorch takes once the module has loaded (its own copy of
+     * mlp_train.c is the command's). Never fails; the caller's thread runs it. */
+    void (*large_product)(int ta, int tb, int m, int n, int k, const float *a, int lda,
+                          const float *b, int ldb, float *c, int ldc, int add);
 
     /* The process group's calls: workers/torch/group.h says what each does. */
     int (*group_open)(const gb_group_opts *o, gb_group **out, gb_error *err);

@@ -1,6 +1,7 @@
 // workers/torch/mlp_program.cpp: gbt::MlpProgram (mlp_program.hpp).
 #include "workers/torch/mlp_program.hpp"
 #include "workers/torch/activation.hpp"
+#include "workers/torch/module.h"
 #include "workers/torch/precision.hpp"
 
 #include <mutex>
@@ -66,8 +67,8 @@ bool MlpProgram::chain_to(int last, MlpChain *out) const
 }
 
 // c = op(a) op(b) (+ c) through libtorch's mm on views of the caller's rows (no copies).
-static void blas_product(int ta, int tb, int m, int n, int k, const float *a, int lda,
-                         const float *b, int ldb, float *c, int ldc, int add)
+extern "C" void gbt_large_product(int ta, int tb, int m, int n, int k, const float *a, int lda,
+                                  const float *b, int ldb, float *c, int ldc, int add)
 {
     auto view = [](const float *p, int64_t rows, int64_t cols, int64_t ld, bool t) {
         torch::Tensor v = torch::from_blob(const_cast<float *>(p), {rows, cols}, {ld, 1},
@@ -86,7 +87,7 @@ static void blas_product(int ta, int tb, int m, int n, int k, const float *a, in
 void use_blas_for_large_products()
 {
     static std::once_flag once;
-    std::call_once(once, [] { gb_mlp_train_set_large(blas_product); });
+    std::call_once(once, [] { gb_mlp_train_set_large(gbt_large_product); });
 }
 
 void MlpChain::train_layers(bool grads, std::vector<gb_mlp_train_layer> *out) const

@@ -12,6 +12,7 @@
 #include "test.h"
 #include "workers/roles/flat_test_util.h"
 #include "workers/roles/ppo_mlp.h"
+#include "workers/torch/mlp_train.h"
 #include "workers/torch_test_util.h"
 
 #include <math.h>
@@ -276,6 +277,39 @@ out:
     gb_torch_learner_destroy(mid);
 }
 
+/* Layers 160 wide: the large products go to libtorch's BLAS once it is given (as a trainer's
+ * learner takes it once libtorch has loaded: bridge.h's large_product), and train as the tiles
+ * do, to float rounding. */
+static void test_large_products(void)
+{
+    gb_config cfg;
+    CHECK(make_cfg(&cfg, "ppo", "") == 0);
+    cfg.trainer.kernels = GB_KERNELS_GEARBOX;
+    cfg.policy.model.hidden.n = 2;
+    cfg.policy.model.hidden.v[0] = cfg.policy.model.hidden.v[1] = 160;
+    gb_torch_space sp = box_space();
+    gb_ppo_mlp *tiles = NULL, *blas = NULL;
+    gb_error err = {0};
+    CHECK_OK(gb_ppo_mlp_open(&cfg, &sp, 8, &tiles, &err));
+    CHECK_OK(gb_ppo_mlp_open(&cfg, &sp, 8, &blas, &err));
+    if (!tiles || !blas)
+        return;
+    static test_batch x;
+    gb_torch_stats st;
+    make_test_batch(&x, &sp, 31u);
+    gb_mlp_train_set_large(NULL);
+    CHECK_OK(gb_ppo_mlp_train(tiles, &x.b, &st, NULL, &err));
+    gb_mlp_train_set_large(gb_torch()->large_product);
+    CHECK_OK(gb_ppo_mlp_train(blas, &x.b, &st, NULL, &err));
+    const gb_flat_mlp *a = gb_ppo_mlp_net(tiles), *b = gb_ppo_mlp_net(blas);
+    double worst = 0.0;
+    for (int64_t i = 0; i < a->n; i++)
+        worst = fmax(worst, fabs((double)a->p[i] - (double)b->p[i]));
+    CHECK_MSG(worst > 0.0 && worst < 1e-5, "parameters %.3g apart", worst);
+    gb_ppo_mlp_close(tiles);
+    gb_ppo_mlp_close(blas);
+}
+
 /* What it cannot train as the bridge would, it refuses, naming the key. */
 static void test_refuses(void)
 {
@@ -317,6 +351,7 @@ int main(void)
     TEST_RUN(test_agrees);
     TEST_RUN(test_minibatches);
     TEST_RUN(test_continues_restored);
+    TEST_RUN(test_large_products);
     TEST_RUN(test_refuses);
     return test_main_result();
 }
