@@ -38,7 +38,8 @@
  * drawn from a stream of the seed and the training step, so no generator state is missing),
  * and each checkpoint copies it into the bridge's learner, which writes it (a checkpoint
  * before the load waits for it). A restored trainer (a resume, a restart) loads the checkpoint
- * into the bridge's learner and goes on in C from its state. The layout and exported
+ * into the bridge's learner and goes on in C from its state. Once loaded, libtorch's BLAS
+ * computes the C learner's large products, as the bridge's learners'. The layout and exported
  * parameters are the same either side. Every other configuration loads the bridge in create,
  * as before.
  * defines: gb_learning, gb_learning_opts, gb_learning_*, gb_learning_space */

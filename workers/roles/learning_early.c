@@ -117,11 +117,7 @@ static int same_layout(gb_learning *L, gb_error *err)
 /* From now on (the learning thread's, between steps) the C learner's large products run on
  * libtorch's BLAS, as the bridge's learners' do: from 128 wide it is the faster (a [256, 256]
  * PPO learner's call 0.68x). The command's mlp_train.c is its own copy, not the module's. */
-static void use_blas(gb_learning *L)
-{
-    (void)L;
-    gb_mlp_train_set_large(gb_torch()->large_product);
-}
+static void use_blas(void) { gb_mlp_train_set_large(gb_torch()->large_product); }
 
 /* Starts the loader the first time; joins it once it is done (wait: waits for it) and checks its
  * learner against early: 1 when L->loaded is ready, 0 not yet, or the error (kept: every later
@@ -139,12 +135,12 @@ static int loaded(gb_learning *L, int wait, gb_error *err)
             gb_error_prefix(&L->load_err, "learning: loading the bridge");
         else
             L->load_rc = same_layout(L, &L->load_err);
-        if (L->load_rc == 0)
-            use_blas(L);
-        if (L->load_rc == 0)
+        if (L->load_rc == 0) {
+            use_blas();
             GB_INFO("learning: libtorch loaded in %.2f s, after %lld training steps; it writes "
                     "the checkpoints, the learning goes on in gearbox's C", L->load_s,
                     (long long)L->early->train_steps);
+        }
     }
     if (L->load_rc) {
         *err = L->load_err;
@@ -212,7 +208,7 @@ int gb_learning_early_resume(gb_learning *L, const gb_learning_opts *o, gb_error
         return 0;
     }
     f->version = gb_torch_model_version(gb_torch_learner_model(L->loaded));
-    use_blas(L);
+    use_blas();
     L->loader_started = 1; /* nothing to load: the checkpoint's learner is here */
     L->early_live = 1;
     GB_INFO("learning: restored from the checkpoint at training step %lld; the learning goes "
