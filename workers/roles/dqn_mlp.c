@@ -132,17 +132,7 @@ static int64_t transitions(gb_dqn_mlp *d, const gb_torch_batch *b)
     gb_flat_mlp_obs_rows(b, in, X);
     gb_torch_nstep(B, T, d->ac.dqn.n_step, d->ac.gamma, b->reward, b->terminated, b->truncated,
                    b->valid, G, disc, boot);
-    int64_t N = 0;
-    for (int64_t bi = 0; bi < B; bi++)
-        for (int64_t t = 0; t < T; t++) {
-            const int64_t i = bi * T + t;
-            if (b->valid && !b->valid[i])
-                continue;
-            step[N] = i;
-            row[N] = bi * (T + 1) + t;
-            brow[N++] = bi * (T + 1) + boot[i];
-        }
-    return N;
+    return gb_torch_valid_rows(B, T, b->valid, boot, step, row, brow);
 }
 
 /* The loss over the N valid steps into *loss and its gradient into f.g (zeroed first): the

@@ -208,13 +208,7 @@ static int64_t targets(gb_ppo_mlp *q, const gb_torch_batch *b, gb_torch_stats *s
     const gb_config_algorithm *ac = &q->ac;
     gb_torch_gae(B, T, b->reward, values, b->terminated, b->truncated, b->valid, ac->gamma,
                  ac->ppo.gae_lambda, adv, ret);
-    int64_t N = 0;
-    for (int64_t bi = 0; bi < B; bi++)
-        for (int64_t t = 0; t < T; t++)
-            if (!b->valid || b->valid[bi * T + t]) {
-                sstep[N] = bi * T + t;
-                srow[N++] = bi * (T + 1) + t;
-            }
+    const int64_t N = gb_torch_valid_rows(B, T, b->valid, NULL, sstep, srow, NULL);
     /* the returns' variance explained by the values before the update (population variances) */
     double mr = 0, me = 0, vr = 0, ve = 0;
     for (int64_t i = 0; i < N; i++) {

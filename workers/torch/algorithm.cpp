@@ -100,21 +100,13 @@ Transitions valid_transitions(const gb_torch_batch *b, int64_t n_step, double ga
     int64_t *bp = tr.brow_idx.data_ptr<int64_t>();
     float *gp = tr.ret.data_ptr<float>(), *dp = tr.disc.data_ptr<float>();
     float *wp = b->weights ? tr.weight.data_ptr<float>() : nullptr;
-    int64_t k = 0;
-    for (int64_t bi = 0; bi < B; bi++)
-        for (int64_t t = 0; t < T; t++) {
-            const int64_t i = bi * T + t;
-            if (b->valid && !b->valid[i])
-                continue;
-            sp[k] = i;
-            rp[k] = obs_row(bi, t, T);
-            bp[k] = obs_row(bi, boot[(size_t)i], T);
-            gp[k] = G[(size_t)i];
-            dp[k] = disc[(size_t)i];
-            if (wp)
-                wp[k] = b->weights[bi];
-            k++;
-        }
+    gb_torch_valid_rows(B, T, b->valid, boot.data(), sp, rp, bp);
+    for (int64_t k = 0; k < tr.N; k++) {
+        gp[k] = G[(size_t)sp[k]];
+        dp[k] = disc[(size_t)sp[k]];
+        if (wp)
+            wp[k] = b->weights[sp[k] / T];
+    }
     if (!dev.is_cpu()) {
         tr.row_idx = tr.row_idx.to(dev);
         tr.brow_idx = tr.brow_idx.to(dev);

@@ -107,17 +107,9 @@ static PpoSteps ppo_steps(const gb_torch_learner *l, const gb_torch_batch *b,
     const gb_torch_space &sp = l->model->space;
     torch::Device dev = l->device;
     // the valid steps: rows into [B*T] step arrays and into [B*(T+1)] obs rows
-    std::vector<int64_t> valid_steps, rows;
-    valid_steps.reserve(B * T);
-    rows.reserve(B * T);
-    for (int64_t bi = 0; bi < B; bi++)
-        for (int64_t t = 0; t < T; t++)
-            if (!b->valid || b->valid[bi * T + t]) {
-                valid_steps.push_back(bi * T + t);
-                rows.push_back(obs_row(bi, t, T));
-            }
+    std::vector<int64_t> valid_steps((size_t)(B * T)), rows((size_t)(B * T));
     PpoSteps S;
-    S.N = (int64_t)valid_steps.size();
+    S.N = gb_torch_valid_rows(B, T, b->valid, nullptr, valid_steps.data(), rows.data(), nullptr);
     if (S.N == 0)
         return S;
     auto lopt = torch::TensorOptions().dtype(torch::kInt64);

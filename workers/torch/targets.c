@@ -109,3 +109,21 @@ void gb_torch_nstep(int64_t B, int64_t T, int64_t n, double gamma, const float *
         }
     }
 }
+
+int64_t gb_torch_valid_rows(int64_t B, int64_t T, const uint8_t *valid, const int64_t *boot,
+                            int64_t *step, int64_t *row, int64_t *brow)
+{
+    int64_t n = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++) {
+            const int64_t i = b * T + t;
+            if (valid && !valid[i])
+                continue;
+            step[n] = i;
+            row[n] = b * (T + 1) + t;
+            if (boot)
+                brow[n] = b * (T + 1) + boot[i];
+            n++;
+        }
+    return n;
+}

@@ -4,7 +4,7 @@
  * (workers/torch/bridge.h): the bridge's own files, its tests and the trainer's PPO learner
  * without libtorch (workers/roles/ppo_mlp.c) call them; they are in gearbox_mlp, which needs no
  * libtorch.
- * defines: gb_torch_gae, gb_torch_vtrace, gb_torch_nstep, gb_torch_huber_td,
+ * defines: gb_torch_gae, gb_torch_vtrace, gb_torch_nstep, gb_torch_valid_rows, gb_torch_huber_td,
  *          gb_torch_chunk_priorities, gb_torch_ppo_fused, gb_torch_ppo_coefs, gb_torch_ppo_terms,
  *          gb_torch_ppo_terms_add, gb_torch_ppo_terms_means, gb_torch_categorical_terms,
  *          gb_torch_categorical_grads, gb_torch_gaussian_terms, gb_torch_gaussian_grads,
@@ -50,6 +50,14 @@ void gb_torch_vtrace(int64_t B, int64_t T, const float *reward, const float *val
 void gb_torch_nstep(int64_t B, int64_t T, int64_t n, double gamma, const float *reward,
                     const uint8_t *terminated, const uint8_t *truncated, const uint8_t *valid,
                     float *ret, float *disc, int64_t *boot);
+
+/* The valid steps of B chunks of T steps (valid NULL: every step), in order: each one's step
+ * index (chunk * T + t) into step, its observation's row among the [B*(T+1)] rows of each
+ * chunk's T steps then its next observation (chunk * (T+1) + t) into row, and with boot
+ * (gb_torch_nstep's) the row it bootstraps from (chunk * (T+1) + boot[step]) into brow (both
+ * NULL: none). step, row and brow hold B*T. Returns how many. */
+int64_t gb_torch_valid_rows(int64_t B, int64_t T, const uint8_t *valid, const int64_t *boot,
+                            int64_t *step, int64_t *row, int64_t *brow);
 
 /* DQN's loss and its gradient in one pass over n valid steps (the CPU learner's; the same
  * arithmetic as gb_torch_dqn_loss, in float with a double sum): e = y - q, returns

@@ -1,6 +1,7 @@
 /* tests/workers/torch/test_torch_targets.c: GAE and n-step targets against values computed by hand
  * (next-step-reset chunks: terminated vs truncated bootstrapping, reset steps, chunk ends);
- * V-trace against IMPALA's definition as a sum, and against GAE on-policy. */
+ * V-trace against IMPALA's definition as a sum, and against GAE on-policy; the valid steps'
+ * rows. */
 #include "test.h"
 #include "workers/torch/bridge.h"
 #include "workers/torch/targets.h"
@@ -100,6 +101,26 @@ static void test_nstep_chunk_end(void)
     CHECK_EQ_INT(boot[2], 3);
 }
 
+/* Two chunks of T = 3, the first's step 1 and the second's step 0 reset steps: the valid steps'
+ * step indices, observation rows (4 a chunk) and bootstrap rows, written out. */
+static void test_valid_rows(void)
+{
+    const uint8_t valid[6] = {1, 0, 1, 0, 1, 1};
+    const int64_t boot[6] = {1, 1, 3, 0, 3, 3};
+    int64_t step[6], row[6], brow[6];
+    CHECK_EQ_INT(gb_torch_valid_rows(2, 3, valid, boot, step, row, brow), 4);
+    const int64_t ws[4] = {0, 2, 4, 5}, wr[4] = {0, 2, 5, 6}, wb[4] = {1, 3, 7, 7};
+    for (int k = 0; k < 4; k++) {
+        CHECK_EQ_INT(step[k], ws[k]);
+        CHECK_EQ_INT(row[k], wr[k]);
+        CHECK_EQ_INT(brow[k], wb[k]);
+    }
+    /* every step valid, no bootstrap rows */
+    CHECK_EQ_INT(gb_torch_valid_rows(2, 3, NULL, NULL, step, row, NULL), 6);
+    CHECK_EQ_INT(step[5], 5);
+    CHECK_EQ_INT(row[3], 4);
+}
+
 /* IMPALA's definition, directly: vs_s = V(x_s) + sum_{t=s}^{e} gamma^(t-s) (prod_{i=s}^{t-1}
  * c_i) delta_t, e the last step of s's episode inside the chunk; adv_s = rho_s (r_s + gamma
  * vs_{s+1} - V(x_s)) with vs_{s+1} = V(x_{s+1}) past e (0 after a terminated step). */
@@ -179,6 +200,7 @@ int main(void)
     TEST_RUN(test_gae_chunk_end_and_batch);
     TEST_RUN(test_nstep_episode_ends);
     TEST_RUN(test_nstep_chunk_end);
+    TEST_RUN(test_valid_rows);
     TEST_RUN(test_vtrace);
     return test_main_result();
 }
