@@ -60,7 +60,7 @@ int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *e
         if (rc == 0) {
             L->train_steps = gb_torch_learner_train_steps(L->learner);
             L->restored = 1;
-            int resumed = gb_learning_early_resume(L, o, err); /* DQN's C learner goes on */
+            int resumed = gb_learning_early_resume(L, o, err); /* the C learner goes on */
             rc = resumed < 0 ? resumed : 0;
         }
         else if (rc == GB_ENOTFOUND)

@@ -403,22 +403,10 @@ extern "C" uint64_t gbt_learner_checksum(const gb_torch_learner *cl)
     return h;
 }
 
-// The target network's parameters of l (DQN's; none: empty), in the online network's order.
-static std::vector<torch::Tensor> target_params(const gb_torch_learner *l, int64_t *count)
-{
-    std::vector<torch::Tensor> tp;
-    *count = 0;
-    if (l->target)
-        for (auto &p : l->target->parameters()) {
-            tp.push_back(p);
-            *count += p.numel();
-        }
-    return tp;
-}
-
-// set_flat's and get_flat's refusals (bridge.h): GB_EINVAL, or 0.
-static int flat_refused(const gb_torch_learner *l, const void *target, const char *call,
-                        gb_error *err)
+// set_flat's and get_flat's refusals (bridge.h), naming call: GB_EINVAL, or 0 with the target
+// network's parameters (DQN's; none: empty), in the online network's order, in *tp.
+static int flat_checked(const gb_torch_learner *l, const void *target, int64_t n,
+                        const char *call, std::vector<torch::Tensor> *tp, gb_error *err)
 {
     if (l->opt_q || l->opt_alpha)
         return gb_error_set(err, GB_EINVAL, "learner: %s is one optimiser's state (ppo's or "
@@ -427,6 +415,18 @@ static int flat_refused(const gb_torch_learner *l, const void *target, const cha
         return gb_error_set(err, GB_EINVAL, "learner: %s %s a target network's parameters, "
                             "this learner has %s", call, target ? "with" : "without",
                             l->target ? "one" : "none");
+    int64_t count = 0;
+    if (l->target)
+        for (auto &p : l->target->parameters()) {
+            tp->push_back(p);
+            count += p.numel();
+        }
+    if (target && count != n)
+        return gb_error_set(err, GB_EINVAL, "learner: %s of %lld parameters, the target "
+                            "network has %lld", call, (long long)n, (long long)count);
+    if (n != l->opt->flat_params().numel())
+        return gb_error_set(err, GB_EINVAL, "learner: %s of %lld parameters, the learner has "
+                            "%lld", call, (long long)n, (long long)l->opt->flat_params().numel());
     return 0;
 }
 
@@ -435,19 +435,12 @@ extern "C" int gbt_learner_get_flat(const gb_torch_learner *cl, float *params, f
                                     int64_t *adam_steps, int64_t *train_steps, gb_error *err)
 {
     gb_torch_learner *l = const_cast<gb_torch_learner *>(cl);
-    if (int rc = flat_refused(l, target, "get_flat", err))
-        return rc;
     return gb_torch_guard(err, "learner_get_flat", [&] {
         torch::NoGradGuard no_grad;
-        int64_t count = 0;
-        std::vector<torch::Tensor> tp = target_params(l, &count);
-        if (target && count != n)
-            return gb_error_set(err, GB_EINVAL, "learner: get_flat of %lld parameters, the "
-                                "target network has %lld", (long long)n, (long long)count);
-        if (!l->opt->get_state(params, exp_avg, exp_avg_sq, n, adam_steps))
-            return gb_error_set(err, GB_EINVAL, "learner: get_flat of %lld parameters, the "
-                                "learner has %lld", (long long)n,
-                                (long long)l->opt->flat_params().numel());
+        std::vector<torch::Tensor> tp;
+        if (int rc = flat_checked(l, target, n, "get_flat", &tp, err))
+            return rc;
+        (void)l->opt->get_state(params, exp_avg, exp_avg_sq, n, adam_steps); // n checked above
         int64_t at = 0;
         for (auto &p : tp) {
             torch::from_blob(target + at, p.sizes(), torch::kFloat32).copy_(p);
@@ -463,19 +456,12 @@ extern "C" int gbt_learner_set_flat(gb_torch_learner *l, const float *params,
                                     const float *target, int64_t n, int64_t adam_steps,
                                     int64_t train_steps, gb_error *err)
 {
-    if (int rc = flat_refused(l, target, "set_flat", err))
-        return rc;
     return gb_torch_guard(err, "learner_set_flat", [&] {
         torch::NoGradGuard no_grad;
-        int64_t count = 0;
-        std::vector<torch::Tensor> tp = target_params(l, &count);
-        if (target && count != n)
-            return gb_error_set(err, GB_EINVAL, "learner: set_flat of %lld parameters, the "
-                                "target network has %lld", (long long)n, (long long)count);
-        if (!l->opt->set_state(params, exp_avg, exp_avg_sq, n, adam_steps))
-            return gb_error_set(err, GB_EINVAL, "learner: set_flat of %lld parameters, the "
-                                "learner has %lld", (long long)n,
-                                (long long)l->opt->flat_params().numel());
+        std::vector<torch::Tensor> tp;
+        if (int rc = flat_checked(l, target, n, "set_flat", &tp, err))
+            return rc;
+        (void)l->opt->set_state(params, exp_avg, exp_avg_sq, n, adam_steps); // n checked above
         int64_t at = 0;
         for (auto &p : tp) {
             p.copy_(torch::from_blob(const_cast<float *>(target) + at, p.sizes(),
