@@ -35,6 +35,9 @@ struct gb_torch_learner {
     // SAC; its steps in C where the networks allow (trainer.kernels; none: autograd)
     gbt::Critic q1{nullptr}, q2{nullptr}, q1t{nullptr}, q2t{nullptr};
     std::shared_ptr<gbt::SacKernels> sac_kernels;
+    // SAC's standard-normal noise from the caller's fill instead of gen (learner_set_noise)
+    void (*noise_fill)(void *ctx, float *out, int64_t n) = nullptr;
+    void *noise_ctx = nullptr;
     torch::Tensor log_alpha;
     double target_entropy = 0.0;
     std::unique_ptr<gbt::FlatAdam> opt, opt_q, opt_alpha;

@@ -46,7 +46,10 @@ extern "C" {
 /* gb_param_entry: the parameter layout, from trainer to policy */
 #include "runtime/streams/params.h"
 
-/* Version 10 added large_product (the learners without libtorch take libtorch's BLAS for their
+/* Version 11 gave learner_set_flat and learner_get_flat SAC's state (actor, critics,
+ * temperature; the target critics: SAC's learner without libtorch hands over and continues too)
+ * and added learner_set_noise (its test trains both learners on the same noise); 10 added
+ * large_product (the learners without libtorch take libtorch's BLAS for their
  * large products once it has loaded); 9 gave learner_set_flat the target network's parameters
  * (DQN's learner without libtorch hands over too) and added learner_get_flat (it continues
  * restored runs); 8 added learner_set_flat (a trainer's PPO learner without libtorch hands
@@ -55,7 +58,7 @@ extern "C" {
  * model_act_state, gb_torch_batch.state0), which version 1 had not. gb_torch_api and this
  * file's types (gb_config and other runtime types are one build's own); bumped when a layout or
  * meaning changes: the loader refuses another version or size. */
-#define GB_TORCH_ABI_VERSION 10u
+#define GB_TORCH_ABI_VERSION 11u
 
 /* The symbol the module exports: const gb_torch_api *gearbox_torch_api(void). */
 #define GB_TORCH_ENTRY_SYMBOL "gearbox_torch_api"
@@ -424,19 +427,34 @@ typedef struct gb_torch_api {
      * order of its trainable parameters (libtorch's parameters() of the network, as its flat
      * Adam keeps them): params, Adam's first and second moments, the target network's
      * parameters (DQN's; NULL for a learner without one), Adam's step count, and train_steps.
-     * What a PPO or DQN learner of the same configuration trained without libtorch has libtorch
-     * write in a checkpoint (workers/roles/ppo_mlp.h, dqn_mlp.h). Returns 0, or GB_EINVAL when
-     * n is not the learner's count, target is NULL for a learner with a target network or not
-     * NULL for one without, or the learner has more than one optimiser (nothing changed
-     * then). */
+     * SAC's arrays are three blocks, each optimiser's in turn: the actor's parameters, the
+     * critics' (q1's, then q2's) and the temperature's one float (log alpha), n their sum; its
+     * target (required) is the target critics' parameters laid out as the critics' block;
+     * adam_steps is the actor's and the critics' step count, and the temperature's too when
+     * trainer.algorithm.sac.learn_alpha (else its Adam has not stepped: 0). What a PPO, DQN or
+     * SAC learner of the same configuration trained without libtorch has libtorch write in a
+     * checkpoint (workers/roles/ppo_mlp.h, dqn_mlp.h, sac_mlp.h). Returns 0, or GB_EINVAL when
+     * n is not the learner's count, or target is NULL for a learner with a target network or
+     * not NULL for one without (nothing changed then). */
     int (*learner_set_flat)(gb_torch_learner *l, const float *params, const float *exp_avg,
                             const float *exp_avg_sq, const float *target, int64_t n,
                             int64_t adam_steps, int64_t train_steps, gb_error *err);
-    /* The other way, the same arrays and refusals: what a learner without libtorch continues a
-     * restored run from (workers/roles/ppo_mlp.h, dqn_mlp.h). */
+    /* The other way, the same arrays and refusals (*adam_steps: the actor's count for SAC): what
+     * a learner without libtorch continues a restored run from (workers/roles/ppo_mlp.h,
+     * dqn_mlp.h, sac_mlp.h). */
     int (*learner_get_flat)(const gb_torch_learner *l, float *params, float *exp_avg,
                             float *exp_avg_sq, float *target, int64_t n, int64_t *adam_steps,
                             int64_t *train_steps, gb_error *err);
+
+    /* Every standard-normal draw of a SAC learner's training steps (the actions of its targets
+     * and of its actor's loss) from fill from now on: fill(ctx, out, n) writes n floats, a draw
+     * of shape [rows, A] row-major, in the order the steps draw. So a test can train SAC's
+     * learner without libtorch (workers/roles/sac_mlp.h) beside this one from the same state
+     * on the same noise and compare their parameters. fill NULL: the learner's generator again.
+     * fill runs on the training thread, inside learner_train. Returns 0, or GB_EINVAL for a
+     * learner that is not SAC's. */
+    int (*learner_set_noise)(gb_torch_learner *l, void (*fill)(void *ctx, float *out, int64_t n),
+                             void *ctx, gb_error *err);
 
     /* c = op(a) op(b) (added to c when add; op transposes a when ta, b when tb) through
      * libtorch's matrix product, on views of the caller's row-major arrays: what the bridge's
@@ -511,6 +529,7 @@ int gb_torch_loaded(void);
 #define gb_torch_learner_checksum(...) (gb_torch()->learner_checksum(__VA_ARGS__))
 #define gb_torch_learner_set_flat(...) (gb_torch()->learner_set_flat(__VA_ARGS__))
 #define gb_torch_learner_get_flat(...) (gb_torch()->learner_get_flat(__VA_ARGS__))
+#define gb_torch_learner_set_noise(...) (gb_torch()->learner_set_noise(__VA_ARGS__))
 
 /* Destroying NULL is a no-op that loads nothing (a worker's cleanup after an early failure). */
 static inline void gb_torch_model_destroy(gb_torch_model *m)

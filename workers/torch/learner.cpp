@@ -403,30 +403,46 @@ extern "C" uint64_t gbt_learner_checksum(const gb_torch_learner *cl)
     return h;
 }
 
+// The optimisers a flat state concatenates, in its order: the network's (PPO's, DQN's; SAC's
+// actor), then SAC's critics' (q1's parameters, then q2's) and its temperature's.
+static std::vector<FlatAdam *> flat_opts(const gb_torch_learner *l)
+{
+    std::vector<FlatAdam *> v{l->opt.get()};
+    if (l->opt_q) // (with opt_alpha: sac_init)
+        v.insert(v.end(), {l->opt_q.get(), l->opt_alpha.get()});
+    return v;
+}
+
 // set_flat's and get_flat's refusals (bridge.h), naming call: GB_EINVAL, or 0 with the target
-// network's parameters (DQN's; none: empty), in the online network's order, in *tp.
+// networks' parameters (DQN's, in the online network's order; SAC's two target critics, laid
+// out as opt_q; none: empty) in *tp.
 static int flat_checked(const gb_torch_learner *l, const void *target, int64_t n,
                         const char *call, std::vector<torch::Tensor> *tp, gb_error *err)
 {
-    if (l->opt_q || l->opt_alpha)
-        return gb_error_set(err, GB_EINVAL, "learner: %s is one optimiser's state (ppo's or "
-                            "dqn's), this learner has more", call);
-    if (!l->target != !target)
+    const bool has_target = l->target || l->q1t;
+    if (has_target != !!target)
         return gb_error_set(err, GB_EINVAL, "learner: %s %s a target network's parameters, "
                             "this learner has %s", call, target ? "with" : "without",
-                            l->target ? "one" : "none");
-    int64_t count = 0;
+                            l->target ? "one" : l->q1t ? "two (sac's target critics)" : "none");
     if (l->target)
-        for (auto &p : l->target->parameters()) {
+        *tp = l->target->parameters();
+    if (l->q1t) { // as opt_q: q1's, then q2's
+        *tp = l->q1t->parameters();
+        for (auto &p : l->q2t->parameters())
             tp->push_back(p);
-            count += p.numel();
-        }
-    if (target && count != n)
+    }
+    int64_t count = 0;
+    for (auto &p : *tp)
+        count += p.numel();
+    if (l->target && count != n)
         return gb_error_set(err, GB_EINVAL, "learner: %s of %lld parameters, the target "
                             "network has %lld", call, (long long)n, (long long)count);
-    if (n != l->opt->flat_params().numel())
+    int64_t total = 0;
+    for (const FlatAdam *o : flat_opts(l))
+        total += o->flat_params().numel();
+    if (n != total)
         return gb_error_set(err, GB_EINVAL, "learner: %s of %lld parameters, the learner has "
-                            "%lld", call, (long long)n, (long long)l->opt->flat_params().numel());
+                            "%lld", call, (long long)n, (long long)total);
     return 0;
 }
 
@@ -440,8 +456,15 @@ extern "C" int gbt_learner_get_flat(const gb_torch_learner *cl, float *params, f
         std::vector<torch::Tensor> tp;
         if (int rc = flat_checked(l, target, n, "get_flat", &tp, err))
             return rc;
-        (void)l->opt->get_state(params, exp_avg, exp_avg_sq, n, adam_steps); // n checked above
-        int64_t at = 0;
+        int64_t at = 0, steps;
+        for (const FlatAdam *o : flat_opts(l)) { // each count checked above
+            const int64_t k = o->flat_params().numel();
+            (void)o->get_state(params + at, exp_avg + at, exp_avg_sq + at, k, &steps);
+            if (o == l->opt.get())
+                *adam_steps = steps;
+            at += k;
+        }
+        at = 0;
         for (auto &p : tp) {
             torch::from_blob(target + at, p.sizes(), torch::kFloat32).copy_(p);
             at += p.numel();
@@ -457,12 +480,20 @@ extern "C" int gbt_learner_set_flat(gb_torch_learner *l, const float *params,
                                     int64_t train_steps, gb_error *err)
 {
     return gb_torch_guard(err, "learner_set_flat", [&] {
-        torch::NoGradGuard no_grad;
+        torch::NoGradGuard no_grad; // (log_alpha too: a leaf without history)
         std::vector<torch::Tensor> tp;
         if (int rc = flat_checked(l, target, n, "set_flat", &tp, err))
             return rc;
-        (void)l->opt->set_state(params, exp_avg, exp_avg_sq, n, adam_steps); // n checked above
         int64_t at = 0;
+        for (FlatAdam *o : flat_opts(l)) { // each count checked above
+            const int64_t k = o->flat_params().numel();
+            // SAC's temperature's optimiser steps only when it learns (sac_train)
+            const bool idle = o == l->opt_alpha.get() && !l->cfg.trainer.algorithm.sac.learn_alpha;
+            (void)o->set_state(params + at, exp_avg + at, exp_avg_sq + at, k,
+                               idle ? 0 : adam_steps);
+            at += k;
+        }
+        at = 0;
         for (auto &p : tp) {
             p.copy_(torch::from_blob(const_cast<float *>(target) + at, p.sizes(),
                                      torch::kFloat32));

@@ -41,6 +41,7 @@ static const gb_torch_api table = {
     .learner_checksum = gbt_learner_checksum,
     .learner_set_flat = gbt_learner_set_flat,
     .learner_get_flat = gbt_learner_get_flat,
+    .learner_set_noise = gbt_learner_set_noise,
     .large_product = gbt_large_product,
     .group_open = gbt_group_open,
     .group_close = gbt_group_close,

@@ -58,6 +58,8 @@ int gbt_learner_set_flat(gb_torch_learner *l, const float *params, const float *
 int gbt_learner_get_flat(const gb_torch_learner *l, float *params, float *exp_avg,
                          float *exp_avg_sq, float *target, int64_t n, int64_t *adam_steps,
                          int64_t *train_steps, gb_error *err);
+int gbt_learner_set_noise(gb_torch_learner *l, void (*fill)(void *ctx, float *out, int64_t n),
+                          void *ctx, gb_error *err);
 void gbt_large_product(int ta, int tb, int m, int n, int k, const float *a, int lda,
                        const float *b, int ldb, float *c, int ldc, int add);
 int gbt_group_open(const gb_group_opts *o, gb_group **out, gb_error *err);

@@ -12,6 +12,15 @@
 
 namespace gbt {
 
+torch::Tensor sac_noise(gb_torch_learner *l, at::IntArrayRef shape)
+{
+    if (!l->noise_fill)
+        return torch::randn(shape, l->gen);
+    torch::Tensor eps = torch::empty(shape, torch::kFloat32); // contiguous: row-major
+    l->noise_fill(l->noise_ctx, eps.data_ptr<float>(), eps.numel());
+    return eps;
+}
+
 namespace {
 
 torch::Tensor sac_target(const torch::Tensor &r, const torch::Tensor &disc,
@@ -47,7 +56,7 @@ torch::Tensor sac_alpha_loss(const torch::Tensor &log_alpha, const torch::Tensor
 // Reparameterised sample from the actor: returns (action in [-1, 1], its log-prob).
 std::pair<torch::Tensor, torch::Tensor> sample(gb_torch_learner *l, const Heads &h)
 {
-    torch::Tensor eps = torch::randn(h.mean.sizes(), l->gen).to(h.mean.device());
+    torch::Tensor eps = sac_noise(l, h.mean.sizes()).to(h.mean.device());
     torch::Tensor u = h.mean + torch::exp(h.log_std) * eps;
     return {torch::tanh(u), squashed_logp(h.mean, h.log_std, u, l->model->act_scale)};
 }
@@ -282,6 +291,20 @@ static void sac_init(gb_torch_learner *l, const gb_torch_space *sp, uint64_t see
 const Algorithm sac_algorithm = {"sac", sac_init, sac_train};
 
 } // namespace gbt
+
+// So that a test can train SAC's learner without libtorch (workers/roles/sac_mlp.h) beside this
+// one from the same state on the same noise and compare their parameters: the generator's draws
+// are libtorch's own and no C learner could repeat them.
+extern "C" int gbt_learner_set_noise(gb_torch_learner *l, void (*fill)(void *, float *, int64_t),
+                                     void *ctx, gb_error *err)
+{
+    if (!l->opt_alpha)
+        return gb_error_set(err, GB_EINVAL, "learner: set_noise is sac's noise, this learner "
+                            "is %s's", gbt::algorithm_for(l->cfg.trainer.algorithm.name).name);
+    l->noise_fill = fill;
+    l->noise_ctx = fill ? ctx : nullptr;
+    return 0;
+}
 
 extern "C" int gb_torch_sac_loss(const float *q1, const float *q2, const float *q1t,
                                  const float *q2t, const float *r, const float *disc,

@@ -1,7 +1,7 @@
 // workers/torch/sac.hpp: what SAC's two ways of computing a step share (sac.cpp, libtorch's
 // autograd; sac_kernels.cpp, gearbox's own C): what the critics' step leaves for the actor's, and
 // the kernels' entry points.
-// defines: gbt::SacStep, gbt::sac_kernels_for, gbt::sac_kernels_target,
+// defines: gbt::SacStep, gbt::sac_noise, gbt::sac_kernels_for, gbt::sac_kernels_target,
 //          gbt::sac_kernels_critic, gbt::sac_kernels_actor
 #pragma once
 
@@ -15,6 +15,11 @@ struct SacStep {
     torch::Tensor o, of, q1, td;
     double qloss = 0.0;
 };
+
+// Standard-normal noise of shape (float32, on the cpu) for a draw of actions: from the learner's
+// generator, or from the fill learner_set_noise gave (sac.cpp). Every draw of either path takes
+// it, in the same order and shapes.
+torch::Tensor sac_noise(gb_torch_learner *l, at::IntArrayRef shape);
 
 // trainer.kernels gearbox (sac_kernels.cpp): SAC's step in gearbox's own C where the actor is a
 // plain MLP (a torso and its mean and log_std heads) and so are the critics, on the cpu in

@@ -3,7 +3,7 @@
 // the squashed Gaussian's draws and their gradients (squashed.h), the losses in fused_losses.c
 // as before. The gradients go into libtorch's flat gradients, so the optimisers, the clipping,
 // the data-parallel all-reduce and the Polyak update run as before (sac.cpp). The noise comes
-// from the learner's generator in the autograd path's order and shapes.
+// from sac_noise in the autograd path's order and shapes.
 #include "workers/torch/sac.hpp"
 #include "workers/torch/mlp_program.hpp"
 #include "workers/torch/squashed.h"
@@ -53,14 +53,14 @@ std::shared_ptr<SacKernels> sac_kernels_for(gb_torch_learner *l)
     return k;
 }
 
-// A draw of actions for n rows x ([n, D]) with noise from the learner's generator (as sac.cpp's
+// A draw of actions for n rows x ([n, D]) with the learner's noise (sac_noise, as sac.cpp's
 // sample): the heads' forward (grads: for the actor's backward) and the squashed draw into k.
 static void draw(gb_torch_learner *l, SacKernels &k, const float *x, int n, bool grads)
 {
     k.h = k.torso.forward(x, n, grads);
     k.m = k.mean.forward(k.h, n, grads);
     k.r = k.raw.forward(k.h, n, grads);
-    k.eps = torch::randn({n, k.A}, l->gen);
+    k.eps = sac_noise(l, {n, k.A});
     const size_t e = (size_t)n * (size_t)k.A;
     k.ls.resize(e);
     k.u.resize(e);
