@@ -141,6 +141,13 @@ int gb_flat_mlp_torso(gb_flat_mlp *f, const gb_config_model *mc, int in, const c
     return w;
 }
 
+int64_t gb_flat_mlp_extra(gb_flat_mlp *f, int64_t count)
+{
+    const int64_t at = f->n;
+    f->n += count;
+    return at;
+}
+
 int gb_flat_mlp_alloc(gb_flat_mlp *f, gb_error *err)
 {
     if (!(f->p = calloc((size_t)f->n * 4, sizeof(float))))
@@ -187,7 +194,12 @@ static void orthogonal(gb_rng *r, float *w, int rows, int cols, double gain, dou
 int gb_flat_mlp_init_layer(gb_flat_mlp *f, gb_rng *r, gb_mlp_train_layer *l, int e, double gain,
                            gb_error *err)
 {
-    const int64_t w = f->flat_at[e], bb = f->flat_at[e + 1];
+    return gb_flat_mlp_init_at(f, r, l, f->flat_at[e], f->flat_at[e + 1], gain, err);
+}
+
+int gb_flat_mlp_init_at(gb_flat_mlp *f, gb_rng *r, gb_mlp_train_layer *l, int64_t w, int64_t bb,
+                        double gain, gb_error *err)
+{
     l->w = f->p + w;
     l->b = f->p + bb;
     l->dw = f->g + w;
@@ -203,16 +215,23 @@ int gb_flat_mlp_init_layer(gb_flat_mlp *f, gb_rng *r, gb_mlp_train_layer *l, int
 
 double gb_flat_mlp_step(gb_flat_mlp *f, double lr, double max_norm, double eps)
 {
-    const size_t n = (size_t)f->n;
-    const double norm = sqrt(gb_flat_sumsq(f->g, n));
+    f->adam_steps++;
+    return gb_flat_mlp_step_part(f, 0, f->n, f->adam_steps, lr, max_norm, eps);
+}
+
+double gb_flat_mlp_step_part(gb_flat_mlp *f, int64_t at, int64_t count, int64_t step, double lr,
+                             double max_norm, double eps)
+{
+    const size_t n = (size_t)count;
+    float *p = f->p + at, *g = f->g + at;
+    const double norm = sqrt(gb_flat_sumsq(g, n));
     const double coef = max_norm / (norm + 1e-6);
     if (max_norm > 0 && coef < 1.0)
-        gb_flat_scale(f->g, n, (float)coef);
-    f->adam_steps++;
-    const double bc1 = 1.0 - pow(0.9, (double)f->adam_steps);
-    const double bc2 = 1.0 - pow(0.999, (double)f->adam_steps);
-    gb_flat_adam(f->p, f->g, f->m, f->v, n, 0.9f, 0.999f, (float)(lr / bc1), (float)sqrt(bc2),
-                 (float)eps);
+        gb_flat_scale(g, n, (float)coef);
+    const double bc1 = 1.0 - pow(0.9, (double)step);
+    const double bc2 = 1.0 - pow(0.999, (double)step);
+    gb_flat_adam(p, g, f->m + at, f->v + at, n, 0.9f, 0.999f, (float)(lr / bc1),
+                 (float)sqrt(bc2), (float)eps);
     return norm;
 }
 
@@ -223,10 +242,11 @@ int gb_flat_mlp_export(const gb_flat_mlp *f, void *out, size_t cap, uint64_t *ve
         return gb_error_set(err, GB_EINVAL, "export: buffer of %zu bytes, the parameters take "
                             "%llu", cap, (unsigned long long)f->total);
     memset(out, 0, f->total);
-    for (int i = 0; i < f->nlayout; i++) {
-        const int64_t end = i + 1 < f->nlayout ? f->flat_at[i + 1] : f->n;
-        memcpy((char *)out + f->layout[i].offset, f->p + f->flat_at[i],
-               sizeof(float) * (size_t)(end - f->flat_at[i]));
+    for (int i = 0; i < f->nlayout; i++) { /* (floats past the layout's are not exported) */
+        size_t count = 1;
+        for (int d = 0; d < f->layout[i].rank; d++)
+            count *= (size_t)f->layout[i].shape[d];
+        memcpy((char *)out + f->layout[i].offset, f->p + f->flat_at[i], sizeof(float) * count);
     }
     if (version)
         *version = f->version;

@@ -1,7 +1,7 @@
-/* workers/roles/flat_mlp.h: what the trainer's learners without libtorch (ppo_mlp.h, dqn_mlp.h)
- * share: a network of Linear layers whose parameters, gradients and Adam moments are one flat
- * block each, laid out as the bridge's model (names, shapes, 64-byte aligned offsets, libtorch's
- * parameter order), initialised as network.cpp's (orthogonal weights times a gain, zero
+/* workers/roles/flat_mlp.h: what the trainer's learners without libtorch (ppo_mlp.h, dqn_mlp.h,
+ * sac_mlp.h) share: a network of Linear layers whose parameters, gradients and Adam moments are one
+ * flat block each, laid out as the bridge's model (names, shapes, 64-byte aligned offsets,
+ * libtorch's parameter order), initialised as network.cpp's (orthogonal weights times a gain, zero
  * biases), trained with the gradient-norm clip and Adam of optimizer.cpp's FlatAdam, exported as
  * the bridge's model exports; and the learner's counters (version, training steps, progress).
  * Which configurations they can train as the bridge would: gb_flat_mlp_supported.
@@ -9,8 +9,9 @@
  * defines: gb_flat_mlp, gb_flat_buf, gb_flat_grow, gb_flat_mlp_model_refusal,
  *          gb_flat_mlp_features, gb_flat_mlp_supported, gb_flat_mlp_check_batch,
  *          gb_flat_mlp_obs_rows, gb_flat_mlp_reserve,
- *          gb_flat_mlp_entry, gb_flat_mlp_torso, gb_flat_mlp_linear, gb_flat_mlp_alloc,
- *          gb_flat_mlp_init_layer, gb_flat_mlp_step, gb_flat_mlp_export,
+ *          gb_flat_mlp_entry, gb_flat_mlp_torso, gb_flat_mlp_linear, gb_flat_mlp_extra,
+ *          gb_flat_mlp_alloc, gb_flat_mlp_init_layer, gb_flat_mlp_init_at, gb_flat_mlp_step,
+ *          gb_flat_mlp_step_part, gb_flat_mlp_export,
  *          gb_flat_mlp_set_progress, gb_flat_mlp_free */
 #ifndef GB_WORKERS_ROLES_FLAT_MLP_H
 #define GB_WORKERS_ROLES_FLAT_MLP_H
@@ -85,6 +86,10 @@ void gb_flat_mlp_linear(gb_flat_mlp *f, const char *prefix, gb_mlp_train_layer *
 int gb_flat_mlp_torso(gb_flat_mlp *f, const gb_config_model *mc, int in, const char *name,
                       gb_mlp_train_layer *chain, int *nl);
 
+/* count floats in the flat blocks past the layout's entries (trained, never exported: SAC's
+ * critics and temperature); returns the first one's index. Before gb_flat_mlp_alloc. */
+int64_t gb_flat_mlp_extra(gb_flat_mlp *f, int64_t count);
+
 /* The flat blocks for the entries appended (zeroed). GB_ENOMEM. */
 int gb_flat_mlp_alloc(gb_flat_mlp *f, gb_error *err);
 
@@ -93,9 +98,18 @@ int gb_flat_mlp_alloc(gb_flat_mlp *f, gb_error *err);
 int gb_flat_mlp_init_layer(gb_flat_mlp *f, gb_rng *r, gb_mlp_train_layer *l, int e, double gain,
                            gb_error *err);
 
+/* The same for a weight and bias at the floats w and bb (gb_flat_mlp_extra's). */
+int gb_flat_mlp_init_at(gb_flat_mlp *f, gb_rng *r, gb_mlp_train_layer *l, int64_t w, int64_t bb,
+                        double gain, gb_error *err);
+
 /* The gradients' 2-norm clipped to max_norm (<= 0: never), then Adam's step at lr (betas 0.9
  * and 0.999, epsilon eps, bias corrected); returns the norm before the clip. */
 double gb_flat_mlp_step(gb_flat_mlp *f, double lr, double max_norm, double eps);
+
+/* gb_flat_mlp_step over the floats [at, at + count) alone, as one optimiser of its own that
+ * takes its step-th step (bias correction); f->adam_steps is the caller's to count. */
+double gb_flat_mlp_step_part(gb_flat_mlp *f, int64_t at, int64_t count, int64_t step, double lr,
+                             double max_norm, double eps);
 
 /* The parameters into buf (cap bytes, at least f->total) as the layout says, and the version.
  * GB_EINVAL when cap is too small. */
