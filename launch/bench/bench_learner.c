@@ -3,9 +3,9 @@
  * actors.chunk_len steps, random observations and actions in the env's spaces), so that the
  * learner's part of time to solve is measured apart from the run: CPU time of the calling thread
  * per call and per gradient step, and samples per CPU second. The reference in the same run is a
- * forward of the acting model over the same rows (what the learner's steps are made of). A PPO
- * or DQN config whose trainer learns without libtorch's tensors (workers/roles/ppo_mlp.h,
- * dqn_mlp.h) gets a second row for that learner on the same batch, its large products on
+ * forward of the acting model over the same rows (what the learner's steps are made of). A PPO,
+ * DQN or SAC config whose trainer learns without libtorch's tensors (workers/roles/ppo_mlp.h,
+ * dqn_mlp.h, sac_mlp.h) gets a second row for that learner on the same batch, its large products on
  * libtorch's BLAS as in a run once libtorch has loaded.
  * defines: gb_bench_learner */
 #include "launch/bench/bench.h"
@@ -19,6 +19,7 @@
 #include "workers/torch/mlp_train.h"
 #include "workers/roles/dqn_mlp.h"
 #include "workers/roles/ppo_mlp.h"
+#include "workers/roles/sac_mlp.h"
 #include "workers/roles/worker.h"
 
 #include <stdint.h>
@@ -135,6 +136,7 @@ typedef struct bench_learner {
     gb_torch_learner *torch;
     gb_ppo_mlp *early_ppo;
     gb_dqn_mlp *early_dqn;
+    gb_sac_mlp *early_sac;
 } bench_learner;
 
 static int train_once(bench_learner *l, bench_batch *x, gb_torch_stats *st, gb_error *err)
@@ -144,6 +146,8 @@ static int train_once(bench_learner *l, bench_batch *x, gb_torch_stats *st, gb_e
         return gb_ppo_mlp_train(l->early_ppo, &x->b, st, x->priorities, err);
     if (l->early_dqn)
         return gb_dqn_mlp_train(l->early_dqn, &x->b, st, x->priorities, err);
+    if (l->early_sac)
+        return gb_sac_mlp_train(l->early_sac, &x->b, st, x->priorities, err);
     return gb_torch_learner_train(l->torch, &x->b, st, x->priorities, err);
 }
 
@@ -206,12 +210,14 @@ static int time_learner(const gb_config *cfg, const gb_torch_space *sp, double b
     }
     gb_error why = {0};
     gb_mlp_train_set_large(gb_torch()->large_product); /* as learning_early.c's use_blas */
-    if (!rc && (cfg->trainer.algorithm.name == GB_ALGO_DQN
-                    ? gb_dqn_mlp_open(cfg, sp, 1, &l.early_dqn, &why)
-                    : gb_ppo_mlp_open(cfg, sp, 1, &l.early_ppo, &why)) == 0)
+    const int algo = cfg->trainer.algorithm.name;
+    if (!rc && (algo == GB_ALGO_DQN   ? gb_dqn_mlp_open(cfg, sp, 1, &l.early_dqn, &why)
+                : algo == GB_ALGO_SAC ? gb_sac_mlp_open(cfg, sp, 1, &l.early_sac, &why)
+                                      : gb_ppo_mlp_open(cfg, sp, 1, &l.early_ppo, &why)) == 0)
         rc = time_calls(&l, &x, budget_s, early, err);
     gb_ppo_mlp_close(l.early_ppo);
     gb_dqn_mlp_close(l.early_dqn);
+    gb_sac_mlp_close(l.early_sac);
     gb_torch_learner_destroy(l.torch);
     batch_free(&x);
     return rc;

@@ -224,9 +224,9 @@ const gb_config_field gb_config_fields[] = {
          "or relu, no core, no layer norm) on the cpu, DQN's Q-network, PPO's actor and "
          "critic with separate torsos, SAC's actor and critics: gearbox's own "
          "(workers/torch/mlp_train.c; the gradients go to libtorch's optimiser) or always "
-         "libtorch's autograd (the trainer's log says which runs); with gearbox a lone PPO "
-         "or DQN trainer learns in C from its first step to its last, libtorch only writing "
-         "its checkpoints (workers/roles/ppo_mlp.h, dqn_mlp.h)"),
+         "libtorch's autograd (the trainer's log says which runs); with gearbox a lone PPO, "
+         "DQN or SAC trainer learns in C from its first step to its last, libtorch only "
+         "writing its checkpoints (workers/roles/ppo_mlp.h, dqn_mlp.h, sac_mlp.h)"),
     INT("trainer.batch_size", trainer.batch_size, "64", 1, 1 << 24,
         "trajectory items per training step"),
     INT("trainer.max_staleness", trainer.max_staleness, "-1", -1, BIG,

@@ -29,19 +29,19 @@
  * refuses cuda (GB_EUNSUPPORTED, saying which part is missing), never runs it on the host.
  *
  * The start without libtorch: a trainer (not inline mode) that starts fresh (no checkpoint to
- * restore), alone (trainer.count 1), with PPO or DQN on a model workers/roles/ppo_mlp.h or
- * dqn_mlp.h can train as the bridge would (the classic-control configs'), trains from its first
- * step on that learner in C while a thread loads the bridge module (libtorch: 0.4-0.6 s on the
- * 2-core development machine; started at the first step, after the trainer's own threads) and
- * makes the bridge's learner. The C learner trains for the whole run: its checkpoint state is
- * the bridge's (parameters, Adam's, the counters, DQN's target network; PPO's shuffles are
- * drawn from a stream of the seed and the training step, so no generator state is missing),
- * and each checkpoint copies it into the bridge's learner, which writes it (a checkpoint
- * before the load waits for it). A restored trainer (a resume, a restart) loads the checkpoint
- * into the bridge's learner and goes on in C from its state. Once loaded, libtorch's BLAS
- * computes the C learner's large products, as the bridge's learners'. The layout and exported
- * parameters are the same either side. Every other configuration loads the bridge in create,
- * as before.
+ * restore), alone (trainer.count 1), with PPO, DQN or SAC on a model workers/roles/ppo_mlp.h,
+ * dqn_mlp.h or sac_mlp.h can train as the bridge would (the classic-control configs'), trains from
+ * its first step on that learner in C while a thread loads the bridge module (libtorch: 0.4-0.6 s
+ * on the 2-core development machine; started at the first step, after the trainer's own threads)
+ * and makes the bridge's learner. The C learner trains for the whole run: its checkpoint state is
+ * the bridge's (parameters, Adam's, the counters, DQN's target network, SAC's critics, their
+ * targets and its temperature; PPO's shuffles and SAC's noise are drawn from a stream of the seed
+ * and the training step, so no generator state is missing), and each checkpoint copies it into the
+ * bridge's learner, which writes it (a checkpoint before the load waits for it). A restored trainer
+ * (a resume, a restart) loads the checkpoint into the bridge's learner and goes on in C from its
+ * state. Once loaded, libtorch's BLAS computes the C learner's large products, as the bridge's
+ * learners'. The layout and exported parameters are the same either side. Every other
+ * configuration loads the bridge in create, as before.
  * defines: gb_learning, gb_learning_opts, gb_learning_*, gb_learning_space */
 #ifndef GB_WORKERS_LEARNING_H
 #define GB_WORKERS_LEARNING_H

@@ -1,7 +1,8 @@
-/* workers/roles/learning_early.c: the learning without libtorch (learning.h): the trainer's PPO
- * or DQN learner in C (ppo_mlp.h, dqn_mlp.h) trains from the first step while a thread loads
- * the bridge module and makes the bridge's learner, which then only writes the C learner's
- * checkpoints from its state; a restored trainer goes on in C from the checkpoint's state. */
+/* workers/roles/learning_early.c: the learning without libtorch (learning.h): the trainer's PPO,
+ * DQN or SAC learner in C (ppo_mlp.h, dqn_mlp.h, sac_mlp.h) trains from the first step while a
+ * thread loads the bridge module and makes the bridge's learner, which then only writes the C
+ * learner's checkpoints from its state; a restored trainer goes on in C from the checkpoint's
+ * state. */
 #include "workers/roles/learning_internal.h"
 
 #include "runtime/base/clock.h"
@@ -31,8 +32,10 @@ static void close_early(gb_learning *L)
 {
     gb_ppo_mlp_close(L->early_ppo);
     gb_dqn_mlp_close(L->early_dqn);
+    gb_sac_mlp_close(L->early_sac);
     L->early_ppo = NULL;
     L->early_dqn = NULL;
+    L->early_sac = NULL;
     L->early = NULL;
 }
 
@@ -46,6 +49,9 @@ static int open_early(gb_learning *L, const gb_learning_opts *o, gb_error *err)
     if (cfg->trainer.algorithm.name == GB_ALGO_DQN) {
         rc = gb_dqn_mlp_open(cfg, o->space, o->learner_seed, &L->early_dqn, &why);
         L->early = rc == 0 ? gb_dqn_mlp_net(L->early_dqn) : NULL;
+    } else if (cfg->trainer.algorithm.name == GB_ALGO_SAC) {
+        rc = gb_sac_mlp_open(cfg, o->space, o->learner_seed, &L->early_sac, &why);
+        L->early = rc == 0 ? gb_sac_mlp_net(L->early_sac) : NULL;
     } else {
         rc = gb_ppo_mlp_open(cfg, o->space, o->learner_seed, &L->early_ppo, &why);
         L->early = rc == 0 ? gb_ppo_mlp_net(L->early_ppo) : NULL;
@@ -95,8 +101,18 @@ static void start_loader(gb_learning *L)
 
 int gb_learning_early_train(gb_learning *L, const gb_torch_batch *b, float *prio, gb_error *err)
 {
+    if (L->early_sac)
+        return gb_sac_mlp_train(L->early_sac, b, &L->last, prio, err);
     return L->early_dqn ? gb_dqn_mlp_train(L->early_dqn, b, &L->last, prio, err)
                         : gb_ppo_mlp_train(L->early_ppo, b, &L->last, prio, err);
+}
+
+/* The target network's parameters of early (DQN's, SAC's critics'), or NULL. */
+static float *early_target(gb_learning *L)
+{
+    return L->early_dqn ? gb_dqn_mlp_target(L->early_dqn)
+           : L->early_sac ? gb_sac_mlp_target(L->early_sac)
+                          : NULL;
 }
 
 /* 0 when the bridge's model is laid out as early's (names, dtypes, shapes, offsets), else
@@ -153,8 +169,7 @@ static int loaded(gb_learning *L, int wait, gb_error *err)
 static int sync_loaded(gb_learning *L, gb_error *err)
 {
     const gb_flat_mlp *f = L->early;
-    const float *target = L->early_dqn ? gb_dqn_mlp_target(L->early_dqn) : NULL;
-    L->load_rc = gb_torch_learner_set_flat(L->loaded, f->p, f->m, f->v, target, f->n,
+    L->load_rc = gb_torch_learner_set_flat(L->loaded, f->p, f->m, f->v, early_target(L), f->n,
                                            f->adam_steps, f->train_steps, &L->load_err);
     if (L->load_rc) {
         *err = L->load_err;
@@ -196,9 +211,8 @@ int gb_learning_early_resume(gb_learning *L, const gb_learning_opts *o, gb_error
     L->learner = NULL;
     gb_flat_mlp *f = L->early;
     if ((rc = same_layout(L, err)) == 0)
-        rc = gb_torch_learner_get_flat(L->loaded, f->p, f->m, f->v,
-                                       L->early_dqn ? gb_dqn_mlp_target(L->early_dqn) : NULL,
-                                       f->n, &f->adam_steps, &f->train_steps, err);
+        rc = gb_torch_learner_get_flat(L->loaded, f->p, f->m, f->v, early_target(L), f->n,
+                                       &f->adam_steps, &f->train_steps, err);
     if (rc) { /* the bridge's learner trains on, as it would have */
         GB_WARN("learning: the restored run goes on in libtorch's learner: %s", err->msg);
         *err = (gb_error){0};

@@ -16,6 +16,7 @@
 #include "workers/roles/learning.h"
 #include "workers/roles/dqn_mlp.h"
 #include "workers/roles/ppo_mlp.h"
+#include "workers/roles/sac_mlp.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -80,13 +81,14 @@ struct gb_learning {
     uint64_t trained_mark; /* the replay's first_samples at gb_learning_mark_trained */
     int restored; /* the learner came from opts.model_checkpoint */
     gb_torch_stats last;
-    /* The learning without libtorch (learning.h; learning_early.c): early_ppo or early_dqn
-     * trains for the whole run while the loader thread loads the bridge and makes its learner
-     * (loaded, or load_err), which writes the checkpoints from early's state. early is its
-     * network and counters; it stays (its layout is the one the trainer publishes with) until
-     * destroy. */
+    /* The learning without libtorch (learning.h; learning_early.c): early_ppo, early_dqn or
+     * early_sac trains for the whole run while the loader thread loads the bridge and makes its
+     * learner (loaded, or load_err), which writes the checkpoints from early's state. early is
+     * its network and counters; it stays (its layout is the one the trainer publishes with)
+     * until destroy. */
     gb_ppo_mlp *early_ppo;
     gb_dqn_mlp *early_dqn;
+    gb_sac_mlp *early_sac;
     gb_flat_mlp *early;
     int early_live;   /* early trains (learner is NULL) */
     pthread_t loader;
@@ -127,9 +129,9 @@ void gb_learning_free_slot(const gb_learning *L, batch_slot *s);
 int gb_learning_open_device(gb_learning *L, gb_error *err);
 
 /* The learning without libtorch (learning_early.c). open: when o allows it (learning.h), makes
- * L->early (PPO's or DQN's learner) to train from the first step to the last: 1; 0 when o does
- * not allow it (nothing made); or an error. train: gb_torch_learner_train's contract for early,
- * the stats into L->last. poll (at each step): starts the loader thread the first time and
+ * L->early (PPO's, DQN's or SAC's learner) to train from the first step to the last: 1; 0 when
+ * o does not allow it (nothing made); or an error. train: gb_torch_learner_train's contract for
+ * early, the stats into L->last. poll (at each step): starts the loader thread the first time and
  * joins it once it is done; 0, or an error (the bridge failed to load, or its learner does not
  * fit early's state: early trains on, and every later call returns the same error). sync (a
  * checkpoint): waits for the load, copies early's state into the bridge's learner and says
