@@ -1,9 +1,10 @@
 /* tests/workers/torch_test_util.h: what the libtorch bridge's tests share: a small config for
  * an algorithm (MLP [16, 16], lr 0.01, gamma 0.9), a discrete (CartPole-like: 4 floats, 3
- * actions) and a box (3 floats, 2 bounded actions) space, and deterministic filler values.
- * defines: load_cfg_text, make_cfg, discrete_space, box_space, fill, learners_max_diff,
- *          kernels_learner_pair, train_pair, worst_rel, ppo_stats_worst, test_batch,
- *          make_test_batch */
+ * actions) and a box (3 floats, 2 bounded actions) space, deterministic filler values and
+ * noise (SAC's injected draws: gb_torch_learner_set_noise, gb_sac_mlp_set_noise).
+ * defines: load_cfg_text, make_cfg, discrete_space, box_space, fill, noise, noise_fill,
+ *          learners_max_diff, kernels_learner_pair, train_pair, worst_rel, ppo_stats_worst,
+ *          test_batch, make_test_batch */
 #ifndef GB_TESTS_WORKERS_TORCH_TEST_UTIL_H
 #define GB_TESTS_WORKERS_TORCH_TEST_UTIL_H
 
@@ -196,6 +197,24 @@ typedef struct test_batch {
     uint8_t term[TB_B * TB_T], trunc[TB_B * TB_T], valid[TB_B * TB_T];
     gb_torch_batch b;
 } test_batch;
+
+/* A fixed noise sequence from its seed: roughly normal (a sum of three uniforms). */
+typedef struct noise {
+    unsigned s;
+} noise;
+
+static inline void noise_fill(void *ctx, float *out, int64_t n)
+{
+    noise *z = ctx;
+    for (int64_t i = 0; i < n; i++) {
+        float u = 0.0f;
+        for (int k = 0; k < 3; k++) {
+            z->s = z->s * 1103515245u + 12345u;
+            u += (float)((z->s >> 8) % 2000) / 1000.0f - 1.0f;
+        }
+        out[i] = u;
+    }
+}
 
 /* A batch for space sp whose behaviour log-probabilities are near the learner's (old, the
  * ratios around 1, some clipped), with invalid, terminated and truncated steps. */

@@ -23,24 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A fixed noise sequence (roughly normal: a sum of uniforms) from its seed. */
-typedef struct noise {
-    uint32_t state;
-} noise;
-
-static void noise_fill(void *ctx, float *out, int64_t n)
-{
-    noise *z = ctx;
-    for (int64_t i = 0; i < n; i++) {
-        float s = 0.0f;
-        for (int k = 0; k < 3; k++) {
-            z->state = z->state * 1103515245u + 12345u;
-            s += (float)((z->state >> 8) % 2000) / 1000.0f - 1.0f;
-        }
-        out[i] = s;
-    }
-}
-
 static void sac_cfg(gb_config *cfg, const char *extra)
 {
     CHECK(make_cfg(cfg, "sac", extra) == 0);

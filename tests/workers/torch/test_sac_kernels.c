@@ -146,24 +146,6 @@ static gb_torch_space pendulum_space(void)
     return sp;
 }
 
-/* A fixed noise sequence from its seed: roughly normal (a sum of three uniforms). */
-typedef struct noise {
-    unsigned s;
-} noise;
-
-static void noise_fill(void *ctx, float *out, int64_t n)
-{
-    noise *z = ctx;
-    for (int64_t i = 0; i < n; i++) {
-        float u = 0.0f;
-        for (int k = 0; k < 3; k++) {
-            z->s = z->s * 1103515245u + 12345u;
-            u += (float)((z->s >> 8) % 2000) / 1000.0f - 1.0f;
-        }
-        out[i] = u;
-    }
-}
-
 /* A SAC learner of pendulum_space on gearbox's kernels (relu, [16, 16]), seeded; NULL: failed
  * (printed). */
 static gb_torch_learner *sac_learner(int learn_alpha, gb_kernels kernels, uint64_t seed)
