@@ -1,11 +1,12 @@
 /* tests/workers/roles/test_learning_attach.c: the trainer's learning survives the trainer being
- * killed. A child process builds the learning as the trainer does (replay in the run-owned
- * segment of a run directory, DQN on CartPole's space), inserts chunks, trains, writes its model
- * checkpoint, inserts more, starts writing a few chunks and is SIGKILLed. The parent, as a
- * restarted trainer, builds the learning with the same options: the replay holds every committed
- * chunk (checked by the id written into each), the in-flight ones are dropped and counted, the
- * learner comes back from the checkpoint (same step count and parameter checksum), and training
- * goes on over the recovered items.
+ * killed. A child process builds the learning as the trainer does (replay in the run-owned segment
+ * of a run directory, CONFIG's algorithm on its env's space: DQN on CartPole's, SAC on Pendulum's),
+ * inserts chunks, trains, writes its model checkpoint, inserts more, starts writing a few chunks
+ * and is SIGKILLed. The parent, as a restarted trainer, builds the learning with the same options:
+ * the replay holds every committed chunk (checked by the id written into each), the in-flight ones
+ * are dropped and counted, the learner comes back from the checkpoint (same step count and
+ * parameter checksum) and goes on in gearbox's C, and training goes on over the recovered
+ * items.
  * usage: test_learning_attach CONFIG SCRATCH */
 #include "replay/replay.h"
 #include "runtime/config/config.h"
@@ -169,6 +170,9 @@ int main(int argc, char **argv)
     CHECK_EQ_INT(gb_learning_restored(L), 1);
     CHECK_EQ_INT(gb_learning_train_steps(L), rep.train_steps);
     CHECK(learning_params_hash(L) == rep.checksum && rep.checksum != 0);
+    /* a lone trainer of a plain MLP (DQN's, SAC's) goes on in gearbox's C from the restored
+     * state: the bridge's learner only writes the checkpoints (workers/roles/learning.h) */
+    CHECK(gb_learning_learner(L) == NULL);
     /* Training goes on over the recovered items. */
     CHECK_EQ_INT(gb_learning_step(L, 0, 0, &err), 1);
     CHECK_EQ_INT(gb_learning_train_steps(L), rep.train_steps + 1);
