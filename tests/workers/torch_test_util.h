@@ -205,7 +205,7 @@ typedef struct noise {
 
 static inline void noise_fill(void *ctx, float *out, int64_t n)
 {
-    noise *z = ctx;
+    noise *z = (noise *)ctx;
     for (int64_t i = 0; i < n; i++) {
         float u = 0.0f;
         for (int k = 0; k < 3; k++) {
