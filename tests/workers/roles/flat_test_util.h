@@ -1,16 +1,20 @@
 /* tests/workers/roles/flat_test_util.h: what the tests of the trainer's learners without
- * libtorch (test_ppo_mlp.c, test_dqn_mlp.c) share: their parameters against a bridge learner's,
- * and a bridge learner made from their state as a trainer's handover makes it.
- * defines: flat_max_diff, flat_take_over */
+ * libtorch (test_ppo_mlp.c, test_dqn_mlp.c, test_sac_mlp.c) share: their parameters against a
+ * bridge learner's, a bridge learner made from their state as a checkpoint makes it, and the
+ * configurations they must refuse.
+ * defines: flat_max_diff, flat_take_over, flat_refusal, flat_open_fn, flat_refusals */
 #ifndef GB_TESTS_WORKERS_ROLES_FLAT_TEST_UTIL_H
 #define GB_TESTS_WORKERS_ROLES_FLAT_TEST_UTIL_H
 
+#include "test.h"
 #include "workers/roles/flat_mlp.h"
 #include "workers/torch/bridge.h"
+#include "workers/torch_test_util.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The largest difference between f's parameters and l's (their exports), INFINITY when they
  * are laid out differently or their versions differ. */
@@ -52,6 +56,30 @@ static inline int flat_take_over(const gb_config *cfg, const gb_torch_space *sp,
     }
     gb_torch_model_set_version(gb_torch_learner_model(*out), f->version);
     return 0;
+}
+
+/* A configuration (torch_test_util.h's make_cfg of algo with the model's extra keys,
+ * trainer.kernels kernels, box_space or discrete_space) that a learner must refuse, naming key. */
+typedef struct flat_refusal {
+    const char *algo, *extra, *key;
+    int kernels, box;
+} flat_refusal;
+
+/* A learner's open of cfg for sp (closing what it made): its return code, the reason in err. */
+typedef int (*flat_open_fn)(const gb_config *cfg, const gb_torch_space *sp, gb_error *err);
+
+/* Each of the n cases is refused (GB_EUNSUPPORTED) with its key in the reason. */
+static inline void flat_refusals(const flat_refusal *cases, size_t n, flat_open_fn open)
+{
+    for (size_t i = 0; i < n; i++) {
+        gb_config cfg;
+        CHECK(make_cfg(&cfg, cases[i].algo, cases[i].extra) == 0);
+        cfg.trainer.kernels = cases[i].kernels;
+        gb_torch_space sp = cases[i].box ? box_space() : discrete_space();
+        gb_error err = {0};
+        CHECK(open(&cfg, &sp, &err) == GB_EUNSUPPORTED);
+        CHECK_MSG(strstr(err.msg, cases[i].key) != NULL, "%s: %s", cases[i].key, err.msg);
+    }
 }
 
 #endif

@@ -280,13 +280,19 @@ static void test_continues_restored(void)
     gb_torch_learner_destroy(l);
 }
 
+static int open_dqn(const gb_config *cfg, const gb_torch_space *sp, gb_error *err)
+{
+    gb_dqn_mlp *d = NULL;
+    int rc = gb_dqn_mlp_open(cfg, sp, 1, &d, err);
+    CHECK(rc == 0 || !d);
+    gb_dqn_mlp_close(d);
+    return rc;
+}
+
 /* What it cannot train as the bridge would, it refuses, naming the key. */
 static void test_refuses(void)
 {
-    const struct {
-        const char *algo, *extra, *key;
-        int kernels, box;
-    } cases[] = {
+    static const flat_refusal cases[] = {
         {"dqn", ", layer_norm: true", "policy.model.layer_norm", GB_KERNELS_GEARBOX, 0},
         {"dqn", ", normalize_obs: true", "policy.model.normalize_obs", GB_KERNELS_GEARBOX, 0},
         {"dqn", ", activation: elu", "policy.model.activation", GB_KERNELS_GEARBOX, 0},
@@ -295,23 +301,13 @@ static void test_refuses(void)
         {"ppo", "", "trainer.algorithm", GB_KERNELS_GEARBOX, 0},
         {"dqn", "", "action space", GB_KERNELS_GEARBOX, 1},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        gb_config cfg;
-        CHECK(make_cfg(&cfg, cases[i].algo, cases[i].extra) == 0);
-        cfg.trainer.kernels = cases[i].kernels;
-        gb_torch_space sp = cases[i].box ? box_space() : discrete_space();
-        gb_dqn_mlp *d = NULL;
-        gb_error err = {0};
-        CHECK(gb_dqn_mlp_open(&cfg, &sp, 1, &d, &err) == GB_EUNSUPPORTED && !d);
-        CHECK_MSG(strstr(err.msg, cases[i].key) != NULL, "%s: %s", cases[i].key, err.msg);
-    }
+    flat_refusals(cases, sizeof cases / sizeof cases[0], open_dqn);
     gb_config cfg;
     dqn_cfg(&cfg, "");
     cfg.trainer.algorithm.dqn.value_rescale = 1;
     gb_torch_space sp = discrete_space();
-    gb_dqn_mlp *d = NULL;
     gb_error err = {0};
-    CHECK(gb_dqn_mlp_open(&cfg, &sp, 1, &d, &err) == GB_EUNSUPPORTED);
+    CHECK(open_dqn(&cfg, &sp, &err) == GB_EUNSUPPORTED);
     CHECK(strstr(err.msg, "value_rescale") != NULL);
 }
 
