@@ -1,6 +1,9 @@
 /* workers/roles/inline.c: inline mode = acting (workers/roles/acting.h) + the learner's own model +
  * learning (workers/roles/learning.h) in one loop, in one process, through the same replay and rate
- * limiter as a distributed trainer: the reference the distributed mode is compared against. */
+ * limiter as a distributed trainer: the reference the distributed mode is compared against. A plain
+ * MLP acts without libtorch (workers/roles/policy_mlp.h, the learner's parameters imported at each
+ * new version) while the learner does too (learning.h, "The start without libtorch"): the run
+ * starts stepping at once instead of after libtorch's load. */
 #include "workers/roles/inline.h"
 
 #include "runtime/base/clock.h"
@@ -9,6 +12,7 @@
 #include "workers/roles/acting.h"
 #include "workers/roles/learner_report.h"
 #include "workers/roles/learning.h"
+#include "workers/roles/policy_mlp.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -22,7 +26,10 @@ typedef struct inline_run {
     gb_acting *acting;
     gb_torch_space space;
     gb_learning *learning;
-    gb_torch_model *model;
+    gb_torch_model *model; /* the learner's, which acts; NULL: mlp acts */
+    gb_policy_mlp *mlp;    /* the learner without libtorch's parameters (imported at mlp_version) */
+    void *params;
+    uint64_t params_bytes, mlp_version;
     void *actions; /* [rows of the largest group, action row bytes] */
     float *logp;   /* [rows of the largest group] */
     double epsilon;
@@ -63,6 +70,36 @@ static int insert_chunk(inline_run *r, const gb_chunk *c, gb_error *err)
     }
 }
 
+/* Acts for rows of obs with the policy without libtorch, first importing the learner's
+ * parameters when they are newer than its own (a copy of a plain MLP's few thousand floats). */
+static int act_in_c(inline_run *r, const void *obs, int64_t rows, const float *noise,
+                    gb_torch_act_out *out, gb_error *err)
+{
+    const uint64_t v = gb_learning_version(r->learning);
+    if (v != r->mlp_version) {
+        const gb_param_entry *table;
+        int count;
+        uint64_t total;
+        gb_learning_param_layout(r->learning, &table, &count, &total);
+        if (total > r->params_bytes) {
+            void *p = realloc(r->params, total);
+            if (!p)
+                return gb_error_set(err, GB_ENOMEM, "inline: out of memory");
+            r->params = p;
+            r->params_bytes = total;
+        }
+        uint64_t version;
+        int rc = gb_learning_export(r->learning, r->params, total, &version, err);
+        if (rc == 0)
+            rc = gb_policy_mlp_import(r->mlp, r->params, total, table, count, version, err);
+        if (rc)
+            return rc;
+        r->mlp_version = v;
+    }
+    return gb_policy_mlp_act(r->mlp, obs, rows, r->cfg->policy.deterministic, r->epsilon, noise,
+                             out, err);
+}
+
 /* Acts for group g with the learner's model (with a core, on the group's state rows, updated
  * in place), steps it, inserts the finished chunks, then trains as often as the rate limiter
  * allows. */
@@ -71,11 +108,12 @@ static int step_group(inline_run *r, int g, gb_error *err)
     int64_t rows;
     const void *obs = gb_acting_obs(r->acting, g, &rows);
     gb_torch_act_out out = {r->actions, r->logp, NULL, NULL};
-    int64_t version = (int64_t)gb_torch_model_version(r->model);
+    int64_t version = (int64_t)gb_learning_version(r->learning);
     float *state = gb_acting_state(r->acting, g); /* NULL without a core */
-    int rc = gb_torch_model_act_state(r->model, obs, rows, r->cfg->policy.deterministic,
-                                      r->epsilon, gb_acting_noise(r->acting, g), state, state,
-                                      &out, err);
+    int rc = r->model ? gb_torch_model_act_state(r->model, obs, rows, r->cfg->policy.deterministic,
+                                                 r->epsilon, gb_acting_noise(r->acting, g), state,
+                                                 state, &out, err)
+                      : act_in_c(r, obs, rows, gb_acting_noise(r->acting, g), &out, err);
     if (rc == 0)
         rc = gb_acting_step(r->acting, g, r->actions,
                             (size_t)rows * gb_acting_action_row_bytes(r->acting), r->logp,
@@ -115,7 +153,7 @@ static int write_metrics(inline_run *r, const gb_acting_stats *st, double t, gb_
     row[GB_COL_REPLAY_SIZE] = (double)rs.size;
     row[GB_COL_REPLAY_FILL] = rs.capacity > 0 ? (double)rs.size / (double)rs.capacity : NAN;
     /* one model learns and acts: the version served is the one trained */
-    row[GB_COL_VERSION] = row[GB_COL_SERVED] = (double)gb_torch_model_version(r->model);
+    row[GB_COL_VERSION] = row[GB_COL_SERVED] = (double)gb_learning_version(r->learning);
     row[GB_COL_LAG] = 0;
     row[GB_COL_DROPS] = row[GB_COL_REJECTED] = 0; /* no sample stream */
     row[GB_COL_SEGMENT] = 0;
@@ -137,6 +175,8 @@ static int save_checkpoint(inline_run *r, gb_error *err)
 static void run_free(inline_run *r)
 {
     gb_learning_destroy(r->learning);
+    gb_policy_mlp_close(r->mlp);
+    free(r->params);
     gb_acting_destroy(r->acting);
     free(r->actions);
     free(r->logp);
@@ -166,9 +206,24 @@ static int run_setup(inline_run *r, gb_error *err)
         .replay_seed = gb_rng_seed_of(seed, "trainer", 0, "replay"),
         .inline_mode = 1,
     };
+    /* the learner's own parameters act, in fp32 (policy.precision is the policy workers');
+     * a model the C cannot act with: the bridge's acts, as before */
+    gb_config *fp32 = malloc(sizeof *fp32);
+    if (!fp32)
+        return gb_error_set(err, GB_ENOMEM, "inline: out of memory");
+    *fp32 = *cfg;
+    fp32->policy.precision = GB_PRECISION_FP32;
+    gb_error why = {0};
+    lo.acts_in_c = gb_policy_mlp_open(fp32, &r->space, lo.learner_seed, &r->mlp, &why) == 0;
+    free(fp32);
     if ((rc = gb_learning_create(&lo, &r->learning, err)))
         return rc;
     r->model = gb_learning_model(r->learning);
+    if (r->model) { /* the learning loaded libtorch after all: its model acts */
+        gb_policy_mlp_close(r->mlp);
+        r->mlp = NULL;
+    }
+    r->mlp_version = UINT64_MAX; /* the first act imports */
     gb_learning_mark_trained(r->learning); /* a resume's replay: what it drew before */
     int64_t rows = (int64_t)(gb_acting_copies(r->acting) / gb_acting_groups(r->acting)) *
                    gb_acting_spec(r->acting)->agents;

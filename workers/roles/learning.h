@@ -28,20 +28,21 @@
  * floor is the one the learner will have when it trains. A machine or build without CUDA
  * refuses cuda (GB_EUNSUPPORTED, saying which part is missing), never runs it on the host.
  *
- * The start without libtorch: a trainer (not inline mode) that starts fresh (no checkpoint to
- * restore), alone (trainer.count 1), with PPO, DQN or SAC on a model workers/roles/ppo_mlp.h,
- * dqn_mlp.h or sac_mlp.h can train as the bridge would (the classic-control configs'), trains from
- * its first step on that learner in C while a thread loads the bridge module (libtorch: 0.4-0.6 s
- * on the 2-core development machine; started at the first step, after the trainer's own threads)
- * and makes the bridge's learner. The C learner trains for the whole run: its checkpoint state is
- * the bridge's (parameters, Adam's, the counters, DQN's target network, SAC's critics, their
- * targets and its temperature; PPO's shuffles and SAC's noise are drawn from a stream of the seed
- * and the training step, so no generator state is missing), and each checkpoint copies it into the
- * bridge's learner, which writes it (a checkpoint before the load waits for it). A restored trainer
- * (a resume, a restart) loads the checkpoint into the bridge's learner and goes on in C from its
- * state. Once loaded, libtorch's BLAS computes the C learner's large products, as the bridge's
- * learners'. The layout and exported parameters are the same either side. Every other
- * configuration loads the bridge in create, as before.
+ * The start without libtorch: a trainer, or inline mode that acts without libtorch (acts_in_c),
+ * that starts fresh (no checkpoint to restore), alone (trainer.count 1), with PPO, DQN or SAC on
+ * a model workers/roles/ppo_mlp.h, dqn_mlp.h or sac_mlp.h can train as the bridge would (the
+ * classic-control configs'), trains from its first step on that learner in C while a thread
+ * loads the bridge module (libtorch: 0.4-0.6 s on the 2-core development machine; started at
+ * the first step, after the trainer's own threads) and makes the bridge's learner. The C learner
+ * trains for the whole run: its checkpoint state is the bridge's (parameters, Adam's, the
+ * counters, DQN's target network, SAC's critics, their targets and its temperature; PPO's
+ * shuffles and SAC's noise are drawn from a stream of the seed and the training step, so no
+ * generator state is missing), and each checkpoint copies it into the bridge's learner, which
+ * writes it (a checkpoint before the load waits for it). A restored trainer (a resume, a
+ * restart) loads the checkpoint into the bridge's learner and goes on in C from its state. Once
+ * loaded, libtorch's BLAS computes the C learner's large products, as the bridge's learners'.
+ * The layout and exported parameters are the same either side. Every other configuration loads
+ * the bridge in create, as before.
  * defines: gb_learning, gb_learning_opts, gb_learning_*, gb_learning_space */
 #ifndef GB_WORKERS_LEARNING_H
 #define GB_WORKERS_LEARNING_H
@@ -71,6 +72,8 @@ typedef struct gb_learning_opts {
     const gb_chunk_layout *layout; /* the replay's columns are the chunk's */
     uint64_t learner_seed, replay_seed;
     int inline_mode; /* 1: one thread both inserts and samples: nothing may wait (below) */
+    int acts_in_c;   /* inline mode: the caller acts without libtorch (policy_mlp.h), so the
+                      * learning may too (above, "The start without libtorch") */
     gb_group *group; /* several trainers: this rank's group (not owned); NULL: one trainer */
     uint64_t shared_seed; /* several trainers: the same on every rank (the global draw) */
     /* Surviving a trainer crash (both optional). replay_shm_name: the replay lives in this
@@ -111,7 +114,7 @@ gb_replay *gb_learning_replay(gb_learning *L);
 /* 1 when create loaded the learner from opts.model_checkpoint, else 0. */
 int gb_learning_restored(const gb_learning *L);
 /* The bridge's learner and its model: NULL while the learner without libtorch trains (above);
- * never NULL in inline mode. */
+ * never NULL in inline mode unless it acts in C (acts_in_c). */
 gb_torch_learner *gb_learning_learner(gb_learning *L);
 gb_torch_model *gb_learning_model(gb_learning *L);
 

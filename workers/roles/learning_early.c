@@ -69,10 +69,10 @@ static int open_early(gb_learning *L, const gb_learning_opts *o, gb_error *err)
 
 int gb_learning_early_open(gb_learning *L, const gb_learning_opts *o, gb_error *err)
 {
-    if (o->inline_mode || o->group || o->cfg->trainer.count != 1 ||
+    if ((o->inline_mode && !o->acts_in_c) || o->group || o->cfg->trainer.count != 1 ||
         (o->model_checkpoint && access(o->model_checkpoint, F_OK) == 0))
-        return 0; /* inline mode acts on the bridge's model; groups and restores start there
-                   * (a restored learner then goes on in C: gb_learning_early_resume) */
+        return 0; /* inline mode acting on the bridge's model needs it; groups and restores
+                   * start there (a restored learner then goes on in C: early_resume) */
     int rc = open_early(L, o, err);
     if (rc <= 0)
         return rc;
@@ -202,7 +202,7 @@ int gb_learning_early_sync(gb_learning *L, gb_torch_learner **saver, gb_error *e
 
 int gb_learning_early_resume(gb_learning *L, const gb_learning_opts *o, gb_error *err)
 {
-    if (o->inline_mode || o->group || o->cfg->trainer.count != 1)
+    if ((o->inline_mode && !o->acts_in_c) || o->group || o->cfg->trainer.count != 1)
         return 0;
     int rc = open_early(L, o, err);
     if (rc <= 0)
