@@ -75,16 +75,18 @@ static int park(worker *w, const srv_request *r, double wait_s)
     return 0;
 }
 
+/* The parked requests taken out to be tried again still count in nparked until they are
+ * answered: the stats' parked_now never reads 0 for a request that is still waiting (it did
+ * while a retry held the list, and a test read it so). */
 void gb_server_retry_parked(worker *w)
 {
     gb_server *s = w->s;
     pthread_mutex_lock(&s->park_mu);
     parked *list = s->park_head;
     s->park_head = s->park_tail = NULL;
-    s->nparked = 0;
     pthread_mutex_unlock(&s->park_mu);
     parked *keep = NULL, *last = NULL;
-    int kept = 0;
+    int kept = 0, answered = 0;
     for (parked *p = list, *nx; p; p = nx) {
         nx = p->next;
         gb_error err = {0};
@@ -104,16 +106,16 @@ void gb_server_retry_parked(worker *w)
         gb_wire_msg_release(p->m);
         free(p->m);
         free(p);
+        answered++;
     }
-    if (!keep)
-        return;
-    /* back in front of any parked meanwhile: the oldest are tried first */
     pthread_mutex_lock(&s->park_mu);
-    last->next = s->park_head;
-    s->park_head = keep;
-    if (!s->park_tail)
-        s->park_tail = last;
-    s->nparked += kept;
+    s->nparked -= answered;
+    if (keep) { /* back in front of any parked meanwhile: the oldest are tried first */
+        last->next = s->park_head;
+        s->park_head = keep;
+        if (!s->park_tail)
+            s->park_tail = last;
+    }
     pthread_mutex_unlock(&s->park_mu);
 }
 
