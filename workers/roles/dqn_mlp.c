@@ -21,10 +21,10 @@ struct gb_dqn_mlp {
     int nl;
     float *tp; /* the target network's parameters: f.n floats in f.p's order */
     gb_rng rng;
-    /* a batch's: obs rows, n-step returns, discounts and bootstrap steps of every step; the
-     * valid steps' indices, obs rows, bootstrap rows, targets, loss gradients and |TD|; the
-     * bootstrap rows' observations; the Q gradient; workspaces */
-    gb_flat_buf x, G, disc, boot, step, row, brow, q, y, grad, td, w, xt, dq, ws, ws_t;
+    gb_flat_steps t; /* a batch's transitions */
+    /* the valid steps' Q, targets, loss gradients, |TD| and weights; the bootstrap rows'
+     * observations; the Q gradient; workspaces */
+    gb_flat_buf q, y, grad, td, w, xt, dq, ws, ws_t;
 };
 
 static int supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *err)
@@ -98,11 +98,11 @@ void gb_dqn_mlp_close(gb_dqn_mlp *d)
 {
     if (!d)
         return;
-    gb_flat_buf *bufs[] = {&d->x,  &d->G,    &d->disc, &d->boot, &d->step, &d->row,
-                           &d->brow, &d->q,  &d->y,    &d->grad, &d->td,   &d->w,
-                           &d->xt, &d->dq,   &d->ws,   &d->ws_t};
+    gb_flat_buf *bufs[] = {&d->q,  &d->y,  &d->grad, &d->td,  &d->w,
+                           &d->xt, &d->dq, &d->ws,   &d->ws_t};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]->p);
+    gb_flat_steps_free(&d->t);
     gb_flat_mlp_free(&d->f);
     free(d->tp);
     free(d->online);
@@ -112,28 +112,6 @@ void gb_dqn_mlp_close(gb_dqn_mlp *d)
 
 gb_flat_mlp *gb_dqn_mlp_net(gb_dqn_mlp *d) { return &d->f; }
 float *gb_dqn_mlp_target(gb_dqn_mlp *d) { return d->tp; }
-
-/* The batch's observation rows [B*(T+1), in] (each chunk's T steps, then its next_obs) into x,
- * the n-step targets of every step, and the valid steps' indices, rows and bootstrap rows.
- * Returns the valid steps' count, or -1 (memory). */
-static int64_t transitions(gb_dqn_mlp *d, const gb_torch_batch *b)
-{
-    const int64_t B = b->B, T = b->T, R = B * (T + 1), BT = B * T;
-    const size_t in = (size_t)d->in;
-    float *X = gb_flat_grow(&d->x, sizeof(float) * (size_t)R * in);
-    float *G = gb_flat_grow(&d->G, sizeof(float) * (size_t)BT);
-    float *disc = gb_flat_grow(&d->disc, sizeof(float) * (size_t)BT);
-    int64_t *boot = gb_flat_grow(&d->boot, sizeof(int64_t) * (size_t)BT);
-    int64_t *step = gb_flat_grow(&d->step, sizeof(int64_t) * (size_t)BT);
-    int64_t *row = gb_flat_grow(&d->row, sizeof(int64_t) * (size_t)BT);
-    int64_t *brow = gb_flat_grow(&d->brow, sizeof(int64_t) * (size_t)BT);
-    if (!X || !G || !disc || !boot || !step || !row || !brow)
-        return -1;
-    gb_flat_mlp_obs_rows(b, in, X);
-    gb_torch_nstep(B, T, d->ac.dqn.n_step, d->ac.gamma, b->reward, b->terminated, b->truncated,
-                   b->valid, G, disc, boot);
-    return gb_torch_valid_rows(B, T, b->valid, boot, step, row, brow);
-}
 
 /* The loss over the N valid steps into *loss and its gradient into f.g (zeroed first): the
  * online network's Q of every obs row, the target network's of the bootstrap rows; |TD| into
@@ -157,8 +135,8 @@ static int loss_and_grad(gb_dqn_mlp *d, const gb_torch_batch *b, int64_t N, doub
                                                                               (int)N));
     if (!xt || !q || !y || !grad || !td || (b->weights && !w) || !dq || !ws || !ws_t)
         return -1;
-    const float *X = d->x.p, *ret = d->G.p, *disc = d->disc.p;
-    const int64_t *step = d->step.p, *row = d->row.p, *brow = d->brow.p;
+    const float *X = d->t.x.p, *ret = d->t.G.p, *disc = d->t.disc.p;
+    const int64_t *step = d->t.step.p, *row = d->t.row.p, *brow = d->t.brow.p;
     const int64_t *a = b->action;
     memset(d->f.g, 0, sizeof(float) * (size_t)d->f.n);
     const float *Q = gb_mlp_train_forward(d->online, d->nl, X, (int)R, ws);
@@ -203,7 +181,7 @@ int gb_dqn_mlp_train(gb_dqn_mlp *d, const gb_torch_batch *b, gb_torch_stats *sta
     gb_torch_stats *st = stats ? stats : &local;
     memset(st, 0, sizeof *st);
     const gb_config_algorithm *ac = &d->ac;
-    const int64_t N = transitions(d, b);
+    const int64_t N = gb_flat_steps_make(&d->t, b, (size_t)d->in, ac->dqn.n_step, ac->gamma);
     double q_mean = 0.0, loss = 0.0;
     if (N < 0 || (N > 0 && loss_and_grad(d, b, N, &loss, &q_mean)))
         return gb_error_set(err, GB_ENOMEM, "dqn learner: out of memory for a batch of %lld x "
@@ -227,7 +205,7 @@ int gb_dqn_mlp_train(gb_dqn_mlp *d, const gb_torch_batch *b, gb_torch_stats *sta
             memcpy(d->tp, d->f.p, sizeof(float) * (size_t)d->f.n);
     }
     if (prio)
-        gb_torch_chunk_priorities(b->B, b->T, d->step.p, d->td.p, N, prio);
+        gb_torch_chunk_priorities(b->B, b->T, d->t.step.p, d->td.p, N, prio);
     d->f.train_steps++;
     d->f.version++;
     return 0;

@@ -4,6 +4,7 @@
 
 #include "workers/torch/flat_kernels.h"
 #include "workers/torch/mlp_infer.h"
+#include "workers/torch/targets.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -96,6 +97,33 @@ void gb_flat_mlp_obs_rows(const gb_torch_batch *b, size_t in, float *X)
         memcpy(X + (size_t)(bi * (T + 1) + T) * in, (const float *)b->next_obs + (size_t)bi * in,
                sizeof(float) * in);
     }
+}
+
+int64_t gb_flat_steps_make(gb_flat_steps *t, const gb_torch_batch *b, size_t in, int64_t n_step,
+                           double gamma)
+{
+    const int64_t B = b->B, T = b->T, R = B * (T + 1), BT = B * T;
+    float *X = gb_flat_grow(&t->x, sizeof(float) * (size_t)R * in);
+    float *G = gb_flat_grow(&t->G, sizeof(float) * (size_t)BT);
+    float *disc = gb_flat_grow(&t->disc, sizeof(float) * (size_t)BT);
+    int64_t *boot = gb_flat_grow(&t->boot, sizeof(int64_t) * (size_t)BT);
+    int64_t *step = gb_flat_grow(&t->step, sizeof(int64_t) * (size_t)BT);
+    int64_t *row = gb_flat_grow(&t->row, sizeof(int64_t) * (size_t)BT);
+    int64_t *brow = gb_flat_grow(&t->brow, sizeof(int64_t) * (size_t)BT);
+    if (!X || !G || !disc || !boot || !step || !row || !brow)
+        return -1;
+    gb_flat_mlp_obs_rows(b, in, X);
+    gb_torch_nstep(B, T, n_step, gamma, b->reward, b->terminated, b->truncated, b->valid, G,
+                   disc, boot);
+    return gb_torch_valid_rows(B, T, b->valid, boot, step, row, brow);
+}
+
+void gb_flat_steps_free(gb_flat_steps *t)
+{
+    gb_flat_buf *bufs[] = {&t->x, &t->G, &t->disc, &t->boot, &t->step, &t->row, &t->brow};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        free(bufs[i]->p);
+    memset(t, 0, sizeof *t);
 }
 
 int gb_flat_mlp_reserve(gb_flat_mlp *f, int entries, gb_error *err)

@@ -8,7 +8,8 @@
  * Not thread-safe: one caller at a time.
  * defines: gb_flat_mlp, gb_flat_buf, gb_flat_grow, gb_flat_mlp_model_refusal,
  *          gb_flat_mlp_features, gb_flat_mlp_supported, gb_flat_mlp_check_batch,
- *          gb_flat_mlp_obs_rows, gb_flat_mlp_reserve,
+ *          gb_flat_mlp_obs_rows, gb_flat_steps, gb_flat_steps_make, gb_flat_steps_free,
+ *          gb_flat_mlp_reserve,
  *          gb_flat_mlp_entry, gb_flat_mlp_torso, gb_flat_mlp_linear, gb_flat_mlp_extra,
  *          gb_flat_mlp_alloc, gb_flat_mlp_init_layer, gb_flat_mlp_init_at, gb_flat_mlp_step,
  *          gb_flat_mlp_step_part, gb_flat_mlp_export,
@@ -68,6 +69,19 @@ int gb_flat_mlp_check_batch(const gb_torch_batch *b, int need_logp, gb_error *er
 /* The batch's observation rows into X ([B*(T+1)][in]): each chunk's T steps, then its
  * next_obs (the rows a chunk's values and bootstraps are read from). */
 void gb_flat_mlp_obs_rows(const gb_torch_batch *b, size_t in, float *X);
+
+/* A batch's n-step transitions for the off-policy learners (dqn_mlp.h, sac_mlp.h): the
+ * observation rows x ([B*(T+1)][in]: gb_flat_mlp_obs_rows), every step's n-step return G,
+ * discount and bootstrap step (targets.h's gb_torch_nstep), and the valid steps' indices, obs
+ * rows and bootstrap rows (gb_torch_valid_rows): valid_transitions' in algorithm.cpp. */
+typedef struct gb_flat_steps {
+    gb_flat_buf x, G, disc, boot, step, row, brow;
+} gb_flat_steps;
+
+/* Fills t for b: returns the valid steps' count, or -1 (memory). */
+int64_t gb_flat_steps_make(gb_flat_steps *t, const gb_torch_batch *b, size_t in, int64_t n_step,
+                           double gamma);
+void gb_flat_steps_free(gb_flat_steps *t);
 
 /* Room for entries layout entries (before the first gb_flat_mlp_entry). GB_ENOMEM. */
 int gb_flat_mlp_reserve(gb_flat_mlp *f, int entries, gb_error *err);

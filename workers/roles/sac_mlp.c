@@ -36,9 +36,9 @@ struct gb_sac_mlp {
     gb_rng rng; /* the initial weights', then each call's noise (seeded by its step) */
     void (*fill)(void *ctx, float *out, int64_t n);
     void *fill_ctx;
-    /* a batch's: obs rows, returns, discounts, bootstraps; the valid steps' indices and rows,
-     * their observations and next observations, actions, targets, |TD|, weights */
-    gb_flat_buf x, G, disc, boot, step, row, brow, xo, xo2, act, y, td, w;
+    gb_flat_steps t; /* a batch's one-step transitions */
+    /* the valid steps' observations and next observations, actions, targets, |TD|, weights */
+    gb_flat_buf xo, xo2, act, y, td, w;
     /* a draw's noise, log_std, u, action, log-probability; the critics' input rows and their
      * gradient; loss gradients; the heads' and the torso's gradients */
     gb_flat_buf eps, ls, u, a, logp, xc, dxc, ga, g1, g2, gl, dm, dr, dh, dh2;
@@ -183,12 +183,12 @@ void gb_sac_mlp_close(gb_sac_mlp *s)
         free(chains[i]->l);
         free(chains[i]->ws.p);
     }
-    gb_flat_buf *bufs[] = {&s->x,  &s->G,  &s->disc, &s->boot, &s->step, &s->row, &s->brow,
-                           &s->xo, &s->xo2, &s->act, &s->y,    &s->td,   &s->w,   &s->eps,
-                           &s->ls, &s->u,  &s->a,    &s->logp, &s->xc,   &s->dxc, &s->ga,
-                           &s->g1, &s->g2, &s->gl,   &s->dm,   &s->dr,   &s->dh,  &s->dh2};
+    gb_flat_buf *bufs[] = {&s->xo, &s->xo2, &s->act, &s->y,  &s->td, &s->w,  &s->eps,
+                           &s->ls, &s->u,   &s->a,   &s->logp, &s->xc, &s->dxc, &s->ga,
+                           &s->g1, &s->g2,  &s->gl,  &s->dm, &s->dr, &s->dh, &s->dh2};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]->p);
+    gb_flat_steps_free(&s->t);
     gb_flat_mlp_free(&s->f);
     free(s->tq);
     free(s);
@@ -278,8 +278,8 @@ static int critic_grads(gb_sac_mlp *s, const gb_torch_batch *b, int n, float alp
     const float *q1t = forward(&s->qt[0], xc, n), *q2t = forward(&s->qt[1], xc, n);
     if (!q1t || !q2t)
         return -1;
-    const float *ret = s->G.p, *disc = s->disc.p, *logp = s->logp.p;
-    const int64_t *step = s->step.p;
+    const float *ret = s->t.G.p, *disc = s->t.disc.p, *logp = s->logp.p;
+    const int64_t *step = s->t.step.p;
     float *y = s->y.p, *w = b->weights ? s->w.p : NULL;
     for (int i = 0; i < n; i++) {
         const int64_t k = step[i];
@@ -348,28 +348,16 @@ static int actor_grads(gb_sac_mlp *s, int n, double alpha, double *aloss, double
     return 0;
 }
 
-/* The batch's observation rows, one-step targets and valid steps (dqn_mlp.c's transitions with
- * n 1: valid_transitions(b, 1, ...)), the valid steps' observations and next observations.
- * Returns the valid steps' count, or -1 (memory). */
+/* The batch's one-step transitions (valid_transitions(b, 1, ...)) and the valid steps'
+ * observations and next observations. Returns the valid steps' count, or -1 (memory). */
 static int64_t transitions(gb_sac_mlp *s, const gb_torch_batch *b)
 {
-    const int64_t B = b->B, T = b->T, R = B * (T + 1), BT = B * T;
     const size_t D = (size_t)s->D;
-    float *X = gb_flat_grow(&s->x, sizeof(float) * (size_t)R * D);
-    float *G = gb_flat_grow(&s->G, sizeof(float) * (size_t)BT);
-    float *disc = gb_flat_grow(&s->disc, sizeof(float) * (size_t)BT);
-    int64_t *boot = gb_flat_grow(&s->boot, sizeof(int64_t) * (size_t)BT);
-    int64_t *step = gb_flat_grow(&s->step, sizeof(int64_t) * (size_t)BT);
-    int64_t *row = gb_flat_grow(&s->row, sizeof(int64_t) * (size_t)BT);
-    int64_t *brow = gb_flat_grow(&s->brow, sizeof(int64_t) * (size_t)BT);
-    if (!X || !G || !disc || !boot || !step || !row || !brow)
+    const int64_t N = gb_flat_steps_make(&s->t, b, D, 1, s->ac.gamma);
+    if (N < 0 || grow_steps(s, (size_t)N))
         return -1;
-    gb_flat_mlp_obs_rows(b, D, X);
-    gb_torch_nstep(B, T, 1, s->ac.gamma, b->reward, b->terminated, b->truncated, b->valid, G,
-                   disc, boot);
-    const int64_t N = gb_torch_valid_rows(B, T, b->valid, boot, step, row, brow);
-    if (grow_steps(s, (size_t)N))
-        return -1;
+    const float *X = s->t.x.p;
+    const int64_t *row = s->t.row.p, *brow = s->t.brow.p;
     float *xo = s->xo.p, *xo2 = s->xo2.p;
     for (int64_t i = 0; i < N; i++) {
         memcpy(xo + (size_t)i * D, X + (size_t)row[i] * D, sizeof(float) * D);
@@ -426,7 +414,7 @@ int gb_sac_mlp_train(gb_sac_mlp *s, const gb_torch_batch *b, gb_torch_stats *sta
         st->td_abs_mean = sum / (double)N;
     }
     if (prio)
-        gb_torch_chunk_priorities(b->B, b->T, s->step.p, s->td.p, N, prio);
+        gb_torch_chunk_priorities(b->B, b->T, s->t.step.p, s->td.p, N, prio);
     f->train_steps++;
     f->version++;
     return 0;
