@@ -58,7 +58,10 @@ static void join_usage(FILE *out)
             "                       policy workers fill the slots the launcher left to joiners\n"
             "                       (policy.local < policy.count); with parameters.relay\n"
             "                       per_host this host's parameter relay joins with them\n"
-            "                       (one `gearbox join --role policy` a host: use --count)\n"
+            "                       (one `gearbox join --role policy` a host: use --count);\n"
+            "                       a policy worker or relay that dies is started again\n"
+            "                       here (launch.restart, as a trainer); a joined actor is\n"
+            "                       not (join another)\n"
             "  --role trainer       trainers fill the slots trainer.local left (trainer 0 is\n"
             "                       the launcher's); they must join within\n"
             "                       trainer.rendezvous.timeout_s of the run's start; one that\n"
@@ -198,7 +201,7 @@ typedef pid_t (*join_again_fn)(void *ctx, int k);
 
 /* Waits for every child; on this command's SIGINT/SIGTERM passes SIGTERM on and kills what
  * still runs JOIN_LEAVE_GRACE_S later. A child that fails before that is started again where
- * again says so (joined trainers). Returns 0 when all exited 0. */
+ * again says so (not actors). Returns 0 when all exited 0. */
 static int wait_workers(pid_t *pids, int n, join_again_fn again, void *ctx)
 {
     int live = n, failed = 0, forwarded = 0;
@@ -413,6 +416,13 @@ static pid_t fork_worker(const join_run *r, int k)
     _exit(gb_worker_process(r->cfg, &o));
 }
 
+/* The slot whose worker is pids[i]: the relay first (slots[count]: the policy workers look it
+ * up by this host's name), then slots 0 .. count - 1. */
+static int slot_of(const join_run *r, int i)
+{
+    return r->relay ? (i == 0 ? r->a->count : i - 1) : i;
+}
+
 /* Forks one process a slot (the relay's first, when there is one), until all are started or
  * this command is signalled. The run directory is the launcher's: only a worker on its host
  * (ipc) uses it; trainers here keep theirs in trainer_dir. Returns how many were started (their
@@ -425,9 +435,7 @@ static int start_workers(join_run *r, const char *trainer_dir, pid_t *pids)
     r->parent = getpid();
     int started = 0, count = r->a->count, total = count + r->relay;
     for (; started < total && !atomic_load(&join_signal); started++) {
-        /* the relay first (slots[count]): the policy workers look it up by this host's name */
-        int k = r->relay ? (started == 0 ? count : started - 1) : started;
-        if ((pids[started] = fork_worker(r, k)) < 0) {
+        if ((pids[started] = fork_worker(r, slot_of(r, started))) < 0) {
             atomic_store(&join_signal, SIGTERM); /* the ones started leave again */
             break;
         }
@@ -435,45 +443,48 @@ static int start_workers(join_run *r, const char *trainer_dir, pid_t *pids)
     return started;
 }
 
-/* join_again_fn for trainers (no relay: pids index k is slot k): the launcher is asked for
- * the slot again as that trainer (its own key pair), which gives the next incarnation and moves
- * the trainers' group on; then its worker starts again (it re-attaches its replay and ledger
- * from this host's shared memory), up to launch.restart.max_restarts times a slot within any
- * window_s (the watchdog's window, counted here per slot). */
-static pid_t trainer_again(void *ctx, int k)
+/* join_again_fn (pids[i], slot_of's slot k): the launcher is asked for the slot again as that
+ * worker (its own key pair), which gives the next incarnation (and moves a trainers' group
+ * on); then its worker starts again (a trainer re-attaches its replay and ledger from this
+ * host's shared memory; a policy worker or relay binds its last port again, where its peers
+ * reconnect), up to launch.restart.max_restarts times a slot within any window_s (the
+ * watchdog's window, counted here per slot). Joined actors are not started again (joins.h). */
+static pid_t worker_again(void *ctx, int i)
 {
     join_run *r = ctx;
     const gb_config_restart *rb = &r->cfg->launch.restart;
     const double now = gb_now_s();
-    if (strcmp(r->a->role_name, "trainer") != 0)
+    const int k = slot_of(r, i);
+    const int role = k == r->a->count ? GB_ROLE_RELAY : gb_role_from_name(r->a->role_name);
+    const char *name = gb_role_name(role);
+    if (role == GB_ROLE_ACTOR)
         return 0;
+    int index = r->slots[k].index;
     if (!gb_restart_window_allows(&r->restarts[k], now, rb->max_restarts, rb->window_s)) {
-        fprintf(stderr, "gearbox join: trainer %d is not started again: %lld restarts within "
-                "%g s already (launch.restart)\n", r->slots[k].index,
-                (long long)rb->max_restarts, rb->window_s);
+        fprintf(stderr, "gearbox join: %s %d is not started again: %lld restarts within %g s "
+                "already (launch.restart)\n", name, index, (long long)rb->max_restarts,
+                rb->window_s);
         return 0;
     }
-    int index = r->slots[k].index;
     gb_registry_join_reply again;
     gb_error err = {0};
     asker q;
     int rc = asker_open(&q, r->a->registry,
-                        r->keys && gb_run_identities_on(r->cfg) ? r->keys : NULL,
-                        GB_ROLE_TRAINER, index, &err);
-    if (rc == 0 &&
-        (rc = gb_registry_join_again(q.reg, GB_ROLE_TRAINER, index, &again, &err)) == 0) {
+                        r->keys && gb_run_identities_on(r->cfg) ? r->keys : NULL, role, index,
+                        &err);
+    if (rc == 0 && (rc = gb_registry_join_again(q.reg, role, index, &again, &err)) == 0) {
         r->slots[k].incarnation = again.incarnation;
         gb_registry_join_reply_free(&again);
     }
     asker_close(&q);
     if (rc) {
-        fprintf(stderr, "gearbox join: trainer %d cannot take its slot again: %s\n", index,
+        fprintf(stderr, "gearbox join: %s %d cannot take its slot again: %s\n", name, index,
                 err.msg);
         return 0;
     }
     gb_restart_window_note(&r->restarts[k], now); /* without memory: counts as not noted */
     pid_t pid = fork_worker(r, k);
-    fprintf(stderr, "gearbox join: trainer %d started again (incarnation %d, pid %d)\n", index,
+    fprintf(stderr, "gearbox join: %s %d started again (incarnation %d, pid %d)\n", name, index,
             r->slots[k].incarnation, (int)pid);
     return pid > 0 ? pid : 0;
 }
@@ -539,7 +550,7 @@ int gb_cmd_join(int argc, char **argv)
     } else {
         fprintf(stderr, "gearbox join: %s\n", err.msg);
     }
-    int failed = wait_workers(pids, started, trainer_again, &run);
+    int failed = wait_workers(pids, started, worker_again, &run);
     for (int i = 0; i < total; i++)
         gb_restart_window_free(&run.restarts[i]);
     drop_slot_keys(keys);

@@ -58,19 +58,20 @@ int gb_joins_init(gb_joins *j, const gb_config *cfg, const char *metrics_ep, con
     }
     j->actor_next = gb_joins_local(cfg, GB_ROLE_ACTOR);
     j->actor_end = cfg->actors.count + cfg->actors.join_max;
-    j->policy_next = gb_joins_local(cfg, GB_ROLE_POLICY);
+    j->policy_next = j->policy_first = gb_joins_local(cfg, GB_ROLE_POLICY);
     j->policy_end = cfg->policy.count;
     j->trainer_next = j->trainer_first = gb_joins_local(cfg, GB_ROLE_TRAINER);
     j->trainer_end = cfg->trainer.count;
-    j->trainer_incarnation = calloc((size_t)cfg->trainer.count, sizeof *j->trainer_incarnation);
-    if (!j->trainer_incarnation) {
+    j->relay_next = 1; /* relay 0 is the launcher's */
+    j->relay_end = gb_joins_relays(cfg);
+    j->incarnation = calloc((size_t)(j->trainer_end + j->policy_end + j->relay_end),
+                            sizeof *j->incarnation);
+    if (!j->incarnation) {
         free(j->config);
         free(j->identities);
         j->config = j->identities = NULL;
         return gb_error_set(err, GB_ENOMEM, "joins: out of memory");
     }
-    j->relay_next = 1; /* relay 0 is the launcher's */
-    j->relay_end = gb_joins_relays(cfg);
     pthread_mutex_init(&j->lock, NULL);
     return 0;
 }
@@ -81,7 +82,7 @@ void gb_joins_free(gb_joins *j)
         return;
     free(j->config);
     free(j->identities);
-    free(j->trainer_incarnation);
+    free(j->incarnation);
     j->config = j->identities = NULL;
     pthread_mutex_destroy(&j->lock);
 }
@@ -111,31 +112,46 @@ static int slot_key(const gb_joins *j, int role, gb_registry_join_reply *out, ch
     return rc;
 }
 
-/* A joined trainer's slot asked for again (its worker restarted by its gearbox join): the next
- * incarnation, issued to the metrics collector, and the trainers' group's next generation.
- * Under j->lock. Returns 0 or GB_EINVAL with why. */
-static int trainer_again(gb_joins *j, int again, int proven, gb_registry_join_reply *out,
-                         char *why, size_t cap)
+/* A joined slot of role asked for again (its worker restarted by its gearbox join): the next
+ * incarnation, issued to the metrics collector, and for a trainer the trainers' group's next
+ * generation. Under j->lock. Returns 0 or GB_EINVAL with why. */
+static int slot_again(gb_joins *j, int role, int again, int proven, gb_registry_join_reply *out,
+                      char *why, size_t cap)
 {
     gb_error e = {0};
-    if (again < j->trainer_first || again >= j->trainer_next) {
-        snprintf(why, cap, "trainer %d is no slot this run gave a joiner", again);
+    int64_t first = role == GB_ROLE_TRAINER  ? j->trainer_first
+                    : role == GB_ROLE_POLICY ? j->policy_first
+                                             : 1; /* relays: relay 0 is the launcher's */
+    int64_t next = role == GB_ROLE_TRAINER  ? j->trainer_next
+                   : role == GB_ROLE_POLICY ? j->policy_next
+                                            : j->relay_next;
+    int *inc = role == GB_ROLE_TRAINER  ? j->incarnation
+               : role == GB_ROLE_POLICY ? j->incarnation + j->trainer_end
+                                        : j->incarnation + j->trainer_end + j->policy_end;
+    if (role != GB_ROLE_TRAINER && role != GB_ROLE_POLICY && role != GB_ROLE_RELAY) {
+        snprintf(why, cap, "only a joined trainer's, policy worker's or relay's slot is asked "
+                 "for again, not a %s's", gb_role_name(role));
+        return GB_EINVAL;
+    }
+    if (again < first || again >= next) {
+        snprintf(why, cap, "%s %d is no slot this run gave a joiner", gb_role_name(role), again);
         return GB_EINVAL;
     }
     if (!proven) {
-        snprintf(why, cap, "trainer %d's slot is asked for again only as that trainer (its key "
-                 "pair)", again);
+        snprintf(why, cap, "%s %d's slot is asked for again only as that worker (its key pair)",
+                 gb_role_name(role), again);
         return GB_EINVAL;
     }
     out->index = again;
-    out->incarnation = ++j->trainer_incarnation[again];
-    if (j->mc && gb_metrics_collector_issue(j->mc, GB_ROLE_TRAINER, again, out->incarnation,
-                                            &e)) {
+    out->incarnation = ++inc[again];
+    if (j->mc && gb_metrics_collector_issue(j->mc, role, again, out->incarnation, &e)) {
         snprintf(why, cap, "%s", e.msg);
         return GB_EINVAL;
     }
-    j->trainer_restarts++;
-    if (j->runctl)
+    j->restarts++;
+    GB_INFO("%s %d (joined from another host) started again by its gearbox join: incarnation "
+            "%d", gb_role_name(role), again, out->incarnation);
+    if (role == GB_ROLE_TRAINER && j->runctl)
         GB_INFO("trainers: the group re-forms as generation %lld with the restarted joined "
                 "trainer %d", (long long)gb_runctl_server_next_trainer_group(j->runctl), again);
     return 0;
@@ -180,13 +196,8 @@ int gb_joins_answer(void *arg, int role, int again, int proven, gb_registry_join
     pthread_mutex_lock(&j->lock);
     if (again < 0)
         rc = new_slot(j, role, out, why, cap);
-    else if (role == GB_ROLE_TRAINER)
-        rc = trainer_again(j, again, proven, out, why, cap);
-    else {
-        snprintf(why, cap, "only a joined trainer's slot is asked for again, not a %s's",
-                 gb_role_name(role));
-        rc = GB_EINVAL;
-    }
+    else
+        rc = slot_again(j, role, again, proven, out, why, cap);
     pthread_mutex_unlock(&j->lock);
     if (rc)
         return rc;

@@ -10,9 +10,11 @@
  * trainers' ledger and the metrics per actor process stay exact. A joined worker that leaves
  * keeps its slot (its counts stay in the run's totals); it is not replaced.
  *
- * A joined trainer's slot can be asked for again, by that slot's identity, when its worker died
- * and `gearbox join` starts it again: the same index, the next incarnation, and the trainers'
- * group moves to its next generation (run control) so the others form it again with it.
+ * A joined trainer's, policy worker's or relay's slot can be asked for again, by that slot's
+ * identity, when its worker died and `gearbox join` starts it again: the same index and the
+ * next incarnation; for a trainer the trainers' group moves to its next generation (run
+ * control) so the others form it again with it. (A joined actor is not started again: a new
+ * `gearbox join` gives the run another one, while no policy worker or trainer can be added.)
  *
  * Relays: with parameters.relay per_host the launcher runs relay 0 for its own host; a host
  * whose policy workers join runs its own relay (gearbox join starts it), which takes a relay
@@ -37,11 +39,13 @@ typedef struct gb_joins {
     char metrics[GB_REGISTRY_ENDPOINT_MAX];
     char run[GB_REGISTRY_ENDPOINT_MAX];
     int64_t actor_next, actor_end;   /* next free actor slot; end: count + join_max */
-    int64_t policy_next, policy_end; /* next free policy slot; end: count */
-    int64_t trainer_first, trainer_next, trainer_end; /* the first joined trainer slot, the next
-                                                          free one; end: count */
-    int *trainer_incarnation; /* [trainer.count] the last incarnation given each trainer slot */
-    int64_t trainer_restarts;  /* joined trainers' slots asked for again so far */
+    int64_t policy_first, policy_next, policy_end;    /* the first joined policy slot, the
+                                                          next free one; end: count */
+    int64_t trainer_first, trainer_next, trainer_end; /* likewise for trainers */
+    int *incarnation; /* [trainer.count + policy.count + relay_end] the last incarnation given
+                         each trainer, policy worker and relay slot (in that order) */
+    int64_t restarts;          /* joined slots asked for again so far (workers.restarted_joined
+                                  in summary.json) */
     gb_runctl_server *runctl;  /* set by the caller: a joined trainer's restart moves the
                                   trainers' group to its next generation */
     gb_metrics_collector *mc;  /* set by the caller: the restarted trainer's incarnation is

@@ -502,6 +502,7 @@ static int summarise(launch *L, double wall)
     if (L->joins_ready) {
         pthread_mutex_lock(&L->joins.lock);
         s.joined = L->joins.joined;
+        s.joined_restarts = L->joins.restarts;
         pthread_mutex_unlock(&L->joins.lock);
     }
     s.auth_refused = gb_run_rows_auth_refused(L->mc, gb_config_streams_curve(&L->cfg->streams)
@@ -545,9 +546,8 @@ static void close_all(launch *L)
     if (L->joins_ready)
         gb_joins_free(&L->joins);
     gb_runctl_server_close(L->runctl);
-    /* a trainer that stops cleanly at the run's end removes its segments itself
-     * (workers/roles/trainer.c); what is left is a failed or killed trainer's replay and
-     * ledger, kept for a restart: the run is over */
+    /* a trainer that stops cleanly removes its segments itself (workers/roles/trainer.c);
+     * what is left is a failed or killed trainer's replay and ledger, kept for a restart */
     int removed = 0;
     if (gb_shm_unlink_run(L->rd.path, &removed, &L->err))
         GB_WARN("shared memory of the run: %s", L->err.msg);

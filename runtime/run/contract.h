@@ -80,9 +80,9 @@
  * else the last that finished: return_mean, return_std, length_mean, episodes, env_steps,
  * checkpoint_step, reached_target, held: the trainers held at its checkpoint while it played,
  * so that one that decided is the run's final policy), evaluations (how many finished),
- * exit_reason, error (when the run failed), workers {actors, policies, trainers, joined}, envs,
- * reports_rejected (metrics reports the launcher refused), auth_refused (CURVE runs), resumed
- * (a resumed run), samples {chunks_sent, dropped,
+ * exit_reason, error (when the run failed), workers {actors, policies, trainers, joined,
+ * joined_restarts}, envs, reports_rejected (metrics reports the launcher refused), auth_refused
+ * (CURVE runs), resumed (a resumed run), samples {chunks_sent, dropped,
  * chunks_received, discarded_at_stop, nonfinite, rejected, lost_in_crash, lost, chunks_trained,
  * trained_share} (an inline run's chunks go straight into its replay: sent = received, lost 0;
  * chunks_trained: received chunks a learner drew at least once, the rest expired as stale,

@@ -476,9 +476,9 @@ int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_err
         gb_rundir_json_string(f, s->error);
     }
     fprintf(f, ",\n  \"workers\": {\"actors\": %lld, \"policies\": %lld, \"trainers\": %lld, "
-               "\"joined\": %lld},\n  \"envs\": %lld",
+               "\"joined\": %lld, \"joined_restarts\": %lld},\n  \"envs\": %lld",
             (long long)s->actors, (long long)s->policies, (long long)s->trainers,
-            (long long)s->joined, (long long)s->envs);
+            (long long)s->joined, (long long)s->joined_restarts, (long long)s->envs);
     fprintf(f, ",\n  \"reports_rejected\": %lld", (long long)s->reports_rejected);
     fprintf(f, ",\n  \"registry_rejected\": %lld", (long long)s->registry_rejected);
     if (s->auth_refused >= 0)

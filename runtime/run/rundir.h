@@ -120,6 +120,8 @@ typedef struct gb_run_summary {
     int64_t chunks_nonfinite, chunks_rejected;
     int64_t chunks_trained; /* of received, drawn by a learner at least once (replay counters) */
     int64_t joined;       /* workers that joined from other hosts (gearbox join; relays too) */
+    int64_t joined_restarts; /* of those, restarts by their gearbox join (trainers, policy
+                                workers, relays: launch/joins.h) */
     int64_t reports_rejected; /* metrics reports the launcher refused: malformed, from no
                                  worker of the run, an incarnation it did not issue, or values
                                  the run cannot have (runtime/run/metrics.h) */

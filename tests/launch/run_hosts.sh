@@ -9,7 +9,8 @@
 # from its registry, never from the run directory. Run A: CartPole PPO solves. Run B (a time
 # budget, no target): two h4 actors join and the run's env steps/s (metrics.csv) rise while they
 # are in; then one leaves on SIGTERM, the other is killed (SIGKILL, its gearbox join too), and
-# the run still ends normally with its sample ledger exact.
+# the run still ends normally with its sample ledger exact. Run C: h2's policy worker and relay
+# are killed mid-run; their gearbox join starts them again and the actors step on.
 # usage: run_hosts.sh GEARBOX CONFIG WORK_DIR   (root and `ip netns` needed, else skipped: 77)
 set -u
 gearbox=$1 config=$2 work=$3
@@ -140,4 +141,50 @@ print(f"env steps/s: {before:.0f} with h3's actor, {during:.0f} while h4's two w
       f"({during / before:.2f}x)")
 EOF
 grep -q "leave the run" "$work/b_extra.log" || fail "the h4 join did not say it left"
+
+# ---- run C: h2's joined policy worker and relay killed, started again by their gearbox join --
+# A time budget, no target. Once the actors step, both workers under h2's gearbox join are
+# SIGKILLed (as an OOM killer would): it asks the launcher for each slot again as that worker
+# (the next incarnation), starts them again, and they bind their last ports again, where the
+# h3 actors' and h1's sockets reconnect: env steps go on, summary.json counts the two restarts.
+start_run c --set experiment.target_return=null --set experiment.max_seconds=14 \
+  --set experiment.max_env_steps=0 --set parameters.relay=per_host
+join c_policy h2 policy 1; policy_pid=$joined
+join c_actors h3 actor 2; actors_pid=$joined
+wait_for_log "$work/c_actors.log" "actor: " 30 && sleep 2 || fail "run C: the actors never stepped"
+victims=$(pgrep -P "$policy_pid" | tr '\n' ' ')
+[ "$(echo $victims | wc -w)" = 2 ] || fail "run C: not 2 workers under h2's gearbox join: $victims"
+kill -KILL $victims
+wait_for_log "$work/c_policy.log" "policy 0 started again (incarnation 1" 10 &&
+  wait_for_log "$work/c_policy.log" "relay 1 started again (incarnation 1" 10 ||
+  fail "run C: gearbox join did not start h2's workers again: $(tail -5 "$work/c_policy.log")"
+restarted_t=$(tail -1 "$work/c/metrics.csv" | cut -d, -f1)
+wait "$launcher"; status=$?
+wait "$policy_pid"; policy_status=$?
+wait "$actors_pid"; actors_status=$?
+tail -3 "$work/c.log"
+s=$work/c/summary.json
+[ -s "$s" ] || fail "run C: no summary.json"
+echo "run C: exit $status, $(json_get "$s" exit_reason); h2's workers started again at" \
+     "${restarted_t}s; joins exited $policy_status (policy), $actors_status (actors)"
+[ "$status" = 0 ] && [ "$(json_get "$s" exit_reason)" = max_seconds ] || fail "run C did not end normally"
+[ "$policy_status" = 0 ] && [ "$actors_status" = 0 ] || fail "a joined worker failed in run C"
+[ "$(json_get "$s" joined_restarts)" = 2 ] ||
+  fail "run C: joined_restarts $(json_get "$s" joined_restarts), not 2"
+check_ledger "$s"
+grep -q "policy 0 (joined from another host) started again by its gearbox join: incarnation 1" \
+  "$work/c/logs/launcher.log" || fail "run C: the launcher did not log the policy worker's restart"
+[ "$(grep -c "policy: parameters from relay/h2/pub" "$work/c_policy.log")" = 2 ] ||
+  fail "run C: the restarted policy worker did not take its parameters from h2's relay"
+grep -q "binding tcp://$net.2:[0-9]* again" "$work/c_policy.log" ||
+  fail "run C: h2's restarted workers did not bind their last ports again"
+# env steps went on: from 1 s after the restart to the end, the actors made steps
+python3 - "$work/c/metrics.csv" "$restarted_t" <<'EOF' || fail "run C: no env steps after the restart"
+import csv, sys
+t = float(sys.argv[2]) + 1
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if float(r["time_s"]) >= t]
+gain = float(rows[-1]["env_steps"]) - float(rows[0]["env_steps"]) if len(rows) > 1 else 0
+print(f"env steps from 1 s after the restart to the end: {gain:.0f}")
+sys.exit(0 if gain > 0 else 1)
+EOF
 echo "1 passed, 0 failed"
