@@ -3,6 +3,8 @@
 #include "workers/torch/fast_tanh.h"
 #include "workers/torch/mlp_infer.h"
 
+#include <stdatomic.h>
+
 /* eight floats, loaded and stored at any float's alignment; sixteen, for AVX-512 */
 typedef float v8 __attribute__((vector_size(32), aligned(4), may_alias));
 typedef float v16 __attribute__((vector_size(64), aligned(4), may_alias));
@@ -213,10 +215,15 @@ static void gemm(int m, int n, int k, const float *a, int lda, int ta, const flo
     gemm_portable(m, n, k, a, lda, ta, b, ldb, c, ldc, add);
 }
 
-/* The large products' other implementation (gb_mlp_train_set_large). */
-static gb_mlp_train_large_fn large_fn;
+/* The large products' other implementation (gb_mlp_train_set_large). Atomic: where one binary
+ * links both the bridge and the C learners (the tests), the bridge's learner sets it on the
+ * thread that loads it while the C learner trains on another. */
+static _Atomic(gb_mlp_train_large_fn) large_fn;
 
-void gb_mlp_train_set_large(gb_mlp_train_large_fn fn) { large_fn = fn; }
+void gb_mlp_train_set_large(gb_mlp_train_large_fn fn)
+{
+    atomic_store_explicit(&large_fn, fn, memory_order_release);
+}
 
 /* 1 when the product went to the large products' implementation: at least 1M multiply-adds with
  * its middle dimension at least 128 (two of a layer's rows, inputs and outputs that wide). The
@@ -228,9 +235,10 @@ static int large(int ta, int tb, int m, int n, int k, const float *a, int lda, c
 {
     const int lo = m < n ? m : n, hi = m < n ? n : m;
     const int mid = k < lo ? lo : k > hi ? hi : k;
-    if (!large_fn || mid < 128 || (double)m * (double)n * (double)k < 1e6)
+    gb_mlp_train_large_fn fn = atomic_load_explicit(&large_fn, memory_order_acquire);
+    if (!fn || mid < 128 || (double)m * (double)n * (double)k < 1e6)
         return 0;
-    large_fn(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, add);
+    fn(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, add);
     return 1;
 }
 
