@@ -9,7 +9,7 @@
 #include "envs/host.h"
 #include "launch/cli.h"
 #include "launch/commands.h"
-#include "launch/json.h"
+#include "launch/eval_policy.h"
 #include "launch/video.h"
 #include "runtime/config/config.h"
 #include "runtime/run/rundir.h"
@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* --gif: frames per second and width (pixels) of the GIF made from the MP4 */
 #define EVAL_GIF_FPS 15
@@ -66,12 +65,17 @@ static void eval_usage(FILE *out)
             "  --fps F            frames per second of the video (default 30)\n"
             "  --json             print one JSON object instead of text: episodes, steps,\n"
             "                     return_mean, return_std, length_mean, length_std, returns,\n"
-            "                     lengths, frames, checkpoint, checkpoint_step, ...\n"
+            "                     lengths, frames, checkpoint, checkpoint_step, kernels, ...\n"
             "  --seed S           seed of the environment and of sampled actions (default: the\n"
             "                     run's experiment.seed)\n"
-            "  --wait-stdin       load the model library, then wait for a line on standard\n"
-            "                     input before reading the checkpoint (the launcher's held\n"
-            "                     evaluations start it while the trainers are asked to hold)\n\n"
+            "  --kernels K        what plays the policy: gearbox (default): gearbox's C, without\n"
+            "                     loading libtorch, where the checkpoint has a policy file (a\n"
+            "                     plain MLP's trainer writes one), else libtorch; libtorch:\n"
+            "                     libtorch's model from the model file, always\n"
+            "  --wait-stdin       make the environment (and load libtorch where it will play),\n"
+            "                     then wait for a line on standard input before reading the\n"
+            "                     checkpoint (the launcher's held evaluations start it while\n"
+            "                     the trainers are asked to hold)\n\n"
             "exit status: 0 done, 1 failure while playing or encoding, 2 usage error, not a run\n"
             "directory, no checkpoint, or --video for an environment without render\n",
             EVAL_GIF_FPS, EVAL_GIF_WIDTH);
@@ -81,6 +85,7 @@ typedef struct eval_opts {
     const char *run_dir, *checkpoint, *video, *gif;
     long long episodes, fps, seed, video_episodes;
     int deterministic, json, have_seed, wait_stdin;
+    int libtorch; /* --kernels libtorch */
 } eval_opts;
 
 static int parse_count(const char *opt, const char *v, long long lo, long long hi, long long *out)
@@ -97,7 +102,7 @@ static int parse_count(const char *opt, const char *v, long long lo, long long h
 }
 
 enum { OPT_EPISODES = 256, OPT_FPS, OPT_SEED, OPT_CHECKPOINT, OPT_VIDEO, OPT_GIF,
-       OPT_DETERMINISTIC, OPT_JSON, OPT_VIDEO_EPISODES, OPT_WAIT_STDIN };
+       OPT_DETERMINISTIC, OPT_JSON, OPT_VIDEO_EPISODES, OPT_WAIT_STDIN, OPT_KERNELS };
 
 static const struct option eval_options[] = {
     {"episodes", required_argument, NULL, OPT_EPISODES},
@@ -110,6 +115,7 @@ static const struct option eval_options[] = {
     {"deterministic", no_argument, NULL, OPT_DETERMINISTIC},
     {"json", no_argument, NULL, OPT_JSON},
     {"wait-stdin", no_argument, NULL, OPT_WAIT_STDIN},
+    {"kernels", required_argument, NULL, OPT_KERNELS},
     {NULL, 0, NULL, 0},
 };
 
@@ -130,6 +136,13 @@ static int take_eval(void *ctx, int opt, const char *arg)
     case OPT_DETERMINISTIC: o->deterministic = 1; return 0;
     case OPT_JSON: o->json = 1; return 0;
     case OPT_WAIT_STDIN: o->wait_stdin = 1; return 0;
+    case OPT_KERNELS:
+        if (strcmp(arg, "gearbox") != 0 && strcmp(arg, "libtorch") != 0) {
+            fprintf(stderr, "gearbox eval: --kernels is gearbox or libtorch, got \"%s\"\n", arg);
+            return -1;
+        }
+        o->libtorch = strcmp(arg, "libtorch") == 0;
+        return 0;
     case GB_CLI_NO_VALUE:
         fprintf(stderr, "gearbox eval: %s needs a value\n", arg);
         return -1;
@@ -162,68 +175,6 @@ static int parse_args(int argc, char **argv, eval_opts *o)
     return 0;
 }
 
-/* The set a plain `gearbox eval RUN_DIR` plays: the policy the run delivered. A run that ended
- * solved by an evaluation (summary.json) delivered the policy that evaluation played, pinned
- * as checkpoints/solved: its last set too when the evaluation held the trainers
- * (experiment.eval_hold); without the hold they trained on until the workers stopped, and that
- * last set can play worse (SAC on Hopper: 560-2294 where the evaluated policy made 2687-3215,
- * docs/benchmarks.md). Any other run (or a solved one whose pin is gone): its last set. */
-static const char *delivered_checkpoint(const char *run_dir)
-{
-    char path[GB_CHECKPOINT_PATH_MAX];
-    snprintf(path, sizeof path, "%s/summary.json", run_dir);
-    json_t *doc = NULL;
-    gb_error err = {0};
-    if (gb_json_load(path, &doc, &err) != 0)
-        return "trainer-0";
-    char reason[32], by[32];
-    int solved = gb_json_string(doc, "exit_reason", reason, sizeof reason, &err) == 0 &&
-                 gb_json_string(doc, "solved_by", by, sizeof by, &err) == 0 &&
-                 strcmp(reason, "solved") == 0 && strcmp(by, "evaluation") == 0;
-    json_decref(doc);
-    snprintf(path, sizeof path, "%s/checkpoints/solved.checkpoint", run_dir);
-    if (!solved || access(path, R_OK) != 0)
-        return "trainer-0";
-    fprintf(stderr,
-            "gearbox eval: %s ended solved by an evaluation: playing the policy it played "
-            "(checkpoints/solved; --checkpoint trainer-0 plays the last)\n",
-            run_dir);
-    return "solved";
-}
-
-/* The model file to load: --checkpoint as a path (it names a .model file or holds a '/'), else
- * the set RUN_DIR/checkpoints/NAME.checkpoint names. Returns GB_EXIT_OK or GB_EXIT_USAGE with
- * the reason printed. */
-static int find_model(const eval_opts *o, const gb_config *cfg, gb_checkpoint_files *ck)
-{
-    const char *name = o->checkpoint ? o->checkpoint : delivered_checkpoint(o->run_dir);
-    size_t n = strlen(name);
-    if (strchr(name, '/') || (n > 6 && strcmp(name + n - 6, ".model") == 0)) {
-        FILE *f = fopen(name, "rb");
-        if (!f) {
-            fprintf(stderr, "gearbox eval: --checkpoint %s: cannot open the model file\n", name);
-            return GB_EXIT_USAGE;
-        }
-        fclose(f);
-        ck->step = -1;
-        snprintf(ck->model, sizeof ck->model, "%s", name);
-        return GB_EXIT_OK;
-    }
-    char dir[GB_CHECKPOINT_PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/checkpoints", o->run_dir);
-    gb_error err = {0};
-    int rc = gb_checkpoint_find(dir, name, ck, &err);
-    if (rc == GB_ENOTFOUND && ck->model[0] == '\0')
-        fprintf(stderr,
-                "gearbox eval: %s has no checkpoint %s (%s/%s.checkpoint): a run's trainer "
-                "writes one every trainer.checkpoint_every_s (%g s in this run) and when the "
-                "run ends\n",
-                o->run_dir, name, dir, name, cfg->trainer.checkpoint_every_s);
-    else if (rc)
-        fprintf(stderr, "gearbox eval: %s: checkpoint %s: %s\n", o->run_dir, name, err.msg);
-    return rc ? GB_EXIT_USAGE : GB_EXIT_OK;
-}
-
 static void mean_std(const double *x, long long n, double *mean, double *std)
 {
     double s = 0, ss = 0;
@@ -241,7 +192,7 @@ typedef struct eval_state {
     void *env;
     gb_env_spec spec;
     gb_torch_space space;
-    gb_torch_learner *learner;
+    gb_eval_policy *policy;
     void *obs, *env_actions, *model_actions;
     float *state; /* [agents, S]: a core's state per agent, zeros at each episode's start */
     int64_t state_size;
@@ -259,7 +210,7 @@ static void eval_free(eval_state *s)
     if (s->env)
         s->src.iface->destroy(s->env);
     gb_env_source_close(&s->src);
-    gb_torch_learner_destroy(s->learner);
+    gb_eval_policy_close(s->policy);
     free(s->obs);
     free(s->env_actions);
     free(s->model_actions);
@@ -325,9 +276,8 @@ static int play_episode(eval_state *s, const eval_opts *o, int filmed, double ep
         }
         gb_torch_act_out out = {.action = s->model_actions};
         /* s->state: NULL without a core (then this is model_act) */
-        int rc = gb_torch_model_act_state(gb_torch_learner_model(s->learner), s->obs, A,
-                                          o->deterministic, epsilon, NULL, s->state, s->state,
-                                          &out, err);
+        int rc = gb_eval_policy_act(s->policy, s->obs, A, o->deterministic, epsilon, s->state,
+                                    &out, err);
         if (rc || (rc = to_env_actions(s, err)))
             return rc;
         if (iface->step(s->env, &buf) != 0)
@@ -348,21 +298,21 @@ static int play_episode(eval_state *s, const eval_opts *o, int filmed, double ep
     return 0;
 }
 
-/* Loads the checkpoint's model. A live run's trainer replaces its set (writes the new one, then
- * removes the old files) while we read: a model file gone between reading the manifest and
- * opening it is looked up again, a few times. */
-static int load_model(eval_state *s, const eval_opts *o, const gb_config *cfg,
-                      gb_checkpoint_files *ck, gb_error *err)
+/* Opens the checkpoint's policy (launch/eval_policy.h). A live run's trainer replaces its set
+ * (writes the new one, then removes the old files) while we read: a file gone between reading
+ * the manifest and opening it is looked up again, a few times. */
+static int load_policy(eval_state *s, const eval_opts *o, const gb_config *cfg, uint64_t seed,
+                       gb_checkpoint_files *ck, gb_error *err)
 {
     int rc = 0;
     for (int attempt = 0; attempt < 4; attempt++) {
-        if (attempt > 0 && find_model(o, cfg, ck) != GB_EXIT_OK)
+        if (attempt > 0 && gb_eval_policy_find(o->run_dir, o->checkpoint, cfg, ck) != GB_EXIT_OK)
             break;
-        rc = gb_torch_learner_load(s->learner, ck->model, err);
+        rc = gb_eval_policy_open(cfg, &s->space, seed, !o->libtorch, ck, &s->policy, err);
         if (rc != GB_ENOTFOUND || ck->step < 0) /* done, or an explicit .model path */
             break;
     }
-    return rc ? gb_error_prefix(err, "loading %s", ck->model) : 0;
+    return rc;
 }
 
 /* The environment as logs, the JSON and the video's title name it: the interface's name, and
@@ -409,8 +359,9 @@ static int make_env(eval_state *s, const eval_opts *o, const gb_config *cfg, uin
     return 0;
 }
 
+/* The environment, its space and the buffers (and the video's encoder): all but the policy. */
 static int eval_prepare(eval_state *s, const eval_opts *o, gb_config *cfg, uint64_t seed,
-                        gb_checkpoint_files *ck, gb_error *err)
+                        gb_error *err)
 {
     /* for_eval: whole games in the game's points */
     int rc = gb_env_source_open_config(&s->src, &cfg->env, 1, NULL, err);
@@ -424,11 +375,6 @@ static int eval_prepare(eval_state *s, const eval_opts *o, gb_config *cfg, uint6
     /* evaluation runs on this machine's CPU, whatever the run trained on */
     cfg->trainer.device = GB_DEVICE_CPU;
     cfg->policy.device = GB_DEVICE_CPU;
-    if ((rc = gb_torch_set_threads(1, err)) ||
-        (rc = gb_torch_learner_create(cfg, &s->space, seed, &s->learner, err)))
-        return rc;
-    if ((rc = load_model(s, o, cfg, ck, err)))
-        return rc;
     const size_t A = (size_t)s->spec.agents;
     size_t model_row = s->space.discrete ? sizeof(int64_t)
                                          : (size_t)s->space.action_dim * sizeof(float);
@@ -468,8 +414,9 @@ static void report(const eval_opts *o, const gb_config *cfg, const eval_state *s
         printf("%s: %lld episodes of %s (%s), checkpoint %s (training step %lld)\n", o->run_dir,
                o->episodes, s->env_name, o->deterministic ? "deterministic" : "sampled",
                ck->model, (long long)ck->step);
-        printf("return  mean %.3f  std %.3f\nlength  mean %.1f  std %.1f\nsteps   %lld\n", rm,
-               rs, lm, ls, (long long)steps);
+        printf("return  mean %.3f  std %.3f\nlength  mean %.1f  std %.1f\nsteps   %lld\n"
+               "played  on %s\n", rm, rs, lm, ls, (long long)steps,
+               gb_eval_policy_kernels(s->policy));
         if (o->video)
             printf("video   %s (%lld frames, %d x %d)\n", o->video, (long long)s->video.frames,
                    s->video.out_w, s->video.out_h);
@@ -486,6 +433,9 @@ static void report(const eval_opts *o, const gb_config *cfg, const eval_state *s
     gb_rundir_json_string(stdout, gb_config_enum_name("trainer.algorithm.name", algo));
     printf(", \"checkpoint\": ");
     gb_rundir_json_string(stdout, ck->model);
+    printf(", \"kernels\": ");
+    gb_rundir_json_string(stdout, gb_eval_policy_kernels(s->policy));
+    printf(", \"libtorch_loaded\": %s", gb_torch_loaded() ? "true" : "false");
     printf(", \"checkpoint_step\": %lld, \"deterministic\": %s, \"seed\": %llu, "
            "\"episodes\": %lld, \"steps\": %lld, \"return_mean\": %.17g, \"return_std\": %.17g, "
            "\"length_mean\": %.17g, \"length_std\": %.17g, \"returns\": [",
@@ -509,13 +459,15 @@ static void report(const eval_opts *o, const gb_config *cfg, const eval_state *s
     printf(", \"frames\": %lld}\n", (long long)s->video.frames);
 }
 
-/* --wait-stdin: loads libtorch (most of a small evaluation's start: about 0.4 s here), then
- * waits for a line on standard input. Returns 0, or -1 when the input ends without one (the
- * launcher gave up on this evaluation). A library that does not load fails later, as without. */
-static int wait_for_go(void)
+/* --wait-stdin: loads libtorch unless the policy may play on gearbox's C (libtorch is most of
+ * a small evaluation's start: 0.4-1 s here), then waits for a line on standard input. Returns
+ * 0, or -1 when the input ends without one (the launcher gave up on this evaluation). A library
+ * that does not load fails later, as without. */
+static int wait_for_go(const eval_opts *o, const gb_config *cfg, const eval_state *s)
 {
     gb_error ignored = {0};
-    gb_torch_load(&ignored);
+    if (o->libtorch || !gb_eval_policy_in_c(cfg, &s->space))
+        gb_torch_load(&ignored);
     char line[16];
     if (!fgets(line, sizeof line, stdin)) {
         fprintf(stderr, "gearbox eval: standard input ended before the go (--wait-stdin)\n");
@@ -547,16 +499,27 @@ int gb_cmd_eval(int argc, char **argv)
         fprintf(stderr, "gearbox eval: %s\n", err.msg);
         return GB_EXIT_USAGE;
     }
-    if (o.wait_stdin && wait_for_go() != 0)
-        return GB_EXIT_FAILURE;
+    /* without --wait-stdin the checkpoint is there before the environment is made */
     gb_checkpoint_files ck = {0};
-    int urc = find_model(&o, &cfg, &ck);
+    int urc = o.wait_stdin ? GB_EXIT_OK : gb_eval_policy_find(o.run_dir, o.checkpoint, &cfg, &ck);
     if (urc != GB_EXIT_OK)
         return urc;
     uint64_t seed = (uint64_t)(o.have_seed ? o.seed : cfg.experiment.seed);
     static eval_state s;
     memset(&s, 0, sizeof s);
-    int rc = eval_prepare(&s, &o, &cfg, seed, &ck, &err);
+    int rc = eval_prepare(&s, &o, &cfg, seed, &err);
+    if (rc == 0 && o.wait_stdin) {
+        if (wait_for_go(&o, &cfg, &s) != 0) {
+            eval_free(&s);
+            return GB_EXIT_FAILURE;
+        }
+        if ((urc = gb_eval_policy_find(o.run_dir, o.checkpoint, &cfg, &ck)) != GB_EXIT_OK) {
+            eval_free(&s);
+            return urc;
+        }
+    }
+    if (rc == 0)
+        rc = load_policy(&s, &o, &cfg, seed, &ck, &err);
     if (rc) {
         fprintf(stderr, "gearbox eval: %s\n", err.msg);
         eval_free(&s);

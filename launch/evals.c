@@ -164,15 +164,18 @@ static int log_results(gb_evals *ev, const gb_run_eval *r, int video, gb_error *
     return rc;
 }
 
-/* gb_checkpoint_write's writer for a set that is another set's model file, hard-linked (a
- * link is atomic and costs no copy; the trainer's later sets remove its name, not the file). */
-static int link_model(void *ctx, const char *model_path, const char *replay_path, gb_error *err)
+/* gb_checkpoint_write's writer for a set that is another set's (ctx's) model file and policy
+ * file, hard-linked (a link is atomic and costs no copy; the trainer's later sets remove its
+ * names, not the files). */
+static int link_model(void *ctx, const char *model_path, const char *replay_path,
+                      const char *policy_path, gb_error *err)
 {
+    const gb_checkpoint_files *from = ctx;
     (void)replay_path;
-    if (link((const char *)ctx, model_path) != 0)
-        return gb_error_set(err, GB_ESYS, "link %s -> %s: %s", (const char *)ctx, model_path,
-                            strerror(errno));
-    return 0;
+    const char *src = from->model, *dst = model_path;
+    if (link(src, dst) == 0 && (!policy_path || link(src = from->policy, dst = policy_path) == 0))
+        return 0;
+    return gb_error_set(err, GB_ESYS, "link %s -> %s: %s", src, dst, strerror(errno));
 }
 
 /* The run's checkpoints/ folder into dir (2100 bytes). */
@@ -190,14 +193,15 @@ static int find_set(const gb_evals *ev, const char *name, gb_checkpoint_files *c
     return gb_checkpoint_find(dir, name, ck, &ignored) == 0;
 }
 
-/* Pins the model of the checkpoint set `from` as the set `to` (no replay) in the run's
- * checkpoints/ at the same step. Returns 0, or -1 with the reason logged. */
+/* Pins the model (and policy file) of the checkpoint set `from` as the set `to` (no replay) in
+ * the run's checkpoints/ at the same step. Returns 0, or -1 with the reason logged. */
 static int pin_set(const gb_evals *ev, const gb_checkpoint_files *from, const char *to)
 {
     char dir[2100];
     checkpoints_dir(ev, dir);
     gb_error err = {0};
-    if (gb_checkpoint_write(dir, to, from->step, 0, link_model, (void *)from->model, &err)) {
+    if (gb_checkpoint_write(dir, to, from->step, from->policy[0] ? GB_CHECKPOINT_POLICY : 0,
+                            link_model, (void *)from, &err)) {
         GB_WARN("evaluation: cannot keep checkpoint step %lld as %s/%s.checkpoint: %s",
                 (long long)from->step, dir, to, err.msg);
         return -1;

@@ -41,11 +41,12 @@
  * the trainers' final checkpoint is that policy. A trainer 0 that does not hold within
  * hold_wait_s (experiment.eval_hold_wait_s: a restart, a checkpoint that takes long) is not
  * waited for: the hold is released and that evaluation plays the newest checkpoint, as without
- * the hold. Its process starts with the ask and loads its library while trainer 0 writes the
- * checkpoint (`gearbox eval --wait-stdin`: about 0.4 s of a small evaluation's 0.5), then plays
- * on its go. A held crossing's video is filmed after its verdict, by a second child
- * (GB_EVALS_FILM) that plays its first episode again (deterministic and seeded alike: the same
- * episode), so that the hold lasts only the episodes, not the encoding.
+ * the hold. Its process starts with the ask and makes its environment (and loads libtorch where
+ * libtorch will play: launch/eval_policy.h) while trainer 0 writes the checkpoint (`gearbox eval
+ * --wait-stdin`), then plays on its go: a plain MLP's policy file in about 0.05 s, a
+ * libtorch model's in 0.5 s and more. A held crossing's video is filmed after its verdict, by a
+ * second child (GB_EVALS_FILM) that plays its first episode again (deterministic and seeded
+ * alike: the same episode), so that the hold lasts only the episodes, not the encoding.
  * defines: gb_evals, gb_evals_opts, gb_evals_init, gb_evals_poll,
  *          gb_evals_verdict_due, gb_evals_finish */
 #ifndef GB_LAUNCH_EVALS_H

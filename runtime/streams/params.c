@@ -144,8 +144,8 @@ static uint64_t get_u64(const unsigned char *p)
     return v;
 }
 
-int param_layout_encode(const gb_param_entry *layout, int n, unsigned char **raw, size_t *len,
-                        gb_error *err)
+int gb_param_layout_encode(const gb_param_entry *layout, int n, unsigned char **raw, size_t *len,
+                           gb_error *err)
 {
     size_t bytes = (size_t)n * PARAM_RECORD_BYTES;
     unsigned char *r = calloc(bytes ? bytes : 1, 1);
@@ -164,6 +164,28 @@ int param_layout_encode(const gb_param_entry *layout, int n, unsigned char **raw
     *raw = r;
     *len = bytes;
     return 0;
+}
+
+int gb_param_layout_decode(const void *raw, int n, uint64_t bytes, gb_param_entry *out,
+                           gb_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        const unsigned char *p = (const unsigned char *)raw + (size_t)i * PARAM_RECORD_BYTES;
+        gb_param_entry *e = &out[i];
+        memcpy(e->name, p, GB_PARAM_NAME_MAX);
+        uint32_t dtype = get_u32(p + 128), rank = get_u32(p + 132);
+        e->dtype = dtype < GB_DTYPE_COUNT ? (gb_dtype)dtype : GB_DTYPE_COUNT;
+        e->rank = rank <= GB_PARAM_MAX_RANK ? (int)rank : -1;
+        for (int d = 0; d < GB_PARAM_MAX_RANK; d++) {
+            uint64_t v = get_u64(p + 136 + 8 * d);
+            e->shape[d] = v > (uint64_t)INT64_MAX ? -1 : (int64_t)v;
+        }
+        e->offset = get_u64(p + 200);
+    }
+    int rc = gb_param_layout_check(out, n, bytes, err);
+    if (rc && err)
+        err->code = GB_EPROTO;
+    return rc ? GB_EPROTO : 0;
 }
 
 param_blob *param_blob_new(int64_t version, uint64_t bytes, uint64_t chunk_bytes,
@@ -188,23 +210,7 @@ param_blob *param_blob_new(int64_t version, uint64_t bytes, uint64_t chunk_bytes
         goto nomem;
     memcpy(b->layout_raw, layout_raw, layout_raw_len);
     b->layout_raw_len = layout_raw_len;
-    const unsigned char *raw = layout_raw;
-    for (int i = 0; i < n; i++) {
-        const unsigned char *p = raw + (size_t)i * PARAM_RECORD_BYTES;
-        gb_param_entry *e = &b->layout[i];
-        memcpy(e->name, p, GB_PARAM_NAME_MAX);
-        uint32_t dtype = get_u32(p + 128), rank = get_u32(p + 132);
-        e->dtype = dtype < GB_DTYPE_COUNT ? (gb_dtype)dtype : GB_DTYPE_COUNT;
-        e->rank = rank <= GB_PARAM_MAX_RANK ? (int)rank : -1;
-        for (int d = 0; d < GB_PARAM_MAX_RANK; d++) {
-            uint64_t v = get_u64(p + 136 + 8 * d);
-            e->shape[d] = v > (uint64_t)INT64_MAX ? -1 : (int64_t)v;
-        }
-        e->offset = get_u64(p + 200);
-    }
-    if (gb_param_layout_check(b->layout, n, bytes, err)) {
-        if (err)
-            err->code = GB_EPROTO;
+    if (gb_param_layout_decode(layout_raw, n, bytes, b->layout, err)) {
         gb_param_blob_release(&b->pub);
         return NULL;
     }
@@ -362,7 +368,7 @@ int gb_param_publish_begin(gb_param_publisher *p, int64_t version, const gb_para
         return rc;
     unsigned char *raw;
     size_t raw_len;
-    if ((rc = param_layout_encode(layout, nlayout, &raw, &raw_len, err)))
+    if ((rc = gb_param_layout_encode(layout, nlayout, &raw, &raw_len, err)))
         return rc;
     if (p->chunk_open) {
         zmq_msg_close(&p->chunk);

@@ -2,7 +2,8 @@
  * the parameter service to every policy worker.
  * defines: gb_param_entry, gb_param_blob, gb_param_publisher, gb_param_service,
  *          gb_param_subscriber, gb_param_relay and their options and statistics,
- *          gb_param_layout_check, gb_param_layout_fits, gb_param_entry_append
+ *          gb_param_layout_check, gb_param_layout_fits, gb_param_entry_append,
+ *          gb_param_layout_encode, gb_param_layout_decode, GB_PARAM_RECORD_BYTES
  *
  * A blob is one flat buffer plus a layout table (name, dtype, shape, byte offset per tensor),
  * a version (never decreasing: the last one again is a resend) and a CRC-32C of the buffer.
@@ -93,6 +94,20 @@ void gb_param_entry_append(gb_param_entry *e, uint64_t *total, uint64_t align, c
 int gb_param_layout_fits(const gb_param_entry *sent, int count, size_t len,
                          const gb_param_entry *own, int own_count, uint64_t own_bytes,
                          gb_error *err);
+
+/* A layout entry's wire (and file) form: name[128] (NUL-padded), dtype u32, rank u32, shape
+ * i64[8], offset u64, all little-endian. */
+#define GB_PARAM_RECORD_BYTES 208
+
+/* Encodes n entries into a malloc'd wire form (*len = n * GB_PARAM_RECORD_BYTES). Returns 0 or
+ * GB_ENOMEM. */
+int gb_param_layout_encode(const gb_param_entry *layout, int n, unsigned char **raw, size_t *len,
+                           gb_error *err);
+
+/* Decodes n records of raw into out[n] and checks them against a blob of bytes
+ * (gb_param_layout_check). Returns 0 or GB_EPROTO naming the entry. */
+int gb_param_layout_decode(const void *raw, int n, uint64_t bytes, gb_param_entry *out,
+                           gb_error *err);
 
 /* ---- publisher (trainer) --------------------------------------------------------------------- */
 

@@ -1,6 +1,6 @@
 /* runtime/streams/params_impl.h: parameter stream internals shared by params.c, params_service.c
  * and params_subscriber.c (not a public header).
- * defines: param_blob, param_blob_new, param_blob_free_zmq, param_layout_encode, PARAM_*,
+ * defines: param_blob, param_blob_new, param_blob_free_zmq, PARAM_*,
  *          the relay's hooks into subscribers and services (param_tap_fn, param_*_relay_*) */
 #ifndef GB_RUNTIME_PARAMS_IMPL_H
 #define GB_RUNTIME_PARAMS_IMPL_H
@@ -11,9 +11,8 @@
 
 #include <stdatomic.h>
 
-/* A layout entry on the wire: name[128] (NUL-padded), dtype u32, rank u32, shape i64[8],
- * offset u64, all little-endian: 208 bytes. The layout tensor holds nlayout of them. */
-#define PARAM_RECORD_BYTES 208
+/* The layout tensor holds nlayout entries of GB_PARAM_RECORD_BYTES (params.h). */
+#define PARAM_RECORD_BYTES GB_PARAM_RECORD_BYTES
 #define PARAM_LAYOUT_MAX ((uint64_t)GB_PARAM_MAX_ENTRIES * PARAM_RECORD_BYTES) /* its wire form */
 
 typedef struct param_blob {
@@ -34,10 +33,6 @@ param_blob *param_blob_new(int64_t version, uint64_t bytes, uint64_t chunk_bytes
 
 /* zmq_free_fn for zero-copy frames that point into a blob: hint is the blob; drops a ref. */
 void param_blob_free_zmq(void *data, void *hint);
-
-/* Encodes a layout into a malloc'd wire form. Returns 0 or GB_ENOMEM. */
-int param_layout_encode(const gb_param_entry *layout, int n, unsigned char **raw, size_t *len,
-                        gb_error *err);
 
 /* ---- what a relay (params_relay.c) reaches inside a subscriber and a service ----------------- */
 

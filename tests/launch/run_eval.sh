@@ -10,9 +10,12 @@
 #     verdict's own 20 episodes, experiment.eval_episodes 20, seed 1: a verdict on the default
 #     2 episodes once met 472 over these 20) and the
 #     MP4's frame count equals the JSON's steps (one frame per step played);
+#   - the evaluations (during the run and after) played the checkpoints' policy files on
+#     gearbox's C without loading libtorch, and `--kernels libtorch` (the model file on
+#     libtorch) plays the same episodes;
 #   - the text output; and the errors: not a run directory, no checkpoint, an unknown
-#     checkpoint name, --video for an environment without render, a corrupt model file, bad
-#     options.
+#     checkpoint name, --video for an environment without render, a corrupt model file, a
+#     corrupt policy file, bad options.
 # usage: run_eval.sh GEARBOX CONFIG WORK_DIR PLUGIN_WITHOUT_RENDER PYTHON
 set -u
 gearbox=$1 config=$2 work=$3 norender=$4 python=$5
@@ -58,6 +61,12 @@ done
 [ "$nvid" -ge 1 ] || { grep -i evaluation "$run/logs/launcher.log"; fail "eval_every made no video"; }
 grep -q "evaluation at [0-9]* env steps done" "$run/logs/launcher.log" || fail "no evaluation logged as done"
 ok "eval_every: $nvid video(s) during the run, each filming its first episode"
+for j in "$run"/videos/eval_*.json; do
+  [ "$(json_get "$j" kernels)" = "gearbox fp32 (no libtorch)" ] &&
+    [ "$(json_get "$j" libtorch_loaded)" = False ] ||
+    fail "$j: played on $(json_get "$j" kernels), libtorch loaded: $(json_get "$j" libtorch_loaded)"
+done
+ok "eval_every: every evaluation played its policy file on gearbox's C, libtorch not loaded"
 "$python" "$(dirname "$0")/tb_eval_check.py" "$run" || fail "evaluations in TensorBoard"
 ok "eval_every: each evaluation in TensorBoard (eval/video GIF, eval/ scalars)"
 
@@ -97,6 +106,22 @@ size=$(ffprobe -v error -select_streams v:0 -show_entries stream=width,height -o
 [ "$size" = "400,300" ] || fail "video size $size, expected CartPole's 400,300"
 ok "eval: the MP4 has one frame per step ($nf)"
 
+# The same checkpoint on libtorch's model (--kernels libtorch): the same episodes, step for step.
+"$gearbox" eval "$run" --episodes 20 --deterministic --json --kernels libtorch \
+  > "$work/eval_libtorch.json" 2> "$work/eval_libtorch.err" ||
+  { cat "$work/eval_libtorch.err"; fail "gearbox eval --kernels libtorch failed"; }
+python3 - "$work/eval.json" "$work/eval_libtorch.json" <<'EOF' || fail "the two kernels differ"
+import json, sys
+c, t = (json.load(open(p)) for p in sys.argv[1:])
+print(f"gearbox C: {c['kernels']}, libtorch loaded {c['libtorch_loaded']}; "
+      f"--kernels libtorch: {t['kernels']}, loaded {t['libtorch_loaded']}")
+assert c["kernels"] == "gearbox fp32 (no libtorch)" and not c["libtorch_loaded"]
+assert t["kernels"] == "libtorch" and t["libtorch_loaded"]
+assert c["checkpoint"] == t["checkpoint"] and c["lengths"] == t["lengths"]
+assert all(abs(a - b) <= 1e-6 * max(1, abs(a)) for a, b in zip(c["returns"], t["returns"]))
+EOF
+ok "eval: the policy file on gearbox's C and the model file on libtorch play the same episodes"
+
 # Text output.
 "$gearbox" eval "$run" --episodes 2 --deterministic > "$work/eval.txt" 2>&1 || fail "text eval failed"
 grep -q '^return  mean' "$work/eval.txt" && grep -q '^length  mean' "$work/eval.txt" ||
@@ -127,6 +152,13 @@ expect_fail 2 "has no render function" "$work/norender" --checkpoint "$work/any.
 [ ! -e "$work/x.mp4" ] || fail "a refused --video left a file"
 head -c 1000 /dev/urandom > "$work/corrupt.model"
 expect_fail 1 "loading $work/corrupt.model" "$run" --checkpoint "$work/corrupt.model"
+# a run whose policy file is corrupt (a flipped byte): refused, naming the file
+mkdir -p "$work/badpolicy/checkpoints"; cp "$run/config.yaml" "$work/badpolicy/"
+cp "$run"/checkpoints/trainer-0.* "$work/badpolicy/checkpoints/"
+pf=$(ls "$work"/badpolicy/checkpoints/trainer-0.*.policy)
+python3 -c "import sys; b = bytearray(open(sys.argv[1], 'rb').read()); b[-5] ^= 1; open(sys.argv[1], 'wb').write(b)" "$pf"
+expect_fail 1 "policy file $pf is corrupt" "$work/badpolicy" --checkpoint trainer-0
+expect_fail 2 "--kernels is gearbox or libtorch" "$run" --kernels cuda
 expect_fail 2 "--episodes wants an integer" "$run" --episodes 0
 expect_fail 2 "unknown option" "$run" --frob
 expect_fail 2 "it needs --video" "$run" --gif "$work/x.gif"

@@ -47,6 +47,10 @@ static int parse_manifest(const char *dir, char *text, gb_checkpoint_files *out)
             if (snprintf(out->replay, sizeof out->replay, "%s/%s", dir, v) >=
                 (int)sizeof out->replay)
                 return GB_ECORRUPT;
+        } else if (strcmp(line, "policy") == 0) {
+            if (snprintf(out->policy, sizeof out->policy, "%s/%s", dir, v) >=
+                (int)sizeof out->policy)
+                return GB_ECORRUPT;
         }
     }
     return magic && have_step && have_model ? 0 : GB_ECORRUPT;
@@ -55,7 +59,7 @@ static int parse_manifest(const char *dir, char *text, gb_checkpoint_files *out)
 int gb_checkpoint_find(const char *dir, const char *name, gb_checkpoint_files *out,
                        gb_error *err)
 {
-    char path[GB_CHECKPOINT_PATH_MAX], text[3 * GB_CHECKPOINT_PATH_MAX];
+    char path[GB_CHECKPOINT_PATH_MAX], text[4 * GB_CHECKPOINT_PATH_MAX];
     if (snprintf(path, sizeof path, "%s/%s.checkpoint", dir, name) >= (int)sizeof path)
         return gb_error_set(err, GB_EINVAL, "checkpoint path too long");
     FILE *f = fopen(path, "r");
@@ -68,6 +72,7 @@ int gb_checkpoint_find(const char *dir, const char *name, gb_checkpoint_files *o
         return gb_error_set(err, GB_ECORRUPT, "checkpoint manifest %s is malformed", path);
     const char *missing = !exists(out->model)                         ? out->model
                           : out->replay[0] && !exists(out->replay) ? out->replay
+                          : out->policy[0] && !exists(out->policy) ? out->policy
                                                                    : NULL;
     if (missing)
         return gb_error_set(err, GB_ENOTFOUND, "checkpoint %s names %s, which is missing", path,
@@ -104,7 +109,7 @@ static int write_manifest(const char *dir, const char *path, const char *text, g
     return 0;
 }
 
-int gb_checkpoint_write(const char *dir, const char *name, int64_t step, int with_replay,
+int gb_checkpoint_write(const char *dir, const char *name, int64_t step, int with,
                         gb_checkpoint_writer_fn write_set, void *ctx, gb_error *err)
 {
     gb_checkpoint_files old = {0}, now = {0};
@@ -121,32 +126,39 @@ int gb_checkpoint_write(const char *dir, const char *name, int64_t step, int wit
             snprintf(now.model, sizeof now.model, "%s/%s.model", dir, base) >=
                 (int)sizeof now.model ||
             snprintf(now.replay, sizeof now.replay, "%s/%s.replay", dir, base) >=
-                (int)sizeof now.replay)
+                (int)sizeof now.replay ||
+            snprintf(now.policy, sizeof now.policy, "%s/%s.policy", dir, base) >=
+                (int)sizeof now.policy)
             return gb_error_set(err, GB_EINVAL, "checkpoint path too long");
-        if (!exists(now.model) && !exists(now.replay))
+        if (!exists(now.model) && !exists(now.replay) && !exists(now.policy))
             break;
         if (k > 1000)
             return gb_error_set(err, GB_EINVAL, "too many checkpoints of step %" PRId64, step);
     }
     now.step = step;
-    int rc = write_set(ctx, now.model, with_replay ? now.replay : NULL, err);
+    const int replay = with & GB_CHECKPOINT_REPLAY, policy = with & GB_CHECKPOINT_POLICY;
+    int rc = write_set(ctx, now.model, replay ? now.replay : NULL, policy ? now.policy : NULL,
+                       err);
     if (rc == 0) {
-        char text[3 * GB_CHECKPOINT_PATH_MAX];
-        int n = snprintf(text, sizeof text, MANIFEST_MAGIC "\nstep %" PRId64 "\nmodel %s.model\n",
-                         step, base);
-        if (with_replay)
-            snprintf(text + n, sizeof text - (size_t)n, "replay %s.replay\n", base);
+        char text[4 * GB_CHECKPOINT_PATH_MAX];
+        snprintf(text, sizeof text,
+                 MANIFEST_MAGIC "\nstep %" PRId64 "\nmodel %s.model\n%s%s%s%s%s%s", step, base,
+                 replay ? "replay " : "", replay ? base : "", replay ? ".replay\n" : "",
+                 policy ? "policy " : "", policy ? base : "", policy ? ".policy\n" : "");
         rc = write_manifest(dir, manifest, text, err);
     }
     if (rc) { /* the new set is not current: none of it stays */
         unlink(now.model);
         unlink(now.replay);
+        unlink(now.policy);
         return rc;
     }
     if (have_old) { /* the manifest names the new set: the previous one can go */
         unlink(old.model);
         if (old.replay[0])
             unlink(old.replay);
+        if (old.policy[0])
+            unlink(old.policy);
     }
     return 0;
 }

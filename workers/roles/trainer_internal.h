@@ -51,6 +51,7 @@ typedef struct trainer {
     uint64_t param_bytes;
     const gb_param_entry *param_layout; /* the learner model's, [param_count] */
     int param_count;
+    int writes_policy; /* its checkpoint sets carry a policy file (policy_file.h) */
     int64_t published_version;
     int64_t held_at; /* trainer 0: the held request it holds at (0: none) */
     gb_dataset_writer *record; /* gearbox run --record DIR: every chunk received, appended */

@@ -1,9 +1,9 @@
 /* tests/workers/roles/test_checkpoint.c: a trainer's checkpoint sets
- * (workers/roles/checkpoint_set.h): the manifest names a model and a replay file of one step; a set
- * whose replay (or manifest) write fails, as on a full disk, leaves the previous set current and
- * complete, and nothing of its own. The trainer used to write trainer-0.model and then
- * trainer-0.replay in place: a failure between the two left a model and a replay from different
- * steps. */
+ * (workers/roles/checkpoint_set.h): the manifest names a model, a replay and a policy file of one
+ * step; a set whose replay or policy (or manifest) write fails, as on a full disk, leaves the
+ * previous set current and complete, and nothing of its own. The trainer used to write
+ * trainer-0.model and then trainer-0.replay in place: a failure between the two left a model
+ * and a replay from different steps. */
 #include "test.h"
 #include "workers/roles/checkpoint_set.h"
 
@@ -13,10 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A writer whose files say which step they are from; fails the replay when fail_replay. */
+/* A writer whose files say which step they are from; fails the replay when fail_replay, the
+ * policy file when fail_policy. */
 typedef struct fake {
     int64_t step;
-    int fail_replay;
+    int fail_replay, fail_policy;
 } fake;
 
 static int write_text(const char *path, const char *text)
@@ -28,19 +29,23 @@ static int write_text(const char *path, const char *text)
     return fclose(f);
 }
 
-static int fake_write(void *ctx, const char *model, const char *replay, gb_error *err)
+static int fake_write(void *ctx, const char *model, const char *replay, const char *policy,
+                      gb_error *err)
 {
     fake *f = ctx;
     char text[64];
     snprintf(text, sizeof text, "model %lld", (long long)f->step);
     if (write_text(model, text))
         return gb_error_set(err, GB_EIO, "write %s", model);
-    if (!replay)
-        return 0;
-    if (f->fail_replay)
+    if (replay && f->fail_replay)
         return gb_error_set(err, GB_EIO, "write %s.tmp: No space left on device", replay);
     snprintf(text, sizeof text, "replay %lld", (long long)f->step);
-    return write_text(replay, text) ? gb_error_set(err, GB_EIO, "write %s", replay) : 0;
+    if (replay && write_text(replay, text))
+        return gb_error_set(err, GB_EIO, "write %s", replay);
+    if (policy && f->fail_policy)
+        return gb_error_set(err, GB_EIO, "write %s.tmp: No space left on device", policy);
+    snprintf(text, sizeof text, "policy %lld", (long long)f->step);
+    return policy && write_text(policy, text) ? gb_error_set(err, GB_EIO, "write %s", policy) : 0;
 }
 
 static void read_text(const char *path, char *out, size_t n)
@@ -80,6 +85,11 @@ static void check_current(const char *dir, int64_t step)
     read_text(cf.replay, text, sizeof text);
     snprintf(want, sizeof want, "replay %lld", (long long)step);
     CHECK(strcmp(text, want) == 0);
+    if (cf.policy[0]) {
+        read_text(cf.policy, text, sizeof text);
+        snprintf(want, sizeof want, "policy %lld", (long long)step);
+        CHECK(strcmp(text, want) == 0);
+    }
 }
 
 static void test_sets(void)
@@ -91,17 +101,18 @@ static void test_sets(void)
     CHECK(gb_checkpoint_find(dir, "trainer-0", &cf, &err) == GB_ENOTFOUND);
 
     fake f = {.step = 10};
-    CHECK_OK(gb_checkpoint_write(dir, "trainer-0", 10, 1, fake_write, &f, &err));
+    CHECK_OK(gb_checkpoint_write(dir, "trainer-0", 10, GB_CHECKPOINT_REPLAY, fake_write, &f, &err));
     check_current(dir, 10);
     f.step = 20;
-    CHECK_OK(gb_checkpoint_write(dir, "trainer-0", 20, 1, fake_write, &f, &err));
+    CHECK_OK(gb_checkpoint_write(dir, "trainer-0", 20, GB_CHECKPOINT_REPLAY, fake_write, &f, &err));
     check_current(dir, 20);
     CHECK_EQ_INT(count_files(dir), 3); /* the manifest and one pair: step 10's are gone */
 
     /* the disk fills between the model and the replay: step 20 stays current, whole */
     f.step = 30;
     f.fail_replay = 1;
-    CHECK(gb_checkpoint_write(dir, "trainer-0", 30, 1, fake_write, &f, &err) == GB_EIO);
+    CHECK(gb_checkpoint_write(dir, "trainer-0", 30, GB_CHECKPOINT_REPLAY, fake_write, &f, &err) ==
+          GB_EIO);
     CHECK(strstr(err.msg, "No space left") != NULL);
     check_current(dir, 20);
     CHECK_EQ_INT(count_files(dir), 3);
@@ -109,11 +120,41 @@ static void test_sets(void)
     /* a second checkpoint at the same step is a new set, not a rewrite of the current one */
     f.step = 20;
     f.fail_replay = 0;
-    CHECK_OK(gb_checkpoint_write(dir, "trainer-0", 20, 1, fake_write, &f, &err));
+    CHECK_OK(gb_checkpoint_write(dir, "trainer-0", 20, GB_CHECKPOINT_REPLAY, fake_write, &f, &err));
     check_current(dir, 20);
     CHECK_OK(gb_checkpoint_find(dir, "trainer-0", &cf, &err));
     CHECK(strstr(cf.model, "trainer-0.step20-1.model") != NULL);
     CHECK_EQ_INT(count_files(dir), 3);
+
+    /* with a policy file: a set of three; one whose policy file fails leaves nothing; the next
+     * set without one removes the last one's */
+    const int all = GB_CHECKPOINT_REPLAY | GB_CHECKPOINT_POLICY;
+    f.step = 40;
+    CHECK_OK(gb_checkpoint_write(dir, "trainer-0", 40, all, fake_write, &f, &err));
+    CHECK_OK(gb_checkpoint_find(dir, "trainer-0", &cf, &err));
+    CHECK(strstr(cf.policy, "trainer-0.step40-0.policy") != NULL);
+    check_current(dir, 40);
+    CHECK_EQ_INT(count_files(dir), 4);
+    f.step = 50;
+    f.fail_policy = 1;
+    CHECK(gb_checkpoint_write(dir, "trainer-0", 50, all, fake_write, &f, &err) == GB_EIO);
+    check_current(dir, 40);
+    CHECK_EQ_INT(count_files(dir), 4);
+    f.fail_policy = 0;
+    CHECK_OK(gb_checkpoint_write(dir, "trainer-0", 50, GB_CHECKPOINT_REPLAY, fake_write, &f,
+                                 &err));
+    CHECK_OK(gb_checkpoint_find(dir, "trainer-0", &cf, &err));
+    CHECK(cf.policy[0] == '\0');
+    check_current(dir, 50);
+    CHECK_EQ_INT(count_files(dir), 3);
+    f.step = 60;
+    CHECK_OK(gb_checkpoint_write(dir, "trainer-0", 60, all, fake_write, &f, &err));
+    CHECK_OK(gb_checkpoint_find(dir, "trainer-0", &cf, &err));
+    unlink(cf.policy); /* a set whose policy file is gone is no checkpoint */
+    CHECK(gb_checkpoint_find(dir, "trainer-0", &cf, &err) == GB_ENOTFOUND);
+    CHECK_OK(gb_checkpoint_write(dir, "trainer-0", 60, all, fake_write, &f, &err));
+    CHECK_OK(gb_checkpoint_find(dir, "trainer-0", &cf, &err));
+    check_current(dir, 60);
 
     /* a manifest naming a missing file, or garbage, is no checkpoint */
     unlink(cf.replay);

@@ -1,0 +1,168 @@
+/* workers/roles/policy_file.c: a checkpoint set's policy file (see policy_file.h). */
+#include "workers/roles/policy_file.h"
+
+#include "runtime/base/crc32c.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAGIC "GBPOLICY"
+#define FORMAT 1u
+#define HEADER_BYTES 40
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const unsigned char *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static uint64_t get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* Writes all of len bytes; 0 or errno. */
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : ENOSPC;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int gb_policy_file_write(const char *path, uint64_t version, const gb_param_entry *layout,
+                         int count, const void *data, uint64_t bytes, gb_error *err)
+{
+    int rc = gb_param_layout_check(layout, count, bytes, err);
+    if (rc)
+        return rc;
+    unsigned char *raw = NULL, head[HEADER_BYTES];
+    size_t raw_len = 0;
+    if ((rc = gb_param_layout_encode(layout, count, &raw, &raw_len, err)))
+        return rc;
+    memcpy(head, MAGIC, 8);
+    put_u32(head + 8, FORMAT);
+    put_u32(head + 12, (uint32_t)count);
+    put_u64(head + 16, version);
+    put_u64(head + 24, bytes);
+    put_u32(head + 32, gb_crc32c(0, data, (size_t)bytes));
+    put_u32(head + 36, gb_crc32c(0, raw, raw_len));
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        free(raw);
+        return gb_error_set(err, GB_EINVAL, "policy file: path too long: %s", path);
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int e = fd < 0 ? errno : 0;
+    if (!e)
+        e = write_all(fd, head, sizeof head);
+    if (!e)
+        e = write_all(fd, raw, raw_len);
+    if (!e)
+        e = write_all(fd, data, (size_t)bytes);
+    if (!e && fsync(fd) != 0)
+        e = errno;
+    if (fd >= 0 && close(fd) != 0 && !e)
+        e = errno;
+    if (!e && rename(tmp, path) != 0)
+        e = errno;
+    free(raw);
+    if (e) {
+        unlink(tmp);
+        return gb_error_set(err, GB_EIO, "policy file: write %s: %s", path, strerror(e));
+    }
+    return 0;
+}
+
+void gb_policy_file_free(gb_policy_file *f)
+{
+    free(f->layout);
+    free(f->data);
+    memset(f, 0, sizeof *f);
+}
+
+/* Reads exactly len bytes at the file's position; 0 when it could. */
+static int read_all(FILE *fp, void *buf, size_t len)
+{
+    return fread(buf, 1, len, fp) == len ? 0 : -1;
+}
+
+int gb_policy_file_read(const char *path, gb_policy_file *out, gb_error *err)
+{
+    memset(out, 0, sizeof *out);
+    FILE *fp = fopen(path, "rbe");
+    if (!fp)
+        return gb_error_set(err, errno == ENOENT ? GB_ENOTFOUND : GB_EIO, "policy file %s: %s",
+                            path, strerror(errno));
+    struct stat st;
+    unsigned char head[HEADER_BYTES], *raw = NULL;
+    const char *bad = NULL;
+    int rc = 0;
+    if (fstat(fileno(fp), &st) != 0 || read_all(fp, head, sizeof head) != 0 ||
+        memcmp(head, MAGIC, 8) != 0)
+        bad = "not a gearbox policy file";
+    else if (get_u32(head + 8) != FORMAT)
+        bad = "a format this gearbox does not read";
+    uint32_t count = bad ? 0 : get_u32(head + 12);
+    uint64_t bytes = bad ? 0 : get_u64(head + 24);
+    uint64_t raw_len = (uint64_t)count * GB_PARAM_RECORD_BYTES;
+    if (!bad && (count > GB_PARAM_MAX_ENTRIES || bytes > (uint64_t)st.st_size ||
+                 (uint64_t)st.st_size != HEADER_BYTES + raw_len + bytes))
+        bad = "its size does not match its header";
+    if (!bad) {
+        raw = malloc(raw_len ? raw_len : 1);
+        out->layout = calloc(count ? count : 1, sizeof *out->layout);
+        out->data = malloc(bytes ? bytes : 1);
+        if (!raw || !out->layout || !out->data)
+            rc = gb_error_set(err, GB_ENOMEM, "policy file %s: out of memory", path);
+    }
+    if (!bad && !rc && (read_all(fp, raw, raw_len) != 0 || read_all(fp, out->data, bytes) != 0))
+        bad = "it ends early";
+    if (!bad && !rc && (gb_crc32c(0, raw, raw_len) != get_u32(head + 36) ||
+                        gb_crc32c(0, out->data, bytes) != get_u32(head + 32)))
+        bad = "a CRC does not match";
+    gb_error lerr = {0};
+    if (!bad && !rc && gb_param_layout_decode(raw, (int)count, bytes, out->layout, &lerr))
+        bad = lerr.msg;
+    fclose(fp);
+    free(raw);
+    if (bad)
+        rc = gb_error_set(err, GB_ECORRUPT, "policy file %s is corrupt: %s", path, bad);
+    if (rc) {
+        gb_policy_file_free(out);
+        return rc;
+    }
+    out->version = get_u64(head + 16);
+    out->count = (int)count;
+    out->bytes = bytes;
+    return 0;
+}
