@@ -359,7 +359,7 @@ static int make_env(eval_state *s, const eval_opts *o, const gb_config *cfg, uin
     return 0;
 }
 
-/* The environment, its space and the buffers (and the video's encoder): all but the policy. */
+/* The environment, its space and the buffers: all but the policy and the video's encoder. */
 static int eval_prepare(eval_state *s, const eval_opts *o, gb_config *cfg, uint64_t seed,
                         gb_error *err)
 {
@@ -398,9 +398,6 @@ static int eval_prepare(eval_state *s, const eval_opts *o, gb_config *cfg, uint6
         !s->truncated || !s->acting || !s->done || !s->returns || !s->lengths ||
         (o->video && !s->frame))
         return gb_error_set(err, GB_ENOMEM, "out of memory for the evaluation buffers");
-    if (o->video)
-        return gb_video_open(&s->video, o->video, s->spec.render_width, s->spec.render_height,
-                             (int)o->fps, s->env_name, err);
     return 0;
 }
 
@@ -520,6 +517,9 @@ int gb_cmd_eval(int argc, char **argv)
     }
     if (rc == 0)
         rc = load_policy(&s, &o, &cfg, seed, &ck, &err);
+    if (rc == 0 && o.video) /* once there is something to film */
+        rc = gb_video_open(&s.video, o.video, s.spec.render_width, s.spec.render_height,
+                           (int)o.fps, s.env_name, &err);
     if (rc) {
         fprintf(stderr, "gearbox eval: %s\n", err.msg);
         eval_free(&s);
