@@ -76,25 +76,11 @@ int gb_eval_policy_find(const char *run_dir, const char *checkpoint, const gb_co
     return rc ? GB_EXIT_USAGE : GB_EXIT_OK;
 }
 
-/* Opens cfg's model as policy_mlp does for the policy workers, but in fp32 (the learner's). */
-static int open_mlp(const gb_config *cfg, const gb_torch_space *sp, uint64_t seed,
-                    gb_policy_mlp **out, gb_error *err)
-{
-    gb_config *fp32 = malloc(sizeof *fp32);
-    if (!fp32)
-        return gb_error_set(err, GB_ENOMEM, "eval: out of memory");
-    *fp32 = *cfg;
-    fp32->policy.precision = GB_PRECISION_FP32;
-    int rc = gb_policy_mlp_open(fp32, sp, seed, out, err);
-    free(fp32);
-    return rc;
-}
-
 int gb_eval_policy_in_c(const gb_config *cfg, const gb_torch_space *sp)
 {
     gb_policy_mlp *m = NULL;
     gb_error why = {0};
-    int yes = open_mlp(cfg, sp, 0, &m, &why) == 0;
+    int yes = gb_policy_mlp_open_fp32(cfg, sp, 0, &m, &why) == 0;
     gb_policy_mlp_close(m);
     return yes;
 }
@@ -104,7 +90,7 @@ static int open_c(gb_eval_policy *p, const gb_config *cfg, const gb_torch_space 
                   uint64_t seed, const gb_checkpoint_files *ck, gb_error *err)
 {
     gb_policy_file pf;
-    int rc = open_mlp(cfg, sp, seed, &p->mlp, err);
+    int rc = gb_policy_mlp_open_fp32(cfg, sp, seed, &p->mlp, err);
     if (rc == 0 && (rc = gb_policy_file_read(ck->policy, &pf, err)) == 0) {
         rc = gb_policy_mlp_import(p->mlp, pf.data, (size_t)pf.bytes, pf.layout, pf.count,
                                   pf.version, err);

@@ -10,14 +10,17 @@
 #include "runtime/base/log.h"
 #include "runtime/base/rng.h"
 #include "workers/roles/acting.h"
+#include "workers/roles/checkpoint_set.h"
 #include "workers/roles/learner_report.h"
 #include "workers/roles/learning.h"
 #include "workers/roles/policy_mlp.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Everything the run owns; freed in one place. */
 typedef struct inline_run {
@@ -30,6 +33,7 @@ typedef struct inline_run {
     gb_policy_mlp *mlp;    /* the learner without libtorch's parameters (imported at mlp_version) */
     void *params;
     uint64_t params_bytes, mlp_version;
+    int writes_policy; /* its checkpoints carry a policy file (a plain MLP, policy_mlp.h) */
     void *actions; /* [rows of the largest group, action row bytes] */
     float *logp;   /* [rows of the largest group] */
     double epsilon;
@@ -165,11 +169,18 @@ static int write_metrics(inline_run *r, const gb_acting_stats *st, double t, gb_
     return gb_rundir_metrics_row(r->rd, row, GB_NCOLS, err);
 }
 
+/* The learner as a distributed run's trainer 0 keeps it (workers/roles/checkpoint_set.h, no
+ * replay): checkpoints/trainer-0, which `gearbox eval RUN_DIR` plays. */
 static int save_checkpoint(inline_run *r, gb_error *err)
 {
-    char p[GB_RUNDIR_PATH_MAX];
-    int rc = gb_rundir_file(r->rd, "checkpoints/learner.ckpt", p, sizeof p, err);
-    return rc ? rc : gb_learning_checkpoint(r->learning, p, NULL, err);
+    char dir[GB_RUNDIR_PATH_MAX];
+    if (snprintf(dir, sizeof dir, "%s/checkpoints", r->rd->path) >= (int)sizeof dir)
+        return gb_error_set(err, GB_EINVAL, "inline: checkpoint path too long");
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return gb_error_errno(err, "inline: mkdir %s", dir);
+    const int with = r->writes_policy ? GB_CHECKPOINT_POLICY : 0;
+    return gb_checkpoint_write(dir, "trainer-0", gb_learning_train_steps(r->learning), with,
+                               gb_learning_write_set, r->learning, err);
 }
 
 static void run_free(inline_run *r)
@@ -208,14 +219,9 @@ static int run_setup(inline_run *r, gb_error *err)
     };
     /* the learner's own parameters act, in fp32 (policy.precision is the policy workers');
      * a model the C cannot act with: the bridge's acts, as before */
-    gb_config *fp32 = malloc(sizeof *fp32);
-    if (!fp32)
-        return gb_error_set(err, GB_ENOMEM, "inline: out of memory");
-    *fp32 = *cfg;
-    fp32->policy.precision = GB_PRECISION_FP32;
     gb_error why = {0};
-    lo.acts_in_c = gb_policy_mlp_open(fp32, &r->space, lo.learner_seed, &r->mlp, &why) == 0;
-    free(fp32);
+    lo.acts_in_c = gb_policy_mlp_open_fp32(cfg, &r->space, lo.learner_seed, &r->mlp, &why) == 0;
+    r->writes_policy = lo.acts_in_c;
     if ((rc = gb_learning_create(&lo, &r->learning, err)))
         return rc;
     r->model = gb_learning_model(r->learning);

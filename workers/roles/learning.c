@@ -5,6 +5,7 @@
 #include "envs/host.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
+#include "workers/roles/policy_file.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -414,7 +415,7 @@ const char *gb_learning_collect_path(const gb_learning *L)
 }
 
 int gb_learning_checkpoint(gb_learning *L, const char *model_path, const char *replay_path,
-                           gb_error *err)
+                           const char *policy_path, gb_error *err)
 {
     gb_torch_learner *saver; /* the bridge writes the checkpoint */
     int rc = gb_learning_early_sync(L, &saver, err);
@@ -422,5 +423,24 @@ int gb_learning_checkpoint(gb_learning *L, const char *model_path, const char *r
         rc = gb_torch_learner_save(saver, model_path, err);
     if (rc == 0 && replay_path)
         rc = gb_replay_checkpoint(L->replay, replay_path, err);
+    if (rc == 0 && policy_path) {
+        const gb_param_entry *table;
+        int count;
+        uint64_t bytes, version = 0;
+        gb_learning_param_layout(L, &table, &count, &bytes);
+        void *buf = malloc(bytes ? bytes : 1); /* a checkpoint's, not a step's */
+        if (!buf)
+            return gb_error_set(err, GB_ENOMEM, "policy file: out of memory");
+        rc = gb_learning_export(L, buf, bytes, &version, err);
+        if (rc == 0)
+            rc = gb_policy_file_write(policy_path, version, table, count, buf, bytes, err);
+        free(buf);
+    }
     return rc;
+}
+
+int gb_learning_write_set(void *ctx, const char *model_path, const char *replay_path,
+                          const char *policy_path, gb_error *err)
+{
+    return gb_learning_checkpoint(ctx, model_path, replay_path, policy_path, err);
 }

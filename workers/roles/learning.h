@@ -207,9 +207,16 @@ int64_t gb_learning_samples_trained(const gb_learning *L);
 void gb_learning_mark_trained(gb_learning *L);
 int64_t gb_learning_chunks_trained(const gb_learning *L);
 
-/* Writes the learner to model_path and, when replay_path is not NULL, the replay to replay_path
- * (each to a temporary file, then renamed). Returns 0 or the first error. */
+/* Writes the learner to model_path and, when they are not NULL, the replay to replay_path and
+ * the parameters the policy workers would get now (gb_learning_export) as the policy file
+ * policy_path (workers/roles/policy_file.h); each to a temporary file, then renamed. Returns 0
+ * or the first error. */
 int gb_learning_checkpoint(gb_learning *L, const char *model_path, const char *replay_path,
-                           gb_error *err);
+                           const char *policy_path, gb_error *err);
+
+/* gb_learning_checkpoint as a checkpoint set's writer (workers/roles/checkpoint_set.h), ctx the
+ * gb_learning. */
+int gb_learning_write_set(void *ctx, const char *model_path, const char *replay_path,
+                          const char *policy_path, gb_error *err);
 
 #endif

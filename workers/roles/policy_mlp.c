@@ -167,6 +167,20 @@ static int supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *e
     return why ? gb_error_set(err, GB_EUNSUPPORTED, "%s", why) : 0;
 }
 
+int gb_policy_mlp_open_fp32(const gb_config *cfg, const gb_torch_space *sp, uint64_t seed,
+                            gb_policy_mlp **out, gb_error *err)
+{
+    *out = NULL;
+    gb_config *fp32 = malloc(sizeof *fp32); /* large: off the stack */
+    if (!fp32)
+        return gb_error_set(err, GB_ENOMEM, "policy model: out of memory");
+    *fp32 = *cfg;
+    fp32->policy.precision = GB_PRECISION_FP32;
+    int rc = gb_policy_mlp_open(fp32, sp, seed, out, err);
+    free(fp32);
+    return rc;
+}
+
 void gb_policy_mlp_close(gb_policy_mlp *m)
 {
     if (!m)

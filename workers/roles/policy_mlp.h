@@ -13,8 +13,8 @@
  * test_policy_mlp.c compares them). The random numbers are this model's own generator's
  * (runtime/base/rng.h), seeded like the bridge model's: a seed still fixes every action.
  * Not thread-safe: one caller at a time (the policy worker's inference thread).
- * defines: gb_policy_mlp, gb_policy_mlp_open, gb_policy_mlp_close, gb_policy_mlp_layout,
- *          gb_policy_mlp_import, gb_policy_mlp_act, gb_policy_mlp_kernels */
+ * defines: gb_policy_mlp, gb_policy_mlp_open, gb_policy_mlp_open_fp32, gb_policy_mlp_close,
+ *          gb_policy_mlp_layout, gb_policy_mlp_import, gb_policy_mlp_act, gb_policy_mlp_kernels */
 #ifndef GB_WORKERS_ROLES_POLICY_MLP_H
 #define GB_WORKERS_ROLES_POLICY_MLP_H
 
@@ -34,6 +34,12 @@ typedef struct gb_policy_mlp gb_policy_mlp;
 int gb_policy_mlp_open(const gb_config *cfg, const gb_torch_space *sp, uint64_t seed,
                        gb_policy_mlp **out, gb_error *err);
 void gb_policy_mlp_close(gb_policy_mlp *m);
+
+/* gb_policy_mlp_open in fp32 whatever policy.precision says (that is the policy workers'): the
+ * model of the learner's own parameters, as inline mode, `gearbox eval` and the checkpoints'
+ * policy files (workers/roles/policy_file.h) play it. */
+int gb_policy_mlp_open_fp32(const gb_config *cfg, const gb_torch_space *sp, uint64_t seed,
+                            gb_policy_mlp **out, gb_error *err);
 
 /* The flat parameter buffer's table (owned by m) and its size: gb_torch_model_layout's. */
 void gb_policy_mlp_layout(const gb_policy_mlp *m, const gb_param_entry **table, int *count,

@@ -27,7 +27,6 @@
 #include "runtime/base/rng.h"
 #include "runtime/streams/runctl.h"
 #include "workers/roles/acting.h"
-#include "workers/roles/policy_file.h"
 #include "workers/roles/policy_mlp.h"
 
 #include <math.h>
@@ -223,35 +222,14 @@ static void continue_versions(trainer *t)
     gb_learning_set_version(L, (uint64_t)last + 1);
 }
 
-/* gb_checkpoint_writer_fn: the learning's model and replay, and the policy file: the
- * parameters the policy workers would get now (the export push_params sends). */
-static int write_learning(void *ctx, const char *model, const char *replay, const char *policy,
-                          gb_error *err)
-{
-    trainer *t = ctx;
-    uint64_t version = 0;
-    int rc = gb_learning_checkpoint(t->learning, model, replay, err);
-    if (rc == 0 && policy &&
-        (rc = gb_learning_export(t->learning, t->param_buf, t->param_bytes, &version, err)) == 0)
-        rc = gb_policy_file_write(policy, version, t->param_layout, t->param_count, t->param_buf,
-                                  t->param_bytes, err);
-    return rc; /* on failure gb_checkpoint_write removes what the set had written */
-}
-
 /* Whether this trainer's sets carry a policy file: its model is one the policy workers play on
  * gearbox's C (policy_mlp.h, in fp32 as the learner holds it), so `gearbox eval` can too. */
 static int plays_in_c(const trainer *t)
 {
-    gb_config *fp32 = malloc(sizeof *fp32);
-    if (!fp32)
-        return 0;
-    *fp32 = *t->w->cfg;
-    fp32->policy.precision = GB_PRECISION_FP32;
     gb_policy_mlp *m = NULL;
     gb_error why = {0};
-    int yes = gb_policy_mlp_open(fp32, &t->space, 0, &m, &why) == 0;
+    int yes = gb_policy_mlp_open_fp32(t->w->cfg, &t->space, 0, &m, &why) == 0;
     gb_policy_mlp_close(m);
-    free(fp32);
     return yes;
 }
 
@@ -273,10 +251,8 @@ static int checkpoint(trainer *t, gb_error *err)
     mkdir(dir, 0755);
     int64_t step = gb_learning_train_steps(t->learning);
     say_writing(t, 1);
-    int rc = gb_checkpoint_write(dir, name, step,
-                                 GB_CHECKPOINT_REPLAY | (t->writes_policy ? GB_CHECKPOINT_POLICY
-                                                                          : 0),
-                                 write_learning, t, err);
+    const int with = GB_CHECKPOINT_REPLAY | (t->writes_policy ? GB_CHECKPOINT_POLICY : 0);
+    int rc = gb_checkpoint_write(dir, name, step, with, gb_learning_write_set, t->learning, err);
     say_writing(t, 0);
     if (rc == 0) {
         /* the digest of the replay's snapshot the file holds (what a restore of it reports),

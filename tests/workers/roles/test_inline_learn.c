@@ -1,8 +1,9 @@
 /* tests/workers/roles/test_inline_learn.c: a learning test: runs CONFIG in inline mode (fixed seed,
  * the config's step budget) into a fresh run directory under SCRATCH and passes when the run is
  * solved (mean of the last 100 episode returns >= experiment.target_return) and the run
- * directory holds config.yaml, metrics.csv with rows, checkpoints/learner.ckpt and a
- * summary.json that says solved. Prints the wall-clock time. With experiment.target_return=null
+ * directory holds config.yaml, metrics.csv with rows, the checkpoint set checkpoints/trainer-0
+ * (with a policy file for a plain MLP, which `gearbox eval` plays) and a summary.json that says
+ * solved. Prints the wall-clock time. With experiment.target_return=null
  * (a run of its budget, as CI's ThreadSanitizer build runs it: the threads' interplay, not the
  * learning) the run must end at experiment.max_env_steps instead, with the same files.
  * usage: test_inline_learn CONFIG SCRATCH [key.path=value ...] */
@@ -10,7 +11,10 @@
 #include "runtime/run/rundir.h"
 #include "runtime/config/config.h"
 #include "runtime/base/log.h"
+#include "workers/roles/checkpoint_set.h"
 #include "workers/roles/inline.h"
+#include "workers/roles/policy_file.h"
+#include "workers/torch/mlp_infer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -83,7 +87,20 @@ int main(int argc, char **argv)
     snprintf(p, sizeof p, "%s/config.yaml", rd.path);
     CHECK(file_has(p, NULL, NULL));
     struct stat st;
-    snprintf(p, sizeof p, "%s/checkpoints/learner.ckpt", rd.path);
-    CHECK(stat(p, &st) == 0 && st.st_size > 0);
+    gb_checkpoint_files cf;
+    snprintf(p, sizeof p, "%s/checkpoints", rd.path);
+    CHECK_OK(gb_checkpoint_find(p, "trainer-0", &cf, &err));
+    CHECK(stat(cf.model, &st) == 0 && st.st_size > 0 && cf.step == res.train_steps);
+    /* these configs' plain MLPs: a policy file that reads back (what gearbox eval plays) */
+    const int plain = cfg.policy.model.type == GB_MODEL_MLP &&
+                      cfg.policy.model.core == GB_CORE_NONE && gb_mlp_fast();
+    CHECK_MSG(!plain || cf.policy[0], "a plain MLP's checkpoint without a policy file");
+    gb_policy_file pf;
+    if (cf.policy[0] && gb_policy_file_read(cf.policy, &pf, &err) == 0) {
+        CHECK(pf.count > 0 && pf.bytes > 0);
+        gb_policy_file_free(&pf);
+    } else {
+        CHECK_MSG(!cf.policy[0], "%s", err.msg);
+    }
     return test_main_result();
 }

@@ -83,7 +83,7 @@ static int child(int fd)
             fprintf(stderr, "child step: %s\n", err.msg);
             return 4;
         }
-    if (gb_learning_checkpoint(L, model_path, NULL, &err) != 0)
+    if (gb_learning_checkpoint(L, model_path, NULL, NULL, &err) != 0)
         return 5;
     child_report rep = {gb_learning_train_steps(L), learning_params_hash(L)};
     for (; id <= COMMITTED_BEFORE + COMMITTED_AFTER; id++) {

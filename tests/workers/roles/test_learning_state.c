@@ -85,7 +85,7 @@ static void test_replay_column(const char *scratch)
     char path[1024], model[1100];
     snprintf(path, sizeof path, "%s/learning-state-%d.replay", scratch, (int)getpid());
     snprintf(model, sizeof model, "%s.model", path);
-    CHECK_OK(gb_learning_checkpoint(L, model, path, &err));
+    CHECK_OK(gb_learning_checkpoint(L, model, path, NULL, &err));
     gb_replay_selection sel;
     CHECK_OK(gb_replay_selection_init(&sel, ITEMS, &err));
     gb_replay_request req = gb_replay_request_default(ITEMS);
