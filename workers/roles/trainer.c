@@ -372,8 +372,9 @@ static int open_streams(trainer *t, gb_error *err)
 
 /* Trainer 0 holds the learning once it wrote the checkpoint of the held request `hold` (the
  * launcher evaluates it: runtime/streams/runctl.h) and learns again when the launcher releases
- * it; the change is reported at once (*next_report). written: the requests met so far. */
-static void follow_hold(trainer *t, int64_t hold, int64_t written, double *next_report)
+ * it; the change is reported at once (the launcher's go waits for it; a report at the next turn
+ * came after a held step's wait, 0.1 s). written: the requests met so far. */
+static void follow_hold(trainer *t, int64_t hold, int64_t written, double progress)
 {
     int64_t at = hold > 0 && written >= hold ? hold : 0;
     if (at == t->held_at)
@@ -386,7 +387,7 @@ static void follow_hold(trainer *t, int64_t hold, int64_t written, double *next_
                 (long long)at);
     else
         GB_INFO("trainer: learning again from step %lld", step);
-    *next_report = 0;
+    report(t, progress);
 }
 
 /* The training loop, until the learning step says every trainer agreed to stop: trains,
@@ -409,8 +410,9 @@ static int train(trainer *t, gb_error *err)
     int publishing = t->publisher != NULL;
     for (;;) {
         /* a step waits up to 0.1 s for samples; while the run ends, 5 ms, so that the reports
-         * the launcher waits on (chunks_received, every 5 ms below) are not held back */
-        int rc = gb_learning_step(t->learning, reporting_fast ? 0.005 : 0.1,
+         * the launcher waits on (chunks_received, every 5 ms below) are not held back; while
+         * held, 5 ms, so that the release is seen at once */
+        int rc = gb_learning_step(t->learning, reporting_fast || t->held_at ? 0.005 : 0.1,
                                   gb_worker_stopping(w), err);
         if (rc == 2)
             return 0;
@@ -464,7 +466,7 @@ static int train(trainer *t, gb_error *err)
                 return rc;
             next_checkpoint = gb_now_s() + cfg->trainer.checkpoint_every_s;
         }
-        follow_hold(t, hold, checkpoints_seen, &next_report);
+        follow_hold(t, hold, checkpoints_seen, progress);
     }
 }
 
