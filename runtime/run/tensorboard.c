@@ -2,6 +2,7 @@
 #include "runtime/run/tensorboard.h"
 
 #include "runtime/base/crc32c.h"
+#include "runtime/base/le.h"
 #include "runtime/run/tensorboard.pb-c.h"
 
 #include <errno.h>
@@ -30,20 +31,14 @@ uint32_t gb_tensorboard_masked_crc(const void *data, size_t len)
     return ((crc >> 15) | (crc << 17)) + GB_TENSORBOARD_MASK_DELTA;
 }
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 void gb_tensorboard_frame(const void *data, uint64_t len,
                           uint8_t header[GB_TENSORBOARD_HEADER_BYTES],
                           uint8_t footer[GB_TENSORBOARD_FOOTER_BYTES])
 {
     for (int i = 0; i < 8; i++)
         header[i] = (uint8_t)(len >> (8 * i));
-    put_le32(header + 8, gb_tensorboard_masked_crc(header, 8));
-    put_le32(footer, gb_tensorboard_masked_crc(data, (size_t)len));
+    gb_put_le32(header + 8, gb_tensorboard_masked_crc(header, 8));
+    gb_put_le32(footer, gb_tensorboard_masked_crc(data, (size_t)len));
 }
 
 static double wall_now(void)

@@ -3,6 +3,7 @@
 #include "runtime/streams/params_impl.h"
 
 #include "runtime/base/crc32c.h"
+#include "runtime/base/le.h"
 #include "runtime/streams/curve.h"
 
 #include <stdatomic.h>
@@ -116,34 +117,6 @@ int gb_param_layout_check(const gb_param_entry *layout, int n, uint64_t bytes, g
     return 0;
 }
 
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
 int gb_param_layout_encode(const gb_param_entry *layout, int n, unsigned char **raw, size_t *len,
                            gb_error *err)
 {
@@ -155,11 +128,11 @@ int gb_param_layout_encode(const gb_param_entry *layout, int n, unsigned char **
         unsigned char *p = r + (size_t)i * PARAM_RECORD_BYTES;
         const gb_param_entry *e = &layout[i];
         memcpy(p, e->name, strnlen(e->name, GB_PARAM_NAME_MAX));
-        put_u32(p + 128, (uint32_t)e->dtype);
-        put_u32(p + 132, (uint32_t)e->rank);
+        gb_put_le32(p + 128, (uint32_t)e->dtype);
+        gb_put_le32(p + 132, (uint32_t)e->rank);
         for (int d = 0; d < GB_PARAM_MAX_RANK; d++)
-            put_u64(p + 136 + 8 * d, d < e->rank ? (uint64_t)e->shape[d] : 0);
-        put_u64(p + 200, e->offset);
+            gb_put_le64(p + 136 + 8 * d, d < e->rank ? (uint64_t)e->shape[d] : 0);
+        gb_put_le64(p + 200, e->offset);
     }
     *raw = r;
     *len = bytes;
@@ -173,14 +146,14 @@ int gb_param_layout_decode(const void *raw, int n, uint64_t bytes, gb_param_entr
         const unsigned char *p = (const unsigned char *)raw + (size_t)i * PARAM_RECORD_BYTES;
         gb_param_entry *e = &out[i];
         memcpy(e->name, p, GB_PARAM_NAME_MAX);
-        uint32_t dtype = get_u32(p + 128), rank = get_u32(p + 132);
+        uint32_t dtype = gb_get_le32(p + 128), rank = gb_get_le32(p + 132);
         e->dtype = dtype < GB_DTYPE_COUNT ? (gb_dtype)dtype : GB_DTYPE_COUNT;
         e->rank = rank <= GB_PARAM_MAX_RANK ? (int)rank : -1;
         for (int d = 0; d < GB_PARAM_MAX_RANK; d++) {
-            uint64_t v = get_u64(p + 136 + 8 * d);
+            uint64_t v = gb_get_le64(p + 136 + 8 * d);
             e->shape[d] = v > (uint64_t)INT64_MAX ? -1 : (int64_t)v;
         }
-        e->offset = get_u64(p + 200);
+        e->offset = gb_get_le64(p + 200);
     }
     int rc = gb_param_layout_check(out, n, bytes, err);
     if (rc && err)

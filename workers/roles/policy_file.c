@@ -2,6 +2,7 @@
 #include "workers/roles/policy_file.h"
 
 #include "runtime/base/crc32c.h"
+#include "runtime/base/le.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,34 +15,6 @@
 #define MAGIC "GBPOLICY"
 #define FORMAT 1u
 #define HEADER_BYTES 40
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
 
 /* Writes all of len bytes; 0 or errno. */
 static int write_all(int fd, const void *buf, size_t len)
@@ -70,12 +43,12 @@ int gb_policy_file_write(const char *path, uint64_t version, const gb_param_entr
     if ((rc = gb_param_layout_encode(layout, count, &raw, &raw_len, err)))
         return rc;
     memcpy(head, MAGIC, 8);
-    put_u32(head + 8, FORMAT);
-    put_u32(head + 12, (uint32_t)count);
-    put_u64(head + 16, version);
-    put_u64(head + 24, bytes);
-    put_u32(head + 32, gb_crc32c(0, data, (size_t)bytes));
-    put_u32(head + 36, gb_crc32c(0, raw, raw_len));
+    gb_put_le32(head + 8, FORMAT);
+    gb_put_le32(head + 12, (uint32_t)count);
+    gb_put_le64(head + 16, version);
+    gb_put_le64(head + 24, bytes);
+    gb_put_le32(head + 32, gb_crc32c(0, data, (size_t)bytes));
+    gb_put_le32(head + 36, gb_crc32c(0, raw, raw_len));
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
         free(raw);
@@ -130,10 +103,10 @@ int gb_policy_file_read(const char *path, gb_policy_file *out, gb_error *err)
     if (fstat(fileno(fp), &st) != 0 || read_all(fp, head, sizeof head) != 0 ||
         memcmp(head, MAGIC, 8) != 0)
         bad = "not a gearbox policy file";
-    else if (get_u32(head + 8) != FORMAT)
+    else if (gb_get_le32(head + 8) != FORMAT)
         bad = "a format this gearbox does not read";
-    uint32_t count = bad ? 0 : get_u32(head + 12);
-    uint64_t bytes = bad ? 0 : get_u64(head + 24);
+    uint32_t count = bad ? 0 : gb_get_le32(head + 12);
+    uint64_t bytes = bad ? 0 : gb_get_le64(head + 24);
     uint64_t raw_len = (uint64_t)count * GB_PARAM_RECORD_BYTES;
     if (!bad && (count > GB_PARAM_MAX_ENTRIES || bytes > (uint64_t)st.st_size ||
                  (uint64_t)st.st_size != HEADER_BYTES + raw_len + bytes))
@@ -147,8 +120,8 @@ int gb_policy_file_read(const char *path, gb_policy_file *out, gb_error *err)
     }
     if (!bad && !rc && (read_all(fp, raw, raw_len) != 0 || read_all(fp, out->data, bytes) != 0))
         bad = "it ends early";
-    if (!bad && !rc && (gb_crc32c(0, raw, raw_len) != get_u32(head + 36) ||
-                        gb_crc32c(0, out->data, bytes) != get_u32(head + 32)))
+    if (!bad && !rc && (gb_crc32c(0, raw, raw_len) != gb_get_le32(head + 36) ||
+                        gb_crc32c(0, out->data, bytes) != gb_get_le32(head + 32)))
         bad = "a CRC does not match";
     gb_error lerr = {0};
     if (!bad && !rc && gb_param_layout_decode(raw, (int)count, bytes, out->layout, &lerr))
@@ -161,7 +134,7 @@ int gb_policy_file_read(const char *path, gb_policy_file *out, gb_error *err)
         gb_policy_file_free(out);
         return rc;
     }
-    out->version = get_u64(head + 16);
+    out->version = gb_get_le64(head + 16);
     out->count = (int)count;
     out->bytes = bytes;
     return 0;
