@@ -15,6 +15,7 @@
 #include "runtime/run/rundir.h"
 #include "workers/roles/checkpoint_set.h"
 #include "workers/roles/learning.h"
+#include "workers/roles/policy_mlp.h"
 #include "workers/torch/bridge.h"
 
 #include <math.h>
@@ -463,7 +464,7 @@ static void report(const eval_opts *o, const gb_config *cfg, const eval_state *s
 static int wait_for_go(const eval_opts *o, const gb_config *cfg, const eval_state *s)
 {
     gb_error ignored = {0};
-    if (o->libtorch || !gb_eval_policy_in_c(cfg, &s->space))
+    if (o->libtorch || !gb_policy_mlp_plays_fp32(cfg, &s->space))
         gb_torch_load(&ignored);
     char line[16];
     if (!fgets(line, sizeof line, stdin)) {

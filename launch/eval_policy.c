@@ -76,15 +76,6 @@ int gb_eval_policy_find(const char *run_dir, const char *checkpoint, const gb_co
     return rc ? GB_EXIT_USAGE : GB_EXIT_OK;
 }
 
-int gb_eval_policy_in_c(const gb_config *cfg, const gb_torch_space *sp)
-{
-    gb_policy_mlp *m = NULL;
-    gb_error why = {0};
-    int yes = gb_policy_mlp_open_fp32(cfg, sp, 0, &m, &why) == 0;
-    gb_policy_mlp_close(m);
-    return yes;
-}
-
 /* The C policy from ck's policy file. */
 static int open_c(gb_eval_policy *p, const gb_config *cfg, const gb_torch_space *sp,
                   uint64_t seed, const gb_checkpoint_files *ck, gb_error *err)
@@ -109,7 +100,7 @@ int gb_eval_policy_open(const gb_config *cfg, const gb_torch_space *sp, uint64_t
     if (!p)
         return gb_error_set(err, GB_ENOMEM, "eval: out of memory");
     int rc;
-    if (use_c && ck->policy[0] && gb_eval_policy_in_c(cfg, sp))
+    if (use_c && ck->policy[0] && gb_policy_mlp_plays_fp32(cfg, sp))
         rc = open_c(p, cfg, sp, seed, ck, err);
     else if ((rc = gb_torch_set_threads(1, err)) == 0 &&
              (rc = gb_torch_learner_create(cfg, sp, seed, &p->learner, err)) == 0 &&

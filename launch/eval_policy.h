@@ -9,7 +9,7 @@
  * set's model file, as before. For equal inputs both choose equal actions
  * (tests/workers/roles/test_policy_mlp.c compares the two models' forwards); sampled actions
  * draw from the same distribution with another generator.
- * defines: gb_eval_policy, gb_eval_policy_find, gb_eval_policy_in_c, gb_eval_policy_open,
+ * defines: gb_eval_policy, gb_eval_policy_find, gb_eval_policy_open,
  *          gb_eval_policy_act, gb_eval_policy_kernels, gb_eval_policy_close */
 #ifndef GB_LAUNCH_EVAL_POLICY_H
 #define GB_LAUNCH_EVAL_POLICY_H
@@ -30,11 +30,8 @@ typedef struct gb_eval_policy gb_eval_policy;
 int gb_eval_policy_find(const char *run_dir, const char *checkpoint, const gb_config *cfg,
                         gb_checkpoint_files *ck);
 
-/* Whether cfg's model, for the space sp, plays on gearbox's C given a policy file. */
-int gb_eval_policy_in_c(const gb_config *cfg, const gb_torch_space *sp);
-
 /* The policy of checkpoint ck: on gearbox's C when use_c, ck has a policy file and
- * gb_eval_policy_in_c; else libtorch's (loaded now; cfg's devices must be the cpu). Returns 0,
+ * gb_policy_mlp_plays_fp32; else libtorch's (loaded now; cfg's devices must be the cpu). Returns 0,
  * GB_ENOTFOUND (a file of the set is gone: a live run replaced it), GB_ECORRUPT, or the
  * bridge's error. */
 int gb_eval_policy_open(const gb_config *cfg, const gb_torch_space *sp, uint64_t seed, int use_c,

@@ -119,6 +119,11 @@ static int slot_again(gb_joins *j, int role, int again, int proven, gb_registry_
                       char *why, size_t cap)
 {
     gb_error e = {0};
+    if (role != GB_ROLE_TRAINER && role != GB_ROLE_POLICY && role != GB_ROLE_RELAY) {
+        snprintf(why, cap, "only a joined trainer's, policy worker's or relay's slot is asked "
+                 "for again, not a %s's", gb_role_name(role));
+        return GB_EINVAL;
+    }
     int64_t first = role == GB_ROLE_TRAINER  ? j->trainer_first
                     : role == GB_ROLE_POLICY ? j->policy_first
                                              : 1; /* relays: relay 0 is the launcher's */
@@ -128,11 +133,6 @@ static int slot_again(gb_joins *j, int role, int again, int proven, gb_registry_
     int *inc = role == GB_ROLE_TRAINER  ? j->incarnation
                : role == GB_ROLE_POLICY ? j->incarnation + j->trainer_end
                                         : j->incarnation + j->trainer_end + j->policy_end;
-    if (role != GB_ROLE_TRAINER && role != GB_ROLE_POLICY && role != GB_ROLE_RELAY) {
-        snprintf(why, cap, "only a joined trainer's, policy worker's or relay's slot is asked "
-                 "for again, not a %s's", gb_role_name(role));
-        return GB_EINVAL;
-    }
     if (again < first || again >= next) {
         snprintf(why, cap, "%s %d is no slot this run gave a joiner", gb_role_name(role), again);
         return GB_EINVAL;

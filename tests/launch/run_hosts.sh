@@ -29,6 +29,18 @@ start_run() {
 # join NAME HOST ROLE COUNT (netns_lib.sh)
 join() { netns_join "$@"; }
 
+# end_run NAME LABEL: waits for the launcher and the policy and actor joins ($policy_pid,
+# $actors_pid); sets $status, $policy_status, $actors_status and $s (its summary, which must
+# exist)
+end_run() {
+  wait "$launcher"; status=$?
+  wait "$policy_pid"; policy_status=$?
+  wait "$actors_pid"; actors_status=$?
+  tail -4 "$work/$1.log"
+  s=$work/$1/summary.json
+  [ -s "$s" ] || fail "$2: no summary.json"
+}
+
 # ---- run A: solves over tcp, roles on three hosts ----------------------------------------------
 # parameters through a relay a host (parameters.relay per_host): the launcher's on h1, and
 # the one `gearbox join --role policy` starts on h2 for the policy worker there
@@ -41,12 +53,7 @@ nokeys_pid=$!; pids+=("$nokeys_pid")
 wait "$nokeys_pid"; nokeys_status=$?
 [ "$nokeys_status" = 1 ] && grep -q "without --keys" "$work/a_nokeys.log" ||
   fail "a join without the run's keys: exit $nokeys_status, $(tail -2 "$work/a_nokeys.log")"
-wait "$launcher"; status=$?
-wait "$policy_pid"; policy_status=$?
-wait "$actors_pid"; actors_status=$?
-tail -4 "$work/a.log"
-s=$work/a/summary.json
-[ -s "$s" ] || fail "run A: no summary.json"
+end_run a "run A"
 echo "run A: exit $status, $(json_get "$s" exit_reason) after $(json_get "$s" env_steps) env steps," \
      "mean return $(json_get "$s" episode_return_mean); joins exited $policy_status (policy)," \
      "$actors_status (actors)"
@@ -102,12 +109,7 @@ leave_t=$(tail -1 "$work/b/metrics.csv" | cut -d, -f1)
 kill -TERM "$extra_pid"
 pkill -KILL -P "$doomed_pid"; kill -KILL "$doomed_pid"
 wait "$extra_pid"; extra_status=$?
-wait "$launcher"; status=$?
-wait "$policy_pid"; policy_status=$?
-wait "$actors_pid"; actors_status=$?
-tail -3 "$work/b.log"
-s=$work/b/summary.json
-[ -s "$s" ] || fail "run B: no summary.json"
+end_run b "run B"
 echo "run B: exit $status, $(json_get "$s" exit_reason); the h4 actors joined at ${join_t}s," \
      "left at ${leave_t}s (gearbox join on SIGTERM: status $extra_status)"
 [ "$extra_status" = 0 ] || fail "gearbox join on h4 did not leave cleanly on SIGTERM"
@@ -159,12 +161,7 @@ wait_for_log "$work/c_policy.log" "policy 0 started again (incarnation 1" 10 &&
   wait_for_log "$work/c_policy.log" "relay 1 started again (incarnation 1" 10 ||
   fail "run C: gearbox join did not start h2's workers again: $(tail -5 "$work/c_policy.log")"
 restarted_t=$(tail -1 "$work/c/metrics.csv" | cut -d, -f1)
-wait "$launcher"; status=$?
-wait "$policy_pid"; policy_status=$?
-wait "$actors_pid"; actors_status=$?
-tail -3 "$work/c.log"
-s=$work/c/summary.json
-[ -s "$s" ] || fail "run C: no summary.json"
+end_run c "run C"
 echo "run C: exit $status, $(json_get "$s" exit_reason); h2's workers started again at" \
      "${restarted_t}s; joins exited $policy_status (policy), $actors_status (actors)"
 [ "$status" = 0 ] && [ "$(json_get "$s" exit_reason)" = max_seconds ] || fail "run C did not end normally"

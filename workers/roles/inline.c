@@ -15,12 +15,10 @@
 #include "workers/roles/learning.h"
 #include "workers/roles/policy_mlp.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 /* Everything the run owns; freed in one place. */
 typedef struct inline_run {
@@ -174,10 +172,9 @@ static int write_metrics(inline_run *r, const gb_acting_stats *st, double t, gb_
 static int save_checkpoint(inline_run *r, gb_error *err)
 {
     char dir[GB_RUNDIR_PATH_MAX];
-    if (snprintf(dir, sizeof dir, "%s/checkpoints", r->rd->path) >= (int)sizeof dir)
-        return gb_error_set(err, GB_EINVAL, "inline: checkpoint path too long");
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return gb_error_errno(err, "inline: mkdir %s", dir);
+    int rc = gb_rundir_file(r->rd, "checkpoints", dir, sizeof dir, err); /* made with the run */
+    if (rc)
+        return rc;
     const int with = r->writes_policy ? GB_CHECKPOINT_POLICY : 0;
     return gb_checkpoint_write(dir, "trainer-0", gb_learning_train_steps(r->learning), with,
                                gb_learning_write_set, r->learning, err);

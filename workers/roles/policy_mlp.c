@@ -181,6 +181,15 @@ int gb_policy_mlp_open_fp32(const gb_config *cfg, const gb_torch_space *sp, uint
     return rc;
 }
 
+int gb_policy_mlp_plays_fp32(const gb_config *cfg, const gb_torch_space *sp)
+{
+    gb_policy_mlp *m = NULL;
+    gb_error why = {0};
+    int yes = gb_policy_mlp_open_fp32(cfg, sp, 0, &m, &why) == 0;
+    gb_policy_mlp_close(m);
+    return yes;
+}
+
 void gb_policy_mlp_close(gb_policy_mlp *m)
 {
     if (!m)

@@ -13,7 +13,8 @@
  * test_policy_mlp.c compares them). The random numbers are this model's own generator's
  * (runtime/base/rng.h), seeded like the bridge model's: a seed still fixes every action.
  * Not thread-safe: one caller at a time (the policy worker's inference thread).
- * defines: gb_policy_mlp, gb_policy_mlp_open, gb_policy_mlp_open_fp32, gb_policy_mlp_close,
+ * defines: gb_policy_mlp, gb_policy_mlp_open, gb_policy_mlp_open_fp32,
+ *          gb_policy_mlp_plays_fp32, gb_policy_mlp_close,
  *          gb_policy_mlp_layout, gb_policy_mlp_import, gb_policy_mlp_act, gb_policy_mlp_kernels */
 #ifndef GB_WORKERS_ROLES_POLICY_MLP_H
 #define GB_WORKERS_ROLES_POLICY_MLP_H
@@ -40,6 +41,10 @@ void gb_policy_mlp_close(gb_policy_mlp *m);
  * policy files (workers/roles/policy_file.h) play it. */
 int gb_policy_mlp_open_fp32(const gb_config *cfg, const gb_torch_space *sp, uint64_t seed,
                             gb_policy_mlp **out, gb_error *err);
+
+/* Whether gb_policy_mlp_open_fp32 takes cfg's model for the space sp: a trainer's checkpoints
+ * then carry a policy file, and `gearbox eval` plays it without libtorch. */
+int gb_policy_mlp_plays_fp32(const gb_config *cfg, const gb_torch_space *sp);
 
 /* The flat parameter buffer's table (owned by m) and its size: gb_torch_model_layout's. */
 void gb_policy_mlp_layout(const gb_policy_mlp *m, const gb_param_entry **table, int *count,

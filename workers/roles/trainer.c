@@ -222,17 +222,6 @@ static void continue_versions(trainer *t)
     gb_learning_set_version(L, (uint64_t)last + 1);
 }
 
-/* Whether this trainer's sets carry a policy file: its model is one the policy workers play on
- * gearbox's C (policy_mlp.h, in fp32 as the learner holds it), so `gearbox eval` can too. */
-static int plays_in_c(const trainer *t)
-{
-    gb_policy_mlp *m = NULL;
-    gb_error why = {0};
-    int yes = gb_policy_mlp_open_fp32(t->w->cfg, &t->space, 0, &m, &why) == 0;
-    gb_policy_mlp_close(m);
-    return yes;
-}
-
 /* Says in a report at once what this trainer writes now (the metric "writing": 1 its checkpoint,
  * 2 --record's dataset, 0 nothing): a stop waits for a trainer writing (launch/run_drain.c,
  * launch.stop_checkpoint_s). */
@@ -319,7 +308,7 @@ static int open_learning(trainer *t, gb_error *err)
     continue_versions(t);
     if ((rc = make_param_buffer(t, err)))
         return rc;
-    t->writes_policy = plays_in_c(t);
+    t->writes_policy = gb_policy_mlp_plays_fp32(cfg, &t->space);
     return w->record_dir ? gb_trainer_record_open(t, err) : 0;
 }
 
