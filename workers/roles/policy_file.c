@@ -2,10 +2,10 @@
 #include "workers/roles/policy_file.h"
 
 #include "runtime/base/crc32c.h"
+#include "runtime/base/file.h"
 #include "runtime/base/le.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,22 +15,6 @@
 #define MAGIC "GBPOLICY"
 #define FORMAT 1u
 #define HEADER_BYTES 40
-
-/* Writes all of len bytes; 0 or errno. */
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return w < 0 ? errno : ENOSPC;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
 
 int gb_policy_file_write(const char *path, uint64_t version, const gb_param_entry *layout,
                          int count, const void *data, uint64_t bytes, gb_error *err)
@@ -49,30 +33,11 @@ int gb_policy_file_write(const char *path, uint64_t version, const gb_param_entr
     gb_put_le64(head + 24, bytes);
     gb_put_le32(head + 32, gb_crc32c(0, data, (size_t)bytes));
     gb_put_le32(head + 36, gb_crc32c(0, raw, raw_len));
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        free(raw);
-        return gb_error_set(err, GB_EINVAL, "policy file: path too long: %s", path);
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int e = fd < 0 ? errno : 0;
-    if (!e)
-        e = write_all(fd, head, sizeof head);
-    if (!e)
-        e = write_all(fd, raw, raw_len);
-    if (!e)
-        e = write_all(fd, data, (size_t)bytes);
-    if (!e && fsync(fd) != 0)
-        e = errno;
-    if (fd >= 0 && close(fd) != 0 && !e)
-        e = errno;
-    if (!e && rename(tmp, path) != 0)
-        e = errno;
+    gb_file_part parts[] = {{head, sizeof head}, {raw, raw_len}, {data, (size_t)bytes}};
+    int e = gb_file_write_atomic(path, parts, 3);
     free(raw);
-    if (e) {
-        unlink(tmp);
+    if (e)
         return gb_error_set(err, GB_EIO, "policy file: write %s: %s", path, strerror(e));
-    }
     return 0;
 }
 

@@ -8,7 +8,7 @@
  * The file (little-endian): "GBPOLICY", u32 format (1), u32 entries, u64 version, u64 data
  * bytes, u32 CRC-32C of the data, u32 CRC-32C of the layout records; then the layout, entries
  * records of GB_PARAM_RECORD_BYTES; then the data. It is written to a temporary file, fsynced
- * and renamed (the checkpoint set's writer contract, workers/roles/checkpoint_set.h).
+ * and renamed (runtime/base/file.h).
  * defines: gb_policy_file, gb_policy_file_write, gb_policy_file_read, gb_policy_file_free */
 #ifndef GB_WORKERS_ROLES_POLICY_FILE_H
 #define GB_WORKERS_ROLES_POLICY_FILE_H

@@ -1,0 +1,65 @@
+/* runtime/base/file.c: a file written whole or not at all (see file.h). */
+#include "runtime/base/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Writes all of len bytes; 0 or errno. */
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : ENOSPC;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* fsyncs the folder path is in (the rename itself survives a crash); a folder that cannot be
+ * opened is not an error: the file is written. */
+static void sync_folder(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+int gb_file_write_atomic(const char *path, const gb_file_part *parts, int n)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int e = fd < 0 ? errno : 0;
+    for (int i = 0; i < n && !e; i++)
+        e = write_all(fd, parts[i].p, parts[i].n);
+    if (!e && fsync(fd) != 0)
+        e = errno;
+    if (fd >= 0 && close(fd) != 0 && !e)
+        e = errno;
+    if (!e && rename(tmp, path) != 0)
+        e = errno;
+    if (e) {
+        if (fd >= 0)
+            unlink(tmp);
+        return e;
+    }
+    sync_folder(path);
+    return 0;
+}
