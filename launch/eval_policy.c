@@ -3,6 +3,7 @@
 
 #include "launch/commands.h"
 #include "launch/json.h"
+#include "workers/roles/learner_file.h"
 #include "workers/roles/policy_file.h"
 #include "workers/roles/policy_mlp.h"
 
@@ -104,7 +105,7 @@ int gb_eval_policy_open(const gb_config *cfg, const gb_torch_space *sp, uint64_t
         rc = open_c(p, cfg, sp, seed, ck, err);
     else if ((rc = gb_torch_set_threads(1, err)) == 0 &&
              (rc = gb_torch_learner_create(cfg, sp, seed, &p->learner, err)) == 0 &&
-             (rc = gb_torch_learner_load(p->learner, ck->model, err)) != 0)
+             (rc = gb_learner_checkpoint_load(p->learner, cfg, ck->model, err)) != 0)
         gb_error_prefix(err, "loading %s", ck->model);
     if (rc) {
         gb_eval_policy_close(p);
