@@ -43,13 +43,14 @@ last=$(python3 -c 'import csv, sys; print(int(float(list(csv.DictReader(open(sys
 [ "$last" = "$steps" ] || fail "metrics.csv's last row has $last env steps, summary.json $steps"
 check_ledger "$s"
 [ -z "$(run_processes "$work/run")" ] || fail "workers still running after the run ended"
-# a trainer that learned without libtorch (workers/roles/learning.h) had libtorch loaded to
-# write its checkpoints: before its final checkpoint at the latest; EXPECT_TRAINER_LOG (the
-# test's environment): a line its log must have
+# a trainer that learned without libtorch (workers/roles/learning.h) wrote its checkpoints' model
+# files itself (workers/roles/learner_file.h); EXPECT_TRAINER_LOG (the test's environment): a
+# line its log must have
 t="$work/run/logs/trainer-0.log"
-if grep -q "libtorch, once loaded, only writes the checkpoints" "$t"; then
-  grep -q "libtorch loaded in [0-9.]* s, after [0-9]* training steps; it writes" "$t" ||
-    fail "the trainer learned without libtorch and never loaded it for its checkpoints"
+if grep -q "gearbox C, libtorch loaded only for its BLAS" "$t"; then
+  for m in "$work"/run/checkpoints/trainer-0.*.model; do
+    [ "$(head -c 8 "$m")" = GBLEARNR ] || fail "$m is not a learner file"
+  done
 fi
 if [ -n "${EXPECT_TRAINER_LOG:-}" ]; then
   grep -q "$EXPECT_TRAINER_LOG" "$t" || fail "logs/trainer-0.log lacks '$EXPECT_TRAINER_LOG'"

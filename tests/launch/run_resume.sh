@@ -63,7 +63,7 @@ want=$(echo "$ckpt" | sed 's/.*replay \([0-9]*\) items, digest \([0-9a-f]*\)/\1 
 grep -q "model and optimiser restored from .*trainer-0.step$want_steps-[0-9]*.model ($want_steps training steps)" \
   "$run/logs/trainer-0.log" || fail "the model was not restored from step $want_steps"
 # a DQN trainer of a plain MLP goes on in gearbox's C from the restored state
-# (workers/roles/learning.h, "The start without libtorch")
+# (workers/roles/learning.h, "The learning without libtorch")
 grep -q "restored from the checkpoint at training step $want_steps; the learning goes on in" \
   "$run/logs/trainer-0.log" || fail "the restored DQN learner did not go on in gearbox's C"
 got=$(grep -o "replay restored from .*: [0-9]* items, digest [0-9a-f]*" "$run/logs/trainer-0.log" | tail -1)

@@ -1,7 +1,7 @@
 /* workers/roles/dqn_mlp.h: DQN's learner for a plain MLP without libtorch, which a lone trainer
  * trains on from its first step to its last (a restored one from the checkpoint's state on),
- * libtorch's learner only writing the checkpoints from its state (workers/roles/learning.h,
- * "The start without libtorch"); PPO's is ppo_mlp.h.
+ * writing its checkpoints itself (workers/roles/learning.h, "The learning without libtorch");
+ * PPO's is ppo_mlp.h.
  *
  * What it learns is what the bridge's DQN learner learns with trainer.kernels gearbox for the
  * same configuration (dqn.cpp's dqn_train with dqn_kernels_step): the same Q network

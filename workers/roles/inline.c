@@ -2,7 +2,7 @@
  * learning (workers/roles/learning.h) in one loop, in one process, through the same replay and rate
  * limiter as a distributed trainer: the reference the distributed mode is compared against. A plain
  * MLP acts without libtorch (workers/roles/policy_mlp.h, the learner's parameters imported at each
- * new version) while the learner does too (learning.h, "The start without libtorch"): the run
+ * new version) while the learner does too (learning.h, "The learning without libtorch"): the run
  * starts stepping at once instead of after libtorch's load. */
 #include "workers/roles/inline.h"
 

@@ -5,6 +5,7 @@
 #include "envs/host.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
+#include "workers/roles/learner_file.h"
 #include "workers/roles/policy_file.h"
 
 #include <math.h>
@@ -57,7 +58,7 @@ int gb_learning_create(const gb_learning_opts *o, gb_learning **out, gb_error *e
              (rc = gb_torch_set_threads((int)cfg->trainer.threads, err)) == 0)
         rc = gb_torch_learner_create(cfg, o->space, o->learner_seed, &L->learner, err);
     if (rc == 0 && !early && o->model_checkpoint) {
-        rc = gb_torch_learner_load(L->learner, o->model_checkpoint, err);
+        rc = gb_learner_checkpoint_load(L->learner, cfg, o->model_checkpoint, err);
         if (rc == 0) {
             L->train_steps = gb_torch_learner_train_steps(L->learner);
             L->restored = 1;
@@ -143,7 +144,7 @@ gb_torch_model *gb_learning_model(gb_learning *L)
 void gb_learning_param_layout(const gb_learning *L, const gb_param_entry **table, int *count,
                               uint64_t *total)
 {
-    if (L->early) { /* the same as the bridge's (checked once both exist) */
+    if (L->early) { /* laid out as the bridge's model is */
         *table = L->early->layout;
         *count = L->early->nlayout;
         *total = L->early->total;
@@ -176,7 +177,7 @@ void gb_learning_set_version(gb_learning *L, uint64_t version)
 const char *gb_learning_kernels(const gb_learning *L)
 {
     if (L->early_live)
-        return "gearbox C; libtorch, once loaded, only writes the checkpoints";
+        return "gearbox C, libtorch loaded only for its BLAS where a layer is 128 wide or more";
     return gb_torch_learner_kernels(L->learner);
 }
 const gb_torch_stats *gb_learning_last(const gb_learning *L) { return &L->last; }
@@ -417,10 +418,8 @@ const char *gb_learning_collect_path(const gb_learning *L)
 int gb_learning_checkpoint(gb_learning *L, const char *model_path, const char *replay_path,
                            const char *policy_path, gb_error *err)
 {
-    gb_torch_learner *saver; /* the bridge writes the checkpoint */
-    int rc = gb_learning_early_sync(L, &saver, err);
-    if (rc == 0)
-        rc = gb_torch_learner_save(saver, model_path, err);
+    int rc = L->early_live ? gb_learning_early_save(L, model_path, err)
+                           : gb_torch_learner_save(L->learner, model_path, err);
     if (rc == 0 && replay_path)
         rc = gb_replay_checkpoint(L->replay, replay_path, err);
     if (rc == 0 && policy_path) {

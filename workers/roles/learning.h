@@ -28,21 +28,21 @@
  * floor is the one the learner will have when it trains. A machine or build without CUDA
  * refuses cuda (GB_EUNSUPPORTED, saying which part is missing), never runs it on the host.
  *
- * The start without libtorch: a trainer, or inline mode that acts without libtorch (acts_in_c),
- * that starts fresh (no checkpoint to restore), alone (trainer.count 1), with PPO, DQN or SAC on
- * a model workers/roles/ppo_mlp.h, dqn_mlp.h or sac_mlp.h can train as the bridge would (the
- * classic-control configs'), trains from its first step on that learner in C while a thread
- * loads the bridge module (libtorch: 0.4-0.6 s on the 2-core development machine; started at
- * the first step, after the trainer's own threads) and makes the bridge's learner. The C learner
- * trains for the whole run: its checkpoint state is the bridge's (parameters, Adam's, the
+ * The learning without libtorch: a trainer, or inline mode that acts without libtorch
+ * (acts_in_c), alone (trainer.count 1), with PPO, DQN or SAC on a model workers/roles/ppo_mlp.h,
+ * dqn_mlp.h or sac_mlp.h can train as the bridge would (the classic-control configs'), trains
+ * from its first step to its last on that learner in C, and writes its checkpoints' model file
+ * itself (workers/roles/learner_file.h): its state is the bridge's (parameters, Adam's, the
  * counters, DQN's target network, SAC's critics, their targets and its temperature; PPO's
  * shuffles and SAC's noise are drawn from a stream of the seed and the training step, so no
- * generator state is missing), and each checkpoint copies it into the bridge's learner, which
- * writes it (a checkpoint before the load waits for it). A restored trainer (a resume, a
- * restart) loads the checkpoint into the bridge's learner and goes on in C from its state. Once
- * loaded, libtorch's BLAS computes the C learner's large products, as the bridge's learners'.
- * The layout and exported parameters are the same either side. Every other configuration loads
- * the bridge in create, as before.
+ * generator state is missing). Such a trainer never loads libtorch (0.4-0.6 s and about 150 MB
+ * on the 2-core development machine) unless a layer is 128 wide or more: then a thread started
+ * at the first step loads it, and its BLAS computes the C learner's large products once
+ * loaded, as the bridge's learners'. A restored trainer (a resume, a restart) goes on in C from
+ * a learner file, or from libtorch's checkpoint (an older run's, one of libtorch's learner)
+ * loaded into the bridge's learner; a learner of libtorch restores from either
+ * (gb_learner_checkpoint_load). The layout and exported parameters are the same either side.
+ * Every other configuration loads the bridge in create, as before.
  * defines: gb_learning, gb_learning_opts, gb_learning_*, gb_learning_space */
 #ifndef GB_WORKERS_LEARNING_H
 #define GB_WORKERS_LEARNING_H
@@ -73,7 +73,7 @@ typedef struct gb_learning_opts {
     uint64_t learner_seed, replay_seed;
     int inline_mode; /* 1: one thread both inserts and samples: nothing may wait (below) */
     int acts_in_c;   /* inline mode: the caller acts without libtorch (policy_mlp.h), so the
-                      * learning may too (above, "The start without libtorch") */
+                      * learning may too (above, "The learning without libtorch") */
     gb_group *group; /* several trainers: this rank's group (not owned); NULL: one trainer */
     uint64_t shared_seed; /* several trainers: the same on every rank (the global draw) */
     /* Surviving a trainer crash (both optional). replay_shm_name: the replay lives in this

@@ -1,13 +1,13 @@
 /* workers/roles/learning_internal.h: the learning step's state, shared by its files:
  * learning.c (create, insert, the step, checkpoints), learning_collect.c (how a selected
  * batch reaches the learner: host staging, the device gather, frame stacks) and
- * learning_early.c (the start without libtorch). Calls go one way: learning.c ->
+ * learning_early.c (the learning without libtorch). Calls go one way: learning.c ->
  * learning_collect.c, learning_early.c.
  * defines: gb_learning (the struct), batch_slot, gb_learning_host_dst, gb_learning_rebuild_obs,
  *          gb_learning_collect_slot, gb_learning_finish_slot, gb_learning_alloc_staging,
  *          gb_learning_free_slot, gb_learning_open_device, gb_learning_batch_view,
  *          gb_learning_early_open, gb_learning_early_train, gb_learning_early_poll,
- *          gb_learning_early_sync, gb_learning_early_resume, gb_learning_early_close */
+ *          gb_learning_early_save, gb_learning_early_resume, gb_learning_early_close */
 #ifndef GB_WORKERS_LEARNING_INTERNAL_H
 #define GB_WORKERS_LEARNING_INTERNAL_H
 
@@ -82,25 +82,21 @@ struct gb_learning {
     int restored; /* the learner came from opts.model_checkpoint */
     gb_torch_stats last;
     /* The learning without libtorch (learning.h; learning_early.c): early_ppo, early_dqn or
-     * early_sac trains for the whole run while the loader thread loads the bridge and makes its
-     * learner (loaded, or load_err), which writes the checkpoints from early's state. early is
-     * its network and counters; it stays (its layout is the one the trainer publishes with)
-     * until destroy. */
+     * early_sac trains for the whole run and writes the checkpoints (learner_file.h); where a
+     * layer is 128 wide or more, the loader thread loads libtorch for its BLAS (load_rc,
+     * load_err: its failure, which leaves the C products). early is its network and counters. */
     gb_ppo_mlp *early_ppo;
     gb_dqn_mlp *early_dqn;
     gb_sac_mlp *early_sac;
     gb_flat_mlp *early;
     int early_live;   /* early trains (learner is NULL) */
     pthread_t loader;
-    int loader_started; /* at the first step or checkpoint (learning_early.c: start_loader) */
+    int loader_started; /* at the first step (learning_early.c: start_loader) */
     int loader_live;    /* started and not yet joined */
     atomic_int loader_done;
-    gb_torch_learner *loaded;
-    int load_rc;        /* the load's, or the state copy's: early goes on training */
+    int load_rc;
     gb_error load_err;
     double load_s;      /* how long the load took */
-    gb_torch_space space;
-    uint64_t learner_seed;
 };
 
 /* The host destinations of a slot (every column on the cpu; the small ones with cuda) into dst;
@@ -129,21 +125,21 @@ void gb_learning_free_slot(const gb_learning *L, batch_slot *s);
 int gb_learning_open_device(gb_learning *L, gb_error *err);
 
 /* The learning without libtorch (learning_early.c). open: when o allows it (learning.h), makes
- * L->early (PPO's, DQN's or SAC's learner) to train from the first step to the last: 1; 0 when
- * o does not allow it (nothing made); or an error. train: gb_torch_learner_train's contract for
- * early, the stats into L->last. poll (at each step): starts the loader thread the first time and
- * joins it once it is done; 0, or an error (the bridge failed to load, or its learner does not
- * fit early's state: early trains on, and every later call returns the same error). sync (a
- * checkpoint): waits for the load, copies early's state into the bridge's learner and says
- * which learner writes the checkpoint (that one). resume: after L->learner was restored from a
- * checkpoint, early continues from its state (gb_torch_learner_get_flat; the restored learner
- * writes the next checkpoints): 1; 0 when o does not allow it or the states do not fit
- * (L->learner trains on, as before); or an error (memory). close: joins the loader and frees
- * both. */
+ * L->early (PPO's, DQN's or SAC's learner) to train from the first step to the last, restored
+ * from o's model checkpoint when that is a learner file: 1; 0 when o does not allow it or the
+ * checkpoint is libtorch's (nothing made); or an error (a learner file of another
+ * configuration, or corrupt). train: gb_torch_learner_train's contract for early, the stats into
+ * L->last. poll (at each step): where a layer is 128 wide or more, starts the loader thread the
+ * first time and, once it is done, gives the C learner libtorch's BLAS; a failed load is
+ * logged, not an error (the C products are slower there, not wrong); returns 0. save (a
+ * checkpoint): early's state as the learner file at path. resume: after L->learner was
+ * restored from libtorch's checkpoint, early continues from its state and L->learner is
+ * destroyed: 1; 0 when o does not allow it or the states do not fit (L->learner trains on, as
+ * before); or an error (memory). close: joins the loader and frees early. */
 int gb_learning_early_open(gb_learning *L, const gb_learning_opts *o, gb_error *err);
 int gb_learning_early_train(gb_learning *L, const gb_torch_batch *b, float *prio, gb_error *err);
 int gb_learning_early_poll(gb_learning *L, gb_error *err);
-int gb_learning_early_sync(gb_learning *L, gb_torch_learner **saver, gb_error *err);
+int gb_learning_early_save(gb_learning *L, const char *path, gb_error *err);
 int gb_learning_early_resume(gb_learning *L, const gb_learning_opts *o, gb_error *err);
 void gb_learning_early_close(gb_learning *L);
 

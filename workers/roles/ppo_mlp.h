@@ -1,7 +1,6 @@
 /* workers/roles/ppo_mlp.h: PPO's learner for a plain MLP without libtorch, which a lone trainer
  * trains on from its first step to its last (a restored one from the checkpoint's state on),
- * libtorch's learner only writing the checkpoints from its state (workers/roles/learning.h,
- * "The start without libtorch").
+ * writing its checkpoints itself (workers/roles/learning.h, "The learning without libtorch").
  * Loading libtorch takes 0.4-0.6 s of a trainer's start on the 2-core development machine (289
  * libraries, its operator registration), a third of a CartPole run; the policy worker serves
  * without it (policy_mlp.h) and waits for the trainer's first parameters.

@@ -196,6 +196,7 @@ void gb_sac_mlp_close(gb_sac_mlp *s)
 
 gb_flat_mlp *gb_sac_mlp_net(gb_sac_mlp *s) { return &s->f; }
 float *gb_sac_mlp_target(gb_sac_mlp *s) { return s->tq; }
+int64_t gb_sac_mlp_target_floats(const gb_sac_mlp *s) { return s->q_n; }
 
 void gb_sac_mlp_set_noise(gb_sac_mlp *s, void (*fill)(void *ctx, float *out, int64_t n),
                           void *ctx)

@@ -1,7 +1,7 @@
 /* workers/roles/sac_mlp.h: SAC's learner for a plain MLP without libtorch, which a lone trainer
  * trains on from its first step to its last (a restored one from the checkpoint's state on),
- * libtorch's learner only writing the checkpoints from its state (workers/roles/learning.h,
- * "The start without libtorch"); PPO's is ppo_mlp.h, DQN's dqn_mlp.h.
+ * writing its checkpoints itself (workers/roles/learning.h, "The learning without libtorch");
+ * PPO's is ppo_mlp.h, DQN's dqn_mlp.h.
  *
  * What it learns is what the bridge's SAC learner learns with trainer.kernels gearbox for the
  * same configuration (sac.cpp's sac_train with sac_kernels.cpp's steps): the same actor
@@ -28,7 +28,7 @@
  * and one step count; the target critics (gb_sac_mlp_target) are laid out as the critics.
  * Not thread-safe: one caller at a time.
  * defines: gb_sac_mlp, gb_sac_mlp_open, gb_sac_mlp_close, gb_sac_mlp_train, gb_sac_mlp_net,
- *          gb_sac_mlp_target, gb_sac_mlp_set_noise */
+ *          gb_sac_mlp_target, gb_sac_mlp_target_floats, gb_sac_mlp_set_noise */
 #ifndef GB_WORKERS_ROLES_SAC_MLP_H
 #define GB_WORKERS_ROLES_SAC_MLP_H
 
@@ -62,6 +62,8 @@ gb_flat_mlp *gb_sac_mlp_net(gb_sac_mlp *s);
 
 /* The target critics' parameters: as many floats as the critics' block, in its order. */
 float *gb_sac_mlp_target(gb_sac_mlp *s);
+/* How many: the critics' block's floats. */
+int64_t gb_sac_mlp_target_floats(const gb_sac_mlp *s);
 
 /* The standard-normal noise of every draw from now on from fill (ctx, out, n: n floats, the
  * draw's [rows][action_dim]) instead of the generator (NULL: the generator again): a test's

@@ -1,6 +1,6 @@
 /* tests/workers/roles/learning_test_util.h: what the learning step's tests compare learners by:
  * a hash of the parameters as the trainer exports them, whichever learner holds them (the one
- * without libtorch, or the bridge's: workers/roles/learning.h, "The start without libtorch").
+ * without libtorch, or the bridge's: workers/roles/learning.h, "The learning without libtorch").
  * defines: learning_params_hash */
 #ifndef GB_TESTS_WORKERS_ROLES_LEARNING_TEST_UTIL_H
 #define GB_TESTS_WORKERS_ROLES_LEARNING_TEST_UTIL_H
