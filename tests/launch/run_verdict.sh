@@ -5,7 +5,7 @@
 #      stochastic policy's training episodes reach it (a random CartPole episode lasts about 22
 #      steps), its deterministic policy does not (about 10 at seed 2: some initial weights'
 #      greedy policies balance for hundreds of steps, e.g. seeds 1 and 3 of the trainer's
-#      start without libtorch, 3, 4 and 6 of libtorch's). With evaluations on
+#      learning without libtorch, 3, 4 and 6 of libtorch's). With evaluations on
 #      (experiment.eval_every) the run must not end solved: it evaluates as soon as the
 #      training episodes reach the target, finds the policy short, goes on to max_seconds, and
 #      summary.json says solved_by "evaluation" with that evaluation's figures.

@@ -158,7 +158,7 @@ status=$?
 
 # 5. the run says solved (its training episodes), its policy does not: lr 0 keeps the initial
 # weights, whose near-uniform draws last about 22 steps and whose greedy policy at seed 1 falls
-# over sooner (libtorch's learner's weights: trainer.kernels libtorch; the start without
+# over sooner (libtorch's learner's weights: trainer.kernels libtorch; the learning without
 # libtorch draws other ones, which at seed 1 happen to balance for 300-odd steps)
 nolearn=(--set trainer.algorithm.lr=0 --set experiment.target_return=20
          --set trainer.kernels=libtorch)

@@ -15,6 +15,7 @@
 #include "test.h"
 #include "tests/workers/roles/learning_test_util.h"
 #include "workers/roles/acting.h"
+#include "workers/roles/learner_file.h"
 #include "workers/roles/learning.h"
 #include "workers/roles/worker.h"
 
@@ -171,7 +172,8 @@ int main(int argc, char **argv)
     CHECK_EQ_INT(gb_learning_train_steps(L), rep.train_steps);
     CHECK(learning_params_hash(L) == rep.checksum && rep.checksum != 0);
     /* a lone trainer of a plain MLP (DQN's, SAC's) goes on in gearbox's C from the restored
-     * state: the bridge's learner only writes the checkpoints (workers/roles/learning.h) */
+     * state, a learner file (workers/roles/learning.h, "The learning without libtorch") */
+    CHECK(gb_learner_file_is(model_path));
     CHECK(gb_learning_learner(L) == NULL);
     /* Training goes on over the recovered items. */
     CHECK_EQ_INT(gb_learning_step(L, 0, 0, &err), 1);
