@@ -252,7 +252,7 @@ void gb_learning_early_close(gb_learning *L)
     if (L->loader_live)
         pthread_join(L->loader, NULL);
     L->loader_live = 0;
-    if (L->early_live)
+    if (L->early_live && L->early->train_steps > 0) /* (not a restore that failed) */
         GB_INFO("learning: trained in gearbox's C to training step %lld; libtorch %s",
                 (long long)L->early->train_steps,
                 gb_torch_loaded() ? "was loaded in this process" : "was never loaded");
