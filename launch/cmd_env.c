@@ -5,20 +5,28 @@
 #include "envs/host.h"
 #include "launch/cli.h"
 #include "launch/commands.h"
+#include "runtime/run/rundir.h"
+#include "workers/roles/worker.h"
+#include "workers/torch/bridge.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void env_usage(FILE *out)
 {
     fprintf(out,
             "usage: gearbox env list\n"
+            "       gearbox env spec CONFIG|RUN_DIR\n"
             "       gearbox env check PLUGIN.so|NAME [--args KEY=VALUE ...]\n"
             "                         [--wrap KEY=VALUE ...] [--seed N]\n"
             "                         [--steps N] [--max-episode-steps N] [--seconds S]\n"
             "                         [--timeout S] [--no-fork]\n\n"
             "list   the built-in environments with their spaces and time limits\n"
+            "spec   the spaces a config's environment (with its arguments and wrappers) gives the\n"
+            "       networks, as one JSON object: observation dtype and shape, agents, the\n"
+            "       action space (discrete n, or a box's dimensions and bounds)\n"
             "check  load an environment (a plugin path, or a built-in name) and check it: its\n"
             "       interface and spaces; N random-action steps on two copies with the same seed\n"
             "       in lockstep (they must agree bit for bit; NaN or infinite values, flags other\n"
@@ -230,6 +238,54 @@ static int env_check(int argc, char **argv)
     return GB_EXIT_OK;
 }
 
+/* gearbox env spec: what a program outside gearbox needs to play a run's policy beside the
+ * policy file (launch/python/gearbox/policy.py): the space the networks see and emit. */
+static int env_spec(int argc, char **argv)
+{
+    if (argc != 2) {
+        env_usage(stderr);
+        return GB_EXIT_USAGE;
+    }
+    static gb_config cfg; /* large */
+    char path[4096];
+    const char *config = argv[1];
+    struct stat st;
+    if (stat(config, &st) == 0 && S_ISDIR(st.st_mode)) { /* a run directory: its config */
+        snprintf(path, sizeof path, "%s/config.yaml", config);
+        config = path;
+    }
+    gb_error err = {0};
+    gb_env_spec spec;
+    gb_torch_space sp;
+    int rc = gb_config_read(&cfg, config, NULL, 0, &err);
+    if (rc == 0)
+        rc = gb_worker_env_space(&cfg, &spec, &sp, &err);
+    if (rc) {
+        fprintf(stderr, "gearbox env spec: %s\n", err.msg);
+        return rc == GB_EIO || rc == GB_ENOMEM ? GB_EXIT_FAILURE : GB_EXIT_USAGE;
+    }
+    printf("{\"env\": ");
+    gb_rundir_json_string(stdout, cfg.env.name);
+    printf(", \"agents\": %d, \"observation\": {\"dtype\": \"%s\", \"shape\": [", spec.agents,
+           gb_dtype_name(sp.obs_dtype));
+    for (int d = 0; d < sp.obs_ndim; d++)
+        printf("%s%lld", d ? ", " : "", (long long)sp.obs_shape[d]);
+    if (sp.discrete) {
+        printf("]}, \"action\": {\"kind\": \"discrete\", \"n\": %lld}}\n",
+               (long long)sp.n_actions);
+        return GB_EXIT_OK;
+    }
+    printf("]}, \"action\": {\"kind\": \"box\", \"dim\": %lld, \"low\": [",
+           (long long)sp.action_dim);
+    for (int64_t i = 0; i < sp.action_dim; i++)
+        printf("%s%.9g", i ? ", " : "", (double)sp.action_low[i]);
+    printf("], \"high\": [");
+    for (int64_t i = 0; i < sp.action_dim; i++)
+        printf("%s%.9g", i ? ", " : "", (double)sp.action_high[i]);
+    printf("]}}\n");
+    return GB_EXIT_OK;
+}
+
 int gb_cmd_env(int argc, char **argv)
 {
     if (argc < 2 || gb_wants_help(argc, argv)) {
@@ -240,6 +296,8 @@ int gb_cmd_env(int argc, char **argv)
         return env_list();
     if (strcmp(argv[1], "check") == 0)
         return env_check(argc - 1, argv + 1);
+    if (strcmp(argv[1], "spec") == 0)
+        return env_spec(argc - 1, argv + 1);
     fprintf(stderr, "gearbox env: unknown subcommand '%s'\n\n", argv[1]);
     env_usage(stderr);
     return GB_EXIT_USAGE;
