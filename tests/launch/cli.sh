@@ -95,6 +95,11 @@ for bad in "Recall-v0 delay=0|delay must be an integer in \[1, 100000\]" \
 done
 expect 0 "env check Recall-v0 delay=20" "$gearbox" env check Recall-v0 --args delay=20 symbols=3 \
   --steps 2000 --seconds 0.05
+# `gearbox env spec`: the networks' spaces as JSON (a box's bounds), a missing config exit 2
+expect 0 "env spec pendulum" "$gearbox" env spec "$src/configs/pendulum_sac.yaml"
+grep -q '"action": {"kind": "box", "dim": 1, "low": \[-2\], "high": \[2\]}' /tmp/gb_cli_out.$$ ||
+  { failed=$((failed + 1)); echo "FAIL env spec pendulum:"; cat /tmp/gb_cli_out.$$; }
+expect 2 "env spec missing config" "$gearbox" env spec /nonexistent/config.yaml
 # --explain: one key, a section, every key; an unknown key is a usage error.
 expect 0 "check --explain key" "$gearbox" check --explain experiment.eval_every
 grep -q '^experiment.eval_every  (int; default 0; range \[0, 2^53\])' /tmp/gb_cli_out.$$ &&
@@ -130,13 +135,23 @@ for f in "$src"/configs/*.yaml; do
     failed=$((failed + 1)); echo "FAIL resolved output of $f is not a fixed point"
   fi
 done
-# the command copied where no libtorch module lies beside it: an inline run fails (exit 1), and
-# the reason from the first place tried is readable (it once printed garbage: dlerror's buffer
-# reused by the second dlopen)
+# the command copied where no libtorch module lies beside it: a plain MLP's inline run needs none
+# and solves (workers/roles/learning.h, "The learning without libtorch"); one on libtorch's
+# learner (trainer.kernels libtorch) fails (exit 1), and the reason from the first place tried
+# is readable (it once printed garbage: dlerror's buffer reused by the second dlopen)
 lone=$(mktemp -d /tmp/gb_cli_lone.XXXXXX)
 cp "$gearbox" "$lone/gearbox"
 (cd "$lone" && env -u GEARBOX_TORCH_MODULE ./gearbox run "$src/configs/cartpole_ppo.yaml" \
-  --set launch.mode=inline --run-dir "$lone/run" >/tmp/gb_cli_out.$$ 2>&1)
+  --set launch.mode=inline --run-dir "$lone/plain" >/tmp/gb_cli_out.$$ 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && grep -q '"solved": true' "$lone/plain/summary.json"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL no module, plain MLP: exit $rc"; tail -3 /tmp/gb_cli_out.$$
+fi
+(cd "$lone" && env -u GEARBOX_TORCH_MODULE ./gearbox run "$src/configs/cartpole_ppo.yaml" \
+  --set launch.mode=inline --set trainer.kernels=libtorch --run-dir "$lone/run" \
+  >/tmp/gb_cli_out.$$ 2>&1)
 rc=$?
 why="$lone/libgearbox-torch.so ($lone/libgearbox-torch.so: cannot open shared object file"
 if [ "$rc" -eq 1 ] && grep -qF "libtorch module $why" /tmp/gb_cli_out.$$; then
