@@ -212,12 +212,15 @@ def _policy_class(torch):
             elif self.algorithm == "sac":
                 self.mean = nn.Linear(width, outs)
                 self.log_std = nn.Linear(width, outs)
-                lo = torch.tensor(a["low"], dtype=torch.float32)
-                hi = torch.tensor(a["high"], dtype=torch.float32)
-                self.register_buffer("act_scale", 0.5 * (hi - lo))
-                self.register_buffer("act_bias", 0.5 * (hi + lo))
             else:
                 raise PolicyFileError(f"{path}: algorithm {self.algorithm} has no policy here")
+            if not self.discrete:  # the bounds: SAC scales to them, the actor clips to them
+                lo = torch.tensor(a["low"], dtype=torch.float32)
+                hi = torch.tensor(a["high"], dtype=torch.float32)
+                self.register_buffer("act_low", lo)
+                self.register_buffer("act_high", hi)
+                self.register_buffer("act_scale", 0.5 * (hi - lo))
+                self.register_buffer("act_bias", 0.5 * (hi + lo))
             self.normalized = "obs_mean" in params
             self.obs_clip = float(model.get("obs_clip", 10.0))
             if self.normalized:  # as policy_mlp.c: the mean and (var + 1e-8)^-1/2 as floats
@@ -227,7 +230,8 @@ def _policy_class(torch):
                 self.register_buffer("obs_rstd", torch.tensor(
                     (1.0 / np.sqrt(params["obs_var"] + 1e-8)).astype(np.float32)))
             own = self.state_dict()
-            names = [k for k in own if k not in ("act_scale", "act_bias", "obs_mean", "obs_rstd")]
+            buffers = ("act_low", "act_high", "act_scale", "act_bias", "obs_mean", "obs_rstd")
+            names = [k for k in own if k not in buffers]
             missing = [k for k in names if k not in params]
             extra = [k for k in params if k not in names and not k.startswith("obs_")]
             if missing or extra:
@@ -300,10 +304,16 @@ def _policy_class(torch):
             return torch.tanh(u) * self.act_scale + self.act_bias, lp.float(), zeros
 
         def predict(self, obs, deterministic=True):
-            """The action of one observation (or a batch), as numpy: greedy by default."""
+            """The action the environment gets for one observation (or a batch), as numpy:
+            greedy by default; a box's clipped to its bounds (NaN to 0 first), as gearbox's
+            actor does (workers/roles/acting.c)."""
             x = torch.as_tensor(obs, dtype=torch.float32)
             one = x.dim() == len(self.spec["observation"]["shape"])
-            a = self.act(x[None] if one else x, deterministic=deterministic)[0].numpy()
+            a = self.act(x[None] if one else x, deterministic=deterministic)[0]
+            if not self.discrete:
+                a = torch.nan_to_num(a, nan=0.0)
+                a = torch.maximum(torch.minimum(a, self.act_high), self.act_low)
+            a = a.numpy()
             return a[0] if one else a
 
     _CLASS = GearboxPolicy

@@ -109,6 +109,14 @@ for name, config, *sets in runs:
     if name == "hopper_ppo":
         check(policy.normalized, "hopper_ppo: the observations are normalised by the run's "
               "statistics")
+        obs = np.random.default_rng(3).standard_normal((64, 11)).astype(np.float32)
+        with torch.no_grad():  # means pushed past the bounds [-1, 1] on two dimensions
+            policy.pi.bias += torch.tensor([5.0, -5.0, 0.0])
+        mean = policy.act(obs)[0].numpy()
+        got = policy.predict(obs)
+        check(bool(np.all(got == np.clip(mean, -1, 1))) and bool(np.all(got[:, 0] == 1)) and
+              bool(np.all(got[:, 1] == -1)),
+              "hopper_ppo: predict clips the actions to the bounds, as the actor does")
     if name == "cartpole_ppo":
         one = policy.predict(np.zeros(4, dtype=np.float32))
         check(np.ndim(one) == 0 and int(one) in (0, 1), "predict of one observation: one action")
