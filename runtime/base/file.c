@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Writes all of len bytes; 0 or errno. */
@@ -61,5 +62,18 @@ int gb_file_write_atomic(const char *path, const gb_file_part *parts, int n)
         return e;
     }
     sync_folder(path);
+    return 0;
+}
+
+int gb_user_dir(const char *path, int private, gb_error *err)
+{
+    if (mkdir(path, 0700) != 0 && errno != EEXIST)
+        return gb_error_errno(err, "mkdir %s", path);
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return gb_error_errno(err, "stat %s", path);
+    if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (private && (st.st_mode & 077)))
+        return gb_error_set(err, GB_EINVAL, "%s is not a %sfolder of this user", path,
+                            private ? "private " : "");
     return 0;
 }

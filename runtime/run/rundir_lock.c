@@ -2,6 +2,7 @@
  * rundir.h): one live run a directory, and what a dead run left (ipc socket files, POSIX shm
  * segments named after it) removed by a later run once nothing holds the dead run's lock. */
 #include "runtime/run/rundir.h"
+#include "runtime/base/file.h"
 #include "runtime/base/shm.h"
 #include "runtime/streams/endpoint.h"
 
@@ -29,14 +30,8 @@ static int table_dir(char *out, size_t n, gb_error *err)
                           : snprintf(out, n, "/tmp/gearbox-runs-%u", (unsigned)getuid());
     if (w < 0 || (size_t)w >= n)
         return gb_error_set(err, GB_EINVAL, "run table path too long");
-    if (mkdir(out, 0700) != 0 && errno != EEXIST)
-        return gb_error_errno(err, "mkdir %s", out);
-    struct stat st;
-    if (lstat(out, &st) != 0)
-        return gb_error_errno(err, "stat %s", out);
-    if (!S_ISDIR(st.st_mode) || st.st_uid != getuid())
-        return gb_error_set(err, GB_EINVAL, "run table %s is not a folder of this user", out);
-    return 0;
+    int rc = gb_user_dir(out, 0, err);
+    return rc ? gb_error_prefix(err, "run table") : 0;
 }
 
 /* Unlinks the run's POSIX shm segments (gb_shm_unlink_id), best effort. Returns how many. */

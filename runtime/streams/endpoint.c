@@ -1,6 +1,7 @@
 /* runtime/streams/endpoint.c: the addresses workers bind and publish: ipc:// paths in the run's
  * socket folder, tcp:// on a configured interface (see endpoint.h). */
 #include "runtime/streams/endpoint.h"
+#include "runtime/base/file.h"
 #include "runtime/base/shm.h"
 
 #include <arpa/inet.h>
@@ -44,14 +45,7 @@ static int short_root(char *out, size_t cap, gb_error *err)
     int n = snprintf(out, cap, "/tmp/gearbox-sockets-%u", (unsigned)getuid());
     if (n < 0 || (size_t)n >= cap)
         return gb_error_set(err, GB_EINVAL, "endpoint buffer too small");
-    if (mkdir(out, 0700) != 0 && errno != EEXIST)
-        return gb_error_errno(err, "mkdir %s", out);
-    struct stat st;
-    if (lstat(out, &st) != 0)
-        return gb_error_errno(err, "stat %s", out);
-    if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077))
-        return gb_error_set(err, GB_EINVAL, "%s is not a private folder of this user", out);
-    return 0;
+    return gb_user_dir(out, 1, err);
 }
 
 int gb_endpoint_ipc_dir(const char *run_dir, char *out, size_t cap, gb_error *err)
