@@ -1,20 +1,21 @@
 """gearbox.policy: a run's trained policy in your own Python program, as a torch.nn.Module.
 
-A plain MLP's checkpoint set holds a policy file (workers/roles/policy_file.h: the parameters as
-the policy workers get them, CRC-checked); load_policy() reads it with the run's config.yaml and
-the spaces its environment gives the networks (`gearbox env spec`), and builds the network the
-bridge builds (workers/torch/network.cpp: PPO's actor-critic, DQN's Q network, SAC's actor;
-the same parameter names, so state_dict() is theirs) with the same action rules as gearbox's
-own C (workers/roles/policy_mlp.c, workers/torch/sampling.c): greedy or mean actions, PPO's
-Gaussian, SAC's squashed Gaussian scaled to the bounds, DQN's epsilon-greedy, normalised
-observations with the run's statistics. tanh is PyTorch's where gearbox's is a minimax
-approximation within 4e-7 of it: outputs agree to float rounding (test_policy.py holds them
-against the C). Models with a core, CNNs and TorchScript models have no policy file: refused.
+load_policy() reads a checkpoint's parameters (a plain MLP's policy file,
+workers/roles/policy_file.h, CRC-checked; else libtorch's model checkpoint, through
+torch.jit.load), the run's config.yaml and the spaces its environment gives the networks
+(`gearbox env spec`), and builds the network the bridge builds (workers/torch/network.cpp:
+PPO's actor-critic, DQN's Q network, SAC's actor; MLP or Nature-CNN torsos, layer norm, an
+LSTM or GRU core; the same parameter names, so state_dict() is theirs) with the same action
+rules as gearbox's own C (workers/roles/policy_mlp.c, workers/torch/sampling.c): greedy or mean
+actions, PPO's Gaussian, SAC's squashed Gaussian scaled to the bounds, DQN's epsilon-greedy,
+normalised observations with the run's statistics. tanh is PyTorch's where gearbox's is a
+minimax approximation within 4e-7 of it: outputs agree to float rounding (test_policy.py holds
+them against gearbox's). A transformer core and TorchScript models are refused.
 
     import gearbox
     policy = gearbox.load_policy("runs/cartpole_ppo")
-    action = policy.predict(obs)                      # greedy, as SB3's predict
-    action, logp, value = policy.act(obs_batch, deterministic=False)
+    action, state = policy.predict(obs)          # greedy, as SB3's predict
+    actions, logp, value, state = policy.act(obs_batch, state, deterministic=False)
 """
 import json
 import math
@@ -96,12 +97,16 @@ def read_policy_file(path):
     return version, params
 
 
-def _policy_path(run_dir, checkpoint):
-    """The policy file of a run's checkpoint as `gearbox eval` picks it: checkpoint None is the
-    policy the run delivered (checkpoints/solved when an evaluation solved it, else trainer-0's
-    last), a name is checkpoints/NAME.checkpoint, a path ending in .policy is that file."""
-    if checkpoint and (checkpoint.endswith(".policy") or os.sep in checkpoint):
-        return checkpoint, None
+def _checkpoint_files(run_dir, checkpoint):
+    """(policy file or None, model file or None, step) of a run's checkpoint as `gearbox eval`
+    picks it: checkpoint None is the policy the run delivered (checkpoints/solved when an
+    evaluation solved it, else trainer-0's last), a name is checkpoints/NAME.checkpoint, a path
+    ending in .policy or .model is that file."""
+    if checkpoint and (checkpoint.endswith(".policy") or checkpoint.endswith(".model")
+                       or os.sep in checkpoint):
+        if checkpoint.endswith(".policy"):
+            return checkpoint, None, None
+        return None, checkpoint, None
     name = checkpoint
     if name is None:
         name = "trainer-0"
@@ -120,13 +125,34 @@ def _policy_path(run_dir, checkpoint):
     except OSError as e:
         raise FileNotFoundError(f"{run_dir} has no checkpoint {name} ({manifest}): {e.strerror}")
     entries = dict(line.split(" ", 1) for line in lines[1:] if " " in line)
-    if lines[0] != "gearbox-checkpoint 1" or "step" not in entries:
+    if lines[0] != "gearbox-checkpoint 1" or "step" not in entries or "model" not in entries:
         raise PolicyFileError(f"checkpoint manifest {manifest} is malformed")
-    if "policy" not in entries:
-        raise PolicyFileError(
-            f"checkpoint {name} of {run_dir} has no policy file: only a plain MLP's has one "
-            "(a core, a CNN or a TorchScript model plays through `gearbox eval`)")
-    return os.path.join(run_dir, "checkpoints", entries["policy"]), int(entries["step"])
+    folder = os.path.join(run_dir, "checkpoints")
+    policy = os.path.join(folder, entries["policy"]) if "policy" in entries else None
+    return policy, os.path.join(folder, entries["model"]), int(entries["step"])
+
+
+def read_model_file(path):
+    """(version, {name: numpy array}) of the acting network in libtorch's model checkpoint (a
+    learner's, workers/torch/learner.cpp), read through torch.jit.load."""
+    torch = _torch()
+    with open(path, "rb") as f:
+        if f.read(8) == b"GBLEARNR":
+            raise PolicyFileError(f"{path} is gearbox's learner file: its checkpoint set's "
+                                  ".policy file holds the policy")
+    try:
+        archive = torch.jit.load(path, map_location="cpu")
+    except (RuntimeError, ValueError) as e:
+        raise PolicyFileError(f"model file {path} is not libtorch's checkpoint: {e}")
+    params, version = {}, 0
+    for name, t in archive.named_parameters():
+        if name.startswith("model__"):
+            params[name[len("model__"):].replace("__", ".")] = t.detach().numpy().copy()
+        elif name == "version":
+            version = int(t.reshape(-1)[0])
+    if not params:
+        raise PolicyFileError(f"model file {path} holds no model tensors")
+    return version, params
 
 
 def env_spec(config):
@@ -148,12 +174,18 @@ def _run_config(run_dir):
 
 def load_policy(run_dir, checkpoint=None):
     """The policy of a run (a run directory) as a Policy module (torch.nn.Module); checkpoint as
-    `gearbox eval --checkpoint`: None the policy the run delivered, a name, or a .policy path."""
-    path, step = _policy_path(os.fspath(run_dir), checkpoint)
-    version, params = read_policy_file(path)
+    `gearbox eval --checkpoint`: None the policy the run delivered, a name, or a .policy or
+    .model path."""
+    policy, model, step = _checkpoint_files(os.fspath(run_dir), checkpoint)
+    version, params = read_policy_file(policy) if policy else read_model_file(model)
     cfg = _run_config(run_dir)
     spec = env_spec(run_dir)
-    return build_policy(cfg, spec, params, version=version, step=step, path=path)
+    return build_policy(cfg, spec, params, version=version, step=step, path=policy or model)
+
+
+def _torch():
+    import torch
+    return torch
 
 
 def build_policy(cfg, spec, params, version=0, step=None, path=None):
@@ -171,40 +203,88 @@ def _policy_class(torch):
     if _CLASS is not None:
         return _CLASS
     nn = torch.nn
+    acts = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
 
-    def torso(hidden, features, act):
-        layers = []
-        for h in hidden:
-            layers += [nn.Linear(features, h), nn.Tanh() if act == "tanh" else nn.ReLU()]
-            features = h
-        return nn.Sequential(*layers), features
+    def torso(model, shape, cnn):
+        """network.cpp's make_torso: Nature-CNN convolutions or nothing, then the hidden
+        Linear layers, each with its layer norm and activation."""
+        layers, features = [], int(math.prod(shape))
+        if cnn:
+            c, h, w = shape
+            for out, k, st in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
+                layers += [nn.Conv2d(c, out, k, st), nn.ReLU()]
+                c, h, w = out, (h - k) // st + 1, (w - k) // st + 1
+            layers.append(nn.Flatten())
+            features = c * h * w
+        for width in model.get("hidden", []):
+            layers.append(nn.Linear(features, width))
+            if model.get("layer_norm", False):
+                layers.append(nn.LayerNorm(width))
+            layers.append(acts[model.get("activation", "tanh")]())
+            features = width
+        return nn.Sequential(*layers) if layers else nn.Sequential(nn.Identity()), features
+
+    class Core(nn.Module):
+        """core.cpp's LSTM (state [h, c]) or GRU cell, libtorch's gate order and equations."""
+
+        def __init__(self, kind, features, size):
+            super().__init__()
+            self.kind, self.size = kind, size
+            gates = 4 if kind == "lstm" else 3
+            self.ih = nn.Linear(features, gates * size)
+            self.hh = nn.Linear(size, gates * size)
+
+        def state_size(self):
+            return 2 * self.size if self.kind == "lstm" else self.size
+
+        def forward(self, x, state):
+            H = self.size
+            if self.kind == "lstm":
+                h, c = state[:, :H], state[:, H:]
+                i, f, g, o = (self.ih(x) + self.hh(h)).chunk(4, 1)
+                c2 = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+                h2 = torch.sigmoid(o) * torch.tanh(c2)
+                return h2, torch.cat([h2, c2], 1)
+            gi, gh = self.ih(x).chunk(3, 1), self.hh(state).chunk(3, 1)
+            r = torch.sigmoid(gi[0] + gh[0])
+            z = torch.sigmoid(gi[1] + gh[1])
+            n = torch.tanh(gi[2] + r * gh[2])
+            h2 = n + z * (state - n)
+            return h2, h2
 
     class GearboxPolicy(nn.Module):
-        """A gearbox run's plain-MLP policy (gearbox.policy). forward(obs) returns the heads as
+        """A gearbox run's policy (gearbox.policy). forward(obs, state=None) returns the heads as
         the bridge's model (PPO discrete: logits, value; PPO box: mean, log_std [A], value;
-        DQN: q; SAC: mean, log_std squashed into [-5, 2]); act() draws actions as gearbox's C
-        does; predict() is the greedy action of one observation or a batch, as numpy."""
+        DQN: q; SAC: mean, log_std squashed into [-5, 2]), then the next state with a core;
+        act() draws actions as gearbox's C does; predict() is SB3's: (action, state)."""
 
         def __init__(self, cfg, spec, params, version, step, path):
             super().__init__()
             model = cfg.get("policy", {}).get("model", {})
             self.algorithm = cfg["trainer"]["algorithm"]["name"]
             self.version, self.step, self.path, self.spec = version, step, path, spec
-            act = model.get("activation", "tanh")
-            hidden = list(model.get("hidden", []))
             obs = spec["observation"]
-            if obs["dtype"] != "float32" or model.get("type", "mlp") != "mlp":
-                raise PolicyFileError(f"{path}: not a plain MLP on float32 observations")
-            features = int(math.prod(obs["shape"]))
+            kind = model.get("type", "mlp")
+            core = model.get("core", "none")
+            if kind not in ("mlp", "cnn") or core == "transformer":
+                raise PolicyFileError(f"{path}: a {kind} model with core {core}: load_policy "
+                                      "builds MLP and CNN torsos with no core, an LSTM or a GRU")
+            cnn = kind == "cnn"
+            self.scale_u8 = cnn and obs["dtype"] == "uint8"
             a = spec["action"]
             self.discrete = a["kind"] == "discrete"
             outs = a["n"] if self.discrete else a["dim"]
-            self.torso, width = torso(hidden, features, act)
+            self.torso, width = torso(model, obs["shape"], cnn)
+            if core != "none":
+                self.core = Core(core, width, int(model["core_size"]))
+                width = int(model["core_size"])
+            self.state_size = self.core.state_size() if core != "none" else 0
             if self.algorithm == "ppo":
-                if not model.get("shared", False):
-                    self.critic_torso, cw = torso(hidden, features, act)
+                cw = width
+                if not model.get("shared", False) and core == "none":
+                    self.critic_torso, cw = torso(model, obs["shape"], cnn)
                 self.pi = nn.Linear(width, outs)
-                self.v = nn.Linear(cw if not model.get("shared", False) else width, 1)
+                self.v = nn.Linear(cw, 1)
                 if not self.discrete:
                     self.log_std = nn.Parameter(torch.zeros(outs))
             elif self.algorithm == "dqn":
@@ -244,50 +324,72 @@ def _policy_class(torch):
             self.load_state_dict({k: torch.from_numpy(params[k]) for k in names}, strict=False)
             self.eval()
 
-        def _x(self, obs):
-            x = torch.as_tensor(obs, dtype=torch.float32)
-            if self.normalized:
-                x = ((x - self.obs_mean) * self.obs_rstd).clamp(-self.obs_clip, self.obs_clip)
-            return x
+        def initial_state(self, n):
+            """The state of n rows at an episode's start: zeros [n, state_size]."""
+            return torch.zeros(n, self.state_size)
 
-        def forward(self, obs):
+        def _x(self, obs):
+            x = torch.as_tensor(obs).to(torch.float32)
+            if self.scale_u8:
+                x = x * (1.0 / 255.0)
+            if self.normalized:
+                x = ((x.flatten(1) - self.obs_mean) * self.obs_rstd).clamp(
+                    -self.obs_clip, self.obs_clip).view(x.shape)
+            return x if hasattr(self.torso[0], "kernel_size") else x.flatten(1)
+
+        def forward(self, obs, state=None):
             x = self._x(obs)
             h = self.torso(x)
+            state_out = None
+            if self.state_size:
+                if state is None:
+                    raise ValueError("the model has a core: pass each row's state "
+                                     "(initial_state(n) at an episode's start)")
+                h, state_out = self.core(h, torch.as_tensor(state, dtype=torch.float32))
             if self.algorithm == "ppo":
                 c = self.critic_torso(x) if hasattr(self, "critic_torso") else h
                 value = self.v(c)
-                if self.discrete:
-                    return self.pi(h), value
-                return self.pi(h), self.log_std, value
-            if self.algorithm == "dqn":
-                return self.q(h)
-            return self.mean(h), -5.0 + 3.5 * (torch.tanh(self.log_std(h)) + 1.0)
+                out = (self.pi(h), value) if self.discrete else (self.pi(h), self.log_std, value)
+            elif self.algorithm == "dqn":
+                out = (self.q(h),)
+            else:
+                out = (self.mean(h), -5.0 + 3.5 * (torch.tanh(self.log_std(h)) + 1.0))
+            if self.state_size:
+                return out + (state_out,)
+            return out if len(out) > 1 else out[0]
 
         @torch.no_grad()
-        def act(self, obs, deterministic=True, noise=None, epsilon=0.0, generator=None):
-            """(actions, logp, value) of a batch obs [N, *shape], as gearbox's C draws them:
-            deterministic greedy or mean actions; else PPO's categorical or Gaussian, SAC's
-            squashed Gaussian (noise: [N, A] standard-normal draws, else the generator's),
-            DQN's epsilon-greedy. logp is the action's log-probability (DQN: 0), value PPO's
-            value or DQN's largest Q (SAC: 0)."""
-            x = torch.as_tensor(obs, dtype=torch.float32)
-            n = x.shape[0]
-            out = self.forward(x)
+        def act(self, obs, state=None, deterministic=True, noise=None, epsilon=0.0,
+                generator=None):
+            """(actions, logp, value, next state) of a batch obs [N, *shape] (state [N, S]
+            with a core, else None, and None back), as gearbox's C draws them: deterministic
+            greedy or mean actions; else PPO's categorical or Gaussian, SAC's squashed
+            Gaussian (noise: [N, A] standard-normal draws, else the generator's), DQN's
+            epsilon-greedy. logp is the action's log-probability (DQN: 0), value PPO's value
+            or DQN's largest Q (SAC: 0)."""
+            out = self.forward(obs, state)
+            if not isinstance(out, tuple):
+                out = (out,)
+            state_out = out[-1] if self.state_size else None
+            if self.state_size:
+                out = out[:-1]
+            n = out[0].shape[0]
             zeros = torch.zeros(n)
             if self.algorithm == "dqn":
-                q = out
+                q = out[0]
                 value, a = q.max(dim=1)
                 if not deterministic and epsilon > 0:
                     explore = torch.rand(n, generator=generator) < epsilon
                     rand = torch.randint(q.shape[1], (n,), generator=generator)
                     a = torch.where(explore, rand, a)
-                return a, zeros, value
+                return a, zeros, value, state_out
             if self.algorithm == "ppo" and self.discrete:
                 logits, value = out
                 lp = torch.log_softmax(logits.double(), dim=1)
                 a = logits.argmax(dim=1) if deterministic else torch.multinomial(
                     lp.exp(), 1, generator=generator).squeeze(1)
-                return a, lp.gather(1, a[:, None]).squeeze(1).float(), value.squeeze(1)
+                return a, lp.gather(1, a[:, None]).squeeze(1).float(), value.squeeze(1), \
+                    state_out
             mean, log_std = out[0], out[1].expand_as(out[0])
             z = None
             if not deterministic:
@@ -297,24 +399,37 @@ def _policy_class(torch):
             zd = (u.double() - mean.double()) * torch.exp(-log_std.double())
             lp = (-0.5 * zd * zd - log_std.double() - LOG_SQRT_2PI).sum(dim=1)
             if self.algorithm == "ppo":
-                return u, lp.float(), out[2].squeeze(1)
+                return u, lp.float(), out[2].squeeze(1), state_out
             ud = u.double()
             lp = lp - (2.0 * (math.log(2.0) - ud - nn.functional.softplus(-2.0 * ud))).sum(1)
             lp = lp - torch.log(self.act_scale.double()).sum()
-            return torch.tanh(u) * self.act_scale + self.act_bias, lp.float(), zeros
+            return torch.tanh(u) * self.act_scale + self.act_bias, lp.float(), zeros, state_out
 
-        def predict(self, obs, deterministic=True):
-            """The action the environment gets for one observation (or a batch), as numpy:
-            greedy by default; a box's clipped to its bounds (NaN to 0 first), as gearbox's
-            actor does (workers/roles/acting.c)."""
-            x = torch.as_tensor(obs, dtype=torch.float32)
+        def predict(self, obs, state=None, episode_start=None, deterministic=True):
+            """SB3's predict: (the action the environment gets, the next state) for one
+            observation or a batch, as numpy: greedy by default; a box's clipped to its bounds
+            (NaN to 0 first), as gearbox's actor does (workers/roles/acting.c). With a core,
+            state (None: an episode's start) is each row's, and episode_start [N] zeros the
+            rows whose episode starts now; without one the state is None."""
+            x = torch.as_tensor(obs)
             one = x.dim() == len(self.spec["observation"]["shape"])
-            a = self.act(x[None] if one else x, deterministic=deterministic)[0]
+            x = x[None] if one else x
+            s = None
+            if self.state_size:
+                s = self.initial_state(x.shape[0]) if state is None else \
+                    torch.as_tensor(state, dtype=torch.float32).reshape(x.shape[0], -1)
+                if episode_start is not None:
+                    keep = 1.0 - torch.as_tensor(episode_start, dtype=torch.float32)
+                    s = s * keep.reshape(-1, 1)
+            a, _, _, s = self.act(x, s, deterministic=deterministic)
             if not self.discrete:
                 a = torch.nan_to_num(a, nan=0.0)
                 a = torch.maximum(torch.minimum(a, self.act_high), self.act_low)
             a = a.numpy()
-            return a[0] if one else a
+            s = s.numpy() if s is not None else None
+            if one:
+                return a[0], (s[0] if s is not None else None)
+            return a, s
 
     _CLASS = GearboxPolicy
     return _CLASS

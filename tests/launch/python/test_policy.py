@@ -1,10 +1,12 @@
 """tests/launch/python/test_policy.py: gearbox.load_policy (launch/python/gearbox/policy.py) plays a
-run's trained policy in Python as gearbox's own C plays it. Short runs of PPO (CartPole: solved;
-Hopper: a box, normalised observations), DQN (CartPole) and SAC (Pendulum: squashed, scaled to
-the bounds); for each, 256 random observations through the Python module and through
-policy_reference (the C model `gearbox eval` plays): the same greedy actions (discrete: where
-the two best logits are not within float rounding), log-probabilities and values, and for a
-box the same actions and log-probabilities for the same standard-normal draws. The solved
+run's trained policy in Python as gearbox plays it. Short runs of PPO (CartPole: solved; Hopper:
+a box, normalised observations; Breakout84: the Nature CNN on uint8 frames; Recall: an LSTM
+core, and a GRU), DQN (CartPole; Recall with an LSTM core: R2D2) and SAC (Pendulum: squashed,
+scaled to the bounds); for each, 256 random observations (and states) through the Python module
+and through policy_reference (a plain MLP's policy file on the C model `gearbox eval` plays,
+else the model file on the bridge's model): the same greedy actions (discrete: where the two
+best scores are not within float rounding), log-probabilities, values and next states, and for
+a box the same actions and log-probabilities for the same standard-normal draws. The solved
 CartPole policy balances Gymnasium's CartPole-v1 for 500 steps (when Gymnasium is installed).
 A damaged policy file is refused naming why.
 usage: test_policy.py GEARBOX SOURCE_ROOT WORK_DIR POLICY_REFERENCE"""
@@ -39,12 +41,14 @@ def train(name, config, *sets):
     return run_dir if p.returncode == 0 else None
 
 
-def reference_outputs(run_dir, policy_path, obs, noise):
-    o, z, out = (os.path.join(work, f) for f in ("obs.f32", "noise.f32", "out.f32"))
-    obs.astype(np.float32).tofile(o)
+def reference_outputs(run_dir, checkpoint, obs, noise, state):
+    o, z, st, out = (os.path.join(work, f) for f in ("obs.bin", "noise.f32", "state.f32",
+                                                     "out.f32"))
+    obs.tofile(o)
     noise.astype(np.float32).tofile(z)
-    p = subprocess.run([reference, os.path.join(run_dir, "config.yaml"), policy_path, o, z, out],
-                       capture_output=True, text=True)
+    state.astype(np.float32).tofile(st)
+    p = subprocess.run([reference, os.path.join(run_dir, "config.yaml"), checkpoint, o, z, st,
+                        out], capture_output=True, text=True)
     check(p.returncode == 0, f"policy_reference ran {p.stderr.strip()}")
     return np.fromfile(out, dtype=np.float32)
 
@@ -53,25 +57,37 @@ def close(a, b, tol):
     return a.shape == b.shape and bool(np.all(np.abs(a - b) <= tol * (1 + np.abs(b))))
 
 
+def gap(a, b):
+    return f"largest gap {float(np.abs(a - b).max()) if a.size else 0:.2g}"
+
+
 def compare(name, run_dir):
     policy = gearbox.load_policy(run_dir)
     rng = np.random.default_rng(7)
     shape = policy.spec["observation"]["shape"]
-    n = 256
-    obs = (rng.standard_normal((n, *shape)) * 1.5).astype(np.float32)
+    n, S = 256, policy.state_size
+    if policy.spec["observation"]["dtype"] == "uint8":
+        obs = rng.integers(0, 256, (n, *shape), dtype=np.uint8)
+    else:
+        obs = (rng.standard_normal((n, *shape)) * 1.5).astype(np.float32)
     k = 1 if policy.discrete else policy.spec["action"]["dim"]
     noise = rng.standard_normal((n, k)).astype(np.float32)
-    ref = reference_outputs(run_dir, policy.path, obs, noise if not policy.discrete else noise[:0])
-    want = n * (k + 2) + (0 if policy.discrete else n * (k + 1))
+    state = (rng.standard_normal((n, S)) * 0.5).astype(np.float32)
+    ref = reference_outputs(run_dir, policy.path, obs, noise if not policy.discrete else
+                            noise[:0], state)
+    want = n * (k + 2 + S) + (0 if policy.discrete else n * (k + 1))
     check(ref.size == want, f"{name}: the reference wrote {ref.size} floats ({want} expected)")
     if ref.size != want:
         return policy
-    c_act, c_logp, c_value = ref[:n * k].reshape(n, k), ref[n * k:n * (k + 1)], \
-        ref[n * (k + 1):n * (k + 2)]
-    a, logp, value = (t.numpy() for t in policy.act(obs, deterministic=True))
+    at = np.cumsum([0, n * k, n, n, n * S])
+    c_act, c_logp, c_value, c_next = (ref[at[i]:at[i + 1]] for i in range(4))
+    c_act, c_next = c_act.reshape(n, k), c_next.reshape(n, S)
+    st = torch.from_numpy(state) if S else None
+    a, logp, value, nxt = policy.act(obs, st, deterministic=True)
+    a, logp, value = a.numpy(), logp.numpy(), value.numpy()
     if policy.discrete:
         with torch.no_grad():
-            out = policy(torch.from_numpy(obs))
+            out = policy(torch.from_numpy(obs), st)
         scores = (out[0] if isinstance(out, tuple) else out).numpy()
         top2 = np.sort(scores, axis=1)[:, -2:]
         clear = top2[:, 1] - top2[:, 0] > 1e-4
@@ -81,31 +97,46 @@ def compare(name, run_dir):
               f"rows)")
     else:
         check(close(a, c_act, 1e-4), f"{name}: mean actions equal to float rounding "
-              f"(largest gap {float(np.abs(a - c_act).max()):.2g})")
-    check(close(logp, c_logp, 1e-4), f"{name}: log-probabilities equal "
-          f"(largest gap {float(np.abs(logp - c_logp).max()):.2g})")
-    check(close(value, c_value, 1e-4), f"{name}: values equal "
-          f"(largest gap {float(np.abs(value - c_value).max()):.2g})")
+              f"({gap(a, c_act)})")
+    check(close(logp, c_logp, 1e-4), f"{name}: log-probabilities equal ({gap(logp, c_logp)})")
+    check(close(value, c_value, 1e-4), f"{name}: values equal ({gap(value, c_value)})")
+    if S:
+        nxt = nxt.numpy()
+        check(close(nxt, c_next, 1e-4), f"{name}: next states equal ({gap(nxt, c_next)})")
     if not policy.discrete:
-        z_act = ref[n * (k + 2):n * (2 * k + 2)].reshape(n, k)
-        z_logp = ref[n * (2 * k + 2):]
-        a, logp, _ = (t.numpy() for t in policy.act(obs, deterministic=False, noise=noise))
+        z_act = ref[at[4]:at[4] + n * k].reshape(n, k)
+        z_logp = ref[at[4] + n * k:]
+        a, logp, _, _ = policy.act(obs, st, deterministic=False, noise=noise)
+        a, logp = a.numpy(), logp.numpy()
         check(close(a, z_act, 1e-4), f"{name}: actions for the same draws equal "
-              f"(largest gap {float(np.abs(a - z_act).max()):.2g})")
+              f"({gap(a, z_act)})")
         check(close(logp, z_logp, 1e-3), f"{name}: their log-probabilities equal "
-              f"(largest gap {float(np.abs(logp - z_logp).max()):.2g})")
+              f"({gap(logp, z_logp)})")
     return policy
 
 
 runs = [("cartpole_ppo", "cartpole_ppo.yaml"),
         ("cartpole_dqn", "cartpole_dqn.yaml", "experiment.max_env_steps=20000"),
         ("pendulum_sac", "pendulum_sac.yaml", "experiment.max_env_steps=3000"),
-        ("hopper_ppo", "hopper_ppo.yaml", "experiment.max_env_steps=6000")]
+        ("hopper_ppo", "hopper_ppo.yaml", "experiment.max_env_steps=6000"),
+        ("breakout_ppo", "breakout_ppo.yaml", "experiment.max_env_steps=3000"),
+        ("recall_lstm", "recall_lstm.yaml", "experiment.max_env_steps=5000"),
+        ("recall_gru", "recall_lstm.yaml", "experiment.max_env_steps=5000",
+         "policy.model.core=gru"),
+        ("recall_r2d2", "recall_r2d2.yaml", "experiment.max_env_steps=5000")]
 for name, config, *sets in runs:
     run_dir = train(name, config, *sets)
     if not run_dir:
         continue
     policy = compare(name, run_dir)
+    if name == "recall_lstm":  # SB3's recurrent predict: the state out, reset at a start
+        o = np.zeros(policy.spec["observation"]["shape"], dtype=np.float32)
+        a0, s0 = policy.predict(o)
+        a1, s1 = policy.predict(o, state=s0)
+        a2, s2 = policy.predict(o, state=s1, episode_start=np.array([True]))
+        check(s0.shape == (policy.state_size,) and np.array_equal(s2, s0) and a2 == a0 and
+              not np.array_equal(s1, s0), "recall_lstm: predict carries the state and resets "
+              "it at an episode's start")
     if name == "hopper_ppo":
         check(policy.normalized, "hopper_ppo: the observations are normalised by the run's "
               "statistics")
@@ -113,13 +144,14 @@ for name, config, *sets in runs:
         with torch.no_grad():  # means pushed past the bounds [-1, 1] on two dimensions
             policy.pi.bias += torch.tensor([5.0, -5.0, 0.0])
         mean = policy.act(obs)[0].numpy()
-        got = policy.predict(obs)
+        got, none = policy.predict(obs)
         check(bool(np.all(got == np.clip(mean, -1, 1))) and bool(np.all(got[:, 0] == 1)) and
-              bool(np.all(got[:, 1] == -1)),
+              bool(np.all(got[:, 1] == -1)) and none is None,
               "hopper_ppo: predict clips the actions to the bounds, as the actor does")
     if name == "cartpole_ppo":
-        one = policy.predict(np.zeros(4, dtype=np.float32))
-        check(np.ndim(one) == 0 and int(one) in (0, 1), "predict of one observation: one action")
+        one, none = policy.predict(np.zeros(4, dtype=np.float32))
+        check(np.ndim(one) == 0 and int(one) in (0, 1) and none is None,
+              "predict of one observation: one action, no state")
         try:
             import gymnasium as gym
         except ImportError:
@@ -132,7 +164,7 @@ for name, config, *sets in runs:
                 o, _ = env.reset(seed=seed)
                 total, done = 0.0, False
                 while not done:
-                    o, r, term, trunc, _ = env.step(int(policy.predict(o)))
+                    o, r, term, trunc, _ = env.step(int(policy.predict(o)[0]))
                     total += r
                     done = term or trunc
                 returns.append(total)
