@@ -176,8 +176,16 @@ def load_policy(run_dir, checkpoint=None):
     """The policy of a run (a run directory) as a Policy module (torch.nn.Module); checkpoint as
     `gearbox eval --checkpoint`: None the policy the run delivered, a name, or a .policy or
     .model path."""
-    policy, model, step = _checkpoint_files(os.fspath(run_dir), checkpoint)
-    version, params = read_policy_file(policy) if policy else read_model_file(model)
+    for attempt in range(4):
+        # a live run's trainer replaces its set (the new one written, then the old files
+        # removed) while we read: a file gone after the manifest named it is looked up again
+        policy, model, step = _checkpoint_files(os.fspath(run_dir), checkpoint)
+        try:
+            version, params = read_policy_file(policy) if policy else read_model_file(model)
+            break
+        except FileNotFoundError:
+            if step is None or attempt == 3:
+                raise
     cfg = _run_config(run_dir)
     spec = env_spec(run_dir)
     return build_policy(cfg, spec, params, version=version, step=step, path=policy or model)
