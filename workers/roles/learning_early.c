@@ -82,9 +82,9 @@ static int wants_blas(const gb_learning *L)
 {
     const gb_flat_mlp *f = L->early;
     for (int i = 0; i < f->nlayout; i++)
-        for (int d = 0; d < (int)f->layout[i].rank; d++)
-            if (f->layout[i].rank == 2 && f->layout[i].shape[d] >= 128)
-                return 1;
+        if (f->layout[i].rank == 2 &&
+            (f->layout[i].shape[0] >= 128 || f->layout[i].shape[1] >= 128))
+            return 1;
     return 0;
 }
 
@@ -186,6 +186,7 @@ int gb_learning_early_poll(gb_learning *L, gb_error *err)
         return 0;
     if (!L->loader_started && wants_blas(L))
         start_loader(L);
+    L->loader_started = 1; /* (asked once) */
     if (!L->loader_live || !atomic_load(&L->loader_done))
         return 0;
     pthread_join(L->loader, NULL);
