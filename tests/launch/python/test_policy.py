@@ -169,6 +169,14 @@ for name, config, *sets in runs:
                     done = term or trunc
                 returns.append(total)
             check(min(returns) >= 475, f"Gymnasium's CartPole-v1 with the policy: {returns}")
+            example = os.path.join(src, "launch", "python", "examples", "play_gymnasium.py")
+            p = subprocess.run([sys.executable, example, "--run-dir", run_dir, "--episodes", "2"],
+                               capture_output=True, text=True,
+                               env=dict(os.environ, PYTHONPATH=os.path.join(src, "launch",
+                                                                            "python")))
+            check(p.returncode == 0 and p.stdout.count("return 500") == 2,
+                  f"examples/play_gymnasium.py plays the run: {p.stdout.strip()} "
+                  f"{p.stderr.strip()[-300:]}")
         good = policy.path
         raw = open(good, "rb").read()
         for what, data, why in [("a flipped byte", raw[:-3] + bytes([raw[-3] ^ 1]) + raw[-2:],
