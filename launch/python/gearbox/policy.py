@@ -1,16 +1,16 @@
 """gearbox.policy: a run's trained policy in your own Python program, as a torch.nn.Module.
 
 load_policy() reads a checkpoint's parameters (a plain MLP's policy file,
-workers/roles/policy_file.h, CRC-checked; else libtorch's model checkpoint, through
-torch.jit.load), the run's config.yaml and the spaces its environment gives the networks
-(`gearbox env spec`), and builds the network the bridge builds (workers/torch/network.cpp:
-PPO's actor-critic, DQN's Q network, SAC's actor; MLP or Nature-CNN torsos, layer norm, an
-LSTM or GRU core; the same parameter names, so state_dict() is theirs) with the same action
-rules as gearbox's own C (workers/roles/policy_mlp.c, workers/torch/sampling.c): greedy or mean
-actions, PPO's Gaussian, SAC's squashed Gaussian scaled to the bounds, DQN's epsilon-greedy,
-normalised observations with the run's statistics. tanh is PyTorch's where gearbox's is a
-minimax approximation within 4e-7 of it: outputs agree to float rounding (test_policy.py holds
-them against gearbox's). A transformer core and TorchScript models are refused.
+workers/roles/policy_file.h, CRC-checked; else libtorch's model checkpoint, through torch.jit.load),
+the run's config.yaml and the spaces its environment gives the networks (`gearbox env spec`), and
+builds the network the bridge builds (workers/torch/network.cpp: PPO's actor-critic, DQN's Q
+network, SAC's actor; MLP or Nature-CNN torsos, layer norm, an LSTM, GRU or gated transformer core;
+the same parameter names, so state_dict() is theirs) with the same action rules as gearbox's own C
+(workers/roles/policy_mlp.c, workers/torch/sampling.c): greedy or mean actions, PPO's Gaussian,
+SAC's squashed Gaussian scaled to the bounds, DQN's epsilon-greedy, normalised observations with the
+run's statistics. tanh is PyTorch's where gearbox's is a minimax approximation within 4e-7 of it:
+outputs agree to float rounding (test_policy.py holds them against gearbox's). TorchScript models
+are refused: they are your own modules already.
 
     import gearbox
     policy = gearbox.load_policy("runs/cartpole_ppo")
@@ -260,6 +260,80 @@ def _policy_class(torch):
             h2 = n + z * (state - n)
             return h2, h2
 
+    class Gate(nn.Module):
+        """transformer.cpp's GTrXL gate in place of a residual connection (update gate -2)."""
+
+        def __init__(self, d):
+            super().__init__()
+            self.wr, self.wz, self.wg = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+            self.ur = nn.Linear(d, d, bias=False)
+            self.uz = nn.Linear(d, d, bias=False)
+            self.ug = nn.Linear(d, d, bias=False)
+
+        def forward(self, x, y):
+            r = torch.sigmoid(self.wr(y) + self.ur(x))
+            z = torch.sigmoid(self.wz(y) + self.uz(x) - 2.0)
+            h = torch.tanh(self.wg(y) + self.ug(r * x))
+            return (1.0 - z) * x + z * h
+
+    class Block(nn.Module):
+        """transformer.cpp's GTrXL block: gated attention with a bias per head and distance,
+        then a gated feed-forward network of 4d units, layer norm before each."""
+
+        def __init__(self, d, heads, memory):
+            super().__init__()
+            self.d, self.heads = d, heads
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+            self.ff1, self.ff2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+            self.g1, self.g2 = Gate(d), Gate(d)
+            self.rel_bias = nn.Parameter(torch.zeros(heads, memory + 1))
+
+        def forward(self, h, keys, dist, allowed):
+            B, Tq, Tk, dh = h.shape[0], h.shape[1], keys.shape[1], self.d // self.heads
+            qn, kn = self.ln1(h), self.ln1(keys)
+            Q = self.q(qn).view(B, Tq, self.heads, dh).transpose(1, 2)
+            K = self.k(kn).view(B, Tk, self.heads, dh).transpose(1, 2)
+            V = self.v(kn).view(B, Tk, self.heads, dh).transpose(1, 2)
+            logits = torch.matmul(Q, K.transpose(-2, -1)) / math.sqrt(dh)
+            logits = logits + self.rel_bias[:, dist].unsqueeze(0)
+            logits = logits.masked_fill(allowed.logical_not(), float("-inf"))
+            y = torch.matmul(torch.softmax(logits, -1), V)
+            y = self.o(y.transpose(1, 2).reshape(B, Tq, self.d))
+            x = self.g1(h, torch.relu(y))
+            return self.g2(x, torch.relu(self.ff2(torch.relu(self.ff1(self.ln2(x))))))
+
+    class Transformer(nn.Module):
+        """transformer.cpp's core, one step: the state is each layer's inputs at the last M
+        steps ([M, d], oldest first), then M flags of the slots holding a step."""
+
+        def __init__(self, features, d, layers, heads, memory):
+            super().__init__()
+            self.d, self.layers, self.memory = d, layers, memory
+            self.add_module("in", nn.Linear(features, d))  # (the bridge's name: a keyword)
+            self.blocks = nn.ModuleList(Block(d, heads, memory) for _ in range(layers))
+            self.out_norm = nn.LayerNorm(d)
+
+        def state_size(self):
+            return self.layers * self.memory * self.d + self.memory
+
+        def forward(self, x, state):
+            N, M, d = x.shape[0], self.memory, self.d
+            span = M * d
+            dist = torch.arange(M, -1, -1).view(1, M + 1)
+            valid = state[:, self.layers * span:]
+            allowed = torch.cat([valid > 0.5, torch.ones(N, 1, dtype=torch.bool)], 1)
+            allowed = allowed.view(N, 1, 1, M + 1)
+            h = getattr(self, "in")(x).unsqueeze(1)
+            nxt = []
+            for i, block in enumerate(self.blocks):
+                mem = state[:, i * span:(i + 1) * span].reshape(N, M, d)
+                keys = torch.cat([mem, h], 1)
+                nxt.append(keys[:, 1:].reshape(N, span))
+                h = block(h, keys, dist, allowed)
+            nxt += [valid[:, 1:], torch.ones(N, 1)]
+            return self.out_norm(h.squeeze(1)), torch.cat(nxt, 1)
+
     class GearboxPolicy(nn.Module):
         """A gearbox run's policy (gearbox.policy). forward(obs, state=None) returns the heads as
         the bridge's model (PPO discrete: logits, value; PPO box: mean, log_std [A], value;
@@ -274,16 +348,23 @@ def _policy_class(torch):
             obs = spec["observation"]
             kind = model.get("type", "mlp")
             core = model.get("core", "none")
-            if kind not in ("mlp", "cnn") or core == "transformer":
-                raise PolicyFileError(f"{path}: a {kind} model with core {core}: load_policy "
-                                      "builds MLP and CNN torsos with no core, an LSTM or a GRU")
+            if kind not in ("mlp", "cnn"):
+                raise PolicyFileError(f"{path}: a {kind} model: load_policy builds the "
+                                      "built-in MLP and CNN models (a TorchScript model is "
+                                      "your own module already)")
             cnn = kind == "cnn"
             self.scale_u8 = cnn and obs["dtype"] == "uint8"
             a = spec["action"]
             self.discrete = a["kind"] == "discrete"
             outs = a["n"] if self.discrete else a["dim"]
             self.torso, width = torso(model, obs["shape"], cnn)
-            if core != "none":
+            if core == "transformer":
+                self.core = Transformer(width, int(model["core_size"]),
+                                        int(model.get("core_layers", 1)),
+                                        int(model.get("core_heads", 1)),
+                                        int(model.get("core_memory", 1)))
+                width = int(model["core_size"])
+            elif core != "none":
                 self.core = Core(core, width, int(model["core_size"]))
                 width = int(model["core_size"])
             self.state_size = self.core.state_size() if core != "none" else 0

@@ -1,14 +1,14 @@
 """tests/launch/python/test_policy.py: gearbox.load_policy (launch/python/gearbox/policy.py) plays a
-run's trained policy in Python as gearbox plays it. Short runs of PPO (CartPole: solved; Hopper:
-a box, normalised observations; Breakout84: the Nature CNN on uint8 frames; Recall: an LSTM
-core, and a GRU), DQN (CartPole; Recall with an LSTM core: R2D2) and SAC (Pendulum: squashed,
-scaled to the bounds); for each, 256 random observations (and states) through the Python module
-and through policy_reference (a plain MLP's policy file on the C model `gearbox eval` plays,
-else the model file on the bridge's model): the same greedy actions (discrete: where the two
-best scores are not within float rounding), log-probabilities, values and next states, and for
-a box the same actions and log-probabilities for the same standard-normal draws. The solved
-CartPole policy balances Gymnasium's CartPole-v1 for 500 steps (when Gymnasium is installed).
-A damaged policy file is refused naming why.
+run's trained policy in Python as gearbox plays it. Short runs of PPO (CartPole: solved; Hopper: a
+box, normalised observations; Breakout84: the Nature CNN on uint8 frames; Recall: an LSTM core, a
+GRU and a gated transformer), DQN (CartPole; Recall with an LSTM core: R2D2) and SAC (Pendulum:
+squashed, scaled to the bounds); for each, 256 random observations (and states) through the Python
+module and through policy_reference (a plain MLP's policy file on the C model `gearbox eval` plays,
+else the model file on the bridge's model): the same greedy actions (discrete: where the two best
+scores are not within float rounding), log-probabilities, values and next states, and for a box the
+same actions and log-probabilities for the same standard-normal draws. The solved CartPole policy
+balances Gymnasium's CartPole-v1 for 500 steps (when Gymnasium is installed). A damaged policy file
+is refused naming why.
 usage: test_policy.py GEARBOX SOURCE_ROOT WORK_DIR POLICY_REFERENCE"""
 import os
 import subprocess
@@ -123,7 +123,8 @@ runs = [("cartpole_ppo", "cartpole_ppo.yaml"),
         ("recall_lstm", "recall_lstm.yaml", "experiment.max_env_steps=5000"),
         ("recall_gru", "recall_lstm.yaml", "experiment.max_env_steps=5000",
          "policy.model.core=gru"),
-        ("recall_r2d2", "recall_r2d2.yaml", "experiment.max_env_steps=5000")]
+        ("recall_r2d2", "recall_r2d2.yaml", "experiment.max_env_steps=5000"),
+        ("recall_transformer", "recall_transformer.yaml", "experiment.max_env_steps=5000")]
 for name, config, *sets in runs:
     run_dir = train(name, config, *sets)
     if not run_dir:
