@@ -111,6 +111,20 @@ grep -q "replay ${got##*: })" "$crash/logs/trainer-0.log" ||
   fail "the resume did not count on from the crashed run's last row ($crashed_steps env steps)"
 echo "after the launcher's SIGKILL: resumed from $crashed_steps env steps, $got"
 
+# ---- 2b. the C learner's checkpoint (a learner file) restored into libtorch's learner ---------
+# (trainer.kernels libtorch at the resume: gb_learner_checkpoint_load, workers/roles/learner_file.h)
+done_steps=$(json_get "$run/summary.json" env_steps)
+"$gearbox" run --resume "$run" --set experiment.max_env_steps=$((done_steps + 4000)) \
+  --set experiment.target_return=1e9 --set trainer.kernels=libtorch --set launch.progress=off \
+  > "$work/torch.log" 2>&1 || fail "the resume on libtorch's learner: $(tail -3 "$work/torch.log")"
+# the log from this segment's start on
+seg=$(awk '/learning on the cpu/ {buf = ""} {buf = buf $0 "\n"} END {printf "%s", buf}' \
+  "$run/logs/trainer-0.log")
+echo "$seg" | grep -q "learning on the cpu (the network's forward and backward: libtorch" ||
+  fail "the resume did not learn on libtorch's learner"
+echo "$seg" | grep -q "model and optimiser restored from .*trainer-0.step[0-9-]*.model" ||
+  fail "libtorch's learner did not restore the learner file"
+
 # ---- 3. refusals ------------------------------------------------------------------------------
 "$gearbox" run --resume "$work/none" > "$work/none.log" 2>&1
 [ $? -ne 0 ] && grep -q "config.yaml" "$work/none.log" || fail "--resume of a missing run: $(cat "$work/none.log")"
