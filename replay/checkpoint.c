@@ -13,6 +13,7 @@
  * trailing byte, a short read or a mismatch leaves the replay empty. */
 #include "replay/internal.h"
 #include "runtime/base/crc32c.h"
+#include "runtime/base/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -203,23 +204,6 @@ static int write_file(gb_replay *r, ck_out *o, const ck_header *h, const ck_reco
     return o->rc;
 }
 
-/* Makes a rename to path durable: fsyncs the directory that holds it (best effort). */
-static void sync_parent_dir(const char *path)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *(slash == dir ? slash + 1 : slash) = '\0';
-    else
-        snprintf(dir, sizeof dir, ".");
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-}
-
 /* See replay.h: written to path.tmp, then renamed; items pinned while they stream. */
 int gb_replay_checkpoint(gb_replay *r, const char *path, gb_error *err)
 {
@@ -245,7 +229,7 @@ int gb_replay_checkpoint(gb_replay *r, const char *path, gb_error *err)
     if (o.rc)
         unlink(tmp);
     else
-        sync_parent_dir(path);
+        gb_file_sync_folder(path);
     pthread_mutex_lock(&r->mu);
     for (int64_t k = 0; k < (int64_t)h->items; k++)
         gb_index_unpin(r, rec[k].index);

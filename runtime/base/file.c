@@ -24,9 +24,7 @@ static int write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-/* fsyncs the folder path is in (the rename itself survives a crash); a folder that cannot be
- * opened is not an error: the file is written. */
-static void sync_folder(const char *path)
+void gb_file_sync_folder(const char *path)
 {
     char dir[4096];
     const char *slash = strrchr(path, '/');
@@ -61,19 +59,19 @@ int gb_file_write_atomic(const char *path, const gb_file_part *parts, int n)
             unlink(tmp);
         return e;
     }
-    sync_folder(path);
+    gb_file_sync_folder(path);
     return 0;
 }
 
-int gb_user_dir(const char *path, int private, gb_error *err)
+int gb_user_dir(const char *path, int only_mine, gb_error *err)
 {
     if (mkdir(path, 0700) != 0 && errno != EEXIST)
         return gb_error_errno(err, "mkdir %s", path);
     struct stat st;
     if (lstat(path, &st) != 0)
         return gb_error_errno(err, "stat %s", path);
-    if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (private && (st.st_mode & 077)))
+    if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (only_mine && (st.st_mode & 077)))
         return gb_error_set(err, GB_EINVAL, "%s is not a %sfolder of this user", path,
-                            private ? "private " : "");
+                            only_mine ? "private " : "");
     return 0;
 }

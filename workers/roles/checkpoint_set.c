@@ -2,8 +2,9 @@
  * checkpoint.h). */
 #include "workers/roles/checkpoint_set.h"
 
+#include "runtime/base/file.h"
+
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,32 +81,13 @@ int gb_checkpoint_find(const char *dir, const char *name, gb_checkpoint_files *o
     return 0;
 }
 
-/* Writes text to path: temporary file, fsync, rename, fsync of dir. Returns 0 or GB_EIO. */
-static int write_manifest(const char *dir, const char *path, const char *text, gb_error *err)
+/* Writes text to path whole or not at all (runtime/base/file.h). Returns 0 or GB_EIO. */
+static int write_manifest(const char *path, const char *text, gb_error *err)
 {
-    char tmp[GB_CHECKPOINT_PATH_MAX + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return gb_error_set(err, GB_EIO, "checkpoint manifest: open %s: %s", tmp, strerror(errno));
-    size_t len = strlen(text);
-    ssize_t w = write(fd, text, len);
-    int e = w < 0 ? errno : (size_t)w != len ? ENOSPC : 0;
-    if (!e && fsync(fd) != 0)
-        e = errno;
-    if (close(fd) != 0 && !e)
-        e = errno;
-    if (!e && rename(tmp, path) != 0)
-        e = errno;
-    if (e) {
-        unlink(tmp);
+    gb_file_part part = {text, strlen(text)};
+    int e = gb_file_write_atomic(path, &part, 1);
+    if (e)
         return gb_error_set(err, GB_EIO, "checkpoint manifest: write %s: %s", path, strerror(e));
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
     return 0;
 }
 
@@ -145,7 +127,7 @@ int gb_checkpoint_write(const char *dir, const char *name, int64_t step, int wit
                  MANIFEST_MAGIC "\nstep %" PRId64 "\nmodel %s.model\n%s%s%s%s%s%s", step, base,
                  replay ? "replay " : "", replay ? base : "", replay ? ".replay\n" : "",
                  policy ? "policy " : "", policy ? base : "", policy ? ".policy\n" : "");
-        rc = write_manifest(dir, manifest, text, err);
+        rc = write_manifest(manifest, text, err);
     }
     if (rc) { /* the new set is not current: none of it stays */
         unlink(now.model);

@@ -161,7 +161,6 @@ static void use_blas(void) { gb_mlp_train_set_large(gb_torch()->large_product); 
  * before receiving its first chunk. */
 static void start_loader(gb_learning *L)
 {
-    L->loader_started = 1;
     atomic_store(&L->loader_done, 0);
     int e = pthread_create(&L->loader, NULL, load_blas, L);
     if (e == 0)
@@ -184,9 +183,11 @@ int gb_learning_early_poll(gb_learning *L, gb_error *err)
     (void)err;
     if (!L->early_live)
         return 0;
-    if (!L->loader_started && wants_blas(L))
-        start_loader(L);
-    L->loader_started = 1; /* (asked once) */
+    if (!L->loader_started) { /* asked once */
+        L->loader_started = 1;
+        if (wants_blas(L))
+            start_loader(L);
+    }
     if (!L->loader_live || !atomic_load(&L->loader_done))
         return 0;
     pthread_join(L->loader, NULL);

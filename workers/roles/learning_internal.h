@@ -91,7 +91,7 @@ struct gb_learning {
     gb_flat_mlp *early;
     int early_live;   /* early trains (learner is NULL) */
     pthread_t loader;
-    int loader_started; /* at the first step (learning_early.c: start_loader) */
+    int loader_started; /* asked at the first step whether to load (learning_early.c: poll) */
     int loader_live;    /* started and not yet joined */
     atomic_int loader_done;
     int load_rc;

@@ -6,14 +6,14 @@
 #include "workers/torch/mlp_program.hpp"
 #include "workers/torch/module.h"
 
+#include "runtime/base/file.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
-#include <unistd.h>
 #include <string>
 
 namespace gbt {
@@ -228,53 +228,15 @@ extern "C" int gbt_learner_train(gb_torch_learner *l, const gb_torch_batch *b,
     });
 }
 
-// Writes n bytes to path durably and atomically: path.tmp, fsync, rename, fsync the folder.
-// A failure (ENOSPC, EIO) removes the temporary file and leaves what was at path untouched.
-// Returns 0 or GB_EIO naming the file and the system's reason.
+// Writes bytes to path whole or not at all (runtime/base/file.h): a failure (ENOSPC, EIO) leaves
+// what was at path untouched. Returns 0 or GB_EIO naming the file and the system's reason.
 static int write_file_atomic(const char *path, const std::string &bytes, gb_error *err)
 {
-    std::string tmp = std::string(path) + ".tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return gb_error_set(err, GB_EIO, "checkpoint: open %s: %s", tmp.c_str(),
-                            std::strerror(errno));
-    const char *p = bytes.data();
-    size_t left = bytes.size();
-    int e = 0;
-    while (left > 0 && !e) {
-        ssize_t w = ::write(fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            e = w < 0 ? errno : EIO;
-        else {
-            p += w;
-            left -= (size_t)w;
-        }
-    }
-    if (!e && ::fsync(fd) != 0)
-        e = errno;
-    if (::close(fd) != 0 && !e)
-        e = errno;
-    if (e) {
-        ::unlink(tmp.c_str());
-        return gb_error_set(err, GB_EIO, "checkpoint: write %s (%zu bytes): %s", tmp.c_str(),
+    gb_file_part part = {bytes.data(), bytes.size()};
+    int e = gb_file_write_atomic(path, &part, 1);
+    if (e)
+        return gb_error_set(err, GB_EIO, "checkpoint: write %s (%zu bytes): %s", path,
                             bytes.size(), std::strerror(e));
-    }
-    if (std::rename(tmp.c_str(), path) != 0) {
-        e = errno;
-        ::unlink(tmp.c_str());
-        return gb_error_set(err, GB_EIO, "checkpoint: rename %s -> %s: %s", tmp.c_str(), path,
-                            std::strerror(e));
-    }
-    std::string dir(path);
-    size_t slash = dir.rfind('/');
-    dir = slash == std::string::npos ? std::string(".") : dir.substr(0, slash ? slash : 1);
-    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) { // the rename itself survives a crash
-        ::fsync(dfd);
-        ::close(dfd);
-    }
     return 0;
 }
 

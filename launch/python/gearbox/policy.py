@@ -199,8 +199,7 @@ def _torch():
 def build_policy(cfg, spec, params, version=0, step=None, path=None):
     """The module of a run's config (a dict), its spaces (env_spec) and parameters
     (read_policy_file's); a function, so that importing gearbox does not import torch."""
-    import torch
-    return _policy_class(torch)(cfg, spec, params, version, step, path)
+    return _policy_class(_torch())(cfg, spec, params, version, step, path)
 
 
 _CLASS = None
