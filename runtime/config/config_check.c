@@ -289,14 +289,16 @@ static int check_policy(const gb_config *cfg, const gb_config_marks *marks, gb_e
             return fail_key(marks, "policy.model.torchscript_state", err,
                             "is for a TorchScript model (policy.model.type torchscript); a "
                             "built-in model's memory is policy.model.core");
-        if (cfg->trainer.algorithm.name != GB_ALGO_PPO)
+        if (cfg->trainer.algorithm.name == GB_ALGO_SAC)
             return fail_key(marks, "policy.model.torchscript_state", err,
-                            "a model with state trains with ppo for now");
+                            "a model with state trains with ppo or dqn (R2D2); SAC with "
+                            "memory is not built yet");
     }
     if (cfg->trainer.algorithm.name == GB_ALGO_DQN && cfg->trainer.algorithm.dqn.burn_in > 0 &&
-        cfg->policy.model.core == GB_CORE_NONE)
+        gb_config_state_size(cfg) == 0)
         return fail_key(marks, "trainer.algorithm.dqn.burn_in", err,
-                        "burn-in warms a core's state up: it needs policy.model.core");
+                        "burn-in warms a model's state up: it needs policy.model.core (or a "
+                        "TorchScript model's policy.model.torchscript_state)");
     if (cfg->policy.model.normalize_obs && cfg->policy.model.type != GB_MODEL_MLP)
         return fail_key(marks, "policy.model.normalize_obs", err,
                         "normalises the vector observations of an mlp model (a cnn scales its "

@@ -101,11 +101,12 @@ typedef struct gb_torch_space {
  *   torch.jit.script(Net()).save("cartpole_ac.pt")
  * Its parameters train like a built-in model's and travel through export/import the same way.
  * A TorchScript model has no core (policy.model.core needs a built-in model), but it may carry
- * state of its own (PPO): with policy.model.torchscript_state = S > 0 the module declares an
- * integer attribute state_size = S, and its forward(obs, state) takes the rows' state [N, S]
+ * state of its own (PPO, DQN): with policy.model.torchscript_state = S > 0 the module declares
+ * an integer attribute state_size = S, and its forward(obs, state) takes the rows' state [N, S]
  * (zeros at an episode's start) and returns its usual outputs followed by the next state [N, S],
- * e.g. (logits, value, next_state). The learner runs it row by row over a chunk with the reset
- * rule below (Cores), so it trains and acts on the same forward; it keeps nothing between calls.
+ * e.g. (logits, value, next_state) or (q, next_state). The learner runs it row by row over a
+ * chunk with the reset rule below (Cores; DQN as R2D2, with burn-in), so it trains and acts on
+ * the same forward; it keeps nothing between calls.
  *
  * Cores (policy.model.core: lstm | gru | transformer; core_size H units): memory between the
  * torso and the heads; actor and critic share torso and core. The state a row carries from one

@@ -88,9 +88,9 @@ static int check_space(const gb_config *cfg, const gb_torch_space *sp, gb_error 
         (cfg->policy.model.type != GB_MODEL_MLP || sp->obs_dtype != GB_DTYPE_FLOAT32))
         return gb_error_set(err, GB_EUNSUPPORTED, "policy.model.normalize_obs: for an mlp model "
                             "of float32 observations");
-    if (cfg->policy.model.torchscript_state > 0 && algo != GB_ALGO_PPO)
+    if (cfg->policy.model.torchscript_state > 0 && algo == GB_ALGO_SAC)
         return gb_error_set(err, GB_EUNSUPPORTED, "policy.model.torchscript_state: a model "
-                            "with state trains with ppo (recurrent dqn and sac are not built)");
+                            "with state trains with ppo or dqn (sac with memory is not built)");
     if (cfg->policy.model.type == GB_MODEL_TORCHSCRIPT && !cfg->policy.model.torchscript[0])
         return gb_error_set(err, GB_EINVAL, "policy.model.type is torchscript but "
                             "policy.model.torchscript is empty");
@@ -356,9 +356,11 @@ def forward(self, obs):
 }
 
 extern "C" int gb_torch_write_test_script_state(const char *path, int64_t obs_dim,
-                                                int64_t n_actions, int64_t state_size,
+                                                int64_t n_actions, int64_t state_size, int algo,
                                                 uint64_t seed, gb_error *err)
 {
+    if (algo != GB_ALGO_PPO && algo != GB_ALGO_DQN)
+        return gb_error_set(err, GB_EINVAL, "write_test_script_state: ppo or dqn");
     return gb_torch_guard(err, "write_test_script_state", [&] {
         torch::jit::Module m("GearboxTestRecurrentActorCritic");
         at::Generator gen = at::detail::createCPUGenerator(seed);
@@ -367,10 +369,17 @@ extern "C" int gb_torch_write_test_script_state(const char *path, int64_t obs_di
         m.register_parameter("w_pi", torch::randn({n_actions, state_size}, gen) * 0.1, false);
         m.register_parameter("w_v", torch::randn({1, state_size}, gen) * 0.1, false);
         m.register_attribute("state_size", c10::IntType::get(), state_size);
-        m.define(R"JIT(
+        if (algo == GB_ALGO_PPO)
+            m.define(R"JIT(
 def forward(self, obs, state):
     h = torch.tanh(torch.matmul(torch.cat([obs, state], 1), self.w_s.t()))
     return torch.matmul(h, self.w_pi.t()), torch.matmul(h, self.w_v.t()), h
+)JIT");
+        else // DQN's contract: (q, next state); w_v trains nothing
+            m.define(R"JIT(
+def forward(self, obs, state):
+    h = torch.tanh(torch.matmul(torch.cat([obs, state], 1), self.w_s.t()))
+    return torch.matmul(h, self.w_pi.t()), h
 )JIT");
         m.save(path);
         return 0;

@@ -56,10 +56,11 @@ int gb_torch_write_test_script(const char *path, int64_t obs_dim, int64_t n_acti
                                uint64_t seed, gb_error *err);
 
 /* The same with state_size floats of state a row (policy.model.torchscript_state): forward(obs,
- * state) -> (h W_pi^T, h w_v^T, h) with h = tanh([obs, state] W_s^T), and the attribute
- * state_size. Returns 0 or GB_ETORCH. */
+ * state) -> (h W_pi^T, h w_v^T, h) for algo GB_ALGO_PPO, (h W_pi^T, h) (DQN's q and the next
+ * state) for GB_ALGO_DQN, with h = tanh([obs, state] W_s^T), and the attribute state_size.
+ * Returns 0, GB_EINVAL or GB_ETORCH. */
 int gb_torch_write_test_script_state(const char *path, int64_t obs_dim, int64_t n_actions,
-                                     int64_t state_size, uint64_t seed, gb_error *err);
+                                     int64_t state_size, int algo, uint64_t seed, gb_error *err);
 
 /* The forward a PPO learner trains on (recurrent PPO's; without a core the plain forward): its
  * model over batch b's chunks as sequences from b->state0 with the reset rule of bridge.h's

@@ -9,7 +9,7 @@ The forward takes a float batch obs [N, *obs_shape] and returns, for PPO with di
 (logits [N, n], value [N] or [N, 1]); continuous: (mean [N, A], log_std [N, A] or [A], value);
 DQN: q [N, n]; SAC's actor: (mean, log_std). A module with recurrent state declares an integer
 attribute state_size = S; its forward then takes (obs, state [N, S]) (zeros at an episode's
-start) and returns its outputs followed by the next state [N, S] (PPO only)."""
+start) and returns its outputs followed by the next state [N, S] (PPO and DQN)."""
 import inspect
 import os
 

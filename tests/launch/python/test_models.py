@@ -6,7 +6,9 @@ in Python; export_model's file refused the same way by `gearbox check` and `gear
 config-only user (exit status 2, the key and the shapes); then the example's recurrent module
 (launch/python/examples/recall_gru.py, a GRU cell) solving Recall N = 20 through gearbox.run,
 its model.pt kept in the run directory, and the policy its verdict rests on (the checkpoint set
-"solved") evaluated there again on other episodes.
+"solved") evaluated there again on other episodes; the example's GRU with DQN's head (GRUQ)
+solving it as R2D2 (recall_r2d2.yaml: stored states, burn-in, the module stepped by the
+learner).
 Usage: test_models.py GEARBOX SOURCE_ROOT WORK_DIR (exits 77, skipped, without PyTorch)"""
 import atexit
 import os
@@ -27,7 +29,7 @@ except ImportError:
 import gearbox  # noqa: E402
 
 sys.path.insert(0, os.path.join(SRC, "launch", "python", "examples"))
-from recall_gru import GRUPolicy  # noqa: E402
+from recall_gru import GRUPolicy, GRUQ  # noqa: E402
 
 RECALL = os.path.join(SRC, "configs", "recall_lstm.yaml")
 # run directories in a temporary folder, removed at exit
@@ -154,4 +156,17 @@ check(ev["checkpoint_step"] == e.get("checkpoint_step") and ev["return_mean"] >=
 # the last checkpoint (the trainers went on while the verdict's evaluation played): reported
 last = gearbox.evaluate(r.run_dir, episodes=20, deterministic=True)
 print(f"the last checkpoint (step {last['checkpoint_step']}): {last['return_mean']}")
+
+# the same memory as R2D2: a TorchScript module's state stored with each chunk, warmed up over
+# the burn-in rows and stepped by the learner row by row
+torch.manual_seed(1)
+r = gearbox.run(os.path.join(SRC, "configs", "recall_r2d2.yaml"), model=GRUQ(),
+                overrides={**OVER, "experiment.seed": 1, "experiment.max_seconds": 240})
+s = r.summary
+print(f"recall_gru r2d2 seed 1: {s['exit_reason']}, {s['env_steps']} env steps, "
+      f"{s['wall_seconds']:.1f} s, solved_by {s.get('solved_by')}")
+check(s["solved"] is True and s.get("solved_by") == "evaluation",
+      f"GRUQ solved Recall N = 20 with DQN (R2D2): {s['exit_reason']}")
+ev = gearbox.evaluate(r.run_dir, episodes=20, deterministic=True, checkpoint="solved", seed=7)
+check(ev["return_mean"] >= 0.9, f"its solved policy evaluated again: {ev['return_mean']}")
 finish()

@@ -85,7 +85,7 @@ static void make_core_cfg(gb_config *cfg, const char *core, int size)
         snprintf(cfg->policy.model.torchscript, sizeof cfg->policy.model.torchscript,
                  "%s/recurrent.pt", scratch);
         CHECK_OK(gb_torch_write_test_script_state(cfg->policy.model.torchscript, OBS, 3, size,
-                                                  5, &err));
+                                                  GB_ALGO_PPO, 5, &err));
         cfg->policy.model.type = GB_MODEL_TORCHSCRIPT;
         cfg->policy.model.torchscript_state = size;
         cfg->trainer.algorithm.ppo.epochs = 2;

@@ -2,9 +2,10 @@
  * the Q-values the learner trains on (each chunk replayed from its stored state, the burn-in
  * rows stepped, the rest as one sequence) against a reference computed step by step by an actor's
  * model_act_state over the same rows, with reset rows at the start, in the middle and at the end,
- * for lstm, gru and transformer cores, with and without burn-in; the burn-in rows take no part in
+ * for lstm, gru and transformer cores and a TorchScript model with state of its own
+ * (policy.model.torchscript_state), with and without burn-in; the burn-in rows take no part in
  * the loss or the priorities (rewards there change nothing, one after it does); a training step
- * changes the forward; the value rescaling and its inverse. */
+ * changes the forward; the value rescaling and its inverse. argv[1]: a scratch folder. */
 #include "test.h"
 #include "workers/torch_test_util.h"
 #include "workers/torch/testing.h"
@@ -13,6 +14,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+static const char *scratch = ".";
 
 enum { B = 3, T = 9, OBS = 4, NA = 3, WARM = 4, MAXS = 128 };
 
@@ -72,6 +75,20 @@ static void act_chunks(gb_torch_model *m, chunks *x)
 
 static int make_r2d2_cfg(gb_config *cfg, const char *core, int burn_in)
 {
+    if (strcmp(core, "torchscript") == 0) { /* a user's module with 16 floats of state */
+        gb_error err = {0};
+        if (make_cfg(cfg, "dqn", ""))
+            return -1;
+        snprintf(cfg->policy.model.torchscript, sizeof cfg->policy.model.torchscript,
+                 "%s/r2d2_state.pt", scratch);
+        CHECK_OK(gb_torch_write_test_script_state(cfg->policy.model.torchscript, OBS, NA, 16,
+                                                  GB_ALGO_DQN, 7, &err));
+        cfg->policy.model.type = GB_MODEL_TORCHSCRIPT;
+        cfg->policy.model.torchscript_state = 16;
+        cfg->trainer.algorithm.dqn.burn_in = burn_in;
+        cfg->trainer.algorithm.dqn.n_step = 3;
+        return 0;
+    }
     char extra[192];
     snprintf(extra, sizeof extra, ", core: %s, core_size: 16%s", core,
              strcmp(core, "transformer") == 0
@@ -213,10 +230,14 @@ static void test_agreement(void)
     agreement("gru", 3);
     agreement("transformer", 3);
     agreement("transformer", 5);
+    agreement("torchscript", 0);
+    agreement("torchscript", 3);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1)
+        scratch = argv[1];
     TEST_RUN(test_agreement);
     TEST_RUN(test_burn_in_no_loss);
     TEST_RUN(test_value_rescale);
