@@ -277,6 +277,7 @@ static int open_outputs(launch *L)
         gb_run_rows_base(last, &L->base);
         GB_INFO("resuming (segment %d) after %.0f env steps, %.0f episodes, %.1f s",
                 L->base.segment, L->base.env_steps, L->base.episodes, L->base.time);
+        gb_run_resume_sets(L->rd.path, cfg->trainer.count); /* trainer.count changed: says so */
     }
     if (rc == 0)
         rc = self_path(L->exe, sizeof L->exe, err);
@@ -357,8 +358,7 @@ static int write_row(launch *L, double now, double *next_plain)
 
 /* Watches the run until it must end; decides by the run contract's stop rules (on this
  * segment's episodes: the mean return's window; with the verdict by evaluation, on the
- * evaluations, one asked for at once when the window reaches the target) when it ends well
- * (status 0). */
+ * evaluations, one asked for at once when the window reaches the target) when it ends well. */
 static void watch(launch *L)
 {
     const gb_config *cfg = L->cfg;

@@ -5,8 +5,12 @@
 #include "runtime/streams/curve.h"
 #include "runtime/streams/wire.h"
 
+#include "workers/roles/checkpoint_set.h"
+
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
+#include <unistd.h>
 
 static double or0(double v) { return isnan(v) ? 0 : v; }
 
@@ -18,6 +22,45 @@ void gb_run_rows_base(const double *last, gb_run_base *b)
     b->samples = or0(last[GB_COL_SAMPLES]);
     b->train_steps = or0(last[GB_COL_TRAIN_STEPS]);
     b->segment = (int)or0(last[GB_COL_SEGMENT]) + 1;
+}
+
+int gb_run_resume_sets(const char *run_dir, int trainers)
+{
+    int left = 0, have0 = 0;
+    gb_checkpoint_files f;
+    gb_error err = {0};
+    char ckpt_dir[GB_CHECKPOINT_PATH_MAX];
+    snprintf(ckpt_dir, sizeof ckpt_dir, "%s/checkpoints", run_dir);
+    DIR *d = opendir(ckpt_dir);
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+        int k = -1, end = 0;
+        char name[32];
+        if (sscanf(e->d_name, "trainer-%d.checkpoint%n", &k, &end) != 1 ||
+            e->d_name[end] != '\0' || k < 0)
+            continue;
+        snprintf(name, sizeof name, "trainer-%d", k);
+        if (gb_checkpoint_find(ckpt_dir, name, &f, &err) != 0)
+            continue; /* the trainer that owns it says why it cannot restore it */
+        have0 |= k == 0;
+        if (k < trainers)
+            continue;
+        left++;
+        GB_WARN("resume: checkpoints/%s (training step %lld%s) is not restored: "
+                "trainer.count is %d now; it stays on disk (a resume with trainer.count %d or "
+                "more takes it up)", name, (long long)f.step,
+                f.replay[0] ? ", with its replay" : "", trainers, k + 1);
+    }
+    if (d)
+        closedir(d);
+    for (int k = 1; have0 && k < trainers; k++) {
+        char name[32], manifest[GB_CHECKPOINT_PATH_MAX + 48];
+        snprintf(name, sizeof name, "trainer-%d", k);
+        snprintf(manifest, sizeof manifest, "%s/%s.checkpoint", ckpt_dir, name);
+        if (access(manifest, F_OK) != 0)
+            GB_INFO("resume: %s has no checkpoint: it starts from trainer-0's restored "
+                    "parameters with an empty replay", name);
+    }
+    return left;
 }
 
 /* The counters: steps, episodes, rates, the replay's fill. */

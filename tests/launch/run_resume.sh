@@ -7,6 +7,8 @@
 #     env_steps, episodes and time count on in metrics.csv and summary.json; the first
 #     segment's summary is kept as summary.0.json; the ledger of the resumed segment balances.
 #  2. A run whose launcher was SIGKILLed (its workers die with it) resumes from its checkpoint.
+#  2c. trainer.count changed at a resume: a new trainer starts from trainer 0's parameters, a
+#     set no trainer takes up is named in a warning.
 #  3. What cannot be resumed is refused with a clear message, and a checkpoint that names a
 #     missing file fails the resume with the cause.
 # usage: run_resume.sh GEARBOX CONFIG WORK_DIR MIN_RETURN MAX_ENV_STEPS
@@ -124,6 +126,22 @@ echo "$seg" | grep -q "learning on the cpu (the network's forward and backward: 
   fail "the resume did not learn on libtorch's learner"
 echo "$seg" | grep -q "model and optimiser restored from .*trainer-0.step[0-9-]*.model" ||
   fail "libtorch's learner did not restore the learner file"
+
+# ---- 2c. trainer.count changed at a resume ---------------------------------------------------
+# one trainer -> two: trainer-1 has no set and starts from trainer-0's restored parameters (the
+# group's checksums agree); two -> one: trainer-1's set is not restored, and the launcher says so
+for count in 2 1; do
+  done_steps=$(json_get "$run/summary.json" env_steps)
+  "$gearbox" run --resume "$run" --set experiment.max_env_steps=$((done_steps + 4000)) \
+    --set experiment.target_return=1e9 --set trainer.count=$count --set launch.progress=off \
+    > "$work/count$count.log" 2>&1 || fail "the resume with trainer.count $count: $(tail -3 "$work/count$count.log")"
+done
+grep -q "resume: trainer-1 has no checkpoint: it starts from trainer-0's restored parameters" \
+  "$run/logs/launcher.log" || fail "the launcher did not say where the new trainer-1 starts"
+grep -q "parameter checksum [0-9a-f]*, equal on all 2 trainers" "$run/logs/trainer-1.log" ||
+  fail "the two resumed trainers did not agree on their parameters"
+grep -q "WARN  launcher resume: checkpoints/trainer-1 (training step [0-9]*, with its replay) is not restored: trainer.count is 1" \
+  "$run/logs/launcher.log" || fail "the launcher did not warn of trainer-1's set left unrestored"
 
 # ---- 3. refusals ------------------------------------------------------------------------------
 "$gearbox" run --resume "$work/none" > "$work/none.log" 2>&1
