@@ -295,7 +295,7 @@ static int check_policy(const gb_config *cfg, const gb_config_marks *marks, gb_e
                             "memory is not built yet");
     }
     if (cfg->trainer.algorithm.name == GB_ALGO_DQN && cfg->trainer.algorithm.dqn.burn_in > 0 &&
-        gb_config_state_size(cfg) == 0)
+        cfg->policy.model.core == GB_CORE_NONE && cfg->policy.model.torchscript_state == 0)
         return fail_key(marks, "trainer.algorithm.dqn.burn_in", err,
                         "burn-in warms a model's state up: it needs policy.model.core (or a "
                         "TorchScript model's policy.model.torchscript_state)");
