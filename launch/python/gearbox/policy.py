@@ -9,8 +9,10 @@ the same parameter names, so state_dict() is theirs) with the same action rules 
 (workers/roles/policy_mlp.c, workers/torch/sampling.c): greedy or mean actions, PPO's Gaussian,
 SAC's squashed Gaussian scaled to the bounds, DQN's epsilon-greedy, normalised observations with the
 run's statistics. tanh is PyTorch's where gearbox's is a minimax approximation within 4e-7 of it:
-outputs agree to float rounding (test_policy.py holds them against gearbox's). TorchScript models
-are refused: they are your own modules already.
+outputs agree to float rounding (test_policy.py holds them against gearbox's). A TorchScript
+model's run gives its own module (policy.model.torchscript, torch.jit.load) with the trained
+parameters and buffers, its outputs shaped as the bridge takes them, behind the same act() and
+predict().
 
     import gearbox
     policy = gearbox.load_policy("runs/cartpole_ppo")
@@ -347,14 +349,17 @@ def _policy_class(torch):
             obs = spec["observation"]
             kind = model.get("type", "mlp")
             core = model.get("core", "none")
-            if kind not in ("mlp", "cnn"):
-                raise PolicyFileError(f"{path}: a {kind} model: load_policy builds the "
-                                      "built-in MLP and CNN models (a TorchScript model is "
-                                      "your own module already)")
-            cnn = kind == "cnn"
-            self.scale_u8 = cnn and obs["dtype"] == "uint8"
             a = spec["action"]
             self.discrete = a["kind"] == "discrete"
+            self.script = None
+            if kind == "torchscript":
+                self._load_script(model, a, params, path)
+                return
+            if kind not in ("mlp", "cnn"):
+                raise PolicyFileError(f"{path}: a {kind} model: load_policy builds the "
+                                      "built-in MLP and CNN models and TorchScript ones")
+            cnn = kind == "cnn"
+            self.scale_u8 = cnn and obs["dtype"] == "uint8"
             outs = a["n"] if self.discrete else a["dim"]
             self.torso, width = torso(model, obs["shape"], cnn)
             if core == "transformer":
@@ -382,13 +387,7 @@ def _policy_class(torch):
                 self.log_std = nn.Linear(width, outs)
             else:
                 raise PolicyFileError(f"{path}: algorithm {self.algorithm} has no policy here")
-            if not self.discrete:  # the bounds: SAC scales to them, the actor clips to them
-                lo = torch.tensor(a["low"], dtype=torch.float32)
-                hi = torch.tensor(a["high"], dtype=torch.float32)
-                self.register_buffer("act_low", lo)
-                self.register_buffer("act_high", hi)
-                self.register_buffer("act_scale", 0.5 * (hi - lo))
-                self.register_buffer("act_bias", 0.5 * (hi + lo))
+            self._bounds(a)
             self.normalized = "obs_mean" in params
             self.obs_clip = float(model.get("obs_clip", 10.0))
             if self.normalized:  # as policy_mlp.c: the mean and (var + 1e-8)^-1/2 as floats
@@ -412,6 +411,65 @@ def _policy_class(torch):
             self.load_state_dict({k: torch.from_numpy(params[k]) for k in names}, strict=False)
             self.eval()
 
+        def _bounds(self, a):
+            if not self.discrete:  # the bounds: SAC scales to them, the actor clips to them
+                lo = torch.tensor(a["low"], dtype=torch.float32)
+                hi = torch.tensor(a["high"], dtype=torch.float32)
+                self.register_buffer("act_low", lo)
+                self.register_buffer("act_high", hi)
+                self.register_buffer("act_scale", 0.5 * (hi - lo))
+                self.register_buffer("act_bias", 0.5 * (hi + lo))
+
+        def _load_script(self, model, a, params, path):
+            """The run's TorchScript module with the checkpoint's tensors in place."""
+            file = model.get("torchscript", "")
+            try:
+                self.script = torch.jit.load(file, map_location="cpu")
+            except (RuntimeError, ValueError, OSError) as e:
+                raise PolicyFileError(f"{path}: the run's TorchScript model {file!r} cannot be "
+                                      f"loaded: {e}") from None
+            self.state_size = int(model.get("torchscript_state", 0))
+            self.normalized, self.scale_u8 = False, False
+            self._bounds(a)
+            own = dict(self.script.named_parameters())
+            own.update(dict(self.script.named_buffers()))
+            missing = [k for k in own if k not in params]
+            extra = [k for k in params if k not in own]
+            if missing or extra:
+                raise PolicyFileError(f"{path} does not fit the TorchScript model {file}: "
+                                      f"missing {missing}, unknown {extra}")
+            with torch.no_grad():
+                for k, t in own.items():
+                    if tuple(params[k].shape) != tuple(t.shape):
+                        raise PolicyFileError(f"{path}: {k} is {tuple(params[k].shape)}, "
+                                              f"{file}'s is {tuple(t.shape)}")
+                    t.copy_(torch.from_numpy(params[k]))
+            self.eval()
+
+        def _script_forward(self, obs, state):
+            """The module's outputs shaped as the built-in forward's: values [N, 1], log_std
+            [N, A]; then the next state when it carries one."""
+            x = torch.as_tensor(obs).to(torch.float32)
+            if self.state_size:
+                if state is None:
+                    raise ValueError("the model carries state: pass each row's state "
+                                     "(initial_state(n) at an episode's start)")
+                out = self.script(x, torch.as_tensor(state, dtype=torch.float32))
+                out, state_out = tuple(out[:-1]), out[-1]
+            else:
+                out, state_out = self.script(x), None
+                out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+            n = x.shape[0]
+            if self.algorithm == "ppo":
+                v = out[-1].reshape(n, 1)
+                out = (out[0], v) if self.discrete else \
+                    (out[0], out[1].expand_as(out[0]), v)
+            elif self.algorithm == "sac":
+                out = (out[0], out[1].expand_as(out[0]))
+            if self.state_size:
+                return out + (state_out,)
+            return out if len(out) > 1 else out[0]
+
         def initial_state(self, n):
             """The state of n rows at an episode's start: zeros [n, state_size]."""
             return torch.zeros(n, self.state_size)
@@ -426,6 +484,8 @@ def _policy_class(torch):
             return x if hasattr(self.torso[0], "kernel_size") else x.flatten(1)
 
         def forward(self, obs, state=None):
+            if self.script is not None:
+                return self._script_forward(obs, state)
             x = self._x(obs)
             h = self.torso(x)
             state_out = None

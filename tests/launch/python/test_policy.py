@@ -1,8 +1,10 @@
 """tests/launch/python/test_policy.py: gearbox.load_policy (launch/python/gearbox/policy.py) plays a
 run's trained policy in Python as gearbox plays it. Short runs of PPO (CartPole: solved; Hopper: a
 box, normalised observations; Breakout84: the Nature CNN on uint8 frames; Recall: an LSTM core, a
-GRU and a gated transformer), DQN (CartPole; Recall with an LSTM core: R2D2) and SAC (Pendulum:
-squashed, scaled to the bounds); for each, 256 random observations (and states) through the Python
+GRU and a gated transformer), DQN (CartPole; Recall with an LSTM core: R2D2), SAC (Pendulum:
+squashed, scaled to the bounds) and TorchScript models of one's own (CartPole PPO with a buffer,
+Pendulum SAC's actor with one log_std, Recall with a GRU cell's state for PPO and for DQN:
+launch/python/examples/recall_gru.py); for each, 256 random observations (and states) through the Python
 module and through policy_reference (a plain MLP's policy file on the C model `gearbox eval` plays,
 else the model file on the bridge's model): the same greedy actions (discrete: where the two best
 scores are not within float rounding), log-probabilities, values and next states, and for a box the
@@ -28,6 +30,45 @@ except ImportError:
     print("skipped: numpy and PyTorch (python3-torch) are not installed")
     sys.exit(77)
 import gearbox  # noqa: E402
+
+
+sys.path.insert(0, os.path.join(src, "launch", "python", "examples"))
+from recall_gru import GRUPolicy, GRUQ  # noqa: E402
+
+
+class CartPoleAC(torch.nn.Module):
+    """A stateless actor-critic of one's own, with a buffer the trainers keep as it is."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh())
+        self.pi = torch.nn.Linear(32, 2)
+        self.v = torch.nn.Linear(32, 1)
+        self.register_buffer("scale", torch.full((4,), 0.5))
+
+    def forward(self, obs: torch.Tensor):
+        h = self.body(obs * self.scale)
+        return self.pi(h), self.v(h)
+
+
+class PendulumActor(torch.nn.Module):
+    """SAC's actor of one's own: a mean per row and one log_std [A] for every row."""
+
+    def __init__(self):
+        super().__init__()
+        self.mean = torch.nn.Sequential(torch.nn.Linear(3, 32), torch.nn.ReLU(),
+                                        torch.nn.Linear(32, 1))
+        self.log_std = torch.nn.Parameter(torch.full((1,), -0.5))
+
+    def forward(self, obs: torch.Tensor):
+        return self.mean(obs), self.log_std
+
+
+def script_sets(module, name):
+    """The --set values that make a config train module (exported to WORK/name.pt)."""
+    torch.manual_seed(1)
+    sets = gearbox.export_model(module, os.path.join(work, name + ".pt"))
+    return [f"{k}={v}" for k, v in sets.items()]
 
 
 def train(name, config, *sets):
@@ -124,7 +165,15 @@ runs = [("cartpole_ppo", "cartpole_ppo.yaml"),
         ("recall_gru", "recall_lstm.yaml", "experiment.max_env_steps=5000",
          "policy.model.core=gru"),
         ("recall_r2d2", "recall_r2d2.yaml", "experiment.max_env_steps=5000"),
-        ("recall_transformer", "recall_transformer.yaml", "experiment.max_env_steps=5000")]
+        ("recall_transformer", "recall_transformer.yaml", "experiment.max_env_steps=5000"),
+        ("script_ppo", "cartpole_ppo.yaml", "experiment.max_env_steps=5000",
+         *script_sets(CartPoleAC(), "script_ppo")),
+        ("script_sac", "pendulum_sac.yaml", "experiment.max_env_steps=3000",
+         *script_sets(PendulumActor(), "script_sac")),
+        ("script_gru", "recall_lstm.yaml", "experiment.max_env_steps=5000",
+         *script_sets(GRUPolicy(), "script_gru")),
+        ("script_gru_q", "recall_r2d2.yaml", "experiment.max_env_steps=5000",
+         *script_sets(GRUQ(), "script_gru_q"))]
 for name, config, *sets in runs:
     run_dir = train(name, config, *sets)
     if not run_dir:
@@ -138,6 +187,15 @@ for name, config, *sets in runs:
         check(s0.shape == (policy.state_size,) and np.array_equal(s2, s0) and a2 == a0 and
               not np.array_equal(s1, s0), "recall_lstm: predict carries the state and resets "
               "it at an episode's start")
+    if name.startswith("script_"):  # the trained tensors, not the exported ones
+        first = torch.jit.load(os.path.join(work, name + ".pt"))
+        moved = [k for k, t in first.named_parameters()
+                 if not torch.equal(t, dict(policy.script.named_parameters())[k])]
+        check(len(moved) > 0, f"{name}: the checkpoint's parameters replaced the export's "
+              f"({len(moved)} tensors moved)")
+        if name == "script_ppo":
+            check(torch.equal(policy.script.scale, torch.full((4,), 0.5)),
+                  "script_ppo: its buffer came back as the run kept it")
     if name == "hopper_ppo":
         check(policy.normalized, "hopper_ppo: the observations are normalised by the run's "
               "statistics")
