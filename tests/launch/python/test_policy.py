@@ -9,7 +9,8 @@ module and through policy_reference (a plain MLP's policy file on the C model `g
 else the model file on the bridge's model): the same greedy actions (discrete: where the two best
 scores are not within float rounding), log-probabilities, values and next states, and for a box the
 same actions and log-probabilities for the same standard-normal draws. The solved CartPole policy
-balances Gymnasium's CartPole-v1 for 500 steps (when Gymnasium is installed). A damaged policy file
+balances Gymnasium's CartPole-v1 for 500 steps (when Gymnasium is installed). A set replaced while
+it is read (a live run's) is read again, a file that stays gone is an error; a damaged policy file
 is refused naming why.
 usage: test_policy.py GEARBOX SOURCE_ROOT WORK_DIR POLICY_REFERENCE"""
 import os
@@ -236,6 +237,30 @@ for name, config, *sets in runs:
             check(p.returncode == 0 and p.stdout.count("return 500") == 2,
                   f"examples/play_gymnasium.py plays the run: {p.stdout.strip()} "
                   f"{p.stderr.strip()[-300:]}")
+        # a live run's trainer replaces its set while load_policy reads: a file gone after the
+        # manifest named it is looked up again (through the manifest), a few times at most
+        import gearbox.policy as gp
+        real, calls = gp._checkpoint_files, []
+
+        def replaced(run, ckpt):
+            calls.append(ckpt)
+            pol, mod, step = real(run, None)
+            gone = os.path.join(work, "removed.step1.policy")
+            return (gone, mod, step) if len(calls) == 1 or ckpt == "gone" else (pol, mod, step)
+        gp._checkpoint_files = replaced
+        try:
+            again = gearbox.load_policy(run_dir)
+            check(len(calls) == 2 and again.path == policy.path,
+                  f"a set replaced while it was read: read again ({len(calls)} lookups)")
+            calls.clear()
+            try:
+                gearbox.load_policy(run_dir, checkpoint="gone")
+                check(False, "a file that stays gone is an error")
+            except FileNotFoundError:
+                check(len(calls) == 4, f"a file that stays gone: FileNotFoundError after "
+                      f"{len(calls)} lookups")
+        finally:
+            gp._checkpoint_files = real
         good = policy.path
         raw = open(good, "rb").read()
         for what, data, why in [("a flipped byte", raw[:-3] + bytes([raw[-3] ^ 1]) + raw[-2:],
