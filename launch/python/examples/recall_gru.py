@@ -19,40 +19,45 @@ import sys
 import torch
 
 
-class GRUPolicy(torch.nn.Module):
-    """A tanh layer, a GRU cell carrying the memory, and the actor and critic heads."""
+class GRUMemory(torch.nn.Module):
+    """A tanh layer and a GRU cell carrying the memory: what both heads below read."""
 
     state_size: int
 
-    def __init__(self, obs_size=6, actions=4, hidden=64):
+    def __init__(self, obs_size=6, hidden=64):
         super().__init__()
         self.state_size = hidden
         self.torso = torch.nn.Linear(obs_size, hidden)
         self.cell = torch.nn.GRUCell(hidden, hidden)
+
+    def memory(self, obs: torch.Tensor, state: torch.Tensor):
+        return self.cell(torch.tanh(self.torso(obs)), state)
+
+
+class GRUPolicy(GRUMemory):
+    """PPO's actor and critic heads on the memory."""
+
+    def __init__(self, obs_size=6, actions=4, hidden=64):
+        super().__init__(obs_size, hidden)
         self.pi = torch.nn.Linear(hidden, actions)
         self.v = torch.nn.Linear(hidden, 1)
         torch.nn.init.orthogonal_(self.pi.weight, 0.01)  # near-uniform first actions
         torch.nn.init.zeros_(self.pi.bias)
 
     def forward(self, obs: torch.Tensor, state: torch.Tensor):
-        h = self.cell(torch.tanh(self.torso(obs)), state)
+        h = self.memory(obs, state)
         return self.pi(h), self.v(h), h
 
 
-class GRUQ(torch.nn.Module):
-    """The same memory with DQN's head: Q-values for the four answers, then the next state."""
-
-    state_size: int
+class GRUQ(GRUMemory):
+    """DQN's head on the same memory: Q-values for the four answers, then the next state."""
 
     def __init__(self, obs_size=6, actions=4, hidden=64):
-        super().__init__()
-        self.state_size = hidden
-        self.torso = torch.nn.Linear(obs_size, hidden)
-        self.cell = torch.nn.GRUCell(hidden, hidden)
+        super().__init__(obs_size, hidden)
         self.q = torch.nn.Linear(hidden, actions)
 
     def forward(self, obs: torch.Tensor, state: torch.Tensor):
-        h = self.cell(torch.tanh(self.torso(obs)), state)
+        h = self.memory(obs, state)
         return self.q(h), h
 
 
