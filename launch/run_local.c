@@ -277,7 +277,7 @@ static int open_outputs(launch *L)
         gb_run_rows_base(last, &L->base);
         GB_INFO("resuming (segment %d) after %.0f env steps, %.0f episodes, %.1f s",
                 L->base.segment, L->base.env_steps, L->base.episodes, L->base.time);
-        gb_run_resume_sets(L->rd.path, cfg->trainer.count); /* trainer.count changed: says so */
+        gb_run_resume_sets(L->rd.path, cfg); /* trainer.count changed since: says what it does */
     }
     if (rc == 0)
         rc = self_path(L->exe, sizeof L->exe, err);

@@ -5,6 +5,7 @@
 #include "runtime/streams/curve.h"
 #include "runtime/streams/wire.h"
 
+#include "launch/joins.h"
 #include "workers/roles/checkpoint_set.h"
 
 #include <dirent.h>
@@ -24,8 +25,10 @@ void gb_run_rows_base(const double *last, gb_run_base *b)
     b->segment = (int)or0(last[GB_COL_SEGMENT]) + 1;
 }
 
-int gb_run_resume_sets(const char *run_dir, int trainers)
+int gb_run_resume_sets(const char *run_dir, const gb_config *cfg)
 {
+    const int trainers = (int)cfg->trainer.count;
+    const int local = (int)gb_joins_local(cfg, GB_ROLE_TRAINER);
     int left = 0, have0 = 0;
     gb_checkpoint_files f;
     gb_error err = {0};
@@ -52,7 +55,7 @@ int gb_run_resume_sets(const char *run_dir, int trainers)
     }
     if (d)
         closedir(d);
-    for (int k = 1; have0 && k < trainers; k++) {
+    for (int k = 1; have0 && k < trainers && k < local; k++) { /* joined ones: on their hosts */
         char name[32], manifest[GB_CHECKPOINT_PATH_MAX + 48];
         snprintf(name, sizeof name, "trainer-%d", k);
         snprintf(manifest, sizeof manifest, "%s/%s.checkpoint", ckpt_dir, name);

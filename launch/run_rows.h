@@ -9,6 +9,7 @@
 #ifndef GB_LAUNCH_RUN_ROWS_H
 #define GB_LAUNCH_RUN_ROWS_H
 
+#include "runtime/config/config.h"
 #include "runtime/run/contract.h"
 #include "runtime/run/metrics.h"
 #include "runtime/streams/curve.h"
@@ -24,12 +25,13 @@ typedef struct gb_run_base {
 /* The base after a run whose last metrics.csv row is last[GB_NCOLS] (empty cells NaN). */
 void gb_run_rows_base(const double *last, gb_run_base *b);
 
-/* A resume's trainers against the run's checkpoint sets (run_dir/checkpoints/trainer-K), logged:
- * with trainer.count changed since they were written, a set of a trainer at or past `trainers`
- * is not restored (a warning names it, its step and replay; it stays on disk, where a resume with
- * more trainers takes it up), and a trainer below it without a set starts from the group's
- * parameters (trainer 0's, restored) with an empty replay. Returns the sets left unrestored. */
-int gb_run_resume_sets(const char *run_dir, int trainers);
+/* A resume's trainers (cfg's) against the run's checkpoint sets (run_dir/checkpoints/trainer-K),
+ * logged: with trainer.count changed since they were written, a set of a trainer at or past the
+ * count is not restored (a warning names it, its step and replay; it stays on disk, where a
+ * resume with more trainers takes it up), and a trainer the launcher starts (joined ones keep
+ * their sets on their own hosts) without a set starts from the group's parameters (trainer 0's,
+ * restored) with an empty replay. Returns the sets left unrestored. */
+int gb_run_resume_sets(const char *run_dir, const gb_config *cfg);
 
 /* Fills row[GB_NCOLS] at t seconds into this launch from m's reports (b: where a resumed run
  * goes on from; rates: the rows written so far, for the rates, runtime/run/contract.h). */
