@@ -329,8 +329,9 @@ const gb_config_field gb_config_fields[] = {
     FLOAT("trainer.algorithm.dqn.huber_delta", trainer.algorithm.dqn.huber_delta, "1", 0, INF,
           "Huber loss threshold"),
     INT("trainer.algorithm.dqn.burn_in", trainer.algorithm.dqn.burn_in, "0", 0, 1 << 16,
-        "R2D2 with a core: rows each chunk repeats from its stream's previous one, run only to "
-        "warm the core's state up from the stored one (no loss, no gradient)"),
+        "R2D2 with a core or a TorchScript model's state: rows each chunk repeats from its "
+        "stream's previous one, run only to warm the state up from the stored one (no loss, no "
+        "gradient)"),
     BOOL("trainer.algorithm.dqn.value_rescale", trainer.algorithm.dqn.value_rescale, "false",
          "R2D2's invertible value rescaling of the n-step targets"),
     FLOAT("trainer.algorithm.sac.tau", trainer.algorithm.sac.tau, "0.005", 0, 1,
