@@ -7,6 +7,7 @@
 #     env_steps, episodes and time count on in metrics.csv and summary.json; the first
 #     segment's summary is kept as summary.0.json; the ledger of the resumed segment balances.
 #  2. A run whose launcher was SIGKILLed (its workers die with it) resumes from its checkpoint.
+#  2b. A C learner's checkpoint (a learner file) resumed on libtorch's learner.
 #  2c. trainer.count changed at a resume: a new trainer starts from trainer 0's parameters, a
 #     set no trainer takes up is named in a warning.
 #  3. What cannot be resumed is refused with a clear message, and a checkpoint that names a
