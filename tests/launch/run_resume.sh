@@ -135,14 +135,15 @@ for count in 2 1; do
   done_steps=$(json_get "$run/summary.json" env_steps)
   "$gearbox" run --resume "$run" --set experiment.max_env_steps=$((done_steps + 4000)) \
     --set experiment.target_return=1e9 --set trainer.count=$count --set launch.progress=off \
-    > "$work/count$count.log" 2>&1 || fail "the resume with trainer.count $count: $(tail -3 "$work/count$count.log")"
+    > "$work/count$count.log" 2>&1 ||
+    fail "the resume with trainer.count $count: $(tail -3 "$work/count$count.log")"
 done
 grep -q "resume: trainer-1 has no checkpoint: it starts from trainer-0's restored parameters" \
   "$run/logs/launcher.log" || fail "the launcher did not say where the new trainer-1 starts"
 grep -q "parameter checksum [0-9a-f]*, equal on all 2 trainers" "$run/logs/trainer-1.log" ||
   fail "the two resumed trainers did not agree on their parameters"
-grep -q "WARN  launcher resume: checkpoints/trainer-1 (training step [0-9]*, with its replay) is not restored: trainer.count is 1" \
-  "$run/logs/launcher.log" || fail "the launcher did not warn of trainer-1's set left unrestored"
+unrestored="checkpoints/trainer-1 (training step [0-9]*, with its replay) is not restored"
+grep -q "WARN  launcher resume: $unrestored: trainer.count is 1" "$run/logs/launcher.log" || fail "the launcher did not warn of trainer-1's set left unrestored"
 
 # ---- 3. refusals ------------------------------------------------------------------------------
 "$gearbox" run --resume "$work/none" > "$work/none.log" 2>&1

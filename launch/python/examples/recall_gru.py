@@ -7,11 +7,11 @@ gearbox.run. From the source tree's root, with the gearbox command built:
     (... recall_gru.py --algorithm dqn: the same memory trained as R2D2, recall_r2d2.yaml)
 
 The module declares its recurrent state (state_size: floats a row) and its forward takes the
-observations and the state and returns PPO's outputs (DQN's: q) followed by the next state. The actors hold
-the state of each environment copy (zeros at an episode's start) and the learner runs the module
-step by step over each chunk, so the actors and the learner compute the same forward.
-gearbox.run exports it to TorchScript in the run's folder (model.pt), sets policy.model to it,
-and checks its outputs on the environment's observations before any worker starts."""
+observations and the state and returns PPO's outputs (DQN's: q) followed by the next state. The
+actors hold the state of each environment copy (zeros at an episode's start) and the learner runs
+the module step by step over each chunk, so the actors and the learner compute the same forward.
+gearbox.run exports it to TorchScript in the run's folder (model.pt), sets policy.model to it, and
+checks its outputs on the environment's observations before any worker starts."""
 import argparse
 import os
 import sys

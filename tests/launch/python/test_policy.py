@@ -4,14 +4,14 @@ box, normalised observations; Breakout84: the Nature CNN on uint8 frames; Recall
 GRU and a gated transformer), DQN (CartPole; Recall with an LSTM core: R2D2), SAC (Pendulum:
 squashed, scaled to the bounds) and TorchScript models of one's own (CartPole PPO with a buffer,
 Pendulum SAC's actor with one log_std, Recall with a GRU cell's state for PPO and for DQN:
-launch/python/examples/recall_gru.py); for each, 256 random observations (and states) through the Python
-module and through policy_reference (a plain MLP's policy file on the C model `gearbox eval` plays,
-else the model file on the bridge's model): the same greedy actions (discrete: where the two best
-scores are not within float rounding), log-probabilities, values and next states, and for a box the
-same actions and log-probabilities for the same standard-normal draws. The solved CartPole policy
-balances Gymnasium's CartPole-v1 for 500 steps (when Gymnasium is installed). A set replaced while
-it is read (a live run's) is read again, a file that stays gone is an error; a damaged policy file
-is refused naming why.
+launch/python/examples/recall_gru.py); for each, 256 random observations (and states) through the
+Python module and through policy_reference (a plain MLP's policy file on the C model `gearbox eval`
+plays, else the model file on the bridge's model): the same greedy actions (discrete: where the two
+best scores are not within float rounding), log-probabilities, values and next states, and for a
+box the same actions and log-probabilities for the same standard-normal draws. The solved CartPole
+policy balances Gymnasium's CartPole-v1 for 500 steps (when Gymnasium is installed). A set replaced
+while it is read (a live run's) is read again, a file that stays gone is an error; a damaged policy
+file is refused naming why.
 usage: test_policy.py GEARBOX SOURCE_ROOT WORK_DIR POLICY_REFERENCE"""
 import os
 import subprocess
