@@ -277,7 +277,7 @@ static int open_outputs(launch *L)
         gb_run_rows_base(last, &L->base);
         GB_INFO("resuming (segment %d) after %.0f env steps, %.0f episodes, %.1f s",
                 L->base.segment, L->base.env_steps, L->base.episodes, L->base.time);
-        gb_run_resume_sets(L->rd.path, cfg); /* trainer.count changed since: says what it does */
+        L->base.sets_left = gb_run_resume_sets(L->rd.path, cfg); /* trainer.count changed */
     }
     if (rc == 0)
         rc = self_path(L->exe, sizeof L->exe, err);
@@ -509,7 +509,7 @@ static int summarise(launch *L, double wall)
                                                           ? L->curve : NULL); /* tcp's */
     s.reports_rejected = L->mc ? gb_run_rows_reports_rejected(L->mc) : 0;
     s.registry_rejected = L->reg.server ? (int64_t)gb_registry_server_rejected(L->reg.server) : 0;
-    s.segment = L->base.segment;
+    s.segment = L->base.segment, s.trainer_sets_left = L->base.sets_left;
     s.segment_env_steps = (int64_t)L->base.env_steps;
     s.segment_seconds = wall;
     L->summary = s; /* the trackers' outcome is added to it (gb_trackers_finish) */

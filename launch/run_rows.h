@@ -19,7 +19,8 @@
  * the trainers, which restore theirs with the model. */
 typedef struct gb_run_base {
     double time, env_steps, episodes, samples, train_steps;
-    int segment; /* this launch's: 0, +1 per resume */
+    int segment;   /* this launch's: 0, +1 per resume */
+    int sets_left; /* trainers' checkpoint sets this resume does not restore (gb_run_resume_sets) */
 } gb_run_base;
 
 /* The base after a run whose last metrics.csv row is last[GB_NCOLS] (empty cells NaN). */

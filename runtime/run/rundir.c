@@ -488,7 +488,7 @@ int gb_rundir_write_summary(const gb_rundir *rd, const gb_run_summary *s, gb_err
                    "\"segment_wall_seconds\": ",
                 s->segment, (long long)s->segment_env_steps);
         json_number(f, s->segment_seconds);
-        fputc('}', f);
+        fprintf(f, ", \"trainer_sets_left\": %d}", s->trainer_sets_left);
     }
     if (s->has_samples) {
         fprintf(f, ",\n  \"samples\": {\"chunks_sent\": %lld, \"dropped\": %lld, "

@@ -131,9 +131,10 @@ typedef struct gb_run_summary {
                              launcher and every worker; -1: the run uses no CURVE */
     /* A resumed run (gearbox run --resume): env_steps, episodes and wall_seconds count over
      * every segment; segment is this launch's number (0: not resumed, then nothing is written),
-     * segment_env_steps where it started, segment_seconds its own wall time. The sample ledger
-     * and restarts are this segment's. */
-    int segment;
+     * segment_env_steps where it started, segment_seconds its own wall time, trainer_sets_left
+     * the trainers' checkpoint sets it did not restore (trainer.count lowered since they were
+     * written). The sample ledger and restarts are this segment's. */
+    int segment, trainer_sets_left;
     int64_t segment_env_steps;
     double segment_seconds;
 } gb_run_summary;

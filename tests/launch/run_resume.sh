@@ -142,6 +142,8 @@ grep -q "resume: trainer-1 has no checkpoint: it starts from trainer-0's restore
   "$run/logs/launcher.log" || fail "the launcher did not say where the new trainer-1 starts"
 grep -q "parameter checksum [0-9a-f]*, equal on all 2 trainers" "$run/logs/trainer-1.log" ||
   fail "the two resumed trainers did not agree on their parameters"
+[ "$(json_get "$run/summary.json" trainer_sets_left)" = 1 ] ||
+  fail "summary.json does not count trainer-1's set left unrestored"
 unrestored="checkpoints/trainer-1 (training step [0-9]*, with its replay) is not restored"
 grep -q "WARN  launcher resume: $unrestored: trainer.count is 1" "$run/logs/launcher.log" || fail "the launcher did not warn of trainer-1's set left unrestored"
 
