@@ -127,11 +127,14 @@ no_jobs || fail "(c) the job is still in squeue after the failure"
 no_workers "$work/fail" || fail "(c) workers left after the failure"
 
 # --- (d) a step that fails with restarts allowed: a new step replaces it and the run solves ------
-"$gearbox" run "$config" --backend slurm --run-dir "$work/restart" \
+# The config solves in about 1.5 s, and a CI run once solved before the kill (no actor-0 left to
+# kill): a tenth of its learning rate takes 5-12 s
+slow=trainer.algorithm.lr=0.0002
+"$gearbox" run "$config" --backend slurm --run-dir "$work/restart" --set "$slow" \
   --set launch.progress=off > "$work/restart.log" 2>&1 &
 launcher=$!
 wait_for_log "$work/restart/logs/actor-0.log" "actor: " 60 || { cat "$work/restart.log"; fail "(d) the run did not start"; }
-# at once: the config solves in about a second of learning, and the kill must come before that
+# at once: the kill must come before the run solves ($slow: 5-12 s of learning)
 victim=$(pgrep -f -- "^$gearbox worker --role actor --index 0 --run-dir $work/restart" | head -1)
 [ -n "$victim" ] || fail "(d) actor-0's worker process not found"
 kill -KILL "$victim"
