@@ -37,7 +37,7 @@ static int supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *e
     else if (!sp->discrete)
         why = "its action space (dqn needs discrete actions)";
     return why ? gb_error_set(err, GB_EUNSUPPORTED, "%s", why)
-               : gb_flat_mlp_supported(cfg, sp, err);
+               : gb_flat_mlp_supported(cfg, sp, 0, err);
 }
 
 /* The network as network.cpp's QNet registers it (torso, then q), initialised, and the target

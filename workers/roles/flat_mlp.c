@@ -44,10 +44,15 @@ int64_t gb_flat_mlp_features(const gb_torch_space *sp)
     return in;
 }
 
-int gb_flat_mlp_supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *err)
+int gb_flat_mlp_supported(const gb_config *cfg, const gb_torch_space *sp, int core,
+                          gb_error *err)
 {
     const gb_config_model *mc = &cfg->policy.model;
-    const char *why = NULL, *model = gb_flat_mlp_model_refusal(mc);
+    gb_config_model torso = *mc; /* with core: the model around the core, which the caller
+                                   * checks */
+    if (core)
+        torso.core = GB_CORE_NONE;
+    const char *why = NULL, *model = gb_flat_mlp_model_refusal(&torso);
     const int64_t in = gb_flat_mlp_features(sp);
     if (cfg->trainer.kernels != GB_KERNELS_GEARBOX)
         why = "trainer.kernels is libtorch";

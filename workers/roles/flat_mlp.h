@@ -59,8 +59,10 @@ int64_t gb_flat_mlp_features(const gb_torch_space *sp);
 /* 0 when cfg's model is one these learners lay out and train as the bridge does for space sp:
  * trainer.kernels gearbox on the cpu, a plain MLP (no core, no layer norm, tanh or relu; no
  * normalised observations, no reward scaling), float32 observations, sizes in range; else
- * GB_EUNSUPPORTED naming the key that asks for libtorch. The algorithm's own checks are its. */
-int gb_flat_mlp_supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *err);
+ * GB_EUNSUPPORTED naming the key that asks for libtorch. The algorithm's own checks are its;
+ * core 1: policy.model.core is too (its torso is checked as the plain MLP). */
+int gb_flat_mlp_supported(const gb_config *cfg, const gb_torch_space *sp, int core,
+                          gb_error *err);
 
 /* GB_EINVAL when b is not a batch these learners can train on: no step, a column missing (logp
  * too when need_logp: PPO's), observations in device memory; else 0. */

@@ -1,30 +1,14 @@
-/* workers/roles/ppo_mlp.c: PPO's learner for a plain MLP without libtorch (ppo_mlp.h): the
- * bridge's ppo.cpp (ppo_train without V-trace or a core, ppo_steps, ppo_epochs) and
- * ppo_kernels.cpp's minibatch step, over flat buffers. */
-#include "workers/roles/ppo_mlp.h"
+/* workers/roles/ppo_mlp.c: PPO's learner without libtorch (ppo_mlp.h): the bridge's ppo.cpp
+ * (ppo_train without V-trace, ppo_steps, ppo_epochs) and ppo_kernels.cpp's minibatch step, over
+ * flat buffers; a model with a core trains through ppo_core.c. */
+#include "workers/roles/ppo_mlp_internal.h"
 
-#include "runtime/base/rng.h"
 #include "workers/torch/mlp_infer.h"
 #include "workers/torch/mlp_train.h"
-#include "workers/torch/targets.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct gb_ppo_mlp {
-    gb_flat_mlp f; /* the network, Adam's state and the counters */
-    gb_config_algorithm ac;
-    int discrete, in, A;
-    float *log_std, *dlog_std; /* boxes: in f.p and f.g; else NULL */
-    gb_mlp_train_layer *actor, *critic; /* torso then pi; critic torso then v */
-    int na, nc;
-    uint64_t seed;
-    gb_rng rng; /* the initial weights', then each call's shuffles (seeded by its step) */
-    gb_flat_buf x, values, adv, ret, srow, sstep, perm; /* a batch's */
-    /* a minibatch's */
-    gb_flat_buf xb, aux, acts, act_f, logp, ent, g_logp, g_value, dpi, ws_a, ws_c;
-};
 
 /* GB_EUNSUPPORTED naming what asks for libtorch, or 0 (ppo_mlp.h). */
 static int supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *err)
@@ -32,12 +16,14 @@ static int supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *e
     const char *why = NULL;
     if (cfg->trainer.algorithm.name != GB_ALGO_PPO)
         why = "trainer.algorithm is not ppo";
-    else if (cfg->policy.model.shared)
-        why = "policy.model.shared";
+    else if (cfg->policy.model.shared && cfg->policy.model.core == GB_CORE_NONE)
+        why = "policy.model.shared"; /* (with a core the torso is shared anyway) */
     else if (cfg->trainer.algorithm.ppo.vtrace)
         why = "trainer.algorithm.ppo.vtrace";
+    else if (cfg->policy.model.core != GB_CORE_NONE)
+        why = gb_ppo_core_supported(&cfg->policy.model);
     return why ? gb_error_set(err, GB_EUNSUPPORTED, "%s", why)
-               : gb_flat_mlp_supported(cfg, sp, err);
+               : gb_flat_mlp_supported(cfg, sp, 1, err);
 }
 
 /* The network as network.cpp's ActorCritic registers it (its own log_std first, then torso,
@@ -100,7 +86,9 @@ int gb_ppo_mlp_open(const gb_config *cfg, const gb_torch_space *sp, uint64_t see
     q->in = (int)gb_flat_mlp_features(sp);
     q->seed = seed;
     gb_rng_seed_for(&q->rng, seed, "ppo_mlp", 0);
-    if ((rc = build(q, &cfg->policy.model, err))) {
+    q->has_core = cfg->policy.model.core != GB_CORE_NONE;
+    if ((rc = q->has_core ? gb_ppo_core_build(q, &cfg->policy.model, err)
+                          : build(q, &cfg->policy.model, err))) {
         gb_ppo_mlp_close(q);
         return rc;
     }
@@ -117,6 +105,7 @@ void gb_ppo_mlp_close(gb_ppo_mlp *q)
                            &q->ent,  &q->g_logp, &q->g_value, &q->dpi, &q->ws_a,   &q->ws_c};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]->p);
+    gb_ppo_core_free(q);
     gb_flat_mlp_free(&q->f);
     free(q->actor);
     free(q->critic);
@@ -125,31 +114,26 @@ void gb_ppo_mlp_close(gb_ppo_mlp *q)
 
 gb_flat_mlp *gb_ppo_mlp_net(gb_ppo_mlp *q) { return &q->f; }
 
-/* The minibatch of the len valid steps rows[0..len): their loss terms, with the gradients of
- * every parameter in g (zeroed first); ppo_kernels.cpp's ppo_kernels_minibatch. */
-static int minibatch(gb_ppo_mlp *q, const gb_torch_batch *b, const int64_t *rows, int len,
-                     const gb_torch_ppo_coefs *c, gb_torch_ppo_terms *terms)
+int gb_ppo_mlp_heads_loss(gb_ppo_mlp *q, const gb_torch_batch *b, const int64_t *rows, int n,
+                          const float *pi, const float *v, const gb_torch_ppo_coefs *c,
+                          gb_torch_ppo_terms *terms, float **dpi_out, float **g_value_out)
 {
-    const int in = q->in, A = q->A;
-    const float *X = q->x.p, *values = q->values.p, *adv = q->adv.p, *ret = q->ret.p;
+    const int A = q->A;
+    const float *values = q->values.p, *adv = q->adv.p, *ret = q->ret.p;
     const int64_t *srow = q->srow.p, *sstep = q->sstep.p;
-    const size_t n = (size_t)len;
-    float *xb = gb_flat_grow(&q->xb, sizeof(float) * n * (size_t)in);
-    float *aux = gb_flat_grow(&q->aux, sizeof(float) * 4 * n);
-    float *logp = gb_flat_grow(&q->logp, sizeof(float) * n);
-    float *ent = gb_flat_grow(&q->ent, sizeof(float) * n);
-    float *g_logp = gb_flat_grow(&q->g_logp, sizeof(float) * n);
-    float *g_value = gb_flat_grow(&q->g_value, sizeof(float) * n);
-    float *dpi = gb_flat_grow(&q->dpi, sizeof(float) * n * (size_t)A);
-    float *ws_a = gb_flat_grow(&q->ws_a, sizeof(float) * gb_mlp_train_floats(q->actor, q->na, len));
-    int64_t *acts = q->discrete ? gb_flat_grow(&q->acts, sizeof(int64_t) * n) : NULL;
-    float *act_f = q->discrete ? NULL : gb_flat_grow(&q->act_f, sizeof(float) * n * (size_t)A);
-    if (!xb || !aux || !logp || !ent || !g_logp || !g_value || !dpi || !ws_a ||
-        (q->discrete ? !acts : !act_f))
+    const size_t len = (size_t)n;
+    float *aux = gb_flat_grow(&q->aux, sizeof(float) * 4 * len);
+    float *logp = gb_flat_grow(&q->logp, sizeof(float) * len);
+    float *ent = gb_flat_grow(&q->ent, sizeof(float) * len);
+    float *g_logp = gb_flat_grow(&q->g_logp, sizeof(float) * len);
+    float *g_value = gb_flat_grow(&q->g_value, sizeof(float) * len);
+    float *dpi = gb_flat_grow(&q->dpi, sizeof(float) * len * (size_t)A);
+    int64_t *acts = q->discrete ? gb_flat_grow(&q->acts, sizeof(int64_t) * len) : NULL;
+    float *act_f = q->discrete ? NULL : gb_flat_grow(&q->act_f, sizeof(float) * len * (size_t)A);
+    if (!aux || !logp || !ent || !g_logp || !g_value || !dpi || (q->discrete ? !acts : !act_f))
         return -1;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < len; i++) {
         const int64_t s = rows[i], step = sstep[s], row = srow[s];
-        memcpy(xb + i * (size_t)in, X + (size_t)row * (size_t)in, sizeof(float) * (size_t)in);
         aux[4 * i] = b->logp[step];
         aux[4 * i + 1] = adv[step];
         aux[4 * i + 2] = values[row];
@@ -160,51 +144,82 @@ static int minibatch(gb_ppo_mlp *q, const gb_torch_batch *b, const int64_t *rows
             memcpy(act_f + i * (size_t)A, (const float *)b->action + (size_t)step * (size_t)A,
                    sizeof(float) * (size_t)A);
     }
+    memcpy(dpi, pi, sizeof(float) * len * (size_t)A);
+    if (q->discrete)
+        gb_torch_categorical_terms(dpi, n, A, acts, logp, ent);
+    else
+        gb_torch_gaussian_terms(dpi, n, A, q->log_std, act_f, logp, ent);
+    memset(terms, 0, sizeof *terms);
+    for (size_t i = 0; i < len; i++)
+        terms->entropy += ent[i];
+    terms->entropy /= (double)(n > 1 ? n : 1);
+    gb_torch_ppo_fused(n, logp, v, aux, c, g_logp, g_value, terms);
+    /* the entropy's gradient only where it counts (as the bridge's) */
+    const float ge = c->entropy_coef != 0.0 ? (float)(-c->entropy_coef / (double)n) : 0.0f;
+    if (q->discrete)
+        gb_torch_categorical_grads(dpi, n, A, acts, ent, g_logp, ge);
+    else
+        gb_torch_gaussian_grads(dpi, n, A, q->log_std, g_logp, ge, q->dlog_std);
+    *dpi_out = dpi;
+    *g_value_out = g_value;
+    return 0;
+}
+
+/* The minibatch of the len valid steps rows[0..len): their loss terms, with the gradients of
+ * every parameter in g (zeroed first); ppo_kernels.cpp's ppo_kernels_minibatch. */
+static int minibatch(gb_ppo_mlp *q, const gb_torch_batch *b, const int64_t *rows, int len,
+                     const gb_torch_ppo_coefs *c, gb_torch_ppo_terms *terms)
+{
+    const size_t n = (size_t)len, in = (size_t)q->in;
+    const int64_t *srow = q->srow.p;
+    float *xb = gb_flat_grow(&q->xb, sizeof(float) * n * in);
+    float *ws_a = gb_flat_grow(&q->ws_a, sizeof(float) * gb_mlp_train_floats(q->actor, q->na, len));
+    if (!xb || !ws_a)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        memcpy(xb + i * in, (const float *)q->x.p + (size_t)srow[rows[i]] * in,
+               sizeof(float) * in);
     memset(q->f.g, 0, sizeof(float) * (size_t)q->f.n);
     const float *pi = gb_mlp_train_forward(q->actor, q->na, xb, len, ws_a);
     float *ws_c = q->ws_c.p; /* sized for the batch's rows, more than a minibatch's */
     const float *v = gb_mlp_train_forward(q->critic, q->nc, xb, len, ws_c);
-    memcpy(dpi, pi, sizeof(float) * n * (size_t)A);
-    if (q->discrete)
-        gb_torch_categorical_terms(dpi, len, A, acts, logp, ent);
-    else
-        gb_torch_gaussian_terms(dpi, len, A, q->log_std, act_f, logp, ent);
-    memset(terms, 0, sizeof *terms);
-    for (size_t i = 0; i < n; i++)
-        terms->entropy += ent[i];
-    terms->entropy /= (double)(len > 1 ? len : 1);
-    gb_torch_ppo_fused(len, logp, v, aux, c, g_logp, g_value, terms);
-    /* the entropy's gradient only where it counts (as the bridge's) */
-    const float ge = c->entropy_coef != 0.0 ? (float)(-c->entropy_coef / (double)len) : 0.0f;
-    if (q->discrete)
-        gb_torch_categorical_grads(dpi, len, A, acts, ent, g_logp, ge);
-    else
-        gb_torch_gaussian_grads(dpi, len, A, q->log_std, g_logp, ge, q->dlog_std);
+    float *dpi, *g_value;
+    if (gb_ppo_mlp_heads_loss(q, b, rows, len, pi, v, c, terms, &dpi, &g_value))
+        return -1;
     gb_mlp_train_backward(q->actor, q->na, xb, len, ws_a, dpi, NULL);
     gb_mlp_train_backward(q->critic, q->nc, xb, len, ws_c, g_value, NULL);
     return 0;
 }
 
-/* The batch's observation rows [B*(T+1), in] (each chunk's T steps, then its next_obs), the
- * critic's values of them and GAE's targets; then the valid steps (their step and obs rows), the
- * explained variance and the chunk priorities. Returns the valid steps' count, or -1 (memory). */
-static int64_t targets(gb_ppo_mlp *q, const gb_torch_batch *b, gb_torch_stats *st, float *prio)
+/* The batch's observation rows [B*(T+1), in] (each chunk's T steps, then its next_obs) and the
+ * critic's values of them. -1: memory. */
+static int values(gb_ppo_mlp *q, const gb_torch_batch *b)
 {
-    const int64_t B = b->B, T = b->T, R = B * (T + 1);
+    const int64_t R = b->B * (b->T + 1);
     const size_t in = (size_t)q->in;
     float *X = gb_flat_grow(&q->x, sizeof(float) * (size_t)R * in);
     float *values = gb_flat_grow(&q->values, sizeof(float) * (size_t)R);
-    float *adv = gb_flat_grow(&q->adv, sizeof(float) * (size_t)(B * T));
-    float *ret = gb_flat_grow(&q->ret, sizeof(float) * (size_t)(B * T));
-    int64_t *srow = gb_flat_grow(&q->srow, sizeof(int64_t) * (size_t)(B * T));
-    int64_t *sstep = gb_flat_grow(&q->sstep, sizeof(int64_t) * (size_t)(B * T));
     float *ws_c = gb_flat_grow(&q->ws_c,
                                sizeof(float) * gb_mlp_train_floats(q->critic, q->nc, (int)R));
-    if (!X || !values || !adv || !ret || !srow || !sstep || !ws_c)
+    if (!X || !values || !ws_c)
         return -1;
     gb_flat_mlp_obs_rows(b, in, X);
     memcpy(values, gb_mlp_train_forward(q->critic, q->nc, X, (int)R, ws_c),
            sizeof(float) * (size_t)R);
+    return 0;
+}
+
+int64_t gb_ppo_mlp_after_values(gb_ppo_mlp *q, const gb_torch_batch *b, gb_torch_stats *st,
+                                float *prio)
+{
+    const int64_t B = b->B, T = b->T;
+    const float *values = q->values.p;
+    float *adv = gb_flat_grow(&q->adv, sizeof(float) * (size_t)(B * T));
+    float *ret = gb_flat_grow(&q->ret, sizeof(float) * (size_t)(B * T));
+    int64_t *srow = gb_flat_grow(&q->srow, sizeof(int64_t) * (size_t)(B * T));
+    int64_t *sstep = gb_flat_grow(&q->sstep, sizeof(int64_t) * (size_t)(B * T));
+    if (!adv || !ret || !srow || !sstep)
+        return -1;
     const gb_config_algorithm *ac = &q->ac;
     gb_torch_gae(B, T, b->reward, values, b->terminated, b->truncated, b->valid, ac->gamma,
                  ac->ppo.gae_lambda, adv, ret);
@@ -235,6 +250,45 @@ static int64_t targets(gb_ppo_mlp *q, const gb_torch_batch *b, gb_torch_stats *s
     return N;
 }
 
+void gb_ppo_mlp_shuffle(gb_ppo_mlp *q, int64_t *perm, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) /* Fisher-Yates */
+        perm[i] = i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        const int64_t j = (int64_t)gb_rng_below(&q->rng, (uint64_t)i + 1), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+/* The epochs over minibatches of valid steps: ppo.cpp's ppo_epochs with ppo_steps'. -1: memory */
+static int epochs(gb_ppo_mlp *q, const gb_torch_batch *b, int64_t N, const gb_torch_ppo_coefs *c,
+                  gb_torch_stats *st, gb_torch_ppo_terms *sum, int64_t *count)
+{
+    const gb_config_ppo *pc = &q->ac.ppo;
+    /* minibatches of mb steps each, min(minibatches, N) of them (at least one) */
+    int64_t nmb = pc->minibatches < N ? pc->minibatches : N;
+    nmb = nmb > 1 ? nmb : 1;
+    const int64_t mb = (N + nmb - 1) / nmb, steps = N > 0 ? (N + mb - 1) / mb : 0;
+    int64_t *perm = N > 0 ? gb_flat_grow(&q->perm, sizeof(int64_t) * (size_t)N) : NULL;
+    if (N > 0 && !perm)
+        return -1;
+    for (int64_t e = 0; steps > 0 && e < pc->epochs; e++) {
+        gb_ppo_mlp_shuffle(q, perm, N);
+        for (int64_t k = 0; k < steps; k++) {
+            const int64_t start = k * mb, len = mb < N - start ? mb : N - start;
+            gb_torch_ppo_terms terms;
+            if (minibatch(q, b, perm + start, (int)len, c, &terms))
+                return -1;
+            gb_torch_ppo_terms_add(sum, &terms);
+            st->loss = terms.total;
+            (*count)++;
+            st->grad_norm = gb_flat_mlp_step(&q->f, st->lr, q->ac.max_grad_norm, 1e-5);
+        }
+    }
+    return 0;
+}
+
 int gb_ppo_mlp_train(gb_ppo_mlp *q, const gb_torch_batch *b, gb_torch_stats *stats, float *prio,
                      gb_error *err)
 {
@@ -246,19 +300,14 @@ int gb_ppo_mlp_train(gb_ppo_mlp *q, const gb_torch_batch *b, gb_torch_stats *sta
     memset(st, 0, sizeof *st);
     const gb_config_algorithm *ac = &q->ac;
     const gb_config_ppo *pc = &ac->ppo;
-    const int64_t N = targets(q, b, st, prio);
+    const int64_t N = (q->has_core ? gb_ppo_core_values(q, b) : values(q, b)) < 0
+                          ? -1
+                          : gb_ppo_mlp_after_values(q, b, st, prio);
     if (N < 0)
         return gb_error_set(err, GB_ENOMEM, "ppo learner: out of memory for a batch of %lld x "
                             "%lld steps", (long long)b->B, (long long)b->T);
     st->samples = N;
     st->lr = ac->lr_anneal ? ac->lr * (1.0 - q->f.progress) : ac->lr;
-    /* minibatches of mb steps each, min(minibatches, N) of them (at least one) */
-    int64_t nmb = pc->minibatches < N ? pc->minibatches : N;
-    nmb = nmb > 1 ? nmb : 1;
-    const int64_t mb = (N + nmb - 1) / nmb, steps = N > 0 ? (N + mb - 1) / mb : 0;
-    int64_t *perm = N > 0 ? gb_flat_grow(&q->perm, sizeof(int64_t) * (size_t)N) : NULL;
-    if (N > 0 && !perm)
-        return gb_error_set(err, GB_ENOMEM, "ppo learner: out of memory");
     const gb_torch_ppo_coefs coefs = {pc->clip, pc->value_coef, pc->entropy_coef,
                                       pc->clip_value != 0, pc->normalize_advantages != 0};
     gb_torch_ppo_terms sum = {0};
@@ -266,25 +315,9 @@ int gb_ppo_mlp_train(gb_ppo_mlp *q, const gb_torch_batch *b, gb_torch_stats *sta
     /* the shuffles' stream is a function of the seed and the step, not a state the checkpoint
      * would have to hold: a learner restored at step n shuffles as the one that wrote it */
     gb_rng_seed_for(&q->rng, q->seed, "ppo_mlp shuffles", (uint64_t)q->f.train_steps);
-    for (int64_t e = 0; steps > 0 && e < pc->epochs; e++) {
-        for (int64_t i = 0; i < N; i++) /* Fisher-Yates */
-            perm[i] = i;
-        for (int64_t i = N - 1; i > 0; i--) {
-            const int64_t j = (int64_t)gb_rng_below(&q->rng, (uint64_t)i + 1), t = perm[i];
-            perm[i] = perm[j];
-            perm[j] = t;
-        }
-        for (int64_t k = 0; k < steps; k++) {
-            const int64_t start = k * mb, len = mb < N - start ? mb : N - start;
-            gb_torch_ppo_terms terms;
-            if (minibatch(q, b, perm + start, (int)len, &coefs, &terms))
-                return gb_error_set(err, GB_ENOMEM, "ppo learner: out of memory");
-            gb_torch_ppo_terms_add(&sum, &terms);
-            st->loss = terms.total;
-            count++;
-            st->grad_norm = gb_flat_mlp_step(&q->f, st->lr, ac->max_grad_norm, 1e-5);
-        }
-    }
+    if ((q->has_core ? gb_ppo_core_epochs(q, b, N, &coefs, st, &sum, &count)
+                     : epochs(q, b, N, &coefs, st, &sum, &count)) < 0)
+        return gb_error_set(err, GB_ENOMEM, "ppo learner: out of memory");
     st->gradient_steps = count;
     gb_torch_ppo_terms_means(&sum, count, st);
     q->f.train_steps++;

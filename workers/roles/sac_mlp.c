@@ -55,7 +55,7 @@ static int supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *e
         if (!isfinite(sp->action_low[i]) || !isfinite(sp->action_high[i]))
             why = "its action space (sac needs finite bounds)";
     return why ? gb_error_set(err, GB_EUNSUPPORTED, "%s", why)
-               : gb_flat_mlp_supported(cfg, sp, err);
+               : gb_flat_mlp_supported(cfg, sp, 0, err);
 }
 
 static gb_mlp_train_layer *layers(chain *c, int n)

@@ -30,6 +30,8 @@ from gearbox.command import RunFailed, find_command
 MAGIC = b"GBPOLICY"
 HEADER_BYTES = 40
 RECORD_BYTES = 208
+LEARNER_MAGIC = b"GBLEARNR"
+LEARNER_HEADER_BYTES = 96
 DTYPES = {0: "<f4", 1: "<f8", 2: "i1", 3: "<i2", 4: "<i4", 5: "<i8", 6: "u1", 7: "<u2", 8: "u1"}
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -62,6 +64,20 @@ def crc32c(data):
     return c ^ 0xFFFFFFFF
 
 
+def _layout(records, count, bad):
+    """[(name, dtype, shape)] of count layout records (runtime/streams/params.h)."""
+    out = []
+    for i in range(count):
+        r = records[i * RECORD_BYTES:(i + 1) * RECORD_BYTES]
+        name = r[:128].split(b"\0", 1)[0].decode()
+        dtype, rank = struct.unpack("<II", r[128:136])
+        shape = struct.unpack("<8q", r[136:200])[:rank]
+        if dtype not in DTYPES or rank > 8 or any(d < 0 for d in shape):
+            raise bad(f"entry {name!r} has a dtype or shape it cannot have")
+        out.append((name, dtype, shape, struct.unpack("<Q", r[200:208])[0]))
+    return out
+
+
 def read_policy_file(path):
     """(version, {name: numpy array}) of a policy file; PolicyFileError when it is damaged."""
     import numpy as np
@@ -82,14 +98,7 @@ def read_policy_file(path):
     if crc32c(records) != crc_layout or crc32c(data) != crc_data:
         raise bad("a CRC does not match")
     params = {}
-    for i in range(count):
-        r = records[i * RECORD_BYTES:(i + 1) * RECORD_BYTES]
-        name = r[:128].split(b"\0", 1)[0].decode()
-        dtype, rank = struct.unpack("<II", r[128:136])
-        shape = struct.unpack("<8q", r[136:200])[:rank]
-        (offset,) = struct.unpack("<Q", r[200:208])
-        if dtype not in DTYPES or rank > 8 or any(d < 0 for d in shape):
-            raise bad(f"entry {name!r} has a dtype or shape it cannot have")
+    for name, dtype, shape, offset in _layout(records, count, bad):
         dt = np.dtype(DTYPES[dtype])
         size = dt.itemsize * int(np.prod(shape, dtype=np.int64))
         if offset + size > nbytes:
@@ -134,14 +143,48 @@ def _checkpoint_files(run_dir, checkpoint):
     return policy, os.path.join(folder, entries["model"]), int(entries["step"])
 
 
+def read_learner_file(path):
+    """(version, {name: numpy array}) of the acting network in gearbox's learner file (the model
+    file a trainer learning in C writes, workers/roles/learner_file.h): its parameters, laid
+    out one entry after another in the layout's order."""
+    import numpy as np
+    with open(path, "rb") as f:
+        raw = f.read()
+
+    def bad(why):
+        return PolicyFileError(f"learner file {path} is corrupt: {why}")
+    if len(raw) < LEARNER_HEADER_BYTES or raw[:8] != LEARNER_MAGIC:
+        raise bad("not a gearbox learner file")
+    fmt, count = struct.unpack("<II", raw[8:16])
+    n, target_n, _, _, version, _ = struct.unpack("<QQqqQQ", raw[32:80])
+    crc_layout, crc_arrays = struct.unpack("<II", raw[80:88])
+    if fmt != 1:
+        raise bad("a format this gearbox does not read")
+    layout_end = LEARNER_HEADER_BYTES + count * RECORD_BYTES
+    if len(raw) != layout_end + (3 * n + target_n) * 4:
+        raise bad("its size does not match its header")
+    records, arrays = raw[LEARNER_HEADER_BYTES:layout_end], raw[layout_end:]
+    if crc32c(records) != crc_layout or crc32c(arrays) != crc_arrays:
+        raise bad("a CRC does not match")
+    flat = np.frombuffer(arrays, dtype="<f4", count=n)
+    params, at = {}, 0
+    for name, dtype, shape, _ in _layout(records, count, bad):
+        size = int(np.prod(shape, dtype=np.int64))
+        if DTYPES[dtype] != "<f4" or at + size > n:
+            raise bad(f"entry {name!r} is not float32 or ends past the parameters")
+        params[name] = flat[at:at + size].reshape(shape).copy()
+        at += size
+    return version, params
+
+
 def read_model_file(path):
-    """(version, {name: numpy array}) of the acting network in libtorch's model checkpoint (a
+    """(version, {name: numpy array}) of the acting network in a checkpoint's model file:
+    gearbox's learner file (a trainer that learned in C), or libtorch's model checkpoint (a
     learner's, workers/torch/learner.cpp), read through torch.jit.load."""
     torch = _torch()
     with open(path, "rb") as f:
-        if f.read(8) == b"GBLEARNR":
-            raise PolicyFileError(f"{path} is gearbox's learner file: its checkpoint set's "
-                                  ".policy file holds the policy")
+        if f.read(8) == LEARNER_MAGIC:
+            return read_learner_file(path)
     try:
         archive = torch.jit.load(path, map_location="cpu")
     except (RuntimeError, ValueError) as e:

@@ -1,0 +1,71 @@
+/* workers/roles/ppo_mlp_internal.h: what PPO's learner without libtorch (ppo_mlp.h) shares between
+ * its plain MLP (ppo_mlp.c) and its recurrent core (ppo_core.c): the learner's state, the loss of
+ * a minibatch's heads and what follows a batch's values (GAE's targets, the statistics).
+ * defines: gb_ppo_mlp (the struct), gb_ppo_mlp_heads_loss, gb_ppo_mlp_after_values,
+ *          gb_ppo_mlp_shuffle,
+ *          gb_ppo_core_supported, gb_ppo_core_build, gb_ppo_core_values, gb_ppo_core_epochs,
+ *          gb_ppo_core_free */
+#ifndef GB_WORKERS_ROLES_PPO_MLP_INTERNAL_H
+#define GB_WORKERS_ROLES_PPO_MLP_INTERNAL_H
+
+#include "runtime/base/rng.h"
+#include "workers/roles/ppo_mlp.h"
+#include "workers/torch/core_train.h"
+#include "workers/torch/targets.h"
+
+struct gb_ppo_mlp {
+    gb_flat_mlp f; /* the network, Adam's state and the counters */
+    gb_config_algorithm ac;
+    int discrete, in, A;
+    float *log_std, *dlog_std; /* boxes: in f.p and f.g; else NULL */
+    /* plain: torso then pi; critic torso then v. With a core: torso (na layers, 0 or more),
+     * and the heads pi and v as one layer each (critic[0], critic[1]) */
+    gb_mlp_train_layer *actor, *critic;
+    int na, nc;
+    int has_core;      /* policy.model.core lstm or gru (ppo_core.c) */
+    gb_core_train core; /* its core; torso -> core -> pi and v, both sharing torso and core */
+    uint64_t seed;
+    gb_rng rng; /* the initial weights', then each call's shuffles (seeded by its step) */
+    gb_flat_buf x, values, adv, ret, srow, sstep, perm; /* a batch's */
+    /* a minibatch's */
+    gb_flat_buf xb, aux, acts, act_f, logp, ent, g_logp, g_value, dpi, ws_a, ws_c;
+    /* the core's: the batch's keep flags (bridge.h's reset rule) and each chunk's first valid
+     * step; a minibatch's keep flags, states entering, valid rows (in its rows and among the
+     * batch's valid steps), core outputs (all, valid), their gradients, the workspaces */
+    gb_flat_buf keep, first, kmb, s0mb, sel, rows, y, yv, dy, dyv, dyv2, dfeat;
+    gb_flat_buf ws_core, ws_pi, ws_v;
+};
+
+/* The loss terms of n valid steps (rows[i] the i-th's index among the batch's valid steps,
+ * gb_torch_valid_rows' order) from the heads' outputs pi ([n][A]) and v ([n]); the gradients
+ * for pi's outputs into *dpi and for v's into *g_value ([n][A] and [n], the learner's buffers),
+ * log_std's added into dlog_std. Returns -1 when out of memory, else 0. */
+int gb_ppo_mlp_heads_loss(gb_ppo_mlp *q, const gb_torch_batch *b, const int64_t *rows, int n,
+                          const float *pi, const float *v, const gb_torch_ppo_coefs *c,
+                          gb_torch_ppo_terms *terms, float **dpi, float **g_value);
+
+/* With q->values holding the critic's values of the batch's B*(T+1) observation rows: GAE's
+ * advantages and returns, the valid steps (q->sstep, q->srow), the explained variance and the
+ * chunk priorities. Returns the valid steps' count, or -1 (memory). */
+int64_t gb_ppo_mlp_after_values(gb_ppo_mlp *q, const gb_torch_batch *b, gb_torch_stats *st,
+                                float *prio);
+
+/* perm[0..n) = a permutation of 0..n-1 drawn from q->rng (Fisher-Yates). */
+void gb_ppo_mlp_shuffle(gb_ppo_mlp *q, int64_t *perm, int64_t n);
+
+/* ppo_core.c. NULL when mc's core is one this learner trains (lstm or gru), else the key. */
+const char *gb_ppo_core_supported(const gb_config_model *mc);
+/* The network as network.cpp's ActorCritic registers it with a core: log_std (boxes), torso,
+ * core.ih, core.hh, pi, v; initialised as the bridge's. */
+int gb_ppo_core_build(gb_ppo_mlp *q, const gb_config_model *mc, gb_error *err);
+/* The values of the batch's B*(T+1) observation rows into q->values (each chunk's T steps and
+ * its next_obs from its state0, bridge.h's reset rule), the rows in q->x. -1: memory. */
+int gb_ppo_core_values(gb_ppo_mlp *q, const gb_torch_batch *b);
+/* The epochs over minibatches of whole chunks (ppo_seq.cpp's): the terms summed into sum, the
+ * gradient steps taken counted in *count. -1: memory. */
+int gb_ppo_core_epochs(gb_ppo_mlp *q, const gb_torch_batch *b, int64_t N,
+                       const gb_torch_ppo_coefs *c, gb_torch_stats *st, gb_torch_ppo_terms *sum,
+                       int64_t *count);
+void gb_ppo_core_free(gb_ppo_mlp *q);
+
+#endif
