@@ -220,13 +220,14 @@ const gb_config_field gb_config_fields[] = {
          "see step k's priority updates"),
     INT("trainer.threads", trainer.threads, "1", 1, 1024, "libtorch intra-op threads"),
     ENUM("trainer.kernels", trainer.kernels, "gearbox", kernels,
-         "what runs a learner's forward and backward of a plain MLP (Linear layers with tanh "
-         "or relu, no core, no layer norm) on the cpu, DQN's Q-network, PPO's actor and "
-         "critic with separate torsos, SAC's actor and critics: gearbox's own "
-         "(workers/torch/mlp_train.c; the gradients go to libtorch's optimiser) or always "
-         "libtorch's autograd (the trainer's log says which runs); with gearbox a lone PPO, "
-         "DQN or SAC trainer learns in C from its first step to its last, libtorch only "
-         "writing its checkpoints (workers/roles/ppo_mlp.h, dqn_mlp.h, sac_mlp.h)"),
+         "what runs a learner's forward and backward on the cpu where gearbox has its own: "
+         "a plain MLP's (Linear layers with tanh or relu, no layer norm) as DQN's Q-network, "
+         "PPO's actor and critic with separate torsos, SAC's actor and critics, and PPO's "
+         "torso, LSTM or GRU core and heads: gearbox's (workers/torch/mlp_train.c, "
+         "core_train.c) or always libtorch's autograd (the trainer's log says which runs); "
+         "with gearbox a lone PPO, DQN or SAC trainer of such a model learns in C from its "
+         "first step to its last and writes its checkpoints itself (workers/roles/ppo_mlp.h, "
+         "dqn_mlp.h, sac_mlp.h)"),
     INT("trainer.batch_size", trainer.batch_size, "64", 1, 1 << 24,
         "trajectory items per training step"),
     INT("trainer.max_staleness", trainer.max_staleness, "-1", -1, BIG,

@@ -30,13 +30,15 @@
  *
  * The learning without libtorch: a trainer, or inline mode that acts without libtorch
  * (acts_in_c), alone (trainer.count 1), with PPO, DQN or SAC on a model workers/roles/ppo_mlp.h,
- * dqn_mlp.h or sac_mlp.h can train as the bridge would (the classic-control configs'), trains
+ * dqn_mlp.h or sac_mlp.h can train as the bridge would (the classic-control configs', and PPO's
+ * with an LSTM or GRU core, whose policy workers still act on libtorch), trains
  * from its first step to its last on that learner in C, and writes its checkpoints' model file
  * itself (workers/roles/learner_file.h): its state is the bridge's (parameters, Adam's, the
  * counters, DQN's target network, SAC's critics, their targets and its temperature; PPO's
  * shuffles and SAC's noise are drawn from a stream of the seed and the training step, so no
  * generator state is missing). Such a trainer never loads libtorch (0.4-0.6 s and about 150 MB
- * on the 2-core development machine) unless a layer is 128 wide or more: then a thread started
+ * on the 2-core development machine) unless a layer is 128 wide or more (an LSTM core's gates
+ * from 32 units, a GRU's from 43): then a thread started
  * at the first step loads it, and its BLAS computes the C learner's large products once
  * loaded, as the bridge's learners'. A restored trainer (a resume, a restart) goes on in C from
  * a learner file, or from libtorch's checkpoint (an older run's, one of libtorch's learner)

@@ -5,6 +5,11 @@
  * libraries, its operator registration), a third of a CartPole run; the policy worker serves
  * without it (policy_mlp.h) and waits for the trainer's first parameters.
  *
+ * A model with policy.model.core lstm or gru trains here too (ppo_core.c): network.cpp's
+ * ActorCritic with a core (torso, core and heads shared by actor and critic), its values over
+ * whole chunks from their state0 and ppo_seq.cpp's epochs over minibatches of whole chunks with
+ * the gradient through each chunk, the core's arithmetic workers/torch/core_train.h's; the
+ * bridge's recurrent PPO computes the same (tests/workers/roles/test_ppo_core.c).
  * What it learns is what the bridge's PPO learner learns with trainer.kernels gearbox for the
  * same configuration (ppo.cpp's epochs with ppo_kernels.cpp's minibatch step): the same network
  * (workers/torch/network.cpp's ActorCritic with separate actor and critic torsos: hidden Linear
@@ -44,8 +49,9 @@ typedef struct gb_ppo_mlp gb_ppo_mlp;
 /* The learner of cfg (trainer.algorithm ppo) for the space sp, its weights drawn from seed.
  * GB_EUNSUPPORTED, with the reason in err (the config key that asks for libtorch), when this
  * learner cannot train cfg's model as the bridge's would: another algorithm, not a plain MLP
- * with separate torsos, trainer.kernels libtorch, a cuda trainer, normalised observations,
- * reward scaling, V-trace, observations other than float32. GB_ENOMEM. */
+ * with separate torsos (or with an LSTM or GRU core), trainer.kernels libtorch, a cuda trainer,
+ * normalised observations, reward scaling, V-trace, observations other than float32.
+ * GB_ENOMEM. */
 int gb_ppo_mlp_open(const gb_config *cfg, const gb_torch_space *sp, uint64_t seed,
                     gb_ppo_mlp **out, gb_error *err);
 void gb_ppo_mlp_close(gb_ppo_mlp *p);
