@@ -80,12 +80,7 @@ int gb_ppo_core_build(gb_ppo_mlp *q, const gb_config_model *mc, gb_error *err)
                               .db_ih = f->g + f->flat_at[ih + 1],
                               .dw_hh = f->g + f->flat_at[hh],
                               .db_hh = f->g + f->flat_at[hh + 1]};
-    if (ls >= 0) {
-        q->log_std = f->p + f->flat_at[ls];
-        q->dlog_std = f->g + f->flat_at[ls];
-        for (int j = 0; j < q->A; j++)
-            q->log_std[j] = (float)mc->log_std_init;
-    }
+    gb_ppo_mlp_log_std(q, ls, mc);
     return 0;
 }
 

@@ -61,13 +61,18 @@ static int build(gb_ppo_mlp *q, const gb_config_model *mc, gb_error *err)
         rc = gb_flat_mlp_init_layer(f, &q->rng, &q->critic[hidden], first_pi + 2, 1.0, err);
     if (rc)
         return rc;
-    if (ls >= 0) {
-        q->log_std = f->p + f->flat_at[ls];
-        q->dlog_std = f->g + f->flat_at[ls];
-        for (int j = 0; j < q->A; j++)
-            q->log_std[j] = (float)mc->log_std_init;
-    }
+    gb_ppo_mlp_log_std(q, ls, mc);
     return 0;
+}
+
+void gb_ppo_mlp_log_std(gb_ppo_mlp *q, int entry, const gb_config_model *mc)
+{
+    if (entry < 0)
+        return;
+    q->log_std = q->f.p + q->f.flat_at[entry];
+    q->dlog_std = q->f.g + q->f.flat_at[entry];
+    for (int j = 0; j < q->A; j++)
+        q->log_std[j] = (float)mc->log_std_init;
 }
 
 int gb_ppo_mlp_open(const gb_config *cfg, const gb_torch_space *sp, uint64_t seed,

@@ -2,7 +2,7 @@
  * its plain MLP (ppo_mlp.c) and its recurrent core (ppo_core.c): the learner's state, the loss of
  * a minibatch's heads and what follows a batch's values (GAE's targets, the statistics).
  * defines: gb_ppo_mlp (the struct), gb_ppo_mlp_heads_loss, gb_ppo_mlp_after_values,
- *          gb_ppo_mlp_shuffle,
+ *          gb_ppo_mlp_shuffle, gb_ppo_mlp_log_std,
  *          gb_ppo_core_supported, gb_ppo_core_build, gb_ppo_core_values, gb_ppo_core_epochs,
  *          gb_ppo_core_free */
 #ifndef GB_WORKERS_ROLES_PPO_MLP_INTERNAL_H
@@ -49,6 +49,10 @@ int gb_ppo_mlp_heads_loss(gb_ppo_mlp *q, const gb_torch_batch *b, const int64_t 
  * chunk priorities. Returns the valid steps' count, or -1 (memory). */
 int64_t gb_ppo_mlp_after_values(gb_ppo_mlp *q, const gb_torch_batch *b, gb_torch_stats *st,
                                 float *prio);
+
+/* Boxes: log_std (layout entry entry; -1: none, discrete) pointed into the blocks and set to
+ * policy.model.log_std_init. */
+void gb_ppo_mlp_log_std(gb_ppo_mlp *q, int entry, const gb_config_model *mc);
 
 /* perm[0..n) = a permutation of 0..n-1 drawn from q->rng (Fisher-Yates). */
 void gb_ppo_mlp_shuffle(gb_ppo_mlp *q, int64_t *perm, int64_t n);

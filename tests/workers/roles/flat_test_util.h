@@ -1,13 +1,16 @@
 /* tests/workers/roles/flat_test_util.h: what the tests of the trainer's learners without
- * libtorch (test_ppo_mlp.c, test_dqn_mlp.c, test_sac_mlp.c) share: their parameters against a
- * bridge learner's, a bridge learner made from their state as a checkpoint makes it, and the
- * configurations they must refuse.
- * defines: flat_max_diff, flat_take_over, flat_refusal, flat_open_fn, flat_refusals */
+ * libtorch (test_ppo_mlp.c, test_ppo_core.c, test_dqn_mlp.c, test_sac_mlp.c) share: their
+ * parameters and layout against a bridge learner's, PPO's training call beside the bridge's, a
+ * bridge learner made from their state as a checkpoint makes it, and the configurations they
+ * must refuse.
+ * defines: flat_max_diff, flat_layout_fits, ppo_train_both, flat_take_over, flat_refusal,
+ *          flat_open_fn, flat_refusals */
 #ifndef GB_TESTS_WORKERS_ROLES_FLAT_TEST_UTIL_H
 #define GB_TESTS_WORKERS_ROLES_FLAT_TEST_UTIL_H
 
 #include "test.h"
 #include "workers/roles/flat_mlp.h"
+#include "workers/roles/ppo_mlp.h"
 #include "workers/torch/bridge.h"
 #include "workers/torch_test_util.h"
 
@@ -39,6 +42,37 @@ static inline double flat_max_diff(const gb_flat_mlp *f, gb_torch_learner *l)
     free(a);
     free(b);
     return d;
+}
+
+/* 0 when f's layout is l's model's entry by entry (gb_param_layout_fits), else its error. */
+static inline int flat_layout_fits(const gb_flat_mlp *f, gb_torch_learner *l, gb_error *err)
+{
+    const gb_param_entry *tb;
+    int nb;
+    uint64_t bytes_b;
+    gb_torch_model_layout(gb_torch_learner_model(l), &tb, &nb, &bytes_b);
+    return gb_param_layout_fits(f->layout, f->nlayout, (size_t)f->total, tb, nb, bytes_b, err);
+}
+
+/* One PPO training call of both learners on b (test_ppo_mlp.c, test_ppo_core.c): their stats in
+ * so and sr, the largest relative difference of the stats and the chunk priorities folded into
+ * worst (returned); the same samples and steps, steps each. */
+static inline double ppo_train_both(gb_ppo_mlp *q, gb_torch_learner *l, const gb_torch_batch *b,
+                                    int64_t steps, double worst, gb_torch_stats *so,
+                                    gb_torch_stats *sr)
+{
+    gb_error err = {0};
+    float po[TB_B], pr[TB_B];
+    CHECK_OK(gb_ppo_mlp_train(q, b, so, po, &err));
+    CHECK_OK(gb_torch_learner_train(l, b, sr, pr, &err));
+    worst = ppo_stats_worst(worst, so, sr);
+    for (int i = 0; i < TB_B; i++) {
+        const double p[1][2] = {{po[i], pr[i]}};
+        worst = worst_rel(worst, p, 1);
+    }
+    CHECK(so->samples == sr->samples && so->samples > 0);
+    CHECK(so->gradient_steps == sr->gradient_steps && so->gradient_steps == steps);
+    return worst;
 }
 
 /* The bridge's learner of cfg with f's state (and target's: the target network's parameters,

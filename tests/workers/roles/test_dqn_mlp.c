@@ -55,12 +55,7 @@ static void test_layout_and_init(void)
     if (!d || !l)
         return;
     const gb_flat_mlp *f = gb_dqn_mlp_net(d);
-    const gb_param_entry *tb;
-    int nb;
-    uint64_t bytes_b;
-    gb_torch_model_layout(gb_torch_learner_model(l), &tb, &nb, &bytes_b);
-    CHECK_OK(gb_param_layout_fits(f->layout, f->nlayout, (size_t)f->total, tb, nb, bytes_b,
-                                  &err));
+    CHECK_OK(flat_layout_fits(f, l, &err));
     CHECK(f->nlayout == 6 && strcmp(f->layout[4].name, "q.weight") == 0);
     /* orthogonal rows (or columns) of norm gain; zero biases; the target a copy */
     for (int i = 0; i < f->nlayout; i++) {

@@ -58,12 +58,7 @@ static void check_layout_and_init(const char *core)
     if (!q || !l)
         return;
     const gb_flat_mlp *f = gb_ppo_mlp_net(q);
-    const gb_param_entry *tb;
-    int nb;
-    uint64_t bytes_b;
-    gb_torch_model_layout(gb_torch_learner_model(l), &tb, &nb, &bytes_b);
-    CHECK_OK(gb_param_layout_fits(f->layout, f->nlayout, (size_t)f->total, tb, nb, bytes_b,
-                                  &err));
+    CHECK_OK(flat_layout_fits(f, l, &err));
     const gb_core_train *c = &q->core;
     const int H = c->H, G = c->kind == GB_CORE_TRAIN_LSTM ? 4 : 3;
     double worst = 0.0; /* each gate's block of hh: H x H orthogonal */
@@ -123,16 +118,7 @@ static void learners_agree(const char *core, int discrete, int hidden, double en
         for (int i = 0; i < TB_B * (TB_T + 1); i++)
             values = fmax(values, fabs((double)value[i] - ((const float *)q->values.p)[i]));
         gb_torch_stats so, sr;
-        float po[TB_B], pr[TB_B];
-        CHECK_OK(gb_ppo_mlp_train(q, &x.b, &so, po, &err));
-        CHECK_OK(gb_torch_learner_train(l, &x.b, &sr, pr, &err));
-        worst = ppo_stats_worst(worst, &so, &sr);
-        for (int i = 0; i < TB_B; i++) {
-            const double p[1][2] = {{po[i], pr[i]}};
-            worst = worst_rel(worst, p, 1);
-        }
-        CHECK(so.samples == sr.samples && so.samples > 0);
-        CHECK(so.gradient_steps == sr.gradient_steps && so.gradient_steps == 3);
+        worst = ppo_train_both(q, l, &x.b, 3, worst, &so, &sr);
         if (call == 0)
             after_one = flat_max_diff(gb_ppo_mlp_net(q), l);
     }

@@ -129,16 +129,7 @@ static void learners_agree(int discrete, const char *extra, double entropy_coef,
         gb_flat_mlp_set_progress(gb_ppo_mlp_net(q), 0.05 * call);
         gb_torch_learner_set_progress(l, 0.05 * call);
         gb_torch_stats so, sr;
-        float po[TB_B], pr[TB_B];
-        CHECK_OK(gb_ppo_mlp_train(q, &x.b, &so, po, &err));
-        CHECK_OK(gb_torch_learner_train(l, &x.b, &sr, pr, &err));
-        worst = ppo_stats_worst(worst, &so, &sr);
-        for (int i = 0; i < TB_B; i++) {
-            const double p[1][2] = {{po[i], pr[i]}};
-            worst = worst_rel(worst, p, 1);
-        }
-        CHECK(so.samples == sr.samples && so.samples > 0);
-        CHECK(so.gradient_steps == sr.gradient_steps && so.gradient_steps == 4);
+        worst = ppo_train_both(q, l, &x.b, 4, worst, &so, &sr);
         if (call == 0) {
             after_one = max_diff(q, l);
             CHECK(sr.clip_fraction > 0.0); /* the clipped branch is exercised */

@@ -95,12 +95,7 @@ static void test_layout_and_init(void)
     if (!s || !l)
         return;
     const gb_flat_mlp *f = gb_sac_mlp_net(s);
-    const gb_param_entry *tb;
-    int nb;
-    uint64_t bytes_b;
-    gb_torch_model_layout(gb_torch_learner_model(l), &tb, &nb, &bytes_b);
-    CHECK_OK(gb_param_layout_fits(f->layout, f->nlayout, (size_t)f->total, tb, nb, bytes_b,
-                                  &err));
+    CHECK_OK(flat_layout_fits(f, l, &err));
     CHECK(f->nlayout == 8 && strcmp(f->layout[4].name, "mean.weight") == 0 &&
           strcmp(f->layout[6].name, "log_std.weight") == 0);
     /* the critics: (3 + 2) x 37 + 37, 37 x 21 + 21, 21 + 1 each */
