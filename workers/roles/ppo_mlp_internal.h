@@ -1,6 +1,7 @@
 /* workers/roles/ppo_mlp_internal.h: what PPO's learner without libtorch (ppo_mlp.h) shares between
- * its plain MLP (ppo_mlp.c) and its recurrent core (ppo_core.c): the learner's state, the loss of
- * a minibatch's heads and what follows a batch's values (GAE's targets, the statistics).
+ * its plain MLP (ppo_mlp.c) and its recurrent core (ppo_core.c): the learner's state, and
+ * (ppo_loss.c) the loss of a minibatch's heads, what follows a batch's values (GAE's targets,
+ * the statistics), the shuffles and log_std.
  * defines: gb_ppo_mlp (the struct), gb_ppo_mlp_heads_loss, gb_ppo_mlp_after_values,
  *          gb_ppo_mlp_shuffle, gb_ppo_mlp_log_std,
  *          gb_ppo_core_supported, gb_ppo_core_build, gb_ppo_core_values, gb_ppo_core_epochs,
