@@ -119,7 +119,8 @@ int gb_eval_policy_act(gb_eval_policy *p, const void *obs, int64_t rows, int det
                        double epsilon, float *state, gb_torch_act_out *out, gb_error *err)
 {
     if (p->mlp)
-        return gb_policy_mlp_act(p->mlp, obs, rows, deterministic, epsilon, NULL, out, err);
+        return gb_policy_mlp_act(p->mlp, obs, rows, deterministic, epsilon, NULL, state, state,
+                                 out, err);
     return gb_torch_model_act_state(gb_torch_learner_model(p->learner), obs, rows, deterministic,
                                     epsilon, NULL, state, state, out, err);
 }

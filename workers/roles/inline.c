@@ -73,9 +73,10 @@ static int insert_chunk(inline_run *r, const gb_chunk *c, gb_error *err)
 }
 
 /* Acts for rows of obs with the policy without libtorch, first importing the learner's
- * parameters when they are newer than its own (a copy of a plain MLP's few thousand floats). */
+ * parameters when they are newer than its own (a copy of a small MLP's few thousand floats); with
+ * a core on the group's state rows, updated in place. */
 static int act_in_c(inline_run *r, const void *obs, int64_t rows, const float *noise,
-                    gb_torch_act_out *out, gb_error *err)
+                    float *state, gb_torch_act_out *out, gb_error *err)
 {
     const uint64_t v = gb_learning_version(r->learning);
     if (v != r->mlp_version) {
@@ -99,7 +100,7 @@ static int act_in_c(inline_run *r, const void *obs, int64_t rows, const float *n
         r->mlp_version = v;
     }
     return gb_policy_mlp_act(r->mlp, obs, rows, r->cfg->policy.deterministic, r->epsilon, noise,
-                             out, err);
+                             state, state, out, err);
 }
 
 /* Acts for group g with the learner's model (with a core, on the group's state rows, updated
@@ -115,7 +116,7 @@ static int step_group(inline_run *r, int g, gb_error *err)
     int rc = r->model ? gb_torch_model_act_state(r->model, obs, rows, r->cfg->policy.deterministic,
                                                  r->epsilon, gb_acting_noise(r->acting, g), state,
                                                  state, &out, err)
-                      : act_in_c(r, obs, rows, gb_acting_noise(r->acting, g), &out, err);
+                      : act_in_c(r, obs, rows, gb_acting_noise(r->acting, g), state, &out, err);
     if (rc == 0)
         rc = gb_acting_step(r->acting, g, r->actions,
                             (size_t)rows * gb_acting_action_row_bytes(r->acting), r->logp,

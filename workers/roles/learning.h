@@ -31,7 +31,7 @@
  * The learning without libtorch: a trainer, or inline mode that acts without libtorch
  * (acts_in_c), alone (trainer.count 1), with PPO, DQN or SAC on a model workers/roles/ppo_mlp.h,
  * dqn_mlp.h or sac_mlp.h can train as the bridge would (the classic-control configs', and PPO's
- * with an LSTM or GRU core, whose policy workers still act on libtorch), trains
+ * with an LSTM or GRU core), trains
  * from its first step to its last on that learner in C, and writes its checkpoints' model file
  * itself (workers/roles/learner_file.h): its state is the bridge's (parameters, Adam's, the
  * counters, DQN's target network, SAC's critics, their targets and its temperature; PPO's

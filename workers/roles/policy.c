@@ -107,7 +107,7 @@ static int infer(void *user, const gb_infer_batch *in, gb_infer_outputs *out, gb
     gb_torch_act_out o = {.action = p->action, .logp = p->logp};
     /* without a core (state_size 0) the states are NULL and this is model_act_noise */
     rc = p->mlp ? gb_policy_mlp_act(p->mlp, x.obs, in->rows, cfg->policy.deterministic, epsilon,
-                                    x.noise, &o, err)
+                                    x.noise, x.state, p->state, &o, err)
                 : gb_torch_model_act_state(p->model, x.obs, in->rows, cfg->policy.deterministic,
                                            epsilon, x.noise, x.state, p->state, &o, err);
     if (rc)
@@ -220,7 +220,8 @@ static int policy_model(policy *p, gb_env_spec *spec, gb_error *err)
     /* the state each request brings and each reply takes back (gb_config_state_size) */
     p->state_size = gb_config_state_size(cfg);
     if (p->state_size > 0) {
-        int64_t model_s = p->model ? gb_torch_model_state_size(p->model) : 0;
+        int64_t model_s = p->model ? gb_torch_model_state_size(p->model)
+                                   : gb_policy_mlp_state_size(p->mlp);
         if (model_s != p->state_size)
             return gb_error_set(err, GB_EINVAL, "policy: the model carries %lld floats of state "
                                 "a row, the config says %lld (policy.model.core, core_size)",

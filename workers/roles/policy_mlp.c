@@ -6,7 +6,9 @@
 
 #include "runtime/base/rng.h"
 #include "workers/roles/flat_mlp.h"
+#include "workers/torch/core_train.h"
 #include "workers/torch/mlp_infer.h"
+#include "workers/torch/mlp_train.h"
 #include "workers/torch/sampling.h"
 
 #include <math.h>
@@ -38,6 +40,14 @@ struct gb_policy_mlp {
     float clip;
     float *log_std;        /* [outs]: PPO's log_std parameter */
     float *act_scale, *act_bias; /* SAC: [outs] */
+    /* policy.model.core lstm or gru: torso (the program; none without hidden layers) -> core
+     * -> heads, the core and the heads in fp32 (core_train.h's forward, one step) */
+    int core_entry;       /* core.ih.weight's entry (its bias, core.hh's follow); -1: no core */
+    int head_entry[2];    /* the heads' weights' entries (pi or q, v; -1: none), biases next */
+    gb_core_train core;   /* its weights in core_w */
+    float *core_w;        /* the core's weights, then the heads' */
+    float *head_w[2], *head_bias[2];
+    float *feat, *y, *ws_core; /* [cap, F], [cap, H], the core's workspace for cap rows */
     gb_rng rng;
     uint64_t version;
     /* scratch for a batch, grown to the largest one: parts of one block */
@@ -94,11 +104,47 @@ static int add_torso(gb_policy_mlp *m, const gb_config_model *mc, const char *na
     return at;
 }
 
+/* A core (mc's lstm or gru) after the torso's layer t (-1: the observations) and the heads on
+ * it (network.cpp's add_core: PPO's pi and v, DQN's q): their entries and their fp32 arrays.
+ * 0, or -1 (memory). */
+static int add_core(gb_policy_mlp *m, const gb_config_model *mc, int t)
+{
+    const int F = t < 0 ? m->in : m->specs[t].out, H = (int)mc->core_size;
+    const int lstm = mc->core == GB_CORE_LSTM, GH = (lstm ? 4 : 3) * H;
+    const int ppo = m->algo == GB_ALGO_PPO;
+    m->core_entry = add_entry(m, "core.ih.weight", GB_DTYPE_FLOAT32, GH, F);
+    add_entry(m, "core.ih.bias", GB_DTYPE_FLOAT32, GH, 0);
+    add_entry(m, "core.hh.weight", GB_DTYPE_FLOAT32, GH, H);
+    add_entry(m, "core.hh.bias", GB_DTYPE_FLOAT32, GH, 0);
+    m->head_entry[0] = add_entry(m, ppo ? "pi.weight" : "q.weight", GB_DTYPE_FLOAT32, m->outs, H);
+    add_entry(m, ppo ? "pi.bias" : "q.bias", GB_DTYPE_FLOAT32, m->outs, 0);
+    if (ppo) {
+        m->head_entry[1] = add_entry(m, "v.weight", GB_DTYPE_FLOAT32, 1, H);
+        add_entry(m, "v.bias", GB_DTYPE_FLOAT32, 1, 0);
+    }
+    const size_t n = (size_t)GH * (size_t)(F + H + 2) + (size_t)(m->outs + 1) * (size_t)(H + 1);
+    float *w = m->core_w = calloc(n, sizeof(float));
+    if (!w)
+        return -1;
+    m->core = (gb_core_train){.kind = lstm ? GB_CORE_TRAIN_LSTM : GB_CORE_TRAIN_GRU,
+                              .F = F,
+                              .H = H,
+                              .w_ih = w,
+                              .b_ih = w + (size_t)GH * F,
+                              .w_hh = w + (size_t)GH * (F + 1),
+                              .b_hh = w + (size_t)GH * (F + 1 + H)};
+    m->head_w[0] = w + (size_t)GH * (size_t)(F + H + 2);
+    m->head_bias[0] = m->head_w[0] + (size_t)m->outs * (size_t)H;
+    m->head_w[1] = m->head_bias[0] + m->outs;
+    m->head_bias[1] = m->head_w[1] + H;
+    return 0;
+}
+
 /* The networks' layers and layout (network.cpp's ActorCritic, QNet, SacActor); 0 or GB_ENOMEM. */
 static int build(gb_policy_mlp *m, const gb_config_model *mc, gb_error *err)
 {
     /* two torsos and two heads at most; two entries a layer, log_std and three statistics */
-    const size_t layers = 2 * (size_t)mc->hidden.n + 2, entries = 2 * layers + 4;
+    const size_t layers = 2 * (size_t)mc->hidden.n + 2, entries = 2 * layers + 8;
     m->specs = calloc(layers, sizeof *m->specs);
     m->weight_entry = calloc(layers, sizeof *m->weight_entry);
     m->layer_outs = calloc(layers, sizeof *m->layer_outs);
@@ -109,7 +155,11 @@ static int build(gb_policy_mlp *m, const gb_config_model *mc, gb_error *err)
     if (m->algo == GB_ALGO_PPO && !m->space.discrete)
         m->log_std_entry = add_entry(m, "log_std", GB_DTYPE_FLOAT32, m->outs, 0);
     int t = add_torso(m, mc, "torso");
-    if (m->algo == GB_ALGO_PPO) {
+    m->core_entry = m->head_entry[0] = m->head_entry[1] = -1;
+    if (mc->core != GB_CORE_NONE) {
+        if (add_core(m, mc, t))
+            return gb_error_set(err, GB_ENOMEM, "policy model: out of memory");
+    } else if (m->algo == GB_ALGO_PPO) {
         int c = mc->shared ? t : add_torso(m, mc, "critic_torso");
         m->head_a = add_linear(m, "pi", t, m->outs, GB_MLP_ACT_NONE);
         m->head_b = add_linear(m, "v", c, 1, GB_MLP_ACT_NONE);
@@ -125,7 +175,7 @@ static int build(gb_policy_mlp *m, const gb_config_model *mc, gb_error *err)
         add_entry(m, "obs_count", GB_DTYPE_FLOAT64, 1, 0);
     }
     char msg[256];
-    if (!(m->mlp = gb_mlp_create(m->specs, m->nlayers, msg, sizeof msg)))
+    if (m->nlayers > 0 && !(m->mlp = gb_mlp_create(m->specs, m->nlayers, msg, sizeof msg)))
         return gb_error_set(err, GB_EINVAL, "policy model: %s", msg);
     return 0;
 }
@@ -135,7 +185,9 @@ static int supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *e
 {
     const gb_config_policy *p = &cfg->policy;
     const gb_config_model *mc = &p->model;
-    const char *why = NULL, *model = gb_flat_mlp_model_refusal(mc);
+    gb_config_model torso = *mc; /* a core is asked about below; the rest as a plain MLP */
+    torso.core = GB_CORE_NONE;
+    const char *why = NULL, *model = gb_flat_mlp_model_refusal(&torso);
     int algo = cfg->trainer.algorithm.name;
     const int64_t in = gb_flat_mlp_features(sp);
     if (p->kernels != GB_KERNELS_GEARBOX)
@@ -146,6 +198,14 @@ static int supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *e
         why = "policy.precision bf16 runs on libtorch's kernels";
     else if (model)
         why = model;
+    else if (mc->core != GB_CORE_NONE && mc->core != GB_CORE_LSTM && mc->core != GB_CORE_GRU)
+        why = "policy.model.core is neither lstm nor gru";
+    else if (mc->core != GB_CORE_NONE && algo == GB_ALGO_SAC)
+        why = "policy.model.core with sac (the bridge's model says what is wrong with it)";
+    else if (mc->core != GB_CORE_NONE && p->precision != GB_PRECISION_FP32)
+        why = "policy.precision int8 with policy.model.core";
+    else if (mc->core != GB_CORE_NONE && (mc->core_size < 1 || mc->core_size > 4096))
+        why = "policy.model.core_size";
     else if (!gb_mlp_fast())
         why = "this cpu has neither AVX2 with FMA nor AVX-512 (gearbox's kernels would be "
               "slower than libtorch's)";
@@ -194,7 +254,12 @@ void gb_policy_mlp_close(gb_policy_mlp *m)
 {
     if (!m)
         return;
-    gb_mlp_destroy(m->mlp);
+    if (m->mlp)
+        gb_mlp_destroy(m->mlp);
+    free(m->core_w);
+    free(m->feat);
+    free(m->y);
+    free(m->ws_core);
     free(m->layout);
     free(m->specs);
     free(m->weight_entry);
@@ -261,6 +326,15 @@ void gb_policy_mlp_layout(const gb_policy_mlp *m, const gb_param_entry **table, 
     *total = m->total;
 }
 
+/* An entry's elements. */
+static int64_t param_floats(const gb_param_entry *e)
+{
+    int64_t n = 1;
+    for (int d = 0; d < e->rank; d++)
+        n *= e->shape[d];
+    return n;
+}
+
 int gb_policy_mlp_import(gb_policy_mlp *m, const void *buf, size_t len,
                          const gb_param_entry *table, int count, uint64_t version,
                          gb_error *err)
@@ -277,6 +351,18 @@ int gb_policy_mlp_import(gb_policy_mlp *m, const void *buf, size_t len,
     if (m->log_std_entry >= 0)
         memcpy(m->log_std, base + m->layout[m->log_std_entry].offset,
                (size_t)m->outs * sizeof(float));
+    float *const core_dst[] = {(float *)m->core.w_ih, (float *)m->core.b_ih,
+                               (float *)m->core.w_hh, (float *)m->core.b_hh};
+    for (int i = 0; m->core_entry >= 0 && i < 4; i++) {
+        const gb_param_entry *e = &m->layout[m->core_entry + i];
+        memcpy(core_dst[i], base + e->offset, (size_t)param_floats(e) * sizeof(float));
+    }
+    for (int h = 0; h < 2; h++)
+        if (m->head_entry[h] >= 0) {
+            const gb_param_entry *w = &m->layout[m->head_entry[h]], *b = w + 1;
+            memcpy(m->head_w[h], base + w->offset, (size_t)param_floats(w) * sizeof(float));
+            memcpy(m->head_bias[h], base + b->offset, (size_t)param_floats(b) * sizeof(float));
+        }
     if (m->stats_entry >= 0) { /* the bridge's: mean and (var + 1e-8)^-1/2 in double, as floats */
         const double *mean = (const double *)(base + m->layout[m->stats_entry].offset);
         const double *var = (const double *)(base + m->layout[m->stats_entry + 1].offset);
@@ -298,9 +384,20 @@ static int reserve(gb_policy_mlp *m, int64_t n, gb_error *err)
     size_t rows = (size_t)cap, k = (size_t)m->outs, wide = k > 2 ? k : 2;
     size_t floats = rows * ((size_t)m->in + 4 * k + wide);
     void *block = malloc(rows * sizeof(int64_t) + floats * sizeof(float));
-    if (!block)
+    if (block && m->core_entry >= 0) { /* the core's: features, outputs, its workspace */
+        free(m->feat);
+        free(m->y);
+        free(m->ws_core);
+        m->feat = malloc(rows * (size_t)m->core.F * sizeof(float));
+        m->y = malloc(rows * (size_t)m->core.H * sizeof(float));
+        m->ws_core = malloc(gb_core_train_floats(&m->core, (int)cap, 1) * sizeof(float));
+    }
+    if (!block || (m->core_entry >= 0 && (!m->feat || !m->y || !m->ws_core))) {
+        free(block);
+        m->cap = 0; /* (the core's buffers are grown again next time) */
         return gb_error_set(err, GB_ENOMEM, "policy model: out of memory for %lld rows",
                             (long long)n);
+    }
     free(m->scratch);
     m->scratch = block;
     m->actions = block; /* the int64s first: every part stays aligned */
@@ -367,11 +464,44 @@ static void sample(gb_policy_mlp *m, int64_t n, int deterministic, double epsilo
         memcpy(out->value, m->hb, sizeof(float) * (size_t)n);
 }
 
+/* With a core: the torso's features of x, one step of the core from state_in (its state after
+ * it into state_out) and the heads into ha (pi or q) and hb (v). */
+static void core_forward(gb_policy_mlp *m, const float *x, int64_t n, const float *state_in,
+                         float *state_out)
+{
+    const float *feat = x;
+    if (m->nlayers > 0) {
+        m->layer_outs[m->nlayers - 1] = m->feat;
+        gb_mlp_forward(m->mlp, x, n, m->layer_outs);
+        feat = m->feat;
+    }
+    const int S = gb_core_train_state(&m->core), H = m->core.H, rows = (int)n;
+    gb_core_train_forward(&m->core, rows, 1, feat, state_in, S, NULL, m->ws_core, m->y);
+    gb_core_train_last_state(&m->core, rows, 1, m->ws_core, state_out, S);
+    float *outs[2] = {m->ha, m->hb};
+    const int widths[2] = {m->outs, 1};
+    for (int h = 0; h < 2 && m->head_entry[h] >= 0; h++) { /* a head's few outputs: dot products */
+        gb_mlp_train_gemm_nt(rows, widths[h], H, m->y, H, m->head_w[h], H, outs[h], widths[h],
+                             0);
+        for (int64_t r = 0; r < n; r++)
+            for (int j = 0; j < widths[h]; j++)
+                outs[h][r * widths[h] + j] += m->head_bias[h][j];
+    }
+}
+
+int64_t gb_policy_mlp_state_size(const gb_policy_mlp *m)
+{
+    return m->core_entry >= 0 ? gb_core_train_state(&m->core) : 0;
+}
+
 int gb_policy_mlp_act(gb_policy_mlp *m, const float *obs, int64_t n, int deterministic,
-                      double epsilon, const float *noise, gb_torch_act_out *out, gb_error *err)
+                      double epsilon, const float *noise, const float *state_in,
+                      float *state_out, gb_torch_act_out *out, gb_error *err)
 {
     if (n <= 0)
         return n == 0 ? 0 : gb_error_set(err, GB_EINVAL, "act: n = %lld", (long long)n);
+    if (m->core_entry >= 0 && (!state_in || !state_out))
+        return gb_error_set(err, GB_EINVAL, "act: the model has a core: a state is required");
     int rc = reserve(m, n, err);
     if (rc)
         return rc;
@@ -385,10 +515,14 @@ int gb_policy_mlp_act(gb_policy_mlp *m, const float *obs, int64_t n, int determi
             }
         x = m->x;
     }
-    m->layer_outs[m->head_a] = m->ha; /* (reallocated with the scratch) */
-    if (m->head_b >= 0)
-        m->layer_outs[m->head_b] = m->hb;
-    gb_mlp_forward(m->mlp, x, n, m->layer_outs);
+    if (m->core_entry >= 0) {
+        core_forward(m, x, n, state_in, state_out);
+    } else {
+        m->layer_outs[m->head_a] = m->ha; /* (reallocated with the scratch) */
+        if (m->head_b >= 0)
+            m->layer_outs[m->head_b] = m->hb;
+        gb_mlp_forward(m->mlp, x, n, m->layer_outs);
+    }
     sample(m, n, deterministic, epsilon, noise, out);
     return 0;
 }

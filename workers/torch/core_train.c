@@ -114,6 +114,16 @@ void gb_core_train_forward(const gb_core_train *c, int B, int T, const float *x,
     }
 }
 
+void gb_core_train_last_state(const gb_core_train *c, int B, int T, const float *ws, float *s,
+                              int ld)
+{
+    ws_map m;
+    map_ws(c, B, T, aligned((float *)ws), &m);
+    const int S = gb_core_train_state(c);
+    for (int i = 0; i < B; i++)
+        memcpy(s + (size_t)i * (size_t)ld, m.s + (size_t)i * (size_t)S, sizeof(float) * (size_t)S);
+}
+
 /* w's gradient [G*H][cols] += tw^T (tw [cols][G*H]); its bias's += the rows' sum of d */
 static void add_grads(const float *tw, int GH, int cols, float *dw, const float *d, int rows,
                       float *db)

@@ -9,7 +9,8 @@
  * (0: zeroed, an episode starts there), before row 0 the sequence's s0 times keep[row].
  * Not thread-safe per workspace; the layer's arrays are read, its gradients added to.
  * defines: gb_core_train, GB_CORE_TRAIN_LSTM, GB_CORE_TRAIN_GRU, gb_core_train_state,
- *          gb_core_train_floats, gb_core_train_forward, gb_core_train_backward */
+ *          gb_core_train_floats, gb_core_train_forward, gb_core_train_last_state,
+ *          gb_core_train_backward */
 #ifndef GB_WORKERS_TORCH_CORE_TRAIN_H
 #define GB_WORKERS_TORCH_CORE_TRAIN_H
 
@@ -40,6 +41,11 @@ size_t gb_core_train_floats(const gb_core_train *c, int B, int T);
  * of every row. Everything the backward reads stays in ws. */
 void gb_core_train_forward(const gb_core_train *c, int B, int T, const float *x, const float *s0,
                            int ld, const float *keep, float *ws, float *y);
+
+/* The state each of the B sequences left after its last row, in the forward just run into ws:
+ * into s (B rows of gb_core_train_state floats, ld floats apart; s may be the forward's s0). */
+void gb_core_train_last_state(const gb_core_train *c, int B, int T, const float *ws, float *s,
+                              int ld);
 
 /* The backward through time of the forward just run into ws (the same c, B, T, x and keep): dy
  * [B*T][H] the loss's gradient for y. Adds the gradients of w_ih, b_ih, w_hh and b_hh into

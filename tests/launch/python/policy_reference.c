@@ -50,7 +50,7 @@ static int act(gb_policy_mlp *m, gb_torch_model *tm, const void *obs, int64_t n,
                gb_error *err)
 {
     if (m)
-        return gb_policy_mlp_act(m, obs, n, det, 0.0, noise, o, err);
+        return gb_policy_mlp_act(m, obs, n, det, 0.0, noise, state_in, state_out, o, err);
     return gb_torch_model_act_state(tm, obs, n, det, 0.0, noise, state_in, state_out, o, err);
 }
 
@@ -84,7 +84,7 @@ int main(int argc, char **argv)
             return fail(argv[2], &err);
         tm = gb_torch_learner_model(l);
     }
-    const int64_t S = tm ? gb_torch_model_state_size(tm) : 0;
+    const int64_t S = tm ? gb_torch_model_state_size(tm) : gb_policy_mlp_state_size(m);
     int64_t in = 1;
     for (int d = 0; d < sp.obs_ndim; d++)
         in *= sp.obs_shape[d];

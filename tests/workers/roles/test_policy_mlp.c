@@ -69,14 +69,17 @@ static char *params(gb_torch_model *m, float scale, size_t *len)
     return buf;
 }
 
+enum { STATE_MAX = 2 * 24 }; /* a core's state a row: LSTM 24 units at most here */
+
 typedef struct acted {
     int64_t a[ROWS];
-    float x[ROWS * 4], logp[ROWS], value[ROWS], q[ROWS * 4];
+    float x[ROWS * 4], logp[ROWS], value[ROWS], q[ROWS * 4], state[ROWS * STATE_MAX];
 } acted;
 
+/* Both models act on obs; with a core from state (ROWS x S) into their own next states. */
 static void act_both(gb_torch_model *tm, gb_policy_mlp *cm, const gb_torch_space *sp,
-                     const float *obs, int deterministic, const float *noise, acted *t,
-                     acted *c)
+                     const float *obs, int deterministic, const float *noise, const float *state,
+                     acted *t, acted *c)
 {
     gb_error err = {0};
     int q = sp->discrete && sp->n_actions <= 4;
@@ -84,8 +87,10 @@ static void act_both(gb_torch_model *tm, gb_policy_mlp *cm, const gb_torch_space
                            q ? t->q : NULL};
     gb_torch_act_out oc = {sp->discrete ? (void *)c->a : c->x, c->logp, c->value,
                            q ? c->q : NULL};
-    CHECK_OK(gb_torch_model_act_noise(tm, obs, ROWS, deterministic, 0.0, noise, &ot, &err));
-    CHECK_OK(gb_policy_mlp_act(cm, obs, ROWS, deterministic, 0.0, noise, &oc, &err));
+    CHECK_OK(gb_torch_model_act_state(tm, obs, ROWS, deterministic, 0.0, noise, state,
+                                      state ? t->state : NULL, &ot, &err));
+    CHECK_OK(gb_policy_mlp_act(cm, obs, ROWS, deterministic, 0.0, noise, state,
+                               state ? c->state : NULL, &oc, &err));
 }
 
 /* max |a - b| over n, relative to 1 + |a| */
@@ -98,8 +103,12 @@ static double gap(const float *a, const float *b, int n)
 }
 
 static void compare(const char *what, const acted *t, const acted *c, const gb_torch_space *sp,
-                    const char *algo, double tol)
+                    const char *algo, int64_t S, double tol)
 {
+    if (S > 0) {
+        double gs = gap(t->state, c->state, ROWS * (int)S);
+        CHECK_MSG(gs <= tol, "%s: next states %.3g apart", what, gs);
+    }
     int dqn = strcmp(algo, "dqn") == 0;
     if (sp->discrete) {
         int same = 1;
@@ -136,8 +145,9 @@ static void same_as_bridge(const char *algo, const char *model, const char *extr
     CHECK_OK(gb_policy_mlp_open(&cfg, &sp, 7, &cm, &err));
     if (!tm || !cm)
         goto done;
-    CHECK_MSG(strcmp(gb_torch_model_kernels(tm), gb_policy_mlp_kernels(cm)) == 0, "%s vs %s",
-              gb_torch_model_kernels(tm), gb_policy_mlp_kernels(cm));
+    if (gb_torch_model_state_size(tm) == 0) /* (a core runs on libtorch's there) */
+        CHECK_MSG(strcmp(gb_torch_model_kernels(tm), gb_policy_mlp_kernels(cm)) == 0,
+                  "%s vs %s", gb_torch_model_kernels(tm), gb_policy_mlp_kernels(cm));
     const gb_param_entry *lt, *lc;
     int nt, nc;
     uint64_t tt, tc;
@@ -157,17 +167,25 @@ static void same_as_bridge(const char *algo, const char *model, const char *extr
         obs[i] *= 3.0f;
     fill(noise, ROWS * 4, 12);
     acted *t = malloc(sizeof *t), *c = malloc(sizeof *c);
+    /* with a core: random states entering, every fifth row's zeros (an episode's start) */
+    const int64_t S = gb_torch_model_state_size(tm);
+    CHECK_EQ_INT(gb_policy_mlp_state_size(cm), S);
+    static float state[ROWS * STATE_MAX];
+    fill(state, ROWS * (int)S, 13);
+    for (int r = 0; r < ROWS; r += 5)
+        memset(state + (size_t)r * (size_t)S, 0, sizeof(float) * (size_t)S);
+    const float *st = S > 0 ? state : NULL;
     for (int round = 0; round < 2; round++) { /* two imports: the second re-quantizes */
         size_t len;
         char *blob = params(tm, round ? 1.7f : 1.0f, &len);
         CHECK_OK(gb_torch_model_import(tm, blob, len, lt, nt, 3 + (uint64_t)round, &err));
         CHECK_OK(gb_policy_mlp_import(cm, blob, len, lt, nt, 3 + (uint64_t)round, &err));
         free(blob);
-        act_both(tm, cm, &sp, obs, 1, NULL, t, c);
-        compare("deterministic", t, c, &sp, algo, tol);
+        act_both(tm, cm, &sp, obs, 1, NULL, st, t, c);
+        compare("deterministic", t, c, &sp, algo, S, tol);
         if (!sp.discrete) {
-            act_both(tm, cm, &sp, obs, 0, noise, t, c);
-            compare("with noise", t, c, &sp, algo, tol);
+            act_both(tm, cm, &sp, obs, 0, noise, st, t, c);
+            compare("with noise", t, c, &sp, algo, S, tol);
         }
     }
     free(t);
@@ -189,6 +207,13 @@ static void test_same_as_bridge(void)
     same_as_bridge("dqn", "hidden: [64, 64], activation: relu", "", d, 0);
     same_as_bridge("dqn", "hidden: [32, 32], normalize_obs: true", ", precision: int8", d, 0);
     same_as_bridge("sac", "hidden: [32, 32]", "", b, 2e-6);
+    /* a core: the step in fp32 C against libtorch's, states in and out */
+    same_as_bridge("ppo", "hidden: [16], core: lstm, core_size: 24", "", d, 2e-6);
+    same_as_bridge("ppo", "hidden: [5], core: gru, core_size: 20", "", b, 2e-6);
+    same_as_bridge("ppo", "hidden: [16], core: gru, core_size: 20, normalize_obs: true", "", b,
+                   2e-6);
+    same_as_bridge("dqn", "hidden: [16], activation: relu, core: lstm, core_size: 24", "", d,
+                   2e-6);
 }
 
 /* The draws: a seed fixes them; sampled actions' frequencies are their reported probabilities;
@@ -219,8 +244,8 @@ static void test_own_draws(void)
     float *obs = calloc((size_t)N * 4, sizeof(float)), *logp = malloc(N * sizeof(float));
     int64_t *x = malloc(N * sizeof(int64_t)), *y = malloc(N * sizeof(int64_t));
     gb_torch_act_out ox = {x, logp, NULL, NULL}, oy = {y, NULL, NULL, NULL};
-    CHECK_OK(gb_policy_mlp_act(a, obs, N, 0, 0.0, NULL, &ox, &err));
-    CHECK_OK(gb_policy_mlp_act(b, obs, N, 0, 0.0, NULL, &oy, &err));
+    CHECK_OK(gb_policy_mlp_act(a, obs, N, 0, 0.0, NULL, NULL, NULL, &ox, &err));
+    CHECK_OK(gb_policy_mlp_act(b, obs, N, 0, 0.0, NULL, NULL, NULL, &oy, &err));
     CHECK(memcmp(x, y, N * sizeof(int64_t)) == 0);
     double z = 1.0 + exp(1.0) + exp(-1.0), want[3] = {1.0 / z, exp(1.0) / z, exp(-1.0) / z};
     int count[3] = {0};
@@ -242,7 +267,7 @@ static void test_own_draws(void)
     CHECK_OK(gb_policy_mlp_import(b, blob, total, t, n, 1, &err));
     free(blob);
     ox.logp = NULL;
-    CHECK_OK(gb_policy_mlp_act(b, obs, N, 0, 1.0, NULL, &ox, &err));
+    CHECK_OK(gb_policy_mlp_act(b, obs, N, 0, 1.0, NULL, NULL, NULL, &ox, &err));
     memset(count, 0, sizeof count);
     for (int i = 0; i < N; i++)
         count[x[i] >= 0 && x[i] < 3 ? x[i] : 0]++;
@@ -292,7 +317,7 @@ static void test_refusals(void)
     } declined[] = {
         {"hidden: [16], layer_norm: true", "", "layer_norm"},
         {"hidden: [16], activation: elu", "", "activation"},
-        {"hidden: [16], core: lstm, core_size: 8", "", "core"},
+        {"hidden: [16], core: transformer, core_size: 8", "", "core"},
         {"hidden: [16]", ", kernels: libtorch", "kernels"},
         {"hidden: [16]", ", precision: bf16", "precision"},
         {"hidden: [16]", ", device: cuda", "device"},
