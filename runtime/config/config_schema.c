@@ -150,7 +150,8 @@ const gb_config_field gb_config_fields[] = {
          "swap (int8: dynamic quantization of the Linear layers, cpu only)"),
     ENUM("policy.kernels", policy.kernels, "gearbox", kernels,
          "what runs a plain MLP policy's forward (Linear layers with tanh or relu) in fp32 and "
-         "int8 on the cpu: gearbox's own kernels (workers/torch/mlp_infer.c; where the cpu has "
+         "int8 on the cpu, and such a torso with an LSTM or GRU core (PPO's, DQN's) in fp32: "
+         "gearbox's own kernels (workers/torch/mlp_infer.c, core_train.c; where the cpu has "
          "AVX2 and FMA or AVX-512, else libtorch), with which a policy worker does not load "
          "libtorch at all (workers/roles/policy_mlp.h), or always libtorch's modules"),
     INT("policy.threads", policy.threads, "1", 1, 1024, "libtorch intra-op threads"),
