@@ -4,9 +4,10 @@
  * gearbox, on gearbox's own kernels (workers/torch/mlp_infer.h) and draws its actions with
  * sampling.h's loops: what the bridge's model does for it too. So does such a torso with an LSTM
  * or GRU core (PPO's, DQN's) in fp32: the core's step and the heads in gearbox's C
- * (workers/torch/core_train.h), the state each row brings and takes back as the bridge's. Here the same program is built
- * from the config alone, so the worker serves without loading libtorch (0.9 s and 0.9 CPU-s at
- * every start on the 2-core development machine, and its memory).
+ * (workers/torch/core_train.h), the state each row brings and takes back as the bridge's.
+ * Here the same program is built from the config alone, so the worker serves without loading
+ * libtorch (0.9 s and 0.9 CPU-s at every start on the 2-core development machine, and its
+ * memory).
  *
  * The parameters are the trainer's, imported from the parameter stream as the bridge's model
  * imports them: the same layout (names, dtypes, shapes, offsets, in libtorch's order), the same
