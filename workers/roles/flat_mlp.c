@@ -27,8 +27,10 @@ const char *gb_flat_mlp_model_refusal(const gb_config_model *mc)
 {
     if (mc->type != GB_MODEL_MLP)
         return "policy.model.type is not mlp";
-    if (mc->core != GB_CORE_NONE)
-        return "policy.model.core";
+    if (mc->core != GB_CORE_NONE && mc->core != GB_CORE_LSTM && mc->core != GB_CORE_GRU)
+        return "policy.model.core is neither lstm nor gru";
+    if (mc->core != GB_CORE_NONE && (mc->core_size < 1 || mc->core_size > 4096))
+        return "policy.model.core_size";
     if (mc->layer_norm)
         return "policy.model.layer_norm";
     if (mc->activation != GB_ACT_TANH && mc->activation != GB_ACT_RELU)
@@ -48,11 +50,7 @@ int gb_flat_mlp_supported(const gb_config *cfg, const gb_torch_space *sp, int co
                           gb_error *err)
 {
     const gb_config_model *mc = &cfg->policy.model;
-    gb_config_model torso = *mc; /* with core: the model around the core, which the caller
-                                   * checks */
-    if (core)
-        torso.core = GB_CORE_NONE;
-    const char *why = NULL, *model = gb_flat_mlp_model_refusal(&torso);
+    const char *why = NULL, *model = gb_flat_mlp_model_refusal(mc);
     const int64_t in = gb_flat_mlp_features(sp);
     if (cfg->trainer.kernels != GB_KERNELS_GEARBOX)
         why = "trainer.kernels is libtorch";
@@ -60,6 +58,8 @@ int gb_flat_mlp_supported(const gb_config *cfg, const gb_torch_space *sp, int co
         why = "trainer.device is cuda";
     else if (model)
         why = model;
+    else if (!core && mc->core != GB_CORE_NONE)
+        why = "policy.model.core";
     else if (mc->normalize_obs)
         why = "policy.model.normalize_obs";
     else if (cfg->trainer.algorithm.reward_scale)

@@ -49,8 +49,9 @@ typedef struct gb_flat_buf {
 void *gb_flat_grow(gb_flat_buf *b, size_t bytes);
 
 /* NULL when mc is a plain MLP that gearbox's own kernels run (Linear layers each followed by tanh
- * or relu; no core, no layer norm), else the key that says otherwise (a static string): what
- * the learners here and the policy worker's model without libtorch (policy_mlp.h) both ask. */
+ * or relu; no layer norm), with no core or an LSTM or GRU core (core_train.h), else the key that
+ * says otherwise (a static string): what the learners here and the policy worker's model
+ * without libtorch (policy_mlp.h) both ask. */
 const char *gb_flat_mlp_model_refusal(const gb_config_model *mc);
 
 /* The features of one observation of sp: the product of its shape. */
@@ -60,7 +61,7 @@ int64_t gb_flat_mlp_features(const gb_torch_space *sp);
  * trainer.kernels gearbox on the cpu, a plain MLP (no core, no layer norm, tanh or relu; no
  * normalised observations, no reward scaling), float32 observations, sizes in range; else
  * GB_EUNSUPPORTED naming the key that asks for libtorch. The algorithm's own checks are its;
- * core 1: policy.model.core is too (its torso is checked as the plain MLP). */
+ * core 1: the learner takes an LSTM or GRU core too (0: any core is refused). */
 int gb_flat_mlp_supported(const gb_config *cfg, const gb_torch_space *sp, int core,
                           gb_error *err);
 

@@ -45,7 +45,7 @@ struct gb_policy_mlp {
     int core_entry;       /* core.ih.weight's entry (its bias, core.hh's follow); -1: no core */
     int head_entry[2];    /* the heads' weights' entries (pi or q, v; -1: none), biases next */
     gb_core_train core;   /* its weights in core_w */
-    float *core_w;        /* the core's weights, then the heads' */
+    float *core_w;        /* the core's weights, the heads', the core's transposed */
     float *head_w[2], *head_bias[2];
     float *feat, *y, *ws_core; /* [cap, F], [cap, H], the core's workspace for cap rows */
     gb_rng rng;
@@ -122,7 +122,9 @@ static int add_core(gb_policy_mlp *m, const gb_config_model *mc, int t)
         m->head_entry[1] = add_entry(m, "v.weight", GB_DTYPE_FLOAT32, 1, H);
         add_entry(m, "v.bias", GB_DTYPE_FLOAT32, 1, 0);
     }
-    const size_t n = (size_t)GH * (size_t)(F + H + 2) + (size_t)(m->outs + 1) * (size_t)(H + 1);
+    /* the core's weights and biases, the heads', then the core's weights transposed */
+    const size_t n = (size_t)GH * (size_t)(F + H + 2) + (size_t)(m->outs + 1) * (size_t)(H + 1) +
+                     (size_t)GH * (size_t)(F + H);
     float *w = m->core_w = calloc(n, sizeof(float));
     if (!w)
         return -1;
@@ -137,6 +139,8 @@ static int add_core(gb_policy_mlp *m, const gb_config_model *mc, int t)
     m->head_bias[0] = m->head_w[0] + (size_t)m->outs * (size_t)H;
     m->head_w[1] = m->head_bias[0] + m->outs;
     m->head_bias[1] = m->head_w[1] + H;
+    m->core.wt_ih = m->head_bias[1] + 1;
+    m->core.wt_hh = m->core.wt_ih + (size_t)GH * (size_t)F;
     return 0;
 }
 
@@ -185,9 +189,7 @@ static int supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *e
 {
     const gb_config_policy *p = &cfg->policy;
     const gb_config_model *mc = &p->model;
-    gb_config_model torso = *mc; /* a core is asked about below; the rest as a plain MLP */
-    torso.core = GB_CORE_NONE;
-    const char *why = NULL, *model = gb_flat_mlp_model_refusal(&torso);
+    const char *why = NULL, *model = gb_flat_mlp_model_refusal(mc);
     int algo = cfg->trainer.algorithm.name;
     const int64_t in = gb_flat_mlp_features(sp);
     if (p->kernels != GB_KERNELS_GEARBOX)
@@ -198,14 +200,10 @@ static int supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *e
         why = "policy.precision bf16 runs on libtorch's kernels";
     else if (model)
         why = model;
-    else if (mc->core != GB_CORE_NONE && mc->core != GB_CORE_LSTM && mc->core != GB_CORE_GRU)
-        why = "policy.model.core is neither lstm nor gru";
     else if (mc->core != GB_CORE_NONE && algo == GB_ALGO_SAC)
         why = "policy.model.core with sac (the bridge's model says what is wrong with it)";
     else if (mc->core != GB_CORE_NONE && p->precision != GB_PRECISION_FP32)
         why = "policy.precision int8 with policy.model.core";
-    else if (mc->core != GB_CORE_NONE && (mc->core_size < 1 || mc->core_size > 4096))
-        why = "policy.model.core_size";
     else if (!gb_mlp_fast())
         why = "this cpu has neither AVX2 with FMA nor AVX-512 (gearbox's kernels would be "
               "slower than libtorch's)";
@@ -357,6 +355,8 @@ int gb_policy_mlp_import(gb_policy_mlp *m, const void *buf, size_t len,
         const gb_param_entry *e = &m->layout[m->core_entry + i];
         memcpy(core_dst[i], base + e->offset, (size_t)param_floats(e) * sizeof(float));
     }
+    if (m->core_entry >= 0) /* once a version, not at every step */
+        gb_core_train_transpose(&m->core, (float *)m->core.wt_ih, (float *)m->core.wt_hh);
     for (int h = 0; h < 2; h++)
         if (m->head_entry[h] >= 0) {
             const gb_param_entry *w = &m->layout[m->head_entry[h]], *b = w + 1;

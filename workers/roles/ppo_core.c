@@ -13,15 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *gb_ppo_core_supported(const gb_config_model *mc)
-{
-    if (mc->core != GB_CORE_LSTM && mc->core != GB_CORE_GRU)
-        return "policy.model.core is neither lstm nor gru";
-    if (mc->core_size < 1 || mc->core_size > 4096)
-        return "policy.model.core_size";
-    return NULL;
-}
-
 int gb_ppo_core_build(gb_ppo_mlp *q, const gb_config_model *mc, gb_error *err)
 {
     gb_flat_mlp *f = &q->f;

@@ -20,8 +20,6 @@ static int supported(const gb_config *cfg, const gb_torch_space *sp, gb_error *e
         why = "policy.model.shared"; /* (with a core the torso is shared anyway) */
     else if (cfg->trainer.algorithm.ppo.vtrace)
         why = "trainer.algorithm.ppo.vtrace";
-    else if (cfg->policy.model.core != GB_CORE_NONE)
-        why = gb_ppo_core_supported(&cfg->policy.model);
     return why ? gb_error_set(err, GB_EUNSUPPORTED, "%s", why)
                : gb_flat_mlp_supported(cfg, sp, 1, err);
 }

@@ -4,7 +4,7 @@
  * the statistics), the shuffles and log_std.
  * defines: gb_ppo_mlp (the struct), gb_ppo_mlp_heads_loss, gb_ppo_mlp_after_values,
  *          gb_ppo_mlp_shuffle, gb_ppo_mlp_log_std,
- *          gb_ppo_core_supported, gb_ppo_core_build, gb_ppo_core_values, gb_ppo_core_epochs,
+ *          gb_ppo_core_build, gb_ppo_core_values, gb_ppo_core_epochs,
  *          gb_ppo_core_free */
 #ifndef GB_WORKERS_ROLES_PPO_MLP_INTERNAL_H
 #define GB_WORKERS_ROLES_PPO_MLP_INTERNAL_H
@@ -58,10 +58,8 @@ void gb_ppo_mlp_log_std(gb_ppo_mlp *q, int entry, const gb_config_model *mc);
 /* perm[0..n) = a permutation of 0..n-1 drawn from q->rng (Fisher-Yates). */
 void gb_ppo_mlp_shuffle(gb_ppo_mlp *q, int64_t *perm, int64_t n);
 
-/* ppo_core.c. NULL when mc's core is one this learner trains (lstm or gru), else the key. */
-const char *gb_ppo_core_supported(const gb_config_model *mc);
-/* The network as network.cpp's ActorCritic registers it with a core: log_std (boxes), torso,
- * core.ih, core.hh, pi, v; initialised as the bridge's. */
+/* ppo_core.c. The network as network.cpp's ActorCritic registers it with a core: log_std
+ * (boxes), torso, core.ih, core.hh, pi, v; initialised as the bridge's. */
 int gb_ppo_core_build(gb_ppo_mlp *q, const gb_config_model *mc, gb_error *err);
 /* The values of the batch's B*(T+1) observation rows into q->values (each chunk's T steps and
  * its next_obs from its state0, bridge.h's reset rule), the rows in q->x. -1: memory. */

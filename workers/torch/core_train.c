@@ -65,6 +65,13 @@ static void transpose(const float *w, int rows, int cols, float *t)
             t[(size_t)j * (size_t)rows + (size_t)i] = w[(size_t)i * (size_t)cols + (size_t)j];
 }
 
+void gb_core_train_transpose(const gb_core_train *c, float *wt_ih, float *wt_hh)
+{
+    const int GH = gates_of(c) * c->H;
+    transpose(c->w_ih, GH, c->F, wt_ih);
+    transpose(c->w_hh, GH, c->H, wt_hh);
+}
+
 static float keep_of(const float *keep, size_t r) { return keep ? keep[r] : 1.0f; }
 
 void gb_core_train_forward(const gb_core_train *c, int B, int T, const float *x, const float *s0,
@@ -74,9 +81,13 @@ void gb_core_train_forward(const gb_core_train *c, int B, int T, const float *x,
     map_ws(c, B, T, aligned(ws), &m);
     const int H = c->H, GH = gates_of(c) * H, S = gb_core_train_state(c), BT = B * T;
     const int lstm = c->kind == GB_CORE_TRAIN_LSTM;
-    transpose(c->w_ih, GH, c->F, m.wiT);
-    transpose(c->w_hh, GH, H, m.whT);
-    gb_mlp_train_gemm(BT, GH, c->F, x, c->F, m.wiT, GH, m.xp, GH, 0);
+    const float *wiT = c->wt_ih, *whT = c->wt_hh;
+    if (!wiT || !whT) {
+        gb_core_train_transpose(c, m.wiT, m.whT);
+        wiT = m.wiT;
+        whT = m.whT;
+    }
+    gb_mlp_train_gemm(BT, GH, c->F, x, c->F, wiT, GH, m.xp, GH, 0);
     for (int r = 0; r < BT; r++)
         for (int k = 0; k < GH; k++)
             m.xp[(size_t)r * (size_t)GH + (size_t)k] += c->b_ih[k];
@@ -98,7 +109,7 @@ void gb_core_train_forward(const gb_core_train *c, int B, int T, const float *x,
             for (int j = 0; lstm && j < H; j++)
                 ci[j] = s[H + j] * k;
         }
-        gb_mlp_train_gemm(B, GH, H, m.h_in + (size_t)t * (size_t)H, T * H, m.whT, GH,
+        gb_mlp_train_gemm(B, GH, H, m.h_in + (size_t)t * (size_t)H, T * H, whT, GH,
                           out + (size_t)t * (size_t)GH, T * GH, 0);
         for (int i = 0; i < B; i++) {
             const size_t r = (size_t)i * (size_t)T + (size_t)t;

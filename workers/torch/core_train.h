@@ -9,6 +9,7 @@
  * (0: zeroed, an episode starts there), before row 0 the sequence's s0 times keep[row].
  * Not thread-safe per workspace; the layer's arrays are read, its gradients added to.
  * defines: gb_core_train, GB_CORE_TRAIN_LSTM, GB_CORE_TRAIN_GRU, gb_core_train_state,
+ *          gb_core_train_transpose,
  *          gb_core_train_floats, gb_core_train_forward, gb_core_train_last_state,
  *          gb_core_train_backward */
 #ifndef GB_WORKERS_TORCH_CORE_TRAIN_H
@@ -28,10 +29,17 @@ typedef struct gb_core_train {
     const float *w_ih, *b_ih; /* [G*H][F], [G*H]: core.ih's weight and bias */
     const float *w_hh, *b_hh; /* [G*H][H], [G*H]: core.hh's */
     float *dw_ih, *db_ih, *dw_hh, *db_hh; /* the backward adds the gradients here */
+    /* optional: w_ih and w_hh transposed ([F][G*H], [H][G*H]: gb_core_train_transpose), which
+     * a caller whose weights change less often than it steps keeps; NULL: every forward
+     * transposes them into its workspace (a learner's, whose weights change every step) */
+    const float *wt_ih, *wt_hh;
 } gb_core_train;
 
 /* Floats of state a row carries: 2H (LSTM) or H (GRU). */
 int gb_core_train_state(const gb_core_train *c);
+
+/* w_ih and w_hh transposed into wt_ih ([F][G*H]) and wt_hh ([H][G*H]). */
+void gb_core_train_transpose(const gb_core_train *c, float *wt_ih, float *wt_hh);
 
 /* Floats of workspace a forward and backward of B sequences of T rows need. */
 size_t gb_core_train_floats(const gb_core_train *c, int B, int T);
