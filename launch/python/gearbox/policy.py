@@ -65,7 +65,7 @@ def crc32c(data):
 
 
 def _layout(records, count, bad):
-    """[(name, dtype, shape)] of count layout records (runtime/streams/params.h)."""
+    """[(name, dtype, shape, offset)] of count layout records (runtime/streams/params.h)."""
     out = []
     for i in range(count):
         r = records[i * RECORD_BYTES:(i + 1) * RECORD_BYTES]
