@@ -219,7 +219,9 @@ const gb_config_field gb_config_fields[] = {
          "select and collect batch k+1 while batch k trains, into a second buffer (auto: on with "
          "device cuda, off on the cpu; one trainer, not inline): the next selection does not "
          "see step k's priority updates"),
-    INT("trainer.threads", trainer.threads, "1", 1, 1024, "libtorch intra-op threads"),
+    INT("trainer.threads", trainer.threads, "1", 1, 1024,
+        "libtorch intra-op threads; PPO's C learner with a core splits each minibatch's "
+        "sequences over this many threads"),
     ENUM("trainer.kernels", trainer.kernels, "gearbox", kernels,
          "what runs a learner's forward and backward on the cpu where gearbox has its own: "
          "a plain MLP's (Linear layers with tanh or relu, no layer norm) as DQN's Q-network, "

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # tests/ci/extra.sh: the checks .ci/run adds to the main and sanitizer test runs:
 #  - ThreadSanitizer, one build (build-tsan) with libtorch on, so the workers are instrumented too:
-#    - the replay's concurrency tests (the replay does not use ZeroMQ): no suppressions;
+#    - the replay's concurrency tests (the replay does not use ZeroMQ) and the fork-join team
+#      (runtime/base/team.h): no suppressions;
 #    - the stream tests (the pipelined inference server's threads; the sample stream's counters
 #      read while another thread receives) with tests/runtime/streams/tsan.supp: Debian's libzmq
 #      is not instrumented, so reports with a libzmq frame in a racing stack are its internals,
 #      not ours;
-#    - the workers: the torch bridge's tests, an inline run of its env-step budget (PPO on
+#    - the workers: the torch bridge's tests, PPO's C learner with a core on threads
+#      (test_ppo_core), an inline run of its env-step budget (PPO on
 #      CartPole, 30k env steps, 58 training steps: the threads' interplay; the learning itself
 #      is the release build's test_inline_learn), and a real multi-process run
 #      (gearbox run configs/cartpole_ppo.yaml: actor, policy, trainer and parameter service
@@ -37,10 +39,10 @@ tsan() { # tsan SUPPRESSIONS_FILE|- COMMAND...: runs COMMAND with fatal TSan rep
   TSAN_OPTIONS="$opts" "$@"
 }
 replay_tests="test_replay_concurrency test_replay_basic test_replay_ratelimit test_replay_checkpoint
-  test_replay_remote test_replay_selectors test_replay_shard_ops"
+  test_replay_remote test_replay_selectors test_replay_shard_ops test_team"
 stream_tests="test_inference test_inference_pipelined test_sample test_malformed_peer test_registry
   test_runctl"
-worker_tests="test_torch_model test_torch_losses test_inline_learn"
+worker_tests="test_torch_model test_torch_losses test_inline_learn test_ppo_core"
 if [ "$what" = build ] || [ "$what" = all ]; then
   # line tables only (-g1), as .ci/run's ASan build: reports keep file and line, a third less CPU
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGEARBOX_SANITIZE=thread \

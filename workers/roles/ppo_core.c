@@ -13,7 +13,37 @@
 #include <stdlib.h>
 #include <string.h>
 
-int gb_ppo_core_build(gb_ppo_mlp *q, const gb_config_model *mc, gb_error *err)
+/* The parts (threads of them) and their team: each part's core the learner's weights, their
+ * transposes in q->wt, its gradients f.g's (part 0) or its own, laid out as f.g's from core.ih's
+ * weight to core.hh's bias. */
+static int open_parts(gb_ppo_mlp *q, int ih, int threads, gb_error *err)
+{
+    gb_flat_mlp *f = &q->f;
+    const gb_core_train *c = &q->core;
+    const int GH = (c->kind == GB_CORE_TRAIN_LSTM ? 4 : 3) * c->H;
+    const size_t at = (size_t)f->flat_at[ih], span = (size_t)f->flat_at[ih + 3] + GH - at;
+    q->nparts = threads > 1 ? threads : 1;
+    q->part = calloc((size_t)q->nparts, sizeof *q->part);
+    float *wt = gb_flat_grow(&q->wt, sizeof(float) * (size_t)GH * (size_t)(c->F + c->H));
+    if (!q->part || !wt)
+        return gb_error_set(err, GB_ENOMEM, "ppo learner: out of memory");
+    for (int p = 0; p < q->nparts; p++) {
+        gb_ppo_core_part *cp = &q->part[p];
+        cp->core = *c;
+        cp->core.wt_ih = wt;
+        cp->core.wt_hh = wt + (size_t)GH * (size_t)c->F;
+        float *g = p == 0 ? f->g + at : gb_flat_grow(&cp->grad, sizeof(float) * span);
+        if (!g)
+            return gb_error_set(err, GB_ENOMEM, "ppo learner: out of memory");
+        cp->core.dw_ih = g + (c->dw_ih - (f->g + at));
+        cp->core.db_ih = g + (c->db_ih - (f->g + at));
+        cp->core.dw_hh = g + (c->dw_hh - (f->g + at));
+        cp->core.db_hh = g + (c->db_hh - (f->g + at));
+    }
+    return q->nparts > 1 ? gb_team_open(q->nparts, &q->team, err) : 0;
+}
+
+int gb_ppo_core_build(gb_ppo_mlp *q, const gb_config_model *mc, int threads, gb_error *err)
 {
     gb_flat_mlp *f = &q->f;
     const int hidden = mc->hidden.n, H = (int)mc->core_size;
@@ -72,18 +102,83 @@ int gb_ppo_core_build(gb_ppo_mlp *q, const gb_config_model *mc, gb_error *err)
                               .dw_hh = f->g + f->flat_at[hh],
                               .db_hh = f->g + f->flat_at[hh + 1]};
     gb_ppo_mlp_log_std(q, ls, mc);
-    return 0;
+    return open_parts(q, ih, threads, err);
 }
 
 void gb_ppo_core_free(gb_ppo_mlp *q)
 {
-    gb_flat_buf *bufs[] = {&q->keep, &q->first, &q->kmb, &q->s0mb, &q->sel,     &q->rows,
-                           &q->y,    &q->yv,    &q->dy,  &q->dyv,  &q->dyv2,    &q->dfeat,
-                           &q->ws_core, &q->ws_pi, &q->ws_v};
+    gb_team_close(q->team);
+    q->team = NULL;
+    for (int p = 0; q->part && p < q->nparts; p++) {
+        free(q->part[p].ws.p);
+        free(q->part[p].grad.p);
+    }
+    free(q->part);
+    q->part = NULL;
+    gb_flat_buf *bufs[] = {&q->keep, &q->first, &q->kmb, &q->s0mb, &q->sel, &q->rows, &q->y,
+                           &q->yv,   &q->dy,    &q->dyv, &q->dyv2, &q->dfeat, &q->ws_pi,
+                           &q->ws_v, &q->wt};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) {
         free(bufs[i]->p);
         bufs[i]->p = NULL;
     }
+}
+
+/* The core's forward (dy NULL) or backward over B sequences of T rows, split over the parts */
+typedef struct core_job {
+    gb_ppo_mlp *q;
+    int B, T, ld;
+    const float *x, *s0, *keep, *dy;
+    float *y, *dx;
+} core_job;
+
+static void core_part(void *arg, int p, int parts)
+{
+    const core_job *j = arg;
+    gb_ppo_core_part *cp = &j->q->part[p];
+    const gb_core_train *c = &cp->core;
+    const int i0 = j->B * p / parts, n = j->B * (p + 1) / parts - i0;
+    const size_t r0 = (size_t)i0 * (size_t)j->T, F = (size_t)c->F, H = (size_t)c->H;
+    /* part 0 alone may use libtorch's BLAS (one thread in it at a time), whichever thread runs it:
+     * each part's floats are the same run after run */
+    const int was = gb_mlp_train_tiles_only(p > 0);
+    if (!j->dy) {
+        gb_core_train_forward(c, n, j->T, j->x + r0 * F, j->s0 ? j->s0 + (size_t)i0 * j->ld : NULL,
+                              j->ld, j->keep + r0, cp->ws.p, j->y + r0 * H);
+    } else {
+        if (p > 0)
+            memset(cp->grad.p, 0, cp->grad.cap);
+        gb_core_train_backward(c, n, j->T, j->x + r0 * F, j->keep + r0, cp->ws.p, j->dy + r0 * H,
+                               j->dx ? j->dx + r0 * F : NULL);
+    }
+    gb_mlp_train_tiles_only(was);
+}
+
+/* Runs j over the parts (no more than its sequences): a forward first takes the weights'
+ * transposes and sizes the workspaces; a backward sums the parts' gradients into f.g. */
+static int core_run(gb_ppo_mlp *q, core_job *j)
+{
+    const int parts = j->B < q->nparts ? j->B : q->nparts;
+    if (!j->dy) {
+        gb_core_train_transpose(&q->core, (float *)q->part[0].core.wt_ih,
+                                (float *)q->part[0].core.wt_hh);
+        for (int p = 0; p < parts; p++) {
+            const int n = j->B * (p + 1) / parts - j->B * p / parts;
+            gb_ppo_core_part *cp = &q->part[p];
+            if (!gb_flat_grow(&cp->ws, sizeof(float) * gb_core_train_floats(&cp->core, n, j->T)))
+                return -1;
+        }
+    }
+    gb_team_run(q->team, parts, core_part, j);
+    if (j->dy) {
+        float *g = q->part[0].core.dw_ih; /* f.g from core.ih's weight, as each grad */
+        for (int p = 1; p < parts; p++) {
+            const float *gp = q->part[p].grad.p;
+            for (size_t i = 0; i < q->part[p].grad.cap / sizeof(float); i++)
+                g[i] += gp[i];
+        }
+    }
+    return 0;
 }
 
 /* The torso's features of n rows x (x itself without hidden layers), its workspace ws_a. */
@@ -111,9 +206,8 @@ int gb_ppo_core_values(gb_ppo_mlp *q, const gb_torch_batch *b)
     float *values = gb_flat_grow(&q->values, sizeof(float) * (size_t)R);
     float *keep = gb_flat_grow(&q->keep, sizeof(float) * (size_t)R);
     float *y = gb_flat_grow(&q->y, sizeof(float) * (size_t)R * (size_t)H);
-    float *wsc = gb_flat_grow(&q->ws_core, sizeof(float) * gb_core_train_floats(&q->core, B, T1));
     float *wsv = gb_flat_grow(&q->ws_v, sizeof(float) * gb_mlp_train_floats(&q->critic[1], 1, R));
-    if (!X || !values || !keep || !y || !wsc || !wsv)
+    if (!X || !values || !keep || !y || !wsv)
         return -1;
     gb_flat_mlp_obs_rows(b, in, X);
     /* row t > 0 follows a reset row (valid 0: the new episode starts at row t) with zeros */
@@ -126,7 +220,10 @@ int gb_ppo_core_values(gb_ppo_mlp *q, const gb_torch_batch *b)
     const float *feat = torso(q, X, R, &ok);
     if (!ok)
         return -1;
-    gb_core_train_forward(&q->core, B, T1, feat, b->state0, state_ld(q, b), keep, wsc, y);
+    core_job j = {.q = q, .B = B, .T = T1, .ld = state_ld(q, b), .x = feat, .s0 = b->state0,
+                  .keep = keep, .y = y};
+    if (core_run(q, &j))
+        return -1;
     memcpy(values, gb_mlp_train_forward(&q->critic[1], 1, y, R, wsv), sizeof(float) * (size_t)R);
     return 0;
 }
@@ -175,17 +272,18 @@ static int chunk_minibatch(gb_ppo_mlp *q, const gb_torch_batch *b, const int64_t
     float *dya = gb_flat_grow(&q->dyv, sizeof(float) * nv * (size_t)H);
     float *dyc = gb_flat_grow(&q->dyv2, sizeof(float) * nv * (size_t)H);
     float *dfeat = gb_flat_grow(&q->dfeat, sizeof(float) * rows_n * (size_t)q->core.F);
-    float *wsc = gb_flat_grow(&q->ws_core, sizeof(float) * gb_core_train_floats(&q->core, len, T));
     float *wsp = gb_flat_grow(&q->ws_pi, sizeof(float) * gb_mlp_train_floats(&q->critic[0], 1, n));
     float *wsv = gb_flat_grow(&q->ws_v, sizeof(float) * gb_mlp_train_floats(&q->critic[1], 1, n));
-    if (!y || !yv || !dy || !dya || !dyc || !dfeat || !wsc || !wsp || !wsv)
+    if (!y || !yv || !dy || !dya || !dyc || !dfeat || !wsp || !wsv)
         return -1;
     memset(q->f.g, 0, sizeof(float) * (size_t)q->f.n);
     int ok = 1;
     const float *feat = torso(q, xb, LT, &ok);
     if (!ok)
         return -1;
-    gb_core_train_forward(&q->core, len, T, feat, s0, S, kmb, wsc, y);
+    core_job j = {.q = q, .B = len, .T = T, .ld = S, .x = feat, .s0 = s0, .keep = kmb, .y = y};
+    if (core_run(q, &j))
+        return -1;
     for (size_t i = 0; i < nv; i++)
         memcpy(yv + i * (size_t)H, y + (size_t)sel[i] * (size_t)H, sizeof(float) * (size_t)H);
     const float *pi = gb_mlp_train_forward(&q->critic[0], 1, yv, n, wsp);
@@ -201,7 +299,10 @@ static int chunk_minibatch(gb_ppo_mlp *q, const gb_torch_batch *b, const int64_t
         for (int j = 0; j < H; j++)
             d[j] = dya[i * (size_t)H + (size_t)j] + dyc[i * (size_t)H + (size_t)j];
     }
-    gb_core_train_backward(&q->core, len, T, feat, kmb, wsc, dy, q->na ? dfeat : NULL);
+    j.dy = dy;
+    j.dx = q->na ? dfeat : NULL;
+    if (core_run(q, &j))
+        return -1;
     if (q->na)
         gb_mlp_train_backward(q->actor, q->na, xb, LT, q->ws_a.p, dfeat, NULL);
     return 1;

@@ -80,7 +80,8 @@ int gb_ppo_mlp_open(const gb_config *cfg, const gb_torch_space *sp, uint64_t see
     q->seed = seed;
     gb_rng_seed_for(&q->rng, seed, "ppo_mlp", 0);
     q->has_core = cfg->policy.model.core != GB_CORE_NONE;
-    if ((rc = q->has_core ? gb_ppo_core_build(q, &cfg->policy.model, err)
+    const int threads = (int)cfg->trainer.threads;
+    if ((rc = q->has_core ? gb_ppo_core_build(q, &cfg->policy.model, threads, err)
                           : build(q, &cfg->policy.model, err))) {
         gb_ppo_mlp_close(q);
         return rc;

@@ -2,7 +2,8 @@
  * its plain MLP (ppo_mlp.c) and its recurrent core (ppo_core.c): the learner's state, and
  * (ppo_loss.c) the loss of a minibatch's heads, what follows a batch's values (GAE's targets,
  * the statistics), the shuffles and log_std.
- * defines: gb_ppo_mlp (the struct), gb_ppo_mlp_heads_loss, gb_ppo_mlp_after_values,
+ * defines: gb_ppo_mlp (the struct), gb_ppo_core_part, gb_ppo_mlp_heads_loss,
+ *          gb_ppo_mlp_after_values,
  *          gb_ppo_mlp_shuffle, gb_ppo_mlp_log_std,
  *          gb_ppo_core_build, gb_ppo_core_values, gb_ppo_core_epochs,
  *          gb_ppo_core_free */
@@ -10,9 +11,17 @@
 #define GB_WORKERS_ROLES_PPO_MLP_INTERNAL_H
 
 #include "runtime/base/rng.h"
+#include "runtime/base/team.h"
 #include "workers/roles/ppo_mlp.h"
 #include "workers/torch/core_train.h"
 #include "workers/torch/targets.h"
+
+/* One thread's share of the core's sequences (ppo_core.c): the core with the weights' transposes
+ * taken once a step and, past part 0, gradients of its own (summed into f.g after the join) */
+typedef struct gb_ppo_core_part {
+    gb_core_train core;
+    gb_flat_buf ws, grad;
+} gb_ppo_core_part;
 
 struct gb_ppo_mlp {
     gb_flat_mlp f; /* the network, Adam's state and the counters */
@@ -34,7 +43,12 @@ struct gb_ppo_mlp {
      * step; a minibatch's keep flags, states entering, valid rows (in its rows and among the
      * batch's valid steps), core outputs (all, valid), their gradients, the workspaces */
     gb_flat_buf keep, first, kmb, s0mb, sel, rows, y, yv, dy, dyv, dyv2, dfeat;
-    gb_flat_buf ws_core, ws_pi, ws_v;
+    gb_flat_buf ws_pi, ws_v;
+    /* the core's sequences split over trainer.threads (a team of them when more than one) */
+    gb_team *team;
+    int nparts;
+    gb_ppo_core_part *part;
+    gb_flat_buf wt; /* the core's weights transposed */
 };
 
 /* The loss terms of n valid steps (rows[i] the i-th's index among the batch's valid steps,
@@ -59,8 +73,9 @@ void gb_ppo_mlp_log_std(gb_ppo_mlp *q, int entry, const gb_config_model *mc);
 void gb_ppo_mlp_shuffle(gb_ppo_mlp *q, int64_t *perm, int64_t n);
 
 /* ppo_core.c. The network as network.cpp's ActorCritic registers it with a core: log_std
- * (boxes), torso, core.ih, core.hh, pi, v; initialised as the bridge's. */
-int gb_ppo_core_build(gb_ppo_mlp *q, const gb_config_model *mc, gb_error *err);
+ * (boxes), torso, core.ih, core.hh, pi, v; initialised as the bridge's. The core's forward and
+ * backward split a minibatch's sequences over threads threads (the caller's and helpers'). */
+int gb_ppo_core_build(gb_ppo_mlp *q, const gb_config_model *mc, int threads, gb_error *err);
 /* The values of the batch's B*(T+1) observation rows into q->values (each chunk's T steps and
  * its next_obs from its state0, bridge.h's reset rule), the rows in q->x. -1: memory. */
 int gb_ppo_core_values(gb_ppo_mlp *q, const gb_torch_batch *b);

@@ -228,6 +228,14 @@ static void gemm(int m, int n, int k, const float *a, int lda, int ta, const flo
  * links both the bridge and the C learners (the tests), the bridge's learner sets it on the
  * thread that loads it while the C learner trains on another. */
 static _Atomic(gb_mlp_train_large_fn) large_fn;
+static _Thread_local int tiles_only; /* gb_mlp_train_tiles_only: this thread's products */
+
+int gb_mlp_train_tiles_only(int on)
+{
+    const int was = tiles_only;
+    tiles_only = on;
+    return was;
+}
 
 void gb_mlp_train_set_large(gb_mlp_train_large_fn fn)
 {
@@ -245,7 +253,7 @@ static int large(int ta, int tb, int m, int n, int k, const float *a, int lda, c
     const int lo = m < n ? m : n, hi = m < n ? n : m;
     const int mid = k < lo ? lo : k > hi ? hi : k;
     gb_mlp_train_large_fn fn = atomic_load_explicit(&large_fn, memory_order_acquire);
-    if (!fn || mid < 128 || (double)m * (double)n * (double)k < 1e6)
+    if (!fn || tiles_only || mid < 128 || (double)m * (double)n * (double)k < 1e6)
         return 0;
     fn(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, add);
     return 1;

@@ -20,7 +20,7 @@
  * tanh is gearbox's (fast_tanh.h), as the built-in networks' FastTanh.
  * defines: gb_mlp_train_layer, gb_mlp_train_floats, gb_mlp_train_forward, gb_mlp_train_backward,
  *          gb_mlp_train_gemm, gb_mlp_train_gemm_tn, gb_mlp_train_gemm_nt,
- *          gb_mlp_train_set_large */
+ *          gb_mlp_train_set_large, gb_mlp_train_tiles_only */
 #ifndef GB_WORKERS_TORCH_MLP_TRAIN_H
 #define GB_WORKERS_TORCH_MLP_TRAIN_H
 
@@ -71,6 +71,12 @@ typedef void (*gb_mlp_train_large_fn)(int ta, int tb, int m, int n, int k, const
                                       int lda, const float *b, int ldb, float *c, int ldc,
                                       int add);
 void gb_mlp_train_set_large(gb_mlp_train_large_fn fn);
+
+/* on: the calling thread's products all in the tiles, whatever gb_mlp_train_set_large set, until
+ * it is called again with 0. For the parts of a learner's job that run beside another thread's
+ * products, where libtorch's BLAS may not be safe to call from two threads at once (Debian's
+ * serial OpenBLAS). Returns the setting it replaced. */
+int gb_mlp_train_tiles_only(int on);
 
 #ifdef __cplusplus
 }

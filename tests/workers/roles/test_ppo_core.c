@@ -8,8 +8,9 @@
  * state zeroed after them), the entropy bonus and the clipped value loss. The values of every
  * row (the learner's forward over whole chunks) agree with the bridge's sequence forward, which
  * is the acting model's; the loss terms, gradient norm, priorities and the parameters after one
- * call and after ten agree. Several chunks' minibatches an epoch still train. What it cannot
- * train, it refuses, naming the key. */
+ * call and after ten agree, on one thread or with the chunks split over several. Several
+ * chunks' minibatches an epoch still train; two threads give the same parameters run after
+ * run. What it cannot train, it refuses, naming the key. */
 #include "test.h"
 #include "workers/roles/flat_test_util.h"
 #include "workers/roles/ppo_mlp_internal.h"
@@ -86,10 +87,11 @@ static void test_layout_and_init(void)
 }
 
 static void learners_agree(const char *core, int discrete, int hidden, double entropy_coef,
-                           int clip_value)
+                           int clip_value, int threads)
 {
     gb_config cfg;
     core_cfg(&cfg, core, hidden, "");
+    cfg.trainer.threads = threads;
     cfg.trainer.algorithm.ppo.entropy_coef = entropy_coef;
     cfg.trainer.algorithm.ppo.clip_value = clip_value;
     cfg.trainer.algorithm.ppo.epochs = 3;
@@ -123,10 +125,11 @@ static void learners_agree(const char *core, int discrete, int hidden, double en
             after_one = flat_max_diff(gb_ppo_mlp_net(q), l);
     }
     const double after_ten = flat_max_diff(gb_ppo_mlp_net(q), l);
-    fprintf(stderr, "  %s, %s, %d hidden, entropy %g, clip_value %d: values %.3g, parameters "
-                    "after 1 call %.3g, after 10 %.3g; stats and priorities %.3g relative\n",
+    fprintf(stderr, "  %s, %s, %d hidden, entropy %g, clip_value %d, %d threads: values %.3g, "
+                    "parameters after 1 call %.3g, after 10 %.3g; stats and priorities %.3g "
+                    "relative\n",
             core, discrete ? "categorical" : "gaussian", hidden, entropy_coef, clip_value,
-            values, after_one, after_ten, worst);
+            threads, values, after_one, after_ten, worst);
     CHECK(values < 1e-5);
     CHECK(after_one < 1e-5); /* 3 Adam steps of lr 0.003 */
     CHECK(after_ten < 1e-4);
@@ -137,10 +140,13 @@ static void learners_agree(const char *core, int discrete, int hidden, double en
 
 static void test_agrees(void)
 {
-    learners_agree("lstm", 1, 1, 0.01, 1);
-    learners_agree("lstm", 0, 0, 0.0, 0);
-    learners_agree("gru", 1, 0, 0.0, 1);
-    learners_agree("gru", 0, 1, 0.01, 0);
+    learners_agree("lstm", 1, 1, 0.01, 1, 1);
+    learners_agree("lstm", 0, 0, 0.0, 0, 1);
+    learners_agree("gru", 1, 0, 0.0, 1, 1);
+    learners_agree("gru", 0, 1, 0.01, 0, 1);
+    /* the chunks split over threads (16: 5, 5 and 6 sequences; 8 and 8) */
+    learners_agree("lstm", 1, 1, 0.01, 1, 3);
+    learners_agree("gru", 0, 1, 0.01, 0, 2);
 }
 
 /* Minibatches of a few chunks each (the shuffles differ from the bridge's): the steps are the
@@ -183,6 +189,46 @@ static void test_minibatches(void)
     gb_torch_learner_destroy(l);
 }
 
+/* Threads split each minibatch's chunks (6, 6 and 4 over 2 threads): two such learners end
+ * with the same parameters to the bit (the parts' gradients summed in a fixed order, whatever
+ * thread finishes first), and a learner on one thread within float rounding of them. */
+static void test_threads_repeat(void)
+{
+    gb_ppo_mlp *q[3] = {NULL, NULL, NULL};
+    gb_config cfg;
+    core_cfg(&cfg, "gru", 1, "");
+    cfg.trainer.algorithm.ppo.epochs = 2;
+    cfg.trainer.algorithm.ppo.minibatches = 3;
+    gb_torch_space sp = box_space();
+    gb_error err = {0};
+    for (int i = 0; i < 3; i++) {
+        cfg.trainer.threads = i < 2 ? 2 : 1;
+        CHECK_OK(gb_ppo_mlp_open(&cfg, &sp, 5, &q[i], &err));
+        if (!q[i])
+            goto out;
+    }
+    static test_batch x;
+    static float s0[TB_B * STRIDE];
+    gb_torch_stats st;
+    for (int call = 0; call < 4; call++) {
+        make_test_batch(&x, &sp, 60u + (unsigned)call);
+        with_state0(&x, s0, 70u + (unsigned)call);
+        for (int i = 0; i < 3; i++)
+            CHECK_OK(gb_ppo_mlp_train(q[i], &x.b, &st, NULL, &err));
+    }
+    const gb_flat_mlp *a = gb_ppo_mlp_net(q[0]), *b = gb_ppo_mlp_net(q[1]);
+    const gb_flat_mlp *one = gb_ppo_mlp_net(q[2]);
+    CHECK(memcmp(a->p, b->p, sizeof(float) * (size_t)a->n) == 0);
+    double gap = 0;
+    for (int64_t i = 0; i < a->n; i++)
+        gap = fmax(gap, fabs((double)a->p[i] - one->p[i]));
+    fprintf(stderr, "  2 threads against 1 after 4 calls: %.3g\n", gap);
+    CHECK(gap < 1e-5);
+out:
+    for (int i = 0; i < 3; i++)
+        gb_ppo_mlp_close(q[i]);
+}
+
 static int open_ppo(const gb_config *cfg, const gb_torch_space *sp, gb_error *err)
 {
     gb_ppo_mlp *q = NULL;
@@ -208,6 +254,7 @@ int main(void)
     TEST_RUN(test_layout_and_init);
     TEST_RUN(test_agrees);
     TEST_RUN(test_minibatches);
+    TEST_RUN(test_threads_repeat);
     TEST_RUN(test_refuses);
     return test_main_result();
 }
