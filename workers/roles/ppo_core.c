@@ -3,7 +3,9 @@
  * core -> pi and v, torso and core shared), its values over whole chunks from their state0 and
  * ppo_seq.cpp's epochs over minibatches of whole chunks, the gradient through each chunk
  * (truncated backpropagation through time at its boundaries); the core's arithmetic is
- * core_train.h's. */
+ * core_train.h's. With trainer.threads above 1 a minibatch's chunks are split over a team of
+ * threads, each part taking its chunks through torso, core, heads and loss (the advantages'
+ * normalisation taken over the whole minibatch first) and back: one fork-join a minibatch. */
 #include "workers/roles/ppo_mlp_internal.h"
 
 #include "workers/torch/mlp_infer.h"
@@ -13,15 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The parts (threads of them) and their team: each part's core the learner's weights, their
- * transposes in q->wt, its gradients f.g's (part 0) or its own, laid out as f.g's from core.ih's
- * weight to core.hh's bias. */
-static int open_parts(gb_ppo_mlp *q, int ih, int threads, gb_error *err)
+/* x's place in g, as it is in f.g (NULL stays NULL) */
+static float *moved(float *x, const gb_flat_mlp *f, float *g) { return x ? g + (x - f->g) : NULL; }
+
+/* The parts (threads of them) and their team: each part's layers the learner's weights (the
+ * core's transposes in q->wt) with gradients f.g's (part 0) or its own (grad, laid out as f.g). */
+static int open_parts(gb_ppo_mlp *q, int threads, gb_error *err)
 {
     gb_flat_mlp *f = &q->f;
     const gb_core_train *c = &q->core;
     const int GH = (c->kind == GB_CORE_TRAIN_LSTM ? 4 : 3) * c->H;
-    const size_t at = (size_t)f->flat_at[ih], span = (size_t)f->flat_at[ih + 3] + GH - at;
     q->nparts = threads > 1 ? threads : 1;
     q->part = calloc((size_t)q->nparts, sizeof *q->part);
     float *wt = gb_flat_grow(&q->wt, sizeof(float) * (size_t)GH * (size_t)(c->F + c->H));
@@ -29,16 +32,24 @@ static int open_parts(gb_ppo_mlp *q, int ih, int threads, gb_error *err)
         return gb_error_set(err, GB_ENOMEM, "ppo learner: out of memory");
     for (int p = 0; p < q->nparts; p++) {
         gb_ppo_core_part *cp = &q->part[p];
+        float *g = p == 0 ? f->g : gb_flat_grow(&cp->grad, sizeof(float) * (size_t)f->n);
+        cp->actor = calloc((size_t)q->na + 1, sizeof *cp->actor);
+        if (!g || !cp->actor)
+            return gb_error_set(err, GB_ENOMEM, "ppo learner: out of memory");
         cp->core = *c;
         cp->core.wt_ih = wt;
         cp->core.wt_hh = wt + (size_t)GH * (size_t)c->F;
-        float *g = p == 0 ? f->g + at : gb_flat_grow(&cp->grad, sizeof(float) * span);
-        if (!g)
-            return gb_error_set(err, GB_ENOMEM, "ppo learner: out of memory");
-        cp->core.dw_ih = g + (c->dw_ih - (f->g + at));
-        cp->core.db_ih = g + (c->db_ih - (f->g + at));
-        cp->core.dw_hh = g + (c->dw_hh - (f->g + at));
-        cp->core.db_hh = g + (c->db_hh - (f->g + at));
+        cp->core.dw_ih = moved(c->dw_ih, f, g);
+        cp->core.db_ih = moved(c->db_ih, f, g);
+        cp->core.dw_hh = moved(c->dw_hh, f, g);
+        cp->core.db_hh = moved(c->db_hh, f, g);
+        for (int i = 0; i < q->na + 2; i++) {
+            gb_mlp_train_layer *l = i < q->na ? &cp->actor[i] : &cp->critic[i - q->na];
+            *l = i < q->na ? q->actor[i] : q->critic[i - q->na];
+            l->dw = moved(l->dw, f, g);
+            l->db = moved(l->db, f, g);
+        }
+        cp->dlog_std = moved(q->dlog_std, f, g);
     }
     return q->nparts > 1 ? gb_team_open(q->nparts, &q->team, err) : 0;
 }
@@ -102,7 +113,7 @@ int gb_ppo_core_build(gb_ppo_mlp *q, const gb_config_model *mc, int threads, gb_
                               .dw_hh = f->g + f->flat_at[hh],
                               .db_hh = f->g + f->flat_at[hh + 1]};
     gb_ppo_mlp_log_std(q, ls, mc);
-    return open_parts(q, ih, threads, err);
+    return open_parts(q, threads, err);
 }
 
 void gb_ppo_core_free(gb_ppo_mlp *q)
@@ -110,26 +121,37 @@ void gb_ppo_core_free(gb_ppo_mlp *q)
     gb_team_close(q->team);
     q->team = NULL;
     for (int p = 0; q->part && p < q->nparts; p++) {
-        free(q->part[p].ws.p);
-        free(q->part[p].grad.p);
+        gb_ppo_core_part *cp = &q->part[p];
+        gb_flat_buf *bufs[] = {&cp->ws, &cp->grad, &cp->ws_a, &cp->ws_pi, &cp->ws_v};
+        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+            free(bufs[i]->p);
+        gb_ppo_mlp_loss_free(&cp->loss);
+        free(cp->actor);
     }
     free(q->part);
     q->part = NULL;
-    gb_flat_buf *bufs[] = {&q->keep, &q->first, &q->kmb, &q->s0mb, &q->sel, &q->rows, &q->y,
-                           &q->yv,   &q->dy,    &q->dyv, &q->dyv2, &q->dfeat, &q->ws_pi,
-                           &q->ws_v, &q->wt};
+    gb_flat_buf *bufs[] = {&q->keep, &q->first, &q->kmb,  &q->s0mb,  &q->sel,  &q->rows,
+                           &q->y,    &q->yv,    &q->dy,   &q->dyv,   &q->dyv2, &q->dfeat,
+                           &q->ws_v, &q->wt,    &q->vfirst};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) {
         free(bufs[i]->p);
         bufs[i]->p = NULL;
     }
 }
 
-/* The core's forward (dy NULL) or backward over B sequences of T rows, split over the parts */
+/* The weights' transposes, for every part's core (the weights change every step). */
+static void transpose_core(gb_ppo_mlp *q)
+{
+    gb_core_train_transpose(&q->core, (float *)q->part[0].core.wt_ih,
+                            (float *)q->part[0].core.wt_hh);
+}
+
+/* The core's forward over B sequences of T rows, split over the parts (the values') */
 typedef struct core_job {
     gb_ppo_mlp *q;
     int B, T, ld;
-    const float *x, *s0, *keep, *dy;
-    float *y, *dx;
+    const float *x, *s0, *keep;
+    float *y;
 } core_job;
 
 static void core_part(void *arg, int p, int parts)
@@ -142,42 +164,22 @@ static void core_part(void *arg, int p, int parts)
     /* part 0 alone may use libtorch's BLAS (one thread in it at a time), whichever thread runs it:
      * each part's floats are the same run after run */
     const int was = gb_mlp_train_tiles_only(p > 0);
-    if (!j->dy) {
-        gb_core_train_forward(c, n, j->T, j->x + r0 * F, j->s0 ? j->s0 + (size_t)i0 * j->ld : NULL,
-                              j->ld, j->keep + r0, cp->ws.p, j->y + r0 * H);
-    } else {
-        if (p > 0)
-            memset(cp->grad.p, 0, cp->grad.cap);
-        gb_core_train_backward(c, n, j->T, j->x + r0 * F, j->keep + r0, cp->ws.p, j->dy + r0 * H,
-                               j->dx ? j->dx + r0 * F : NULL);
-    }
+    gb_core_train_forward(c, n, j->T, j->x + r0 * F, j->s0 ? j->s0 + (size_t)i0 * j->ld : NULL,
+                          j->ld, j->keep + r0, cp->ws.p, j->y + r0 * H);
     gb_mlp_train_tiles_only(was);
 }
 
-/* Runs j over the parts (no more than its sequences): a forward first takes the weights'
- * transposes and sizes the workspaces; a backward sums the parts' gradients into f.g. */
-static int core_run(gb_ppo_mlp *q, core_job *j)
+static int core_forward(gb_ppo_mlp *q, core_job *j)
 {
     const int parts = j->B < q->nparts ? j->B : q->nparts;
-    if (!j->dy) {
-        gb_core_train_transpose(&q->core, (float *)q->part[0].core.wt_ih,
-                                (float *)q->part[0].core.wt_hh);
-        for (int p = 0; p < parts; p++) {
-            const int n = j->B * (p + 1) / parts - j->B * p / parts;
-            gb_ppo_core_part *cp = &q->part[p];
-            if (!gb_flat_grow(&cp->ws, sizeof(float) * gb_core_train_floats(&cp->core, n, j->T)))
-                return -1;
-        }
+    transpose_core(q);
+    for (int p = 0; p < parts; p++) {
+        const int n = j->B * (p + 1) / parts - j->B * p / parts;
+        gb_ppo_core_part *cp = &q->part[p];
+        if (!gb_flat_grow(&cp->ws, sizeof(float) * gb_core_train_floats(&cp->core, n, j->T)))
+            return -1;
     }
     gb_team_run(q->team, parts, core_part, j);
-    if (j->dy) {
-        float *g = q->part[0].core.dw_ih; /* f.g from core.ih's weight, as each grad */
-        for (int p = 1; p < parts; p++) {
-            const float *gp = q->part[p].grad.p;
-            for (size_t i = 0; i < q->part[p].grad.cap / sizeof(float); i++)
-                g[i] += gp[i];
-        }
-    }
     return 0;
 }
 
@@ -222,14 +224,101 @@ int gb_ppo_core_values(gb_ppo_mlp *q, const gb_torch_batch *b)
         return -1;
     core_job j = {.q = q, .B = B, .T = T1, .ld = state_ld(q, b), .x = feat, .s0 = b->state0,
                   .keep = keep, .y = y};
-    if (core_run(q, &j))
+    if (core_forward(q, &j))
         return -1;
     memcpy(values, gb_mlp_train_forward(&q->critic[1], 1, y, R, wsv), sizeof(float) * (size_t)R);
     return 0;
 }
 
+/* A minibatch's arrays, each part's rows of them its own: its chunks' sequences [i0, i1) are
+ * rows [i0 T, i1 T), its valid steps [vfirst[i0], vfirst[i1]) */
+typedef struct mb_job {
+    gb_ppo_mlp *q;
+    const gb_torch_batch *b;
+    const gb_torch_ppo_coefs *c;
+    const gb_ppo_loss_norm *norm;
+    int len, T, S;
+    const int *vfirst;
+    const float *xb, *kmb, *s0;
+    const int64_t *sel, *rows; /* a valid step's row in the minibatch, its index in the batch's */
+    float *y, *yv, *dy, *dya, *dyc, *dfeat;
+} mb_job;
+
+/* Part p's heads on its nv valid steps from v0: their outputs from y, the loss, the gradients
+ * for y into dy (its rows zeroed first). 0, or -1 (memory). */
+static int part_heads(const mb_job *j, gb_ppo_core_part *cp, int v0, int nv, size_t r0, int LT)
+{
+    gb_ppo_mlp *q = j->q;
+    const size_t H = (size_t)q->core.H;
+    float *yv = j->yv + (size_t)v0 * H, *dya = j->dya + (size_t)v0 * H;
+    float *dyc = j->dyc + (size_t)v0 * H;
+    memset(j->dy + r0 * H, 0, sizeof(float) * (size_t)LT * H);
+    if (nv == 0)
+        return 0;
+    for (int i = 0; i < nv; i++)
+        memcpy(yv + (size_t)i * H, j->y + (size_t)j->sel[v0 + i] * H, sizeof(float) * H);
+    const size_t fp = gb_mlp_train_floats(&cp->critic[0], 1, nv);
+    const size_t fv = gb_mlp_train_floats(&cp->critic[1], 1, nv);
+    float *wsp = gb_flat_grow(&cp->ws_pi, sizeof(float) * fp);
+    float *wsv = gb_flat_grow(&cp->ws_v, sizeof(float) * fv);
+    if (!wsp || !wsv)
+        return -1;
+    const float *pi = gb_mlp_train_forward(&cp->critic[0], 1, yv, nv, wsp);
+    const float *v = gb_mlp_train_forward(&cp->critic[1], 1, yv, nv, wsv);
+    float *dpi, *g_value;
+    if (gb_ppo_mlp_rows_loss(q, &cp->loss, j->b, j->rows + v0, nv, pi, v, j->c, j->norm,
+                             cp->dlog_std, &cp->sums, &dpi, &g_value))
+        return -1;
+    gb_mlp_train_backward(&cp->critic[0], 1, yv, nv, wsp, dpi, dya);
+    gb_mlp_train_backward(&cp->critic[1], 1, yv, nv, wsv, g_value, dyc);
+    for (int i = 0; i < nv; i++) {
+        float *d = j->dy + (size_t)j->sel[v0 + i] * H;
+        for (size_t k = 0; k < H; k++)
+            d[k] = dya[(size_t)i * H + k] + dyc[(size_t)i * H + k];
+    }
+    return 0;
+}
+
+/* Part p of a minibatch: its chunks' torso, core, heads and loss, and the backward through them
+ * into the part's gradients; cp->rc 0, or -1 (memory). */
+static void mb_part(void *arg, int p, int parts)
+{
+    const mb_job *j = arg;
+    gb_ppo_mlp *q = j->q;
+    gb_ppo_core_part *cp = &q->part[p];
+    const int i0 = j->len * p / parts, i1 = j->len * (p + 1) / parts, nc = i1 - i0;
+    const int T = j->T, LT = nc * T, v0 = j->vfirst[i0], nv = j->vfirst[i1] - v0;
+    const size_t r0 = (size_t)i0 * (size_t)T, F = (size_t)q->core.F, H = (size_t)q->core.H;
+    const int was = gb_mlp_train_tiles_only(p > 0); /* as core_part */
+    cp->rc = -1;
+    memset(&cp->sums, 0, sizeof cp->sums);
+    if (p > 0)
+        memset(cp->grad.p, 0, sizeof(float) * (size_t)q->f.n);
+    const float *x = j->xb + r0 * (size_t)q->in, *feat = x;
+    float *wsa = q->na ? gb_flat_grow(&cp->ws_a, sizeof(float) *
+                                                    gb_mlp_train_floats(cp->actor, q->na, LT))
+                       : NULL;
+    float *wsc = gb_flat_grow(&cp->ws, sizeof(float) * gb_core_train_floats(&cp->core, nc, T));
+    if ((q->na && !wsa) || !wsc)
+        goto out;
+    if (q->na)
+        feat = gb_mlp_train_forward(cp->actor, q->na, x, LT, wsa);
+    gb_core_train_forward(&cp->core, nc, T, feat, j->s0 + (size_t)i0 * (size_t)j->S, j->S,
+                          j->kmb + r0, wsc, j->y + r0 * H);
+    if (part_heads(j, cp, v0, nv, r0, LT))
+        goto out;
+    float *dfeat = q->na ? j->dfeat + r0 * F : NULL;
+    gb_core_train_backward(&cp->core, nc, T, feat, j->kmb + r0, wsc, j->dy + r0 * H, dfeat);
+    if (q->na)
+        gb_mlp_train_backward(cp->actor, q->na, x, LT, wsa, dfeat, NULL);
+    cp->rc = 0;
+out:
+    gb_mlp_train_tiles_only(was);
+}
+
 /* One minibatch of the len chunks chunks[0..len): its steps' forward from their state0, the
- * loss at its valid steps and the gradients of every parameter in g (zeroed first). Returns 1
+ * loss at its valid steps and the gradients of every parameter in g (zeroed first), its chunks
+ * split over the parts (each part's gradients summed into g after, in part order). Returns 1
  * with terms, 0 when the chunks have no valid step (no gradient step), -1 (memory). */
 static int chunk_minibatch(gb_ppo_mlp *q, const gb_torch_batch *b, const int64_t *chunks, int len,
                            const gb_torch_ppo_coefs *c, gb_torch_ppo_terms *terms)
@@ -243,7 +332,8 @@ static int chunk_minibatch(gb_ppo_mlp *q, const gb_torch_batch *b, const int64_t
     float *s0 = gb_flat_grow(&q->s0mb, sizeof(float) * (size_t)len * (size_t)S);
     int64_t *sel = gb_flat_grow(&q->sel, sizeof(int64_t) * rows_n);
     int64_t *rows = gb_flat_grow(&q->rows, sizeof(int64_t) * rows_n);
-    if (!xb || !kmb || !s0 || !sel || !rows)
+    int *vfirst = gb_flat_grow(&q->vfirst, sizeof(int) * (size_t)(len + 1));
+    if (!xb || !kmb || !s0 || !sel || !rows || !vfirst)
         return -1;
     int n = 0;
     for (int j = 0; j < len; j++) {
@@ -256,6 +346,7 @@ static int chunk_minibatch(gb_ppo_mlp *q, const gb_torch_batch *b, const int64_t
             memcpy(s0 + (size_t)j * (size_t)S, b->state0 + ch * ld, sizeof(float) * (size_t)S);
         else
             memset(s0 + (size_t)j * (size_t)S, 0, sizeof(float) * (size_t)S);
+        vfirst[j] = n;
         int64_t row = first[ch];
         for (int t = 0; t < T; t++)
             if (!b->valid || b->valid[ch * T + t]) {
@@ -263,48 +354,36 @@ static int chunk_minibatch(gb_ppo_mlp *q, const gb_torch_batch *b, const int64_t
                 rows[n++] = row++;
             }
     }
+    vfirst[len] = n;
     if (n == 0)
         return 0;
     const size_t nv = (size_t)n;
-    float *y = gb_flat_grow(&q->y, sizeof(float) * rows_n * (size_t)H);
-    float *yv = gb_flat_grow(&q->yv, sizeof(float) * nv * (size_t)H);
-    float *dy = gb_flat_grow(&q->dy, sizeof(float) * rows_n * (size_t)H);
-    float *dya = gb_flat_grow(&q->dyv, sizeof(float) * nv * (size_t)H);
-    float *dyc = gb_flat_grow(&q->dyv2, sizeof(float) * nv * (size_t)H);
-    float *dfeat = gb_flat_grow(&q->dfeat, sizeof(float) * rows_n * (size_t)q->core.F);
-    float *wsp = gb_flat_grow(&q->ws_pi, sizeof(float) * gb_mlp_train_floats(&q->critic[0], 1, n));
-    float *wsv = gb_flat_grow(&q->ws_v, sizeof(float) * gb_mlp_train_floats(&q->critic[1], 1, n));
-    if (!y || !yv || !dy || !dya || !dyc || !dfeat || !wsp || !wsv)
+    gb_ppo_loss_norm norm;
+    mb_job job = {.q = q, .b = b, .c = c, .norm = &norm, .len = len, .T = T, .S = S,
+                  .vfirst = vfirst, .xb = xb, .kmb = kmb, .s0 = s0, .sel = sel, .rows = rows,
+                  .y = gb_flat_grow(&q->y, sizeof(float) * rows_n * (size_t)H),
+                  .yv = gb_flat_grow(&q->yv, sizeof(float) * nv * (size_t)H),
+                  .dy = gb_flat_grow(&q->dy, sizeof(float) * rows_n * (size_t)H),
+                  .dya = gb_flat_grow(&q->dyv, sizeof(float) * nv * (size_t)H),
+                  .dyc = gb_flat_grow(&q->dyv2, sizeof(float) * nv * (size_t)H),
+                  .dfeat = gb_flat_grow(&q->dfeat, sizeof(float) * rows_n * (size_t)q->core.F)};
+    if (!job.y || !job.yv || !job.dy || !job.dya || !job.dyc || !job.dfeat ||
+        gb_ppo_mlp_loss_norm(q, rows, n, c, &norm))
         return -1;
     memset(q->f.g, 0, sizeof(float) * (size_t)q->f.n);
-    int ok = 1;
-    const float *feat = torso(q, xb, LT, &ok);
-    if (!ok)
-        return -1;
-    core_job j = {.q = q, .B = len, .T = T, .ld = S, .x = feat, .s0 = s0, .keep = kmb, .y = y};
-    if (core_run(q, &j))
-        return -1;
-    for (size_t i = 0; i < nv; i++)
-        memcpy(yv + i * (size_t)H, y + (size_t)sel[i] * (size_t)H, sizeof(float) * (size_t)H);
-    const float *pi = gb_mlp_train_forward(&q->critic[0], 1, yv, n, wsp);
-    const float *v = gb_mlp_train_forward(&q->critic[1], 1, yv, n, wsv);
-    float *dpi, *g_value;
-    if (gb_ppo_mlp_heads_loss(q, b, rows, n, pi, v, c, terms, &dpi, &g_value))
-        return -1;
-    gb_mlp_train_backward(&q->critic[0], 1, yv, n, wsp, dpi, dya);
-    gb_mlp_train_backward(&q->critic[1], 1, yv, n, wsv, g_value, dyc);
-    memset(dy, 0, sizeof(float) * rows_n * (size_t)H);
-    for (size_t i = 0; i < nv; i++) {
-        float *d = dy + (size_t)sel[i] * (size_t)H;
-        for (int j = 0; j < H; j++)
-            d[j] = dya[i * (size_t)H + (size_t)j] + dyc[i * (size_t)H + (size_t)j];
+    transpose_core(q);
+    const int parts = len < q->nparts ? len : q->nparts;
+    gb_team_run(q->team, parts, mb_part, &job);
+    gb_torch_ppo_terms sums = {0};
+    for (int p = 0; p < parts; p++) {
+        const gb_ppo_core_part *cp = &q->part[p];
+        if (cp->rc)
+            return -1;
+        gb_torch_ppo_terms_add(&sums, &cp->sums);
+        for (int64_t i = 0; p > 0 && i < q->f.n; i++)
+            q->f.g[i] += ((const float *)cp->grad.p)[i];
     }
-    j.dy = dy;
-    j.dx = q->na ? dfeat : NULL;
-    if (core_run(q, &j))
-        return -1;
-    if (q->na)
-        gb_mlp_train_backward(q->actor, q->na, xb, LT, q->ws_a.p, dfeat, NULL);
+    gb_ppo_mlp_loss_terms(&sums, &norm, c, terms);
     return 1;
 }
 

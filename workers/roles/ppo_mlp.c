@@ -94,11 +94,11 @@ void gb_ppo_mlp_close(gb_ppo_mlp *q)
 {
     if (!q)
         return;
-    gb_flat_buf *bufs[] = {&q->x,   &q->values, &q->adv,   &q->ret,    &q->srow,   &q->sstep,
-                           &q->perm, &q->xb,    &q->aux,   &q->acts,   &q->act_f,  &q->logp,
-                           &q->ent,  &q->g_logp, &q->g_value, &q->dpi, &q->ws_a,   &q->ws_c};
+    gb_flat_buf *bufs[] = {&q->x,     &q->values, &q->adv,  &q->ret,  &q->srow, &q->sstep,
+                           &q->perm,  &q->xb,     &q->adv_mb, &q->ws_a, &q->ws_c};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         free(bufs[i]->p);
+    gb_ppo_mlp_loss_free(&q->loss);
     gb_ppo_core_free(q);
     gb_flat_mlp_free(&q->f);
     free(q->actor);

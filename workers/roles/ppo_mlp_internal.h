@@ -2,8 +2,9 @@
  * its plain MLP (ppo_mlp.c) and its recurrent core (ppo_core.c): the learner's state, and
  * (ppo_loss.c) the loss of a minibatch's heads, what follows a batch's values (GAE's targets,
  * the statistics), the shuffles and log_std.
- * defines: gb_ppo_mlp (the struct), gb_ppo_core_part, gb_ppo_mlp_heads_loss,
- *          gb_ppo_mlp_after_values,
+ * defines: gb_ppo_mlp (the struct), gb_ppo_core_part, gb_ppo_loss_ws, gb_ppo_loss_norm,
+ *          gb_ppo_mlp_heads_loss, gb_ppo_mlp_loss_norm, gb_ppo_mlp_rows_loss,
+ *          gb_ppo_mlp_loss_terms, gb_ppo_mlp_loss_free, gb_ppo_mlp_after_values,
  *          gb_ppo_mlp_shuffle, gb_ppo_mlp_log_std,
  *          gb_ppo_core_build, gb_ppo_core_values, gb_ppo_core_epochs,
  *          gb_ppo_core_free */
@@ -16,11 +17,29 @@
 #include "workers/torch/core_train.h"
 #include "workers/torch/targets.h"
 
-/* One thread's share of the core's sequences (ppo_core.c): the core with the weights' transposes
- * taken once a step and, past part 0, gradients of its own (summed into f.g after the join) */
+/* The buffers of a share of a minibatch's loss (ppo_loss.c): its rows' (behaviour logp,
+ * advantage, value, return), actions, new logp, entropies, and the gradients. */
+typedef struct gb_ppo_loss_ws {
+    gb_flat_buf aux, acts, act_f, logp, ent, g_logp, g_value, dpi;
+} gb_ppo_loss_ws;
+
+/* A minibatch's n valid steps and their advantages' normalisation (gb_torch_ppo_adv_stats). */
+typedef struct gb_ppo_loss_norm {
+    double mean, inv_std;
+    int64_t n;
+} gb_ppo_loss_norm;
+
+/* One thread's share of a minibatch's chunks (ppo_core.c): the network's layers with, past part
+ * 0, gradients of their own (grad: as f.g, summed into it after the join), the core's weights'
+ * transposes taken once a step, and its own workspaces and loss sums. */
 typedef struct gb_ppo_core_part {
     gb_core_train core;
-    gb_flat_buf ws, grad;
+    gb_mlp_train_layer *actor, critic[2];
+    float *dlog_std;
+    gb_flat_buf ws, grad, ws_a, ws_pi, ws_v;
+    gb_ppo_loss_ws loss;
+    gb_torch_ppo_terms sums;
+    int rc;
 } gb_ppo_core_part;
 
 struct gb_ppo_mlp {
@@ -38,12 +57,13 @@ struct gb_ppo_mlp {
     gb_rng rng; /* the initial weights', then each call's shuffles (seeded by its step) */
     gb_flat_buf x, values, adv, ret, srow, sstep, perm; /* a batch's */
     /* a minibatch's */
-    gb_flat_buf xb, aux, acts, act_f, logp, ent, g_logp, g_value, dpi, ws_a, ws_c;
+    gb_flat_buf xb, adv_mb, ws_a, ws_c;
+    gb_ppo_loss_ws loss;
     /* the core's: the batch's keep flags (bridge.h's reset rule) and each chunk's first valid
      * step; a minibatch's keep flags, states entering, valid rows (in its rows and among the
      * batch's valid steps), core outputs (all, valid), their gradients, the workspaces */
     gb_flat_buf keep, first, kmb, s0mb, sel, rows, y, yv, dy, dyv, dyv2, dfeat;
-    gb_flat_buf ws_pi, ws_v;
+    gb_flat_buf ws_v, vfirst; /* the values' head workspace; each chunk's first valid row */
     /* the core's sequences split over trainer.threads (a team of them when more than one) */
     gb_team *team;
     int nparts;
@@ -58,6 +78,22 @@ struct gb_ppo_mlp {
 int gb_ppo_mlp_heads_loss(gb_ppo_mlp *q, const gb_torch_batch *b, const int64_t *rows, int n,
                           const float *pi, const float *v, const gb_torch_ppo_coefs *c,
                           gb_torch_ppo_terms *terms, float **dpi, float **g_value);
+
+/* gb_ppo_mlp_heads_loss in shares: norm, the minibatch's (rows[0..n)) normalisation; rows_loss,
+ * a share of its rows (rows[0..n) here) into w's buffers with norm, log_std's gradient added
+ * into dlog_std, the share's sums into *sums (gb_torch_ppo_fused_rows', entropy's sum too);
+ * terms, the minibatch's terms from its shares' sums added up. -1: out of memory. Over all the
+ * rows at once the same floats as gb_ppo_mlp_heads_loss. */
+int gb_ppo_mlp_loss_norm(gb_ppo_mlp *q, const int64_t *rows, int n, const gb_torch_ppo_coefs *c,
+                         gb_ppo_loss_norm *norm);
+int gb_ppo_mlp_rows_loss(const gb_ppo_mlp *q, gb_ppo_loss_ws *w, const gb_torch_batch *b,
+                         const int64_t *rows, int n, const float *pi, const float *v,
+                         const gb_torch_ppo_coefs *c, const gb_ppo_loss_norm *norm,
+                         float *dlog_std, gb_torch_ppo_terms *sums, float **dpi,
+                         float **g_value);
+void gb_ppo_mlp_loss_terms(const gb_torch_ppo_terms *sums, const gb_ppo_loss_norm *norm,
+                           const gb_torch_ppo_coefs *c, gb_torch_ppo_terms *terms);
+void gb_ppo_mlp_loss_free(gb_ppo_loss_ws *w);
 
 /* With q->values holding the critic's values of the batch's B*(T+1) observation rows: GAE's
  * advantages and returns, the valid steps (q->sstep, q->srow), the explained variance and the

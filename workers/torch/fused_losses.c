@@ -59,23 +59,30 @@ static inline float max_share(float a, float b)
     return a > b ? 1.0f : a < b ? 0.0f : 0.5f;
 }
 
-void gb_torch_ppo_fused(int64_t n, const float *new_logp, const float *value,
-                        const float *aux, const gb_torch_ppo_coefs *c, float *g_logp,
-                        float *g_value, gb_torch_ppo_terms *out)
+void gb_torch_ppo_adv_stats(int64_t n, const float *a, int64_t stride, int normalize,
+                            double *mean, double *inv_std)
 {
-    const float clip = (float)c->clip, scale = n > 0 ? 1.0f / (float)n : 0.0f;
-    double mean = 0.0, inv_std = 1.0;
-    if (c->normalize && n > 1) { /* per minibatch: (a - mean) / (unbiased std + 1e-8) */
-        double s = 0.0, ss = 0.0;
-        for (int64_t i = 0; i < n; i++)
-            s += aux[4 * i + 1];
-        mean = s / (double)n;
-        for (int64_t i = 0; i < n; i++) {
-            const double d = aux[4 * i + 1] - mean;
-            ss += d * d;
-        }
-        inv_std = 1.0 / (sqrt(ss / (double)(n - 1)) + 1e-8);
+    *mean = 0.0;
+    *inv_std = 1.0;
+    if (!normalize || n < 2) /* per minibatch: (a - mean) / (unbiased std + 1e-8) */
+        return;
+    double s = 0.0, ss = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        s += a[i * stride];
+    *mean = s / (double)n;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = a[i * stride] - *mean;
+        ss += d * d;
     }
+    *inv_std = 1.0 / (sqrt(ss / (double)(n - 1)) + 1e-8);
+}
+
+void gb_torch_ppo_fused_rows(int64_t n, const float *new_logp, const float *value,
+                             const float *aux, const gb_torch_ppo_coefs *c, double mean,
+                             double inv_std, float scale, float *g_logp, float *g_value,
+                             gb_torch_ppo_terms *sums)
+{
+    const float clip = (float)c->clip;
     double pol = 0.0, val = 0.0, kl = 0.0, clipped = 0.0;
     for (int64_t i = 0; i < n; i++) {
         const float old_logp = aux[4 * i], old_v = aux[4 * i + 2], ret = aux[4 * i + 3];
@@ -105,11 +112,26 @@ void gb_torch_ppo_fused(int64_t n, const float *new_logp, const float *value,
         kl += (ratio - 1.0f) - logratio;
         clipped += fabsf(ratio - 1.0f) > clip;
     }
+    sums->policy = pol;
+    sums->value = val;
+    sums->approx_kl = kl;
+    sums->clip_fraction = clipped;
+}
+
+void gb_torch_ppo_fused(int64_t n, const float *new_logp, const float *value,
+                        const float *aux, const gb_torch_ppo_coefs *c, float *g_logp,
+                        float *g_value, gb_torch_ppo_terms *out)
+{
+    double mean, inv_std;
+    gb_torch_ppo_adv_stats(n, aux + 1, 4, c->normalize, &mean, &inv_std);
+    gb_torch_ppo_terms sums;
+    gb_torch_ppo_fused_rows(n, new_logp, value, aux, c, mean, inv_std,
+                            n > 0 ? 1.0f / (float)n : 0.0f, g_logp, g_value, &sums);
     const double dn = n > 0 ? (double)n : 1.0;
-    out->policy = pol / dn;
-    out->value = 0.5 * val / dn;
-    out->approx_kl = kl / dn;
-    out->clip_fraction = clipped / dn;
+    out->policy = sums.policy / dn;
+    out->value = 0.5 * sums.value / dn;
+    out->approx_kl = sums.approx_kl / dn;
+    out->clip_fraction = sums.clip_fraction / dn;
     out->total = out->policy + c->value_coef * out->value - c->entropy_coef * out->entropy;
 }
 

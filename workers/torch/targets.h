@@ -6,6 +6,7 @@
  * libtorch.
  * defines: gb_torch_gae, gb_torch_vtrace, gb_torch_nstep, gb_torch_valid_rows, gb_torch_huber_td,
  *          gb_torch_chunk_priorities, gb_torch_ppo_fused, gb_torch_ppo_coefs, gb_torch_ppo_terms,
+ *          gb_torch_ppo_adv_stats, gb_torch_ppo_fused_rows,
  *          gb_torch_ppo_terms_add, gb_torch_ppo_terms_means, gb_torch_categorical_terms,
  *          gb_torch_categorical_grads, gb_torch_gaussian_terms, gb_torch_gaussian_grads,
  *          gb_torch_sac_critic_fused, gb_torch_sac_actor_fused */
@@ -90,6 +91,19 @@ typedef struct gb_torch_ppo_terms {
 void gb_torch_ppo_fused(int64_t n, const float *new_logp, const float *value,
                         const float *aux, const gb_torch_ppo_coefs *c, float *g_logp,
                         float *g_value, gb_torch_ppo_terms *out);
+
+/* gb_torch_ppo_fused in two steps, for a minibatch whose rows are taken in shares (threads):
+ * adv_stats, the normalisation of its n advantages a[i * stride] (mean, 1 / (unbiased std +
+ * 1e-8); 0 and 1 unless normalize and n >= 2); fused_rows, a share of its rows with those and
+ * scale (1 / the minibatch's n) in the gradients, the share's sums (not means: the squared value
+ * errors without the 0.5, the clipped rows' count) into sums' policy, value, approx_kl and
+ * clip_fraction. Over all the rows at once the same floats as gb_torch_ppo_fused. */
+void gb_torch_ppo_adv_stats(int64_t n, const float *a, int64_t stride, int normalize,
+                            double *mean, double *inv_std);
+void gb_torch_ppo_fused_rows(int64_t n, const float *new_logp, const float *value,
+                             const float *aux, const gb_torch_ppo_coefs *c, double mean,
+                             double inv_std, float scale, float *g_logp, float *g_value,
+                             gb_torch_ppo_terms *sums);
 
 /* A training call's PPO statistics: sum adds one minibatch's terms t (policy, value, entropy,
  * approx_kl, clip_fraction); means writes the means of count such into st's policy_loss,
