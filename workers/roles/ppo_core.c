@@ -18,19 +18,23 @@
 /* x's place in g, as it is in f.g (NULL stays NULL) */
 static float *moved(float *x, const gb_flat_mlp *f, float *g) { return x ? g + (x - f->g) : NULL; }
 
-/* The parts (threads of them) and their team: each part's layers the learner's weights (the
- * core's transposes in q->wt) with gradients f.g's (part 0) or its own (grad, laid out as f.g). */
+/* The team (threads of them; none for one) and a part for each of its threads: each part's
+ * layers the learner's weights (the core's transposes in q->wt) with gradients f.g's (part 0) or
+ * its own (grad, laid out as f.g). */
 static int open_parts(gb_ppo_mlp *q, int threads, gb_error *err)
 {
     gb_flat_mlp *f = &q->f;
     const gb_core_train *c = &q->core;
     const int GH = (c->kind == GB_CORE_TRAIN_LSTM ? 4 : 3) * c->H;
-    q->nparts = threads > 1 ? threads : 1;
-    q->part = calloc((size_t)q->nparts, sizeof *q->part);
+    int rc = threads > 1 ? gb_team_open(threads, &q->team, err) : 0;
+    if (rc)
+        return rc;
+    const int nparts = gb_team_threads(q->team);
+    q->part = calloc((size_t)nparts, sizeof *q->part);
     float *wt = gb_flat_grow(&q->wt, sizeof(float) * (size_t)GH * (size_t)(c->F + c->H));
     if (!q->part || !wt)
         return gb_error_set(err, GB_ENOMEM, "ppo learner: out of memory");
-    for (int p = 0; p < q->nparts; p++) {
+    for (int p = 0; p < nparts; p++) {
         gb_ppo_core_part *cp = &q->part[p];
         float *g = p == 0 ? f->g : gb_flat_grow(&cp->grad, sizeof(float) * (size_t)f->n);
         cp->actor = calloc((size_t)q->na + 1, sizeof *cp->actor);
@@ -51,7 +55,7 @@ static int open_parts(gb_ppo_mlp *q, int threads, gb_error *err)
         }
         cp->dlog_std = moved(q->dlog_std, f, g);
     }
-    return q->nparts > 1 ? gb_team_open(q->nparts, &q->team, err) : 0;
+    return 0;
 }
 
 int gb_ppo_core_build(gb_ppo_mlp *q, const gb_config_model *mc, int threads, gb_error *err)
@@ -118,9 +122,7 @@ int gb_ppo_core_build(gb_ppo_mlp *q, const gb_config_model *mc, int threads, gb_
 
 void gb_ppo_core_free(gb_ppo_mlp *q)
 {
-    gb_team_close(q->team);
-    q->team = NULL;
-    for (int p = 0; q->part && p < q->nparts; p++) {
+    for (int p = 0; q->part && p < gb_team_threads(q->team); p++) {
         gb_ppo_core_part *cp = &q->part[p];
         gb_flat_buf *bufs[] = {&cp->ws, &cp->grad, &cp->ws_a, &cp->ws_pi, &cp->ws_v};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
@@ -130,6 +132,8 @@ void gb_ppo_core_free(gb_ppo_mlp *q)
     }
     free(q->part);
     q->part = NULL;
+    gb_team_close(q->team);
+    q->team = NULL;
     gb_flat_buf *bufs[] = {&q->keep, &q->first, &q->kmb,  &q->s0mb,  &q->sel,  &q->rows,
                            &q->y,    &q->yv,    &q->dy,   &q->dyv,   &q->dyv2, &q->dfeat,
                            &q->ws_v, &q->wt,    &q->vfirst};
@@ -142,8 +146,27 @@ void gb_ppo_core_free(gb_ppo_mlp *q)
 /* The weights' transposes, for every part's core (the weights change every step). */
 static void transpose_core(gb_ppo_mlp *q)
 {
-    gb_core_train_transpose(&q->core, (float *)q->part[0].core.wt_ih,
-                            (float *)q->part[0].core.wt_hh);
+    float *wt = q->wt.p;
+    gb_core_train_transpose(&q->core, wt, wt + (q->part[0].core.wt_hh - q->part[0].core.wt_ih));
+}
+
+/* Part p of parts: the first of the n items (sequences, chunks) it takes */
+static int share_at(int n, int p, int parts) { return n * p / parts; }
+
+/* The parts a job of n items splits into: the team's threads, or fewer for fewer items */
+static int parts_for(const gb_ppo_mlp *q, int n)
+{
+    const int t = gb_team_threads(q->team);
+    return n < t ? n : t;
+}
+
+/* 0, or -1 when a part of the job just run ran out of memory */
+static int parts_rc(const gb_ppo_mlp *q, int parts)
+{
+    for (int p = 0; p < parts; p++)
+        if (q->part[p].rc)
+            return -1;
+    return 0;
 }
 
 /* The core's forward over B sequences of T rows, split over the parts (the values') */
@@ -159,28 +182,26 @@ static void core_part(void *arg, int p, int parts)
     const core_job *j = arg;
     gb_ppo_core_part *cp = &j->q->part[p];
     const gb_core_train *c = &cp->core;
-    const int i0 = j->B * p / parts, n = j->B * (p + 1) / parts - i0;
+    const int i0 = share_at(j->B, p, parts), n = share_at(j->B, p + 1, parts) - i0;
     const size_t r0 = (size_t)i0 * (size_t)j->T, F = (size_t)c->F, H = (size_t)c->H;
+    float *ws = gb_flat_grow(&cp->ws, sizeof(float) * gb_core_train_floats(c, n, j->T));
+    cp->rc = ws ? 0 : -1;
+    if (!ws)
+        return;
     /* part 0 alone may use libtorch's BLAS (one thread in it at a time), whichever thread runs it:
      * each part's floats are the same run after run */
     const int was = gb_mlp_train_tiles_only(p > 0);
     gb_core_train_forward(c, n, j->T, j->x + r0 * F, j->s0 ? j->s0 + (size_t)i0 * j->ld : NULL,
-                          j->ld, j->keep + r0, cp->ws.p, j->y + r0 * H);
+                          j->ld, j->keep + r0, ws, j->y + r0 * H);
     gb_mlp_train_tiles_only(was);
 }
 
 static int core_forward(gb_ppo_mlp *q, core_job *j)
 {
-    const int parts = j->B < q->nparts ? j->B : q->nparts;
+    const int parts = parts_for(q, j->B);
     transpose_core(q);
-    for (int p = 0; p < parts; p++) {
-        const int n = j->B * (p + 1) / parts - j->B * p / parts;
-        gb_ppo_core_part *cp = &q->part[p];
-        if (!gb_flat_grow(&cp->ws, sizeof(float) * gb_core_train_floats(&cp->core, n, j->T)))
-            return -1;
-    }
     gb_team_run(q->team, parts, core_part, j);
-    return 0;
+    return parts_rc(q, parts);
 }
 
 /* The torso's features of n rows x (x itself without hidden layers), its workspace ws_a. */
@@ -286,7 +307,7 @@ static void mb_part(void *arg, int p, int parts)
     const mb_job *j = arg;
     gb_ppo_mlp *q = j->q;
     gb_ppo_core_part *cp = &q->part[p];
-    const int i0 = j->len * p / parts, i1 = j->len * (p + 1) / parts, nc = i1 - i0;
+    const int i0 = share_at(j->len, p, parts), i1 = share_at(j->len, p + 1, parts), nc = i1 - i0;
     const int T = j->T, LT = nc * T, v0 = j->vfirst[i0], nv = j->vfirst[i1] - v0;
     const size_t r0 = (size_t)i0 * (size_t)T, F = (size_t)q->core.F, H = (size_t)q->core.H;
     const int was = gb_mlp_train_tiles_only(p > 0); /* as core_part */
@@ -372,16 +393,16 @@ static int chunk_minibatch(gb_ppo_mlp *q, const gb_torch_batch *b, const int64_t
         return -1;
     memset(q->f.g, 0, sizeof(float) * (size_t)q->f.n);
     transpose_core(q);
-    const int parts = len < q->nparts ? len : q->nparts;
+    const int parts = parts_for(q, len);
     gb_team_run(q->team, parts, mb_part, &job);
-    gb_torch_ppo_terms sums = {0};
-    for (int p = 0; p < parts; p++) {
-        const gb_ppo_core_part *cp = &q->part[p];
-        if (cp->rc)
-            return -1;
-        gb_torch_ppo_terms_add(&sums, &cp->sums);
-        for (int64_t i = 0; p > 0 && i < q->f.n; i++)
-            q->f.g[i] += ((const float *)cp->grad.p)[i];
+    if (parts_rc(q, parts))
+        return -1;
+    gb_torch_ppo_terms sums = q->part[0].sums;
+    for (int p = 1; p < parts; p++) {
+        const float *g = q->part[p].grad.p;
+        gb_torch_ppo_terms_add(&sums, &q->part[p].sums);
+        for (int64_t i = 0; i < q->f.n; i++)
+            q->f.g[i] += g[i];
     }
     gb_ppo_mlp_loss_terms(&sums, &norm, c, terms);
     return 1;

@@ -31,7 +31,8 @@ typedef struct gb_ppo_loss_norm {
 
 /* One thread's share of a minibatch's chunks (ppo_core.c): the network's layers with, past part
  * 0, gradients of their own (grad: as f.g, summed into it after the join), the core's weights'
- * transposes taken once a step, and its own workspaces and loss sums. */
+ * transposes taken once a step, its own workspaces and loss sums, and rc (0, or -1 when its
+ * last part ran out of memory). */
 typedef struct gb_ppo_core_part {
     gb_core_train core;
     gb_mlp_train_layer *actor, critic[2];
@@ -65,9 +66,8 @@ struct gb_ppo_mlp {
     gb_flat_buf keep, first, kmb, s0mb, sel, rows, y, yv, dy, dyv, dyv2, dfeat;
     gb_flat_buf ws_v, vfirst; /* the values' head workspace; each chunk's first valid row */
     /* the core's sequences split over trainer.threads (a team of them when more than one) */
-    gb_team *team;
-    int nparts;
-    gb_ppo_core_part *part;
+    gb_team *team;          /* NULL for one thread */
+    gb_ppo_core_part *part; /* one a thread: gb_team_threads(team) */
     gb_flat_buf wt; /* the core's weights transposed */
 };
 

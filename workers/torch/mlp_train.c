@@ -105,8 +105,8 @@ tail_columns(const int W, int m, int n, int k, const float *restrict a, int lda,
 /* c = (or +=) a b, a read as it is ([m][k], row lda) or, ta, transposed ([k][m], row lda: the
  * element (i, p) at a[p * lda + i]), in tiles W columns wide (16: AVX2's or SSE2's; 32:
  * AVX-512's, where a tile of 32 in zmm registers costs what one of 16 in ymm does). Rows in
- * blocks of 6 (12 with AVX-512: accumulators enough to cover the FMAs' latency), the last ones
- * 4, 2 and 1 at a time; the columns past the last whole tile by tail_columns. */
+ * blocks of 6 (12 with AVX-512: accumulators enough to cover the FMAs' latency, then 8), the
+ * last ones 4, 2 and 1 at a time; the columns past the last whole tile by tail_columns. */
 static inline __attribute__((always_inline)) void
 gemm_body(const int W, int m, int n, int k, const float *restrict a, int lda, int ta,
           const float *restrict b, int ldb, float *restrict c, int ldc, int add)
@@ -114,19 +114,18 @@ gemm_body(const int W, int m, int n, int k, const float *restrict a, int lda, in
     const int nw = n - n % W;
     const size_t rs = ta ? 1 : (size_t)lda, ps = ta ? (size_t)lda : 1;
     int i = 0;
-#define GB_TILES(R)                                                                              \
-    for (; i + (R) <= m; i += (R))                                                               \
+    /* blocks of R rows while they fit and MORE holds */
+#define GB_TILES_WHILE(R, MORE)                                                                  \
+    for (; i + (R) <= m && (MORE); i += (R))                                                     \
         for (int j = 0; j < nw; j += W)                                                          \
             tile_w(W, (R), k, ta ? a + i : a + (size_t)i * lda, rs, ps, b + j, ldb,              \
                    c + (size_t)i * ldc + j, ldc, add);
+#define GB_TILES(R) GB_TILES_WHILE(R, 1)
     if (W == 32) {
         /* 12 rows while they leave none or 8 or more, then 8: 16 rows as 8 + 8, not 12 + 4
          * (a core's step, 16 x 256 x 64: 12.5 us in 12 + 4 on the Zen 4 machine, 8 x 256 x 64
          * 4.4 us) */
-        for (; i + 12 <= m && (m - i < 16 || m - i > 19); i += 12)
-            for (int j = 0; j < nw; j += W)
-                tile_w(W, 12, k, ta ? a + i : a + (size_t)i * lda, rs, ps, b + j, ldb,
-                       c + (size_t)i * ldc + j, ldc, add);
+        GB_TILES_WHILE(12, m - i < 16 || m - i > 19)
         GB_TILES(8)
     } else {
         GB_TILES(6)
@@ -135,6 +134,7 @@ gemm_body(const int W, int m, int n, int k, const float *restrict a, int lda, in
     GB_TILES(2)
     GB_TILES(1)
 #undef GB_TILES
+#undef GB_TILES_WHILE
     if (nw < n)
         tail_columns(W, m, n, k, a, lda, ta, b, ldb, c, ldc, add, nw);
 }

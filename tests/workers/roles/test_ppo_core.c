@@ -149,6 +149,22 @@ static void test_agrees(void)
     learners_agree("gru", 0, 1, 0.01, 0, 2);
 }
 
+/* Call `call` of a test: a batch drawn from seed + call with states from seed + 10 + call, each
+ * of the nq learners trained on it (st: the last's statistics). Returns the batch (until the
+ * next call). */
+static const gb_torch_batch *train_call(gb_ppo_mlp *const *q, int nq, const gb_torch_space *sp,
+                                         unsigned seed, int call, gb_torch_stats *st)
+{
+    static test_batch x;
+    static float s0[TB_B * STRIDE];
+    gb_error err = {0};
+    make_test_batch(&x, sp, seed + (unsigned)call);
+    with_state0(&x, s0, seed + 10u + (unsigned)call);
+    for (int i = 0; i < nq; i++)
+        CHECK_OK(gb_ppo_mlp_train(q[i], &x.b, st, NULL, &err));
+    return &x.b;
+}
+
 /* Minibatches of a few chunks each (the shuffles differ from the bridge's): the steps are the
  * bridge's count, every gradient finite, and the bridge's learner takes over and trains on. */
 static void test_minibatches(void)
@@ -164,13 +180,10 @@ static void test_minibatches(void)
     CHECK_OK(gb_ppo_mlp_open(&cfg, &sp, 3, &q, &err));
     if (!q)
         return;
-    static test_batch x;
-    static float s0[TB_B * STRIDE];
     gb_torch_stats st;
+    const gb_torch_batch *last = NULL;
     for (int call = 0; call < 3; call++) {
-        make_test_batch(&x, &sp, 40u + (unsigned)call);
-        with_state0(&x, s0, 50u + (unsigned)call);
-        CHECK_OK(gb_ppo_mlp_train(q, &x.b, &st, NULL, &err));
+        last = train_call(&q, 1, &sp, 40u, call, &st);
         CHECK(st.gradient_steps == 6 && isfinite(st.loss) && isfinite(st.grad_norm));
     }
     const gb_flat_mlp *f = gb_ppo_mlp_net(q);
@@ -182,7 +195,7 @@ static void test_minibatches(void)
     CHECK(flat_take_over(&cfg, &sp, f, NULL, &l) == 0);
     if (l) {
         CHECK(flat_max_diff(f, l) == 0.0);
-        CHECK_OK(gb_torch_learner_train(l, &x.b, &st, NULL, &err));
+        CHECK_OK(gb_torch_learner_train(l, last, &st, NULL, &err));
         CHECK(st.gradient_steps == 6);
     }
     gb_ppo_mlp_close(q);
@@ -207,15 +220,9 @@ static void test_threads_repeat(void)
         if (!q[i])
             goto out;
     }
-    static test_batch x;
-    static float s0[TB_B * STRIDE];
     gb_torch_stats st;
-    for (int call = 0; call < 4; call++) {
-        make_test_batch(&x, &sp, 60u + (unsigned)call);
-        with_state0(&x, s0, 70u + (unsigned)call);
-        for (int i = 0; i < 3; i++)
-            CHECK_OK(gb_ppo_mlp_train(q[i], &x.b, &st, NULL, &err));
-    }
+    for (int call = 0; call < 4; call++)
+        train_call(q, 3, &sp, 60u, call, &st);
     const gb_flat_mlp *a = gb_ppo_mlp_net(q[0]), *b = gb_ppo_mlp_net(q[1]);
     const gb_flat_mlp *one = gb_ppo_mlp_net(q[2]);
     CHECK(memcmp(a->p, b->p, sizeof(float) * (size_t)a->n) == 0);
