@@ -129,9 +129,14 @@ bench_json() {
     if l.startswith("{")]))' "$LOGS/$name.out" >"$LOGS/$name.result.json"
 }
 
+# test_kernels_nodevice checks the kernels' answers without a device: where one is, it says so
+# and exits 77 (ctest's skip), which is no failure here.
 kernels_cpu() {
+  local code
   for t in test_select_cpu test_gather_cpu test_gather_plan test_kernels_nodevice; do
-    "$BIN_DIR/$t" || return
+    "$BIN_DIR/$t"
+    code=$?
+    [ $code = 0 ] || { [ $t = test_kernels_nodevice ] && [ $code = 77 ]; } || return $code
   done
 }
 

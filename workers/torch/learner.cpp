@@ -281,8 +281,10 @@ extern "C" int gbt_learner_load(gb_torch_learner *l, const char *path, gb_error 
         reset_obs_pending(l);
         torch::Tensor rng;
         if (rc == 0 && ar.try_read("rng", rng)) {
+            // the archive put every tensor on the learner's device; the generator is the cpu's
+            // and takes its state only as a cpu ByteTensor (a cuda learner's resume failed here)
             std::lock_guard<std::mutex> lock(l->gen.mutex());
-            l->gen.set_state(rng);
+            l->gen.set_state(rng.cpu());
         }
         return rc;
     });
