@@ -37,6 +37,13 @@ int gb_kernels_select_weighted(gb_kernels_ctx *ctx, const float *priorities, int
     return no_cuda(err, "weighted selection");
 }
 
+int gb_kernels_select_weighted_tiles(gb_kernels_ctx *ctx, const float *priorities, int64_t n,
+                                     double alpha, int64_t k, uint64_t seed, int stratified,
+                                     int64_t *indices, float *probs, gb_error *err)
+{
+    return no_cuda(err, "weighted selection");
+}
+
 int gb_kernels_select_uniform(gb_kernels_ctx *ctx, int64_t n, const int64_t *candidates,
                               int64_t k, uint64_t seed, int64_t *indices, float *probs,
                               gb_error *err)

@@ -158,6 +158,14 @@ int gb_kernels_select_weighted(gb_kernels_ctx *ctx, const float *priorities, int
                                double alpha, int64_t k, uint64_t seed, int stratified,
                                int64_t *indices, float *probs, gb_error *err);
 
+/* The same draws without the n prefix sums: each tile of 1024 weights summed in one pass, a
+ * binary search over the tiles' sums, a warp scanning the chosen tile (kernels/select.cu). The
+ * same semantics as gb_kernels_select_weighted, rounding at the boundaries aside; measured beside
+ * it by `gearbox bench kernels` (weighted_select_tiles) before either becomes the replay's. */
+int gb_kernels_select_weighted_tiles(gb_kernels_ctx *ctx, const float *priorities, int64_t n,
+                                     double alpha, int64_t k, uint64_t seed, int stratified,
+                                     int64_t *indices, float *probs, gb_error *err);
+
 /* Uniform selection, like gb_kernels_select_uniform_cpu; candidates (device, may be NULL). */
 int gb_kernels_select_uniform(gb_kernels_ctx *ctx, int64_t n, const int64_t *candidates,
                               int64_t k, uint64_t seed, int64_t *indices, float *probs,

@@ -304,6 +304,14 @@ static int op_weighted(gb_kernels_ctx *ctx, void *arg, int rep, gb_error *err)
                                       err);
 }
 
+static int op_weighted_tiles(gb_kernels_ctx *ctx, void *arg, int rep, gb_error *err)
+{
+    select_bench *s = arg;
+    return gb_kernels_select_weighted_tiles(ctx, s->prio, s->n, 0.6, s->k,
+                                            gb_kernels_seed(1, (uint64_t)rep), 1, s->idx,
+                                            s->probs, err);
+}
+
 static int op_topk(gb_kernels_ctx *ctx, void *arg, int rep, gb_error *err)
 {
     select_bench *s = arg;
@@ -328,11 +336,16 @@ static int bench_select_gpu(gb_kernels_ctx *ctx, const bench_opts *o, double cpu
         (rc = gb_kernels_sync(ctx, err)))
         goto fail;
     int reps = o->reps < 20 ? 20 : o->reps;
-    double p50, p90;
+    double p50, p90, scan_p50; /* the tiles' draw against the full scan's, in the same run */
     if ((rc = time_op(ctx, reps, op_weighted, &s, &p50, &p90, err)))
         goto fail;
     emit_select(o, "weighted_select", o->n, o->k, p50, p90, reps, "weighted_select_cpu",
                 cpu_weighted);
+    scan_p50 = p50;
+    if ((rc = time_op(ctx, reps, op_weighted_tiles, &s, &p50, &p90, err)))
+        goto fail;
+    emit_select(o, "weighted_select_tiles", o->n, o->k, p50, p90, reps, "weighted_select",
+                scan_p50);
     if ((rc = time_op(ctx, reps, op_topk, &s, &p50, &p90, err)))
         goto fail;
     emit_select(o, "topk", o->n, o->k, p50, p90, reps, "topk_cpu", cpu_topk);
@@ -351,9 +364,10 @@ static void bench_kernels_usage(FILE *out)
             "                             [--gather-mib M]\n\n"
             "Cases: gather (zero-copy from registered host memory), gather_cpu_orchestrated\n"
             "(memcpy into pinned staging + cudaMemcpyAsync), h2d_memcpy (pinned, same bytes), for\n"
-            "rows of 256 B, 4 KiB and 64 KiB; weighted_select and topk on the GPU against\n"
-            "weighted_select_cpu and topk_cpu (n = 1e8, k = 1024 unless told). Without a CUDA\n"
-            "device only the CPU cases run (weighted_select_cpu, topk_cpu, gather_cpu, memcpy).\n"
+            "rows of 256 B, 4 KiB and 64 KiB; weighted_select (and weighted_select_tiles against\n"
+            "it) and topk on the GPU against weighted_select_cpu and topk_cpu (n = 1e8, k = 1024\n"
+            "unless told). Without a CUDA device only the CPU cases run (weighted_select_cpu,\n"
+            "topk_cpu, gather_cpu, memcpy).\n"
             "--quick: n = 1e6, 16 MiB per gather, 5 repetitions.\n");
 }
 

@@ -96,11 +96,24 @@ static void fill_priorities(float *p, int64_t n, int ties)
 
 /* ---- weighted ------------------------------------------------------------------------------- */
 
-static void weighted_case(int64_t n, int64_t k, double alpha, int stratified)
+/* Both GPU implementations of the weighted draw, held to the same CPU reference. */
+typedef int (*weighted_fn)(gb_kernels_ctx *, const float *, int64_t, double, int64_t, uint64_t,
+                           int, int64_t *, float *, gb_error *);
+static const struct {
+    const char *name;
+    weighted_fn fn;
+} weighted_kinds[] = {{"scan", gb_kernels_select_weighted},
+                      {"tiles", gb_kernels_select_weighted_tiles}};
+
+/* sparse: all but every 7919th priority 0, so most tiles of the tiled draw weigh nothing */
+static void weighted_case_of(size_t w, int64_t n, int64_t k, double alpha, int stratified,
+                             int sparse)
 {
     gb_error err = {0};
     float *p = host((size_t)n * sizeof(float));
     fill_priorities(p, n, 0);
+    for (int64_t j = 0; sparse && j < n; j++)
+        p[j] = j % 7919 == 5 ? 1.0f + (float)(j % 3) : 0.0f;
     double *cum = host((size_t)n * sizeof(double));
     int64_t *want = host((size_t)k * sizeof(int64_t)), *got = host((size_t)k * sizeof(int64_t));
     float *want_p = host((size_t)k * sizeof(float)), *got_p = host((size_t)k * sizeof(float));
@@ -112,7 +125,7 @@ static void weighted_case(int64_t n, int64_t k, double alpha, int stratified)
     int64_t *di = dev((size_t)k * sizeof(int64_t));
     float *dprob = dev((size_t)k * sizeof(float));
     to_dev(dp, p, (size_t)n * sizeof(float));
-    OK(gb_kernels_select_weighted(ctx, dp, n, alpha, k, seed, stratified, di, dprob, &err));
+    OK(weighted_kinds[w].fn(ctx, dp, n, alpha, k, seed, stratified, di, dprob, &err));
     int src = gb_kernels_sync(ctx, &err);
     CHECK_EQ_INT(src, rc);
     to_host(got, di, (size_t)k * sizeof(int64_t));
@@ -131,13 +144,13 @@ static void weighted_case(int64_t n, int64_t k, double alpha, int stratified)
         int64_t g = got[i];
         int near = g >= 0 && g < n && gb_kernels_weight(p[g], alpha) > 0.0 &&
                    (g == 0 ? 0.0 : cum[g - 1]) <= t + 1e-12 * total && t < cum[g] + 1e-12 * total;
-        CHECK_MSG(near, "n %lld k %lld draw %lld: gpu %lld cpu %lld", (long long)n, (long long)k,
-                  (long long)i, (long long)g, (long long)want[i]);
+        CHECK_MSG(near, "%s n %lld k %lld draw %lld: gpu %lld cpu %lld", weighted_kinds[w].name,
+                  (long long)n, (long long)k, (long long)i, (long long)g, (long long)want[i]);
         boundary++;
     }
-    fprintf(stderr, "  weighted n %lld k %lld alpha %.1f %s: %lld boundary differences\n",
-            (long long)n, (long long)k, alpha, stratified ? "stratified" : "independent",
-            (long long)boundary);
+    fprintf(stderr, "  weighted (%s) n %lld k %lld alpha %.1f %s: %lld boundary differences\n",
+            weighted_kinds[w].name, (long long)n, (long long)k, alpha,
+            stratified ? "stratified" : "independent", (long long)boundary);
     CK(cudaFree(dp));
     CK(cudaFree(di));
     CK(cudaFree(dprob));
@@ -149,17 +162,25 @@ static void weighted_case(int64_t n, int64_t k, double alpha, int stratified)
     free(got_p);
 }
 
+static void weighted_case(int64_t n, int64_t k, double alpha, int stratified, int sparse)
+{
+    for (size_t w = 0; w < sizeof weighted_kinds / sizeof weighted_kinds[0]; w++)
+        weighted_case_of(w, n, k, alpha, stratified, sparse);
+}
+
 static void test_weighted(void)
 {
-    const int64_t ns[] = {1, 1000, (1 << 20) + 3, 5000011};
+    const int64_t ns[] = {1, 1000, 4096, (1 << 20) + 3, 5000011};
     const int64_t ks[] = {1, 256, 4096};
-    for (size_t a = 0; a < 4; a++)
+    for (size_t a = 0; a < 5; a++)
         for (size_t b = 0; b < 3; b++) {
-            weighted_case(ns[a], ks[b], 0.6, 0);
-            weighted_case(ns[a], ks[b], 0.6, 1);
+            weighted_case(ns[a], ks[b], 0.6, 0, 0);
+            weighted_case(ns[a], ks[b], 0.6, 1, 0);
         }
-    weighted_case(100000, 1024, 1.0, 0);
-    weighted_case(100000, 1024, 0.0, 1);
+    weighted_case(1 << 20, 4096, 0.6, 1, 1);
+    weighted_case(5000011, 256, 1.0, 0, 1);
+    weighted_case(100000, 1024, 1.0, 0, 0);
+    weighted_case(100000, 1024, 0.0, 1, 0);
 }
 
 static void test_weighted_empty(void)
@@ -169,12 +190,14 @@ static void test_weighted_empty(void)
     float *dp = dev(sizeof(p));
     int64_t *di = dev(4 * sizeof(int64_t)), got[4];
     to_dev(dp, p, sizeof(p));
-    OK(gb_kernels_select_weighted(ctx, dp, 5, 0.6, 4, 1, 0, di, NULL, &err));
-    CHECK_EQ_INT(gb_kernels_sync(ctx, &err), GB_EAGAIN);
-    to_host(got, di, sizeof(got));
-    for (int i = 0; i < 4; i++)
-        CHECK_EQ_INT(got[i], GB_KERNELS_NONE);
-    CHECK_OK(gb_kernels_sync(ctx, &err)); /* cleared */
+    for (size_t w = 0; w < sizeof weighted_kinds / sizeof weighted_kinds[0]; w++) {
+        OK(weighted_kinds[w].fn(ctx, dp, 5, 0.6, 4, 1, 0, di, NULL, &err));
+        CHECK_EQ_INT(gb_kernels_sync(ctx, &err), GB_EAGAIN);
+        to_host(got, di, sizeof(got));
+        for (int i = 0; i < 4; i++)
+            CHECK_EQ_INT(got[i], GB_KERNELS_NONE);
+        CHECK_OK(gb_kernels_sync(ctx, &err)); /* cleared */
+    }
     CK(cudaFree(dp));
     CK(cudaFree(di));
 }
