@@ -1,19 +1,21 @@
 /* tests/gpu/test_gpu_learning.c: the cuda trainer's learning step (workers/roles/learning.h)
  * against the cpu one, on real replays and learners. For each config given (DQN, PPO, SAC on
  * vectors; DQN with a CNN on uint8 frames; PPO with an LSTM core, whose chunks' random state
- * column is the batch's state0, kept on the host; PPO on frames stored once under a frame stack,
+ * column is the batch's state0, kept on the host; R2D2, a GRU core with burn-in; PPO on frames
+ * stored once under a frame stack,
  * whose stacks the cuda trainer rebuilds on the device): the same seeds, the same chunks, a FIFO
  * replay (selection on the CPU either way, so the batches are the same), STEPS steps on the cpu,
  * then with trainer.device cuda for trainer.collect gpu_zero_copy and cpu_staged, each with and
- * without prefetch, each from the cpu learner's state before its first step (a learner file:
- * the cpu's learner in C draws its initial weights apart from libtorch's). Checked: the initial
- * parameters are equal; every step's loss is within 1e-3
+ * without prefetch. The cpu learner is the bridge's (the one in C draws its initial weights and
+ * noise apart from libtorch's), as the cuda one is; the first cuda learner starts fresh, the
+ * others from the cpu learner's checkpoint before its first step (a resumed run's path).
+ * Checked: the initial parameters are equal; every step's loss is within 1e-3
  * (relative) of the cpu's; at the end the distance between the cuda and cpu parameters is under
  * 5 % of how far the cpu's moved (wrong rows would make it about 100 %; frames through the CNN:
  * 2e-2 and 25 %, for cuDNN's TF32 convolutions); the collection was timed. Then weighted,
  * uniform and top-k replays train on the GPU's selectors. Prints each run's collection and step
- * times. Without a CUDA device (CI), the cpu learner against the bridge's learner on the cpu
- * (inline mode forces it), from the same state, with the same bounds.
+ * times. Without a CUDA device (CI) the harness alone runs: the cpu learner against itself
+ * restored from that checkpoint, with the same bounds.
  * usage: test_gpu_learning CONFIG... */
 #include "kernels/kernels.h"
 #include "replay/replay.h"
@@ -119,10 +121,10 @@ static int run(const char *const *extra, int nextra, run_out *out, int bridge, i
                                   "trainer.replay.max_times_sampled=0", "trainer.max_staleness=-1",
                                   "launch.mode=local"};
     int n = 8;
-    if (bridge)
+    if (bridge) { /* inline mode's rate limiter must let 5 batches of 8 follow 48 inserts */
         sets[n++] = "trainer.replay.samples_per_insert=1";
-    if (bridge)
         sets[n++] = "trainer.replay.error_buffer=1000";
+    }
     for (int i = 0; i < nextra && n < MAX_SETS; i++)
         sets[n++] = extra[i];
     gb_config cfg;
