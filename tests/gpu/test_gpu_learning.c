@@ -2,8 +2,8 @@
  * against the cpu one, on real replays and learners. For each config given (DQN, PPO, SAC on
  * vectors; DQN with a CNN on uint8 frames; PPO with an LSTM core, whose chunks' random state
  * column is the batch's state0, kept on the host; R2D2, a GRU core with burn-in; PPO on frames
- * stored once under a frame stack,
- * whose stacks the cuda trainer rebuilds on the device): the same seeds, the same chunks, a FIFO
+ * stored once under a frame stack, whose stacks the cuda trainer rebuilds on the device): the
+ * same seeds, the same chunks, a FIFO
  * replay (selection on the CPU either way, so the batches are the same), STEPS steps on the cpu,
  * then with trainer.device cuda for trainer.collect gpu_zero_copy and cpu_staged, each with and
  * without prefetch. The cpu learner is the bridge's (the one in C draws its initial weights and
