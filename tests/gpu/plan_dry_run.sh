@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/gpu/plan_dry_run.sh WORKDIR BINARY...: the GPU plan's dry run (tests/gpu/run_on_device.sh
-# call1 --dry-run) on the binaries of this build, gathered as build_for_device.sh gathers them
+# all --dry-run) on the binaries of this build, gathered as build_for_device.sh gathers them
 # (links in WORKDIR/bin): every CUDA step must report skipped, every other step ok, and the
 # call must leave its three files. Run from the project root (ctest's WORKING_DIRECTORY).
 set -uo pipefail
@@ -10,11 +10,12 @@ shift
 rm -rf "$work"
 mkdir -p "$work/bin" "$work/out"
 for f in "$@"; do ln -s "$(realpath "$f")" "$work/bin/"; done
-BIN=$work/bin OUT=$work/out DEADLINE_S=400 tests/gpu/run_on_device.sh call1 --dry-run
+BIN=$work/bin OUT=$work/out DEADLINE_S=400 tests/gpu/run_on_device.sh all --dry-run
 echo "run_on_device.sh exited $?"
 python3 - "$work/out" <<'PY'
 import json, os, sys
-gpu = {"kernels_gpu", "replay_gpu", "learner", "policy", "ppo_cuda", "transformer_large"}
+gpu = {"kernels_gpu", "replay_gpu", "learner", "policy", "ppo_cuda", "transformer_large",
+       "breakout_dqn", "atari"}
 cpu = {"binaries", "module", "kernels_cpu", "bench_kernels", "ppo_cpu", "transformer_config",
        "global_select"}
 steps = [json.loads(l) for l in open(os.path.join(sys.argv[1], "steps.jsonl"))]

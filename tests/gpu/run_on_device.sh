@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# tests/gpu/run_on_device.sh call1|call2 [--dry-run]: the GPU issue's plan, run on the GPU machine
-# from the project root with what tests/gpu/build_for_device.sh built here (BIN, default
-# build-device/carry/bin; its kit and manifest beside it), in two device calls of 10 minutes:
-#   call1  (about 6 min) the kernels' CPU references and GPU tests; gearbox bench kernels; the
+# tests/gpu/run_on_device.sh call1|call2|all [--dry-run]: the GPU issue's plan, run on the GPU
+# machine from the project root with what tests/gpu/build_for_device.sh built here (BIN, default
+# build-device/carry/bin; its kit and manifest beside it), in one device call (all: call1 then
+# call2, about 5 min on the H200 of 2026-12-04) or two:
+#   call1  (86 s on the H200) the kernels' CPU references and GPU tests; gearbox bench kernels; the
 #          GPU learner against the CPU learner (test_gpu_learning) and the GPU policy worker
 #          against the CPU one (test_gpu_policy); CartPole PPO to solve on the cpu, then with
 #          trainer and policy on cuda; gearbox bench replay --case global_select (4 ranks)
-#   call2  (about 4 min, sent at once while the machine is warm) Breakout DQN on cuda for 90 s
+#   call2  (about 4 min; Breakout DQN's part 93 s on the H200) Breakout DQN on cuda for 90 s
 #          with a replay of 95000 chunks (10.7 GB pinned): collect_share p50 and max, env
 #          steps/s; then the ALE's Breakout with PPO on cuda (ATARI_S seconds, default 120)
 # Every step has a time cap and is skipped, with a line saying so, when its cap no longer fits
@@ -21,7 +22,7 @@
 set -uo pipefail
 usage() { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 case "${1:-}" in
-  call1|call2) ;;
+  call1|call2|all) ;;
   -h|--help) usage; exit 0 ;;
   *) usage >&2; exit 2 ;;
 esac
@@ -192,7 +193,7 @@ export BIN_DIR=$bin
 export -f binaries run_gb bench_json kernels_cpu module build_here atari
 quick=()
 [ $gpu = 1 ] || quick=(--quick)
-if [ $call = call1 ]; then
+if [ $call != call2 ]; then
   step binaries 10 cpu binaries
   step module 60 cpu module
   if tail -1 "$results" | grep -q '"status": "failed"' && [ $gpu = 1 ]; then
@@ -203,10 +204,10 @@ if [ $call = call1 ]; then
     fi
   fi
   step kernels_cpu 60 cpu kernels_cpu
-  step kernels_gpu 90 gpu "$bin/test_gpu_kernels"
+  step kernels_gpu 60 gpu "$bin/test_gpu_kernels"
   step replay_gpu 60 gpu "$bin/test_gpu_replay"
   step bench_kernels 90 cpu bench_json bench_kernels kernels "${quick[@]}"
-  step learner 150 gpu "$bin/test_gpu_learning" tests/workers/dqn_cartpole.yaml \
+  step learner 90 gpu "$bin/test_gpu_learning" tests/workers/dqn_cartpole.yaml \
     tests/workers/ppo_cartpole.yaml configs/pendulum_sac.yaml configs/breakout_dqn.yaml \
     tests/gpu/ppo_lstm.yaml tests/gpu/dqn_r2d2.yaml tests/gpu/ppo_framestack.yaml
   step policy 60 gpu "$bin/test_gpu_policy"
@@ -216,12 +217,13 @@ if [ $call = call1 ]; then
   step transformer_config 20 cpu "$GB" check tests/gpu/ppo_transformer_large.yaml
   step transformer_large 75 gpu bench_json transformer_large learner \
     tests/gpu/ppo_transformer_large.yaml --seconds 20 --set trainer.device=cuda
-  step global_select 120 cpu bench_json global_select replay --case global_select "${quick[@]}"
-else
-  step breakout_dqn 200 gpu run_gb breakout_dqn configs/breakout_dqn.yaml \
+  step global_select 60 cpu bench_json global_select replay --case global_select "${quick[@]}"
+fi
+if [ $call != call1 ]; then
+  step breakout_dqn 150 gpu run_gb breakout_dqn configs/breakout_dqn.yaml \
     experiment.max_seconds=90 trainer.replay.capacity=95000 launch.stop_timeout_s=60 \
     trainer.checkpoint_every_s=0 trainer.device=cuda policy.device=cuda
-  step atari 220 gpu atari
+  step atari $((${ATARI_S:-120} + 50)) gpu atari
 fi
 cp "$bin/../manifest.json" "$out/manifest.json" 2>/dev/null
 tar czf "$out/logs.tar.gz" -C "$logs" . && rm -rf "$logs"
