@@ -196,8 +196,11 @@ __global__ void __launch_bounds__(TILE_THREADS)
 /* One warp a draw: target in [0, total), the first tile j with cum[j] > target, then in it the
  * first item whose running sum from the tile's start passes what is left of the target, 32
  * weights at a time. When rounding leaves the target past the tile's own running total, the
- * tile's last item of positive weight. cum is (tiles,). */
-__global__ void tile_search_kernel(const double *cum, int64_t tiles, const float *priorities,
+ * tile's last item of positive weight. cum is (tiles,), sums the tiles' own. A scan in another
+ * order than left to right can step up by an ulp over a tile that weighs nothing: the search
+ * then takes the nearest tile that weighs something, before it or else after. */
+__global__ void tile_search_kernel(const double *cum, const double *sums, int64_t tiles,
+                                   const float *priorities,
                                    int64_t n, double alpha, int64_t k, uint64_t seed,
                                    int stratified, int64_t *indices, float *probs,
                                    gb_kernels_status *st)
@@ -232,6 +235,10 @@ __global__ void tile_search_kernel(const double *cum, int64_t tiles, const float
         else
             lo = mid + 1;
     }
+    for (int64_t j = lo; sums[lo] <= 0.0 && j-- > 0;)
+        lo = sums[j] > 0.0 ? j : lo;
+    for (int64_t j = lo; sums[lo] <= 0.0 && ++j < tiles;)
+        lo = sums[j] > 0.0 ? j : lo;
     const double left = t - (lo == 0 ? 0.0 : cum[lo - 1]);
     const int64_t end = (lo + 1) * TILE < n ? (lo + 1) * TILE : n;
     int64_t pick = -1, last = -1;
@@ -414,7 +421,7 @@ extern "C" int gb_kernels_select_weighted_tiles(gb_kernels_ctx *ctx, const float
                                                 ctx->stream));
     const int64_t threads = k * 32; /* a warp a draw */
     tile_search_kernel<<<blocks_for(threads), THREADS, 0, ctx->stream>>>(
-        cum, tiles, priorities, n, alpha, k, seed, stratified ? 1 : 0, indices, probs,
+        cum, sums, tiles, priorities, n, alpha, k, seed, stratified ? 1 : 0, indices, probs,
         ctx->status);
     GB_CUDA_CHECK(cudaGetLastError());
     return 0;
