@@ -108,18 +108,17 @@ int gb_kernels_select_scratch(int64_t n, int64_t m, size_t *bytes, gb_error *err
     if (n < 0 || n > INT_MAX || m < 0 || m > INT_MAX)
         return gb_error_set(err, GB_EINVAL, "kernels: sizes n %lld, m %lld outside [0, 2^31)",
                             (long long)n, (long long)m);
-    size_t scan = 0, sort = 0, scat = 0;
+    size_t scan = 0, tiles = 0, sort = 0, scat = 0;
     int rc;
-    if ((rc = scan_temp_bytes(n, &scan, err)) || (rc = topk_temp_bytes(n, &sort, err)) ||
-        (rc = scatter_temp_bytes(m, 64, &scat, err)))
+    if ((rc = scan_temp_bytes(n, &scan, err)) ||
+        (rc = tiles_temp_bytes(tiles_for(n), &tiles, err)) ||
+        (rc = topk_temp_bytes(n, &sort, err)) || (rc = scatter_temp_bytes(m, 64, &scat, err)))
         return rc;
-    size_t a = weighted_scratch(n, scan), b = topk_scratch(n, sort), c = scatter_scratch(m, scat);
-    *bytes = a > b ? (a > c ? a : c) : (b > c ? b : c);
-    size_t tiles = 0;
-    if ((rc = tiles_temp_bytes(tiles_for(n), &tiles, err)))
-        return rc;
-    tiles = tiles_scratch(tiles_for(n), tiles);
-    *bytes = tiles > *bytes ? tiles : *bytes;
+    const size_t need[] = {weighted_scratch(n, scan), tiles_scratch(tiles_for(n), tiles),
+                           topk_scratch(n, sort), scatter_scratch(m, scat)};
+    *bytes = 0;
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        *bytes = need[i] > *bytes ? need[i] : *bytes;
     return 0;
 }
 
@@ -138,6 +137,33 @@ __global__ void fill_none_kernel(int64_t k, int64_t *indices, float *probs, gb_k
         probs[i] = 0.0f;
 }
 
+/* A weighted call's total, checked once: the first draw records it (and an empty or overflowed
+ * one) in st. 1 when nothing can be drawn from it. */
+__device__ static int weighted_total_bad(double total, int first, gb_kernels_status *st)
+{
+    const int bad = !(total > 0.0) || isinf(total);
+    if (first) {
+        st->total = total;
+        if (bad)
+            atomicAdd(isinf(total) ? &st->overflow : &st->empty, 1ULL);
+    }
+    return bad;
+}
+
+/* The first j in [0, n) with cum[j] > t (n when none), cum non-decreasing. */
+__device__ static int64_t first_above(const double *cum, int64_t n, double t)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (cum[mid] > t)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
 /* One thread per draw: target in [0, total), first j with cum[j] > target. cum is (n,). */
 __global__ void weighted_search_kernel(const double *cum, const float *priorities, int64_t n,
                                        double alpha, int64_t k, uint64_t seed, int stratified,
@@ -145,12 +171,7 @@ __global__ void weighted_search_kernel(const double *cum, const float *prioritie
 {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     double total = cum[n - 1];
-    int bad = !(total > 0.0) || isinf(total);
-    if (i == 0) {
-        st->total = total;
-        if (bad)
-            atomicAdd(isinf(total) ? &st->overflow : &st->empty, 1ULL);
-    }
+    int bad = weighted_total_bad(total, i == 0, st);
     if (i >= k)
         return;
     if (bad) {
@@ -161,14 +182,7 @@ __global__ void weighted_search_kernel(const double *cum, const float *prioritie
     }
     double t = gb_kernels_draw_target(seed, (uint64_t)i, (uint64_t)k, stratified, total,
                                       nextafter(total, 0.0));
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (cum[mid] > t)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
+    int64_t lo = first_above(cum, n, t);
     indices[i] = lo;
     if (probs)
         probs[i] = (float)(gb_kernels_weight(priorities[lo], alpha) / total);
@@ -209,12 +223,7 @@ __global__ void tile_search_kernel(const double *cum, const double *sums, int64_
     const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = (int)(threadIdx.x & 31);
     const double total = cum[tiles - 1];
-    const int bad = !(total > 0.0) || isinf(total);
-    if (i == 0 && lane == 0) {
-        st->total = total;
-        if (bad)
-            atomicAdd(isinf(total) ? &st->overflow : &st->empty, 1ULL);
-    }
+    const int bad = weighted_total_bad(total, i == 0 && lane == 0, st);
     if (i >= k) /* the whole warp: i is the warp's */
         return;
     if (bad) {
@@ -227,14 +236,7 @@ __global__ void tile_search_kernel(const double *cum, const double *sums, int64_
     }
     const double t = gb_kernels_draw_target(seed, (uint64_t)i, (uint64_t)k, stratified, total,
                                             nextafter(total, 0.0));
-    int64_t lo = 0, hi = tiles;
-    while (lo < hi) {
-        const int64_t mid = lo + (hi - lo) / 2;
-        if (cum[mid] > t)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
+    int64_t lo = first_above(cum, tiles, t);
     for (int64_t j = lo; sums[lo] <= 0.0 && j-- > 0;)
         lo = sums[j] > 0.0 ? j : lo;
     for (int64_t j = lo; sums[lo] <= 0.0 && ++j < tiles;)
